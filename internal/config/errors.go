@@ -1,0 +1,96 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Pos is a 1-based line and column in the config file. The zero Pos means
+// the value did not come from a file (for example a config built from flags).
+type Pos struct {
+	Line, Col int
+}
+
+// Error is one problem in a config, located at File:Line:Col.
+type Error struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+// Error formats e as "FILE:LINE:COL: message", leaving out the parts that
+// are unknown.
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:%d:", e.Line, e.Col)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in a config, ordered by position.
+// Parse, Validate and Load return a non-empty Errors or nil.
+type Errors []*Error
+
+// Error joins the errors one per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find the individual *Error values.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// AsErrors returns the Errors inside err, or nil if there are none.
+func AsErrors(err error) Errors {
+	var es Errors
+	if errors.As(err, &es) {
+		return es
+	}
+	return nil
+}
+
+// collector gathers errors for one file.
+type collector struct {
+	file string
+	errs Errors
+}
+
+func (c *collector) errorf(p Pos, format string, args ...any) {
+	c.errs = append(c.errs, &Error{File: c.file, Line: p.Line, Col: p.Col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// err returns the collected errors sorted by position, or nil. Sorting is
+// stable so that errors at the same position keep the order of the checks.
+func (c *collector) err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(c.errs, func(i, j int) bool {
+		a, b := c.errs[i], c.errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return c.errs
+}

@@ -1,0 +1,378 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Meta records where a mapping sits in the file and where each of its values
+// starts, so that Validate can point at the offending value. It is
+// bookkeeping, not policy: compare configs with Meta (and Pos) ignored.
+// The zero Meta (a config built in code) makes every position unknown.
+type Meta struct {
+	// Pos is where the mapping starts; for entries of a named mapping
+	// (servers, secrets) it is where the name is.
+	Pos  Pos
+	keys map[string]Pos
+}
+
+// At returns where the value of key starts, or m.Pos if key is absent.
+func (m Meta) At(key string) Pos {
+	if p, ok := m.keys[key]; ok {
+		return p
+	}
+	return m.Pos
+}
+
+// Elem returns where element i of the list under key starts, or At(key).
+func (m Meta) Elem(key string, i int) Pos {
+	if p, ok := m.keys[elemKey(key, i)]; ok {
+		return p
+	}
+	return m.At(key)
+}
+
+// Has reports whether key was written in the file, even with a zero value.
+func (m Meta) Has(key string) bool {
+	_, ok := m.keys[key]
+	return ok
+}
+
+func (m *Meta) set(key string, p Pos) {
+	if m.keys == nil {
+		m.keys = make(map[string]Pos)
+	}
+	m.keys[key] = p
+}
+
+func elemKey(key string, i int) string { return fmt.Sprintf("%s[%d]", key, i) }
+
+// Config is a parsed mcpbox.yaml. Paths are kept as written: relative ones
+// are resolved against the config file's directory, and a leading "~" is
+// expanded, by the caller (the CLI), not here.
+//
+// Lists and named mappings are nil when their key is absent and non-nil
+// (possibly empty) when it is present; Marshal keeps that difference.
+type Config struct {
+	File      string // the name given to Parse, used in error messages
+	Version   int    // must be 1
+	StateDir  string // empty: the CLI's default (~/.local/state/mcpbox)
+	Listen    Listen
+	Clients   []Client
+	Servers   []*Server // in file order; the first one is the --policy server
+	Sandbox   Sandbox   // defaults for every server
+	Approvals Approvals
+	Audit     Audit
+	Meta      Meta
+}
+
+// Server returns the server called name, or nil.
+func (c *Config) Server(name string) *Server {
+	for _, s := range c.Servers {
+		if s != nil && s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// RequiredLayers returns the isolation layers that must be in place for s
+// (nil s: for the config's default): s.Sandbox.Require if set, else the
+// top-level sandbox.require if set, else every layer.
+func (c *Config) RequiredLayers(s *Server) []string {
+	switch {
+	case s != nil && s.Sandbox.Require != nil:
+		return slices.Clone(s.Sandbox.Require)
+	case c.Sandbox.Require != nil:
+		return slices.Clone(c.Sandbox.Require)
+	}
+	return AllLayers()
+}
+
+// Listen is where the gateway accepts MCP clients besides stdio.
+type Listen struct {
+	HTTP HTTP
+	Meta Meta
+}
+
+// HTTP configures the Streamable HTTP endpoint.
+type HTTP struct {
+	// Addr is HOST:PORT; empty: no HTTP unless `serve --http` gives one.
+	// A non-loopback host is only valid when clients (tokens) are configured.
+	Addr string
+	// AllowedOrigins are Origin header patterns "scheme://host[:port]";
+	// the port may be "*". Empty: only requests without an Origin header.
+	AllowedOrigins []string
+	TLS            TLS
+	Meta           Meta
+}
+
+// TLS names a certificate and key file; both or neither must be set.
+type TLS struct {
+	Cert, Key string
+	Meta      Meta
+}
+
+// Client is an HTTP client identity; each gets its own sandboxes and workspace.
+type Client struct {
+	Name  string // same syntax as server names
+	Token Token
+	Meta  Meta
+}
+
+// Token says where a client's bearer token comes from.
+type Token struct {
+	From string // a secret reference: env:VAR, file:PATH or cmd:COMMAND
+	Meta Meta
+}
+
+// Approvals configures human review.
+type Approvals struct {
+	Timeout  Duration // zero: the approval broker's default
+	Channels []string // elicitation, cli, web
+	Meta     Meta
+}
+
+// Audit configures the audit log.
+type Audit struct {
+	Store           string // "sqlite" (also the meaning of empty)
+	JSONL           string // path of an additional JSON-lines copy; empty: none
+	IncludePayloads bool   // record call arguments and results (redacted)
+	Meta            Meta
+}
+
+// Sandbox lists the isolation layers that must be in place; see Layer*.
+type Sandbox struct {
+	// Require nil means every layer is required (fail closed). A non-nil
+	// list, even an empty one, requires exactly those layers and accepts
+	// that the others may be missing on this host.
+	Require []string
+	Meta    Meta
+}
+
+// Server is one MCP server and the policy around it.
+type Server struct {
+	Name string // [a-z0-9][a-z0-9_-]{0,62}
+	// Command is argv of a local server run in a sandbox. Exactly one of
+	// Command and URL is set.
+	Command []string
+	// URL is the Streamable HTTP endpoint of a remote server, which runs
+	// outside any sandbox; https, or http to a loopback host.
+	URL string
+	// Placement is PlacementIsolated, "group:NAME" (one sandbox shared by
+	// the servers of group NAME) or PlacementRemote. Empty: remote if URL is
+	// set, else isolated.
+	Placement  string
+	Scope      string // ScopeAgent (also the meaning of empty), ScopeSession or ScopeShared
+	Filesystem Filesystem
+	Env        []EnvVar // in file order
+	Secrets    []Secret // in file order
+	Network    Network
+	Exec       Exec
+	Limits     Limits
+	Lifecycle  Lifecycle
+	Pin        string // PinEnforce, PinTOFU (also the meaning of empty), PinWarn or PinOff
+	Tools      Tools
+	Sandbox    Sandbox // overrides the top-level Sandbox when Require is non-nil
+	Meta       Meta
+}
+
+// Filesystem is what the sandbox sees besides the minimal system view.
+type Filesystem struct {
+	Input  *Input  // nil: an empty /workspace/input
+	Output *Output // nil or empty Source: a per-agent dir at /workspace/output
+	Tmp    Tmp
+	Mounts []Mount
+	// Template is a directory whose contents seed a new workspace; empty: none.
+	Template string
+	Meta     Meta
+}
+
+// Input is mounted at /workspace/input.
+type Input struct {
+	Source string // host directory; required
+	Mode   string // ModeRO (also the meaning of empty) or ModeOverlay (writable, changes discarded)
+	Meta   Meta
+}
+
+// Output is mounted read-write at /workspace/output.
+type Output struct {
+	Source string // host directory; empty: a per-agent dir under the state dir
+	Meta   Meta
+}
+
+// Tmp is the tmpfs at /tmp.
+type Tmp struct {
+	Size Size // zero: the sandbox default
+	Meta Meta
+}
+
+// Mount is an extra bind mount.
+type Mount struct {
+	Source string // host path
+	Target string // absolute, clean path in the sandbox; see ReservedTargets
+	Mode   string // ModeRO (also the meaning of empty) or ModeRW
+	Meta   Meta
+}
+
+// EnvVar is one environment variable given to the server.
+type EnvVar struct {
+	Name, Value string
+	Pos         Pos // where Name is
+}
+
+// Secret is a credential injected into the server's sandbox.
+type Secret struct {
+	Name string   // [A-Za-z_][A-Za-z0-9_]*: the env var or /run/secrets file name
+	From string   // env:VAR, file:PATH or cmd:COMMAND; never the value itself
+	As   string   // SecretAsEnv (also the meaning of empty) or SecretAsFile
+	TTL  Duration // re-read the source after TTL; zero: read once per sandbox
+	Meta Meta
+}
+
+// Network is the server's network policy; the zero value has no network.
+type Network struct {
+	Egress  []Egress
+	Forward []Forward
+	Meta    Meta
+}
+
+// Egress allows connections through the egress proxy.
+type Egress struct {
+	// Host is a host name, "*.suffix" (any name strictly below suffix), "*"
+	// (any host), or an IPv4/IPv6 literal. The proxy still refuses private,
+	// loopback and link-local addresses unless CIDR covers them.
+	Host string
+	// Ports are allowed destination ports; empty: 443 only.
+	Ports []int
+	// CIDR, with Host: the addresses Host may resolve to, which may then be
+	// private. Without Host: connections to IP addresses in CIDR.
+	CIDR string
+	Meta Meta
+}
+
+// DefaultEgressPort is the only port of an Egress rule that lists none.
+const DefaultEgressPort = 443
+
+// Forward makes a TCP port inside the sandbox reach a fixed destination.
+type Forward struct {
+	Listen string // loopback IP:PORT inside the sandbox
+	To     string // HOST:PORT outside
+	Meta   Meta
+}
+
+// Exec controls which files may be executed.
+type Exec struct {
+	// Allow are absolute paths in the sandbox that may be executed even
+	// though they are on a writable mount.
+	Allow []string
+	// Writable allows executing anything on writable mounts (--exec-writable).
+	Writable bool
+	Meta     Meta
+}
+
+// Limits are resource limits; zero fields mean the sandbox default.
+type Limits struct {
+	Memory      Size
+	Pids        int
+	CPU         float64 // CPUs, (0, 1024]
+	CallTimeout Duration
+	Output      Size // largest tool result passed back
+	Meta        Meta
+}
+
+// Lifecycle says when an idle or old sandbox is paused, stopped or restarted.
+// Zero durations mean "never".
+type Lifecycle struct {
+	Idle        Duration
+	IdleAction  string   // IdleActionPause (also the meaning of empty) or IdleActionStop
+	IdleStop    Duration // with IdleActionPause: stop after this long idle; > Idle
+	MaxLifetime Duration
+	Restart     string // RestartNo (also the meaning of empty), RestartOnFailure or RestartAlways
+	Meta        Meta
+}
+
+// Tools is the tool policy. The zero value allows no tool (default deny).
+type Tools struct {
+	Allow   []string // tool name globs (path.Match syntax)
+	Deny    []string
+	Approve []string // allowed after human review
+	Rules   []Rule
+	// RateLimit limits calls to this server; zero: unlimited.
+	RateLimit RateLimit
+	Meta      Meta
+}
+
+// Rule decides calls of matching tools for which When holds.
+type Rule struct {
+	Tool   string // glob
+	When   string // condition over the call (evaluated by the policy package); empty: always
+	Action string // ActionAllow, ActionDeny or ActionApprove
+	Meta   Meta
+}
+
+// RateLimit bounds the call rate.
+type RateLimit struct {
+	PerMinute int
+	Meta      Meta
+}
+
+// Enumerated values.
+const (
+	PlacementIsolated = "isolated"
+	PlacementRemote   = "remote"
+	PlacementGroup    = "group:" // prefix of "group:NAME"
+
+	ScopeAgent   = "agent"
+	ScopeSession = "session"
+	ScopeShared  = "shared"
+
+	ModeRO      = "ro"
+	ModeRW      = "rw"
+	ModeOverlay = "overlay"
+
+	SecretAsEnv  = "env"
+	SecretAsFile = "file"
+
+	IdleActionPause = "pause"
+	IdleActionStop  = "stop"
+
+	RestartNo        = "no"
+	RestartOnFailure = "on-failure"
+	RestartAlways    = "always"
+
+	PinEnforce = "enforce"
+	PinTOFU    = "tofu"
+	PinWarn    = "warn"
+	PinOff     = "off"
+
+	ActionAllow   = "allow"
+	ActionDeny    = "deny"
+	ActionApprove = "approve"
+
+	AuditStoreSQLite = "sqlite"
+)
+
+// Isolation layers named in sandbox.require.
+const (
+	LayerUserns   = "userns"
+	LayerMountns  = "mountns"
+	LayerPidns    = "pidns"
+	LayerNetns    = "netns"
+	LayerSeccomp  = "seccomp"
+	LayerLandlock = "landlock"
+	LayerCgroups  = "cgroups"
+	LayerIDMap    = "idmap"
+)
+
+// AllLayers returns every isolation layer name.
+func AllLayers() []string {
+	return []string{LayerUserns, LayerMountns, LayerPidns, LayerNetns, LayerSeccomp, LayerLandlock, LayerCgroups, LayerIDMap}
+}
+
+// Approval channels.
+const (
+	ChannelElicitation = "elicitation"
+	ChannelCLI         = "cli"
+	ChannelWeb         = "web"
+)

@@ -1,0 +1,233 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// check is one semantic rule over a whole config. Each reports every
+// problem it finds rather than stopping at the first.
+type check func(r *collector, c *Config)
+
+// checks run in this order; Validate then sorts the errors by position.
+var checks = []check{
+	checkVersion,
+	checkStateDir,
+	checkListen,
+	checkClients,
+	checkServerList,
+	checkServers,
+	checkDefaultSandbox,
+	checkApprovals,
+	checkAudit,
+}
+
+// Validate checks the meaning of a parsed (or built) config: allowed
+// values, ranges, paths, hosts, references and combinations. It returns an
+// Errors sorted by position, or nil.
+func Validate(c *Config) error {
+	r := &collector{file: c.File}
+	for _, check := range checks {
+		check(r, c)
+	}
+	return r.err()
+}
+
+func checkVersion(r *collector, c *Config) {
+	switch {
+	case !c.Meta.Has("version") && c.Version == 0:
+		r.errorf(c.Meta.Pos, "missing version (want version: 1)")
+	case c.Version != 1:
+		r.errorf(c.Meta.At("version"), "version: unsupported version %d (want 1)", c.Version)
+	}
+}
+
+func checkStateDir(r *collector, c *Config) {
+	if c.Meta.Has("state_dir") || c.StateDir != "" {
+		hostPath(r, c.Meta.At("state_dir"), "state_dir", c.StateDir)
+	}
+}
+
+func checkListen(r *collector, c *Config) {
+	h := &c.Listen.HTTP
+	if h.Addr != "" || h.Meta.Has("addr") {
+		checkListenAddr(r, h.Meta.At("addr"), "listen.http.addr", h.Addr, len(c.Clients) > 0)
+	}
+	for i, o := range h.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			r.errorf(h.Meta.Elem("allowed_origins", i), "listen.http.allowed_origins[%d]: %v", i, err)
+		}
+	}
+	t := &h.TLS
+	switch {
+	case t.Cert != "" && t.Key == "":
+		r.errorf(t.Meta.At("cert"), "listen.http.tls: cert needs a key")
+	case t.Key != "" && t.Cert == "":
+		r.errorf(t.Meta.At("key"), "listen.http.tls: key needs a cert")
+	}
+}
+
+func checkListenAddr(r *collector, p Pos, path, addr string, haveClients bool) {
+	host, port, err := splitHostPort(addr)
+	if err != nil {
+		r.errorf(p, "%s: %v", path, err)
+		return
+	}
+	if _, ok := parsePort(port, 0); !ok {
+		r.errorf(p, "%s: invalid port %q (want 0-65535)", path, port)
+		return
+	}
+	if host != "" && !validHostname(host) && !isIP(host) {
+		r.errorf(p, "%s: invalid host %q", path, host)
+		return
+	}
+	if !isLoopbackHost(host) && !haveClients {
+		r.errorf(p, "%s: %q is not a loopback address; listening beyond loopback needs clients with tokens", path, addr)
+	}
+}
+
+func checkClients(r *collector, c *Config) {
+	seen := make(map[string]bool)
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		path := fmt.Sprintf("clients[%d]", i)
+		switch {
+		case !nameRE.MatchString(cl.Name):
+			r.errorf(cl.Meta.At("name"), "%s.name: invalid client name %q (want %s)", path, cl.Name, nameRE)
+		case seen[cl.Name]:
+			r.errorf(cl.Meta.At("name"), "%s.name: duplicate client name %q", path, cl.Name)
+		}
+		seen[cl.Name] = true
+		if cl.Token.From == "" {
+			r.errorf(firstPos(cl.Token.Meta.At("from"), cl.Meta.Pos), "%s.token.from: missing token reference (env:VAR, file:PATH or cmd:COMMAND)", path)
+		} else if _, err := ParseSecretRef(cl.Token.From); err != nil {
+			r.errorf(cl.Token.Meta.At("from"), "%s.token.from: %v", path, err)
+		}
+	}
+}
+
+func checkServerList(r *collector, c *Config) {
+	if len(c.Servers) == 0 {
+		r.errorf(c.Meta.At("servers"), "servers: no servers configured")
+	}
+	seen := make(map[string]bool)
+	for i, s := range c.Servers {
+		if s == nil {
+			r.errorf(c.Meta.At("servers"), "servers[%d]: nil server", i)
+			continue
+		}
+		if seen[s.Name] {
+			r.errorf(s.Meta.Pos, "servers: duplicate server name %q", s.Name)
+		}
+		seen[s.Name] = true
+	}
+}
+
+func checkServers(r *collector, c *Config) {
+	for _, s := range c.Servers {
+		if s == nil {
+			continue
+		}
+		path := "servers." + s.Name
+		for _, check := range serverChecks {
+			check(r, s, path)
+		}
+	}
+}
+
+func checkDefaultSandbox(r *collector, c *Config) {
+	checkLayers(r, &c.Sandbox, "sandbox")
+}
+
+func checkLayers(r *collector, s *Sandbox, path string) {
+	seen := make(map[string]bool)
+	for i, l := range s.Require {
+		p := s.Meta.Elem("require", i)
+		switch {
+		case !contains(AllLayers(), l):
+			r.errorf(p, "%s.require[%d]: unknown layer %q (want %s)", path, i, l, strings.Join(AllLayers(), ", "))
+		case seen[l]:
+			r.errorf(p, "%s.require[%d]: duplicate layer %q", path, i, l)
+		}
+		seen[l] = true
+	}
+}
+
+func checkApprovals(r *collector, c *Config) {
+	a := &c.Approvals
+	positive(r, &a.Meta, "approvals", "timeout", int64(a.Timeout))
+	seen := make(map[string]bool)
+	for i, ch := range a.Channels {
+		p := a.Meta.Elem("channels", i)
+		path := fmt.Sprintf("approvals.channels[%d]", i)
+		switch {
+		case !contains([]string{ChannelElicitation, ChannelCLI, ChannelWeb}, ch):
+			r.errorf(p, "%s: unknown channel %q (want elicitation, cli or web)", path, ch)
+		case seen[ch]:
+			r.errorf(p, "%s: duplicate channel %q", path, ch)
+		}
+		seen[ch] = true
+	}
+}
+
+func checkAudit(r *collector, c *Config) {
+	a := &c.Audit
+	if a.Store != "" && a.Store != AuditStoreSQLite {
+		r.errorf(a.Meta.At("store"), "audit.store: unknown store %q (want sqlite)", a.Store)
+	}
+	if a.Meta.Has("jsonl") || a.JSONL != "" {
+		hostPath(r, a.Meta.At("jsonl"), "audit.jsonl", a.JSONL)
+	}
+}
+
+// firstPos returns the first known position, for values whose own mapping
+// may be absent.
+func firstPos(ps ...Pos) Pos {
+	for _, p := range ps {
+		if p.Line > 0 {
+			return p
+		}
+	}
+	return Pos{}
+}
+
+// positive reports key of m as an error if it was written with a value <= 0;
+// such values are otherwise read as "not set", which is not what was meant.
+func positive(r *collector, m *Meta, path, key string, v int64) {
+	if m.Has(key) && v <= 0 {
+		r.errorf(m.At(key), "%s.%s: must be positive (leave it out for the default)", path, key)
+	}
+}
+
+// enum reports v if it is neither empty nor one of allowed.
+func enum(r *collector, m *Meta, path, key, v string, allowed ...string) {
+	if (v != "" || m.Has(key)) && !contains(allowed, v) {
+		r.errorf(m.At(key), "%s.%s: invalid value %q (want %s)", path, key, v, orList(allowed))
+	}
+}
+
+func orList(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// hostPath checks a host path as written; resolving it is the caller's job.
+func hostPath(r *collector, p Pos, path, v string) {
+	switch {
+	case v == "":
+		r.errorf(p, "%s: must not be empty", path)
+	case strings.ContainsRune(v, 0):
+		r.errorf(p, "%s: must not contain NUL", path)
+	}
+}

@@ -1,0 +1,329 @@
+package config
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// serverCheck is one semantic rule over one server; path is "servers.NAME".
+type serverCheck func(r *collector, s *Server, path string)
+
+var serverChecks = []serverCheck{
+	checkServerName,
+	checkRunTarget,
+	checkRemoteSections,
+	checkScope,
+	checkInputOutput,
+	checkMounts,
+	checkEnv,
+	checkSecrets,
+	checkEgress,
+	checkForward,
+	checkExec,
+	checkLimits,
+	checkLifecycle,
+	checkPin,
+	checkToolGlobs,
+	checkRules,
+	checkServerSandbox,
+}
+
+func checkServerName(r *collector, s *Server, p string) {
+	if !nameRE.MatchString(s.Name) {
+		r.errorf(s.Meta.Pos, "servers: invalid server name %q (want %s)", s.Name, nameRE)
+	}
+}
+
+// checkRunTarget checks command, url and placement together: a server is
+// either local (command, in a sandbox) or remote (url, outside any sandbox).
+func checkRunTarget(r *collector, s *Server, p string) {
+	local, remote := s.Command != nil, s.URL != "" || s.Meta.Has("url")
+	switch {
+	case local && remote:
+		r.errorf(s.Meta.At("url"), "%s: command and url are exclusive (local server or remote server)", p)
+	case !local && !remote:
+		r.errorf(s.Meta.Pos, "%s: needs a command (local server) or a url (remote server)", p)
+	}
+	if local {
+		checkCommand(r, s, p)
+	}
+	if remote {
+		if err := checkURL(s.URL); err != nil {
+			r.errorf(s.Meta.At("url"), "%s.url: %v", p, err)
+		}
+	}
+	pl, at := s.Placement, s.Meta.At("placement")
+	switch {
+	case pl == "" && !s.Meta.Has("placement"):
+	case pl == PlacementRemote:
+		if local {
+			r.errorf(at, "%s.placement: a remote server has a url, not a command", p)
+		}
+	case pl == PlacementIsolated || strings.HasPrefix(pl, PlacementGroup):
+		if g, ok := strings.CutPrefix(pl, PlacementGroup); ok && !nameRE.MatchString(g) {
+			r.errorf(at, "%s.placement: invalid group name %q (want %s)", p, g, nameRE)
+		}
+		if remote && !local {
+			r.errorf(at, "%s.placement: a server with a url runs outside any sandbox; use placement: remote", p)
+		}
+	default:
+		r.errorf(at, "%s.placement: invalid value %q (want isolated, group:NAME or remote)", p, pl)
+	}
+}
+
+func checkCommand(r *collector, s *Server, p string) {
+	if len(s.Command) == 0 {
+		r.errorf(s.Meta.At("command"), "%s.command: must not be empty", p)
+		return
+	}
+	if s.Command[0] == "" {
+		r.errorf(s.Meta.Elem("command", 0), "%s.command[0]: program must not be empty", p)
+	}
+	for i, arg := range s.Command {
+		if strings.ContainsRune(arg, 0) {
+			r.errorf(s.Meta.Elem("command", i), "%s.command[%d]: must not contain NUL", p, i)
+		}
+	}
+}
+
+// checkRemoteSections rejects sandbox settings on a remote server, where
+// they would be silently ignored.
+func checkRemoteSections(r *collector, s *Server, p string) {
+	if s.Command != nil || (s.URL == "" && !s.Meta.Has("url")) {
+		return
+	}
+	for _, key := range []string{"filesystem", "env", "secrets", "network", "exec", "lifecycle", "sandbox"} {
+		if s.Meta.Has(key) {
+			r.errorf(s.Meta.At(key), "%s.%s: does not apply to a remote server (it runs outside any sandbox)", p, key)
+		}
+	}
+	for _, key := range []string{"memory", "pids", "cpu"} {
+		if s.Limits.Meta.Has(key) {
+			r.errorf(s.Limits.Meta.At(key), "%s.limits.%s: does not apply to a remote server (it runs outside any sandbox)", p, key)
+		}
+	}
+}
+
+func checkScope(r *collector, s *Server, p string) {
+	enum(r, &s.Meta, p, "scope", s.Scope, ScopeAgent, ScopeSession, ScopeShared)
+}
+
+func checkInputOutput(r *collector, s *Server, p string) {
+	fs := &s.Filesystem
+	p += ".filesystem"
+	if in := fs.Input; in != nil {
+		hostPath(r, in.Meta.At("source"), p+".input.source", in.Source)
+		enum(r, &in.Meta, p+".input", "mode", in.Mode, ModeRO, ModeOverlay)
+	}
+	if out := fs.Output; out != nil && (out.Source != "" || out.Meta.Has("source")) {
+		hostPath(r, out.Meta.At("source"), p+".output.source", out.Source)
+	}
+	positive(r, &fs.Tmp.Meta, p+".tmp", "size", int64(fs.Tmp.Size))
+	if fs.Template != "" || fs.Meta.Has("template") {
+		hostPath(r, fs.Meta.At("template"), p+".template", fs.Template)
+	}
+}
+
+// reservedTargets are where the sandbox itself mounts things; a mount may be
+// neither at, below nor above one of them. kernelTargets hold kernel
+// filesystems; a mount may not be at or below them.
+var (
+	reservedTargets = []string{
+		"/workspace/input", "/workspace/output", "/tmp", "/run/secrets",
+		"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	}
+	kernelTargets = []string{"/proc", "/dev", "/sys"}
+)
+
+func checkMounts(r *collector, s *Server, p string) {
+	seen := make(map[string]bool)
+	for i := range s.Filesystem.Mounts {
+		m := &s.Filesystem.Mounts[i]
+		mp := fmt.Sprintf("%s.filesystem.mounts[%d]", p, i)
+		hostPath(r, m.Meta.At("source"), mp+".source", m.Source)
+		if err := CheckMountTarget(m.Target); err != nil {
+			r.errorf(m.Meta.At("target"), "%s.target: %v", mp, err)
+		} else if seen[m.Target] {
+			r.errorf(m.Meta.At("target"), "%s.target: %s is already mounted", mp, m.Target)
+		}
+		seen[m.Target] = true
+		enum(r, &m.Meta, mp, "mode", m.Mode, ModeRO, ModeRW)
+	}
+}
+
+// CheckMountTarget reports why t cannot be a mount target in a sandbox:
+// not absolute and clean, under a kernel filesystem, or overlapping a path
+// the sandbox provides itself. The CLI checks --mount with it too.
+func CheckMountTarget(t string) error {
+	if err := sandboxPath(t); err != nil {
+		return err
+	}
+	if t == "/" {
+		return fmt.Errorf("must not be /")
+	}
+	for _, k := range kernelTargets {
+		if within(t, k) {
+			return fmt.Errorf("%s is under %s, a kernel filesystem", t, k)
+		}
+	}
+	for _, res := range reservedTargets {
+		if within(t, res) || within(res, t) {
+			return fmt.Errorf("%s overlaps %s, which the sandbox provides", t, res)
+		}
+	}
+	return nil
+}
+
+// within reports whether clean absolute path a is b or below b.
+func within(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/")
+}
+
+// sandboxPath checks a path inside the sandbox: absolute and clean, since
+// "/data/../etc" would otherwise slip past the reserved-path checks.
+func sandboxPath(t string) error {
+	switch {
+	case t == "":
+		return fmt.Errorf("must not be empty")
+	case strings.ContainsRune(t, 0):
+		return fmt.Errorf("must not contain NUL")
+	case !path.IsAbs(t):
+		return fmt.Errorf("%q is not an absolute path", t)
+	case path.Clean(t) != t:
+		return fmt.Errorf("%q is not clean (want %q)", t, path.Clean(t))
+	}
+	return nil
+}
+
+func checkEnv(r *collector, s *Server, p string) {
+	seen := make(map[string]bool)
+	for _, e := range s.Env {
+		switch {
+		case e.Name == "" || strings.ContainsAny(e.Name, "=\x00"):
+			r.errorf(e.Pos, "%s.env: invalid variable name %q (must be non-empty, without = or NUL)", p, e.Name)
+		case seen[e.Name]:
+			r.errorf(e.Pos, "%s.env: duplicate variable %q", p, e.Name)
+		case strings.ContainsRune(e.Value, 0):
+			r.errorf(e.Pos, "%s.env.%s: value must not contain NUL", p, e.Name)
+		}
+		seen[e.Name] = true
+	}
+}
+
+func checkSecrets(r *collector, s *Server, p string) {
+	env := make(map[string]bool)
+	for _, e := range s.Env {
+		env[e.Name] = true
+	}
+	seen := make(map[string]bool)
+	for i := range s.Secrets {
+		sec := &s.Secrets[i]
+		sp := p + ".secrets." + sec.Name
+		switch {
+		case !secretNameRE.MatchString(sec.Name):
+			r.errorf(sec.Meta.Pos, "%s.secrets: invalid secret name %q (want %s)", p, sec.Name, secretNameRE)
+		case seen[sec.Name]:
+			r.errorf(sec.Meta.Pos, "%s.secrets: duplicate secret %q", p, sec.Name)
+		case env[sec.Name] && sec.As != SecretAsFile:
+			r.errorf(sec.Meta.Pos, "%s.secrets: %s is also set in env", p, sec.Name)
+		}
+		seen[sec.Name] = true
+		if sec.From == "" {
+			r.errorf(sec.Meta.At("from"), "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", sp)
+		} else if _, err := ParseSecretRef(sec.From); err != nil {
+			r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)
+		}
+		enum(r, &sec.Meta, sp, "as", sec.As, SecretAsEnv, SecretAsFile)
+		positive(r, &sec.Meta, sp, "ttl", int64(sec.TTL))
+	}
+}
+
+func checkExec(r *collector, s *Server, p string) {
+	for i, a := range s.Exec.Allow {
+		if err := sandboxPath(a); err != nil {
+			r.errorf(s.Exec.Meta.Elem("allow", i), "%s.exec.allow[%d]: %v", p, i, err)
+		}
+	}
+}
+
+func checkLimits(r *collector, s *Server, p string) {
+	l := &s.Limits
+	p += ".limits"
+	if l.Meta.Has("memory") && l.Memory < 1<<20 {
+		r.errorf(l.Meta.At("memory"), "%s.memory: %s is too small (want at least 1Mi)", p, l.Memory)
+	}
+	positive(r, &l.Meta, p, "pids", int64(l.Pids))
+	if l.Meta.Has("cpu") && !(l.CPU > 0 && l.CPU <= 1024) {
+		r.errorf(l.Meta.At("cpu"), "%s.cpu: %g is out of range (want more than 0, at most 1024)", p, l.CPU)
+	}
+	positive(r, &l.Meta, p, "call_timeout", int64(l.CallTimeout))
+	positive(r, &l.Meta, p, "output", int64(l.Output))
+}
+
+func checkLifecycle(r *collector, s *Server, p string) {
+	l := &s.Lifecycle
+	p += ".lifecycle"
+	positive(r, &l.Meta, p, "idle", int64(l.Idle))
+	positive(r, &l.Meta, p, "idle_stop", int64(l.IdleStop))
+	positive(r, &l.Meta, p, "max_lifetime", int64(l.MaxLifetime))
+	enum(r, &l.Meta, p, "idle_action", l.IdleAction, IdleActionPause, IdleActionStop)
+	enum(r, &l.Meta, p, "restart", l.Restart, RestartNo, RestartOnFailure, RestartAlways)
+	switch {
+	case l.IdleStop > 0 && l.IdleAction == IdleActionStop:
+		r.errorf(l.Meta.At("idle_stop"), "%s.idle_stop: only applies with idle_action: pause", p)
+	case l.IdleStop > 0 && l.Idle > 0 && l.IdleStop <= l.Idle:
+		r.errorf(l.Meta.At("idle_stop"), "%s.idle_stop: %s must be longer than idle (%s)", p, l.IdleStop, l.Idle)
+	}
+}
+
+func checkPin(r *collector, s *Server, p string) {
+	enum(r, &s.Meta, p, "pin", s.Pin, PinEnforce, PinTOFU, PinWarn, PinOff)
+}
+
+func checkToolGlobs(r *collector, s *Server, p string) {
+	t := &s.Tools
+	for _, l := range []struct {
+		key   string
+		globs []string
+	}{{"allow", t.Allow}, {"deny", t.Deny}, {"approve", t.Approve}} {
+		for i, g := range l.globs {
+			if err := checkGlob(g); err != nil {
+				r.errorf(t.Meta.Elem(l.key, i), "%s.tools.%s[%d]: %v", p, l.key, i, err)
+			}
+		}
+	}
+	positive(r, &t.RateLimit.Meta, p+".tools.rate_limit", "per_minute", int64(t.RateLimit.PerMinute))
+}
+
+func checkGlob(g string) error {
+	if g == "" {
+		return fmt.Errorf("empty tool pattern")
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("invalid tool pattern %q", g)
+	}
+	return nil
+}
+
+func checkRules(r *collector, s *Server, p string) {
+	for i := range s.Tools.Rules {
+		rule := &s.Tools.Rules[i]
+		rp := fmt.Sprintf("%s.tools.rules[%d]", p, i)
+		if err := checkGlob(rule.Tool); err != nil {
+			r.errorf(rule.Meta.At("tool"), "%s.tool: %v", rp, err)
+		}
+		if rule.Meta.Has("when") && strings.TrimSpace(rule.When) == "" {
+			r.errorf(rule.Meta.At("when"), "%s.when: must not be empty (leave it out to match always)", rp)
+		}
+		if rule.Action == "" && !rule.Meta.Has("action") {
+			r.errorf(rule.Meta.Pos, "%s: missing action (want allow, deny or approve)", rp)
+		} else {
+			enum(r, &rule.Meta, rp, "action", rule.Action, ActionAllow, ActionDeny, ActionApprove)
+		}
+	}
+}
+
+func checkServerSandbox(r *collector, s *Server, p string) {
+	checkLayers(r, &s.Sandbox, p+".sandbox")
+}
