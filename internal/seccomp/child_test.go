@@ -1,0 +1,208 @@
+//go:build linux && (amd64 || arm64)
+
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// childEnv selects a child mode when the test binary re-executes itself
+// (the runc / go-sdk pattern): "probe" runs probes under the filter and
+// then execs a shell; "kill" makes a foreign-ABI syscall that must kill it.
+const childEnv = "MCPBOX_SECCOMP_TEST_CHILD"
+
+// shellScript runs after the child execs under its filter: it shows the
+// filter survived execve and fork, and that glibc threads still start
+// (pthread_create tries clone3 first and must fall back to clone).
+const shellScript = `set -e
+grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status
+if [ -x /usr/bin/python3 ]; then
+	/usr/bin/python3 -I -c 'import threading; t = threading.Thread(target=print, args=("python thread ok",)); t.start(); t.join()'
+else
+	echo "python absent"
+fi
+exit 0`
+
+// probe is one syscall the child makes under the filter. Probes marked
+// control have no effect when they succeed, so they also run before the
+// filter: the parent then checks the filter changed the answer.
+type probe struct {
+	name    string
+	control bool
+	run     func() error
+}
+
+func childProbes() []probe {
+	return []probe{
+		{"unshare NEWUSER", true, func() error { return unix.Unshare(unix.CLONE_NEWUSER) }},
+		{"setns", true, func() error { return unix.Setns(-1, 0) }},
+		{"umount2", true, func() error { return unix.Unmount("/nonexistent-mcpbox-seccomp-probe", 0) }},
+		{"keyctl", true, func() error {
+			_, err := unix.KeyctlInt(unix.KEYCTL_GET_KEYRING_ID, unix.KEY_SPEC_SESSION_KEYRING, 0, 0, 0)
+			return err
+		}},
+		// PEEKUSER on ourselves fails with ESRCH without the filter and has
+		// no side effect, unlike PTRACE_TRACEME.
+		{"ptrace PEEKUSER", true, func() error {
+			return rawSyscall(unix.SYS_PTRACE, unix.PTRACE_PEEKUSR, uintptr(unix.Getpid()), 0)
+		}},
+		// clone3 with a NULL, zero-sized argument is EINVAL without the
+		// filter; it never creates a process.
+		{"clone3", true, func() error { return rawSyscall(unix.SYS_CLONE3, 0, 0, 0) }},
+		{"socket tcp", false, func() error { return socketProbe(unix.AF_INET, unix.SOCK_STREAM, 0) }},
+		{"socket mptcp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP) }},
+		{"socket packet", true, func() error { return socketProbe(unix.AF_PACKET, unix.SOCK_RAW, 0x0300) }},
+		{"socket raw icmp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP) }},
+		{"socket vsock", true, func() error { return socketProbe(unix.AF_VSOCK, unix.SOCK_STREAM, 0) }},
+		{"socket netlink route", false, func() error { return socketProbe(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE) }},
+		{"net.Interfaces", false, func() error { _, err := net.Interfaces(); return err }},
+		{"net.Listen tcp", false, func() error {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err == nil {
+				l.Close()
+			}
+			return err
+		}},
+		{"ioctl TIOCSTI", true, func() error { return rawSyscall(unix.SYS_IOCTL, badFD, unix.TIOCSTI, 0) }},
+		{"ioctl TCGETS", false, func() error { return rawSyscall(unix.SYS_IOCTL, badFD, unix.TCGETS, 0) }},
+		{"personality query", false, func() error { return rawSyscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0) }},
+		{"personality ADDR_NO_RANDOMIZE", false, func() error {
+			return rawSyscall(unix.SYS_PERSONALITY, addrNoRandomize, 0, 0)
+		}},
+	}
+}
+
+// badFD is fd -1 as a syscall argument: the kernel answers EBADF once the
+// filter lets the call through.
+const badFD = ^uintptr(0)
+
+func rawSyscall(nr, a1, a2, a3 uintptr) error {
+	_, _, errno := unix.Syscall(nr, a1, a2, a3)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func socketProbe(domain, typ, proto int) error {
+	fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// result names an outcome the way the parent expects it.
+func result(err error) string {
+	var errno unix.Errno
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNoNewPrivs):
+		return "ErrNoNewPrivs"
+	case errors.As(err, &errno):
+		return unix.ErrnoName(errno)
+	}
+	return strings.ReplaceAll(err.Error(), "\t", " ")
+}
+
+// childMain runs in the re-executed test binary. It prints one line per
+// probe, "probe\tNAME\tBEFORE\tAFTER", then replaces itself with a shell.
+func childMain(mode string) int {
+	runtime.LockOSThread()
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		fmt.Fprintln(os.Stderr, "limiting core size:", err)
+		return 2
+	}
+	if mode == "kill" {
+		return childKill()
+	}
+	probes := childProbes()
+	before := make([]string, len(probes))
+	for i, p := range probes {
+		before[i] = "-"
+		if p.control {
+			before[i] = result(p.run())
+		}
+	}
+	if err := installFilter(true); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	for i, p := range probes {
+		fmt.Printf("probe\t%s\t%s\t%s\n", p.name, before[i], result(p.run()))
+	}
+	fmt.Printf("threads\t%s\n", threadSeccomp())
+	err := syscall.Exec("/bin/sh", []string{"sh", "-c", shellScript}, os.Environ())
+	fmt.Fprintln(os.Stderr, "exec /bin/sh:", err)
+	return 3
+}
+
+// installFilter installs the default filter on this thread, first showing
+// that Install refuses to run without no_new_privs.
+func installFilter(report bool) error {
+	prog, err := Program(Options{})
+	if err != nil {
+		return err
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil {
+		return err
+	}
+	if report && nnp == 0 {
+		fmt.Printf("probe\tinstall without no_new_privs\t-\t%s\n", result(Install(prog)))
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	return Install(prog)
+}
+
+// childKill installs the filter and makes a syscall of a foreign ABI; the
+// kernel must kill the process with SIGSYS before it prints anything.
+func childKill() int {
+	if err := installFilter(false); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	_, _, errno := unix.Syscall(foreignSyscall, 0, 0, 0)
+	fmt.Printf("survived foreign syscall %#x: errno %v\n", foreignSyscall, errno)
+	return 0
+}
+
+// threadSeccomp reports the seccomp mode of this thread and how many other
+// threads of the process run without a filter. Install must not use
+// TSYNC, so the Go runtime's other threads (sysmon at least) stay at 0.
+func threadSeccomp() string {
+	self := seccompField("/proc/thread-self/status")
+	tasks, _ := filepath.Glob("/proc/self/task/*/status")
+	unfiltered := 0
+	for _, path := range tasks {
+		if seccompField(path) == "0" {
+			unfiltered++
+		}
+	}
+	return fmt.Sprintf("self=%s unfiltered=%d", self, unfiltered)
+}
+
+func seccompField(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unreadable"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "missing"
+}

@@ -1,0 +1,28 @@
+// Package seccomp builds and installs the seccomp filter (classic BPF, mode 2)
+// that the sandbox applies to the workload right before execve.
+//
+// Threat model: the workload is untrusted code running as an unprivileged
+// user in its own namespaces, behind Landlock. The filter removes kernel
+// surface that such code never needs but that escapes and privilege
+// escalations keep using: new namespaces (nested user namespaces reach
+// nf_tables and other CAP_NET_ADMIN-gated code), mount and pivot_root,
+// ptrace and cross-process memory access, the kernel keyring (not
+// namespaced), bpf, perf, userfaultfd and io_uring (exploit primitives),
+// module and kexec loading, raw and packet sockets, unusual socket families
+// (vsock is not isolated by network namespaces), MPTCP (which Landlock's TCP
+// rules do not cover) and terminal input injection (TIOCSTI). Syscalls of a
+// foreign ABI (i386, x32) kill the process, because their numbers would slip
+// past a table written for the native one.
+//
+// The policy is a deny list on a default-allow base, not an allow list:
+// the workloads are arbitrary Node, Python and Go programs, whose runtimes
+// and native extensions probe new syscalls all the time; an allow list would
+// break them on every runtime or kernel update, while the dangerous surface
+// is small and stable. Refusals return EPERM, which callers already handle,
+// except where a runtime needs a different errno to fall back cleanly
+// (clone3: ENOSYS; MPTCP: EPROTONOSUPPORT).
+//
+// [Program] builds the filter for the running architecture (amd64, arm64);
+// [Install] loads it on the calling thread. Other platforms get
+// [ErrUnsupported].
+package seccomp

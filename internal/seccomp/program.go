@@ -1,0 +1,244 @@
+//go:build linux && (amd64 || arm64)
+
+package seccomp
+
+import (
+	"fmt"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Offsets into struct seccomp_data (include/uapi/linux/seccomp.h), which
+// x/sys does not name: int nr; u32 arch; u64 instruction_pointer;
+// u64 args[6].
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+// argLo is the offset of the low 32 bits of syscall argument i. Both
+// supported architectures are little endian, so the low word comes first.
+// Every argument this filter inspects is an int or unsigned int in the
+// kernel (flags of clone included: the kernel truncates them to 32 bits),
+// so the high word is ignored by the kernel and must be ignored here too.
+func argLo(i int) uint32 { return offArgs + 8*uint32(i) }
+
+// Values the kernel uses but x/sys does not export.
+const (
+	sockTypeMask = 0xf // SOCK_TYPE_MASK, include/linux/net.h
+
+	// Personalities, include/uapi/linux/personality.h.
+	perLinux     = 0x0000
+	perLinux32   = 0x0008
+	perUname26   = 0x0020000
+	perQueryOnly = 0xffffffff
+)
+
+// nsFlags are the clone flags that create a namespace.
+const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+	unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+
+// denied are the syscalls refused with EPERM whatever their arguments, on
+// every supported architecture; archDenied adds the per-architecture ones.
+var denied = []uint32{
+	// The filesystem view is final when the workload starts; new mounts
+	// or a new root could undo read-only, nosuid and noexec mounts.
+	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
+	unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
+	unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_OPEN_TREE_ATTR,
+	unix.SYS_MOUNT_SETATTR,
+
+	// Reading or steering other processes, and learning kernel pointer
+	// order (kcmp).
+	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
+	unix.SYS_KCMP, unix.SYS_PIDFD_GETFD,
+
+	// The kernel keyring is not namespaced: keys of the host user are
+	// reachable from inside.
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+
+	// Frequent exploit primitives with no use in an MCP server: eBPF,
+	// perf, userfaultfd (stretches race windows), io_uring (runs
+	// operations this filter never sees).
+	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
+	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
+
+	// Loading code into the kernel or replacing it.
+	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_INIT_MODULE,
+	unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
+
+	// File handles bypass path-based checks (the "shocker" escape).
+	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT,
+
+	// Host administration and kernel log (which leaks addresses). Time can
+	// only be set, so settimeofday and clock_settime go; adjtimex and
+	// clock_adjtime stay because glibc's ntp_gettime reads the clock
+	// through them, and writing still needs CAP_SYS_TIME in the initial
+	// user namespace.
+	unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_REBOOT, unix.SYS_ACCT,
+	unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD, unix.SYS_SYSLOG,
+	unix.SYS_VHANGUP, unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME,
+	unix.SYS_FANOTIFY_INIT, unix.SYS_LOOKUP_DCOOKIE, unix.SYS_NFSSERVCTL,
+}
+
+// namespaceSyscalls join or create namespaces; clone is checked by flags.
+var namespaceSyscalls = []uint32{unix.SYS_SETNS, unix.SYS_UNSHARE}
+
+// Program returns the assembled filter for the running architecture.
+// Install it with [Install]. It returns [ErrUnsupported] on architectures
+// other than amd64 and arm64.
+func Program(opts Options) ([]bpf.RawInstruction, error) {
+	insns, err := instructions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("building seccomp filter: %w", err)
+	}
+	raw, err := bpf.Assemble(insns)
+	if err != nil {
+		return nil, fmt.Errorf("assembling seccomp filter: %w", err)
+	}
+	return raw, nil
+}
+
+// instructions lays the filter out as a dispatch on the syscall number
+// followed by the argument checks and the shared return values. The list
+// is linear; the kernel's per-syscall action cache makes the cost vanish
+// for every syscall whose verdict does not depend on its arguments.
+func instructions(opts Options) ([]bpf.Instruction, error) {
+	var a asm
+	checkABI(&a)
+
+	// Argument-checked syscalls first: they cannot use the action cache.
+	a.jumpIf(bpf.JumpEqual, unix.SYS_CLONE3, "enosys")
+	if !opts.AllowNamespaces {
+		a.jumpIf(bpf.JumpEqual, unix.SYS_CLONE, "clone")
+	}
+	a.jumpIf(bpf.JumpEqual, unix.SYS_SOCKET, "socket")
+	a.jumpIf(bpf.JumpEqual, unix.SYS_SOCKETPAIR, "socket")
+	a.jumpIf(bpf.JumpEqual, unix.SYS_IOCTL, "ioctl")
+	a.jumpIf(bpf.JumpEqual, unix.SYS_PERSONALITY, "personality")
+
+	deny := append(append([]uint32(nil), denied...), archDenied...)
+	if !opts.AllowNamespaces {
+		deny = append(deny, namespaceSyscalls...)
+	}
+	for _, nr := range deny {
+		a.jumpIf(bpf.JumpEqual, nr, "eperm")
+	}
+	a.jumpTo("allow")
+
+	if !opts.AllowNamespaces {
+		checkClone(&a)
+	}
+	checkSocket(&a)
+	checkIoctl(&a)
+	checkPersonality(&a)
+	returns(&a)
+	return a.build()
+}
+
+// checkABI kills the process on a syscall of a foreign ABI (i386 via
+// int 0x80, x32): the syscall numbers below are those of the native ABI
+// only, so a foreign call would slip past the deny list. It leaves the
+// syscall number in A.
+func checkABI(a *asm) {
+	a.add(bpf.LoadAbsolute{Off: offArch, Size: 4})
+	a.jumpIf(bpf.JumpNotEqual, auditArch, "kill")
+	a.add(bpf.LoadAbsolute{Off: offNr, Size: 4})
+	if x32Bit != 0 {
+		a.jumpIf(bpf.JumpBitsSet, x32Bit, "kill")
+	}
+}
+
+// checkClone refuses clone with namespace flags: a nested user namespace
+// hands the workload CAP_SYS_ADMIN and CAP_NET_ADMIN over fresh
+// namespaces, the entry point of most recent kernel escalations. clone3
+// passes its flags in memory the filter cannot read, so it gets ENOSYS
+// and glibc falls back to clone; EPERM would make pthread_create fail.
+func checkClone(a *asm) {
+	a.label("clone")
+	a.add(bpf.LoadAbsolute{Off: argLo(0), Size: 4})
+	a.jumpIf(bpf.JumpBitsSet, nsFlags, "eperm")
+	a.jumpTo("allow")
+}
+
+// checkSocket allows only the families a networked program needs (unix,
+// inet, inet6, and netlink route for interface lists): rare families are
+// where exploitable module code lives, and vsock reaches the hypervisor
+// host past the network namespace. For unix and inet sockets it allows
+// stream, datagram and seqpacket types only (no raw sockets, no
+// SOCK_PACKET, which inet turns into a packet socket), and answers MPTCP
+// with EPROTONOSUPPORT: Landlock's TCP rules do not cover MPTCP, and that
+// errno is what Go and other runtimes treat as "no MPTCP here, use TCP".
+// Netlink uses SOCK_RAW by design, so its type is not checked.
+func checkSocket(a *asm) {
+	a.label("socket")
+	a.add(bpf.LoadAbsolute{Off: argLo(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "socket type")
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET, "socket inet")
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "socket inet")
+	a.jumpIf(bpf.JumpEqual, unix.AF_NETLINK, "socket netlink")
+	a.jumpTo("eperm")
+
+	a.label("socket inet")
+	a.add(bpf.LoadAbsolute{Off: argLo(2), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_MPTCP, "eprotonosupport")
+
+	a.label("socket type")
+	a.add(
+		bpf.LoadAbsolute{Off: argLo(1), Size: 4},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask},
+	)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "allow")
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, "allow")
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_SEQPACKET, "allow")
+	a.jumpTo("eperm")
+
+	a.label("socket netlink")
+	a.add(bpf.LoadAbsolute{Off: argLo(2), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.NETLINK_ROUTE, "allow")
+	a.jumpTo("eperm")
+}
+
+// checkIoctl refuses the ioctls that push input into a terminal: the
+// workload may share the user's terminal through stdin.
+func checkIoctl(a *asm) {
+	a.label("ioctl")
+	a.add(bpf.LoadAbsolute{Off: argLo(1), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.TIOCSTI, "eperm")
+	a.jumpIf(bpf.JumpEqual, unix.TIOCLINUX, "eperm")
+	a.jumpTo("allow")
+}
+
+// checkPersonality allows the personalities Docker's default profile
+// allows (plain Linux, linux32, uname26, and the query), and refuses flags
+// such as ADDR_NO_RANDOMIZE and READ_IMPLIES_EXEC that switch off exploit
+// mitigations for the next execve.
+func checkPersonality(a *asm) {
+	a.label("personality")
+	a.add(bpf.LoadAbsolute{Off: argLo(0), Size: 4})
+	for _, p := range []uint32{perLinux, perLinux32, perUname26, perUname26 | perLinux32, perQueryOnly} {
+		a.jumpIf(bpf.JumpEqual, p, "allow")
+	}
+	a.jumpTo("eperm")
+}
+
+// returns emits the verdicts every check jumps to.
+func returns(a *asm) {
+	a.label("allow")
+	a.add(bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW})
+	a.label("eperm")
+	a.add(retErrno(unix.EPERM))
+	a.label("enosys")
+	a.add(retErrno(unix.ENOSYS))
+	a.label("eprotonosupport")
+	a.add(retErrno(unix.EPROTONOSUPPORT))
+	a.label("kill")
+	a.add(bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS})
+}
+
+func retErrno(e unix.Errno) bpf.RetConstant {
+	return bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(e)&unix.SECCOMP_RET_DATA}
+}

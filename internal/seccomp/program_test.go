@@ -1,0 +1,365 @@
+//go:build linux && (amd64 || arm64)
+
+package seccomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Verdicts, spelled out from the kernel ABI rather than taken from the code
+// under test.
+const (
+	verdictAllow  = unix.SECCOMP_RET_ALLOW
+	verdictKill   = unix.SECCOMP_RET_KILL_PROCESS
+	verdictEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	verdictENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	verdictNoProt = unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)
+)
+
+// alwaysDenied is the deny list of the design, written out independently
+// of the package's own table.
+var alwaysDenied = []namedSyscall{
+	{"mount", unix.SYS_MOUNT}, {"umount2", unix.SYS_UMOUNT2},
+	{"fsopen", unix.SYS_FSOPEN}, {"fsconfig", unix.SYS_FSCONFIG},
+	{"fsmount", unix.SYS_FSMOUNT}, {"fspick", unix.SYS_FSPICK},
+	{"move_mount", unix.SYS_MOVE_MOUNT}, {"open_tree", unix.SYS_OPEN_TREE},
+	{"open_tree_attr", unix.SYS_OPEN_TREE_ATTR}, {"mount_setattr", unix.SYS_MOUNT_SETATTR},
+	{"pivot_root", unix.SYS_PIVOT_ROOT}, {"chroot", unix.SYS_CHROOT},
+	{"ptrace", unix.SYS_PTRACE}, {"process_vm_readv", unix.SYS_PROCESS_VM_READV},
+	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV}, {"kcmp", unix.SYS_KCMP},
+	{"pidfd_getfd", unix.SYS_PIDFD_GETFD},
+	{"keyctl", unix.SYS_KEYCTL}, {"add_key", unix.SYS_ADD_KEY}, {"request_key", unix.SYS_REQUEST_KEY},
+	{"bpf", unix.SYS_BPF}, {"perf_event_open", unix.SYS_PERF_EVENT_OPEN},
+	{"userfaultfd", unix.SYS_USERFAULTFD},
+	{"io_uring_setup", unix.SYS_IO_URING_SETUP}, {"io_uring_enter", unix.SYS_IO_URING_ENTER},
+	{"io_uring_register", unix.SYS_IO_URING_REGISTER},
+	{"kexec_load", unix.SYS_KEXEC_LOAD}, {"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD},
+	{"init_module", unix.SYS_INIT_MODULE}, {"finit_module", unix.SYS_FINIT_MODULE},
+	{"delete_module", unix.SYS_DELETE_MODULE},
+	{"open_by_handle_at", unix.SYS_OPEN_BY_HANDLE_AT}, {"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT},
+	{"swapon", unix.SYS_SWAPON}, {"swapoff", unix.SYS_SWAPOFF}, {"reboot", unix.SYS_REBOOT},
+	{"acct", unix.SYS_ACCT}, {"quotactl", unix.SYS_QUOTACTL}, {"quotactl_fd", unix.SYS_QUOTACTL_FD},
+	{"syslog", unix.SYS_SYSLOG}, {"lookup_dcookie", unix.SYS_LOOKUP_DCOOKIE},
+	{"vhangup", unix.SYS_VHANGUP}, {"settimeofday", unix.SYS_SETTIMEOFDAY},
+	{"clock_settime", unix.SYS_CLOCK_SETTIME}, {"fanotify_init", unix.SYS_FANOTIFY_INIT},
+	{"nfsservctl", unix.SYS_NFSSERVCTL},
+}
+
+// namespaceDenied are denied unless Options.AllowNamespaces.
+var namespaceDenied = []namedSyscall{{"setns", unix.SYS_SETNS}, {"unshare", unix.SYS_UNSHARE}}
+
+// Clone flags as glibc's pthread_create and fork pass them.
+const (
+	threadFlags = unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND |
+		unix.CLONE_THREAD | unix.CLONE_SYSVSEM | unix.CLONE_SETTLS |
+		unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID
+	forkFlags = unix.CLONE_CHILD_SETTID | unix.CLONE_CHILD_CLEARTID | uint64(unix.SIGCHLD)
+)
+
+// Values not in x/sys, from include/uapi/linux/personality.h.
+const (
+	addrNoRandomize = 0x0040000
+	readImpliesExec = 0x0400000
+)
+
+type namedSyscall struct {
+	name string
+	nr   uint32
+}
+
+type filterCase struct {
+	name string
+	arch uint32 // zero means nativeArch
+	nr   uint32
+	args [6]uint64
+	want uint32
+}
+
+func call(name string, nr uint32, want uint32, args ...uint64) filterCase {
+	c := filterCase{name: name, nr: nr, want: want}
+	copy(c.args[:], args)
+	return c
+}
+
+// seccompData encodes struct seccomp_data for the x/net/bpf VM. The kernel
+// loads each 32-bit word of it in native (little endian) order, the VM in
+// network (big endian) order; so the struct is laid out little endian as
+// the kernel has it and then every word is byte-swapped, which makes each
+// VM load see exactly the value the kernel's load sees.
+func seccompData(arch, nr uint32, args [6]uint64) []byte {
+	b := make([]byte, 64)
+	binary.LittleEndian.PutUint32(b[0:], nr)
+	binary.LittleEndian.PutUint32(b[4:], arch)
+	binary.LittleEndian.PutUint64(b[8:], 0x00007f0012345678) // instruction pointer
+	for i, v := range args {
+		binary.LittleEndian.PutUint64(b[16+8*i:], v)
+	}
+	for i := 0; i < len(b); i += 4 {
+		b[i], b[i+1], b[i+2], b[i+3] = b[i+3], b[i+2], b[i+1], b[i]
+	}
+	return b
+}
+
+func newVM(t testing.TB, opts Options) *bpf.VM {
+	t.Helper()
+	raw, err := Program(opts)
+	if err != nil {
+		t.Fatalf("Program(%+v): %v", opts, err)
+	}
+	insns, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatalf("Program(%+v) has instructions the disassembler does not know", opts)
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("loading filter into the BPF VM: %v", err)
+	}
+	return vm
+}
+
+func runCases(t *testing.T, vm *bpf.VM, cases []filterCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			arch := c.arch
+			if arch == 0 {
+				arch = nativeArch
+			}
+			got, err := vm.Run(seccompData(arch, c.nr, c.args))
+			if err != nil {
+				t.Fatalf("running filter: %v", err)
+			}
+			if uint32(got) != c.want {
+				t.Errorf("verdict = %s, want %s", verdict(uint32(got)), verdict(c.want))
+			}
+		})
+	}
+}
+
+func verdict(v uint32) string {
+	switch {
+	case v == verdictAllow:
+		return "ALLOW"
+	case v == verdictKill:
+		return "KILL_PROCESS"
+	case v&unix.SECCOMP_RET_ACTION_FULL == unix.SECCOMP_RET_ERRNO:
+		return "ERRNO(" + unix.ErrnoName(unix.Errno(v&unix.SECCOMP_RET_DATA)) + ")"
+	}
+	return fmt.Sprintf("%#x", v)
+}
+
+func TestProgramDefault(t *testing.T) {
+	var cases []filterCase
+	for _, d := range append(alwaysDenied, namespaceDenied...) {
+		cases = append(cases, call(d.name, d.nr, verdictEPERM))
+		cases = append(cases, call(d.name+" with args", d.nr, verdictEPERM, 1, 2, 3, 4, 5, 6))
+	}
+	for _, d := range archOnlyDenied {
+		cases = append(cases, call(d.name, d.nr, verdictEPERM))
+	}
+	cases = append(cases, allowedCases()...)
+	cases = append(cases, cloneCases()...)
+	cases = append(cases, socketCases()...)
+	cases = append(cases, ioctlCases()...)
+	cases = append(cases, personalityCases()...)
+	cases = append(cases, abiCases()...)
+	runCases(t, newVM(t, Options{}), cases)
+}
+
+func allowedCases() []filterCase {
+	return []filterCase{
+		call("read", unix.SYS_READ, verdictAllow, 0, 0xc000010000, 4096),
+		call("write", unix.SYS_WRITE, verdictAllow, 1, 0xc000010000, 12),
+		call("openat", unix.SYS_OPENAT, verdictAllow, uint64(0xffffff9c), 0xc000010000, unix.O_RDONLY|unix.O_CLOEXEC),
+		call("execve", unix.SYS_EXECVE, verdictAllow, 0xc000010000, 0xc000020000, 0xc000030000),
+		call("futex", unix.SYS_FUTEX, verdictAllow, 0xc000010000, 128, 1),
+		call("mmap", unix.SYS_MMAP, verdictAllow, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0),
+		call("exit_group", unix.SYS_EXIT_GROUP, verdictAllow, 0),
+		call("getrandom", unix.SYS_GETRANDOM, verdictAllow, 0xc000010000, 32, 0),
+		call("seccomp stacks a filter", unix.SYS_SECCOMP, verdictAllow, unix.SECCOMP_SET_MODE_FILTER),
+		call("landlock_restrict_self", unix.SYS_LANDLOCK_RESTRICT_SELF, verdictAllow, 3, 0),
+		call("adjtimex reads the clock", unix.SYS_ADJTIMEX, verdictAllow, 0xc000010000),
+		call("clock_adjtime reads the clock", unix.SYS_CLOCK_ADJTIME, verdictAllow, 0, 0xc000010000),
+		call("clock_gettime", unix.SYS_CLOCK_GETTIME, verdictAllow, 1, 0xc000010000),
+		call("unknown future syscall", 1000, verdictAllow),
+	}
+}
+
+func cloneCases() []filterCase {
+	cases := []filterCase{
+		call("clone3", unix.SYS_CLONE3, verdictENOSYS, 0xc000010000, 88),
+		call("clone3 size 0", unix.SYS_CLONE3, verdictENOSYS),
+		call("clone thread", unix.SYS_CLONE, verdictAllow, threadFlags, 0xc000010000),
+		call("clone fork", unix.SYS_CLONE, verdictAllow, forkFlags),
+		call("clone vfork", unix.SYS_CLONE, verdictAllow, unix.CLONE_VM|unix.CLONE_VFORK|uint64(unix.SIGCHLD)),
+		// The kernel truncates clone flags to 32 bits, so a namespace bit
+		// in the high word is no namespace and must not be refused.
+		call("clone NEWUSER in high word", unix.SYS_CLONE, verdictAllow, unix.CLONE_NEWUSER<<32|forkFlags),
+		call("clone thread and NEWNET", unix.SYS_CLONE, verdictEPERM, threadFlags|unix.CLONE_NEWNET),
+	}
+	for name, flag := range map[string]uint64{
+		"NEWNS": unix.CLONE_NEWNS, "NEWUTS": unix.CLONE_NEWUTS, "NEWIPC": unix.CLONE_NEWIPC,
+		"NEWUSER": unix.CLONE_NEWUSER, "NEWPID": unix.CLONE_NEWPID, "NEWNET": unix.CLONE_NEWNET,
+		"NEWCGROUP": unix.CLONE_NEWCGROUP, "NEWTIME": unix.CLONE_NEWTIME,
+	} {
+		cases = append(cases, call("clone "+name, unix.SYS_CLONE, verdictEPERM, flag|forkFlags))
+	}
+	return cases
+}
+
+func socketCases() []filterCase {
+	const (
+		netlinkNetfilter = 12 // NETLINK_NETFILTER
+		highGarbage      = 0xdead_0000_0000_0000
+	)
+	return []filterCase{
+		call("tcp", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_STREAM, 0),
+		call("tcp explicit proto", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP),
+		call("tcp cloexec nonblock", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0),
+		call("tcp6", unix.SYS_SOCKET, verdictAllow, unix.AF_INET6, unix.SOCK_STREAM, 0),
+		call("udp6", unix.SYS_SOCKET, verdictAllow, unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDP),
+		call("icmp ping socket", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP),
+		call("unix stream", unix.SYS_SOCKET, verdictAllow, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0),
+		call("unix seqpacket", unix.SYS_SOCKET, verdictAllow, unix.AF_UNIX, unix.SOCK_SEQPACKET, 0),
+		call("socketpair unix", unix.SYS_SOCKETPAIR, verdictAllow, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0xc000010000),
+		call("netlink route raw", unix.SYS_SOCKET, verdictAllow, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE),
+		call("netlink route dgram", unix.SYS_SOCKET, verdictAllow, unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_ROUTE),
+		call("domain high word ignored", unix.SYS_SOCKET, verdictAllow, highGarbage|unix.AF_INET, unix.SOCK_STREAM, 0),
+
+		call("mptcp", unix.SYS_SOCKET, verdictNoProt, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP),
+		call("mptcp6", unix.SYS_SOCKET, verdictNoProt, unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_MPTCP),
+		call("raw inet", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP),
+		call("raw inet6 cloexec", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW),
+		call("raw unix", unix.SYS_SOCKET, verdictEPERM, unix.AF_UNIX, unix.SOCK_RAW, 0),
+		call("inet SOCK_PACKET", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET, unix.SOCK_PACKET, 0x0300),
+		call("inet dccp", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET, unix.SOCK_DCCP, 0),
+		call("packet", unix.SYS_SOCKET, verdictEPERM, unix.AF_PACKET, unix.SOCK_RAW, 0x0300),
+		call("packet dgram", unix.SYS_SOCKET, verdictEPERM, unix.AF_PACKET, unix.SOCK_DGRAM, 0),
+		call("packet high word garbage", unix.SYS_SOCKET, verdictEPERM, highGarbage|unix.AF_PACKET, unix.SOCK_RAW, 0),
+		call("vsock", unix.SYS_SOCKET, verdictEPERM, unix.AF_VSOCK, unix.SOCK_STREAM, 0),
+		call("alg", unix.SYS_SOCKET, verdictEPERM, unix.AF_ALG, unix.SOCK_SEQPACKET, 0),
+		call("bluetooth", unix.SYS_SOCKET, verdictEPERM, unix.AF_BLUETOOTH, unix.SOCK_STREAM, 0),
+		call("netlink netfilter", unix.SYS_SOCKET, verdictEPERM, unix.AF_NETLINK, unix.SOCK_RAW, netlinkNetfilter),
+		call("netlink audit", unix.SYS_SOCKET, verdictEPERM, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT),
+		call("socketpair raw", unix.SYS_SOCKETPAIR, verdictEPERM, unix.AF_UNIX, unix.SOCK_RAW, 0, 0xc000010000),
+		call("socketpair packet", unix.SYS_SOCKETPAIR, verdictEPERM, unix.AF_PACKET, unix.SOCK_DGRAM, 0, 0xc000010000),
+	}
+}
+
+func ioctlCases() []filterCase {
+	return []filterCase{
+		call("TIOCSTI", unix.SYS_IOCTL, verdictEPERM, 0, unix.TIOCSTI, 0xc000010000),
+		call("TIOCLINUX", unix.SYS_IOCTL, verdictEPERM, 0, unix.TIOCLINUX, 0xc000010000),
+		// ioctl's cmd is an unsigned int: high bits do not hide TIOCSTI.
+		call("TIOCSTI high word", unix.SYS_IOCTL, verdictEPERM, 0, 1<<32|unix.TIOCSTI, 0xc000010000),
+		call("TCGETS", unix.SYS_IOCTL, verdictAllow, 0, unix.TCGETS, 0xc000010000),
+		call("TIOCGWINSZ", unix.SYS_IOCTL, verdictAllow, 1, unix.TIOCGWINSZ, 0xc000010000),
+		call("TIOCINQ", unix.SYS_IOCTL, verdictAllow, 3, unix.TIOCINQ, 0xc000010000),
+		call("TIOCSTI as argument", unix.SYS_IOCTL, verdictAllow, 0, unix.TCGETS, unix.TIOCSTI),
+	}
+}
+
+func personalityCases() []filterCase {
+	return []filterCase{
+		call("personality query", unix.SYS_PERSONALITY, verdictAllow, 0xffffffff),
+		call("personality linux", unix.SYS_PERSONALITY, verdictAllow, 0),
+		call("personality linux32", unix.SYS_PERSONALITY, verdictAllow, 0x0008),
+		call("personality ADDR_NO_RANDOMIZE", unix.SYS_PERSONALITY, verdictEPERM, addrNoRandomize),
+		call("personality READ_IMPLIES_EXEC", unix.SYS_PERSONALITY, verdictEPERM, readImpliesExec),
+	}
+}
+
+func abiCases() []filterCase {
+	cases := []filterCase{
+		{name: "bogus arch", arch: 0xffff_ffff, nr: unix.SYS_READ, want: verdictKill},
+	}
+	for _, a := range foreignArches {
+		cases = append(cases,
+			filterCase{name: fmt.Sprintf("foreign arch %#x read", a), arch: a, nr: unix.SYS_READ, want: verdictKill},
+			filterCase{name: fmt.Sprintf("foreign arch %#x nr 0", a), arch: a, nr: 0, want: verdictKill},
+		)
+	}
+	return append(cases, archABICases()...)
+}
+
+func TestProgramAllowNamespaces(t *testing.T) {
+	cases := []filterCase{
+		call("unshare NEWUSER", unix.SYS_UNSHARE, verdictAllow, unix.CLONE_NEWUSER),
+		call("setns", unix.SYS_SETNS, verdictAllow, 3, unix.CLONE_NEWNET),
+		call("clone NEWUSER", unix.SYS_CLONE, verdictAllow, unix.CLONE_NEWUSER|forkFlags),
+		call("clone3 still ENOSYS", unix.SYS_CLONE3, verdictENOSYS, 0xc000010000, 88),
+		call("mount still denied", unix.SYS_MOUNT, verdictEPERM),
+		call("mptcp still refused", unix.SYS_SOCKET, verdictNoProt, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP),
+		call("TIOCSTI still denied", unix.SYS_IOCTL, verdictEPERM, 0, unix.TIOCSTI),
+	}
+	runCases(t, newVM(t, Options{AllowNamespaces: true}), cases)
+}
+
+// TestProgramKernelVerifier checks the rules of the kernel's
+// seccomp_check_filter that the x/net/bpf VM does not enforce: only
+// aligned 32-bit absolute loads inside struct seccomp_data, no packet
+// extensions, and return values that are real seccomp actions.
+func TestProgramKernelVerifier(t *testing.T) {
+	for _, opts := range []Options{{}, {AllowNamespaces: true}} {
+		t.Run(fmt.Sprintf("%+v", opts), func(t *testing.T) {
+			raw, err := Program(opts)
+			if err != nil {
+				t.Fatalf("Program: %v", err)
+			}
+			if len(raw) > unix.BPF_MAXINSNS {
+				t.Errorf("program has %d instructions, kernel max %d", len(raw), unix.BPF_MAXINSNS)
+			}
+			insns, _ := bpf.Disassemble(raw)
+			for i, ins := range insns {
+				if err := seccompAllows(ins); err != nil {
+					t.Errorf("instruction %d (%v): %v", i, ins, err)
+				}
+			}
+			if _, ok := insns[len(insns)-1].(bpf.RetConstant); !ok {
+				t.Errorf("last instruction is %v, want a return", insns[len(insns)-1])
+			}
+		})
+	}
+}
+
+func seccompAllows(ins bpf.Instruction) error {
+	switch ins := ins.(type) {
+	case bpf.LoadAbsolute:
+		if ins.Size != 4 || ins.Off%4 != 0 || ins.Off+4 > 64 {
+			return fmt.Errorf("load of %d bytes at %d, seccomp needs 4 aligned bytes within 64", ins.Size, ins.Off)
+		}
+	case bpf.RetConstant:
+		switch ins.Val & unix.SECCOMP_RET_ACTION_FULL {
+		case unix.SECCOMP_RET_ALLOW, unix.SECCOMP_RET_ERRNO, unix.SECCOMP_RET_KILL_PROCESS:
+		default:
+			return fmt.Errorf("return %#x is not an action this filter means to use", ins.Val)
+		}
+	case bpf.JumpIf, bpf.Jump, bpf.ALUOpConstant:
+	default:
+		return fmt.Errorf("instruction kind %T not expected in a seccomp filter", ins)
+	}
+	return nil
+}
+
+func BenchmarkProgram(b *testing.B) {
+	for b.Loop() {
+		if _, err := Program(Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFilterRead(b *testing.B) {
+	vm := newVM(b, Options{})
+	data := seccompData(nativeArch, unix.SYS_READ, [6]uint64{})
+	for b.Loop() {
+		if _, err := vm.Run(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
