@@ -1,0 +1,250 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// parentName is the directory under mcpbox's own cgroup that holds the
+	// sandbox cgroups; CleanupStale looks nowhere else.
+	parentName = "mcpbox"
+	// selfLeaf is the v2 leaf mcpbox moves itself into so that its own
+	// cgroup may enable controllers for parentName.
+	selfLeaf = "mcpbox-self"
+	// v2Root is where the unified hierarchy is mounted on a pure v2 host.
+	v2Root = "/sys/fs/cgroup"
+
+	// killTimeout bounds Kill and the kill in Destroy.
+	killTimeout = 5 * time.Second
+	// killPoll is how often Kill checks for survivors.
+	killPoll = 10 * time.Millisecond
+)
+
+// Cgroup is one sandbox's cgroup (one directory per v1 hierarchy, or one v2
+// directory). Its methods are safe for concurrent use.
+type Cgroup struct {
+	id string
+	b  backend
+
+	// mu serializes the operations that change state (Add, Freeze, Thaw,
+	// Kill, Destroy), since Kill freezes and thaws.
+	mu sync.Mutex
+}
+
+// backend is one cgroup version's implementation.
+type backend interface {
+	add(pid int) error
+	// procs lists the processes in the cgroup and its descendants; a
+	// missing directory counts as empty.
+	procs() ([]int, error)
+	// signalAll kills everything in the cgroup, once.
+	signalAll() error
+	// setFrozen freezes or thaws; errors wrap ErrUnsupported without a
+	// freezer.
+	setFrozen(frozen bool) error
+	stats() (Stats, error)
+	dirs() map[string]string
+}
+
+// Create makes the cgroup for sandbox id under mcpbox's parent cgroup and
+// applies l; see the package doc for where it goes. Call it before starting
+// the sandbox's first process: on v2 it may need mcpbox to be alone in its
+// own cgroup, and then moves mcpbox into a leaf. On error nothing is left
+// behind but the parent directories and enabled v2 controllers.
+func Create(id string, l Limits) (*Cgroup, error) {
+	if err := validateID(id); err != nil {
+		return nil, err
+	}
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	var b backend
+	var err error
+	switch version() {
+	case "v2":
+		b, err = createV2(v2Root, id, l, v2Controllers)
+	case "v1", "hybrid":
+		b, err = createV1(id, l)
+	default:
+		return nil, fmt.Errorf("creating cgroup for %s: no cgroup file system mounted: %w", id, ErrUnsupported)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Cgroup{id: id, b: b}, nil
+}
+
+// version tells how cgroups are mounted: "v2", "v1", "hybrid" or "".
+func version() string {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return "v2"
+	}
+	mounts, err := cgroups.GetCgroupMounts(false)
+	if err != nil || len(mounts) == 0 {
+		return ""
+	}
+	if cgroups.IsCgroup2HybridMode() {
+		return "hybrid"
+	}
+	return "v1"
+}
+
+// ID returns the sandbox id the cgroup was created for.
+func (c *Cgroup) ID() string { return c.id }
+
+// Add moves process pid (with all its threads) into the cgroup. Children
+// it forks afterwards are born inside. Add the sandbox init before it
+// starts the payload.
+func (c *Cgroup) Add(pid int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.b.add(pid); err != nil {
+		return fmt.Errorf("adding pid %d to cgroup of %s: %w", pid, c.id, err)
+	}
+	return nil
+}
+
+// Pids lists the processes in the cgroup.
+func (c *Cgroup) Pids() ([]int, error) {
+	pids, err := c.b.procs()
+	if err != nil {
+		return nil, fmt.Errorf("listing processes of cgroup %s: %w", c.id, err)
+	}
+	return pids, nil
+}
+
+// Kill sends SIGKILL to every process in the cgroup and waits, at most
+// killTimeout, until none is left. Zombies don't count: they leave the
+// cgroup when they exit, before their parent reaps them.
+func (c *Cgroup) Kill() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kill(time.Now().Add(killTimeout))
+}
+
+// Preconditions: c.mu is held.
+func (c *Cgroup) kill(deadline time.Time) error {
+	for {
+		pids, err := c.b.procs()
+		if err != nil {
+			return fmt.Errorf("killing cgroup %s: %w", c.id, err)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("killing cgroup %s: %d processes left after %v (%s)", c.id, len(pids), killTimeout, pidSample(pids))
+		}
+		if err := c.b.signalAll(); err != nil {
+			return fmt.Errorf("killing cgroup %s: %w", c.id, err)
+		}
+		time.Sleep(killPoll)
+	}
+}
+
+// Freeze stops every process in the cgroup until Thaw (v1 freezer, v2
+// cgroup.freeze). The error wraps ErrUnsupported without a freezer.
+func (c *Cgroup) Freeze() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.b.setFrozen(true); err != nil {
+		return fmt.Errorf("freezing cgroup %s: %w", c.id, err)
+	}
+	return nil
+}
+
+// Thaw resumes the processes Freeze stopped.
+func (c *Cgroup) Thaw() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.b.setFrozen(false); err != nil {
+		return fmt.Errorf("thawing cgroup %s: %w", c.id, err)
+	}
+	return nil
+}
+
+// Stats returns the cgroup's accounting; see Stats for what is 0 when.
+func (c *Cgroup) Stats() (Stats, error) {
+	st, err := c.b.stats()
+	if err != nil {
+		return st, fmt.Errorf("reading stats of cgroup %s: %w", c.id, err)
+	}
+	return st, nil
+}
+
+// Destroy kills every process (bounded by killTimeout) and removes the
+// cgroup directories. It may be called again, also after an error.
+func (c *Cgroup) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	killErr := c.kill(time.Now().Add(killTimeout))
+	var errs []error
+	if killErr != nil {
+		errs = append(errs, killErr)
+	}
+	for _, dir := range c.b.dirs() {
+		if err := cgroups.RemovePath(dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Paths returns the cgroup's directories: on v1 keyed by controller
+// (memory, pids, cpu, cpuacct, freezer; only the mounted ones), on v2 the
+// single key "unified".
+func (c *Cgroup) Paths() map[string]string {
+	m := make(map[string]string)
+	for k, v := range c.b.dirs() {
+		m[k] = v
+	}
+	return m
+}
+
+// readPids reads the processes of dir and its descendants; a missing dir
+// has none.
+func readPids(dir string) ([]int, error) {
+	pids, err := cgroups.GetAllPids(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return pids, err
+}
+
+// resources converts l for the library; MemorySwap is left to the caller
+// since v1 can set it only with swap accounting.
+func resources(l Limits) *cgroups.Resources {
+	r := &cgroups.Resources{}
+	if l.Memory > 0 {
+		r.Memory = l.Memory
+	}
+	if l.Pids > 0 {
+		p := l.Pids
+		r.PidsLimit = &p
+	}
+	if l.CPU > 0 {
+		r.CpuQuota = l.cpuQuota()
+		r.CpuPeriod = cpuPeriod
+	}
+	return r
+}
+
+// killPids sends SIGKILL to each pid; one that is already gone is fine.
+// The pids come from cgroup.procs of a cgroup only mcpbox fills, read
+// just before, so a recycled pid would need a full pid wrap-around in
+// between.
+func killPids(pids []int) error {
+	for _, pid := range pids {
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sending SIGKILL to %d: %w", pid, err)
+		}
+	}
+	return nil
+}

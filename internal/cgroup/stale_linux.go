@@ -1,0 +1,127 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+)
+
+// staleGrace spares sandbox cgroups younger than this: another mcpbox
+// sharing the parent cgroup may be between its Create and Add.
+const staleGrace = 15 * time.Second
+
+// CleanupStale removes leftover sandbox cgroups (mcpbox/<id> under
+// mcpbox's parent cgroups) that hold no process and are older than
+// staleGrace, typically left by a crashed gateway. A sandbox with a live
+// process in any of its directories is left whole, as is anything outside
+// mcpbox/ and any entry that is not a valid sandbox id. It returns the ids
+// removed.
+func CleanupStale() ([]string, error) {
+	parents, err := parentDirs()
+	if err != nil {
+		return nil, err
+	}
+	return cleanupStale(parents, time.Now().Add(-staleGrace))
+}
+
+// parentDirs lists the mcpbox directories sandbox cgroups live in.
+func parentDirs() ([]string, error) {
+	switch version() {
+	case "v2":
+		base, err := v2Base(v2Root)
+		if err != nil {
+			return nil, fmt.Errorf("finding stale cgroups: %w", err)
+		}
+		return []string{filepath.Join(base, parentName)}, nil
+	case "v1", "hybrid":
+		var parents []string
+		for _, ctrl := range v1Controllers {
+			if p, err := v1Parent(ctrl); err == nil && !slices.Contains(parents, p) {
+				parents = append(parents, p)
+			}
+		}
+		return parents, nil
+	}
+	return nil, fmt.Errorf("finding stale cgroups: no cgroup file system mounted: %w", ErrUnsupported)
+}
+
+// cleanupStale removes the sandboxes under parents that are idle and were
+// created before cutoff.
+func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
+	var errs []error
+	var ids []string
+	for _, p := range parents {
+		ents, err := os.ReadDir(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("finding stale cgroups: %w", err))
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && validateID(e.Name()) == nil && !slices.Contains(ids, e.Name()) {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	slices.Sort(ids)
+
+	var removed []string
+	for _, id := range ids {
+		var dirs []string
+		for _, p := range parents {
+			dirs = append(dirs, filepath.Join(p, id))
+		}
+		busy, err := inUse(dirs, cutoff)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("checking stale cgroup %s: %w", id, err))
+		}
+		if busy || err != nil {
+			continue
+		}
+		ok := true
+		for _, d := range dirs {
+			// rmdir of a cgroup that gained a process meanwhile fails
+			// with EBUSY, so a race can't remove a live sandbox.
+			if err := cgroups.RemovePath(d); err != nil {
+				ok = false
+				errs = append(errs, fmt.Errorf("removing stale cgroup %s: %w", d, err))
+			}
+		}
+		if ok {
+			removed = append(removed, id)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// inUse reports whether any of dirs holds a process (here or in a
+// descendant) or was created after cutoff; missing dirs don't count.
+func inUse(dirs []string, cutoff time.Time) (bool, error) {
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return true, err
+		}
+		if fi.ModTime().After(cutoff) {
+			return true, nil
+		}
+		pids, err := readPids(d)
+		if err != nil {
+			return true, err
+		}
+		if len(pids) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

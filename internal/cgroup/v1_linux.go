@@ -1,0 +1,233 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fscommon"
+)
+
+// v1Controllers are the hierarchies a v1 sandbox joins: the three that
+// limit, cpuacct for CPU usage and freezer for Freeze and a race-free Kill.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
+
+// v1 is a sandbox cgroup on cgroup v1: one directory per hierarchy.
+type v1 struct {
+	paths map[string]string // controller -> directory; mounted ones only
+}
+
+// needs reports whether l needs controller ctrl.
+func needs(l Limits, ctrl string) bool {
+	switch ctrl {
+	case "memory":
+		return l.Memory > 0
+	case "pids":
+		return l.Pids > 0
+	case "cpu":
+		return l.CPU > 0
+	}
+	return false
+}
+
+// v1Parent returns <mount>/<own cgroup>/mcpbox for ctrl.
+func v1Parent(ctrl string) (string, error) {
+	own, err := cgroups.GetOwnCgroupPath(ctrl)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(own, parentName), nil
+}
+
+func createV1(id string, l Limits) (backend, error) {
+	b := &v1{paths: make(map[string]string)}
+	for _, ctrl := range v1Controllers {
+		parent, err := v1Parent(ctrl)
+		if err != nil {
+			if needs(l, ctrl) {
+				return nil, fmt.Errorf("creating cgroup for %s: v1 controller %s: %w: %w", id, ctrl, ErrControllerMissing, err)
+			}
+			continue
+		}
+		b.paths[ctrl] = filepath.Join(parent, id)
+	}
+	if len(b.paths) == 0 {
+		return nil, fmt.Errorf("creating cgroup for %s: no usable v1 hierarchy: %w", id, ErrUnsupported)
+	}
+
+	var made []string
+	undo := func() {
+		for _, dir := range made {
+			_ = cgroups.RemovePath(dir)
+		}
+	}
+	for _, ctrl := range v1Controllers {
+		dir, ok := b.paths[ctrl]
+		if !ok || slices.Contains(made, dir) { // co-mounted, e.g. cpu,cpuacct
+			continue
+		}
+		if err := mkdirCgroup(dir); err != nil {
+			undo()
+			return nil, fmt.Errorf("creating cgroup for %s: %w", id, err)
+		}
+		made = append(made, dir)
+	}
+	if err := b.set(l); err != nil {
+		undo()
+		return nil, fmt.Errorf("setting limits of %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// mkdirCgroup creates dir (failing with ErrExists if it is there) and its
+// missing parents.
+func mkdirCgroup(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(dir), err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("creating %s: %w", dir, ErrExists)
+		}
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (b *v1) set(l Limits) error {
+	r := resources(l)
+	if p, ok := b.paths["memory"]; ok && l.Memory > 0 {
+		// memsw exists only with swap accounting; without it swap is
+		// unlimited and there is nothing to set.
+		if cgroups.PathExists(filepath.Join(p, "memory.memsw.limit_in_bytes")) {
+			r.MemorySwap = l.Memory
+		}
+		if err := (&fs.MemoryGroup{}).Set(p, r); err != nil {
+			return err
+		}
+	}
+	if p, ok := b.paths["pids"]; ok && l.Pids > 0 {
+		if err := (&fs.PidsGroup{}).Set(p, r); err != nil {
+			return err
+		}
+	}
+	if p, ok := b.paths["cpu"]; ok && l.CPU > 0 {
+		if err := (&fs.CpuGroup{}).Set(p, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *v1) add(pid int) error {
+	for _, ctrl := range v1Controllers {
+		if dir, ok := b.paths[ctrl]; ok {
+			if err := cgroups.WriteCgroupProc(dir, pid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// procs is the union over all hierarchies: a process that left one of
+// them (only root can do that) still counts.
+func (b *v1) procs() ([]int, error) {
+	var all []int
+	for _, dir := range b.paths {
+		pids, err := readPids(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pids {
+			if !slices.Contains(all, p) {
+				all = append(all, p)
+			}
+		}
+	}
+	slices.Sort(all)
+	return all, nil
+}
+
+// signalAll freezes the cgroup first, when it can, so no process forks
+// between listing and killing; frozen processes die once thawed.
+func (b *v1) signalAll() error {
+	if dir, ok := b.paths["freezer"]; ok {
+		// A cgroup that won't freeze (the library gives up after a
+		// while) is still killed, just not race-free.
+		if err := setV1Freezer(dir, true); err == nil {
+			defer func() { _ = setV1Freezer(dir, false) }()
+		}
+	}
+	pids, err := b.procs()
+	if err != nil {
+		return err
+	}
+	return killPids(pids)
+}
+
+func (b *v1) setFrozen(frozen bool) error {
+	dir, ok := b.paths["freezer"]
+	if !ok {
+		return fmt.Errorf("v1 freezer not mounted: %w", ErrUnsupported)
+	}
+	return setV1Freezer(dir, frozen)
+}
+
+func setV1Freezer(dir string, frozen bool) error {
+	state := cgroups.Thawed
+	if frozen {
+		state = cgroups.Frozen
+	}
+	return (&fs.FreezerGroup{}).Set(dir, &cgroups.Resources{Freezer: state})
+}
+
+func (b *v1) stats() (Stats, error) {
+	var s Stats
+	var errs []error
+	st := cgroups.NewStats()
+	if p, ok := b.paths["memory"]; ok {
+		errs = append(errs, (&fs.MemoryGroup{}).GetStats(p, st))
+		s.MemoryCurrent = st.MemoryStats.Usage.Usage
+		s.MemoryPeak = st.MemoryStats.Usage.MaxUsage
+		s.OOMKills = optional(fs.OOMKillCount(p))
+	}
+	if p, ok := b.paths["pids"]; ok {
+		s.PidsCurrent, s.PidsPeak, s.PidsLimitHits = pidsStats(p, &errs)
+	}
+	if p, ok := b.paths["cpu"]; ok {
+		errs = append(errs, (&fs.CpuGroup{}).GetStats(p, st))
+		s.CPUThrottled = time.Duration(st.CpuStats.ThrottlingData.ThrottledTime)
+	}
+	if p, ok := b.paths["cpuacct"]; ok {
+		errs = append(errs, (&fs.CpuacctGroup{}).GetStats(p, st))
+		s.CPUUsage = time.Duration(st.CpuStats.CpuUsage.TotalUsage)
+	}
+	return s, errors.Join(errs...)
+}
+
+// pidsStats reads the pids files both versions share, appending hard
+// errors to errs.
+func pidsStats(dir string, errs *[]error) (current, peak, hits uint64) {
+	current, err := fscommon.GetCgroupParamUint(dir, "pids.current")
+	*errs = append(*errs, err)
+	peak = optional(fscommon.GetCgroupParamUint(dir, "pids.peak"))
+	hits = optional(fscommon.GetValueByKey(dir, "pids.events", "max"))
+	return current, peak, hits
+}
+
+// optional drops the error of a read whose file may not exist on older
+// kernels; 0 then means unknown.
+func optional(v uint64, err error) uint64 {
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func (b *v1) dirs() map[string]string { return b.paths }
