@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"os"
+	"strings"
+)
+
+// Paths inside every sandbox.
+const (
+	InputDir    = "/workspace/input"
+	OutputDir   = "/workspace/output"
+	sandboxPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// allBinds lists the workspace mounts and the extra ones, in mount order.
+func (s *Spec) allBinds() []Mount {
+	var ms []Mount
+	if s.Input != "" {
+		ms = append(ms, Mount{Source: s.Input, Target: InputDir, Exec: true})
+	}
+	if s.Output != "" {
+		ms = append(ms, Mount{Source: s.Output, Target: OutputDir, Writable: true})
+	}
+	ms = append(ms, s.Mounts...)
+	for i := range ms {
+		if ms[i].Writable && s.ExecWritable {
+			ms[i].Exec = true
+		}
+	}
+	return ms
+}
+
+// workdir is the workload's starting directory.
+func (s *Spec) workdir() string {
+	switch {
+	case s.Dir != "":
+		return s.Dir
+	case s.Output != "":
+		return OutputDir
+	default:
+		return "/workspace"
+	}
+}
+
+// environ is the workload's whole environment: the basics, a few harmless
+// host values that make terminals work, then the Spec's own variables.
+func (s *Spec) environ() []string {
+	env := []string{
+		"PATH=" + sandboxPATH,
+		"HOME=" + sandboxHome,
+		"TMPDIR=/tmp",
+		"USER=" + sandboxUser,
+		"LOGNAME=" + sandboxUser,
+		"LANG=" + hostOr("LANG", "C.UTF-8"),
+	}
+	if t := os.Getenv("TERM"); t != "" {
+		env = append(env, "TERM="+t)
+	}
+	return mergeEnv(env, s.Env)
+}
+
+func hostOr(key, def string) string {
+	if v := os.Getenv(key); v != "" && !strings.ContainsAny(v, "\x00\n") {
+		return v
+	}
+	return def
+}
+
+// mergeEnv appends over to base, later keys replacing earlier ones.
+func mergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	idx := map[string]int{}
+	for _, kv := range append(append([]string{}, base...), over...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// landlockRules is the workload's filesystem allowlist: read everything in
+// the (already minimal) root, execute only from system dirs, read-only
+// mounts and exec.allow paths, write only to /tmp, /dev and rw mounts.
+func (s *Spec) landlockRules(system []string) []pathRule {
+	rules := []pathRule{
+		{Path: "/", Read: true},
+		{Path: "/dev", Read: true, Write: true, Ioctl: true},
+		{Path: "/tmp", Read: true, Write: true, Exec: s.ExecWritable},
+	}
+	for _, p := range system {
+		rules = append(rules, pathRule{Path: p, Read: true, Exec: true})
+	}
+	for _, m := range s.allBinds() {
+		rules = append(rules, pathRule{Path: m.Target, Read: true, Write: m.Writable, Exec: m.Exec})
+	}
+	for _, p := range s.ExecAllow {
+		rules = append(rules, pathRule{Path: p, Read: true, Exec: true})
+	}
+	return rules
+}

@@ -1,0 +1,101 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Check is one line of mcpbox doctor: a feature, whether this host and
+// process have it, and what its absence costs.
+type Check struct {
+	Name     string `json:"name"`
+	OK       bool   `json:"ok"`
+	Detail   string `json:"detail"`
+	Degrades string `json:"degrades,omitempty"` // what is lost without it
+	// Required checks fail the default policy; the others only weaken it.
+	Required bool  `json:"required"`
+	Layer    Layer `json:"layer,omitempty"`
+}
+
+// Doctor probes the host. Run with live is true, it also starts a real
+// sandbox with /bin/true, the only proof that every layer applies.
+func Doctor() []Check {
+	h := probeHost()
+	var cs []Check
+	mode := "unprivileged user"
+	if h.root {
+		mode = "root (sandbox uids map to an unprivileged host range)"
+	}
+	cs = append(cs, Check{Name: "user namespaces", OK: h.usernsErr == nil, Required: true, Layer: LayerUserns,
+		Detail:   errOr(h.usernsErr, "available as "+mode),
+		Degrades: "no sandbox at all: mcpbox cannot run"})
+	cs = append(cs, Check{Name: "mount setattr / new mount API", OK: kernelAtLeast(5, 12), Required: true,
+		Detail:   "kernel " + kernelRelease() + " (5.12 or later needed)",
+		Degrades: "read-only binds cannot be applied recursively: mcpbox cannot run"})
+	ll := fmt.Sprintf("ABI %d", h.landlockABI)
+	if h.landlockABI >= 6 {
+		ll += " (filesystem, TCP, signal and abstract-socket scoping)"
+	}
+	cs = append(cs, Check{Name: "landlock", OK: h.landlockABI > 0, Required: true, Layer: LayerLandlock,
+		Detail:   map[bool]string{true: ll, false: "unavailable (kernel without CONFIG_SECURITY_LANDLOCK or not in lsm=)"}[h.landlockABI > 0],
+		Degrades: "no second filesystem wall: write and exec limits rest on mount flags alone"})
+	if h.landlockABI > 0 && h.landlockABI < 6 {
+		cs = append(cs, Check{Name: "landlock scoping", OK: false,
+			Detail:   fmt.Sprintf("ABI %d < 6", h.landlockABI),
+			Degrades: "signals and abstract unix sockets are not scoped to the sandbox (namespaces still separate them)"})
+	}
+	cs = append(cs, Check{Name: "seccomp", OK: h.seccompErr == nil, Required: true, Layer: LayerSeccomp,
+		Detail:   errOr(h.seccompErr, "filter mode available"),
+		Degrades: "dangerous syscalls (mount, ptrace, bpf, io_uring, ...) are not filtered"})
+	cs = append(cs, Check{Name: "cgroups", OK: h.cgroupsOK, Required: true, Layer: LayerCgroups,
+		Detail:   cgroupSummary(h.cgroups),
+		Degrades: "no memory, pids or cpu limits: a fork bomb or memory hog can hurt the host"})
+	if h.root {
+		cs = append(cs, Check{Name: "idmapped mounts", OK: kernelAtLeast(5, 12), Layer: LayerIdmap,
+			Detail:   "used as root so files written to --output belong to the invoking user",
+			Degrades: "files written by the sandbox land owned by its unprivileged host uid"})
+	}
+	cs = append(cs, Check{Name: "overlayfs", OK: hasFilesystem("overlay"),
+		Detail:   map[bool]string{true: "available", false: "not in /proc/filesystems"}[hasFilesystem("overlay")],
+		Degrades: "filesystem.input.mode: overlay is unavailable"})
+	return cs
+}
+
+func errOr(err error, ok string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return ok
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func kernelAtLeast(major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(kernelRelease(), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+func hasFilesystem(name string) bool {
+	b, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(strings.TrimPrefix(line, "nodev")) == name {
+			return true
+		}
+	}
+	return false
+}

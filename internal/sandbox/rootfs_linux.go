@@ -1,0 +1,369 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// The rootfs is built the way bubblewrap builds it: a tmpfs is mounted on
+// /tmp of the (private) mount namespace and pivoted into, so the host tree
+// stays reachable under /oldroot while the new root is assembled in
+// /newroot; a second pivot then drops the host tree for good.
+const (
+	oldRoot = "/oldroot"
+	newRoot = "/newroot"
+)
+
+// mountError names the operation, paths and flags of a failed mount step
+// (runc's mountError): "operation not permitted" alone helps nobody.
+type mountError struct {
+	op     string
+	source string
+	target string
+	flags  uintptr
+	err    error
+}
+
+func (e *mountError) Error() string {
+	s := e.op + " " + e.target
+	if e.source != "" {
+		s = e.op + " " + e.source + " on " + e.target
+	}
+	if e.flags != 0 {
+		s += " (flags 0x" + strconv.FormatUint(uint64(e.flags), 16) + ")"
+	}
+	return s + ": " + e.err.Error()
+}
+
+func (e *mountError) Unwrap() error { return e.err }
+
+func mount(source, target, fstype string, flags uintptr, data string) error {
+	if err := unix.Mount(source, target, fstype, flags, data); err != nil {
+		return &mountError{op: "mounting", source: source, target: target, flags: flags, err: err}
+	}
+	return nil
+}
+
+// setattr applies mount attributes to target and every mount below it.
+// mount_setattr (Linux 5.12) is recursive, unlike a remount, so submounts
+// of a bound /usr cannot stay writable.
+func setattr(target string, set uint64) error {
+	attr := unix.MountAttr{Attr_set: set}
+	if err := unix.MountSetattr(unix.AT_FDCWD, target, unix.AT_RECURSIVE, &attr); err != nil {
+		return &mountError{op: "setting attributes of", target: target, flags: uintptr(set), err: err}
+	}
+	return nil
+}
+
+// bindSpec is one bind mount inside the sandbox as the init sees it.
+type bindSpec struct {
+	Source   string `json:"source"` // host path; the init reads it under /oldroot
+	Target   string `json:"target"` // path inside the sandbox
+	Writable bool   `json:"writable,omitempty"`
+	Exec     bool   `json:"exec,omitempty"`
+	// IdmapFD, when > 0, is the index (in the received fds) of a detached,
+	// idmapped clone of Source prepared by the host (host-root mode).
+	IdmapFD int  `json:"idmap_fd,omitempty"`
+	File    bool `json:"file,omitempty"` // Source is not a directory
+	// Optional mounts are skipped when the source is missing (system dirs
+	// that differ between distributions).
+	Optional bool `json:"optional,omitempty"`
+}
+
+// systemBinds are the read-only host paths every sandbox sees. Paths that
+// are symlinks on the host (/bin -> usr/bin on merged-/usr systems) are
+// recreated as symlinks instead of bound.
+var systemBinds = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// etcBinds are the host files and directories of the curated /etc. passwd,
+// group, hosts, hostname, resolv.conf and nsswitch.conf are synthesized.
+var etcBinds = []string{
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/crypto-policies",
+	"/etc/alternatives", "/etc/protocols", "/etc/services", "/etc/mime.types",
+}
+
+// devNodes are bound from the host's /dev; everything else in /dev is new.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// buildRoot assembles the sandbox root and pivots into it. It runs in the
+// init, inside the new user and mount namespaces, as uid 0 there.
+func buildRoot(c *initConfig, fds []int) error {
+	if err := mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+		return err
+	}
+	if err := os.Chdir("/tmp"); err != nil {
+		return err
+	}
+	for _, d := range []string{"oldroot", "newroot"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.PivotRoot(".", "oldroot"); err != nil {
+		return &mountError{op: "pivoting root to", target: "/tmp", err: err}
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
+		return err
+	}
+	steps := []func(*initConfig, []int) error{
+		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser,
+	}
+	for _, step := range steps {
+		if err := step(c, fds); err != nil {
+			return err
+		}
+	}
+	return pivotFinal()
+}
+
+// pivotFinal makes /newroot the root, drops the host tree and turns the
+// root read-only. pivot_root(".", ".") stacks the old root on top of the
+// new one, so one lazy unmount removes the host tree (runc's trick).
+func pivotFinal() error {
+	if err := os.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return &mountError{op: "pivoting root to", target: newRoot, err: err}
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return &mountError{op: "unmounting old root", target: "/", err: err}
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &attr); err != nil {
+		return &mountError{op: "making root read-only", target: "/", err: err}
+	}
+	return nil
+}
+
+func bindSystem(c *initConfig, _ []int) error {
+	for _, p := range systemBinds {
+		host := oldRoot + p
+		fi, err := os.Lstat(host)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			dest, err := os.Readlink(host)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(dest, newRoot+p); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bindRO(host, newRoot+p, true, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindRO binds host onto target (created as a dir or empty file) read-only,
+// nosuid and nodev; noexec unless exec.
+func bindRO(host, target string, dir, exec bool) error {
+	if err := mkTarget(target, dir); err != nil {
+		return err
+	}
+	if err := mount(host, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	attr := uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if !exec {
+		attr |= unix.MOUNT_ATTR_NOEXEC
+	}
+	return setattr(target, attr)
+}
+
+func mkTarget(target string, dir bool) error {
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	if dir {
+		err := os.Mkdir(target, 0o755)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		return nil
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func buildEtc(c *initConfig, _ []int) error {
+	etc := newRoot + "/etc"
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"passwd":        "root:x:0:0:root:/root:/bin/sh\n" + sandboxUser + ":x:" + strconv.Itoa(sandboxUID) + ":" + strconv.Itoa(sandboxUID) + ":mcpbox sandbox:" + sandboxHome + ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group":         "root:x:0:\n" + sandboxUser + ":x:" + strconv.Itoa(sandboxUID) + ":\nnogroup:x:65534:\n",
+		"hosts":         "127.0.0.1\tlocalhost " + c.Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"hostname":      c.Hostname + "\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+		// No nameserver: the network namespace is empty, and egress goes
+		// through a proxy that resolves names itself.
+		"resolv.conf": "# mcpbox: no DNS inside the sandbox\noptions timeout:1 attempts:1\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(etc+"/"+name, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, p := range etcBinds {
+		if err := copyOrBind(oldRoot+p, newRoot+p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyOrBind recreates a host symlink, or binds a file or dir read-only;
+// a missing host path is skipped.
+func copyOrBind(host, target string) error {
+	fi, err := os.Lstat(host)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		dest, err := os.Readlink(host)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(dest, target)
+	}
+	return bindRO(host, target, fi.IsDir(), false)
+}
+
+func buildDev(c *initConfig, _ []int) error {
+	dev := newRoot + "/dev"
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, n := range devNodes {
+		if err := mkTarget(dev+"/"+n, false); err != nil {
+			return err
+		}
+		if err := mount(oldRoot+"/dev/"+n, dev+"/"+n, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(dev+"/"+d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"); err != nil {
+		return err
+	}
+	shm := "mode=1777,size=" + strconv.FormatInt(c.TmpSize, 10)
+	if err := mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, shm); err != nil {
+		return err
+	}
+	links := map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	}
+	for name, dest := range links {
+		if err := os.Symlink(dest, dev+"/"+name); err != nil {
+			return err
+		}
+	}
+	// The device nodes, pts and shm are mounts of their own and stay
+	// usable; /dev itself takes no new entries.
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, dev, 0, &attr); err != nil {
+		return &mountError{op: "making read-only", target: dev, err: err}
+	}
+	return nil
+}
+
+// mountProc mounts a fresh proc for the new pid namespace. hidepid=invisible
+// hides processes the viewer may not ptrace: the non-dumpable init.
+func mountProc(_ *initConfig, _ []int) error {
+	p := newRoot + "/proc"
+	if err := os.Mkdir(p, 0o555); err != nil {
+		return err
+	}
+	return mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible")
+}
+
+func mountTmp(c *initConfig, _ []int) error {
+	t := newRoot + "/tmp"
+	if err := os.Mkdir(t, 0o755); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if !c.ExecWritable {
+		flags |= unix.MS_NOEXEC
+	}
+	if err := mount("tmpfs", t, "tmpfs", flags, "mode=1777,size="+strconv.FormatInt(c.TmpSize, 10)); err != nil {
+		return err
+	}
+	return os.Mkdir(t+"/home", 0o700)
+}
+
+// bindUser binds the workspace and extra mounts. In host-root mode the host
+// passed idmapped clones (so files written land owned by the invoking user)
+// which are attached with move_mount instead of a plain bind.
+func bindUser(c *initConfig, fds []int) error {
+	if err := os.MkdirAll(newRoot+"/workspace", 0o755); err != nil {
+		return err
+	}
+	for _, b := range c.Binds {
+		target := newRoot + b.Target
+		if b.Optional {
+			if _, err := os.Stat(oldRoot + b.Source); err != nil {
+				continue
+			}
+		}
+		if err := mkTarget(target, !b.File); err != nil {
+			return fmt.Errorf("creating mount point %s: %w", b.Target, err)
+		}
+		if b.IdmapFD > 0 {
+			fd := fds[b.IdmapFD-1]
+			if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return &mountError{op: "attaching idmapped", source: b.Source, target: b.Target, err: err}
+			}
+			unix.Close(fd)
+		} else if err := mount(oldRoot+b.Source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return err
+		}
+		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if !b.Writable {
+			attr |= unix.MOUNT_ATTR_RDONLY
+		}
+		if !b.Exec {
+			attr |= unix.MOUNT_ATTR_NOEXEC
+		}
+		if err := setattr(target, attr); err != nil {
+			return err
+		}
+	}
+	return nil
+}

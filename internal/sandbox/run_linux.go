@@ -1,0 +1,331 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/cgroup"
+)
+
+// Stdio is the workload's standard streams. *os.File values are handed to
+// the sandbox as they are (no copying); other readers and writers are
+// pumped through pipes by os/exec.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Result is how a sandbox ended.
+type Result struct {
+	// ExitCode is the workload's exit code, 128+signal when it was killed,
+	// or 125/126/127 when the sandbox or the command could not start.
+	ExitCode int
+	TimedOut bool
+	// OOMKilled and PidsExhausted say whether a cgroup limit was hit.
+	OOMKilled     bool
+	PidsExhausted bool
+	MemoryPeak    int64
+	Duration      time.Duration
+}
+
+// Sandbox is one running sandbox.
+type Sandbox struct {
+	ID string
+	// Degraded lists the layers missing on this host that the Spec
+	// accepted to lose.
+	Degraded []Layer
+
+	spec    Spec
+	cmd     *exec.Cmd
+	cg      *cgroup.Cgroup
+	start   time.Time
+	timeout *time.Timer
+
+	cleaned chan struct{} // closed when stale cgroups are removed
+
+	mu       sync.Mutex
+	timedOut bool // guarded by mu
+}
+
+// StartError is a sandbox that could not start. Layer names the isolation
+// layer at fault, if one is.
+type StartError struct {
+	Layer Layer
+	Code  int // exit code to report: 125, 126 or 127
+	Err   error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Run starts a sandbox and waits for it.
+func Run(ctx context.Context, spec Spec, stdio Stdio) (*Result, error) {
+	sb, err := Start(ctx, spec, stdio)
+	if err != nil {
+		return nil, err
+	}
+	return sb.Wait()
+}
+
+// Start builds the sandbox and starts the workload in it. It returns once
+// the workload's execve succeeded, or with a *StartError. Cancelling ctx
+// kills the sandbox.
+func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) {
+	if err := spec.check(); err != nil {
+		return nil, &StartError{Code: exitSetup, Err: err}
+	}
+	host := probeHost()
+	degraded, err := host.degradations(&spec)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: spec.ID, Degraded: degraded, spec: spec, start: time.Now()}
+	if sb.ID == "" {
+		sb.ID = NewID()
+	}
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	if host.cgroupsOK && spec.Limits.hasCgroupLimits() {
+		cg, err := cgroup.Create(sb.ID, cgroup.Limits{
+			Memory: spec.Limits.Memory, Pids: spec.Limits.Pids, CPU: spec.Limits.CPU,
+		})
+		if err != nil {
+			return nil, &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("creating cgroup: %w", err)}
+		}
+		sb.cg = cg
+		cleanup = append(cleanup, func() { _ = cg.Destroy() })
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
+	}
+	ctl := os.NewFile(uintptr(fds[0]), "control")
+	child := os.NewFile(uintptr(fds[1]), "control-child")
+	defer ctl.Close()
+	cmd := initCommand(host, stdio, child)
+	err = cmd.Start()
+	child.Close()
+	if err != nil {
+		return nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
+	}
+	sb.cmd = cmd
+	cleanup = append(cleanup, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if sb.cg != nil {
+		if err := sb.cg.Add(cmd.Process.Pid); err != nil {
+			return nil, &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
+		}
+	}
+	cfg, idmapFDs, err := sb.initConfig(host, degraded)
+	for _, fd := range idmapFDs {
+		defer unix.Close(fd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sendConfig(ctl, cfg, idmapFDs); err != nil {
+		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("sending sandbox config: %w", err)}
+	}
+	if err := readReport(ctl); err != nil {
+		return nil, err
+	}
+	if d := spec.Limits.Timeout; d > 0 {
+		sb.timeout = time.AfterFunc(d, sb.expire)
+	}
+	if ctx.Done() != nil {
+		go func() {
+			<-ctx.Done()
+			sb.kill()
+		}()
+	}
+	// Crash leftovers of earlier runs go while the workload runs; Wait
+	// waits for it so a short-lived process does not cut it off.
+	sb.cleaned = make(chan struct{})
+	go func() {
+		defer close(sb.cleaned)
+		_, _ = cgroup.CleanupStale()
+	}()
+	return sb, nil
+}
+
+func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
+
+// initCommand is the sandbox init: this binary re-executed in new
+// namespaces. As host root, uid 0 inside maps to an unprivileged host uid
+// picked per sandbox; otherwise to the invoking user, the only uid an
+// unprivileged process may map.
+func initCommand(host *hostInfo, stdio Stdio, ctl *os.File) *exec.Cmd {
+	uid, gid := os.Getuid(), os.Getgid()
+	if host.root {
+		uid = rootModeBase + int(randUint32()%rootModeSpan)
+		gid = uid
+	}
+	attr := &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		Pdeathsig:   unix.SIGKILL,
+	}
+	if host.root {
+		// Root may allow setgroups: drop host root's supplementary groups.
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	}
+	return &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"mcpbox-init", initArg},
+		Env:         []string{},
+		Stdin:       stdio.Stdin,
+		Stdout:      stdio.Stdout,
+		Stderr:      stdio.Stderr,
+		ExtraFiles:  []*os.File{ctl},
+		SysProcAttr: attr,
+	}
+}
+
+// Host uids used for sandboxes started by host root: far above any real
+// account, one per sandbox so two sandboxes never share a uid.
+const (
+	rootModeBase = 1 << 30
+	rootModeSpan = 1 << 24
+)
+
+func randUint32() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// NewID returns a fresh sandbox id: "sbx_" and 12 random hex digits.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("sbx_%x", b)
+}
+
+func sendConfig(ctl *os.File, cfg *initConfig, fds []int) error {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	return unix.Sendmsg(int(ctl.Fd()), data, oob, nil, 0)
+}
+
+func readReport(ctl *os.File) error {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Read(int(ctl.Fd()), buf)
+	if err != nil || n == 0 {
+		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
+	}
+	var r initReport
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
+	}
+	if !r.Started {
+		return &StartError{Layer: r.Layer, Code: r.Code, Err: errors.New(r.Error)}
+	}
+	return nil
+}
+
+// Pid is the host pid of the sandbox init.
+func (sb *Sandbox) Pid() int { return sb.cmd.Process.Pid }
+
+// Kill ends the sandbox: SIGKILL to its init takes the whole pid namespace
+// with it, and the cgroup is killed too for anything that escaped it.
+func (sb *Sandbox) kill() {
+	_ = sb.cmd.Process.Signal(unix.SIGKILL)
+	if sb.cg != nil {
+		_ = sb.cg.Kill()
+	}
+}
+
+// Kill ends the sandbox at once.
+func (sb *Sandbox) Kill() { sb.kill() }
+
+// Signal sends sig to the sandbox init, which forwards it to the workload.
+func (sb *Sandbox) Signal(sig os.Signal) error { return sb.cmd.Process.Signal(sig) }
+
+func (sb *Sandbox) expire() {
+	sb.mu.Lock()
+	sb.timedOut = true
+	sb.mu.Unlock()
+	sb.kill()
+}
+
+// Wait waits for the workload to exit, then removes the sandbox's cgroup.
+// Every process of the sandbox is gone when it returns.
+func (sb *Sandbox) Wait() (*Result, error) {
+	err := sb.cmd.Wait()
+	<-sb.cleaned
+	if sb.timeout != nil {
+		sb.timeout.Stop()
+	}
+	res := &Result{Duration: time.Since(sb.start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		ws := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		} else {
+			res.ExitCode = ws.ExitStatus()
+		}
+	default:
+		return nil, fmt.Errorf("waiting for sandbox: %w", err)
+	}
+	sb.mu.Lock()
+	res.TimedOut = sb.timedOut
+	sb.mu.Unlock()
+	if sb.cg != nil {
+		if st, err := sb.cg.Stats(); err == nil {
+			res.OOMKilled = st.OOMKills > 0
+			res.PidsExhausted = st.PidsLimitHits > 0
+			res.MemoryPeak = int64(st.MemoryPeak)
+		}
+		if err := sb.cg.Destroy(); err != nil {
+			return res, fmt.Errorf("removing cgroup: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// check rejects Specs the sandbox cannot honour.
+func (s *Spec) check() error {
+	if len(s.Args) == 0 || s.Args[0] == "" {
+		return errors.New("no command given")
+	}
+	if len(s.Egress) > 0 {
+		return errors.New("network egress rules need the egress proxy, which this build does not have yet; refusing to start with a network the policy did not describe")
+	}
+	for _, m := range s.allBinds() {
+		if !isAbs(m.Source) || !isAbs(m.Target) {
+			return fmt.Errorf("mount %s:%s: paths must be absolute", m.Source, m.Target)
+		}
+	}
+	return nil
+}
+
+func isAbs(p string) bool { return len(p) > 0 && p[0] == '/' }

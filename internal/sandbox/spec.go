@@ -1,0 +1,120 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Layer names one isolation layer. The names appear in errors, in doctor's
+// output and in the config's sandbox.require list.
+type Layer string
+
+// The isolation layers a sandbox applies. Each one can be missing on a host;
+// a missing layer stops the sandbox unless the Spec accepts its degradation.
+const (
+	LayerUserns   Layer = "userns"   // user namespaces (required: nothing works without)
+	LayerSeccomp  Layer = "seccomp"  // the syscall filter
+	LayerLandlock Layer = "landlock" // the second filesystem wall
+	LayerCgroups  Layer = "cgroups"  // memory, pids and cpu limits
+	LayerIdmap    Layer = "idmap"    // idmapped mounts (host root only)
+)
+
+// AllLayers lists every layer, in the order doctor reports them.
+var AllLayers = []Layer{LayerUserns, LayerSeccomp, LayerLandlock, LayerCgroups, LayerIdmap}
+
+// ParseLayer returns the Layer named s.
+func ParseLayer(s string) (Layer, error) {
+	for _, l := range AllLayers {
+		if string(l) == s {
+			return l, nil
+		}
+	}
+	return "", fmt.Errorf("unknown isolation layer %q (known: %s)", s, layerList())
+}
+
+func layerList() string {
+	names := make([]string, len(AllLayers))
+	for i, l := range AllLayers {
+		names[i] = string(l)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Mount is one host directory or file bound into the sandbox.
+type Mount struct {
+	Source   string // absolute host path; symlinks already resolved by the caller
+	Target   string // absolute path inside the sandbox
+	Writable bool
+	// Exec allows executing files from this mount. Read-only mounts are
+	// executable by default; writable ones only when the Spec sets ExecWritable.
+	Exec bool
+}
+
+// Limits bounds the sandbox's resources. A zero field means no limit.
+type Limits struct {
+	Memory  int64         // bytes, memory+swap
+	Pids    int64         // processes and threads
+	CPU     float64       // cores
+	TmpSize int64         // bytes of /tmp (tmpfs); zero means DefaultTmpSize
+	Timeout time.Duration // wall clock from start to kill
+}
+
+// DefaultTmpSize is the size of /tmp when Limits.TmpSize is zero.
+const DefaultTmpSize = 256 << 20
+
+// Spec describes one sandbox. It is plain data: the CLI and the gateway
+// build it from flags and config; Run enforces it.
+type Spec struct {
+	// Args is the command and its arguments. Args[0] is looked up in the
+	// sandbox's PATH when it has no slash.
+	Args []string
+	// Env is set in the sandbox on top of the basics (PATH, HOME, LANG,
+	// TERM, TMPDIR, USER). Nothing of the host environment passes otherwise.
+	Env []string
+	// Dir is the working directory inside the sandbox. Empty means
+	// /workspace/output when there is an output mount, else /workspace.
+	Dir string
+
+	// Input is bound read-only at /workspace/input, Output read-write at
+	// /workspace/output; either may be empty. Mounts are extra binds.
+	Input, Output string
+	Mounts        []Mount
+
+	// ExecWritable allows executing files from /tmp, /workspace/output and
+	// writable mounts. ExecAllow adds single paths (files or directories)
+	// that may be executed even when they lie on a writable mount.
+	ExecWritable bool
+	ExecAllow    []string
+
+	Limits Limits
+
+	// Egress, when non-empty, is the egress allowlist. The proxy that
+	// enforces it is not part of this package yet, so Run refuses a Spec
+	// with rules: an empty network namespace is the only mode today.
+	Egress []string
+
+	// AllowDegraded names layers the caller accepts to lose when the host
+	// cannot provide them. AllowAllDegraded accepts any.
+	AllowDegraded    []Layer
+	AllowAllDegraded bool
+
+	// ID names the sandbox (cgroup names, hostname). Empty means a fresh
+	// random "sbx_" id.
+	ID string
+}
+
+func (s *Spec) degradable(l Layer) bool {
+	if l == LayerUserns {
+		return false
+	}
+	if s.AllowAllDegraded {
+		return true
+	}
+	for _, d := range s.AllowDegraded {
+		if d == l {
+			return true
+		}
+	}
+	return false
+}
