@@ -1,0 +1,134 @@
+// Package cli implements the mcpbox command line: flag parsing, help texts
+// and the glue from flags and config files to the sandbox and gateway
+// packages. It holds no policy of its own.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// usage is the top-level help, written like a man page's synopsis.
+const usage = `mcpbox — run MCP servers in Linux sandboxes behind a policy gateway
+
+USAGE
+  mcpbox <command> [flags] [-- CMD [ARG...]]
+
+COMMANDS
+  exec      run any command in a fresh sandbox (stdio passed through,
+            exit code propagated)
+  doctor    report which isolation features this host supports
+  policy    check a config file: mcpbox policy check FILE
+  version   print the version
+
+  Gateway commands (run, serve, ps, stop, pause, resume, logs, approvals,
+  approve, deny, pin, trust, secrets) arrive with the gateway.
+
+Run 'mcpbox <command> --help' for a command's flags.
+
+SANDBOX
+  Every sandbox gets new user, mount, pid, net, ipc, uts and cgroup
+  namespaces; a read-only root of /usr, /lib*, /bin, /sbin and a curated
+  /etc; /workspace/input (ro), /workspace/output (rw), /tmp (tmpfs);
+  no network; a non-root uid with no capabilities, no_new_privs, Landlock
+  and seccomp; cgroup limits. Nothing of $HOME, the host's processes or
+  environment is visible. See docs/threat-model.md.
+
+EXIT STATUS
+  The command's own exit status; 128+N when it was killed by signal N;
+  124 when --timeout expired; 125 when the sandbox could not be set up;
+  126 when the command could not be executed; 127 when it was not found;
+  2 for usage errors.
+`
+
+// Version is set at build time with -ldflags "-X mcpbox/internal/cli.Version=...".
+var Version = "dev"
+
+// exitUsage is returned for bad flags and arguments.
+const exitUsage = 2
+
+// Main runs the command line args and returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	env := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	switch args[0] {
+	case "exec":
+		return env.exec(args[1:])
+	case "doctor":
+		return env.doctor(args[1:])
+	case "policy":
+		return env.policy(args[1:])
+	case "version", "--version":
+		fmt.Fprintln(stdout, "mcpbox", Version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "run", "serve", "ps", "stop", "pause", "resume", "logs", "approvals",
+		"approve", "deny", "pin", "trust", "secrets":
+		fmt.Fprintf(stderr, "mcpbox %s: not available in this build yet (it comes with the gateway)\n", args[0])
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "mcpbox: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// env carries the standard streams to the subcommands.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func (e *env) errorf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "mcpbox: "+format+"\n", args...)
+}
+
+// newFlagSet makes a flag set whose -h prints help to stdout and exits 0,
+// and whose errors go to stderr.
+func (e *env) newFlagSet(name, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), help)
+		fmt.Fprintln(fs.Output(), "\nFLAGS")
+		fs.VisitAll(func(f *flag.Flag) {
+			name, text := flag.UnquoteUsage(f)
+			fmt.Fprintf(fs.Output(), "  --%s %s\n      %s\n", f.Name, name, strings.ReplaceAll(text, "\n", "\n      "))
+		})
+	}
+	return fs
+}
+
+// parse parses args; it returns (code, true) when the caller should stop.
+func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(e.stdout)
+			fs.Usage()
+			return 0, true
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"mcpbox/internal/sandbox"
+)
+
+const doctorHelp = `USAGE
+  mcpbox doctor [--json]
+
+Reports which isolation features this host supports for the current user
+(root or not), what each missing one degrades, and then starts a real
+sandbox running /bin/true as the proof that all layers apply together.
+Exits 0 when the default policy runs at full strength, 1 otherwise.
+`
+
+func (e *env) doctor(args []string) int {
+	fs := e.newFlagSet("doctor", doctorHelp)
+	asJSON := fs.Bool("json", false, "print one JSON object per check")
+	if code, stop := e.parse(fs, args); stop {
+		return code
+	}
+	checks := sandbox.Doctor()
+	checks = append(checks, liveCheck())
+	ok := true
+	for _, c := range checks {
+		if c.Required && !c.OK {
+			ok = false
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, c := range checks {
+			_ = enc.Encode(c)
+		}
+	} else {
+		printChecks(e.stdout, checks, ok)
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// liveCheck starts a default-policy sandbox: the probes can say a feature
+// exists, only a start proves the layers compose on this host.
+func liveCheck() sandbox.Check {
+	c := sandbox.Check{Name: "sandbox start", Required: true,
+		Degrades: "the default policy cannot run here"}
+	spec := sandbox.Spec{Args: []string{"/bin/true"}, Limits: sandbox.Limits{Memory: 64 << 20, Pids: 16, Timeout: 10 * time.Second}}
+	start := time.Now()
+	res, err := sandbox.Run(context.Background(), spec, sandbox.Stdio{})
+	switch {
+	case err != nil:
+		c.Detail = err.Error()
+	case res.ExitCode != 0:
+		c.Detail = fmt.Sprintf("/bin/true exited %d", res.ExitCode)
+	default:
+		c.OK = true
+		c.Detail = fmt.Sprintf("/bin/true ran with every layer in %s", time.Since(start).Round(100*time.Microsecond))
+	}
+	return c
+}
+
+func printChecks(w io.Writer, checks []sandbox.Check, ok bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FEATURE\tSTATUS\tDETAIL")
+	for _, c := range checks {
+		status := "ok"
+		if !c.OK {
+			status = "MISSING"
+			if !c.Required {
+				status = "missing"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, status, c.Detail)
+	}
+	tw.Flush()
+	for _, c := range checks {
+		if !c.OK {
+			fmt.Fprintf(w, "\n%s missing: %s", c.Name, c.Degrades)
+			if c.Layer != "" && c.Layer != sandbox.LayerUserns {
+				fmt.Fprintf(w, " (accept with --allow-degraded=%s)", c.Layer)
+			}
+		}
+	}
+	if ok {
+		fmt.Fprintln(w, "\nThe default policy runs at full strength on this host.")
+	} else {
+		fmt.Fprintln(w, "\nThe default policy cannot run at full strength on this host.")
+	}
+}

@@ -1,0 +1,331 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/sandbox"
+)
+
+const execHelp = `USAGE
+  mcpbox exec [flags] -- CMD [ARG...]
+
+Runs CMD in a fresh sandbox. Standard input, output and error are passed
+through; mcpbox exits with CMD's exit status (128+N when it was killed by
+signal N, 124 when --timeout expired, 125 when the sandbox could not be set
+up, 126/127 when CMD could not be executed or found).
+
+Inside: /workspace/input (--input, read-only), /workspace/output (--output,
+read-write; the working directory when given), /tmp (tmpfs, --tmp-size),
+HOME=/tmp/home, a read-only system view, no network, uid 1000 with no
+capabilities. Files written to --output belong to the invoking user.
+
+If an isolation layer is unavailable on this host the sandbox does not
+start, unless --allow-degraded accepts losing it ('mcpbox doctor' lists
+what this host supports).
+
+EXAMPLES
+  mcpbox exec --input . --output ./out -- sh -c 'ls /workspace/input > out.txt'
+  mcpbox exec --memory 256Mi --pids 64 --timeout 30s -- python3 script.py
+  mcpbox exec --input ~/repo -- npx -y @modelcontextprotocol/server-filesystem /workspace/input
+`
+
+// sandboxFlags are the flags exec and run share (DESIGN.md).
+type sandboxFlags struct {
+	policy, input, output, tmpSize, memory, stateDir string
+	pids                                             int64
+	cpu                                              float64
+	timeout                                          time.Duration
+	execWritable                                     bool
+	mounts, allowHosts, envs, secrets                listFlag
+	degraded                                         degradedFlag
+}
+
+// Defaults of exec's limits: generous for node/python servers, small
+// enough that a runaway process cannot hurt the host.
+const (
+	defaultMemory = "1Gi"
+	defaultPids   = 512
+)
+
+func (f *sandboxFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.policy, "policy", "", "use the sandbox policy of the first server in config `FILE`\n(flags given as well override it)")
+	fs.StringVar(&f.input, "input", "", "bind `DIR` read-only at /workspace/input")
+	fs.StringVar(&f.output, "output", "", "bind `DIR` read-write at /workspace/output (created if missing)")
+	fs.Var(&f.mounts, "mount", "bind `SRC:DST[:ro|rw]` (default ro; repeatable)")
+	fs.StringVar(&f.tmpSize, "tmp-size", "", "size of /tmp, e.g. `256Mi` (default 256Mi)")
+	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` (repeatable; default: no network)")
+	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
+	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+defaultMemory+"; 0 = none)")
+	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` (default "+strconv.Itoa(defaultPids)+"; 0 = none)")
+	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in `cores`, e.g. 1.0 (default: none)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "kill the sandbox after `DURATION`, e.g. 10m (default: none)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "state `DIR` (unused by exec; accepted for symmetry with run)")
+	fs.BoolVar(&f.execWritable, "exec-writable", false, "allow executing files from /tmp, /workspace/output and rw mounts")
+	fs.Var(&f.degraded, "allow-degraded", "start even when the `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable")
+}
+
+func (e *env) exec(args []string) int {
+	fs := e.newFlagSet("exec", execHelp)
+	var f sandboxFlags
+	f.register(fs)
+	if code, stop := e.parse(fs, args); stop {
+		return code
+	}
+	argv := fs.Args()
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		e.errorf("exec: no command given (usage: mcpbox exec [flags] -- CMD [ARG...])")
+		return exitUsage
+	}
+	spec, err := f.spec(fs)
+	if err != nil {
+		e.errorf("exec: %v", err)
+		return exitUsage
+	}
+	spec.Args = argv
+	return e.runSandbox(spec)
+}
+
+// runSandbox runs spec with the process's own stdio and turns the result
+// into an exit code, explaining limits that were hit on stderr.
+func (e *env) runSandbox(spec *sandbox.Spec) int {
+	ctx := context.Background()
+	stdio := sandbox.Stdio{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}
+	sb, err := sandbox.Start(ctx, *spec, stdio)
+	if err != nil {
+		e.errorf("%v", err)
+		var se *sandbox.StartError
+		if errors.As(err, &se) {
+			return se.Code
+		}
+		return 125
+	}
+	for _, l := range sb.Degraded {
+		e.errorf("warning: running without isolation layer %s (--allow-degraded)", l)
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			_ = sb.Signal(s)
+		}
+	}()
+	res, err := sb.Wait()
+	if err != nil {
+		e.errorf("%v", err)
+		if res == nil {
+			return 125
+		}
+	}
+	switch {
+	case res.TimedOut:
+		e.errorf("sandbox killed after --timeout %s", spec.Limits.Timeout)
+		return 124
+	case res.OOMKilled:
+		e.errorf("sandbox hit its memory limit (%s); the kernel killed a process", config.Size(spec.Limits.Memory))
+	case res.PidsExhausted:
+		e.errorf("sandbox hit its process limit (%d); fork failed", spec.Limits.Pids)
+	}
+	return res.ExitCode
+}
+
+// spec builds the sandbox Spec from the policy file (if any) and flags.
+func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
+	spec := &sandbox.Spec{}
+	if f.policy != "" {
+		if err := specFromPolicy(f.policy, spec); err != nil {
+			return nil, err
+		}
+	} else {
+		m, _ := config.ParseSize(defaultMemory)
+		spec.Limits.Memory = int64(m)
+		spec.Limits.Pids = defaultPids
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var err error
+	if set["input"] {
+		if spec.Input, err = hostDir(f.input, false); err != nil {
+			return nil, fmt.Errorf("--input: %w", err)
+		}
+	}
+	if set["output"] {
+		if spec.Output, err = hostDir(f.output, true); err != nil {
+			return nil, fmt.Errorf("--output: %w", err)
+		}
+	}
+	for _, m := range f.mounts {
+		mnt, err := parseMount(m)
+		if err != nil {
+			return nil, fmt.Errorf("--mount %s: %w", m, err)
+		}
+		spec.Mounts = append(spec.Mounts, mnt)
+	}
+	for _, kv := range f.envs {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(kv, "\x00") {
+			return nil, fmt.Errorf("--env %q: want K=V", kv)
+		}
+		spec.Env = append(spec.Env, kv)
+	}
+	if len(f.secrets) > 0 {
+		return nil, errors.New("--secret: secret injection is not available in this build yet")
+	}
+	spec.Egress = append(spec.Egress, f.allowHosts...)
+	if err := f.limits(set, &spec.Limits); err != nil {
+		return nil, err
+	}
+	if set["exec-writable"] {
+		spec.ExecWritable = f.execWritable
+	}
+	spec.AllowAllDegraded = spec.AllowAllDegraded || f.degraded.all
+	spec.AllowDegraded = append(spec.AllowDegraded, f.degraded.layers...)
+	return spec, nil
+}
+
+func (f *sandboxFlags) limits(set map[string]bool, l *sandbox.Limits) error {
+	sizes := []struct {
+		name string
+		val  string
+		dst  *int64
+	}{{"memory", f.memory, &l.Memory}, {"tmp-size", f.tmpSize, &l.TmpSize}}
+	for _, s := range sizes {
+		if !set[s.name] {
+			continue
+		}
+		n, err := config.ParseSize(s.val)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", s.name, err)
+		}
+		*s.dst = int64(n)
+	}
+	if set["pids"] {
+		if f.pids < 0 {
+			return errors.New("--pids: must be 0 (no limit) or positive")
+		}
+		l.Pids = f.pids
+	}
+	if set["cpu"] {
+		if f.cpu < 0 || f.cpu > 1024 {
+			return errors.New("--cpu: must be between 0 and 1024 cores")
+		}
+		l.CPU = f.cpu
+	}
+	if set["timeout"] {
+		if f.timeout < 0 {
+			return errors.New("--timeout: must not be negative")
+		}
+		l.Timeout = f.timeout
+	}
+	return nil
+}
+
+// hostDir makes p absolute with symlinks resolved, creating it if create.
+func hostDir(p string, create bool) (string, error) {
+	if p == "" {
+		return "", errors.New("empty path")
+	}
+	if create {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return "", err
+		}
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", p)
+	}
+	return real, nil
+}
+
+func parseMount(s string) (sandbox.Mount, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return sandbox.Mount{}, errors.New("want SRC:DST[:ro|rw]")
+	}
+	m := sandbox.Mount{Target: parts[1]}
+	if len(parts) == 3 {
+		switch parts[2] {
+		case "ro":
+		case "rw":
+			m.Writable = true
+		default:
+			return m, fmt.Errorf("mode %q: want ro or rw", parts[2])
+		}
+	}
+	m.Exec = !m.Writable
+	if err := config.CheckMountTarget(m.Target); err != nil {
+		return m, fmt.Errorf("target: %w", err)
+	}
+	abs, err := filepath.Abs(parts[0])
+	if err != nil {
+		return m, err
+	}
+	if m.Source, err = filepath.EvalSymlinks(abs); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// degradedFlag is --allow-degraded: bare it accepts any missing layer,
+// with a value only the listed ones.
+type degradedFlag struct {
+	all    bool
+	layers []sandbox.Layer
+}
+
+func (d *degradedFlag) IsBoolFlag() bool { return true }
+func (d *degradedFlag) String() string {
+	if d == nil || d.all {
+		return ""
+	}
+	var s []string
+	for _, l := range d.layers {
+		s = append(s, string(l))
+	}
+	return strings.Join(s, ",")
+}
+
+func (d *degradedFlag) Set(v string) error {
+	switch v {
+	case "true":
+		d.all = true
+		return nil
+	case "false":
+		d.all, d.layers = false, nil
+		return nil
+	}
+	for _, name := range strings.Split(v, ",") {
+		l, err := sandbox.ParseLayer(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		d.layers = append(d.layers, l)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/sandbox"
+)
+
+const policyHelp = `USAGE
+  mcpbox policy check FILE
+
+Parses and validates a config file. Every problem is printed as
+FILE:LINE:COL: message; the exit status is 1 when there is any.
+`
+
+func (e *env) policy(args []string) int {
+	fs := e.newFlagSet("policy", policyHelp)
+	if code, stop := e.parse(fs, args); stop {
+		return code
+	}
+	rest := fs.Args()
+	if len(rest) != 2 || rest[0] != "check" {
+		e.errorf("policy: usage: mcpbox policy check FILE")
+		return exitUsage
+	}
+	if _, err := loadConfig(rest[1]); err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "%s: ok\n", rest[1])
+	return 0
+}
+
+// loadConfig reads, parses and validates a config file.
+func loadConfig(path string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return config.Load(path, data)
+}
+
+// specFromPolicy fills spec with the sandbox policy of the first server in
+// the config at path. Relative paths are resolved against the config's
+// directory, "~/" against $HOME.
+func specFromPolicy(path string, spec *sandbox.Spec) error {
+	c, err := loadConfig(path)
+	if err != nil {
+		return err
+	}
+	if len(c.Servers) == 0 {
+		return fmt.Errorf("%s: no servers: --policy uses the first server's policy", path)
+	}
+	s := c.Servers[0]
+	base := filepath.Dir(path)
+	fsys := s.Filesystem
+	if fsys.Input != nil {
+		if fsys.Input.Mode == config.ModeOverlay {
+			return fmt.Errorf("%s: server %s: filesystem.input.mode overlay is not available yet", path, s.Name)
+		}
+		if spec.Input, err = hostDir(resolve(base, fsys.Input.Source), false); err != nil {
+			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, err)
+		}
+	}
+	if fsys.Output != nil && fsys.Output.Source != "" {
+		if spec.Output, err = hostDir(resolve(base, fsys.Output.Source), true); err != nil {
+			return fmt.Errorf("server %s: filesystem.output: %w", s.Name, err)
+		}
+	}
+	spec.Limits.TmpSize = int64(fsys.Tmp.Size)
+	for _, m := range fsys.Mounts {
+		mode := m.Mode
+		if mode == "" {
+			mode = config.ModeRO
+		}
+		mnt, err := parseMount(resolve(base, m.Source) + ":" + m.Target + ":" + mode)
+		if err != nil {
+			return fmt.Errorf("server %s: mount %s: %w", s.Name, m.Target, err)
+		}
+		spec.Mounts = append(spec.Mounts, mnt)
+	}
+	for _, v := range s.Env {
+		spec.Env = append(spec.Env, v.Name+"="+v.Value)
+	}
+	if len(s.Secrets) > 0 {
+		return fmt.Errorf("server %s: secrets are not available in this build yet", s.Name)
+	}
+	for _, eg := range s.Network.Egress {
+		for _, p := range eg.Ports {
+			spec.Egress = append(spec.Egress, eg.Host+":"+strconv.Itoa(p))
+		}
+		if len(eg.Ports) == 0 {
+			spec.Egress = append(spec.Egress, eg.Host)
+		}
+	}
+	if len(s.Network.Forward) > 0 {
+		return fmt.Errorf("server %s: network.forward needs the egress proxy, which this build does not have yet", s.Name)
+	}
+	spec.ExecAllow = s.Exec.Allow
+	spec.ExecWritable = s.Exec.Writable
+	spec.Limits.Memory = int64(s.Limits.Memory)
+	spec.Limits.Pids = int64(s.Limits.Pids)
+	spec.Limits.CPU = s.Limits.CPU
+	return requireLayers(c, s, spec)
+}
+
+// requireLayers turns the server's required layers into the layers the
+// spec may lose. Namespace layers are never optional in the sandbox, so
+// listing or omitting them changes nothing.
+func requireLayers(c *config.Config, s *config.Server, spec *sandbox.Spec) error {
+	need := map[sandbox.Layer]bool{}
+	for _, r := range c.RequiredLayers(s) {
+		need[sandbox.Layer(r)] = true
+	}
+	for _, l := range sandbox.AllLayers {
+		if !need[l] {
+			spec.AllowDegraded = append(spec.AllowDegraded, l)
+		}
+	}
+	return nil
+}
+
+func resolve(base, p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
+}
