@@ -1,0 +1,114 @@
+// Command attack tries one escape or privileged operation from inside a
+// sandbox and prints "NAME: ok" when it succeeded or "NAME: ERRNO" when the
+// kernel refused it. The end-to-end tests run it in sandboxes; it is a
+// static Go binary, so it also proves that Go programs run there.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var attacks = map[string]func(args []string) error{
+	"hello": func([]string) error { return nil },
+	"ptrace": func([]string) error {
+		return unix.PtraceAttach(1)
+	},
+	"traceme": func([]string) error {
+		_, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0)
+		return errnoErr(e)
+	},
+	"mount": func([]string) error {
+		return unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "")
+	},
+	"umount": func([]string) error { return unix.Unmount("/workspace/input", unix.MNT_DETACH) },
+	"unshare-user": func([]string) error {
+		_, _, e := unix.RawSyscall(unix.SYS_UNSHARE, unix.CLONE_NEWUSER, 0, 0)
+		return errnoErr(e)
+	},
+	"unshare-net": func([]string) error {
+		_, _, e := unix.RawSyscall(unix.SYS_UNSHARE, unix.CLONE_NEWNET, 0, 0)
+		return errnoErr(e)
+	},
+	"chroot": func([]string) error { return unix.Chroot("/tmp") },
+	"keyctl": func([]string) error {
+		_, err := unix.AddKey("user", "mcpbox-attack", []byte("x"), unix.KEY_SPEC_PROCESS_KEYRING)
+		return err
+	},
+	"rawsock": func([]string) error { return sock(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP) },
+	"packet":  func([]string) error { return sock(unix.AF_PACKET, unix.SOCK_RAW, 0) },
+	"mptcp":   func([]string) error { return sock(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP) },
+	"bpf": func([]string) error {
+		_, _, e := unix.RawSyscall(unix.SYS_BPF, 0, 0, 0)
+		return errnoErr(e)
+	},
+	"iouring": func([]string) error {
+		_, _, e := unix.RawSyscall(unix.SYS_IO_URING_SETUP, 1, 0, 0)
+		return errnoErr(e)
+	},
+	"setuid0": func([]string) error { return unix.Setuid(0) },
+	"connect": func(args []string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", args[0])
+		if err == nil {
+			c.Close()
+		}
+		return err
+	},
+	"dns": func(args []string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := net.DefaultResolver.LookupHost(ctx, args[0])
+		return err
+	},
+	"kill": func(args []string) error {
+		var pid int
+		fmt.Sscan(args[0], &pid)
+		return unix.Kill(pid, 0)
+	},
+}
+
+func sock(domain, typ, proto int) error {
+	fd, err := unix.Socket(domain, typ, proto)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: attack NAME [ARG]")
+		os.Exit(2)
+	}
+	f, ok := attacks[os.Args[1]]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "unknown attack", os.Args[1])
+		os.Exit(2)
+	}
+	err := f(os.Args[2:])
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		fmt.Printf("%s: ok\n", os.Args[1])
+	case errors.As(err, &errno):
+		fmt.Printf("%s: %s\n", os.Args[1], unix.ErrnoName(errno))
+	default:
+		fmt.Printf("%s: error: %v\n", os.Args[1], err)
+	}
+}
