@@ -102,3 +102,20 @@ func (s *Spec) landlockRules(system []string) []pathRule {
 	}
 	return rules
 }
+
+// The workload's identity inside its (nested) user namespace.
+const (
+	sandboxUID  = 1000
+	sandboxUser = "mcpbox"
+	sandboxHome = "/tmp/home"
+)
+
+// pathRule grants access beneath Path.
+type pathRule struct {
+	Path  string `json:"path"`
+	Read  bool   `json:"read,omitempty"`
+	Write bool   `json:"write,omitempty"`
+	Exec  bool   `json:"exec,omitempty"`
+	// Ioctl allows ioctls on devices opened beneath Path (terminals).
+	Ioctl bool `json:"ioctl,omitempty"`
+}

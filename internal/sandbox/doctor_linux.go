@@ -8,18 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Check is one line of mcpbox doctor: a feature, whether this host and
-// process have it, and what its absence costs.
-type Check struct {
-	Name     string `json:"name"`
-	OK       bool   `json:"ok"`
-	Detail   string `json:"detail"`
-	Degrades string `json:"degrades,omitempty"` // what is lost without it
-	// Required checks fail the default policy; the others only weaken it.
-	Required bool  `json:"required"`
-	Layer    Layer `json:"layer,omitempty"`
-}
-
 // Doctor probes the host. Run with live is true, it also starts a real
 // sandbox with /bin/true, the only proof that every layer applies.
 func Doctor() []Check {

@@ -21,13 +21,6 @@ const (
 	stage2Arg = "__mcpbox_stage2__"
 )
 
-// The workload's identity inside its (nested) user namespace.
-const (
-	sandboxUID  = 1000
-	sandboxUser = "mcpbox"
-	sandboxHome = "/tmp/home"
-)
-
 // Exit codes of the sandbox itself, chosen like docker's and env(1)'s.
 const (
 	exitSetup    = 125 // the sandbox could not be set up

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -18,27 +17,6 @@ import (
 
 	"mcpbox/internal/cgroup"
 )
-
-// Stdio is the workload's standard streams. *os.File values are handed to
-// the sandbox as they are (no copying); other readers and writers are
-// pumped through pipes by os/exec.
-type Stdio struct {
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
-
-// Result is how a sandbox ended.
-type Result struct {
-	// ExitCode is the workload's exit code, 128+signal when it was killed,
-	// or 125/126/127 when the sandbox or the command could not start.
-	ExitCode int
-	TimedOut bool
-	// OOMKilled and PidsExhausted say whether a cgroup limit was hit.
-	OOMKilled     bool
-	PidsExhausted bool
-	MemoryPeak    int64
-	Duration      time.Duration
-}
 
 // Sandbox is one running sandbox.
 type Sandbox struct {
@@ -58,17 +36,6 @@ type Sandbox struct {
 	mu       sync.Mutex
 	timedOut bool // guarded by mu
 }
-
-// StartError is a sandbox that could not start. Layer names the isolation
-// layer at fault, if one is.
-type StartError struct {
-	Layer Layer
-	Code  int // exit code to report: 125, 126 or 127
-	Err   error
-}
-
-func (e *StartError) Error() string { return e.Err.Error() }
-func (e *StartError) Unwrap() error { return e.Err }
 
 // Run starts a sandbox and waits for it.
 func Run(ctx context.Context, spec Spec, stdio Stdio) (*Result, error) {

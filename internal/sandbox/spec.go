@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 )
@@ -117,4 +118,48 @@ func (s *Spec) degradable(l Layer) bool {
 		}
 	}
 	return false
+}
+
+// Stdio is the workload's standard streams. *os.File values are handed to
+// the sandbox as they are (no copying); other readers and writers are
+// pumped through pipes by os/exec.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Result is how a sandbox ended.
+type Result struct {
+	// ExitCode is the workload's exit code, 128+signal when it was killed,
+	// or 125/126/127 when the sandbox or the command could not start.
+	ExitCode int
+	TimedOut bool
+	// OOMKilled and PidsExhausted say whether a cgroup limit was hit.
+	OOMKilled     bool
+	PidsExhausted bool
+	MemoryPeak    int64
+	Duration      time.Duration
+}
+
+// StartError is a sandbox that could not start. Layer names the isolation
+// layer at fault, if one is.
+type StartError struct {
+	Layer Layer
+	Code  int // exit code to report: 125, 126 or 127
+	Err   error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Check is one line of mcpbox doctor: a feature, whether this host and
+// process have it, and what its absence costs.
+type Check struct {
+	Name     string `json:"name"`
+	OK       bool   `json:"ok"`
+	Detail   string `json:"detail"`
+	Degrades string `json:"degrades,omitempty"` // what is lost without it
+	// Required checks fail the default policy; the others only weaken it.
+	Required bool  `json:"required"`
+	Layer    Layer `json:"layer,omitempty"`
 }

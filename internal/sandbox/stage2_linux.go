@@ -31,16 +31,6 @@ type stage2Config struct {
 	NoSeccomp  bool `json:"no_seccomp,omitempty"`
 }
 
-// pathRule grants access beneath Path.
-type pathRule struct {
-	Path  string `json:"path"`
-	Read  bool   `json:"read,omitempty"`
-	Write bool   `json:"write,omitempty"`
-	Exec  bool   `json:"exec,omitempty"`
-	// Ioctl allows ioctls on devices opened beneath Path (terminals).
-	Ioctl bool `json:"ioctl,omitempty"`
-}
-
 // stage2Error is reported to the init over the error pipe (fd 4) when the
 // workload cannot be started; a successful execve closes the pipe empty.
 type stage2Error struct {

@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary is the sandbox init and stage 2 of the sandboxes it
+// starts (runc's trick, as in cmd/mcpbox).
+func TestMain(m *testing.M) {
+	Main()
+	os.Exit(m.Run())
+}
+
+// quick is a spec that runs on any host that can run sandboxes at all.
+func quick(args ...string) Spec {
+	return Spec{Args: args, AllowDegraded: []Layer{LayerCgroups}, Limits: Limits{Timeout: 30 * time.Second}}
+}
+
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	if err := probeHost().usernsErr; err != nil {
+		t.Skipf("user namespaces unavailable: %v", err)
+	}
+}
+
+func TestRunOutputAndExitCode(t *testing.T) {
+	requireSandbox(t)
+	var out, errb bytes.Buffer
+	res, err := Run(context.Background(), quick("sh", "-c", "echo out; echo err >&2; exit 7"), Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 7 || out.String() != "out\n" || errb.String() != "err\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, out.String(), errb.String())
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	requireSandbox(t)
+	tests := []struct {
+		name string
+		spec Spec
+		code int
+		msg  string
+	}{
+		{"no command", Spec{}, exitSetup, "no command"},
+		{"egress refused", Spec{Args: []string{"true"}, Egress: []string{"example.com:443"}}, exitSetup, "egress"},
+		{"not found", quick("no-such-program-anywhere"), exitNotFound, "not found"},
+		{"not executable", quick("/etc/passwd"), exitNoExec, "permission denied"},
+		{"relative mount", Spec{Args: []string{"true"}, Mounts: []Mount{{Source: "rel", Target: "/data"}}}, exitSetup, "absolute"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Start(context.Background(), tt.spec, Stdio{})
+			var se *StartError
+			if !errors.As(err, &se) {
+				t.Fatalf("Start error %v, want a *StartError", err)
+			}
+			if se.Code != tt.code || !strings.Contains(se.Error(), tt.msg) {
+				t.Fatalf("Start error code %d %q, want code %d containing %q", se.Code, se.Error(), tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestSignalForwarded(t *testing.T) {
+	requireSandbox(t)
+	var out bytes.Buffer
+	sb, err := Start(context.Background(), quick("sh", "-c", "trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done"), Stdio{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "ready") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := sb.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(out.String(), "got-term") {
+		t.Fatalf("exit %d, output %q: SIGTERM not forwarded to the workload", res.ExitCode, out.String())
+	}
+}
+
+func TestContextCancelKills(t *testing.T) {
+	requireSandbox(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	sb, err := Start(ctx, quick("sleep", "60"), Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cancel()
+	res, err := sb.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 128+int(syscall.SIGKILL) || time.Since(start) > 10*time.Second {
+		t.Fatalf("exit %d after %s, want 137 at once", res.ExitCode, time.Since(start))
+	}
+}
+
+func TestTimeoutReported(t *testing.T) {
+	requireSandbox(t)
+	spec := quick("sleep", "60")
+	spec.Limits.Timeout = 200 * time.Millisecond
+	res, err := Run(context.Background(), spec, Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.ExitCode != 128+int(syscall.SIGKILL) {
+		t.Fatalf("result %+v, want TimedOut and exit 137", res)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	a, b := NewID(), NewID()
+	if a == b || !strings.HasPrefix(a, "sbx_") || len(a) != len("sbx_")+12 {
+		t.Fatalf("NewID: %q, %q", a, b)
+	}
+}

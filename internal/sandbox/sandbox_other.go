@@ -1,0 +1,51 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+)
+
+// ErrUnsupported is returned on systems without Linux namespaces.
+var ErrUnsupported = errors.New("sandboxes need Linux")
+
+// Main does nothing outside Linux.
+func Main() {}
+
+// Sandbox is one running sandbox.
+type Sandbox struct {
+	ID       string
+	Degraded []Layer
+}
+
+// Start fails outside Linux.
+func Start(context.Context, Spec, Stdio) (*Sandbox, error) {
+	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
+}
+
+// Run fails outside Linux.
+func Run(ctx context.Context, s Spec, io Stdio) (*Result, error) {
+	_, err := Start(ctx, s, io)
+	return nil, err
+}
+
+// Wait is never reached outside Linux.
+func (sb *Sandbox) Wait() (*Result, error) { return nil, ErrUnsupported }
+
+// Signal is never reached outside Linux.
+func (sb *Sandbox) Signal(os.Signal) error { return ErrUnsupported }
+
+// Kill is never reached outside Linux.
+func (sb *Sandbox) Kill() {}
+
+// Doctor reports that nothing is available.
+func Doctor() []Check {
+	return []Check{{Name: "linux", Required: true, Layer: LayerUserns, Detail: ErrUnsupported.Error(),
+		Degrades: "mcpbox sandboxes run on Linux only"}}
+}
+
+// NewID returns a sandbox id.
+func NewID() string { return "sbx_" + time.Now().Format("150405.000000") }
