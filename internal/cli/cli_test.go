@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"mcpbox/internal/sandbox"
+)
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Main(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{nil, exitUsage, "", "USAGE"},
+		{[]string{"help"}, 0, "COMMANDS", ""},
+		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
+		{[]string{"exec", "--help"}, 0, "--allow-degraded", ""},
+		{[]string{"exec"}, exitUsage, "", "no command given"},
+		{[]string{"exec", "--nope", "--", "true"}, exitUsage, "", "flag provided but not defined"},
+		{[]string{"exec", "--memory", "lots", "--", "true"}, exitUsage, "", "--memory"},
+		{[]string{"exec", "--mount", "/tmp:/etc", "--", "true"}, exitUsage, "", "the sandbox provides"},
+		{[]string{"exec", "--allow-degraded=selinux", "--", "true"}, exitUsage, "", "unknown isolation layer"},
+		{[]string{"exec", "--secret", "T=env:X", "--", "true"}, exitUsage, "", "not available"},
+		{[]string{"policy", "check"}, exitUsage, "", "usage"},
+		{[]string{"serve"}, exitUsage, "", "not available in this build"},
+		{[]string{"version"}, 0, "mcpbox", ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.stdout) || !strings.Contains(errs, tt.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tt.code, out, errs)
+			}
+		})
+	}
+}
+
+func TestParseMount(t *testing.T) {
+	src := t.TempDir()
+	tests := []struct {
+		in      string
+		want    sandbox.Mount
+		wantErr string
+	}{
+		{src + ":/data", sandbox.Mount{Source: src, Target: "/data", Exec: true}, ""},
+		{src + ":/data:rw", sandbox.Mount{Source: src, Target: "/data", Writable: true}, ""},
+		{src + ":/data:ro", sandbox.Mount{Source: src, Target: "/data", Exec: true}, ""},
+		{src + ":/data:rx", sandbox.Mount{}, "mode"},
+		{src + ":data", sandbox.Mount{}, "absolute"},
+		{src + ":/data/../etc", sandbox.Mount{}, "not clean"},
+		{src + ":/workspace/input", sandbox.Mount{}, "the sandbox provides"},
+		{src + ":/proc/x", sandbox.Mount{}, "kernel filesystem"},
+		{"/no/such/dir:/data", sandbox.Mount{}, "no such file"},
+		{"justone", sandbox.Mount{}, "want SRC:DST"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseMount(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseMount error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("parseMount (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDegradedFlag(t *testing.T) {
+	var d degradedFlag
+	if err := d.Set("true"); err != nil || !d.all {
+		t.Fatalf("bare flag: %v %+v", err, d)
+	}
+	d = degradedFlag{}
+	if err := d.Set("cgroups,landlock"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]sandbox.Layer{sandbox.LayerCgroups, sandbox.LayerLandlock}, d.layers); diff != "" || d.all {
+		t.Fatalf("list: %s", diff)
+	}
+}
+
+func TestPolicyCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	write(t, good, "version: 1\nservers:\n  fs:\n    command: [node, server.js]\n")
+	write(t, bad, "version: 1\nservers:\n  fs:\n    command: [node]\n    limits: {memroy: 1Gi}\n")
+	if code, out, errs := runCLI("policy", "check", good); code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("good config: exit %d %s %s", code, out, errs)
+	}
+	code, _, errs := runCLI("policy", "check", bad)
+	if code != 1 || !strings.HasPrefix(errs, bad+":5:") || !strings.Contains(errs, "memroy") {
+		t.Fatalf("bad config: exit %d, stderr %q; want %s:5:COL naming the key", code, errs, bad)
+	}
+}
+
+func TestSpecFromPolicy(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "repo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "mcpbox.yaml")
+	write(t, cfg, `version: 1
+sandbox: {require: [userns, seccomp, landlock]}
+servers:
+  fs:
+    command: [node, server.js]
+    filesystem:
+      input: {source: ./repo}
+      output: {source: ./out}
+      tmp: {size: 64Mi}
+      mounts: [{source: ./repo, target: /data}]
+    env: {LOG_LEVEL: debug}
+    exec: {allow: [/workspace/output/tool]}
+    limits: {memory: 256Mi, pids: 32, cpu: 0.5}
+`)
+	var spec sandbox.Spec
+	if err := specFromPolicy(cfg, &spec); err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	want := sandbox.Spec{
+		Input: filepath.Join(real, "repo"), Output: filepath.Join(real, "out"),
+		Mounts:        []sandbox.Mount{{Source: filepath.Join(real, "repo"), Target: "/data", Exec: true}},
+		Env:           []string{"LOG_LEVEL=debug"},
+		ExecAllow:     []string{"/workspace/output/tool"},
+		Limits:        sandbox.Limits{Memory: 256 << 20, Pids: 32, CPU: 0.5, TmpSize: 64 << 20},
+		AllowDegraded: []sandbox.Layer{sandbox.LayerCgroups, sandbox.LayerIdmap},
+	}
+	if diff := cmp.Diff(want, spec); diff != "" {
+		t.Fatalf("spec (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err != nil {
+		t.Fatalf("output dir not created: %v", err)
+	}
+}
+
+func TestSpecFromPolicyRefusesWhatItCannotEnforce(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"secrets": "    secrets: {T: {from: env:X}}\n",
+		"forward": "    network: {forward: [{listen: '127.0.0.1:5432', to: 'db:5432'}]}\n",
+	}
+	for name, extra := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := filepath.Join(dir, name+".yaml")
+			write(t, cfg, "version: 1\nservers:\n  s:\n    command: [x]\n"+extra)
+			var spec sandbox.Spec
+			if err := specFromPolicy(cfg, &spec); err == nil || !strings.Contains(err.Error(), "not") {
+				t.Fatalf("specFromPolicy accepted %s: %v", name, err)
+			}
+		})
+	}
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
