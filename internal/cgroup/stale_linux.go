@@ -12,8 +12,9 @@ import (
 )
 
 // staleGrace spares sandbox cgroups younger than this: another mcpbox
-// sharing the parent cgroup may be between its Create and Add.
-const staleGrace = 15 * time.Second
+// sharing the parent cgroup may be between its Create and Add, a window
+// of milliseconds; seconds leave room for a loaded host.
+const staleGrace = 5 * time.Second
 
 // CleanupStale removes leftover sandbox cgroups (mcpbox/<id> under
 // mcpbox's parent cgroups) that hold no process and are older than
