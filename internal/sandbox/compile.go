@@ -103,7 +103,7 @@ func (s *Spec) landlockRules(system []string) []pathRule {
 	return rules
 }
 
-// The workload's identity inside its (nested) user namespace.
+// The workload's identity inside the sandbox's user namespace.
 const (
 	sandboxUID  = 1000
 	sandboxUser = "mcpbox"

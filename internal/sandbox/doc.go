@@ -8,11 +8,12 @@
 //
 //	mcpbox (host)              Run: cgroup, control socket, timeout, signals
 //	└─ mcpbox init (pid 1)     namespaces, rootfs, reaper; see init_linux.go
-//	   └─ mcpbox stage2        nested userns, drops caps, Landlock, seccomp
-//	      = execve(CMD)        the workload, uid 1000 inside
+//	   └─ CMD                  the workload: uid 1000, no capabilities,
+//	                           no_new_privs, Landlock, seccomp
 //
-// init and stage2 are the same binary re-executed with a hidden argument
-// (runc's "init" trick): the program's main must call [Main] first.
+// The init is this binary re-executed with a hidden argument (runc's "init"
+// trick): the program's main must call [Main] first. It puts the walls up
+// on its own OS thread and forks the workload from it (workload_linux.go).
 // A Spec is plain data; [Compile]-like conversion from config lives with the
 // caller. Nothing here parses MCP.
 package sandbox

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +16,7 @@ import (
 // also prepares an idmapped, detached clone of every user mount (returned
 // as fds, to be sent along): the sandbox's uid maps to an unprivileged host
 // uid, and the idmapping makes files it writes land owned by the invoking
-// user while host files owned by that user look like the sandbox's own.
+// user (root) while root's files look like the sandbox's own.
 func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []int, error) {
 	s := &sb.spec
 	tmp := s.Limits.TmpSize
@@ -30,7 +33,7 @@ func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []
 		Hostname:     "mcpbox",
 		TmpSize:      tmp,
 		ExecWritable: s.ExecWritable || underAny(s.ExecAllow, "/tmp"),
-		Stage2: stage2Config{
+		Workload: workloadConfig{
 			Args:       s.Args,
 			Env:        s.environ(),
 			Dir:        s.workdir(),
@@ -40,12 +43,8 @@ func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []
 		},
 	}
 	var fds []int
-	var usernsFD = -1
-	defer func() {
-		if usernsFD >= 0 {
-			unix.Close(usernsFD)
-		}
-	}()
+	var idmap *idmapUserns
+	defer func() { idmap.close() }()
 	for _, m := range s.allBinds() {
 		fi, err := os.Stat(m.Source)
 		if err != nil {
@@ -56,13 +55,12 @@ func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []
 			Exec: m.Exec || underAny(s.ExecAllow, m.Target), File: !fi.IsDir(),
 		}
 		if host.root {
-			if usernsFD < 0 {
-				usernsFD, err = unix.Open("/proc/"+strconv.Itoa(sb.cmd.Process.Pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-				if err != nil {
-					return nil, fds, &StartError{Layer: LayerIdmap, Code: exitSetup, Err: fmt.Errorf("opening sandbox user namespace: %w", err)}
+			if idmap == nil {
+				if idmap, err = newIdmapUserns(sb.hostUID); err != nil {
+					return nil, fds, &StartError{Layer: LayerIdmap, Code: exitSetup, Err: err}
 				}
 			}
-			fd, err := idmappedClone(m.Source, usernsFD)
+			fd, err := idmappedClone(m.Source, idmap.fd)
 			if err != nil {
 				if !s.degradable(LayerIdmap) {
 					return nil, fds, &StartError{Layer: LayerIdmap, Code: exitSetup, Err: err}
@@ -76,6 +74,57 @@ func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []
 		cfg.Binds = append(cfg.Binds, b)
 	}
 	return cfg, fds, nil
+}
+
+// idmapUserns pins a user namespace that maps the host's uid and gid 0
+// to the sandbox's host ids, for idmapped mounts: through it, files the
+// sandbox writes land owned by root (the invoking user), and root's files
+// appear as the sandbox user's. A process must hold the namespace while the
+// mounts are made; a re-executed mcpbox that waits on stdin does.
+type idmapUserns struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	fd    int
+}
+
+func newIdmapUserns(hostID int) (*idmapUserns, error) {
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: []string{"mcpbox-idmap", holdArg},
+		Env:  []string{},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostID, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostID, Size: 1}},
+			Pdeathsig:   unix.SIGKILL,
+		},
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("creating the idmap user namespace: %w", err)
+	}
+	u := &idmapUserns{cmd: cmd, stdin: stdin, fd: -1}
+	u.fd, err = unix.Open("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		u.close()
+		return nil, fmt.Errorf("opening the idmap user namespace: %w", err)
+	}
+	return u, nil
+}
+
+func (u *idmapUserns) close() {
+	if u == nil {
+		return
+	}
+	if u.fd >= 0 {
+		unix.Close(u.fd)
+	}
+	u.stdin.Close()
+	_ = u.cmd.Process.Kill()
+	_ = u.cmd.Wait()
 }
 
 // idmappedClone returns a detached copy of the mount tree at path, idmapped

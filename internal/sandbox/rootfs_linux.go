@@ -94,6 +94,10 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // buildRoot assembles the sandbox root and pivots into it. It runs in the
 // init, inside the new user and mount namespaces, as uid 0 there.
 func buildRoot(c *initConfig, fds []int) error {
+	// Nothing we mount may propagate back to the host.
+	if err := mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return err
+	}
 	if err := mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
 		return err
 	}

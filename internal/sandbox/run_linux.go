@@ -31,6 +31,7 @@ type Sandbox struct {
 	start   time.Time
 	timeout *time.Timer
 
+	hostUID int           // the host uid the sandbox user maps to
 	cleaned chan struct{} // closed when stale cgroups are removed
 
 	mu       sync.Mutex
@@ -87,7 +88,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	ctl := os.NewFile(uintptr(fds[0]), "control")
 	child := os.NewFile(uintptr(fds[1]), "control-child")
 	defer ctl.Close()
-	cmd := initCommand(host, stdio, child)
+	cmd := initCommand(sb, host, stdio, child)
 	err = cmd.Start()
 	child.Close()
 	if err != nil {
@@ -135,26 +136,33 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
 
 // initCommand is the sandbox init: this binary re-executed in new
-// namespaces. As host root, uid 0 inside maps to an unprivileged host uid
-// picked per sandbox; otherwise to the invoking user, the only uid an
-// unprivileged process may map.
-func initCommand(host *hostInfo, stdio Stdio, ctl *os.File) *exec.Cmd {
+// namespaces as uid 1000, the sandbox user, which maps to one host uid: the
+// invoking user's, the only one an unprivileged process may map, or, for
+// host root, an unprivileged uid picked per sandbox. The init keeps the few
+// capabilities it needs through exec as ambient ones; it empties them on
+// the thread that forks the workload.
+func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl *os.File) *exec.Cmd {
 	uid, gid := os.Getuid(), os.Getgid()
 	if host.root {
 		uid = rootModeBase + int(randUint32()%rootModeSpan)
 		gid = uid
 	}
+	sb.hostUID = uid
 	attr := &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 			unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: gid, Size: 1}},
+		Credential:  &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, NoSetGroups: true},
+		// Mounts, pivot_root, hostname and cgroup namespace need SYS_ADMIN,
+		// loopback NET_ADMIN, emptying the bounding set SETPCAP.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
 		Pdeathsig:   unix.SIGKILL,
 	}
 	if host.root {
 		// Root may allow setgroups: drop host root's supplementary groups.
 		attr.GidMappingsEnableSetgroups = true
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+		attr.Credential = &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, Groups: []uint32{}}
 	}
 	return &exec.Cmd{
 		Path:        "/proc/self/exe",

@@ -1,12 +1,10 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,48 +15,37 @@ import (
 	"mcpbox/internal/seccomp"
 )
 
-// stage2Config is what the init hands stage 2: the command and the walls
-// to put up around it.
-type stage2Config struct {
+// workloadConfig is the command and the walls to put up around it.
+type workloadConfig struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
 	// Landlock lists the paths the workload may use and how.
 	Landlock []pathRule `json:"landlock"`
-	// Degradable layers: stage 2 goes on without them, the host has
+	// Degradable layers: the init goes on without them, the host has
 	// already reported the degradation.
 	NoLandlock bool `json:"no_landlock,omitempty"`
 	NoSeccomp  bool `json:"no_seccomp,omitempty"`
 }
 
-// stage2Error is reported to the init over the error pipe (fd 4) when the
-// workload cannot be started; a successful execve closes the pipe empty.
-type stage2Error struct {
-	Msg   string `json:"msg"`
-	Layer Layer  `json:"layer,omitempty"`
-	Code  int    `json:"code"`
+// workloadError says why the workload did not start.
+type workloadError struct {
+	Msg   string
+	Layer Layer
+	Code  int
 }
 
-const stage2ErrFD = 4
-
-// runStage2 drops every capability, sets no_new_privs, applies Landlock and
-// seccomp to this thread and execs the workload from it. Every step is per
-// thread, so the OS thread is locked until execve replaces the process.
-func runStage2() int {
-	runtime.LockOSThread()
-	errPipe := os.NewFile(stage2ErrFD, "stage2-errors")
-	if _, err := errPipe.Write([]byte{'\n'}); err != nil { // alive; see waitAlive
-		return exitSetup
-	}
-	syscall.CloseOnExec(stage2FD)
-	syscall.CloseOnExec(stage2ErrFD)
-	fail := func(code int, layer Layer, err error) int {
-		_ = json.NewEncoder(errPipe).Encode(stage2Error{Msg: err.Error(), Layer: layer, Code: code})
-		return code
-	}
-	var c stage2Config
-	if err := json.NewDecoder(os.NewFile(stage2FD, "stage2-config")).Decode(&c); err != nil {
-		return fail(exitSetup, "", fmt.Errorf("reading workload config: %w", err))
+// startWorkload puts up the walls on the init's own (locked) OS thread —
+// no_new_privs, Landlock, empty capability sets, seccomp — and forks the
+// workload from that thread, which inherits all of them. Everything here is
+// per thread, and os/exec forks from the calling thread: the init's other
+// threads keep their capabilities, the workload never had them.
+//
+// Preconditions: the calling goroutine is locked to its OS thread, and the
+// root is built. Afterwards this thread may only wait and signal.
+func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
+	fail := func(code int, layer Layer, err error) (*exec.Cmd, *workloadError) {
+		return nil, &workloadError{Msg: err.Error(), Layer: layer, Code: code}
 	}
 	path, err := lookPath(c.Args[0], c.Env)
 	if err != nil {
@@ -68,12 +55,6 @@ func runStage2() int {
 		}
 		return fail(code, "", err)
 	}
-	if err := os.Chdir(c.Dir); err != nil {
-		return fail(exitSetup, "", fmt.Errorf("changing to working directory: %w", err))
-	}
-	if err := dropCapabilities(); err != nil {
-		return fail(exitSetup, "", fmt.Errorf("dropping capabilities: %w", err))
-	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(exitSetup, "", fmt.Errorf("setting no_new_privs: %w", err))
 	}
@@ -82,17 +63,32 @@ func runStage2() int {
 			return fail(exitSetup, LayerLandlock, fmt.Errorf("applying landlock: %w", err))
 		}
 	}
+	if err := dropCapabilities(); err != nil {
+		return fail(exitSetup, "", fmt.Errorf("dropping capabilities: %w", err))
+	}
 	if !c.NoSeccomp {
 		if err := installSeccomp(); err != nil {
 			return fail(exitSetup, LayerSeccomp, fmt.Errorf("installing seccomp filter: %w", err))
 		}
 	}
-	err = unix.Exec(path, c.Args, c.Env)
-	code := exitNoExec
-	if errors.Is(err, unix.ENOENT) {
-		code = exitNotFound
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        c.Args,
+		Env:         c.Env,
+		Dir:         c.Dir,
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL},
 	}
-	return fail(code, "", fmt.Errorf("executing %s: %w", c.Args[0], err))
+	if err := cmd.Start(); err != nil {
+		code := exitNoExec
+		if errors.Is(err, unix.ENOENT) {
+			code = exitNotFound
+		}
+		return fail(code, "", fmt.Errorf("executing %s: %w", c.Args[0], err))
+	}
+	return cmd, nil
 }
 
 // lookPath finds file in the PATH of the workload's environment.
@@ -121,9 +117,9 @@ func lookPath(file string, env []string) (string, error) {
 	return "", fmt.Errorf("%s: %w", file, exec.ErrNotFound)
 }
 
-// dropCapabilities empties the bounding and ambient sets, then the
-// effective, permitted and inheritable ones. Dropping the bounding set needs
-// CAP_SETPCAP, which is why it goes first.
+// dropCapabilities empties the calling thread's bounding and ambient sets,
+// then its effective, permitted and inheritable ones. Dropping the bounding
+// set needs CAP_SETPCAP, which is why it goes first.
 func dropCapabilities() error {
 	last, err := lastCap()
 	if err != nil {
