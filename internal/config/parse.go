@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strconv"
 	"unicode/utf8"
 
@@ -44,7 +43,7 @@ type decoder struct {
 }
 
 // syntaxLine pulls the line out of yaml's syntax errors; they carry no column.
-var syntaxLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var syntaxLine = lazyRegexp(`^yaml: line (\d+): (.*)$`)
 
 // document returns the top-level mapping, or nil after reporting why not.
 func (d *decoder) document(data []byte) (root *yaml.Node) {
@@ -99,7 +98,7 @@ func safeDecode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 // column, so the column is 1.
 func (d *decoder) syntaxError(err error) {
 	p, msg := Pos{1, 1}, err.Error()
-	if m := syntaxLine.FindStringSubmatch(msg); m != nil {
+	if m := syntaxLine().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		p, msg = Pos{line, 1}, m[2]
 	} else if len(msg) > 6 && msg[:6] == "yaml: " {

@@ -92,8 +92,8 @@ func checkClients(r *collector, c *Config) {
 		cl := &c.Clients[i]
 		path := fmt.Sprintf("clients[%d]", i)
 		switch {
-		case !nameRE.MatchString(cl.Name):
-			r.errorf(cl.Meta.At("name"), "%s.name: invalid client name %q (want %s)", path, cl.Name, nameRE)
+		case !nameRE().MatchString(cl.Name):
+			r.errorf(cl.Meta.At("name"), "%s.name: invalid client name %q (want %s)", path, cl.Name, nameRE())
 		case seen[cl.Name]:
 			r.errorf(cl.Meta.At("name"), "%s.name: duplicate client name %q", path, cl.Name)
 		}

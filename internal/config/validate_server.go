@@ -30,8 +30,8 @@ var serverChecks = []serverCheck{
 }
 
 func checkServerName(r *collector, s *Server, p string) {
-	if !nameRE.MatchString(s.Name) {
-		r.errorf(s.Meta.Pos, "servers: invalid server name %q (want %s)", s.Name, nameRE)
+	if !nameRE().MatchString(s.Name) {
+		r.errorf(s.Meta.Pos, "servers: invalid server name %q (want %s)", s.Name, nameRE())
 	}
 }
 
@@ -61,8 +61,8 @@ func checkRunTarget(r *collector, s *Server, p string) {
 			r.errorf(at, "%s.placement: a remote server has a url, not a command", p)
 		}
 	case pl == PlacementIsolated || strings.HasPrefix(pl, PlacementGroup):
-		if g, ok := strings.CutPrefix(pl, PlacementGroup); ok && !nameRE.MatchString(g) {
-			r.errorf(at, "%s.placement: invalid group name %q (want %s)", p, g, nameRE)
+		if g, ok := strings.CutPrefix(pl, PlacementGroup); ok && !nameRE().MatchString(g) {
+			r.errorf(at, "%s.placement: invalid group name %q (want %s)", p, g, nameRE())
 		}
 		if remote && !local {
 			r.errorf(at, "%s.placement: a server with a url runs outside any sandbox; use placement: remote", p)
@@ -221,8 +221,8 @@ func checkSecrets(r *collector, s *Server, p string) {
 		sec := &s.Secrets[i]
 		sp := p + ".secrets." + sec.Name
 		switch {
-		case !secretNameRE.MatchString(sec.Name):
-			r.errorf(sec.Meta.Pos, "%s.secrets: invalid secret name %q (want %s)", p, sec.Name, secretNameRE)
+		case !secretNameRE().MatchString(sec.Name):
+			r.errorf(sec.Meta.Pos, "%s.secrets: invalid secret name %q (want %s)", p, sec.Name, secretNameRE())
 		case seen[sec.Name]:
 			r.errorf(sec.Meta.Pos, "%s.secrets: duplicate secret %q", p, sec.Name)
 		case env[sec.Name] && sec.As != SecretAsFile:

@@ -7,19 +7,26 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // This file holds the syntax of single values: names, secret references,
 // hosts, ports and addresses. It parses text only (net/netip, net/url);
 // nothing here resolves or connects.
 
+// The regexps compile on first use: the sandbox init is this binary too,
+// and every package-level initializer costs each sandbox start.
 var (
 	// nameRE is the syntax of server, group and client names.
-	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	nameRE = lazyRegexp(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	// secretNameRE keeps secret names usable both as env var and file name.
-	secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	secretNameRE = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	envVarRE     = secretNameRE
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // SecretRef is a parsed secret reference: where a value comes from, never
 // the value.
@@ -41,7 +48,7 @@ func ParseSecretRef(ref string) (SecretRef, error) {
 		return SecretRef{}, fmt.Errorf("%s: reference must not contain NUL", scheme)
 	case strings.TrimSpace(arg) == "":
 		return SecretRef{}, fmt.Errorf("%s: reference names nothing", scheme)
-	case scheme == "env" && !envVarRE.MatchString(arg):
+	case scheme == "env" && !envVarRE().MatchString(arg):
 		return SecretRef{}, fmt.Errorf("env: %q is not a valid variable name", arg)
 	}
 	return SecretRef{Scheme: scheme, Arg: arg}, nil

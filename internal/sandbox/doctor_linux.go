@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"mcpbox/internal/cgroup"
 	"os"
 	"strings"
 
@@ -38,8 +39,10 @@ func Doctor() []Check {
 	cs = append(cs, Check{Name: "seccomp", OK: h.seccompErr == nil, Required: true, Layer: LayerSeccomp,
 		Detail:   errOr(h.seccompErr, "filter mode available"),
 		Degrades: "dangerous syscalls (mount, ptrace, bpf, io_uring, ...) are not filtered"})
-	cs = append(cs, Check{Name: "cgroups", OK: h.cgroupsOK, Required: true, Layer: LayerCgroups,
-		Detail:   cgroupSummary(h.cgroups),
+	cg := cgroup.Probe()
+	cgOK, _ := cgroupsUsable(cg)
+	cs = append(cs, Check{Name: "cgroups", OK: cgOK, Required: true, Layer: LayerCgroups,
+		Detail:   cgroupSummary(cg),
 		Degrades: "no memory, pids or cpu limits: a fork bomb or memory hog can hurt the host"})
 	if h.root {
 		cs = append(cs, Check{Name: "idmapped mounts", OK: kernelAtLeast(5, 12), Layer: LayerIdmap,

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/seccomp"
 )
 
 // initConfig compiles the Spec into what the init needs. As host root it
@@ -17,7 +19,7 @@ import (
 // as fds, to be sent along): the sandbox's uid maps to an unprivileged host
 // uid, and the idmapping makes files it writes land owned by the invoking
 // user (root) while root's files look like the sandbox's own.
-func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []int, error) {
+func (sb *Sandbox) initConfig(host *hostInfo) (*initConfig, []int, error) {
 	s := &sb.spec
 	tmp := s.Limits.TmpSize
 	if tmp == 0 {
@@ -38,9 +40,15 @@ func (sb *Sandbox) initConfig(host *hostInfo, degraded []Layer) (*initConfig, []
 			Env:        s.environ(),
 			Dir:        s.workdir(),
 			Landlock:   s.landlockRules(system),
-			NoLandlock: hasLayer(degraded, LayerLandlock),
-			NoSeccomp:  hasLayer(degraded, LayerSeccomp),
+			NoLandlock: hasLayer(sb.Degraded, LayerLandlock),
 		},
+	}
+	if !hasLayer(sb.Degraded, LayerSeccomp) {
+		prog, err := seccomp.Program(seccomp.Options{})
+		if err != nil {
+			return nil, nil, &StartError{Layer: LayerSeccomp, Code: exitSetup, Err: fmt.Errorf("assembling seccomp filter: %w", err)}
+		}
+		cfg.Workload.Seccomp = prog
 	}
 	var fds []int
 	var idmap *idmapUserns

@@ -14,16 +14,13 @@ import (
 )
 
 // hostInfo is what this host and this process can do, probed once per
-// process: the probes read a few /proc files and cost microseconds, except
-// the cgroup probe, which is why the result is cached.
+// process from a few /proc files. Cgroups are not probed here: Start
+// learns whether they work by creating one.
 type hostInfo struct {
 	root        bool
 	usernsErr   error // nil when user namespaces can be created
 	landlockABI int
 	seccompErr  error
-	cgroupsOK   bool
-	cgroupsWhy  string
-	cgroups     cgroup.Report
 }
 
 var (
@@ -37,8 +34,6 @@ func probeHost() *hostInfo {
 		h.usernsErr = probeUserns(h.root)
 		h.landlockABI = landlock.ABI()
 		h.seccompErr = seccomp.Available()
-		h.cgroups = cgroup.Probe()
-		h.cgroupsOK, h.cgroupsWhy = cgroupsUsable(h.cgroups)
 		hostVal = h
 	})
 	return hostVal
@@ -124,11 +119,6 @@ func (h *hostInfo) degradations(spec *Spec) ([]Layer, error) {
 	}
 	if h.landlockABI == 0 {
 		if err := missing(LayerLandlock, "the kernel has no Landlock (or it is not in the lsm= list)"); err != nil {
-			return nil, err
-		}
-	}
-	if spec.Limits.hasCgroupLimits() && !h.cgroupsOK {
-		if err := missing(LayerCgroups, h.cgroupsWhy); err != nil {
 			return nil, err
 		}
 	}

@@ -50,6 +50,9 @@ func Run(ctx context.Context, spec Spec, stdio Stdio) (*Result, error) {
 // Start builds the sandbox and starts the workload in it. It returns once
 // the workload's execve succeeded, or with a *StartError. Cancelling ctx
 // kills the sandbox.
+//
+// The init is started first: its runtime boots while the host creates the
+// cgroup and compiles the config, which the init waits for.
 func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) {
 	if err := spec.check(); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: err}
@@ -63,45 +66,27 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if sb.ID == "" {
 		sb.ID = NewID()
 	}
-	var cleanup []func()
+	var undo []func()
 	defer func() {
 		if err != nil {
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
 			}
 		}
 	}()
-	if host.cgroupsOK && spec.Limits.hasCgroupLimits() {
-		cg, err := cgroup.Create(sb.ID, cgroup.Limits{
-			Memory: spec.Limits.Memory, Pids: spec.Limits.Pids, CPU: spec.Limits.CPU,
-		})
-		if err != nil {
-			return nil, &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("creating cgroup: %w", err)}
-		}
-		sb.cg = cg
-		cleanup = append(cleanup, func() { _ = cg.Destroy() })
-	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	ctl, err := sb.startInit(host, stdio)
 	if err != nil {
-		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
+		return nil, err
 	}
-	ctl := os.NewFile(uintptr(fds[0]), "control")
-	child := os.NewFile(uintptr(fds[1]), "control-child")
 	defer ctl.Close()
-	cmd := initCommand(sb, host, stdio, child)
-	err = cmd.Start()
-	child.Close()
-	if err != nil {
-		return nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
+	undo = append(undo, func() { _ = sb.cmd.Process.Kill(); _ = sb.cmd.Wait() })
+	if err := sb.joinCgroup(); err != nil {
+		return nil, err
 	}
-	sb.cmd = cmd
-	cleanup = append(cleanup, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	if sb.cg != nil {
-		if err := sb.cg.Add(cmd.Process.Pid); err != nil {
-			return nil, &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
-		}
+		undo = append(undo, func() { _ = sb.cg.Destroy() })
 	}
-	cfg, idmapFDs, err := sb.initConfig(host, degraded)
+	cfg, idmapFDs, err := sb.initConfig(host)
 	for _, fd := range idmapFDs {
 		defer unix.Close(fd)
 	}
@@ -114,7 +99,58 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err := readReport(ctl); err != nil {
 		return nil, err
 	}
-	if d := spec.Limits.Timeout; d > 0 {
+	sb.watch(ctx)
+	return sb, nil
+}
+
+// startInit starts the sandbox init and returns the host's end of the
+// control socket.
+func (sb *Sandbox) startInit(host *hostInfo, stdio Stdio) (*os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
+	}
+	ctl := os.NewFile(uintptr(fds[0]), "control")
+	child := os.NewFile(uintptr(fds[1]), "control-child")
+	defer child.Close()
+	sb.cmd = initCommand(sb, host, stdio, child)
+	if err := sb.cmd.Start(); err != nil {
+		ctl.Close()
+		return nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
+	}
+	return ctl, nil
+}
+
+// joinCgroup creates the sandbox's cgroup and moves the init into it
+// before the init builds anything. Without cgroups the sandbox starts only
+// if the spec accepts the degradation.
+func (sb *Sandbox) joinCgroup() error {
+	l := sb.spec.Limits
+	if !l.hasCgroupLimits() {
+		return nil
+	}
+	cg, err := cgroup.Create(sb.ID, cgroup.Limits{Memory: l.Memory, Pids: l.Pids, CPU: l.CPU})
+	if err != nil {
+		if sb.spec.degradable(LayerCgroups) {
+			sb.Degraded = appendOnce(sb.Degraded, LayerCgroups)
+			return nil
+		}
+		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf(
+			"isolation layer cgroups is unavailable: %w; refusing to start without memory and pids limits (accept with --allow-degraded=cgroups)", err)}
+	}
+	if err := cg.Add(sb.cmd.Process.Pid); err != nil {
+		_ = cg.Destroy()
+		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
+	}
+	sb.cg = cg
+	return nil
+}
+
+// watch arms the timeout and the context, and removes crash leftovers of
+// earlier runs while the workload runs (Wait waits for that, so a
+// short-lived command does not cut it off).
+func (sb *Sandbox) watch(ctx context.Context) {
+	if d := sb.spec.Limits.Timeout; d > 0 {
 		sb.timeout = time.AfterFunc(d, sb.expire)
 	}
 	if ctx.Done() != nil {
@@ -123,14 +159,11 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 			sb.kill()
 		}()
 	}
-	// Crash leftovers of earlier runs go while the workload runs; Wait
-	// waits for it so a short-lived process does not cut it off.
 	sb.cleaned = make(chan struct{})
 	go func() {
 		defer close(sb.cleaned)
 		_, _ = cgroup.CleanupStale()
 	}()
-	return sb, nil
 }
 
 func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
@@ -165,9 +198,11 @@ func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl *os.File) *exec.C
 		attr.Credential = &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, Groups: []uint32{}}
 	}
 	return &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"mcpbox-init", initArg},
-		Env:         []string{},
+		Path: "/proc/self/exe",
+		Args: []string{"mcpbox-init", initArg},
+		// One P is plenty for the init, and each P costs page faults at
+		// start-up (the workload gets its own environment).
+		Env:         []string{"GOMAXPROCS=1"},
 		Stdin:       stdio.Stdin,
 		Stdout:      stdio.Stdout,
 		Stderr:      stdio.Stderr,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"mcpbox/internal/landlock"
@@ -25,7 +26,9 @@ type workloadConfig struct {
 	// Degradable layers: the init goes on without them, the host has
 	// already reported the degradation.
 	NoLandlock bool `json:"no_landlock,omitempty"`
-	NoSeccomp  bool `json:"no_seccomp,omitempty"`
+	// Seccomp is the filter, assembled by the host while the init boots;
+	// empty only when the spec accepted running without it.
+	Seccomp []bpf.RawInstruction `json:"seccomp,omitempty"`
 }
 
 // workloadError says why the workload did not start.
@@ -66,8 +69,8 @@ func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	if err := dropCapabilities(); err != nil {
 		return fail(exitSetup, "", fmt.Errorf("dropping capabilities: %w", err))
 	}
-	if !c.NoSeccomp {
-		if err := installSeccomp(); err != nil {
+	if len(c.Seccomp) > 0 {
+		if err := seccomp.Install(c.Seccomp); err != nil {
 			return fail(exitSetup, LayerSeccomp, fmt.Errorf("installing seccomp filter: %w", err))
 		}
 	}
@@ -165,12 +168,4 @@ func landlockPolicy(rules []pathRule) landlock.Policy {
 		p.Rules = append(p.Rules, landlock.Rule{Path: r.Path, Access: a})
 	}
 	return p
-}
-
-func installSeccomp() error {
-	prog, err := seccomp.Program(seccomp.Options{})
-	if err != nil {
-		return err
-	}
-	return seccomp.Install(prog)
 }
