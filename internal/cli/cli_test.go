@@ -162,6 +162,11 @@ func TestSpecFromPolicyRefusesWhatItCannotEnforce(t *testing.T) {
 		"secrets": "    secrets: {T: {from: env:X}}\n",
 		"forward": "    network: {forward: [{listen: '127.0.0.1:5432', to: 'db:5432'}]}\n",
 	}
+	write(t, filepath.Join(dir, "remote.yaml"), "version: 1\nservers:\n  r:\n    url: https://mcp.example.com/mcp\n")
+	var remote sandbox.Spec
+	if err := specFromPolicy(filepath.Join(dir, "remote.yaml"), &remote); err == nil || !strings.Contains(err.Error(), "remote") {
+		t.Fatalf("specFromPolicy accepted a remote server: %v", err)
+	}
 	for name, extra := range cases {
 		t.Run(name, func(t *testing.T) {
 			cfg := filepath.Join(dir, name+".yaml")
@@ -178,5 +183,24 @@ func write(t *testing.T, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSpecFromPolicyDefaults(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	write(t, cfg, "version: 1\nservers:\n  s:\n    command: [x]\n    network: {egress: [{host: api.example.com}]}\n")
+	var spec sandbox.Spec
+	if err := specFromPolicy(cfg, &spec); err != nil {
+		t.Fatal(err)
+	}
+	mem, pids := defaultLimits()
+	if spec.Limits.Memory != mem || spec.Limits.Pids != pids || mem == 0 || pids == 0 {
+		t.Fatalf("limits %+v, want the exec defaults %d/%d", spec.Limits, mem, pids)
+	}
+	if diff := cmp.Diff([]string{"api.example.com:443"}, spec.Egress); diff != "" {
+		t.Fatalf("egress (-want +got):\n%s", diff)
+	}
+	if len(spec.AllowDegraded) != 0 || spec.AllowAllDegraded {
+		t.Fatalf("a config without sandbox.require accepts degradation: %+v", spec.AllowDegraded)
 	}
 }

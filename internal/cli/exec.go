@@ -58,6 +58,13 @@ const (
 	defaultPids   = 512
 )
 
+// defaultLimits are the memory and pids limits of a sandbox whose flags
+// and policy leave them out.
+func defaultLimits() (memory, pids int64) {
+	m, _ := config.ParseSize(defaultMemory)
+	return int64(m), defaultPids
+}
+
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.policy, "policy", "", "use the sandbox policy of the first server in config `FILE`\n(flags given as well override it)")
 	fs.StringVar(&f.input, "input", "", "bind `DIR` read-only at /workspace/input")
@@ -68,7 +75,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
 	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+defaultMemory+"; 0 = none)")
-	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` (default "+strconv.Itoa(defaultPids)+"; 0 = none)")
+	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` of the command (default "+strconv.Itoa(defaultPids)+"; 0 = none)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in `cores`, e.g. 1.0 (default: none)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "kill the sandbox after `DURATION`, e.g. 10m (default: none)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "state `DIR` (unused by exec; accepted for symmetry with run)")
@@ -152,9 +159,7 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 			return nil, err
 		}
 	} else {
-		m, _ := config.ParseSize(defaultMemory)
-		spec.Limits.Memory = int64(m)
-		spec.Limits.Pids = defaultPids
+		spec.Limits.Memory, spec.Limits.Pids = defaultLimits()
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })

@@ -57,6 +57,9 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 		return fmt.Errorf("%s: no servers: --policy uses the first server's policy", path)
 	}
 	s := c.Servers[0]
+	if s.URL != "" {
+		return fmt.Errorf("%s: server %s is remote (url): there is nothing to sandbox", path, s.Name)
+	}
 	base := filepath.Dir(path)
 	fsys := s.Filesystem
 	if fsys.Input != nil {
@@ -91,11 +94,12 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 		return fmt.Errorf("server %s: secrets are not available in this build yet", s.Name)
 	}
 	for _, eg := range s.Network.Egress {
-		for _, p := range eg.Ports {
-			spec.Egress = append(spec.Egress, eg.Host+":"+strconv.Itoa(p))
+		ports := eg.Ports
+		if len(ports) == 0 {
+			ports = []int{config.DefaultEgressPort}
 		}
-		if len(eg.Ports) == 0 {
-			spec.Egress = append(spec.Egress, eg.Host)
+		for _, p := range ports {
+			spec.Egress = append(spec.Egress, eg.Host+":"+strconv.Itoa(p))
 		}
 	}
 	if len(s.Network.Forward) > 0 {
@@ -103,8 +107,13 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 	}
 	spec.ExecAllow = s.Exec.Allow
 	spec.ExecWritable = s.Exec.Writable
-	spec.Limits.Memory = int64(s.Limits.Memory)
-	spec.Limits.Pids = int64(s.Limits.Pids)
+	spec.Limits.Memory, spec.Limits.Pids = defaultLimits()
+	if s.Limits.Memory != 0 {
+		spec.Limits.Memory = int64(s.Limits.Memory)
+	}
+	if s.Limits.Pids != 0 {
+		spec.Limits.Pids = int64(s.Limits.Pids)
+	}
 	spec.Limits.CPU = s.Limits.CPU
 	return requireLayers(c, s, spec)
 }

@@ -98,7 +98,7 @@ func (s *Spec) landlockRules(system []string) []pathRule {
 		rules = append(rules, pathRule{Path: m.Target, Read: true, Write: m.Writable, Exec: m.Exec})
 	}
 	for _, p := range s.ExecAllow {
-		rules = append(rules, pathRule{Path: p, Read: true, Exec: true})
+		rules = append(rules, pathRule{Path: p, Read: true, Exec: true, Optional: true})
 	}
 	return rules
 }
@@ -118,4 +118,8 @@ type pathRule struct {
 	Exec  bool   `json:"exec,omitempty"`
 	// Ioctl allows ioctls on devices opened beneath Path (terminals).
 	Ioctl bool `json:"ioctl,omitempty"`
+	// Optional rules are dropped when Path does not exist in the sandbox
+	// (an exec.allow path for a tool the workload has not installed yet
+	// grants nothing to take away).
+	Optional bool `json:"optional,omitempty"`
 }

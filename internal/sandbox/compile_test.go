@@ -70,7 +70,7 @@ func TestLandlockRules(t *testing.T) {
 			{Path: OutputDir, Read: true, Write: true},
 			{Path: "/data", Read: true, Exec: true},
 			{Path: "/cache", Read: true, Write: true},
-			{Path: "/workspace/output/bin/tool", Read: true, Exec: true},
+			{Path: "/workspace/output/bin/tool", Read: true, Exec: true, Optional: true},
 		},
 	}, {
 		name: "exec writable",

@@ -129,7 +129,11 @@ func (sb *Sandbox) joinCgroup() error {
 	if !l.hasCgroupLimits() {
 		return nil
 	}
-	cg, err := cgroup.Create(sb.ID, cgroup.Limits{Memory: l.Memory, Pids: l.Pids, CPU: l.CPU})
+	pids := l.Pids
+	if pids > 0 {
+		pids += initTasks
+	}
+	cg, err := cgroup.Create(sb.ID, cgroup.Limits{Memory: l.Memory, Pids: pids, CPU: l.CPU})
 	if err != nil {
 		if sb.spec.degradable(LayerCgroups) {
 			sb.Degraded = appendOnce(sb.Degraded, LayerCgroups)
@@ -165,6 +169,11 @@ func (sb *Sandbox) watch(ctx context.Context) {
 		_, _ = cgroup.CleanupStale()
 	}()
 }
+
+// initTasks is what the sandbox init itself may use of the pids limit: a
+// Go runtime with GOMAXPROCS=1 runs up to 7 threads. Limits.Pids counts the
+// workload's processes and threads only.
+const initTasks = 8
 
 func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
 

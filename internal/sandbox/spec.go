@@ -55,7 +55,7 @@ type Mount struct {
 // Limits bounds the sandbox's resources. A zero field means no limit.
 type Limits struct {
 	Memory  int64         // bytes, memory+swap
-	Pids    int64         // processes and threads
+	Pids    int64         // the workload's processes and threads (the init's are extra)
 	CPU     float64       // cores
 	TmpSize int64         // bytes of /tmp (tmpfs); zero means DefaultTmpSize
 	Timeout time.Duration // wall clock from start to kill

@@ -152,6 +152,11 @@ func lastCap() (int, error) {
 func landlockPolicy(rules []pathRule) landlock.Policy {
 	p := landlock.Policy{ScopeSignals: true, ScopeAbstractUnix: true}
 	for _, r := range rules {
+		if r.Optional {
+			if _, err := os.Stat(r.Path); err != nil {
+				continue
+			}
+		}
 		var a landlock.Access
 		if r.Read {
 			a |= landlock.Read

@@ -25,6 +25,17 @@ func TestForkBomb(t *testing.T) {
 	}
 }
 
+// TestPidsLimitCountsTheWorkload: --pids is the command's own budget; the
+// init's threads come on top, so a tiny limit still starts.
+func TestPidsLimitCountsTheWorkload(t *testing.T) {
+	m := rootMode(t)
+	want(t, m.sh(t, "echo started", "--pids", "2"), 0, "started")
+	r := m.sh(t, "for i in 1 2 3 4 5 6; do sleep 1 & done; wait; echo done", "--pids", "3")
+	if !strings.Contains(r.stderr, "process limit") {
+		t.Fatalf("6 background processes under --pids 3 were not refused:\n%s", r)
+	}
+}
+
 // TestMemoryHog allocates far beyond the memory limit.
 func TestMemoryHog(t *testing.T) {
 	m := rootMode(t)
