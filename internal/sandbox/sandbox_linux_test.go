@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,5 +128,30 @@ func TestIDs(t *testing.T) {
 	a, b := NewID(), NewID()
 	if a == b || !strings.HasPrefix(a, "sbx_") || len(a) != len("sbx_")+12 {
 		t.Fatalf("NewID: %q, %q", a, b)
+	}
+}
+
+// Library-level spawn cost (what the gateway pays per sandbox), next to a
+// plain os/exec of the same command in the same run:
+//
+//	go test ./internal/sandbox -run '^$' -bench Run -count 10
+func BenchmarkRunPlainExec(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRunSandbox(b *testing.B) {
+	spec := Spec{Args: []string{"/bin/true"}, Limits: Limits{Memory: 256 << 20, Pids: 64}}
+	if probeHost().usernsErr != nil {
+		b.Skip("user namespaces unavailable")
+	}
+	for b.Loop() {
+		res, err := Run(context.Background(), spec, Stdio{})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%v %+v", err, res)
+		}
 	}
 }
