@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestStartErrors(t *testing.T) {
 
 func TestSignalForwarded(t *testing.T) {
 	requireSandbox(t)
-	var out bytes.Buffer
+	var out syncBuffer
 	sb, err := Start(context.Background(), quick("sh", "-c", "trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done"), Stdio{Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +155,23 @@ func BenchmarkRunSandbox(b *testing.B) {
 			b.Fatalf("%v %+v", err, res)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer that os/exec's copier goroutine may write
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer // guarded by mu
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

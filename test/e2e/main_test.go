@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -224,5 +225,42 @@ func requireNode(t *testing.T) string {
 		}
 		t.Skip("npm peers not installed: npm ci --prefix test/e2e/node")
 	}
+	if !worldReachable(dir) {
+		// The checkout may sit under a private home; the unprivileged runs
+		// need a copy they can read.
+		nodeCopy.Do(func() {
+			dst := filepath.Join(binDir, "node_modules")
+			out, err := exec.Command("cp", "-a", dir, dst).CombinedOutput()
+			if err == nil {
+				err = exec.Command("chmod", "-R", "a+rX", dst).Run()
+			}
+			if err != nil {
+				nodeCopyErr = fmt.Errorf("copying node_modules: %v %s", err, out)
+			}
+		})
+		if nodeCopyErr != nil {
+			t.Fatal(nodeCopyErr)
+		}
+		return filepath.Join(binDir, "node_modules")
+	}
 	return dir
+}
+
+var (
+	nodeCopy    sync.Once
+	nodeCopyErr error
+)
+
+// worldReachable reports whether every directory from / to dir lets
+// others search it.
+func worldReachable(dir string) bool {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o005 != 0o005 {
+			return false
+		}
+		if p == "/" {
+			return true
+		}
+	}
 }
