@@ -54,34 +54,59 @@ func (sb *Sandbox) initConfig(host *hostInfo) (*initConfig, []int, error) {
 	var idmap *idmapUserns
 	defer func() { idmap.close() }()
 	for _, m := range s.allBinds() {
-		fi, err := os.Stat(m.Source)
+		src, err := openNoSymlinks(m.Source)
 		if err != nil {
-			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf("mount source: %w", err)}
+			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf(
+				"mount source %s (must exist and contain no symlinks): %w", m.Source, err)}
 		}
-		b := bindSpec{
-			Source: m.Source, Target: m.Target, Writable: m.Writable,
-			Exec: m.Exec || underAny(s.ExecAllow, m.Target), File: !fi.IsDir(),
+		b, err := vetSource(src, m, s)
+		if err == nil && host.root {
+			err = sb.idmapSource(src, &b, &idmap, &fds)
 		}
-		if host.root {
-			if idmap == nil {
-				if idmap, err = newIdmapUserns(sb.hostUID); err != nil {
-					return nil, fds, &StartError{Layer: LayerIdmap, Code: exitSetup, Err: err}
-				}
-			}
-			fd, err := idmappedClone(m.Source, idmap.fd)
-			if err != nil {
-				if !s.degradable(LayerIdmap) {
-					return nil, fds, &StartError{Layer: LayerIdmap, Code: exitSetup, Err: err}
-				}
-				sb.Degraded = appendOnce(sb.Degraded, LayerIdmap)
-			} else {
-				fds = append(fds, fd)
-				b.IdmapFD = len(fds)
-			}
+		unix.Close(src)
+		if err != nil {
+			return nil, fds, err
 		}
 		cfg.Binds = append(cfg.Binds, b)
 	}
 	return cfg, fds, nil
+}
+
+// vetSource describes the bind of the opened source src: the init binds
+// that very file (dev and inode) or nothing.
+func vetSource(src int, m Mount, s *Spec) (bindSpec, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return bindSpec{}, &StartError{Code: exitSetup, Err: fmt.Errorf("mount source %s: %w", m.Source, err)}
+	}
+	return bindSpec{
+		Source: m.Source, Target: m.Target, Writable: m.Writable,
+		Exec: m.Exec || underAny(s.ExecAllow, m.Target), File: st.Mode&unix.S_IFMT != unix.S_IFDIR,
+		Dev: st.Dev, Ino: st.Ino,
+	}, nil
+}
+
+// idmapSource makes an idmapped clone of src for b (host-root mode), or
+// records the degradation when the filesystem cannot and the spec allows.
+func (sb *Sandbox) idmapSource(src int, b *bindSpec, idmap **idmapUserns, fds *[]int) error {
+	if *idmap == nil {
+		u, err := newIdmapUserns(sb.hostUID)
+		if err != nil {
+			return &StartError{Layer: LayerIdmap, Code: exitSetup, Err: err}
+		}
+		*idmap = u
+	}
+	fd, err := idmappedClone(src, b.Source, (*idmap).fd)
+	if err != nil {
+		if !sb.spec.degradable(LayerIdmap) {
+			return &StartError{Layer: LayerIdmap, Code: exitSetup, Err: err}
+		}
+		sb.Degraded = appendOnce(sb.Degraded, LayerIdmap)
+		return nil
+	}
+	*fds = append(*fds, fd)
+	b.IdmapFD = len(*fds)
+	return nil
 }
 
 // idmapUserns pins a user namespace that maps the host's uid and gid 0
@@ -138,8 +163,8 @@ func (u *idmapUserns) close() {
 // idmappedClone returns a detached copy of the mount tree at path, idmapped
 // through the user namespace usernsFD (Linux 5.12; the filesystem must
 // support idmapped mounts: ext4, xfs, btrfs, tmpfs since 6.3, ...).
-func idmappedClone(path string, usernsFD int) (int, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+func idmappedClone(src int, path string, usernsFD int) (int, error) {
+	fd, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return -1, fmt.Errorf("cloning mount of %s: %w", path, err)
 	}

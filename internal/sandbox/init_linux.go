@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,9 +27,12 @@ const (
 	exitNotFound = 127 // the command was not found
 )
 
-// controlFD is the init's end of the control socket (its first ExtraFiles
-// entry).
-const controlFD = 3
+// The init's end of the control socket (fds in, report out) and of the
+// config pipe: its ExtraFiles.
+const (
+	controlFD = 3
+	configFD  = 4
+)
 
 // initConfig is what the host sends the init over the control socket.
 type initConfig struct {
@@ -76,22 +78,23 @@ func Main() {
 // It runs as the sandbox uid with the capabilities it needs as ambient
 // ones (see initCommand); the workload gets none of them.
 func runInit() int {
-	runtime.LockOSThread() // namespaces, caps, Landlock, seccomp: per thread
 	ctl := os.NewFile(controlFD, "control")
-	syscall.CloseOnExec(controlFD)
-	cfg, fds, err := readInitConfig(ctl)
+	// Nothing the caller of mcpbox left open may reach the workload.
+	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return reportSetup(ctl, "", fmt.Errorf("marking inherited fds close-on-exec: %w", err))
+	}
+	cfg, fds, err := readInitConfig(ctl, os.NewFile(configFD, "config"))
 	if err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("reading sandbox config: %w", err))
 	}
 	// The workload shares our kernel uid; non-dumpable keeps it from
-	// ptracing us or reading /proc/1/{environ,mem,exe}.
+	// ptracing us or reading /proc/1/{environ,mem,exe}. No core files
+	// either: they would land in the workspace.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("setting init non-dumpable: %w", err))
 	}
-	// The host moved us into the sandbox cgroup before sending the config,
-	// so the new cgroup namespace is rooted there.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return reportSetup(ctl, "", fmt.Errorf("creating cgroup namespace: %w", err))
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return reportSetup(ctl, "", fmt.Errorf("disabling core files: %w", err))
 	}
 	if err := buildRoot(cfg, fds); err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("building root filesystem: %w", err))
@@ -103,23 +106,73 @@ func runInit() int {
 		return reportSetup(ctl, "", fmt.Errorf("bringing up loopback: %w", err))
 	}
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2)
-	child, werr := startWorkload(&cfg.Workload)
+	signal.Notify(sigs, forwardedSignals...)
+	w, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
 		return werr.Code
 	}
 	_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
 	ctl.Close()
-	return reap(child, sigs)
+	code := reap(w.cmd, sigs)
+	close(w.done)
+	return code
 }
 
-func readInitConfig(ctl *os.File) (*initConfig, []int, error) {
-	buf := make([]byte, 1<<20)
-	oob := make([]byte, unix.CmsgSpace(4*64))
-	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+// forwardedSignals are passed on to the workload. Catching them also keeps
+// a stray one from killing the init (SIGABRT would make Go crash it).
+var forwardedSignals = []os.Signal{
+	unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+	unix.SIGABRT, unix.SIGALRM, unix.SIGWINCH, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
+}
+
+// walled is the workload and the OS thread it was forked from.
+type walled struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the workload is reaped; frees the thread
+}
+
+// startWalled puts up the walls on a dedicated, locked OS thread and forks
+// the workload from it. A thread of its own, not the main one: the main
+// thread leads the init's thread group, and keeping it outside the
+// workload's Landlock domain keeps the workload's signals away from the
+// init. The thread lives until the workload is reaped, since the
+// workload's PDEATHSIG fires when it ends.
+func startWalled(c *workloadConfig) (*walled, *workloadError) {
+	type started struct {
+		cmd *exec.Cmd
+		err *workloadError
+	}
+	res := make(chan started, 1)
+	w := &walled{done: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		// A new cgroup namespace, rooted at the sandbox cgroup the host
+		// moved us into. Per thread, like everything below.
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			res <- started{err: &workloadError{Msg: "creating cgroup namespace: " + err.Error(), Code: exitSetup}}
+			return
+		}
+		cmd, err := startWorkload(c)
+		res <- started{cmd, err}
+		if err == nil {
+			<-w.done
+		}
+	}()
+	r := <-res
+	w.cmd = r.cmd
+	return w, r.err
+}
+
+func readInitConfig(ctl, cfgR *os.File) (*initConfig, []int, error) {
+	var buf [1]byte
+	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
+	_, oobn, flags, _, err := unix.Recvmsg(int(ctl.Fd()), buf[:], oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, nil, err
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		return nil, nil, errors.New("too many file descriptors in the control message")
 	}
 	var fds []int
 	if oobn > 0 {
@@ -136,8 +189,15 @@ func readInitConfig(ctl *os.File) (*initConfig, []int, error) {
 		}
 	}
 	var cfg initConfig
-	if err := json.Unmarshal(buf[:n], &cfg); err != nil {
+	err = json.NewDecoder(cfgR).Decode(&cfg)
+	cfgR.Close()
+	if err != nil {
 		return nil, nil, err
+	}
+	for _, b := range cfg.Binds {
+		if b.IdmapFD < 0 || b.IdmapFD > len(fds) {
+			return nil, nil, fmt.Errorf("mount %s: no idmapped mount %d", b.Target, b.IdmapFD)
+		}
 	}
 	return &cfg, fds, nil
 }

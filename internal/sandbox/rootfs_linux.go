@@ -70,9 +70,10 @@ type bindSpec struct {
 	// idmapped clone of Source prepared by the host (host-root mode).
 	IdmapFD int  `json:"idmap_fd,omitempty"`
 	File    bool `json:"file,omitempty"` // Source is not a directory
-	// Optional mounts are skipped when the source is missing (system dirs
-	// that differ between distributions).
-	Optional bool `json:"optional,omitempty"`
+	// Dev and Ino identify the source the host checked: the init binds
+	// it only if the path still leads to the same file, without symlinks.
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
 }
 
 // systemBinds are the read-only host paths every sandbox sees. Paths that
@@ -84,9 +85,18 @@ var systemBinds = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", 
 // group, hosts, hostname, resolv.conf and nsswitch.conf are synthesized.
 var etcBinds = []string{
 	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-	"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/crypto-policies",
+	// Certificates only: /etc/ssl/private and /etc/pki/tls/private hold keys.
+	"/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates", "/etc/ca-certificates.conf",
+	"/etc/pki/tls/certs", "/etc/pki/tls/cert.pem", "/etc/pki/ca-trust", "/etc/crypto-policies",
 	"/etc/alternatives", "/etc/protocols", "/etc/services", "/etc/mime.types",
 }
+
+// shmMax caps /dev/shm, which takes tmpfs memory besides /tmp.
+const shmMax = 64 << 20
+
+// tmpInodes bounds /tmp's inodes (kernel memory a cgroup-less sandbox
+// could otherwise pile up): one per 4 KiB of size, at least 4096.
+func tmpInodes(size int64) int64 { return max(size/4096, 4096) }
 
 // devNodes are bound from the host's /dev; everything else in /dev is new.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
@@ -256,6 +266,9 @@ func copyOrBind(host, target string) error {
 		if err != nil {
 			return err
 		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
 		return os.Symlink(dest, target)
 	}
 	return bindRO(host, target, fi.IsDir(), false)
@@ -285,7 +298,7 @@ func buildDev(c *initConfig, _ []int) error {
 	if err := mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"); err != nil {
 		return err
 	}
-	shm := "mode=1777,size=" + strconv.FormatInt(c.TmpSize, 10)
+	shm := "mode=1777,nr_inodes=4096,size=" + strconv.FormatInt(min(c.TmpSize, shmMax), 10)
 	if err := mount("tmpfs", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, shm); err != nil {
 		return err
 	}
@@ -326,37 +339,41 @@ func mountTmp(c *initConfig, _ []int) error {
 	if !c.ExecWritable {
 		flags |= unix.MS_NOEXEC
 	}
-	if err := mount("tmpfs", t, "tmpfs", flags, "mode=1777,size="+strconv.FormatInt(c.TmpSize, 10)); err != nil {
+	opts := "mode=1777,size=" + strconv.FormatInt(c.TmpSize, 10) + ",nr_inodes=" + strconv.FormatInt(tmpInodes(c.TmpSize), 10)
+	if err := mount("tmpfs", t, "tmpfs", flags, opts); err != nil {
 		return err
 	}
 	return os.Mkdir(t+"/home", 0o700)
 }
 
-// bindUser binds the workspace and extra mounts. In host-root mode the host
-// passed idmapped clones (so files written land owned by the invoking user)
-// which are attached with move_mount instead of a plain bind.
+// bindUser binds the workspace and extra mounts. Each source is opened
+// once, without following symlinks, and checked against the file the host
+// vetted, then cloned from that fd: a path swapped for a symlink in the
+// meantime cannot redirect the mount. In host-root mode the host passed
+// idmapped clones instead (see idmap_linux.go).
 func bindUser(c *initConfig, fds []int) error {
 	if err := os.MkdirAll(newRoot+"/workspace", 0o755); err != nil {
 		return err
 	}
 	for _, b := range c.Binds {
 		target := newRoot + b.Target
-		if b.Optional {
-			if _, err := os.Stat(oldRoot + b.Source); err != nil {
-				continue
-			}
-		}
 		if err := mkTarget(target, !b.File); err != nil {
 			return fmt.Errorf("creating mount point %s: %w", b.Target, err)
 		}
+		tree := -1
 		if b.IdmapFD > 0 {
-			fd := fds[b.IdmapFD-1]
-			if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-				return &mountError{op: "attaching idmapped", source: b.Source, target: b.Target, err: err}
+			tree = fds[b.IdmapFD-1]
+		} else {
+			fd, err := cloneSource(oldRoot, b)
+			if err != nil {
+				return err
 			}
-			unix.Close(fd)
-		} else if err := mount(oldRoot+b.Source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return err
+			tree = fd
+		}
+		err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(tree)
+		if err != nil {
+			return &mountError{op: "attaching", source: b.Source, target: b.Target, err: err}
 		}
 		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
 		if !b.Writable {
@@ -370,4 +387,35 @@ func bindUser(c *initConfig, fds []int) error {
 		}
 	}
 	return nil
+}
+
+// cloneSource returns a detached copy of the mount tree at b's source,
+// found under root.
+func cloneSource(root string, b bindSpec) (int, error) {
+	fd, err := openNoSymlinks(root + b.Source)
+	if err != nil {
+		return -1, fmt.Errorf("opening mount source %s: %w", b.Source, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, err
+	}
+	if st.Dev != b.Dev || st.Ino != b.Ino {
+		return -1, fmt.Errorf("mount source %s changed since it was checked; refusing to mount it", b.Source)
+	}
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, &mountError{op: "cloning", source: b.Source, target: b.Target, err: err}
+	}
+	return tree, nil
+}
+
+// openNoSymlinks opens path as an O_PATH fd, failing if any component is a
+// symlink: mount sources arrive with symlinks already resolved.
+func openNoSymlinks(path string) (int, error) {
+	return unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 }

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +36,8 @@ type Sandbox struct {
 
 	hostUID int           // the host uid the sandbox user maps to
 	cleaned chan struct{} // closed when stale cgroups are removed
+	stopCtx func() bool   // detaches the context's kill once Wait returns
+	stdinW  *os.File      // the pipe pumpStdin feeds, if any
 
 	mu       sync.Mutex
 	timedOut bool // guarded by mu
@@ -74,12 +79,17 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 			}
 		}
 	}()
-	ctl, err := sb.startInit(host, stdio)
+	ctl, cfgW, err := sb.startInit(host, stdio)
 	if err != nil {
 		return nil, err
 	}
 	defer ctl.Close()
-	undo = append(undo, func() { _ = sb.cmd.Process.Kill(); _ = sb.cmd.Wait() })
+	defer cfgW.Close()
+	undo = append(undo, func() { _ = sb.cmd.Process.Kill(); _ = sb.cmd.Wait(); releaseHostID(sb.hostUID) })
+	// From here on cancelling ctx kills the init, which also unblocks a
+	// setup stuck on, say, a hung mount source.
+	sb.stopCtx = context.AfterFunc(ctx, sb.kill)
+	undo = append(undo, func() { sb.stopCtx() })
 	if err := sb.joinCgroup(); err != nil {
 		return nil, err
 	}
@@ -93,7 +103,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := sendConfig(ctl, cfg, idmapFDs); err != nil {
+	if err := sendConfig(ctl, cfgW, cfg, idmapFDs); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("sending sandbox config: %w", err)}
 	}
 	if err := readReport(ctl); err != nil {
@@ -103,22 +113,58 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	return sb, nil
 }
 
-// startInit starts the sandbox init and returns the host's end of the
-// control socket.
-func (sb *Sandbox) startInit(host *hostInfo, stdio Stdio) (*os.File, error) {
+// startInit starts the sandbox init. It returns the host's end of the
+// control socket (fds and the init's report) and of the config pipe.
+func (sb *Sandbox) startInit(host *hostInfo, stdio Stdio) (ctl, cfgW *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
+		return nil, nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
 	}
-	ctl := os.NewFile(uintptr(fds[0]), "control")
+	ctl = os.NewFile(uintptr(fds[0]), "control")
 	child := os.NewFile(uintptr(fds[1]), "control-child")
 	defer child.Close()
-	sb.cmd = initCommand(sb, host, stdio, child)
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		ctl.Close()
+		return nil, nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating config pipe: %w", err)}
+	}
+	defer cfgR.Close()
+	stdio, stdinR := sb.pumpStdin(stdio)
+	if stdinR != nil {
+		defer stdinR.Close()
+	}
+	sb.cmd = initCommand(sb, host, stdio, child, cfgR)
 	if err := sb.cmd.Start(); err != nil {
 		ctl.Close()
-		return nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
+		cfgW.Close()
+		return nil, nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
 	}
-	return ctl, nil
+	return ctl, cfgW, nil
+}
+
+// pumpStdin gives the init a pipe for a stdin that is not a file, and
+// copies into it. os/exec would do the same, but then Wait would wait for
+// the copy, which only ends when the reader does; Wait closes our end as
+// soon as the sandbox is gone instead.
+func (sb *Sandbox) pumpStdin(stdio Stdio) (Stdio, *os.File) {
+	if stdio.Stdin == nil {
+		return stdio, nil
+	}
+	if _, ok := stdio.Stdin.(*os.File); ok {
+		return stdio, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return stdio, nil // os/exec pumps it then
+	}
+	in := stdio.Stdin
+	go func() {
+		_, _ = io.Copy(w, in)
+		w.Close()
+	}()
+	sb.stdinW = w
+	stdio.Stdin = r
+	return stdio, r
 }
 
 // joinCgroup creates the sandbox's cgroup and moves the init into it
@@ -150,18 +196,12 @@ func (sb *Sandbox) joinCgroup() error {
 	return nil
 }
 
-// watch arms the timeout and the context, and removes crash leftovers of
+// watch arms the timeout and removes crash leftovers of
 // earlier runs while the workload runs (Wait waits for that, so a
 // short-lived command does not cut it off).
 func (sb *Sandbox) watch(ctx context.Context) {
 	if d := sb.spec.Limits.Timeout; d > 0 {
 		sb.timeout = time.AfterFunc(d, sb.expire)
-	}
-	if ctx.Done() != nil {
-		go func() {
-			<-ctx.Done()
-			sb.kill()
-		}()
 	}
 	sb.cleaned = make(chan struct{})
 	go func() {
@@ -183,10 +223,10 @@ func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.
 // host root, an unprivileged uid picked per sandbox. The init keeps the few
 // capabilities it needs through exec as ambient ones; it empties them on
 // the thread that forks the workload.
-func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl *os.File) *exec.Cmd {
+func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	uid, gid := os.Getuid(), os.Getgid()
 	if host.root {
-		uid = rootModeBase + int(randUint32()%rootModeSpan)
+		uid = allocHostID()
 		gid = uid
 	}
 	sb.hostUID = uid
@@ -215,17 +255,46 @@ func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl *os.File) *exec.C
 		Stdin:       stdio.Stdin,
 		Stdout:      stdio.Stdout,
 		Stderr:      stdio.Stderr,
-		ExtraFiles:  []*os.File{ctl},
+		ExtraFiles:  []*os.File{ctl, cfg},
 		SysProcAttr: attr,
+		// A non-*os.File stdin is pumped by a goroutine that only ends when
+		// the reader does: do not let it hold Wait once the init is gone.
+		WaitDelay: time.Second,
 	}
 }
 
-// Host uids used for sandboxes started by host root: far above any real
-// account, one per sandbox so two sandboxes never share a uid.
+// Host ids for sandboxes started by host root: above the range systemd
+// gives containers (up to 0x6FFFFFFF) and far above real accounts, picked
+// at random per sandbox and never twice at once within one process.
+// Sandboxes of two processes could draw the same id (1 in 2^24); they
+// would still share nothing: separate pid, mount and network namespaces.
 const (
-	rootModeBase = 1 << 30
+	rootModeBase = 0x70000000
 	rootModeSpan = 1 << 24
 )
+
+var (
+	hostIDsMu sync.Mutex
+	hostIDs   = map[int]bool{} // guarded by hostIDsMu
+)
+
+func allocHostID() int {
+	hostIDsMu.Lock()
+	defer hostIDsMu.Unlock()
+	for {
+		id := rootModeBase + int(randUint32()%rootModeSpan)
+		if !hostIDs[id] {
+			hostIDs[id] = true
+			return id
+		}
+	}
+}
+
+func releaseHostID(id int) {
+	hostIDsMu.Lock()
+	delete(hostIDs, id)
+	hostIDsMu.Unlock()
+}
 
 func randUint32() uint32 {
 	var b [4]byte
@@ -240,16 +309,27 @@ func NewID() string {
 	return fmt.Sprintf("sbx_%x", b)
 }
 
-func sendConfig(ctl *os.File, cfg *initConfig, fds []int) error {
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return err
+// maxFDs is how many idmapped mounts fit in one SCM_RIGHTS message.
+const maxFDs = 253
+
+// sendConfig writes the config to the init's pipe, and the idmapped mount
+// fds, if any, over the control socket (one message, possibly empty).
+func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {
+	if len(fds) > maxFDs {
+		return fmt.Errorf("%d idmapped mounts: at most %d are supported", len(fds), maxFDs)
 	}
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	return unix.Sendmsg(int(ctl.Fd()), data, oob, nil, 0)
+	if err := unix.Sendmsg(int(ctl.Fd()), []byte{byte(len(fds))}, oob, nil, 0); err != nil {
+		return err
+	}
+	err := json.NewEncoder(cfgW).Encode(cfg)
+	if cerr := cfgW.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func readReport(ctl *os.File) error {
@@ -297,10 +377,21 @@ func (sb *Sandbox) expire() {
 // Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
+	if sb.stdinW != nil {
+		sb.stdinW.Close() // ends the stdin pump at its next write
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // output pipes held open past the init's exit; the status stands
+		if !sb.cmd.ProcessState.Success() {
+			err = &exec.ExitError{ProcessState: sb.cmd.ProcessState}
+		}
+	}
+	sb.stopCtx()
 	<-sb.cleaned
 	if sb.timeout != nil {
 		sb.timeout.Stop()
 	}
+	releaseHostID(sb.hostUID)
 	res := &Result{Duration: time.Since(sb.start)}
 	var ee *exec.ExitError
 	switch {
@@ -315,8 +406,10 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	default:
 		return nil, fmt.Errorf("waiting for sandbox: %w", err)
 	}
+	// The timer may fire just as the workload exits on its own: only a
+	// killed workload timed out.
 	sb.mu.Lock()
-	res.TimedOut = sb.timedOut
+	res.TimedOut = sb.timedOut && res.ExitCode == 128+int(unix.SIGKILL)
 	sb.mu.Unlock()
 	if sb.cg != nil {
 		if st, err := sb.cg.Stats(); err == nil {
@@ -339,9 +432,17 @@ func (s *Spec) check() error {
 	if len(s.Egress) > 0 {
 		return errors.New("network egress rules need the egress proxy, which this build does not have yet; refusing to start with a network the policy did not describe")
 	}
-	for _, m := range s.allBinds() {
-		if !isAbs(m.Source) || !isAbs(m.Target) {
-			return fmt.Errorf("mount %s:%s: paths must be absolute", m.Source, m.Target)
+	binds := s.allBinds()
+	for _, m := range binds {
+		if !isAbs(m.Source) || !isAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
+			return fmt.Errorf("mount %s:%s: paths must be absolute and clean, and the target not /", m.Source, m.Target)
+		}
+		// Creating a mount point inside another bind would create it on
+		// the host, following whatever links an earlier sandbox planted.
+		for _, o := range binds {
+			if o.Target != m.Target && strings.HasPrefix(m.Target, o.Target+"/") {
+				return fmt.Errorf("mount target %s lies inside the mount at %s; nested mounts are not supported", m.Target, o.Target)
+			}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -174,4 +175,75 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+func TestCloneSourceRefusesSwappedSources(t *testing.T) {
+	dir := t.TempDir()
+	real := dir + "/real"
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, dir+"/link"); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(real, &st); err != nil {
+		t.Fatal(err)
+	}
+	// The path now leads somewhere else than the file the host vetted.
+	b := bindSpec{Source: real, Target: "/data", Dev: st.Dev, Ino: st.Ino + 1}
+	if _, err := cloneSource("", b); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("cloneSource of a swapped source: %v, want a refusal", err)
+	}
+	// A symlink anywhere on the path is refused outright.
+	b = bindSpec{Source: dir + "/link", Target: "/data", Dev: st.Dev, Ino: st.Ino}
+	if _, err := cloneSource("", b); err == nil || !errors.Is(err, syscall.ELOOP) {
+		t.Fatalf("cloneSource through a symlink: %v, want ELOOP", err)
+	}
+}
+
+func TestStartRefusesSymlinkedSources(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	if err := os.Symlink("/etc", dir+"/link"); err != nil {
+		t.Fatal(err)
+	}
+	spec := quick("true")
+	spec.Input = dir + "/link"
+	_, err := Start(context.Background(), spec, Stdio{})
+	if err == nil || !strings.Contains(err.Error(), "symlinks") {
+		t.Fatalf("Start with a symlinked input: %v, want a refusal", err)
+	}
+}
+
+func TestSpecCheckNestedTargets(t *testing.T) {
+	s := Spec{Args: []string{"true"}, Output: "/o", Mounts: []Mount{{Source: "/x", Target: OutputDir + "/cache"}}}
+	if err := s.check(); err == nil || !strings.Contains(err.Error(), "inside the mount") {
+		t.Fatalf("nested target accepted: %v", err)
+	}
+	s = Spec{Args: []string{"true"}, Mounts: []Mount{{Source: "/x", Target: "/data/../etc"}}}
+	if err := s.check(); err == nil {
+		t.Fatal("unclean target accepted")
+	}
+}
+
+// A stdin that never ends must not keep Wait from returning once the
+// sandbox is gone.
+func TestWaitWithEndlessStdin(t *testing.T) {
+	requireSandbox(t)
+	r, w := io.Pipe()
+	defer w.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), quick("true"), Stdio{Stdin: r})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return while stdin stayed open")
+	}
 }

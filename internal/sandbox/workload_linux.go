@@ -50,7 +50,7 @@ func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	fail := func(code int, layer Layer, err error) (*exec.Cmd, *workloadError) {
 		return nil, &workloadError{Msg: err.Error(), Layer: layer, Code: code}
 	}
-	path, err := lookPath(c.Args[0], c.Env)
+	path, err := lookPath(c.Args[0], c.Dir, c.Env)
 	if err != nil {
 		code := exitNotFound
 		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
@@ -94,9 +94,13 @@ func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	return cmd, nil
 }
 
-// lookPath finds file in the PATH of the workload's environment.
-func lookPath(file string, env []string) (string, error) {
+// lookPath finds file in the PATH of the workload's environment; a
+// relative path with a slash is relative to the working directory dir.
+func lookPath(file, dir string, env []string) (string, error) {
 	if strings.Contains(file, "/") {
+		if !strings.HasPrefix(file, "/") {
+			file = dir + "/" + file
+		}
 		if _, err := os.Stat(file); err != nil {
 			return "", err
 		}

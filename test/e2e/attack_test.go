@@ -320,3 +320,45 @@ func TestNoExecFromWritable(t *testing.T) {
 		want(t, r, 0, "tmp-exec", "out-exec")
 	})
 }
+
+// TestInheritedFDsClosed hands mcpbox an open secret file besides stdio, as
+// a careless parent process would: the workload must not get it.
+func TestInheritedFDsClosed(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := m.dir(t)
+		canary := randomMarker(t)
+		secret := filepath.Join(dir, "secret")
+		m.writeFile(t, secret, canary, 0o600)
+		f, err := os.Open(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := m.command(t.Context(), append(append([]string{"exec"}, m.flags...), "--", "sh", "-c",
+			`ls /proc/self/fd | tr '\n' ' '; echo; cat <&3; cat /proc/self/fd/3; cat <&4; echo end`)...)
+		cmd.ExtraFiles = []*os.File{f, f}
+		out, _ := cmd.Output()
+		if strings.Contains(string(out), canary) {
+			t.Fatalf("inherited fd readable in the sandbox:\n%s", out)
+		}
+		if first := strings.SplitN(string(out), "\n", 2)[0]; strings.TrimSpace(first) != "0 1 2 3" {
+			// 3 is ls's own directory fd.
+			t.Fatalf("fds in the sandbox %q, want only stdio\n%s", first, out)
+		}
+	})
+}
+
+// TestInitShieldedFromWorkload: the workload cannot signal or crash its
+// init, and shares nothing with it worth attacking.
+func TestInitShieldedFromWorkload(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		r := m.sh(t, `for s in ABRT SEGV TERM USR2 KILL STOP; do kill -$s 1 2>/dev/null && echo "sent $s"; done; sleep 0.3; echo alive; ulimit -c`)
+		want(t, r, 0, "alive")
+		if !strings.HasSuffix(strings.TrimSpace(r.stdout), "0") {
+			t.Fatalf("core files enabled:\n%s", r)
+		}
+		if strings.Contains(r.stdout, "sent") {
+			t.Fatalf("workload signalled its init:\n%s", r)
+		}
+	})
+}
