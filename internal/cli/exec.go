@@ -37,7 +37,8 @@ what this host supports).
 EXAMPLES
   mcpbox exec --input . --output ./out -- sh -c 'ls /workspace/input > out.txt'
   mcpbox exec --memory 256Mi --pids 64 --timeout 30s -- python3 script.py
-  mcpbox exec --input ~/repo -- npx -y @modelcontextprotocol/server-filesystem /workspace/input
+  mcpbox exec --input ~/repo --mount ~/.npm-global/lib/node_modules:/opt/node_modules -- \
+      node /opt/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js /workspace/input
 `
 
 // sandboxFlags are the flags exec and run share (DESIGN.md).
@@ -71,9 +72,9 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.output, "output", "", "bind `DIR` read-write at /workspace/output (created if missing)")
 	fs.Var(&f.mounts, "mount", "bind `SRC:DST[:ro|rw]` (default ro; repeatable)")
 	fs.StringVar(&f.tmpSize, "tmp-size", "", "size of /tmp, e.g. `256Mi` (default 256Mi)")
-	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` (repeatable; default: no network)")
+	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` (repeatable; default: no network)\n(needs the egress proxy: refused by this build)")
 	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
-	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND)")
+	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND)\n(not available in this build yet)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+defaultMemory+"; 0 = none)")
 	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` of the command (default "+strconv.Itoa(defaultPids)+"; 0 = none)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in `cores`, e.g. 1.0 (default: none)")
