@@ -18,3 +18,12 @@ var archDenied = []uint32{
 	// The a.out loader, long gone from real use.
 	unix.SYS_USELIB,
 }
+
+// archModeSyscalls are the legacy path forms of the mode-setting syscalls,
+// which arm64 has only as *at.
+var archModeSyscalls = []modeSyscall{
+	{nr: unix.SYS_OPEN, mode: 2, flags: 1},
+	{nr: unix.SYS_CREAT, mode: 1},
+	{nr: unix.SYS_CHMOD, mode: 1},
+	{nr: unix.SYS_MKNOD, mode: 1},
+}

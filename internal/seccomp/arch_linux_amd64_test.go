@@ -31,3 +31,20 @@ func archABICases() []filterCase {
 // foreignSyscall is getpid of the x32 ABI, which the filter must answer
 // by killing the process.
 const foreignSyscall = x32Syscall | unix.SYS_GETPID
+
+// archModeCases cover the legacy path forms of the mode syscalls.
+func archModeCases() []filterCase {
+	const path = 0xc000010000
+	return []filterCase{
+		call("chmod 0755", unix.SYS_CHMOD, verdictAllow, path, 0o755),
+		call("chmod 04755", unix.SYS_CHMOD, verdictEPERM, path, modeSetuid|0o755),
+		call("open O_CREAT 0644", unix.SYS_OPEN, verdictAllow, path, oCreat|unix.O_WRONLY, 0o644),
+		call("open O_RDONLY garbage mode", unix.SYS_OPEN, verdictAllow, path, unix.O_RDONLY, 0o7777),
+		call("open O_CREAT 02644", unix.SYS_OPEN, verdictEPERM, path, oCreat|unix.O_WRONLY, modeSetgid|0o644),
+		call("open O_TMPFILE 04700", unix.SYS_OPEN, verdictEPERM, path, unix.O_TMPFILE|unix.O_WRONLY, modeSetuid|0o700),
+		call("creat 0644", unix.SYS_CREAT, verdictAllow, path, 0o644),
+		call("creat 04755", unix.SYS_CREAT, verdictEPERM, path, modeSetuid|0o755),
+		call("mknod fifo 0644", unix.SYS_MKNOD, verdictAllow, path, modeFIFO|0o644, 0),
+		call("mknod S_IFREG|06755", unix.SYS_MKNOD, verdictEPERM, path, modeReg|modeSetuid|modeSetgid|0o755, 0),
+	}
+}

@@ -12,3 +12,7 @@ const x32Bit = 0
 
 // archDenied is empty: the legacy syscalls denied on amd64 do not exist here.
 var archDenied []uint32
+
+// archModeSyscalls is empty: arm64 has open, creat, chmod and mknod only in
+// their *at forms.
+var archModeSyscalls []modeSyscall

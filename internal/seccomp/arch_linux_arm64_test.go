@@ -21,3 +21,6 @@ func archABICases() []filterCase {
 // foreignSyscall is zero: a foreign ABI call needs an arm32 task, which a Go
 // test cannot become; the kill test skips.
 const foreignSyscall = 0
+
+// archModeCases is empty: arm64 has no chmod, open, creat or mknod.
+func archModeCases() []filterCase { return nil }

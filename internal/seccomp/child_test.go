@@ -20,6 +20,10 @@ import (
 // then execs a shell; "kill" makes a foreign-ABI syscall that must kill it.
 const childEnv = "MCPBOX_SECCOMP_TEST_CHILD"
 
+// childDirEnv names the world-writable directory where the "probe" child
+// creates files and tries to make them setuid or setgid.
+const childDirEnv = "MCPBOX_SECCOMP_TEST_DIR"
+
 // shellScript runs after the child execs under its filter: it shows the
 // filter survived execve and fork, and that glibc threads still start
 // (pthread_create tries clone3 first and must fall back to clone).
@@ -29,6 +33,14 @@ if [ -x /usr/bin/python3 ]; then
 	/usr/bin/python3 -I -c 'import threading; t = threading.Thread(target=print, args=("python thread ok",)); t.start(); t.join()'
 else
 	echo "python absent"
+fi
+if [ -x /usr/bin/python3 ] && [ -n "$MCPBOX_SECCOMP_TEST_DIR" ]; then
+	/usr/bin/python3 -I -c 'import os; open(os.path.join(os.environ["MCPBOX_SECCOMP_TEST_DIR"], "python"), "x").write("x"); print("python create ok")'
+fi
+if command -v node >/dev/null && [ -n "$MCPBOX_SECCOMP_TEST_DIR" ]; then
+	node -e 'require("fs").writeFileSync(process.env.MCPBOX_SECCOMP_TEST_DIR + "/node", "x", {flag: "wx"}); console.log("node create ok")'
+else
+	echo "node absent"
 fi
 exit 0`
 
@@ -78,7 +90,73 @@ func childProbes() []probe {
 		{"personality ADDR_NO_RANDOMIZE", false, func() error {
 			return rawSyscall(unix.SYS_PERSONALITY, addrNoRandomize, 0, 0)
 		}},
+		// Opening / read-only has no side effect, and shows that the kernel
+		// would have served openat2 without the filter.
+		{"openat2", true, func() error {
+			fd, err := unix.Openat2(unix.AT_FDCWD, "/", &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC})
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
 	}
+}
+
+// modeProbes create files in dir and try to give them setid bits. They
+// change the directory, so they run under the filter only; the parent
+// checks the files afterwards. Go's os.OpenFile is probed on its own: it
+// turns os.ModeSetuid into S_ISUID in the mode it passes to openat.
+func modeProbes(dir string) []probe {
+	plain := filepath.Join(dir, "plain")
+	return []probe{
+		{"create 0644", false, func() error { return createProbe(plain, 0o644) }},
+		{"chmod 0755", false, func() error { return unix.Chmod(plain, 0o755) }},
+		{"chmod 04755", false, func() error { return unix.Chmod(plain, unix.S_ISUID|0o755) }},
+		{"fchmod 02755", false, func() error {
+			fd, err := unix.Open(plain, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			return unix.Fchmod(fd, unix.S_ISGID|0o755)
+		}},
+		// A flag makes x/sys use fchmodat2.
+		{"fchmodat2 06755", false, func() error {
+			return unix.Fchmodat(unix.AT_FDCWD, plain, unix.S_ISUID|unix.S_ISGID|0o755, unix.AT_SYMLINK_NOFOLLOW)
+		}},
+		{"open existing, setuid mode ignored", false, func() error {
+			fd, err := unix.Open(plain, unix.O_RDONLY|unix.O_CLOEXEC, unix.S_ISUID|0o7777)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"os.OpenFile O_CREATE setuid", false, func() error {
+			f, err := os.OpenFile(filepath.Join(dir, "openfile"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, os.ModeSetuid|0o755)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}},
+		{"open O_TMPFILE setgid", false, func() error {
+			fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, unix.S_ISGID|0o755)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
+		{"mknodat S_IFREG 04755", false, func() error {
+			return unix.Mknodat(unix.AT_FDCWD, filepath.Join(dir, "mknod"), unix.S_IFREG|unix.S_ISUID|0o755, 0)
+		}},
+	}
+}
+
+func createProbe(path string, mode uint32) error {
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, mode)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
 }
 
 // badFD is fd -1 as a syscall argument: the kernel answers EBADF once the
@@ -127,6 +205,9 @@ func childMain(mode string) int {
 		return childKill()
 	}
 	probes := childProbes()
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		probes = append(probes, modeProbes(dir)...)
+	}
 	before := make([]string, len(probes))
 	for i, p := range probes {
 		before[i] = "-"

@@ -14,13 +14,21 @@
 // foreign ABI (i386, x32) kill the process, because their numbers would slip
 // past a table written for the native one.
 //
+// The filter also refuses setuid and setgid bits in every mode the workload
+// sets (chmod, fchmod, fchmodat, fchmodat2, creating opens, mknod), and
+// answers openat2, whose mode it cannot read, with ENOSYS. Files the
+// workload writes to an output directory belong on the host to the invoking
+// user (to root, through an idmapped mount, when mcpbox runs as root): a
+// setuid bit would plant a setuid binary of that user on the host, and the
+// sandbox's nosuid mount only protects the sandbox's own view.
+//
 // The policy is a deny list on a default-allow base, not an allow list:
 // the workloads are arbitrary Node, Python and Go programs, whose runtimes
 // and native extensions probe new syscalls all the time; an allow list would
 // break them on every runtime or kernel update, while the dangerous surface
 // is small and stable. Refusals return EPERM, which callers already handle,
 // except where a runtime needs a different errno to fall back cleanly
-// (clone3: ENOSYS; MPTCP: EPROTONOSUPPORT).
+// (clone3 and openat2: ENOSYS; MPTCP: EPROTONOSUPPORT).
 //
 // [Program] builds the filter for the running architecture (amd64, arm64);
 // [Install] loads it on the calling thread. Other platforms get

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,10 +43,22 @@ var kernelWant = map[string]string{
 	"ioctl TCGETS":                  "EBADF",
 	"personality query":             "ok",
 	"personality ADDR_NO_RANDOMIZE": "EPERM",
+	"openat2":                       "ENOSYS",
+
+	"create 0644":                        "ok",
+	"chmod 0755":                         "ok",
+	"chmod 04755":                        "EPERM",
+	"fchmod 02755":                       "EPERM",
+	"fchmodat2 06755":                    "EPERM",
+	"open existing, setuid mode ignored": "ok",
+	"os.OpenFile O_CREATE setuid":        "EPERM",
+	"open O_TMPFILE setgid":              "EPERM",
+	"mknodat S_IFREG 04755":              "EPERM",
 }
 
-// runChild re-executes the test binary in the given child mode.
-func runChild(t *testing.T, mode string) (stdout string, err error) {
+// runChild re-executes the test binary in the given child mode, with env
+// added to its environment.
+func runChild(t *testing.T, mode string, env ...string) (stdout string, err error) {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("seccomp filters unavailable: %v", err)
@@ -57,7 +70,7 @@ func runChild(t *testing.T, mode string) (stdout string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
 	cmd.WaitDelay = 5 * time.Second
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -72,7 +85,12 @@ func runChild(t *testing.T, mode string) (stdout string, err error) {
 }
 
 func TestKernelFilter(t *testing.T) {
-	out, err := runChild(t, "probe")
+	dir := t.TempDir()
+	// World-writable: the child may run as another uid than this test.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatalf("opening the probe directory to the child: %v", err)
+	}
+	out, err := runChild(t, "probe", childDirEnv+"="+dir)
 	if err != nil {
 		t.Errorf("child exited: %v\nstdout:\n%s", err, out)
 	}
@@ -118,6 +136,17 @@ func TestKernelFilter(t *testing.T) {
 			}
 		}
 	})
+	t.Run("no setid files", func(t *testing.T) { checkNoSetID(t, dir) })
+	t.Run("runtimes create files", func(t *testing.T) {
+		for _, rt := range []string{"python", "node"} {
+			switch {
+			case strings.Contains(out, rt+" absent"):
+				t.Logf("no %s to try", rt)
+			case !strings.Contains(out, rt+" create ok\n"):
+				t.Errorf("%s could not create a file under the filter:\n%s", rt, out)
+			}
+		}
+	})
 	t.Run("glibc threads", func(t *testing.T) {
 		if strings.Contains(out, "python absent") {
 			t.Skip("no /usr/bin/python3 to start a pthread")
@@ -140,6 +169,31 @@ func TestKernelKillsForeignABI(t *testing.T) {
 	ws := exitErr.Sys().(syscall.WaitStatus)
 	if !ws.Signaled() || ws.Signal() != syscall.SIGSYS {
 		t.Errorf("child ended with %v, want killed by SIGSYS; stdout:\n%s", ws, out)
+	}
+}
+
+// checkNoSetID fails if a file in dir has a setid bit, and checks that the
+// child's chmod 0755 reached the file, so that the directory is the one the
+// child worked in.
+func checkNoSetID(t *testing.T, dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("reading probe directory: %v", err)
+	}
+	for _, e := range entries {
+		fi, err := os.Lstat(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatalf("stat: %v", err)
+		}
+		if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			t.Errorf("%s has mode %v, want no setuid or setgid bit", e.Name(), fi.Mode())
+		}
+		if e.Name() == "plain" && fi.Mode() != 0o755 {
+			t.Errorf("plain has mode %v, want -rwxr-xr-x from the allowed chmod", fi.Mode())
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "plain")); err != nil {
+		t.Errorf("the child did not create its file: %v", err)
 	}
 }
 

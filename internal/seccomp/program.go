@@ -20,9 +20,10 @@ const (
 
 // argLo is the offset of the low 32 bits of syscall argument i. Both
 // supported architectures are little endian, so the low word comes first.
-// Every argument this filter inspects is an int or unsigned int in the
-// kernel (flags of clone included: the kernel truncates them to 32 bits),
-// so the high word is ignored by the kernel and must be ignored here too.
+// Every argument this filter inspects is an int, unsigned int or umode_t
+// in the kernel (flags of clone included: the kernel truncates them to 32
+// bits), so the high word is ignored by the kernel and must be ignored here
+// too.
 func argLo(i int) uint32 { return offArgs + 8*uint32(i) }
 
 // Values the kernel uses but x/sys does not export.
@@ -34,7 +35,43 @@ const (
 	perLinux32   = 0x0008
 	perUname26   = 0x0020000
 	perQueryOnly = 0xffffffff
+
+	// __O_TMPFILE (include/uapi/asm-generic/fcntl.h): O_TMPFILE without
+	// O_DIRECTORY, which has another value on arm64 than on amd64. The kernel
+	// takes the mode of any open with O_CREAT or this bit (WILL_CREATE in
+	// fs/open.c).
+	oTmpfileBit = unix.O_TMPFILE &^ unix.O_DIRECTORY
 )
+
+// setIDBits are S_ISUID and S_ISGID: a file of the workload with either bit
+// becomes a setuid or setgid binary of the host user on an output
+// directory (see checkMode).
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// createFlags are the open flags that make the kernel use the mode argument.
+const createFlags = unix.O_CREAT | oTmpfileBit
+
+// modeSyscall is a syscall that sets a file mode: chmod and fchmod, file
+// creation, mknod.
+type modeSyscall struct {
+	nr   uint32
+	mode int // index of the mode argument
+	// flags is the index of the open flags argument, whose create flags
+	// decide whether the mode counts; 0 for syscalls that always apply
+	// it (no such syscall takes flags first).
+	flags int
+}
+
+// modeSyscalls are checked on every supported architecture; archModeSyscalls
+// adds the legacy path forms that only amd64 has. openat comes first: it is
+// by far the most frequent, and the dispatch is linear.
+var modeSyscalls = []modeSyscall{
+	{nr: unix.SYS_OPENAT, mode: 3, flags: 2},
+	{nr: unix.SYS_FCHMOD, mode: 1},
+	{nr: unix.SYS_FCHMODAT, mode: 2},
+	{nr: unix.SYS_FCHMODAT2, mode: 2},
+	{nr: unix.SYS_MKNODAT, mode: 2},
+}
 
 // nsFlags are the clone flags that create a namespace.
 const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
@@ -111,6 +148,11 @@ func instructions(opts Options) ([]bpf.Instruction, error) {
 	checkABI(&a)
 
 	// Argument-checked syscalls first: they cannot use the action cache.
+	modes := append(append([]modeSyscall(nil), modeSyscalls...), archModeSyscalls...)
+	for _, s := range modes {
+		a.jumpIf(bpf.JumpEqual, s.nr, s.label())
+	}
+	a.jumpIf(bpf.JumpEqual, unix.SYS_OPENAT2, "enosys")
 	a.jumpIf(bpf.JumpEqual, unix.SYS_CLONE3, "enosys")
 	if !opts.AllowNamespaces {
 		a.jumpIf(bpf.JumpEqual, unix.SYS_CLONE, "clone")
@@ -135,6 +177,7 @@ func instructions(opts Options) ([]bpf.Instruction, error) {
 	checkSocket(&a)
 	checkIoctl(&a)
 	checkPersonality(&a)
+	checkMode(&a, modes)
 	returns(&a)
 	return a.build()
 }
@@ -224,6 +267,48 @@ func checkPersonality(a *asm) {
 	}
 	a.jumpTo("eperm")
 }
+
+// checkMode refuses setuid and setgid bits in any mode the workload sets:
+// its files in an output directory belong to the host user (root, through
+// the idmapped mount, when mcpbox runs as root), and nosuid protects only
+// the sandbox's view of them. The open syscalls are checked only when they
+// create, since the kernel ignores their mode otherwise. openat2 passes
+// flags and mode in memory the filter cannot read, so the dispatch answers
+// it with ENOSYS and callers fall back to openat.
+func checkMode(a *asm, modes []modeSyscall) {
+	done := make(map[string]bool)
+	for _, s := range modes {
+		if s.flags == 0 || done[s.label()] {
+			continue
+		}
+		done[s.label()] = true
+		a.label(s.label())
+		a.add(bpf.LoadAbsolute{Off: argLo(s.flags), Size: 4})
+		a.jumpIf(bpf.JumpBitsSet, createFlags, modeLabel(s.mode))
+		a.jumpTo("allow")
+	}
+	// The plain mode checks come after the create checks that jump there.
+	for _, s := range modes {
+		if done[modeLabel(s.mode)] {
+			continue
+		}
+		done[modeLabel(s.mode)] = true
+		a.label(modeLabel(s.mode))
+		a.add(bpf.LoadAbsolute{Off: argLo(s.mode), Size: 4})
+		a.jumpIf(bpf.JumpBitsSet, setIDBits, "eperm")
+		a.jumpTo("allow")
+	}
+}
+
+// label names the block that checks s.
+func (s modeSyscall) label() string {
+	if s.flags == 0 {
+		return modeLabel(s.mode)
+	}
+	return fmt.Sprintf("create flags %d mode %d", s.flags, s.mode)
+}
+
+func modeLabel(arg int) string { return fmt.Sprintf("mode %d", arg) }
 
 // returns emits the verdicts every check jumps to.
 func returns(a *asm) {

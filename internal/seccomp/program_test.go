@@ -67,6 +67,21 @@ const (
 	readImpliesExec = 0x0400000
 )
 
+// Mode and open flag values from the kernel headers, written out rather
+// than taken from the package.
+const (
+	modeSetuid = 0o4000   // S_ISUID
+	modeSetgid = 0o2000   // S_ISGID
+	modeSticky = 0o1000   // S_ISVTX
+	modeFIFO   = 0o10000  // S_IFIFO
+	modeReg    = 0o100000 // S_IFREG
+	oCreat     = 0o100    // O_CREAT, the same on amd64 and arm64
+	// __O_TMPFILE, include/uapi/asm-generic/fcntl.h; neither arch
+	// overrides it, unlike O_DIRECTORY and so O_TMPFILE.
+	tmpfileBit = 0o20000000
+	atFDCWD    = 0xffffff9c // AT_FDCWD as the kernel sees the int
+)
+
 type namedSyscall struct {
 	name string
 	nr   uint32
@@ -167,6 +182,8 @@ func TestProgramDefault(t *testing.T) {
 	cases = append(cases, socketCases()...)
 	cases = append(cases, ioctlCases()...)
 	cases = append(cases, personalityCases()...)
+	cases = append(cases, modeCases()...)
+	cases = append(cases, archModeCases()...)
 	cases = append(cases, abiCases()...)
 	runCases(t, newVM(t, Options{}), cases)
 }
@@ -175,7 +192,7 @@ func allowedCases() []filterCase {
 	return []filterCase{
 		call("read", unix.SYS_READ, verdictAllow, 0, 0xc000010000, 4096),
 		call("write", unix.SYS_WRITE, verdictAllow, 1, 0xc000010000, 12),
-		call("openat", unix.SYS_OPENAT, verdictAllow, uint64(0xffffff9c), 0xc000010000, unix.O_RDONLY|unix.O_CLOEXEC),
+		call("openat", unix.SYS_OPENAT, verdictAllow, atFDCWD, 0xc000010000, unix.O_RDONLY|unix.O_CLOEXEC),
 		call("execve", unix.SYS_EXECVE, verdictAllow, 0xc000010000, 0xc000020000, 0xc000030000),
 		call("futex", unix.SYS_FUTEX, verdictAllow, 0xc000010000, 128, 1),
 		call("mmap", unix.SYS_MMAP, verdictAllow, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0),
@@ -274,6 +291,51 @@ func personalityCases() []filterCase {
 	}
 }
 
+func modeCases() []filterCase {
+	const (
+		path       = 0xc000010000
+		highGarb   = 0xdead_0000_0000_0000
+		openHowPtr = 0xc000020000
+		openHowLen = 24 // sizeof(struct open_how)
+	)
+	return []filterCase{
+		call("fchmod 0755", unix.SYS_FCHMOD, verdictAllow, 3, 0o755),
+		call("fchmodat 0644", unix.SYS_FCHMODAT, verdictAllow, atFDCWD, path, 0o644),
+		call("fchmodat sticky 01777", unix.SYS_FCHMODAT, verdictAllow, atFDCWD, path, modeSticky|0o777),
+		call("fchmodat2 0755 nofollow", unix.SYS_FCHMODAT2, verdictAllow, atFDCWD, path, 0o755, unix.AT_SYMLINK_NOFOLLOW),
+		call("openat O_CREAT 0644", unix.SYS_OPENAT, verdictAllow, atFDCWD, path, oCreat|unix.O_WRONLY|unix.O_CLOEXEC, 0o644),
+		call("openat O_TMPFILE 0600", unix.SYS_OPENAT, verdictAllow, atFDCWD, path, unix.O_TMPFILE|unix.O_RDWR, 0o600),
+		// Without a create flag the kernel ignores the mode, whatever it holds.
+		call("openat no O_CREAT garbage mode", unix.SYS_OPENAT, verdictAllow, atFDCWD, path, unix.O_RDONLY, 0o7777|highGarb),
+		// O_TMPFILE includes O_DIRECTORY, which alone creates nothing.
+		call("openat O_DIRECTORY setuid mode", unix.SYS_OPENAT, verdictAllow, atFDCWD, path, unix.O_DIRECTORY|unix.O_RDONLY, modeSetuid|0o755),
+		call("openat O_TRUNC setuid mode", unix.SYS_OPENAT, verdictAllow, atFDCWD, path, unix.O_WRONLY|unix.O_TRUNC, modeSetuid|0o755),
+		call("mknodat fifo 0644", unix.SYS_MKNODAT, verdictAllow, atFDCWD, path, modeFIFO|0o644, 0),
+		// flags is an int and the mode a umode_t: the kernel drops the high
+		// word, so bits there neither create nor set anything.
+		call("openat O_CREAT in high word", unix.SYS_OPENAT, verdictAllow, atFDCWD, path, oCreat<<32|unix.O_WRONLY, modeSetuid|0o755),
+		call("fchmod setuid in high word", unix.SYS_FCHMOD, verdictAllow, 3, modeSetuid<<32|0o755),
+		call("dirfd with setid bits", unix.SYS_FCHMODAT, verdictAllow, modeSetuid|modeSetgid, path, 0o755),
+
+		call("fchmod 02755", unix.SYS_FCHMOD, verdictEPERM, 3, modeSetgid|0o755),
+		call("fchmod 04000", unix.SYS_FCHMOD, verdictEPERM, 3, modeSetuid),
+		call("fchmodat 06755", unix.SYS_FCHMODAT, verdictEPERM, atFDCWD, path, modeSetuid|modeSetgid|0o755),
+		call("fchmodat 04755 high garbage", unix.SYS_FCHMODAT, verdictEPERM, atFDCWD, path, highGarb|modeSetuid|0o755),
+		call("fchmodat2 04000", unix.SYS_FCHMODAT2, verdictEPERM, atFDCWD, path, modeSetuid, 0),
+		call("fchmodat2 02755 empty path", unix.SYS_FCHMODAT2, verdictEPERM, 3, path, modeSetgid|0o755, unix.AT_EMPTY_PATH),
+		call("openat O_CREAT|O_WRONLY 04755", unix.SYS_OPENAT, verdictEPERM, atFDCWD, path, oCreat|unix.O_WRONLY, modeSetuid|0o755),
+		call("openat O_CREAT|O_EXCL 02644", unix.SYS_OPENAT, verdictEPERM, atFDCWD, path, oCreat|unix.O_EXCL|unix.O_RDWR|unix.O_CLOEXEC, modeSetgid|0o644),
+		call("openat O_TMPFILE 04755", unix.SYS_OPENAT, verdictEPERM, atFDCWD, path, unix.O_TMPFILE|unix.O_RDWR, modeSetuid|0o755),
+		// The kernel takes the mode for the __O_TMPFILE bit alone.
+		call("openat __O_TMPFILE bit 04755", unix.SYS_OPENAT, verdictEPERM, atFDCWD, path, tmpfileBit|unix.O_RDWR, modeSetuid|0o755),
+		call("mknodat S_IFREG|04755", unix.SYS_MKNODAT, verdictEPERM, atFDCWD, path, modeReg|modeSetuid|0o755, 0),
+		call("mknodat fifo 02644", unix.SYS_MKNODAT, verdictEPERM, atFDCWD, path, modeFIFO|modeSetgid|0o644, 0),
+
+		call("openat2", unix.SYS_OPENAT2, verdictENOSYS, atFDCWD, path, openHowPtr, openHowLen),
+		call("openat2 no args", unix.SYS_OPENAT2, verdictENOSYS),
+	}
+}
+
 func abiCases() []filterCase {
 	cases := []filterCase{
 		{name: "bogus arch", arch: 0xffff_ffff, nr: unix.SYS_READ, want: verdictKill},
@@ -296,6 +358,10 @@ func TestProgramAllowNamespaces(t *testing.T) {
 		call("mount still denied", unix.SYS_MOUNT, verdictEPERM),
 		call("mptcp still refused", unix.SYS_SOCKET, verdictNoProt, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP),
 		call("TIOCSTI still denied", unix.SYS_IOCTL, verdictEPERM, 0, unix.TIOCSTI),
+		call("fchmod setuid still denied", unix.SYS_FCHMOD, verdictEPERM, 3, modeSetuid|0o755),
+		call("openat O_CREAT setgid still denied", unix.SYS_OPENAT, verdictEPERM, atFDCWD, 0xc000010000, oCreat, modeSetgid|0o755),
+		call("openat2 still ENOSYS", unix.SYS_OPENAT2, verdictENOSYS),
+		call("fchmod 0755 allowed", unix.SYS_FCHMOD, verdictAllow, 3, 0o755),
 	}
 	runCases(t, newVM(t, Options{AllowNamespaces: true}), cases)
 }
