@@ -362,3 +362,33 @@ func TestInitShieldedFromWorkload(t *testing.T) {
 		}
 	})
 }
+
+// TestNoSetuidOnHost tries to plant setuid and setgid files in the output:
+// as root the output is idmapped to root, so such a file would be a
+// setuid-root binary on the host.
+func TestNoSetuidOnHost(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		out := m.dir(t)
+		r := m.sh(t, `cp /usr/bin/id id && chmod 0755 id && echo copied; chmod 4755 id || echo suid-denied; `+
+			`chmod g+s id || echo sgid-denied; chmod g+s . || echo dir-sgid-denied; `+
+			`python3 -c "import os; os.open('py', os.O_CREAT|os.O_WRONLY, 0o4755)" 2>/dev/null || echo open-denied`,
+			"--output", out)
+		want(t, r, 0, "copied", "suid-denied", "sgid-denied", "dir-sgid-denied", "open-denied")
+		err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := os.Lstat(p)
+			if err != nil {
+				return err
+			}
+			if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s on the host has mode %v", p, fi.Mode())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
