@@ -76,9 +76,7 @@ type bindSpec struct {
 	Ino uint64 `json:"ino"`
 }
 
-// systemBinds are the read-only host paths every sandbox sees. Paths that
-// are symlinks on the host (/bin -> usr/bin on merged-/usr systems) are
-// recreated as symlinks instead of bound.
+// systemBinds are the read-only, executable host paths every sandbox sees.
 var systemBinds = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // etcBinds are the host files and directories of the curated /etc. passwd,
@@ -164,25 +162,7 @@ func pivotFinal() error {
 
 func bindSystem(c *initConfig, _ []int) error {
 	for _, p := range systemBinds {
-		host := oldRoot + p
-		fi, err := os.Lstat(host)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			dest, err := os.Readlink(host)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(dest, newRoot+p); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := bindRO(host, newRoot+p, true, true); err != nil {
+		if err := copyOrBind(oldRoot+p, newRoot+p, true); err != nil {
 			return err
 		}
 	}
@@ -244,16 +224,17 @@ func buildEtc(c *initConfig, _ []int) error {
 		}
 	}
 	for _, p := range etcBinds {
-		if err := copyOrBind(oldRoot+p, newRoot+p); err != nil {
+		if err := copyOrBind(oldRoot+p, newRoot+p, false); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// copyOrBind recreates a host symlink, or binds a file or dir read-only;
-// a missing host path is skipped.
-func copyOrBind(host, target string) error {
+// copyOrBind recreates a host symlink (merged-/usr systems have /bin ->
+// usr/bin), or binds a file or dir read-only, executable if exec; a
+// missing host path is skipped.
+func copyOrBind(host, target string, exec bool) error {
 	fi, err := os.Lstat(host)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -271,7 +252,7 @@ func copyOrBind(host, target string) error {
 		}
 		return os.Symlink(dest, target)
 	}
-	return bindRO(host, target, fi.IsDir(), false)
+	return bindRO(host, target, fi.IsDir(), exec)
 }
 
 func buildDev(c *initConfig, _ []int) error {
