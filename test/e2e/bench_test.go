@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,10 +69,11 @@ func BenchmarkSpawnBwrap(b *testing.B) {
 }
 
 // BenchmarkSandboxRSS reports the resident memory the sandbox adds beyond
-// the command: the host-side mcpbox process and the sandbox init. (Stage 2
-// is gone by then: it became the command by execve.)
+// the command: the host-side mcpbox process and the sandbox init, split
+// into anonymous memory (their own) and file pages (mostly the mcpbox
+// binary, shared by both and with the page cache).
 func BenchmarkSandboxRSS(b *testing.B) {
-	var host, init float64
+	var hostAnon, initAnon, hostFile, initFile float64
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, mcpboxBin, "exec", "--", "cat")
@@ -84,31 +86,43 @@ func BenchmarkSandboxRSS(b *testing.B) {
 		}
 		initPid := 0
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if initPid = childOf(cmd.Process.Pid); initPid != 0 && childOf(initPid) != 0 && isExe(childOf(initPid), "/usr/bin/cat") {
+			if initPid = childOf(cmd.Process.Pid); initPid != 0 && isExe(childOf(initPid), "/usr/bin/cat") {
 				break
 			}
 		}
-		host += rssKiB(cmd.Process.Pid)
-		init += rssKiB(initPid)
+		if initPid == 0 {
+			b.Fatal("sandbox init not found")
+		}
+		hostAnon += kib(cmd.Process.Pid, "RssAnon:")
+		hostFile += kib(cmd.Process.Pid, "RssFile:")
+		initAnon += kib(initPid, "RssAnon:")
+		initFile += kib(initPid, "RssFile:")
 		stdin.Close()
 		_ = cmd.Wait()
 		cancel()
 	}
-	b.ReportMetric(host/float64(b.N), "host-KiB")
-	b.ReportMetric(init/float64(b.N), "init-KiB")
+	n := float64(b.N)
+	b.ReportMetric(hostAnon/n, "host-anon-KiB")
+	b.ReportMetric(hostFile/n, "host-file-KiB")
+	b.ReportMetric(initAnon/n, "init-anon-KiB")
+	b.ReportMetric(initFile/n, "init-file-KiB")
 }
 
+// childOf returns the first child of any thread of pid (the init forks
+// the workload from a thread of its own), or 0.
 func childOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
-	if err != nil {
-		return 0
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[0])
-	return n
+	return 0
 }
 
 func isExe(pid int, path string) bool {
@@ -116,12 +130,13 @@ func isExe(pid int, path string) bool {
 	return err == nil && p == path
 }
 
-func rssKiB(pid int) float64 {
+// kib reads one "Key: N kB" line of /proc/PID/status.
+func kib(pid int, key string) float64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
-	f := statusField(string(b), "VmRSS:")
+	f := statusField(string(b), key)
 	if len(f) == 0 {
 		return 0
 	}
