@@ -85,7 +85,14 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	defer ctl.Close()
 	defer cfgW.Close()
-	undo = append(undo, func() { _ = sb.cmd.Process.Kill(); _ = sb.cmd.Wait(); releaseHostID(sb.hostUID) })
+	undo = append(undo, func() {
+		_ = sb.cmd.Process.Kill()
+		_ = sb.cmd.Wait()
+		if sb.stdinW != nil {
+			sb.stdinW.Close()
+		}
+		releaseHostID(sb.hostUID)
+	})
 	// From here on cancelling ctx kills the init, which also unblocks a
 	// setup stuck on, say, a hung mount source.
 	sb.stopCtx = context.AfterFunc(ctx, sb.kill)

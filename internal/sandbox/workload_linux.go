@@ -38,14 +38,15 @@ type workloadError struct {
 	Code  int
 }
 
-// startWorkload puts up the walls on the init's own (locked) OS thread —
-// no_new_privs, Landlock, empty capability sets, seccomp — and forks the
-// workload from that thread, which inherits all of them. Everything here is
-// per thread, and os/exec forks from the calling thread: the init's other
-// threads keep their capabilities, the workload never had them.
+// startWorkload puts up the walls on the calling OS thread — no_new_privs,
+// Landlock, empty capability sets, seccomp — and forks the workload from
+// it, which inherits all of them. Everything here is per thread, and
+// os/exec forks from the calling thread: the init's other threads keep
+// their capabilities, the workload never had them.
 //
-// Preconditions: the calling goroutine is locked to its OS thread, and the
-// root is built. Afterwards this thread may only wait and signal.
+// Preconditions: the calling goroutine is locked to a thread of its own
+// (startWalled), and the root is built. Afterwards the thread may only
+// wait.
 func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	fail := func(code int, layer Layer, err error) (*exec.Cmd, *workloadError) {
 		return nil, &workloadError{Msg: err.Error(), Layer: layer, Code: code}
