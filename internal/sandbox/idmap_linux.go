@@ -19,7 +19,7 @@ import (
 // as fds, to be sent along): the sandbox's uid maps to an unprivileged host
 // uid, and the idmapping makes files it writes land owned by the invoking
 // user (root) while root's files look like the sandbox's own.
-func (sb *Sandbox) initConfig(host *hostInfo) (*initConfig, []int, error) {
+func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 	s := &sb.spec
 	tmp := s.Limits.TmpSize
 	if tmp == 0 {
@@ -48,7 +48,7 @@ func (sb *Sandbox) initConfig(host *hostInfo) (*initConfig, []int, error) {
 		if err != nil {
 			return nil, nil, &StartError{Layer: LayerSeccomp, Code: exitSetup, Err: fmt.Errorf("assembling seccomp filter: %w", err)}
 		}
-		cfg.Workload.Seccomp = prog
+		cfg.Workload.Seccomp = packFilter(prog)
 	}
 	var fds []int
 	var idmap *idmapUserns
@@ -60,7 +60,7 @@ func (sb *Sandbox) initConfig(host *hostInfo) (*initConfig, []int, error) {
 				"mount source %s (must exist and contain no symlinks): %w", m.Source, err)}
 		}
 		b, err := vetSource(src, m, s)
-		if err == nil && host.root {
+		if err == nil && sb.root {
 			err = sb.idmapSource(src, &b, &idmap, &fds)
 		}
 		unix.Close(src)

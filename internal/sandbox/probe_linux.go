@@ -109,9 +109,8 @@ func (h *hostInfo) degradations(spec *Spec) ([]Layer, error) {
 		out = append(out, l)
 		return nil
 	}
-	if h.usernsErr != nil {
-		return nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: h.usernsErr}
-	}
+	// User namespaces are not checked here: Start has already made them
+	// (the clone is the real test; usernsErr only explains its failure).
 	if h.seccompErr != nil {
 		if err := missing(LayerSeccomp, h.seccompErr.Error()); err != nil {
 			return nil, err

@@ -34,6 +34,7 @@ type Sandbox struct {
 	start   time.Time
 	timeout *time.Timer
 
+	root    bool          // mcpbox runs as host root
 	hostUID int           // the host uid the sandbox user maps to
 	cleaned chan struct{} // closed when stale cgroups are removed
 	stopCtx func() bool   // detaches the context's kill once Wait returns
@@ -62,12 +63,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err := spec.check(); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: err}
 	}
-	host := probeHost()
-	degraded, err := host.degradations(&spec)
-	if err != nil {
-		return nil, err
-	}
-	sb := &Sandbox{ID: spec.ID, Degraded: degraded, spec: spec, start: time.Now()}
+	sb := &Sandbox{ID: spec.ID, spec: spec, start: time.Now(), root: os.Geteuid() == 0}
 	if sb.ID == "" {
 		sb.ID = NewID()
 	}
@@ -79,7 +75,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 			}
 		}
 	}()
-	ctl, cfgW, err := sb.startInit(host, stdio)
+	ctl, cfgW, err := sb.startInit(stdio)
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +93,17 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	// setup stuck on, say, a hung mount source.
 	sb.stopCtx = context.AfterFunc(ctx, sb.kill)
 	undo = append(undo, func() { sb.stopCtx() })
+	host := probeHost() // while the init boots
+	if sb.Degraded, err = host.degradations(&spec); err != nil {
+		return nil, err
+	}
 	if err := sb.joinCgroup(); err != nil {
 		return nil, err
 	}
 	if sb.cg != nil {
 		undo = append(undo, func() { _ = sb.cg.Destroy() })
 	}
-	cfg, idmapFDs, err := sb.initConfig(host)
+	cfg, idmapFDs, err := sb.initConfig()
 	for _, fd := range idmapFDs {
 		defer unix.Close(fd)
 	}
@@ -122,7 +122,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 
 // startInit starts the sandbox init. It returns the host's end of the
 // control socket (fds and the init's report) and of the config pipe.
-func (sb *Sandbox) startInit(host *hostInfo, stdio Stdio) (ctl, cfgW *os.File, err error) {
+func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
@@ -140,10 +140,14 @@ func (sb *Sandbox) startInit(host *hostInfo, stdio Stdio) (ctl, cfgW *os.File, e
 	if stdinR != nil {
 		defer stdinR.Close()
 	}
-	sb.cmd = initCommand(sb, host, stdio, child, cfgR)
+	sb.cmd = initCommand(sb, stdio, child, cfgR)
 	if err := sb.cmd.Start(); err != nil {
 		ctl.Close()
 		cfgW.Close()
+		releaseHostID(sb.hostUID)
+		if why := probeHost().usernsErr; why != nil {
+			err = why
+		}
 		return nil, nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
 	}
 	return ctl, cfgW, nil
@@ -230,9 +234,9 @@ func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.
 // host root, an unprivileged uid picked per sandbox. The init keeps the few
 // capabilities it needs through exec as ambient ones; it empties them on
 // the thread that forks the workload.
-func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
+func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	uid, gid := os.Getuid(), os.Getgid()
-	if host.root {
+	if sb.root {
 		uid = allocHostID()
 		gid = uid
 	}
@@ -248,7 +252,7 @@ func initCommand(sb *Sandbox, host *hostInfo, stdio Stdio, ctl, cfg *os.File) *e
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
 		Pdeathsig:   unix.SIGKILL,
 	}
-	if host.root {
+	if sb.root {
 		// Root may allow setgroups: drop host root's supplementary groups.
 		attr.GidMappingsEnableSetgroups = true
 		attr.Credential = &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, Groups: []uint32{}}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/bpf"
 	"io"
 	"os"
 	"os/exec"
@@ -245,5 +247,12 @@ func TestWaitWithEndlessStdin(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return while stdin stayed open")
+	}
+}
+
+func TestPackFilterRoundTrip(t *testing.T) {
+	prog := []bpf.RawInstruction{{Op: 0x20, K: 4}, {Op: 0x15, Jt: 1, Jf: 2, K: 0xc000003e}, {Op: 0x6, K: 0x7fff0000}}
+	if diff := cmp.Diff(prog, unpackFilter(packFilter(prog))); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
 	}
 }
