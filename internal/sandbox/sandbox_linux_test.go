@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/google/go-cmp/cmp"
-	"golang.org/x/net/bpf"
 	"io"
 	"os"
 	"os/exec"
@@ -14,10 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/bpf"
 )
 
-// The test binary is the sandbox init and stage 2 of the sandboxes it
-// starts (runc's trick, as in cmd/mcpbox).
+// The test binary is the sandbox init of the sandboxes it starts (runc's
+// trick, as in cmd/mcpbox).
 func TestMain(m *testing.M) {
 	Main()
 	os.Exit(m.Run())
