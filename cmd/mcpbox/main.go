@@ -11,6 +11,6 @@ import (
 )
 
 func main() {
-	sandbox.Main() // the sandbox init and stage 2 are this binary re-executed
+	sandbox.Main() // the sandbox init is this binary re-executed
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
