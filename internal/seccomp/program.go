@@ -161,6 +161,7 @@ func instructions(opts Options) ([]bpf.Instruction, error) {
 	a.jumpIf(bpf.JumpEqual, unix.SYS_SOCKETPAIR, "socket")
 	a.jumpIf(bpf.JumpEqual, unix.SYS_IOCTL, "ioctl")
 	a.jumpIf(bpf.JumpEqual, unix.SYS_PERSONALITY, "personality")
+	a.jumpIf(bpf.JumpEqual, unix.SYS_PRLIMIT64, "prlimit")
 
 	deny := append(append([]uint32(nil), denied...), archDenied...)
 	if !opts.AllowNamespaces {
@@ -177,6 +178,7 @@ func instructions(opts Options) ([]bpf.Instruction, error) {
 	checkSocket(&a)
 	checkIoctl(&a)
 	checkPersonality(&a)
+	checkPrlimit(&a)
 	checkMode(&a, modes)
 	returns(&a)
 	return a.build()
@@ -265,6 +267,16 @@ func checkPersonality(a *asm) {
 	for _, p := range []uint32{perLinux, perLinux32, perUname26, perUname26 | perLinux32, perQueryOnly} {
 		a.jumpIf(bpf.JumpEqual, p, "allow")
 	}
+	a.jumpTo("eperm")
+}
+
+// checkPrlimit lets the workload read and set its own resource limits
+// only (pid 0, which libcs and Go always pass): the init runs as the same
+// uid, and prlimit on it would need no capability — RLIMIT_CPU 0 kills it.
+func checkPrlimit(a *asm) {
+	a.label("prlimit")
+	a.add(bpf.LoadAbsolute{Off: argLo(0), Size: 4})
+	a.jumpIf(bpf.JumpEqual, 0, "allow")
 	a.jumpTo("eperm")
 }
 

@@ -283,6 +283,9 @@ func ioctlCases() []filterCase {
 
 func personalityCases() []filterCase {
 	return []filterCase{
+		call("prlimit64 self", unix.SYS_PRLIMIT64, verdictAllow, 0, unix.RLIMIT_NOFILE),
+		call("prlimit64 other pid", unix.SYS_PRLIMIT64, verdictEPERM, 1, unix.RLIMIT_CPU),
+		call("prlimit64 other pid high word zero", unix.SYS_PRLIMIT64, verdictEPERM, 1<<32|1, unix.RLIMIT_CPU),
 		call("personality query", unix.SYS_PERSONALITY, verdictAllow, 0xffffffff),
 		call("personality linux", unix.SYS_PERSONALITY, verdictAllow, 0),
 		call("personality linux32", unix.SYS_PERSONALITY, verdictAllow, 0x0008),
