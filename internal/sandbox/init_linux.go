@@ -107,16 +107,14 @@ func runInit() int {
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwardedSignals...)
-	w, werr := startWalled(&cfg.Workload)
+	child, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
 		return werr.Code
 	}
 	_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
 	ctl.Close()
-	code := reap(w.cmd, sigs)
-	close(w.done)
-	return code
+	return reap(child, sigs)
 }
 
 // forwardedSignals are passed on to the workload. Catching them also keeps
@@ -126,27 +124,23 @@ var forwardedSignals = []os.Signal{
 	unix.SIGABRT, unix.SIGALRM, unix.SIGWINCH, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
 }
 
-// walled is the workload and the OS thread it was forked from.
-type walled struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the workload is reaped; frees the thread
-}
-
-// startWalled puts up the walls on a dedicated, locked OS thread and forks
-// the workload from it. A thread of its own, not the main one: the main
-// thread leads the init's thread group, and keeping it outside the
-// workload's Landlock domain keeps the workload's signals away from the
-// init. The thread lives until the workload is reaped, since the
-// workload's PDEATHSIG fires when it ends.
-func startWalled(c *workloadConfig) (*walled, *workloadError) {
+// startWalled puts up the walls on a dedicated, locked OS thread, forks
+// the workload from it, and lets the thread die: a thread in the
+// workload's Landlock domain is one the workload may signal (tgkill
+// SIGILL would crash the init), and the main thread, which leads the
+// init's thread group, must stay outside that domain for the same reason.
+// The workload needs no PDEATHSIG tied to that thread: when the init
+// exits, the kernel kills the whole pid namespace.
+func startWalled(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	type started struct {
 		cmd *exec.Cmd
 		err *workloadError
 	}
 	res := make(chan started, 1)
-	w := &walled{done: make(chan struct{})}
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		// Never unlocked: the goroutine ends locked, so the runtime ends
+		// the thread instead of reusing it with the walls on.
+		runtime.LockOSThread()
 		// A new cgroup namespace, rooted at the sandbox cgroup the host
 		// moved us into. Per thread, like everything below.
 		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
@@ -155,13 +149,9 @@ func startWalled(c *workloadConfig) (*walled, *workloadError) {
 		}
 		cmd, err := startWorkload(c)
 		res <- started{cmd, err}
-		if err == nil {
-			<-w.done
-		}
 	}()
 	r := <-res
-	w.cmd = r.cmd
-	return w, r.err
+	return r.cmd, r.err
 }
 
 func readInitConfig(ctl, cfgR *os.File) (*initConfig, []int, error) {

@@ -276,7 +276,7 @@ func buildDev(c *initConfig, _ []int) error {
 			return err
 		}
 	}
-	if err := mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"); err != nil {
+	if err := mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620,max=256"); err != nil {
 		return err
 	}
 	shm := "mode=1777,nr_inodes=4096,size=" + strconv.FormatInt(min(c.TmpSize, shmMax), 10)

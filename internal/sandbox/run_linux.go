@@ -30,7 +30,6 @@ type Sandbox struct {
 
 	spec    Spec
 	cmd     *exec.Cmd
-	cg      *cgroup.Cgroup
 	start   time.Time
 	timeout *time.Timer
 
@@ -41,7 +40,8 @@ type Sandbox struct {
 	stdinW  *os.File      // the pipe pumpStdin feeds, if any
 
 	mu       sync.Mutex
-	timedOut bool // guarded by mu
+	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
+	timedOut bool           // guarded by mu
 }
 
 // Run starts a sandbox and waits for it.
@@ -69,10 +69,14 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	var undo []func()
 	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
+		if err == nil {
+			return
+		}
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		if ctx.Err() != nil { // the real cause of whatever broke
+			err = &StartError{Code: exitSetup, Err: fmt.Errorf("starting sandbox: %w", context.Cause(ctx))}
 		}
 	}()
 	ctl, cfgW, err := sb.startInit(stdio)
@@ -100,8 +104,8 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err := sb.joinCgroup(); err != nil {
 		return nil, err
 	}
-	if sb.cg != nil {
-		undo = append(undo, func() { _ = sb.cg.Destroy() })
+	if cg := sb.cgroup(); cg != nil {
+		undo = append(undo, func() { _ = cg.Destroy() })
 	}
 	cfg, idmapFDs, err := sb.initConfig()
 	for _, fd := range idmapFDs {
@@ -144,6 +148,9 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 	if err := sb.cmd.Start(); err != nil {
 		ctl.Close()
 		cfgW.Close()
+		if sb.stdinW != nil {
+			sb.stdinW.Close()
+		}
 		releaseHostID(sb.hostUID)
 		if why := probeHost().usernsErr; why != nil {
 			err = why
@@ -203,7 +210,9 @@ func (sb *Sandbox) joinCgroup() error {
 		_ = cg.Destroy()
 		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
 	}
+	sb.mu.Lock()
 	sb.cg = cg
+	sb.mu.Unlock()
 	return nil
 }
 
@@ -274,13 +283,14 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	}
 }
 
-// Host ids for sandboxes started by host root: above the range systemd
-// gives containers (up to 0x6FFFFFFF) and far above real accounts, picked
+// Host ids for sandboxes started by host root: above the ranges systemd
+// gives containers (up to 0x6FFFFFFF) and SSSD maps domain users to (up to
+// 2000200000), far above real accounts, picked
 // at random per sandbox and never twice at once within one process.
 // Sandboxes of two processes could draw the same id (1 in 2^24); they
 // would still share nothing: separate pid, mount and network namespaces.
 const (
-	rootModeBase = 0x70000000
+	rootModeBase = 0x78000000
 	rootModeSpan = 1 << 24
 )
 
@@ -359,6 +369,12 @@ func readReport(ctl *os.File) error {
 	return nil
 }
 
+func (sb *Sandbox) cgroup() *cgroup.Cgroup {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.cg
+}
+
 // Pid is the host pid of the sandbox init.
 func (sb *Sandbox) Pid() int { return sb.cmd.Process.Pid }
 
@@ -366,8 +382,8 @@ func (sb *Sandbox) Pid() int { return sb.cmd.Process.Pid }
 // with it, and the cgroup is killed too for anything that escaped it.
 func (sb *Sandbox) kill() {
 	_ = sb.cmd.Process.Signal(unix.SIGKILL)
-	if sb.cg != nil {
-		_ = sb.cg.Kill()
+	if cg := sb.cgroup(); cg != nil {
+		_ = cg.Kill()
 	}
 }
 
@@ -422,13 +438,13 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	sb.mu.Lock()
 	res.TimedOut = sb.timedOut && res.ExitCode == 128+int(unix.SIGKILL)
 	sb.mu.Unlock()
-	if sb.cg != nil {
-		if st, err := sb.cg.Stats(); err == nil {
+	if cg := sb.cgroup(); cg != nil {
+		if st, err := cg.Stats(); err == nil {
 			res.OOMKilled = st.OOMKills > 0
 			res.PidsExhausted = st.PidsLimitHits > 0
 			res.MemoryPeak = int64(st.MemoryPeak)
 		}
-		if err := sb.cg.Destroy(); err != nil {
+		if err := cg.Destroy(); err != nil {
 			return res, fmt.Errorf("removing cgroup: %w", err)
 		}
 	}

@@ -116,6 +116,16 @@ func TestContextCancelKills(t *testing.T) {
 	}
 }
 
+func TestCancelledStartReportsTheContext(t *testing.T) {
+	requireSandbox(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Start(ctx, quick("true"), Stdio{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
 func TestTimeoutReported(t *testing.T) {
 	requireSandbox(t)
 	spec := quick("sleep", "60")

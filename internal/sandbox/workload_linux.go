@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -48,8 +47,7 @@ type workloadError struct {
 // their capabilities, the workload never had them.
 //
 // Preconditions: the calling goroutine is locked to a thread of its own
-// (startWalled), and the root is built. Afterwards the thread may only
-// wait.
+// (startWalled), and the root is built. Afterwards the thread must end.
 func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	fail := func(code int, layer Layer, err error) (*exec.Cmd, *workloadError) {
 		return nil, &workloadError{Msg: err.Error(), Layer: layer, Code: code}
@@ -79,14 +77,13 @@ func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 		}
 	}
 	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        c.Args,
-		Env:         c.Env,
-		Dir:         c.Dir,
-		Stdin:       os.Stdin,
-		Stdout:      os.Stdout,
-		Stderr:      os.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL},
+		Path:   path,
+		Args:   c.Args,
+		Env:    c.Env,
+		Dir:    c.Dir,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
 	}
 	if err := cmd.Start(); err != nil {
 		code := exitNoExec

@@ -177,7 +177,8 @@ func TestHostEnvNotInherited(t *testing.T) {
 // must be refused.
 func TestSyscallAttacks(t *testing.T) {
 	attacks := []string{"ptrace", "traceme", "mount", "umount", "unshare-user", "unshare-net",
-		"chroot", "keyctl", "rawsock", "packet", "mptcp", "bpf", "iouring", "setuid0"}
+		"chroot", "keyctl", "rawsock", "packet", "mptcp", "bpf", "iouring", "setuid0",
+		"tgkill", "prlimit-init"}
 	forEachMode(t, func(t *testing.T, m mode) {
 		r := m.exec(t, "", "--input", attackDir, "--", "/workspace/input/attack", "hello")
 		want(t, r, 0, "hello: ok") // a static Go binary runs

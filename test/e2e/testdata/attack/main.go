@@ -69,6 +69,22 @@ var attacks = map[string]func(args []string) error{
 		_, err := net.DefaultResolver.LookupHost(ctx, args[0])
 		return err
 	},
+	// tgkill tries to crash the sandbox init through any of its threads.
+	"tgkill": func([]string) error {
+		var last error = unix.ESRCH
+		for tid := 1; tid <= 64; tid++ {
+			if err := unix.Tgkill(1, tid, unix.SIGILL); err == nil {
+				return nil
+			} else if err != unix.ESRCH {
+				last = err
+			}
+		}
+		return last
+	},
+	// prlimit-init tries to have the kernel kill the init (RLIMIT_CPU 0).
+	"prlimit-init": func([]string) error {
+		return unix.Prlimit(1, unix.RLIMIT_CPU, &unix.Rlimit{Cur: 0, Max: 0}, nil)
+	},
 	"kill": func(args []string) error {
 		var pid int
 		fmt.Sscan(args[0], &pid)
