@@ -145,7 +145,11 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 		defer stdinR.Close()
 	}
 	sb.cmd = initCommand(sb, stdio, child, cfgR)
-	if err := sb.cmd.Start(); err != nil {
+	start := sb.cmd.Start
+	if sb.root {
+		start = func() error { return asHostID(sb.hostUID, sb.cmd.Start) }
+	}
+	if err := start(); err != nil {
 		ctl.Close()
 		cfgW.Close()
 		if sb.stdinW != nil {
@@ -240,9 +244,10 @@ func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.
 // initCommand is the sandbox init: this binary re-executed in new
 // namespaces as uid 1000, the sandbox user, which maps to one host uid: the
 // invoking user's, the only one an unprivileged process may map, or, for
-// host root, an unprivileged uid picked per sandbox. The init keeps the few
-// capabilities it needs through exec as ambient ones; it empties them on
-// the thread that forks the workload.
+// host root, an unprivileged uid picked per sandbox (root forks it as that
+// uid, see asHostID, so the user namespace is not root's). The init keeps
+// the few capabilities it needs through exec as ambient ones; it empties
+// them on the thread that forks the workload.
 func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	uid, gid := os.Getuid(), os.Getgid()
 	if sb.root {
@@ -260,11 +265,6 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 		// loopback NET_ADMIN, emptying the bounding set SETPCAP.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
 		Pdeathsig:   unix.SIGKILL,
-	}
-	if sb.root {
-		// Root may allow setgroups: drop host root's supplementary groups.
-		attr.GidMappingsEnableSetgroups = true
-		attr.Credential = &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, Groups: []uint32{}}
 	}
 	return &exec.Cmd{
 		Path: "/proc/self/exe",

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -392,4 +395,38 @@ func TestNoSetuidOnHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestHostKernelBudgetsKept: per-user kernel budgets (here inotify
+// instances) that a sandbox exhausts are its own host uid's, not those of
+// the user who started it — for host root they would otherwise be root's.
+func TestHostKernelBudgetsKept(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("checks host root's budget")
+	}
+	m := modes(t)[0] // root
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := m.command(ctx, append(append([]string{"exec"}, m.flags...), "--input", attackDir, "--", "/workspace/input/attack", "inotify-hog")...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "inotify-hog: holding") {
+		t.Fatalf("hog did not start: %q %v", line, err)
+	}
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("host root cannot create an inotify instance while a sandbox is %s: %v", strings.TrimSpace(line), err)
+	}
+	syscall.Close(fd)
 }

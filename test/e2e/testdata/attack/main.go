@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -84,6 +85,20 @@ var attacks = map[string]func(args []string) error{
 	// prlimit-init tries to have the kernel kill the init (RLIMIT_CPU 0).
 	"prlimit-init": func([]string) error {
 		return unix.Prlimit(1, unix.RLIMIT_CPU, &unix.Rlimit{Cur: 0, Max: 0}, nil)
+	},
+	// inotify-hog takes every inotify instance the kernel allows this
+	// user, reports how many, and holds them until stdin closes: the host
+	// must not lose its own budget to it.
+	"inotify-hog": func([]string) error {
+		n := 0
+		for ; n < 4096; n++ {
+			if _, err := unix.InotifyInit1(unix.IN_CLOEXEC); err != nil {
+				break
+			}
+		}
+		fmt.Printf("inotify-hog: holding %d\n", n)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return nil
 	},
 	"kill": func(args []string) error {
 		var pid int
