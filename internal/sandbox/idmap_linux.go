@@ -33,6 +33,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 	}
 	cfg := &initConfig{
 		Hostname:     "mcpbox",
+		TTY:          sb.ttyFD >= 0,
 		TmpSize:      tmp,
 		ExecWritable: s.ExecWritable || underAny(s.ExecAllow, "/tmp"),
 		Workload: workloadConfig{

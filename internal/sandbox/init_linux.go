@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,10 @@ const (
 
 // initConfig is what the host sends the init over the control socket.
 type initConfig struct {
-	Hostname     string         `json:"hostname"`
+	Hostname string `json:"hostname"`
+	// TTY: the sandbox is the terminal's foreground group, and the kernel
+	// delivers terminal signals to the workload itself.
+	TTY          bool           `json:"tty,omitempty"`
 	TmpSize      int64          `json:"tmp_size"`
 	ExecWritable bool           `json:"exec_writable,omitempty"`
 	Binds        []bindSpec     `json:"binds,omitempty"`
@@ -114,14 +118,14 @@ func runInit() int {
 	}
 	_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
 	ctl.Close()
-	return reap(child, sigs)
+	return reap(child, sigs, cfg.TTY)
 }
 
 // forwardedSignals are passed on to the workload. Catching them also keeps
 // a stray one from killing the init (SIGABRT would make Go crash it).
 var forwardedSignals = []os.Signal{
 	unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
-	unix.SIGABRT, unix.SIGALRM, unix.SIGWINCH, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
+	unix.SIGABRT, unix.SIGALRM, unix.SIGWINCH, unix.SIGCONT,
 }
 
 // startWalled puts up the walls on a dedicated, locked OS thread, forks
@@ -219,7 +223,7 @@ func loopbackUp() error {
 // reap forwards signals to the workload and reaps every child (pid 1 adopts
 // orphans) until the workload itself exits; its status becomes ours, with
 // 128+signal for a killed workload.
-func reap(child *exec.Cmd, sigs chan os.Signal) int {
+func reap(child *exec.Cmd, sigs chan os.Signal, tty bool) int {
 	pid := child.Process.Pid
 	done := make(chan int, 1)
 	go func() {
@@ -252,6 +256,12 @@ func reap(child *exec.Cmd, sigs chan os.Signal) int {
 		case code := <-done:
 			return code
 		case s := <-sigs:
+			// With the terminal, the kernel has sent terminal signals to
+			// the workload already. (Caught, not ignored: an ignored
+			// disposition would pass to the workload through exec.)
+			if tty && slices.Contains(terminalSignals, s) {
+				continue
+			}
 			_ = unix.Kill(pid, s.(unix.Signal))
 		}
 	}

@@ -37,6 +37,7 @@ type Sandbox struct {
 	hostUID int           // the host uid the sandbox user maps to
 	cleaned chan struct{} // closed when stale cgroups are removed
 	stopCtx func() bool   // detaches the context's kill once Wait returns
+	ttyFD   int           // the terminal handed to the sandbox's group, or -1
 	stdinW  *os.File      // the pipe pumpStdin feeds, if any
 
 	mu       sync.Mutex
@@ -63,7 +64,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err := spec.check(); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: err}
 	}
-	sb := &Sandbox{ID: spec.ID, spec: spec, start: time.Now(), root: os.Geteuid() == 0}
+	sb := &Sandbox{ID: spec.ID, spec: spec, start: time.Now(), root: os.Geteuid() == 0, ttyFD: foregroundTTY(stdio.Stdin)}
 	if sb.ID == "" {
 		sb.ID = NewID()
 	}
@@ -119,6 +120,11 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	if err := readReport(ctl); err != nil {
 		return nil, err
+	}
+	if sb.ttyFD >= 0 {
+		// The workload runs: give it the terminal (reads from a background
+		// group would stop it).
+		_ = setForeground(sb.ttyFD, sb.cmd.Process.Pid)
 	}
 	sb.watch(ctx)
 	return sb, nil
@@ -265,6 +271,8 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 		// loopback NET_ADMIN, emptying the bounding set SETPCAP.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
 		Pdeathsig:   unix.SIGKILL,
+		// A process group of its own: see tty_linux.go.
+		Setpgid: true,
 	}
 	return &exec.Cmd{
 		Path: "/proc/self/exe",
@@ -404,6 +412,9 @@ func (sb *Sandbox) expire() {
 // Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
+	if sb.ttyFD >= 0 {
+		_ = setForeground(sb.ttyFD, unix.Getpgrp())
+	}
 	if sb.stdinW != nil {
 		sb.stdinW.Close() // ends the stdin pump at its next write
 	}

@@ -267,3 +267,35 @@ func TestPackFilterRoundTrip(t *testing.T) {
 		t.Fatalf("round trip (-want +got):\n%s", diff)
 	}
 }
+
+// With the terminal, the kernel delivers ^C to the workload itself: the
+// init must not deliver it again. Without, the init is the only path.
+func TestReapForwarding(t *testing.T) {
+	for _, tty := range []bool{false, true} {
+		child := exec.Command("sleep", "30")
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sigs := make(chan os.Signal, 2)
+		sigs <- syscall.SIGINT
+		done := make(chan int, 1)
+		go func() { done <- reap(child, sigs, tty) }()
+		select {
+		case code := <-done:
+			if tty {
+				t.Fatalf("tty: the init forwarded a terminal signal (workload exited %d)", code)
+			}
+			if code != 128+int(syscall.SIGINT) {
+				t.Fatalf("no tty: workload exited %d, want 130", code)
+			}
+		case <-time.After(500 * time.Millisecond):
+			if !tty {
+				t.Fatal("no tty: SIGINT was not forwarded")
+			}
+			sigs <- syscall.SIGTERM // not a terminal signal: forwarded either way
+			if code := <-done; code != 128+int(syscall.SIGTERM) {
+				t.Fatalf("tty: SIGTERM not forwarded (exit %d)", code)
+			}
+		}
+	}
+}
