@@ -21,7 +21,7 @@ import (
 //
 // Preconditions: the process runs as root. Only raw syscalls are used:
 // glibc-style setuid would change every thread of the process.
-func asHostID(id int, f func() error) error {
+func asHostID(id int, f func() error) (err error) {
 	runtime.LockOSThread()
 	groups, err := threadGroups()
 	if err != nil {
@@ -37,38 +37,42 @@ func asHostID(id int, f func() error) error {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("reading dumpable: %w", err)
 	}
-	restore := func() error {
-		if err := setresuid(-1, 0, -1); err != nil {
-			return err
+	defer func() {
+		if rerr := restoreRoot(groups, dumpable); rerr != nil {
+			// The thread's credentials are unknown: it must not go back to
+			// the runtime (it stays locked) nor the caller carry on.
+			panic(fmt.Sprintf("sandbox: restoring thread credentials: %v", rerr))
 		}
-		if err := setresgid(-1, 0, -1); err != nil {
-			return err
-		}
-		if err := setgroups(groups); err != nil {
-			return err
-		}
-		return unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
+		runtime.UnlockOSThread()
+	}()
+	if err := setgroups(nil); err != nil {
+		return err
 	}
-	err = setgroups(nil)
-	if err == nil {
-		err = setresgid(-1, id, -1)
+	if err := setresgid(-1, id, -1); err != nil {
+		return err
 	}
-	if err == nil {
-		err = setresuid(-1, id, -1)
+	if err := setresuid(-1, id, -1); err != nil {
+		return err
 	}
-	if err == nil {
-		err = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return err
 	}
-	if err == nil {
-		err = f()
+	return f()
+}
+
+// restoreRoot undoes asHostID's changes to the thread (uid first: it
+// brings back the capabilities the others need).
+func restoreRoot(groups []uint32, dumpable int) error {
+	if err := setresuid(-1, 0, -1); err != nil {
+		return err
 	}
-	if rerr := restore(); rerr != nil {
-		// The thread is in an unknown state: keep it locked so the runtime
-		// ends it with this goroutine... which is the caller's. Fail loudly.
-		panic(fmt.Sprintf("sandbox: restoring thread credentials: %v", rerr))
+	if err := setresgid(-1, 0, -1); err != nil {
+		return err
 	}
-	runtime.UnlockOSThread()
-	return err
+	if err := setgroups(groups); err != nil {
+		return err
+	}
+	return unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
 }
 
 func setresuid(r, e, s int) error {

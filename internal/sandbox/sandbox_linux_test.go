@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 )
 
 // The test binary is the sandbox init of the sandboxes it starts (runc's
@@ -297,5 +299,33 @@ func TestReapForwarding(t *testing.T) {
 				t.Fatalf("tty: SIGTERM not forwarded (exit %d)", code)
 			}
 		}
+	}
+}
+
+func TestAsHostIDRestoresTheThread(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	const id = rootModeBase + 4242
+	// Stay on one thread across the call (LockOSThread nests), so the
+	// checks after it look at the very thread asHostID changed.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var inside [2]int
+	err := asHostID(id, func() error {
+		inside[0], inside[1] = syscall.Geteuid(), syscall.Getegid()
+		return errors.New("f's error")
+	})
+	if err == nil || err.Error() != "f's error" {
+		t.Fatalf("asHostID returned %v, want f's error", err)
+	}
+	if inside != [2]int{id, id} {
+		t.Fatalf("inside f: euid/egid %v, want %d", inside, id)
+	}
+	if syscall.Geteuid() != 0 || syscall.Getegid() != 0 {
+		t.Fatalf("after asHostID: euid %d egid %d", syscall.Geteuid(), syscall.Getegid())
+	}
+	if d, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); d != 1 {
+		t.Fatalf("process left non-dumpable (%d)", d)
 	}
 }
