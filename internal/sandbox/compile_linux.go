@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/seccomp"
+)
+
+// initConfig compiles the Spec into what the init needs. As host root it
+// also prepares an idmapped, detached clone of every user mount (returned
+// as fds, to be sent along): the sandbox's uid maps to an unprivileged host
+// uid, and the idmapping makes files it writes land owned by the invoking
+// user (root) while root's files look like the sandbox's own.
+func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
+	s := &sb.spec
+	tmp := s.Limits.TmpSize
+	if tmp == 0 {
+		tmp = DefaultTmpSize
+	}
+	var system []string
+	for _, p := range systemBinds {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			system = append(system, p)
+		}
+	}
+	cfg := &initConfig{
+		Hostname:     "mcpbox",
+		TTY:          sb.ttyFD >= 0,
+		TmpSize:      tmp,
+		ExecWritable: s.ExecWritable || underAny(s.ExecAllow, "/tmp"),
+		Workload: workloadConfig{
+			Args:       s.Args,
+			Env:        s.environ(),
+			Dir:        s.workdir(),
+			Landlock:   s.landlockRules(system),
+			NoLandlock: hasLayer(sb.Degraded, LayerLandlock),
+		},
+	}
+	if !hasLayer(sb.Degraded, LayerSeccomp) {
+		prog, err := seccomp.Program(seccomp.Options{})
+		if err != nil {
+			return nil, nil, &StartError{Layer: LayerSeccomp, Code: exitSetup, Err: fmt.Errorf("assembling seccomp filter: %w", err)}
+		}
+		cfg.Workload.Seccomp = packFilter(prog)
+	}
+	var fds []int
+	var idmap *idmapUserns
+	defer func() { idmap.close() }()
+	for _, m := range s.allBinds() {
+		src, err := openNoSymlinks(m.Source)
+		if err != nil {
+			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf(
+				"mount source %s (must exist and contain no symlinks): %w", m.Source, err)}
+		}
+		b, err := vetSource(src, m, s)
+		if err == nil && sb.root {
+			err = sb.idmapSource(src, &b, &idmap, &fds)
+		}
+		unix.Close(src)
+		if err != nil {
+			return nil, fds, err
+		}
+		cfg.Binds = append(cfg.Binds, b)
+	}
+	return cfg, fds, nil
+}
+
+// vetSource describes the bind of the opened source src: the init binds
+// that very file (dev and inode) or nothing.
+func vetSource(src int, m Mount, s *Spec) (bindSpec, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return bindSpec{}, &StartError{Code: exitSetup, Err: fmt.Errorf("mount source %s: %w", m.Source, err)}
+	}
+	return bindSpec{
+		Source: m.Source, Target: m.Target, Writable: m.Writable,
+		Exec: m.Exec || underAny(s.ExecAllow, m.Target), File: st.Mode&unix.S_IFMT != unix.S_IFDIR,
+		Dev: st.Dev, Ino: st.Ino,
+	}, nil
+}
