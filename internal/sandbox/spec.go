@@ -44,7 +44,9 @@ func layerList() string {
 
 // Mount is one host directory or file bound into the sandbox.
 type Mount struct {
-	Source   string // absolute host path; symlinks already resolved by the caller
+	// Source is an absolute host path with symlinks already resolved by
+	// the caller: Start refuses a path that still contains one.
+	Source   string
 	Target   string // absolute path inside the sandbox
 	Writable bool
 	// Exec allows executing files from this mount. Read-only mounts are
@@ -100,8 +102,8 @@ type Spec struct {
 	AllowDegraded    []Layer
 	AllowAllDegraded bool
 
-	// ID names the sandbox (cgroup names, hostname). Empty means a fresh
-	// random "sbx_" id.
+	// ID names the sandbox (its cgroup), [a-z0-9_] only. Empty means a
+	// fresh random "sbx_" id.
 	ID string
 }
 
