@@ -113,6 +113,11 @@ func (e *env) exec(args []string) int {
 func (e *env) runSandbox(spec *sandbox.Spec) int {
 	ctx := context.Background()
 	stdio := sandbox.Stdio{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}
+	// Caught from before the start: a SIGTERM during setup is delivered
+	// to the workload once it runs, instead of killing mcpbox midway.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
 	sb, err := sandbox.Start(ctx, *spec, stdio)
 	if err != nil {
 		e.errorf("%v", err)
@@ -125,9 +130,6 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	for _, l := range sb.Degraded {
 		e.errorf("warning: running without isolation layer %s (--allow-degraded)", l)
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	go func() {
 		for s := range sigs {
 			_ = sb.Signal(s)
