@@ -94,6 +94,13 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 		}
 		releaseHostID(sb.hostUID)
 	})
+	if sb.ttyFD >= 0 {
+		// The sandbox's group takes the terminal before the workload runs,
+		// so that no keystroke in between goes to mcpbox instead (and a
+		// read from a background group would stop the workload).
+		_ = setForeground(sb.ttyFD, sb.cmd.Process.Pid)
+		undo = append(undo, func() { _ = setForeground(sb.ttyFD, unix.Getpgrp()) })
+	}
 	// From here on cancelling ctx kills the init, which also unblocks a
 	// setup stuck on, say, a hung mount source.
 	sb.stopCtx = context.AfterFunc(ctx, sb.kill)
@@ -120,11 +127,6 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	if err := readReport(ctl); err != nil {
 		return nil, err
-	}
-	if sb.ttyFD >= 0 {
-		// The workload runs: give it the terminal (reads from a background
-		// group would stop it).
-		_ = setForeground(sb.ttyFD, sb.cmd.Process.Pid)
 	}
 	sb.watch(ctx)
 	return sb, nil

@@ -48,7 +48,6 @@ func TestTerminal(t *testing.T) {
 		}
 	}
 	waitFor("ready")
-	time.Sleep(200 * time.Millisecond) // the sandbox takes the terminal after it starts
 	io.WriteString(stdin, "\x03")
 	waitFor("got-int")
 	io.WriteString(stdin, "hello\r")
