@@ -1,0 +1,62 @@
+// Package egress is the host-side egress proxy of mcpbox sandboxes. A
+// sandbox has an empty network namespace; its only way out is a unix socket
+// of its own on which a Proxy serves, so the proxy knows which sandbox and
+// policy is asking. (The sandbox side forwards 127.0.0.1:3128 inside the
+// sandbox to that socket; that is package sandbox's job.)
+//
+// # Protocols
+//
+// One connection carries one of: an HTTP CONNECT request (any TCP, usually
+// TLS); one absolute-form plain HTTP request (GET http://host/path), which
+// is forwarded in origin form without hop-by-hop headers and answered with
+// Connection: close; or a SOCKS5 CONNECT (no authentication; IPv4, IPv6 and
+// domain addresses), recognized by its first byte 0x05. Denials answer 403
+// (or SOCKS reply 0x02) with a short reason; malformed, oversized (request
+// head over 64 KiB) or slow (Limits.HeaderTimeout) requests get 400, 431 or
+// 408 and are closed.
+//
+// # Decisions
+//
+// A target is allowed when a Rule matches its host and port, or it is
+// exactly a Forward's To. Host names are resolved by the proxy through
+// Options.Resolver; every address is checked and the dial goes to a checked
+// address, never to the name again, so DNS rebinding between check and use
+// is impossible. One blocked address refuses the target. Blocked, unless a
+// rule names the address (a Rule whose Host is that IP, or whose CIDR
+// covers it, or a Forward): loopback, RFC 1918, CGNAT, link-local (with the
+// 169.254.169.254 metadata service), ULA, site-local, multicast,
+// unspecified, broadcast, 0.0.0.0/8, reserved, documentation and
+// benchmarking ranges, and the IPv6 forms that embed a blocked IPv4 address
+// (IPv4-mapped, NAT64, 6to4; all IPv4-compatible ::/96 and Teredo are
+// refused). Cloud metadata host names (metadata.google.internal, ...) are
+// refused unless a rule names them exactly.
+//
+// An IP-literal target is its IP. A host whose last label is numeric is an
+// IPv4 address in inet_aton syntax, as curl and browsers read it
+// (2130706433, 0177.0.0.1 and 0x7f.1 are all 127.0.0.1) and is judged as
+// that address; if it does not parse as one, it is refused, never resolved.
+// Rules and forwards must spell IPv4 addresses canonically.
+//
+// # Log
+//
+// Every connection yields one Event through Options.Log after it ended:
+// target, dialed IP, decision and rule or reason, bytes, duration. For
+// package registries (npm, PyPI, the Go module proxy, crates.io) the package
+// name and version are extracted from plain-HTTP request paths. Under
+// CONNECT the proxy sees only the host name the client asked for, not the
+// path, so downloads over TLS are logged by host alone.
+//
+// # Threat model
+//
+// The proxy stands between untrusted code in a sandbox and the host's
+// network. It enforces which hosts and ports are reachable and that no
+// allowed name leads to an internal address. It does not terminate TLS:
+// under CONNECT it sees the requested host and port and the byte counts,
+// never URLs, headers or bodies, and a TLS client may send a different SNI
+// or Host inside the tunnel to a server that hosts several names (domain
+// fronting), so allowing a shared front end (a CDN) allows what it fronts.
+// Allowed hosts can carry data out; the byte limits bound how much. The
+// sandbox has no resolver and no route, so DNS exfiltration is closed and
+// programs that ignore the proxy settings get connection refused; names are
+// resolved only here, by the host's resolver, for names a rule allows.
+package egress

@@ -1,0 +1,181 @@
+package egress
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// serveHTTP handles a CONNECT or absolute-form HTTP request.
+func (s *session) serveHTTP(cc net.Conn, br *bufio.Reader, hr *headerReader) {
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		code := http.StatusBadRequest
+		switch {
+		case hr.exceeded:
+			code = http.StatusRequestHeaderFieldsTooLarge
+		case isTimeout(err):
+			code = http.StatusRequestTimeout
+		}
+		reason := "malformed request"
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || hr.exceeded || isTimeout(err) {
+			reason = describeReadErr(err, hr)
+		}
+		s.deny(reason)
+		s.writeError(code, reason)
+		return
+	}
+	hr.lift()
+	if req.Method == http.MethodConnect {
+		s.ev.Kind = "connect"
+		s.serveConnect(cc, br, req)
+		return
+	}
+	s.servePlain(cc, req)
+}
+
+func (s *session) serveConnect(cc net.Conn, br *bufio.Reader, req *http.Request) {
+	host, port, err := splitHostPort(req.Host, 0)
+	if err != nil {
+		s.ev.Host = req.Host
+		s.deny("CONNECT target: " + err.Error())
+		s.writeError(http.StatusBadRequest, s.ev.Reason)
+		return
+	}
+	up, deny, err := s.dial(host, port)
+	switch {
+	case deny != "":
+		s.writeError(http.StatusForbidden, deny)
+		return
+	case err != nil:
+		s.ev.Reason = err.Error()
+		s.writeError(http.StatusBadGateway, err.Error())
+		return
+	}
+	if _, err := io.WriteString(cc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		s.ev.Reason = "writing CONNECT reply: " + err.Error()
+		return
+	}
+	buffered, _ := br.Peek(br.Buffered())
+	s.headerUntil = time.Time{}
+	s.relay(cc, up, buffered)
+}
+
+// hopHeaders are connection-specific (RFC 9110 7.6.1) and not forwarded.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// servePlain forwards one absolute-form request in origin form and its
+// response, then closes (Connection: close both ways).
+func (s *session) servePlain(cc net.Conn, req *http.Request) {
+	s.ev.Host = req.URL.Host
+	if !req.URL.IsAbs() || req.URL.Host == "" {
+		s.deny("not a proxy request: want an absolute http:// URL or CONNECT")
+		s.writeError(http.StatusBadRequest, s.ev.Reason)
+		return
+	}
+	if req.URL.Scheme != "http" {
+		s.deny("scheme " + req.URL.Scheme + " unsupported: use CONNECT for https")
+		s.writeError(http.StatusBadRequest, s.ev.Reason)
+		return
+	}
+	host, port, err := splitHostPort(req.URL.Host, 80)
+	if err != nil {
+		s.deny("request URL: " + err.Error())
+		s.writeError(http.StatusBadRequest, s.ev.Reason)
+		return
+	}
+	up, deny, err := s.dial(host, port)
+	switch {
+	case deny != "":
+		s.writeError(http.StatusForbidden, deny)
+		return
+	case err != nil:
+		s.ev.Reason = err.Error()
+		s.writeError(http.StatusBadGateway, err.Error())
+		return
+	}
+	s.ev.Package, s.ev.Version = packageOf(s.ev.Host, req.URL.Path)
+	s.headerUntil = time.Time{}
+	if err := s.roundTrip(cc, &sessConn{Conn: up, s: s, upstream: true}, req); err != nil {
+		s.noteEnd(err)
+		if s.ev.Reason == "" {
+			s.ev.Reason = err.Error()
+		}
+	}
+}
+
+func (s *session) roundTrip(cc, uc net.Conn, req *http.Request) error {
+	removeHopHeaders(req.Header)
+	req.Host = req.URL.Host // the Host header must name the target dialed
+	req.RequestURI = ""
+	req.Close = true
+	if err := req.Write(uc); err != nil {
+		s.writeError(http.StatusBadGateway, "sending request upstream failed")
+		return fmt.Errorf("forwarding request: %w", err)
+	}
+	ubr := bufio.NewReader(uc)
+	for {
+		resp, err := http.ReadResponse(ubr, req)
+		if err != nil {
+			s.writeError(http.StatusBadGateway, "reading upstream response failed")
+			return fmt.Errorf("reading response: %w", err)
+		}
+		interim := resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
+		removeHopHeaders(resp.Header)
+		resp.Close = !interim
+		err = resp.Write(cc)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("writing response: %w", err)
+		}
+		if !interim {
+			return nil
+		}
+	}
+}
+
+// splitHostPort splits an authority; defPort (if non-zero) applies
+// when it has no port.
+func splitHostPort(hostport string, defPort int) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if defPort == 0 || !strings.Contains(err.Error(), "missing port") {
+			return "", 0, fmt.Errorf("invalid host:port %q", hostport)
+		}
+		return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), defPort, nil
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("invalid port in %q", hostport)
+	}
+	return host, port, nil
+}
+
+// writeError answers an HTTP client with a short text reason and closes.
+func (s *session) writeError(code int, reason string) {
+	body := "mcpbox egress: " + reason + "\n"
+	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), len(body), body)
+	s.client.SetWriteDeadline(time.Now().Add(s.p.limits.HeaderTimeout))
+	io.WriteString(s.client, msg)
+}

@@ -1,0 +1,290 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestMaxConns(t *testing.T) {
+	checkNoLeak(t)
+	port := startEcho(t, "127.0.0.1:0")
+	ev := newEvents()
+	p, sock := startProxy(t, Options{
+		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Limits: Limits{MaxConns: 2},
+		Log:    ev.log,
+	})
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	for range 2 {
+		c, code, _ := connect(t, sock, target)
+		if code != http.StatusOK {
+			t.Fatalf("CONNECT = %d", code)
+		}
+		echoOnce(t, c, "hold")
+	}
+	c := dialUnix(t, sock)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", target)
+	if b, err := io.ReadAll(c); len(b) != 0 || err != nil && !isEOFOrReset(err) {
+		t.Errorf("third connection got %q, %v; want closed", b, err)
+	}
+	if e := ev.next(t); !strings.Contains(e.Reason, "connection limit") {
+		t.Errorf("event = %+v, want connection limit", e)
+	}
+	if n := p.ActiveConns(); n != 2 {
+		t.Errorf("ActiveConns = %d, want 2", n)
+	}
+}
+
+func TestByteLimits(t *testing.T) {
+	checkNoLeak(t)
+	port := startEcho(t, "127.0.0.1:0")
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	tests := []struct {
+		name   string
+		limits Limits
+		conns  int
+		limit  int64 // bytes up+down that may pass over all conns
+	}{
+		{name: "per connection", limits: Limits{MaxBytesPerConn: 100 << 10}, conns: 2, limit: 2 * 100 << 10},
+		{name: "total", limits: Limits{MaxBytesTotal: 150 << 10}, conns: 2, limit: 150 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := newEvents()
+			_, sock := startProxy(t, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}, Limits: tt.limits, Log: ev.log})
+			var sum int64
+			for range tt.conns {
+				c, code, _ := connect(t, sock, target)
+				if code != http.StatusOK {
+					t.Fatalf("CONNECT = %d", code)
+				}
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() { // the writer may block once the proxy stops reading
+					defer wg.Done()
+					chunk := make([]byte, 4096)
+					for i := 0; i < 256; i++ {
+						if _, err := c.Write(chunk); err != nil {
+							return
+						}
+					}
+				}()
+				n, err := io.Copy(io.Discard, c)
+				c.Close()
+				wg.Wait()
+				if err != nil && !isEOFOrReset(err) {
+					t.Fatalf("reading: %v", err)
+				}
+				e := ev.next(t)
+				if e.Reason != ErrByteLimit.Error() {
+					t.Errorf("event = %+v, want byte limit", e)
+				}
+				// BytesDown counts bytes read from the target; the limit may
+				// cut the connection before the last of them reach the client.
+				if e.BytesDown < n || e.BytesDown > n+32<<10 {
+					t.Errorf("BytesDown = %d, client read %d", e.BytesDown, n)
+				}
+				sum += e.BytesUp + e.BytesDown
+			}
+			// Both directions of a connection may each overshoot by one buffer.
+			if sum > tt.limit+64<<10 || sum < tt.limit-64<<10 {
+				t.Errorf("bytes moved = %d, want about %d", sum, tt.limit)
+			}
+		})
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	checkNoLeak(t)
+	port := startEcho(t, "127.0.0.1:0")
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	tests := []struct {
+		name    string
+		limits  Limits
+		trickle bool // keep bytes flowing
+		want    error
+	}{
+		{name: "idle", limits: Limits{IdleTimeout: 200 * time.Millisecond}, want: ErrIdle},
+		{name: "max duration", limits: Limits{IdleTimeout: 200 * time.Millisecond, MaxDuration: 600 * time.Millisecond}, trickle: true, want: ErrMaxDuration},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := newEvents()
+			_, sock := startProxy(t, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}, Limits: tt.limits, Log: ev.log})
+			c, code, _ := connect(t, sock, target)
+			if code != http.StatusOK {
+				t.Fatalf("CONNECT = %d", code)
+			}
+			start := time.Now()
+			var err error
+			for err == nil {
+				if tt.trickle {
+					_, err = io.WriteString(c, "x")
+					time.Sleep(50 * time.Millisecond)
+				}
+				if err == nil {
+					_, err = c.Read(make([]byte, 1))
+				}
+			}
+			if !isEOFOrReset(err) {
+				t.Fatalf("connection ended with %v, want EOF", err)
+			}
+			if e := ev.next(t); e.Reason != tt.want.Error() {
+				t.Errorf("event reason = %q, want %q", e.Reason, tt.want)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("ended after %v", d)
+			}
+			if tt.trickle && time.Since(start) < 500*time.Millisecond {
+				t.Errorf("trickling connection ended after %v, before its max duration", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestOneDirectionActiveIsNotIdle: a slow download with a silent upload
+// direction must not hit the idle timeout, though the proxy's read from
+// the client times out again and again.
+func TestOneDirectionActiveIsNotIdle(t *testing.T) {
+	checkNoLeak(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for range 8 {
+			time.Sleep(60 * time.Millisecond)
+			if _, err := c.Write([]byte("t")); err != nil {
+				return
+			}
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	ev := newEvents()
+	_, sock := startProxy(t, Options{
+		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Limits: Limits{IdleTimeout: 150 * time.Millisecond},
+		Log:    ev.log,
+	})
+	c, _, _ := connect(t, sock, fmt.Sprintf("127.0.0.1:%d", port))
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "tttttttt" {
+		t.Errorf("download = %q, %v; want 8 ticks", got, err)
+	}
+	c.Close()
+	<-served
+	if e := ev.next(t); e.Reason != "" || e.BytesDown != 8 {
+		t.Errorf("event = %+v, want a clean end with 8 bytes down", e)
+	}
+}
+
+func TestThousandConcurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	checkNoLeak(t)
+	port := startEcho(t, "127.0.0.1:0")
+	ev := &countingLog{}
+	p, sock := startProxy(t, Options{
+		Rules:    []Rule{{Host: "echo.test", Ports: []int{port}, CIDR: netip127}},
+		Resolver: newResolver(map[string][]string{"echo.test": {"127.0.0.1"}}),
+		Log:      ev.log,
+	})
+	const n = 1000
+	target := fmt.Sprintf("echo.test:%d", port)
+	errs := make(chan error, n)
+	ready := make(chan struct{}, n)
+	release := make(chan struct{})
+	for i := range n {
+		go func() {
+			errs <- func() error {
+				c, code, body, err := connectErr(sock, target)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				if code != http.StatusOK {
+					return fmt.Errorf("CONNECT %d: %d %s", i, code, body)
+				}
+				msg := fmt.Sprintf("message %d", i)
+				if _, err := io.WriteString(c, msg); err != nil {
+					return err
+				}
+				got := make([]byte, len(msg))
+				if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+					return fmt.Errorf("echo %d = %q, %v", i, got, err)
+				}
+				ready <- struct{}{}
+				<-release // hold all connections open at once
+				return nil
+			}()
+		}()
+	}
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case <-ready:
+		case err := <-errs:
+			close(release)
+			t.Fatal(err)
+		case <-timeout:
+			close(release)
+			t.Fatal("connections not established in time")
+		}
+	}
+	if a := p.ActiveConns(); a != n {
+		t.Errorf("ActiveConns = %d, want %d", a, n)
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	deadline := time.Now().Add(waitFor)
+	for p.ActiveConns() != 0 || ev.count() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("after close: ActiveConns = %d, events = %d", p.ActiveConns(), ev.count())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ev.e != nil {
+		t.Errorf("a connection was not allowed: %v", ev.e)
+	}
+}
+
+type countingLog struct {
+	mu sync.Mutex
+	n  int // guarded by mu
+	e  error
+}
+
+func (c *countingLog) log(e Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if e.Decision != "allow" && c.e == nil {
+		c.e = errors.New(e.Reason)
+	}
+}
+
+func (c *countingLog) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}

@@ -1,0 +1,188 @@
+package egress
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+)
+
+// metadataNames are cloud instance-metadata host names. They are refused
+// unless a rule or forward names them exactly (a wildcard is not enough),
+// whatever they resolve to; 169.254.169.254 itself is link-local.
+var metadataNames = map[string]bool{
+	"metadata":                     true,
+	"metadata.google.internal":     true,
+	"metadata.goog":                true,
+	"metadata.azure.internal":      true,
+	"instance-data":                true,
+	"instance-data.ec2.internal":   true,
+	"metadata.platformequinix.com": true,
+}
+
+// policy holds the compiled rules and forwards of one proxy.
+type policy struct {
+	rules    []rule
+	forwards []forwardTarget
+}
+
+type forwardTarget struct {
+	name string     // normalized host name, or ""
+	ip   netip.Addr // IP host
+	port int
+	to   string // as configured, for events
+}
+
+func compilePolicy(rules []Rule, forwards []Forward) (*policy, error) {
+	p := &policy{}
+	for i, r := range rules {
+		c, err := compileRule(r)
+		if err != nil {
+			return nil, fmt.Errorf("checking rule %d: %w", i, err)
+		}
+		p.rules = append(p.rules, c)
+	}
+	for i, f := range forwards {
+		t, err := compileForward(f)
+		if err != nil {
+			return nil, fmt.Errorf("checking forward %d: %w", i, err)
+		}
+		p.forwards = append(p.forwards, t)
+	}
+	return p, nil
+}
+
+func compileForward(f Forward) (forwardTarget, error) {
+	host, portStr, err := net.SplitHostPort(f.To)
+	if err != nil {
+		return forwardTarget{}, fmt.Errorf("parsing forward target %q: %w", f.To, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return forwardTarget{}, fmt.Errorf("parsing forward target %q: invalid port", f.To)
+	}
+	name, ip, err := parseHostStrict(host)
+	if err != nil {
+		return forwardTarget{}, fmt.Errorf("parsing forward target %q: %w", f.To, err)
+	}
+	if f.Listen != "" {
+		if _, _, err := net.SplitHostPort(f.Listen); err != nil {
+			return forwardTarget{}, fmt.Errorf("parsing forward listen address %q: %w", f.Listen, err)
+		}
+	}
+	return forwardTarget{name: name, ip: ip.Unmap(), port: port, to: f.To}, nil
+}
+
+// plan is the verdict on a target before its name is resolved.
+type plan struct {
+	name    string     // normalized host name; "" for IP targets
+	ip      netip.Addr // IP target
+	port    int
+	forward bool   // the target is a Forward's To
+	rule    string // allowing rule (IP targets and forwards)
+	deny    string // non-empty: refused for this reason
+	cands   []*rule
+}
+
+// decide checks the target host:port a client asked for. IP targets are
+// decided completely; for names, cands are the rules whose host and port
+// match, and checkAddrs decides on the resolved addresses.
+func (p *policy) decide(host string, port int) plan {
+	name, ip, err := parseHost(host)
+	pl := plan{name: name, ip: ip, port: port}
+	if err != nil {
+		pl.deny = err.Error()
+		return pl
+	}
+	if port < 1 || port > 65535 {
+		pl.deny = "invalid port " + strconv.Itoa(port)
+		return pl
+	}
+	for _, f := range p.forwards {
+		if f.port == port && (ip.IsValid() && f.ip == ip.Unmap() || name != "" && f.name == name) {
+			pl.forward, pl.rule = true, "forward "+f.to
+			return pl
+		}
+	}
+	if ip.IsValid() {
+		return p.decideIP(pl)
+	}
+	explicit := false
+	for i := range p.rules {
+		r := &p.rules[i]
+		if r.allowsPort(port) && r.matchesName(name) {
+			pl.cands = append(pl.cands, r)
+			explicit = explicit || r.name == name
+		}
+	}
+	switch {
+	case len(pl.cands) == 0:
+		pl.deny = "no rule allows " + net.JoinHostPort(name, strconv.Itoa(port))
+	case metadataNames[name] && !explicit:
+		pl.deny = "cloud metadata host name"
+	}
+	return pl
+}
+
+func (p *policy) decideIP(pl plan) plan {
+	reason := blockedReason(pl.ip)
+	u := pl.ip.Unmap() // a rule for 10.0.0.5 also names [::ffff:10.0.0.5]
+	matched := false
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !r.allowsPort(pl.port) {
+			continue
+		}
+		if r.namesIP(pl.ip) || r.namesIP(u) {
+			pl.rule = r.String()
+			return pl
+		}
+		if r.any || r.ip == u {
+			matched = true
+			if reason == "" && pl.rule == "" {
+				pl.rule = r.String()
+			}
+		}
+	}
+	switch {
+	case !matched:
+		pl.deny = "no rule allows " + netip.AddrPortFrom(pl.ip, uint16(pl.port)).String()
+	case reason != "":
+		pl.rule, pl.deny = "", "blocked "+reason+" "+pl.ip.String()
+	}
+	return pl
+}
+
+// checkAddrs decides on the addresses a name target resolved to. Every
+// address must pass: one blocked address refuses the whole target, so a
+// name that mixes public and private answers cannot be steered to the
+// private one. It returns the rule allowing each address.
+func (p *policy) checkAddrs(pl plan, addrs []netip.Addr) (rules []string, deny string) {
+	if len(addrs) == 0 {
+		return nil, "host " + pl.name + " has no addresses"
+	}
+	rules = make([]string, len(addrs))
+	for i, a := range addrs {
+		if pl.forward {
+			rules[i] = pl.rule
+			continue
+		}
+		rules[i] = p.ruleForAddr(pl.cands, a)
+		if rules[i] == "" {
+			return nil, fmt.Sprintf("%s resolves to blocked %s %s", pl.name, blockedReason(a), a)
+		}
+	}
+	return rules, ""
+}
+
+func (p *policy) ruleForAddr(cands []*rule, a netip.Addr) string {
+	for _, r := range cands {
+		if r.CIDR.IsValid() && r.CIDR.Contains(a) {
+			return r.String()
+		}
+	}
+	if blockedReason(a) != "" || len(cands) == 0 {
+		return ""
+	}
+	return cands[0].String()
+}

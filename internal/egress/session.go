@@ -1,0 +1,249 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// session is one client connection and, once dialed, its upstream.
+type session struct {
+	p      *Proxy
+	client net.Conn
+	start  time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+	ev     Event
+
+	// headerUntil, while non-zero, is the fixed read deadline of the
+	// request head; set and cleared before any relay goroutine starts.
+	headerUntil time.Time
+
+	last atomic.Int64 // UnixNano of the last byte moved either way
+	up   atomic.Int64
+	down atomic.Int64
+
+	mu       sync.Mutex
+	closed   bool     // guarded by mu
+	upstream net.Conn // guarded by mu
+}
+
+func newSession(p *Proxy, c net.Conn, start time.Time) *session {
+	s := &session{p: p, client: c, start: start}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.last.Store(start.UnixNano())
+	s.ev = Event{Time: start, SandboxID: p.opts.SandboxID, Kind: "http"}
+	return s
+}
+
+// serve handles the connection and returns its event.
+func (s *session) serve() Event {
+	s.headerUntil = s.start.Add(s.p.limits.HeaderTimeout)
+	cc := &sessConn{Conn: s.client, s: s}
+	hr := &headerReader{r: cc, n: MaxHeaderBytes}
+	br := bufio.NewReaderSize(hr, 4096)
+	first, err := br.Peek(1)
+	switch {
+	case err != nil:
+		s.deny("reading request: " + describeReadErr(err, hr))
+	case first[0] == socksVersion:
+		s.ev.Kind = "socks"
+		s.serveSOCKS(cc, br, hr)
+	default:
+		s.serveHTTP(cc, br, hr)
+	}
+	s.ev.BytesUp, s.ev.BytesDown = s.up.Load(), s.down.Load()
+	s.ev.Duration = time.Since(s.start)
+	return s.ev
+}
+
+func (s *session) deny(reason string) {
+	s.ev.Decision, s.ev.Reason, s.ev.Rule = "deny", reason, ""
+}
+
+// dial checks host:port against the policy, resolves names, checks every
+// address and dials a checked address (never the name again). It returns
+// a deny reason, or a dial error for an allowed target, or the upstream.
+func (s *session) dial(host string, port int) (up net.Conn, deny string, err error) {
+	pl := s.p.pol.decide(host, port)
+	s.ev.Host, s.ev.Port = pl.name, port
+	if pl.ip.IsValid() {
+		s.ev.Host = pl.ip.String()
+	} else if pl.name == "" {
+		s.ev.Host = host
+	}
+	if pl.forward {
+		s.ev.Kind = "forward"
+	}
+	if pl.deny != "" {
+		s.deny(pl.deny)
+		return nil, pl.deny, nil
+	}
+	s.ev.Decision = "allow"
+	ctx, cancel := context.WithTimeout(s.ctx, s.p.opts.DialTimeout)
+	defer cancel()
+	addrs, rules := []netip.Addr{pl.ip}, []string{pl.rule}
+	if !pl.ip.IsValid() {
+		addrs, err = s.p.opts.Resolver.LookupNetIP(ctx, "ip", pl.name)
+		if err != nil {
+			return nil, "", fmt.Errorf("resolving %s: %w", pl.name, err)
+		}
+		addrs = unmapAll(addrs)
+		if rules, deny = s.p.pol.checkAddrs(pl, addrs); deny != "" {
+			s.deny(deny)
+			return nil, deny, nil
+		}
+	}
+	for i, a := range addrs {
+		c, derr := s.p.dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if derr != nil {
+			err = derr
+			continue
+		}
+		s.ev.IP, s.ev.Rule = a, rules[i]
+		if !s.setUpstream(c) {
+			return nil, "", net.ErrClosed
+		}
+		return c, "", nil
+	}
+	s.ev.Rule = rules[0]
+	return nil, "", fmt.Errorf("dialing %s: %w", net.JoinHostPort(s.ev.Host, fmt.Sprint(port)), err)
+}
+
+// unmapAll turns IPv4-mapped answers into IPv4, so CIDRs and the dial see
+// the address the kernel would use, and drops duplicates.
+func unmapAll(addrs []netip.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(addrs))
+	seen := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s *session) setUpstream(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.upstream = c
+	return true
+}
+
+// closeAll ends the session from any goroutine.
+func (s *session) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.cancel()
+	s.client.Close()
+	if s.upstream != nil {
+		s.upstream.Close()
+	}
+}
+
+// relay copies both ways until both directions end, half-closing on EOF.
+// buffered are bytes the client sent after its request head.
+func (s *session) relay(client net.Conn, up net.Conn, buffered []byte) {
+	uc := &sessConn{Conn: up, s: s, upstream: true}
+	errc := make(chan error, 1)
+	go func() {
+		err := writeAll(uc, buffered)
+		if err == nil {
+			err = copyBuf(uc, client)
+		}
+		s.endDirection(up, err)
+		errc <- err
+	}()
+	err := copyBuf(client, uc)
+	s.endDirection(s.client, err)
+	s.noteEnd(err, <-errc)
+}
+
+// endDirection half-closes dst after a clean EOF; after an error it closes
+// everything, which also unblocks the other direction.
+func (s *session) endDirection(dst net.Conn, err error) {
+	if err != nil {
+		s.closeAll()
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+func writeAll(w io.Writer, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// noteEnd records why a relay ended early; resets by either peer are a
+// normal end and leave no reason.
+func (s *session) noteEnd(errs ...error) {
+	for _, err := range errs {
+		if errors.Is(err, ErrByteLimit) || errors.Is(err, ErrIdle) || errors.Is(err, ErrMaxDuration) {
+			s.ev.Reason = err.Error()
+			return
+		}
+	}
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	if s.p.closed {
+		s.ev.Reason = "proxy closed"
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyBuf copies src to dst until EOF. An idle connection blocks in Read,
+// so it reads into a small buffer of its own and borrows a pooled 32 KiB
+// one only while reads keep filling the small one (a bulk transfer), which
+// keeps idle connections cheap.
+func copyBuf(dst io.Writer, src io.Reader) error {
+	small := make([]byte, 2<<10)
+	buf := small
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			bufPool.Put(big)
+		}
+	}()
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case big == nil && n == len(small):
+			big = bufPool.Get().(*[]byte)
+			buf = *big
+		case big != nil && n < len(small):
+			bufPool.Put(big)
+			big, buf = nil, small
+		}
+	}
+}
