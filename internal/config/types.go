@@ -243,7 +243,7 @@ type Egress struct {
 	// (any host), or an IPv4/IPv6 literal. The proxy still refuses private,
 	// loopback and link-local addresses unless CIDR covers them.
 	Host string
-	// Ports are allowed destination ports; empty: 443 only.
+	// Ports are allowed destination ports; empty: 443 and 80 (DefaultEgressPorts).
 	Ports []int
 	// CIDR, with Host: the addresses Host may resolve to, which may then be
 	// private. Without Host: connections to IP addresses in CIDR.
@@ -251,8 +251,8 @@ type Egress struct {
 	Meta Meta
 }
 
-// DefaultEgressPort is the only port of an Egress rule that lists none.
-const DefaultEgressPort = 443
+// DefaultEgressPorts are the ports of an Egress rule that lists none.
+var DefaultEgressPorts = []int{443, 80}
 
 // Forward makes a TCP port inside the sandbox reach a fixed destination.
 type Forward struct {
