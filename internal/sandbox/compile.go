@@ -56,6 +56,9 @@ func (s *Spec) environ() []string {
 	if t := os.Getenv("TERM"); t != "" {
 		env = append(env, "TERM="+t)
 	}
+	if s.Network.Enabled() {
+		env = append(env, proxyEnv()...)
+	}
 	return mergeEnv(env, s.Env)
 }
 
@@ -122,4 +125,29 @@ type pathRule struct {
 	// (an exec.allow path for a tool the workload has not installed yet
 	// grants nothing to take away).
 	Optional bool `json:"optional,omitempty"`
+}
+
+// Inside the sandbox the only way out is the host's egress proxy, a unix
+// socket bind-mounted at proxySocket, which the init serves on proxyAddr.
+const (
+	proxySocket = "/run/mcpbox/egress.sock"
+	proxyAddr   = "127.0.0.1:3128"
+)
+
+// proxyEnv points the common runtimes at the in-sandbox proxy, in both
+// cases: curl reads only the lower-case http_proxy, others only upper case.
+// all_proxy is SOCKS5 with names resolved by the proxy (the sandbox has no
+// DNS).
+func proxyEnv() []string {
+	url := "http://" + proxyAddr
+	var env []string
+	for _, k := range []string{"http_proxy", "https_proxy"} {
+		env = append(env, k+"="+url, strings.ToUpper(k)+"="+url)
+	}
+	return append(env,
+		"all_proxy=socks5h://"+proxyAddr, "ALL_PROXY=socks5h://"+proxyAddr,
+		"no_proxy=localhost,127.0.0.1,::1", "NO_PROXY=localhost,127.0.0.1,::1",
+		"NODE_USE_ENV_PROXY=1",
+		"npm_config_proxy="+url, "npm_config_https_proxy="+url,
+	)
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"mcpbox/internal/egress"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +32,8 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		TTY:          sb.ttyFD >= 0,
 		TmpSize:      tmp,
 		ExecWritable: s.ExecWritable || underAny(s.ExecAllow, "/tmp"),
+		Egress:       s.Network.Enabled(),
+		Forwards:     forwardSpecs(s.Network.Forwards),
 		Workload: workloadConfig{
 			Args:       s.Args,
 			Env:        s.environ(),
@@ -49,7 +52,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 	var fds []int
 	var idmap *idmapUserns
 	defer func() { idmap.close() }()
-	for _, m := range s.allBinds() {
+	for _, m := range append(s.allBinds(), sb.extraBinds...) {
 		src, err := openNoSymlinks(m.Source)
 		if err != nil {
 			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf(
@@ -80,4 +83,12 @@ func vetSource(src int, m Mount, s *Spec) (bindSpec, error) {
 		Exec: m.Exec || underAny(s.ExecAllow, m.Target), File: st.Mode&unix.S_IFMT != unix.S_IFDIR,
 		Dev: st.Dev, Ino: st.Ino,
 	}, nil
+}
+
+func forwardSpecs(fs []egress.Forward) []forwardSpec {
+	var out []forwardSpec
+	for _, f := range fs {
+		out = append(out, forwardSpec{Listen: f.Listen, To: f.To})
+	}
+	return out
 }

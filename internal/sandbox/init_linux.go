@@ -38,6 +38,9 @@ const (
 // initConfig is what the host sends the init over the control socket.
 type initConfig struct {
 	Hostname string `json:"hostname"`
+	// Egress: serve the proxy socket on 127.0.0.1:3128, and Forwards.
+	Egress   bool          `json:"egress,omitempty"`
+	Forwards []forwardSpec `json:"forwards,omitempty"`
 	// TTY: the sandbox is the terminal's foreground group, and the kernel
 	// delivers terminal signals to the workload itself.
 	TTY          bool           `json:"tty,omitempty"`
@@ -108,6 +111,11 @@ func runInit() int {
 	}
 	if err := loopbackUp(); err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("bringing up loopback: %w", err))
+	}
+	if cfg.Egress {
+		if err := serveEgress(cfg.Forwards); err != nil {
+			return reportSetup(ctl, "", err)
+		}
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwardedSignals...)

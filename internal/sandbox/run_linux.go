@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mcpbox/internal/egress"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path"
@@ -39,6 +41,10 @@ type Sandbox struct {
 	stopCtx func() bool   // detaches the context's kill once Wait returns
 	ttyFD   int           // the terminal handed to the sandbox's group, or -1
 	stdinW  *os.File      // the pipe pumpStdin feeds, if any
+
+	proxy      *egress.Proxy // the egress proxy, if the Spec has a network
+	egressDir  string        // holds the proxy's socket
+	extraBinds []Mount       // mounts the sandbox adds itself (the proxy socket)
 
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
@@ -114,6 +120,14 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	if cg := sb.cgroup(); cg != nil {
 		undo = append(undo, func() { _ = cg.Destroy() })
+	}
+	if spec.Network.Enabled() {
+		undo = append(undo, sb.stopEgress)
+		m, err := sb.startEgress()
+		if err != nil {
+			return nil, &StartError{Code: exitSetup, Err: err}
+		}
+		sb.extraBinds = append(sb.extraBinds, m)
 	}
 	cfg, idmapFDs, err := sb.initConfig()
 	for _, fd := range idmapFDs {
@@ -239,6 +253,7 @@ func (sb *Sandbox) watch(ctx context.Context) {
 	go func() {
 		defer close(sb.cleaned)
 		_, _ = cgroup.CleanupStale()
+		cleanupStaleEgress()
 	}()
 }
 
@@ -414,6 +429,7 @@ func (sb *Sandbox) expire() {
 // Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
+	sb.stopEgress()
 	if sb.ttyFD >= 0 {
 		_ = setForeground(sb.ttyFD, unix.Getpgrp())
 	}
@@ -469,8 +485,10 @@ func (s *Spec) check() error {
 	if len(s.Args) == 0 || s.Args[0] == "" {
 		return errors.New("no command given")
 	}
-	if len(s.Egress) > 0 {
-		return errors.New("network egress rules need the egress proxy, which this build does not have yet; refusing to start with a network the policy did not describe")
+	for _, f := range s.Network.Forwards {
+		if ap, err := netip.ParseAddrPort(f.Listen); err != nil || !ap.Addr().IsLoopback() || f.Listen == proxyAddr {
+			return fmt.Errorf("forward %s -> %s: listen must be a loopback IP:PORT other than %s", f.Listen, f.To, proxyAddr)
+		}
 	}
 	binds := s.allBinds()
 	for _, m := range binds {

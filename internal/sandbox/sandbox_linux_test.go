@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/egress"
 )
 
 // The test binary is the sandbox init of the sandboxes it starts (runc's
@@ -59,7 +61,7 @@ func TestStartErrors(t *testing.T) {
 		msg  string
 	}{
 		{"no command", Spec{}, exitSetup, "no command"},
-		{"egress refused", Spec{Args: []string{"true"}, Egress: []string{"example.com:443"}}, exitSetup, "egress"},
+		{"forward off loopback", Spec{Args: []string{"true"}, Network: Network{Forwards: []egress.Forward{{Listen: "0.0.0.0:80", To: "db:5432"}}}}, exitSetup, "loopback"},
 		{"not found", quick("no-such-program-anywhere"), exitNotFound, "not found"},
 		{"not executable", quick("/etc/passwd"), exitNoExec, "permission denied"},
 		{"relative mount", Spec{Args: []string{"true"}, Mounts: []Mount{{Source: "rel", Target: "/data"}}}, exitSetup, "absolute"},

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"io"
+	"mcpbox/internal/egress"
 	"strings"
 	"time"
 )
@@ -66,6 +67,22 @@ type Limits struct {
 // DefaultTmpSize is the size of /tmp when Limits.TmpSize is zero.
 const DefaultTmpSize = 256 << 20
 
+// Network describes egress. Without rules and forwards the sandbox has
+// loopback only; with them, its only way out is mcpbox's egress proxy
+// (package egress), reached through 127.0.0.1:3128 inside the sandbox.
+type Network struct {
+	Rules    []egress.Rule
+	Forwards []egress.Forward
+	Limits   egress.Limits   // zero fields: egress's defaults
+	Resolver egress.Resolver // nil: the host's resolver
+	// Log receives one event per connection the proxy handled; nil drops
+	// them.
+	Log func(egress.Event)
+}
+
+// Enabled reports whether the sandbox gets the egress proxy.
+func (n Network) Enabled() bool { return len(n.Rules) > 0 || len(n.Forwards) > 0 }
+
 // Spec describes one sandbox. It is plain data: the CLI and the gateway
 // build it from flags and config; Run enforces it.
 type Spec struct {
@@ -92,10 +109,8 @@ type Spec struct {
 
 	Limits Limits
 
-	// Egress, when non-empty, is the egress allowlist. The proxy that
-	// enforces it is not part of this package yet, so Run refuses a Spec
-	// with rules: an empty network namespace is the only mode today.
-	Egress []string
+	// Network is the sandbox's way out; the zero value is none at all.
+	Network Network
 
 	// AllowDegraded names layers the caller accepts to lose when the host
 	// cannot provide them. AllowAllDegraded accepts any.
