@@ -160,7 +160,6 @@ func TestSpecFromPolicyRefusesWhatItCannotEnforce(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
 		"secrets": "    secrets: {T: {from: env:X}}\n",
-		"forward": "    network: {forward: [{listen: '127.0.0.1:5432', to: 'db:5432'}]}\n",
 	}
 	write(t, filepath.Join(dir, "remote.yaml"), "version: 1\nservers:\n  r:\n    url: https://mcp.example.com/mcp\n")
 	var remote sandbox.Spec
@@ -197,8 +196,8 @@ func TestSpecFromPolicyDefaults(t *testing.T) {
 	if spec.Limits.Memory != mem || spec.Limits.Pids != pids || mem == 0 || pids == 0 {
 		t.Fatalf("limits %+v, want the exec defaults %d/%d", spec.Limits, mem, pids)
 	}
-	if diff := cmp.Diff([]string{"api.example.com:443"}, spec.Egress); diff != "" {
-		t.Fatalf("egress (-want +got):\n%s", diff)
+	if len(spec.Network.Rules) != 1 || spec.Network.Rules[0].Host != "api.example.com" || len(spec.Network.Rules[0].Ports) != 0 {
+		t.Fatalf("egress rules %+v, want api.example.com with the default ports", spec.Network.Rules)
 	}
 	if len(spec.AllowDegraded) != 0 || spec.AllowAllDegraded {
 		t.Fatalf("a config without sandbox.require accepts degradation: %+v", spec.AllowDegraded)

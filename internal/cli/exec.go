@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
 )
 
@@ -72,7 +73,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.output, "output", "", "bind `DIR` read-write at /workspace/output (created if missing)")
 	fs.Var(&f.mounts, "mount", "bind `SRC:DST[:ro|rw]` (default ro; repeatable)")
 	fs.StringVar(&f.tmpSize, "tmp-size", "", "size of /tmp, e.g. `256Mi` (default 256Mi)")
-	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` (repeatable; default: no network)\n(needs the egress proxy: refused by this build)")
+	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` through the egress proxy (repeatable;\nno port: 443 and 80; default: no network at all)")
 	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
 	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND)\n(not available in this build yet)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+defaultMemory+"; 0 = none)")
@@ -113,6 +114,13 @@ func (e *env) exec(args []string) int {
 func (e *env) runSandbox(spec *sandbox.Spec) int {
 	ctx := context.Background()
 	stdio := sandbox.Stdio{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}
+	if spec.Network.Enabled() && spec.Network.Log == nil {
+		spec.Network.Log = func(ev egress.Event) {
+			if ev.Decision != "allow" {
+				e.errorf("egress denied: %s:%d: %s", ev.Host, ev.Port, ev.Reason)
+			}
+		}
+	}
 	// Caught from before the start: a SIGTERM during setup is delivered
 	// to the workload once it runs, instead of killing mcpbox midway.
 	sigs := make(chan os.Signal, 8)
@@ -194,7 +202,13 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	if len(f.secrets) > 0 {
 		return nil, errors.New("--secret: secret injection is not available in this build yet")
 	}
-	spec.Egress = append(spec.Egress, f.allowHosts...)
+	for _, h := range f.allowHosts {
+		r, err := egress.ParseHostPort(h)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-host %s: %w", h, err)
+		}
+		spec.Network.Rules = append(spec.Network.Rules, r)
+	}
 	if err := f.limits(set, &spec.Limits); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"net/netip"
+
 	"fmt"
+	"mcpbox/internal/egress"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"mcpbox/internal/config"
@@ -94,16 +96,16 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 		return fmt.Errorf("server %s: secrets are not available in this build yet", s.Name)
 	}
 	for _, eg := range s.Network.Egress {
-		ports := eg.Ports
-		if len(ports) == 0 {
-			ports = []int{config.DefaultEgressPort}
+		r := egress.Rule{Host: eg.Host, Ports: eg.Ports}
+		if eg.CIDR != "" {
+			if r.CIDR, err = netip.ParsePrefix(eg.CIDR); err != nil {
+				return fmt.Errorf("server %s: egress cidr %q: %w", s.Name, eg.CIDR, err)
+			}
 		}
-		for _, p := range ports {
-			spec.Egress = append(spec.Egress, eg.Host+":"+strconv.Itoa(p))
-		}
+		spec.Network.Rules = append(spec.Network.Rules, r)
 	}
-	if len(s.Network.Forward) > 0 {
-		return fmt.Errorf("server %s: network.forward needs the egress proxy, which this build does not have yet", s.Name)
+	for _, f := range s.Network.Forward {
+		spec.Network.Forwards = append(spec.Network.Forwards, egress.Forward{Listen: f.Listen, To: f.To})
 	}
 	spec.ExecAllow = s.Exec.Allow
 	spec.ExecWritable = s.Exec.Writable
