@@ -5,11 +5,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"syscall"
 	"time"
@@ -99,6 +102,39 @@ var attacks = map[string]func(args []string) error{
 		fmt.Printf("inotify-hog: holding %d\n", n)
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return nil
+	},
+	// http fetches a URL with a Go client that takes its proxy from the
+	// environment even for loopback targets (net/http's default skips the
+	// proxy for those) and prints the body.
+	"http": func(args []string) error {
+		proxy, err := url.Parse(os.Getenv("HTTP_PROXY"))
+		if err != nil {
+			return err
+		}
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+		resp, err := c.Get(args[0])
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Printf("status %d body %s\n", resp.StatusCode, body)
+		return nil
+	},
+	// echo dials ADDR, sends a line and prints what comes back.
+	"echo": func(args []string) error {
+		c, err := net.DialTimeout("tcp", args[0], 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		fmt.Printf("echoed %q\n", line)
+		return err
 	},
 	"kill": func(args []string) error {
 		var pid int
