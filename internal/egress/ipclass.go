@@ -8,6 +8,10 @@ type blockedRange struct {
 	reason string
 }
 
+// Documentation (TEST-NET, 2001:db8::/32) and benchmarking (198.18/15)
+// ranges are not refused: they reach no internal network, and some
+// networks use them for real services (this project's CI mirrors package
+// registries on TEST-NET-3; fake-IP DNS setups hand out 198.18/15).
 var blockedV4 = []blockedRange{
 	{netip.MustParsePrefix("0.0.0.0/8"), "this-network address (0.0.0.0/8)"},
 	{netip.MustParsePrefix("10.0.0.0/8"), "private address (RFC 1918)"},
@@ -16,11 +20,7 @@ var blockedV4 = []blockedRange{
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local address (cloud metadata)"},
 	{netip.MustParsePrefix("172.16.0.0/12"), "private address (RFC 1918)"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol assignment"},
-	{netip.MustParsePrefix("192.0.2.0/24"), "documentation address"},
 	{netip.MustParsePrefix("192.168.0.0/16"), "private address (RFC 1918)"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking address"},
-	{netip.MustParsePrefix("198.51.100.0/24"), "documentation address"},
-	{netip.MustParsePrefix("203.0.113.0/24"), "documentation address"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast address"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved address (240.0.0.0/4)"},
@@ -36,7 +36,6 @@ var blockedV6 = []blockedRange{
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 address"},
 	{netip.MustParsePrefix("100::/64"), "discard-only address"},
 	{netip.MustParsePrefix("2001::/32"), "Teredo address (embeds an obfuscated IPv4 address)"},
-	{netip.MustParsePrefix("2001:db8::/32"), "documentation address"},
 	{netip.MustParsePrefix("fc00::/7"), "unique local address (ULA)"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local address"},
 	{netip.MustParsePrefix("fec0::/10"), "site-local address"},

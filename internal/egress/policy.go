@@ -24,6 +24,7 @@ var metadataNames = map[string]bool{
 type policy struct {
 	rules    []rule
 	forwards []forwardTarget
+	local    localAddrs
 }
 
 type forwardTarget struct {
@@ -125,7 +126,7 @@ func (p *policy) decide(host string, port int) plan {
 }
 
 func (p *policy) decideIP(pl plan) plan {
-	reason := blockedReason(pl.ip)
+	reason := p.blocked(pl.ip)
 	u := pl.ip.Unmap() // a rule for 10.0.0.5 also names [::ffff:10.0.0.5]
 	matched := false
 	for i := range p.rules {
@@ -169,7 +170,7 @@ func (p *policy) checkAddrs(pl plan, addrs []netip.Addr) (rules []string, deny s
 		}
 		rules[i] = p.ruleForAddr(pl.cands, a)
 		if rules[i] == "" {
-			return nil, fmt.Sprintf("%s resolves to blocked %s %s", pl.name, blockedReason(a), a)
+			return nil, fmt.Sprintf("%s resolves to blocked %s %s", pl.name, p.blocked(a), a)
 		}
 	}
 	return rules, ""
@@ -181,7 +182,7 @@ func (p *policy) ruleForAddr(cands []*rule, a netip.Addr) string {
 			return r.String()
 		}
 	}
-	if blockedReason(a) != "" || len(cands) == 0 {
+	if p.blocked(a) != "" || len(cands) == 0 {
 		return ""
 	}
 	return cands[0].String()

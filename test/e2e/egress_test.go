@@ -135,3 +135,20 @@ servers:
 		}
 	})
 }
+
+// TestEgressHostAddress: even "any host" does not include this machine's
+// own addresses, which reach every service it binds to 0.0.0.0.
+func TestEgressHostAddress(t *testing.T) {
+	addrs := hostAddrs(t)[1:] // the non-loopback ones
+	if len(addrs) == 0 {
+		t.Skip("no non-loopback address")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		for _, a := range addrs {
+			r := m.exec(t, "", "--allow-host", "*", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "http://"+a+"/")
+			if !strings.Contains(r.stdout, "403") || !strings.Contains(r.stderr, "this host") {
+				t.Fatalf("the host's own address %s through --allow-host '*':\n%s", a, r)
+			}
+		}
+	})
+}
