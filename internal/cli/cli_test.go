@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
 )
 
@@ -132,6 +134,7 @@ servers:
       tmp: {size: 64Mi}
       mounts: [{source: ./repo, target: /data}]
     env: {LOG_LEVEL: debug}
+    network: {limits: {connections: 4, idle: 30s}}
     exec: {allow: [/workspace/output/tool]}
     limits: {memory: 256Mi, pids: 32, cpu: 0.5}
 `)
@@ -146,6 +149,7 @@ servers:
 		Env:           []string{"LOG_LEVEL=debug"},
 		ExecAllow:     []string{"/workspace/output/tool"},
 		Limits:        sandbox.Limits{Memory: 256 << 20, Pids: 32, CPU: 0.5, TmpSize: 64 << 20},
+		Network:       sandbox.Network{Limits: egress.Limits{MaxConns: 4, IdleTimeout: 30 * time.Second}},
 		AllowDegraded: []sandbox.Layer{sandbox.LayerCgroups, sandbox.LayerIdmap},
 	}
 	if diff := cmp.Diff(want, spec); diff != "" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"net/netip"
+	"time"
 
 	"fmt"
 	"mcpbox/internal/egress"
@@ -106,6 +107,11 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 	}
 	for _, f := range s.Network.Forward {
 		spec.Network.Forwards = append(spec.Network.Forwards, egress.Forward{Listen: f.Listen, To: f.To})
+	}
+	nl := s.Network.Limits
+	spec.Network.Limits = egress.Limits{
+		MaxConns: nl.Connections, MaxBytesPerConn: int64(nl.BytesPerConnection), MaxBytesTotal: int64(nl.BytesTotal),
+		IdleTimeout: time.Duration(nl.Idle), MaxDuration: time.Duration(nl.MaxDuration),
 	}
 	spec.ExecAllow = s.Exec.Allow
 	spec.ExecWritable = s.Exec.Writable

@@ -274,6 +274,19 @@ func networkNode(nw *Network) *yaml.Node {
 		}
 		addKV(m, "forward", flowIfEmpty(l))
 	}
+	if nl := networkLimitsNode(&nw.Limits); len(nl.Content) > 0 {
+		addKV(m, "limits", flowIfEmpty(nl))
+	}
+	return m
+}
+
+func networkLimitsNode(l *NetworkLimits) *yaml.Node {
+	m := mapNode()
+	addNonZeroInt(m, "connections", l.Connections)
+	addSize(m, "bytes_per_connection", l.BytesPerConnection)
+	addSize(m, "bytes_total", l.BytesTotal)
+	addDuration(m, "idle", l.Idle)
+	addDuration(m, "max_duration", l.MaxDuration)
 	return m
 }
 

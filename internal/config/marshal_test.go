@@ -101,6 +101,7 @@ func FuzzParse(f *testing.F) {
 		"version: 1\n---\nversion: 1\n",
 		"version: 1\nversion: 2\n",
 		base + "    network: {egress: [{host: '*', ports: [1, 65535]}], forward: [{listen: '127.0.0.1:1', to: 'a:2'}]}\n",
+		base + "    network: {egress: [{host: a.example}], limits: {connections: 8, bytes_per_connection: 1Mi, bytes_total: 1Gi, idle: 1m, max_duration: 1h}}\n",
 		base + "    tools: {rules: [{tool: \"x\", when: \"a\\nb\", action: allow}], rate_limit: {per_minute: 3}}\n",
 		"version: 1\nlisten: {http: {addr: ':1', tls: {cert: a, key: b}}}\nclients: [{name: a, token: {from: 'cmd:x'}}]\n",
 	} {

@@ -194,6 +194,17 @@ func (d *decoder) network(n *node, path string, nw *Network) {
 	d.mapping(n, path, &nw.Meta, []field{
 		{"egress", func(v *node, p string) { nw.Egress = d.egress(v, p) }},
 		{"forward", func(v *node, p string) { nw.Forward = d.forward(v, p) }},
+		{"limits", func(v *node, p string) { d.networkLimits(v, p, &nw.Limits) }},
+	})
+}
+
+func (d *decoder) networkLimits(n *node, path string, l *NetworkLimits) {
+	d.mapping(n, path, &l.Meta, []field{
+		{"connections", func(v *node, p string) { l.Connections = d.integer(v, p) }},
+		{"bytes_per_connection", func(v *node, p string) { l.BytesPerConnection = d.size(v, p) }},
+		{"bytes_total", func(v *node, p string) { l.BytesTotal = d.size(v, p) }},
+		{"idle", func(v *node, p string) { l.Idle = d.duration(v, p) }},
+		{"max_duration", func(v *node, p string) { l.MaxDuration = d.duration(v, p) }},
 	})
 }
 

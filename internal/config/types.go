@@ -234,7 +234,19 @@ type Secret struct {
 type Network struct {
 	Egress  []Egress
 	Forward []Forward
+	Limits  NetworkLimits
 	Meta    Meta
+}
+
+// NetworkLimits bound the egress proxy's connections for one sandbox. A
+// zero field means the proxy's default (see package egress).
+type NetworkLimits struct {
+	Connections        int      // concurrent connections
+	BytesPerConnection Size     // both directions together
+	BytesTotal         Size     // over the sandbox's life
+	Idle               Duration // a connection with no traffic is closed
+	MaxDuration        Duration // any connection is closed
+	Meta               Meta
 }
 
 // Egress allows connections through the egress proxy.

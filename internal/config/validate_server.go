@@ -20,6 +20,7 @@ var serverChecks = []serverCheck{
 	checkSecrets,
 	checkEgress,
 	checkForward,
+	checkNetworkLimits,
 	checkExec,
 	checkLimits,
 	checkLifecycle,
@@ -326,4 +327,14 @@ func checkRules(r *collector, s *Server, p string) {
 
 func checkServerSandbox(r *collector, s *Server, p string) {
 	checkLayers(r, &s.Sandbox, p+".sandbox")
+}
+
+func checkNetworkLimits(r *collector, s *Server, p string) {
+	l := &s.Network.Limits
+	lp := p + ".network.limits"
+	positive(r, &l.Meta, lp, "connections", int64(l.Connections))
+	positive(r, &l.Meta, lp, "bytes_per_connection", int64(l.BytesPerConnection))
+	positive(r, &l.Meta, lp, "bytes_total", int64(l.BytesTotal))
+	positive(r, &l.Meta, lp, "idle", int64(l.Idle))
+	positive(r, &l.Meta, lp, "max_duration", int64(l.MaxDuration))
 }
