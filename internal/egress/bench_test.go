@@ -61,7 +61,7 @@ func benchDialers(b *testing.B, port int) (map[string]dialer, *Proxy) {
 }
 
 func BenchmarkThroughput(b *testing.B) {
-	const size = 256 << 20
+	const size = 1 << 30 // the 1 GiB transfer
 	port := startSink(b)
 	buf := make([]byte, 256<<10)
 	for _, name := range []string{"direct", "proxy"} {
