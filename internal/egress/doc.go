@@ -56,7 +56,11 @@
 // or Host inside the tunnel to a server that hosts several names (domain
 // fronting), so allowing a shared front end (a CDN) allows what it fronts.
 // Allowed hosts can carry data out; the byte limits bound how much. The
-// sandbox has no resolver and no route, so DNS exfiltration is closed and
-// programs that ignore the proxy settings get connection refused; names are
-// resolved only here, by the host's resolver, for names a rule allows.
+// sandbox has no resolver and no route, and programs that ignore the proxy
+// settings get connection refused; names are resolved only here, by the
+// host's resolver, for names a rule allows. With an exact-name rule no
+// chosen name reaches a resolver; with "*.suffix" or "*" the sandbox
+// chooses names below the suffix (or any), and their lookups reach that
+// suffix's name servers even when the connection is then refused: DNS
+// exfiltration is closed only as far as the rules are exact.
 package egress

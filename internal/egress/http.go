@@ -43,7 +43,7 @@ func (s *session) serveHTTP(cc net.Conn, br *bufio.Reader, hr *headerReader) {
 func (s *session) serveConnect(cc net.Conn, br *bufio.Reader, req *http.Request) {
 	host, port, err := splitHostPort(req.Host, 0)
 	if err != nil {
-		s.ev.Host = req.Host
+		s.ev.Host = printableHost(req.Host)
 		s.deny("CONNECT target: " + err.Error())
 		s.writeError(http.StatusBadRequest, s.ev.Reason)
 		return
@@ -87,7 +87,7 @@ func removeHopHeaders(h http.Header) {
 // servePlain forwards one absolute-form request in origin form and its
 // response, then closes (Connection: close both ways).
 func (s *session) servePlain(cc net.Conn, req *http.Request) {
-	s.ev.Host = req.URL.Host
+	s.ev.Host = printableHost(req.URL.Host)
 	if !req.URL.IsAbs() || req.URL.Host == "" {
 		s.deny("not a proxy request: want an absolute http:// URL or CONNECT")
 		s.writeError(http.StatusBadRequest, s.ev.Reason)

@@ -92,3 +92,19 @@ func lookupRange(ranges []blockedRange, ip netip.Addr) string {
 	}
 	return ""
 }
+
+// embeddedV4 returns the IPv4 address an IPv6 form routes to: IPv4-mapped,
+// NAT64 (64:ff9b::/96) or 6to4 (2002::/16).
+func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
+	switch {
+	case ip.Is4In6():
+		return ip.Unmap(), true
+	case ip.Is6() && nat64.Contains(ip):
+		b := ip.As16()
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case ip.Is6() && sixToFour.Contains(ip):
+		b := ip.As16()
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}

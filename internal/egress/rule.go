@@ -152,10 +152,15 @@ func (r *rule) matchesName(name string) bool {
 	}
 }
 
-// namesIP reports whether the rule names ip explicitly (its Host is ip, or
-// its CIDR covers ip), which overrides the blocked ranges.
+// namesIP reports whether the rule names ip explicitly, which overrides
+// the blocked ranges: its Host is ip, or it is a CIDR-only rule covering
+// ip. With a host name, a CIDR only lists what that name may resolve to
+// (checkAddrs); it opens no IP literal in the range.
 func (r *rule) namesIP(ip netip.Addr) bool {
-	return r.ip.IsValid() && r.ip == ip || r.CIDR.IsValid() && r.CIDR.Contains(ip)
+	if r.ip.IsValid() {
+		return r.ip == ip
+	}
+	return r.CIDR.IsValid() && !r.any && r.name == "" && r.suffix == "" && r.CIDR.Contains(ip)
 }
 
 // ParseHostPort parses the --allow-host flag value HOST[:PORT]: a host as

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,7 @@ func (s *session) serve() Event {
 }
 
 func (s *session) deny(reason string) {
-	s.ev.Decision, s.ev.Reason, s.ev.Rule = "deny", reason, ""
+	s.ev.Decision, s.ev.Reason, s.ev.Rule = "deny", printable(reason, 512), ""
 }
 
 // dial checks host:port against the policy, resolves names, checks every
@@ -77,7 +78,7 @@ func (s *session) dial(host string, port int) (up net.Conn, deny string, err err
 	if pl.ip.IsValid() {
 		s.ev.Host = pl.ip.String()
 	} else if pl.name == "" {
-		s.ev.Host = host
+		s.ev.Host = printableHost(host)
 	}
 	if pl.forward {
 		s.ev.Kind = "forward"
@@ -246,4 +247,23 @@ func copyBuf(dst io.Writer, src io.Reader) error {
 			big, buf = nil, small
 		}
 	}
+}
+
+// printableHost makes a host the client sent safe for logs and terminals:
+// an unparsable one may hold control characters or escape sequences.
+func printableHost(h string) string { return printable(h, 255) }
+
+// printable quotes s if it holds anything beyond printable ASCII, and caps
+// its length.
+func printable(s string, max int) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			s = strconv.QuoteToASCII(s)
+			break
+		}
+	}
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
 }
