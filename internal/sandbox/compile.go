@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"net/netip"
 	"os"
 	"strings"
+
+	"mcpbox/internal/egress"
 )
 
 // Paths inside every sandbox.
@@ -57,7 +60,7 @@ func (s *Spec) environ() []string {
 		env = append(env, "TERM="+t)
 	}
 	if s.Network.Enabled() {
-		env = append(env, proxyEnv()...)
+		env = append(env, proxyEnv(s.Network.Rules)...)
 	}
 	return mergeEnv(env, s.Env)
 }
@@ -137,17 +140,37 @@ const (
 // proxyEnv points the common runtimes at the in-sandbox proxy, in both
 // cases: curl reads only the lower-case http_proxy, others only upper case.
 // all_proxy is SOCKS5 with names resolved by the proxy (the sandbox has no
-// DNS).
-func proxyEnv() []string {
+// DNS). Loopback names stay direct (the sandbox's own services), except
+// those a rule names: "--allow-host 127.0.0.1:8080" means the host's.
+func proxyEnv(rules []egress.Rule) []string {
 	url := "http://" + proxyAddr
 	var env []string
 	for _, k := range []string{"http_proxy", "https_proxy"} {
 		env = append(env, k+"="+url, strings.ToUpper(k)+"="+url)
 	}
+	var direct []string
+	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+		if !namedByRule(h, rules) {
+			direct = append(direct, h)
+		}
+	}
+	noProxy := strings.Join(direct, ",")
 	return append(env,
 		"all_proxy=socks5h://"+proxyAddr, "ALL_PROXY=socks5h://"+proxyAddr,
-		"no_proxy=localhost,127.0.0.1,::1", "NO_PROXY=localhost,127.0.0.1,::1",
+		"no_proxy="+noProxy, "NO_PROXY="+noProxy,
 		"NODE_USE_ENV_PROXY=1",
 		"npm_config_proxy="+url, "npm_config_https_proxy="+url,
 	)
+}
+
+// namedByRule reports whether a rule names loopback host h (by name, by
+// address, or by a CIDR covering it).
+func namedByRule(h string, rules []egress.Rule) bool {
+	ip, _ := netip.ParseAddr(h)
+	for _, r := range rules {
+		if strings.EqualFold(r.Host, h) || ip.IsValid() && (r.CIDR.IsValid() && r.CIDR.Contains(ip) || r.Host == ip.String()) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,9 +1,13 @@
 package sandbox
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"mcpbox/internal/egress"
 )
 
 func TestMergeEnv(t *testing.T) {
@@ -131,5 +135,26 @@ func TestDegradable(t *testing.T) {
 	}
 	if !all.degradable(LayerLandlock) {
 		t.Fatal("AllowAllDegraded does not accept landlock")
+	}
+}
+
+func TestProxyEnvNoProxy(t *testing.T) {
+	noProxy := func(rules []egress.Rule) string {
+		for _, kv := range proxyEnv(rules) {
+			if v, ok := strings.CutPrefix(kv, "NO_PROXY="); ok {
+				return v
+			}
+		}
+		return "<unset>"
+	}
+	if got := noProxy([]egress.Rule{{Host: "api.example.com"}}); got != "localhost,127.0.0.1,::1" {
+		t.Errorf("NO_PROXY = %q, want the sandbox's loopback names", got)
+	}
+	// A rule naming the host's loopback sends those requests to the proxy.
+	if got := noProxy([]egress.Rule{{Host: "127.0.0.1", Ports: []int{8080}}}); got != "localhost,::1" {
+		t.Errorf("NO_PROXY = %q with a rule for 127.0.0.1", got)
+	}
+	if got := noProxy([]egress.Rule{{Host: "localhost"}, {CIDR: netip.MustParsePrefix("::1/128")}}); got != "127.0.0.1" {
+		t.Errorf("NO_PROXY = %q with rules for localhost and ::1", got)
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // egressDirPrefix names the host dirs that hold the sandboxes' proxy
-// sockets: mcpbox-egress-<pid of mcpbox>-<sandbox id>.
+// sockets: mcpbox-egress-<pid of mcpbox>-<random>.
 const egressDirPrefix = "mcpbox-egress-"
 
 // startEgress runs the sandbox's egress proxy on a fresh unix socket and
@@ -23,7 +23,13 @@ const egressDirPrefix = "mcpbox-egress-"
 // the Spec has egress rules or forwards.
 func (sb *Sandbox) startEgress() (Mount, error) {
 	n := sb.spec.Network
-	dir, err := os.MkdirTemp("", egressDirPrefix+strconv.Itoa(os.Getpid())+"-"+sb.ID+"-")
+	// A unix socket path holds at most 107 bytes: a long $TMPDIR falls
+	// back to /tmp.
+	base := os.TempDir()
+	if len(base) > 60 {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, egressDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return Mount{}, fmt.Errorf("creating egress socket dir: %w", err)
 	}
@@ -64,6 +70,10 @@ func (sb *Sandbox) stopEgress() {
 // died without cleaning up (their pid no longer exists).
 func cleanupStaleEgress() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), egressDirPrefix+"*"))
+	if os.TempDir() != "/tmp" {
+		more, _ := filepath.Glob(filepath.Join("/tmp", egressDirPrefix+"*"))
+		dirs = append(dirs, more...)
+	}
 	for _, d := range dirs {
 		rest := strings.TrimPrefix(filepath.Base(d), egressDirPrefix)
 		pidStr, _, ok := strings.Cut(rest, "-")
