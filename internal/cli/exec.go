@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -115,11 +116,7 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	ctx := context.Background()
 	stdio := sandbox.Stdio{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}
 	if spec.Network.Enabled() && spec.Network.Log == nil {
-		spec.Network.Log = func(ev egress.Event) {
-			if ev.Decision != "allow" {
-				e.errorf("egress denied: %s:%d: %s", ev.Host, ev.Port, ev.Reason)
-			}
-		}
+		spec.Network.Log = e.denialPrinter()
 	}
 	// Caught from before the start: a SIGTERM during setup is delivered
 	// to the workload once it runs, instead of killing mcpbox midway.
@@ -160,6 +157,32 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 		e.errorf("sandbox hit its process limit (%d); fork failed", spec.Limits.Pids)
 	}
 	return res.ExitCode
+}
+
+// denialPrinter returns an egress log callback that prints denials on
+// stderr. The proxy calls it on its own goroutines, some on the accept
+// path: it never blocks, and drops lines when stderr does not keep up (a
+// sandbox may be flooding the proxy on purpose).
+func (e *env) denialPrinter() func(egress.Event) {
+	lines := make(chan string, 64)
+	go func() {
+		for l := range lines {
+			e.errorf("%s", l)
+		}
+	}()
+	return func(ev egress.Event) {
+		if ev.Decision == "allow" {
+			return
+		}
+		target := ev.Host
+		if ev.Port != 0 {
+			target = net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port))
+		}
+		select {
+		case lines <- fmt.Sprintf("egress denied: %s: %s", target, ev.Reason):
+		default:
+		}
+	}
 }
 
 // spec builds the sandbox Spec from the policy file (if any) and flags.
