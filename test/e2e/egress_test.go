@@ -152,3 +152,18 @@ func TestEgressHostAddress(t *testing.T) {
 		}
 	})
 }
+
+// TestEgressHostLoopbackService: "--allow-host 127.0.0.1:PORT" reaches
+// the host's local service with an ordinary client (the rule takes
+// 127.0.0.1 off NO_PROXY), and nothing else of the host's loopback.
+func TestEgressHostLoopbackService(t *testing.T) {
+	svc := httpServer(t, "127.0.0.1")
+	other := httpServer(t, "127.0.0.1")
+	forEachMode(t, func(t *testing.T, m mode) {
+		want(t, m.exec(t, "", "--allow-host", svc, "--", "curl", "-sS", "--max-time", "10", "http://"+svc+"/"), 0, "hello from "+svc)
+		r := m.exec(t, "", "--allow-host", svc, "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "http://"+other+"/")
+		if !strings.Contains(r.stdout, "403") {
+			t.Fatalf("another host loopback port reached:\n%s", r)
+		}
+	})
+}
