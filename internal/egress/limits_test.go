@@ -51,17 +51,30 @@ func TestByteLimits(t *testing.T) {
 		limits Limits
 		conns  int
 		limit  int64 // bytes up+down that may pass over all conns
+		// refuseAfter: connections after this many are refused up front
+		// (the budget is gone); 0: none are.
+		refuseAfter int
 	}{
 		{name: "per connection", limits: Limits{MaxBytesPerConn: 100 << 10}, conns: 2, limit: 2 * 100 << 10},
-		{name: "total", limits: Limits{MaxBytesTotal: 150 << 10}, conns: 2, limit: 150 << 10},
+		{name: "total", limits: Limits{MaxBytesTotal: 150 << 10}, conns: 2, limit: 150 << 10, refuseAfter: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := newEvents()
 			_, sock := startProxy(t, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}, Limits: tt.limits, Log: ev.log})
 			var sum int64
-			for range tt.conns {
+			for i := range tt.conns {
 				c, code, _ := connect(t, sock, target)
+				if tt.refuseAfter > 0 && i >= tt.refuseAfter {
+					if code != http.StatusForbidden {
+						t.Fatalf("CONNECT after the budget = %d, want 403", code)
+					}
+					c.Close()
+					if e := ev.next(t); e.Decision != "deny" || !strings.Contains(e.Reason, "budget") {
+						t.Errorf("event = %+v, want a budget denial", e)
+					}
+					continue
+				}
 				if code != http.StatusOK {
 					t.Fatalf("CONNECT = %d", code)
 				}

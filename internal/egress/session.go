@@ -83,6 +83,9 @@ func (s *session) dial(host string, port int) (up net.Conn, deny string, err err
 	if pl.forward {
 		s.ev.Kind = "forward"
 	}
+	if pl.deny == "" && s.p.limits.MaxBytesTotal > 0 && s.p.total.Load() >= s.p.limits.MaxBytesTotal {
+		pl.deny = "the sandbox's egress byte budget is used up"
+	}
 	if pl.deny != "" {
 		s.deny(pl.deny)
 		return nil, pl.deny, nil
