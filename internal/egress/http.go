@@ -40,6 +40,20 @@ func (s *session) serveHTTP(cc net.Conn, br *bufio.Reader, hr *headerReader) {
 	s.servePlain(cc, req)
 }
 
+// dialHTTP dials host:port for an HTTP client and answers 403 or 502
+// itself when that fails; nil means the session is over.
+func (s *session) dialHTTP(host string, port int) net.Conn {
+	up, deny, err := s.dial(host, port)
+	switch {
+	case deny != "":
+		s.writeError(http.StatusForbidden, deny)
+	case err != nil:
+		s.ev.Reason = err.Error()
+		s.writeError(http.StatusBadGateway, err.Error())
+	}
+	return up
+}
+
 func (s *session) serveConnect(cc net.Conn, br *bufio.Reader, req *http.Request) {
 	host, port, err := splitHostPort(req.Host, 0)
 	if err != nil {
@@ -48,14 +62,8 @@ func (s *session) serveConnect(cc net.Conn, br *bufio.Reader, req *http.Request)
 		s.writeError(http.StatusBadRequest, s.ev.Reason)
 		return
 	}
-	up, deny, err := s.dial(host, port)
-	switch {
-	case deny != "":
-		s.writeError(http.StatusForbidden, deny)
-		return
-	case err != nil:
-		s.ev.Reason = err.Error()
-		s.writeError(http.StatusBadGateway, err.Error())
+	up := s.dialHTTP(host, port)
+	if up == nil {
 		return
 	}
 	if _, err := io.WriteString(cc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -104,14 +112,8 @@ func (s *session) servePlain(cc net.Conn, req *http.Request) {
 		s.writeError(http.StatusBadRequest, s.ev.Reason)
 		return
 	}
-	up, deny, err := s.dial(host, port)
-	switch {
-	case deny != "":
-		s.writeError(http.StatusForbidden, deny)
-		return
-	case err != nil:
-		s.ev.Reason = err.Error()
-		s.writeError(http.StatusBadGateway, err.Error())
+	up := s.dialHTTP(host, port)
+	if up == nil {
 		return
 	}
 	s.ev.Package, s.ev.Version = packageOf(s.ev.Host, req.URL.Path)
