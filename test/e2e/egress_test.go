@@ -69,6 +69,20 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Run("go client", func(t *testing.T) {
 			want(t, m.exec(t, "", append(flags, "--", "/workspace/input/attack", "http", "http://"+allowed+"/")...), 0, "status 200 body hello from")
 		})
+		t.Run("go client CONNECT", func(t *testing.T) {
+			want(t, m.exec(t, "", append(flags, "--", "/workspace/input/attack", "tunnel", allowed)...), 0, "status 200 body hello from")
+		})
+		t.Run("curl SOCKS5", func(t *testing.T) {
+			want(t, m.exec(t, "", append(flags, "--", "sh", "-c", `curl -sS --proxy "$ALL_PROXY" http://`+allowed+`/`)...), 0, "hello from "+allowed)
+		})
+		t.Run("node CONNECT", func(t *testing.T) {
+			js := `const u = new URL(process.env.HTTPS_PROXY);
+const req = require('http').request({host: u.hostname, port: u.port, method: 'CONNECT', path: '` + allowed + `'});
+req.on('connect', (res, sock) => { if (res.statusCode !== 200) { console.log('connect', res.statusCode); process.exit(1); }
+  sock.write('GET / HTTP/1.1\r\nHost: ` + allowed + `\r\nConnection: close\r\n\r\n'); let b=''; sock.on('data', d => b += d); sock.on('end', () => console.log(b.split('\r\n\r\n')[1])); });
+req.on('error', e => { console.log('error', e.message); process.exit(1); }); req.end();`
+			want(t, m.exec(t, "", append(flags, "--", "node", "-e", js)...), 0, "hello from")
+		})
 		t.Run("python urllib", func(t *testing.T) {
 			want(t, m.exec(t, "", append(flags, "--", "python3", "-c",
 				"import urllib.request; print(urllib.request.urlopen('http://"+allowed+"/', timeout=10).read().decode())")...), 0, "hello from")

@@ -121,6 +121,37 @@ var attacks = map[string]func(args []string) error{
 		fmt.Printf("status %d body %s\n", resp.StatusCode, body)
 		return nil
 	},
+	// tunnel asks the proxy for a CONNECT to HOST:PORT and does a GET
+	// through the tunnel, as an HTTPS client would before its handshake.
+	"tunnel": func(args []string) error {
+		proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+		if err != nil {
+			return err
+		}
+		c, err := net.DialTimeout("tcp", proxy.Host, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", args[0], args[0])
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("CONNECT: %s", resp.Status)
+		}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", args[0])
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Printf("status %d body %s\n", resp.StatusCode, body)
+		return nil
+	},
 	// echo dials ADDR, sends a line and prints what comes back.
 	"echo": func(args []string) error {
 		c, err := net.DialTimeout("tcp", args[0], 5*time.Second)
