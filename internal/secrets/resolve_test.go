@@ -1,0 +1,72 @@
+package secrets
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("file-secret-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, MaxValue+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GH_TOKEN": "env-secret-value", "SHORT": "abc"}
+	opts := Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	tests := []struct {
+		ref, want, wantErr string
+	}{
+		{ref: "env:GH_TOKEN", want: "env-secret-value"},
+		{ref: "file:" + file, want: "file-secret-value"},
+		{ref: "cmd:printf %s cmd-secret-value", want: "cmd-secret-value"},
+		{ref: "env:MISSING", wantErr: "not set"},
+		{ref: "env:SHORT", wantErr: "shorter than 8"},
+		{ref: "file:" + filepath.Join(dir, "nope"), wantErr: "no such file"},
+		{ref: "file:" + big, wantErr: "larger than"},
+		{ref: "cmd:false", wantErr: "exit status 1"},
+		{ref: "cmd:no-such-program-here", wantErr: "executable file not found"},
+		{ref: "literal-token-value", wantErr: "must be env:VAR"},
+		{ref: "vault:x", wantErr: "scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			v, err := Resolve(context.Background(), tt.ref, opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Resolve(%q) = %q, %v; want an error with %q", tt.ref, v, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || string(v) != tt.want {
+				t.Fatalf("Resolve(%q) = %q, %v; want %q", tt.ref, v, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolveCmdTimeout(t *testing.T) {
+	start := time.Now()
+	_, err := Resolve(context.Background(), "cmd:sleep 30", Options{Timeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("timeout took %s", d)
+	}
+}
+
+// Errors name the reference, never the value.
+func TestErrorsCarryNoValue(t *testing.T) {
+	_, err := Resolve(context.Background(), "cmd:printf %s tiny42", Options{})
+	if err == nil || strings.Contains(err.Error(), "tiny42") {
+		t.Fatalf("err = %v: want a refusal that does not repeat the value", err)
+	}
+}
