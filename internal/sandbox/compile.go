@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -62,7 +63,13 @@ func (s *Spec) environ() []string {
 	if s.Network.Enabled() {
 		env = append(env, proxyEnv(s.Network.Rules)...)
 	}
-	return mergeEnv(env, s.Env)
+	var secrets []string
+	for _, sec := range s.Secrets {
+		if !sec.AsFile {
+			secrets = append(secrets, sec.Name+"="+string(sec.Value))
+		}
+	}
+	return mergeEnv(mergeEnv(env, s.Env), secrets)
 }
 
 func hostOr(key, def string) string {
@@ -173,4 +180,56 @@ func namedByRule(h string, rules []egress.Rule) bool {
 		}
 	}
 	return false
+}
+
+// secretFiles lists the secrets the init writes to /run/secrets.
+func (s *Spec) secretFiles() []secretFile {
+	var out []secretFile
+	for _, sec := range s.Secrets {
+		if sec.AsFile {
+			out = append(out, secretFile{Name: sec.Name, Value: sec.Value})
+		}
+	}
+	return out
+}
+
+// secretFile is one /run/secrets file as the init gets it.
+type secretFile struct {
+	Name  string `json:"name"`
+	Value []byte `json:"value"`
+}
+
+// secretsDir holds the workload's file secrets.
+const secretsDir = "/run/secrets"
+
+// checkSecrets rejects names that are not plain identifiers (they become
+// file names and variable names) and names given twice or also in Env.
+func (s *Spec) checkSecrets() error {
+	seen := map[string]bool{}
+	for _, kv := range s.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		seen[k] = true
+	}
+	for _, sec := range s.Secrets {
+		if !validSecretName(sec.Name) {
+			return fmt.Errorf("secret name %q: want letters, digits and _, not starting with a digit", sec.Name)
+		}
+		if seen[sec.Name] {
+			return fmt.Errorf("secret %s: the name is already set in the environment or given twice", sec.Name)
+		}
+		seen[sec.Name] = true
+	}
+	return nil
+}
+
+func validSecretName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i, c := range n {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

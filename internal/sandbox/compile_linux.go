@@ -33,6 +33,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		TmpSize:      tmp,
 		ExecWritable: s.ExecWritable || underAny(s.ExecAllow, "/tmp"),
 		Egress:       s.Network.Enabled(),
+		SecretFiles:  s.secretFiles(),
 		Forwards:     forwardSpecs(s.Network.Forwards),
 		Workload: workloadConfig{
 			Args:       s.Args,

@@ -38,6 +38,8 @@ const (
 // initConfig is what the host sends the init over the control socket.
 type initConfig struct {
 	Hostname string `json:"hostname"`
+	// SecretFiles go to /run/secrets.
+	SecretFiles []secretFile `json:"secret_files,omitempty"`
 	// Egress: serve the proxy socket on 127.0.0.1:3128, and Forwards.
 	Egress   bool          `json:"egress,omitempty"`
 	Forwards []forwardSpec `json:"forwards,omitempty"`

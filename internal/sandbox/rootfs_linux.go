@@ -127,7 +127,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		return err
 	}
 	steps := []func(*initConfig, []int) error{
-		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser,
+		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, writeSecrets,
 	}
 	for _, step := range steps {
 		if err := step(c, fds); err != nil {
@@ -399,4 +399,30 @@ func openNoSymlinks(path string) (int, error) {
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
+}
+
+// writeSecrets puts the file secrets in a tmpfs of their own at
+// /run/secrets: files mode 0400, owned by the sandbox user (the init's
+// uid), then the mount is made read-only. Nothing of it touches a host
+// file system.
+func writeSecrets(c *initConfig, _ []int) error {
+	if len(c.SecretFiles) == 0 {
+		return nil
+	}
+	dir := newRoot + secretsDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=1m,nr_inodes=256"); err != nil {
+		return err
+	}
+	for _, f := range c.SecretFiles {
+		if err := os.WriteFile(dir+"/"+f.Name, f.Value, 0o400); err != nil {
+			return fmt.Errorf("writing secret %s: %w", f.Name, err)
+		}
+	}
+	if err := os.Chmod(dir, 0o500); err != nil {
+		return err
+	}
+	return setattr(dir, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 }

@@ -490,6 +490,9 @@ func (s *Spec) check() error {
 			return fmt.Errorf("forward %s -> %s: listen must be a loopback IP:PORT other than %s", f.Listen, f.To, proxyAddr)
 		}
 	}
+	if err := s.checkSecrets(); err != nil {
+		return err
+	}
 	binds := s.allBinds()
 	for _, m := range binds {
 		if !isAbs(m.Source) || !isAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {

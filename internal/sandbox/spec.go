@@ -43,6 +43,13 @@ func layerList() string {
 	return strings.Join(names, ", ")
 }
 
+// Secret is one resolved secret of the workload.
+type Secret struct {
+	Name   string // environment variable or /run/secrets file name
+	Value  []byte
+	AsFile bool
+}
+
 // Mount is one host directory or file bound into the sandbox.
 type Mount struct {
 	// Source is an absolute host path with symlinks already resolved by
@@ -111,6 +118,12 @@ type Spec struct {
 
 	// Network is the sandbox's way out; the zero value is none at all.
 	Network Network
+
+	// Secrets reach the workload only: as environment variables, or as
+	// read-only files in /run/secrets (a tmpfs, mode 0400, owned by the
+	// sandbox user). Their values travel to the init through a pipe; they
+	// are never written to a host file or put on a command line.
+	Secrets []Secret
 
 	// AllowDegraded names layers the caller accepts to lose when the host
 	// cannot provide them. AllowAllDegraded accepts any.
