@@ -17,6 +17,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/secrets"
 )
 
 const execHelp = `USAGE
@@ -76,7 +77,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tmpSize, "tmp-size", "", "size of /tmp, e.g. `256Mi` (default 256Mi)")
 	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` through the egress proxy (repeatable;\nno port: 443 and 80; default: no network at all)")
 	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
-	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND)\n(not available in this build yet)")
+	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND;\nas=file puts it in /run/secrets/NAME; repeatable)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+defaultMemory+"; 0 = none)")
 	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` of the command (default "+strconv.Itoa(defaultPids)+"; 0 = none)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in `cores`, e.g. 1.0 (default: none)")
@@ -222,8 +223,12 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 		}
 		spec.Env = append(spec.Env, kv)
 	}
-	if len(f.secrets) > 0 {
-		return nil, errors.New("--secret: secret injection is not available in this build yet")
+	for _, sf := range f.secrets {
+		sec, err := parseSecretFlag(sf)
+		if err != nil {
+			return nil, fmt.Errorf("--secret %s: %w", secretFlagName(sf), err)
+		}
+		spec.Secrets = append(spec.Secrets, sec)
 	}
 	for _, h := range f.allowHosts {
 		r, err := egress.ParseHostPort(h)
@@ -373,4 +378,38 @@ func (d *degradedFlag) Set(v string) error {
 		d.layers = append(d.layers, l)
 	}
 	return nil
+}
+
+// parseSecretFlag reads NAME=REF[,as=env|file] and resolves REF. The value
+// stays in memory; errors name the reference, never the value.
+func parseSecretFlag(s string) (sandbox.Secret, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return sandbox.Secret{}, errors.New("want NAME=REF[,as=env|file]")
+	}
+	ref, as := rest, "env"
+	if i := strings.LastIndex(rest, ",as="); i >= 0 {
+		ref, as = rest[:i], rest[i+len(",as="):]
+	}
+	if as != "env" && as != "file" {
+		return sandbox.Secret{}, fmt.Errorf("as=%s: want env or file", as)
+	}
+	return resolveSecret(name, ref, as == "file")
+}
+
+// secretFlagName is the part of a --secret value safe to echo in errors.
+func secretFlagName(s string) string {
+	name, _, _ := strings.Cut(s, "=")
+	return name
+}
+
+func resolveSecret(name, ref string, asFile bool) (sandbox.Secret, error) {
+	if _, err := config.ParseSecretRef(ref); err != nil {
+		return sandbox.Secret{}, err
+	}
+	v, err := secrets.Resolve(context.Background(), ref, secrets.Options{})
+	if err != nil {
+		return sandbox.Secret{}, err
+	}
+	return sandbox.Secret{Name: name, Value: v, AsFile: asFile}, nil
 }

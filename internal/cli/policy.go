@@ -93,8 +93,15 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 	for _, v := range s.Env {
 		spec.Env = append(spec.Env, v.Name+"="+v.Value)
 	}
-	if len(s.Secrets) > 0 {
-		return fmt.Errorf("server %s: secrets are not available in this build yet", s.Name)
+	for _, sec := range s.Secrets {
+		if sec.TTL != 0 {
+			return fmt.Errorf("server %s: secret %s: ttl (refreshing a running sandbox) needs the gateway; mcpbox exec resolves secrets once", s.Name, sec.Name)
+		}
+		v, err := resolveSecret(sec.Name, sec.From, sec.As == config.SecretAsFile)
+		if err != nil {
+			return fmt.Errorf("server %s: secret %s: %w", s.Name, sec.Name, err)
+		}
+		spec.Secrets = append(spec.Secrets, v)
 	}
 	for _, eg := range s.Network.Egress {
 		r := egress.Rule{Host: eg.Host, Ports: eg.Ports}
