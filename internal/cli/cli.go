@@ -22,10 +22,11 @@ COMMANDS
             exit code propagated)
   doctor    report which isolation features this host supports
   policy    check a config file: mcpbox policy check FILE
+  secrets   list a config's secret references (never values)
   version   print the version
 
   Gateway commands (run, serve, ps, stop, pause, resume, logs, approvals,
-  approve, deny, pin, trust, secrets) arrive with the gateway.
+  approve, deny, pin, trust) arrive with the gateway.
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -64,6 +65,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.doctor(args[1:])
 	case "policy":
 		return env.policy(args[1:])
+	case "secrets":
+		return env.secrets(args[1:])
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mcpbox", Version)
 		return 0
@@ -71,7 +74,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "run", "serve", "ps", "stop", "pause", "resume", "logs", "approvals",
-		"approve", "deny", "pin", "trust", "secrets":
+		"approve", "deny", "pin", "trust":
 		fmt.Fprintf(stderr, "mcpbox %s: not available in this build yet (it comes with the gateway)\n", args[0])
 		return exitUsage
 	default:

@@ -208,3 +208,30 @@ func TestSpecFromPolicyDefaults(t *testing.T) {
 		t.Fatalf("a config without sandbox.require accepts degradation: %+v", spec.AllowDegraded)
 	}
 }
+
+func TestSecretsListing(t *testing.T) {
+	t.Setenv("MCPBOX_TEST_SECRET", "value-that-must-not-show")
+	cfg := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	write(t, cfg, `version: 1
+servers:
+  gh:
+    command: [x]
+    secrets:
+      GITHUB_TOKEN: {from: env:MCPBOX_TEST_SECRET}
+      KEY: {from: "file:/etc/key.pem", as: file, ttl: 1h}
+`)
+	code, out, errs := runCLI("secrets", "--config", cfg, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := `{"id":"gh/GITHUB_TOKEN","server":"gh","name":"GITHUB_TOKEN","from":"env:MCPBOX_TEST_SECRET","as":"env"}
+{"id":"gh/KEY","server":"gh","name":"KEY","from":"file:/etc/key.pem","as":"file","ttl":"1h"}
+`
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Fatalf("secrets --json (-want +got):\n%s", diff)
+	}
+	code, out, _ = runCLI("secrets", "--config", cfg)
+	if code != 0 || strings.Contains(out, "value-that-must-not-show") || !strings.Contains(out, "GITHUB_TOKEN") {
+		t.Fatalf("table: exit %d\n%s", code, out)
+	}
+}
