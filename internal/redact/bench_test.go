@@ -1,0 +1,89 @@
+package redact
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchInput is 1 MiB of printable text (letters, digits, base64 and JSON
+// punctuation, so the automaton leaves the root often) with one secret
+// every 64 KiB.
+func benchInput(secrets []Secret) []byte {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const alpha = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 {}\":,./+=\n"
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = alpha[rng.IntN(len(alpha))]
+	}
+	for i := 0; len(secrets) > 0 && i+64 < len(b); i += 64 << 10 {
+		copy(b[i:], secrets[rng.IntN(len(secrets))].Value)
+	}
+	return b
+}
+
+func benchSecrets(n int) []Secret {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+	s := make([]Secret, n)
+	for i := range s {
+		v := make([]byte, 24+rng.IntN(24))
+		for j := range v {
+			v[j] = alpha[rng.IntN(len(alpha))]
+		}
+		s[i] = Secret{Name: fmt.Sprintf("S%d", i), Value: v}
+	}
+	return s
+}
+
+func BenchmarkBytes(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			secrets := benchSecrets(n)
+			r, err := New(secrets)
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := benchInput(secrets)
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				r.Bytes(in)
+			}
+		})
+	}
+}
+
+func BenchmarkWriter(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			secrets := benchSecrets(n)
+			r, err := New(secrets)
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := benchInput(secrets)
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				w := r.Writer(io.Discard)
+				for p := in; len(p) > 0; p = p[min(4096, len(p)):] {
+					w.Write(p[:min(4096, len(p))])
+				}
+				w.Close()
+			}
+		})
+	}
+}
+
+func BenchmarkNew(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			secrets := benchSecrets(n)
+			for b.Loop() {
+				if _, err := New(secrets); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

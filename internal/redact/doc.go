@@ -1,0 +1,35 @@
+// Package redact replaces known secret values in byte streams with
+// [REDACTED:NAME]. It is plain data: no network, no system calls.
+//
+// # What it catches
+//
+// For each secret value: the raw bytes; lower- and upper-case hex; standard
+// and URL-safe base64 in all three alignments (the value starting 0, 1 or 2
+// bytes into a 3-byte group of a longer encoded stream), as the characters
+// that depend on the value alone, and with the last partial character and
+// padding when the stream ends with the value; percent-encoding as
+// url.QueryEscape and url.PathEscape write it (and with lower-case hex
+// digits); and the value escaped inside a JSON string as encoding/json
+// writes it, with and without HTML escaping. Where forms overlap, the
+// leftmost match wins, then the longest.
+//
+// Redactor.Bytes redacts a buffer. Redactor.Writer redacts a stream split
+// into any writes: it holds back at most the longest form less one byte, so
+// a value straddling writes is still caught, and its output equals Bytes of
+// the whole stream. Matching is one Aho-Corasick automaton over all forms,
+// linear in the input.
+//
+// # What it cannot catch
+//
+//   - A value split across separate messages or streams (a Writer flushed
+//     between the parts, or parts redacted separately): by value it cannot
+//     be recognised.
+//   - Other encodings and transformations: base32, compression, encryption,
+//     reversal, case changes other than hex, base64 of hex, nested or
+//     partial escapes, a JSON string escaped with \u for ordinary
+//     characters, percent-encoding of characters that need none.
+//   - A few bits of the value may remain next to a base64 replacement (the
+//     characters shared with neighbouring bytes).
+//   - Values shorter than MinValueLen (8) bytes are refused, since they hit
+//     ordinary text, unless Options.AllowShort forces them.
+package redact

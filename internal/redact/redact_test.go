@@ -1,0 +1,190 @@
+package redact
+
+import (
+	"bytes"
+	"errors"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestLeftmostLongest(t *testing.T) {
+	secrets := []Secret{
+		{Name: "A", Value: []byte("abcdefgh")},
+		{Name: "B", Value: []byte("abcdefghij")},
+		{Name: "C", Value: []byte("cdefghijklmn")},
+		{Name: "D", Value: []byte("zzzzzzzz")},
+	}
+	r, err := New(secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, in, want string }{
+		{"none", "nothing to see here", "nothing to see here"},
+		{"empty", "", ""},
+		{"exact", "abcdefgh", "[REDACTED:A]"},
+		{"longest at same start", "xxabcdefghijyy", "xx[REDACTED:B]yy"},
+		{"leftmost beats longer", "xxabcdefghijklmnyy", "xx[REDACTED:B]klmnyy"},
+		{"later start only", "xxcdefghijklmnyy", "xx[REDACTED:C]yy"},
+		{"prefix of longer, cut", "abcdefghi", "[REDACTED:A]i"},
+		{"repeated run", "zzzzzzzzzzzzzzzzz", "[REDACTED:D][REDACTED:D]z"},
+		{"adjacent", "abcdefghzzzzzzzz", "[REDACTED:A][REDACTED:D]"},
+		{"partial", "abcdefg zzzzzzz", "abcdefg zzzzzzz"},
+		{"hex", "id=6162636465666768", "id=[REDACTED:A]"},
+		{"base64", "YWJjZGVmZ2g=", "[REDACTED:A]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := r.String(tt.in); got != tt.want {
+				t.Errorf("Bytes(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			var b bytes.Buffer
+			w := r.Writer(&b)
+			for i := range len(tt.in) {
+				if _, err := w.Write([]byte{tt.in[i]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("Writer byte by byte: %q, want %q", b.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		s      Secret
+		opts   Options
+		target error
+	}{
+		{"short", Secret{"X", []byte("1234567")}, Options{}, ErrShortValue},
+		{"short forced", Secret{"X", []byte("1234567")}, Options{AllowShort: true}, nil},
+		{"empty value", Secret{"X", nil}, Options{AllowShort: true}, ErrEmptyValue},
+		{"empty name", Secret{"", []byte("12345678")}, Options{}, ErrEmptyName},
+		{"ok", Secret{"X", []byte("12345678")}, Options{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewOptions([]Secret{tt.s}, tt.opts)
+			if !errors.Is(err, tt.target) || (tt.target == nil) != (err == nil) {
+				t.Errorf("err = %v, want %v", err, tt.target)
+			}
+		})
+	}
+}
+
+func TestNoSecrets(t *testing.T) {
+	r, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.String("abc"); got != "abc" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// TestEveryChunking splits inputs at every pair of cut points and compares
+// the Writer with Bytes and with the naive reference.
+func TestEveryChunking(t *testing.T) {
+	secrets := []Secret{
+		{Name: "T", Value: []byte("tok-ABCDEFGH")},
+		{Name: "U", Value: []byte("ABCDEFGH-xyz")},
+	}
+	r, err := New(secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := []string{
+		"pre tok-ABCDEFGH-xyz post",
+		"tok-ABCDEFGtok-ABCDEFGH",
+		"dG9rLUFCQ0RFRkdI and 746f6b2d4142434445464748",
+		"ABCDEFGH-xyABCDEFGH-xyz",
+	}
+	for _, in := range inputs {
+		want := naive(r, []byte(in))
+		if got := r.Bytes([]byte(in)); !bytes.Equal(got, want) {
+			t.Errorf("Bytes(%q) = %q, naive %q", in, got, want)
+		}
+		for i := 0; i <= len(in); i++ {
+			for j := i; j <= len(in); j++ {
+				var b bytes.Buffer
+				w := r.Writer(&b)
+				for _, part := range []string{in[:i], in[i:j], in[j:]} {
+					w.Write([]byte(part))
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(b.Bytes(), want) {
+					t.Fatalf("cuts %d,%d of %q: %q, want %q", i, j, in, b.Bytes(), want)
+				}
+			}
+		}
+	}
+}
+
+func TestWriterHoldBack(t *testing.T) {
+	r, err := New([]Secret{{Name: "T", Value: []byte("0123456789")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	w := r.Writer(&b)
+	in := strings.Repeat("q", 1000) + "012345"
+	w.Write([]byte(in))
+	if held := len(in) - b.Len(); held > r.MaxHold() || held != 6 {
+		t.Errorf("held back %d bytes, want 6 (MaxHold %d)", held, r.MaxHold())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != in {
+		t.Errorf("after Close: %q", b.String())
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close: %v", err)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("boom") }
+
+func TestWriterError(t *testing.T) {
+	r, _ := New([]Secret{{Name: "T", Value: []byte("0123456789")}})
+	w := r.Writer(failWriter{})
+	if _, err := w.Write([]byte("hello")); err == nil {
+		t.Fatal("no error from failing writer")
+	}
+	if _, err := w.Write([]byte("x")); err == nil {
+		t.Fatal("error not sticky")
+	}
+}
+
+// TestImports keeps the package plain data (STYLE 12).
+func TestImports(t *testing.T) {
+	files, _ := filepath.Glob("*.go")
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		pf, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range pf.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if p == "net" || strings.HasPrefix(p, "net/") || strings.HasPrefix(p, "golang.org/x/sys") || p == "syscall" || p == "os" {
+				t.Errorf("%s imports %s", f, p)
+			}
+		}
+	}
+}
