@@ -13,25 +13,32 @@ import (
 // loop tests one bit per byte.
 
 const (
-	matchFlag  = 1 << 31
-	denseDepth = 2
+	matchFlag = 1 << 31
+	// specialFlag marks a denseOff cell that is not a premultiplied row
+	// offset: its target ends a needle or is sparse (state id below).
+	specialFlag = 1 << 30
+	denseDepth  = 2
 	// maxDenseCells bounds the dense table (4 bytes a cell).
 	maxDenseCells = 8 << 20
 )
 
 type automaton struct {
-	class   [256]byte
-	nclass  uint32
-	nDense  uint32
-	dense   []uint32 // nDense rows of nclass flagged targets
-	edgeOff []uint32 // children of state s: keys/next[edgeOff[s]:edgeOff[s+1]]
-	keys    []byte
-	next    []uint32 // flagged
-	fail    []uint32
-	depth   []int32
-	term    []int32  // needle ending exactly at the state, or -1
-	outLink []uint32 // nearest state on the failure chain with term >= 0, or 0
-	maxLen  int
+	class  [256]byte
+	nclass uint32
+	nDense uint32
+	dense  []uint32 // nDense rows of nclass flagged targets
+	// denseOff is dense for the hot loop: an unflagged dense target as its
+	// row offset (target*nclass, saving a multiply per byte), anything else
+	// as specialFlag|flagged target.
+	denseOff []uint32
+	edgeOff  []uint32 // children of state s: keys/next[edgeOff[s]:edgeOff[s+1]]
+	keys     []byte
+	next     []uint32 // flagged
+	fail     []uint32
+	depth    []int32
+	term     []int32  // needle ending exactly at the state, or -1
+	outLink  []uint32 // nearest state on the failure chain with term >= 0, or 0
+	maxLen   int
 }
 
 type edge struct {
@@ -116,6 +123,7 @@ func build(needles [][]byte) *automaton {
 	a.link()
 	a.classes()
 	a.makeDense()
+	a.makeDenseOff()
 	for i, t := range a.next {
 		a.next[i] = a.flag(t)
 	}
@@ -201,6 +209,20 @@ func (a *automaton) makeDense() {
 	}
 }
 
+// makeDenseOff derives denseOff from dense. Preconditions: makeDense ran;
+// state ids and dense offsets stay below specialFlag (maxDenseCells and
+// the state count keep them far below).
+func (a *automaton) makeDenseOff() {
+	a.denseOff = make([]uint32, len(a.dense))
+	for i, t := range a.dense {
+		if t&matchFlag != 0 || t >= a.nDense {
+			a.denseOff[i] = specialFlag | t
+		} else {
+			a.denseOff[i] = t * a.nclass
+		}
+	}
+}
+
 func (a *automaton) flag(t uint32) uint32 {
 	if a.term[t] >= 0 || a.outLink[t] != 0 {
 		return t | matchFlag
@@ -234,15 +256,32 @@ func (a *automaton) longest(s uint32) (needle int32, n int) {
 // run steps from state s over buf[i:] until a flagged state or the end,
 // returning the state and the index after the last byte consumed.
 func (a *automaton) run(s uint32, buf []byte, i int) (uint32, int) {
-	dense, class, nDense, nclass := a.dense, &a.class, a.nDense, a.nclass
-	for ; i < len(buf); i++ {
-		if s < nDense {
-			s = dense[s*nclass+uint32(class[buf[i]])]
-		} else {
+	denseOff, class, nclass := a.denseOff, &a.class, a.nclass
+	for i < len(buf) {
+		if s >= a.nDense {
 			s = a.slowStep(s, buf[i])
+			i++
+			if s&matchFlag != 0 {
+				return s, i
+			}
+			continue
 		}
-		if s&matchFlag != 0 {
-			return s, i + 1
+		// Dense states: one table load per byte, no multiply.
+		off := s * nclass
+		for {
+			v := denseOff[off+uint32(class[buf[i]])]
+			i++
+			if v&specialFlag != 0 {
+				s = v &^ specialFlag
+				if s&matchFlag != 0 {
+					return s, i
+				}
+				break // a sparse state: the outer loop steps it
+			}
+			off = v
+			if i == len(buf) {
+				return off / nclass, i
+			}
 		}
 	}
 	return s, i
