@@ -112,6 +112,11 @@ func TestPolicyCheck(t *testing.T) {
 	if code, out, errs := runCLI("policy", "check", good); code != 0 || !strings.Contains(out, "ok") {
 		t.Fatalf("good config: exit %d %s %s", code, out, errs)
 	}
+	warn := filepath.Join(dir, "warn.yaml")
+	write(t, warn, "version: 1\nservers:\n  fs:\n    command: [node]\n    env: {API_TOKEN: abc123}\n")
+	if code, out, errs := runCLI("policy", "check", warn); code != 0 || !strings.Contains(out, "ok") || !strings.HasPrefix(errs, warn+":5:11: warning:") {
+		t.Fatalf("warning config: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
 	code, _, errs := runCLI("policy", "check", bad)
 	if code != 1 || !strings.HasPrefix(errs, bad+":5:") || !strings.Contains(errs, "memroy") {
 		t.Fatalf("bad config: exit %d, stderr %q; want %s:5:COL naming the key", code, errs, bad)

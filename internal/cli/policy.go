@@ -18,7 +18,10 @@ const policyHelp = `USAGE
   mcpbox policy check FILE
 
 Parses and validates a config file. Every problem is printed as
-FILE:LINE:COL: message; the exit status is 1 when there is any.
+FILE:LINE:COL: message; the exit status is 1 when there is any. Things a
+reviewer should see in a valid config (a credential in plain env, one
+secret shared by several servers, secrets beside broad egress) are printed
+as FILE:LINE:COL: warning: message, with exit status 0.
 `
 
 func (e *env) policy(args []string) int {
@@ -31,9 +34,13 @@ func (e *env) policy(args []string) int {
 		e.errorf("policy: usage: mcpbox policy check FILE")
 		return exitUsage
 	}
-	if _, err := loadConfig(rest[1]); err != nil {
+	c, err := loadConfig(rest[1])
+	if err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return 1
+	}
+	for _, w := range config.Warnings(c) {
+		fmt.Fprintf(e.stderr, "%s:%d:%d: warning: %s\n", w.File, w.Line, w.Col, w.Msg)
 	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", rest[1])
 	return 0
