@@ -109,7 +109,7 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	// From here on cancelling ctx kills the init, which also unblocks a
 	// setup stuck on, say, a hung mount source.
-	sb.stopCtx = context.AfterFunc(ctx, sb.kill)
+	sb.stopCtx = context.AfterFunc(ctx, sb.Kill)
 	undo = append(undo, func() { sb.stopCtx() })
 	host := probeHost() // while the init boots
 	if sb.Degraded, err = host.degradations(&spec); err != nil {
@@ -400,20 +400,15 @@ func (sb *Sandbox) cgroup() *cgroup.Cgroup {
 	return sb.cg
 }
 
-// Pid is the host pid of the sandbox init.
-func (sb *Sandbox) Pid() int { return sb.cmd.Process.Pid }
-
-// Kill ends the sandbox: SIGKILL to its init takes the whole pid namespace
-// with it, and the cgroup is killed too for anything that escaped it.
-func (sb *Sandbox) kill() {
+// Kill ends the sandbox at once: SIGKILL to its init takes the whole pid
+// namespace with it, and the cgroup is killed too for anything that
+// escaped it.
+func (sb *Sandbox) Kill() {
 	_ = sb.cmd.Process.Signal(unix.SIGKILL)
 	if cg := sb.cgroup(); cg != nil {
 		_ = cg.Kill()
 	}
 }
-
-// Kill ends the sandbox at once.
-func (sb *Sandbox) Kill() { sb.kill() }
 
 // Signal sends sig to the sandbox init, which forwards it to the workload.
 func (sb *Sandbox) Signal(sig os.Signal) error { return sb.cmd.Process.Signal(sig) }
@@ -422,7 +417,7 @@ func (sb *Sandbox) expire() {
 	sb.mu.Lock()
 	sb.timedOut = true
 	sb.mu.Unlock()
-	sb.kill()
+	sb.Kill()
 }
 
 // Wait waits for the workload to exit, then removes the sandbox's cgroup.
