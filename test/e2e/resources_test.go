@@ -85,3 +85,14 @@ func rootMode(t *testing.T) mode {
 	t.Skip("cgroup limits need root or a delegated cgroup")
 	return mode{}
 }
+
+// TestTmpfsBounds: the sandbox's memory-backed file systems are bounded
+// in size and inodes even without a memory cgroup (an unprivileged run on
+// a host without delegated cgroups).
+func TestTmpfsBounds(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		r := m.sh(t, `df -k /dev/shm | tail -1 | awk '{print "shm-kib=" $2}'; df -i /tmp | tail -1 | awk '{print "tmp-inodes=" $2}'; `+
+			`grep ' /dev/pts ' /proc/mounts | grep -o 'max=[0-9]*'`, "--tmp-size", "256Mi")
+		want(t, r, 0, "shm-kib=65536", "tmp-inodes=65536", "max=256")
+	})
+}
