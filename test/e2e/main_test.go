@@ -264,3 +264,36 @@ func worldReachable(dir string) bool {
 		}
 	}
 }
+
+// goBuild builds the Go package pkg (an import path, e.g.
+// "mcpbox/test/e2e/testdata/mcpserver") once per test binary into the
+// world-readable bin dir and returns the directory holding it, named after
+// the package's last element. Mount that directory read-only to run the
+// program in a sandbox.
+func goBuild(t testing.TB, pkg string) string {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if dir, ok := built[pkg]; ok {
+		return dir
+	}
+	name := filepath.Base(pkg)
+	dir := filepath.Join(binDir, "pkg-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = dir
+	return dir
+}
+
+var (
+	builtMu sync.Mutex
+	built   = map[string]string{}
+)
