@@ -181,6 +181,18 @@ func serverNode(s *Server) *yaml.Node {
 	addStr(m, "url", s.URL)
 	addStr(m, "placement", s.Placement)
 	addStr(m, "scope", s.Scope)
+	if s.Prefix != nil {
+		addKV(m, "prefix", scalar("!!str", *s.Prefix))
+	}
+	if s.Headers != nil {
+		hm := mapNode()
+		for _, h := range s.Headers {
+			e := mapNode()
+			addStr(e, "from", h.From)
+			addKV(hm, h.Name, e)
+		}
+		addKV(m, "headers", flowIfEmpty(hm))
+	}
 	add(m, "filesystem", filesystemNode(&s.Filesystem))
 	if s.Env != nil {
 		e := mapNode()

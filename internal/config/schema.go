@@ -109,6 +109,8 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"url", func(v *node, p string) { s.URL = d.str(v, p) }},
 		{"placement", func(v *node, p string) { s.Placement = d.str(v, p) }},
 		{"scope", func(v *node, p string) { s.Scope = d.str(v, p) }},
+		{"prefix", func(v *node, p string) { pre := d.str(v, p); s.Prefix = &pre }},
+		{"headers", func(v *node, p string) { s.Headers = d.headers(v, p) }},
 		{"filesystem", func(v *node, p string) { d.filesystem(v, p, &s.Filesystem) }},
 		{"env", func(v *node, p string) { s.Env = d.env(v, p) }},
 		{"secrets", func(v *node, p string) { s.Secrets = d.secrets(v, p) }},
@@ -168,6 +170,22 @@ func (d *decoder) env(n *node, path string) []EnvVar {
 	for _, kv := range d.pairs(n, path) {
 		value := d.text(kv.val, join(path, kv.name))
 		out = append(out, EnvVar{Name: kv.name, Value: value, Pos: pos(kv.key)})
+	}
+	return out
+}
+
+func (d *decoder) headers(n *node, path string) []Header {
+	out := []Header{}
+	for _, kv := range d.pairs(n, path) {
+		h := Header{Name: kv.name}
+		p := join(path, kv.name)
+		if d.refMapping(kv.val, p) {
+			d.mapping(kv.val, p, &h.Meta, []field{
+				{"from", func(v *node, p string) { h.From = d.str(v, p) }},
+			})
+		}
+		h.Meta.Pos = pos(kv.key)
+		out = append(out, h)
 	}
 	return out
 }

@@ -162,8 +162,15 @@ type Server struct {
 	// Placement is PlacementIsolated, "group:NAME" (one sandbox shared by
 	// the servers of group NAME) or PlacementRemote. Empty: remote if URL is
 	// set, else isolated.
-	Placement  string
-	Scope      string // ScopeAgent (also the meaning of empty), ScopeSession or ScopeShared
+	Placement string
+	Scope     string // ScopeAgent (also the meaning of empty), ScopeSession or ScopeShared
+	// Prefix is prepended to the server's tool and prompt names when the
+	// gateway aggregates them; nil: "NAME__" when the config has more than
+	// one server, else none (see EffectivePrefix).
+	Prefix *string
+	// Headers are sent with every request to a remote server (url), e.g.
+	// Authorization; their values come from secret references.
+	Headers    []Header
 	Filesystem Filesystem
 	Env        []EnvVar // in file order
 	Secrets    []Secret // in file order
@@ -175,6 +182,24 @@ type Server struct {
 	Tools      Tools
 	Sandbox    Sandbox // overrides the top-level Sandbox when Require is non-nil
 	Meta       Meta
+}
+
+// Header is an HTTP header for a remote server.
+type Header struct {
+	Name string // an HTTP header name
+	From string // env:VAR, file:PATH or cmd:COMMAND; the header's value
+	Meta Meta
+}
+
+// EffectivePrefix is the name prefix of server s in c.
+func (c *Config) EffectivePrefix(s *Server) string {
+	switch {
+	case s.Prefix != nil:
+		return *s.Prefix
+	case len(c.Servers) > 1:
+		return s.Name + "__"
+	}
+	return ""
 }
 
 // Filesystem is what the sandbox sees besides the minimal system view.

@@ -17,6 +17,7 @@ var checks = []check{
 	checkClients,
 	checkServerList,
 	checkServers,
+	checkPrefixes,
 	checkDefaultSandbox,
 	checkApprovals,
 	checkAudit,
@@ -120,6 +121,25 @@ func checkServerList(r *collector, c *Config) {
 			r.errorf(s.Meta.Pos, "servers: duplicate server name %q", s.Name)
 		}
 		seen[s.Name] = true
+	}
+}
+
+// checkPrefixes refuses prefixes that could make two servers' names
+// collide: one server's prefix may not begin another's.
+func checkPrefixes(r *collector, c *Config) {
+	for i, s := range c.Servers {
+		if s == nil {
+			continue
+		}
+		for _, o := range c.Servers[:i] {
+			if o == nil || o.Name == s.Name {
+				continue // a duplicate name is reported by itself
+			}
+			a, b := c.EffectivePrefix(o), c.EffectivePrefix(s)
+			if strings.HasPrefix(a, b) || strings.HasPrefix(b, a) {
+				r.errorf(firstPos(s.Meta.At("prefix"), s.Meta.Pos), "servers.%s.prefix: %q overlaps %q of server %s, so tool names could collide; set distinct prefixes", s.Name, b, a, o.Name)
+			}
+		}
 	}
 }
 

@@ -14,6 +14,8 @@ var serverChecks = []serverCheck{
 	checkRunTarget,
 	checkRemoteSections,
 	checkScope,
+	checkPrefix,
+	checkHeaders,
 	checkInputOutput,
 	checkMounts,
 	checkEnv,
@@ -102,6 +104,33 @@ func checkRemoteSections(r *collector, s *Server, p string) {
 	for _, key := range []string{"memory", "pids", "cpu"} {
 		if s.Limits.Meta.Has(key) {
 			r.errorf(s.Limits.Meta.At(key), "%s.limits.%s: does not apply to a remote server (it runs outside any sandbox)", p, key)
+		}
+	}
+}
+
+var prefixRE = lazyRegexp(`^[A-Za-z0-9_.-]{0,64}$`)
+
+func checkPrefix(r *collector, s *Server, p string) {
+	if s.Prefix != nil && !prefixRE().MatchString(*s.Prefix) {
+		r.errorf(s.Meta.At("prefix"), "%s.prefix: invalid prefix %q (want up to 64 of A-Z a-z 0-9 _ . -, the characters of tool names)", p, *s.Prefix)
+	}
+}
+
+var headerRE = lazyRegexp("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
+
+func checkHeaders(r *collector, s *Server, p string) {
+	if s.Headers != nil && s.URL == "" && !s.Meta.Has("url") {
+		r.errorf(s.Meta.At("headers"), "%s.headers: only a remote server (url) takes headers; a local server gets secrets", p)
+	}
+	for _, h := range s.Headers {
+		hp := p + ".headers." + h.Name
+		if !headerRE().MatchString(h.Name) {
+			r.errorf(h.Meta.Pos, "%s: invalid HTTP header name", hp)
+		}
+		if h.From == "" {
+			r.errorf(h.Meta.Pos, "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", hp)
+		} else if _, err := ParseSecretRef(h.From); err != nil {
+			r.errorf(h.Meta.At("from"), "%s.from: %v", hp, err)
 		}
 	}
 }

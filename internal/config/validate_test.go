@@ -198,3 +198,31 @@ func TestSecretsNotEchoed(t *testing.T) {
 		})
 	}
 }
+
+func TestPrefixesAndHeaders(t *testing.T) {
+	tests := []struct {
+		name, yaml, wantErr string
+	}{
+		{"default prefixes", "servers:\n  a: {command: [x]}\n  b: {command: [y]}\n", ""},
+		{"explicit empty with one server", "servers:\n  a: {command: [x], prefix: \"\"}\n", ""},
+		{"empty prefix beside another", "servers:\n  a: {command: [x], prefix: \"\"}\n  b: {command: [y]}\n", "overlaps"},
+		{"prefix begins another", "servers:\n  a: {command: [x], prefix: gh}\n  b: {command: [y], prefix: gh_x}\n", "overlaps"},
+		{"default overlaps explicit", "servers:\n  a: {command: [x]}\n  b: {command: [y], prefix: a__b}\n", "overlaps"},
+		{"bad characters", "servers:\n  a: {command: [x], prefix: \"a b\"}\n", "invalid prefix"},
+		{"headers on remote", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {Authorization: {from: env:TOK}}}\n", ""},
+		{"headers on local", "servers:\n  a: {command: [x], headers: {Authorization: {from: env:TOK}}}\n", "only a remote server"},
+		{"header value inline", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {Authorization: Bearer abc}}\n", "never go in the config"},
+		{"bad header name", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {\"a b\": {from: env:TOK}}}\n", "invalid HTTP header name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load("t.yaml", []byte("version: 1\n"+tt.yaml))
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
