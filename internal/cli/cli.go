@@ -20,13 +20,17 @@ USAGE
 COMMANDS
   exec      run any command in a fresh sandbox (stdio passed through,
             exit code propagated)
+  run       run one stdio MCP server in a sandbox behind the gateway
+            (a drop-in command for a client's mcpServers config)
+  serve     the gateway for every server of a config file, over stdio
+            and/or Streamable HTTP
   doctor    report which isolation features this host supports
   policy    check a config file: mcpbox policy check FILE
   secrets   list a config's secret references (never values)
   version   print the version
 
-  Gateway commands (run, serve, ps, stop, pause, resume, logs, approvals,
-  approve, deny, pin, trust) arrive with the gateway.
+  Admin commands (ps, stop, pause, resume, logs, approvals, approve, deny,
+  pin, trust) are not available yet.
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -67,13 +71,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.policy(args[1:])
 	case "secrets":
 		return env.secrets(args[1:])
+	case "run":
+		return env.run(args[1:])
+	case "serve":
+		return env.serve(args[1:])
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mcpbox", Version)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
-	case "run", "serve", "ps", "stop", "pause", "resume", "logs", "approvals",
+	case "ps", "stop", "pause", "resume", "logs", "approvals",
 		"approve", "deny", "pin", "trust":
 		fmt.Fprintf(stderr, "mcpbox %s: not available in this build yet (it comes with the gateway)\n", args[0])
 		return exitUsage

@@ -70,11 +70,31 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 	if s.URL != "" {
 		return fmt.Errorf("%s: server %s is remote (url): there is nothing to sandbox", path, s.Name)
 	}
-	base := filepath.Dir(path)
+	if err := serverSpec(c, s, filepath.Dir(path), spec); err != nil {
+		return err
+	}
+	for _, sec := range s.Secrets {
+		if sec.TTL != 0 {
+			return fmt.Errorf("server %s: secret %s: ttl (refreshing a running sandbox) needs the gateway; mcpbox exec resolves secrets once", s.Name, sec.Name)
+		}
+		v, err := resolveSecret(sec.Name, sec.From, sec.As == config.SecretAsFile)
+		if err != nil {
+			return fmt.Errorf("server %s: secret %s: %w", s.Name, sec.Name, err)
+		}
+		spec.Secrets = append(spec.Secrets, v)
+	}
+	return nil
+}
+
+// serverSpec fills spec with server s's sandbox policy, paths resolved
+// against base; secrets are left to the caller, which resolves them when
+// the sandbox starts. An output without a source is left to the caller too.
+func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.Spec) error {
+	var err error
 	fsys := s.Filesystem
 	if fsys.Input != nil {
 		if fsys.Input.Mode == config.ModeOverlay {
-			return fmt.Errorf("%s: server %s: filesystem.input.mode overlay is not available yet", path, s.Name)
+			return fmt.Errorf("server %s: filesystem.input.mode overlay is not available yet", s.Name)
 		}
 		if spec.Input, err = hostDir(resolve(base, fsys.Input.Source), false); err != nil {
 			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, err)
@@ -99,16 +119,6 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 	}
 	for _, v := range s.Env {
 		spec.Env = append(spec.Env, v.Name+"="+v.Value)
-	}
-	for _, sec := range s.Secrets {
-		if sec.TTL != 0 {
-			return fmt.Errorf("server %s: secret %s: ttl (refreshing a running sandbox) needs the gateway; mcpbox exec resolves secrets once", s.Name, sec.Name)
-		}
-		v, err := resolveSecret(sec.Name, sec.From, sec.As == config.SecretAsFile)
-		if err != nil {
-			return fmt.Errorf("server %s: secret %s: %w", s.Name, sec.Name, err)
-		}
-		spec.Secrets = append(spec.Secrets, v)
 	}
 	for _, eg := range s.Network.Egress {
 		r := egress.Rule{Host: eg.Host, Ports: eg.Ports}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/sandbox"
+)
+
+// newLogger is the gateway's log: text lines on stderr.
+func (e *env) newLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// configServers turns a config's servers into gateway servers.
+func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger) ([]*gateway.Server, error) {
+	var out []*gateway.Server
+	for _, s := range c.Servers {
+		gs := &gateway.Server{
+			Name:        s.Name,
+			Prefix:      c.EffectivePrefix(s),
+			Scope:       s.Scope,
+			Allow:       s.Tools.Allow,
+			Deny:        s.Tools.Deny,
+			CallTimeout: time.Duration(s.Limits.CallTimeout),
+			MaxOutput:   int64(s.Limits.Output),
+			Restart:     s.Lifecycle.Restart,
+		}
+		if gs.Scope == "" {
+			gs.Scope = gateway.ScopeAgent
+		}
+		if gs.Restart == "" {
+			gs.Restart = gateway.RestartNo
+		}
+		if s.URL != "" {
+			rl := &remoteLauncher{url: s.URL, headers: map[string]string{}}
+			for _, h := range s.Headers {
+				rl.headers[h.Name] = h.From
+			}
+			gs.Launch = rl.launch
+			out = append(out, gs)
+			continue
+		}
+		if strings.HasPrefix(s.Placement, config.PlacementGroup) {
+			return nil, fmt.Errorf("server %s: placement %s: shared group sandboxes are not available yet", s.Name, s.Placement)
+		}
+		spec := sandbox.Spec{}
+		if err := serverSpec(c, s, base, &spec); err != nil {
+			return nil, err
+		}
+		spec.Args = s.Command
+		l := &sandboxLauncher{
+			name: s.Name, base: spec, secrets: s.Secrets, log: log,
+			stderr: &lineWriter{w: e.stderr, prefix: "mcpbox: server " + s.Name + ": "},
+		}
+		if s.Filesystem.Output == nil || s.Filesystem.Output.Source == "" {
+			if s.Filesystem.Output != nil {
+				l.workspaces = filepath.Join(stateDir, "workspaces")
+			}
+		}
+		gs.Launch = l.launch
+		out = append(out, gs)
+	}
+	return out, nil
+}
+
+// stateDir is the config's state dir (default ~/.local/state/mcpbox),
+// resolved against the config file's directory; flag overrides it.
+func stateDir(c *config.Config, base, flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = c.StateDir
+	}
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no state dir: set state_dir or --state-dir (%w)", err)
+		}
+		dir = filepath.Join(home, ".local", "state", "mcpbox")
+	} else {
+		dir = resolve(base, dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating state dir: %w", err)
+	}
+	return dir, nil
+}
+
+// serveHTTP serves the gateway's HTTP endpoint until ctx ends, then
+// shuts it down.
+func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, opts gateway.HTTPOptions, tlsCert, tlsKey string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	opts.Addr = ln.Addr().String()
+	h, err := gw.Handler(opts)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	scheme := "http"
+	if tlsCert != "" {
+		scheme = "https"
+	}
+	e.errorf("serving MCP on %s://%s%s", scheme, ln.Addr(), gateway.EndpointPath)
+	errc := make(chan error, 1)
+	go func() {
+		if tlsCert != "" {
+			errc <- srv.ServeTLS(ln, tlsCert, tlsKey)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// signalContext ends when SIGTERM, SIGINT or SIGHUP arrives.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+}

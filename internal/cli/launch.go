@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/sandbox"
+)
+
+// stopGrace is how long a server gets to exit after its stdin closes
+// before its sandbox is killed.
+const stopGrace = 2 * time.Second
+
+// sandboxLauncher starts base (a complete Spec but for Args' server
+// command, secrets and a per-agent output) for each scope.
+type sandboxLauncher struct {
+	name    string
+	base    sandbox.Spec
+	secrets []config.Secret
+	// workspaces, if set, is the dir under which each scope gets its own
+	// /workspace/output (config `output: {}`).
+	workspaces string
+	log        *slog.Logger
+	stderr     io.Writer // the server's stderr, line-prefixed
+}
+
+func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
+	spec := l.base
+	spec.Env = append([]string(nil), l.base.Env...)
+	spec.Secrets = append([]sandbox.Secret(nil), l.base.Secrets...)
+	for _, sec := range l.secrets {
+		v, err := resolveSecret(sec.Name, sec.From, sec.As == config.SecretAsFile)
+		if err != nil {
+			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
+		spec.Secrets = append(spec.Secrets, v)
+	}
+	var sessionDir string
+	if l.workspaces != "" {
+		dir, err := workspaceDir(l.workspaces, scope, l.name)
+		if err != nil {
+			return nil, err
+		}
+		spec.Output = dir
+		if scope.Session != "" {
+			sessionDir = filepath.Dir(dir)
+		}
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	// The sandbox lives until Stop, not until the request that started
+	// it ends; ctx only aborts the start itself.
+	life, kill := context.WithCancel(context.Background())
+	abort := context.AfterFunc(ctx, kill)
+	sb, err := sandbox.Start(life, spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: l.stderr})
+	inR.Close()
+	outW.Close()
+	if !abort() && err == nil {
+		err = context.Cause(ctx)
+		sb.Kill()
+		sb.Wait()
+	}
+	if err != nil {
+		kill()
+		inW.Close()
+		outR.Close()
+		return nil, err
+	}
+	for _, layer := range sb.Degraded {
+		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require)", "server", l.name, "layer", layer)
+	}
+	var (
+		mu     sync.Mutex
+		status string
+	)
+	waited := make(chan struct{})
+	go func() {
+		res, err := sb.Wait()
+		mu.Lock()
+		switch {
+		case err != nil:
+			status = err.Error()
+		case res.OOMKilled:
+			status = "killed: out of memory"
+		case res.PidsExhausted:
+			status = fmt.Sprintf("exited with status %d after hitting its process limit", res.ExitCode)
+		default:
+			status = fmt.Sprintf("exited with status %d", res.ExitCode)
+		}
+		mu.Unlock()
+		close(waited)
+	}()
+	return &gateway.Process{
+		Stdin: inW, Stdout: outR,
+		Roots: roots(&spec),
+		Stop: func() {
+			inW.Close()
+			select {
+			case <-waited:
+			case <-time.After(stopGrace):
+				sb.Kill()
+				<-waited
+			}
+			kill()
+			outR.Close()
+			if sessionDir != "" {
+				os.RemoveAll(sessionDir)
+			}
+		},
+		Describe: func() string {
+			select {
+			case <-waited:
+			case <-time.After(stopGrace):
+				return ""
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return status
+		},
+	}, nil
+}
+
+// workspaceDir makes the per-scope output dir: workspaces/AGENT/SERVER/output,
+// with a sessions/ID level for session scope and _shared for shared scope.
+func workspaceDir(root string, scope gateway.Scope, server string) (string, error) {
+	agent := scope.Agent
+	if agent == "" {
+		agent = "_shared"
+	}
+	dir := filepath.Join(root, agent, server)
+	if scope.Session != "" {
+		dir = filepath.Join(dir, "sessions", scope.Session)
+	}
+	dir = filepath.Join(dir, "output")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating workspace: %w", err)
+	}
+	return dir, nil
+}
+
+// roots are the sandbox paths a server may work in, for roots/list.
+func roots(spec *sandbox.Spec) []gateway.Root {
+	var rs []gateway.Root
+	if spec.Input != "" {
+		rs = append(rs, gateway.Root{URI: "file:///workspace/input", Name: "input"})
+	}
+	if spec.Output != "" {
+		rs = append(rs, gateway.Root{URI: "file:///workspace/output", Name: "output"})
+	}
+	for _, m := range spec.Mounts {
+		rs = append(rs, gateway.Root{URI: "file://" + m.Target, Name: filepath.Base(m.Target)})
+	}
+	return rs
+}
+
+// remoteLauncher connects to a remote server over Streamable HTTP, with
+// headers (e.g. Authorization) whose values come from secret references.
+type remoteLauncher struct {
+	url     string
+	headers map[string]string // header name → secret reference
+}
+
+func (l *remoteLauncher) launch(ctx context.Context, _ gateway.Scope) (*gateway.Process, error) {
+	h := http.Header{}
+	for name, ref := range l.headers {
+		v, err := resolveSecret(name, ref, false)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, string(v.Value))
+	}
+	client := &http.Client{Transport: headerTransport{h, http.DefaultTransport}}
+	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
+	c, err := t.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+	}
+	return &gateway.Process{Conn: c}, nil
+}
+
+type headerTransport struct {
+	h    http.Header
+	next http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return t.next.RoundTrip(r)
+}
+
+// lineWriter prefixes every line a server writes to stderr and caps its
+// length, so that one server cannot flood or forge the gateway's log.
+type lineWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+const maxLogLine = 4096
+
+func (lw *lineWriter) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := maxLogLine - len(lw.buf)
+			lw.buf = append(lw.buf, p[:min(len(p), max(room, 0))]...)
+			break
+		}
+		room := maxLogLine - len(lw.buf)
+		lw.buf = append(lw.buf, p[:min(i, max(room, 0))]...)
+		lw.flush()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (lw *lineWriter) flush() {
+	line := bytes.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' {
+			return '?'
+		}
+		return r
+	}, lw.buf)
+	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
+	lw.buf = lw.buf[:0]
+}
+

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"io"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+)
+
+const runHelp = `USAGE
+  mcpbox run [flags] -- CMD [ARG...]
+
+Runs ONE stdio MCP server in a sandbox and speaks MCP to the client on
+standard input and output: a drop-in "command" for a client's mcpServers
+configuration. The sandbox is the one 'mcpbox exec' builds from the same
+flags; the gateway in front of it filters tools (--allow-tool, --deny-tool),
+bounds calls (--call-timeout, --output-limit) and restarts the server when
+it crashes. The server's stderr goes to mcpbox's stderr, line-prefixed.
+
+EXAMPLE (claude_desktop_config.json)
+  "filesystem": {"command": "mcpbox", "args": ["run", "--input", "/home/me/notes",
+      "--mount", "/usr/local/lib/node_modules:/opt/node_modules", "--",
+      "node", "/opt/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+      "/workspace/input"]}
+`
+
+func (e *env) run(args []string) int {
+	fs := e.newFlagSet("run", runHelp)
+	var f sandboxFlags
+	f.register(fs)
+	var (
+		callTimeout time.Duration
+		outputLimit string
+		allow, deny listFlag
+	)
+	fs.DurationVar(&callTimeout, "call-timeout", 0, "cancel a tool call after `DURATION` (default: none)")
+	fs.StringVar(&outputLimit, "output-limit", "", "largest tool result passed back, e.g. `1Mi` (default: none)")
+	fs.Var(&allow, "allow-tool", "expose only tools matching `GLOB` (repeatable; default: all)")
+	fs.Var(&deny, "deny-tool", "hide tools matching `GLOB` (repeatable)")
+	if code, stop := e.parse(fs, args); stop {
+		return code
+	}
+	argv := fs.Args()
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		e.errorf("run: no server command given (usage: mcpbox run [flags] -- CMD [ARG...])")
+		return exitUsage
+	}
+	spec, err := f.spec(fs)
+	if err != nil {
+		e.errorf("run: %v", err)
+		return exitUsage
+	}
+	if f.timeout > 0 {
+		e.errorf("run: --timeout does not apply to a server; use --call-timeout")
+		return exitUsage
+	}
+	spec.Args = argv
+	var maxOut config.Size
+	if outputLimit != "" {
+		if maxOut, err = config.ParseSize(outputLimit); err != nil {
+			e.errorf("run: --output-limit: %v", err)
+			return exitUsage
+		}
+	}
+	if len(allow) == 0 {
+		allow = listFlag{"*"}
+	}
+	log := e.newLogger()
+	l := &sandboxLauncher{
+		name: "server", base: *spec, log: log,
+		stderr: &lineWriter{w: e.stderr, prefix: "mcpbox: server: "},
+	}
+	gw, err := gateway.New([]*gateway.Server{{
+		Name: "server", Scope: gateway.ScopeAgent, Launch: l.launch,
+		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
+		Restart: gateway.RestartOnFailure,
+	}}, gateway.Options{Logger: log, Version: Version})
+	if err != nil {
+		e.errorf("run: %v", err)
+		return exitUsage
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(e.stdin), nopWriteCloser{e.stdout})
+	gw.Close()
+	if err != nil && ctx.Err() == nil {
+		e.errorf("run: %v", err)
+		return 1
+	}
+	return 0
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+)
+
+const serveHelp = `USAGE
+  mcpbox serve --config FILE [--stdio] [--http ADDR]
+
+Runs the gateway for every server of the config file: each in its own
+sandbox (per client identity, per session or shared, by the server's
+scope), aggregated behind one MCP endpoint. With more than one server,
+tool and prompt names are prefixed "SERVER__" (or the server's prefix).
+
+Downstream transports: --stdio (a client launched mcpbox) and/or --http
+ADDR (Streamable HTTP at http://ADDR/mcp). With neither: stdio when
+standard input is not a terminal, else HTTP on the config's
+listen.http.addr (default 127.0.0.1:8765). HTTP binds loopback unless the
+config has clients (bearer tokens) and TLS. SIGTERM or SIGINT stops every
+sandbox and exits 0.
+`
+
+// defaultHTTPAddr is where serve listens when nothing says otherwise.
+const defaultHTTPAddr = "127.0.0.1:8765"
+
+func (e *env) serve(args []string) int {
+	fs := e.newFlagSet("serve", serveHelp)
+	var (
+		configPath, httpAddr, stateFlag string
+		stdio                           bool
+	)
+	fs.StringVar(&configPath, "config", "", "the config `FILE` (mcpbox.yaml)")
+	fs.BoolVar(&stdio, "stdio", false, "serve one MCP session on standard input and output")
+	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
+	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
+	if code, stop := e.parse(fs, args); stop {
+		return code
+	}
+	if fs.NArg() > 0 {
+		e.errorf("serve: unexpected arguments %q", fs.Args())
+		return exitUsage
+	}
+	if configPath == "" {
+		e.errorf("serve: --config FILE is required (the embedded default is not available yet)")
+		return exitUsage
+	}
+	c, err := loadConfig(configPath)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitUsage
+	}
+	if !stdio && httpAddr == "" {
+		if !isTerminal(e.stdin) {
+			stdio = true
+		} else if httpAddr = c.Listen.HTTP.Addr; httpAddr == "" {
+			httpAddr = defaultHTTPAddr
+		}
+	}
+	base := filepath.Dir(configPath)
+	opts, tlsCert, tlsKey, err := httpOptions(c, base, httpAddr)
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return exitUsage
+	}
+	dir, err := stateDir(c, base, stateFlag)
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return 1
+	}
+	log := e.newLogger()
+	servers, err := e.configServers(c, base, dir, log)
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return exitUsage
+	}
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version})
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return exitUsage
+	}
+	defer gw.Close()
+	ctx, cancel := signalContext()
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	if httpAddr != "" {
+		wg.Go(func() {
+			if err := e.serveHTTP(ctx, gw, httpAddr, opts, tlsCert, tlsKey); err != nil {
+				errs <- err
+				cancel()
+			}
+		})
+	}
+	if stdio {
+		wg.Go(func() {
+			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(e.stdin), nopWriteCloser{e.stdout}); err != nil {
+				errs <- err
+			}
+			cancel() // the client that launched us is gone
+		})
+	}
+	wg.Wait()
+	close(errs)
+	code := 0
+	for err := range errs {
+		e.errorf("serve: %v", err)
+		code = 1
+	}
+	return code
+}
+
+// httpOptions reads the HTTP settings and clients, and refuses a
+// non-loopback address without both TLS and client tokens.
+func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, string, string, error) {
+	h := c.Listen.HTTP
+	opts := gateway.HTTPOptions{Addr: addr, AllowedOrigins: h.AllowedOrigins}
+	for _, cl := range c.Clients {
+		v, err := resolveSecret(cl.Name, cl.Token.From, false)
+		if err != nil {
+			return opts, "", "", fmt.Errorf("client %s: token: %w", cl.Name, err)
+		}
+		opts.Clients = append(opts.Clients, gateway.Client{Name: cl.Name, Token: v.Value})
+	}
+	var cert, key string
+	if h.TLS.Cert != "" {
+		cert, key = resolve(base, h.TLS.Cert), resolve(base, h.TLS.Key)
+	}
+	if addr == "" {
+		return opts, cert, key, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return opts, "", "", fmt.Errorf("--http %s: %w", addr, err)
+	}
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	if !loopback && (cert == "" || len(opts.Clients) == 0) {
+		return opts, "", "", fmt.Errorf("refusing to serve on %s without TLS (listen.http.tls) and client tokens (clients); bind 127.0.0.1 instead", addr)
+	}
+	return opts, cert, key, nil
+}
+
+
+// isTerminal reports whether r is a character device (a terminal): then a
+// person started serve, not a client.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,18 @@
+// Package gateway is the MCP gateway: it owns the downstream transports
+// (stdio and Streamable HTTP, through the go-sdk's server machinery), runs
+// one upstream connection per server and scope (a sandboxed stdio server or
+// a remote HTTP server), aggregates their tools, prompts and resources under
+// per-server prefixes, and routes every request, notification and
+// server→client request to the right peer.
+//
+// Upstream traffic is handled as raw JSON-RPC (see peer): results and
+// notifications pass through byte for byte, so fields this code does not
+// know (new spec fields, _meta, annotations, icons) reach the client
+// unchanged. The go-sdk server only frames and negotiates the downstream
+// side; a receiving middleware answers every feature method from the
+// upstreams, and a sending middleware lets raw notifications out.
+//
+// Policy, redaction and audit plug in through Hooks: every tool call passes
+// Hooks.Call, and every payload that leaves an upstream passes
+// Hooks.Filter before any client sees it.
+package gateway

@@ -1,0 +1,414 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// downstream is one MCP session with a client and its view of the
+// servers: which upstream instance serves it for each server.
+type downstream struct {
+	gw     *Gateway
+	agent  string
+	id     string
+	server *mcp.Server
+
+	mu     sync.Mutex
+	ss     *mcp.ServerSession
+	bound  []*bound
+	subs   map[string]*upstream // resource URI → the upstream it was subscribed on
+	level  string
+	out    chan func()
+	done   chan struct{}
+	closed bool
+	once   sync.Once
+}
+
+// bound is a server as one session sees it.
+type bound struct {
+	srv *Server
+	u   *upstream
+	ok  bool // started when the session initialized
+}
+
+// outboxSize bounds the notifications queued for one slow client; more
+// are dropped so that one client cannot stall a shared server.
+const outboxSize = 1024
+
+// newDownstream makes the go-sdk server for one client session.
+func (g *Gateway) newDownstream(agent string) (*downstream, error) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, errStopped
+	}
+	g.nextSess++
+	id := fmt.Sprintf("s%d", g.nextSess)
+	g.mu.Unlock()
+	d := &downstream{gw: g, agent: agent, id: id, subs: map[string]*upstream{}, done: make(chan struct{})}
+	d.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbox", Version: g.opts.Version}, &mcp.ServerOptions{
+		// A superset, so that the SDK lets every notification through;
+		// initialize answers with what the upstreams really have.
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Logging:     &mcp.LoggingCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
+		},
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	d.server.AddReceivingMiddleware(d.receive)
+	d.server.AddSendingMiddleware(d.send)
+	return d, nil
+}
+
+// receive answers every feature method from the upstreams; the SDK keeps
+// initialize's version negotiation, ping and session state.
+func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch p := req.GetParams().(type) {
+		case *mcp.InitializeParams:
+			return d.initialize(ctx, method, req, next)
+		case *mcp.ListToolsParams:
+			var cursor string
+			if p != nil {
+				cursor = p.Cursor
+			}
+			return d.list(ctx, "tools", cursor)
+		case *mcp.CallToolParamsRaw:
+			if p == nil {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+			}
+			return d.callTool(ctx, p)
+		case *mcp.ListPromptsParams:
+			var cursor string
+			if p != nil {
+				cursor = p.Cursor
+			}
+			return d.list(ctx, "prompts", cursor)
+		case *mcp.GetPromptParams:
+			if p == nil {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+			}
+			b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Prompts != nil })
+			if !ok {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+			}
+			return d.forward(ctx, b, method, withField(p, "name", name))
+		case *mcp.ListResourcesParams:
+			var cursor string
+			if p != nil {
+				cursor = p.Cursor
+			}
+			return d.list(ctx, "resources", cursor)
+		case *mcp.ListResourceTemplatesParams:
+			var cursor string
+			if p != nil {
+				cursor = p.Cursor
+			}
+			return d.list(ctx, "templates", cursor)
+		case *mcp.ReadResourceParams:
+			if p == nil {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+			}
+			b, err := d.resourceServer(ctx, p.URI)
+			if err != nil {
+				return nil, err
+			}
+			return d.forward(ctx, b, method, withField(p))
+		case *mcp.SubscribeParams:
+			if p == nil {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+			}
+			return d.subscribe(ctx, p.URI, true)
+		case *mcp.UnsubscribeParams:
+			if p == nil {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+			}
+			return d.subscribe(ctx, p.URI, false)
+		case *mcp.CompleteParams:
+			if p == nil || p.Ref == nil {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+			}
+			return d.complete(ctx, method, p)
+		case *mcp.SetLoggingLevelParams:
+			if p == nil {
+				break
+			}
+			d.mu.Lock()
+			d.level = string(p.Level)
+			bs := d.bound
+			d.mu.Unlock()
+			for _, b := range bs {
+				if b.ok {
+					b.u.setLevel(ctx, string(p.Level))
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// initialize starts (or joins) every server before the SDK answers, then
+// replaces the answer's capabilities with what the servers offer.
+func (d *downstream) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if err := d.start(ctx); err != nil {
+		d.close()
+		return nil, err
+	}
+	res, err := next(ctx, method, req)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	d.mu.Lock()
+	d.ss = ss
+	d.out = make(chan func(), outboxSize)
+	d.mu.Unlock()
+	d.gw.mu.Lock()
+	d.gw.sessions[d] = struct{}{}
+	d.gw.mu.Unlock()
+	go d.drain()
+	go func() {
+		ss.Wait()
+		d.close()
+	}()
+	if ir, ok := res.(*mcp.InitializeResult); ok {
+		ir.Capabilities, ir.Instructions = d.capabilities()
+	}
+	return res, nil
+}
+
+// start binds the session to an upstream per server and starts them. A
+// server that cannot start is left out, unless none can.
+func (d *downstream) start(ctx context.Context) error {
+	bs := make([]*bound, len(d.gw.servers))
+	for i, srv := range d.gw.servers {
+		u, err := d.gw.upstream(srv, d)
+		if err != nil {
+			for _, b := range bs[:i] {
+				d.gw.release(b.u, d, nil)
+			}
+			return err
+		}
+		bs[i] = &bound{srv: srv, u: u}
+	}
+	errs := make([]error, len(bs))
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		wg.Go(func() {
+			_, errs[i] = b.u.get(ctx)
+			b.ok = errs[i] == nil
+		})
+	}
+	wg.Wait()
+	d.mu.Lock()
+	d.bound = bs
+	d.mu.Unlock()
+	var started int
+	for i, err := range errs {
+		if err == nil {
+			started++
+			continue
+		}
+		d.gw.log.Error("server did not start", "server", bs[i].srv.Name, "agent", d.agent, "err", err)
+	}
+	if started == 0 {
+		return rpcError(jsonrpc.CodeInternalError, "no server could start: %s", d.safe(errors.Join(errs...)))
+	}
+	return nil
+}
+
+func (d *downstream) capabilities() (*mcp.ServerCapabilities, string) {
+	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
+	var instructions []string
+	d.mu.Lock()
+	bs := d.bound
+	d.mu.Unlock()
+	for _, b := range bs {
+		if !b.ok {
+			continue
+		}
+		info := b.u.info()
+		c := info.caps
+		if c.Tools != nil {
+			caps.Tools = &mcp.ToolCapabilities{ListChanged: true}
+		}
+		if c.Prompts != nil {
+			caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+		}
+		if c.Resources != nil {
+			if caps.Resources == nil {
+				caps.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+			}
+			caps.Resources.Subscribe = caps.Resources.Subscribe || c.Resources.Subscribe
+		}
+		if c.Completions != nil {
+			caps.Completions = &mcp.CompletionCapabilities{}
+		}
+		if info.Instructions != "" {
+			if len(bs) == 1 {
+				instructions = append(instructions, info.Instructions)
+			} else {
+				instructions = append(instructions, fmt.Sprintf("Server %s (names prefixed %q): %s", b.srv.Name, b.srv.Prefix, info.Instructions))
+			}
+		}
+	}
+	return caps, strings.Join(instructions, "\n\n")
+}
+
+// route finds the server a prefixed name belongs to.
+func (d *downstream) route(name string, usable func(*bound) bool) (*bound, string, bool) {
+	d.mu.Lock()
+	bs := d.bound
+	d.mu.Unlock()
+	for _, b := range bs {
+		if rest, ok := strings.CutPrefix(name, b.srv.Prefix); ok && rest != "" && usable(b) {
+			return b, rest, true
+		}
+	}
+	return nil, "", false
+}
+
+func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error) {
+	b, tool, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	if !ok || !b.srv.allowed(tool) {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+	}
+	params := withField(p, "name", tool)
+	forward := func(ctx context.Context) (json.RawMessage, error) {
+		return d.call(ctx, b, "tools/call", params, b.srv.CallTimeout)
+	}
+	var raw json.RawMessage
+	var err error
+	if hook := d.gw.opts.Hooks.Call; hook != nil {
+		c := &Call{Agent: d.agent, Session: d.id, Server: b.srv.Name, Tool: tool, Arguments: p.Arguments}
+		raw, err = hook(ctx, c, forward)
+	} else {
+		raw, err = forward(ctx)
+	}
+	if err != nil {
+		return nil, d.clientError(b, err)
+	}
+	if b.srv.MaxOutput > 0 && int64(len(raw)) > b.srv.MaxOutput {
+		d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
+		msg := fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", p.Name, len(raw), b.srv.MaxOutput)
+		res, _ := json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true})
+		return rawResult(res).result(), nil
+	}
+	return rawResult(raw).result(), nil
+}
+
+// forward sends a request to b's server and returns its raw result.
+func (d *downstream) forward(ctx context.Context, b *bound, method string, params map[string]any) (mcp.Result, error) {
+	raw, err := d.call(ctx, b, method, params, 0)
+	if err != nil {
+		return nil, d.clientError(b, err)
+	}
+	return rawResult(raw).result(), nil
+}
+
+// errCallTimeout is the cause of a call's context when call_timeout expires.
+var errCallTimeout = errors.New("call timeout")
+
+// call forwards one request and, while waiting, passes on the progress and
+// log notifications the server sends for it, on the request's stream.
+func (d *downstream) call(ctx context.Context, b *bound, method string, params map[string]any, timeout time.Duration) (json.RawMessage, error) {
+	p, err := b.u.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var token any
+	meta, _ := params["_meta"].(mcp.Meta)
+	if meta != nil {
+		token = meta["progressToken"]
+	}
+	in := b.u.begin(d, ctx, token)
+	defer b.u.end(in)
+	if in.gwTok != "" {
+		m := make(map[string]any, len(meta))
+		for k, v := range meta {
+			m[k] = v
+		}
+		m["progressToken"] = in.gwTok
+		params["_meta"] = m
+	}
+	callCtx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+		defer cancel()
+	}
+	type reply struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		raw, err := p.call(callCtx, method, params)
+		done <- reply{raw, err}
+	}()
+	for {
+		select {
+		case f := <-in.events:
+			f()
+		case r := <-done:
+			for {
+				select {
+				case f := <-in.events:
+					f()
+					continue
+				default:
+				}
+				break
+			}
+			if r.err != nil {
+				return nil, r.err
+			}
+			return d.gw.filter(b.srv.Name, r.raw), nil
+		}
+	}
+}
+
+// clientError turns an error into what the client may see: the server's
+// own JSON-RPC errors pass (filtered); gateway failures get a short text.
+func (d *downstream) clientError(b *bound, err error) error {
+	var werr *jsonrpc.Error
+	switch {
+	case errors.As(err, &werr):
+		out := *werr
+		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))
+		out.Data = d.gw.filter(b.srv.Name, werr.Data)
+		return &out
+	case errors.Is(err, errCallTimeout):
+		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, b.srv.CallTimeout)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	d.gw.log.Warn("request failed", "server", b.srv.Name, "agent", d.agent, "err", err)
+	return rpcError(codeUnavailable, "server %s is unavailable: %s", b.srv.Name, d.safe(err))
+}
+
+// safe is an error's text as a client may see it.
+func (d *downstream) safe(err error) string {
+	var names []string
+	for _, s := range d.gw.servers {
+		names = append(names, s.Name)
+	}
+	msg := err.Error()
+	for _, n := range names {
+		msg = string(d.gw.filter(n, []byte(msg)))
+	}
+	return msg
+}

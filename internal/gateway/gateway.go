@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Server is one upstream MCP server and the gateway policy around it.
+type Server struct {
+	Name string
+	// Prefix is prepended to its tool and prompt names; "" for none.
+	// Prefixes of one gateway must be unique and none may begin another.
+	Prefix string
+	Scope  string // ScopeAgent, ScopeSession or ScopeShared
+	// Launch starts the server for a scope: a sandboxed process, or a
+	// connection to a remote server.
+	Launch func(ctx context.Context, scope Scope) (*Process, error)
+	// Allow and Deny are tool name globs (path.Match) on the server's own
+	// names; a tool must match Allow and not Deny. A hidden tool is
+	// "unknown" to lists and calls alike.
+	Allow, Deny []string
+	CallTimeout time.Duration // per tools/call; zero: none
+	MaxOutput   int64         // largest result passed back; zero: no limit
+	MaxMessage  int           // largest message read from the server; zero: DefaultMaxMessage
+	Restart     string        // RestartNo, RestartOnFailure or RestartAlways
+}
+
+// Scopes: whose sandbox serves a session.
+const (
+	ScopeAgent   = "agent"   // one per client identity
+	ScopeSession = "session" // one per MCP session
+	ScopeShared  = "shared"  // one for everybody
+)
+
+// Restart policies.
+const (
+	RestartNo        = "no"
+	RestartOnFailure = "on-failure"
+	RestartAlways    = "always"
+)
+
+// Scope says whom an upstream instance serves.
+type Scope struct {
+	Agent   string // the client identity; "" for a shared instance
+	Session string // the MCP session, for ScopeSession; else ""
+}
+
+// Hooks are the seams for policy, redaction and audit. Nil fields do nothing.
+type Hooks struct {
+	// Filter sees every payload that leaves an upstream server (results,
+	// notifications, server→client requests, log samples) before anyone
+	// else and returns what to pass on: redaction goes here.
+	Filter func(server string, raw []byte) []byte
+	// Call runs around every tools/call: it may refuse the call, or
+	// observe and replace its result. next forwards the call upstream.
+	Call func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error)
+}
+
+// Call describes a tools/call for Hooks.Call.
+type Call struct {
+	Agent     string
+	Session   string
+	Server    string
+	Tool      string // the server's own name
+	Arguments json.RawMessage
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Logger  *slog.Logger // nil: discard
+	Version string       // reported as the gateway's and client's version
+	Hooks   Hooks
+	// PageSize is the most items one list response holds; zero: 1000.
+	PageSize int
+}
+
+// Gateway aggregates servers for any number of downstream sessions.
+type Gateway struct {
+	servers []*Server
+	opts    Options
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	pool     map[poolKey]*upstream
+	sessions map[*downstream]struct{}
+	nextSess int64
+	closed   bool
+}
+
+type poolKey struct {
+	server string
+	scope  Scope
+}
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
+
+// New checks the servers and returns a gateway for them.
+func New(servers []*Server, opts Options) (*Gateway, error) {
+	if len(servers) == 0 {
+		return nil, errors.New("no servers")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 1000
+	}
+	seen := map[string]bool{}
+	for i, s := range servers {
+		switch {
+		case s.Name == "" || seen[s.Name]:
+			return nil, fmt.Errorf("server %d: missing or duplicate name %q", i, s.Name)
+		case s.Launch == nil:
+			return nil, fmt.Errorf("server %s: no launcher", s.Name)
+		case !prefixRE.MatchString(s.Prefix):
+			return nil, fmt.Errorf("server %s: prefix %q: want up to 64 of A-Z a-z 0-9 _ . -", s.Name, s.Prefix)
+		}
+		seen[s.Name] = true
+		for _, g := range append(append([]string{}, s.Allow...), s.Deny...) {
+			if _, err := path.Match(g, ""); err != nil {
+				return nil, fmt.Errorf("server %s: tool glob %q: %w", s.Name, g, err)
+			}
+		}
+		for _, o := range servers[:i] {
+			if strings.HasPrefix(s.Prefix, o.Prefix) || strings.HasPrefix(o.Prefix, s.Prefix) {
+				return nil, fmt.Errorf("servers %s and %s: prefixes %q and %q overlap, so their names could collide", o.Name, s.Name, o.Prefix, s.Prefix)
+			}
+		}
+	}
+	return &Gateway{
+		servers: servers, opts: opts, log: opts.Logger,
+		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{},
+	}, nil
+}
+
+// filter applies Hooks.Filter.
+func (g *Gateway) filter(server string, raw []byte) []byte {
+	if g.opts.Hooks.Filter == nil || len(raw) == 0 {
+		return raw
+	}
+	return g.opts.Hooks.Filter(server, raw)
+}
+
+// upstream returns the instance of srv that serves d, creating it.
+func (g *Gateway) upstream(srv *Server, d *downstream) (*upstream, error) {
+	scope := Scope{Agent: d.agent}
+	switch srv.Scope {
+	case ScopeShared:
+		scope = Scope{}
+	case ScopeSession:
+		scope.Session = d.id
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, errStopped
+	}
+	key := poolKey{srv.Name, scope}
+	u := g.pool[key]
+	if u == nil {
+		u = newUpstream(g, srv, scope)
+		g.pool[key] = u
+	}
+	u.attach(d)
+	return u, nil
+}
+
+// release detaches d from u and stops u if it served only d's session.
+func (g *Gateway) release(u *upstream, d *downstream, subs []string) {
+	if !u.detach(d, subs) || u.scope.Session == "" {
+		return
+	}
+	g.mu.Lock()
+	delete(g.pool, poolKey{u.srv.Name, u.scope})
+	g.mu.Unlock()
+	u.stop()
+}
+
+// ServeStdio serves one MCP session over r and w (a client that launched
+// mcpbox) as agent until the client hangs up or ctx ends.
+func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser, w io.WriteCloser) error {
+	d, err := g.newDownstream(agent)
+	if err != nil {
+		return err
+	}
+	ss, err := d.server.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w}, nil)
+	if err != nil {
+		d.close()
+		return fmt.Errorf("connecting stdio session: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	d.close()
+	if ctx.Err() != nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// Close stops every session and server; it returns when all sandboxes are gone.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	ups := make([]*upstream, 0, len(g.pool))
+	for _, u := range g.pool {
+		ups = append(ups, u)
+	}
+	g.pool = map[poolKey]*upstream{}
+	sessions := make([]*downstream, 0, len(g.sessions))
+	for d := range g.sessions {
+		sessions = append(sessions, d)
+	}
+	g.mu.Unlock()
+	for _, d := range sessions {
+		d.shutdown()
+	}
+	var wg sync.WaitGroup
+	for _, u := range ups {
+		wg.Go(u.stop)
+	}
+	wg.Wait()
+	return nil
+}
+
+// allowed reports whether srv exposes tool.
+func (srv *Server) allowed(tool string) bool {
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			if ok, _ := path.Match(g, tool); ok {
+				return true
+			}
+		}
+		return false
+	}
+	return match(srv.Allow) && !match(srv.Deny)
+}

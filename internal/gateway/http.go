@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPOptions configure the Streamable HTTP endpoint.
+type HTTPOptions struct {
+	// Addr is the address the server listens on; requests must name a
+	// host that fits it (DNS rebinding protection).
+	Addr string
+	// AllowedOrigins are "scheme://host[:port]" patterns, port "*" for
+	// any. A request with an Origin header that matches none is refused.
+	AllowedOrigins []string
+	// Clients, if any, are the identities allowed in; each request must
+	// carry one's bearer token. None: no authentication (loopback only;
+	// the CLI enforces that), and every request is agent "local".
+	Clients []Client
+	// MaxBody bounds a request body; zero: 4 MiB.
+	MaxBody int64
+	// SessionIdle closes an MCP session with no requests for this long;
+	// zero: 30 minutes.
+	SessionIdle time.Duration
+}
+
+// Client is an HTTP client identity.
+type Client struct {
+	Name  string
+	Token []byte
+}
+
+// LocalAgent is the identity of an unauthenticated client (stdio, or HTTP
+// without clients configured).
+const LocalAgent = "local"
+
+// EndpointPath is where the MCP endpoint is served.
+const EndpointPath = "/mcp"
+
+// Handler returns the HTTP handler of the MCP endpoint.
+func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
+	for _, c := range o.Clients {
+		if len(c.Token) < 16 {
+			return nil, fmt.Errorf("client %s: token shorter than 16 bytes", c.Name)
+		}
+	}
+	for _, p := range o.AllowedOrigins {
+		if _, err := parseOrigin(p); err != nil {
+			return nil, fmt.Errorf("allowed origin %q: %w", p, err)
+		}
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 4 << 20
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = 30 * time.Minute
+	}
+	getServer := func(r *http.Request) *mcp.Server {
+		agent := LocalAgent
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			agent = ti.UserID
+		}
+		d, err := g.newDownstream(agent)
+		if err != nil {
+			return nil
+		}
+		return d.server
+	}
+	var h http.Handler = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		EventStore:          mcp.NewMemoryEventStore(nil),
+		MaxRequestBodyBytes: o.MaxBody,
+		SessionTimeout:      o.SessionIdle,
+		Logger:              g.log,
+	})
+	if len(o.Clients) > 0 {
+		h = auth.RequireBearerToken(verifier(o.Clients), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(EndpointPath, h)
+	return guard(o, mux), nil
+}
+
+// verifier checks a bearer token against every client's in constant time.
+func verifier(clients []Client) auth.TokenVerifier {
+	return func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		match := -1
+		for i, c := range clients {
+			if subtle.ConstantTimeCompare([]byte(token), c.Token) == 1 {
+				match = i
+			}
+		}
+		if match < 0 {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: clients[match].Name}, nil
+	}
+}
+
+// guard refuses requests whose Host or Origin header does not fit: a web
+// page's script must not reach the gateway through DNS rebinding or a
+// cross-site request.
+func guard(o HTTPOptions, next http.Handler) http.Handler {
+	bindHost, _, _ := net.SplitHostPort(o.Addr)
+	origins := make([]origin, 0, len(o.AllowedOrigins))
+	for _, p := range o.AllowedOrigins {
+		og, _ := parseOrigin(p)
+		origins = append(origins, og)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostAllowed(bindHost, r.Host) {
+			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !originAllowed(origins, o) {
+			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed: on a loopback or unnamed bind, the Host must be a loopback
+// name; on a specific address, that address or a loopback name; on the
+// unspecified address (which needs TLS and tokens), any.
+func hostAllowed(bindHost, hostHeader string) bool {
+	h := hostHeader
+	if hh, _, err := net.SplitHostPort(hostHeader); err == nil {
+		h = hh
+	}
+	h = strings.TrimSuffix(strings.Trim(h, "[]"), ".")
+	if isLoopbackName(h) {
+		return true
+	}
+	ip := net.ParseIP(bindHost)
+	switch {
+	case bindHost == "" || (ip != nil && ip.IsLoopback()) || bindHost == "localhost":
+		return false
+	case ip != nil && ip.IsUnspecified():
+		return true
+	}
+	return strings.EqualFold(h, strings.Trim(bindHost, "[]"))
+}
+
+func isLoopbackName(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+type origin struct{ scheme, host, port string }
+
+// parseOrigin parses "scheme://host[:port]"; port may be "*".
+func parseOrigin(s string) (origin, error) {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || scheme == "" || rest == "" || strings.ContainsAny(rest, "/?#@") {
+		return origin{}, fmt.Errorf("want scheme://host[:port]")
+	}
+	host, port := rest, ""
+	if h, p, err := net.SplitHostPort(rest); err == nil {
+		host, port = h, p
+	}
+	return origin{strings.ToLower(scheme), strings.ToLower(strings.Trim(host, "[]")), port}, nil
+}
+
+func originAllowed(allowed []origin, header string) bool {
+	u, err := url.Parse(header)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return false
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	for _, a := range allowed {
+		if a.scheme == strings.ToLower(u.Scheme) && a.host == host && (a.port == "*" || a.port == port) {
+			return true
+		}
+	}
+	return false
+}

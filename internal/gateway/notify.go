@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// rawResult carries an upstream's raw JSON as a go-sdk Result. It embeds
+// a CallToolResult only to satisfy the interface; MarshalJSON writes the
+// raw bytes, so fields the SDK does not model pass through.
+type rawResult json.RawMessage
+
+type rawResultValue struct {
+	*mcp.CallToolResult
+	raw json.RawMessage
+}
+
+func (r rawResultValue) MarshalJSON() ([]byte, error) { return r.raw, nil }
+
+// asResult wraps raw bytes; see rawResult.
+func (r rawResult) result() mcp.Result {
+	return rawResultValue{CallToolResult: &mcp.CallToolResult{}, raw: json.RawMessage(r)}
+}
+
+// rawParams is the same trick for notification params.
+type rawParams struct {
+	*mcp.ProgressNotificationParams
+	raw json.RawMessage
+}
+
+func (p rawParams) MarshalJSON() ([]byte, error) {
+	if len(p.raw) == 0 {
+		return []byte("{}"), nil
+	}
+	return p.raw, nil
+}
+
+type rawNoteKey struct{}
+
+type rawNote struct {
+	method string
+	params json.RawMessage
+}
+
+// send lets a raw notification out: notify calls the SDK's NotifyProgress
+// with a rawNote in the context, and this swaps in the real method and
+// params, so the SDK's stream routing (the request's SSE stream) applies.
+func (d *downstream) send(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if n, ok := ctx.Value(rawNoteKey{}).(*rawNote); ok && method == "notifications/progress" {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			params := rawParams{ProgressNotificationParams: &mcp.ProgressNotificationParams{}, raw: n.params}
+			return next(ctx, n.method, &mcp.ServerRequest[rawParams]{Session: ss, Params: params})
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// logLevels orders logging levels (RFC 5424 names, as MCP uses them).
+var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// notify sends a raw notification to the client now. ctx decides the
+// stream: a request's handler context puts it on that request's stream.
+func (d *downstream) notify(ctx context.Context, method string, params json.RawMessage) {
+	d.mu.Lock()
+	ss, level := d.ss, d.level
+	d.mu.Unlock()
+	if ss == nil {
+		return
+	}
+	if method == "notifications/message" && level != "" {
+		var m struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(params, &m) == nil && logLevels[m.Level] < logLevels[level] {
+			return
+		}
+	}
+	ctx = context.WithValue(ctx, rawNoteKey{}, &rawNote{method: method, params: params})
+	if err := ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{}); err != nil {
+		d.gw.log.Debug("notification not delivered", "method", method, "agent", d.agent, "err", err)
+	}
+}
+
+// post queues a notification that belongs to no request. A client that
+// does not keep up loses notifications instead of stalling the server.
+func (d *downstream) post(ctx context.Context, method string, params json.RawMessage) {
+	d.mu.Lock()
+	out, closed := d.out, d.closed
+	d.mu.Unlock()
+	if out == nil || closed {
+		return
+	}
+	select {
+	case out <- func() { d.notify(ctx, method, params) }:
+	default:
+		d.gw.log.Warn("client too slow: notification dropped", "method", method, "agent", d.agent)
+	}
+}
+
+func (d *downstream) drain() {
+	for {
+		select {
+		case f := <-d.out:
+			f()
+		case <-d.done:
+			return
+		}
+	}
+}
+
+// listChanged tells the client that a restarted server's lists may differ.
+func (d *downstream) listChanged(u *upstream, c capabilities) {
+	if c.Tools != nil {
+		d.post(context.Background(), "notifications/tools/list_changed", nil)
+	}
+	if c.Prompts != nil {
+		d.post(context.Background(), "notifications/prompts/list_changed", nil)
+	}
+	if c.Resources != nil {
+		d.post(context.Background(), "notifications/resources/list_changed", nil)
+	}
+}
+
+// request forwards a server→client request (sampling, elicitation, ping)
+// and returns the client's answer as raw JSON.
+func (d *downstream) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	d.mu.Lock()
+	ss := d.ss
+	d.mu.Unlock()
+	if ss == nil {
+		return nil, rpcError(jsonrpc.CodeInternalError, "client session is not ready")
+	}
+	var res any
+	var err error
+	switch method {
+	case "sampling/createMessage":
+		var p mcp.CreateMessageWithToolsParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "bad sampling request: %v", err)
+		}
+		res, err = ss.CreateMessageWithTools(ctx, &p)
+	case "elicitation/create":
+		var p mcp.ElicitParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "bad elicitation request: %v", err)
+		}
+		res, err = ss.Elicit(ctx, &p)
+	case "ping":
+		err = ss.Ping(ctx, nil)
+		res = struct{}{}
+	default:
+		return nil, rpcError(jsonrpc.CodeMethodNotFound, "method %q is not forwarded to clients", method)
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s result: %w", method, err)
+	}
+	return raw, nil
+}
+
+// close detaches the session from its servers; once.
+func (d *downstream) close() {
+	d.once.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		bs := d.bound
+		subs := d.subs
+		d.subs = map[string]*upstream{}
+		d.mu.Unlock()
+		close(d.done)
+		d.gw.mu.Lock()
+		delete(d.gw.sessions, d)
+		d.gw.mu.Unlock()
+		for _, b := range bs {
+			var mine []string
+			for uri, u := range subs {
+				if u == b.u {
+					mine = append(mine, uri)
+				}
+			}
+			d.gw.release(b.u, d, mine)
+		}
+	})
+}
+
+// shutdown ends the client session (gateway shutdown).
+func (d *downstream) shutdown() {
+	d.mu.Lock()
+	ss := d.ss
+	d.mu.Unlock()
+	if ss != nil {
+		ss.Close()
+	}
+	d.close()
+}

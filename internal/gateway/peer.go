@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// peer is the client end of a raw JSON-RPC session with one upstream
+// server. It numbers its own requests, so downstream ids never reach the
+// upstream and cannot collide; results come back as raw JSON.
+type peer struct {
+	conn conn
+	// onRequest answers a server→client request (sampling, elicitation,
+	// roots/list, ping). It runs on its own goroutine; ctx ends when the
+	// server cancels the request or the session ends.
+	onRequest func(ctx context.Context, req *jsonrpc.Request) (json.RawMessage, error)
+	// onNotify receives notifications other than cancellation. It runs on
+	// the read loop and must not block.
+	onNotify func(req *jsonrpc.Request)
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan *jsonrpc.Response
+	inbound map[jsonrpc.ID]context.CancelFunc
+	done    chan struct{}
+	err     error // why the session ended; set before done is closed
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// maxInbound bounds concurrent server→client requests per upstream.
+const maxInbound = 32
+
+func newPeer(c conn, onRequest func(context.Context, *jsonrpc.Request) (json.RawMessage, error), onNotify func(*jsonrpc.Request)) *peer {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &peer{
+		conn: c, onRequest: onRequest, onNotify: onNotify,
+		pending: make(map[int64]chan *jsonrpc.Response),
+		inbound: make(map[jsonrpc.ID]context.CancelFunc),
+		done:    make(chan struct{}),
+		ctx:     ctx, cancel: cancel,
+	}
+	go p.readLoop()
+	return p
+}
+
+// errClosed is the end of a session the gateway closed itself.
+var errClosed = errors.New("connection closed")
+
+// call sends a request and waits for its response. When ctx ends first, the
+// server is told with notifications/cancelled and ctx's error is returned.
+// A JSON-RPC error from the server is returned as *jsonrpc.Error.
+func (p *peer) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	raw, err := marshalParams(params)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *jsonrpc.Response, 1)
+	p.mu.Lock()
+	if p.err != nil {
+		p.mu.Unlock()
+		return nil, p.err
+	}
+	p.nextID++
+	n := p.nextID
+	p.pending[n] = ch
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.pending, n)
+		p.mu.Unlock()
+	}()
+	id, _ := jsonrpc.MakeID(float64(n))
+	if err := p.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: raw}); err != nil {
+		return nil, fmt.Errorf("sending %s: %w", method, err)
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		cancelled, _ := json.Marshal(map[string]any{"requestId": n, "reason": context.Cause(ctx).Error()})
+		// Best effort, bounded by the write timeout: the caller is leaving.
+		_ = p.conn.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
+		return nil, context.Cause(ctx)
+	case <-p.done:
+		return nil, p.err
+	}
+}
+
+// notify sends a notification.
+func (p *peer) notify(ctx context.Context, method string, params any) error {
+	raw, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	return p.conn.Write(ctx, &jsonrpc.Request{Method: method, Params: raw})
+}
+
+func marshalParams(params any) (json.RawMessage, error) {
+	switch v := params.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encoding params: %w", err)
+	}
+	return raw, nil
+}
+
+// close ends the session; pending calls fail with errClosed.
+func (p *peer) close() {
+	p.finish(errClosed)
+	p.conn.Close()
+}
+
+// wait returns when the session has ended, with the reason.
+func (p *peer) wait() error {
+	<-p.done
+	return p.err
+}
+
+func (p *peer) finish(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
+	p.err = err
+	p.cancel()
+	close(p.done)
+}
+
+func (p *peer) readLoop() {
+	for {
+		msg, err := p.conn.Read(p.ctx)
+		if err != nil {
+			p.finish(fmt.Errorf("server connection ended: %w", err))
+			p.conn.Close()
+			return
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			p.deliver(m)
+		case *jsonrpc.Request:
+			switch {
+			case m.IsCall():
+				p.serve(m)
+			case m.Method == "notifications/cancelled":
+				p.cancelInbound(m.Params)
+			case p.onNotify != nil:
+				p.onNotify(m)
+			}
+		}
+	}
+}
+
+func (p *peer) deliver(resp *jsonrpc.Response) {
+	n, ok := intID(resp.ID)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	ch := p.pending[n]
+	delete(p.pending, n)
+	p.mu.Unlock()
+	if ch != nil {
+		ch <- resp // buffered; each id is delivered once
+	}
+}
+
+// intID returns the number of an id the peer made.
+func intID(id jsonrpc.ID) (int64, bool) {
+	switch v := id.Raw().(type) {
+	case int64:
+		return v, true
+	case float64:
+		return int64(v), v == float64(int64(v))
+	}
+	return 0, false
+}
+
+// serve answers one server→client request on its own goroutine.
+func (p *peer) serve(req *jsonrpc.Request) {
+	p.mu.Lock()
+	if _, dup := p.inbound[req.ID]; dup || len(p.inbound) >= maxInbound {
+		p.mu.Unlock()
+		_ = p.conn.Write(p.ctx, &jsonrpc.Response{ID: req.ID, Error: rpcError(jsonrpc.CodeInvalidRequest, "too many or duplicate requests in flight")})
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	p.inbound[req.ID] = cancel
+	p.mu.Unlock()
+	go func() {
+		defer func() {
+			p.mu.Lock()
+			delete(p.inbound, req.ID)
+			p.mu.Unlock()
+			cancel()
+		}()
+		var result json.RawMessage
+		err := errors.New("no handler")
+		if p.onRequest != nil {
+			result, err = p.onRequest(ctx, req)
+		}
+		if ctx.Err() != nil {
+			return // cancelled by the server, or the session ended: no reply
+		}
+		resp := &jsonrpc.Response{ID: req.ID, Result: result}
+		if err != nil {
+			var werr *jsonrpc.Error
+			if !errors.As(err, &werr) {
+				werr = rpcError(jsonrpc.CodeInternalError, "%s", err.Error())
+			}
+			resp = &jsonrpc.Response{ID: req.ID, Error: werr}
+		}
+		_ = p.conn.Write(ctx, resp)
+	}()
+}
+
+func (p *peer) cancelInbound(params json.RawMessage) {
+	var c struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &c) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(c.RequestID)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	cancel := p.inbound[id]
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}

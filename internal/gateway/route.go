@@ -1,0 +1,228 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+)
+
+// list answers tools/list, prompts/list, resources/list and
+// resources/templates/list with the servers' items in config order, names
+// prefixed, hidden tools left out, in pages of Options.PageSize.
+func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result, error) {
+	start := 0
+	if cursor != "" {
+		n, err := decodeCursor(cursor)
+		if err != nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "invalid cursor")
+		}
+		start = n
+	}
+	d.mu.Lock()
+	bs := d.bound
+	d.mu.Unlock()
+	var all []json.RawMessage
+	for _, b := range bs {
+		if !b.ok || !b.has(kind) {
+			continue
+		}
+		items, err := b.u.list(ctx, kind)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// One broken server does not hide the others.
+			d.gw.log.Warn("listing failed", "server", b.srv.Name, "kind", kind, "err", err)
+			continue
+		}
+		for _, it := range items {
+			if kind == "tools" && !b.srv.allowed(it.key) {
+				continue
+			}
+			raw := it.raw
+			if b.srv.Prefix != "" && (kind == "tools" || kind == "prompts") {
+				var err error
+				if raw, err = setField(raw, "name", b.srv.Prefix+it.key); err != nil {
+					continue
+				}
+			}
+			all = append(all, raw)
+		}
+	}
+	if start > len(all) {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, "invalid cursor")
+	}
+	end := min(start+d.gw.opts.PageSize, len(all))
+	field := listSpecs[kind].field
+	page := map[string]any{field: all[start:end]}
+	if all == nil {
+		page[field] = []json.RawMessage{}
+	}
+	if end < len(all) {
+		page["nextCursor"] = encodeCursor(end)
+	}
+	raw, err := json.Marshal(page)
+	if err != nil {
+		return nil, err
+	}
+	return rawResult(raw).result(), nil
+}
+
+func (b *bound) has(kind string) bool {
+	c := b.u.info().caps
+	switch kind {
+	case "tools":
+		return c.Tools != nil
+	case "prompts":
+		return c.Prompts != nil
+	}
+	return c.Resources != nil
+}
+
+func encodeCursor(n int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("mcpbox:" + strconv.Itoa(n)))
+}
+
+func decodeCursor(s string) (int, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(string(b), "mcpbox:"))
+	if err != nil || n < 0 || !strings.HasPrefix(string(b), "mcpbox:") {
+		return 0, strconv.ErrSyntax
+	}
+	return n, nil
+}
+
+// resourceServer finds the server of a resource URI: the one that listed
+// it, else the one whose template matches, else the only server with
+// resources.
+func (d *downstream) resourceServer(ctx context.Context, uri string) (*bound, error) {
+	d.mu.Lock()
+	bs := d.bound
+	d.mu.Unlock()
+	var withResources []*bound
+	for _, b := range bs {
+		if b.ok && b.has("resources") {
+			withResources = append(withResources, b)
+		}
+	}
+	if len(withResources) == 1 {
+		return withResources[0], nil
+	}
+	for _, b := range withResources {
+		items, _ := b.u.list(ctx, "resources")
+		for _, it := range items {
+			if it.key == uri {
+				return b, nil
+			}
+		}
+	}
+	for _, b := range withResources {
+		items, _ := b.u.list(ctx, "templates")
+		for _, it := range items {
+			if t, err := uritemplate.New(it.key); err == nil && t.Match(uri) != nil {
+				return b, nil
+			}
+		}
+	}
+	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown resource %q", uri)
+}
+
+func (d *downstream) subscribe(ctx context.Context, uri string, on bool) (mcp.Result, error) {
+	b, err := d.resourceServer(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	_, had := d.subs[uri]
+	switch {
+	case on && !had:
+		d.subs[uri] = b.u
+	case !on && had:
+		delete(d.subs, uri)
+	}
+	d.mu.Unlock()
+	if on != had {
+		if err := b.u.subscribe(ctx, uri, on); err != nil {
+			return nil, d.clientError(b, err)
+		}
+	}
+	return rawResult(json.RawMessage("{}")).result(), nil
+}
+
+func (d *downstream) subscribed(uri string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.subs[uri]
+	return ok
+}
+
+func (d *downstream) complete(ctx context.Context, method string, p *mcp.CompleteParams) (mcp.Result, error) {
+	if p.Ref == nil {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, "missing ref")
+	}
+	var b *bound
+	ref := map[string]any{"type": p.Ref.Type}
+	switch p.Ref.Type {
+	case "ref/prompt":
+		var name string
+		var ok bool
+		b, name, ok = d.route(p.Ref.Name, func(b *bound) bool { return b.ok && b.has("prompts") })
+		if !ok {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Ref.Name)
+		}
+		ref["name"] = name
+	case "ref/resource":
+		var err error
+		if b, err = d.resourceServer(ctx, p.Ref.URI); err != nil {
+			return nil, err
+		}
+		ref["uri"] = p.Ref.URI
+	default:
+		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown ref type %q", p.Ref.Type)
+	}
+	if b.u.info().caps.Completions == nil {
+		return rawResult(json.RawMessage(`{"completion":{"values":[]}}`)).result(), nil
+	}
+	return d.forward(ctx, b, method, withField(p, "ref", ref))
+}
+
+// withField returns params as a JSON object with fields replaced
+// (name, value pairs).
+func withField(params any, kv ...any) map[string]any {
+	raw, _ := json.Marshal(params)
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		m = map[string]any{}
+	}
+	if meta, ok := m["_meta"].(map[string]any); ok {
+		m["_meta"] = mcp.Meta(meta)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+// setField replaces one field of a raw JSON object, keeping every other
+// field as it was.
+func setField(raw json.RawMessage, field string, value any) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return nil, err
+	}
+	m[field] = v
+	return json.Marshal(m)
+}

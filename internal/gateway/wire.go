@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// conn is a stream of JSON-RPC messages to an upstream server. The go-sdk's
+// mcp.Connection (used for remote servers) satisfies it.
+type conn interface {
+	Read(context.Context) (jsonrpc.Message, error)
+	Write(context.Context, jsonrpc.Message) error
+	Close() error
+}
+
+// DefaultMaxMessage is the largest message accepted from an upstream
+// server when Server.MaxMessage is zero. Larger ones are dropped whole.
+const DefaultMaxMessage = 16 << 20
+
+// writeTimeout bounds one write to an upstream's stdin: a server that stops
+// reading is wedged, and its connection is closed rather than letting
+// callers pile up behind it.
+const writeTimeout = 30 * time.Second
+
+// lineConn speaks newline-delimited JSON-RPC over a server's stdin and
+// stdout (the MCP stdio transport). Lines that are too long or not JSON-RPC
+// are dropped and reported to drop; they never end the connection.
+type lineConn struct {
+	r    *bufio.Reader
+	w    io.Writer
+	max  int
+	drop func(reason string, sample []byte)
+
+	wmu    sync.Mutex
+	closer io.Closer // closes both directions
+	once   sync.Once
+}
+
+func newLineConn(r io.Reader, w io.Writer, closer io.Closer, max int, drop func(string, []byte)) *lineConn {
+	if max <= 0 {
+		max = DefaultMaxMessage
+	}
+	return &lineConn{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, drop: drop, closer: closer}
+}
+
+// Read returns the next well-formed message. It blocks until one arrives
+// or the stream ends; Close unblocks it.
+func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
+	for {
+		line, tooLong, err := c.readLine()
+		if tooLong {
+			c.drop(fmt.Sprintf("message larger than %d bytes", c.max), nil)
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 {
+			msg, derr := jsonrpc.DecodeMessage(line)
+			if derr == nil {
+				return msg, nil
+			}
+			c.drop("not a JSON-RPC message: "+derr.Error(), line)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readLine reads up to the next newline. A line longer than c.max is
+// skipped to its end without being buffered.
+func (c *lineConn) readLine() (line []byte, tooLong bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := c.r.ReadSlice('\n')
+		if !tooLong {
+			if len(buf)+len(chunk) > c.max {
+				tooLong, buf = true, nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return buf, tooLong, err
+	}
+}
+
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	data = append(data, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if f, ok := c.w.(*os.File); ok {
+		deadline := time.Now().Add(writeTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		if f.SetWriteDeadline(deadline) == nil {
+			defer f.SetWriteDeadline(time.Time{})
+		}
+	}
+	if _, err := c.w.Write(data); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.Close()
+			return fmt.Errorf("server stopped reading its input: %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (c *lineConn) Close() error {
+	var err error
+	c.once.Do(func() { err = c.closer.Close() })
+	return err
+}
+
+// closers closes several things as one.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// rpcError is the JSON-RPC error returned to clients for gateway-side
+// failures. Messages are short and user-safe; details go to the log.
+func rpcError(code int64, format string, args ...any) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// JSON-RPC error codes the gateway uses beyond the standard ones.
+const (
+	codeUnavailable = -32000 // the upstream server is not running
+	codeTimeout     = -32001 // call_timeout expired
+)
+
+// isJSONObject reports whether raw is a JSON object.
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
