@@ -39,7 +39,13 @@ func TestUsage(t *testing.T) {
 		{[]string{"exec", "--secret", "T=env:MCPBOX_TEST_UNSET_VAR", "--", "true"}, exitUsage, "", "variable is not set"},
 		{[]string{"exec", "--secret", "T=literal-value-here", "--", "true"}, exitUsage, "", "must be a reference"},
 		{[]string{"policy", "check"}, exitUsage, "", "usage"},
-		{[]string{"serve"}, exitUsage, "", "not available in this build"},
+		{[]string{"ps"}, exitUsage, "", "not available in this build"},
+		{[]string{"serve"}, exitUsage, "", "--config FILE is required"},
+		{[]string{"serve", "--help"}, 0, "--http", ""},
+		{[]string{"run", "--help"}, 0, "--allow-tool", ""},
+		{[]string{"run"}, exitUsage, "", "no server command given"},
+		{[]string{"run", "--timeout", "1s", "--", "true"}, exitUsage, "", "--call-timeout"},
+		{[]string{"run", "--output-limit", "big", "--", "true"}, exitUsage, "", "--output-limit"},
 		{[]string{"version"}, 0, "mcpbox", ""},
 	}
 	for _, tt := range tests {

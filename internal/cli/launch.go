@@ -251,4 +251,3 @@ func (lw *lineWriter) flush() {
 	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
 	lw.buf = lw.buf[:0]
 }
-

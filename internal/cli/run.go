@@ -97,4 +97,3 @@ func (e *env) run(args []string) int {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-

@@ -149,7 +149,6 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 	return opts, cert, key, nil
 }
 
-
 // isTerminal reports whether r is a character device (a terminal): then a
 // person started serve, not a client.
 func isTerminal(r io.Reader) bool {

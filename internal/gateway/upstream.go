@@ -70,9 +70,9 @@ type initInfo struct {
 
 // capabilities are the upstream capabilities the gateway routes by.
 type capabilities struct {
-	Tools       *struct{} `json:"tools"`
-	Prompts     *struct{} `json:"prompts"`
-	Resources   *struct {
+	Tools     *struct{} `json:"tools"`
+	Prompts   *struct{} `json:"prompts"`
+	Resources *struct {
 		Subscribe bool `json:"subscribe"`
 	} `json:"resources"`
 	Logging     *struct{} `json:"logging"`
