@@ -1,0 +1,272 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func newGateway(t *testing.T, servers ...*Server) *Gateway {
+	t.Helper()
+	gw, err := New(servers, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return gw
+}
+
+// TestUnknownFieldsPassThrough: what the server sends reaches the client
+// byte for byte in meaning, including fields no SDK models yet.
+func TestUnknownFieldsPassThrough(t *testing.T) {
+	tool := `{"name":"t","inputSchema":{"type":"object"},"x-future":{"k":[1,2]},"_meta":{"m":2},"icons":[{"src":"data:x"}]}`
+	result := `{"content":[{"type":"text","text":"hi","x-ann":1}],"structuredContent":{"a":1},"x-new":true,"_meta":{"z":"y"}}`
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[`+tool+`]}`)
+		case "tools/call":
+			s.reply(msg, result)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo})
+	c := newRawClient(t, gw)
+	_, raw := c.call("tools/list", nil)
+	wantJSON(t, raw, "result", `{"tools":[`+tool+`]}`)
+	_, raw = c.call("tools/call", map[string]any{"name": "t", "arguments": map[string]any{}})
+	wantJSON(t, raw, "result", result)
+}
+
+// wantJSON checks that field of the JSON object line equals want, as JSON.
+func wantJSON(t *testing.T, line []byte, field, want string) {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatal(err)
+	}
+	var got, exp any
+	json.Unmarshal(m[field], &got)
+	if err := json.Unmarshal([]byte(want), &exp); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := json.Marshal(got)
+	e, _ := json.Marshal(exp)
+	if !bytes.Equal(g, e) {
+		t.Fatalf("%s:\n got %s\nwant %s", field, g, e)
+	}
+}
+
+// TestBadUpstreamMessages: garbage, non-JSON-RPC and oversized lines from a
+// server are dropped; the session goes on.
+func TestBadUpstreamMessages(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.send("this is not json")
+			s.send(`{"hello":"world"}`)
+			s.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 2<<20) + `"}}`)
+			s.reply(msg, `{"content":[{"type":"text","text":"still here"}]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, MaxMessage: 1 << 20})
+	c := newRawClient(t, gw)
+	for i := range 3 {
+		resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+		if !strings.Contains(fmt.Sprint(resp["result"]), "still here") {
+			t.Fatalf("call %d: %v", i, resp)
+		}
+	}
+}
+
+// TestToolFilter: a denied or not-allowed tool is absent from the list
+// and "unknown" to calls, which never reach the server.
+func TestToolFilter(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"delete_repo","inputSchema":{"type":"object"}},{"name":"admin_x","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			s.reply(msg, `{"content":[]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"read_*", "delete_*"}, Deny: []string{"delete_*"}})
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/list", nil)
+	tools := resp["result"].(map[string]any)["tools"].([]any)
+	if len(tools) != 1 || tools[0].(map[string]any)["name"] != "read_file" {
+		t.Fatalf("tools = %v, want only read_file", tools)
+	}
+	for _, name := range []string{"delete_repo", "admin_x"} {
+		resp, _ := c.call("tools/call", map[string]any{"name": name})
+		if e, _ := resp["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "unknown tool") {
+			t.Fatalf("%s: %v, want unknown tool", name, resp)
+		}
+	}
+	if n := len(started()[0].received("tools/call")); n != 0 {
+		t.Fatalf("server saw %d calls of hidden tools", n)
+	}
+}
+
+// TestCrashRestart: a server that dies mid-call fails that call with a
+// clear error and is restarted for the next one.
+func TestCrashRestart(t *testing.T) {
+	var calls atomic.Int32
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			if calls.Add(1) == 1 {
+				s.out.Close() // dies without answering
+				return
+			}
+			s.reply(msg, `{"content":[{"type":"text","text":"back"}]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartOnFailure})
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+	e, _ := resp["error"].(map[string]any)
+	if e == nil || e["code"].(float64) != codeUnavailable {
+		t.Fatalf("first call: %v, want an unavailable error", resp)
+	}
+	resp, _ = c.call("tools/call", map[string]any{"name": "t"})
+	if !strings.Contains(fmt.Sprint(resp["result"]), "back") {
+		t.Fatalf("after restart: %v", resp)
+	}
+	if n := len(started()); n != 2 {
+		t.Fatalf("started %d servers, want 2", n)
+	}
+}
+
+// TestNoRestart: with restart off, a dead server stays dead.
+func TestNoRestart(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.out.Close()
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo})
+	c := newRawClient(t, gw)
+	for range 2 {
+		resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+		if resp["error"] == nil {
+			t.Fatalf("call succeeded on a dead server: %v", resp)
+		}
+	}
+	if n := len(started()); n != 1 {
+		t.Fatalf("started %d servers, want 1", n)
+	}
+}
+
+// TestCallTimeout: call_timeout fails the call and cancels it upstream.
+func TestCallTimeout(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {}) // never answers calls
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, CallTimeout: 200 * time.Millisecond})
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+	e, _ := resp["error"].(map[string]any)
+	if e == nil || e["code"].(float64) != codeTimeout {
+		t.Fatalf("%v, want a timeout error", resp)
+	}
+	s := started()[0]
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.received("notifications/cancelled")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server was not told that the call was cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	call := s.received("tools/call")[0]
+	cancel := s.received("notifications/cancelled")[0]
+	if got, want := cancel["params"].(map[string]any)["requestId"], call["id"]; got != want {
+		t.Fatalf("cancelled request %v, want %v", got, want)
+	}
+}
+
+// TestOutputLimit: a result over limits.output is replaced by an error result.
+func TestOutputLimit(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.reply(msg, `{"content":[{"type":"text","text":"`+strings.Repeat("a", 5000)+`"}]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, MaxOutput: 4096})
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+	res, _ := resp["result"].(map[string]any)
+	if res == nil || res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), "exceeds the output limit") {
+		t.Fatalf("%v, want an output-limit error result", resp)
+	}
+}
+
+// TestRootsAreTheSandboxes: roots/list from a server is answered with the
+// sandbox's mounts, not the client's roots.
+func TestRootsAreTheSandboxes(t *testing.T) {
+	got := make(chan string, 1)
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch {
+		case msg["method"] == "tools/call":
+			s.send(`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`)
+			s.reply(msg, `{"content":[]}`)
+		case msg["id"] == "r1":
+			b, _ := json.Marshal(msg["result"])
+			got <- string(b)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}})
+	c := newRawClient(t, gw)
+	c.call("tools/call", map[string]any{"name": "t"})
+	select {
+	case r := <-got:
+		if r != `{"roots":[{"name":"input","uri":"file:///workspace/input"}]}` {
+			t.Fatalf("roots = %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no roots answer")
+	}
+}
+
+func TestNewRefusesBadServers(t *testing.T) {
+	launch, _ := rawLauncher(t, nil)
+	tests := []struct {
+		name    string
+		servers []*Server
+		want    string
+	}{
+		{"overlapping prefixes", []*Server{{Name: "a", Prefix: "gh", Launch: launch}, {Name: "b", Prefix: "gh_x", Launch: launch}}, "overlap"},
+		{"two without prefix", []*Server{{Name: "a", Launch: launch}, {Name: "b", Launch: launch}}, "overlap"},
+		{"duplicate", []*Server{{Name: "a", Prefix: "a_", Launch: launch}, {Name: "a", Prefix: "b_", Launch: launch}}, "duplicate"},
+		{"bad prefix", []*Server{{Name: "a", Prefix: "a b", Launch: launch}}, "prefix"},
+		{"bad glob", []*Server{{Name: "a", Allow: []string{"["}, Launch: launch}}, "glob"},
+		{"no launcher", []*Server{{Name: "a"}}, "launcher"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.servers, Options{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want an error about %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCursor(t *testing.T) {
+	for _, n := range []int{0, 1, 999, 123456} {
+		got, err := decodeCursor(encodeCursor(n))
+		if err != nil || got != n {
+			t.Fatalf("cursor %d: %d, %v", n, got, err)
+		}
+	}
+	for _, bad := range []string{"", "x", "bWNwYm94Oi0x", "Zm9v"} {
+		if _, err := decodeCursor(bad); err == nil {
+			t.Fatalf("cursor %q accepted", bad)
+		}
+	}
+}
+
