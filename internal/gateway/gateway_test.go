@@ -269,4 +269,3 @@ func TestCursor(t *testing.T) {
 		}
 	}
 }
-
