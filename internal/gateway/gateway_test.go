@@ -269,3 +269,53 @@ func TestCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizedResult: a result over the message limit fails its call
+// (it is not read into memory) and the session goes on.
+func TestOversizedResult(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] != "tools/call" {
+			return
+		}
+		if msg["params"].(map[string]any)["name"] == "big" {
+			s.reply(msg, `{"content":[{"type":"text","text":"`+strings.Repeat("b", 3<<20)+`"}]}`)
+			return
+		}
+		s.reply(msg, `{"content":[{"type":"text","text":"small"}]}`)
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, MaxMessage: 1 << 20})
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/call", map[string]any{"name": "big"})
+	if e, _ := resp["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "message limit") {
+		t.Fatalf("%.300v, want a message-limit error", resp)
+	}
+	resp, _ = c.call("tools/call", map[string]any{"name": "small"})
+	if !strings.Contains(fmt.Sprint(resp["result"]), "small") {
+		t.Fatalf("after the big one: %v", resp)
+	}
+}
+
+func TestResponseID(t *testing.T) {
+	tests := []struct {
+		head string
+		want any
+	}{
+		{`{"jsonrpc":"2.0","id":12,"result":{"content":[`, int64(12)},
+		{`{"id":"a\"b","result":`, `a"b`},
+		{` { "jsonrpc" : "2.0" , "id" : -3 , "error" : {`, int64(-3)},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":`, nil},
+		{`{"result":{},"id":4}`, nil},
+	}
+	for _, tt := range tests {
+		id, ok := responseID([]byte(tt.head))
+		if tt.want == nil {
+			if ok {
+				t.Errorf("%s: found id %v", tt.head, id.Raw())
+			}
+			continue
+		}
+		if !ok || id.Raw() != tt.want {
+			t.Errorf("%s: id %v %v, want %v", tt.head, id.Raw(), ok, tt.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sync"
 	"time"
 
@@ -54,12 +55,17 @@ func newLineConn(r io.Reader, w io.Writer, closer io.Closer, max int, drop func(
 }
 
 // Read returns the next well-formed message. It blocks until one arrives
-// or the stream ends; Close unblocks it.
+// or the stream ends; Close unblocks it. An oversized response whose id
+// can be read from its first bytes becomes an error response, so the call
+// waiting for it fails instead of hanging.
 func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 	for {
-		line, tooLong, err := c.readLine()
+		line, head, tooLong, err := c.readLine()
 		if tooLong {
-			c.drop(fmt.Sprintf("message larger than %d bytes", c.max), nil)
+			c.drop(fmt.Sprintf("message larger than %d bytes", c.max), head)
+			if id, ok := responseID(head); ok {
+				return &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "the server's response is larger than the %d-byte message limit", c.max)}, nil
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -79,15 +85,20 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// headSize is how much of an oversized line is kept to find its id.
+const headSize = 256
+
 // readLine reads up to the next newline. A line longer than c.max is
-// skipped to its end without being buffered.
-func (c *lineConn) readLine() (line []byte, tooLong bool, err error) {
+// skipped to its end without being buffered; head keeps its start.
+func (c *lineConn) readLine() (line, head []byte, tooLong bool, err error) {
 	var buf []byte
 	for {
 		chunk, err := c.r.ReadSlice('\n')
 		if !tooLong {
 			if len(buf)+len(chunk) > c.max {
-				tooLong, buf = true, nil
+				tooLong = true
+				head = append(buf[:min(len(buf), headSize):min(len(buf), headSize)], chunk[:min(len(chunk), headSize-min(len(buf), headSize))]...)
+				buf = nil
 			} else {
 				buf = append(buf, chunk...)
 			}
@@ -95,8 +106,25 @@ func (c *lineConn) readLine() (line []byte, tooLong bool, err error) {
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		return buf, tooLong, err
+		return buf, head, tooLong, err
 	}
+}
+
+var responseIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"`)
+
+// responseID reads the id of a response from the start of its JSON, when
+// the id comes before the result (as every SDK writes it).
+func responseID(head []byte) (jsonrpc.ID, bool) {
+	m := responseIDRE.FindSubmatch(head)
+	if m == nil {
+		return jsonrpc.ID{}, false
+	}
+	var v any
+	if json.Unmarshal(m[1], &v) != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(v)
+	return id, err == nil
 }
 
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
