@@ -120,7 +120,7 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
 			return
 		}
-		if o := r.Header.Get("Origin"); o != "" && !originAllowed(origins, o) {
+		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) && !originAllowed(origins, o) {
 			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 			return
 		}
@@ -156,6 +156,20 @@ func isLoopbackName(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// sameOrigin reports whether the Origin is the endpoint itself: a page
+// served from the gateway's own (already checked) host and port.
+func sameOrigin(r *http.Request, header string) bool {
+	u, err := url.Parse(header)
+	if err != nil || u.Host == "" || u.Path != "" {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return strings.EqualFold(u.Scheme, scheme) && strings.EqualFold(u.Host, r.Host)
 }
 
 type origin struct{ scheme, host, port string }

@@ -281,6 +281,8 @@ func TestClientsAreIsolated(t *testing.T) {
 		{"bad host", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Host": "evil.example"}, http.StatusForbidden},
 		{"bad origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://evil.example"}, http.StatusForbidden},
 		{"good origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://localhost:3000"}, http.StatusOK},
+		{"same origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": strings.TrimSuffix(url, EndpointPath)}, http.StatusOK},
+		{"same host other port", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://127.0.0.1:1"}, http.StatusForbidden},
 		{"bob with alice's session", map[string]string{"Authorization": "Bearer bob-token-0123456789ab", "Mcp-Session-Id": alice.ID()}, http.StatusForbidden},
 	}
 	for _, tt := range tests {
