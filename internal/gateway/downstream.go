@@ -162,7 +162,11 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // initialize starts (or joins) every server before the SDK answers, then
 // replaces the answer's capabilities with what the servers offer.
 func (d *downstream) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	if err := d.start(ctx); err != nil {
+	var caps json.RawMessage
+	if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.Capabilities != nil {
+		caps = upstreamCaps(p.Capabilities)
+	}
+	if err := d.start(ctx, caps); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -192,10 +196,10 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 
 // start binds the session to an upstream per server and starts them. A
 // server that cannot start is left out, unless none can.
-func (d *downstream) start(ctx context.Context) error {
+func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	bs := make([]*bound, len(d.gw.servers))
 	for i, srv := range d.gw.servers {
-		u, err := d.gw.upstream(srv, d)
+		u, err := d.gw.upstream(srv, d, caps)
 		if err != nil {
 			for _, b := range bs[:i] {
 				d.gw.release(b.u, d, nil)
@@ -228,6 +232,28 @@ func (d *downstream) start(ctx context.Context) error {
 		return rpcError(jsonrpc.CodeInternalError, "no server could start: %s", d.safe(errors.Join(errs...)))
 	}
 	return nil
+}
+
+// upstreamCaps are the client capabilities a server is told: the
+// client's own, except that roots never change (the gateway answers
+// roots/list with the sandbox's mounts).
+func upstreamCaps(c *mcp.ClientCapabilities) json.RawMessage {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	// The SDK's struct always marshals roots; RootsV2 says whether the
+	// client really declared it.
+	delete(m, "roots")
+	if c.RootsV2 != nil {
+		m["roots"] = map[string]any{"listChanged": false}
+	}
+	raw, _ = json.Marshal(m)
+	return raw
 }
 
 func (d *downstream) capabilities() (*mcp.ServerCapabilities, string) {

@@ -153,7 +153,7 @@ func (g *Gateway) filter(server string, raw []byte) []byte {
 }
 
 // upstream returns the instance of srv that serves d, creating it.
-func (g *Gateway) upstream(srv *Server, d *downstream) (*upstream, error) {
+func (g *Gateway) upstream(srv *Server, d *downstream, caps json.RawMessage) (*upstream, error) {
 	scope := Scope{Agent: d.agent}
 	switch srv.Scope {
 	case ScopeShared:
@@ -172,7 +172,7 @@ func (g *Gateway) upstream(srv *Server, d *downstream) (*upstream, error) {
 		u = newUpstream(g, srv, scope)
 		g.pool[key] = u
 	}
-	u.attach(d)
+	u.attach(d, caps)
 	return u, nil
 }
 

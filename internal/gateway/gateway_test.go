@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
 
@@ -316,6 +317,31 @@ func TestResponseID(t *testing.T) {
 		}
 		if !ok || id.Raw() != tt.want {
 			t.Errorf("%s: id %v %v, want %v", tt.head, id.Raw(), ok, tt.want)
+		}
+	}
+}
+
+// TestUpstreamCaps: the server is told what the client can do, with
+// roots pinned (the gateway answers them), and nothing more.
+func TestUpstreamCaps(t *testing.T) {
+	tests := []struct {
+		name   string
+		client *mcp.ClientCapabilities
+		want   string
+	}{
+		{"nothing", &mcp.ClientCapabilities{}, `{}`},
+		{"roots and sampling", &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}, Sampling: &mcp.SamplingCapabilities{}}, `{"roots":{"listChanged":false},"sampling":{}}`},
+		{"elicitation", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}, `{"elicitation":{"form":{}}}`},
+	}
+	for _, tt := range tests {
+		got := upstreamCaps(tt.client)
+		var g, w any
+		json.Unmarshal(got, &g)
+		json.Unmarshal([]byte(tt.want), &w)
+		gb, _ := json.Marshal(g)
+		wb, _ := json.Marshal(w)
+		if !bytes.Equal(gb, wb) {
+			t.Errorf("%s: upstream told %s, want %s", tt.name, gb, wb)
 		}
 	}
 }

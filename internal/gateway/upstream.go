@@ -52,11 +52,15 @@ type upstream struct {
 	tokens   map[string]*inflight
 	subs     map[string]int // resource URI → downstream subscriptions
 	level    string         // most recent logging/setLevel
-	crashes  []time.Time
-	lastErr  error // why the last process ended
-	failed   error // permanent: restart is off or the crash loop limit hit
-	stopped  bool
-	nextTok  int64
+	// clientCaps are the capabilities of the first client attached, which
+	// the server is told (roots, sampling, elicitation): a server may offer
+	// tools only to clients that can serve them.
+	clientCaps json.RawMessage
+	crashes    []time.Time
+	lastErr    error // why the last process ended
+	failed     error // permanent: restart is off or the crash loop limit hit
+	stopped    bool
+	nextTok    int64
 }
 
 // initInfo is what the upstream said in its initialize result.
@@ -206,7 +210,10 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	}
 	var c conn = proc.Conn
 	if proc.Conn == nil {
-		c = newLineConn(proc.Stdout, proc.Stdin, closers{proc.Stdin, proc.Stdout}, u.srv.MaxMessage, u.dropped)
+		// Closing the connection closes the server's stdin only, which asks
+		// it to exit; its stdout stays open until it has (Process.Stop), so
+		// that a server writing while it shuts down does not die of EPIPE.
+		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, err := u.handshake(ctx, p)
@@ -250,14 +257,16 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 }
 
 func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {
+	u.mu.Lock()
+	caps := u.clientCaps
+	u.mu.Unlock()
+	if caps == nil {
+		caps = json.RawMessage(`{}`)
+	}
 	params := map[string]any{
 		"protocolVersion": upstreamProtocol,
-		"capabilities": map[string]any{
-			"roots":       map[string]any{"listChanged": false},
-			"sampling":    map[string]any{},
-			"elicitation": map[string]any{"form": map[string]any{}, "url": map[string]any{}},
-		},
-		"clientInfo": map[string]any{"name": "mcpbox", "version": u.gw.opts.Version},
+		"capabilities":    caps,
+		"clientInfo":      map[string]any{"name": "mcpbox", "version": u.gw.opts.Version},
 	}
 	raw, err := p.call(ctx, "initialize", params)
 	if err != nil {
@@ -321,8 +330,11 @@ func (u *upstream) dropped(reason string, sample []byte) {
 	u.log.Warn("dropped a message from the server", "reason", reason, "sample", string(u.gw.filter(u.srv.Name, sample)))
 }
 
-func (u *upstream) attach(d *downstream) {
+func (u *upstream) attach(d *downstream, caps json.RawMessage) {
 	u.mu.Lock()
+	if u.clientCaps == nil {
+		u.clientCaps = caps
+	}
 	u.sessions[d] = struct{}{}
 	u.mu.Unlock()
 }

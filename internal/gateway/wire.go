@@ -160,17 +160,6 @@ func (c *lineConn) Close() error {
 	return err
 }
 
-// closers closes several things as one.
-type closers []io.Closer
-
-func (cs closers) Close() error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
-}
-
 // rpcError is the JSON-RPC error returned to clients for gateway-side
 // failures. Messages are short and user-safe; details go to the log.
 func rpcError(code int64, format string, args ...any) *jsonrpc.Error {
