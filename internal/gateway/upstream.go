@@ -47,6 +47,7 @@ type upstream struct {
 	starting chan struct{} // non-nil while a start is under way
 	init     initInfo
 	lists    map[string][]item // cached list results by kind
+	listGen  int               // bumped when the server announces a change
 	sessions map[*downstream]struct{}
 	calls    []*inflight // in flight, oldest first
 	tokens   map[string]*inflight
@@ -440,6 +441,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		u.mu.Lock()
 		delete(u.lists, listKind(n.Method))
+		u.listGen++
 		sessions := u.sessionsLocked()
 		u.mu.Unlock()
 		for _, d := range sessions {
@@ -560,6 +562,7 @@ func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
 		u.mu.Unlock()
 		return items, nil
 	}
+	gen := u.listGen
 	u.mu.Unlock()
 	p, err := u.get(ctx)
 	if err != nil {
@@ -602,8 +605,8 @@ func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
 		}
 	}
 	u.mu.Lock()
-	if u.peer == p {
-		u.lists[kind] = items
+	if u.peer == p && u.listGen == gen {
+		u.lists[kind] = items // not if a change was announced meanwhile
 	}
 	u.mu.Unlock()
 	return items, nil
