@@ -1,0 +1,58 @@
+package redact
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+)
+
+// Book is the set of secret values a process knows, growing as secrets are
+// resolved (and re-resolved when they rotate: old values stay, since a
+// server may still print them). It keeps a Redactor for the current set;
+// it is safe for concurrent use.
+type Book struct {
+	mu      sync.Mutex
+	secrets []Secret
+	r       atomic.Pointer[Redactor]
+}
+
+// Add records a value; adding a known value again does nothing.
+func (b *Book) Add(name string, value []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.secrets {
+		if bytes.Equal(s.Value, value) {
+			return nil
+		}
+	}
+	next := append(b.secrets[:len(b.secrets):len(b.secrets)], Secret{Name: name, Value: bytes.Clone(value)})
+	r, err := New(next)
+	if err != nil {
+		return err
+	}
+	b.secrets = next
+	b.r.Store(r)
+	return nil
+}
+
+// Redactor returns the redactor for the values recorded so far, or nil
+// when there are none.
+func (b *Book) Redactor() *Redactor {
+	return b.r.Load()
+}
+
+// Bytes redacts p with the current values; p itself when none are known.
+func (b *Book) Bytes(p []byte) []byte {
+	if r := b.r.Load(); r != nil {
+		return r.Bytes(p)
+	}
+	return p
+}
+
+// String is Bytes for strings.
+func (b *Book) String(s string) string {
+	if r := b.r.Load(); r != nil {
+		return r.String(s)
+	}
+	return s
+}

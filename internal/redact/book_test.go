@@ -1,0 +1,50 @@
+package redact
+
+import (
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestBook(t *testing.T) {
+	var b Book
+	if got := b.String("nothing known yet"); got != "nothing known yet" {
+		t.Fatalf("empty book changed %q", got)
+	}
+	if err := b.Add("TOKEN", []byte("first-value-123")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add("TOKEN", []byte("rotated-value-456")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add("OTHER", []byte("first-value-123")); err != nil { // known: no-op
+		t.Fatal(err)
+	}
+	got := b.String("a first-value-123 b rotated-value-456 c")
+	if want := "a [REDACTED:TOKEN] b [REDACTED:TOKEN] c"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if err := b.Add("SHORT", []byte("abc")); err == nil {
+		t.Fatal("a short value was accepted")
+	}
+	if got := b.String("rotated-value-456"); got != "[REDACTED:TOKEN]" {
+		t.Fatalf("a refused Add broke the book: %q", got)
+	}
+}
+
+func TestBookConcurrent(t *testing.T) {
+	var b Book
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			v := strings.Repeat(string(rune('a'+i)), 12)
+			if err := b.Add("S", []byte(v)); err != nil {
+				t.Error(err)
+			}
+			if got := b.String(v); got != "[REDACTED:S]" {
+				t.Errorf("%q not redacted right after Add: %q", v, got)
+			}
+		})
+	}
+	wg.Wait()
+}
