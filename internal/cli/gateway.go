@@ -16,16 +16,29 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 )
 
-// newLogger is the gateway's log: text lines on stderr.
-func (e *env) newLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// newLogger is the gateway's log: text lines on stderr, redacted.
+func (e *env) newLogger(book *redact.Book) *slog.Logger {
+	return slog.New(slog.NewTextHandler(redactingWriter{e.stderr, book}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// gatewayOptions wires the book into the gateway: every payload that
+// leaves a server is redacted before anything else sees it.
+func gatewayOptions(log *slog.Logger, book *redact.Book) gateway.Options {
+	return gateway.Options{
+		Logger:  log,
+		Version: Version,
+		Hooks: gateway.Hooks{
+			Filter: func(_ string, raw []byte) []byte { return book.Bytes(raw) },
+		},
+	}
 }
 
 // configServers turns a config's servers into gateway servers.
-func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger) ([]*gateway.Server, error) {
+func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book) ([]*gateway.Server, error) {
 	var out []*gateway.Server
 	for _, s := range c.Servers {
 		gs := &gateway.Server{
@@ -45,7 +58,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			gs.Restart = gateway.RestartNo
 		}
 		if s.URL != "" {
-			rl := &remoteLauncher{url: s.URL, headers: map[string]string{}}
+			rl := &remoteLauncher{url: s.URL, headers: map[string]string{}, book: book}
 			for _, h := range s.Headers {
 				rl.headers[h.Name] = h.From
 			}
@@ -62,7 +75,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		}
 		spec.Args = s.Command
 		l := &sandboxLauncher{
-			name: s.Name, base: spec, secrets: s.Secrets, log: log,
+			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
 			stderr: &lineWriter{w: e.stderr, prefix: "mcpbox: server " + s.Name + ": "},
 		}
 		if s.Filesystem.Output == nil || s.Filesystem.Output.Source == "" {

@@ -15,7 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 )
 
@@ -34,6 +36,9 @@ type sandboxLauncher struct {
 	workspaces string
 	log        *slog.Logger
 	stderr     io.Writer // the server's stderr, line-prefixed
+	// book learns every secret value resolved, before the server starts,
+	// so that nothing the server writes can carry it out.
+	book *redact.Book
 }
 
 func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
@@ -46,6 +51,22 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
 		spec.Secrets = append(spec.Secrets, v)
+	}
+	for _, sec := range spec.Secrets {
+		if err := l.book.Add(sec.Name, sec.Value); err != nil {
+			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
+	}
+	// The stream redactor catches a value even when the server writes it
+	// in pieces; it is made after the values above are known.
+	var stderr io.Writer = l.stderr
+	var stderrRedactor *redact.Writer
+	if r := l.book.Redactor(); r != nil {
+		stderrRedactor = r.Writer(l.stderr)
+		stderr = stderrRedactor
+	}
+	if spec.Network.Enabled() {
+		spec.Network.Log = egressLogger(l.log, l.name, l.book)
 	}
 	var sessionDir string
 	if l.workspaces != "" {
@@ -72,7 +93,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 	// it ends; ctx only aborts the start itself.
 	life, kill := context.WithCancel(context.Background())
 	abort := context.AfterFunc(ctx, kill)
-	sb, err := sandbox.Start(life, spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: l.stderr})
+	sb, err := sandbox.Start(life, spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: stderr})
 	inR.Close()
 	outW.Close()
 	if !abort() && err == nil {
@@ -123,6 +144,9 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			}
 			kill()
 			outR.Close()
+			if stderrRedactor != nil {
+				stderrRedactor.Close()
+			}
 			if sessionDir != "" {
 				os.RemoveAll(sessionDir)
 			}
@@ -138,6 +162,33 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			return status
 		},
 	}, nil
+}
+
+// egressLogger logs the proxy's decisions; host names are redacted, since
+// a server may try to carry a secret out in a DNS name.
+func egressLogger(log *slog.Logger, server string, book *redact.Book) func(egress.Event) {
+	return func(ev egress.Event) {
+		level := slog.LevelInfo
+		if ev.Decision != "allow" {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "egress", "server", server, "decision", ev.Decision,
+			"host", book.String(ev.Host), "port", ev.Port, "reason", book.String(ev.Reason))
+	}
+}
+
+// redactingWriter redacts each write with the book: for the gateway's
+// log, whose handler writes one whole record per Write.
+type redactingWriter struct {
+	w    io.Writer
+	book *redact.Book
+}
+
+func (rw redactingWriter) Write(p []byte) (int, error) {
+	if _, err := rw.w.Write(rw.book.Bytes(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // workspaceDir makes the per-scope output dir: workspaces/AGENT/SERVER/output,
@@ -178,6 +229,7 @@ func roots(spec *sandbox.Spec) []gateway.Root {
 type remoteLauncher struct {
 	url     string
 	headers map[string]string // header name → secret reference
+	book    *redact.Book
 }
 
 func (l *remoteLauncher) launch(ctx context.Context, _ gateway.Scope) (*gateway.Process, error) {
@@ -186,6 +238,11 @@ func (l *remoteLauncher) launch(ctx context.Context, _ gateway.Scope) (*gateway.
 		v, err := resolveSecret(name, ref, false)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		if l.book != nil {
+			if err := l.book.Add(name, v.Value); err != nil {
+				return nil, fmt.Errorf("header %s: %w", name, err)
+			}
 		}
 		h.Set(name, string(v.Value))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 )
 
 const runHelp = `USAGE
@@ -69,16 +70,18 @@ func (e *env) run(args []string) int {
 	if len(allow) == 0 {
 		allow = listFlag{"*"}
 	}
-	log := e.newLogger()
+	// The flags' secrets are resolved already: the book learns them now.
+	book := &redact.Book{}
+	log := e.newLogger(book)
 	l := &sandboxLauncher{
-		name: "server", base: *spec, log: log,
+		name: "server", base: *spec, log: log, book: book,
 		stderr: &lineWriter{w: e.stderr, prefix: "mcpbox: server: "},
 	}
 	gw, err := gateway.New([]*gateway.Server{{
 		Name: "server", Scope: gateway.ScopeAgent, Launch: l.launch,
 		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
 		Restart: gateway.RestartOnFailure,
-	}}, gateway.Options{Logger: log, Version: Version})
+	}}, gatewayOptions(log, book))
 	if err != nil {
 		e.errorf("run: %v", err)
 		return exitUsage

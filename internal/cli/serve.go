@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 )
 
 const serveHelp = `USAGE
@@ -75,13 +76,20 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return 1
 	}
-	log := e.newLogger()
-	servers, err := e.configServers(c, base, dir, log)
+	book := &redact.Book{}
+	for _, cl := range opts.Clients {
+		if err := book.Add("client_token_"+cl.Name, cl.Token); err != nil {
+			e.errorf("serve: client %s: token: %v", cl.Name, err)
+			return exitUsage
+		}
+	}
+	log := e.newLogger(book)
+	servers, err := e.configServers(c, base, dir, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version})
+	gw, err := gateway.New(servers, gatewayOptions(log, book))
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage

@@ -273,6 +273,7 @@ func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {
 	if err != nil {
 		return initInfo{}, fmt.Errorf("initialize: %w", err)
 	}
+	raw = u.gw.filter(u.srv.Name, raw) // instructions and serverInfo reach clients
 	var info initInfo
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return initInfo{}, fmt.Errorf("initialize: bad result: %w", err)
