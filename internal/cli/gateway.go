@@ -57,6 +57,12 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		if gs.Restart == "" {
 			gs.Restart = gateway.RestartNo
 		}
+		for _, sec := range s.Secrets {
+			// The shortest ttl decides when the sandbox is renewed.
+			if ttl := time.Duration(sec.TTL); ttl > 0 && (gs.Refresh == 0 || ttl < gs.Refresh) {
+				gs.Refresh = ttl
+			}
+		}
 		if s.URL != "" {
 			rl := &remoteLauncher{url: s.URL, headers: map[string]string{}, book: book}
 			for _, h := range s.Headers {

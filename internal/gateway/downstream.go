@@ -360,7 +360,7 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	if meta != nil {
 		token = meta["progressToken"]
 	}
-	in := b.u.begin(d, ctx, token)
+	in := b.u.begin(d, p, ctx, token)
 	defer b.u.end(in)
 	if in.gwTok != "" {
 		m := make(map[string]any, len(meta))

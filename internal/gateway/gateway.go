@@ -34,6 +34,10 @@ type Server struct {
 	MaxOutput   int64         // largest result passed back; zero: no limit
 	MaxMessage  int           // largest message read from the server; zero: DefaultMaxMessage
 	Restart     string        // RestartNo, RestartOnFailure or RestartAlways
+	// Refresh, if set, replaces a running server with a newly launched one
+	// (newly resolved secrets) after this long: short-lived credentials
+	// (a secret's ttl). Calls in flight finish on the old process.
+	Refresh time.Duration
 }
 
 // Scopes: whose sandbox serves a session.

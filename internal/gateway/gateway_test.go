@@ -345,3 +345,61 @@ func TestUpstreamCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestRefresh: after Server.Refresh a new process takes over (new
+// secrets), a call in flight finishes on the old one, which then stops.
+func TestRefresh(t *testing.T) {
+	release := make(chan struct{})
+	var n atomic.Int32
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] != "tools/call" {
+			return
+		}
+		if msg["params"].(map[string]any)["name"] == "slow" {
+			go func() {
+				<-release
+				s.reply(msg, `{"content":[{"type":"text","text":"slow done"}]}`)
+			}()
+			return
+		}
+		s.reply(msg, fmt.Sprintf(`{"content":[{"type":"text","text":"call %d"}]}`, n.Add(1)))
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Refresh: 300 * time.Millisecond})
+	c := newRawClient(t, gw)
+	slow := make(chan map[string]any, 1)
+	go func() {
+		resp, _ := c.call("tools/call", map[string]any{"name": "slow"})
+		slow <- resp
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(started()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no refresh")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	first := started()[0]
+	select {
+	case <-first.done:
+		t.Fatal("the old process stopped with a call in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case resp := <-slow:
+		if !strings.Contains(fmt.Sprint(resp["result"]), "slow done") {
+			t.Fatalf("in-flight call: %v", resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the in-flight call never finished")
+	}
+	select {
+	case <-first.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old process was not retired")
+	}
+	c.call("tools/call", map[string]any{"name": "fast"})
+	if got := len(started()[len(started())-1].received("tools/call")); got != 1 {
+		t.Fatalf("the newest process saw %d calls, want the fast one", got)
+	}
+}

@@ -62,6 +62,7 @@ type upstream struct {
 	failed     error // permanent: restart is off or the crash loop limit hit
 	stopped    bool
 	nextTok    int64
+	stale      *peer // the running session, once Server.Refresh has passed
 }
 
 // initInfo is what the upstream said in its initialize result.
@@ -90,6 +91,7 @@ type capabilities struct {
 // stream and before its response.
 type inflight struct {
 	d      *downstream
+	p      *peer           // the session the request went to
 	ctx    context.Context // the downstream handler's context
 	token  any             // the client's progress token, nil if none
 	gwTok  string          // the token the upstream sees
@@ -119,7 +121,7 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 			u.mu.Unlock()
 			return nil, errStopped
 		}
-		if u.peer != nil {
+		if u.peer != nil && u.peer != u.stale {
 			select {
 			case <-u.peer.done:
 			default:
@@ -143,6 +145,9 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 			}
 		}
 		delay := u.backoff()
+		if u.stale != nil && u.stale == u.peer {
+			delay = 0 // a refresh, not a crash
+		}
 		done := make(chan struct{})
 		u.starting = done
 		u.mu.Unlock()
@@ -231,7 +236,9 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		return errStopped
 	}
 	restarted := u.init.Protocol != ""
+	oldPeer, oldProc := u.peer, u.proc
 	u.peer, u.proc, u.init = p, proc, info
+	u.stale = nil
 	u.lists = map[string][]item{}
 	level, subs := u.level, make([]string, 0, len(u.subs))
 	for uri := range u.subs {
@@ -247,6 +254,12 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
 	}
 	go u.watch(p, proc)
+	if oldPeer != nil {
+		go u.retire(oldPeer, oldProc)
+	}
+	if d := u.srv.Refresh; d > 0 {
+		time.AfterFunc(d, func() { u.refresh(p) })
+	}
 	if restarted {
 		u.log.Info("server restarted")
 		// Its lists may differ from the last process's.
@@ -307,6 +320,48 @@ func (u *upstream) watch(p *peer, proc *Process) {
 	}
 	u.log.Warn("server ended", "err", err)
 	u.recordFailureLocked(err)
+}
+
+// retireWait bounds how long a replaced process may finish its calls.
+const retireWait = time.Minute
+
+// refresh replaces session p with a new process now, unless p has
+// already ended or been replaced.
+func (u *upstream) refresh(p *peer) {
+	u.mu.Lock()
+	if u.peer != p || u.stopped {
+		u.mu.Unlock()
+		return
+	}
+	u.stale = p
+	u.mu.Unlock()
+	u.log.Info("refreshing server (secret ttl)")
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if _, err := u.get(ctx); err != nil {
+		u.log.Warn("refresh failed", "err", err)
+	}
+}
+
+// retire ends a replaced session once no call is using it.
+func (u *upstream) retire(p *peer, proc *Process) {
+	deadline := time.Now().Add(retireWait)
+	for time.Now().Before(deadline) {
+		u.mu.Lock()
+		busy := slices.ContainsFunc(u.calls, func(in *inflight) bool { return in.p == p })
+		u.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-p.done:
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	p.close()
+	proc.stop()
 }
 
 // stop ends the server for good.
@@ -372,8 +427,8 @@ func (u *upstream) info() initInfo {
 
 // begin registers a forwarded request; the returned token replaces the
 // client's progress token (nil: the client asked for no progress).
-func (u *upstream) begin(d *downstream, ctx context.Context, token any) *inflight {
-	in := &inflight{d: d, ctx: ctx, token: token, events: make(chan func(), 256)}
+func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any) *inflight {
+	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: make(chan func(), 256)}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if token != nil {
