@@ -41,9 +41,12 @@ type upstream struct {
 	scope Scope
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	peer     *peer
-	proc     *Process
+	mu   sync.Mutex
+	peer *peer
+	proc *Process
+	// watched is closed once the end of peer has been accounted for
+	// (restart policy); a get that finds peer ended waits for it.
+	watched  chan struct{}
 	starting chan struct{} // non-nil while a start is under way
 	init     initInfo
 	lists    map[string][]item // cached list results by kind
@@ -124,6 +127,14 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		if u.peer != nil && u.peer != u.stale {
 			select {
 			case <-u.peer.done:
+				watched := u.watched
+				u.mu.Unlock()
+				select {
+				case <-watched:
+					continue
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 			default:
 				p := u.peer
 				u.mu.Unlock()
@@ -239,6 +250,8 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	oldPeer, oldProc := u.peer, u.proc
 	u.peer, u.proc, u.init = p, proc, info
 	u.stale = nil
+	watched := make(chan struct{})
+	u.watched = watched
 	u.lists = map[string][]item{}
 	level, subs := u.level, make([]string, 0, len(u.subs))
 	for uri := range u.subs {
@@ -253,7 +266,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	for _, uri := range subs {
 		_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
 	}
-	go u.watch(p, proc)
+	go u.watch(p, proc, watched)
 	if oldPeer != nil {
 		go u.retire(oldPeer, oldProc)
 	}
@@ -303,7 +316,8 @@ func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {
 }
 
 // watch waits for the session to end and stops the process.
-func (u *upstream) watch(p *peer, proc *Process) {
+func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {
+	defer close(watched)
 	err := p.wait()
 	proc.stop()
 	u.mu.Lock()
