@@ -69,6 +69,9 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 				rl.headers[h.Name] = h.From
 			}
 			gs.Launch = rl.launch
+			// A dropped connection is reconnected at the next request
+			// (remote servers take no lifecycle settings).
+			gs.Restart = gateway.RestartOnFailure
 			out = append(out, gs)
 			continue
 		}
@@ -82,7 +85,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		spec.Args = s.Command
 		l := &sandboxLauncher{
 			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
-			stderr: &lineWriter{w: e.stderr, prefix: "mcpbox: server " + s.Name + ": "},
+			stderr: e.stderr,
 		}
 		if s.Filesystem.Output == nil || s.Filesystem.Output.Source == "" {
 			if s.Filesystem.Output != nil {
@@ -90,6 +93,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			}
 		}
 		gs.Launch = l.launch
+		gs.Release = l.release
 		out = append(out, gs)
 	}
 	return out, nil

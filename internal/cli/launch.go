@@ -35,7 +35,7 @@ type sandboxLauncher struct {
 	// /workspace/output (config `output: {}`).
 	workspaces string
 	log        *slog.Logger
-	stderr     io.Writer // the server's stderr, line-prefixed
+	stderr     io.Writer // where the server's stderr goes, line-prefixed with its name
 	// book learns every secret value resolved, before the server starts,
 	// so that nothing the server writes can carry it out.
 	book *redact.Book
@@ -59,25 +59,22 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 	}
 	// The stream redactor catches a value even when the server writes it
 	// in pieces; it is made after the values above are known.
-	var stderr io.Writer = l.stderr
+	lines := &lineWriter{w: l.stderr, prefix: "mcpbox: server " + l.name + ": "}
+	var stderr io.Writer = lines
 	var stderrRedactor *redact.Writer
 	if r := l.book.Redactor(); r != nil {
-		stderrRedactor = r.Writer(l.stderr)
+		stderrRedactor = r.Writer(lines)
 		stderr = stderrRedactor
 	}
 	if spec.Network.Enabled() {
 		spec.Network.Log = egressLogger(l.log, l.name, l.book)
 	}
-	var sessionDir string
 	if l.workspaces != "" {
 		dir, err := workspaceDir(l.workspaces, scope, l.name)
 		if err != nil {
 			return nil, err
 		}
 		spec.Output = dir
-		if scope.Session != "" {
-			sessionDir = filepath.Dir(dir)
-		}
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -147,9 +144,17 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			if stderrRedactor != nil {
 				stderrRedactor.Close()
 			}
-			if sessionDir != "" {
-				os.RemoveAll(sessionDir)
+			lines.Close()
+		},
+		Clean: func() bool {
+			select {
+			case <-waited:
+			case <-time.After(stopGrace):
+				return false
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			return status == "exited with status 0"
 		},
 		Describe: func() string {
 			select {
@@ -189,6 +194,18 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// release removes a session's workspace when the session is over; agent
+// and shared workspaces stay (they are the agent's files).
+func (l *sandboxLauncher) release(scope gateway.Scope) {
+	if l.workspaces == "" || scope.Session == "" {
+		return
+	}
+	dir, err := workspaceDir(l.workspaces, scope, l.name)
+	if err == nil {
+		os.RemoveAll(filepath.Dir(dir))
+	}
 }
 
 // workspaceDir makes the per-scope output dir: workspaces/AGENT/SERVER/output,
@@ -298,9 +315,21 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Close writes a last line that had no newline.
+func (lw *lineWriter) Close() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if len(lw.buf) > 0 {
+		lw.flush()
+	}
+	return nil
+}
+
 func (lw *lineWriter) flush() {
+	// C0 and C1 controls and DEL could move the cursor or fake a line of
+	// the gateway's own; invalid UTF-8 becomes U+FFFD.
 	line := bytes.Map(func(r rune) rune {
-		if r < 0x20 && r != '\t' {
+		if (r < 0x20 && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return '?'
 		}
 		return r

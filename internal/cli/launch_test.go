@@ -73,9 +73,10 @@ func TestLineWriter(t *testing.T) {
 	var b strings.Builder
 	lw := &lineWriter{w: &b, prefix: "p: "}
 	lw.Write([]byte("one\ntw"))
-	lw.Write([]byte("o\x1b[31m\n" + strings.Repeat("x", maxLogLine+10) + "\n"))
+	lw.Write([]byte("o\x1b[31m\u009b\x7f\n" + strings.Repeat("x", maxLogLine+10) + "\nlast"))
+	lw.Close()
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != 3 || lines[0] != "p: one" || lines[1] != "p: two?[31m" || len(lines[2]) != len("p: ")+maxLogLine {
+	if len(lines) != 4 || lines[0] != "p: one" || lines[1] != "p: two?[31m??" || len(lines[2]) != len("p: ")+maxLogLine || lines[3] != "p: last" {
 		t.Fatalf("lines = %q", lines)
 	}
 }

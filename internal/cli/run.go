@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"path/filepath"
 	"time"
 
 	"mcpbox/internal/config"
@@ -73,12 +74,13 @@ func (e *env) run(args []string) int {
 	// The flags' secrets are resolved already: the book learns them now.
 	book := &redact.Book{}
 	log := e.newLogger(book)
+	name := filepath.Base(argv[0])
 	l := &sandboxLauncher{
-		name: "server", base: *spec, log: log, book: book,
-		stderr: &lineWriter{w: e.stderr, prefix: "mcpbox: server: "},
+		name: name, base: *spec, log: log, book: book,
+		stderr: e.stderr,
 	}
 	gw, err := gateway.New([]*gateway.Server{{
-		Name: "server", Scope: gateway.ScopeAgent, Launch: l.launch,
+		Name: name, Scope: gateway.ScopeAgent, Launch: l.launch,
 		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
 		Restart: gateway.RestartOnFailure,
 	}}, gatewayOptions(log, book))

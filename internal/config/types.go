@@ -205,7 +205,7 @@ func (c *Config) EffectivePrefix(s *Server) string {
 // Filesystem is what the sandbox sees besides the minimal system view.
 type Filesystem struct {
 	Input  *Input  // nil: an empty /workspace/input
-	Output *Output // nil or empty Source: a per-agent dir at /workspace/output
+	Output *Output // nil: no /workspace/output mount; empty Source: a per-agent dir
 	Tmp    Tmp
 	Mounts []Mount
 	// Template is a directory whose contents seed a new workspace; empty: none.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,9 +51,9 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 		g.mu.Unlock()
 		return nil, errStopped
 	}
-	g.nextSess++
-	id := fmt.Sprintf("s%d", g.nextSess)
 	g.mu.Unlock()
+	// Random, so that a session never meets a leftover of an earlier run.
+	id := "s" + strings.ToLower(rand.Text()[:16])
 	d := &downstream{gw: g, agent: agent, id: id, subs: map[string]*upstream{}, done: make(chan struct{})}
 	d.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbox", Version: g.opts.Version}, &mcp.ServerOptions{
 		// A superset, so that the SDK lets every notification through;

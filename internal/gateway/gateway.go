@@ -34,6 +34,10 @@ type Server struct {
 	MaxOutput   int64         // largest result passed back; zero: no limit
 	MaxMessage  int           // largest message read from the server; zero: DefaultMaxMessage
 	Restart     string        // RestartNo, RestartOnFailure or RestartAlways
+	// Release, if set, is called once an instance's scope is over (its
+	// session ended, or the gateway closed) and its process stopped: the
+	// place to remove what belonged to that scope only.
+	Release func(scope Scope)
 	// Refresh, if set, replaces a running server with a newly launched one
 	// (newly resolved secrets) after this long: short-lived credentials
 	// (a secret's ttl). Calls in flight finish on the old process.
@@ -98,7 +102,6 @@ type Gateway struct {
 	mu       sync.Mutex
 	pool     map[poolKey]*upstream
 	sessions map[*downstream]struct{}
-	nextSess int64
 	closed   bool
 }
 
@@ -189,6 +192,7 @@ func (g *Gateway) release(u *upstream, d *downstream, subs []string) {
 	delete(g.pool, poolKey{u.srv.Name, u.scope})
 	g.mu.Unlock()
 	u.stop()
+	u.release()
 }
 
 // ServeStdio serves one MCP session over r and w (a client that launched
@@ -232,7 +236,10 @@ func (g *Gateway) Close() error {
 	}
 	var wg sync.WaitGroup
 	for _, u := range ups {
-		wg.Go(u.stop)
+		wg.Go(func() {
+			u.stop()
+			u.release()
+		})
 	}
 	wg.Wait()
 	return nil

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -298,17 +299,19 @@ func TestOversizedResult(t *testing.T) {
 
 func TestResponseID(t *testing.T) {
 	tests := []struct {
-		head string
-		want any
+		head, tail string
+		want       any
 	}{
-		{`{"jsonrpc":"2.0","id":12,"result":{"content":[`, int64(12)},
-		{`{"id":"a\"b","result":`, `a"b`},
-		{` { "jsonrpc" : "2.0" , "id" : -3 , "error" : {`, int64(-3)},
-		{`{"jsonrpc":"2.0","method":"notifications/message","params":`, nil},
-		{`{"result":{},"id":4}`, nil},
+		{`{"jsonrpc":"2.0","id":12,"result":{"content":[`, `]}}`, int64(12)},
+		{`{"id":"a\"b","result":`, `}`, `a"b`},
+		{` { "jsonrpc" : "2.0" , "id" : -3 , "error" : {`, `}}`, int64(-3)},
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":`, `"id":5}`, nil},
+		{`{"result":{"content":[`, `]},"id":4}`, int64(4)},
+		{`{"result":{"x":1`, `},"id":4,"jsonrpc":"2.0"}` + "\n", int64(4)},
+		{`{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":`, `}}`, nil},
 	}
 	for _, tt := range tests {
-		id, ok := responseID([]byte(tt.head))
+		id, ok := responseID([]byte(tt.head), []byte(tt.tail))
 		if tt.want == nil {
 			if ok {
 				t.Errorf("%s: found id %v", tt.head, id.Raw())
@@ -401,5 +404,37 @@ func TestRefresh(t *testing.T) {
 	c.call("tools/call", map[string]any{"name": "fast"})
 	if got := len(started()[len(started())-1].received("tools/call")); got != 1 {
 		t.Fatalf("the newest process saw %d calls, want the fast one", got)
+	}
+}
+
+// TestRestartPolicy: on-failure leaves a server that exited with status
+// 0 stopped; always restarts it.
+func TestRestartPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		policy string
+		want   int
+	}{{RestartOnFailure, 1}, {RestartAlways, 2}} {
+		t.Run(tt.policy, func(t *testing.T) {
+			raw, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+				if msg["method"] == "tools/call" {
+					s.out.Close()
+				}
+			})
+			launch := func(ctx context.Context, sc Scope) (*Process, error) {
+				p, err := raw(ctx, sc)
+				if p != nil {
+					p.Clean = func() bool { return true }
+				}
+				return p, err
+			}
+			gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: tt.policy})
+			c := newRawClient(t, gw)
+			c.call("tools/call", map[string]any{"name": "t"})
+			c.call("tools/call", map[string]any{"name": "t"})
+			// always may already be starting a third after the second end.
+			if n := len(started()); n < tt.want || (tt.want == 1 && n != 1) {
+				t.Fatalf("started %d servers, want %d", n, tt.want)
+			}
+		})
 	}
 }

@@ -40,8 +40,9 @@ type Client struct {
 }
 
 // LocalAgent is the identity of an unauthenticated client (stdio, or HTTP
-// without clients configured).
-const LocalAgent = "local"
+// without clients configured). Client names cannot begin with "_", so no
+// configured client can share its sandboxes.
+const LocalAgent = "_local"
 
 // EndpointPath is where the MCP endpoint is served.
 const EndpointPath = "/mcp"

@@ -40,6 +40,10 @@ type upstream struct {
 	srv   *Server
 	scope Scope
 	log   *slog.Logger
+	// life ends when the upstream is stopped: background restarts and
+	// refreshes run under it.
+	life    context.Context
+	endLife context.CancelFunc
 
 	mu   sync.Mutex
 	peer *peer
@@ -102,8 +106,9 @@ type inflight struct {
 }
 
 func newUpstream(gw *Gateway, srv *Server, scope Scope) *upstream {
+	life, end := context.WithCancel(context.Background())
 	return &upstream{
-		gw: gw, srv: srv, scope: scope,
+		gw: gw, srv: srv, scope: scope, life: life, endLife: end,
 		log:      gw.log.With("server", srv.Name, "agent", scope.Agent),
 		lists:    map[string][]item{},
 		sessions: map[*downstream]struct{}{},
@@ -334,6 +339,20 @@ func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {
 	}
 	u.log.Warn("server ended", "err", err)
 	u.recordFailureLocked(err)
+	if u.failed == nil && u.srv.Restart == RestartOnFailure && proc.Clean != nil && proc.Clean() {
+		u.failed = fmt.Errorf("server %s exited with status 0; restart is on-failure", u.srv.Name)
+	}
+	if u.failed == nil && len(u.sessions) > 0 {
+		// Back at once (after the backoff), so that clients waiting for
+		// notifications need not send a request first.
+		go func() {
+			ctx, cancel := context.WithTimeout(u.life, startTimeout+restartMax)
+			defer cancel()
+			if _, err := u.get(ctx); err != nil {
+				u.log.Warn("restart failed", "err", err)
+			}
+		}()
+	}
 }
 
 // retireWait bounds how long a replaced process may finish its calls.
@@ -350,7 +369,7 @@ func (u *upstream) refresh(p *peer) {
 	u.stale = p
 	u.mu.Unlock()
 	u.log.Info("refreshing server (secret ttl)")
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	ctx, cancel := context.WithTimeout(u.life, startTimeout)
 	defer cancel()
 	if _, err := u.get(ctx); err != nil {
 		u.log.Warn("refresh failed", "err", err)
@@ -378,8 +397,16 @@ func (u *upstream) retire(p *peer, proc *Process) {
 	proc.stop()
 }
 
+// release calls Server.Release once the process is gone.
+func (u *upstream) release() {
+	if u.srv.Release != nil {
+		u.srv.Release(u.scope)
+	}
+}
+
 // stop ends the server for good.
 func (u *upstream) stop() {
+	u.endLife()
 	u.mu.Lock()
 	u.stopped = true
 	p, proc := u.peer, u.proc
@@ -738,6 +765,9 @@ type Process struct {
 	// Describe, if set, says how the process ended (e.g. its exit status),
 	// for logs and error messages.
 	Describe func() string
+	// Clean, if set, reports whether the process ended by exiting with
+	// status 0 (restart on-failure leaves such a server stopped).
+	Clean func() bool
 
 	once sync.Once
 }

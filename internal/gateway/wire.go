@@ -60,10 +60,10 @@ func newLineConn(r io.Reader, w io.Writer, closer io.Closer, max int, drop func(
 // waiting for it fails instead of hanging.
 func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 	for {
-		line, head, tooLong, err := c.readLine()
+		line, head, tail, tooLong, err := c.readLine()
 		if tooLong {
 			c.drop(fmt.Sprintf("message larger than %d bytes", c.max), head)
-			if id, ok := responseID(head); ok {
+			if id, ok := responseID(head, tail); ok {
 				return &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "the server's response is larger than the %d-byte message limit", c.max)}, nil
 			}
 			if err != nil {
@@ -89,33 +89,47 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 const headSize = 256
 
 // readLine reads up to the next newline. A line longer than c.max is
-// skipped to its end without being buffered; head keeps its start.
-func (c *lineConn) readLine() (line, head []byte, tooLong bool, err error) {
+// skipped to its end without being buffered; head and tail keep its first
+// and last headSize bytes.
+func (c *lineConn) readLine() (line, head, tail []byte, tooLong bool, err error) {
 	var buf []byte
 	for {
 		chunk, err := c.r.ReadSlice('\n')
-		if !tooLong {
-			if len(buf)+len(chunk) > c.max {
-				tooLong = true
-				head = append(buf[:min(len(buf), headSize):min(len(buf), headSize)], chunk[:min(len(chunk), headSize-min(len(buf), headSize))]...)
-				buf = nil
-			} else {
-				buf = append(buf, chunk...)
-			}
+		switch {
+		case tooLong:
+			tail = append(tail, chunk...)
+			tail = tail[max(0, len(tail)-headSize):]
+		case len(buf)+len(chunk) > c.max:
+			tooLong = true
+			all := append(buf, chunk...)
+			head = bytes.Clone(all[:min(len(all), headSize)])
+			tail = bytes.Clone(all[max(0, len(all)-headSize):])
+			buf = nil
+		default:
+			buf = append(buf, chunk...)
 		}
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		return buf, head, tooLong, err
+		return buf, head, tail, tooLong, err
 	}
 }
 
-var responseIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"`)
+var (
+	// A response that starts with its id ({"jsonrpc":"2.0","id":N,"result"...).
+	headIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"`)
+	// A response that starts with its result and ends with its id.
+	headResultRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:`)
+	tailIDRE     = regexp.MustCompile(`"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$`)
+)
 
-// responseID reads the id of a response from the start of its JSON, when
-// the id comes before the result (as every SDK writes it).
-func responseID(head []byte) (jsonrpc.ID, bool) {
-	m := responseIDRE.FindSubmatch(head)
+// responseID reads the id of an oversized response from its first or
+// last bytes, wherever the writer put it.
+func responseID(head, tail []byte) (jsonrpc.ID, bool) {
+	m := headIDRE.FindSubmatch(head)
+	if m == nil && headResultRE.Match(head) {
+		m = tailIDRE.FindSubmatch(tail)
+	}
 	if m == nil {
 		return jsonrpc.ID{}, false
 	}
