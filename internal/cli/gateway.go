@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,14 +28,51 @@ func (e *env) newLogger(book *redact.Book) *slog.Logger {
 }
 
 // gatewayOptions wires the book into the gateway: every payload that
-// leaves a server is redacted before anything else sees it.
-func gatewayOptions(log *slog.Logger, book *redact.Book) gateway.Options {
+// leaves a server is redacted before anything else sees it. credentials
+// maps server names to their config.Credentials policy.
+func gatewayOptions(log *slog.Logger, book *redact.Book, credentials map[string]string) gateway.Options {
 	return gateway.Options{
 		Logger:  log,
 		Version: Version,
 		Hooks: gateway.Hooks{
 			Filter: func(_ string, raw []byte) []byte { return book.Bytes(raw) },
+			Call:   credentialCheck(log, credentials),
 		},
+	}
+}
+
+// credentialCheck applies a server's credentials policy to its tool
+// results: credential-shaped strings that are not our secrets (those are
+// redacted already) are flagged in the log, redacted, or block the result.
+func credentialCheck(log *slog.Logger, policy map[string]string) func(context.Context, *gateway.Call, func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	return func(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+		raw, err := next(ctx)
+		if err != nil {
+			return raw, err
+		}
+		found := redact.Detect(raw)
+		if len(found) == 0 {
+			return raw, nil
+		}
+		var rules []string
+		for _, f := range found {
+			if !slices.Contains(rules, f.Rule) {
+				rules = append(rules, f.Rule)
+			}
+		}
+		action := policy[c.Server]
+		if action == "" {
+			action = config.CredentialsFlag
+		}
+		log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", c.Tool, "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
+		switch action {
+		case config.CredentialsRedact:
+			return redact.Mask(raw, found), nil
+		case config.CredentialsBlock:
+			msg := fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", c.Tool, strings.Join(rules, ", "))
+			return json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true})
+		}
+		return raw, nil
 	}
 }
 

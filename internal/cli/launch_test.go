@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 )
 
@@ -78,5 +81,39 @@ func TestLineWriter(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if len(lines) != 4 || lines[0] != "p: one" || lines[1] != "p: two?[31m??" || len(lines[2]) != len("p: ")+maxLogLine || lines[3] != "p: last" {
 		t.Fatalf("lines = %q", lines)
+	}
+}
+
+func TestCredentialCheck(t *testing.T) {
+	key := "AKIA" + "IOSFODNN7EXAMPLE"
+	result := json.RawMessage(`{"content":[{"type":"text","text":"found ` + key + ` in config"}]}`)
+	next := func(context.Context) (json.RawMessage, error) { return result, nil }
+	tests := []struct {
+		policy, want, notWant string
+	}{
+		{"", key, ""}, // flag: passed on, logged
+		{config.CredentialsFlag, key, ""},
+		{config.CredentialsRedact, "[REDACTED:credential:aws-access-key-id]", key},
+		{config.CredentialsBlock, "was blocked", key},
+	}
+	for _, tt := range tests {
+		t.Run("policy "+tt.policy, func(t *testing.T) {
+			var logs strings.Builder
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			check := credentialCheck(log, map[string]string{"s": tt.policy})
+			out, err := check(context.Background(), &gateway.Call{Server: "s", Tool: "read"}, next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), tt.want) || (tt.notWant != "" && strings.Contains(string(out), tt.notWant)) {
+				t.Fatalf("result %s", out)
+			}
+			if !json.Valid(out) {
+				t.Fatalf("invalid JSON: %s", out)
+			}
+			if !strings.Contains(logs.String(), "aws-access-key-id") || strings.Contains(logs.String(), key) {
+				t.Fatalf("log %q: want the rule, never the value", logs.String())
+			}
+		})
 	}
 }

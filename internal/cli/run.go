@@ -83,7 +83,7 @@ func (e *env) run(args []string) int {
 		Name: name, Scope: gateway.ScopeAgent, Launch: l.launch,
 		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
 		Restart: gateway.RestartOnFailure,
-	}}, gatewayOptions(log, book))
+	}}, gatewayOptions(log, book, nil))
 	if err != nil {
 		e.errorf("run: %v", err)
 		return exitUsage

@@ -89,7 +89,11 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	gw, err := gateway.New(servers, gatewayOptions(log, book))
+	credentials := map[string]string{}
+	for _, s := range c.Servers {
+		credentials[s.Name] = s.Credentials
+	}
+	gw, err := gateway.New(servers, gatewayOptions(log, book, credentials))
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage

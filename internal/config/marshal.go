@@ -213,6 +213,7 @@ func serverNode(s *Server) *yaml.Node {
 	add(m, "limits", limitsNode(&s.Limits))
 	add(m, "lifecycle", lifecycleNode(&s.Lifecycle))
 	addStr(m, "pin", s.Pin)
+	addStr(m, "credentials", s.Credentials)
 	add(m, "tools", toolsNode(&s.Tools))
 	add(m, "sandbox", sandboxNode(&s.Sandbox))
 	return flowIfEmpty(m)

@@ -119,6 +119,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"limits", func(v *node, p string) { d.limits(v, p, &s.Limits) }},
 		{"lifecycle", func(v *node, p string) { d.lifecycle(v, p, &s.Lifecycle) }},
 		{"pin", func(v *node, p string) { s.Pin = d.str(v, p) }},
+		{"credentials", func(v *node, p string) { s.Credentials = d.str(v, p) }},
 		{"tools", func(v *node, p string) { d.tools(v, p, &s.Tools) }},
 		{"sandbox", func(v *node, p string) { d.sandbox(v, p, &s.Sandbox) }},
 	})

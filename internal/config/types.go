@@ -179,6 +179,11 @@ type Server struct {
 	Limits     Limits
 	Lifecycle  Lifecycle
 	Pin        string // PinEnforce, PinTOFU (also the meaning of empty), PinWarn or PinOff
+	// Credentials is what happens to a credential-shaped string (a private
+	// key, a cloud or SaaS token format) in a tool result that is not one
+	// of our secrets: CredentialsFlag (also the meaning of empty),
+	// CredentialsRedact or CredentialsBlock.
+	Credentials string
 	Tools      Tools
 	Sandbox    Sandbox // overrides the top-level Sandbox when Require is non-nil
 	Meta       Meta
@@ -382,6 +387,10 @@ const (
 	PinTOFU    = "tofu"
 	PinWarn    = "warn"
 	PinOff     = "off"
+
+	CredentialsFlag   = "flag"
+	CredentialsRedact = "redact"
+	CredentialsBlock  = "block"
 
 	ActionAllow   = "allow"
 	ActionDeny    = "deny"

@@ -14,6 +14,7 @@ var serverChecks = []serverCheck{
 	checkRunTarget,
 	checkRemoteSections,
 	checkScope,
+	checkCredentials,
 	checkPrefix,
 	checkHeaders,
 	checkInputOutput,
@@ -137,6 +138,10 @@ func checkHeaders(r *collector, s *Server, p string) {
 
 func checkScope(r *collector, s *Server, p string) {
 	enum(r, &s.Meta, p, "scope", s.Scope, ScopeAgent, ScopeSession, ScopeShared)
+}
+
+func checkCredentials(r *collector, s *Server, p string) {
+	enum(r, &s.Meta, p, "credentials", s.Credentials, CredentialsFlag, CredentialsRedact, CredentialsBlock)
 }
 
 func checkInputOutput(r *collector, s *Server, p string) {

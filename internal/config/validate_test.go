@@ -212,6 +212,8 @@ func TestPrefixesAndHeaders(t *testing.T) {
 		{"headers on remote", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {Authorization: {from: env:TOK}}}\n", ""},
 		{"headers on local", "servers:\n  a: {command: [x], headers: {Authorization: {from: env:TOK}}}\n", "only a remote server"},
 		{"header value inline", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {Authorization: Bearer abc}}\n", "never go in the config"},
+		{"credentials policy", "servers:\n  a: {command: [x], credentials: block}\n", ""},
+		{"bad credentials policy", "servers:\n  a: {command: [x], credentials: ignore}\n", "invalid value"},
 		{"bad header name", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {\"a b\": {from: env:TOK}}}\n", "invalid HTTP header name"},
 	}
 	for _, tt := range tests {
