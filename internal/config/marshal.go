@@ -179,6 +179,14 @@ func serverNode(s *Server) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "command", s.Command)
 	addStr(m, "url", s.URL)
+	addStr(m, "builtin", s.Builtin)
+	if s.Commands.Allow != nil || s.Commands.Deny != nil || s.Commands.Approve != nil || s.Commands.Meta.Pos != (Pos{}) {
+		c := mapNode()
+		addStrs(c, "allow", s.Commands.Allow)
+		addStrs(c, "deny", s.Commands.Deny)
+		addStrs(c, "approve", s.Commands.Approve)
+		addKV(m, "commands", c)
+	}
 	addStr(m, "placement", s.Placement)
 	addStr(m, "scope", s.Scope)
 	if s.Prefix != nil {

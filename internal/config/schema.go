@@ -107,6 +107,14 @@ func (d *decoder) server(n *node, path string, s *Server) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"command", func(v *node, p string) { s.Command = d.strs(v, p, &s.Meta, "command", d.text) }},
 		{"url", func(v *node, p string) { s.URL = d.str(v, p) }},
+		{"builtin", func(v *node, p string) { s.Builtin = d.str(v, p) }},
+		{"commands", func(v *node, p string) {
+			d.mapping(v, p, &s.Commands.Meta, []field{
+				{"allow", func(v *node, p string) { s.Commands.Allow = d.strs(v, p, &s.Commands.Meta, "allow", d.str) }},
+				{"deny", func(v *node, p string) { s.Commands.Deny = d.strs(v, p, &s.Commands.Meta, "deny", d.str) }},
+				{"approve", func(v *node, p string) { s.Commands.Approve = d.strs(v, p, &s.Commands.Meta, "approve", d.str) }},
+			})
+		}},
 		{"placement", func(v *node, p string) { s.Placement = d.str(v, p) }},
 		{"scope", func(v *node, p string) { s.Scope = d.str(v, p) }},
 		{"prefix", func(v *node, p string) { pre := d.str(v, p); s.Prefix = &pre }},

@@ -159,6 +159,11 @@ type Server struct {
 	// URL is the Streamable HTTP endpoint of a remote server, which runs
 	// outside any sandbox; https, or http to a loopback host.
 	URL string
+	// Builtin names a server built into mcpbox (BuiltinWorkspace), run in
+	// its sandbox like any other; exclusive with Command and URL.
+	Builtin string
+	// Commands is the built-in workspace server's run_command policy.
+	Commands Commands
 	// Placement is PlacementIsolated, "group:NAME" (one sandbox shared by
 	// the servers of group NAME) or PlacementRemote. Empty: remote if URL is
 	// set, else isolated.
@@ -188,6 +193,19 @@ type Server struct {
 	Sandbox    Sandbox // overrides the top-level Sandbox when Require is non-nil
 	Meta       Meta
 }
+
+// Commands decides which command lines the built-in workspace server runs:
+// globs (path.Match) over the program's base name and over the argv
+// joined by spaces. Deny wins, then Approve, then Allow; nothing is
+// allowed by default.
+type Commands struct {
+	Allow, Deny, Approve []string
+	Meta                 Meta
+}
+
+// BuiltinWorkspace is the built-in workspace server: files of
+// /workspace/input and /workspace/output, and commands.
+const BuiltinWorkspace = "workspace"
 
 // Header is an HTTP header for a remote server.
 type Header struct {

@@ -42,15 +42,29 @@ func checkServerName(r *collector, s *Server, p string) {
 // checkRunTarget checks command, url and placement together: a server is
 // either local (command, in a sandbox) or remote (url, outside any sandbox).
 func checkRunTarget(r *collector, s *Server, p string) {
-	local, remote := s.Command != nil, s.URL != "" || s.Meta.Has("url")
+	builtin := s.Builtin != "" || s.Meta.Has("builtin")
+	local, remote := s.Command != nil || builtin, s.URL != "" || s.Meta.Has("url")
 	switch {
+	case builtin && s.Command != nil:
+		r.errorf(s.Meta.At("builtin"), "%s: builtin and command are exclusive", p)
 	case local && remote:
 		r.errorf(s.Meta.At("url"), "%s: command and url are exclusive (local server or remote server)", p)
 	case !local && !remote:
-		r.errorf(s.Meta.Pos, "%s: needs a command (local server) or a url (remote server)", p)
+		r.errorf(s.Meta.Pos, "%s: needs a command (local server), a url (remote server) or builtin", p)
 	}
-	if local {
+	if s.Command != nil {
 		checkCommand(r, s, p)
+	}
+	if builtin && s.Builtin != BuiltinWorkspace {
+		r.errorf(s.Meta.At("builtin"), "%s.builtin: unknown built-in server %q (want %s)", p, s.Builtin, BuiltinWorkspace)
+	}
+	if !builtin && s.Meta.Has("commands") {
+		r.errorf(s.Meta.At("commands"), "%s.commands: only the built-in workspace server takes commands", p)
+	}
+	for _, g := range append(append(append([]string{}, s.Commands.Allow...), s.Commands.Deny...), s.Commands.Approve...) {
+		if _, err := path.Match(g, ""); err != nil {
+			r.errorf(s.Meta.At("commands"), "%s.commands: bad glob %q: %v", p, g, err)
+		}
 	}
 	if remote {
 		if err := checkURL(s.URL); err != nil {
@@ -165,7 +179,7 @@ func checkInputOutput(r *collector, s *Server, p string) {
 // filesystems; a mount may not be at or below them.
 var (
 	reservedTargets = []string{
-		"/workspace/input", "/workspace/output", "/tmp", "/run/secrets",
+		"/workspace/input", "/workspace/output", "/tmp", "/run/secrets", "/run/mcpbox",
 		"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 	}
 	kernelTargets = []string{"/proc", "/dev", "/sys"}
