@@ -189,9 +189,9 @@ type Server struct {
 	// of our secrets: CredentialsFlag (also the meaning of empty),
 	// CredentialsRedact or CredentialsBlock.
 	Credentials string
-	Tools      Tools
-	Sandbox    Sandbox // overrides the top-level Sandbox when Require is non-nil
-	Meta       Meta
+	Tools       Tools
+	Sandbox     Sandbox // overrides the top-level Sandbox when Require is non-nil
+	Meta        Meta
 }
 
 // Commands decides which command lines the built-in workspace server runs:
