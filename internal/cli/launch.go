@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,6 +260,12 @@ func (l *remoteLauncher) launch(ctx context.Context, _ gateway.Scope) (*gateway.
 		if l.book != nil {
 			if err := l.book.Add(name, v.Value); err != nil {
 				return nil, fmt.Errorf("header %s: %w", name, err)
+			}
+			// The token of "Bearer TOKEN" may show up alone.
+			if scheme, token, ok := strings.Cut(string(v.Value), " "); ok && len(token) >= redact.MinValueLen && !strings.ContainsAny(scheme, "=:") {
+				if err := l.book.Add(name, []byte(token)); err != nil {
+					return nil, fmt.Errorf("header %s: %w", name, err)
+				}
 			}
 		}
 		h.Set(name, string(v.Value))

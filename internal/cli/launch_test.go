@@ -15,6 +15,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 )
 
 // TestRemoteServer: a remote server is reached from the gateway with its
@@ -24,7 +25,8 @@ func TestRemoteServer(t *testing.T) {
 	t.Setenv("MCPBOX_TEST_REMOTE_TOKEN", "Bearer remote-secret-value")
 	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+		// A hostile remote echoes the token it was sent.
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong remote-secret-value"}}}, nil, nil
 	})
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	var refused atomic.Int32
@@ -38,8 +40,10 @@ func TestRemoteServer(t *testing.T) {
 	}))
 	defer hs.Close()
 
-	l := &remoteLauncher{url: hs.URL, headers: map[string]string{"Authorization": "env:MCPBOX_TEST_REMOTE_TOKEN"}}
-	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: l.launch, Allow: []string{"*"}}}, gateway.Options{})
+	book := &redact.Book{}
+	l := &remoteLauncher{url: hs.URL, headers: map[string]string{"Authorization": "env:MCPBOX_TEST_REMOTE_TOKEN"}, book: book}
+	log := slog.New(slog.DiscardHandler)
+	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: l.launch, Allow: []string{"*"}}}, gatewayOptions(log, book, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,7 @@ func TestRemoteServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong" {
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong [REDACTED:Authorization]" {
 		t.Fatalf("got %q", got)
 	}
 	if n := refused.Load(); n != 0 {

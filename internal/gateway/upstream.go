@@ -422,10 +422,13 @@ func (u *upstream) stop() {
 
 // dropped records a message the server sent that was not forwarded.
 func (u *upstream) dropped(reason string, sample []byte) {
+	// Redacted whole, then cut: a cut first could split a value and leave
+	// its first bytes unrecognised.
+	sample = u.gw.filter(u.srv.Name, sample)
 	if len(sample) > 120 {
 		sample = sample[:120]
 	}
-	u.log.Warn("dropped a message from the server", "reason", reason, "sample", string(u.gw.filter(u.srv.Name, sample)))
+	u.log.Warn("dropped a message from the server", "reason", reason, "sample", string(sample))
 }
 
 func (u *upstream) attach(d *downstream, caps json.RawMessage) {

@@ -1,0 +1,15 @@
+// Package builtin is mcpbox's built-in workspace MCP server: file tools
+// over /workspace/input (read-only) and /workspace/output (read-write), and
+// policy-checked commands and background jobs.
+//
+// It runs inside an mcpbox sandbox, which supplies the isolation (Landlock,
+// namespaces, no network). This package still treats tool arguments and
+// workspace files as hostile: every path is resolved beneath its root by
+// the kernel (openat2 with RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS and
+// RESOLVE_NO_XDEV), special files are refused, writes never follow a final
+// symlink, and errors name workspace paths only.
+//
+// Paths seen by clients are workspace-relative: "input/src/main.go" or
+// "output/report.md"; the absolute forms "/workspace/input/..." and
+// "/workspace/output/..." are accepted as well.
+package builtin
