@@ -18,6 +18,7 @@ var checks = []check{
 	checkServerList,
 	checkServers,
 	checkPrefixes,
+	checkGroups,
 	checkDefaultSandbox,
 	checkApprovals,
 	checkAudit,
@@ -122,6 +123,48 @@ func checkServerList(r *collector, c *Config) {
 		}
 		seen[s.Name] = true
 	}
+}
+
+// checkGroups: the servers of a group share one sandbox, which the
+// group's first server (in file order) describes; the others may not set
+// sandbox settings of their own, and all share one scope.
+func checkGroups(r *collector, c *Config) {
+	first := map[string]*Server{}
+	for _, s := range c.Servers {
+		if s == nil {
+			continue
+		}
+		g, ok := strings.CutPrefix(s.Placement, PlacementGroup)
+		if !ok {
+			continue
+		}
+		f := first[g]
+		if f == nil {
+			first[g] = s
+			continue
+		}
+		p := "servers." + s.Name
+		for _, key := range []string{"filesystem", "network", "exec", "sandbox"} {
+			if s.Meta.Has(key) {
+				r.errorf(s.Meta.At(key), "%s.%s: the servers of group %s share one sandbox, set by its first server %s; set %s there", p, key, g, f.Name, key)
+			}
+		}
+		for _, key := range []string{"memory", "pids", "cpu"} {
+			if s.Limits.Meta.Has(key) {
+				r.errorf(s.Limits.Meta.At(key), "%s.limits.%s: the servers of group %s share one sandbox, set by its first server %s; set limits.%s there", p, key, g, f.Name, key)
+			}
+		}
+		if scopeOf(s) != scopeOf(f) {
+			r.errorf(firstPos(s.Meta.At("scope"), s.Meta.Pos), "%s.scope: %q differs from %q of %s; the servers of group %s share their sandboxes", p, scopeOf(s), scopeOf(f), f.Name, g)
+		}
+	}
+}
+
+func scopeOf(s *Server) string {
+	if s.Scope == "" {
+		return ScopeAgent
+	}
+	return s.Scope
 }
 
 // checkPrefixes refuses prefixes that could make two servers' names
