@@ -73,6 +73,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.secrets(args[1:])
 	case "run":
 		return env.run(args[1:])
+	case "__group":
+		return env.groupMain(args[1:])
 	case "serve":
 		return env.serve(args[1:])
 	case "version", "--version":

@@ -79,6 +79,13 @@ func credentialCheck(log *slog.Logger, policy map[string]string) func(context.Co
 // configServers turns a config's servers into gateway servers.
 func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book) ([]*gateway.Server, error) {
 	var out []*gateway.Server
+	groups := &groupSet{c: c, base: base, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
+		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr}
+		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
+			l.workspaces = filepath.Join(stateDir, "workspaces")
+		}
+		return l
+	}}
 	for _, s := range c.Servers {
 		gs := &gateway.Server{
 			Name:        s.Name,
@@ -114,8 +121,15 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			out = append(out, gs)
 			continue
 		}
-		if strings.HasPrefix(s.Placement, config.PlacementGroup) {
-			return nil, fmt.Errorf("server %s: placement %s: shared group sandboxes are not available yet", s.Name, s.Placement)
+		if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
+			gl, idx, err := groups.member(g, s)
+			if err != nil {
+				return nil, err
+			}
+			gs.Launch = gl.member(idx)
+			gs.Release = gl.sandbox.release
+			out = append(out, gs)
+			continue
 		}
 		spec := sandbox.Spec{}
 		if err := serverSpec(c, s, base, &spec); err != nil {

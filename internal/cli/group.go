@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/group"
+	"mcpbox/internal/sandbox"
+)
+
+// selfTarget is where mcpbox's own binary appears in sandboxes that run
+// it (the group supervisor, the built-in server).
+const selfTarget = "/run/mcpbox/bin/mcpbox"
+
+// selfMount binds the running mcpbox binary read-only at selfTarget.
+func selfMount() (sandbox.Mount, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return sandbox.Mount{}, fmt.Errorf("finding the mcpbox binary: %w", err)
+	}
+	return sandbox.Mount{Source: exe, Target: selfTarget, Exec: true}, nil
+}
+
+// groupMain is the hidden `mcpbox __group MEMBERS_JSON` command: the
+// supervisor inside a group's sandbox.
+func (e *env) groupMain(args []string) int {
+	if len(args) != 1 {
+		e.errorf("__group: want one argument (the members as JSON)")
+		return exitUsage
+	}
+	var members []group.Member
+	if err := json.Unmarshal([]byte(args[0]), &members); err != nil {
+		e.errorf("__group: %v", err)
+		return exitUsage
+	}
+	if err := group.Supervise(members, e.stdin, e.stdout, e.stderr); err != nil {
+		e.errorf("__group: %v", err)
+		return 1
+	}
+	return 0
+}
+
+// groupLauncher runs the servers of one group in one sandbox per scope.
+type groupLauncher struct {
+	sandbox *sandboxLauncher // launches the supervisor
+
+	mu      sync.Mutex
+	running map[gateway.Scope]*groupInstance
+}
+
+type groupInstance struct {
+	mux  *group.Mux
+	proc *gateway.Process
+	refs int
+}
+
+// newGroupLauncher builds the group's sandbox from its first server; the
+// members are the servers of the group in file order.
+func newGroupLauncher(c *config.Config, name string, members []*config.Server, base string, l *sandboxLauncher) (*groupLauncher, error) {
+	spec := sandbox.Spec{}
+	if err := serverSpec(c, members[0], base, &spec); err != nil {
+		return nil, err
+	}
+	spec.Env = nil // each member gets its own, through the supervisor
+	self, err := selfMount()
+	if err != nil {
+		return nil, err
+	}
+	spec.Mounts = append(spec.Mounts, self)
+	var ms []group.Member
+	for _, s := range members {
+		m := group.Member{Name: s.Name, Argv: s.Command}
+		for _, v := range s.Env {
+			m.Env = append(m.Env, v.Name+"="+v.Value)
+		}
+		for _, sec := range s.Secrets {
+			l.secrets = append(l.secrets, sec)
+			if sec.As != config.SecretAsFile {
+				m.Secrets = append(m.Secrets, sec.Name)
+			}
+		}
+		ms = append(ms, m)
+	}
+	membersJSON, err := json.Marshal(ms) // names and commands only: never a secret value
+	if err != nil {
+		return nil, err
+	}
+	spec.Args = []string{selfTarget, "__group", string(membersJSON)}
+	l.name = "group-" + name
+	l.base = spec
+	return &groupLauncher{sandbox: l, running: map[gateway.Scope]*groupInstance{}}, nil
+}
+
+// member returns the Launch function of member i.
+func (g *groupLauncher) member(i int) func(context.Context, gateway.Scope) (*gateway.Process, error) {
+	return func(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
+		// Held while the sandbox starts: the members of a session start
+		// together and must find one sandbox, not start one each.
+		g.mu.Lock()
+		inst := g.running[scope]
+		if inst != nil {
+			select {
+			case <-inst.mux.Done():
+				inst = nil // the sandbox is gone: a new one
+			default:
+			}
+		}
+		if inst == nil {
+			proc, err := g.sandbox.launch(ctx, scope)
+			if err != nil {
+				g.mu.Unlock()
+				return nil, err
+			}
+			inst = &groupInstance{mux: group.NewMux(proc.Stdin, proc.Stdout), proc: proc}
+			g.running[scope] = inst
+		}
+		inst.refs++
+		g.mu.Unlock()
+
+		stdin, stdout, err := inst.mux.Start(i)
+		if err != nil {
+			g.release(scope, inst)
+			return nil, err
+		}
+		exited := func() (int, bool) {
+			deadline := time.Now().Add(stopGrace + time.Second)
+			for {
+				if code, ok := inst.mux.Exit(i); ok {
+					return code, true
+				}
+				select {
+				case <-inst.mux.Done():
+					return 0, false
+				case <-time.After(20 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					return 0, false
+				}
+			}
+		}
+		var once sync.Once
+		return &gateway.Process{
+			Stdin: stdin, Stdout: stdout,
+			Roots: inst.proc.Roots,
+			Stop: func() {
+				once.Do(func() {
+					stdin.Close()
+					exited()
+					stdout.Close()
+					g.release(scope, inst)
+				})
+			},
+			Describe: func() string {
+				if code, ok := exited(); ok {
+					return fmt.Sprintf("exited with status %d", code)
+				}
+				return "its group's sandbox ended"
+			},
+			Clean: func() bool {
+				code, ok := exited()
+				return ok && code == 0
+			},
+		}, nil
+	}
+}
+
+// groupSet makes one launcher per group, on its first member.
+type groupSet struct {
+	c           *config.Config
+	base        string
+	launchers   map[string]*groupLauncher
+	newLauncher func(first *config.Server) *sandboxLauncher
+}
+
+// member returns the launcher of group name and s's index in it.
+func (gs *groupSet) member(name string, s *config.Server) (*groupLauncher, int, error) {
+	var members []*config.Server
+	idx := -1
+	for _, o := range gs.c.Servers {
+		if o.Placement == config.PlacementGroup+name {
+			if o == s {
+				idx = len(members)
+			}
+			members = append(members, o)
+		}
+	}
+	if gl := gs.launchers[name]; gl != nil {
+		return gl, idx, nil
+	}
+	gl, err := newGroupLauncher(gs.c, name, members, gs.base, gs.newLauncher(members[0]))
+	if err != nil {
+		return nil, 0, fmt.Errorf("group %s: %w", name, err)
+	}
+	gs.launchers[name] = gl
+	return gl, idx, nil
+}
+
+// release drops one member's hold on a group sandbox; the last one out
+// stops it.
+func (g *groupLauncher) release(scope gateway.Scope, inst *groupInstance) {
+	g.mu.Lock()
+	inst.refs--
+	last := inst.refs == 0
+	if last && g.running[scope] == inst {
+		delete(g.running, scope)
+	}
+	g.mu.Unlock()
+	if last {
+		inst.mux.Close()
+		inst.proc.Stop()
+	}
+}
