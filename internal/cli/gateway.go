@@ -35,7 +35,7 @@ func gatewayOptions(log *slog.Logger, book *redact.Book, credentials map[string]
 		Logger:  log,
 		Version: Version,
 		Hooks: gateway.Hooks{
-			Filter: func(_ string, raw []byte) []byte { return book.Bytes(raw) },
+			Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) },
 			Call:   credentialCheck(log, credentials),
 		},
 	}

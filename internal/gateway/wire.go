@@ -77,7 +77,8 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 			if derr == nil {
 				return msg, nil
 			}
-			c.drop("not a JSON-RPC message: "+derr.Error(), line)
+			// Not derr's text: it quotes the line, unredacted.
+			c.drop("not a JSON-RPC message", line)
 		}
 		if err != nil {
 			return nil, err
