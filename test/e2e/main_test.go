@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(binDir)
 	attackDir = filepath.Join(binDir, "attack")
-	if err := os.Chmod(binDir, 0o755); err == nil {
+	if err = os.Chmod(binDir, 0o755); err == nil {
 		err = buildAll()
 	}
 	if err != nil {
