@@ -13,7 +13,7 @@ func TestJSONNested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, _ := json.Marshal(map[string]string{"TOKEN_A": secret})    // JSON text...
+	inner, _ := json.Marshal(map[string]string{"TOKEN_A": secret})     // JSON text...
 	twice, _ := json.Marshal(map[string]string{"text": string(inner)}) // ...in a JSON string
 	thrice, _ := json.Marshal(map[string]string{"text": string(twice)})
 	path, _ := json.Marshal(map[string]string{"text": url.PathEscape(secret)}) // & written as \u0026
