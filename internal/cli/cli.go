@@ -27,6 +27,8 @@ COMMANDS
   doctor    report which isolation features this host supports
   policy    check a config file: mcpbox policy check FILE
   secrets   list a config's secret references (never values)
+  import    turn a client's MCP config (Claude, Cursor, VS Code) into an
+            mcpbox.yaml that runs every server sandboxed
   version   print the version
 
   Admin commands (ps, stop, pause, resume, logs, approvals, approve, deny,
@@ -73,6 +75,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.secrets(args[1:])
 	case "run":
 		return env.run(args[1:])
+	case "import":
+		return env.importConfig(args[1:])
 	case "__group":
 		return env.groupMain(args[1:])
 	case "serve":
