@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -85,5 +86,21 @@ func BenchmarkNew(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkDetect: the credential rules over 1 MiB of ordinary JSON text
+// (the worst case: nothing to find, everything to scan).
+func BenchmarkDetect(b *testing.B) {
+	line := `{"type":"text","text":"func main() { fmt.Println(\"hello, world\") } // ghost of a chance; sk is not a key"},`
+	var buf bytes.Buffer
+	for buf.Len() < 1<<20 {
+		buf.WriteString(line)
+	}
+	b.SetBytes(int64(buf.Len()))
+	for b.Loop() {
+		if f := Detect(buf.Bytes()); len(f) != 0 {
+			b.Fatal(f)
+		}
 	}
 }
