@@ -65,12 +65,27 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
 		},
-		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
-		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		// The session-based protocol only: every session starts with
+		// initialize, where the gateway binds it to its servers. (The
+		// sessionless 2026-07-28 protocol has no such moment yet here.)
+		SupportedProtocolVersions: legacyVersions(),
+		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
 	d.server.AddReceivingMiddleware(d.receive)
 	d.server.AddSendingMiddleware(d.send)
 	return d, nil
+}
+
+// legacyVersions are the SDK's protocol versions that begin with initialize.
+func legacyVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v <= "2025-11-25" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // receive answers every feature method from the upstreams; the SDK keeps

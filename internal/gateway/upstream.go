@@ -493,14 +493,29 @@ func (u *upstream) end(in *inflight) {
 	u.calls = slices.DeleteFunc(u.calls, func(c *inflight) bool { return c == in })
 }
 
-// latest returns the most recent request in flight, or nil.
-func (u *upstream) latest() *inflight {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if n := len(u.calls); n > 0 {
-		return u.calls[n-1]
+// soleCallLocked returns the latest request in flight when all requests
+// in flight come from one session, else nil.
+func (u *upstream) soleCallLocked() *inflight {
+	n := len(u.calls)
+	if n == 0 {
+		return nil
 	}
-	return nil
+	last := u.calls[n-1]
+	for _, in := range u.calls {
+		if in.d != last.d {
+			return nil
+		}
+	}
+	return last
+}
+
+// agentsLocked counts the distinct agents attached.
+func (u *upstream) agentsLocked() int {
+	seen := map[string]bool{}
+	for d := range u.sessions {
+		seen[d.agent] = true
+	}
+	return len(seen)
 }
 
 // queue hands f to the request's handler; when the client is too slow to
@@ -563,16 +578,23 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 			}
 		}
 	default:
-		// Logging and anything newer: to the request in flight if there is
-		// one (its stream is where the client listens), else to everyone.
-		if in := u.latest(); in != nil {
-			if in.queue(func() { in.d.notify(in.ctx, n.Method, params) }) {
-				return
-			}
-		}
+		// Logging and anything newer: to the session whose calls are in
+		// flight, on its latest call's stream; with no call in flight, to
+		// every session. Never across agents when several are in flight
+		// or attached: a log line may carry one client's data.
 		u.mu.Lock()
-		sessions := u.sessionsLocked()
+		in, sessions, agents := u.soleCallLocked(), u.sessionsLocked(), u.agentsLocked()
 		u.mu.Unlock()
+		if in != nil {
+			if !in.queue(func() { in.d.notify(in.ctx, n.Method, params) }) {
+				u.log.Warn("client too slow: notification dropped", "method", n.Method)
+			}
+			return
+		}
+		if agents > 1 {
+			u.log.Debug("notification not forwarded: the server is shared by several agents", "method", n.Method)
+			return
+		}
 		for _, d := range sessions {
 			d.post(context.Background(), n.Method, params)
 		}
@@ -601,28 +623,51 @@ func (u *upstream) onRequest(ctx context.Context, req *jsonrpc.Request) (json.Ra
 		return json.Marshal(map[string]any{"roots": roots})
 	}
 	params := u.gw.filter(u.srv.Name, req.Params)
-	// The client of the request in flight is the one the server is
-	// working for; failing that, any client still attached.
-	var d *downstream
-	dctx := context.Background()
-	if in := u.latest(); in != nil {
-		d, dctx = in.d, in.ctx
-	} else {
-		u.mu.Lock()
-		for s := range u.sessions {
-			d = s
-			break
-		}
-		u.mu.Unlock()
+	d, dctx, err := u.requester(req.Method)
+	if err != nil {
+		return nil, err
 	}
-	if d == nil {
-		return nil, rpcError(jsonrpc.CodeInternalError, "no client is connected to answer %s", req.Method)
-	}
-	dctx, cancel := context.WithCancel(dctx)
+	// Cancelled when the server cancels, not when some call ends.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(dctx))
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	return d.request(dctx, req.Method, params)
+}
+
+// requester finds the client a server→client request is meant for. A
+// stdio server's request does not say which call it serves, so the
+// gateway only answers when that is unambiguous: the one session with
+// calls in flight, or the one session attached. It never guesses: a
+// sampling prompt sent to the wrong client would hand one client's data
+// to another. The context routes the request onto the stream of the
+// session's only call in flight, if there is exactly one.
+func (u *upstream) requester(method string) (*downstream, context.Context, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var d *downstream
+	var only *inflight
+	n := 0
+	for _, in := range u.calls {
+		if d != nil && in.d != d {
+			return nil, nil, rpcError(jsonrpc.CodeInternalError, "mcpbox: %s: several client sessions have calls in flight on this server, so it cannot tell whose this request is (give the server scope: session)", method)
+		}
+		d, only = in.d, in
+		n++
+	}
+	if d == nil {
+		if len(u.sessions) != 1 {
+			return nil, nil, rpcError(jsonrpc.CodeInternalError, "mcpbox: %s: no single client session to ask", method)
+		}
+		for s := range u.sessions {
+			d = s
+		}
+	}
+	ctx := context.Background()
+	if n == 1 {
+		ctx = only.ctx
+	}
+	return d, ctx, nil
 }
 
 // item is one entry of a list result: its key (name, uri or uriTemplate)
