@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// What the gateway costs per call and per session: an echo round trip and
+// a 1 MiB result straight to the test server, through `mcpbox run` and
+// through `mcpbox serve --http`; and the gateway's memory per idle HTTP
+// session. Only the call loop is timed.
+//
+//	go test ./test/e2e -run '^$' -bench Gateway -benchtime 200x
+
+// gwBenchMode is the root mode when the benchmarks run as root, else the
+// current user's.
+func gwBenchMode() mode {
+	if os.Geteuid() != 0 {
+		return mode{name: "user", uid: -1, flags: []string{"--allow-degraded=cgroups"}}
+	}
+	return mode{name: "root", uid: -1}
+}
+
+// gwPaths are the ways to reach the test server, each returning a session
+// closed at cleanup.
+var gwPaths = []struct {
+	name    string
+	connect func(b *testing.B) *mcp.ClientSession
+}{
+	{"direct", func(b *testing.B) *mcp.ClientSession {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return gwDirect(b, ctx, filepath.Join(goBuild(b, gwServerPkg), "mcpserver"), nil, gwLegacy)
+	}},
+	{"run", func(b *testing.B) *mcp.ClientSession {
+		return gwRun(b, gwBenchMode(), nil, gwLegacy)
+	}},
+	{"serve", func(b *testing.B) *mcp.ClientSession {
+		m := gwBenchMode()
+		g := gwServe(b, m, gwConfig(b, m, "solo"))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return gwConnect(b, ctx, g.url, nil, nil, gwLegacy)
+	}},
+}
+
+// BenchmarkGatewayEcho: a small echo call's round trip, with its p50 and
+// p99 latency.
+func BenchmarkGatewayEcho(b *testing.B) {
+	for _, p := range gwPaths {
+		b.Run(p.name, func(b *testing.B) {
+			sess := p.connect(b)
+			gwMustCall(b, sess, "echo", map[string]any{"text": "warm"}, "warm")
+			args := map[string]any{"text": "ping"}
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				got, err := gwCall(context.Background(), sess, "echo", args)
+				lat = append(lat, time.Since(start))
+				if err != nil || got != "ping" {
+					b.Fatalf("echo: %q, %v", got, err)
+				}
+			}
+			gwReportLatency(b, lat)
+		})
+	}
+}
+
+// BenchmarkGatewayBlob: throughput of 1 MiB tool results.
+func BenchmarkGatewayBlob(b *testing.B) {
+	const size = 1 << 20
+	for _, p := range gwPaths {
+		b.Run(p.name, func(b *testing.B) {
+			sess := p.connect(b)
+			args := map[string]any{"bytes": size}
+			if got := gwMustCall(b, sess, "blob", args, ""); len(got) != size {
+				b.Fatalf("blob returned %d bytes, want %d", len(got), size)
+			}
+			b.SetBytes(size)
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				got, err := gwCall(context.Background(), sess, "blob", args)
+				lat = append(lat, time.Since(start))
+				if err != nil || len(got) != size {
+					b.Fatalf("blob: %d bytes, %v", len(got), err)
+				}
+			}
+			gwReportLatency(b, lat)
+		})
+	}
+}
+
+func gwReportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p int) float64 {
+		return float64(lat[min(len(lat)*p/100, len(lat)-1)]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(pct(50), "p50-µs")
+	b.ReportMetric(pct(99), "p99-µs")
+}
+
+// BenchmarkGatewayIdleSession: the serve process's resident memory per open
+// idle HTTP session. Each iteration opens one more session (ns/op is the
+// time to open one); run with -benchtime 50x for 50 sessions.
+func BenchmarkGatewayIdleSession(b *testing.B) {
+	m := gwBenchMode()
+	g := gwServe(b, m, gwConfig(b, m, "solo"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The first session starts the sandbox; it is not what we measure.
+	warm := gwConnect(b, ctx, g.url, nil, nil, gwLegacy)
+	gwMustCall(b, warm, "echo", map[string]any{"text": "warm"}, "warm")
+	time.Sleep(500 * time.Millisecond)
+	before := gwRSS(b, g.cmd.Process.Pid)
+	n := 0
+	for b.Loop() {
+		sess := gwConnect(b, ctx, g.url, nil, nil, gwLegacy)
+		if err := sess.Ping(ctx, nil); err != nil {
+			b.Fatalf("ping on session %d: %v", n, err)
+		}
+		n++
+	}
+	b.StopTimer()
+	time.Sleep(500 * time.Millisecond)
+	after := gwRSS(b, g.cmd.Process.Pid)
+	b.ReportMetric(float64(after-before)/float64(n), "KiB/session")
+	b.Logf("%d idle sessions: VmRSS %d → %d KiB", n, before, after)
+}
+
+// gwRSS reads a process's VmRSS in KiB.
+func gwRSS(tb testing.TB, pid int) int {
+	tb.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kib, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err != nil {
+				tb.Fatalf("parsing VmRSS %q: %v", v, err)
+			}
+			return kib
+		}
+	}
+	tb.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
