@@ -1,0 +1,212 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type runArgs struct {
+	Argv           []string `json:"argv" jsonschema:"program and arguments, run directly without a shell"`
+	Cwd            string   `json:"cwd,omitempty" jsonschema:"working directory, input/... or output/... (default: output, or input if there is no output)"`
+	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"kill the command after this many seconds (capped by the server's limit)"`
+}
+
+func (s *server) addCommandTools(srv *mcp.Server) {
+	cmdNote := fmt.Sprintf(" No shell: argv[0] is the program, pipes and globs are not expanded. "+
+		"A command policy decides what may run. Combined stdout+stderr is kept up to %d bytes.", s.o.OutputCap)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name: "run_command",
+		Description: fmt.Sprintf("Run a command to completion and return its exit code and output. "+
+			"Times out after %s at most; the whole process group is killed.", s.o.CommandTimeout) + cmdNote,
+		Annotations: mutating("Run command", false),
+	}, s.runCommand)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name: "start_job",
+		Description: fmt.Sprintf("Start a command in the background and return its job id. At most %d jobs run "+
+			"at once; a job is killed after %s and when this session ends.", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
+		Annotations: mutating("Start job", false),
+	}, s.startJob)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "job_status",
+		Description: "Report whether a job is running, how it ended, and how much output it has.",
+		Annotations: readOnly("Job status"),
+	}, s.jobStatus)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "job_output",
+		Description: "Return a job's combined output from offset (default 0) and the offset to continue from.",
+		Annotations: readOnly("Job output"),
+	}, s.jobOutput)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "stop_job",
+		Description: "Kill a job and its child processes.",
+		Annotations: mutating("Stop job", true),
+	}, s.stopJob)
+}
+
+// prepare checks argv against the policy and builds the command, in its
+// own process group, with cwd resolved beneath a root.
+func (s *server) prepare(argv []string, cwd string) (*exec.Cmd, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("argv is empty")
+	}
+	if len(argv) > 4096 {
+		return nil, errors.New("too many arguments (max 4096)")
+	}
+	for _, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return nil, errors.New("argument contains a NUL byte")
+		}
+	}
+	if err := s.o.Commands.policyError(argv); err != nil {
+		return nil, err
+	}
+	dir, err := s.workdir(cwd)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.WaitDelay = time.Second // a straggler holding the pipe does not hold us
+	setProcGroup(cmd)
+	return cmd, nil
+}
+
+// workdir resolves cwd to a host directory beneath a root. The path is
+// cleaned first and the cleaned form checked, so the directory the child
+// chdirs to is the one verified to stay beneath the root.
+func (s *server) workdir(cwd string) (string, error) {
+	if cwd == "" {
+		cwd = "output"
+		if s.o.Output == "" {
+			cwd = "input"
+		}
+	}
+	p, err := s.resolve(cwd)
+	if err != nil {
+		return "", err
+	}
+	p.rel = path.Clean(p.rel)
+	if p.rel == ".." || strings.HasPrefix(p.rel, "../") {
+		return "", fmt.Errorf("cwd %s: refused: leaves its root", cwd)
+	}
+	if err := checkDir(p); err != nil {
+		return "", err
+	}
+	return filepath.Join(p.dir, filepath.FromSlash(p.rel)), nil
+}
+
+// startError keeps host paths (the cwd) out of a start failure.
+func startError(argv0 string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) {
+		return fmt.Errorf("program %q not found", argv0)
+	}
+	var perr *fs.PathError
+	if errors.As(err, &perr) {
+		return fmt.Errorf("starting %q: %v", argv0, perr.Err)
+	}
+	return fmt.Errorf("starting %q: %v", argv0, err)
+}
+
+func (s *server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in runArgs) (*mcp.CallToolResult, any, error) {
+	timeout := s.o.CommandTimeout
+	if in.TimeoutSeconds < 0 {
+		return nil, nil, errors.New("timeout_seconds is negative")
+	}
+	// Compared in seconds first, so a huge value cannot overflow.
+	if n := time.Duration(in.TimeoutSeconds); n > 0 && n <= timeout/time.Second {
+		timeout = n * time.Second
+	}
+	cmd, err := s.prepare(in.Argv, in.Cwd)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := newCapBuf(s.o.OutputCap)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, nil, startError(in.Argv[0], err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var status string
+	select {
+	case <-waited:
+	case <-tctx.Done():
+		killGroup(cmd.Process)
+		<-waited
+		status = fmt.Sprintf("timed out after %s; process group killed\n", timeout)
+		if ctx.Err() != nil {
+			status = "cancelled; process group killed\n"
+		}
+	}
+	killGroup(cmd.Process) // background children left by the command
+	ps := cmd.ProcessState
+	if status == "" {
+		status = exitStatus(ps.ExitCode(), ps.String()) + "\n"
+	}
+	res := text(status + out.String())
+	res.IsError = status != "exit code 0\n"
+	return res, nil, nil
+}
+
+// exitStatus phrases how a process ended; ExitCode is -1 for a signal.
+func exitStatus(code int, desc string) string {
+	if code >= 0 {
+		return fmt.Sprintf("exit code %d", code)
+	}
+	return "terminated: " + desc
+}
+
+// capBuf keeps the first max bytes written and counts the rest. Commands
+// write stdout and stderr into the same capBuf, so their order is kept.
+type capBuf struct {
+	max     int
+	mu      sync.Mutex
+	buf     []byte // guarded by mu
+	dropped int64  // guarded by mu
+}
+
+func newCapBuf(max int) *capBuf { return &capBuf{max: max} }
+
+func (c *capBuf) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - len(c.buf)
+	if room >= len(p) {
+		c.buf = append(c.buf, p...)
+	} else {
+		c.buf = append(c.buf, p[:max(room, 0)]...)
+		c.dropped += int64(len(p) - max(room, 0))
+	}
+	return len(p), nil
+}
+
+// from returns the kept bytes from offset on, the kept size and the
+// dropped count.
+func (c *capBuf) from(offset int) ([]byte, int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	offset = min(max(offset, 0), len(c.buf))
+	return append([]byte(nil), c.buf[offset:]...), len(c.buf), c.dropped
+}
+
+// String is the kept output as text, with a note if some was dropped.
+func (c *capBuf) String() string {
+	b, _, dropped := c.from(0)
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if dropped > 0 {
+		s += fmt.Sprintf("\n[output truncated: %d more bytes dropped]\n", dropped)
+	}
+	return s
+}
