@@ -77,6 +77,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.run(args[1:])
 	case "import":
 		return env.importConfig(args[1:])
+	case "__builtin":
+		return env.builtinMain(args[1:])
 	case "__group":
 		return env.groupMain(args[1:])
 	case "serve":

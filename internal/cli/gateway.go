@@ -136,6 +136,11 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			return nil, err
 		}
 		spec.Args = s.Command
+		if s.Builtin != "" {
+			if err := builtinSpec(s, &spec); err != nil {
+				return nil, fmt.Errorf("server %s: %w", s.Name, err)
+			}
+		}
 		l := &sandboxLauncher{
 			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
 			stderr: e.stderr,
@@ -176,7 +181,7 @@ func stateDir(c *config.Config, base, flag string) (string, error) {
 
 // serveHTTP serves the gateway's HTTP endpoint until ctx ends, then
 // shuts it down.
-func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, opts gateway.HTTPOptions, tlsCert, tlsKey string) error {
+func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, opts gateway.HTTPOptions, tlsCert, tlsKey string, onListen func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
@@ -197,7 +202,11 @@ func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, o
 	if tlsCert != "" {
 		scheme = "https"
 	}
-	e.errorf("serving MCP on %s://%s%s", scheme, ln.Addr(), gateway.EndpointPath)
+	url := fmt.Sprintf("%s://%s%s", scheme, ln.Addr(), gateway.EndpointPath)
+	e.errorf("serving MCP on %s", url)
+	if onListen != nil {
+		onListen(url)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		if tlsCert != "" {

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"mcpbox/internal/config"
@@ -14,7 +17,15 @@ import (
 )
 
 const serveHelp = `USAGE
-  mcpbox serve --config FILE [--stdio] [--http ADDR]
+  mcpbox serve [--config FILE] [--stdio] [--http ADDR]
+  mcpbox serve --print-config
+
+Without --config, serves the embedded default: the built-in workspace
+server over the current directory (read-only at /workspace/input), with
+results in ./mcpbox-out (/workspace/output), commands from an allow list,
+no network and no secrets. --print-config prints that config to start
+your own from. Over HTTP, the default gets a fresh bearer token, printed
+with the URL and a client config to paste.
 
 Runs the gateway for every server of the config file: each in its own
 sandbox (per client identity, per session or shared, by the server's
@@ -36,8 +47,9 @@ func (e *env) serve(args []string) int {
 	fs := e.newFlagSet("serve", serveHelp)
 	var (
 		configPath, httpAddr, stateFlag string
-		stdio                           bool
+		stdio, printConfig              bool
 	)
+	fs.BoolVar(&printConfig, "print-config", false, "print the embedded default config and exit")
 	fs.StringVar(&configPath, "config", "", "the config `FILE` (mcpbox.yaml)")
 	fs.BoolVar(&stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
@@ -49,11 +61,22 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
-	if configPath == "" {
-		e.errorf("serve: --config FILE is required (the embedded default is not available yet)")
-		return exitUsage
+	if printConfig {
+		e.stdout.Write(defaultConfig)
+		return 0
 	}
-	c, err := loadConfig(configPath)
+	var c *config.Config
+	var err error
+	base := filepath.Dir(configPath)
+	if configPath == "" {
+		c, err = config.Load("(embedded default)", defaultConfig)
+		if base, err = os.Getwd(); err != nil {
+			e.errorf("serve: %v", err)
+			return 1
+		}
+	} else {
+		c, err = loadConfig(configPath)
+	}
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
@@ -65,7 +88,6 @@ func (e *env) serve(args []string) int {
 			httpAddr = defaultHTTPAddr
 		}
 	}
-	base := filepath.Dir(configPath)
 	opts, tlsCert, tlsKey, err := httpOptions(c, base, httpAddr)
 	if err != nil {
 		e.errorf("serve: %v", err)
@@ -75,6 +97,14 @@ func (e *env) serve(args []string) int {
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return 1
+	}
+	var banner string
+	if configPath == "" && httpAddr != "" && len(opts.Clients) == 0 {
+		// The default over HTTP: any local process could otherwise call
+		// it, so it gets a token of its own.
+		token := "mcpbox_" + strings.ToLower(rand.Text())
+		opts.Clients = []gateway.Client{{Name: "default", Token: []byte(token)}}
+		banner = token
 	}
 	book := &redact.Book{}
 	for _, cl := range opts.Clients {
@@ -105,8 +135,12 @@ func (e *env) serve(args []string) int {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	if httpAddr != "" {
+		var onListen func(string)
+		if banner != "" {
+			onListen = func(url string) { e.printBanner(url, banner, c, base) }
+		}
 		wg.Go(func() {
-			if err := e.serveHTTP(ctx, gw, httpAddr, opts, tlsCert, tlsKey); err != nil {
+			if err := e.serveHTTP(ctx, gw, httpAddr, opts, tlsCert, tlsKey, onListen); err != nil {
 				errs <- err
 				cancel()
 			}
@@ -128,6 +162,28 @@ func (e *env) serve(args []string) int {
 		code = 1
 	}
 	return code
+}
+
+// printBanner tells the person who started the default how to connect.
+// The token goes to the terminal only: it is a secret of this run.
+func (e *env) printBanner(url, token string, c *config.Config, base string) {
+	out := "./mcpbox-out"
+	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
+		out = resolve(base, s.Filesystem.Output.Source)
+	}
+	client, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{"mcpbox": map[string]any{
+		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token},
+	}}}, "  ", "  ")
+	fmt.Fprintf(e.stderr, `
+  mcpbox workspace server
+  URL:     %s
+  Token:   %s
+  Input:   %s (read-only)
+  Output:  %s
+  Client config (e.g. .mcp.json):
+  %s
+
+`, url, token, base, out, client)
 }
 
 // httpOptions reads the HTTP settings and clients, and refuses a
