@@ -21,6 +21,7 @@ type downstream struct {
 	agent  string
 	id     string
 	server *mcp.Server
+	swaps  *swapTable // set when the session runs on stdioTransport
 
 	mu     sync.Mutex
 	ss     *mcp.ServerSession
@@ -347,9 +348,9 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
 		msg := fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", p.Name, len(raw), b.srv.MaxOutput)
 		res, _ := json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true})
-		return rawResult(res).result(), nil
+		return d.result(res), nil
 	}
-	return rawResult(raw).result(), nil
+	return d.result(raw), nil
 }
 
 // forward sends a request to b's server and returns its raw result.
@@ -358,7 +359,7 @@ func (d *downstream) forward(ctx context.Context, b *bound, method string, param
 	if err != nil {
 		return nil, d.clientError(b, err)
 	}
-	return rawResult(raw).result(), nil
+	return d.result(raw), nil
 }
 
 // errCallTimeout is the cause of a call's context when call_timeout expires.
@@ -392,35 +393,11 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 		defer cancel()
 	}
-	type reply struct {
-		raw json.RawMessage
-		err error
+	raw, err := p.callWith(callCtx, method, params, in.events)
+	if err != nil {
+		return nil, err
 	}
-	done := make(chan reply, 1)
-	go func() {
-		raw, err := p.call(callCtx, method, params)
-		done <- reply{raw, err}
-	}()
-	for {
-		select {
-		case f := <-in.events:
-			f()
-		case r := <-done:
-			for {
-				select {
-				case f := <-in.events:
-					f()
-					continue
-				default:
-				}
-				break
-			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			return d.gw.filter(b.srv.Name, r.raw), nil
-		}
-	}
+	return d.gw.filter(b.srv.Name, raw), nil
 }
 
 // clientError turns an error into what the client may see: the server's

@@ -18,7 +18,7 @@ import (
 // wants (unknown fields, garbage, oversized lines) and see exactly what
 // the gateway sends.
 type rawServer struct {
-	t      *testing.T
+	t      testing.TB
 	handle func(s *rawServer, msg map[string]any) // called per message
 	in     *bufio.Reader
 	out    io.WriteCloser
@@ -84,7 +84,7 @@ func (s *rawServer) serve() {
 
 // rawLauncher returns a Launch function that starts a new rawServer per
 // call, and the list of servers it started.
-func rawLauncher(t *testing.T, handle func(*rawServer, map[string]any)) (func(context.Context, Scope) (*Process, error), func() []*rawServer) {
+func rawLauncher(t testing.TB, handle func(*rawServer, map[string]any)) (func(context.Context, Scope) (*Process, error), func() []*rawServer) {
 	var mu sync.Mutex
 	var started []*rawServer
 	launch := func(ctx context.Context, scope Scope) (*Process, error) {
@@ -149,7 +149,7 @@ func sdkLauncher(newServer func(scope Scope) *mcp.Server, scopes *[]Scope, mu *s
 
 // rawClient drives a gateway's stdio side by hand.
 type rawClient struct {
-	t      *testing.T
+	t      testing.TB
 	w      io.WriteCloser
 	lines  chan map[string]any
 	rawLn  chan []byte
@@ -158,7 +158,7 @@ type rawClient struct {
 	notes  []map[string]any // notifications seen by call
 }
 
-func newRawClient(t *testing.T, gw *Gateway) *rawClient {
+func newRawClient(t testing.TB, gw *Gateway) *rawClient {
 	t.Helper()
 	cInR, cInW := io.Pipe()   // client → gateway
 	cOutR, cOutW := io.Pipe() // gateway → client

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Server is one upstream MCP server and the gateway policy around it.
@@ -202,7 +200,8 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 	if err != nil {
 		return err
 	}
-	ss, err := d.server.Connect(ctx, &mcp.IOTransport{Reader: r, Writer: w}, nil)
+	d.swaps = &swapTable{m: map[int64]json.RawMessage{}}
+	ss, err := d.server.Connect(ctx, &stdioTransport{r: r, w: w, swaps: d.swaps, log: g.log}, nil)
 	if err != nil {
 		d.close()
 		return fmt.Errorf("connecting stdio session: %w", err)

@@ -9,21 +9,29 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// rawResult carries an upstream's raw JSON as a go-sdk Result. It embeds
-// a CallToolResult only to satisfy the interface; MarshalJSON writes the
-// raw bytes, so fields the SDK does not model pass through.
-type rawResult json.RawMessage
-
+// rawResultValue carries an upstream's raw JSON as a go-sdk Result. It
+// embeds a CallToolResult only to satisfy the interface; MarshalJSON
+// writes the raw bytes, so fields the SDK does not model pass through.
+// On the gateway's own stdio transport it writes a small placeholder
+// instead, which the transport swaps for the raw bytes: the SDK's
+// encoder validates and copies a Marshaler's output twice, which for a
+// 1 MiB result costs more than everything else on the way.
 type rawResultValue struct {
 	*mcp.CallToolResult
-	raw json.RawMessage
+	raw   json.RawMessage
+	swaps *swapTable // nil: marshal the raw bytes
 }
 
-func (r rawResultValue) MarshalJSON() ([]byte, error) { return r.raw, nil }
+func (r rawResultValue) MarshalJSON() ([]byte, error) {
+	if r.swaps != nil && len(r.raw) >= swapMin {
+		return r.swaps.put(r.raw), nil
+	}
+	return r.raw, nil
+}
 
-// asResult wraps raw bytes; see rawResult.
-func (r rawResult) result() mcp.Result {
-	return rawResultValue{CallToolResult: &mcp.CallToolResult{}, raw: json.RawMessage(r)}
+// result wraps raw as the result of a request of d's client.
+func (d *downstream) result(raw json.RawMessage) mcp.Result {
+	return rawResultValue{CallToolResult: &mcp.CallToolResult{}, raw: raw, swaps: d.swaps}
 }
 
 // rawParams is the same trick for notification params.

@@ -56,6 +56,13 @@ var errClosed = errors.New("connection closed")
 // server is told with notifications/cancelled and ctx's error is returned.
 // A JSON-RPC error from the server is returned as *jsonrpc.Error.
 func (p *peer) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return p.callWith(ctx, method, params, nil)
+}
+
+// callWith is call that, while it waits, runs the functions arriving on
+// events (the notifications the server sends for this request), so that
+// they reach the client before the response.
+func (p *peer) callWith(ctx context.Context, method string, params any, events <-chan func()) (json.RawMessage, error) {
 	raw, err := marshalParams(params)
 	if err != nil {
 		return nil, err
@@ -79,19 +86,32 @@ func (p *peer) call(ctx context.Context, method string, params any) (json.RawMes
 	if err := p.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: raw}); err != nil {
 		return nil, fmt.Errorf("sending %s: %w", method, err)
 	}
-	select {
-	case resp := <-ch:
-		if resp.Error != nil {
-			return nil, resp.Error
+	for {
+		select {
+		case f := <-events:
+			f()
+			continue
+		case resp := <-ch:
+			for drained := false; !drained; {
+				select {
+				case f := <-events:
+					f()
+				default:
+					drained = true
+				}
+			}
+			if resp.Error != nil {
+				return nil, resp.Error
+			}
+			return resp.Result, nil
+		case <-ctx.Done():
+			cancelled, _ := json.Marshal(map[string]any{"requestId": n, "reason": context.Cause(ctx).Error()})
+			// Best effort, bounded by the write timeout: the caller is leaving.
+			_ = p.conn.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
+			return nil, context.Cause(ctx)
+		case <-p.done:
+			return nil, p.err
 		}
-		return resp.Result, nil
-	case <-ctx.Done():
-		cancelled, _ := json.Marshal(map[string]any{"requestId": n, "reason": context.Cause(ctx).Error()})
-		// Best effort, bounded by the write timeout: the caller is leaving.
-		_ = p.conn.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
-		return nil, context.Cause(ctx)
-	case <-p.done:
-		return nil, p.err
 	}
 }
 

@@ -71,7 +71,7 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 	if err != nil {
 		return nil, err
 	}
-	return rawResult(raw).result(), nil
+	return d.result(raw), nil
 }
 
 func (b *bound) has(kind string) bool {
@@ -155,7 +155,7 @@ func (d *downstream) subscribe(ctx context.Context, uri string, on bool) (mcp.Re
 			return nil, d.clientError(b, err)
 		}
 	}
-	return rawResult(json.RawMessage("{}")).result(), nil
+	return d.result(json.RawMessage("{}")), nil
 }
 
 func (d *downstream) subscribed(uri string) bool {
@@ -190,7 +190,7 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown ref type %q", p.Ref.Type)
 	}
 	if b.u.info().caps.Completions == nil {
-		return rawResult(json.RawMessage(`{"completion":{"values":[]}}`)).result(), nil
+		return d.result(json.RawMessage(`{"completion":{"values":[]}}`)), nil
 	}
 	return d.forward(ctx, b, method, withField(p, "ref", ref))
 }
