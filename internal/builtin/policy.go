@@ -10,9 +10,10 @@ import (
 // glob, tried against the command line (argv joined by single spaces) and
 // against the program's base name. Deny wins, then Approve, then Allow; a
 // command no Allow pattern matches is refused, so an empty Allow refuses
-// everything. Note that path.Match's "*" does not cross "/": "cat *"
-// matches "cat notes.txt" but not "cat src/main.go"; list both forms, or
-// allow by base name ("cat").
+// everything. Against the command line, "*" and "?" also match "/", so
+// "git push*" refuses "git push origin feature/x"; against the base name
+// they are path.Match's. Options before a subcommand change the line
+// ("git -C dir push"): deny "git *push*" to cover them.
 //
 // A malformed Deny or Approve pattern matches every command (fail closed);
 // a malformed Allow pattern matches none.
@@ -48,7 +49,7 @@ func (p CommandPolicy) check(argv []string) (verdict, string) {
 
 func firstMatch(patterns []string, line, base string, badMatches bool) (string, bool) {
 	for _, pat := range patterns {
-		m1, err1 := path.Match(pat, line)
+		m1, err1 := lineMatch(pat, line)
 		m2, err2 := path.Match(pat, base)
 		if err1 != nil || err2 != nil {
 			if badMatches {
@@ -61,6 +62,13 @@ func firstMatch(patterns []string, line, base string, badMatches bool) (string, 
 		}
 	}
 	return "", false
+}
+
+// lineMatch is path.Match over a command line, except that "*" and "?"
+// also match "/": "git push*" must refuse "git push origin feature/x".
+func lineMatch(pat, line string) (bool, error) {
+	const slash = "\x00"
+	return path.Match(strings.ReplaceAll(pat, "/", slash), strings.ReplaceAll(line, "/", slash))
 }
 
 // policyError explains a refusal to the agent, naming the deciding rule.
