@@ -45,6 +45,20 @@ var gwPaths = []struct {
 	{"run", func(b *testing.B) *mcp.ClientSession {
 		return gwRun(b, gwBenchMode(), nil, gwLegacy)
 	}},
+	// With 100 secrets the gateway redacts every message against 100
+	// values and their encodings (issue: secrets; compare with "run").
+	{"run-100-secrets", func(b *testing.B) *mcp.ClientSession {
+		dir := b.TempDir()
+		var flags []string
+		for i := range 100 {
+			path := filepath.Join(dir, fmt.Sprintf("s%d", i))
+			if err := os.WriteFile(path, []byte(gwHex(16)), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			flags = append(flags, "--secret", fmt.Sprintf("S%d=file:%s", i, path))
+		}
+		return gwRun(b, gwBenchMode(), nil, gwLegacy, flags...)
+	}},
 	{"serve", func(b *testing.B) *mcp.ClientSession {
 		m := gwBenchMode()
 		g := gwServe(b, m, gwConfig(b, m, "solo"))
