@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Process is a running upstream server, as a Launch function returns it.
+// Set either Stdin and Stdout (a stdio server) or Conn (e.g. a go-sdk
+// StreamableClientTransport's connection to a remote server).
+type Process struct {
+	Stdin  io.WriteCloser
+	Stdout io.ReadCloser
+	Conn   mcp.Connection
+	// Roots answer the server's roots/list: the sandbox's own mounts,
+	// never the client's host paths.
+	Roots []Root
+	// Stop ends the process and frees what it holds; it is called once,
+	// after the connection is closed, and may block until the process is gone.
+	Stop func()
+	// Describe, if set, says how the process ended (e.g. its exit status),
+	// for logs and error messages.
+	Describe func() string
+	// Clean, if set, reports whether the process ended by exiting with
+	// status 0 (restart on-failure leaves such a server stopped).
+	Clean func() bool
+
+	once sync.Once
+}
+
+// Root is one entry of a roots/list answer.
+type Root struct {
+	URI  string `json:"uri"`
+	Name string `json:"name,omitempty"`
+}
+
+func (p *Process) stop() {
+	p.once.Do(func() {
+		if p.Conn != nil {
+			p.Conn.Close()
+		}
+		if p.Stop != nil {
+			p.Stop()
+		}
+	})
+}
+
+func (p *Process) describe() string {
+	if p == nil || p.Describe == nil {
+		return ""
+	}
+	return p.Describe()
+}
+
+func (p *Process) roots() []Root {
+	if p == nil || p.Roots == nil {
+		return []Root{}
+	}
+	return p.Roots
+}

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// item is one entry of a list result: its key (name, uri or uriTemplate)
+// and its raw JSON.
+type item struct {
+	key string
+	raw json.RawMessage
+}
+
+// listSpec says how to list one kind of thing.
+type listSpec struct{ method, field, key string }
+
+var listSpecs = map[string]listSpec{
+	"tools":     {"tools/list", "tools", "name"},
+	"prompts":   {"prompts/list", "prompts", "name"},
+	"resources": {"resources/list", "resources", "uri"},
+	"templates": {"resources/templates/list", "resourceTemplates", "uriTemplate"},
+}
+
+// maxPages bounds how many pages of one list the gateway follows.
+const maxPages = 100
+
+// list returns every item of kind, following pagination, from the cache
+// when the server has not announced a change since.
+func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
+	if kind == "templates" {
+		// Templates have no list_changed of their own: cache them with resources.
+		u.mu.Lock()
+		_, fresh := u.lists["resources"]
+		if !fresh {
+			delete(u.lists, "templates")
+		}
+		u.mu.Unlock()
+	}
+	u.mu.Lock()
+	if items, ok := u.lists[kind]; ok {
+		u.mu.Unlock()
+		return items, nil
+	}
+	gen := u.listGen
+	u.mu.Unlock()
+	p, err := u.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec := listSpecs[kind]
+	var items []item
+	cursor := ""
+	for range maxPages {
+		var params any
+		if cursor != "" {
+			params = map[string]string{"cursor": cursor}
+		}
+		raw, err := p.call(ctx, spec.method, params)
+		if err != nil {
+			return nil, err
+		}
+		raw = u.gw.filter(u.srv.Name, raw)
+		var page map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, fmt.Errorf("%s: bad result: %w", spec.method, err)
+		}
+		var entries []json.RawMessage
+		if err := json.Unmarshal(page[spec.field], &entries); err != nil && page[spec.field] != nil {
+			return nil, fmt.Errorf("%s: bad %s: %w", spec.method, spec.field, err)
+		}
+		for _, e := range entries {
+			var k map[string]json.RawMessage
+			var key string
+			if json.Unmarshal(e, &k) != nil || json.Unmarshal(k[spec.key], &key) != nil || key == "" {
+				u.dropped(spec.method+": entry without "+spec.key, e)
+				continue
+			}
+			items = append(items, item{key: key, raw: e})
+		}
+		cursor = ""
+		_ = json.Unmarshal(page["nextCursor"], &cursor)
+		if cursor == "" {
+			break
+		}
+	}
+	u.mu.Lock()
+	if u.peer == p && u.listGen == gen {
+		u.lists[kind] = items // not if a change was announced meanwhile
+	}
+	u.mu.Unlock()
+	return items, nil
+}
+
+// setLevel forwards logging/setLevel and remembers it for restarts.
+func (u *upstream) setLevel(ctx context.Context, level string) {
+	u.mu.Lock()
+	u.level = level
+	u.mu.Unlock()
+	if u.info().caps.Logging == nil {
+		return
+	}
+	if p, err := u.get(ctx); err == nil {
+		_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
+	}
+}
+
+// subscribe counts a downstream subscription and forwards the first one.
+func (u *upstream) subscribe(ctx context.Context, uri string, on bool) error {
+	u.mu.Lock()
+	n := u.subs[uri]
+	if on {
+		u.subs[uri] = n + 1
+	} else if n > 0 {
+		if u.subs[uri] = n - 1; n == 1 {
+			delete(u.subs, uri)
+		}
+	}
+	u.mu.Unlock()
+	if (on && n > 0) || (!on && n != 1) {
+		return nil
+	}
+	p, err := u.get(ctx)
+	if err != nil {
+		return err
+	}
+	method := "resources/subscribe"
+	if !on {
+		method = "resources/unsubscribe"
+	}
+	_, err = p.call(ctx, method, map[string]string{"uri": uri})
+	return err
+}

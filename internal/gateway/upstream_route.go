@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// begin registers a forwarded request; the returned token replaces the
+// client's progress token (nil: the client asked for no progress).
+func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any) *inflight {
+	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: make(chan func(), 256)}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if token != nil {
+		u.nextTok++
+		in.gwTok = fmt.Sprintf("mcpbox-%d", u.nextTok)
+		u.tokens[in.gwTok] = in
+	}
+	u.calls = append(u.calls, in)
+	return in
+}
+
+func (u *upstream) end(in *inflight) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if in.gwTok != "" {
+		delete(u.tokens, in.gwTok)
+	}
+	u.calls = slices.DeleteFunc(u.calls, func(c *inflight) bool { return c == in })
+}
+
+// soleCallLocked returns the latest request in flight when all requests
+// in flight come from one session, else nil.
+func (u *upstream) soleCallLocked() *inflight {
+	n := len(u.calls)
+	if n == 0 {
+		return nil
+	}
+	last := u.calls[n-1]
+	for _, in := range u.calls {
+		if in.d != last.d {
+			return nil
+		}
+	}
+	return last
+}
+
+// agentsLocked counts the distinct agents attached.
+func (u *upstream) agentsLocked() int {
+	seen := map[string]bool{}
+	for d := range u.sessions {
+		seen[d.agent] = true
+	}
+	return len(seen)
+}
+
+// queue hands f to the request's handler; when the client is too slow to
+// keep up, the notification is dropped rather than stalling the server.
+func (in *inflight) queue(f func()) bool {
+	select {
+	case in.events <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+// onNotify routes a notification from the server. It runs on the peer's
+// read loop and never blocks on a client.
+func (u *upstream) onNotify(n *jsonrpc.Request) {
+	params := u.gw.filter(u.srv.Name, n.Params)
+	switch n.Method {
+	case "notifications/progress":
+		var p struct {
+			Token any `json:"progressToken"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		tok, _ := p.Token.(string)
+		u.mu.Lock()
+		in := u.tokens[tok]
+		u.mu.Unlock()
+		if in == nil {
+			return
+		}
+		out, err := setField(params, "progressToken", in.token)
+		if err != nil {
+			return
+		}
+		in.queue(func() { in.d.notify(in.ctx, n.Method, out) })
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		u.mu.Lock()
+		delete(u.lists, listKind(n.Method))
+		u.listGen++
+		sessions := u.sessionsLocked()
+		u.mu.Unlock()
+		for _, d := range sessions {
+			d.post(context.Background(), n.Method, params)
+		}
+	case "notifications/resources/updated":
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		u.mu.Lock()
+		sessions := u.sessionsLocked()
+		u.mu.Unlock()
+		for _, d := range sessions {
+			if d.subscribed(p.URI) {
+				d.post(context.Background(), n.Method, params)
+			}
+		}
+	default:
+		// Logging and anything newer: to the session whose calls are in
+		// flight, on its latest call's stream; with no call in flight, to
+		// every session. Never across agents when several are in flight
+		// or attached: a log line may carry one client's data.
+		u.mu.Lock()
+		in, sessions, agents := u.soleCallLocked(), u.sessionsLocked(), u.agentsLocked()
+		u.mu.Unlock()
+		if in != nil {
+			if !in.queue(func() { in.d.notify(in.ctx, n.Method, params) }) {
+				u.log.Warn("client too slow: notification dropped", "method", n.Method)
+			}
+			return
+		}
+		if agents > 1 {
+			u.log.Debug("notification not forwarded: the server is shared by several agents", "method", n.Method)
+			return
+		}
+		for _, d := range sessions {
+			d.post(context.Background(), n.Method, params)
+		}
+	}
+}
+
+func listKind(notification string) string {
+	switch notification {
+	case "notifications/tools/list_changed":
+		return "tools"
+	case "notifications/prompts/list_changed":
+		return "prompts"
+	}
+	return "resources" // also drops templates: see list
+}
+
+// onRequest answers a server→client request.
+func (u *upstream) onRequest(ctx context.Context, req *jsonrpc.Request) (json.RawMessage, error) {
+	switch req.Method {
+	case "ping":
+		return json.RawMessage("{}"), nil
+	case "roots/list":
+		u.mu.Lock()
+		roots := u.proc.roots()
+		u.mu.Unlock()
+		return json.Marshal(map[string]any{"roots": roots})
+	}
+	params := u.gw.filter(u.srv.Name, req.Params)
+	d, dctx, err := u.requester(req.Method)
+	if err != nil {
+		return nil, err
+	}
+	// Cancelled when the server cancels, not when some call ends.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(dctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	return d.request(dctx, req.Method, params)
+}
+
+// requester finds the client a server→client request is meant for. A
+// stdio server's request does not say which call it serves, so the
+// gateway only answers when that is unambiguous: the one session with
+// calls in flight, or the one session attached. It never guesses: a
+// sampling prompt sent to the wrong client would hand one client's data
+// to another. The context routes the request onto the stream of the
+// session's only call in flight, if there is exactly one.
+func (u *upstream) requester(method string) (*downstream, context.Context, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var d *downstream
+	var only *inflight
+	n := 0
+	for _, in := range u.calls {
+		if d != nil && in.d != d {
+			return nil, nil, rpcError(jsonrpc.CodeInternalError, "mcpbox: %s: several client sessions have calls in flight on this server, so it cannot tell whose this request is (give the server scope: session)", method)
+		}
+		d, only = in.d, in
+		n++
+	}
+	if d == nil {
+		if len(u.sessions) != 1 {
+			return nil, nil, rpcError(jsonrpc.CodeInternalError, "mcpbox: %s: no single client session to ask", method)
+		}
+		for s := range u.sessions {
+			d = s
+		}
+	}
+	ctx := context.Background()
+	if n == 1 {
+		ctx = only.ctx
+	}
+	return d, ctx, nil
+}
