@@ -138,12 +138,20 @@ func checkGroups(r *collector, c *Config) {
 		if !ok {
 			continue
 		}
+		p := "servers." + s.Name
+		if s.Builtin != "" {
+			r.errorf(s.Meta.At("placement"), "%s.placement: a built-in server runs in a sandbox of its own, not in a group", p)
+		}
+		for _, sec := range s.Secrets {
+			if sec.TTL != 0 {
+				r.errorf(sec.Meta.At("ttl"), "%s.secrets.%s.ttl: a group's sandbox is shared, so one member's secret cannot renew it; use placement: isolated", p, sec.Name)
+			}
+		}
 		f := first[g]
 		if f == nil {
 			first[g] = s
 			continue
 		}
-		p := "servers." + s.Name
 		for _, key := range []string{"filesystem", "network", "exec", "sandbox"} {
 			if s.Meta.Has(key) {
 				r.errorf(s.Meta.At(key), "%s.%s: the servers of group %s share one sandbox, set by its first server %s; set %s there", p, key, g, f.Name, key)

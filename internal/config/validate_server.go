@@ -47,6 +47,8 @@ func checkRunTarget(r *collector, s *Server, p string) {
 	switch {
 	case builtin && s.Command != nil:
 		r.errorf(s.Meta.At("builtin"), "%s: builtin and command are exclusive", p)
+	case builtin && remote:
+		r.errorf(s.Meta.At("builtin"), "%s: builtin and url are exclusive", p)
 	case local && remote:
 		r.errorf(s.Meta.At("url"), "%s: command and url are exclusive (local server or remote server)", p)
 	case !local && !remote:
@@ -62,7 +64,9 @@ func checkRunTarget(r *collector, s *Server, p string) {
 		r.errorf(s.Meta.At("commands"), "%s.commands: only the built-in workspace server takes commands", p)
 	}
 	for _, g := range append(append(append([]string{}, s.Commands.Allow...), s.Commands.Deny...), s.Commands.Approve...) {
-		if _, err := path.Match(g, ""); err != nil {
+		if g == "" {
+			r.errorf(s.Meta.At("commands"), "%s.commands: empty glob", p)
+		} else if _, err := path.Match(g, ""); err != nil {
 			r.errorf(s.Meta.At("commands"), "%s.commands: bad glob %q: %v", p, g, err)
 		}
 	}

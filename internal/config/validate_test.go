@@ -221,6 +221,8 @@ func TestPrefixesAndHeaders(t *testing.T) {
 		{"group", "servers:\n  a: {command: [x], placement: \"group:dev\", filesystem: {output: {}}}\n  b: {command: [y], placement: \"group:dev\", env: {K: v}}\n", ""},
 		{"group member with its own filesystem", "servers:\n  a: {command: [x], placement: \"group:dev\"}\n  b: {command: [y], placement: \"group:dev\", filesystem: {output: {}}}\n", "set by its first server a"},
 		{"group member with its own memory", "servers:\n  a: {command: [x], placement: \"group:dev\"}\n  b: {command: [y], placement: \"group:dev\", limits: {memory: 1Gi}}\n", "set limits.memory there"},
+		{"builtin in a group", "servers:\n  w: {builtin: workspace, placement: \"group:dev\"}\n", "not in a group"},
+		{"ttl in a group", "servers:\n  a: {command: [x], placement: \"group:dev\", secrets: {T: {from: env:T, ttl: 1h}}}\n", "cannot renew it"},
 		{"group with two scopes", "servers:\n  a: {command: [x], placement: \"group:dev\"}\n  b: {command: [y], placement: \"group:dev\", scope: session}\n", "share their sandboxes"},
 		{"credentials policy", "servers:\n  a: {command: [x], credentials: block}\n", ""},
 		{"bad credentials policy", "servers:\n  a: {command: [x], credentials: ignore}\n", "invalid value"},
