@@ -32,7 +32,7 @@ type Finding struct {
 // the two characters \n.
 var Rules = []Rule{
 	// To its END line; failing that (a truncated key), over its body.
-	{"private-key", "PEM private key block", `-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]+?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=:,-]|\s|\\[nr])*)`, []string{"PRIVATE KEY"}},
+	{"private-key", "PEM private key block", `-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[^"]+?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=:,-]|\s|\\[nr])*)`, []string{"PRIVATE KEY"}},
 	{"aws-access-key-id", "AWS access key id", `\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b`, []string{"AKIA", "ASIA", "ABIA", "ACCA"}},
 	{"github-token", "GitHub personal, OAuth, app or refresh token", `\bgh[pousr]_[A-Za-z0-9]{36,255}\b`, []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
 	{"github-fine-grained-pat", "GitHub fine-grained personal access token", `\bgithub_pat_[A-Za-z0-9_]{82}\b`, []string{"github_pat_"}},

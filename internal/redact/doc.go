@@ -25,9 +25,11 @@
 //     between the parts, or parts redacted separately): by value it cannot
 //     be recognised.
 //   - Other encodings and transformations: base32, compression, encryption,
-//     reversal, case changes other than hex, base64 of hex, nested or
-//     partial escapes, a JSON string escaped with \u for ordinary
-//     characters, percent-encoding of characters that need none.
+//     reversal, case changes other than hex, base64 of hex, partial
+//     escapes, a JSON string escaped with \u for ordinary characters,
+//     percent-encoding of characters that need none. (Bytes does not see
+//     through nested escapes; Redactor.JSON does: it also redacts each
+//     escaped JSON string of a message decoded, up to four levels deep.)
 //   - A few bits of the value may remain next to a base64 replacement (the
 //     characters shared with neighbouring bytes).
 //   - Values shorter than MinValueLen (8) bytes are refused, since they hit
