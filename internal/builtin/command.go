@@ -33,7 +33,7 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "start_job",
 		Description: fmt.Sprintf("Start a command in the background and return its job id. At most %d jobs run "+
-			"at once; a job is killed after %s and when this session ends.", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
+			"at once; a job is killed after %s, and when the sandbox's session ends (jobs are shared by the clients of this sandbox).", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
 		Annotations: mutating("Start job", false),
 	}, s.startJob)
 	mcp.AddTool(srv, &mcp.Tool{

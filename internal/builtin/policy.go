@@ -41,7 +41,13 @@ func (p CommandPolicy) check(argv []string) (verdict, string) {
 	if rule, ok := firstMatch(p.Approve, line, base, true); ok {
 		return needsReview, rule
 	}
-	if rule, ok := firstMatch(p.Allow, line, base, false); ok {
+	// An allow rule by name means the system's program of that name: a
+	// file of the same name in the workspace is not it.
+	allowBase := base
+	if strings.Contains(argv[0], "/") && !systemProgram(argv[0]) {
+		allowBase = "\x00"
+	}
+	if rule, ok := firstMatch(p.Allow, line, allowBase, false); ok {
 		return allowed, rule
 	}
 	return refused, ""
@@ -62,6 +68,18 @@ func firstMatch(patterns []string, line, base string, badMatches bool) (string, 
 		}
 	}
 	return "", false
+}
+
+// systemProgram reports whether path is in a system directory (which the
+// sandbox mounts read-only from the host), not in the workspace.
+func systemProgram(p string) bool {
+	p = path.Clean(p)
+	for _, dir := range []string{"/usr/", "/bin/", "/sbin/"} {
+		if strings.HasPrefix(p, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // lineMatch is path.Match over a command line, except that "*" and "?"

@@ -12,6 +12,9 @@ func TestLineMatchCrossesSlashes(t *testing.T) {
 		{[]string{"git", "-C", "sub/dir", "push"}, refused},
 		{[]string{"git", "log", "--oneline"}, allowed},
 		{[]string{"cat", "src/main.go"}, allowed},
+		{[]string{"/workspace/input/evil/git", "log"}, refused}, // not the system's git
+		{[]string{"/usr/bin/git", "log"}, allowed},
+		{[]string{"/usr/bin/../../workspace/input/git", "log"}, refused},
 	}
 	for _, tt := range tests {
 		if got, rule := p.check(tt.argv); got != tt.want {
