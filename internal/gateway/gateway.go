@@ -244,6 +244,31 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// Refresh replaces every running instance of server with a newly launched
+// one (newly resolved secrets: `mcpbox secrets rotate`), waiting until
+// they run; calls in flight finish on the old ones. It returns how many
+// instances were renewed.
+func (g *Gateway) Refresh(server string) int {
+	g.mu.Lock()
+	var ups []*upstream
+	for k, u := range g.pool {
+		if k.server == server {
+			ups = append(ups, u)
+		}
+	}
+	g.mu.Unlock()
+	n := 0
+	for _, u := range ups {
+		u.mu.Lock()
+		p := u.peer
+		u.mu.Unlock()
+		if p != nil && u.refresh(p) {
+			n++
+		}
+	}
+	return n
+}
+
 // allowed reports whether srv exposes tool.
 func (srv *Server) allowed(tool string) bool {
 	match := func(globs []string) bool {

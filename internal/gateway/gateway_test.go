@@ -438,3 +438,30 @@ func TestRestartPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshNow: Gateway.Refresh renews a running server at once.
+func TestRefreshNow(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.reply(msg, `{"content":[]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}})
+	c := newRawClient(t, gw)
+	if n := gw.Refresh("other"); n != 0 {
+		t.Fatalf("Refresh of an unknown server renewed %d", n)
+	}
+	if n := gw.Refresh("raw"); n != 1 {
+		t.Fatalf("Refresh renewed %d instances, want 1", n)
+	}
+	c.call("tools/call", map[string]any{"name": "t"})
+	servers := started()
+	if len(servers) != 2 || len(servers[1].received("tools/call")) != 1 {
+		t.Fatalf("started %d servers; the call did not reach the new one", len(servers))
+	}
+	select {
+	case <-servers[0].done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old server was not retired")
+	}
+}

@@ -356,20 +356,22 @@ const retireWait = time.Minute
 
 // refresh replaces session p with a new process now, unless p has
 // already ended or been replaced.
-func (u *upstream) refresh(p *peer) {
+func (u *upstream) refresh(p *peer) bool {
 	u.mu.Lock()
 	if u.peer != p || u.stopped {
 		u.mu.Unlock()
-		return
+		return false
 	}
 	u.stale = p
 	u.mu.Unlock()
-	u.log.Info("refreshing server (secret ttl)")
+	u.log.Info("renewing the server's sandbox (secret ttl or rotation)")
 	ctx, cancel := context.WithTimeout(u.life, startTimeout)
 	defer cancel()
 	if _, err := u.get(ctx); err != nil {
-		u.log.Warn("refresh failed", "err", err)
+		u.log.Warn("renewal failed", "err", err)
+		return false
 	}
+	return true
 }
 
 // retire ends a replaced session once no call is using it.
