@@ -96,7 +96,7 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 		return nil, err
 	}
 	spec.Args = []string{selfTarget, "__group", string(membersJSON)}
-	l.name = "group-" + name
+	l.name = "group:" + name // ":" is not allowed in server names: no collision
 	l.base = spec
 	return &groupLauncher{sandbox: l, running: map[gateway.Scope]*groupInstance{}}, nil
 }

@@ -100,6 +100,9 @@ func (e *env) importConfig(args []string) int {
 		return 1
 	}
 	im.printVars(e.stderr, *rewrite)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
 	_, _ = e.stdout.Write(out)
 	return 0
 }

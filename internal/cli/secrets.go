@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"mcpbox/internal/config"
@@ -10,10 +12,14 @@ import (
 
 const secretsHelp = `USAGE
   mcpbox secrets --config FILE [--json]
+  mcpbox secrets rotate NAME|SERVER/NAME (--config FILE | --state-dir DIR)
 
 Lists the secret references of every server in FILE and where each goes
-(variable or /run/secrets file): never a value. 'mcpbox secrets rotate'
-comes with the gateway, which keeps sandboxes running.
+(variable or /run/secrets file): never a value.
+
+rotate asks the gateway running on that config's state dir to renew the
+sandboxes of every server with the secret: the reference is resolved
+again and new sandboxes take over; calls in flight finish on the old ones.
 `
 
 // secretRow is one listed secret; ID is SERVER/NAME.
@@ -30,11 +36,19 @@ func (e *env) secrets(args []string) int {
 	fs := e.newFlagSet("secrets", secretsHelp)
 	cfgPath := fs.String("config", "", "the config `FILE` whose secrets to list")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
-	if code, stop := e.parse(fs, args); stop {
+	stateFlag := fs.String("state-dir", "", "rotate: the gateway's state `DIR` (default: the config's)")
+	rotate := len(args) > 0 && args[0] == "rotate"
+	if rotate {
+		args = args[1:]
+	}
+	if code, stop := e.parse(fs, reorder(args)); stop {
 		return code
 	}
+	if rotate {
+		return e.rotate(fs.Args(), *cfgPath, *stateFlag)
+	}
 	if fs.NArg() > 0 {
-		e.errorf("secrets %s: not available in this build yet (it comes with the gateway)", fs.Arg(0))
+		e.errorf("secrets: unknown subcommand %q (want rotate)", fs.Arg(0))
 		return exitUsage
 	}
 	if *cfgPath == "" {
@@ -61,6 +75,60 @@ func (e *env) secrets(args []string) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// rotate is `mcpbox secrets rotate NAME`.
+func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
+	if len(args) != 1 {
+		e.errorf("secrets rotate: want one secret NAME or SERVER/NAME")
+		return exitUsage
+	}
+	dir := stateFlag
+	if dir == "" {
+		if cfgPath == "" {
+			e.errorf("secrets rotate: --config FILE or --state-dir DIR is required")
+			return exitUsage
+		}
+		c, err := loadConfig(cfgPath)
+		if err != nil {
+			fmt.Fprintln(e.stderr, err)
+			return 1
+		}
+		if dir, err = stateDir(c, filepath.Dir(cfgPath), ""); err != nil {
+			e.errorf("secrets rotate: %v", err)
+			return 1
+		}
+	}
+	r, err := adminCall(dir, adminRequest{Op: "rotate", Secret: args[0]})
+	if err != nil {
+		e.errorf("secrets rotate: %v", err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "renewed %d sandbox(es) of %s\n", r.Instances, strings.Join(r.Servers, ", "))
+	return 0
+}
+
+// reorder puts flags before positional arguments, so that
+// "rotate NAME --config FILE" parses.
+func reorder(args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			rest = append(rest, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "-"):
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) && (a == "--config" || a == "-config" || a == "--state-dir" || a == "-state-dir") {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return append(flags, rest...)
 }
 
 func secretRows(c *config.Config) []secretRow {

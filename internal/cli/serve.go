@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -131,6 +132,17 @@ func (e *env) serve(args []string) int {
 	defer gw.Close()
 	ctx, cancel := signalContext()
 	defer cancel()
+	stopAdmin, err := serveAdmin(ctx, dir, c, gw)
+	switch {
+	case errors.Is(err, errStateDirBusy):
+		e.errorf("serve: %v", err)
+		return 1
+	case err != nil:
+		// The gateway works without it; only the admin commands do not.
+		log.Warn("admin socket unavailable: mcpbox secrets rotate cannot reach this gateway", "err", err)
+	default:
+		defer stopAdmin()
+	}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
