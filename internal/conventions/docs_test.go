@@ -1,0 +1,81 @@
+package conventions
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/config"
+)
+
+func readRepo(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestConfigReferenceCoversSchema: every key the config parser knows
+// (each field of internal/config/schema.go) is named in docs/config.md,
+// so the reference cannot fall behind the schema.
+func TestConfigReferenceCoversSchema(t *testing.T) {
+	schema := readRepo(t, "internal/config/schema.go")
+	doc := readRepo(t, "docs/config.md")
+	keys := regexp.MustCompile(`\{"([a-z_]+)", func`).FindAllStringSubmatch(schema, -1)
+	if len(keys) < 50 {
+		t.Fatalf("found only %d keys in schema.go: has its shape changed?", len(keys))
+	}
+	var missing []string
+	for _, k := range keys {
+		if !strings.Contains(doc, "`"+k[1]+"`") && !strings.Contains(doc, k[1]+":") && !slices.Contains(missing, k[1]) {
+			missing = append(missing, k[1])
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("docs/config.md does not name these config keys: %s", strings.Join(missing, ", "))
+	}
+}
+
+// TestDocExamplesParse: every complete config example in the docs (a yaml
+// block that starts with "version: 1") is valid.
+func TestDocExamplesParse(t *testing.T) {
+	block := regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
+	n := 0
+	for _, f := range []string{"README.md", "docs/config.md", "docs/quickstart.md", "internal/cli/default.yaml"} {
+		text := readRepo(t, f)
+		bodies := block.FindAllStringSubmatch(text, -1)
+		if strings.HasSuffix(f, ".yaml") {
+			bodies = [][]string{{"", text}}
+		}
+		for i, b := range bodies {
+			body := b[1]
+			if !strings.HasPrefix(strings.TrimSpace(stripComments(body)), "version: 1") {
+				continue
+			}
+			n++
+			if _, err := config.Load(f, []byte(body)); err != nil {
+				t.Errorf("%s, example %d: %v", f, i+1, err)
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("found only %d complete config examples in the docs", n)
+	}
+}
+
+// stripComments drops leading comment lines.
+func stripComments(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") && len(out) == 0 {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
