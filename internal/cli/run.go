@@ -71,6 +71,7 @@ func (e *env) run(args []string) int {
 	if len(allow) == 0 {
 		allow = listFlag{"*"}
 	}
+	gatewayGC()
 	// The flags' secrets are resolved already: the book learns them now.
 	book := &redact.Book{}
 	log := e.newLogger(book)

@@ -107,6 +107,7 @@ func (e *env) serve(args []string) int {
 		opts.Clients = []gateway.Client{{Name: "default", Token: []byte(token)}}
 		banner = token
 	}
+	gatewayGC()
 	book := &redact.Book{}
 	for _, cl := range opts.Clients {
 		if err := book.Add("client_token_"+cl.Name, cl.Token); err != nil {
