@@ -51,6 +51,7 @@ func builtinSpec(s *config.Server, spec *sandbox.Spec) error {
 	o := builtin.Options{
 		Commands:       builtin.CommandPolicy{Allow: s.Commands.Allow, Deny: s.Commands.Deny, Approve: s.Commands.Approve},
 		CommandTimeout: time.Duration(s.Limits.CallTimeout),
+		JobLifetime:    time.Duration(s.Commands.JobLifetime),
 	}
 	if spec.Input != "" || s.Filesystem.Input != nil {
 		o.Input = "/workspace/input"

@@ -185,6 +185,9 @@ func serverNode(s *Server) *yaml.Node {
 		addStrs(c, "allow", s.Commands.Allow)
 		addStrs(c, "deny", s.Commands.Deny)
 		addStrs(c, "approve", s.Commands.Approve)
+		if s.Commands.Meta.Has("job_lifetime") || s.Commands.JobLifetime != 0 {
+			addKV(c, "job_lifetime", scalar("!!str", s.Commands.JobLifetime.String()))
+		}
 		addKV(m, "commands", c)
 	}
 	addStr(m, "placement", s.Placement)

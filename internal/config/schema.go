@@ -113,6 +113,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 				{"allow", func(v *node, p string) { s.Commands.Allow = d.strs(v, p, &s.Commands.Meta, "allow", d.str) }},
 				{"deny", func(v *node, p string) { s.Commands.Deny = d.strs(v, p, &s.Commands.Meta, "deny", d.str) }},
 				{"approve", func(v *node, p string) { s.Commands.Approve = d.strs(v, p, &s.Commands.Meta, "approve", d.str) }},
+				{"job_lifetime", func(v *node, p string) { s.Commands.JobLifetime = d.duration(v, p) }},
 			})
 		}},
 		{"placement", func(v *node, p string) { s.Placement = d.str(v, p) }},

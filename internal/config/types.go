@@ -200,7 +200,10 @@ type Server struct {
 // allowed by default.
 type Commands struct {
 	Allow, Deny, Approve []string
-	Meta                 Meta
+	// JobLifetime kills a background job (start_job) after this long;
+	// zero: the built-in server's default (10m).
+	JobLifetime Duration
+	Meta        Meta
 }
 
 // BuiltinWorkspace is the built-in workspace server: files of

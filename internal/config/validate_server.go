@@ -60,6 +60,7 @@ func checkRunTarget(r *collector, s *Server, p string) {
 	if builtin && s.Builtin != BuiltinWorkspace {
 		r.errorf(s.Meta.At("builtin"), "%s.builtin: unknown built-in server %q (want %s)", p, s.Builtin, BuiltinWorkspace)
 	}
+	positive(r, &s.Commands.Meta, p+".commands", "job_lifetime", int64(s.Commands.JobLifetime))
 	if !builtin && s.Meta.Has("commands") {
 		r.errorf(s.Meta.At("commands"), "%s.commands: only the built-in workspace server takes commands", p)
 	}

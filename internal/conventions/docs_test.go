@@ -32,7 +32,7 @@ func TestConfigReferenceCoversSchema(t *testing.T) {
 	}
 	var missing []string
 	for _, k := range keys {
-		if !strings.Contains(doc, "`"+k[1]+"`") && !strings.Contains(doc, k[1]+":") && !slices.Contains(missing, k[1]) {
+		if !strings.Contains(doc, "`"+k[1]+"`") && !strings.Contains(doc, "."+k[1]+"`") && !strings.Contains(doc, k[1]+":") && !slices.Contains(missing, k[1]) {
 			missing = append(missing, k[1])
 		}
 	}

@@ -623,3 +623,29 @@ func TestImportRunFilesystem(t *testing.T) {
 		}
 	})
 }
+
+// TestBuiltinJobLifetime: a background job that outlives
+// commands.job_lifetime is killed, and job_status says so.
+func TestBuiltinJobLifetime(t *testing.T) {
+	nodeModules := requireNode(t)
+	m := modes(t)[0]
+	p := newDefaultProject(t, m)
+	cfg := string(printDefault(t, m, p.dir))
+	cfg = strings.Replace(cfg, "    commands:\n", "    commands:\n      job_lifetime: 1s\n", 1)
+	cfg = strings.Replace(cfg, "allow: [ls,", "allow: [sleep, ls,", 1)
+	path := filepath.Join(p.dir, "mcpbox.yaml")
+	m.writeFile(t, path, cfg, 0o644)
+	steps := []tsStep{
+		tsCall("start_job", map[string]any{"argv": []string{"sleep", "600"}}),
+		wsRun("sleep", "3"), // outlive the 1 s lifetime
+		tsCall("job_status", map[string]any{"id": "job-1"}),
+	}
+	args := []string{"stdio", "--", "/usr/bin/env", "-C", p.dir, mcpboxBin, "serve", "--config", path, "--state-dir", filepath.Join(m.dir(t), "state")}
+	r := runTSClient(t, m, nodeModules, nil, steps, args...)
+	if s := r[0].text(); !strings.Contains(s, "started job-1") {
+		t.Fatalf("start_job = %v", r[0])
+	}
+	if s := r[2].text(); !strings.Contains(s, "ran longer than the job lifetime (1s)") {
+		t.Fatalf("job_status after the lifetime = %v, want killed", r[2])
+	}
+}
