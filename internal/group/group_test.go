@@ -2,7 +2,9 @@ package group
 
 import (
 	"bufio"
+	"bytes"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +161,52 @@ func TestBadCommand(t *testing.T) {
 	}
 	if code, ok := m.Exit(0); !ok || code != 127 {
 		t.Fatalf("exit %d %v, want 127", code, ok)
+	}
+}
+
+// TestStuckMemberEndsTheGroup: a member that stops reading cannot block
+// the gateway's writes: the supervisor stops that member (or, failing
+// that, the gateway gives the group up after WriteTimeout).
+func TestStuckMemberEndsTheGroup(t *testing.T) {
+	old, oldMember := WriteTimeout, memberWriteTimeout
+	WriteTimeout, memberWriteTimeout = 500*time.Millisecond, 300*time.Millisecond
+	defer func() { WriteTimeout, memberWriteTimeout = old, oldMember }()
+	inR, inW, err := os.Pipe() // a real pipe: deadlines need one
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		Supervise([]Member{{Name: "stuck", Argv: []string{"sleep", "600"}}}, inR, outW, io.Discard)
+		outW.Close()
+		close(done)
+	}()
+	m := NewMux(inW, outR)
+	defer func() {
+		inW.Close()
+		inR.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Supervise did not return")
+		}
+	}()
+	in, out, err := m.Start(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := append(bytes.Repeat([]byte("x"), 4<<20), '\n')
+	start := time.Now()
+	in.Write(big)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the write blocked for %s", d)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, out); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the member that stopped reading was not stopped")
 	}
 }

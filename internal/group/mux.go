@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Mux is the gateway's end of a supervisor: it splits the supervisor's
@@ -74,11 +76,34 @@ func (m *Mux) Close() error {
 // Done is closed when the supervisor's stdout has ended.
 func (m *Mux) Done() <-chan struct{} { return m.done }
 
+// WriteTimeout bounds one write to the supervisor: a member that stops
+// reading stalls the supervisor, and then the whole group's sandbox is
+// given up (its stdin closed) rather than blocking the gateway.
+var WriteTimeout = 30 * time.Second
+
 func (m *Mux) send(line string) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
-	_, err := io.WriteString(m.w, line)
-	return err
+	return m.write([]byte(line))
+}
+
+// write writes under a deadline when the supervisor's stdin supports one;
+// called with wmu held.
+func (m *Mux) write(parts ...[]byte) error {
+	if f, ok := m.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		if f.SetWriteDeadline(time.Now().Add(WriteTimeout)) == nil {
+			defer f.SetWriteDeadline(time.Time{})
+		}
+	}
+	for _, p := range parts {
+		if _, err := m.w.Write(p); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				m.w.Close() // the supervisor is stuck: end the group
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // memberIn prefixes each message (one whole line per Write, as the
@@ -96,10 +121,10 @@ func (w *memberIn) Write(p []byte) (int, error) {
 	}
 	w.m.wmu.Lock()
 	defer w.m.wmu.Unlock()
-	if _, err := w.m.w.Write(w.prefix); err != nil {
+	if err := w.m.write(w.prefix, p); err != nil {
 		return 0, err
 	}
-	return w.m.w.Write(p)
+	return len(p), nil
 }
 
 func (w *memberIn) Close() error {

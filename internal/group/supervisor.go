@@ -44,9 +44,13 @@ type supervisor struct {
 
 type child struct {
 	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	stdin *os.File
 	done  chan struct{}
 }
+
+// memberWriteTimeout bounds a write to one member: a member that stops
+// reading would stall every member's input, so it is stopped instead.
+var memberWriteTimeout = 30 * time.Second
 
 // Supervise runs the members as in reads commands, until in ends: then it
 // stops every member and returns.
@@ -100,6 +104,9 @@ func (s *supervisor) forward(first []byte, r *bufio.Reader, err error) error {
 	var w io.Writer = io.Discard
 	if c != nil {
 		w = c.stdin
+		if c.stdin.SetWriteDeadline(time.Now().Add(memberWriteTimeout)) == nil {
+			defer c.stdin.SetWriteDeadline(time.Time{})
+		}
 	}
 	chunk := first
 	if sp > 0 {
@@ -107,6 +114,10 @@ func (s *supervisor) forward(first []byte, r *bufio.Reader, err error) error {
 	}
 	for {
 		if _, werr := w.Write(chunk); werr != nil {
+			if errors.Is(werr, os.ErrDeadlineExceeded) {
+				fmt.Fprintf(s.errOut, "group: %s stopped reading its input; stopping it\n", s.members[i].Name)
+				go s.stop(i)
+			}
 			w = io.Discard // the member is gone; drain the line
 		}
 		if err != bufio.ErrBufferFull {
@@ -172,15 +183,22 @@ func (s *supervisor) start(i int) error {
 	cmd.Env = s.env(m)
 	cmd.Stderr = &prefixWriter{w: s.errOut, prefix: m.Name + ": "}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
+	// A pipe of our own (not StdinPipe) so that writes can take a deadline.
+	inR, stdin, err := os.Pipe()
 	if err != nil {
 		return err
 	}
+	cmd.Stdin = inR
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		inR.Close()
+		stdin.Close()
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	inR.Close()
+	if err != nil {
+		stdin.Close()
 		return err
 	}
 	c := &child{cmd: cmd, stdin: stdin, done: make(chan struct{})}
