@@ -100,6 +100,12 @@ func handleAdmin(conn *net.UnixConn, c *config.Config, gw *gateway.Gateway) {
 			reply(adminReply{Error: fmt.Sprintf("no server has a secret %q", req.Secret)})
 			return
 		}
+		for _, name := range servers {
+			if s := c.Server(name); strings.HasPrefix(s.Placement, config.PlacementGroup) {
+				reply(adminReply{Error: fmt.Sprintf("server %s is in %s: a group's shared sandbox cannot be renewed for one member's secret; restart serve", name, s.Placement)})
+				return
+			}
+		}
 		r := adminReply{OK: true, Servers: servers}
 		for _, s := range servers {
 			r.Instances += gw.Refresh(s)
@@ -127,6 +133,13 @@ func checkPeer(conn *net.UnixConn) error {
 		return cerr
 	}
 	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+		return errors.New("permission denied")
+	}
+	// A sandbox of this gateway runs as its user too (unprivileged mode),
+	// but in a user namespace of its own: it may not steer the gateway.
+	mine, err1 := os.Readlink("/proc/self/ns/user")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", cred.Pid))
+	if err1 != nil || err2 != nil || mine != theirs {
 		return errors.New("permission denied")
 	}
 	return nil

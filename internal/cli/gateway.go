@@ -91,7 +91,7 @@ func credentialCheck(log *slog.Logger, policy map[string]string) func(context.Co
 func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book) ([]*gateway.Server, error) {
 	var out []*gateway.Server
 	groups := &groupSet{c: c, base: base, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
-		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr}
+		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir}
 		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
 			l.workspaces = filepath.Join(stateDir, "workspaces")
 		}
@@ -146,6 +146,9 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		if err := serverSpec(c, s, base, &spec); err != nil {
 			return nil, err
 		}
+		if err := hideStateDir(&spec, stateDir); err != nil {
+			return nil, fmt.Errorf("server %s: %w", s.Name, err)
+		}
 		spec.Args = s.Command
 		if s.Builtin != "" {
 			if err := builtinSpec(s, &spec); err != nil {
@@ -166,6 +169,27 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		out = append(out, gs)
 	}
 	return out, nil
+}
+
+// hideStateDir refuses a spec that would show the state dir (other agents'
+// workspaces, the admin socket) inside the sandbox, or put a host dir of
+// the sandbox inside it.
+func hideStateDir(spec *sandbox.Spec, stateDir string) error {
+	state, err := filepath.EvalSymlinks(stateDir)
+	if err != nil {
+		return err
+	}
+	within := func(a, b string) bool { return a == b || strings.HasPrefix(a, b+string(filepath.Separator)) }
+	sources := []string{spec.Input, spec.Output}
+	for _, m := range spec.Mounts {
+		sources = append(sources, m.Source)
+	}
+	for _, src := range sources {
+		if src != "" && (within(state, src) || within(src, state)) {
+			return fmt.Errorf("%s would show mcpbox's state dir %s (other agents' workspaces, the admin socket) in the sandbox; run it from another directory or set state_dir elsewhere", src, state)
+		}
+	}
+	return nil
 }
 
 // stateDir is the config's state dir (default ~/.local/state/mcpbox),

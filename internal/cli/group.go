@@ -31,15 +31,20 @@ func selfMount() (sandbox.Mount, error) {
 	return sandbox.Mount{Source: exe, Target: selfTarget, Exec: true}, nil
 }
 
-// groupMain is the hidden `mcpbox __group MEMBERS_JSON` command: the
-// supervisor inside a group's sandbox.
+// groupMembersEnv carries the members (as JSON) to the supervisor.
+const groupMembersEnv = "MCPBOX_GROUP_MEMBERS"
+
+// groupMain is the hidden `mcpbox __group` command: the supervisor inside
+// a group's sandbox, its members in $MCPBOX_GROUP_MEMBERS.
 func (e *env) groupMain(args []string) int {
-	if len(args) != 1 {
-		e.errorf("__group: want one argument (the members as JSON)")
+	raw := os.Getenv(groupMembersEnv)
+	if len(args) != 0 || raw == "" {
+		e.errorf("__group: want no arguments and the members in $%s", groupMembersEnv)
 		return exitUsage
 	}
+	os.Unsetenv(groupMembersEnv) // not for the members
 	var members []group.Member
-	if err := json.Unmarshal([]byte(args[0]), &members); err != nil {
+	if err := json.Unmarshal([]byte(raw), &members); err != nil {
 		e.errorf("__group: %v", err)
 		return exitUsage
 	}
@@ -72,6 +77,9 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 		return nil, err
 	}
 	spec.Env = nil // each member gets its own, through the supervisor
+	if err := hideStateDir(&spec, l.stateDir); err != nil {
+		return nil, err
+	}
 	self, err := selfMount()
 	if err != nil {
 		return nil, err
@@ -91,11 +99,14 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 		}
 		ms = append(ms, m)
 	}
-	membersJSON, err := json.Marshal(ms) // names and commands only: never a secret value
+	membersJSON, err := json.Marshal(ms)
 	if err != nil {
 		return nil, err
 	}
-	spec.Args = []string{selfTarget, "__group", string(membersJSON)}
+	// In the environment, not argv: env values may be sensitive, and a
+	// process's argv is readable by every user of the host.
+	spec.Env = append(spec.Env, groupMembersEnv+"="+string(membersJSON))
+	spec.Args = []string{selfTarget, "__group"}
 	l.name = "group:" + name // ":" is not allowed in server names: no collision
 	l.base = spec
 	return &groupLauncher{sandbox: l, running: map[gateway.Scope]*groupInstance{}}, nil

@@ -35,6 +35,7 @@ type sandboxLauncher struct {
 	// workspaces, if set, is the dir under which each scope gets its own
 	// /workspace/output (config `output: {}`).
 	workspaces string
+	stateDir   string // for groups: checked against their mounts
 	log        *slog.Logger
 	stderr     io.Writer // where the server's stderr goes, line-prefixed with its name
 	// book learns every secret value resolved, before the server starts,

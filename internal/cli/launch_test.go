@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/sandbox"
 )
 
 // TestRemoteServer: a remote server is reached from the gateway with its
@@ -119,5 +122,29 @@ func TestCredentialCheck(t *testing.T) {
 				t.Fatalf("log %q: want the rule, never the value", logs.String())
 			}
 		})
+	}
+}
+
+func TestHideStateDir(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, "home", ".local", "state", "mcpbox")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		spec sandbox.Spec
+		ok   bool
+	}{
+		{"input above the state dir", sandbox.Spec{Input: filepath.Join(root, "home")}, false},
+		{"mount inside it", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(state, "workspaces")}}}, false},
+		{"output is it", sandbox.Spec{Output: state}, false},
+		{"elsewhere", sandbox.Spec{Input: filepath.Join(root, "project"), Output: filepath.Join(root, "home", "out")}, true},
+	}
+	for _, tt := range tests {
+		err := hideStateDir(&tt.spec, state)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
+		}
 	}
 }

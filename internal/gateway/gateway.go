@@ -200,7 +200,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 	if err != nil {
 		return err
 	}
-	d.swaps = &swapTable{m: map[int64]json.RawMessage{}}
+	d.swaps = newSwapTable()
 	ss, err := d.server.Connect(ctx, &stdioTransport{r: r, w: w, swaps: d.swaps, log: g.log}, nil)
 	if err != nil {
 		d.close()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,26 +84,34 @@ const swapMin = 4 << 10
 
 // swapTable holds raw results between the SDK's marshalling (which gets a
 // placeholder) and the transport's write (which swaps it back).
+// A server could answer with a result that looks like a placeholder; the
+// key holds a random nonce of the session, so it cannot name another's.
 type swapTable struct {
 	mu   sync.Mutex
+	key  string // {"mcpbox-raw-result-NONCE":
 	next int64
 	m    map[int64]json.RawMessage
 }
 
-const swapKey = `{"mcpbox-raw-result":`
+func newSwapTable() *swapTable {
+	return &swapTable{key: `{"mcpbox-raw-result-` + rand.Text() + `":`, m: map[int64]json.RawMessage{}}
+}
 
 func (s *swapTable) put(raw json.RawMessage) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.next++
 	s.m[s.next] = raw
-	return []byte(swapKey + strconv.FormatInt(s.next, 10) + "}")
+	return []byte(s.key + strconv.FormatInt(s.next, 10) + "}")
 }
 
 // take returns the raw result a placeholder stands for.
 func (s *swapTable) take(placeholder json.RawMessage) (json.RawMessage, bool) {
-	rest, ok := bytes.CutPrefix(placeholder, []byte(swapKey))
-	if s == nil || !ok {
+	if s == nil {
+		return nil, false
+	}
+	rest, ok := bytes.CutPrefix(placeholder, []byte(s.key))
+	if !ok {
 		return nil, false
 	}
 	n, err := strconv.ParseInt(string(bytes.TrimSuffix(rest, []byte("}"))), 10, 64)
