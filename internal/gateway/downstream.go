@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,7 +22,8 @@ type downstream struct {
 	agent  string
 	id     string
 	server *mcp.Server
-	swaps  *swapTable // set when the session runs on stdioTransport
+	swaps  *swapTable   // set when the session runs on stdioTransport
+	queued atomic.Int64 // bytes waiting in out
 
 	mu     sync.Mutex
 	ss     *mcp.ServerSession
@@ -179,6 +181,17 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // initialize starts (or joins) every server before the SDK answers, then
 // replaces the answer's capabilities with what the servers offer.
 func (d *downstream) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	d.gw.mu.Lock()
+	n := 0
+	for o := range d.gw.sessions {
+		if o.agent == d.agent {
+			n++
+		}
+	}
+	d.gw.mu.Unlock()
+	if n >= d.gw.opts.MaxSessions {
+		return nil, rpcError(jsonrpc.CodeInternalError, "too many open sessions for this client (%d); close some first", n)
+	}
 	var caps json.RawMessage
 	if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.Capabilities != nil {
 		caps = upstreamCaps(p.Capabilities)

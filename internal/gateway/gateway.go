@@ -89,6 +89,9 @@ type Options struct {
 	Hooks   Hooks
 	// PageSize is the most items one list response holds; zero: 1000.
 	PageSize int
+	// MaxSessions bounds the open sessions of one agent (client
+	// identity); zero: 64.
+	MaxSessions int
 }
 
 // Gateway aggregates servers for any number of downstream sessions.
@@ -120,6 +123,9 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = 1000
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 64
 	}
 	seen := map[string]bool{}
 	for i, s := range servers {

@@ -465,3 +465,29 @@ func TestRefreshNow(t *testing.T) {
 		t.Fatal("the old server was not retired")
 	}
 }
+
+// TestMaxSessions: an agent cannot open sessions (and sandboxes) without
+// bound.
+func TestMaxSessions(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[]}`)
+		}
+	})
+	gw, err := New([]*Server{{Name: "raw", Scope: ScopeSession, Launch: launch, Allow: []string{"*"}}}, Options{MaxSessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	first := newRawClient(t, gw)
+	if resp, _ := first.call("tools/list", nil); resp["error"] != nil {
+		t.Fatalf("first session: %v", resp)
+	}
+	second := newRawClient(t, gw) // its initialize is refused
+	if resp, _ := second.call("tools/list", nil); resp["error"] == nil {
+		t.Fatalf("second session of the agent works: %v", resp)
+	}
+	if n := len(started()); n != 1 {
+		t.Fatalf("started %d sandboxes, want 1", n)
+	}
+}

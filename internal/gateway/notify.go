@@ -103,9 +103,16 @@ func (d *downstream) post(ctx context.Context, method string, params json.RawMes
 	if out == nil || closed {
 		return
 	}
+	size := int64(len(params))
+	if d.queued.Add(size) > queueBytes {
+		d.queued.Add(-size)
+		d.gw.log.Warn("client too slow: notification dropped", "method", method, "agent", d.agent)
+		return
+	}
 	select {
-	case out <- func() { d.notify(ctx, method, params) }:
+	case out <- func() { d.queued.Add(-size); d.notify(ctx, method, params) }:
 	default:
+		d.queued.Add(-size)
 		d.gw.log.Warn("client too slow: notification dropped", "method", method, "agent", d.agent)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -99,6 +100,7 @@ type inflight struct {
 	token  any             // the client's progress token, nil if none
 	gwTok  string          // the token the upstream sees
 	events chan func()
+	queued atomic.Int64 // bytes waiting in events
 }
 
 func newUpstream(gw *Gateway, srv *Server, scope Scope) *upstream {

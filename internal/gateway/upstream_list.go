@@ -23,8 +23,11 @@ var listSpecs = map[string]listSpec{
 	"templates": {"resources/templates/list", "resourceTemplates", "uriTemplate"},
 }
 
-// maxPages bounds how many pages of one list the gateway follows.
-const maxPages = 100
+// maxPages and listBytes bound one list the gateway follows and caches.
+const (
+	maxPages  = 100
+	listBytes = 32 << 20
+)
 
 // list returns every item of kind, following pagination, from the cache
 // when the server has not announced a change since.
@@ -52,6 +55,7 @@ func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
 	spec := listSpecs[kind]
 	var items []item
 	cursor := ""
+	total := 0
 	for range maxPages {
 		var params any
 		if cursor != "" {
@@ -60,6 +64,9 @@ func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
 		raw, err := p.call(ctx, spec.method, params)
 		if err != nil {
 			return nil, err
+		}
+		if total += len(raw); total > listBytes {
+			return nil, fmt.Errorf("%s: the list is larger than %d bytes", spec.method, listBytes)
 		}
 		raw = u.gw.filter(u.srv.Name, raw)
 		var page map[string]json.RawMessage

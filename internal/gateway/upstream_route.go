@@ -60,14 +60,23 @@ func (u *upstream) agentsLocked() int {
 
 // queue hands f to the request's handler; when the client is too slow to
 // keep up, the notification is dropped rather than stalling the server.
-func (in *inflight) queue(f func()) bool {
+func (in *inflight) queue(size int, f func()) bool {
+	if in.queued.Add(int64(size)) > queueBytes {
+		in.queued.Add(-int64(size))
+		return false
+	}
 	select {
-	case in.events <- f:
+	case in.events <- func() { in.queued.Add(-int64(size)); f() }:
 		return true
 	default:
+		in.queued.Add(-int64(size))
 		return false
 	}
 }
+
+// queueBytes bounds what is queued for one request or one session, so
+// that a server flooding a slow client cannot grow the gateway's memory.
+const queueBytes = 16 << 20
 
 // onNotify routes a notification from the server. It runs on the peer's
 // read loop and never blocks on a client.
@@ -92,7 +101,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		if err != nil {
 			return
 		}
-		in.queue(func() { in.d.notify(in.ctx, n.Method, out) })
+		in.queue(len(out), func() { in.d.notify(in.ctx, n.Method, out) })
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		u.mu.Lock()
 		delete(u.lists, listKind(n.Method))
@@ -100,7 +109,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		sessions := u.sessionsLocked()
 		u.mu.Unlock()
 		for _, d := range sessions {
-			d.post(context.Background(), n.Method, params)
+			d.post(context.Background(), n.Method, nil) // a list_changed carries nothing
 		}
 	case "notifications/resources/updated":
 		var p struct {
@@ -126,7 +135,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		in, sessions, agents := u.soleCallLocked(), u.sessionsLocked(), u.agentsLocked()
 		u.mu.Unlock()
 		if in != nil {
-			if !in.queue(func() { in.d.notify(in.ctx, n.Method, params) }) {
+			if !in.queue(len(params), func() { in.d.notify(in.ctx, n.Method, params) }) {
 				u.log.Warn("client too slow: notification dropped", "method", n.Method)
 			}
 			return
