@@ -181,6 +181,12 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // initialize starts (or joins) every server before the SDK answers, then
 // replaces the answer's capabilities with what the servers offer.
 func (d *downstream) initialize(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	d.mu.Lock()
+	again := d.ss != nil || d.bound != nil
+	d.mu.Unlock()
+	if again {
+		return next(ctx, method, req) // the SDK answers a second initialize
+	}
 	d.gw.mu.Lock()
 	n := 0
 	for o := range d.gw.sessions {
