@@ -491,22 +491,3 @@ func TestMaxSessions(t *testing.T) {
 		t.Fatalf("started %d sandboxes, want 1", n)
 	}
 }
-
-// TestSecondInitialize: a client that sends initialize twice keeps its
-// session (and its server).
-func TestSecondInitialize(t *testing.T) {
-	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
-		if msg["method"] == "tools/list" {
-			s.reply(msg, `{"tools":[]}`)
-		}
-	})
-	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}})
-	c := newRawClient(t, gw)
-	c.call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
-	if resp, _ := c.call("tools/list", nil); resp["error"] != nil {
-		t.Fatalf("after a second initialize: %v", resp)
-	}
-	if n := len(started()); n != 1 {
-		t.Fatalf("started %d servers, want 1", n)
-	}
-}
