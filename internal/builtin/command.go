@@ -27,13 +27,13 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "run_command",
 		Description: fmt.Sprintf("Run a command to completion and return its exit code and output. "+
-			"Times out after %s at most; the whole process group is killed.", s.o.CommandTimeout) + cmdNote,
+			"Times out after %s at most; its process group is killed (a process that leaves the group, e.g. with setsid, lives until the sandbox ends).", s.o.CommandTimeout) + cmdNote,
 		Annotations: mutating("Run command", false),
 	}, s.runCommand)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "start_job",
 		Description: fmt.Sprintf("Start a command in the background and return its job id. At most %d jobs run "+
-			"at once; a job is killed after %s, and when the sandbox's session ends (jobs are shared by the clients of this sandbox).", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
+			"at once; a job's process group is killed after %s and when this session ends; a session sees only its own jobs.", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
 		Annotations: mutating("Start job", false),
 	}, s.startJob)
 	mcp.AddTool(srv, &mcp.Tool{

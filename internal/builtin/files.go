@@ -165,6 +165,7 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listA
 }
 
 func formatEntry(name string, e dirEntry) string {
+	name = displayName(name)
 	switch e.kind {
 	case "directory":
 		return name + "/"
@@ -172,6 +173,15 @@ func formatEntry(name string, e dirEntry) string {
 		return fmt.Sprintf("%s  (%d bytes)", name, e.size)
 	}
 	return fmt.Sprintf("%s  (%s)", name, e.kind)
+}
+
+// displayName quotes a name with control characters or invalid UTF-8, so
+// that a planted file name cannot forge lines of a listing.
+func displayName(name string) string {
+	if !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }) >= 0 {
+		return strconv.Quote(name)
+	}
+	return name
 }
 
 func page(lines []string, offset int, stopped bool) string {
@@ -327,6 +337,9 @@ func (s *server) editFile(_ context.Context, _ *mcp.CallToolRequest, in editArgs
 	f.Close()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: reading: %v", p, err)
+	}
+	if len(data) > writeCap { // it grew since the size check: never write back a cut file
+		return nil, nil, fmt.Errorf("%s: too large to edit (max %d MiB)", p, writeCap>>20)
 	}
 	if looksBinary(data) {
 		return nil, nil, fmt.Errorf("%s: is a binary file; not edited", p)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestListFiles(t *testing.T) { bothResolvers(t, testListFiles) }
@@ -249,5 +250,48 @@ func TestLooksBinary(t *testing.T) {
 				t.Errorf("looksBinary(%q) = %v, want %v", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSearchCostBound: a short pattern with a huge program over a file of
+// near-matches stops within the cost bound instead of running for
+// minutes; a plain pattern still searches the same file.
+func TestSearchCostBound(t *testing.T) {
+	w := newWorkspace(t, Options{})
+	writeHost(t, filepath.Join(w.in, "a.txt"), strings.Repeat(strings.Repeat("a", 200)+"\n", 20000))
+	start := time.Now()
+	got := w.mustOK(t, "search_files", map[string]any{"pattern": "(?:.{0,100}a){10}x", "path": "input/a.txt"})
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("the costly search ran %s", d)
+	}
+	if !strings.Contains(got, "too costly") {
+		t.Fatalf("got %q, want a note that the search stopped", got)
+	}
+	if got := w.mustOK(t, "search_files", map[string]any{"pattern": "b", "path": "input/a.txt"}); got != "[no matches]\n" {
+		t.Fatalf("plain search: %q", got)
+	}
+}
+
+// TestOddNamesAreQuoted: a planted file name with a newline cannot forge
+// a line of a listing or of search results.
+func TestOddNamesAreQuoted(t *testing.T) {
+	w := newWorkspace(t, Options{})
+	writeHost(t, filepath.Join(w.in, "a\ninput/FORGED.txt"), "x\n")
+	for _, tool := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"list_files", map[string]any{"path": "input"}},
+		{"search_files", map[string]any{"pattern": "x", "path": "input"}},
+	} {
+		got := w.mustOK(t, tool.name, tool.args)
+		for _, line := range strings.Split(got, "\n") {
+			if strings.HasPrefix(line, "input/FORGED") || strings.HasPrefix(line, "FORGED") {
+				t.Errorf("%s: forged line %q in\n%s", tool.name, line, got)
+			}
+		}
+		if !strings.Contains(got, `\n`) {
+			t.Errorf("%s: the name is not shown quoted:\n%s", tool.name, got)
+		}
 	}
 }

@@ -46,6 +46,11 @@ func (s *server) resolve(p string) (wpath, error) {
 	if strings.ContainsRune(p, 0) {
 		return wpath{}, errors.New("path contains a NUL byte")
 	}
+	// The userspace resolver holds a descriptor per component and
+	// creates parents one by one: keep paths to a sane depth.
+	if strings.Count(p, "/") > maxComponents {
+		return wpath{}, fmt.Errorf("path too deep (max %d components)", maxComponents)
+	}
 	switch {
 	case strings.HasPrefix(p, "/workspace/"):
 		p = strings.TrimPrefix(p, "/workspace/")

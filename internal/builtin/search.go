@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"regexp/syntax"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,9 +24,38 @@ type searchArgs struct {
 // searchState collects matches across files and roots.
 type searchState struct {
 	re      *regexp.Regexp
+	insts   int64 // size of the compiled pattern: the cost of a byte
+	cost    int64 // bytes searched × insts, against searchCost
+	ctx     context.Context
 	out     strings.Builder
 	matches int
 	skipped int // binary, large or unreadable files
+}
+
+// searchCost bounds one search's work: the regexp engine is linear in the
+// input, but times the size of the pattern's program, and a short pattern
+// can compile to thousands of instructions. Only the instructions beyond
+// cheapInsts count, so ordinary patterns are bounded by searchTime alone.
+const (
+	searchCost = 1e8
+	cheapInsts = 64
+	searchTime = 60 * time.Second
+)
+
+// errTooCostly ends a search that used up searchCost.
+var errTooCostly = errors.New("search too costly")
+
+// progSize is the number of instructions pattern compiles to.
+func progSize(pattern string) int64 {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 1
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 1
+	}
+	return int64(len(prog.Inst))
 }
 
 func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in searchArgs) (*mcp.CallToolResult, any, error) {
@@ -51,7 +82,9 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 		}
 		dirs = []wpath{p}
 	}
-	st := &searchState{re: re}
+	ctx, cancel := context.WithTimeout(ctx, searchTime)
+	defer cancel()
+	st := &searchState{re: re, insts: max(progSize(in.Pattern)-cheapInsts, 0), ctx: ctx}
 	budget := walkCap
 	var walkErr error
 	for _, p := range dirs {
@@ -60,8 +93,15 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 			break
 		}
 	}
-	if walkErr != nil && !errors.Is(walkErr, errStop) {
+	timedOut := errors.Is(walkErr, context.DeadlineExceeded) && ctx.Err() != nil
+	if walkErr != nil && !errors.Is(walkErr, errStop) && !errors.Is(walkErr, errTooCostly) && !timedOut {
 		return nil, nil, walkErr
+	}
+	switch {
+	case errors.Is(walkErr, errTooCostly):
+		fmt.Fprintf(&st.out, "[stopped: the search grew too costly for this pattern (%d extra instructions × bytes searched); simplify the pattern or narrow path or glob]\n", st.insts)
+	case timedOut:
+		fmt.Fprintf(&st.out, "[stopped after %s; narrow the pattern, path or glob]\n", searchTime)
 	}
 	if st.matches == 0 {
 		st.out.WriteString("[no matches]\n")
@@ -125,13 +165,19 @@ func (st *searchState) searchFile(f io.Reader, size int64, name string) error {
 	sc.Buffer(make([]byte, 64<<10), searchFileCap+1)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Bytes()
+		if st.cost += int64(len(line)+1) * st.insts; st.cost > searchCost {
+			return errTooCostly
+		}
+		if n%1000 == 0 && st.ctx.Err() != nil {
+			return st.ctx.Err()
+		}
 		if !st.re.Match(line) {
 			continue
 		}
 		if len(line) > searchLineCap {
 			line = append(line[:searchLineCap:searchLineCap], "..."...)
 		}
-		fmt.Fprintf(&st.out, "%s:%d:%s\n", name, n, strings.ToValidUTF8(string(line), "\uFFFD"))
+		fmt.Fprintf(&st.out, "%s:%d:%s\n", displayName(name), n, strings.ToValidUTF8(string(line), "\uFFFD"))
 		st.matches++
 		if st.matches >= searchMatches {
 			return errStop

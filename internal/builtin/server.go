@@ -52,6 +52,7 @@ const (
 	walkCap       = 20000    // entries one list/search call visits
 	maxDepth      = 20       // deepest list/search recursion
 	maxPathLen    = 4096
+	maxComponents = 128
 )
 
 // server holds the options and the job table shared by all sessions.

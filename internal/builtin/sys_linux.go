@@ -320,7 +320,7 @@ func mkdirAll(root int, p wpath, rel string) (int, error) {
 		}
 		return fd, nil
 	}
-	cur, err := unix.Dup(root)
+	cur, err := unix.FcntlInt(uintptr(root), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return -1, fsError(p, err)
 	}
