@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -54,37 +53,48 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 }
 
 // prepare checks argv against the policy and builds the command, in its
-// own process group, with cwd resolved beneath a root.
-func (s *server) prepare(argv []string, cwd string) (*exec.Cmd, error) {
+// own process group, with cwd resolved beneath a root. Call release once
+// the command has started (or will not): it holds the working directory
+// open, so the child enters the directory that was checked, not whatever
+// the path names by then.
+func (s *server) prepare(argv []string, cwd string) (cmd *exec.Cmd, release func(), err error) {
+	cmd, release, err = s.prepareCmd(argv, cwd)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	return cmd, release, nil
+}
+
+func (s *server) prepareCmd(argv []string, cwd string) (*exec.Cmd, func(), error) {
 	if len(argv) == 0 || argv[0] == "" {
-		return nil, errors.New("argv is empty")
+		return nil, nil, errors.New("argv is empty")
 	}
 	if len(argv) > 4096 {
-		return nil, errors.New("too many arguments (max 4096)")
+		return nil, nil, errors.New("too many arguments (max 4096)")
 	}
 	for _, a := range argv {
 		if strings.ContainsRune(a, 0) {
-			return nil, errors.New("argument contains a NUL byte")
+			return nil, nil, errors.New("argument contains a NUL byte")
 		}
 	}
 	if err := s.o.Commands.policyError(argv); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	dir, err := s.workdir(cwd)
+	dir, release, err := s.workdir(cwd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.WaitDelay = time.Second // a straggler holding the pipe does not hold us
 	setProcGroup(cmd)
-	return cmd, nil
+	return cmd, release, nil
 }
 
-// workdir resolves cwd to a host directory beneath a root. The path is
-// cleaned first and the cleaned form checked, so the directory the child
-// chdirs to is the one verified to stay beneath the root.
-func (s *server) workdir(cwd string) (string, error) {
+// workdir resolves cwd to a directory beneath a root, opened: the child
+// changes into /proc/self/fd/N of that descriptor, so a rename racing the
+// check cannot swap in a symlink to elsewhere. release closes it.
+func (s *server) workdir(cwd string) (dir string, release func(), err error) {
 	if cwd == "" {
 		cwd = "output"
 		if s.o.Output == "" {
@@ -93,16 +103,17 @@ func (s *server) workdir(cwd string) (string, error) {
 	}
 	p, err := s.resolve(cwd)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	p.rel = path.Clean(p.rel)
 	if p.rel == ".." || strings.HasPrefix(p.rel, "../") {
-		return "", fmt.Errorf("cwd %s: refused: leaves its root", cwd)
+		return "", nil, fmt.Errorf("cwd %s: refused: leaves its root", cwd)
 	}
-	if err := checkDir(p); err != nil {
-		return "", err
+	d, err := openDir(p)
+	if err != nil {
+		return "", nil, err
 	}
-	return filepath.Join(p.dir, filepath.FromSlash(p.rel)), nil
+	return d.procPath(), d.close, nil
 }
 
 // startError keeps host paths (the cwd) out of a start failure.
@@ -126,13 +137,15 @@ func (s *server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in runA
 	if n := time.Duration(in.TimeoutSeconds); n > 0 && n <= timeout/time.Second {
 		timeout = n * time.Second
 	}
-	cmd, err := s.prepare(in.Argv, in.Cwd)
+	cmd, release, err := s.prepare(in.Argv, in.Cwd)
 	if err != nil {
 		return nil, nil, err
 	}
 	out := newCapBuf(s.o.OutputCap)
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	release()
+	if err != nil {
 		return nil, nil, startError(in.Argv[0], err)
 	}
 	waited := make(chan struct{})

@@ -214,10 +214,11 @@ func (t *jobTable) get(ss *mcp.ServerSession, id string) (*job, error) {
 }
 
 func (s *server) startJob(_ context.Context, req *mcp.CallToolRequest, in startArgs) (*mcp.CallToolResult, any, error) {
-	cmd, err := s.prepare(in.Argv, in.Cwd)
+	cmd, release, err := s.prepare(in.Argv, in.Cwd)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer release() // after the start below
 	out := newCapBuf(s.o.OutputCap)
 	cmd.Stdout, cmd.Stderr = out, out
 	j, err := s.jobs.start(req.Session, cmd, in.Argv, out)

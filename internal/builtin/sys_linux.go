@@ -364,3 +364,7 @@ func killGroup(p *os.Process) {
 		p.Kill() // by pidfd: harmless once reaped
 	}
 }
+
+// procPath names the open directory for a child's chdir (Cmd.Dir): the
+// child resolves it in its own copy of the descriptor table.
+func (d *dirHandle) procPath() string { return fmt.Sprintf("/proc/self/fd/%d", d.fd) }

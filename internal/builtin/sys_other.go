@@ -24,6 +24,7 @@ func openFile(wpath) (*os.File, int64, error)             { return nil, 0, errUn
 func checkDir(wpath) error                                { return errUnsupported }
 func openDir(wpath) (*dirHandle, error)                   { return nil, errUnsupported }
 func (d *dirHandle) close()                               {}
+func (d *dirHandle) procPath() string                     { return "" }
 func (d *dirHandle) sub(string) (*dirHandle, error)       { return nil, errUnsupported }
 func (d *dirHandle) open(string) (*os.File, int64, error) { return nil, 0, errUnsupported }
 func (d *dirHandle) entries(int) ([]dirEntry, error)      { return nil, errUnsupported }
