@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,8 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -127,7 +123,7 @@ func confDirect(t *testing.T, es string) string {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	var out confBuffer
+	var out lockedBuffer
 	// Stateful: stateless HTTP cannot carry the server's sampling and
 	// elicitation requests, which would fail four scenarios directly.
 	cmd := exec.Command(es, "-http", addr, "-stateless=false")
@@ -152,13 +148,11 @@ func confDirect(t *testing.T, es string) string {
 	}
 }
 
-var confServingRE = regexp.MustCompile(`^mcpbox: serving MCP on (http://127\.0\.0\.1:\d+/mcp)$`)
-
 // confServe runs `mcpbox serve --http` with the everything-server from
 // esDir as its only server, and returns the URL it announces and its
 // output, which grows while it runs. Cleanup stops it with SIGTERM, as an
 // operator would, and kills it if that hangs.
-func confServe(t *testing.T, esDir string) (string, *confBuffer) {
+func confServe(t *testing.T, esDir string) (string, *gwLog) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`version: 1
@@ -178,64 +172,8 @@ servers:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The context is only a backstop (SIGKILL); cleanup stops it politely.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	cmd := modes(t)[0].command(ctx, "serve", "--http", "127.0.0.1:0", "--config", cfgPath)
-	log := &confBuffer{}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = log, pw
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		pw.Close()
-		exited <- err
-	}()
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if m := confServingRE.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case url <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	early := false // exited before serving, reported below
-	t.Cleanup(func() {
-		defer cancel()
-		if early {
-			return
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("mcpbox serve after SIGTERM: %v, want exit 0\n%s", err, confTail(log.String(), 8000))
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("mcpbox serve still running 30s after SIGTERM\n%s", confTail(log.String(), 8000))
-		}
-	})
-	select {
-	case u := <-url:
-		return u, log
-	case err := <-exited:
-		early = true
-		t.Fatalf("mcpbox serve exited before serving: %v\n%s", err, log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("mcpbox serve announced no URL within 60s:\n%s", log.String())
-	}
-	return "", nil
+	g := gwServe(t, modes(t)[0], cfgPath)
+	return g.url, g.logs
 }
 
 // confScenario is one conformance scenario's outcome.
@@ -364,24 +302,6 @@ func confReadChecks(path string) confScenario {
 		s.problems = []string{"no check succeeded"}
 	}
 	return s
-}
-
-// confBuffer collects a process's output while it runs.
-type confBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder // guarded by mu
-}
-
-func (s *confBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *confBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // confTail returns the last n bytes of s.

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -191,50 +190,16 @@ var defaultBannerRE = regexp.MustCompile(`(?s)\n  URL: +(\S+)\n  Token: +(\S+)\n
 // at cleanup, expecting exit code 0.
 func defaultServeHTTP(t *testing.T, dir, state string) (served, url, token, client string) {
 	t.Helper()
-	m := mode{name: "root", uid: -1}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	cmd := m.command(ctx, "serve", "--http", "127.0.0.1:0", "--state-dir", state)
-	cmd.Dir = dir
-	log := &tsLog{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting mcpbox serve: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	t.Cleanup(func() {
-		defer cancel()
-		if exited {
-			return
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mcpbox serve after SIGTERM: %v, want exit 0\n%s", err, log)
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("mcpbox serve did not stop within 30 s of SIGTERM\n%s", log)
-		}
-	})
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		s := log.String()
-		if sm, bm := tsServingRE.FindStringSubmatch(s), defaultBannerRE.FindStringSubmatch(s); sm != nil && bm != nil {
-			return sm[1], bm[1], bm[2], bm[3]
-		}
-		select {
-		case err := <-done:
-			exited = true
-			t.Fatalf("mcpbox serve exited before its banner: %v\n%s", err, log)
-		case <-time.After(50 * time.Millisecond):
+	g := gwServeIn(t, mode{name: "root", uid: -1}, dir, []string{"--state-dir", state})
+	// The banner follows the serving line.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if bm := defaultBannerRE.FindStringSubmatch(g.logs.String()); bm != nil {
+			return g.url, bm[1], bm[2], bm[3]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mcpbox serve printed no serving line and banner in 90 s\n%s", log)
+			t.Fatalf("mcpbox serve printed no banner within 30 s\n%s", g.logs)
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -137,6 +137,22 @@ type gwGateway struct {
 	err  error         // Wait's result; read after done
 }
 
+// stop sends SIGTERM and expects exit 0 within 30 s.
+func (g *gwGateway) stop(tb testing.TB) {
+	tb.Helper()
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+		if g.err != nil {
+			tb.Errorf("mcpbox serve after SIGTERM: %v, want exit 0", g.err)
+		}
+	case <-time.After(30 * time.Second):
+		tb.Errorf("mcpbox serve did not stop within 30 s of SIGTERM")
+		_ = g.cmd.Process.Kill()
+		<-g.done
+	}
+}
+
 func (g *gwGateway) alive() bool {
 	select {
 	case <-g.done:
@@ -151,9 +167,18 @@ func (g *gwGateway) alive() bool {
 // exit 0.
 func gwServe(tb testing.TB, m mode, cfg string, env ...string) *gwGateway {
 	tb.Helper()
+	return gwServeIn(tb, m, "", []string{"--config", cfg}, env...)
+}
+
+// gwServeIn is gwServe with serve's other arguments, run in dir ("": the
+// test's own). Every e2e test that needs a listening gateway starts it
+// here: at cleanup it gets SIGTERM and must exit 0 within 30 s.
+func gwServeIn(tb testing.TB, m mode, dir string, args []string, env ...string) *gwGateway {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gwGateway{logs: newGWLog(), done: make(chan struct{})}
-	g.cmd = m.command(ctx, "serve", "--http", "127.0.0.1:0", "--config", cfg)
+	g.cmd = m.command(ctx, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	g.cmd.Dir = dir
 	g.cmd.Env = append(g.cmd.Env, env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {

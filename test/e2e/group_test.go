@@ -22,7 +22,7 @@ func TestGroupPlacement(t *testing.T) {
 		delete(b, "filesystem") // the group's sandbox is a's
 		c := hsServer(bin, "c", nil)
 		cfg := hsWriteConfig(t, m, dir, map[string]any{"a": a, "b": b, "c": c})
-		g := hsStart(t, m, cfg, "GROUP_TOKEN_A="+secret)
+		g := gwServe(t, m, cfg, "GROUP_TOKEN_A="+secret)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		sess := gwConnect(t, ctx, g.url, nil, nil, gwLegacy)

@@ -297,3 +297,22 @@ var (
 	builtMu sync.Mutex
 	built   = map[string]string{}
 )
+
+// lockedBuffer collects what concurrent writers (a process's stdout and
+// stderr, an HTTP tee) write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer // guarded by mu
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

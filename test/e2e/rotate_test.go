@@ -26,7 +26,7 @@ func TestSecretsRotate(t *testing.T) {
 		"secrets":    map[string]any{"API_TOKEN": map[string]any{"from": "file:" + secretFile, "as": "file"}},
 		"tools":      map[string]any{"allow": []string{"*"}},
 	}})
-	g := hsStart(t, m, cfg)
+	g := gwServe(t, m, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sess := gwConnect(t, ctx, g.url, nil, nil, gwLegacy)

@@ -46,7 +46,7 @@ func TestSecretsHostileEmitsEveryForm(t *testing.T) {
 	defer cancel()
 	cmd := exec.Command(filepath.Join(goBuild(t, hostilePkg), "hostile"), "-secrets", dir)
 	cmd.Env = []string{"TOKEN_A=" + a}
-	var stderr hsBuffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -63,7 +63,7 @@ func TestSecretsHostileEmitsEveryForm(t *testing.T) {
 		_ = cmd.Process.Kill()
 		gwReap(cmd)
 	}()
-	var wire hsBuffer
+	var wire lockedBuffer
 	tr := &mcp.IOTransport{Reader: io.NopCloser(io.TeeReader(stdout, &wire)), Writer: stdin}
 	c := newHSClient()
 	sess, err := mcp.NewClient(&mcp.Implementation{Name: "secrets-e2e", Version: "1"}, c.options()).
@@ -102,7 +102,7 @@ func TestSecretsGatewayProviderFailure(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				tag := "victim-" + tc.name + "-" + nonce
 				dir := gwDir(t, m)
-				g := hsStart(t, m, hsWriteConfig(t, m, dir, map[string]any{
+				g := gwServe(t, m, hsWriteConfig(t, m, dir, map[string]any{
 					"victim": hsServer(goBuild(t, hostilePkg), tag, map[string]any{tc.secret: map[string]string{"from": tc.ref}}),
 				}))
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

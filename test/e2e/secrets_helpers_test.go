@@ -13,12 +13,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +34,7 @@ func hsGateway(t *testing.T, m mode, version string) {
 	fileB := filepath.Join(dir, "file_b")
 	m.writeFile(t, fileB, b+"\n", 0o600)
 	bin := goBuild(t, hostilePkg)
-	g := hsStart(t, m, hsWriteConfig(t, m, dir, map[string]any{
+	g := gwServe(t, m, hsWriteConfig(t, m, dir, map[string]any{
 		"hostile": hsServer(bin, "hostile", map[string]any{
 			"TOKEN_A": map[string]string{"from": "env:HOSTILE_TOKEN_A"},
 			"FILE_B":  map[string]string{"from": "file:" + fileB, "as": "file"},
@@ -277,29 +275,11 @@ func hsHasAll(s string, subs []string) bool {
 	return true
 }
 
-// hsBuffer is a bytes.Buffer for concurrent writers.
-type hsBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer // guarded by mu
-}
-
-func (b *hsBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *hsBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // hsTee keeps every byte of every HTTP response (headers and body) the
 // client reads, before the SDK decodes anything.
 type hsTee struct {
 	next *http.Transport
-	buf  hsBuffer
+	buf  lockedBuffer
 }
 
 func (h *hsTee) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -516,64 +496,6 @@ func hsWriteConfig(t *testing.T, m mode, dir string, servers map[string]any) str
 		t.Fatal(err)
 	}
 	return path
-}
-
-// hsGW is a running `mcpbox serve --http 127.0.0.1:0`.
-type hsGW struct {
-	url  string
-	cmd  *exec.Cmd
-	logs *gwLog
-	done chan struct{} // closed once the process has been waited for
-	err  error         // Wait's result; read after done
-}
-
-// hsStart starts mcpbox serve with extra environment variables; it is
-// killed at cleanup unless stop ended it.
-func hsStart(t *testing.T, m mode, cfg string, env ...string) *hsGW {
-	t.Helper()
-	g := &hsGW{logs: newGWLog(), done: make(chan struct{})}
-	g.cmd = m.command(context.Background(), "serve", "--http", "127.0.0.1:0", "--config", cfg)
-	g.cmd.Env = append(g.cmd.Env, env...)
-	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
-	if err := g.cmd.Start(); err != nil {
-		t.Fatalf("starting mcpbox serve: %v", err)
-	}
-	go func() { g.err = g.cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-g.done:
-		default:
-			_ = g.cmd.Process.Kill()
-			<-g.done // bounded by the command's WaitDelay
-		}
-		if t.Failed() {
-			t.Logf("mcpbox serve output:\n%s", g.logs)
-		}
-	})
-	select {
-	case g.url = <-g.logs.url:
-	case <-g.done:
-		t.Fatalf("mcpbox serve exited before listening: %v\n%s", g.err, g.logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("mcpbox serve printed no serving line within 60 s\n%s", g.logs)
-	}
-	return g
-}
-
-// stop sends SIGTERM and expects exit 0 within 30 s.
-func (g *hsGW) stop(t *testing.T) {
-	t.Helper()
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.done:
-		if g.err != nil {
-			t.Errorf("mcpbox serve after SIGTERM: %v, want exit 0", g.err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("mcpbox serve did not stop within 30 s of SIGTERM")
-		_ = g.cmd.Process.Kill()
-		<-g.done
-	}
 }
 
 // hsProcs lists the processes whose command line contains nonce.

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -178,77 +177,11 @@ func tsRaw(name string, args map[string]any) tsStep {
 // upstream) declares; server-everything lists more tools to such a client.
 const tsFullClient = `MCP_CLIENT_CAPABILITIES={"roots":{},"sampling":{},"elicitation":{"form":{},"url":{}}}`
 
-// tsLog keeps what mcpbox serve wrote and finds its serving URL.
-type tsLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer // guarded by mu
-}
-
-var tsServingRE = regexp.MustCompile(`(?m)^mcpbox: serving MCP on (\S+)$`)
-
-func (l *tsLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *tsLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// tsServe starts `mcpbox serve --http 127.0.0.1:0 --config cfg` in mode m,
-// returns its MCP URL, and stops it with SIGTERM at cleanup, expecting exit
-// code 0.
+// tsServe starts `mcpbox serve --http 127.0.0.1:0 --config cfg` (see
+// gwServeIn) and returns its URL.
 func tsServe(t *testing.T, m mode, cfg string, env ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	cmd := m.command(ctx, "serve", "--config", cfg, "--http", "127.0.0.1:0")
-	cmd.Env = append(cmd.Env, env...)
-	log := &tsLog{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting mcpbox serve: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	t.Cleanup(func() {
-		defer cancel()
-		if exited {
-			return
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mcpbox serve after SIGTERM: %v, want exit 0\n%s", err, log)
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("mcpbox serve did not stop within 30 s of SIGTERM\n%s", log)
-		}
-	})
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		if sm := tsServingRE.FindStringSubmatch(log.String()); sm != nil {
-			if !strings.HasPrefix(sm[1], "http://127.0.0.1:") || !strings.HasSuffix(sm[1], "/mcp") {
-				t.Fatalf("serving on %q, want http://127.0.0.1:PORT/mcp", sm[1])
-			}
-			return sm[1]
-		}
-		select {
-		case err := <-done:
-			exited = true
-			t.Fatalf("mcpbox serve exited before serving: %v\n%s", err, log)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcpbox serve printed no serving line in 90 s\n%s", log)
-		}
-	}
+	return gwServe(t, m, cfg, env...).url
 }
 
 // tsConfig writes an mcpbox.yaml readable by m's user with a state dir
