@@ -94,21 +94,32 @@ func (e *env) exec(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
+	argv, spec, ok := e.commandSpec(fs, &f, "exec", "no command given")
+	if !ok {
+		return exitUsage
+	}
+	spec.Args = argv
+	return e.runSandbox(spec)
+}
+
+// commandSpec reads the command after the flags ("--" optional) and
+// builds the sandbox Spec from the flags, for exec and run; ok false
+// means the usage error has been printed.
+func (e *env) commandSpec(fs *flag.FlagSet, f *sandboxFlags, cmd, missing string) ([]string, *sandbox.Spec, bool) {
 	argv := fs.Args()
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
 	if len(argv) == 0 {
-		e.errorf("exec: no command given (usage: mcpbox exec [flags] -- CMD [ARG...])")
-		return exitUsage
+		e.errorf("%s: %s (usage: mcpbox %s [flags] -- CMD [ARG...])", cmd, missing, cmd)
+		return nil, nil, false
 	}
 	spec, err := f.spec(fs)
 	if err != nil {
-		e.errorf("exec: %v", err)
-		return exitUsage
+		e.errorf("%s: %v", cmd, err)
+		return nil, nil, false
 	}
-	spec.Args = argv
-	return e.runSandbox(spec)
+	return argv, spec, true
 }
 
 // runSandbox runs spec with the process's own stdio and turns the result

@@ -109,14 +109,14 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 	for _, layer := range sb.Degraded {
 		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require)", "server", l.name, "layer", layer)
 	}
+	// status and clean are written before waited closes, and read after.
 	var (
-		mu     sync.Mutex
 		status string
+		clean  bool
 	)
 	waited := make(chan struct{})
 	go func() {
 		res, err := sb.Wait()
-		mu.Lock()
 		switch {
 		case err != nil:
 			status = err.Error()
@@ -126,10 +126,19 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			status = fmt.Sprintf("exited with status %d after hitting its process limit", res.ExitCode)
 		default:
 			status = fmt.Sprintf("exited with status %d", res.ExitCode)
+			clean = res.ExitCode == 0
 		}
-		mu.Unlock()
 		close(waited)
 	}()
+	// ended waits a little for the exit the caller has seen coming.
+	ended := func() bool {
+		select {
+		case <-waited:
+			return true
+		case <-time.After(stopGrace):
+			return false
+		}
+	}
 	return &gateway.Process{
 		Stdin: inW, Stdout: outR,
 		Roots: roots(&spec),
@@ -148,24 +157,11 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			}
 			lines.Close()
 		},
-		Clean: func() bool {
-			select {
-			case <-waited:
-			case <-time.After(stopGrace):
-				return false
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			return status == "exited with status 0"
-		},
+		Clean: func() bool { return ended() && clean },
 		Describe: func() string {
-			select {
-			case <-waited:
-			case <-time.After(stopGrace):
+			if !ended() {
 				return ""
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			return status
 		},
 	}, nil

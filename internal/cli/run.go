@@ -43,17 +43,8 @@ func (e *env) run(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
-	argv := fs.Args()
-	if len(argv) > 0 && argv[0] == "--" {
-		argv = argv[1:]
-	}
-	if len(argv) == 0 {
-		e.errorf("run: no server command given (usage: mcpbox run [flags] -- CMD [ARG...])")
-		return exitUsage
-	}
-	spec, err := f.spec(fs)
-	if err != nil {
-		e.errorf("run: %v", err)
+	argv, spec, ok := e.commandSpec(fs, &f, "run", "no server command given")
+	if !ok {
 		return exitUsage
 	}
 	if f.timeout > 0 {
@@ -63,6 +54,7 @@ func (e *env) run(args []string) int {
 	spec.Args = argv
 	var maxOut config.Size
 	if outputLimit != "" {
+		var err error
 		if maxOut, err = config.ParseSize(outputLimit); err != nil {
 			e.errorf("run: --output-limit: %v", err)
 			return exitUsage
