@@ -57,6 +57,10 @@ func serveAdmin(ctx context.Context, dir string, c *config.Config, gw *gateway.G
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
 	go func() {
 		for {
 			conn, err := ln.Accept()
