@@ -151,6 +151,11 @@ func clientNode(c *Client) *yaml.Node {
 	t := mapNode()
 	addStr(t, "from", c.Token.From)
 	add(m, "token", t)
+	ct := mapNode()
+	addStrs(ct, "allow", c.Tools.Allow)
+	addStrs(ct, "deny", c.Tools.Deny)
+	addStrs(ct, "approve", c.Tools.Approve)
+	add(m, "tools", ct)
 	return flowIfEmpty(m)
 }
 
@@ -172,6 +177,10 @@ func auditNode(a *Audit) *yaml.Node {
 	addStr(m, "store", a.Store)
 	addStr(m, "jsonl", a.JSONL)
 	addBool(m, "include_payloads", a.IncludePayloads)
+	r := mapNode()
+	addDuration(r, "max_age", a.Retention.MaxAge)
+	addSize(r, "max_size", a.Retention.MaxSize)
+	add(m, "retention", r)
 	return m
 }
 
@@ -224,6 +233,8 @@ func serverNode(s *Server) *yaml.Node {
 	add(m, "limits", limitsNode(&s.Limits))
 	add(m, "lifecycle", lifecycleNode(&s.Lifecycle))
 	addStr(m, "pin", s.Pin)
+	addStr(m, "scan", s.Scan)
+	addStr(m, "results_scan", s.ResultsScan)
 	addStr(m, "credentials", s.Credentials)
 	add(m, "tools", toolsNode(&s.Tools))
 	add(m, "sandbox", sandboxNode(&s.Sandbox))
@@ -363,8 +374,12 @@ func toolsNode(t *Tools) *yaml.Node {
 		}
 		addKV(m, "rules", flowIfEmpty(l))
 	}
+	addStr(m, "default", t.Default)
+	addStrs(m, "approve_annotations", t.ApproveAnnotations)
 	rl := mapNode()
 	addNonZeroInt(rl, "per_minute", t.RateLimit.PerMinute)
+	addNonZeroInt(rl, "per_client_tool", t.RateLimit.PerClientTool)
+	addNonZeroInt(rl, "burst", t.RateLimit.Burst)
 	add(m, "rate_limit", rl)
 	return m
 }

@@ -54,6 +54,13 @@ func (d *decoder) clients(n *node, path string) []Client {
 					})
 				}
 			}},
+			{"tools", func(v *node, p string) {
+				d.mapping(v, p, &c.Tools.Meta, []field{
+					{"allow", func(v *node, p string) { c.Tools.Allow = d.strs(v, p, &c.Tools.Meta, "allow", d.str) }},
+					{"deny", func(v *node, p string) { c.Tools.Deny = d.strs(v, p, &c.Tools.Meta, "deny", d.str) }},
+					{"approve", func(v *node, p string) { c.Tools.Approve = d.strs(v, p, &c.Tools.Meta, "approve", d.str) }},
+				})
+			}},
 		})
 		out = append(out, c)
 	})
@@ -89,6 +96,12 @@ func (d *decoder) audit(n *node, path string, a *Audit) {
 		{"store", func(v *node, p string) { a.Store = d.str(v, p) }},
 		{"jsonl", func(v *node, p string) { a.JSONL = d.str(v, p) }},
 		{"include_payloads", func(v *node, p string) { a.IncludePayloads = d.boolean(v, p) }},
+		{"retention", func(v *node, p string) {
+			d.mapping(v, p, &a.Retention.Meta, []field{
+				{"max_age", func(v *node, p string) { a.Retention.MaxAge = d.duration(v, p) }},
+				{"max_size", func(v *node, p string) { a.Retention.MaxSize = d.size(v, p) }},
+			})
+		}},
 	})
 }
 
@@ -128,6 +141,8 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"limits", func(v *node, p string) { d.limits(v, p, &s.Limits) }},
 		{"lifecycle", func(v *node, p string) { d.lifecycle(v, p, &s.Lifecycle) }},
 		{"pin", func(v *node, p string) { s.Pin = d.str(v, p) }},
+		{"scan", func(v *node, p string) { s.Scan = d.str(v, p) }},
+		{"results_scan", func(v *node, p string) { s.ResultsScan = d.str(v, p) }},
 		{"credentials", func(v *node, p string) { s.Credentials = d.str(v, p) }},
 		{"tools", func(v *node, p string) { d.tools(v, p, &s.Tools) }},
 		{"sandbox", func(v *node, p string) { d.sandbox(v, p, &s.Sandbox) }},
@@ -302,9 +317,15 @@ func (d *decoder) tools(n *node, path string, t *Tools) {
 		{"deny", func(v *node, p string) { t.Deny = d.strs(v, p, &t.Meta, "deny", d.str) }},
 		{"approve", func(v *node, p string) { t.Approve = d.strs(v, p, &t.Meta, "approve", d.str) }},
 		{"rules", func(v *node, p string) { t.Rules = d.rules(v, p) }},
+		{"default", func(v *node, p string) { t.Default = d.str(v, p) }},
+		{"approve_annotations", func(v *node, p string) {
+			t.ApproveAnnotations = d.strs(v, p, &t.Meta, "approve_annotations", d.str)
+		}},
 		{"rate_limit", func(v *node, p string) {
 			d.mapping(v, p, &t.RateLimit.Meta, []field{
 				{"per_minute", func(v *node, p string) { t.RateLimit.PerMinute = d.integer(v, p) }},
+				{"per_client_tool", func(v *node, p string) { t.RateLimit.PerClientTool = d.integer(v, p) }},
+				{"burst", func(v *node, p string) { t.RateLimit.Burst = d.integer(v, p) }},
 			})
 		}},
 	})

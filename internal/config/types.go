@@ -117,7 +117,19 @@ type TLS struct {
 type Client struct {
 	Name  string // same syntax as server names
 	Token Token
+	// Tools narrows what this client may call, on top of each server's
+	// tools policy; globs over "SERVER/TOOL". The zero value (no tools
+	// key) adds no restriction.
+	Tools ClientTools
 	Meta  Meta
+}
+
+// ClientTools is a client's own tool policy: globs (path.Match) over
+// "SERVER/TOOL". When the key is present, a call must match Allow or
+// Approve and not Deny; Approve adds human review.
+type ClientTools struct {
+	Allow, Deny, Approve []string
+	Meta                 Meta
 }
 
 // Token says where a client's bearer token comes from.
@@ -138,7 +150,15 @@ type Audit struct {
 	Store           string // "sqlite" (also the meaning of empty)
 	JSONL           string // path of an additional JSON-lines copy; empty: none
 	IncludePayloads bool   // record call arguments and results (redacted)
+	Retention       Retention
 	Meta            Meta
+}
+
+// Retention bounds the audit store; zero fields keep records forever.
+type Retention struct {
+	MaxAge  Duration // records older than this are pruned
+	MaxSize Size     // the store is pruned, oldest first, to stay under this
+	Meta    Meta
 }
 
 // Sandbox lists the isolation layers that must be in place; see Layer*.
@@ -184,6 +204,14 @@ type Server struct {
 	Limits     Limits
 	Lifecycle  Lifecycle
 	Pin        string // PinEnforce, PinTOFU (also the meaning of empty), PinWarn or PinOff
+	// Scan is what a description-scanner finding in the server's tool,
+	// prompt or template definitions does: ScanWarn (also the meaning of
+	// empty) or ScanBlock (the definition is hidden and not callable).
+	Scan string
+	// ResultsScan is what an injection-like finding in a tool result does:
+	// ResultsScanFlag (also the meaning of empty: logged and audited),
+	// ResultsScanBlock (the result is replaced by an error) or ResultsScanOff.
+	ResultsScan string
 	// Credentials is what happens to a credential-shaped string (a private
 	// key, a cloud or SaaS token format) in a tool result that is not one
 	// of our secrets: CredentialsFlag (also the meaning of empty),
@@ -361,6 +389,13 @@ type Tools struct {
 	Deny    []string
 	Approve []string // allowed after human review
 	Rules   []Rule
+	// Default is the action for a call that no rule or glob decides:
+	// ActionDeny (also the meaning of empty), ActionAllow or ActionApprove.
+	Default string
+	// ApproveAnnotations are the tool annotations that add human review
+	// when the server sets them to true (AnnotationDestructive,
+	// AnnotationOpenWorld); nil: both. They never remove review.
+	ApproveAnnotations []string
 	// RateLimit limits calls to this server; zero: unlimited.
 	RateLimit RateLimit
 	Meta      Meta
@@ -376,8 +411,13 @@ type Rule struct {
 
 // RateLimit bounds the call rate.
 type RateLimit struct {
-	PerMinute int
-	Meta      Meta
+	PerMinute int // calls per minute to the server, all clients and tools together; zero: unlimited
+	// PerClientTool is calls per minute of one client to one tool; zero: unlimited.
+	PerClientTool int
+	// Burst is how many calls may come at once (the token buckets' size);
+	// zero: the per-minute figure itself.
+	Burst int
+	Meta  Meta
 }
 
 // Enumerated values.
@@ -408,6 +448,16 @@ const (
 	PinTOFU    = "tofu"
 	PinWarn    = "warn"
 	PinOff     = "off"
+
+	ScanWarn  = "warn"
+	ScanBlock = "block"
+
+	ResultsScanOff   = "off"
+	ResultsScanFlag  = "flag"
+	ResultsScanBlock = "block"
+
+	AnnotationDestructive = "destructiveHint"
+	AnnotationOpenWorld   = "openWorldHint"
 
 	CredentialsFlag   = "flag"
 	CredentialsRedact = "redact"

@@ -105,6 +105,17 @@ func checkClients(r *collector, c *Config) {
 		} else if _, err := ParseSecretRef(cl.Token.From); err != nil {
 			r.errorf(cl.Token.Meta.At("from"), "%s.token.from: %v", path, err)
 		}
+		t := &cl.Tools
+		for _, l := range []struct {
+			key   string
+			globs []string
+		}{{"allow", t.Allow}, {"deny", t.Deny}, {"approve", t.Approve}} {
+			for j, g := range l.globs {
+				if err := checkGlob(g); err != nil {
+					r.errorf(t.Meta.Elem(l.key, j), "%s.tools.%s[%d]: %v", path, l.key, j, err)
+				}
+			}
+		}
 	}
 }
 
@@ -249,6 +260,8 @@ func checkAudit(r *collector, c *Config) {
 	if a.Meta.Has("jsonl") || a.JSONL != "" {
 		hostPath(r, a.Meta.At("jsonl"), "audit.jsonl", a.JSONL)
 	}
+	positive(r, &a.Retention.Meta, "audit.retention", "max_age", int64(a.Retention.MaxAge))
+	positive(r, &a.Retention.Meta, "audit.retention", "max_size", int64(a.Retention.MaxSize))
 }
 
 // firstPos returns the first known position, for values whose own mapping

@@ -333,6 +333,8 @@ func checkLifecycle(r *collector, s *Server, p string) {
 
 func checkPin(r *collector, s *Server, p string) {
 	enum(r, &s.Meta, p, "pin", s.Pin, PinEnforce, PinTOFU, PinWarn, PinOff)
+	enum(r, &s.Meta, p, "scan", s.Scan, ScanWarn, ScanBlock)
+	enum(r, &s.Meta, p, "results_scan", s.ResultsScan, ResultsScanOff, ResultsScanFlag, ResultsScanBlock)
 }
 
 func checkToolGlobs(r *collector, s *Server, p string) {
@@ -347,7 +349,17 @@ func checkToolGlobs(r *collector, s *Server, p string) {
 			}
 		}
 	}
-	positive(r, &t.RateLimit.Meta, p+".tools.rate_limit", "per_minute", int64(t.RateLimit.PerMinute))
+	enum(r, &t.Meta, p+".tools", "default", t.Default, ActionAllow, ActionDeny, ActionApprove)
+	for i, a := range t.ApproveAnnotations {
+		if a != AnnotationDestructive && a != AnnotationOpenWorld {
+			r.errorf(t.Meta.Elem("approve_annotations", i), "%s.tools.approve_annotations[%d]: unknown annotation %q (want %s or %s)",
+				p, i, a, AnnotationDestructive, AnnotationOpenWorld)
+		}
+	}
+	rl := &t.RateLimit
+	positive(r, &rl.Meta, p+".tools.rate_limit", "per_minute", int64(rl.PerMinute))
+	positive(r, &rl.Meta, p+".tools.rate_limit", "per_client_tool", int64(rl.PerClientTool))
+	positive(r, &rl.Meta, p+".tools.rate_limit", "burst", int64(rl.Burst))
 }
 
 func checkGlob(g string) error {

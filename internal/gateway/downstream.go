@@ -123,6 +123,11 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
 			}
+			if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
+				return nil, d.clientError(b, err)
+			} else if !ok {
+				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+			}
 			return d.forward(ctx, b, method, withField(p, "name", name))
 		case *mcp.ListResourcesParams:
 			var cursor string
@@ -220,6 +225,9 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	d.gw.sessions[d] = struct{}{}
 	d.gw.mu.Unlock()
 	go d.drain()
+	if h := d.gw.opts.Hooks.Session; h != nil {
+		h(SessionEvent{Agent: d.agent, Session: d.id, Client: clientName(req)})
+	}
 	go func() {
 		ss.Wait()
 		d.close()
@@ -228,6 +236,15 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 		ir.Capabilities, ir.Instructions = d.capabilities()
 	}
 	return res, nil
+}
+
+// clientName is "name version" of the client from its initialize request.
+func clientName(req mcp.Request) string {
+	p, ok := req.GetParams().(*mcp.InitializeParams)
+	if !ok || p == nil || p.ClientInfo == nil {
+		return ""
+	}
+	return strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 }
 
 // start binds the session to an upstream per server and starts them. A
@@ -348,14 +365,21 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	if !ok || !b.srv.allowed(tool) {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
 	}
+	def, ok, err := d.lookup(ctx, b, KindTools, tool)
+	if err != nil {
+		return nil, d.clientError(b, err)
+	}
+	if !ok {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+	}
 	params := withField(p, "name", tool)
 	forward := func(ctx context.Context) (json.RawMessage, error) {
 		return d.call(ctx, b, "tools/call", params, b.srv.CallTimeout)
 	}
 	var raw json.RawMessage
-	var err error
 	if hook := d.gw.opts.Hooks.Call; hook != nil {
-		c := &Call{Agent: d.agent, Session: d.id, Server: b.srv.Name, Tool: tool, Arguments: p.Arguments}
+		c := &Call{Agent: d.agent, Session: d.id, Server: b.srv.Name, Tool: tool, Arguments: p.Arguments,
+			Definition: def.Raw, Elicit: d.elicitor()}
 		raw, err = hook(ctx, c, forward)
 	} else {
 		raw, err = forward(ctx)

@@ -71,6 +71,38 @@ type Hooks struct {
 	// Call runs around every tools/call: it may refuse the call, or
 	// observe and replace its result. next forwards the call upstream.
 	Call func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error)
+	// List, if set, sees each server's list of one kind (KindTools,
+	// KindPrompts, KindResources or KindTemplates) as one agent's session
+	// is about to see it, after the tool filter and before prefixing, and
+	// returns the items that agent may see. The gateway asks it again for
+	// the single item a tools/call or prompts/get names, so that what it
+	// hides cannot be used either: pinning and per-client policy go here.
+	List func(agent, server, kind string, items []Item) []Item
+	// Session, if set, is told when a client session starts (after
+	// initialize) and when it ends.
+	Session func(ev SessionEvent)
+}
+
+// List kinds, as Hooks.List sees them.
+const (
+	KindTools     = "tools"
+	KindPrompts   = "prompts"
+	KindResources = "resources"
+	KindTemplates = "templates"
+)
+
+// Item is one entry of a server's list: its key (a tool or prompt name, a
+// resource URI or a URI template) and its raw JSON.
+type Item struct {
+	Key string
+	Raw json.RawMessage
+}
+
+// SessionEvent is a client session starting or ending.
+type SessionEvent struct {
+	Agent, Session string
+	Client         string // the client's name and version from initialize
+	End            bool
 }
 
 // Call describes a tools/call for Hooks.Call.
@@ -80,6 +112,14 @@ type Call struct {
 	Server    string
 	Tool      string // the server's own name
 	Arguments json.RawMessage
+	// Definition is the tool's entry in the server's current tools/list
+	// (untrusted: it comes from the server); nil if it lists no such tool.
+	Definition json.RawMessage
+	// Elicit, when the calling client declared elicitation, asks it to pick
+	// one of choices (a human answering a form) and returns the choice;
+	// "" when the user declined or cancelled. Nil when the client cannot
+	// be asked.
+	Elicit func(ctx context.Context, message string, choices []string) (string, error)
 }
 
 // Options configure a Gateway.
@@ -273,6 +313,39 @@ func (g *Gateway) Refresh(server string) int {
 		}
 	}
 	return n
+}
+
+// ListChanged tells every session bound to server that its lists may
+// differ (what Hooks.List lets through changed: a tool was trusted, a
+// policy reloaded); "" means every server.
+func (g *Gateway) ListChanged(server string) {
+	g.mu.Lock()
+	var ds []*downstream
+	for d := range g.sessions {
+		ds = append(ds, d)
+	}
+	g.mu.Unlock()
+	for _, d := range ds {
+		d.mu.Lock()
+		bs := d.bound
+		d.mu.Unlock()
+		for _, b := range bs {
+			if b.ok && (server == "" || b.srv.Name == server) {
+				d.listChanged(b.u, b.u.info().caps)
+			}
+		}
+	}
+}
+
+// filter returns the tools of items that srv exposes.
+func (srv *Server) filter(items []Item) []Item {
+	out := make([]Item, 0, len(items))
+	for _, it := range items {
+		if srv.allowed(it.Key) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // allowed reports whether srv exposes tool.

@@ -186,6 +186,7 @@ func (d *downstream) close() {
 	d.once.Do(func() {
 		d.mu.Lock()
 		d.closed = true
+		started := d.ss != nil
 		bs := d.bound
 		subs := d.subs
 		d.subs = map[string]*upstream{}
@@ -194,6 +195,9 @@ func (d *downstream) close() {
 		d.gw.mu.Lock()
 		delete(d.gw.sessions, d)
 		d.gw.mu.Unlock()
+		if h := d.gw.opts.Hooks.Session; h != nil && started {
+			h(SessionEvent{Agent: d.agent, Session: d.id, End: true})
+		}
 		for _, b := range bs {
 			var mine []string
 			for uri, u := range subs {

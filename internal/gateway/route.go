@@ -41,14 +41,14 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 			d.gw.log.Warn("listing failed", "server", b.srv.Name, "kind", kind, "err", err)
 			continue
 		}
-		for _, it := range items {
-			if kind == "tools" && !b.srv.allowed(it.key) {
-				continue
-			}
-			raw := it.raw
+		if kind == KindTools {
+			items = b.srv.filter(items)
+		}
+		for _, it := range d.visible(b.srv, kind, items) {
+			raw := it.Raw
 			if b.srv.Prefix != "" && (kind == "tools" || kind == "prompts") {
 				var err error
-				if raw, err = setField(raw, "name", b.srv.Prefix+it.key); err != nil {
+				if raw, err = setField(raw, "name", b.srv.Prefix+it.Key); err != nil {
 					continue
 				}
 			}
@@ -72,6 +72,34 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 		return nil, err
 	}
 	return d.result(raw), nil
+}
+
+// visible passes a server's items through Hooks.List for this session's agent.
+func (d *downstream) visible(srv *Server, kind string, items []Item) []Item {
+	if h := d.gw.opts.Hooks.List; h != nil && len(items) > 0 {
+		return h(d.agent, srv.Name, kind, items)
+	}
+	return items
+}
+
+// lookup returns the entry key of kind in b's current list, if this
+// session may see it. Without a List hook it asks nothing and reports
+// found with an empty Item: the server decides what exists.
+func (d *downstream) lookup(ctx context.Context, b *bound, kind, key string) (Item, bool, error) {
+	if d.gw.opts.Hooks.List == nil {
+		return Item{}, true, nil
+	}
+	items, err := b.u.list(ctx, kind)
+	if err != nil {
+		return Item{}, false, err
+	}
+	for _, it := range items {
+		if it.Key == key {
+			v := d.visible(b.srv, kind, []Item{it})
+			return it, len(v) == 1, nil
+		}
+	}
+	return Item{}, false, nil
 }
 
 func (b *bound) has(kind string) bool {
@@ -120,15 +148,15 @@ func (d *downstream) resourceServer(ctx context.Context, uri string) (*bound, er
 	for _, b := range withResources {
 		items, _ := b.u.list(ctx, "resources")
 		for _, it := range items {
-			if it.key == uri {
+			if it.Key == uri {
 				return b, nil
 			}
 		}
 	}
 	for _, b := range withResources {
 		items, _ := b.u.list(ctx, "templates")
-		for _, it := range items {
-			if t, err := uritemplate.New(it.key); err == nil && t.Match(uri) != nil {
+		for _, it := range d.visible(b.srv, KindTemplates, items) {
+			if t, err := uritemplate.New(it.Key); err == nil && t.Match(uri) != nil {
 				return b, nil
 			}
 		}

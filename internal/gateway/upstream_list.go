@@ -6,12 +6,6 @@ import (
 	"fmt"
 )
 
-// item is one entry of a list result: its key (name, uri or uriTemplate)
-// and its raw JSON.
-type item struct {
-	key string
-	raw json.RawMessage
-}
 
 // listSpec says how to list one kind of thing.
 type listSpec struct{ method, field, key string }
@@ -31,7 +25,7 @@ const (
 
 // list returns every item of kind, following pagination, from the cache
 // when the server has not announced a change since.
-func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
+func (u *upstream) list(ctx context.Context, kind string) ([]Item, error) {
 	if kind == "templates" {
 		// Templates have no list_changed of their own: cache them with resources.
 		u.mu.Lock()
@@ -53,7 +47,7 @@ func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
 		return nil, err
 	}
 	spec := listSpecs[kind]
-	var items []item
+	var items []Item
 	cursor := ""
 	total := 0
 	for range maxPages {
@@ -84,7 +78,7 @@ func (u *upstream) list(ctx context.Context, kind string) ([]item, error) {
 				u.dropped(spec.method+": entry without "+spec.key, e)
 				continue
 			}
-			items = append(items, item{key: key, raw: e})
+			items = append(items, Item{Key: key, Raw: e})
 		}
 		cursor = ""
 		_ = json.Unmarshal(page["nextCursor"], &cursor)
