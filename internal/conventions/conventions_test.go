@@ -76,6 +76,9 @@ func TestUnsafeOnlyInUnsafeFiles(t *testing.T) {
 // network or syscalls.
 var plainData = map[string][]string{
 	"internal/config": {"os", "os/exec", "net", "net/http", "syscall", "golang.org/x/sys/unix", "io/fs"},
+	// Decisions are pure functions of the config and the call.
+	"internal/policy": {"os", "os/exec", "net", "net/http", "syscall", "golang.org/x/sys/unix", "io/fs"},
+	"internal/redact": {"net", "golang.org/x/sys/unix"},
 }
 
 func TestPlainDataImports(t *testing.T) {

@@ -1,0 +1,386 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecideOnceAsksAgain(t *testing.T) {
+	db := openDB(t)
+	b, a := newBroker(t, db, wait)
+	id, ch := holdOne(t, b, callReq())
+	if !regexp.MustCompile(`^apr_[a-z2-7]{12}$`).MatchString(id) {
+		t.Errorf("id %q is not apr_ and 12 base32 characters", id)
+	}
+	if err := b.Decide(id, Decision{Allow: true, By: "cli:uid=1000"}); err != nil {
+		t.Fatal(err)
+	}
+	want := Decision{Allow: true, Scope: ScopeOnce, By: "cli:uid=1000"}
+	if got := recv(t, ch); got.Err != nil || got.D != want {
+		t.Fatalf("Ask = %+v, want %+v", got, want)
+	}
+	if st, by := storedStatus(t, db, id); st != statusAllowed || by != "cli:uid=1000" {
+		t.Errorf("stored %q by %q", st, by)
+	}
+	mustPend(t, b, callReq()) // once is not remembered
+	if got := b.Remembered(); len(got) != 0 {
+		t.Errorf("Remembered() = %+v, want none", got)
+	}
+	if n := len(a.list()); n != 2 {
+		t.Errorf("OnDecision called %d times, want 2", n)
+	}
+}
+
+func TestTimeoutDenies(t *testing.T) {
+	db := openDB(t)
+	b, a := newBroker(t, db, 50*time.Millisecond)
+	d, err := b.Ask(context.Background(), callReq(), nil)
+	if err != nil || d.Allow || d.By != "timeout" {
+		t.Fatalf("Ask = %+v, %v; want a deny by timeout", d, err)
+	}
+	got := a.list()
+	if len(got) != 1 || got[0].D != d {
+		t.Fatalf("audit = %+v", got)
+	}
+	if st, by := storedStatus(t, db, got[0].Req.ID); st != statusDenied || by != "timeout" {
+		t.Errorf("stored %q by %q", st, by)
+	}
+	if err := b.Decide(got[0].Req.ID, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) {
+		t.Errorf("Decide after timeout = %v, want ErrDecided", err)
+	}
+}
+
+func TestContextCancelDenies(t *testing.T) {
+	b, a := newBroker(t, openDB(t), wait)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan string, 1)
+	ch := askAsync(ctx, b, callReq(), signal(started))
+	recv(t, started)
+	cancel()
+	if got := recv(t, ch); got.Err != nil || got.D.Allow || got.D.By != "cancelled" {
+		t.Fatalf("Ask = %+v, want a deny by cancelled", got)
+	}
+	if n := len(a.list()); n != 1 {
+		t.Errorf("OnDecision called %d times, want 1", n)
+	}
+	if p := b.Pending(); len(p) != 0 {
+		t.Errorf("Pending() = %+v after cancel", p)
+	}
+}
+
+func TestCloseDenies(t *testing.T) {
+	b, a := newBroker(t, openDB(t), wait)
+	_, ch := holdOne(t, b, callReq())
+	b.Close()
+	if got := recv(t, ch); got.D.Allow || got.D.By != "cancelled" {
+		t.Fatalf("Ask = %+v, want a deny by cancelled", got)
+	}
+	d, err := b.Ask(context.Background(), callReq(), nil)
+	if err != nil || d.Allow || d.By != "cancelled" {
+		t.Fatalf("Ask after Close = %+v, %v", d, err)
+	}
+	if n := len(a.list()); n != 2 {
+		t.Errorf("OnDecision called %d times, want 2", n)
+	}
+}
+
+// answerWith is an elicitor that answers choice (or fails with err) and
+// checks what it was offered.
+func answerWith(t *testing.T, choice string, err error) Elicitor {
+	return func(_ context.Context, msg string, choices []string) (string, error) {
+		if diff := cmp.Diff([]string{"once", "session", "deny"}, choices); diff != "" {
+			t.Errorf("choices (-want +got):\n%s", diff)
+		}
+		if !strings.HasPrefix(msg, "Allow github.create_pull_request (client claude-desktop)") {
+			t.Errorf("message %q", msg)
+		}
+		return choice, err
+	}
+}
+
+func TestElicitorAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		choice     string
+		allow      bool
+		scope      string
+		remembered bool
+	}{
+		{"once", true, ScopeOnce, false},
+		{"session", true, ScopeSession, true},
+		{"deny", false, ScopeOnce, false},
+	} {
+		t.Run(tc.choice, func(t *testing.T) {
+			b, a := newBroker(t, openDB(t), wait)
+			d, err := b.Ask(context.Background(), callReq(), answerWith(t, tc.choice, nil))
+			want := Decision{Allow: tc.allow, Scope: tc.scope, By: "elicitation:claude-desktop"}
+			if err != nil || d != want {
+				t.Fatalf("Ask = %+v, %v; want %+v", d, err, want)
+			}
+			if n := len(a.list()); n != 1 {
+				t.Errorf("OnDecision called %d times", n)
+			}
+			if got := len(b.Remembered()) == 1; got != tc.remembered {
+				t.Errorf("remembered = %v, want %v", got, tc.remembered)
+			}
+		})
+	}
+}
+
+// An elicitor that fails, answers nothing, or answers what it was not
+// offered leaves the decision to the other channels.
+func TestElicitorNoAnswerFallsBackToDecide(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		choice string
+		err    error
+	}{
+		{"error", "", errors.New("client does not support elicitation")},
+		{"empty", "", nil},
+		{"always is not offered", "always", nil},
+		{"garbage", "yes please", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := newBroker(t, openDB(t), wait)
+			answered := make(chan struct{})
+			e := func(ctx context.Context, msg string, c []string) (string, error) {
+				defer close(answered)
+				return answerWith(t, tc.choice, tc.err)(ctx, msg, c)
+			}
+			ch := askAsync(context.Background(), b, callReq(), e)
+			<-answered
+			p := b.Pending()
+			if len(p) != 1 {
+				t.Fatalf("Pending() = %+v after the elicitor gave no answer", p)
+			}
+			if err := b.Decide(p[0].ID, Decision{Allow: true, By: "cli:uid=1000"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := recv(t, ch); !got.D.Allow || got.D.By != "cli:uid=1000" {
+				t.Fatalf("Ask = %+v", got)
+			}
+			if len(b.Remembered()) != 0 {
+				t.Errorf("something was remembered")
+			}
+		})
+	}
+}
+
+// The elicitor and Decide answer at the same moment: exactly one wins, the
+// audit hook runs once, and the loser learns it lost.
+func TestRaceElicitorDecide(t *testing.T) {
+	b, a := newBroker(t, openDB(t), wait)
+	for i := range 30 {
+		release := make(chan struct{})
+		started := make(chan struct{})
+		e := func(ctx context.Context, _ string, _ []string) (string, error) {
+			close(started)
+			<-release
+			return "deny", nil
+		}
+		req := callReq()
+		req.Session = fmt.Sprint("race", i)
+		ch := askAsync(context.Background(), b, req, e)
+		<-started
+		id := b.Pending()[0].ID
+		var decideErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { decideErr = b.Decide(id, Decision{Allow: true, By: "cli:uid=1000"}) })
+		close(release)
+		wg.Wait()
+		got := recv(t, ch)
+		switch {
+		case decideErr == nil && (!got.D.Allow || got.D.By != "cli:uid=1000"):
+			t.Fatalf("Decide won but Ask = %+v", got)
+		case errors.Is(decideErr, ErrDecided) && (got.D.Allow || got.D.By != "elicitation:claude-desktop"):
+			t.Fatalf("elicitor won but Ask = %+v", got)
+		case decideErr != nil && !errors.Is(decideErr, ErrDecided):
+			t.Fatalf("Decide = %v", decideErr)
+		}
+		if n := len(a.list()); n != i+1 {
+			t.Fatalf("after %d requests OnDecision was called %d times", i+1, n)
+		}
+	}
+}
+
+func TestDecideErrors(t *testing.T) {
+	b, _ := newBroker(t, openDB(t), wait)
+	if err := b.Decide("apr_nosuchthing0", Decision{Allow: true, By: "web"}); !errors.Is(err, ErrUnknown) {
+		t.Errorf("unknown id: %v", err)
+	}
+	id, ch := holdOne(t, b, callReq())
+	if err := b.Decide(id, Decision{Allow: true, Scope: "forever", By: "web"}); !errors.Is(err, ErrBadScope) {
+		t.Errorf("bad scope: %v", err)
+	}
+	if err := b.Decide(id, Decision{Allow: true}); !errors.Is(err, ErrNoDecider) {
+		t.Errorf("no By: %v", err)
+	}
+	if err := b.Decide(id, Decision{By: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+	if err := b.Decide(id, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) {
+		t.Errorf("second decision: %v", err)
+	}
+}
+
+func TestAskRejectsBadKind(t *testing.T) {
+	b, a := newBroker(t, openDB(t), wait)
+	req := callReq()
+	req.Kind = "exec"
+	d, err := b.Ask(context.Background(), req, nil)
+	if !errors.Is(err, ErrBadKind) || d.Allow {
+		t.Fatalf("Ask = %+v, %v", d, err)
+	}
+	if len(a.list()) != 0 {
+		t.Errorf("an undecided request was audited")
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := New(Options{}); !errors.Is(err, ErrNoDB) {
+		t.Errorf("no DB: %v", err)
+	}
+	if _, err := New(Options{DB: openDB(t), Timeout: -time.Second}); err == nil {
+		t.Errorf("negative timeout accepted")
+	}
+}
+
+// A broker that died with a request pending: the next one expires it.
+func TestPendingExpiredOnNew(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	crashed, _ := newBroker(t, openDBAt(t, path), wait)
+	id, _ := holdOne(t, crashed, callReq())
+
+	db := openDBAt(t, path)
+	if st, _ := storedStatus(t, db, id); st != statusPending {
+		t.Fatalf("before New: %q", st)
+	}
+	b, _ := newBroker(t, db, wait)
+	if st, by := storedStatus(t, db, id); st != statusExpired || by != "restart" {
+		t.Errorf("after New: %q by %q, want expired", st, by)
+	}
+	if err := b.Decide(id, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) {
+		t.Errorf("Decide of an expired request = %v, want ErrDecided", err)
+	}
+	if p := b.Pending(); len(p) != 0 {
+		t.Errorf("new broker has pending %+v", p)
+	}
+}
+
+func TestRequestCleanedAndCut(t *testing.T) {
+	db := openDB(t)
+	b, _ := newBroker(t, db, wait)
+	req := callReq()
+	req.Client = "evil\x1b[2J\u202eclient\n"
+	req.Summary = strings.Repeat("é", 2*MaxSummary)
+	id, ch := holdOne(t, b, req)
+	p := b.Pending()[0]
+	if p.Client != "evil?[2J?client?" {
+		t.Errorf("Client = %q", p.Client)
+	}
+	if n := utf8.RuneCountInString(p.Summary); n != MaxSummary || !strings.HasSuffix(p.Summary, "…") {
+		t.Errorf("Summary has %d characters, want %d ending in …", n, MaxSummary)
+	}
+	var stored string
+	if err := db.QueryRow(`SELECT summary FROM approval_requests WHERE id = ?`, id).Scan(&stored); err != nil || stored != p.Summary {
+		t.Errorf("stored summary %d bytes, %v", len(stored), err)
+	}
+	if m := b.Message(p); strings.ContainsAny(m, "\n\x1b\u202e") {
+		t.Errorf("Message %q is not one clean line", m)
+	}
+	b.Decide(id, Decision{By: "test"})
+	recv(t, ch)
+}
+
+func TestMessage(t *testing.T) {
+	b, _ := newBroker(t, openDB(t), wait)
+	for _, tc := range []struct {
+		req  Request
+		want string
+	}{
+		{callReq(), `Allow github.create_pull_request (client claude-desktop) — {repo: "octo/x"}? Rule: servers.github.tools.approve`},
+		{Request{Kind: KindTrust, Server: "fs", Tool: "read"}, `Trust the changed definition of fs.read?`},
+		{Request{Server: "a", Tool: "b\nc", Client: "x"}, `Allow a.b?c (client x)?`},
+	} {
+		if got := b.Message(tc.req); got != tc.want {
+			t.Errorf("Message(%+v)\n got %q\nwant %q", tc.req, got, tc.want)
+		}
+	}
+}
+
+// 50 calls held at once, all decided through Decide, under -race.
+func TestConcurrentAsks(t *testing.T) {
+	const n = 50
+	b, a := newBroker(t, openDB(t), wait)
+	started := make(chan string, n)
+	answers := make([]<-chan answer, n)
+	for i := range n {
+		req := callReq()
+		req.Tool = fmt.Sprint("tool", i)
+		answers[i] = askAsync(context.Background(), b, req, signal(started))
+	}
+	for range n {
+		recv(t, started)
+	}
+	pending := b.Pending()
+	if len(pending) != n {
+		t.Fatalf("Pending() = %d, want %d", len(pending), n)
+	}
+	allowTool := map[string]bool{}
+	var wg sync.WaitGroup
+	for i, p := range pending {
+		allow := i%2 == 0
+		allowTool[p.Tool] = allow
+		wg.Go(func() {
+			if err := b.Decide(p.ID, Decision{Allow: allow, By: "cli:uid=1000"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, ch := range answers {
+		got := recv(t, ch)
+		if want := allowTool[fmt.Sprint("tool", i)]; got.Err != nil || got.D.Allow != want {
+			t.Errorf("tool%d: Ask = %+v, want allow %v", i, got, want)
+		}
+	}
+	if got := len(a.list()); got != n {
+		t.Errorf("OnDecision called %d times, want %d", got, n)
+	}
+	if p := b.Pending(); len(p) != 0 {
+		t.Errorf("still pending: %d", len(p))
+	}
+}
+
+// When the decision cannot be recorded the call is denied, whoever allowed
+// it, and both sides learn why.
+func TestStorageFailureDenies(t *testing.T) {
+	db := openDB(t)
+	b, a := newBroker(t, db, wait)
+	id, ch := holdOne(t, b, callReq())
+	db.Close()
+	err := b.Decide(id, Decision{Allow: true, Scope: ScopeAlways, By: "cli:uid=1000"})
+	if err == nil || errors.Is(err, ErrUnknown) || errors.Is(err, ErrDecided) {
+		t.Fatalf("Decide with a closed database = %v, want the storage error", err)
+	}
+	got := recv(t, ch)
+	if got.Err == nil || got.D.Allow {
+		t.Fatalf("Ask = %+v, want a deny with an error", got)
+	}
+	if audited := a.list(); len(audited) != 1 || audited[0].D.Allow {
+		t.Errorf("audit = %+v, want one deny", audited)
+	}
+	if d, err := b.Ask(context.Background(), callReq(), nil); err == nil || d.Allow {
+		t.Errorf("Ask with a closed database = %+v, %v", d, err)
+	}
+}

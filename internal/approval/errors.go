@@ -1,0 +1,28 @@
+package approval
+
+import "errors"
+
+var (
+	// ErrNoDB rejects Options without a database.
+	ErrNoDB = errors.New("approval broker needs a database")
+
+	// ErrUnknown is returned by Decide for an ID that names no request of
+	// this broker's store, and by Revoke for an ID that names no
+	// remembered decision.
+	ErrUnknown = errors.New("no such approval")
+
+	// ErrDecided is returned by Decide when the request was already
+	// decided (by another channel, a timeout, a cancellation) or expired.
+	ErrDecided = errors.New("approval already decided")
+
+	// ErrBadScope rejects a decision whose scope is not once, session or
+	// always.
+	ErrBadScope = errors.New("approval scope is not once, session or always")
+
+	// ErrBadKind rejects a request whose kind is not call or trust.
+	ErrBadKind = errors.New("approval kind is not call or trust")
+
+	// ErrNoDecider rejects a decision that does not say who made it: every
+	// decision is audited with its author.
+	ErrNoDecider = errors.New("approval decision does not say who decided")
+)

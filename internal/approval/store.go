@@ -1,0 +1,199 @@
+package approval
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" driver for callers and tests; pure Go, no cgo
+)
+
+// Request statuses in approval_requests.
+const (
+	statusPending = "pending"
+	statusAllowed = "allowed"
+	statusDenied  = "denied"
+	statusExpired = "expired"
+)
+
+// schema is created if missing. The tables live next to the audit log's in
+// a shared file, so every name carries the approval_ prefix. Times are
+// RFC 3339 text in UTC, readable by anyone who opens the file.
+const schema = `
+CREATE TABLE IF NOT EXISTS approval_requests (
+	id           TEXT PRIMARY KEY,
+	time         TEXT NOT NULL,
+	kind         TEXT NOT NULL,
+	client       TEXT NOT NULL,
+	session      TEXT NOT NULL,
+	server       TEXT NOT NULL,
+	tool         TEXT NOT NULL,
+	sandbox      TEXT NOT NULL,
+	rule         TEXT NOT NULL,
+	summary      TEXT NOT NULL,
+	status       TEXT NOT NULL,
+	allow        INTEGER NOT NULL DEFAULT 0,
+	scope        TEXT NOT NULL DEFAULT '',
+	decided_by   TEXT NOT NULL DEFAULT '',
+	reason       TEXT NOT NULL DEFAULT '',
+	decided_time TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS approval_requests_status ON approval_requests(status);
+CREATE TABLE IF NOT EXISTS approval_remembered (
+	id         TEXT PRIMARY KEY,
+	client     TEXT NOT NULL,
+	server     TEXT NOT NULL,
+	tool       TEXT NOT NULL,
+	scope      TEXT NOT NULL,
+	decided_by TEXT NOT NULL,
+	time       TEXT NOT NULL,
+	UNIQUE (client, server, tool)
+);
+`
+
+// store is the SQL side of the broker. It holds no state of its own; the
+// database serializes writers.
+type store struct {
+	db *sql.DB
+}
+
+func openStore(ctx context.Context, db *sql.DB, now time.Time) (*store, error) {
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		return nil, fmt.Errorf("creating approval tables: %w", err)
+	}
+	s := &store{db: db}
+	if err := s.expirePending(ctx, now); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// expirePending marks requests left pending by an earlier process as
+// expired: the calls that waited on them are gone with that process.
+func (s *store) expirePending(ctx context.Context, now time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE approval_requests
+		SET status = ?, decided_by = 'restart', reason = 'the process that held the call ended', decided_time = ?
+		WHERE status = ?`, statusExpired, fmtTime(now), statusPending)
+	if err != nil {
+		return fmt.Errorf("expiring pending approvals: %w", err)
+	}
+	return nil
+}
+
+func (s *store) insertPending(ctx context.Context, r Request) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_requests
+		(id, time, kind, client, session, server, tool, sandbox, rule, summary, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, fmtTime(r.Time), r.Kind, r.Client, r.Session, r.Server, r.Tool, r.Sandbox, r.Rule, r.Summary, statusPending)
+	if err != nil {
+		return fmt.Errorf("recording approval %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// finish records the decision of a pending request. It does not check the
+// status: the broker's pending map already made this the only decision.
+func (s *store) finish(ctx context.Context, id string, d Decision, now time.Time) error {
+	status := statusDenied
+	if d.Allow {
+		status = statusAllowed
+	}
+	_, err := s.db.ExecContext(ctx, `UPDATE approval_requests
+		SET status = ?, allow = ?, scope = ?, decided_by = ?, reason = ?, decided_time = ?
+		WHERE id = ?`, status, d.Allow, d.Scope, d.By, d.Reason, fmtTime(now), id)
+	if err != nil {
+		return fmt.Errorf("recording decision of %s: %w", id, err)
+	}
+	return nil
+}
+
+// status returns the stored status of a request, or "" if there is none.
+func (s *store) status(ctx context.Context, id string) (string, error) {
+	var st string
+	err := s.db.QueryRowContext(ctx, `SELECT status FROM approval_requests WHERE id = ?`, id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading approval %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// remember stores an always-scoped allow, replacing an earlier one for the
+// same client, server and tool.
+func (s *store) remember(ctx context.Context, m Remembered) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_remembered
+		(id, client, server, tool, scope, decided_by, time) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (client, server, tool) DO UPDATE SET
+		id = excluded.id, scope = excluded.scope, decided_by = excluded.decided_by, time = excluded.time`,
+		m.ID, m.Client, m.Server, m.Tool, m.Scope, m.By, fmtTime(m.Time))
+	if err != nil {
+		return fmt.Errorf("remembering approval %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// lookup returns the always-scoped allow for client, server and tool.
+func (s *store) lookup(ctx context.Context, client, server, tool string) (Remembered, bool, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT id, client, server, tool, scope, decided_by, time
+		FROM approval_remembered WHERE client = ? AND server = ? AND tool = ?`, client, server, tool)
+	m, err := scanRemembered(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Remembered{}, false, nil
+	}
+	if err != nil {
+		return Remembered{}, false, fmt.Errorf("looking up remembered approval: %w", err)
+	}
+	return m, true, nil
+}
+
+func (s *store) listRemembered(ctx context.Context) ([]Remembered, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, client, server, tool, scope, decided_by, time
+		FROM approval_remembered ORDER BY time, id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing remembered approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []Remembered
+	for rows.Next() {
+		m, err := scanRemembered(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing remembered approvals: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing remembered approvals: %w", err)
+	}
+	return out, nil
+}
+
+// forget deletes a remembered decision; false if there was none.
+func (s *store) forget(ctx context.Context, id string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM approval_remembered WHERE id = ?`, id)
+	if err != nil {
+		return false, fmt.Errorf("revoking approval %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("revoking approval %s: %w", id, err)
+	}
+	return n > 0, nil
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanRemembered(r scanner) (Remembered, error) {
+	var m Remembered
+	var t string
+	if err := r.Scan(&m.ID, &m.Client, &m.Server, &m.Tool, &m.Scope, &m.By, &t); err != nil {
+		return Remembered{}, err
+	}
+	m.Time, _ = time.Parse(time.RFC3339Nano, t) // written by fmtTime; a bad value reads as zero time
+	return m, nil
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -1,0 +1,264 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+
+	"mcpbox/internal/config"
+)
+
+// Input is one tool call to decide.
+type Input struct {
+	Client, Server, Tool string         // Tool is the server's own tool name
+	Args                 map[string]any // the call's decoded arguments (nil ok)
+	Annotations          map[string]any // the tool's annotations from its current definition (nil ok)
+}
+
+// Decision is the outcome of a call's policy.
+type Decision struct {
+	Action string // config.ActionAllow, config.ActionApprove or config.ActionDeny
+	Rule   string // what decided, e.g. "servers.github.tools.rules[0] (mcpbox.yaml:14:9)"
+	Reason string // why, in a few words; never an argument value
+}
+
+// Options adjust Compile.
+type Options struct {
+	// Source, if non-nil, is the YAML text the config was parsed from. It
+	// is only read to place CEL errors inside a quoted when value; nil:
+	// when values are taken to be plain (unquoted) scalars.
+	Source []byte
+}
+
+// Engine decides calls for one config. It is immutable after Compile and
+// safe for concurrent use.
+type Engine struct {
+	servers map[string]*serverPolicy
+	clients map[string]*clientPolicy
+	listed  bool // the config has a clients list: unknown names are denied
+}
+
+type serverPolicy struct {
+	path                 string // "servers.NAME.tools"
+	rules                []rule
+	allow, deny, approve []string
+	def                  string
+	annotations          []string // the effective approve_annotations
+}
+
+type rule struct {
+	tool, action string
+	when         *whenProgram // nil: always
+	loc          string       // "servers.NAME.tools.rules[I] (FILE:L:C)"
+}
+
+type clientPolicy struct {
+	path                 string // "clients[I].tools"; "" when the client has no tools key
+	allow, deny, approve []string
+}
+
+// Compile checks and compiles every rule of c. The error, an *Errors,
+// lists every problem.
+func Compile(c *config.Config) (*Engine, error) { return CompileWith(c, Options{}) }
+
+// CompileWith is Compile with options.
+func CompileWith(c *config.Config, opts Options) (*Engine, error) {
+	k := &compiler{file: c.File, src: splitLines(opts.Source)}
+	e := &Engine{
+		servers: make(map[string]*serverPolicy),
+		clients: make(map[string]*clientPolicy),
+		listed:  c.Clients != nil,
+	}
+	for _, s := range c.Servers {
+		if s != nil && e.servers[s.Name] == nil {
+			e.servers[s.Name] = k.server(s)
+		}
+	}
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		if e.clients[cl.Name] == nil {
+			e.clients[cl.Name] = k.client(cl, i)
+		}
+	}
+	if len(k.problems) > 0 {
+		return nil, &Errors{Problems: k.problems}
+	}
+	return e, nil
+}
+
+// Decide returns the action for in.
+func (e *Engine) Decide(in Input) Decision {
+	sp := e.servers[in.Server]
+	if sp == nil {
+		return Decision{Action: config.ActionDeny, Rule: "servers", Reason: ErrUnknownServer.Error()}
+	}
+	cp, ok := e.client(in.Client)
+	if !ok {
+		return Decision{Action: config.ActionDeny, Rule: "clients", Reason: ErrUnknownClient.Error()}
+	}
+	d := sp.decide(&in)
+	if cd, ok := cp.decide(in.Server + "/" + in.Tool); ok && rank(cd.Action) > rank(d.Action) {
+		return cd
+	}
+	return d
+}
+
+// Visible reports whether tool of server could be allowed or approved for
+// client at all; see the package doc.
+func (e *Engine) Visible(client, server, tool string) bool {
+	sp := e.servers[server]
+	cp, ok := e.client(client)
+	if sp == nil || !ok {
+		return false
+	}
+	if cd, ok := cp.decide(server + "/" + tool); ok && cd.Action == config.ActionDeny {
+		return false
+	}
+	for _, r := range sp.rules {
+		if !match(r.tool, tool) {
+			continue
+		}
+		if r.action != config.ActionDeny {
+			return true
+		}
+		if r.when == nil {
+			return false
+		}
+	}
+	return sp.globs(tool).Action != config.ActionDeny
+}
+
+// client returns the client's policy (nil: none) and false for a name the
+// config does not list.
+func (e *Engine) client(name string) (*clientPolicy, bool) {
+	if name == "" {
+		return nil, true
+	}
+	cp := e.clients[name]
+	return cp, cp != nil || !e.listed
+}
+
+func (sp *serverPolicy) decide(in *Input) Decision {
+	d, byAllowRule := sp.rulesDecide(in)
+	if d.Action == "" {
+		skipped := d.Reason
+		d = sp.globs(in.Tool)
+		d.Reason += skipped
+	}
+	if d.Action == config.ActionAllow && !byAllowRule {
+		if a := sp.reviewAnnotation(in.Annotations); a != "" {
+			d = Decision{Action: config.ActionApprove, Rule: "annotation " + a,
+				Reason: fmt.Sprintf("the tool sets %s; review required (%s)", a, d.Rule)}
+		}
+	}
+	return d
+}
+
+// rulesDecide runs the rules; Action is "" when none matched. The bool
+// reports a match of an allow rule, which annotations do not override.
+func (sp *serverPolicy) rulesDecide(in *Input) (Decision, bool) {
+	var (
+		act     *activation
+		ctx     context.Context
+		skipped string
+	)
+	for _, r := range sp.rules {
+		if !match(r.tool, in.Tool) {
+			continue
+		}
+		if r.when == nil {
+			return Decision{Action: r.action, Rule: r.loc, Reason: "rule matched" + skipped}, r.action == config.ActionAllow
+		}
+		if act == nil {
+			act = newActivation(in)
+		}
+		if ctx == nil && r.when.loops {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.Background(), EvalBudget)
+			defer cancel()
+		}
+		ok, err := r.when.eval(ctx, act)
+		switch {
+		case err != nil && r.action != config.ActionAllow:
+			// A deny or approve rule that cannot be evaluated still
+			// applies: a failure never loses a denial or a review.
+			return Decision{Action: r.action, Rule: r.loc,
+				Reason: fmt.Sprintf("when failed (%v); %s rule applied (fail closed)%s", err, r.action, skipped)}, false
+		case err != nil:
+			if skipped == "" {
+				skipped = fmt.Sprintf("; skipped %s: when failed (%v)", r.loc, err)
+			}
+		case ok:
+			return Decision{Action: r.action, Rule: r.loc, Reason: "rule matched" + skipped}, r.action == config.ActionAllow
+		}
+	}
+	return Decision{Reason: skipped}, false
+}
+
+// globs decides by the deny, approve and allow globs and the default.
+func (sp *serverPolicy) globs(tool string) Decision {
+	for _, l := range []struct {
+		action string
+		globs  []string
+	}{{config.ActionDeny, sp.deny}, {config.ActionApprove, sp.approve}, {config.ActionAllow, sp.allow}} {
+		if g, ok := matchAny(l.globs, tool); ok {
+			return Decision{Action: l.action, Rule: sp.path + "." + l.action,
+				Reason: fmt.Sprintf("the tool matches %q", g)}
+		}
+	}
+	return Decision{Action: sp.def, Rule: sp.path + ".default", Reason: "no rule or glob matched"}
+}
+
+// reviewAnnotation returns the first annotation set to true that adds review.
+func (sp *serverPolicy) reviewAnnotation(ann map[string]any) string {
+	for _, a := range sp.annotations {
+		if v, ok := ann[a].(bool); ok && v {
+			return a
+		}
+	}
+	return ""
+}
+
+// decide applies the client's globs to "SERVER/TOOL"; false: no client policy.
+func (cp *clientPolicy) decide(name string) (Decision, bool) {
+	if cp == nil || cp.path == "" {
+		return Decision{}, false
+	}
+	for _, l := range []struct {
+		action string
+		globs  []string
+	}{{config.ActionDeny, cp.deny}, {config.ActionApprove, cp.approve}, {config.ActionAllow, cp.allow}} {
+		if g, ok := matchAny(l.globs, name); ok {
+			return Decision{Action: l.action, Rule: cp.path + "." + l.action,
+				Reason: fmt.Sprintf("client policy: %q matches %q", name, g)}, true
+		}
+	}
+	return Decision{Action: config.ActionDeny, Rule: cp.path,
+		Reason: fmt.Sprintf("client policy: %q matches no allow or approve glob", name)}, true
+}
+
+// rank orders actions by strictness; anything unknown is the strictest.
+func rank(action string) int {
+	switch action {
+	case config.ActionAllow:
+		return 0
+	case config.ActionApprove:
+		return 1
+	}
+	return 2
+}
+
+// match is path.Match; Compile rejected malformed patterns.
+func match(glob, name string) bool {
+	ok, err := path.Match(glob, name)
+	return ok && err == nil
+}
+
+func matchAny(globs []string, name string) (string, bool) {
+	i := slices.IndexFunc(globs, func(g string) bool { return match(g, name) })
+	if i < 0 {
+		return "", false
+	}
+	return globs[i], true
+}
