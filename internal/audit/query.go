@@ -1,0 +1,241 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FollowInterval is how often Follow polls for new records.
+const FollowInterval = 200 * time.Millisecond
+
+// followPage bounds how many records one Follow poll reads.
+const followPage = 1000
+
+// Filter selects records. Zero fields match everything.
+type Filter struct {
+	Client, Server, Tool, Sandbox, Decision, Event, Session string
+
+	Since    time.Time // records with Time at or after Since
+	AfterSeq int64     // records with Seq above AfterSeq
+	Limit    int       // at most this many (the oldest first); 0: no limit. Follow ignores it.
+}
+
+// Reader reads an audit database, also while another process writes it.
+// It is safe for concurrent use.
+type Reader struct {
+	db   *sql.DB
+	path string
+}
+
+// OpenReader opens the audit database at path read-only. The database
+// must exist and carry the audit schema.
+func OpenReader(path string) (*Reader, error) {
+	if path == "" {
+		return nil, ErrNoPath
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening audit log: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, "mode=ro", "_busy_timeout=5000", "_query_only=1"))
+	if err != nil {
+		return nil, fmt.Errorf("opening audit log %s: %w", path, err)
+	}
+	r := &Reader{db: db, path: path}
+	if _, err := readMeta(context.Background(), db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening audit log %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// dsn is the driver's name for path: a file: URI (so "?" or "#" in the
+// path cannot be taken for parameters) with the given parameters.
+func dsn(path string, params ...string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	u := url.URL{Path: abs}
+	return "file:" + u.EscapedPath() + "?" + strings.Join(params, "&")
+}
+
+// Close closes the reader.
+func (r *Reader) Close() error { return r.db.Close() }
+
+// Verify checks the hash chain from the retention anchor to the head; see
+// the package documentation. An error means it could not check; problems
+// found are in the Report.
+func (r *Reader) Verify(ctx context.Context) (Report, error) {
+	return verify(ctx, r.db, r.path)
+}
+
+// Query returns the records that match f, ordered by seq.
+func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
+	where, args := f.where()
+	q := `SELECT ` + rowColumns + ` FROM audit_records` + where + ` ORDER BY seq`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := r.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("querying audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var row storedRow
+		if err := row.scan(rows); err != nil {
+			return nil, fmt.Errorf("querying audit log: %w", err)
+		}
+		rec, err := row.record()
+		if err != nil {
+			return nil, fmt.Errorf("querying audit log: seq %d: %w", row.seq, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("querying audit log: %w", err)
+	}
+	return out, nil
+}
+
+// Follow calls each for every record matching f, in seq order: first those
+// already stored, then new ones as they are committed, polling every
+// FollowInterval, until ctx ends (it then returns ctx.Err()) or each
+// returns an error (which it returns).
+func (r *Reader) Follow(ctx context.Context, f Filter, each func(Record) error) error {
+	f.Limit = followPage
+	tick := time.NewTicker(FollowInterval)
+	defer tick.Stop()
+	for {
+		recs, err := r.Query(ctx, f)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		for _, rec := range recs {
+			if err := each(rec); err != nil {
+				return err
+			}
+			f.AfterSeq = rec.Seq
+		}
+		if len(recs) == followPage {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (f Filter) where() (string, []any) {
+	var conds []string
+	var args []any
+	for _, c := range []struct{ col, val string }{
+		{"client", f.Client}, {"server", f.Server}, {"tool", f.Tool},
+		{"sandbox", f.Sandbox}, {"decision", f.Decision}, {"event", f.Event},
+		{"session", f.Session},
+	} {
+		if c.val != "" {
+			conds = append(conds, c.col+" = ?")
+			args = append(args, c.val)
+		}
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "time_ns >= ?")
+		args = append(args, f.Since.UnixNano())
+	}
+	if f.AfterSeq > 0 {
+		conds = append(conds, "seq > ?")
+		args = append(args, f.AfterSeq)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// rowColumns are the columns storedRow.scan reads, in its order.
+const rowColumns = `seq, time_ns, event, client, session, sandbox, server, tool, decision, prev_hash, hash, body`
+
+// storedRow is one row of audit_records as stored.
+type storedRow struct {
+	seq, timeNS                                             int64
+	event, client, session, sandbox, server, tool, decision string
+	prevHash, hash, body                                    string
+}
+
+func (row *storedRow) scan(rows *sql.Rows) error {
+	return rows.Scan(&row.seq, &row.timeNS, &row.event, &row.client, &row.session,
+		&row.sandbox, &row.server, &row.tool, &row.decision, &row.prevHash, &row.hash, &row.body)
+}
+
+// record decodes the hashed body and adds the hash.
+func (row *storedRow) record() (Record, error) {
+	var r Record
+	if err := json.Unmarshal([]byte(row.body), &r); err != nil {
+		return Record{}, fmt.Errorf("decoding record: %w", err)
+	}
+	r.Hash = row.hash
+	return r, nil
+}
+
+// metaState is what the audit_meta table holds.
+type metaState struct {
+	head, anchor link
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// readMeta reads audit_meta and checks the schema version.
+func readMeta(ctx context.Context, q querier) (metaState, error) {
+	rows, err := q.QueryContext(ctx, `SELECT key, value FROM audit_meta`)
+	if err != nil {
+		return metaState{}, fmt.Errorf("reading audit meta: %w", err)
+	}
+	defer rows.Close()
+	kv := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return metaState{}, fmt.Errorf("reading audit meta: %w", err)
+		}
+		kv[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return metaState{}, fmt.Errorf("reading audit meta: %w", err)
+	}
+	if kv[metaVersion] != schemaVersion {
+		return metaState{}, fmt.Errorf("%w %q", ErrSchema, kv[metaVersion])
+	}
+	var m metaState
+	m.head, err = parseLink(kv[metaHeadSeq], kv[metaHeadHash])
+	if err == nil {
+		m.anchor, err = parseLink(kv[metaAnchorSeq], kv[metaAnchorHash])
+	}
+	return m, err
+}
+
+func parseLink(seq, hash string) (link, error) {
+	if seq == "" {
+		return link{}, nil
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil {
+		return link{}, errors.New("reading audit meta: malformed seq")
+	}
+	return link{n, hash}, nil
+}
