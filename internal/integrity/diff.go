@@ -1,0 +1,303 @@
+package integrity
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+const (
+	// diffContext is the number of unchanged lines around a hunk, as in
+	// `diff -u`.
+	diffContext = 3
+	// wrapWidth is the display width long string values are wrapped to.
+	wrapWidth = 80
+	// maxLCSCells bounds the line-matching table (4 MiB of int32); beyond
+	// it the differing middle is shown as one removal and one addition.
+	maxLCSCells = 1 << 20
+)
+
+// Diff renders c as a unified diff (like `diff -u`: ---/+++ headers naming
+// server/kind/key, @@ hunks, 3 lines of context) between the old and new
+// definitions pretty-printed with a 2-space indent. Long string values
+// are broken after each sentence and at 80 columns so that one changed
+// sentence of a description shows as one changed line; the wrapped text
+// is for reading only, not valid JSON. Diff returns "" when the two
+// sides render the same.
+func Diff(c Change) string {
+	old, cur := displayLines(c.Old), displayLines(c.New)
+	ops := diffLines(old, cur)
+	var b strings.Builder
+	name := c.Server + "/" + c.Kind + "/" + c.Key
+	fmt.Fprintf(&b, "--- %s\t%s\n", name, diffLabel("pinned", c.OldHash, c.Old))
+	fmt.Fprintf(&b, "+++ %s\t%s\n", name, diffLabel("current", c.NewHash, c.New))
+	if !writeHunks(&b, ops) {
+		return ""
+	}
+	return b.String()
+}
+
+func diffLabel(side, hash string, def json.RawMessage) string {
+	switch {
+	case def == nil:
+		return "(absent)"
+	case hash == "":
+		return side
+	}
+	return side + " " + hash
+}
+
+// displayLines pretty-prints def and wraps its long string values.
+func displayLines(def json.RawMessage) []string {
+	if def == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	text := string(def)
+	if json.Indent(&buf, def, "", "  ") == nil {
+		text = buf.String()
+	}
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		lines = append(lines, wrapLine(l)...)
+	}
+	return lines
+}
+
+// wrapLine splits a pretty-printed line whose string value is too long
+// into the string's sentences and word-wrapped pieces, continued on lines
+// indented two spaces deeper than the line itself.
+func wrapLine(line string) []string {
+	if len(line) <= wrapWidth {
+		return []string{line}
+	}
+	open, end := valueString(line)
+	if open < 0 {
+		return []string{line}
+	}
+	indent := line[:len(line)-len(strings.TrimLeft(line, " "))] + "  "
+	pieces := splitText(line[open+1:end], wrapWidth-len(indent))
+	out := []string{line[:open+1] + pieces[0]}
+	for _, p := range pieces[1:] {
+		out = append(out, indent+p)
+	}
+	out[len(out)-1] += line[end:]
+	return out
+}
+
+// valueString returns the offsets of the opening and closing quote of the
+// line's value string (the second string after a key, else the first),
+// or -1.
+func valueString(line string) (open, end int) {
+	open = strings.IndexByte(line, '"')
+	if open < 0 {
+		return -1, -1
+	}
+	end = closingQuote(line, open)
+	if end < 0 {
+		return -1, -1
+	}
+	if rest, ok := strings.CutPrefix(line[end+1:], `: "`); ok {
+		open = len(line) - len(rest) - 1
+		if end = closingQuote(line, open); end < 0 {
+			return -1, -1
+		}
+	}
+	return open, end
+}
+
+// closingQuote returns the offset of the quote closing the JSON string
+// that opens at line[open], or -1.
+func closingQuote(line string, open int) int {
+	for i := open + 1; i < len(line); i++ {
+		switch line[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
+// splitText splits escaped JSON string content after each sentence end
+// and escaped newline, then wraps pieces longer than width at spaces.
+// Concatenating the pieces gives s back.
+func splitText(s string, width int) []string {
+	var pieces []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		brk := -1
+		switch {
+		case s[i] == '\\':
+			if i+1 < len(s) && s[i+1] == 'n' {
+				brk = i + 2
+			}
+			i++
+		case strings.IndexByte(".!?", s[i]) >= 0 && i+1 < len(s) && s[i+1] == ' ':
+			brk = i + 2
+			i++
+		}
+		if brk > 0 && brk < len(s) {
+			pieces = append(pieces, wrapWords(s[start:brk], width)...)
+			start = brk
+		}
+	}
+	return append(pieces, wrapWords(s[start:], width)...)
+}
+
+// wrapWords breaks s after spaces so each piece fits width where a space
+// allows it.
+func wrapWords(s string, width int) []string {
+	width = max(width, 20)
+	var out []string
+	for len(s) > width {
+		cut := strings.LastIndexByte(s[:width], ' ')
+		if cut <= 0 {
+			if cut = strings.IndexByte(s[width:], ' '); cut < 0 {
+				break
+			}
+			cut += width
+		}
+		out = append(out, s[:cut+1])
+		s = s[cut+1:]
+	}
+	if s != "" || len(out) == 0 {
+		out = append(out, s)
+	}
+	return out
+}
+
+// diffOp is one line of an edit script: ' ' kept, '-' removed, '+' added.
+type diffOp struct {
+	kind byte
+	text string
+}
+
+// diffLines returns an edit script from a to b with as many kept lines as
+// a longest common subsequence gives, within maxLCSCells.
+func diffLines(a, b []string) []diffOp {
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	var ops []diffOp
+	for _, l := range a[:pre] {
+		ops = append(ops, diffOp{' ', l})
+	}
+	ops = append(ops, lcsOps(a[pre:len(a)-suf], b[pre:len(b)-suf])...)
+	for _, l := range a[len(a)-suf:] {
+		ops = append(ops, diffOp{' ', l})
+	}
+	return ops
+}
+
+// lcsOps is the textbook dynamic program; removals come before additions
+// within a changed run, as diff prints them.
+func lcsOps(a, b []string) []diffOp {
+	n, m := len(a), len(b)
+	var ops []diffOp
+	if n*m > maxLCSCells {
+		for _, l := range a {
+			ops = append(ops, diffOp{'-', l})
+		}
+		for _, l := range b {
+			ops = append(ops, diffOp{'+', l})
+		}
+		return ops
+	}
+	// t[i][j] is the LCS length of a[i:] and b[j:].
+	t := make([]int32, (n+1)*(m+1))
+	at := func(i, j int) *int32 { return &t[i*(m+1)+j] }
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				*at(i, j) = *at(i+1, j+1) + 1
+			} else {
+				*at(i, j) = max(*at(i+1, j), *at(i, j+1))
+			}
+		}
+	}
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && a[i] == b[j]:
+			ops = append(ops, diffOp{' ', a[i]})
+			i, j = i+1, j+1
+		case i < n && (j == m || *at(i+1, j) >= *at(i, j+1)):
+			ops = append(ops, diffOp{'-', a[i]})
+			i++
+		default:
+			ops = append(ops, diffOp{'+', b[j]})
+			j++
+		}
+	}
+	return ops
+}
+
+// writeHunks writes the changes of ops as @@ hunks with diffContext lines
+// of context, merging hunks whose context would touch. It reports whether
+// there was any change.
+func writeHunks(b *strings.Builder, ops []diffOp) bool {
+	oldLine, newLine := 0, 0 // lines of each side before ops[i]
+	changed := false
+	for i := 0; i < len(ops); {
+		c := i
+		for c < len(ops) && ops[c].kind == ' ' {
+			c++
+		}
+		if c == len(ops) {
+			break
+		}
+		changed = true
+		start := max(i, c-diffContext)
+		last := c
+		for j := c; j < len(ops) && j-last <= 2*diffContext+1; j++ {
+			if ops[j].kind != ' ' {
+				last = j
+			}
+		}
+		end := min(len(ops), last+diffContext+1)
+		for _, o := range ops[i:start] {
+			oldLine, newLine = advance(o, oldLine, newLine)
+		}
+		oldStart, newStart := oldLine, newLine
+		var body strings.Builder
+		for _, o := range ops[start:end] {
+			body.WriteByte(o.kind)
+			body.WriteString(o.text)
+			body.WriteByte('\n')
+			oldLine, newLine = advance(o, oldLine, newLine)
+		}
+		fmt.Fprintf(b, "@@ -%s +%s @@\n%s", hunkRange(oldStart, oldLine-oldStart), hunkRange(newStart, newLine-newStart), body.String())
+		i = end
+	}
+	return changed
+}
+
+func advance(o diffOp, oldLine, newLine int) (int, int) {
+	if o.kind != '+' {
+		oldLine++
+	}
+	if o.kind != '-' {
+		newLine++
+	}
+	return oldLine, newLine
+}
+
+// hunkRange formats a hunk side as GNU diff does: an empty range names
+// the line before it, a one-line range omits its length.
+func hunkRange(before, n int) string {
+	switch n {
+	case 0:
+		return fmt.Sprintf("%d,0", before)
+	case 1:
+		return fmt.Sprint(before + 1)
+	}
+	return fmt.Sprintf("%d,%d", before+1, n)
+}

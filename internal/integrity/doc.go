@@ -1,0 +1,36 @@
+// Package integrity protects the gateway against MCP servers that change
+// what the model sees after a human approved it.
+//
+// # Pinning
+//
+// A "rug pull" is a server changing a tool's description or schema after
+// the user approved it: the approved text asked for a file name, the new
+// text tells the model to send ~/.ssh/id_rsa along. The gateway pins every
+// tool, prompt and resource template in a lock file, mcpbox.lock beside
+// the config. Per server the file holds the server's name and version and,
+// per item, the sha256 of the RFC 8785 (JCS) canonical JSON of the fields
+// the model sees, together with that canonical definition itself, so a
+// reviewer reads in a pull request exactly what was approved and a change
+// can be shown as a diff.
+//
+// The file is deterministic: the same definitions give the same bytes on
+// every run and machine, whatever key order, whitespace, number spelling
+// or string escapes the server used. It carries no timestamps for that
+// reason; version control records when a pin changed. Hand edits are
+// caught: a definition that no longer hashes to its sha256 makes the whole
+// file unreadable, and the gateway fails closed.
+//
+// [Pins] is the gateway's live view of one lock file. [Pins.Check] filters
+// a server's list by the pin mode (enforce, tofu, warn, off), hiding new or
+// changed items until a human trusts them with [Pins.Trust]; [Pins.Verify]
+// repeats the check for one item at call time. Writers in different
+// processes (the gateway and `mcpbox pin`) take an exclusive flock on
+// PATH.flock and re-read the file before changing it, so neither loses the
+// other's pins. [Diff] renders a change as a unified diff for humans.
+//
+// # Description scanning
+//
+// The scanner looks for instructions aimed at the model inside tool
+// descriptions and schemas (hidden text, requests for secrets, links to
+// other tools); see the scan files.
+package integrity
