@@ -121,6 +121,9 @@ func runInit() int {
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwardedSignals...)
+	// Never read: a signal the workload sends to one of our threads is
+	// taken here instead of ending the init (see straySignals).
+	signal.Notify(make(chan os.Signal, 1), straySignals...)
 	child, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
@@ -136,6 +139,21 @@ func runInit() int {
 var forwardedSignals = []os.Signal{
 	unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
 	unix.SIGABRT, unix.SIGALRM, unix.SIGWINCH, unix.SIGCONT,
+}
+
+// straySignals are the other signals whose default or Go action would end
+// the init. While the walled thread forks the workload (startWalled), the
+// workload shares its Landlock domain and can tgkill it: SIGILL or SIGSEGV
+// sent by a process (not raised by a fault) would make Go crash the init.
+// Go passes a sent synchronous signal to a channel that asked for it
+// instead; real faults still crash. Notify, unlike Ignore, leaves the
+// workload's dispositions at their defaults across exec. SIGCHLD (reaping),
+// SIGURG (Go's preemption) and SIGPROF stay as they are; the kernel never
+// delivers SIGKILL or SIGSTOP from inside the pid namespace to its init.
+var straySignals = []os.Signal{
+	unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSYS,
+	unix.SIGPIPE, unix.SIGSTKFLT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
+	unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM, unix.SIGIO, unix.SIGPWR,
 }
 
 // startWalled puts up the walls on a dedicated, locked OS thread, forks
