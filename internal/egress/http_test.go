@@ -138,3 +138,57 @@ func TestMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestOpened: a connection is reported once its target is decided, before
+// it ends (with no bytes yet), allowed or denied; Log still gets the end.
+func TestOpened(t *testing.T) {
+	checkNoLeak(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "late")
+	}))
+	defer srv.Close()
+	defer close(release)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	opened, ended := newEvents(), newEvents()
+	_, sock := startProxy(t, Options{
+		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Log:    ended.log,
+		Opened: opened.log,
+	})
+	done := make(chan error, 1)
+	go func() {
+		resp, err := proxyClient(t, sock).Get(fmt.Sprintf("http://127.0.0.1:%d/x", port))
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	// The request still hangs in the origin: only Opened can have fired.
+	e := opened.next(t)
+	if e.Decision != "allow" || e.Host != "127.0.0.1" || e.Port != port || e.BytesDown != 0 || e.Rule == "" {
+		t.Errorf("opened event = %+v", e)
+	}
+	select {
+	case ev := <-ended.ch:
+		t.Fatalf("Log before the connection ended: %+v", ev)
+	default:
+	}
+	release <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if e := ended.next(t); e.Decision != "allow" || e.BytesDown == 0 {
+		t.Errorf("ended event = %+v", e)
+	}
+	go func() {
+		resp, err := proxyClient(t, sock).Get("http://127.0.0.1:1/denied")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	if e := opened.next(t); e.Decision != "deny" || e.Port != 1 {
+		t.Errorf("opened event of a denied target = %+v", e)
+	}
+}

@@ -65,6 +65,12 @@ type Options struct {
 	// delays accepting. Hand events off quickly (to a buffered channel
 	// that drops or counts overflow, say).
 	Log func(Event)
+	// Opened, if non-nil, receives a connection's event as soon as its
+	// target is decided (allowed or denied), before any byte moves, from
+	// the connection's goroutine: so that an audit can tie the connection
+	// to the tool call in flight. Bytes and Duration are zero. It must
+	// return quickly.
+	Opened func(Event)
 	// DialTimeout bounds resolving and dialing a target; zero:
 	// DefaultDialTimeout.
 	DialTimeout time.Duration

@@ -65,6 +65,13 @@ func (s *session) serve() Event {
 	return s.ev
 }
 
+// opened reports the decided target to Options.Opened.
+func (s *session) opened() {
+	if f := s.p.opts.Opened; f != nil {
+		f(s.ev)
+	}
+}
+
 func (s *session) deny(reason string) {
 	s.ev.Decision, s.ev.Reason, s.ev.Rule = "deny", printable(reason, 512), ""
 }
@@ -88,6 +95,7 @@ func (s *session) dial(host string, port int) (up net.Conn, deny string, err err
 	}
 	if pl.deny != "" {
 		s.deny(pl.deny)
+		s.opened()
 		return nil, pl.deny, nil
 	}
 	s.ev.Decision = "allow"
@@ -102,9 +110,12 @@ func (s *session) dial(host string, port int) (up net.Conn, deny string, err err
 		addrs = unmapAll(addrs)
 		if rules, deny = s.p.pol.checkAddrs(pl, addrs); deny != "" {
 			s.deny(deny)
+			s.opened()
 			return nil, deny, nil
 		}
 	}
+	s.ev.Rule = rules[0]
+	s.opened()
 	for i, a := range addrs {
 		c, derr := s.p.dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		if derr != nil {

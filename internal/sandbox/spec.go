@@ -85,6 +85,9 @@ type Network struct {
 	// Log receives one event per connection the proxy handled; nil drops
 	// them.
 	Log func(egress.Event)
+	// Opened receives each connection's event once its target is decided
+	// (egress.Options.Opened); nil drops them.
+	Opened func(egress.Event)
 }
 
 // Enabled reports whether the sandbox gets the egress proxy.
