@@ -42,8 +42,14 @@ func encodeHead(h link) []byte {
 // readHead reads the head side file; ok is false if it does not exist.
 func readHead(path string) (h link, ok bool, err error) {
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(b) == 0) {
-		return link{}, false, nil // none yet (Open creates it empty)
+	if errors.Is(err, fs.ErrNotExist) {
+		return link{}, false, nil
+	}
+	if err == nil && len(b) == 0 {
+		// Open creates it empty; the writer fills it after its first
+		// commit, so a reader may see records and no head yet: like a
+		// head one batch behind, that is no problem.
+		return link{}, true, nil
 	}
 	if err != nil {
 		return link{}, false, fmt.Errorf("reading head file: %w", err)

@@ -20,13 +20,14 @@ import (
 type downstream struct {
 	gw     *Gateway
 	agent  string
-	id     string
+	id     string // the gateway's own id: scopes sandboxes and workspaces
 	server *mcp.Server
 	swaps  *swapTable   // set when the session runs on stdioTransport
 	queued atomic.Int64 // bytes waiting in out
 
 	mu     sync.Mutex
 	ss     *mcp.ServerSession
+	mcpID  string // the transport's session id (Mcp-Session-Id), once known
 	bound  []*bound
 	subs   map[string]*upstream // resource URI → the upstream it was subscribed on
 	level  string
@@ -219,6 +220,7 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	d.mu.Lock()
 	d.ss = ss
+	d.mcpID = ss.ID()
 	d.out = make(chan func(), outboxSize)
 	d.mu.Unlock()
 	d.gw.mu.Lock()
@@ -226,7 +228,7 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	d.gw.mu.Unlock()
 	go d.drain()
 	if h := d.gw.opts.Hooks.Session; h != nil {
-		h(SessionEvent{Agent: d.agent, Session: d.id, Client: clientName(req)})
+		h(SessionEvent{Agent: d.agent, Session: d.id, MCPSession: d.mcpID, Client: clientName(req)})
 	}
 	go func() {
 		ss.Wait()
@@ -378,8 +380,11 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	}
 	var raw json.RawMessage
 	if hook := d.gw.opts.Hooks.Call; hook != nil {
-		c := &Call{Agent: d.agent, Session: d.id, Server: b.srv.Name, Tool: tool, Arguments: p.Arguments,
-			Definition: def.Raw, Elicit: d.elicitor()}
+		d.mu.Lock()
+		mcpID := d.mcpID
+		d.mu.Unlock()
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool,
+			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
 		raw, err = hook(ctx, c, forward)
 	} else {
 		raw, err = forward(ctx)
@@ -405,8 +410,9 @@ func (d *downstream) forward(ctx context.Context, b *bound, method string, param
 	return d.result(raw), nil
 }
 
-// errCallTimeout is the cause of a call's context when call_timeout expires.
-var errCallTimeout = errors.New("call timeout")
+// ErrCallTimeout is the cause of a call's context when call_timeout
+// expires; a Hooks.Call sees it in the error next returns.
+var ErrCallTimeout = errors.New("call timeout")
 
 // call forwards one request and, while waiting, passes on the progress and
 // log notifications the server sends for it, on the request's stream.
@@ -433,7 +439,7 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	callCtx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, ErrCallTimeout)
 		defer cancel()
 	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
@@ -453,7 +459,7 @@ func (d *downstream) clientError(b *bound, err error) error {
 		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))
 		out.Data = d.gw.filter(b.srv.Name, werr.Data)
 		return &out
-	case errors.Is(err, errCallTimeout):
+	case errors.Is(err, ErrCallTimeout):
 		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, b.srv.CallTimeout)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err

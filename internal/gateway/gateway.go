@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,17 +102,24 @@ type Item struct {
 // SessionEvent is a client session starting or ending.
 type SessionEvent struct {
 	Agent, Session string
-	Client         string // the client's name and version from initialize
-	End            bool
+	// MCPSession is the id the client knows the session by (the
+	// Mcp-Session-Id of Streamable HTTP); "" over stdio.
+	MCPSession string
+	Client     string // the client's name and version from initialize
+	End        bool
 }
 
 // Call describes a tools/call for Hooks.Call.
 type Call struct {
-	Agent     string
-	Session   string
-	Server    string
-	Tool      string // the server's own name
-	Arguments json.RawMessage
+	Agent string
+	// Session is the gateway's id of the client session (what scope
+	// session sandboxes are keyed by); MCPSession the id the client knows
+	// it by (Mcp-Session-Id), "" over stdio.
+	Session    string
+	MCPSession string
+	Server     string
+	Tool       string // the server's own name
+	Arguments  json.RawMessage
 	// Definition is the tool's entry in the server's current tools/list
 	// (untrusted: it comes from the server); nil if it lists no such tool.
 	Definition json.RawMessage
@@ -337,15 +345,22 @@ func (g *Gateway) ListChanged(server string) {
 	}
 }
 
-// filter returns the tools of items that srv exposes.
+// filter returns the tools of items that srv exposes: items itself when
+// that is all of them, so that a Hooks.List may recognize a list it saw.
 func (srv *Server) filter(items []Item) []Item {
-	out := make([]Item, 0, len(items))
-	for _, it := range items {
+	for i, it := range items {
 		if srv.allowed(it.Key) {
-			out = append(out, it)
+			continue
 		}
+		out := slices.Clone(items[:i])
+		for _, it := range items[i+1:] {
+			if srv.allowed(it.Key) {
+				out = append(out, it)
+			}
+		}
+		return out
 	}
-	return out
+	return items
 }
 
 // allowed reports whether srv exposes tool.

@@ -187,6 +187,7 @@ func (d *downstream) close() {
 		d.mu.Lock()
 		d.closed = true
 		started := d.ss != nil
+		mcpID := d.mcpID
 		bs := d.bound
 		subs := d.subs
 		d.subs = map[string]*upstream{}
@@ -196,7 +197,7 @@ func (d *downstream) close() {
 		delete(d.gw.sessions, d)
 		d.gw.mu.Unlock()
 		if h := d.gw.opts.Hooks.Session; h != nil && started {
-			h(SessionEvent{Agent: d.agent, Session: d.id, End: true})
+			h(SessionEvent{Agent: d.agent, Session: d.id, MCPSession: mcpID, End: true})
 		}
 		for _, b := range bs {
 			var mine []string

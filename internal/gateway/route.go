@@ -93,10 +93,14 @@ func (d *downstream) lookup(ctx context.Context, b *bound, kind, key string) (It
 	if err != nil {
 		return Item{}, false, err
 	}
-	for _, it := range items {
+	if kind == KindTools {
+		items = b.srv.filter(items)
+	}
+	// The whole list, as a list request passes it: the hook may decide an
+	// item by the others (and may remember its answer for this list).
+	for _, it := range d.visible(b.srv, kind, items) {
 		if it.Key == key {
-			v := d.visible(b.srv, kind, []Item{it})
-			return it, len(v) == 1, nil
+			return it, true, nil
 		}
 	}
 	return Item{}, false, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 )
 
-
 // listSpec says how to list one kind of thing.
 type listSpec struct{ method, field, key string }
 

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Definitions is what one server lists, as the gateway receives it: the
+// raw entries Hooks.List would see, and the server's serverInfo.
+type Definitions struct {
+	ServerInfo json.RawMessage
+	// Lists holds the items of KindTools, KindPrompts and KindTemplates
+	// that the server has (a kind it lacks the capability for is absent).
+	Lists map[string][]Item
+}
+
+// Definitions starts server for scope outside any client session, lists
+// its tools, prompts and resource templates, and stops it again: what
+// `mcpbox pin` records. The gateway's own tool filter (Allow, Deny)
+// applies; Hooks.List does not.
+func (g *Gateway) Definitions(ctx context.Context, server string, scope Scope) (*Definitions, error) {
+	var srv *Server
+	for _, s := range g.servers {
+		if s.Name == server {
+			srv = s
+		}
+	}
+	if srv == nil {
+		return nil, fmt.Errorf("no server %q", server)
+	}
+	u := newUpstream(g, srv, scope)
+	defer u.stop()
+	if _, err := u.get(ctx); err != nil {
+		return nil, err
+	}
+	info := u.info()
+	d := &Definitions{ServerInfo: info.ServerInfo, Lists: map[string][]Item{}}
+	b := &bound{srv: srv, u: u, ok: true}
+	for _, kind := range []string{KindTools, KindPrompts, KindTemplates} {
+		if !b.has(kind) {
+			continue
+		}
+		items, err := u.list(ctx, kind)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", kind, err)
+		}
+		if kind == KindTools {
+			items = srv.filter(items)
+		}
+		d.Lists[kind] = items
+	}
+	return d, nil
+}

@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestListHook: what Hooks.List hides is neither listed nor callable (the
+// call never reaches the server); the Call hook sees the tool's current
+// definition; ListChanged tells the client once the hook lets it through.
+func TestListHook(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"ok","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true}},{"name":"held","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			s.reply(msg, `{"content":[]}`)
+		}
+	})
+	var hidden atomic.Bool
+	hidden.Store(true)
+	var mu sync.Mutex
+	var seenDefs []string
+	var kinds []string
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
+		List: func(agent, server, kind string, items []Item) []Item {
+			mu.Lock()
+			kinds = append(kinds, agent+"/"+server+"/"+kind)
+			mu.Unlock()
+			return slices.DeleteFunc(slices.Clone(items), func(it Item) bool { return hidden.Load() && it.Key == "held" })
+		},
+		Call: func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+			mu.Lock()
+			seenDefs = append(seenDefs, string(c.Definition))
+			mu.Unlock()
+			return next(ctx)
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/list", nil)
+	if got := fmt.Sprint(resp["result"]); strings.Contains(got, "held") || !strings.Contains(got, "ok") {
+		t.Fatalf("tools/list = %s, want ok without held", got)
+	}
+	resp, _ = c.call("tools/call", map[string]any{"name": "held"})
+	if e, _ := resp["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "unknown tool") {
+		t.Fatalf("calling a hidden tool: %v", resp)
+	}
+	if n := len(started()[0].received("tools/call")); n != 0 {
+		t.Fatalf("the server saw %d calls of a hidden tool", n)
+	}
+	c.call("tools/call", map[string]any{"name": "ok"})
+	mu.Lock()
+	if len(seenDefs) != 1 || !strings.Contains(seenDefs[0], `"destructiveHint":true`) {
+		t.Fatalf("Call hook saw definitions %q", seenDefs)
+	}
+	if !slices.Contains(kinds, LocalAgent+"/raw/tools") {
+		t.Fatalf("List hook saw %q", kinds)
+	}
+	mu.Unlock()
+
+	hidden.Store(false)
+	c.notes = nil
+	gw.ListChanged("raw")
+	c.call("ping", nil) // the notification is queued before this answer
+	deadline := time.Now().Add(5 * time.Second)
+	for !hasNote(c.notes, "notifications/tools/list_changed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tools/list_changed after ListChanged; notes %v", c.notes)
+		}
+		c.call("ping", nil)
+	}
+	resp, _ = c.call("tools/call", map[string]any{"name": "held"})
+	if resp["error"] != nil {
+		t.Fatalf("calling a tool the hook lets through: %v", resp)
+	}
+}
+
+func hasNote(notes []map[string]any, method string) bool {
+	for _, n := range notes {
+		if n["method"] == method {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSessionHook: a session's start (with the client's name) and end.
+func TestSessionHook(t *testing.T) {
+	launch, _ := rawLauncher(t, nil)
+	events := make(chan SessionEvent, 4)
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
+		Session: func(ev SessionEvent) { events <- ev },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	t.Run("session", func(t *testing.T) { newRawClient(t, gw) }) // its cleanup ends the session
+	var got []SessionEvent
+	for len(got) < 2 {
+		select {
+		case ev := <-events:
+			got = append(got, ev)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("session events: %+v", got)
+		}
+	}
+	if got[0].End || got[0].Client != "t 1" || got[0].Agent != LocalAgent || !got[1].End || got[1].Session != got[0].Session {
+		t.Fatalf("session events: %+v", got)
+	}
+}
+
+// TestDefinitions: a server's raw lists outside any session, with the
+// gateway's tool filter applied, and the server stopped afterwards.
+func TestDefinitions(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"a","description":"x","inputSchema":{"type":"object"}},{"name":"secret_b","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Deny: []string{"secret_*"}})
+	d, err := gw.Definitions(context.Background(), "raw", Scope{Agent: LocalAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := d.Lists[KindTools]
+	if len(tools) != 1 || tools[0].Key != "a" || !strings.Contains(string(tools[0].Raw), `"description":"x"`) {
+		t.Fatalf("tools = %+v", tools)
+	}
+	if _, ok := d.Lists[KindPrompts]; ok {
+		t.Fatal("prompts listed for a server without the capability")
+	}
+	if !strings.Contains(string(d.ServerInfo), `"raw"`) {
+		t.Fatalf("serverInfo = %s", d.ServerInfo)
+	}
+	select {
+	case <-started()[0].done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server still runs after Definitions")
+	}
+	if _, err := gw.Definitions(context.Background(), "nope", Scope{}); err == nil {
+		t.Fatal("Definitions of an unknown server succeeded")
+	}
+}
