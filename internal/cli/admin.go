@@ -6,18 +6,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
 )
 
 // adminSocket is the running gateway's admin endpoint in its state dir.
@@ -28,22 +34,56 @@ const adminSocket = "admin.sock"
 type adminRequest struct {
 	Op     string `json:"op"`
 	Secret string `json:"secret,omitempty"` // rotate: NAME or SERVER/NAME
+	ID     string `json:"id,omitempty"`     // decide, revoke: an approval or remembered decision
+	Allow  bool   `json:"allow,omitempty"`  // decide
+	Scope  string `json:"scope,omitempty"`  // decide: once, session or always
+	Server string `json:"server,omitempty"` // pins, trust
+	Key    string `json:"key,omitempty"`    // trust: a tool, "prompt:NAME" or "template:URI"; "" for all
 }
 
 type adminReply struct {
-	OK        bool     `json:"ok"`
-	Error     string   `json:"error,omitempty"`
-	Servers   []string `json:"servers,omitempty"`
-	Instances int      `json:"instances"`
+	OK         bool                  `json:"ok"`
+	Error      string                `json:"error,omitempty"`
+	Servers    []string              `json:"servers,omitempty"`
+	Instances  int                   `json:"instances"`
+	Pending    []approval.Request    `json:"pending,omitempty"`
+	Remembered []approval.Remembered `json:"remembered,omitempty"`
+	Changes    []pinChange           `json:"changes,omitempty"`
+}
+
+// pinChange is a definition change as the admin commands show it.
+type pinChange struct {
+	Server string `json:"server"`
+	Kind   string `json:"kind"`
+	Key    string `json:"key"`
+	Status string `json:"status"`
+	Diff   string `json:"diff,omitempty"`
 }
 
 // errStateDirBusy: another gateway answers on the state dir's socket.
 var errStateDirBusy = errors.New("another mcpbox serve is using this state dir")
 
+// adminServer answers the admin socket for one gateway; gw and g are set
+// once the gateway runs (attach).
+type adminServer struct {
+	c   *config.Config
+	log *slog.Logger
+
+	mu sync.Mutex
+	gw *gateway.Gateway // guarded by mu
+	g  *guard           // guarded by mu
+}
+
+func (a *adminServer) attach(gw *gateway.Gateway, g *guard) {
+	a.mu.Lock()
+	a.gw, a.g = gw, g
+	a.mu.Unlock()
+}
+
 // serveAdmin listens on the state dir's admin socket until ctx ends. A
 // socket left by a crashed gateway is replaced; one a running gateway
 // answers on is errStateDirBusy (two gateways would share workspaces).
-func serveAdmin(ctx context.Context, dir string, c *config.Config, gw *gateway.Gateway) (func(), error) {
+func serveAdmin(ctx context.Context, dir string, a *adminServer) (func(), error) {
 	path := filepath.Join(dir, adminSocket)
 	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		conn.Close()
@@ -67,7 +107,7 @@ func serveAdmin(ctx context.Context, dir string, c *config.Config, gw *gateway.G
 			if err != nil {
 				return
 			}
-			go handleAdmin(conn.(*net.UnixConn), c, gw)
+			go a.handle(conn.(*net.UnixConn))
 		}
 	}()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
@@ -78,10 +118,11 @@ func serveAdmin(ctx context.Context, dir string, c *config.Config, gw *gateway.G
 	}, nil
 }
 
-func handleAdmin(conn *net.UnixConn, c *config.Config, gw *gateway.Gateway) {
+func (a *adminServer) handle(conn *net.UnixConn) {
 	defer conn.Close()
 	reply := func(r adminReply) { json.NewEncoder(conn).Encode(r) }
-	if err := checkPeer(conn); err != nil {
+	uid, err := checkPeer(conn)
+	if err != nil {
 		reply(adminReply{Error: err.Error()})
 		return
 	}
@@ -97,56 +138,119 @@ func handleAdmin(conn *net.UnixConn, c *config.Config, gw *gateway.Gateway) {
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
+	a.mu.Lock()
+	gw, g := a.gw, a.g
+	a.mu.Unlock()
+	who := fmt.Sprintf("cli:uid=%d", uid)
+	if req.Op == "rotate" {
+		reply(a.rotate(gw, req.Secret))
+		return
+	}
+	if g == nil {
+		reply(adminReply{Error: "the gateway is still starting; try again"})
+		return
+	}
 	switch req.Op {
-	case "rotate":
-		servers := serversWithSecret(c, req.Secret)
-		if len(servers) == 0 {
-			reply(adminReply{Error: fmt.Sprintf("no server has a secret %q", req.Secret)})
+	case "approvals":
+		reply(adminReply{OK: true, Pending: g.broker.Pending(), Remembered: g.broker.Remembered()})
+	case "decide":
+		if !g.channels[config.ChannelCLI] {
+			reply(adminReply{Error: "the cli approval channel is off (approvals.channels)"})
 			return
 		}
-		for _, name := range servers {
-			if s := c.Server(name); strings.HasPrefix(s.Placement, config.PlacementGroup) {
-				reply(adminReply{Error: fmt.Sprintf("server %s is in %s: a group's shared sandbox cannot be renewed for one member's secret; restart serve", name, s.Placement)})
-				return
-			}
+		scope := cmpOr(req.Scope, approval.ScopeOnce)
+		if err := g.broker.Decide(req.ID, approval.Decision{Allow: req.Allow, Scope: scope, By: who}); err != nil {
+			reply(adminReply{Error: err.Error()})
+			return
 		}
-		r := adminReply{OK: true, Servers: servers}
-		for _, s := range servers {
-			r.Instances += gw.Refresh(s)
+		reply(adminReply{OK: true})
+	case "revoke":
+		if err := g.broker.Revoke(req.ID); err != nil {
+			reply(adminReply{Error: err.Error()})
+			return
 		}
-		reply(r)
+		g.record(audit.Record{Event: audit.EventApproval, Decision: "revoked", Approver: who, Detail: map[string]string{"id": req.ID}})
+		reply(adminReply{OK: true})
+	case "pins":
+		reply(adminReply{OK: true, Changes: showChanges(g.pins.Pending(req.Server))})
+	case "trust":
+		changes, err := g.trust(req.Server, req.Key, who)
+		if err != nil {
+			reply(adminReply{Error: err.Error()})
+			return
+		}
+		reply(adminReply{OK: true, Changes: showChanges(changes)})
+	case "reload":
+		if err := g.pins.Reload(); err != nil {
+			reply(adminReply{Error: err.Error()})
+			return
+		}
+		g.changed("")
+		g.record(audit.Record{Event: audit.EventPolicyReload, Approver: who, Detail: map[string]string{"what": "lock file"}})
+		reply(adminReply{OK: true})
 	default:
 		reply(adminReply{Error: fmt.Sprintf("unknown op %q", req.Op)})
 	}
 }
 
-// checkPeer admits the gateway's own user and root.
-func checkPeer(conn *net.UnixConn) error {
+func (a *adminServer) rotate(gw *gateway.Gateway, secret string) adminReply {
+	c := a.c
+	servers := serversWithSecret(c, secret)
+	if len(servers) == 0 {
+		return adminReply{Error: fmt.Sprintf("no server has a secret %q", secret)}
+	}
+	for _, name := range servers {
+		if s := c.Server(name); strings.HasPrefix(s.Placement, config.PlacementGroup) {
+			return adminReply{Error: fmt.Sprintf("server %s is in %s: a group's shared sandbox cannot be renewed for one member's secret; restart serve", name, s.Placement)}
+		}
+	}
+	if gw == nil {
+		return adminReply{Error: "the gateway is still starting; try again"}
+	}
+	r := adminReply{OK: true, Servers: servers}
+	for _, s := range servers {
+		r.Instances += gw.Refresh(s)
+	}
+	return r
+}
+
+// showChanges renders pin changes with their diffs.
+func showChanges(cs []integrity.Change) []pinChange {
+	out := make([]pinChange, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, pinChange{Server: c.Server, Kind: c.Kind, Key: c.Key, Status: c.Status, Diff: integrity.Diff(c)})
+	}
+	return out
+}
+
+// checkPeer admits the gateway's own user and root, and returns the
+// peer's uid (who decided, for the audit).
+func checkPeer(conn *net.UnixConn) (uint32, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	if cerr != nil {
-		return cerr
+		return 0, cerr
 	}
 	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
-		return errors.New("permission denied")
+		return 0, errors.New("permission denied")
 	}
 	// A sandbox of this gateway runs as its user too (unprivileged mode),
 	// but in a user namespace of its own: it may not steer the gateway.
 	mine, err1 := os.Readlink("/proc/self/ns/user")
 	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", cred.Pid))
 	if err1 != nil || err2 != nil || mine != theirs {
-		return errors.New("permission denied")
+		return 0, errors.New("permission denied")
 	}
-	return nil
+	return cred.Uid, nil
 }
 
 // serversWithSecret names the servers that declare secret (NAME, or
@@ -192,4 +296,47 @@ func adminCall(dir string, req adminRequest) (adminReply, error) {
 		return r, errors.New(r.Error)
 	}
 	return r, nil
+}
+
+// webSocket serves the approval broker's JSON endpoint (for a dashboard)
+// in the state dir. It is a unix socket with the admin socket's checks, not
+// a route of the MCP endpoint: an agent holding a client token must not be
+// able to approve its own calls.
+const webSocket = "approvals.sock"
+
+// serveWeb serves h on the state dir's web socket until ctx ends.
+func serveWeb(ctx context.Context, dir string, h http.Handler) (func(), error) {
+	path := filepath.Join(dir, webSocket)
+	os.Remove(path)
+	old := unix.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("approvals socket: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(peerListener{ln.(*net.UnixListener)})
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	return func() {
+		stop()
+		srv.Close()
+		os.Remove(path)
+	}, nil
+}
+
+// peerListener accepts only connections checkPeer admits.
+type peerListener struct{ *net.UnixListener }
+
+func (l peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := checkPeer(c); err != nil {
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
 }

@@ -23,7 +23,7 @@ func TestAdminSocket(t *testing.T) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop, err := serveAdmin(ctx, dir, &config.Config{}, nil)
+	stop, err := serveAdmin(ctx, dir, &adminServer{c: &config.Config{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestAdminSocket(t *testing.T) {
 	if _, err := adminCall(dir, adminRequest{Op: "rotate", Secret: "NONE"}); err == nil || !strings.Contains(err.Error(), "no server has a secret") {
 		t.Fatalf("own user: %v", err)
 	}
-	if _, err := serveAdmin(ctx, dir, &config.Config{}, nil); err == nil || !strings.Contains(err.Error(), "another mcpbox serve") {
+	if _, err := serveAdmin(ctx, dir, &adminServer{c: &config.Config{}}); err == nil || !strings.Contains(err.Error(), "another mcpbox serve") {
 		t.Fatalf("a second gateway on the state dir: %v", err)
 	}
 

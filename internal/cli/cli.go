@@ -31,8 +31,13 @@ COMMANDS
             mcpbox.yaml that runs every server sandboxed
   version   print the version
 
-  Admin commands (ps, stop, pause, resume, logs, approvals, approve, deny,
-  pin, trust) are not available yet.
+ADMIN (--config FILE or --state-dir DIR find the gateway)
+  logs       the audit log: filters, --follow, --json; logs verify
+  approvals  calls waiting for a human decision; approve ID, deny ID
+  pin        record the servers' tool definitions in mcpbox.lock
+  trust      show and accept changed tool definitions: trust SERVER[/TOOL]
+
+  ps, stop, pause and resume are not available yet.
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -89,8 +94,19 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
-	case "ps", "stop", "pause", "resume", "logs", "approvals",
-		"approve", "deny", "pin", "trust":
+	case "logs":
+		return env.logs(args[1:])
+	case "approvals":
+		return env.approvals(args[1:])
+	case "approve":
+		return env.decide(args[1:], true)
+	case "deny":
+		return env.decide(args[1:], false)
+	case "pin":
+		return env.pin(args[1:])
+	case "trust":
+		return env.trust(args[1:])
+	case "ps", "stop", "pause", "resume":
 		fmt.Fprintf(stderr, "mcpbox %s: not available in this build yet (it comes with the gateway)\n", args[0])
 		return exitUsage
 	default:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,5 +246,19 @@ servers:
 	code, out, _ = runCLI("secrets", "--config", cfg)
 	if code != 0 || strings.Contains(out, "value-that-must-not-show") || !strings.Contains(out, "GITHUB_TOKEN") {
 		t.Fatalf("table: exit %d\n%s", code, out)
+	}
+}
+
+// TestReorder: flags after positional arguments are moved before them,
+// each with its value unless it is a boolean.
+func TestReorder(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.String("event", "", "")
+	fs.String("config", "", "")
+	fs.Bool("json", false, "")
+	got := reorder(fs, []string{"verify", "--event", "trust", "--json", "ID", "--config=c.yaml", "--", "-x"})
+	want := []string{"--event", "trust", "--json", "--config=c.yaml", "verify", "ID", "-x"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("reorder (-want +got):\n%s", diff)
 	}
 }

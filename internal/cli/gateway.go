@@ -87,11 +87,13 @@ func credentialCheck(log *slog.Logger, policy map[string]string) func(context.Co
 	}
 }
 
-// configServers turns a config's servers into gateway servers.
-func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book) ([]*gateway.Server, error) {
+// configServers turns a config's servers into gateway servers. The guard
+// decides which tools are visible and callable, so the gateway's own
+// name filter lets every tool through.
+func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book, g *guard) ([]*gateway.Server, error) {
 	var out []*gateway.Server
 	groups := &groupSet{c: c, base: base, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
-		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir}
+		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, guard: g}
 		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
 			l.workspaces = filepath.Join(stateDir, "workspaces")
 		}
@@ -102,8 +104,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			Name:        s.Name,
 			Prefix:      c.EffectivePrefix(s),
 			Scope:       s.Scope,
-			Allow:       s.Tools.Allow,
-			Deny:        s.Tools.Deny,
+			Allow:       []string{"*"},
 			CallTimeout: time.Duration(s.Limits.CallTimeout),
 			MaxOutput:   int64(s.Limits.Output),
 			Restart:     s.Lifecycle.Restart,
@@ -157,7 +158,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		}
 		l := &sandboxLauncher{
 			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
-			stderr: e.stderr,
+			stderr: e.stderr, guard: g,
 		}
 		if s.Filesystem.Output == nil || s.Filesystem.Output.Source == "" {
 			if s.Filesystem.Output != nil {
@@ -255,6 +256,9 @@ func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, o
 		return err
 	case <-ctx.Done():
 	}
+	// Ending the sessions first ends their open streams (a client's
+	// standalone GET), which Shutdown would otherwise wait out.
+	gw.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

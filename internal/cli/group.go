@@ -107,7 +107,7 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 	// process's argv is readable by every user of the host.
 	spec.Env = append(spec.Env, groupMembersEnv+"="+string(membersJSON))
 	spec.Args = []string{selfTarget, "__group"}
-	l.name = "group:" + name // ":" is not allowed in server names: no collision
+	l.name = groupLauncherName(name) // ":" is not allowed in server names: no collision
 	l.base = spec
 	return &groupLauncher{sandbox: l, running: map[gateway.Scope]*groupInstance{}}, nil
 }

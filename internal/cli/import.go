@@ -141,6 +141,11 @@ func renderYAML(c *config.Config, hints map[string][]string, source string) ([]b
 		"copied: secrets and headers name environment variables to set before",
 		"'mcpbox serve' (file:PATH and cmd:COMMAND references work too).",
 		"tools: {allow: ['*']} keeps every tool of the servers you chose; narrow it.",
+		"Calls of tools a server marks destructive or open-world wait for your",
+		"approval (your client asks you, or: mcpbox approvals); add",
+		"approve_annotations: [] under tools to run them unreviewed.",
+		"Tool descriptions are pinned in mcpbox.lock on first use; a server that",
+		"changes them later has those tools hidden until 'mcpbox trust'.",
 	}, "\n")
 	root := doc.Content[0]
 	for i := 0; i+1 < len(root.Content); i += 2 {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,8 @@ type sandboxLauncher struct {
 	// book learns every secret value resolved, before the server starts,
 	// so that nothing the server writes can carry it out.
 	book *redact.Book
+	// guard, if set, tracks each sandbox for the audit (serve).
+	guard *guard
 }
 
 func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
@@ -68,8 +71,15 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		stderrRedactor = r.Writer(lines)
 		stderr = stderrRedactor
 	}
+	track := &sandboxTrack{id: newSandboxID(), started: time.Now()}
 	if spec.Network.Enabled() {
-		spec.Network.Log = egressLogger(l.log, l.name, l.book)
+		logEv := egressLogger(l.log, l.name, l.book)
+		spec.Network.Log = func(ev egress.Event) {
+			logEv(ev)
+			track.closed(ev)
+			l.guard.egressEvent(l.name, scope, track, ev)
+		}
+		spec.Network.Opened = track.opened
 	}
 	if l.workspaces != "" {
 		dir, err := workspaceDir(l.workspaces, scope, l.name)
@@ -77,6 +87,17 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			return nil, err
 		}
 		spec.Output = dir
+		if rel, err := filepath.Rel(l.workspaces, filepath.Dir(dir)); err == nil {
+			track.workspace = filepath.ToSlash(rel)
+		}
+	}
+	if spec.Output != "" {
+		track.rw = append(track.rw, rwDir{spec.Output, "/workspace/output"})
+	}
+	for _, m := range spec.Mounts {
+		if m.Writable {
+			track.rw = append(track.rw, rwDir{m.Source, m.Target})
+		}
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -114,8 +135,11 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		status string
 		clean  bool
 	)
+	untrack := l.guard.sandboxStarted(l.name, scope, track)
+	var stopping atomic.Bool // Stop was called: an exit now is no crash
 	waited := make(chan struct{})
 	go func() {
+		defer untrack()
 		res, err := sb.Wait()
 		switch {
 		case err != nil:
@@ -128,6 +152,8 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			status = fmt.Sprintf("exited with status %d", res.ExitCode)
 			clean = res.ExitCode == 0
 		}
+		track.setExit(status)
+		l.guard.sandboxEnded(l.name, scope, track, status, clean || stopping.Load())
 		close(waited)
 	}()
 	// ended waits a little for the exit the caller has seen coming.
@@ -143,6 +169,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		Stdin: inW, Stdout: outR,
 		Roots: roots(&spec),
 		Stop: func() {
+			stopping.Store(true)
 			inW.Close()
 			select {
 			case <-waited:

@@ -1,16 +1,16 @@
 package cli
 
 import (
-	"net/netip"
-	"time"
-
 	"fmt"
-	"mcpbox/internal/egress"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
+	"mcpbox/internal/policy"
 	"mcpbox/internal/sandbox"
 )
 
@@ -36,6 +36,13 @@ func (e *env) policy(args []string) int {
 	}
 	c, err := loadConfig(rest[1])
 	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return 1
+	}
+	// The rules' conditions are compiled and type-checked here, where
+	// config.Load only checked that they are there.
+	src, _ := os.ReadFile(rest[1])
+	if _, err := policy.CompileWith(c, policy.Options{Source: src}); err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return 1
 	}

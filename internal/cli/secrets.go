@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,7 @@ func (e *env) secrets(args []string) int {
 	if rotate {
 		args = args[1:]
 	}
-	if code, stop := e.parse(fs, reorder(args)); stop {
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
 	if rotate {
@@ -109,8 +110,9 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 }
 
 // reorder puts flags before positional arguments, so that
-// "rotate NAME --config FILE" parses.
-func reorder(args []string) []string {
+// "rotate NAME --config FILE" parses: a flag of fs that takes a value
+// (not a boolean) keeps the argument after it.
+func reorder(fs *flag.FlagSet, args []string) []string {
 	var flags, rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -118,9 +120,9 @@ func reorder(args []string) []string {
 		case a == "--":
 			rest = append(rest, args[i+1:]...)
 			i = len(args)
-		case strings.HasPrefix(a, "-"):
+		case strings.HasPrefix(a, "-") && a != "-":
 			flags = append(flags, a)
-			if !strings.Contains(a, "=") && i+1 < len(args) && (a == "--config" || a == "-config" || a == "--state-dir" || a == "-state-dir") {
+			if !strings.Contains(a, "=") && i+1 < len(args) && takesValue(fs, strings.TrimLeft(a, "-")) {
 				flags = append(flags, args[i+1])
 				i++
 			}
@@ -129,6 +131,16 @@ func reorder(args []string) []string {
 		}
 	}
 	return append(flags, rest...)
+}
+
+// takesValue reports whether fs has a flag name that is not a boolean.
+func takesValue(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 func secretRows(c *config.Config) []secretRow {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
@@ -89,7 +90,7 @@ func (e *env) serve(args []string) int {
 			httpAddr = defaultHTTPAddr
 		}
 	}
-	opts, tlsCert, tlsKey, err := httpOptions(c, base, httpAddr)
+	hopts, tlsCert, tlsKey, err := httpOptions(c, base, httpAddr)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
@@ -100,50 +101,74 @@ func (e *env) serve(args []string) int {
 		return 1
 	}
 	var banner string
-	if configPath == "" && httpAddr != "" && len(opts.Clients) == 0 {
+	if configPath == "" && httpAddr != "" && len(hopts.Clients) == 0 {
 		// The default over HTTP: any local process could otherwise call
 		// it, so it gets a token of its own.
 		token := "mcpbox_" + strings.ToLower(rand.Text())
-		opts.Clients = []gateway.Client{{Name: "default", Token: []byte(token)}}
+		hopts.Clients = []gateway.Client{{Name: "default", Token: []byte(token)}}
 		banner = token
 	}
 	gatewayGC()
 	book := &redact.Book{}
-	for _, cl := range opts.Clients {
+	for _, cl := range hopts.Clients {
 		if err := book.Add("client_token_"+cl.Name, cl.Token); err != nil {
 			e.errorf("serve: client %s: token: %v", cl.Name, err)
 			return exitUsage
 		}
 	}
 	log := e.newLogger(book)
-	servers, err := e.configServers(c, base, dir, log, book)
-	if err != nil {
+	if err := stateDirOwned(dir); err != nil {
 		e.errorf("serve: %v", err)
-		return exitUsage
+		return 1
 	}
-	credentials := map[string]string{}
-	for _, s := range c.Servers {
-		credentials[s.Name] = s.Credentials
-	}
-	gw, err := gateway.New(servers, gatewayOptions(log, book, credentials))
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return exitUsage
-	}
-	defer gw.Close()
+	// The admin socket answers first: a second serve on this state dir
+	// stops here, before it opens the audit store or starts sandboxes.
 	ctx, cancel := signalContext()
 	defer cancel()
-	stopAdmin, err := serveAdmin(ctx, dir, c, gw)
+	admin := &adminServer{c: c, log: log}
+	stopAdmin, err := serveAdmin(ctx, dir, admin)
 	switch {
 	case errors.Is(err, errStateDirBusy):
 		e.errorf("serve: %v", err)
 		return 1
 	case err != nil:
 		// The gateway works without it; only the admin commands do not.
-		log.Warn("admin socket unavailable: mcpbox secrets rotate cannot reach this gateway", "err", err)
+		log.Warn("admin socket unavailable: the admin commands (approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
 	default:
 		defer stopAdmin()
 	}
+	source := defaultConfig
+	if configPath != "" {
+		source, _ = os.ReadFile(configPath) // only for error positions
+	}
+	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), source: source}, log, book)
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return exitUsage
+	}
+	defer g.close()
+	servers, err := e.configServers(c, base, dir, log, book, g)
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return exitUsage
+	}
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version, Hooks: g.hooks()})
+	if err != nil {
+		e.errorf("serve: %v", err)
+		return exitUsage
+	}
+	defer gw.Close()
+	g.attach(gw)
+	admin.attach(gw, g)
+	if g.channels[config.ChannelWeb] {
+		stopWeb, err := serveWeb(ctx, dir, g.broker.Handler())
+		if err != nil {
+			log.Warn("approvals socket unavailable", "err", err)
+		} else {
+			defer stopWeb()
+		}
+	}
+	g.record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -153,7 +178,7 @@ func (e *env) serve(args []string) int {
 			onListen = func(url string) { e.printBanner(url, banner, c, base) }
 		}
 		wg.Go(func() {
-			if err := e.serveHTTP(ctx, gw, httpAddr, opts, tlsCert, tlsKey, onListen); err != nil {
+			if err := e.serveHTTP(ctx, gw, httpAddr, hopts, tlsCert, tlsKey, onListen); err != nil {
 				errs <- err
 				cancel()
 			}

@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/policy"
+	"mcpbox/internal/redact"
+)
+
+// payloadLimit caps what include_payloads stores of one call.
+const payloadLimit = 64 << 10
+
+// call is the Call hook: rate limit, policy, approval, then the call
+// itself, its result checks, and one audit record whatever happens.
+func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	gs := g.servers[c.Server]
+	ann := annotations(c.Definition)
+	rec := audit.Record{
+		Time: time.Now(), Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session),
+		Server: c.Server, Tool: c.Tool, ArgShape: audit.Shape(c.Arguments),
+		Category: category(gs, c.Tool, ann),
+	}
+	t := g.tracks.get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
+	if t != nil {
+		rec.Sandbox, rec.Workspace = t.id, t.workspace
+	}
+	defer func() {
+		rec.Duration = time.Since(rec.Time)
+		g.store.Add(rec)
+	}()
+	if g.payloads {
+		rec.Payload = capPayload(g.book.JSON(c.Arguments))
+	}
+
+	client := policyClient(c.Agent)
+	if ok, retry, limit := g.limiter.Allow(client, c.Server, c.Tool); !ok {
+		rec.Decision, rec.Outcome, rec.Rule = "rate_limited", "rate_limited", limit
+		secs := int(math.Ceil(retry.Seconds()))
+		return refusal(fmt.Sprintf("mcpbox: rate limit reached for %s (%s); retry after %d s", c.Tool, limit, secs),
+			map[string]any{"mcpbox/retryAfterSeconds": secs})
+	}
+	d := g.engine.Decide(policy.Input{Client: client, Server: c.Server, Tool: c.Tool,
+		Args: decodeArgs(c.Arguments), Annotations: ann})
+	rec.Decision, rec.Rule = d.Action, d.Rule
+	switch d.Action {
+	case config.ActionApprove:
+		dec, err := g.approve(ctx, c, d, rec.Sandbox)
+		rec.Approver = dec.By
+		if err != nil || !dec.Allow {
+			rec.Decision, rec.Outcome = "denied", "denied"
+			return refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", c.Tool, approvalWhy(dec, err)), nil)
+		}
+		rec.Decision = "approved"
+	case config.ActionAllow:
+	default:
+		rec.Outcome = "denied"
+		return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", c.Tool, d.Rule), nil)
+	}
+
+	var mark *callMark
+	if t != nil {
+		mark = t.begin()
+	}
+	raw, err := next(ctx)
+	if t != nil {
+		t.finish(mark, &rec)
+	}
+	if err != nil {
+		rec.Outcome = outcomeOf(err)
+		rec.Error = g.book.String(err.Error())
+		return raw, err
+	}
+	rec.ResultSize = int64(len(raw))
+	rec.Outcome = "ok"
+	if isErrorResult(raw) {
+		rec.Outcome = "is_error"
+	}
+	raw = g.scanResult(gs, c, raw, &rec)
+	raw = g.checkCredentials(gs, c, raw, &rec)
+	if g.payloads {
+		rec.Payload = capPayload(mustJSON(map[string]json.RawMessage{"arguments": rec.Payload, "result": raw}))
+	}
+	return raw, nil
+}
+
+// approve asks the broker; the calling client is asked through
+// elicitation when it can be and that channel is on.
+func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
+	req := approval.Request{
+		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
+		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
+	}
+	var ask approval.Elicitor
+	if g.channels[config.ChannelElicitation] && c.Elicit != nil {
+		ask = approval.Elicitor(c.Elicit)
+	}
+	if ask == nil {
+		g.log.Warn("a call waits for approval: see `mcpbox approvals`", "server", c.Server, "tool", c.Tool, "client", c.Agent, "rule", d.Rule)
+	}
+	return g.broker.Ask(ctx, req, ask)
+}
+
+func approvalWhy(d approval.Decision, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case d.By == "timeout":
+		return "no answer in time"
+	case d.By != "":
+		return "denied by " + d.By
+	}
+	return "denied"
+}
+
+// scanResult applies results_scan.
+func (g *guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
+	if gs.results == config.ResultsScanOff {
+		return raw
+	}
+	found := integrity.ScanResult(raw)
+	if len(found) == 0 {
+		return raw
+	}
+	var rules []string
+	for _, f := range found {
+		if r := f.Rule + "@" + f.Where; !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
+	rec.Findings = append(rec.Findings, rules...)
+	action := cmpOr(gs.results, config.ResultsScanFlag)
+	g.log.Warn("injection-like content in a tool result", "server", c.Server, "tool", c.Tool, "client", c.Agent,
+		"findings", strings.Join(rules, ","), "action", action)
+	if action == config.ResultsScanBlock {
+		rec.Outcome = "blocked"
+		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it holds instructions aimed at the model (%s)", c.Tool, strings.Join(rules, ", ")), nil)
+		return res
+	}
+	return raw
+}
+
+// checkCredentials applies a server's credentials policy: credential-shaped
+// strings that are not our secrets (those are redacted already) are
+// flagged, redacted, or block the result.
+func (g *guard) checkCredentials(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
+	found := redact.Detect(raw)
+	if len(found) == 0 {
+		return raw
+	}
+	var rules []string
+	for _, f := range found {
+		if !slices.Contains(rules, f.Rule) {
+			rules = append(rules, f.Rule)
+		}
+	}
+	action := cmpOr(gs.credentials, config.CredentialsFlag)
+	g.log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", c.Tool, "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
+	for _, r := range rules {
+		rec.Findings = append(rec.Findings, "credential:"+r)
+	}
+	switch action {
+	case config.CredentialsRedact:
+		return redact.Mask(raw, found)
+	case config.CredentialsBlock:
+		rec.Outcome = "blocked"
+		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", c.Tool, strings.Join(rules, ", ")), nil)
+		return res
+	}
+	return raw
+}
+
+// refusal is a tool result that tells the model why the call did not run.
+func refusal(msg string, meta map[string]any) (json.RawMessage, error) {
+	res := map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true}
+	if meta != nil {
+		res["_meta"] = meta
+	}
+	return json.Marshal(res)
+}
+
+// outcomeOf classifies a failed call for the audit.
+func outcomeOf(err error) string {
+	var werr *jsonrpc.Error
+	switch {
+	case errors.Is(err, gateway.ErrCallTimeout):
+		return "timeout"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "cancelled"
+	case errors.As(err, &werr):
+		return "protocol_error"
+	}
+	return "error"
+}
+
+func isErrorResult(raw json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// category is a coarse kind of a call: from the built-in server's own
+// tool names, else from the tool's (untrusted) annotations.
+func category(gs *guardServer, tool string, ann map[string]any) string {
+	if gs != nil && gs.builtin {
+		switch {
+		case strings.HasPrefix(tool, "read_"), strings.HasPrefix(tool, "list_"), strings.HasPrefix(tool, "search_"), tool == "stat":
+			return "read"
+		case strings.HasPrefix(tool, "write_"), strings.HasPrefix(tool, "edit_"), strings.HasPrefix(tool, "delete_"), strings.HasPrefix(tool, "move_"):
+			return "write"
+		case strings.Contains(tool, "command"), strings.Contains(tool, "job"):
+			return "exec"
+		}
+	}
+	is := func(k string) bool { v, ok := ann[k].(bool); return ok && v }
+	switch {
+	case is("destructiveHint"):
+		return "destructive"
+	case is("openWorldHint"):
+		return "open-world"
+	case is("readOnlyHint"):
+		return "read-only"
+	}
+	return ""
+}
+
+func capPayload(raw []byte) json.RawMessage {
+	if len(raw) <= payloadLimit {
+		return raw
+	}
+	return mustJSON(map[string]any{"truncated": true, "bytes": len(raw)})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
+)
+
+const guardTestConfig = `version: 1
+approvals: {timeout: 5s}
+servers:
+  echo:
+    command: [echo-server]
+    tools:
+      rules:
+        - {tool: echo, when: 'args.text.startsWith("forbidden")', action: deny}
+        - {tool: echo, when: 'args.text == "review"', action: approve}
+      allow: [echo]
+      rate_limit: {per_client_tool: 3, burst: 3}
+`
+
+// guardRig is a gateway with the guard around an in-process echo server.
+type guardRig struct {
+	g    *guard
+	sess *mcp.ClientSession
+	dir  string
+}
+
+func newGuardRig(t *testing.T, opts *mcp.ClientOptions) *guardRig {
+	t.Helper()
+	c, err := config.Load("guard.yaml", []byte(guardTestConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	book := &redact.Book{}
+	g, err := newGuard(c, dir, guardOptions{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock")}, log, book)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
+		gateway.Options{Logger: log, Hooks: g.hooks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.attach(gw)
+	cr, gwW := io.Pipe()
+	gwR, cw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { gw.ServeStdio(ctx, gateway.LocalAgent, gwR, gwW); close(done) }()
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "guard-test", Version: "1"}, opts).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sess.Close()
+		cancel()
+		cw.Close()
+		<-done
+		gw.Close()
+		g.close()
+	})
+	return &guardRig{g: g, sess: sess, dir: dir}
+}
+
+func (r *guardRig) call(t *testing.T, text string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil {
+		t.Fatalf("call %q: %v", text, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+// records flushes the store and returns its call records.
+func (r *guardRig) records(t *testing.T) []audit.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.g.store.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.g.store.Query(ctx, audit.Filter{Event: audit.EventCall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// TestGuardPolicyAndAudit: a rule denies by argument (the server never
+// answers), a rate limit refuses with a retry-after, and every call gets
+// one audit record with the decision and the argument's shape only.
+func TestGuardPolicyAndAudit(t *testing.T) {
+	r := newGuardRig(t, nil)
+	if out, isErr := r.call(t, "hello"); isErr || out != "hello" {
+		t.Fatalf("allowed call: %q %v", out, isErr)
+	}
+	if out, isErr := r.call(t, "forbidden-zone"); !isErr || !strings.Contains(out, "policy denies echo") {
+		t.Fatalf("denied call: %q %v", out, isErr)
+	}
+	r.call(t, "third")
+	if out, isErr := r.call(t, "fourth"); !isErr || !strings.Contains(out, "retry after") {
+		t.Fatalf("rate-limited call: %q %v", out, isErr)
+	}
+	recs := r.records(t)
+	want := []struct{ decision, outcome string }{{"allow", "ok"}, {"deny", "denied"}, {"allow", "ok"}, {"rate_limited", "rate_limited"}}
+	if len(recs) != len(want) {
+		t.Fatalf("%d call records, want %d: %+v", len(recs), len(want), recs)
+	}
+	for i, w := range want {
+		got := recs[i]
+		if got.Decision != w.decision || got.Outcome != w.outcome || got.Server != "echo" || got.Tool != "echo" || got.Client != gateway.LocalAgent {
+			t.Errorf("record %d: %+v, want decision %s outcome %s", i, got, w.decision, w.outcome)
+		}
+		if raw, _ := json.Marshal(got); strings.Contains(string(raw), "forbidden-zone") || strings.Contains(string(raw), "hello") {
+			t.Errorf("record %d holds an argument value: %s", i, raw)
+		}
+	}
+	if !strings.Contains(recs[1].Rule, "rules[0]") || !strings.Contains(string(recs[0].ArgShape), "text") {
+		t.Errorf("rule %q, shape %s", recs[1].Rule, recs[0].ArgShape)
+	}
+}
+
+// TestGuardApprovalByElicitation: a call a rule sends to review asks the
+// calling client through elicitation; its answer decides.
+func TestGuardApprovalByElicitation(t *testing.T) {
+	answer := make(chan string, 2)
+	answer <- "once"
+	answer <- "deny"
+	r := newGuardRig(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if !strings.Contains(req.Params.Message, "echo") {
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": <-answer}}, nil
+		},
+	})
+	if out, isErr := r.call(t, "review"); isErr || out != "review" {
+		t.Fatalf("approved call: %q %v", out, isErr)
+	}
+	if out, isErr := r.call(t, "review"); !isErr || !strings.Contains(out, "not approved") {
+		t.Fatalf("denied call: %q %v", out, isErr)
+	}
+	recs := r.records(t)
+	if len(recs) != 2 || recs[0].Decision != "approved" || !strings.HasPrefix(recs[0].Approver, "elicitation") || recs[1].Decision != "denied" {
+		t.Fatalf("records: %+v", recs)
+	}
+}
+
+// TestGuardApprovalByCLI: without elicitation, the call waits until the
+// broker is told (as `mcpbox approve` does through the admin socket).
+func TestGuardApprovalByCLI(t *testing.T) {
+	r := newGuardRig(t, nil)
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if p := r.g.broker.Pending(); len(p) == 1 {
+				r.g.broker.Decide(p[0].ID, approval.Decision{Allow: true, Scope: approval.ScopeSession, By: "cli:uid=0"})
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	if out, isErr := r.call(t, "review"); isErr || out != "review" {
+		t.Fatalf("approved call: %q %v", out, isErr)
+	}
+	// Remembered for the session: no second question.
+	if out, isErr := r.call(t, "review"); isErr || out != "review" {
+		t.Fatalf("second call: %q %v", out, isErr)
+	}
+	recs := r.records(t)
+	if len(recs) != 2 || recs[0].Approver != "cli:uid=0" || !strings.HasPrefix(recs[1].Approver, "remembered") {
+		t.Fatalf("records: %+v", recs)
+	}
+}

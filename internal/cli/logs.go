@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mcpbox/internal/audit"
+)
+
+const logsHelp = `USAGE
+  mcpbox logs [filters] [--follow] [--json] (--config FILE | --state-dir DIR)
+  mcpbox logs verify (--config FILE | --state-dir DIR)
+
+Prints the audit log of the gateway that uses that state dir (running or
+not), oldest first: one line per record, or with --json one JSON object
+per line (its sequence number in "id"). --follow keeps printing new
+records until interrupted.
+
+FILTERS
+  --client NAME --server NAME --tool NAME --sandbox ID --session ID
+  --event call|session_start|session_end|sandbox_start|sandbox_stop|
+          sandbox_crash|egress|approval|policy_reload|pin|trust|scan
+  --decision allow|deny|approved|denied|rate_limited|...
+  --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
+
+verify checks the hash chain: it exits 1 and names the records when one
+was edited or deleted.
+`
+
+func (e *env) logs(args []string) int {
+	fs := e.newFlagSet("logs", logsHelp)
+	af := registerAdminFlags(fs)
+	var f audit.Filter
+	fs.StringVar(&f.Client, "client", "", "only records of client `NAME`")
+	fs.StringVar(&f.Server, "server", "", "only records of server `NAME`")
+	fs.StringVar(&f.Tool, "tool", "", "only records of tool `NAME`")
+	fs.StringVar(&f.Sandbox, "sandbox", "", "only records of sandbox `ID`")
+	fs.StringVar(&f.Session, "session", "", "only records of session `ID`")
+	fs.StringVar(&f.Event, "event", "", "only records of `EVENT`")
+	fs.StringVar(&f.Decision, "decision", "", "only records with `DECISION`")
+	since := fs.String("since", "", "only records since `WHEN` (a duration ago, or RFC 3339)")
+	limit := fs.Int("limit", 0, "only the newest `N` records")
+	follow := fs.Bool("follow", false, "keep printing new records")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	verify := len(args) > 0 && args[0] == "verify"
+	if verify {
+		args = args[1:]
+	}
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	if fs.NArg() != 0 {
+		e.errorf("logs: unexpected arguments %q", fs.Args())
+		return exitUsage
+	}
+	if *since != "" {
+		t, err := parseSince(*since, time.Now())
+		if err != nil {
+			e.errorf("logs: --since: %v", err)
+			return exitUsage
+		}
+		f.Since = t
+	}
+	dir, ok := af.dir(e, "logs")
+	if !ok {
+		return exitUsage
+	}
+	path := filepath.Join(dir, "audit.db")
+	if _, err := os.Stat(path); err != nil {
+		e.errorf("logs: no audit log in %s (has mcpbox serve run with this state dir?)", dir)
+		return 1
+	}
+	r, err := audit.OpenReader(path)
+	if err != nil {
+		e.errorf("logs: %v", err)
+		return 1
+	}
+	defer r.Close()
+	ctx, cancel := signalContext()
+	defer cancel()
+	if verify {
+		return e.verifyLog(ctx, r)
+	}
+	print := func(rec audit.Record) error { return e.printRecord(rec, *asJSON) }
+	recs, err := r.Query(ctx, f)
+	if err != nil {
+		e.errorf("logs: %v", err)
+		return 1
+	}
+	if *limit > 0 && len(recs) > *limit {
+		recs = recs[len(recs)-*limit:]
+	}
+	for _, rec := range recs {
+		if err := print(rec); err != nil {
+			return 1
+		}
+		f.AfterSeq = rec.Seq
+	}
+	if !*follow {
+		return 0
+	}
+	if err := r.Follow(ctx, f, print); err != nil && !errors.Is(err, context.Canceled) {
+		e.errorf("logs: %v", err)
+		return 1
+	}
+	return 0
+}
+
+func (e *env) verifyLog(ctx context.Context, r *audit.Reader) int {
+	rep, err := r.Verify(ctx)
+	if err != nil {
+		e.errorf("logs verify: %v", err)
+		return 1
+	}
+	if !rep.OK() {
+		for _, p := range rep.Problems {
+			fmt.Fprintln(e.stdout, p)
+		}
+		fmt.Fprintf(e.stdout, "audit log: %d problem(s) in %d records\n", len(rep.Problems), rep.Records)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "audit log: %d records, chain intact (seq %d..%d)\n", rep.Records, rep.First, rep.Last)
+	return 0
+}
+
+// printRecord writes one record as a line of text or JSON.
+func (e *env) printRecord(rec audit.Record, asJSON bool) error {
+	if asJSON {
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return err
+		}
+		m["id"] = rec.Seq
+		return json.NewEncoder(e.stdout).Encode(m)
+	}
+	_, err := fmt.Fprintln(e.stdout, recordLine(rec))
+	return err
+}
+
+// recordLine is the one-line text form of a record.
+func recordLine(r audit.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s %-13s", r.Seq, r.Time.Local().Format("2006-01-02 15:04:05.000"), r.Event)
+	add := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, " %s=%s", k, v)
+		}
+	}
+	add("client", r.Client)
+	add("session", r.Session)
+	add("sandbox", r.Sandbox)
+	if r.Server != "" && r.Tool != "" {
+		add("tool", r.Server+"/"+r.Tool)
+	} else {
+		add("server", r.Server)
+		add("tool", r.Tool)
+	}
+	add("decision", r.Decision)
+	add("rule", r.Rule)
+	add("approver", r.Approver)
+	add("outcome", r.Outcome)
+	if r.Event == audit.EventCall {
+		add("duration", r.Duration.Round(time.Microsecond).String())
+		if r.ResultSize > 0 {
+			add("bytes", fmt.Sprint(r.ResultSize))
+		}
+	}
+	for _, f := range r.Files {
+		add("file", fmt.Sprintf("%s(%d)", f.Path, f.Size))
+	}
+	for _, d := range r.Domains {
+		v := fmt.Sprintf("%s:%d(%s)", d.Host, d.Port, d.Decision)
+		if d.Ambiguous {
+			v += "?"
+		}
+		add("domain", v)
+	}
+	for _, p := range r.Packages {
+		add("package", p.Name+"@"+p.Version)
+	}
+	add("exit", quoteIfSpace(r.ExitStatus))
+	if len(r.Findings) > 0 {
+		add("findings", strings.Join(r.Findings, ","))
+	}
+	add("error", quoteIfSpace(r.Error))
+	return b.String()
+}
+
+func quoteIfSpace(s string) string {
+	if strings.ContainsAny(s, " \t\n") {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+// parseSince reads a duration ago or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a duration (1h) nor an RFC 3339 time", s)
+	}
+	return t, nil
+}

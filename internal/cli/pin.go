@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/redact"
+)
+
+const pinHelp = `USAGE
+  mcpbox pin [--check] [--config FILE] [--state-dir DIR] [SERVER...]
+
+Starts each server of the config (every one, or those named) in its
+sandbox, lists its tools, prompts and resource templates, runs the
+description scanner over them and prints its findings, then records the
+definitions in the lock file mcpbox.lock beside the config (in the state
+dir for the embedded default), replacing that server's earlier pins. A
+gateway running on the same state dir reloads the lock file.
+
+--check records nothing: it prints the scanner's findings and how each
+definition compares with the lock file, and exits 1 when there is a
+finding or a difference.
+`
+
+func (e *env) pin(args []string) int {
+	fs := e.newFlagSet("pin", pinHelp)
+	cfgPath := fs.String("config", "", "the config `FILE` (default: the embedded default)")
+	stateFlag := fs.String("state-dir", "", "the state `DIR` (default: the config's)")
+	check := fs.Bool("check", false, "scan and compare only; record nothing")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	c, base, err := loadConfigOrDefault(*cfgPath)
+	if err != nil {
+		e.errorf("pin: %v", err)
+		return exitUsage
+	}
+	names := fs.Args()
+	for _, n := range names {
+		if c.Server(n) == nil {
+			e.errorf("pin: no server %q in the config", n)
+			return exitUsage
+		}
+	}
+	if len(names) == 0 {
+		for _, s := range c.Servers {
+			names = append(names, s.Name)
+		}
+	}
+	dir, err := stateDir(c, base, *stateFlag)
+	if err != nil {
+		e.errorf("pin: %v", err)
+		return 1
+	}
+	book := &redact.Book{}
+	log := e.newLogger(book)
+	servers, err := e.configServers(c, base, dir, log, book, nil)
+	if err != nil {
+		e.errorf("pin: %v", err)
+		return exitUsage
+	}
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version,
+		Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
+	if err != nil {
+		e.errorf("pin: %v", err)
+		return exitUsage
+	}
+	defer gw.Close()
+	pins, err := integrity.OpenPins(defaultLockPath(*cfgPath, dir))
+	if err != nil {
+		e.errorf("pin: %v", err)
+		return 1
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	defs := map[string]*gateway.Definitions{}
+	for _, name := range names {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+		d, err := gw.Definitions(sctx, name, gateway.Scope{Agent: gateway.LocalAgent})
+		scancel()
+		if err != nil {
+			e.errorf("pin: server %s: %v", name, err)
+			return 1
+		}
+		defs[name] = d
+	}
+	problems := e.printFindings(c, defs)
+	if *check {
+		problems += e.compareWithLock(c, pins, defs)
+		if problems > 0 {
+			return 1
+		}
+		return 0
+	}
+	for _, name := range names {
+		d := defs[name]
+		lists := map[string][]integrity.Item{}
+		for kind, items := range d.Lists {
+			for _, it := range items {
+				lists[pinKind(kind)] = append(lists[pinKind(kind)], integrity.Item{Key: it.Key, Raw: it.Raw})
+			}
+			if lists[pinKind(kind)] == nil {
+				lists[pinKind(kind)] = []integrity.Item{}
+			}
+		}
+		if err := pins.Record(name, serverInfo(d.ServerInfo), lists); err != nil {
+			e.errorf("pin: server %s: %v", name, err)
+			return 1
+		}
+		fmt.Fprintf(e.stdout, "pinned %s: %d tools, %d prompts, %d templates\n", name,
+			len(d.Lists[gateway.KindTools]), len(d.Lists[gateway.KindPrompts]), len(d.Lists[gateway.KindTemplates]))
+	}
+	fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
+	if _, err := adminCall(dir, adminRequest{Op: "reload"}); err == nil {
+		fmt.Fprintln(e.stdout, "the running gateway reloaded it")
+	}
+	return 0
+}
+
+// printFindings prints the scanner's findings and returns their number.
+func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitions) int {
+	n := 0
+	for _, s := range c.Servers {
+		d := defs[s.Name]
+		if d == nil {
+			continue
+		}
+		var others []string
+		for name, o := range defs {
+			if name == s.Name {
+				continue
+			}
+			for _, it := range o.Lists[gateway.KindTools] {
+				others = append(others, it.Key, c.EffectivePrefix(c.Server(name))+it.Key)
+			}
+		}
+		for _, kind := range []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates} {
+			for _, it := range d.Lists[kind] {
+				for _, f := range integrity.ScanDefinition(pinKind(kind), it.Raw, others) {
+					n++
+					fmt.Fprintf(e.stdout, "%s/%s: %s [%s, %s] at %s: %s\n    %s\n", s.Name, it.Key, f.Rule, f.Severity, pinKind(kind), f.Where, f.Message, f.Excerpt)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(e.stdout, "scanner: no findings")
+	}
+	return n
+}
+
+// compareWithLock prints how the definitions differ from the lock file
+// and returns the number of differences.
+func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions) int {
+	n := 0
+	for _, s := range c.Servers {
+		d := defs[s.Name]
+		if d == nil {
+			continue
+		}
+		for _, kind := range []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates} {
+			var items []integrity.Item
+			for _, it := range d.Lists[kind] {
+				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
+			}
+			// enforce never writes: a server with no pins is "quarantined".
+			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, pinKind(kind), items)
+			if err != nil {
+				e.errorf("pin: %s: %v", s.Name, err)
+				n++
+				continue
+			}
+			for _, ch := range changes {
+				n++
+				fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", ch.Status, ch.Kind, ch.Server, ch.Key, integrity.Diff(ch))
+			}
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(e.stdout, "lock file: every definition matches")
+	}
+	return n
+}
+
+// serverInfo reads name and version from a serverInfo object.
+func serverInfo(raw json.RawMessage) integrity.ServerInfo {
+	var si integrity.ServerInfo
+	var v struct{ Name, Version string }
+	if json.Unmarshal(raw, &v) == nil {
+		si.Name, si.Version = v.Name, v.Version
+	}
+	return si
+}
+
+// loadConfigOrDefault loads FILE, or the embedded default when path is
+// empty; base is the directory relative paths are resolved against.
+func loadConfigOrDefault(path string) (*config.Config, string, error) {
+	if path == "" {
+		c, err := config.Load("(embedded default)", defaultConfig)
+		if err != nil {
+			return nil, "", err
+		}
+		wd, err := os.Getwd()
+		return c, wd, err
+	}
+	c, err := loadConfig(path)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, filepath.Dir(path), nil
+}

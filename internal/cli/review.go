@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"mcpbox/internal/approval"
+)
+
+const approvalsHelp = `USAGE
+  mcpbox approvals [--json] (--config FILE | --state-dir DIR)
+  mcpbox approvals revoke ID (--config FILE | --state-dir DIR)
+  mcpbox approve ID [--session | --always] (--config FILE | --state-dir DIR)
+  mcpbox deny ID (--config FILE | --state-dir DIR)
+
+approvals lists the calls (and changed tool definitions) waiting for a
+human decision in the gateway running on that state dir, and the
+remembered decisions. approve lets a waiting call run: once (the
+default), for the rest of its client session (--session), or always for
+that client, server and tool (--always, kept across restarts until
+revoked). deny refuses it. A call nobody decides is denied after
+approvals.timeout (default 2m).
+`
+
+// adminFlags are the flags that find a running gateway's state dir.
+type adminFlags struct {
+	config, stateDir *string
+}
+
+func registerAdminFlags(fs *flag.FlagSet) adminFlags {
+	return adminFlags{
+		config:   fs.String("config", "", "the gateway's config `FILE` (its state_dir)"),
+		stateDir: fs.String("state-dir", "", "the gateway's state `DIR`"),
+	}
+}
+
+// dir is the state dir the flags name.
+func (f adminFlags) dir(e *env, cmd string) (string, bool) {
+	if *f.stateDir != "" {
+		return *f.stateDir, true
+	}
+	if *f.config == "" {
+		e.errorf("%s: --config FILE or --state-dir DIR is required", cmd)
+		return "", false
+	}
+	c, err := loadConfig(*f.config)
+	if err != nil {
+		e.errorf("%s: %v", cmd, err)
+		return "", false
+	}
+	dir, err := stateDir(c, filepath.Dir(*f.config), "")
+	if err != nil {
+		e.errorf("%s: %v", cmd, err)
+		return "", false
+	}
+	return dir, true
+}
+
+func (e *env) approvals(args []string) int {
+	fs := e.newFlagSet("approvals", approvalsHelp)
+	af := registerAdminFlags(fs)
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	revoke := len(args) > 0 && args[0] == "revoke"
+	if revoke {
+		args = args[1:]
+	}
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	dir, ok := af.dir(e, "approvals")
+	if !ok {
+		return exitUsage
+	}
+	if revoke {
+		if fs.NArg() != 1 {
+			e.errorf("approvals revoke: want one ID")
+			return exitUsage
+		}
+		if _, err := adminCall(dir, adminRequest{Op: "revoke", ID: fs.Arg(0)}); err != nil {
+			e.errorf("approvals revoke: %v", err)
+			return 1
+		}
+		fmt.Fprintf(e.stdout, "revoked %s\n", fs.Arg(0))
+		return 0
+	}
+	if fs.NArg() != 0 {
+		e.errorf("approvals: unexpected arguments %q", fs.Args())
+		return exitUsage
+	}
+	r, err := adminCall(dir, adminRequest{Op: "approvals"})
+	if err != nil {
+		e.errorf("approvals: %v", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, p := range r.Pending {
+			_ = enc.Encode(map[string]any{"id": p.ID, "state": "pending", "request": p})
+		}
+		for _, m := range r.Remembered {
+			_ = enc.Encode(map[string]any{"id": m.ID, "state": "remembered", "decision": m})
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
+	for _, p := range r.Pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, p.Tool, p.Rule, oneLine(p.Summary, 80))
+	}
+	tw.Flush()
+	if len(r.Remembered) > 0 {
+		fmt.Fprintln(e.stdout, "\nREMEMBERED")
+		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSCOPE\tCLIENT\tSERVER\tTOOL\tBY")
+		for _, m := range r.Remembered {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, m.Tool, m.By)
+		}
+		tw.Flush()
+	}
+	return 0
+}
+
+// decide is `mcpbox approve` (allow true) and `mcpbox deny`.
+func (e *env) decide(args []string, allow bool) int {
+	name := "deny"
+	if allow {
+		name = "approve"
+	}
+	fs := e.newFlagSet(name, approvalsHelp)
+	af := registerAdminFlags(fs)
+	session := fs.Bool("session", false, "approve: also the same call for the rest of the client session")
+	always := fs.Bool("always", false, "approve: always, for this client, server and tool (until revoked)")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		e.errorf("%s: want one approval ID (see mcpbox approvals)", name)
+		return exitUsage
+	}
+	scope := approval.ScopeOnce
+	switch {
+	case *session && *always, !allow && (*session || *always):
+		e.errorf("%s: --session and --always are for approve, one at a time", name)
+		return exitUsage
+	case *session:
+		scope = approval.ScopeSession
+	case *always:
+		scope = approval.ScopeAlways
+	}
+	dir, ok := af.dir(e, name)
+	if !ok {
+		return exitUsage
+	}
+	if _, err := adminCall(dir, adminRequest{Op: "decide", ID: fs.Arg(0), Allow: allow, Scope: scope}); err != nil {
+		e.errorf("%s: %v", name, err)
+		return 1
+	}
+	verb := "denied"
+	if allow {
+		verb = "approved (" + scope + ")"
+	}
+	fmt.Fprintf(e.stdout, "%s %s\n", verb, fs.Arg(0))
+	return 0
+}
+
+const trustHelp = `USAGE
+  mcpbox trust SERVER[/NAME] [--dry-run] (--config FILE | --state-dir DIR)
+
+Shows, as a diff against the lock file, the tool (prompt, template)
+definitions of SERVER that changed or appeared since they were pinned and
+are hidden from clients for that reason, then pins them in mcpbox.lock so
+that clients see them again (they get list_changed). NAME is a tool name,
+prompt:NAME or template:URI; without it every pending change of SERVER is
+trusted. --dry-run only shows the diff.
+`
+
+func (e *env) trust(args []string) int {
+	fs := e.newFlagSet("trust", trustHelp)
+	af := registerAdminFlags(fs)
+	dry := fs.Bool("dry-run", false, "show the pending changes, trust nothing")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		e.errorf("trust: want SERVER or SERVER/NAME")
+		return exitUsage
+	}
+	server, key, _ := strings.Cut(fs.Arg(0), "/")
+	dir, ok := af.dir(e, "trust")
+	if !ok {
+		return exitUsage
+	}
+	op := "trust"
+	if *dry {
+		op = "pins"
+	}
+	r, err := adminCall(dir, adminRequest{Op: op, Server: server, Key: key})
+	if err != nil {
+		e.errorf("trust: %v", err)
+		return 1
+	}
+	if len(r.Changes) == 0 {
+		fmt.Fprintf(e.stdout, "%s: nothing pending\n", fs.Arg(0))
+		return 0
+	}
+	for _, c := range r.Changes {
+		if *dry && key != "" && c.Key != key && c.Kind+":"+c.Key != key {
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", c.Status, c.Kind, c.Server, c.Key, c.Diff)
+	}
+	if !*dry {
+		fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(r.Changes))
+	}
+	return 0
+}
+
+// oneLine shortens s to n runes on one line, for tables.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
