@@ -162,7 +162,7 @@ servers:
     command: [/opt/bin/everything-server]
     filesystem:
       mounts: [{source: %s, target: /opt/bin, mode: ro}]
-    tools: {allow: ["*"]}
+    tools: {allow: ["*"], approve_annotations: []}
 `, filepath.Join(dir, "state"), esDir)
 	if os.Geteuid() != 0 {
 		// No cgroups for an unprivileged user here.

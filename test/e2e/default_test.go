@@ -349,6 +349,12 @@ func TestImportRunFilesystem(t *testing.T) {
 			extra += "sandbox: {require: [userns, mountns, pidns, netns, seccomp, landlock, idmap]}\n"
 		}
 		yml = strings.Replace(yml, "\nversion: 1\n", "\nversion: 1\n"+extra, 1)
+		// ... and, to write without a review of every write_file (which
+		// server-filesystem marks destructive), no annotation review.
+		yml = strings.Replace(yml, "\n      allow: ['*']\n", "\n      allow: ['*']\n      approve_annotations: []\n", 1)
+		if !strings.Contains(yml, "approve_annotations: []") {
+			t.Fatalf("the imported YAML has no tools.allow to extend:\n%s", r.stdout)
+		}
 		if !strings.Contains(yml, "/opt/mcp/node_modules, mode: ro") || !strings.Contains(yml, extra) {
 			t.Fatalf("the imported YAML has no place for the mount and state dir:\n%s", r.stdout)
 		}

@@ -85,6 +85,7 @@ type gwConfigOpts struct {
 	servers []string
 	scope   string            // of every server; "" for the default
 	clients map[string]string // client name → the env var holding its token
+	pin     string            // every server's pin; "" for the default (tofu)
 }
 
 // gwConfigWith writes a serve config. JSON is YAML.
@@ -103,6 +104,9 @@ func gwConfigWith(tb testing.TB, m mode, o gwConfigOpts) string {
 		}
 		if o.scope != "" {
 			s["scope"] = o.scope
+		}
+		if o.pin != "" {
+			s["pin"] = o.pin
 		}
 		srv[name] = s
 	}

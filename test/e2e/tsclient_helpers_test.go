@@ -203,6 +203,9 @@ func tsConfig(t *testing.T, m mode, extra, servers string) string {
 }
 
 // tsNodeServer is the YAML of one server running node with the npm peers.
+// Its tools run without review although server-filesystem marks its
+// writes destructive: these tests compare the gateway with direct runs
+// (approvals have their own tests).
 func tsNodeServer(name, nodeModules, extraFS string, argv ...string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
@@ -212,7 +215,7 @@ func tsNodeServer(name, nodeModules, extraFS string, argv ...string) string {
     command: [node, %s]
     filesystem:
       mounts: [{source: %q, target: /opt/mcp/node_modules, mode: ro}]
-%s    tools: {allow: ["*"]}
+%s    tools: {allow: ["*"], approve_annotations: []}
 `, name, strings.Join(q, ", "), nodeModules, extraFS)
 }
 

@@ -6,8 +6,8 @@
 //	mcpserver -name a
 //
 // Tools: whoami, instance, echo, blob, slow, inflight, sample, elicit,
-// add_tool, crash, garbage, huge, stderr, log. Prompt: greet. Resource:
-// test://NAME/info.
+// add_tool, crash, garbage, huge, stderr, log, fetch_write, getenv.
+// Prompt: greet. Resource: test://NAME/info.
 package main
 
 import (
@@ -18,8 +18,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +105,11 @@ type hugeIn struct {
 	MiB int `json:"mib"`
 }
 
+type fetchWriteIn struct {
+	URL  string `json:"url" jsonschema:"plain-HTTP URL to fetch through the sandbox's egress proxy"`
+	Path string `json:"path" jsonschema:"where to write the body, relative to /workspace/output"`
+}
+
 type logIn struct {
 	Level string `json:"level"`
 	Text  string `json:"text"`
@@ -151,6 +160,16 @@ func (s *server) register() {
 		func(ctx context.Context, req *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
 			err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(in.Level), Logger: s.name, Data: in.Text})
 			return text("ok"), nil, err
+		})
+	openWorld := true
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "fetch_write",
+		Description: "fetches url through the sandbox's HTTP proxy, writes the body to /workspace/output/PATH and returns its length",
+		Annotations: &mcp.ToolAnnotations{OpenWorldHint: &openWorld},
+	}, fetchWrite)
+	mcp.AddTool(srv, &mcp.Tool{Name: "getenv", Description: "returns the value of the environment variable text"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return text(os.Getenv(in.Text)), nil, nil
 		})
 
 	srv.AddPrompt(&mcp.Prompt{
@@ -295,4 +314,52 @@ func (s *server) huge(_ context.Context, _ *mcp.CallToolRequest, in hugeIn) (*mc
 		return nil, nil, err
 	}
 	return text(fmt.Sprintf("wrote %d MiB", in.MiB)), nil, nil
+}
+
+// fetchWrite uses the proxy of HTTP_PROXY explicitly: Go's
+// ProxyFromEnvironment never proxies loopback addresses, and the sandbox
+// reaches the host only through its proxy.
+func fetchWrite(ctx context.Context, _ *mcp.CallToolRequest, in fetchWriteIn) (*mcp.CallToolResult, any, error) {
+	tr := &http.Transport{}
+	if p := cmpOr(os.Getenv("HTTP_PROXY"), os.Getenv("http_proxy")); p != "" {
+		u, err := url.Parse(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("parsing the proxy URL: %w", err)
+		}
+		tr.Proxy = http.ProxyURL(u)
+	}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fetching: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the body: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("fetching: status %d", resp.StatusCode)
+	}
+	dst := filepath.Join("/workspace/output", filepath.Clean("/"+in.Path))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(dst, body, 0o644); err != nil {
+		return nil, nil, err
+	}
+	return text(fmt.Sprint(len(body))), nil, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
