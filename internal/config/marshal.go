@@ -232,6 +232,13 @@ func serverNode(s *Server) *yaml.Node {
 	add(m, "exec", execNode(&s.Exec))
 	add(m, "limits", limitsNode(&s.Limits))
 	add(m, "lifecycle", lifecycleNode(&s.Lifecycle))
+	if a := s.Artifacts; a != nil {
+		am := mapNode()
+		addStr(am, "dir", a.Dir)
+		addStrs(am, "include", a.Include)
+		addSize(am, "max_size", a.MaxSize)
+		addKV(m, "artifacts", flowIfEmpty(am))
+	}
 	addStr(m, "pin", s.Pin)
 	addStr(m, "scan", s.Scan)
 	addStr(m, "results_scan", s.ResultsScan)

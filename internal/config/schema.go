@@ -140,6 +140,15 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"exec", func(v *node, p string) { d.exec(v, p, &s.Exec) }},
 		{"limits", func(v *node, p string) { d.limits(v, p, &s.Limits) }},
 		{"lifecycle", func(v *node, p string) { d.lifecycle(v, p, &s.Lifecycle) }},
+		{"artifacts", func(v *node, p string) {
+			a := &Artifacts{}
+			d.mapping(v, p, &a.Meta, []field{
+				{"dir", func(v *node, p string) { a.Dir = d.str(v, p) }},
+				{"include", func(v *node, p string) { a.Include = d.strs(v, p, &a.Meta, "include", d.str) }},
+				{"max_size", func(v *node, p string) { a.MaxSize = d.size(v, p) }},
+			})
+			s.Artifacts = a
+		}},
 		{"pin", func(v *node, p string) { s.Pin = d.str(v, p) }},
 		{"scan", func(v *node, p string) { s.Scan = d.str(v, p) }},
 		{"results_scan", func(v *node, p string) { s.ResultsScan = d.str(v, p) }},

@@ -203,7 +203,10 @@ type Server struct {
 	Exec       Exec
 	Limits     Limits
 	Lifecycle  Lifecycle
-	Pin        string // PinEnforce, PinTOFU (also the meaning of empty), PinWarn or PinOff
+	// Artifacts, if set, are copied out of the server's output when its
+	// sandbox stops; nil: nothing is copied.
+	Artifacts *Artifacts
+	Pin       string // PinEnforce, PinTOFU (also the meaning of empty), PinWarn or PinOff
 	// Scan is what a description-scanner finding in the server's tool,
 	// prompt or template definitions does: ScanWarn (also the meaning of
 	// empty) or ScanBlock (the definition is hidden and not callable).
@@ -381,6 +384,15 @@ type Lifecycle struct {
 	MaxLifetime Duration
 	Restart     string // RestartNo (also the meaning of empty), RestartOnFailure or RestartAlways
 	Meta        Meta
+}
+
+// Artifacts says which files of /workspace/output are copied out when a
+// sandbox stops: regular files only, never through a symlink.
+type Artifacts struct {
+	Dir     string   // host dir; each sandbox's files go to DIR/AGENT/SERVER/SANDBOX-ID/
+	Include []string // globs over paths relative to the output dir; "**" crosses dirs
+	MaxSize Size     // per file; zero: 64Mi
+	Meta    Meta
 }
 
 // Tools is the tool policy. The zero value allows no tool (default deny).

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,7 @@ var serverChecks = []serverCheck{
 	checkLimits,
 	checkLifecycle,
 	checkPin,
+	checkArtifacts,
 	checkToolGlobs,
 	checkRules,
 	checkServerSandbox,
@@ -328,6 +330,33 @@ func checkLifecycle(r *collector, s *Server, p string) {
 		r.errorf(l.Meta.At("idle_stop"), "%s.idle_stop: only applies with idle_action: pause", p)
 	case l.IdleStop > 0 && l.Idle > 0 && l.IdleStop <= l.Idle:
 		r.errorf(l.Meta.At("idle_stop"), "%s.idle_stop: %s must be longer than idle (%s)", p, l.IdleStop, l.Idle)
+	}
+}
+
+func checkArtifacts(r *collector, s *Server, p string) {
+	a := s.Artifacts
+	if a == nil {
+		return
+	}
+	ap := p + ".artifacts"
+	if a.Dir == "" {
+		r.errorf(firstPos(a.Meta.At("dir"), a.Meta.Pos), "%s.dir: missing host dir", ap)
+	} else {
+		hostPath(r, a.Meta.At("dir"), ap+".dir", a.Dir)
+	}
+	if len(a.Include) == 0 {
+		r.errorf(firstPos(a.Meta.At("include"), a.Meta.Pos), "%s.include: list the globs of the files to copy out", ap)
+	}
+	for i, g := range a.Include {
+		if g == "" || strings.HasPrefix(g, "/") || slices.Contains(strings.Split(g, "/"), "..") {
+			r.errorf(a.Meta.Elem("include", i), "%s.include[%d]: want a relative glob without \"..\", got %q", ap, i, g)
+		} else if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
+			r.errorf(a.Meta.Elem("include", i), "%s.include[%d]: invalid glob %q", ap, i, g)
+		}
+	}
+	positive(r, &a.Meta, ap, "max_size", int64(a.MaxSize))
+	if s.URL != "" {
+		r.errorf(a.Meta.Pos, "%s: a remote server has no output to copy from", ap)
 	}
 }
 

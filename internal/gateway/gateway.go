@@ -41,7 +41,25 @@ type Server struct {
 	// (newly resolved secrets) after this long: short-lived credentials
 	// (a secret's ttl). Calls in flight finish on the old process.
 	Refresh time.Duration
+	// Idle, if set, is how long an instance may go without requests
+	// before IdleAction: IdlePause freezes it (Process.Pause; the next
+	// request resumes it first), IdleStop stops it (the next request
+	// starts a new one). Without Process.Pause, IdlePause stops.
+	Idle       time.Duration
+	IdleAction string
+	// IdleStop stops a paused instance this long after its last request;
+	// zero: never.
+	IdleStop time.Duration
+	// MaxLifetime stops an instance this long after it started, whatever
+	// it is doing; the next request starts a new one. Zero: never.
+	MaxLifetime time.Duration
 }
+
+// Idle actions.
+const (
+	IdlePause = "pause"
+	IdleStop  = "stop"
+)
 
 // Scopes: whose sandbox serves a session.
 const (
@@ -152,6 +170,7 @@ type Gateway struct {
 	pool     map[poolKey]*upstream
 	sessions map[*downstream]struct{}
 	closed   bool
+	done     chan struct{} // closed by Close
 }
 
 type poolKey struct {
@@ -197,10 +216,15 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 			}
 		}
 	}
-	return &Gateway{
+	g := &Gateway{
 		servers: servers, opts: opts, log: opts.Logger,
 		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{},
-	}, nil
+		done: make(chan struct{}),
+	}
+	if tick := lifecycleTick(servers); tick > 0 {
+		go g.lifecycle(tick)
+	}
+	return g, nil
 }
 
 // filter applies Hooks.Filter.
@@ -273,6 +297,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 // Close stops every session and server; it returns when all sandboxes are gone.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
+	if !g.closed {
+		close(g.done)
+	}
 	g.closed = true
 	ups := make([]*upstream, 0, len(g.pool))
 	for _, u := range g.pool {

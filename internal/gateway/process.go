@@ -26,6 +26,9 @@ type Process struct {
 	// Clean, if set, reports whether the process ended by exiting with
 	// status 0 (restart on-failure leaves such a server stopped).
 	Clean func() bool
+	// Pause and Resume, if set, freeze and thaw the process (nothing of
+	// it runs in between, its memory is kept): Server.Idle's IdlePause.
+	Pause, Resume func() error
 
 	once sync.Once
 }

@@ -67,6 +67,16 @@ type upstream struct {
 	stopped    bool
 	nextTok    int64
 	stale      *peer // the running session, once Server.Refresh has passed
+	// Lifecycle (lifecycle.go): when the process started, when a request
+	// last came, whether it is frozen, how many started, why the last
+	// one stopped.
+	startedAt time.Time
+	used      time.Time
+	paused    bool
+	starts    int
+	reason    string
+	// freeze serializes Process.Pause and Process.Resume.
+	freeze sync.Mutex
 }
 
 // initInfo is what the upstream said in its initialize result.
@@ -140,7 +150,12 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 				}
 			default:
 				p := u.peer
+				u.used = time.Now()
+				paused := u.paused
 				u.mu.Unlock()
+				if paused && u.resume() != nil {
+					continue // it was stopped instead: start a new one
+				}
 				return p, nil
 			}
 		}
@@ -252,6 +267,8 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	restarted := u.init.Protocol != ""
 	oldPeer, oldProc := u.peer, u.proc
 	u.peer, u.proc, u.init = p, proc, info
+	u.startedAt, u.used, u.paused = time.Now(), time.Now(), false
+	u.starts++
 	u.stale = nil
 	watched := make(chan struct{})
 	u.watched = watched

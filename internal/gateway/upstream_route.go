@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -27,6 +28,7 @@ func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any)
 func (u *upstream) end(in *inflight) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.used = time.Now()
 	if in.gwTok != "" {
 		delete(u.tokens, in.gwTok)
 	}

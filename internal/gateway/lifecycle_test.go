@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// pausable wraps a launcher's processes with Pause and Resume that count
+// and, while paused, would leave requests unanswered: the rawServer holds
+// its replies until resumed.
+func pausable(t *testing.T) (func(context.Context, Scope) (*Process, error), func() []*rawServer, *atomic.Int32, *atomic.Int32) {
+	var frozen atomic.Bool
+	var pauses, resumes atomic.Int32
+	base, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			deadline := time.Now().Add(5 * time.Second)
+			for frozen.Load() && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			s.reply(msg, `{"content":[]}`)
+		}
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	launch := func(ctx context.Context, scope Scope) (*Process, error) {
+		p, err := base(ctx, scope)
+		if err != nil {
+			return nil, err
+		}
+		p.Pause = func() error { pauses.Add(1); frozen.Store(true); return nil }
+		p.Resume = func() error { resumes.Add(1); frozen.Store(false); return nil }
+		return p, nil
+	}
+	return launch, started, &pauses, &resumes
+}
+
+// waitState polls the one instance's state until it is want.
+func waitState(t *testing.T, gw *Gateway, want string) Instance {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ins := gw.Instances()
+		if len(ins) == 1 && ins[0].State == want {
+			return ins[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instances %+v, want one %s", ins, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIdlePauseWakes: an idle instance is paused; the next call resumes
+// it first and is answered; after idle_stop a paused instance is stopped
+// and the next call starts a new process.
+func TestIdlePauseWakes(t *testing.T) {
+	launch, started, pauses, resumes := pausable(t)
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"},
+		Idle: 100 * time.Millisecond, IdleAction: IdlePause, IdleStop: 600 * time.Millisecond})
+	c := newRawClient(t, gw)
+	waitState(t, gw, StatePaused)
+	if pauses.Load() != 1 {
+		t.Fatalf("%d pauses, want 1", pauses.Load())
+	}
+	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
+		t.Fatalf("call to a paused server: %v", resp)
+	}
+	if resumes.Load() != 1 {
+		t.Fatalf("%d resumes, want 1", resumes.Load())
+	}
+	in := waitState(t, gw, StatePaused)
+	waitState(t, gw, StateStopped)
+	select {
+	case <-started()[0].done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle-stopped process still runs")
+	}
+	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
+		t.Fatalf("call after idle stop: %v", resp)
+	}
+	if n := len(started()); n != 2 {
+		t.Fatalf("%d processes, want 2 (a new one after the idle stop)", n)
+	}
+	if ins := gw.Instances(); ins[0].Starts != 2 || ins[0].Started.Before(in.Started) {
+		t.Fatalf("instance after restart: %+v", ins[0])
+	}
+}
+
+// TestIdleStopAndMaxLifetime: idle_action stop stops the process without
+// counting a failure; max_lifetime stops even a busy one.
+func TestIdleStopAndMaxLifetime(t *testing.T) {
+	launch, started, pauses, _ := pausable(t)
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo,
+		Idle: 100 * time.Millisecond, IdleAction: IdleStop})
+	c := newRawClient(t, gw)
+	waitState(t, gw, StateStopped)
+	if pauses.Load() != 0 {
+		t.Fatal("idle_action stop paused")
+	}
+	// restart: no does not apply: an idle stop is no failure.
+	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
+		t.Fatalf("call after idle stop: %v", resp)
+	}
+	if len(started()) != 2 {
+		t.Fatalf("%d processes, want 2", len(started()))
+	}
+
+	launch2, started2, _, _ := pausable(t)
+	gw2 := newGateway(t, &Server{Name: "raw", Launch: launch2, Allow: []string{"*"}, MaxLifetime: 300 * time.Millisecond})
+	newRawClient(t, gw2)
+	waitState(t, gw2, StateStopped)
+	if len(started2()) != 1 {
+		t.Fatalf("%d processes", len(started2()))
+	}
+}
+
+// TestAdminPauseResumeStop: the admin operations and the states they leave.
+func TestAdminPauseResumeStop(t *testing.T) {
+	launch, _, pauses, resumes := pausable(t)
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}})
+	c := newRawClient(t, gw)
+	in := waitState(t, gw, StateRunning)
+	if err := gw.Pause("raw", in.Scope); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, gw, StatePaused)
+	if err := gw.Resume("raw", in.Scope); err != nil || resumes.Load() != 1 || pauses.Load() != 1 {
+		t.Fatalf("resume: %v, %d pauses, %d resumes", err, pauses.Load(), resumes.Load())
+	}
+	waitState(t, gw, StateRunning)
+	if err := gw.Stop("raw", in.Scope); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitState(t, gw, StateStopped); st.Reason != "stopped by an admin" {
+		t.Fatalf("reason %q", st.Reason)
+	}
+	if err := gw.Pause("raw", in.Scope); err == nil {
+		t.Fatal("pausing a stopped instance succeeded")
+	}
+	if err := gw.Stop("nope", in.Scope); err == nil {
+		t.Fatal("stopping an unknown instance succeeded")
+	}
+	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
+		t.Fatalf("call after an admin stop: %v", resp)
+	}
+}
