@@ -20,7 +20,10 @@ const (
 func (s *Spec) allBinds() []Mount {
 	var ms []Mount
 	if s.Input != "" {
-		ms = append(ms, Mount{Source: s.Input, Target: InputDir, Exec: true})
+		// An overlaid input is writable: not executable unless
+		// ExecWritable, like the other writable mounts.
+		ov := s.InputOverlay != nil
+		ms = append(ms, Mount{Source: s.Input, Target: InputDir, Writable: ov, Exec: !ov})
 	}
 	if s.Output != "" {
 		ms = append(ms, Mount{Source: s.Output, Target: OutputDir, Writable: true})

@@ -50,26 +50,42 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		}
 		cfg.Workload.Seccomp = packFilter(prog)
 	}
+	if err := s.checkOverlay(); err != nil {
+		return nil, nil, &StartError{Layer: LayerOverlay, Code: exitSetup, Err: err}
+	}
 	var fds []int
 	var idmap *idmapUserns
 	defer func() { idmap.close() }()
 	for _, m := range append(s.allBinds(), sb.extraBinds...) {
-		src, err := openNoSymlinks(m.Source)
-		if err != nil {
-			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf(
-				"mount source %s (must exist and contain no symlinks): %w", m.Source, err)}
+		b, err := sb.vetBind(m, &idmap, &fds)
+		switch {
+		case err != nil:
+		case s.InputOverlay != nil && m.Target == InputDir:
+			cfg.Overlay, err = sb.overlayConfig(b, &idmap, &fds)
+		default:
+			cfg.Binds = append(cfg.Binds, b)
 		}
-		b, err := vetSource(src, m, s)
-		if err == nil && sb.root {
-			err = sb.idmapSource(src, &b, &idmap, &fds)
-		}
-		unix.Close(src)
 		if err != nil {
 			return nil, fds, err
 		}
-		cfg.Binds = append(cfg.Binds, b)
 	}
 	return cfg, fds, nil
+}
+
+// vetBind opens m's source and describes its bind; as host root it adds
+// an idmapped clone of the source to fds.
+func (sb *Sandbox) vetBind(m Mount, idmap **idmapUserns, fds *[]int) (bindSpec, error) {
+	src, err := openNoSymlinks(m.Source)
+	if err != nil {
+		return bindSpec{}, &StartError{Code: exitSetup, Err: fmt.Errorf(
+			"mount source %s (must exist and contain no symlinks): %w", m.Source, err)}
+	}
+	defer unix.Close(src)
+	b, err := vetSource(src, m, &sb.spec)
+	if err == nil && sb.root {
+		err = sb.idmapSource(src, &b, idmap, fds)
+	}
+	return b, err
 }
 
 // vetSource describes the bind of the opened source src: the init binds

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -15,7 +17,9 @@ import (
 )
 
 // egressDirPrefix names the host dirs that hold the sandboxes' proxy
-// sockets: mcpbox-egress-<pid of mcpbox>-<random>.
+// sockets: mcpbox-egress-<owner>-<random>, where owner is mcpbox's pid and
+// start time (see procOwner), so that a crashed mcpbox's dirs can be told
+// from a live one's, even once its pid is reused.
 const egressDirPrefix = "mcpbox-egress-"
 
 // startEgress runs the sandbox's egress proxy on a fresh unix socket and
@@ -29,7 +33,7 @@ func (sb *Sandbox) startEgress() (Mount, error) {
 	if len(base) > 60 {
 		base = "/tmp"
 	}
-	dir, err := os.MkdirTemp(base, egressDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	dir, err := os.MkdirTemp(base, egressDirPrefix+selfOwner()+"-")
 	if err != nil {
 		return Mount{}, fmt.Errorf("creating egress socket dir: %w", err)
 	}
@@ -66,23 +70,99 @@ func (sb *Sandbox) stopEgress() {
 	}
 }
 
-// cleanupStaleEgress removes socket dirs left by mcpbox processes that
-// died without cleaning up (their pid no longer exists).
-func cleanupStaleEgress() {
+// CleanupStaleDirs removes the host dirs (egress proxy sockets) that
+// sandboxes of mcpbox processes no longer running left behind, and returns
+// their paths. It only touches dirs of the calling user, and never one of
+// a live mcpbox.
+func CleanupStaleDirs() ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, d := range staleEgressDirs() {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("removing stale egress dir: %w", err))
+			continue
+		}
+		removed = append(removed, d)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func cleanupStaleEgress() { _, _ = CleanupStaleDirs() }
+
+// staleEgressDirs lists the egress dirs in $TMPDIR and /tmp whose owner
+// is gone.
+func staleEgressDirs() []string {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), egressDirPrefix+"*"))
 	if os.TempDir() != "/tmp" {
 		more, _ := filepath.Glob(filepath.Join("/tmp", egressDirPrefix+"*"))
 		dirs = append(dirs, more...)
 	}
+	var stale []string
 	for _, d := range dirs {
-		rest := strings.TrimPrefix(filepath.Base(d), egressDirPrefix)
-		pidStr, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if !ok || err != nil || pid <= 0 {
+		// Only real dirs of ours: /tmp is anyone's to plant names in.
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() {
 			continue
 		}
-		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-			_ = os.RemoveAll(d)
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
+		owner, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), egressDirPrefix), "-")
+		if ok && ownerGone(owner) {
+			stale = append(stale, d)
 		}
 	}
+	return stale
+}
+
+// selfOwner is this process as an owner: "PID.STARTTIME", or "PID" if
+// /proc cannot say when it started.
+func selfOwner() string {
+	pid := os.Getpid()
+	if start, ok := procStart(pid); ok {
+		return strconv.Itoa(pid) + "." + start
+	}
+	return strconv.Itoa(pid)
+}
+
+// ownerGone reports whether the process an owner ("PID.STARTTIME" or
+// "PID") names has exited: no such pid, a zombie, or another process that
+// started later under the same pid. An owner it cannot parse is not gone:
+// that dir is not ours to remove.
+func ownerGone(owner string) bool {
+	pidStr, start, withStart := strings.Cut(owner, ".")
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	now, ok := procStart(pid)
+	if !ok {
+		return false
+	}
+	return now == "Z" || (withStart && now != start)
+}
+
+// procStart returns the start time of pid in clock ticks after boot (field
+// 22 of /proc/PID/stat), or "Z" for a zombie.
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	// The command name, field 2, is in parentheses and may hold anything.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", false
+	}
+	if f[0] == "Z" || f[0] == "X" { // field 3, the state: exited
+		return "Z", true
+	}
+	return f[19], true // field 22
 }

@@ -61,7 +61,7 @@ func newIdmapUserns(hostID int) (*idmapUserns, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := onSpawnThread(cmd.Start); err != nil { // for Pdeathsig
 		return nil, fmt.Errorf("creating the idmap user namespace: %w", err)
 	}
 	u := &idmapUserns{cmd: cmd, stdin: stdin, fd: -1}

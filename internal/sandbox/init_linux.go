@@ -45,11 +45,13 @@ type initConfig struct {
 	Forwards []forwardSpec `json:"forwards,omitempty"`
 	// TTY: the sandbox is the terminal's foreground group, and the kernel
 	// delivers terminal signals to the workload itself.
-	TTY          bool           `json:"tty,omitempty"`
-	TmpSize      int64          `json:"tmp_size"`
-	ExecWritable bool           `json:"exec_writable,omitempty"`
-	Binds        []bindSpec     `json:"binds,omitempty"`
-	Workload     workloadConfig `json:"workload"`
+	TTY          bool       `json:"tty,omitempty"`
+	TmpSize      int64      `json:"tmp_size"`
+	ExecWritable bool       `json:"exec_writable,omitempty"`
+	Binds        []bindSpec `json:"binds,omitempty"`
+	// Overlay, if set, is mounted at /workspace/input (not in Binds).
+	Overlay  *overlaySpec   `json:"overlay,omitempty"`
+	Workload workloadConfig `json:"workload"`
 }
 
 // initReport is what the init sends back: an error during setup, or nil
@@ -106,7 +108,11 @@ func runInit() int {
 		return reportSetup(ctl, "", fmt.Errorf("disabling core files: %w", err))
 	}
 	if err := buildRoot(cfg, fds); err != nil {
-		return reportSetup(ctl, "", fmt.Errorf("building root filesystem: %w", err))
+		var layer Layer
+		if oe := (*overlayError)(nil); errors.As(err, &oe) {
+			layer = LayerOverlay
+		}
+		return reportSetup(ctl, layer, fmt.Errorf("building root filesystem: %w", err))
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("setting hostname: %w", err))

@@ -127,7 +127,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		return err
 	}
 	steps := []func(*initConfig, []int) error{
-		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, writeSecrets,
+		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, mountOverlay, writeSecrets,
 	}
 	for _, step := range steps {
 		if err := step(c, fds); err != nil {
@@ -341,33 +341,39 @@ func bindUser(c *initConfig, fds []int) error {
 		if err := mkTarget(target, !b.File); err != nil {
 			return fmt.Errorf("creating mount point %s: %w", b.Target, err)
 		}
-		tree := -1
-		if b.IdmapFD > 0 {
-			tree = fds[b.IdmapFD-1]
-		} else {
-			fd, err := cloneSource(oldRoot, b)
-			if err != nil {
-				return err
-			}
-			tree = fd
-		}
-		err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
-		unix.Close(tree)
-		if err != nil {
-			return &mountError{op: "attaching", source: b.Source, target: b.Target, err: err}
-		}
-		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
-		if !b.Writable {
-			attr |= unix.MOUNT_ATTR_RDONLY
-		}
-		if !b.Exec {
-			attr |= unix.MOUNT_ATTR_NOEXEC
-		}
-		if err := setattr(target, attr); err != nil {
+		if err := attachBind(b, target, fds); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// attachBind mounts b's source (or its idmapped clone) on target, which
+// exists, with b's attributes.
+func attachBind(b bindSpec, target string, fds []int) error {
+	tree := -1
+	if b.IdmapFD > 0 {
+		tree = fds[b.IdmapFD-1]
+	} else {
+		fd, err := cloneSource(oldRoot, b)
+		if err != nil {
+			return err
+		}
+		tree = fd
+	}
+	err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	unix.Close(tree)
+	if err != nil {
+		return &mountError{op: "attaching", source: b.Source, target: target, err: err}
+	}
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if !b.Writable {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	if !b.Exec {
+		attr |= unix.MOUNT_ATTR_NOEXEC
+	}
+	return setattr(target, attr)
 }
 
 // cloneSource returns a detached copy of the mount tree at b's source,

@@ -15,6 +15,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,6 +50,11 @@ type Sandbox struct {
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
 	timedOut bool           // guarded by mu
+
+	// pmu serializes Pause, Resume and Kill (pause_linux.go).
+	pmu    sync.Mutex
+	paused atomic.Bool // written under pmu
+	ended  bool        // guarded by pmu: Kill ran or the init exited
 }
 
 // Run starts a sandbox and waits for it.
@@ -171,7 +177,7 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 	if sb.root {
 		start = func() error { return asHostID(sb.hostUID, sb.cmd.Start) }
 	}
-	if err := start(); err != nil {
+	if err := onSpawnThread(start); err != nil {
 		ctl.Close()
 		cfgW.Close()
 		if sb.stdinW != nil {
@@ -287,9 +293,15 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 		// Mounts, pivot_root, hostname and cgroup namespace need SYS_ADMIN,
 		// loopback NET_ADMIN, emptying the bounding set SETPCAP.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
-		Pdeathsig:   unix.SIGKILL,
+		// The init dies with mcpbox, even SIGKILLed, and the pid namespace
+		// with it; forked from the spawn thread (spawn_linux.go), since the
+		// signal follows the forking thread, not the process.
+		Pdeathsig: unix.SIGKILL,
 		// A process group of its own: see tty_linux.go.
 		Setpgid: true,
+	}
+	if sb.spec.InputOverlay != nil {
+		attr.AmbientCaps = append(attr.AmbientCaps, overlayCaps...)
 	}
 	return &exec.Cmd{
 		Path: "/proc/self/exe",
@@ -402,11 +414,17 @@ func (sb *Sandbox) cgroup() *cgroup.Cgroup {
 
 // Kill ends the sandbox at once: SIGKILL to its init takes the whole pid
 // namespace with it, and the cgroup is killed too for anything that
-// escaped it.
+// escaped it. A paused sandbox is thawed after the SIGKILLs are sent: on
+// cgroup v1 a frozen task does not die before it thaws (cgroup.Kill
+// thaws v1 itself; the Thaw covers a kill that could not freeze).
 func (sb *Sandbox) Kill() {
+	paused := sb.end()
 	_ = sb.cmd.Process.Signal(unix.SIGKILL)
 	if cg := sb.cgroup(); cg != nil {
 		_ = cg.Kill()
+		if paused {
+			_ = cg.Thaw()
+		}
 	}
 }
 
@@ -424,6 +442,7 @@ func (sb *Sandbox) expire() {
 // Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
+	sb.end()
 	sb.stopEgress()
 	if sb.ttyFD >= 0 {
 		_ = setForeground(sb.ttyFD, unix.Getpgrp())

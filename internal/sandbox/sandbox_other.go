@@ -5,8 +5,11 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
+
+	"mcpbox/internal/cgroup"
 )
 
 // ErrUnsupported is returned on systems without Linux namespaces.
@@ -40,6 +43,22 @@ func (sb *Sandbox) Signal(os.Signal) error { return ErrUnsupported }
 
 // Kill is never reached outside Linux.
 func (sb *Sandbox) Kill() {}
+
+// errNoFreezer wraps both sentinels: callers test for
+// cgroup.ErrUnsupported on every system.
+var errNoFreezer = fmt.Errorf("%w: %w", ErrUnsupported, cgroup.ErrUnsupported)
+
+// Pause is never reached outside Linux.
+func (sb *Sandbox) Pause() error { return errNoFreezer }
+
+// Resume is never reached outside Linux.
+func (sb *Sandbox) Resume() error { return errNoFreezer }
+
+// Paused reports false outside Linux.
+func (sb *Sandbox) Paused() bool { return false }
+
+// Stats is never reached outside Linux.
+func (sb *Sandbox) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, errNoFreezer }
 
 // Doctor reports that nothing is available.
 func Doctor() []Check {

@@ -22,6 +22,12 @@ const (
 	LayerIdmap    Layer = "idmap"    // idmapped mounts (host root only)
 )
 
+// LayerOverlay names a failure to mount the input overlay
+// (Spec.InputOverlay) in a StartError. It is not an isolation layer: it
+// is not in AllLayers and can never be degraded, since falling back to a
+// read-only or read-write bind would change what the workload may do.
+const LayerOverlay Layer = "overlay"
+
 // AllLayers lists every layer, in the order doctor reports them.
 var AllLayers = []Layer{LayerUserns, LayerSeccomp, LayerLandlock, LayerCgroups, LayerIdmap}
 
@@ -60,6 +66,36 @@ type Mount struct {
 	// Exec allows executing files from this mount. Read-only mounts are
 	// executable by default; writable ones only when the Spec sets ExecWritable.
 	Exec bool
+}
+
+// Overlay names the writable layers of an overlay mount: two host
+// directories, absolute, without symlinks, on the same mount, neither
+// inside the other nor overlapping the lower layer, created by the caller
+// and writable by it (mode 0700 is enough: the sandbox reaches them as the
+// caller's uid, see overlay_linux.go); Upper's own mode and owner become
+// /workspace/input's. Work may be reused across runs; the kernel leaves
+// an empty Work/work of mode 0 there, which a caller that is not root must
+// chmod before removing it. One mounted sandbox at a time per Upper: the
+// kernel does not stop two overlays from sharing one, but their views
+// would not agree.
+//
+// Upper receives the workload's changes in overlayfs's format, owned by
+// the caller: new files and directories; lower files copied up whole when
+// written, but also on a mere chmod, touch or hard link, so a file in
+// Upper may equal its lower original; a deleted name as a whiteout, a
+// character device 0/0; a directory deleted and recreated, or one that
+// replaced a file, as an opaque directory, marked with the xattr
+// user.overlay.opaque = "y" (mounts in a user namespace use "userxattr",
+// hence user. rather than trusted.). Other user.overlay.* xattrs
+// (origin, impure) are bookkeeping a diff can ignore; a user.overlay.*
+// xattr the workload sets itself lands escaped, as user.overlay.overlay.*,
+// so only the exact name user.overlay.opaque marks an opaque dir.
+// Renaming a directory that exists in the lower layer fails with EXDEV
+// (no redirect_dir in a user namespace); mv falls back to copy and
+// delete, so no redirect xattrs appear either. Upper may hold any
+// symlink the workload made: readers must not follow them.
+type Overlay struct {
+	Upper, Work string
 }
 
 // Limits bounds the sandbox's resources. A zero field means no limit.
@@ -110,6 +146,12 @@ type Spec struct {
 	// /workspace/output; either may be empty. Mounts are extra binds.
 	Input, Output string
 	Mounts        []Mount
+	// InputOverlay, if non-nil, makes /workspace/input a writable overlay
+	// with Input as its read-only lower layer: the workload's changes land
+	// in InputOverlay.Upper and Input stays untouched. Input must be set.
+	// The overlay is not executable unless ExecWritable (or ExecAllow)
+	// says so, like any writable mount. Nil means a read-only bind.
+	InputOverlay *Overlay
 
 	// ExecWritable allows executing files from /tmp, /workspace/output and
 	// writable mounts. ExecAllow adds single paths (files or directories)
@@ -139,7 +181,7 @@ type Spec struct {
 }
 
 func (s *Spec) degradable(l Layer) bool {
-	if l == LayerUserns {
+	if l == LayerUserns || l == LayerOverlay {
 		return false
 	}
 	if s.AllowAllDegraded {

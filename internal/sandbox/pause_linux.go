@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"mcpbox/internal/cgroup"
+)
+
+// Pausing freezes the sandbox's cgroup (v1 freezer controller, v2
+// cgroup.freeze): every process of the sandbox, the init included, stops
+// where it is and keeps its memory. Processes outside the cgroup are not
+// touched: the egress proxy and the port forwards run in mcpbox itself, so
+// they keep accepting and simply see a peer that does not read until the
+// sandbox resumes.
+//
+// Pause, Resume and Kill are serialized by sb.pmu so that no freeze lands
+// on a sandbox being killed: the v1 freezer can freeze a task whose SIGKILL
+// is still pending, and that task would then never exit.
+
+// Pause freezes every process of the sandbox: nothing runs, memory is kept.
+// Pausing a paused sandbox does nothing. Wait keeps waiting while the
+// sandbox is paused; Kill ends a paused sandbox as it ends a running one.
+//
+// It fails with an error wrapping cgroup.ErrUnsupported when the sandbox
+// has no freezer: no cgroup (a Spec without limits, or cgroups degraded,
+// as for an unprivileged user without a delegated subtree) or no freezer
+// controller. Once the sandbox was killed or has exited it fails with
+// ErrExited.
+func (sb *Sandbox) Pause() error {
+	cg := sb.cgroup()
+	if cg == nil {
+		return fmt.Errorf("pausing sandbox %s: it has no cgroup: %w", sb.ID, cgroup.ErrUnsupported)
+	}
+	sb.pmu.Lock()
+	defer sb.pmu.Unlock()
+	if sb.ended {
+		return fmt.Errorf("pausing sandbox %s: %w", sb.ID, ErrExited)
+	}
+	if sb.paused.Load() {
+		return nil
+	}
+	if err := cg.Freeze(); err != nil {
+		// A freeze that gave up half-way must not leave processes
+		// frozen that Paused says are running.
+		_ = cg.Thaw()
+		return fmt.Errorf("pausing sandbox %s: %w", sb.ID, err)
+	}
+	sb.paused.Store(true)
+	return nil
+}
+
+// Resume thaws a paused sandbox. Resuming a sandbox that is not paused,
+// or was killed, does nothing.
+func (sb *Sandbox) Resume() error {
+	sb.pmu.Lock()
+	defer sb.pmu.Unlock()
+	if !sb.paused.Load() {
+		return nil
+	}
+	if err := sb.cgroup().Thaw(); err != nil {
+		return fmt.Errorf("resuming sandbox %s: %w", sb.ID, err)
+	}
+	sb.paused.Store(false)
+	return nil
+}
+
+// Paused reports whether the sandbox is paused. It does not wait for a
+// Pause or Resume in progress.
+func (sb *Sandbox) Paused() bool { return sb.paused.Load() }
+
+// Stats returns the accounting of the sandbox's cgroup: memory charged now
+// and at its peak, tasks, CPU time. It fails with an error wrapping
+// cgroup.ErrUnsupported when the sandbox has no cgroup, and fails too once
+// Wait has removed the cgroup (Result has the final figures).
+func (sb *Sandbox) Stats() (cgroup.Stats, error) {
+	cg := sb.cgroup()
+	if cg == nil {
+		return cgroup.Stats{}, fmt.Errorf("reading stats of sandbox %s: it has no cgroup: %w", sb.ID, cgroup.ErrUnsupported)
+	}
+	return cg.Stats()
+}
+
+// end marks the sandbox as ended (Kill ran, or the init exited) so that
+// Pause refuses from now on, and reports whether it was paused. It waits
+// for a Pause or Resume in progress, which the freezer bounds.
+func (sb *Sandbox) end() (wasPaused bool) {
+	sb.pmu.Lock()
+	defer sb.pmu.Unlock()
+	sb.ended = true
+	return sb.paused.Swap(false)
+}
