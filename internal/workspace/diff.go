@@ -1,0 +1,243 @@
+//go:build linux
+
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxDiffFile is the largest file Diff reads; larger ones are reported as
+// changed without content.
+const maxDiffFile = 8 << 20
+
+// Diff writes to w a unified diff (like `diff -ruN`, paths a/REL and
+// b/REL, no timestamps) of what the overlay upper dir makes of its lower
+// dir: changed and new files as line diffs with 3 lines of context,
+// binary ones (holding a NUL byte) as "Binary files a/X and b/X differ",
+// files over 8 MiB as "Files a/X and b/X differ", and deletions (whiteouts,
+// opaque directories, a directory replacing a file or the reverse) as the
+// removal of every lower file. Symlinks are compared by target and never
+// followed ("Symbolic links a/X -> T and b/X -> U differ", with /dev/null
+// for a missing side); other special files in upper get a "Special file"
+// line. Entries come in path order, a directory's names sorted. A file
+// copied up unchanged shows nothing.
+func Diff(w io.Writer, lower, upper string) error {
+	lfd, err := openRoot(lower)
+	if err != nil {
+		return fmt.Errorf("diffing: %w", err)
+	}
+	defer unix.Close(lfd)
+	ufd, err := openRoot(upper)
+	if err != nil {
+		return fmt.Errorf("diffing: %w", err)
+	}
+	defer unix.Close(ufd)
+	d := &differ{w: bufio.NewWriter(w)}
+	if err := d.dir(lfd, ufd, "", 0, false); err != nil {
+		return fmt.Errorf("diffing %s over %s: %w", upper, lower, err)
+	}
+	return d.w.Flush()
+}
+
+type differ struct{ w *bufio.Writer }
+
+// side is one path's entry in lower or upper; !ok means absent.
+type side struct {
+	dir  int
+	name string
+	st   unix.Stat_t
+	ok   bool
+}
+
+func stat(dirfd int, name string) side {
+	s := side{dir: dirfd, name: name}
+	if dirfd >= 0 {
+		s.ok = unix.Fstatat(dirfd, name, &s.st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	}
+	return s
+}
+
+func (s side) typ() uint32 { return s.st.Mode & unix.S_IFMT }
+
+func (s side) whiteout() bool { return s.ok && s.typ() == unix.S_IFCHR && s.st.Rdev == 0 }
+
+// dir compares the upper directory ufd with the lower lfd (-1 if there is
+// none). opaque: lower names missing from upper are deleted.
+func (d *differ) dir(lfd, ufd int, rel string, depth int, opaque bool) error {
+	if depth >= maxDepth {
+		return fmt.Errorf("%q is %d levels deep: %w", rel, depth, ErrLimit)
+	}
+	names, err := readNames(ufd)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", rel, err)
+	}
+	if opaque && lfd >= 0 {
+		lnames, err := readNames(lfd)
+		if err != nil {
+			return fmt.Errorf("reading lower %q: %w", rel, err)
+		}
+		names = mergeSorted(names, lnames)
+	}
+	for _, name := range names {
+		l, u := stat(lfd, name), stat(ufd, name)
+		if err := d.entry(l, u, joinRel(rel, name), depth+1, opaque); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
+	switch {
+	case !u.ok && !opaque, !l.ok && u.whiteout():
+		return nil
+	case !u.ok || u.whiteout():
+		return d.deleted(l, rel, depth)
+	case u.typ() == unix.S_IFDIR:
+		return d.upperDir(l, u, rel, depth, opaque)
+	}
+	if l.ok && l.typ() != u.typ() || l.ok && l.typ() == unix.S_IFDIR {
+		if err := d.deleted(l, rel, depth); err != nil {
+			return err
+		}
+		l.ok = false
+	}
+	switch u.typ() {
+	case unix.S_IFREG:
+		return d.file(l, u, rel)
+	case unix.S_IFLNK:
+		return d.symlink(l, u, rel)
+	}
+	fmt.Fprintf(d.w, "Special file b/%s not compared\n", rel)
+	return nil
+}
+
+func (d *differ) upperDir(l, u side, rel string, depth int, opaque bool) error {
+	ufd, err := openDirAt(u.dir, u.name)
+	if err != nil {
+		return fmt.Errorf("opening %q: %w", rel, err)
+	}
+	defer unix.Close(ufd)
+	lfd := -1
+	if l.ok && l.typ() != unix.S_IFDIR {
+		if err := d.deleted(l, rel, depth); err != nil {
+			return err
+		}
+	} else if l.ok {
+		if lfd, err = openDirAt(l.dir, l.name); err != nil {
+			return fmt.Errorf("opening lower %q: %w", rel, err)
+		}
+		defer unix.Close(lfd)
+	}
+	return d.dir(lfd, ufd, rel, depth, opaque || opaqueMark(ufd) != "")
+}
+
+// deleted reports the lower entry l, and everything beneath it, removed.
+func (d *differ) deleted(l side, rel string, depth int) error {
+	switch l.typ() {
+	case unix.S_IFREG:
+		return d.file(l, side{}, rel)
+	case unix.S_IFLNK:
+		return d.symlink(l, side{}, rel)
+	case unix.S_IFDIR:
+		fd, err := openDirAt(l.dir, l.name)
+		if err != nil {
+			return fmt.Errorf("opening lower %q: %w", rel, err)
+		}
+		defer unix.Close(fd)
+		return walk(fd, rel, depth, func(n *node) error {
+			if n.typ() == unix.S_IFDIR {
+				return nil
+			}
+			return d.deleted(side{dir: n.dir, name: n.name, st: n.st, ok: true}, n.rel, n.depth)
+		})
+	}
+	return nil
+}
+
+// content reads a regular file side: nil if absent, big if over
+// maxDiffFile.
+func content(s side, rel string) (data []byte, big bool, err error) {
+	if !s.ok {
+		return nil, false, nil
+	}
+	if s.st.Size > maxDiffFile {
+		return nil, true, nil
+	}
+	f, _, err := openFileAt(s.dir, s.name, &s.st)
+	if err != nil {
+		return nil, false, fmt.Errorf("opening %q: %w", rel, err)
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, maxDiffFile+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %q: %w", rel, err)
+	}
+	return data, len(data) > maxDiffFile, nil
+}
+
+func (d *differ) file(l, u side, rel string) error {
+	a, abig, err := content(l, rel)
+	if err != nil {
+		return err
+	}
+	b, bbig, err := content(u, rel)
+	if err != nil {
+		return err
+	}
+	switch {
+	case abig || bbig:
+		fmt.Fprintf(d.w, "Files a/%s and b/%s differ\n", rel, rel)
+	case bytes.Equal(a, b): // as with diff -N, an empty file made or removed shows nothing
+	case bytes.IndexByte(a, 0) >= 0 || bytes.IndexByte(b, 0) >= 0:
+		fmt.Fprintf(d.w, "Binary files a/%s and b/%s differ\n", rel, rel)
+	default:
+		fmt.Fprintf(d.w, "--- a/%s\n+++ b/%s\n", rel, rel)
+		writeHunks(d.w, diffLines(splitLines(string(a)), splitLines(string(b))))
+	}
+	return nil
+}
+
+func (d *differ) symlink(l, u side, rel string) error {
+	a, b := "/dev/null", "/dev/null"
+	var ta, tb string
+	var err error
+	if l.ok {
+		if ta, err = readlinkAt(l.dir, l.name); err != nil {
+			return fmt.Errorf("reading link %q: %w", rel, err)
+		}
+		a = "a/" + rel + " -> " + ta
+	}
+	if u.ok {
+		if tb, err = readlinkAt(u.dir, u.name); err != nil {
+			return fmt.Errorf("reading link %q: %w", rel, err)
+		}
+		b = "b/" + rel + " -> " + tb
+	}
+	if l.ok && u.ok && ta == tb {
+		return nil
+	}
+	fmt.Fprintf(d.w, "Symbolic links %s and %s differ\n", a, b)
+	return nil
+}
+
+// mergeSorted returns the union of two sorted name lists, sorted.
+func mergeSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return out
+}
