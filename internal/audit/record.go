@@ -10,18 +10,21 @@ import (
 
 // Events. Every record has exactly one.
 const (
-	EventCall         = "call"
-	EventSessionStart = "session_start"
-	EventSessionEnd   = "session_end"
-	EventSandboxStart = "sandbox_start"
-	EventSandboxStop  = "sandbox_stop"
-	EventSandboxCrash = "sandbox_crash"
-	EventEgress       = "egress"
-	EventApproval     = "approval"
-	EventPolicyReload = "policy_reload"
-	EventPin          = "pin"
-	EventTrust        = "trust"
-	EventScan         = "scan"
+	EventCall          = "call"
+	EventSessionStart  = "session_start"
+	EventSessionEnd    = "session_end"
+	EventSandboxStart  = "sandbox_start"
+	EventSandboxStop   = "sandbox_stop"
+	EventSandboxCrash  = "sandbox_crash"
+	EventSandboxPause  = "sandbox_pause"
+	EventSandboxResume = "sandbox_resume"
+	EventSnapshot      = "snapshot"
+	EventEgress        = "egress"
+	EventApproval      = "approval"
+	EventPolicyReload  = "policy_reload"
+	EventPin           = "pin"
+	EventTrust         = "trust"
+	EventScan          = "scan"
 
 	// EventRetention is written by the store itself when it prunes old
 	// records; Detail says how many and up to which seq.

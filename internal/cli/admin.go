@@ -39,6 +39,7 @@ type adminRequest struct {
 	Scope  string `json:"scope,omitempty"`  // decide: once, session or always
 	Server string `json:"server,omitempty"` // pins, trust
 	Key    string `json:"key,omitempty"`    // trust: a tool, "prompt:NAME" or "template:URI"; "" for all
+	Path   string `json:"path,omitempty"`   // snapshot: the file to write
 }
 
 type adminReply struct {
@@ -49,6 +50,10 @@ type adminReply struct {
 	Pending    []approval.Request    `json:"pending,omitempty"`
 	Remembered []approval.Remembered `json:"remembered,omitempty"`
 	Changes    []pinChange           `json:"changes,omitempty"`
+	Sandboxes  []sandboxRow          `json:"sandboxes,omitempty"`
+	// diff: a sandbox's input source and overlay upper dir.
+	Lower string `json:"lower,omitempty"`
+	Upper string `json:"upper,omitempty"`
 }
 
 // pinChange is a definition change as the admin commands show it.
@@ -180,6 +185,30 @@ func (a *adminServer) handle(conn *net.UnixConn) {
 			return
 		}
 		reply(adminReply{OK: true, Changes: showChanges(changes)})
+	case "ps":
+		reply(adminReply{OK: true, Sandboxes: g.sandboxRows(gw)})
+	case "pause", "resume", "stop":
+		if err := g.control(gw, req.Op, req.ID); err != nil {
+			reply(adminReply{Error: err.Error()})
+			return
+		}
+		reply(adminReply{OK: true})
+	case "snapshot":
+		if err := g.snapshot(gw, req.ID, req.Path); err != nil {
+			reply(adminReply{Error: err.Error()})
+			return
+		}
+		reply(adminReply{OK: true})
+	case "diff":
+		t := g.tracks.find(req.ID)
+		switch {
+		case t == nil:
+			reply(adminReply{Error: fmt.Sprintf("no sandbox %q (see mcpbox ps)", req.ID)})
+		case t.upper == "":
+			reply(adminReply{Error: fmt.Sprintf("sandbox %s has no input overlay (filesystem.input.mode: overlay)", req.ID)})
+		default:
+			reply(adminReply{OK: true, Lower: t.lower, Upper: t.upper})
+		}
 	case "reload":
 		if err := g.pins.Reload(); err != nil {
 			reply(adminReply{Error: err.Error()})

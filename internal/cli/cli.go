@@ -36,8 +36,9 @@ ADMIN (--config FILE or --state-dir DIR find the gateway)
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in mcpbox.lock
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
-
-  ps, stop, pause and resume are not available yet.
+  ps         the gateway's sandboxes; stop ID, pause ID, resume ID
+  snapshot   write a sandbox's workspace to an archive: snapshot ID
+  diff       the changes a sandbox made to its overlaid input: diff ID
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -106,9 +107,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.pin(args[1:])
 	case "trust":
 		return env.trust(args[1:])
-	case "ps", "stop", "pause", "resume":
-		fmt.Fprintf(stderr, "mcpbox %s: not available in this build yet (it comes with the gateway)\n", args[0])
-		return exitUsage
+	case "ps":
+		return env.ps(args[1:])
+	case "stop", "pause", "resume":
+		return env.control(args[0], args[1:])
+	case "snapshot":
+		return env.snapshotCmd(args[1:])
+	case "diff":
+		return env.diff(args[1:])
 	default:
 		fmt.Fprintf(stderr, "mcpbox: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
@@ -119,6 +125,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// snapshot, set by serve --from-snapshot, seeds the new workspaces of
+	// the server named in its metadata.
+	snapshot, snapshotServer string
+}
+
+// snapshotFor is the snapshot that seeds server's new workspaces, or "".
+func (e *env) snapshotFor(server string) string {
+	if e.snapshot != "" && e.snapshotServer == server {
+		return e.snapshot
+	}
+	return ""
 }
 
 func (e *env) errorf(format string, args ...any) {

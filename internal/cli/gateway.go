@@ -21,6 +21,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/workspace"
 )
 
 // gatewayGC tunes the collector for a gateway: it moves large messages
@@ -108,6 +109,10 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			CallTimeout: time.Duration(s.Limits.CallTimeout),
 			MaxOutput:   int64(s.Limits.Output),
 			Restart:     s.Lifecycle.Restart,
+			Idle:        time.Duration(s.Lifecycle.Idle),
+			IdleAction:  s.Lifecycle.IdleAction,
+			IdleStop:    time.Duration(s.Lifecycle.IdleStop),
+			MaxLifetime: time.Duration(s.Lifecycle.MaxLifetime),
 		}
 		if gs.Scope == "" {
 			gs.Scope = gateway.ScopeAgent
@@ -160,10 +165,21 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
 			stderr: e.stderr, guard: g,
 		}
-		if s.Filesystem.Output == nil || s.Filesystem.Output.Source == "" {
-			if s.Filesystem.Output != nil {
-				l.workspaces = filepath.Join(stateDir, "workspaces")
-			}
+		if s.Filesystem.Output != nil && s.Filesystem.Output.Source == "" {
+			l.workspaces = filepath.Join(stateDir, "workspaces")
+		}
+		if in := s.Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
+			l.overlays = filepath.Join(stateDir, "workspaces")
+		}
+		if t := s.Filesystem.Template; t != "" {
+			l.template = resolve(base, t)
+		}
+		if t := e.snapshotFor(s.Name); t != "" {
+			l.template = t
+		}
+		if a := s.Artifacts; a != nil {
+			l.artifacts = &workspace.ArtifactRules{Include: a.Include, MaxSize: int64(a.MaxSize)}
+			l.artifactsDir = resolve(base, a.Dir)
 		}
 		gs.Launch = l.launch
 		gs.Release = l.release

@@ -72,6 +72,9 @@ type groupInstance struct {
 // newGroupLauncher builds the group's sandbox from its first server; the
 // members are the servers of the group in file order.
 func newGroupLauncher(c *config.Config, name string, members []*config.Server, base string, l *sandboxLauncher) (*groupLauncher, error) {
+	if in := members[0].Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
+		return nil, fmt.Errorf("server %s: filesystem.input.mode overlay is not available in a group's shared sandbox", members[0].Name)
+	}
 	spec := sandbox.Spec{}
 	if err := serverSpec(c, members[0], base, &spec); err != nil {
 		return nil, err

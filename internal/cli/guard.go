@@ -231,10 +231,17 @@ func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
 	})
 }
 
-// sandboxEvent audits a sandbox starting or ending.
+// sandboxEvent audits a sandbox starting, ending, pausing or resuming.
+// A nil guard does nothing.
 func (g *guard) sandboxEvent(event, launcher string, t *sandboxTrack, scope gateway.Scope, status string) {
+	if g == nil {
+		return
+	}
 	r := audit.Record{Event: event, Client: scope.Agent, Session: scope.Session, Server: launcher,
 		Sandbox: t.id, Workspace: t.workspace, ExitStatus: status}
+	if event == audit.EventSandboxStop || event == audit.EventSandboxCrash {
+		r.Artifacts = t.artifacts
+	}
 	g.record(r)
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,11 +17,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/workspace"
 )
 
 // stopGrace is how long a server gets to exit after its stdin closes
@@ -36,14 +39,24 @@ type sandboxLauncher struct {
 	// workspaces, if set, is the dir under which each scope gets its own
 	// /workspace/output (config `output: {}`).
 	workspaces string
-	stateDir   string // for groups: checked against their mounts
-	log        *slog.Logger
-	stderr     io.Writer // where the server's stderr goes, line-prefixed with its name
+	// overlays, if set, is the dir under which each scope gets the upper
+	// and work dirs of its /workspace/input overlay (input mode overlay).
+	overlays string
+	stateDir string // for groups: checked against their mounts
+	log      *slog.Logger
+	stderr   io.Writer // where the server's stderr goes, line-prefixed with its name
 	// book learns every secret value resolved, before the server starts,
 	// so that nothing the server writes can carry it out.
 	book *redact.Book
 	// guard, if set, tracks each sandbox for the audit (serve).
 	guard *guard
+	// template, if set, seeds each new workspace (a dir, an archive or a
+	// snapshot).
+	template string
+	// artifacts, if set, are copied out of the output when a sandbox ends,
+	// to artifactsDir/AGENT/SERVER/SANDBOX-ID.
+	artifacts    *workspace.ArtifactRules
+	artifactsDir string
 }
 
 func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
@@ -82,14 +95,41 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		spec.Network.Opened = track.opened
 	}
 	if l.workspaces != "" {
+		_, statErr := os.Stat(workspaceBase(l.workspaces, scope, l.name))
 		dir, err := workspaceDir(l.workspaces, scope, l.name)
 		if err != nil {
 			return nil, err
+		}
+		if os.IsNotExist(statErr) && l.template != "" {
+			if err := seedWorkspace(l.template, "output", dir); err != nil {
+				removeWorkspace(workspaceBase(l.workspaces, scope, l.name))
+				return nil, err
+			}
 		}
 		spec.Output = dir
 		if rel, err := filepath.Rel(l.workspaces, filepath.Dir(dir)); err == nil {
 			track.workspace = filepath.ToSlash(rel)
 		}
+	}
+	if l.overlays != "" {
+		_, statErr := os.Stat(filepath.Join(workspaceBase(l.overlays, scope, l.name), "overlay"))
+		ov, err := overlayDirs(l.overlays, scope, l.name)
+		if err != nil {
+			return nil, err
+		}
+		if os.IsNotExist(statErr) && isSnapshot(l.template) {
+			if err := seedWorkspace(l.template, "overlay", ov.Upper); err != nil {
+				return nil, err
+			}
+		}
+		spec.InputOverlay = ov
+		track.lower, track.upper = spec.Input, ov.Upper
+		if track.workspace == "" {
+			if rel, err := filepath.Rel(l.overlays, filepath.Dir(filepath.Dir(ov.Upper))); err == nil {
+				track.workspace = filepath.ToSlash(rel)
+			}
+		}
+		track.rw = append(track.rw, rwDir{ov.Upper, "/workspace/input"})
 	}
 	if spec.Output != "" {
 		track.rw = append(track.rw, rwDir{spec.Output, "/workspace/output"})
@@ -135,6 +175,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		status string
 		clean  bool
 	)
+	track.stats = sb.Stats
 	untrack := l.guard.sandboxStarted(l.name, scope, track)
 	var stopping atomic.Bool // Stop was called: an exit now is no crash
 	waited := make(chan struct{})
@@ -153,6 +194,14 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			clean = res.ExitCode == 0
 		}
 		track.setExit(status)
+		if l.artifacts != nil && spec.Output != "" {
+			track.artifacts = l.exportArtifacts(spec.Output, scope, track.id)
+		}
+		if clean || stopping.Load() {
+			track.setState(gateway.StateStopped)
+		} else {
+			track.setState(gateway.StateFailed)
+		}
 		l.guard.sandboxEnded(l.name, scope, track, status, clean || stopping.Load())
 		close(waited)
 	}()
@@ -170,6 +219,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		Roots: roots(&spec),
 		Stop: func() {
 			stopping.Store(true)
+			track.setState("stopping")
 			inW.Close()
 			select {
 			case <-waited:
@@ -185,6 +235,22 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			lines.Close()
 		},
 		Clean: func() bool { return ended() && clean },
+		Pause: func() error {
+			if err := sb.Pause(); err != nil {
+				return err
+			}
+			track.setState(gateway.StatePaused)
+			l.guard.sandboxEvent(audit.EventSandboxPause, l.name, track, scope, "")
+			return nil
+		},
+		Resume: func() error {
+			if err := sb.Resume(); err != nil {
+				return err
+			}
+			track.setState(gateway.StateRunning)
+			l.guard.sandboxEvent(audit.EventSandboxResume, l.name, track, scope, "")
+			return nil
+		},
 		Describe: func() string {
 			if !ended() {
 				return ""
@@ -224,18 +290,27 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 // release removes a session's workspace when the session is over; agent
 // and shared workspaces stay (they are the agent's files).
 func (l *sandboxLauncher) release(scope gateway.Scope) {
-	if l.workspaces == "" || scope.Session == "" {
+	if scope.Session == "" {
 		return
 	}
-	dir, err := workspaceDir(l.workspaces, scope, l.name)
-	if err == nil {
-		os.RemoveAll(filepath.Dir(dir))
+	for _, root := range []string{l.workspaces, l.overlays} {
+		if root != "" {
+			removeWorkspace(workspaceBase(root, scope, l.name))
+		}
 	}
 }
 
-// workspaceDir makes the per-scope output dir: workspaces/AGENT/SERVER/output,
-// with a sessions/ID level for session scope and _shared for shared scope.
-func workspaceDir(root string, scope gateway.Scope, server string) (string, error) {
+// removeWorkspace removes a session's workspace dir. The kernel leaves an
+// overlay's work/work dir with mode 0, which an unprivileged owner must
+// open up first.
+func removeWorkspace(dir string) {
+	_ = os.Chmod(filepath.Join(dir, "overlay", "work", "work"), 0o700)
+	os.RemoveAll(dir)
+}
+
+// workspaceBase is a scope's workspace: workspaces/AGENT/SERVER, with a
+// sessions/ID level for session scope and _shared for shared scope.
+func workspaceBase(root string, scope gateway.Scope, server string) string {
 	agent := scope.Agent
 	if agent == "" {
 		agent = "_shared"
@@ -244,11 +319,30 @@ func workspaceDir(root string, scope gateway.Scope, server string) (string, erro
 	if scope.Session != "" {
 		dir = filepath.Join(dir, "sessions", scope.Session)
 	}
-	dir = filepath.Join(dir, "output")
+	return dir
+}
+
+// workspaceDir makes the per-scope output dir, WORKSPACE/output.
+func workspaceDir(root string, scope gateway.Scope, server string) (string, error) {
+	dir := filepath.Join(workspaceBase(root, scope, server), "output")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating workspace: %w", err)
 	}
 	return dir, nil
+}
+
+// overlayDirs makes the upper and work dirs of a scope's input overlay,
+// WORKSPACE/overlay/{upper,work}: their parent is mounted into the
+// sandbox init (never the workload), so it holds nothing else.
+func overlayDirs(root string, scope gateway.Scope, server string) (*sandbox.Overlay, error) {
+	dir := filepath.Join(workspaceBase(root, scope, server), "overlay")
+	ov := &sandbox.Overlay{Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
+	for _, d := range []string{ov.Upper, ov.Work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the input overlay: %w", err)
+		}
+	}
+	return ov, nil
 }
 
 // roots are the sandbox paths a server may work in, for roots/list.
@@ -367,4 +461,56 @@ func (lw *lineWriter) flush() {
 	}, lw.buf)
 	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
 	lw.buf = lw.buf[:0]
+}
+
+// isSnapshot reports whether path is an mcpbox snapshot (an archive with
+// snapshot metadata).
+func isSnapshot(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := workspace.ReadMeta(path)
+	return err == nil
+}
+
+// seedWorkspace fills a new workspace dir from a template: a snapshot's
+// part (output, overlay), or a dir or archive for the output.
+func seedWorkspace(template, part, dst string) error {
+	var err error
+	switch {
+	case isSnapshot(template):
+		err = workspace.Restore(template, part, dst)
+		if errors.Is(err, workspace.ErrNoPart) {
+			err = nil // the snapshot's sandbox had no such part
+		}
+	case part == "output":
+		// Seed wants an empty dir: dst was just made.
+		err = workspace.Seed(dst, template)
+	}
+	if err != nil {
+		return fmt.Errorf("seeding the workspace from %s: %w", template, err)
+	}
+	return nil
+}
+
+// exportArtifacts copies the configured files out of a stopped sandbox's
+// output and returns their paths for the audit.
+func (l *sandboxLauncher) exportArtifacts(output string, scope gateway.Scope, id string) []string {
+	agent := scope.Agent
+	if agent == "" {
+		agent = "_shared"
+	}
+	dst := filepath.Join(l.artifactsDir, agent, l.name, id)
+	done, refused, err := workspace.Export(output, dst, *l.artifacts)
+	if err != nil {
+		l.log.Warn("exporting artifacts", "server", l.name, "sandbox", id, "err", err)
+	}
+	for _, r := range refused {
+		l.log.Warn("artifact refused", "server", l.name, "sandbox", id, "path", r.Path, "reason", r.Reason)
+	}
+	var paths []string
+	for _, e := range done {
+		paths = append(paths, fmt.Sprintf("%s (%d bytes, sha256 %s)", filepath.Join(dst, e.Path), e.Size, e.SHA256))
+	}
+	return paths
 }

@@ -77,6 +77,9 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 	if s.URL != "" {
 		return fmt.Errorf("%s: server %s is remote (url): there is nothing to sandbox", path, s.Name)
 	}
+	if s.Filesystem.Input != nil && s.Filesystem.Input.Mode == config.ModeOverlay {
+		return fmt.Errorf("server %s: filesystem.input.mode overlay needs a workspace for its changes: use mcpbox serve", s.Name)
+	}
 	if err := serverSpec(c, s, filepath.Dir(path), spec); err != nil {
 		return err
 	}
@@ -95,14 +98,13 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 
 // serverSpec fills spec with server s's sandbox policy, paths resolved
 // against base; secrets are left to the caller, which resolves them when
-// the sandbox starts. An output without a source is left to the caller too.
+// the sandbox starts. An output without a source, and the overlay of an
+// input with mode overlay, are left to the caller too (they are per
+// workspace).
 func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.Spec) error {
 	var err error
 	fsys := s.Filesystem
 	if fsys.Input != nil {
-		if fsys.Input.Mode == config.ModeOverlay {
-			return fmt.Errorf("server %s: filesystem.input.mode overlay is not available yet", s.Name)
-		}
 		if spec.Input, err = hostDir(resolve(base, fsys.Input.Source), false); err != nil {
 			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, err)
 		}

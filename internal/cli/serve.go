@@ -16,6 +16,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/workspace"
 )
 
 const serveHelp = `USAGE
@@ -56,6 +57,7 @@ func (e *env) serve(args []string) int {
 	fs.BoolVar(&stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
+	fs.StringVar(&e.snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
@@ -82,6 +84,18 @@ func (e *env) serve(args []string) int {
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
+	}
+	if e.snapshot != "" {
+		meta, err := workspace.ReadMeta(e.snapshot)
+		if err != nil {
+			e.errorf("serve: --from-snapshot: %v", err)
+			return exitUsage
+		}
+		if c.Server(meta.Server) == nil {
+			e.errorf("serve: --from-snapshot: the snapshot is of server %q, which the config does not have", meta.Server)
+			return exitUsage
+		}
+		e.snapshotServer = meta.Server
 	}
 	if !stdio && httpAddr == "" {
 		if !isTerminal(e.stdin) {
@@ -136,6 +150,11 @@ func (e *env) serve(args []string) int {
 		log.Warn("admin socket unavailable: the admin commands (approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
 	default:
 		defer stopAdmin()
+		// The admin socket is ours: no other gateway uses this state dir,
+		// so what a crashed one left can go.
+		if err := cleanLeftovers(dir, log); err != nil {
+			log.Warn("removing crash leftovers", "err", err)
+		}
 	}
 	source := defaultConfig
 	if configPath != "" {

@@ -4,9 +4,11 @@ import (
 	"crypto/rand"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"mcpbox/internal/audit"
+	"mcpbox/internal/cgroup"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 )
@@ -17,6 +19,7 @@ import (
 type tracker struct {
 	mu    sync.Mutex
 	byKey map[trackKey]*sandboxTrack // guarded by mu
+	ended []*sandboxTrack            // the last maxEnded that ended; guarded by mu
 }
 
 // trackKey is a launcher (a server, or a group's supervisor) and scope.
@@ -27,10 +30,22 @@ type trackKey struct {
 
 // sandboxTrack is one running sandbox.
 type sandboxTrack struct {
-	id        string  // "sbx_" + random
+	id        string // "sbx_" + random
+	launcher  string // the server (or "group:NAME") it runs
+	scope     gateway.Scope
 	workspace string  // the workspace id: its path under workspaces/, or ""
 	rw        []rwDir // host dirs the sandbox may write
+	// lower and upper are the input and the overlay's upper dir, for
+	// `mcpbox diff`, when the input is overlaid.
+	lower, upper string
+	// artifacts are the files copied out when it ended; set before it is
+	// moved to the ended ones.
+	artifacts []string
 	started   time.Time
+	// stats, if set, reads the sandbox's resource use.
+	stats func() (cgroup.Stats, error)
+	// state is StateRunning, StatePaused, "stopping", "stopped" or "failed".
+	state atomic.Value
 
 	mu     sync.Mutex
 	active []*callMark    // calls in flight; guarded by mu
@@ -51,9 +66,15 @@ func newTracker() *tracker { return &tracker{byKey: map[trackKey]*sandboxTrack{}
 
 func newSandboxID() string { return "sbx_" + strings.ToLower(rand.Text()[:16]) }
 
-// add registers a started sandbox; the returned func removes it.
+// maxEnded is how many ended sandboxes `mcpbox ps` still shows.
+const maxEnded = 64
+
+// add registers a started sandbox; the returned func moves it to the
+// ended ones.
 func (t *tracker) add(launcher string, scope gateway.Scope, s *sandboxTrack) func() {
 	k := trackKey{launcher, scope}
+	s.launcher, s.scope = launcher, scope
+	s.setState(gateway.StateRunning)
 	t.mu.Lock()
 	t.byKey[k] = s
 	t.mu.Unlock()
@@ -62,8 +83,39 @@ func (t *tracker) add(launcher string, scope gateway.Scope, s *sandboxTrack) fun
 		if t.byKey[k] == s {
 			delete(t.byKey, k)
 		}
+		if t.ended = append(t.ended, s); len(t.ended) > maxEnded {
+			t.ended = t.ended[1:]
+		}
 		t.mu.Unlock()
 	}
+}
+
+// all returns the running sandboxes and the last ended ones.
+func (t *tracker) all() []*sandboxTrack {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*sandboxTrack, 0, len(t.byKey)+len(t.ended))
+	for _, s := range t.byKey {
+		out = append(out, s)
+	}
+	return append(out, t.ended...)
+}
+
+// find returns the sandbox with id (running or ended), or nil.
+func (t *tracker) find(id string) *sandboxTrack {
+	for _, s := range t.all() {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func (s *sandboxTrack) setState(st string) { s.state.Store(st) }
+
+func (s *sandboxTrack) getState() string {
+	st, _ := s.state.Load().(string)
+	return st
 }
 
 // get returns the current sandbox of a launcher and scope, or nil.

@@ -180,8 +180,11 @@ func (u *upstream) checkIdle(now time.Time) {
 		u.park(p, fmt.Sprintf("idle for %s (idle_stop)", s.IdleStop))
 	case !paused && s.Idle > 0 && idle >= s.Idle:
 		if s.IdleAction != IdleStop && proc.Pause != nil {
-			_ = u.pause(p, proc, fmt.Sprintf("idle for %s", s.Idle), false)
-			return
+			err := u.pause(p, proc, fmt.Sprintf("idle for %s", s.Idle), false)
+			if err == nil {
+				return
+			}
+			// No freezer here (e.g. no cgroups): idle still ends it.
 		}
 		u.park(p, fmt.Sprintf("idle for %s", s.Idle))
 	}

@@ -6,7 +6,8 @@
 //	mcpserver -name a
 //
 // Tools: whoami, instance, echo, blob, slow, inflight, sample, elicit,
-// add_tool, crash, garbage, huge, stderr, log, fetch_write, getenv.
+// add_tool, crash, garbage, huge, stderr, log, fetch_write, getenv,
+// note_write, note_read.
 // Prompt: greet. Resource: test://NAME/info.
 package main
 
@@ -170,6 +171,25 @@ func (s *server) register() {
 	mcp.AddTool(srv, &mcp.Tool{Name: "getenv", Description: "returns the value of the environment variable text"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return text(os.Getenv(in.Text)), nil, nil
+		})
+	type noteIn struct {
+		Name string `json:"name"`
+		Text string `json:"text,omitempty"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "note_write", Description: "writes text to /workspace/output/NAME"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, any, error) {
+			if err := os.WriteFile(filepath.Join("/workspace/output", filepath.Base(in.Name)), []byte(in.Text), 0o644); err != nil {
+				return nil, nil, err
+			}
+			return text("ok"), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "note_read", Description: "returns the text of /workspace/output/NAME"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, any, error) {
+			b, err := os.ReadFile(filepath.Join("/workspace/output", filepath.Base(in.Name)))
+			if err != nil {
+				return nil, nil, err
+			}
+			return text(string(b)), nil, nil
 		})
 
 	srv.AddPrompt(&mcp.Prompt{

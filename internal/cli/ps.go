@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+)
+
+const psHelp = `USAGE
+  mcpbox ps [--json] (--config FILE | --state-dir DIR)
+  mcpbox stop ID | pause ID | resume ID (--config FILE | --state-dir DIR)
+
+ps lists the sandboxes of the gateway running on that state dir: running
+and paused ones, and the last ones that ended, with their owner (client,
+session), server, state, start time, last call and resource use.
+
+stop ends a sandbox (its calls in flight fail; the next call of its client
+starts a new one, with the workspace kept); pause freezes it (nothing runs,
+memory is kept; the next call resumes it); resume thaws it now.
+`
+
+// sandboxRow is one sandbox as `mcpbox ps` shows it.
+type sandboxRow struct {
+	ID        string    `json:"id"`
+	State     string    `json:"state"`
+	Server    string    `json:"server"`
+	Client    string    `json:"client,omitempty"`
+	Session   string    `json:"session,omitempty"`
+	Workspace string    `json:"workspace,omitempty"`
+	Started   time.Time `json:"started"`
+	LastCall  time.Time `json:"last_call,omitzero"`
+	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
+	Memory    uint64    `json:"memory_bytes,omitempty"`
+	Pids      uint64    `json:"pids,omitempty"`
+	CPU       float64   `json:"cpu_seconds,omitempty"`
+	Exit      string    `json:"exit,omitempty"`
+	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
+}
+
+// sandboxRows joins the tracker's sandboxes with the gateway's instances.
+func (g *guard) sandboxRows(gw *gateway.Gateway) []sandboxRow {
+	type key struct {
+		server string
+		scope  gateway.Scope
+	}
+	inst := map[key]gateway.Instance{}
+	for _, in := range gw.Instances() {
+		inst[key{in.Server, in.Scope}] = in
+	}
+	var rows []sandboxRow
+	for _, t := range g.tracks.all() {
+		r := sandboxRow{ID: t.id, State: t.getState(), Server: t.launcher, Client: t.scope.Agent,
+			Session: t.scope.Session, Workspace: t.workspace, Started: t.started}
+		t.mu.Lock()
+		r.Exit = t.exit
+		t.mu.Unlock()
+		for _, s := range g.serversOf(t.launcher) {
+			if in, ok := inst[key{s, t.scope}]; ok {
+				r.LastCall, r.Starts = in.LastUse, in.Starts
+				if r.Exit != "" {
+					r.Reason = in.Reason
+				}
+			}
+		}
+		if t.stats != nil && r.Exit == "" {
+			if st, err := t.stats(); err == nil {
+				r.Memory, r.Pids, r.CPU = st.MemoryCurrent, st.PidsCurrent, st.CPUUsage.Seconds()
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// serversOf names the servers whose sandboxes a launcher starts: the
+// server itself, or a group's members.
+func (g *guard) serversOf(launcher string) []string {
+	var out []string
+	for name, gs := range g.servers {
+		if gs.launcher == launcher {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// control pauses, resumes or stops the sandbox id through the gateway,
+// which keeps its own view of the instance (a paused one is resumed by
+// the next call).
+func (g *guard) control(gw *gateway.Gateway, op, id string) error {
+	t := g.tracks.find(id)
+	if t == nil {
+		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
+	}
+	if st := t.getState(); st == gateway.StateStopped || st == gateway.StateFailed {
+		return fmt.Errorf("sandbox %s has ended", id)
+	}
+	var errs []error
+	for _, s := range g.serversOf(t.launcher) {
+		var err error
+		switch op {
+		case "pause":
+			err = gw.Pause(s, t.scope)
+		case "resume":
+			err = gw.Resume(s, t.scope)
+		case "stop":
+			err = gw.Stop(s, t.scope)
+		}
+		if err != nil && !errors.Is(err, gateway.ErrNoInstance) {
+			errs = append(errs, fmt.Errorf("%s: %w", s, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	g.record(audit.Record{Event: controlEvent[op], Server: t.launcher, Client: t.scope.Agent, Session: t.scope.Session,
+		Sandbox: t.id, Workspace: t.workspace, Detail: map[string]string{"by": "admin"}})
+	return nil
+}
+
+// controlEvent is the audit event of an admin operation on a sandbox.
+var controlEvent = map[string]string{"pause": audit.EventSandboxPause, "resume": audit.EventSandboxResume, "stop": audit.EventSandboxStop}
+
+func (e *env) ps(args []string) int {
+	fs := e.newFlagSet("ps", psHelp)
+	af := registerAdminFlags(fs)
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	dir, ok := af.dir(e, "ps")
+	if !ok {
+		return exitUsage
+	}
+	r, err := adminCall(dir, adminRequest{Op: "ps"})
+	if err != nil {
+		e.errorf("ps: %v", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, s := range r.Sandboxes {
+			_ = enc.Encode(s)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT")
+	now := time.Now()
+	for _, s := range r.Sandboxes {
+		last := "-"
+		if !s.LastCall.IsZero() {
+			last = now.Sub(s.LastCall).Round(time.Second).String() + " ago"
+		}
+		mem := "-"
+		if s.Memory > 0 {
+			mem = config.Size(int64(s.Memory)).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\n", s.ID, s.State, s.Server, s.Client,
+			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, oneLine(s.Exit, 40))
+	}
+	tw.Flush()
+	return 0
+}
+
+// control is `mcpbox stop|pause|resume ID`.
+func (e *env) control(op string, args []string) int {
+	fs := e.newFlagSet(op, psHelp)
+	af := registerAdminFlags(fs)
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	if fs.NArg() != 1 || !strings.HasPrefix(fs.Arg(0), "sbx_") {
+		e.errorf("%s: want one sandbox ID (sbx_..., see mcpbox ps)", op)
+		return exitUsage
+	}
+	dir, ok := af.dir(e, op)
+	if !ok {
+		return exitUsage
+	}
+	if _, err := adminCall(dir, adminRequest{Op: op, ID: fs.Arg(0)}); err != nil {
+		e.errorf("%s: %v", op, err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "%s: %s\n", op, fs.Arg(0))
+	return 0
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"mcpbox/internal/audit"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/workspace"
+)
+
+const snapshotHelp = `USAGE
+  mcpbox snapshot ID [-o FILE] (--config FILE | --state-dir DIR)
+  mcpbox diff ID (--config FILE | --state-dir DIR)
+
+snapshot writes the workspace of sandbox ID (its /workspace/output and,
+with filesystem.input.mode overlay, the overlay's changes) as a .tar.gz
+with metadata; the sandbox is paused meanwhile when it can be. Default
+FILE: STATE_DIR/snapshots/ID-TIME.tar.gz. 'mcpbox serve --from-snapshot
+FILE' (or the server's filesystem.template) seeds new workspaces from it.
+
+diff prints what sandbox ID changed in its overlaid /workspace/input, as
+a unified diff against the input source: the agent's patch.
+`
+
+// snapshot writes sandbox id's workspace to path (new, mode 0600).
+func (g *guard) snapshot(gw *gateway.Gateway, id, path string) error {
+	t := g.tracks.find(id)
+	if t == nil {
+		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
+	}
+	parts := map[string]string{}
+	for _, d := range t.rw {
+		if d.target == "/workspace/output" {
+			parts["output"] = d.host
+		}
+	}
+	if t.upper != "" {
+		parts["overlay"] = t.upper
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("sandbox %s has no workspace (no output: {} and no input overlay)", id)
+	}
+	if t.getState() == gateway.StateRunning {
+		// Consistent: nothing writes while the copy is made.
+		var paused []string
+		for _, s := range g.serversOf(t.launcher) {
+			if gw.Pause(s, t.scope) == nil {
+				paused = append(paused, s)
+			}
+		}
+		defer func() {
+			for _, s := range paused {
+				_ = gw.Resume(s, t.scope)
+			}
+		}()
+	}
+	meta := workspace.Meta{Version: workspace.SnapshotVersion, Created: time.Now().UTC(), Server: t.launcher,
+		Agent: t.scope.Agent, Session: t.scope.Session, Sandbox: t.id}
+	for p := range parts {
+		meta.Parts = append(meta.Parts, p)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := workspace.Snapshot(f, meta, parts); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return err
+	}
+	g.record(audit.Record{Event: audit.EventSnapshot, Server: t.launcher, Client: t.scope.Agent, Session: t.scope.Session,
+		Sandbox: t.id, Workspace: t.workspace, Artifacts: []string{path}})
+	return nil
+}
+
+func (e *env) snapshotCmd(args []string) int {
+	fs := e.newFlagSet("snapshot", snapshotHelp)
+	af := registerAdminFlags(fs)
+	out := fs.String("o", "", "write the snapshot to `FILE`")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		e.errorf("snapshot: want one sandbox ID (see mcpbox ps)")
+		return exitUsage
+	}
+	dir, ok := af.dir(e, "snapshot")
+	if !ok {
+		return exitUsage
+	}
+	path := *out
+	if path == "" {
+		snaps := filepath.Join(dir, "snapshots")
+		if err := os.MkdirAll(snaps, 0o700); err != nil {
+			e.errorf("snapshot: %v", err)
+			return 1
+		}
+		path = filepath.Join(snaps, fmt.Sprintf("%s-%s.tar.gz", fs.Arg(0), time.Now().UTC().Format("20060102T150405Z")))
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		e.errorf("snapshot: %v", err)
+		return 1
+	}
+	if _, err := adminCall(dir, adminRequest{Op: "snapshot", ID: fs.Arg(0), Path: abs}); err != nil {
+		e.errorf("snapshot: %v", err)
+		return 1
+	}
+	fmt.Fprintln(e.stdout, abs)
+	return 0
+}
+
+func (e *env) diff(args []string) int {
+	fs := e.newFlagSet("diff", snapshotHelp)
+	af := registerAdminFlags(fs)
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		e.errorf("diff: want one sandbox ID (see mcpbox ps)")
+		return exitUsage
+	}
+	dir, ok := af.dir(e, "diff")
+	if !ok {
+		return exitUsage
+	}
+	r, err := adminCall(dir, adminRequest{Op: "diff", ID: fs.Arg(0)})
+	if err != nil {
+		e.errorf("diff: %v", err)
+		return 1
+	}
+	if err := workspace.Diff(e.stdout, r.Lower, r.Upper); err != nil {
+		e.errorf("diff: %v", err)
+		return 1
+	}
+	return 0
+}

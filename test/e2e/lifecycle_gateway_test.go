@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// psRow is one line of `mcpbox ps --json`.
+type psRow struct {
+	ID, State, Server, Client, Exit string
+	Memory                          int64 `json:"memory_bytes"`
+}
+
+// ps lists the gateway's sandboxes.
+func (s *auSetup) ps(t *testing.T) []psRow {
+	t.Helper()
+	r := s.cli(t, "ps", "--json", "--config", s.cfg)
+	if r.code != 0 {
+		t.Fatalf("mcpbox ps: %s", r)
+	}
+	var rows []psRow
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var row psRow
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("ps line %q: %v", line, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// waitPS polls `mcpbox ps` until some sandbox is in one of the states
+// want, and returns it.
+func (s *auSetup) waitPS(t *testing.T, want ...string) psRow {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var rows []psRow
+	for time.Now().Before(deadline) {
+		rows = s.ps(t)
+		for _, r := range rows {
+			if slices.Contains(want, r.State) {
+				return r
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no sandbox %s within 30 s: %+v", want, rows)
+	return psRow{}
+}
+
+// TestLifecycleIdle: an idle sandbox is paused (stopped where there is no
+// freezer: the unprivileged mode has no cgroups) and the next call wakes
+// it with its state; after idle_stop it is stopped and the next call
+// starts a new one with the workspace intact. ps, pause, resume and stop
+// work by hand, and each step is audited.
+func TestLifecycleIdle(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		s := auConfig(t, m, "", `      output: {}
+    lifecycle: {idle: 1s, idle_action: pause, idle_stop: 5s}
+    tools: {allow: ["*"]}
+`)
+		g := s.serve(t)
+		sess := s.connect(t, g, nil)
+		first := gwMustCall(t, sess, "instance", nil, "")
+		gwMustCall(t, sess, "note_write", map[string]any{"name": "kept.txt", "text": "from the first sandbox"}, "ok")
+		// Running, or paused already if the host is slow (idle is 1 s).
+		running := s.waitPS(t, "running", "paused")
+		if running.Client != auClient || running.Server != auServer || !strings.HasPrefix(running.ID, "sbx_") {
+			t.Fatalf("ps row %+v", running)
+		}
+
+		if m.root() {
+			paused := s.waitPS(t, "paused")
+			if paused.ID != running.ID {
+				t.Fatalf("paused %s, want %s", paused.ID, running.ID)
+			}
+			start := time.Now()
+			if got := gwMustCall(t, sess, "instance", nil, ""); got != first {
+				t.Fatalf("after the wake the instance is %q, want the same process %q", got, first)
+			}
+			t.Logf("a call to a paused sandbox took %s", time.Since(start))
+			// By hand: pause, resume.
+			if r := s.cli(t, "pause", running.ID, "--config", s.cfg); r.code != 0 {
+				t.Fatalf("mcpbox pause: %s", r)
+			}
+			s.waitPS(t, "paused")
+			if r := s.cli(t, "resume", running.ID, "--config", s.cfg); r.code != 0 {
+				t.Fatalf("mcpbox resume: %s", r)
+			}
+		}
+		// idle_stop (or idle without a freezer) ends it; a call starts anew.
+		s.waitPS(t, "stopped")
+		second := gwMustCall(t, sess, "instance", nil, "")
+		if second == first {
+			t.Fatalf("the call after the idle stop ran in the same process %q", first)
+		}
+		gwMustCall(t, sess, "note_read", map[string]any{"name": "kept.txt"}, "from the first sandbox")
+
+		// mcpbox stop: the next call starts another one.
+		now := s.waitPS(t, "running", "paused")
+		if r := s.cli(t, "stop", now.ID, "--config", s.cfg); r.code != 0 {
+			t.Fatalf("mcpbox stop: %s", r)
+		}
+		if r := s.cli(t, "stop", "sbx_nonexistent0000", "--config", s.cfg); r.code == 0 {
+			t.Fatalf("stopping an unknown sandbox succeeded: %s", r)
+		}
+		if third := gwMustCall(t, sess, "instance", nil, ""); third == second {
+			t.Fatalf("the call after mcpbox stop ran in the stopped process")
+		}
+		gwClose(t, sess)
+		g.stop(t)
+
+		events := map[string]bool{}
+		for _, rec := range s.logs(t) {
+			events[rec.str("event")] = true
+		}
+		want := []string{"sandbox_start", "sandbox_stop"}
+		if m.root() {
+			want = append(want, "sandbox_pause", "sandbox_resume")
+		}
+		for _, e := range want {
+			if !events[e] {
+				t.Errorf("no %s record in the audit log (events: %v)", e, events)
+			}
+		}
+	})
+}
