@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -300,51 +299,6 @@ func (l *sandboxLauncher) release(scope gateway.Scope) {
 	}
 }
 
-// removeWorkspace removes a session's workspace dir. The kernel leaves an
-// overlay's work/work dir with mode 0, which an unprivileged owner must
-// open up first.
-func removeWorkspace(dir string) {
-	_ = os.Chmod(filepath.Join(dir, "overlay", "work", "work"), 0o700)
-	os.RemoveAll(dir)
-}
-
-// workspaceBase is a scope's workspace: workspaces/AGENT/SERVER, with a
-// sessions/ID level for session scope and _shared for shared scope.
-func workspaceBase(root string, scope gateway.Scope, server string) string {
-	agent := scope.Agent
-	if agent == "" {
-		agent = "_shared"
-	}
-	dir := filepath.Join(root, agent, server)
-	if scope.Session != "" {
-		dir = filepath.Join(dir, "sessions", scope.Session)
-	}
-	return dir
-}
-
-// workspaceDir makes the per-scope output dir, WORKSPACE/output.
-func workspaceDir(root string, scope gateway.Scope, server string) (string, error) {
-	dir := filepath.Join(workspaceBase(root, scope, server), "output")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating workspace: %w", err)
-	}
-	return dir, nil
-}
-
-// overlayDirs makes the upper and work dirs of a scope's input overlay,
-// WORKSPACE/overlay/{upper,work}: their parent is mounted into the
-// sandbox init (never the workload), so it holds nothing else.
-func overlayDirs(root string, scope gateway.Scope, server string) (*sandbox.Overlay, error) {
-	dir := filepath.Join(workspaceBase(root, scope, server), "overlay")
-	ov := &sandbox.Overlay{Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
-	for _, d := range []string{ov.Upper, ov.Work} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("creating the input overlay: %w", err)
-		}
-	}
-	return ov, nil
-}
-
 // roots are the sandbox paths a server may work in, for roots/list.
 func roots(spec *sandbox.Spec) []gateway.Root {
 	var rs []gateway.Root
@@ -461,56 +415,4 @@ func (lw *lineWriter) flush() {
 	}, lw.buf)
 	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
 	lw.buf = lw.buf[:0]
-}
-
-// isSnapshot reports whether path is an mcpbox snapshot (an archive with
-// snapshot metadata).
-func isSnapshot(path string) bool {
-	if path == "" {
-		return false
-	}
-	_, err := workspace.ReadMeta(path)
-	return err == nil
-}
-
-// seedWorkspace fills a new workspace dir from a template: a snapshot's
-// part (output, overlay), or a dir or archive for the output.
-func seedWorkspace(template, part, dst string) error {
-	var err error
-	switch {
-	case isSnapshot(template):
-		err = workspace.Restore(template, part, dst)
-		if errors.Is(err, workspace.ErrNoPart) {
-			err = nil // the snapshot's sandbox had no such part
-		}
-	case part == "output":
-		// Seed wants an empty dir: dst was just made.
-		err = workspace.Seed(dst, template)
-	}
-	if err != nil {
-		return fmt.Errorf("seeding the workspace from %s: %w", template, err)
-	}
-	return nil
-}
-
-// exportArtifacts copies the configured files out of a stopped sandbox's
-// output and returns their paths for the audit.
-func (l *sandboxLauncher) exportArtifacts(output string, scope gateway.Scope, id string) []string {
-	agent := scope.Agent
-	if agent == "" {
-		agent = "_shared"
-	}
-	dst := filepath.Join(l.artifactsDir, agent, l.name, id)
-	done, refused, err := workspace.Export(output, dst, *l.artifacts)
-	if err != nil {
-		l.log.Warn("exporting artifacts", "server", l.name, "sandbox", id, "err", err)
-	}
-	for _, r := range refused {
-		l.log.Warn("artifact refused", "server", l.name, "sandbox", id, "path", r.Path, "reason", r.Reason)
-	}
-	var paths []string
-	for _, e := range done {
-		paths = append(paths, fmt.Sprintf("%s (%d bytes, sha256 %s)", filepath.Join(dst, e.Path), e.Size, e.SHA256))
-	}
-	return paths
 }

@@ -1,0 +1,258 @@
+package cli
+
+// The List hook of the guard: what a client sees of a server's lists
+// (pins, scanner, policy), and the trust of changed definitions.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
+)
+
+// list is the List hook: pins, scanner and policy decide what a client
+// sees of a server's list. Answers are remembered per list and state.
+func (g *guard) list(agent, server, kind string, items []gateway.Item) []gateway.Item {
+	gs := g.servers[server]
+	pk := pinKind(kind)
+	if gs == nil || pk == "" || len(items) == 0 {
+		return items
+	}
+	key := memoKey{agent, server, kind}
+	gen := g.gen.Load()
+	g.mu.Lock()
+	if m, ok := g.memo[key]; ok && m.gen == gen && m.first == &items[0] && m.n == len(items) {
+		g.mu.Unlock()
+		return m.out
+	}
+	g.mu.Unlock()
+
+	out := g.pinned(gs, pk, items)
+	out = g.scanned(gs, pk, out)
+	if kind == gateway.KindTools {
+		out = slices.DeleteFunc(slices.Clone(out), func(it gateway.Item) bool {
+			return !g.engine.Visible(policyClient(agent), server, it.Key)
+		})
+		g.noteNames(gs, items)
+	}
+	g.mu.Lock()
+	g.memo[key] = memoEntry{gen: gen, first: &items[0], n: len(items), out: out}
+	g.mu.Unlock()
+	return out
+}
+
+// pinned applies the lock file; a failure hides everything (fail closed).
+func (g *guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+	if gs.pin == config.PinOff {
+		return items
+	}
+	in := make([]integrity.Item, len(items))
+	for i, it := range items {
+		in[i] = integrity.Item{Key: it.Key, Raw: it.Raw}
+	}
+	visible, changes, err := g.pins.Check(gs.name, gs.pin, kind, in)
+	if err != nil {
+		g.log.Error("checking pinned definitions; hiding the server's list", "server", gs.name, "kind", kind, "err", err)
+		return nil
+	}
+	g.noteChanges(changes)
+	keep := make(map[string]bool, len(visible))
+	for _, it := range visible {
+		keep[it.Key] = true
+	}
+	var out []gateway.Item
+	for _, it := range items {
+		if keep[it.Key] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// noteChanges logs and audits each pin change once.
+func (g *guard) noteChanges(changes []integrity.Change) {
+	for _, ch := range changes {
+		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.Status + "\x00" + ch.NewHash
+		g.mu.Lock()
+		seen := g.reported[id]
+		g.reported[id] = true
+		g.mu.Unlock()
+		if seen {
+			continue
+		}
+		level := slog.LevelWarn
+		if ch.Status == "pinned" {
+			level = slog.LevelInfo
+		}
+		g.log.Log(context.Background(), level, "tool definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
+			"hint", hintFor(ch))
+		g.record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key,
+			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
+	}
+	g.offerTrust(changes)
+}
+
+func hintFor(ch integrity.Change) string {
+	switch ch.Status {
+	case "pinned", "removed":
+		return ""
+	}
+	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, ch.Key)
+}
+
+// scanned runs the description scanner; with scan: block, a definition
+// with findings is hidden.
+func (g *guard) scanned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+	others := g.otherNames(gs)
+	var out []gateway.Item
+	for _, it := range items {
+		findings := g.scanOne(gs, kind, it, others)
+		if len(findings) > 0 && gs.scan == config.ScanBlock {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// scanOne scans a definition once per content and logs what it finds.
+func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []string) []integrity.Finding {
+	h, err := integrity.Hash(kind, it.Raw)
+	if err != nil {
+		h = string(it.Raw)
+	}
+	g.mu.Lock()
+	f, ok := g.scans[h]
+	g.mu.Unlock()
+	if ok {
+		return f
+	}
+	f = integrity.ScanDefinition(kind, it.Raw, others)
+	g.mu.Lock()
+	g.scans[h] = f
+	g.mu.Unlock()
+	if len(f) > 0 {
+		var rules []string
+		for _, x := range f {
+			rules = append(rules, x.Rule+"@"+x.Where)
+		}
+		g.log.Warn("description scanner findings", "server", gs.name, "kind", kind, "name", it.Key,
+			"findings", strings.Join(rules, ","), "action", cmpOr(gs.scan, config.ScanWarn))
+		g.record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Findings: rules,
+			Decision: cmpOr(gs.scan, config.ScanWarn), Detail: map[string]string{"kind": kind}})
+	}
+	return f
+}
+
+// noteNames remembers a server's tool names, for the shadowing rule.
+func (g *guard) noteNames(gs *guardServer, items []gateway.Item) {
+	names := make([]string, 0, len(items))
+	for _, it := range items {
+		names = append(names, it.Key)
+	}
+	g.mu.Lock()
+	g.names[gs.name] = names
+	g.mu.Unlock()
+}
+
+// otherNames are the tool names of the other servers, bare and prefixed.
+func (g *guard) otherNames(gs *guardServer) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for server, names := range g.names {
+		if server == gs.name {
+			continue
+		}
+		p := g.servers[server].prefix
+		for _, n := range names {
+			out = append(out, n)
+			if p != "" {
+				out = append(out, p+n)
+			}
+		}
+	}
+	return out
+}
+
+// changed tells the guard (and the clients) that what lists show changed.
+func (g *guard) changed(server string) {
+	g.gen.Add(1)
+	if gw := g.gw.Load(); gw != nil {
+		gw.ListChanged(server)
+	}
+}
+
+// trust pins the pending definitions of server (key "" for all of them)
+// and lets the clients see them.
+func (g *guard) trust(server, key, who string) ([]integrity.Change, error) {
+	if g.servers[server] == nil {
+		return nil, fmt.Errorf("no server %q in this gateway", server)
+	}
+	changes, err := g.pins.Trust(server, key)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range changes {
+		g.record(audit.Record{Event: audit.EventTrust, Server: ch.Server, Tool: ch.Key, Approver: who, Decision: "trusted",
+			Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
+	}
+	g.changed(server)
+	return changes, nil
+}
+
+// offerTrust asks the approval channels about each pending change that
+// is not being asked about already: a request that timed out is offered
+// again at the next list, as long as the change is pending.
+func (g *guard) offerTrust(changes []integrity.Change) {
+	for _, ch := range changes {
+		if ch.Status != "new" && ch.Status != "changed" {
+			continue
+		}
+		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.NewHash
+		g.mu.Lock()
+		busy := g.asking[id]
+		g.asking[id] = true
+		g.mu.Unlock()
+		if busy {
+			continue
+		}
+		go func() {
+			if !g.askTrust(ch) {
+				return // decided: not asked again for this definition
+			}
+			g.mu.Lock()
+			delete(g.asking, id)
+			g.mu.Unlock()
+			g.gen.Add(1) // the next list checks the pins again, and re-offers
+		}()
+	}
+}
+
+// askTrust offers a changed definition to the approval channels (the
+// CLI and web: no client is calling): approved, it is trusted as by
+// `mcpbox trust`; otherwise it stays hidden. It reports whether nobody
+// answered (a timeout), so that it may be offered again.
+func (g *guard) askTrust(ch integrity.Change) (unanswered bool) {
+	key := ch.Key
+	if ch.Kind != integrity.KindTool {
+		key = ch.Kind + ":" + ch.Key
+	}
+	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key,
+		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
+	d, err := g.broker.Ask(context.Background(), req, nil)
+	if err != nil || !d.Allow {
+		return err == nil && d.By == "timeout"
+	}
+	if _, err := g.trust(ch.Server, key, d.By); err != nil {
+		g.log.Warn("trusting an approved definition", "server", ch.Server, "name", key, "err", err)
+	}
+	return false
+}
