@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"mcpbox/internal/textdiff"
 )
 
 const (
@@ -27,7 +29,7 @@ const (
 // sides render the same.
 func Diff(c Change) string {
 	old, cur := displayLines(c.Old), displayLines(c.New)
-	ops := diffLines(old, cur)
+	ops := textdiff.Lines(old, cur, maxLCSCells)
 	var b strings.Builder
 	name := c.Server + "/" + c.Kind + "/" + c.Key
 	fmt.Fprintf(&b, "--- %s\t%s\n", name, diffLabel("pinned", c.OldHash, c.Old))
@@ -169,76 +171,8 @@ func wrapWords(s string, width int) []string {
 	return out
 }
 
-// diffOp is one line of an edit script: ' ' kept, '-' removed, '+' added.
-type diffOp struct {
-	kind byte
-	text string
-}
-
-// diffLines returns an edit script from a to b with as many kept lines as
-// a longest common subsequence gives, within maxLCSCells.
-func diffLines(a, b []string) []diffOp {
-	pre := 0
-	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
-		suf++
-	}
-	var ops []diffOp
-	for _, l := range a[:pre] {
-		ops = append(ops, diffOp{' ', l})
-	}
-	ops = append(ops, lcsOps(a[pre:len(a)-suf], b[pre:len(b)-suf])...)
-	for _, l := range a[len(a)-suf:] {
-		ops = append(ops, diffOp{' ', l})
-	}
-	return ops
-}
-
-// lcsOps is the textbook dynamic program; removals come before additions
-// within a changed run, as diff prints them.
-func lcsOps(a, b []string) []diffOp {
-	n, m := len(a), len(b)
-	var ops []diffOp
-	if n*m > maxLCSCells {
-		for _, l := range a {
-			ops = append(ops, diffOp{'-', l})
-		}
-		for _, l := range b {
-			ops = append(ops, diffOp{'+', l})
-		}
-		return ops
-	}
-	// t[i][j] is the LCS length of a[i:] and b[j:].
-	t := make([]int32, (n+1)*(m+1))
-	at := func(i, j int) *int32 { return &t[i*(m+1)+j] }
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if a[i] == b[j] {
-				*at(i, j) = *at(i+1, j+1) + 1
-			} else {
-				*at(i, j) = max(*at(i+1, j), *at(i, j+1))
-			}
-		}
-	}
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && a[i] == b[j]:
-			ops = append(ops, diffOp{' ', a[i]})
-			i, j = i+1, j+1
-		case i < n && (j == m || *at(i+1, j) >= *at(i, j+1)):
-			ops = append(ops, diffOp{'-', a[i]})
-			i++
-		default:
-			ops = append(ops, diffOp{'+', b[j]})
-			j++
-		}
-	}
-	return ops
-}
+// diffOp is one line of an edit script.
+type diffOp = textdiff.Op
 
 // writeHunks writes the changes of ops as @@ hunks with diffContext lines
 // of context, merging hunks whose context would touch. It reports whether
@@ -248,7 +182,7 @@ func writeHunks(b *strings.Builder, ops []diffOp) bool {
 	changed := false
 	for i := 0; i < len(ops); {
 		c := i
-		for c < len(ops) && ops[c].kind == ' ' {
+		for c < len(ops) && ops[c].Kind == ' ' {
 			c++
 		}
 		if c == len(ops) {
@@ -258,7 +192,7 @@ func writeHunks(b *strings.Builder, ops []diffOp) bool {
 		start := max(i, c-diffContext)
 		last := c
 		for j := c; j < len(ops) && j-last <= 2*diffContext+1; j++ {
-			if ops[j].kind != ' ' {
+			if ops[j].Kind != ' ' {
 				last = j
 			}
 		}
@@ -269,8 +203,8 @@ func writeHunks(b *strings.Builder, ops []diffOp) bool {
 		oldStart, newStart := oldLine, newLine
 		var body strings.Builder
 		for _, o := range ops[start:end] {
-			body.WriteByte(o.kind)
-			body.WriteString(o.text)
+			body.WriteByte(o.Kind)
+			body.WriteString(o.Text)
 			body.WriteByte('\n')
 			oldLine, newLine = advance(o, oldLine, newLine)
 		}
@@ -281,10 +215,10 @@ func writeHunks(b *strings.Builder, ops []diffOp) bool {
 }
 
 func advance(o diffOp, oldLine, newLine int) (int, int) {
-	if o.kind != '+' {
+	if o.Kind != '+' {
 		oldLine++
 	}
-	if o.kind != '-' {
+	if o.Kind != '-' {
 		newLine++
 	}
 	return oldLine, newLine

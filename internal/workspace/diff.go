@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/textdiff"
 )
 
 // maxDiffFile is the largest file Diff reads; larger ones are reported as
@@ -198,7 +200,7 @@ func (d *differ) file(l, u side, rel string) error {
 		fmt.Fprintf(d.w, "Binary files a/%s and b/%s differ\n", rel, rel)
 	default:
 		fmt.Fprintf(d.w, "--- a/%s\n+++ b/%s\n", rel, rel)
-		writeHunks(d.w, diffLines(splitLines(string(a)), splitLines(string(b))))
+		writeHunks(d.w, textdiff.Lines(splitLines(string(a)), splitLines(string(b)), maxLCSCells))
 	}
 	return nil
 }
