@@ -54,38 +54,46 @@ func gatewayOptions(log *slog.Logger, book *redact.Book, credentials map[string]
 }
 
 // credentialCheck applies a server's credentials policy to its tool
-// results: credential-shaped strings that are not our secrets (those are
-// redacted already) are flagged in the log, redacted, or block the result.
+// results (for run, which has no guard).
 func credentialCheck(log *slog.Logger, policy map[string]string) func(context.Context, *gateway.Call, func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	return func(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 		raw, err := next(ctx)
 		if err != nil {
 			return raw, err
 		}
-		found := redact.Detect(raw)
-		if len(found) == 0 {
-			return raw, nil
-		}
-		var rules []string
-		for _, f := range found {
-			if !slices.Contains(rules, f.Rule) {
-				rules = append(rules, f.Rule)
-			}
-		}
-		action := policy[c.Server]
-		if action == "" {
-			action = config.CredentialsFlag
-		}
-		log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", c.Tool, "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
-		switch action {
-		case config.CredentialsRedact:
-			return redact.Mask(raw, found), nil
-		case config.CredentialsBlock:
-			msg := fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", c.Tool, strings.Join(rules, ", "))
-			return json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true})
-		}
+		raw, _, _ = applyCredentials(log, policy[c.Server], c, raw)
 		return raw, nil
 	}
+}
+
+// applyCredentials applies a credentials policy (config.Credentials*;
+// "" is flag) to a tool result: credential-shaped strings that are not
+// our secrets (those are redacted already) are flagged in the log,
+// redacted, or block the result. It returns the result to pass on, the
+// rules that matched and whether it blocked.
+func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json.RawMessage) (json.RawMessage, []string, bool) {
+	found := redact.Detect(raw)
+	if len(found) == 0 {
+		return raw, nil, false
+	}
+	var rules []string
+	for _, f := range found {
+		if !slices.Contains(rules, f.Rule) {
+			rules = append(rules, f.Rule)
+		}
+	}
+	if action == "" {
+		action = config.CredentialsFlag
+	}
+	log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", c.Tool, "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
+	switch action {
+	case config.CredentialsRedact:
+		return redact.Mask(raw, found), rules, false
+	case config.CredentialsBlock:
+		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", c.Tool, strings.Join(rules, ", ")), nil)
+		return res, rules, true
+	}
+	return raw, rules, false
 }
 
 // configServers turns a config's servers into gateway servers. The guard

@@ -18,7 +18,6 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/policy"
-	"mcpbox/internal/redact"
 )
 
 // payloadLimit caps what include_payloads stores of one call.
@@ -153,34 +152,17 @@ func (g *guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage
 	return raw
 }
 
-// checkCredentials applies a server's credentials policy: credential-shaped
-// strings that are not our secrets (those are redacted already) are
-// flagged, redacted, or block the result.
+// checkCredentials applies the server's credentials policy and records
+// what it found.
 func (g *guard) checkCredentials(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
-	found := redact.Detect(raw)
-	if len(found) == 0 {
-		return raw
-	}
-	var rules []string
-	for _, f := range found {
-		if !slices.Contains(rules, f.Rule) {
-			rules = append(rules, f.Rule)
-		}
-	}
-	action := cmpOr(gs.credentials, config.CredentialsFlag)
-	g.log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", c.Tool, "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
+	out, rules, blocked := applyCredentials(g.log, gs.credentials, c, raw)
 	for _, r := range rules {
 		rec.Findings = append(rec.Findings, "credential:"+r)
 	}
-	switch action {
-	case config.CredentialsRedact:
-		return redact.Mask(raw, found)
-	case config.CredentialsBlock:
+	if blocked {
 		rec.Outcome = "blocked"
-		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", c.Tool, strings.Join(rules, ", ")), nil)
-		return res
 	}
-	return raw
+	return out
 }
 
 // refusal is a tool result that tells the model why the call did not run.
