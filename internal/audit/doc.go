@@ -23,8 +23,10 @@
 // (Options.QueueSize); it does not touch the disk. When the queue is full
 // Add blocks until there is room: records are never dropped while the store
 // is open, and Stats.Waited counts the Adds that had to wait. One writer
-// goroutine takes up to 1024 queued records at a time and commits them in
-// one transaction (WAL mode, synchronous=FULL, busy_timeout 10 s). If a
+// goroutine takes up to 1024 queued records at a time, waiting up to 10 ms
+// after the first for more (not when a Flush or Close waits), and commits
+// them in one transaction (WAL mode, synchronous=FULL, busy_timeout 10 s):
+// one fsync for many calls. If a
 // commit fails, the writer retries with backoff for as long as the store is
 // open, so a broken disk stops calls (Add blocks) instead of letting them
 // go unaudited. Flush waits for everything added before it; Close drains
@@ -35,8 +37,8 @@
 // # What an unclean stop can lose
 //
 // A crash or kill loses the records still in the queue and the batch being
-// committed: at most QueueSize + 1024 records, in practice the last few
-// milliseconds of events. Committed batches survive a process crash and,
+// committed: at most QueueSize + 1024 records, in practice the last 10 ms
+// or so of events. Committed batches survive a process crash and,
 // with synchronous=FULL, a power failure. The head side file and the JSONL
 // mirror are written just after each commit, so a crash can leave them
 // one batch behind the database; the next Open accepts a side file that is

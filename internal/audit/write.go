@@ -13,6 +13,11 @@ import (
 const (
 	// maxBatch bounds the records committed in one transaction.
 	maxBatch = 1024
+	// batchLinger is how long the writer waits for more records after the
+	// first of a batch: one commit (and fsync) per few calls instead of
+	// per call, so that a busy gateway's audit costs little CPU and disk.
+	// A crash may lose this much more of what was queued.
+	batchLinger = 10 * time.Millisecond
 	// closeRetries is how often a failing batch is tried once Close has
 	// begun, before its records are counted lost.
 	closeRetries = 3
@@ -134,17 +139,36 @@ func (s *Store) run() {
 	}
 }
 
-// fill appends queued items to batch without waiting; false if the queue
-// is closed.
+// fill appends queued items to batch, waiting up to batchLinger for more
+// unless someone waits for the batch (a Flush, Close or Prune marker);
+// false if the queue is closed.
 func (w *writer) fill(batch *[]item) bool {
+	var linger <-chan time.Time
 	for len(*batch) < maxBatch {
+		if (*batch)[len(*batch)-1].ack != nil {
+			return true // a marker: commit now
+		}
 		select {
 		case it, ok := <-w.s.queue:
 			if !ok {
 				return false
 			}
 			*batch = append(*batch, it)
+			continue
 		default:
+		}
+		if linger == nil {
+			t := time.NewTimer(batchLinger)
+			defer t.Stop()
+			linger = t.C
+		}
+		select {
+		case it, ok := <-w.s.queue:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, it)
+		case <-linger:
 			return true
 		}
 	}
