@@ -240,6 +240,9 @@ func (g *guard) sandboxEvent(event, launcher string, t *sandboxTrack, scope gate
 	if event == audit.EventSandboxStop || event == audit.EventSandboxCrash {
 		r.Artifacts = t.artifacts
 	}
+	if by := t.takeBy(); by != "" && event != audit.EventSandboxStart {
+		r.Detail = map[string]string{"by": by}
+	}
 	g.record(r)
 }
 

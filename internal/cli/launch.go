@@ -102,7 +102,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		if os.IsNotExist(statErr) && l.template != "" {
 			if err := seedWorkspace(l.template, "output", dir); err != nil {
 				removeWorkspace(workspaceBase(l.workspaces, scope, l.name))
-				return nil, err
+				return nil, l.seedFailed(err)
 			}
 		}
 		spec.Output = dir
@@ -118,7 +118,8 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		}
 		if os.IsNotExist(statErr) && isSnapshot(l.template) {
 			if err := seedWorkspace(l.template, "overlay", ov.Upper); err != nil {
-				return nil, err
+				removeWorkspace(workspaceBase(l.overlays, scope, l.name))
+				return nil, l.seedFailed(err)
 			}
 		}
 		spec.InputOverlay = ov
@@ -176,7 +177,9 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 	)
 	track.stats = sb.Stats
 	untrack := l.guard.sandboxStarted(l.name, scope, track)
-	var stopping atomic.Bool // Stop was called: an exit now is no crash
+	// killed: Stop had to kill the sandbox (it did not exit when its stdin
+	// closed), so its end is a stop, not a crash, whatever its status.
+	var killed atomic.Bool
 	waited := make(chan struct{})
 	go func() {
 		defer untrack()
@@ -196,12 +199,16 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		if l.artifacts != nil && spec.Output != "" {
 			track.artifacts = l.exportArtifacts(spec.Output, scope, track.id)
 		}
-		if clean || stopping.Load() {
+		// A server ends by exiting 0 when its stdin closes; anything else
+		// (a crash, a failure status, the OOM killer) is a failure, also
+		// when the gateway noticed it first and called Stop.
+		expected := clean || killed.Load()
+		if expected {
 			track.setState(gateway.StateStopped)
 		} else {
 			track.setState(gateway.StateFailed)
 		}
-		l.guard.sandboxEnded(l.name, scope, track, status, clean || stopping.Load())
+		l.guard.sandboxEnded(l.name, scope, track, status, expected)
 		close(waited)
 	}()
 	// ended waits a little for the exit the caller has seen coming.
@@ -217,12 +224,14 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		Stdin: inW, Stdout: outR,
 		Roots: roots(&spec),
 		Stop: func() {
-			stopping.Store(true)
-			track.setState("stopping")
+			if track.getState() == gateway.StateRunning || track.getState() == gateway.StatePaused {
+				track.setState("stopping")
+			}
 			inW.Close()
 			select {
 			case <-waited:
 			case <-time.After(stopGrace):
+				killed.Store(true)
 				sb.Kill()
 				<-waited
 			}

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 )
@@ -102,6 +101,10 @@ func (g *guard) control(gw *gateway.Gateway, op, id string) error {
 	if st := t.getState(); st == gateway.StateStopped || st == gateway.StateFailed {
 		return fmt.Errorf("sandbox %s has ended", id)
 	}
+	// The sandbox's own pause, resume or end record says who asked.
+	t.mu.Lock()
+	t.by = "admin"
+	t.mu.Unlock()
 	var errs []error
 	for _, s := range g.serversOf(t.launcher) {
 		var err error
@@ -117,16 +120,9 @@ func (g *guard) control(gw *gateway.Gateway, op, id string) error {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	g.record(audit.Record{Event: controlEvent[op], Server: t.launcher, Client: t.scope.Agent, Session: t.scope.Session,
-		Sandbox: t.id, Workspace: t.workspace, Detail: map[string]string{"by": "admin"}})
-	return nil
+	t.takeBy() // the operation's record has taken it, if there was one
+	return errors.Join(errs...)
 }
-
-// controlEvent is the audit event of an admin operation on a sandbox.
-var controlEvent = map[string]string{"pause": audit.EventSandboxPause, "resume": audit.EventSandboxResume, "stop": audit.EventSandboxStop}
 
 func (e *env) ps(args []string) int {
 	fs := e.newFlagSet("ps", psHelp)

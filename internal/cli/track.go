@@ -52,6 +52,7 @@ type sandboxTrack struct {
 	conns  []egress.Event // connections as they opened; guarded by mu
 	ended  []egress.Event // connections as they ended (bytes, packages); guarded by mu
 	exit   string         // how the sandbox ended, once it has; guarded by mu
+	by     string         // who asked for the next pause, resume or stop ("admin"), if not idleness; guarded by mu
 }
 
 // rwDir is a writable mount: where it is on the host and in the sandbox.
@@ -239,4 +240,13 @@ func joinConns(opened, ended []egress.Event) ([]audit.Domain, []audit.Package) {
 		ds = append(ds, d)
 	}
 	return ds, ps
+}
+
+// takeBy returns and clears who asked for the operation under way.
+func (s *sandboxTrack) takeBy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	by := s.by
+	s.by = ""
+	return by
 }

@@ -69,6 +69,13 @@ func isSnapshot(path string) bool {
 	return err == nil
 }
 
+// seedFailed logs why a workspace could not be seeded and returns what a
+// client may see: host paths stay in the gateway's log.
+func (l *sandboxLauncher) seedFailed(err error) error {
+	l.log.Error("the workspace template could not be applied", "server", l.name, "err", err)
+	return fmt.Errorf("the workspace template of server %s could not be applied (the gateway's log says why)", l.name)
+}
+
 // seedWorkspace fills a new workspace dir from a template: a snapshot's
 // part (output, overlay), or a dir or archive for the output.
 func seedWorkspace(template, part, dst string) error {
@@ -83,10 +90,7 @@ func seedWorkspace(template, part, dst string) error {
 		// Seed wants an empty dir: dst was just made.
 		err = workspace.Seed(dst, template)
 	}
-	if err != nil {
-		return fmt.Errorf("seeding the workspace from %s: %w", template, err)
-	}
-	return nil
+	return err // it names the template and the workspace
 }
 
 // exportArtifacts copies the configured files out of a stopped sandbox's

@@ -176,10 +176,10 @@ func (x *writer) symlink(rel, target string) error {
 
 // link makes rel a hard link to the regular file target, an entry
 // already written beneath the root.
-func (x *writer) link(rel, target string) error {
-	target, err := cleanName(target)
+func (x *writer) link(rel, linkname string) error {
+	target, err := cleanName(linkname)
 	if err != nil || target == "" {
-		return fmt.Errorf("hard link %q to %q: %w", rel, target, ErrUnsafeEntry)
+		return fmt.Errorf("hard link %q to %q: %w", rel, linkname, ErrUnsafeEntry)
 	}
 	tdir, tbase := splitRel(target)
 	ofd, err := openDirBeneath(x.root, tdir, false, 0)
