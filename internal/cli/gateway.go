@@ -283,7 +283,9 @@ func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, o
 	// Ending the sessions first ends their open streams (a client's
 	// standalone GET), which Shutdown would otherwise wait out.
 	gw.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The sessions are over; what is left are requests finishing and
+	// connections that never sent one (which Shutdown would wait 5 s for).
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()

@@ -7,7 +7,8 @@
 //
 // Tools: whoami, instance, echo, blob, slow, inflight, sample, elicit,
 // add_tool, crash, garbage, huge, stderr, log, fetch_write, getenv,
-// note_write, note_read.
+// note_write, note_read, and the fs_* tools of fs.go (fs_write, fs_read,
+// fs_remove, fs_symlink, fs_link, fs_list).
 // Prompt: greet. Resource: test://NAME/info.
 package main
 
@@ -64,6 +65,7 @@ func main() {
 	s := &server{name: *name, instance: hex.EncodeToString(b[:]), out: &stdout{f: os.Stdout}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: *name, Version: "1"}, nil)
 	s.register()
+	s.registerFS()
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)
