@@ -11,6 +11,8 @@ import (
 // elicitor returns a function that asks this session's client to choose
 // one of a few answers through a form elicitation, or nil when the client
 // did not declare form elicitation (or negotiated a protocol without it).
+// Declining the form is the answer "deny" when that is a choice;
+// dismissing it (cancel) is no answer.
 func (d *downstream) elicitor() func(ctx context.Context, message string, choices []string) (string, error) {
 	d.mu.Lock()
 	ss := d.ss
@@ -40,8 +42,11 @@ func (d *downstream) elicitor() func(ctx context.Context, message string, choice
 		if err != nil {
 			return "", err
 		}
-		if res.Action != "accept" {
-			return "", nil
+		switch {
+		case res.Action == "decline" && slices.Contains(choices, "deny"):
+			return "deny", nil // the user said no to the whole question
+		case res.Action != "accept":
+			return "", nil // dismissed: no answer
 		}
 		choice, _ := res.Content["decision"].(string)
 		if !slices.Contains(choices, choice) {

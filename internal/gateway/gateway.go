@@ -142,9 +142,9 @@ type Call struct {
 	// (untrusted: it comes from the server); nil if it lists no such tool.
 	Definition json.RawMessage
 	// Elicit, when the calling client declared elicitation, asks it to pick
-	// one of choices (a human answering a form) and returns the choice;
-	// "" when the user declined or cancelled. Nil when the client cannot
-	// be asked.
+	// one of choices (a human answering a form) and returns the choice:
+	// "deny" when the user declined the form (and "deny" is a choice), ""
+	// when they dismissed it. Nil when the client cannot be asked.
 	Elicit func(ctx context.Context, message string, choices []string) (string, error)
 }
 
