@@ -147,15 +147,17 @@ func TestGuardPolicyAndAudit(t *testing.T) {
 // TestGuardApprovalByElicitation: a call a rule sends to review asks the
 // calling client through elicitation; its answer decides.
 func TestGuardApprovalByElicitation(t *testing.T) {
-	answer := make(chan string, 2)
+	answer := make(chan string, 3)
 	answer <- "once"
 	answer <- "deny"
+	answer <- "" // the user declines the form itself
 	r := newGuardRig(t, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			if !strings.Contains(req.Params.Message, "echo") {
+			a := <-answer
+			if !strings.Contains(req.Params.Message, "echo") || a == "" {
 				return &mcp.ElicitResult{Action: "decline"}, nil
 			}
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": <-answer}}, nil
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": a}}, nil
 		},
 	})
 	if out, isErr := r.call(t, "review"); isErr || out != "review" {
@@ -164,8 +166,14 @@ func TestGuardApprovalByElicitation(t *testing.T) {
 	if out, isErr := r.call(t, "review"); !isErr || !strings.Contains(out, "not approved") {
 		t.Fatalf("denied call: %q %v", out, isErr)
 	}
+	// Declined: denied at once, not after the 5 s approval timeout.
+	start := time.Now()
+	if out, isErr := r.call(t, "review"); !isErr || !strings.Contains(out, "not approved") || time.Since(start) > 4*time.Second {
+		t.Fatalf("declined call: %q %v after %s", out, isErr, time.Since(start))
+	}
 	recs := r.records(t)
-	if len(recs) != 2 || recs[0].Decision != "approved" || !strings.HasPrefix(recs[0].Approver, "elicitation") || recs[1].Decision != "denied" {
+	if len(recs) != 3 || recs[0].Decision != "approved" || !strings.HasPrefix(recs[0].Approver, "elicitation") ||
+		recs[1].Decision != "denied" || !strings.HasPrefix(recs[2].Approver, "elicitation") {
 		t.Fatalf("records: %+v", recs)
 	}
 }
