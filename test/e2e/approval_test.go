@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,6 +309,67 @@ func TestApprovalRemembered(t *testing.T) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("whoami call records:\n got %v\nwant %v", got, want)
+		}
+	})
+}
+
+// TestApprovalWebSocket: the dashboard endpoint, HTTP over the owner-only
+// unix socket STATE_DIR/approvals.sock, lists a held call and decides it.
+func TestApprovalWebSocket(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		s := auConfig(t, m, "approvals: {timeout: 1m}\n", auApproveBox)
+		g := s.serve(t)
+		sess := s.connect(t, g, nil)
+		sock := filepath.Join(s.state, "approvals.sock")
+		if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("approvals socket: %v %v, want mode 0600", fi, err)
+		}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+			},
+		}}
+		call := callAsync(sess, "whoami", nil)
+		var id string
+		deadline := time.Now().Add(30 * time.Second)
+		for id == "" && time.Now().Before(deadline) {
+			resp, err := hc.Get("http://mcpbox/approvals")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Pending []struct{ ID, Tool string } `json:"pending"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range body.Pending {
+				if p.Tool == "whoami" {
+					id = p.ID
+				}
+			}
+			if id == "" {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if id == "" {
+			t.Fatal("the held call never showed on the approvals socket")
+		}
+		resp, err := hc.Post("http://mcpbox/approvals/"+id, "application/json", strings.NewReader(`{"decision":"allow","scope":"once"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /approvals/%s: %s", id, resp.Status)
+		}
+		wantOK(t, await(t, call), auServer)
+		g.stop(t)
+		calls := s.calls(t, "whoami")
+		if len(calls) != 1 || calls[0].str("approver") != "web" {
+			t.Fatalf("call records: %v", calls)
 		}
 	})
 }
