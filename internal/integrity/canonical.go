@@ -29,14 +29,16 @@ const MaxDefinitionSize = 1 << 20
 // the recursive strictParser.
 const maxNesting = 512
 
-// pinnedFields are the members of each kind that reach the model. Other
-// members (_meta, icons, execution hints) are the client's business and
-// may change without a re-approval.
-var pinnedFields = map[string][]string{
-	KindTool:     {"name", "title", "description", "inputSchema", "outputSchema", "annotations"},
-	KindPrompt:   {"name", "title", "description", "arguments"},
-	KindTemplate: {"uriTemplate", "name", "title", "description", "mimeType", "annotations"},
-}
+// unpinnedFields are the members of a definition that may change without
+// a re-approval: they are the client's business, not the model's (_meta,
+// icons, execution hints). Every other member is pinned, known or not: a
+// client may read a member mcpbox does not know (some SDKs match member
+// names case-insensitively, so "Description" can stand in for
+// "description"), and what is not pinned could change unseen.
+var unpinnedFields = map[string]bool{"_meta": true, "icons": true, "execution": true}
+
+// kinds are the definition kinds that can be pinned.
+var kinds = map[string]bool{KindTool: true, KindPrompt: true, KindTemplate: true}
 
 // pinKeyField names the member whose value is the item's key in the lock.
 var pinKeyField = map[string]string{
@@ -45,8 +47,9 @@ var pinKeyField = map[string]string{
 	KindTemplate: "uriTemplate",
 }
 
-// Canonical returns the RFC 8785 (JCS) canonical JSON of the model-visible
-// members of def, a server's list entry of the given kind. A member whose
+// Canonical returns the RFC 8785 (JCS) canonical JSON of the pinned
+// members of def (all but _meta, icons and execution), a server's list
+// entry of the given kind. A member whose
 // value is null is treated as absent: the model sees no difference.
 // Duplicate keys, numbers outside float64 range, invalid UTF-8, lone
 // surrogates and definitions over [MaxDefinitionSize] are errors.
@@ -80,10 +83,9 @@ func hashCanonical(c []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// selectFields parses def and keeps the pinned members of kind.
+// selectFields parses def and keeps its pinned members.
 func selectFields(kind string, def []byte) (map[string]any, error) {
-	fields, ok := pinnedFields[kind]
-	if !ok {
+	if !kinds[kind] {
 		return nil, fmt.Errorf("canonicalizing: %w %q", ErrUnknownKind, kind)
 	}
 	if len(def) > MaxDefinitionSize {
@@ -97,9 +99,9 @@ func selectFields(kind string, def []byte) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("canonicalizing %s: %w", kind, ErrNotObject)
 	}
-	sel := make(map[string]any, len(fields))
-	for _, f := range fields {
-		if x, ok := obj[f]; ok && x != nil {
+	sel := make(map[string]any, len(obj))
+	for f, x := range obj {
+		if !unpinnedFields[f] && x != nil {
 			sel[f] = x
 		}
 	}

@@ -8,8 +8,9 @@
 // text tells the model to send ~/.ssh/id_rsa along. The gateway pins every
 // tool, prompt and resource template in a lock file, mcpbox.lock beside
 // the config. Per server the file holds the server's name and version and,
-// per item, the sha256 of the RFC 8785 (JCS) canonical JSON of the fields
-// the model sees, together with that canonical definition itself, so a
+// per item, the sha256 of the RFC 8785 (JCS) canonical JSON of its members
+// (all but _meta, icons and execution: a client may read members mcpbox
+// does not know), together with that canonical definition itself, so a
 // reviewer reads in a pull request exactly what was approved and a change
 // can be shown as a diff.
 //

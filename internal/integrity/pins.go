@@ -455,7 +455,7 @@ func (p *Pins) withVersion(server string, changes []Change) []Change {
 
 // checkArgs validates kind and returns mode with "" mapped to ModeTOFU.
 func checkArgs(mode, kind string) (string, error) {
-	if _, ok := pinnedFields[kind]; !ok {
+	if !kinds[kind] {
 		return "", fmt.Errorf("checking pins: %w %q", ErrUnknownKind, kind)
 	}
 	switch mode {
