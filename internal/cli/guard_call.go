@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -45,6 +47,10 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		rec.Payload = capPayload(g.book.JSON(c.Arguments))
 	}
 
+	if dupKeys(c.Arguments) {
+		rec.Decision, rec.Outcome, rec.Rule = "deny", "denied", "arguments repeat a key"
+		return refusal(fmt.Sprintf("mcpbox: the arguments of %s repeat a key (or nest too deep); send each key once", c.Tool), nil)
+	}
 	client := policyClient(c.Agent)
 	if ok, retry, limit := g.limiter.Allow(client, c.Server, c.Tool); !ok {
 		rec.Decision, rec.Outcome, rec.Rule = "rate_limited", "rate_limited", limit
@@ -230,4 +236,67 @@ func capPayload(raw []byte) json.RawMessage {
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// maxArgDepth bounds the nesting dupKeys walks; deeper arguments are
+// refused like duplicates.
+const maxArgDepth = 64
+
+// dupKeys reports whether raw, a call's arguments, repeats a key in any
+// object (or nests deeper than maxArgDepth, or is not valid JSON). The
+// approver's summary, the policy and the server could each read another
+// of two values; such a call is refused rather than guessed about.
+func dupKeys(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	type frame struct {
+		obj     bool
+		wantKey bool
+		keys    map[string]bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return len(stack) != 0
+		}
+		if err != nil {
+			return true
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.wantKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k, _ := tok.(string)
+			if top.keys[k] {
+				return true
+			}
+			top.keys[k] = true
+			top.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxArgDepth {
+				return true
+			}
+			if top != nil && top.obj {
+				top.wantKey = true
+			}
+			stack = append(stack, frame{obj: tok == json.Delim('{'), wantKey: true, keys: map[string]bool{}})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			if top != nil && top.obj {
+				top.wantKey = true
+			}
+		}
+	}
 }

@@ -204,3 +204,23 @@ func TestGuardApprovalByCLI(t *testing.T) {
 		t.Fatalf("records: %+v", recs)
 	}
 }
+
+// TestDupKeys: a call whose arguments repeat a key anywhere is refused
+// (the approver, the policy and the server could read different values).
+func TestDupKeys(t *testing.T) {
+	for raw, want := range map[string]bool{
+		``:   false,
+		`{}`: false,
+		`{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}`: false,
+		`{"a":1,"a":2}`:                 true,
+		`{"p":"x","n":"y","p":"/etc"}`:  true,
+		`{"o":{"k":[1,{"x":1,"x":2}]}}`: true,
+		`{"a":"\u0061","A":1}`:          false,
+		`{"a":1`:                        true,
+		strings.Repeat("[", 100) + strings.Repeat("]", 100): true,
+	} {
+		if got := dupKeys(json.RawMessage(raw)); got != want {
+			t.Errorf("dupKeys(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
