@@ -40,6 +40,9 @@ type adminRequest struct {
 	Server string `json:"server,omitempty"` // pins, trust
 	Key    string `json:"key,omitempty"`    // trust: a tool, "prompt:NAME" or "template:URI"; "" for all
 	Path   string `json:"path,omitempty"`   // snapshot: the file to write
+	// Hashes are the new definitions' hashes a trust was shown; another
+	// pending definition is not trusted.
+	Hashes []string `json:"hashes,omitempty"`
 }
 
 type adminReply struct {
@@ -58,11 +61,12 @@ type adminReply struct {
 
 // pinChange is a definition change as the admin commands show it.
 type pinChange struct {
-	Server string `json:"server"`
-	Kind   string `json:"kind"`
-	Key    string `json:"key"`
-	Status string `json:"status"`
-	Diff   string `json:"diff,omitempty"`
+	Server  string `json:"server"`
+	Kind    string `json:"kind"`
+	Key     string `json:"key"`
+	Status  string `json:"status"`
+	NewHash string `json:"new_hash,omitempty"`
+	Diff    string `json:"diff,omitempty"`
 }
 
 // errStateDirBusy: another gateway answers on the state dir's socket.
@@ -179,7 +183,7 @@ func (a *adminServer) handle(conn *net.UnixConn) {
 	case "pins":
 		reply(adminReply{OK: true, Changes: showChanges(g.pins.Pending(req.Server))})
 	case "trust":
-		changes, err := g.trust(req.Server, req.Key, who)
+		changes, err := g.trust(req.Server, req.Key, who, req.Hashes)
 		if err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
@@ -247,7 +251,7 @@ func (a *adminServer) rotate(gw *gateway.Gateway, secret string) adminReply {
 func showChanges(cs []integrity.Change) []pinChange {
 	out := make([]pinChange, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, pinChange{Server: c.Server, Kind: c.Kind, Key: c.Key, Status: c.Status, Diff: integrity.Diff(c)})
+		out = append(out, pinChange{Server: c.Server, Kind: c.Kind, Key: c.Key, Status: c.Status, NewHash: c.NewHash, Diff: integrity.Diff(c)})
 	}
 	return out
 }

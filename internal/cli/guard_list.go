@@ -191,12 +191,16 @@ func (g *guard) changed(server string) {
 }
 
 // trust pins the pending definitions of server (key "" for all of them)
-// and lets the clients see them.
-func (g *guard) trust(server, key, who string) ([]integrity.Change, error) {
+// whose hashes are in want (what was shown to who decided), and lets the
+// clients see them.
+func (g *guard) trust(server, key, who string, want []string) ([]integrity.Change, error) {
 	if g.servers[server] == nil {
 		return nil, fmt.Errorf("no server %q in this gateway", server)
 	}
-	changes, err := g.pins.Trust(server, key)
+	if want == nil {
+		want = []string{} // trust only what was shown
+	}
+	changes, err := g.pins.Trust(server, key, want)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +255,7 @@ func (g *guard) askTrust(ch integrity.Change) (unanswered bool) {
 	if err != nil || !d.Allow {
 		return err == nil && d.By == "timeout"
 	}
-	if _, err := g.trust(ch.Server, key, d.By); err != nil {
+	if _, err := g.trust(ch.Server, key, d.By, []string{ch.NewHash}); err != nil {
 		g.log.Warn("trusting an approved definition", "server", ch.Server, "name", key, "err", err)
 	}
 	return false

@@ -194,28 +194,34 @@ func (e *env) trust(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	op := "trust"
-	if *dry {
-		op = "pins"
-	}
-	r, err := adminCall(dir, adminRequest{Op: op, Server: server, Key: key})
+	// Show first, then trust exactly what was shown: a definition the
+	// server changes in between is refused, not trusted unseen.
+	r, err := adminCall(dir, adminRequest{Op: "pins", Server: server})
 	if err != nil {
 		e.errorf("trust: %v", err)
 		return 1
 	}
-	if len(r.Changes) == 0 {
+	var hashes []string
+	for _, c := range r.Changes {
+		if key != "" && c.Key != key && c.Kind+":"+c.Key != key {
+			continue
+		}
+		hashes = append(hashes, c.NewHash)
+		fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", c.Status, c.Kind, c.Server, c.Key, c.Diff)
+	}
+	if len(hashes) == 0 {
 		fmt.Fprintf(e.stdout, "%s: nothing pending\n", fs.Arg(0))
 		return 0
 	}
-	for _, c := range r.Changes {
-		if *dry && key != "" && c.Key != key && c.Kind+":"+c.Key != key {
-			continue
-		}
-		fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", c.Status, c.Kind, c.Server, c.Key, c.Diff)
+	if *dry {
+		return 0
 	}
-	if !*dry {
-		fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(r.Changes))
+	t, err := adminCall(dir, adminRequest{Op: "trust", Server: server, Key: key, Hashes: hashes})
+	if err != nil {
+		e.errorf("trust: %v", err)
+		return 1
 	}
+	fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(t.Changes))
 	return 0
 }
 

@@ -41,6 +41,9 @@ var (
 	ErrLockVersion = errors.New("unsupported lock file version")
 	// ErrNotPending rejects a Trust key with no pending change.
 	ErrNotPending = errors.New("no pending change")
+	// ErrChanged: a pending definition is not the one shown to whoever
+	// trusts it (the server changed it again meanwhile).
+	ErrChanged = errors.New("the definition changed since it was shown; look at it again")
 	// ErrLockBusy reports that another process held the lock file's flock
 	// for longer than lockWait.
 	ErrLockBusy = errors.New("lock file busy")

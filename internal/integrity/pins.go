@@ -289,7 +289,11 @@ func (p *Pins) Pending(server string) []Change {
 // "tool:NAME", "prompt:NAME" or "template:URI" (a tool whose name starts
 // with "prompt:" is written "tool:prompt:..."). It returns what it
 // pinned; a key with nothing pending is an error wrapping ErrNotPending.
-func (p *Pins) Trust(server, key string) ([]Change, error) {
+//
+// want, if not nil, lists the NewHash of every change the caller showed a
+// human: a pending change with another hash (the server changed it again
+// since) is an error wrapping ErrChanged, and nothing is trusted.
+func (p *Pins) Trust(server, key string, want []string) ([]Change, error) {
 	kind, name := parseTrustKey(key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -302,6 +306,11 @@ func (p *Pins) Trust(server, key string) ([]Change, error) {
 			if key == "" || k == name {
 				trusted = append(trusted, c)
 			}
+		}
+	}
+	for _, c := range trusted {
+		if want != nil && !slices.Contains(want, c.NewHash) {
+			return nil, fmt.Errorf("trusting %s %q of server %q: %w", c.Kind, c.Key, server, ErrChanged)
 		}
 	}
 	if len(trusted) == 0 {

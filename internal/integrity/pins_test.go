@@ -125,7 +125,19 @@ func TestEnforceQuarantine(t *testing.T) {
 		t.Errorf("enforce wrote the lock file before any trust: %v", err)
 	}
 
-	trusted, err := p.Trust("srv", "a")
+	// A hash other than the pending one (what a human saw before the
+	// server changed it again) trusts nothing.
+	if _, err := p.Trust("srv", "a", []string{"sha256:0000"}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("trust with a stale hash: %v, want ErrChanged", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused trust wrote the lock file: %v", err)
+	}
+	aHash, err := Hash(KindTool, json.RawMessage(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := p.Trust("srv", "a", []string{aHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +146,7 @@ func TestEnforceQuarantine(t *testing.T) {
 	expect(t, "after trusting a", []string{"a"}, vis)
 	expect(t, "after trusting a", []string{"tool/b:new"}, statuses(ch))
 
-	if trusted, err = p.Trust("srv", ""); err != nil {
+	if trusted, err = p.Trust("srv", "", nil); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "trust all", []string{"tool/b:new"}, statuses(trusted))
@@ -157,7 +169,7 @@ func TestWarn(t *testing.T) {
 	vis, ch := check(t, p, ModeWarn, tools(a2, toolDef("n", "New.")))
 	expect(t, "warn hides nothing", []string{"a", "n"}, vis)
 	expect(t, "warn reports", []string{"tool/a:changed", "tool/n:new"}, statuses(ch))
-	if _, err := p.Trust("srv", "tool:a"); err != nil {
+	if _, err := p.Trust("srv", "tool:a", nil); err != nil {
 		t.Fatal(err)
 	}
 	_, ch = check(t, p, ModeWarn, tools(a2))
@@ -195,16 +207,16 @@ func TestTrustKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"nope", "prompt:nope", "template:greet"} {
-		if _, err := p.Trust("srv", key); !errors.Is(err, ErrNotPending) {
+		if _, err := p.Trust("srv", key, nil); !errors.Is(err, ErrNotPending) {
 			t.Errorf("Trust(%q): got %v, want ErrNotPending", key, err)
 		}
 	}
-	got, err := p.Trust("srv", "prompt:greet")
+	got, err := p.Trust("srv", "prompt:greet", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "prompt trusted", []string{"prompt/greet:quarantined"}, statuses(got))
-	if got, err = p.Trust("srv", "template:file:///{path}"); err != nil {
+	if got, err = p.Trust("srv", "template:file:///{path}", nil); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "template trusted", []string{"template/file:///{path}:quarantined"}, statuses(got))
