@@ -323,6 +323,13 @@ func adminCall(dir string, req adminRequest) (adminReply, error) {
 		return adminReply{}, err
 	}
 	defer conn.Close()
+	// Whoever answers must be this user (or root): not a socket another
+	// user left in a state dir we were pointed at.
+	if uc, ok := conn.(*net.UnixConn); ok {
+		if uid, err := peerUID(uc); err != nil || !trustedPeer(uid, dir) {
+			return adminReply{}, fmt.Errorf("the admin socket in %s is not this user's gateway", dir)
+		}
+	}
 	conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a renewal starts sandboxes
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		return adminReply{}, err
@@ -382,4 +389,38 @@ func (l peerListener) Accept() (net.Conn, error) {
 		}
 		return c, nil
 	}
+}
+
+// peerUID is the uid of the process at the other end of conn.
+func peerUID(conn *net.UnixConn) (uint32, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return cred.Uid, nil
+}
+
+// trustedPeer reports whether a gateway running as uid may answer for the
+// state dir: it is this user or root, or (for root) the dir's owner.
+func trustedPeer(uid uint32, dir string) bool {
+	me := os.Geteuid()
+	if uid == 0 || int(uid) == me {
+		return true
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || me != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uid
 }

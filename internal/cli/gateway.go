@@ -163,6 +163,11 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		if err := hideStateDir(&spec, stateDir); err != nil {
 			return nil, fmt.Errorf("server %s: %w", s.Name, err)
 		}
+		if g != nil {
+			if err := protectFiles(&spec, g.protected); err != nil {
+				return nil, fmt.Errorf("server %s: %w", s.Name, err)
+			}
+		}
 		spec.Args = s.Command
 		if s.Builtin != "" {
 			if err := builtinSpec(s, &spec); err != nil {
@@ -212,6 +217,38 @@ func hideStateDir(spec *sandbox.Spec, stateDir string) error {
 	for _, src := range sources {
 		if src != "" && (within(state, src) || within(src, state)) {
 			return fmt.Errorf("%s would show mcpbox's state dir %s (other agents' workspaces, the admin socket) in the sandbox; run it from another directory or set state_dir elsewhere", src, state)
+		}
+	}
+	return nil
+}
+
+// protectFiles refuses a spec whose writable mounts (output, rw mounts)
+// contain one of paths: a sandbox could rewrite the lock file (and pin
+// its own next definitions), the config or the audit's JSONL copy.
+func protectFiles(spec *sandbox.Spec, paths []string) error {
+	var writable []string
+	if spec.Output != "" {
+		writable = append(writable, spec.Output)
+	}
+	for _, m := range spec.Mounts {
+		if m.Writable {
+			writable = append(writable, m.Source)
+		}
+	}
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		real := p
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			real = r
+		} else if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			real = filepath.Join(r, filepath.Base(p))
+		}
+		for _, w := range writable {
+			if real == w || strings.HasPrefix(real, w+string(filepath.Separator)) {
+				return fmt.Errorf("the writable mount %s contains %s (the lock file, config or audit copy): a server could rewrite it; keep them outside what servers may write", w, p)
+			}
 		}
 	}
 	return nil

@@ -83,6 +83,11 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 	if err := hideStateDir(&spec, l.stateDir); err != nil {
 		return nil, err
 	}
+	if l.guard != nil {
+		if err := protectFiles(&spec, l.guard.protected); err != nil {
+			return nil, err
+		}
+	}
 	self, err := selfMount()
 	if err != nil {
 		return nil, err

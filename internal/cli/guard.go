@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"mcpbox/internal/approval"
@@ -38,6 +39,9 @@ type guard struct {
 	// channels are the approval channels in use (approvals.channels).
 	channels map[string]bool
 	payloads bool // audit.include_payloads
+	// protected are host paths no sandbox may have a writable mount over
+	// (or inside of): the lock file's dir, the config, the JSONL copy.
+	protected []string
 
 	gw atomic.Pointer[gateway.Gateway]
 
@@ -76,9 +80,10 @@ type memoEntry struct {
 
 // guardOptions locate the guard's files.
 type guardOptions struct {
-	stateDir string
-	lockPath string // mcpbox.lock
-	source   []byte // the config's text, for error positions inside rules
+	stateDir   string
+	lockPath   string // mcpbox.lock
+	configPath string // "" for the embedded default
+	source     []byte // the config's text, for error positions inside rules
 }
 
 // newGuard compiles c's policy and opens the lock file, the audit store
@@ -137,6 +142,11 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 	jsonl := c.Audit.JSONL
 	if jsonl != "" {
 		jsonl = resolve(base, jsonl)
+	}
+	// No sandbox may write these: the pins, the policy, the audit copy.
+	g.protected = []string{filepath.Dir(o.lockPath), jsonl}
+	if o.configPath != "" {
+		g.protected = append(g.protected, o.configPath)
 	}
 	g.store, err = audit.Open(audit.Options{
 		Path:            filepath.Join(o.stateDir, "audit.db"),
@@ -266,6 +276,11 @@ func stateDirOwned(dir string) error {
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("the state dir %s is writable by others (mode %v)", dir, fi.Mode().Perm())
+	}
+	// A dir another user made for us (in /tmp, say) is theirs to swap
+	// files in: the audit, the pins, the admin socket.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("the state dir %s belongs to uid %d, not to this user (%d)", dir, st.Uid, os.Geteuid())
 	}
 	return nil
 }

@@ -148,3 +148,32 @@ func TestHideStateDir(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectFiles: a writable mount over the lock file's dir, the config
+// or the audit copy is refused; read-only mounts and other dirs are fine.
+func TestProtectFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "project", "mcpbox.yaml")
+	out := filepath.Join(dir, "out")
+	for _, d := range []string{filepath.Dir(cfg), out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	protected := []string{filepath.Dir(cfg), cfg, filepath.Join(out, "..", "audit.jsonl")}
+	tests := []struct {
+		name string
+		spec sandbox.Spec
+		ok   bool
+	}{
+		{"output elsewhere", sandbox.Spec{Output: out}, true},
+		{"output is the project", sandbox.Spec{Output: filepath.Dir(cfg)}, false},
+		{"rw mount above the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Writable: true}}}, false},
+		{"ro mount of the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Dir(cfg), Target: "/data"}}}, true},
+	}
+	for _, tt := range tests {
+		if err := protectFiles(&tt.spec, protected); (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}

@@ -160,7 +160,7 @@ func (e *env) serve(args []string) int {
 	if configPath != "" {
 		source, _ = os.ReadFile(configPath) // only for error positions
 	}
-	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), source: source}, log, book)
+	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source}, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage

@@ -19,7 +19,7 @@ const lockWait = 10 * time.Second
 // belongs to the open file description, so two Pins in one process
 // exclude each other as two processes do.
 func acquireFlock(path string) (release func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file flock: %w", err)
 	}
