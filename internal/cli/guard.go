@@ -54,7 +54,8 @@ type guard struct {
 	scans    map[string][]integrity.Finding // definition sha256 → findings; guarded by mu
 	names    map[string][]string            // server → its tools as the model sees them; guarded by mu
 	reported map[string]bool                // pin changes already logged; guarded by mu
-	asking   map[string]bool                // pin changes with a trust request open; guarded by mu
+	asking   map[string]bool                // definitions (server, kind, key) with a trust request open; guarded by mu
+	denied   map[string]string              // definition → the hash a human refused to trust; guarded by mu
 }
 
 // guardServer is one server's guard settings.
@@ -110,6 +111,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 		names:    map[string][]string{},
 		reported: map[string]bool{},
 		asking:   map[string]bool{},
+		denied:   map[string]string{},
 	}
 	channels := c.Approvals.Channels
 	if channels == nil {

@@ -5,6 +5,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -81,6 +83,9 @@ func (g *guard) noteChanges(changes []integrity.Change) {
 	for _, ch := range changes {
 		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.Status + "\x00" + ch.NewHash
 		g.mu.Lock()
+		if len(g.reported) >= maxRemembered {
+			clear(g.reported)
+		}
 		seen := g.reported[id]
 		g.reported[id] = true
 		g.mu.Unlock()
@@ -111,9 +116,14 @@ func hintFor(ch integrity.Change) string {
 // with findings is hidden.
 func (g *guard) scanned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
 	others := g.otherNames(gs)
+	// The shadowing rule depends on the other servers' names, which come
+	// in as they are listed: a result holds only for the names it saw.
+	sorted := slices.Sorted(slices.Values(others))
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
+	othersKey := hex.EncodeToString(sum[:8])
 	var out []gateway.Item
 	for _, it := range items {
-		findings := g.scanOne(gs, kind, it, others)
+		findings := g.scanOne(gs, kind, it, others, othersKey)
 		if len(findings) > 0 && gs.scan == config.ScanBlock {
 			continue
 		}
@@ -123,11 +133,9 @@ func (g *guard) scanned(gs *guardServer, kind string, items []gateway.Item) []ga
 }
 
 // scanOne scans a definition once per content and logs what it finds.
-func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []string) []integrity.Finding {
-	h, err := integrity.Hash(kind, it.Raw)
-	if err != nil {
-		h = string(it.Raw)
-	}
+func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []string, othersKey string) []integrity.Finding {
+	sum := sha256.Sum256(it.Raw)
+	h := kind + ":" + hex.EncodeToString(sum[:]) + ":" + othersKey
 	g.mu.Lock()
 	f, ok := g.scans[h]
 	g.mu.Unlock()
@@ -136,9 +144,14 @@ func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 	}
 	f = integrity.ScanDefinition(kind, it.Raw, others)
 	g.mu.Lock()
+	if len(g.scans) >= maxRemembered {
+		clear(g.scans) // a server churning definitions may not grow it
+	}
 	g.scans[h] = f
+	reported := g.reported["scan\x00"+h]
+	g.reported["scan\x00"+h] = true
 	g.mu.Unlock()
-	if len(f) > 0 {
+	if len(f) > 0 && !reported {
 		var rules []string
 		for _, x := range f {
 			rules = append(rules, x.Rule+"@"+x.Where)
@@ -220,31 +233,57 @@ func (g *guard) offerTrust(changes []integrity.Change) {
 		if ch.Status != "new" && ch.Status != "changed" {
 			continue
 		}
-		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.NewHash
+		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key
 		g.mu.Lock()
-		busy := g.asking[id]
-		g.asking[id] = true
+		open := 0
+		for k := range g.asking {
+			if strings.HasPrefix(k, ch.Server+"\x00") {
+				open++
+			}
+		}
+		// One request per definition, a few per server: a server that
+		// churns its definitions must not bury the calls waiting for review.
+		skip := g.asking[id] || g.denied[id] == ch.NewHash || open >= maxTrustRequests
+		if !skip {
+			g.asking[id] = true
+		}
 		g.mu.Unlock()
-		if busy {
+		if skip {
 			continue
 		}
 		go func() {
-			if !g.askTrust(ch) {
-				return // decided: not asked again for this definition
-			}
+			outcome := g.askTrust(ch)
 			g.mu.Lock()
 			delete(g.asking, id)
+			if outcome == trustDenied {
+				if len(g.denied) >= maxRemembered {
+					clear(g.denied)
+				}
+				g.denied[id] = ch.NewHash
+			}
 			g.mu.Unlock()
-			g.gen.Add(1) // the next list checks the pins again, and re-offers
+			if outcome == trustAgain {
+				g.gen.Add(1) // the next list checks the pins again, and re-offers
+			}
 		}()
 	}
 }
 
+// maxTrustRequests bounds the open trust requests of one server.
+const maxTrustRequests = 16
+
+// Outcomes of a trust request.
+const (
+	trustDone   = iota // trusted
+	trustDenied        // a human said no: not asked again for this definition
+	trustAgain         // nobody answered, or the definition changed meanwhile
+)
+
 // askTrust offers a changed definition to the approval channels (the
 // CLI and web: no client is calling): approved, it is trusted as by
-// `mcpbox trust`; otherwise it stays hidden. It reports whether nobody
-// answered (a timeout), so that it may be offered again.
-func (g *guard) askTrust(ch integrity.Change) (unanswered bool) {
+// `mcpbox trust`, if it is still the definition offered; otherwise it
+// stays hidden.
+func (g *guard) askTrust(ch integrity.Change) int {
 	key := ch.Key
 	if ch.Kind != integrity.KindTool {
 		key = ch.Kind + ":" + ch.Key
@@ -252,11 +291,19 @@ func (g *guard) askTrust(ch integrity.Change) (unanswered bool) {
 	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key,
 		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
 	d, err := g.broker.Ask(context.Background(), req, nil)
-	if err != nil || !d.Allow {
-		return err == nil && d.By == "timeout"
+	switch {
+	case err == nil && !d.Allow && d.By == "timeout":
+		return trustAgain
+	case err != nil || !d.Allow:
+		return trustDenied
 	}
 	if _, err := g.trust(ch.Server, key, d.By, []string{ch.NewHash}); err != nil {
 		g.log.Warn("trusting an approved definition", "server", ch.Server, "name", key, "err", err)
+		return trustAgain
 	}
-	return false
+	return trustDone
 }
+
+// maxRemembered bounds the guard's memory of scanned definitions and of
+// changes already logged: past it they are forgotten (and logged again).
+const maxRemembered = 10000
