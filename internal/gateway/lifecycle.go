@@ -114,8 +114,8 @@ func (g *Gateway) lookup(server string, scope Scope) *upstream {
 }
 
 // lifecycleTick is how often the gateway looks for idle and old
-// instances: a quarter of the shortest period, within [50ms, 5s]; zero
-// when no server has one.
+// instances (and for calls waiting on a paused one): a quarter of the
+// shortest period, within [50ms, 5s]; 1s when no server has one.
 func lifecycleTick(servers []*Server) time.Duration {
 	var d time.Duration
 	for _, s := range servers {
@@ -126,7 +126,7 @@ func lifecycleTick(servers []*Server) time.Duration {
 		}
 	}
 	if d == 0 {
-		return 0
+		return time.Second
 	}
 	return min(max(d/4, 50*time.Millisecond), 5*time.Second)
 }
@@ -170,7 +170,13 @@ func (u *upstream) checkIdle(now time.Time) {
 	}
 	if len(u.calls) > 0 {
 		u.used = now
+		paused := u.paused
 		u.mu.Unlock()
+		if paused {
+			// A call reached the process between a pause's check and its
+			// freeze (an admin pause, a snapshot): it must not hang.
+			_ = u.resume()
+		}
 		return
 	}
 	idle, paused := now.Sub(u.used), u.paused

@@ -211,6 +211,12 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 		if !ok {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Ref.Name)
 		}
+		// A prompt the client may not see (pinning, policy) completes nothing.
+		if _, visible, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
+			return nil, d.clientError(b, err)
+		} else if !visible {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Ref.Name)
+		}
 		ref["name"] = name
 	case "ref/resource":
 		var err error
