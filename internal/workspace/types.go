@@ -70,3 +70,11 @@ const (
 	ReasonBlocked  = "destination path is not a directory"
 	ReasonChanged  = "changed while copying"
 )
+
+// FileInfo is a regular file met by Files.
+type FileInfo struct {
+	Rel      string // slash path relative to the root
+	Size     int64
+	MtimeNS  int64
+	Dev, Ino uint64
+}

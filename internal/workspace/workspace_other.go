@@ -23,3 +23,9 @@ func Export(src, dst string, rules ArtifactRules) ([]Exported, []Refused, error)
 
 // Diff needs Linux; see the Linux build.
 func Diff(w io.Writer, lower, upper string) error { return ErrUnsupported }
+
+// Files needs Linux; see the Linux build.
+func Files(root string, fn func(FileInfo) bool) error { return ErrUnsupported }
+
+// HashFile needs Linux; see the Linux build.
+func HashFile(root string, fi FileInfo, max int64) (string, error) { return "", ErrUnsupported }
