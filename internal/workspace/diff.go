@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -115,7 +117,7 @@ func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
 	case unix.S_IFLNK:
 		return d.symlink(l, u, rel)
 	}
-	fmt.Fprintf(d.w, "Special file b/%s not compared\n", rel)
+	fmt.Fprintf(d.w, "Special file b/%s not compared\n", quoteName(rel))
 	return nil
 }
 
@@ -194,12 +196,12 @@ func (d *differ) file(l, u side, rel string) error {
 	}
 	switch {
 	case abig || bbig:
-		fmt.Fprintf(d.w, "Files a/%s and b/%s differ\n", rel, rel)
+		fmt.Fprintf(d.w, "Files a/%s and b/%s differ\n", quoteName(rel), quoteName(rel))
 	case bytes.Equal(a, b): // as with diff -N, an empty file made or removed shows nothing
 	case bytes.IndexByte(a, 0) >= 0 || bytes.IndexByte(b, 0) >= 0:
-		fmt.Fprintf(d.w, "Binary files a/%s and b/%s differ\n", rel, rel)
+		fmt.Fprintf(d.w, "Binary files a/%s and b/%s differ\n", quoteName(rel), quoteName(rel))
 	default:
-		fmt.Fprintf(d.w, "--- a/%s\n+++ b/%s\n", rel, rel)
+		fmt.Fprintf(d.w, "--- a/%s\n+++ b/%s\n", quoteName(rel), quoteName(rel))
 		writeHunks(d.w, textdiff.Lines(splitLines(string(a)), splitLines(string(b)), maxLCSCells))
 	}
 	return nil
@@ -213,13 +215,13 @@ func (d *differ) symlink(l, u side, rel string) error {
 		if ta, err = readlinkAt(l.dir, l.name); err != nil {
 			return fmt.Errorf("reading link %q: %w", rel, err)
 		}
-		a = "a/" + rel + " -> " + ta
+		a = "a/" + quoteName(rel) + " -> " + quoteName(ta)
 	}
 	if u.ok {
 		if tb, err = readlinkAt(u.dir, u.name); err != nil {
 			return fmt.Errorf("reading link %q: %w", rel, err)
 		}
-		b = "b/" + rel + " -> " + tb
+		b = "b/" + quoteName(rel) + " -> " + quoteName(tb)
 	}
 	if l.ok && u.ok && ta == tb {
 		return nil
@@ -242,4 +244,17 @@ func mergeSorted(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// quoteName writes a name (or link target) the sandbox chose as a Go
+// quoted string when it holds a control character or invalid UTF-8, as
+// git quotes paths: a newline in a name must not forge a "+++ b/..."
+// header, an escape sequence must not repaint the reader's terminal.
+func quoteName(name string) string {
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError || r == '"' {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }
