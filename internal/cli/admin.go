@@ -259,19 +259,9 @@ func showChanges(cs []integrity.Change) []pinChange {
 // checkPeer admits the gateway's own user and root, and returns the
 // peer's uid (who decided, for the audit).
 func checkPeer(conn *net.UnixConn) (uint32, error) {
-	raw, err := conn.SyscallConn()
+	cred, err := peerCred(conn)
 	if err != nil {
 		return 0, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if cerr != nil {
-		return 0, cerr
 	}
 	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
 		return 0, errors.New("permission denied")
@@ -393,21 +383,27 @@ func (l peerListener) Accept() (net.Conn, error) {
 
 // peerUID is the uid of the process at the other end of conn.
 func peerUID(conn *net.UnixConn) (uint32, error) {
-	raw, err := conn.SyscallConn()
+	cred, err := peerCred(conn)
 	if err != nil {
 		return 0, err
+	}
+	return cred.Uid, nil
+}
+
+// peerCred is the SO_PEERCRED of conn: who is at the other end.
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if cerr != nil {
-		return 0, cerr
-	}
-	return cred.Uid, nil
+	return cred, cerr
 }
 
 // trustedPeer reports whether a gateway running as uid may answer for the
