@@ -198,7 +198,7 @@ func writeHunks(b *strings.Builder, ops []diffOp) bool {
 		}
 		end := min(len(ops), last+diffContext+1)
 		for _, o := range ops[i:start] {
-			oldLine, newLine = advance(o, oldLine, newLine)
+			oldLine, newLine = o.Advance(oldLine, newLine)
 		}
 		oldStart, newStart := oldLine, newLine
 		var body strings.Builder
@@ -206,32 +206,10 @@ func writeHunks(b *strings.Builder, ops []diffOp) bool {
 			body.WriteByte(o.Kind)
 			body.WriteString(o.Text)
 			body.WriteByte('\n')
-			oldLine, newLine = advance(o, oldLine, newLine)
+			oldLine, newLine = o.Advance(oldLine, newLine)
 		}
-		fmt.Fprintf(b, "@@ -%s +%s @@\n%s", hunkRange(oldStart, oldLine-oldStart), hunkRange(newStart, newLine-newStart), body.String())
+		fmt.Fprintf(b, "@@ -%s +%s @@\n%s", textdiff.Range(oldStart, oldLine-oldStart), textdiff.Range(newStart, newLine-newStart), body.String())
 		i = end
 	}
 	return changed
-}
-
-func advance(o diffOp, oldLine, newLine int) (int, int) {
-	if o.Kind != '+' {
-		oldLine++
-	}
-	if o.Kind != '-' {
-		newLine++
-	}
-	return oldLine, newLine
-}
-
-// hunkRange formats a hunk side as GNU diff does: an empty range names
-// the line before it, a one-line range omits its length.
-func hunkRange(before, n int) string {
-	switch n {
-	case 0:
-		return fmt.Sprintf("%d,0", before)
-	case 1:
-		return fmt.Sprint(before + 1)
-	}
-	return fmt.Sprintf("%d,%d", before+1, n)
 }

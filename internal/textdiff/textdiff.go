@@ -4,6 +4,8 @@
 // common subsequence over the differing middle, bounded in memory.
 package textdiff
 
+import "strconv"
+
 // Op is one line of an edit script.
 type Op struct {
 	Kind byte // ' ' kept, '-' removed, '+' added
@@ -76,4 +78,28 @@ func lcs(a, b []string, maxCells int) []Op {
 		}
 	}
 	return ops
+}
+
+// Advance moves the line numbers of both sides past op.
+func (o Op) Advance(oldLine, newLine int) (int, int) {
+	if o.Kind != '+' {
+		oldLine++
+	}
+	if o.Kind != '-' {
+		newLine++
+	}
+	return oldLine, newLine
+}
+
+// Range formats one side of a hunk header as GNU diff does: n lines after
+// line before; an empty range names the line before it, a one-line range
+// omits its length.
+func Range(before, n int) string {
+	switch n {
+	case 0:
+		return strconv.Itoa(before) + ",0"
+	case 1:
+		return strconv.Itoa(before + 1)
+	}
+	return strconv.Itoa(before+1) + "," + strconv.Itoa(n)
 }

@@ -55,13 +55,13 @@ func writeHunks(w *bufio.Writer, ops []diffOp) {
 		}
 		end := min(len(ops), last+diffContext+1)
 		for _, o := range ops[i:start] {
-			oldLine, newLine = advance(o, oldLine, newLine)
+			oldLine, newLine = o.Advance(oldLine, newLine)
 		}
 		o0, n0 := oldLine, newLine
 		for _, o := range ops[start:end] {
-			oldLine, newLine = advance(o, oldLine, newLine)
+			oldLine, newLine = o.Advance(oldLine, newLine)
 		}
-		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(o0, oldLine-o0), hunkRange(n0, newLine-n0))
+		fmt.Fprintf(w, "@@ -%s +%s @@\n", textdiff.Range(o0, oldLine-o0), textdiff.Range(n0, newLine-n0))
 		for _, o := range ops[start:end] {
 			w.WriteByte(o.Kind)
 			w.WriteString(o.Text)
@@ -71,26 +71,4 @@ func writeHunks(w *bufio.Writer, ops []diffOp) {
 		}
 		i = end
 	}
-}
-
-func advance(o diffOp, oldLine, newLine int) (int, int) {
-	if o.Kind != '+' {
-		oldLine++
-	}
-	if o.Kind != '-' {
-		newLine++
-	}
-	return oldLine, newLine
-}
-
-// hunkRange formats a hunk side as GNU diff does: an empty range names
-// the line before it, a one-line range omits its length.
-func hunkRange(before, n int) string {
-	switch n {
-	case 0:
-		return fmt.Sprintf("%d,0", before)
-	case 1:
-		return fmt.Sprint(before + 1)
-	}
-	return fmt.Sprintf("%d,%d", before+1, n)
 }
