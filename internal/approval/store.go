@@ -67,7 +67,25 @@ func openStore(ctx context.Context, db *sql.DB, now time.Time) (*store, error) {
 	if err := s.expirePending(ctx, now); err != nil {
 		return nil, err
 	}
+	if err := s.pruneDecided(ctx, now.Add(-keepDecided)); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// keepDecided is how long decided requests (and their argument
+// summaries) are kept; the audit log keeps the decisions themselves.
+const keepDecided = 30 * 24 * time.Hour
+
+// pruneDecided deletes decided and expired requests from before cutoff.
+// RFC 3339 UTC text sorts as time does.
+func (s *store) pruneDecided(ctx context.Context, cutoff time.Time) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM approval_requests WHERE status != ? AND time < ?`,
+		statusPending, fmtTime(cutoff))
+	if err != nil {
+		return fmt.Errorf("pruning old approvals: %w", err)
+	}
+	return nil
 }
 
 // expirePending marks requests left pending by an earlier process as
