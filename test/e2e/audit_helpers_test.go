@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,25 +89,7 @@ func (s *auSetup) connect(t *testing.T, g *gwGateway, opts *mcp.ClientOptions) *
 // cli runs `mcpbox ARGS` as the mode's user with a 60 s bound.
 func (s *auSetup) cli(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := s.m.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("running mcpbox %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("mcpbox %v did not finish in time:\n%s", args, r)
-	}
-	return r
+	return s.m.mcpbox(t, 60*time.Second, "", args...)
 }
 
 // auRecord is one audit record as `mcpbox logs --json` prints it.
@@ -208,7 +187,7 @@ func (s *auSetup) approvals(t *testing.T, state string) []auRecord {
 	return out
 }
 
-// cliUID is the uid `mcpbox approve` runs as in mode m.
+// cliUID is the uid the mcpbox commands of these tests run as in mode m.
 func cliUID(m mode) int {
 	if m.root() {
 		return os.Getuid()

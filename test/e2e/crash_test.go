@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,27 +104,11 @@ func crashConfig(t *testing.T, m mode, marker string) string {
 	sess["scope"] = "session"
 	net := server("net", []string{"/bin/sh", "-c", "/opt/bin/mcpserver -name net; exec sleep " + marker})
 	net["network"] = map[string]any{"egress": []map[string]any{{"host": "example.com"}}}
-	cfg := map[string]any{
-		"version":   1,
-		"state_dir": filepath.Join(dir, "state"),
-		"servers": map[string]any{
-			"sess":  sess,
-			"agent": server("agent", []string{"/opt/bin/mcpserver", "-name", "agent"}),
-			"net":   net,
-		},
-	}
-	if !m.root() {
-		cfg["sandbox"] = map[string]any{"require": []string{"userns", "mountns", "pidns", "netns", "seccomp", "landlock", "idmap"}}
-	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return hsWriteConfig(t, m, dir, map[string]any{
+		"sess":  sess,
+		"agent": server("agent", []string{"/opt/bin/mcpserver", "-name", "agent"}),
+		"net":   net,
+	})
 }
 
 // crashGateway is a serve this test SIGKILLs.

@@ -6,12 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,46 +58,13 @@ func igConfigIn(t *testing.T, m mode, dir string, o igOpts) string {
 	for k, v := range o.fields {
 		srv[k] = v
 	}
-	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{"rugpull": srv}}
-	if !m.root() {
-		cfg["sandbox"] = map[string]any{"require": []string{"userns", "mountns", "pidns", "netns", "seccomp", "landlock", "idmap"}}
-	}
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return hsWriteConfig(t, m, dir, map[string]any{"rugpull": srv})
 }
 
 // igCLI runs `mcpbox ARGS` as m's user with a 3-minute bound.
 func igCLI(t *testing.T, m mode, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := m.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.code = 128 + int(ws.Signal())
-		}
-	default:
-		t.Fatalf("running mcpbox %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("mcpbox %v did not finish in time:\n%s", args, r)
-	}
-	return r
+	return m.mcpbox(t, 3*time.Minute, "", args...)
 }
 
 // igSession serves cfg and connects a recording client to it. The
@@ -254,14 +217,6 @@ func igAudit(t *testing.T, m mode, cfg string, filters ...string) []map[string]a
 		recs = append(recs, rec)
 	}
 	return recs
-}
-
-// igUID is the uid mcpbox runs as in mode m.
-func igUID(m mode) int {
-	if m.root() {
-		return os.Geteuid()
-	}
-	return m.uid
 }
 
 // igPlusText joins the added lines of a unified diff (not the +++

@@ -105,7 +105,7 @@ func TestIntegrityRugPull(t *testing.T) {
 		}
 
 		g.stop(t)
-		uid := fmt.Sprintf("cli:uid=%d", igUID(m))
+		uid := fmt.Sprintf("cli:uid=%d", cliUID(m))
 		var trusts []string
 		for _, rec := range igAudit(t, m, cfg, "--event=trust") {
 			trusts = append(trusts, fmt.Sprintf("%v %v %v %v", rec["server"], rec["tool"], rec["approver"], rec["decision"]))
@@ -173,7 +173,7 @@ func TestIntegrityTrustApproval(t *testing.T) {
 		igMustFail(t, ctx, sess, "exfil", nil)
 
 		g.stop(t)
-		uid := fmt.Sprintf("cli:uid=%d", igUID(m))
+		uid := fmt.Sprintf("cli:uid=%d", cliUID(m))
 		var trusts, approvals []string
 		for _, rec := range igAudit(t, m, cfg, "--event=trust") {
 			trusts = append(trusts, fmt.Sprintf("%v %v %v", rec["tool"], rec["approver"], rec["decision"]))

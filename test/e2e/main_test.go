@@ -134,10 +134,16 @@ func (m mode) command(ctx context.Context, args ...string) *exec.Cmd {
 // Use "--" inside args to separate flags and the command.
 func (m mode) exec(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return m.mcpbox(t, 60*time.Second, stdin, append(append([]string{"exec"}, m.flags...), args...)...)
+}
+
+// mcpbox runs `mcpbox ARGS` as m's user with stdin, bounded by timeout;
+// a command killed by signal N reports 128+N.
+func (m mode) mcpbox(t *testing.T, timeout time.Duration, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	full := append(append([]string{"exec"}, m.flags...), args...)
-	cmd := m.command(ctx, full...)
+	cmd := m.command(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -152,10 +158,10 @@ func (m mode) exec(t *testing.T, stdin string, args ...string) result {
 			r.code = 128 + int(ws.Signal())
 		}
 	default:
-		t.Fatalf("running mcpbox %v: %v", full, err)
+		t.Fatalf("running mcpbox %v: %v", args, err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("mcpbox %v did not finish in time:\n%s", full, r)
+		t.Fatalf("mcpbox %v did not finish in time:\n%s", args, r)
 	}
 	return r
 }
