@@ -82,3 +82,25 @@ func TestHTTPOptionsRefuseExposedBind(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedPeer: an admin command talks only to a gateway of its own
+// user, of root, or (run by root) of the state dir's owner.
+func TestTrustedPeer(t *testing.T) {
+	dir := t.TempDir()
+	me := uint32(os.Geteuid())
+	if !trustedPeer(me, dir) || !trustedPeer(0, dir) {
+		t.Fatal("refused this user or root")
+	}
+	if trustedPeer(54321, dir) {
+		t.Fatal("trusted a stranger answering on our state dir")
+	}
+	if me != 0 {
+		t.Skip("not root: cannot give the dir to another user")
+	}
+	if err := os.Chown(dir, 54321, 54321); err != nil {
+		t.Fatal(err)
+	}
+	if !trustedPeer(54321, dir) || trustedPeer(54322, dir) {
+		t.Fatal("root: the dir owner's gateway must be trusted, nobody else's")
+	}
+}
