@@ -162,24 +162,30 @@ func (a *automaton) link() {
 	}
 }
 
-// classes groups the bytes that no needle contains into class 0.
+// breakClass is the class of CR and LF, which no needle contains (see
+// isBreak): every state steps to itself on it.
+const breakClass = 1
+
+// isBreak reports whether c is a line break, which matching skips: a form
+// wrapped over lines (MIME base64, PEM, a value cut by a terminal) still
+// matches.
+func isBreak(c byte) bool { return c == '\n' || c == '\r' }
+
+// classes groups the bytes that no needle contains into class 0 and the
+// line breaks into breakClass. Needles hold at most 254 distinct bytes (no
+// breaks), so the classes fit in a byte.
 func (a *automaton) classes() {
 	var used [256]bool
 	for _, c := range a.keys {
 		used[c] = true
 	}
-	a.nclass = 1
+	a.class['\n'], a.class['\r'] = breakClass, breakClass
+	a.nclass = breakClass + 1
 	for c := range 256 {
 		if used[c] {
 			a.class[c] = byte(a.nclass)
 			a.nclass++
 		}
-	}
-	if a.nclass > 256 { // every byte used: class 0 is a real byte
-		for c := range 256 {
-			a.class[c] = byte(c)
-		}
-		a.nclass = 256
 	}
 }
 
@@ -198,6 +204,10 @@ func (a *automaton) makeDense() {
 	for s := range nd {
 		row := a.dense[s*a.nclass : (s+1)*a.nclass]
 		for k := range a.nclass {
+			if k == breakClass {
+				row[k] = s // unflagged: a match is reported once, at its last byte
+				continue
+			}
 			c := byte(rep[k])
 			t := a.child(s, c)
 			if t == 0 && s != 0 {
@@ -232,6 +242,9 @@ func (a *automaton) flag(t uint32) uint32 {
 
 // slowStep is the transition from a sparse state s (unflagged).
 func (a *automaton) slowStep(s uint32, c byte) uint32 {
+	if isBreak(c) {
+		return s
+	}
 	for s >= a.nDense {
 		for i := a.edgeOff[s]; i < a.edgeOff[s+1]; i++ {
 			if a.keys[i] == c {
@@ -251,6 +264,18 @@ func (a *automaton) longest(s uint32) (needle int32, n int) {
 		s = a.outLink[s]
 	}
 	return a.term[s], int(a.depth[s])
+}
+
+// matchStart returns where the last n bytes other than line breaks before
+// buf[i] begin: the first byte of a match of length n ending at i.
+func matchStart(buf []byte, i, n int) int {
+	for n > 0 {
+		i--
+		if !isBreak(buf[i]) {
+			n--
+		}
+	}
+	return i
 }
 
 // run steps from state s over buf[i:] until a flagged state or the end,

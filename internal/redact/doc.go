@@ -10,11 +10,17 @@
 // padding when the stream ends with the value; percent-encoding as
 // url.QueryEscape and url.PathEscape write it (and with lower-case hex
 // digits); and the value escaped inside a JSON string as encoding/json
-// writes it, with and without HTML escaping. Where forms overlap, the
-// leftmost match wins, then the longest.
+// writes it, with and without HTML escaping. Line breaks (CR, LF) are
+// skipped while matching, so a form wrapped over lines — MIME base64 as
+// base64(1) writes it every 76 columns, PEM every 64 — is caught, and so is
+// a value that holds breaks itself, however it is rewrapped; the
+// replacement covers the form from its first byte to its last, breaks
+// inside it included. Where forms overlap, the leftmost match wins, then
+// the longest.
 //
 // Redactor.Bytes redacts a buffer. Redactor.Writer redacts a stream split
-// into any writes: it holds back at most the longest form less one byte, so
+// into any writes: it holds back at most the longest form less one byte
+// (not counting line breaks), so
 // a value straddling writes is still caught, and its output equals Bytes of
 // the whole stream. Matching is one Aho-Corasick automaton over all forms,
 // linear in the input.
@@ -23,7 +29,12 @@
 //
 //   - A value split across separate messages or streams (a Writer flushed
 //     between the parts, or parts redacted separately): by value it cannot
-//     be recognised.
+//     be recognised. Within one JSON message, Redactor.JSON does catch a
+//     value split over string values that a reader joins in order (the
+//     text items of a tool result, fields of its structuredContent), but
+//     not one split over member names, over values read out of order, or
+//     joined with a separator (a space or line break between the parts is
+//     caught only as a line break).
 //   - Other encodings and transformations: base32, compression, encryption,
 //     reversal, case changes other than hex, base64 of hex, partial
 //     escapes, a JSON string escaped with \u for ordinary characters,

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // maxDepth bounds how many times JSON strings nested in JSON strings are
@@ -13,10 +14,76 @@ const maxDepth = 4
 // string literal that holds escapes, decoded — so that a value escaped
 // twice (JSON text carried in a JSON string, as tool results often are)
 // or an encoding whose characters were escaped (url.PathEscape's "&"
-// written as \u0026) is caught in its decoded form. Strings without
-// escapes are as Bytes saw them; formatting and key order are kept.
+// written as \u0026) is caught in its decoded form. Last, a value split
+// over string values that a reader joins (two text items of a tool
+// result, two fields of its structuredContent) is redacted in each part:
+// see joined. Strings without escapes are as Bytes saw them; formatting
+// and key order are kept.
 func (r *Redactor) JSON(raw []byte) []byte {
-	return r.strings(r.Bytes(raw), 0)
+	return r.joined(r.strings(r.escapeSafe(raw), 0))
+}
+
+// escapeSafe is Bytes for JSON text: a match that begins or ends inside an
+// escape sequence (a needle starting with the "n" of "\n", or a form cut
+// in a "\u0026") is widened to the whole escape, so the result stays
+// valid JSON.
+func (r *Redactor) escapeSafe(raw []byte) []byte {
+	hits := r.find(raw)
+	out := make([]byte, 0, len(raw))
+	pos := 0
+	for _, h := range hits {
+		from, to := escapeStart(raw, h.start), h.end
+		if st := escapeStart(raw, to); st < to {
+			to = st + 2
+			if raw[st+1] == 'u' {
+				to = st + 6
+			}
+		}
+		if from < pos { // widened into the previous replacement
+			from = pos
+		}
+		out = append(out, raw[pos:from]...)
+		out = append(out, r.repl[r.owner[h.needle]]...)
+		pos = min(to, len(raw))
+	}
+	return append(out, raw[pos:]...)
+}
+
+// escapeStart returns where the escape sequence holding b[p] starts when
+// b[p] is inside one but not its backslash; otherwise p.
+func escapeStart(b []byte, p int) int {
+	if p <= 0 || p > len(b) {
+		return p
+	}
+	if oddRun(b, p-1) {
+		return p - 1 // b[p] is the letter after the backslash
+	}
+	for k := 2; k <= 5 && p-k >= 0; k++ {
+		q := p - k
+		if b[q] == '\\' && b[q+1] == 'u' && oddRun(b, q) && q+6 <= len(b) && allHex(b[q+2:p]) {
+			return q
+		}
+	}
+	return p
+}
+
+// oddRun reports whether b[i] is a backslash that starts an escape: the
+// run of backslashes ending at i is odd.
+func oddRun(b []byte, i int) bool {
+	n := 0
+	for ; i >= 0 && b[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+func allHex(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Redactor) strings(b []byte, depth int) []byte {
@@ -82,4 +149,138 @@ func (b *Book) JSON(p []byte) []byte {
 		return r.JSON(p)
 	}
 	return p
+}
+
+// literal is a string value of a JSON message: b[start:end] is its
+// literal, quotes included, and text its decoded content.
+type literal struct {
+	start, end int
+	text       []byte
+	typ        bool // the value of a member named "type"
+}
+
+// joined redacts the values that span two or more string values when the
+// message's string values are read in order and joined without a
+// separator, as clients join the text items of a result. It looks at two
+// sequences: every string value, and every string value but those of
+// members named "type" (which stand between the text of two content
+// items). Each part of such a value is replaced by the marker; a value
+// inside one string was replaced before.
+func (r *Redactor) joined(b []byte) []byte {
+	lits := stringValues(b)
+	if len(lits) < 2 {
+		return b
+	}
+	repl := map[int][]span{} // literal index -> parts to replace
+	for _, skipType := range []bool{false, true} {
+		var cat []byte
+		var seq, starts []int // seq[k]: literal of the k-th part, starting at cat[starts[k]]
+		for k, l := range lits {
+			if skipType && l.typ {
+				continue
+			}
+			seq = append(seq, k)
+			starts = append(starts, len(cat))
+			cat = append(cat, l.text...)
+		}
+		for _, h := range r.find(cat) {
+			// The part holding position p: the last start at or before it
+			// (empty literals share a start; the last of them holds p).
+			part := func(p int) int {
+				i, _ := slices.BinarySearch(starts, p+1)
+				return i - 1
+			}
+			first, last := part(h.start), part(h.end-1)
+			if first == last {
+				continue
+			}
+			for k := first; k <= last; k++ {
+				from := max(h.start, starts[k]) - starts[k]
+				to := min(h.end, starts[k]+len(lits[seq[k]].text)) - starts[k]
+				if from < to {
+					repl[seq[k]] = append(repl[seq[k]], span{from, to, h.needle})
+				}
+			}
+		}
+	}
+	if len(repl) == 0 {
+		return b
+	}
+	var out []byte
+	prev := 0
+	for k, l := range lits {
+		spans, ok := repl[k]
+		if !ok {
+			continue
+		}
+		out = append(out, b[prev:l.start]...)
+		out = append(out, quote(r.replaceSpans(l.text, spans))...)
+		prev = l.end
+	}
+	return append(out, b[prev:]...)
+}
+
+// span is a part [from, to) of a literal's text to replace by needle's
+// marker.
+type span struct {
+	from, to int
+	needle   int32
+}
+
+// replaceSpans replaces each span of text (possibly overlapping, found by
+// the two passes of joined) by its needle's marker.
+func (r *Redactor) replaceSpans(text []byte, spans []span) []byte {
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var out []byte
+	pos := 0
+	for _, s := range spans {
+		if s.to <= pos {
+			continue
+		}
+		if s.from > pos {
+			out = append(out, text[pos:s.from]...)
+		}
+		out = append(out, r.repl[r.owner[s.needle]]...)
+		pos = s.to
+	}
+	return append(out, text[pos:]...)
+}
+
+// stringValues returns the string values of a JSON message in order (not
+// member names). It does not validate: on malformed input it returns what
+// it found before the fault.
+func stringValues(b []byte) []literal {
+	var lits []literal
+	var key []byte // the last member name
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		end := stringEnd(b, i)
+		if end < 0 {
+			break
+		}
+		lit := b[i : end+1]
+		j := end + 1
+		for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+			j++
+		}
+		if j < len(b) && b[j] == ':' {
+			key = lit
+		} else {
+			text := lit[1 : len(lit)-1]
+			if bytes.IndexByte(text, '\\') >= 0 {
+				var s string
+				if json.Unmarshal(lit, &s) != nil {
+					i = end
+					continue
+				}
+				text = []byte(s)
+			}
+			lits = append(lits, literal{start: i, end: end + 1, text: text, typ: string(key) == `"type"`})
+			key = nil
+		}
+		i = end
+	}
+	return lits
 }

@@ -48,6 +48,7 @@ func NewOptions(secrets []Secret, opts Options) (*Redactor, error) {
 		}
 		r.repl = append(r.repl, []byte("[REDACTED:"+s.Name+"]"))
 		for _, f := range forms(bytes.Clone(s.Value)) {
+			f = stripBreaks(f)
 			if len(f) == 0 || seen[string(f)] {
 				continue
 			}
@@ -64,7 +65,7 @@ func check(s Secret, opts Options) error {
 	switch {
 	case s.Name == "":
 		return ErrEmptyName
-	case len(s.Value) == 0:
+	case len(stripBreaks(s.Value)) == 0:
 		return ErrEmptyValue
 	case len(s.Value) < MinValueLen && !opts.AllowShort:
 		return ErrShortValue
@@ -72,8 +73,9 @@ func check(s Secret, opts Options) error {
 	return nil
 }
 
-// MaxHold is the most bytes a Writer holds back between writes: the
-// longest needle less one.
+// MaxHold is the most bytes other than line breaks a Writer holds back
+// between writes: the longest needle less one. Breaks inside a held-back
+// prefix are held with it.
 func (r *Redactor) MaxHold() int {
 	return max(r.a.maxLen-1, 0)
 }
@@ -90,4 +92,18 @@ func (r *Redactor) Bytes(b []byte) []byte {
 // String is Bytes for strings.
 func (r *Redactor) String(s string) string {
 	return string(r.Bytes([]byte(s)))
+}
+
+// stripBreaks returns v without CR and LF, which matching skips.
+func stripBreaks(v []byte) []byte {
+	if bytes.IndexByte(v, '\n') < 0 && bytes.IndexByte(v, '\r') < 0 {
+		return v
+	}
+	out := make([]byte, 0, len(v))
+	for _, c := range v {
+		if !isBreak(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

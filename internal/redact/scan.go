@@ -3,10 +3,12 @@ package redact
 import "io"
 
 // scanner finds leftmost-longest, non-overlapping needle matches in a
-// stream. After each matched region the automaton restarts from the root,
-// so a match never overlaps a replaced one. A candidate match is final once
-// no needle starting at or before it can still end: maxLen bytes past its
-// start.
+// stream. Line breaks (CR, LF) are skipped: a match is the needle's bytes
+// with any breaks between them, from its first byte to its last. After each
+// matched region the automaton restarts from the root, so a match never
+// overlaps a replaced one. A candidate match is final once no needle
+// starting at or before it can still end: maxLen bytes other than breaks
+// past its start.
 type scanner struct {
 	r   *Redactor
 	out []byte // output not yet handed on
@@ -19,6 +21,17 @@ type scanner struct {
 
 	best, bestEnd int // candidate match buf[best:bestEnd], best < 0 if none
 	bestNeedle    int32
+	span          int // bytes other than breaks in buf[best:i]
+
+	// hits, if non-nil, collects the committed matches (offsets into buf,
+	// which find keeps whole).
+	hits *[]hit
+}
+
+// hit is a match of needle at [start, end).
+type hit struct {
+	start, end int
+	needle     int32
 }
 
 func (sc *scanner) reset() {
@@ -36,7 +49,7 @@ func (sc *scanner) feed(p []byte) {
 	}
 	sc.scan()
 	a := sc.r.a
-	limit := sc.i - int(a.depth[sc.s&^matchFlag])
+	limit := matchStart(sc.buf, sc.i, int(a.depth[sc.s&^matchFlag]))
 	if sc.best >= 0 {
 		limit = min(limit, sc.best)
 	}
@@ -69,6 +82,9 @@ func (sc *scanner) finish() {
 
 // commit replaces the candidate match and restarts scanning after it.
 func (sc *scanner) commit() {
+	if sc.hits != nil {
+		*sc.hits = append(*sc.hits, hit{sc.best, sc.bestEnd, sc.bestNeedle})
+	}
 	sc.out = append(sc.out, sc.buf[sc.pos:sc.best]...)
 	sc.out = append(sc.out, sc.r.repl[sc.r.owner[sc.bestNeedle]]...)
 	sc.pos, sc.i, sc.s = sc.bestEnd, sc.bestEnd, 0
@@ -86,30 +102,42 @@ func (sc *scanner) scan() {
 			// Hot loop: ordinary text, no candidate pending.
 			s, i = a.run(s&^matchFlag, buf, i)
 		} else {
+			c := buf[i]
 			if t := s &^ matchFlag; t < a.nDense {
-				s = a.dense[t*a.nclass+uint32(a.class[buf[i]])]
+				s = a.dense[t*a.nclass+uint32(a.class[c])]
 			} else {
-				s = a.slowStep(t, buf[i])
+				s = a.slowStep(t, c)
 			}
 			i++
+			if !isBreak(c) {
+				sc.span++
+			}
 		}
 		if s&matchFlag != 0 {
 			needle, n := a.longest(s)
 			// At equal starts the later end is the longer match.
-			switch start := i - n; {
+			switch start := matchStart(buf, i, n); {
 			case sc.best < 0 || start < sc.best:
-				sc.best, sc.bestEnd, sc.bestNeedle = start, i, needle
+				sc.best, sc.bestEnd, sc.bestNeedle, sc.span = start, i, needle, n
 			case start == sc.best:
-				sc.bestEnd, sc.bestNeedle = i, needle
+				sc.bestEnd, sc.bestNeedle, sc.span = i, needle, n
 			}
 		}
-		if sc.best >= 0 && i-sc.best >= a.maxLen {
+		if sc.best >= 0 && sc.span >= a.maxLen {
 			sc.i = i
 			sc.commit()
 			s, i = sc.s, sc.i
 		}
 	}
 	sc.s, sc.i = s, i
+}
+
+// find returns the matches Bytes would replace in b.
+func (r *Redactor) find(b []byte) []hit {
+	var hits []hit
+	sc := scanner{r: r, buf: b, best: -1, hits: &hits}
+	sc.finish()
+	return hits
 }
 
 // Writer redacts a stream written to it and writes the result to an
