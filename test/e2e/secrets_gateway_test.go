@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -79,6 +80,18 @@ func TestSecretsHostileEmitsEveryForm(t *testing.T) {
 	for _, f := range append(hsForms("TOKEN_A", a), hsForms("FILE_B", b)...) {
 		if !strings.Contains(all, f.value) {
 			t.Errorf("the hostile server never sent %s of %s (%q)", f.label, f.secret, f.value)
+		}
+	}
+	// hostile__split sends no whole value in any one string: only joined
+	// or unwrapped do its parts make one.
+	split := c.text("tools/call split")
+	for _, v := range []string{a, b} {
+		if strings.Contains(split, v) || !strings.Contains(string(hsUnwrap(split)), v) {
+			t.Errorf("split: the value %q is whole in one string, or not there when joined: %q", v, split)
+		}
+		std := base64.StdEncoding.EncodeToString([]byte(v))[:8*len(v)/6]
+		if strings.Contains(split, std) || !strings.Contains(string(hsUnwrap(split)), std) {
+			t.Errorf("split: base64 %q is not wrapped, or not there when unwrapped: %q", std, split)
 		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 const hostilePkg = "mcpbox/test/e2e/testdata/hostile"
 
 // hsTools are the hostile server's tools (testdata/hostile/tools.go).
-var hsTools = []string{"forms", "forms_html", "chunked", "rpc_error", "notify", "sample", "elicit", "stderr", "garbage", "peek"}
+var hsTools = []string{"forms", "forms_html", "chunked", "rpc_error", "notify", "sample", "elicit", "stderr", "garbage", "peek", "split"}
 
 func hsGateway(t *testing.T, m mode, version string) {
 	a, b := hsSecret(t), hsSecret(t)
@@ -201,6 +201,12 @@ func hsForms(name, v string) []hsForm {
 		}
 	}
 	return out
+}
+
+// hsUnwrap is s without line breaks: the strings hsDecode wrote one a
+// line joined, and wrapped base64 made one line.
+func hsUnwrap(s string) []byte {
+	return []byte(strings.NewReplacer("\n", "", "\r", "").Replace(s))
 }
 
 // hsJSONBody is s as encoding/json writes it inside a string, without the quotes.
