@@ -39,9 +39,14 @@ func (c *Cgroup) ThawFiles() []string {
 // ThawFile thaws the cgroup whose state file is path, as ThawFiles
 // returned it: the one write a guard makes once mcpbox is gone.
 func ThawFile(path string) error {
-	value := "THAWED"
-	if filepath.Base(path) == "cgroup.freeze" {
+	var value string
+	switch filepath.Base(path) {
+	case "freezer.state":
+		value = "THAWED"
+	case "cgroup.freeze":
 		value = "0"
+	default:
+		return fmt.Errorf("thawing %s: not a freezer file", path)
 	}
 	if err := os.WriteFile(path, []byte(value), 0); err != nil {
 		return fmt.Errorf("thawing %s: %w", filepath.Dir(path), err)
