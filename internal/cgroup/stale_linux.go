@@ -18,10 +18,12 @@ const staleGrace = 5 * time.Second
 
 // CleanupStale removes leftover sandbox cgroups (mcpbox/<id> under
 // mcpbox's parent cgroups) that hold no process and are older than
-// staleGrace, typically left by a crashed gateway. A sandbox with a live
-// process in any of its directories is left whole, as is anything outside
-// mcpbox/ and any entry that is not a valid sandbox id. It returns the ids
-// removed.
+// staleGrace, typically left by a crashed gateway. A sandbox that is frozen
+// and holds a task with SIGKILL pending (its gateway died while it was
+// paused, and its parent-death signal waits for a thaw; see ThawFiles) is
+// thawed, killed and removed too. Any other sandbox with a live process in
+// any of its directories is left whole, as is anything outside mcpbox/ and
+// any entry that is not a valid sandbox id. It returns the ids removed.
 func CleanupStale() ([]string, error) {
 	parents, err := parentDirs()
 	if err != nil {
@@ -82,9 +84,16 @@ func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 		busy, err := inUse(dirs, cutoff)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checking stale cgroup %s: %w", id, err))
-		}
-		if busy || err != nil {
 			continue
+		}
+		if busy {
+			if !abandoned(dirs) {
+				continue
+			}
+			if err := reclaim(dirs); err != nil {
+				errs = append(errs, fmt.Errorf("reclaiming frozen cgroup %s: %w", id, err))
+				continue
+			}
 		}
 		ok := true
 		for _, d := range dirs {

@@ -26,8 +26,11 @@ const staleCgroupRetry = 6 * time.Second
 // workspaces (workspaces/AGENT/SERVER/sessions/ID: their sessions are
 // gone), sockets in the state dir nobody answers on, and, host-wide, the
 // sandbox cgroups and egress socket dirs of mcpbox processes that no
-// longer run. Its sandboxes themselves died with it (their init has
-// PDEATHSIG), and their mounts with their mount namespaces. Agent
+// longer run, and the frozen sandboxes of a gateway killed while they were
+// paused whose thaw guard died too (cgroup.CleanupStale). Its other
+// sandboxes died with it (their init has PDEATHSIG; a paused one is thawed
+// by its thaw guard, so the signal acts), and their mounts with their
+// mount namespaces. Agent
 // workspaces (workspaces/AGENT/SERVER/output) are the agent's files and
 // stay, as do the audit store with its WAL (SQLite replays it) and
 // lock-file flocks (another process may hold one).

@@ -63,7 +63,7 @@ type initReport struct {
 	Code    int    `json:"code,omitempty"` // the exit code the sandbox ends with
 }
 
-// Main runs the sandbox init (or the idmap holder) when the process was
+// Main runs the sandbox init (or the idmap holder, or the thaw guard) when the process was
 // started as one, and returns otherwise. The program's main (and TestMain of tests that
 // start sandboxes) must call it before anything else.
 func Main() {
@@ -73,6 +73,8 @@ func Main() {
 	switch os.Args[1] {
 	case initArg:
 		os.Exit(runInit())
+	case thawGuardArg:
+		os.Exit(runThawGuard())
 	case holdArg:
 		// Pins a user namespace for idmapped mounts until the host is done
 		// with it (idmap_linux.go).

@@ -8,7 +8,9 @@ import (
 
 // Pausing freezes the sandbox's cgroup (v1 freezer controller, v2
 // cgroup.freeze): every process of the sandbox, the init included, stops
-// where it is and keeps its memory. Processes outside the cgroup are not
+// where it is and keeps its memory. A paused sandbox still dies with
+// mcpbox: on v2 frozen tasks die of SIGKILL, on v1 a thaw guard
+// (thawguard_linux.go) thaws it when mcpbox is gone. Processes outside the cgroup are not
 // touched: the egress proxy and the port forwards run in mcpbox itself, so
 // they keep accepting and simply see a peer that does not read until the
 // sandbox resumes.
@@ -39,10 +41,19 @@ func (sb *Sandbox) Pause() error {
 	if sb.paused.Load() {
 		return nil
 	}
+	// On v1 nothing frozen dies with mcpbox: a guard thaws it then
+	// (thawguard_linux.go). No guard, no pause.
+	thaw := cg.ThawFiles()
+	if len(thaw) > 0 {
+		if err := guard.watch(thaw); err != nil {
+			return fmt.Errorf("pausing sandbox %s: %w", sb.ID, err)
+		}
+	}
 	if err := cg.Freeze(); err != nil {
 		// A freeze that gave up half-way must not leave processes
 		// frozen that Paused says are running.
 		_ = cg.Thaw()
+		guard.unwatch(thaw)
 		return fmt.Errorf("pausing sandbox %s: %w", sb.ID, err)
 	}
 	sb.paused.Store(true)
@@ -57,10 +68,12 @@ func (sb *Sandbox) Resume() error {
 	if !sb.paused.Load() {
 		return nil
 	}
-	if err := sb.cgroup().Thaw(); err != nil {
+	cg := sb.cgroup()
+	if err := cg.Thaw(); err != nil {
 		return fmt.Errorf("resuming sandbox %s: %w", sb.ID, err)
 	}
 	sb.paused.Store(false)
+	guard.unwatch(cg.ThawFiles())
 	return nil
 }
 
@@ -84,8 +97,15 @@ func (sb *Sandbox) Stats() (cgroup.Stats, error) {
 // Pause refuses from now on, and reports whether it was paused. It waits
 // for a Pause or Resume in progress, which the freezer bounds.
 func (sb *Sandbox) end() (wasPaused bool) {
+	cg := sb.cgroup()
 	sb.pmu.Lock()
 	defer sb.pmu.Unlock()
 	sb.ended = true
-	return sb.paused.Swap(false)
+	wasPaused = sb.paused.Swap(false)
+	if wasPaused && cg != nil {
+		// Kill thaws it next; if mcpbox dies first, the SIGKILLs are
+		// pending and cgroup.CleanupStale reclaims it.
+		guard.unwatch(cg.ThawFiles())
+	}
+	return wasPaused
 }

@@ -25,6 +25,9 @@ import (
 // trick, as in cmd/mcpbox).
 func TestMain(m *testing.M) {
 	Main()
+	if os.Getenv(pauserEnv) != "" {
+		os.Exit(runPauser())
+	}
 	os.Exit(m.Run())
 }
 
