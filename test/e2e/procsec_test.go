@@ -3,12 +3,16 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"mcpbox/internal/landlock"
 )
 
 // TestHostKeysInvisible holds a kernel key as the unprivileged user that
@@ -61,6 +65,33 @@ func TestHostKeysInvisible(t *testing.T) {
 		}
 		if strings.TrimSpace(r.stdout) != "done" {
 			t.Fatalf("/proc/keys or /proc/key-users not empty in the sandbox:\n%s", r)
+		}
+	})
+}
+
+// TestInputWithSocketRefused plants a listening unix socket, as an agent
+// leaves one in $HOME, at the top of the input directory. A read-only
+// mount does not stop connect(2), and Landlock restricts it only from ABI
+// 9: below that mcpbox must refuse the mount and name the socket.
+func TestInputWithSocketRefused(t *testing.T) {
+	if landlock.ABI() >= 9 {
+		t.Skip("landlock ABI 9 restricts the connect itself: internal/sandbox tests it")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := m.dir(t)
+		sock := filepath.Join(dir, "agent.sock")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := os.Chmod(sock, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		script := `python3 -I -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("/workspace/input/agent.sock"); print("connected")'`
+		r := m.sh(t, script, "--input", dir)
+		if r.code != 125 || strings.Contains(r.stdout, "connected") || !strings.Contains(r.stderr, sock) {
+			t.Fatalf("want exit 125 and an error naming %s\n%s", sock, r)
 		}
 	})
 }
