@@ -78,7 +78,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 
 // vetBind opens m's source and describes its bind; as host root it adds
 // an idmapped clone of the source to fds. With noSockets it refuses a
-// source that is, or whose top level holds, a unix socket.
+// source that is or holds a unix socket (refuseSockets).
 func (sb *Sandbox) vetBind(m Mount, noSockets bool, idmap **idmapUserns, fds *[]int) (bindSpec, error) {
 	src, err := openNoSymlinks(m.Source)
 	if err != nil {

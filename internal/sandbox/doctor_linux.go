@@ -59,12 +59,12 @@ func Doctor() []Check {
 }
 
 // socketCheck says whether Landlock restricts connects to pathname unix
-// sockets. Without it mcpbox refuses mounts with a socket at their top
-// level, but one deeper down, or created after the start, stays reachable.
+// sockets. Without it mcpbox refuses mounts with a socket in their top two
+// levels, but one deeper down, or created after the start, stays reachable.
 func socketCheck(abi int) Check {
 	c := Check{Name: "landlock unix socket connect", OK: abi >= resolveUnixABI,
 		Degrades: "the sandbox can connect to a listening unix socket inside a mounted directory " +
-			"(an ssh or gpg agent, a docker socket): mcpbox refuses to mount a directory with one at its top level, " +
+			"(an ssh or gpg agent, a docker socket): mcpbox refuses to mount a directory with one in its top two levels, " +
 			"but not one deeper down or created after the start"}
 	c.Detail = fmt.Sprintf("ABI %d restricts connects to pathname unix sockets", abi)
 	if !c.OK {

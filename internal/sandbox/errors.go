@@ -6,7 +6,7 @@ import "errors"
 // has exited: there is nothing left to freeze.
 var ErrExited = errors.New("sandbox has exited")
 
-// ErrMountSocket is returned by Start for a mount whose source is, or
-// whose top level holds, a unix socket, when the host's Landlock cannot
-// keep the workload from connecting to it (see socketsGuarded).
+// ErrMountSocket is returned by Start for a mount whose source is a unix
+// socket or holds one in its top two levels, when the host's Landlock
+// cannot keep the workload from connecting to it (see socketsGuarded).
 var ErrMountSocket = errors.New("unix socket in a mount source")

@@ -26,37 +26,79 @@ func (sb *Sandbox) socketsGuarded() bool {
 	return landlock.ABI() >= resolveUnixABI && !hasLayer(sb.Degraded, LayerLandlock)
 }
 
+// socketDepth is how deep refuseSockets looks: the top level and the
+// directories in it, where agents keep theirs ($HOME/.gnupg/S.gpg-agent,
+// $HOME/.ssh/agent.sock). A whole tree can be large, and a socket may
+// appear after the check anyway (see the threat model).
+const socketDepth = 2
+
 // refuseSockets fails if src, the opened source of m, is a unix socket or
-// a directory whose top level holds one. Sockets deeper down are not
-// looked for: a whole tree can be large, and a socket may appear after
-// the check anyway (see the threat model).
+// a directory that holds one within socketDepth levels.
 func refuseSockets(src int, m Mount, st *unix.Stat_t) error {
-	if st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFSOCK:
 		return socketError(m, m.Source)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	case unix.S_IFDIR:
+	default:
 		return nil
 	}
-	fd, err := unix.Openat(src, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	sock, err := findSocket(src, m.Source, socketDepth)
 	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("listing mount source %s to look for unix sockets: %w", m.Source, err)}
 	}
-	dir := os.NewFile(uintptr(fd), m.Source)
+	if sock != "" {
+		return socketError(m, sock)
+	}
+	return nil
+}
+
+// findSocket returns the path of a unix socket in the directory dirfd
+// (named path) or in its subdirectories down to depth levels, or "". A
+// subdirectory it may not read is skipped: the workload, of the same
+// uid and groups (or of none, as root's sandboxes), cannot list it either.
+func findSocket(dirfd int, path string, depth int) (string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	dir := os.NewFile(uintptr(fd), path)
 	defer dir.Close()
+	var subdirs []string
 	for {
 		entries, err := dir.ReadDir(1024)
 		for _, e := range entries {
-			if e.Type()&os.ModeSocket != 0 {
-				return socketError(m, filepath.Join(m.Source, e.Name()))
+			switch {
+			case e.Type()&os.ModeSocket != 0:
+				return filepath.Join(path, e.Name()), nil
+			case e.IsDir() && depth > 1:
+				subdirs = append(subdirs, e.Name())
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
-			return &StartError{Code: exitSetup, Err: fmt.Errorf("listing mount source %s to look for unix sockets: %w", m.Source, err)}
+			return "", err
 		}
 	}
+	for _, name := range subdirs {
+		sub, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue // gone since it was listed
+		}
+		if err != nil {
+			return "", err
+		}
+		sock, err := findSocket(sub, filepath.Join(path, name), depth-1)
+		unix.Close(sub)
+		if errors.Is(err, unix.EACCES) {
+			continue
+		}
+		if sock != "" || err != nil {
+			return sock, err
+		}
+	}
+	return "", nil
 }
 
 func socketError(m Mount, sock string) error {

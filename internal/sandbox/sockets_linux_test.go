@@ -61,24 +61,32 @@ func requirePython(t *testing.T) {
 }
 
 // TestMountWithSocketRefused plants a listening socket (an agent socket in
-// $HOME, say) at the top of an input directory. Landlock below ABI 9
+// $HOME, say) at the top of an input directory, and one a level below. Landlock below ABI 9
 // cannot stop a connect to it, so the mount must be refused with an error
 // naming the socket; from ABI 9 on the mount is allowed and the connect
 // must fail.
 func TestMountWithSocketRefused(t *testing.T) {
 	requireSandbox(t)
 	requirePython(t)
-	dir := t.TempDir()
+	dir, home := t.TempDir(), t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	accepted := listenUnix(t, sock)
+	// One level down, as gpg-agent keeps its socket in $HOME.
+	if err := os.Mkdir(filepath.Join(home, ".gnupg"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gpg := filepath.Join(home, ".gnupg", "S.gpg-agent")
+	acceptedGPG := listenUnix(t, gpg)
 	cases := []struct {
 		name   string
 		spec   Spec
+		sock   string // the socket on the host
 		target string // the socket inside the sandbox
 	}{
-		{"input", Spec{Input: dir}, InputDir + "/agent.sock"},
-		{"mount", Spec{Mounts: []Mount{{Source: dir, Target: "/data"}}}, "/data/agent.sock"},
-		{"socket itself", Spec{Mounts: []Mount{{Source: sock, Target: "/data.sock"}}}, "/data.sock"},
+		{"input", Spec{Input: dir}, sock, InputDir + "/agent.sock"},
+		{"mount", Spec{Mounts: []Mount{{Source: dir, Target: "/data"}}}, sock, "/data/agent.sock"},
+		{"socket itself", Spec{Mounts: []Mount{{Source: sock, Target: "/data.sock"}}}, sock, "/data.sock"},
+		{"one level down", Spec{Input: home}, gpg, InputDir + "/.gnupg/S.gpg-agent"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,8 +96,8 @@ func TestMountWithSocketRefused(t *testing.T) {
 			res, err := Run(context.Background(), spec, Stdio{Stdout: &out})
 			if landlock.ABI() < resolveUnixABI {
 				var se *StartError
-				if !errors.As(err, &se) || !errors.Is(err, ErrMountSocket) || !strings.Contains(err.Error(), sock) {
-					t.Fatalf("Run: %v (output %q), want a StartError naming %s", err, out.String(), sock)
+				if !errors.As(err, &se) || !errors.Is(err, ErrMountSocket) || !strings.Contains(err.Error(), c.sock) {
+					t.Fatalf("Run: %v (output %q), want a StartError naming %s", err, out.String(), c.sock)
 				}
 				return
 			}
@@ -101,8 +109,8 @@ func TestMountWithSocketRefused(t *testing.T) {
 			}
 		})
 	}
-	if n := accepted.Load(); n != 0 {
-		t.Fatalf("the host socket accepted %d connections from sandboxes", n)
+	if n := accepted.Load() + acceptedGPG.Load(); n != 0 {
+		t.Fatalf("the host sockets accepted %d connections from sandboxes", n)
 	}
 	// Without the socket the same directory mounts.
 	if err := os.Remove(sock); err != nil {
