@@ -56,8 +56,12 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 	var fds []int
 	var idmap *idmapUserns
 	defer func() { idmap.close() }()
-	for _, m := range append(s.allBinds(), sb.extraBinds...) {
-		b, err := sb.vetBind(m, &idmap, &fds)
+	// The sandbox's own mounts (the egress proxy socket) are exempt from
+	// the socket check.
+	user := len(s.allBinds())
+	guarded := sb.socketsGuarded()
+	for i, m := range append(s.allBinds(), sb.extraBinds...) {
+		b, err := sb.vetBind(m, i < user && !guarded, &idmap, &fds)
 		switch {
 		case err != nil:
 		case s.InputOverlay != nil && m.Target == InputDir:
@@ -73,8 +77,9 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 }
 
 // vetBind opens m's source and describes its bind; as host root it adds
-// an idmapped clone of the source to fds.
-func (sb *Sandbox) vetBind(m Mount, idmap **idmapUserns, fds *[]int) (bindSpec, error) {
+// an idmapped clone of the source to fds. With noSockets it refuses a
+// source that is or holds a unix socket (refuseSockets).
+func (sb *Sandbox) vetBind(m Mount, noSockets bool, idmap **idmapUserns, fds *[]int) (bindSpec, error) {
 	src, err := openNoSymlinks(m.Source)
 	if err != nil {
 		return bindSpec{}, &StartError{Code: exitSetup, Err: fmt.Errorf(
@@ -82,6 +87,12 @@ func (sb *Sandbox) vetBind(m Mount, idmap **idmapUserns, fds *[]int) (bindSpec, 
 	}
 	defer unix.Close(src)
 	b, err := vetSource(src, m, &sb.spec)
+	if err == nil && noSockets {
+		var st unix.Stat_t
+		if err = unix.Fstat(src, &st); err == nil {
+			err = refuseSockets(src, m, &st)
+		}
+	}
 	if err == nil && sb.root {
 		err = sb.idmapSource(src, &b, idmap, fds)
 	}

@@ -36,6 +36,9 @@ func Doctor() []Check {
 			Detail:   fmt.Sprintf("ABI %d < 6", h.landlockABI),
 			Degrades: "signals and abstract unix sockets are not scoped to the sandbox (namespaces still separate them)"})
 	}
+	if h.landlockABI > 0 {
+		cs = append(cs, socketCheck(h.landlockABI))
+	}
 	cs = append(cs, Check{Name: "seccomp", OK: h.seccompErr == nil, Required: true, Layer: LayerSeccomp,
 		Detail:   errOr(h.seccompErr, "filter mode available"),
 		Degrades: "dangerous syscalls (mount, ptrace, bpf, io_uring, ...) are not filtered"})
@@ -53,6 +56,21 @@ func Doctor() []Check {
 		Detail:   map[bool]string{true: "available", false: "not in /proc/filesystems"}[hasFilesystem("overlay")],
 		Degrades: "filesystem.input.mode: overlay is unavailable"})
 	return cs
+}
+
+// socketCheck says whether Landlock restricts connects to pathname unix
+// sockets. Without it mcpbox refuses mounts with a socket in their top two
+// levels, but one deeper down, or created after the start, stays reachable.
+func socketCheck(abi int) Check {
+	c := Check{Name: "landlock unix socket connect", OK: abi >= resolveUnixABI,
+		Degrades: "the sandbox can connect to a listening unix socket inside a mounted directory " +
+			"(an ssh or gpg agent, a docker socket): mcpbox refuses to mount a directory with one in its top two levels, " +
+			"but not one deeper down or created after the start"}
+	c.Detail = fmt.Sprintf("ABI %d restricts connects to pathname unix sockets", abi)
+	if !c.OK {
+		c.Detail = fmt.Sprintf("ABI %d < %d: connects to pathname unix sockets are not restricted", abi, resolveUnixABI)
+	}
+	return c
 }
 
 func errOr(err error, ok string) string {

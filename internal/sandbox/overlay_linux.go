@@ -60,7 +60,7 @@ func (e *overlayError) Unwrap() error { return e.err }
 func (sb *Sandbox) overlayConfig(lower bindSpec, idmap **idmapUserns, fds *[]int) (*overlaySpec, error) {
 	o := sb.spec.InputOverlay
 	root, upRel, workRel := layerRoot(o.Upper, o.Work)
-	layers, err := sb.vetBind(Mount{Source: root, Target: stageLayers, Writable: true}, idmap, fds)
+	layers, err := sb.vetBind(Mount{Source: root, Target: stageLayers, Writable: true}, false, idmap, fds)
 	if err != nil {
 		return nil, err
 	}

@@ -301,14 +301,78 @@ func buildDev(c *initConfig, _ []int) error {
 	return nil
 }
 
-// mountProc mounts a fresh proc for the new pid namespace. hidepid=invisible
-// hides processes the viewer may not ptrace: the non-dumpable init.
+// procMasked are host-wide files and directories of /proc that a pid
+// namespace does not scope, hidden the way runc hides them: /dev/null
+// over a file, an empty read-only tmpfs over a directory. /proc/keys and
+// /proc/key-users list the kernel keys (descriptions, serials) and key
+// quotas of the host user the sandbox runs as; the others show host
+// hardware, timers, scheduler internals and kernel memory. proc's
+// subset=pid would hide them all, but also /proc/meminfo, /proc/cpuinfo,
+// /proc/stat and /proc/sys, which node, python and the Go runtime read.
+var procMasked = []string{
+	"keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats",
+	"kcore", "sysrq-trigger", "interrupts", "acpi", "asound", "scsi",
+}
+
+// procReadOnly are the /proc subtrees that set host or namespace state on
+// write; the workload keeps reading them.
+var procReadOnly = []string{"sys", "bus", "fs", "irq"}
+
+// mountProc mounts a fresh proc for the new pid namespace, then masks and
+// write-protects its host-wide parts. hidepid=invisible hides processes
+// the viewer may not ptrace: the non-dumpable init. The masks are mounts
+// of the init's user namespace: the workload, in a nested one without
+// capabilities and under seccomp, cannot unmount them.
 func mountProc(_ *initConfig, _ []int) error {
 	p := newRoot + "/proc"
 	if err := os.Mkdir(p, 0o555); err != nil {
 		return err
 	}
-	return mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible")
+	if err := mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
+		return err
+	}
+	for _, name := range procMasked {
+		if err := maskPath(p + "/" + name); err != nil {
+			return err
+		}
+	}
+	for _, name := range procReadOnly {
+		if err := bindReadOnly(p + "/" + name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maskPath hides target, if it exists: a directory under an empty
+// read-only tmpfs, anything else under the sandbox's /dev/null, which
+// reads as empty.
+func maskPath(target string) error {
+	fi, err := os.Lstat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("masking %s: %w", target, err)
+	}
+	if fi.IsDir() {
+		return mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0555,size=4k,nr_inodes=2")
+	}
+	if err := mount(newRoot+"/dev/null", target, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return setattr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+}
+
+// bindReadOnly binds target, if it exists, onto itself read-only.
+func bindReadOnly(target string) error {
+	if _, err := os.Lstat(target); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := mount(target, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return setattr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 }
 
 func mountTmp(c *initConfig, _ []int) error {

@@ -59,7 +59,10 @@ type Secret struct {
 // Mount is one host directory or file bound into the sandbox.
 type Mount struct {
 	// Source is an absolute host path with symlinks already resolved by
-	// the caller: Start refuses a path that still contains one.
+	// the caller: Start refuses a path that still contains one. Below
+	// Landlock ABI 9 it also refuses a source that is, or holds in its top
+	// two levels, a unix socket ([ErrMountSocket]): nothing else would
+	// stop the workload from connecting to it.
 	Source   string
 	Target   string // absolute path inside the sandbox
 	Writable bool

@@ -72,10 +72,37 @@ func childProbes() []probe {
 		{"clone3", true, func() error { return rawSyscall(unix.SYS_CLONE3, 0, 0, 0) }},
 		{"socket tcp", false, func() error { return socketProbe(unix.AF_INET, unix.SOCK_STREAM, 0) }},
 		{"socket mptcp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP) }},
+		{"socket udp", false, func() error { return socketProbe(unix.AF_INET, unix.SOCK_DGRAM, 0) }},
+		{"socket udp6", false, func() error { return socketProbe(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, unix.IPPROTO_UDP) }},
+		{"socket tcp6", false, func() error { return socketProbe(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, unix.IPPROTO_TCP) }},
+		{"socket unix", false, func() error { return socketProbe(unix.AF_UNIX, unix.SOCK_STREAM, 0) }},
+		{"socketpair unix", false, func() error {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fds[0])
+				unix.Close(fds[1])
+			}
+			return err
+		}},
+		{"socket sctp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP) }},
+		{"socket sctp seqpacket", true, func() error { return socketProbe(unix.AF_INET6, unix.SOCK_SEQPACKET, 0) }},
+		{"socket udplite", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE) }},
+		{"socket dccp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_DCCP, unix.IPPROTO_DCCP) }},
+		{"socket l2tp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_L2TP) }},
 		{"socket packet", true, func() error { return socketProbe(unix.AF_PACKET, unix.SOCK_RAW, 0x0300) }},
 		{"socket raw icmp", true, func() error { return socketProbe(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP) }},
+		{"socket raw inet6", true, func() error { return socketProbe(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6) }},
 		{"socket vsock", true, func() error { return socketProbe(unix.AF_VSOCK, unix.SOCK_STREAM, 0) }},
 		{"socket netlink route", false, func() error { return socketProbe(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE) }},
+		{"socket netlink audit", true, func() error { return socketProbe(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT) }},
+		{"socket netlink generic", true, func() error { return socketProbe(unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_GENERIC) }},
+		{"net.Dial udp", false, func() error {
+			c, err := net.Dial("udp", "127.0.0.1:9")
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}},
 		{"net.Interfaces", false, func() error { _, err := net.Interfaces(); return err }},
 		{"net.Listen tcp", false, func() error {
 			l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -8,9 +8,12 @@
 // nf_tables and other CAP_NET_ADMIN-gated code), mount and pivot_root,
 // ptrace and cross-process memory access, the kernel keyring (not
 // namespaced), bpf, perf, userfaultfd and io_uring (exploit primitives),
-// module and kexec loading, raw and packet sockets, unusual socket families
-// (vsock is not isolated by network namespaces), MPTCP (which Landlock's TCP
-// rules do not cover) and terminal input injection (TIOCSTI). Syscalls of a
+// module and kexec loading, and terminal input injection (TIOCSTI).
+// Sockets are the one allow list: unix, TCP, UDP, ping and netlink route
+// sockets only, so no raw or packet sockets, no unusual families (vsock is
+// not isolated by network namespaces), no MPTCP (which Landlock's TCP rules
+// do not cover) and no rarely used inet protocols whose modules load on
+// demand (SCTP, DCCP, L2TP, UDP-Lite). Syscalls of a
 // foreign ABI (i386, x32) kill the process, because their numbers would slip
 // past a table written for the native one.
 //
@@ -26,9 +29,13 @@
 // the workloads are arbitrary Node, Python and Go programs, whose runtimes
 // and native extensions probe new syscalls all the time; an allow list would
 // break them on every runtime or kernel update, while the dangerous surface
-// is small and stable. Refusals return EPERM, which callers already handle,
-// except where a runtime needs a different errno to fall back cleanly
-// (clone3 and openat2: ENOSYS; MPTCP: EPROTONOSUPPORT).
+// is small and stable. Socket() is the exception because its surface is
+// the other way round: a handful of families and protocols cover every
+// workload, and new ones keep appearing. Refusals return EPERM, which
+// callers already handle, except where a runtime needs a different errno to
+// fall back cleanly (clone3 and openat2: ENOSYS; a socket family, type or
+// protocol outside the allow list: EAFNOSUPPORT, ESOCKTNOSUPPORT or
+// EPROTONOSUPPORT, as from a kernel without it).
 //
 // [Program] builds the filter for the running architecture (amd64, arm64);
 // [Install] loads it on the calling thread. Other platforms get

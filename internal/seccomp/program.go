@@ -209,42 +209,86 @@ func checkClone(a *asm) {
 	a.jumpTo("allow")
 }
 
-// checkSocket allows only the families a networked program needs (unix,
-// inet, inet6, and netlink route for interface lists): rare families are
-// where exploitable module code lives, and vsock reaches the hypervisor
-// host past the network namespace. For unix and inet sockets it allows
-// stream, datagram and seqpacket types only (no raw sockets, no
-// SOCK_PACKET, which inet turns into a packet socket), and answers MPTCP
-// with EPROTONOSUPPORT: Landlock's TCP rules do not cover MPTCP, and that
-// errno is what Go and other runtimes treat as "no MPTCP here, use TCP".
-// Netlink uses SOCK_RAW by design, so its type is not checked.
+// checkSocket allows only the sockets a networked program needs, and
+// answers the rest the way a kernel without them would, so that runtimes
+// fall back instead of failing: an unknown family gets EAFNOSUPPORT, an
+// unknown type ESOCKTNOSUPPORT, an unknown protocol EPROTONOSUPPORT (Go
+// and others take that for "no MPTCP here, use TCP"). Rare families and
+// protocols are where exploitable module code lives (SCTP, DCCP, L2TP,
+// UDP-Lite load on demand), vsock reaches the hypervisor host past the
+// network namespace, and Landlock's TCP rules do not cover MPTCP.
+//
+// Allowed: unix stream, datagram and seqpacket; inet and inet6 TCP
+// (stream, protocol 0 or TCP), UDP (datagram, 0 or UDP) and ping sockets
+// (datagram, ICMP or ICMPv6), which the sandbox's ping_group_range still
+// governs; netlink route, which glibc's getaddrinfo (AI_ADDRCONFIG),
+// getifaddrs and if_nameindex, Go's net.Interfaces and libuv's interface
+// list read, and which shows only the sandbox's own network namespace.
+// Raw inet sockets get EPERM, the kernel's own answer without
+// CAP_NET_RAW, on which ping falls back to a ping socket. The type's
+// SOCK_NONBLOCK and SOCK_CLOEXEC bits are masked off; netlink's type is
+// left to the kernel, which accepts raw and datagram only.
 func checkSocket(a *asm) {
 	a.label("socket")
 	a.add(bpf.LoadAbsolute{Off: argLo(0), Size: 4})
-	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "socket type")
+	a.jumpIf(bpf.JumpEqual, unix.AF_UNIX, "socket unix")
 	a.jumpIf(bpf.JumpEqual, unix.AF_INET, "socket inet")
-	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "socket inet")
+	a.jumpIf(bpf.JumpEqual, unix.AF_INET6, "socket inet6")
 	a.jumpIf(bpf.JumpEqual, unix.AF_NETLINK, "socket netlink")
-	a.jumpTo("eperm")
+	a.jumpTo("eafnosupport")
 
-	a.label("socket inet")
-	a.add(bpf.LoadAbsolute{Off: argLo(2), Size: 4})
-	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_MPTCP, "eprotonosupport")
-
-	a.label("socket type")
-	a.add(
-		bpf.LoadAbsolute{Off: argLo(1), Size: 4},
-		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask},
-	)
+	a.label("socket unix")
+	loadSocketType(a)
 	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "allow")
 	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, "allow")
 	a.jumpIf(bpf.JumpEqual, unix.SOCK_SEQPACKET, "allow")
-	a.jumpTo("eperm")
+	a.jumpTo("esocktnosupport")
+
+	// Each family's ping protocol, then the protocols both share.
+	a.label("socket inet")
+	a.add(bpf.LoadAbsolute{Off: argLo(2), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_ICMP, "socket ip dgram")
+	a.jumpTo("socket ip")
+	a.label("socket inet6")
+	a.add(bpf.LoadAbsolute{Off: argLo(2), Size: 4})
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_ICMPV6, "socket ip dgram")
+	a.label("socket ip")
+	a.jumpIf(bpf.JumpEqual, 0, "socket ip any")
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_TCP, "socket ip stream")
+	a.jumpIf(bpf.JumpEqual, unix.IPPROTO_UDP, "socket ip dgram")
+	a.jumpTo("eprotonosupport")
+
+	// Protocol 0 is TCP for a stream, UDP for a datagram socket; as a
+	// seqpacket it would be SCTP.
+	a.label("socket ip any")
+	loadSocketType(a)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "allow")
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, "allow")
+	a.jumpTo("socket ip type")
+	a.label("socket ip stream")
+	loadSocketType(a)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_STREAM, "allow")
+	a.jumpTo("socket ip type")
+	a.label("socket ip dgram")
+	loadSocketType(a)
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_DGRAM, "allow")
+	a.label("socket ip type")
+	a.jumpIf(bpf.JumpEqual, unix.SOCK_RAW, "eperm")
+	a.jumpTo("esocktnosupport")
 
 	a.label("socket netlink")
 	a.add(bpf.LoadAbsolute{Off: argLo(2), Size: 4})
 	a.jumpIf(bpf.JumpEqual, unix.NETLINK_ROUTE, "allow")
-	a.jumpTo("eperm")
+	a.jumpTo("eprotonosupport")
+}
+
+// loadSocketType loads socket's type argument without the SOCK_NONBLOCK
+// and SOCK_CLOEXEC flags.
+func loadSocketType(a *asm) {
+	a.add(
+		bpf.LoadAbsolute{Off: argLo(1), Size: 4},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask},
+	)
 }
 
 // checkIoctl refuses the ioctls that push input into a terminal: the
@@ -332,6 +376,10 @@ func returns(a *asm) {
 	a.add(retErrno(unix.ENOSYS))
 	a.label("eprotonosupport")
 	a.add(retErrno(unix.EPROTONOSUPPORT))
+	a.label("esocktnosupport")
+	a.add(retErrno(unix.ESOCKTNOSUPPORT))
+	a.label("eafnosupport")
+	a.add(retErrno(unix.EAFNOSUPPORT))
 	a.label("kill")
 	a.add(bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS})
 }

@@ -19,6 +19,8 @@ const (
 	verdictEPERM  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	verdictENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	verdictNoProt = unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)
+	verdictNoType = unix.SECCOMP_RET_ERRNO | uint32(unix.ESOCKTNOSUPPORT)
+	verdictNoFam  = unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT)
 )
 
 // alwaysDenied is the deny list of the design, written out independently
@@ -229,43 +231,109 @@ func cloneCases() []filterCase {
 	return cases
 }
 
-func socketCases() []filterCase {
-	const (
-		netlinkNetfilter = 12 // NETLINK_NETFILTER
-		highGarbage      = 0xdead_0000_0000_0000
-	)
-	return []filterCase{
-		call("tcp", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_STREAM, 0),
-		call("tcp explicit proto", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP),
-		call("tcp cloexec nonblock", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0),
-		call("tcp6", unix.SYS_SOCKET, verdictAllow, unix.AF_INET6, unix.SOCK_STREAM, 0),
-		call("udp6", unix.SYS_SOCKET, verdictAllow, unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDP),
-		call("icmp ping socket", unix.SYS_SOCKET, verdictAllow, unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP),
-		call("unix stream", unix.SYS_SOCKET, verdictAllow, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0),
-		call("unix seqpacket", unix.SYS_SOCKET, verdictAllow, unix.AF_UNIX, unix.SOCK_SEQPACKET, 0),
-		call("socketpair unix", unix.SYS_SOCKETPAIR, verdictAllow, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0, 0xc000010000),
-		call("netlink route raw", unix.SYS_SOCKET, verdictAllow, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE),
-		call("netlink route dgram", unix.SYS_SOCKET, verdictAllow, unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_ROUTE),
-		call("domain high word ignored", unix.SYS_SOCKET, verdictAllow, highGarbage|unix.AF_INET, unix.SOCK_STREAM, 0),
+// Socket values from the kernel headers, written out rather than taken
+// from the package or x/sys.
+const (
+	afUnix, afInet, afInet6, afNetlink = 1, 2, 10, 16
+	afPacket, afVsock, afAlg, afBT     = 17, 40, 38, 31
+	afKCM, afRDS, afTIPC, afQIPCRTR    = 41, 21, 30, 42
 
-		call("mptcp", unix.SYS_SOCKET, verdictNoProt, unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP),
-		call("mptcp6", unix.SYS_SOCKET, verdictNoProt, unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_MPTCP),
-		call("raw inet", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP),
-		call("raw inet6 cloexec", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW),
-		call("raw unix", unix.SYS_SOCKET, verdictEPERM, unix.AF_UNIX, unix.SOCK_RAW, 0),
-		call("inet SOCK_PACKET", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET, unix.SOCK_PACKET, 0x0300),
-		call("inet dccp", unix.SYS_SOCKET, verdictEPERM, unix.AF_INET, unix.SOCK_DCCP, 0),
-		call("packet", unix.SYS_SOCKET, verdictEPERM, unix.AF_PACKET, unix.SOCK_RAW, 0x0300),
-		call("packet dgram", unix.SYS_SOCKET, verdictEPERM, unix.AF_PACKET, unix.SOCK_DGRAM, 0),
-		call("packet high word garbage", unix.SYS_SOCKET, verdictEPERM, highGarbage|unix.AF_PACKET, unix.SOCK_RAW, 0),
-		call("vsock", unix.SYS_SOCKET, verdictEPERM, unix.AF_VSOCK, unix.SOCK_STREAM, 0),
-		call("alg", unix.SYS_SOCKET, verdictEPERM, unix.AF_ALG, unix.SOCK_SEQPACKET, 0),
-		call("bluetooth", unix.SYS_SOCKET, verdictEPERM, unix.AF_BLUETOOTH, unix.SOCK_STREAM, 0),
-		call("netlink netfilter", unix.SYS_SOCKET, verdictEPERM, unix.AF_NETLINK, unix.SOCK_RAW, netlinkNetfilter),
-		call("netlink audit", unix.SYS_SOCKET, verdictEPERM, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT),
-		call("socketpair raw", unix.SYS_SOCKETPAIR, verdictEPERM, unix.AF_UNIX, unix.SOCK_RAW, 0, 0xc000010000),
-		call("socketpair packet", unix.SYS_SOCKETPAIR, verdictEPERM, unix.AF_PACKET, unix.SOCK_DGRAM, 0, 0xc000010000),
+	sockStream, sockDgram, sockRaw, sockRDM = 1, 2, 3, 4
+	sockSeqpacket, sockDCCP, sockPacket     = 5, 6, 10
+	sockNonblock, sockCloexec               = 0o4000, 0o2000000
+
+	ipprotoIP, ipprotoICMP, ipprotoTCP, ipprotoUDP = 0, 1, 6, 17
+	ipprotoDCCP, ipprotoICMPv6, ipprotoSCTP        = 33, 58, 132
+	ipprotoUDPLite, ipprotoL2TP, ipprotoMPTCP      = 136, 115, 262
+	ipprotoRaw                                     = 255
+
+	netlinkRoute, netlinkAudit, netlinkNetfilter = 0, 9, 12
+	netlinkGeneric, netlinkKobjectUevent         = 16, 15
+)
+
+// socketCases is a table over family, type and protocol: the allowed
+// combinations first, then what must be refused and with which errno.
+func socketCases() []filterCase {
+	const highGarbage = 0xdead_0000_0000_0000
+	sock := func(name string, want uint32, domain, typ, proto uint64) filterCase {
+		return call(name, unix.SYS_SOCKET, want, domain, typ, proto)
 	}
+	cases := []filterCase{
+		sock("unix stream", verdictAllow, afUnix, sockStream|sockCloexec, 0),
+		sock("unix dgram", verdictAllow, afUnix, sockDgram, 0),
+		sock("unix seqpacket", verdictAllow, afUnix, sockSeqpacket, 0),
+		call("socketpair unix", unix.SYS_SOCKETPAIR, verdictAllow, afUnix, sockStream|sockCloexec, 0, 0xc000010000),
+		sock("netlink route raw", verdictAllow, afNetlink, sockRaw|sockCloexec, netlinkRoute),
+		sock("netlink route dgram", verdictAllow, afNetlink, sockDgram, netlinkRoute),
+		sock("domain high word ignored", verdictAllow, highGarbage|afInet, sockStream, 0),
+		sock("protocol high word ignored", verdictAllow, afInet, sockStream, highGarbage|ipprotoTCP),
+
+		sock("unix raw", verdictNoType, afUnix, sockRaw, 0),
+		sock("unix rdm", verdictNoType, afUnix, sockRDM, 0),
+		call("socketpair unix raw", unix.SYS_SOCKETPAIR, verdictNoType, afUnix, sockRaw, 0, 0xc000010000),
+
+		sock("netlink audit", verdictNoProt, afNetlink, sockRaw, netlinkAudit),
+		sock("netlink netfilter", verdictNoProt, afNetlink, sockRaw, netlinkNetfilter),
+		sock("netlink generic", verdictNoProt, afNetlink, sockDgram|sockCloexec, netlinkGeneric),
+		sock("netlink uevent", verdictNoProt, afNetlink, sockRaw, netlinkKobjectUevent),
+
+		sock("packet raw", verdictNoFam, afPacket, sockRaw, 0x0300),
+		sock("packet dgram", verdictNoFam, afPacket, sockDgram, 0),
+		sock("packet high word garbage", verdictNoFam, highGarbage|afPacket, sockRaw, 0),
+		sock("vsock", verdictNoFam, afVsock, sockStream, 0),
+		sock("alg", verdictNoFam, afAlg, sockSeqpacket, 0),
+		sock("bluetooth", verdictNoFam, afBT, sockStream, 0),
+		sock("kcm", verdictNoFam, afKCM, sockDgram, 0),
+		sock("rds", verdictNoFam, afRDS, sockSeqpacket, 0),
+		sock("tipc", verdictNoFam, afTIPC, sockRDM, 0),
+		sock("qipcrtr", verdictNoFam, afQIPCRTR, sockDgram, 0),
+		sock("family 0", verdictNoFam, 0, sockStream, 0),
+		call("socketpair packet", unix.SYS_SOCKETPAIR, verdictNoFam, afPacket, sockDgram, 0, 0xc000010000),
+	}
+	// Both inet families answer alike, but for their own ping protocol.
+	for _, f := range []struct {
+		name        string
+		domain      uint64
+		ping, other uint64
+	}{
+		{"inet", afInet, ipprotoICMP, ipprotoICMPv6},
+		{"inet6", afInet6, ipprotoICMPv6, ipprotoICMP},
+	} {
+		for _, flags := range []uint64{0, sockNonblock | sockCloexec} {
+			n := f.name
+			if flags != 0 {
+				n += " nonblock cloexec"
+			}
+			cases = append(cases,
+				sock(n+" tcp", verdictAllow, f.domain, sockStream|flags, ipprotoIP),
+				sock(n+" tcp explicit", verdictAllow, f.domain, sockStream|flags, ipprotoTCP),
+				sock(n+" udp", verdictAllow, f.domain, sockDgram|flags, ipprotoIP),
+				sock(n+" udp explicit", verdictAllow, f.domain, sockDgram|flags, ipprotoUDP),
+				sock(n+" ping", verdictAllow, f.domain, sockDgram|flags, f.ping),
+
+				sock(n+" mptcp", verdictNoProt, f.domain, sockStream|flags, ipprotoMPTCP),
+				sock(n+" sctp stream", verdictNoProt, f.domain, sockStream|flags, ipprotoSCTP),
+				sock(n+" sctp seqpacket", verdictNoProt, f.domain, sockSeqpacket|flags, ipprotoSCTP),
+				sock(n+" seqpacket proto 0 (sctp)", verdictNoType, f.domain, sockSeqpacket|flags, ipprotoIP),
+				sock(n+" udplite", verdictNoProt, f.domain, sockDgram|flags, ipprotoUDPLite),
+				sock(n+" l2tp ip", verdictNoProt, f.domain, sockDgram|flags, ipprotoL2TP),
+				sock(n+" dccp", verdictNoProt, f.domain, sockDCCP|flags, ipprotoDCCP),
+				sock(n+" dccp proto 0", verdictNoType, f.domain, sockDCCP|flags, ipprotoIP),
+				sock(n+" rdm", verdictNoType, f.domain, sockRDM|flags, ipprotoIP),
+				sock(n+" SOCK_PACKET", verdictNoType, f.domain, sockPacket|flags, ipprotoIP),
+				sock(n+" SOCK_PACKET ETH_P_ALL", verdictNoProt, f.domain, sockPacket|flags, 0x0300),
+				sock(n+" other family's ping", verdictNoProt, f.domain, sockDgram|flags, f.other),
+				sock(n+" tcp as dgram", verdictNoType, f.domain, sockDgram|flags, ipprotoTCP),
+				sock(n+" udp as stream", verdictNoType, f.domain, sockStream|flags, ipprotoUDP),
+				sock(n+" ping as stream", verdictNoType, f.domain, sockStream|flags, f.ping),
+				sock(n+" raw proto 0", verdictEPERM, f.domain, sockRaw|flags, ipprotoIP),
+				sock(n+" raw ping", verdictEPERM, f.domain, sockRaw|flags, f.ping),
+				sock(n+" raw tcp", verdictEPERM, f.domain, sockRaw|flags, ipprotoTCP),
+				sock(n+" raw IPPROTO_RAW", verdictNoProt, f.domain, sockRaw|flags, ipprotoRaw),
+			)
+		}
+	}
+	return cases
 }
 
 func ioctlCases() []filterCase {
