@@ -61,7 +61,7 @@ func TestCleanupStaleFrozen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CleanupStale: %v", err)
 	}
-	if !slices.Contains(removed, dead.ID()) {
+	if !slices.Contains(removed, dead.ID()) && exists(dirsOf(dead)[0]) { // or another mcpbox's cleanup took it
 		t.Errorf("CleanupStale removed %v, want the abandoned frozen %s among them", removed, dead.ID())
 	}
 	p.wait(t, 5*time.Second)

