@@ -187,6 +187,8 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		switch {
 		case err != nil:
 			status = err.Error()
+		case res.SizeExceeded != nil:
+			status = "killed: " + sizeReport(res.SizeExceeded)
 		case res.OOMKilled:
 			status = "killed: out of memory"
 		case res.PidsExhausted:
