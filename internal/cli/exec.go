@@ -48,12 +48,12 @@ EXAMPLES
 // sandboxFlags are the flags exec and run share (DESIGN.md).
 type sandboxFlags struct {
 	policy, input, output, outputSize, tmpSize, memory, stateDir string
-	pids                                             int64
-	cpu                                              float64
-	timeout                                          time.Duration
-	execWritable                                     bool
-	mounts, allowHosts, envs, secrets                listFlag
-	degraded                                         degradedFlag
+	pids                                                         int64
+	cpu                                                          float64
+	timeout                                                      time.Duration
+	execWritable                                                 bool
+	mounts, allowHosts, envs, secrets                            listFlag
+	degraded                                                     degradedFlag
 }
 
 // Defaults of exec's limits: generous for node/python servers, small
