@@ -21,22 +21,28 @@ import (
 //     file grows past it; write, truncate and fallocate beyond it fail
 //     with SIGXFSZ (EFBIG when caught), before anything is allocated.
 //   - A watcher in mcpbox that measures each limited dir every
-//     sizeInterval (longer for trees that take long to walk, see
-//     nextMeasure) and kills the sandbox once one holds more than its
-//     limit, or cannot be measured.
+//     sizeInterval (up to sizeMaxInterval for trees that take long to
+//     walk, see nextMeasure) and kills the sandbox once one holds more
+//     than its limit, or cannot be measured.
 //
 // The slack is what the workload writes between two measurements: many
-// files, each below the limit, written at the host's disk speed for up to
-// one interval (plus scheduling delay on a loaded host). What is on the
-// host when the sandbox is killed stays there.
+// files, each below the limit, written at the host's disk speed for one
+// interval plus one walk (plus scheduling delay on a loaded host). A
+// workload cannot stretch that past sizeMaxInterval plus the walk of
+// maxWalkEntries entries by piling up empty files. What is on the host
+// when the sandbox is killed stays there.
 const (
 	sizeInterval = 50 * time.Millisecond
-	// sizeWalkShare: the watcher waits at least this many times as long as
-	// its last walk took, so it spends at most about a tenth of a core.
-	sizeWalkShare = 10
-	// maxWalkDepth bounds the walk's open directories (one fd per level);
-	// a deeper tree cannot be measured and stops the sandbox.
-	maxWalkDepth = 512
+	// sizeWalkShare: the watcher waits this many times as long as its
+	// last walk took, so it spends about a tenth of a core on a large
+	// tree, up to sizeMaxInterval, which bounds the slack instead.
+	sizeWalkShare   = 10
+	sizeMaxInterval = time.Second
+	// maxWalkDepth bounds the walk's open directories (one fd per level),
+	// maxWalkEntries its length; a tree past either cannot be measured
+	// and stops the sandbox.
+	maxWalkDepth   = 512
+	maxWalkEntries = 1 << 20
 )
 
 // sizeLimit is one limited dir: where the host has it, where the sandbox
@@ -110,7 +116,7 @@ func (sb *Sandbox) watchSizes(ls []sizeLimit, stop <-chan struct{}, done chan<- 
 
 // nextMeasure is the wait after a walk that took took.
 func nextMeasure(took time.Duration) time.Duration {
-	return max(sizeInterval, sizeWalkShare*took)
+	return min(max(sizeInterval, sizeWalkShare*took), sizeMaxInterval)
 }
 
 func (sb *Sandbox) setSizeErr(e *SizeError) {
@@ -128,7 +134,10 @@ func (sb *Sandbox) setSizeErr(e *SizeError) {
 // turn into something else during the walk are skipped (the next walk sees
 // them where they went); a directory it may not read is an error, not a
 // zero.
-func diskUsage(dir string) (int64, error) {
+func diskUsage(dir string) (int64, error) { return diskUsageMax(dir, maxWalkEntries) }
+
+// diskUsageMax is diskUsage giving up after maxEntries entries.
+func diskUsageMax(dir string, maxEntries int) (int64, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -141,7 +150,7 @@ func diskUsage(dir string) (int64, error) {
 		unix.Close(fd)
 		return 0, fmt.Errorf("checking %s: %w", dir, err)
 	}
-	w := &usageWalk{links: map[[2]uint64]bool{}}
+	w := &usageWalk{links: map[[2]uint64]bool{}, max: maxEntries, left: maxEntries}
 	w.total = st.Blocks * 512
 	err = w.dir(fd, dir, 0)
 	return w.total, err
@@ -149,6 +158,8 @@ func diskUsage(dir string) (int64, error) {
 
 type usageWalk struct {
 	total int64
+	max   int                // entries the walk may visit
+	left  int                // of which are left
 	links map[[2]uint64]bool // inodes with more than one link, counted once
 }
 
@@ -179,6 +190,9 @@ func (w *usageWalk) dir(fd int, path string, depth int) error {
 
 func (w *usageWalk) entry(dirfd int, dir, name string, depth int) error {
 	path := dir + "/" + name
+	if w.left--; w.left < 0 {
+		return fmt.Errorf("%s: more than %d entries to measure", path, w.max)
+	}
 	var st unix.Stat_t
 	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	if vanished(err) {

@@ -145,6 +145,26 @@ func TestDiskUsageWalk(t *testing.T) {
 	if _, err := diskUsage(deep); err == nil || !strings.Contains(err.Error(), "deeper than") {
 		t.Fatalf("walk of a tree %d deep: %v, want an error", maxWalkDepth+1, err)
 	}
+	// A tree of many (empty) entries would stretch every walk, and with
+	// it the slack: past the entry bound it is an error too.
+	if _, err := diskUsageMax(dir, 7); err != nil {
+		t.Fatalf("walk of %s within 7 entries: %v", dir, err)
+	}
+	if _, err := diskUsageMax(dir, 6); err == nil || !strings.Contains(err.Error(), "more than 6 entries") {
+		t.Fatalf("walk of 7 entries bounded to 6: %v, want an error", err)
+	}
+}
+
+func TestNextMeasure(t *testing.T) {
+	for _, tt := range []struct{ took, want time.Duration }{
+		{0, sizeInterval},
+		{sizeInterval, sizeWalkShare * sizeInterval},
+		{time.Hour, sizeMaxInterval},
+	} {
+		if got := nextMeasure(tt.took); got != tt.want {
+			t.Errorf("nextMeasure(%s) = %s, want %s", tt.took, got, tt.want)
+		}
+	}
 }
 
 // TestSizeLimitsUnprivileged runs the size tests again as an unprivileged
