@@ -271,8 +271,10 @@ func TestOutputSizeFlag(t *testing.T) {
 	if err != nil || spec.Limits.OutputSize != 16<<20 {
 		t.Fatalf("--output-size 16Mi: spec limits %+v, error %v", spec.Limits, err)
 	}
-	if _, err := parse("--output-size", "1g"); err == nil || !strings.Contains(err.Error(), "--output-size") {
-		t.Fatalf("--output-size 1g: %v, want an error naming the flag", err)
+	for _, args := range [][]string{{"--output", t.TempDir(), "--output-size", "1g"}, {"--output-size", "1Gi"}} {
+		if _, err := parse(args...); err == nil || !strings.Contains(err.Error(), "--output-size") {
+			t.Fatalf("%v: %v, want an error naming the flag", args, err)
+		}
 	}
 }
 

@@ -264,6 +264,9 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	if err := f.limits(set, &spec.Limits); err != nil {
 		return nil, err
 	}
+	if set["output-size"] && spec.Output == "" {
+		return nil, errors.New("--output-size: there is no output dir to limit (give --output)")
+	}
 	if set["exec-writable"] {
 		spec.ExecWritable = f.execWritable
 	}
