@@ -255,6 +255,23 @@ func TestDefaultOutputSize(t *testing.T) {
 	}
 }
 
+// TestServerSpecInputSize: serve bounds an input overlay's changes by
+// filesystem.input.size.
+func TestServerSpecInputSize(t *testing.T) {
+	base := t.TempDir()
+	c, err := config.Load("t.yaml", []byte("version: 1\nservers:\n  s:\n    command: [x]\n    filesystem: {input: {source: ., mode: overlay, size: 3Mi}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec sandbox.Spec
+	if err := serverSpec(c, c.Servers[0], base, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Limits.InputSize != 3<<20 {
+		t.Fatalf("input size limit %d, want 3 MiB", spec.Limits.InputSize)
+	}
+}
+
 // TestOutputSizeFlag: --output-size sets the Spec's limit, a bad size is
 // refused by name.
 func TestOutputSizeFlag(t *testing.T) {
