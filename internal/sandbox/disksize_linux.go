@@ -104,6 +104,10 @@ func (sb *Sandbox) watchSizes(ls []sizeLimit, stop <-chan struct{}, done chan<- 
 			return
 		case <-t.C:
 		}
+		if sb.paused.Load() { // frozen: nothing writes
+			t.Reset(sizeInterval)
+			continue
+		}
 		began := time.Now()
 		if e := checkSizes(ls); e != nil {
 			sb.setSizeErr(e)
