@@ -169,8 +169,10 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 		e.errorf("sandbox hit its memory limit (%s); the kernel killed a process", config.Size(spec.Limits.Memory))
 	case res.PidsExhausted:
 		e.errorf("sandbox hit its process limit (%d); fork failed", spec.Limits.Pids)
-	case res.SizeExceeded != nil:
+	case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
 		e.errorf("sandbox stopped: %s", sizeReport(res.SizeExceeded))
+	case res.SizeExceeded != nil:
+		e.errorf("the command exited with %s", sizeReport(res.SizeExceeded))
 	}
 	return res.ExitCode
 }

@@ -110,6 +110,7 @@ func (sb *Sandbox) watchSizes(ls []sizeLimit, stop <-chan struct{}, done chan<- 
 		}
 		began := time.Now()
 		if e := checkSizes(ls); e != nil {
+			e.Stopped = true
 			sb.setSizeErr(e)
 			sb.Kill()
 			return

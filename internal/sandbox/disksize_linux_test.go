@@ -87,11 +87,39 @@ func checkFlood(t *testing.T, spec Spec, host, dir string) {
 		t.Fatalf("flood ran to its end (exit %d, stdout %q, stderr %q), want it killed", res.ExitCode, stdout.String(), stderr.String())
 	}
 	e := res.SizeExceeded
-	if e == nil || e.Dir != dir || e.Limit != testSizeLimit || e.Err != nil || e.Used <= testSizeLimit {
+	if e == nil || e.Dir != dir || e.Limit != testSizeLimit || e.Err != nil || e.Used <= testSizeLimit || !e.Stopped {
 		t.Fatalf("size error %#v, want %s over its limit %d", e, dir, testSizeLimit)
 	}
 	if used > testSizeLimit+testSizeSlack {
 		t.Fatalf("host %s holds %d bytes, over the limit %d plus slack %d", dir, used, testSizeLimit, testSizeSlack)
+	}
+}
+
+// TestOutputSizeAfterExit: a workload that writes past the limit and
+// exits before the watcher's next round is reported all the same.
+func TestOutputSizeAfterExit(t *testing.T) {
+	requireSandbox(t)
+	out := t.TempDir()
+	// Written by the host before the start but after the first round:
+	// the flood alone might lose the race to the watcher.
+	spec := quick("sh", "-c", "exit 0")
+	spec.Output, spec.Limits.OutputSize = out, testSizeLimit
+	sb, err := Start(context.Background(), spec, Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out+"/late", make([]byte, testSizeLimit+1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res.SizeExceeded; e == nil || e.Dir != OutputDir || e.Used <= testSizeLimit {
+		t.Fatalf("size error %v after the workload exited, want the output over its limit", e)
+	}
+	if stopped := res.ExitCode == 128+int(unix.SIGKILL); res.SizeExceeded.Stopped != stopped {
+		t.Fatalf("exit %d with Stopped %v: the report says the watcher killed the sandbox iff it did", res.ExitCode, res.SizeExceeded.Stopped)
 	}
 }
 

@@ -237,6 +237,9 @@ type SizeError struct {
 	Limit int64  // bytes
 	Used  int64  // bytes measured on the host; zero when Err is set
 	Err   error
+	// Stopped says the sandbox was killed for it; false when the final
+	// measurement found it after the workload had exited on its own.
+	Stopped bool
 }
 
 func (e *SizeError) Error() string {
