@@ -29,9 +29,8 @@ signal N, 124 when --timeout expired, 125 when the sandbox could not be set
 up, 126/127 when CMD could not be executed or found).
 
 Inside: /workspace/input (--input, read-only), /workspace/output (--output,
-read-write, --output-size; the working directory when given), /tmp (tmpfs,
---tmp-size),
-HOME=/tmp/home, a read-only system view, no network, uid 1000 with no
+read-write, bounded by --output-size; the working directory when given),
+/tmp (tmpfs, --tmp-size), HOME=/tmp/home, a read-only system view, no network, uid 1000 with no
 capabilities. Files written to --output belong to the invoking user.
 
 If an isolation layer is unavailable on this host the sandbox does not
