@@ -30,8 +30,9 @@ up, 126/127 when CMD could not be executed or found).
 
 Inside: /workspace/input (--input, read-only), /workspace/output (--output,
 read-write, bounded by --output-size; the working directory when given),
-/tmp (tmpfs, --tmp-size), HOME=/tmp/home, a read-only system view, no network, uid 1000 with no
-capabilities. Files written to --output belong to the invoking user.
+/tmp (tmpfs, --tmp-size), HOME=/tmp/home, a read-only system view, no
+network, uid 1000 with no capabilities. Files written to --output belong
+to the invoking user.
 
 If an isolation layer is unavailable on this host the sandbox does not
 start, unless --allow-degraded accepts losing it ('mcpbox doctor' lists
