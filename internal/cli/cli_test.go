@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
 )
@@ -150,7 +151,7 @@ servers:
     command: [node, server.js]
     filesystem:
       input: {source: ./repo}
-      output: {source: ./out}
+      output: {source: ./out, size: 32Mi}
       tmp: {size: 64Mi}
       mounts: [{source: ./repo, target: /data}]
     env: {LOG_LEVEL: debug}
@@ -168,7 +169,7 @@ servers:
 		Mounts:        []sandbox.Mount{{Source: filepath.Join(real, "repo"), Target: "/data", Exec: true}},
 		Env:           []string{"LOG_LEVEL=debug"},
 		ExecAllow:     []string{"/workspace/output/tool"},
-		Limits:        sandbox.Limits{Memory: 256 << 20, Pids: 32, CPU: 0.5, TmpSize: 64 << 20},
+		Limits:        sandbox.Limits{Memory: 256 << 20, Pids: 32, CPU: 0.5, TmpSize: 64 << 20, OutputSize: 32 << 20},
 		Network:       sandbox.Network{Limits: egress.Limits{MaxConns: 4, IdleTimeout: 30 * time.Second}},
 		AllowDegraded: []sandbox.Layer{sandbox.LayerCgroups, sandbox.LayerIdmap},
 	}
@@ -225,6 +226,72 @@ func TestSpecFromPolicyDefaults(t *testing.T) {
 	}
 	if len(spec.AllowDegraded) != 0 || spec.AllowAllDegraded {
 		t.Fatalf("a config without sandbox.require accepts degradation: %+v", spec.AllowDegraded)
+	}
+}
+
+// TestDefaultOutputSize: the embedded default of mcpbox serve bounds the
+// workspace server's output at 1 GiB, as parsed and compiled into its Spec.
+func TestDefaultOutputSize(t *testing.T) {
+	c, err := config.Load("(embedded default)", defaultConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range c.Servers {
+		if s.Builtin != config.BuiltinWorkspace {
+			continue
+		}
+		found = true
+		var spec sandbox.Spec
+		if err := serverSpec(c, s, t.TempDir(), &spec); err != nil {
+			t.Fatal(err)
+		}
+		if spec.Output == "" || spec.Limits.OutputSize != 1<<30 {
+			t.Fatalf("server %s: output %q limited to %d bytes, want 1 GiB", s.Name, spec.Output, spec.Limits.OutputSize)
+		}
+	}
+	if !found {
+		t.Fatal("the embedded default has no workspace server")
+	}
+}
+
+// TestServerSpecInputSize: serve bounds an input overlay's changes by
+// filesystem.input.size.
+func TestServerSpecInputSize(t *testing.T) {
+	base := t.TempDir()
+	c, err := config.Load("t.yaml", []byte("version: 1\nservers:\n  s:\n    command: [x]\n    filesystem: {input: {source: ., mode: overlay, size: 3Mi}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec sandbox.Spec
+	if err := serverSpec(c, c.Servers[0], base, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Limits.InputSize != 3<<20 {
+		t.Fatalf("input size limit %d, want 3 MiB", spec.Limits.InputSize)
+	}
+}
+
+// TestOutputSizeFlag: --output-size sets the Spec's limit, a bad size is
+// refused by name.
+func TestOutputSizeFlag(t *testing.T) {
+	parse := func(args ...string) (*sandbox.Spec, error) {
+		fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+		var f sandboxFlags
+		f.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return f.spec(fs)
+	}
+	spec, err := parse("--output", t.TempDir(), "--output-size", "16Mi")
+	if err != nil || spec.Limits.OutputSize != 16<<20 {
+		t.Fatalf("--output-size 16Mi: spec limits %+v, error %v", spec.Limits, err)
+	}
+	for _, args := range [][]string{{"--output", t.TempDir(), "--output-size", "1g"}, {"--output-size", "1Gi"}} {
+		if _, err := parse(args...); err == nil || !strings.Contains(err.Error(), "--output-size") {
+			t.Fatalf("%v: %v, want an error naming the flag", args, err)
+		}
 	}
 }
 

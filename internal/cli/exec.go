@@ -29,9 +29,10 @@ signal N, 124 when --timeout expired, 125 when the sandbox could not be set
 up, 126/127 when CMD could not be executed or found).
 
 Inside: /workspace/input (--input, read-only), /workspace/output (--output,
-read-write; the working directory when given), /tmp (tmpfs, --tmp-size),
-HOME=/tmp/home, a read-only system view, no network, uid 1000 with no
-capabilities. Files written to --output belong to the invoking user.
+read-write, bounded by --output-size; the working directory when given),
+/tmp (tmpfs, --tmp-size), HOME=/tmp/home, a read-only system view, no
+network, uid 1000 with no capabilities. Files written to --output belong
+to the invoking user.
 
 If an isolation layer is unavailable on this host the sandbox does not
 start, unless --allow-degraded accepts losing it ('mcpbox doctor' lists
@@ -46,13 +47,13 @@ EXAMPLES
 
 // sandboxFlags are the flags exec and run share (DESIGN.md).
 type sandboxFlags struct {
-	policy, input, output, tmpSize, memory, stateDir string
-	pids                                             int64
-	cpu                                              float64
-	timeout                                          time.Duration
-	execWritable                                     bool
-	mounts, allowHosts, envs, secrets                listFlag
-	degraded                                         degradedFlag
+	policy, input, output, outputSize, tmpSize, memory, stateDir string
+	pids                                                         int64
+	cpu                                                          float64
+	timeout                                                      time.Duration
+	execWritable                                                 bool
+	mounts, allowHosts, envs, secrets                            listFlag
+	degraded                                                     degradedFlag
 }
 
 // Defaults of exec's limits: generous for node/python servers, small
@@ -74,6 +75,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.input, "input", "", "bind `DIR` read-only at /workspace/input")
 	fs.StringVar(&f.output, "output", "", "bind `DIR` read-write at /workspace/output (created if missing)")
 	fs.Var(&f.mounts, "mount", "bind `SRC:DST[:ro|rw]` (default ro; repeatable)")
+	fs.StringVar(&f.outputSize, "output-size", "", "most the output dir may hold on the host, e.g. `1Gi`; no file grows past it,\nand the sandbox is killed when the dir does (default: no limit)")
 	fs.StringVar(&f.tmpSize, "tmp-size", "", "size of /tmp, e.g. `256Mi` (default 256Mi)")
 	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` through the egress proxy (repeatable;\nno port: 443 and 80; default: no network at all)")
 	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
@@ -167,8 +169,21 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 		e.errorf("sandbox hit its memory limit (%s); the kernel killed a process", config.Size(spec.Limits.Memory))
 	case res.PidsExhausted:
 		e.errorf("sandbox hit its process limit (%d); fork failed", spec.Limits.Pids)
+	case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
+		e.errorf("sandbox stopped: %s", sizeReport(res.SizeExceeded))
+	case res.SizeExceeded != nil:
+		e.errorf("the command exited with %s", sizeReport(res.SizeExceeded))
 	}
 	return res.ExitCode
+}
+
+// sizeReport says why a sandbox was stopped for a workspace dir's size.
+func sizeReport(se *sandbox.SizeError) string {
+	if se.Err != nil {
+		return fmt.Sprintf("%s could not be measured against its size limit of %s: %v", se.Dir, config.Size(se.Limit), se.Err)
+	}
+	return fmt.Sprintf("%s holds %d bytes, over its size limit of %s (what was written stays on the host)",
+		se.Dir, se.Used, config.Size(se.Limit))
 }
 
 // denialPrinter returns an egress log callback that prints denials on
@@ -251,6 +266,9 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	if err := f.limits(set, &spec.Limits); err != nil {
 		return nil, err
 	}
+	if set["output-size"] && spec.Output == "" {
+		return nil, errors.New("--output-size: there is no output dir to limit (give --output)")
+	}
 	if set["exec-writable"] {
 		spec.ExecWritable = f.execWritable
 	}
@@ -264,7 +282,7 @@ func (f *sandboxFlags) limits(set map[string]bool, l *sandbox.Limits) error {
 		name string
 		val  string
 		dst  *int64
-	}{{"memory", f.memory, &l.Memory}, {"tmp-size", f.tmpSize, &l.TmpSize}}
+	}{{"memory", f.memory, &l.Memory}, {"tmp-size", f.tmpSize, &l.TmpSize}, {"output-size", f.outputSize, &l.OutputSize}}
 	for _, s := range sizes {
 		if !set[s.name] {
 			continue

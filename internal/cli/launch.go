@@ -187,6 +187,11 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		switch {
 		case err != nil:
 			status = err.Error()
+		case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
+			status = "killed: " + sizeReport(res.SizeExceeded)
+		case res.SizeExceeded != nil:
+			// Not clean: the server broke its limit before it exited.
+			status = fmt.Sprintf("exited with status %d and %s", res.ExitCode, sizeReport(res.SizeExceeded))
 		case res.OOMKilled:
 			status = "killed: out of memory"
 		case res.PidsExhausted:

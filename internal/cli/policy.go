@@ -115,6 +115,12 @@ func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.S
 		}
 	}
 	spec.Limits.TmpSize = int64(fsys.Tmp.Size)
+	if fsys.Output != nil {
+		spec.Limits.OutputSize = int64(fsys.Output.Size)
+	}
+	if fsys.Input != nil {
+		spec.Limits.InputSize = int64(fsys.Input.Size)
+	}
 	for _, m := range fsys.Mounts {
 		mode := m.Mode
 		if mode == "" {

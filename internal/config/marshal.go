@@ -254,11 +254,13 @@ func filesystemNode(fs *Filesystem) *yaml.Node {
 		n := mapNode()
 		addStr(n, "source", in.Source)
 		addStr(n, "mode", in.Mode)
+		addSize(n, "size", in.Size)
 		addKV(m, "input", flowIfEmpty(n))
 	}
 	if out := fs.Output; out != nil {
 		n := mapNode()
 		addStr(n, "source", out.Source)
+		addSize(n, "size", out.Size)
 		addKV(m, "output", flowIfEmpty(n))
 	}
 	t := mapNode()

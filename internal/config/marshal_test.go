@@ -48,6 +48,10 @@ func TestMarshalRoundTrip(t *testing.T) {
 			Tools:      Tools{Rules: []Rule{{}}, Allow: []string{}},
 			Sandbox:    Sandbox{Require: []string{}},
 		}}}},
+		{"workspace sizes", &Config{Servers: []*Server{{
+			Name:       "s",
+			Filesystem: Filesystem{Input: &Input{Source: "in", Mode: ModeOverlay, Size: 1 << 30}, Output: &Output{Size: 5e6}},
+		}}}},
 		{"awkward strings", &Config{
 			Version:  -3,
 			StateDir: "  leading and trailing  ",

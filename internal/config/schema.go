@@ -165,6 +165,7 @@ func (d *decoder) filesystem(n *node, path string, fs *Filesystem) {
 			d.mapping(v, p, &in.Meta, []field{
 				{"source", func(v *node, p string) { in.Source = d.str(v, p) }},
 				{"mode", func(v *node, p string) { in.Mode = d.str(v, p) }},
+				{"size", func(v *node, p string) { in.Size = d.size(v, p) }},
 			})
 			fs.Input = in
 		}},
@@ -172,6 +173,7 @@ func (d *decoder) filesystem(n *node, path string, fs *Filesystem) {
 			out := &Output{}
 			d.mapping(v, p, &out.Meta, []field{
 				{"source", func(v *node, p string) { out.Source = d.str(v, p) }},
+				{"size", func(v *node, p string) { out.Size = d.size(v, p) }},
 			})
 			fs.Output = out
 		}},

@@ -274,12 +274,16 @@ type Filesystem struct {
 type Input struct {
 	Source string // host directory; required
 	Mode   string // ModeRO (also the meaning of empty) or ModeOverlay (writable, changes discarded)
-	Meta   Meta
+	// Size bounds the overlay's changes (its upper dir on the host); zero:
+	// no limit. Only with ModeOverlay.
+	Size Size
+	Meta Meta
 }
 
 // Output is mounted read-write at /workspace/output.
 type Output struct {
 	Source string // host directory; empty: a per-agent dir under the state dir
+	Size   Size   // bytes the dir may hold on the host; zero: no limit
 	Meta   Meta
 }
 

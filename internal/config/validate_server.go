@@ -171,9 +171,16 @@ func checkInputOutput(r *collector, s *Server, p string) {
 	if in := fs.Input; in != nil {
 		hostPath(r, in.Meta.At("source"), p+".input.source", in.Source)
 		enum(r, &in.Meta, p+".input", "mode", in.Mode, ModeRO, ModeOverlay)
+		positive(r, &in.Meta, p+".input", "size", int64(in.Size))
+		if in.Meta.Has("size") && in.Mode != ModeOverlay {
+			r.errorf(in.Meta.At("size"), "%s.input.size: bounds the changes of mode %s; a read-only input takes none", p, ModeOverlay)
+		}
 	}
-	if out := fs.Output; out != nil && (out.Source != "" || out.Meta.Has("source")) {
-		hostPath(r, out.Meta.At("source"), p+".output.source", out.Source)
+	if out := fs.Output; out != nil {
+		if out.Source != "" || out.Meta.Has("source") {
+			hostPath(r, out.Meta.At("source"), p+".output.source", out.Source)
+		}
+		positive(r, &out.Meta, p+".output", "size", int64(out.Size))
 	}
 	positive(r, &fs.Tmp.Meta, p+".tmp", "size", int64(fs.Tmp.Size))
 	if fs.Template != "" || fs.Meta.Has("template") {

@@ -41,6 +41,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 			Dir:        s.workdir(),
 			Landlock:   s.landlockRules(system),
 			NoLandlock: hasLayer(sb.Degraded, LayerLandlock),
+			FileSize:   s.fileSizeLimit(),
 		},
 	}
 	if !hasLayer(sb.Degraded, LayerSeccomp) {

@@ -6,7 +6,8 @@
 //
 // The process tree is:
 //
-//	mcpbox (host)              Run: cgroup, control socket, timeout, signals
+//	mcpbox (host)              Run: cgroup, control socket, timeout, signals,
+//	                           size of the workspace dirs (disksize_linux.go)
 //	└─ mcpbox init (pid 1)     namespaces, rootfs, reaper; see init_linux.go
 //	   └─ CMD                  the workload: uid 1000, no capabilities,
 //	                           no_new_privs, Landlock, seccomp

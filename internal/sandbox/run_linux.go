@@ -47,9 +47,14 @@ type Sandbox struct {
 	egressDir  string        // holds the proxy's socket
 	extraBinds []Mount       // mounts the sandbox adds itself (the proxy socket)
 
+	// sizeStop ends the size watcher (disksize_linux.go), which closes
+	// sizeDone; both nil without size limits.
+	sizeStop, sizeDone chan struct{}
+
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
 	timedOut bool           // guarded by mu
+	sizeErr  *SizeError     // guarded by mu: the first dir found over its limit
 
 	// pmu serializes Pause, Resume and Kill (pause_linux.go).
 	pmu    sync.Mutex
@@ -77,6 +82,9 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 		return nil, &StartError{Code: exitSetup, Err: err}
 	}
 	sb := &Sandbox{ID: spec.ID, spec: spec, start: time.Now(), root: os.Geteuid() == 0, ttyFD: foregroundTTY(stdio.Stdin)}
+	if spec.fileSizeLimit() > 0 {
+		stdio = pipeRegularFiles(stdio)
+	}
 	if sb.ID == "" {
 		sb.ID = NewID()
 	}
@@ -248,12 +256,16 @@ func (sb *Sandbox) joinCgroup() error {
 	return nil
 }
 
-// watch arms the timeout and removes crash leftovers of
-// earlier runs while the workload runs (Wait waits for that, so a
-// short-lived command does not cut it off).
+// watch arms the timeout and the size watcher, and removes crash
+// leftovers of earlier runs while the workload runs (Wait waits for that,
+// so a short-lived command does not cut it off).
 func (sb *Sandbox) watch(ctx context.Context) {
 	if d := sb.spec.Limits.Timeout; d > 0 {
 		sb.timeout = time.AfterFunc(d, sb.expire)
+	}
+	if ls := sb.spec.sizeLimits(); len(ls) > 0 {
+		sb.sizeStop, sb.sizeDone = make(chan struct{}), make(chan struct{})
+		go sb.watchSizes(ls, sb.sizeStop, sb.sizeDone)
 	}
 	sb.cleaned = make(chan struct{})
 	go func() {
@@ -406,6 +418,20 @@ func readReport(ctl *os.File) error {
 	return nil
 }
 
+// stopSizeWatch stops the size watcher, if any, and measures once more:
+// a workload that wrote past a limit and exited before the watcher's next
+// round is reported all the same.
+func (sb *Sandbox) stopSizeWatch() {
+	if sb.sizeStop == nil {
+		return
+	}
+	close(sb.sizeStop)
+	<-sb.sizeDone
+	if e := checkSizes(sb.spec.sizeLimits()); e != nil {
+		sb.setSizeErr(e)
+	}
+}
+
 func (sb *Sandbox) cgroup() *cgroup.Cgroup {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -461,8 +487,12 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	if sb.timeout != nil {
 		sb.timeout.Stop()
 	}
+	sb.stopSizeWatch()
 	releaseHostID(sb.hostUID)
 	res := &Result{Duration: time.Since(sb.start)}
+	sb.mu.Lock()
+	res.SizeExceeded = sb.sizeErr
+	sb.mu.Unlock()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

@@ -108,6 +108,14 @@ type Limits struct {
 	CPU     float64       // cores
 	TmpSize int64         // bytes of /tmp (tmpfs); zero means DefaultTmpSize
 	Timeout time.Duration // wall clock from start to kill
+	// OutputSize bounds the bytes (allocated blocks) the host's output dir
+	// (Spec.Output) may hold, InputSize those of the input overlay's upper
+	// dir (Spec.InputOverlay); zero means no limit. No single file may
+	// grow past the larger of the two (RLIMIT_FSIZE), and the sandbox is
+	// killed once a measurement finds a dir over its limit: see
+	// disksize_linux.go for the slack between two measurements.
+	OutputSize int64
+	InputSize  int64
 }
 
 // DefaultTmpSize is the size of /tmp when Limits.TmpSize is zero.
@@ -217,7 +225,34 @@ type Result struct {
 	PidsExhausted bool
 	MemoryPeak    int64
 	Duration      time.Duration
+	// SizeExceeded, if not nil, is the workspace dir that outgrew its
+	// size limit (Limits.OutputSize or InputSize), or could not be
+	// measured; the sandbox was killed for it, unless it had already
+	// exited when the final measurement found it.
+	SizeExceeded *SizeError
 }
+
+// SizeError is a workspace dir over its size limit, or one that could not
+// be measured (Err), which counts as over: the limit is not enforced
+// otherwise.
+type SizeError struct {
+	Dir   string // where the sandbox sees it: /workspace/output or /workspace/input
+	Limit int64  // bytes
+	Used  int64  // bytes measured on the host; zero when Err is set
+	Err   error
+	// Stopped says the sandbox was killed for it; false when the final
+	// measurement found it after the workload had exited on its own.
+	Stopped bool
+}
+
+func (e *SizeError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("measuring %s against its size limit of %d bytes: %v", e.Dir, e.Limit, e.Err)
+	}
+	return fmt.Sprintf("%s holds %d bytes, over its size limit of %d bytes", e.Dir, e.Used, e.Limit)
+}
+
+func (e *SizeError) Unwrap() error { return e.Err }
 
 // StartError is a sandbox that could not start. Layer names the isolation
 // layer at fault, if one is.

@@ -31,6 +31,9 @@ type workloadConfig struct {
 	// a cold process than an array of objects); empty only when the spec
 	// accepted running without it.
 	Seccomp []byte `json:"seccomp,omitempty"`
+	// FileSize, if positive, is the workload's RLIMIT_FSIZE, soft and
+	// hard: the largest file it may write (disksize_linux.go).
+	FileSize int64 `json:"file_size,omitempty"`
 }
 
 // workloadError says why the workload did not start.
@@ -62,6 +65,14 @@ func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(exitSetup, "", fmt.Errorf("setting no_new_privs: %w", err))
+	}
+	if n := c.FileSize; n > 0 {
+		// Process-wide, not per thread: the init writes no file from
+		// here on, so it may share the limit. The hard limit keeps the
+		// workload, which has no CAP_SYS_RESOURCE, from raising it.
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
+			return fail(exitSetup, "", fmt.Errorf("limiting file size to %d bytes: %w", n, err))
+		}
 	}
 	if !c.NoLandlock {
 		if _, err := landlock.Restrict(landlockPolicy(c.Landlock)); err != nil {

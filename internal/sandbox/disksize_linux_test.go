@@ -1,0 +1,270 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	testSizeLimit = 16 << 20
+	// testSizeSlack is what the test accepts on top of the limit: what a
+	// shell loop of 1 MiB files writes in a few of the watcher's rounds on
+	// a loaded host. The attacks write 512 MiB when unchecked.
+	testSizeSlack = 96 << 20
+)
+
+// floodScript writes 1 MiB files, each well below the limit, 512 of them
+// unless stopped.
+const floodScript = `i=0; while [ $i -lt 512 ]; do head -c 1048576 /dev/zero > f$i || exit 9; i=$((i+1)); done; echo flooded`
+
+// TestOutputSizeFallocate: one 2 GiB fallocate under a 16 MiB output limit
+// fails at once with SIGXFSZ (RLIMIT_FSIZE), and nothing is allocated.
+func TestOutputSizeFallocate(t *testing.T) {
+	requireSandbox(t)
+	out := t.TempDir()
+	spec := quick("sh", "-c", "fallocate -l 2G /workspace/output/big; echo rc=$?")
+	spec.Output, spec.Limits.OutputSize = out, testSizeLimit
+	var stdout bytes.Buffer
+	res, err := Run(context.Background(), spec, Stdio{Stdout: &stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(stdout.String()), "rc=153"; got != want {
+		t.Errorf("fallocate printed %q, want %q (killed by SIGXFSZ)", got, want)
+	}
+	used, err := diskUsage(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used > testSizeLimit || res.SizeExceeded != nil {
+		t.Fatalf("host output holds %d bytes (size error %v), want at most the limit %d", used, res.SizeExceeded, testSizeLimit)
+	}
+}
+
+// TestOutputSizeFlood: many files, each below the limit, fill the output
+// until the watcher kills the sandbox; the host holds the limit plus the
+// slack, and the result names the dir and the limit.
+func TestOutputSizeFlood(t *testing.T) {
+	requireSandbox(t)
+	out := t.TempDir()
+	spec := quick("sh", "-c", floodScript)
+	spec.Output, spec.Limits.OutputSize = out, testSizeLimit
+	checkFlood(t, spec, out, OutputDir)
+}
+
+// TestInputSizeFlood: the same flood into an input overlay fills its upper
+// dir on the host; Limits.InputSize bounds it.
+func TestInputSizeFlood(t *testing.T) {
+	requireSandbox(t)
+	lower, ov := overlayDirs(t)
+	spec := quick("sh", "-c", "cd /workspace/input && "+floodScript)
+	spec.Input, spec.InputOverlay, spec.Limits.InputSize = lower, ov, testSizeLimit
+	checkFlood(t, spec, ov.Upper, InputDir)
+}
+
+func checkFlood(t *testing.T, spec Spec, host, dir string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	res, err := Run(context.Background(), spec, Stdio{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := diskUsage(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("host %s holds %d MiB after the flood (limit %d MiB); %v", dir, used>>20, testSizeLimit>>20, res.SizeExceeded)
+	if strings.Contains(stdout.String(), "flooded") || res.ExitCode != 128+int(unix.SIGKILL) {
+		t.Fatalf("flood ran to its end (exit %d, stdout %q, stderr %q), want it killed", res.ExitCode, stdout.String(), stderr.String())
+	}
+	e := res.SizeExceeded
+	if e == nil || e.Dir != dir || e.Limit != testSizeLimit || e.Err != nil || e.Used <= testSizeLimit || !e.Stopped {
+		t.Fatalf("size error %#v, want %s over its limit %d", e, dir, testSizeLimit)
+	}
+	if used > testSizeLimit+testSizeSlack {
+		t.Fatalf("host %s holds %d bytes, over the limit %d plus slack %d", dir, used, testSizeLimit, testSizeSlack)
+	}
+}
+
+// TestOutputSizeAfterExit: a workload that writes past the limit and
+// exits before the watcher's next round is reported all the same.
+func TestOutputSizeAfterExit(t *testing.T) {
+	requireSandbox(t)
+	out := t.TempDir()
+	// Written by the host before the start but after the first round:
+	// the flood alone might lose the race to the watcher.
+	spec := quick("sh", "-c", "exit 0")
+	spec.Output, spec.Limits.OutputSize = out, testSizeLimit
+	sb, err := Start(context.Background(), spec, Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out+"/late", make([]byte, testSizeLimit+1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res.SizeExceeded; e == nil || e.Dir != OutputDir || e.Used <= testSizeLimit {
+		t.Fatalf("size error %v after the workload exited, want the output over its limit", e)
+	}
+	if stopped := res.ExitCode == 128+int(unix.SIGKILL); res.SizeExceeded.Stopped != stopped {
+		t.Fatalf("exit %d with Stopped %v: the report says the watcher killed the sandbox iff it did", res.ExitCode, res.SizeExceeded.Stopped)
+	}
+}
+
+// TestDiskUsageWalk: the walk counts what lies in the tree, once: not what
+// a symlink points to, not a hard link twice; a tree too deep to walk is
+// an error, not a zero.
+func TestDiskUsageWalk(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir() + "/big"
+	if err := os.WriteFile(outside, make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/f", make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := diskUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before < 1<<20 {
+		t.Fatalf("usage %d, want at least the 1 MiB file", before)
+	}
+	for i := range 3 {
+		if err := os.Link(dir+"/f", dir+"/link"+string(rune('0'+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range []string{dir + "/to-file", dir + "/to-dir"} {
+		if err := os.Symlink(outside, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Dir(outside), dir+"/to-dir2"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := diskUsage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before >= 1<<20 {
+		t.Fatalf("usage went from %d to %d: hard links or symlink targets counted", before, after)
+	}
+	deep := t.TempDir()
+	p := deep
+	for range maxWalkDepth + 1 {
+		p += "/d"
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := diskUsage(deep); err == nil || !strings.Contains(err.Error(), "deeper than") {
+		t.Fatalf("walk of a tree %d deep: %v, want an error", maxWalkDepth+1, err)
+	}
+	// A tree of many (empty) entries would stretch every walk, and with
+	// it the slack: past the entry bound it is an error too.
+	if _, err := diskUsageMax(dir, 7); err != nil {
+		t.Fatalf("walk of %s within 7 entries: %v", dir, err)
+	}
+	if _, err := diskUsageMax(dir, 6); err == nil || !strings.Contains(err.Error(), "more than 6 entries") {
+		t.Fatalf("walk of 7 entries bounded to 6: %v, want an error", err)
+	}
+}
+
+func TestNextMeasure(t *testing.T) {
+	for _, tt := range []struct{ took, want time.Duration }{
+		{0, sizeInterval},
+		{sizeInterval, sizeWalkShare * sizeInterval},
+		{time.Hour, sizeMaxInterval},
+	} {
+		if got := nextMeasure(tt.took); got != tt.want {
+			t.Errorf("nextMeasure(%s) = %s, want %s", tt.took, got, tt.want)
+		}
+	}
+}
+
+// TestSizeLimitsUnprivileged runs the size tests again as an unprivileged
+// user when the tests run as root: the sandbox maps uids the other way,
+// and the watcher reads the dirs without root's privileges.
+func TestSizeLimitsUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("not root: the size tests already run unprivileged")
+	}
+	const uid = 65534
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := dir + "/sandbox.test"
+	if err := copyFile(exe, bin); err != nil {
+		t.Fatal(err)
+	}
+	tmp := dir + "/tmp"
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tmp, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"TestOutputSizeFallocate", "TestOutputSizeFlood", "TestInputSizeFlood", "TestUnreadableDirStops"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^("+strings.Join(names, "|")+")$", "-test.count=1", "-test.v")
+	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	// As in TestInputOverlayUnprivileged: the child's setuid clears the
+	// dumpable flag of the memory it shares with us until its exec.
+	dumpable, derr := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	out, err := cmd.CombinedOutput()
+	if derr == nil {
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
+	}
+	for _, name := range names {
+		if err != nil || !strings.Contains(string(out), "\n--- PASS: "+name+" (") {
+			t.Fatalf("unprivileged run of %s: %v\n%s", name, err, out)
+		}
+	}
+	t.Logf("%s", out)
+}
+
+// TestUnreadableDirStops: a directory the watcher may not read (mode 0,
+// as an unprivileged caller) could hide any amount of data; it stops the
+// sandbox instead of counting as empty.
+func TestUnreadableDirStops(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() == 0 {
+		t.Skip("root reads any directory; TestSizeLimitsUnprivileged runs this one")
+	}
+	out := t.TempDir()
+	t.Cleanup(func() { _ = os.Chmod(out+"/hidden", 0o700) })
+	spec := quick("sh", "-c", "mkdir hidden && head -c 1048576 /dev/zero > hidden/f && chmod 0 hidden && sleep 20")
+	spec.Output, spec.Limits.OutputSize = out, testSizeLimit
+	start := time.Now()
+	res, err := Run(context.Background(), spec, Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.SizeExceeded
+	if e == nil || e.Err == nil || !strings.Contains(e.Error(), "hidden") || time.Since(start) > 15*time.Second {
+		t.Fatalf("size error %v after %s, want the unreadable dir named at once", e, time.Since(start))
+	}
+}
