@@ -110,6 +110,7 @@ func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
 		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
+		Arguments: g.book.JSON(c.Arguments),
 	}
 	var ask approval.Elicitor
 	if g.channels[config.ChannelElicitation] && c.Elicit != nil {
