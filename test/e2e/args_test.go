@@ -24,6 +24,7 @@ import (
 const argsBox = `    secrets: {API_TOKEN: {from: "env:AU_SECRET"}}
     tools:
       rules:
+        - {tool: rawargs, when: 'has(args.repoOwner) && args.repoOwner != "org"', action: deny}
         - {tool: rawargs, when: 'has(args.review)', action: approve}
       allow: ["*"]
 `
@@ -80,7 +81,8 @@ func argsHidden(secret string) (string, []string) {
 
 // TestArgumentsAsSent: numbers past float64's precision reach a real
 // server byte for byte through `mcpbox serve`, on a call the policy
-// allows and on one a human approves; the approver is shown every
+// allows and on one a human approves; keys that differ only in case are
+// refused; the approver is shown every
 // argument, keys quoted, in every channel (elicitation, `mcpbox
 // approvals` text and --json, the web socket), with the secret redacted.
 func TestArgumentsAsSent(t *testing.T) {
@@ -91,7 +93,14 @@ func TestArgumentsAsSent(t *testing.T) {
 
 		// Allowed by the policy: the server gets the arguments exactly.
 		plain := "{" + strings.Join(argsNumbers, ",") + `,"s":"caf\u00e9"}`
-		wantOK(t, await(t, callRaw(s.connect(t, g, nil), "rawargs", plain)), plain)
+		sess0 := s.connect(t, g, nil)
+		wantOK(t, await(t, callRaw(sess0, "rawargs", plain)), plain)
+
+		// A second spelling of a key the policy reads, which a Go server
+		// binding keys case-insensitively would act on, is refused.
+		wantOK(t, await(t, callRaw(sess0, "rawargs", `{"repoOwner":"org"}`)), `{"repoOwner":"org"}`)
+		wantRefused(t, await(t, callRaw(sess0, "rawargs", `{"repoOwner":"org","repoowner":"victim"}`)),
+			`"repoOwner" and "repoowner", which differ only in case`)
 
 		// Sent to review: every channel shows every argument.
 		asked := make(chan string, 1)
