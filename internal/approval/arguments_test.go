@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 func TestShow(t *testing.T) {
@@ -198,4 +199,55 @@ func TestOldSchemaMigrated(t *testing.T) {
 	}
 	b.Decide(id, Decision{By: "test"})
 	recv(t, ch)
+}
+
+// FuzzShow checks what the approver relies on: for any object, one line
+// per top-level key, each starting with the key quoted, and nothing
+// unprintable but the line breaks.
+func FuzzShow(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":[{"c":"\n"}]}`, `{"\nApprove: yes":"\u202e"}`, `[1]`, `"x"`, `{"a":`, "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		got := Show(json.RawMessage(args))
+		for _, r := range got {
+			if r != '\n' && r != ' ' && !unicode.IsPrint(r) {
+				t.Fatalf("unprintable %U in %q", r, got)
+			}
+		}
+		var members map[string]json.RawMessage
+		if !json.Valid([]byte(args)) || json.Unmarshal([]byte(args), &members) != nil || len(members) == 0 || argKeyCount(args) != len(members) {
+			return // not an object, or one with repeated keys
+		}
+		lines := strings.Split(got, "\n")
+		if len(lines) != len(members) {
+			t.Fatalf("%d lines for %d arguments: %q", len(lines), len(members), got)
+		}
+		for k := range members {
+			if !strings.Contains("\n"+got, "\n  "+fold(k)+": ") {
+				t.Fatalf("key %q not on a line of its own: %q", k, got)
+			}
+		}
+	})
+}
+
+// argKeyCount counts the top-level keys of the object args, repeats
+// included.
+func argKeyCount(args string) int {
+	dec := json.NewDecoder(strings.NewReader(args))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return -1
+	}
+	n := 0
+	for dec.More() {
+		if _, err := dec.Token(); err != nil {
+			return -1
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return -1
+		}
+		n++
+	}
+	return n
 }
