@@ -279,9 +279,12 @@ func TestGuardRefusesCaseVariantKeys(t *testing.T) {
 func TestGuardApproverSeesEveryArgument(t *testing.T) {
 	const secret = "hunter2-very-secret-value"
 	asked := make(chan string, 1)
-	r := newGuardRig(t, &mcp.ClientOptions{
+	held := make(chan []approval.Request, 1)
+	var r *guardRig
+	r = newGuardRig(t, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			asked <- req.Params.Message
+			held <- r.g.broker.Pending() // pending while the client is asked
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny"}}, nil
 		},
 	})
@@ -297,16 +300,6 @@ func TestGuardApproverSeesEveryArgument(t *testing.T) {
 	keys, args["zz_delete"] = append(keys, "zz_delete"), "/home/user/.ssh"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	held := make(chan []approval.Request, 1)
-	go func() {
-		for ctx.Err() == nil {
-			if p := r.g.broker.Pending(); len(p) == 1 {
-				held <- p
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
 	res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
 	if err != nil || !res.IsError {
 		t.Fatalf("call: %+v %v, want refused (the approver denied)", res, err)
@@ -325,11 +318,9 @@ func TestGuardApproverSeesEveryArgument(t *testing.T) {
 	if !strings.Contains(msg, `"zz_delete": "/home/user/.ssh"`) || strings.Contains(msg, secret) {
 		t.Errorf("elicitation message, want the last argument and no secret:\n%s", msg)
 	}
-	var p []approval.Request
-	select {
-	case p = <-held:
-	case <-ctx.Done():
-		t.Fatal("the request was never seen pending")
+	p := <-held
+	if len(p) != 1 {
+		t.Fatalf("pending while asked: %+v, want the call", p)
 	}
 	var got map[string]any
 	if err := json.Unmarshal(p[0].Arguments, &got); err != nil || len(got) != len(keys) || got["token"] != "Bearer [REDACTED:TOKEN]" {
