@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -51,6 +52,11 @@ type Request struct {
 	Sandbox string    `json:"sandbox"`
 	Rule    string    `json:"rule"`    // the policy rule that asked for review
 	Summary string    `json:"summary"` // redacted argument summary by the caller (see Summary); cut to MaxSummary
+	// Arguments are the call's whole arguments, redacted by the caller,
+	// as JSON (compacted; text that is not JSON becomes a JSON string);
+	// at most MaxArguments bytes. Every channel shows all of them (see
+	// Show); nil for a trust request.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Decision answers a Request.
@@ -164,8 +170,9 @@ func New(opts Options) (*Broker, error) {
 // "cancelled"). A session or always scoped allow is remembered; a deny
 // never outlives its request.
 //
-// Ask cleans control characters out of req's text fields and cuts Summary
-// to MaxSummary characters. A non-nil error (the request is malformed or
+// Ask cleans control characters out of req's text fields, cuts Summary
+// to MaxSummary characters and compacts Arguments (refusing more than
+// MaxArguments bytes with ErrArgumentsTooLarge). A non-nil error (the request is malformed or
 // could not be stored) comes with a deny: callers must fail closed.
 func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decision, error) {
 	req, err := b.prepare(req)
@@ -210,6 +217,11 @@ func (b *Broker) prepare(req Request) (Request, error) {
 		*f = clean(*f)
 	}
 	req.Summary = cut(req.Summary, MaxSummary)
+	args, err := prepareArguments(req.Arguments)
+	if err != nil {
+		return req, err
+	}
+	req.Arguments = args
 	id, err := newID()
 	if err != nil {
 		return req, err

@@ -37,8 +37,9 @@
 //
 // The broker shares the caller's *sql.DB (the audit store's SQLite file;
 // this package registers the pure-Go "sqlite" driver) and creates its
-// tables if missing. Every request is recorded in approval_requests with
-// its redacted Summary, status and who decided. On New, requests an
+// tables if missing (and adds the columns a database of an earlier
+// version lacks). Every request is recorded in approval_requests with its
+// redacted Summary and Arguments, status and who decided. On New, requests an
 // earlier process left pending are marked expired, since the calls that
 // waited on them are gone; so two live brokers must not share a database.
 // If a decision cannot be recorded, the call is denied: fail closed.
@@ -48,11 +49,18 @@
 //
 // # What the approver sees
 //
-// Summary shows argument values, redacted and cut to 40 characters each,
-// because approving a call without seeing which repository or path it
-// touches is no review. That summary is for the approver only: it is
-// stored in approval_requests and shown by Message, Pending and Handler,
-// and must not go to places argument values may not reach. Text fields of
-// a request are cleaned of control and bidirectional-override characters
+// Every argument, because approving a call without seeing which
+// repository or path it touches is no review, and a summary cut short
+// hides whatever comes after the cut. The caller passes the whole
+// arguments, redacted, as Request.Arguments; they are stored in
+// approval_requests, returned whole by Pending and Handler, and Message
+// (the elicitation) lists every one of them with Show: one line per
+// argument, keys and strings quoted in Go syntax (so a key holding a
+// newline cannot pose as a line of the prompt), strings over 200
+// characters folded. Arguments over MaxArguments bytes are refused, not
+// shown in part. Summary is a one-line overview for tables (keys quoted,
+// values cut to 40 characters). Both are for the approver only and must
+// not go to places argument values may not reach. Text fields of a
+// request are cleaned of control and bidirectional-override characters
 // so they cannot rewrite the approver's terminal line.
 package approval

@@ -22,6 +22,10 @@ var (
 	// ErrBadKind rejects a request whose kind is not call or trust.
 	ErrBadKind = errors.New("approval kind is not call or trust")
 
+	// ErrArgumentsTooLarge refuses to hold a request whose arguments are
+	// larger than MaxArguments: the approver could not be shown them.
+	ErrArgumentsTooLarge = errors.New("arguments too large to show an approver")
+
 	// ErrNoDecider rejects a decision that does not say who made it: every
 	// decision is audited with its author.
 	ErrNoDecider = errors.New("approval decision does not say who decided")

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS approval_requests (
 	sandbox      TEXT NOT NULL,
 	rule         TEXT NOT NULL,
 	summary      TEXT NOT NULL,
+	arguments    TEXT NOT NULL DEFAULT '',
 	status       TEXT NOT NULL,
 	allow        INTEGER NOT NULL DEFAULT 0,
 	scope        TEXT NOT NULL DEFAULT '',
@@ -63,6 +64,9 @@ func openStore(ctx context.Context, db *sql.DB, now time.Time) (*store, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("creating approval tables: %w", err)
 	}
+	if err := migrate(ctx, db); err != nil {
+		return nil, err
+	}
 	s := &store{db: db}
 	if err := s.expirePending(ctx, now); err != nil {
 		return nil, err
@@ -73,8 +77,46 @@ func openStore(ctx context.Context, db *sql.DB, now time.Time) (*store, error) {
 	return s, nil
 }
 
+// added are the columns of approval_requests that databases made by
+// earlier versions lack, with their definitions.
+var added = []struct{ name, def string }{
+	{"arguments", "TEXT NOT NULL DEFAULT ''"}, // the whole redacted arguments
+}
+
+// migrate adds the columns an older approval_requests lacks, so that a
+// state dir of an earlier version keeps opening; old rows read as having
+// no arguments.
+func migrate(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('approval_requests')`)
+	if err != nil {
+		return fmt.Errorf("reading the approval_requests columns: %w", err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading the approval_requests columns: %w", err)
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading the approval_requests columns: %w", err)
+	}
+	for _, c := range added {
+		if have[c.name] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE approval_requests ADD COLUMN `+c.name+` `+c.def); err != nil {
+			return fmt.Errorf("adding the column approval_requests.%s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
 // keepDecided is how long decided requests (and their argument
-// summaries) are kept; the audit log keeps the decisions themselves.
+// summaries and arguments) are kept; the audit log keeps the decisions themselves.
 const keepDecided = 30 * 24 * time.Hour
 
 // pruneDecided deletes decided and expired requests from before cutoff.
@@ -102,9 +144,9 @@ func (s *store) expirePending(ctx context.Context, now time.Time) error {
 
 func (s *store) insertPending(ctx context.Context, r Request) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO approval_requests
-		(id, time, kind, client, session, server, tool, sandbox, rule, summary, status)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, fmtTime(r.Time), r.Kind, r.Client, r.Session, r.Server, r.Tool, r.Sandbox, r.Rule, r.Summary, statusPending)
+		(id, time, kind, client, session, server, tool, sandbox, rule, summary, arguments, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, fmtTime(r.Time), r.Kind, r.Client, r.Session, r.Server, r.Tool, r.Sandbox, r.Rule, r.Summary, string(r.Arguments), statusPending)
 	if err != nil {
 		return fmt.Errorf("recording approval %s: %w", r.ID, err)
 	}

@@ -12,9 +12,17 @@ import (
 	"unicode/utf8"
 )
 
-// Message is the one-line question put to a human, e.g.
+// Message is the question put to a human. With Arguments, every one of
+// them follows the question, one line each (see Show):
 //
-//	Allow github.create_pull_request (client claude-desktop) — {repo: "octo/x", title: string(20)}? Rule: servers.github.tools.approve
+//	Allow github.create_pull_request (client claude-desktop)? Rule: servers.github.tools.approve
+//	Arguments (2):
+//	  "repo": "octo/x"
+//	  "title": "Fix the build"
+//
+// Without, it is one line with the summary:
+//
+//	Allow github.create_pull_request (client claude-desktop) — {"repo": "octo/x", "title": string(20)}? Rule: servers.github.tools.approve
 func (b *Broker) Message(req Request) string {
 	var m strings.Builder
 	target := clean(req.Server) + "." + clean(req.Tool)
@@ -26,12 +34,16 @@ func (b *Broker) Message(req Request) string {
 	if req.Client != "" {
 		m.WriteString(" (client " + clean(req.Client) + ")")
 	}
-	if req.Summary != "" {
+	if req.Summary != "" && len(req.Arguments) == 0 {
 		m.WriteString(" — " + cut(clean(req.Summary), MaxSummary))
 	}
 	m.WriteString("?")
 	if req.Rule != "" {
 		m.WriteString(" Rule: " + clean(req.Rule))
+	}
+	if len(req.Arguments) > 0 {
+		text, n := show(req.Arguments)
+		fmt.Fprintf(&m, "\nArguments (%d):\n%s", n, text)
 	}
 	return m.String()
 }
@@ -46,7 +58,9 @@ const (
 var errFull = errors.New("summary full")
 
 // Summary makes a short human summary of call arguments (a JSON value) for
-// the approver, at most MaxSummary characters, keeping the order of keys.
+// the approver, at most MaxSummary characters, keeping the order of keys,
+// which are quoted. It is a one-line overview for tables; Show and
+// Request.Arguments hold every argument.
 //
 // It exists to show argument values: with a non-nil redact, strings and
 // numbers pass through redact first and then up to 40 characters of them
@@ -54,7 +68,7 @@ var errFull = errors.New("summary full")
 // The summary is for the approver alone, and it is stored (so redacted) in
 // the approval_requests table; it must never go to a log or client that
 // argument values may not reach. With a nil redact only keys, types and
-// lengths are shown: {repo: string(8)}.
+// lengths are shown: {"repo": string(8)}.
 func Summary(args json.RawMessage, redact func(string) string) string {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return "(no arguments)"
@@ -139,11 +153,12 @@ func (s *summarizer) shown(v, typ string) string {
 	return strconv.Quote(r)
 }
 
+// key is quoted, so that a key cannot pose as text of the prompt.
 func (s *summarizer) key(k string) string {
 	if s.redact != nil {
 		k = s.redact(k)
 	}
-	return cut(clean(k), maxShown)
+	return strconv.Quote(cut(clean(k), maxShown))
 }
 
 func (s *summarizer) object(depth int) error {

@@ -21,18 +21,18 @@ func TestSummary(t *testing.T) {
 		want   string
 	}{
 		{"types only without redactor", `{"repo":"octo/x","title":"` + long + `","n":3,"draft":true,"x":null}`, nil,
-			`{repo: string(6), title: string(50), n: number(1), draft: true, x: null}`},
+			`{"repo": string(6), "title": string(50), "n": number(1), "draft": true, "x": null}`},
 		{"values after redaction", `{"repo":"octo/x","token":"Bearer ` + secret + `"}`, redactSecret,
-			`{repo: "octo/x", token: "Bearer [REDACTED:TOKEN]"}`},
-		{"keys keep their order", `{"z":1,"a":2,"m":3}`, redactSecret, `{z: 1, a: 2, m: 3}`},
+			`{"repo": "octo/x", "token": "Bearer [REDACTED:TOKEN]"}`},
+		{"keys keep their order", `{"z":1,"a":2,"m":3}`, redactSecret, `{"z": 1, "a": 2, "m": 3}`},
 		{"long string cut to 40", `{"body":"` + long + `"}`, redactSecret,
-			`{body: "` + long[:39] + `…"(50 chars)}`},
+			`{"body": "` + long[:39] + `…"(50 chars)}`},
 		{"redacted before cut", `{"k":"` + strings.Repeat("x", 35) + secret + `"}`, redactSecret,
-			`{k: "` + strings.Repeat("x", 35) + `[RED…"(46 chars)}`},
-		{"secret in a key", `{"` + secret + `":1}`, redactSecret, `{[REDACTED:TOKEN]: 1}`},
-		{"control characters", `{"p":"a\nb\u001b[2J\u202e"}`, redactSecret, `{p: "a?b?[2J?"}`},
+			`{"k": "` + strings.Repeat("x", 35) + `[RED…"(46 chars)}`},
+		{"secret in a key", `{"` + secret + `":1}`, redactSecret, `{"[REDACTED:TOKEN]": 1}`},
+		{"control characters", `{"p":"a\nb\u001b[2J\u202e"}`, redactSecret, `{"p": "a?b?[2J?"}`},
 		{"arrays cut to five", `[1,2,3,4,5,6,7]`, redactSecret, `[1, 2, 3, 4, 5, … (7 items)]`},
-		{"nesting cut at three", `{"a":{"b":{"c":{"d":1}},"e":[[[1]]]}}`, redactSecret, `{a: {b: {c: {…}}, e: [[…]]}}`},
+		{"nesting cut at three", `{"a":{"b":{"c":{"d":1}},"e":[[[1]]]}}`, redactSecret, `{"a": {"b": {"c": {…}}, "e": [[…]]}}`},
 		{"top-level string", `"hi"`, redactSecret, `"hi"`},
 		{"empty object", `{}`, nil, `{}`},
 		{"no arguments", ``, nil, `(no arguments)`},
@@ -40,7 +40,7 @@ func TestSummary(t *testing.T) {
 		{"not json", `{"a":`, redactSecret, `(arguments are not valid JSON, 5 bytes)`},
 		{"trailing data", `{} {}`, redactSecret, `(arguments are not valid JSON, 5 bytes)`},
 		{"number redacted too", `{"pin":` + "12345678" + `}`, func(s string) string { return strings.ReplaceAll(s, "12345678", "[REDACTED:PIN]") },
-			`{pin: [REDACTED:PIN]}`},
+			`{"pin": [REDACTED:PIN]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Summary(json.RawMessage(tc.args), tc.redact); got != tc.want {
@@ -60,7 +60,7 @@ func TestSummaryBounded(t *testing.T) {
 	if n := utf8.RuneCountInString(got); n != MaxSummary || !strings.HasSuffix(got, "…") {
 		t.Errorf("summary has %d characters, want %d ending in …: %s", n, MaxSummary, got)
 	}
-	if !strings.HasPrefix(got, `{a: [{k: "vvvv`) {
+	if !strings.HasPrefix(got, `{"a": [{"k": "vvvv`) {
 		t.Errorf("summary starts %.40s", got)
 	}
 }

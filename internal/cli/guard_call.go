@@ -9,8 +9,10 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -47,9 +49,9 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		rec.Payload = capPayload(g.book.JSON(c.Arguments))
 	}
 
-	if dupKeys(c.Arguments) {
+	if why := argKeys(c.Arguments); why != "" {
 		rec.Decision, rec.Outcome, rec.Rule = "deny", "denied", "arguments repeat a key"
-		return refusal(fmt.Sprintf("mcpbox: the arguments of %s repeat a key (or nest too deep); send each key once", c.Tool), nil)
+		return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", c.Tool, why)), nil)
 	}
 	client := policyClient(c.Agent)
 	if ok, retry, limit := g.limiter.Allow(client, c.Server, c.Tool); !ok {
@@ -108,6 +110,7 @@ func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
 		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
+		Arguments: g.book.JSON(c.Arguments),
 	}
 	var ask approval.Elicitor
 	if g.channels[config.ChannelElicitation] && c.Elicit != nil {
@@ -238,32 +241,38 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// maxArgDepth bounds the nesting dupKeys walks; deeper arguments are
+// maxArgDepth bounds the nesting argKeys walks; deeper arguments are
 // refused like duplicates.
 const maxArgDepth = 64
 
-// dupKeys reports whether raw, a call's arguments, repeats a key in any
-// object (or nests deeper than maxArgDepth, or is not valid JSON). The
-// approver's summary, the policy and the server could each read another
-// of two values; such a call is refused rather than guessed about.
-func dupKeys(raw json.RawMessage) bool {
+// argKeys says what is wrong with the keys of raw, a call's arguments, or
+// "" if nothing is: an object that repeats a key, or holds two keys equal
+// under Unicode case folding ("repoOwner" and "repoowner"), at any depth;
+// nesting deeper than maxArgDepth; text that is not JSON. The approver's
+// summary, the policy and the server could each read another of two such
+// values (Go's encoding/json binds keys case-insensitively, the last
+// match winning), so such a call is refused rather than guessed about.
+func argKeys(raw json.RawMessage) string {
 	if len(raw) == 0 {
-		return false
+		return ""
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	type frame struct {
 		obj     bool
 		wantKey bool
-		keys    map[string]bool
+		keys    map[string]string // folded key → the key as sent
 	}
 	var stack []frame
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			return len(stack) != 0
+			if len(stack) != 0 {
+				return "are not valid JSON"
+			}
+			return ""
 		}
 		if err != nil {
-			return true
+			return "are not valid JSON"
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -275,22 +284,26 @@ func dupKeys(raw json.RawMessage) bool {
 				continue
 			}
 			k, _ := tok.(string)
-			if top.keys[k] {
-				return true
+			f := foldKey(k)
+			if prev, ok := top.keys[f]; ok {
+				if prev == k {
+					return fmt.Sprintf("repeat the key %s", quoteKey(k))
+				}
+				return fmt.Sprintf("hold the keys %s and %s, which differ only in case", quoteKey(prev), quoteKey(k))
 			}
-			top.keys[k] = true
+			top.keys[f] = k
 			top.wantKey = false
 			continue
 		}
 		switch tok {
 		case json.Delim('{'), json.Delim('['):
 			if len(stack) >= maxArgDepth {
-				return true
+				return fmt.Sprintf("nest deeper than %d levels", maxArgDepth)
 			}
 			if top != nil && top.obj {
 				top.wantKey = true
 			}
-			stack = append(stack, frame{obj: tok == json.Delim('{'), wantKey: true, keys: map[string]bool{}})
+			stack = append(stack, frame{obj: tok == json.Delim('{'), wantKey: true, keys: map[string]string{}})
 		case json.Delim(']'):
 			stack = stack[:len(stack)-1]
 		default:
@@ -299,4 +312,29 @@ func dupKeys(raw json.RawMessage) bool {
 			}
 		}
 	}
+}
+
+// foldKey maps every rune of k to the smallest rune of its Unicode
+// simple case folding orbit, so that keys equal under case folding (also
+// "K" and the Kelvin sign, "s" and "ſ", which encoding/json matches) map
+// to the same string.
+func foldKey(k string) string {
+	var b strings.Builder
+	b.Grow(len(k))
+	for _, r := range k {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}
+
+// quoteKey is a key as an error message shows it: quoted, cut.
+func quoteKey(k string) string {
+	if r := []rune(k); len(r) > 40 {
+		k = string(r[:39]) + "…"
+	}
+	return strconv.Quote(k)
 }

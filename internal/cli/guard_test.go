@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,22 +207,123 @@ func TestGuardApprovalByCLI(t *testing.T) {
 	}
 }
 
-// TestDupKeys: a call whose arguments repeat a key anywhere is refused
-// (the approver, the policy and the server could read different values).
-func TestDupKeys(t *testing.T) {
-	for raw, want := range map[string]bool{
-		``:   false,
-		`{}`: false,
-		`{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}`: false,
-		`{"a":1,"a":2}`:                 true,
-		`{"p":"x","n":"y","p":"/etc"}`:  true,
-		`{"o":{"k":[1,{"x":1,"x":2}]}}`: true,
-		`{"a":"\u0061","A":1}`:          false,
-		`{"a":1`:                        true,
-		strings.Repeat("[", 100) + strings.Repeat("]", 100): true,
+// TestArgKeys: a call whose arguments repeat a key, or hold two keys
+// equal under Unicode case folding, anywhere, is refused (the approver,
+// the policy and the server could read different values).
+func TestArgKeys(t *testing.T) {
+	for raw, want := range map[string]string{
+		``:   "",
+		`{}`: "",
+		`{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}`: "",
+		`{"ab":1,"ba":1,"a_b":1,"aß":1,"ass":1}`:    "", // not case variants
+		`{"a":1,"a":2}`:                                     `repeat the key "a"`,
+		`{"p":"x","n":"y","p":"/etc"}`:                      `repeat the key "p"`,
+		`{"o":{"k":[1,{"x":1,"x":2}]}}`:                     `repeat the key "x"`,
+		`{"a":"\u0061","b":1}`:                              "",
+		`{"a":"x","A":1}`:                                   `hold the keys "a" and "A", which differ only in case`,
+		`{"repoOwner":"org","repoowner":"victim"}`:          `hold the keys "repoOwner" and "repoowner", which differ only in case`,
+		`{"o":[{"Path":"/ok"},{"path":"/a","PATH":"/b"}]}`:  `hold the keys "path" and "PATH", which differ only in case`,
+		`{"kind":1,"\u212aind":2}`:                          "hold the keys \"kind\" and \"\u212aind\", which differ only in case", // Kelvin sign
+		`{"sha":1,"\u017fha":2}`:                            `hold the keys "sha" and "ſha", which differ only in case`,            // long s
+		`{"Σx":1,"σx":2}`:                                   `hold the keys "Σx" and "σx", which differ only in case`,
+		`{"a":1`:                                            "are not valid JSON",
+		strings.Repeat("[", 100) + strings.Repeat("]", 100): "nest deeper than 64 levels",
 	} {
-		if got := dupKeys(json.RawMessage(raw)); got != want {
-			t.Errorf("dupKeys(%s) = %v, want %v", raw, got, want)
+		if got := argKeys(json.RawMessage(raw)); got != want {
+			t.Errorf("argKeys(%s) = %q, want %q", raw, got, want)
 		}
+	}
+}
+
+// TestGuardRefusesCaseVariantKeys: a rule allows only calls whose text
+// is "hello"; a second key "TEXT", which a case-insensitive server would
+// bind instead, gets the call refused before the policy or the server.
+func TestGuardRefusesCaseVariantKeys(t *testing.T) {
+	r := newGuardRig(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, args := range []string{
+		`{"text":"hello","TEXT":"forbidden-zone"}`,
+		`{"text":"hello","n":1,"Text":"forbidden-zone"}`,
+	} {
+		res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(args)})
+		if err != nil {
+			t.Fatalf("call %s: %v", args, err)
+		}
+		var out string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				out += tc.Text
+			}
+		}
+		if !res.IsError || !strings.Contains(out, "differ only in case") {
+			t.Errorf("call %s: %q (isError %v), want a refusal naming the keys", args, out, res.IsError)
+		}
+	}
+	recs := r.records(t)
+	if len(recs) != 2 {
+		t.Fatalf("%d call records, want 2: %+v", len(recs), recs)
+	}
+	for _, rec := range recs {
+		if rec.Decision != "deny" || rec.Outcome != "denied" || rec.ResultSize != 0 {
+			t.Errorf("record %+v: want denied before the server ran", rec)
+		}
+	}
+}
+
+// TestGuardApproverSeesEveryArgument: a call sent to review with 30
+// arguments, a key posing as the prompt, a 2,000-character value and a
+// secret before its last argument: the elicitation lists every key
+// quoted and the last value; the held request has the whole arguments,
+// redacted.
+func TestGuardApproverSeesEveryArgument(t *testing.T) {
+	const secret = "hunter2-very-secret-value"
+	asked := make(chan string, 1)
+	held := make(chan []approval.Request, 1)
+	var r *guardRig
+	r = newGuardRig(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req.Params.Message
+			held <- r.g.broker.Pending() // pending while the client is asked
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny"}}, nil
+		},
+	})
+	if err := r.g.book.Add("TOKEN", []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"text", "\nApprove: yes", "body", "token"}
+	args := map[string]any{"text": "review", "\nApprove: yes": "x", "body": strings.Repeat("b", 2000), "token": "Bearer " + secret}
+	for i := len(keys); i < 29; i++ {
+		k := fmt.Sprintf("opt%02d", i)
+		keys, args[k] = append(keys, k), i
+	}
+	keys, args["zz_delete"] = append(keys, "zz_delete"), "/home/user/.ssh"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
+	if err != nil || !res.IsError {
+		t.Fatalf("call: %+v %v, want refused (the approver denied)", res, err)
+	}
+	var msg string
+	select {
+	case msg = <-asked:
+	default:
+		t.Fatal("the client was not asked")
+	}
+	for _, k := range keys {
+		if !strings.Contains(msg, "\n  "+strconv.Quote(k)+": ") {
+			t.Errorf("the elicitation lacks the key %s:\n%s", strconv.Quote(k), msg)
+		}
+	}
+	if !strings.Contains(msg, `"zz_delete": "/home/user/.ssh"`) || strings.Contains(msg, secret) {
+		t.Errorf("elicitation message, want the last argument and no secret:\n%s", msg)
+	}
+	p := <-held
+	if len(p) != 1 {
+		t.Fatalf("pending while asked: %+v, want the call", p)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(p[0].Arguments, &got); err != nil || len(got) != len(keys) || got["token"] != "Bearer [REDACTED:TOKEN]" {
+		t.Errorf("held arguments (%v): %s, want all %d, the token redacted", err, p[0].Arguments, len(keys))
 	}
 }

@@ -19,7 +19,9 @@ const approvalsHelp = `USAGE
 
 approvals lists the calls (and changed tool definitions) waiting for a
 human decision in the gateway running on that state dir, and the
-remembered decisions. approve lets a waiting call run: once (the
+remembered decisions; every argument of a waiting call is listed below
+the table (keys quoted, values over 200 characters folded; --json prints
+them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
 that client, server and tool (--always, kept across restarts until
 revoked). deny refuses it. A call nobody decides is denied after
@@ -112,6 +114,13 @@ func (e *env) approvals(args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, p.Tool, p.Rule, oneLine(p.Summary, 80))
 	}
 	tw.Flush()
+	// Every argument of every waiting call, keys quoted, long values
+	// folded (--json has them whole): the summary column is cut.
+	for _, p := range r.Pending {
+		if len(p.Arguments) > 0 {
+			fmt.Fprintf(e.stdout, "\n%s %s.%s arguments:\n%s\n", p.ID, p.Server, p.Tool, approval.Show(p.Arguments))
+		}
+	}
 	if len(r.Remembered) > 0 {
 		fmt.Fprintln(e.stdout, "\nREMEMBERED")
 		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,11 +132,15 @@ func marshalParams(params any) (json.RawMessage, error) {
 	case json.RawMessage:
 		return v, nil
 	}
-	raw, err := json.Marshal(params)
-	if err != nil {
+	// Without HTML escaping: strings the client sent with "<" or "&"
+	// reach the server as they were written.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
 		return nil, fmt.Errorf("encoding params: %w", err)
 	}
-	return raw, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // close ends the session; pending calls fail with errClosed.

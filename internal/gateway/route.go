@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -234,15 +235,29 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 }
 
 // withField returns params as a JSON object with fields replaced
-// (name, value pairs).
+// (name, value pairs). Every other field stays the JSON text it was
+// (a json.RawMessage): a call's arguments reach the server byte for byte
+// (but for insignificant whitespace), never re-encoded through float64,
+// which would turn 9007199254740993 into 9007199254740992 after the
+// approver and the policy saw the first. _meta is decoded (numbers as
+// json.Number) because the gateway replaces its progress token.
 func withField(params any, kv ...any) map[string]any {
 	raw, _ := json.Marshal(params)
-	var m map[string]any
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		m = map[string]any{}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		fields = nil
 	}
-	if meta, ok := m["_meta"].(map[string]any); ok {
-		m["_meta"] = mcp.Meta(meta)
+	m := make(map[string]any, len(fields)+len(kv)/2)
+	for k, v := range fields {
+		m[k] = v
+	}
+	if v, ok := fields["_meta"]; ok {
+		var meta map[string]any
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		if dec.Decode(&meta) == nil && meta != nil {
+			m["_meta"] = mcp.Meta(meta)
+		}
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i].(string)] = kv[i+1]
