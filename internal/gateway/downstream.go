@@ -31,18 +31,19 @@ type downstream struct {
 	cancel context.CancelCauseFunc
 	idle   time.Duration // HTTP: close after this long without a request; zero: never
 
-	mu     sync.Mutex
-	ss     *mcp.ServerSession
-	mcpID  string // the transport's session id (Mcp-Session-Id), once known
-	bound  []*bound
-	subs   map[string]*upstream // resource URI → the upstream it was subscribed on
-	level  string
-	out    chan func()
-	done   chan struct{}
-	closed bool
-	posts  int         // HTTP requests in flight
-	timer  *time.Timer // the idle clock, once initialized over HTTP
-	once   sync.Once
+	mu       sync.Mutex
+	ss       *mcp.ServerSession
+	mcpID    string // the transport's session id (Mcp-Session-Id), once known
+	bound    []*bound
+	subs     map[string]*upstream // resource URI → the upstream it was subscribed on
+	level    string
+	out      chan func()
+	done     chan struct{}
+	closed   bool
+	posts    int         // HTTP requests in flight
+	handlers int         // requests being handled (bind)
+	timer    *time.Timer // the idle clock, once initialized over HTTP
+	once     sync.Once
 }
 
 // bound is a server as one session sees it.
@@ -450,6 +451,11 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
 	if err != nil {
+		if d.ctx.Err() != nil {
+			// The session ended (Close stops the servers right after
+			// cancelling): that, not the server going away, ended the call.
+			return nil, context.Cause(d.ctx)
+		}
 		return nil, err
 	}
 	return d.gw.filter(b.srv.Name, raw), nil

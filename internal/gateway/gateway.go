@@ -318,8 +318,9 @@ func (g *Gateway) Close() error {
 		sessions = append(sessions, d)
 	}
 	g.mu.Unlock()
-	for _, d := range sessions {
-		d.cancel(ErrShutdown)
+	busy := make([]bool, len(sessions))
+	for i, d := range sessions {
+		busy[i] = d.cancelCalls(ErrShutdown)
 	}
 	var wg sync.WaitGroup
 	for _, u := range ups {
@@ -329,8 +330,8 @@ func (g *Gateway) Close() error {
 		})
 	}
 	wg.Wait()
-	for _, d := range sessions {
-		wg.Go(func() { d.end(ErrShutdown) })
+	for i, d := range sessions {
+		wg.Go(func() { d.finish(busy[i]) })
 	}
 	wg.Wait()
 	return nil

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -11,17 +10,25 @@ import (
 )
 
 // Why a session's calls were cancelled: the cause of their contexts, which
-// a Hooks.Call sees through context.Cause (the approval broker records it).
+// a Hooks.Call sees through context.Cause (the approval broker records
+// it). Each is a context.Canceled (errors.Is), so whoever handles a
+// cancelled call handles these too.
 var (
-	// ErrSessionEnded: the client ended its session (an HTTP DELETE, a
-	// stdio client hanging up) while the call was running or waiting.
-	ErrSessionEnded = errors.New("the client ended its session")
+	// ErrSessionEnded: the client ended its session (an HTTP DELETE)
+	// while the call was running or waiting.
+	ErrSessionEnded error = &cancelCause{"the client ended its session"}
 	// ErrSessionIdle: the session went without requests for
 	// HTTPOptions.SessionIdle and was closed.
-	ErrSessionIdle = errors.New("the client session was idle too long")
+	ErrSessionIdle error = &cancelCause{"the client session was idle too long"}
 	// ErrShutdown: the gateway is closing.
-	ErrShutdown = errors.New("the gateway is shutting down")
+	ErrShutdown error = &cancelCause{"the gateway is shutting down"}
 )
+
+// cancelCause is a cancellation with its reason.
+type cancelCause struct{ msg string }
+
+func (e *cancelCause) Error() string { return e.msg }
+func (e *cancelCause) Unwrap() error { return context.Canceled }
 
 // admit reserves one of the agent's session slots for d before any
 // server starts for it: counting and adding under one lock, so that
@@ -46,22 +53,70 @@ func (g *Gateway) admit(d *downstream) error {
 }
 
 // bind returns ctx, also cancelled (with the session's cause) when the
-// session ends, and the function that releases it.
+// session ends, and the function that releases it; it counts the request
+// as being handled until then.
 func (d *downstream) bind(ctx context.Context) (context.Context, func()) {
+	d.mu.Lock()
+	d.handlers++
+	d.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(d.ctx, func() { cancel(context.Cause(d.ctx)) })
 	return ctx, func() {
 		stop()
 		cancel(nil)
+		d.mu.Lock()
+		d.handlers--
+		d.mu.Unlock()
 	}
 }
 
-// end ends the session for cause: its calls are cancelled first (their
-// servers get notifications/cancelled, approvals waiting for them are
-// withdrawn), so that closing the protocol session, which waits for its
-// handlers, does not wait for a call that could hang.
-func (d *downstream) end(cause error) {
+// handlerWait bounds how long an ending session waits for its cancelled
+// handlers to return.
+const handlerWait = 500 * time.Millisecond
+
+// cancelCalls cancels the session's requests with cause (their servers
+// get notifications/cancelled, approvals waiting for them are withdrawn)
+// and reports whether any were being handled.
+func (d *downstream) cancelCalls(cause error) bool {
+	d.mu.Lock()
+	busy := d.handlers > 0
+	d.mu.Unlock()
 	d.cancel(cause)
+	return busy
+}
+
+// quiesce waits, up to handlerWait, for the cancelled handlers to return,
+// and then a moment for the SDK to write their answers: a protocol
+// session that is closing refuses to write them, and the client should
+// learn that its call was cancelled.
+func (d *downstream) quiesce() {
+	deadline := time.Now().Add(handlerWait)
+	for {
+		d.mu.Lock()
+		n := d.handlers
+		d.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the answer is written after the handler returns
+}
+
+// end ends the session for cause: its calls are cancelled first, so that
+// closing the protocol session, which waits for its handlers, does not
+// wait for a call that could hang.
+func (d *downstream) end(cause error) { d.finish(d.cancelCalls(cause)) }
+
+// finish closes the protocol session and detaches d from its servers,
+// after its cancelled handlers (busy) have answered.
+func (d *downstream) finish(busy bool) {
+	if busy {
+		d.quiesce()
+	}
 	d.mu.Lock()
 	ss := d.ss
 	d.mu.Unlock()
@@ -132,7 +187,9 @@ func (g *Gateway) sessionLife(next http.Handler) http.Handler {
 		}
 		switch r.Method {
 		case http.MethodDelete:
-			d.cancel(ErrSessionEnded)
+			if d.cancelCalls(ErrSessionEnded) {
+				d.quiesce()
+			}
 			next.ServeHTTP(w, r)
 			d.close()
 			return

@@ -213,7 +213,10 @@ func TestDeleteCancelsCall(t *testing.T) {
 		return receivedAll(started(), "notifications/cancelled") == 1
 	})
 	select {
-	case <-answer:
+	case body := <-answer:
+		if !strings.Contains(body, ErrSessionEnded.Error()) {
+			t.Errorf("the call was answered %q, want %q", body, ErrSessionEnded)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call's request did not end after DELETE")
 	}
@@ -375,7 +378,10 @@ func TestCloseCancelsWaitingCalls(t *testing.T) {
 	}
 	for i, ch := range answers {
 		select {
-		case <-ch:
+		case body := <-ch:
+			if want := []string{`"isError":true`, ErrShutdown.Error()}[i]; !strings.Contains(body, want) {
+				t.Errorf("call %d was answered %q, want %q in it", i, body, want)
+			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("call %d was not answered", i)
 		}
