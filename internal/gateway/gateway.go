@@ -286,7 +286,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 		return fmt.Errorf("connecting stdio session: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() {
-		d.cancel(ErrShutdown)
+		if d.cancelCalls(ErrShutdown) {
+			d.quiesce()
+		}
 		ss.Close()
 	})
 	defer stop()

@@ -429,3 +429,55 @@ func TestStdioHangUpCancelsCall(t *testing.T) {
 		return receivedAll(started(), "notifications/cancelled") == 1
 	})
 }
+
+// TestStdioShutdownAnswersCall: the end of ServeStdio's context (serve's
+// signal) during a hanging call returns at once, and the client is
+// answered that the gateway is shutting down.
+func TestStdioShutdownAnswersCall(t *testing.T) {
+	launch, started := hangingLauncher(t)
+	gw, err := New([]*Server{{Name: "s", Launch: launch, Allow: []string{"*"}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(outR)
+		out <- string(b)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- gw.ServeStdio(ctx, LocalAgent, inR, outW)
+		outW.Close()
+	}()
+	for _, m := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`,
+	} {
+		if _, err := inW.Write([]byte(m + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the call reaching the server", func() bool { return receivedAll(started(), "tools/call") == 1 })
+	cancel()
+	select {
+	case <-served:
+	case <-time.After(2 * time.Second):
+		t.Fatal("ServeStdio did not return within 2s of its context ending")
+	}
+	select {
+	case got := <-out:
+		if !strings.Contains(got, `"id":2`) || !strings.Contains(got, ErrShutdown.Error()) {
+			t.Fatalf("the client read %q, want call 2 answered with %q", got, ErrShutdown)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the output did not end")
+	}
+}
