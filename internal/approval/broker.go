@@ -63,9 +63,15 @@ type Request struct {
 type Decision struct {
 	Allow  bool   `json:"allow"`
 	Scope  string `json:"scope"` // ScopeOnce, ScopeSession or ScopeAlways; "" means once; a deny is always once
-	By     string `json:"by"`    // who: "cli:uid=1000", "elicitation:CLIENT", "web", "timeout", "remembered:ID", "cancelled"
+	By     string `json:"by"`    // who: "cli:uid=1000", "elicitation:CLIENT", "web", "timeout", "remembered:ID", ByCancelled
 	Reason string `json:"reason,omitempty"`
 }
+
+// ByCancelled decides a request whose call was cancelled (its context
+// ended: the client cancelled it or ended its session, the gateway shut
+// down) or whose broker closed: a deny, stored as status "cancelled" with
+// the reason.
+const ByCancelled = "cancelled"
 
 // Elicitor asks the calling client to choose one of choices (see Ask).
 // An empty choice or an error means no answer from this channel; the
@@ -180,7 +186,7 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 		return Decision{Scope: ScopeOnce, Reason: "invalid approval request"}, err
 	}
 	if b.isClosed() {
-		d := Decision{Scope: ScopeOnce, By: "cancelled", Reason: "approval broker closed"}
+		d := Decision{Scope: ScopeOnce, By: ByCancelled, Reason: "approval broker closed"}
 		b.onDecision(req, d)
 		return d, nil
 	}
@@ -196,7 +202,7 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 	}
 	w := &waiter{req: req, done: make(chan struct{})}
 	if !b.hold(w) {
-		b.finish(w, Decision{Scope: ScopeOnce, By: "cancelled", Reason: "approval broker closed"})
+		b.finish(w, Decision{Scope: ScopeOnce, By: ByCancelled, Reason: "approval broker closed"})
 		return w.decision, w.err
 	}
 	ectx, cancel := context.WithCancel(ctx)
@@ -277,11 +283,24 @@ func (b *Broker) wait(ctx context.Context, w *waiter) (Decision, error) {
 	case <-timer.C:
 		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: "timeout", Reason: fmt.Sprintf("no decision within %v", b.timeout)})
 	case <-ctx.Done():
-		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: "cancelled", Reason: "the call was cancelled"})
+		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: ByCancelled, Reason: cancelReason(ctx)})
 	}
 	// If settle lost the race, the winner is finishing; its decision counts.
 	<-w.done
 	return w.decision, w.err
+}
+
+// cancelReason says why ctx ended: a bare cancel is the client's
+// (notifications/cancelled); a cause names the session's end, a shutdown.
+func cancelReason(ctx context.Context) string {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the call timed out"
+	case cause == nil, cause == context.Canceled:
+		return "the client cancelled the request"
+	default:
+		return cause.Error()
+	}
 }
 
 // elicit asks the calling client and settles w with its answer, if any.
@@ -301,9 +320,10 @@ func (b *Broker) elicit(ctx context.Context, w *waiter, elicit Elicitor) {
 }
 
 // Decide answers the pending request id. It returns ErrUnknown if there is
-// no such request, ErrDecided if it was decided or expired already, and the
-// storage error if the decision could not be recorded (the call is then
-// denied).
+// no such request, ErrCancelled if its call was cancelled (its client gave
+// up, its session ended), ErrDecided if it was decided or expired already,
+// and the storage error if the decision could not be recorded (the call is
+// then denied).
 func (b *Broker) Decide(id string, d Decision) error {
 	d, err := normalize(d)
 	if err != nil {
@@ -312,12 +332,15 @@ func (b *Broker) Decide(id string, d Decision) error {
 	if err := b.settle(id, d); !errors.Is(err, ErrUnknown) {
 		return err
 	}
-	st, err := b.store.status(context.Background(), id)
+	st, reason, err := b.store.status(context.Background(), id)
 	switch {
 	case err != nil:
 		return err
 	case st == "":
 		return fmt.Errorf("deciding %s: %w", id, ErrUnknown)
+	case st == statusCancelled:
+		// Its call is gone: an allow now would run it for nobody.
+		return fmt.Errorf("request %s was cancelled (%s); nothing is left to decide: %w", id, reason, ErrCancelled)
 	default:
 		// Stored but not held here: decided, expired, or (briefly) being
 		// decided by another channel.
@@ -466,7 +489,7 @@ func (b *Broker) Close() {
 	}
 	b.mu.Unlock()
 	for _, id := range ids {
-		b.settle(id, Decision{Scope: ScopeOnce, By: "cancelled", Reason: "approval broker closed"})
+		b.settle(id, Decision{Scope: ScopeOnce, By: ByCancelled, Reason: "approval broker closed"})
 	}
 }
 

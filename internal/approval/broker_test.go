@@ -384,3 +384,44 @@ func TestStorageFailureDenies(t *testing.T) {
 		t.Errorf("Ask with a closed database = %+v, %v", d, err)
 	}
 }
+
+// TestCancelledCannotBeApproved attacks an approval that outlives its
+// request: once the call's context ends (its client cancelled it, its
+// session ended), an approve must fail and say the request is gone, and
+// the request is stored as cancelled with the reason.
+func TestCancelledCannotBeApproved(t *testing.T) {
+	sessionEnded := errors.New("the client ended its session")
+	for _, tc := range []struct {
+		name   string
+		cancel func(context.CancelCauseFunc)
+		reason string
+	}{
+		{"client cancel", func(c context.CancelCauseFunc) { c(nil) }, "the client cancelled the request"},
+		{"session end", func(c context.CancelCauseFunc) { c(sessionEnded) }, sessionEnded.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t)
+			b, a := newBroker(t, db, wait)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			started := make(chan string, 1)
+			ch := askAsync(ctx, b, callReq(), signal(started))
+			recv(t, started)
+			id := b.Pending()[0].ID
+			tc.cancel(cancel)
+			if got := recv(t, ch); got.Err != nil || got.D.Allow || got.D.By != ByCancelled || got.D.Reason != tc.reason {
+				t.Fatalf("Ask = %+v, want a deny by %s for %q", got, ByCancelled, tc.reason)
+			}
+			err := b.Decide(id, Decision{Allow: true, By: "cli:uid=0"})
+			if !errors.Is(err, ErrCancelled) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("Decide after cancel = %v, want %v naming %s and %q", err, ErrCancelled, id, tc.reason)
+			}
+			if st, by := storedStatus(t, db, id); st != statusCancelled || by != ByCancelled {
+				t.Errorf("stored %s by %s, want %s by %s", st, by, statusCancelled, ByCancelled)
+			}
+			if got := a.list(); len(got) != 1 || got[0].D.Allow || got[0].D.Reason != tc.reason {
+				t.Errorf("OnDecision saw %+v, want one cancel with its reason", got)
+			}
+		})
+	}
+}

@@ -17,7 +17,11 @@
 //     mounts it behind its own authentication.
 //
 // No answer within Options.Timeout (2 minutes by default) is a deny, as is
-// the call's context ending or the broker closing. Options.OnDecision is
+// the call's context ending or the broker closing. A request whose call's
+// context ended (the client cancelled it or ended its session, the gateway
+// shut down; the reason comes from context.Cause) is stored as cancelled,
+// and a later Decide fails with ErrCancelled: an approval cannot outlive
+// its request and run a call for nobody. Options.OnDecision is
 // called exactly once for every decided request, remembered answers and
 // timeouts included, with who decided (Decision.By): this is the audit
 // hook.

@@ -15,6 +15,11 @@ var (
 	// decided (by another channel, a timeout, a cancellation) or expired.
 	ErrDecided = errors.New("approval already decided")
 
+	// ErrCancelled is returned by Decide when the request's call was
+	// cancelled (its client gave up or ended its session, the gateway
+	// shut down): there is no call left to let run.
+	ErrCancelled = errors.New("approval request cancelled")
+
 	// ErrBadScope rejects a decision whose scope is not once, session or
 	// always.
 	ErrBadScope = errors.New("approval scope is not once, session or always")

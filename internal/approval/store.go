@@ -12,10 +12,11 @@ import (
 
 // Request statuses in approval_requests.
 const (
-	statusPending = "pending"
-	statusAllowed = "allowed"
-	statusDenied  = "denied"
-	statusExpired = "expired"
+	statusPending   = "pending"
+	statusAllowed   = "allowed"
+	statusDenied    = "denied"
+	statusExpired   = "expired"
+	statusCancelled = "cancelled" // denied because its call was cancelled (ByCancelled)
 )
 
 // schema is created if missing. The tables live next to the audit log's in
@@ -157,8 +158,11 @@ func (s *store) insertPending(ctx context.Context, r Request) error {
 // status: the broker's pending map already made this the only decision.
 func (s *store) finish(ctx context.Context, id string, d Decision, now time.Time) error {
 	status := statusDenied
-	if d.Allow {
+	switch {
+	case d.Allow:
 		status = statusAllowed
+	case d.By == ByCancelled:
+		status = statusCancelled
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE approval_requests
 		SET status = ?, allow = ?, scope = ?, decided_by = ?, reason = ?, decided_time = ?
@@ -169,17 +173,18 @@ func (s *store) finish(ctx context.Context, id string, d Decision, now time.Time
 	return nil
 }
 
-// status returns the stored status of a request, or "" if there is none.
-func (s *store) status(ctx context.Context, id string) (string, error) {
-	var st string
-	err := s.db.QueryRowContext(ctx, `SELECT status FROM approval_requests WHERE id = ?`, id).Scan(&st)
+// status returns the stored status of a request and the reason of its
+// decision, or "" if there is none.
+func (s *store) status(ctx context.Context, id string) (string, string, error) {
+	var st, reason string
+	err := s.db.QueryRowContext(ctx, `SELECT status, reason FROM approval_requests WHERE id = ?`, id).Scan(&st, &reason)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading approval %s: %w", id, err)
+		return "", "", fmt.Errorf("reading approval %s: %w", id, err)
 	}
-	return st, nil
+	return st, reason, nil
 }
 
 // remember stores an always-scoped allow, replacing an earlier one for the

@@ -88,6 +88,8 @@ func writeDecideResult(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "no such pending approval")
 	case errors.Is(err, ErrDecided):
 		writeError(w, http.StatusConflict, "approval already decided")
+	case errors.Is(err, ErrCancelled):
+		writeError(w, http.StatusGone, "approval request cancelled: its call is gone")
 	case errors.Is(err, ErrBadScope):
 		writeError(w, http.StatusBadRequest, `scope must be "once", "session" or "always"`)
 	default:

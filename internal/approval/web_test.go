@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -162,5 +163,24 @@ func TestWebEmptyLists(t *testing.T) {
 	}
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
+	}
+}
+
+// TestWebCancelledIsGone: the dashboard cannot approve a request whose
+// call was cancelled; it is told the request is gone.
+func TestWebCancelledIsGone(t *testing.T) {
+	b, _ := newBroker(t, openDB(t), wait)
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	c := client{t, srv.URL}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan string, 1)
+	ch := askAsync(ctx, b, callReq(), signal(started))
+	recv(t, started)
+	id := b.Pending()[0].ID
+	cancel()
+	recv(t, ch)
+	if code, body := c.do("POST", "/approvals/"+id, "application/json", `{"decision":"allow"}`); code != http.StatusGone || !strings.Contains(fmt.Sprint(body), "cancelled") {
+		t.Fatalf("approving a cancelled request over the web = %d %v, want 410", code, body)
 	}
 }

@@ -231,8 +231,11 @@ func (g *guard) session(ev gateway.SessionEvent) {
 
 func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
 	decision := "denied"
-	if d.Allow {
+	switch {
+	case d.Allow:
 		decision = "approved"
+	case d.By == approval.ByCancelled:
+		decision = "cancelled" // the call went away; Detail.reason says why
 	}
 	g.record(audit.Record{
 		Event: audit.EventApproval, Client: req.Client, Session: req.Session, Server: req.Server,

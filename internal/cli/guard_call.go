@@ -67,6 +67,12 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	case config.ActionApprove:
 		dec, err := g.approve(ctx, c, d, rec.Sandbox)
 		rec.Approver = dec.By
+		if err == nil && dec.By == approval.ByCancelled {
+			// Its client gave up, its session ended or the gateway is
+			// stopping: withdrawn, not refused by anyone.
+			rec.Decision, rec.Outcome, rec.Error = "cancelled", "cancelled", dec.Reason
+			return refusal(fmt.Sprintf("mcpbox: %s was cancelled while waiting for approval (%s)", c.Tool, dec.Reason), nil)
+		}
 		if err != nil || !dec.Allow {
 			rec.Decision, rec.Outcome = "denied", "denied"
 			return refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", c.Tool, approvalWhy(dec, err)), nil)

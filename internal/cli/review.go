@@ -25,7 +25,9 @@ them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
 that client, server and tool (--always, kept across restarts until
 revoked). deny refuses it. A call nobody decides is denied after
-approvals.timeout (default 2m).
+approvals.timeout (default 2m). A call whose client gave up on it (cancelled
+it, ended its session) or whose gateway stopped is withdrawn: approving it
+then fails, since nothing would be left to run it for.
 `
 
 // adminFlags are the flags that find a running gateway's state dir.

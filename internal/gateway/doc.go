@@ -12,6 +12,15 @@
 // side; a receiving middleware answers every feature method from the
 // upstreams, and a sending middleware lets raw notifications out.
 //
+// A client session owns a context that every one of its requests is bound
+// to. Ending the session (an HTTP DELETE, SessionIdle, a stdio hang-up,
+// Close) cancels that context first, with a cause (ErrSessionEnded,
+// ErrSessionIdle, ErrShutdown): its calls' servers get
+// notifications/cancelled and calls waiting for approval are withdrawn,
+// and only then is the protocol session closed, which waits for its
+// handlers. A session's slot under Options.MaxSessions is reserved before
+// any server starts for it.
+//
 // Policy, redaction and audit plug in through Hooks: every tool call passes
 // Hooks.Call, and every payload that leaves an upstream passes
 // Hooks.Filter before any client sees it.

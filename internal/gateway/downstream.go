@@ -24,17 +24,26 @@ type downstream struct {
 	server *mcp.Server
 	swaps  *swapTable   // set when the session runs on stdioTransport
 	queued atomic.Int64 // bytes waiting in out
+	// ctx ends with the session (DELETE, idle, hang-up, shutdown); every
+	// request's context is bound to it, so ending a session cancels its
+	// calls. cancel gives the reason (ErrSessionEnded, ...).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   time.Duration // HTTP: close after this long without a request; zero: never
 
-	mu     sync.Mutex
-	ss     *mcp.ServerSession
-	mcpID  string // the transport's session id (Mcp-Session-Id), once known
-	bound  []*bound
-	subs   map[string]*upstream // resource URI → the upstream it was subscribed on
-	level  string
-	out    chan func()
-	done   chan struct{}
-	closed bool
-	once   sync.Once
+	mu       sync.Mutex
+	ss       *mcp.ServerSession
+	mcpID    string // the transport's session id (Mcp-Session-Id), once known
+	bound    []*bound
+	subs     map[string]*upstream // resource URI → the upstream it was subscribed on
+	level    string
+	out      chan func()
+	done     chan struct{}
+	closed   bool
+	posts    int         // HTTP requests in flight
+	handlers int         // requests being handled (bind)
+	timer    *time.Timer // the idle clock, once initialized over HTTP
+	once     sync.Once
 }
 
 // bound is a server as one session sees it.
@@ -59,6 +68,7 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 	// Random, so that a session never meets a leftover of an earlier run.
 	id := "s" + strings.ToLower(rand.Text()[:16])
 	d := &downstream{gw: g, agent: agent, id: id, subs: map[string]*upstream{}, done: make(chan struct{})}
+	d.ctx, d.cancel = context.WithCancelCause(context.Background())
 	d.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbox", Version: g.opts.Version}, &mcp.ServerOptions{
 		// A superset, so that the SDK lets every notification through;
 		// initialize answers with what the upstreams really have.
@@ -96,6 +106,8 @@ func legacyVersions() []string {
 // initialize's version negotiation, ping and session state.
 func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctx, unbind := d.bind(ctx)
+		defer unbind()
 		switch p := req.GetParams().(type) {
 		case *mcp.InitializeParams:
 			return d.initialize(ctx, method, req, next)
@@ -193,16 +205,8 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	if again {
 		return next(ctx, method, req) // the SDK answers a second initialize
 	}
-	d.gw.mu.Lock()
-	n := 0
-	for o := range d.gw.sessions {
-		if o.agent == d.agent {
-			n++
-		}
-	}
-	d.gw.mu.Unlock()
-	if n >= d.gw.opts.MaxSessions {
-		return nil, rpcError(jsonrpc.CodeInternalError, "too many open sessions for this client (%d); close some first", n)
+	if err := d.gw.admit(d); err != nil {
+		return nil, err
 	}
 	var caps json.RawMessage
 	if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.Capabilities != nil {
@@ -222,9 +226,12 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	d.ss = ss
 	d.mcpID = ss.ID()
 	d.out = make(chan func(), outboxSize)
+	d.armIdleLocked()
 	d.mu.Unlock()
 	d.gw.mu.Lock()
-	d.gw.sessions[d] = struct{}{}
+	if d.mcpID != "" {
+		d.gw.mcpIDs[d.mcpID] = d
+	}
 	d.gw.mu.Unlock()
 	go d.drain()
 	if h := d.gw.opts.Hooks.Session; h != nil {
@@ -444,6 +451,11 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
 	if err != nil {
+		if d.ctx.Err() != nil {
+			// The session ended (Close stops the servers right after
+			// cancelling): that, not the server going away, ended the call.
+			return nil, context.Cause(d.ctx)
+		}
 		return nil, err
 	}
 	return d.gw.filter(b.srv.Name, raw), nil

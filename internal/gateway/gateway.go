@@ -156,7 +156,7 @@ type Options struct {
 	// PageSize is the most items one list response holds; zero: 1000.
 	PageSize int
 	// MaxSessions bounds the open sessions of one agent (client
-	// identity); zero: 64.
+	// identity), those still initializing included; zero: 64.
 	MaxSessions int
 }
 
@@ -168,7 +168,8 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	pool     map[poolKey]*upstream
-	sessions map[*downstream]struct{}
+	sessions map[*downstream]struct{} // open, or initializing (their slot reserved)
+	mcpIDs   map[string]*downstream   // open HTTP sessions by Mcp-Session-Id
 	closed   bool
 	done     chan struct{} // closed by Close
 }
@@ -218,7 +219,7 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		servers: servers, opts: opts, log: opts.Logger,
-		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{},
+		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{},
 		done: make(chan struct{}),
 	}
 	if tick := lifecycleTick(servers); tick > 0 {
@@ -284,7 +285,12 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 		d.close()
 		return fmt.Errorf("connecting stdio session: %w", err)
 	}
-	stop := context.AfterFunc(ctx, func() { ss.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		if d.cancelCalls(ErrShutdown) {
+			d.quiesce()
+		}
+		ss.Close()
+	})
 	defer stop()
 	err = ss.Wait()
 	d.close()
@@ -294,7 +300,10 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 	return err
 }
 
-// Close stops every session and server; it returns when all sandboxes are gone.
+// Close stops every session and server; it returns when all sandboxes are
+// gone. Calls in flight and calls waiting for approval are cancelled first
+// (cause ErrShutdown), then the servers stop, then the sessions close: a
+// call that hangs cannot hold the gateway open.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
 	if !g.closed {
@@ -311,8 +320,9 @@ func (g *Gateway) Close() error {
 		sessions = append(sessions, d)
 	}
 	g.mu.Unlock()
-	for _, d := range sessions {
-		d.shutdown()
+	busy := make([]bool, len(sessions))
+	for i, d := range sessions {
+		busy[i] = d.cancelCalls(ErrShutdown)
 	}
 	var wg sync.WaitGroup
 	for _, u := range ups {
@@ -320,6 +330,10 @@ func (g *Gateway) Close() error {
 			u.stop()
 			u.release()
 		})
+	}
+	wg.Wait()
+	for i, d := range sessions {
+		wg.Go(func() { d.finish(busy[i]) })
 	}
 	wg.Wait()
 	return nil

@@ -28,8 +28,8 @@ type HTTPOptions struct {
 	Clients []Client
 	// MaxBody bounds a request body; zero: 4 MiB.
 	MaxBody int64
-	// SessionIdle closes an MCP session with no requests for this long;
-	// zero: 30 minutes.
+	// SessionIdle closes an MCP session with no request in flight for
+	// this long, cancelling its calls (ErrSessionIdle); zero: 30 minutes.
 	SessionIdle time.Duration
 }
 
@@ -74,14 +74,16 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		if err != nil {
 			return nil
 		}
+		d.idle = o.SessionIdle
 		return d.server
 	}
-	var h http.Handler = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	// No SDK SessionTimeout: its close would wait for a hanging call;
+	// sessionLife keeps the idle clock and cancels the calls first.
+	var h http.Handler = g.sessionLife(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		EventStore:          mcp.NewMemoryEventStore(nil),
 		MaxRequestBodyBytes: o.MaxBody,
-		SessionTimeout:      o.SessionIdle,
 		Logger:              g.log,
-	})
+	}))
 	if len(o.Clients) > 0 {
 		h = auth.RequireBearerToken(verifier(o.Clients), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}

@@ -184,8 +184,12 @@ func (d *downstream) request(ctx context.Context, method string, params json.Raw
 // close detaches the session from its servers; once.
 func (d *downstream) close() {
 	d.once.Do(func() {
+		d.cancel(ErrSessionEnded)
 		d.mu.Lock()
 		d.closed = true
+		if d.timer != nil {
+			d.timer.Stop()
+		}
 		started := d.ss != nil
 		mcpID := d.mcpID
 		bs := d.bound
@@ -195,6 +199,9 @@ func (d *downstream) close() {
 		close(d.done)
 		d.gw.mu.Lock()
 		delete(d.gw.sessions, d)
+		if d.gw.mcpIDs[mcpID] == d {
+			delete(d.gw.mcpIDs, mcpID)
+		}
 		d.gw.mu.Unlock()
 		if h := d.gw.opts.Hooks.Session; h != nil && started {
 			h(SessionEvent{Agent: d.agent, Session: d.id, MCPSession: mcpID, End: true})
@@ -209,15 +216,4 @@ func (d *downstream) close() {
 			d.gw.release(b.u, d, mine)
 		}
 	})
-}
-
-// shutdown ends the client session (gateway shutdown).
-func (d *downstream) shutdown() {
-	d.mu.Lock()
-	ss := d.ss
-	d.mu.Unlock()
-	if ss != nil {
-		ss.Close()
-	}
-	d.close()
 }
