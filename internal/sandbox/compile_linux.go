@@ -10,6 +10,11 @@ import (
 	"mcpbox/internal/seccomp"
 )
 
+// testHookWorkload, if non-nil, edits the workload's config before it is
+// sent: tests take walls down to show that the others hold alone. Nil
+// outside tests.
+var testHookWorkload func(*workloadConfig)
+
 // initConfig compiles the Spec into what the init needs. As host root it
 // also prepares an idmapped, detached clone of every user mount (returned
 // as fds, to be sent along): the sandbox's uid maps to an unprivileged host
@@ -44,12 +49,20 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 			FileSize:   s.fileSizeLimit(),
 		},
 	}
+	if s.Limits.Pids > 0 && sb.cgroup() == nil {
+		// No cgroup to hold the pids limit: RLIMIT_NPROC holds it,
+		// counted in the workload's own user namespace.
+		cfg.Workload.Nproc = s.Limits.Pids
+	}
 	if !hasLayer(sb.Degraded, LayerSeccomp) {
 		prog, err := seccomp.Program(seccomp.Options{})
 		if err != nil {
 			return nil, nil, &StartError{Layer: LayerSeccomp, Code: exitSetup, Err: fmt.Errorf("assembling seccomp filter: %w", err)}
 		}
 		cfg.Workload.Seccomp = packFilter(prog)
+	}
+	if testHookWorkload != nil {
+		testHookWorkload(&cfg.Workload)
 	}
 	if err := s.checkOverlay(); err != nil {
 		return nil, nil, &StartError{Layer: LayerOverlay, Code: exitSetup, Err: err}

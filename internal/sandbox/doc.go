@@ -9,12 +9,17 @@
 //	mcpbox (host)              Run: cgroup, control socket, timeout, signals,
 //	                           size of the workspace dirs (disksize_linux.go)
 //	└─ mcpbox init (pid 1)     namespaces, rootfs, reaper; see init_linux.go
-//	   └─ CMD                  the workload: uid 1000, no capabilities,
-//	                           no_new_privs, Landlock, seccomp
+//	   └─ CMD                  the workload: its own user namespace (uid
+//	                           1000 mapped 1:1 to the init's), no
+//	                           capabilities, no_new_privs, Landlock,
+//	                           seccomp, RLIMIT_NPROC without a cgroup
 //
 // The init is this binary re-executed with a hidden argument (runc's "init"
 // trick): the program's main must call [Main] first. It puts the walls up
-// on its own OS thread and forks the workload from it (workload_linux.go).
+// on its own OS thread and forks the workload from it into the nested user
+// namespace, which owns none of the sandbox's other namespaces: no
+// capability the workload could come by there counts over the sandbox's
+// mounts, network or processes (workload_linux.go, fork_unsafe.go).
 // A Spec is plain data; [Compile]-like conversion from config lives with the
 // caller. Nothing here parses MCP.
 package sandbox

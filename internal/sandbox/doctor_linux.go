@@ -45,8 +45,9 @@ func Doctor() []Check {
 	cg := cgroup.Probe()
 	cgOK, _ := cgroupsUsable(cg)
 	cs = append(cs, Check{Name: "cgroups", OK: cgOK, Required: true, Layer: LayerCgroups,
-		Detail:   cgroupSummary(cg),
-		Degrades: "no memory, pids or cpu limits: a fork bomb or memory hog can hurt the host"})
+		Detail: cgroupSummary(cg),
+		Degrades: "no memory or cpu limits: a memory hog can hurt the host; without cgroups the pids limit still holds " +
+			"(RLIMIT_NPROC, counted in the workload's own user namespace), as do the timeout and the tmpfs sizes"})
 	if h.root {
 		cs = append(cs, Check{Name: "idmapped mounts", OK: kernelAtLeast(5, 12), Layer: LayerIdmap,
 			Detail:   "used as root so files written to --output belong to the invoking user",

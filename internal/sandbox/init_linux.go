@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -100,12 +101,8 @@ func runInit() int {
 	if err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("reading sandbox config: %w", err))
 	}
-	// The workload shares our kernel uid; non-dumpable keeps it from
-	// ptracing us or reading /proc/1/{environ,mem,exe}. No core files
-	// either: they would land in the workspace.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return reportSetup(ctl, "", fmt.Errorf("setting init non-dumpable: %w", err))
-	}
+	// No core files: they would land in the workspace. (The init turns
+	// non-dumpable when it starts the workload: startWalled.)
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("disabling core files: %w", err))
 	}
@@ -164,16 +161,46 @@ var straySignals = []os.Signal{
 	unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM, unix.SIGIO, unix.SIGPWR,
 }
 
-// startWalled puts up the walls on a dedicated, locked OS thread, forks
-// the workload from it, and lets the thread die: a thread in the
-// workload's Landlock domain is one the workload may signal (tgkill
-// SIGILL would crash the init), and the main thread, which leads the
-// init's thread group, must stay outside that domain for the same reason.
-// The workload needs no PDEATHSIG tied to that thread: when the init
-// exits, the kernel kills the whole pid namespace.
-func startWalled(c *workloadConfig) (*exec.Cmd, *workloadError) {
+// startWalled forks the workload from a dedicated, locked OS thread that
+// puts up the walls and then dies: a thread in the workload's Landlock
+// domain is one the workload may signal (tgkill SIGILL would crash the
+// init), and the main thread, which leads the init's thread group, must
+// stay outside that domain for the same reason. The workload needs no
+// PDEATHSIG tied to that thread: when the init exits, the kernel kills the
+// whole pid namespace. The workload's id maps are written from here,
+// outside the Landlock domain, which would refuse them; only then does
+// the child go on. It returns the workload's pid once it runs.
+func startWalled(c *workloadConfig) (int, *workloadError) {
+	setup := func(err error) (int, *workloadError) {
+		return 0, &workloadError{Msg: err.Error(), Code: exitSetup}
+	}
+	path, err := lookPath(c.Args[0], c.Dir, c.Env)
+	if err != nil {
+		code := exitNotFound
+		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
+			code = exitNoExec
+		}
+		return 0, &workloadError{Msg: err.Error(), Code: code}
+	}
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return setup(fmt.Errorf("creating the workload's sync pipe: %w", err))
+	}
+	defer syncW.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		syncR.Close()
+		return setup(fmt.Errorf("creating the workload's report pipe: %w", err))
+	}
+	defer errR.Close()
+	fs, err := newForkSpec(path, c, syncR, syncW, errW)
+	if err != nil {
+		syncR.Close()
+		errW.Close()
+		return setup(fmt.Errorf("preparing the workload: %w", err))
+	}
 	type started struct {
-		cmd *exec.Cmd
+		pid int
 		err *workloadError
 	}
 	res := make(chan started, 1)
@@ -181,17 +208,51 @@ func startWalled(c *workloadConfig) (*exec.Cmd, *workloadError) {
 		// Never unlocked: the goroutine ends locked, so the runtime ends
 		// the thread instead of reusing it with the walls on.
 		runtime.LockOSThread()
-		// A new cgroup namespace, rooted at the sandbox cgroup the host
-		// moved us into. Per thread, like everything below.
-		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-			res <- started{err: &workloadError{Msg: "creating cgroup namespace: " + err.Error(), Code: exitSetup}}
-			return
-		}
-		cmd, err := startWorkload(c)
-		res <- started{cmd, err}
+		pid, err := startWorkload(c, fs)
+		res <- started{pid, err}
 	}()
 	r := <-res
-	return r.cmd, r.err
+	syncR.Close()
+	errW.Close()
+	if r.err != nil {
+		return 0, r.err
+	}
+	if err := writeIDMaps(r.pid); err != nil {
+		return setup(err)
+	}
+	// The workload shares our kernel uid; non-dumpable keeps it from
+	// ptracing us or reading /proc/1/{environ,mem,exe} (its user namespace
+	// being a child of ours does too). Not before: the child's id maps
+	// are /proc files of a copy of us, which a non-dumpable process would
+	// have owned by root.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return setup(fmt.Errorf("setting init non-dumpable: %w", err))
+	}
+	if _, err := syncW.Write([]byte{0}); err != nil {
+		return setup(fmt.Errorf("starting the workload: %w", err))
+	}
+	step, errno, err := readForkReport(errR)
+	if err != nil {
+		return setup(err)
+	}
+	if step != 0 {
+		return 0, forkFailure(c, step, errno)
+	}
+	return r.pid, nil
+}
+
+// writeIDMaps maps the sandbox uid and gid 1:1 into the workload's new
+// user namespace. Unprivileged as we are there, one id, our own, is all we
+// may map, and only once setgroups is denied.
+func writeIDMaps(pid int) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	id := strconv.Itoa(sandboxUID) + " " + strconv.Itoa(sandboxUID) + " 1\n"
+	for _, f := range []struct{ name, data string }{{"uid_map", id}, {"setgroups", "deny"}, {"gid_map", id}} {
+		if err := os.WriteFile(dir+f.name, []byte(f.data), 0); err != nil {
+			return fmt.Errorf("writing the workload's %s: %w", f.name, err)
+		}
+	}
+	return nil
 }
 
 func readInitConfig(ctl, cfgR *os.File) (*initConfig, []int, error) {
@@ -259,8 +320,7 @@ func loopbackUp() error {
 // reap forwards signals to the workload and reaps every child (pid 1 adopts
 // orphans) until the workload itself exits; its status becomes ours, with
 // 128+signal for a killed workload.
-func reap(child *exec.Cmd, sigs chan os.Signal, tty bool) int {
-	pid := child.Process.Pid
+func reap(pid int, sigs chan os.Signal, tty bool) int {
 	done := make(chan int, 1)
 	go func() {
 		for {

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +27,10 @@ import (
 // init's credentials, the same uid. A lower file whose owner has no
 // mapping in the sandbox (not the caller's, or as root not root's) cannot
 // be copied up: writing to it fails with EOVERFLOW.
+//
+// The upper dir is a host directory, out of reach of the sandbox's nosuid
+// flag: Wait clears any setuid or setgid bit a copy-up carried into it
+// (stripSetID).
 const (
 	stageLower  = "/overlay/lower"
 	stageLayers = "/overlay/layers"
@@ -194,3 +200,37 @@ func checkLayerDir(d layerDir) error {
 // namespace only, which maps one uid: they reach no file the init could
 // not chmod anyway. The workload never has them.
 var overlayCaps = []uintptr{unix.CAP_DAC_OVERRIDE, unix.CAP_CHOWN, unix.CAP_FOWNER, unix.CAP_FSETID}
+
+// stripSetID clears the setuid and setgid bits of every non-directory in
+// the upper dir once the sandbox is gone. Seccomp refuses the bits in any
+// mode the workload sets, and the kernel clears them when the workload
+// writes to a file, but a copy-up alone (touch, chown to itself) copies a
+// lower file's bits into the upper dir, a host directory where the
+// sandbox's nosuid flag no longer holds. Nothing writes to the upper dir
+// any more; symlinks are not followed.
+func stripSetID(upper string) error {
+	return filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", p, err)
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("checking %s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
+			return nil
+		}
+		if err := unix.Fchmod(fd, st.Mode&^(unix.S_IFMT|unix.S_ISUID|unix.S_ISGID)); err != nil {
+			return fmt.Errorf("clearing the setuid and setgid bits of %s: %w", p, err)
+		}
+		return nil
+	})
+}

@@ -254,7 +254,7 @@ func TestInputOverlayUnprivileged(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestInputOverlay(ExecWritable|FailsClosed|ForgedOpaque)?$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestInputOverlay(ExecWritable|FailsClosed|ForgedOpaque|NoSetID)?$", "-test.count=1", "-test.v")
 	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
 	// os/exec forks with CLONE_VM: the child's setuid clears the dumpable
@@ -265,7 +265,7 @@ func TestInputOverlayUnprivileged(t *testing.T) {
 	if derr == nil {
 		_ = unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
 	}
-	for _, name := range []string{"TestInputOverlay", "TestInputOverlayExecWritable", "TestInputOverlayFailsClosed", "TestInputOverlayForgedOpaque"} {
+	for _, name := range []string{"TestInputOverlay", "TestInputOverlayExecWritable", "TestInputOverlayFailsClosed", "TestInputOverlayForgedOpaque", "TestInputOverlayNoSetID"} {
 		if err != nil || !strings.Contains(string(out), "\n--- PASS: "+name+" (") {
 			t.Fatalf("unprivileged run of %s: %v\n%s", name, err, out)
 		}
@@ -386,6 +386,79 @@ print(sorted(os.listdir("/workspace/input/sub")))`)
 		buf := make([]byte, 8)
 		if _, err := unix.Lgetxattr(ov.Upper+"/"+d, "user.overlay.opaque", buf); !errors.Is(err, unix.ENODATA) {
 			t.Errorf("upper %s carries user.overlay.opaque (%v): the workload forged an opaque dir", d, err)
+		}
+	}
+}
+
+// The workload cannot leave a setuid or setgid file in the upper dir: the
+// upper dir is a host directory, where the sandbox's nosuid mount flag no
+// longer holds. It tries every way: a chmod of a lower file (a copy-up), a
+// new file, and writing into lower files that already carry the bits
+// (overlayfs copies up with the init's credentials; the kernel strips the
+// bits on a write, not on a copy-up alone).
+func TestInputOverlayNoSetID(t *testing.T) {
+	requireSandbox(t)
+	lower, ov := overlayDirs(t)
+	for _, f := range []string{"tool", "trunc", "touched", "plain"} {
+		if err := copyFile("/bin/true", lower+"/"+f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"tool", "trunc", "touched"} {
+		if err := os.Chmod(lower+"/"+f, 0o755|os.ModeSetuid|os.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A host setuid file the upper dir links to: stripping the bits must
+	// not follow the workload's symlinks.
+	outside := filepath.Dir(ov.Upper) + "/outside"
+	if err := copyFile("/bin/true", outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(outside, 0o755|os.ModeSetuid|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	spec := quick("sh", "-c", `cd /workspace/input
+stat -c '%n %A' tool trunc touched
+ln -s `+outside+` evil
+chmod u+s,g+s plain keep.txt 2>&1
+cp /bin/true new && chmod 6755 new 2>&1
+printf x >> tool
+printf '#!/bin/sh\necho pwned\n' > trunc
+touch touched
+stat -c '%n %A %s' tool trunc touched plain keep.txt new`)
+	spec.Input, spec.InputOverlay = lower, ov
+	out := runOverlay(t, spec)
+	t.Logf("workload's view:\n%s", out)
+	var found []string
+	err := filepath.WalkDir(ov.Upper, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			found = append(found, strings.TrimPrefix(p, ov.Upper)+" "+strconv.FormatUint(uint64(st.Mode), 8))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("setuid/setgid files in the upper dir on the host: %v", found)
+	}
+	// The writes landed: the test attacked what it meant to.
+	for _, f := range []string{"tool", "trunc", "touched", "new", "evil"} {
+		if _, err := os.Lstat(ov.Upper + "/" + f); err != nil {
+			t.Errorf("upper %s: %v; the workload's write did not land", f, err)
+		}
+	}
+	for _, p := range []string{lower + "/touched", outside} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != os.ModeSetuid|os.ModeSetgid {
+			t.Errorf("%s: %v, %v; want its setuid and setgid bits untouched", p, fi.Mode(), err)
 		}
 	}
 }

@@ -464,8 +464,9 @@ func (sb *Sandbox) expire() {
 	sb.Kill()
 }
 
-// Wait waits for the workload to exit, then removes the sandbox's cgroup.
-// Every process of the sandbox is gone when it returns.
+// Wait waits for the workload to exit, then removes the sandbox's cgroup
+// and clears setuid and setgid bits in the input overlay's upper dir
+// (stripSetID). Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
 	sb.end()
@@ -519,6 +520,11 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		}
 		if err := cg.Destroy(); err != nil {
 			return res, fmt.Errorf("removing cgroup: %w", err)
+		}
+	}
+	if o := sb.spec.InputOverlay; o != nil {
+		if err := stripSetID(o.Upper); err != nil {
+			return res, fmt.Errorf("checking the input overlay's upper dir: %w", err)
 		}
 	}
 	return res, nil

@@ -286,7 +286,7 @@ func TestReapForwarding(t *testing.T) {
 		sigs := make(chan os.Signal, 2)
 		sigs <- syscall.SIGINT
 		done := make(chan int, 1)
-		go func() { done <- reap(child, sigs, tty) }()
+		go func() { done <- reap(child.Process.Pid, sigs, tty) }()
 		select {
 		case code := <-done:
 			if tty {

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mcpbox/internal/landlock"
-	"mcpbox/internal/seccomp"
 )
 
 // workloadConfig is the command and the walls to put up around it.
@@ -34,6 +33,9 @@ type workloadConfig struct {
 	// FileSize, if positive, is the workload's RLIMIT_FSIZE, soft and
 	// hard: the largest file it may write (disksize_linux.go).
 	FileSize int64 `json:"file_size,omitempty"`
+	// Nproc, if positive, is the workload's RLIMIT_NPROC: its pids limit
+	// when it has no cgroup to hold it.
+	Nproc int64 `json:"nproc,omitempty"`
 }
 
 // workloadError says why the workload did not start.
@@ -43,25 +45,18 @@ type workloadError struct {
 	Code  int
 }
 
-// startWorkload puts up the walls on the calling OS thread — no_new_privs,
-// Landlock, empty capability sets, seccomp — and forks the workload from
-// it, which inherits all of them. Everything here is per thread, and
-// os/exec forks from the calling thread: the init's other threads keep
-// their capabilities, the workload never had them.
+// startWorkload puts up the walls it can on the calling OS thread —
+// no_new_privs, Landlock, empty capability sets — and forks the workload
+// from it into its own user namespace (fork_unsafe.go), where the child
+// empties its capabilities again, sets its process limit and installs the
+// seccomp filter before it executes the command. The init's other threads
+// keep their capabilities; the workload never had them.
 //
 // Preconditions: the calling goroutine is locked to a thread of its own
 // (startWalled), and the root is built. Afterwards the thread must end.
-func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
-	fail := func(code int, layer Layer, err error) (*exec.Cmd, *workloadError) {
-		return nil, &workloadError{Msg: err.Error(), Layer: layer, Code: code}
-	}
-	path, err := lookPath(c.Args[0], c.Dir, c.Env)
-	if err != nil {
-		code := exitNotFound
-		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
-			code = exitNoExec
-		}
-		return fail(code, "", err)
+func startWorkload(c *workloadConfig, fs *forkSpec) (int, *workloadError) {
+	fail := func(code int, layer Layer, err error) (int, *workloadError) {
+		return 0, &workloadError{Msg: err.Error(), Layer: layer, Code: code}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(exitSetup, "", fmt.Errorf("setting no_new_privs: %w", err))
@@ -82,28 +77,27 @@ func startWorkload(c *workloadConfig) (*exec.Cmd, *workloadError) {
 	if err := dropCapabilities(); err != nil {
 		return fail(exitSetup, "", fmt.Errorf("dropping capabilities: %w", err))
 	}
-	if len(c.Seccomp) > 0 {
-		if err := seccomp.Install(unpackFilter(c.Seccomp)); err != nil {
-			return fail(exitSetup, LayerSeccomp, fmt.Errorf("installing seccomp filter: %w", err))
-		}
+	pid, err := forkWorkload(fs)
+	if err != nil {
+		return fail(exitSetup, LayerUserns, err)
 	}
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   c.Args,
-		Env:    c.Env,
-		Dir:    c.Dir,
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-	}
-	if err := cmd.Start(); err != nil {
+	return pid, nil
+}
+
+// forkFailure turns the forked child's report into the workload's error.
+func forkFailure(c *workloadConfig, step uint32, errno unix.Errno) *workloadError {
+	err := fmt.Errorf("%s: %w", stepNames[step], errno)
+	switch step {
+	case stepSeccomp:
+		return &workloadError{Msg: err.Error(), Layer: LayerSeccomp, Code: exitSetup}
+	case stepChdir, stepExec:
 		code := exitNoExec
-		if errors.Is(err, unix.ENOENT) {
+		if errno == unix.ENOENT {
 			code = exitNotFound
 		}
-		return fail(code, "", fmt.Errorf("executing %s: %w", c.Args[0], err))
+		return &workloadError{Msg: fmt.Sprintf("executing %s: %v", c.Args[0], err), Code: code}
 	}
-	return cmd, nil
+	return &workloadError{Msg: err.Error(), Code: exitSetup}
 }
 
 // lookPath finds file in the PATH of the workload's environment; a
