@@ -94,7 +94,6 @@ func TestLogsTextOneLinePerRecord(t *testing.T) {
 	}
 }
 
-
 func TestLogsJSONRoundTrips(t *testing.T) {
 	var out bytes.Buffer
 	e := &env{stdout: &out}
