@@ -33,9 +33,9 @@ import (
 // programs.
 //
 // Wrappers: for a program that runs another command from its arguments
-// (env, nice, timeout, xargs, sudo, ...; see wrappers), Deny and Approve are
-// also tried against every tail of argv, so "env -i git push" meets deny
-// "git *push*". This is best effort: allowing a shell, an interpreter, make,
+// (env, nice, timeout, xargs, sudo, a shell, ...; see wrappers), Deny and
+// Approve are also tried against every tail of argv, so "env -i git push"
+// and "sh -c 'git push'" meet deny "git *push*". This is best effort: allowing a shell, an interpreter, make,
 // find or any program that can start others allows what it starts, and Deny
 // only sees the argv the client sent.
 //
@@ -60,6 +60,9 @@ var wrappers = map[string]bool{
 	"command": true, "exec": true, "script": true, "sg": true, "prlimit": true, "numactl": true,
 	"fakeroot": true, "faketime": true, "valgrind": true, "catchsegv": true, "setarch": true,
 	"linux32": true, "linux64": true, "cpulimit": true, "systemd-run": true, "capsh": true,
+	// Shells: "sh -c 'git push'" has the tail "git push". A longer script
+	// is not parsed; see CommandPolicy.
+	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true,
 }
 
 // verdict is the outcome of a policy check.

@@ -31,7 +31,7 @@ func fakeSystem(t *testing.T) (root string, dirs []string, ws string) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"git", "env", "rm", "ls", "nice"} {
+	for _, name := range []string{"git", "env", "rm", "ls", "nice", "sh"} {
 		exe(filepath.Join(root, "usr/bin", name))
 	}
 	link("usr/bin", filepath.Join(root, "bin"))
@@ -48,7 +48,7 @@ func fakeSystem(t *testing.T) (root string, dirs []string, ws string) {
 func TestCommandPolicySpellings(t *testing.T) {
 	root, dirs, ws := fakeSystem(t)
 	p := CommandPolicy{
-		Allow: []string{"git", "env *", "nice *", "ls", "./build.sh *"},
+		Allow: []string{"git", "env *", "nice *", "sh", "ls", "./build.sh *"},
 		Deny:  []string{"git *push*", "rm"},
 		dirs:  dirs,
 	}
@@ -70,6 +70,8 @@ func TestCommandPolicySpellings(t *testing.T) {
 		{"env wrapper with options and a path", "env -i A=1 R/usr/bin/git push", refused},
 		{"wrapper by path", "R/bin/env R/bin/git push", refused},
 		{"nested wrappers", "nice -n 5 env git push", refused},
+		{"shell -c", "sh -c git~push~origin", refused},
+		{"shell -c allowed", "sh -c git~log", allowed},
 		{"denied program by path", "R/usr/bin/rm -rf x", refused},
 		{"denied program through a workspace symlink", "./ls -rf x", refused},
 
@@ -87,6 +89,9 @@ func TestCommandPolicySpellings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			argv := strings.Fields(r(tt.argv))
+			for i := range argv {
+				argv[i] = strings.ReplaceAll(argv[i], "~", " ") // a space within one word
+			}
 			d := p.check(argv, ws)
 			if d.v != tt.want {
 				t.Errorf("check(%q) = %v (rule %q, program %+v), want %v", argv, d.v, d.rule, d.prog, tt.want)
