@@ -102,8 +102,10 @@ func TestCommandPolicySpellings(t *testing.T) {
 	// Without a deny rule for rm, an allow rule for ls must not let a
 	// workspace symlink named ls run rm.
 	p2 := CommandPolicy{Allow: []string{"ls"}, dirs: dirs}
-	if d := p2.check([]string{"./ls", "-rf", "x"}, ws); d.v != refused {
-		t.Errorf("./ls (a symlink to rm) allowed by rule %q", d.rule)
+	for _, argv0 := range []string{"./ls", filepath.Join(ws, "ls"), filepath.Join(dirs[0], "../../ws/ls")} {
+		if d := p2.check([]string{argv0, "-rf", "x"}, ws); d.v != refused {
+			t.Errorf("%s (a symlink to rm) allowed by rule %q", argv0, d.rule)
+		}
 	}
 }
 

@@ -14,6 +14,10 @@ type program struct {
 	abs    string // argv[0] cleaned, if it is an absolute path
 	path   string // the file that runs: symlinks resolved; "" if none was found
 	system bool   // the program is the sandbox's: in an executable directory
+	// inDir: argv[0] names an entry of an executable directory (a bare
+	// name found there, or an absolute path into one), so its base name
+	// is the name of a system program.
+	inDir bool
 }
 
 // resolve finds the program argv0 names, run in the working directory dir.
@@ -31,7 +35,7 @@ func (p CommandPolicy) resolve(argv0, dir string) program {
 		}
 		// A bare name is the sandbox's program of that name, found or not
 		// (a name not found runs nothing).
-		pr.system = true
+		pr.system, pr.inDir = true, true
 		if pr.found != "" {
 			pr.path = evalExecutable(pr.found)
 		}
@@ -41,6 +45,7 @@ func (p CommandPolicy) resolve(argv0, dir string) program {
 	if path.IsAbs(argv0) {
 		pr.abs = path.Clean(argv0)
 		pr.system = p.inExecDir(pr.abs)
+		pr.inDir = pr.system
 	} else {
 		cand = dir + "/" + argv0 // not path.Join: ".." must follow symlinks
 	}
@@ -53,14 +58,14 @@ func (p CommandPolicy) resolve(argv0, dir string) program {
 
 // spellings are the ways a rule may name the program: every one, for Deny
 // and Approve (fail closed), and for Allow if the program is the system's.
-// The base name of a path given is left out where it would let a
-// workspace file ("./ls", a symlink to rm) pass for the system program.
+// The base name of a path given is left out unless the path names an
+// entry of an executable directory: a workspace file ("./ls", or
+// "/workspace/output/ls", a symlink to rm) does not pass for the system
+// program of its name.
 func (pr program) spellings() []string {
 	s := pr.paths()
-	if pr.found != "" || pr.abs != "" && pr.system {
+	if pr.inDir {
 		s = append(s, path.Base(pr.given))
-	} else if pr.abs == "" && !strings.Contains(pr.given, "/") {
-		s = append(s, pr.given) // a bare name, not found
 	}
 	if pr.path != "" {
 		s = append(s, path.Base(pr.path))
