@@ -77,15 +77,21 @@ func (s *server) prepareCmd(argv []string, cwd string) (*exec.Cmd, func(), error
 			return nil, nil, errors.New("argument contains a NUL byte")
 		}
 	}
-	if err := s.o.Commands.policyError(argv); err != nil {
-		return nil, nil, err
-	}
 	dir, release, err := s.workdir(cwd)
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
+	d := s.o.Commands.check(argv, dir)
+	if err := s.o.Commands.policyError(argv, d); err != nil {
+		release()
+		return nil, nil, err
+	}
+	if d.prog.path == "" {
+		release()
+		return nil, nil, fmt.Errorf("program %q not found", argv[0])
+	}
+	// The file the policy resolved is what runs, not a fresh PATH lookup.
+	cmd := &exec.Cmd{Path: d.prog.path, Args: argv, Dir: dir}
 	cmd.WaitDelay = time.Second // a straggler holding the pipe does not hold us
 	setProcGroup(cmd)
 	return cmd, release, nil

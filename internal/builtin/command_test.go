@@ -43,7 +43,8 @@ func TestCommandPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, rule := tt.policy.check(tt.argv)
+			d := tt.policy.check(tt.argv, t.TempDir())
+			v, rule := d.v, d.rule
 			if v != tt.want || rule != tt.wantRule {
 				t.Errorf("check(%q) = %v, %q; want %v, %q", tt.argv, v, rule, tt.want, tt.wantRule)
 			}

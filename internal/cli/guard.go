@@ -299,6 +299,8 @@ func pinKind(kind string) string {
 		return integrity.KindPrompt
 	case gateway.KindTemplates:
 		return integrity.KindTemplate
+	case gateway.KindInstructions:
+		return integrity.KindInstructions
 	}
 	return ""
 }

@@ -24,7 +24,15 @@ import (
 func (g *guard) list(agent, server, kind string, items []gateway.Item) []gateway.Item {
 	gs := g.servers[server]
 	pk := pinKind(kind)
-	if gs == nil || pk == "" || len(items) == 0 {
+	if gs == nil || pk == "" {
+		return items
+	}
+	if kind == gateway.KindInstructions {
+		// Asked once per session, and an empty list counts: it pins "no
+		// instructions", so text that appears later is new.
+		return g.scanned(gs, pk, g.pinned(gs, pk, items))
+	}
+	if len(items) == 0 {
 		return items
 	}
 	key := memoKey{agent, server, kind}
@@ -109,7 +117,16 @@ func hintFor(ch integrity.Change) string {
 	case "pinned", "removed":
 		return ""
 	}
-	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, ch.Key)
+	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, trustKey(ch))
+}
+
+// trustKey is the key `mcpbox trust SERVER/KEY` takes for a change: the
+// tool name, or KIND:KEY for the other kinds.
+func trustKey(ch integrity.Change) string {
+	if ch.Kind == integrity.KindTool {
+		return ch.Key
+	}
+	return ch.Kind + ":" + ch.Key
 }
 
 // scanned runs the description scanner; with scan: block, a definition
@@ -284,10 +301,7 @@ const (
 // `mcpbox trust`, if it is still the definition offered; otherwise it
 // stays hidden.
 func (g *guard) askTrust(ch integrity.Change) int {
-	key := ch.Key
-	if ch.Kind != integrity.KindTool {
-		key = ch.Kind + ":" + ch.Key
-	}
+	key := trustKey(ch)
 	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key,
 		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
 	d, err := g.broker.Ask(context.Background(), req, nil)

@@ -18,7 +18,8 @@ const pinHelp = `USAGE
   mcpbox pin [--check] [--config FILE] [--state-dir DIR] [SERVER...]
 
 Starts each server of the config (every one, or those named) in its
-sandbox, lists its tools, prompts and resource templates, runs the
+sandbox, lists its tools, prompts and resource templates and notes its
+initialize instructions, runs the
 description scanner over them and prints its findings, then records the
 definitions in the lock file mcpbox.lock beside the config (in the state
 dir for the embedded default), replacing that server's earlier pins. A
@@ -114,8 +115,9 @@ func (e *env) pin(args []string) int {
 			e.errorf("pin: server %s: %v", name, err)
 			return 1
 		}
-		fmt.Fprintf(e.stdout, "pinned %s: %d tools, %d prompts, %d templates\n", name,
-			len(d.Lists[gateway.KindTools]), len(d.Lists[gateway.KindPrompts]), len(d.Lists[gateway.KindTemplates]))
+		fmt.Fprintf(e.stdout, "pinned %s: %d tools, %d prompts, %d templates, %d instructions\n", name,
+			len(d.Lists[gateway.KindTools]), len(d.Lists[gateway.KindPrompts]), len(d.Lists[gateway.KindTemplates]),
+			len(d.Lists[gateway.KindInstructions]))
 	}
 	fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
 	if _, err := adminCall(dir, adminRequest{Op: "reload"}); err == nil {
@@ -123,6 +125,9 @@ func (e *env) pin(args []string) int {
 	}
 	return 0
 }
+
+// pinListKinds are the lists `mcpbox pin` scans and pins.
+var pinListKinds = []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates, gateway.KindInstructions}
 
 // printFindings prints the scanner's findings and returns their number.
 func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitions) int {
@@ -141,7 +146,7 @@ func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitio
 				others = append(others, it.Key, c.EffectivePrefix(c.Server(name))+it.Key)
 			}
 		}
-		for _, kind := range []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates} {
+		for _, kind := range pinListKinds {
 			for _, it := range d.Lists[kind] {
 				for _, f := range integrity.ScanDefinition(pinKind(kind), it.Raw, others) {
 					n++
@@ -165,7 +170,7 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 		if d == nil {
 			continue
 		}
-		for _, kind := range []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates} {
+		for _, kind := range pinListKinds {
 			var items []integrity.Item
 			for _, it := range d.Lists[kind] {
 				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})

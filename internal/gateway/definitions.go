@@ -11,12 +11,14 @@ import (
 type Definitions struct {
 	ServerInfo json.RawMessage
 	// Lists holds the items of KindTools, KindPrompts and KindTemplates
-	// that the server has (a kind it lacks the capability for is absent).
+	// that the server has (a kind it lacks the capability for is absent),
+	// and always KindInstructions: its instructions, or an empty list.
 	Lists map[string][]Item
 }
 
 // Definitions starts server for scope outside any client session, lists
-// its tools, prompts and resource templates, and stops it again: what
+// its tools, prompts and resource templates, notes its instructions, and
+// stops it again: what
 // `mcpbox pin` records. The gateway's own tool filter (Allow, Deny)
 // applies; Hooks.List does not.
 func (g *Gateway) Definitions(ctx context.Context, server string, scope Scope) (*Definitions, error) {
@@ -35,7 +37,10 @@ func (g *Gateway) Definitions(ctx context.Context, server string, scope Scope) (
 		return nil, err
 	}
 	info := u.info()
-	d := &Definitions{ServerInfo: info.ServerInfo, Lists: map[string][]Item{}}
+	d := &Definitions{ServerInfo: info.ServerInfo, Lists: map[string][]Item{KindInstructions: {}}}
+	if info.Instructions != "" {
+		d.Lists[KindInstructions] = []Item{InstructionsItem(info.Instructions)}
+	}
 	b := &bound{srv: srv, u: u, ok: true}
 	for _, kind := range []string{KindTools, KindPrompts, KindTemplates} {
 		if !b.has(kind) {

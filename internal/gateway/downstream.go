@@ -345,15 +345,36 @@ func (d *downstream) capabilities() (*mcp.ServerCapabilities, string) {
 		if c.Completions != nil {
 			caps.Completions = &mcp.CompletionCapabilities{}
 		}
-		if info.Instructions != "" {
+		if text := d.instructions(b, info.Instructions); text != "" {
 			if len(bs) == 1 {
-				instructions = append(instructions, info.Instructions)
+				instructions = append(instructions, text)
 			} else {
-				instructions = append(instructions, fmt.Sprintf("Server %s (names prefixed %q): %s", b.srv.Name, b.srv.Prefix, info.Instructions))
+				instructions = append(instructions, fmt.Sprintf("Server %s (names prefixed %q): %s", b.srv.Name, b.srv.Prefix, text))
 			}
 		}
 	}
 	return caps, strings.Join(instructions, "\n\n")
+}
+
+// instructions returns the server's instructions text if the List hook
+// lets it through (it pins and scans it like a description), else "".
+// The hook also sees a server that sent none, so that text appearing
+// later is new.
+func (d *downstream) instructions(b *bound, text string) string {
+	hook := d.gw.opts.Hooks.List
+	if hook == nil {
+		return text
+	}
+	items := []Item{}
+	if text != "" {
+		items = append(items, InstructionsItem(text))
+	}
+	for _, it := range hook(d.agent, b.srv.Name, KindInstructions, items) {
+		if it.Key == InstructionsKey && text != "" {
+			return text
+		}
+	}
+	return ""
 }
 
 // route finds the server a prefixed name belongs to.

@@ -156,6 +156,7 @@ type rawClient struct {
 	nextID atomic.Int64
 	errc   chan error
 	notes  []map[string]any // notifications seen by call
+	init   map[string]any   // the initialize response
 }
 
 func newRawClient(t testing.TB, gw *Gateway) *rawClient {
@@ -190,7 +191,7 @@ func newRawClient(t testing.TB, gw *Gateway) *rawClient {
 		}
 		cOutR.Close()
 	})
-	c.call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
+	c.init, _ = c.call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
 	c.notify("notifications/initialized", nil)
 	return c
 }

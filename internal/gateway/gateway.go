@@ -96,6 +96,9 @@ type Hooks struct {
 	// returns the items that agent may see. The gateway asks it again for
 	// the single item a tools/call or prompts/get names, so that what it
 	// hides cannot be used either: pinning and per-client policy go here.
+	// At initialize it also sees each server's instructions as a list of
+	// KindInstructions (see InstructionsItem; empty if the server sent
+	// none): the text reaches the client only if the item comes back.
 	List func(agent, server, kind string, items []Item) []Item
 	// Session, if set, is told when a client session starts (after
 	// initialize) and when it ends.
@@ -108,7 +111,20 @@ const (
 	KindPrompts   = "prompts"
 	KindResources = "resources"
 	KindTemplates = "templates"
+	// KindInstructions is a server's initialize instructions: a list of
+	// at most one item, InstructionsItem.
+	KindInstructions = "instructions"
 )
+
+// InstructionsKey is the key of a server's instructions item.
+const InstructionsKey = "instructions"
+
+// InstructionsItem is a server's instructions text as the List hook sees
+// it: {"instructions": text, "name": "instructions"}.
+func InstructionsItem(text string) Item {
+	raw, _ := json.Marshal(map[string]string{"name": InstructionsKey, "instructions": text})
+	return Item{Key: InstructionsKey, Raw: raw}
+}
 
 // Item is one entry of a server's list: its key (a tool or prompt name, a
 // resource URI or a URI template) and its raw JSON.

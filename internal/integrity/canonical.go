@@ -18,7 +18,16 @@ const (
 	KindTool     = "tool"
 	KindPrompt   = "prompt"
 	KindTemplate = "template"
+	// KindInstructions is the instructions text a server sends at
+	// initialization, which clients put before the model like a
+	// description. Its one item, InstructionsKey, is the object
+	// {"instructions": TEXT, "name": "instructions"}; a server without
+	// instructions has none, so text appearing later is new, like a tool.
+	KindInstructions = "instructions"
 )
+
+// InstructionsKey is the key of a server's instructions item.
+const InstructionsKey = "instructions"
 
 // MaxDefinitionSize bounds the raw JSON of one definition. A description
 // longer than this is not something a human reviews; refusing it also
@@ -38,13 +47,14 @@ const maxNesting = 512
 var unpinnedFields = map[string]bool{"_meta": true, "icons": true, "execution": true}
 
 // kinds are the definition kinds that can be pinned.
-var kinds = map[string]bool{KindTool: true, KindPrompt: true, KindTemplate: true}
+var kinds = map[string]bool{KindTool: true, KindPrompt: true, KindTemplate: true, KindInstructions: true}
 
 // pinKeyField names the member whose value is the item's key in the lock.
 var pinKeyField = map[string]string{
-	KindTool:     "name",
-	KindPrompt:   "name",
-	KindTemplate: "uriTemplate",
+	KindTool:         "name",
+	KindPrompt:       "name",
+	KindTemplate:     "uriTemplate",
+	KindInstructions: "name",
 }
 
 // Canonical returns the RFC 8785 (JCS) canonical JSON of the pinned

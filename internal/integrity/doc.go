@@ -6,7 +6,8 @@
 // A "rug pull" is a server changing a tool's description or schema after
 // the user approved it: the approved text asked for a file name, the new
 // text tells the model to send ~/.ssh/id_rsa along. The gateway pins every
-// tool, prompt and resource template in a lock file, mcpbox.lock beside
+// tool, prompt and resource template, and each server's initialize
+// instructions ([KindInstructions]), in a lock file, mcpbox.lock beside
 // the config. Per server the file holds the server's name and version and,
 // per item, the sha256 of the RFC 8785 (JCS) canonical JSON of its members
 // (all but _meta, icons and execution: a client may read members mcpbox
@@ -32,6 +33,6 @@
 // # Description scanning
 //
 // The scanner looks for instructions aimed at the model inside tool
-// descriptions and schemas (hidden text, requests for secrets, links to
-// other tools); see the scan files.
+// descriptions and schemas and server instructions (hidden text, requests
+// for secrets, links to other tools); see the scan files.
 package integrity

@@ -14,8 +14,8 @@ import (
 // Sentinel errors of pinning. They live here rather than in errors.go,
 // which the description scanner owns.
 var (
-	// ErrUnknownKind rejects a kind other than KindTool, KindPrompt and
-	// KindTemplate.
+	// ErrUnknownKind rejects a kind other than KindTool, KindPrompt,
+	// KindTemplate and KindInstructions.
 	ErrUnknownKind = errors.New("unknown definition kind")
 	// ErrUnknownMode rejects a pin mode other than the Mode constants.
 	ErrUnknownMode = errors.New("unknown pin mode")
@@ -71,6 +71,8 @@ type ServerLock struct {
 	Tools     map[string]Pin
 	Prompts   map[string]Pin
 	Templates map[string]Pin
+	// Instructions holds at most the one item InstructionsKey.
+	Instructions map[string]Pin
 }
 
 // ServerInfo is the serverInfo a server reported at initialization. It is
@@ -110,6 +112,8 @@ func (s *ServerLock) pins(kind string) map[string]Pin {
 		return s.Tools
 	case KindPrompt:
 		return s.Prompts
+	case KindInstructions:
+		return s.Instructions
 	}
 	return s.Templates
 }
@@ -120,6 +124,8 @@ func (s *ServerLock) setPins(kind string, m map[string]Pin) {
 		s.Tools = m
 	case KindPrompt:
 		s.Prompts = m
+	case KindInstructions:
+		s.Instructions = m
 	default:
 		s.Templates = m
 	}
@@ -146,10 +152,11 @@ type (
 		Version int                   `json:"version"`
 	}
 	serverFile struct {
-		Info      ServerInfo         `json:"info,omitzero"`
-		Prompts   map[string]pinFile `json:"prompts,omitzero"`
-		Templates map[string]pinFile `json:"templates,omitzero"`
-		Tools     map[string]pinFile `json:"tools,omitzero"`
+		Info         ServerInfo         `json:"info,omitzero"`
+		Instructions map[string]pinFile `json:"instructions,omitzero"`
+		Prompts      map[string]pinFile `json:"prompts,omitzero"`
+		Templates    map[string]pinFile `json:"templates,omitzero"`
+		Tools        map[string]pinFile `json:"tools,omitzero"`
 	}
 	pinFile struct {
 		Definition json.RawMessage `json:"definition"`
@@ -157,7 +164,7 @@ type (
 	}
 )
 
-var pinKinds = []string{KindTool, KindPrompt, KindTemplate}
+var pinKinds = []string{KindTool, KindPrompt, KindTemplate, KindInstructions}
 
 // ReadLock reads a lock file. A missing file is an empty lock. Unknown
 // fields, duplicate keys, another version and a pin whose definition does
@@ -204,7 +211,7 @@ func parseLock(data []byte) (*Lock, error) {
 	l := &Lock{Servers: make(map[string]*ServerLock, len(lf.Servers))}
 	for name, sf := range lf.Servers {
 		s := &ServerLock{Info: sf.Info}
-		for kind, m := range map[string]map[string]pinFile{KindTool: sf.Tools, KindPrompt: sf.Prompts, KindTemplate: sf.Templates} {
+		for kind, m := range map[string]map[string]pinFile{KindTool: sf.Tools, KindPrompt: sf.Prompts, KindTemplate: sf.Templates, KindInstructions: sf.Instructions} {
 			pins, err := readPins(name, kind, m)
 			if err != nil {
 				return nil, err
@@ -265,6 +272,9 @@ func (l *Lock) Marshal() ([]byte, error) {
 			return nil, err
 		}
 		if sf.Templates, err = writePins(name, KindTemplate, s.Templates); err != nil {
+			return nil, err
+		}
+		if sf.Instructions, err = writePins(name, KindInstructions, s.Instructions); err != nil {
 			return nil, err
 		}
 		lf.Servers[name] = sf
