@@ -124,7 +124,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		sessions := u.sessionsLocked()
 		u.mu.Unlock()
 		for _, d := range sessions {
-			if d.subscribed(p.URI) {
+			if d.subscribed(u, p.URI) {
 				d.post(context.Background(), n.Method, params)
 			}
 		}
