@@ -248,7 +248,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		// Closing the connection closes the server's stdin only, which asks
 		// it to exit; its stdout stays open until it has (Process.Stop), so
 		// that a server writing while it shuts down does not die of EPIPE.
-		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, u.srv.MaxMessage, u.dropped)
+		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, "server "+u.srv.Name, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, err := u.handshake(ctx, p)
