@@ -24,6 +24,7 @@ type downstream struct {
 	server *mcp.Server
 	swaps  *swapTable   // set when the session runs on stdioTransport
 	queued atomic.Int64 // bytes waiting in out
+	lists  listNotes    // list_changed waiting, coalesced (flood.go)
 
 	mu     sync.Mutex
 	ss     *mcp.ServerSession

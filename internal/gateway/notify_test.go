@@ -2,7 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +112,147 @@ func TestResourceUpdatedRoutedByServer(t *testing.T) {
 		if uri == same {
 			t.Fatalf("bob received the shared server's update of %s, which he subscribed to on his private server", same)
 		}
+	}
+}
+
+// lineLog counts the lines a gateway logs.
+type lineLog struct {
+	mu    sync.Mutex
+	lines int
+	first []string // the first few, for failure messages
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		if l.lines++; len(l.first) < 10 {
+			l.first = append(l.first, line)
+		}
+	}
+	return len(p), nil
+}
+
+func (l *lineLog) count() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lines, append([]string(nil), l.first...)
+}
+
+// listWatch reads everything a raw client receives: it counts the
+// tools/list_changed, notes when the last came, and passes responses on.
+type listWatch struct {
+	mu      sync.Mutex
+	n       int       // guarded by mu
+	last    time.Time // guarded by mu
+	results chan map[string]any
+}
+
+func watchLists(c *rawClient) *listWatch {
+	w := &listWatch{results: make(chan map[string]any, 16)}
+	go func() {
+		for msg := range c.lines {
+			<-c.rawLn
+			switch {
+			case msg["method"] == "notifications/tools/list_changed":
+				w.mu.Lock()
+				w.n++
+				w.last = time.Now()
+				w.mu.Unlock()
+			case msg["method"] == nil:
+				w.results <- msg
+			}
+		}
+	}()
+	return w
+}
+
+func (w *listWatch) count() (int, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n, w.last
+}
+
+// TestListChangedFloodCoalesced: a server that sends 200,000
+// tools/list_changed (and garbage, and log messages) in a burst gets a
+// bounded number of notifications to the other clients of it, the last
+// change is still announced after the burst, and the gateway's log stays
+// a few lines long.
+func TestListChangedFloodCoalesced(t *testing.T) {
+	const flood = 200_000
+	var sentAt atomic.Pointer[time.Time]
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] != "tools/call" {
+			return
+		}
+		// One write, not one per line: the burst is as fast as the pipe.
+		var b strings.Builder
+		for i := range flood - 1 {
+			b.WriteString(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` + "\n")
+			if i%100 == 0 {
+				b.WriteString(`not json ` + strconv.Itoa(i) + "\n")
+				b.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"line ` + strconv.Itoa(i) + `"}}` + "\n")
+			}
+		}
+		s.mu.Lock()
+		s.out.Write([]byte(b.String()))
+		s.mu.Unlock()
+		now := time.Now() // before the last one: what comes later is caused by it, or later still
+		sentAt.Store(&now)
+		s.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		s.reply(msg, `{"content":[{"type":"text","text":"flooded"}]}`)
+	})
+	log := &lineLog{}
+	gw, err := New([]*Server{{Name: "raw", Scope: ScopeShared, Launch: launch, Allow: []string{"*"}}},
+		Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	flooder := newRawClient(t, gw)
+	other := newRawClient(t, gw)
+	toOther := watchLists(other)
+	before, _ := log.count()
+
+	// By hand: the burst takes longer than rawClient.call waits under -race.
+	start := time.Now()
+	flooder.w.Write([]byte(`{"jsonrpc":"2.0","id":"flood","method":"tools/call","params":{"name":"flood"}}` + "\n"))
+	toFlooder := watchLists(flooder)
+	var resp map[string]any
+	for timeout := time.After(2 * time.Minute); resp == nil; {
+		select {
+		case resp = <-toFlooder.results:
+		case <-timeout:
+			t.Fatal("the flood call never ended")
+		}
+	}
+	if !strings.Contains(fmt.Sprint(resp["result"]), "flooded") {
+		t.Fatalf("flood call: %v", resp)
+	}
+	burst := time.Since(start)
+	// The last change reaches the other client after the burst.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, last := toOther.count(); last.After(*sentAt.Load()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, last := toOther.count()
+			t.Fatalf("the other client got %d list_changed, the last at %s, none after the burst ended at %s", n, last, *sentAt.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * listChangedEvery) // anything still pending arrives
+	n, _ := toOther.count()
+	m, _ := toFlooder.count()
+	t.Logf("burst of %s: %d and %d list_changed delivered", burst, n, m)
+	if n > 100 || m > 100 {
+		t.Fatalf("%d list_changed delivered to the other client and %d to the flooding one, want at most 100 each", n, m)
+	}
+	if lines, first := log.count(); lines-before > 30 {
+		t.Fatalf("the gateway logged %d lines about the flood, want a few; first: %q", lines-before, first)
 	}
 }

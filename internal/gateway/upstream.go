@@ -37,6 +37,7 @@ type upstream struct {
 	srv   *Server
 	scope Scope
 	log   *slog.Logger
+	warns warnings // rate-limits warnings the server can cause at will
 	// life ends when the upstream is stopped: background restarts and
 	// refreshes run under it.
 	life    context.Context
@@ -445,7 +446,7 @@ func (u *upstream) dropped(reason string, sample []byte) {
 	if len(sample) > 120 {
 		sample = sample[:120]
 	}
-	u.log.Warn("dropped a message from the server", "reason", reason, "sample", string(sample))
+	u.warns.warn(u.log, "dropped a message from the server", "reason", reason, "sample", string(sample))
 }
 
 func (u *upstream) attach(d *downstream, caps json.RawMessage) {
