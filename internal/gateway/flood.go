@@ -84,11 +84,14 @@ func (d *downstream) postListChanged(kind string) {
 	d.lists.add(kind)
 }
 
-// sendLists sends the pending list_changed notifications.
-func (d *downstream) sendLists() {
-	for _, method := range d.lists.take() {
+// sendLists sends the pending list_changed notifications and reports
+// whether there were any.
+func (d *downstream) sendLists() bool {
+	methods := d.lists.take()
+	for _, method := range methods {
 		d.notify(context.Background(), method, nil) // a list_changed carries nothing
 	}
+	return len(methods) > 0
 }
 
 // warnEvery is the shortest time between two log lines of one warning

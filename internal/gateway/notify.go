@@ -136,12 +136,14 @@ func (d *downstream) drain() {
 				later = time.After(wait)
 				continue
 			}
-			d.sendLists()
-			last = time.Now()
+			if d.sendLists() {
+				last = time.Now()
+			}
 		case <-later:
 			later = nil
-			d.sendLists()
-			last = time.Now()
+			if d.sendLists() {
+				last = time.Now()
+			}
 		case <-d.done:
 			return
 		}
