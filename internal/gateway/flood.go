@@ -94,42 +94,56 @@ func (d *downstream) sendLists() bool {
 	return len(methods) > 0
 }
 
-// warnEvery is the shortest time between two log lines of one warning
-// about one server's messages.
-const warnEvery = 5 * time.Second
+// warnEvery and warnBurst limit one warning about one server's messages
+// to warnBurst lines every warnEvery: a few garbage lines are all logged
+// (each sample helps), a flood of them is not.
+const (
+	warnEvery = 10 * time.Second
+	warnBurst = 10
+)
 
 // warnings rate-limits the warnings a server can cause at will (a flood
-// of garbage, or of notifications a slow client cannot take): at most one
-// line per message every warnEvery, which says how many were suppressed
-// since the last. The zero value is ready to use.
+// of garbage, or of notifications a slow client cannot take); the first
+// line after a suppressed spell says how many were suppressed. The zero
+// value is ready to use.
 type warnings struct {
-	mu   sync.Mutex
-	last map[string]warnState // guarded by mu; by message
+	mu    sync.Mutex
+	state map[string]*warnState // guarded by mu; by message
 }
 
 type warnState struct {
-	at         time.Time
-	suppressed int
+	since      time.Time // the start of the current window
+	logged     int       // lines logged in it
+	suppressed int       // lines suppressed since the last logged
 }
 
-// warn logs msg on log unless it was logged within warnEvery.
+// warn logs msg on log unless warnBurst lines of it were logged within
+// the current window.
 func (w *warnings) warn(log *slog.Logger, msg string, args ...any) {
 	now := time.Now()
 	w.mu.Lock()
-	if w.last == nil {
-		w.last = map[string]warnState{}
+	if w.state == nil {
+		w.state = map[string]*warnState{}
 	}
-	s := w.last[msg]
-	if !s.at.IsZero() && now.Sub(s.at) < warnEvery {
+	s := w.state[msg]
+	if s == nil {
+		s = &warnState{since: now}
+		w.state[msg] = s
+	}
+	if now.Sub(s.since) >= warnEvery {
+		s.since, s.logged = now, 0
+	}
+	if s.logged >= warnBurst {
 		s.suppressed++
-		w.last[msg] = s
 		w.mu.Unlock()
 		return
 	}
-	w.last[msg] = warnState{at: now}
+	s.logged++
+	suppressed := s.suppressed
+	s.suppressed = 0
 	w.mu.Unlock()
-	if s.suppressed > 0 {
-		args = append(args, "suppressed", s.suppressed)
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
 	}
 	log.Warn(msg, args...)
 }

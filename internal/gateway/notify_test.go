@@ -252,7 +252,23 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 	if n > 100 || m > 100 {
 		t.Fatalf("%d list_changed delivered to the other client and %d to the flooding one, want at most 100 each", n, m)
 	}
-	if lines, first := log.count(); lines-before > 30 {
+	if lines, first := log.count(); lines-before > 100 {
 		t.Fatalf("the gateway logged %d lines about the flood, want a few; first: %q", lines-before, first)
+	}
+}
+
+// TestWarningsRateLimited: a warning a server can cause at will logs at
+// most warnBurst lines per window, however often it happens, and each
+// message has its own budget.
+func TestWarningsRateLimited(t *testing.T) {
+	log := &lineLog{}
+	logger := slog.New(slog.NewTextHandler(log, nil))
+	var w warnings
+	for i := range 10_000 {
+		w.warn(logger, "dropped a message from the server", "n", i)
+		w.warn(logger, "client too slow: notification dropped", "n", i)
+	}
+	if n, first := log.count(); n != 2*warnBurst {
+		t.Fatalf("%d lines logged for 20,000 warnings, want %d; first: %q", n, 2*warnBurst, first)
 	}
 }
