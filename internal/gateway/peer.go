@@ -208,7 +208,8 @@ func (p *peer) deliver(resp *jsonrpc.Response) {
 // call waiting fails now rather than hanging until its timeout.
 func (p *peer) unmatched(resp *jsonrpc.Response) {
 	if resp.ID.IsValid() || resp.Error == nil {
-		resp = &jsonrpc.Response{Error: rpcError(jsonrpc.CodeInternalError, "the server answered with id %v, which was never sent to it", resp.ID.Raw())}
+		id := fmt.Sprint(resp.ID.Raw()) // a string: numbers are the peer's
+		resp = &jsonrpc.Response{Error: rpcError(jsonrpc.CodeInternalError, "the server answered with id %.64q, which was never sent to it", id)}
 	}
 	p.mu.Lock()
 	pending := p.pending
