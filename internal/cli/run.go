@@ -36,7 +36,7 @@ func (e *env) run(args []string) int {
 		outputLimit string
 		allow, deny listFlag
 	)
-	fs.DurationVar(&callTimeout, "call-timeout", 0, "cancel a tool call after `DURATION` (default: none)")
+	fs.DurationVar(&callTimeout, "call-timeout", 0, "cancel a tool call after `DURATION` (default: 5m)")
 	fs.StringVar(&outputLimit, "output-limit", "", "largest tool result passed back, e.g. `1Mi` (default: none)")
 	fs.Var(&allow, "allow-tool", "expose only tools matching `GLOB` (repeatable; default: all)")
 	fs.Var(&deny, "deny-tool", "hide tools matching `GLOB` (repeatable)")

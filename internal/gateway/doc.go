@@ -21,6 +21,12 @@
 // handlers. A session's slot under Options.MaxSessions is reserved before
 // any server starts for it.
 //
+// A server may send as much as it likes; what it sends must not multiply
+// on the way: list_changed notifications are coalesced per client and
+// kind, the warnings it can cause are rate-limited (flood.go), a response
+// that does not decode still ends its call (malformed.go), and every
+// request to it is bounded by a call timeout.
+//
 // Policy, redaction and audit plug in through Hooks: every tool call passes
 // Hooks.Call, and every payload that leaves an upstream passes
 // Hooks.Filter before any client sees it.

@@ -30,6 +30,7 @@ type downstream struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	idle   time.Duration // HTTP: close after this long without a request; zero: never
+	lists  listNotes     // list_changed waiting, coalesced (flood.go)
 
 	mu       sync.Mutex
 	ss       *mcp.ServerSession
@@ -404,7 +405,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	}
 	params := withField(p, "name", tool)
 	forward := func(ctx context.Context) (json.RawMessage, error) {
-		return d.call(ctx, b, "tools/call", params, b.srv.CallTimeout)
+		return d.call(ctx, b, "tools/call", params, d.gw.callTimeout(b.srv))
 	}
 	var raw json.RawMessage
 	if hook := d.gw.opts.Hooks.Call; hook != nil {
@@ -431,15 +432,15 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 
 // forward sends a request to b's server and returns its raw result.
 func (d *downstream) forward(ctx context.Context, b *bound, method string, params map[string]any) (mcp.Result, error) {
-	raw, err := d.call(ctx, b, method, params, 0)
+	raw, err := d.call(ctx, b, method, params, d.gw.callTimeout(b.srv))
 	if err != nil {
 		return nil, d.clientError(b, err)
 	}
 	return d.result(raw), nil
 }
 
-// ErrCallTimeout is the cause of a call's context when call_timeout
-// expires; a Hooks.Call sees it in the error next returns.
+// ErrCallTimeout is the cause of a call's context when call_timeout (or
+// its default) expires; a Hooks.Call sees it in the error next returns.
 var ErrCallTimeout = errors.New("call timeout")
 
 // call forwards one request and, while waiting, passes on the progress and
@@ -493,7 +494,7 @@ func (d *downstream) clientError(b *bound, err error) error {
 		out.Data = d.gw.filter(b.srv.Name, werr.Data)
 		return &out
 	case errors.Is(err, ErrCallTimeout):
-		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, b.srv.CallTimeout)
+		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, d.gw.callTimeout(b.srv))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}

@@ -29,7 +29,9 @@ type Server struct {
 	// names; a tool must match Allow and not Deny. A hidden tool is
 	// "unknown" to lists and calls alike.
 	Allow, Deny []string
-	CallTimeout time.Duration // per tools/call; zero: none
+	// CallTimeout bounds each request to the server: tools/call, the other
+	// forwarded requests, and the lists and subscriptions the gateway asks for.
+	CallTimeout time.Duration // zero: Options.CallTimeout
 	MaxOutput   int64         // largest result passed back; zero: no limit
 	MaxMessage  int           // largest message read from the server; zero: DefaultMaxMessage
 	Restart     string        // RestartNo, RestartOnFailure or RestartAlways
@@ -169,12 +171,20 @@ type Options struct {
 	Logger  *slog.Logger // nil: discard
 	Version string       // reported as the gateway's and client's version
 	Hooks   Hooks
+	// CallTimeout is the Server.CallTimeout of servers that set none;
+	// zero: DefaultCallTimeout. A server that never answers then ties up
+	// a call for this long at most.
+	CallTimeout time.Duration
 	// PageSize is the most items one list response holds; zero: 1000.
 	PageSize int
 	// MaxSessions bounds the open sessions of one agent (client
 	// identity), those still initializing included; zero: 64.
 	MaxSessions int
 }
+
+// DefaultCallTimeout is the time limit of a request to a server when
+// neither Server.CallTimeout nor Options.CallTimeout sets one.
+const DefaultCallTimeout = 5 * time.Minute
 
 // Gateway aggregates servers for any number of downstream sessions.
 type Gateway struct {
@@ -204,6 +214,9 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
 	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = 1000
@@ -250,6 +263,14 @@ func (g *Gateway) filter(server string, raw []byte) []byte {
 		return raw
 	}
 	return g.opts.Hooks.Filter(server, raw)
+}
+
+// callTimeout is the time limit of one request to srv.
+func (g *Gateway) callTimeout(srv *Server) time.Duration {
+	if srv.CallTimeout > 0 {
+		return srv.CallTimeout
+	}
+	return g.opts.CallTimeout
 }
 
 // upstream returns the instance of srv that serves d, creating it.

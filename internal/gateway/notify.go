@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -94,9 +95,9 @@ func (d *downstream) notify(ctx context.Context, method string, params json.RawM
 	}
 }
 
-// post queues a notification that belongs to no request. A client that
-// does not keep up loses notifications instead of stalling the server.
-func (d *downstream) post(ctx context.Context, method string, params json.RawMessage) {
+// post queues a notification from u that belongs to no request. A client
+// that does not keep up loses notifications instead of stalling the server.
+func (d *downstream) post(u *upstream, method string, params json.RawMessage) {
 	d.mu.Lock()
 	out, closed := d.out, d.closed
 	d.mu.Unlock()
@@ -106,22 +107,43 @@ func (d *downstream) post(ctx context.Context, method string, params json.RawMes
 	size := int64(len(params))
 	if d.queued.Add(size) > queueBytes {
 		d.queued.Add(-size)
-		d.gw.log.Warn("client too slow: notification dropped", "method", method, "agent", d.agent)
+		u.warns.warn(u.log, "client too slow: notification dropped", "method", method, "client", d.agent)
 		return
 	}
 	select {
-	case out <- func() { d.queued.Add(-size); d.notify(ctx, method, params) }:
+	case out <- func() { d.queued.Add(-size); d.notify(context.Background(), method, params) }:
 	default:
 		d.queued.Add(-size)
-		d.gw.log.Warn("client too slow: notification dropped", "method", method, "agent", d.agent)
+		u.warns.warn(u.log, "client too slow: notification dropped", "method", method, "client", d.agent)
 	}
 }
 
+// drain sends the queued notifications, and the pending list_changed
+// ones at most every listChangedEvery.
 func (d *downstream) drain() {
+	kick := d.lists.kicked()
+	var later <-chan time.Time // armed while list_changed wait for the interval
+	var last time.Time
 	for {
 		select {
 		case f := <-d.out:
 			f()
+		case <-kick:
+			if later != nil {
+				continue // they go out when the interval is over
+			}
+			if wait := listChangedEvery - time.Since(last); wait > 0 {
+				later = time.After(wait)
+				continue
+			}
+			if d.sendLists() {
+				last = time.Now()
+			}
+		case <-later:
+			later = nil
+			if d.sendLists() {
+				last = time.Now()
+			}
 		case <-d.done:
 			return
 		}
@@ -131,13 +153,13 @@ func (d *downstream) drain() {
 // listChanged tells the client that a restarted server's lists may differ.
 func (d *downstream) listChanged(u *upstream, c capabilities) {
 	if c.Tools != nil {
-		d.post(context.Background(), "notifications/tools/list_changed", nil)
+		d.postListChanged("tools")
 	}
 	if c.Prompts != nil {
-		d.post(context.Background(), "notifications/prompts/list_changed", nil)
+		d.postListChanged("prompts")
 	}
 	if c.Resources != nil {
-		d.post(context.Background(), "notifications/resources/list_changed", nil)
+		d.postListChanged("resources")
 	}
 }
 

@@ -193,6 +193,7 @@ func (p *peer) readLoop() {
 func (p *peer) deliver(resp *jsonrpc.Response) {
 	n, ok := intID(resp.ID)
 	if !ok {
+		p.unmatched(resp)
 		return
 	}
 	p.mu.Lock()
@@ -201,6 +202,26 @@ func (p *peer) deliver(resp *jsonrpc.Response) {
 	p.mu.Unlock()
 	if ch != nil {
 		ch <- resp // buffered; each id is delivered once
+	}
+}
+
+// unmatched takes a response whose id the peer never made. A null id
+// with an error is JSON-RPC's answer to a request whose id could not be
+// read (and what lineConn makes of a malformed response); an id of
+// another type cannot answer anything the peer sent either. Either
+// answers one of the calls waiting, and nobody can tell which, so every
+// call waiting fails now rather than hanging until its timeout.
+func (p *peer) unmatched(resp *jsonrpc.Response) {
+	if resp.ID.IsValid() || resp.Error == nil {
+		id := fmt.Sprint(resp.ID.Raw()) // a string: numbers are the peer's
+		resp = &jsonrpc.Response{Error: rpcError(jsonrpc.CodeInternalError, "the server answered with id %.64q, which was never sent to it", id)}
+	}
+	p.mu.Lock()
+	pending := p.pending
+	p.pending = make(map[int64]chan *jsonrpc.Response)
+	p.mu.Unlock()
+	for _, ch := range pending {
+		ch <- resp
 	}
 }
 

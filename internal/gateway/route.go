@@ -169,21 +169,33 @@ func (d *downstream) resourceServer(ctx context.Context, uri string) (*bound, er
 	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown resource %q", uri)
 }
 
+// subscribe records which server a URI was subscribed on: updates are
+// routed by that server and URI, never by the URI alone, since two
+// servers (a shared one and a private one) may offer the same URI.
 func (d *downstream) subscribe(ctx context.Context, uri string, on bool) (mcp.Result, error) {
-	b, err := d.resourceServer(ctx, uri)
-	if err != nil {
-		return nil, err
+	var b *bound
+	if on {
+		var err error
+		if b, err = d.resourceServer(ctx, uri); err != nil {
+			return nil, err
+		}
 	}
 	d.mu.Lock()
-	_, had := d.subs[uri]
+	u, had := d.subs[uri]
 	switch {
 	case on && !had:
 		d.subs[uri] = b.u
 	case !on && had:
+		// On the server it was subscribed on, whatever the URI resolves to now.
 		delete(d.subs, uri)
+		for _, o := range d.bound {
+			if o.u == u {
+				b = o
+			}
+		}
 	}
 	d.mu.Unlock()
-	if on != had {
+	if on != had && b != nil {
 		if err := b.u.subscribe(ctx, uri, on); err != nil {
 			return nil, d.clientError(b, err)
 		}
@@ -191,11 +203,11 @@ func (d *downstream) subscribe(ctx context.Context, uri string, on bool) (mcp.Re
 	return d.result(json.RawMessage("{}")), nil
 }
 
-func (d *downstream) subscribed(uri string) bool {
+// subscribed reports whether the client subscribed to uri on u.
+func (d *downstream) subscribed(u *upstream, uri string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.subs[uri]
-	return ok
+	return d.subs[uri] == u
 }
 
 func (d *downstream) complete(ctx context.Context, method string, p *mcp.CompleteParams) (mcp.Result, error) {

@@ -27,7 +27,7 @@ type stdioTransport struct {
 
 func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 	c := &stdioConn{t: t}
-	c.lines = newLineConn(t.r, t.w, closeBoth{t.r, t.w}, DefaultMaxMessage, func(reason string, _ []byte) {
+	c.lines = newLineConn(t.r, t.w, closeBoth{t.r, t.w}, "the client", DefaultMaxMessage, func(reason string, _ []byte) {
 		t.log.Warn("dropped a message from the client", "reason", reason)
 	})
 	return c, nil

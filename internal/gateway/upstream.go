@@ -37,6 +37,7 @@ type upstream struct {
 	srv   *Server
 	scope Scope
 	log   *slog.Logger
+	warns warnings // rate-limits warnings the server can cause at will
 	// life ends when the upstream is stopped: background restarts and
 	// refreshes run under it.
 	life    context.Context
@@ -248,7 +249,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		// Closing the connection closes the server's stdin only, which asks
 		// it to exit; its stdout stays open until it has (Process.Stop), so
 		// that a server writing while it shuts down does not die of EPIPE.
-		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, u.srv.MaxMessage, u.dropped)
+		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, "server "+u.srv.Name, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, err := u.handshake(ctx, p)
@@ -445,7 +446,7 @@ func (u *upstream) dropped(reason string, sample []byte) {
 	if len(sample) > 120 {
 		sample = sample[:120]
 	}
-	u.log.Warn("dropped a message from the server", "reason", reason, "sample", string(sample))
+	u.warns.warn(u.log, "dropped a message from the server", "reason", reason, "sample", string(sample))
 }
 
 func (u *upstream) attach(d *downstream, caps json.RawMessage) {

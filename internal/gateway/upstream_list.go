@@ -45,6 +45,8 @@ func (u *upstream) list(ctx context.Context, kind string) ([]Item, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := u.limit(ctx)
+	defer cancel()
 	spec := listSpecs[kind]
 	var items []Item
 	cursor := ""
@@ -102,8 +104,16 @@ func (u *upstream) setLevel(ctx context.Context, level string) {
 		return
 	}
 	if p, err := u.get(ctx); err == nil {
+		ctx, cancel := u.limit(ctx)
+		defer cancel()
 		_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
 	}
+}
+
+// limit bounds one request of the gateway's own to the server's call
+// timeout, so that a server that never answers cannot hold it forever.
+func (u *upstream) limit(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, u.gw.callTimeout(u.srv), ErrCallTimeout)
 }
 
 // subscribe counts a downstream subscription and forwards the first one.
@@ -125,6 +135,8 @@ func (u *upstream) subscribe(ctx context.Context, uri string, on bool) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := u.limit(ctx)
+	defer cancel()
 	method := "resources/subscribe"
 	if !on {
 		method = "resources/unsubscribe"

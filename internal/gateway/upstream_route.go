@@ -111,7 +111,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		sessions := u.sessionsLocked()
 		u.mu.Unlock()
 		for _, d := range sessions {
-			d.post(context.Background(), n.Method, nil) // a list_changed carries nothing
+			d.postListChanged(listKind(n.Method)) // coalesced: see flood.go
 		}
 	case "notifications/resources/updated":
 		var p struct {
@@ -124,8 +124,8 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		sessions := u.sessionsLocked()
 		u.mu.Unlock()
 		for _, d := range sessions {
-			if d.subscribed(p.URI) {
-				d.post(context.Background(), n.Method, params)
+			if d.subscribed(u, p.URI) {
+				d.post(u, n.Method, params)
 			}
 		}
 	default:
@@ -138,7 +138,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		u.mu.Unlock()
 		if in != nil {
 			if !in.queue(len(params), func() { in.d.notify(in.ctx, n.Method, params) }) {
-				u.log.Warn("client too slow: notification dropped", "method", n.Method)
+				u.warns.warn(u.log, "client too slow: notification dropped", "method", n.Method, "client", in.d.agent)
 			}
 			return
 		}
@@ -147,7 +147,7 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 			return
 		}
 		for _, d := range sessions {
-			d.post(context.Background(), n.Method, params)
+			d.post(u, n.Method, params)
 		}
 	}
 }

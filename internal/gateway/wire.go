@@ -40,6 +40,7 @@ type lineConn struct {
 	r    *bufio.Reader
 	w    io.Writer
 	max  int
+	who  string // the other end, for errors: "server NAME"
 	drop func(reason string, sample []byte)
 
 	wmu    sync.Mutex
@@ -47,17 +48,18 @@ type lineConn struct {
 	once   sync.Once
 }
 
-func newLineConn(r io.Reader, w io.Writer, closer io.Closer, max int, drop func(string, []byte)) *lineConn {
+func newLineConn(r io.Reader, w io.Writer, closer io.Closer, who string, max int, drop func(string, []byte)) *lineConn {
 	if max <= 0 {
 		max = DefaultMaxMessage
 	}
-	return &lineConn{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, drop: drop, closer: closer}
+	return &lineConn{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, who: who, drop: drop, closer: closer}
 }
 
 // Read returns the next well-formed message. It blocks until one arrives
 // or the stream ends; Close unblocks it. An oversized response whose id
-// can be read from its first bytes becomes an error response, so the call
-// waiting for it fails instead of hanging.
+// can be read from its first bytes, and a response that does not decode
+// (see malformedResponse), become error responses, so the call waiting
+// for it fails instead of hanging.
 func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 	for {
 		line, head, tail, tooLong, err := c.readLine()
@@ -76,6 +78,10 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 			msg, derr := jsonrpc.DecodeMessage(line)
 			if derr == nil {
 				return msg, nil
+			}
+			if resp, ok := malformedResponse(c.who, line); ok {
+				c.drop(resp.Error.Error(), line)
+				return resp, nil
 			}
 			// Not derr's text: it quotes the line, unredacted.
 			c.drop("not a JSON-RPC message", line)
