@@ -228,13 +228,13 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	// Relative names are walked from the working dir without symlinks
 	// (hostSource): it may be a project's.
 	if set["input"] {
-		if spec.Input, err = hostSourceDir(".", "", f.input, false); err != nil {
+		if spec.Input, err = hostSourceDir(".", "", f.input, 0); err != nil {
 			return nil, fmt.Errorf("--input: %w", err)
 		}
 	}
 	protected := protectedPlaces(spec.Input, "")
 	if set["output"] {
-		if spec.Output, err = outputDir(".", spec.Input, f.output, protected); err != nil {
+		if spec.Output, err = outputDir(".", spec.Input, f.output, 0o755, protected); err != nil {
 			return nil, fmt.Errorf("--output: %w", err)
 		}
 	} else if spec.Output != "" && set["input"] {
@@ -246,7 +246,7 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	for _, m := range f.mounts {
 		mnt, err := parseMount(m)
 		if src, rest, ok := strings.Cut(m, ":"); ok && err == nil {
-			if src, err = hostSource(".", spec.Input, src, false); err == nil {
+			if src, err = hostSource(".", spec.Input, src, 0); err == nil {
 				mnt, err = parseMount(src + ":" + rest)
 			}
 		}

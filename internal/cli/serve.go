@@ -228,7 +228,7 @@ func (e *env) printBanner(url, token string, c *config.Config, base string) {
 	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
 		// The real path the sandbox writes to, as serverSpec found it.
 		out = resolve(base, s.Filesystem.Output.Source)
-		if real, err := hostSource(base, base, s.Filesystem.Output.Source, false); err == nil {
+		if real, err := hostSource(base, base, s.Filesystem.Output.Source, 0); err == nil {
 			out = real
 		}
 	}

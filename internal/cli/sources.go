@@ -4,7 +4,9 @@ package cli
 // sources and exec flags.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,9 +21,10 @@ import (
 // project's: it is walked without following symlinks, so a symlink the
 // project ships cannot point the mount elsewhere on the host. Another name
 // is the user's own and its symlinks are followed, except in a dir mcpbox
-// creates and writes (create): that is walked without symlinks from the
-// home dir (for a path in it) or from /.
-func hostSource(base, in, p string, create bool) (string, error) {
+// creates (with mode perm, if not 0) and writes: that is walked without
+// symlinks from the home dir (for a path in it) or from /.
+func hostSource(base, in, p string, perm os.FileMode) (string, error) {
+	create := perm != 0
 	if p == "" {
 		return "", fmt.Errorf("empty path")
 	}
@@ -46,7 +49,7 @@ func hostSource(base, in, p string, create bool) (string, error) {
 			continue
 		}
 		if create {
-			return workspace.MakeHostDir(root, rel, 0o755)
+			return workspace.MakeHostDir(root, rel, perm)
 		}
 		return workspace.HostPath(root, rel)
 	}
@@ -54,8 +57,8 @@ func hostSource(base, in, p string, create bool) (string, error) {
 }
 
 // hostSourceDir is hostSource for a source that must be a directory.
-func hostSourceDir(base, in, p string, create bool) (string, error) {
-	real, err := hostSource(base, in, p, create)
+func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
+	real, err := hostSource(base, in, p, perm)
 	if err != nil {
 		return "", err
 	}
@@ -88,10 +91,10 @@ func configStateDir(c *config.Config, base string) string {
 	return ""
 }
 
-// outputDir makes the writable dir p (hostSource, create) and returns its
-// real path; a protected place is refused before anything is made, and
-// again once resolved.
-func outputDir(base, in, p string, protected workspace.Protected) (string, error) {
+// outputDir makes the writable dir p (hostSource, missing dirs made with
+// perm) and returns its real path; a protected place is refused before
+// anything is made, and again once resolved.
+func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protected) (string, error) {
 	abs, err := filepath.Abs(resolve(base, p))
 	if err != nil {
 		return "", err
@@ -99,9 +102,20 @@ func outputDir(base, in, p string, protected workspace.Protected) (string, error
 	if err := protected.Check(abs); err != nil {
 		return "", err
 	}
-	real, err := hostSourceDir(base, in, p, true)
+	real, err := hostSourceDir(base, in, p, perm)
 	if err != nil {
 		return "", err
 	}
 	return real, protected.Check(real)
+}
+
+// templateSource resolves a workspace template like a mount source: a
+// project's symlink must not seed a workspace from, say, ~/.ssh. A
+// missing template stays as written; seeding names it when it fails.
+func templateSource(base, in, p string) (string, error) {
+	real, err := hostSource(base, in, p, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return resolve(base, p), nil
+	}
+	return real, err
 }

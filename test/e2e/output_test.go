@@ -11,7 +11,8 @@ import (
 
 // TestServeRefusesProjectSymlinks: a hostile project ships a symlink where
 // the default (or its own config) names a host dir of the sandbox: the
-// output itself, a dir on the output's way, a mount source in the input.
+// output itself, a dir on the output's way, a mount source in the input,
+// the workspace template, the artifacts dir.
 // serve refuses to start, naming the link and its target, and nothing is
 // made or written at the target.
 func TestServeRefusesProjectSymlinks(t *testing.T) {
@@ -28,6 +29,14 @@ func TestServeRefusesProjectSymlinks(t *testing.T) {
 			{"mount in input", "data", func(cfg string) string {
 				return strings.Replace(cfg, "      output:", "      mounts: [{source: ./data, target: /data}]\n      output:", 1)
 			}},
+			// Read, not written, but a link to ~/.ssh would seed the
+			// workspace with the user's keys.
+			{"template", "tmpl", func(cfg string) string {
+				return strings.Replace(cfg, "output: {source: ./mcpbox-out}", "output: {}\n      template: ./tmpl", 1)
+			}},
+			{"artifacts dir", "artifacts", func(cfg string) string {
+				return strings.Replace(cfg, "    limits:", "    artifacts: {dir: ./artifacts, include: [\"*\"]}\n    limits:", 1)
+			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := newDefaultProject(t, m)
@@ -38,7 +47,11 @@ func TestServeRefusesProjectSymlinks(t *testing.T) {
 				before := dirNames(t, p.hostDir)
 				args := defaultServeArgs(t, m, p.dir, "--stdio", "--state-dir", m.dir(t))
 				if tc.edit != nil {
-					cfg := tc.edit(string(printDefault(t, m, p.dir)))
+					def := string(printDefault(t, m, p.dir))
+					cfg := tc.edit(def)
+					if cfg == def {
+						t.Fatal("the edit left the default unchanged")
+					}
 					if !m.root() {
 						cfg += "sandbox: {require: [userns, mountns, pidns, netns, seccomp, landlock, idmap]}\n"
 					}
