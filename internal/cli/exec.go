@@ -226,15 +226,15 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	var err error
 	// Relative names are walked from the working dir without symlinks
-	// (hostSource): it may be a project's.
+	// (hostSource): it may be a project's. An absolute one was typed.
 	if set["input"] {
-		if spec.Input, err = hostSourceDir(".", "", f.input, 0); err != nil {
+		if spec.Input, err = hostSourceDir(flagBase(f.input), "", f.input, 0); err != nil {
 			return nil, fmt.Errorf("--input: %w", err)
 		}
 	}
 	protected := protectedPlaces(spec.Input, "")
 	if set["output"] {
-		if spec.Output, err = outputDir(".", spec.Input, f.output, 0o755, protected); err != nil {
+		if spec.Output, err = outputDir(flagBase(f.output), "", f.output, 0o755, protected); err != nil {
 			return nil, fmt.Errorf("--output: %w", err)
 		}
 	} else if spec.Output != "" && set["input"] {
@@ -246,7 +246,7 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	for _, m := range f.mounts {
 		mnt, err := parseMount(m)
 		if src, rest, ok := strings.Cut(m, ":"); ok && err == nil {
-			if src, err = hostSource(".", spec.Input, src, 0); err == nil {
+			if src, err = hostSource(flagBase(src), "", src, 0); err == nil {
 				mnt, err = parseMount(src + ":" + rest)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 // hostSource resolves the source p (as written in a config at base, or
-// given as a flag with base the working dir) to a real host path. A name
+// given as a flag: see flagBase) to a real host path. A name
 // beneath base or beneath the input in (a real path, or "") is the
 // project's: it is walked without following symlinks, so a symlink the
 // project ships cannot point the mount elsewhere on the host. Another name
@@ -54,6 +54,16 @@ func hostSource(base, in, p string, perm os.FileMode) (string, error) {
 		return workspace.HostPath(root, rel)
 	}
 	return filepath.EvalSymlinks(abs)
+}
+
+// flagBase is the base of a path given as a flag: a relative name is
+// walked from the working dir (which may be a project's), an absolute
+// one the user typed has no base.
+func flagBase(p string) string {
+	if filepath.IsAbs(p) {
+		return ""
+	}
+	return "."
 }
 
 // hostSourceDir is hostSource for a source that must be a directory.
