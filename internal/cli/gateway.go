@@ -275,6 +275,19 @@ func stateDir(c *config.Config, base, flag string) (string, error) {
 	} else {
 		dir = resolve(base, dir)
 	}
+	if flag == "" && c.StateDir != "" {
+		// A config's state_dir in its own dir is a project's name: a
+		// symlink there must not choose where workspaces and the audit go.
+		absBase, err1 := filepath.Abs(base)
+		absDir, err2 := filepath.Abs(dir)
+		if rel, err := filepath.Rel(absBase, absDir); err == nil && err1 == nil && err2 == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			real, err := workspace.MakeHostDir(absBase, rel, 0o700)
+			if err != nil {
+				return "", fmt.Errorf("creating state dir: %w", err)
+			}
+			return real, nil
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating state dir: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/workspace"
@@ -186,5 +187,34 @@ func TestExecRefusesProjectSymlinks(t *testing.T) {
 	}
 	if code, _, errs := runCLI("exec", "--output", "/etc", "--", "/bin/true"); code == 0 || !strings.Contains(errs, "/etc") {
 		t.Errorf("exec --output /etc: exit %d, stderr %q; want a refusal", code, errs)
+	}
+}
+
+// TestStateDirRefusesProjectSymlink: a project config's state_dir that is
+// a symlink out of the project is refused: workspaces, sockets and the
+// audit would go wherever it points.
+func TestStateDirRefusesProjectSymlink(t *testing.T) {
+	outer := t.TempDir()
+	project, victim := filepath.Join(outer, "project"), filepath.Join(outer, "victim")
+	for _, d := range []string{project, victim} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(project, "state")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	c := &config.Config{StateDir: "./state/mcpbox"}
+	dir, err := stateDir(c, project, "")
+	if !errors.Is(err, workspace.ErrSymlink) || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), victim) {
+		t.Fatalf("stateDir = %q, %v; want ErrSymlink naming %s and %s", dir, err, link, victim)
+	}
+	if names, _ := os.ReadDir(victim); len(names) > 0 {
+		t.Errorf("the victim dir now holds %v", names)
+	}
+	c.StateDir = "./own/state"
+	if dir, err := stateDir(c, project, ""); err != nil || dir != filepath.Join(project, "own", "state") {
+		t.Errorf("stateDir of a plain dir = %q, %v", dir, err)
 	}
 }
