@@ -58,7 +58,7 @@ func TestMountinfoShowsNoHostLayout(t *testing.T) {
 	host := parseMountinfo(t, string(hostInfo))
 	sandboxPoints := map[string]bool{"/": true, "/proc": true, "/tmp": true, "/dev": true, InputDir: true, OutputDir: true}
 	for _, l := range lines {
-		if sandboxPoints[l.point] || strings.HasPrefix(l.point, "/dev/") || strings.HasPrefix(l.point, "/etc/") ||
+		if sandboxPoints[l.point] || strings.HasPrefix(l.point, "/dev/") || strings.HasPrefix(l.point, "/etc/") || strings.HasPrefix(l.point, "/proc/") ||
 			slices.Contains(systemBinds, l.point) {
 			continue
 		}
