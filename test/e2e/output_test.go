@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestServeRefusesProjectSymlinks(t *testing.T) {
 			// Read, not written, but a link to ~/.ssh would seed the
 			// workspace with the user's keys.
 			{"template", "tmpl", func(cfg string) string {
-				return strings.Replace(cfg, "output: {source: ./mcpbox-out}", "output: {}\n      template: ./tmpl", 1)
+				return regexp.MustCompile(`output: \{source: \./mcpbox-out[^}]*\}`).ReplaceAllString(cfg, "output: {}\n      template: ./tmpl")
 			}},
 			{"artifacts dir", "artifacts", func(cfg string) string {
 				return strings.Replace(cfg, "    limits:", "    artifacts: {dir: ./artifacts, include: [\"*\"]}\n    limits:", 1)
