@@ -48,10 +48,10 @@ func hostPath(trusted, rel string, create bool, perm os.FileMode) (string, error
 		return "", &os.PathError{Op: "open", Path: root, Err: err}
 	}
 	defer func() { unix.Close(fd) }()
-	at := root
 	if rel == "" {
 		return root, nil
 	}
+	at := root
 	comps := strings.Split(rel, "/")
 	for i, c := range comps {
 		last := i == len(comps)-1
