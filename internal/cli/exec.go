@@ -225,18 +225,34 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	var err error
+	// Relative names are walked from the working dir without symlinks
+	// (hostSource): it may be a project's. An absolute one was typed.
 	if set["input"] {
-		if spec.Input, err = hostDir(f.input, false); err != nil {
+		if spec.Input, err = hostSourceDir(flagBase(f.input), "", f.input, 0); err != nil {
 			return nil, fmt.Errorf("--input: %w", err)
 		}
 	}
+	protected := protectedPlaces(spec.Input, "")
 	if set["output"] {
-		if spec.Output, err = hostDir(f.output, true); err != nil {
+		if spec.Output, err = outputDir(flagBase(f.output), "", f.output, 0o755, protected); err != nil {
 			return nil, fmt.Errorf("--output: %w", err)
+		}
+	} else if spec.Output != "" && set["input"] {
+		// The policy's output, checked against the input given here.
+		if err := protected.Check(spec.Output); err != nil {
+			return nil, fmt.Errorf("filesystem.output: %w", err)
 		}
 	}
 	for _, m := range f.mounts {
 		mnt, err := parseMount(m)
+		if src, rest, ok := strings.Cut(m, ":"); ok && err == nil {
+			if src, err = hostSource(flagBase(src), "", src, 0); err == nil {
+				mnt, err = parseMount(src + ":" + rest)
+			}
+		}
+		if err == nil && mnt.Writable {
+			err = protected.Check(mnt.Source)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--mount %s: %w", m, err)
 		}
@@ -312,34 +328,6 @@ func (f *sandboxFlags) limits(set map[string]bool, l *sandbox.Limits) error {
 		l.Timeout = f.timeout
 	}
 	return nil
-}
-
-// hostDir makes p absolute with symlinks resolved, creating it if create.
-func hostDir(p string, create bool) (string, error) {
-	if p == "" {
-		return "", errors.New("empty path")
-	}
-	if create {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return "", err
-		}
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", p)
-	}
-	return real, nil
 }
 
 func parseMount(s string) (sandbox.Mount, error) {

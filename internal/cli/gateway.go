@@ -184,15 +184,20 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		if in := s.Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
 			l.overlays = filepath.Join(stateDir, "workspaces")
 		}
+		var err error
 		if t := s.Filesystem.Template; t != "" {
-			l.template = resolve(base, t)
+			if l.template, err = templateSource(base, spec.Input, t); err != nil {
+				return nil, fmt.Errorf("server %s: filesystem.template: %w", s.Name, err)
+			}
 		}
 		if t := e.snapshotFor(s.Name); t != "" {
 			l.template = t
 		}
 		if a := s.Artifacts; a != nil {
 			l.artifacts = &workspace.ArtifactRules{Include: a.Include, MaxSize: int64(a.MaxSize)}
-			l.artifactsDir = resolve(base, a.Dir)
+			if l.artifactsDir, err = outputDir(base, spec.Input, a.Dir, 0o700, protectedPlaces(spec.Input, stateDir)); err != nil {
+				return nil, fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
+			}
 		}
 		gs.Launch = l.launch
 		gs.Release = l.release
@@ -269,6 +274,19 @@ func stateDir(c *config.Config, base, flag string) (string, error) {
 		dir = filepath.Join(home, ".local", "state", "mcpbox")
 	} else {
 		dir = resolve(base, dir)
+	}
+	if flag == "" && c.StateDir != "" {
+		// A config's state_dir in its own dir is a project's name: a
+		// symlink there must not choose where workspaces and the audit go.
+		absBase, err1 := filepath.Abs(base)
+		absDir, err2 := filepath.Abs(dir)
+		if rel, err := filepath.Rel(absBase, absDir); err == nil && err1 == nil && err2 == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			real, err := workspace.MakeHostDir(absBase, rel, 0o700)
+			if err != nil {
+				return "", fmt.Errorf("creating state dir: %w", err)
+			}
+			return real, nil
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating state dir: %w", err)

@@ -104,13 +104,16 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.Spec) error {
 	var err error
 	fsys := s.Filesystem
+	// Sources in the config's dir or the input are walked without
+	// symlinks (hostSource); writable ones must avoid protected places.
 	if fsys.Input != nil {
-		if spec.Input, err = hostDir(resolve(base, fsys.Input.Source), false); err != nil {
+		if spec.Input, err = hostSourceDir(base, "", fsys.Input.Source, 0); err != nil {
 			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, err)
 		}
 	}
+	protected := protectedPlaces(spec.Input, configStateDir(c, base))
 	if fsys.Output != nil && fsys.Output.Source != "" {
-		if spec.Output, err = hostDir(resolve(base, fsys.Output.Source), true); err != nil {
+		if spec.Output, err = outputDir(base, spec.Input, fsys.Output.Source, 0o755, protected); err != nil {
 			return fmt.Errorf("server %s: filesystem.output: %w", s.Name, err)
 		}
 	}
@@ -126,7 +129,14 @@ func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.S
 		if mode == "" {
 			mode = config.ModeRO
 		}
-		mnt, err := parseMount(resolve(base, m.Source) + ":" + m.Target + ":" + mode)
+		src, err := hostSource(base, spec.Input, m.Source, 0)
+		if err != nil {
+			return fmt.Errorf("server %s: mount %s: %w", s.Name, m.Target, err)
+		}
+		mnt, err := parseMount(src + ":" + m.Target + ":" + mode)
+		if err == nil && mnt.Writable {
+			err = protected.Check(mnt.Source)
+		}
 		if err != nil {
 			return fmt.Errorf("server %s: mount %s: %w", s.Name, m.Target, err)
 		}

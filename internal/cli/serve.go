@@ -226,7 +226,11 @@ func (e *env) serve(args []string) int {
 func (e *env) printBanner(url, token string, c *config.Config, base string) {
 	out := "./mcpbox-out"
 	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
+		// The real path the sandbox writes to, as serverSpec found it.
 		out = resolve(base, s.Filesystem.Output.Source)
+		if real, err := hostSource(base, base, s.Filesystem.Output.Source, 0); err == nil {
+			out = real
+		}
 	}
 	client, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{"mcpbox": map[string]any{
 		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token},

@@ -30,11 +30,26 @@ func workspaceBase(root string, scope gateway.Scope, server string) string {
 
 // workspaceDir makes the per-scope output dir, WORKSPACE/output.
 func workspaceDir(root string, scope gateway.Scope, server string) (string, error) {
-	dir := filepath.Join(workspaceBase(root, scope, server), "output")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := mkdirBeneath(root, filepath.Join(workspaceBase(root, scope, server), "output"))
+	if err != nil {
 		return "", fmt.Errorf("creating workspace: %w", err)
 	}
 	return dir, nil
+}
+
+// mkdirBeneath makes dir, a path beneath root, and returns its real path.
+// Below root no symlink is followed: sandboxes wrote in the workspaces
+// tree, and a link planted there must not put a sandbox's mount, or our
+// writes, elsewhere on the host.
+func mkdirBeneath(root, dir string) (string, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, dir)
+	if err != nil {
+		return "", err
+	}
+	return workspace.MakeHostDir(root, rel, 0o700)
 }
 
 // overlayDirs makes the upper and work dirs of a scope's input overlay,
@@ -42,11 +57,16 @@ func workspaceDir(root string, scope gateway.Scope, server string) (string, erro
 // sandbox init (never the workload), so it holds nothing else.
 func overlayDirs(root string, scope gateway.Scope, server string) (*sandbox.Overlay, error) {
 	dir := filepath.Join(workspaceBase(root, scope, server), "overlay")
-	ov := &sandbox.Overlay{Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
-	for _, d := range []string{ov.Upper, ov.Work} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	ov := &sandbox.Overlay{}
+	for _, d := range []struct {
+		dst  *string
+		name string
+	}{{&ov.Upper, "upper"}, {&ov.Work, "work"}} {
+		real, err := mkdirBeneath(root, filepath.Join(dir, d.name))
+		if err != nil {
 			return nil, fmt.Errorf("creating the input overlay: %w", err)
 		}
+		*d.dst = real
 	}
 	return ov, nil
 }

@@ -10,8 +10,19 @@
 // before we started or swapped in while we walk. Roots themselves (the
 // paths the caller passes) are opened normally: they come from config and
 // the gateway's own layout, not from the sandbox. We do not use openat2
-// RESOLVE_BENEATH: the per-component walk gives the same guarantee on
-// every kernel and keeps one code path.
+// RESOLVE_BENEATH for these trees: the per-component walk gives the same
+// guarantee on every kernel and keeps one code path.
+//
+// Host paths a project names (HostPath, MakeHostDir): a config's sources,
+// template and artifacts dir, and the default's ./mcpbox-out, are names
+// inside a project mcpbox must not trust. Beneath a root the caller
+// vouches for (the config's dir, the input, the home dir, /), they are
+// walked one component at a time with openat2 RESOLVE_BENEATH|
+// RESOLVE_NO_SYMLINKS, missing dirs made with mkdirat, and a symlink is
+// refused (ErrSymlink) with its target named: a shipped mcpbox-out ->
+// ~/.ssh cannot choose what a sandbox may write. Protected then refuses
+// writable dirs in or above system dirs, the home dir and its credential
+// dirs, the state dir and the input (ErrProtected).
 //
 // Reading untrusted trees:
 //   - a name is lstat'ed (fstatat AT_SYMLINK_NOFOLLOW) first, and only a

@@ -23,6 +23,12 @@ var (
 	ErrHardLink = errors.New("file has a hard link outside the tree")
 	// ErrPattern: an include glob is malformed.
 	ErrPattern = errors.New("bad include pattern")
+	// ErrSymlink: a host path named by a project goes through a symlink,
+	// which could point a sandbox's mount anywhere on the host.
+	ErrSymlink = errors.New("mcpbox does not follow symlinks in a sandbox's host paths")
+	// ErrProtected: a sandbox would get write access to a sensitive host
+	// place (see Protected).
+	ErrProtected = errors.New("a sandbox may not write there")
 )
 
 // ErrUnsupported: workspaces need Linux (openat without following

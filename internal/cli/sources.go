@@ -1,0 +1,131 @@
+package cli
+
+// Host paths of a sandbox's mounts (input, output, mounts), from config
+// sources and exec flags.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/workspace"
+)
+
+// hostSource resolves the source p (as written in a config at base, or
+// given as a flag: see flagBase) to a real host path. A name
+// beneath base or beneath the input in (a real path, or "") is the
+// project's: it is walked without following symlinks, so a symlink the
+// project ships cannot point the mount elsewhere on the host. Another name
+// is the user's own and its symlinks are followed, except in a dir mcpbox
+// creates (with mode perm, if not 0) and writes: that is walked without
+// symlinks from the home dir (for a path in it) or from /.
+func hostSource(base, in, p string, perm os.FileMode) (string, error) {
+	create := perm != 0
+	if p == "" {
+		return "", fmt.Errorf("empty path")
+	}
+	abs, err := filepath.Abs(resolve(base, p))
+	if err != nil {
+		return "", err
+	}
+	roots := []string{in, base}
+	if create {
+		home, _ := os.UserHomeDir()
+		roots = append(roots, home, "/")
+	}
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		if root, err = filepath.Abs(root); err != nil {
+			return "", err
+		}
+		rel, err := filepath.Rel(root, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if create {
+			return workspace.MakeHostDir(root, rel, perm)
+		}
+		return workspace.HostPath(root, rel)
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// flagBase is the base of a path given as a flag: a relative name is
+// walked from the working dir (which may be a project's), an absolute
+// one the user typed has no base.
+func flagBase(p string) string {
+	if filepath.IsAbs(p) {
+		return ""
+	}
+	return "."
+}
+
+// hostSourceDir is hostSource for a source that must be a directory.
+func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
+	real, err := hostSource(base, in, p, perm)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(real); err != nil {
+		return "", err
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", p)
+	}
+	return real, nil
+}
+
+// protectedPlaces are the host places a writable source of a sandbox with
+// input in must stay clear of; stateDir is the config's (or the default)
+// state dir, "" if unknown.
+func protectedPlaces(in, stateDir string) workspace.Protected {
+	home, _ := os.UserHomeDir()
+	return workspace.Protected{Home: home, StateDir: stateDir, Input: in}
+}
+
+// configStateDir is the state dir c names, or the default, without making
+// it: the state dir actually used (flags included) is checked by
+// hideStateDir.
+func configStateDir(c *config.Config, base string) string {
+	if c.StateDir != "" {
+		return resolve(base, c.StateDir)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "mcpbox")
+	}
+	return ""
+}
+
+// outputDir makes the writable dir p (hostSource, missing dirs made with
+// perm) and returns its real path; a protected place is refused before
+// anything is made, and again once resolved.
+func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protected) (string, error) {
+	abs, err := filepath.Abs(resolve(base, p))
+	if err != nil {
+		return "", err
+	}
+	if err := protected.Check(abs); err != nil {
+		return "", err
+	}
+	real, err := hostSourceDir(base, in, p, perm)
+	if err != nil {
+		return "", err
+	}
+	return real, protected.Check(real)
+}
+
+// templateSource resolves a workspace template like a mount source: a
+// project's symlink must not seed a workspace from, say, ~/.ssh. A
+// missing template stays as written; seeding names it when it fails.
+func templateSource(base, in, p string) (string, error) {
+	real, err := hostSource(base, in, p, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return resolve(base, p), nil
+	}
+	return real, err
+}

@@ -1,0 +1,93 @@
+package workspace
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// systemDirs are host places no sandbox may write to, nor to a parent of
+// one (a parent of /etc is /).
+var systemDirs = []string{
+	"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/boot", "/dev", "/proc", "/sys", "/var/spool",
+}
+
+// homeSecrets are the places under a home dir that hold credentials or
+// run code at login: no sandbox may write to them or to a parent of them.
+var homeSecrets = []string{".ssh", ".gnupg", ".aws", ".config", ".kube", ".docker"}
+
+// Protected describes the host places a writable mount (an output, a rw
+// mount) must stay clear of. Paths are resolved (symlinks followed) by
+// Check; an empty field protects nothing.
+type Protected struct {
+	// Home is the user's home dir: the dir itself (its dotfiles run at
+	// login) and any parent are refused, and its credential dirs (.ssh,
+	// .gnupg, .aws, .config, .kube, .docker) and what is in them.
+	Home string
+	// StateDir is mcpbox's state dir: it, a parent and anything in it are
+	// refused (other agents' workspaces, the admin socket, the audit).
+	StateDir string
+	// Input is the sandbox's input: it and a parent are refused, or the
+	// read-only input would be writable through the output.
+	Input string
+}
+
+// Check refuses dir, a real path, if it is or contains a protected place,
+// or lies in one that must not be written at all. The error names dir and
+// the place and wraps ErrProtected.
+func (p Protected) Check(dir string) error {
+	dir = filepath.Clean(dir)
+	refuse := func(place, why string) error {
+		return fmt.Errorf("%s would let a sandbox write %s (%s): %w", dir, place, why, ErrProtected)
+	}
+	for _, s := range systemDirs {
+		if overlaps(dir, s) {
+			return refuse(s, "a system directory")
+		}
+	}
+	if p.Home != "" {
+		for _, h := range resolvedAll(p.Home) {
+			if within(h, dir) {
+				return refuse(h, "the home directory")
+			}
+			for _, s := range homeSecrets {
+				if overlaps(dir, filepath.Join(h, s)) {
+					return refuse(filepath.Join(h, s), "credentials or login code")
+				}
+			}
+		}
+	}
+	for _, st := range resolvedAll(p.StateDir) {
+		if overlaps(dir, st) {
+			return refuse(st, "mcpbox's state dir")
+		}
+	}
+	for _, in := range resolvedAll(p.Input) {
+		if within(in, dir) {
+			return refuse(in, "the read-only input")
+		}
+	}
+	return nil
+}
+
+// resolvedAll returns p as given and with symlinks resolved (if they
+// resolve), cleaned; none for "".
+func resolvedAll(p string) []string {
+	if p == "" {
+		return nil
+	}
+	out := []string{filepath.Clean(p)}
+	if r, err := filepath.EvalSymlinks(p); err == nil && r != out[0] {
+		out = append(out, r)
+	}
+	return out
+}
+
+// within reports whether a is b or beneath b.
+func within(a, b string) bool {
+	return a == b || b == "/" || strings.HasPrefix(a, b+string(filepath.Separator))
+}
+
+// overlaps reports whether a and b are the same, or one contains the other.
+func overlaps(a, b string) bool { return within(a, b) || within(b, a) }

@@ -1,0 +1,69 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestProtectedCheck: outputs a hostile config or project would aim at
+// the home dir, credentials, system dirs, the state dir or the input are
+// refused, naming the place; plain project outputs pass.
+func TestProtectedCheck(t *testing.T) {
+	outer := t.TempDir()
+	home := filepath.Join(outer, "home")
+	state := filepath.Join(home, ".local", "state", "mcpbox")
+	input := filepath.Join(outer, "work", "project")
+	for _, d := range []string{state, input, filepath.Join(home, ".ssh")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A symlink to home: Check sees through it in the protected paths.
+	if err := os.Symlink(home, filepath.Join(outer, "homelink")); err != nil {
+		t.Fatal(err)
+	}
+	p := Protected{Home: filepath.Join(outer, "homelink"), StateDir: state, Input: input}
+	for _, tc := range []struct {
+		dir   string
+		place string // named in the error; "" if allowed
+	}{
+		{"/", "/etc"},
+		{"/etc", "/etc"},
+		{"/etc/cron.d", "/etc"},
+		{"/usr/local/bin", "/usr"},
+		{"/proc", "/proc"},
+		{home, home},
+		{filepath.Join(home, ".ssh"), filepath.Join(home, ".ssh")},
+		{filepath.Join(home, ".ssh", "keys"), filepath.Join(home, ".ssh")},
+		{filepath.Join(home, ".config"), filepath.Join(home, ".config")},
+		{filepath.Join(home, ".local"), state},
+		{filepath.Join(home, ".local", "state"), state},
+		{state, state},
+		{filepath.Join(state, "workspaces"), state},
+		{outer, home},
+		{filepath.Join(outer, "work"), input},
+		{input, input},
+		// Allowed: beside or inside the project, in home, in /tmp.
+		{filepath.Join(input, "mcpbox-out"), ""},
+		{filepath.Join(outer, "work", "out"), ""},
+		{filepath.Join(home, "results"), ""},
+		{filepath.Join(home, ".sshx"), ""},
+	} {
+		err := p.Check(tc.dir)
+		if tc.place == "" {
+			if err != nil {
+				t.Errorf("Check(%s) = %v, want nil", tc.dir, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrProtected) || !strings.Contains(err.Error(), tc.place) || !strings.Contains(err.Error(), tc.dir) {
+			t.Errorf("Check(%s) = %v, want ErrProtected naming %s", tc.dir, err, tc.place)
+		}
+	}
+	if err := (Protected{}).Check(filepath.Join(home, ".ssh")); err != nil {
+		t.Errorf("the zero Protected refuses a home path: %v", err)
+	}
+}
