@@ -215,6 +215,16 @@ func (w *writer) handle(batch []item) {
 		w.fail(batch, recs, err)
 		return
 	}
+	// Calls wait on their tickets: release them before the side files.
+	for i := range batch {
+		if batch[i].tk != nil {
+			batch[i].tk.settle(nil)
+			batch[i].tk = nil
+		}
+	}
+	if len(recs) > 0 {
+		w.mirror(recs)
+	}
 	w.answer(batch, nil)
 }
 
@@ -272,6 +282,7 @@ func (w *writer) fail(batch []item, recs []*Record, err error) {
 			since.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), err,
 			len(pending), lost)}, s.opts.Redact, false)
 		if err = w.commit(append(pending, note), nil); err == nil {
+			w.mirror(append(pending, note))
 			s.stats.late.Add(int64(len(pending)))
 			s.stats.lost.Add(lost)
 			s.setFailing(nil)
@@ -328,8 +339,8 @@ func markLate(r *Record, since time.Time) *Record {
 
 // commit writes recs in one transaction, after pre (if non-nil) has run in
 // it, chaining each to the one before and moving the head in audit_meta.
-// The in-memory head moves only if the transaction commits; then the side
-// file and the JSONL mirror follow.
+// The in-memory head moves only if the transaction commits; the caller
+// then calls mirror.
 func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 	if err := w.checkFile(); err != nil {
 		return err
@@ -366,7 +377,6 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 		return err
 	}
 	w.s.stats.committed.Add(int64(len(recs)))
-	w.mirror(recs)
 	return nil
 }
 
