@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -133,6 +134,40 @@ func TestAuditDiskFullFailsClosed(t *testing.T) {
 		}
 		if integrity == 0 {
 			t.Errorf("no integrity record says the audit store could not write")
+		}
+	})
+}
+
+// TestAuditCorruptStoreRefusesStart: serve refuses to start on an audit
+// database that is not one, naming the file, and leaves it as it was.
+func TestAuditCorruptStoreRefusesStart(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		s := auConfig(t, m, "", "    tools: {allow: [\"*\"]}\n")
+		if err := os.Mkdir(s.state, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if !m.root() {
+			if err := os.Chown(s.state, m.uid, m.uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db := filepath.Join(s.state, "audit.db")
+		garbage := strings.Repeat("not a database ", 300)
+		m.writeFile(t, db, garbage, 0o600)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := m.command(ctx, "serve", "--http", "127.0.0.1:0", "--config", s.cfg)
+		cmd.Env = append(cmd.Env, auTokenEnv+"="+s.token)
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("mcpbox serve did not exit within 60 s on a corrupt audit database:\n%s", out)
+		}
+		if err == nil || !strings.Contains(string(out), db) || !strings.Contains(string(out), "not a database") {
+			t.Fatalf("mcpbox serve on a corrupt audit database: %v, want a refusal naming %s:\n%s", err, db, out)
+		}
+		t.Logf("serve refused to start: %s", out)
+		if b, _ := os.ReadFile(db); string(b) != garbage {
+			t.Errorf("serve changed the corrupt database")
 		}
 	})
 }
