@@ -267,7 +267,7 @@ func (w *writer) fail(batch []item, recs []*Record, err error) {
 		s.log.Error("writing audit records; calls are refused until a write succeeds",
 			"records", len(pending), "attempt", attempt, "err", err)
 		if s.closing.Load() {
-			if closingTries++; closingTries >= closeRetries {
+			if closingTries++; closingTries > closeRetries {
 				s.stats.lost.Add(int64(len(pending)) + lost)
 				return
 			}
