@@ -104,6 +104,10 @@ func TestAuditDiskFullFailsClosed(t *testing.T) {
 		}
 		gwClose(t, sess)
 		g.stop(t)
+		// The operator's log names the file and the cause.
+		if l := g.logs.String(); !strings.Contains(l, filepath.Join(s.state, "audit.db")) || !strings.Contains(l, "disk is full") {
+			t.Errorf("serve's log does not name the audit database and the full disk:\n%s", l)
+		}
 
 		if r := s.cli(t, "logs", "verify", "--config", s.cfg); r.code != 0 || !strings.Contains(r.stdout, "chain intact") {
 			t.Fatalf("logs verify after the disk was full:\n%s", r)
