@@ -33,8 +33,9 @@
 //
 // # Failing closed
 //
-// Before and after each commit the writer checks that the path still
-// names the file it opened (SQLite writes on into a deleted file). If a
+// Before and after each commit, and every second while idle, the writer
+// checks that the path still names the file it opened (SQLite writes on
+// into a deleted file). If a
 // commit fails (disk full, a lock held by another process past the busy
 // timeout, I/O error, file deleted or replaced), the store is failing: the
 // tickets and Flushes of that batch, and every Submit until a commit

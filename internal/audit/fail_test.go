@@ -179,6 +179,8 @@ func TestDeletedWhileOpenFailsClosed(t *testing.T) {
 	if err := os.Remove(s.opts.Path); err != nil {
 		t.Fatal(err)
 	}
+	// Noticed while idle, before any record asks.
+	waitFor(t, 10*checkEvery, "the store to notice the deletion", func() bool { return errors.Is(s.Err(), ErrFileGone) })
 	err := s.Submit(callRecord(2)).Wait(ctx)
 	if !errors.Is(err, ErrFailing) || !errors.Is(err, ErrFileGone) || !strings.Contains(err.Error(), s.opts.Path) {
 		t.Fatalf("ticket after the file was deleted = %v, want ErrFailing and ErrFileGone naming %s", err, s.opts.Path)

@@ -23,6 +23,9 @@ const (
 	closeRetries = 3
 	// pruneEvery is how often retention runs while the store is open.
 	pruneEvery = time.Minute
+	// checkEvery is how often an idle store checks that its file is still
+	// there, so that calls are refused before they run (commits check too).
+	checkEvery = time.Second
 )
 
 // writer is the state of the writer goroutine; only it touches the fields
@@ -115,7 +118,7 @@ func (w *writer) close() error {
 
 // run is the writer goroutine: it takes what is queued (up to maxBatch
 // items without waiting), commits it as one transaction, answers markers,
-// and applies retention every pruneEvery. It returns when the queue is
+// applies retention every pruneEvery and checks the file every checkEvery. It returns when the queue is
 // closed and drained.
 func (s *Store) run() {
 	defer close(s.done)
@@ -127,9 +130,15 @@ func (s *Store) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	check := time.NewTicker(checkEvery)
+	defer check.Stop()
 	batch := make([]item, 0, maxBatch)
 	for {
 		select {
+		case <-check.C:
+			if err := w.checkFile(); err != nil {
+				w.fail(nil, nil, err)
+			}
 		case it, ok := <-s.queue:
 			if !ok {
 				return
