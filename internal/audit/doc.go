@@ -28,8 +28,10 @@
 // writer goroutine takes up to 1024 queued records at a time, waiting up
 // to 10 ms after the first for more (not when a Submit, Flush or Close
 // waits: records queued during a commit share the next one), and commits
-// them in one transaction (WAL mode, synchronous=FULL, busy_timeout
-// Options.BusyTimeout): one fsync for many calls.
+// them in one transaction (WAL mode, synchronous=NORMAL, busy_timeout
+// Options.BusyTimeout). A commit is in the WAL file when it returns, so it
+// survives mcpbox being killed; the WAL is synced at checkpoints, not per
+// commit, which keeps a guarded call from waiting for a disk sync.
 //
 // # Failing closed
 //
@@ -57,8 +59,11 @@
 //
 // A crash or kill loses the records still in the queue and the batch being
 // committed: at most QueueSize + 1024 records, in practice the last 10 ms
-// or so of events; never a submitted record whose Wait returned nil. Committed batches survive a process crash and,
-// with synchronous=FULL, a power failure. The head side file and the JSONL
+// or so of events; never a submitted record whose Wait returned nil.
+// Committed batches survive a process crash (kill, OOM, panic). A power
+// failure or kernel crash may lose the batches committed since the last
+// checkpoint (synchronous=NORMAL); when the head side file outlived them,
+// Verify reports them as missing at the end. The head side file and the JSONL
 // mirror are written just after each commit, so a crash can leave them
 // one batch behind the database; the next Open accepts a side file that is
 // behind and rewrites it.

@@ -170,7 +170,7 @@ func (s *Store) open() error {
 	// never fails to upgrade a read lock (SQLITE_BUSY despite the timeout)
 	// when the approvals tables are written through DB at the same time.
 	s.db, err = sql.Open("sqlite", dsn(s.opts.Path, fmt.Sprintf("_busy_timeout=%d", s.opts.BusyTimeout.Milliseconds()),
-		"_auto_vacuum=INCREMENTAL", "_journal_mode=WAL", "_synchronous=FULL", "_txlock=immediate"))
+		"_auto_vacuum=INCREMENTAL", "_journal_mode=WAL", "_synchronous=NORMAL", "_txlock=immediate"))
 	if err != nil {
 		return err
 	}
