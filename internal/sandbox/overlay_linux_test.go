@@ -254,7 +254,7 @@ func TestInputOverlayUnprivileged(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestInputOverlay(ExecWritable|FailsClosed|ForgedOpaque|NoSetID)?$", "-test.count=1", "-test.v")
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^(TestInputOverlay(ExecWritable|FailsClosed|ForgedOpaque|NoSetID)?|TestInputMask(HidesOutput|NoLinks))$", "-test.count=1", "-test.v")
 	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
 	// os/exec forks with CLONE_VM: the child's setuid clears the dumpable
@@ -265,7 +265,8 @@ func TestInputOverlayUnprivileged(t *testing.T) {
 	if derr == nil {
 		_ = unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
 	}
-	for _, name := range []string{"TestInputOverlay", "TestInputOverlayExecWritable", "TestInputOverlayFailsClosed", "TestInputOverlayForgedOpaque", "TestInputOverlayNoSetID"} {
+	for _, name := range []string{"TestInputOverlay", "TestInputOverlayExecWritable", "TestInputOverlayFailsClosed", "TestInputOverlayForgedOpaque", "TestInputOverlayNoSetID",
+		"TestInputMaskHidesOutput", "TestInputMaskNoLinks"} {
 		if err != nil || !strings.Contains(string(out), "\n--- PASS: "+name+" (") {
 			t.Fatalf("unprivileged run of %s: %v\n%s", name, err, out)
 		}
