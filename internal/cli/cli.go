@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 )
 
@@ -128,6 +129,9 @@ type env struct {
 	// snapshot, set by serve --from-snapshot, seeds the new workspaces of
 	// the server named in its metadata.
 	snapshot, snapshotServer string
+	// logLevel is the gateway log's threshold (serve --log-level); the
+	// zero value is slog.LevelInfo.
+	logLevel slog.Level
 }
 
 // snapshotFor is the snapshot that seeds server's new workspaces, or "".

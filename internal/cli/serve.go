@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -58,6 +59,7 @@ func (e *env) serve(args []string) int {
 	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
 	fs.StringVar(&e.snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
+	fs.TextVar(&e.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug (adds each allowed egress connection and pinned definition), info, warn or error")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
@@ -166,6 +168,7 @@ func (e *env) serve(args []string) int {
 		return exitUsage
 	}
 	defer g.close()
+	e.startupSummary(c, defaultLockPath(configPath, dir))
 	servers, err := e.configServers(c, base, dir, log, book, g)
 	if err != nil {
 		e.errorf("serve: %v", err)
