@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/integrity"
+	"mcpbox/internal/redact"
 )
 
 // TestStrayArguments: a command that takes no arguments refuses them
@@ -145,5 +148,68 @@ servers:
 	}
 	if got := summaryLine(c, nil, 0); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
 		t.Errorf("summary without a lock file: %q", got)
+	}
+}
+
+// TestAcceptDegraded: serve --allow-degraded=cgroups is sandbox.require
+// without cgroups for every local server, whatever the config required.
+func TestAcceptDegraded(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+sandbox: {require: [seccomp, cgroups]}
+servers:
+  a: {command: [x]}
+  b: {command: [y], sandbox: {require: [landlock, cgroups, idmap]}}
+  r: {url: "https://example.com/mcp"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d degradedFlag
+	if err := d.Set("cgroups,idmap"); err != nil {
+		t.Fatal(err)
+	}
+	acceptDegraded(c, d)
+	got := map[string][]string{}
+	for _, s := range c.Servers {
+		got[s.Name] = c.RequiredLayers(s)
+	}
+	want := map[string][]string{"a": {"seccomp"}, "b": {"landlock"}, "r": {"seccomp", "cgroups"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("required layers (-want +got):\n%s", diff)
+	}
+	all := degradedFlag{all: true}
+	acceptDegraded(c, all)
+	if got := c.RequiredLayers(c.Servers[0]); len(got) != 0 {
+		t.Errorf("bare --allow-degraded: server a still requires %v", got)
+	}
+}
+
+// TestCommandLine: the advice's command can be pasted back into a shell.
+func TestCommandLine(t *testing.T) {
+	got := commandLine("serve", []string{"--config", "/my dir/it's.yaml", "--http", "127.0.0.1:0"})
+	want := `mcpbox serve --config '/my dir/it'\''s.yaml' --http 127.0.0.1:0`
+	if got != want {
+		t.Errorf("commandLine = %s, want %s", got, want)
+	}
+}
+
+// TestEgressLogLevels: allowed connections are logged at the level the
+// caller gives (debug for serve, whose audit records them), refusals
+// always as warnings.
+func TestEgressLogLevels(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logEv := egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)
+	logEv(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	logEv(egress.Event{Host: "refused.example", Port: 443, Decision: "deny", Reason: "not in the allowlist"})
+	out := buf.String()
+	if strings.Contains(out, "allowed.example") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "refused.example") {
+		t.Errorf("at info: want only the refusal, got:\n%s", out)
+	}
+	buf.Reset()
+	log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	if !strings.Contains(buf.String(), "allowed.example") {
+		t.Errorf("at debug: the allowed connection is missing:\n%s", buf.String())
 	}
 }

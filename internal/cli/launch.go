@@ -174,7 +174,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		return nil, err
 	}
 	for _, layer := range sb.Degraded {
-		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require)", "server", l.name, "layer", layer)
+		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)
 	}
 	// status and clean are written before waited closes, and read after.
 	var (

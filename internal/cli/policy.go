@@ -164,14 +164,8 @@ func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.S
 	}
 	spec.ExecAllow = s.Exec.Allow
 	spec.ExecWritable = s.Exec.Writable
-	spec.Limits.Memory, spec.Limits.Pids = defaultLimits()
-	if s.Limits.Memory != 0 {
-		spec.Limits.Memory = int64(s.Limits.Memory)
-	}
-	if s.Limits.Pids != 0 {
-		spec.Limits.Pids = int64(s.Limits.Pids)
-	}
-	spec.Limits.CPU = s.Limits.CPU
+	l := serverLimits(s)
+	spec.Limits.Memory, spec.Limits.Pids, spec.Limits.CPU = l.Memory, l.Pids, l.CPU
 	return requireLayers(c, s, spec)
 }
 

@@ -52,6 +52,7 @@ func (e *env) serve(args []string) int {
 	var (
 		configPath, httpAddr, stateFlag string
 		stdio, printConfig              bool
+		degraded                        degradedFlag
 	)
 	fs.BoolVar(&printConfig, "print-config", false, "print the embedded default config and exit")
 	fs.StringVar(&configPath, "config", "", "the config `FILE` (mcpbox.yaml)")
@@ -59,6 +60,7 @@ func (e *env) serve(args []string) int {
 	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
 	fs.StringVar(&e.snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
+	fs.Var(&degraded, "allow-degraded", "serve even when the isolation `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable, as sandbox.require without them would")
 	fs.TextVar(&e.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug (adds each allowed egress connection and pinned definition), info, warn or error")
 	if code, stop := e.parse(fs, args); stop {
 		return code
@@ -86,6 +88,10 @@ func (e *env) serve(args []string) int {
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
+	}
+	acceptDegraded(c, degraded)
+	if !e.cgroupsReady("serve", c, args) {
+		return 1
 	}
 	if e.snapshot != "" {
 		meta, err := workspace.ReadMeta(e.snapshot)
