@@ -19,9 +19,10 @@ const policyHelp = `USAGE
 
 Parses and validates a config file. Every problem is printed as
 FILE:LINE:COL: message; the exit status is 1 when there is any. Things a
-reviewer should see in a valid config (a credential in plain env, one
-secret shared by several servers, secrets beside broad egress) are printed
-as FILE:LINE:COL: warning: message, with exit status 0.
+reviewer should see in a valid config (a server with no tools: key, whose
+tools are all hidden, a credential in plain env, one secret shared by
+several servers, secrets beside broad egress) are printed as
+FILE:LINE:COL: warning: message, with exit status 0.
 `
 
 func (e *env) policy(args []string) int {
