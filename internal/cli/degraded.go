@@ -4,6 +4,7 @@ package cli
 // with --allow-degraded, or refused before serving, with what to do.
 
 import (
+	"os"
 	"slices"
 	"strings"
 
@@ -52,9 +53,13 @@ func (e *env) cgroupsReady(cmd string, c *config.Config, args []string) bool {
 		if err == nil {
 			continue
 		}
+		scope := "systemd-run --user --scope -p Delegate=yes"
+		if os.Geteuid() == 0 {
+			scope = "systemd-run --scope -p Delegate=yes"
+		}
 		e.errorf("%s: server %s needs cgroups for its resource limits, and doctor found %v", cmd, s.Name, err)
-		e.errorf("run it in a cgroup delegated to you: systemd-run --user --scope -p Delegate=yes %s, or accept no cgroup limits: %s (config: sandbox.require without cgroups)",
-			commandLine(cmd, args), commandLine(cmd, slices.Concat(args, []string{"--allow-degraded=cgroups"})))
+		e.errorf("run it in a cgroup delegated to you: %s %s, or accept no cgroup limits: %s (config: sandbox.require without cgroups)",
+			scope, commandLine(cmd, args), commandLine(cmd, slices.Concat(args, []string{"--allow-degraded=cgroups"})))
 		return false
 	}
 	return true

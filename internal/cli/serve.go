@@ -42,6 +42,12 @@ standard input is not a terminal, else HTTP on the config's
 listen.http.addr (default 127.0.0.1:8765). HTTP binds loopback unless the
 config has clients (bearer tokens) and TLS. SIGTERM or SIGINT stops every
 sandbox and exits 0.
+
+At start, serve prints the config's warnings and one summary line (the
+servers and what the lock file pins of each). A user whose sandboxes
+cannot get cgroups (see mcpbox doctor) is told what to do and serve exits
+1: run it under systemd-run --user --scope -p Delegate=yes, or accept
+no cgroup limits with --allow-degraded=cgroups.
 `
 
 // defaultHTTPAddr is where serve listens when nothing says otherwise.
