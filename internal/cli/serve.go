@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,6 +42,12 @@ standard input is not a terminal, else HTTP on the config's
 listen.http.addr (default 127.0.0.1:8765). HTTP binds loopback unless the
 config has clients (bearer tokens) and TLS. SIGTERM or SIGINT stops every
 sandbox and exits 0.
+
+At start, serve prints the config's warnings and one summary line (the
+servers and what the lock file pins of each). A user whose sandboxes
+cannot get cgroups (see mcpbox doctor) is told what to do and serve exits
+1: run it under systemd-run --user --scope -p Delegate=yes, or accept
+no cgroup limits with --allow-degraded=cgroups.
 `
 
 // defaultHTTPAddr is where serve listens when nothing says otherwise.
@@ -51,6 +58,7 @@ func (e *env) serve(args []string) int {
 	var (
 		configPath, httpAddr, stateFlag string
 		stdio, printConfig              bool
+		degraded                        degradedFlag
 	)
 	fs.BoolVar(&printConfig, "print-config", false, "print the embedded default config and exit")
 	fs.StringVar(&configPath, "config", "", "the config `FILE` (mcpbox.yaml)")
@@ -58,6 +66,8 @@ func (e *env) serve(args []string) int {
 	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
 	fs.StringVar(&e.snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
+	fs.Var(&degraded, "allow-degraded", "serve even when the isolation `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable, as sandbox.require without them would")
+	fs.TextVar(&e.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug (adds each allowed egress connection and pinned definition), info, warn or error")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
@@ -84,6 +94,10 @@ func (e *env) serve(args []string) int {
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
+	}
+	acceptDegraded(c, degraded)
+	if !e.cgroupsReady("serve", c, args) {
+		return 1
 	}
 	if e.snapshot != "" {
 		meta, err := workspace.ReadMeta(e.snapshot)
@@ -166,6 +180,7 @@ func (e *env) serve(args []string) int {
 		return exitUsage
 	}
 	defer g.close()
+	e.startupSummary(c, defaultLockPath(configPath, dir))
 	servers, err := e.configServers(c, base, dir, log, book, g)
 	if err != nil {
 		e.errorf("serve: %v", err)
