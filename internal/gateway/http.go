@@ -122,7 +122,8 @@ type clientSet struct {
 	refresh func() ([]Client, bool, error)
 	log     *slog.Logger
 
-	mu sync.Mutex // serializes refresh
+	mu      sync.Mutex // serializes refresh
+	lastErr string     // guarded by mu: the last refresh error logged
 }
 
 // verify refreshes the clients, then checks a bearer token against every
@@ -146,10 +147,16 @@ func (s *clientSet) update() {
 	}
 	switch {
 	case err != nil:
-		s.log.Warn("refreshing client tokens", "err", err)
+		// Once per distinct error, not once per request.
+		if err.Error() != s.lastErr {
+			s.log.Warn("refreshing client tokens; the current ones stay", "err", err)
+		}
+		s.lastErr = err.Error()
+		return
 	case changed:
 		s.cur.Store(&clients)
 	}
+	s.lastErr = ""
 }
 
 func match(clients []Client, token string) *auth.TokenInfo {
