@@ -107,6 +107,17 @@ func TestServeConfigToken(t *testing.T) {
 		}
 		sess := gwConnect(t, ctx, g.url, &http.Client{Transport: gwBearer{token: token, base: gwHTTP.Transport}}, nil, gwLegacy)
 		gwMustCall(t, sess, "echo", map[string]any{"text": "with token"}, "with token")
+		gwClose(t, sess)
+		g.stop(t)
+
+		// A token file others can read is refused, not used.
+		if err := os.Chmod(tokenFile, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := tokenRun(t, m, "", "", "serve", "--config="+cfg, "--http", "127.0.0.1:0")
+		if r.code != 1 || !strings.Contains(r.stderr, tokenFile) || !strings.Contains(r.stderr, "0600") || strings.Contains(r.stderr, "serving MCP") {
+			t.Errorf("serve with a world-readable token file:\n%s", r)
+		}
 	})
 }
 
