@@ -92,16 +92,15 @@ func (e *env) printTokenNote(dir string) {
 }
 
 func (e *env) token(args []string) int {
+	fs := e.newFlagSet("token rotate", tokenHelp)
+	af := registerAdminFlags(fs)
 	if len(args) == 0 || args[0] != "rotate" {
-		fs := e.newFlagSet("token", tokenHelp)
 		if code, stop := e.parse(fs, args); stop {
-			return code
+			return code // --help
 		}
 		e.errorf("token: want a subcommand: rotate")
 		return exitUsage
 	}
-	fs := e.newFlagSet("token rotate", tokenHelp)
-	af := registerAdminFlags(fs)
 	if code, stop := e.parse(fs, args[1:]); stop {
 		return code
 	}
