@@ -40,6 +40,8 @@ ADMIN (--config FILE or --state-dir DIR find the gateway)
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID
   snapshot   write a sandbox's workspace to an archive: snapshot ID
   diff       the changes a sandbox made to its overlaid input: diff ID
+  token      token rotate: a new bearer token for serve's HTTP endpoint
+             when the config has no clients
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -116,6 +118,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.snapshotCmd(args[1:])
 	case "diff":
 		return env.diff(args[1:])
+	case "token":
+		return env.token(args[1:])
 	default:
 		fmt.Fprintf(stderr, "mcpbox: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
