@@ -86,7 +86,8 @@ func TestMcpboxKilled(t *testing.T) {
 			_ = cmd.Wait()
 			t.Fatalf("sandbox did not start: %s", stderr.String())
 		}
-		leftovers := sandboxCgroups(t)
+		// This sandbox's cgroups, not those of other tests running now.
+		leftovers := crashCgroups(t, []crashProc{{pid: pid}})
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		waitGone(t, "sleep\x00"+marker+".75\x00")
