@@ -28,8 +28,9 @@ const (
 	KindTrust = "trust" // a changed tool definition to trust
 )
 
-// DefaultTimeout is how long Ask waits for a human when Options.Timeout is 0.
-const DefaultTimeout = 2 * time.Minute
+// DefaultTimeout is how long Ask waits for a human when Options.Timeout is
+// 0: below the 60 s after which common MCP clients give up on a request.
+const DefaultTimeout = 50 * time.Second
 
 // MaxSummary is the longest Request.Summary kept, in characters; Ask cuts
 // longer ones.

@@ -25,7 +25,7 @@ them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
 that client, server and tool (--always, kept across restarts until
 revoked). deny refuses it. A call nobody decides is denied after
-approvals.timeout (default 2m). A call whose client gave up on it (cancelled
+approvals.timeout (default 50s). A call whose client gave up on it (cancelled
 it, ended its session) or whose gateway stopped is withdrawn: approving it
 then fails, since nothing would be left to run it for.
 `
