@@ -26,6 +26,11 @@ const (
 	EventTrust         = "trust"
 	EventScan          = "scan"
 
+	// EventRestart is the restart policy's decision after a server ended:
+	// Decision "restart" (Detail: restart N of MAX, delay) or "give_up"
+	// (Detail: why); Error says how it ended.
+	EventRestart = "restart"
+
 	// EventRetention is written by the store itself when it prunes old
 	// records; Detail says how many and up to which seq.
 	EventRetention = "retention"

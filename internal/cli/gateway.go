@@ -116,7 +116,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			Allow:       []string{"*"},
 			CallTimeout: time.Duration(s.Limits.CallTimeout),
 			MaxOutput:   int64(s.Limits.Output),
-			Restart:     s.Lifecycle.Restart,
+			Restart:     s.Lifecycle.EffectiveRestart(),
 			Idle:        time.Duration(s.Lifecycle.Idle),
 			IdleAction:  s.Lifecycle.IdleAction,
 			IdleStop:    time.Duration(s.Lifecycle.IdleStop),
@@ -124,9 +124,6 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		}
 		if gs.Scope == "" {
 			gs.Scope = gateway.ScopeAgent
-		}
-		if gs.Restart == "" {
-			gs.Restart = gateway.RestartNo
 		}
 		for _, sec := range s.Secrets {
 			// The shortest ttl decides when the sandbox is renewed.

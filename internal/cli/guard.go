@@ -164,7 +164,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 	}
 	g.broker, err = approval.New(approval.Options{
 		DB:         g.store.DB(),
-		Timeout:    time.Duration(c.Approvals.Timeout),
+		Timeout:    c.Approvals.EffectiveTimeout(),
 		OnDecision: g.approvalDecided,
 	})
 	if err != nil {
@@ -201,6 +201,7 @@ func (g *guard) hooks() gateway.Hooks {
 		Call:    g.call,
 		List:    g.list,
 		Session: g.session,
+		Restart: g.restarted,
 	}
 }
 

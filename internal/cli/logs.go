@@ -29,7 +29,7 @@ records until interrupted.
 FILTERS
   --client NAME --server NAME --tool NAME --sandbox ID --session ID
   --event call|session_start|session_end|sandbox_start|sandbox_stop|
-          sandbox_crash|egress|approval|policy_reload|pin|trust|scan
+          sandbox_crash|restart|egress|approval|policy_reload|pin|trust|scan
   --decision allow|deny|approved|denied|rate_limited|...
   --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
 
