@@ -37,6 +37,7 @@ func prepare(r Record, redact func(string) string, keepPayload bool) *Record {
 	r.Packages = redactPackages(r.Packages, redact)
 	r.Artifacts = redactStrings(r.Artifacts, redact)
 	r.Findings = redactStrings(r.Findings, redact)
+	r.Argv = redactStrings(r.Argv, redact)
 	r.Detail = redactDetail(r.Detail, redact)
 	return &r
 }

@@ -79,6 +79,11 @@ type Record struct {
 	Artifacts        []string  `json:"artifacts,omitempty"`
 	Findings         []string  `json:"findings,omitempty"` // scanner findings "rule@where"
 	Error            string    `json:"error,omitempty"`    // redacted
+	// Argv is the program and arguments of a command the built-in server
+	// was asked to run (run_command, start_job), redacted and capped: the
+	// one place argument values are kept, because a reviewer needs to see
+	// what ran.
+	Argv []string `json:"argv,omitempty"`
 	// Detail holds small event-specific facts (egress host/port, pin
 	// counts). Never argument values or secrets.
 	Detail map[string]string `json:"detail,omitempty"`

@@ -35,7 +35,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	rec := audit.Record{
 		Time: time.Now(), Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session),
 		Server: c.Server, Tool: c.Tool, ArgShape: audit.Shape(c.Arguments),
-		Category: category(gs, c.Tool, ann),
+		Category: category(gs, c.Tool, ann), Argv: g.commandArgv(gs, c),
 	}
 	t := g.tracks.get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
 	if t != nil {
@@ -101,6 +101,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	rec.Outcome = "ok"
 	if isErrorResult(raw) {
 		rec.Outcome = "is_error"
+		builtinRefusal(gs, raw, &rec)
 	}
 	raw = g.scanResult(gs, c, raw, &rec)
 	raw = g.checkCredentials(gs, c, raw, &rec)

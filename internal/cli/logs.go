@@ -204,6 +204,9 @@ func recordLine(r audit.Record) string {
 		add("server", tok(r.Server))
 		add("tool", tok(r.Tool))
 	}
+	if len(r.Argv) > 0 {
+		add("argv", tok(strings.Join(r.Argv, " ")))
+	}
 	add("decision", tok(r.Decision))
 	add("rule", tok(r.Rule))
 	add("approver", tok(r.Approver))
