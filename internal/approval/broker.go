@@ -50,6 +50,7 @@ type Request struct {
 	Session string    `json:"session"`
 	Server  string    `json:"server"`
 	Tool    string    `json:"tool"`
+	Name    string    `json:"name,omitempty"` // the tool as the client calls it (with the server's prefix); "" for SERVER.TOOL
 	Sandbox string    `json:"sandbox"`
 	Rule    string    `json:"rule"`    // the policy rule that asked for review
 	Summary string    `json:"summary"` // redacted argument summary by the caller (see Summary); cut to MaxSummary
@@ -103,6 +104,7 @@ type Remembered struct {
 	Session string    `json:"session,omitempty"` // set for ScopeSession only
 	Server  string    `json:"server"`
 	Tool    string    `json:"tool"`
+	Name    string    `json:"name,omitempty"` // as in Request; set by the broker's user
 	Scope   string    `json:"scope"`
 	By      string    `json:"by"`
 	Time    time.Time `json:"time"`

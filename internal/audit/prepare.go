@@ -21,7 +21,7 @@ func prepare(r Record, redact func(string) string, keepPayload bool) *Record {
 	r.Seq, r.PrevHash, r.Hash = 0, "", ""
 	for _, p := range []*string{
 		&r.Event, &r.Client, &r.Session, &r.Sandbox, &r.Workspace, &r.Server,
-		&r.Tool, &r.Category, &r.Decision, &r.Rule, &r.Approver, &r.Outcome,
+		&r.Tool, &r.Name, &r.Category, &r.Decision, &r.Rule, &r.Approver, &r.Outcome,
 		&r.ExitStatus, &r.Error,
 	} {
 		*p = redact(*p)

@@ -60,6 +60,7 @@ type Record struct {
 	Workspace string          `json:"workspace,omitempty"`
 	Server    string          `json:"server,omitempty"`
 	Tool      string          `json:"tool,omitempty"`
+	Name      string          `json:"name,omitempty"` // the tool as the client calls it (with the server's prefix)
 	Category  string          `json:"category,omitempty"`
 	ArgShape  json.RawMessage `json:"arg_shape,omitempty"` // from Shape: never values
 	Decision  string          `json:"decision,omitempty"`  // allow, deny, approved, rate_limited, ...

@@ -240,7 +240,7 @@ func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
 	}
 	g.record(audit.Record{
 		Event: audit.EventApproval, Client: req.Client, Session: req.Session, Server: req.Server,
-		Tool: req.Tool, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
+		Tool: req.Tool, Name: req.Name, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
 		Detail: map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
 	})
 }

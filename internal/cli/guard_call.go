@@ -34,7 +34,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	ann := annotations(c.Definition)
 	rec := audit.Record{
 		Time: time.Now(), Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session),
-		Server: c.Server, Tool: c.Tool, ArgShape: audit.Shape(c.Arguments),
+		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
 		Category: category(gs, c.Tool, ann), Argv: g.commandArgv(gs, c),
 	}
 	t := g.tracks.get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
@@ -116,6 +116,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
+		Name:    cmpOr(c.Name, g.itemName(c.Server, integrity.KindTool, c.Tool)),
 		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
 		Arguments: g.book.JSON(c.Arguments),
 	}

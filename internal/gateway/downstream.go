@@ -412,7 +412,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
-		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool,
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool, Name: p.Name,
 			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
 		raw, err = hook(ctx, c, forward)
 	} else {

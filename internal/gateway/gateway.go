@@ -159,6 +159,7 @@ type Call struct {
 	MCPSession string
 	Server     string
 	Tool       string // the server's own name
+	Name       string // the name the client called: Tool with the server's prefix
 	Arguments  json.RawMessage
 	// Definition is the tool's entry in the server's current tools/list
 	// (untrusted: it comes from the server); nil if it lists no such tool.
