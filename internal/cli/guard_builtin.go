@@ -8,6 +8,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/builtin"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 )
 
 // Bounds of the argv an audit record keeps of one command.
@@ -17,8 +18,9 @@ const (
 )
 
 // commandArgv is the argv of a run_command or start_job call to the
-// built-in server, each argument redacted whole and then cut, for the
-// audit; nil for every other call.
+// built-in server, each argument redacted whole (configured secrets and
+// credential-shaped strings) and then cut, for the audit; nil for every
+// other call.
 func (g *guard) commandArgv(gs *guardServer, c *gateway.Call) []string {
 	if gs == nil || !gs.builtin || (c.Tool != "run_command" && c.Tool != "start_job") {
 		return nil
@@ -36,8 +38,13 @@ func (g *guard) commandArgv(gs *guardServer, c *gateway.Call) []string {
 			break
 		}
 		// Redacted before the cut: a cut first could leave the start of a
-		// secret that the redactor no longer recognises.
-		out = append(out, cutUTF8(g.book.String(a), maxAuditArgLen))
+		// secret that the redactor no longer recognises. Besides the
+		// configured secrets, credential-shaped strings (a token the agent
+		// pasted into a URL) are masked: argv is the one place the audit
+		// keeps argument values.
+		b := []byte(g.book.String(a))
+		b = redact.Mask(b, redact.Detect(b))
+		out = append(out, cutUTF8(string(b), maxAuditArgLen))
 	}
 	return out
 }

@@ -49,11 +49,12 @@ func TestCommandArgvAudited(t *testing.T) {
 	}
 	g := &guard{book: book}
 	long := strings.Repeat("x", 3*maxAuditArgLen)
-	args, _ := json.Marshal(map[string]any{"argv": []string{"curl", "-H", "Authorization: Bearer " + secret, long}})
+	pasted := "ghp_" + strings.Repeat("Z9y8", 9) // credential-shaped, no configured secret
+	args, _ := json.Marshal(map[string]any{"argv": []string{"curl", "-H", "Authorization: Bearer " + secret, long, "https://u:" + pasted + "@example.com/"}})
 	builtinGS, other := &guardServer{builtin: true}, &guardServer{}
 
 	got := g.commandArgv(builtinGS, &gateway.Call{Tool: "run_command", Arguments: args})
-	if len(got) != 4 || got[0] != "curl" || got[1] != "-H" {
+	if len(got) != 5 || got[0] != "curl" || got[1] != "-H" {
 		t.Fatalf("argv %q, want curl -H ...", got)
 	}
 	if strings.Contains(strings.Join(got, " "), secret) || !strings.HasPrefix(got[2], "Authorization: Bearer ") {
@@ -62,7 +63,10 @@ func TestCommandArgvAudited(t *testing.T) {
 	if len(got[3]) > maxAuditArgLen+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(got[3], "…")) {
 		t.Errorf("a %d-byte argument kept as %d bytes, want it cut to %d", len(long), len(got[3]), maxAuditArgLen)
 	}
-	if got := g.commandArgv(builtinGS, &gateway.Call{Tool: "start_job", Arguments: args}); len(got) != 4 {
+	if strings.Contains(got[4], pasted) || !strings.HasSuffix(got[4], "@example.com/") {
+		t.Errorf("argv %q: the pasted token is not masked", got[4])
+	}
+	if got := g.commandArgv(builtinGS, &gateway.Call{Tool: "start_job", Arguments: args}); len(got) != 5 {
 		t.Errorf("start_job argv %q, want it kept", got)
 	}
 	if got := g.commandArgv(builtinGS, &gateway.Call{Tool: "write_file", Arguments: args}); got != nil {
