@@ -175,7 +175,7 @@ func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 		}
 		g.log.Warn("description scanner findings", "server", gs.name, "kind", kind, "name", it.Key,
 			"findings", strings.Join(rules, ","), "action", cmpOr(gs.scan, config.ScanWarn))
-		g.record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Name: itemName(gs.prefix, kind, it.Key), Findings: rules,
+		g.record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Name: itemName(gs.name, gs.prefix, kind, it.Key), Findings: rules,
 			Decision: cmpOr(gs.scan, config.ScanWarn), Detail: map[string]string{"kind": kind}})
 	}
 	return f

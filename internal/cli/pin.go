@@ -150,7 +150,7 @@ func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitio
 			for _, it := range d.Lists[kind] {
 				for _, f := range integrity.ScanDefinition(pinKind(kind), it.Raw, others) {
 					n++
-					fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", itemName(c.EffectivePrefix(s), pinKind(kind), it.Key), f.Rule, f.Severity, pinKind(kind), f.Where, f.Message, f.Excerpt)
+					fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", itemName(s.Name, c.EffectivePrefix(s), pinKind(kind), it.Key), f.Rule, f.Severity, pinKind(kind), f.Where, f.Message, f.Excerpt)
 				}
 			}
 		}
@@ -184,7 +184,7 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 			}
 			for _, ch := range changes {
 				n++
-				fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, itemName(c.EffectivePrefix(s), ch.Kind, ch.Key), integrity.Diff(ch))
+				fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, itemName(s.Name, c.EffectivePrefix(s), ch.Kind, ch.Key), integrity.Diff(ch))
 			}
 		}
 	}

@@ -218,9 +218,11 @@ func (e *env) trust(args []string) int {
 		if key != "" && c.Key != key && c.Kind+":"+c.Key != key {
 			continue
 		}
-		// A client-visible tool name was resolved by the gateway: its
-		// changes name the server.
-		server = c.Server
+		if c.Server != server {
+			// The gateway resolved a tool's client-visible name: its
+			// changes are that tool's, and name the server.
+			server, key = c.Server, c.Key
+		}
 		hashes = append(hashes, c.NewHash)
 		fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", c.Status, c.Kind, cmpOr(c.Name, c.Server+"/"+c.Key), c.Diff)
 	}

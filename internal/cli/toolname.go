@@ -10,19 +10,19 @@ import (
 
 // A tool has one spelling wherever a human reads it: the name the client
 // calls it by, its server's prefix followed by the server's own name
-// ("github__create_issue"). Prompts carry the prefix too; templates and
-// instructions have none. Admin commands that take a tool accept that
-// name as well as SERVER/TOOL.
+// ("github__create_issue"). Prompts carry the prefix too; templates,
+// instructions and server info have no client-visible name and are shown
+// as SERVER/KEY. Admin commands that take a tool accept that name as well
+// as SERVER/TOOL.
 
-// itemName is the client-visible name of a definition of a server with
-// prefix: kind is an integrity kind (tool, prompt, template,
-// instructions).
-func itemName(prefix, kind, key string) string {
+// itemName is how a definition (key, of an integrity kind: tool, prompt,
+// template, ...) of server, whose prefix is prefix, is shown.
+func itemName(server, prefix, kind, key string) string {
 	switch kind {
-	case integrity.KindTool, integrity.KindPrompt, "":
+	case integrity.KindTool, integrity.KindPrompt:
 		return prefix + key
 	}
-	return kind + ":" + key
+	return server + "/" + key
 }
 
 // prefixes maps each server of c to its effective prefix.
@@ -74,7 +74,7 @@ func (f toolFilter) match(r audit.Record) bool {
 // itemName is the client-visible name of a definition of server.
 func (g *guard) itemName(server, kind, key string) string {
 	if gs := g.servers[server]; gs != nil {
-		return itemName(gs.prefix, kind, key)
+		return itemName(server, gs.prefix, kind, key)
 	}
 	return server + "/" + key
 }

@@ -42,7 +42,7 @@ func TestResolveTool(t *testing.T) {
 	}
 	// Whatever the prefixes, the name a tool shows is the one it resolves from.
 	for server, p := range pre {
-		name := itemName(p, "tool", "x")
+		name := itemName(server, p, "tool", "x")
 		if s, tool, ok := resolveTool(name, pre); !ok || s != server || tool != "x" {
 			t.Errorf("the shown name %q resolves to %q, %q, %v; want %s, x", name, s, tool, ok, server)
 		}
@@ -96,11 +96,12 @@ func TestItemName(t *testing.T) {
 	for _, tt := range []struct{ prefix, kind, key, want string }{
 		{"github__", "tool", "create_issue", "github__create_issue"},
 		{"github__", "prompt", "review", "github__review"},
-		{"github__", "template", "repo://{x}", "template:repo://{x}"},
+		{"github__", "template", "repo://{x}", "github/repo://{x}"}, // no client-visible name
+		{"github__", "instructions", "instructions", "github/instructions"},
 		{"", "tool", "read", "read"},
 	} {
-		if got := itemName(tt.prefix, tt.kind, tt.key); got != tt.want {
-			t.Errorf("itemName(%q, %q, %q) = %q, want %q", tt.prefix, tt.kind, tt.key, got, tt.want)
+		if got := itemName("github", tt.prefix, tt.kind, tt.key); got != tt.want {
+			t.Errorf("itemName(github, %q, %q, %q) = %q, want %q", tt.prefix, tt.kind, tt.key, got, tt.want)
 		}
 	}
 }
