@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -56,13 +57,20 @@ type RestartEvent struct {
 	Delay        time.Duration
 }
 
-// endReason is the text of a process's end for messages: its Describe
-// ("exited with status 1") or the error that ended the session.
+// endReason is the text of a process's end for messages, to follow "it":
+// its Describe ("exited with status 1", "killed: out of memory"), "failed
+// to start: ...", or "ended (ERROR)" for the error that ended the session.
 func endReason(err error) string {
 	if err == nil {
 		return "ended"
 	}
-	return err.Error()
+	s := err.Error()
+	for _, verb := range []string{"exited ", "killed", "failed ", "ended"} {
+		if strings.HasPrefix(s, verb) {
+			return s
+		}
+	}
+	return "ended (" + s + ")"
 }
 
 // decideLocked applies the restart policy to an end that

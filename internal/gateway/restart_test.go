@@ -155,6 +155,23 @@ func TestNoRestartSaysSo(t *testing.T) {
 	}
 }
 
+func TestEndReason(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("exited with status 1"), "exited with status 1"},
+		{fmt.Errorf("killed: out of memory"), "killed: out of memory"},
+		{fmt.Errorf("failed to start: starting server x: no such file"), "failed to start: starting server x: no such file"},
+		{fmt.Errorf("EOF"), "ended (EOF)"},
+		{nil, "ended"},
+	} {
+		if got := endReason(tt.err); got != tt.want {
+			t.Errorf("endReason(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
 func TestRestartErrorText(t *testing.T) {
 	e := &RestartError{Server: "github", Reason: "exited with status 1", Restart: 2, Max: 5, RetryAfter: 1500 * time.Millisecond}
 	want := "server github is restarting after it exited with status 1 (restart 2 of 5); try again in 2s"

@@ -196,7 +196,7 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		var ev *RestartEvent
 		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
 			// Not when the requester gave up: that is no fault of the server.
-			e := u.recordFailureLocked(err, false)
+			e := u.recordFailureLocked(fmt.Errorf("failed to start: %w", err), false)
 			ev = &e
 		}
 		u.mu.Unlock()
