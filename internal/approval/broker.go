@@ -28,8 +28,9 @@ const (
 	KindTrust = "trust" // a changed tool definition to trust
 )
 
-// DefaultTimeout is how long Ask waits for a human when Options.Timeout is 0.
-const DefaultTimeout = 2 * time.Minute
+// DefaultTimeout is how long Ask waits for a human when Options.Timeout is
+// 0: below the 60 s after which common MCP clients give up on a request.
+const DefaultTimeout = 50 * time.Second
 
 // MaxSummary is the longest Request.Summary kept, in characters; Ask cuts
 // longer ones.
@@ -49,6 +50,7 @@ type Request struct {
 	Session string    `json:"session"`
 	Server  string    `json:"server"`
 	Tool    string    `json:"tool"`
+	Name    string    `json:"name,omitempty"` // the tool as the client calls it (with the server's prefix); "" for SERVER.TOOL
 	Sandbox string    `json:"sandbox"`
 	Rule    string    `json:"rule"`    // the policy rule that asked for review
 	Summary string    `json:"summary"` // redacted argument summary by the caller (see Summary); cut to MaxSummary
@@ -102,6 +104,7 @@ type Remembered struct {
 	Session string    `json:"session,omitempty"` // set for ScopeSession only
 	Server  string    `json:"server"`
 	Tool    string    `json:"tool"`
+	Name    string    `json:"name,omitempty"` // as in Request; set by the broker's user
 	Scope   string    `json:"scope"`
 	By      string    `json:"by"`
 	Time    time.Time `json:"time"`

@@ -12,20 +12,25 @@ import (
 	"unicode/utf8"
 )
 
-// Message is the question put to a human. With Arguments, every one of
-// them follows the question, one line each (see Show):
+// Message is the question put to a human, naming the tool by
+// Request.Name (as the client calls it) when set, else SERVER.TOOL. With
+// Arguments, every one of them follows the question, one line each (see
+// Show):
 //
-//	Allow github.create_pull_request (client claude-desktop)? Rule: servers.github.tools.approve
+//	Allow github__create_pull_request (client claude-desktop)? Rule: servers.github.tools.approve
 //	Arguments (2):
 //	  "repo": "octo/x"
 //	  "title": "Fix the build"
 //
 // Without, it is one line with the summary:
 //
-//	Allow github.create_pull_request (client claude-desktop) — {"repo": "octo/x", "title": string(20)}? Rule: servers.github.tools.approve
+//	Allow github__create_pull_request (client claude-desktop) — {"repo": "octo/x", "title": string(20)}? Rule: servers.github.tools.approve
 func (b *Broker) Message(req Request) string {
 	var m strings.Builder
 	target := clean(req.Server) + "." + clean(req.Tool)
+	if req.Name != "" {
+		target = clean(req.Name) // the one spelling the client and its user know
+	}
 	if req.Kind == KindTrust {
 		m.WriteString("Trust the changed definition of " + target)
 	} else {

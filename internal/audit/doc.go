@@ -10,8 +10,10 @@
 // workspace, server, tool), what was decided and by which rule, how long
 // it took, how it ended, sizes, file paths and digests, egress hosts and
 // byte counts, packages, scanner findings. The arguments appear only as
-// their Shape (keys, types, sizes, never values). Prompts, argument values,
-// results, file contents and tokens are not stored unless
+// their Shape (keys, types, sizes, never values), except the argv of a
+// command the built-in server is asked to run (Record.Argv: what ran is
+// what a reviewer needs), redacted like every string. Prompts, other
+// argument values, results, file contents and tokens are not stored unless
 // Options.IncludePayloads is set; then Record.Payload is kept, redacted and
 // capped at PayloadLimit. Options.Redact is applied to every string of a
 // record, ArgShape and Payload included, in Add, before anything is hashed,

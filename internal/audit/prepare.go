@@ -21,7 +21,7 @@ func prepare(r Record, redact func(string) string, keepPayload bool) *Record {
 	r.Seq, r.PrevHash, r.Hash = 0, "", ""
 	for _, p := range []*string{
 		&r.Event, &r.Client, &r.Session, &r.Sandbox, &r.Workspace, &r.Server,
-		&r.Tool, &r.Category, &r.Decision, &r.Rule, &r.Approver, &r.Outcome,
+		&r.Tool, &r.Name, &r.Category, &r.Decision, &r.Rule, &r.Approver, &r.Outcome,
 		&r.ExitStatus, &r.Error,
 	} {
 		*p = redact(*p)
@@ -37,6 +37,7 @@ func prepare(r Record, redact func(string) string, keepPayload bool) *Record {
 	r.Packages = redactPackages(r.Packages, redact)
 	r.Artifacts = redactStrings(r.Artifacts, redact)
 	r.Findings = redactStrings(r.Findings, redact)
+	r.Argv = redactStrings(r.Argv, redact)
 	r.Detail = redactDetail(r.Detail, redact)
 	return &r
 }

@@ -26,6 +26,11 @@ const (
 	EventTrust         = "trust"
 	EventScan          = "scan"
 
+	// EventRestart is the restart policy's decision after a server ended:
+	// Decision "restart" (Detail: restart N of MAX, delay) or "give_up"
+	// (Detail: why); Error says how it ended.
+	EventRestart = "restart"
+
 	// EventRetention is written by the store itself when it prunes old
 	// records; Detail says how many and up to which seq.
 	EventRetention = "retention"
@@ -55,6 +60,7 @@ type Record struct {
 	Workspace string          `json:"workspace,omitempty"`
 	Server    string          `json:"server,omitempty"`
 	Tool      string          `json:"tool,omitempty"`
+	Name      string          `json:"name,omitempty"` // the tool as the client calls it (with the server's prefix)
 	Category  string          `json:"category,omitempty"`
 	ArgShape  json.RawMessage `json:"arg_shape,omitempty"` // from Shape: never values
 	Decision  string          `json:"decision,omitempty"`  // allow, deny, approved, rate_limited, ...
@@ -74,6 +80,11 @@ type Record struct {
 	Artifacts        []string  `json:"artifacts,omitempty"`
 	Findings         []string  `json:"findings,omitempty"` // scanner findings "rule@where"
 	Error            string    `json:"error,omitempty"`    // redacted
+	// Argv is the program and arguments of a command the built-in server
+	// was asked to run (run_command, start_job), redacted and capped: the
+	// one place argument values are kept, because a reviewer needs to see
+	// what ran.
+	Argv []string `json:"argv,omitempty"`
 	// Detail holds small event-specific facts (egress host/port, pin
 	// counts). Never argument values or secrets.
 	Detail map[string]string `json:"detail,omitempty"`

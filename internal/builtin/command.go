@@ -145,7 +145,7 @@ func (s *server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in runA
 	}
 	cmd, release, err := s.prepare(in.Argv, in.Cwd)
 	if err != nil {
-		return nil, nil, err
+		return policyResult(err)
 	}
 	out := newCapBuf(s.o.OutputCap)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -176,6 +176,26 @@ func (s *server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in runA
 	}
 	res := text(status + out.String())
 	res.IsError = status != "exit code 0\n"
+	return res, nil, nil
+}
+
+// PolicyMeta is the key of a tool result's _meta under which the server
+// marks a call its command policy refused: {"decision":"deny","rule":...}.
+// mcpbox's guard audits such a call as a policy denial; it reads the
+// marker from the built-in server only.
+const PolicyMeta = "mcpbox/policy"
+
+// policyResult is the answer to a command that could not run: for a policy
+// refusal an error result marked with PolicyMeta, else err itself (an
+// error result without the marker).
+func policyResult(err error) (*mcp.CallToolResult, any, error) {
+	var r *RefusalError
+	if !errors.As(err, &r) {
+		return nil, nil, err
+	}
+	res := text(r.Error())
+	res.IsError = true
+	res.Meta = mcp.Meta{PolicyMeta: map[string]string{"decision": "deny", "rule": r.Rule}}
 	return res, nil, nil
 }
 

@@ -216,7 +216,7 @@ func (t *jobTable) get(ss *mcp.ServerSession, id string) (*job, error) {
 func (s *server) startJob(_ context.Context, req *mcp.CallToolRequest, in startArgs) (*mcp.CallToolResult, any, error) {
 	cmd, release, err := s.prepare(in.Argv, in.Cwd)
 	if err != nil {
-		return nil, nil, err
+		return policyResult(err)
 	}
 	defer release() // after the start below
 	out := newCapBuf(s.o.OutputCap)

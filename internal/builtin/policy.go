@@ -3,6 +3,7 @@ package builtin
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -165,7 +166,8 @@ func lineMatch(pat, line string) (bool, error) {
 	return path.Match(strings.ReplaceAll(pat, "/", slash), strings.ReplaceAll(line, "/", slash))
 }
 
-// policyError explains a refusal to the agent, naming the deciding rule.
+// policyError explains a refusal to the agent, naming the deciding rule;
+// it is a *RefusalError.
 func (p CommandPolicy) policyError(argv []string, d decision) error {
 	line := strings.Join(argv, " ")
 	if len(line) > 200 {
@@ -175,16 +177,18 @@ func (p CommandPolicy) policyError(argv []string, d decision) error {
 	case d.v == allowed:
 		return nil
 	case d.v == needsReview:
-		return fmt.Errorf("command %q matches approve rule %q: it needs human approval, which is not available in this build: refused", line, d.rule)
+		return refusal("commands.approve "+strconv.Quote(d.rule),
+			"command %q matches approve rule %q: it needs human approval, which is not available in this build: refused", line, d.rule)
 	case d.rule != "":
-		return fmt.Errorf("command %q refused: matches deny rule %q", line, d.rule)
+		return refusal("commands.deny "+strconv.Quote(d.rule), "command %q refused: matches deny rule %q", line, d.rule)
 	case len(p.Allow) == 0:
-		return fmt.Errorf("command %q refused: no commands are allowed in this workspace%s", line, allowHint(argv, d))
+		return refusal("commands.allow (empty)", "command %q refused: no commands are allowed in this workspace%s", line, allowHint(argv, d))
 	case !d.prog.system && d.prog.path != "":
-		return fmt.Errorf("command %q refused: program %q is outside the sandbox's executable directories (%s) and no allow rule names its path%s",
+		return refusal("commands.allow (no rule names the program's path)",
+			"command %q refused: program %q is outside the sandbox's executable directories (%s) and no allow rule names its path%s",
 			line, argv[0], strings.Join(p.execDirs(), ":"), allowHint(argv, d))
 	}
-	return fmt.Errorf("command %q refused: no allow rule matches (allowed: %s)%s", line, summarize(p.Allow), allowHint(argv, d))
+	return refusal("commands.allow (no rule matches)", "command %q refused: no allow rule matches (allowed: %s)%s", line, summarize(p.Allow), allowHint(argv, d))
 }
 
 // allowHint tells the agent, and the person it asks, how a program comes
@@ -196,6 +200,19 @@ func allowHint(argv []string, d decision) string {
 	}
 	return fmt.Sprintf(`. To allow it, a human adds it to this server's commands.allow in the mcpbox config, e.g. commands: {allow: [..., %q]} `+
 		`(the embedded default: mcpbox serve --print-config > mcpbox.yaml, edit, then mcpbox serve --config mcpbox.yaml)`, rule)
+}
+
+// RefusalError is a command the command policy refused; Rule names the
+// rule (or its absence) that decided it, for the audit.
+type RefusalError struct {
+	Rule string
+	msg  string
+}
+
+func (e *RefusalError) Error() string { return e.msg }
+
+func refusal(rule, format string, args ...any) error {
+	return &RefusalError{Rule: rule, msg: fmt.Sprintf(format, args...)}
 }
 
 // summarize lists patterns for a message, bounded in length.

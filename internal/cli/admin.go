@@ -67,6 +67,7 @@ type pinChange struct {
 	Status  string `json:"status"`
 	NewHash string `json:"new_hash,omitempty"`
 	Diff    string `json:"diff,omitempty"`
+	Name    string `json:"name,omitempty"` // as clients see it (see itemName)
 }
 
 // errStateDirBusy: another gateway answers on the state dir's socket.
@@ -161,7 +162,7 @@ func (a *adminServer) handle(conn *net.UnixConn) {
 	}
 	switch req.Op {
 	case "approvals":
-		reply(adminReply{OK: true, Pending: g.broker.Pending(), Remembered: g.broker.Remembered()})
+		reply(g.approvalsReply())
 	case "decide":
 		if !g.channels[config.ChannelCLI] {
 			reply(adminReply{Error: "the cli approval channel is off (approvals.channels)"})
@@ -181,14 +182,14 @@ func (a *adminServer) handle(conn *net.UnixConn) {
 		g.record(audit.Record{Event: audit.EventApproval, Decision: "revoked", Approver: who, Detail: map[string]string{"id": req.ID}})
 		reply(adminReply{OK: true})
 	case "pins":
-		reply(adminReply{OK: true, Changes: showChanges(g.pins.Pending(req.Server))})
+		reply(adminReply{OK: true, Changes: g.namedChanges(g.pendingChanges(req.Server))})
 	case "trust":
 		changes, err := g.trust(req.Server, req.Key, who, req.Hashes)
 		if err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
-		reply(adminReply{OK: true, Changes: showChanges(changes)})
+		reply(adminReply{OK: true, Changes: g.namedChanges(changes)})
 	case "ps":
 		reply(adminReply{OK: true, Sandboxes: g.sandboxRows(gw)})
 	case "pause", "resume", "stop":

@@ -85,12 +85,12 @@ func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json
 	if action == "" {
 		action = config.CredentialsFlag
 	}
-	log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", c.Tool, "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
+	log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", cmpOr(c.Name, c.Tool), "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
 	switch action {
 	case config.CredentialsRedact:
 		return redact.Mask(raw, found), rules, false
 	case config.CredentialsBlock:
-		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", c.Tool, strings.Join(rules, ", ")), nil)
+		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", cmpOr(c.Name, c.Tool), strings.Join(rules, ", ")), nil)
 		return res, rules, true
 	}
 	return raw, rules, false
@@ -116,7 +116,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			Allow:       []string{"*"},
 			CallTimeout: time.Duration(s.Limits.CallTimeout),
 			MaxOutput:   int64(s.Limits.Output),
-			Restart:     s.Lifecycle.Restart,
+			Restart:     s.Lifecycle.EffectiveRestart(),
 			Idle:        time.Duration(s.Lifecycle.Idle),
 			IdleAction:  s.Lifecycle.IdleAction,
 			IdleStop:    time.Duration(s.Lifecycle.IdleStop),
@@ -124,9 +124,6 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		}
 		if gs.Scope == "" {
 			gs.Scope = gateway.ScopeAgent
-		}
-		if gs.Restart == "" {
-			gs.Restart = gateway.RestartNo
 		}
 		for _, sec := range s.Secrets {
 			// The shortest ttl decides when the sandbox is renewed.

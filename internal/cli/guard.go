@@ -169,7 +169,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 	}
 	g.broker, err = approval.New(approval.Options{
 		DB:         g.store.DB(),
-		Timeout:    time.Duration(c.Approvals.Timeout),
+		Timeout:    c.Approvals.EffectiveTimeout(),
 		OnDecision: g.approvalDecided,
 	})
 	if err != nil {
@@ -206,6 +206,7 @@ func (g *guard) hooks() gateway.Hooks {
 		Call:    g.call,
 		List:    g.list,
 		Session: g.session,
+		Restart: g.restarted,
 	}
 }
 
@@ -244,7 +245,7 @@ func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
 	}
 	g.record(audit.Record{
 		Event: audit.EventApproval, Client: req.Client, Session: req.Session, Server: req.Server,
-		Tool: req.Tool, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
+		Tool: req.Tool, Name: req.Name, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
 		Detail: map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
 	})
 }

@@ -39,13 +39,13 @@ func (g *guard) audited(ctx context.Context, rec audit.Record, res json.RawMessa
 	if g.allowUnaudited {
 		n := g.unaudited.Add(1)
 		g.log.Error("audit record not committed; the call's result is passed on unaudited (audit.on_failure: allow)",
-			"server", rec.Server, "tool", rec.Tool, "client", rec.Client, "unaudited_calls", n, "err", werr)
+			"server", rec.Server, "tool", cmpOr(rec.Name, rec.Tool), "client", rec.Client, "unaudited_calls", n, "err", werr)
 		return res, err
 	}
 	if !errors.Is(werr, context.Canceled) && !errors.Is(werr, context.DeadlineExceeded) {
 		g.log.Error("audit record not committed; the call's result is withheld",
-			"server", rec.Server, "tool", rec.Tool, "client", rec.Client, "err", werr)
+			"server", rec.Server, "tool", cmpOr(rec.Name, rec.Tool), "client", rec.Client, "err", werr)
 	}
 	return refusal(fmt.Sprintf("mcpbox: the result of %s is withheld: its audit record could not be written (%s)",
-		rec.Tool, audit.Problem(werr)), nil)
+		cmpOr(rec.Name, rec.Tool), audit.Problem(werr)), nil)
 }

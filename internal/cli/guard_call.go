@@ -35,8 +35,8 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	ann := annotations(c.Definition)
 	rec := audit.Record{
 		Time: time.Now(), Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session),
-		Server: c.Server, Tool: c.Tool, ArgShape: audit.Shape(c.Arguments),
-		Category: category(gs, c.Tool, ann),
+		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
+		Category: category(gs, c.Tool, ann), Argv: g.commandArgv(gs, c),
 	}
 	t := g.tracks.get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
 	if t != nil {
@@ -46,7 +46,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		rec.Duration = time.Since(rec.Time)
 		res, err = g.audited(ctx, rec, res, err)
 	}()
-	if res, ok := g.auditFailing(c.Tool, &rec); ok {
+	if res, ok := g.auditFailing(rec.Name, &rec); ok {
 		return res, nil
 	}
 	if g.payloads {
@@ -55,13 +55,13 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 
 	if why := argKeys(c.Arguments); why != "" {
 		rec.Decision, rec.Outcome, rec.Rule = "deny", "denied", "arguments repeat a key"
-		return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", c.Tool, why)), nil)
+		return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", rec.Name, why)), nil)
 	}
 	client := policyClient(c.Agent)
 	if ok, retry, limit := g.limiter.Allow(client, c.Server, c.Tool); !ok {
 		rec.Decision, rec.Outcome, rec.Rule = "rate_limited", "rate_limited", limit
 		secs := int(math.Ceil(retry.Seconds()))
-		return refusal(fmt.Sprintf("mcpbox: rate limit reached for %s (%s); retry after %d s", c.Tool, limit, secs),
+		return refusal(fmt.Sprintf("mcpbox: rate limit reached for %s (%s); retry after %d s", rec.Name, limit, secs),
 			map[string]any{"mcpbox/retryAfterSeconds": secs})
 	}
 	d := g.engine.Decide(policy.Input{Client: client, Server: c.Server, Tool: c.Tool,
@@ -75,17 +75,17 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 			// Its client gave up, its session ended or the gateway is
 			// stopping: withdrawn, not refused by anyone.
 			rec.Decision, rec.Outcome, rec.Error = "cancelled", "cancelled", dec.Reason
-			return refusal(fmt.Sprintf("mcpbox: %s was cancelled while waiting for approval (%s)", c.Tool, dec.Reason), nil)
+			return refusal(fmt.Sprintf("mcpbox: %s was cancelled while waiting for approval (%s)", rec.Name, dec.Reason), nil)
 		}
 		if err != nil || !dec.Allow {
 			rec.Decision, rec.Outcome = "denied", "denied"
-			return refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", c.Tool, approvalWhy(dec, err)), nil)
+			return refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", rec.Name, approvalWhy(dec, err)), nil)
 		}
 		rec.Decision = "approved"
 	case config.ActionAllow:
 	default:
 		rec.Outcome = "denied"
-		return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", c.Tool, d.Rule), nil)
+		return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", rec.Name, d.Rule), nil)
 	}
 
 	var mark *callMark
@@ -105,6 +105,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	rec.Outcome = "ok"
 	if isErrorResult(raw) {
 		rec.Outcome = "is_error"
+		builtinRefusal(gs, raw, &rec)
 	}
 	raw = g.scanResult(gs, c, raw, &rec)
 	raw = g.checkCredentials(gs, c, raw, &rec)
@@ -119,6 +120,7 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
+		Name:    cmpOr(c.Name, g.itemName(c.Server, integrity.KindTool, c.Tool)),
 		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
 		Arguments: g.book.JSON(c.Arguments),
 	}
@@ -127,7 +129,7 @@ func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 		ask = approval.Elicitor(c.Elicit)
 	}
 	if ask == nil {
-		g.log.Warn("a call waits for approval: see `mcpbox approvals`", "server", c.Server, "tool", c.Tool, "client", c.Agent, "rule", d.Rule)
+		g.log.Warn("a call waits for approval: see `mcpbox approvals`", "server", c.Server, "tool", req.Name, "client", c.Agent, "rule", d.Rule)
 	}
 	return g.broker.Ask(ctx, req, ask)
 }
@@ -161,11 +163,11 @@ func (g *guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage
 	}
 	rec.Findings = append(rec.Findings, rules...)
 	action := cmpOr(gs.results, config.ResultsScanFlag)
-	g.log.Warn("injection-like content in a tool result", "server", c.Server, "tool", c.Tool, "client", c.Agent,
+	g.log.Warn("injection-like content in a tool result", "server", c.Server, "tool", rec.Name, "client", c.Agent,
 		"findings", strings.Join(rules, ","), "action", action)
 	if action == config.ResultsScanBlock {
 		rec.Outcome = "blocked"
-		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it holds instructions aimed at the model (%s)", c.Tool, strings.Join(rules, ", ")), nil)
+		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it holds instructions aimed at the model (%s)", rec.Name, strings.Join(rules, ", ")), nil)
 		return res
 	}
 	return raw

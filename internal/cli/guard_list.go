@@ -117,7 +117,7 @@ func (g *guard) noteChanges(changes []integrity.Change) {
 		}
 		g.log.Log(context.Background(), level, "tool definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
 			"hint", hintFor(ch))
-		g.record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key,
+		g.record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.itemName(ch.Server, ch.Kind, ch.Key),
 			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}
 	for _, k := range pinned {
@@ -189,7 +189,7 @@ func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 		}
 		g.log.Warn("description scanner findings", "server", gs.name, "kind", kind, "name", it.Key,
 			"findings", strings.Join(rules, ","), "action", cmpOr(gs.scan, config.ScanWarn))
-		g.record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Findings: rules,
+		g.record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Name: itemName(gs.name, gs.prefix, kind, it.Key), Findings: rules,
 			Decision: cmpOr(gs.scan, config.ScanWarn), Detail: map[string]string{"kind": kind}})
 	}
 	return f
@@ -249,7 +249,8 @@ func (g *guard) trust(server, key, who string, want []string) ([]integrity.Chang
 		return nil, err
 	}
 	for _, ch := range changes {
-		g.record(audit.Record{Event: audit.EventTrust, Server: ch.Server, Tool: ch.Key, Approver: who, Decision: "trusted",
+		g.record(audit.Record{Event: audit.EventTrust, Server: ch.Server, Tool: ch.Key, Name: g.itemName(ch.Server, ch.Kind, ch.Key),
+			Approver: who, Decision: "trusted",
 			Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}
 	g.changed(server)
@@ -316,7 +317,7 @@ const (
 // stays hidden.
 func (g *guard) askTrust(ch integrity.Change) int {
 	key := trustKey(ch)
-	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key,
+	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.itemName(ch.Server, ch.Kind, ch.Key),
 		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
 	d, err := g.broker.Ask(context.Background(), req, nil)
 	switch {

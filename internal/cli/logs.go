@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,9 +28,11 @@ per line (its sequence number in "id"). --follow keeps printing new
 records until interrupted.
 
 FILTERS
-  --client NAME --server NAME --tool NAME --sandbox ID --session ID
+  --client NAME --server NAME --sandbox ID --session ID
+  --tool NAME   a tool as clients call it (github__create_issue), its
+                server's own name for it (create_issue), or SERVER/TOOL
   --event call|session_start|session_end|sandbox_start|sandbox_stop|
-          sandbox_crash|egress|approval|policy_reload|pin|trust|scan
+          sandbox_crash|restart|egress|approval|policy_reload|pin|trust|scan
   --decision allow|deny|approved|denied|rate_limited|...
   --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
 
@@ -43,7 +46,7 @@ func (e *env) logs(args []string) int {
 	var f audit.Filter
 	fs.StringVar(&f.Client, "client", "", "only records of client `NAME`")
 	fs.StringVar(&f.Server, "server", "", "only records of server `NAME`")
-	fs.StringVar(&f.Tool, "tool", "", "only records of tool `NAME`")
+	tool := fs.String("tool", "", "only records of tool `NAME` (as clients call it, or SERVER/TOOL)")
 	fs.StringVar(&f.Sandbox, "sandbox", "", "only records of sandbox `ID`")
 	fs.StringVar(&f.Session, "session", "", "only records of session `ID`")
 	fs.StringVar(&f.Event, "event", "", "only records of `EVENT`")
@@ -62,6 +65,10 @@ func (e *env) logs(args []string) int {
 	if fs.NArg() != 0 {
 		e.errorf("logs: unexpected arguments %q", fs.Args())
 		return exitUsage
+	}
+	tf := parseToolFilter(*tool)
+	if tf.server != "" {
+		f.Server, f.Tool = tf.server, tf.tool
 	}
 	if *since != "" {
 		t, err := parseSince(*since, time.Now())
@@ -91,12 +98,18 @@ func (e *env) logs(args []string) int {
 	if verify {
 		return e.verifyLog(ctx, r)
 	}
-	print := func(rec audit.Record) error { return e.printRecord(rec, *asJSON) }
+	print := func(rec audit.Record) error {
+		if !tf.match(rec) {
+			return nil
+		}
+		return e.printRecord(rec, *asJSON)
+	}
 	recs, err := r.Query(ctx, f)
 	if err != nil {
 		e.errorf("logs: %v", err)
 		return 1
 	}
+	recs = slices.DeleteFunc(recs, func(rec audit.Record) bool { return !tf.match(rec) })
 	if *limit > 0 && len(recs) > *limit {
 		recs = recs[len(recs)-*limit:]
 	}
@@ -198,11 +211,16 @@ func recordLine(r audit.Record) string {
 	add("client", tok(r.Client))
 	add("session", tok(r.Session))
 	add("sandbox", tok(r.Sandbox))
-	if r.Server != "" && r.Tool != "" {
+	if r.Name != "" {
+		add("tool", tok(r.Name)) // as the client calls it
+	} else if r.Server != "" && r.Tool != "" {
 		add("tool", tok(r.Server+"/"+r.Tool))
 	} else {
 		add("server", tok(r.Server))
 		add("tool", tok(r.Tool))
+	}
+	if len(r.Argv) > 0 {
+		add("argv", tok(strings.Join(r.Argv, " ")))
 	}
 	add("decision", tok(r.Decision))
 	add("rule", tok(r.Rule))

@@ -167,7 +167,7 @@ func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitio
 			for _, it := range d.Lists[kind] {
 				for _, f := range integrity.ScanDefinition(pinKind(kind), it.Raw, others) {
 					n++
-					fmt.Fprintf(e.stdout, "%s/%s: %s [%s, %s] at %s: %s\n    %s\n", s.Name, it.Key, f.Rule, f.Severity, pinKind(kind), f.Where, f.Message, f.Excerpt)
+					fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", itemName(s.Name, c.EffectivePrefix(s), pinKind(kind), it.Key), f.Rule, f.Severity, pinKind(kind), f.Where, f.Message, f.Excerpt)
 				}
 			}
 		}
@@ -208,7 +208,7 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 					notPinned++
 					continue
 				}
-				fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", ch.Status, ch.Kind, ch.Server, ch.Key, integrity.Diff(ch))
+				fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, itemName(s.Name, c.EffectivePrefix(s), ch.Kind, ch.Key), integrity.Diff(ch))
 			}
 			if notPinned > 0 {
 				fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(notPinned, pinKind(kind)), s.Name, s.Name)

@@ -41,6 +41,9 @@ type sandboxRow struct {
 	CPU       float64   `json:"cpu_seconds,omitempty"`
 	Exit      string    `json:"exit,omitempty"`
 	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
+
+	// Restarts counts the starts its restart policy made after the server ended.
+	Restarts int `json:"restarts"`
 }
 
 // sandboxRows joins the tracker's sandboxes with the gateway's instances.
@@ -62,7 +65,7 @@ func (g *guard) sandboxRows(gw *gateway.Gateway) []sandboxRow {
 		t.mu.Unlock()
 		for _, s := range g.serversOf(t.launcher) {
 			if in, ok := inst[key{s, t.scope}]; ok {
-				r.LastCall, r.Starts = in.LastUse, in.Starts
+				r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
 				if r.Exit != "" {
 					r.Reason = in.Reason
 				}
@@ -154,7 +157,7 @@ func (e *env) ps(args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT")
+	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT")
 	now := time.Now()
 	for _, s := range r.Sandboxes {
 		last := "-"
@@ -165,7 +168,7 @@ func (e *env) ps(args []string) int {
 		if s.Memory > 0 {
 			mem = config.Size(int64(s.Memory)).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\n", s.ID, s.State, s.Server, s.Client,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
 			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, oneLine(s.Exit, 40))
 	}
 	tw.Flush()

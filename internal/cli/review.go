@@ -25,7 +25,7 @@ them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
 that client, server and tool (--always, kept across restarts until
 revoked). deny refuses it. A call nobody decides is denied after
-approvals.timeout (default 2m). A call whose client gave up on it (cancelled
+approvals.timeout (default 50s). A call whose client gave up on it (cancelled
 it, ended its session) or whose gateway stopped is withdrawn: approving it
 then fails, since nothing would be left to run it for.
 `
@@ -113,14 +113,14 @@ func (e *env) approvals(args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
 	for _, p := range r.Pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, p.Tool, p.Rule, oneLine(p.Summary, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmpOr(p.Name, p.Tool), p.Rule, oneLine(p.Summary, 80))
 	}
 	tw.Flush()
 	// Every argument of every waiting call, keys quoted, long values
 	// folded (--json has them whole): the summary column is cut.
 	for _, p := range r.Pending {
 		if len(p.Arguments) > 0 {
-			fmt.Fprintf(e.stdout, "\n%s %s.%s arguments:\n%s\n", p.ID, p.Server, p.Tool, approval.Show(p.Arguments))
+			fmt.Fprintf(e.stdout, "\n%s %s arguments:\n%s\n", p.ID, cmpOr(p.Name, p.Server+"/"+p.Tool), approval.Show(p.Arguments))
 		}
 	}
 	if len(r.Remembered) > 0 {
@@ -128,7 +128,7 @@ func (e *env) approvals(args []string) int {
 		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSCOPE\tCLIENT\tSERVER\tTOOL\tBY")
 		for _, m := range r.Remembered {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, m.Tool, m.By)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, cmpOr(m.Name, m.Tool), m.By)
 		}
 		tw.Flush()
 	}
@@ -179,14 +179,15 @@ func (e *env) decide(args []string, allow bool) int {
 }
 
 const trustHelp = `USAGE
-  mcpbox trust SERVER[/NAME] [--dry-run] (--config FILE | --state-dir DIR)
+  mcpbox trust SERVER[/NAME] | TOOL [--dry-run] (--config FILE | --state-dir DIR)
 
 Shows, as a diff against the lock file, the tool (prompt, template)
 definitions of SERVER that changed or appeared since they were pinned and
 are hidden from clients for that reason, then pins them in mcpbox.lock so
 that clients see them again (they get list_changed). NAME is a tool name,
 prompt:NAME or template:URI; without it every pending change of SERVER is
-trusted. --dry-run only shows the diff.
+trusted. A tool may also be named as clients see it, with its server's
+prefix (github__create_issue). --dry-run only shows the diff.
 `
 
 func (e *env) trust(args []string) int {
@@ -197,7 +198,7 @@ func (e *env) trust(args []string) int {
 		return code
 	}
 	if fs.NArg() != 1 {
-		e.errorf("trust: want SERVER or SERVER/NAME")
+		e.errorf("trust: want SERVER, SERVER/NAME or a tool's client-visible name")
 		return exitUsage
 	}
 	server, key, _ := strings.Cut(fs.Arg(0), "/")
@@ -217,8 +218,13 @@ func (e *env) trust(args []string) int {
 		if key != "" && c.Key != key && c.Kind+":"+c.Key != key {
 			continue
 		}
+		if c.Server != server {
+			// The gateway resolved a tool's client-visible name: its
+			// changes are that tool's, and name the server.
+			server, key = c.Server, c.Key
+		}
 		hashes = append(hashes, c.NewHash)
-		fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", c.Status, c.Kind, c.Server, c.Key, c.Diff)
+		fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", c.Status, c.Kind, cmpOr(c.Name, c.Server+"/"+c.Key), c.Diff)
 	}
 	if len(hashes) == 0 {
 		fmt.Fprintf(e.stdout, "%s: nothing pending\n", fs.Arg(0))

@@ -270,3 +270,29 @@ func TestValidateWithoutPositions(t *testing.T) {
 		t.Fatal("Marshal of a nil server succeeded")
 	}
 }
+
+// TestRecoveryDefaults: absent approvals.timeout and lifecycle.restart
+// mean a timeout below clients' 60 s and restart on failure; what a
+// config says is kept.
+func TestRecoveryDefaults(t *testing.T) {
+	c, err := Load("t.yaml", []byte("version: 1\nservers:\n  a: {command: [a]}\n  b: {command: [b], lifecycle: {restart: \"no\"}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Approvals.EffectiveTimeout(); d <= 0 || d >= time.Minute {
+		t.Errorf("default approval timeout %v, want in (0, 1m)", d)
+	}
+	if r := c.Server("a").Lifecycle.EffectiveRestart(); r != RestartOnFailure {
+		t.Errorf("absent restart: %q, want %q", r, RestartOnFailure)
+	}
+	if r := c.Server("b").Lifecycle.EffectiveRestart(); r != RestartNo {
+		t.Errorf("restart: no: %q, want %q", r, RestartNo)
+	}
+	c, err = Load("t.yaml", []byte("version: 1\napprovals: {timeout: 3m}\nservers:\n  a: {command: [a]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Approvals.EffectiveTimeout(); d != 3*time.Minute {
+		t.Errorf("approvals.timeout 3m: %v", d)
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Meta records where a mapping sits in the file and where each of its values
@@ -140,9 +141,22 @@ type Token struct {
 
 // Approvals configures human review.
 type Approvals struct {
-	Timeout  Duration // zero: the approval broker's default
+	Timeout  Duration // zero: DefaultApprovalTimeout
 	Channels []string // elicitation, cli, web
 	Meta     Meta
+}
+
+// DefaultApprovalTimeout is approvals.timeout when it is absent. It stays
+// below the 60 s after which common MCP clients give up on a request, so
+// that the client reads the gateway's denial, not its own timeout.
+const DefaultApprovalTimeout = Duration(50 * time.Second)
+
+// EffectiveTimeout is how long a call waits for approval.
+func (a Approvals) EffectiveTimeout() time.Duration {
+	if a.Timeout == 0 {
+		return time.Duration(DefaultApprovalTimeout)
+	}
+	return time.Duration(a.Timeout)
 }
 
 // Audit configures the audit log.
@@ -389,8 +403,17 @@ type Lifecycle struct {
 	IdleAction  string   // IdleActionPause (also the meaning of empty) or IdleActionStop
 	IdleStop    Duration // with IdleActionPause: stop after this long idle; > Idle
 	MaxLifetime Duration
-	Restart     string // RestartNo (also the meaning of empty), RestartOnFailure or RestartAlways
+	Restart     string // RestartNo, RestartOnFailure (also the meaning of empty) or RestartAlways
 	Meta        Meta
+}
+
+// EffectiveRestart is the restart policy: a crashed server is restarted
+// unless the config says `restart: no`.
+func (l Lifecycle) EffectiveRestart() string {
+	if l.Restart == "" {
+		return RestartOnFailure
+	}
+	return l.Restart
 }
 
 // Artifacts says which files of /workspace/output are copied out when a

@@ -27,6 +27,11 @@
 // that does not decode still ends its call (malformed.go), and every
 // request to it is bounded by a call timeout.
 //
+// A server whose process ends is started again per Server.Restart
+// (restart.go): a request in flight then, or one that comes during a long
+// restart delay, gets a RestartError naming the server, how it ended and
+// the restart; Hooks.Restart hears every decision.
+//
 // Policy, redaction and audit plug in through Hooks: every tool call passes
 // Hooks.Call, and every payload that leaves an upstream passes
 // Hooks.Filter before any client sees it.

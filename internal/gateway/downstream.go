@@ -412,7 +412,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
-		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool,
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool, Name: p.Name,
 			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
 		raw, err = hook(ctx, c, forward)
 	} else {
@@ -446,7 +446,7 @@ var ErrCallTimeout = errors.New("call timeout")
 // call forwards one request and, while waiting, passes on the progress and
 // log notifications the server sends for it, on the request's stream.
 func (d *downstream) call(ctx context.Context, b *bound, method string, params map[string]any, timeout time.Duration) (json.RawMessage, error) {
-	p, err := b.u.get(ctx)
+	p, err := b.u.getNow(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +478,7 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 			// cancelling): that, not the server going away, ended the call.
 			return nil, context.Cause(d.ctx)
 		}
-		return nil, err
+		return nil, b.u.endError(ctx, p, err)
 	}
 	return d.gw.filter(b.srv.Name, raw), nil
 }
@@ -497,6 +497,8 @@ func (d *downstream) clientError(b *bound, err error) error {
 		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, d.gw.callTimeout(b.srv))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.As(err, new(*RestartError)):
+		return rpcError(codeUnavailable, "%s", d.safe(err)) // it names the server
 	}
 	d.gw.log.Warn("request failed", "server", b.srv.Name, "agent", d.agent, "err", err)
 	return rpcError(codeUnavailable, "server %s is unavailable: %s", b.srv.Name, d.safe(err))

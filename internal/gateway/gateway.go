@@ -105,6 +105,10 @@ type Hooks struct {
 	// Session, if set, is told when a client session starts (after
 	// initialize) and when it ends.
 	Session func(ev SessionEvent)
+	// Restart, if set, is told what the restart policy decided each time
+	// a server's process ended or failed to start: a restart after a
+	// delay, or giving up on it for that scope.
+	Restart func(ev RestartEvent)
 }
 
 // List kinds, as Hooks.List sees them.
@@ -155,6 +159,7 @@ type Call struct {
 	MCPSession string
 	Server     string
 	Tool       string // the server's own name
+	Name       string // the name the client called: Tool with the server's prefix
 	Arguments  json.RawMessage
 	// Definition is the tool's entry in the server's current tools/list
 	// (untrusted: it comes from the server); nil if it lists no such tool.

@@ -13,6 +13,9 @@ const (
 	StatePaused   = "paused"
 	StateStopped  = "stopped" // not running now; the next request starts it
 	StateFailed   = "failed"  // given up on (restart policy, crash loop)
+	// StateRestarting: it ended and the restart policy starts it again
+	// after a delay; requests meanwhile get a RestartError.
+	StateRestarting = "restarting"
 )
 
 // Instance is one server instance (a server for one scope).
@@ -26,6 +29,8 @@ type Instance struct {
 	// the last one stopped or failed.
 	Starts int
 	Reason string
+	// Restarts counts the starts the restart policy made after an end.
+	Restarts int
 }
 
 // Instances lists the server instances of the gateway.
@@ -46,10 +51,14 @@ func (g *Gateway) Instances() []Instance {
 func (u *upstream) instance() Instance {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	in := Instance{Server: u.srv.Name, Scope: u.scope, LastUse: u.used, Starts: u.starts, Reason: u.reason}
+	in := Instance{Server: u.srv.Name, Scope: u.scope, LastUse: u.used, Starts: u.starts, Reason: u.reason, Restarts: u.restarts}
 	switch {
 	case u.failed != nil:
 		in.State, in.Reason = StateFailed, u.failed.Error()
+	case u.peer == nil && u.restartErr != nil && time.Now().Before(u.restartAt):
+		e := *u.restartErr
+		e.RetryAfter = time.Until(u.restartAt)
+		in.State, in.Reason = StateRestarting, e.Error()
 	case u.starting != nil:
 		in.State = StateStarting
 	case u.peer == nil:

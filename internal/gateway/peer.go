@@ -32,6 +32,11 @@ type peer struct {
 	err     error // why the session ended; set before done is closed
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	// accounted is closed once the upstream has applied its restart
+	// policy to the end of this session (upstream.watch); set before the
+	// watch starts.
+	accounted chan struct{}
 }
 
 // maxInbound bounds concurrent server→client requests per upstream.

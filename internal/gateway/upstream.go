@@ -65,6 +65,13 @@ type upstream struct {
 	crashes    []time.Time
 	lastErr    error // why the last process ended
 	failed     error // permanent: restart is off or the crash loop limit hit
+	// After an end the restart policy restarts (restart.go): when the new
+	// process may start, what requests are told until then, the session
+	// that ended last and how many restarts there have been.
+	restartAt  time.Time
+	restartErr *RestartError
+	endedPeer  *peer
+	restarts   int
 	stopped    bool
 	nextTok    int64
 	stale      *peer // the running session, once Server.Refresh has passed
@@ -186,11 +193,17 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 
 		u.mu.Lock()
 		u.starting = nil
-		if err != nil {
-			u.recordFailureLocked(err)
+		var ev *RestartEvent
+		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
+			// Not when the requester gave up: that is no fault of the server.
+			e := u.recordFailureLocked(fmt.Errorf("failed to start: %w", err), false)
+			ev = &e
 		}
 		u.mu.Unlock()
 		close(done)
+		if ev != nil {
+			u.announce(*ev)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -211,19 +224,19 @@ func (u *upstream) backoff() time.Duration {
 	return time.Until(u.crashes[n-1].Add(d))
 }
 
-// recordFailureLocked notes that the process ended or could not start and
-// decides whether a later get may try again.
-func (u *upstream) recordFailureLocked(err error) {
+// recordFailureLocked notes that the process ended (clean: by exiting
+// with status 0) or could not start, and decides whether a later get may
+// try again (decideLocked).
+func (u *upstream) recordFailureLocked(err error, clean bool) RestartEvent {
 	now := time.Now()
 	u.crashes = slices.DeleteFunc(u.crashes, func(t time.Time) bool { return now.Sub(t) > crashWindow })
 	u.crashes = append(u.crashes, now)
 	u.lastErr = err
-	switch {
-	case u.srv.Restart == RestartNo:
-		u.failed = fmt.Errorf("server %s ended (%v); restart is off", u.srv.Name, err)
-	case len(u.crashes) > crashLoopMax:
-		u.failed = fmt.Errorf("server %s ended %d times within %s; giving up (last: %v)", u.srv.Name, len(u.crashes), crashWindow, err)
+	ev := u.decideLocked(err, clean)
+	if !ev.GaveUp {
+		u.restarts++
 	}
+	return ev
 }
 
 // start launches the server, runs the initialize handshake and restores
@@ -273,6 +286,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	u.stale = nil
 	watched := make(chan struct{})
 	u.watched = watched
+	p.accounted = watched
 	u.lists = map[string][]Item{}
 	level, subs := u.level, make([]string, 0, len(u.subs))
 	for uri := range u.subs {
@@ -342,32 +356,28 @@ func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {
 	err := p.wait()
 	proc.stop()
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.peer != p {
+	if u.peer != p || u.stopped {
+		if u.peer == p {
+			u.peer, u.proc = nil, nil
+		}
+		u.mu.Unlock()
 		return
 	}
 	u.peer, u.proc = nil, nil
-	if u.stopped {
-		return
-	}
 	if d := proc.describe(); d != "" {
 		err = fmt.Errorf("%s", d)
 	}
 	u.log.Warn("server ended", "err", err)
-	u.recordFailureLocked(err)
-	if u.failed == nil && u.srv.Restart == RestartOnFailure && proc.Clean != nil && proc.Clean() {
-		u.failed = fmt.Errorf("server %s exited with status 0; restart is on-failure", u.srv.Name)
-	}
-	if u.failed == nil && len(u.sessions) > 0 {
+	clean := proc.Clean != nil && proc.Clean()
+	ev := u.recordFailureLocked(err, clean)
+	u.endedPeer = p
+	restart := !ev.GaveUp && len(u.sessions) > 0
+	u.mu.Unlock()
+	u.announce(ev)
+	if restart {
 		// Back at once (after the backoff), so that clients waiting for
 		// notifications need not send a request first.
-		go func() {
-			ctx, cancel := context.WithTimeout(u.life, startTimeout+restartMax)
-			defer cancel()
-			if _, err := u.get(ctx); err != nil {
-				u.log.Warn("restart failed", "err", err)
-			}
-		}()
+		go u.restartNow()
 	}
 }
 

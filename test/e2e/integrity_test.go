@@ -69,7 +69,7 @@ func TestIntegrityRugPull(t *testing.T) {
 
 		// The dry run shows the poisoned sentence as added, trusts nothing.
 		r := igCLI(t, m, "trust", "rugpull/fetch_data", "--dry-run", "--config", cfg)
-		want(t, r, 0, "rugpull/fetch_data")
+		want(t, r, 0, " tool fetch_data\n") // as clients call it (one server: no prefix)
 		if !strings.Contains(r.stdout, "\n+") || !strings.Contains(igPlusText(r.stdout), igSentence) {
 			t.Fatalf("trust --dry-run shows no added line with %q:\n%s", igSentence, r)
 		}
@@ -85,7 +85,8 @@ func TestIntegrityRugPull(t *testing.T) {
 
 		igDrain(rec)
 		igDrain(otherRec)
-		r = igCLI(t, m, "trust", "rugpull/fetch_data", "--config", cfg)
+		// trust takes the tool as clients call it, too.
+		r = igCLI(t, m, "trust", "fetch_data", "--config", cfg)
 		want(t, r, 0, "trusted 1 definition")
 		igWaitChanged(t, rec, "mcpbox trust")
 		igWaitChanged(t, otherRec, "mcpbox trust (second session)")
@@ -214,7 +215,7 @@ func TestIntegrityEnforce(t *testing.T) {
 					want(t, r, 0, "scanner: no findings", fmt.Sprintf("pinned rugpull: %d tools", len(igTools)), "the running gateway reloaded it")
 				} else {
 					r := igCLI(t, m, "trust", "rugpull", "--config", cfg)
-					want(t, r, 0, "rugpull/fetch_data", fmt.Sprintf("trusted %d definition(s)", len(igTools)))
+					want(t, r, 0, " tool fetch_data\n", fmt.Sprintf("trusted %d definition(s)", len(igTools)))
 				}
 				igWaitChanged(t, rec, "mcpbox "+how)
 				tools := igPoll(t, ctx, sess, "every tool", func(tl map[string]*mcp.Tool) bool { return len(tl) == len(igTools) })
@@ -303,7 +304,7 @@ func TestIntegrityLockStable(t *testing.T) {
 		// Same server, a different (benign) description.
 		igConfigIn(t, m, dir, igOpts{args: []string{"-variant", "3"}})
 		r := igCLI(t, m, "pin", "--check", "--config", cfg)
-		want(t, r, 1, "scanner: no findings", "rugpull/fetch_data")
+		want(t, r, 1, "scanner: no findings", " tool fetch_data\n")
 		if !strings.Contains(igPlusText(r.stdout), igBenign3) {
 			t.Errorf("pin --check does not show the new description as added:\n%s", r)
 		}
@@ -372,7 +373,10 @@ func TestIntegrityScanBlock(t *testing.T) {
 			}
 			g.stop(t)
 			r := igCLI(t, m, "pin", "--check", "--config", cfg)
-			want(t, r, 1, "rugpull/fetch_data: hidden-tag", "rugpull/fetch_data: secrecy", "rugpull/fetch_data: credential-access")
+			want(t, r, 1, "fetch_data: hidden-tag", "fetch_data: secrecy", "fetch_data: credential-access")
+			if strings.Contains(r.stdout, "rugpull/fetch_data") {
+				t.Errorf("pin --check names the tool rugpull/fetch_data, not as clients call it:\n%s", r)
+			}
 		})
 	})
 }

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// callUntilBack calls tool t until the server answers, for at most 10 s;
+// every error meanwhile must be the restart error naming the server.
+func callUntilBack(t *testing.T, c *rawClient) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+		e, _ := resp["error"].(map[string]any)
+		if e == nil {
+			return resp
+		}
+		if msg := fmt.Sprint(e["message"]); !strings.Contains(msg, "server raw is restarting after") {
+			t.Fatalf("a call during the restart: %v, want the restart error", resp)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not come back within 10s: %v", resp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRestartErrorSaysWhat: a call in flight when its server exits is
+// told which server ended, how, and which restart follows; a call during
+// a short restart delay waits it out, one during a long delay is refused
+// at once saying when to try again; the call after the restart runs, and
+// Hooks.Restart and Instances report the restarts.
+func TestRestartErrorSaysWhat(t *testing.T) {
+	const crashes = 4 // the fourth restart waits 2s, over restartWaitMax
+	var calls atomic.Int32
+	raw, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			if calls.Add(1) <= crashes {
+				s.out.Close() // dies without answering
+				return
+			}
+			s.reply(msg, `{"content":[{"type":"text","text":"back"}]}`)
+		}
+	})
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		p, err := raw(ctx, sc)
+		if p != nil {
+			p.Describe = func() string { return "exited with status 1" }
+			p.Clean = func() bool { return false }
+		}
+		return p, err
+	}
+	var mu sync.Mutex
+	var events []RestartEvent
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartOnFailure}},
+		Options{Version: "test", Hooks: Hooks{Restart: func(ev RestartEvent) {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+
+	for i := 1; i <= crashes; i++ {
+		// Calls 2..4 wait out the delay before them (up to 1s).
+		resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+		e, _ := resp["error"].(map[string]any)
+		want := fmt.Sprintf("server raw is restarting after it exited with status 1 (restart %d of %d)", i, crashLoopMax)
+		if e == nil || e["code"].(float64) != codeUnavailable || !strings.Contains(fmt.Sprint(e["message"]), want) {
+			t.Fatalf("call %d, which a crash ended: %v, want error %q", i, resp, want)
+		}
+	}
+	if n := len(started()); n != crashes {
+		t.Fatalf("started %d servers for %d calls, want one each (the short delays waited out)", n, crashes)
+	}
+	// The fourth restart waits 2s: a call now is told so at once.
+	start := time.Now()
+	resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+	e, _ := resp["error"].(map[string]any)
+	want := fmt.Sprintf("server raw is restarting after it exited with status 1 (restart %d of %d); try again in ", crashes, crashLoopMax)
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), want) {
+		t.Fatalf("a call during the long restart delay: %v, want %q", resp, want)
+	}
+	if d := time.Since(start); d > restartWaitMax {
+		t.Errorf("the refusal took %v, want it at once", d)
+	}
+	if ins := gw.Instances(); len(ins) != 1 || ins[0].State != StateRestarting || !strings.Contains(ins[0].Reason, want) {
+		t.Errorf("instances during the delay: %+v, want one restarting", ins)
+	}
+	if resp := callUntilBack(t, c); !strings.Contains(fmt.Sprint(resp["result"]), "back") {
+		t.Fatalf("after the restart: %v", resp)
+	}
+	mu.Lock()
+	got := append([]RestartEvent(nil), events...)
+	mu.Unlock()
+	if len(got) != crashes {
+		t.Fatalf("restart events: %+v, want %d", got, crashes)
+	}
+	for i, ev := range got {
+		if ev.GaveUp || ev.Restart != i+1 || ev.Max != crashLoopMax || ev.Reason != "exited with status 1" || ev.Server != "raw" {
+			t.Errorf("restart event %d: %+v, want restart %d of %d after exited with status 1", i+1, ev, i+1, crashLoopMax)
+		}
+	}
+	ins := gw.Instances()
+	if len(ins) != 1 || ins[0].Restarts != crashes || ins[0].State != StateRunning {
+		t.Fatalf("instances: %+v, want one running after %d restarts", ins, crashes)
+	}
+}
+
+// TestNoRestartSaysSo: with restart off the error says the server ended
+// and that restart is off, and the hook hears that it gave up.
+func TestNoRestartSaysSo(t *testing.T) {
+	raw, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.out.Close()
+		}
+	})
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		p, err := raw(ctx, sc)
+		if p != nil {
+			p.Describe = func() string { return "exited with status 3" }
+		}
+		return p, err
+	}
+	var gaveUp atomic.Bool
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}},
+		Options{Version: "test", Hooks: Hooks{Restart: func(ev RestartEvent) { gaveUp.Store(ev.GaveUp) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	for i := range 2 {
+		resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+		e, _ := resp["error"].(map[string]any)
+		msg := fmt.Sprint(e["message"])
+		if e == nil || !strings.Contains(msg, "server raw exited with status 3; restart is off") {
+			t.Fatalf("call %d: %v, want the end and that restart is off", i+1, resp)
+		}
+	}
+	if !gaveUp.Load() {
+		t.Fatal("Hooks.Restart did not hear that the gateway gave up")
+	}
+	if ins := gw.Instances(); len(ins) != 1 || ins[0].State != StateFailed {
+		t.Fatalf("instances: %+v, want one failed", ins)
+	}
+}
+
+func TestEndReason(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("exited with status 1"), "exited with status 1"},
+		{fmt.Errorf("killed: out of memory"), "killed: out of memory"},
+		{fmt.Errorf("failed to start: starting server x: no such file"), "failed to start: starting server x: no such file"},
+		{fmt.Errorf("EOF"), "ended (EOF)"},
+		{nil, "ended"},
+	} {
+		if got := endReason(tt.err); got != tt.want {
+			t.Errorf("endReason(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestRestartErrorText(t *testing.T) {
+	e := &RestartError{Server: "github", Reason: "exited with status 1", Restart: 2, Max: 5, RetryAfter: 1500 * time.Millisecond}
+	want := "server github is restarting after it exited with status 1 (restart 2 of 5); try again in 2s"
+	if e.Error() != want {
+		t.Fatalf("got %q, want %q", e.Error(), want)
+	}
+}
