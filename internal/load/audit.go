@@ -57,13 +57,7 @@ func (r *runner) checkAudit(ctx context.Context, a *Audit) error {
 	}
 	r.mu.Unlock()
 	r.expected.mu.Lock()
-	for k, want := range r.expected.n {
-		a.Expected += want
-		a.Missing += max(want-got[k], 0)
-	}
-	for k, n := range got {
-		a.Extra += max(n-r.expected.n[k], 0)
-	}
+	a.Expected, a.Missing, a.Extra = compareRecords(r.expected.n, got)
 	r.expected.mu.Unlock()
 	out, err := r.g.mcpboxCmd(ctx, "logs", "verify")
 	a.Verified = err == nil
@@ -73,4 +67,17 @@ func (r *runner) checkAudit(ctx context.Context, a *Audit) error {
 		a.Verify = strings.TrimSpace(string(out))
 	}
 	return nil
+}
+
+// compareRecords counts the calls expected, those without a record and
+// the records beyond one per call, per (session, server, tool).
+func compareRecords(want, got map[recordKey]int) (expected, missing, extra int) {
+	for k, n := range want {
+		expected += n
+		missing += max(n-got[k], 0)
+	}
+	for k, n := range got {
+		extra += max(n-want[k], 0)
+	}
+	return expected, missing, extra
 }

@@ -84,6 +84,9 @@ func startGateway(ctx context.Context, o Options, in *instance) (*gateway, error
 	g.cmd.Env = append(os.Environ(), in.env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
 	g.cmd.Dir = in.dir
+	// A driver killed outright takes its gateway along (best effort: the
+	// signal follows the thread that started it).
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := g.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s serve: %w", o.Mcpbox, err)
 	}
