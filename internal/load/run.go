@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
@@ -127,6 +128,10 @@ func (r *runner) run(ctx context.Context, rep *Report) error {
 		if rep.Idle != nil && rep.Idle.Latency.P99 > 0 {
 			rep.P99Ratio = rep.Load.Latency.P99 / rep.Idle.Latency.P99
 		}
+		// With every session closed: what the gateway keeps (its
+		// agent-scope sandboxes stay, by design, until serve stops).
+		after := r.settle(ctx, math.MaxInt)
+		rep.After = &after
 		return nil
 	}
 }
@@ -223,8 +228,11 @@ func (r *runner) calls(ctx context.Context) *Phase {
 // after (once its sandboxes are gone and Settle has passed).
 func (r *runner) churn(ctx context.Context, rep *Report) error {
 	o := r.o
+	// The warm-up fills what the gateway keeps on purpose, up to its
+	// bounds (the 64 ended sandboxes `mcpbox ps` shows, the heap the
+	// runtime settles on), so that "after" compares with a steady state.
 	warm := newRecorder("warm-up", r.expected)
-	r.churnSessions(ctx, min(20, o.Sessions), warm)
+	r.churnSessions(ctx, min(100, o.Sessions), warm)
 	before := r.settle(ctx, 0)
 	rep.Before = &before
 	r.o.Progress("churn: %d sessions (%d at once) × %d calls", o.Sessions, o.Concurrency, o.Calls)

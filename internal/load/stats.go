@@ -245,7 +245,9 @@ type Report struct {
 	P99Ratio float64 `json:"p99_ratio,omitempty"`
 
 	Samples []Sample `json:"samples"`
-	// Before and After bracket the churn (after warm-up; after settling).
+	// Before and After bracket the churn (after warm-up; after settling);
+	// for calls, After is taken once every session is closed and Settle
+	// has passed.
 	Before *Sample `json:"before,omitempty"`
 	After  *Sample `json:"after,omitempty"`
 
@@ -351,6 +353,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "gateway: rss MiB %.1f → peak %.1f → %.1f; fds %d → peak %d → %d; threads peak %d; goroutines %d → peak %d → %d; sandboxes peak %d, sandbox cgroups peak %d (%d samples)\n",
 			mib(first.RSS), mib(peak.RSS), mib(last.RSS), first.FDs, peak.FDs, last.FDs, peak.Threads,
 			first.Goroutines, peak.Goroutines, last.Goroutines, peak.Sandboxes, peak.Cgroups, len(r.Samples))
+	}
+	if a := r.After; a != nil && r.Before == nil {
+		fmt.Fprintf(w, "after closing every session and settling: rss MiB %.1f, fds %d, threads %d, goroutines %d, sandboxes %d, cgroups %d, mounts %d\n",
+			mib(a.RSS), a.FDs, a.Threads, a.Goroutines, a.Sandboxes, a.Cgroups, a.Mounts)
 	}
 	if b, a := r.Before, r.After; b != nil && a != nil {
 		fmt.Fprintf(w, "leak check (before → after settling): rss MiB %.1f → %.1f, fds %d → %d, threads %d → %d, goroutines %d → %d, sandboxes %d → %d, cgroups %d → %d, mounts %d → %d (all %d → %d), session dirs %d → %d\n",
