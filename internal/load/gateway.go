@@ -207,8 +207,9 @@ func (g *gateway) sandboxes() ([]sandbox, error) {
 	return r.Sandboxes, err
 }
 
-// live reports whether a sandbox state is one that holds processes.
-func live(state string) bool { return state == "running" || state == "paused" || state == "starting" }
+// live reports whether a sandbox in state may still hold processes, a
+// cgroup or mounts (not yet "stopped" or "failed").
+func live(state string) bool { return state == "running" || state == "paused" || state == "stopping" }
 
 // goroutines asks the gateway for its goroutine count (admin op "stats");
 // -1 when it does not answer it.

@@ -200,7 +200,7 @@ type Sample struct {
 	FDs        int     `json:"fds"`
 	Threads    int     `json:"threads"`
 	Goroutines int     `json:"goroutines"`
-	// Sandboxes running or paused, as `mcpbox ps` lists them.
+	// Sandboxes running, paused or stopping, as `mcpbox ps` lists them.
 	Sandboxes int `json:"sandboxes"`
 	// CPU is the gateway's CPU time so far (user+system, s).
 	CPU float64 `json:"cpu_s"`
