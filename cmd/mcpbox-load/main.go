@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -39,7 +40,7 @@ func main() {
 	tokens := flag.String("tokens", "", "with -url: a file of client tokens, one a line")
 	flag.StringVar(&o.StateDir, "state-dir", "", "with -url: the gateway's state dir")
 	flag.IntVar(&o.PID, "pid", 0, "with -url: the gateway's pid, to sample its resources")
-	printConfig := flag.String("write-config", "", "write a config for -url runs into `DIR` (tokens in the env vars it prints) and exit")
+	printConfig := flag.String("write-config", "", "write a config for -url runs into `DIR` (tokens in DIR/tokens and the env vars it prints) and exit")
 	asJSON := flag.Bool("json", false, "print the report as JSON (with every sample) on stdout, the summary on stderr")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
 	timeout := flag.Duration("timeout", time.Hour, "give up after this long")
@@ -54,7 +55,16 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		fmt.Println("# config:", cfg)
+		var toks []string
+		for _, e := range env {
+			_, tok, _ := strings.Cut(e, "=")
+			toks = append(toks, tok)
+		}
+		tf := filepath.Join(*printConfig, "tokens")
+		if err := os.WriteFile(tf, []byte(strings.Join(toks, "\n")+"\n"), 0o600); err != nil {
+			fatal(err)
+		}
+		fmt.Printf("# config: %s, tokens (for -tokens): %s; serve it with:\n", cfg, tf)
 		for _, e := range env {
 			fmt.Println("export " + e)
 		}
