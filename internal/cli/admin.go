@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -57,6 +58,8 @@ type adminReply struct {
 	// diff: a sandbox's input source and overlay upper dir.
 	Lower string `json:"lower,omitempty"`
 	Upper string `json:"upper,omitempty"`
+	// stats: the gateway's goroutines, for leak checks (internal/load).
+	Goroutines int `json:"goroutines,omitempty"`
 }
 
 // pinChange is a definition change as the admin commands show it.
@@ -192,6 +195,8 @@ func (a *adminServer) handle(conn *net.UnixConn) {
 		reply(adminReply{OK: true, Changes: g.namedChanges(changes)})
 	case "ps":
 		reply(adminReply{OK: true, Sandboxes: g.sandboxRows(gw)})
+	case "stats":
+		reply(adminReply{OK: true, Goroutines: runtime.NumGoroutine()})
 	case "pause", "resume", "stop":
 		if err := g.control(gw, req.Op, req.ID); err != nil {
 			reply(adminReply{Error: err.Error()})
