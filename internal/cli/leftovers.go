@@ -38,19 +38,26 @@ const staleCgroupRetry = 6 * time.Second
 // Every removal is logged. Errors are returned joined; what could be
 // removed is.
 //
-// Preconditions: this process has taken the state dir's admin socket (no
-// other gateway uses stateDir) and started no sandbox on it yet.
-func cleanLeftovers(stateDir string, log *slog.Logger) error {
-	return cleanLeftoversAfter(stateDir, log, staleCgroupRetry)
+// shared: another live instance uses stateDir (package instance). Its
+// session workspaces are not told apart from a crashed one's, so none is
+// removed then; the next instance that starts alone removes them.
+//
+// Preconditions: this process holds the state dir's start lock
+// (instance.Lock) and started no sandbox on it yet.
+func cleanLeftovers(stateDir string, shared bool, log *slog.Logger) error {
+	return cleanLeftoversAfter(stateDir, shared, log, staleCgroupRetry)
 }
 
 // cleanLeftoversAfter is cleanLeftovers with the second cgroup pass after
 // retry; zero: no second pass.
-func cleanLeftoversAfter(stateDir string, log *slog.Logger, retry time.Duration) error {
-	errs := []error{
-		removeSessionWorkspaces(filepath.Join(stateDir, "workspaces"), log),
-		removeDeadSockets(stateDir, log),
+func cleanLeftoversAfter(stateDir string, shared bool, log *slog.Logger, retry time.Duration) error {
+	var errs []error
+	if shared {
+		log.Debug("other instances use the state dir: session workspaces are left for a later start", "state_dir", stateDir)
+	} else {
+		errs = append(errs, removeSessionWorkspaces(filepath.Join(stateDir, "workspaces"), log))
 	}
+	errs = append(errs, removeDeadSockets(stateDir, log))
 	dirs, err := sandbox.CleanupStaleDirs()
 	for _, d := range dirs {
 		log.Info("removed a crashed gateway's egress socket dir", "path", d)

@@ -49,7 +49,7 @@ func TestCleanLeftovers(t *testing.T) {
 	defer ln.Close()
 
 	var logs bytes.Buffer
-	if err := cleanLeftoversAfter(state, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
+	if err := cleanLeftoversAfter(state, false, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -74,7 +74,7 @@ func TestCleanLeftovers(t *testing.T) {
 	}
 	// A second run finds nothing more.
 	logs.Reset()
-	if err := cleanLeftoversAfter(state, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
+	if err := cleanLeftoversAfter(state, false, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(logs.String(), state) || strings.Contains(logs.String(), "session workspaces") {
@@ -83,7 +83,7 @@ func TestCleanLeftovers(t *testing.T) {
 }
 
 func TestCleanLeftoversMissingStateDir(t *testing.T) {
-	if err := cleanLeftoversAfter(filepath.Join(t.TempDir(), "none"), slog.New(slog.DiscardHandler), 0); err == nil {
+	if err := cleanLeftoversAfter(filepath.Join(t.TempDir(), "none"), false, slog.New(slog.DiscardHandler), 0); err == nil {
 		t.Fatal("no error for a missing state dir")
 	}
 }

@@ -139,12 +139,17 @@ func RemoveStale(stateDir string) ([]int, error) {
 		if err != nil || pid == os.Getpid() || (ext != "sock" && ext != "json") || slices.Contains(gone, pid) {
 			continue
 		}
-		sock := SocketPath(stateDir, pid)
-		if Dead(sock) {
-			Remove(stateDir, pid)
-			os.Remove(recordPath(stateDir, pid) + ".tmp")
-			gone = append(gone, pid)
+		if !Dead(SocketPath(stateDir, pid)) {
+			continue
 		}
+		// The record first, then the instance's other files (its
+		// sockets, a half-written record).
+		os.Remove(recordPath(stateDir, pid))
+		rest, _ := filepath.Glob(filepath.Join(Dir(stateDir), stem+".*"))
+		for _, p := range rest {
+			os.Remove(p)
+		}
+		gone = append(gone, pid)
 	}
 	return gone, nil
 }
