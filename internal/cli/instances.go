@@ -97,10 +97,11 @@ func startInstance(ctx context.Context, a *adminServer, rec instance.Record, log
 		stop()
 		return nil, err
 	}
+	// Only --all needs the registry: a home without one (a service user)
+	// is no reason to warn.
 	if root, err := instance.Root(); err == nil {
-		err = instance.Register(root, dir)
-		if err != nil {
-			log.Warn("registering the state dir for mcpbox ps --all", "err", err)
+		if err := instance.Register(root, dir); err != nil {
+			log.Debug("registering the state dir for mcpbox ps --all", "err", err)
 		}
 	}
 	return &liveInstance{stopAdmin: stop, log: log, shared: shared, rec: rec}, nil
