@@ -302,7 +302,7 @@ func stateDir(c *config.Config, configPath, base, flag string) (string, error) {
 func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, opts gateway.HTTPOptions, tlsCert, tlsKey string, onListen func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, err)
+		return fmt.Errorf("listening on %s: %w", addr, explainAddrInUse(addr, err))
 	}
 	opts.Addr = ln.Addr().String()
 	h, err := gw.Handler(opts)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -217,4 +219,28 @@ func (e *env) printInstances(views []psView, asJSON bool) {
 			r.Transport, cmpOr(r.URL, "-"), r.Started.Local().Format("15:04:05"), n, r.StateDir)
 	}
 	tw.Flush()
+}
+
+// explainAddrInUse adds to a failed listen on addr, if the port is taken,
+// who holds it (an mcpbox instance: its project, from the records) and
+// how to pick a free one.
+func explainAddrInUse(addr string, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	who := "a process this user cannot inspect"
+	if pid, comm, ok := instance.PortHolder(port); ok {
+		who = fmt.Sprintf("pid %d (%s)", pid, comm)
+		if root, rerr := instance.Root(); rerr == nil {
+			recs, _ := instance.All(root)
+			for _, r := range recs {
+				if r.PID == pid {
+					who = fmt.Sprintf("mcpbox serve pid %d of project %s (%s)", pid, r.Project, cmpOr(r.URL, r.Transport))
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%w: port %d is held by %s; serve on a free port with --http 127.0.0.1:0 (the URL is printed, and listed by mcpbox ps)", err, port, who)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -281,5 +282,42 @@ func TestLogsVerifyTwoWriters(t *testing.T) {
 	out.Reset()
 	if code := Main([]string{"logs", "--json", "--state-dir", state}, nil, &out, &errb); code != 0 || strings.Count(out.String(), "\n") != 20 {
 		t.Errorf("logs: exit %d, %d lines, want 20", code, strings.Count(out.String(), "\n"))
+	}
+}
+
+// TestAddrInUseNamesTheInstance: a listen that fails because the port is
+// taken says which instance (its project) holds it and how to get a free
+// port; other errors pass unchanged.
+func TestAddrInUseNamesTheInstance(t *testing.T) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	_, lerr := net.Listen("tcp", addr)
+	if lerr == nil {
+		t.Fatal("a second listen on a taken port succeeded")
+	}
+	err = explainAddrInUse(addr, lerr)
+	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), "--http 127.0.0.1:0") {
+		t.Errorf("error: %v; want this process's pid and --http 127.0.0.1:0", err)
+	}
+	// As an mcpbox instance (a record of this pid): its project.
+	state := filepath.Join(tmp, "s")
+	rec := liveFake(t, state, "/some/project")
+	root, _ := instance.Root()
+	if err := instance.Register(root, state); err != nil {
+		t.Fatal(err)
+	}
+	err = explainAddrInUse(addr, lerr)
+	if want := fmt.Sprintf("mcpbox serve pid %d of project /some/project", rec.PID); !strings.Contains(err.Error(), want) {
+		t.Errorf("error: %v; want %q", err, want)
+	}
+	other := errors.New("permission denied")
+	if got := explainAddrInUse(addr, other); got != other {
+		t.Errorf("another error became %v", got)
 	}
 }

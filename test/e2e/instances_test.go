@@ -98,6 +98,14 @@ func TestManyInstances(t *testing.T) {
 			t.Errorf("ps --all lists %v, want %v", got, sorted(pidA1, pidA2, pidAH, pidB1))
 		}
 
+		// A port taken by an instance: the error names its project and
+		// offers port 0.
+		hostPort := strings.TrimSuffix(strings.TrimPrefix(h.url, "http://"), "/mcp")
+		if r := instRun(t, m, projB, env, "serve", "--config", cfgB, "--http", hostPort); r.code == 0 ||
+			!strings.Contains(r.stderr, fmt.Sprintf("mcpbox serve pid %d of project %s", pidAH, projA)) || !strings.Contains(r.stderr, "--http 127.0.0.1:0") {
+			t.Errorf("serve on the port of instance %d: want an error naming it and --http 127.0.0.1:0\n%s", pidAH, r)
+		}
+
 		// stop ID finds the instance that owns the sandbox; its client's
 		// next call gets a new one.
 		if r := instRun(t, m, projA, env, "stop", owners[pidA2]); r.code != 0 {
