@@ -25,8 +25,10 @@ import (
 	"mcpbox/internal/integrity"
 )
 
-// adminSocket is the running gateway's admin endpoint in its state dir.
-// Only the user who runs the gateway (or root) may connect.
+// adminSocket is where earlier versions had the one gateway's admin
+// endpoint in its state dir; each instance now has its own
+// (instance.SocketPath). Only the user who runs the gateway (or root) may
+// connect to one.
 const adminSocket = "admin.sock"
 
 // adminRequest is one line a client sends; adminReply the line it gets.

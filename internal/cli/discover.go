@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/instance"
@@ -54,8 +55,10 @@ func stateDirCandidates(dir string) []string {
 	var out []string
 	for _, name := range projectConfigs {
 		path := filepath.Join(dir, name)
+		// Only the user's own (or root's) config: a parent dir such as
+		// /tmp may hold one another user planted.
 		fi, err := os.Stat(path)
-		if err != nil || !fi.Mode().IsRegular() {
+		if err != nil || !fi.Mode().IsRegular() || !ownedByMe(fi) {
 			continue
 		}
 		c, err := loadConfig(path)
@@ -182,4 +185,10 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// ownedByMe reports whether fi belongs to this user or root.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
 }

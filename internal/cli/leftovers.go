@@ -142,8 +142,8 @@ func subdirs(dir string, errs *[]error) []string {
 	return dirs
 }
 
-// removeDeadSockets removes the unix sockets in stateDir, other than the
-// admin socket this gateway now holds, that no process listens on.
+// removeDeadSockets removes the unix sockets in stateDir that no process
+// listens on (an instance's own are in instances/: instance.RemoveStale).
 func removeDeadSockets(stateDir string, log *slog.Logger) error {
 	ents, err := os.ReadDir(stateDir)
 	if err != nil {
@@ -151,7 +151,7 @@ func removeDeadSockets(stateDir string, log *slog.Logger) error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if e.Type() != fs.ModeSocket || e.Name() == adminSocket {
+		if e.Type() != fs.ModeSocket {
 			continue
 		}
 		path := filepath.Join(stateDir, e.Name())
