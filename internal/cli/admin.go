@@ -22,6 +22,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 )
 
@@ -94,20 +95,21 @@ func (a *adminServer) attach(gw *gateway.Gateway, g *guard) {
 // ends. A socket left by a crashed gateway is replaced; one a running
 // process answers on is errStateDirBusy.
 func serveAdmin(ctx context.Context, path string, a *adminServer) (func(), error) {
-	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	if conn, err := instance.Dial(path, time.Second); err == nil {
 		conn.Close()
 		return nil, fmt.Errorf("%w (%s)", errStateDirBusy, path)
 	}
 	os.Remove(path)
 	// The socket is made with no access for others from the start.
 	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", path)
+	ln, err := instance.Listen(path)
 	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	go func() {
@@ -306,7 +308,7 @@ func serversWithSecret(c *config.Config, secret string) []string {
 // adminCallSocket sends one request to the gateway instance answering on
 // sock in the state dir dir (adminCall finds them).
 func adminCallSocket(dir, sock string, req adminRequest) (adminReply, error) {
-	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
+	conn, err := instance.Dial(sock, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return adminReply{}, fmt.Errorf("no mcpbox serve is running on the state dir %s", dir)
@@ -346,17 +348,18 @@ const webSocket = "approvals.sock"
 func serveWeb(ctx context.Context, path string, h http.Handler) (func(), error) {
 	os.Remove(path)
 	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", path)
+	ln, err := instance.Listen(path)
 	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("approvals socket: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("approvals socket: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(peerListener{ln.(*net.UnixListener)})
+	go srv.Serve(peerListener{ln})
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	return func() {
 		stop()

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"mcpbox/internal/cgroup"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/sandbox"
 )
 
@@ -170,7 +170,7 @@ func removeDeadSockets(stateDir string, log *slog.Logger) error {
 // socketDead reports whether connecting to the socket at path is refused:
 // nobody listens on it. Any other outcome leaves it alone.
 func socketDead(path string) bool {
-	conn, err := net.DialTimeout("unix", path, time.Second)
+	conn, err := instance.Dial(path, time.Second)
 	if err == nil {
 		conn.Close()
 		return false

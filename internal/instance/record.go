@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,7 +155,7 @@ func RemoveStale(stateDir string) ([]int, error) {
 
 // Alive reports whether something accepts connections on the socket.
 func Alive(sock string) bool {
-	conn, err := net.DialTimeout("unix", sock, time.Second)
+	conn, err := Dial(sock, time.Second)
 	if err != nil {
 		return false
 	}
@@ -167,7 +166,7 @@ func Alive(sock string) bool {
 // Dead reports whether the socket is missing or refuses connections: no
 // process listens on it. Any other outcome (a timeout) is not dead.
 func Dead(sock string) bool {
-	conn, err := net.DialTimeout("unix", sock, time.Second)
+	conn, err := Dial(sock, time.Second)
 	if err == nil {
 		conn.Close()
 		return false

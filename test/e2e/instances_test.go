@@ -230,3 +230,73 @@ func cmpOrAny(v, def any) any {
 	}
 	return v
 }
+
+// TestInstancesShareNoOverlay: two stdio clients of one project are one
+// agent (_local) in two instances; with filesystem.input.mode: overlay
+// they would mount one upper dir twice, which overlayfs leaves undefined.
+// The second instance's sandbox is refused with a message that says why
+// and what to do; once the first has ended, a new client gets it. The
+// state dir's path is longer than a unix socket address holds: the
+// instances' sockets work all the same.
+func TestInstancesShareNoOverlay(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		home, proj := m.dir(t), m.dir(t)
+		xdg := filepath.Join(home, strings.Repeat("x", 60))
+		m.mkdir(t, xdg)
+		env := []string{"HOME=" + home, "XDG_STATE_HOME=" + xdg}
+		m.writeFile(t, filepath.Join(proj, "a.txt"), "project file\n", 0o644)
+		cfg := map[string]any{"version": 1, "servers": map[string]any{"workspace": map[string]any{
+			"builtin":    "workspace",
+			"filesystem": map[string]any{"input": map[string]any{"source": ".", "mode": "overlay"}, "output": map[string]any{}},
+			"tools":      map[string]any{"allow": []string{"*"}},
+		}}}
+		if !m.root() {
+			cfg["sandbox"] = map[string]any{"require": []string{"userns", "mountns", "pidns", "netns", "seccomp", "landlock", "idmap"}}
+		}
+		b, _ := json.Marshal(cfg)
+		path := filepath.Join(proj, "mcpbox.yaml")
+		m.writeFile(t, path, string(b), 0o644)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		first, pid := instStdio(t, ctx, m, proj, env, "--config", path)
+		gwMustCall(t, first, "read_file", map[string]any{"path": "input/a.txt"}, "project file\n")
+		if got := instPIDs(instPS(t, m, proj, env, "--instances")); !slices.Equal(got, []int{pid}) {
+			t.Errorf("ps --instances with a long state dir path: %v, want [%d]", got, pid)
+		}
+
+		cmd := m.command(ctx, "serve", "--stdio", "--config", path)
+		cmd.Dir, cmd.Env = proj, append(cmd.Env, env...)
+		client := mcp.NewClient(&mcp.Implementation{Name: "instances-e2e", Version: "1"}, nil)
+		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err == nil {
+			_, cerr := gwCall(ctx, sess, "read_file", map[string]any{"path": "input/a.txt"})
+			sess.Close()
+			err = cerr
+		}
+		gwReap(cmd)
+		if err == nil || !strings.Contains(err.Error(), "in use by another mcpbox serve") || !strings.Contains(err.Error(), "scope: session") {
+			t.Errorf("a second instance on the same overlay: %v; want a refusal saying it is in use and suggesting scope: session", err)
+		}
+
+		gwClose(t, first) // its serve exits, its sandbox ends
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cmd := m.command(ctx, "serve", "--stdio", "--config", path)
+			cmd.Dir, cmd.Env = proj, append(cmd.Env, env...)
+			sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			var text string
+			if err == nil {
+				text, err = gwCall(ctx, sess, "read_file", map[string]any{"path": "input/a.txt"})
+				sess.Close()
+			}
+			gwReap(cmd)
+			if err == nil && strings.Contains(text, "project file") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a new instance after the first ended: %q %v", text, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+}
