@@ -124,6 +124,10 @@ func TestStateDirRelativeIsAbsolute(t *testing.T) {
 			t.Errorf("state_dir %s: %q, %v; want %s", sd, got, err, want)
 		}
 	}
+	// exec --policy and run --policy protect the same place.
+	if got := configStateDir(&config.Config{StateDir: "../state"}, "proj"); got != filepath.Join(proj, "../state") {
+		t.Errorf("configStateDir: %q, want %s", got, filepath.Join(proj, "../state"))
+	}
 	if got, err := stateDir(&config.Config{}, "", "proj", "flagdir"); err != nil || !filepath.IsAbs(got) {
 		t.Errorf("--state-dir flagdir: %q, %v; want an absolute path", got, err)
 	}

@@ -94,6 +94,10 @@ func protectedPlaces(in, stateDir string) workspace.Protected {
 // dir actually used (flags included) is checked by hideStateDir.
 func configStateDir(c *config.Config, base string) string {
 	if c.StateDir != "" {
+		// Absolute, as stateDir makes it: the places it is compared with are.
+		if abs, err := filepath.Abs(resolve(base, c.StateDir)); err == nil {
+			return abs
+		}
 		return resolve(base, c.StateDir)
 	}
 	if root, err := instance.Root(); err == nil {
