@@ -68,3 +68,32 @@ func BenchmarkAdd(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(s.Stats().Waited), "waited")
 }
+
+// BenchmarkSubmit is what a call waits for its record: Submit and Wait,
+// one caller at a time (a commit and its fsync each), and from
+// 8×GOMAXPROCS goroutines (records queued during a commit share the
+// next one).
+func BenchmarkSubmit(b *testing.B) {
+	r := callRecord(1)
+	ctx := context.Background()
+	b.Run("sequential", func(b *testing.B) {
+		s := benchStore(b, 0)
+		for b.Loop() {
+			if err := s.Submit(r).Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		s := benchStore(b, 0)
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Submit(r).Wait(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

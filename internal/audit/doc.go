@@ -21,25 +21,49 @@
 //
 // Add copies and redacts the record and puts it on a bounded queue
 // (Options.QueueSize); it does not touch the disk. When the queue is full
-// Add blocks until there is room: records are never dropped while the store
-// is open, and Stats.Waited counts the Adds that had to wait. One writer
-// goroutine takes up to 1024 queued records at a time, waiting up to 10 ms
-// after the first for more (not when a Flush or Close waits), and commits
-// them in one transaction (WAL mode, synchronous=FULL, busy_timeout 10 s):
-// one fsync for many calls. If a
-// commit fails, the writer retries with backoff for as long as the store is
-// open, so a broken disk stops calls (Add blocks) instead of letting them
-// go unaudited. Flush waits for everything added before it; Close drains
-// the queue, commits it and closes the files (three attempts per batch
-// once closing; records still failing are counted in Stats.Lost and Close
-// returns an error).
+// Add blocks until there is room: records are not dropped while the store
+// is open and writing, and Stats.Waited counts the Adds that had to wait.
+// Submit does the same and returns a Ticket whose Wait returns once the
+// record is committed: the guard releases a call's result only then. One
+// writer goroutine takes up to 1024 queued records at a time, waiting up
+// to 10 ms after the first for more (not when a Submit, Flush or Close
+// waits: records queued during a commit share the next one), and commits
+// them in one transaction (WAL mode, synchronous=NORMAL, busy_timeout
+// Options.BusyTimeout). A commit is in the WAL file when it returns, so it
+// survives mcpbox being killed; the WAL is synced at checkpoints, not per
+// commit, which keeps a guarded call from waiting for a disk sync.
+//
+// # Failing closed
+//
+// Before and after each commit, and every second while idle, the writer
+// checks that the path still names the file it opened (SQLite writes on
+// into a deleted file). If a
+// commit fails (disk full, a lock held by another process past the busy
+// timeout, I/O error, file deleted or replaced), the store is failing: the
+// tickets and Flushes of that batch, and every Submit until a commit
+// succeeds, get an error wrapping ErrFailing and the cause, which names the
+// file; Err reports it, so that callers refuse work at once. The writer
+// keeps the failed records and those queued meanwhile (up to QueueSize;
+// more are counted in Stats.Lost and logged), marks them
+// Detail["audit_late"], and retries with backoff (at most retryMax apart).
+// The first commit that succeeds writes them with an EventIntegrity record
+// saying how long writing failed and how many records were late or lost,
+// and ends the failing state. A deleted database never recovers: the store
+// stays failing until it is reopened. Close drains the queue, commits it
+// and closes the files (three attempts per batch once closing; records
+// still failing are counted in Stats.Lost and Close returns an error).
+// Open refuses a file it cannot use (not a database, locked past the busy
+// timeout, unreadable) with an error naming it.
 //
 // # What an unclean stop can lose
 //
 // A crash or kill loses the records still in the queue and the batch being
 // committed: at most QueueSize + 1024 records, in practice the last 10 ms
-// or so of events. Committed batches survive a process crash and,
-// with synchronous=FULL, a power failure. The head side file and the JSONL
+// or so of events; never a submitted record whose Wait returned nil.
+// Committed batches survive a process crash (kill, OOM, panic). A power
+// failure or kernel crash may lose the batches committed since the last
+// checkpoint (synchronous=NORMAL); when the head side file outlived them,
+// Verify reports them as missing at the end. The head side file and the JSONL
 // mirror are written just after each commit, so a crash can leave them
 // one batch behind the database; the next Open accepts a side file that is
 // behind and rewrites it.

@@ -54,6 +54,7 @@ func (w *writer) prune() error {
 	if err != nil {
 		return fmt.Errorf("pruning audit log: %w", err)
 	}
+	w.mirror([]*Record{rec})
 	w.s.stats.pruned.Add(p.deleted)
 	// Return the freed pages to the file system; failure only wastes space.
 	if _, err := w.s.db.Exec(`PRAGMA incremental_vacuum`); err != nil {

@@ -43,7 +43,13 @@ type Options struct {
 	// Logger receives write errors and integrity warnings. Nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// BusyTimeout is how long Open and each commit wait for a lock held
+	// by another connection or process. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
 }
+
+// DefaultBusyTimeout is the lock wait when Options.BusyTimeout is zero.
+const DefaultBusyTimeout = 10 * time.Second
 
 // Store is the audit log writer. Add is safe for concurrent use; a single
 // goroutine writes batches. The read methods are those of a Reader on the
@@ -59,6 +65,10 @@ type Store struct {
 	closed bool // guarded by mu; queue is closed once this is set
 	queue  chan item
 
+	// failing is the error of the last failed commit while no commit has
+	// succeeded since; nil while the store writes.
+	failing atomic.Pointer[error]
+
 	closing   atomic.Bool   // Close has begun: the writer stops retrying soon
 	done      chan struct{} // closed when the writer goroutine returns
 	closeOnce sync.Once
@@ -67,12 +77,38 @@ type Store struct {
 	stats counters
 }
 
-// item is what the queue carries: a record, or a marker (ack non-nil)
-// answered once everything before it is committed.
+// item is what the queue carries: a record (with a ticket if submitted),
+// or a marker (ack non-nil) answered once everything before it is
+// committed.
 type item struct {
 	rec   *Record
+	tk    *Ticket
 	ack   chan error
 	prune bool // marker only: run retention before answering
+}
+
+// Ticket is the receipt of a submitted record.
+type Ticket struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Wait returns nil once the record is committed, or an error wrapping
+// ErrFailing if its batch failed (the record is then retried and
+// committed late, or counted lost), ErrClosed if the store was closed, or
+// ctx's error.
+func (t *Ticket) Wait(ctx context.Context) error {
+	select {
+	case <-t.done:
+		return t.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *Ticket) settle(err error) {
+	t.err = err
+	close(t.done)
 }
 
 // Stats counts what the store has done since Open.
@@ -81,13 +117,14 @@ type Stats struct {
 	Waited      int64 // of those, calls that found the queue full and blocked
 	Committed   int64 // records committed to the database
 	Dropped     int64 // Add calls after Close (logged; nothing else to do)
-	Lost        int64 // records given up at Close after repeated write errors
+	Lost        int64 // records given up at Close after repeated write errors, or past the backlog of a failing store
+	Late        int64 // records committed after a write failure (their tickets had failed)
 	WriteErrors int64 // failed batch commits, head-file and JSONL writes
 	Pruned      int64 // records deleted by retention
 }
 
 type counters struct {
-	added, waited, committed, dropped, lost, writeErrors, pruned atomic.Int64
+	added, waited, committed, dropped, lost, late, writeErrors, pruned atomic.Int64
 }
 
 // Open opens or creates the audit database and starts the writer.
@@ -106,6 +143,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
 	}
 	s := &Store{opts: opts, log: opts.Logger, queue: make(chan item, opts.QueueSize), done: make(chan struct{})}
 	if err := s.open(); err != nil {
@@ -129,8 +169,8 @@ func (s *Store) open() error {
 	// Immediate transactions take the write lock at BEGIN, so a writer
 	// never fails to upgrade a read lock (SQLITE_BUSY despite the timeout)
 	// when the approvals tables are written through DB at the same time.
-	s.db, err = sql.Open("sqlite", dsn(s.opts.Path, "_busy_timeout=10000",
-		"_auto_vacuum=INCREMENTAL", "_journal_mode=WAL", "_synchronous=FULL", "_txlock=immediate"))
+	s.db, err = sql.Open("sqlite", dsn(s.opts.Path, fmt.Sprintf("_busy_timeout=%d", s.opts.BusyTimeout.Milliseconds()),
+		"_auto_vacuum=INCREMENTAL", "_journal_mode=WAL", "_synchronous=NORMAL", "_txlock=immediate"))
 	if err != nil {
 		return err
 	}
@@ -195,25 +235,71 @@ func createSchema(db *sql.DB) error {
 
 // Add queues r to be written. It returns at once unless the queue is full,
 // then it blocks until there is room (backpressure: records are never
-// dropped while the store is open). Add copies r: the caller may reuse its
-// slices and maps. The store sets Seq, PrevHash and Hash; Time if zero.
-// Add after Close logs the loss and counts it in Stats.Dropped.
+// dropped while the store is open and writing). Add copies r: the caller
+// may reuse its slices and maps. The store sets Seq, PrevHash and Hash;
+// Time if zero. Add after Close logs the loss and counts it in
+// Stats.Dropped. The writer waits up to 10 ms for more records to commit
+// with r; use Submit to wait for the commit.
 func (s *Store) Add(r Record) {
+	s.add(r, nil)
+}
+
+// Submit queues r like Add and returns a ticket whose Wait returns once r
+// is committed. The writer commits a batch holding a submitted record at
+// once, without waiting for more. While the store is failing (see Err) the
+// ticket fails at once; r is still queued, to be committed late.
+func (s *Store) Submit(r Record) *Ticket {
+	tk := &Ticket{done: make(chan struct{})}
+	s.add(r, tk)
+	return tk
+}
+
+func (s *Store) add(r Record, tk *Ticket) {
 	rec := prepare(r, s.opts.Redact, s.opts.IncludePayloads)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		s.stats.dropped.Add(1)
 		s.log.Error("audit record added after close, not stored", "event", rec.Event, "tool", rec.Tool)
+		if tk != nil {
+			tk.settle(ErrClosed)
+		}
 		return
 	}
+	it := item{rec: rec, tk: tk}
+	if err := s.Err(); err != nil && tk != nil {
+		tk.settle(err)
+		it.tk = nil
+	}
 	select {
-	case s.queue <- item{rec: rec}:
+	case s.queue <- it:
 	default:
 		s.stats.waited.Add(1)
-		s.queue <- item{rec: rec}
+		s.queue <- it
 	}
 	s.stats.added.Add(1)
+}
+
+// Err returns nil while the store writes, and an error wrapping
+// ErrFailing and the cause (naming the file) from a failed commit until
+// the next successful one. The writer retries every few seconds at most.
+func (s *Store) Err() error {
+	if p := s.failing.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setFailing enters the failing state with cause, or leaves it if cause
+// is nil, and returns what Err returns.
+func (s *Store) setFailing(cause error) error {
+	if cause == nil {
+		s.failing.Store(nil)
+		return nil
+	}
+	err := fmt.Errorf("%w: %w", ErrFailing, cause)
+	s.failing.Store(&err)
+	return err
 }
 
 // Flush waits until every record added before it is committed, and
@@ -296,7 +382,7 @@ func (s *Store) Stats() Stats {
 	c := &s.stats
 	return Stats{
 		Added: c.added.Load(), Waited: c.waited.Load(), Committed: c.committed.Load(),
-		Dropped: c.dropped.Load(), Lost: c.lost.Load(), WriteErrors: c.writeErrors.Load(),
+		Dropped: c.dropped.Load(), Lost: c.lost.Load(), Late: c.late.Load(), WriteErrors: c.writeErrors.Load(),
 		Pruned: c.pruned.Load(),
 	}
 }

@@ -27,6 +27,9 @@ const (
 	closeRetries = 3
 	// pruneEvery is how often retention runs while the store is open.
 	pruneEvery = time.Minute
+	// checkEvery is how often an idle store checks that its file is still
+	// there, so that calls are refused before they run (commits check too).
+	checkEvery = time.Second
 )
 
 // writer is the state of the writer goroutine; only it touches the fields
@@ -40,10 +43,17 @@ type writer struct {
 	jbuf     *bufio.Writer
 	// integrity describes a head mismatch found by newWriter; "" if none.
 	integrity string
+	// file is the database file as opened: a commit checks that Path
+	// still names it, since SQLite writes on into a deleted file.
+	file os.FileInfo
 }
 
 func newWriter(s *Store) (*writer, error) {
 	w := &writer{s: s}
+	var err error
+	if w.file, err = os.Stat(s.opts.Path); err != nil {
+		return nil, err
+	}
 	meta, err := readMeta(context.Background(), s.db)
 	if err != nil {
 		return nil, err
@@ -112,7 +122,7 @@ func (w *writer) close() error {
 
 // run is the writer goroutine: it takes what is queued (up to maxBatch
 // items without waiting), commits it as one transaction, answers markers,
-// and applies retention every pruneEvery. It returns when the queue is
+// applies retention every pruneEvery and checks the file every checkEvery. It returns when the queue is
 // closed and drained.
 func (s *Store) run() {
 	defer close(s.done)
@@ -124,9 +134,15 @@ func (s *Store) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	check := time.NewTicker(checkEvery)
+	defer check.Stop()
 	batch := make([]item, 0, maxBatch)
 	for {
 		select {
+		case <-check.C:
+			if err := w.checkFile(); err != nil {
+				w.fail(nil, nil, err)
+			}
 		case it, ok := <-s.queue:
 			if !ok {
 				return
@@ -144,13 +160,14 @@ func (s *Store) run() {
 }
 
 // fill appends queued items to batch, waiting up to batchLinger for more
-// unless someone waits for the batch (a Flush, Close or Prune marker);
-// false if the queue is closed.
+// unless someone waits for the batch (a Submit ticket, or a Flush, Close
+// or Prune marker); false if the queue is closed. Without a linger,
+// records queued while a commit runs still share the next one.
 func (w *writer) fill(batch *[]item) bool {
 	var linger <-chan time.Time
 	for len(*batch) < maxBatch {
-		if (*batch)[len(*batch)-1].ack != nil {
-			return true // a marker: commit now
+		if last := (*batch)[len(*batch)-1]; last.ack != nil || last.tk != nil {
+			return w.take(batch) // someone waits: commit what is there now
 		}
 		select {
 		case it, ok := <-w.s.queue:
@@ -179,6 +196,23 @@ func (w *writer) fill(batch *[]item) bool {
 	return true
 }
 
+// take appends what is queued now, without waiting; false if the queue
+// is closed.
+func (w *writer) take(batch *[]item) bool {
+	for len(*batch) < maxBatch {
+		select {
+		case it, ok := <-w.s.queue:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, it)
+		default:
+			return true
+		}
+	}
+	return true
+}
+
 func (w *writer) handle(batch []item) {
 	recs := make([]*Record, 0, len(batch))
 	for _, it := range batch {
@@ -186,9 +220,34 @@ func (w *writer) handle(batch []item) {
 			recs = append(recs, it.rec)
 		}
 	}
-	err := w.commitRetrying(recs)
+	var err error
+	if len(recs) > 0 {
+		err = w.commit(recs, nil)
+	}
+	if err != nil {
+		w.fail(batch, recs, err)
+		return
+	}
+	// Calls wait on their tickets: release them before the side files.
+	for i := range batch {
+		if batch[i].tk != nil {
+			batch[i].tk.settle(nil)
+			batch[i].tk = nil
+		}
+	}
+	if len(recs) > 0 {
+		w.mirror(recs)
+	}
+	w.answer(batch, nil)
+}
+
+// answer settles the tickets and markers of batch with err; a prune
+// marker runs retention first when err is nil.
+func (w *writer) answer(batch []item, err error) {
 	for _, it := range batch {
 		switch {
+		case it.tk != nil:
+			it.tk.settle(err)
 		case it.ack == nil:
 		case it.prune && err == nil:
 			it.ack <- w.prune()
@@ -198,36 +257,110 @@ func (w *writer) handle(batch []item) {
 	}
 }
 
-// commitRetrying commits recs, retrying with backoff while the store is
-// open: Add then blocks once the queue fills, so calls stop rather than go
-// unaudited. After Close has begun it gives up after closeRetries.
-func (w *writer) commitRetrying(recs []*Record) error {
-	if len(recs) == 0 {
-		return nil
+// fail handles a batch whose commit failed with err: the store turns
+// failing (Err, Submit and Flush report it at once), the batch's waiters
+// are told, and its records, with every record queued meanwhile (up to
+// QueueSize; more are counted lost), are retried with backoff until a
+// commit succeeds. Records committed this way are marked late, and an
+// EventIntegrity record says what happened. After Close has begun it
+// gives up after closeRetries attempts and counts the records lost.
+func (w *writer) fail(batch []item, recs []*Record, err error) {
+	s := w.s
+	since := time.Now()
+	ferr := s.setFailing(err)
+	w.answer(batch, ferr)
+	pending := make([]*Record, 0, len(recs)+1)
+	for _, r := range recs {
+		pending = append(pending, markLate(r, since))
 	}
+	var lost int64
+	closingTries := 0
 	for attempt := 1; ; attempt++ {
-		err := w.commit(recs, nil)
-		if err == nil {
-			return nil
+		s.stats.writeErrors.Add(1)
+		s.log.Error("writing audit records; calls are refused until a write succeeds",
+			"records", len(pending), "attempt", attempt, "err", err)
+		if s.closing.Load() {
+			if closingTries++; closingTries > closeRetries {
+				s.stats.lost.Add(int64(len(pending)) + lost)
+				return
+			}
 		}
-		w.s.stats.writeErrors.Add(1)
-		w.s.log.Error("writing audit records", "records", len(recs), "attempt", attempt, "err", err)
-		if w.s.closing.Load() && attempt >= closeRetries {
-			w.s.stats.lost.Add(int64(len(recs)))
-			return fmt.Errorf("writing %d audit records: %w", len(recs), err)
+		wait := min(50*time.Millisecond<<attempt, retryMax)
+		if s.closing.Load() {
+			wait = 50 * time.Millisecond
 		}
-		time.Sleep(min(50*time.Millisecond<<attempt, 2*time.Second))
+		w.drain(&pending, &lost, since, ferr, wait)
+		note := prepare(Record{Event: EventIntegrity, Error: fmt.Sprintf(
+			"the audit store could not write from %s to %s (%v): %d records committed late, %d lost",
+			since.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), err,
+			len(pending), lost)}, s.opts.Redact, false)
+		if err = w.commit(append(pending, note), nil); err == nil {
+			w.mirror(append(pending, note))
+			s.stats.late.Add(int64(len(pending)))
+			s.stats.lost.Add(lost)
+			s.setFailing(nil)
+			s.log.Warn("audit store writes again; calls are accepted", "late", len(pending), "lost", lost)
+			return
+		}
+		ferr = s.setFailing(err)
 	}
+}
+
+// retryMax is the longest wait between two attempts of a failing store:
+// how long calls stay refused after the cause (a full disk) is gone.
+const retryMax = 2 * time.Second
+
+// drain waits d, taking what is queued meanwhile: records join pending
+// (marked late; past QueueSize they are counted in lost), and every
+// waiter is told ferr at once.
+func (w *writer) drain(pending *[]*Record, lost *int64, since time.Time, ferr error, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	queue := w.s.queue
+	for {
+		select {
+		case it, ok := <-queue:
+			if !ok {
+				queue = nil // closed: Close waits for the last attempts
+				continue
+			}
+			if it.rec != nil {
+				if len(*pending) < w.s.opts.QueueSize {
+					*pending = append(*pending, markLate(it.rec, since))
+				} else {
+					*lost++
+					w.s.log.Error("audit record lost: the store cannot write and its backlog is full",
+						"event", it.rec.Event, "tool", it.rec.Tool)
+				}
+			}
+			w.answer([]item{it}, ferr)
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// markLate notes on r that it was committed after a write failure, so
+// that a reader knows its caller was told the audit failed.
+func markLate(r *Record, since time.Time) *Record {
+	if r.Detail == nil {
+		r.Detail = map[string]string{}
+	}
+	r.Detail["audit_late"] = "committed after a write failure that began " + since.UTC().Format(time.RFC3339Nano)
+	return r
 }
 
 // commit writes recs in one transaction, after pre (if non-nil) has run in
 // it, chaining each to the one before and moving the head in audit_meta.
-// The in-memory head moves only if the transaction commits; then the side
-// file and the JSONL mirror follow.
+// The in-memory head moves only if the transaction commits; the caller
+// then calls mirror.
 func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
+	if err := w.checkFile(); err != nil {
+		return err
+	}
 	tx, err := w.s.db.Begin()
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
 	}
 	defer tx.Rollback()
 	if pre != nil {
@@ -238,25 +371,28 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 	stmt := tx.Stmt(w.insert)
 	head, err := w.chainHead(tx)
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
 	}
 	for _, r := range recs {
 		body := chainRecord(r, head)
 		if _, err := stmt.Exec(r.Seq, r.Time.UnixNano(), r.Event, r.Client, r.Session, r.Sandbox,
 			r.Server, r.Tool, r.Decision, r.PrevHash, r.Hash, body); err != nil {
-			return err
+			return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
 		}
 		head = link{r.Seq, r.Hash}
 	}
 	if err := setMeta(tx, metaHeadSeq, fmt.Sprint(head.Seq), metaHeadHash, head.Hash); err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
 	}
 	w.head = head
+	// A file deleted or replaced during the commit took the batch with it.
+	if err := w.checkFile(); err != nil {
+		return err
+	}
 	w.s.stats.committed.Add(int64(len(recs)))
-	w.mirror(recs)
 	return nil
 }
 
@@ -275,6 +411,16 @@ func (w *writer) chainHead(tx *sql.Tx) (link, error) {
 		return meta.head, nil
 	}
 	return w.head, nil
+}
+
+// checkFile returns an error wrapping ErrFileGone if the database path
+// no longer names the file the store opened.
+func (w *writer) checkFile() error {
+	fi, err := os.Stat(w.s.opts.Path)
+	if err == nil && os.SameFile(fi, w.file) {
+		return nil
+	}
+	return fmt.Errorf("writing %s: %w", w.s.opts.Path, ErrFileGone)
 }
 
 // chainRecord gives r its place after prev and returns its canonical

@@ -1,6 +1,8 @@
 // Package builtin is mcpbox's built-in workspace MCP server: file tools
-// over /workspace/input (read-only) and /workspace/output (read-write), and
-// policy-checked commands and background jobs.
+// over /workspace/input (read-only, or writable when it is an overlay:
+// Options.InputWritable) and /workspace/output (read-write), and
+// policy-checked commands and background jobs. An output dir inside the
+// input is not shown under input/ (Options.InputHidden).
 //
 // It runs inside an mcpbox sandbox, which supplies the isolation (Landlock,
 // namespaces, no network). This package still treats tool arguments and

@@ -32,37 +32,41 @@ func (s *server) addFileTools(srv *mcp.Server) {
 		Name: "list_files",
 		Description: "List a directory of the workspace, recursively up to depth. Directories end in \"/\"; " +
 			"symlinks are shown, never followed. At most 200 entries per page: pass the returned cursor for more." +
-			pathConvention,
+			s.pathConvention(),
 		Annotations: readOnly("List files"),
 	}, s.listFiles)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "read_file",
 		Description: "Read a text file, optionally a line range. Returns at most 1 MiB of text; " +
-			"binary files are reported with their size, not shown." + pathConvention,
+			"binary files are reported with their size, not shown." + s.pathConvention(),
 		Annotations: readOnly("Read file"),
 	}, s.readFile)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "search_files",
 		Description: "Search text files for a regular expression (RE2 syntax), returning file:line:text, " +
-			"at most 200 matches. Skips binary files and files over 4 MiB; does not follow symlinks." + pathConvention,
+			"at most 200 matches. Skips binary files and files over 4 MiB; does not follow symlinks." + s.pathConvention(),
 		Annotations: readOnly("Search files"),
 	}, s.searchFiles)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "write_file",
-		Description: "Create or replace a file under output/ with the given content, creating parent " +
-			"directories. input/ is read-only. Never writes through a symlink." + pathConvention,
+		Description: "Create or replace a file " + s.writable() + " with the given content, creating parent " +
+			"directories. Never writes through a symlink." + s.pathConvention(),
 		Annotations: mutating("Write file", true),
 	}, s.writeFile)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "edit_file",
-		Description: "Replace the one occurrence of old with new in a file under output/. Fails if old " +
-			"is missing or occurs more than once (add context to make it unique)." + pathConvention,
+		Description: "Replace the one occurrence of old with new in a file " + s.writable() + ". Fails if old " +
+			"is missing or occurs more than once (add context to make it unique)." + s.pathConvention(),
 		Annotations: mutating("Edit file", false),
 	}, s.editFile)
 }
 
-// errStop ends a walk early without an error.
-var errStop = errors.New("stop walk")
+// errStop ends a walk early without an error; errSkip, returned by a
+// visit, passes over the entry: a hidden dir is not entered.
+var (
+	errStop = errors.New("stop walk")
+	errSkip = errors.New("skip entry")
+)
 
 // walk visits the entries beneath d up to depth levels, in name order, and
 // counts visits against walkCap. Symlinks are visited but never followed.
@@ -83,7 +87,9 @@ func walk(ctx context.Context, d *dirHandle, rel string, depth int, budget *int,
 		if rel != "" {
 			r = rel + "/" + e.name
 		}
-		if err := visit(r, e, d); err != nil {
+		if err := visit(r, e, d); errors.Is(err, errSkip) {
+			continue
+		} else if err != nil {
 			return err
 		}
 		if e.kind == "directory" && depth > 1 {
@@ -147,6 +153,9 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listA
 			return nil, nil, err
 		}
 		err = walk(ctx, d, "", sub, &budget, func(rel string, e dirEntry, _ *dirHandle) error {
+			if s.hidden(p.join(rel)) {
+				return errSkip
+			}
 			if matchGlob(in.Glob, rel) {
 				lines = append(lines, formatEntry(p.join(rel).String(), e))
 			}
@@ -293,12 +302,12 @@ func (s *server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readAr
 }
 
 type writeArgs struct {
-	Path    string `json:"path" jsonschema:"file under output/ to create or replace"`
+	Path    string `json:"path" jsonschema:"file to create or replace, under output/ (or input/ where it is writable)"`
 	Content string `json:"content" jsonschema:"the complete new content (UTF-8 text)"`
 }
 
 type editArgs struct {
-	Path string `json:"path" jsonschema:"file under output/ to edit"`
+	Path string `json:"path" jsonschema:"file to edit, under output/ (or input/ where it is writable)"`
 	Old  string `json:"old" jsonschema:"exact text to replace; must occur exactly once"`
 	New  string `json:"new" jsonschema:"replacement text"`
 }
@@ -307,7 +316,7 @@ func (s *server) writeFile(_ context.Context, _ *mcp.CallToolRequest, in writeAr
 	if len(in.Content) > writeCap {
 		return nil, nil, fmt.Errorf("content too large (max %d MiB)", writeCap>>20)
 	}
-	p, err := s.resolveOutput(in.Path)
+	p, err := s.resolveWrite(in.Path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -321,7 +330,7 @@ func (s *server) editFile(_ context.Context, _ *mcp.CallToolRequest, in editArgs
 	if in.Old == "" {
 		return nil, nil, errors.New("old is empty")
 	}
-	p, err := s.resolveOutput(in.Path)
+	p, err := s.resolveWrite(in.Path)
 	if err != nil {
 		return nil, nil, err
 	}

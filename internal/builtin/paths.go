@@ -75,16 +75,37 @@ func (s *server) resolve(p string) (wpath, error) {
 	if rest == "" {
 		rest = "."
 	}
-	return wpath{root: first, dir: dir, rel: rest}, nil
+	w := wpath{root: first, dir: dir, rel: rest}
+	if s.hidden(w) {
+		return wpath{}, fmt.Errorf("%s is not shown in input/: it is where output/ lives (or another writable mount); use output/", w)
+	}
+	return w, nil
 }
 
-// resolveOutput is resolve for writes: the path must be a file under output.
-func (s *server) resolveOutput(p string) (wpath, error) {
+// hidden reports whether p is or lies beneath one of Options.InputHidden.
+// The check is by name, for a clear error; the sandbox's empty mount over
+// the dir is what hides it from a path spelled otherwise.
+func (s *server) hidden(p wpath) bool {
+	if p.root != "input" {
+		return false
+	}
+	rel := path.Clean(p.rel)
+	for _, h := range s.o.InputHidden {
+		if rel == h || strings.HasPrefix(rel, h+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveWrite is resolve for writes: the path must be a file under
+// output, or under input when it is writable (an overlay).
+func (s *server) resolveWrite(p string) (wpath, error) {
 	w, err := s.resolve(p)
 	if err != nil {
 		return wpath{}, err
 	}
-	if w.root != "output" {
+	if w.root != "output" && !(w.root == "input" && s.o.InputWritable) {
 		return wpath{}, fmt.Errorf("%s is read-only; write under output/", w.root)
 	}
 	if base := path.Base(w.rel); base == "." || base == ".." || base == "/" {

@@ -179,12 +179,23 @@ func (p CommandPolicy) policyError(argv []string, d decision) error {
 	case d.rule != "":
 		return fmt.Errorf("command %q refused: matches deny rule %q", line, d.rule)
 	case len(p.Allow) == 0:
-		return fmt.Errorf("command %q refused: no commands are allowed in this workspace", line)
+		return fmt.Errorf("command %q refused: no commands are allowed in this workspace%s", line, allowHint(argv, d))
 	case !d.prog.system && d.prog.path != "":
-		return fmt.Errorf("command %q refused: program %q is outside the sandbox's executable directories (%s) and no allow rule names its path",
-			line, argv[0], strings.Join(p.execDirs(), ":"))
+		return fmt.Errorf("command %q refused: program %q is outside the sandbox's executable directories (%s) and no allow rule names its path%s",
+			line, argv[0], strings.Join(p.execDirs(), ":"), allowHint(argv, d))
 	}
-	return fmt.Errorf("command %q refused: no allow rule matches (allowed: %s)", line, summarize(p.Allow))
+	return fmt.Errorf("command %q refused: no allow rule matches (allowed: %s)%s", line, summarize(p.Allow), allowHint(argv, d))
+}
+
+// allowHint tells the agent, and the person it asks, how a program comes
+// to be allowed: the config key and the line to put there.
+func allowHint(argv []string, d decision) string {
+	rule := path.Base(argv[0])
+	if !d.prog.system {
+		rule = argv[0] + " *" // a path rule: the only kind that allows a workspace program
+	}
+	return fmt.Sprintf(`. To allow it, a human adds it to this server's commands.allow in the mcpbox config, e.g. commands: {allow: [..., %q]} `+
+		`(the embedded default: mcpbox serve --print-config > mcpbox.yaml, edit, then mcpbox serve --config mcpbox.yaml)`, rule)
 }
 
 // summarize lists patterns for a message, bounded in length.

@@ -30,6 +30,8 @@ type searchState struct {
 	out     strings.Builder
 	matches int
 	skipped int // binary, large or unreadable files
+	// hidden reports paths the tools do not show (server.hidden).
+	hidden func(wpath) bool
 }
 
 // searchCost bounds one search's work: the regexp engine is linear in the
@@ -84,7 +86,7 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchTime)
 	defer cancel()
-	st := &searchState{re: re, insts: max(progSize(in.Pattern)-cheapInsts, 0), ctx: ctx}
+	st := &searchState{re: re, insts: max(progSize(in.Pattern)-cheapInsts, 0), ctx: ctx, hidden: s.hidden}
 	budget := walkCap
 	var walkErr error
 	for _, p := range dirs {
@@ -131,6 +133,9 @@ func (st *searchState) searchPath(ctx context.Context, p wpath, glob string, bud
 	}
 	defer d.close()
 	return walk(ctx, d, "", maxDepth, budget, func(rel string, e dirEntry, parent *dirHandle) error {
+		if st.hidden(p.join(rel)) {
+			return errSkip
+		}
 		if e.kind != "file" || !matchGlob(glob, rel) {
 			return nil
 		}

@@ -13,8 +13,18 @@ type Options struct {
 	// /workspace/input. Empty: no input root.
 	Input string
 	// Output is the host directory shown as "output" (read-write), e.g.
-	// /workspace/output. Empty: no output root, and no writes.
+	// /workspace/output. Empty: no output root, and no writes there.
 	Output string
+	// InputWritable lets write_file and edit_file write under input too.
+	// Set it only when the input is an overlay (filesystem.input.mode:
+	// overlay): the changes land in the sandbox's upper layer, not in the
+	// project, and `mcpbox diff` shows them. False: input is read-only.
+	InputWritable bool
+	// InputHidden are paths beneath input, slash-separated and relative to
+	// it, that the file tools neither list, search nor open: the output dir
+	// when it lies inside the input (the default's ./mcpbox-out), which the
+	// sandbox covers with an empty read-only dir (sandbox.Spec.InputMasks).
+	InputHidden []string
 	// Commands decides which run_command and start_job command lines run.
 	Commands CommandPolicy
 	// CommandTimeout bounds one run_command call. Zero: 60s.
@@ -83,18 +93,38 @@ func NewServer(o Options) *mcp.Server {
 	}
 	s := &server{o: o, jobs: newJobTable(o.MaxJobs, o.JobLifetime)}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpbox-workspace", Title: "mcpbox workspace", Version: o.Version},
-		&mcp.ServerOptions{Instructions: instructions})
+		&mcp.ServerOptions{Instructions: s.instructions()})
 	s.addFileTools(srv)
 	s.addCommandTools(srv)
 	return srv
 }
 
-const instructions = `Workspace tools. Paths are relative to the workspace: "input/..." is the ` +
-	`read-only project, "output/..." is where results go (also accepted: /workspace/input/..., ` +
-	`/workspace/output/...). Commands run without a shell, under a command policy.`
+func (s *server) instructions() string {
+	input := `"input/..." is the read-only project`
+	if s.o.InputWritable {
+		input = `"input/..." is the project, writable: your changes are kept apart from it for review (mcpbox diff)`
+	}
+	return `Workspace tools. Paths are relative to the workspace: ` + input + `, "output/..." is where results go ` +
+		`(also accepted: /workspace/input/..., /workspace/output/...). Commands run without a shell, under a command policy.`
+}
 
-const pathConvention = ` Paths are workspace-relative: "input/..." (read-only) or "output/..." ` +
-	`(read-write); "/workspace/input/..." and "/workspace/output/..." are accepted too.`
+// pathConvention ends the description of every file tool.
+func (s *server) pathConvention() string {
+	input := "read-only"
+	if s.o.InputWritable {
+		input = "writable"
+	}
+	return ` Paths are workspace-relative: "input/..." (` + input + `) or "output/..." ` +
+		`(read-write); "/workspace/input/..." and "/workspace/output/..." are accepted too.`
+}
+
+// writable names where write_file and edit_file write, for descriptions.
+func (s *server) writable() string {
+	if s.o.InputWritable {
+		return "under output/ or input/ (input/ is an overlay: changes stay out of the project until a human applies them)"
+	}
+	return "under output/ (input/ is read-only)"
+}
 
 // Annotation helpers: hints are pointers in the SDK.
 var (

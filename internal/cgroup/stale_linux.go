@@ -87,7 +87,10 @@ func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 			continue
 		}
 		if busy {
-			if !abandoned(dirs) {
+			// A frozen sandbox is reclaimed once past the grace too: its
+			// tasks cannot die meanwhile, and a test (or a slow kill) may
+			// be looking at it.
+			if young(dirs, cutoff) || !abandoned(dirs) {
 				continue
 			}
 			if err := reclaim(dirs); err != nil {
@@ -134,4 +137,14 @@ func inUse(dirs []string, cutoff time.Time) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// young reports whether any of dirs was created after cutoff.
+func young(dirs []string, cutoff time.Time) bool {
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.ModTime().After(cutoff) {
+			return true
+		}
+	}
+	return false
 }

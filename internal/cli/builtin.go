@@ -55,6 +55,11 @@ func builtinSpec(s *config.Server, spec *sandbox.Spec) error {
 	}
 	if spec.Input != "" || s.Filesystem.Input != nil {
 		o.Input = "/workspace/input"
+		// An overlaid input is writable in the sandbox; the changes stay
+		// in the overlay (mcpbox diff). The output inside the input is
+		// covered by the sandbox, and named here for clear errors.
+		o.InputWritable = s.Filesystem.Input != nil && s.Filesystem.Input.Mode == config.ModeOverlay
+		o.InputHidden = spec.InputMasks()
 	}
 	if spec.Output != "" || s.Filesystem.Output != nil {
 		o.Output = "/workspace/output"

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 )
 
@@ -40,6 +41,8 @@ ADMIN (run in a project they find its running mcpbox serve instances;
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID
   snapshot   write a sandbox's workspace to an archive: snapshot ID
   diff       the changes a sandbox made to its overlaid input: diff ID
+  token      token rotate: a new bearer token for serve's HTTP endpoint
+             when the config has no clients
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -116,6 +119,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.snapshotCmd(args[1:])
 	case "diff":
 		return env.diff(args[1:])
+	case "token":
+		return env.token(args[1:])
 	default:
 		fmt.Fprintf(stderr, "mcpbox: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
@@ -129,6 +134,9 @@ type env struct {
 	// snapshot, set by serve --from-snapshot, seeds the new workspaces of
 	// the server named in its metadata.
 	snapshot, snapshotServer string
+	// logLevel is the gateway log's threshold (serve --log-level); the
+	// zero value is slog.LevelInfo.
+	logLevel slog.Level
 }
 
 // snapshotFor is the snapshot that seeds server's new workspaces, or "".
@@ -152,11 +160,29 @@ func (e *env) newFlagSet(name, help string) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), help)
 		fmt.Fprintln(fs.Output(), "\nFLAGS")
 		fs.VisitAll(func(f *flag.Flag) {
-			name, text := flag.UnquoteUsage(f)
-			fmt.Fprintf(fs.Output(), "  --%s %s\n      %s\n", f.Name, name, strings.ReplaceAll(text, "\n", "\n      "))
+			fmt.Fprintf(fs.Output(), "  %s\n      %s\n", flagSynopsis(f), strings.ReplaceAll(flagText(f), "\n", "\n      "))
 		})
 	}
 	return fs
+}
+
+// flagSynopsis is how the help shows a flag: "-o FILE" for a one-letter
+// flag, as the usage lines write it, "--config FILE" otherwise, and a
+// boolean without a value.
+func flagSynopsis(f *flag.Flag) string {
+	dash := "--"
+	if len(f.Name) == 1 {
+		dash = "-"
+	}
+	if name, _ := flag.UnquoteUsage(f); name != "" {
+		return dash + f.Name + " " + name
+	}
+	return dash + f.Name
+}
+
+func flagText(f *flag.Flag) string {
+	_, text := flag.UnquoteUsage(f)
+	return text
 }
 
 // parse parses args; it returns (code, true) when the caller should stop.

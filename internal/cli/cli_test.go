@@ -123,13 +123,21 @@ func TestPolicyCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
-	write(t, good, "version: 1\nservers:\n  fs:\n    command: [node, server.js]\n")
+	write(t, good, "version: 1\nservers:\n  fs:\n    command: [node, server.js]\n    tools: {allow: [\"*\"]}\n")
 	write(t, bad, "version: 1\nservers:\n  fs:\n    command: [node]\n    limits: {memroy: 1Gi}\n")
-	if code, out, errs := runCLI("policy", "check", good); code != 0 || !strings.Contains(out, "ok") {
+	if code, out, errs := runCLI("policy", "check", good); code != 0 || !strings.Contains(out, "ok") || errs != "" {
 		t.Fatalf("good config: exit %d %s %s", code, out, errs)
 	}
+	// No tools: key: valid, but nothing is exposed; the warning says why
+	// and gives the line to add.
+	noTools := filepath.Join(dir, "notools.yaml")
+	write(t, noTools, "version: 1\nservers:\n  github:\n    command: [node, server.js]\n")
+	wantWarn := noTools + `:3:3: warning: servers.github: no tools: key, so every tool is hidden (default deny); add  tools: {allow: ["*"]}  to expose them` + "\n"
+	if code, out, errs := runCLI("policy", "check", noTools); code != 0 || !strings.Contains(out, "ok") || errs != wantWarn {
+		t.Fatalf("config without tools: exit %d\nstdout: %s\nstderr: %q\nwant stderr %q", code, out, errs, wantWarn)
+	}
 	warn := filepath.Join(dir, "warn.yaml")
-	write(t, warn, "version: 1\nservers:\n  fs:\n    command: [node]\n    env: {API_TOKEN: abc123}\n")
+	write(t, warn, "version: 1\nservers:\n  fs:\n    command: [node]\n    env: {API_TOKEN: abc123}\n    tools: {allow: [\"*\"]}\n")
 	if code, out, errs := runCLI("policy", "check", warn); code != 0 || !strings.Contains(out, "ok") || !strings.HasPrefix(errs, warn+":5:11: warning:") {
 		t.Fatalf("warning config: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}

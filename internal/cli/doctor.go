@@ -26,6 +26,10 @@ func (e *env) doctor(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
+	if fs.NArg() > 0 {
+		e.errorf("doctor: unexpected arguments %q", fs.Args())
+		return exitUsage
+	}
 	checks := sandbox.Doctor()
 	checks = append(checks, liveCheck())
 	ok := true

@@ -36,7 +36,7 @@ func gatewayGC() {
 
 // newLogger is the gateway's log: text lines on stderr, redacted.
 func (e *env) newLogger(book *redact.Book) *slog.Logger {
-	return slog.New(slog.NewTextHandler(redactingWriter{e.stderr, book}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(slog.NewTextHandler(redactingWriter{e.stderr, book}, &slog.HandlerOptions{Level: e.logLevel}))
 }
 
 // gatewayOptions wires the book into the gateway: every payload that

@@ -39,6 +39,10 @@ type guard struct {
 	// channels are the approval channels in use (approvals.channels).
 	channels map[string]bool
 	payloads bool // audit.include_payloads
+	// allowUnaudited passes calls on while the audit store cannot write
+	// (audit.on_failure: allow); unaudited counts them.
+	allowUnaudited bool
+	unaudited      atomic.Int64
 	// protected are host paths no sandbox may have a writable mount over
 	// (or inside of): the lock file's dir, the config, the JSONL copy.
 	protected []string
@@ -103,18 +107,19 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 	}
 	g := &guard{
 		c: c, log: log, book: book, engine: engine,
-		limiter:  policy.NewLimiter(c, nil),
-		pins:     pins,
-		tracks:   newTracker(),
-		servers:  map[string]*guardServer{},
-		channels: map[string]bool{},
-		payloads: c.Audit.IncludePayloads,
-		memo:     map[memoKey]memoEntry{},
-		scans:    map[string][]integrity.Finding{},
-		names:    map[string][]string{},
-		reported: map[string]bool{},
-		asking:   map[string]bool{},
-		denied:   map[string]string{},
+		limiter:        policy.NewLimiter(c, nil),
+		pins:           pins,
+		tracks:         newTracker(),
+		servers:        map[string]*guardServer{},
+		channels:       map[string]bool{},
+		payloads:       c.Audit.IncludePayloads,
+		allowUnaudited: c.Audit.OnFailure == config.AuditAllow,
+		memo:           map[memoKey]memoEntry{},
+		scans:          map[string][]integrity.Finding{},
+		names:          map[string][]string{},
+		reported:       map[string]bool{},
+		asking:         map[string]bool{},
+		denied:         map[string]string{},
 	}
 	channels := c.Approvals.Channels
 	if channels == nil {

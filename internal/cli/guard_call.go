@@ -28,8 +28,9 @@ import (
 const payloadLimit = 64 << 10
 
 // call is the Call hook: rate limit, policy, approval, then the call
-// itself, its result checks, and one audit record whatever happens.
-func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+// itself, its result checks, and one audit record whatever happens; the
+// result goes out only once that record is committed (see audited).
+func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (res json.RawMessage, err error) {
 	gs := g.servers[c.Server]
 	ann := annotations(c.Definition)
 	rec := audit.Record{
@@ -43,8 +44,11 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	}
 	defer func() {
 		rec.Duration = time.Since(rec.Time)
-		g.store.Add(rec)
+		res, err = g.audited(ctx, rec, res, err)
 	}()
+	if res, ok := g.auditFailing(c.Tool, &rec); ok {
+		return res, nil
+	}
 	if g.payloads {
 		rec.Payload = capPayload(g.book.JSON(c.Arguments))
 	}

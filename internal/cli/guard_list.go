@@ -86,8 +86,14 @@ func (g *guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gat
 	return out
 }
 
-// noteChanges logs and audits each pin change once.
+// noteChanges logs and audits each pin change once. Definitions pinned
+// on first sight are one log line per server and kind (each is in the
+// audit, and in the log at debug level); every other change is a line of
+// its own, since it hides or changes what a client sees.
 func (g *guard) noteChanges(changes []integrity.Change) {
+	type firstPin struct{ server, kind string }
+	var pinned []firstPin
+	counts := map[firstPin]int{}
 	for _, ch := range changes {
 		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.Status + "\x00" + ch.NewHash
 		g.mu.Lock()
@@ -101,13 +107,21 @@ func (g *guard) noteChanges(changes []integrity.Change) {
 			continue
 		}
 		level := slog.LevelWarn
-		if ch.Status == "pinned" {
-			level = slog.LevelInfo
+		if ch.Status == integrity.StatusPinned {
+			level = slog.LevelDebug
+			k := firstPin{ch.Server, ch.Kind}
+			if counts[k] == 0 {
+				pinned = append(pinned, k)
+			}
+			counts[k]++
 		}
 		g.log.Log(context.Background(), level, "tool definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
 			"hint", hintFor(ch))
 		g.record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key,
 			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
+	}
+	for _, k := range pinned {
+		g.log.Info("definitions pinned on first use", "server", k.server, "kind", k.kind, "count", counts[k], "lock", g.pins.Path())
 	}
 	g.offerTrust(changes)
 }

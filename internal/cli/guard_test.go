@@ -43,7 +43,12 @@ type guardRig struct {
 
 func newGuardRig(t *testing.T, opts *mcp.ClientOptions) *guardRig {
 	t.Helper()
-	c, err := config.Load("guard.yaml", []byte(guardTestConfig))
+	return newGuardRigWith(t, guardTestConfig, opts)
+}
+
+func newGuardRigWith(t *testing.T, conf string, opts *mcp.ClientOptions) *guardRig {
+	t.Helper()
+	c, err := config.Load("guard.yaml", []byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,13 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		}
 	}()
 	if spec.Network.Enabled() {
-		logEv := egressLogger(l.log, l.name, l.book)
+		// With an audit (serve) an allowed connection is recorded there;
+		// the log keeps the refusals unless --log-level debug.
+		allowLevel := slog.LevelInfo
+		if l.guard != nil {
+			allowLevel = slog.LevelDebug
+		}
+		logEv := egressLogger(l.log, l.name, l.book, allowLevel)
 		spec.Network.Log = func(ev egress.Event) {
 			logEv(ev)
 			track.closed(ev)
@@ -179,7 +185,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		return nil, err
 	}
 	for _, layer := range sb.Degraded {
-		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require)", "server", l.name, "layer", layer)
+		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)
 	}
 	// status and clean are written before waited closes, and read after.
 	var (
@@ -289,11 +295,12 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 	}, nil
 }
 
-// egressLogger logs the proxy's decisions; host names are redacted, since
-// a server may try to carry a secret out in a DNS name.
-func egressLogger(log *slog.Logger, server string, book *redact.Book) func(egress.Event) {
+// egressLogger logs the proxy's decisions, allowed connections at
+// allowLevel and the others as warnings; host names are redacted, since a
+// server may try to carry a secret out in a DNS name.
+func egressLogger(log *slog.Logger, server string, book *redact.Book, allowLevel slog.Level) func(egress.Event) {
 	return func(ev egress.Event) {
-		level := slog.LevelInfo
+		level := allowLevel
 		if ev.Decision != "allow" {
 			level = slog.LevelWarn
 		}

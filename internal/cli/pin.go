@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"mcpbox/internal/config"
@@ -26,8 +27,10 @@ dir for the embedded default), replacing that server's earlier pins. A
 gateway running on the same state dir reloads the lock file.
 
 --check records nothing: it prints the scanner's findings and how each
-definition compares with the lock file, and exits 1 when there is a
-finding or a difference.
+definition compares with the lock file ("not yet pinned" for a server or
+kind the lock does not have), and exits 1 when there is a finding or a
+difference. A server that cannot start is reported, the others are still
+scanned, checked or pinned, and the exit status is 1.
 `
 
 func (e *env) pin(args []string) int {
@@ -81,27 +84,37 @@ func (e *env) pin(args []string) int {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
+	// A server that cannot start is reported and the others still are:
+	// one broken server must not hide what the rest would change.
 	defs := map[string]*gateway.Definitions{}
+	var failed []string
 	for _, name := range names {
 		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
 		d, err := gw.Definitions(sctx, name, gateway.Scope{Agent: gateway.LocalAgent})
 		scancel()
 		if err != nil {
-			e.errorf("pin: server %s: %v", name, err)
-			return 1
+			e.errorf("pin: server %s could not start: %v", name, err)
+			failed = append(failed, name)
+			continue
 		}
 		defs[name] = d
 	}
 	problems := e.printFindings(c, defs)
 	if *check {
 		problems += e.compareWithLock(c, pins, defs)
-		if problems > 0 {
+		if len(failed) > 0 {
+			e.errorf("pin: not checked: %s (could not start)", strings.Join(failed, ", "))
+		}
+		if problems > 0 || len(failed) > 0 {
 			return 1
 		}
 		return 0
 	}
 	for _, name := range names {
 		d := defs[name]
+		if d == nil {
+			continue
+		}
 		lists := map[string][]integrity.Item{}
 		for kind, items := range d.Lists {
 			for _, it := range items {
@@ -122,6 +135,10 @@ func (e *env) pin(args []string) int {
 	fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
 	if _, err := adminCall(dir, adminRequest{Op: "reload"}); err == nil {
 		fmt.Fprintln(e.stdout, "the running gateway reloaded it")
+	}
+	if len(failed) > 0 {
+		e.errorf("pin: not pinned: %s (could not start)", strings.Join(failed, ", "))
+		return 1
 	}
 	return 0
 }
@@ -182,9 +199,19 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 				n++
 				continue
 			}
+			// Nothing of this kind in the lock: one line, not a diff
+			// of every definition against nothing.
+			notPinned := 0
 			for _, ch := range changes {
 				n++
+				if ch.Status == integrity.StatusQuarantined {
+					notPinned++
+					continue
+				}
 				fmt.Fprintf(e.stdout, "%s %s %s/%s\n%s\n", ch.Status, ch.Kind, ch.Server, ch.Key, integrity.Diff(ch))
+			}
+			if notPinned > 0 {
+				fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(notPinned, pinKind(kind)), s.Name, s.Name)
 			}
 		}
 	}
@@ -192,6 +219,14 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 		fmt.Fprintln(e.stdout, "lock file: every definition matches")
 	}
 	return n
+}
+
+// definitionCount is "25 tools", "1 prompt", "instructions".
+func definitionCount(n int, kind string) string {
+	if kind == integrity.KindInstructions {
+		return "instructions"
+	}
+	return summaryCount(n, kind)
 }
 
 // serverInfo reads name and version from a serverInfo object.

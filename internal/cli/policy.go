@@ -19,9 +19,10 @@ const policyHelp = `USAGE
 
 Parses and validates a config file. Every problem is printed as
 FILE:LINE:COL: message; the exit status is 1 when there is any. Things a
-reviewer should see in a valid config (a credential in plain env, one
-secret shared by several servers, secrets beside broad egress) are printed
-as FILE:LINE:COL: warning: message, with exit status 0.
+reviewer should see in a valid config (a server with no tools: key, whose
+tools are all hidden, a credential in plain env, one secret shared by
+several servers, secrets beside broad egress) are printed as
+FILE:LINE:COL: warning: message, with exit status 0.
 `
 
 func (e *env) policy(args []string) int {
@@ -164,14 +165,8 @@ func serverSpec(c *config.Config, s *config.Server, base string, spec *sandbox.S
 	}
 	spec.ExecAllow = s.Exec.Allow
 	spec.ExecWritable = s.Exec.Writable
-	spec.Limits.Memory, spec.Limits.Pids = defaultLimits()
-	if s.Limits.Memory != 0 {
-		spec.Limits.Memory = int64(s.Limits.Memory)
-	}
-	if s.Limits.Pids != 0 {
-		spec.Limits.Pids = int64(s.Limits.Pids)
-	}
-	spec.Limits.CPU = s.Limits.CPU
+	l := serverLimits(s)
+	spec.Limits.Memory, spec.Limits.Pids, spec.Limits.CPU = l.Memory, l.Pids, l.CPU
 	return requireLayers(c, s, spec)
 }
 

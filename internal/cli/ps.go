@@ -142,8 +142,10 @@ func (e *env) ps(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	if fs.NArg() != 0 {
-		e.errorf("ps: unexpected arguments %q", fs.Args())
+	if fs.NArg() > 0 {
+		// "ps ID" is a natural guess; a silently ignored ID would list
+		// everything as if it had been honoured.
+		e.errorf("ps: unexpected arguments %q (ps lists every sandbox; stop, pause and resume take an ID)", fs.Args())
 		return exitUsage
 	}
 	dir, ok := af.dir(e, "ps")

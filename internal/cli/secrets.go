@@ -12,11 +12,13 @@ import (
 )
 
 const secretsHelp = `USAGE
-  mcpbox secrets --config FILE [--json]
+  mcpbox secrets [--json] FILE
+  mcpbox secrets [--json] --config FILE
   mcpbox secrets rotate NAME|SERVER/NAME (--config FILE | --state-dir DIR)
 
 Lists the secret references of every server in FILE and where each goes
-(variable or /run/secrets file): never a value.
+(variable, /run/secrets file, or the HTTP header of a remote server):
+never a value.
 
 rotate asks the gateway running on that config's state dir to renew the
 sandboxes of every server with the secret: the reference is resolved
@@ -48,12 +50,19 @@ func (e *env) secrets(args []string) int {
 	if rotate {
 		return e.rotate(fs.Args(), *cfgPath, *stateFlag)
 	}
-	if fs.NArg() > 0 {
-		e.errorf("secrets: unknown subcommand %q (want rotate)", fs.Arg(0))
+	// FILE as policy check takes it, or --config FILE as the admin
+	// commands do; not both.
+	switch {
+	case fs.NArg() > 1:
+		e.errorf("secrets: unexpected arguments %q (want one config FILE, or rotate NAME)", fs.Args())
 		return exitUsage
-	}
-	if *cfgPath == "" {
-		e.errorf("secrets: --config FILE is required")
+	case fs.NArg() == 1 && *cfgPath != "":
+		e.errorf("secrets: config given twice (%s and --config %s)", fs.Arg(0), *cfgPath)
+		return exitUsage
+	case fs.NArg() == 1:
+		*cfgPath = fs.Arg(0)
+	case *cfgPath == "":
+		e.errorf("secrets: want a config FILE (mcpbox secrets FILE)")
 		return exitUsage
 	}
 	c, err := loadConfig(*cfgPath)
@@ -157,6 +166,14 @@ func secretRows(c *config.Config) []secretRow {
 			}
 			rows = append(rows, r)
 		}
+		// A remote server's headers are references resolved at every
+		// connection: secrets by another name.
+		for _, h := range s.Headers {
+			rows = append(rows, secretRow{ID: s.Name + "/" + h.Name, Server: s.Name, Name: h.Name, From: h.From, As: secretAsHeader})
+		}
 	}
 	return rows
 }
+
+// secretAsHeader is the AS of a remote server's header in the listing.
+const secretAsHeader = "header"

@@ -1,17 +1,17 @@
 package cli
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"mcpbox/internal/audit"
+	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/instance"
@@ -20,15 +20,15 @@ import (
 )
 
 const serveHelp = `USAGE
-  mcpbox serve [--config FILE] [--stdio] [--http ADDR]
+  mcpbox serve [--config FILE] [--stdio] [--http ADDR] [--no-auth]
   mcpbox serve --print-config
 
 Without --config, serves the embedded default: the built-in workspace
 server over the current directory (read-only at /workspace/input), with
 results in ./mcpbox-out (/workspace/output), commands from an allow list,
 no network and no secrets. --print-config prints that config to start
-your own from. Over HTTP, the default gets a fresh bearer token, printed
-with the URL and a client config to paste.
+your own from. Over HTTP, the default prints the URL, its bearer token
+and a client config to paste.
 
 Runs the gateway for every server of the config file: each in its own
 sandbox (per client identity, per session or shared, by the server's
@@ -37,10 +37,24 @@ tool and prompt names are prefixed "SERVER__" (or the server's prefix).
 
 Downstream transports: --stdio (a client launched mcpbox) and/or --http
 ADDR (Streamable HTTP at http://ADDR/mcp). With neither: stdio when
-standard input is not a terminal, else HTTP on the config's
-listen.http.addr (default 127.0.0.1:8765). HTTP binds loopback unless the
-config has clients (bearer tokens) and TLS. SIGTERM or SIGINT stops every
-sandbox and exits 0.
+standard input is a pipe, a socket or a file (a client started serve),
+else (a terminal, /dev/null) HTTP on the config's listen.http.addr
+(default 127.0.0.1:8765). HTTP binds loopback unless the config has
+clients (bearer tokens) and TLS. SIGTERM or SIGINT stops every sandbox
+and exits 0.
+
+HTTP needs a bearer token. With clients, theirs. Without (the embedded
+default too), the state dir's token file (DIR/token, mode 0600, made at
+the first start and kept across restarts; mcpbox token rotate makes a
+new one, which a running serve picks up). --no-auth serves HTTP without
+a token, on a loopback address only: then any local process or user can
+call the tools.
+
+At start, serve prints the config's warnings and one summary line (the
+servers and what the lock file pins of each). A user whose sandboxes
+cannot get cgroups (see mcpbox doctor) is told what to do and serve exits
+1: run it under systemd-run --user --scope -p Delegate=yes, or accept
+no cgroup limits with --allow-degraded=cgroups.
 `
 
 // defaultHTTPAddr is where serve listens when nothing says otherwise.
@@ -50,14 +64,18 @@ func (e *env) serve(args []string) int {
 	fs := e.newFlagSet("serve", serveHelp)
 	var (
 		configPath, httpAddr, stateFlag string
-		stdio, printConfig              bool
+		stdio, printConfig, noAuth      bool
+		degraded                        degradedFlag
 	)
 	fs.BoolVar(&printConfig, "print-config", false, "print the embedded default config and exit")
 	fs.StringVar(&configPath, "config", "", "the config `FILE` (mcpbox.yaml)")
 	fs.BoolVar(&stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
+	fs.BoolVar(&noAuth, "no-auth", false, "serve HTTP without a bearer token (loopback only; any local process can call the tools)")
 	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
 	fs.StringVar(&e.snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
+	fs.Var(&degraded, "allow-degraded", "serve even when the isolation `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable, as sandbox.require without them would")
+	fs.TextVar(&e.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug (adds each allowed egress connection and pinned definition), info, warn or error")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
@@ -85,6 +103,10 @@ func (e *env) serve(args []string) int {
 		e.errorf("%v", err)
 		return exitUsage
 	}
+	acceptDegraded(c, degraded)
+	if !e.cgroupsReady("serve", c, args) {
+		return 1
+	}
 	if e.snapshot != "" {
 		meta, err := workspace.ReadMeta(e.snapshot)
 		if err != nil {
@@ -98,10 +120,16 @@ func (e *env) serve(args []string) int {
 		e.snapshotServer = meta.Server
 	}
 	if !stdio && httpAddr == "" {
-		if !isTerminal(e.stdin) {
+		if stdinIsClient(e.stdin) {
 			stdio = true
 		} else if httpAddr = c.Listen.HTTP.Addr; httpAddr == "" {
 			httpAddr = defaultHTTPAddr
+		}
+	}
+	if noAuth {
+		if err := checkNoAuth(c, httpAddr); err != nil {
+			e.errorf("serve: %v", err)
+			return exitUsage
 		}
 	}
 	hopts, tlsCert, tlsKey, err := httpOptions(c, base, httpAddr)
@@ -114,14 +142,6 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return 1
 	}
-	var banner string
-	if configPath == "" && httpAddr != "" && len(hopts.Clients) == 0 {
-		// The default over HTTP: any local process could otherwise call
-		// it, so it gets a token of its own.
-		token := "mcpbox_" + strings.ToLower(rand.Text())
-		hopts.Clients = []gateway.Client{{Name: "default", Token: []byte(token)}}
-		banner = token
-	}
 	gatewayGC()
 	book := &redact.Book{}
 	for _, cl := range hopts.Clients {
@@ -132,6 +152,11 @@ func (e *env) serve(args []string) int {
 	}
 	log := e.newLogger(book)
 	if err := stateDirOwned(dir); err != nil {
+		e.errorf("serve: %v", err)
+		return 1
+	}
+	token, err := e.localToken(&hopts, dir, httpAddr, noAuth, book)
+	if err != nil {
 		e.errorf("serve: %v", err)
 		return 1
 	}
@@ -158,6 +183,7 @@ func (e *env) serve(args []string) int {
 		return exitUsage
 	}
 	defer g.close()
+	e.startupSummary(c, defaultLockPath(configPath, dir))
 	servers, err := e.configServers(c, base, dir, log, book, g)
 	if err != nil {
 		e.errorf("serve: %v", err)
@@ -191,8 +217,11 @@ func (e *env) serve(args []string) int {
 			if inst != nil {
 				inst.update(func(r *instance.Record) { r.URL = url })
 			}
-			if banner != "" {
-				e.printBanner(url, banner, c, base)
+			switch {
+			case token != "" && configPath == "":
+				e.printBanner(url, token, dir, c, base)
+			case token != "":
+				e.printTokenNote(dir)
 			}
 		}
 		wg.Go(func() {
@@ -221,8 +250,9 @@ func (e *env) serve(args []string) int {
 }
 
 // printBanner tells the person who started the default how to connect.
-// The token goes to the terminal only: it is a secret of this run.
-func (e *env) printBanner(url, token string, c *config.Config, base string) {
+// The token is shown here, for the person who started serve; the log
+// redacts it.
+func (e *env) printBanner(url, token, dir string, c *config.Config, base string) {
 	out := "./mcpbox-out"
 	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
 		// The real path the sandbox writes to, as serverSpec found it.
@@ -238,12 +268,13 @@ func (e *env) printBanner(url, token string, c *config.Config, base string) {
   mcpbox workspace server
   URL:     %s
   Token:   %s
+           (kept in %s across restarts; mcpbox token rotate makes a new one)
   Input:   %s (read-only)
   Output:  %s
   Client config (e.g. .mcp.json):
   %s
 
-`, url, token, base, out, client)
+`, url, token, bearer.Path(dir), base, out, client)
 }
 
 // httpOptions reads the HTTP settings and clients, and refuses a

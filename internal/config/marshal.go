@@ -177,6 +177,7 @@ func auditNode(a *Audit) *yaml.Node {
 	addStr(m, "store", a.Store)
 	addStr(m, "jsonl", a.JSONL)
 	addBool(m, "include_payloads", a.IncludePayloads)
+	addStr(m, "on_failure", a.OnFailure)
 	r := mapNode()
 	addDuration(r, "max_age", a.Retention.MaxAge)
 	addSize(r, "max_size", a.Retention.MaxSize)

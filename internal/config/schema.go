@@ -96,6 +96,7 @@ func (d *decoder) audit(n *node, path string, a *Audit) {
 		{"store", func(v *node, p string) { a.Store = d.str(v, p) }},
 		{"jsonl", func(v *node, p string) { a.JSONL = d.str(v, p) }},
 		{"include_payloads", func(v *node, p string) { a.IncludePayloads = d.boolean(v, p) }},
+		{"on_failure", func(v *node, p string) { a.OnFailure = d.str(v, p) }},
 		{"retention", func(v *node, p string) {
 			d.mapping(v, p, &a.Retention.Meta, []field{
 				{"max_age", func(v *node, p string) { a.Retention.MaxAge = d.duration(v, p) }},

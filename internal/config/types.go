@@ -150,8 +150,11 @@ type Audit struct {
 	Store           string // "sqlite" (also the meaning of empty)
 	JSONL           string // path of an additional JSON-lines copy; empty: none
 	IncludePayloads bool   // record call arguments and results (redacted)
-	Retention       Retention
-	Meta            Meta
+	// OnFailure is what happens to a call whose audit record cannot be
+	// committed: AuditRefuse (also the meaning of empty) or AuditAllow.
+	OnFailure string
+	Retention Retention
+	Meta      Meta
 }
 
 // Retention bounds the audit store; zero fields keep records forever.
@@ -484,6 +487,12 @@ const (
 	ActionApprove = "approve"
 
 	AuditStoreSQLite = "sqlite"
+
+	// AuditRefuse refuses calls while the audit store cannot write, and
+	// withholds the result of a call whose record was not committed.
+	AuditRefuse = "refuse"
+	// AuditAllow passes such calls and results on, unaudited, and logs it.
+	AuditAllow = "allow"
 )
 
 // Isolation layers named in sandbox.require.

@@ -257,6 +257,9 @@ func checkAudit(r *collector, c *Config) {
 	if a.Store != "" && a.Store != AuditStoreSQLite {
 		r.errorf(a.Meta.At("store"), "audit.store: unknown store %q (want sqlite)", a.Store)
 	}
+	if a.Meta.Has("on_failure") && a.OnFailure != AuditRefuse && a.OnFailure != AuditAllow {
+		r.errorf(a.Meta.At("on_failure"), "audit.on_failure: unknown value %q (want refuse or allow)", a.OnFailure)
+	}
 	if a.Meta.Has("jsonl") || a.JSONL != "" {
 		hostPath(r, a.Meta.At("jsonl"), "audit.jsonl", a.JSONL)
 	}

@@ -78,6 +78,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"client duplicate", base + "clients: [{name: a, token: {from: env:A}}, {name: a, token: {from: env:B}}]\n", `t.yaml:5:51: clients[1].name: duplicate client name "a"`},
 		{"approval channel", base + "approvals: {channels: [email]}\n", `t.yaml:5:24: approvals.channels[0]: unknown channel "email" (want elicitation, cli or web)`},
 		{"audit store", base + "audit: {store: postgres}\n", `t.yaml:5:16: audit.store: unknown store "postgres" (want sqlite)`},
+		{"audit on_failure", base + "audit: {on_failure: ignore}\n", `t.yaml:5:21: audit.on_failure: unknown value "ignore" (want refuse or allow)`},
 		{"top-level layer", base + "sandbox: {require: [netns, netns]}\n", `t.yaml:5:28: sandbox.require[1]: duplicate layer "netns"`},
 
 		// Servers.

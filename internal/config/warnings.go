@@ -6,9 +6,11 @@ import (
 )
 
 // Warnings lists what a valid config allows but a reviewer should see:
-// secret-looking values in plain env, one secret shared by several
-// servers, and secrets beside broad egress. They carry FILE:LINE:COL like
-// errors; `mcpbox policy check` prints them and still succeeds.
+// a server whose tools are all hidden by default deny, secret-looking
+// values in plain env, one secret shared by several servers, and secrets
+// beside broad egress. They carry FILE:LINE:COL like errors; `mcpbox
+// policy check` prints them and still succeeds, `mcpbox serve` prints them
+// at startup.
 func Warnings(c *Config) Errors {
 	r := &collector{file: c.File}
 	users := map[string][]string{} // secret reference -> servers
@@ -16,6 +18,7 @@ func Warnings(c *Config) Errors {
 		if s == nil {
 			continue
 		}
+		warnNoTools(r, s)
 		warnPlainEnv(r, s)
 		for _, sec := range s.Secrets {
 			users[sec.From] = append(users[sec.From], s.Name)
@@ -30,6 +33,26 @@ func Warnings(c *Config) Errors {
 		return err.(Errors)
 	}
 	return nil
+}
+
+// warnNoTools flags a server that offers no tool to anyone: tools: absent
+// (default deny) or a tools: that allows nothing. That is safe, but a
+// user who forgot the key sees an empty tool list and no reason.
+func warnNoTools(r *collector, s *Server) {
+	if !s.Meta.Has("tools") {
+		r.errorf(s.Meta.Pos, `servers.%s: no tools: key, so every tool is hidden (default deny); add  tools: {allow: ["*"]}  to expose them`, s.Name)
+		return
+	}
+	t := &s.Tools
+	if len(t.Allow) > 0 || len(t.Approve) > 0 || t.Default == ActionAllow || t.Default == ActionApprove {
+		return
+	}
+	for _, rule := range t.Rules {
+		if rule.Action != ActionDeny {
+			return
+		}
+	}
+	r.errorf(s.Meta.At("tools"), `servers.%s.tools: allows no tool (no allow, approve, allowing rule or default), so every tool is hidden; add  allow: ["*"]  or the tools to expose`, s.Name)
 }
 
 // secretWords mark env names that usually hold credentials.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -26,6 +29,14 @@ type HTTPOptions struct {
 	// carry one's bearer token. None: no authentication (loopback only;
 	// the CLI enforces that), and every request is agent "local".
 	Clients []Client
+	// Refresh, if non-nil, is called before every request's bearer token
+	// is checked. It returns the clients anew (from a token file that may
+	// have been rotated; it should be cheap when nothing changed) and
+	// whether they changed; changed ones replace Clients, so that from
+	// then on a rotated token is accepted and the old one refused. On an
+	// error the clients stay as they are. Calls are serialized. Needs
+	// Clients.
+	Refresh func() (clients []Client, changed bool, err error)
 	// MaxBody bounds a request body; zero: 4 MiB.
 	MaxBody int64
 	// SessionIdle closes an MCP session with no request in flight for
@@ -49,10 +60,11 @@ const EndpointPath = "/mcp"
 
 // Handler returns the HTTP handler of the MCP endpoint.
 func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
-	for _, c := range o.Clients {
-		if len(c.Token) < 16 {
-			return nil, fmt.Errorf("client %s: token shorter than 16 bytes", c.Name)
-		}
+	if err := checkClients(o.Clients); err != nil {
+		return nil, err
+	}
+	if o.Refresh != nil && len(o.Clients) == 0 {
+		return nil, fmt.Errorf("refreshing clients needs clients to start with")
 	}
 	for _, p := range o.AllowedOrigins {
 		if _, err := parseOrigin(p); err != nil {
@@ -85,27 +97,79 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		Logger:              g.log,
 	}))
 	if len(o.Clients) > 0 {
-		h = auth.RequireBearerToken(verifier(o.Clients), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+		cs := &clientSet{refresh: o.Refresh, log: g.log}
+		cs.cur.Store(&o.Clients)
+		h = auth.RequireBearerToken(cs.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(EndpointPath, h)
 	return guard(o, mux), nil
 }
 
-// verifier checks a bearer token against every client's in constant time.
-func verifier(clients []Client) auth.TokenVerifier {
-	return func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		match := -1
-		for i, c := range clients {
-			if subtle.ConstantTimeCompare([]byte(token), c.Token) == 1 {
-				match = i
-			}
+func checkClients(clients []Client) error {
+	for _, c := range clients {
+		if len(c.Token) < 16 {
+			return fmt.Errorf("client %s: token shorter than 16 bytes", c.Name)
 		}
-		if match < 0 {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: clients[match].Name}, nil
 	}
+	return nil
+}
+
+// clientSet is the clients whose tokens are accepted, refreshed before
+// every check (see HTTPOptions.Refresh).
+type clientSet struct {
+	cur     atomic.Pointer[[]Client]
+	refresh func() ([]Client, bool, error)
+	log     *slog.Logger
+
+	mu      sync.Mutex // serializes refresh
+	lastErr string     // guarded by mu: the last refresh error logged
+}
+
+// verify refreshes the clients, then checks a bearer token against every
+// client's in constant time.
+func (s *clientSet) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	if s.refresh != nil {
+		s.update()
+	}
+	if ti := match(*s.cur.Load(), token); ti != nil {
+		return ti, nil
+	}
+	return nil, auth.ErrInvalidToken
+}
+
+func (s *clientSet) update() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clients, changed, err := s.refresh()
+	if err == nil && changed {
+		err = checkClients(clients)
+	}
+	switch {
+	case err != nil:
+		// Once per distinct error, not once per request.
+		if err.Error() != s.lastErr {
+			s.log.Warn("refreshing client tokens; the current ones stay", "err", err)
+		}
+		s.lastErr = err.Error()
+		return
+	case changed:
+		s.cur.Store(&clients)
+	}
+	s.lastErr = ""
+}
+
+func match(clients []Client, token string) *auth.TokenInfo {
+	m := -1
+	for i, c := range clients {
+		if subtle.ConstantTimeCompare([]byte(token), c.Token) == 1 {
+			m = i
+		}
+	}
+	if m < 0 {
+		return nil
+	}
+	return &auth.TokenInfo{UserID: clients[m].Name}
 }
 
 // guard refuses requests whose Host or Origin header does not fit: a web

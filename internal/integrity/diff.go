@@ -25,7 +25,8 @@ const (
 // definitions pretty-printed with a 2-space indent. Long string values
 // are broken after each sentence and at 80 columns so that one changed
 // sentence of a description shows as one changed line; the wrapped text
-// is for reading only, not valid JSON. Diff returns "" when the two
+// is for reading only, not valid JSON. A missing side is labelled "(not
+// yet pinned)" or "(no longer offered)". Diff returns "" when the two
 // sides render the same.
 func Diff(c Change) string {
 	old, cur := displayLines(c.Old), displayLines(c.New)
@@ -42,8 +43,10 @@ func Diff(c Change) string {
 
 func diffLabel(side, hash string, def json.RawMessage) string {
 	switch {
+	case def == nil && side == "pinned":
+		return "(not yet pinned)"
 	case def == nil:
-		return "(absent)"
+		return "(no longer offered)"
 	case hash == "":
 		return side
 	}

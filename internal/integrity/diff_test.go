@@ -195,3 +195,23 @@ func TestWrapLineKeepsText(t *testing.T) {
 		t.Errorf("rejoined pieces differ:\n%s\n%s", joined.String(), line)
 	}
 }
+
+// TestDiffMissingSideLabels: a definition the lock lacks is "not yet
+// pinned", one the server dropped "no longer offered", never "(absent)".
+func TestDiffMissingSideLabels(t *testing.T) {
+	def := toolDef("read", "Reads a file.")
+	tests := []struct {
+		name, old, cur, header string
+	}{
+		{"new", "", def, "--- srv/tool/read\t(not yet pinned)"},
+		{"removed", def, "", "+++ srv/tool/read\t(no longer offered)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Diff(change(t, tt.old, tt.cur))
+			if !strings.Contains(d, tt.header+"\n") || strings.Contains(d, "absent") {
+				t.Errorf("Diff =\n%s\nwant the header line %q", d, tt.header)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -102,5 +103,28 @@ func BenchmarkDetect(b *testing.B) {
 		if f := Detect(buf.Bytes()); len(f) != 0 {
 			b.Fatal(f)
 		}
+	}
+}
+
+// BenchmarkJSON redacts a 1 MiB tool result of 256 text items (one secret
+// every 64 KiB) as the gateway's filter does.
+func BenchmarkJSON(b *testing.B) {
+	secrets := benchSecrets(100)
+	r, err := New(secrets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := benchInput(secrets)
+	var items []map[string]string
+	for i := 0; i < len(text); i += 4 << 10 {
+		items = append(items, map[string]string{"type": "text", "text": string(text[i:min(i+4<<10, len(text))])})
+	}
+	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": items}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		r.JSON(msg)
 	}
 }

@@ -229,3 +229,21 @@ func TestJSONStaysValid(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnquote holds the fast JSON string decoder to encoding/json.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`"a\nb"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"\ud83d\u0041"`, `"\/\b\f"`, "\"\xff\"", `"\u00e9\u0000"`, `"\q"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, lit []byte) {
+		var want string
+		werr := json.Unmarshal(lit, &want)
+		if werr != nil || len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+			return
+		}
+		got, ok := unquote(lit)
+		if !ok || string(got) != want {
+			t.Fatalf("unquote(%q) = %q, %v; encoding/json %q", lit, got, ok, want)
+		}
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // maxDepth bounds how many times JSON strings nested in JSON strings are
@@ -102,10 +104,9 @@ func (r *Redactor) strings(b []byte, depth int) []byte {
 		}
 		lit := b[i : end+1]
 		if bytes.IndexByte(lit, '\\') >= 0 {
-			var s string
-			if json.Unmarshal(lit, &s) == nil {
-				inner := r.strings(r.Bytes([]byte(s)), depth+1)
-				if !bytes.Equal(inner, []byte(s)) {
+			if s, ok := unquote(lit); ok {
+				inner := r.strings(r.Bytes(s), depth+1)
+				if !bytes.Equal(inner, s) {
 					out = append(out, b[prev:i]...)
 					out = append(out, quote(inner)...)
 					prev = end + 1
@@ -270,12 +271,12 @@ func stringValues(b []byte) []literal {
 		} else {
 			text := lit[1 : len(lit)-1]
 			if bytes.IndexByte(text, '\\') >= 0 {
-				var s string
-				if json.Unmarshal(lit, &s) != nil {
+				s, ok := unquote(lit)
+				if !ok {
 					i = end
 					continue
 				}
-				text = []byte(s)
+				text = s
 			}
 			lits = append(lits, literal{start: i, end: end + 1, text: text, typ: string(key) == `"type"`})
 			key = nil
@@ -283,4 +284,97 @@ func stringValues(b []byte) []literal {
 		i = end
 	}
 	return lits
+}
+
+// unquote decodes a JSON string literal (quotes included) as
+// encoding/json does. Well-formed UTF-8 with well-formed escapes takes a
+// fast path; anything else (invalid UTF-8, which encoding/json replaces,
+// control bytes, bad escapes) is left to encoding/json.
+func unquote(lit []byte) ([]byte, bool) {
+	body := lit[1 : len(lit)-1]
+	if !utf8.Valid(body) {
+		return slowUnquote(lit)
+	}
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c < 0x20 || c == '"' {
+			return slowUnquote(lit)
+		}
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i+1 >= len(body) {
+			return slowUnquote(lit)
+		}
+		i++
+		switch body[i] {
+		case '"', '\\', '/':
+			out = append(out, body[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, n := hex4(body[i+1:])
+			if n < 0 {
+				return slowUnquote(lit)
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				// A pair, or encoding/json's replacement for a lone half.
+				r2, n2 := rune(-1), -1
+				if i+2 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+					r2, n2 = hex4(body[i+3:])
+				}
+				if dec := utf16.DecodeRune(r, r2); n2 >= 0 && dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return slowUnquote(lit)
+		}
+	}
+	return out, true
+}
+
+// hex4 reads four hex digits: the rune and 4, or -1 if they are not.
+func hex4(b []byte) (rune, int) {
+	if len(b) < 4 {
+		return 0, -1
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, 4
+}
+
+func slowUnquote(lit []byte) ([]byte, bool) {
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }

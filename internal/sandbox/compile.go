@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"mcpbox/internal/egress"
@@ -35,6 +36,33 @@ func (s *Spec) allBinds() []Mount {
 		}
 	}
 	return ms
+}
+
+// InputMasks lists the sources of the writable binds (Output, writable
+// Mounts) that lie strictly inside Input, as clean slash-separated paths
+// relative to it, sorted. The sandbox covers each with an empty read-only
+// tmpfs in the input view (maskInput): otherwise the workload would see
+// its output twice, and with an input overlay it could write the output
+// through the overlay (the change would land in the upper layer, and the
+// lower layer would change under a mounted overlay, which overlayfs
+// leaves undefined). Sources are absolute and symlink-free (Mount), so the
+// relation is one of paths.
+func (s *Spec) InputMasks() []string {
+	if s.Input == "" {
+		return nil
+	}
+	var out []string
+	for _, m := range s.allBinds() {
+		if !m.Writable || m.Target == InputDir || m.Source == s.Input || !within(m.Source, s.Input) {
+			continue
+		}
+		rel := strings.TrimPrefix(m.Source, strings.TrimSuffix(s.Input, "/")+"/")
+		if !slices.Contains(out, rel) {
+			out = append(out, rel)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // workdir is the workload's starting directory.

@@ -39,6 +39,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		ExecWritable: s.ExecWritable || underAny(s.ExecAllow, "/tmp"),
 		Egress:       s.Network.Enabled(),
 		SecretFiles:  s.secretFiles(),
+		InputMasks:   s.InputMasks(),
 		Forwards:     forwardSpecs(s.Network.Forwards),
 		Workload: workloadConfig{
 			Args:       s.Args,

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -203,47 +201,7 @@ func TestSizeLimitsUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: the size tests already run unprivileged")
 	}
-	const uid = 65534
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := dir + "/sandbox.test"
-	if err := copyFile(exe, bin); err != nil {
-		t.Fatal(err)
-	}
-	tmp := dir + "/tmp"
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(tmp, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-	names := []string{"TestOutputSizeFallocate", "TestOutputSizeFlood", "TestInputSizeFlood", "TestUnreadableDirStops"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^("+strings.Join(names, "|")+")$", "-test.count=1", "-test.v")
-	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	// As in TestInputOverlayUnprivileged: the child's setuid clears the
-	// dumpable flag of the memory it shares with us until its exec.
-	dumpable, derr := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
-	out, err := cmd.CombinedOutput()
-	if derr == nil {
-		_ = unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
-	}
-	for _, name := range names {
-		if err != nil || !strings.Contains(string(out), "\n--- PASS: "+name+" (") {
-			t.Fatalf("unprivileged run of %s: %v\n%s", name, err, out)
-		}
-	}
-	t.Logf("%s", out)
+	runUnprivileged(t, "TestOutputSizeFallocate", "TestOutputSizeFlood", "TestInputSizeFlood", "TestUnreadableDirStops")
 }
 
 // TestUnreadableDirStops: a directory the watcher may not read (mode 0,

@@ -10,3 +10,7 @@ var ErrExited = errors.New("sandbox has exited")
 // socket or holds one in its top two levels, when the host's Landlock
 // cannot keep the workload from connecting to it (see socketsGuarded).
 var ErrMountSocket = errors.New("unix socket in a mount source")
+
+// ErrNoCgroups is returned by CheckCgroups when a controller that the
+// limits need cannot be used by this process (no delegation, say).
+var ErrNoCgroups = errors.New("no usable cgroups")

@@ -53,6 +53,10 @@ type initConfig struct {
 	// Overlay, if set, is mounted at /workspace/input (not in Binds).
 	Overlay  *overlaySpec   `json:"overlay,omitempty"`
 	Workload workloadConfig `json:"workload"`
+
+	// InputMasks are paths below /workspace/input hidden under an empty
+	// read-only directory (Spec.InputMasks, maskInput).
+	InputMasks []string `json:"input_masks,omitempty"`
 }
 
 // initReport is what the init sends back: an error during setup, or nil

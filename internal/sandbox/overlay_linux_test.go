@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -230,54 +229,8 @@ func TestInputOverlayUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: TestInputOverlay already runs unprivileged")
 	}
-	const uid = 65534
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := dir + "/sandbox.test"
-	if err := copyFile(exe, bin); err != nil {
-		t.Fatal(err)
-	}
-	tmp := dir + "/tmp"
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(tmp, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestInputOverlay(ExecWritable|FailsClosed|ForgedOpaque|NoSetID)?$", "-test.count=1", "-test.v")
-	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	// os/exec forks with CLONE_VM: the child's setuid clears the dumpable
-	// flag of the memory it still shares with us. Put it back for the
-	// tests that come after.
-	dumpable, derr := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
-	out, err := cmd.CombinedOutput()
-	if derr == nil {
-		_ = unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
-	}
-	for _, name := range []string{"TestInputOverlay", "TestInputOverlayExecWritable", "TestInputOverlayFailsClosed", "TestInputOverlayForgedOpaque", "TestInputOverlayNoSetID"} {
-		if err != nil || !strings.Contains(string(out), "\n--- PASS: "+name+" (") {
-			t.Fatalf("unprivileged run of %s: %v\n%s", name, err, out)
-		}
-	}
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o755)
+	runUnprivileged(t, "TestInputOverlay", "TestInputOverlayExecWritable", "TestInputOverlayFailsClosed", "TestInputOverlayForgedOpaque",
+		"TestInputOverlayNoSetID", "TestInputMaskHidesOutput", "TestInputMaskNoLinks")
 }
 
 // checkUpper checks the upper dir holds the changes in overlayfs's

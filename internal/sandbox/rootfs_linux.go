@@ -127,7 +127,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		return err
 	}
 	steps := []func(*initConfig, []int) error{
-		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, mountOverlay, writeSecrets,
+		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, mountOverlay, maskInput, writeSecrets,
 	}
 	for _, step := range steps {
 		if err := step(c, fds); err != nil {

@@ -155,6 +155,10 @@ type Spec struct {
 
 	// Input is bound read-only at /workspace/input, Output read-write at
 	// /workspace/output; either may be empty. Mounts are extra binds.
+	// Where Output or a writable Mount lies inside Input (the default's
+	// ./mcpbox-out in the project), the input view shows an empty
+	// read-only directory instead ([Spec.InputMasks]): the workload sees
+	// what it writes once, and cannot write it through the input.
 	Input, Output string
 	Mounts        []Mount
 	// InputOverlay, if non-nil, makes /workspace/input a writable overlay

@@ -197,8 +197,20 @@ func TestPausedSurvivorsReclaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if waitPidsGone(t, rep.Procs, 500*time.Millisecond) {
-		t.Fatal("the frozen sandbox died without its guard: the premise of this test no longer holds")
+	// The premise: the parent-death SIGKILL is pending on a frozen task
+	// that cannot act on it. (Another mcpbox starting on this host may
+	// reclaim it any moment from now: a process already gone proves
+	// nothing either way.)
+	alive, pending := alivePids(rep.Procs), false
+	for _, pid := range alive {
+		st := procStatus(pid)
+		if !bytes.Contains(st, []byte("State:\tD")) {
+			t.Fatalf("pid %d of the paused sandbox is not frozen:\n%s", pid, st)
+		}
+		pending = pending || sigkillPending(st) // the init's parent-death signal
+	}
+	if len(alive) == len(rep.Procs) && !pending {
+		t.Fatal("no process of the frozen sandbox holds the parent-death SIGKILL")
 	}
 	for _, d := range rep.Dirs { // past CleanupStale's grace for young cgroups
 		old := time.Now().Add(-time.Hour)
@@ -220,4 +232,23 @@ func TestPausedSurvivorsReclaimed(t *testing.T) {
 			t.Errorf("%s still exists", d)
 		}
 	}
+}
+
+func procStatus(pid int) []byte {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return b
+}
+
+// sigkillPending reports whether a /proc/PID/status shows SIGKILL
+// pending for the thread or the process.
+func sigkillPending(status []byte) bool {
+	for line := range bytes.Lines(status) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if ok && (string(k) == "SigPnd" || string(k) == "ShdPnd") {
+			if m, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64); err == nil && m&(1<<8) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -7,14 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // nestedAttack runs from inside the workload: it reports its user
@@ -197,50 +193,5 @@ func TestPidsLimitWithoutCgroups(t *testing.T) {
 	// charged.
 	if err := exec.Command("/bin/true").Run(); err != nil {
 		t.Fatalf("the host cannot fork after the bomb: %v", err)
-	}
-}
-
-// runUnprivileged runs the named test of this binary as uid 65534 (a copy
-// of the binary it can read, a temp dir of its own) and fails if it did not
-// pass or skip.
-func runUnprivileged(t *testing.T, name string) {
-	t.Helper()
-	const uid = 65534
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := dir + "/sandbox.test"
-	if err := copyFile(exe, bin); err != nil {
-		t.Fatal(err)
-	}
-	tmp := dir + "/tmp"
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(tmp, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+name+"$", "-test.count=1", "-test.v")
-	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	// os/exec forks with CLONE_VM: the child's setuid clears the dumpable
-	// flag of the memory it still shares with us. Put it back.
-	dumpable, derr := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
-	out, err := cmd.CombinedOutput()
-	if derr == nil {
-		_ = unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0)
-	}
-	t.Logf("as uid %d:\n%s", uid, out)
-	if err != nil || !strings.Contains(string(out), "\n--- PASS: "+name+" (") {
-		t.Fatalf("unprivileged run of %s: %v", name, err)
 	}
 }

@@ -126,7 +126,7 @@ type crashGateway struct {
 func crashServe(t *testing.T, m mode, cfg string) *crashGateway {
 	t.Helper()
 	g := &crashGateway{logs: newGWLog(), done: make(chan struct{})}
-	g.cmd = m.command(context.Background(), "serve", "--http", "127.0.0.1:0", "--config", cfg)
+	g.cmd = m.command(context.Background(), noAuthArgs(t, []string{"serve", "--http", "127.0.0.1:0", "--config", cfg})...)
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {
 		t.Fatalf("starting mcpbox serve: %v", err)

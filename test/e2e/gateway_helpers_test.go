@@ -181,7 +181,7 @@ func gwServeIn(tb testing.TB, m mode, dir string, args []string, env ...string) 
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gwGateway{logs: newGWLog(), done: make(chan struct{})}
-	g.cmd = m.command(ctx, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	g.cmd = m.command(ctx, append([]string{"serve", "--http", "127.0.0.1:0"}, noAuthArgs(tb, args)...)...)
 	g.cmd.Dir = dir
 	g.cmd.Env = append(g.cmd.Env, env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs

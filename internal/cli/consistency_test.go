@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/redact"
+)
+
+// TestStrayArguments: a command that takes no arguments refuses them
+// rather than ignoring them ("ps ID" would otherwise list everything as
+// if the ID had been honoured).
+func TestStrayArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"ps", "extra", "--state-dir", t.TempDir()},
+		{"ps", "--json", "sbx_1", "--state-dir", t.TempDir()},
+		{"doctor", "extra"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(args...)
+			if code != exitUsage || out != "" || !strings.Contains(errs, "unexpected arguments") {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, exitUsage, out, errs)
+			}
+		})
+	}
+}
+
+// usageFlagRE finds the flags a USAGE synopsis spells: -o, --config.
+var usageFlagRE = regexp.MustCompile(`(?:^|[\s\[(|])(--?[a-z][a-z-]*)`)
+
+// TestHelpSpellsFlagsAsUsage: every flag a command's USAGE lines mention
+// is listed under FLAGS with the same spelling (snapshot's -o was listed
+// as --o), and no one-letter flag is listed with two dashes.
+func TestHelpSpellsFlagsAsUsage(t *testing.T) {
+	commands := []string{"exec", "run", "serve", "doctor", "policy", "secrets", "import", "logs",
+		"approvals", "pin", "trust", "ps", "snapshot", "diff"}
+	for _, cmd := range commands {
+		t.Run(cmd, func(t *testing.T) {
+			code, out, _ := runCLI(cmd, "--help")
+			usage, flags, ok := strings.Cut(out, "\nFLAGS\n")
+			if code != 0 || !ok {
+				t.Fatalf("%s --help: exit %d, no FLAGS section:\n%s", cmd, code, out)
+			}
+			usage, _, _ = strings.Cut(usage, "\n\n")
+			listed := map[string]string{} // bare name -> spelling under FLAGS
+			for _, line := range strings.Split(flags, "\n") {
+				if f, ok := strings.CutPrefix(line, "  -"); ok {
+					f = "-" + strings.Fields(f)[0]
+					bare := strings.TrimLeft(f, "-")
+					if len(bare) == 1 && f != "-"+bare {
+						t.Errorf("FLAGS lists %s; a one-letter flag is -%s", f, bare)
+					}
+					listed[bare] = f
+				}
+			}
+			for _, m := range usageFlagRE.FindAllStringSubmatch(usage, -1) {
+				f := m[1]
+				if got, ok := listed[strings.TrimLeft(f, "-")]; ok && got != f {
+					t.Errorf("USAGE spells %s, FLAGS %s", f, got)
+				}
+			}
+		})
+	}
+	if _, out, _ := runCLI("snapshot", "--help"); !strings.Contains(out, "\n  -o FILE\n") {
+		t.Errorf("snapshot --help lacks the line \"  -o FILE\":\n%s", out)
+	}
+}
+
+// TestSecretsPositionalFile: secrets takes FILE as policy check does,
+// and lists a remote server's headers, which are references too.
+func TestSecretsPositionalFile(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	write(t, cfg, `version: 1
+servers:
+  gh:
+    command: [x]
+    secrets:
+      GITHUB_TOKEN: {from: env:GH_TOKEN}
+    tools: {allow: ["*"]}
+  docs:
+    url: https://docs.example.com/mcp
+    headers:
+      Authorization: {from: "cmd:pass show docs"}
+      X-Api-Key: {from: "file:~/.config/docs.key"}
+    tools: {allow: ["*"]}
+`)
+	want := `{"id":"gh/GITHUB_TOKEN","server":"gh","name":"GITHUB_TOKEN","from":"env:GH_TOKEN","as":"env"}
+{"id":"docs/Authorization","server":"docs","name":"Authorization","from":"cmd:pass show docs","as":"header"}
+{"id":"docs/X-Api-Key","server":"docs","name":"X-Api-Key","from":"file:~/.config/docs.key","as":"header"}
+`
+	for _, args := range [][]string{
+		{"secrets", "--json", cfg},
+		{"secrets", cfg, "--json"},
+		{"secrets", "--json", "--config", cfg},
+	} {
+		code, out, errs := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", args, diff)
+		}
+	}
+	code, out, _ := runCLI("secrets", cfg)
+	if code != 0 || !regexp.MustCompile(`(?m)^docs\s+Authorization\s+cmd:pass show docs\s+header`).MatchString(out) {
+		t.Errorf("table: exit %d, want a header row for docs/Authorization:\n%s", code, out)
+	}
+	for _, bad := range [][]string{
+		{"secrets"},
+		{"secrets", cfg, cfg},
+		{"secrets", cfg, "--config", cfg},
+	} {
+		if code, _, errs := runCLI(bad...); code != exitUsage {
+			t.Errorf("%v: exit %d (want %d): %s", bad, code, exitUsage, errs)
+		}
+	}
+}
+
+// TestSummaryLine: one line with every server and what the lock pins of
+// it, whatever the number of tools.
+func TestSummaryLine(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  github: {command: [x], tools: {allow: ["*"]}}
+  docs: {command: [y]}
+  raw: {command: [z], pin: "off", tools: {allow: ["*"]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]integrity.Pin{}
+	for _, n := range []string{"a", "b", "c"} {
+		tools[n] = integrity.Pin{}
+	}
+	lock := &integrity.Lock{Servers: map[string]*integrity.ServerLock{"github": {Tools: tools}}}
+	got := summaryLine(c, lock, len(config.Warnings(c)))
+	want := "mcpbox.yaml: 3 servers: github (3 tools pinned), docs (tools not yet pinned), raw (pinning off); 1 warning above"
+	if got != want {
+		t.Errorf("summary\n got %q\nwant %q", got, want)
+	}
+	if got := summaryLine(c, nil, 0); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
+		t.Errorf("summary without a lock file: %q", got)
+	}
+}
+
+// TestAcceptDegraded: serve --allow-degraded=cgroups is sandbox.require
+// without cgroups for every local server, whatever the config required.
+func TestAcceptDegraded(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+sandbox: {require: [seccomp, cgroups]}
+servers:
+  a: {command: [x]}
+  b: {command: [y], sandbox: {require: [landlock, cgroups, idmap]}}
+  r: {url: "https://example.com/mcp"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d degradedFlag
+	if err := d.Set("cgroups,idmap"); err != nil {
+		t.Fatal(err)
+	}
+	acceptDegraded(c, d)
+	got := map[string][]string{}
+	for _, s := range c.Servers {
+		got[s.Name] = c.RequiredLayers(s)
+	}
+	want := map[string][]string{"a": {"seccomp"}, "b": {"landlock"}, "r": {"seccomp", "cgroups"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("required layers (-want +got):\n%s", diff)
+	}
+	all := degradedFlag{all: true}
+	acceptDegraded(c, all)
+	if got := c.RequiredLayers(c.Servers[0]); len(got) != 0 {
+		t.Errorf("bare --allow-degraded: server a still requires %v", got)
+	}
+}
+
+// TestCommandLine: the advice's command can be pasted back into a shell.
+func TestCommandLine(t *testing.T) {
+	got := commandLine("serve", []string{"--config", "/my dir/it's.yaml", "--http", "127.0.0.1:0"})
+	want := `mcpbox serve --config '/my dir/it'\''s.yaml' --http 127.0.0.1:0`
+	if got != want {
+		t.Errorf("commandLine = %s, want %s", got, want)
+	}
+}
+
+// TestEgressLogLevels: allowed connections are logged at the level the
+// caller gives (debug for serve, whose audit records them), refusals
+// always as warnings.
+func TestEgressLogLevels(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logEv := egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)
+	logEv(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	logEv(egress.Event{Host: "refused.example", Port: 443, Decision: "deny", Reason: "not in the allowlist"})
+	out := buf.String()
+	if strings.Contains(out, "allowed.example") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "refused.example") {
+		t.Errorf("at info: want only the refusal, got:\n%s", out)
+	}
+	buf.Reset()
+	log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	if !strings.Contains(buf.String(), "allowed.example") {
+		t.Errorf("at debug: the allowed connection is missing:\n%s", buf.String())
+	}
+}

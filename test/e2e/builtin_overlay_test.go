@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// builtinOverlaySetup writes a config whose built-in workspace server has
+// the project as an overlaid input and its output inside it (./mcpbox-out,
+// as in the default), and returns it with the project dir.
+func builtinOverlaySetup(t *testing.T, m mode) (s *auSetup, project string) {
+	t.Helper()
+	project = filepath.Join(m.dir(t), "proj")
+	wsFiles(t, m, project, map[string]string{
+		"a.txt":               "one\ntwo\n",
+		"sub/keep.txt":        "keep\n",
+		"mcpbox-out/old.txt":  "earlier output marker-7f3a\n",
+		"mcpbox-outside.txt":  "not the output\n",
+		"mcpbox-out/sub/b.md": "b\n",
+	})
+	s = &auSetup{m: m, dir: m.dir(t), token: gwHex(16)}
+	s.state = filepath.Join(s.dir, "state")
+	s.cfg = filepath.Join(s.dir, "mcpbox.yaml")
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nstate_dir: %q\n", s.state)
+	if !m.root() {
+		b.WriteString("sandbox: {require: [userns, mountns, pidns, netns, seccomp, landlock, idmap]}\n")
+	}
+	fmt.Fprintf(&b, "clients:\n  - {name: %s, token: {from: \"env:%s\"}}\n", auClient, auTokenEnv)
+	fmt.Fprintf(&b, `servers:
+  ws:
+    builtin: workspace
+    filesystem:
+      input: {source: %q, mode: overlay}
+      output: {source: %q}
+    tools: {allow: ["*"], approve_annotations: []}
+    commands: {allow: [ls, cat, sh]}
+`, project, filepath.Join(project, "mcpbox-out"))
+	m.writeFile(t, s.cfg, b.String(), 0o644)
+	return s, project
+}
+
+// TestBuiltinOverlayWriteDiff: with input mode overlay, the built-in
+// server's write_file and edit_file change input/; the project on the host
+// stays byte-identical and `mcpbox diff` prints exactly the agent's patch.
+// The output inside the project is hidden from the input view, for the
+// file tools and for commands, and cannot be written through it (so it is
+// not in the patch either). A program not on the list is refused with the
+// line that would allow it.
+func TestBuiltinOverlayWriteDiff(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		s, project := builtinOverlaySetup(t, m)
+		before := wsRead(t, project)
+		g := s.serve(t)
+		sess := s.connect(t, g, nil)
+		defer gwClose(t, sess)
+
+		gwMustCall(t, sess, "edit_file", map[string]any{"path": "input/a.txt", "old": "two", "new": "TWO"}, "edited input/a.txt")
+		gwMustCall(t, sess, "write_file", map[string]any{"path": "/workspace/input/new/x.txt", "content": "fresh\n"}, "")
+		gwMustCall(t, sess, "write_file", map[string]any{"path": "output/report.txt", "content": "result marker-7f3a\n"}, "")
+		gwMustCall(t, sess, "read_file", map[string]any{"path": "input/a.txt"}, "one\nTWO\n")
+
+		// The output is seen once: under output/, not under input/.
+		list := gwMustCall(t, sess, "list_files", map[string]any{"depth": 4}, "")
+		search := gwMustCall(t, sess, "search_files", map[string]any{"pattern": "marker-7f3a"}, "")
+		for _, want := range []string{"input/a.txt", "input/new/x.txt", "input/mcpbox-outside.txt", "output/old.txt", "output/report.txt"} {
+			if !strings.Contains(list, want) {
+				t.Errorf("list_files lacks %s:\n%s", want, list)
+			}
+		}
+		if strings.Contains(list, "input/mcpbox-out/") {
+			t.Errorf("list_files shows the output under input/:\n%s", list)
+		}
+		wsLines(t, search, "output/old.txt:1:earlier output marker-7f3a", "output/report.txt:1:result marker-7f3a")
+		if strings.Contains(search, "input/") {
+			t.Errorf("search_files finds the output under input/:\n%s", search)
+		}
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"read_file", map[string]any{"path": "input/mcpbox-out/old.txt"}},
+			{"write_file", map[string]any{"path": "input/mcpbox-out/planted.txt", "content": "x"}},
+			{"list_files", map[string]any{"path": "/workspace/input/mcpbox-out"}},
+		} {
+			if msg := wsCallFails(t, sess, c.tool, c.args); !strings.Contains(msg, "is not shown in input/") {
+				t.Errorf("%s %v: %s; want the hidden-output refusal", c.tool, c.args, msg)
+			}
+		}
+		ls := gwMustCall(t, sess, "run_command", map[string]any{"argv": []string{"ls", "-A", "/workspace/input/mcpbox-out"}}, "")
+		for _, name := range []string{"old.txt", "report.txt", "b.md", "sub"} {
+			if strings.Contains(ls, name) {
+				t.Errorf("ls of /workspace/input/mcpbox-out shows %s:\n%s", name, ls)
+			}
+		}
+		if !strings.Contains(gwMustCall(t, sess, "run_command", map[string]any{"argv": []string{"ls", "/workspace/output"}}, ""), "report.txt") {
+			t.Error("ls /workspace/output lacks report.txt: the ls above proves nothing")
+		}
+		wsCallFails(t, sess, "run_command", map[string]any{"argv": []string{"sh", "-c", "echo x > /workspace/input/mcpbox-out/planted2.txt"}})
+		wsCallFails(t, sess, "run_command", map[string]any{"argv": []string{"sh", "-c", "cat /workspace/input/mcpbox-out/old.txt"}})
+		wsCallFails(t, sess, "run_command", map[string]any{"argv": []string{"cat", "/workspace/input/./mcpbox-out/sub/b.md"}})
+
+		// The refusal of a program not on the list says how to allow it.
+		refusal := wsCallFails(t, sess, "run_command", map[string]any{"argv": []string{"terraform", "plan"}})
+		for _, want := range []string{"no allow rule matches", "commands.allow", `commands: {allow: [..., \"terraform\"]}`} {
+			if !strings.Contains(refusal, want) {
+				t.Errorf("refusal %s lacks %s", refusal, want)
+			}
+		}
+
+		// The host's project is untouched, but for what the output got.
+		after := wsRead(t, project)
+		if got := after["mcpbox-out/report.txt"]; !strings.Contains(got, "result marker-7f3a") {
+			t.Errorf("output/report.txt on the host: %q", got)
+		}
+		delete(after, "mcpbox-out/report.txt")
+		if d := cmp.Diff(before, after); d != "" {
+			t.Errorf("the project changed (-before +after):\n%s", d)
+		}
+
+		row := s.waitPS(t, "running", "paused")
+		r := s.cli(t, "diff", row.ID, "--config", s.cfg)
+		if r.code != 0 {
+			t.Fatalf("mcpbox diff: %s", r)
+		}
+		wsLines(t, r.stdout,
+			"--- a/a.txt", "+++ b/a.txt", " one", "-two", "+TWO",
+			"--- a/new/x.txt", "+++ b/new/x.txt", "+fresh")
+		for _, not := range []string{"mcpbox-out", "planted", "report", "keep"} {
+			if strings.Contains(r.stdout, not) {
+				t.Errorf("the diff names %s:\n%s", not, r.stdout)
+			}
+		}
+	})
+}
