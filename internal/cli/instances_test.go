@@ -19,6 +19,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/sandbox"
 )
 
 // shortTemp is a temp dir with a short path: unix socket paths are
@@ -123,6 +124,18 @@ func TestStateDirRelativeIsAbsolute(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("state_dir %s: %q, %v; want %s", sd, got, err, want)
 		}
+	}
+	// The state dir inside the input, named relatively from a config in a
+	// subdir: refused for every input mode, as an absolute one is. (A
+	// relative path slipped past hideStateDir: read-only inputs showed the
+	// state dir, overlays failed on the overlapping upper dir.)
+	os.MkdirAll(filepath.Join(proj, "cfg"), 0o700)
+	sd, err := stateDir(&config.Config{StateDir: "../state"}, "proj/cfg/mcpbox.yaml", "proj/cfg", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hideStateDir(&sandbox.Spec{Input: proj}, sd); err == nil || !strings.Contains(err.Error(), "would show mcpbox's state dir") {
+		t.Errorf("a state dir inside the input, named relatively: %v", err)
 	}
 	// exec --policy and run --policy protect the same place.
 	if got := configStateDir(&config.Config{StateDir: "../state"}, "proj"); got != filepath.Join(proj, "../state") {
