@@ -95,6 +95,11 @@ type Options struct {
 	// Now, if non-nil, stamps requests and decisions; nil means time.Now.
 	// Timeouts always run on the real clock.
 	Now func() time.Time
+	// Shared: other brokers use DB at the same time (other gateways on
+	// one state dir), so the requests left pending in it may be theirs and
+	// are not expired at New. False: they were left by a process that
+	// ended, and are marked expired.
+	Shared bool
 }
 
 // Remembered is a decision that answers later requests without a human.
@@ -158,7 +163,7 @@ func New(opts Options) (*Broker, error) {
 	if b.onDecision == nil {
 		b.onDecision = func(Request, Decision) {}
 	}
-	s, err := openStore(context.Background(), opts.DB, b.now())
+	s, err := openStore(context.Background(), opts.DB, b.now(), opts.Shared)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ type store struct {
 	db *sql.DB
 }
 
-func openStore(ctx context.Context, db *sql.DB, now time.Time) (*store, error) {
+func openStore(ctx context.Context, db *sql.DB, now time.Time, shared bool) (*store, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		return nil, fmt.Errorf("creating approval tables: %w", err)
 	}
@@ -69,6 +69,9 @@ func openStore(ctx context.Context, db *sql.DB, now time.Time) (*store, error) {
 		return nil, err
 	}
 	s := &store{db: db}
+	if shared {
+		return s, nil // the pending requests may be held by another broker; so may be pruning
+	}
 	if err := s.expirePending(ctx, now); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 func TestOldRequestsPruned(t *testing.T) {
 	db := openDB(t)
 	ctx := context.Background()
-	s, err := openStore(ctx, db, time.Now())
+	s, err := openStore(ctx, db, time.Now(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestOldRequestsPruned(t *testing.T) {
 		}
 	}
 	// A restart expires both, then prunes the old one.
-	if _, err := openStore(ctx, db, time.Now()); err != nil {
+	if _, err := openStore(ctx, db, time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

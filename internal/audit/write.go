@@ -6,8 +6,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -365,7 +369,10 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 		}
 	}
 	stmt := tx.Stmt(w.insert)
-	head := w.head
+	head, err := w.chainHead(tx)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
+	}
 	for _, r := range recs {
 		body := chainRecord(r, head)
 		if _, err := stmt.Exec(r.Seq, r.Time.UnixNano(), r.Event, r.Client, r.Session, r.Sandbox,
@@ -387,6 +394,23 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 	}
 	w.s.stats.committed.Add(int64(len(recs)))
 	return nil
+}
+
+// chainHead is the record to chain after, read inside the write
+// transaction tx (IMMEDIATE: it holds the database's write lock), since
+// another Store on the same file (another gateway on the state dir) may
+// have committed since this one did: the chain stays one line. Only a head
+// ahead of the database's is kept from memory: reconcileHead continues
+// after a deleted end.
+func (w *writer) chainHead(tx *sql.Tx) (link, error) {
+	meta, err := readMeta(context.Background(), tx)
+	if err != nil {
+		return link{}, err
+	}
+	if meta.head.Seq > w.head.Seq {
+		return meta.head, nil
+	}
+	return w.head, nil
 }
 
 // checkFile returns an error wrapping ErrFileGone if the database path
@@ -427,7 +451,7 @@ func setMeta(tx *sql.Tx, kv ...string) error {
 // mirror writes the head side file and appends recs to the JSONL mirror.
 // Their failures are logged and counted; the database already holds recs.
 func (w *writer) mirror(recs []*Record) {
-	if _, err := w.headFile.WriteAt(encodeHead(w.head), 0); err != nil {
+	if err := w.writeHead(); err != nil {
 		w.s.stats.writeErrors.Add(1)
 		w.s.log.Error("writing audit head file", "err", err)
 	}
@@ -449,4 +473,28 @@ func (w *writer) mirror(recs []*Record) {
 		w.s.stats.writeErrors.Add(1)
 		w.s.log.Error("writing audit JSONL mirror", "err", err)
 	}
+}
+
+// writeHead writes the head side file, unless another Store on the file
+// has written a later head meanwhile: under an flock, so that the side
+// file never moves back behind a record the database holds.
+func (w *writer) writeHead() error {
+	fd := int(w.headFile.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	buf := make([]byte, headFileLen)
+	n, err := w.headFile.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	// "%020d %64s\n" (encodeHead); anything else is overwritten.
+	if n == headFileLen {
+		if seq, err := strconv.ParseInt(string(buf[:20]), 10, 64); err == nil && seq > w.head.Seq {
+			return nil
+		}
+	}
+	_, err = w.headFile.WriteAt(encodeHead(w.head), 0)
+	return err
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -24,11 +23,14 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 )
 
-// adminSocket is the running gateway's admin endpoint in its state dir.
-// Only the user who runs the gateway (or root) may connect.
+// adminSocket is where earlier versions had the one gateway's admin
+// endpoint in its state dir; each instance now has its own
+// (instance.SocketPath). Only the user who runs the gateway (or root) may
+// connect to one.
 const adminSocket = "admin.sock"
 
 // adminRequest is one line a client sends; adminReply the line it gets.
@@ -73,8 +75,8 @@ type pinChange struct {
 	Name    string `json:"name,omitempty"` // as clients see it (see itemName)
 }
 
-// errStateDirBusy: another gateway answers on the state dir's socket.
-var errStateDirBusy = errors.New("another mcpbox serve is using this state dir")
+// errStateDirBusy: another process answers on an instance's admin socket.
+var errStateDirBusy = errors.New("another mcpbox serve answers on this admin socket")
 
 // adminServer answers the admin socket for one gateway; gw and g are set
 // once the gateway runs (attach).
@@ -93,25 +95,25 @@ func (a *adminServer) attach(gw *gateway.Gateway, g *guard) {
 	a.mu.Unlock()
 }
 
-// serveAdmin listens on the state dir's admin socket until ctx ends. A
-// socket left by a crashed gateway is replaced; one a running gateway
-// answers on is errStateDirBusy (two gateways would share workspaces).
-func serveAdmin(ctx context.Context, dir string, a *adminServer) (func(), error) {
-	path := filepath.Join(dir, adminSocket)
-	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+// serveAdmin listens on the instance's admin socket at path until ctx
+// ends. A socket left by a crashed gateway is replaced; one a running
+// process answers on is errStateDirBusy.
+func serveAdmin(ctx context.Context, path string, a *adminServer) (func(), error) {
+	if conn, err := instance.Dial(path, time.Second); err == nil {
 		conn.Close()
-		return nil, fmt.Errorf("%w (%s)", errStateDirBusy, dir)
+		return nil, fmt.Errorf("%w (%s)", errStateDirBusy, path)
 	}
 	os.Remove(path)
 	// The socket is made with no access for others from the start.
 	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", path)
+	ln, err := instance.Listen(path)
 	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	go func() {
@@ -309,9 +311,10 @@ func serversWithSecret(c *config.Config, secret string) []string {
 	return out
 }
 
-// adminCall sends one request to the gateway running on dir.
-func adminCall(dir string, req adminRequest) (adminReply, error) {
-	conn, err := net.DialTimeout("unix", filepath.Join(dir, adminSocket), 5*time.Second)
+// adminCallSocket sends one request to the gateway instance answering on
+// sock in the state dir dir (adminCall finds them).
+func adminCallSocket(dir, sock string, req adminRequest) (adminReply, error) {
+	conn, err := instance.Dial(sock, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return adminReply{}, fmt.Errorf("no mcpbox serve is running on the state dir %s", dir)
@@ -346,22 +349,23 @@ func adminCall(dir string, req adminRequest) (adminReply, error) {
 // able to approve its own calls.
 const webSocket = "approvals.sock"
 
-// serveWeb serves h on the state dir's web socket until ctx ends.
-func serveWeb(ctx context.Context, dir string, h http.Handler) (func(), error) {
-	path := filepath.Join(dir, webSocket)
+// serveWeb serves h on the unix socket path (webSocketPath) until ctx
+// ends.
+func serveWeb(ctx context.Context, path string, h http.Handler) (func(), error) {
 	os.Remove(path)
 	old := unix.Umask(0o077)
-	ln, err := net.Listen("unix", path)
+	ln, err := instance.Listen(path)
 	unix.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("approvals socket: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("approvals socket: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(peerListener{ln.(*net.UnixListener)})
+	go srv.Serve(peerListener{ln})
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	return func() {
 		stop()

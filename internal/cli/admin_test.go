@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,20 +23,23 @@ func TestAdminSocket(t *testing.T) {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop, err := serveAdmin(ctx, dir, &adminServer{c: &config.Config{}})
+	t.Setenv("XDG_STATE_HOME", dir)
+	rec := newRecord(dir, "", dir, true, "")
+	inst, err := startInstance(ctx, &adminServer{c: &config.Config{}}, rec, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
-	if fi, err := os.Stat(filepath.Join(dir, adminSocket)); err != nil || fi.Mode().Perm() != 0o600 {
+	defer inst.close()
+	sock := rec.Socket()
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v, %v; want 0600", fi.Mode().Perm(), err)
 	}
 	// Its own user gets an answer (here: that no server has the secret).
 	if _, err := adminCall(dir, adminRequest{Op: "rotate", Secret: "NONE"}); err == nil || !strings.Contains(err.Error(), "no server has a secret") {
 		t.Fatalf("own user: %v", err)
 	}
-	if _, err := serveAdmin(ctx, dir, &adminServer{c: &config.Config{}}); err == nil || !strings.Contains(err.Error(), "another mcpbox serve") {
-		t.Fatalf("a second gateway on the state dir: %v", err)
+	if _, err := serveAdmin(ctx, sock, &adminServer{c: &config.Config{}}); err == nil || !strings.Contains(err.Error(), "another mcpbox serve") {
+		t.Fatalf("a second listener on the instance's socket: %v", err)
 	}
 
 	unshare, err1 := exec.LookPath("unshare")
@@ -49,7 +52,7 @@ s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 s.sendall(b'{"op":"rotate","secret":"NONE"}\n'); print(s.recv(4096).decode())`
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
-	out, err := exec.CommandContext(cctx, unshare, "--user", "--map-current-user", python, "-c", script, filepath.Join(dir, adminSocket)).CombinedOutput()
+	out, err := exec.CommandContext(cctx, unshare, "--user", "--map-current-user", python, "-c", script, sock).CombinedOutput()
 	if err != nil {
 		t.Skipf("cannot run a process in a new user namespace here: %v %s", err, out)
 	}

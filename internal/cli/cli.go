@@ -32,7 +32,8 @@ COMMANDS
             mcpbox.yaml that runs every server sandboxed
   version   print the version
 
-ADMIN (--config FILE or --state-dir DIR find the gateway)
+ADMIN (run in a project they find its running mcpbox serve instances;
+--all: every instance of this user; --config FILE or --state-dir DIR: that one)
   logs       the audit log: filters, --follow, --json; logs verify
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in mcpbox.lock

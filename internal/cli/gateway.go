@@ -256,21 +256,24 @@ func protectFiles(spec *sandbox.Spec, paths []string) error {
 	return nil
 }
 
-// stateDir is the config's state dir (default ~/.local/state/mcpbox),
-// resolved against the config file's directory; flag overrides it.
-func stateDir(c *config.Config, base, flag string) (string, error) {
+// stateDir is the config's state dir, resolved against the config file's
+// directory, made absolute (the sandbox setup runs elsewhere); flag
+// overrides it. With neither, the project's own state dir
+// (instance.ProjectStateDir: keyed by configPath, or by base for the
+// embedded default).
+func stateDir(c *config.Config, configPath, base, flag string) (string, error) {
 	dir := flag
 	if dir == "" {
 		dir = c.StateDir
 	}
+	var err error
 	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no state dir: set state_dir or --state-dir (%w)", err)
-		}
-		dir = filepath.Join(home, ".local", "state", "mcpbox")
+		dir, err = projectStateDir(configPath, base)
 	} else {
-		dir = resolve(base, dir)
+		dir, err = filepath.Abs(resolve(base, dir))
+	}
+	if err != nil {
+		return "", fmt.Errorf("no state dir: set state_dir or --state-dir (%w)", err)
 	}
 	if flag == "" && c.StateDir != "" {
 		// A config's state_dir in its own dir is a project's name: a
@@ -296,7 +299,7 @@ func stateDir(c *config.Config, base, flag string) (string, error) {
 func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, opts gateway.HTTPOptions, tlsCert, tlsKey string, onListen func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, err)
+		return fmt.Errorf("listening on %s: %w", addr, explainAddrInUse(addr, err))
 	}
 	opts.Addr = ln.Addr().String()
 	h, err := gw.Handler(opts)

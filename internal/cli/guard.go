@@ -89,6 +89,9 @@ type guardOptions struct {
 	lockPath   string // mcpbox.lock
 	configPath string // "" for the embedded default
 	source     []byte // the config's text, for error positions inside rules
+	// shared: other instances use the state dir (their pending approvals
+	// in it are live).
+	shared bool
 }
 
 // newGuard compiles c's policy and opens the lock file, the audit store
@@ -171,6 +174,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 		DB:         g.store.DB(),
 		Timeout:    c.Approvals.EffectiveTimeout(),
 		OnDecision: g.approvalDecided,
+		Shared:     o.shared,
 	})
 	if err != nil {
 		g.store.Close()

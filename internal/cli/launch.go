@@ -84,6 +84,14 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		stderr = stderrRedactor
 	}
 	track := &sandboxTrack{id: newSandboxID(), started: time.Now()}
+	// The input overlay's lock, held until the sandbox has ended (its
+	// mount with it); released here if the launch fails.
+	var unlockOverlay func()
+	defer func() {
+		if unlockOverlay != nil {
+			unlockOverlay()
+		}
+	}()
 	if spec.Network.Enabled() {
 		// With an audit (serve) an allowed connection is recorded there;
 		// the log keeps the refusals unless --log-level debug.
@@ -120,6 +128,9 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		_, statErr := os.Stat(filepath.Join(workspaceBase(l.overlays, scope, l.name), "overlay"))
 		ov, err := overlayDirs(l.overlays, scope, l.name)
 		if err != nil {
+			return nil, err
+		}
+		if unlockOverlay, err = lockOverlay(workspaceBase(l.overlays, scope, l.name)); err != nil {
 			return nil, err
 		}
 		if os.IsNotExist(statErr) && isSnapshot(l.template) {
@@ -187,9 +198,14 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 	// closed), so its end is a stop, not a crash, whatever its status.
 	var killed atomic.Bool
 	waited := make(chan struct{})
+	overlayEnded := unlockOverlay
+	unlockOverlay = nil // the sandbox's now
 	go func() {
 		defer untrack()
 		res, err := sb.Wait()
+		if overlayEnded != nil {
+			overlayEnded()
+		}
 		switch {
 		case err != nil:
 			status = err.Error()

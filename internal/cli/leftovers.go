@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
 	"mcpbox/internal/cgroup"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/sandbox"
 )
 
@@ -38,19 +38,26 @@ const staleCgroupRetry = 6 * time.Second
 // Every removal is logged. Errors are returned joined; what could be
 // removed is.
 //
-// Preconditions: this process has taken the state dir's admin socket (no
-// other gateway uses stateDir) and started no sandbox on it yet.
-func cleanLeftovers(stateDir string, log *slog.Logger) error {
-	return cleanLeftoversAfter(stateDir, log, staleCgroupRetry)
+// shared: another live instance uses stateDir (package instance). Its
+// session workspaces are not told apart from a crashed one's, so none is
+// removed then; the next instance that starts alone removes them.
+//
+// Preconditions: this process holds the state dir's start lock
+// (instance.Lock) and started no sandbox on it yet.
+func cleanLeftovers(stateDir string, shared bool, log *slog.Logger) error {
+	return cleanLeftoversAfter(stateDir, shared, log, staleCgroupRetry)
 }
 
 // cleanLeftoversAfter is cleanLeftovers with the second cgroup pass after
 // retry; zero: no second pass.
-func cleanLeftoversAfter(stateDir string, log *slog.Logger, retry time.Duration) error {
-	errs := []error{
-		removeSessionWorkspaces(filepath.Join(stateDir, "workspaces"), log),
-		removeDeadSockets(stateDir, log),
+func cleanLeftoversAfter(stateDir string, shared bool, log *slog.Logger, retry time.Duration) error {
+	var errs []error
+	if shared {
+		log.Debug("other instances use the state dir: session workspaces are left for a later start", "state_dir", stateDir)
+	} else {
+		errs = append(errs, removeSessionWorkspaces(filepath.Join(stateDir, "workspaces"), log))
 	}
+	errs = append(errs, removeDeadSockets(stateDir, log))
 	dirs, err := sandbox.CleanupStaleDirs()
 	for _, d := range dirs {
 		log.Info("removed a crashed gateway's egress socket dir", "path", d)
@@ -135,8 +142,8 @@ func subdirs(dir string, errs *[]error) []string {
 	return dirs
 }
 
-// removeDeadSockets removes the unix sockets in stateDir, other than the
-// admin socket this gateway now holds, that no process listens on.
+// removeDeadSockets removes the unix sockets in stateDir that no process
+// listens on (an instance's own are in instances/: instance.RemoveStale).
 func removeDeadSockets(stateDir string, log *slog.Logger) error {
 	ents, err := os.ReadDir(stateDir)
 	if err != nil {
@@ -144,7 +151,7 @@ func removeDeadSockets(stateDir string, log *slog.Logger) error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if e.Type() != fs.ModeSocket || e.Name() == adminSocket {
+		if e.Type() != fs.ModeSocket {
 			continue
 		}
 		path := filepath.Join(stateDir, e.Name())
@@ -163,7 +170,7 @@ func removeDeadSockets(stateDir string, log *slog.Logger) error {
 // socketDead reports whether connecting to the socket at path is refused:
 // nobody listens on it. Any other outcome leaves it alone.
 func socketDead(path string) bool {
-	conn, err := net.DialTimeout("unix", path, time.Second)
+	conn, err := instance.Dial(path, time.Second)
 	if err == nil {
 		conn.Close()
 		return false

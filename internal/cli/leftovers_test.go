@@ -41,7 +41,7 @@ func TestCleanLeftovers(t *testing.T) {
 	mustSymlink(t, filepath.Join(outside, "sessions"), filepath.Join(state, "workspaces/a2/srv/sessions"))
 	mustSymlink(t, outside, filepath.Join(state, "workspaces/a1/srv/sessions/link"))
 	deadSocket(t, filepath.Join(state, "approvals.sock"))
-	deadSocket(t, filepath.Join(state, adminSocket)) // ours, by the precondition
+	deadSocket(t, filepath.Join(state, adminSocket)) // an earlier version's
 	ln, err := net.Listen("unix", filepath.Join(state, "live.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,11 +49,11 @@ func TestCleanLeftovers(t *testing.T) {
 	defer ln.Close()
 
 	var logs bytes.Buffer
-	if err := cleanLeftoversAfter(state, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
+	if err := cleanLeftoversAfter(state, false, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"admin.sock", "audit.db", "audit.db-wal", "live.sock", "mcpbox.lock.flock", "plain.sock",
+		"audit.db", "audit.db-wal", "live.sock", "mcpbox.lock.flock", "plain.sock",
 		"workspaces", "workspaces/_local", "workspaces/_local/other", "workspaces/_local/other/sessions",
 		"workspaces/_shared", "workspaces/_shared/srv", "workspaces/_shared/srv/output", "workspaces/_shared/srv/output/kept.txt",
 		"workspaces/a1", "workspaces/a1/srv", "workspaces/a1/srv/output", "workspaces/a1/srv/output/kept.txt",
@@ -74,7 +74,7 @@ func TestCleanLeftovers(t *testing.T) {
 	}
 	// A second run finds nothing more.
 	logs.Reset()
-	if err := cleanLeftoversAfter(state, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
+	if err := cleanLeftoversAfter(state, false, slog.New(slog.NewTextHandler(&logs, nil)), 0); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(logs.String(), state) || strings.Contains(logs.String(), "session workspaces") {
@@ -83,7 +83,7 @@ func TestCleanLeftovers(t *testing.T) {
 }
 
 func TestCleanLeftoversMissingStateDir(t *testing.T) {
-	if err := cleanLeftoversAfter(filepath.Join(t.TempDir(), "none"), slog.New(slog.DiscardHandler), 0); err == nil {
+	if err := cleanLeftoversAfter(filepath.Join(t.TempDir(), "none"), false, slog.New(slog.DiscardHandler), 0); err == nil {
 		t.Fatal("no error for a missing state dir")
 	}
 }

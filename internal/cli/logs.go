@@ -19,11 +19,12 @@ import (
 )
 
 const logsHelp = `USAGE
-  mcpbox logs [filters] [--follow] [--json] (--config FILE | --state-dir DIR)
-  mcpbox logs verify (--config FILE | --state-dir DIR)
+  mcpbox logs [filters] [--follow] [--json] [--config FILE | --state-dir DIR]
+  mcpbox logs verify [--config FILE | --state-dir DIR]
 
 Prints the audit log of the gateway that uses that state dir (running or
-not), oldest first: one line per record, or with --json one JSON object
+not; with neither flag, the state dir of the project the current
+directory is in, which every instance of the project shares), oldest first: one line per record, or with --json one JSON object
 per line (its sequence number in "id"). --follow keeps printing new
 records until interrupted.
 
@@ -80,6 +81,10 @@ func (e *env) logs(args []string) int {
 	}
 	dir, ok := af.dir(e, "logs")
 	if !ok {
+		return exitUsage
+	}
+	if dir == allStateDirs {
+		e.errorf("logs: --all: the audit log is one state dir's; run it in the project or pass --config or --state-dir (mcpbox ps --all shows each instance's state dir)")
 		return exitUsage
 	}
 	path := filepath.Join(dir, "audit.db")

@@ -58,7 +58,7 @@ func (e *env) pin(args []string) int {
 			names = append(names, s.Name)
 		}
 	}
-	dir, err := stateDir(c, base, *stateFlag)
+	dir, err := stateDir(c, *cfgPath, base, *stateFlag)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1

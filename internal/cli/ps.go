@@ -13,12 +13,18 @@ import (
 )
 
 const psHelp = `USAGE
-  mcpbox ps [--json] (--config FILE | --state-dir DIR)
-  mcpbox stop ID | pause ID | resume ID (--config FILE | --state-dir DIR)
+  mcpbox ps [--json] [--instances] [--all | --config FILE | --state-dir DIR]
+  mcpbox stop ID | pause ID | resume ID [--all | --config FILE | --state-dir DIR]
 
-ps lists the sandboxes of the gateway running on that state dir: running
-and paused ones, and the last ones that ended, with their owner (client,
-session), server, state, start time, last call and resource use.
+ps lists the running mcpbox serve instances of the project the current
+directory is in (or of that config or state dir; --all: every instance of
+this user), with their pid, project, transport and URL, and their
+sandboxes: running and paused ones, and the last ones that ended, with
+their owner (client, session), server, state, start time, last call and
+resource use. --json prints the sandboxes, one object per line, with the
+pid ("instance") and project of the instance that runs each;
+--instances only the instances (with --json: one object per line, the
+pid in "id").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept); pause freezes it (nothing runs,
@@ -44,6 +50,10 @@ type sandboxRow struct {
 
 	// Restarts counts the starts its restart policy made after the server ended.
 	Restarts int `json:"restarts"`
+	// Set by the ps command: the serve instance (pid) that runs it, and
+	// its project.
+	Instance int    `json:"instance,omitempty"`
+	Project  string `json:"project,omitempty"`
 }
 
 // sandboxRows joins the tracker's sandboxes with the gateway's instances.
@@ -131,6 +141,7 @@ func (e *env) ps(args []string) int {
 	fs := e.newFlagSet("ps", psHelp)
 	af := registerAdminFlags(fs)
 	asJSON := fs.Bool("json", false, "one JSON object per line")
+	only := fs.Bool("instances", false, "list the serve instances only")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
@@ -144,22 +155,32 @@ func (e *env) ps(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	r, err := adminCall(dir, adminRequest{Op: "ps"})
+	views, err := psViews(dir)
 	if err != nil {
 		e.errorf("ps: %v", err)
 		return 1
 	}
+	if *only {
+		e.printInstances(views, *asJSON)
+		return 0
+	}
+	var sandboxes []sandboxRow
+	for _, v := range views {
+		sandboxes = append(sandboxes, v.rows...)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
-		for _, s := range r.Sandboxes {
+		for _, s := range sandboxes {
 			_ = enc.Encode(s)
 		}
 		return 0
 	}
+	e.printInstances(views, false)
+	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT")
+	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE")
 	now := time.Now()
-	for _, s := range r.Sandboxes {
+	for _, s := range sandboxes {
 		last := "-"
 		if !s.LastCall.IsZero() {
 			last = now.Sub(s.LastCall).Round(time.Second).String() + " ago"
@@ -168,8 +189,8 @@ func (e *env) ps(args []string) int {
 		if s.Memory > 0 {
 			mem = config.Size(int64(s.Memory)).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
-			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, oneLine(s.Exit, 40))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\t%d\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
+			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, cmpOr(oneLine(s.Exit, 40), "-"), s.Instance)
 	}
 	tw.Flush()
 	return 0

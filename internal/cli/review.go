@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -12,14 +13,14 @@ import (
 )
 
 const approvalsHelp = `USAGE
-  mcpbox approvals [--json] (--config FILE | --state-dir DIR)
-  mcpbox approvals revoke ID (--config FILE | --state-dir DIR)
-  mcpbox approve ID [--session | --always] (--config FILE | --state-dir DIR)
-  mcpbox deny ID (--config FILE | --state-dir DIR)
+  mcpbox approvals [--json] [--all | --config FILE | --state-dir DIR]
+  mcpbox approvals revoke ID [--all | --config FILE | --state-dir DIR]
+  mcpbox approve ID [--session | --always] [--all | --config FILE | --state-dir DIR]
+  mcpbox deny ID [--all | --config FILE | --state-dir DIR]
 
 approvals lists the calls (and changed tool definitions) waiting for a
-human decision in the gateway running on that state dir, and the
-remembered decisions; every argument of a waiting call is listed below
+human decision in the gateways running on that state dir (with no flag:
+the current project's; --all: every one), and the remembered decisions; every argument of a waiting call is listed below
 the table (keys quoted, values over 200 characters folded; --json prints
 them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
@@ -33,22 +34,40 @@ then fails, since nothing would be left to run it for.
 // adminFlags are the flags that find a running gateway's state dir.
 type adminFlags struct {
 	config, stateDir *string
+	all              *bool
 }
 
 func registerAdminFlags(fs *flag.FlagSet) adminFlags {
 	return adminFlags{
 		config:   fs.String("config", "", "the gateway's config `FILE` (its state_dir)"),
 		stateDir: fs.String("state-dir", "", "the gateway's state `DIR`"),
+		all:      fs.Bool("all", false, "every running mcpbox serve of this user"),
 	}
 }
 
-// dir is the state dir the flags name.
+// dir is the state dir the flags name: --state-dir, the state_dir of
+// --config, allStateDirs for --all, or with none of them the state dir
+// of the project the current directory is in (findStateDir).
 func (f adminFlags) dir(e *env, cmd string) (string, bool) {
+	if n := btoi(*f.stateDir != "") + btoi(*f.config != "") + btoi(*f.all); n > 1 {
+		e.errorf("%s: --config, --state-dir and --all are one at a time", cmd)
+		return "", false
+	}
+	if *f.all {
+		return allStateDirs, true
+	}
 	if *f.stateDir != "" {
 		return *f.stateDir, true
 	}
 	if *f.config == "" {
-		e.errorf("%s: --config FILE or --state-dir DIR is required", cmd)
+		wd, err := os.Getwd()
+		if err == nil {
+			var dir string
+			if dir, err = findStateDir(wd); err == nil {
+				return dir, true
+			}
+		}
+		e.errorf("%s: %v", cmd, err)
 		return "", false
 	}
 	c, err := loadConfig(*f.config)
@@ -56,7 +75,11 @@ func (f adminFlags) dir(e *env, cmd string) (string, bool) {
 		e.errorf("%s: %v", cmd, err)
 		return "", false
 	}
-	dir, err := stateDir(c, filepath.Dir(*f.config), "")
+	// A project's own state dir is made by its serve, not by looking.
+	dir, err := projectStateDir(*f.config, filepath.Dir(*f.config))
+	if c.StateDir != "" {
+		dir, err = stateDir(c, *f.config, filepath.Dir(*f.config), "")
+	}
 	if err != nil {
 		e.errorf("%s: %v", cmd, err)
 		return "", false
@@ -179,7 +202,7 @@ func (e *env) decide(args []string, allow bool) int {
 }
 
 const trustHelp = `USAGE
-  mcpbox trust SERVER[/NAME] | TOOL [--dry-run] (--config FILE | --state-dir DIR)
+  mcpbox trust SERVER[/NAME] | TOOL [--dry-run] [--all | --config FILE | --state-dir DIR]
 
 Shows, as a diff against the lock file, the tool (prompt, template)
 definitions of SERVER that changed or appeared since they were pinned and

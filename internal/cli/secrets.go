@@ -104,7 +104,7 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 			fmt.Fprintln(e.stderr, err)
 			return 1
 		}
-		if dir, err = stateDir(c, filepath.Dir(cfgPath), ""); err != nil {
+		if dir, err = stateDir(c, cfgPath, filepath.Dir(cfgPath), ""); err != nil {
 			e.errorf("secrets rotate: %v", err)
 			return 1
 		}

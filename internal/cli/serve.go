@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/workspace"
 )
@@ -137,7 +137,7 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	dir, err := stateDir(c, base, stateFlag)
+	dir, err := stateDir(c, configPath, base, stateFlag)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return 1
@@ -160,32 +160,24 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return 1
 	}
-	// The admin socket answers first: a second serve on this state dir
-	// stops here, before it opens the audit store or starts sandboxes.
+	// This instance's admin socket and record come first: other instances
+	// of this state dir may run (package instance), and what crashed ones
+	// left goes before this one opens the audit store or starts sandboxes.
 	ctx, cancel := signalContext()
 	defer cancel()
 	admin := &adminServer{c: c, log: log}
-	stopAdmin, err := serveAdmin(ctx, dir, admin)
-	switch {
-	case errors.Is(err, errStateDirBusy):
-		e.errorf("serve: %v", err)
-		return 1
-	case err != nil:
+	inst, err := startInstance(ctx, admin, newRecord(dir, configPath, base, stdio, httpAddr), log)
+	if err != nil {
 		// The gateway works without it; only the admin commands do not.
-		log.Warn("admin socket unavailable: the admin commands (approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
-	default:
-		defer stopAdmin()
-		// The admin socket is ours: no other gateway uses this state dir,
-		// so what a crashed one left can go.
-		if err := cleanLeftovers(dir, log); err != nil {
-			log.Warn("removing crash leftovers", "err", err)
-		}
+		log.Warn("admin socket unavailable: the admin commands (ps, approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
+	} else {
+		defer inst.close()
 	}
 	source := defaultConfig
 	if configPath != "" {
 		source, _ = os.ReadFile(configPath) // only for error positions
 	}
-	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source}, log, book)
+	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source, shared: inst != nil && inst.shared}, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
@@ -206,11 +198,14 @@ func (e *env) serve(args []string) int {
 	g.attach(gw)
 	admin.attach(gw, g)
 	if g.channels[config.ChannelWeb] {
-		stopWeb, err := serveWeb(ctx, dir, g.broker.Handler())
+		path, stopWeb, err := serveInstanceWeb(ctx, dir, g.broker.Handler())
 		if err != nil {
 			log.Warn("approvals socket unavailable", "err", err)
 		} else {
 			defer stopWeb()
+			if inst != nil {
+				inst.update(func(r *instance.Record) { r.Approvals = path })
+			}
 		}
 	}
 	g.record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
@@ -218,12 +213,16 @@ func (e *env) serve(args []string) int {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	if httpAddr != "" {
-		var onListen func(string)
-		switch {
-		case token != "" && configPath == "":
-			onListen = func(url string) { e.printBanner(url, token, dir, c, base) }
-		case token != "":
-			onListen = func(string) { e.printTokenNote(dir) }
+		onListen := func(url string) {
+			if inst != nil {
+				inst.update(func(r *instance.Record) { r.URL = url })
+			}
+			switch {
+			case token != "" && configPath == "":
+				e.printBanner(url, token, dir, c, base)
+			case token != "":
+				e.printTokenNote(dir)
+			}
 		}
 		wg.Go(func() {
 			if err := e.serveHTTP(ctx, gw, httpAddr, hopts, tlsCert, tlsKey, onListen); err != nil {

@@ -13,8 +13,8 @@ import (
 )
 
 const snapshotHelp = `USAGE
-  mcpbox snapshot ID [-o FILE] (--config FILE | --state-dir DIR)
-  mcpbox diff ID (--config FILE | --state-dir DIR)
+  mcpbox snapshot ID [-o FILE] [--all | --config FILE | --state-dir DIR]
+  mcpbox diff ID [--all | --config FILE | --state-dir DIR]
 
 snapshot writes the workspace of sandbox ID (its /workspace/output and,
 with filesystem.input.mode overlay, the overlay's changes) as a .tar.gz

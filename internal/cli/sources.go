@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/workspace"
 )
 
@@ -88,15 +89,19 @@ func protectedPlaces(in, stateDir string) workspace.Protected {
 	return workspace.Protected{Home: home, StateDir: stateDir, Input: in}
 }
 
-// configStateDir is the state dir c names, or the default, without making
-// it: the state dir actually used (flags included) is checked by
-// hideStateDir.
+// configStateDir is the state dir c names, or the root of every
+// project's default one (instance.Root), without making it: the state
+// dir actually used (flags included) is checked by hideStateDir.
 func configStateDir(c *config.Config, base string) string {
 	if c.StateDir != "" {
+		// Absolute, as stateDir makes it: the places it is compared with are.
+		if abs, err := filepath.Abs(resolve(base, c.StateDir)); err == nil {
+			return abs
+		}
 		return resolve(base, c.StateDir)
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "mcpbox")
+	if root, err := instance.Root(); err == nil {
+		return root
 	}
 	return ""
 }

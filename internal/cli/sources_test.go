@@ -206,7 +206,7 @@ func TestStateDirRefusesProjectSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &config.Config{StateDir: "./state/mcpbox"}
-	dir, err := stateDir(c, project, "")
+	dir, err := stateDir(c, "", project, "")
 	if !errors.Is(err, workspace.ErrSymlink) || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), victim) {
 		t.Fatalf("stateDir = %q, %v; want ErrSymlink naming %s and %s", dir, err, link, victim)
 	}
@@ -214,7 +214,7 @@ func TestStateDirRefusesProjectSymlink(t *testing.T) {
 		t.Errorf("the victim dir now holds %v", names)
 	}
 	c.StateDir = "./own/state"
-	if dir, err := stateDir(c, project, ""); err != nil || dir != filepath.Join(project, "own", "state") {
+	if dir, err := stateDir(c, "", project, ""); err != nil || dir != filepath.Join(project, "own", "state") {
 		t.Errorf("stateDir of a plain dir = %q, %v", dir, err)
 	}
 }

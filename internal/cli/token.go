@@ -129,6 +129,10 @@ func (e *env) token(args []string) int {
 // tokenStateDir is the state dir the flags name, or without flags the
 // embedded default's, as serve would use it here.
 func (e *env) tokenStateDir(af adminFlags) (string, bool) {
+	if *af.all {
+		e.errorf("token rotate: --all: a token is one state dir's; run it in the project or pass --config or --state-dir")
+		return "", false
+	}
 	if *af.config != "" {
 		c, err := loadConfig(*af.config)
 		if err != nil {
@@ -153,7 +157,7 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 		e.errorf("token rotate: %v", err)
 		return "", false
 	}
-	dir, err := stateDir(c, cwd, "")
+	dir, err := stateDir(c, "", cwd, "")
 	if err != nil {
 		e.errorf("token rotate: %v", err)
 		return "", false

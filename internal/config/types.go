@@ -57,7 +57,7 @@ func elemKey(key string, i int) string { return fmt.Sprintf("%s[%d]", key, i) }
 type Config struct {
 	File      string // the name given to Parse, used in error messages
 	Version   int    // must be 1
-	StateDir  string // empty: the CLI's default (~/.local/state/mcpbox)
+	StateDir  string // empty: the project's own, under $XDG_STATE_HOME/mcpbox/projects
 	Listen    Listen
 	Clients   []Client
 	Servers   []*Server // in file order; the first one is the --policy server

@@ -59,7 +59,8 @@ func TestServeKilled(t *testing.T) {
 		crashWaitGone(t, procs)
 		waitGone(t, "sleep\x00"+marker+"\x00")
 		crashNoMounts(t, filepath.Dir(cfg))
-		if _, err := os.Lstat(filepath.Join(state, "admin.sock")); err != nil {
+		deadSock := filepath.Join(state, "instances", fmt.Sprintf("%d.sock", g.cmd.Process.Pid))
+		if _, err := os.Lstat(deadSock); err != nil {
 			t.Fatalf("the killed gateway's admin socket: %v (the restart below should meet it)", err)
 		}
 
@@ -76,6 +77,7 @@ func TestServeKilled(t *testing.T) {
 		crashWaitRemoved(t, "cgroups of the killed gateway's sandboxes", cgroups)
 		crashWaitRemoved(t, "egress socket dirs of the killed gateway", egressDirs)
 		crashWaitRemoved(t, "session workspaces of the killed gateway", sessionDirs)
+		crashWaitRemoved(t, "the killed gateway's admin socket and record", []string{deadSock, strings.TrimSuffix(deadSock, ".sock") + ".json"})
 		if b, err := os.ReadFile(keep); err != nil || string(b) != "the agent's file" {
 			t.Errorf("the agent workspace's file after the restart: %q, %v; want it kept", b, err)
 		}

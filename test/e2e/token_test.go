@@ -25,7 +25,6 @@ func TestDefaultTokenStable(t *testing.T) {
 	p := newDefaultProject(t, m)
 	home := m.dir(t)
 	env := "HOME=" + home
-	tokenFile := filepath.Join(home, ".local", "state", "mcpbox", "token")
 	start := func() (*gwGateway, string) {
 		t.Helper()
 		g := gwServeIn(t, m, p.dir, nil, env)
@@ -33,6 +32,12 @@ func TestDefaultTokenStable(t *testing.T) {
 	}
 
 	g, first := start()
+	// The project's own state dir (package instance).
+	files, _ := filepath.Glob(filepath.Join(home, ".local", "state", "mcpbox", "projects", "*", "token"))
+	if len(files) != 1 {
+		t.Fatalf("token files of the project after the first start: %v, want one", files)
+	}
+	tokenFile := files[0]
 	fi, err := os.Lstat(tokenFile)
 	if err != nil {
 		t.Fatalf("no token file after the first start: %v", err)
