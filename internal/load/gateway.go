@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	inst "mcpbox/internal/instance"
 	"net"
 	"os"
 	"os/exec"
@@ -161,13 +162,26 @@ func (g *gateway) mcpboxCmd(ctx context.Context, args ...string) ([]byte, error)
 	return stdout.Bytes(), nil
 }
 
+// adminSocket is the gateway's admin socket: its instance's, by pid, or
+// the one instance on the state dir when the pid is not known.
+func (g *gateway) adminSocket() string {
+	if g.pid != 0 {
+		return inst.SocketPath(g.stateDir, g.pid)
+	}
+	socks, _ := filepath.Glob(filepath.Join(inst.Dir(g.stateDir), "*.sock"))
+	if len(socks) == 1 {
+		return socks[0]
+	}
+	return inst.SocketPath(g.stateDir, 0) // none or several: the dial fails and says so
+}
+
 // admin sends one request to the gateway's admin socket (the protocol of
 // `mcpbox ps`), which is cheaper to ask every second than a process.
 func (g *gateway) admin(op string, reply any) error {
 	if g.stateDir == "" {
 		return errors.New("no state dir known")
 	}
-	conn, err := net.DialTimeout("unix", filepath.Join(g.stateDir, "admin.sock"), 5*time.Second)
+	conn, err := net.DialTimeout("unix", g.adminSocket(), 5*time.Second)
 	if err != nil {
 		return err
 	}
