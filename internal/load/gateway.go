@@ -351,6 +351,71 @@ func cgroupParent(pid int) string {
 	return best
 }
 
+// ownCgroups counts the sandbox cgroups in dir that are the gateway's:
+// those holding a process below pid, and those empty ones made since
+// (a cgroup the gateway failed to remove). The cgroup parent is shared
+// with other mcpbox instances on the host (tests running at the same
+// time), whose live sandboxes must not count as this gateway's leaks. It
+// returns -1 if dir cannot be read; without a pid, every subdir counts.
+func ownCgroups(dir string, pid int, since time.Time) int {
+	if pid <= 0 {
+		return countSubdirs(dir)
+	}
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, e := range es {
+		if !e.IsDir() {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(filepath.Join(sub, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		procs := strings.Fields(string(b))
+		if len(procs) == 0 {
+			if fi, err := os.Stat(sub); err == nil && !fi.ModTime().Before(since) {
+				n++
+			}
+			continue
+		}
+		for _, p := range procs {
+			if q, err := strconv.Atoi(p); err == nil && descends(q, pid) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// descends reports whether process p is below ancestor.
+func descends(p, ancestor int) bool {
+	for range 64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			return false
+		}
+		pp, err := strconv.Atoi(f[1])
+		if err != nil || pp <= 1 {
+			return false
+		}
+		if pp == ancestor {
+			return true
+		}
+		p = pp
+	}
+	return false
+}
+
 // countSubdirs counts the directories in dir; -1 if it cannot be read.
 func countSubdirs(dir string) int {
 	es, err := os.ReadDir(dir)

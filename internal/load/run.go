@@ -471,7 +471,7 @@ func (r *runner) sample() Sample {
 		}
 	}
 	if r.cgroups != "" {
-		s.Cgroups = countSubdirs(r.cgroups)
+		s.Cgroups = ownCgroups(r.cgroups, r.g.pid, r.start)
 	}
 	s.SessionDirs = sessionDirs(r.g.stateDir)
 	if r.current != nil {
