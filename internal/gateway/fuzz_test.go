@@ -282,3 +282,44 @@ func FuzzHTTPHeaders(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGatewayGarbage runs the whole stdio gateway with arbitrary bytes
+// from both sides: the client writes clientData before a tool call, and
+// the server writes serverData before answering it. Property: the call
+// still gets its response (a result or an error) and the gateway keeps
+// serving; nothing either side sends wedges or ends the session.
+func FuzzGatewayGarbage(f *testing.F) {
+	for _, s := range [][2]string{
+		{"", ""},
+		{"garbage", "garbage"},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`},
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1000000}}`, `{"jsonrpc":"2.0","id":"x","method":"roots/list"}`},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope"}}`, `{"jsonrpc":"2.0","id":99,"result":{}}`},
+		{"[]\n{}\n\x00", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`},
+		{`{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"file:///x"}}`, `{"jsonrpc":"2.0","id":"sampling","method":"sampling/createMessage","params":{}}`},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, clientData, serverData string) {
+		launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+			switch msg["method"] {
+			case "tools/list":
+				s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+			case "tools/call":
+				s.send(serverData)
+				s.reply(msg, `{"content":[{"type":"text","text":"ok"}]}`)
+			}
+		})
+		gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo})
+		c := newRawClient(t, gw)
+		c.nextID.Store(1_000_000) // out of the way of ids in clientData
+		c.w.Write([]byte(clientData + "\n"))
+		msg, _ := c.call("tools/call", map[string]any{"name": "t", "arguments": map[string]any{}})
+		if msg["result"] == nil && msg["error"] == nil {
+			t.Fatalf("response without result or error: %v", msg)
+		}
+		if msg, _ := c.call("ping", nil); msg["result"] == nil {
+			t.Fatalf("gateway stopped serving: ping got %v", msg)
+		}
+	})
+}
