@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // chunkReader hands out its data in reads of the sizes in sizes (cycled),
@@ -320,6 +323,64 @@ func FuzzGatewayGarbage(f *testing.F) {
 		}
 		if msg, _ := c.call("ping", nil); msg["result"] == nil {
 			t.Fatalf("gateway stopped serving: ping got %v", msg)
+		}
+	})
+}
+
+// FuzzCallParams: a client's tool arguments reach the server as the
+// client wrote them, every number digit for digit (never through
+// float64), whatever the JSON; only the name is replaced.
+func FuzzCallParams(f *testing.F) {
+	for _, s := range []string{`{}`, `{"n":9007199254740993,"f":1e400,"s":"<é>","a":[-0.0,{"x":null}]}`, `{"_meta":{"progressToken":1}}`, `[]`, `"x"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		if !json.Valid([]byte(args)) || strings.TrimSpace(args) == "null" {
+			return
+		}
+		p := &mcp.CallToolParamsRaw{Name: "prefix__tool", Arguments: json.RawMessage(args)}
+		raw, err := json.Marshal(withField(p, "name", "tool"))
+		if err != nil {
+			t.Fatalf("encoding params: %v", err)
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got["name"]) != `"tool"` {
+			t.Fatalf("name = %s", got["name"])
+		}
+		if a, b := decodeNumbers(t, got["arguments"]), decodeNumbers(t, []byte(args)); !reflect.DeepEqual(a, b) {
+			t.Fatalf("arguments changed:\n got %s\nwant %s", got["arguments"], args)
+		}
+	})
+}
+
+func decodeNumbers(t *testing.T, b []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decoding %q: %v", b, err)
+	}
+	return v
+}
+
+// FuzzCursor: a list cursor from the client decodes to a page offset that
+// is never negative, and the gateway's own cursors round-trip.
+func FuzzCursor(f *testing.F) {
+	f.Add(encodeCursor(0), 0)
+	f.Add(encodeCursor(100), 7)
+	f.Add("bWNwYm94Oi0x", -1) // "mcpbox:-1"
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		if got, err := decodeCursor(s); err == nil && got < 0 {
+			t.Fatalf("decodeCursor(%q) = %d", s, got)
+		}
+		if n < 0 {
+			return
+		}
+		if got, err := decodeCursor(encodeCursor(n)); err != nil || got != n {
+			t.Fatalf("cursor of %d decodes to %d, %v", n, got, err)
 		}
 	})
 }
