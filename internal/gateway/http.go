@@ -228,8 +228,8 @@ func isLoopbackName(h string) bool {
 // sameOrigin reports whether the Origin is the endpoint itself: a page
 // served from the gateway's own (already checked) host and port.
 func sameOrigin(r *http.Request, header string) bool {
-	u, err := url.Parse(header)
-	if err != nil || u.Host == "" || u.Path != "" {
+	u, ok := parseOriginHeader(header)
+	if !ok {
 		return false
 	}
 	scheme := "http"
@@ -255,8 +255,8 @@ func parseOrigin(s string) (origin, error) {
 }
 
 func originAllowed(allowed []origin, header string) bool {
-	u, err := url.Parse(header)
-	if err != nil || u.Scheme == "" || u.Host == "" {
+	u, ok := parseOriginHeader(header)
+	if !ok {
 		return false
 	}
 	host, port := strings.ToLower(u.Hostname()), u.Port()
@@ -266,4 +266,16 @@ func originAllowed(allowed []origin, header string) bool {
 		}
 	}
 	return false
+}
+
+// parseOriginHeader parses an Origin header, which browsers send as
+// "scheme://host[:port]" and nothing more; anything else (user info, a
+// path, a query or fragment) is no origin and matches none.
+func parseOriginHeader(header string) (*url.URL, bool) {
+	u, err := url.Parse(header)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.Opaque != "" ||
+		u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(header, "#?@") {
+		return nil, false
+	}
+	return u, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -75,6 +76,13 @@ var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3,
 // notify sends a raw notification to the client now. ctx decides the
 // stream: a request's handler context puts it on that request's stream.
 func (d *downstream) notify(ctx context.Context, method string, params json.RawMessage) {
+	// The SDK sends a request method as a request and waits for its
+	// answer: a server's "notification" named sampling/createMessage
+	// would reach the client unchecked (see request) and stall the call.
+	if !strings.HasPrefix(method, "notifications/") {
+		d.gw.log.Debug("notification not forwarded: not a notification method", "method", method)
+		return
+	}
 	d.mu.Lock()
 	ss, level := d.ss, d.level
 	d.mu.Unlock()
