@@ -70,6 +70,10 @@ func wantLines(t *testing.T, stream []byte, limit int) []string {
 		if line := bytes.TrimSpace(seg); len(line) > 0 {
 			if msg, err := jsonrpc.DecodeMessage(line); err == nil {
 				out = append(out, encodeMsg(t, msg))
+			} else if resp, ok := malformedResponse("the fuzzer", line); ok {
+				// A response that does not decode still ends its call
+				// (malformed.go).
+				out = append(out, encodeMsg(t, resp))
 			}
 		}
 	}
@@ -87,7 +91,8 @@ func encodeMsg(t *testing.T, m jsonrpc.Message) string {
 // FuzzLineConn feeds arbitrary bytes, torn into arbitrary reads, through
 // the newline-delimited JSON-RPC reader that both the client's stdio and
 // every server's stdout go through. Every line within the limit comes out
-// once and in order, exactly as decoding it alone gives; an oversized line
+// once and in order, exactly as decoding it alone gives (or, for a
+// response that does not decode, as the error for its id); an oversized line
 // never comes out (at most as an error for its id); no drop sample is
 // larger than the limit; and garbage never stops a later valid message.
 func FuzzLineConn(f *testing.F) {
