@@ -162,6 +162,14 @@ func crashLoadAndKill(t *testing.T, m mode, g *crashGateway, round int) *crashRo
 	if len(r.egressDirs) == 0 {
 		t.Fatalf("round %d: no egress socket dir while busy ran", round)
 	}
+	t.Cleanup(func() { // if the test ended before a restart reclaimed them
+		for _, d := range r.egressDirs {
+			_ = os.RemoveAll(d)
+		}
+		for _, d := range r.cgroups {
+			_ = os.Remove(d) // rmdir: only once its processes are gone
+		}
+	})
 	r.killed = time.Now()
 	killing.Store(true)
 	g.kill(t)
