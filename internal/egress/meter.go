@@ -101,7 +101,7 @@ func (s *session) account(counter interface{ Add(int64) int64 }, n int) {
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
-func (s *session) touch() { s.last.Store(time.Now().UnixNano()) }
+func (s *session) touch() { s.last.Store(int64(time.Since(s.start))) }
 
 // arm sets the next deadline: the request head's fixed one, else the idle
 // timeout capped by the connection's maximum duration.
@@ -128,15 +128,16 @@ func (s *session) arm(set func(time.Time) error) error {
 
 // idleErr decides after a deadline expired: nil if bytes moved the other
 // way recently (keep waiting), else why the connection ends.
-func (s *session) idleErr() error {
+func (s *session) idleErr() error { return s.idleErrAt(time.Now()) }
+
+func (s *session) idleErrAt(now time.Time) error {
 	if !s.headerUntil.IsZero() {
 		return os.ErrDeadlineExceeded
 	}
-	now := time.Now()
 	if max := s.p.limits.MaxDuration; max > 0 && !now.Before(s.start.Add(max)) {
 		return ErrMaxDuration
 	}
-	if idle := s.p.limits.IdleTimeout; idle > 0 && now.Sub(time.Unix(0, s.last.Load())) >= idle {
+	if idle := s.p.limits.IdleTimeout; idle > 0 && s.idleAt(now) >= idle {
 		return ErrIdle
 	}
 	return nil
@@ -179,4 +180,11 @@ func describeReadErr(err error, hr *headerReader) string {
 		return "connection closed before a complete request"
 	}
 	return err.Error()
+}
+
+// idleAt is how long no byte had moved at now. Both readings are offsets
+// from start, so with start and now from time.Now the difference is taken
+// on the monotonic clock whatever the wall clock did.
+func (s *session) idleAt(now time.Time) time.Duration {
+	return now.Sub(s.start) - time.Duration(s.last.Load())
 }

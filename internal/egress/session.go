@@ -27,7 +27,10 @@ type session struct {
 	// request head; set and cleared before any relay goroutine starts.
 	headerUntil time.Time
 
-	last atomic.Int64 // UnixNano of the last byte moved either way
+	// last is when the last byte moved either way, as nanoseconds since
+	// start on the monotonic clock: a wall-clock reading would let a clock
+	// jump end a busy connection or keep an idle one forever.
+	last atomic.Int64
 	up   atomic.Int64
 	down atomic.Int64
 
@@ -39,7 +42,6 @@ type session struct {
 func newSession(p *Proxy, c net.Conn, start time.Time) *session {
 	s := &session{p: p, client: c, start: start}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.last.Store(start.UnixNano())
 	s.ev = Event{Time: start, SandboxID: p.opts.SandboxID, Kind: "http"}
 	return s
 }

@@ -51,7 +51,8 @@ type downstream struct {
 type bound struct {
 	srv *Server
 	u   *upstream
-	ok  bool // started when the session initialized
+	ok  bool  // started when the session initialized
+	err error // why not, if !ok
 }
 
 // outboxSize bounds the notifications queued for one slow client; more
@@ -276,7 +277,7 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	for i, b := range bs {
 		wg.Go(func() {
 			_, errs[i] = b.u.get(ctx)
-			b.ok = errs[i] == nil
+			b.ok, b.err = errs[i] == nil, errs[i]
 		})
 	}
 	wg.Wait()
@@ -393,6 +394,13 @@ func (d *downstream) route(name string, usable func(*bound) bool) (*bound, strin
 
 func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error) {
 	b, tool, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	if !ok {
+		// Not "unknown tool" when its server is known to be down: the
+		// client would go looking for a typo.
+		if b, _, down := d.route(p.Name, func(b *bound) bool { return !b.ok }); down {
+			return nil, rpcError(jsonrpc.CodeInternalError, "server %s did not start for this session: %s", b.srv.Name, d.safe(b.err))
+		}
+	}
 	if !ok || !b.srv.allowed(tool) {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
 	}

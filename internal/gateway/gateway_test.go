@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -489,5 +490,36 @@ func TestMaxSessions(t *testing.T) {
 	}
 	if n := len(started()); n != 1 {
 		t.Fatalf("started %d sandboxes, want 1", n)
+	}
+}
+
+// TestCallToServerThatDidNotStart: a call to a tool of a server that
+// could not start for the session names that server and why, instead of
+// calling the tool unknown, and the other server keeps answering.
+func TestCallToServerThatDidNotStart(t *testing.T) {
+	good, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			s.reply(msg, `{"content":[{"type":"text","text":"good"}]}`)
+		}
+	})
+	bad := func(context.Context, Scope) (*Process, error) { return nil, errors.New("exec: no such file") }
+	gw := newGateway(t,
+		&Server{Name: "good", Prefix: "good__", Launch: good, Allow: []string{"*"}},
+		&Server{Name: "bad", Prefix: "bad__", Launch: bad, Allow: []string{"*"}, Restart: RestartNo})
+	c := newRawClient(t, gw)
+	resp, raw := c.call("tools/call", map[string]any{"name": "bad__t"})
+	e, _ := resp["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if !strings.Contains(msg, "server bad did not start") || !strings.Contains(msg, "no such file") {
+		t.Errorf("call to the server that did not start: %s; want an error naming it and why", raw)
+	}
+	if resp, raw := c.call("tools/call", map[string]any{"name": "nosuch__t"}); !strings.Contains(fmt.Sprint(resp["error"]), "unknown tool") {
+		t.Errorf("call to a tool of no server: %s; want unknown tool", raw)
+	}
+	if _, raw := c.call("tools/call", map[string]any{"name": "good__t"}); !strings.Contains(string(raw), `"good"`) {
+		t.Errorf("call to the good server: %s", raw)
 	}
 }

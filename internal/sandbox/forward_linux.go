@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,14 +42,22 @@ func serveEgress(forwards []forwardSpec) error {
 	return nil
 }
 
+// acceptRetry is the pause after a failed accept.
+const acceptRetry = 50 * time.Millisecond
+
+// acceptLoop serves ln until it is closed. Other accept errors (EMFILE
+// when the workload floods its own proxy, ENFILE, ENOBUFS) pass as
+// connections end: quitting on them would leave the sandbox without
+// egress for the rest of its life.
 func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			time.Sleep(acceptRetry)
+			continue
 		}
 		go handle(c)
 	}

@@ -140,7 +140,27 @@ func runInit() int {
 	}
 	_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
 	ctl.Close()
+	if !cfg.TTY {
+		releaseStdio()
+	}
 	return reap(child, sigs, cfg.TTY)
+}
+
+// releaseStdio points the init's stdin and stdout at /dev/null once the
+// workload has its own copies: a workload that closes its stdout while it
+// keeps running must give the reader EOF, as outside a sandbox, or a
+// stdio server that does so would hang every call made to it. Stderr
+// stays, for the init's own last words. Failing, the init keeps them, as
+// before.
+func releaseStdio() {
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(null)
+	for _, fd := range []int{0, 1} {
+		_ = unix.Dup3(null, fd, 0)
+	}
 }
 
 // forwardedSignals are passed on to the workload. Catching them also keeps

@@ -7,8 +7,9 @@
 //
 // Tools: whoami, instance, echo, blob, slow, inflight, sample, elicit,
 // add_tool, crash, garbage, huge, stderr, log, fetch_write, getenv,
-// note_write, note_read, and the fs_* tools of fs.go (fs_write, fs_read,
-// fs_remove, fs_symlink, fs_link, fs_list).
+// note_write, note_read, the fs_* tools of fs.go (fs_write, fs_read,
+// fs_remove, fs_symlink, fs_link, fs_list), and the fault tools of
+// faults.go (hang, flood, close_stdout, egress_flood).
 // Prompt: greet. Resource: test://NAME/info.
 package main
 
@@ -67,6 +68,7 @@ func main() {
 	s.register()
 	s.registerFS()
 	s.registerRawArgs()
+	s.registerFaults()
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)
