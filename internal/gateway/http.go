@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,7 +201,12 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 // unspecified address (which needs TLS and tokens), any.
 func hostAllowed(bindHost, hostHeader string) bool {
 	h := hostHeader
-	if hh, _, err := net.SplitHostPort(hostHeader); err == nil {
+	if hh, port, err := net.SplitHostPort(hostHeader); err == nil {
+		if port != "" {
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return false // not a port: no Host a client of ours sends
+			}
+		}
 		h = hh
 	}
 	h = strings.TrimSuffix(strings.Trim(h, "[]"), ".")
