@@ -102,18 +102,32 @@ func TestServeServerFaults(t *testing.T) {
 	}
 	run("crash loop", func(t *testing.T) {
 		// Every call kills it; the gateway starts it again, with a
-		// growing delay, until it gives up on it.
-		for i := 0; ; i++ {
-			if i == 10 {
-				t.Fatal("the gateway still restarts a server that crashed 10 times")
+		// growing delay (a call meanwhile is refused and says how long
+		// to wait), until it gives up on it.
+		for attempt := 0; ; attempt++ {
+			if attempt == 40 {
+				t.Fatalf("the gateway still restarts a server after %d calls that crash it", attempt)
 			}
-			faultCall(t, "crashy", "crash", nil, 20*time.Second)
-			cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
-			_, err := gwCall(cctx, sess, "crashy__whoami", nil)
+			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+			start := time.Now()
+			_, err := gwCall(cctx, sess, "crashy__crash", nil)
 			ccancel()
-			if err != nil && strings.Contains(err.Error(), "giving up") {
-				t.Logf("after %d crashes: %v", i+1, err)
-				break
+			switch {
+			case err == nil:
+				t.Fatal("crashy__crash returned a result, want an error")
+			case !strings.Contains(err.Error(), "crashy"):
+				t.Fatalf("crashy__crash failed with %q, which does not name the server", err)
+			case strings.Contains(err.Error(), "giving up"):
+				t.Logf("after %d calls: %v", attempt+1, err)
+				return
+			}
+			t.Logf("crashy__crash failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			if _, wait, ok := strings.Cut(err.Error(), "try again in "); ok {
+				d, perr := time.ParseDuration(strings.Fields(wait)[0])
+				if perr != nil || d > 10*time.Second {
+					t.Fatalf("refusal %q: want a short delay to wait", err)
+				}
+				time.Sleep(d) // it restarts after that long
 			}
 		}
 	})
