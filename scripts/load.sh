@@ -9,7 +9,7 @@ out=$(mktemp -d /tmp/mcpbox-load-run-XXXXXX)
 trap 'rm -rf "$out"' EXIT
 CGO_ENABLED=0 go build -o "$out/mcpbox" ./cmd/mcpbox
 go build -o "$out/mcpbox-load" ./cmd/mcpbox-load
-nm=test/e2e/node/node_modules
+nm=$(pwd)/test/e2e/node/node_modules
 flags="-mcpbox $out/mcpbox -node-modules $nm ${MCPBOX_LOAD_FLAGS:-}"
 status=0
 run() {
