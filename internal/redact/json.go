@@ -172,8 +172,12 @@ func (r *Redactor) joined(b []byte) []byte {
 	if len(lits) < 2 {
 		return b
 	}
+	anyType := slices.ContainsFunc(lits, func(l literal) bool { return l.typ })
 	repl := map[int][]span{} // literal index -> parts to replace
 	for _, skipType := range []bool{false, true} {
+		if skipType && !anyType {
+			break // the same sequence again
+		}
 		var cat []byte
 		var seq, starts []int // seq[k]: literal of the k-th part, starting at cat[starts[k]]
 		for k, l := range lits {

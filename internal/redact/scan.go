@@ -24,7 +24,7 @@ type scanner struct {
 	span          int // bytes other than breaks in buf[best:i]
 
 	// hits, if non-nil, collects the committed matches (offsets into buf,
-	// which find keeps whole).
+	// which find keeps whole), and no output is built.
 	hits *[]hit
 }
 
@@ -76,7 +76,9 @@ func (sc *scanner) finish() {
 		}
 		sc.commit()
 	}
-	sc.out = append(sc.out, sc.buf[sc.pos:]...)
+	if sc.hits == nil {
+		sc.out = append(sc.out, sc.buf[sc.pos:]...)
+	}
 	sc.reset()
 }
 
@@ -84,9 +86,10 @@ func (sc *scanner) finish() {
 func (sc *scanner) commit() {
 	if sc.hits != nil {
 		*sc.hits = append(*sc.hits, hit{sc.best, sc.bestEnd, sc.bestNeedle})
+	} else {
+		sc.out = append(sc.out, sc.buf[sc.pos:sc.best]...)
+		sc.out = append(sc.out, sc.r.repl[sc.r.owner[sc.bestNeedle]]...)
 	}
-	sc.out = append(sc.out, sc.buf[sc.pos:sc.best]...)
-	sc.out = append(sc.out, sc.r.repl[sc.r.owner[sc.bestNeedle]]...)
 	sc.pos, sc.i, sc.s = sc.bestEnd, sc.bestEnd, 0
 	sc.best = -1
 }
