@@ -103,11 +103,20 @@ func printDefault(t *testing.T, m mode, dir string) []byte {
 // defaultRun runs mcpbox ARGS in dir as m's user with stdin, bounded.
 func defaultRun(t *testing.T, m mode, dir, stdin string, args ...string) result {
 	t.Helper()
+	return runIn(t, m, dir, stdin, nil, args...)
+}
+
+// runIn runs mcpbox ARGS as m's user in dir ("": the test's own) with
+// stdin and env added, bounded by 60 s. Every e2e helper that runs a
+// short mcpbox command and wants its exit code and output uses it.
+func runIn(t *testing.T, m mode, dir, stdin string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := m.command(ctx, args...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Env = append(cmd.Env, env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

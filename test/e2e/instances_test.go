@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -124,24 +123,7 @@ func TestManyInstances(t *testing.T) {
 // by 60 s.
 func instRun(t *testing.T, m mode, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := m.command(ctx, args...)
-	cmd.Dir = dir
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running mcpbox %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("mcpbox %v did not finish in 60 s:\n%s", args, r)
-	}
-	return r
+	return runIn(t, m, dir, "", env, args...)
 }
 
 // instConfig writes dir/mcpbox.yaml with one test server, no state_dir

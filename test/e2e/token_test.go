@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -218,24 +217,9 @@ func tokenReadHello(t *testing.T, url, token, want string) {
 // env added, bounded.
 func tokenRun(t *testing.T, m mode, dir, env string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := m.command(ctx, args...)
-	cmd.Dir = dir
+	var envs []string
 	if env != "" {
-		cmd.Env = append(cmd.Env, env)
+		envs = []string{env}
 	}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running mcpbox %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("mcpbox %v did not finish in 60 s:\n%s", args, r)
-	}
-	return r
+	return runIn(t, m, dir, "", envs, args...)
 }
