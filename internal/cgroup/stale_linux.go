@@ -81,16 +81,20 @@ func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 		for _, p := range parents {
 			dirs = append(dirs, filepath.Join(p, id))
 		}
-		busy, err := inUse(dirs, cutoff)
+		young, busy, err := inUse(dirs, cutoff)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checking stale cgroup %s: %w", id, err))
 			continue
 		}
+		if young {
+			// Another mcpbox may be between creating it and moving its
+			// sandbox in; a frozen one is reclaimed once past the grace
+			// too, since its tasks cannot die meanwhile and its creator
+			// (or a test) may still be looking at it.
+			continue
+		}
 		if busy {
-			// A frozen sandbox is reclaimed once past the grace too: its
-			// tasks cannot die meanwhile, and a test (or a slow kill) may
-			// be looking at it.
-			if young(dirs, cutoff) || !abandoned(dirs) {
+			if !abandoned(dirs) {
 				continue
 			}
 			if err := reclaim(dirs); err != nil {
@@ -114,37 +118,28 @@ func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// inUse reports whether any of dirs holds a process (here or in a
-// descendant) or was created after cutoff; missing dirs don't count.
-func inUse(dirs []string, cutoff time.Time) (bool, error) {
+// inUse reports whether any of dirs was created after cutoff (young) or
+// holds a process, here or in a descendant (busy); missing dirs count as
+// neither.
+func inUse(dirs []string, cutoff time.Time) (young, busy bool, err error) {
 	for _, d := range dirs {
 		fi, err := os.Stat(d)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return true, err
+			return false, true, err
 		}
 		if fi.ModTime().After(cutoff) {
-			return true, nil
+			young = true
 		}
 		pids, err := readPids(d)
 		if err != nil {
-			return true, err
+			return young, true, err
 		}
 		if len(pids) > 0 {
-			return true, nil
+			busy = true
 		}
 	}
-	return false, nil
-}
-
-// young reports whether any of dirs was created after cutoff.
-func young(dirs []string, cutoff time.Time) bool {
-	for _, d := range dirs {
-		if fi, err := os.Stat(d); err == nil && fi.ModTime().After(cutoff) {
-			return true
-		}
-	}
-	return false
+	return young, busy, nil
 }
