@@ -1,0 +1,269 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/instance"
+)
+
+// AllStateDirs, as a Client's state dir, stands for every registered
+// state dir (--all): a request reaches every instance of each.
+const AllStateDirs = "\x00all"
+
+// Client sends admin requests to the instances running on one state dir.
+// A request about one thing (a sandbox, an approval) goes to each
+// instance until one knows it; a listing gathers every instance's answer;
+// a change (trust, reload, rotate) reaches all.
+type Client struct {
+	// StateDir is the state dir whose instances answer, or AllStateDirs.
+	StateDir string
+}
+
+// Approvals is the pending requests and remembered decisions.
+type Approvals struct {
+	Pending    []approval.Request
+	Remembered []approval.Remembered
+}
+
+// Approvals lists the pending requests and remembered decisions.
+func (c Client) Approvals() (Approvals, error) {
+	r, err := c.gather(request{Op: opApprovals})
+	return Approvals{Pending: r.Pending, Remembered: r.Remembered}, err
+}
+
+// Decide allows or denies the pending request id for scope (once,
+// session or always; "" is once).
+func (c Client) Decide(id string, allow bool, scope string) error {
+	_, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope})
+	return err
+}
+
+// Revoke forgets the remembered decision id.
+func (c Client) Revoke(id string) error {
+	_, err := c.one(request{Op: opRevoke, ID: id})
+	return err
+}
+
+// Pins lists the pending definition changes of server ("" for all).
+func (c Client) Pins(server string) ([]PinChange, error) {
+	r, err := c.gather(request{Op: opPins, Server: server})
+	return r.Changes, err
+}
+
+// Trust accepts the pending changes of server (key "" for all) whose new
+// hashes are among hashes, and returns the changes trusted.
+func (c Client) Trust(server, key string, hashes []string) ([]PinChange, error) {
+	r, err := c.gather(request{Op: opTrust, Server: server, Key: key, Hashes: hashes})
+	return r.Changes, err
+}
+
+// Reload makes every instance reread the lock file.
+func (c Client) Reload() error {
+	_, err := c.gather(request{Op: opReload})
+	return err
+}
+
+// Control pauses, resumes or stops (op "pause", "resume", "stop") the
+// sandbox id.
+func (c Client) Control(op, id string) error {
+	switch op {
+	case opPause, opResume, opStop:
+	default:
+		return fmt.Errorf("unknown sandbox operation %q", op)
+	}
+	_, err := c.one(request{Op: op, ID: id})
+	return err
+}
+
+// Snapshot writes the output of the sandbox id to the file path (as the
+// gateway sees it: absolute).
+func (c Client) Snapshot(id, path string) error {
+	_, err := c.one(request{Op: opSnapshot, ID: id, Path: path})
+	return err
+}
+
+// Diff is the input source and overlay upper dir of the sandbox id.
+func (c Client) Diff(id string) (lower, upper string, err error) {
+	r, err := c.one(request{Op: opDiff, ID: id})
+	return r.Lower, r.Upper, err
+}
+
+// Rotated is what a rotation renewed.
+type Rotated struct {
+	Servers   []string // the servers that declare the secret
+	Instances int      // their sandboxes renewed
+}
+
+// Rotate renews the sandboxes of every server declaring secret (NAME or
+// SERVER/NAME).
+func (c Client) Rotate(secret string) (Rotated, error) {
+	r, err := c.gather(request{Op: opRotate, Secret: secret})
+	return Rotated{Servers: r.Servers, Instances: r.Instances}, err
+}
+
+// View is one instance with its sandboxes, as `mcpbox ps` shows it.
+type View struct {
+	Record    instance.Record
+	Sandboxes []Sandbox // each with Instance and Project set
+	Err       error     // the instance did not answer
+}
+
+// Views asks every instance for its sandboxes; an instance that does not
+// answer is a View with Err.
+func (c Client) Views() ([]View, error) {
+	recs, err := c.instances()
+	if err != nil {
+		return nil, err
+	}
+	views := make([]View, 0, len(recs))
+	for _, r := range recs {
+		v := View{Record: r}
+		rep, err := callSocket(r.StateDir, r.Socket(), request{Op: opPS})
+		v.Err = err
+		for _, row := range rep.Sandboxes {
+			row.Instance, row.Project = r.PID, r.Project
+			v.Sandboxes = append(v.Sandboxes, row)
+		}
+		views = append(views, v)
+	}
+	return views, nil
+}
+
+// instances lists the live instances, at least one.
+func (c Client) instances() ([]instance.Record, error) {
+	recs, err := instancesFor(c.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		if c.StateDir == AllStateDirs {
+			return nil, errors.New("no mcpbox serve is running")
+		}
+		return nil, fmt.Errorf("no mcpbox serve is running on the state dir %s", c.StateDir)
+	}
+	return recs, nil
+}
+
+// one sends a request about one thing to each instance until one takes
+// it; if none does, the owner's error (ownerError).
+func (c Client) one(req request) (reply, error) {
+	recs, err := c.instances()
+	if err != nil {
+		return reply{}, err
+	}
+	if len(recs) == 1 {
+		return callSocket(recs[0].StateDir, recs[0].Socket(), req)
+	}
+	var errs []error
+	for _, r := range recs {
+		rep, err := callSocket(r.StateDir, r.Socket(), req)
+		if err == nil {
+			return rep, nil
+		}
+		errs = append(errs, fmt.Errorf("instance %d (%s): %w", r.PID, r.Project, err))
+	}
+	return reply{}, ownerError(errs)
+}
+
+// gather sends a listing or a change to every instance and merges their
+// answers; it fails only if no instance answered.
+func (c Client) gather(req request) (reply, error) {
+	recs, err := c.instances()
+	if err != nil {
+		return reply{}, err
+	}
+	if len(recs) == 1 {
+		return callSocket(recs[0].StateDir, recs[0].Socket(), req)
+	}
+	out := reply{OK: true}
+	var errs []error
+	for _, r := range recs {
+		rep, err := callSocket(r.StateDir, r.Socket(), req)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("instance %d (%s): %w", r.PID, r.Project, err))
+			continue
+		}
+		merge(&out, rep)
+	}
+	if len(errs) == len(recs) {
+		return out, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// merge adds rep (one instance's answer to a listing or a change) to
+// out, each pending change and remembered decision once.
+func merge(out *reply, rep reply) {
+	for _, s := range rep.Servers {
+		if !slices.Contains(out.Servers, s) {
+			out.Servers = append(out.Servers, s)
+		}
+	}
+	out.Instances += rep.Instances
+	out.Pending = append(out.Pending, rep.Pending...)
+	out.Sandboxes = append(out.Sandboxes, rep.Sandboxes...)
+	for _, m := range rep.Remembered {
+		if !slices.ContainsFunc(out.Remembered, func(o approval.Remembered) bool { return o.ID == m.ID }) {
+			out.Remembered = append(out.Remembered, m)
+		}
+	}
+	for _, c := range rep.Changes {
+		if !slices.ContainsFunc(out.Changes, func(o PinChange) bool {
+			return o.Server == c.Server && o.Kind == c.Kind && o.Key == c.Key && o.NewHash == c.NewHash
+		}) {
+			out.Changes = append(out.Changes, c)
+		}
+	}
+}
+
+// ownerError is the error to show when no instance took a request about
+// one thing: the owner's, if one said more than that it does not know it.
+func ownerError(errs []error) error {
+	for _, err := range errs {
+		msg := err.Error()
+		if !strings.Contains(msg, "no sandbox") && !strings.Contains(msg, "no such approval") && !strings.Contains(msg, "already decided") {
+			return err
+		}
+	}
+	return errs[0]
+}
+
+// callSocket sends one request to the instance answering on sock in the
+// state dir dir.
+func callSocket(dir, sock string, req request) (reply, error) {
+	conn, err := instance.Dial(sock, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return reply{}, fmt.Errorf("no mcpbox serve is running on the state dir %s", dir)
+		}
+		return reply{}, err
+	}
+	defer conn.Close()
+	// Whoever answers must be this user (or root): not a socket another
+	// user left in a state dir we were pointed at.
+	if uc, ok := conn.(*net.UnixConn); ok {
+		if uid, err := peerUID(uc); err != nil || !trustedPeer(uid, dir) {
+			return reply{}, fmt.Errorf("the admin socket in %s is not this user's gateway", dir)
+		}
+	}
+	conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a renewal starts sandboxes
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return reply{}, err
+	}
+	var r reply
+	if err := json.NewDecoder(conn).Decode(&r); err != nil {
+		return reply{}, fmt.Errorf("reading the gateway's answer: %w", err)
+	}
+	if r.Error != "" {
+		return r, errors.New(r.Error)
+	}
+	return r, nil
+}

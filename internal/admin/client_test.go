@@ -1,0 +1,196 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/instance"
+)
+
+// ownerBackend is a gateway owning the sandbox sbx and the approval apr.
+type ownerBackend struct {
+	Backend
+	sbx, apr string
+
+	mu      sync.Mutex
+	stopped []string // guarded by mu
+}
+
+func (b *ownerBackend) Sandboxes() []Sandbox {
+	return []Sandbox{{ID: b.sbx, State: "running", Server: "fs"}}
+}
+
+func (b *ownerBackend) Approvals() ([]approval.Request, []approval.Remembered) {
+	return []approval.Request{{ID: b.apr}}, []approval.Remembered{{ID: "apr_always"}}
+}
+
+func (b *ownerBackend) Control(op, id string) error {
+	if id != b.sbx {
+		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
+	}
+	b.mu.Lock()
+	b.stopped = append(b.stopped, op+" "+id)
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *ownerBackend) Decide(id string, _ approval.Decision) error {
+	if id != b.apr {
+		return errors.New("no such approval")
+	}
+	return nil
+}
+
+func (b *ownerBackend) calls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.stopped...)
+}
+
+// fakeGateway serves an admin socket and record on state as the instance
+// pid, owning the sandbox sbx and the approval apr.
+func fakeGateway(t *testing.T, state string, pid int, sbx, apr string) *ownerBackend {
+	t.Helper()
+	if err := instance.MakeDir(state); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Serve(context.Background(), instance.SocketPath(state, pid), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	b := &ownerBackend{sbx: sbx, apr: apr}
+	srv.Attach(b)
+	if err := instance.Write(instance.Record{PID: pid, Started: time.Now(), StateDir: state, Project: "/p" + sbx, Transport: "stdio"}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestClientFindsTheOwner: with two instances on one state dir, a request
+// about a sandbox or approval reaches the instance that has it, listings
+// gather both, and Views shows both with their sandboxes.
+func TestClientFindsTheOwner(t *testing.T) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	state := filepath.Join(tmp, "s")
+	owners := map[string]*ownerBackend{
+		"sbx_a": fakeGateway(t, state, 101, "sbx_a", "apr_a"),
+		"sbx_b": fakeGateway(t, state, 102, "sbx_b", "apr_b"),
+	}
+	c := Client{StateDir: state}
+	for id := range owners {
+		if err := c.Control("stop", id); err != nil {
+			t.Errorf("stop %s: %v", id, err)
+		}
+		for other, ob := range owners {
+			want := 0
+			if other == id {
+				want = 1
+			}
+			if n := strings.Count(strings.Join(ob.calls(), ","), "stop "+id); n != want {
+				t.Errorf("stop %s reached %s %d times, want %d", id, other, n, want)
+			}
+		}
+	}
+	if err := c.Control("stop", "sbx_none"); err == nil || !strings.Contains(err.Error(), `no sandbox "sbx_none"`) {
+		t.Errorf("stop of an unknown sandbox: %v", err)
+	}
+	if err := c.Decide("apr_b", true, ""); err != nil {
+		t.Errorf("decide apr_b: %v", err)
+	}
+	a, err := c.Approvals()
+	if err != nil || len(a.Pending) != 2 || len(a.Remembered) != 1 {
+		t.Errorf("approvals: %+v, %v; want both pending requests and one remembered", a, err)
+	}
+	views, err := c.Views()
+	if err != nil || len(views) != 2 {
+		t.Fatalf("views: %+v, %v", views, err)
+	}
+	got := map[string]int{}
+	for _, v := range views {
+		for _, s := range v.Sandboxes {
+			got[s.ID] = s.Instance
+			if s.Project != "/p"+s.ID {
+				t.Errorf("sandbox %s: project %q", s.ID, s.Project)
+			}
+		}
+	}
+	if got["sbx_a"] != 101 || got["sbx_b"] != 102 {
+		t.Errorf("views' owners: %v", got)
+	}
+
+	// AllStateDirs: through the registry, from anywhere.
+	root, _ := instance.Root()
+	other := filepath.Join(tmp, "o")
+	ob := fakeGateway(t, other, 103, "sbx_c", "apr_c")
+	for _, d := range []string{state, other} {
+		if err := instance.Register(root, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := Client{StateDir: AllStateDirs}
+	if views, err := all.Views(); err != nil || len(views) != 3 {
+		t.Errorf("views of all: %d, %v; want 3", len(views), err)
+	}
+	if err := all.Control("stop", "sbx_c"); err != nil || len(ob.calls()) != 1 {
+		t.Errorf("stop --all of another state dir's sandbox: %v (calls %v)", err, ob.calls())
+	}
+}
+
+// TestClientNoInstance: a state dir with no live instance is named.
+func TestClientNoInstance(t *testing.T) {
+	state := shortTemp(t)
+	if _, err := (Client{StateDir: state}).Approvals(); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running on the state dir "+state) {
+		t.Errorf("approvals with nothing running: %v", err)
+	}
+	if err := (Client{StateDir: state}).Control("kill", "sbx_a"); err == nil {
+		t.Error("an unknown sandbox operation was sent")
+	}
+}
+
+// TestAddrInUseNamesTheInstance: a listen that fails because the port is
+// taken says which instance (its project) holds it and how to get a free
+// port; other errors pass unchanged.
+func TestAddrInUseNamesTheInstance(t *testing.T) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	_, lerr := net.Listen("tcp", addr)
+	if lerr == nil {
+		t.Fatal("a second listen on a taken port succeeded")
+	}
+	err = ExplainAddrInUse(addr, lerr)
+	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), "--http 127.0.0.1:0") {
+		t.Errorf("error: %v; want this process's pid and --http 127.0.0.1:0", err)
+	}
+	// As an mcpbox instance (a record of this pid): its project.
+	state := filepath.Join(tmp, "s")
+	rec := liveFake(t, state, "/some/project")
+	root, _ := instance.Root()
+	if err := instance.Register(root, state); err != nil {
+		t.Fatal(err)
+	}
+	err = ExplainAddrInUse(addr, lerr)
+	if want := fmt.Sprintf("mcpbox serve pid %d of project /some/project", rec.PID); !strings.Contains(err.Error(), want) {
+		t.Errorf("error: %v; want %q", err, want)
+	}
+	other := errors.New("permission denied")
+	if got := ExplainAddrInUse(addr, other); got != other {
+		t.Errorf("another error became %v", got)
+	}
+}

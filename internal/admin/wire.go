@@ -1,0 +1,105 @@
+package admin
+
+import (
+	"time"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/integrity"
+)
+
+// The operations of the protocol, as their requests name them.
+const (
+	opApprovals = "approvals"
+	opDecide    = "decide"
+	opRevoke    = "revoke"
+	opPins      = "pins"
+	opTrust     = "trust"
+	opPS        = "ps"
+	opStats     = "stats"
+	opPause     = "pause"
+	opResume    = "resume"
+	opStop      = "stop"
+	opSnapshot  = "snapshot"
+	opDiff      = "diff"
+	opReload    = "reload"
+	opRotate    = "rotate"
+)
+
+// request is one line a client sends. Each op reads the fields it needs;
+// the names are the wire format (see the package doc).
+type request struct {
+	Op     string `json:"op"`
+	Secret string `json:"secret,omitempty"` // rotate: NAME or SERVER/NAME
+	ID     string `json:"id,omitempty"`     // decide, revoke: an approval or remembered decision
+	Allow  bool   `json:"allow,omitempty"`  // decide
+	Scope  string `json:"scope,omitempty"`  // decide: once, session or always
+	Server string `json:"server,omitempty"` // pins, trust
+	Key    string `json:"key,omitempty"`    // trust: a tool, "prompt:NAME" or "template:URI"; "" for all
+	Path   string `json:"path,omitempty"`   // snapshot: the file to write
+	// Hashes are the new definitions' hashes a trust was shown; another
+	// pending definition is not trusted.
+	Hashes []string `json:"hashes,omitempty"`
+}
+
+// reply is the line a client gets back: one struct for every op, so that
+// what a client of any version decodes stays the same.
+type reply struct {
+	OK         bool                  `json:"ok"`
+	Error      string                `json:"error,omitempty"`
+	Servers    []string              `json:"servers,omitempty"`
+	Instances  int                   `json:"instances"`
+	Pending    []approval.Request    `json:"pending,omitempty"`
+	Remembered []approval.Remembered `json:"remembered,omitempty"`
+	Changes    []PinChange           `json:"changes,omitempty"`
+	Sandboxes  []Sandbox             `json:"sandboxes,omitempty"`
+	// diff: a sandbox's input source and overlay upper dir.
+	Lower string `json:"lower,omitempty"`
+	Upper string `json:"upper,omitempty"`
+	// stats: the gateway's goroutines, for leak checks (internal/load).
+	Goroutines int `json:"goroutines,omitempty"`
+}
+
+// PinChange is a definition change as the admin commands show it.
+type PinChange struct {
+	Server  string `json:"server"`
+	Kind    string `json:"kind"`
+	Key     string `json:"key"`
+	Status  string `json:"status"`
+	NewHash string `json:"new_hash,omitempty"`
+	Diff    string `json:"diff,omitempty"`
+	Name    string `json:"name,omitempty"` // as clients see it
+}
+
+// Changes renders pin changes with their diffs (Name left empty).
+func Changes(cs []integrity.Change) []PinChange {
+	out := make([]PinChange, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, PinChange{Server: c.Server, Kind: c.Kind, Key: c.Key, Status: c.Status, NewHash: c.NewHash, Diff: integrity.Diff(c)})
+	}
+	return out
+}
+
+// Sandbox is one sandbox as `mcpbox ps` shows it.
+type Sandbox struct {
+	ID        string    `json:"id"`
+	State     string    `json:"state"`
+	Server    string    `json:"server"`
+	Client    string    `json:"client,omitempty"`
+	Session   string    `json:"session,omitempty"`
+	Workspace string    `json:"workspace,omitempty"`
+	Started   time.Time `json:"started"`
+	LastCall  time.Time `json:"last_call,omitzero"`
+	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
+	Memory    uint64    `json:"memory_bytes,omitempty"`
+	Pids      uint64    `json:"pids,omitempty"`
+	CPU       float64   `json:"cpu_seconds,omitempty"`
+	Exit      string    `json:"exit,omitempty"`
+	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
+
+	// Restarts counts the starts its restart policy made after the server ended.
+	Restarts int `json:"restarts"`
+	// Set by the client (Views): the serve instance (pid) that runs it,
+	// and its project.
+	Instance int    `json:"instance,omitempty"`
+	Project  string `json:"project,omitempty"`
+}
