@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
@@ -299,7 +300,7 @@ func stateDir(c *config.Config, configPath, base, flag string) (string, error) {
 func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, opts gateway.HTTPOptions, tlsCert, tlsKey string, onListen func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, explainAddrInUse(addr, err))
+		return fmt.Errorf("listening on %s: %w", addr, admin.ExplainAddrInUse(addr, err))
 	}
 	opts.Addr = ln.Addr().String()
 	h, err := gw.Handler(opts)

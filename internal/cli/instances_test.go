@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"mcpbox/internal/approval"
+	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
@@ -38,12 +36,12 @@ func shortTemp(t *testing.T) string {
 func liveFake(t *testing.T, state, project string) instance.Record {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rec := newRecord(state, "", project, true, "")
-	inst, err := startInstance(ctx, &adminServer{c: &config.Config{}}, rec, slog.New(slog.DiscardHandler))
+	rec := admin.NewRecord(state, "", project, true, "")
+	inst, err := startInstance(ctx, &config.Config{}, rec, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { inst.close(); cancel() })
+	t.Cleanup(func() { inst.Close(); cancel() })
 	return rec
 }
 
@@ -146,77 +144,43 @@ func TestStateDirRelativeIsAbsolute(t *testing.T) {
 	}
 }
 
-// fakeGateway answers admin requests on an instance's socket as a
-// gateway owning the sandbox sbx and the approval apr would.
-func fakeGateway(t *testing.T, state string, pid int, sbx, apr string) {
+// psBackend is a gateway with the one sandbox sbx.
+type psBackend struct {
+	admin.Backend
+	sbx string
+}
+
+func (b psBackend) Sandboxes() []admin.Sandbox {
+	return []admin.Sandbox{{ID: b.sbx, State: "running", Server: "fs"}}
+}
+
+// fakeGateway serves an instance's admin socket and record as a gateway
+// with the sandbox sbx would.
+func fakeGateway(t *testing.T, state string, pid int, sbx string) {
 	t.Helper()
 	if err := instance.MakeDir(state); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", instance.SocketPath(state, pid))
+	srv, err := admin.Serve(context.Background(), instance.SocketPath(state, pid), admin.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, err := bufio.NewReader(c).ReadBytes('\n')
-				if err != nil {
-					return
-				}
-				var req adminRequest
-				json.Unmarshal(line, &req)
-				r := adminReply{OK: true}
-				switch req.Op {
-				case "ps":
-					r.Sandboxes = []sandboxRow{{ID: sbx, State: "running", Server: "fs"}}
-				case "approvals":
-					r.Pending = []approval.Request{{ID: apr}}
-					r.Remembered = []approval.Remembered{{ID: "apr_always"}}
-				case "stop", "decide":
-					if req.ID != sbx && req.ID != apr {
-						r = adminReply{Error: fmt.Sprintf("no sandbox %q (see mcpbox ps)", req.ID)}
-					} else {
-						r.Servers = []string{sbx}
-					}
-				}
-				json.NewEncoder(c).Encode(r)
-			}()
-		}
-	}()
+	t.Cleanup(srv.Close)
+	srv.Attach(psBackend{sbx: sbx})
 	if err := instance.Write(instance.Record{PID: pid, Started: time.Now(), StateDir: state, Project: "/p" + sbx, Transport: "stdio"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestAdminCallFindsTheOwner: with two instances on one state dir, a
-// request about a sandbox or approval reaches the instance that has it,
-// listings gather both, and ps shows both with their sandboxes.
-func TestAdminCallFindsTheOwner(t *testing.T) {
+// TestPSShowsEveryInstance: with two instances on one state dir, ps
+// shows both with their sandboxes (package admin tests how a request
+// finds its owner).
+func TestPSShowsEveryInstance(t *testing.T) {
 	tmp := shortTemp(t)
 	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
 	state := filepath.Join(tmp, "s")
-	fakeGateway(t, state, 101, "sbx_a", "apr_a")
-	fakeGateway(t, state, 102, "sbx_b", "apr_b")
-	for _, id := range []string{"sbx_a", "sbx_b"} {
-		r, err := adminCall(state, adminRequest{Op: "stop", ID: id})
-		if err != nil || len(r.Servers) != 1 || r.Servers[0] != id {
-			t.Errorf("stop %s: %+v, %v; want the owner's answer", id, r, err)
-		}
-	}
-	if _, err := adminCall(state, adminRequest{Op: "stop", ID: "sbx_none"}); err == nil || !strings.Contains(err.Error(), `no sandbox "sbx_none"`) {
-		t.Errorf("stop of an unknown sandbox: %v", err)
-	}
-	r, err := adminCall(state, adminRequest{Op: "approvals"})
-	if err != nil || len(r.Pending) != 2 || len(r.Remembered) != 1 {
-		t.Errorf("approvals: %+v, %v; want both pending requests and one remembered", r, err)
-	}
+	fakeGateway(t, state, 101, "sbx_a")
+	fakeGateway(t, state, 102, "sbx_b")
 
 	var out, errb bytes.Buffer
 	if code := Main([]string{"ps", "--state-dir", state}, nil, &out, &errb); code != 0 {
@@ -246,7 +210,7 @@ func TestAdminCallFindsTheOwner(t *testing.T) {
 	// --all: through the registry, from anywhere.
 	root, _ := instance.Root()
 	other := filepath.Join(tmp, "o")
-	fakeGateway(t, other, 103, "sbx_c", "apr_c")
+	fakeGateway(t, other, 103, "sbx_c")
 	for _, d := range []string{state, other} {
 		if err := instance.Register(root, d); err != nil {
 			t.Fatal(err)
@@ -258,9 +222,6 @@ func TestAdminCallFindsTheOwner(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), `"id":`); n != 3 {
 		t.Errorf("ps --all --instances lists %d instances, want 3:\n%s", n, out.String())
-	}
-	if _, err := adminCall(allStateDirs, adminRequest{Op: "stop", ID: "sbx_c"}); err != nil {
-		t.Errorf("stop --all of another state dir's sandbox: %v", err)
 	}
 }
 
@@ -302,43 +263,6 @@ func TestLogsVerifyTwoWriters(t *testing.T) {
 	}
 }
 
-// TestAddrInUseNamesTheInstance: a listen that fails because the port is
-// taken says which instance (its project) holds it and how to get a free
-// port; other errors pass unchanged.
-func TestAddrInUseNamesTheInstance(t *testing.T) {
-	tmp := shortTemp(t)
-	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	addr := ln.Addr().String()
-	_, lerr := net.Listen("tcp", addr)
-	if lerr == nil {
-		t.Fatal("a second listen on a taken port succeeded")
-	}
-	err = explainAddrInUse(addr, lerr)
-	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), "--http 127.0.0.1:0") {
-		t.Errorf("error: %v; want this process's pid and --http 127.0.0.1:0", err)
-	}
-	// As an mcpbox instance (a record of this pid): its project.
-	state := filepath.Join(tmp, "s")
-	rec := liveFake(t, state, "/some/project")
-	root, _ := instance.Root()
-	if err := instance.Register(root, state); err != nil {
-		t.Fatal(err)
-	}
-	err = explainAddrInUse(addr, lerr)
-	if want := fmt.Sprintf("mcpbox serve pid %d of project /some/project", rec.PID); !strings.Contains(err.Error(), want) {
-		t.Errorf("error: %v; want %q", err, want)
-	}
-	other := errors.New("permission denied")
-	if got := explainAddrInUse(addr, other); got != other {
-		t.Errorf("another error became %v", got)
-	}
-}
-
 // TestStartSparesLiveSessions: an instance that starts while another
 // runs on the state dir must not remove the session workspaces (it cannot
 // tell the live one's from a crashed one's); one that starts alone
@@ -365,16 +289,16 @@ func TestStartSparesLiveSessions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	first, err := startInstance(ctx, &adminServer{c: &config.Config{}}, newRecord(state, "", tmp, true, ""), log)
+	first, err := startInstance(ctx, &config.Config{}, admin.NewRecord(state, "", tmp, true, ""), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.close()
+	defer first.Close()
 	if _, err := os.Stat(session); err == nil {
 		t.Fatal("the first instance, alone, kept the crashed one's session workspace")
 	}
-	if recs, _ := instance.List(state); len(recs) != 1 || first.shared {
-		t.Errorf("after a lone start: %d live records, shared %v; want 1, false", len(recs), first.shared)
+	if recs, _ := instance.List(state); len(recs) != 1 || first.Shared() {
+		t.Errorf("after a lone start: %d live records, shared %v; want 1, false", len(recs), first.Shared())
 	}
 	for _, p := range []string{instance.SocketPath(state, 999999), strings.TrimSuffix(instance.SocketPath(state, 999999), ".sock") + ".json"} {
 		if _, err := os.Lstat(p); err == nil {
@@ -387,56 +311,24 @@ func TestStartSparesLiveSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another pid's record: this test process can only be one instance.
-	rec := newRecord(state, "", tmp, false, "127.0.0.1:0")
+	rec := admin.NewRecord(state, "", tmp, false, "127.0.0.1:0")
 	rec.PID = os.Getpid() + 100000
-	second, err := startInstance(ctx, &adminServer{c: &config.Config{}}, rec, log)
+	second, err := startInstance(ctx, &config.Config{}, rec, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.close()
+	defer second.Close()
 	if _, err := os.Stat(session); err != nil {
 		t.Errorf("a second instance removed the live instance's session workspace: %v", err)
 	}
-	if !second.shared {
+	if !second.Shared() {
 		t.Error("the second instance did not see the first")
 	}
 	if recs, _ := instance.List(state); len(recs) != 2 {
 		t.Errorf("%d live records, want 2", len(recs))
 	}
-	second.close()
+	second.Close()
 	if recs, _ := instance.List(state); len(recs) != 1 {
 		t.Errorf("after the second closed: %d live records, want 1", len(recs))
-	}
-}
-
-// TestOverlayLockOnePerAgent: two sandboxes (of two instances) must not
-// mount one input overlay: the second launch is refused with a message
-// naming the way out, and gets it once the first has ended.
-func TestOverlayLockOnePerAgent(t *testing.T) {
-	base := t.TempDir()
-	release, err := lockOverlay(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if _, err := lockOverlay(base); !errors.Is(err, errOverlayBusy) || !strings.Contains(err.Error(), "scope: session") {
-		t.Fatalf("a second lock: %v, want errOverlayBusy naming scope: session", err)
-	}
-	if d := time.Since(start); d < overlayLockWait {
-		t.Errorf("the second lock gave up after %v, want %v (a restart's old sandbox may still be ending)", d, overlayLockWait)
-	}
-	// A sandbox that ends while the next waits hands it over.
-	time.AfterFunc(200*time.Millisecond, release)
-	again, err := lockOverlay(base)
-	if err != nil {
-		t.Fatalf("after the first ended: %v", err)
-	}
-	again()
-	evil := t.TempDir()
-	if err := os.Symlink("/etc/passwd", filepath.Join(evil, "overlay.lock")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockOverlay(evil); err == nil {
-		t.Error("lockOverlay followed a symlinked overlay.lock")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/workspace"
@@ -130,7 +131,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		if err != nil {
 			return nil, err
 		}
-		if unlockOverlay, err = lockOverlay(workspaceBase(l.overlays, scope, l.name)); err != nil {
+		if unlockOverlay, err = instance.LockOverlay(workspaceBase(l.overlays, scope, l.name)); err != nil {
 			return nil, err
 		}
 		if os.IsNotExist(statErr) && isSnapshot(l.template) {

@@ -41,7 +41,7 @@ func TestCleanLeftovers(t *testing.T) {
 	mustSymlink(t, filepath.Join(outside, "sessions"), filepath.Join(state, "workspaces/a2/srv/sessions"))
 	mustSymlink(t, outside, filepath.Join(state, "workspaces/a1/srv/sessions/link"))
 	deadSocket(t, filepath.Join(state, "approvals.sock"))
-	deadSocket(t, filepath.Join(state, adminSocket)) // an earlier version's
+	deadSocket(t, filepath.Join(state, "admin.sock")) // an earlier version's
 	ln, err := net.Listen("unix", filepath.Join(state, "live.sock"))
 	if err != nil {
 		t.Fatal(err)

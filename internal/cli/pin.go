@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/integrity"
@@ -133,7 +134,7 @@ func (e *env) pin(args []string) int {
 			len(d.Lists[gateway.KindInstructions]))
 	}
 	fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
-	if _, err := adminCall(dir, adminRequest{Op: "reload"}); err == nil {
+	if err := (admin.Client{StateDir: dir}).Reload(); err == nil {
 		fmt.Fprintln(e.stdout, "the running gateway reloaded it")
 	}
 	if len(failed) > 0 {

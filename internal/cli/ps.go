@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 )
@@ -31,30 +32,9 @@ starts a new one, with the workspace kept); pause freezes it (nothing runs,
 memory is kept; the next call resumes it); resume thaws it now.
 `
 
-// sandboxRow is one sandbox as `mcpbox ps` shows it.
-type sandboxRow struct {
-	ID        string    `json:"id"`
-	State     string    `json:"state"`
-	Server    string    `json:"server"`
-	Client    string    `json:"client,omitempty"`
-	Session   string    `json:"session,omitempty"`
-	Workspace string    `json:"workspace,omitempty"`
-	Started   time.Time `json:"started"`
-	LastCall  time.Time `json:"last_call,omitzero"`
-	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
-	Memory    uint64    `json:"memory_bytes,omitempty"`
-	Pids      uint64    `json:"pids,omitempty"`
-	CPU       float64   `json:"cpu_seconds,omitempty"`
-	Exit      string    `json:"exit,omitempty"`
-	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
-
-	// Restarts counts the starts its restart policy made after the server ended.
-	Restarts int `json:"restarts"`
-	// Set by the ps command: the serve instance (pid) that runs it, and
-	// its project.
-	Instance int    `json:"instance,omitempty"`
-	Project  string `json:"project,omitempty"`
-}
+// sandboxRow is one sandbox as `mcpbox ps` shows it (and the admin
+// protocol carries it).
+type sandboxRow = admin.Sandbox
 
 // sandboxRows joins the tracker's sandboxes with the gateway's instances.
 func (g *guard) sandboxRows(gw *gateway.Gateway) []sandboxRow {
@@ -155,7 +135,7 @@ func (e *env) ps(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	views, err := psViews(dir)
+	views, err := admin.Client{StateDir: dir}.Views()
 	if err != nil {
 		e.errorf("ps: %v", err)
 		return 1
@@ -166,7 +146,7 @@ func (e *env) ps(args []string) int {
 	}
 	var sandboxes []sandboxRow
 	for _, v := range views {
-		sandboxes = append(sandboxes, v.rows...)
+		sandboxes = append(sandboxes, v.Sandboxes...)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -211,7 +191,7 @@ func (e *env) control(op string, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	if _, err := adminCall(dir, adminRequest{Op: op, ID: fs.Arg(0)}); err != nil {
+	if err := (admin.Client{StateDir: dir}).Control(op, fs.Arg(0)); err != nil {
 		e.errorf("%s: %v", op, err)
 		return 1
 	}

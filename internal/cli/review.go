@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
 )
 
@@ -107,7 +108,7 @@ func (e *env) approvals(args []string) int {
 			e.errorf("approvals revoke: want one ID")
 			return exitUsage
 		}
-		if _, err := adminCall(dir, adminRequest{Op: "revoke", ID: fs.Arg(0)}); err != nil {
+		if err := (admin.Client{StateDir: dir}).Revoke(fs.Arg(0)); err != nil {
 			e.errorf("approvals revoke: %v", err)
 			return 1
 		}
@@ -118,7 +119,7 @@ func (e *env) approvals(args []string) int {
 		e.errorf("approvals: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
-	r, err := adminCall(dir, adminRequest{Op: "approvals"})
+	r, err := admin.Client{StateDir: dir}.Approvals()
 	if err != nil {
 		e.errorf("approvals: %v", err)
 		return 1
@@ -189,7 +190,7 @@ func (e *env) decide(args []string, allow bool) int {
 	if !ok {
 		return exitUsage
 	}
-	if _, err := adminCall(dir, adminRequest{Op: "decide", ID: fs.Arg(0), Allow: allow, Scope: scope}); err != nil {
+	if err := (admin.Client{StateDir: dir}).Decide(fs.Arg(0), allow, scope); err != nil {
 		e.errorf("%s: %v", name, err)
 		return 1
 	}
@@ -231,13 +232,13 @@ func (e *env) trust(args []string) int {
 	}
 	// Show first, then trust exactly what was shown: a definition the
 	// server changes in between is refused, not trusted unseen.
-	r, err := adminCall(dir, adminRequest{Op: "pins", Server: server})
+	changes, err := admin.Client{StateDir: dir}.Pins(server)
 	if err != nil {
 		e.errorf("trust: %v", err)
 		return 1
 	}
 	var hashes []string
-	for _, c := range r.Changes {
+	for _, c := range changes {
 		if key != "" && c.Key != key && c.Kind+":"+c.Key != key {
 			continue
 		}
@@ -256,12 +257,12 @@ func (e *env) trust(args []string) int {
 	if *dry {
 		return 0
 	}
-	t, err := adminCall(dir, adminRequest{Op: "trust", Server: server, Key: key, Hashes: hashes})
+	trusted, err := admin.Client{StateDir: dir}.Trust(server, key, hashes)
 	if err != nil {
 		e.errorf("trust: %v", err)
 		return 1
 	}
-	fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(t.Changes))
+	fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(trusted))
 	return 0
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
 )
 
@@ -109,7 +110,7 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 			return 1
 		}
 	}
-	r, err := adminCall(dir, adminRequest{Op: "rotate", Secret: args[0]})
+	r, err := admin.Client{StateDir: dir}.Rotate(args[0])
 	if err != nil {
 		e.errorf("secrets rotate: %v", err)
 		return 1

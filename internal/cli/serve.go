@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
@@ -165,19 +166,18 @@ func (e *env) serve(args []string) int {
 	// left goes before this one opens the audit store or starts sandboxes.
 	ctx, cancel := signalContext()
 	defer cancel()
-	admin := &adminServer{c: c, log: log}
-	inst, err := startInstance(ctx, admin, newRecord(dir, configPath, base, stdio, httpAddr), log)
+	inst, err := startInstance(ctx, c, admin.NewRecord(dir, configPath, base, stdio, httpAddr), log)
 	if err != nil {
 		// The gateway works without it; only the admin commands do not.
 		log.Warn("admin socket unavailable: the admin commands (ps, approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
 	} else {
-		defer inst.close()
+		defer inst.Close()
 	}
 	source := defaultConfig
 	if configPath != "" {
 		source, _ = os.ReadFile(configPath) // only for error positions
 	}
-	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source, shared: inst != nil && inst.shared}, log, book)
+	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source, shared: inst != nil && inst.Shared()}, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
@@ -196,15 +196,17 @@ func (e *env) serve(args []string) int {
 	}
 	defer gw.Close()
 	g.attach(gw)
-	admin.attach(gw, g)
+	if inst != nil {
+		inst.Attach(adminBackend{gw: gw, g: g})
+	}
 	if g.channels[config.ChannelWeb] {
-		path, stopWeb, err := serveInstanceWeb(ctx, dir, g.broker.Handler())
+		path, stopWeb, err := admin.ServeWeb(ctx, dir, g.broker.Handler())
 		if err != nil {
 			log.Warn("approvals socket unavailable", "err", err)
 		} else {
 			defer stopWeb()
 			if inst != nil {
-				inst.update(func(r *instance.Record) { r.Approvals = path })
+				inst.Update(func(r *instance.Record) { r.Approvals = path })
 			}
 		}
 	}
@@ -215,7 +217,7 @@ func (e *env) serve(args []string) int {
 	if httpAddr != "" {
 		onListen := func(url string) {
 			if inst != nil {
-				inst.update(func(r *instance.Record) { r.URL = url })
+				inst.Update(func(r *instance.Record) { r.URL = url })
 			}
 			switch {
 			case token != "" && configPath == "":

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/workspace"
@@ -110,7 +111,7 @@ func (e *env) snapshotCmd(args []string) int {
 		e.errorf("snapshot: %v", err)
 		return 1
 	}
-	if _, err := adminCall(dir, adminRequest{Op: "snapshot", ID: fs.Arg(0), Path: abs}); err != nil {
+	if err := (admin.Client{StateDir: dir}).Snapshot(fs.Arg(0), abs); err != nil {
 		e.errorf("snapshot: %v", err)
 		return 1
 	}
@@ -132,7 +133,7 @@ func (e *env) diff(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	r, err := adminCall(dir, adminRequest{Op: "diff", ID: fs.Arg(0)})
+	lower, upper, err := admin.Client{StateDir: dir}.Diff(fs.Arg(0))
 	if err != nil {
 		e.errorf("diff: %v", err)
 		return 1
@@ -141,7 +142,7 @@ func (e *env) diff(args []string) int {
 	if f, ok := e.stdout.(*os.File); ok && isTerminal(f) {
 		out = termSafe{e.stdout} // the content is the sandbox's
 	}
-	if err := workspace.Diff(out, r.Lower, r.Upper); err != nil {
+	if err := workspace.Diff(out, lower, upper); err != nil {
 		e.errorf("diff: %v", err)
 		return 1
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"strings"
 
+	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/integrity"
@@ -117,9 +118,9 @@ func (g *guard) namedChanges(cs []integrity.Change) []pinChange {
 	return out
 }
 
-// approvalsReply lists the pending and remembered approvals, each with
-// its tool's client-visible name.
-func (g *guard) approvalsReply() adminReply {
+// approvals lists the pending and remembered approvals, each with its
+// tool's client-visible name.
+func (g *guard) approvals() ([]approval.Request, []approval.Remembered) {
 	pending, remembered := g.broker.Pending(), g.broker.Remembered()
 	for i, p := range pending {
 		if p.Name == "" {
@@ -129,5 +130,5 @@ func (g *guard) approvalsReply() adminReply {
 	for i, m := range remembered {
 		remembered[i].Name = g.itemName(m.Server, integrity.KindTool, m.Tool)
 	}
-	return adminReply{OK: true, Pending: pending, Remembered: remembered}
+	return pending, remembered
 }

@@ -86,7 +86,7 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 	go func() { waited <- call("review") }()
 	var req approval.Request
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if p := g.approvalsReply().Pending; len(p) == 1 {
+		if p, _ := g.approvals(); len(p) == 1 {
 			req = p[0]
 			break
 		}
@@ -103,7 +103,7 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 	if res := <-waited; res.IsError {
 		t.Fatalf("the approved call: %q", gwTextOf(res))
 	}
-	if m := g.approvalsReply().Remembered; len(m) != 1 || m[0].Name != name {
+	if _, m := g.approvals(); len(m) != 1 || m[0].Name != name {
 		t.Errorf("remembered %+v, want one named %s", m, name)
 	}
 
