@@ -198,6 +198,10 @@ func (e *env) serve(args []string) int {
 	g.attach(gw)
 	if inst != nil {
 		inst.Attach(adminBackend{gw: gw, g: g})
+		// Deferred last, run first: the admin handlers use the gateway and
+		// the guard's audit store, so the ones in flight end before those
+		// close (deferred above); the socket answers until inst.Close.
+		defer inst.Detach()
 	}
 	if g.channels[config.ChannelWeb] {
 		path, stopWeb, err := admin.ServeWeb(ctx, dir, g.broker.Handler())
