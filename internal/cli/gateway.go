@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,13 +11,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/workspace"
@@ -48,58 +47,15 @@ func gatewayOptions(log *slog.Logger, book *redact.Book, credentials map[string]
 		Version: Version,
 		Hooks: gateway.Hooks{
 			Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) },
-			Call:   credentialCheck(log, credentials),
+			Call:   guard.CredentialCheck(log, credentials),
 		},
 	}
-}
-
-// credentialCheck applies a server's credentials policy to its tool
-// results (for run, which has no guard).
-func credentialCheck(log *slog.Logger, policy map[string]string) func(context.Context, *gateway.Call, func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
-	return func(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
-		raw, err := next(ctx)
-		if err != nil {
-			return raw, err
-		}
-		raw, _, _ = applyCredentials(log, policy[c.Server], c, raw)
-		return raw, nil
-	}
-}
-
-// applyCredentials applies a credentials policy (config.Credentials*;
-// "" is flag) to a tool result: credential-shaped strings that are not
-// our secrets (those are redacted already) are flagged in the log,
-// redacted, or block the result. It returns the result to pass on, the
-// rules that matched and whether it blocked.
-func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json.RawMessage) (json.RawMessage, []string, bool) {
-	found := redact.Detect(raw)
-	if len(found) == 0 {
-		return raw, nil, false
-	}
-	var rules []string
-	for _, f := range found {
-		if !slices.Contains(rules, f.Rule) {
-			rules = append(rules, f.Rule)
-		}
-	}
-	if action == "" {
-		action = config.CredentialsFlag
-	}
-	log.Warn("credential-shaped string in a tool result", "server", c.Server, "tool", cmpOr(c.Name, c.Tool), "agent", c.Agent, "rules", strings.Join(rules, ","), "action", action)
-	switch action {
-	case config.CredentialsRedact:
-		return redact.Mask(raw, found), rules, false
-	case config.CredentialsBlock:
-		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it contains what looks like a credential (%s)", cmpOr(c.Name, c.Tool), strings.Join(rules, ", ")), nil)
-		return res, rules, true
-	}
-	return raw, rules, false
 }
 
 // configServers turns a config's servers into gateway servers. The guard
 // decides which tools are visible and callable, so the gateway's own
 // name filter lets every tool through.
-func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book, g *guard) ([]*gateway.Server, error) {
+func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book, g *guard.Guard) ([]*gateway.Server, error) {
 	var out []*gateway.Server
 	groups := &groupSet{c: c, base: base, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
 		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, guard: g}
@@ -161,7 +117,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			return nil, fmt.Errorf("server %s: %w", s.Name, err)
 		}
 		if g != nil {
-			if err := protectFiles(&spec, g.protected); err != nil {
+			if err := protectFiles(&spec, g.Protected()); err != nil {
 				return nil, fmt.Errorf("server %s: %w", s.Name, err)
 			}
 		}

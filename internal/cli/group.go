@@ -13,6 +13,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/group"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/track"
 )
 
 // selfTarget is where mcpbox's own binary appears in sandboxes that run
@@ -84,7 +85,7 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 		return nil, err
 	}
 	if l.guard != nil {
-		if err := protectFiles(&spec, l.guard.protected); err != nil {
+		if err := protectFiles(&spec, l.guard.Protected()); err != nil {
 			return nil, err
 		}
 	}
@@ -115,7 +116,7 @@ func newGroupLauncher(c *config.Config, name string, members []*config.Server, b
 	// process's argv is readable by every user of the host.
 	spec.Env = append(spec.Env, groupMembersEnv+"="+string(membersJSON))
 	spec.Args = []string{selfTarget, "__group"}
-	l.name = groupLauncherName(name) // ":" is not allowed in server names: no collision
+	l.name = track.GroupLauncher(name) // ":" is not allowed in server names: no collision
 	l.base = spec
 	return &groupLauncher{sandbox: l, running: map[gateway.Scope]*groupInstance{}}, nil
 }

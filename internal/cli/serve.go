@@ -14,6 +14,7 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/workspace"
@@ -151,7 +152,7 @@ func (e *env) serve(args []string) int {
 		}
 	}
 	log := e.newLogger(book)
-	if err := stateDirOwned(dir); err != nil {
+	if err := guard.StateDirOwned(dir); err != nil {
 		e.errorf("serve: %v", err)
 		return 1
 	}
@@ -177,28 +178,33 @@ func (e *env) serve(args []string) int {
 	if configPath != "" {
 		source, _ = os.ReadFile(configPath) // only for error positions
 	}
-	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source, shared: inst != nil && inst.shared}, log, book)
+	jsonl := c.Audit.JSONL
+	if jsonl != "" {
+		jsonl = resolve(base, jsonl)
+	}
+	g, err := guard.New(c, guard.Options{StateDir: dir, LockPath: guard.DefaultLockPath(configPath, dir), ConfigPath: configPath,
+		JSONL: jsonl, Source: source, Shared: inst != nil && inst.shared}, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	defer g.close()
-	e.startupSummary(c, defaultLockPath(configPath, dir))
+	defer g.Close()
+	e.startupSummary(c, guard.DefaultLockPath(configPath, dir))
 	servers, err := e.configServers(c, base, dir, log, book, g)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version, Hooks: g.hooks()})
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version, Hooks: g.Hooks()})
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
 	defer gw.Close()
-	g.attach(gw)
+	g.Attach(gw)
 	admin.attach(gw, g)
-	if g.channels[config.ChannelWeb] {
-		path, stopWeb, err := serveInstanceWeb(ctx, dir, g.broker.Handler())
+	if g.ChannelOn(config.ChannelWeb) {
+		path, stopWeb, err := serveInstanceWeb(ctx, dir, g.Broker().Handler())
 		if err != nil {
 			log.Warn("approvals socket unavailable", "err", err)
 		} else {
@@ -208,7 +214,7 @@ func (e *env) serve(args []string) int {
 			}
 		}
 	}
-	g.record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
+	g.Record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"

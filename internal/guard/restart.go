@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // restarted audits the restart policy's decision after a server ended
 // (its sandbox's end has its own sandbox_crash or sandbox_stop record).
-func (g *guard) restarted(ev gateway.RestartEvent) {
+func (g *Guard) restarted(ev gateway.RestartEvent) {
 	r := audit.Record{Event: audit.EventRestart, Client: ev.Scope.Agent, Session: ev.Scope.Session,
 		Server: ev.Server, Decision: "restart", Error: ev.Reason,
 		Detail: map[string]string{"restart": fmt.Sprintf("%d of %d", ev.Restart, ev.Max), "delay": ev.Delay.String()}}
@@ -17,5 +17,5 @@ func (g *guard) restarted(ev gateway.RestartEvent) {
 		r.Decision = "give_up"
 		r.Detail = map[string]string{"why": ev.Why}
 	}
-	g.record(r)
+	g.Record(r)
 }

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/policy"
+	"mcpbox/internal/track"
 )
 
 // payloadLimit caps what include_payloads stores of one call.
@@ -30,7 +31,7 @@ const payloadLimit = 64 << 10
 // call is the Call hook: rate limit, policy, approval, then the call
 // itself, its result checks, and one audit record whatever happens; the
 // result goes out only once that record is committed (see audited).
-func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (res json.RawMessage, err error) {
+func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (res json.RawMessage, err error) {
 	gs := g.servers[c.Server]
 	ann := annotations(c.Definition)
 	rec := audit.Record{
@@ -38,9 +39,9 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
 		Category: category(gs, c.Tool, ann), Argv: g.commandArgv(gs, c),
 	}
-	t := g.tracks.get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
+	t := g.tracks.Get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
 	if t != nil {
-		rec.Sandbox, rec.Workspace = t.id, t.workspace
+		rec.Sandbox, rec.Workspace = t.ID, t.Workspace
 	}
 	defer func() {
 		rec.Duration = time.Since(rec.Time)
@@ -88,13 +89,13 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", rec.Name, d.Rule), nil)
 	}
 
-	var mark *callMark
+	var mark *track.Call
 	if t != nil {
-		mark = t.begin()
+		mark = t.Begin()
 	}
 	raw, err := next(ctx)
 	if t != nil {
-		t.finish(mark, &rec)
+		t.Finish(mark, &rec)
 	}
 	if err != nil {
 		rec.Outcome = outcomeOf(err)
@@ -117,10 +118,10 @@ func (g *guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 
 // approve asks the broker; the calling client is asked through
 // elicitation when it can be and that channel is on.
-func (g *guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
+func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
-		Name:    cmpOr(c.Name, g.itemName(c.Server, integrity.KindTool, c.Tool)),
+		Name:    cmpOr(c.Name, g.ItemName(c.Server, integrity.KindTool, c.Tool)),
 		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
 		Arguments: g.book.JSON(c.Arguments),
 	}
@@ -147,7 +148,7 @@ func approvalWhy(d approval.Decision, err error) string {
 }
 
 // scanResult applies results_scan.
-func (g *guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
+func (g *Guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
 	if gs.results == config.ResultsScanOff {
 		return raw
 	}
@@ -175,7 +176,7 @@ func (g *guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage
 
 // checkCredentials applies the server's credentials policy and records
 // what it found.
-func (g *guard) checkCredentials(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
+func (g *Guard) checkCredentials(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
 	out, rules, blocked := applyCredentials(g.log, gs.credentials, c, raw)
 	for _, r := range rules {
 		rec.Findings = append(rec.Findings, "credential:"+r)

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"
@@ -36,7 +36,7 @@ servers:
 
 // guardRig is a gateway with the guard around an in-process echo server.
 type guardRig struct {
-	g    *guard
+	g    *Guard
 	sess *mcp.ClientSession
 	dir  string
 }
@@ -55,16 +55,16 @@ func newGuardRigWith(t *testing.T, conf string, opts *mcp.ClientOptions) *guardR
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
 	book := &redact.Book{}
-	g, err := newGuard(c, dir, guardOptions{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock")}, log, book)
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, book)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
-		gateway.Options{Logger: log, Hooks: g.hooks()})
+		gateway.Options{Logger: log, Hooks: g.Hooks()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.attach(gw)
+	g.Attach(gw)
 	cr, gwW := io.Pipe()
 	gwR, cw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,7 +80,7 @@ func newGuardRigWith(t *testing.T, conf string, opts *mcp.ClientOptions) *guardR
 		cw.Close()
 		<-done
 		gw.Close()
-		g.close()
+		g.Close()
 	})
 	return &guardRig{g: g, sess: sess, dir: dir}
 }

@@ -1,4 +1,4 @@
-package cli
+package track
 
 import (
 	"crypto/sha256"
@@ -33,22 +33,22 @@ func TestCallJoinsFilesAndConnections(t *testing.T) {
 	}
 	write("old.txt", "untouched")
 	write("changed.txt", "before")
-	s := &sandboxTrack{id: "sbx_test", workspace: "a/s", rw: []rwDir{{out, "/workspace/output"}}}
+	s := &Sandbox{ID: "sbx_test", Workspace: "a/s", rw: []Dir{{out, "/workspace/output"}}}
 
-	m := s.begin()
+	m := s.Begin()
 	newSum := write("sub/new.txt", "new file")
 	changedSum := write("changed.txt", "after, longer")
 	if err := os.Symlink("/etc/passwd", filepath.Join(out, "link")); err != nil {
 		t.Fatal(err)
 	}
 	opened := egress.Event{Time: time.Now(), Host: "api.example.com", Port: 443, Decision: "allow"}
-	s.opened(opened)
+	s.Opened(opened)
 	ended := opened
 	ended.BytesUp, ended.BytesDown, ended.Package, ended.Version = 10, 2000, "left-pad", "1.3.0"
-	s.closed(ended)
-	s.opened(egress.Event{Time: time.Now(), Host: "169.254.169.254", Port: 80, Decision: "deny"})
+	s.Closed(ended)
+	s.Opened(egress.Event{Time: time.Now(), Host: "169.254.169.254", Port: 80, Decision: "deny"})
 	var rec audit.Record
-	s.finish(m, &rec)
+	s.Finish(m, &rec)
 
 	wantFiles := []audit.File{
 		{Path: "/workspace/output/changed.txt", Size: 13, SHA256: changedSum},
@@ -69,21 +69,21 @@ func TestCallJoinsFilesAndConnections(t *testing.T) {
 	}
 
 	// Two calls at once: a connection of either is marked ambiguous on both.
-	m1 := s.begin()
-	m2 := s.begin()
-	s.opened(egress.Event{Time: time.Now(), Host: "x.example", Port: 443, Decision: "allow"})
+	m1 := s.Begin()
+	m2 := s.Begin()
+	s.Opened(egress.Event{Time: time.Now(), Host: "x.example", Port: 443, Decision: "allow"})
 	var r1, r2 audit.Record
-	s.finish(m1, &r1)
-	s.finish(m2, &r2)
+	s.Finish(m1, &r1)
+	s.Finish(m2, &r2)
 	for _, r := range []audit.Record{r1, r2} {
 		if !r.DomainsAmbiguous || len(r.Domains) != 1 || !r.Domains[0].Ambiguous {
 			t.Errorf("overlapping call: %+v", r)
 		}
 	}
 	// A call after them is alone again, and sees no earlier connection.
-	m3 := s.begin()
+	m3 := s.Begin()
 	var r3 audit.Record
-	s.finish(m3, &r3)
+	s.Finish(m3, &r3)
 	if r3.DomainsAmbiguous || len(r3.Domains) != 0 || len(r3.Files) != 0 {
 		t.Errorf("a quiet call: %+v", r3)
 	}

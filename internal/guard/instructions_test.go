@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 
 // newInstrGuard is a guard over one server "srv" with the given scan
 // action, its lock file and audit in dir.
-func newInstrGuard(t *testing.T, dir, scan string) *guard {
+func newInstrGuard(t *testing.T, dir, scan string) *Guard {
 	t.Helper()
 	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  srv:\n    command: [srv]\n    scan: "+scan+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGuard(c, dir, guardOptions{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock")},
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")},
 		slog.New(slog.DiscardHandler), &redact.Book{})
 	if err != nil {
 		t.Fatal(err)
@@ -31,9 +31,9 @@ func newInstrGuard(t *testing.T, dir, scan string) *guard {
 }
 
 // instrRecords closes g and returns its audit records of event.
-func instrRecords(t *testing.T, g *guard, dir, event string) []audit.Record {
+func instrRecords(t *testing.T, g *Guard, dir, event string) []audit.Record {
 	t.Helper()
-	g.close()
+	g.Close()
 	r, err := audit.OpenReader(filepath.Join(dir, "audit.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func instrRecords(t *testing.T, g *guard, dir, event string) []audit.Record {
 	return recs
 }
 
-func instrList(g *guard, text string) []gateway.Item {
+func instrList(g *Guard, text string) []gateway.Item {
 	items := []gateway.Item{}
 	if text != "" {
 		items = append(items, gateway.InstructionsItem(text))

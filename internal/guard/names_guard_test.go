@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"
@@ -41,16 +41,16 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 	}
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
-	g, err := newGuard(c, dir, guardOptions{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock")}, log, &redact.Book{})
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, &redact.Book{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Prefix: c.EffectivePrefix(c.Server("echo")), Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
-		gateway.Options{Logger: log, Hooks: g.hooks()})
+		gateway.Options{Logger: log, Hooks: g.Hooks()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.attach(gw)
+	g.Attach(gw)
 	cr, gwW := io.Pipe()
 	gwR, cw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,7 +66,7 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 		cw.Close()
 		<-done
 		gw.Close()
-		g.close()
+		g.Close()
 	})
 	const name = "e_echo"
 	call := func(text string) *mcp.CallToolResult {
@@ -86,7 +86,7 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 	go func() { waited <- call("review") }()
 	var req approval.Request
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if p := g.approvalsReply().Pending; len(p) == 1 {
+		if p, _ := g.Approvals(); len(p) == 1 {
 			req = p[0]
 			break
 		}
@@ -103,7 +103,7 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 	if res := <-waited; res.IsError {
 		t.Fatalf("the approved call: %q", gwTextOf(res))
 	}
-	if m := g.approvalsReply().Remembered; len(m) != 1 || m[0].Name != name {
+	if _, m := g.Approvals(); len(m) != 1 || m[0].Name != name {
 		t.Errorf("remembered %+v, want one named %s", m, name)
 	}
 

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"
@@ -15,7 +15,7 @@ const outcomeAuditFailing = "audit_failing"
 
 // auditFailing returns the refusal of a call that must not start because
 // the audit store cannot write (audit.on_failure: refuse), or ok false.
-func (g *guard) auditFailing(tool string, rec *audit.Record) (json.RawMessage, bool) {
+func (g *Guard) auditFailing(tool string, rec *audit.Record) (json.RawMessage, bool) {
 	err := g.store.Err()
 	if err == nil || g.allowUnaudited {
 		return nil, false
@@ -31,7 +31,7 @@ func (g *guard) auditFailing(tool string, rec *audit.Record) (json.RawMessage, b
 // (audit.on_failure: refuse), or the result, unaudited, with an error in
 // the log (allow). rec is still queued and committed late if the store
 // recovers.
-func (g *guard) audited(ctx context.Context, rec audit.Record, res json.RawMessage, err error) (json.RawMessage, error) {
+func (g *Guard) audited(ctx context.Context, rec audit.Record, res json.RawMessage, err error) (json.RawMessage, error) {
 	werr := g.store.Submit(rec).Wait(ctx)
 	if werr == nil || rec.Outcome == outcomeAuditFailing { // not run: already refused
 		return res, err

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ const (
 // built-in server, each argument redacted whole (configured secrets and
 // credential-shaped strings) and then cut, for the audit; nil for every
 // other call.
-func (g *guard) commandArgv(gs *guardServer, c *gateway.Call) []string {
+func (g *Guard) commandArgv(gs *guardServer, c *gateway.Call) []string {
 	if gs == nil || !gs.builtin || (c.Tool != "run_command" && c.Tool != "start_job") {
 		return nil
 	}

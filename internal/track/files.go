@@ -1,4 +1,4 @@
-package cli
+package track
 
 import (
 	"path"
@@ -26,15 +26,15 @@ type fileSnapshot struct {
 // snapshotDirs records the regular files under dirs. The walk is the
 // workspace package's: it never follows a symlink, even one the sandbox
 // swaps in while it runs.
-func snapshotDirs(dirs []rwDir) fileSnapshot {
+func snapshotDirs(dirs []Dir) fileSnapshot {
 	s := fileSnapshot{files: map[string]workspace.FileInfo{}}
 	for _, d := range dirs {
-		_ = workspace.Files(d.host, func(fi workspace.FileInfo) bool {
+		_ = workspace.Files(d.Host, func(fi workspace.FileInfo) bool {
 			if len(s.files) >= maxSnapshotEntries {
 				s.truncated = true
 				return false
 			}
-			s.files[d.host+"\x00"+fi.Rel] = fi
+			s.files[d.Host+"\x00"+fi.Rel] = fi
 			return true
 		})
 	}
@@ -43,20 +43,20 @@ func snapshotDirs(dirs []rwDir) fileSnapshot {
 
 // changed lists the regular files that are new or different since the
 // snapshot, with their sandbox paths, sizes and hashes.
-func (s fileSnapshot) changed(dirs []rwDir) []audit.File {
+func (s fileSnapshot) changed(dirs []Dir) []audit.File {
 	var out []audit.File
 	var hashed int64
 	for _, d := range dirs {
-		_ = workspace.Files(d.host, func(fi workspace.FileInfo) bool {
-			if old, ok := s.files[d.host+"\x00"+fi.Rel]; ok && old == fi {
+		_ = workspace.Files(d.Host, func(fi workspace.FileInfo) bool {
+			if old, ok := s.files[d.Host+"\x00"+fi.Rel]; ok && old == fi {
 				return true
 			}
 			if len(out) >= maxFilesPerCall {
 				return false
 			}
-			f := audit.File{Path: path.Join(d.target, fi.Rel), Size: fi.Size}
+			f := audit.File{Path: path.Join(d.Target, fi.Rel), Size: fi.Size}
 			if hashed+fi.Size <= maxHashTotal {
-				f.SHA256, _ = workspace.HashFile(d.host, fi, maxHashBytes)
+				f.SHA256, _ = workspace.HashFile(d.Host, fi, maxHashBytes)
 				hashed += fi.Size
 			}
 			out = append(out, f)

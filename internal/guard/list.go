@@ -1,4 +1,4 @@
-package cli
+package guard
 
 // The List hook of the guard: what a client sees of a server's lists
 // (pins, scanner, policy), and the trust of changed definitions.
@@ -21,9 +21,9 @@ import (
 
 // list is the List hook: pins, scanner and policy decide what a client
 // sees of a server's list. Answers are remembered per list and state.
-func (g *guard) list(agent, server, kind string, items []gateway.Item) []gateway.Item {
+func (g *Guard) list(agent, server, kind string, items []gateway.Item) []gateway.Item {
 	gs := g.servers[server]
-	pk := pinKind(kind)
+	pk := PinKind(kind)
 	if gs == nil || pk == "" {
 		return items
 	}
@@ -59,7 +59,7 @@ func (g *guard) list(agent, server, kind string, items []gateway.Item) []gateway
 }
 
 // pinned applies the lock file; a failure hides everything (fail closed).
-func (g *guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+func (g *Guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
 	if gs.pin == config.PinOff {
 		return items
 	}
@@ -90,7 +90,7 @@ func (g *guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gat
 // on first sight are one log line per server and kind (each is in the
 // audit, and in the log at debug level); every other change is a line of
 // its own, since it hides or changes what a client sees.
-func (g *guard) noteChanges(changes []integrity.Change) {
+func (g *Guard) noteChanges(changes []integrity.Change) {
 	type firstPin struct{ server, kind string }
 	var pinned []firstPin
 	counts := map[firstPin]int{}
@@ -117,7 +117,7 @@ func (g *guard) noteChanges(changes []integrity.Change) {
 		}
 		g.log.Log(context.Background(), level, "tool definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
 			"hint", hintFor(ch))
-		g.record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.itemName(ch.Server, ch.Kind, ch.Key),
+		g.Record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
 			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}
 	for _, k := range pinned {
@@ -145,7 +145,7 @@ func trustKey(ch integrity.Change) string {
 
 // scanned runs the description scanner; with scan: block, a definition
 // with findings is hidden.
-func (g *guard) scanned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+func (g *Guard) scanned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
 	others := g.otherNames(gs)
 	// The shadowing rule depends on the other servers' names, which come
 	// in as they are listed: a result holds only for the names it saw.
@@ -164,7 +164,7 @@ func (g *guard) scanned(gs *guardServer, kind string, items []gateway.Item) []ga
 }
 
 // scanOne scans a definition once per content and logs what it finds.
-func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []string, othersKey string) []integrity.Finding {
+func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []string, othersKey string) []integrity.Finding {
 	sum := sha256.Sum256(it.Raw)
 	h := kind + ":" + hex.EncodeToString(sum[:]) + ":" + othersKey
 	g.mu.Lock()
@@ -189,14 +189,14 @@ func (g *guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 		}
 		g.log.Warn("description scanner findings", "server", gs.name, "kind", kind, "name", it.Key,
 			"findings", strings.Join(rules, ","), "action", cmpOr(gs.scan, config.ScanWarn))
-		g.record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Name: itemName(gs.name, gs.prefix, kind, it.Key), Findings: rules,
+		g.Record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Name: ItemName(gs.name, gs.prefix, kind, it.Key), Findings: rules,
 			Decision: cmpOr(gs.scan, config.ScanWarn), Detail: map[string]string{"kind": kind}})
 	}
 	return f
 }
 
 // noteNames remembers a server's tool names, for the shadowing rule.
-func (g *guard) noteNames(gs *guardServer, items []gateway.Item) {
+func (g *Guard) noteNames(gs *guardServer, items []gateway.Item) {
 	names := make([]string, 0, len(items))
 	for _, it := range items {
 		names = append(names, it.Key)
@@ -207,7 +207,7 @@ func (g *guard) noteNames(gs *guardServer, items []gateway.Item) {
 }
 
 // otherNames are the tool names of the other servers, bare and prefixed.
-func (g *guard) otherNames(gs *guardServer) []string {
+func (g *Guard) otherNames(gs *guardServer) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []string
@@ -227,7 +227,7 @@ func (g *guard) otherNames(gs *guardServer) []string {
 }
 
 // changed tells the guard (and the clients) that what lists show changed.
-func (g *guard) changed(server string) {
+func (g *Guard) changed(server string) {
 	g.gen.Add(1)
 	if gw := g.gw.Load(); gw != nil {
 		gw.ListChanged(server)
@@ -237,7 +237,7 @@ func (g *guard) changed(server string) {
 // trust pins the pending definitions of server (key "" for all of them)
 // whose hashes are in want (what was shown to who decided), and lets the
 // clients see them.
-func (g *guard) trust(server, key, who string, want []string) ([]integrity.Change, error) {
+func (g *Guard) trust(server, key, who string, want []string) ([]integrity.Change, error) {
 	if g.servers[server] == nil {
 		return nil, fmt.Errorf("no server %q in this gateway", server)
 	}
@@ -249,7 +249,7 @@ func (g *guard) trust(server, key, who string, want []string) ([]integrity.Chang
 		return nil, err
 	}
 	for _, ch := range changes {
-		g.record(audit.Record{Event: audit.EventTrust, Server: ch.Server, Tool: ch.Key, Name: g.itemName(ch.Server, ch.Kind, ch.Key),
+		g.Record(audit.Record{Event: audit.EventTrust, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
 			Approver: who, Decision: "trusted",
 			Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}
@@ -260,7 +260,7 @@ func (g *guard) trust(server, key, who string, want []string) ([]integrity.Chang
 // offerTrust asks the approval channels about each pending change that
 // is not being asked about already: a request that timed out is offered
 // again at the next list, as long as the change is pending.
-func (g *guard) offerTrust(changes []integrity.Change) {
+func (g *Guard) offerTrust(changes []integrity.Change) {
 	for _, ch := range changes {
 		if ch.Status != "new" && ch.Status != "changed" {
 			continue
@@ -315,9 +315,9 @@ const (
 // CLI and web: no client is calling): approved, it is trusted as by
 // `mcpbox trust`, if it is still the definition offered; otherwise it
 // stays hidden.
-func (g *guard) askTrust(ch integrity.Change) int {
+func (g *Guard) askTrust(ch integrity.Change) int {
 	key := trustKey(ch)
-	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.itemName(ch.Server, ch.Kind, ch.Key),
+	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
 		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
 	d, err := g.broker.Ask(context.Background(), req, nil)
 	switch {

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"encoding/json"
@@ -47,7 +47,7 @@ func TestCommandArgvAudited(t *testing.T) {
 	if err := book.Add("TOKEN", []byte(secret)); err != nil {
 		t.Fatal(err)
 	}
-	g := &guard{book: book}
+	g := &Guard{book: book}
 	long := strings.Repeat("x", 3*maxAuditArgLen)
 	pasted := "ghp_" + strings.Repeat("Z9y8", 9) // credential-shaped, no configured secret
 	args, _ := json.Marshal(map[string]any{"argv": []string{"curl", "-H", "Authorization: Bearer " + secret, long, "https://u:" + pasted + "@example.com/"}})

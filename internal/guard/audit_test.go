@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"
@@ -80,12 +80,12 @@ func TestGuardAuditDiskFullWithholdsResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGuard(c, dir, guardOptions{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock")},
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")},
 		slog.New(slog.DiscardHandler), &redact.Book{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(g.close) // before the unmount
+	t.Cleanup(g.Close) // before the unmount
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ran := 0

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"context"
@@ -63,12 +63,12 @@ func benchSession(b *testing.B, guarded bool) *mcp.ClientSession {
 	opts := gateway.Options{Logger: log, Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}}
 	if guarded {
 		dir := b.TempDir()
-		g, err := newGuard(c, dir, guardOptions{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock")}, log, book)
+		g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, book)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(g.close)
-		opts.Hooks = g.hooks()
+		b.Cleanup(g.Close)
+		opts.Hooks = g.Hooks()
 	}
 	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}}, opts)
 	if err != nil {

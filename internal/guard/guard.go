@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"encoding/json"
@@ -20,12 +20,13 @@ import (
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/policy"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/track"
 )
 
-// guard is the policy layer of `serve` around the gateway: which tools a
+// Guard is the policy layer of `serve` around the gateway: which tools a
 // client sees (pins, scanner, policy), whether a call runs (rate limits,
 // policy, human approval), and the audit record of everything.
-type guard struct {
+type Guard struct {
 	c       *config.Config
 	log     *slog.Logger
 	book    *redact.Book
@@ -34,7 +35,7 @@ type guard struct {
 	pins    *integrity.Pins
 	store   *audit.Store
 	broker  *approval.Broker
-	tracks  *tracker
+	tracks  *track.Tracker
 	servers map[string]*guardServer
 	// channels are the approval channels in use (approvals.channels).
 	channels map[string]bool
@@ -83,33 +84,44 @@ type memoEntry struct {
 	out   []gateway.Item
 }
 
-// guardOptions locate the guard's files.
-type guardOptions struct {
-	stateDir   string
-	lockPath   string // mcpbox.lock
-	configPath string // "" for the embedded default
-	source     []byte // the config's text, for error positions inside rules
-	// shared: other instances use the state dir (their pending approvals
-	// in it are live).
-	shared bool
+// Options locate the guard's files.
+type Options struct {
+	// StateDir holds the audit store (audit.db) and the approvals; it
+	// must be set.
+	StateDir string
+	// LockPath is the lock file (mcpbox.lock) of the pins; it must be
+	// set (DefaultLockPath).
+	LockPath string
+	// ConfigPath is the config file, kept out of writable mounts; "" for
+	// the embedded default.
+	ConfigPath string
+	// Source is the config's text, for error positions inside rules; nil:
+	// errors name no position.
+	Source []byte
+	// JSONL is the audit's JSONL copy (c.Audit.JSONL, resolved against
+	// the config's dir); "": none.
+	JSONL string
+	// Shared says other instances use the state dir (their pending
+	// approvals in it are live); false: this one alone.
+	Shared bool
 }
 
-// newGuard compiles c's policy and opens the lock file, the audit store
-// and the approval broker.
-func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, book *redact.Book) (*guard, error) {
-	engine, err := policy.CompileWith(c, policy.Options{Source: o.source})
+// New compiles c's policy and opens the lock file, the audit store and
+// the approval broker. Close releases them.
+func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Guard, error) {
+	engine, err := policy.CompileWith(c, policy.Options{Source: o.Source})
 	if err != nil {
 		return nil, err
 	}
-	pins, err := integrity.OpenPins(o.lockPath)
+	pins, err := integrity.OpenPins(o.LockPath)
 	if err != nil {
 		return nil, fmt.Errorf("opening the lock file: %w", err)
 	}
-	g := &guard{
+	g := &Guard{
 		c: c, log: log, book: book, engine: engine,
 		limiter:        policy.NewLimiter(c, nil),
 		pins:           pins,
-		tracks:         newTracker(),
+		tracks:         track.New(),
 		servers:        map[string]*guardServer{},
 		channels:       map[string]bool{},
 		payloads:       c.Audit.IncludePayloads,
@@ -135,7 +147,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 			builtin: s.Builtin != "",
 		}
 		if grp, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
-			gs.launcher = groupLauncherName(grp)
+			gs.launcher = track.GroupLauncher(grp)
 		}
 		if gs.scope == "" {
 			gs.scope = gateway.ScopeAgent
@@ -149,17 +161,14 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 		}
 		g.servers[s.Name] = gs
 	}
-	jsonl := c.Audit.JSONL
-	if jsonl != "" {
-		jsonl = resolve(base, jsonl)
-	}
+	jsonl := o.JSONL
 	// No sandbox may write these: the pins, the policy, the audit copy.
-	g.protected = []string{filepath.Dir(o.lockPath), jsonl}
-	if o.configPath != "" {
-		g.protected = append(g.protected, o.configPath)
+	g.protected = []string{filepath.Dir(o.LockPath), jsonl}
+	if o.ConfigPath != "" {
+		g.protected = append(g.protected, o.ConfigPath)
 	}
 	g.store, err = audit.Open(audit.Options{
-		Path:            filepath.Join(o.stateDir, "audit.db"),
+		Path:            filepath.Join(o.StateDir, "audit.db"),
 		JSONL:           jsonl,
 		MaxAge:          time.Duration(c.Audit.Retention.MaxAge),
 		MaxSize:         int64(c.Audit.Retention.MaxSize),
@@ -174,7 +183,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 		DB:         g.store.DB(),
 		Timeout:    c.Approvals.EffectiveTimeout(),
 		OnDecision: g.approvalDecided,
-		Shared:     o.shared,
+		Shared:     o.Shared,
 	})
 	if err != nil {
 		g.store.Close()
@@ -183,28 +192,28 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 	return g, nil
 }
 
-// defaultLockPath is mcpbox.lock beside the config, or in the state dir
+// DefaultLockPath is mcpbox.lock beside the config, or in the state dir
 // for the embedded default.
-func defaultLockPath(configPath, stateDir string) string {
+func DefaultLockPath(configPath, stateDir string) string {
 	if configPath == "" {
 		return filepath.Join(stateDir, "mcpbox.lock")
 	}
 	return filepath.Join(filepath.Dir(configPath), "mcpbox.lock")
 }
 
-// attach gives the guard its gateway (for list_changed after a trust).
-func (g *guard) attach(gw *gateway.Gateway) { g.gw.Store(gw) }
+// Attach gives the guard its gateway (for list_changed after a trust).
+func (g *Guard) Attach(gw *gateway.Gateway) { g.gw.Store(gw) }
 
-// close stops the broker (pending calls are denied) and flushes the audit.
-func (g *guard) close() {
+// Close stops the broker (pending calls are denied) and flushes the audit.
+func (g *Guard) Close() {
 	g.broker.Close()
 	if err := g.store.Close(); err != nil {
 		g.log.Warn("closing the audit store", "err", err)
 	}
 }
 
-// hooks are the gateway hooks of the guard.
-func (g *guard) hooks() gateway.Hooks {
+// Hooks are the gateway hooks of the guard.
+func (g *Guard) Hooks() gateway.Hooks {
 	return gateway.Hooks{
 		Filter:  func(_ string, raw []byte) []byte { return g.book.JSON(raw) },
 		Call:    g.call,
@@ -214,8 +223,8 @@ func (g *guard) hooks() gateway.Hooks {
 	}
 }
 
-// record adds an audit record, stamped now if it has no time.
-func (g *guard) record(r audit.Record) {
+// Record adds an audit record, stamped now if it has no time.
+func (g *Guard) Record(r audit.Record) {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
@@ -226,7 +235,7 @@ func (g *guard) record(r audit.Record) {
 // the id its client knows (Mcp-Session-Id) when it has one; the start and
 // end records also carry the gateway's own id, which session-scope
 // sandbox records use.
-func (g *guard) session(ev gateway.SessionEvent) {
+func (g *Guard) session(ev gateway.SessionEvent) {
 	id := cmpOr(ev.MCPSession, ev.Session)
 	r := audit.Record{Client: ev.Agent, Session: id, Event: audit.EventSessionStart,
 		Detail: map[string]string{"gateway_session": ev.Session}}
@@ -236,10 +245,10 @@ func (g *guard) session(ev gateway.SessionEvent) {
 	} else if ev.Client != "" {
 		r.Detail["client_info"] = ev.Client
 	}
-	g.record(r)
+	g.Record(r)
 }
 
-func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
+func (g *Guard) approvalDecided(req approval.Request, d approval.Decision) {
 	decision := "denied"
 	switch {
 	case d.Allow:
@@ -247,28 +256,28 @@ func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
 	case d.By == approval.ByCancelled:
 		decision = "cancelled" // the call went away; Detail.reason says why
 	}
-	g.record(audit.Record{
+	g.Record(audit.Record{
 		Event: audit.EventApproval, Client: req.Client, Session: req.Session, Server: req.Server,
 		Tool: req.Tool, Name: req.Name, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
 		Detail: map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
 	})
 }
 
-// sandboxEvent audits a sandbox starting, ending, pausing or resuming.
+// SandboxEvent audits a sandbox starting, ending, pausing or resuming.
 // A nil guard does nothing.
-func (g *guard) sandboxEvent(event, launcher string, t *sandboxTrack, scope gateway.Scope, status string) {
+func (g *Guard) SandboxEvent(event, launcher string, t *track.Sandbox, scope gateway.Scope, status string) {
 	if g == nil {
 		return
 	}
 	r := audit.Record{Event: event, Client: scope.Agent, Session: scope.Session, Server: launcher,
-		Sandbox: t.id, Workspace: t.workspace, ExitStatus: status}
+		Sandbox: t.ID, Workspace: t.Workspace, ExitStatus: status}
 	if event == audit.EventSandboxStop || event == audit.EventSandboxCrash {
-		r.Artifacts = t.artifacts
+		r.Artifacts = t.Artifacts
 	}
-	if by := t.takeBy(); by != "" && event != audit.EventSandboxStart {
+	if by := t.TakeBy(); by != "" && event != audit.EventSandboxStart {
 		r.Detail = map[string]string{"by": by}
 	}
-	g.record(r)
+	g.Record(r)
 }
 
 // scopeOf is the instance scope a call of agent/session runs in.
@@ -282,9 +291,9 @@ func (gs *guardServer) scopeOf(agent, session string) gateway.Scope {
 	return gateway.Scope{Agent: agent}
 }
 
-// stateDirOwned makes sure dir is not shared with other users: the audit
+// StateDirOwned makes sure dir is not shared with other users: the audit
 // store and the lock file hold what an attacker should not edit.
-func stateDirOwned(dir string) error {
+func StateDirOwned(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
@@ -300,8 +309,8 @@ func stateDirOwned(dir string) error {
 	return nil
 }
 
-// pinKind maps a gateway list kind to a pinned kind ("" for none).
-func pinKind(kind string) string {
+// PinKind maps a gateway list kind to a pinned kind ("" for none).
+func PinKind(kind string) string {
 	switch kind {
 	case gateway.KindTools:
 		return integrity.KindTool
@@ -342,19 +351,19 @@ func annotations(def json.RawMessage) map[string]any {
 	return d.Annotations
 }
 
-// sandboxStarted registers a sandbox for call joins and audits its start;
+// SandboxStarted registers a sandbox for call joins and audits its start;
 // the returned func unregisters it. A nil guard does nothing.
-func (g *guard) sandboxStarted(launcher string, scope gateway.Scope, t *sandboxTrack) func() {
+func (g *Guard) SandboxStarted(launcher string, scope gateway.Scope, t *track.Sandbox) func() {
 	if g == nil {
 		return func() {}
 	}
-	g.sandboxEvent(audit.EventSandboxStart, launcher, t, scope, "")
-	return g.tracks.add(launcher, scope, t)
+	g.SandboxEvent(audit.EventSandboxStart, launcher, t, scope, "")
+	return g.tracks.Add(launcher, scope, t)
 }
 
-// sandboxEnded audits a sandbox's end: a stop, or a crash when it ended
-// on its own with a failure.
-func (g *guard) sandboxEnded(launcher string, scope gateway.Scope, t *sandboxTrack, status string, expected bool) {
+// SandboxEnded audits a sandbox's end: a stop, or a crash when it ended
+// on its own with a failure. A nil guard does nothing.
+func (g *Guard) SandboxEnded(launcher string, scope gateway.Scope, t *track.Sandbox, status string, expected bool) {
 	if g == nil {
 		return
 	}
@@ -362,17 +371,18 @@ func (g *guard) sandboxEnded(launcher string, scope gateway.Scope, t *sandboxTra
 	if !expected {
 		event = audit.EventSandboxCrash
 	}
-	g.sandboxEvent(event, launcher, t, scope, status)
+	g.SandboxEvent(event, launcher, t, scope, status)
 }
 
-// egressEvent audits one egress connection once it has ended.
-func (g *guard) egressEvent(launcher string, scope gateway.Scope, t *sandboxTrack, ev egress.Event) {
+// EgressEvent audits one egress connection once it has ended. A nil
+// guard does nothing.
+func (g *Guard) EgressEvent(launcher string, scope gateway.Scope, t *track.Sandbox, ev egress.Event) {
 	if g == nil {
 		return
 	}
 	d := audit.Domain{Host: ev.Host, Port: ev.Port, Decision: ev.Decision, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown}
 	r := audit.Record{Time: ev.Time, Event: audit.EventEgress, Client: scope.Agent, Session: scope.Session,
-		Server: launcher, Sandbox: t.id, Workspace: t.workspace, Decision: ev.Decision, Rule: ev.Rule,
+		Server: launcher, Sandbox: t.ID, Workspace: t.Workspace, Decision: ev.Decision, Rule: ev.Rule,
 		Duration: ev.Duration, Domains: []audit.Domain{d}}
 	if ev.Reason != "" {
 		r.Detail = map[string]string{"reason": ev.Reason}
@@ -380,12 +390,8 @@ func (g *guard) egressEvent(launcher string, scope gateway.Scope, t *sandboxTrac
 	if ev.Package != "" {
 		r.Packages = []audit.Package{{Name: ev.Package, Version: ev.Version, Host: ev.Host}}
 	}
-	g.record(r)
+	g.Record(r)
 }
-
-// groupLauncherName is the tracker's name of group grp's sandboxes (the
-// name its sandboxLauncher has).
-func groupLauncherName(grp string) string { return "group:" + grp }
 
 // policyClient is the client name the policy knows an agent by: the
 // stdio agent is "" (it is no configured client).
@@ -394,4 +400,33 @@ func policyClient(agent string) string {
 		return ""
 	}
 	return agent
+}
+
+// Protected are the host paths no sandbox may have a writable mount over
+// (or inside of): the lock file's dir, the config, the JSONL copy.
+func (g *Guard) Protected() []string { return g.protected }
+
+// Broker is the approval broker: the admin socket decides and revokes
+// through it, the web channel serves its handler.
+func (g *Guard) Broker() *approval.Broker { return g.broker }
+
+// ChannelOn says whether approval channel ch (config.Channel*) is in use
+// (approvals.channels).
+func (g *Guard) ChannelOn(ch string) bool { return g.channels[ch] }
+
+// ReloadPins reads the lock file again and tells the clients their lists
+// may have changed.
+func (g *Guard) ReloadPins() error {
+	if err := g.pins.Reload(); err != nil {
+		return err
+	}
+	g.changed("")
+	return nil
+}
+
+// Trust pins the pending definitions of server (key "" for all of them)
+// whose hashes are in want (what was shown to who decided), and lets the
+// clients see them.
+func (g *Guard) Trust(server, key, who string, want []string) ([]integrity.Change, error) {
+	return g.trust(server, key, who, want)
 }
