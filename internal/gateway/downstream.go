@@ -371,7 +371,7 @@ func (d *downstream) instructions(b *bound, text string) string {
 	if text != "" {
 		items = append(items, InstructionsItem(text))
 	}
-	for _, it := range hook(d.agent, b.srv.Name, KindInstructions, items) {
+	for _, it := range hook(d.agent, b.srv.Name, KindInstructions, 0, items) {
 		if it.Key == InstructionsKey && text != "" {
 			return text
 		}
@@ -420,7 +420,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
-		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool, Name: p.Name,
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d.agent, d.id), Tool: tool, Name: p.Name,
 			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
 		raw, err = hook(ctx, c, forward)
 	} else {

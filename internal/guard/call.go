@@ -39,7 +39,7 @@ func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
 		Category: category(gs, c.Tool, ann), Argv: g.commandArgv(gs, c),
 	}
-	t := g.tracks.Get(gs.launcher, gs.scopeOf(c.Agent, c.Session))
+	t := g.tracks.Get(gs.launcher, c.Scope)
 	if t != nil {
 		rec.Sandbox, rec.Workspace = t.ID, t.Workspace
 	}

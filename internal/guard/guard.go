@@ -66,7 +66,6 @@ type Guard struct {
 // guardServer is one server's guard settings.
 type guardServer struct {
 	name, prefix string
-	scope        string
 	launcher     string // the tracker's name for its sandboxes (the group for members)
 	pin          string
 	scan         string
@@ -77,10 +76,11 @@ type guardServer struct {
 
 type memoKey struct{ agent, server, kind string }
 
+// memoEntry is the answer of list for one list of a server: its gen
+// (gateway.Hooks.List) while the guard's own gen was state.
 type memoEntry struct {
-	gen   int64
-	first *gateway.Item
-	n     int
+	state int64
+	list  uint64
 	out   []gateway.Item
 }
 
@@ -142,15 +142,12 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 	}
 	for _, s := range c.Servers {
 		gs := &guardServer{
-			name: s.Name, prefix: c.EffectivePrefix(s), scope: s.Scope, launcher: s.Name,
+			name: s.Name, prefix: c.EffectivePrefix(s), launcher: s.Name,
 			pin: s.Pin, scan: s.Scan, results: s.ResultsScan, credentials: s.Credentials,
 			builtin: s.Builtin != "",
 		}
 		if grp, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
 			gs.launcher = track.GroupLauncher(grp)
-		}
-		if gs.scope == "" {
-			gs.scope = gateway.ScopeAgent
 		}
 		switch {
 		case gs.pin == "" && gs.builtin:
@@ -278,17 +275,6 @@ func (g *Guard) SandboxEvent(event, launcher string, t *track.Sandbox, scope gat
 		r.Detail = map[string]string{"by": by}
 	}
 	g.Record(r)
-}
-
-// scopeOf is the instance scope a call of agent/session runs in.
-func (gs *guardServer) scopeOf(agent, session string) gateway.Scope {
-	switch gs.scope {
-	case gateway.ScopeShared:
-		return gateway.Scope{}
-	case gateway.ScopeSession:
-		return gateway.Scope{Agent: agent, Session: session}
-	}
-	return gateway.Scope{Agent: agent}
 }
 
 // StateDirOwned makes sure dir is not shared with other users: the audit

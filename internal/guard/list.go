@@ -20,8 +20,9 @@ import (
 )
 
 // list is the List hook: pins, scanner and policy decide what a client
-// sees of a server's list. Answers are remembered per list and state.
-func (g *Guard) list(agent, server, kind string, items []gateway.Item) []gateway.Item {
+// sees of a server's list. Answers are remembered per list (gen, the
+// gateway's number for it) and state.
+func (g *Guard) list(agent, server, kind string, gen uint64, items []gateway.Item) []gateway.Item {
 	gs := g.servers[server]
 	pk := PinKind(kind)
 	if gs == nil || pk == "" {
@@ -36,9 +37,9 @@ func (g *Guard) list(agent, server, kind string, items []gateway.Item) []gateway
 		return items
 	}
 	key := memoKey{agent, server, kind}
-	gen := g.gen.Load()
+	state := g.gen.Load()
 	g.mu.Lock()
-	if m, ok := g.memo[key]; ok && m.gen == gen && m.first == &items[0] && m.n == len(items) {
+	if m, ok := g.memo[key]; ok && gen != 0 && m.state == state && m.list == gen {
 		g.mu.Unlock()
 		return m.out
 	}
@@ -53,7 +54,7 @@ func (g *Guard) list(agent, server, kind string, items []gateway.Item) []gateway
 		g.noteNames(gs, items)
 	}
 	g.mu.Lock()
-	g.memo[key] = memoEntry{gen: gen, first: &items[0], n: len(items), out: out}
+	g.memo[key] = memoEntry{state: state, list: gen, out: out}
 	g.mu.Unlock()
 	return out
 }
