@@ -9,10 +9,6 @@ import (
 	"mcpbox/internal/audit"
 )
 
-// outcomeAuditFailing is the outcome of a call refused because the
-// audit store could not write.
-const outcomeAuditFailing = "audit_failing"
-
 // auditFailing returns the refusal of a call that must not start because
 // the audit store cannot write (audit.on_failure: refuse), or ok false.
 func (g *Guard) auditFailing(tool string, rec *audit.Record) (json.RawMessage, bool) {
@@ -20,20 +16,20 @@ func (g *Guard) auditFailing(tool string, rec *audit.Record) (json.RawMessage, b
 	if err == nil || g.allowUnaudited {
 		return nil, false
 	}
-	rec.Decision, rec.Outcome, rec.Rule = "deny", outcomeAuditFailing, "audit.on_failure: refuse"
+	rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeAuditFailing, "audit.on_failure: refuse"
 	res, _ := refusal(fmt.Sprintf("mcpbox: %s was not run: the audit log cannot be written (%s); calls are refused until it can",
 		tool, audit.Problem(err)), nil)
 	return res, true
 }
 
-// audited commits rec and passes the call's outcome on only once rec is
+// commit commits rec and passes the call's outcome on only once rec is
 // durable; otherwise the client gets a refusal instead of the result
 // (audit.on_failure: refuse), or the result, unaudited, with an error in
 // the log (allow). rec is still queued and committed late if the store
 // recovers.
-func (g *Guard) audited(ctx context.Context, rec audit.Record, res json.RawMessage, err error) (json.RawMessage, error) {
+func (g *Guard) commit(ctx context.Context, rec audit.Record, res json.RawMessage, err error) (json.RawMessage, error) {
 	werr := g.store.Submit(rec).Wait(ctx)
-	if werr == nil || rec.Outcome == outcomeAuditFailing { // not run: already refused
+	if werr == nil || rec.Outcome == audit.OutcomeAuditFailing { // not run: already refused
 		return res, err
 	}
 	if g.allowUnaudited {

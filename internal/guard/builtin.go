@@ -82,5 +82,5 @@ func builtinRefusal(gs *guardServer, raw json.RawMessage, rec *audit.Record) {
 	if json.Unmarshal(res.Meta[builtin.PolicyMeta], &mark) != nil || mark.Decision != "deny" {
 		return
 	}
-	rec.Decision, rec.Outcome, rec.Rule = "deny", "denied", mark.Rule
+	rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeDenied, mark.Rule
 }

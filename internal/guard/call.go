@@ -1,18 +1,21 @@
 package guard
 
+// The Call hook of the guard: a pipeline of small stages around the call
+// itself, composed like go-sdk's method middleware (mcp/shared.go). Each
+// stage may refuse the call (answer without calling next) or look at and
+// replace what next returns; every stage writes what it decided into the
+// one audit record of the call.
+
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -28,92 +31,153 @@ import (
 // payloadLimit caps what include_payloads stores of one call.
 const payloadLimit = 64 << 10
 
-// call is the Call hook: rate limit, policy, approval, then the call
-// itself, its result checks, and one audit record whatever happens; the
-// result goes out only once that record is committed (see audited).
-func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (res json.RawMessage, err error) {
+// callState is one call on its way through the stages.
+type callState struct {
+	c    *gateway.Call
+	gs   *guardServer
+	ann  map[string]any // the tool's annotations (untrusted)
+	rec  *audit.Record  // the call's audit record, filled in by each stage
+	t    *track.Sandbox // the sandbox that runs it, if known
+	next func(context.Context) (json.RawMessage, error)
+}
+
+// handler runs the rest of a call's pipeline.
+type handler func(ctx context.Context, st *callState) (json.RawMessage, error)
+
+// stage wraps the rest of the pipeline.
+type stage func(next handler) handler
+
+// chain composes stages around h, the first outermost.
+func chain(h handler, stages ...stage) handler {
+	for i := len(stages) - 1; i >= 0; i-- {
+		h = stages[i](h)
+	}
+	return h
+}
+
+// forward is the innermost handler: the call itself, upstream.
+func forward(ctx context.Context, st *callState) (json.RawMessage, error) { return st.next(ctx) }
+
+// pipeline is the guard's call pipeline, outermost first: the audit
+// record is committed last of all; the checks that may refuse a call run
+// before it is forwarded; the result checks see the result in the order
+// scan, credentials (the payload keeps what the client gets).
+func (g *Guard) pipeline() handler {
+	return chain(forward,
+		g.audited,          // one record, committed before the result goes out
+		g.checkArgKeys,     // duplicate and case-variant keys
+		g.rateLimited,      // policy rate limits
+		g.decided,          // the policy: allow, deny or ask a human
+		g.payload,          // include_payloads: the result
+		credentials(g.log), // credentials: flag, redact or block
+		g.resultScanned,    // results_scan
+		g.classified,       // ok, is_error, error
+		tracked,            // files and connections of its sandbox
+	)
+}
+
+// call is the Call hook: the record and state of one call, through the
+// pipeline.
+func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	gs := g.servers[c.Server]
-	ann := annotations(c.Definition)
-	rec := audit.Record{
+	st := &callState{c: c, gs: gs, ann: annotations(c.Definition), next: next}
+	st.rec = &audit.Record{
 		Time: time.Now(), Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session),
 		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
-		Category: category(gs, c.Tool, ann), Argv: g.commandArgv(gs, c),
+		Category: category(gs, c.Tool, st.ann), Argv: g.commandArgv(gs, c),
 	}
-	t := g.tracks.Get(gs.launcher, c.Scope)
-	if t != nil {
-		rec.Sandbox, rec.Workspace = t.ID, t.Workspace
+	st.t = g.tracks.Get(gs.launcher, c.Scope)
+	if st.t != nil {
+		st.rec.Sandbox, st.rec.Workspace = st.t.ID, st.t.Workspace
 	}
-	defer func() {
-		rec.Duration = time.Since(rec.Time)
-		res, err = g.audited(ctx, rec, res, err)
-	}()
-	if res, ok := g.auditFailing(rec.Name, &rec); ok {
-		return res, nil
-	}
-	if g.payloads {
-		rec.Payload = capPayload(g.book.JSON(c.Arguments))
-	}
+	return g.handle(ctx, st)
+}
 
-	if why := argKeys(c.Arguments); why != "" {
-		rec.Decision, rec.Outcome, rec.Rule = "deny", "denied", "arguments repeat a key"
-		return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", rec.Name, why)), nil)
-	}
-	client := policyClient(c.Agent)
-	if ok, retry, limit := g.limiter.Allow(client, c.Server, c.Tool); !ok {
-		rec.Decision, rec.Outcome, rec.Rule = "rate_limited", "rate_limited", limit
-		secs := int(math.Ceil(retry.Seconds()))
-		return refusal(fmt.Sprintf("mcpbox: rate limit reached for %s (%s); retry after %d s", rec.Name, limit, secs),
-			map[string]any{"mcpbox/retryAfterSeconds": secs})
-	}
-	d := g.engine.Decide(policy.Input{Client: client, Server: c.Server, Tool: c.Tool,
-		Args: decodeArgs(c.Arguments), Annotations: ann})
-	rec.Decision, rec.Rule = d.Action, d.Rule
-	switch d.Action {
-	case config.ActionApprove:
-		dec, err := g.approve(ctx, c, d, rec.Sandbox)
-		rec.Approver = dec.By
-		if err == nil && dec.By == approval.ByCancelled {
-			// Its client gave up, its session ended or the gateway is
-			// stopping: withdrawn, not refused by anyone.
-			rec.Decision, rec.Outcome, rec.Error = "cancelled", "cancelled", dec.Reason
-			return refusal(fmt.Sprintf("mcpbox: %s was cancelled while waiting for approval (%s)", rec.Name, dec.Reason), nil)
+// audited commits the call's record and passes the outcome on only once
+// it is durable (see commit); a call does not start while the store
+// cannot write (auditFailing).
+func (g *Guard) audited(next handler) handler {
+	return func(ctx context.Context, st *callState) (res json.RawMessage, err error) {
+		defer func() {
+			st.rec.Duration = time.Since(st.rec.Time)
+			res, err = g.commit(ctx, *st.rec, res, err)
+		}()
+		if res, ok := g.auditFailing(st.rec.Name, st.rec); ok {
+			return res, nil
 		}
-		if err != nil || !dec.Allow {
-			rec.Decision, rec.Outcome = "denied", "denied"
-			return refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", rec.Name, approvalWhy(dec, err)), nil)
+		if g.payloads {
+			st.rec.Payload = capPayload(g.book.JSON(st.c.Arguments))
 		}
-		rec.Decision = "approved"
-	case config.ActionAllow:
-	default:
-		rec.Outcome = "denied"
-		return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", rec.Name, d.Rule), nil)
+		return next(ctx, st)
 	}
+}
 
-	var mark *track.Call
-	if t != nil {
-		mark = t.Begin()
+// checkArgKeys refuses arguments that repeat a key (see argKeys).
+func (g *Guard) checkArgKeys(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		if why := argKeys(st.c.Arguments); why != "" {
+			st.rec.Decision, st.rec.Outcome, st.rec.Rule = "deny", audit.OutcomeDenied, "arguments repeat a key"
+			return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", st.rec.Name, why)), nil)
+		}
+		return next(ctx, st)
 	}
-	raw, err := next(ctx)
-	if t != nil {
-		t.Finish(mark, &rec)
+}
+
+// rateLimited refuses a call over a rate limit, saying when to retry.
+func (g *Guard) rateLimited(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		c, rec := st.c, st.rec
+		if ok, retry, limit := g.limiter.Allow(policyClient(c.Agent), c.Server, c.Tool); !ok {
+			rec.Decision, rec.Outcome, rec.Rule = "rate_limited", audit.OutcomeRateLimited, limit
+			secs := int(math.Ceil(retry.Seconds()))
+			return refusal(fmt.Sprintf("mcpbox: rate limit reached for %s (%s); retry after %d s", rec.Name, limit, secs),
+				map[string]any{"mcpbox/retryAfterSeconds": secs})
+		}
+		return next(ctx, st)
 	}
-	if err != nil {
-		rec.Outcome = outcomeOf(err)
-		rec.Error = g.book.String(err.Error())
-		return raw, err
+}
+
+// decided applies the policy: allow, deny, or ask for approval.
+func (g *Guard) decided(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		c, rec := st.c, st.rec
+		d := g.engine.Decide(policy.Input{Client: policyClient(c.Agent), Server: c.Server, Tool: c.Tool,
+			Args: decodeArgs(c.Arguments), Annotations: st.ann})
+		rec.Decision, rec.Rule = d.Action, d.Rule
+		switch d.Action {
+		case config.ActionApprove:
+			if res, refused := g.approved(ctx, st, d); refused {
+				return res, nil
+			}
+		case config.ActionAllow:
+		default:
+			rec.Outcome = audit.OutcomeDenied
+			return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", rec.Name, d.Rule), nil)
+		}
+		return next(ctx, st)
 	}
-	rec.ResultSize = int64(len(raw))
-	rec.Outcome = "ok"
-	if isErrorResult(raw) {
-		rec.Outcome = "is_error"
-		builtinRefusal(gs, raw, &rec)
+}
+
+// approved asks for approval of a call the policy holds for it; refused
+// is true, with the refusal, when it was not given.
+func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) (res json.RawMessage, refused bool) {
+	rec := st.rec
+	dec, err := g.approve(ctx, st.c, d, rec.Sandbox)
+	rec.Approver = dec.By
+	if err == nil && dec.By == approval.ByCancelled {
+		// Its client gave up, its session ended or the gateway is
+		// stopping: withdrawn, not refused by anyone.
+		rec.Decision, rec.Outcome, rec.Error = "cancelled", audit.OutcomeCancelled, dec.Reason
+		res, _ = refusal(fmt.Sprintf("mcpbox: %s was cancelled while waiting for approval (%s)", rec.Name, dec.Reason), nil)
+		return res, true
 	}
-	raw = g.scanResult(gs, c, raw, &rec)
-	raw = g.checkCredentials(gs, c, raw, &rec)
-	if g.payloads {
-		rec.Payload = capPayload(mustJSON(map[string]json.RawMessage{"arguments": rec.Payload, "result": raw}))
+	if err != nil || !dec.Allow {
+		rec.Decision, rec.Outcome = "denied", audit.OutcomeDenied
+		res, _ = refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", rec.Name, approvalWhy(dec, err)), nil)
+		return res, true
 	}
-	return raw, nil
+	rec.Decision = "approved"
+	return nil, false
 }
 
 // approve asks the broker; the calling client is asked through
@@ -147,15 +211,57 @@ func approvalWhy(d approval.Decision, err error) string {
 	return "denied"
 }
 
-// scanResult applies results_scan.
-func (g *Guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
-	if gs.results == config.ResultsScanOff {
-		return raw
+// payload keeps the result in the record's payload (include_payloads),
+// as the client gets it.
+func (g *Guard) payload(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		raw, err := next(ctx, st)
+		if err == nil && g.payloads {
+			st.rec.Payload = capPayload(mustJSON(map[string]json.RawMessage{"arguments": st.rec.Payload, "result": raw}))
+		}
+		return raw, err
 	}
+}
+
+// credentials applies the server's credentials policy to a result and
+// records what it found. `mcpbox run` uses it too (CredentialCheck).
+func credentials(log *slog.Logger) stage {
+	return func(next handler) handler {
+		return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+			raw, err := next(ctx, st)
+			if err != nil {
+				return raw, err
+			}
+			out, rules, blocked := applyCredentials(log, st.gs.credentials, st.c, raw)
+			for _, r := range rules {
+				st.rec.Findings = append(st.rec.Findings, "credential:"+r)
+			}
+			if blocked {
+				st.rec.Outcome = audit.OutcomeBlocked
+			}
+			return out, nil
+		}
+	}
+}
+
+// resultScanned applies results_scan.
+func (g *Guard) resultScanned(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		raw, err := next(ctx, st)
+		if err != nil || st.gs.results == config.ResultsScanOff {
+			return raw, err
+		}
+		return g.scanResult(st, raw), nil
+	}
+}
+
+// scanResult looks for instructions aimed at the model in a result.
+func (g *Guard) scanResult(st *callState, raw json.RawMessage) json.RawMessage {
 	found := integrity.ScanResult(raw)
 	if len(found) == 0 {
 		return raw
 	}
+	rec := st.rec
 	var rules []string
 	for _, f := range found {
 		if r := f.Rule + "@" + f.Where; !slices.Contains(rules, r) {
@@ -163,37 +269,55 @@ func (g *Guard) scanResult(gs *guardServer, c *gateway.Call, raw json.RawMessage
 		}
 	}
 	rec.Findings = append(rec.Findings, rules...)
-	action := cmpOr(gs.results, config.ResultsScanFlag)
-	g.log.Warn("injection-like content in a tool result", "server", c.Server, "tool", rec.Name, "client", c.Agent,
+	action := cmpOr(st.gs.results, config.ResultsScanFlag)
+	g.log.Warn("injection-like content in a tool result", "server", st.c.Server, "tool", rec.Name, "client", st.c.Agent,
 		"findings", strings.Join(rules, ","), "action", action)
 	if action == config.ResultsScanBlock {
-		rec.Outcome = "blocked"
+		rec.Outcome = audit.OutcomeBlocked
 		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it holds instructions aimed at the model (%s)", rec.Name, strings.Join(rules, ", ")), nil)
 		return res
 	}
 	return raw
 }
 
-// checkCredentials applies the server's credentials policy and records
-// what it found.
-func (g *Guard) checkCredentials(gs *guardServer, c *gateway.Call, raw json.RawMessage, rec *audit.Record) json.RawMessage {
-	out, rules, blocked := applyCredentials(g.log, gs.credentials, c, raw)
-	for _, r := range rules {
-		rec.Findings = append(rec.Findings, "credential:"+r)
+// classified records what became of the call: its outcome and error, or
+// its result's size; a refusal of the built-in server's command policy
+// is recorded as a denial.
+func (g *Guard) classified(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		raw, err := next(ctx, st)
+		rec := st.rec
+		if err != nil {
+			rec.Outcome = outcomeOf(err)
+			rec.Error = g.book.String(err.Error())
+			return raw, err
+		}
+		rec.ResultSize = int64(len(raw))
+		rec.Outcome = audit.OutcomeOK
+		if isErrorResult(raw) {
+			rec.Outcome = audit.OutcomeIsError
+			builtinRefusal(st.gs, raw, rec)
+		}
+		return raw, nil
 	}
-	if blocked {
-		rec.Outcome = "blocked"
-	}
-	return out
 }
 
-// refusal is a tool result that tells the model why the call did not run.
-func refusal(msg string, meta map[string]any) (json.RawMessage, error) {
-	res := map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true}
-	if meta != nil {
-		res["_meta"] = meta
+// tracked joins the call with what its sandbox did while it ran.
+func tracked(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		if st.t == nil {
+			return next(ctx, st)
+		}
+		mark := st.t.Begin()
+		raw, err := next(ctx, st)
+		st.t.Finish(mark, st.rec)
+		return raw, err
 	}
-	return json.Marshal(res)
+}
+
+// refusal is gateway.Refusal as a handler's answer.
+func refusal(msg string, meta map[string]any) (json.RawMessage, error) {
+	return gateway.Refusal(msg, meta), nil
 }
 
 // outcomeOf classifies a failed call for the audit.
@@ -201,13 +325,13 @@ func outcomeOf(err error) string {
 	var werr *jsonrpc.Error
 	switch {
 	case errors.Is(err, gateway.ErrCallTimeout):
-		return "timeout"
+		return audit.OutcomeTimeout
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "cancelled"
+		return audit.OutcomeCancelled
 	case errors.As(err, &werr):
-		return "protocol_error"
+		return audit.OutcomeProtocolError
 	}
-	return "error"
+	return audit.OutcomeError
 }
 
 func isErrorResult(raw json.RawMessage) bool {
@@ -252,102 +376,4 @@ func capPayload(raw []byte) json.RawMessage {
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
-}
-
-// maxArgDepth bounds the nesting argKeys walks; deeper arguments are
-// refused like duplicates.
-const maxArgDepth = 64
-
-// argKeys says what is wrong with the keys of raw, a call's arguments, or
-// "" if nothing is: an object that repeats a key, or holds two keys equal
-// under Unicode case folding ("repoOwner" and "repoowner"), at any depth;
-// nesting deeper than maxArgDepth; text that is not JSON. The approver's
-// summary, the policy and the server could each read another of two such
-// values (Go's encoding/json binds keys case-insensitively, the last
-// match winning), so such a call is refused rather than guessed about.
-func argKeys(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	type frame struct {
-		obj     bool
-		wantKey bool
-		keys    map[string]string // folded key → the key as sent
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			if len(stack) != 0 {
-				return "are not valid JSON"
-			}
-			return ""
-		}
-		if err != nil {
-			return "are not valid JSON"
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
-		}
-		if top != nil && top.obj && top.wantKey {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			k, _ := tok.(string)
-			f := foldKey(k)
-			if prev, ok := top.keys[f]; ok {
-				if prev == k {
-					return fmt.Sprintf("repeat the key %s", quoteKey(k))
-				}
-				return fmt.Sprintf("hold the keys %s and %s, which differ only in case", quoteKey(prev), quoteKey(k))
-			}
-			top.keys[f] = k
-			top.wantKey = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if len(stack) >= maxArgDepth {
-				return fmt.Sprintf("nest deeper than %d levels", maxArgDepth)
-			}
-			if top != nil && top.obj {
-				top.wantKey = true
-			}
-			stack = append(stack, frame{obj: tok == json.Delim('{'), wantKey: true, keys: map[string]string{}})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		default:
-			if top != nil && top.obj {
-				top.wantKey = true
-			}
-		}
-	}
-}
-
-// foldKey maps every rune of k to the smallest rune of its Unicode
-// simple case folding orbit, so that keys equal under case folding (also
-// "K" and the Kelvin sign, "s" and "ſ", which encoding/json matches) map
-// to the same string.
-func foldKey(k string) string {
-	var b strings.Builder
-	b.Grow(len(k))
-	for _, r := range k {
-		m := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			m = min(m, f)
-		}
-		b.WriteRune(m)
-	}
-	return b.String()
-}
-
-// quoteKey is a key as an error message shows it: quoted, cut.
-func quoteKey(k string) string {
-	if r := []rune(k); len(r) > 40 {
-		k = string(r[:39]) + "…"
-	}
-	return strconv.Quote(k)
 }

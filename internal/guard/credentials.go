@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
@@ -18,13 +19,10 @@ import (
 // names to config.Credentials*) to its tool results, as the guard's
 // credentials stage does for serve.
 func CredentialCheck(log *slog.Logger, policy map[string]string) func(context.Context, *gateway.Call, func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	check := chain(forward, credentials(log))
 	return func(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
-		raw, err := next(ctx)
-		if err != nil {
-			return raw, err
-		}
-		raw, _, _ = applyCredentials(log, policy[c.Server], c, raw)
-		return raw, nil
+		st := &callState{c: c, gs: &guardServer{credentials: policy[c.Server]}, rec: &audit.Record{}, next: next}
+		return check(ctx, st)
 	}
 }
 

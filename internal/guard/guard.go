@@ -50,6 +50,9 @@ type Guard struct {
 
 	gw atomic.Pointer[gateway.Gateway]
 
+	// handle is the call pipeline (see pipeline), built once by New.
+	handle handler
+
 	// gen changes whenever what the List hook lets through may change
 	// (a trust, a reload), so that remembered answers are not reused.
 	gen atomic.Int64
@@ -133,6 +136,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		asking:         map[string]bool{},
 		denied:         map[string]string{},
 	}
+	g.handle = g.pipeline()
 	channels := c.Approvals.Channels
 	if channels == nil {
 		channels = []string{config.ChannelElicitation, config.ChannelCLI, config.ChannelWeb}
