@@ -275,7 +275,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 				return err
 			}
 			track.SetState(gateway.StatePaused)
-			l.guard.SandboxEvent(audit.EventSandboxPause, l.name, track, scope, "")
+			l.guard.SandboxEvent(audit.EventSandboxPause, l.name, scope, track, "")
 			return nil
 		},
 		Resume: func() error {
@@ -283,7 +283,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 				return err
 			}
 			track.SetState(gateway.StateRunning)
-			l.guard.SandboxEvent(audit.EventSandboxResume, l.name, track, scope, "")
+			l.guard.SandboxEvent(audit.EventSandboxResume, l.name, scope, track, "")
 			return nil
 		},
 		Describe: func() string {

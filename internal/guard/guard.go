@@ -145,40 +145,53 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		g.channels[ch] = true
 	}
 	for _, s := range c.Servers {
-		gs := &guardServer{
-			name: s.Name, prefix: c.EffectivePrefix(s), launcher: s.Name,
-			pin: s.Pin, scan: s.Scan, results: s.ResultsScan, credentials: s.Credentials,
-			builtin: s.Builtin != "",
-		}
-		if grp, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
-			gs.launcher = track.GroupLauncher(grp)
-		}
-		switch {
-		case gs.pin == "" && gs.builtin:
-			// mcpbox's own server changes only with mcpbox itself.
-			gs.pin = config.PinOff
-		case gs.pin == "":
-			gs.pin = config.PinTOFU
-		}
-		g.servers[s.Name] = gs
+		g.servers[s.Name] = newGuardServer(c, s)
 	}
-	jsonl := o.JSONL
 	// No sandbox may write these: the pins, the policy, the audit copy.
-	g.protected = []string{filepath.Dir(o.LockPath), jsonl}
+	g.protected = []string{filepath.Dir(o.LockPath), o.JSONL}
 	if o.ConfigPath != "" {
 		g.protected = append(g.protected, o.ConfigPath)
 	}
+	if err := g.openStores(c, o); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// newGuardServer is the guard's settings of server s of c.
+func newGuardServer(c *config.Config, s *config.Server) *guardServer {
+	gs := &guardServer{
+		name: s.Name, prefix: c.EffectivePrefix(s), launcher: s.Name,
+		pin: s.Pin, scan: s.Scan, results: s.ResultsScan, credentials: s.Credentials,
+		builtin: s.Builtin != "",
+	}
+	if grp, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
+		gs.launcher = track.GroupLauncher(grp)
+	}
+	switch {
+	case gs.pin == "" && gs.builtin:
+		// mcpbox's own server changes only with mcpbox itself.
+		gs.pin = config.PinOff
+	case gs.pin == "":
+		gs.pin = config.PinTOFU
+	}
+	return gs
+}
+
+// openStores opens the audit store and the approval broker on it.
+func (g *Guard) openStores(c *config.Config, o Options) error {
+	var err error
 	g.store, err = audit.Open(audit.Options{
 		Path:            filepath.Join(o.StateDir, "audit.db"),
-		JSONL:           jsonl,
+		JSONL:           o.JSONL,
 		MaxAge:          time.Duration(c.Audit.Retention.MaxAge),
 		MaxSize:         int64(c.Audit.Retention.MaxSize),
 		IncludePayloads: c.Audit.IncludePayloads,
-		Redact:          book.String,
-		Logger:          log,
+		Redact:          g.book.String,
+		Logger:          g.log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening the audit store: %w", err)
+		return fmt.Errorf("opening the audit store: %w", err)
 	}
 	g.broker, err = approval.New(approval.Options{
 		DB:         g.store.DB(),
@@ -188,9 +201,9 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 	})
 	if err != nil {
 		g.store.Close()
-		return nil, fmt.Errorf("opening the approval store: %w", err)
+		return fmt.Errorf("opening the approval store: %w", err)
 	}
-	return g, nil
+	return nil
 }
 
 // DefaultLockPath is mcpbox.lock beside the config, or in the state dir
@@ -266,7 +279,7 @@ func (g *Guard) approvalDecided(req approval.Request, d approval.Decision) {
 
 // SandboxEvent audits a sandbox starting, ending, pausing or resuming.
 // A nil guard does nothing.
-func (g *Guard) SandboxEvent(event, launcher string, t *track.Sandbox, scope gateway.Scope, status string) {
+func (g *Guard) SandboxEvent(event, launcher string, scope gateway.Scope, t *track.Sandbox, status string) {
 	if g == nil {
 		return
 	}
@@ -347,7 +360,7 @@ func (g *Guard) SandboxStarted(launcher string, scope gateway.Scope, t *track.Sa
 	if g == nil {
 		return func() {}
 	}
-	g.SandboxEvent(audit.EventSandboxStart, launcher, t, scope, "")
+	g.SandboxEvent(audit.EventSandboxStart, launcher, scope, t, "")
 	return g.tracks.Add(launcher, scope, t)
 }
 
@@ -361,7 +374,7 @@ func (g *Guard) SandboxEnded(launcher string, scope gateway.Scope, t *track.Sand
 	if !expected {
 		event = audit.EventSandboxCrash
 	}
-	g.SandboxEvent(event, launcher, t, scope, status)
+	g.SandboxEvent(event, launcher, scope, t, status)
 }
 
 // EgressEvent audits one egress connection once it has ended. A nil
