@@ -73,18 +73,6 @@ func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	cf := &ClientFile{name: name, top: top, key: "mcpServers"}
-	add := func(path string, raw json.RawMessage) error {
-		ms, err := members(raw)
-		if err != nil {
-			return fmt.Errorf("%s: %s: %w of servers", name, path, err)
-		}
-		for _, m := range ms {
-			if !containsEntry(cf.entries, m) {
-				cf.entries = append(cf.entries, m)
-			}
-		}
-		return nil
-	}
 	for _, m := range top {
 		switch m.key {
 		case "mcpServers", "servers":
@@ -92,34 +80,56 @@ func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 				cf.key = m.key
 			}
 			cf.keys = append(cf.keys, m.key)
-			if err := add(m.key, m.val); err != nil {
-				return nil, err
-			}
+			err = cf.addServers(m.key, m.val)
 		case "projects":
 			cf.projects = true
-			projects, err := members(m.val)
-			if err != nil {
-				return nil, fmt.Errorf("%s: projects: %w", name, err)
-			}
-			for _, p := range projects {
-				ps, err := members(p.val)
-				if err != nil {
-					return nil, fmt.Errorf("%s: projects.%s: %w", name, p.key, err)
-				}
-				for _, s := range ps {
-					if s.key == "mcpServers" {
-						if err := add("projects."+p.key+".mcpServers", s.val); err != nil {
-							return nil, err
-						}
-					}
-				}
-			}
+			err = cf.addProjects(m.val)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if len(cf.entries) == 0 {
 		return nil, fmt.Errorf("%s: no MCP servers found (looked for mcpServers, servers and projects.*.mcpServers)", name)
 	}
 	return cf, nil
+}
+
+// addProjects adds the servers of ~/.claude.json's projects.*.mcpServers.
+func (cf *ClientFile) addProjects(raw json.RawMessage) error {
+	projects, err := members(raw)
+	if err != nil {
+		return fmt.Errorf("%s: projects: %w", cf.name, err)
+	}
+	for _, p := range projects {
+		ps, err := members(p.val)
+		if err != nil {
+			return fmt.Errorf("%s: projects.%s: %w", cf.name, p.key, err)
+		}
+		for _, s := range ps {
+			if s.key == "mcpServers" {
+				if err := cf.addServers("projects."+p.key+".mcpServers", s.val); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addServers adds the entries of the servers object at path, skipping
+// one seen already.
+func (cf *ClientFile) addServers(path string, raw json.RawMessage) error {
+	ms, err := members(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w of servers", cf.name, path, err)
+	}
+	for _, m := range ms {
+		if !containsEntry(cf.entries, m) {
+			cf.entries = append(cf.entries, m)
+		}
+	}
+	return nil
 }
 
 // containsEntry reports whether ms has m already: ~/.claude.json often
@@ -215,7 +225,7 @@ type mcpEntry struct {
 
 // Var is an environment variable the generated config reads.
 type Var struct {
-	Name string
+	Name string // the variable's name
 	Use  string // where the config reads it, e.g. "servers.a.secrets.API_KEY"
 }
 
