@@ -91,10 +91,12 @@ func (e *env) serve(args []string) int {
 	var err error
 	base := filepath.Dir(configPath)
 	if configPath == "" {
-		c, err = config.Load("(embedded default)", defaultConfig)
-		if base, err = os.Getwd(); err != nil {
-			e.errorf("serve: %v", err)
-			return 1
+		// The default's own error is kept: Getwd's must not overwrite it.
+		if c, err = config.Load("(embedded default)", defaultConfig); err == nil {
+			if base, err = os.Getwd(); err != nil {
+				e.errorf("serve: %v", err)
+				return 1
+			}
 		}
 	} else {
 		c, err = loadConfig(configPath)
