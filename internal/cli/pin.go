@@ -66,7 +66,8 @@ func (e *env) pin(args []string) int {
 	}
 	book := &redact.Book{}
 	log := e.newLogger(book)
-	servers, err := e.configServers(c, base, dir, nil, log, book, nil)
+	protected := specconv.ProtectedFiles(c, base, *cfgPath, defaultLockPath(*cfgPath, dir))
+	servers, err := e.configServers(c, base, dir, protected, log, book, nil)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage
