@@ -4,6 +4,7 @@ package specconv
 // files that decide what servers may do (lock file, config, audit copy).
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 // checkReach refuses a spec that would show o.StateDir or whose writable
 // mounts hold one of o.Protected.
 func checkReach(spec *sandbox.Spec, o Options) error {
+	if o.StateDir == "" {
+		return errors.New("no state dir to keep out of the sandbox")
+	}
 	if err := hideStateDir(spec, o.StateDir); err != nil {
 		return err
 	}

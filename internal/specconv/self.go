@@ -16,15 +16,15 @@ import (
 	"mcpbox/internal/sandbox"
 )
 
-// SelfTarget is where mcpbox's own binary appears in sandboxes that run
+// selfTarget is where mcpbox's own binary appears in sandboxes that run
 // it (the group supervisor, the built-in server).
-const SelfTarget = "/run/mcpbox/bin/mcpbox"
+const selfTarget = "/run/mcpbox/bin/mcpbox"
 
 // GroupMembersEnv carries a group's members (as JSON) to the supervisor,
 // the hidden `mcpbox __group` command.
 const GroupMembersEnv = "MCPBOX_GROUP_MEMBERS"
 
-// selfMount binds the running mcpbox binary read-only at SelfTarget.
+// selfMount binds the running mcpbox binary read-only at selfTarget.
 func selfMount() (sandbox.Mount, error) {
 	exe, err := os.Executable()
 	if err == nil {
@@ -33,7 +33,7 @@ func selfMount() (sandbox.Mount, error) {
 	if err != nil {
 		return sandbox.Mount{}, fmt.Errorf("finding the mcpbox binary: %w", err)
 	}
-	return sandbox.Mount{Source: exe, Target: SelfTarget, Exec: true}, nil
+	return sandbox.Mount{Source: exe, Target: selfTarget, Exec: true}, nil
 }
 
 // builtinSpec turns spec (the server's sandbox) into one that runs the
@@ -64,7 +64,7 @@ func builtinSpec(s *config.Server, spec *sandbox.Spec) error {
 	if err != nil {
 		return err
 	}
-	spec.Args = []string{SelfTarget, "__builtin", string(raw)}
+	spec.Args = []string{selfTarget, "__builtin", string(raw)}
 	return nil
 }
 
@@ -78,7 +78,7 @@ func Group(c *config.Config, members []*config.Server, o Options) (sandbox.Spec,
 	if in := members[0].Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
 		return spec, fmt.Errorf("server %s: filesystem.input.mode overlay is not available in a group's shared sandbox", members[0].Name)
 	}
-	if err := serverSpec(c, members[0], o.Base, &spec); err != nil {
+	if err := serverSpec(c, members[0], o.base(), &spec); err != nil {
 		return spec, err
 	}
 	spec.Env = nil // each member gets its own, through the supervisor
@@ -110,6 +110,6 @@ func Group(c *config.Config, members []*config.Server, o Options) (sandbox.Spec,
 	// In the environment, not argv: env values may be sensitive, and a
 	// process's argv is readable by every user of the host.
 	spec.Env = append(spec.Env, GroupMembersEnv+"="+string(membersJSON))
-	spec.Args = []string{SelfTarget, "__group"}
+	spec.Args = []string{selfTarget, "__group"}
 	return spec, nil
 }

@@ -16,16 +16,24 @@ import (
 type Options struct {
 	// Base is the dir relative paths of the config are resolved against:
 	// the config file's dir, or the working dir for the embedded default.
-	// If "", they are resolved against the working dir.
+	// If "", it is ".".
 	Base string
 	// StateDir is the state dir in use (made already): a spec that would
 	// show it in the sandbox, or put a host dir of the sandbox inside it,
-	// is refused. Required by Server and Group.
+	// is refused. Required: Server and Group fail without it.
 	StateDir string
 	// Protected are host files and dirs that no writable mount (the
 	// output, an rw mount) may be or contain: the lock file's dir, the
 	// config, the audit's JSONL copy (ProtectedFiles). If nil, none are.
 	Protected []string
+}
+
+// base is Base, "." if empty.
+func (o Options) base() string {
+	if o.Base == "" {
+		return "."
+	}
+	return o.Base
 }
 
 // Server is the spec of local server s of config c, complete but for its
@@ -34,7 +42,7 @@ type Options struct {
 // built-in server runs mcpbox's own binary.
 func Server(c *config.Config, s *config.Server, o Options) (sandbox.Spec, error) {
 	var spec sandbox.Spec
-	if err := serverSpec(c, s, o.Base, &spec); err != nil {
+	if err := serverSpec(c, s, o.base(), &spec); err != nil {
 		return spec, err
 	}
 	if err := checkReach(&spec, o); err != nil {

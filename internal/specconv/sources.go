@@ -94,7 +94,7 @@ func protectedPlaces(in, stateDir string) workspace.Protected {
 // dir actually used (flags included) is checked by hideStateDir.
 func configStateDir(c *config.Config, base string) string {
 	if c.StateDir != "" {
-		// Absolute, as stateDir makes it: the places it is compared with are.
+		// Absolute, as StateDir makes it: the places it is compared with are.
 		if abs, err := filepath.Abs(Resolve(base, c.StateDir)); err == nil {
 			return abs
 		}
@@ -141,7 +141,7 @@ func Template(base, in, p string) (string, error) {
 // mcpbox writes there, so it must stay clear of the places a writable
 // source must (the home dir, /etc, the state dir's parents, the input).
 func ArtifactsDir(o Options, in, p string) (string, error) {
-	return outputDir(o.Base, in, p, 0o700, protectedPlaces(in, o.StateDir))
+	return outputDir(o.base(), in, p, 0o700, protectedPlaces(in, o.StateDir))
 }
 
 // HostPath is the real host path of the source p of a config at base
