@@ -20,6 +20,7 @@ import (
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/policy"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 )
 
 // guard is the policy layer of `serve` around the gateway: which tools a
@@ -151,7 +152,7 @@ func newGuard(c *config.Config, base string, o guardOptions, log *slog.Logger, b
 	}
 	jsonl := c.Audit.JSONL
 	if jsonl != "" {
-		jsonl = resolve(base, jsonl)
+		jsonl = specconv.Resolve(base, jsonl)
 	}
 	// No sandbox may write these: the pins, the policy, the audit copy.
 	g.protected = []string{filepath.Dir(o.lockPath), jsonl}
