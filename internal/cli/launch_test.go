@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +14,6 @@ import (
 
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
-	"mcpbox/internal/sandbox"
 )
 
 // TestRemoteServer: a remote server is reached from the gateway with its
@@ -86,58 +83,5 @@ func TestLineWriter(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if len(lines) != 4 || lines[0] != "p: one" || lines[1] != "p: two?[31m??" || len(lines[2]) != len("p: ")+maxLogLine || lines[3] != "p: last" {
 		t.Fatalf("lines = %q", lines)
-	}
-}
-
-func TestHideStateDir(t *testing.T) {
-	root := t.TempDir()
-	state := filepath.Join(root, "home", ".local", "state", "mcpbox")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		spec sandbox.Spec
-		ok   bool
-	}{
-		{"input above the state dir", sandbox.Spec{Input: filepath.Join(root, "home")}, false},
-		{"mount inside it", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(state, "workspaces")}}}, false},
-		{"output is it", sandbox.Spec{Output: state}, false},
-		{"elsewhere", sandbox.Spec{Input: filepath.Join(root, "project"), Output: filepath.Join(root, "home", "out")}, true},
-	}
-	for _, tt := range tests {
-		err := hideStateDir(&tt.spec, state)
-		if (err == nil) != tt.ok {
-			t.Errorf("%s: %v", tt.name, err)
-		}
-	}
-}
-
-// TestProtectFiles: a writable mount over the lock file's dir, the config
-// or the audit copy is refused; read-only mounts and other dirs are fine.
-func TestProtectFiles(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "project", "mcpbox.yaml")
-	out := filepath.Join(dir, "out")
-	for _, d := range []string{filepath.Dir(cfg), out} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	protected := []string{filepath.Dir(cfg), cfg, filepath.Join(out, "..", "audit.jsonl")}
-	tests := []struct {
-		name string
-		spec sandbox.Spec
-		ok   bool
-	}{
-		{"output elsewhere", sandbox.Spec{Output: out}, true},
-		{"output is the project", sandbox.Spec{Output: filepath.Dir(cfg)}, false},
-		{"rw mount above the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Writable: true}}}, false},
-		{"ro mount of the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Dir(cfg), Target: "/data"}}}, true},
-	}
-	for _, tt := range tests {
-		if err := protectFiles(&tt.spec, protected); (err == nil) != tt.ok {
-			t.Errorf("%s: %v", tt.name, err)
-		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 )
 
 const pinHelp = `USAGE
@@ -59,14 +60,15 @@ func (e *env) pin(args []string) int {
 			names = append(names, s.Name)
 		}
 	}
-	dir, err := stateDir(c, *cfgPath, base, *stateFlag)
+	dir, err := specconv.StateDir(c, *cfgPath, base, *stateFlag)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1
 	}
 	book := &redact.Book{}
 	log := e.newLogger(book)
-	servers, err := e.configServers(c, base, dir, log, book, nil)
+	protected := specconv.ProtectedFiles(c, base, *cfgPath, guard.DefaultLockPath(*cfgPath, dir))
+	servers, err := e.configServers(c, base, dir, protected, log, book, nil)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage

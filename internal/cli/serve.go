@@ -17,6 +17,7 @@ import (
 	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 	"mcpbox/internal/workspace"
 )
 
@@ -92,10 +93,12 @@ func (e *env) serve(args []string) int {
 	var err error
 	base := filepath.Dir(configPath)
 	if configPath == "" {
-		c, err = config.Load("(embedded default)", defaultConfig)
-		if base, err = os.Getwd(); err != nil {
-			e.errorf("serve: %v", err)
-			return 1
+		// The default's own error is kept: Getwd's must not overwrite it.
+		if c, err = config.Load("(embedded default)", defaultConfig); err == nil {
+			if base, err = os.Getwd(); err != nil {
+				e.errorf("serve: %v", err)
+				return 1
+			}
 		}
 	} else {
 		c, err = loadConfig(configPath)
@@ -138,7 +141,7 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	dir, err := stateDir(c, configPath, base, stateFlag)
+	dir, err := specconv.StateDir(c, configPath, base, stateFlag)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return 1
@@ -180,9 +183,9 @@ func (e *env) serve(args []string) int {
 	}
 	jsonl := c.Audit.JSONL
 	if jsonl != "" {
-		jsonl = resolve(base, jsonl)
+		jsonl = specconv.Resolve(base, jsonl)
 	}
-	g, err := guard.New(c, guard.Options{StateDir: dir, LockPath: guard.DefaultLockPath(configPath, dir), ConfigPath: configPath,
+	g, err := guard.New(c, guard.Options{StateDir: dir, LockPath: guard.DefaultLockPath(configPath, dir),
 		JSONL: jsonl, Source: source, Shared: inst != nil && inst.shared}, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
@@ -190,7 +193,8 @@ func (e *env) serve(args []string) int {
 	}
 	defer g.Close()
 	e.startupSummary(c, guard.DefaultLockPath(configPath, dir))
-	servers, err := e.configServers(c, base, dir, log, book, g)
+	protected := specconv.ProtectedFiles(c, base, configPath, guard.DefaultLockPath(configPath, dir))
+	servers, err := e.configServers(c, base, dir, protected, log, book, g)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
@@ -261,9 +265,9 @@ func (e *env) serve(args []string) int {
 func (e *env) printBanner(url, token, dir string, c *config.Config, base string) {
 	out := "./mcpbox-out"
 	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
-		// The real path the sandbox writes to, as serverSpec found it.
-		out = resolve(base, s.Filesystem.Output.Source)
-		if real, err := hostSource(base, base, s.Filesystem.Output.Source, 0); err == nil {
+		// The real path the sandbox writes to, as specconv.Server found it.
+		out = specconv.Resolve(base, s.Filesystem.Output.Source)
+		if real, err := specconv.HostPath(base, base, s.Filesystem.Output.Source); err == nil {
 			out = real
 		}
 	}
@@ -297,7 +301,7 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 	}
 	var cert, key string
 	if h.TLS.Cert != "" {
-		cert, key = resolve(base, h.TLS.Cert), resolve(base, h.TLS.Key)
+		cert, key = specconv.Resolve(base, h.TLS.Cert), specconv.Resolve(base, h.TLS.Key)
 	}
 	if addr == "" {
 		return opts, cert, key, nil

@@ -10,6 +10,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 )
 
 const tokenHelp = `USAGE
@@ -158,7 +159,7 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 		e.errorf("token rotate: %v", err)
 		return "", false
 	}
-	dir, err := stateDir(c, "", cwd, "")
+	dir, err := specconv.StateDir(c, "", cwd, "")
 	if err != nil {
 		e.errorf("token rotate: %v", err)
 		return "", false

@@ -44,9 +44,6 @@ type Guard struct {
 	// (audit.on_failure: allow); unaudited counts them.
 	allowUnaudited bool
 	unaudited      atomic.Int64
-	// protected are host paths no sandbox may have a writable mount over
-	// (or inside of): the lock file's dir, the config, the JSONL copy.
-	protected []string
 
 	gw atomic.Pointer[gateway.Gateway]
 
@@ -95,9 +92,6 @@ type Options struct {
 	// LockPath is the lock file (mcpbox.lock) of the pins; it must be
 	// set (DefaultLockPath).
 	LockPath string
-	// ConfigPath is the config file, kept out of writable mounts; "" for
-	// the embedded default.
-	ConfigPath string
 	// Source is the config's text, for error positions inside rules; nil:
 	// errors name no position.
 	Source []byte
@@ -146,11 +140,6 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 	}
 	for _, s := range c.Servers {
 		g.servers[s.Name] = newGuardServer(c, s)
-	}
-	// No sandbox may write these: the pins, the policy, the audit copy.
-	g.protected = []string{filepath.Dir(o.LockPath), o.JSONL}
-	if o.ConfigPath != "" {
-		g.protected = append(g.protected, o.ConfigPath)
 	}
 	if err := g.openStores(c, o); err != nil {
 		return nil, err
@@ -404,10 +393,6 @@ func policyClient(agent string) string {
 	}
 	return agent
 }
-
-// Protected are the host paths no sandbox may have a writable mount over
-// (or inside of): the lock file's dir, the config, the JSONL copy.
-func (g *Guard) Protected() []string { return g.protected }
 
 // Broker is the approval broker: the admin socket decides and revokes
 // through it, the web channel serves its handler.

@@ -1,4 +1,4 @@
-package cli
+package specconv
 
 // Host paths of a sandbox's mounts (input, output, mounts), from config
 // sources and exec flags.
@@ -29,7 +29,7 @@ func hostSource(base, in, p string, perm os.FileMode) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("empty path")
 	}
-	abs, err := filepath.Abs(resolve(base, p))
+	abs, err := filepath.Abs(Resolve(base, p))
 	if err != nil {
 		return "", err
 	}
@@ -94,11 +94,11 @@ func protectedPlaces(in, stateDir string) workspace.Protected {
 // dir actually used (flags included) is checked by hideStateDir.
 func configStateDir(c *config.Config, base string) string {
 	if c.StateDir != "" {
-		// Absolute, as stateDir makes it: the places it is compared with are.
-		if abs, err := filepath.Abs(resolve(base, c.StateDir)); err == nil {
+		// Absolute, as StateDir makes it: the places it is compared with are.
+		if abs, err := filepath.Abs(Resolve(base, c.StateDir)); err == nil {
 			return abs
 		}
-		return resolve(base, c.StateDir)
+		return Resolve(base, c.StateDir)
 	}
 	if root, err := instance.Root(); err == nil {
 		return root
@@ -110,7 +110,7 @@ func configStateDir(c *config.Config, base string) string {
 // perm) and returns its real path; a protected place is refused before
 // anything is made, and again once resolved.
 func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protected) (string, error) {
-	abs, err := filepath.Abs(resolve(base, p))
+	abs, err := filepath.Abs(Resolve(base, p))
 	if err != nil {
 		return "", err
 	}
@@ -124,13 +124,44 @@ func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protect
 	return real, protected.Check(real)
 }
 
-// templateSource resolves a workspace template like a mount source: a
+// Template resolves the workspace template p of a config at base whose
+// server has the input in (a real path, or ""), like a mount source: a
 // project's symlink must not seed a workspace from, say, ~/.ssh. A
 // missing template stays as written; seeding names it when it fails.
-func templateSource(base, in, p string) (string, error) {
+func Template(base, in, p string) (string, error) {
 	real, err := hostSource(base, in, p, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return resolve(base, p), nil
+		return Resolve(base, p), nil
 	}
 	return real, err
+}
+
+// ArtifactsDir makes the artifacts dir p of a config at o.Base whose
+// server has the input in (a real path, or "") and returns its real path.
+// mcpbox writes there, so it must stay clear of the places a writable
+// source must (the home dir, /etc, the state dir's parents, the input).
+func ArtifactsDir(o Options, in, p string) (string, error) {
+	return outputDir(o.base(), in, p, 0o700, protectedPlaces(in, o.StateDir))
+}
+
+// HostPath is the real host path of the source p of a config at base
+// whose server has the input in (a real path, or ""), walked as a mount
+// source is: a project's symlink fails with workspace.ErrSymlink. Nothing
+// is made.
+func HostPath(base, in, p string) (string, error) {
+	return hostSource(base, in, p, 0)
+}
+
+// Resolve is the host path p of a config at base: "~/" is the home dir, a
+// relative path is joined to base. Symlinks are left as they are.
+func Resolve(base, p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
 }

@@ -1,4 +1,4 @@
-package cli
+package importer
 
 import (
 	"encoding/json"
@@ -15,17 +15,41 @@ import (
 	"mcpbox/internal/redact"
 )
 
-func newImporter() *importer {
-	return &importer{names: make(map[string]bool), claimed: make(map[string]string)}
+// redacted replaces a credential found in an argument, URL or header.
+const redacted = "REDACTED"
+
+// Result is what Convert makes of a client file.
+type Result struct {
+	// Config holds the servers of every entry that imports cleanly, in
+	// file order; it has none when no entry does.
+	Config *config.Config
+	// Hints are comment lines per server name, which Render puts above
+	// the server: egress to allow, host paths the sandbox does not see.
+	Hints map[string][]string
+	// Notes are what the user should read: skipped entries, renamed
+	// servers, credentials replaced by REDACTED. One line each, no prefix.
+	Notes []string
+	// Vars are the environment variables the config reads, in first-use
+	// order: the user sets them before mcpbox serve.
+	Vars []Var
 }
 
-func (im *importer) notef(format string, args ...any) {
+// Convert turns the server entries of cf into an mcpbox config. An entry
+// that does not import cleanly is left out with a note: one bad entry
+// does not sink the others.
+func Convert(cf *ClientFile) *Result {
+	im := &converter{names: make(map[string]bool), claimed: make(map[string]string)}
+	c, hints := im.convert(cf.entries)
+	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars}
+}
+
+func (im *converter) notef(format string, args ...any) {
 	im.notes = append(im.notes, fmt.Sprintf(format, args...))
 }
 
 // convert returns a config of every entry that imports cleanly and the
 // comment lines for each server; entries that do not are noted and left out.
-func (im *importer) convert(entries []member) (*config.Config, map[string][]string) {
+func (im *converter) convert(entries []member) (*config.Config, map[string][]string) {
 	c := &config.Config{Version: 1}
 	hints := make(map[string][]string)
 	for _, m := range entries {
@@ -42,7 +66,7 @@ func (im *importer) convert(entries []member) (*config.Config, map[string][]stri
 			continue
 		}
 		name := uniqueName(sanitizeName(m.key), im.names)
-		saved := importer{names: im.names, claimed: maps.Clone(im.claimed), vars: slices.Clone(im.vars), notes: slices.Clone(im.notes)}
+		saved := converter{names: im.names, claimed: maps.Clone(im.claimed), vars: slices.Clone(im.vars), notes: slices.Clone(im.notes)}
 		s, h, err := im.server(name, m.key, &ent)
 		if err == nil {
 			err = checkServer(s)
@@ -81,7 +105,7 @@ func checkServer(s *config.Server) error {
 	return err
 }
 
-func (im *importer) server(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+func (im *converter) server(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
 	typ := strings.ToLower(ent.Type)
 	local, remote := ent.Command != "", ent.URL != ""
 	switch {
@@ -97,7 +121,7 @@ func (im *importer) server(name, orig string, ent *mcpEntry) (*config.Server, []
 	return nil, nil, fmt.Errorf("has neither command nor url")
 }
 
-func (im *importer) local(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
 	if ent.Cwd != "" || ent.EnvFile != "" {
 		im.notef("server %q: cwd and envFile are not imported (the server starts in its sandbox)", orig)
 	}
@@ -123,9 +147,9 @@ func (im *importer) local(name, orig string, ent *mcpEntry) (*config.Server, []s
 
 // envVar adds one variable of a local server: copied when harmless, else
 // turned into a secret read from the environment.
-func (im *importer) envVar(s *config.Server, orig, name, value string) {
+func (im *converter) envVar(s *config.Server, orig, name, value string) {
 	ref, isRef := hostVarRef(value)
-	if !isRef && !credentialName(name) && !credentialValue(value) {
+	if !isRef && !config.CredentialName(name) && !credentialValue(value) {
 		if strings.Contains(value, "${") {
 			im.notef("server %q: env %s has ${...}, which mcpbox passes on literally", orig, name)
 		}
@@ -145,7 +169,7 @@ func (im *importer) envVar(s *config.Server, orig, name, value string) {
 	s.Secrets = append(s.Secrets, config.Secret{Name: name, From: "env:" + ref})
 }
 
-func (im *importer) remote(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
 	if strings.ToLower(ent.Type) == "sse" {
 		im.notef("server %q uses the old SSE transport; mcpbox speaks Streamable HTTP to it: check its url (often .../mcp, not .../sse)", orig)
 	}
@@ -177,7 +201,7 @@ func (im *importer) remote(name, orig string, ent *mcpEntry) (*config.Server, []
 
 // claim returns the variable that will hold value: want, unless another
 // server uses want for a different value, then one named after server.
-func (im *importer) claim(want, value, server, use string) string {
+func (im *converter) claim(want, value, server, use string) string {
 	v := want
 	for i := 1; ; i++ {
 		old, taken := im.claimed[v]
@@ -191,24 +215,23 @@ func (im *importer) claim(want, value, server, use string) string {
 	}
 	if _, taken := im.claimed[v]; !taken {
 		im.claimed[v] = value
-		im.vars = append(im.vars, envVar{v, use})
+		im.vars = append(im.vars, Var{v, use})
 	}
 	return v
 }
 
 // need records that the config reads variable v, which the client config
 // already took from the host's environment.
-func (im *importer) need(v, use string) {
+func (im *converter) need(v, use string) {
 	if _, ok := im.claimed[v]; !ok {
 		im.claimed[v] = "\x00ref"
-		im.vars = append(im.vars, envVar{v, use})
+		im.vars = append(im.vars, Var{v, use})
 	}
 }
 
 var (
 	secretNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	hostVarRE     = regexp.MustCompile(`^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}$`)
-	credNameRE    = regexp.MustCompile(`(?i)TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|(?:^|[_-])PAT(?:$|[_-])`)
 	pathNameRE    = regexp.MustCompile(`(?i)(?:FILE|PATH|DIR)$`)
 	driveRE       = regexp.MustCompile(`^[A-Za-z]:[\\/]`)
 	notNameCharRE = regexp.MustCompile(`[^a-z0-9_-]+`)
@@ -223,8 +246,6 @@ func hostVarRef(v string) (string, bool) {
 	}
 	return m[1], true
 }
-
-func credentialName(n string) bool { return credNameRE.MatchString(n) }
 
 func credentialValue(v string) bool {
 	_, masked := maskCredential(v)
@@ -243,7 +264,7 @@ func maskCredential(s string) (string, bool) {
 		}
 		q := u.Query()
 		for k := range q {
-			if credentialName(k) && !pathNameRE.MatchString(k) {
+			if config.CredentialName(k) && !pathNameRE.MatchString(k) {
 				q[k], changed = []string{redacted}, true
 			}
 		}
@@ -267,10 +288,10 @@ func maskCredential(s string) (string, bool) {
 // scrubArgs replaces credentials in a command's arguments: token-shaped
 // strings, URL passwords, and the value of a flag named like a credential
 // (--api-key=V or --api-key V).
-func (im *importer) scrubArgs(orig string, args []string) []string {
+func (im *converter) scrubArgs(orig string, args []string) []string {
 	out := make([]string, len(args))
 	credFlag := func(f string) bool {
-		return strings.HasPrefix(f, "-") && credentialName(f) && !pathNameRE.MatchString(f)
+		return strings.HasPrefix(f, "-") && config.CredentialName(f) && !pathNameRE.MatchString(f)
 	}
 	for i, a := range args {
 		flag, _, hasValue := strings.Cut(a, "=")

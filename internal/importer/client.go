@@ -1,4 +1,4 @@
-package cli
+package importer
 
 import (
 	"bytes"
@@ -39,8 +39,15 @@ func members(raw json.RawMessage) ([]member, error) {
 	return ms, nil
 }
 
-// clientFile is a parsed client config.
-type clientFile struct {
+// member is one key of a JSON object, kept in file order.
+type member struct {
+	key string
+	val json.RawMessage
+}
+
+// ClientFile is a parsed client config: its top-level keys in file order
+// and its server entries, for Convert and Rewrite.
+type ClientFile struct {
 	name     string
 	top      []member // the file's top-level keys
 	key      string   // "mcpServers" or "servers" (VS Code): the first one present
@@ -49,7 +56,10 @@ type clientFile struct {
 	entries  []member // server name and entry, in file order
 }
 
-func parseClientFile(name string, data []byte) (*clientFile, error) {
+// ParseClientFile parses a client's config (JSON or JSONC) named name, as
+// errors call it. It fails when data is no JSON object or holds no server
+// entry under mcpServers, servers or projects.*.mcpServers.
+func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 	data = stripJSONC(data)
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -62,19 +72,7 @@ func parseClientFile(name string, data []byte) (*clientFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cf := &clientFile{name: name, top: top, key: "mcpServers"}
-	add := func(path string, raw json.RawMessage) error {
-		ms, err := members(raw)
-		if err != nil {
-			return fmt.Errorf("%s: %s: %w of servers", name, path, err)
-		}
-		for _, m := range ms {
-			if !containsEntry(cf.entries, m) {
-				cf.entries = append(cf.entries, m)
-			}
-		}
-		return nil
-	}
+	cf := &ClientFile{name: name, top: top, key: "mcpServers"}
 	for _, m := range top {
 		switch m.key {
 		case "mcpServers", "servers":
@@ -82,34 +80,56 @@ func parseClientFile(name string, data []byte) (*clientFile, error) {
 				cf.key = m.key
 			}
 			cf.keys = append(cf.keys, m.key)
-			if err := add(m.key, m.val); err != nil {
-				return nil, err
-			}
+			err = cf.addServers(m.key, m.val)
 		case "projects":
 			cf.projects = true
-			projects, err := members(m.val)
-			if err != nil {
-				return nil, fmt.Errorf("%s: projects: %w", name, err)
-			}
-			for _, p := range projects {
-				ps, err := members(p.val)
-				if err != nil {
-					return nil, fmt.Errorf("%s: projects.%s: %w", name, p.key, err)
-				}
-				for _, s := range ps {
-					if s.key == "mcpServers" {
-						if err := add("projects."+p.key+".mcpServers", s.val); err != nil {
-							return nil, err
-						}
-					}
-				}
-			}
+			err = cf.addProjects(m.val)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if len(cf.entries) == 0 {
 		return nil, fmt.Errorf("%s: no MCP servers found (looked for mcpServers, servers and projects.*.mcpServers)", name)
 	}
 	return cf, nil
+}
+
+// addProjects adds the servers of ~/.claude.json's projects.*.mcpServers.
+func (cf *ClientFile) addProjects(raw json.RawMessage) error {
+	projects, err := members(raw)
+	if err != nil {
+		return fmt.Errorf("%s: projects: %w", cf.name, err)
+	}
+	for _, p := range projects {
+		ps, err := members(p.val)
+		if err != nil {
+			return fmt.Errorf("%s: projects.%s: %w", cf.name, p.key, err)
+		}
+		for _, s := range ps {
+			if s.key == "mcpServers" {
+				if err := cf.addServers("projects."+p.key+".mcpServers", s.val); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addServers adds the entries of the servers object at path, skipping
+// one seen already.
+func (cf *ClientFile) addServers(path string, raw json.RawMessage) error {
+	ms, err := members(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w of servers", cf.name, path, err)
+	}
+	for _, m := range ms {
+		if !containsEntry(cf.entries, m) {
+			cf.entries = append(cf.entries, m)
+		}
+	}
+	return nil
 }
 
 // containsEntry reports whether ms has m already: ~/.claude.json often
@@ -203,14 +223,17 @@ type mcpEntry struct {
 	Disabled bool            `json:"disabled"`
 }
 
-// envVar is a variable the generated config reads and why.
-type envVar struct{ name, use string }
+// Var is an environment variable the generated config reads.
+type Var struct {
+	Name string // the variable's name
+	Use  string // where the config reads it, e.g. "servers.a.secrets.API_KEY"
+}
 
-// importer turns client entries into servers, collecting notes for the
+// converter turns client entries into servers, collecting notes for the
 // user and the variables the config will read.
-type importer struct {
+type converter struct {
 	names   map[string]bool   // server names taken
 	claimed map[string]string // variable -> the value it stands for
-	vars    []envVar
+	vars    []Var
 	notes   []string
 }

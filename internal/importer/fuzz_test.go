@@ -1,4 +1,4 @@
-package cli
+package importer
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func FuzzImport(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cf, err := parseClientFile("c.json", data)
+		cf, err := ParseClientFile("c.json", data)
 		if err != nil {
 			msg := err.Error()
 			if !strings.HasPrefix(msg, "c.json") {
@@ -49,21 +49,21 @@ func FuzzImport(f *testing.F) {
 			}
 			return
 		}
-		im := newImporter()
-		c, hints := im.convert(cf.entries)
+		res := Convert(cf)
+		c := res.Config
 		skipped := 0
-		for _, n := range im.notes {
+		for _, n := range res.Notes {
 			if strings.HasPrefix(n, "skipping server ") {
 				skipped++
 			}
 		}
 		if len(c.Servers)+skipped != len(cf.entries) {
-			t.Fatalf("%d entries, %d imported, %d skipped: %q", len(cf.entries), len(c.Servers), skipped, im.notes)
+			t.Fatalf("%d entries, %d imported, %d skipped: %q", len(cf.entries), len(c.Servers), skipped, res.Notes)
 		}
 		if len(c.Servers) == 0 {
 			return
 		}
-		out, err := renderYAML(c, hints, "c.json")
+		out, err := Render(res, "c.json")
 		if err != nil {
 			t.Fatalf("rendering the imported config: %v", err)
 		}
@@ -101,7 +101,7 @@ func secretValues(entries []member) []string {
 		env, _ := members(ent.Env)
 		for _, e := range env {
 			var v string
-			if json.Unmarshal(e.val, &v) == nil && (credentialName(e.key) || credentialValue(v)) {
+			if json.Unmarshal(e.val, &v) == nil && (config.CredentialName(e.key) || credentialValue(v)) {
 				out = append(out, v)
 			}
 		}
