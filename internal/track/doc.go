@@ -6,7 +6,8 @@
 //
 // The launcher fills a Sandbox as it starts one and feeds it the egress
 // proxy's events; the guard (internal/guard) reads it around each call
-// and for `mcpbox ps`, stop, pause and snapshot. It is a leaf both
-// import: it decides nothing, starts nothing and writes no audit record
-// itself, and must not import internal/cli, internal/guard or a launcher.
+// and for `mcpbox ps`, stop, pause and snapshot. Both import it, and it
+// imports neither: it decides nothing, starts nothing and writes no audit
+// record itself (it fills the fields of one), and must not import
+// internal/cli, internal/guard or a launcher.
 package track
