@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"mcpbox/internal/admin"
+	"mcpbox/internal/specconv"
 )
 
 // allStateDirs stands for every registered state dir where adminFlags
@@ -23,7 +24,7 @@ func findStateDir(wd string) (string, error) {
 		if c.StateDir == "" {
 			return "", true
 		}
-		sd, err := filepath.Abs(resolve(dir, c.StateDir))
+		sd, err := filepath.Abs(specconv.Resolve(dir, c.StateDir))
 		return sd, err == nil
 	})
 }

@@ -20,9 +20,11 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/track"
 	"mcpbox/internal/workspace"
 )
 
@@ -49,7 +51,7 @@ type sandboxLauncher struct {
 	// so that nothing the server writes can carry it out.
 	book *redact.Book
 	// guard, if set, tracks each sandbox for the audit (serve).
-	guard *guard
+	guard *guard.Guard
 	// template, if set, seeds each new workspace (a dir, an archive or a
 	// snapshot).
 	template string
@@ -84,7 +86,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		stderrRedactor = r.Writer(lines)
 		stderr = stderrRedactor
 	}
-	track := &sandboxTrack{id: newSandboxID(), started: time.Now()}
+	track := track.NewSandbox()
 	// The input overlay's lock, held until the sandbox has ended (its
 	// mount with it); released here if the launch fails.
 	var unlockOverlay func()
@@ -103,10 +105,10 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		logEv := egressLogger(l.log, l.name, l.book, allowLevel)
 		spec.Network.Log = func(ev egress.Event) {
 			logEv(ev)
-			track.closed(ev)
-			l.guard.egressEvent(l.name, scope, track, ev)
+			track.Closed(ev)
+			l.guard.EgressEvent(l.name, scope, track, ev)
 		}
-		spec.Network.Opened = track.opened
+		spec.Network.Opened = track.Opened
 	}
 	if l.workspaces != "" {
 		_, statErr := os.Stat(workspaceBase(l.workspaces, scope, l.name))
@@ -122,7 +124,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		}
 		spec.Output = dir
 		if rel, err := filepath.Rel(l.workspaces, filepath.Dir(dir)); err == nil {
-			track.workspace = filepath.ToSlash(rel)
+			track.Workspace = filepath.ToSlash(rel)
 		}
 	}
 	if l.overlays != "" {
@@ -141,20 +143,20 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			}
 		}
 		spec.InputOverlay = ov
-		track.lower, track.upper = spec.Input, ov.Upper
-		if track.workspace == "" {
+		track.Lower, track.Upper = spec.Input, ov.Upper
+		if track.Workspace == "" {
 			if rel, err := filepath.Rel(l.overlays, filepath.Dir(filepath.Dir(ov.Upper))); err == nil {
-				track.workspace = filepath.ToSlash(rel)
+				track.Workspace = filepath.ToSlash(rel)
 			}
 		}
-		track.rw = append(track.rw, rwDir{ov.Upper, "/workspace/input"})
+		track.AddWritable(ov.Upper, "/workspace/input")
 	}
 	if spec.Output != "" {
-		track.rw = append(track.rw, rwDir{spec.Output, "/workspace/output"})
+		track.AddWritable(spec.Output, "/workspace/output")
 	}
 	for _, m := range spec.Mounts {
 		if m.Writable {
-			track.rw = append(track.rw, rwDir{m.Source, m.Target})
+			track.AddWritable(m.Source, m.Target)
 		}
 	}
 	inR, inW, err := os.Pipe()
@@ -193,8 +195,8 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		status string
 		clean  bool
 	)
-	track.stats = sb.Stats
-	untrack := l.guard.sandboxStarted(l.name, scope, track)
+	track.Stats = sb.Stats
+	untrack := l.guard.SandboxStarted(l.name, scope, track)
 	// killed: Stop had to kill the sandbox (it did not exit when its stdin
 	// closed), so its end is a stop, not a crash, whatever its status.
 	var killed atomic.Bool
@@ -223,20 +225,20 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			status = fmt.Sprintf("exited with status %d", res.ExitCode)
 			clean = res.ExitCode == 0
 		}
-		track.setExit(status)
+		track.SetExit(status)
 		if l.artifacts != nil && spec.Output != "" {
-			track.artifacts = l.exportArtifacts(spec.Output, scope, track.id)
+			track.Artifacts = l.exportArtifacts(spec.Output, scope, track.ID)
 		}
 		// A server ends by exiting 0 when its stdin closes; anything else
 		// (a crash, a failure status, the OOM killer) is a failure, also
 		// when the gateway noticed it first and called Stop.
 		expected := clean || killed.Load()
 		if expected {
-			track.setState(gateway.StateStopped)
+			track.SetState(gateway.StateStopped)
 		} else {
-			track.setState(gateway.StateFailed)
+			track.SetState(gateway.StateFailed)
 		}
-		l.guard.sandboxEnded(l.name, scope, track, status, expected)
+		l.guard.SandboxEnded(l.name, scope, track, status, expected)
 		close(waited)
 	}()
 	// ended waits a little for the exit the caller has seen coming.
@@ -252,9 +254,7 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		Stdin: inW, Stdout: outR,
 		Roots: roots(&spec),
 		Stop: func() {
-			if track.getState() == gateway.StateRunning || track.getState() == gateway.StatePaused {
-				track.setState("stopping")
-			}
+			track.MarkStopping()
 			inW.Close()
 			select {
 			case <-waited:
@@ -275,16 +275,16 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 			if err := sb.Pause(); err != nil {
 				return err
 			}
-			track.setState(gateway.StatePaused)
-			l.guard.sandboxEvent(audit.EventSandboxPause, l.name, track, scope, "")
+			track.SetState(gateway.StatePaused)
+			l.guard.SandboxEvent(audit.EventSandboxPause, l.name, scope, track, "")
 			return nil
 		},
 		Resume: func() error {
 			if err := sb.Resume(); err != nil {
 				return err
 			}
-			track.setState(gateway.StateRunning)
-			l.guard.sandboxEvent(audit.EventSandboxResume, l.name, track, scope, "")
+			track.SetState(gateway.StateRunning)
+			l.guard.SandboxEvent(audit.EventSandboxResume, l.name, scope, track, "")
 			return nil
 		},
 		Describe: func() string {

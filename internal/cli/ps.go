@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -10,7 +9,6 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
-	"mcpbox/internal/gateway"
 )
 
 const psHelp = `USAGE
@@ -35,87 +33,6 @@ memory is kept; the next call resumes it); resume thaws it now.
 // sandboxRow is one sandbox as `mcpbox ps` shows it (and the admin
 // protocol carries it).
 type sandboxRow = admin.Sandbox
-
-// sandboxRows joins the tracker's sandboxes with the gateway's instances.
-func (g *guard) sandboxRows(gw *gateway.Gateway) []sandboxRow {
-	type key struct {
-		server string
-		scope  gateway.Scope
-	}
-	inst := map[key]gateway.Instance{}
-	for _, in := range gw.Instances() {
-		inst[key{in.Server, in.Scope}] = in
-	}
-	var rows []sandboxRow
-	for _, t := range g.tracks.all() {
-		r := sandboxRow{ID: t.id, State: t.getState(), Server: t.launcher, Client: t.scope.Agent,
-			Session: t.scope.Session, Workspace: t.workspace, Started: t.started}
-		t.mu.Lock()
-		r.Exit = t.exit
-		t.mu.Unlock()
-		for _, s := range g.serversOf(t.launcher) {
-			if in, ok := inst[key{s, t.scope}]; ok {
-				r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
-				if r.Exit != "" {
-					r.Reason = in.Reason
-				}
-			}
-		}
-		if t.stats != nil && r.Exit == "" {
-			if st, err := t.stats(); err == nil {
-				r.Memory, r.Pids, r.CPU = st.MemoryCurrent, st.PidsCurrent, st.CPUUsage.Seconds()
-			}
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
-
-// serversOf names the servers whose sandboxes a launcher starts: the
-// server itself, or a group's members.
-func (g *guard) serversOf(launcher string) []string {
-	var out []string
-	for name, gs := range g.servers {
-		if gs.launcher == launcher {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// control pauses, resumes or stops the sandbox id through the gateway,
-// which keeps its own view of the instance (a paused one is resumed by
-// the next call).
-func (g *guard) control(gw *gateway.Gateway, op, id string) error {
-	t := g.tracks.find(id)
-	if t == nil {
-		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
-	}
-	if st := t.getState(); st == gateway.StateStopped || st == gateway.StateFailed {
-		return fmt.Errorf("sandbox %s has ended", id)
-	}
-	// The sandbox's own pause, resume or end record says who asked.
-	t.mu.Lock()
-	t.by = "admin"
-	t.mu.Unlock()
-	var errs []error
-	for _, s := range g.serversOf(t.launcher) {
-		var err error
-		switch op {
-		case "pause":
-			err = gw.Pause(s, t.scope)
-		case "resume":
-			err = gw.Resume(s, t.scope)
-		case "stop":
-			err = gw.Stop(s, t.scope)
-		}
-		if err != nil && !errors.Is(err, gateway.ErrNoInstance) {
-			errs = append(errs, fmt.Errorf("%s: %w", s, err))
-		}
-	}
-	t.takeBy() // the operation's record has taken it, if there was one
-	return errors.Join(errs...)
-}
 
 func (e *env) ps(args []string) int {
 	fs := e.newFlagSet("ps", psHelp)
