@@ -3,7 +3,10 @@ package admin
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,3 +225,59 @@ func TestStartingAndUnknownOps(t *testing.T) {
 type countingBackend struct{ Backend }
 
 func (countingBackend) Refresh(string) int { return 2 }
+
+// TestWebStopWaitsForRequests: stopping the approvals endpoint, even
+// after serve's context ended, waits for a request in flight (a decision
+// being written) before the broker's store may close.
+func TestWebStopWaitsForRequests(t *testing.T) {
+	dir := shortTemp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
+	path := filepath.Join(dir, webSocket)
+	stop, err := serveWeb(ctx, path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		w.Write([]byte("decided"))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("approvals socket: %v, %v; want mode 0600", fi, err)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	got := make(chan string, 1)
+	go func() {
+		resp, err := client.Post("http://approvals/approvals/apr_1", "application/json", nil)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	<-entered
+	cancel() // serve's context ends first, as on a signal
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("stop returned while a request was in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	unblock()
+	<-stopped
+	if s := <-got; s != "decided" {
+		t.Errorf("the request in flight got %q, want its answer", s)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		t.Error("the approvals socket is still there after stop")
+	}
+}

@@ -186,7 +186,13 @@ func ServeWeb(ctx context.Context, dir string, h http.Handler) (path string, sto
 	return path, stop, err
 }
 
-// serveWeb serves h on the unix socket path until ctx ends.
+// webShutdownWait bounds how long stopping the approvals endpoint waits
+// for its requests in flight.
+const webShutdownWait = 5 * time.Second
+
+// serveWeb serves h on the unix socket path until ctx ends. The stop
+// function waits for the requests in flight (a decision writes to the
+// broker's store, which closes after it), webShutdownWait at most.
 func serveWeb(ctx context.Context, path string, h http.Handler) (func(), error) {
 	ln, err := listenPrivate(path, "approvals")
 	if err != nil {
@@ -194,9 +200,13 @@ func serveWeb(ctx context.Context, path string, h http.Handler) (func(), error) 
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(peerListener{ln})
-	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	// The end of ctx stops accepting; requests in flight end in stop.
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	return func() {
 		stop()
+		sctx, cancel := context.WithTimeout(context.Background(), webShutdownWait)
+		defer cancel()
+		srv.Shutdown(sctx)
 		srv.Close()
 		os.Remove(path)
 	}, nil
