@@ -102,7 +102,10 @@ func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json
 func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.Logger, book *redact.Book, g *guard) ([]*gateway.Server, error) {
 	var out []*gateway.Server
 	groups := &groupSet{c: c, base: base, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
-		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, guard: g}
+		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, observer: observerOf(g)}
+		if g != nil {
+			l.protected = g.protected
+		}
 		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
 			l.workspaces = filepath.Join(stateDir, "workspaces")
 		}
@@ -136,7 +139,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 			for _, h := range s.Headers {
 				rl.headers[h.Name] = h.From
 			}
-			gs.Launch = rl.launch
+			gs.Launch = launchOn(rl)
 			// A dropped connection is reconnected at the next request
 			// (remote servers take no lifecycle settings).
 			gs.Restart = gateway.RestartOnFailure
@@ -149,7 +152,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 				return nil, err
 			}
 			gs.Launch = gl.member(idx)
-			gs.Release = gl.sandbox.release
+			gs.Release = gl.sandbox.Release
 			out = append(out, gs)
 			continue
 		}
@@ -173,7 +176,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 		}
 		l := &sandboxLauncher{
 			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
-			stderr: e.stderr, guard: g,
+			stderr: e.stderr, observer: observerOf(g),
 		}
 		if s.Filesystem.Output != nil && s.Filesystem.Output.Source == "" {
 			l.workspaces = filepath.Join(stateDir, "workspaces")
@@ -196,8 +199,8 @@ func (e *env) configServers(c *config.Config, base, stateDir string, log *slog.L
 				return nil, fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
 			}
 		}
-		gs.Launch = l.launch
-		gs.Release = l.release
+		gs.Launch = launchOn(l)
+		gs.Release = l.Release
 		out = append(out, gs)
 	}
 	return out, nil

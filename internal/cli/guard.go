@@ -254,9 +254,9 @@ func (g *guard) approvalDecided(req approval.Request, d approval.Decision) {
 	})
 }
 
-// sandboxEvent audits a sandbox starting, ending, pausing or resuming.
+// SandboxEvent audits a sandbox starting, ending, pausing or resuming.
 // A nil guard does nothing.
-func (g *guard) sandboxEvent(event, launcher string, t *sandboxTrack, scope gateway.Scope, status string) {
+func (g *guard) SandboxEvent(event, launcher string, t *sandboxTrack, scope gateway.Scope, status string) {
 	if g == nil {
 		return
 	}
@@ -342,19 +342,19 @@ func annotations(def json.RawMessage) map[string]any {
 	return d.Annotations
 }
 
-// sandboxStarted registers a sandbox for call joins and audits its start;
+// SandboxStarted registers a sandbox for call joins and audits its start;
 // the returned func unregisters it. A nil guard does nothing.
-func (g *guard) sandboxStarted(launcher string, scope gateway.Scope, t *sandboxTrack) func() {
+func (g *guard) SandboxStarted(launcher string, scope gateway.Scope, t *sandboxTrack) func() {
 	if g == nil {
 		return func() {}
 	}
-	g.sandboxEvent(audit.EventSandboxStart, launcher, t, scope, "")
+	g.SandboxEvent(audit.EventSandboxStart, launcher, t, scope, "")
 	return g.tracks.add(launcher, scope, t)
 }
 
-// sandboxEnded audits a sandbox's end: a stop, or a crash when it ended
+// SandboxEnded audits a sandbox's end: a stop, or a crash when it ended
 // on its own with a failure.
-func (g *guard) sandboxEnded(launcher string, scope gateway.Scope, t *sandboxTrack, status string, expected bool) {
+func (g *guard) SandboxEnded(launcher string, scope gateway.Scope, t *sandboxTrack, status string, expected bool) {
 	if g == nil {
 		return
 	}
@@ -362,11 +362,11 @@ func (g *guard) sandboxEnded(launcher string, scope gateway.Scope, t *sandboxTra
 	if !expected {
 		event = audit.EventSandboxCrash
 	}
-	g.sandboxEvent(event, launcher, t, scope, status)
+	g.SandboxEvent(event, launcher, t, scope, status)
 }
 
-// egressEvent audits one egress connection once it has ended.
-func (g *guard) egressEvent(launcher string, scope gateway.Scope, t *sandboxTrack, ev egress.Event) {
+// EgressEvent audits one egress connection once it has ended.
+func (g *guard) EgressEvent(launcher string, scope gateway.Scope, t *sandboxTrack, ev egress.Event) {
 	if g == nil {
 		return
 	}
