@@ -40,6 +40,25 @@ const (
 	EventIntegrity = "integrity"
 )
 
+// Outcomes of a call record (Record.Outcome): what became of the call.
+const (
+	OutcomeOK            = "ok"             // the server answered
+	OutcomeIsError       = "is_error"       // the server answered with a tool error
+	OutcomeProtocolError = "protocol_error" // the server answered with a JSON-RPC error
+	OutcomeError         = "error"          // the call failed otherwise (the server ended, ...)
+	OutcomeTimeout       = "timeout"        // call_timeout expired
+	OutcomeCancelled     = "cancelled"      // the client gave up, or its approval was withdrawn
+	OutcomeDenied        = "denied"         // the policy, a human or a key check refused it
+	OutcomeRateLimited   = "rate_limited"   // a rate limit refused it
+	OutcomeBlocked       = "blocked"        // the result was withheld (results_scan, credentials: block)
+	OutcomeAuditFailing  = "audit_failing"  // refused: the audit store could not write
+)
+
+// Outcomes lists every Outcome* constant, for readers of the audit (and a
+// test that keeps the writers to it).
+var Outcomes = []string{OutcomeOK, OutcomeIsError, OutcomeProtocolError, OutcomeError, OutcomeTimeout,
+	OutcomeCancelled, OutcomeDenied, OutcomeRateLimited, OutcomeBlocked, OutcomeAuditFailing}
+
 // PayloadLimit caps Record.Payload in bytes. A larger payload is replaced
 // by a marker object {"truncated":true,"size":N,"head":"..."} that fits.
 const PayloadLimit = 64 << 10
@@ -67,7 +86,7 @@ type Record struct {
 	Rule      string          `json:"rule,omitempty"`      // the matched rule
 	Approver  string          `json:"approver,omitempty"`
 	Duration  time.Duration   `json:"duration_ms"` // marshalled as float milliseconds
-	// Outcome: ok, is_error, protocol_error, timeout, denied, rate_limited, cancelled.
+	// Outcome is one of Outcomes (a call record only).
 	Outcome    string   `json:"outcome,omitempty"`
 	ResultSize int64    `json:"result_size,omitempty"`
 	Files      []File   `json:"files,omitempty"`

@@ -23,6 +23,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 )
@@ -86,10 +87,10 @@ type adminServer struct {
 
 	mu sync.Mutex
 	gw *gateway.Gateway // guarded by mu
-	g  *guard           // guarded by mu
+	g  *guard.Guard     // guarded by mu
 }
 
-func (a *adminServer) attach(gw *gateway.Gateway, g *guard) {
+func (a *adminServer) attach(gw *gateway.Gateway, g *guard.Guard) {
 	a.mu.Lock()
 	a.gw, a.g = gw, g
 	a.mu.Unlock()
@@ -167,67 +168,66 @@ func (a *adminServer) handle(conn *net.UnixConn) {
 	}
 	switch req.Op {
 	case "approvals":
-		reply(g.approvalsReply())
+		reply(approvalsReply(g))
 	case "decide":
-		if !g.channels[config.ChannelCLI] {
+		if !g.ChannelOn(config.ChannelCLI) {
 			reply(adminReply{Error: "the cli approval channel is off (approvals.channels)"})
 			return
 		}
 		scope := cmpOr(req.Scope, approval.ScopeOnce)
-		if err := g.broker.Decide(req.ID, approval.Decision{Allow: req.Allow, Scope: scope, By: who}); err != nil {
+		if err := g.Broker().Decide(req.ID, approval.Decision{Allow: req.Allow, Scope: scope, By: who}); err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
 		reply(adminReply{OK: true})
 	case "revoke":
-		if err := g.broker.Revoke(req.ID); err != nil {
+		if err := g.Broker().Revoke(req.ID); err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
-		g.record(audit.Record{Event: audit.EventApproval, Decision: "revoked", Approver: who, Detail: map[string]string{"id": req.ID}})
+		g.Record(audit.Record{Event: audit.EventApproval, Decision: "revoked", Approver: who, Detail: map[string]string{"id": req.ID}})
 		reply(adminReply{OK: true})
 	case "pins":
-		reply(adminReply{OK: true, Changes: g.namedChanges(g.pendingChanges(req.Server))})
+		reply(adminReply{OK: true, Changes: namedChanges(g, g.PendingChanges(req.Server))})
 	case "trust":
-		changes, err := g.trust(req.Server, req.Key, who, req.Hashes)
+		changes, err := g.Trust(req.Server, req.Key, who, req.Hashes)
 		if err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
-		reply(adminReply{OK: true, Changes: g.namedChanges(changes)})
+		reply(adminReply{OK: true, Changes: namedChanges(g, changes)})
 	case "ps":
-		reply(adminReply{OK: true, Sandboxes: g.sandboxRows(gw)})
+		reply(adminReply{OK: true, Sandboxes: g.SandboxRows(gw)})
 	case "stats":
 		reply(adminReply{OK: true, Goroutines: runtime.NumGoroutine()})
 	case "pause", "resume", "stop":
-		if err := g.control(gw, req.Op, req.ID); err != nil {
+		if err := g.Control(gw, req.Op, req.ID); err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
 		reply(adminReply{OK: true})
 	case "snapshot":
-		if err := g.snapshot(gw, req.ID, req.Path); err != nil {
+		if err := g.Snapshot(gw, req.ID, req.Path); err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
 		reply(adminReply{OK: true})
 	case "diff":
-		t := g.tracks.find(req.ID)
+		t := g.Sandbox(req.ID)
 		switch {
 		case t == nil:
 			reply(adminReply{Error: fmt.Sprintf("no sandbox %q (see mcpbox ps)", req.ID)})
-		case t.upper == "":
+		case t.Upper == "":
 			reply(adminReply{Error: fmt.Sprintf("sandbox %s has no input overlay (filesystem.input.mode: overlay)", req.ID)})
 		default:
-			reply(adminReply{OK: true, Lower: t.lower, Upper: t.upper})
+			reply(adminReply{OK: true, Lower: t.Lower, Upper: t.Upper})
 		}
 	case "reload":
-		if err := g.pins.Reload(); err != nil {
+		if err := g.ReloadPins(); err != nil {
 			reply(adminReply{Error: err.Error()})
 			return
 		}
-		g.changed("")
-		g.record(audit.Record{Event: audit.EventPolicyReload, Approver: who, Detail: map[string]string{"what": "lock file"}})
+		g.Record(audit.Record{Event: audit.EventPolicyReload, Approver: who, Detail: map[string]string{"what": "lock file"}})
 		reply(adminReply{OK: true})
 	default:
 		reply(adminReply{Error: fmt.Sprintf("unknown op %q", req.Op)})

@@ -3,13 +3,10 @@ package cli
 import (
 	_ "embed"
 	"encoding/json"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/builtin"
-	"mcpbox/internal/config"
-	"mcpbox/internal/sandbox"
 )
 
 // defaultConfig is the embedded default of `mcpbox serve`.
@@ -38,38 +35,6 @@ func (e *env) builtinMain(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// builtinSpec turns spec (the server's sandbox) into one that runs the
-// built-in server s: mcpbox's own binary, mounted read-only.
-func builtinSpec(s *config.Server, spec *sandbox.Spec) error {
-	self, err := selfMount()
-	if err != nil {
-		return err
-	}
-	spec.Mounts = append(spec.Mounts, self)
-	o := builtin.Options{
-		Commands:       builtin.CommandPolicy{Allow: s.Commands.Allow, Deny: s.Commands.Deny, Approve: s.Commands.Approve},
-		CommandTimeout: time.Duration(s.Limits.CallTimeout),
-		JobLifetime:    time.Duration(s.Commands.JobLifetime),
-	}
-	if spec.Input != "" || s.Filesystem.Input != nil {
-		o.Input = "/workspace/input"
-		// An overlaid input is writable in the sandbox; the changes stay
-		// in the overlay (mcpbox diff). The output inside the input is
-		// covered by the sandbox, and named here for clear errors.
-		o.InputWritable = s.Filesystem.Input != nil && s.Filesystem.Input.Mode == config.ModeOverlay
-		o.InputHidden = spec.InputMasks()
-	}
-	if spec.Output != "" || s.Filesystem.Output != nil {
-		o.Output = "/workspace/output"
-	}
-	raw, err := json.Marshal(o)
-	if err != nil {
-		return err
-	}
-	spec.Args = []string{selfTarget, "__builtin", string(raw)}
-	return nil
 }
 
 type readCloser struct {

@@ -7,13 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/specconv"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -68,43 +67,6 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-func TestParseMount(t *testing.T) {
-	src := t.TempDir()
-	tests := []struct {
-		in      string
-		want    sandbox.Mount
-		wantErr string
-	}{
-		{src + ":/data", sandbox.Mount{Source: src, Target: "/data", Exec: true}, ""},
-		{src + ":/data:rw", sandbox.Mount{Source: src, Target: "/data", Writable: true}, ""},
-		{src + ":/data:ro", sandbox.Mount{Source: src, Target: "/data", Exec: true}, ""},
-		{src + ":/data:rx", sandbox.Mount{}, "mode"},
-		{src + ":data", sandbox.Mount{}, "absolute"},
-		{src + ":/data/../etc", sandbox.Mount{}, "not clean"},
-		{src + ":/workspace/input", sandbox.Mount{}, "the sandbox provides"},
-		{src + ":/proc/x", sandbox.Mount{}, "kernel filesystem"},
-		{"/no/such/dir:/data", sandbox.Mount{}, "no such file"},
-		{"justone", sandbox.Mount{}, "want SRC:DST"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := parseMount(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("parseMount error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Fatalf("parseMount (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestDegradedFlag(t *testing.T) {
 	var d degradedFlag
 	if err := d.Set("true"); err != nil || !d.all {
@@ -147,49 +109,6 @@ func TestPolicyCheck(t *testing.T) {
 	}
 }
 
-func TestSpecFromPolicy(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "repo"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "mcpbox.yaml")
-	write(t, cfg, `version: 1
-sandbox: {require: [userns, seccomp, landlock]}
-servers:
-  fs:
-    command: [node, server.js]
-    filesystem:
-      input: {source: ./repo}
-      output: {source: ./out, size: 32Mi}
-      tmp: {size: 64Mi}
-      mounts: [{source: ./repo, target: /data}]
-    env: {LOG_LEVEL: debug}
-    network: {limits: {connections: 4, idle: 30s}}
-    exec: {allow: [/workspace/output/tool]}
-    limits: {memory: 256Mi, pids: 32, cpu: 0.5}
-`)
-	var spec sandbox.Spec
-	if err := specFromPolicy(cfg, &spec); err != nil {
-		t.Fatal(err)
-	}
-	real, _ := filepath.EvalSymlinks(dir)
-	want := sandbox.Spec{
-		Input: filepath.Join(real, "repo"), Output: filepath.Join(real, "out"),
-		Mounts:        []sandbox.Mount{{Source: filepath.Join(real, "repo"), Target: "/data", Exec: true}},
-		Env:           []string{"LOG_LEVEL=debug"},
-		ExecAllow:     []string{"/workspace/output/tool"},
-		Limits:        sandbox.Limits{Memory: 256 << 20, Pids: 32, CPU: 0.5, TmpSize: 64 << 20, OutputSize: 32 << 20},
-		Network:       sandbox.Network{Limits: egress.Limits{MaxConns: 4, IdleTimeout: 30 * time.Second}},
-		AllowDegraded: []sandbox.Layer{sandbox.LayerCgroups, sandbox.LayerIdmap},
-	}
-	if diff := cmp.Diff(want, spec); diff != "" {
-		t.Fatalf("spec (-want +got):\n%s", diff)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "out")); err != nil {
-		t.Fatalf("output dir not created: %v", err)
-	}
-}
-
 func TestSpecFromPolicyRefusesWhatItCannotEnforce(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
@@ -219,25 +138,6 @@ func write(t *testing.T, path, s string) {
 	}
 }
 
-func TestSpecFromPolicyDefaults(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "mcpbox.yaml")
-	write(t, cfg, "version: 1\nservers:\n  s:\n    command: [x]\n    network: {egress: [{host: api.example.com}]}\n")
-	var spec sandbox.Spec
-	if err := specFromPolicy(cfg, &spec); err != nil {
-		t.Fatal(err)
-	}
-	mem, pids := defaultLimits()
-	if spec.Limits.Memory != mem || spec.Limits.Pids != pids || mem == 0 || pids == 0 {
-		t.Fatalf("limits %+v, want the exec defaults %d/%d", spec.Limits, mem, pids)
-	}
-	if len(spec.Network.Rules) != 1 || spec.Network.Rules[0].Host != "api.example.com" || len(spec.Network.Rules[0].Ports) != 0 {
-		t.Fatalf("egress rules %+v, want api.example.com with the default ports", spec.Network.Rules)
-	}
-	if len(spec.AllowDegraded) != 0 || spec.AllowAllDegraded {
-		t.Fatalf("a config without sandbox.require accepts degradation: %+v", spec.AllowDegraded)
-	}
-}
-
 // TestDefaultOutputSize: the embedded default of mcpbox serve bounds the
 // workspace server's output at 1 GiB, as parsed and compiled into its Spec.
 func TestDefaultOutputSize(t *testing.T) {
@@ -251,8 +151,8 @@ func TestDefaultOutputSize(t *testing.T) {
 			continue
 		}
 		found = true
-		var spec sandbox.Spec
-		if err := serverSpec(c, s, t.TempDir(), &spec); err != nil {
+		spec, err := specconv.Server(c, s, specconv.Options{Base: t.TempDir(), StateDir: t.TempDir()})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if spec.Output == "" || spec.Limits.OutputSize != 1<<30 {
@@ -261,23 +161,6 @@ func TestDefaultOutputSize(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the embedded default has no workspace server")
-	}
-}
-
-// TestServerSpecInputSize: serve bounds an input overlay's changes by
-// filesystem.input.size.
-func TestServerSpecInputSize(t *testing.T) {
-	base := t.TempDir()
-	c, err := config.Load("t.yaml", []byte("version: 1\nservers:\n  s:\n    command: [x]\n    filesystem: {input: {source: ., mode: overlay, size: 3Mi}}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec sandbox.Spec
-	if err := serverSpec(c, c.Servers[0], base, &spec); err != nil {
-		t.Fatal(err)
-	}
-	if spec.Limits.InputSize != 3<<20 {
-		t.Fatalf("input size limit %d, want 3 MiB", spec.Limits.InputSize)
 	}
 }
 

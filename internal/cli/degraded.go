@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/specconv"
 )
 
 // acceptDegraded drops the layers d accepts from every local server's
@@ -49,7 +50,7 @@ func (e *env) cgroupsReady(cmd string, c *config.Config, args []string) bool {
 			}
 			groups[g] = true
 		}
-		err := sandbox.CheckCgroups(serverLimits(s))
+		err := sandbox.CheckCgroups(specconv.Limits(s))
 		if err == nil {
 			continue
 		}
@@ -63,21 +64,6 @@ func (e *env) cgroupsReady(cmd string, c *config.Config, args []string) bool {
 		return false
 	}
 	return true
-}
-
-// serverLimits are the cgroup limits of server s's sandbox: the config's,
-// or the defaults for the ones it leaves out.
-func serverLimits(s *config.Server) sandbox.Limits {
-	var l sandbox.Limits
-	l.Memory, l.Pids = defaultLimits()
-	if s.Limits.Memory != 0 {
-		l.Memory = int64(s.Limits.Memory)
-	}
-	if s.Limits.Pids != 0 {
-		l.Pids = int64(s.Limits.Pids)
-	}
-	l.CPU = s.Limits.CPU
-	return l
 }
 
 // commandLine is "mcpbox CMD ARGS..." as a shell would take it back.

@@ -11,6 +11,7 @@ import (
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/specconv"
 )
 
 // allStateDirs stands for every registered state dir where adminFlags
@@ -66,7 +67,7 @@ func stateDirCandidates(dir string) []string {
 			continue
 		}
 		if c.StateDir != "" {
-			if sd, err := filepath.Abs(resolve(dir, c.StateDir)); err == nil {
+			if sd, err := filepath.Abs(specconv.Resolve(dir, c.StateDir)); err == nil {
 				out = append(out, sd)
 			}
 		} else if sd, err := projectStateDir(path, dir); err == nil {

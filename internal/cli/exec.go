@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/secrets"
+	"mcpbox/internal/specconv"
 )
 
 const execHelp = `USAGE
@@ -56,20 +56,6 @@ type sandboxFlags struct {
 	degraded                                                     degradedFlag
 }
 
-// Defaults of exec's limits: generous for node/python servers, small
-// enough that a runaway process cannot hurt the host.
-const (
-	defaultMemory = "1Gi"
-	defaultPids   = 512
-)
-
-// defaultLimits are the memory and pids limits of a sandbox whose flags
-// and policy leave them out.
-func defaultLimits() (memory, pids int64) {
-	m, _ := config.ParseSize(defaultMemory)
-	return int64(m), defaultPids
-}
-
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.policy, "policy", "", "use the sandbox policy of the first server in config `FILE`\n(flags given as well override it)")
 	fs.StringVar(&f.input, "input", "", "bind `DIR` read-only at /workspace/input")
@@ -80,8 +66,8 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.allowHosts, "allow-host", "allow egress to `HOST[:PORT]` through the egress proxy (repeatable;\nno port: 443 and 80; default: no network at all)")
 	fs.Var(&f.envs, "env", "set `K=V` in the sandbox (repeatable)")
 	fs.Var(&f.secrets, "secret", "inject secret `NAME=REF[,as=env|file]` (REF: env:VAR, file:PATH, cmd:COMMAND;\nas=file puts it in /run/secrets/NAME; repeatable)")
-	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+defaultMemory+"; 0 = none)")
-	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` of the command (default "+strconv.Itoa(defaultPids)+"; 0 = none)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. `512Mi` (default "+specconv.DefaultMemory+"; 0 = none)")
+	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` of the command (default "+strconv.Itoa(specconv.DefaultPids)+"; 0 = none)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in `cores`, e.g. 1.0 (default: none)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "kill the sandbox after `DURATION`, e.g. 10m (default: none)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "state `DIR` (unused by exec; accepted for symmetry with run)")
@@ -212,7 +198,8 @@ func (e *env) denialPrinter() func(egress.Event) {
 	}
 }
 
-// spec builds the sandbox Spec from the policy file (if any) and flags.
+// spec builds the sandbox Spec from the policy file (if any) and flags
+// (specconv.ApplyFlags); the flags' secrets are resolved last.
 func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 	spec := &sandbox.Spec{}
 	if f.policy != "" {
@@ -220,50 +207,17 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 			return nil, err
 		}
 	} else {
-		spec.Limits.Memory, spec.Limits.Pids = defaultLimits()
+		spec.Limits.Memory, spec.Limits.Pids = specconv.DefaultLimits()
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	var err error
-	// Relative names are walked from the working dir without symlinks
-	// (hostSource): it may be a project's. An absolute one was typed.
-	if set["input"] {
-		if spec.Input, err = hostSourceDir(flagBase(f.input), "", f.input, 0); err != nil {
-			return nil, fmt.Errorf("--input: %w", err)
-		}
-	}
-	protected := protectedPlaces(spec.Input, "")
-	if set["output"] {
-		if spec.Output, err = outputDir(flagBase(f.output), "", f.output, 0o755, protected); err != nil {
-			return nil, fmt.Errorf("--output: %w", err)
-		}
-	} else if spec.Output != "" && set["input"] {
-		// The policy's output, checked against the input given here.
-		if err := protected.Check(spec.Output); err != nil {
-			return nil, fmt.Errorf("filesystem.output: %w", err)
-		}
-	}
-	for _, m := range f.mounts {
-		mnt, err := parseMount(m)
-		if src, rest, ok := strings.Cut(m, ":"); ok && err == nil {
-			if src, err = hostSource(flagBase(src), "", src, 0); err == nil {
-				mnt, err = parseMount(src + ":" + rest)
-			}
-		}
-		if err == nil && mnt.Writable {
-			err = protected.Check(mnt.Source)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--mount %s: %w", m, err)
-		}
-		spec.Mounts = append(spec.Mounts, mnt)
-	}
-	for _, kv := range f.envs {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(kv, "\x00") {
-			return nil, fmt.Errorf("--env %q: want K=V", kv)
-		}
-		spec.Env = append(spec.Env, kv)
+	err := specconv.ApplyFlags(spec, specconv.Flags{
+		Given: set, Input: f.input, Output: f.output, Mounts: f.mounts, Env: f.envs, AllowHosts: f.allowHosts,
+		Memory: f.memory, TmpSize: f.tmpSize, OutputSize: f.outputSize, Pids: f.pids, CPU: f.cpu, Timeout: f.timeout,
+		ExecWritable: f.execWritable, AllowAllDegraded: f.degraded.all, AllowDegraded: f.degraded.layers,
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, sf := range f.secrets {
 		sec, err := parseSecretFlag(sf)
@@ -272,91 +226,7 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 		}
 		spec.Secrets = append(spec.Secrets, sec)
 	}
-	for _, h := range f.allowHosts {
-		r, err := egress.ParseHostPort(h)
-		if err != nil {
-			return nil, fmt.Errorf("--allow-host %s: %w", h, err)
-		}
-		spec.Network.Rules = append(spec.Network.Rules, r)
-	}
-	if err := f.limits(set, &spec.Limits); err != nil {
-		return nil, err
-	}
-	if set["output-size"] && spec.Output == "" {
-		return nil, errors.New("--output-size: there is no output dir to limit (give --output)")
-	}
-	if set["exec-writable"] {
-		spec.ExecWritable = f.execWritable
-	}
-	spec.AllowAllDegraded = spec.AllowAllDegraded || f.degraded.all
-	spec.AllowDegraded = append(spec.AllowDegraded, f.degraded.layers...)
 	return spec, nil
-}
-
-func (f *sandboxFlags) limits(set map[string]bool, l *sandbox.Limits) error {
-	sizes := []struct {
-		name string
-		val  string
-		dst  *int64
-	}{{"memory", f.memory, &l.Memory}, {"tmp-size", f.tmpSize, &l.TmpSize}, {"output-size", f.outputSize, &l.OutputSize}}
-	for _, s := range sizes {
-		if !set[s.name] {
-			continue
-		}
-		n, err := config.ParseSize(s.val)
-		if err != nil {
-			return fmt.Errorf("--%s: %w", s.name, err)
-		}
-		*s.dst = int64(n)
-	}
-	if set["pids"] {
-		if f.pids < 0 {
-			return errors.New("--pids: must be 0 (no limit) or positive")
-		}
-		l.Pids = f.pids
-	}
-	if set["cpu"] {
-		if f.cpu < 0 || f.cpu > 1024 {
-			return errors.New("--cpu: must be between 0 and 1024 cores")
-		}
-		l.CPU = f.cpu
-	}
-	if set["timeout"] {
-		if f.timeout < 0 {
-			return errors.New("--timeout: must not be negative")
-		}
-		l.Timeout = f.timeout
-	}
-	return nil
-}
-
-func parseMount(s string) (sandbox.Mount, error) {
-	parts := strings.Split(s, ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return sandbox.Mount{}, errors.New("want SRC:DST[:ro|rw]")
-	}
-	m := sandbox.Mount{Target: parts[1]}
-	if len(parts) == 3 {
-		switch parts[2] {
-		case "ro":
-		case "rw":
-			m.Writable = true
-		default:
-			return m, fmt.Errorf("mode %q: want ro or rw", parts[2])
-		}
-	}
-	m.Exec = !m.Writable
-	if err := config.CheckMountTarget(m.Target); err != nil {
-		return m, fmt.Errorf("target: %w", err)
-	}
-	abs, err := filepath.Abs(parts[0])
-	if err != nil {
-		return m, err
-	}
-	if m.Source, err = filepath.EvalSymlinks(abs); err != nil {
-		return m, err
-	}
-	return m, nil
 }
 
 // degradedFlag is --allow-degraded: bare it accepts any missing layer,

@@ -5,44 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/group"
-	"mcpbox/internal/sandbox"
+	"mcpbox/internal/specconv"
+	"mcpbox/internal/track"
 )
-
-// selfTarget is where mcpbox's own binary appears in sandboxes that run
-// it (the group supervisor, the built-in server).
-const selfTarget = "/run/mcpbox/bin/mcpbox"
-
-// selfMount binds the running mcpbox binary read-only at selfTarget.
-func selfMount() (sandbox.Mount, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil {
-		return sandbox.Mount{}, fmt.Errorf("finding the mcpbox binary: %w", err)
-	}
-	return sandbox.Mount{Source: exe, Target: selfTarget, Exec: true}, nil
-}
-
-// groupMembersEnv carries the members (as JSON) to the supervisor.
-const groupMembersEnv = "MCPBOX_GROUP_MEMBERS"
 
 // groupMain is the hidden `mcpbox __group` command: the supervisor inside
 // a group's sandbox, its members in $MCPBOX_GROUP_MEMBERS.
 func (e *env) groupMain(args []string) int {
-	raw := os.Getenv(groupMembersEnv)
+	raw := os.Getenv(specconv.GroupMembersEnv)
 	if len(args) != 0 || raw == "" {
-		e.errorf("__group: want no arguments and the members in $%s", groupMembersEnv)
+		e.errorf("__group: want no arguments and the members in $%s", specconv.GroupMembersEnv)
 		return exitUsage
 	}
-	os.Unsetenv(groupMembersEnv) // not for the members
+	os.Unsetenv(specconv.GroupMembersEnv) // not for the members
 	var members []group.Member
 	if err := json.Unmarshal([]byte(raw), &members); err != nil {
 		e.errorf("__group: %v", err)
@@ -70,51 +51,18 @@ type groupInstance struct {
 	refs int // guarded by the launcher's mu
 }
 
-// newGroupLauncher builds the group's sandbox from its first server; the
-// members are the servers of the group in file order.
-func newGroupLauncher(c *config.Config, name string, members []*config.Server, base string, l *sandboxLauncher) (*groupLauncher, error) {
-	if in := members[0].Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
-		return nil, fmt.Errorf("server %s: filesystem.input.mode overlay is not available in a group's shared sandbox", members[0].Name)
-	}
-	spec := sandbox.Spec{}
-	if err := serverSpec(c, members[0], base, &spec); err != nil {
-		return nil, err
-	}
-	spec.Env = nil // each member gets its own, through the supervisor
-	if err := hideStateDir(&spec, l.stateDir); err != nil {
-		return nil, err
-	}
-	if err := protectFiles(&spec, l.protected); err != nil {
-		return nil, err
-	}
-	self, err := selfMount()
+// newGroupLauncher builds the group's sandbox from its first server
+// (specconv.Group); the members are the servers of the group in file
+// order.
+func newGroupLauncher(c *config.Config, name string, members []*config.Server, opts specconv.Options, l *sandboxLauncher) (*groupLauncher, error) {
+	spec, err := specconv.Group(c, members, opts)
 	if err != nil {
 		return nil, err
 	}
-	spec.Mounts = append(spec.Mounts, self)
-	var ms []group.Member
 	for _, s := range members {
-		m := group.Member{Name: s.Name, Argv: s.Command}
-		for _, v := range s.Env {
-			m.Env = append(m.Env, v.Name+"="+v.Value)
-		}
-		for _, sec := range s.Secrets {
-			l.secrets = append(l.secrets, sec)
-			if sec.As != config.SecretAsFile {
-				m.Secrets = append(m.Secrets, sec.Name)
-			}
-		}
-		ms = append(ms, m)
+		l.secrets = append(l.secrets, s.Secrets...)
 	}
-	membersJSON, err := json.Marshal(ms)
-	if err != nil {
-		return nil, err
-	}
-	// In the environment, not argv: env values may be sensitive, and a
-	// process's argv is readable by every user of the host.
-	spec.Env = append(spec.Env, groupMembersEnv+"="+string(membersJSON))
-	spec.Args = []string{selfTarget, "__group"}
-	l.name = groupLauncherName(name) // ":" is not allowed in server names: no collision
+	l.name = track.GroupLauncher(name) // ":" is not allowed in server names: no collision
 	l.base = spec
 	return &groupLauncher{sandbox: l, running: map[gateway.Scope]*groupInstance{}}, nil
 }
@@ -183,7 +131,7 @@ func (g *groupLauncher) member(i int) func(context.Context, gateway.Scope) (*gat
 // groupSet makes one launcher per group, on its first member.
 type groupSet struct {
 	c           *config.Config
-	base        string
+	opts        specconv.Options
 	launchers   map[string]*groupLauncher
 	newLauncher func(first *config.Server) *sandboxLauncher
 }
@@ -203,7 +151,7 @@ func (gs *groupSet) member(name string, s *config.Server) (*groupLauncher, int, 
 	if gl := gs.launchers[name]; gl != nil {
 		return gl, idx, nil
 	}
-	gl, err := newGroupLauncher(gs.c, name, members, gs.base, gs.newLauncher(members[0]))
+	gl, err := newGroupLauncher(gs.c, name, members, gs.opts, gs.newLauncher(members[0]))
 	if err != nil {
 		return nil, 0, fmt.Errorf("group %s: %w", name, err)
 	}

@@ -1,19 +1,13 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
-	"mcpbox/internal/config"
+	"mcpbox/internal/importer"
 )
 
 const importHelp = `USAGE
@@ -48,9 +42,6 @@ than one server, tool names get the prefix "SERVER__". Typical use:
       --config ~/mcpbox.yaml > new_claude_desktop_config.json
 `
 
-// redacted replaces a credential found in an argument, URL or header.
-const redacted = "REDACTED"
-
 func (e *env) importConfig(args []string) int {
 	fs := e.newFlagSet("import", importHelp)
 	rewrite := fs.Bool("rewrite-client-config", false, "print the client's config rewritten to launch mcpbox, not the YAML")
@@ -75,17 +66,14 @@ func (e *env) importConfig(args []string) int {
 		e.errorf("import: %v", err)
 		return exitUsage
 	}
-	cf, err := parseClientFile(files[0], data)
+	cf, err := importer.ParseClientFile(files[0], data)
 	if err != nil {
 		e.errorf("import: %v", err)
 		return exitUsage
 	}
-	im := newImporter()
-	c, hints := im.convert(cf.entries)
-	for _, n := range im.notes {
-		fmt.Fprintf(e.stderr, "mcpbox: import: %s\n", n)
-	}
-	if len(c.Servers) == 0 {
+	res := importer.Convert(cf)
+	e.importNotes(res.Notes)
+	if len(res.Config.Servers) == 0 {
 		e.errorf("import: no server of %s could be imported", files[0])
 		return exitUsage
 	}
@@ -93,18 +81,24 @@ func (e *env) importConfig(args []string) int {
 	if *rewrite {
 		out, err = e.rewriteClient(cf, *cfgPath, *binPath)
 	} else {
-		out, err = renderYAML(c, hints, files[0])
+		out, err = importer.Render(res, files[0])
 	}
 	if err != nil {
 		e.errorf("import: %v", err)
 		return 1
 	}
-	im.printVars(e.stderr, *rewrite)
+	printVars(e.stderr, res.Vars, *rewrite)
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		out = append(out, '\n')
 	}
 	_, _ = e.stdout.Write(out)
 	return 0
+}
+
+func (e *env) importNotes(notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(e.stderr, "mcpbox: import: %s\n", n)
+	}
 }
 
 func (e *env) readInput(name string) ([]byte, error) {
@@ -122,70 +116,9 @@ func (e *env) readInput(name string) ([]byte, error) {
 	return data, nil
 }
 
-// renderYAML prints c with a header comment and each server's hints as
-// comments above its first key, then checks that the result loads.
-func renderYAML(c *config.Config, hints map[string][]string, source string) ([]byte, error) {
-	raw, err := c.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil || len(doc.Content) != 1 {
-		return nil, fmt.Errorf("re-reading generated YAML: %v", err)
-	}
-	doc.HeadComment = strings.Join([]string{
-		"mcpbox.yaml imported by 'mcpbox import' from " + strconv.Quote(source) + ". Review it:",
-		"every local server runs in its own sandbox with no network, an empty",
-		"/workspace/input and a fresh /workspace/output; to let one read a host",
-		"directory, add filesystem: {input: {source: DIR}}. Credentials were not",
-		"copied: secrets and headers name environment variables to set before",
-		"'mcpbox serve' (file:PATH and cmd:COMMAND references work too).",
-		"tools: {allow: ['*']} keeps every tool of the servers you chose; narrow it.",
-		"Calls of tools a server marks destructive or open-world wait for your",
-		"approval (your client asks you, or: mcpbox approvals); add",
-		"approve_annotations: [] under tools to run them unreviewed.",
-		"Tool descriptions are pinned in mcpbox.lock on first use; a server that",
-		"changes them later has those tools hidden until 'mcpbox trust'.",
-	}, "\n")
-	root := doc.Content[0]
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value != "servers" {
-			continue
-		}
-		sm := root.Content[i+1]
-		for j := 0; j+1 < len(sm.Content); j += 2 {
-			if h, v := hints[sm.Content[j].Value], sm.Content[j+1]; len(h) > 0 && len(v.Content) > 0 {
-				v.Content[0].HeadComment = strings.Join(h, "\n")
-			}
-		}
-	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, fmt.Errorf("encoding YAML: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("encoding YAML: %w", err)
-	}
-	if _, err := config.Load("mcpbox.yaml", buf.Bytes()); err != nil {
-		return nil, fmt.Errorf("checking generated config: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// clientEntry is the one server entry of a rewritten client config.
-type clientEntry struct {
-	Type    string   `json:"type,omitempty"` // VS Code's servers want it
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
-}
-
-// rewriteClient prints cf's JSON with its servers replaced by one mcpbox
-// entry. The file's other top-level keys are kept, except for
-// ~/.claude.json, whose other keys are the client's state: there only the
-// mcpServers object is printed.
-func (e *env) rewriteClient(cf *clientFile, cfgPath, bin string) ([]byte, error) {
+// rewriteClient resolves --config (made absolute, ~/ expanded) and
+// --mcpbox (default: this binary) and rewrites cf to launch mcpbox.
+func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string) ([]byte, error) {
 	if rest, ok := strings.CutPrefix(cfgPath, "~/"); ok {
 		if home, err := os.UserHomeDir(); err == nil {
 			cfgPath = filepath.Join(home, rest)
@@ -200,61 +133,14 @@ func (e *env) rewriteClient(cf *clientFile, cfgPath, bin string) ([]byte, error)
 			return nil, fmt.Errorf("finding the mcpbox binary (give --mcpbox): %w", err)
 		}
 	}
-	entry := clientEntry{Command: bin, Args: []string{"serve", "--config", abs, "--stdio"}}
-	if cf.key == "servers" {
-		entry.Type = "stdio"
-	}
-	servers, err := json.Marshal(map[string]clientEntry{"mcpbox": entry})
-	if err != nil {
-		return nil, fmt.Errorf("encoding client entry: %w", err)
-	}
-	top := []member{{key: cf.key, val: servers}}
-	if cf.projects {
-		fmt.Fprintf(e.stderr, "mcpbox: import: %s holds the client's state besides servers: merge this mcpServers object into it (or a project's .mcp.json) by hand, removing the servers it replaces\n", cf.name)
-	} else {
-		top = replaceServers(cf.top, cf.keys, servers)
-	}
-	var compact, out bytes.Buffer
-	compact.WriteByte('{')
-	for i, m := range top {
-		if i > 0 {
-			compact.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key)
-		compact.Write(k)
-		compact.WriteByte(':')
-		if err := json.Compact(&compact, m.val); err != nil {
-			return nil, fmt.Errorf("encoding %s: %w", m.key, err)
-		}
-	}
-	compact.WriteByte('}')
-	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
-		return nil, fmt.Errorf("encoding client config: %w", err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), nil
-}
-
-// replaceServers puts val in place of the first key of ms that holds
-// servers and drops the others, whose servers mcpbox now runs.
-func replaceServers(ms []member, keys []string, val json.RawMessage) []member {
-	out := make([]member, 0, len(ms))
-	done := false
-	for _, m := range ms {
-		if slices.Contains(keys, m.key) {
-			if done {
-				continue
-			}
-			m.val, done = val, true
-		}
-		out = append(out, m)
-	}
-	return out
+	out, notes, err := importer.Rewrite(cf, importer.RewriteOptions{Binary: bin, Config: abs})
+	e.importNotes(notes)
+	return out, err
 }
 
 // printVars lists the environment variables the generated config reads.
-func (im *importer) printVars(w io.Writer, rewrite bool) {
-	if len(im.vars) == 0 {
+func printVars(w io.Writer, vars []importer.Var, rewrite bool) {
+	if len(vars) == 0 {
 		return
 	}
 	where := "mcpbox serve"
@@ -262,13 +148,7 @@ func (im *importer) printVars(w io.Writer, rewrite bool) {
 		where = `mcpbox serve (for the client's "mcpbox" entry: its "env")`
 	}
 	fmt.Fprintf(w, "mcpbox: import: set these variables in the environment of %s:\n", where)
-	for _, v := range im.vars {
-		fmt.Fprintf(w, "  %s\t%s\n", v.name, v.use)
+	for _, v := range vars {
+		fmt.Fprintf(w, "  %s\t%s\n", v.Name, v.Use)
 	}
-}
-
-// member is one key of a JSON object, kept in file order.
-type member struct {
-	key string
-	val json.RawMessage
 }

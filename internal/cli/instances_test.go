@@ -19,7 +19,6 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
-	"mcpbox/internal/sandbox"
 )
 
 // shortTemp is a temp dir with a short path: unix socket paths are
@@ -106,43 +105,6 @@ func TestFindStateDir(t *testing.T) {
 	os.Mkdir(other, 0o700)
 	if d, _ := projectStateDir("", other); d == def || !strings.HasPrefix(d, filepath.Join(tmp, "xdg", "mcpbox", "projects")+"/") {
 		t.Errorf("another project's state dir: %s (first project's %s)", d, def)
-	}
-}
-
-// TestStateDirRelativeIsAbsolute: a relative state_dir (or --state-dir)
-// comes back absolute, resolved against the config's directory, whatever
-// the working directory: sandbox setup (overlay upper dirs) runs
-// elsewhere.
-func TestStateDirRelativeIsAbsolute(t *testing.T) {
-	tmp := t.TempDir()
-	proj := filepath.Join(tmp, "proj")
-	os.Mkdir(proj, 0o700)
-	t.Chdir(tmp)
-	for _, sd := range []string{"../state", "state", "./x/../state2"} {
-		got, err := stateDir(&config.Config{StateDir: sd}, "proj/mcpbox.yaml", "proj", "")
-		want := filepath.Join(proj, sd)
-		if err != nil || got != want {
-			t.Errorf("state_dir %s: %q, %v; want %s", sd, got, err, want)
-		}
-	}
-	// The state dir inside the input, named relatively from a config in a
-	// subdir: refused for every input mode, as an absolute one is. (A
-	// relative path slipped past hideStateDir: read-only inputs showed the
-	// state dir, overlays failed on the overlapping upper dir.)
-	os.MkdirAll(filepath.Join(proj, "cfg"), 0o700)
-	sd, err := stateDir(&config.Config{StateDir: "../state"}, "proj/cfg/mcpbox.yaml", "proj/cfg", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hideStateDir(&sandbox.Spec{Input: proj}, sd); err == nil || !strings.Contains(err.Error(), "would show mcpbox's state dir") {
-		t.Errorf("a state dir inside the input, named relatively: %v", err)
-	}
-	// exec --policy and run --policy protect the same place.
-	if got := configStateDir(&config.Config{StateDir: "../state"}, "proj"); got != filepath.Join(proj, "../state") {
-		t.Errorf("configStateDir: %q, want %s", got, filepath.Join(proj, "../state"))
-	}
-	if got, err := stateDir(&config.Config{}, "", "proj", "flagdir"); err != nil || !filepath.IsAbs(got) {
-		t.Errorf("--state-dir flagdir: %q, %v; want an absolute path", got, err)
 	}
 }
 

@@ -21,18 +21,16 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/track"
 	"mcpbox/internal/workspace"
 )
 
 // stopGrace is how long a server gets to exit after its stdin closes
 // before its sandbox is killed.
 const stopGrace = 2 * time.Second
-
-// stateStopping is a sandbox's state (`mcpbox ps`) while Stop waits for it
-// to exit. The gateway never reports it: its instance is stopped already.
-const stateStopping = "stopping"
 
 // sandboxLauncher starts base (a complete Spec but for Args' server
 // command, secrets and a per-agent output) for each scope: the backend of a
@@ -48,11 +46,8 @@ type sandboxLauncher struct {
 	// and work dirs of its /workspace/input overlay (input mode overlay).
 	overlays string
 	stateDir string // for groups: checked against their mounts
-	// protected, for groups, are host paths no writable mount may cover
-	// (the lock file, the config, the audit's JSONL copy); nil: none.
-	protected []string
-	log       *slog.Logger
-	stderr    io.Writer // where the server's stderr goes, line-prefixed with its name
+	log      *slog.Logger
+	stderr   io.Writer // where the server's stderr goes, line-prefixed with its name
 	// book learns every secret value resolved, before the server starts,
 	// so that nothing the server writes can carry it out.
 	book *redact.Book
@@ -75,26 +70,26 @@ type sandboxLauncher struct {
 type lifecycleObserver interface {
 	// SandboxStarted registers a started sandbox; the returned func
 	// unregisters it once it has ended.
-	SandboxStarted(launcher string, scope gateway.Scope, t *sandboxTrack) (untrack func())
+	SandboxStarted(launcher string, scope gateway.Scope, t *track.Sandbox) (untrack func())
 	// SandboxEnded reports its end; expected is false for a crash.
-	SandboxEnded(launcher string, scope gateway.Scope, t *sandboxTrack, status string, expected bool)
+	SandboxEnded(launcher string, scope gateway.Scope, t *track.Sandbox, status string, expected bool)
 	// SandboxEvent reports a pause or resume (audit.EventSandbox*).
-	SandboxEvent(event, launcher string, t *sandboxTrack, scope gateway.Scope, status string)
+	SandboxEvent(event, launcher string, scope gateway.Scope, t *track.Sandbox, status string)
 	// EgressEvent reports one egress connection once it has ended.
-	EgressEvent(launcher string, scope gateway.Scope, t *sandboxTrack, ev egress.Event)
+	EgressEvent(launcher string, scope gateway.Scope, t *track.Sandbox, ev egress.Event)
 }
 
 // noObserver is the observer of a launcher without one.
 type noObserver struct{}
 
-func (noObserver) SandboxStarted(string, gateway.Scope, *sandboxTrack) func()        { return func() {} }
-func (noObserver) SandboxEnded(string, gateway.Scope, *sandboxTrack, string, bool)   {}
-func (noObserver) SandboxEvent(string, string, *sandboxTrack, gateway.Scope, string) {}
-func (noObserver) EgressEvent(string, gateway.Scope, *sandboxTrack, egress.Event)    {}
+func (noObserver) SandboxStarted(string, gateway.Scope, *track.Sandbox) func()        { return func() {} }
+func (noObserver) SandboxEnded(string, gateway.Scope, *track.Sandbox, string, bool)   {}
+func (noObserver) SandboxEvent(string, string, gateway.Scope, *track.Sandbox, string) {}
+func (noObserver) EgressEvent(string, gateway.Scope, *track.Sandbox, egress.Event)    {}
 
 // observerOf is g as the launchers' observer, or nil without a guard
 // (a nil *guard in the interface would not be a nil observer).
-func observerOf(g *guard) lifecycleObserver {
+func observerOf(g *guard.Guard) lifecycleObserver {
 	if g == nil {
 		return nil
 	}
@@ -114,7 +109,7 @@ type sandboxInstance struct {
 	l     *sandboxLauncher
 	scope gateway.Scope
 	spec  sandbox.Spec
-	track *sandboxTrack
+	rec   *track.Sandbox // what the audit and `mcpbox ps` know of it
 	sb    *sandbox.Sandbox
 	// stdin and stdout are the gateway's ends of the server's stdio.
 	stdin  io.WriteCloser
@@ -146,7 +141,7 @@ type sandboxInstance struct {
 // (and a slow cmd: secret).
 func (l *sandboxLauncher) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInstance, err error) {
 	in := &sandboxInstance{l: l, scope: scope, spec: l.base, waited: make(chan struct{}),
-		track: &sandboxTrack{id: newSandboxID(), started: time.Now()}}
+		rec: track.NewSandbox()}
 	in.spec.Env = append([]string(nil), l.base.Env...)
 	in.spec.Secrets = append([]sandbox.Secret(nil), l.base.Secrets...)
 	var undo []func()
@@ -178,8 +173,8 @@ func (l *sandboxLauncher) start(ctx context.Context, scope gateway.Scope) (_ *sa
 	for _, layer := range in.sb.Degraded {
 		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)
 	}
-	in.track.stats = in.sb.Stats
-	untrack := l.obs().SandboxStarted(l.name, scope, in.track)
+	in.rec.Stats = in.sb.Stats
+	untrack := l.obs().SandboxStarted(l.name, scope, in.rec)
 	l.live.add(in)
 	go in.wait(untrack)
 	return in, nil
@@ -226,7 +221,7 @@ func (in *sandboxInstance) setupEgress() {
 	if !in.spec.Network.Enabled() {
 		return
 	}
-	l, track := in.l, in.track
+	l, rec := in.l, in.rec
 	// With an audit (serve) an allowed connection is recorded there; the
 	// log keeps the refusals unless --log-level debug.
 	allowLevel := slog.LevelInfo
@@ -237,10 +232,10 @@ func (in *sandboxInstance) setupEgress() {
 	obs := l.obs()
 	in.spec.Network.Log = func(ev egress.Event) {
 		logEv(ev)
-		track.closed(ev)
-		obs.EgressEvent(l.name, in.scope, track, ev)
+		rec.Closed(ev)
+		obs.EgressEvent(l.name, in.scope, rec, ev)
 	}
-	in.spec.Network.Opened = track.opened
+	in.spec.Network.Opened = rec.Opened
 }
 
 // setupWorkspace makes the scope's output dir, seeded from the template
@@ -264,7 +259,7 @@ func (in *sandboxInstance) setupWorkspace() error {
 	}
 	in.spec.Output = dir
 	if rel, err := filepath.Rel(l.workspaces, filepath.Dir(dir)); err == nil {
-		in.track.workspace = filepath.ToSlash(rel)
+		in.rec.Workspace = filepath.ToSlash(rel)
 	}
 	return nil
 }
@@ -272,7 +267,7 @@ func (in *sandboxInstance) setupWorkspace() error {
 // setupOverlay makes the scope's input overlay dirs and takes their lock
 // (in.unlockOverlay), held until the sandbox has ended.
 func (in *sandboxInstance) setupOverlay() error {
-	l, track := in.l, in.track
+	l, rec := in.l, in.rec
 	if l.overlays == "" {
 		return nil
 	}
@@ -295,13 +290,13 @@ func (in *sandboxInstance) setupOverlay() error {
 	}
 	in.unlockOverlay = unlock
 	in.spec.InputOverlay = ov
-	track.lower, track.upper = in.spec.Input, ov.Upper
-	if track.workspace == "" {
+	rec.Lower, rec.Upper = in.spec.Input, ov.Upper
+	if rec.Workspace == "" {
 		if rel, err := filepath.Rel(l.overlays, filepath.Dir(filepath.Dir(ov.Upper))); err == nil {
-			track.workspace = filepath.ToSlash(rel)
+			rec.Workspace = filepath.ToSlash(rel)
 		}
 	}
-	track.rw = append(track.rw, rwDir{ov.Upper, "/workspace/input"})
+	rec.AddWritable(ov.Upper, "/workspace/input")
 	return nil
 }
 
@@ -309,11 +304,11 @@ func (in *sandboxInstance) setupOverlay() error {
 // a call changed.
 func (in *sandboxInstance) trackWritable() {
 	if in.spec.Output != "" {
-		in.track.rw = append(in.track.rw, rwDir{in.spec.Output, "/workspace/output"})
+		in.rec.AddWritable(in.spec.Output, "/workspace/output")
 	}
 	for _, m := range in.spec.Mounts {
 		if m.Writable {
-			in.track.rw = append(in.track.rw, rwDir{m.Source, m.Target})
+			in.rec.AddWritable(m.Source, m.Target)
 		}
 	}
 }
@@ -355,26 +350,26 @@ func (in *sandboxInstance) startSandbox(ctx context.Context) error {
 // audit's stop or crash; then it closes waited.
 func (in *sandboxInstance) wait(untrack func()) {
 	defer untrack()
-	l, track := in.l, in.track
+	l, rec := in.l, in.rec
 	res, err := in.sb.Wait()
 	if in.unlockOverlay != nil {
 		in.unlockOverlay()
 	}
 	in.status, in.clean = exitStatus(res, err)
-	track.setExit(in.status)
+	rec.SetExit(in.status)
 	if l.artifacts != nil && in.spec.Output != "" {
-		track.artifacts = l.exportArtifacts(in.spec.Output, in.scope, track.id)
+		rec.Artifacts = l.exportArtifacts(in.spec.Output, in.scope, rec.ID)
 	}
 	// A server ends by exiting 0 when its stdin closes; anything else (a
 	// crash, a failure status, the OOM killer) is a failure, also when the
 	// gateway noticed it first and called stop.
 	expected := in.clean || in.killed.Load()
 	if expected {
-		track.setState(gateway.StateStopped)
+		rec.SetState(gateway.StateStopped)
 	} else {
-		track.setState(gateway.StateFailed)
+		rec.SetState(gateway.StateFailed)
 	}
-	l.obs().SandboxEnded(l.name, in.scope, track, in.status, expected)
+	l.obs().SandboxEnded(l.name, in.scope, rec, in.status, expected)
 	l.live.remove(in)
 	close(in.waited)
 }
@@ -426,9 +421,7 @@ func (in *sandboxInstance) Scope() gateway.Scope { return in.scope }
 // Stop closes the server's stdin, gives it stopGrace to exit, kills the
 // sandbox if it does not, and frees the rest once it has ended.
 func (in *sandboxInstance) Stop() {
-	if st := in.track.getState(); st == gateway.StateRunning || st == gateway.StatePaused {
-		in.track.setState(stateStopping)
-	}
+	in.rec.MarkStopping()
 	in.stdin.Close()
 	if !in.endedWithin(stopGrace) {
 		in.killed.Store(true)
@@ -448,8 +441,8 @@ func (in *sandboxInstance) Pause() error {
 	if err := in.sb.Pause(); err != nil {
 		return err
 	}
-	in.track.setState(gateway.StatePaused)
-	in.l.obs().SandboxEvent(audit.EventSandboxPause, in.l.name, in.track, in.scope, "")
+	in.rec.SetState(gateway.StatePaused)
+	in.l.obs().SandboxEvent(audit.EventSandboxPause, in.l.name, in.scope, in.rec, "")
 	return nil
 }
 
@@ -458,8 +451,8 @@ func (in *sandboxInstance) Resume() error {
 	if err := in.sb.Resume(); err != nil {
 		return err
 	}
-	in.track.setState(gateway.StateRunning)
-	in.l.obs().SandboxEvent(audit.EventSandboxResume, in.l.name, in.track, in.scope, "")
+	in.rec.SetState(gateway.StateRunning)
+	in.l.obs().SandboxEvent(audit.EventSandboxResume, in.l.name, in.scope, in.rec, "")
 	return nil
 }
 

@@ -2,14 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +19,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/track"
 )
 
 // TestRemoteServer: a remote server is reached from the gateway with its
@@ -94,135 +92,20 @@ func TestLineWriter(t *testing.T) {
 	}
 }
 
-func TestCredentialCheck(t *testing.T) {
-	key := "AKIA" + "IOSFODNN7EXAMPLE"
-	result := json.RawMessage(`{"content":[{"type":"text","text":"found ` + key + ` in config"}]}`)
-	next := func(context.Context) (json.RawMessage, error) { return result, nil }
-	tests := []struct {
-		policy, want, notWant string
-	}{
-		{"", key, ""}, // flag: passed on, logged
-		{config.CredentialsFlag, key, ""},
-		{config.CredentialsRedact, "[REDACTED:credential:aws-access-key-id]", key},
-		{config.CredentialsBlock, "was blocked", key},
-	}
-	for _, tt := range tests {
-		t.Run("policy "+tt.policy, func(t *testing.T) {
-			var logs strings.Builder
-			log := slog.New(slog.NewTextHandler(&logs, nil))
-			check := credentialCheck(log, map[string]string{"s": tt.policy})
-			out, err := check(context.Background(), &gateway.Call{Server: "s", Tool: "read"}, next)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(out), tt.want) || (tt.notWant != "" && strings.Contains(string(out), tt.notWant)) {
-				t.Fatalf("result %s", out)
-			}
-			if !json.Valid(out) {
-				t.Fatalf("invalid JSON: %s", out)
-			}
-			if !strings.Contains(logs.String(), "aws-access-key-id") || strings.Contains(logs.String(), key) {
-				t.Fatalf("log %q: want the rule, never the value", logs.String())
-			}
-		})
-	}
-}
-
-func TestHideStateDir(t *testing.T) {
-	root := t.TempDir()
-	state := filepath.Join(root, "home", ".local", "state", "mcpbox")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		spec sandbox.Spec
-		ok   bool
-	}{
-		{"input above the state dir", sandbox.Spec{Input: filepath.Join(root, "home")}, false},
-		{"mount inside it", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(state, "workspaces")}}}, false},
-		{"output is it", sandbox.Spec{Output: state}, false},
-		{"elsewhere", sandbox.Spec{Input: filepath.Join(root, "project"), Output: filepath.Join(root, "home", "out")}, true},
-	}
-	for _, tt := range tests {
-		err := hideStateDir(&tt.spec, state)
-		if (err == nil) != tt.ok {
-			t.Errorf("%s: %v", tt.name, err)
-		}
-	}
-}
-
-// TestProtectFiles: a writable mount over the lock file's dir, the config
-// or the audit copy is refused; read-only mounts and other dirs are fine.
-func TestProtectFiles(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "project", "mcpbox.yaml")
-	out := filepath.Join(dir, "out")
-	for _, d := range []string{filepath.Dir(cfg), out} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	protected := []string{filepath.Dir(cfg), cfg, filepath.Join(out, "..", "audit.jsonl")}
-	tests := []struct {
-		name string
-		spec sandbox.Spec
-		ok   bool
-	}{
-		{"output elsewhere", sandbox.Spec{Output: out}, true},
-		{"output is the project", sandbox.Spec{Output: filepath.Dir(cfg)}, false},
-		{"rw mount above the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Writable: true}}}, false},
-		{"ro mount of the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Dir(cfg), Target: "/data"}}}, true},
-	}
-	for _, tt := range tests {
-		if err := protectFiles(&tt.spec, protected); (err == nil) != tt.ok {
-			t.Errorf("%s: %v", tt.name, err)
-		}
-	}
-}
-
-// TestStateDirOwned: a state dir writable by others, or another user's,
-// is refused (they could swap the audit, the pins, the admin socket).
-func TestStateDirOwned(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := stateDirOwned(dir); err != nil {
-		t.Fatalf("own dir: %v", err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := stateDirOwned(dir); err == nil {
-		t.Fatal("a world-writable state dir was accepted")
-	}
-	os.Chmod(dir, 0o700)
-	if os.Geteuid() != 0 {
-		t.Skip("not root: cannot give the dir to another user")
-	}
-	if err := os.Chown(dir, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-	if err := stateDirOwned(dir); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
-		t.Fatalf("another user's state dir: %v", err)
-	}
-}
-
 // recordingObserver counts what a launcher reports.
 type recordingObserver struct{ started, ended, events, egress atomic.Int32 }
 
-func (o *recordingObserver) SandboxStarted(string, gateway.Scope, *sandboxTrack) func() {
+func (o *recordingObserver) SandboxStarted(string, gateway.Scope, *track.Sandbox) func() {
 	o.started.Add(1)
 	return func() {}
 }
-func (o *recordingObserver) SandboxEnded(string, gateway.Scope, *sandboxTrack, string, bool) {
+func (o *recordingObserver) SandboxEnded(string, gateway.Scope, *track.Sandbox, string, bool) {
 	o.ended.Add(1)
 }
-func (o *recordingObserver) SandboxEvent(string, string, *sandboxTrack, gateway.Scope, string) {
+func (o *recordingObserver) SandboxEvent(string, string, gateway.Scope, *track.Sandbox, string) {
 	o.events.Add(1)
 }
-func (o *recordingObserver) EgressEvent(string, gateway.Scope, *sandboxTrack, egress.Event) {
+func (o *recordingObserver) EgressEvent(string, gateway.Scope, *track.Sandbox, egress.Event) {
 	o.egress.Add(1)
 }
 

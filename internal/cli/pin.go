@@ -11,8 +11,10 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 )
 
 const pinHelp = `USAGE
@@ -58,14 +60,15 @@ func (e *env) pin(args []string) int {
 			names = append(names, s.Name)
 		}
 	}
-	dir, err := stateDir(c, *cfgPath, base, *stateFlag)
+	dir, err := specconv.StateDir(c, *cfgPath, base, *stateFlag)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1
 	}
 	book := &redact.Book{}
 	log := e.newLogger(book)
-	servers, err := e.configServers(c, base, dir, log, book, nil)
+	protected := specconv.ProtectedFiles(c, base, *cfgPath, guard.DefaultLockPath(*cfgPath, dir))
+	servers, err := e.configServers(c, base, dir, protected, log, book, nil)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage
@@ -77,7 +80,7 @@ func (e *env) pin(args []string) int {
 		return exitUsage
 	}
 	defer gw.Close()
-	pins, err := integrity.OpenPins(defaultLockPath(*cfgPath, dir))
+	pins, err := integrity.OpenPins(guard.DefaultLockPath(*cfgPath, dir))
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1
@@ -118,10 +121,10 @@ func (e *env) pin(args []string) int {
 		lists := map[string][]integrity.Item{}
 		for kind, items := range d.Lists {
 			for _, it := range items {
-				lists[pinKind(kind)] = append(lists[pinKind(kind)], integrity.Item{Key: it.Key, Raw: it.Raw})
+				lists[guard.PinKind(kind)] = append(lists[guard.PinKind(kind)], integrity.Item{Key: it.Key, Raw: it.Raw})
 			}
-			if lists[pinKind(kind)] == nil {
-				lists[pinKind(kind)] = []integrity.Item{}
+			if lists[guard.PinKind(kind)] == nil {
+				lists[guard.PinKind(kind)] = []integrity.Item{}
 			}
 		}
 		if err := pins.Record(name, serverInfo(d.ServerInfo), lists); err != nil {
@@ -165,9 +168,9 @@ func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitio
 		}
 		for _, kind := range pinListKinds {
 			for _, it := range d.Lists[kind] {
-				for _, f := range integrity.ScanDefinition(pinKind(kind), it.Raw, others) {
+				for _, f := range integrity.ScanDefinition(guard.PinKind(kind), it.Raw, others) {
 					n++
-					fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", itemName(s.Name, c.EffectivePrefix(s), pinKind(kind), it.Key), f.Rule, f.Severity, pinKind(kind), f.Where, f.Message, f.Excerpt)
+					fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", guard.ItemName(s.Name, c.EffectivePrefix(s), guard.PinKind(kind), it.Key), f.Rule, f.Severity, guard.PinKind(kind), f.Where, f.Message, f.Excerpt)
 				}
 			}
 		}
@@ -193,7 +196,7 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
 			}
 			// enforce never writes: a server with no pins is "quarantined".
-			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, pinKind(kind), items)
+			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, guard.PinKind(kind), items)
 			if err != nil {
 				e.errorf("pin: %s: %v", s.Name, err)
 				n++
@@ -208,10 +211,10 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 					notPinned++
 					continue
 				}
-				fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, itemName(s.Name, c.EffectivePrefix(s), ch.Kind, ch.Key), integrity.Diff(ch))
+				fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, guard.ItemName(s.Name, c.EffectivePrefix(s), ch.Kind, ch.Key), integrity.Diff(ch))
 			}
 			if notPinned > 0 {
-				fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(notPinned, pinKind(kind)), s.Name, s.Name)
+				fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(notPinned, guard.PinKind(kind)), s.Name, s.Name)
 			}
 		}
 	}

@@ -2,14 +2,13 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 )
 
 const psHelp = `USAGE
@@ -32,110 +31,7 @@ memory is kept; the next call resumes it); resume thaws it now.
 `
 
 // sandboxRow is one sandbox as `mcpbox ps` shows it.
-type sandboxRow struct {
-	ID        string    `json:"id"`
-	State     string    `json:"state"`
-	Server    string    `json:"server"`
-	Client    string    `json:"client,omitempty"`
-	Session   string    `json:"session,omitempty"`
-	Workspace string    `json:"workspace,omitempty"`
-	Started   time.Time `json:"started"`
-	LastCall  time.Time `json:"last_call,omitzero"`
-	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
-	Memory    uint64    `json:"memory_bytes,omitempty"`
-	Pids      uint64    `json:"pids,omitempty"`
-	CPU       float64   `json:"cpu_seconds,omitempty"`
-	Exit      string    `json:"exit,omitempty"`
-	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
-
-	// Restarts counts the starts its restart policy made after the server ended.
-	Restarts int `json:"restarts"`
-	// Set by the ps command: the serve instance (pid) that runs it, and
-	// its project.
-	Instance int    `json:"instance,omitempty"`
-	Project  string `json:"project,omitempty"`
-}
-
-// sandboxRows joins the tracker's sandboxes with the gateway's instances.
-func (g *guard) sandboxRows(gw *gateway.Gateway) []sandboxRow {
-	type key struct {
-		server string
-		scope  gateway.Scope
-	}
-	inst := map[key]gateway.Instance{}
-	for _, in := range gw.Instances() {
-		inst[key{in.Server, in.Scope}] = in
-	}
-	var rows []sandboxRow
-	for _, t := range g.tracks.all() {
-		r := sandboxRow{ID: t.id, State: t.getState(), Server: t.launcher, Client: t.scope.Agent,
-			Session: t.scope.Session, Workspace: t.workspace, Started: t.started}
-		t.mu.Lock()
-		r.Exit = t.exit
-		t.mu.Unlock()
-		for _, s := range g.serversOf(t.launcher) {
-			if in, ok := inst[key{s, t.scope}]; ok {
-				r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
-				if r.Exit != "" {
-					r.Reason = in.Reason
-				}
-			}
-		}
-		if t.stats != nil && r.Exit == "" {
-			if st, err := t.stats(); err == nil {
-				r.Memory, r.Pids, r.CPU = st.MemoryCurrent, st.PidsCurrent, st.CPUUsage.Seconds()
-			}
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
-
-// serversOf names the servers whose sandboxes a launcher starts: the
-// server itself, or a group's members.
-func (g *guard) serversOf(launcher string) []string {
-	var out []string
-	for name, gs := range g.servers {
-		if gs.launcher == launcher {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// control pauses, resumes or stops the sandbox id through the gateway,
-// which keeps its own view of the instance (a paused one is resumed by
-// the next call).
-func (g *guard) control(gw *gateway.Gateway, op, id string) error {
-	t := g.tracks.find(id)
-	if t == nil {
-		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
-	}
-	if st := t.getState(); st == gateway.StateStopped || st == gateway.StateFailed {
-		return fmt.Errorf("sandbox %s has ended", id)
-	}
-	// The sandbox's own pause, resume or end record says who asked.
-	t.mu.Lock()
-	t.by = "admin"
-	t.mu.Unlock()
-	var errs []error
-	for _, s := range g.serversOf(t.launcher) {
-		var err error
-		switch op {
-		case "pause":
-			err = gw.Pause(s, t.scope)
-		case "resume":
-			err = gw.Resume(s, t.scope)
-		case "stop":
-			err = gw.Stop(s, t.scope)
-		}
-		if err != nil && !errors.Is(err, gateway.ErrNoInstance) {
-			errs = append(errs, fmt.Errorf("%s: %w", s, err))
-		}
-	}
-	t.takeBy() // the operation's record has taken it, if there was one
-	return errors.Join(errs...)
-}
+type sandboxRow = guard.SandboxRow
 
 func (e *env) ps(args []string) int {
 	fs := e.newFlagSet("ps", psHelp)

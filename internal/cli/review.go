@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"mcpbox/internal/approval"
+	"mcpbox/internal/specconv"
 )
 
 const approvalsHelp = `USAGE
@@ -78,7 +79,7 @@ func (f adminFlags) dir(e *env, cmd string) (string, bool) {
 	// A project's own state dir is made by its serve, not by looking.
 	dir, err := projectStateDir(*f.config, filepath.Dir(*f.config))
 	if c.StateDir != "" {
-		dir, err = stateDir(c, *f.config, filepath.Dir(*f.config), "")
+		dir, err = specconv.StateDir(c, *f.config, filepath.Dir(*f.config), "")
 	}
 	if err != nil {
 		e.errorf("%s: %v", cmd, err)

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/specconv"
 )
 
 const secretsHelp = `USAGE
@@ -104,7 +105,7 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 			fmt.Fprintln(e.stderr, err)
 			return 1
 		}
-		if dir, err = stateDir(c, cfgPath, filepath.Dir(cfgPath), ""); err != nil {
+		if dir, err = specconv.StateDir(c, cfgPath, filepath.Dir(cfgPath), ""); err != nil {
 			e.errorf("secrets rotate: %v", err)
 			return 1
 		}

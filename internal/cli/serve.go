@@ -14,8 +14,10 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 	"mcpbox/internal/workspace"
 )
 
@@ -91,10 +93,12 @@ func (e *env) serve(args []string) int {
 	var err error
 	base := filepath.Dir(configPath)
 	if configPath == "" {
-		c, err = config.Load("(embedded default)", defaultConfig)
-		if base, err = os.Getwd(); err != nil {
-			e.errorf("serve: %v", err)
-			return 1
+		// The default's own error is kept: Getwd's must not overwrite it.
+		if c, err = config.Load("(embedded default)", defaultConfig); err == nil {
+			if base, err = os.Getwd(); err != nil {
+				e.errorf("serve: %v", err)
+				return 1
+			}
 		}
 	} else {
 		c, err = loadConfig(configPath)
@@ -137,7 +141,7 @@ func (e *env) serve(args []string) int {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	dir, err := stateDir(c, configPath, base, stateFlag)
+	dir, err := specconv.StateDir(c, configPath, base, stateFlag)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return 1
@@ -151,7 +155,7 @@ func (e *env) serve(args []string) int {
 		}
 	}
 	log := e.newLogger(book)
-	if err := stateDirOwned(dir); err != nil {
+	if err := guard.StateDirOwned(dir); err != nil {
 		e.errorf("serve: %v", err)
 		return 1
 	}
@@ -177,28 +181,34 @@ func (e *env) serve(args []string) int {
 	if configPath != "" {
 		source, _ = os.ReadFile(configPath) // only for error positions
 	}
-	g, err := newGuard(c, base, guardOptions{stateDir: dir, lockPath: defaultLockPath(configPath, dir), configPath: configPath, source: source, shared: inst != nil && inst.shared}, log, book)
+	jsonl := c.Audit.JSONL
+	if jsonl != "" {
+		jsonl = specconv.Resolve(base, jsonl)
+	}
+	g, err := guard.New(c, guard.Options{StateDir: dir, LockPath: guard.DefaultLockPath(configPath, dir),
+		JSONL: jsonl, Source: source, Shared: inst != nil && inst.shared}, log, book)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	defer g.close()
-	e.startupSummary(c, defaultLockPath(configPath, dir))
-	servers, err := e.configServers(c, base, dir, log, book, g)
+	defer g.Close()
+	e.startupSummary(c, guard.DefaultLockPath(configPath, dir))
+	protected := specconv.ProtectedFiles(c, base, configPath, guard.DefaultLockPath(configPath, dir))
+	servers, err := e.configServers(c, base, dir, protected, log, book, g)
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
-	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version, Hooks: g.hooks()})
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version, Hooks: g.Hooks()})
 	if err != nil {
 		e.errorf("serve: %v", err)
 		return exitUsage
 	}
 	defer gw.Close()
-	g.attach(gw)
+	g.Attach(gw)
 	admin.attach(gw, g)
-	if g.channels[config.ChannelWeb] {
-		path, stopWeb, err := serveInstanceWeb(ctx, dir, g.broker.Handler())
+	if g.ChannelOn(config.ChannelWeb) {
+		path, stopWeb, err := serveInstanceWeb(ctx, dir, g.Broker().Handler())
 		if err != nil {
 			log.Warn("approvals socket unavailable", "err", err)
 		} else {
@@ -208,7 +218,7 @@ func (e *env) serve(args []string) int {
 			}
 		}
 	}
-	g.record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
+	g.Record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -255,9 +265,9 @@ func (e *env) serve(args []string) int {
 func (e *env) printBanner(url, token, dir string, c *config.Config, base string) {
 	out := "./mcpbox-out"
 	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
-		// The real path the sandbox writes to, as serverSpec found it.
-		out = resolve(base, s.Filesystem.Output.Source)
-		if real, err := hostSource(base, base, s.Filesystem.Output.Source, 0); err == nil {
+		// The real path the sandbox writes to, as specconv.Server found it.
+		out = specconv.Resolve(base, s.Filesystem.Output.Source)
+		if real, err := specconv.HostPath(base, base, s.Filesystem.Output.Source); err == nil {
 			out = real
 		}
 	}
@@ -291,7 +301,7 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 	}
 	var cert, key string
 	if h.TLS.Cert != "" {
-		cert, key = resolve(base, h.TLS.Cert), resolve(base, h.TLS.Key)
+		cert, key = specconv.Resolve(base, h.TLS.Cert), specconv.Resolve(base, h.TLS.Key)
 	}
 	if addr == "" {
 		return opts, cert, key, nil

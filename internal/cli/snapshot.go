@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"mcpbox/internal/audit"
-	"mcpbox/internal/gateway"
 	"mcpbox/internal/workspace"
 )
 
@@ -25,61 +23,6 @@ FILE' (or the server's filesystem.template) seeds new workspaces from it.
 diff prints what sandbox ID changed in its overlaid /workspace/input, as
 a unified diff against the input source: the agent's patch.
 `
-
-// snapshot writes sandbox id's workspace to path (new, mode 0600).
-func (g *guard) snapshot(gw *gateway.Gateway, id, path string) error {
-	t := g.tracks.find(id)
-	if t == nil {
-		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
-	}
-	parts := map[string]string{}
-	for _, d := range t.rw {
-		if d.target == "/workspace/output" {
-			parts["output"] = d.host
-		}
-	}
-	if t.upper != "" {
-		parts["overlay"] = t.upper
-	}
-	if len(parts) == 0 {
-		return fmt.Errorf("sandbox %s has no workspace (no output: {} and no input overlay)", id)
-	}
-	if t.getState() == gateway.StateRunning {
-		// Consistent: nothing writes while the copy is made.
-		var paused []string
-		for _, s := range g.serversOf(t.launcher) {
-			if gw.Pause(s, t.scope) == nil {
-				paused = append(paused, s)
-			}
-		}
-		defer func() {
-			for _, s := range paused {
-				_ = gw.Resume(s, t.scope)
-			}
-		}()
-	}
-	meta := workspace.Meta{Version: workspace.SnapshotVersion, Created: time.Now().UTC(), Server: t.launcher,
-		Agent: t.scope.Agent, Session: t.scope.Session, Sandbox: t.id}
-	for p := range parts {
-		meta.Parts = append(meta.Parts, p)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := workspace.Snapshot(f, meta, parts); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return err
-	}
-	g.record(audit.Record{Event: audit.EventSnapshot, Server: t.launcher, Client: t.scope.Agent, Session: t.scope.Session,
-		Sandbox: t.id, Workspace: t.workspace, Artifacts: []string{path}})
-	return nil
-}
 
 func (e *env) snapshotCmd(args []string) int {
 	fs := e.newFlagSet("snapshot", snapshotHelp)

@@ -8,7 +8,9 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 )
 
 const tokenHelp = `USAGE
@@ -34,7 +36,7 @@ const redactTokenName = "client_token_default"
 // localToken guards HTTP for a config without clients with the state
 // dir's token (see package bearer); it returns that token, or "" when
 // serve needs none (no HTTP, clients configured, or --no-auth).
-// Preconditions: stateDirOwned(dir).
+// Preconditions: guard.StateDirOwned(dir).
 func (e *env) localToken(hopts *gateway.HTTPOptions, dir, addr string, noAuth bool, book *redact.Book) (string, error) {
 	if addr == "" || len(hopts.Clients) > 0 {
 		return "", nil
@@ -112,7 +114,7 @@ func (e *env) token(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	if err := stateDirOwned(dir); err != nil {
+	if err := guard.StateDirOwned(dir); err != nil {
 		e.errorf("token rotate: %v", err)
 		return 1
 	}
@@ -157,7 +159,7 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 		e.errorf("token rotate: %v", err)
 		return "", false
 	}
-	dir, err := stateDir(c, "", cwd, "")
+	dir, err := specconv.StateDir(c, "", cwd, "")
 	if err != nil {
 		e.errorf("token rotate: %v", err)
 		return "", false

@@ -55,18 +55,25 @@ func warnNoTools(r *collector, s *Server) {
 	r.errorf(s.Meta.At("tools"), `servers.%s.tools: allows no tool (no allow, approve, allowing rule or default), so every tool is hidden; add  allow: ["*"]  or the tools to expose`, s.Name)
 }
 
-// secretWords mark env names that usually hold credentials.
-var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "ACCESS_KEY", "CREDENTIAL"}
+// credNameRE matches the names that usually hold credentials: TOKEN,
+// KEY, SECRET, PASSWORD, PASSWD or CREDENTIAL anywhere, PAT (a personal
+// access token) as a whole word, so that PATH and PATTERN do not count.
+// KEY anywhere, not only API_KEY and the like: OPENAI_KEY, SSH_KEY and
+// SIGNING_KEY are credentials, and a name such as KEYBOARD_LAYOUT drawing
+// a needless warning costs less than a missed key.
+var credNameRE = lazyRegexp(`(?i)TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|(?:^|[_-])PAT(?:$|[_-])`)
+
+// CredentialName reports whether name (an environment variable, a URL
+// query parameter or a command-line flag) usually holds a credential.
+// Warnings flags such env values in plain config; the importer turns
+// them into secrets.
+func CredentialName(name string) bool { return credNameRE().MatchString(name) }
 
 func warnPlainEnv(r *collector, s *Server) {
 	for _, e := range s.Env {
-		upper := strings.ToUpper(e.Name)
-		for _, w := range secretWords {
-			if strings.Contains(upper, w) && e.Value != "" {
-				r.errorf(e.Pos, "servers.%s.env.%s: looks like a credential in plain config; use secrets: {%s: {from: env:VAR | file:PATH | cmd:COMMAND}}",
-					s.Name, e.Name, e.Name)
-				break
-			}
+		if CredentialName(e.Name) && e.Value != "" {
+			r.errorf(e.Pos, "servers.%s.env.%s: looks like a credential in plain config; use secrets: {%s: {from: env:VAR | file:PATH | cmd:COMMAND}}",
+				s.Name, e.Name, e.Name)
 		}
 	}
 }

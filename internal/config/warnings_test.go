@@ -89,3 +89,72 @@ servers:
 		t.Fatalf("warnings (-want +got):\n%s", diff)
 	}
 }
+
+// TestCredentialName: the one list of credential-like names, which both
+// Warnings and the importer use. The importer's list was already this
+// one; Warnings used to match only TOKEN, SECRET, PASSWORD, PASSWD,
+// API_KEY, APIKEY, PRIVATE_KEY, ACCESS_KEY and CREDENTIAL, so the names
+// marked "new" did not draw the plain-env warning before.
+func TestCredentialName(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"GITHUB_TOKEN", true},
+		{"client_secret", true},
+		{"DB_PASSWORD", true},
+		{"MYSQL_PASSWD", true},
+		{"BRAVE_API_KEY", true},
+		{"STRIPE_APIKEY", true},
+		{"AWS_ACCESS_KEY_ID", true},
+		{"GOOGLE_APPLICATION_CREDENTIALS", true},
+		{"OPENAI_KEY", true},      // new: KEY anywhere, not only API_KEY and the like
+		{"SSH_KEY", true},         // new
+		{"SIGNING_KEY", true},     // new
+		{"apiKey", true},          // new (a URL query parameter)
+		{"--api-key", true},       // new (a flag: the hyphen is no underscore)
+		{"KEYBOARD_LAYOUT", true}, // new, a false positive: a needless warning costs less than a missed key
+		{"GITHUB_PAT", true},      // new: a personal access token
+		{"PAT", true},             // new
+		{"pat-token", true},
+		{"PATH", false},
+		{"PYTHONPATH", false},
+		{"PATTERN", false},
+		{"DISPATCH_MODE", false},
+		{"LOG_LEVEL", false},
+		{"TZ", false},
+	}
+	for _, tt := range tests {
+		if got := CredentialName(tt.name); got != tt.want {
+			t.Errorf("CredentialName(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestWarningsCredentialNames: the plain-env warning follows
+// CredentialName, including the names it gained from the importer's list,
+// and stays quiet on an empty value.
+func TestWarningsCredentialNames(t *testing.T) {
+	src := `version: 1
+servers:
+  a:
+    command: [x]
+    tools: {allow: ["*"]}
+    env: {OPENAI_KEY: sk-x, GITHUB_PAT: p, PATH: /usr/bin, PATTERN: "*.go", SSH_KEY: ""}
+`
+	c, err := Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range Warnings(c) {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		`t.yaml:6:11: servers.a.env.OPENAI_KEY: looks like a credential in plain config; use secrets: {OPENAI_KEY: {from: env:VAR | file:PATH | cmd:COMMAND}}`,
+		`t.yaml:6:29: servers.a.env.GITHUB_PAT: looks like a credential in plain config; use secrets: {GITHUB_PAT: {from: env:VAR | file:PATH | cmd:COMMAND}}`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("warnings (-want +got):\n%s", diff)
+	}
+}

@@ -373,7 +373,7 @@ func (d *downstream) instructions(b *bound, text string) string {
 	if text != "" {
 		items = append(items, InstructionsItem(text))
 	}
-	for _, it := range hook(d.agent, b.srv.Name, KindInstructions, items) {
+	for _, it := range hook(d.agent, b.srv.Name, KindInstructions, 0, items) {
 		if it.Key == InstructionsKey && text != "" {
 			return text
 		}
@@ -422,7 +422,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
-		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Tool: tool, Name: p.Name,
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d.agent, d.id), Tool: tool, Name: p.Name,
 			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
 		raw, err = hook(ctx, c, forward)
 	} else {
@@ -434,10 +434,22 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	if b.srv.MaxOutput > 0 && int64(len(raw)) > b.srv.MaxOutput {
 		d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
 		msg := fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", p.Name, len(raw), b.srv.MaxOutput)
-		res, _ := json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true})
-		return d.result(res), nil
+		return d.result(Refusal(msg, nil)), nil
 	}
 	return d.result(raw), nil
+}
+
+// Refusal is a tool result that tells the model why a call did not run,
+// or why its result was withheld: msg as its one text content, with
+// isError set, and meta, if non-nil, as its _meta. Call hooks refuse
+// with it too, so that every refusal has one shape.
+func Refusal(msg string, meta map[string]any) json.RawMessage {
+	res := map[string]any{"content": []any{map[string]string{"type": "text", "text": msg}}, "isError": true}
+	if meta != nil {
+		res["_meta"] = meta
+	}
+	b, _ := json.Marshal(res)
+	return b
 }
 
 // forward sends a request to b's server and returns its raw result.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,7 +102,11 @@ type Hooks struct {
 	// At initialize it also sees each server's instructions as a list of
 	// KindInstructions (see InstructionsItem; empty if the server sent
 	// none): the text reaches the client only if the item comes back.
-	List func(agent, server, kind string, items []Item) []Item
+	// gen names the server's list items come from: the hook sees the same
+	// items (for the same agent, server and kind) whenever it sees the
+	// same gen, so it may remember its answer by it; 0 names no list
+	// (instructions), whose answers must not be remembered.
+	List func(agent, server, kind string, gen uint64, items []Item) []Item
 	// Session, if set, is told when a client session starts (after
 	// initialize) and when it ends.
 	Session func(ev SessionEvent)
@@ -158,9 +163,12 @@ type Call struct {
 	Session    string
 	MCPSession string
 	Server     string
-	Tool       string // the server's own name
-	Name       string // the name the client called: Tool with the server's prefix
-	Arguments  json.RawMessage
+	// Scope is the scope of the server's instance that runs the call
+	// (from Server.Scope): whose sandbox it is.
+	Scope     Scope
+	Tool      string // the server's own name
+	Name      string // the name the client called: Tool with the server's prefix
+	Arguments json.RawMessage
 	// Definition is the tool's entry in the server's current tools/list
 	// (untrusted: it comes from the server); nil if it lists no such tool.
 	Definition json.RawMessage
@@ -208,6 +216,9 @@ type Gateway struct {
 	// Close waits for it, so that no pause or idle stop of it runs on
 	// after the gateway (and what its hooks write to) is gone.
 	lifeDone chan struct{}
+
+	// listSeq numbers the server lists fetched: the gen Hooks.List sees.
+	listSeq atomic.Uint64
 }
 
 type poolKey struct {
@@ -284,15 +295,21 @@ func (g *Gateway) callTimeout(srv *Server) time.Duration {
 	return g.opts.CallTimeout
 }
 
-// upstream returns the instance of srv that serves d, creating it.
-func (g *Gateway) upstream(srv *Server, d *downstream, caps json.RawMessage) (*upstream, error) {
-	scope := Scope{Agent: d.agent}
+// scopeOf is the scope of srv's instance that serves a session (the
+// gateway's id) of agent.
+func (srv *Server) scopeOf(agent, session string) Scope {
 	switch srv.Scope {
 	case ScopeShared:
-		scope = Scope{}
+		return Scope{}
 	case ScopeSession:
-		scope.Session = d.id
+		return Scope{Agent: agent, Session: session}
 	}
+	return Scope{Agent: agent}
+}
+
+// upstream returns the instance of srv that serves d, creating it.
+func (g *Gateway) upstream(srv *Server, d *downstream, caps json.RawMessage) (*upstream, error) {
+	scope := srv.scopeOf(d.agent, d.id)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -436,8 +453,8 @@ func (g *Gateway) ListChanged(server string) {
 	}
 }
 
-// filter returns the tools of items that srv exposes: items itself when
-// that is all of them, so that a Hooks.List may recognize a list it saw.
+// filter returns the tools of items that srv exposes (items itself when
+// that is all of them).
 func (srv *Server) filter(items []Item) []Item {
 	for i, it := range items {
 		if srv.allowed(it.Key) {

@@ -30,7 +30,7 @@ func TestListHook(t *testing.T) {
 	var seenDefs []string
 	var kinds []string
 	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
-		List: func(agent, server, kind string, items []Item) []Item {
+		List: func(agent, server, kind string, _ uint64, items []Item) []Item {
 			mu.Lock()
 			kinds = append(kinds, agent+"/"+server+"/"+kind)
 			mu.Unlock()
@@ -151,5 +151,64 @@ func TestDefinitions(t *testing.T) {
 	}
 	if _, err := gw.Definitions(context.Background(), "nope", Scope{}); err == nil {
 		t.Fatal("Definitions of an unknown server succeeded")
+	}
+}
+
+// TestListHookGen: the List hook sees one gen for one list of a server
+// (a cached list answered again, also when the call looks a tool up),
+// a new gen once the server announced a change; a call carries the scope
+// of the instance that runs it.
+func TestListHookGen(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			s.reply(msg, `{"content":[]}`)
+		}
+	})
+	var mu sync.Mutex
+	var gens []uint64
+	var scopes []Scope
+	gw, err := New([]*Server{{Name: "raw", Scope: ScopeSession, Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
+		List: func(_, _, kind string, gen uint64, items []Item) []Item {
+			if kind == KindTools {
+				mu.Lock()
+				gens = append(gens, gen)
+				mu.Unlock()
+			}
+			return items
+		},
+		Call: func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+			mu.Lock()
+			scopes = append(scopes, c.Scope, Scope{Agent: c.Agent, Session: c.Session})
+			mu.Unlock()
+			return next(ctx)
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	c.call("tools/list", nil)
+	c.call("tools/call", map[string]any{"name": "a"})
+	c.call("tools/list", nil)
+	started()[0].send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+	deadline := time.Now().Add(5 * time.Second)
+	for !hasNote(c.notes, "notifications/tools/list_changed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tools/list_changed; notes %v", c.notes)
+		}
+		c.call("ping", nil)
+	}
+	c.call("tools/list", nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gens) != 4 || gens[0] == 0 || gens[1] != gens[0] || gens[2] != gens[0] || gens[3] == gens[0] {
+		t.Errorf("gens %v: want one gen for the cached list (list, call, list), another after list_changed", gens)
+	}
+	if len(scopes) != 2 || scopes[0] != scopes[1] || scopes[0].Session == "" {
+		t.Errorf("call scope %+v, want the session's own (agent and gateway session id)", scopes)
 	}
 }

@@ -27,7 +27,7 @@ func TestInstructionsHook(t *testing.T) {
 			var mu sync.Mutex
 			var seen []Item
 			gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
-				List: func(agent, server, kind string, items []Item) []Item {
+				List: func(agent, server, kind string, _ uint64, items []Item) []Item {
 					if kind != KindInstructions {
 						return items
 					}

@@ -33,7 +33,8 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 		if !b.ok || !b.has(kind) {
 			continue
 		}
-		items, err := b.u.list(ctx, kind)
+		l, err := b.u.listing(ctx, kind)
+		items := l.items
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -45,7 +46,7 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 		if kind == KindTools {
 			items = b.srv.filter(items)
 		}
-		for _, it := range d.visible(b.srv, kind, items) {
+		for _, it := range d.visible(b.srv, kind, l.gen, items) {
 			raw := it.Raw
 			if b.srv.Prefix != "" && (kind == "tools" || kind == "prompts") {
 				var err error
@@ -75,10 +76,11 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 	return d.result(raw), nil
 }
 
-// visible passes a server's items through Hooks.List for this session's agent.
-func (d *downstream) visible(srv *Server, kind string, items []Item) []Item {
+// visible passes a server's items, of its list gen, through Hooks.List
+// for this session's agent.
+func (d *downstream) visible(srv *Server, kind string, gen uint64, items []Item) []Item {
 	if h := d.gw.opts.Hooks.List; h != nil && len(items) > 0 {
-		return h(d.agent, srv.Name, kind, items)
+		return h(d.agent, srv.Name, kind, gen, items)
 	}
 	return items
 }
@@ -90,16 +92,17 @@ func (d *downstream) lookup(ctx context.Context, b *bound, kind, key string) (It
 	if d.gw.opts.Hooks.List == nil {
 		return Item{}, true, nil
 	}
-	items, err := b.u.list(ctx, kind)
+	l, err := b.u.listing(ctx, kind)
 	if err != nil {
 		return Item{}, false, err
 	}
+	items := l.items
 	if kind == KindTools {
 		items = b.srv.filter(items)
 	}
 	// The whole list, as a list request passes it: the hook may decide an
 	// item by the others (and may remember its answer for this list).
-	for _, it := range d.visible(b.srv, kind, items) {
+	for _, it := range d.visible(b.srv, kind, l.gen, items) {
 		if it.Key == key {
 			return it, true, nil
 		}
@@ -159,8 +162,8 @@ func (d *downstream) resourceServer(ctx context.Context, uri string) (*bound, er
 		}
 	}
 	for _, b := range withResources {
-		items, _ := b.u.list(ctx, "templates")
-		for _, it := range d.visible(b.srv, KindTemplates, items) {
+		l, _ := b.u.listing(ctx, "templates")
+		for _, it := range d.visible(b.srv, KindTemplates, l.gen, l.items) {
 			if t, err := uritemplate.New(it.Key); err == nil && t.Match(uri) != nil {
 				return b, nil
 			}

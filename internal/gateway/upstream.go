@@ -52,7 +52,7 @@ type upstream struct {
 	watched  chan struct{}            // guarded by mu
 	starting chan struct{}            // non-nil while a start is under way; guarded by mu
 	init     initInfo                 // guarded by mu
-	lists    map[string][]Item        // cached list results by kind; guarded by mu
+	lists    map[string]listed        // cached list results by kind; guarded by mu
 	listGen  int                      // bumped when the server announces a change; guarded by mu
 	sessions map[*downstream]struct{} // guarded by mu
 	calls    []*inflight              // in flight, oldest first; guarded by mu
@@ -128,7 +128,7 @@ func newUpstream(gw *Gateway, srv *Server, scope Scope) *upstream {
 	return &upstream{
 		gw: gw, srv: srv, scope: scope, life: life, endLife: end,
 		log:      gw.log.With("server", srv.Name, "agent", scope.Agent),
-		lists:    map[string][]Item{},
+		lists:    map[string]listed{},
 		sessions: map[*downstream]struct{}{},
 		tokens:   map[string]*inflight{},
 		subs:     map[string]int{},
@@ -288,7 +288,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	watched := make(chan struct{})
 	u.watched = watched
 	p.accounted = watched
-	u.lists = map[string][]Item{}
+	u.lists = map[string]listed{}
 	level, subs := u.level, make([]string, 0, len(u.subs))
 	for uri := range u.subs {
 		subs = append(subs, uri)

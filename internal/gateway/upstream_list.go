@@ -22,9 +22,23 @@ const (
 	listBytes = 32 << 20
 )
 
-// list returns every item of kind, following pagination, from the cache
-// when the server has not announced a change since.
+// listed is one list of a server as fetched: its items and the number
+// (from Gateway.listSeq) that names them for Hooks.List.
+type listed struct {
+	items []Item
+	gen   uint64
+}
+
+// list returns every item of kind (see listing).
 func (u *upstream) list(ctx context.Context, kind string) ([]Item, error) {
+	l, err := u.listing(ctx, kind)
+	return l.items, err
+}
+
+// listing returns every item of kind, following pagination, from the
+// cache when the server has not announced a change since, with the
+// number that names that list.
+func (u *upstream) listing(ctx context.Context, kind string) (listed, error) {
 	if kind == "templates" {
 		// Templates have no list_changed of their own: cache them with resources.
 		u.mu.Lock()
@@ -35,15 +49,15 @@ func (u *upstream) list(ctx context.Context, kind string) ([]Item, error) {
 		u.mu.Unlock()
 	}
 	u.mu.Lock()
-	if items, ok := u.lists[kind]; ok {
+	if l, ok := u.lists[kind]; ok {
 		u.mu.Unlock()
-		return items, nil
+		return l, nil
 	}
 	gen := u.listGen
 	u.mu.Unlock()
 	p, err := u.get(ctx)
 	if err != nil {
-		return nil, err
+		return listed{}, err
 	}
 	ctx, cancel := u.limit(ctx)
 	defer cancel()
@@ -58,19 +72,19 @@ func (u *upstream) list(ctx context.Context, kind string) ([]Item, error) {
 		}
 		raw, err := p.call(ctx, spec.method, params)
 		if err != nil {
-			return nil, err
+			return listed{}, err
 		}
 		if total += len(raw); total > listBytes {
-			return nil, fmt.Errorf("%s: the list is larger than %d bytes", spec.method, listBytes)
+			return listed{}, fmt.Errorf("%s: the list is larger than %d bytes", spec.method, listBytes)
 		}
 		raw = u.gw.filter(u.srv.Name, raw)
 		var page map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("%s: bad result: %w", spec.method, err)
+			return listed{}, fmt.Errorf("%s: bad result: %w", spec.method, err)
 		}
 		var entries []json.RawMessage
 		if err := json.Unmarshal(page[spec.field], &entries); err != nil && page[spec.field] != nil {
-			return nil, fmt.Errorf("%s: bad %s: %w", spec.method, spec.field, err)
+			return listed{}, fmt.Errorf("%s: bad %s: %w", spec.method, spec.field, err)
 		}
 		for _, e := range entries {
 			var k map[string]json.RawMessage
@@ -87,12 +101,13 @@ func (u *upstream) list(ctx context.Context, kind string) ([]Item, error) {
 			break
 		}
 	}
+	l := listed{items: items, gen: u.gw.listSeq.Add(1)}
 	u.mu.Lock()
 	if u.peer == p && u.listGen == gen {
-		u.lists[kind] = items // not if a change was announced meanwhile
+		u.lists[kind] = l // not if a change was announced meanwhile
 	}
 	u.mu.Unlock()
-	return items, nil
+	return l, nil
 }
 
 // setLevel forwards logging/setLevel and remembers it for restarts.

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPolicyFile runs a sandbox from a config file's first server, and
@@ -48,6 +50,43 @@ servers:
 		r = m.exec(t, "", "--policy", bad, "--", "true")
 		if r.code != 2 || !strings.Contains(r.stderr, bad+":5:") {
 			t.Fatalf("exec --policy with a bad file:\n%s", r)
+		}
+	})
+}
+
+// TestConfigMountSourceWithColon: a config mount whose source dir's name
+// holds ":" is mounted, by exec --policy as by serve: a config's source is
+// a name, not the --mount flag's SRC:DST[:MODE] syntax (serve used to
+// refuse it).
+func TestConfigMountSourceWithColon(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := gwDir(t, m)
+		src := filepath.Join(dir, "data:v1")
+		m.mkdir(t, src)
+		m.writeFile(t, filepath.Join(src, "x.txt"), "from data:v1", 0o644)
+		mounts := []map[string]any{{"source": "./data:v1", "target": "/data"}}
+
+		cfg := hsWriteConfig(t, m, dir, map[string]any{"tool": map[string]any{
+			"command":    []string{"sh"},
+			"filesystem": map[string]any{"mounts": mounts},
+		}})
+		r := m.sh(t, `cat /data/x.txt`, "--policy", cfg)
+		want(t, r, 0, "from data:v1")
+
+		cfg = hsWriteConfig(t, m, dir, map[string]any{"ws": map[string]any{
+			"builtin":    "workspace",
+			"filesystem": map[string]any{"output": map[string]any{}, "mounts": mounts},
+			"tools":      map[string]any{"allow": []string{"*"}, "approve_annotations": []string{}},
+			"commands":   map[string]any{"allow": []string{"cat"}},
+		}})
+		g := gwServe(t, m, cfg)
+		defer g.stop(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sess := gwConnect(t, ctx, g.url, nil, nil, gwLegacy)
+		defer gwClose(t, sess)
+		if out, err := gwCall(ctx, sess, "run_command", map[string]any{"argv": []string{"cat", "/data/x.txt"}}); err != nil || !strings.Contains(out, "from data:v1") {
+			t.Errorf("serve: cat /data/x.txt: %q, %v; want the mounted file", out, err)
 		}
 	})
 }

@@ -1,0 +1,80 @@
+package conventions
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// layers places every package of the module. A package may import only
+// packages of a lower layer, so nothing imports "up" and the CLI stays the
+// only place that sees everything. docs/architecture.md draws the same
+// table; a new package needs a line in both.
+var layers = map[string]int{
+	// 0: leaves. Each does one thing and imports no other mcpbox package.
+	"internal/approval": 0, "internal/audit": 0, "internal/bearer": 0,
+	"internal/builtin": 0, "internal/cgroup": 0, "internal/config": 0,
+	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
+	"internal/instance": 0, "internal/landlock": 0, "internal/redact": 0,
+	"internal/seccomp": 0, "internal/secrets": 0, "internal/textdiff": 0,
+	// 1: mechanisms built on one or two leaves.
+	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
+	"internal/workspace": 1, "internal/load": 1,
+	// 2: conversions and services: config to spec, client configs to
+	// config, the admin sockets.
+	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,
+	// The per-sandbox records the launcher fills and the guard reads: it
+	// joins egress events, workspace files and audit records.
+	"internal/track": 2,
+	// 3: the call pipeline and the backends that start servers.
+	"internal/guard": 3, "internal/launch": 3,
+	// 4: serve as a library.
+	"internal/daemon": 4,
+	// 5: flags, help, output, exit codes.
+	"internal/cli": 5,
+	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6,
+	// Tests only.
+	"internal/conventions": 7, "test/e2e": 7,
+}
+
+func TestNoPackageImportsUp(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	const module = "mcpbox/"
+	for dir, files := range goFiles(t) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "test/e2e/") || strings.HasPrefix(rel, "scripts") {
+			continue // test programs and tools
+		}
+		mine, ok := layers[rel]
+		if !ok {
+			t.Errorf("%s: not in the layer table; give it a layer here and in docs/architecture.md", rel)
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			for _, imp := range imports(t, f) {
+				dep, ok := strings.CutPrefix(imp, module)
+				if !ok {
+					continue
+				}
+				if l, known := layers[dep]; !known || l >= mine {
+					t.Errorf("%s imports %s: only lower layers may be imported (layer %d imports %s)", f, imp, mine, layerName(known, l))
+				}
+			}
+		}
+	}
+}
+
+func layerName(known bool, l int) string {
+	if !known {
+		return "a package with no layer"
+	}
+	return "layer " + strconv.Itoa(l)
+}

@@ -1,0 +1,379 @@
+package guard
+
+// The Call hook of the guard: a pipeline of small stages around the call
+// itself, composed like go-sdk's method middleware (mcp/shared.go). Each
+// stage may refuse the call (answer without calling next) or look at and
+// replace what next returns; every stage writes what it decided into the
+// one audit record of the call.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/policy"
+	"mcpbox/internal/track"
+)
+
+// payloadLimit caps what include_payloads stores of one call.
+const payloadLimit = 64 << 10
+
+// callState is one call on its way through the stages.
+type callState struct {
+	c    *gateway.Call
+	gs   *guardServer
+	ann  map[string]any // the tool's annotations (untrusted)
+	rec  *audit.Record  // the call's audit record, filled in by each stage
+	t    *track.Sandbox // the sandbox that runs it, if known
+	next func(context.Context) (json.RawMessage, error)
+}
+
+// handler runs the rest of a call's pipeline.
+type handler func(ctx context.Context, st *callState) (json.RawMessage, error)
+
+// stage wraps the rest of the pipeline.
+type stage func(next handler) handler
+
+// chain composes stages around h, the first outermost.
+func chain(h handler, stages ...stage) handler {
+	for i := len(stages) - 1; i >= 0; i-- {
+		h = stages[i](h)
+	}
+	return h
+}
+
+// forward is the innermost handler: the call itself, upstream.
+func forward(ctx context.Context, st *callState) (json.RawMessage, error) { return st.next(ctx) }
+
+// pipeline is the guard's call pipeline, outermost first: the audit
+// record is committed last of all; the checks that may refuse a call run
+// before it is forwarded; the result checks see the result in the order
+// scan, credentials (the payload keeps what the client gets).
+func (g *Guard) pipeline() handler {
+	return chain(forward,
+		g.audited,          // one record, committed before the result goes out
+		g.checkArgKeys,     // duplicate and case-variant keys
+		g.rateLimited,      // policy rate limits
+		g.decided,          // the policy: allow, deny or ask a human
+		g.payload,          // include_payloads: the result
+		credentials(g.log), // credentials: flag, redact or block
+		g.resultScanned,    // results_scan
+		g.classified,       // ok, is_error, error
+		tracked,            // files and connections of its sandbox
+	)
+}
+
+// call is the Call hook: the record and state of one call, through the
+// pipeline.
+func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	gs := g.servers[c.Server]
+	st := &callState{c: c, gs: gs, ann: annotations(c.Definition), next: next}
+	st.rec = &audit.Record{
+		Time: time.Now(), Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session),
+		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
+		Category: category(gs, c.Tool, st.ann), Argv: g.commandArgv(gs, c),
+	}
+	st.t = g.tracks.Get(gs.launcher, c.Scope)
+	if st.t != nil {
+		st.rec.Sandbox, st.rec.Workspace = st.t.ID, st.t.Workspace
+	}
+	return g.handle(ctx, st)
+}
+
+// audited commits the call's record and passes the outcome on only once
+// it is durable (see commit); a call does not start while the store
+// cannot write (auditFailing).
+func (g *Guard) audited(next handler) handler {
+	return func(ctx context.Context, st *callState) (res json.RawMessage, err error) {
+		defer func() {
+			st.rec.Duration = time.Since(st.rec.Time)
+			res, err = g.commit(ctx, *st.rec, res, err)
+		}()
+		if res, ok := g.auditFailing(st.rec.Name, st.rec); ok {
+			return res, nil
+		}
+		if g.payloads {
+			st.rec.Payload = capPayload(g.book.JSON(st.c.Arguments))
+		}
+		return next(ctx, st)
+	}
+}
+
+// checkArgKeys refuses arguments that repeat a key (see argKeys).
+func (g *Guard) checkArgKeys(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		if why := argKeys(st.c.Arguments); why != "" {
+			st.rec.Decision, st.rec.Outcome, st.rec.Rule = "deny", audit.OutcomeDenied, "arguments repeat a key"
+			return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", st.rec.Name, why)), nil)
+		}
+		return next(ctx, st)
+	}
+}
+
+// rateLimited refuses a call over a rate limit, saying when to retry.
+func (g *Guard) rateLimited(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		c, rec := st.c, st.rec
+		if ok, retry, limit := g.limiter.Allow(policyClient(c.Agent), c.Server, c.Tool); !ok {
+			rec.Decision, rec.Outcome, rec.Rule = "rate_limited", audit.OutcomeRateLimited, limit
+			secs := int(math.Ceil(retry.Seconds()))
+			return refusal(fmt.Sprintf("mcpbox: rate limit reached for %s (%s); retry after %d s", rec.Name, limit, secs),
+				map[string]any{"mcpbox/retryAfterSeconds": secs})
+		}
+		return next(ctx, st)
+	}
+}
+
+// decided applies the policy: allow, deny, or ask for approval.
+func (g *Guard) decided(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		c, rec := st.c, st.rec
+		d := g.engine.Decide(policy.Input{Client: policyClient(c.Agent), Server: c.Server, Tool: c.Tool,
+			Args: decodeArgs(c.Arguments), Annotations: st.ann})
+		rec.Decision, rec.Rule = d.Action, d.Rule
+		switch d.Action {
+		case config.ActionApprove:
+			if res, refused := g.approved(ctx, st, d); refused {
+				return res, nil
+			}
+		case config.ActionAllow:
+		default:
+			rec.Outcome = audit.OutcomeDenied
+			return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", rec.Name, d.Rule), nil)
+		}
+		return next(ctx, st)
+	}
+}
+
+// approved asks for approval of a call the policy holds for it; refused
+// is true, with the refusal, when it was not given.
+func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) (res json.RawMessage, refused bool) {
+	rec := st.rec
+	dec, err := g.approve(ctx, st.c, d, rec.Sandbox)
+	rec.Approver = dec.By
+	if err == nil && dec.By == approval.ByCancelled {
+		// Its client gave up, its session ended or the gateway is
+		// stopping: withdrawn, not refused by anyone.
+		rec.Decision, rec.Outcome, rec.Error = "cancelled", audit.OutcomeCancelled, dec.Reason
+		res, _ = refusal(fmt.Sprintf("mcpbox: %s was cancelled while waiting for approval (%s)", rec.Name, dec.Reason), nil)
+		return res, true
+	}
+	if err != nil || !dec.Allow {
+		rec.Decision, rec.Outcome = "denied", audit.OutcomeDenied
+		res, _ = refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", rec.Name, approvalWhy(dec, err)), nil)
+		return res, true
+	}
+	rec.Decision = "approved"
+	return nil, false
+}
+
+// approve asks the broker; the calling client is asked through
+// elicitation when it can be and that channel is on.
+func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
+	req := approval.Request{
+		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
+		Name:    cmpOr(c.Name, g.ItemName(c.Server, integrity.KindTool, c.Tool)),
+		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
+		Arguments: g.book.JSON(c.Arguments),
+	}
+	var ask approval.Elicitor
+	if g.channels[config.ChannelElicitation] && c.Elicit != nil {
+		ask = approval.Elicitor(c.Elicit)
+	}
+	if ask == nil {
+		g.log.Warn("a call waits for approval: see `mcpbox approvals`", "server", c.Server, "tool", req.Name, "client", c.Agent, "rule", d.Rule)
+	}
+	return g.broker.Ask(ctx, req, ask)
+}
+
+func approvalWhy(d approval.Decision, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case d.By == "timeout":
+		return "no answer in time"
+	case d.By != "":
+		return "denied by " + d.By
+	}
+	return "denied"
+}
+
+// payload keeps the result in the record's payload (include_payloads),
+// as the client gets it.
+func (g *Guard) payload(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		raw, err := next(ctx, st)
+		if err == nil && g.payloads {
+			st.rec.Payload = capPayload(mustJSON(map[string]json.RawMessage{"arguments": st.rec.Payload, "result": raw}))
+		}
+		return raw, err
+	}
+}
+
+// credentials applies the server's credentials policy to a result and
+// records what it found. `mcpbox run` uses it too (CredentialCheck).
+func credentials(log *slog.Logger) stage {
+	return func(next handler) handler {
+		return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+			raw, err := next(ctx, st)
+			if err != nil {
+				return raw, err
+			}
+			out, rules, blocked := applyCredentials(log, st.gs.credentials, st.c, raw)
+			for _, r := range rules {
+				st.rec.Findings = append(st.rec.Findings, "credential:"+r)
+			}
+			if blocked {
+				st.rec.Outcome = audit.OutcomeBlocked
+			}
+			return out, nil
+		}
+	}
+}
+
+// resultScanned applies results_scan.
+func (g *Guard) resultScanned(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		raw, err := next(ctx, st)
+		if err != nil || st.gs.results == config.ResultsScanOff {
+			return raw, err
+		}
+		return g.scanResult(st, raw), nil
+	}
+}
+
+// scanResult looks for instructions aimed at the model in a result.
+func (g *Guard) scanResult(st *callState, raw json.RawMessage) json.RawMessage {
+	found := integrity.ScanResult(raw)
+	if len(found) == 0 {
+		return raw
+	}
+	rec := st.rec
+	var rules []string
+	for _, f := range found {
+		if r := f.Rule + "@" + f.Where; !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
+	rec.Findings = append(rec.Findings, rules...)
+	action := cmpOr(st.gs.results, config.ResultsScanFlag)
+	g.log.Warn("injection-like content in a tool result", "server", st.c.Server, "tool", rec.Name, "client", st.c.Agent,
+		"findings", strings.Join(rules, ","), "action", action)
+	if action == config.ResultsScanBlock {
+		rec.Outcome = audit.OutcomeBlocked
+		res, _ := refusal(fmt.Sprintf("mcpbox: the result of %s was blocked: it holds instructions aimed at the model (%s)", rec.Name, strings.Join(rules, ", ")), nil)
+		return res
+	}
+	return raw
+}
+
+// classified records what became of the call: its outcome and error, or
+// its result's size; a refusal of the built-in server's command policy
+// is recorded as a denial.
+func (g *Guard) classified(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		raw, err := next(ctx, st)
+		rec := st.rec
+		if err != nil {
+			rec.Outcome = outcomeOf(err)
+			rec.Error = g.book.String(err.Error())
+			return raw, err
+		}
+		rec.ResultSize = int64(len(raw))
+		rec.Outcome = audit.OutcomeOK
+		if isErrorResult(raw) {
+			rec.Outcome = audit.OutcomeIsError
+			builtinRefusal(st.gs, raw, rec)
+		}
+		return raw, nil
+	}
+}
+
+// tracked joins the call with what its sandbox did while it ran.
+func tracked(next handler) handler {
+	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
+		if st.t == nil {
+			return next(ctx, st)
+		}
+		mark := st.t.Begin()
+		raw, err := next(ctx, st)
+		st.t.Finish(mark, st.rec)
+		return raw, err
+	}
+}
+
+// refusal is gateway.Refusal as a handler's answer.
+func refusal(msg string, meta map[string]any) (json.RawMessage, error) {
+	return gateway.Refusal(msg, meta), nil
+}
+
+// outcomeOf classifies a failed call for the audit.
+func outcomeOf(err error) string {
+	var werr *jsonrpc.Error
+	switch {
+	case errors.Is(err, gateway.ErrCallTimeout):
+		return audit.OutcomeTimeout
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return audit.OutcomeCancelled
+	case errors.As(err, &werr):
+		return audit.OutcomeProtocolError
+	}
+	return audit.OutcomeError
+}
+
+func isErrorResult(raw json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// category is a coarse kind of a call: from the built-in server's own
+// tool names, else from the tool's (untrusted) annotations.
+func category(gs *guardServer, tool string, ann map[string]any) string {
+	if gs != nil && gs.builtin {
+		switch {
+		case strings.HasPrefix(tool, "read_"), strings.HasPrefix(tool, "list_"), strings.HasPrefix(tool, "search_"), tool == "stat":
+			return "read"
+		case strings.HasPrefix(tool, "write_"), strings.HasPrefix(tool, "edit_"), strings.HasPrefix(tool, "delete_"), strings.HasPrefix(tool, "move_"):
+			return "write"
+		case strings.Contains(tool, "command"), strings.Contains(tool, "job"):
+			return "exec"
+		}
+	}
+	is := func(k string) bool { v, ok := ann[k].(bool); return ok && v }
+	switch {
+	case is("destructiveHint"):
+		return "destructive"
+	case is("openWorldHint"):
+		return "open-world"
+	case is("readOnlyHint"):
+		return "read-only"
+	}
+	return ""
+}
+
+func capPayload(raw []byte) json.RawMessage {
+	if len(raw) <= payloadLimit {
+		return raw
+	}
+	return mustJSON(map[string]any{"truncated": true, "bytes": len(raw)})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

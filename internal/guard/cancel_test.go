@@ -1,0 +1,74 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+)
+
+// TestGuardApprovalCancelledByClient attacks an approval that outlives its
+// request: the client gives up on a call that waits for approval (its
+// context ends, so the SDK sends notifications/cancelled). The request
+// leaves the pending list, approving it later fails saying it was
+// cancelled, the call never runs, and the audit records it as cancelled
+// with the reason.
+func TestGuardApprovalCancelledByClient(t *testing.T) {
+	r := newGuardRig(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "review"}})
+		done <- err
+	}()
+	var id string
+	deadline := time.Now().Add(10 * time.Second)
+	for id == "" {
+		if p := r.g.broker.Pending(); len(p) == 1 {
+			id = p[0].ID
+		} else if time.Now().After(deadline) {
+			t.Fatal("the call did not wait for approval")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	for len(r.g.broker.Pending()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("still pending after the client cancelled: %+v", r.g.broker.Pending())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := r.g.broker.Decide(id, approval.Decision{Allow: true, By: "cli:uid=0"})
+	if !errors.Is(err, approval.ErrCancelled) || !strings.Contains(err.Error(), "was cancelled") {
+		t.Fatalf("approving a cancelled request: %v, want %v", err, approval.ErrCancelled)
+	}
+	// One record, cancelled: the call never ran (that would be approved/ok).
+	// The handler writes it once the broker has let go of the request, a
+	// moment after the request left the pending list.
+	recs := r.records(t)
+	for len(recs) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		recs = r.records(t)
+	}
+	if len(recs) != 1 || recs[0].Decision != "cancelled" || recs[0].Outcome != "cancelled" ||
+		recs[0].Approver != approval.ByCancelled || !strings.Contains(recs[0].Error, "cancelled the request") {
+		t.Fatalf("call records %+v, want one cancelled with the reason", recs)
+	}
+	qctx, qcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer qcancel()
+	apr, err := r.g.store.Query(qctx, audit.Filter{Event: audit.EventApproval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(apr) != 1 || apr[0].Decision != "cancelled" || apr[0].Detail["reason"] == "" || apr[0].Detail["id"] != id {
+		t.Fatalf("approval records %+v, want one cancelled of %s with a reason", apr, id)
+	}
+}

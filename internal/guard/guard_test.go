@@ -1,0 +1,334 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
+)
+
+const guardTestConfig = `version: 1
+approvals: {timeout: 5s}
+servers:
+  echo:
+    command: [echo-server]
+    tools:
+      rules:
+        - {tool: echo, when: 'args.text.startsWith("forbidden")', action: deny}
+        - {tool: echo, when: 'args.text == "review"', action: approve}
+      allow: [echo]
+      rate_limit: {per_client_tool: 3, burst: 3}
+`
+
+// guardRig is a gateway with the guard around an in-process echo server.
+type guardRig struct {
+	g    *Guard
+	sess *mcp.ClientSession
+	dir  string
+}
+
+func newGuardRig(t *testing.T, opts *mcp.ClientOptions) *guardRig {
+	t.Helper()
+	return newGuardRigWith(t, guardTestConfig, opts)
+}
+
+func newGuardRigWith(t *testing.T, conf string, opts *mcp.ClientOptions) *guardRig {
+	t.Helper()
+	c, err := config.Load("guard.yaml", []byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	book := &redact.Book{}
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, book)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
+		gateway.Options{Logger: log, Hooks: g.Hooks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Attach(gw)
+	cr, gwW := io.Pipe()
+	gwR, cw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { gw.ServeStdio(ctx, gateway.LocalAgent, gwR, gwW); close(done) }()
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "guard-test", Version: "1"}, opts).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sess.Close()
+		cancel()
+		cw.Close()
+		<-done
+		gw.Close()
+		g.Close()
+	})
+	return &guardRig{g: g, sess: sess, dir: dir}
+}
+
+func (r *guardRig) call(t *testing.T, text string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil {
+		t.Fatalf("call %q: %v", text, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+// records flushes the store and returns its call records.
+func (r *guardRig) records(t *testing.T) []audit.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.g.store.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.g.store.Query(ctx, audit.Filter{Event: audit.EventCall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// TestGuardPolicyAndAudit: a rule denies by argument (the server never
+// answers), a rate limit refuses with a retry-after, and every call gets
+// one audit record with the decision and the argument's shape only.
+func TestGuardPolicyAndAudit(t *testing.T) {
+	r := newGuardRig(t, nil)
+	if out, isErr := r.call(t, "hello"); isErr || out != "hello" {
+		t.Fatalf("allowed call: %q %v", out, isErr)
+	}
+	if out, isErr := r.call(t, "forbidden-zone"); !isErr || !strings.Contains(out, "policy denies echo") {
+		t.Fatalf("denied call: %q %v", out, isErr)
+	}
+	r.call(t, "third")
+	if out, isErr := r.call(t, "fourth"); !isErr || !strings.Contains(out, "retry after") {
+		t.Fatalf("rate-limited call: %q %v", out, isErr)
+	}
+	recs := r.records(t)
+	want := []struct{ decision, outcome string }{{"allow", "ok"}, {"deny", "denied"}, {"allow", "ok"}, {"rate_limited", "rate_limited"}}
+	if len(recs) != len(want) {
+		t.Fatalf("%d call records, want %d: %+v", len(recs), len(want), recs)
+	}
+	for i, w := range want {
+		got := recs[i]
+		if got.Decision != w.decision || got.Outcome != w.outcome || got.Server != "echo" || got.Tool != "echo" || got.Client != gateway.LocalAgent {
+			t.Errorf("record %d: %+v, want decision %s outcome %s", i, got, w.decision, w.outcome)
+		}
+		if raw, _ := json.Marshal(got); strings.Contains(string(raw), "forbidden-zone") || strings.Contains(string(raw), "hello") {
+			t.Errorf("record %d holds an argument value: %s", i, raw)
+		}
+	}
+	if !strings.Contains(recs[1].Rule, "rules[0]") || !strings.Contains(string(recs[0].ArgShape), "text") {
+		t.Errorf("rule %q, shape %s", recs[1].Rule, recs[0].ArgShape)
+	}
+}
+
+// TestGuardApprovalByElicitation: a call a rule sends to review asks the
+// calling client through elicitation; its answer decides.
+func TestGuardApprovalByElicitation(t *testing.T) {
+	answer := make(chan string, 3)
+	answer <- "once"
+	answer <- "deny"
+	answer <- "" // the user declines the form itself
+	r := newGuardRig(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			a := <-answer
+			if !strings.Contains(req.Params.Message, "echo") || a == "" {
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": a}}, nil
+		},
+	})
+	if out, isErr := r.call(t, "review"); isErr || out != "review" {
+		t.Fatalf("approved call: %q %v", out, isErr)
+	}
+	if out, isErr := r.call(t, "review"); !isErr || !strings.Contains(out, "not approved") {
+		t.Fatalf("denied call: %q %v", out, isErr)
+	}
+	// Declined: denied at once, not after the 5 s approval timeout.
+	start := time.Now()
+	if out, isErr := r.call(t, "review"); !isErr || !strings.Contains(out, "not approved") || time.Since(start) > 4*time.Second {
+		t.Fatalf("declined call: %q %v after %s", out, isErr, time.Since(start))
+	}
+	recs := r.records(t)
+	if len(recs) != 3 || recs[0].Decision != "approved" || !strings.HasPrefix(recs[0].Approver, "elicitation") ||
+		recs[1].Decision != "denied" || !strings.HasPrefix(recs[2].Approver, "elicitation") {
+		t.Fatalf("records: %+v", recs)
+	}
+}
+
+// TestGuardApprovalByCLI: without elicitation, the call waits until the
+// broker is told (as `mcpbox approve` does through the admin socket).
+func TestGuardApprovalByCLI(t *testing.T) {
+	r := newGuardRig(t, nil)
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if p := r.g.broker.Pending(); len(p) == 1 {
+				r.g.broker.Decide(p[0].ID, approval.Decision{Allow: true, Scope: approval.ScopeSession, By: "cli:uid=0"})
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	if out, isErr := r.call(t, "review"); isErr || out != "review" {
+		t.Fatalf("approved call: %q %v", out, isErr)
+	}
+	// Remembered for the session: no second question.
+	if out, isErr := r.call(t, "review"); isErr || out != "review" {
+		t.Fatalf("second call: %q %v", out, isErr)
+	}
+	recs := r.records(t)
+	if len(recs) != 2 || recs[0].Approver != "cli:uid=0" || !strings.HasPrefix(recs[1].Approver, "remembered") {
+		t.Fatalf("records: %+v", recs)
+	}
+}
+
+// TestArgKeys: a call whose arguments repeat a key, or hold two keys
+// equal under Unicode case folding, anywhere, is refused (the approver,
+// the policy and the server could read different values).
+func TestArgKeys(t *testing.T) {
+	for raw, want := range map[string]string{
+		``:   "",
+		`{}`: "",
+		`{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}`: "",
+		`{"ab":1,"ba":1,"a_b":1,"aß":1,"ass":1}`:    "", // not case variants
+		`{"a":1,"a":2}`:                                     `repeat the key "a"`,
+		`{"p":"x","n":"y","p":"/etc"}`:                      `repeat the key "p"`,
+		`{"o":{"k":[1,{"x":1,"x":2}]}}`:                     `repeat the key "x"`,
+		`{"a":"\u0061","b":1}`:                              "",
+		`{"a":"x","A":1}`:                                   `hold the keys "a" and "A", which differ only in case`,
+		`{"repoOwner":"org","repoowner":"victim"}`:          `hold the keys "repoOwner" and "repoowner", which differ only in case`,
+		`{"o":[{"Path":"/ok"},{"path":"/a","PATH":"/b"}]}`:  `hold the keys "path" and "PATH", which differ only in case`,
+		`{"kind":1,"\u212aind":2}`:                          "hold the keys \"kind\" and \"\u212aind\", which differ only in case", // Kelvin sign
+		`{"sha":1,"\u017fha":2}`:                            `hold the keys "sha" and "ſha", which differ only in case`,            // long s
+		`{"Σx":1,"σx":2}`:                                   `hold the keys "Σx" and "σx", which differ only in case`,
+		`{"a":1`:                                            "are not valid JSON",
+		strings.Repeat("[", 100) + strings.Repeat("]", 100): "nest deeper than 64 levels",
+	} {
+		if got := argKeys(json.RawMessage(raw)); got != want {
+			t.Errorf("argKeys(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// TestGuardRefusesCaseVariantKeys: a rule allows only calls whose text
+// is "hello"; a second key "TEXT", which a case-insensitive server would
+// bind instead, gets the call refused before the policy or the server.
+func TestGuardRefusesCaseVariantKeys(t *testing.T) {
+	r := newGuardRig(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, args := range []string{
+		`{"text":"hello","TEXT":"forbidden-zone"}`,
+		`{"text":"hello","n":1,"Text":"forbidden-zone"}`,
+	} {
+		res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(args)})
+		if err != nil {
+			t.Fatalf("call %s: %v", args, err)
+		}
+		var out string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				out += tc.Text
+			}
+		}
+		if !res.IsError || !strings.Contains(out, "differ only in case") {
+			t.Errorf("call %s: %q (isError %v), want a refusal naming the keys", args, out, res.IsError)
+		}
+	}
+	recs := r.records(t)
+	if len(recs) != 2 {
+		t.Fatalf("%d call records, want 2: %+v", len(recs), recs)
+	}
+	for _, rec := range recs {
+		if rec.Decision != "deny" || rec.Outcome != "denied" || rec.ResultSize != 0 {
+			t.Errorf("record %+v: want denied before the server ran", rec)
+		}
+	}
+}
+
+// TestGuardApproverSeesEveryArgument: a call sent to review with 30
+// arguments, a key posing as the prompt, a 2,000-character value and a
+// secret before its last argument: the elicitation lists every key
+// quoted and the last value; the held request has the whole arguments,
+// redacted.
+func TestGuardApproverSeesEveryArgument(t *testing.T) {
+	const secret = "hunter2-very-secret-value"
+	asked := make(chan string, 1)
+	held := make(chan []approval.Request, 1)
+	var r *guardRig
+	r = newGuardRig(t, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- req.Params.Message
+			held <- r.g.broker.Pending() // pending while the client is asked
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny"}}, nil
+		},
+	})
+	if err := r.g.book.Add("TOKEN", []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"text", "\nApprove: yes", "body", "token"}
+	args := map[string]any{"text": "review", "\nApprove: yes": "x", "body": strings.Repeat("b", 2000), "token": "Bearer " + secret}
+	for i := len(keys); i < 29; i++ {
+		k := fmt.Sprintf("opt%02d", i)
+		keys, args[k] = append(keys, k), i
+	}
+	keys, args["zz_delete"] = append(keys, "zz_delete"), "/home/user/.ssh"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
+	if err != nil || !res.IsError {
+		t.Fatalf("call: %+v %v, want refused (the approver denied)", res, err)
+	}
+	var msg string
+	select {
+	case msg = <-asked:
+	default:
+		t.Fatal("the client was not asked")
+	}
+	for _, k := range keys {
+		if !strings.Contains(msg, "\n  "+strconv.Quote(k)+": ") {
+			t.Errorf("the elicitation lacks the key %s:\n%s", strconv.Quote(k), msg)
+		}
+	}
+	if !strings.Contains(msg, `"zz_delete": "/home/user/.ssh"`) || strings.Contains(msg, secret) {
+		t.Errorf("elicitation message, want the last argument and no secret:\n%s", msg)
+	}
+	p := <-held
+	if len(p) != 1 {
+		t.Fatalf("pending while asked: %+v, want the call", p)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(p[0].Arguments, &got); err != nil || len(got) != len(keys) || got["token"] != "Bearer [REDACTED:TOKEN]" {
+		t.Errorf("held arguments (%v): %s, want all %d, the token redacted", err, p[0].Arguments, len(keys))
+	}
+}

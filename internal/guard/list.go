@@ -1,0 +1,339 @@
+package guard
+
+// The List hook of the guard: what a client sees of a server's lists
+// (pins, scanner, policy), and the trust of changed definitions.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"mcpbox/internal/approval"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
+)
+
+// list is the List hook: pins, scanner and policy decide what a client
+// sees of a server's list. Answers are remembered per list (gen, the
+// gateway's number for it) and state.
+func (g *Guard) list(agent, server, kind string, gen uint64, items []gateway.Item) []gateway.Item {
+	gs := g.servers[server]
+	pk := PinKind(kind)
+	if gs == nil || pk == "" {
+		return items
+	}
+	if kind == gateway.KindInstructions {
+		// Asked once per session, and an empty list counts: it pins "no
+		// instructions", so text that appears later is new.
+		return g.scanned(gs, pk, g.pinned(gs, pk, items))
+	}
+	if len(items) == 0 {
+		return items
+	}
+	key := memoKey{agent, server, kind}
+	state := g.gen.Load()
+	g.mu.Lock()
+	if m, ok := g.memo[key]; ok && gen != 0 && m.state == state && m.list == gen {
+		g.mu.Unlock()
+		return m.out
+	}
+	g.mu.Unlock()
+
+	out := g.pinned(gs, pk, items)
+	out = g.scanned(gs, pk, out)
+	if kind == gateway.KindTools {
+		out = slices.DeleteFunc(slices.Clone(out), func(it gateway.Item) bool {
+			return !g.engine.Visible(policyClient(agent), server, it.Key)
+		})
+		g.noteNames(gs, items)
+	}
+	g.mu.Lock()
+	g.memo[key] = memoEntry{state: state, list: gen, out: out}
+	g.mu.Unlock()
+	return out
+}
+
+// pinned applies the lock file; a failure hides everything (fail closed).
+func (g *Guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+	if gs.pin == config.PinOff {
+		return items
+	}
+	in := make([]integrity.Item, len(items))
+	for i, it := range items {
+		in[i] = integrity.Item{Key: it.Key, Raw: it.Raw}
+	}
+	visible, changes, err := g.pins.Check(gs.name, gs.pin, kind, in)
+	if err != nil {
+		g.log.Error("checking pinned definitions; hiding the server's list", "server", gs.name, "kind", kind, "err", err)
+		return nil
+	}
+	g.noteChanges(changes)
+	keep := make(map[string]bool, len(visible))
+	for _, it := range visible {
+		keep[it.Key] = true
+	}
+	var out []gateway.Item
+	for _, it := range items {
+		if keep[it.Key] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// noteChanges logs and audits each pin change once. Definitions pinned
+// on first sight are one log line per server and kind (each is in the
+// audit, and in the log at debug level); every other change is a line of
+// its own, since it hides or changes what a client sees.
+func (g *Guard) noteChanges(changes []integrity.Change) {
+	type firstPin struct{ server, kind string }
+	var pinned []firstPin
+	counts := map[firstPin]int{}
+	for _, ch := range changes {
+		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.Status + "\x00" + ch.NewHash
+		g.mu.Lock()
+		if len(g.reported) >= maxRemembered {
+			clear(g.reported)
+		}
+		seen := g.reported[id]
+		g.reported[id] = true
+		g.mu.Unlock()
+		if seen {
+			continue
+		}
+		level := slog.LevelWarn
+		if ch.Status == integrity.StatusPinned {
+			level = slog.LevelDebug
+			k := firstPin{ch.Server, ch.Kind}
+			if counts[k] == 0 {
+				pinned = append(pinned, k)
+			}
+			counts[k]++
+		}
+		g.log.Log(context.Background(), level, "tool definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
+			"hint", hintFor(ch))
+		g.Record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
+			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
+	}
+	for _, k := range pinned {
+		g.log.Info("definitions pinned on first use", "server", k.server, "kind", k.kind, "count", counts[k], "lock", g.pins.Path())
+	}
+	g.offerTrust(changes)
+}
+
+func hintFor(ch integrity.Change) string {
+	switch ch.Status {
+	case "pinned", "removed":
+		return ""
+	}
+	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, trustKey(ch))
+}
+
+// trustKey is the key `mcpbox trust SERVER/KEY` takes for a change: the
+// tool name, or KIND:KEY for the other kinds.
+func trustKey(ch integrity.Change) string {
+	if ch.Kind == integrity.KindTool {
+		return ch.Key
+	}
+	return ch.Kind + ":" + ch.Key
+}
+
+// scanned runs the description scanner; with scan: block, a definition
+// with findings is hidden.
+func (g *Guard) scanned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+	others := g.otherNames(gs)
+	// The shadowing rule depends on the other servers' names, which come
+	// in as they are listed: a result holds only for the names it saw.
+	sorted := slices.Sorted(slices.Values(others))
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
+	othersKey := hex.EncodeToString(sum[:8])
+	var out []gateway.Item
+	for _, it := range items {
+		findings := g.scanOne(gs, kind, it, others, othersKey)
+		if len(findings) > 0 && gs.scan == config.ScanBlock {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// scanOne scans a definition once per content and logs what it finds.
+func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []string, othersKey string) []integrity.Finding {
+	sum := sha256.Sum256(it.Raw)
+	h := kind + ":" + hex.EncodeToString(sum[:]) + ":" + othersKey
+	g.mu.Lock()
+	f, ok := g.scans[h]
+	g.mu.Unlock()
+	if ok {
+		return f
+	}
+	f = integrity.ScanDefinition(kind, it.Raw, others)
+	g.mu.Lock()
+	if len(g.scans) >= maxRemembered {
+		clear(g.scans) // a server churning definitions may not grow it
+	}
+	g.scans[h] = f
+	reported := g.reported["scan\x00"+h]
+	g.reported["scan\x00"+h] = true
+	g.mu.Unlock()
+	if len(f) > 0 && !reported {
+		var rules []string
+		for _, x := range f {
+			rules = append(rules, x.Rule+"@"+x.Where)
+		}
+		g.log.Warn("description scanner findings", "server", gs.name, "kind", kind, "name", it.Key,
+			"findings", strings.Join(rules, ","), "action", cmpOr(gs.scan, config.ScanWarn))
+		g.Record(audit.Record{Event: audit.EventScan, Server: gs.name, Tool: it.Key, Name: ItemName(gs.name, gs.prefix, kind, it.Key), Findings: rules,
+			Decision: cmpOr(gs.scan, config.ScanWarn), Detail: map[string]string{"kind": kind}})
+	}
+	return f
+}
+
+// noteNames remembers a server's tool names, for the shadowing rule.
+func (g *Guard) noteNames(gs *guardServer, items []gateway.Item) {
+	names := make([]string, 0, len(items))
+	for _, it := range items {
+		names = append(names, it.Key)
+	}
+	g.mu.Lock()
+	g.names[gs.name] = names
+	g.mu.Unlock()
+}
+
+// otherNames are the tool names of the other servers, bare and prefixed.
+func (g *Guard) otherNames(gs *guardServer) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for server, names := range g.names {
+		if server == gs.name {
+			continue
+		}
+		p := g.servers[server].prefix
+		for _, n := range names {
+			out = append(out, n)
+			if p != "" {
+				out = append(out, p+n)
+			}
+		}
+	}
+	return out
+}
+
+// changed tells the guard (and the clients) that what lists show changed.
+func (g *Guard) changed(server string) {
+	g.gen.Add(1)
+	if gw := g.gw.Load(); gw != nil {
+		gw.ListChanged(server)
+	}
+}
+
+// trust pins the pending definitions of server (key "" for all of them)
+// whose hashes are in want (what was shown to who decided), and lets the
+// clients see them.
+func (g *Guard) trust(server, key, who string, want []string) ([]integrity.Change, error) {
+	if g.servers[server] == nil {
+		return nil, fmt.Errorf("no server %q in this gateway", server)
+	}
+	if want == nil {
+		want = []string{} // trust only what was shown
+	}
+	changes, err := g.pins.Trust(server, key, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range changes {
+		g.Record(audit.Record{Event: audit.EventTrust, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
+			Approver: who, Decision: "trusted",
+			Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
+	}
+	g.changed(server)
+	return changes, nil
+}
+
+// offerTrust asks the approval channels about each pending change that
+// is not being asked about already: a request that timed out is offered
+// again at the next list, as long as the change is pending.
+func (g *Guard) offerTrust(changes []integrity.Change) {
+	for _, ch := range changes {
+		if ch.Status != "new" && ch.Status != "changed" {
+			continue
+		}
+		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key
+		g.mu.Lock()
+		open := 0
+		for k := range g.asking {
+			if strings.HasPrefix(k, ch.Server+"\x00") {
+				open++
+			}
+		}
+		// One request per definition, a few per server: a server that
+		// churns its definitions must not bury the calls waiting for review.
+		skip := g.asking[id] || g.denied[id] == ch.NewHash || open >= maxTrustRequests
+		if !skip {
+			g.asking[id] = true
+		}
+		g.mu.Unlock()
+		if skip {
+			continue
+		}
+		go func() {
+			outcome := g.askTrust(ch)
+			g.mu.Lock()
+			delete(g.asking, id)
+			if outcome == trustDenied {
+				if len(g.denied) >= maxRemembered {
+					clear(g.denied)
+				}
+				g.denied[id] = ch.NewHash
+			}
+			g.mu.Unlock()
+			if outcome == trustAgain {
+				g.gen.Add(1) // the next list checks the pins again, and re-offers
+			}
+		}()
+	}
+}
+
+// maxTrustRequests bounds the open trust requests of one server.
+const maxTrustRequests = 16
+
+// Outcomes of a trust request.
+const (
+	trustDone   = iota // trusted
+	trustDenied        // a human said no: not asked again for this definition
+	trustAgain         // nobody answered, or the definition changed meanwhile
+)
+
+// askTrust offers a changed definition to the approval channels (the
+// CLI and web: no client is calling): approved, it is trusted as by
+// `mcpbox trust`, if it is still the definition offered; otherwise it
+// stays hidden.
+func (g *Guard) askTrust(ch integrity.Change) int {
+	key := trustKey(ch)
+	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
+		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
+	d, err := g.broker.Ask(context.Background(), req, nil)
+	switch {
+	case err == nil && !d.Allow && d.By == "timeout":
+		return trustAgain
+	case err != nil || !d.Allow:
+		return trustDenied
+	}
+	if _, err := g.trust(ch.Server, key, d.By, []string{ch.NewHash}); err != nil {
+		g.log.Warn("trusting an approved definition", "server", ch.Server, "name", key, "err", err)
+		return trustAgain
+	}
+	return trustDone
+}
+
+// maxRemembered bounds the guard's memory of scanned definitions and of
+// changes already logged: past it they are forgotten (and logged again).
+const maxRemembered = 10000

@@ -1,0 +1,54 @@
+package guard
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
+)
+
+// TestListRemembersByGen: the List hook remembers its answer for a
+// server list by the gateway's gen of it, and checks a list of another
+// gen afresh (a definition changed under a pin is then hidden).
+func TestListRemembersByGen(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  srv:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.DiscardHandler), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	tool := func(desc string) []gateway.Item {
+		return []gateway.Item{{Key: "a", Raw: []byte(`{"name":"a","description":"` + desc + `","inputSchema":{"type":"object"}}`)}}
+	}
+	keys := func(items []gateway.Item) []string {
+		var out []string
+		for _, it := range items {
+			out = append(out, string(it.Raw))
+		}
+		return out
+	}
+	first := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 1, tool("reads a file"))
+	if len(first) != 1 {
+		t.Fatalf("first list: %q, want the tool (pinned on first use)", keys(first))
+	}
+	// The same gen is the same list: the answer is remembered (the gateway
+	// never shows other items under one gen; here it does, to tell).
+	if again := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 1, tool("changed")); len(again) != 1 || string(again[0].Raw) != string(first[0].Raw) {
+		t.Errorf("same gen: %q, want the remembered %q", keys(again), keys(first))
+	}
+	// A new gen is checked: the changed definition is hidden until trusted.
+	if fresh := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 2, tool("changed")); len(fresh) != 0 {
+		t.Errorf("new gen: %q, want the changed definition hidden", keys(fresh))
+	}
+	// Gen 0 names no list: never remembered.
+	if none := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("reads a file")); len(none) != 1 {
+		t.Errorf("gen 0 with the pinned definition: %q, want it shown", keys(none))
+	}
+}

@@ -1,0 +1,175 @@
+package guard
+
+// The sandboxes of the gateway as the admin commands see them: `mcpbox
+// ps`, stop, pause, resume, snapshot and diff.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"mcpbox/internal/audit"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/track"
+	"mcpbox/internal/workspace"
+)
+
+// SandboxRow is one sandbox as `mcpbox ps` shows it.
+type SandboxRow struct {
+	ID        string    `json:"id"`
+	State     string    `json:"state"`
+	Server    string    `json:"server"`
+	Client    string    `json:"client,omitempty"`
+	Session   string    `json:"session,omitempty"`
+	Workspace string    `json:"workspace,omitempty"`
+	Started   time.Time `json:"started"`
+	LastCall  time.Time `json:"last_call,omitzero"`
+	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
+	Memory    uint64    `json:"memory_bytes,omitempty"`
+	Pids      uint64    `json:"pids,omitempty"`
+	CPU       float64   `json:"cpu_seconds,omitempty"`
+	Exit      string    `json:"exit,omitempty"`
+	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
+
+	// Restarts counts the starts its restart policy made after the server ended.
+	Restarts int `json:"restarts"`
+	// Set by the ps command: the serve instance (pid) that runs it, and
+	// its project.
+	Instance int    `json:"instance,omitempty"`
+	Project  string `json:"project,omitempty"`
+}
+
+// SandboxRows joins the tracker's sandboxes with the gateway's instances.
+func (g *Guard) SandboxRows(gw *gateway.Gateway) []SandboxRow {
+	type key struct {
+		server string
+		scope  gateway.Scope
+	}
+	inst := map[key]gateway.Instance{}
+	for _, in := range gw.Instances() {
+		inst[key{in.Server, in.Scope}] = in
+	}
+	var rows []SandboxRow
+	for _, t := range g.tracks.All() {
+		r := SandboxRow{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
+			Session: t.Scope().Session, Workspace: t.Workspace, Started: t.Started, Exit: t.Exit()}
+		for _, s := range g.serversOf(t.Launcher()) {
+			if in, ok := inst[key{s, t.Scope()}]; ok {
+				r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
+				if r.Exit != "" {
+					r.Reason = in.Reason
+				}
+			}
+		}
+		if t.Stats != nil && r.Exit == "" {
+			if st, err := t.Stats(); err == nil {
+				r.Memory, r.Pids, r.CPU = st.MemoryCurrent, st.PidsCurrent, st.CPUUsage.Seconds()
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// Sandbox returns the sandbox with id (running or ended), or nil.
+func (g *Guard) Sandbox(id string) *track.Sandbox { return g.tracks.Find(id) }
+
+// serversOf names the servers whose sandboxes a launcher starts: the
+// server itself, or a group's members.
+func (g *Guard) serversOf(launcher string) []string {
+	var out []string
+	for name, gs := range g.servers {
+		if gs.launcher == launcher {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Control pauses, resumes or stops (op) the sandbox id through the
+// gateway, which keeps its own view of the instance (a paused one is
+// resumed by the next call).
+func (g *Guard) Control(gw *gateway.Gateway, op, id string) error {
+	t := g.tracks.Find(id)
+	if t == nil {
+		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
+	}
+	if st := t.State(); st == gateway.StateStopped || st == gateway.StateFailed {
+		return fmt.Errorf("sandbox %s has ended", id)
+	}
+	// The sandbox's own pause, resume or end record says who asked.
+	t.SetBy("admin")
+	var errs []error
+	for _, s := range g.serversOf(t.Launcher()) {
+		var err error
+		switch op {
+		case "pause":
+			err = gw.Pause(s, t.Scope())
+		case "resume":
+			err = gw.Resume(s, t.Scope())
+		case "stop":
+			err = gw.Stop(s, t.Scope())
+		}
+		if err != nil && !errors.Is(err, gateway.ErrNoInstance) {
+			errs = append(errs, fmt.Errorf("%s: %w", s, err))
+		}
+	}
+	t.TakeBy() // the operation's record has taken it, if there was one
+	return errors.Join(errs...)
+}
+
+// Snapshot writes sandbox id's workspace to path (new, mode 0600).
+func (g *Guard) Snapshot(gw *gateway.Gateway, id, path string) error {
+	t := g.tracks.Find(id)
+	if t == nil {
+		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
+	}
+	parts := map[string]string{}
+	for _, d := range t.Writable() {
+		if d.Target == "/workspace/output" {
+			parts["output"] = d.Host
+		}
+	}
+	if t.Upper != "" {
+		parts["overlay"] = t.Upper
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("sandbox %s has no workspace (no output: {} and no input overlay)", id)
+	}
+	if t.State() == gateway.StateRunning {
+		// Consistent: nothing writes while the copy is made.
+		var paused []string
+		for _, s := range g.serversOf(t.Launcher()) {
+			if gw.Pause(s, t.Scope()) == nil {
+				paused = append(paused, s)
+			}
+		}
+		defer func() {
+			for _, s := range paused {
+				_ = gw.Resume(s, t.Scope())
+			}
+		}()
+	}
+	meta := workspace.Meta{Version: workspace.SnapshotVersion, Created: time.Now().UTC(), Server: t.Launcher(),
+		Agent: t.Scope().Agent, Session: t.Scope().Session, Sandbox: t.ID}
+	for p := range parts {
+		meta.Parts = append(meta.Parts, p)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := workspace.Snapshot(f, meta, parts); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return err
+	}
+	g.Record(audit.Record{Event: audit.EventSnapshot, Server: t.Launcher(), Client: t.Scope().Agent, Session: t.Scope().Session,
+		Sandbox: t.ID, Workspace: t.Workspace, Artifacts: []string{path}})
+	return nil
+}

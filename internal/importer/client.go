@@ -1,0 +1,239 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// members returns the keys of a JSON object in order; a later duplicate
+// replaces the earlier value, as JavaScript's JSON.parse does. null is an
+// empty object.
+func members(raw json.RawMessage) ([]member, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("want a JSON object")
+	}
+	var ms []member
+	idx := make(map[string]int)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		k, _ := tok.(string)
+		if i, ok := idx[k]; ok {
+			ms[i].val = v
+			continue
+		}
+		idx[k] = len(ms)
+		ms = append(ms, member{k, v})
+	}
+	return ms, nil
+}
+
+// member is one key of a JSON object, kept in file order.
+type member struct {
+	key string
+	val json.RawMessage
+}
+
+// ClientFile is a parsed client config: its top-level keys in file order
+// and its server entries, for Convert and Rewrite.
+type ClientFile struct {
+	name     string
+	top      []member // the file's top-level keys
+	key      string   // "mcpServers" or "servers" (VS Code): the first one present
+	keys     []string // every top-level key that holds servers
+	projects bool     // ~/.claude.json: servers also under projects.*.mcpServers
+	entries  []member // server name and entry, in file order
+}
+
+// ParseClientFile parses a client's config (JSON or JSONC) named name, as
+// errors call it. It fails when data is no JSON object or holds no server
+// entry under mcpServers, servers or projects.*.mcpServers.
+func ParseClientFile(name string, data []byte) (*ClientFile, error) {
+	data = stripJSONC(data)
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, jsonError(name, data, err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fmt.Errorf("%s: want a JSON object with mcpServers or servers", name)
+	}
+	top, err := members(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	cf := &ClientFile{name: name, top: top, key: "mcpServers"}
+	for _, m := range top {
+		switch m.key {
+		case "mcpServers", "servers":
+			if len(cf.keys) == 0 {
+				cf.key = m.key
+			}
+			cf.keys = append(cf.keys, m.key)
+			err = cf.addServers(m.key, m.val)
+		case "projects":
+			cf.projects = true
+			err = cf.addProjects(m.val)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(cf.entries) == 0 {
+		return nil, fmt.Errorf("%s: no MCP servers found (looked for mcpServers, servers and projects.*.mcpServers)", name)
+	}
+	return cf, nil
+}
+
+// addProjects adds the servers of ~/.claude.json's projects.*.mcpServers.
+func (cf *ClientFile) addProjects(raw json.RawMessage) error {
+	projects, err := members(raw)
+	if err != nil {
+		return fmt.Errorf("%s: projects: %w", cf.name, err)
+	}
+	for _, p := range projects {
+		ps, err := members(p.val)
+		if err != nil {
+			return fmt.Errorf("%s: projects.%s: %w", cf.name, p.key, err)
+		}
+		for _, s := range ps {
+			if s.key == "mcpServers" {
+				if err := cf.addServers("projects."+p.key+".mcpServers", s.val); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addServers adds the entries of the servers object at path, skipping
+// one seen already.
+func (cf *ClientFile) addServers(path string, raw json.RawMessage) error {
+	ms, err := members(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w of servers", cf.name, path, err)
+	}
+	for _, m := range ms {
+		if !containsEntry(cf.entries, m) {
+			cf.entries = append(cf.entries, m)
+		}
+	}
+	return nil
+}
+
+// containsEntry reports whether ms has m already: ~/.claude.json often
+// repeats one server in several projects.
+func containsEntry(ms []member, m member) bool {
+	for _, o := range ms {
+		if o.key == m.key && bytes.Equal(o.val, m.val) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripJSONC blanks out // and /* */ comments and trailing commas, as VS
+// Code's JSONC allows, keeping every other byte where it was so that
+// error offsets still point into the file.
+func stripJSONC(b []byte) []byte {
+	out := bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	out = append([]byte(nil), out...)
+	inStr, comma := false, -1
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		switch {
+		case inStr:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr, comma = true, -1
+		case c == '/' && i+1 < len(out) && (out[i+1] == '/' || out[i+1] == '*'):
+			end := len(out)
+			if out[i+1] == '/' {
+				if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
+					end = i + j
+				}
+			} else if j := bytes.Index(out[i+2:], []byte("*/")); j >= 0 {
+				end = i + 2 + j + 2
+			}
+			for k := i; k < end; k++ {
+				if out[k] != '\n' {
+					out[k] = ' '
+				}
+			}
+			i = end - 1
+		case c == ',':
+			comma = i
+		case c == '}' || c == ']':
+			if comma >= 0 {
+				out[comma] = ' '
+			}
+			comma = -1
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+		default:
+			comma = -1
+		}
+	}
+	return out
+}
+
+// jsonError adds the line and column to a JSON decoding error.
+func jsonError(name string, data []byte, err error) error {
+	off := int64(-1)
+	switch e := err.(type) {
+	case *json.SyntaxError:
+		off = e.Offset - 1
+	case *json.UnmarshalTypeError:
+		off = e.Offset - 1
+	}
+	if off < 0 || off > int64(len(data)) {
+		return fmt.Errorf("%s: invalid JSON: %v", name, err)
+	}
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Errorf("%s:%d:%d: invalid JSON: %v", name, line, col, err)
+}
+
+// mcpEntry is one server of a client config; which keys are set decides
+// between a local (command) and a remote (url) server.
+type mcpEntry struct {
+	Type     string          `json:"type"` // VS Code, Claude Code: stdio, http, sse
+	Command  string          `json:"command"`
+	Args     []string        `json:"args"`
+	Env      json.RawMessage `json:"env"`
+	URL      string          `json:"url"`
+	Headers  json.RawMessage `json:"headers"`
+	Cwd      string          `json:"cwd"`
+	EnvFile  string          `json:"envFile"`
+	Disabled bool            `json:"disabled"`
+}
+
+// Var is an environment variable the generated config reads.
+type Var struct {
+	Name string // the variable's name
+	Use  string // where the config reads it, e.g. "servers.a.secrets.API_KEY"
+}
+
+// converter turns client entries into servers, collecting notes for the
+// user and the variables the config will read.
+type converter struct {
+	names   map[string]bool   // server names taken
+	claimed map[string]string // variable -> the value it stands for
+	vars    []Var
+	notes   []string
+}

@@ -1,0 +1,430 @@
+package importer
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/redact"
+)
+
+// redacted replaces a credential found in an argument, URL or header.
+const redacted = "REDACTED"
+
+// Result is what Convert makes of a client file.
+type Result struct {
+	// Config holds the servers of every entry that imports cleanly, in
+	// file order; it has none when no entry does.
+	Config *config.Config
+	// Hints are comment lines per server name, which Render puts above
+	// the server: egress to allow, host paths the sandbox does not see.
+	Hints map[string][]string
+	// Notes are what the user should read: skipped entries, renamed
+	// servers, credentials replaced by REDACTED. One line each, no prefix.
+	Notes []string
+	// Vars are the environment variables the config reads, in first-use
+	// order: the user sets them before mcpbox serve.
+	Vars []Var
+}
+
+// Convert turns the server entries of cf into an mcpbox config. An entry
+// that does not import cleanly is left out with a note: one bad entry
+// does not sink the others.
+func Convert(cf *ClientFile) *Result {
+	im := &converter{names: make(map[string]bool), claimed: make(map[string]string)}
+	c, hints := im.convert(cf.entries)
+	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars}
+}
+
+func (im *converter) notef(format string, args ...any) {
+	im.notes = append(im.notes, fmt.Sprintf(format, args...))
+}
+
+// convert returns a config of every entry that imports cleanly and the
+// comment lines for each server; entries that do not are noted and left out.
+func (im *converter) convert(entries []member) (*config.Config, map[string][]string) {
+	c := &config.Config{Version: 1}
+	hints := make(map[string][]string)
+	for _, m := range entries {
+		var ent mcpEntry
+		if err := json.Unmarshal(m.val, &ent); err != nil {
+			if te, ok := err.(*json.UnmarshalTypeError); ok {
+				err = fmt.Errorf("%s: got a JSON %s, want %s", te.Field, te.Value, te.Type)
+			}
+			im.notef("skipping server %q: %v", m.key, err)
+			continue
+		}
+		if ent.Disabled {
+			im.notef("skipping server %q: disabled", m.key)
+			continue
+		}
+		name := uniqueName(sanitizeName(m.key), im.names)
+		saved := converter{names: im.names, claimed: maps.Clone(im.claimed), vars: slices.Clone(im.vars), notes: slices.Clone(im.notes)}
+		s, h, err := im.server(name, m.key, &ent)
+		if err == nil {
+			err = checkServer(s)
+		}
+		if err != nil {
+			*im = saved
+			im.notef("skipping server %q: %v", m.key, err)
+			continue
+		}
+		if name != m.key {
+			im.notef("server %q is called %s in mcpbox.yaml", m.key, name)
+		}
+		im.names[name] = true
+		c.Servers = append(c.Servers, s)
+		hints[name] = h
+	}
+	return c, hints
+}
+
+// checkServer validates s alone, so that one bad entry (say, a plain-http
+// remote URL) does not sink the others.
+func checkServer(s *config.Server) error {
+	c := &config.Config{Version: 1, Servers: []*config.Server{s}}
+	raw, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = config.Load("", raw)
+	if es := config.AsErrors(err); es != nil {
+		msgs := make([]string, len(es))
+		for i, e := range es {
+			msgs[i] = e.Msg // a line of YAML the user never sees is no help
+		}
+		return fmt.Errorf("%s", strings.Join(msgs, "; "))
+	}
+	return err
+}
+
+func (im *converter) server(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+	typ := strings.ToLower(ent.Type)
+	local, remote := ent.Command != "", ent.URL != ""
+	switch {
+	case local && remote:
+		return nil, nil, fmt.Errorf("has both command and url")
+	case typ != "" && typ != "stdio" && typ != "http" && typ != "sse" && typ != "streamable-http":
+		return nil, nil, fmt.Errorf("unknown type %q", ent.Type)
+	case remote:
+		return im.remote(name, orig, ent)
+	case local:
+		return im.local(name, orig, ent)
+	}
+	return nil, nil, fmt.Errorf("has neither command nor url")
+}
+
+func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+	if ent.Cwd != "" || ent.EnvFile != "" {
+		im.notef("server %q: cwd and envFile are not imported (the server starts in its sandbox)", orig)
+	}
+	s := &config.Server{
+		Name:       name,
+		Command:    append([]string{ent.Command}, im.scrubArgs(orig, ent.Args)...),
+		Filesystem: config.Filesystem{Output: &config.Output{}},
+		Tools:      config.Tools{Allow: []string{"*"}},
+	}
+	env, err := members(ent.Env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("env: %w", err)
+	}
+	for _, m := range env {
+		var v string
+		if err := json.Unmarshal(m.val, &v); err != nil {
+			return nil, nil, fmt.Errorf("env.%s: want a string", m.key)
+		}
+		im.envVar(s, orig, m.key, v)
+	}
+	return s, append(launcherHints(s.Command), hostPathHints(s.Command)...), nil
+}
+
+// envVar adds one variable of a local server: copied when harmless, else
+// turned into a secret read from the environment.
+func (im *converter) envVar(s *config.Server, orig, name, value string) {
+	ref, isRef := hostVarRef(value)
+	if !isRef && !config.CredentialName(name) && !credentialValue(value) {
+		if strings.Contains(value, "${") {
+			im.notef("server %q: env %s has ${...}, which mcpbox passes on literally", orig, name)
+		}
+		s.Env = append(s.Env, config.EnvVar{Name: name, Value: value})
+		return
+	}
+	if !secretNameRE.MatchString(name) {
+		im.notef("server %q: env %s holds a credential but is no valid secret name: left out", orig, name)
+		return
+	}
+	use := "servers." + s.Name + ".secrets." + name
+	if isRef {
+		im.need(ref, use)
+	} else {
+		ref = im.claim(name, value, s.Name, use)
+	}
+	s.Secrets = append(s.Secrets, config.Secret{Name: name, From: "env:" + ref})
+}
+
+func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+	if strings.ToLower(ent.Type) == "sse" {
+		im.notef("server %q uses the old SSE transport; mcpbox speaks Streamable HTTP to it: check its url (often .../mcp, not .../sse)", orig)
+	}
+	u, masked := maskCredential(ent.URL)
+	if masked {
+		im.notef("server %q: its url held a credential, replaced by %s: fix the url by hand", orig, redacted)
+	}
+	s := &config.Server{Name: name, URL: u, Tools: config.Tools{Allow: []string{"*"}}}
+	headers, err := members(ent.Headers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("headers: %w", err)
+	}
+	for _, m := range headers {
+		var v string
+		if err := json.Unmarshal(m.val, &v); err != nil {
+			return nil, nil, fmt.Errorf("headers.%s: want a string", m.key)
+		}
+		use := fmt.Sprintf("servers.%s.headers.%s (the whole header value)", name, m.key)
+		ref, ok := hostVarRef(v)
+		if ok {
+			im.need(ref, use)
+		} else {
+			ref = im.claim("MCPBOX_"+envName(name)+"_"+envName(m.key), "", name, use)
+		}
+		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
+	}
+	return s, nil, nil
+}
+
+// claim returns the variable that will hold value: want, unless another
+// server uses want for a different value, then one named after server.
+func (im *converter) claim(want, value, server, use string) string {
+	v := want
+	for i := 1; ; i++ {
+		old, taken := im.claimed[v]
+		if !taken || (old == value && value != "") {
+			break
+		}
+		v = "MCPBOX_" + envName(server) + "_" + want
+		if i > 1 {
+			v += "_" + strconv.Itoa(i)
+		}
+	}
+	if _, taken := im.claimed[v]; !taken {
+		im.claimed[v] = value
+		im.vars = append(im.vars, Var{v, use})
+	}
+	return v
+}
+
+// need records that the config reads variable v, which the client config
+// already took from the host's environment.
+func (im *converter) need(v, use string) {
+	if _, ok := im.claimed[v]; !ok {
+		im.claimed[v] = "\x00ref"
+		im.vars = append(im.vars, Var{v, use})
+	}
+}
+
+var (
+	secretNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hostVarRE     = regexp.MustCompile(`^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}$`)
+	pathNameRE    = regexp.MustCompile(`(?i)(?:FILE|PATH|DIR)$`)
+	driveRE       = regexp.MustCompile(`^[A-Za-z]:[\\/]`)
+	notNameCharRE = regexp.MustCompile(`[^a-z0-9_-]+`)
+)
+
+// hostVarRef returns VAR when v only refers to a host variable, as Claude
+// Code (${VAR}) and VS Code (${env:VAR}) write it.
+func hostVarRef(v string) (string, bool) {
+	m := hostVarRE.FindStringSubmatch(v)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+func credentialValue(v string) bool {
+	_, masked := maskCredential(v)
+	return masked
+}
+
+// maskCredential replaces the credentials in s: a URL's password, the
+// values of credential-named query parameters, and any string with the
+// shape of a known token format.
+func maskCredential(s string) (string, bool) {
+	out := s
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
+		changed := false
+		if _, ok := u.User.Password(); ok {
+			u.User, changed = url.UserPassword(u.User.Username(), redacted), true
+		}
+		q := u.Query()
+		for k := range q {
+			if config.CredentialName(k) && !pathNameRE.MatchString(k) {
+				q[k], changed = []string{redacted}, true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+			out = u.String()
+		}
+	}
+	if fs := redact.Detect([]byte(out)); len(fs) > 0 {
+		var b strings.Builder
+		prev := 0
+		for _, f := range fs {
+			b.WriteString(out[prev:f.Start] + redacted)
+			prev = f.End
+		}
+		out = b.String() + out[prev:]
+	}
+	return out, out != s
+}
+
+// scrubArgs replaces credentials in a command's arguments: token-shaped
+// strings, URL passwords, and the value of a flag named like a credential
+// (--api-key=V or --api-key V).
+func (im *converter) scrubArgs(orig string, args []string) []string {
+	out := make([]string, len(args))
+	credFlag := func(f string) bool {
+		return strings.HasPrefix(f, "-") && config.CredentialName(f) && !pathNameRE.MatchString(f)
+	}
+	for i, a := range args {
+		flag, _, hasValue := strings.Cut(a, "=")
+		masked, changed := maskCredential(a)
+		switch {
+		case i > 0 && credFlag(args[i-1]) && !strings.Contains(args[i-1], "=") && !strings.HasPrefix(a, "-"):
+			masked, changed = redacted, true
+		case hasValue && credFlag(flag):
+			masked, changed = flag+"="+redacted, true
+		}
+		if changed {
+			im.notef("server %q: argument %d held a credential, replaced by %s: pass it another way (many servers read it from an env variable; add a secret)", orig, i+1, redacted)
+		}
+		out[i] = masked
+	}
+	return out
+}
+
+// sanitizeName makes n a valid server name; "__" is avoided since it
+// separates the prefix from a tool name.
+func sanitizeName(n string) string {
+	n = notNameCharRE.ReplaceAllString(strings.ToLower(n), "-")
+	for strings.Contains(n, "__") {
+		n = strings.ReplaceAll(n, "__", "_")
+	}
+	n = strings.Trim(n, "-_")
+	if len(n) > 63 {
+		n = strings.TrimRight(n[:63], "-_")
+	}
+	if n == "" {
+		return "server"
+	}
+	return n
+}
+
+func uniqueName(n string, taken map[string]bool) string {
+	u := n
+	for i := 2; taken[u]; i++ {
+		sfx := "-" + strconv.Itoa(i)
+		u = n[:min(len(n), 63-len(sfx))] + sfx
+	}
+	return u
+}
+
+// envName turns s into the upper-case part of a variable name.
+func envName(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// Egress rules for commands that fetch their package when they start.
+const (
+	npmEgress  = "network: {egress: [{host: registry.npmjs.org}]}"
+	yarnEgress = "network: {egress: [{host: registry.yarnpkg.com}]}"
+	pypiEgress = "network: {egress: [{host: pypi.org}, {host: files.pythonhosted.org}]}"
+)
+
+// launcherHints are the comments for a command that needs a registry.
+func launcherHints(argv []string) []string {
+	base := strings.ToLower(filepath.Base(strings.ReplaceAll(argv[0], `\`, "/")))
+	base = strings.TrimSuffix(strings.TrimSuffix(base, ".exe"), ".cmd")
+	sub := ""
+	if len(argv) > 1 {
+		sub = argv[1]
+	}
+	var rule string
+	switch {
+	case base == "npx" || base == "bunx" || base == "npm" && sub == "exec" || base == "pnpm" && sub == "dlx":
+		rule = npmEgress
+	case base == "yarn" && sub == "dlx":
+		rule = yarnEgress
+	case base == "uvx" || base == "pipx" && sub == "run" || base == "uv" && (sub == "tool" || sub == "run"):
+		rule = pypiEgress
+	case base == "docker" || base == "podman":
+		return []string{
+			base + " starts the server in a container of the host's daemon, which the sandbox",
+			"cannot reach (its socket is root on the host: do not mount it). Run the image's",
+			"server command directly instead, or keep this server out of mcpbox.",
+		}
+	default:
+		return nil
+	}
+	return []string{
+		base + " downloads the server's package when it starts, and the sandbox has no",
+		"network. To allow the registry, uncomment:",
+		rule,
+	}
+}
+
+// systemDirs are the host directories the sandbox shows (read-only), or
+// its own; its /tmp is a fresh tmpfs, so a host path there is not seen.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/workspace", "/dev", "/proc", "/run/secrets"}
+
+// hostPathHints name the paths in argv that the sandbox does not see.
+func hostPathHints(argv []string) []string {
+	var paths []string
+	for _, a := range argv {
+		if f, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(f, "-") {
+			a = v
+		}
+		if isHostPath(a) && len(paths) < 5 {
+			paths = append(paths, strconv.Quote(a))
+		}
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	return []string{
+		"The sandbox does not see " + strings.Join(paths, ", ") + ":",
+		"give a directory as filesystem: {input: {source: DIR}} (seen as",
+		"/workspace/input) or in filesystem.mounts, and change the argument to match.",
+	}
+}
+
+func isHostPath(p string) bool {
+	if strings.HasPrefix(p, "~/") || driveRE.MatchString(p) {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	clean := filepath.Clean(p)
+	for _, d := range systemDirs {
+		if clean == d || strings.HasPrefix(clean, d+"/") {
+			return false
+		}
+	}
+	return true
+}

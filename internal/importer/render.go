@@ -1,0 +1,155 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"mcpbox/internal/config"
+)
+
+// Render prints res.Config as mcpbox.yaml: a header comment naming source
+// (the client file) and each server's hints as comments above its first
+// key. It fails when the result does not load as a config.
+func Render(res *Result, source string) ([]byte, error) {
+	raw, err := res.Config.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil || len(doc.Content) != 1 {
+		return nil, fmt.Errorf("re-reading generated YAML: %v", err)
+	}
+	doc.HeadComment = strings.Join([]string{
+		"mcpbox.yaml imported by 'mcpbox import' from " + strconv.Quote(source) + ". Review it:",
+		"every local server runs in its own sandbox with no network, an empty",
+		"/workspace/input and a fresh /workspace/output; to let one read a host",
+		"directory, add filesystem: {input: {source: DIR}}. Credentials were not",
+		"copied: secrets and headers name environment variables to set before",
+		"'mcpbox serve' (file:PATH and cmd:COMMAND references work too).",
+		"tools: {allow: ['*']} keeps every tool of the servers you chose; narrow it.",
+		"Calls of tools a server marks destructive or open-world wait for your",
+		"approval (your client asks you, or: mcpbox approvals); add",
+		"approve_annotations: [] under tools to run them unreviewed.",
+		"Tool descriptions are pinned in mcpbox.lock on first use; a server that",
+		"changes them later has those tools hidden until 'mcpbox trust'.",
+	}, "\n")
+	addHints(doc.Content[0], res.Hints)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	if _, err := config.Load("mcpbox.yaml", buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("checking generated config: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// addHints puts each server's hints as a comment above its first key.
+func addHints(root *yaml.Node, hints map[string][]string) {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "servers" {
+			continue
+		}
+		sm := root.Content[i+1]
+		for j := 0; j+1 < len(sm.Content); j += 2 {
+			if h, v := hints[sm.Content[j].Value], sm.Content[j+1]; len(h) > 0 && len(v.Content) > 0 {
+				v.Content[0].HeadComment = strings.Join(h, "\n")
+			}
+		}
+	}
+}
+
+// RewriteOptions say what the one entry of a rewritten client config
+// runs: Binary serve --config Config --stdio.
+type RewriteOptions struct {
+	// Binary is the mcpbox binary the client starts. Required.
+	Binary string
+	// Config is the path of the generated mcpbox.yaml, as the client's
+	// process will see it (so: absolute). Required.
+	Config string
+}
+
+// clientEntry is the one server entry of a rewritten client config.
+type clientEntry struct {
+	Type    string   `json:"type,omitempty"` // VS Code's servers want it
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+}
+
+// Rewrite prints cf's JSON with its servers replaced by one entry
+// "mcpbox" that runs o.Binary serve --config o.Config --stdio. The file's
+// other top-level keys are kept, except for ~/.claude.json, whose other
+// keys are the client's state: there only the mcpServers object is
+// printed, with a note saying what to do with it.
+func Rewrite(cf *ClientFile, o RewriteOptions) (out []byte, notes []string, err error) {
+	if o.Binary == "" || o.Config == "" {
+		return nil, nil, fmt.Errorf("rewriting %s: want both the mcpbox binary and the config path", cf.name)
+	}
+	entry := clientEntry{Command: o.Binary, Args: []string{"serve", "--config", o.Config, "--stdio"}}
+	if cf.key == "servers" {
+		entry.Type = "stdio"
+	}
+	servers, err := json.Marshal(map[string]clientEntry{"mcpbox": entry})
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding client entry: %w", err)
+	}
+	top := []member{{key: cf.key, val: servers}}
+	if cf.projects {
+		notes = append(notes, cf.name+" holds the client's state besides servers: merge this mcpServers object into it (or a project's .mcp.json) by hand, removing the servers it replaces")
+	} else {
+		top = replaceServers(cf.top, cf.keys, servers)
+	}
+	out, err = encodeObject(top)
+	return out, notes, err
+}
+
+// encodeObject prints ms as one indented JSON object, keys in order.
+func encodeObject(ms []member) ([]byte, error) {
+	var compact, out bytes.Buffer
+	compact.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			compact.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		compact.Write(k)
+		compact.WriteByte(':')
+		if err := json.Compact(&compact, m.val); err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", m.key, err)
+		}
+	}
+	compact.WriteByte('}')
+	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
+		return nil, fmt.Errorf("encoding client config: %w", err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// replaceServers puts val in place of the first key of ms that holds
+// servers and drops the others, whose servers mcpbox now runs.
+func replaceServers(ms []member, keys []string, val json.RawMessage) []member {
+	out := make([]member, 0, len(ms))
+	done := false
+	for _, m := range ms {
+		if slices.Contains(keys, m.key) {
+			if done {
+				continue
+			}
+			m.val, done = val, true
+		}
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package specconv
+
+// What a sandbox of a config must not reach: mcpbox's state dir, and the
+// files that decide what servers may do (lock file, config, audit copy).
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/instance"
+	"mcpbox/internal/sandbox"
+	"mcpbox/internal/workspace"
+)
+
+// checkReach refuses a spec that would show o.StateDir or whose writable
+// mounts hold one of o.Protected.
+func checkReach(spec *sandbox.Spec, o Options) error {
+	if o.StateDir == "" {
+		return errors.New("no state dir to keep out of the sandbox")
+	}
+	if err := hideStateDir(spec, o.StateDir); err != nil {
+		return err
+	}
+	return protectFiles(spec, o.Protected)
+}
+
+// hideStateDir refuses a spec that would show the state dir (other agents'
+// workspaces, the admin socket) inside the sandbox, or put a host dir of
+// the sandbox inside it.
+func hideStateDir(spec *sandbox.Spec, stateDir string) error {
+	state, err := filepath.EvalSymlinks(stateDir)
+	if err != nil {
+		return err
+	}
+	within := func(a, b string) bool { return a == b || strings.HasPrefix(a, b+string(filepath.Separator)) }
+	sources := []string{spec.Input, spec.Output}
+	for _, m := range spec.Mounts {
+		sources = append(sources, m.Source)
+	}
+	for _, src := range sources {
+		if src != "" && (within(state, src) || within(src, state)) {
+			return fmt.Errorf("%s would show mcpbox's state dir %s (other agents' workspaces, the admin socket) in the sandbox; run it from another directory or set state_dir elsewhere", src, state)
+		}
+	}
+	return nil
+}
+
+// protectFiles refuses a spec whose writable mounts (output, rw mounts)
+// contain one of paths: a sandbox could rewrite the lock file (and pin
+// its own next definitions), the config or the audit's JSONL copy.
+func protectFiles(spec *sandbox.Spec, paths []string) error {
+	var writable []string
+	if spec.Output != "" {
+		writable = append(writable, spec.Output)
+	}
+	for _, m := range spec.Mounts {
+		if m.Writable {
+			writable = append(writable, m.Source)
+		}
+	}
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		real := p
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			real = r
+		} else if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			real = filepath.Join(r, filepath.Base(p))
+		}
+		for _, w := range writable {
+			if real == w || strings.HasPrefix(real, w+string(filepath.Separator)) {
+				return fmt.Errorf("the writable mount %s contains %s (the lock file, config or audit copy): a server could rewrite it; keep them outside what servers may write", w, p)
+			}
+		}
+	}
+	return nil
+}
+
+// ProtectedFiles are the host paths of config c (read from configPath,
+// "" for the embedded default; relative paths against base) that no
+// sandbox may write: the dir of the lock file at lockPath (the pins), the
+// config (the policy) and the audit's JSONL copy. They go in
+// Options.Protected of every command that starts c's servers.
+func ProtectedFiles(c *config.Config, base, configPath, lockPath string) []string {
+	jsonl := c.Audit.JSONL
+	if jsonl != "" {
+		jsonl = Resolve(base, jsonl)
+	}
+	paths := []string{filepath.Dir(lockPath), jsonl}
+	if configPath != "" {
+		paths = append(paths, configPath)
+	}
+	return paths
+}
+
+// StateDir is the config's state dir, resolved against the config file's
+// directory (base), made absolute (the sandbox setup runs elsewhere), and
+// made if missing; flag (--state-dir) overrides it. With neither, the
+// project's own state dir (instance.ProjectStateDir: keyed by configPath,
+// or by base for the embedded default).
+func StateDir(c *config.Config, configPath, base, flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = c.StateDir
+	}
+	var err error
+	if dir == "" {
+		dir, err = projectStateDir(configPath, base)
+	} else {
+		dir, err = filepath.Abs(Resolve(base, dir))
+	}
+	if err != nil {
+		return "", fmt.Errorf("no state dir: set state_dir or --state-dir (%w)", err)
+	}
+	if flag == "" && c.StateDir != "" {
+		// A config's state_dir in its own dir is a project's name: a
+		// symlink there must not choose where workspaces and the audit go.
+		absBase, err1 := filepath.Abs(base)
+		absDir, err2 := filepath.Abs(dir)
+		if rel, err := filepath.Rel(absBase, absDir); err == nil && err1 == nil && err2 == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			real, err := workspace.MakeHostDir(absBase, rel, 0o700)
+			if err != nil {
+				return "", fmt.Errorf("creating state dir: %w", err)
+			}
+			return real, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating state dir: %w", err)
+	}
+	return dir, nil
+}
+
+// projectStateDir is the state dir of a project whose config names none:
+// see package instance.
+func projectStateDir(configPath, base string) (string, error) {
+	root, err := instance.Root()
+	if err != nil {
+		return "", err
+	}
+	return instance.ProjectStateDir(root, configPath, base)
+}

@@ -1,0 +1,101 @@
+package specconv
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/sandbox"
+)
+
+// TestStateDirRelativeIsAbsolute: a relative state_dir (or --state-dir)
+// comes back absolute, resolved against the config's directory, whatever
+// the working directory: sandbox setup (overlay upper dirs) runs
+// elsewhere.
+func TestStateDirRelativeIsAbsolute(t *testing.T) {
+	tmp := t.TempDir()
+	proj := filepath.Join(tmp, "proj")
+	os.Mkdir(proj, 0o700)
+	t.Chdir(tmp)
+	for _, sd := range []string{"../state", "state", "./x/../state2"} {
+		got, err := StateDir(&config.Config{StateDir: sd}, "proj/mcpbox.yaml", "proj", "")
+		want := filepath.Join(proj, sd)
+		if err != nil || got != want {
+			t.Errorf("state_dir %s: %q, %v; want %s", sd, got, err, want)
+		}
+	}
+	// The state dir inside the input, named relatively from a config in a
+	// subdir: refused for every input mode, as an absolute one is. (A
+	// relative path slipped past hideStateDir: read-only inputs showed the
+	// state dir, overlays failed on the overlapping upper dir.)
+	os.MkdirAll(filepath.Join(proj, "cfg"), 0o700)
+	sd, err := StateDir(&config.Config{StateDir: "../state"}, "proj/cfg/mcpbox.yaml", "proj/cfg", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hideStateDir(&sandbox.Spec{Input: proj}, sd); err == nil || !strings.Contains(err.Error(), "would show mcpbox's state dir") {
+		t.Errorf("a state dir inside the input, named relatively: %v", err)
+	}
+	// exec --policy and run --policy protect the same place.
+	if got := configStateDir(&config.Config{StateDir: "../state"}, "proj"); got != filepath.Join(proj, "../state") {
+		t.Errorf("configStateDir: %q, want %s", got, filepath.Join(proj, "../state"))
+	}
+	if got, err := StateDir(&config.Config{}, "", "proj", "flagdir"); err != nil || !filepath.IsAbs(got) {
+		t.Errorf("--state-dir flagdir: %q, %v; want an absolute path", got, err)
+	}
+}
+
+func TestHideStateDir(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, "home", ".local", "state", "mcpbox")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		spec sandbox.Spec
+		ok   bool
+	}{
+		{"input above the state dir", sandbox.Spec{Input: filepath.Join(root, "home")}, false},
+		{"mount inside it", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(state, "workspaces")}}}, false},
+		{"output is it", sandbox.Spec{Output: state}, false},
+		{"elsewhere", sandbox.Spec{Input: filepath.Join(root, "project"), Output: filepath.Join(root, "home", "out")}, true},
+	}
+	for _, tt := range tests {
+		err := hideStateDir(&tt.spec, state)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+// TestProtectFiles: a writable mount over the lock file's dir, the config
+// or the audit copy is refused; read-only mounts and other dirs are fine.
+func TestProtectFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "project", "mcpbox.yaml")
+	out := filepath.Join(dir, "out")
+	for _, d := range []string{filepath.Dir(cfg), out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	protected := []string{filepath.Dir(cfg), cfg, filepath.Join(out, "..", "audit.jsonl")}
+	tests := []struct {
+		name string
+		spec sandbox.Spec
+		ok   bool
+	}{
+		{"output elsewhere", sandbox.Spec{Output: out}, true},
+		{"output is the project", sandbox.Spec{Output: filepath.Dir(cfg)}, false},
+		{"rw mount above the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Writable: true}}}, false},
+		{"ro mount of the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Dir(cfg), Target: "/data"}}}, true},
+	}
+	for _, tt := range tests {
+		if err := protectFiles(&tt.spec, protected); (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package specconv
+
+// Host paths of a sandbox's mounts (input, output, mounts), from config
+// sources and exec flags.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/instance"
+	"mcpbox/internal/workspace"
+)
+
+// hostSource resolves the source p (as written in a config at base, or
+// given as a flag: see flagBase) to a real host path. A name
+// beneath base or beneath the input in (a real path, or "") is the
+// project's: it is walked without following symlinks, so a symlink the
+// project ships cannot point the mount elsewhere on the host. Another name
+// is the user's own and its symlinks are followed, except in a dir mcpbox
+// creates (with mode perm, if not 0) and writes: that is walked without
+// symlinks from the home dir (for a path in it) or from /.
+func hostSource(base, in, p string, perm os.FileMode) (string, error) {
+	create := perm != 0
+	if p == "" {
+		return "", fmt.Errorf("empty path")
+	}
+	abs, err := filepath.Abs(Resolve(base, p))
+	if err != nil {
+		return "", err
+	}
+	roots := []string{in, base}
+	if create {
+		home, _ := os.UserHomeDir()
+		roots = append(roots, home, "/")
+	}
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		if root, err = filepath.Abs(root); err != nil {
+			return "", err
+		}
+		rel, err := filepath.Rel(root, abs)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if create {
+			return workspace.MakeHostDir(root, rel, perm)
+		}
+		return workspace.HostPath(root, rel)
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// flagBase is the base of a path given as a flag: a relative name is
+// walked from the working dir (which may be a project's), an absolute
+// one the user typed has no base.
+func flagBase(p string) string {
+	if filepath.IsAbs(p) {
+		return ""
+	}
+	return "."
+}
+
+// hostSourceDir is hostSource for a source that must be a directory.
+func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
+	real, err := hostSource(base, in, p, perm)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(real); err != nil {
+		return "", err
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", p)
+	}
+	return real, nil
+}
+
+// protectedPlaces are the host places a writable source of a sandbox with
+// input in must stay clear of; stateDir is the config's (or the default)
+// state dir, "" if unknown.
+func protectedPlaces(in, stateDir string) workspace.Protected {
+	home, _ := os.UserHomeDir()
+	return workspace.Protected{Home: home, StateDir: stateDir, Input: in}
+}
+
+// configStateDir is the state dir c names, or the root of every
+// project's default one (instance.Root), without making it: the state
+// dir actually used (flags included) is checked by hideStateDir.
+func configStateDir(c *config.Config, base string) string {
+	if c.StateDir != "" {
+		// Absolute, as StateDir makes it: the places it is compared with are.
+		if abs, err := filepath.Abs(Resolve(base, c.StateDir)); err == nil {
+			return abs
+		}
+		return Resolve(base, c.StateDir)
+	}
+	if root, err := instance.Root(); err == nil {
+		return root
+	}
+	return ""
+}
+
+// outputDir makes the writable dir p (hostSource, missing dirs made with
+// perm) and returns its real path; a protected place is refused before
+// anything is made, and again once resolved.
+func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protected) (string, error) {
+	abs, err := filepath.Abs(Resolve(base, p))
+	if err != nil {
+		return "", err
+	}
+	if err := protected.Check(abs); err != nil {
+		return "", err
+	}
+	real, err := hostSourceDir(base, in, p, perm)
+	if err != nil {
+		return "", err
+	}
+	return real, protected.Check(real)
+}
+
+// Template resolves the workspace template p of a config at base whose
+// server has the input in (a real path, or ""), like a mount source: a
+// project's symlink must not seed a workspace from, say, ~/.ssh. A
+// missing template stays as written; seeding names it when it fails.
+func Template(base, in, p string) (string, error) {
+	real, err := hostSource(base, in, p, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Resolve(base, p), nil
+	}
+	return real, err
+}
+
+// ArtifactsDir makes the artifacts dir p of a config at o.Base whose
+// server has the input in (a real path, or "") and returns its real path.
+// mcpbox writes there, so it must stay clear of the places a writable
+// source must (the home dir, /etc, the state dir's parents, the input).
+func ArtifactsDir(o Options, in, p string) (string, error) {
+	return outputDir(o.base(), in, p, 0o700, protectedPlaces(in, o.StateDir))
+}
+
+// HostPath is the real host path of the source p of a config at base
+// whose server has the input in (a real path, or ""), walked as a mount
+// source is: a project's symlink fails with workspace.ErrSymlink. Nothing
+// is made.
+func HostPath(base, in, p string) (string, error) {
+	return hostSource(base, in, p, 0)
+}
+
+// Resolve is the host path p of a config at base: "~/" is the home dir, a
+// relative path is joined to base. Symlinks are left as they are.
+func Resolve(base, p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
+}
