@@ -207,3 +207,12 @@ func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, o
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 }
+
+// observerOf is g as the launchers' lifecycle observer, or nil without a
+// guard (a nil *guard.Guard in the interface would not be a nil observer).
+func observerOf(g *guard.Guard) lifecycleObserver {
+	if g == nil {
+		return nil
+	}
+	return g
+}

@@ -21,7 +21,6 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
-	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/track"
@@ -87,15 +86,6 @@ func (noObserver) SandboxEnded(string, gateway.Scope, *track.Sandbox, string, bo
 func (noObserver) SandboxEvent(string, string, gateway.Scope, *track.Sandbox, string) {}
 func (noObserver) EgressEvent(string, gateway.Scope, *track.Sandbox, egress.Event)    {}
 
-// observerOf is g as the launchers' observer, or nil without a guard
-// (a nil *guard in the interface would not be a nil observer).
-func observerOf(g *guard.Guard) lifecycleObserver {
-	if g == nil {
-		return nil
-	}
-	return g
-}
-
 func (l *sandboxLauncher) obs() lifecycleObserver {
 	if l.observer == nil {
 		return noObserver{}
@@ -103,8 +93,8 @@ func (l *sandboxLauncher) obs() lifecycleObserver {
 	return l.observer
 }
 
-// sandboxInstance is one sandbox of a launcher, for one scope, from its start to
-// its end; the gateway's Process funcs are its methods.
+// sandboxInstance is one sandbox of a launcher, for one scope, from its
+// start to its end; the gateway's Process funcs are its methods.
 type sandboxInstance struct {
 	l     *sandboxLauncher
 	scope gateway.Scope
