@@ -290,11 +290,22 @@ func secretFlagName(s string) string {
 	return name
 }
 
+// resolveSecret resolves a secret at startup (flags, config, client
+// tokens), before mcpbox handles signals: a signal then ends mcpbox. A
+// sandbox start resolves with its own context (resolveSecretCtx).
 func resolveSecret(name, ref string, asFile bool) (sandbox.Secret, error) {
-	if _, err := config.ParseSecretRef(ref); err != nil {
+	return resolveSecretCtx(context.Background(), name, ref, asFile)
+}
+
+// resolveSecretCtx parses ref (once: config.ParseSecretRef, the syntax's
+// one parser) and resolves it with ctx: cancelling it stops a cmd:
+// provider.
+func resolveSecretCtx(ctx context.Context, name, ref string, asFile bool) (sandbox.Secret, error) {
+	r, err := config.ParseSecretRef(ref)
+	if err != nil {
 		return sandbox.Secret{}, err
 	}
-	v, err := secrets.Resolve(context.Background(), ref, secrets.Options{})
+	v, err := secrets.Resolve(ctx, secrets.Ref(r), secrets.Options{})
 	if err != nil {
 		return sandbox.Secret{}, err
 	}

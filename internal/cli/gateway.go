@@ -61,7 +61,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 	var out []*gateway.Server
 	opts := specconv.Options{Base: base, StateDir: stateDir, Protected: protected}
 	groups := &groupSet{c: c, opts: opts, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
-		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, guard: g}
+		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, observer: observerOf(g)}
 		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
 			l.workspaces = filepath.Join(stateDir, "workspaces")
 		}
@@ -95,7 +95,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 			for _, h := range s.Headers {
 				rl.headers[h.Name] = h.From
 			}
-			gs.Launch = rl.launch
+			gs.Launch = launchOn(rl)
 			// A dropped connection is reconnected at the next request
 			// (remote servers take no lifecycle settings).
 			gs.Restart = gateway.RestartOnFailure
@@ -108,7 +108,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 				return nil, err
 			}
 			gs.Launch = gl.member(idx)
-			gs.Release = gl.sandbox.release
+			gs.Release = gl.sandbox.Release
 			out = append(out, gs)
 			continue
 		}
@@ -118,7 +118,7 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 		}
 		l := &sandboxLauncher{
 			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
-			stderr: e.stderr, guard: g,
+			stderr: e.stderr, observer: observerOf(g),
 		}
 		if s.Filesystem.Output != nil && s.Filesystem.Output.Source == "" {
 			l.workspaces = filepath.Join(stateDir, "workspaces")
@@ -140,8 +140,8 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 				return nil, fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
 			}
 		}
-		gs.Launch = l.launch
-		gs.Release = l.release
+		gs.Launch = launchOn(l)
+		gs.Release = l.Release
 		out = append(out, gs)
 	}
 	return out, nil
@@ -207,4 +207,13 @@ func (e *env) serveHTTP(ctx context.Context, gw *gateway.Gateway, addr string, o
 // signalContext ends when SIGTERM, SIGINT or SIGHUP arrives.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+}
+
+// observerOf is g as the launchers' lifecycle observer, or nil without a
+// guard (a nil *guard.Guard in the interface would not be a nil observer).
+func observerOf(g *guard.Guard) lifecycleObserver {
+	if g == nil {
+		return nil
+	}
+	return g
 }

@@ -41,13 +41,14 @@ type groupLauncher struct {
 	sandbox *sandboxLauncher // launches the supervisor
 
 	mu      sync.Mutex
-	running map[gateway.Scope]*groupInstance
+	running map[gateway.Scope]*groupInstance // guarded by mu
 }
 
 type groupInstance struct {
 	mux  *group.Mux
+	sb   backendInstance // the supervisor's sandbox
 	proc *gateway.Process
-	refs int
+	refs int // guarded by the launcher's mu
 }
 
 // newGroupLauncher builds the group's sandbox from its first server
@@ -81,12 +82,13 @@ func (g *groupLauncher) member(i int) func(context.Context, gateway.Scope) (*gat
 			}
 		}
 		if inst == nil {
-			proc, err := g.sandbox.launch(ctx, scope)
+			sb, err := g.sandbox.Start(ctx, scope)
 			if err != nil {
 				g.mu.Unlock()
 				return nil, err
 			}
-			inst = &groupInstance{mux: group.NewMux(proc.Stdin, proc.Stdout), proc: proc}
+			proc := sb.process()
+			inst = &groupInstance{mux: group.NewMux(proc.Stdin, proc.Stdout), sb: sb, proc: proc}
 			g.running[scope] = inst
 		}
 		inst.refs++
@@ -97,22 +99,9 @@ func (g *groupLauncher) member(i int) func(context.Context, gateway.Scope) (*gat
 			g.release(scope, inst)
 			return nil, err
 		}
-		exited := func() (int, bool) {
-			deadline := time.Now().Add(stopGrace + time.Second)
-			for {
-				if code, ok := inst.mux.Exit(i); ok {
-					return code, true
-				}
-				select {
-				case <-inst.mux.Done():
-					return 0, false
-				case <-time.After(20 * time.Millisecond):
-				}
-				if time.Now().After(deadline) {
-					return 0, false
-				}
-			}
-		}
+		// exited waits for the member's exit, which the supervisor reports
+		// once it has given the member stopGrace.
+		exited := func() (int, bool) { return inst.mux.WaitExit(i, stopGrace+time.Second) }
 		var once sync.Once
 		return &gateway.Process{
 			Stdin: stdin, Stdout: stdout,
@@ -182,6 +171,6 @@ func (g *groupLauncher) release(scope gateway.Scope, inst *groupInstance) {
 	g.mu.Unlock()
 	if last {
 		inst.mux.Close()
-		inst.proc.Stop()
+		inst.sb.Stop()
 	}
 }

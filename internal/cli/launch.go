@@ -17,10 +17,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/audit"
+	"mcpbox/internal/cgroup"
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
-	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
@@ -33,7 +33,8 @@ import (
 const stopGrace = 2 * time.Second
 
 // sandboxLauncher starts base (a complete Spec but for Args' server
-// command, secrets and a per-agent output) for each scope.
+// command, secrets and a per-agent output) for each scope: the backend of a
+// server that runs in a sandbox on this host.
 type sandboxLauncher struct {
 	name    string
 	base    sandbox.Spec
@@ -50,8 +51,9 @@ type sandboxLauncher struct {
 	// book learns every secret value resolved, before the server starts,
 	// so that nothing the server writes can carry it out.
 	book *redact.Book
-	// guard, if set, tracks each sandbox for the audit (serve).
-	guard *guard.Guard
+	// observer, if set, is told of each sandbox's life: the guard tracks
+	// it for the audit (serve). Nil for exec and run.
+	observer lifecycleObserver
 	// template, if set, seeds each new workspace (a dir, an archive or a
 	// snapshot).
 	template string
@@ -59,121 +61,265 @@ type sandboxLauncher struct {
 	// to artifactsDir/AGENT/SERVER/SANDBOX-ID.
 	artifacts    *workspace.ArtifactRules
 	artifactsDir string
+
+	live liveSet // the sandboxes started and not yet ended
 }
 
-func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
-	spec := l.base
-	spec.Env = append([]string(nil), l.base.Env...)
-	spec.Secrets = append([]sandbox.Secret(nil), l.base.Secrets...)
-	for _, sec := range l.secrets {
-		v, err := resolveSecret(sec.Name, sec.From, sec.As == config.SecretAsFile)
-		if err != nil {
-			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
-		}
-		spec.Secrets = append(spec.Secrets, v)
+// lifecycleObserver is told of a sandbox's life. The guard implements it:
+// it audits each event and tracks running sandboxes for call joins.
+type lifecycleObserver interface {
+	// SandboxStarted registers a started sandbox; the returned func
+	// unregisters it once it has ended.
+	SandboxStarted(launcher string, scope gateway.Scope, t *track.Sandbox) (untrack func())
+	// SandboxEnded reports its end; expected is false for a crash.
+	SandboxEnded(launcher string, scope gateway.Scope, t *track.Sandbox, status string, expected bool)
+	// SandboxEvent reports a pause or resume (audit.EventSandbox*).
+	SandboxEvent(event, launcher string, scope gateway.Scope, t *track.Sandbox, status string)
+	// EgressEvent reports one egress connection once it has ended.
+	EgressEvent(launcher string, scope gateway.Scope, t *track.Sandbox, ev egress.Event)
+}
+
+// noObserver is the observer of a launcher without one.
+type noObserver struct{}
+
+func (noObserver) SandboxStarted(string, gateway.Scope, *track.Sandbox) func()        { return func() {} }
+func (noObserver) SandboxEnded(string, gateway.Scope, *track.Sandbox, string, bool)   {}
+func (noObserver) SandboxEvent(string, string, gateway.Scope, *track.Sandbox, string) {}
+func (noObserver) EgressEvent(string, gateway.Scope, *track.Sandbox, egress.Event)    {}
+
+func (l *sandboxLauncher) obs() lifecycleObserver {
+	if l.observer == nil {
+		return noObserver{}
 	}
-	for _, sec := range spec.Secrets {
-		if err := l.book.Add(sec.Name, sec.Value); err != nil {
-			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
-		}
-	}
-	// The stream redactor catches a value even when the server writes it
-	// in pieces; it is made after the values above are known.
-	lines := &lineWriter{w: l.stderr, prefix: "mcpbox: server " + l.name + ": "}
-	var stderr io.Writer = lines
-	var stderrRedactor *redact.Writer
-	if r := l.book.Redactor(); r != nil {
-		stderrRedactor = r.Writer(lines)
-		stderr = stderrRedactor
-	}
-	track := track.NewSandbox()
-	// The input overlay's lock, held until the sandbox has ended (its
-	// mount with it); released here if the launch fails.
-	var unlockOverlay func()
+	return l.observer
+}
+
+// sandboxInstance is one sandbox of a launcher, for one scope, from its
+// start to its end; the gateway's Process funcs are its methods.
+type sandboxInstance struct {
+	l     *sandboxLauncher
+	scope gateway.Scope
+	spec  sandbox.Spec
+	rec   *track.Sandbox // what the audit and `mcpbox ps` know of it
+	sb    *sandbox.Sandbox
+	// stdin and stdout are the gateway's ends of the server's stdio.
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	// lines and redactor carry the server's stderr to the log; redactor
+	// is nil when there is no secret to redact.
+	lines    *lineWriter
+	redactor *redact.Writer
+	// endLife ends the context the sandbox lives under.
+	endLife context.CancelFunc
+	// unlockOverlay releases the input overlay's lock once the sandbox
+	// (its mount with it) has ended; nil without an overlay.
+	unlockOverlay func()
+
+	// killed: stop had to kill the sandbox (it did not exit when its stdin
+	// closed), so its end is a stop, not a crash, whatever its status.
+	killed atomic.Bool
+	// waited is closed when the sandbox has ended and its end is
+	// accounted for.
+	waited chan struct{}
+	status string // how it ended; written before waited closes
+	clean  bool   // it exited with status 0; written before waited closes
+}
+
+// start runs the steps of a start in order (secrets, stderr, egress,
+// workspace, overlay, sandbox); a step that holds something registers its
+// undo before the next, and a failed start runs them, newest first. The
+// sandbox lives until stop, not until ctx ends; ctx only aborts the start
+// (and a slow cmd: secret).
+func (l *sandboxLauncher) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInstance, err error) {
+	in := &sandboxInstance{l: l, scope: scope, spec: l.base, waited: make(chan struct{}),
+		rec: track.NewSandbox()}
+	in.spec.Env = append([]string(nil), l.base.Env...)
+	in.spec.Secrets = append([]sandbox.Secret(nil), l.base.Secrets...)
+	var undo []func()
 	defer func() {
-		if unlockOverlay != nil {
-			unlockOverlay()
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
 		}
 	}()
-	if spec.Network.Enabled() {
-		// With an audit (serve) an allowed connection is recorded there;
-		// the log keeps the refusals unless --log-level debug.
-		allowLevel := slog.LevelInfo
-		if l.guard != nil {
-			allowLevel = slog.LevelDebug
-		}
-		logEv := egressLogger(l.log, l.name, l.book, allowLevel)
-		spec.Network.Log = func(ev egress.Event) {
-			logEv(ev)
-			track.Closed(ev)
-			l.guard.EgressEvent(l.name, scope, track, ev)
-		}
-		spec.Network.Opened = track.Opened
+	if err := in.resolveSecrets(ctx); err != nil {
+		return nil, err
 	}
-	if l.workspaces != "" {
-		_, statErr := os.Stat(workspaceBase(l.workspaces, scope, l.name))
-		dir, err := workspaceDir(l.workspaces, scope, l.name)
+	in.setupStderr()
+	in.setupEgress()
+	if err := in.setupWorkspace(); err != nil {
+		return nil, err
+	}
+	if err := in.setupOverlay(); err != nil {
+		return nil, err
+	}
+	if in.unlockOverlay != nil {
+		undo = append(undo, in.unlockOverlay)
+	}
+	in.trackWritable()
+	if err := in.startSandbox(ctx); err != nil {
+		return nil, err
+	}
+	for _, layer := range in.sb.Degraded {
+		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)
+	}
+	in.rec.Stats = in.sb.Stats
+	untrack := l.obs().SandboxStarted(l.name, scope, in.rec)
+	l.live.add(in)
+	go in.wait(untrack)
+	return in, nil
+}
+
+// resolveSecrets resolves the server's secrets with ctx and teaches the
+// book every value, before anything of the server runs.
+func (in *sandboxInstance) resolveSecrets(ctx context.Context) error {
+	for _, sec := range in.l.secrets {
+		v, err := resolveSecretCtx(ctx, sec.Name, sec.From, sec.As == config.SecretAsFile)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
-		if os.IsNotExist(statErr) && l.template != "" {
-			if err := seedWorkspace(l.template, "output", dir); err != nil {
-				removeWorkspace(workspaceBase(l.workspaces, scope, l.name))
-				return nil, l.seedFailed(err)
-			}
-		}
-		spec.Output = dir
-		if rel, err := filepath.Rel(l.workspaces, filepath.Dir(dir)); err == nil {
-			track.Workspace = filepath.ToSlash(rel)
+		in.spec.Secrets = append(in.spec.Secrets, v)
+	}
+	for _, sec := range in.spec.Secrets {
+		if err := in.l.book.Add(sec.Name, sec.Value); err != nil {
+			return fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
 	}
-	if l.overlays != "" {
-		_, statErr := os.Stat(filepath.Join(workspaceBase(l.overlays, scope, l.name), "overlay"))
-		ov, err := overlayDirs(l.overlays, scope, l.name)
-		if err != nil {
-			return nil, err
-		}
-		if unlockOverlay, err = instance.LockOverlay(workspaceBase(l.overlays, scope, l.name)); err != nil {
-			return nil, err
-		}
-		if os.IsNotExist(statErr) && isSnapshot(l.template) {
-			if err := seedWorkspace(l.template, "overlay", ov.Upper); err != nil {
-				removeWorkspace(workspaceBase(l.overlays, scope, l.name))
-				return nil, l.seedFailed(err)
-			}
-		}
-		spec.InputOverlay = ov
-		track.Lower, track.Upper = spec.Input, ov.Upper
-		if track.Workspace == "" {
-			if rel, err := filepath.Rel(l.overlays, filepath.Dir(filepath.Dir(ov.Upper))); err == nil {
-				track.Workspace = filepath.ToSlash(rel)
-			}
-		}
-		track.AddWritable(ov.Upper, "/workspace/input")
+	return nil
+}
+
+// setupStderr prefixes the server's stderr lines with its name. The stream
+// redactor catches a value even when the server writes it in pieces; it is
+// made after the secrets are known.
+func (in *sandboxInstance) setupStderr() {
+	in.lines = &lineWriter{w: in.l.stderr, prefix: "mcpbox: server " + in.l.name + ": "}
+	if r := in.l.book.Redactor(); r != nil {
+		in.redactor = r.Writer(in.lines)
 	}
-	if spec.Output != "" {
-		track.AddWritable(spec.Output, "/workspace/output")
+}
+
+func (in *sandboxInstance) stderrWriter() io.Writer {
+	if in.redactor != nil {
+		return in.redactor
 	}
-	for _, m := range spec.Mounts {
+	return in.lines
+}
+
+// setupEgress logs the proxy's decisions and tracks the connections for
+// the audit's joins.
+func (in *sandboxInstance) setupEgress() {
+	if !in.spec.Network.Enabled() {
+		return
+	}
+	l, rec := in.l, in.rec
+	// With an audit (serve) an allowed connection is recorded there; the
+	// log keeps the refusals unless --log-level debug.
+	allowLevel := slog.LevelInfo
+	if l.observer != nil {
+		allowLevel = slog.LevelDebug
+	}
+	logEv := egressLogger(l.log, l.name, l.book, allowLevel)
+	obs := l.obs()
+	in.spec.Network.Log = func(ev egress.Event) {
+		logEv(ev)
+		rec.Closed(ev)
+		obs.EgressEvent(l.name, in.scope, rec, ev)
+	}
+	in.spec.Network.Opened = rec.Opened
+}
+
+// setupWorkspace makes the scope's output dir, seeded from the template
+// when it is new.
+func (in *sandboxInstance) setupWorkspace() error {
+	l := in.l
+	if l.workspaces == "" {
+		return nil
+	}
+	base := workspaceBase(l.workspaces, in.scope, l.name)
+	_, statErr := os.Stat(base)
+	dir, err := workspaceDir(l.workspaces, in.scope, l.name)
+	if err != nil {
+		return err
+	}
+	if os.IsNotExist(statErr) && l.template != "" {
+		if err := seedWorkspace(l.template, "output", dir); err != nil {
+			removeWorkspace(base)
+			return l.seedFailed(err)
+		}
+	}
+	in.spec.Output = dir
+	if rel, err := filepath.Rel(l.workspaces, filepath.Dir(dir)); err == nil {
+		in.rec.Workspace = filepath.ToSlash(rel)
+	}
+	return nil
+}
+
+// setupOverlay makes the scope's input overlay dirs and takes their lock
+// (in.unlockOverlay), held until the sandbox has ended.
+func (in *sandboxInstance) setupOverlay() error {
+	l, rec := in.l, in.rec
+	if l.overlays == "" {
+		return nil
+	}
+	base := workspaceBase(l.overlays, in.scope, l.name)
+	_, statErr := os.Stat(filepath.Join(base, "overlay"))
+	ov, err := overlayDirs(l.overlays, in.scope, l.name)
+	if err != nil {
+		return err
+	}
+	unlock, err := instance.LockOverlay(base)
+	if err != nil {
+		return err
+	}
+	if os.IsNotExist(statErr) && isSnapshot(l.template) {
+		if err := seedWorkspace(l.template, "overlay", ov.Upper); err != nil {
+			removeWorkspace(base)
+			unlock()
+			return l.seedFailed(err)
+		}
+	}
+	in.unlockOverlay = unlock
+	in.spec.InputOverlay = ov
+	rec.Lower, rec.Upper = in.spec.Input, ov.Upper
+	if rec.Workspace == "" {
+		if rel, err := filepath.Rel(l.overlays, filepath.Dir(filepath.Dir(ov.Upper))); err == nil {
+			rec.Workspace = filepath.ToSlash(rel)
+		}
+	}
+	rec.AddWritable(ov.Upper, "/workspace/input")
+	return nil
+}
+
+// trackWritable lists the host dirs the sandbox may write, for the files
+// a call changed.
+func (in *sandboxInstance) trackWritable() {
+	if in.spec.Output != "" {
+		in.rec.AddWritable(in.spec.Output, "/workspace/output")
+	}
+	for _, m := range in.spec.Mounts {
 		if m.Writable {
-			track.AddWritable(m.Source, m.Target)
+			in.rec.AddWritable(m.Source, m.Target)
 		}
 	}
+}
+
+// startSandbox starts the sandbox with pipes for its stdio; on failure
+// everything it made is gone again.
+func (in *sandboxInstance) startSandbox(ctx context.Context) error {
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, err
+		return err
 	}
-	// The sandbox lives until Stop, not until the request that started
-	// it ends; ctx only aborts the start itself.
-	life, kill := context.WithCancel(context.Background())
-	abort := context.AfterFunc(ctx, kill)
-	sb, err := sandbox.Start(life, spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: stderr})
+	life, endLife := context.WithCancel(context.Background())
+	abort := context.AfterFunc(ctx, endLife)
+	sb, err := sandbox.Start(life, in.spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: in.stderrWriter()})
 	inR.Close()
 	outW.Close()
 	if !abort() && err == nil {
@@ -182,118 +328,134 @@ func (l *sandboxLauncher) launch(ctx context.Context, scope gateway.Scope) (*gat
 		sb.Wait()
 	}
 	if err != nil {
-		kill()
+		endLife()
 		inW.Close()
 		outR.Close()
-		return nil, err
+		return err
 	}
-	for _, layer := range sb.Degraded {
-		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)
+	in.sb, in.stdin, in.stdout, in.endLife = sb, inW, outR, endLife
+	return nil
+}
+
+// wait accounts for the sandbox's end: its status, its artifacts, the
+// audit's stop or crash; then it closes waited.
+func (in *sandboxInstance) wait(untrack func()) {
+	defer untrack()
+	l, rec := in.l, in.rec
+	res, err := in.sb.Wait()
+	if in.unlockOverlay != nil {
+		in.unlockOverlay()
 	}
-	// status and clean are written before waited closes, and read after.
-	var (
-		status string
-		clean  bool
-	)
-	track.Stats = sb.Stats
-	untrack := l.guard.SandboxStarted(l.name, scope, track)
-	// killed: Stop had to kill the sandbox (it did not exit when its stdin
-	// closed), so its end is a stop, not a crash, whatever its status.
-	var killed atomic.Bool
-	waited := make(chan struct{})
-	overlayEnded := unlockOverlay
-	unlockOverlay = nil // the sandbox's now
-	go func() {
-		defer untrack()
-		res, err := sb.Wait()
-		if overlayEnded != nil {
-			overlayEnded()
-		}
-		switch {
-		case err != nil:
-			status = err.Error()
-		case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
-			status = "killed: " + sizeReport(res.SizeExceeded)
-		case res.SizeExceeded != nil:
-			// Not clean: the server broke its limit before it exited.
-			status = fmt.Sprintf("exited with status %d and %s", res.ExitCode, sizeReport(res.SizeExceeded))
-		case res.OOMKilled:
-			status = "killed: out of memory"
-		case res.PidsExhausted:
-			status = fmt.Sprintf("exited with status %d after hitting its process limit", res.ExitCode)
-		default:
-			status = fmt.Sprintf("exited with status %d", res.ExitCode)
-			clean = res.ExitCode == 0
-		}
-		track.SetExit(status)
-		if l.artifacts != nil && spec.Output != "" {
-			track.Artifacts = l.exportArtifacts(spec.Output, scope, track.ID)
-		}
-		// A server ends by exiting 0 when its stdin closes; anything else
-		// (a crash, a failure status, the OOM killer) is a failure, also
-		// when the gateway noticed it first and called Stop.
-		expected := clean || killed.Load()
-		if expected {
-			track.SetState(gateway.StateStopped)
-		} else {
-			track.SetState(gateway.StateFailed)
-		}
-		l.guard.SandboxEnded(l.name, scope, track, status, expected)
-		close(waited)
-	}()
-	// ended waits a little for the exit the caller has seen coming.
-	ended := func() bool {
-		select {
-		case <-waited:
-			return true
-		case <-time.After(stopGrace):
-			return false
-		}
+	in.status, in.clean = exitStatus(res, err)
+	rec.SetExit(in.status)
+	if l.artifacts != nil && in.spec.Output != "" {
+		rec.Artifacts = l.exportArtifacts(in.spec.Output, in.scope, rec.ID)
 	}
+	// A server ends by exiting 0 when its stdin closes; anything else (a
+	// crash, a failure status, the OOM killer) is a failure, also when the
+	// gateway noticed it first and called stop.
+	expected := in.clean || in.killed.Load()
+	if expected {
+		rec.SetState(gateway.StateStopped)
+	} else {
+		rec.SetState(gateway.StateFailed)
+	}
+	l.obs().SandboxEnded(l.name, in.scope, rec, in.status, expected)
+	l.live.remove(in)
+	close(in.waited)
+}
+
+// exitStatus says how a sandbox ended, and whether cleanly (status 0).
+func exitStatus(res *sandbox.Result, err error) (string, bool) {
+	switch {
+	case err != nil:
+		return err.Error(), false
+	case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
+		return "killed: " + sizeReport(res.SizeExceeded), false
+	case res.SizeExceeded != nil:
+		// Not clean: the server broke its limit before it exited.
+		return fmt.Sprintf("exited with status %d and %s", res.ExitCode, sizeReport(res.SizeExceeded)), false
+	case res.OOMKilled:
+		return "killed: out of memory", false
+	case res.PidsExhausted:
+		return fmt.Sprintf("exited with status %d after hitting its process limit", res.ExitCode), false
+	}
+	return fmt.Sprintf("exited with status %d", res.ExitCode), res.ExitCode == 0
+}
+
+// process is what the gateway holds of the instance.
+func (in *sandboxInstance) process() *gateway.Process {
 	return &gateway.Process{
-		Stdin: inW, Stdout: outR,
-		Roots: roots(&spec),
-		Stop: func() {
-			track.MarkStopping()
-			inW.Close()
-			select {
-			case <-waited:
-			case <-time.After(stopGrace):
-				killed.Store(true)
-				sb.Kill()
-				<-waited
-			}
-			kill()
-			outR.Close()
-			if stderrRedactor != nil {
-				stderrRedactor.Close()
-			}
-			lines.Close()
-		},
-		Clean: func() bool { return ended() && clean },
-		Pause: func() error {
-			if err := sb.Pause(); err != nil {
-				return err
-			}
-			track.SetState(gateway.StatePaused)
-			l.guard.SandboxEvent(audit.EventSandboxPause, l.name, scope, track, "")
-			return nil
-		},
-		Resume: func() error {
-			if err := sb.Resume(); err != nil {
-				return err
-			}
-			track.SetState(gateway.StateRunning)
-			l.guard.SandboxEvent(audit.EventSandboxResume, l.name, scope, track, "")
-			return nil
-		},
-		Describe: func() string {
-			if !ended() {
-				return ""
-			}
-			return status
-		},
-	}, nil
+		Stdin: in.stdin, Stdout: in.stdout,
+		Roots:    roots(&in.spec),
+		Stop:     in.Stop,
+		Clean:    func() bool { return in.endedWithin(stopGrace) && in.clean },
+		Pause:    in.Pause,
+		Resume:   in.Resume,
+		Describe: in.describe,
+	}
+}
+
+// endedWithin waits up to d for the end the caller has seen coming.
+func (in *sandboxInstance) endedWithin(d time.Duration) bool {
+	select {
+	case <-in.waited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Scope is the scope the instance serves.
+func (in *sandboxInstance) Scope() gateway.Scope { return in.scope }
+
+// Stop closes the server's stdin, gives it stopGrace to exit, kills the
+// sandbox if it does not, and frees the rest once it has ended.
+func (in *sandboxInstance) Stop() {
+	in.rec.MarkStopping()
+	in.stdin.Close()
+	if !in.endedWithin(stopGrace) {
+		in.killed.Store(true)
+		in.sb.Kill()
+		<-in.waited
+	}
+	in.endLife()
+	in.stdout.Close()
+	if in.redactor != nil {
+		in.redactor.Close()
+	}
+	in.lines.Close()
+}
+
+// Pause freezes the sandbox (Server.Idle's IdlePause).
+func (in *sandboxInstance) Pause() error {
+	if err := in.sb.Pause(); err != nil {
+		return err
+	}
+	in.rec.SetState(gateway.StatePaused)
+	in.l.obs().SandboxEvent(audit.EventSandboxPause, in.l.name, in.scope, in.rec, "")
+	return nil
+}
+
+// Resume thaws a paused sandbox.
+func (in *sandboxInstance) Resume() error {
+	if err := in.sb.Resume(); err != nil {
+		return err
+	}
+	in.rec.SetState(gateway.StateRunning)
+	in.l.obs().SandboxEvent(audit.EventSandboxResume, in.l.name, in.scope, in.rec, "")
+	return nil
+}
+
+// Stats reads the sandbox's resource use.
+func (in *sandboxInstance) Stats() (cgroup.Stats, error) { return in.sb.Stats() }
+
+// describe says how the sandbox ended, once it has ("" before).
+func (in *sandboxInstance) describe() string {
+	if !in.endedWithin(stopGrace) {
+		return ""
+	}
+	return in.status
 }
 
 // egressLogger logs the proxy's decisions, allowed connections at
@@ -324,9 +486,9 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// release removes a session's workspace when the session is over; agent
+// Release removes a session's workspace when the session is over; agent
 // and shared workspaces stay (they are the agent's files).
-func (l *sandboxLauncher) release(scope gateway.Scope) {
+func (l *sandboxLauncher) Release(scope gateway.Scope) {
 	if scope.Session == "" {
 		return
 	}
@@ -358,12 +520,40 @@ type remoteLauncher struct {
 	url     string
 	headers map[string]string // header name → secret reference
 	book    *redact.Book
+
+	live liveSet // the connections open
 }
 
-func (l *remoteLauncher) launch(ctx context.Context, _ gateway.Scope) (*gateway.Process, error) {
+// remoteInstance is one connection to a remote server.
+type remoteInstance struct {
+	l     *remoteLauncher
+	scope gateway.Scope
+	conn  mcp.Connection
+	once  sync.Once
+}
+
+// connect resolves the headers' secrets with ctx and connects.
+func (l *remoteLauncher) connect(ctx context.Context, scope gateway.Scope) (*remoteInstance, error) {
+	h, err := l.header(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: headerTransport{h, http.DefaultTransport}}
+	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
+	c, err := t.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+	}
+	in := &remoteInstance{l: l, scope: scope, conn: c}
+	l.live.add(in)
+	return in, nil
+}
+
+// header resolves the headers and teaches the book their values.
+func (l *remoteLauncher) header(ctx context.Context) (http.Header, error) {
 	h := http.Header{}
 	for name, ref := range l.headers {
-		v, err := resolveSecret(name, ref, false)
+		v, err := resolveSecretCtx(ctx, name, ref, false)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", name, err)
 		}
@@ -380,13 +570,33 @@ func (l *remoteLauncher) launch(ctx context.Context, _ gateway.Scope) (*gateway.
 		}
 		h.Set(name, string(v.Value))
 	}
-	client := &http.Client{Transport: headerTransport{h, http.DefaultTransport}}
-	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
-	c, err := t.Connect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
-	}
-	return &gateway.Process{Conn: c}, nil
+	return h, nil
+}
+
+// Scope is the scope the connection serves.
+func (in *remoteInstance) Scope() gateway.Scope { return in.scope }
+
+// Stop closes the connection.
+func (in *remoteInstance) Stop() {
+	in.once.Do(func() {
+		in.conn.Close()
+		in.l.live.remove(in)
+	})
+}
+
+// Pause is not supported: the server runs elsewhere.
+func (in *remoteInstance) Pause() error { return errUnsupported }
+
+// Resume is not supported: the server runs elsewhere.
+func (in *remoteInstance) Resume() error { return errUnsupported }
+
+// Stats is not supported: the server runs elsewhere.
+func (in *remoteInstance) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, errUnsupported }
+
+// process hands the gateway the connection; the gateway closes it
+// itself, so its Stop only forgets it.
+func (in *remoteInstance) process() *gateway.Process {
+	return &gateway.Process{Conn: in.conn, Stop: func() { in.l.live.remove(in) }}
 }
 
 type headerTransport struct {

@@ -73,7 +73,7 @@ func (e *env) run(args []string) int {
 		stderr: e.stderr,
 	}
 	gw, err := gateway.New([]*gateway.Server{{
-		Name: name, Scope: gateway.ScopeAgent, Launch: l.launch,
+		Name: name, Scope: gateway.ScopeAgent, Launch: launchOn(l),
 		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
 		Restart: gateway.RestartOnFailure,
 	}}, gatewayOptions(log, book, nil))

@@ -18,33 +18,36 @@ import (
 // downstream is one MCP session with a client and its view of the
 // servers: which upstream instance serves it for each server.
 type downstream struct {
+	// Set by newDownstream, then only read.
 	gw     *Gateway
 	agent  string
 	id     string // the gateway's own id: scopes sandboxes and workspaces
 	server *mcp.Server
-	swaps  *swapTable   // set when the session runs on stdioTransport
-	queued atomic.Int64 // bytes waiting in out
 	// ctx ends with the session (DELETE, idle, hang-up, shutdown); every
 	// request's context is bound to it, so ending a session cancels its
 	// calls. cancel gives the reason (ErrSessionEnded, ...).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	idle   time.Duration // HTTP: close after this long without a request; zero: never
-	lists  listNotes     // list_changed waiting, coalesced (flood.go)
+	done   chan struct{} // closed by close
+	// Set before the session is served (ServeStdio, Handler), then only read.
+	swaps *swapTable    // set when the session runs on stdioTransport
+	idle  time.Duration // HTTP: close after this long without a request; zero: never
+
+	queued atomic.Int64 // bytes waiting in out
+	lists  listNotes    // list_changed waiting, coalesced (flood.go); has its own lock
 
 	mu       sync.Mutex
-	ss       *mcp.ServerSession
-	mcpID    string // the transport's session id (Mcp-Session-Id), once known
-	bound    []*bound
-	subs     map[string]*upstream // resource URI → the upstream it was subscribed on
-	level    string
-	out      chan func()
-	done     chan struct{}
-	closed   bool
-	posts    int         // HTTP requests in flight
-	handlers int         // requests being handled (bind)
-	timer    *time.Timer // the idle clock, once initialized over HTTP
-	once     sync.Once
+	ss       *mcp.ServerSession   // guarded by mu
+	mcpID    string               // the transport's session id (Mcp-Session-Id), once known; guarded by mu
+	bound    []*bound             // guarded by mu; its elements are not changed once published
+	subs     map[string]*upstream // resource URI → the upstream it was subscribed on; guarded by mu
+	level    string               // guarded by mu
+	out      chan func()          // set once, at initialize; guarded by mu
+	closed   bool                 // guarded by mu
+	posts    int                  // HTTP requests in flight; guarded by mu
+	handlers int                  // requests being handled (bind); guarded by mu
+	timer    *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
+	once     sync.Once            // for close
 }
 
 // bound is a server as one session sees it.
@@ -224,20 +227,19 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 		return nil, err
 	}
 	ss, _ := req.GetSession().(*mcp.ServerSession)
+	mcpID, out := ss.ID(), make(chan func(), outboxSize)
 	d.mu.Lock()
-	d.ss = ss
-	d.mcpID = ss.ID()
-	d.out = make(chan func(), outboxSize)
+	d.ss, d.mcpID, d.out = ss, mcpID, out
 	d.armIdleLocked()
 	d.mu.Unlock()
 	d.gw.mu.Lock()
-	if d.mcpID != "" {
-		d.gw.mcpIDs[d.mcpID] = d
+	if mcpID != "" {
+		d.gw.mcpIDs[mcpID] = d
 	}
 	d.gw.mu.Unlock()
-	go d.drain()
+	go d.drain(out)
 	if h := d.gw.opts.Hooks.Session; h != nil {
-		h(SessionEvent{Agent: d.agent, Session: d.id, MCPSession: d.mcpID, Client: clientName(req)})
+		h(SessionEvent{Agent: d.agent, Session: d.id, MCPSession: mcpID, Client: clientName(req)})
 	}
 	go func() {
 		ss.Wait()

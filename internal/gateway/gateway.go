@@ -212,6 +212,11 @@ type Gateway struct {
 	closed   bool
 	done     chan struct{} // closed by Close
 
+	// lifeDone is closed when the lifecycle goroutine has returned:
+	// Close waits for it, so that no pause or idle stop of it runs on
+	// after the gateway (and what its hooks write to) is gone.
+	lifeDone chan struct{}
+
 	// listSeq numbers the server lists fetched: the gen Hooks.List sees.
 	listSeq atomic.Uint64
 }
@@ -265,11 +270,12 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 	g := &Gateway{
 		servers: servers, opts: opts, log: opts.Logger,
 		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{},
-		done: make(chan struct{}),
+		done: make(chan struct{}), lifeDone: make(chan struct{}),
 	}
-	if tick := lifecycleTick(servers); tick > 0 {
-		go g.lifecycle(tick)
-	}
+	go func() {
+		defer close(g.lifeDone)
+		g.lifecycle(lifecycleTick(servers))
+	}()
 	return g, nil
 }
 
@@ -360,7 +366,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 }
 
 // Close stops every session and server; it returns when all sandboxes are
-// gone. Calls in flight and calls waiting for approval are cancelled first
+// gone and the lifecycle goroutine (idle pauses and stops) has returned. Calls in flight and calls waiting for approval are cancelled first
 // (cause ErrShutdown), then the servers stop, then the sessions close: a
 // call that hangs cannot hold the gateway open.
 func (g *Gateway) Close() error {
@@ -395,6 +401,8 @@ func (g *Gateway) Close() error {
 		wg.Go(func() { d.finish(busy[i]) })
 	}
 	wg.Wait()
+	// Last: a pause or idle stop under way ends with the stops above.
+	<-g.lifeDone
 	return nil
 }
 

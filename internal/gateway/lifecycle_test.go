@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,5 +146,53 @@ func TestAdminPauseResumeStop(t *testing.T) {
 	}
 	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
 		t.Fatalf("call after an admin stop: %v", resp)
+	}
+}
+
+// TestCloseWaitsForLifecycle: Close returns only after the lifecycle
+// goroutine has, so an idle pause under way cannot outlive the gateway
+// (and write to an audit that is closed after it).
+func TestCloseWaitsForLifecycle(t *testing.T) {
+	base, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	pausing := make(chan struct{})
+	var once sync.Once
+	var paused atomic.Bool
+	launch := func(ctx context.Context, scope Scope) (*Process, error) {
+		p, err := base(ctx, scope)
+		if err != nil {
+			return nil, err
+		}
+		p.Pause = func() error {
+			once.Do(func() { close(pausing) })
+			time.Sleep(300 * time.Millisecond)
+			paused.Store(true)
+			return nil
+		}
+		p.Resume = func() error { return nil }
+		return p, nil
+	}
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"},
+		Idle: 50 * time.Millisecond, IdleAction: IdlePause}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newRawClient(t, gw)
+	select {
+	case <-pausing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle instance was not paused")
+	}
+	gw.Close()
+	if !paused.Load() {
+		t.Fatal("Close returned while the lifecycle goroutine was still pausing a server")
+	}
+	select {
+	case <-gw.lifeDone:
+	default:
+		t.Fatal("Close returned before the lifecycle goroutine")
 	}
 }

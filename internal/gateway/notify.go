@@ -126,15 +126,15 @@ func (d *downstream) post(u *upstream, method string, params json.RawMessage) {
 	}
 }
 
-// drain sends the queued notifications, and the pending list_changed
-// ones at most every listChangedEvery.
-func (d *downstream) drain() {
+// drain sends the queued notifications (out, the session's outbox), and
+// the pending list_changed ones at most every listChangedEvery.
+func (d *downstream) drain(out <-chan func()) {
 	kick := d.lists.kicked()
 	var later <-chan time.Time // armed while list_changed wait for the interval
 	var last time.Time
 	for {
 		select {
-		case f := <-d.out:
+		case f := <-out:
 			f()
 		case <-kick:
 			if later != nil {

@@ -149,8 +149,9 @@ func (d *downstream) armIdleLocked() {
 	if d.idle <= 0 || d.closed {
 		return
 	}
+	mcpID := d.mcpID
 	d.timer = time.AfterFunc(d.idle, func() {
-		d.gw.log.Info("closing an idle session", "agent", d.agent, "session", d.mcpID, "idle", d.idle)
+		d.gw.log.Info("closing an idle session", "agent", d.agent, "session", mcpID, "idle", d.idle)
 		d.end(ErrSessionIdle)
 	})
 }

@@ -481,3 +481,59 @@ func TestStdioShutdownAnswersCall(t *testing.T) {
 		t.Fatal("the output did not end")
 	}
 }
+
+// TestHangUpDuringInitialize: a client that hangs up while its session's
+// servers are still starting leaves nothing behind: the session's
+// instance is stopped once its start completes, not attached to a session
+// that has ended.
+func TestHangUpDuringInitialize(t *testing.T) {
+	base, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[]}`)
+		}
+	})
+	launching := make(chan struct{}, 1)
+	slow := func(ctx context.Context, scope Scope) (*Process, error) {
+		launching <- struct{}{}
+		// A start that does not heed ctx (a sandbox's setup step).
+		time.Sleep(time.Second)
+		return base(ctx, scope)
+	}
+	gw := newGateway(t, &Server{Name: "raw", Launch: slow, Allow: []string{"*"}, Scope: ScopeSession})
+	cInR, cInW := io.Pipe()
+	cOutR, cOutW := io.Pipe()
+	go io.Copy(io.Discard, cOutR)
+	served := make(chan error, 1)
+	go func() { served <- gw.ServeStdio(context.Background(), LocalAgent, cInR, cOutW) }()
+	io.WriteString(cInW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	select {
+	case <-launching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server was not launched")
+	}
+	cInW.Close() // the client hangs up mid-start
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeStdio did not return after the client hung up")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ss := started()
+		gone := len(ss) == 1
+		for _, s := range ss {
+			select {
+			case <-s.done:
+			default:
+				gone = false
+			}
+		}
+		if gone && len(gw.Instances()) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the hang-up: %d processes started, instances %+v; want the one stopped and none left", len(ss), gw.Instances())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -33,57 +33,59 @@ const (
 // upstream is one server for one scope: at most one running process (and
 // its MCP session) at a time, restarted per Server.Restart.
 type upstream struct {
+	// Set by newUpstream, then only read.
 	gw    *Gateway
 	srv   *Server
 	scope Scope
 	log   *slog.Logger
-	warns warnings // rate-limits warnings the server can cause at will
+	warns warnings // rate-limits warnings the server can cause at will; has its own lock
 	// life ends when the upstream is stopped: background restarts and
 	// refreshes run under it.
 	life    context.Context
 	endLife context.CancelFunc
 
 	mu   sync.Mutex
-	peer *peer
-	proc *Process
+	peer *peer    // guarded by mu
+	proc *Process // guarded by mu
 	// watched is closed once the end of peer has been accounted for
 	// (restart policy); a get that finds peer ended waits for it.
-	watched  chan struct{}
-	starting chan struct{} // non-nil while a start is under way
-	init     initInfo
-	lists    map[string]listed // cached list results by kind
-	listGen  int               // bumped when the server announces a change
-	sessions map[*downstream]struct{}
-	calls    []*inflight // in flight, oldest first
-	tokens   map[string]*inflight
-	subs     map[string]int // resource URI → downstream subscriptions
-	level    string         // most recent logging/setLevel
+	watched  chan struct{}            // guarded by mu
+	starting chan struct{}            // non-nil while a start is under way; guarded by mu
+	init     initInfo                 // guarded by mu
+	lists    map[string]listed        // cached list results by kind; guarded by mu
+	listGen  int                      // bumped when the server announces a change; guarded by mu
+	sessions map[*downstream]struct{} // guarded by mu
+	calls    []*inflight              // in flight, oldest first; guarded by mu
+	tokens   map[string]*inflight     // guarded by mu
+	subs     map[string]int           // resource URI → downstream subscriptions; guarded by mu
+	level    string                   // most recent logging/setLevel; guarded by mu
 	// clientCaps are the capabilities of the first client attached, which
 	// the server is told (roots, sampling, elicitation): a server may offer
-	// tools only to clients that can serve them.
+	// tools only to clients that can serve them. Guarded by mu.
 	clientCaps json.RawMessage
-	crashes    []time.Time
-	lastErr    error // why the last process ended
-	failed     error // permanent: restart is off or the crash loop limit hit
+	crashes    []time.Time // guarded by mu
+	failed     error       // permanent: restart is off or the crash loop limit hit; guarded by mu
 	// After an end the restart policy restarts (restart.go): when the new
 	// process may start, what requests are told until then, the session
-	// that ended last and how many restarts there have been.
+	// that ended last and how many restarts there have been. Guarded by mu.
 	restartAt  time.Time
 	restartErr *RestartError
 	endedPeer  *peer
 	restarts   int
-	stopped    bool
-	nextTok    int64
-	stale      *peer // the running session, once Server.Refresh has passed
+	stopped    bool  // guarded by mu
+	nextTok    int64 // guarded by mu
+	stale      *peer // the running session, once Server.Refresh has passed; guarded by mu
 	// Lifecycle (lifecycle.go): when the process started, when a request
 	// last came, whether it is frozen, how many started, why the last
-	// one stopped.
+	// one stopped. Guarded by mu.
 	startedAt time.Time
 	used      time.Time
 	paused    bool
 	starts    int
 	reason    string
-	// freeze serializes Process.Pause and Process.Resume.
+
+	// freeze serializes Process.Pause and Process.Resume; it is never
+	// taken with mu held.
 	freeze sync.Mutex
 }
 
@@ -231,7 +233,6 @@ func (u *upstream) recordFailureLocked(err error, clean bool) RestartEvent {
 	now := time.Now()
 	u.crashes = slices.DeleteFunc(u.crashes, func(t time.Time) bool { return now.Sub(t) > crashWindow })
 	u.crashes = append(u.crashes, now)
-	u.lastErr = err
 	ev := u.decideLocked(err, clean)
 	if !ev.GaveUp {
 		u.restarts++

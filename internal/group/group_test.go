@@ -108,6 +108,35 @@ func TestExitAndRestart(t *testing.T) {
 	}
 }
 
+// WaitExit returns as the exit arrives, not after polling or its timeout;
+// it times out while the member runs.
+func TestWaitExit(t *testing.T) {
+	m := run(t, []Member{{Name: "once", Argv: []string{"sh", "-c", "read x; exit 4"}}})
+	in, _, err := m.Start(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.WaitExit(0, 50*time.Millisecond); ok {
+		t.Fatal("WaitExit reported an exit while the member runs")
+	}
+	start := time.Now()
+	io.WriteString(in, "go\n")
+	if code, ok := m.WaitExit(0, time.Minute); !ok || code != 4 {
+		t.Fatalf("WaitExit = %d, %v; want 4, true", code, ok)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("WaitExit took %s", d)
+	}
+	// Once exited, it answers at once.
+	if code, ok := m.WaitExit(0, 0); !ok || code != 4 {
+		t.Fatalf("WaitExit after the exit = %d, %v", code, ok)
+	}
+	// A member never started has no exit to wait for.
+	if _, ok := m.WaitExit(7, time.Minute); ok {
+		t.Fatal("WaitExit reported an exit of a member never started")
+	}
+}
+
 func TestStopKillsAStubbornMember(t *testing.T) {
 	m := run(t, []Member{{Name: "stubborn", Argv: []string{"sh", "-c", "trap '' TERM; echo up; while :; do sleep 1; done"}}})
 	in, out, err := m.Start(0)

@@ -20,10 +20,13 @@ type Mux struct {
 	wmu sync.Mutex
 
 	mu    sync.Mutex
-	outs  map[int]*io.PipeWriter
-	exits map[int]int
-	err   error // set when the supervisor's stdout ended
-	done  chan struct{}
+	outs  map[int]*io.PipeWriter // guarded by mu
+	exits map[int]int            // guarded by mu
+	// exited has a channel per member started and not yet exited, closed
+	// when its exit arrives (or it is started again); guarded by mu.
+	exited map[int]chan struct{}
+	err    error // set when the supervisor's stdout ended; guarded by mu
+	done   chan struct{}
 }
 
 // ErrGroupEnded is what member streams end with when the group's
@@ -32,7 +35,7 @@ var ErrGroupEnded = errors.New("group sandbox ended")
 
 // NewMux starts reading the supervisor's stdout.
 func NewMux(stdin io.WriteCloser, stdout io.Reader) *Mux {
-	m := &Mux{w: stdin, outs: map[int]*io.PipeWriter{}, exits: map[int]int{}, done: make(chan struct{})}
+	m := &Mux{w: stdin, outs: map[int]*io.PipeWriter{}, exits: map[int]int{}, exited: map[int]chan struct{}{}, done: make(chan struct{})}
 	go m.read(stdout)
 	return m
 }
@@ -51,6 +54,10 @@ func (m *Mux) Start(i int) (io.WriteCloser, io.ReadCloser, error) {
 	}
 	m.outs[i] = w
 	delete(m.exits, i)
+	if old := m.exited[i]; old != nil {
+		close(old)
+	}
+	m.exited[i] = make(chan struct{})
 	m.mu.Unlock()
 	if err := m.send("!start " + strconv.Itoa(i) + "\n"); err != nil {
 		return nil, nil, err
@@ -64,6 +71,30 @@ func (m *Mux) Exit(i int) (int, bool) {
 	defer m.mu.Unlock()
 	code, ok := m.exits[i]
 	return code, ok
+}
+
+// WaitExit waits up to timeout for member i to exit and returns its exit
+// code; ok is false when the group's sandbox ended first, or the time ran
+// out, or the member was started again meanwhile.
+func (m *Mux) WaitExit(i int, timeout time.Duration) (code int, ok bool) {
+	m.mu.Lock()
+	code, ok = m.exits[i]
+	ch := m.exited[i]
+	m.mu.Unlock()
+	if ok || ch == nil {
+		return code, ok
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return m.Exit(i)
+	case <-m.done:
+		// The exit may have come just before the end.
+		return m.Exit(i)
+	case <-t.C:
+		return 0, false
+	}
 }
 
 // Close closes the supervisor's stdin: it stops every member and exits.
@@ -199,6 +230,10 @@ func (m *Mux) control(line string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.exits[i] = code
+	if ch := m.exited[i]; ch != nil {
+		close(ch)
+		delete(m.exited, i)
+	}
 	if w := m.outs[i]; w != nil {
 		w.Close()
 		delete(m.outs, i)

@@ -33,11 +33,20 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 }
 
+// Ref is where a secret comes from, as config.ParseSecretRef parses the
+// text form (env:VAR, file:PATH, cmd:COMMAND): the one parser of that
+// syntax is there, with the config's checks; this package only resolves.
+type Ref struct {
+	Scheme string // "env", "file" or "cmd"
+	Arg    string // variable name, path or command
+}
+
 // Resolve returns the value ref points to, with surrounding white space
-// (a trailing newline from a file or a command) trimmed.
-func Resolve(ctx context.Context, ref string, opts Options) ([]byte, error) {
-	scheme, arg, ok := strings.Cut(ref, ":")
-	if !ok || strings.TrimSpace(arg) == "" {
+// (a trailing newline from a file or a command) trimmed. Cancelling ctx
+// stops a cmd: provider.
+func Resolve(ctx context.Context, ref Ref, opts Options) ([]byte, error) {
+	scheme, arg := ref.Scheme, ref.Arg
+	if strings.TrimSpace(arg) == "" {
 		return nil, errors.New("secret reference must be env:VAR, file:PATH or cmd:COMMAND")
 	}
 	var v []byte
@@ -102,6 +111,7 @@ func fromCmd(ctx context.Context, command string, opts Options) ([]byte, error) 
 	if timeout <= 0 {
 		timeout = DefaultCmdTimeout
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -110,6 +120,9 @@ func fromCmd(ctx context.Context, command string, opts Options) ([]byte, error) 
 	cmd.Stdout = &out
 	err := cmd.Run()
 	switch {
+	case parent.Err() != nil:
+		// The caller gave up (a cancelled start, a shutdown).
+		return nil, fmt.Errorf("secret from cmd:%s: %w", argv[0], context.Cause(parent))
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("secret from cmd:%s: no answer within %s", argv[0], timeout)
 	case err != nil:

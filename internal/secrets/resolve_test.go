@@ -2,12 +2,20 @@ package secrets
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// ref splits a reference the way config.ParseSecretRef does for a valid
+// one; an invalid one gives a Ref that Resolve refuses.
+func ref(s string) Ref {
+	scheme, arg, _ := strings.Cut(s, ":")
+	return Ref{Scheme: scheme, Arg: arg}
+}
 
 func TestResolve(t *testing.T) {
 	dir := t.TempDir()
@@ -38,7 +46,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.ref, func(t *testing.T) {
-			v, err := Resolve(context.Background(), tt.ref, opts)
+			v, err := Resolve(context.Background(), ref(tt.ref), opts)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Resolve(%q) = %q, %v; want an error with %q", tt.ref, v, err, tt.wantErr)
@@ -54,7 +62,7 @@ func TestResolve(t *testing.T) {
 
 func TestResolveCmdTimeout(t *testing.T) {
 	start := time.Now()
-	_, err := Resolve(context.Background(), "cmd:sleep 30", Options{Timeout: 200 * time.Millisecond})
+	_, err := Resolve(context.Background(), ref("cmd:sleep 30"), Options{Timeout: 200 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "no answer within") {
 		t.Fatalf("err = %v, want a timeout", err)
 	}
@@ -63,9 +71,24 @@ func TestResolveCmdTimeout(t *testing.T) {
 	}
 }
 
+// Cancelling the caller's context stops a slow cmd: provider at once, not
+// at its own timeout.
+func TestResolveCmdCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(200*time.Millisecond, func() { cancel(errors.New("shutting down")) })
+	start := time.Now()
+	_, err := Resolve(ctx, ref("cmd:sleep 30"), Options{Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("err = %v, want the cancellation's cause", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("a cancelled cmd: secret took %s to give up", d)
+	}
+}
+
 // Errors name the reference, never the value.
 func TestErrorsCarryNoValue(t *testing.T) {
-	_, err := Resolve(context.Background(), "cmd:printf %s tiny42", Options{})
+	_, err := Resolve(context.Background(), ref("cmd:printf %s tiny42"), Options{})
 	if err == nil || strings.Contains(err.Error(), "tiny42") {
 		t.Fatalf("err = %v: want a refusal that does not repeat the value", err)
 	}
