@@ -12,10 +12,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// probeEnv names a prebuilt rootprobe: the unprivileged run of the image
+// tests gets it from the parent, having no Go build cache of its own.
+const probeEnv = "MCPBOX_TEST_ROOTPROBE"
+
 // buildStatic builds the program in testdata/NAME as a static binary at
 // dst, or skips without a Go toolchain.
 func buildStatic(t *testing.T, name, dst string) {
 	t.Helper()
+	if pre := os.Getenv(probeEnv); pre != "" && name == "rootprobe" {
+		if err := copyFile(pre, dst); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go toolchain to build %s: %v", name, err)
@@ -145,4 +155,24 @@ func TestImageRootMustBeCleanAbsolute(t *testing.T) {
 			t.Errorf("Root %q: Start error %v, want a refusal naming the root", r, err)
 		}
 	}
+}
+
+// TestImageRootUnprivileged runs the image root tests as a user without
+// privileges, where the sandbox maps the invoking uid instead of
+// idmapping root's files.
+func TestImageRootUnprivileged(t *testing.T) {
+	requireSandbox(t)
+	if os.Getuid() != 0 {
+		t.Skip("already unprivileged: the other tests cover it")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := filepath.Join(dir, "rootprobe")
+	buildStatic(t, "rootprobe", probe)
+	runUnprivilegedEnv(t, []string{probeEnv + "=" + probe},
+		"TestImageRootReplacesHostSystem", "TestImageRootEtcSymlinkNotFollowed")
 }
