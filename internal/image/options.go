@@ -62,6 +62,9 @@ type Options struct {
 	Insecure bool
 	// Limits bound the image; zero fields take the defaults.
 	Limits Limits
+	// Progress, if non-nil, receives one line per step that takes time:
+	// each layer fetched, then the unpacking. Nil says nothing.
+	Progress func(msg string)
 	// Transport, if non-nil, carries the registry's HTTP requests (under
 	// the HTTPS rule above); nil means http.DefaultTransport.
 	Transport http.RoundTripper

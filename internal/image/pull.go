@@ -137,6 +137,12 @@ func (p *puller) registry(ctx context.Context) (*repoClient, error) {
 	return p.reg, nil
 }
 
+func (p *puller) progress(format string, args ...any) {
+	if p.opts.Progress != nil {
+		p.opts.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
 func (p *puller) pull(ctx context.Context) (*Image, error) {
 	img := &Image{Ref: p.ref, Platform: p.plat}
 	want := p.ref.Digest
@@ -187,11 +193,15 @@ func (p *puller) pull(ctx context.Context) (*Image, error) {
 	if fi, err := os.Lstat(img.Root); err == nil && fi.IsDir() {
 		return img, nil
 	}
-	for _, l := range doc.Layers {
+	for i, l := range doc.Layers {
+		if !p.store.hasBlob(l.Digest) {
+			p.progress("fetching layer %d/%d of %s (%s, %d bytes)", i+1, len(doc.Layers), p.ref, l.Digest, l.Size)
+		}
 		if err := p.fetchBlob(ctx, l, p.limits.Bytes); err != nil {
 			return nil, err
 		}
 	}
+	p.progress("unpacking %s (%d layers)", p.ref, len(doc.Layers))
 	notes, err := p.unpack(doc.Layers, img.Root)
 	if err != nil {
 		return nil, err
@@ -270,8 +280,8 @@ func (p *puller) pick(idx *manifestDoc) (descriptor, error) {
 		}
 		got := Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}
 		if got.OS == p.plat.OS && got.Architecture == p.plat.Architecture && (p.plat.Variant == "" || got.Variant == p.plat.Variant) {
-			if !slices.Contains(manifestTypes[1:], m.MediaType) && m.MediaType != "" {
-				continue
+			if m.MediaType != "" && m.MediaType != mediaOCIManifest && m.MediaType != mediaDockerManifest {
+				continue // a nested index, or an artifact
 			}
 			if err := checkDigest(m.Digest); err != nil {
 				return descriptor{}, fmt.Errorf("image %s: %w", p.ref, err)

@@ -51,9 +51,14 @@ func TestPullUnpacksLayersInOrder(t *testing.T) {
 	}, base, upper)
 	ref := reg.push(t, "org/app:v1", img)
 	opts := pullOpts(t)
+	var progress []string
+	opts.Progress = func(msg string) { progress = append(progress, msg) }
 	got, err := Pull(context.Background(), ref, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(progress) != 3 || !strings.HasPrefix(progress[0], "fetching layer 1/2") || !strings.HasPrefix(progress[2], "unpacking") {
+		t.Errorf("progress %q, want two layers fetched, then unpacking", progress)
 	}
 	if got.Digest != digestOf(t, img) || got.IndexDigest != "" {
 		t.Errorf("digest %s (index %q), want %s", got.Digest, got.IndexDigest, digestOf(t, img))
@@ -100,7 +105,7 @@ func TestPullUnpacksLayersInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Root != got.Root || blobGets.Load() != gets {
+	if again.Root != got.Root || blobGets.Load() != gets || len(progress) != 3 {
 		t.Errorf("second pull: root %s (first %s), %d more blob fetches", again.Root, got.Root, blobGets.Load()-gets)
 	}
 	// By digest with the registry gone: the store alone answers.
