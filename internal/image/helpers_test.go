@@ -81,6 +81,14 @@ func hardlink(name, target string) entry {
 
 func tarBytes(t *testing.T, entries ...entry) []byte {
 	t.Helper()
+	b, err := encodeTar(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func encodeTar(entries ...entry) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
@@ -101,18 +109,18 @@ func tarBytes(t *testing.T, entries ...entry) []byte {
 			h.Devmajor, h.Devminor = 1, 3
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if h.Typeflag == tar.TypeReg {
 			if _, err := tw.Write([]byte(e.body)); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return buf.Bytes()
+	return buf.Bytes(), nil
 }
 
 func layer(t *testing.T, entries ...entry) v1.Layer {
