@@ -176,3 +176,68 @@ func TestImageRootUnprivileged(t *testing.T) {
 	runUnprivilegedEnv(t, []string{probeEnv + "=" + probe},
 		"TestImageRootReplacesHostSystem", "TestImageRootEtcSymlinkNotFollowed")
 }
+
+// TestImageRootDynamicBinary runs a dynamically linked shell from an image
+// root laid out like a merged-/usr distribution image (/bin, /lib, /lib64
+// links into /usr): the loader and libc come from the image.
+func TestImageRootDynamicBinary(t *testing.T) {
+	requireSandbox(t)
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Skipf("no /bin/sh: %v", err)
+	}
+	if _, err := os.Stat("/usr/bin/ls"); err != nil {
+		t.Skipf("host has no /usr/bin/ls to hide: %v", err)
+	}
+	out, err := exec.Command("ldd", sh).Output()
+	if err != nil {
+		t.Skipf("ldd %s: %v", sh, err)
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	files := []string{sh}
+	for _, line := range strings.Split(string(out), "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "/") {
+				files = append(files, f)
+			}
+		}
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(real)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := copyFile(real, filepath.Join(root, real)); err != nil {
+			t.Fatal(err)
+		}
+		// The name the binary or the loader asks for, if it is a link.
+		if f != real {
+			if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
+				os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755)
+				os.Symlink(real, filepath.Join(root, f))
+			}
+		}
+	}
+	for _, top := range []string{"bin", "lib", "lib64", "sbin"} {
+		if dest, err := os.Readlink("/" + top); err == nil {
+			if _, err := os.Lstat(filepath.Join(root, top)); err != nil {
+				if err := os.Symlink(dest, filepath.Join(root, top)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	spec := quick(sh, "-c", "echo dynamic-ok; [ -e /usr/bin/ls ] && echo host-ls || echo no-ls")
+	spec.Root = root
+	var stdout, stderr bytes.Buffer
+	res, err := Run(context.Background(), spec, Stdio{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || stdout.String() != "dynamic-ok\nno-ls\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want the image's shell without the host's ls", res.ExitCode, stdout.String(), stderr.String())
+	}
+}
