@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -63,6 +64,9 @@ func (r *testRegistry) push(t *testing.T, repoTag string, img any) string {
 	return ref.String()
 }
 
+// testMtime is the modification time of every test entry.
+var testMtime = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+
 // entry is one tar entry of a test layer.
 type entry struct {
 	name string
@@ -92,7 +96,7 @@ func encodeTar(entries ...entry) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: e.mode, Format: tar.FormatPAX}
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: e.mode, Format: tar.FormatPAX, ModTime: testMtime}
 		if h.Typeflag == 0 {
 			h.Typeflag = tar.TypeReg
 		}

@@ -92,6 +92,11 @@ func TestPullUnpacksLayersInOrder(t *testing.T) {
 	if diff := cmp.Diff(want, tree(t, got.Root)); diff != "" {
 		t.Errorf("root tree (-want +got):\n%s", diff)
 	}
+	for _, n := range []string{"usr/bin/tool", "bin"} {
+		if fi, err := os.Lstat(filepath.Join(got.Root, n)); err != nil || !fi.ModTime().Equal(testMtime) {
+			t.Errorf("/%s: mtime %v, %v; want the layer's %v", n, fi.ModTime(), err, testMtime)
+		}
+	}
 	for _, n := range []string{"skipped /dev/null", "skipped /run/fifo", "setuid/setgid bits of /usr/bin/suid"} {
 		if !strings.Contains(strings.Join(got.Notes, "\n"), n) {
 			t.Errorf("notes %q lack %q", got.Notes, n)

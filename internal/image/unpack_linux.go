@@ -210,7 +210,10 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	case tar.TypeDir:
 		return u.mkdir(parent, base, uint32(hdr.Mode))
 	case tar.TypeReg:
-		return u.file(parent, base, hdr, r)
+		if err := u.file(parent, base, hdr, r); err != nil {
+			return err
+		}
+		return setMtime(parent, base, hdr)
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" || strings.ContainsRune(hdr.Linkname, 0) {
 			return fmt.Errorf("symlink with an empty or NUL target: %w", ErrHostile)
@@ -218,10 +221,25 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err := removeAt(parent, base); err != nil {
 			return err
 		}
-		return unix.Symlinkat(hdr.Linkname, parent, base)
+		if err := unix.Symlinkat(hdr.Linkname, parent, base); err != nil {
+			return err
+		}
+		return setMtime(parent, base, hdr)
 	default:
 		return u.hardlink(parent, base, rel, hdr.Linkname)
 	}
+}
+
+// setMtime gives the entry base (just made, not followed) the layer's
+// modification time: Python, for one, checks its .pyc files against
+// their sources' times. Directories keep the time of unpacking, since
+// every later entry in them would change it again.
+func setMtime(parent int, base string, hdr *tar.Header) error {
+	if hdr.ModTime.IsZero() {
+		return nil
+	}
+	ts := unix.NsecToTimespec(hdr.ModTime.UnixNano())
+	return unix.UtimesNanoAt(parent, base, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // openDir opens rel (a directory) with every link resolved inside the tree.
