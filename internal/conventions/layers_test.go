@@ -18,6 +18,7 @@ var layers = map[string]int{
 	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
 	"internal/instance": 0, "internal/landlock": 0, "internal/redact": 0,
 	"internal/seccomp": 0, "internal/secrets": 0, "internal/textdiff": 0,
+	"internal/image": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1,

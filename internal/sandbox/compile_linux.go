@@ -32,6 +32,13 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 			system = append(system, p)
 		}
 	}
+	if s.Root != "" {
+		dirs, err := imageDirs(s.Root)
+		if err != nil {
+			return nil, nil, &StartError{Code: exitSetup, Err: err}
+		}
+		system = dirs
+	}
 	cfg := &initConfig{
 		Hostname:     "mcpbox",
 		TTY:          sb.ttyFD >= 0,
@@ -86,6 +93,17 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		}
 		if err != nil {
 			return nil, fds, err
+		}
+	}
+	if s.Root != "" {
+		b, err := sb.vetBind(Mount{Source: s.Root, Target: "/", Exec: true}, !guarded, &idmap, &fds)
+		if err != nil {
+			return nil, fds, err
+		}
+		if !b.File {
+			cfg.Root = &b
+		} else {
+			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf("root %s is not a directory", s.Root)}
 		}
 	}
 	return cfg, fds, nil

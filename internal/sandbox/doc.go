@@ -1,6 +1,8 @@
 // Package sandbox runs one command in a fresh Linux sandbox: new user, mount,
 // pid, net, ipc, uts and cgroup namespaces, a read-only root built by
-// pivot_root from a few host binds, an empty network namespace, cgroup
+// pivot_root from a few host binds (or from an unpacked image tree,
+// Spec.Root, in place of the host's /usr, /lib and /etc; see
+// rootfs_image_linux.go), an empty network namespace, cgroup
 // limits, and — for the workload itself — a second, nested user namespace,
 // empty capability sets, no_new_privs, Landlock and a seccomp filter.
 //

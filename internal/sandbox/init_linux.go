@@ -50,6 +50,9 @@ type initConfig struct {
 	TmpSize      int64      `json:"tmp_size"`
 	ExecWritable bool       `json:"exec_writable,omitempty"`
 	Binds        []bindSpec `json:"binds,omitempty"`
+	// Root, if set, is the image root that replaces the host's system
+	// view (Spec.Root, rootfs_image_linux.go).
+	Root *bindSpec `json:"root,omitempty"`
 	// Overlay, if set, is mounted at /workspace/input (not in Binds).
 	Overlay  *overlaySpec   `json:"overlay,omitempty"`
 	Workload workloadConfig `json:"workload"`

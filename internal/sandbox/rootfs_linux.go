@@ -160,7 +160,10 @@ func pivotFinal() error {
 	return nil
 }
 
-func bindSystem(c *initConfig, _ []int) error {
+func bindSystem(c *initConfig, fds []int) error {
+	if c.Root != nil {
+		return bindImage(c.Root, fds)
+	}
 	for _, p := range systemBinds {
 		if err := copyOrBind(oldRoot+p, newRoot+p, true); err != nil {
 			return err
@@ -222,6 +225,9 @@ func buildEtc(c *initConfig, _ []int) error {
 		if err := os.WriteFile(etc+"/"+name, []byte(content), 0o644); err != nil {
 			return err
 		}
+	}
+	if c.Root != nil {
+		return bindImageEtc(files)
 	}
 	for _, p := range etcBinds {
 		if err := copyOrBind(oldRoot+p, newRoot+p, false); err != nil {

@@ -543,6 +543,9 @@ func (s *Spec) check() error {
 	if err := s.checkSecrets(); err != nil {
 		return err
 	}
+	if s.Root != "" && (!isAbs(s.Root) || path.Clean(s.Root) != s.Root || s.Root == "/") {
+		return fmt.Errorf("root %s: must be an absolute, clean path other than /", s.Root)
+	}
 	binds := s.allBinds()
 	for _, m := range binds {
 		if !isAbs(m.Source) || !isAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {

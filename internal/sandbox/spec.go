@@ -168,6 +168,21 @@ type Spec struct {
 	// says so, like any writable mount. Nil means a read-only bind.
 	InputOverlay *Overlay
 
+	// Root, if set, is a root file system tree on the host (an unpacked
+	// OCI image, see package image) that replaces the host's system view:
+	// its top-level directories (/usr, /bin, /lib, /opt, /app, ...) are
+	// bound read-only, nosuid and nodev, executable; its top-level
+	// symlinks are recreated; its /etc entries are bound read-only beside
+	// the synthesized passwd, group, hosts, hostname, resolv.conf and
+	// nsswitch.conf. The image's /dev, /proc, /sys, /tmp, /run and
+	// /workspace are never used: the sandbox provides its own. Nothing of
+	// the host's /usr, /lib or /etc is visible. Root must be absolute,
+	// clean and free of symlinks, like a mount source; everything beneath
+	// it is opened without following symlinks, so a tree holding hostile
+	// links cannot reach outside it. Files owned by the invoking user
+	// appear owned by the sandbox user. Empty means the host's system view.
+	Root string
+
 	// ExecWritable allows executing files from /tmp, /workspace/output and
 	// writable mounts. ExecAllow adds single paths (files or directories)
 	// that may be executed even when they lie on a writable mount.

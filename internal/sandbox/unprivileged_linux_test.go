@@ -19,6 +19,12 @@ import (
 // uids.
 func runUnprivileged(t *testing.T, names ...string) {
 	t.Helper()
+	runUnprivilegedEnv(t, nil, names...)
+}
+
+// runUnprivilegedEnv is runUnprivileged with extra environment variables.
+func runUnprivilegedEnv(t *testing.T, env []string, names ...string) {
+	t.Helper()
 	const uid = 65534
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} {
@@ -44,7 +50,7 @@ func runUnprivileged(t *testing.T, names ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.run=^("+strings.Join(names, "|")+")$", "-test.count=1", "-test.v")
-	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}
+	cmd.Env = append([]string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
 	// os/exec forks with CLONE_VM: the child's setuid clears the dumpable
 	// flag of the memory it still shares with us. Put it back.

@@ -1,0 +1,110 @@
+package image
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Default limits, used where a Limits field is zero.
+const (
+	DefaultMaxBytes    = 4 << 30 // unpacked bytes of one image, and its layers' compressed bytes
+	DefaultMaxFiles    = 500_000 // entries of one image, counted over all layers
+	DefaultMaxFileSize = 1 << 30 // one file
+	DefaultMaxLayers   = 256
+)
+
+// Blob sizes that are never legitimate for JSON documents.
+const (
+	maxManifestSize = 4 << 20
+	maxConfigSize   = 8 << 20
+)
+
+// Limits bounds what one image may cost. A zero field means its default.
+type Limits struct {
+	Bytes    int64 // total bytes of all files unpacked; also caps the layers' compressed sizes
+	Files    int64 // entries of all layers (skipped ones count too)
+	FileSize int64 // bytes of one file
+	Layers   int   // layers of the image
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Bytes <= 0 {
+		l.Bytes = DefaultMaxBytes
+	}
+	if l.Files <= 0 {
+		l.Files = DefaultMaxFiles
+	}
+	if l.FileSize <= 0 {
+		l.FileSize = DefaultMaxFileSize
+	}
+	if l.Layers <= 0 {
+		l.Layers = DefaultMaxLayers
+	}
+	return l
+}
+
+// Options configure Pull.
+type Options struct {
+	// Store is the directory that holds blobs (Store/blobs/sha256/HEX),
+	// unpacked roots (Store/rootfs/HEX) and temp files (Store/tmp). It is
+	// created (mode 0700) if missing. Required; it must be absolute.
+	Store string
+	// Platform is "os/arch[/variant]", e.g. "linux/arm64". Empty means
+	// the host's: linux and the GOARCH this binary was built for.
+	Platform string
+	// Insecure allows plain HTTP to the registry, which must then be on
+	// loopback (localhost, 127.0.0.0/8, ::1). Without it every request,
+	// token requests included, must be HTTPS.
+	Insecure bool
+	// Limits bound the image; zero fields take the defaults.
+	Limits Limits
+	// Progress, if non-nil, receives one line per step that takes time:
+	// each layer fetched, then the unpacking. Nil says nothing.
+	Progress func(msg string)
+	// Transport, if non-nil, carries the registry's HTTP requests (under
+	// the HTTPS rule above); nil means http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Platform is an image's os/arch[/variant].
+type Platform struct {
+	OS, Architecture, Variant string
+}
+
+func (p Platform) String() string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// HostPlatform is the platform Pull picks by default.
+func HostPlatform() Platform { return Platform{OS: "linux", Architecture: runtime.GOARCH} }
+
+// ParsePlatform parses "os/arch[/variant]".
+func ParsePlatform(s string) (Platform, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
+	}
+	p := Platform{OS: parts[0], Architecture: parts[1]}
+	if len(parts) == 3 {
+		p.Variant = parts[2]
+	}
+	return p, nil
+}
+
+func (o Options) check() (Platform, error) {
+	if o.Store == "" || !filepath.IsAbs(o.Store) {
+		return Platform{}, errors.New("image store: want an absolute directory")
+	}
+	if o.Platform == "" {
+		return HostPlatform(), nil
+	}
+	return ParsePlatform(o.Platform)
+}
