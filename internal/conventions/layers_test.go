@@ -25,6 +25,7 @@ var layers = map[string]int{
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,
+	"internal/pkginstall": 2,
 	// 3: the call pipeline and the backends that start servers.
 	"internal/guard": 3, "internal/launch": 3,
 	// 4: serve as a library.
