@@ -392,3 +392,79 @@ func TestInstallRegistryRefusal(t *testing.T) {
 		t.Fatal("error holds the token")
 	}
 }
+
+// What install scripts leave behind is made fit to share, or refused.
+func TestInstallSanitizesTree(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	script := func(js string) map[string]string {
+		return map[string]string{"postinstall": "node -e " + strconvQuote(js)}
+	}
+	w.reg.add(t, testPkg{name: "suid", version: "1.0.0", files: map[string]string{
+		"package.json": pkgJSON("suid", "1.0.0", map[string]any{"bin": "cli.js",
+			"scripts": script(`const fs=require('fs'); fs.mkdirSync('d');
+for (const [p, m] of [['cli.js', 0o6777], ['cli.js', 0o777], ['d', 0o1777], ['d', 0o777]]) {
+  try { fs.chmodSync(p, m); console.error(p, 'now', m.toString(8)); } catch (e) { console.error(p, m.toString(8), e.code); }
+}`)}),
+		"cli.js": "console.log(1)",
+	}})
+	pkg, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "suid", Version: "1.0.0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]os.FileMode{"cli.js": 0o755, "d": os.ModeDir | 0o755} {
+		fi, err := os.Stat(filepath.Join(pkg.Dir, "node_modules", "suid", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", rel, fi.Mode(), want)
+		}
+	}
+
+	w.reg.add(t, testPkg{name: "fifo", version: "1.0.0", files: map[string]string{
+		"package.json": pkgJSON("fifo", "1.0.0", map[string]any{"bin": "cli.js",
+			"scripts": script(`require('child_process').execFileSync('mkfifo', ['pipe'])`)}),
+		"cli.js": "console.log(1)",
+	}})
+	_, err = w.in.Install(ctx, Source{Ecosystem: NPM, Name: "fifo", Version: "1.0.0"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "named pipe: refused") {
+		t.Fatalf("install leaving a named pipe: %v", err)
+	}
+	if got := storeEntries(t, w.in.Store); len(got) != 1 {
+		t.Errorf("store entries %v, want only suid's", got)
+	}
+}
+
+func strconvQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Two installs of one version at once (two servers, two projects) end
+// with one entry that both use.
+func TestInstallConcurrent(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	type result struct {
+		pkg *Package
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			p, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "1.0.0"}, nil)
+			results <- result{p, err}
+		}()
+	}
+	a, b := <-results, <-results
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	if a.pkg.Dir != b.pkg.Dir || a.pkg.Pin != b.pkg.Pin {
+		t.Errorf("two installs disagree: %+v, %+v", a.pkg, b.pkg)
+	}
+	if got := storeEntries(t, w.in.Store); len(got) != 1 {
+		t.Errorf("store entries %v, want one", got)
+	}
+	if got := stagingLeft(t, w.in.Store); len(got) != 0 {
+		t.Errorf("staging left: %v", got)
+	}
+}

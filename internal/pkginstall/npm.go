@@ -113,6 +113,9 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin) (_ *P
 	if err := in.npmScripts(ctx, got, tree, cache); err != nil {
 		return nil, err
 	}
+	if err := sanitizeTree(tree); err != nil {
+		return nil, fmt.Errorf("npm package %s: %w", got, err)
+	}
 	if err := checkBins(tree, bins); err != nil {
 		return nil, fmt.Errorf("npm package %s: %w", got, err)
 	}
@@ -378,26 +381,33 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// summary is npm's error lines (else its last lines) on one line.
+// summary is npm's telling error lines (else its last lines) on one
+// line: the thrown Error first, without stack frames and log pointers.
 func (t *tailBuffer) summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var all, errs []string
+	var all, first, rest []string
 	for _, l := range strings.Split(string(t.b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			all = append(all, l)
-			if strings.Contains(l, "ERR") {
-				errs = append(errs, l)
-			}
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "npm error"))
+		if l == "" || strings.HasPrefix(l, "at ") || strings.HasPrefix(l, "^") ||
+			strings.Contains(l, "complete log") || strings.HasPrefix(l, "Node.js v") {
+			continue
+		}
+		all = append(all, l)
+		if strings.Contains(l, "Error") || strings.HasPrefix(l, "code ") || strings.Contains(l, "ERR") {
+			first = append(first, l)
+		} else if strings.HasPrefix(l, "command ") || strings.HasPrefix(l, "path ") || strings.Contains(l, "notarget") {
+			rest = append(rest, l)
 		}
 	}
-	if len(errs) == 0 {
-		errs = all[max(0, len(all)-3):]
+	keep := append(first, rest...)
+	if len(keep) == 0 {
+		keep = all[max(0, len(all)-3):]
 	}
-	if len(errs) == 0 {
+	if len(keep) == 0 {
 		return "(no output)"
 	}
-	msg := strings.Join(errs[:min(len(errs), 6)], " | ")
+	msg := strings.Join(keep[:min(len(keep), 4)], " | ")
 	if len(msg) > 600 {
 		msg = msg[:600] + "..."
 	}

@@ -22,11 +22,17 @@ type testPkg struct {
 	// integrity, if set, is what the metadata claims instead of the
 	// tarball's real hash (a registry serving other bytes).
 	integrity string
+	// tarball, if set, is the package's archive as it is (packed from a
+	// real package's directory); files then holds its package.json only.
+	tarball []byte
 }
 
 // tgz builds the package's tarball as npm pack would: package/... files.
 func (p testPkg) tgz(t *testing.T) []byte {
 	t.Helper()
+	if p.tarball != nil {
+		return p.tarball
+	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
