@@ -24,6 +24,9 @@ type Installer struct {
 	// NPM is the user's registry configuration (LoadNPMConfig); the zero
 	// value is the public registry without credentials.
 	NPM NPMConfig
+	// PyPI is the user's index configuration (LoadPyPIConfig); the zero
+	// value is PyPI without credentials.
+	PyPI PyPIConfig
 	// Client fetches metadata and archives from the host. Nil means a
 	// client with a 5-minute timeout and the environment's proxy.
 	Client *http.Client
@@ -75,6 +78,16 @@ func (p *Package) Command(target string, args []string) []string {
 	return append(argv, args...)
 }
 
+// Env is what the server sandbox's environment needs for Command: for
+// PyPI the installed site dir on PYTHONPATH (and no bytecode writes to the
+// read-only tree); nothing for npm.
+func (p *Package) Env(target string) []string {
+	if p.Pin.Ecosystem == PyPI {
+		return []string{"PYTHONPATH=" + path.Join(target, "site"), "PYTHONDONTWRITEBYTECODE=1"}
+	}
+	return nil
+}
+
 func interpreter(e Ecosystem) string {
 	if e == PyPI {
 		return "python3"
@@ -102,6 +115,8 @@ func (in *Installer) Install(ctx context.Context, src Source, pin *Pin) (*Packag
 	switch src.Ecosystem {
 	case NPM:
 		return in.installNPM(ctx, src, pin)
+	case PyPI:
+		return in.installPyPI(ctx, src, pin)
 	}
 	return nil, fmt.Errorf("installing %s: ecosystem %s is not supported yet", src, src.Ecosystem)
 }

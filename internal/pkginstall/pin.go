@@ -2,6 +2,7 @@ package pkginstall
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
@@ -14,11 +15,12 @@ type Pin struct {
 	Ecosystem Ecosystem `json:"ecosystem" yaml:"ecosystem"`
 	Name      string    `json:"name" yaml:"name"`
 	Version   string    `json:"version" yaml:"version"`
-	// Integrity is the SRI sha512 of the package's own archive (npm's
-	// dist.integrity, a wheel's hash for PyPI).
+	// Integrity is the SRI hash of the package's own archive: npm's
+	// dist.integrity (sha512), a wheel's sha256 for PyPI.
 	Integrity string `json:"integrity" yaml:"integrity"`
-	// Lockfile is the SRI sha512 of the generated package-lock.json,
-	// which holds the integrity of every dependency; empty when not
+	// Lockfile is the SRI sha512 of the generated lockfile, which holds
+	// the hash of every dependency (npm's package-lock.json; for PyPI a
+	// requirements.lock in pip's --require-hashes form); empty when not
 	// pinned yet.
 	Lockfile string `json:"lockfile,omitempty" yaml:"lockfile,omitempty"`
 }
@@ -43,12 +45,14 @@ func (in *Installer) Verify(ctx context.Context, pin Pin) error {
 	if err := checkPinPath(pin); err != nil {
 		return err
 	}
-	if _, err := parseSRI(pin.Integrity); err != nil {
+	if _, _, err := parseDigest(pin.Integrity); err != nil {
 		return fmt.Errorf("pin of %s: %w", pin, err)
 	}
 	switch pin.Ecosystem {
 	case NPM:
 		return in.verifyNPM(ctx, pin)
+	case PyPI:
+		return in.verifyPyPI(ctx, pin)
 	}
 	return fmt.Errorf("verifying %s: ecosystem %s is not supported yet", pin, pin.Ecosystem)
 }
@@ -76,13 +80,25 @@ func (in *Installer) verifyNPM(ctx context.Context, pin Pin) error {
 	return nil
 }
 
-// sameDigest compares the sha512 of two SRI strings; unparseable is not
-// the same.
-func sameDigest(a, b string) bool {
-	da, err := parseSRI(a)
+func (in *Installer) verifyPyPI(ctx context.Context, pin Pin) error {
+	files, idx, err := in.pypiFiles(ctx, pin.Name)
 	if err != nil {
-		return false
+		return err
 	}
-	db, err := parseSRI(b)
-	return err == nil && string(da) == string(db)
+	wf, err := pickWheel(pin.Name, pin.Version, files)
+	if err != nil {
+		return fmt.Errorf("pinned %s: %w", pin, err)
+	}
+	listed := "sha256-" + base64.StdEncoding.EncodeToString(wf.sha256)
+	if !sameDigest(listed, pin.Integrity) {
+		return fmt.Errorf("pinned %s: %w (index lists %s, pinned %s)", pin, ErrPinMismatch, listed, pin.Integrity)
+	}
+	whl, err := in.registry().getBasic(ctx, wf.url, idx, "", maxTarball)
+	if err != nil {
+		return fmt.Errorf("downloading pinned %s: %w", pin, err)
+	}
+	if err := checkIntegrity(whl, pin.Integrity); err != nil {
+		return fmt.Errorf("pinned %s: %w (%v)", pin, ErrPinMismatch, err)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package pkginstall
 
 import (
 	"context"
-	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -47,21 +46,42 @@ type registry struct {
 	client *http.Client
 }
 
-// get fetches u with the credential for u, up to limit bytes.
+// get fetches u with the npm credential for u, up to limit bytes.
 func (r *registry) get(ctx context.Context, u *url.URL, accept string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	auth := ""
+	if cr, ok := r.cfg.CredentialFor(u); ok {
+		auth = cr.header()
+	}
+	return r.fetch(ctx, u, accept, auth, limit)
+}
+
+// getBasic fetches u, sending the user and password of the index URL idx
+// only when u is on idx's scheme and host.
+func (r *registry) getBasic(ctx context.Context, u, idx *url.URL, accept string, limit int64) ([]byte, error) {
+	auth := ""
+	if idx.User != nil && u.Scheme == idx.Scheme && u.Host == idx.Host {
+		p, _ := idx.User.Password()
+		auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(idx.User.Username()+":"+p))
+	}
+	return r.fetch(ctx, u, accept, auth, limit)
+}
+
+func (r *registry) fetch(ctx context.Context, u *url.URL, accept, auth string, limit int64) ([]byte, error) {
+	plain := *u
+	plain.User = nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, plain.String(), nil)
 	if err != nil {
 		return nil, err
 	}
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	if cr, ok := r.cfg.CredentialFor(u); ok {
-		req.Header.Set("Authorization", cr.header())
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, redactErr(err, u)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
@@ -78,6 +98,14 @@ func (r *registry) get(ctx context.Context, u *url.URL, accept string, limit int
 		return nil, fmt.Errorf("%s sent more than %d bytes", redactURL(u), limit)
 	}
 	return body, nil
+}
+
+// redactErr keeps a URL's password out of a client error.
+func redactErr(err error, u *url.URL) error {
+	if p, ok := u.User.Password(); ok && p != "" && strings.Contains(err.Error(), p) {
+		return errors.New(strings.ReplaceAll(err.Error(), p, "***"))
+	}
+	return err
 }
 
 // packument fetches a package's metadata (npm's abbreviated form when the
@@ -150,33 +178,6 @@ func (p *packument) resolve(spec string) (npmVersion, error) {
 	return p.Versions[bestKey], nil
 }
 
-// parseSRI returns the sha512 digest of an SRI string ("sha512-BASE64",
-// possibly among other hashes separated by spaces). Only sha512 counts:
-// npm's legacy sha1 shasum is too weak to pin anything.
-func parseSRI(sri string) ([]byte, error) {
-	for _, f := range strings.Fields(sri) {
-		alg, b64, ok := strings.Cut(f, "-")
-		if !ok || alg != "sha512" {
-			continue
-		}
-		if i := strings.IndexByte(b64, '?'); i >= 0 {
-			b64 = b64[:i] // SRI options
-		}
-		d, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil || len(d) != sha512.Size {
-			return nil, fmt.Errorf("integrity %q: not a sha512 digest", f)
-		}
-		return d, nil
-	}
-	return nil, fmt.Errorf("integrity %q has no sha512 hash", sri)
-}
-
-// sri is the canonical SRI form of data's sha512.
-func sri(data []byte) string {
-	d := sha512.Sum512(data)
-	return "sha512-" + base64.StdEncoding.EncodeToString(d[:])
-}
-
 // tarball downloads v's tarball and checks it against want (an SRI
 // string).
 func (r *registry) tarball(ctx context.Context, name string, v npmVersion, want string) ([]byte, error) {
@@ -192,19 +193,6 @@ func (r *registry) tarball(ctx context.Context, name string, v npmVersion, want 
 		return nil, fmt.Errorf("npm package %s@%s: %w", name, v.Version, err)
 	}
 	return data, nil
-}
-
-// checkIntegrity compares data's sha512 with the SRI string want.
-func checkIntegrity(data []byte, want string) error {
-	d, err := parseSRI(want)
-	if err != nil {
-		return err
-	}
-	got := sha512.Sum512(data)
-	if string(got[:]) != string(d) {
-		return &IntegrityError{Want: want, Got: sri(data)}
-	}
-	return nil
 }
 
 // redactURL drops what a URL might carry beyond host and path.

@@ -25,18 +25,18 @@ type manifest struct {
 }
 
 // entryDir is the store's directory for a package version with a given
-// integrity: STORE/ECOSYSTEM/NAME/VERSION/sha512-HEX. Name and version
+// integrity: STORE/ECOSYSTEM/NAME/VERSION/ALG-HEX (sha512 for npm, sha256 for PyPI). Name and version
 // are checked to be plain path components first, since they come from a
 // registry.
 func entryDir(store string, p Pin) (string, error) {
 	if err := checkPinPath(p); err != nil {
 		return "", err
 	}
-	d, err := parseSRI(p.Integrity)
+	alg, d, err := parseDigest(p.Integrity)
 	if err != nil {
 		return "", fmt.Errorf("pin of %s@%s: %w", p.Name, p.Version, err)
 	}
-	return filepath.Join(store, string(p.Ecosystem), filepath.FromSlash(p.Name), p.Version, "sha512-"+hex.EncodeToString(d)), nil
+	return filepath.Join(store, string(p.Ecosystem), filepath.FromSlash(p.Name), p.Version, alg+"-"+hex.EncodeToString(d)), nil
 }
 
 func checkPinPath(p Pin) error {
@@ -88,7 +88,7 @@ func readEntry(dir string) (*manifest, error) {
 // whatever its integrity. More than one (the registry changed the bytes
 // between two installs) is an error: the caller must say which by a pin.
 func findVersion(store string, eco Ecosystem, name, version string) (string, *manifest, error) {
-	dirs, err := filepath.Glob(filepath.Join(store, string(eco), filepath.FromSlash(name), version, "sha512-*"))
+	dirs, err := filepath.Glob(filepath.Join(store, string(eco), filepath.FromSlash(name), version, "sha*-*"))
 	if err != nil || len(dirs) == 0 {
 		return "", nil, err
 	}
