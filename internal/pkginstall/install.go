@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
 )
 
@@ -40,6 +41,10 @@ type Installer struct {
 	// Progress, if non-nil, receives one line per install step, for the
 	// first start of a server to show what it waits for.
 	Progress func(string)
+	// EgressLog, if non-nil, receives one event per connection the
+	// fetching sandboxes make through their egress proxy (for the audit
+	// log); it may be called from several goroutines.
+	EgressLog func(egress.Event)
 	// NPMCommand is the npm to run inside the install sandbox, which sees
 	// the host's /usr; empty means "npm" found through the sandbox's
 	// PATH.

@@ -10,11 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
 )
 
@@ -174,6 +177,13 @@ func TestInstallNPMRunsInServerSandbox(t *testing.T) {
 	ctx := ctxT(t)
 	var progress []string
 	w.in.Progress = func(s string) { progress = append(progress, s) }
+	var mu sync.Mutex
+	var events []egress.Event
+	w.in.EgressLog = func(e egress.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
 	pkg, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "^1.0.0"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +200,19 @@ func TestInstallNPMRunsInServerSandbox(t *testing.T) {
 	if len(progress) == 0 {
 		t.Error("no progress reported")
 	}
+	// npm's traffic went through the install sandbox's proxy, to the
+	// registry alone.
+	mu.Lock()
+	regHost := strings.TrimPrefix(w.reg.srv.URL, "http://")
+	for _, e := range events {
+		if e.Decision != "allow" || net.JoinHostPort(e.Host, strconv.Itoa(e.Port)) != regHost {
+			t.Errorf("install sandbox connection %+v, want only allowed ones to %s", e, regHost)
+		}
+	}
+	if len(events) == 0 {
+		t.Error("no connection through the install sandbox's proxy: where did npm fetch from?")
+	}
+	mu.Unlock()
 	if got := stagingLeft(t, w.in.Store); len(got) != 0 {
 		t.Errorf("staging dirs left behind: %v", got)
 	}

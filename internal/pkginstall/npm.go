@@ -147,7 +147,7 @@ func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, 
 	}
 	spec := in.npmSpec(tree, cache, "install", "--ignore-scripts", "--no-audit", "--no-fund",
 		"--omit=dev", "--no-update-notifier", "--package-lock=true", "--prefix", sbxTree)
-	spec.Network.Rules = rules
+	spec.Network.Rules, spec.Network.Log = rules, in.EgressLog
 	spec.Secrets = []sandbox.Secret{{Name: "npmrc", Value: in.NPM.npmrc(regs), AsFile: true}}
 	spec.Env = append(spec.Env, "npm_config_userconfig=/run/secrets/npmrc")
 	return in.runNPM(ctx, pin, "fetching", spec)

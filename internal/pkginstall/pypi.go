@@ -292,7 +292,7 @@ func (in *Installer) pipInstall(ctx context.Context, pin Pin, tree, cache, wheel
 		Limits:        in.limits(),
 		AllowDegraded: in.AllowDegraded,
 	}
-	spec.Network.Rules = rules
+	spec.Network.Rules, spec.Network.Log = rules, in.EgressLog
 	var out tailBuffer
 	res, err := sandbox.Run(ctx, spec, sandbox.Stdio{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &out})
 	if err != nil {

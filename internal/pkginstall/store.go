@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -136,4 +137,33 @@ func commit(built, dst string, m *manifest) (*manifest, error) {
 		return nil, fmt.Errorf("moving install into the store: %w", err)
 	}
 	return m, nil
+}
+
+// CleanStaging removes staging dirs older than age from the store: what
+// installs killed with their process (a gateway crash) left behind. Younger
+// ones may belong to an install still running in another process; an
+// install is bounded by its sandbox's timeout, so an age above it is safe.
+func (in *Installer) CleanStaging(age time.Duration) error {
+	tmp := filepath.Join(in.Store, ".tmp")
+	ents, err := os.ReadDir(tmp)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cleaning the package store: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) < age {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cleaning the package store: %w", err)
+	}
+	return nil
 }
