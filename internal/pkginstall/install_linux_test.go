@@ -459,6 +459,35 @@ for (const [p, m] of [['cli.js', 0o6777], ['cli.js', 0o777], ['d', 0o1777], ['d'
 	}
 }
 
+// Install scripts write anywhere in the tree being built: a planted
+// symlink where the installer writes, or a rewritten lockfile, refuses
+// the install, and no host file is written through.
+func TestInstallScriptsCannotPlant(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	for _, tt := range []struct{ name, js, err string }{
+		{"planter", fmt.Sprintf(`require('fs').symlinkSync(%q, '../../.mcpbox-package.json')`, w.planted), "file exists"},
+		{"relock", `require('fs').appendFileSync('../../package-lock.json', ' ')`, "install scripts changed the lockfile"},
+		{"linklock", fmt.Sprintf(`const fs = require('fs'); fs.unlinkSync('../../package-lock.json'); fs.symlinkSync(%q, '../../package-lock.json')`, w.planted), "not a regular file"},
+	} {
+		w.reg.add(t, testPkg{name: tt.name, version: "1.0.0", files: map[string]string{
+			"package.json": pkgJSON(tt.name, "1.0.0", map[string]any{"bin": "cli.js",
+				"scripts": map[string]string{"postinstall": "node -e " + strconvQuote(tt.js)}}),
+			"cli.js": "console.log(1)",
+		}})
+		_, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: tt.name, Version: "1.0.0"}, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: %v, want an error containing %q", tt.name, err, tt.err)
+		}
+	}
+	if b, _ := os.ReadFile(w.planted); string(b) != "PLANTED-PRIVATE-KEY" {
+		t.Errorf("the host file was written through a planted link: %q", b)
+	}
+	if got := storeEntries(t, w.in.Store); len(got) != 0 {
+		t.Errorf("store entries %v, want none", got)
+	}
+}
+
 func strconvQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Two installs of one version at once (two servers, two projects) end

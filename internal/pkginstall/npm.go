@@ -96,7 +96,7 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin) (_ *P
 		"name": wrapperName, "version": "0.0.0", "private": true,
 		"dependencies": map[string]string{src.Name: v.Version},
 	}, "", "  ")
-	if err := os.WriteFile(filepath.Join(tree, "package.json"), wrapper, 0o644); err != nil {
+	if err := writeNew(filepath.Join(tree, "package.json"), wrapper); err != nil {
 		return nil, fmt.Errorf("writing staging package.json: %w", err)
 	}
 	if err := in.npmFetch(ctx, got, tree, cache, regURL, v); err != nil {
@@ -112,6 +112,11 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin) (_ *P
 	}
 	if err := in.npmScripts(ctx, got, tree, cache); err != nil {
 		return nil, err
+	}
+	// Scripts can write anywhere in the tree: the lockfile must still be
+	// the one checked, a regular file.
+	if err := checkLockfileHash(tree, got); err != nil {
+		return nil, fmt.Errorf("npm package %s: install scripts changed the lockfile: %w", got, err)
 	}
 	if err := sanitizeTree(tree); err != nil {
 		return nil, fmt.Errorf("npm package %s: %w", got, err)
@@ -268,12 +273,20 @@ func checkLockfile(tree string, pin Pin) (string, error) {
 	return sri(data), nil
 }
 
-// checkLockfileHash checks a store entry's lockfile against its pin.
+// checkLockfileHash checks a tree's lockfile against its pin; the
+// lockfile must be a regular file, not a link a script planted.
 func checkLockfileHash(dir string, pin Pin) error {
-	if pin.Lockfile == "" || pin.Ecosystem != NPM {
+	if pin.Lockfile == "" {
 		return nil
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	name := filepath.Join(dir, "package-lock.json")
+	if pin.Ecosystem == PyPI {
+		name = filepath.Join(dir, "requirements.lock")
+	}
+	if fi, err := os.Lstat(name); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("lockfile %s is not a regular file", name)
+	}
+	data, err := os.ReadFile(name)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func (in *Installer) pypiFiles(ctx context.Context, name string) ([]wheelFile, *
 		}
 		fname := strings.TrimSpace(html.UnescapeString(string(m[2])))
 		u, err := page.Parse(html.UnescapeString(string(href[1])))
-		if err != nil || !strings.HasSuffix(fname, ".whl") {
+		if err != nil || !strings.HasSuffix(fname, ".whl") || strings.ContainsAny(fname, `/\`) {
 			continue // sdists are never installed: building one runs its code
 		}
 		f := wheelFile{name: fname, url: u, yanked: bytes.Contains(bytes.ToLower(m[1]), []byte("data-yanked"))}
@@ -228,7 +228,7 @@ func (in *Installer) installPyPI(ctx context.Context, src Source, pin *Pin) (*Pa
 			return nil, fmt.Errorf("creating staging dir: %w", err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(wheels, wf.name), whl, 0o644); err != nil {
+	if err := writeNew(filepath.Join(wheels, wf.name), whl); err != nil {
 		return nil, fmt.Errorf("writing staging wheel: %w", err)
 	}
 	if err := in.pipInstall(ctx, got, tree, cache, wheels, wf, idx); err != nil {
@@ -242,7 +242,7 @@ func (in *Installer) installPyPI(ctx context.Context, src Source, pin *Pin) (*Pa
 	if pin != nil && pin.Lockfile != "" && pin.Lockfile != got.Lockfile {
 		return nil, fmt.Errorf("installing %s: %w: its dependencies now resolve to a lockfile hashing to %s, pinned %s", pin, ErrPinMismatch, got.Lockfile, pin.Lockfile)
 	}
-	if err := os.WriteFile(filepath.Join(tree, "requirements.lock"), lock, 0o644); err != nil {
+	if err := writeNew(filepath.Join(tree, "requirements.lock"), lock); err != nil {
 		return nil, fmt.Errorf("writing the lockfile: %w", err)
 	}
 	if err := sanitizeTree(tree); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -124,7 +125,7 @@ func commit(built, dst string, m *manifest) (*manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(built, manifestName), data, 0o644); err != nil {
+	if err := writeNew(filepath.Join(built, manifestName), data); err != nil {
 		return nil, fmt.Errorf("writing store entry: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -166,4 +167,19 @@ func (in *Installer) CleanStaging(age time.Duration) error {
 		return fmt.Errorf("cleaning the package store: %w", err)
 	}
 	return nil
+}
+
+// writeNew creates a file that must not exist yet: in a tree that install
+// scripts have written to, a name they planted (a symlink to a host file,
+// say) refuses the install instead of being written through.
+func writeNew(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
