@@ -111,6 +111,9 @@ func (in *Installer) Install(ctx context.Context, src Source, pin *Pin) (*Packag
 	if in.Store == "" || !filepath.IsAbs(in.Store) {
 		return nil, fmt.Errorf("installing %s: the package store must be an absolute path", src)
 	}
+	if err := src.check(); err != nil {
+		return nil, fmt.Errorf("installing %s: %w", src, err)
+	}
 	if pin != nil && (pin.Ecosystem != src.Ecosystem || pin.Name != src.Name) {
 		return nil, fmt.Errorf("installing %s: pin is for %s", src, pin)
 	}

@@ -46,6 +46,23 @@ var npmName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-
 // pypiName is PEP 508's project name.
 var pypiName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 
+// check validates a Source built by hand as ParseSource would.
+func (s Source) check() error {
+	var err error
+	switch s.Ecosystem {
+	case NPM:
+		_, err = parseNPMSpec(s.Name + "@" + s.Version)
+	case PyPI:
+		_, err = parsePyPISpec(s.Name + "@" + s.Version)
+	default:
+		err = fmt.Errorf("unknown ecosystem %q (known: npm, pypi)", s.Ecosystem)
+	}
+	if err == nil && strings.ContainsAny(s.Bin, `/\`) {
+		err = fmt.Errorf("bin %q is not a plain name", s.Bin)
+	}
+	return err
+}
+
 // ParseSource parses a config's package value: "npm:NAME[@VERSION]" or
 // "pypi:NAME[@VERSION]" ("pypi:NAME==VERSION" also works). A missing
 // version is "latest".

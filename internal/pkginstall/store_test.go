@@ -52,3 +52,18 @@ func TestEntryDirRefusesHostileNames(t *testing.T) {
 		}
 	}
 }
+
+func TestInstallRefusesHostileSource(t *testing.T) {
+	in := &Installer{Store: t.TempDir()}
+	for _, src := range []Source{
+		{Ecosystem: NPM, Name: "../../x", Version: "1.0.0"},
+		{Ecosystem: NPM, Name: "x", Version: "../1.0.0"},
+		{Ecosystem: PyPI, Name: "a/b", Version: "1.0"},
+		{Ecosystem: NPM, Name: "x", Version: "1.0.0", Bin: "../sh"},
+		{Ecosystem: "deb", Name: "x", Version: "1"},
+	} {
+		if _, err := in.Install(t.Context(), src, nil); err == nil {
+			t.Errorf("Install(%+v) succeeded", src)
+		}
+	}
+}
