@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 // allowDegraded: the tests need namespaces, not cgroup limits.
 var allowDegraded = []sandbox.Layer{sandbox.LayerCgroups}
 
-func requireNPM(t *testing.T) {
+func requireNPM(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil {
 		t.Skip("no npm on this host")

@@ -28,7 +28,7 @@ type testPkg struct {
 }
 
 // tgz builds the package's tarball as npm pack would: package/... files.
-func (p testPkg) tgz(t *testing.T) []byte {
+func (p testPkg) tgz(t testing.TB) []byte {
 	t.Helper()
 	if p.tarball != nil {
 		return p.tarball
@@ -65,7 +65,7 @@ type fakeRegistry struct {
 	served map[string][]byte
 }
 
-func newFakeRegistry(t *testing.T, token string) *fakeRegistry {
+func newFakeRegistry(t testing.TB, token string) *fakeRegistry {
 	r := &fakeRegistry{token: token, pkgs: map[string][]testPkg{}, tarballs: map[string][]byte{}, served: map[string][]byte{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
@@ -74,7 +74,7 @@ func newFakeRegistry(t *testing.T, token string) *fakeRegistry {
 
 func (r *fakeRegistry) url() string { return r.srv.URL + "/" }
 
-func (r *fakeRegistry) add(t *testing.T, p testPkg) {
+func (r *fakeRegistry) add(t testing.TB, p testPkg) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
