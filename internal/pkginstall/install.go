@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"time"
@@ -122,11 +123,45 @@ func (in *Installer) Install(ctx context.Context, src Source, pin *Pin) (*Packag
 	}
 	switch src.Ecosystem {
 	case NPM:
-		return in.installNPM(ctx, src, pin)
+		return in.installNPM(ctx, src, pin, nil)
 	case PyPI:
 		return in.installPyPI(ctx, src, pin)
 	}
 	return nil, fmt.Errorf("installing %s: ecosystem %s is not supported yet", src, src.Ecosystem)
+}
+
+// InstallLocked installs a pinned npm package with exactly the
+// dependencies of lockfile, a package-lock.json this package made before
+// (Package.Lockfile), e.g. on another machine or after the store was
+// cleared: the pin alone would re-resolve the dependencies, and refuse if
+// any changed since. The lockfile must hash to pin.Lockfile. Without
+// network when the store has the pin's entry.
+func (in *Installer) InstallLocked(ctx context.Context, pin Pin, lockfile []byte) (*Package, error) {
+	src := pin.Source()
+	if err := src.check(); err != nil {
+		return nil, fmt.Errorf("installing %s: %w", src, err)
+	}
+	if pin.Ecosystem != NPM {
+		return nil, fmt.Errorf("installing %s from a lockfile: only npm is supported", pin)
+	}
+	if got := sri(lockfile); pin.Lockfile == "" || got != pin.Lockfile {
+		return nil, fmt.Errorf("installing %s: the lockfile hashes to %s, pinned %q", pin, got, pin.Lockfile)
+	}
+	if p, err := in.fromStore(src, &pin); p != nil || err != nil {
+		return p, err
+	}
+	return in.installNPM(ctx, src, &pin, lockfile)
+}
+
+// Lockfile is the installed tree's lockfile (package-lock.json for npm,
+// requirements.lock for PyPI), whose hash is Pin.Lockfile: what the caller
+// keeps to reinstall exactly this tree with InstallLocked.
+func (p *Package) Lockfile() ([]byte, error) {
+	name := "package-lock.json"
+	if p.Pin.Ecosystem == PyPI {
+		name = "requirements.lock"
+	}
+	return os.ReadFile(filepath.Join(p.Dir, name))
 }
 
 // fromStore finds src in the store without network: by its pin, or by

@@ -520,3 +520,47 @@ func TestInstallConcurrent(t *testing.T) {
 		t.Errorf("staging left: %v", got)
 	}
 }
+
+// A pin covers the dependencies too: after a dependency publishes a new
+// matching version, the pin alone is refused, and the pin with its
+// lockfile installs exactly the pinned tree.
+func TestInstallLockedReproducesDeps(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	pkg, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "1.1.0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := pkg.Lockfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.reg.add(t, testPkg{name: "dep-a", version: "2.2.0", files: map[string]string{
+		"package.json": pkgJSON("dep-a", "2.2.0", map[string]any{"main": "index.js"}),
+		"index.js":     "module.exports = 'dep-a 2.2.0, published after the pin';\n",
+	}})
+	fresh := *w.in
+	fresh.Store = t.TempDir()
+	if _, err := fresh.Install(ctx, pkg.Pin.Source(), &pkg.Pin); !errors.Is(err, ErrPinMismatch) || !strings.Contains(err.Error(), "dependencies now resolve") {
+		t.Fatalf("install of the pin after its dependency moved: %v, want ErrPinMismatch", err)
+	}
+	if _, err := fresh.InstallLocked(ctx, pkg.Pin, append([]byte(" "), lock...)); err == nil {
+		t.Fatal("InstallLocked accepted a lockfile not matching the pin")
+	}
+	again, err := fresh.InstallLocked(ctx, pkg.Pin, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Pin != pkg.Pin {
+		t.Errorf("pin %+v, want %+v", again.Pin, pkg.Pin)
+	}
+	dep, err := os.ReadFile(filepath.Join(again.Dir, "node_modules", "dep-a", "index.js"))
+	if err != nil || !strings.Contains(string(dep), "dep-a 2.1.0") {
+		t.Errorf("dependency installed from the lockfile: %q, %v; want 2.1.0", dep, err)
+	}
+	// And again, from the store: no network.
+	w.reg.requests.Store(0)
+	if p, err := fresh.InstallLocked(ctx, pkg.Pin, lock); err != nil || !p.FromStore || w.reg.requests.Load() != 0 {
+		t.Errorf("second locked install: %+v, %v, %d requests", p, err, w.reg.requests.Load())
+	}
+}

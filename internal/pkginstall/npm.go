@@ -29,34 +29,12 @@ const (
 // installed package, so npm has a project to install into.
 const wrapperName = "mcpbox-package-install"
 
-func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin) (_ *Package, err error) {
-	if err := checkNPMName(src.Name); err != nil {
-		return nil, err
-	}
+func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin, lock []byte) (*Package, error) {
 	reg := in.registry()
-	in.progress("resolving %s", src)
-	p, regURL, err := reg.packument(ctx, src.Name)
+	v, got, regURL, err := in.resolveNPM(ctx, reg, src, pin)
 	if err != nil {
 		return nil, err
 	}
-	spec := src.Version
-	if pin != nil {
-		spec = pin.Version
-	}
-	v, err := p.resolve(spec)
-	if err != nil {
-		return nil, err
-	}
-	if !exactVersion(v.Version) {
-		return nil, fmt.Errorf("npm package %s: registry lists version %q, not an exact version", src.Name, v.Version)
-	}
-	if _, err := parseSRI(v.Dist.Integrity); err != nil {
-		return nil, fmt.Errorf("npm package %s@%s: registry metadata: %w", src.Name, v.Version, err)
-	}
-	if pin != nil && !sameDigest(v.Dist.Integrity, pin.Integrity) {
-		return nil, fmt.Errorf("installing %s: %w (registry metadata %s, pinned %s)", pin, ErrPinMismatch, v.Dist.Integrity, pin.Integrity)
-	}
-	got := Pin{Ecosystem: NPM, Name: src.Name, Version: v.Version, Integrity: v.Dist.Integrity}
 	dst, err := entryDir(in.Store, got)
 	if err != nil {
 		return nil, err
@@ -80,46 +58,14 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin) (_ *P
 	if err != nil {
 		return nil, err
 	}
-
 	stage, err := stagingDir(in.Store)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(stage) // after a commit only the cache is left
-	tree, cache := filepath.Join(stage, "tree"), filepath.Join(stage, "cache")
-	for _, d := range []string{tree, cache} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, fmt.Errorf("creating staging dir: %w", err)
-		}
-	}
-	wrapper, _ := json.MarshalIndent(map[string]any{
-		"name": wrapperName, "version": "0.0.0", "private": true,
-		"dependencies": map[string]string{src.Name: v.Version},
-	}, "", "  ")
-	if err := writeNew(filepath.Join(tree, "package.json"), wrapper); err != nil {
-		return nil, fmt.Errorf("writing staging package.json: %w", err)
-	}
-	if err := in.npmFetch(ctx, got, tree, cache, regURL, v); err != nil {
-		return nil, err
-	}
-	lockHash, err := checkLockfile(tree, got)
+	tree, err := in.buildNPM(ctx, stage, &got, pin, lock, regURL, v)
 	if err != nil {
-		return nil, fmt.Errorf("npm package %s: %w", got, err)
-	}
-	got.Lockfile = lockHash
-	if pin != nil && pin.Lockfile != "" && pin.Lockfile != got.Lockfile {
-		return nil, fmt.Errorf("installing %s: %w: its dependencies now resolve to a lockfile hashing to %s, pinned %s", pin, ErrPinMismatch, got.Lockfile, pin.Lockfile)
-	}
-	if err := in.npmScripts(ctx, got, tree, cache); err != nil {
 		return nil, err
-	}
-	// Scripts can write anywhere in the tree: the lockfile must still be
-	// the one checked, a regular file.
-	if err := checkLockfileHash(tree, got); err != nil {
-		return nil, fmt.Errorf("npm package %s: install scripts changed the lockfile: %w", got, err)
-	}
-	if err := sanitizeTree(tree); err != nil {
-		return nil, fmt.Errorf("npm package %s: %w", got, err)
 	}
 	if err := checkBins(tree, bins); err != nil {
 		return nil, fmt.Errorf("npm package %s: %w", got, err)
@@ -132,10 +78,85 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin) (_ *P
 	return &Package{Pin: m.Pin, Dir: dst, Bins: m.Bins, Bin: bin}, nil
 }
 
+// resolveNPM picks the version src (or the pin) names from the registry's
+// metadata and checks its integrity is a sha512, and the pin's.
+func (in *Installer) resolveNPM(ctx context.Context, reg *registry, src Source, pin *Pin) (npmVersion, Pin, *url.URL, error) {
+	in.progress("resolving %s", src)
+	p, regURL, err := reg.packument(ctx, src.Name)
+	if err != nil {
+		return npmVersion{}, Pin{}, nil, err
+	}
+	spec := src.Version
+	if pin != nil {
+		spec = pin.Version
+	}
+	v, err := p.resolve(spec)
+	if err != nil {
+		return npmVersion{}, Pin{}, nil, err
+	}
+	if !exactVersion(v.Version) {
+		return npmVersion{}, Pin{}, nil, fmt.Errorf("npm package %s: registry lists version %q, not an exact version", src.Name, v.Version)
+	}
+	if _, err := parseSRI(v.Dist.Integrity); err != nil {
+		return npmVersion{}, Pin{}, nil, fmt.Errorf("npm package %s@%s: registry metadata: %w", src.Name, v.Version, err)
+	}
+	if pin != nil && !sameDigest(v.Dist.Integrity, pin.Integrity) {
+		return npmVersion{}, Pin{}, nil, fmt.Errorf("installing %s: %w (registry metadata %s, pinned %s)", pin, ErrPinMismatch, v.Dist.Integrity, pin.Integrity)
+	}
+	return v, Pin{Ecosystem: NPM, Name: src.Name, Version: v.Version, Integrity: v.Dist.Integrity}, regURL, nil
+}
+
+// buildNPM installs got with its dependencies into stage/tree, through
+// the fetching and the scripts sandboxes, checks the result and sets
+// got.Lockfile. With lock, npm ci installs exactly that lockfile.
+func (in *Installer) buildNPM(ctx context.Context, stage string, got, pin *Pin, lock []byte, regURL *url.URL, v npmVersion) (string, error) {
+	tree, cache := filepath.Join(stage, "tree"), filepath.Join(stage, "cache")
+	for _, d := range []string{tree, cache} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "", fmt.Errorf("creating staging dir: %w", err)
+		}
+	}
+	wrapper, _ := json.MarshalIndent(map[string]any{
+		"name": wrapperName, "version": "0.0.0", "private": true,
+		"dependencies": map[string]string{got.Name: got.Version},
+	}, "", "  ")
+	if err := writeNew(filepath.Join(tree, "package.json"), wrapper); err != nil {
+		return "", fmt.Errorf("writing staging package.json: %w", err)
+	}
+	if lock != nil {
+		if err := writeNew(filepath.Join(tree, "package-lock.json"), lock); err != nil {
+			return "", fmt.Errorf("writing the pinned lockfile: %w", err)
+		}
+	}
+	if err := in.npmFetch(ctx, *got, tree, cache, regURL, v, lock != nil); err != nil {
+		return "", err
+	}
+	lockHash, err := checkLockfile(tree, *got)
+	if err != nil {
+		return "", fmt.Errorf("npm package %s: %w", got, err)
+	}
+	got.Lockfile = lockHash
+	if pin != nil && pin.Lockfile != "" && pin.Lockfile != got.Lockfile {
+		return "", fmt.Errorf("installing %s: %w: its dependencies now resolve to a lockfile hashing to %s, pinned %s", pin, ErrPinMismatch, got.Lockfile, pin.Lockfile)
+	}
+	if err := in.npmScripts(ctx, *got, tree, cache); err != nil {
+		return "", err
+	}
+	// Scripts can write anywhere in the tree: the lockfile must still be
+	// the one checked, a regular file.
+	if err := checkLockfileHash(tree, *got); err != nil {
+		return "", fmt.Errorf("npm package %s: install scripts changed the lockfile: %w", got, err)
+	}
+	if err := sanitizeTree(tree); err != nil {
+		return "", fmt.Errorf("npm package %s: %w", got, err)
+	}
+	return tree, nil
+}
+
 // npmFetch runs `npm install --ignore-scripts` in a sandbox whose only
 // egress is the package's registries, with the user's credentials for
 // them in a secret file. No package code runs in it: scripts are off.
-func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, reg *url.URL, v npmVersion) error {
+func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, reg *url.URL, v npmVersion, ci bool) error {
 	in.progress("installing %s and its dependencies (network: registry only)", pin)
 	regs := []*url.URL{reg}
 	for _, s := range in.NPM.Scopes {
@@ -150,7 +171,13 @@ func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, 
 	if err != nil {
 		return err
 	}
-	spec := in.npmSpec(tree, cache, "install", "--ignore-scripts", "--no-audit", "--no-fund",
+	// npm ci installs exactly a pinned lockfile, and refuses one that
+	// does not match the wrapper package.json.
+	verb := "install"
+	if ci {
+		verb = "ci"
+	}
+	spec := in.npmSpec(tree, cache, verb, "--ignore-scripts", "--no-audit", "--no-fund",
 		"--omit=dev", "--no-update-notifier", "--package-lock=true", "--prefix", sbxTree)
 	spec.Network.Rules, spec.Network.Log = rules, in.EgressLog
 	spec.Secrets = []sandbox.Secret{{Name: "npmrc", Value: in.NPM.npmrc(regs), AsFile: true}}
