@@ -1,7 +1,7 @@
-// Package pkginstall installs the npm (and, later, PyPI) packages that MCP
-// servers are shipped as into a content-addressed store, so that a server
-// sandbox can run them with no network, from a read-only tree, pinned to
-// the exact bytes first installed.
+// Package pkginstall installs the npm and PyPI packages that MCP servers
+// are shipped as into a content-addressed store, so that a server sandbox
+// can run them with no network, from a read-only tree, pinned to the exact
+// bytes first installed.
 //
 // It parses package sources (`npm:@scope/name@^1.2`, `pypi:name@1.0`)
 // and recognises the commands client configs use to fetch and run one
@@ -24,9 +24,19 @@
 // Pin. The tree is built under STORE/.tmp and renamed into
 // STORE/npm/NAME/VERSION/sha512-HEX, so an entry is complete or absent.
 // A later install of a pinned or exact version finds the entry without
-// network. Package.Mount and Package.Command give a server sandbox the
-// read-only, executable bind and the argv (the host's node on the bin
-// file).
+// network; InstallLocked reinstalls a pin with exactly its lockfile
+// (npm ci) where the store lacks it. Package.Mount, Package.Command and
+// Package.Env give a server sandbox the read-only, executable bind, the
+// argv (the host's node or python3 on the bin file) and its environment.
+// Installer.Verify asks the registry whether a pin still holds.
+//
+// PyPI: the simple index (PIP_INDEX_URL) is read from the host; the
+// chosen pure-Python wheel is downloaded and checked against the index's
+// sha256, then the host's pip installs it with its dependencies
+// (--only-binary=:all:, so no package code runs at install time) in a
+// sandbox whose only egress is the index and its file hosts, the index
+// credentials in a secret file. pip's report becomes requirements.lock
+// (--require-hashes form), whose hash is pinned.
 //
 // It must not: run package code outside a sandbox or with credentials;
 // put credentials into the store, a log or a server sandbox; leave a
