@@ -192,6 +192,13 @@ func (c NPMConfig) CredentialFor(u *url.URL) (Credential, bool) {
 	}
 }
 
+// String keeps the credential out of logs and error messages: %v and %+v
+// of a Credential, or of an NPMConfig holding one, print no secret.
+func (cr Credential) String() string { return "[credential redacted]" }
+
+// GoString does the same for %#v.
+func (cr Credential) GoString() string { return cr.String() }
+
 // header is the Authorization header value of a credential.
 func (cr Credential) header() string {
 	if cr.Token != "" {

@@ -1,6 +1,7 @@
 package pkginstall
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -183,6 +184,18 @@ func TestChooseBin(t *testing.T) {
 		got, err := chooseBin(tt.src, tt.bins)
 		if got != tt.want || (tt.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("chooseBin(%+v) = %q, %v; want %q, %q", tt.src, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestConfigsPrintNoSecrets(t *testing.T) {
+	n := NPMConfig{Auth: map[string]Credential{"//r/": {Token: "tok-5ecret", Basic: "YmFzaWM="}}}
+	p := PyPIConfig{IndexURL: "https://u:pa55@idx.example/simple/"}
+	for _, s := range []string{fmt.Sprintf("%v %+v %#v %s", n, n, n, n), fmt.Sprintf("%v %+v %#v %s", p, p, p, p)} {
+		for _, secret := range []string{"tok-5ecret", "YmFzaWM=", "pa55"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%q prints %s", s, secret)
+			}
 		}
 	}
 }

@@ -40,6 +40,18 @@ type PyPIConfig struct {
 	FileHosts []string
 }
 
+// String names the index without its credentials.
+func (c PyPIConfig) String() string {
+	u, err := c.index()
+	if err != nil {
+		return "(invalid index URL)"
+	}
+	return redactURL(u)
+}
+
+// GoString does the same for %#v.
+func (c PyPIConfig) GoString() string { return "PyPIConfig(" + c.String() + ")" }
+
 // LoadPyPIConfig reads the index pip or uv would use: PIP_INDEX_URL, else
 // UV_DEFAULT_INDEX or UV_INDEX_URL.
 func LoadPyPIConfig(getenv func(string) string) (PyPIConfig, error) {
