@@ -28,6 +28,8 @@ var layers = map[string]int{
 	// The per-sandbox records the launcher fills and the guard reads: it
 	// joins egress events, workspace files and audit records.
 	"internal/track": 2,
+	// Packages installed through sandboxes into a shared store.
+	"internal/pkginstall": 2,
 	// 3: the call pipeline and the backends that start servers.
 	"internal/guard": 3, "internal/launch": 3,
 	// 4: serve as a library.
