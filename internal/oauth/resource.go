@@ -155,11 +155,14 @@ func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey,
 	stale := keys == nil || v.opts.Now().Sub(v.fetched) >= v.opts.RefetchGap
 	v.mu.Unlock()
 	if keys != nil {
-		if k, err := pick(keys, kid, alg); k != nil || !stale {
+		if k, err := pick(keys, kid, alg); k != nil || err != nil {
 			return k, err
 		}
 	}
 	if !stale {
+		if keys == nil {
+			return nil, fmt.Errorf("%w: the issuer's keys are unavailable", ErrInvalidToken)
+		}
 		return nil, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
 	}
 	keys, err := v.refetch(ctx)

@@ -507,3 +507,12 @@ func (rs *testRS) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintf(w, "hello %s scopes=%s", id.Name, strings.Join(id.Scopes, ","))
 }
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
