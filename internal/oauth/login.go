@@ -88,6 +88,7 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	defer cb.close()
 
 	g := &Grant{
+		Server:             opts.Server,
 		Issuer:             d.Server.Issuer,
 		Resource:           d.Resource.Resource,
 		TokenEndpoint:      d.Server.TokenEndpoint,

@@ -356,3 +356,22 @@ func TestGrantFormattingHidesSecrets(t *testing.T) {
 }
 
 func sprintf(f string, a ...any) string { return fmt.Sprintf(f, a...) }
+
+func TestLoginResourceIsPrefixOfServer(t *testing.T) {
+	// The metadata names the origin as the resource; the server URL has a
+	// path. The grant is stored under the server URL and bound to the
+	// origin resource, which is also what the token's audience says.
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, func(r *testRS) { r.resource = r.srv.URL })
+	store := testStore(t)
+	g, err := login(t, as, rs, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Server != rs.url || g.Resource != rs.srv.URL || as.lastAuthz(t).Get("resource") != rs.srv.URL {
+		t.Errorf("grant server %q resource %q, authorize resource %q", g.Server, g.Resource, as.lastAuthz(t).Get("resource"))
+	}
+	if code, body, err := call(t, &Transport{Server: rs.url, Store: store}, rs.url); err != nil || code != 200 {
+		t.Fatalf("call: %d %q %v", code, body, err)
+	}
+}

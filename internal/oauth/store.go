@@ -24,9 +24,12 @@ import (
 // Grant is what a login leaves behind for one server: the tokens, and
 // what they are bound to and how to refresh and revoke them.
 type Grant struct {
+	// Server is the MCP server URL the grant was obtained for, the key it
+	// is stored under.
+	Server string `json:"server"`
 	// Issuer, Resource and ClientID bind the grant: the tokens came from
-	// Issuer, for Resource, issued to ClientID. The transport sends the
-	// access token to Resource only.
+	// Issuer, for Resource (Server or a prefix of it), issued to
+	// ClientID. The transport sends the access token to Server only.
 	Issuer   string `json:"issuer"`
 	Resource string `json:"resource"`
 	ClientID string `json:"client_id"`
@@ -49,19 +52,19 @@ type Grant struct {
 
 // GoString keeps a %#v of a grant from printing its secrets.
 func (g *Grant) GoString() string {
-	return fmt.Sprintf("oauth.Grant{Issuer:%q, Resource:%q, ClientID:%q}", g.Issuer, g.Resource, g.ClientID)
+	return fmt.Sprintf("oauth.Grant{Server:%q, Issuer:%q, Resource:%q, ClientID:%q}", g.Server, g.Issuer, g.Resource, g.ClientID)
 }
 
 // String keeps a %v of a grant from printing its secrets.
 func (g *Grant) String() string { return g.GoString() }
 
-// Store keeps grants, one per resource. Implementations must keep them
-// secret (the file store encrypts them) and must return ErrNoToken for a
-// resource with no grant.
+// Store keeps grants, one per server URL (Grant.Server). Implementations
+// must keep them secret (the file store encrypts them) and must return
+// ErrNoToken for a server with no grant.
 type Store interface {
-	Load(ctx context.Context, resource string) (*Grant, error)
+	Load(ctx context.Context, server string) (*Grant, error)
 	Save(ctx context.Context, g *Grant) error
-	Delete(ctx context.Context, resource string) error
+	Delete(ctx context.Context, server string) error
 }
 
 // KeySource supplies the 32-byte AES-256 key that a FileStore seals
@@ -139,7 +142,7 @@ func (p KeyFile) Key(ctx context.Context) ([]byte, error) {
 }
 
 // FileStore keeps each grant in its own file in Dir, mode 0600, sealed
-// with AES-256-GCM. The binding (issuer, resource, client id) is stored
+// with AES-256-GCM. The binding (server, issuer, resource, client id) is stored
 // in the clear beside the sealed grant and is the cipher's additional
 // data, so a record cannot be moved to another binding without failing
 // to open, and Bindings can list logins without the key.
@@ -154,6 +157,7 @@ type FileStore struct {
 
 // Binding is the clear part of a stored grant.
 type Binding struct {
+	Server   string `json:"server"`
 	Issuer   string `json:"issuer"`
 	Resource string `json:"resource"`
 	ClientID string `json:"client_id"`
@@ -168,8 +172,8 @@ type sealedRecord struct {
 
 const recordExt = ".grant"
 
-func (s *FileStore) path(resource string) string {
-	sum := sha256.Sum256([]byte(resource))
+func (s *FileStore) path(server string) string {
+	sum := sha256.Sum256([]byte(server))
 	return filepath.Join(s.Dir, hex.EncodeToString(sum[:16])+recordExt)
 }
 
@@ -196,10 +200,10 @@ func (b Binding) aad() []byte {
 	return append([]byte("mcpbox-oauth-grant-v1\x00"), j...)
 }
 
-// Save seals g into its resource's file, replacing an older one.
+// Save seals g into its server's file, replacing an older one.
 func (s *FileStore) Save(ctx context.Context, g *Grant) error {
-	if g.Resource == "" || g.Issuer == "" || g.ClientID == "" {
-		return errors.New("saving grant: issuer, resource and client id are required")
+	if g.Server == "" || g.Resource == "" || g.Issuer == "" || g.ClientID == "" {
+		return errors.New("saving grant: server, issuer, resource and client id are required")
 	}
 	a, err := s.aead(ctx)
 	if err != nil {
@@ -209,7 +213,7 @@ func (s *FileStore) Save(ctx context.Context, g *Grant) error {
 	if err != nil {
 		return fmt.Errorf("saving grant for %s: %w", g.Resource, err)
 	}
-	rec := sealedRecord{Version: 1, Binding: Binding{g.Issuer, g.Resource, g.ClientID}}
+	rec := sealedRecord{Version: 1, Binding: Binding{g.Server, g.Issuer, g.Resource, g.ClientID}}
 	rec.Nonce = make([]byte, a.NonceSize())
 	rand.Read(rec.Nonce)
 	rec.Sealed = a.Seal(nil, rec.Nonce, plain, rec.Binding.aad())
@@ -220,56 +224,56 @@ func (s *FileStore) Save(ctx context.Context, g *Grant) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("saving grant for %s: %w", g.Resource, err)
 	}
-	if err := writePrivate(s.path(g.Resource), out, true); err != nil {
+	if err := writePrivate(s.path(g.Server), out, true); err != nil {
 		return fmt.Errorf("saving grant for %s: %w", g.Resource, err)
 	}
 	return nil
 }
 
-// Load opens the grant of resource; ErrNoToken if there is none,
+// Load opens the grant of server; ErrNoToken if there is none,
 // ErrTokenCorrupt if it does not open or names another binding.
-func (s *FileStore) Load(ctx context.Context, resource string) (*Grant, error) {
-	p := s.path(resource)
+func (s *FileStore) Load(ctx context.Context, server string) (*Grant, error) {
+	p := s.path(server)
 	b, err := readPrivate(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("loading grant for %s: %w", resource, ErrNoToken)
+		return nil, fmt.Errorf("loading grant for %s: %w", server, ErrNoToken)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("loading grant for %s: %w", resource, err)
+		return nil, fmt.Errorf("loading grant for %s: %w", server, err)
 	}
 	var rec sealedRecord
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 {
-		return nil, fmt.Errorf("loading grant for %s from %s: %w", resource, p, ErrTokenCorrupt)
+		return nil, fmt.Errorf("loading grant for %s from %s: %w", server, p, ErrTokenCorrupt)
 	}
-	if rec.Resource != resource {
-		return nil, fmt.Errorf("loading grant for %s from %s: %w", resource, p, ErrTokenCorrupt)
+	if rec.Server != server {
+		return nil, fmt.Errorf("loading grant for %s from %s: %w", server, p, ErrTokenCorrupt)
 	}
 	a, err := s.aead(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("loading grant for %s: %w", resource, err)
+		return nil, fmt.Errorf("loading grant for %s: %w", server, err)
 	}
 	if len(rec.Nonce) != a.NonceSize() {
-		return nil, fmt.Errorf("loading grant for %s from %s: %w", resource, p, ErrTokenCorrupt)
+		return nil, fmt.Errorf("loading grant for %s from %s: %w", server, p, ErrTokenCorrupt)
 	}
 	plain, err := a.Open(nil, rec.Nonce, rec.Sealed, rec.Binding.aad())
 	if err != nil {
-		return nil, fmt.Errorf("loading grant for %s from %s: %w", resource, p, ErrTokenCorrupt)
+		return nil, fmt.Errorf("loading grant for %s from %s: %w", server, p, ErrTokenCorrupt)
 	}
 	var g Grant
 	err = json.Unmarshal(plain, &g)
 	clear(plain)
-	if err != nil || (Binding{g.Issuer, g.Resource, g.ClientID}) != rec.Binding {
-		return nil, fmt.Errorf("loading grant for %s from %s: %w", resource, p, ErrTokenCorrupt)
+	if err != nil || (Binding{g.Server, g.Issuer, g.Resource, g.ClientID}) != rec.Binding {
+		return nil, fmt.Errorf("loading grant for %s from %s: %w", server, p, ErrTokenCorrupt)
 	}
 	return &g, nil
 }
 
-// Delete removes the grant of resource; no grant is not an error.
-func (s *FileStore) Delete(ctx context.Context, resource string) error {
+// Delete removes the grant of server; no grant is not an error.
+func (s *FileStore) Delete(ctx context.Context, server string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := os.Remove(s.path(resource)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("deleting grant for %s: %w", resource, err)
+	if err := os.Remove(s.path(server)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("deleting grant for %s: %w", server, err)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 
 func sampleGrant(resource string) *Grant {
 	return &Grant{
-		Issuer: "https://as.example", Resource: resource, ClientID: "client-1",
+		Server: resource, Issuer: "https://as.example", Resource: resource, ClientID: "client-1",
 		ClientSecret: "CLIENT-SECRET-0123456789", AuthMethod: AuthSecretBasic,
 		TokenEndpoint: "https://as.example/token",
 		AccessToken:   "ACCESS-TOKEN-abcdefghijklmnop", RefreshToken: "REFRESH-TOKEN-qrstuvwxyz",
@@ -69,7 +69,7 @@ func TestFileStoreEncryptedAndPrivate(t *testing.T) {
 		t.Errorf("round trip: got %#v", got)
 	}
 	bs, err := s.Bindings()
-	if err != nil || len(bs) != 1 || bs[0] != (Binding{g.Issuer, g.Resource, g.ClientID}) {
+	if err != nil || len(bs) != 1 || bs[0] != (Binding{g.Server, g.Issuer, g.Resource, g.ClientID}) {
 		t.Errorf("bindings %v %v", bs, err)
 	}
 	// A new store with the same key file opens it; another key does not.
@@ -95,6 +95,7 @@ func TestFileStoreRefusals(t *testing.T) {
 		var rec map[string]any
 		json.Unmarshal(raw, &rec)
 		rec["issuer"] = "https://evil.example"
+		rec["server"] = res
 		b, _ := json.Marshal(rec)
 		os.WriteFile(p, b, 0o600)
 		if _, err := s.Load(ctx, res); !errors.Is(err, ErrTokenCorrupt) {

@@ -146,11 +146,11 @@ func Revoke(ctx context.Context, hc *http.Client, g *Grant) (bool, error) {
 	return true, errors.Join(errs...)
 }
 
-// Logout revokes the grant of resource where the server allows it and
-// removes it from store. The grant is removed even if revocation fails;
+// Logout revokes the grant of server where the authorization server
+// allows it and removes it from store. The grant is removed even if revocation fails;
 // the error then says so.
-func Logout(ctx context.Context, hc *http.Client, store Store, resource string) (revoked bool, err error) {
-	g, err := store.Load(ctx, resource)
+func Logout(ctx context.Context, hc *http.Client, store Store, server string) (revoked bool, err error) {
+	g, err := store.Load(ctx, server)
 	if errors.Is(err, ErrNoToken) {
 		return false, err
 	}
@@ -158,7 +158,7 @@ func Logout(ctx context.Context, hc *http.Client, store Store, resource string) 
 	if err == nil {
 		revoked, rerr = Revoke(ctx, hc, g)
 	}
-	if derr := store.Delete(ctx, resource); derr != nil {
+	if derr := store.Delete(ctx, server); derr != nil {
 		return revoked, derr
 	}
 	if err != nil {

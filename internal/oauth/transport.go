@@ -36,12 +36,8 @@ type Transport struct {
 	// Server is the MCP server URL; requests to its origin whose path is
 	// at or under its path get the token.
 	Server string
-	// Store holds the grant (looked up by the grant's resource, which
-	// may be a prefix of Server; Resource names it if it differs).
+	// Store holds the grant, looked up by Server.
 	Store Store
-	// Resource is the resource the grant was stored under; empty means
-	// Server.
-	Resource string
 	// Base makes the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
 	// HTTPClient makes refresh requests; nil means a default client.
@@ -56,13 +52,6 @@ type Transport struct {
 	Now func() time.Time
 
 	mu sync.Mutex // serializes refresh and authorization
-}
-
-func (t *Transport) resource() string {
-	if t.Resource != "" {
-		return t.Resource
-	}
-	return t.Server
 }
 
 func (t *Transport) now() time.Time {
@@ -82,7 +71,7 @@ func (t *Transport) base() http.RoundTripper {
 // covers reports whether u is the bound server or under it: the same
 // scheme and host, and a path at or under the server's path.
 func (t *Transport) covers(u *url.URL) bool {
-	return resourceCovers(t.Server, u.String()) || resourceCovers(t.Server, (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String())
+	return resourceCovers(t.Server, u.String())
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -173,11 +162,11 @@ func (t *Transport) send(req *http.Request, g *Grant) (*http.Response, error) {
 func (t *Transport) grant(ctx context.Context, force bool) (*Grant, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g, err := t.Store.Load(ctx, t.resource())
+	g, err := t.Store.Load(ctx, t.Server)
 	if err != nil {
 		return nil, err
 	}
-	if g.Resource != t.resource() || !resourceCovers(g.Resource, t.Server) {
+	if g.Server != t.Server || !resourceCovers(g.Resource, t.Server) {
 		return nil, fmt.Errorf("grant for %s is bound to %s: %w", t.Server, g.Resource, ErrTokenCorrupt)
 	}
 	margin := t.RefreshMargin

@@ -202,7 +202,7 @@ func TestTransportBearerOnlyForItsServer(t *testing.T) {
 	}
 }
 
-func TestTransportGrantBoundToResource(t *testing.T) {
+func TestTransportGrantBoundToServer(t *testing.T) {
 	as := newTestAS(t, func(a *testAS) { a.dcr = true })
 	rs := newTestRS(t, as, nil)
 	store := testStore(t)
@@ -210,19 +210,19 @@ func TestTransportGrantBoundToResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The grant saved under another resource's name (as if a second
-	// server's entry pointed at it) is refused by the other server's
-	// transport: its binding names rs.
+	// The grant saved under another server's name (as if a second
+	// server's entry pointed at it) is refused by that server's
+	// transport: its resource does not cover that server.
 	other := httptest.NewServer(http.NotFoundHandler())
 	defer other.Close()
 	g2 := *g
-	g2.Resource = other.URL + "/mcp"
+	g2.Server = other.URL + "/mcp"
 	if err := store.Save(context.Background(), &g2); err != nil {
 		t.Fatal(err)
 	}
-	tr := &Transport{Server: other.URL + "/mcp", Store: store, Resource: rs.url}
+	tr := &Transport{Server: other.URL + "/mcp", Store: store}
 	if _, _, err := call(t, tr, other.URL+"/mcp"); !errors.Is(err, ErrTokenCorrupt) {
-		t.Errorf("a grant bound to %s was used for %s: %v", rs.url, other.URL, err)
+		t.Errorf("a grant for resource %s was used for %s: %v", rs.url, other.URL, err)
 	}
 }
 
