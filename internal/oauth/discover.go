@@ -60,6 +60,11 @@ type Discovery struct {
 // must be serverURL or a prefix of it at the same origin; the issuer the
 // authorization server metadata names must be the one asked for.
 func Discover(ctx context.Context, hc *http.Client, serverURL string, ch Challenge) (*Discovery, error) {
+	return discover(ctx, hc, serverURL, ch, "")
+}
+
+// discover is Discover with an optional pinned issuer.
+func discover(ctx context.Context, hc *http.Client, serverURL string, ch Challenge, pin string) (*Discovery, error) {
 	hc = orDefault(hc)
 	rm, err := discoverResource(ctx, hc, serverURL, ch)
 	if err != nil {
@@ -68,7 +73,14 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, ch Challen
 	if len(rm.AuthorizationServers) == 0 {
 		return nil, fmt.Errorf("protected resource metadata of %s names no authorization server", serverURL)
 	}
-	sm, err := DiscoverServer(ctx, hc, rm.AuthorizationServers[0])
+	issuer := rm.AuthorizationServers[0]
+	if pin != "" {
+		if !slices.Contains(rm.AuthorizationServers, pin) {
+			return nil, fmt.Errorf("protected resource metadata of %s names %q, not the configured %s: %w", serverURL, rm.AuthorizationServers, pin, ErrIssuerMismatch)
+		}
+		issuer = pin
+	}
+	sm, err := DiscoverServer(ctx, hc, issuer)
 	if err != nil {
 		return nil, err
 	}

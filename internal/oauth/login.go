@@ -35,6 +35,10 @@ type LoginOptions struct {
 	// Challenge is the server's 401 (or 403) challenge, if the caller has
 	// one; if zero, Login probes the server for it.
 	Challenge Challenge
+	// Issuer, if set, pins the authorization server: it must be among
+	// those the resource metadata lists, and is used. Zero means the
+	// first one listed.
+	Issuer string
 	// Scopes, if set, are requested instead of the challenge's scope or
 	// the resource's scopes_supported.
 	Scopes []string
@@ -77,7 +81,7 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if ch == (Challenge{}) {
 		ch, _ = Probe(ctx, hc, opts.Server)
 	}
-	d, err := Discover(ctx, hc, opts.Server, ch)
+	d, err := discover(ctx, hc, opts.Server, ch, opts.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}

@@ -375,3 +375,14 @@ func TestLoginResourceIsPrefixOfServer(t *testing.T) {
 		t.Fatalf("call: %d %q %v", code, body, err)
 	}
 }
+
+func TestLoginIssuerPin(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	if _, err := login(t, as, rs, testStore(t), func(o *LoginOptions) { o.Issuer = "https://trusted.example" }); !errors.Is(err, ErrIssuerMismatch) {
+		t.Errorf("login with another pinned issuer: %v, want ErrIssuerMismatch", err)
+	}
+	if _, err := login(t, as, rs, testStore(t), func(o *LoginOptions) { o.Issuer = as.issuer }); err != nil {
+		t.Errorf("login with the pinned issuer: %v", err)
+	}
+}

@@ -236,6 +236,15 @@ func pick(set *jose.JSONWebKeySet, kid, alg string) (*jose.JSONWebKey, error) {
 	return k, nil
 }
 
+// WriteChallenge answers w with status (401 or 403) and ch as the
+// WWW-Authenticate header, the way a protected resource refuses a
+// request (RFC 6750 §3).
+func WriteChallenge(w http.ResponseWriter, status int, ch Challenge) {
+	w.Header().Set("WWW-Authenticate", ch.String())
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, http.StatusText(status), status)
+}
+
 // BearerToken returns the token of r's "Authorization: Bearer" header.
 func BearerToken(r *http.Request) (string, bool) {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")

@@ -119,6 +119,9 @@ func (p KeyFile) Key(ctx context.Context) ([]byte, error) {
 	path := string(p)
 	b, err := readPrivate(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("creating token store key: %w", err)
+		}
 		k := make([]byte, 32)
 		rand.Read(k)
 		if err := writePrivate(path, []byte(base64.StdEncoding.EncodeToString(k)+"\n"), false); err != nil {

@@ -487,8 +487,7 @@ func (rs *testRS) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, ok := BearerToken(r)
 	if !ok {
-		w.Header().Set("WWW-Authenticate", ch.String())
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		WriteChallenge(w, http.StatusUnauthorized, ch)
 		return
 	}
 	id, err := rs.validator.Validate(r.Context(), tok)

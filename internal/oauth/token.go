@@ -66,11 +66,26 @@ func postForm(ctx context.Context, hc *http.Client, endpoint string, form url.Va
 			Description string `json:"error_description"`
 		}
 		if json.Unmarshal(body, &e) == nil {
-			oe.Code, oe.Description = e.Error, e.Description
+			oe.Code, oe.Description = e.Error, scrub(e.Description, form, g)
 		}
 		return nil, oe
 	}
 	return body, nil
+}
+
+// scrub removes the secrets of a request from a server's error text, in
+// case the server echoes them.
+func scrub(s string, form url.Values, g *Grant) string {
+	secrets := []string{g.ClientSecret, g.AccessToken, g.RefreshToken}
+	for _, k := range []string{"code", "code_verifier", "refresh_token", "token", "client_secret"} {
+		secrets = append(secrets, form.Get(k))
+	}
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
 }
 
 // requestToken calls the token endpoint with form and updates g with the

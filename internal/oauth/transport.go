@@ -81,7 +81,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	g, err := t.grant(ctx, false)
-	if err != nil && !errors.Is(err, ErrNoToken) {
+	var cause error // why the stored grant is not used, for the error
+	var oe *oauthError
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNoToken):
+		cause = err
+	case errors.As(err, &oe):
+		// The server refused the refresh (expired or revoked refresh
+		// token): authorize anew, as if there were no grant.
+		g, cause = nil, err
+	default:
 		return nil, err
 	}
 	resp, err := t.send(req, g)
@@ -115,7 +125,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if t.Authorize == nil {
-		return nil, &AuthRequiredError{Resource: t.Server, Challenge: ch, StepUp: step}
+		return nil, &AuthRequiredError{Resource: t.Server, Challenge: ch, StepUp: step, Err: cause}
 	}
 	if step && g != nil {
 		ch.Scope = unionScope(g.Scope, ch.Scope)

@@ -58,7 +58,7 @@ func TestTransportStepUp(t *testing.T) {
 	if _, err := login(t, as, rs, store, nil); err != nil {
 		t.Fatal(err)
 	}
-	rs.setNeedScope("mcp:read mcp:write")
+	rs.setNeedScope("mcp:write") // the 403 names only the missing scope
 
 	_, _, err := call(t, &Transport{Server: rs.url, Store: store}, rs.url)
 	var are *AuthRequiredError
@@ -267,4 +267,40 @@ func TestLogoutRevokes(t *testing.T) {
 			t.Errorf("logout: revoked=%v %v, want deleted without revocation", revoked, err)
 		}
 	})
+}
+
+func TestTransportReauthorizesWhenRefreshRefused(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := store.Load(context.Background(), rs.url)
+	g.RefreshToken = "rt-revoked"
+	g.Expiry = time.Now().Add(-time.Hour)
+	store.Save(context.Background(), g)
+	var n atomic.Int32
+	tr := &Transport{Server: rs.url, Store: store, Authorize: loginFor(t, rs, store, &n)}
+	if code, body, err := call(t, tr, rs.url); err != nil || code != 200 || n.Load() != 1 {
+		t.Fatalf("call: %d %q %v, authorize ran %d times", code, body, err, n.Load())
+	}
+}
+
+func TestServerErrorTextScrubbed(t *testing.T) {
+	// A server that echoes the request into its error description.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		oauthErr(w, 400, "invalid_grant", "bad token "+r.PostForm.Get("refresh_token")+" for client secret "+r.PostForm.Get("client_secret"))
+	}))
+	defer srv.Close()
+	g := &Grant{Server: srv.URL, Resource: srv.URL, ClientID: "c", ClientSecret: "CLIENT-SECRET-XYZ", AuthMethod: AuthSecretPost,
+		TokenEndpoint: srv.URL + "/token", RefreshToken: "REFRESH-SECRET-XYZ"}
+	err := Refresh(context.Background(), nil, g)
+	if err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("refresh: %v", err)
+	}
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("error carries a secret: %v", err)
+	}
 }
