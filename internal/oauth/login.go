@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -59,6 +60,10 @@ type LoginOptions struct {
 	OpenURL func(authURL string) error
 	// Wait bounds the wait for the redirect; zero means DefaultLoginWait.
 	Wait time.Duration
+	// RedirectPort is the port of the loopback listener; zero means one
+	// the kernel picks (RFC 8252 §7.3: servers must accept any port on a
+	// loopback redirect; set it for those that do not).
+	RedirectPort int
 	// Store, if set, receives the grant.
 	Store Store
 }
@@ -85,7 +90,7 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
-	cb, err := listenCallback()
+	cb, err := listenCallback(opts.RedirectPort)
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
@@ -284,8 +289,8 @@ type callback struct {
 	got         chan url.Values // capacity 1: the first request to callbackPath
 }
 
-func listenCallback() (*callback, error) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+func listenCallback(port int) (*callback, error) {
+	ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening for the redirect: %w", err)
 	}

@@ -322,7 +322,7 @@ func authzParam(t *testing.T, u, k string) string {
 }
 
 func TestCallbackOneShot(t *testing.T) {
-	cb, err := listenCallback()
+	cb, err := listenCallback(0)
 	if err != nil {
 		t.Fatal(err)
 	}
