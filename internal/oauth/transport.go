@@ -29,9 +29,11 @@ type AuthorizeFunc func(ctx context.Context, ch Challenge, step bool) error
 // with a stored token), and answers a 401 or a 403 insufficient_scope
 // with Authorize, if set, or with an *AuthRequiredError.
 //
-// A request is retried at most once, and only if its body can be
-// replayed (GetBody), so a server that keeps asking for more scope ends
-// in an error, not a loop.
+// A request is sent again only if its body can be replayed (GetBody),
+// and at most twice more: once after a refresh, once after Authorize. A
+// server that keeps asking for more scope gets its last answer passed
+// on, not a loop. Authorize runs under the transport's lock: concurrent
+// requests wait for the one login instead of starting their own.
 type Transport struct {
 	// Server is the MCP server URL; requests to its origin whose path is
 	// at or under its path get the token.
