@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -302,5 +303,39 @@ func TestServerErrorTextScrubbed(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("error carries a secret: %v", err)
+	}
+}
+
+func TestTransportConcurrentRefreshOnce(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.expiresIn = 7200 // the refreshed token is not due on the shifted clock
+	before := as.tokensIssued
+	as.mu.Unlock()
+	// 59.5 minutes ahead: the login's one-hour token is within the margin.
+	tr := &Transport{Server: rs.url, Store: store, Now: func() time.Time { return time.Now().Add(59*time.Minute + 30*time.Second) }}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if n := as.tokensIssued - before; n != 1 {
+		t.Errorf("%d refreshes for 8 concurrent calls, want 1", n)
 	}
 }
