@@ -100,6 +100,9 @@ func TestConformanceAuthScenarios(t *testing.T) {
 	cli := filepath.Join(modules, "conformance-next/dist/index.js")
 	for _, p := range []string{node, cli} {
 		if _, err := os.Stat(p); err != nil {
+			if os.Getenv("MCPBOX_E2E_REQUIRE") == "1" { // CI installs it
+				t.Fatalf("conformance suite missing (npm ci --prefix test/e2e/conformance): %v", err)
+			}
 			t.Skipf("conformance suite not installed (npm ci --prefix test/e2e/conformance): %v", err)
 		}
 	}
