@@ -355,3 +355,26 @@ func (cb *callback) await(ctx context.Context, wait time.Duration, state string,
 	}
 	return code, nil
 }
+
+// ClientMetadataDocument returns the Client ID Metadata Document for a
+// client whose id is clientID (the https URL it will be served at), for
+// the user to publish there: a public native client with mcpbox's
+// loopback redirect (any port, RFC 8252 §7.3).
+func ClientMetadataDocument(clientID, name string) ([]byte, error) {
+	u, err := url.Parse(clientID)
+	if err != nil || u.Scheme != "https" || u.Path == "" || u.Path == "/" || u.Fragment != "" {
+		return nil, fmt.Errorf("client id %q: want an https URL with a path", clientID)
+	}
+	if name == "" {
+		name = "mcpbox"
+	}
+	return json.MarshalIndent(map[string]any{
+		"client_id":                  clientID,
+		"client_name":                name,
+		"redirect_uris":              []string{"http://127.0.0.1" + callbackPath},
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": AuthNone,
+		"application_type":           "native",
+	}, "", "  ")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,10 +101,13 @@ func TestLoginRegistration(t *testing.T) {
 	// it with a client that trusts the test certificate.
 	var cimdURL string
 	cimd := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{
-			"client_id": cimdURL, "client_name": "mcpbox", "redirect_uris": []string{"http://127.0.0.1/callback"},
-			"token_endpoint_auth_method": "none",
-		})
+		doc, err := ClientMetadataDocument(cimdURL, "")
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(doc)
 	}))
 	defer cimd.Close()
 	cimdURL = cimd.URL + "/client.json"
@@ -345,6 +349,9 @@ func TestCallbackOneShot(t *testing.T) {
 
 func TestGrantFormattingHidesSecrets(t *testing.T) {
 	g := &Grant{Issuer: "https://as", Resource: "https://rs", ClientID: "c", AccessToken: "AT-SECRET", RefreshToken: "RT-SECRET", ClientSecret: "CS-SECRET"}
+	if s := g.Secrets(); len(s) != 3 {
+		t.Errorf("secrets %d, want 3", len(s))
+	}
 	for _, s := range []string{
 		strings.Join([]string{g.String(), g.GoString()}, " "),
 		sprintf("%v %+v %#v %s", g, g, g, g),
@@ -384,5 +391,26 @@ func TestLoginIssuerPin(t *testing.T) {
 	}
 	if _, err := login(t, as, rs, testStore(t), func(o *LoginOptions) { o.Issuer = as.issuer }); err != nil {
 		t.Errorf("login with the pinned issuer: %v", err)
+	}
+}
+
+func TestClientMetadataDocument(t *testing.T) {
+	for _, bad := range []string{"http://example.com/c.json", "https://example.com", "https://example.com/", "https://example.com/c#x", ":"} {
+		if _, err := ClientMetadataDocument(bad, ""); err == nil {
+			t.Errorf("%q accepted as a client id", bad)
+		}
+	}
+	b, err := ClientMetadataDocument("https://example.com/mcpbox.json", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		Method       string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.ClientID != "https://example.com/mcpbox.json" ||
+		len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != "http://127.0.0.1/callback" || doc.Method != "none" {
+		t.Errorf("document %s %v", b, err)
 	}
 }

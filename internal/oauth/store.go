@@ -55,6 +55,18 @@ func (g *Grant) GoString() string {
 	return fmt.Sprintf("oauth.Grant{Server:%q, Issuer:%q, Resource:%q, ClientID:%q}", g.Server, g.Issuer, g.Resource, g.ClientID)
 }
 
+// Secrets returns the grant's secret values (tokens, client secret), for
+// a redactor to learn; empty ones are left out.
+func (g *Grant) Secrets() []string {
+	var out []string
+	for _, v := range []string{g.AccessToken, g.RefreshToken, g.ClientSecret} {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // String keeps a %v of a grant from printing its secrets.
 func (g *Grant) String() string { return g.GoString() }
 
