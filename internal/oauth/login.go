@@ -107,6 +107,12 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
 	scope := chooseScope(opts.Scopes, ch, &d.Resource)
+	if len(opts.Scopes) == 0 && slices.Contains(d.Server.ScopesSupported, "offline_access") &&
+		!slices.Contains(strings.Fields(scope), "offline_access") {
+		// A gateway outlives access tokens: ask for a refresh token
+		// where the server offers it that way (SEP-2207).
+		scope = strings.TrimSpace(scope + " offline_access")
+	}
 
 	verifier := randomString()
 	state := randomString()

@@ -275,6 +275,8 @@ func TestLoginScopes(t *testing.T) {
 		{"from scopes_supported", "", []string{"mcp:read", "mcp:write"}, nil, "mcp:read mcp:write", true},
 		{"omitted when undefined", "", nil, nil, "", false},
 		{"explicit", "mcp:read", nil, []string{"a", "b"}, "a b", true},
+		{"offline_access where offered", "mcp:read", []string{"mcp:read", "offline_access"}, nil, "mcp:read offline_access", true},
+		{"offline_access not doubled", "", []string{"offline_access", "mcp:read"}, nil, "offline_access mcp:read", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
