@@ -147,9 +147,11 @@ func TestConformanceAuthScenarios(t *testing.T) {
 	}
 }
 
-// conformanceAuthScenarios are the suite's client auth scenarios for the
-// 2025-11-25 and 2026-07-28 revisions that this package implements.
+// conformanceAuthScenarios are the suite's client auth scenarios of the
+// 2025-03-26, 2025-11-25 and 2026-07-28 revisions (not the extensions:
+// client credentials, DPoP, workload identity, enterprise-managed).
 var conformanceAuthScenarios = []string{
+	"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback",
 	"auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
 	"auth/basic-cimd", "auth/pre-registration",
 	"auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",

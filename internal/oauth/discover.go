@@ -67,6 +67,9 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, ch Challen
 func discover(ctx context.Context, hc *http.Client, serverURL string, ch Challenge, pin string) (*Discovery, error) {
 	hc = orDefault(hc)
 	rm, err := discoverResource(ctx, hc, serverURL, ch)
+	if errors.Is(err, errNoResourceMetadata) {
+		return discoverLegacy(ctx, hc, serverURL, pin)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +88,48 @@ func discover(ctx context.Context, hc *http.Client, serverURL string, ch Challen
 		return nil, err
 	}
 	return &Discovery{Resource: *rm, Server: *sm}, nil
+}
+
+// discoverLegacy follows the 2025-03-26 revision for a server without
+// resource metadata: the authorization server is the server's origin,
+// its metadata at the origin's RFC 8414 well-known URL, and, failing
+// that (404), its endpoints at the default paths /authorize, /token and
+// /register. The resource indicator is the server URL.
+func discoverLegacy(ctx context.Context, hc *http.Client, serverURL, pin string) (*Discovery, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q: %w", serverURL, err)
+	}
+	origin := u.Scheme + "://" + u.Host
+	if pin != "" && pin != origin {
+		return nil, fmt.Errorf("server %s publishes no resource metadata, so its authorization server is %s, not the configured %s: %w", serverURL, origin, pin, ErrIssuerMismatch)
+	}
+	d := &Discovery{Resource: ResourceMetadata{Resource: serverURL, AuthorizationServers: []string{origin}}}
+	mu := origin + "/.well-known/oauth-authorization-server"
+	sm, _, err := fetchServerMetadata(ctx, hc, origin, []string{mu})
+	switch {
+	case err == nil:
+		if err := sm.check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", mu, err)
+		}
+		d.Server = *sm
+	case isNotFound(err):
+		d.Server = ServerMetadata{
+			Issuer:                        origin,
+			AuthorizationEndpoint:         origin + "/authorize",
+			TokenEndpoint:                 origin + "/token",
+			RegistrationEndpoint:          origin + "/register",
+			CodeChallengeMethodsSupported: []string{"S256"}, // required of 2025-03-26 servers
+		}
+	default:
+		return nil, err
+	}
+	return d, nil
+}
+
+func isNotFound(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.Status >= 400 && se.Status < 500
 }
 
 // Probe sends an unauthenticated JSON-RPC ping to serverURL and returns
@@ -151,8 +196,16 @@ func discoverResource(ctx context.Context, hc *http.Client, serverURL string, ch
 		}
 		return &rm, nil
 	}
-	return nil, fmt.Errorf("finding protected resource metadata of %s: %w", serverURL, errors.Join(errs...))
+	err = fmt.Errorf("finding protected resource metadata of %s: %w", serverURL, errors.Join(errs...))
+	if allNotFound(errs) {
+		err = fmt.Errorf("%w (%w)", errNoResourceMetadata, err)
+	}
+	return nil, err
 }
+
+// errNoResourceMetadata: the server publishes no protected resource
+// metadata (a server of the 2025-03-26 revision).
+var errNoResourceMetadata = errors.New("no protected resource metadata")
 
 // resourceCovers reports whether the resource identifier res names
 // server: the same URL, or the same origin with a path that is a prefix
@@ -306,7 +359,7 @@ func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching %s: status %d", u, resp.StatusCode)
+		return &statusError{URL: u, Status: resp.StatusCode}
 	}
 	if !isJSON(resp.Header.Get("Content-Type")) {
 		return fmt.Errorf("fetching %s: content type %q is not JSON", u, resp.Header.Get("Content-Type"))
@@ -315,6 +368,26 @@ func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 		return fmt.Errorf("decoding %s: %w", u, err)
 	}
 	return nil
+}
+
+// statusError is a metadata fetch answered with a status other than 200.
+type statusError struct {
+	URL    string
+	Status int
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("fetching %s: status %d", e.URL, e.Status) }
+
+// allNotFound reports whether every error in errs is a 4xx answer: the
+// document does not exist (as opposed to a server or network failure).
+func allNotFound(errs []error) bool {
+	for _, err := range errs {
+		var se *statusError
+		if !errors.As(err, &se) || se.Status < 400 || se.Status >= 500 {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 func isJSON(ct string) bool {

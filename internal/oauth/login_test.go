@@ -416,3 +416,51 @@ func TestClientMetadataDocument(t *testing.T) {
 		t.Errorf("document %s %v", b, err)
 	}
 }
+
+func TestLoginLegacyServer(t *testing.T) {
+	// A 2025-03-26 server: no resource metadata; the authorization server
+	// is the server's origin, with metadata or with the default endpoints.
+	for _, noMeta := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no-metadata=%v", noMeta), func(t *testing.T) {
+			as := newTestAS(t, func(a *testAS) { a.dcr, a.mcp, a.noMetadata = true, true, noMeta })
+			server := as.srv.URL + "/mcp"
+			store := testStore(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			g, err := Login(ctx, LoginOptions{Server: server, OpenURL: browser(t, nil), Store: store, Wait: 10 * time.Second})
+			if err != nil {
+				t.Fatalf("login: %v", err)
+			}
+			if g.Issuer != as.srv.URL || g.Resource != server || as.lastAuthz(t).Get("resource") != server {
+				t.Errorf("grant issuer %q resource %q", g.Issuer, g.Resource)
+			}
+			if as.registrations != 1 {
+				t.Errorf("%d registrations at the default /register, want 1", as.registrations)
+			}
+			if code, body, err := call(t, &Transport{Server: server, Store: store}, server); err != nil || code != 200 || body != "hello alice" {
+				t.Fatalf("call: %d %q %v", code, body, err)
+			}
+		})
+	}
+	t.Run("pinned issuer elsewhere", func(t *testing.T) {
+		as := newTestAS(t, func(a *testAS) { a.dcr, a.mcp = true, true })
+		_, err := login(t, as, &testRS{url: as.srv.URL + "/mcp"}, testStore(t), func(o *LoginOptions) { o.Issuer = "https://as.example" })
+		if !errors.Is(err, ErrIssuerMismatch) {
+			t.Errorf("login: %v, want ErrIssuerMismatch", err)
+		}
+	})
+	t.Run("metadata server error is not a fallback", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/.well-known/oauth-protected-resource") {
+				http.Error(w, "down", http.StatusInternalServerError)
+				return
+			}
+			http.NotFound(w, r)
+		}))
+		defer srv.Close()
+		_, err := login(t, nil, &testRS{url: srv.URL + "/mcp"}, testStore(t), nil)
+		if err == nil || !strings.Contains(err.Error(), "status 500") {
+			t.Errorf("login: %v, want the 500 reported", err)
+		}
+	})
+}

@@ -48,6 +48,8 @@ type testAS struct {
 	expiresIn   int
 	clients     map[string]testClient
 	tamperState bool // redirect with a different state
+	noMetadata  bool // publish no metadata (2025-03-26 endpoint fallback)
+	mcp         bool // also be the MCP server, at /mcp (2025-03-26 layout)
 
 	key *ecdsa.PrivateKey
 	kid string
@@ -103,7 +105,12 @@ func newTestAS(t *testing.T, configure func(*testAS)) *testAS {
 	default:
 		t.Fatalf("wellKnown %q", a.wellKnown)
 	}
-	mux.HandleFunc("GET "+metaPath, a.metadata)
+	if !a.noMetadata {
+		mux.HandleFunc("GET "+metaPath, a.metadata)
+	}
+	if a.mcp {
+		mux.HandleFunc("/mcp", a.serveMCP)
+	}
 	mux.HandleFunc("GET /jwks", a.jwks)
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
@@ -145,6 +152,32 @@ func (a *testAS) metadata(w http.ResponseWriter, r *http.Request) {
 		m["scopes_supported"] = a.scopes
 	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// serveMCP is a 2025-03-26 MCP server on the AS's own origin: no
+// resource metadata; tokens checked against the AS's key directly.
+func (a *testAS) serveMCP(w http.ResponseWriter, r *http.Request) {
+	raw, ok := BearerToken(r)
+	if !ok {
+		WriteChallenge(w, http.StatusUnauthorized, Challenge{})
+		return
+	}
+	a.mu.Lock()
+	pub := a.key.Public()
+	a.mu.Unlock()
+	var c jwt.Claims
+	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.ES256})
+	if err == nil {
+		err = tok.Claims(pub, &c)
+	}
+	if err == nil {
+		err = c.Validate(jwt.Expected{Issuer: a.issuer, AnyAudience: jwt.Audience{a.srv.URL + "/mcp"}, Time: time.Now()})
+	}
+	if err != nil {
+		WriteChallenge(w, http.StatusUnauthorized, Challenge{Error: "invalid_token"})
+		return
+	}
+	fmt.Fprintf(w, "hello %s", c.Subject)
 }
 
 func (a *testAS) jwks(w http.ResponseWriter, r *http.Request) {
