@@ -5,7 +5,9 @@
 // follows a 401's WWW-Authenticate challenge (or the well-known URLs) to
 // the protected resource metadata (RFC 9728) and the authorization
 // server metadata (RFC 8414, then OpenID discovery, in the spec's
-// order). Login registers the client (a pre-registered id, a Client ID
+// order); a server without resource metadata (the 2025-03-26 revision)
+// has its origin as authorization server, with metadata or the default
+// endpoints. Login registers the client (a pre-registered id, a Client ID
 // Metadata Document, or dynamic registration, RFC 7591), runs the
 // authorization code flow with PKCE S256 through a one-shot listener on
 // 127.0.0.1, with RFC 8707 resource indicators, and checks the state and
