@@ -464,3 +464,98 @@ func TestLoginLegacyServer(t *testing.T) {
 		}
 	})
 }
+
+func TestDowngradeRefused(t *testing.T) {
+	ctx := context.Background()
+	// Metadata that points an endpoint at plain http off loopback.
+	for _, field := range []string{"token_endpoint", "authorization_endpoint", "registration_endpoint", "revocation_endpoint", "jwks_uri"} {
+		t.Run(field, func(t *testing.T) {
+			var issuer string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				m := map[string]any{
+					"issuer": issuer, "authorization_endpoint": issuer + "/authorize", "token_endpoint": issuer + "/token",
+					"code_challenge_methods_supported": []string{"S256"},
+				}
+				m[field] = "http://as.example/" + field
+				writeJSON(w, 200, m)
+			}))
+			defer srv.Close()
+			issuer = srv.URL
+			if _, err := DiscoverServer(ctx, nil, issuer); err == nil || !strings.Contains(err.Error(), field) {
+				t.Errorf("metadata with an http %s: %v", field, err)
+			}
+		})
+	}
+	t.Run("resource metadata names an http authorization server", func(t *testing.T) {
+		var self string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, 200, map[string]any{"resource": self + "/mcp", "authorization_servers": []string{"http://as.example"}})
+		}))
+		defer srv.Close()
+		self = srv.URL
+		if _, err := Discover(ctx, nil, srv.URL+"/mcp", Challenge{}); err == nil || !strings.Contains(err.Error(), "only https") {
+			t.Errorf("discover: %v", err)
+		}
+	})
+	t.Run("https metadata redirecting to http", func(t *testing.T) {
+		var hits atomic.Int32
+		plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+		defer plain.Close()
+		tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, strings.Replace(plain.URL, "127.0.0.1", "as.example", 1)+r.URL.Path, http.StatusFound)
+		}))
+		defer tls.Close()
+		if _, err := DiscoverServer(ctx, tls.Client(), tls.URL); err == nil || !strings.Contains(err.Error(), "redirect refused") {
+			t.Errorf("discover through a downgrade redirect: %v", err)
+		}
+	})
+	t.Run("https metadata redirecting to loopback http", func(t *testing.T) {
+		var hits atomic.Int32
+		plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+		defer plain.Close()
+		tls := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, plain.URL+r.URL.Path, http.StatusFound)
+		}))
+		defer tls.Close()
+		if _, err := DiscoverServer(ctx, tls.Client(), tls.URL); err == nil || !strings.Contains(err.Error(), "drops TLS") {
+			t.Errorf("discover through a downgrade redirect: %v", err)
+		}
+		if hits.Load() != 0 {
+			t.Errorf("the plain http server got %d requests", hits.Load())
+		}
+	})
+	t.Run("server URL", func(t *testing.T) {
+		if _, err := Login(ctx, LoginOptions{Server: "http://mcp.example/mcp", OpenURL: func(string) error { return nil }}); err == nil {
+			t.Error("login to a plain-http remote server")
+		}
+	})
+}
+
+func TestRedirectRules(t *testing.T) {
+	check := orDefault(nil).CheckRedirect
+	req := func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"https://as.example/a", "https://as2.example/b", true},
+		{"http://127.0.0.1:1/a", "http://localhost:2/b", true},
+		{"https://as.example/a", "http://127.0.0.1:8080/admin", false}, // downgrade and into loopback
+		{"https://as.example/a", "https://127.0.0.1:8443/admin", false},
+		{"https://as.example/a", "http://as.example/b", false},
+		{"https://as.example/a", "file:///etc/passwd", false},
+		{"http://127.0.0.1:1/a", "https://as.example/b", true},
+	} {
+		err := check(req(c.to), []*http.Request{req(c.from)})
+		if (err == nil) != c.ok {
+			t.Errorf("%s → %s: %v, want ok=%v", c.from, c.to, err, c.ok)
+		}
+	}
+	var many []*http.Request
+	for range 5 {
+		many = append(many, req("https://as.example/"))
+	}
+	if check(req("https://as.example/x"), many) == nil {
+		t.Error("a sixth redirect was followed")
+	}
+}

@@ -183,8 +183,9 @@ func Logout(ctx context.Context, hc *http.Client, store Store, server string) (r
 }
 
 // orDefault returns a copy of hc (or of a default client with a 30 s
-// timeout) whose redirects stay on https (or loopback http) and stop
-// after five.
+// timeout) whose redirects stay on https (or loopback http), never go
+// from https to http nor from a remote host to loopback (a remote server
+// must not make mcpbox fetch local services), and stop after five.
 func orDefault(hc *http.Client) *http.Client {
 	var c http.Client
 	if hc != nil {
@@ -199,6 +200,13 @@ func orDefault(hc *http.Client) *http.Client {
 		}
 		if err := checkEndpoint(req.URL.String()); err != nil {
 			return fmt.Errorf("redirect refused: %w", err)
+		}
+		from := via[len(via)-1].URL
+		if from.Scheme == "https" && req.URL.Scheme != "https" {
+			return fmt.Errorf("redirect refused: %s to %s drops TLS", from.Host, req.URL.Host)
+		}
+		if !isLoopback(from.Hostname()) && isLoopback(req.URL.Hostname()) {
+			return fmt.Errorf("redirect refused: %s sends to loopback %s", from.Host, req.URL.Host)
 		}
 		if prev != nil {
 			return prev(req, via)
