@@ -165,6 +165,9 @@ func resourceMetadataURLs(serverURL string, ch Challenge) ([]string, error) {
 	}
 	var out []string
 	if ch.ResourceMetadata != "" {
+		if err := notIntoLoopback(serverURL, ch.ResourceMetadata); err != nil {
+			return nil, fmt.Errorf("resource_metadata of %s: %w", serverURL, err)
+		}
 		out = append(out, ch.ResourceMetadata)
 	}
 	origin := u.Scheme + "://" + u.Host
@@ -191,6 +194,9 @@ func discoverResource(ctx context.Context, hc *http.Client, serverURL string, ch
 		}
 		for _, as := range rm.AuthorizationServers {
 			if err := checkEndpoint(as); err != nil {
+				return nil, fmt.Errorf("%s: authorization server: %w", mu, err)
+			}
+			if err := notIntoLoopback(serverURL, as); err != nil {
 				return nil, fmt.Errorf("%s: authorization server: %w", mu, err)
 			}
 		}
@@ -311,6 +317,9 @@ func (sm *ServerMetadata) check() error {
 		if err := checkEndpoint(e.v); err != nil {
 			return fmt.Errorf("%s: %w", e.name, err)
 		}
+		if err := notIntoLoopback(sm.Issuer, e.v); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
 	}
 	if !slices.Contains(sm.CodeChallengeMethodsSupported, "S256") {
 		return ErrNoPKCE
@@ -332,6 +341,22 @@ func checkEndpoint(raw string) error {
 		return nil
 	}
 	return fmt.Errorf("%q: only https, or http on loopback, is accepted", raw)
+}
+
+// notIntoLoopback refuses a URL on a loopback host named by a document
+// of a host that is not loopback: a remote server or authorization server
+// must not make mcpbox send requests (or codes and tokens) to local
+// services.
+func notIntoLoopback(from, to string) error {
+	f, err1 := url.Parse(from)
+	t, err2 := url.Parse(to)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("%q is not a URL", to)
+	}
+	if !isLoopback(f.Hostname()) && isLoopback(t.Hostname()) {
+		return fmt.Errorf("%s points into loopback (%s)", f.Host, t.Host)
+	}
+	return nil
 }
 
 func isLoopback(host string) bool {

@@ -531,6 +531,24 @@ func TestDowngradeRefused(t *testing.T) {
 	})
 }
 
+func TestRemoteDocumentsCannotPointIntoLoopback(t *testing.T) {
+	if _, err := resourceMetadataURLs("https://mcp.example/mcp", Challenge{ResourceMetadata: "http://127.0.0.1:9/x"}); err == nil {
+		t.Error("a remote server's challenge sent discovery to loopback")
+	}
+	if _, err := resourceMetadataURLs("http://127.0.0.1:1/mcp", Challenge{ResourceMetadata: "http://127.0.0.1:9/x"}); err != nil {
+		t.Errorf("a loopback server's own loopback metadata: %v", err)
+	}
+	sm := ServerMetadata{Issuer: "https://as.example", AuthorizationEndpoint: "https://as.example/a",
+		TokenEndpoint: "http://localhost:8080/token", CodeChallengeMethodsSupported: []string{"S256"}}
+	if err := sm.check(); err == nil || !strings.Contains(err.Error(), "token_endpoint") {
+		t.Errorf("a remote issuer's loopback token endpoint: %v", err)
+	}
+	sm.TokenEndpoint = "https://as.example/t"
+	if err := sm.check(); err != nil {
+		t.Errorf("metadata: %v", err)
+	}
+}
+
 func TestRedirectRules(t *testing.T) {
 	check := orDefault(nil).CheckRedirect
 	req := func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }
