@@ -253,6 +253,14 @@ func TestLoginRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("access denied", func(t *testing.T) {
+		as := newTestAS(t, func(a *testAS) { a.dcr, a.deny = true, true })
+		rs := newTestRS(t, as, nil)
+		_, err := login(t, as, rs, testStore(t), nil)
+		if err == nil || !strings.Contains(err.Error(), "access_denied") || len(as.tokenRequests) != 0 {
+			t.Errorf("login: %v, %d token requests", err, len(as.tokenRequests))
+		}
+	})
 	t.Run("iss correct", func(t *testing.T) {
 		as := newTestAS(t, func(a *testAS) { a.dcr, a.issParam = true, true })
 		rs := newTestRS(t, as, nil)

@@ -49,6 +49,7 @@ type testAS struct {
 	clients     map[string]testClient
 	tamperState bool // redirect with a different state
 	noMetadata  bool // publish no metadata (2025-03-26 endpoint fallback)
+	deny        bool // the user clicks "deny"
 	mcp         bool // also be the MCP server, at /mcp (2025-03-26 layout)
 
 	key *ecdsa.PrivateKey
@@ -275,6 +276,9 @@ func (a *testAS) authorize(w http.ResponseWriter, r *http.Request) {
 	a.codes[code] = codeGrant{q.Get("client_id"), q.Get("redirect_uri"), q.Get("code_challenge"), q.Get("resource"), q.Get("scope")}
 	a.mu.Unlock()
 	back := url.Values{"code": {code}, "state": {q.Get("state")}}
+	if a.deny {
+		back = url.Values{"error": {"access_denied"}, "error_description": {"the user said no"}, "state": {q.Get("state")}}
+	}
 	if a.tamperState {
 		back.Set("state", "forged")
 	}
