@@ -16,9 +16,9 @@ var layers = map[string]int{
 	"internal/approval": 0, "internal/audit": 0, "internal/bearer": 0,
 	"internal/builtin": 0, "internal/cgroup": 0, "internal/config": 0,
 	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
-	"internal/instance": 0, "internal/landlock": 0, "internal/redact": 0,
-	"internal/seccomp": 0, "internal/secrets": 0, "internal/textdiff": 0,
-	"internal/image": 0,
+	"internal/image": 0, "internal/instance": 0, "internal/landlock": 0,
+	"internal/oauth": 0, "internal/redact": 0, "internal/seccomp": 0,
+	"internal/secrets": 0, "internal/textdiff": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1,
