@@ -207,7 +207,7 @@ func (e *env) serve(args []string) int {
 	defer gw.Close()
 	g.Attach(gw)
 	if inst != nil {
-		inst.Attach(adminBackend{gw: gw, g: g})
+		inst.Attach(g.Admin(gw))
 		// Deferred last, run first: the admin handlers use the gateway and
 		// the guard's audit store, so the ones in flight end before those
 		// close (deferred above); the socket answers until inst.Close.

@@ -1,4 +1,4 @@
-package cli
+package guard
 
 import (
 	"errors"
@@ -8,16 +8,18 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
-	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
 )
 
-// adminBackend is what the admin server (package admin) reaches of the
-// running gateway: the guard's approvals, pins and sandboxes, and the
-// gateway's controls.
+// Admin returns what the admin server (package admin) and the dashboard
+// reach of a running gateway: the guard's approvals, pins and sandboxes,
+// and the gateway's controls.
+func (g *Guard) Admin(gw *gateway.Gateway) admin.Backend { return adminBackend{gw: gw, g: g} }
+
+// adminBackend is the admin.Backend over a guard and its gateway.
 type adminBackend struct {
 	gw *gateway.Gateway
-	g  *guard.Guard
+	g  *Guard
 }
 
 var _ admin.Backend = adminBackend{}
