@@ -370,35 +370,3 @@ func TestStartSparesLiveSessions(t *testing.T) {
 		t.Errorf("after the second closed: %d live records, want 1", len(recs))
 	}
 }
-
-// TestOverlayLockOnePerAgent: two sandboxes (of two instances) must not
-// mount one input overlay: the second launch is refused with a message
-// naming the way out, and gets it once the first has ended.
-func TestOverlayLockOnePerAgent(t *testing.T) {
-	base := t.TempDir()
-	release, err := lockOverlay(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if _, err := lockOverlay(base); !errors.Is(err, errOverlayBusy) || !strings.Contains(err.Error(), "scope: session") {
-		t.Fatalf("a second lock: %v, want errOverlayBusy naming scope: session", err)
-	}
-	if d := time.Since(start); d < overlayLockWait {
-		t.Errorf("the second lock gave up after %v, want %v (a restart's old sandbox may still be ending)", d, overlayLockWait)
-	}
-	// A sandbox that ends while the next waits hands it over.
-	time.AfterFunc(200*time.Millisecond, release)
-	again, err := lockOverlay(base)
-	if err != nil {
-		t.Fatalf("after the first ended: %v", err)
-	}
-	again()
-	evil := t.TempDir()
-	if err := os.Symlink("/etc/passwd", filepath.Join(evil, "overlay.lock")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockOverlay(evil); err == nil {
-		t.Error("lockOverlay followed a symlinked overlay.lock")
-	}
-}

@@ -21,6 +21,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/track"
@@ -267,7 +268,7 @@ func (in *sandboxInstance) setupOverlay() error {
 	if err != nil {
 		return err
 	}
-	unlock, err := lockOverlay(base)
+	unlock, err := instance.LockOverlay(base)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,11 @@
 // record whose socket refuses connections was left by a process that died
 // (RemoveStale removes it at the next start).
 //
+// Input overlays. Instances on one state dir serve the same agent, so two
+// of their sandboxes could mount one input overlay (an upper dir shared
+// by two overlay mounts is undefined): LockOverlay holds a flock of the
+// overlay workspace for as long as a sandbox has it mounted.
+//
 // Registry. Each state dir an instance ran on is named by a symlink in
 // $XDG_STATE_HOME/mcpbox/statedirs, so `--all` finds state dirs that a
 // config placed elsewhere. Dangling links are skipped and removed.

@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -295,5 +296,37 @@ func TestLongSocketPath(t *testing.T) {
 	}
 	if gone, _ := RemoveStale(state); len(gone) != 1 {
 		t.Errorf("RemoveStale: %v, want [42]", gone)
+	}
+}
+
+// TestOverlayLockOnePerAgent: two sandboxes (of two instances) must not
+// mount one input overlay: the second launch is refused with a message
+// naming the way out, and gets it once the first has ended.
+func TestOverlayLockOnePerAgent(t *testing.T) {
+	base := t.TempDir()
+	release, err := LockOverlay(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := LockOverlay(base); !errors.Is(err, ErrOverlayBusy) || !strings.Contains(err.Error(), "scope: session") {
+		t.Fatalf("a second lock: %v, want ErrOverlayBusy naming scope: session", err)
+	}
+	if d := time.Since(start); d < OverlayLockWait {
+		t.Errorf("the second lock gave up after %v, want %v (a restart's old sandbox may still be ending)", d, OverlayLockWait)
+	}
+	// A sandbox that ends while the next waits hands it over.
+	time.AfterFunc(200*time.Millisecond, release)
+	again, err := LockOverlay(base)
+	if err != nil {
+		t.Fatalf("after the first ended: %v", err)
+	}
+	again()
+	evil := t.TempDir()
+	if err := os.Symlink("/etc/passwd", filepath.Join(evil, "overlay.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockOverlay(evil); err == nil {
+		t.Error("LockOverlay followed a symlinked overlay.lock")
 	}
 }
