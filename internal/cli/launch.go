@@ -236,15 +236,15 @@ func (in *sandboxInstance) setupWorkspace() error {
 	if l.workspaces == "" {
 		return nil
 	}
-	base := workspaceBase(l.workspaces, in.scope, l.name)
+	base := workspace.Base(l.workspaces, in.wsScope())
 	_, statErr := os.Stat(base)
-	dir, err := workspaceDir(l.workspaces, in.scope, l.name)
+	dir, err := workspace.MakeOutput(l.workspaces, in.wsScope())
 	if err != nil {
 		return err
 	}
 	if os.IsNotExist(statErr) && l.template != "" {
-		if err := seedWorkspace(l.template, "output", dir); err != nil {
-			removeWorkspace(base)
+		if err := workspace.SeedPart(l.template, "output", dir); err != nil {
+			workspace.Remove(base)
 			return l.seedFailed(err)
 		}
 	}
@@ -262,19 +262,20 @@ func (in *sandboxInstance) setupOverlay() error {
 	if l.overlays == "" {
 		return nil
 	}
-	base := workspaceBase(l.overlays, in.scope, l.name)
+	base := workspace.Base(l.overlays, in.wsScope())
 	_, statErr := os.Stat(filepath.Join(base, "overlay"))
-	ov, err := overlayDirs(l.overlays, in.scope, l.name)
+	upper, work, err := workspace.MakeOverlay(l.overlays, in.wsScope())
 	if err != nil {
 		return err
 	}
+	ov := &sandbox.Overlay{Upper: upper, Work: work}
 	unlock, err := instance.LockOverlay(base)
 	if err != nil {
 		return err
 	}
-	if os.IsNotExist(statErr) && isSnapshot(l.template) {
-		if err := seedWorkspace(l.template, "overlay", ov.Upper); err != nil {
-			removeWorkspace(base)
+	if os.IsNotExist(statErr) && workspace.IsSnapshot(l.template) {
+		if err := workspace.SeedPart(l.template, "overlay", ov.Upper); err != nil {
+			workspace.Remove(base)
 			unlock()
 			return l.seedFailed(err)
 		}
@@ -494,7 +495,7 @@ func (l *sandboxLauncher) Release(scope gateway.Scope) {
 	}
 	for _, root := range []string{l.workspaces, l.overlays} {
 		if root != "" {
-			removeWorkspace(workspaceBase(root, scope, l.name))
+			workspace.Remove(workspace.Base(root, wsScope(scope, l.name)))
 		}
 	}
 }
