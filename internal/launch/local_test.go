@@ -1,18 +1,14 @@
-package cli
+package launch
 
 import (
 	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
@@ -21,64 +17,6 @@ import (
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/track"
 )
-
-// TestRemoteServer: a remote server is reached from the gateway with its
-// header values resolved from secret references, and its tools come
-// through the gateway like a sandboxed server's.
-func TestRemoteServer(t *testing.T) {
-	t.Setenv("MCPBOX_TEST_REMOTE_TOKEN", "Bearer remote-secret-value")
-	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-		// A hostile remote echoes the token it was sent.
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong remote-secret-value"}}}, nil, nil
-	})
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	var refused atomic.Int32
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer remote-secret-value" {
-			refused.Add(1)
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		mcpHandler.ServeHTTP(w, r)
-	}))
-	defer hs.Close()
-
-	book := &redact.Book{}
-	l := &remoteLauncher{url: hs.URL, headers: map[string]string{"Authorization": "env:MCPBOX_TEST_REMOTE_TOKEN"}, book: book}
-	log := slog.New(slog.DiscardHandler)
-	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: launchOn(l), Allow: []string{"*"}}}, gatewayOptions(log, book, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	gwHTTP := httptest.NewUnstartedServer(nil)
-	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwHTTP.Config.Handler = h
-	gwHTTP.Start()
-	defer gwHTTP.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong [REDACTED:Authorization]" {
-		t.Fatalf("got %q", got)
-	}
-	if n := refused.Load(); n != 0 {
-		t.Fatalf("%d requests reached the remote server without the header", n)
-	}
-}
 
 func TestLineWriter(t *testing.T) {
 	var b strings.Builder
@@ -115,10 +53,10 @@ func (o *recordingObserver) EgressEvent(string, gateway.Scope, *track.Sandbox, e
 // backend lists nothing.
 func TestLaunchCancelStopsSecret(t *testing.T) {
 	obs := &recordingObserver{}
-	l := &sandboxLauncher{
-		name: "slow", secrets: []config.Secret{{Name: "TOKEN", From: "cmd:sleep 30"}},
-		book: &redact.Book{}, log: slog.New(slog.DiscardHandler), stderr: io.Discard, observer: obs,
-	}
+	l := NewLocal(LocalOptions{
+		Name: "slow", Secrets: []config.Secret{{Name: "TOKEN", From: "cmd:sleep 30"}},
+		Book: &redact.Book{}, Log: slog.New(slog.DiscardHandler), Stderr: io.Discard, Observer: obs,
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
@@ -150,12 +88,33 @@ func TestExitStatus(t *testing.T) {
 		{err: errors.New("waiting: broken"), want: "waiting: broken"},
 		{res: &sandbox.Result{ExitCode: 137, OOMKilled: true}, want: "killed: out of memory"},
 		{res: &sandbox.Result{ExitCode: 0, PidsExhausted: true}, want: "exited with status 0 after hitting its process limit"},
-		{res: &sandbox.Result{ExitCode: 137, SizeExceeded: size}, want: "killed: " + sizeReport(size)},
+		{res: &sandbox.Result{ExitCode: 137, SizeExceeded: size}, want: "killed: " + SizeReport(size)},
 	}
 	for _, tt := range tests {
 		got, clean := exitStatus(tt.res, tt.err)
 		if got != tt.want || clean != tt.wantClean {
 			t.Errorf("exitStatus(%+v, %v) = %q, %v; want %q, %v", tt.res, tt.err, got, clean, tt.want, tt.wantClean)
 		}
+	}
+}
+
+// TestEgressLogLevels: allowed connections are logged at the level the
+// caller gives (debug for serve, whose audit records them), refusals
+// always as warnings.
+func TestEgressLogLevels(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logEv := egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)
+	logEv(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	logEv(egress.Event{Host: "refused.example", Port: 443, Decision: "deny", Reason: "not in the allowlist"})
+	out := buf.String()
+	if strings.Contains(out, "allowed.example") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "refused.example") {
+		t.Errorf("at info: want only the refusal, got:\n%s", out)
+	}
+	buf.Reset()
+	log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	if !strings.Contains(buf.String(), "allowed.example") {
+		t.Errorf("at debug: the allowed connection is missing:\n%s", buf.String())
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package launch
 
 // The launcher's side of the per-scope workspaces (package workspace has
 // the layout): seeding failures and artifact export, with their logs.
@@ -21,14 +21,14 @@ func (in *sandboxInstance) wsScope() workspace.Scope { return wsScope(in.scope, 
 
 // seedFailed logs why a workspace could not be seeded and returns what a
 // client may see: host paths stay in the gateway's log.
-func (l *sandboxLauncher) seedFailed(err error) error {
+func (l *Local) seedFailed(err error) error {
 	l.log.Error("the workspace template could not be applied", "server", l.name, "err", err)
 	return fmt.Errorf("the workspace template of server %s could not be applied (the gateway's log says why)", l.name)
 }
 
 // exportArtifacts copies the configured files out of a stopped sandbox's
 // output and returns their paths for the audit.
-func (l *sandboxLauncher) exportArtifacts(output string, scope gateway.Scope, id string) []string {
+func (l *Local) exportArtifacts(output string, scope gateway.Scope, id string) []string {
 	dst := workspace.ArtifactsDir(l.artifactsDir, wsScope(scope, l.name), id)
 	done, refused, err := workspace.Export(output, dst, *l.artifacts)
 	if err != nil {
