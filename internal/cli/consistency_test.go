@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,9 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/egress"
 	"mcpbox/internal/integrity"
-	"mcpbox/internal/redact"
 )
 
 // TestStrayArguments: a command that takes no arguments refuses them
@@ -190,26 +187,5 @@ func TestCommandLine(t *testing.T) {
 	want := `mcpbox serve --config '/my dir/it'\''s.yaml' --http 127.0.0.1:0`
 	if got != want {
 		t.Errorf("commandLine = %s, want %s", got, want)
-	}
-}
-
-// TestEgressLogLevels: allowed connections are logged at the level the
-// caller gives (debug for serve, whose audit records them), refusals
-// always as warnings.
-func TestEgressLogLevels(t *testing.T) {
-	var buf strings.Builder
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	logEv := egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)
-	logEv(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
-	logEv(egress.Event{Host: "refused.example", Port: 443, Decision: "deny", Reason: "not in the allowlist"})
-	out := buf.String()
-	if strings.Contains(out, "allowed.example") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "refused.example") {
-		t.Errorf("at info: want only the refusal, got:\n%s", out)
-	}
-	buf.Reset()
-	log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
-	if !strings.Contains(buf.String(), "allowed.example") {
-		t.Errorf("at debug: the allowed connection is missing:\n%s", buf.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
+	"mcpbox/internal/launch"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 	"mcpbox/internal/workspace"
@@ -37,6 +39,20 @@ func gatewayGC() {
 // newLogger is the gateway's log: text lines on stderr, redacted.
 func (e *env) newLogger(book *redact.Book) *slog.Logger {
 	return slog.New(slog.NewTextHandler(redactingWriter{e.stderr, book}, &slog.HandlerOptions{Level: e.logLevel}))
+}
+
+// redactingWriter redacts each write with the book: for the gateway's
+// log, whose handler writes one whole record per Write.
+type redactingWriter struct {
+	w    io.Writer
+	book *redact.Book
+}
+
+func (rw redactingWriter) Write(p []byte) (int, error) {
+	if _, err := rw.w.Write(rw.book.Bytes(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // gatewayOptions wires the book into the gateway: every payload that
@@ -60,13 +76,13 @@ func gatewayOptions(log *slog.Logger, book *redact.Book, credentials map[string]
 func (e *env) configServers(c *config.Config, base, stateDir string, protected []string, log *slog.Logger, book *redact.Book, g *guard.Guard) ([]*gateway.Server, error) {
 	var out []*gateway.Server
 	opts := specconv.Options{Base: base, StateDir: stateDir, Protected: protected}
-	groups := &groupSet{c: c, opts: opts, launchers: map[string]*groupLauncher{}, newLauncher: func(first *config.Server) *sandboxLauncher {
-		l := &sandboxLauncher{log: log, book: book, stderr: e.stderr, stateDir: stateDir, observer: observerOf(g)}
+	groups := launch.NewGroups(c, opts, func(first *config.Server) launch.LocalOptions {
+		lo := launch.LocalOptions{Log: log, Book: book, Stderr: e.stderr, Observer: observerOf(g)}
 		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
-			l.workspaces = filepath.Join(stateDir, "workspaces")
+			lo.Workspaces = filepath.Join(stateDir, "workspaces")
 		}
-		return l
-	}}
+		return lo
+	})
 	for _, s := range c.Servers {
 		gs := &gateway.Server{
 			Name:        s.Name,
@@ -91,11 +107,11 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 			}
 		}
 		if s.URL != "" {
-			rl := &remoteLauncher{url: s.URL, headers: map[string]string{}, book: book}
+			headers := map[string]string{}
 			for _, h := range s.Headers {
-				rl.headers[h.Name] = h.From
+				headers[h.Name] = h.From
 			}
-			gs.Launch = launchOn(rl)
+			gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, Headers: headers, Book: book}))
 			// A dropped connection is reconnected at the next request
 			// (remote servers take no lifecycle settings).
 			gs.Restart = gateway.RestartOnFailure
@@ -103,12 +119,12 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 			continue
 		}
 		if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
-			gl, idx, err := groups.member(g, s)
+			gl, idx, err := groups.Member(g, s)
 			if err != nil {
 				return nil, err
 			}
-			gs.Launch = gl.member(idx)
-			gs.Release = gl.sandbox.Release
+			gs.Launch = gl.Launch(idx)
+			gs.Release = gl.Release
 			out = append(out, gs)
 			continue
 		}
@@ -116,31 +132,32 @@ func (e *env) configServers(c *config.Config, base, stateDir string, protected [
 		if err != nil {
 			return nil, err
 		}
-		l := &sandboxLauncher{
-			name: s.Name, base: spec, secrets: s.Secrets, log: log, book: book,
-			stderr: e.stderr, observer: observerOf(g),
+		lo := launch.LocalOptions{
+			Name: s.Name, Spec: spec, Secrets: s.Secrets, Log: log, Book: book,
+			Stderr: e.stderr, Observer: observerOf(g),
 		}
 		if s.Filesystem.Output != nil && s.Filesystem.Output.Source == "" {
-			l.workspaces = filepath.Join(stateDir, "workspaces")
+			lo.Workspaces = filepath.Join(stateDir, "workspaces")
 		}
 		if in := s.Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
-			l.overlays = filepath.Join(stateDir, "workspaces")
+			lo.Overlays = filepath.Join(stateDir, "workspaces")
 		}
 		if t := s.Filesystem.Template; t != "" {
-			if l.template, err = specconv.Template(base, spec.Input, t); err != nil {
+			if lo.Template, err = specconv.Template(base, spec.Input, t); err != nil {
 				return nil, fmt.Errorf("server %s: filesystem.template: %w", s.Name, err)
 			}
 		}
 		if t := e.snapshotFor(s.Name); t != "" {
-			l.template = t
+			lo.Template = t
 		}
 		if a := s.Artifacts; a != nil {
-			l.artifacts = &workspace.ArtifactRules{Include: a.Include, MaxSize: int64(a.MaxSize)}
-			if l.artifactsDir, err = specconv.ArtifactsDir(opts, spec.Input, a.Dir); err != nil {
+			lo.Artifacts = &workspace.ArtifactRules{Include: a.Include, MaxSize: int64(a.MaxSize)}
+			if lo.ArtifactsDir, err = specconv.ArtifactsDir(opts, spec.Input, a.Dir); err != nil {
 				return nil, fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
 			}
 		}
-		gs.Launch = launchOn(l)
+		l := launch.NewLocal(lo)
+		gs.Launch = launch.On(l)
 		gs.Release = l.Release
 		out = append(out, gs)
 	}
@@ -211,7 +228,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 // observerOf is g as the launchers' lifecycle observer, or nil without a
 // guard (a nil *guard.Guard in the interface would not be a nil observer).
-func observerOf(g *guard.Guard) lifecycleObserver {
+func observerOf(g *guard.Guard) launch.Observer {
 	if g == nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/launch"
 	"mcpbox/internal/redact"
 )
 
@@ -68,12 +69,12 @@ func (e *env) run(args []string) int {
 	book := &redact.Book{}
 	log := e.newLogger(book)
 	name := filepath.Base(argv[0])
-	l := &sandboxLauncher{
-		name: name, base: *spec, log: log, book: book,
-		stderr: e.stderr,
-	}
+	l := launch.NewLocal(launch.LocalOptions{
+		Name: name, Spec: *spec, Log: log, Book: book,
+		Stderr: e.stderr,
+	})
 	gw, err := gateway.New([]*gateway.Server{{
-		Name: name, Scope: gateway.ScopeAgent, Launch: launchOn(l),
+		Name: name, Scope: gateway.ScopeAgent, Launch: launch.On(l),
 		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
 		Restart: gateway.RestartOnFailure,
 	}}, gatewayOptions(log, book, nil))

@@ -1,20 +1,14 @@
-package cli
+package launch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/audit"
 	"mcpbox/internal/cgroup"
@@ -32,42 +26,90 @@ import (
 // before its sandbox is killed.
 const stopGrace = 2 * time.Second
 
-// sandboxLauncher starts base (a complete Spec but for Args' server
-// command, secrets and a per-agent output) for each scope: the backend of a
-// server that runs in a sandbox on this host.
-type sandboxLauncher struct {
-	name    string
-	base    sandbox.Spec
-	secrets []config.Secret
-	// workspaces, if set, is the dir under which each scope gets its own
+// LocalOptions configure a Local. Only Spec is required.
+type LocalOptions struct {
+	// Name is the server's name: in its log lines, its sandboxes' records
+	// and its workspace dirs.
+	Name string
+	// Spec is the sandbox of the server, complete but for the secrets of
+	// Secrets and the per-scope dirs below (specconv.Server).
+	Spec sandbox.Spec
+	// Secrets are resolved at each start, with the start's context; nil:
+	// only the secrets Spec holds already.
+	Secrets []config.Secret
+	// Workspaces, if set, is the dir under which each scope gets its own
 	// /workspace/output (config `output: {}`).
-	workspaces string
-	// overlays, if set, is the dir under which each scope gets the upper
+	Workspaces string
+	// Overlays, if set, is the dir under which each scope gets the upper
 	// and work dirs of its /workspace/input overlay (input mode overlay).
-	overlays string
-	stateDir string // for groups: checked against their mounts
-	log      *slog.Logger
-	stderr   io.Writer // where the server's stderr goes, line-prefixed with its name
-	// book learns every secret value resolved, before the server starts,
-	// so that nothing the server writes can carry it out.
-	book *redact.Book
-	// observer, if set, is told of each sandbox's life: the guard tracks
-	// it for the audit (serve). Nil for exec and run.
-	observer lifecycleObserver
-	// template, if set, seeds each new workspace (a dir, an archive or a
+	Overlays string
+	// Template, if set, seeds each new workspace (a dir, an archive or a
 	// snapshot).
-	template string
-	// artifacts, if set, are copied out of the output when a sandbox ends,
-	// to artifactsDir/AGENT/SERVER/SANDBOX-ID.
+	Template string
+	// Artifacts, if set, are copied out of the output when a sandbox ends,
+	// to ArtifactsDir/AGENT/SERVER/SANDBOX-ID.
+	Artifacts    *workspace.ArtifactRules
+	ArtifactsDir string
+	// Log is the gateway's log; nil: nothing is logged.
+	Log *slog.Logger
+	// Stderr is where the server's stderr goes, line-prefixed with its
+	// name; nil: it is dropped.
+	Stderr io.Writer
+	// Book learns every secret value resolved, before the server starts,
+	// so that nothing the server writes can carry it out; the gateway's
+	// filter and log redact with it. Nil: a book of the launcher's own.
+	Book *redact.Book
+	// Observer, if set, is told of each sandbox's life: the guard tracks
+	// it for the audit (serve); allowed egress is then logged at debug
+	// level only. Nil for exec and run.
+	Observer Observer
+}
+
+// Local starts its Spec (with the secrets and per-scope dirs added) for
+// each scope: the backend of a server that runs in a sandbox on this
+// host.
+type Local struct {
+	name         string
+	base         sandbox.Spec
+	secrets      []config.Secret
+	workspaces   string
+	overlays     string
+	log          *slog.Logger
+	stderr       io.Writer
+	book         *redact.Book
+	observer     Observer
+	template     string
 	artifacts    *workspace.ArtifactRules
 	artifactsDir string
 
 	live liveSet // the sandboxes started and not yet ended
 }
 
-// lifecycleObserver is told of a sandbox's life. The guard implements it:
-// it audits each event and tracks running sandboxes for call joins.
-type lifecycleObserver interface {
+// NewLocal returns the backend of one server run in a sandbox on this
+// host.
+func NewLocal(opts LocalOptions) *Local {
+	l := &Local{
+		name: opts.Name, base: opts.Spec, secrets: opts.Secrets,
+		workspaces: opts.Workspaces, overlays: opts.Overlays, template: opts.Template,
+		artifacts: opts.Artifacts, artifactsDir: opts.ArtifactsDir,
+		log: opts.Log, stderr: opts.Stderr, book: opts.Book, observer: opts.Observer,
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if l.stderr == nil {
+		l.stderr = io.Discard
+	}
+	if l.book == nil {
+		l.book = &redact.Book{}
+	}
+	return l
+}
+
+// Observer is told of a sandbox's life. *guard.Guard implements it: it
+// audits each event and tracks running sandboxes for call joins. Its
+// methods are called from the sandboxes' goroutines and the egress proxy.
+type Observer interface {
 	// SandboxStarted registers a started sandbox; the returned func
 	// unregisters it once it has ended.
 	SandboxStarted(launcher string, scope gateway.Scope, t *track.Sandbox) (untrack func())
@@ -87,7 +129,7 @@ func (noObserver) SandboxEnded(string, gateway.Scope, *track.Sandbox, string, bo
 func (noObserver) SandboxEvent(string, string, gateway.Scope, *track.Sandbox, string) {}
 func (noObserver) EgressEvent(string, gateway.Scope, *track.Sandbox, egress.Event)    {}
 
-func (l *sandboxLauncher) obs() lifecycleObserver {
+func (l *Local) obs() Observer {
 	if l.observer == nil {
 		return noObserver{}
 	}
@@ -97,7 +139,7 @@ func (l *sandboxLauncher) obs() lifecycleObserver {
 // sandboxInstance is one sandbox of a launcher, for one scope, from its
 // start to its end; the gateway's Process funcs are its methods.
 type sandboxInstance struct {
-	l     *sandboxLauncher
+	l     *Local
 	scope gateway.Scope
 	spec  sandbox.Spec
 	rec   *track.Sandbox // what the audit and `mcpbox ps` know of it
@@ -130,7 +172,7 @@ type sandboxInstance struct {
 // undo before the next, and a failed start runs them, newest first. The
 // sandbox lives until stop, not until ctx ends; ctx only aborts the start
 // (and a slow cmd: secret).
-func (l *sandboxLauncher) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInstance, err error) {
+func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInstance, err error) {
 	in := &sandboxInstance{l: l, scope: scope, spec: l.base, waited: make(chan struct{}),
 		rec: track.NewSandbox()}
 	in.spec.Env = append([]string(nil), l.base.Env...)
@@ -171,11 +213,23 @@ func (l *sandboxLauncher) start(ctx context.Context, scope gateway.Scope) (_ *sa
 	return in, nil
 }
 
+// Start starts a sandbox for scope (Local.start).
+func (l *Local) Start(ctx context.Context, scope gateway.Scope) (Instance, error) {
+	in, err := l.start(ctx, scope)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return in, nil
+}
+
+// List returns the sandboxes running.
+func (l *Local) List() []Instance { return l.live.list() }
+
 // resolveSecrets resolves the server's secrets with ctx and teaches the
 // book every value, before anything of the server runs.
 func (in *sandboxInstance) resolveSecrets(ctx context.Context) error {
 	for _, sec := range in.l.secrets {
-		v, err := resolveSecretCtx(ctx, sec.Name, sec.From, sec.As == config.SecretAsFile)
+		v, err := ResolveSecret(ctx, sec.Name, sec.From, sec.As == config.SecretAsFile)
 		if err != nil {
 			return fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
@@ -236,15 +290,15 @@ func (in *sandboxInstance) setupWorkspace() error {
 	if l.workspaces == "" {
 		return nil
 	}
-	base := workspaceBase(l.workspaces, in.scope, l.name)
+	base := workspace.Base(l.workspaces, in.wsScope())
 	_, statErr := os.Stat(base)
-	dir, err := workspaceDir(l.workspaces, in.scope, l.name)
+	dir, err := workspace.MakeOutput(l.workspaces, in.wsScope())
 	if err != nil {
 		return err
 	}
 	if os.IsNotExist(statErr) && l.template != "" {
-		if err := seedWorkspace(l.template, "output", dir); err != nil {
-			removeWorkspace(base)
+		if err := workspace.SeedPart(l.template, "output", dir); err != nil {
+			workspace.Remove(base)
 			return l.seedFailed(err)
 		}
 	}
@@ -262,19 +316,20 @@ func (in *sandboxInstance) setupOverlay() error {
 	if l.overlays == "" {
 		return nil
 	}
-	base := workspaceBase(l.overlays, in.scope, l.name)
+	base := workspace.Base(l.overlays, in.wsScope())
 	_, statErr := os.Stat(filepath.Join(base, "overlay"))
-	ov, err := overlayDirs(l.overlays, in.scope, l.name)
+	upper, work, err := workspace.MakeOverlay(l.overlays, in.wsScope())
 	if err != nil {
 		return err
 	}
+	ov := &sandbox.Overlay{Upper: upper, Work: work}
 	unlock, err := instance.LockOverlay(base)
 	if err != nil {
 		return err
 	}
-	if os.IsNotExist(statErr) && isSnapshot(l.template) {
-		if err := seedWorkspace(l.template, "overlay", ov.Upper); err != nil {
-			removeWorkspace(base)
+	if os.IsNotExist(statErr) && workspace.IsSnapshot(l.template) {
+		if err := workspace.SeedPart(l.template, "overlay", ov.Upper); err != nil {
+			workspace.Remove(base)
 			unlock()
 			return l.seedFailed(err)
 		}
@@ -371,10 +426,10 @@ func exitStatus(res *sandbox.Result, err error) (string, bool) {
 	case err != nil:
 		return err.Error(), false
 	case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
-		return "killed: " + sizeReport(res.SizeExceeded), false
+		return "killed: " + SizeReport(res.SizeExceeded), false
 	case res.SizeExceeded != nil:
 		// Not clean: the server broke its limit before it exited.
-		return fmt.Sprintf("exited with status %d and %s", res.ExitCode, sizeReport(res.SizeExceeded)), false
+		return fmt.Sprintf("exited with status %d and %s", res.ExitCode, SizeReport(res.SizeExceeded)), false
 	case res.OOMKilled:
 		return "killed: out of memory", false
 	case res.PidsExhausted:
@@ -383,8 +438,17 @@ func exitStatus(res *sandbox.Result, err error) (string, bool) {
 	return fmt.Sprintf("exited with status %d", res.ExitCode), res.ExitCode == 0
 }
 
+// SizeReport says why a sandbox was stopped for a workspace dir's size.
+func SizeReport(se *sandbox.SizeError) string {
+	if se.Err != nil {
+		return fmt.Sprintf("%s could not be measured against its size limit of %s: %v", se.Dir, config.Size(se.Limit), se.Err)
+	}
+	return fmt.Sprintf("%s holds %d bytes, over its size limit of %s (what was written stays on the host)",
+		se.Dir, se.Used, config.Size(se.Limit))
+}
+
 // process is what the gateway holds of the instance.
-func (in *sandboxInstance) process() *gateway.Process {
+func (in *sandboxInstance) Process() *gateway.Process {
 	return &gateway.Process{
 		Stdin: in.stdin, Stdout: in.stdout,
 		Roots:    roots(&in.spec),
@@ -458,43 +522,15 @@ func (in *sandboxInstance) describe() string {
 	return in.status
 }
 
-// egressLogger logs the proxy's decisions, allowed connections at
-// allowLevel and the others as warnings; host names are redacted, since a
-// server may try to carry a secret out in a DNS name.
-func egressLogger(log *slog.Logger, server string, book *redact.Book, allowLevel slog.Level) func(egress.Event) {
-	return func(ev egress.Event) {
-		level := allowLevel
-		if ev.Decision != "allow" {
-			level = slog.LevelWarn
-		}
-		log.Log(context.Background(), level, "egress", "server", server, "decision", ev.Decision,
-			"host", book.String(ev.Host), "port", ev.Port, "reason", book.String(ev.Reason))
-	}
-}
-
-// redactingWriter redacts each write with the book: for the gateway's
-// log, whose handler writes one whole record per Write.
-type redactingWriter struct {
-	w    io.Writer
-	book *redact.Book
-}
-
-func (rw redactingWriter) Write(p []byte) (int, error) {
-	if _, err := rw.w.Write(rw.book.Bytes(p)); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
 // Release removes a session's workspace when the session is over; agent
 // and shared workspaces stay (they are the agent's files).
-func (l *sandboxLauncher) Release(scope gateway.Scope) {
+func (l *Local) Release(scope gateway.Scope) {
 	if scope.Session == "" {
 		return
 	}
 	for _, root := range []string{l.workspaces, l.overlays} {
 		if root != "" {
-			removeWorkspace(workspaceBase(root, scope, l.name))
+			workspace.Remove(workspace.Base(root, wsScope(scope, l.name)))
 		}
 	}
 }
@@ -512,155 +548,4 @@ func roots(spec *sandbox.Spec) []gateway.Root {
 		rs = append(rs, gateway.Root{URI: "file://" + m.Target, Name: filepath.Base(m.Target)})
 	}
 	return rs
-}
-
-// remoteLauncher connects to a remote server over Streamable HTTP, with
-// headers (e.g. Authorization) whose values come from secret references.
-type remoteLauncher struct {
-	url     string
-	headers map[string]string // header name → secret reference
-	book    *redact.Book
-
-	live liveSet // the connections open
-}
-
-// remoteInstance is one connection to a remote server.
-type remoteInstance struct {
-	l     *remoteLauncher
-	scope gateway.Scope
-	conn  mcp.Connection
-	once  sync.Once
-}
-
-// connect resolves the headers' secrets with ctx and connects.
-func (l *remoteLauncher) connect(ctx context.Context, scope gateway.Scope) (*remoteInstance, error) {
-	h, err := l.header(ctx)
-	if err != nil {
-		return nil, err
-	}
-	client := &http.Client{Transport: headerTransport{h, http.DefaultTransport}}
-	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
-	c, err := t.Connect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
-	}
-	in := &remoteInstance{l: l, scope: scope, conn: c}
-	l.live.add(in)
-	return in, nil
-}
-
-// header resolves the headers and teaches the book their values.
-func (l *remoteLauncher) header(ctx context.Context) (http.Header, error) {
-	h := http.Header{}
-	for name, ref := range l.headers {
-		v, err := resolveSecretCtx(ctx, name, ref, false)
-		if err != nil {
-			return nil, fmt.Errorf("header %s: %w", name, err)
-		}
-		if l.book != nil {
-			if err := l.book.Add(name, v.Value); err != nil {
-				return nil, fmt.Errorf("header %s: %w", name, err)
-			}
-			// The token of "Bearer TOKEN" may show up alone.
-			if scheme, token, ok := strings.Cut(string(v.Value), " "); ok && len(token) >= redact.MinValueLen && !strings.ContainsAny(scheme, "=:") {
-				if err := l.book.Add(name, []byte(token)); err != nil {
-					return nil, fmt.Errorf("header %s: %w", name, err)
-				}
-			}
-		}
-		h.Set(name, string(v.Value))
-	}
-	return h, nil
-}
-
-// Scope is the scope the connection serves.
-func (in *remoteInstance) Scope() gateway.Scope { return in.scope }
-
-// Stop closes the connection.
-func (in *remoteInstance) Stop() {
-	in.once.Do(func() {
-		in.conn.Close()
-		in.l.live.remove(in)
-	})
-}
-
-// Pause is not supported: the server runs elsewhere.
-func (in *remoteInstance) Pause() error { return errUnsupported }
-
-// Resume is not supported: the server runs elsewhere.
-func (in *remoteInstance) Resume() error { return errUnsupported }
-
-// Stats is not supported: the server runs elsewhere.
-func (in *remoteInstance) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, errUnsupported }
-
-// process hands the gateway the connection; the gateway closes it
-// itself, so its Stop only forgets it.
-func (in *remoteInstance) process() *gateway.Process {
-	return &gateway.Process{Conn: in.conn, Stop: func() { in.l.live.remove(in) }}
-}
-
-type headerTransport struct {
-	h    http.Header
-	next http.RoundTripper
-}
-
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range t.h {
-		r.Header[k] = v
-	}
-	return t.next.RoundTrip(r)
-}
-
-// lineWriter prefixes every line a server writes to stderr and caps its
-// length, so that one server cannot flood or forge the gateway's log.
-type lineWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	prefix string
-	buf    []byte
-}
-
-const maxLogLine = 4096
-
-func (lw *lineWriter) Write(p []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			room := maxLogLine - len(lw.buf)
-			lw.buf = append(lw.buf, p[:min(len(p), max(room, 0))]...)
-			break
-		}
-		room := maxLogLine - len(lw.buf)
-		lw.buf = append(lw.buf, p[:min(i, max(room, 0))]...)
-		lw.flush()
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-// Close writes a last line that had no newline.
-func (lw *lineWriter) Close() error {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	if len(lw.buf) > 0 {
-		lw.flush()
-	}
-	return nil
-}
-
-func (lw *lineWriter) flush() {
-	// C0 and C1 controls and DEL could move the cursor or fake a line of
-	// the gateway's own; invalid UTF-8 becomes U+FFFD.
-	line := bytes.Map(func(r rune) rune {
-		if (r < 0x20 && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, lw.buf)
-	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
-	lw.buf = lw.buf[:0]
 }
