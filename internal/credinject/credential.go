@@ -269,7 +269,7 @@ func compileAWS(cc *cred) (*cred, error) {
 		return nil, errors.New("aws: access_key_id and secret_access_key are required")
 	}
 	var err error
-	if cc.fakeKeyID, err = placeholderFor(a.AccessKeyID); err != nil {
+	if cc.fakeKeyID, err = keyIDPlaceholderFor(a.AccessKeyID); err != nil {
 		return nil, fmt.Errorf("aws access key id: %w", err)
 	}
 	if cc.fakeSecret, err = placeholderFor(a.SecretAccessKey); err != nil {

@@ -1,6 +1,7 @@
 package credinject
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -52,6 +53,7 @@ func startUpstream(t testing.TB, useTLS bool, h http.HandlerFunc) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		s := seen{Method: r.Method, Host: r.Host, URI: r.RequestURI, Header: r.Header.Clone(), Body: body, Proto: r.ProtoMajor}
 		if r.TLS != nil {
 			s.TLSName = r.TLS.ServerName

@@ -214,3 +214,21 @@ func randomizeRaw(b []byte) float64 {
 	}
 	return bits
 }
+
+// keyIDPlaceholderFor shapes a fake AWS access key id: the 4-letter kind
+// (AKIA, ASIA) kept, the rest drawn from upper-case letters and digits as
+// AWS issues them, whatever the real id's mix.
+func keyIDPlaceholderFor(real string) (string, error) {
+	const set = upperChars + digitChars
+	if len(real) < 16 {
+		return "", fmt.Errorf("access key id of %d characters: too short to mask", len(real))
+	}
+	b := []byte(real)
+	for i := 4; i < len(b); i++ {
+		b[i] = set[randInt(len(set))]
+	}
+	if string(b) == real {
+		return "", fmt.Errorf("generating placeholder: collided with the value")
+	}
+	return string(b), nil
+}
