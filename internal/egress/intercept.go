@@ -324,30 +324,53 @@ func sameAuthority(reqHost, host string, port int) bool {
 	return name == host
 }
 
-// copyFlush copies a response body and flushes after every read, so
-// streamed responses (server-sent events) are not held back.
-func copyFlush(w http.ResponseWriter, body io.Reader) error {
+// copyFlush copies a response body, flushing whenever it has no more
+// bytes at hand, so streamed responses (server-sent events) are not held
+// back. Reading (upstream TLS, the Injector's filter) runs in a goroutine
+// of its own, so that it and writing (client TLS) use two cores.
+func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 	rc := http.NewResponseController(w)
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if ferr := rc.Flush(); ferr != nil {
-				return ferr
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	type chunk struct {
+		b *[]byte
+		n int
 	}
+	ch := make(chan chunk, 4)
+	rerrc := make(chan error, 1)
+	go func() {
+		defer close(ch)
+		for {
+			bp := bufPool.Get().(*[]byte)
+			n, err := body.Read(*bp)
+			if n > 0 {
+				ch <- chunk{bp, n}
+			} else {
+				bufPool.Put(bp)
+			}
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				rerrc <- err
+				return
+			}
+		}
+	}()
+	var werr error
+	for c := range ch {
+		if werr == nil {
+			if _, werr = w.Write((*c.b)[:c.n]); werr == nil && len(ch) == 0 {
+				werr = rc.Flush()
+			}
+			if werr != nil {
+				body.Close() // unblocks the reader; the rest is drained below
+			}
+		}
+		bufPool.Put(c.b)
+	}
+	if rerr := <-rerrc; werr == nil {
+		return rerr
+	}
+	return werr
 }
 
 // clientConn is the client side of an intercepted connection: bytes
