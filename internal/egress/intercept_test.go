@@ -21,7 +21,9 @@ import (
 // carrying "X-Refuse" and tags responses.
 type fakeInjector struct{ port int }
 
-func (f fakeInjector) Intercepts(host string, port int) bool { return host == "127.0.0.1" && port == f.port }
+func (f fakeInjector) Intercepts(host string, port int) bool {
+	return host == "127.0.0.1" && port == f.port
+}
 
 func (f fakeInjector) Request(r *http.Request, t Target) (func(*http.Response) error, error) {
 	if r.Header.Get("X-Refuse") != "" {
@@ -57,7 +59,9 @@ func tlsProxyClient(t *testing.T, sock string, roots *x509.CertPool, h2 bool) *h
 
 func TestInterceptAndTunnel(t *testing.T) {
 	checkNoLeak(t)
-	echo := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "%s|%d", r.Header.Get("X-Injected"), r.ProtoMajor) }
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s|%d", r.Header.Get("X-Injected"), r.ProtoMajor)
+	}
 	srvI, portI := tlsServer(t, echo)
 	srvT, portT := tlsServer(t, echo)
 	ca, err := NewCA("test")
