@@ -134,10 +134,11 @@ type redactBody struct {
 	out   bytes.Buffer
 	chunk []byte
 	done  bool
+	atEOF func() // redacts the trailers, which the transport fills at EOF
 }
 
-func newRedactBody(src io.ReadCloser, r *redact.Redactor) *redactBody {
-	b := &redactBody{src: src, chunk: make([]byte, 32<<10)}
+func newRedactBody(src io.ReadCloser, r *redact.Redactor, atEOF func()) *redactBody {
+	b := &redactBody{src: src, chunk: make([]byte, 32<<10), atEOF: atEOF}
 	b.w = r.Writer(&b.out)
 	return b
 }
@@ -154,6 +155,7 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		switch {
 		case err == io.EOF:
 			b.w.Close()
+			b.atEOF()
 			b.done = true
 		case err != nil:
 			return 0, err // the held-back tail is dropped, never sent

@@ -383,3 +383,41 @@ func TestIntercepts(t *testing.T) {
 	}
 	_ = tls.VersionTLS13
 }
+
+// TestResponseTrailersAndHeadersRedacted: a server that reflects the token
+// in a response header and a trailer does not hand it to the sandbox.
+func TestResponseTrailersAndHeadersRedacted(t *testing.T) {
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Echo-Trailer")
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		// Split across writes and flushes: the stream redactor holds it.
+		tok := r.Header.Get("Authorization")
+		io.WriteString(w, "a"+tok[:10])
+		w.(http.Flusher).Flush()
+		io.WriteString(w, tok[10:]+"z")
+		w.Header().Set("X-Echo-Trailer", tok)
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
+	ph, _ := r.set.Placeholder("GH")
+	for _, h2 := range []bool{false, true} {
+		req := newReq(t, "GET", "https://"+u.hostPort()+"/", nil)
+		req.Header.Set("Authorization", ph)
+		code, body, resp := do(t, r.client(t, nil, h2), req)
+		all := fmt.Sprint(resp.Header, resp.Trailer, body)
+		if code != 200 || strings.Contains(all, realA) || body != "a[REDACTED:GH]z" ||
+			resp.Header.Get("X-Echo") != "[REDACTED:GH]" || resp.Trailer.Get("X-Echo-Trailer") != "[REDACTED:GH]" {
+			t.Errorf("h2=%v: %d header %v trailer %v body %q", h2, code, resp.Header, resp.Trailer, body)
+		}
+	}
+}
+
+func TestPlaceholderAsHeaderNameRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	ph := w.ph(t, "GH")
+	req := newReq(t, "GET", "https://"+w.b.hostPort()+"/", nil)
+	req.Header.Set("X-"+ph, "1")
+	if code, body, _ := do(t, w.r.client(t, nil, false), req); code != 403 {
+		t.Errorf("%d %q", code, body)
+	}
+}

@@ -161,6 +161,8 @@ func (s *Set) checkLeftovers(r *http.Request, t egress.Target, own func(*cred) b
 		texts = append(texts, struct{ where, text string }{"URL", q})
 	}
 	for k, vv := range r.Header {
+		// Names are case-folded on the way (canonical form): fold both.
+		texts = append(texts, struct{ where, text string }{"header name", strings.ToLower(k)})
 		for _, v := range vv {
 			texts = append(texts, struct{ where, text string }{"header " + k, v})
 			if u, p, ok := parseBasic(v); ok {
@@ -173,7 +175,7 @@ func (s *Set) checkLeftovers(r *http.Request, t egress.Target, own func(*cred) b
 			continue
 		}
 		for _, x := range texts {
-			if strings.Contains(x.text, n.placeholder) {
+			if strings.Contains(x.text, n.placeholder) || x.where == "header name" && strings.Contains(x.text, strings.ToLower(n.placeholder)) {
 				return s.exfiltration(n.cred, t, x.where)
 			}
 		}
@@ -183,19 +185,14 @@ func (s *Set) checkLeftovers(r *http.Request, t egress.Target, own func(*cred) b
 
 // filter redacts every credential value from a response of t.
 func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
-	for k, vv := range resp.Header {
-		for i, v := range vv {
-			vv[i] = s.red.String(v)
-		}
-		resp.Header[k] = vv
-	}
+	s.redactHeader(resp.Header)
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return fmt.Errorf("response from %s is %s-encoded and cannot be scanned for credential values", authority(t), ce)
 	}
 	if head || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	resp.Body = newRedactBody(resp.Body, s.red)
+	resp.Body = newRedactBody(resp.Body, s.red, func() { s.redactHeader(resp.Trailer) })
 	// A redaction mark is not as long as the value: the length is unknown.
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
@@ -204,4 +201,13 @@ func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
 
 func authority(t egress.Target) string {
 	return net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+}
+
+// redactHeader redacts every value of h in place.
+func (s *Set) redactHeader(h http.Header) {
+	for _, vv := range h {
+		for i, v := range vv {
+			vv[i] = s.red.String(v)
+		}
+	}
 }
