@@ -32,6 +32,9 @@ func BenchmarkDownload(b *testing.B) {
 	r := startRig(b, pool(cred, plain), []egress.Rule{{Host: "127.0.0.1", Ports: []int{cred.port, plain.port}}},
 		Credential{Name: "GH", Value: realA, Hosts: []string{cred.hostPort()}, Header: "Authorization", Format: "Bearer {value}"})
 	ph, _ := r.set.Placeholder("GH")
+	// The same interception with the response scan left out, to show what
+	// the scan costs.
+	noscan := startRigInjector(b, pool(cred), []egress.Rule{{Host: "127.0.0.1", Ports: []int{cred.port}}}, noFilter{r.set})
 	for _, tc := range []struct {
 		name string
 		u    *upstream
@@ -39,6 +42,7 @@ func BenchmarkDownload(b *testing.B) {
 	}{
 		{"connect", plain, r.client(b, pool(plain), false)},
 		{"intercept", cred, r.client(b, nil, false)},
+		{"intercept-noscan", cred, noscan.client(b, nil, false)},
 	} {
 		tc.c.Timeout = 0
 		b.Run(tc.name, func(b *testing.B) {
@@ -58,4 +62,12 @@ func BenchmarkDownload(b *testing.B) {
 			}
 		})
 	}
+}
+
+// noFilter is a Set whose responses are not scanned.
+type noFilter struct{ *Set }
+
+func (n noFilter) Request(r *http.Request, t egress.Target) (func(*http.Response) error, error) {
+	_, err := n.Set.Request(r, t)
+	return nil, err
 }

@@ -126,11 +126,20 @@ func startRig(t testing.TB, roots *x509.CertPool, rules []egress.Rule, creds ...
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := startRigInjector(t, roots, rules, set)
+	r.set, r.log = set, lg
+	return r
+}
+
+// startRigInjector serves a proxy with inj (set and log left empty).
+func startRigInjector(t testing.TB, roots *x509.CertPool, rules []egress.Rule, inj egress.Injector) *rig {
+	t.Helper()
+	lg := &evlog{}
 	ca, err := egress.NewCA("mcpbox test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := egress.New(egress.Options{SandboxID: "sb1", Rules: rules, Injector: set, CA: ca, RootCAs: roots, Log: lg.egress})
+	p, err := egress.New(egress.Options{SandboxID: "sb1", Rules: rules, Injector: inj, CA: ca, RootCAs: roots, Log: lg.egress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +163,7 @@ func startRig(t testing.TB, roots *x509.CertPool, rules []egress.Rule, creds ...
 			t.Error("Serve did not return after Close")
 		}
 	})
-	return &rig{set: set, ca: ca, sock: sock, log: lg, p: p}
+	return &rig{ca: ca, sock: sock, log: lg, p: p}
 }
 
 // client returns an HTTP client that goes through the proxy and trusts

@@ -421,3 +421,28 @@ func TestPlaceholderAsHeaderNameRefused(t *testing.T) {
 		t.Errorf("%d %q", code, body)
 	}
 }
+
+// TestPlainHTTPBodyRefused: a placeholder in the body of a plain-HTTP
+// request is refused mid-stream and never reaches the server.
+func TestPlainHTTPBodyRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	ph := w.ph(t, "SLACK")
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(strings.Repeat("x", 100) + ph[:5]))
+		pw.Write([]byte(ph[5:] + "tail"))
+		pw.Close()
+	}()
+	code, body, _ := do(t, w.r.client(t, nil, false), newReq(t, "POST", "http://"+w.p.hostPort()+"/upload", pr))
+	if code != http.StatusForbidden || !strings.Contains(body, "placeholder of credential SLACK in the body") {
+		t.Errorf("%d %q", code, body)
+	}
+	for _, s := range w.p.requests() {
+		if strings.Contains(string(s.Body), ph) {
+			t.Error("the placeholder reached the plain-HTTP server")
+		}
+	}
+	if ex := w.r.log.find("exfiltration"); len(ex) != 1 || ex[0].Credential != "SLACK" || ex[0].Where != "body" {
+		t.Errorf("events %+v", ex)
+	}
+}

@@ -144,7 +144,7 @@ func (s *session) roundTrip(cc, uc net.Conn, req *http.Request) error {
 	req.RequestURI = ""
 	req.Close = true
 	if err := req.Write(uc); err != nil {
-		if errors.Is(err, ErrRefused) {
+		if isRefusal(err) {
 			s.writeError(http.StatusForbidden, refusalText(err))
 			s.ev.Reason = printable(refusalText(err), 512)
 			return err

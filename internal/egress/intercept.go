@@ -249,7 +249,7 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := ic.tr.RoundTrip(out)
 	if err != nil {
-		if errors.Is(err, ErrRefused) {
+		if isRefusal(err) {
 			ic.refuse(w, http.StatusForbidden, refusalText(err))
 			return
 		}
@@ -279,6 +279,13 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, vv := range resp.Trailer {
 		h[k] = vv
 	}
+}
+
+// isRefusal reports whether err carries an Injector's refusal. net/http
+// wraps body read errors in types without Unwrap (requestBodyReadError),
+// so the text is matched too; only our own body readers produce it.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrRefused) || strings.Contains(err.Error(), ErrRefused.Error())
 }
 
 // refusalText is the message of an ErrRefused chain, from the refusal on
