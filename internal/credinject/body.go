@@ -127,18 +127,28 @@ func (s *Set) exfiltration(c *cred, t egress.Target, where string) error {
 	return fmt.Errorf("%w: %s", egress.ErrRefused, reason)
 }
 
-// redactBody streams a response body through the redactor.
+// redactBody streams a response body through the redactor, skipping it
+// where a q-gram prefilter proves that no form of a value can lie. The
+// output equals the redactor's on the whole stream: a window (the held
+// tail plus a new chunk) with no possible form is passed on as it is but
+// for its last hold bytes; a window with one goes through a redact.Writer,
+// which is flushed only at a point no form can span.
 type redactBody struct {
 	src   io.ReadCloser
+	pf    *qgramFilter
+	hold  int // non-break bytes held back: the longest form less one
 	w     *redact.Writer
+	slow  bool   // the Writer holds stream state
+	tail  []byte // raw bytes held back (hold non-break bytes)
 	out   bytes.Buffer
 	chunk []byte
+	strip []byte
 	done  bool
 	atEOF func() // redacts the trailers, which the transport fills at EOF
 }
 
-func newRedactBody(src io.ReadCloser, r *redact.Redactor, atEOF func()) *redactBody {
-	b := &redactBody{src: src, chunk: make([]byte, 32<<10), atEOF: atEOF}
+func newRedactBody(src io.ReadCloser, r *redact.Redactor, pf *qgramFilter, atEOF func()) *redactBody {
+	b := &redactBody{src: src, pf: pf, hold: r.MaxHold(), chunk: make([]byte, 64<<10), atEOF: atEOF}
 	b.w = r.Writer(&b.out)
 	return b
 }
@@ -150,11 +160,11 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		}
 		n, err := b.src.Read(b.chunk)
 		if n > 0 {
-			b.w.Write(b.chunk[:n]) // into a bytes.Buffer: cannot fail
+			b.process(b.chunk[:n])
 		}
 		switch {
 		case err == io.EOF:
-			b.w.Close()
+			b.finish()
 			b.atEOF()
 			b.done = true
 		case err != nil:
@@ -164,4 +174,150 @@ func (b *redactBody) Read(p []byte) (int, error) {
 	return b.out.Read(p)
 }
 
+func (b *redactBody) process(c []byte) {
+	win := append(b.tail, c...)
+	cut := tailStart(win, b.hold)
+	hit := b.pf.hit(b.stripped(win))
+	head := win[:cut]
+	switch {
+	case hit:
+		b.slow = true
+		b.w.Write(head) // into a bytes.Buffer: cannot fail
+	case b.slow:
+		b.w.Write(head)
+		// No form lies within win, so none spans cut, provided the chunk
+		// alone holds the tail (a form from before win ends before it).
+		if len(c)-breaks(c) >= b.hold {
+			b.w.Flush()
+			b.slow = false
+		}
+	default:
+		b.out.Write(head)
+	}
+	n := copy(win, win[cut:])
+	b.tail = win[:n]
+}
+
+func (b *redactBody) finish() {
+	if b.slow {
+		b.w.Write(b.tail)
+		b.w.Close()
+	} else {
+		b.out.Write(b.tail)
+	}
+	b.tail = nil
+}
+
+// stripped returns win without line breaks (which forms may contain).
+// IndexByte is vectorized; IndexAny is not.
+func (b *redactBody) stripped(win []byte) []byte {
+	hasLF, hasCR := bytes.IndexByte(win, '\n') >= 0, bytes.IndexByte(win, '\r') >= 0
+	if !hasLF && !hasCR {
+		return win
+	}
+	b.strip = appendWithout(b.strip[:0], win, '\n')
+	if hasCR {
+		b.strip = appendWithout(b.strip[:0], b.strip, '\r') // in place: the write never passes the read
+	}
+	return b.strip
+}
+
+// appendWithout appends src without the bytes c to dst.
+func appendWithout(dst, src []byte, c byte) []byte {
+	for {
+		i := bytes.IndexByte(src, c)
+		if i < 0 {
+			return append(dst, src...)
+		}
+		dst = append(dst, src[:i]...)
+		src = src[i+1:]
+	}
+}
+
+func breaks(c []byte) int { return bytes.Count(c, []byte{'\n'}) + bytes.Count(c, []byte{'\r'}) }
+
+// tailStart returns where the last n non-break bytes of w begin (0 if w
+// has fewer).
+func tailStart(w []byte, n int) int {
+	i := len(w)
+	for n > 0 && i > 0 {
+		i--
+		if w[i] != '\n' && w[i] != '\r' {
+			n--
+		}
+	}
+	return i
+}
+
 func (b *redactBody) Close() error { return b.src.Close() }
+
+// qgramFilter tells whether a break-free text contains one of a set of
+// needles, faster than an automaton: it samples the 4-byte grams at every
+// step-th position, where step is the shortest needle's gram count, so
+// every occurrence covers a sampled gram; a bitmap of the needles' grams
+// rejects most samples, and the rest are checked by comparing the needles
+// that hold that gram at their place. Exact: no false answers.
+type qgramFilter struct {
+	needles [][]byte
+	bits    []uint64
+	at      map[uint32][]gramAt // gram -> where it sits in which needle
+	step    int                 // 0: needles too short to filter; always "maybe"
+}
+
+type gramAt struct{ needle, off int }
+
+const (
+	gramLen  = 4
+	gramBits = 20
+)
+
+func gramOf(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func gramHash(g uint32) uint32 { return (g * 2654435761) >> (32 - gramBits) }
+
+func newQgramFilter(needles [][]byte) *qgramFilter {
+	f := &qgramFilter{needles: needles, at: map[uint32][]gramAt{}}
+	minLen := -1
+	for _, n := range needles {
+		if minLen < 0 || len(n) < minLen {
+			minLen = len(n)
+		}
+	}
+	if minLen < gramLen+4 {
+		return f // a step under 5 saves little over the redactor itself
+	}
+	f.step = minLen - gramLen + 1
+	f.bits = make([]uint64, 1<<gramBits/64)
+	for i, n := range needles {
+		for off := 0; off+gramLen <= len(n); off++ {
+			g := gramOf(n[off:])
+			h := gramHash(g)
+			f.bits[h/64] |= 1 << (h % 64)
+			f.at[g] = append(f.at[g], gramAt{i, off})
+		}
+	}
+	return f
+}
+
+// hit reports whether a needle lies wholly within s.
+func (f *qgramFilter) hit(s []byte) bool {
+	if f.step == 0 {
+		return true
+	}
+	for j := 0; j+gramLen <= len(s); j += f.step {
+		g := gramOf(s[j:])
+		h := gramHash(g)
+		if f.bits[h/64]&(1<<(h%64)) == 0 {
+			continue
+		}
+		for _, a := range f.at[g] {
+			n := f.needles[a.needle]
+			if start := j - a.off; start >= 0 && start+len(n) <= len(s) && bytes.Equal(s[start:start+len(n)], n) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -164,6 +164,7 @@ type Set struct {
 	creds  []*cred
 	needle []needle // every placeholder, for scanning
 	red    *redact.Redactor
+	pf     *qgramFilter // prefilter over red's forms
 }
 
 // needle is one placeholder string and the value it stands for.
@@ -211,6 +212,7 @@ func New(opts Options) (*Set, error) {
 			return nil, fmt.Errorf("building the response redactor: %w", err)
 		}
 		s.red = red
+		s.pf = newQgramFilter(red.Needles())
 	}
 	return s, nil
 }

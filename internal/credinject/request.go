@@ -192,7 +192,7 @@ func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
 	if head || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	resp.Body = newRedactBody(resp.Body, s.red, func() { s.redactHeader(resp.Trailer) })
+	resp.Body = newRedactBody(resp.Body, s.red, s.pf, func() { s.redactHeader(resp.Trailer) })
 	// A redaction mark is not as long as the value: the length is unknown.
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1

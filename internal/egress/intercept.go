@@ -139,6 +139,8 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 		ForceAttemptHTTP2:  true,
 		DisableCompression: true, // Accept-Encoding passes through as the client sent it
 		MaxIdleConns:       4,
+		ReadBufferSize:     64 << 10,
+		WriteBufferSize:    64 << 10,
 		IdleConnTimeout:    s.p.limits.IdleTimeout,
 	}
 	defer ic.tr.CloseIdleConnections()
@@ -331,6 +333,10 @@ func sameAuthority(reqHost, host string, port int) bool {
 	return name == host
 }
 
+// bigPool holds the buffers of intercepted responses: larger writes mean
+// fewer TLS records, chunk headers and system calls per byte.
+var bigPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 // copyFlush copies a response body, flushing whenever it has no more
 // bytes at hand, so streamed responses (server-sent events) are not held
 // back. Reading (upstream TLS, the Injector's filter) runs in a goroutine
@@ -346,12 +352,12 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 	go func() {
 		defer close(ch)
 		for {
-			bp := bufPool.Get().(*[]byte)
+			bp := bigPool.Get().(*[]byte)
 			n, err := body.Read(*bp)
 			if n > 0 {
 				ch <- chunk{bp, n}
 			} else {
-				bufPool.Put(bp)
+				bigPool.Put(bp)
 			}
 			if err != nil {
 				if err == io.EOF {
@@ -372,7 +378,7 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 				body.Close() // unblocks the reader; the rest is drained below
 			}
 		}
-		bufPool.Put(c.b)
+		bigPool.Put(c.b)
 	}
 	if rerr := <-rerrc; werr == nil {
 		return rerr
