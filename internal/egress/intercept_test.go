@@ -184,3 +184,34 @@ func TestCA(t *testing.T) {
 		t.Errorf("New with an Injector and no CA: %v", err)
 	}
 }
+
+// TestInterceptMaxDuration: an intercepted connection kept alive past
+// Limits.MaxDuration is closed like a tunnel would be.
+func TestInterceptMaxDuration(t *testing.T) {
+	checkNoLeak(t)
+	srv, port := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	ca, _ := NewCA("test")
+	ev := newEvents()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	p, sock := startProxy(t, Options{
+		Rules:    []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Injector: fakeInjector{port: port}, CA: ca, RootCAs: roots, Log: ev.log,
+		Limits: Limits{MaxDuration: 300 * time.Millisecond},
+	})
+	caPool := x509.NewCertPool()
+	caPool.AddCert(ca.Certificate())
+	resp, err := tlsProxyClient(t, sock, caPool, false).Get(fmt.Sprintf("https://127.0.0.1:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close() // the connection stays open, idle in the client's pool
+	e := ev.next(t)
+	if e.Reason != ErrMaxDuration.Error() || !e.Intercepted {
+		t.Errorf("event %+v, want the maximum duration", e)
+	}
+	if n := p.ActiveConns(); n != 0 {
+		t.Errorf("%d connections open", n)
+	}
+}
