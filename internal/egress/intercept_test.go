@@ -12,6 +12,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +217,59 @@ func TestInterceptMaxDuration(t *testing.T) {
 	}
 	if n := p.ActiveConns(); n != 0 {
 		t.Errorf("%d connections open", n)
+	}
+}
+
+// TestUpstreamTrustFromSSLCertFile: with RootCAs nil the upstream is
+// verified against the host trust store, which honours SSL_CERT_FILE set
+// for mcpbox itself. The store is read once per process, so the check
+// runs in a child test process with the variable set.
+func TestUpstreamTrustFromSSLCertFile(t *testing.T) {
+	if os.Getenv("EGRESS_SSL_CHILD") == "" {
+		srv, port := tlsServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "trusted") })
+		dir := t.TempDir()
+		bundle, other := filepath.Join(dir, "bundle.pem"), filepath.Join(dir, "other.pem")
+		if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		unrelated, _ := NewCA("unrelated")
+		if err := os.WriteFile(other, unrelated.CertPEM(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, trusted := range []bool{true, false} {
+			env := []string{"EGRESS_SSL_CHILD=" + strconv.Itoa(port), "EGRESS_SSL_WANT=" + strconv.FormatBool(trusted),
+				"SSL_CERT_DIR=" + filepath.Join(dir, "none")}
+			if trusted {
+				env = append(env, "SSL_CERT_FILE="+bundle)
+			} else {
+				env = append(env, "SSL_CERT_FILE="+other)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*waitFor)
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestUpstreamTrustFromSSLCertFile$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), env...)
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if err != nil || !strings.Contains(string(out), "--- PASS: TestUpstreamTrustFromSSLCertFile") {
+				t.Errorf("child (trusted=%v): %v\n%s", trusted, err, out)
+			}
+		}
+		return
+	}
+	port, _ := strconv.Atoi(os.Getenv("EGRESS_SSL_CHILD"))
+	ca, _ := NewCA("test")
+	_, sock := startProxy(t, Options{
+		Rules:    []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Injector: fakeInjector{port: port}, CA: ca,
+	})
+	caPool := x509.NewCertPool()
+	caPool.AddCert(ca.Certificate())
+	resp, err := tlsProxyClient(t, sock, caPool, false).Get(fmt.Sprintf("https://127.0.0.1:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := os.Getenv("EGRESS_SSL_WANT") == "true"; (resp.StatusCode == 200) != want {
+		t.Errorf("status %d %q with SSL_CERT_FILE=%s", resp.StatusCode, body, os.Getenv("SSL_CERT_FILE"))
 	}
 }
