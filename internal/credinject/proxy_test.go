@@ -446,3 +446,18 @@ func TestPlainHTTPBodyRefused(t *testing.T) {
 		t.Errorf("events %+v", ex)
 	}
 }
+
+// TestPlaceholderToUnallowedHostNeverLeaves: a host the policy does not
+// allow is refused at CONNECT, before a byte of the request is sent.
+func TestPlaceholderToUnallowedHostNeverLeaves(t *testing.T) {
+	w := newWorld(t, nil)
+	other := startUpstream(t, true, func(http.ResponseWriter, *http.Request) {})
+	req := newReq(t, "GET", "https://"+other.hostPort()+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+w.ph(t, "GH"))
+	if _, err := w.r.client(t, pool(other), false).Do(req); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("request to an unallowed host: %v", err)
+	}
+	if len(other.requests()) != 0 {
+		t.Error("the unallowed host received the request")
+	}
+}
