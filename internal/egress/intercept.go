@@ -68,8 +68,14 @@ type interception struct {
 	tr     *http.Transport
 	wg     sync.WaitGroup // handlers running
 
-	mu    sync.Mutex // serializes dials: session.dial updates the event
-	first net.Conn   // guarded by mu: the upstream dialed for CONNECT, used once
+	// mu serializes dials, which update the session's event
+	// (session.dial), and ends them once the session reads that event.
+	mu    sync.Mutex
+	first net.Conn // guarded by mu: the upstream dialed for CONNECT, used once
+	ended bool     // guarded by mu: no more dials
+
+	rmu    sync.Mutex
+	reason string // guarded by rmu: the last refusal, for the event
 }
 
 type ctxKey struct{}
@@ -161,7 +167,7 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 	if max := s.p.limits.MaxDuration; max > 0 {
 		timer = time.AfterFunc(time.Until(s.start.Add(max)), func() {
 			defer close(fired)
-			s.setReason(ErrMaxDuration.Error())
+			ic.setReason(ErrMaxDuration.Error())
 			s.closeAll()
 		})
 	}
@@ -175,14 +181,27 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 	if timer != nil && !timer.Stop() {
 		<-fired
 	}
+	ic.mu.Lock() // waits for a dial in flight; later ones fail
+	ic.ended = true
+	ic.mu.Unlock()
+	if r := ic.lastReason(); r != "" {
+		s.ev.Reason = r
+	}
 }
 
-// setReason records why a request of an intercepted connection failed;
-// handlers run concurrently (HTTP/2 streams).
-func (s *session) setReason(reason string) {
-	s.mu.Lock()
-	s.ev.Reason = reason
-	s.mu.Unlock()
+// setReason records why a request of the connection failed. Handlers
+// (HTTP/2 streams) run concurrently; the session copies the last reason
+// into its event when they are done.
+func (ic *interception) setReason(reason string) {
+	ic.rmu.Lock()
+	ic.reason = reason
+	ic.rmu.Unlock()
+}
+
+func (ic *interception) lastReason() string {
+	ic.rmu.Lock()
+	defer ic.rmu.Unlock()
+	return ic.reason
 }
 
 // dialTLS gives the transport a verified TLS connection to the target:
@@ -190,6 +209,9 @@ func (s *session) setReason(reason string) {
 func (ic *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, error) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
+	if ic.ended {
+		return nil, net.ErrClosed
+	}
 	c := ic.first
 	ic.first = nil
 	if c == nil {
@@ -275,7 +297,7 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	if err := copyFlush(w, resp.Body); err != nil {
-		s.setReason("relaying response: " + err.Error())
+		ic.setReason("relaying response: " + err.Error())
 		panic(http.ErrAbortHandler) // the client must not take a cut body for a whole one
 	}
 	for k, vv := range resp.Trailer {
@@ -302,7 +324,7 @@ func refusalText(err error) string {
 
 func (ic *interception) refuse(w http.ResponseWriter, code int, reason string) {
 	reason = printable(reason, 512)
-	ic.s.setReason(reason)
+	ic.setReason(reason)
 	http.Error(w, "mcpbox egress: "+reason, code)
 }
 
