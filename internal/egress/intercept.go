@@ -249,6 +249,10 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ic.wg.Add(1)
 	defer ic.wg.Done()
 	s := ic.s
+	if r.Method == http.MethodConnect {
+		ic.refuse(w, http.StatusMethodNotAllowed, "CONNECT inside an intercepted connection")
+		return
+	}
 	if !sameAuthority(r.Host, ic.host, ic.port) {
 		// A Host other than the CONNECT target could reach another virtual
 		// host (domain fronting) with the credential of this one.
