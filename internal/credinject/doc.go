@@ -50,14 +50,19 @@
 // Responses from an owning host have every credential's real value
 // redacted (package redact: raw, hex, base64 in every alignment,
 // percent-encoded and JSON-escaped forms, split across reads too) from
-// header values and the body before the sandbox sees them; the body loses
-// its Content-Length. Requests ask for Accept-Encoding: identity; a
+// header values, the body and trailers before the sandbox sees them; the
+// body loses its Content-Length. An exact 4-gram prefilter lets windows
+// with no form of any value skip the redactor's automaton (same output,
+// fuzzed against Redactor.Bytes). Requests ask for Accept-Encoding: identity; a
 // compressed response is refused (502), since it could not be scanned.
 //
 // # What it cannot do
 //
 // A placeholder inside an opaque CONNECT tunnel (a host no credential
-// lists) is not seen; it is worthless there. The value is not protected
+// lists, or any SOCKS5 connection) is not seen; it is worthless there, and
+// a listed host reached that way gets the placeholder and refuses it.
+// WebSocket and other Upgrade requests to listed hosts do not work (the
+// proxy drops hop-by-hop Upgrade). The value is not protected
 // from the owning host itself, nor from a scheme the proxy does not
 // rewrite (a client that derives a signature or MAC from the raw value
 // other than SigV4 header signing cannot work with a placeholder). Values
