@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"mcpbox/internal/egress"
@@ -459,5 +460,52 @@ func TestPlaceholderToUnallowedHostNeverLeaves(t *testing.T) {
 	}
 	if len(other.requests()) != 0 {
 		t.Error("the unallowed host received the request")
+	}
+}
+
+// TestConcurrentStreams: many HTTP/2 streams on one intercepted connection,
+// substituted and refused ones interleaved, each get their own answer.
+func TestConcurrentStreams(t *testing.T) {
+	w := newWorld(t, nil)
+	phA, phB := w.ph(t, "GH"), w.ph(t, "SLACK")
+	c := w.r.client(t, nil, true)
+	var wg sync.WaitGroup
+	errs := make(chan string, 200)
+	for g := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5 {
+				ph, want := phA, 200
+				if (g+i)%2 == 1 {
+					ph, want = phB, 403 // B's placeholder to A's host
+				}
+				req, _ := http.NewRequest("POST", "https://"+w.a.hostPort()+"/", strings.NewReader("body "+ph))
+				req.Header.Set("Authorization", "Bearer "+phA)
+				resp, err := c.Do(req)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want || resp.ProtoMajor != 2 {
+					errs <- fmt.Sprintf("stream %d/%d: %d %s, want %d", g, i, resp.StatusCode, resp.Proto, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	for _, s := range w.a.requests() {
+		if strings.Contains(string(s.Body), phB) {
+			t.Fatal("B's placeholder reached A's host")
+		}
+	}
+	if n := len(w.a.requests()); n != 50 {
+		t.Errorf("A served %d requests, want 50", n)
 	}
 }

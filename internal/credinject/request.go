@@ -1,8 +1,11 @@
 package credinject
 
 import (
+	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,6 +14,10 @@ import (
 
 	"mcpbox/internal/egress"
 )
+
+// smallBody is the largest declared request body checked whole before
+// the request is sent.
+const smallBody = 64 << 10
 
 // Request implements egress.Injector: it substitutes the placeholders of
 // the credentials that own t (over TLS only) where they are configured,
@@ -38,7 +45,21 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 		return nil, err
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = s.wrapBody(r.Body, t, own)
+		body := s.wrapBody(r.Body, t, own)
+		if r.ContentLength >= 0 && r.ContentLength <= smallBody {
+			// A small declared body is checked whole before the request
+			// leaves, so a refused one never reaches the server at all.
+			// (Undeclared lengths stream: a client may wait for a reply
+			// before it sends more.)
+			b, err := io.ReadAll(io.LimitReader(body, smallBody+1))
+			if errors.Is(err, egress.ErrRefused) {
+				return nil, err
+			} else if err != nil {
+				return nil, fmt.Errorf("reading the request body: %w", err)
+			}
+			body = io.NopCloser(bytes.NewReader(b))
+		}
+		r.Body = body
 	}
 	if !owned || s.red == nil {
 		return nil, nil
