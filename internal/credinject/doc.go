@@ -28,8 +28,10 @@
 // does not own (another credential's host included: no laundering; and
 // plain HTTP) in the Host, URL (raw or percent-decoded), a header value
 // (raw or Basic-decoded) or the body is refused with egress.ErrRefused and
-// an "exfiltration" Event; in a body the read fails before the
-// placeholder's bytes are handed on, so it never leaves. Every
+// an "exfiltration" Event. A body of declared length up to 64 KiB is
+// checked whole before the request is sent; a longer or undeclared one
+// streams, and its read fails before the placeholder's bytes are handed on
+// (the server sees an aborted request, never the placeholder). Every
 // substitution yields an "inject" Event (credential, host, port, where;
 // never a value).
 //
