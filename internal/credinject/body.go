@@ -177,7 +177,14 @@ func (b *redactBody) Read(p []byte) (int, error) {
 func (b *redactBody) process(c []byte) {
 	win := append(b.tail, c...)
 	cut := tailStart(win, b.hold)
-	hit := b.pf.hit(b.stripped(win))
+	st := b.stripped(win)
+	hit := b.pf.hit(st)
+	if !hit && !b.slow {
+		// No form lies within win, so a form reaching past it starts in
+		// the longest suffix that begins one: only that waits (a stream
+		// of events is not held back by a fixed tail).
+		cut = tailStart(win, b.pf.partial(st))
+	}
 	head := win[:cut]
 	switch {
 	case hit:
@@ -259,6 +266,8 @@ func (b *redactBody) Close() error { return b.src.Close() }
 // that hold that gram at their place. Exact: no false answers.
 type qgramFilter struct {
 	needles [][]byte
+	first   [256][]int // needles by first byte
+	maxLen  int
 	bits    []uint64
 	at      map[uint32][]gramAt // gram -> where it sits in which needle
 	step    int                 // 0: needles too short to filter; always "maybe"
@@ -280,7 +289,12 @@ func gramHash(g uint32) uint32 { return (g * 2654435761) >> (32 - gramBits) }
 func newQgramFilter(needles [][]byte) *qgramFilter {
 	f := &qgramFilter{needles: needles, at: map[uint32][]gramAt{}}
 	minLen := -1
-	for _, n := range needles {
+	for i, n := range needles {
+		if len(n) == 0 {
+			continue
+		}
+		f.first[n[0]] = append(f.first[n[0]], i)
+		f.maxLen = max(f.maxLen, len(n))
 		if minLen < 0 || len(n) < minLen {
 			minLen = len(n)
 		}
@@ -299,6 +313,19 @@ func newQgramFilter(needles [][]byte) *qgramFilter {
 		}
 	}
 	return f
+}
+
+// partial returns the length of the longest suffix of s that is a proper
+// prefix of a needle (0 if none).
+func (f *qgramFilter) partial(s []byte) int {
+	for p := max(0, len(s)-f.maxLen+1); p < len(s); p++ {
+		for _, i := range f.first[s[p]] {
+			if n := f.needles[i]; len(s)-p < len(n) && bytes.HasPrefix(n, s[p:]) {
+				return len(s) - p
+			}
+		}
+	}
+	return 0
 }
 
 // hit reports whether a needle lies wholly within s.

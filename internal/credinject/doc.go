@@ -55,7 +55,11 @@
 // header values, the body and trailers before the sandbox sees them; the
 // body loses its Content-Length. An exact 4-gram prefilter lets windows
 // with no form of any value skip the redactor's automaton (same output,
-// fuzzed against Redactor.Bytes). Requests ask for Accept-Encoding: identity; a
+// fuzzed against Redactor.Bytes). A stream is passed on as it arrives but
+// for bytes that may begin a form (as redact.Writer holds them): a stream
+// pausing after a letter or digit that begins a form of a value, with the
+// line breaks after it, delivers those bytes with the next ones (a JSON
+// server-sent event, ending in "}", is not delayed). Requests ask for Accept-Encoding: identity; a
 // compressed response is refused (502), since it could not be scanned.
 //
 // # What it cannot do

@@ -1,6 +1,7 @@
 package credinject
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"mcpbox/internal/egress"
 )
@@ -507,5 +509,46 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 	if n := len(w.a.requests()); n != 50 {
 		t.Errorf("A served %d requests, want 50", n)
+	}
+}
+
+// TestStreamingResponseNotHeldBack: server-sent events from a credential's
+// host reach the client as they are sent; only bytes that may begin a
+// form of a value (a letter or digit, with the line breaks after it) wait
+// for the next ones, and a JSON event ends in "}".
+func TestStreamingResponseNotHeldBack(t *testing.T) {
+	next := make(chan struct{})
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"n\":1}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+		case <-time.After(waitFor):
+		}
+		io.WriteString(w, "data: second\n\n")
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
+	for _, h2 := range []bool{false, true} {
+		resp, err := r.client(t, nil, h2).Get("https://" + u.hostPort() + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		go func() {
+			line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+			got <- line
+		}()
+		select {
+		case line := <-got:
+			if line != "data: {\"n\":1}\n" {
+				t.Errorf("h2=%v: first line %q", h2, line)
+			}
+		case <-time.After(3 * time.Second):
+			t.Errorf("h2=%v: the first event was held back", h2)
+		}
+		next <- struct{}{}
+		resp.Body.Close()
 	}
 }

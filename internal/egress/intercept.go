@@ -303,6 +303,7 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
+	http.NewResponseController(w).Flush() // the head now, whatever the body does
 	if err := copyFlush(w, resp.Body); err != nil {
 		ic.setReason("relaying response: " + err.Error())
 		panic(http.ErrAbortHandler) // the client must not take a cut body for a whole one
