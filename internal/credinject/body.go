@@ -11,8 +11,9 @@ import (
 
 // bodyScanner streams a request body: placeholders it may substitute
 // become their values, any other placeholder fails the read (which aborts
-// the request before that placeholder is sent). It holds back at most the
-// longest placeholder less one byte, so one split across reads is caught.
+// the request before that placeholder is sent). It holds back the longest
+// tail that begins a placeholder (at most the longest less one byte), so
+// one split across reads is caught.
 type bodyScanner struct {
 	src     io.ReadCloser
 	rules   []bodyRule
@@ -56,7 +57,7 @@ func (b *bodyScanner) Read(p []byte) (int, error) {
 			return 0, serr
 		}
 		if !b.eof {
-			b.ready = max(len(b.pending)-b.hold, 0)
+			b.ready = len(b.pending) - b.partial()
 		}
 	}
 	n := copy(p, b.pending[:b.ready])
@@ -66,6 +67,20 @@ func (b *bodyScanner) Read(p []byte) (int, error) {
 		b.pending = b.pending[:0:0]
 	}
 	return n, nil
+}
+
+// partial returns the length of the longest suffix of pending that is a
+// proper prefix of a placeholder: only those bytes wait for more (a
+// client streaming messages is not stalled by a fixed tail).
+func (b *bodyScanner) partial() int {
+	for p := max(0, len(b.pending)-b.hold); p < len(b.pending); p++ {
+		for _, r := range b.rules {
+			if len(b.pending)-p < len(r.pat) && bytes.HasPrefix(r.pat, b.pending[p:]) {
+				return len(b.pending) - p
+			}
+		}
+	}
+	return 0
 }
 
 // scan substitutes or refuses every placeholder wholly inside pending.
@@ -128,18 +143,19 @@ func (s *Set) exfiltration(c *cred, t egress.Target, where string) error {
 }
 
 // redactBody streams a response body through the redactor, skipping it
-// where a q-gram prefilter proves that no form of a value can lie. The
-// output equals the redactor's on the whole stream: a window (the held
-// tail plus a new chunk) with no possible form is passed on as it is but
-// for its last hold bytes; a window with one goes through a redact.Writer,
-// which is flushed only at a point no form can span.
+// where a q-gram prefilter proves that no form of a value can lie. Each
+// window (the held tail plus a new chunk) is cut where no form, whole or
+// begun, spans the cut: before the longest suffix that begins a form, or
+// earlier, before a whole form that reaches past that point. The part
+// before the cut is independent of what follows, so redacting it alone
+// (or passing it on as it is, with no form in the window) gives the
+// redactor's output for the whole stream, and only bytes that may begin a
+// form wait for more.
 type redactBody struct {
 	src   io.ReadCloser
+	red   *redact.Redactor
 	pf    *qgramFilter
-	hold  int // non-break bytes held back: the longest form less one
-	w     *redact.Writer
-	slow  bool   // the Writer holds stream state
-	tail  []byte // raw bytes held back (hold non-break bytes)
+	tail  []byte // raw bytes held back: they may begin a form
 	out   bytes.Buffer
 	chunk []byte
 	strip []byte
@@ -148,9 +164,7 @@ type redactBody struct {
 }
 
 func newRedactBody(src io.ReadCloser, r *redact.Redactor, pf *qgramFilter, atEOF func()) *redactBody {
-	b := &redactBody{src: src, pf: pf, hold: r.MaxHold(), chunk: make([]byte, 64<<10), atEOF: atEOF}
-	b.w = r.Writer(&b.out)
-	return b
+	return &redactBody{src: src, red: r, pf: pf, chunk: make([]byte, 64<<10), atEOF: atEOF}
 }
 
 func (b *redactBody) Read(p []byte) (int, error) {
@@ -164,7 +178,8 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		}
 		switch {
 		case err == io.EOF:
-			b.finish()
+			b.out.Write(b.red.Bytes(b.tail)) // the end: a begun form is none
+			b.tail = nil
 			b.atEOF()
 			b.done = true
 		case err != nil:
@@ -176,44 +191,40 @@ func (b *redactBody) Read(p []byte) (int, error) {
 
 func (b *redactBody) process(c []byte) {
 	win := append(b.tail, c...)
-	cut := tailStart(win, b.hold)
 	st := b.stripped(win)
-	hit := b.pf.hit(st)
-	if !hit && !b.slow {
-		// No form lies within win, so a form reaching past it starts in
-		// the longest suffix that begins one: only that waits (a stream
-		// of events is not held back by a fixed tail).
-		cut = tailStart(win, b.pf.partial(st))
-	}
-	head := win[:cut]
-	switch {
-	case hit:
-		b.slow = true
-		b.w.Write(head) // into a bytes.Buffer: cannot fail
-	case b.slow:
-		b.w.Write(head)
-		// No form lies within win, so none spans cut, provided the chunk
-		// alone holds the tail (a form from before win ends before it).
-		if len(c)-breaks(c) >= b.hold {
-			b.w.Flush()
-			b.slow = false
-		}
-	default:
+	cut := len(st) - b.pf.partial(st) // in st, which has no breaks
+	if b.pf.hit(st) {
+		cut = b.pf.unspanned(st, cut)
+		head := win[:rawIndex(win, cut, len(st))]
+		b.out.Write(b.red.Bytes(head))
+		win = win[len(head):]
+	} else {
+		head := win[:rawIndex(win, cut, len(st))]
 		b.out.Write(head)
+		win = win[len(head):]
 	}
-	n := copy(win, win[cut:])
-	b.tail = win[:n]
+	b.tail = append(b.tail[:0], win...) // win may share b.tail's array: copy handles it
 }
 
-func (b *redactBody) finish() {
-	if b.slow {
-		b.w.Write(b.tail)
-		b.w.Close()
-	} else {
-		b.out.Write(b.tail)
+// rawIndex returns the index in w of the byte after its first n bytes
+// other than line breaks, where the stripped w has m such bytes: breaks
+// before a cut stay before it. It walks back from the end, since cuts
+// fall near it.
+func rawIndex(w []byte, n, m int) int {
+	if n >= m {
+		return len(w)
 	}
-	b.tail = nil
+	i := len(w)
+	for left := m - n; left > 0; {
+		i--
+		if w[i] != '\n' && w[i] != '\r' {
+			left--
+		}
+	}
+	return i
 }
+
+func (b *redactBody) Close() error { return b.src.Close() }
 
 // stripped returns win without line breaks (which forms may contain).
 // IndexByte is vectorized; IndexAny is not.
@@ -240,23 +251,6 @@ func appendWithout(dst, src []byte, c byte) []byte {
 		src = src[i+1:]
 	}
 }
-
-func breaks(c []byte) int { return bytes.Count(c, []byte{'\n'}) + bytes.Count(c, []byte{'\r'}) }
-
-// tailStart returns where the last n non-break bytes of w begin (0 if w
-// has fewer).
-func tailStart(w []byte, n int) int {
-	i := len(w)
-	for n > 0 && i > 0 {
-		i--
-		if w[i] != '\n' && w[i] != '\r' {
-			n--
-		}
-	}
-	return i
-}
-
-func (b *redactBody) Close() error { return b.src.Close() }
 
 // qgramFilter tells whether a break-free text contains one of a set of
 // needles, faster than an automaton: it samples the 4-byte grams at every
@@ -326,6 +320,33 @@ func (f *qgramFilter) partial(s []byte) int {
 		}
 	}
 	return 0
+}
+
+// unspanned returns the greatest cut at or before cut that no needle
+// occurrence wholly in s spans (starts before it and ends after it).
+func (f *qgramFilter) unspanned(s []byte, cut int) int {
+	for moved := true; moved; {
+		moved = false
+		for _, n := range f.needles {
+			if len(n) == 0 {
+				continue
+			}
+			// Occurrences that could span cut start in (cut-len(n), cut).
+			from := max(0, cut-len(n)+1)
+			for i := from; i < cut; {
+				j := bytes.Index(s[i:min(len(s), cut+len(n)-1)], n)
+				if j < 0 {
+					break
+				}
+				if start := i + j; start < cut && start+len(n) > cut {
+					cut, moved = start, true
+					break
+				}
+				i += j + 1
+			}
+		}
+	}
+	return cut
 }
 
 // hit reports whether a needle lies wholly within s.

@@ -7,7 +7,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -551,4 +554,61 @@ func TestStreamingResponseNotHeldBack(t *testing.T) {
 		next <- struct{}{}
 		resp.Body.Close()
 	}
+}
+
+// TestStreamingRequestNotHeldBack: a client streaming messages in a
+// request body (HTTP/2, full duplex) to a credential's host is not
+// stalled: each message reaches the server before the next is written.
+func TestStreamingRequestNotHeldBack(t *testing.T) {
+	u := startUpstreamRaw(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		br := bufio.NewReader(r.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			io.WriteString(w, "ack:"+line)
+			w.(http.Flusher).Flush()
+		}
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization", Body: true})
+	ph, _ := r.set.Placeholder("GH")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	resp, err := r.client(t, nil, true).Post("https://"+u.hostPort()+"/stream", "text/plain", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for _, msg := range []string{"hello\n", "key " + ph + "\n", "bye\n"} {
+		go pw.Write([]byte(msg))
+		got := make(chan string, 1)
+		go func() { line, _ := br.ReadString('\n'); got <- line }()
+		want := "ack:" + strings.ReplaceAll(msg, ph, "[REDACTED:GH]")
+		select {
+		case line := <-got:
+			if line != want {
+				t.Errorf("got %q, want %q", line, want)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("message %q held back", msg)
+		}
+	}
+}
+
+// startUpstreamRaw is startUpstream without the recorder, whose reading
+// of the whole body would defeat streaming.
+func startUpstreamRaw(t testing.TB, h http.HandlerFunc) *upstream {
+	t.Helper()
+	u := &upstream{Server: httptest.NewUnstartedServer(h)}
+	u.Config.ErrorLog = log.New(io.Discard, "", 0)
+	u.EnableHTTP2 = true
+	u.StartTLS()
+	t.Cleanup(u.Close)
+	u.port = u.Listener.Addr().(*net.TCPAddr).Port
+	return u
 }
