@@ -134,6 +134,12 @@ func TestPlaceholderElsewhereRefused(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer "+ph)
 			return r
 		}, w.b},
+		{"beside B's own placeholder", func() *http.Request {
+			r := newReq(t, "GET", "https://"+w.b.hostPort()+"/", nil)
+			r.Header.Set("Authorization", "Bearer "+w.ph(t, "SLACK"))
+			r.Header.Set("X-Foo", ph)
+			return r
+		}, w.b},
 		{"in B's URL", func() *http.Request {
 			return newReq(t, "GET", "https://"+w.b.hostPort()+"/x?token="+url.QueryEscape(ph), nil)
 		}, w.b},

@@ -25,22 +25,8 @@ const smallBody = 64 << 10
 // returns a filter that redacts the real values from the response.
 func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) error, error) {
 	own := func(c *cred) bool { return t.TLS && c.ownHost(t.Host, t.Port) }
-	owned := false
-	for _, c := range s.creds {
-		if !own(c) {
-			continue
-		}
-		owned = true
-		var err error
-		if c.AWS != nil {
-			err = s.resign(r, c, t)
-		} else {
-			s.substitute(r, c, t)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	// Refusals first, so that no inject event is recorded for a request
+	// that does not leave.
 	if err := s.checkLeftovers(r, t, own); err != nil {
 		return nil, err
 	}
@@ -60,6 +46,18 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 			body = io.NopCloser(bytes.NewReader(b))
 		}
 		r.Body = body
+	}
+	owned := false
+	for _, c := range s.creds {
+		if !own(c) {
+			continue
+		}
+		owned = true
+		if c.AWS == nil {
+			s.substitute(r, c, t)
+		} else if err := s.resign(r, c, t); err != nil {
+			return nil, err
+		}
 	}
 	if !owned || s.red == nil {
 		return nil, nil
