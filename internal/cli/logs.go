@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"mcpbox/internal/audit"
+	"mcpbox/internal/daemon"
 )
 
 const logsHelp = `USAGE
@@ -98,7 +99,7 @@ func (e *env) logs(args []string) int {
 		return 1
 	}
 	defer r.Close()
-	ctx, cancel := signalContext()
+	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
 	if verify {
 		return e.verifyLog(ctx, r)

@@ -7,14 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
-	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 )
 
@@ -66,36 +65,26 @@ func (e *env) pin(args []string) int {
 		e.errorf("pin: %v", err)
 		return 1
 	}
-	book := &redact.Book{}
-	log := e.newLogger(book)
-	protected := specconv.ProtectedFiles(c, base, *cfgPath, guard.DefaultLockPath(*cfgPath, dir))
-	servers, err := e.configServers(c, base, dir, protected, log, book, nil)
+	lister, err := daemon.NewLister(daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base,
+		StateDir: dir, Stderr: e.stderr, Version: Version})
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage
 	}
-	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version,
-		Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
-	if err != nil {
-		e.errorf("pin: %v", err)
-		return exitUsage
-	}
-	defer gw.Close()
+	defer lister.Close()
 	pins, err := integrity.OpenPins(guard.DefaultLockPath(*cfgPath, dir))
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
 	// A server that cannot start is reported and the others still are:
 	// one broken server must not hide what the rest would change.
 	defs := map[string]*gateway.Definitions{}
 	var failed []string
 	for _, name := range names {
-		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-		d, err := gw.Definitions(sctx, name, gateway.Scope{Agent: gateway.LocalAgent})
-		scancel()
+		d, err := lister.Definitions(ctx, name)
 		if err != nil {
 			e.errorf("pin: server %s could not start: %v", name, err)
 			failed = append(failed, name)
