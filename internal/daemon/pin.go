@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
+	"mcpbox/internal/integrity"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 )
@@ -75,3 +77,115 @@ func (l *Lister) Definitions(ctx context.Context, server string) (*gateway.Defin
 
 // Close stops every server the Lister started.
 func (l *Lister) Close() { l.gw.Close() }
+
+// PinListKinds are the lists `mcpbox pin` scans and pins, in the order
+// it reports them.
+var PinListKinds = []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates, gateway.KindInstructions}
+
+// Finding is a scanner finding on one definition of a server.
+type Finding struct {
+	Server string
+	Kind   string // the pin kind (guard.PinKind)
+	Key    string
+	integrity.Finding
+}
+
+// Scan runs the description scanner over the definitions of each server
+// of c that has some in defs, in the config's order. A tool named like
+// another server's (bare or prefixed) is a finding too.
+func Scan(c *config.Config, defs map[string]*gateway.Definitions) []Finding {
+	var out []Finding
+	for _, s := range c.Servers {
+		d := defs[s.Name]
+		if d == nil {
+			continue
+		}
+		var others []string
+		for name, o := range defs {
+			if name == s.Name {
+				continue
+			}
+			for _, it := range o.Lists[gateway.KindTools] {
+				others = append(others, it.Key, c.EffectivePrefix(c.Server(name))+it.Key)
+			}
+		}
+		for _, kind := range PinListKinds {
+			for _, it := range d.Lists[kind] {
+				for _, f := range integrity.ScanDefinition(guard.PinKind(kind), it.Raw, others) {
+					out = append(out, Finding{Server: s.Name, Kind: guard.PinKind(kind), Key: it.Key, Finding: f})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Comparison is how one kind of a server's definitions compares with the
+// lock file.
+type Comparison struct {
+	Server string
+	Kind   string // the pin kind
+	// Err: the lock file could not be checked for this kind.
+	Err error
+	// Changed are the definitions that changed, appeared or went since
+	// they were pinned.
+	Changed []integrity.Change
+	// NotPinned counts the definitions of a kind the lock does not have.
+	NotPinned int
+}
+
+// Compare checks the definitions of each server of c that has some in
+// defs against pins, kind by kind, recording nothing.
+func Compare(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions) []Comparison {
+	var out []Comparison
+	for _, s := range c.Servers {
+		d := defs[s.Name]
+		if d == nil {
+			continue
+		}
+		for _, kind := range PinListKinds {
+			var items []integrity.Item
+			for _, it := range d.Lists[kind] {
+				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
+			}
+			cmp := Comparison{Server: s.Name, Kind: guard.PinKind(kind)}
+			// enforce never writes: a server with no pins is "quarantined".
+			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, cmp.Kind, items)
+			cmp.Err = err
+			for _, ch := range changes {
+				if ch.Status == integrity.StatusQuarantined {
+					cmp.NotPinned++
+				} else {
+					cmp.Changed = append(cmp.Changed, ch)
+				}
+			}
+			out = append(out, cmp)
+		}
+	}
+	return out
+}
+
+// Record pins server's definitions d in pins, replacing its earlier pins.
+func Record(pins *integrity.Pins, server string, d *gateway.Definitions) error {
+	lists := map[string][]integrity.Item{}
+	for kind, items := range d.Lists {
+		k := guard.PinKind(kind)
+		for _, it := range items {
+			lists[k] = append(lists[k], integrity.Item{Key: it.Key, Raw: it.Raw})
+		}
+		if lists[k] == nil {
+			lists[k] = []integrity.Item{}
+		}
+	}
+	return pins.Record(server, serverInfo(d.ServerInfo), lists)
+}
+
+// serverInfo reads name and version from a serverInfo object.
+func serverInfo(raw json.RawMessage) integrity.ServerInfo {
+	var si integrity.ServerInfo
+	var v struct{ Name, Version string }
+	if json.Unmarshal(raw, &v) == nil {
+		si.Name, si.Version = v.Name, v.Version
+	}
+	return si
+}
