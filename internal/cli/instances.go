@@ -10,16 +10,6 @@ import (
 	"mcpbox/internal/instance"
 )
 
-// projectStateDir is the state dir of a project whose config names none:
-// see package instance.
-func projectStateDir(configPath, base string) (string, error) {
-	root, err := instance.Root()
-	if err != nil {
-		return "", err
-	}
-	return instance.ProjectStateDir(root, configPath, base)
-}
-
 // instanceJSON is an instance as `ps --instances --json` prints it.
 type instanceJSON struct {
 	ID string `json:"id"`

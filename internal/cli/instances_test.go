@@ -16,6 +16,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/specconv"
 )
 
 // shortTemp is a temp dir with a short path: unix socket paths are
@@ -60,7 +61,7 @@ func TestFindStateDir(t *testing.T) {
 	}
 
 	// The embedded default served in proj.
-	def, err := projectStateDir("", proj)
+	def, err := specconv.ProjectStateDir("", proj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestFindStateDir(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("version: 1\nservers:\n  fs:\n    command: [node, s.js]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keyed, err := projectStateDir(cfg, proj)
+	keyed, err := specconv.ProjectStateDir(cfg, proj)
 	if err != nil || keyed == def {
 		t.Fatalf("the config's state dir %q (%v) is the default's", keyed, err)
 	}
@@ -100,7 +101,7 @@ func TestFindStateDir(t *testing.T) {
 	// The main: two projects never share a state dir.
 	other := filepath.Join(tmp, "other")
 	os.Mkdir(other, 0o700)
-	if d, _ := projectStateDir("", other); d == def || !strings.HasPrefix(d, filepath.Join(tmp, "xdg", "mcpbox", "projects")+"/") {
+	if d, _ := specconv.ProjectStateDir("", other); d == def || !strings.HasPrefix(d, filepath.Join(tmp, "xdg", "mcpbox", "projects")+"/") {
 		t.Errorf("another project's state dir: %s (first project's %s)", d, def)
 	}
 }
