@@ -7,7 +7,10 @@ import "fmt"
 // snapshot): the command line reports it as a usage error.
 type ConfigError struct{ Err error }
 
+// Error is the underlying error's message: the CLI adds its own context.
 func (e *ConfigError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 func configError(err error) error { return &ConfigError{Err: err} }
@@ -21,8 +24,10 @@ type CgroupsError struct {
 	Err    error // what sandbox.CheckCgroups (and doctor) found
 }
 
+// Error names the server and what the check found.
 func (e *CgroupsError) Error() string {
 	return fmt.Sprintf("server %s needs cgroups for its resource limits, and doctor found %v", e.Server, e.Err)
 }
 
+// Unwrap returns what the check found.
 func (e *CgroupsError) Unwrap() error { return e.Err }
