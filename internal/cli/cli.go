@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 )
 
@@ -131,20 +130,6 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	// snapshot, set by serve --from-snapshot, seeds the new workspaces of
-	// the server named in its metadata.
-	snapshot, snapshotServer string
-	// logLevel is the gateway log's threshold (serve --log-level); the
-	// zero value is slog.LevelInfo.
-	logLevel slog.Level
-}
-
-// snapshotFor is the snapshot that seeds server's new workspaces, or "".
-func (e *env) snapshotFor(server string) string {
-	if e.snapshot != "" && e.snapshotServer == server {
-		return e.snapshot
-	}
-	return ""
 }
 
 func (e *env) errorf(format string, args ...any) {

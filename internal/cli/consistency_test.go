@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/integrity"
 )
 
@@ -138,46 +139,15 @@ servers:
 		tools[n] = integrity.Pin{}
 	}
 	lock := &integrity.Lock{Servers: map[string]*integrity.ServerLock{"github": {Tools: tools}}}
-	got := summaryLine(c, lock, len(config.Warnings(c)))
+	got := summaryLine(daemon.Summarize(c, lock))
 	want := "mcpbox.yaml: 3 servers: github (3 tools pinned), docs (tools not yet pinned), raw (pinning off); 1 warning above"
 	if got != want {
 		t.Errorf("summary\n got %q\nwant %q", got, want)
 	}
-	if got := summaryLine(c, nil, 0); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
+	unpinned := daemon.Summarize(c, nil)
+	unpinned.Warnings = nil
+	if got := summaryLine(unpinned); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
 		t.Errorf("summary without a lock file: %q", got)
-	}
-}
-
-// TestAcceptDegraded: serve --allow-degraded=cgroups is sandbox.require
-// without cgroups for every local server, whatever the config required.
-func TestAcceptDegraded(t *testing.T) {
-	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
-sandbox: {require: [seccomp, cgroups]}
-servers:
-  a: {command: [x]}
-  b: {command: [y], sandbox: {require: [landlock, cgroups, idmap]}}
-  r: {url: "https://example.com/mcp"}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d degradedFlag
-	if err := d.Set("cgroups,idmap"); err != nil {
-		t.Fatal(err)
-	}
-	acceptDegraded(c, d)
-	got := map[string][]string{}
-	for _, s := range c.Servers {
-		got[s.Name] = c.RequiredLayers(s)
-	}
-	want := map[string][]string{"a": {"seccomp"}, "b": {"landlock"}, "r": {"seccomp", "cgroups"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("required layers (-want +got):\n%s", diff)
-	}
-	all := degradedFlag{all: true}
-	acceptDegraded(c, all)
-	if got := c.RequiredLayers(c.Servers[0]); len(got) != 0 {
-		t.Errorf("bare --allow-degraded: server a still requires %v", got)
 	}
 }
 

@@ -6,11 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"mcpbox/internal/config"
@@ -120,9 +117,8 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	}
 	// Caught from before the start: a SIGTERM during setup is delivered
 	// to the workload once it runs, instead of killing mcpbox midway.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	sigs := sandbox.ForwardSignals()
+	defer sigs.Stop()
 	sb, err := sandbox.Start(ctx, *spec, stdio)
 	if err != nil {
 		e.errorf("%v", err)
@@ -135,11 +131,7 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	for _, l := range sb.Degraded {
 		e.errorf("warning: running without isolation layer %s (--allow-degraded)", l)
 	}
-	go func() {
-		for s := range sigs {
-			_ = sb.Signal(s)
-		}
-	}()
+	sigs.To(sb)
 	res, err := sb.Wait()
 	if err != nil {
 		e.errorf("%v", err)

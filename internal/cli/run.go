@@ -1,14 +1,14 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"time"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/gateway"
-	"mcpbox/internal/launch"
-	"mcpbox/internal/redact"
+	"mcpbox/internal/daemon"
 )
 
 const runHelp = `USAGE
@@ -61,32 +61,17 @@ func (e *env) run(args []string) int {
 			return exitUsage
 		}
 	}
-	if len(allow) == 0 {
-		allow = listFlag{"*"}
-	}
-	gatewayGC()
-	// The flags' secrets are resolved already: the book learns them now.
-	book := &redact.Book{}
-	log := e.newLogger(book)
-	name := filepath.Base(argv[0])
-	l := launch.NewLocal(launch.LocalOptions{
-		Name: name, Spec: *spec, Log: log, Book: book,
-		Stderr: e.stderr,
+	err := daemon.RunServer(context.Background(), daemon.ServerOptions{
+		Name: filepath.Base(argv[0]), Spec: *spec, Allow: allow, Deny: deny,
+		CallTimeout: callTimeout, MaxOutput: int64(maxOut),
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Version: Version,
 	})
-	gw, err := gateway.New([]*gateway.Server{{
-		Name: name, Scope: gateway.ScopeAgent, Launch: launch.On(l),
-		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
-		Restart: gateway.RestartOnFailure,
-	}}, gatewayOptions(log, book, nil))
-	if err != nil {
+	var ce *daemon.ConfigError
+	switch {
+	case errors.As(err, &ce):
 		e.errorf("run: %v", err)
 		return exitUsage
-	}
-	ctx, cancel := signalContext()
-	defer cancel()
-	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(e.stdin), nopWriteCloser{e.stdout})
-	gw.Close()
-	if err != nil && ctx.Err() == nil {
+	case err != nil:
 		e.errorf("run: %v", err)
 		return 1
 	}

@@ -1,4 +1,4 @@
-package cli
+package audit
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
-
-	"mcpbox/internal/audit"
 )
 
 // hostile are strings a workload or a server chooses: a file name, tool,
@@ -32,15 +30,15 @@ var hostile = []string{
 }
 
 // hostileRecord puts s in every string field of a record.
-func hostileRecord(seq int64, s string) audit.Record {
-	return audit.Record{
+func hostileRecord(seq int64, s string) Record {
+	return Record{
 		Seq: seq, Time: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Event: s,
 		Client: s, Session: s, Sandbox: s, Workspace: s, Server: s, Tool: s, Category: s,
 		Decision: s, Rule: s, Approver: s, Duration: 1500 * time.Microsecond, Outcome: s,
 		ResultSize: 1<<53 + 1,
-		Files:      []audit.File{{Path: s, Size: 3, SHA256: s}, {Path: "plain.txt", Size: 1}},
-		Domains:    []audit.Domain{{Host: s, Port: 443, Decision: s, Ambiguous: true}},
-		Packages:   []audit.Package{{Name: s, Version: s, Host: s}},
+		Files:      []File{{Path: s, Size: 3, SHA256: s}, {Path: "plain.txt", Size: 1}},
+		Domains:    []Domain{{Host: s, Port: 443, Decision: s, Ambiguous: true}},
+		Packages:   []Package{{Name: s, Version: s, Host: s}},
 		ExitStatus: s, Artifacts: []string{s}, Findings: []string{s, s}, Error: s,
 		Detail:   map[string]string{s + "k": s},
 		ArgShape: json.RawMessage(`{"z":"string","a":[1e400]}`),
@@ -63,13 +61,12 @@ func terminalUnsafe(s string) (rune, bool) {
 	return 0, false
 }
 
-func TestLogsTextOneLinePerRecord(t *testing.T) {
+// TestLineOneLinePerRecord: mcpbox logs prints each record on one line,
+// which no field can break or use to drive the terminal.
+func TestLineOneLinePerRecord(t *testing.T) {
 	var out bytes.Buffer
-	e := &env{stdout: &out}
 	for i, s := range hostile {
-		if err := e.printRecord(hostileRecord(int64(i+1), s), false); err != nil {
-			t.Fatal(err)
-		}
+		out.WriteString(Line(hostileRecord(int64(i+1), s)) + "\n")
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != len(hostile) {
@@ -84,26 +81,29 @@ func TestLogsTextOneLinePerRecord(t *testing.T) {
 		}
 	}
 	// A plain token is printed as is; the hostile ones are quoted.
-	plain := recordLine(audit.Record{Seq: 1, Event: audit.EventCall, Server: "fs", Tool: "read_file",
-		Files: []audit.File{{Path: "out/report.md", Size: 12}}})
+	plain := Line(Record{Seq: 1, Event: EventCall, Server: "fs", Tool: "read_file",
+		Files: []File{{Path: "out/report.md", Size: 12}}})
 	if !strings.Contains(plain, " tool=fs/read_file ") || !strings.Contains(plain, " file=out/report.md(12)") {
 		t.Errorf("plain fields quoted: %q", plain)
 	}
-	if line := recordLine(hostileRecord(1, hostile[0])); !strings.Contains(line, ` file="a\n999 2026`) {
+	if line := Line(hostileRecord(1, hostile[0])); !strings.Contains(line, ` file="a\n999 2026`) {
 		t.Errorf("a file name with a newline is not quoted: %q", line)
 	}
 }
 
-func TestLogsJSONRoundTrips(t *testing.T) {
+// TestJSONLineRoundTrips: mcpbox logs --json prints each record as one
+// line of printable ASCII that decodes to the same record, with its id.
+func TestJSONLineRoundTrips(t *testing.T) {
 	var out bytes.Buffer
-	e := &env{stdout: &out}
-	var want []audit.Record
+	var want []Record
 	for i, s := range hostile {
 		rec := hostileRecord(int64(i+1), strings.ToValidUTF8(s, "\uFFFD")) // JSON holds UTF-8 only
 		want = append(want, rec)
-		if err := e.printRecord(rec, true); err != nil {
+		line, err := JSONLine(rec)
+		if err != nil {
 			t.Fatal(err)
 		}
+		out.Write(line)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != len(want) {
@@ -116,7 +116,7 @@ func TestLogsJSONRoundTrips(t *testing.T) {
 			}
 		}
 		raw, _ := json.Marshal(want[i])
-		var got audit.Record
+		var got Record
 		if err := json.Unmarshal([]byte(line), &got); err != nil {
 			t.Fatalf("line %d: %v", i+1, err)
 		}
