@@ -11,8 +11,10 @@ import (
 
 // cliMaxLines bounds internal/cli's non-test Go files, counted as wc -l
 // does (newlines): the command line parses flags, prints and wires; what
-// grows past this is logic that belongs in a package below it.
-const cliMaxLines = 2500
+// grows past this is logic that belongs in a package below it. It is a
+// tripwire with room for a few more commands: when it trips, move the
+// logic that made it trip, do not raise it.
+const cliMaxLines = 2700
 
 // cliForbidden are the imports that would mean the command line talks to
 // the kernel itself: signals, syscalls and raw memory belong to the

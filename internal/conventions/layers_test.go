@@ -1,7 +1,9 @@
 package conventions
 
 import (
+	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,4 +82,38 @@ func layerName(known bool, l int) string {
 		return "a package with no layer"
 	}
 	return "layer " + strconv.Itoa(l)
+}
+
+// TestArchitectureDocListsLayers keeps docs/architecture.md's layer table
+// true: every package of the layer table that exists is named (as `path`)
+// in the row of its layer.
+func TestArchitectureDocListsLayers(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int]string{} // layer -> its row of the table
+	for line := range strings.Lines(string(doc)) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(cells[1])); err == nil {
+			rows[n] = cells[2]
+		}
+	}
+	var wrong []string
+	for pkg, l := range layers {
+		if _, err := os.Stat(filepath.Join(root, pkg)); err != nil {
+			continue
+		}
+		if !strings.Contains(rows[l], "`"+pkg+"`") {
+			wrong = append(wrong, pkg+" (layer "+strconv.Itoa(l)+")")
+		}
+	}
+	sort.Strings(wrong)
+	if len(wrong) > 0 {
+		t.Errorf("docs/architecture.md's layer table does not name %v in the row of their layer", wrong)
+	}
 }
