@@ -1,6 +1,9 @@
-// Package cli implements the mcpbox command line: flag parsing, help texts
-// and the glue from flags and config files to the sandbox and gateway
-// packages. It holds no policy of its own.
+// Package cli implements the mcpbox command line: flag parsing, help
+// texts, output and exit codes, and the glue from flags and config files
+// to internal/daemon (serve, run, pin), internal/admin's client (the
+// admin commands) and internal/sandbox (exec). It holds no policy and no
+// mechanism of its own (docs/architecture.md; internal/conventions keeps
+// it that way).
 package cli
 
 import (

@@ -151,9 +151,11 @@ func (d *daemon) serve(parent context.Context) error {
 	g.Attach(gw)
 	if inst != nil {
 		inst.Attach(g.Admin(gw))
-		// Deferred last, run first: the admin handlers use the gateway and
-		// the guard's audit store, so the ones in flight end before those
-		// close (deferred above); the socket answers until inst.Close.
+		// Runs before gw.Close and g.Close (deferred above): the admin
+		// handlers use the gateway and the guard's audit store, so the ones
+		// in flight end before those close. Only the approvals web endpoint
+		// (deferred below) stops earlier; the socket answers until
+		// inst.Close.
 		defer inst.Detach()
 	}
 	if stop := d.serveWeb(ctx, g, inst); stop != nil {
