@@ -34,6 +34,8 @@ var layers = map[string]int{
 	"internal/pkginstall": 2,
 	// 3: the call pipeline and the backends that start servers.
 	"internal/guard": 3, "internal/launch": 3,
+	// The web page over the admin back-end and the audit trail.
+	"internal/dashboard": 3,
 	// 4: serve as a library.
 	"internal/daemon": 4,
 	// 5: flags, help, output, exit codes.
