@@ -21,11 +21,12 @@ import (
 // markup.
 const hostile = `x<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`
 
-// listTool shows the guard a list of server echo holding one tool name
-// with description desc, as the gateway would (gen: the list's version).
+// listTool shows the guard a list of server "tools" holding one tool
+// name with description desc, as the gateway would (gen: the list's
+// version).
 func listTool(r *rig, name, desc string, gen uint64) {
 	raw, _ := json.Marshal(map[string]any{"name": name, "description": desc, "inputSchema": map[string]any{"type": "object"}})
-	r.g.Hooks().List(gateway.LocalAgent, "echo", gateway.KindTools, gen, []gateway.Item{{Key: name, Raw: raw}})
+	r.g.Hooks().List(gateway.LocalAgent, "tools", gateway.KindTools, gen, []gateway.Item{{Key: name, Raw: raw}})
 }
 
 // refusedEgress has the guard audit a refused connection of server echo.
@@ -114,16 +115,16 @@ func TestIntegrityPage(t *testing.T) {
 			c = &page.Changes[i]
 		}
 	}
-	if c == nil || !strings.Contains(c.Diff, "+") || !strings.Contains(c.Diff, "id_rsa") || c.NewHash == "" {
+	if c == nil || c.Status != "changed" || !strings.Contains(c.Diff, "+") || !strings.Contains(c.Diff, "id_rsa") || c.NewHash == "" {
 		t.Fatalf("changes %+v", page.Changes)
 	}
 	v := r.browser(t)
 	v.login(viewerToken)
-	body := map[string]any{"server": "echo", "key": hostile, "hashes": []string{c.NewHash}}
+	body := map[string]any{"server": "tools", "key": hostile, "hashes": []string{c.NewHash}}
 	if code, _ := v.post("/ui/api/integrity/trust", v.csrf, body); code != http.StatusForbidden {
 		t.Errorf("viewer trusts: %d", code)
 	}
-	if code, _ := b.post("/ui/api/integrity/trust", b.csrf, map[string]any{"server": "echo", "key": hostile, "hashes": []string{"sha256:other"}}); code == 200 {
+	if code, _ := b.post("/ui/api/integrity/trust", b.csrf, map[string]any{"server": "tools", "key": hostile, "hashes": []string{"sha256:other"}}); code == 200 {
 		t.Error("trusted a hash the page did not show")
 	}
 	if code, out := b.post("/ui/api/integrity/trust", b.csrf, body); code != 200 {

@@ -34,6 +34,8 @@ servers:
         - {tool: echo, when: 'args.text.startsWith("forbidden")', action: deny}
         - {tool: echo, when: 'args.text.startsWith("review")', action: approve}
       allow: [echo]
+  tools:
+    command: [tools-server]
 `
 
 const (
