@@ -64,20 +64,17 @@ func (e *Events) Subscribe() (<-chan Event, func()) {
 
 // AuditFollower is what FollowAudit reads: *audit.Store is one.
 type AuditFollower interface {
-	Head(ctx context.Context) (int64, error)
 	Follow(ctx context.Context, f audit.Filter, each func(audit.Record) error) error
 }
 
-// FollowAudit publishes to e every record committed to src from now on
-// until ctx ends, after passing it to each of observe in order (the
-// metrics' Observe: synchronously, so that none misses a record). It
-// returns ctx's error, or the store's.
-func FollowAudit(ctx context.Context, src AuditFollower, e *Events, observe ...func(audit.Record)) error {
-	head, err := src.Head(ctx)
-	if err != nil {
-		return err
-	}
-	return src.Follow(ctx, audit.Filter{AfterSeq: head}, func(r audit.Record) error {
+// FollowAudit publishes to e every record committed to src with a Seq
+// above after, until ctx ends, after passing it to each of observe in
+// order (the metrics' Observe: synchronously, so that none misses a
+// record). The caller reads after (the store's Head) before the gateway
+// serves, so that no record falls between. It returns ctx's error, or
+// the store's.
+func FollowAudit(ctx context.Context, src AuditFollower, after int64, e *Events, observe ...func(audit.Record)) error {
+	return src.Follow(ctx, audit.Filter{AfterSeq: after}, func(r audit.Record) error {
 		for _, f := range observe {
 			f(r)
 		}

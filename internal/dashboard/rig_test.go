@@ -54,7 +54,11 @@ type rig struct {
 	ev   *Events
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
+
+// newRigWith builds the rig; observe, if non-nil, makes the observer
+// FollowAudit passes every record to.
+func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(audit.Record)) *rig {
 	t.Helper()
 	c, err := config.Load("dash.yaml", []byte(rigConfig))
 	if err != nil {
@@ -74,8 +78,16 @@ func newRig(t *testing.T) *rig {
 	g.Attach(gw)
 	ctx, cancel := context.WithCancel(context.Background())
 	ev := NewEvents()
+	head, err := g.AuditStore().Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs []func(audit.Record)
+	if observe != nil {
+		obs = append(obs, observe(g, gw))
+	}
 	followed := make(chan struct{})
-	go func() { FollowAudit(ctx, g.AuditStore(), ev); close(followed) }()
+	go func() { FollowAudit(ctx, g.AuditStore(), head, ev, obs...); close(followed) }()
 	h, err := New(Options{
 		Backend: g.WebAdmin(gw), Audit: g.AuditStore(), Events: ev,
 		Authenticate: func(tok string) (string, bool) {
