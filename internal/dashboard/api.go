@@ -84,9 +84,23 @@ func (h *Handler) apiLogout(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"ok": true})
 }
 
+// pendingRow is a pending request with what the page shows of its tool.
+type pendingRow struct {
+	approval.Request
+	Annotations map[string]any `json:"annotations,omitempty"`
+	Pin         string         `json:"pin,omitempty"`
+}
+
 func (h *Handler) apiApprovals(w http.ResponseWriter, r *http.Request) {
 	pending, remembered := h.opts.Backend.Approvals()
-	writeJSON(w, map[string]any{"pending": nonNil(pending), "remembered": nonNil(remembered)})
+	rows := make([]pendingRow, len(pending))
+	for i, p := range pending {
+		rows[i].Request = p
+		if h.opts.ToolInfo != nil && p.Kind != approval.KindTrust {
+			rows[i].Annotations, rows[i].Pin = h.opts.ToolInfo(p.Server, p.Tool)
+		}
+	}
+	writeJSON(w, map[string]any{"pending": rows, "remembered": nonNil(remembered)})
 }
 
 // decideBody is an approval decision.

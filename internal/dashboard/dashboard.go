@@ -61,6 +61,10 @@ type Options struct {
 	// Servers, if non-nil, lists the configured servers for the servers
 	// page; nil: the page lists the servers of the sandboxes.
 	Servers func() []Server
+	// ToolInfo, if non-nil, gives the annotations (untrusted hints) and
+	// pin state ("pinned", "new", "changed", "off") of the tool a pending
+	// request calls, for the approvals page; nil: not shown.
+	ToolInfo func(server, tool string) (annotations map[string]any, pin string)
 	// Secure marks the session cookie Secure even on plain-HTTP requests
 	// (a TLS-terminating proxy in front). TLS requests always get it.
 	Secure bool

@@ -100,6 +100,7 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 			return "", false
 		},
 		LoginSecret:  func() string { return adminToken },
+		ToolInfo:     g.ToolInfo,
 		ApprovalPoll: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -261,7 +262,7 @@ func echoLauncher(context.Context, gateway.Scope) (*gateway.Process, error) {
 	type in struct {
 		Text string `json:"text"`
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text"},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 		})

@@ -108,9 +108,17 @@ func TestActionsNeedCSRFOriginAndAdmin(t *testing.T) {
 	b.origin = b.base
 	v := r.browser(t)
 	v.login(viewerToken)
-	var a struct{ Pending []struct{ ID string } }
+	var a struct {
+		Pending []struct {
+			ID, Pin     string
+			Annotations map[string]any
+		}
+	}
 	if code := v.getJSON("/ui/api/approvals", &a); code != 200 || len(a.Pending) != 1 {
-		t.Errorf("viewer reads approvals: %d %+v", code, a)
+		t.Fatalf("viewer reads approvals: %d %+v", code, a)
+	}
+	if p := a.Pending[0]; p.Pin != "pinned" || p.Annotations["readOnlyHint"] != true {
+		t.Errorf("the tool of the request: pin %q, annotations %v", p.Pin, p.Annotations)
 	}
 	if code, body := v.post(path, v.csrf, decide); code != http.StatusForbidden || !strings.Contains(body, "viewer") {
 		t.Errorf("viewer decides: %d %s, want 403", code, body)

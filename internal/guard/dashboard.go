@@ -9,6 +9,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
 )
 
 // AuditStore is the guard's audit store, for readers of the trail (the
@@ -38,4 +39,34 @@ func (w webBackend) Decide(id string, d approval.Decision) error {
 		return errors.New("the web approval channel is off (approvals.channels)")
 	}
 	return w.g.Broker().Decide(id, d)
+}
+
+// ToolInfo is what the approvals page shows of the tool a request calls:
+// the annotations of its pinned definition (untrusted hints, as the
+// server declared them; nil when none is pinned) and its pin state:
+// "new" or "changed" while a change waits for trust, "pinned", or "off"
+// (pin: off). It reads the lock file.
+func (g *Guard) ToolInfo(server, tool string) (ann map[string]any, pin string) {
+	gs := g.servers[server]
+	if gs == nil {
+		return nil, ""
+	}
+	for _, c := range g.pins.Pending(server) {
+		if c.Kind == integrity.KindTool && c.Key == tool {
+			pin = c.Status
+		}
+	}
+	l, err := integrity.ReadLock(g.pins.Path())
+	if err == nil && l.Servers[server] != nil {
+		if p, ok := l.Servers[server].Tools[tool]; ok {
+			ann = annotations(p.Definition)
+			if pin == "" {
+				pin = integrity.StatusPinned
+			}
+		}
+	}
+	if gs.pin == config.PinOff {
+		pin = config.PinOff
+	}
+	return ann, pin
 }

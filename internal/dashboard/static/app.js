@@ -78,6 +78,8 @@ async function approvals(main) {
     main.append(el("div", { class: "card approval", "data-id": p.id },
       el("h3", { class: "approval-tool" }, (p.kind === "trust" ? "Trust a changed definition: " : "") + toolOf(p)),
       el("p", { class: "muted" }, "client ", el("b", {}, p.client || "(local)"), " · rule ", p.rule || "", " · sandbox ", p.sandbox || "", " · asked ", when(p.time)),
+      p.pin || p.annotations ? el("p", { class: "muted approval-tool-info" }, p.pin ? "pin: " + p.pin : "",
+        p.annotations ? " · annotations (the server's claims): " + Object.entries(p.annotations).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ") : "") : null,
       el("pre", { class: "approval-args" }, pretty(p.arguments) || p.summary || ""),
       buttons));
   }
