@@ -144,6 +144,13 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("the arguments shown %q (tool %q), want the hostile text as text", args, tool)
 	}
 	noScriptRan(t, ctx, "approvals")
+	if path := os.Getenv("MCPBOX_DASHBOARD_SCREENSHOT"); path != "" {
+		// scripts and docs: the README's picture of the approvals page.
+		shot := get(t, ctx, "screenshot", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(path, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	step(t, ctx, "approve", chromedp.Click(chromedp.CSS(`.approval .approve-once`)),
 		chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
 	select {
