@@ -162,6 +162,20 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatal("the approved call did not finish")
 	}
 
+	// The call's sandbox: paused, resumed and stopped from the page.
+	step(t, ctx, "sandboxes page",
+		chromedp.Navigate(r.srv.URL+"/ui/#sandboxes"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)),
+		chromedp.Click(chromedp.CSS(`tr[data-id] .pause`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .resume`)),
+		chromedp.Click(chromedp.CSS(`tr[data-id] .resume`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)),
+		chromedp.Click(chromedp.CSS(`tr[data-id] .stop`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`tr[data-id] .stop`)))
+	if recs := r.records(t, "sandbox_pause"); len(recs) != 1 || recs[0].Detail["by"] != "admin" {
+		t.Errorf("pause records %+v", recs)
+	}
+
 	// A refused call shows highlighted on the calls page.
 	r.call(t, "forbidden-zone")
 	r.flush(t)

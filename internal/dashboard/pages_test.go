@@ -173,3 +173,41 @@ func TestSandboxDiff(t *testing.T) {
 		t.Errorf("an unknown action: %d", code)
 	}
 }
+
+// TestSandboxControls: the page lists the running sandbox; pause, resume
+// and stop from the page reach the gateway, and the audit says an admin
+// asked.
+func TestSandboxControls(t *testing.T) {
+	r := newRig(t)
+	b := r.browserLoggedIn(t)
+	r.call(t, "hello")
+	rows := func() []admin.Sandbox {
+		var page struct{ Sandboxes []admin.Sandbox }
+		if code := b.getJSON("/ui/api/sandboxes", &page); code != 200 {
+			t.Fatalf("sandboxes: %d", code)
+		}
+		return page.Sandboxes
+	}
+	sb := rows()
+	if len(sb) != 1 || sb[0].Server != "echo" || sb[0].State != "running" || sb[0].LastCall.IsZero() {
+		t.Fatalf("sandboxes %+v", sb)
+	}
+	id := sb[0].ID
+	for _, step := range []struct{ op, state string }{{"pause", "paused"}, {"resume", "running"}, {"stop", "stopped"}} {
+		if code, body := b.post("/ui/api/sandboxes/"+id+"/"+step.op, b.csrf, nil); code != 200 {
+			t.Fatalf("%s: %d %s", step.op, code, body)
+		}
+		if got := rows(); len(got) != 1 || got[0].State != step.state {
+			t.Errorf("after %s: %+v, want %s", step.op, got, step.state)
+		}
+	}
+	if code, _ := b.post("/ui/api/sandboxes/"+id+"/resume", b.csrf, nil); code != http.StatusConflict {
+		t.Errorf("resuming an ended sandbox: %d", code)
+	}
+	for _, ev := range []string{audit.EventSandboxPause, audit.EventSandboxResume, audit.EventSandboxStop} {
+		recs := r.records(t, ev)
+		if len(recs) != 1 || recs[0].Sandbox != id || recs[0].Detail["by"] != "admin" {
+			t.Errorf("%s records %+v", ev, recs)
+		}
+	}
+}

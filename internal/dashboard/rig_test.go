@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/track"
 )
 
 const rigConfig = `version: 1
@@ -70,7 +73,7 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
+	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: trackedLauncher(g)}},
 		gateway.Options{Logger: log, Hooks: g.Hooks()})
 	if err != nil {
 		t.Fatal(err)
@@ -252,6 +255,39 @@ func (r *rig) records(t *testing.T, event string) []audit.Record {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// trackedLauncher runs echoLauncher's server as a sandbox the guard
+// tracks, as internal/launch does: its start, pause, resume and end are
+// recorded, so the sandboxes page and its controls see it.
+func trackedLauncher(g *guard.Guard) func(context.Context, gateway.Scope) (*gateway.Process, error) {
+	var n atomic.Int64
+	return func(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
+		p, err := echoLauncher(ctx, scope)
+		if err != nil {
+			return nil, err
+		}
+		t := &track.Sandbox{ID: fmt.Sprintf("sbx_echo%d", n.Add(1)), Started: time.Now()}
+		done := g.SandboxStarted("echo", scope, t)
+		stop := p.Stop
+		p.Stop = func() {
+			stop()
+			t.SetState(gateway.StateStopped)
+			g.SandboxEnded("echo", scope, t, "exit status 0", true)
+			done()
+		}
+		p.Pause = func() error {
+			t.SetState(gateway.StatePaused)
+			g.SandboxEvent(audit.EventSandboxPause, "echo", scope, t, "")
+			return nil
+		}
+		p.Resume = func() error {
+			t.SetState(gateway.StateRunning)
+			g.SandboxEvent(audit.EventSandboxResume, "echo", scope, t, "")
+			return nil
+		}
+		return p, nil
+	}
 }
 
 // echoLauncher runs a go-sdk echo server in process.
