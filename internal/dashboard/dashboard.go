@@ -180,7 +180,11 @@ func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 // serveLoginForm logs in with the token typed into the form.
 func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	role, ok := h.opts.Authenticate(r.PostFormValue("token"))
+	tok := r.PostFormValue("token")
+	role, ok := h.opts.Authenticate(tok)
+	if tok == "" {
+		ok = false // whatever Authenticate makes of it
+	}
 	if !ok || (role != RoleAdmin && role != RoleViewer) {
 		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
 		return

@@ -50,6 +50,7 @@ func TestLoginAndSessions(t *testing.T) {
 		t.Errorf("API without a session: %d", code)
 	}
 	b.login("mcpbox_wrong-token-0000000")
+	b.login("")
 	if code := b.getJSON("/ui/api/approvals", &v); code != http.StatusUnauthorized {
 		t.Errorf("API after a wrong token: %d", code)
 	}
