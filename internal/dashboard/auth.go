@@ -54,16 +54,23 @@ func MintLogin(secret string, now time.Time, ttl time.Duration) (string, error) 
 	if secret == "" {
 		return "", errors.New("minting a login token: no secret")
 	}
-	ttl = min(ttl, MaxLoginTTL)
-	payload := make([]byte, 24)
-	if _, err := rand.Read(payload[:16]); err != nil {
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	binary.BigEndian.PutUint64(payload[16:], uint64(now.Add(ttl).Unix()))
+	return mint(secret, nonce, now.Add(min(ttl, MaxLoginTTL))), nil
+}
+
+// mint is the token of nonce (16 bytes) expiring at exp: base64url of
+// nonce and exp (Unix seconds, big endian), ".", base64url of their MAC.
+func mint(secret string, nonce []byte, exp time.Time) string {
+	payload := make([]byte, 24)
+	copy(payload, nonce)
+	binary.BigEndian.PutUint64(payload[16:], uint64(exp.Unix()))
 	m := hmac.New(sha256.New, loginKey(secret))
 	m.Write(payload)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(m.Sum(nil)), nil
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(m.Sum(nil))
 }
 
 // LoginURL is the one-time login URL of the dashboard at base
@@ -86,9 +93,8 @@ func (h *Handler) redeem(tok string) bool {
 	if !ok || secret == "" {
 		return false
 	}
-	enc := base64.RawURLEncoding
-	payload, err1 := enc.DecodeString(p)
-	sum, err2 := enc.DecodeString(mac)
+	payload, err1 := decodeB64(p)
+	sum, err2 := decodeB64(mac)
 	if err1 != nil || err2 != nil || len(payload) != 24 {
 		return false
 	}
@@ -209,4 +215,10 @@ func originOK(r *http.Request) bool {
 func csrfOK(r *http.Request, s *session) bool {
 	got := r.Header.Get("X-CSRF-Token")
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1
+}
+
+// decodeB64 decodes the parts of a login token: unpadded base64url, with
+// the unused trailing bits zero, so that each token has one spelling.
+func decodeB64(s string) ([]byte, error) {
+	return base64.RawURLEncoding.Strict().DecodeString(s)
 }
