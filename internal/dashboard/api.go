@@ -31,13 +31,15 @@ func (h *Handler) routes() {
 	read("/ui/api/calls", h.apiCalls)
 	read("/ui/api/calls/{seq}", h.apiCall)
 	read("/ui/api/sandboxes", h.apiSandboxes)
-	read("/ui/api/sandboxes/{id}/diff", h.apiDiff)
 	read("/ui/api/egress", h.apiEgress)
 	read("/ui/api/integrity", h.apiIntegrity)
 	read("/ui/api/servers", h.apiServers)
 	act("/ui/api/approvals/{id}", h.apiDecide)
 	act("/ui/api/sandboxes/{id}/{op}", h.apiControl)
 	act("/ui/api/integrity/trust", h.apiTrust)
+	// A workspace diff shows file contents as they are, unredacted (as
+	// `mcpbox diff` does to the user who runs serve): admins only.
+	h.mux.Handle("GET /ui/api/sandboxes/{id}/diff", h.authed(h.apiDiff, true))
 	// Logout needs the CSRF token (no cross-site logout) but no admin role.
 	h.mux.Handle("POST /ui/api/logout", h.authed(h.apiLogout, false))
 }
@@ -50,8 +52,8 @@ type current struct {
 	s  *session
 }
 
-// authed wraps f: a live session is required; for an action, the CSRF
-// token and the admin role too. POSTs always need the CSRF token.
+// authed wraps f: a live session is required; for an action (or an
+// admin-only read), the admin role too. POSTs always need the CSRF token.
 func (h *Handler) authed(f http.HandlerFunc, action bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, s := h.session(r)

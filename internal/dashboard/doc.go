@@ -33,8 +33,9 @@
 //     'self' with no unsafe-inline; the script inserts every string the
 //     server sends with textContent, never as markup, so a tool name or
 //     argument like <img onerror=...> shows as text.
-//   - Roles: a viewer session reads everything the page shows but every
-//     action answers 403.
+//   - Roles: a viewer session reads what the page shows but every action
+//     answers 403, and so does a workspace diff (file contents, not
+//     redacted: for the operator, as `mcpbox diff` is).
 //   - Secrets: the page shows only what already passed the redactor
 //     (approval requests, audit records, pin diffs); it reads no file but
 //     a sandbox's overlay diff, which the admin socket's diff shows too.

@@ -163,6 +163,11 @@ func TestSandboxDiff(t *testing.T) {
 	if cd := resp.Header.Get("Content-Disposition"); cd != `attachment; filename="sbx_diff.patch"` {
 		t.Errorf("download disposition %q", cd)
 	}
+	v := r.browser(t)
+	v.login(viewerToken)
+	if resp := v.do("GET", "/ui/api/sandboxes/sbx_diff/diff", nil, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a viewer reads a workspace diff: %s", resp.Status)
+	}
 	if resp := b.do("GET", "/ui/api/sandboxes/sbx_none/diff", nil, nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("no such sandbox: %s", resp.Status)
 	}

@@ -149,8 +149,8 @@ async function sandboxes(main) {
         admin() && s.state === "running" ? el("button", { class: "pause", onclick: act("sandboxes/" + id + "/pause") }, "Pause") : null,
         admin() && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
         admin() && s.state !== "stopped" ? el("button", { class: "danger stop", onclick: act("sandboxes/" + id + "/stop") }, "Stop") : null,
-        el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff"),
-        el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1", download: "" }, "patch"))));
+        admin() ? el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff") : null,
+        admin() ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1", download: "" }, "patch") : null)));
   })));
 }
 
