@@ -58,7 +58,7 @@ func checkImage(r *collector, s *Server, p string) {
 	}
 	if err := checkImageRef(s.Image.Ref); err != nil {
 		r.errorf(at, "%s.image: %v", p, err)
-	} else if s.Image.Insecure && !loopbackRegistry(s.Image.Ref) {
+	} else if s.Image.Insecure && !LoopbackRegistry(s.Image.Ref) {
 		r.errorf(s.Meta.At("image_insecure"), "%s.image_insecure: plain HTTP is allowed to a loopback registry only (localhost, 127.0.0.1, [::1]), not %s", p, imageRegistry(s.Image.Ref))
 	}
 	if s.Meta.Has("image_platform") {
@@ -112,8 +112,10 @@ func imageRegistry(ref string) string {
 	return "docker.io"
 }
 
-// loopbackRegistry reports whether ref's registry is on loopback.
-func loopbackRegistry(ref string) bool {
+// LoopbackRegistry reports whether the registry of image reference ref
+// is on loopback (localhost, 127.0.0.0/8, ::1), where docker speaks
+// plain HTTP.
+func LoopbackRegistry(ref string) bool {
 	host := imageRegistry(ref)
 	if h, _, err := splitHostPort(host); err == nil {
 		host = h
