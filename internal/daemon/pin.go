@@ -53,6 +53,7 @@ func NewLister(o ListOptions) (*Lister, error) {
 		c: o.Config, log: log, book: book, stderr: o.Stderr,
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
+		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr},
 	}
 	servers, err := w.servers()
 	if err != nil {
