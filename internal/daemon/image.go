@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/guard"
 	"mcpbox/internal/image"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/sandbox"
@@ -134,4 +135,45 @@ func (w wiring) applyImage(s *config.Server, spec *sandbox.Spec) error {
 		}
 	}
 	return specconv.ApplyImage(spec, s, img)
+}
+
+func init() {
+	updaters = append(updaters, updater{kind: "image", match: func(s *config.Server) bool { return s.Image.Ref != "" }, check: checkImageUpdate})
+}
+
+// checkImageUpdate asks the registry what s's image reference points to
+// now and, when that is not the pinned image, pulls it (by the digest it
+// resolved to) and lists the server's definitions run from it.
+func checkImageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*Update, error) {
+	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	is := imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr}
+	opts := specconv.ImageOptions(s, o.StateDir, is.progress(s.Name))
+	ref, err := image.ParseRef(s.Image.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	lock, err := integrity.ReadLock(lockPath)
+	if err != nil {
+		return nil, err
+	}
+	u := &Update{Server: s.Name, Kind: "image", What: s.Image.Ref}
+	if pin, ok := lock.Image(s.Name); ok && pin.Ref == s.Image.Ref && pin.Platform == platformOf(s) {
+		u.Old = pin.Resolved()
+	}
+	if u.New, err = image.Resolve(ctx, s.Image.Ref, opts); err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	if !u.Changed() {
+		return u, nil
+	}
+	img, err := image.Pull(ctx, pinnedRef(ref, u.New), opts)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	u.Definitions, err = definitionsWith(ctx, o, s, func(w *wiring) { w.pulled = map[string]*image.Image{s.Name: img} })
+	if err != nil {
+		return nil, fmt.Errorf("server %s: starting it from %s: %w", s.Name, u.New, err)
+	}
+	u.pin = func() error { return integrity.SetImagePin(lockPath, s.Name, imagePin(s, img)) }
+	return u, nil
 }

@@ -45,7 +45,10 @@ type Lister struct {
 // NewLister builds the servers' launchers and a gateway over them; no
 // server starts yet. A config whose servers cannot be built is a
 // *ConfigError.
-func NewLister(o ListOptions) (*Lister, error) {
+func NewLister(o ListOptions) (*Lister, error) { return newLister(o, nil) }
+
+// newLister is NewLister with a change to the wiring (nil: none).
+func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
 	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
@@ -54,6 +57,9 @@ func NewLister(o ListOptions) (*Lister, error) {
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr},
+	}
+	if change != nil {
+		change(&w)
 	}
 	servers, err := w.servers()
 	if err != nil {
