@@ -26,8 +26,11 @@ func (e *env) update(args []string) int {
 		return code
 	}
 	c, base, err := loadConfigOrDefault(*cfgPath)
-	if err != nil || fs.NArg() != 1 {
-		e.errorf("update: want one SERVER and a valid config (%v)", err)
+	if err == nil && fs.NArg() != 1 {
+		err = fmt.Errorf("name one SERVER (mcpbox update --help)")
+	}
+	if err != nil {
+		e.errorf("update: %v", err)
 		return exitUsage
 	}
 	ctx, cancel := daemon.SignalContext(context.Background())
