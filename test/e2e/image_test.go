@@ -200,8 +200,11 @@ func TestImageServer(t *testing.T) {
 		} {
 			gwMustCall(t, sess, "stat", map[string]any{"text": path}, want)
 		}
-		for k, want := range map[string]string{"IMAGE_VAR": "set-by-image", "HOME": "/tmp/home", "PWD": ""} {
-			gwMustCall(t, sess, "getenv", map[string]any{"text": k}, want)
+		for k, want := range map[string]string{"IMAGE_VAR": "set-by-image", "HOME": "/tmp/home", "HTTPS_PROXY": "", "https_proxy": ""} {
+			// No proxy: the server has no network at run time.
+			if got, err := gwCall(ctx, sess, "getenv", map[string]any{"text": k}); err != nil || got != want {
+				t.Errorf("getenv %s = %q, %v; want %q", k, got, err, want)
+			}
 		}
 		if !strings.Contains(logs.String(), "fetching layer 1/1") || !strings.Contains(logs.String(), "pinned image "+ref+" at "+first) {
 			t.Errorf("the first start said nothing of the pull and the pin:\n%s", logs)
@@ -298,5 +301,57 @@ func TestImageImportDockerRun(t *testing.T) {
 			t.Errorf("getenv IMAGE_TOKEN through the gateway = %q, %v; want a redacted value", got, err)
 		}
 		gwMustCall(t, sess, "stat", map[string]any{"text": "/var/run/docker.sock"}, "missing")
+	})
+}
+
+// TestImageHostileLayerRefused: an image whose layer writes outside its
+// root is refused at start, with an error naming the server, and nothing
+// lands outside.
+func TestImageHostileLayerRefused(t *testing.T) {
+	host := imRegistry(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, n := range []string{"usr/", "../../../../../../tmp/mcpbox-image-escape-" + m.name} {
+			h := &tar.Header{Name: n, Mode: 0o644, Typeflag: tar.TypeReg, Size: 1}
+			if strings.HasSuffix(n, "/") {
+				h.Typeflag, h.Mode, h.Size = tar.TypeDir, 0o755, 0
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Size == 1 {
+				tw.Write([]byte("x"))
+			}
+		}
+		tw.Close()
+		b := buf.Bytes()
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := mutate.AppendLayers(empty.Image, layer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, _ := img.ConfigFile()
+		cf = cf.DeepCopy()
+		cf.OS, cf.Architecture, cf.Config.Cmd = "linux", runtime.GOARCH, []string{"/x"}
+		if img, err = mutate.ConfigFile(img, cf); err != nil {
+			t.Fatal(err)
+		}
+		ref := host + "/test/hostile-" + m.name + ":v1"
+		imPush(t, ref, img)
+		escape := "/tmp/mcpbox-image-escape-" + m.name
+		os.Remove(escape)
+		cfg := imConfig(t, m, m.dir(t), ref)
+		r := m.mcpbox(t, 60*time.Second, "", "serve", "--stdio", "--config", cfg)
+		if r.code == 0 || !strings.Contains(r.stderr, "server img: ") || !strings.Contains(r.stderr, "hostile layer") {
+			t.Errorf("serve of a hostile image: want refused naming the server and the hostile layer:\n%s", r)
+		}
+		if _, err := os.Lstat(escape); err == nil {
+			os.Remove(escape)
+			t.Errorf("the hostile layer wrote %s", escape)
+		}
 	})
 }
