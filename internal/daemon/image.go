@@ -32,6 +32,8 @@ type imageSetup struct {
 	stateDir, lockPath string
 	// stderr gets the first pull's progress and the pin notes; nil: none.
 	stderr io.Writer
+	// noRecord pulls an image not pinned yet without pinning it.
+	noRecord bool
 }
 
 // pinnedImage is the image server s runs: the one mcpbox.lock pins for
@@ -80,6 +82,10 @@ func (is imageSetup) pullAndPin(ctx context.Context, s *config.Server, ref strin
 	}
 	for _, n := range img.Notes {
 		is.printf("mcpbox: server %s: image %s: %s\n", s.Name, s.Image.Ref, n)
+	}
+	if is.noRecord {
+		is.printf("mcpbox: server %s: image %s is %s (not pinned: nothing is recorded)\n", s.Name, s.Image.Ref, img.Digest)
+		return img, nil
 	}
 	if err := integrity.SetImagePin(is.lockPath, s.Name, imagePin(s, img)); err != nil {
 		return nil, fmt.Errorf("server %s: pinning image %s: %w", s.Name, s.Image.Ref, err)

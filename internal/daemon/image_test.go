@@ -73,6 +73,12 @@ func TestPinnedImage(t *testing.T) {
 	}
 
 	first := pushRandom(t, s.Image.Ref)
+	check := is
+	check.noRecord = true // pin --check
+	if img, err := check.pinnedImage(ctx, s); err != nil || img.Digest != first || pinned() != (integrity.ImagePin{}) {
+		t.Fatalf("pin --check: %v, %+v, lock %+v", err, img, pinned())
+	}
+	stderr.Reset()
 	img, err := is.pinnedImage(ctx, s)
 	if err != nil || img.Digest != first || pinned().Digest != first || !strings.Contains(stderr.String(), "pinned image "+s.Image.Ref) {
 		t.Fatalf("first start: %v, %+v, lock %+v\n%s", err, img, pinned(), stderr.String())

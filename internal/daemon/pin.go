@@ -34,6 +34,9 @@ type ListOptions struct {
 	LogLevel slog.Level
 	// Version is what the gateway tells the servers it is.
 	Version string
+	// NoRecord leaves the lock file's image pins as they are (pin
+	// --check): an image not pinned yet is pulled but not pinned.
+	NoRecord bool
 }
 
 // Lister starts a config's servers, as serve would (with the same
@@ -56,7 +59,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		c: o.Config, log: log, book: book, stderr: o.Stderr,
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
-		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr},
+		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
 	}
 	if change != nil {
 		change(&w)
