@@ -53,7 +53,8 @@ func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.
 		return nil, fmt.Errorf("server %s: %w", s.Name, err)
 	}
 	pin, ok := lock.Image(s.Name)
-	if !ok || pin.Ref != s.Image.Ref || pin.Platform != platformOf(s) {
+	// A digest in the config wins over a pin that says otherwise.
+	if !ok || pin.Ref != s.Image.Ref || pin.Platform != platformOf(s) || ref.Digest != "" && pin.Resolved() != ref.Digest {
 		return is.pullAndPin(ctx, s, s.Image.Ref, opts)
 	}
 	if ref.Digest == "" {
