@@ -32,6 +32,11 @@ type downstream struct {
 	// Set before the session is served (ServeStdio, Handler), then only read.
 	swaps *swapTable    // set when the session runs on stdioTransport
 	idle  time.Duration // HTTP: close after this long without a request; zero: never
+	// modern: the HTTP gateway session of a client identity's 2026-07-28
+	// requests (see modern.go), not of one protocol session.
+	modern bool
+
+	bindMu sync.Mutex // serializes bindModern
 
 	queued atomic.Int64 // bytes waiting in out
 	lists  listNotes    // list_changed waiting, coalesced (flood.go); has its own lock
@@ -44,6 +49,7 @@ type downstream struct {
 	level    string               // guarded by mu
 	out      chan func()          // set once, at initialize; guarded by mu
 	closed   bool                 // guarded by mu
+	started  bool                 // bound by a 2026 request (no ss); guarded by mu
 	posts    int                  // HTTP requests in flight; guarded by mu
 	handlers int                  // requests being handled (bind); guarded by mu
 	timer    *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
@@ -84,10 +90,11 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
 		},
-		// The session-based protocol only: every session starts with
-		// initialize, where the gateway binds it to its servers. (The
-		// sessionless 2026-07-28 protocol has no such moment yet here.)
-		SupportedProtocolVersions: legacyVersions(),
+		// Both eras: a legacy session binds to its servers at
+		// initialize, a 2026-07-28 client at its first request
+		// (bindModern). The SDK refuses the new revision on the stateful
+		// HTTP handler, which only legacy requests reach.
+		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
 		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
@@ -96,109 +103,119 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 	return d, nil
 }
 
-// legacyVersions are the SDK's protocol versions that begin with initialize.
-func legacyVersions() []string {
-	var out []string
-	for _, v := range mcp.SupportedProtocolVersions() {
-		if v <= "2025-11-25" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // receive answers every feature method from the upstreams; the SDK keeps
-// initialize's version negotiation, ping and session state.
+// initialize's version negotiation, ping and session state. A request of
+// the sessionless revision binds the session first if nothing has, and
+// its result is finished for that revision (modernResult).
 func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctx, unbind := d.bind(ctx)
 		defer unbind()
-		switch p := req.GetParams().(type) {
-		case *mcp.InitializeParams:
-			return d.initialize(ctx, method, req, next)
-		case *mcp.ListToolsParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "tools", cursor)
-		case *mcp.CallToolParamsRaw:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.callTool(ctx, p)
-		case *mcp.ListPromptsParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "prompts", cursor)
-		case *mcp.GetPromptParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Prompts != nil })
-			if !ok {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
-			}
-			if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
-				return nil, d.clientError(b, err)
-			} else if !ok {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
-			}
-			return d.forward(ctx, b, method, withField(p, "name", name))
-		case *mcp.ListResourcesParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "resources", cursor)
-		case *mcp.ListResourceTemplatesParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "templates", cursor)
-		case *mcp.ReadResourceParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			b, err := d.resourceServer(ctx, p.URI)
-			if err != nil {
-				return nil, err
-			}
-			return d.forward(ctx, b, method, withField(p))
-		case *mcp.SubscribeParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.subscribe(ctx, p.URI, true)
-		case *mcp.UnsubscribeParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.subscribe(ctx, p.URI, false)
-		case *mcp.CompleteParams:
-			if p == nil || p.Ref == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.complete(ctx, method, p)
-		case *mcp.SetLoggingLevelParams:
-			if p == nil {
-				break
-			}
-			d.mu.Lock()
-			d.level = string(p.Level)
-			bs := d.bound
-			d.mu.Unlock()
-			for _, b := range bs {
-				if b.ok {
-					b.u.setLevel(ctx, string(p.Level))
-				}
+		if !isModern(req) {
+			return d.dispatch(ctx, method, req, next)
+		}
+		if err := d.bindModern(ctx, req); err != nil {
+			return nil, err
+		}
+		ctx = modernContext(ctx, req)
+		if _, ok := req.GetParams().(*mcp.DiscoverParams); ok {
+			return d.discover(ctx, method, req, next)
+		}
+		res, err := d.dispatch(ctx, method, req, next)
+		if err != nil {
+			return nil, err
+		}
+		return d.modernResult(method, res), nil
+	}
+}
+
+// dispatch answers one request of either era.
+func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	switch p := req.GetParams().(type) {
+	case *mcp.InitializeParams:
+		return d.initialize(ctx, method, req, next)
+	case *mcp.ListToolsParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "tools", cursor)
+	case *mcp.CallToolParamsRaw:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.callTool(ctx, p)
+	case *mcp.ListPromptsParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "prompts", cursor)
+	case *mcp.GetPromptParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Prompts != nil })
+		if !ok {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+		}
+		if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
+			return nil, d.clientError(b, err)
+		} else if !ok {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+		}
+		return d.forward(ctx, b, method, withField(p, "name", name))
+	case *mcp.ListResourcesParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "resources", cursor)
+	case *mcp.ListResourceTemplatesParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "templates", cursor)
+	case *mcp.ReadResourceParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		b, err := d.resourceServer(ctx, p.URI)
+		if err != nil {
+			return nil, err
+		}
+		return d.forward(ctx, b, method, withField(p))
+	case *mcp.SubscribeParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.subscribe(ctx, p.URI, true)
+	case *mcp.UnsubscribeParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.subscribe(ctx, p.URI, false)
+	case *mcp.CompleteParams:
+		if p == nil || p.Ref == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.complete(ctx, method, p)
+	case *mcp.SetLoggingLevelParams:
+		if p == nil {
+			break
+		}
+		d.mu.Lock()
+		d.level = string(p.Level)
+		bs := d.bound
+		d.mu.Unlock()
+		for _, b := range bs {
+			if b.ok {
+				b.u.setLevel(ctx, string(p.Level))
 			}
 		}
-		return next(ctx, method, req)
 	}
+	return next(ctx, method, req)
 }
 
 // initialize starts (or joins) every server before the SDK answers, then
@@ -476,6 +493,10 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	meta, _ := params["_meta"].(mcp.Meta)
 	if meta != nil {
 		token = meta["progressToken"]
+		if modernOf(ctx) != nil {
+			meta = upstreamMeta(meta)
+			params["_meta"] = meta
+		}
 	}
 	in := b.u.begin(d, p, ctx, token)
 	defer b.u.end(in)

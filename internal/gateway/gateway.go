@@ -209,6 +209,7 @@ type Gateway struct {
 	pool     map[poolKey]*upstream
 	sessions map[*downstream]struct{} // open, or initializing (their slot reserved)
 	mcpIDs   map[string]*downstream   // open HTTP sessions by Mcp-Session-Id
+	modern   map[string]*downstream   // the HTTP gateway session of each client identity's 2026 requests
 	closed   bool
 	done     chan struct{} // closed by Close
 
@@ -269,7 +270,7 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		servers: servers, opts: opts, log: opts.Logger,
-		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{},
+		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{}, modern: map[string]*downstream{},
 		done: make(chan struct{}), lifeDone: make(chan struct{}),
 	}
 	go func() {

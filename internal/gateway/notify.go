@@ -86,6 +86,10 @@ func (d *downstream) notify(ctx context.Context, method string, params json.RawM
 	d.mu.Lock()
 	ss, level := d.ss, d.level
 	d.mu.Unlock()
+	if m := modernOf(ctx); m != nil {
+		// A 2026 request: its own protocol session and log level.
+		ss, level = m.ss, m.level
+	}
 	if ss == nil {
 		return
 	}
@@ -220,7 +224,7 @@ func (d *downstream) close() {
 		if d.timer != nil {
 			d.timer.Stop()
 		}
-		started := d.ss != nil
+		started := d.ss != nil || d.started
 		mcpID := d.mcpID
 		bs := d.bound
 		subs := d.subs
@@ -231,6 +235,9 @@ func (d *downstream) close() {
 		delete(d.gw.sessions, d)
 		if d.gw.mcpIDs[mcpID] == d {
 			delete(d.gw.mcpIDs, mcpID)
+		}
+		if d.gw.modern[d.agent] == d {
+			delete(d.gw.modern, d.agent)
 		}
 		d.gw.mu.Unlock()
 		if h := d.gw.opts.Hooks.Session; h != nil && started {

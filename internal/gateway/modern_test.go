@@ -1,0 +1,363 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// metaServer is a server whose tool "meta" reports the _meta it was
+// called with, and whose tool "route" marks its "region" argument for an
+// Mcp-Param-Region header (SEP-2243).
+func metaServer(name string) *mcp.Server {
+	s := testServer(name)
+	s.AddTool(&mcp.Tool{Name: "meta", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		b, _ := json.Marshal(req.Params.Meta)
+		return text(string(b)), nil
+	})
+	s.AddTool(&mcp.Tool{Name: "route", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("routed"), nil })
+	return s
+}
+
+// modernGateway serves servers a and b over HTTP.
+func modernGateway(t *testing.T, o HTTPOptions) (*Gateway, string) {
+	t.Helper()
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}}
+	b := &Server{Name: "b", Prefix: "b__", Launch: sdkLauncher(func(Scope) *mcp.Server { return testServer("b") }, nil, nil), Allow: []string{"*"}, Deny: []string{"grow"}}
+	gw := newGateway(t, a, b)
+	return gw, serveHTTP(t, gw, o)
+}
+
+// TestModernClientOverHTTP: a 2026-07-28 client (no initialize, no
+// session) lists and calls across the servers; a legacy client is served
+// by the same gateway at the same time.
+func TestModernClientOverHTTP(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	modern := connectVersion(t, url, "", ModernVersion, nil)
+	if got := modern.InitializeResult().ProtocolVersion; got != ModernVersion {
+		t.Fatalf("negotiated %q, want %s", got, ModernVersion)
+	}
+	if id := modern.ID(); id != "" {
+		t.Fatalf("2026 client got a protocol session %q", id)
+	}
+	legacy := connect(t, url, "", nil)
+	if legacy.ID() == "" {
+		t.Fatal("legacy client got no Mcp-Session-Id")
+	}
+
+	lt, err := modern.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range lt.Tools {
+		names = append(names, tool.Name)
+	}
+	for _, want := range []string{"a__meta", "a__whoami", "b__whoami"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("tools %v lack %s", names, want)
+		}
+	}
+	if slices.Contains(names, "b__grow") {
+		t.Fatalf("tools %v include the denied b__grow", names)
+	}
+	if lt.CacheScope != "private" || lt.TTLMs != 0 {
+		t.Fatalf("tools/list ttlMs=%d cacheScope=%q, want 0 and private (the list is filtered per client)", lt.TTLMs, lt.CacheScope)
+	}
+	// Deterministic: the same list, in the same order, every time.
+	lt2, err := modern.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names2 []string
+	for _, tool := range lt2.Tools {
+		names2 = append(names2, tool.Name)
+	}
+	if !slices.Equal(names, names2) {
+		t.Fatalf("tools/list order changed: %v then %v", names, names2)
+	}
+
+	for _, cs := range []*mcp.ClientSession{modern, legacy} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "b__whoami"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; got != "b" {
+			t.Fatalf("b__whoami = %q, want b", got)
+		}
+	}
+	if _, err := modern.CallTool(ctx, &mcp.CallToolParams{Name: "b__grow", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Fatal("the denied b__grow ran for a 2026 client")
+	}
+	rr, err := modern.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://a/r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.CacheScope != "private" {
+		t.Fatalf("resources/read cacheScope %q, want private", rr.CacheScope)
+	}
+}
+
+// TestModernTraceAndMetaUpstream: a 2026 request's trace context reaches
+// the server; its client capabilities do so without roots, which the
+// gateway answers itself.
+func TestModernTraceAndMetaUpstream(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := connectVersion(t, url, "", ModernVersion, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}}})
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__meta", Meta: mcp.Meta{"traceparent": tp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta["traceparent"] != tp {
+		t.Fatalf("server saw traceparent %v, want %s (meta %v)", meta["traceparent"], tp, meta)
+	}
+	if meta[mcp.MetaKeyProtocolVersion] != ModernVersion {
+		t.Fatalf("server saw protocol version %v, want %s", meta[mcp.MetaKeyProtocolVersion], ModernVersion)
+	}
+	caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+	if caps == nil {
+		t.Fatalf("server saw no client capabilities: %v", meta)
+	}
+	if _, ok := caps["roots"]; ok {
+		t.Fatalf("server saw the client's roots capability: %v", caps)
+	}
+}
+
+// post sends one JSON-RPC message to url with headers and returns the
+// status and body.
+func post(t *testing.T, url, body string, headers map[string]string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+// TestModernDiscover: server/discover answers with what the servers offer
+// (tools, prompts, resources from the upstreams), the new revision among
+// the versions, and private caching.
+func TestModernDiscover(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	status, body := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+modernMeta+`}}`,
+		map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "server/discover"})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	res := sseResult(t, body)
+	var dr struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      map[string]json.RawMessage `json:"capabilities"`
+		CacheScope        string                     `json:"cacheScope"`
+	}
+	if err := json.Unmarshal(res, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(dr.SupportedVersions, ModernVersion) {
+		t.Fatalf("supportedVersions %v lack %s", dr.SupportedVersions, ModernVersion)
+	}
+	for _, c := range []string{"tools", "prompts", "resources"} {
+		if _, ok := dr.Capabilities[c]; !ok {
+			t.Fatalf("capabilities %s lack %s", res, c)
+		}
+	}
+	if dr.CacheScope != "private" {
+		t.Fatalf("cacheScope %q, want private", dr.CacheScope)
+	}
+}
+
+// sseResult returns the result of the one JSON-RPC response in an SSE or
+// JSON body, failing on an error response.
+func sseResult(t *testing.T, body string) json.RawMessage {
+	t.Helper()
+	data := body
+	for line := range strings.Lines(body) {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data = d
+		}
+	}
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(data), &msg); err != nil || msg.Result == nil {
+		t.Fatalf("no result in %q (error %s)", body, msg.Error)
+	}
+	return msg.Result
+}
+
+// TestModernHeaderValidation: Mcp-Method, Mcp-Name and Mcp-Param-*
+// headers that do not match the body are refused with 400 and the
+// header-mismatch error; matching ones pass.
+func TestModernHeaderValidation(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	// Bind first (the tools are known from then on).
+	if status, body := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`,
+		map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/list"}); status != http.StatusOK {
+		t.Fatalf("tools/list: %d %s", status, body)
+	}
+	call := func(name, args string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,` + modernMeta + `}}`
+	}
+	hdr := func(kv ...string) map[string]string {
+		m := map[string]string{"MCP-Protocol-Version": ModernVersion}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		body    string
+		headers map[string]string
+		ok      bool
+	}{
+		{"matching", call("a__route", `{"region":"eu"}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "a__route", "Mcp-Param-Region", "eu"), true},
+		{"matching base64", call("a__route", `{"region":"eu"}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "a__route", "Mcp-Param-Region", "=?base64?ZXU=?="), true},
+		{"method mismatch", call("a__whoami", `{}`), hdr("Mcp-Method", "tools/list", "Mcp-Name", "a__whoami"), false},
+		{"name mismatch", call("a__whoami", `{}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "b__whoami"), false},
+		{"name missing", call("a__whoami", `{}`), hdr("Mcp-Method", "tools/call"), false},
+		{"param mismatch", call("a__route", `{"region":"eu"}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "a__route", "Mcp-Param-Region", "us"), false},
+		{"param missing", call("a__route", `{"region":"eu"}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "a__route"), false},
+		{"param for an absent argument", call("a__route", `{}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "a__route", "Mcp-Param-Region", "eu"), false},
+		{"param bad base64", call("a__route", `{"region":"eu"}`), hdr("Mcp-Method", "tools/call", "Mcp-Name", "a__route", "Mcp-Param-Region", "=?base64?!!!?="), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := post(t, url, tt.body, tt.headers)
+			if tt.ok {
+				if status != http.StatusOK {
+					t.Fatalf("status %d, want 200: %s", status, body)
+				}
+				sseResult(t, body)
+				return
+			}
+			if status != http.StatusBadRequest || !strings.Contains(body, "-32020") {
+				t.Fatalf("status %d, want 400 with -32020: %s", status, body)
+			}
+		})
+	}
+}
+
+// TestModernSessionIsTheCredential: a 2026 client's gateway session is its
+// credential's: the same identity across requests shares one binding (one
+// session-scoped server instance), another identity gets its own, and
+// neither holds a legacy session slot open.
+func TestModernSessionIsTheCredential(t *testing.T) {
+	var mu sync.Mutex
+	var scopes []Scope
+	srv := &Server{Name: "s", Prefix: "s__", Launch: sdkLauncher(func(Scope) *mcp.Server { return testServer("s") }, &scopes, &mu), Allow: []string{"*"}, Scope: ScopeSession}
+	gw := newGateway(t, srv)
+	url := serveHTTP(t, gw, HTTPOptions{Clients: []Client{
+		{Name: "alice", Token: []byte("alice-token-0123456789")},
+		{Name: "bob", Token: []byte("bob-token-0123456789ab")},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tok := range []string{"alice-token-0123456789", "alice-token-0123456789", "bob-token-0123456789ab"} {
+		cs := connectVersion(t, url, tok, ModernVersion, nil)
+		for range 2 {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "s__whoami"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mu.Lock()
+	got := slices.Clone(scopes)
+	mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("session-scoped instances started for %v, want one per identity (2)", got)
+	}
+	agents := map[string]bool{}
+	for _, s := range got {
+		agents[s.Agent] = true
+	}
+	if !agents["alice"] || !agents["bob"] {
+		t.Fatalf("instances for %v, want alice and bob", got)
+	}
+	gw.mu.Lock()
+	n := len(gw.modern)
+	gw.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d gateway sessions for 2026 clients, want 2", n)
+	}
+}
+
+// TestModernStdio: a 2026 client over stdio: no initialize; the first
+// request binds the connection to its servers.
+func TestModernStdio(t *testing.T) {
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}}
+	gw := newGateway(t, a)
+	cInR, cInW := io.Pipe()
+	cOutR, cOutW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- gw.ServeStdio(context.Background(), LocalAgent, cInR, cOutW) }()
+	t.Cleanup(func() {
+		cInW.Close()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Error("ServeStdio did not return")
+		}
+		cOutR.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+		&mcp.IOTransport{Reader: cOutR, Writer: cInW}, &mcp.ClientSessionOptions{ProtocolVersion: ModernVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := cs.InitializeResult().ProtocolVersion; got != ModernVersion {
+		t.Fatalf("negotiated %q over stdio, want %s", got, ModernVersion)
+	}
+	if cs.InitializeResult().Capabilities.Tools == nil {
+		t.Fatal("server/discover over stdio did not report the servers' tools")
+	}
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lt.CacheScope != "private" {
+		t.Fatalf("cacheScope %q, want private", lt.CacheScope)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__whoami"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "a" {
+		t.Fatalf("a__whoami = %q", got)
+	}
+}
