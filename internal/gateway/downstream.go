@@ -32,8 +32,10 @@ type downstream struct {
 	// Set before the session is served (ServeStdio, Handler), then only read.
 	swaps *swapTable    // set when the session runs on stdioTransport
 	idle  time.Duration // HTTP: close after this long without a request; zero: never
-	// modern: the HTTP gateway session of a client identity's 2026-07-28
-	// requests (see modern.go), not of one protocol session.
+	// modern: the session serves 2026-07-28 requests (see modern.go): the
+	// HTTP gateway session of a client identity (set before it is
+	// served), or a stdio session bound by such a request (set then).
+	// Guarded by mu once served.
 	modern bool
 
 	bindMu sync.Mutex // serializes bindModern
@@ -50,6 +52,7 @@ type downstream struct {
 	out      chan func()          // set once, at initialize; guarded by mu
 	closed   bool                 // guarded by mu
 	started  bool                 // bound by a 2026 request (no ss); guarded by mu
+	parked   map[string]*parked   // 2026 calls waiting for input (mrtr.go); guarded by mu
 	posts    int                  // HTTP requests in flight; guarded by mu
 	handlers int                  // requests being handled (bind); guarded by mu
 	timer    *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
@@ -164,7 +167,8 @@ func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Reques
 		} else if !ok {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
 		}
-		return d.forward(ctx, b, method, withField(p, "name", name))
+		args, _ := json.Marshal(p.Arguments)
+		return d.forwardInput(ctx, b, method, p.Name, args, p.RequestState, p.InputResponses, withField(p, "name", name))
 	case *mcp.ListResourcesParams:
 		var cursor string
 		if p != nil {
@@ -185,7 +189,7 @@ func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Reques
 		if err != nil {
 			return nil, err
 		}
-		return d.forward(ctx, b, method, withField(p))
+		return d.forwardInput(ctx, b, method, p.URI, nil, p.RequestState, p.InputResponses, withField(p))
 	case *mcp.SubscribeParams:
 		if p == nil {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
@@ -434,16 +438,26 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	forward := func(ctx context.Context) (json.RawMessage, error) {
 		return d.call(ctx, b, "tools/call", params, d.gw.callTimeout(b.srv))
 	}
-	var raw json.RawMessage
-	if hook := d.gw.opts.Hooks.Call; hook != nil {
+	exec := func(ctx context.Context) (json.RawMessage, error) {
+		hook := d.gw.opts.Hooks.Call
+		if hook == nil {
+			return forward(ctx)
+		}
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
 		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d.agent, d.id), Tool: tool, Name: p.Name,
-			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
-		raw, err = hook(ctx, c, forward)
+			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor(), Trace: traceOf(p.Meta)}
+		return hook(ctx, c, forward)
+	}
+	var raw json.RawMessage
+	if modernOf(ctx) != nil {
+		// The server may ask the client something on the way: a 2026
+		// client is asked through input_required results (mrtr.go), and
+		// policy runs once, on the first round.
+		raw, err = d.mrtrCall(ctx, "tools/call", p.Name, p.Arguments, p.RequestState, p.InputResponses, exec)
 	} else {
-		raw, err = forward(ctx)
+		raw, err = exec(ctx)
 	}
 	if err != nil {
 		return nil, d.clientError(b, err)
@@ -478,6 +492,22 @@ func (d *downstream) forward(ctx context.Context, b *bound, method string, param
 	return d.result(raw), nil
 }
 
+// forwardInput is forward for a request that may need the client's input
+// on the way (prompts/get, resources/read): for a 2026 client, through
+// input_required results (mrtr.go).
+func (d *downstream) forwardInput(ctx context.Context, b *bound, method, name string, args json.RawMessage, state string, responses mcp.InputResponseMap, params map[string]any) (mcp.Result, error) {
+	if modernOf(ctx) == nil {
+		return d.forward(ctx, b, method, params)
+	}
+	raw, err := d.mrtrCall(ctx, method, name, args, state, responses, func(ctx context.Context) (json.RawMessage, error) {
+		return d.call(ctx, b, method, params, d.gw.callTimeout(b.srv))
+	})
+	if err != nil {
+		return nil, d.clientError(b, err)
+	}
+	return d.result(raw), nil
+}
+
 // ErrCallTimeout is the cause of a call's context when call_timeout (or
 // its default) expires; a Hooks.Call sees it in the error next returns.
 var ErrCallTimeout = errors.New("call timeout")
@@ -494,7 +524,7 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	if meta != nil {
 		token = meta["progressToken"]
 		if modernOf(ctx) != nil {
-			meta = upstreamMeta(meta)
+			meta = upstreamMeta(meta, p.meta != nil)
 			params["_meta"] = meta
 		}
 	}

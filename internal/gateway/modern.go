@@ -42,7 +42,8 @@ type modernKey struct{}
 
 type modernReq struct {
 	ss    *mcp.ServerSession
-	level string // per-request log level (io.modelcontextprotocol/logLevel); "": all
+	level string          // per-request log level (io.modelcontextprotocol/logLevel); "": all
+	caps  map[string]bool // the top-level client capabilities this request declares
 }
 
 // requestMeta returns the _meta of a request's params, if any.
@@ -71,8 +72,16 @@ func isModern(req mcp.Request) bool {
 // modernContext marks ctx for a 2026 request.
 func modernContext(ctx context.Context, req mcp.Request) context.Context {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
-	level, _ := requestMeta(req)[mcp.MetaKeyLogLevel].(string)
-	return context.WithValue(ctx, modernKey{}, &modernReq{ss: ss, level: level})
+	meta := requestMeta(req)
+	level, _ := meta[mcp.MetaKeyLogLevel].(string)
+	caps := map[string]bool{}
+	var declared map[string]json.RawMessage
+	if b, err := json.Marshal(meta[mcp.MetaKeyClientCapabilities]); err == nil && json.Unmarshal(b, &declared) == nil {
+		for k, v := range declared {
+			caps[k] = string(v) != "null"
+		}
+	}
+	return context.WithValue(ctx, modernKey{}, &modernReq{ss: ss, level: level, caps: caps})
 }
 
 func modernOf(ctx context.Context) *modernReq {
@@ -99,13 +108,16 @@ func (d *downstream) bindModern(ctx context.Context, req mcp.Request) error {
 	if err := d.gw.admit(d); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.modern = true // its servers are instances of the new revision
+	d.mu.Unlock()
 	var caps json.RawMessage
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 		if ip := ss.InitializeParams(); ip != nil && ip.Capabilities != nil {
 			caps = upstreamCaps(ip.Capabilities)
 		}
 	}
-	if err := d.start(ctx, caps); err != nil {
+	if err := d.start(ctx, translatable(caps)); err != nil {
 		d.close()
 		return err
 	}
@@ -121,6 +133,25 @@ func (d *downstream) bindModern(ctx context.Context, req mcp.Request) error {
 	return nil
 }
 
+// translatable adds to a 2026 client's capabilities, as a server is told
+// them, what the gateway can ask any such client through input requests
+// (mrtr.go): form elicitation and sampling. Whether one request's client
+// can answer is decided per request, from its own _meta.
+func translatable(caps json.RawMessage) json.RawMessage {
+	m := map[string]any{}
+	if len(caps) > 0 {
+		json.Unmarshal(caps, &m)
+	}
+	if _, ok := m["elicitation"]; !ok {
+		m["elicitation"] = map[string]any{"form": map[string]any{}}
+	}
+	if _, ok := m["sampling"]; !ok {
+		m["sampling"] = map[string]any{}
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
 // modernClientName is "name version" from a 2026 request's clientInfo.
 func modernClientName(req mcp.Request) string {
 	raw, err := json.Marshal(requestMeta(req)[mcp.MetaKeyClientInfo])
@@ -134,22 +165,28 @@ func modernClientName(req mcp.Request) string {
 	return strings.TrimSpace(info.Name + " " + info.Version)
 }
 
-// sep2575Keys are the _meta keys that describe the client to the gateway
-// itself. The client's capabilities are rewritten for the server (see
-// upstreamMeta); the others pass as they are.
+// sep2575Keys are the _meta keys of the sessionless revision that
+// describe the client.
 var sep2575Keys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities, mcp.MetaKeyLogLevel}
 
-// upstreamMeta is the _meta a 2026 request is forwarded with. The
-// protocol version, client info and log level pass, so that a server of
-// the new revision answers in it (multi round-trip results go back to the
-// client as they are); trace context (traceparent, tracestate) passes.
-// The client's capabilities are those a server may see: without roots,
-// which the gateway answers from the sandbox's mounts, exactly as at a
-// legacy initialize.
-func upstreamMeta(meta mcp.Meta) mcp.Meta {
+// upstreamMeta is the _meta a 2026 request is forwarded with. To a server
+// spoken to in the new revision (modern), the protocol version, client
+// info and log level pass, so that it answers in it (multi round-trip
+// results go back to the client as they are), and the client's
+// capabilities as a server may see them: without roots, as at a legacy
+// initialize. To a session-based server, which knows them from the
+// gateway's initialize and would refuse a version it does not speak,
+// none of them. Trace context (traceparent, tracestate) passes to both.
+func upstreamMeta(meta mcp.Meta, modern bool) mcp.Meta {
 	out := make(mcp.Meta, len(meta))
 	for k, v := range meta {
 		out[k] = v
+	}
+	if !modern {
+		for _, k := range sep2575Keys {
+			delete(out, k)
+		}
+		return out
 	}
 	if raw, ok := meta[mcp.MetaKeyClientCapabilities]; ok {
 		var caps map[string]any
@@ -488,4 +525,19 @@ func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.Response
 		return false
 	}
 	return true
+}
+
+// traceOf is the W3C traceparent in a request's _meta, if well-formed
+// enough to record (printable, bounded).
+func traceOf(meta mcp.Meta) string {
+	tp, _ := meta["traceparent"].(string)
+	if len(tp) == 0 || len(tp) > 128 {
+		return ""
+	}
+	for _, c := range tp {
+		if c < 0x21 || c > 0x7e {
+			return ""
+		}
+	}
+	return tp
 }

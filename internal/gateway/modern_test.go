@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -359,5 +361,228 @@ func TestModernStdio(t *testing.T) {
 	}
 	if got := res.Content[0].(*mcp.TextContent).Text; got != "a" {
 		t.Fatalf("a__whoami = %q", got)
+	}
+}
+
+// legacyOnly is testServer restricted to the session-based revision: it
+// answers no server/discover, so the gateway initializes it and
+// translates its requests to the client (mrtr.go).
+func legacyOnly(name string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit"}, func(ctx context.Context, req *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: name + " wants a color", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"color": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return text(res.Action + ":" + fmt.Sprint(res.Content["color"]) + ":" + a.Text), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "whoami"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return text(name), nil, nil
+	})
+	return s
+}
+
+// TestModernUpstreamEras: a server of the new revision is spoken to in it
+// for 2026 clients (server/discover, no initialize), a server without it
+// is initialized; legacy clients get their own, initialized, instances.
+func TestModernUpstreamEras(t *testing.T) {
+	n := &Server{Name: "n", Prefix: "n__", Launch: sdkLauncher(func(Scope) *mcp.Server { return testServer("n") }, nil, nil), Allow: []string{"*"}}
+	o := &Server{Name: "o", Prefix: "o__", Launch: sdkLauncher(func(Scope) *mcp.Server { return legacyOnly("o") }, nil, nil), Allow: []string{"*"}}
+	gw := newGateway(t, n, o)
+	url := serveHTTP(t, gw, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, cs := range []*mcp.ClientSession{connectVersion(t, url, "", ModernVersion, nil), connect(t, url, "", nil)} {
+		for _, tool := range []string{"n__whoami", "o__whoami"} {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool}); err != nil {
+				t.Fatalf("%s: %v", tool, err)
+			}
+		}
+	}
+	want := map[poolKey]string{
+		{"n", Scope{Agent: LocalAgent}, true}:  ModernVersion,
+		{"o", Scope{Agent: LocalAgent}, true}:  "2025-11-25",
+		{"n", Scope{Agent: LocalAgent}, false}: "2025-11-25",
+		{"o", Scope{Agent: LocalAgent}, false}: "2025-11-25",
+	}
+	gw.mu.Lock()
+	defer gw.mu.Unlock()
+	for k, v := range want {
+		u := gw.pool[k]
+		if u == nil {
+			t.Fatalf("no instance %+v", k)
+		}
+		if got := u.info().Protocol; got != v {
+			t.Errorf("instance %+v speaks %q, want %q", k, got, v)
+		}
+	}
+}
+
+// TestModernTranslatedElicitation: a 2026 client calls a tool of a
+// session-based server that elicits; the question reaches the client as
+// an input request, and its answer reaches the server. The go-sdk client
+// does the round trip itself.
+func TestModernTranslatedElicitation(t *testing.T) {
+	o := &Server{Name: "o", Prefix: "o__", Launch: sdkLauncher(func(Scope) *mcp.Server { return legacyOnly("o") }, nil, nil), Allow: []string{"*"}}
+	gw := newGateway(t, o)
+	url := serveHTTP(t, gw, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var asked []string
+	cs := connectVersion(t, url, "", ModernVersion, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "teal"}}, nil
+		},
+	})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "o__elicit", Arguments: map[string]any{"text": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "accept:teal:x" {
+		t.Fatalf("o__elicit = %q, want accept:teal:x", got)
+	}
+	if len(asked) != 1 || asked[0] != "o wants a color" {
+		t.Fatalf("client was asked %q", asked)
+	}
+}
+
+// modernCall posts a 2026 tools/call and returns the result or error
+// object of the response.
+func modernCall(t *testing.T, url, token, tool, args, extra string) (result, rpcErr map[string]any) {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}`
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + extra + `,` + meta + `}}`
+	h := map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": tool}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	_, out := post(t, url, body, h)
+	data := out
+	for line := range strings.Lines(out) {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data = d
+		}
+	}
+	var msg struct {
+		Result map[string]any `json:"result"`
+		Error  map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(data), &msg); err != nil {
+		t.Fatalf("bad response %q: %v", out, err)
+	}
+	return msg.Result, msg.Error
+}
+
+// TestModernRequestState: the requestState of a translated round trip is
+// the gateway's, and a tampered, replayed, expired, or rebound one (other
+// arguments, other client) is refused without touching the waiting call,
+// which the right state then completes.
+func TestModernRequestState(t *testing.T) {
+	o := &Server{Name: "o", Prefix: "o__", Launch: sdkLauncher(func(Scope) *mcp.Server { return legacyOnly("o") }, nil, nil), Allow: []string{"*"}}
+	gw := newGateway(t, o)
+	const alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+	url := serveHTTP(t, gw, HTTPOptions{Clients: []Client{{Name: "alice", Token: []byte(alice)}, {Name: "bob", Token: []byte(bob)}}})
+
+	res, rerr := modernCall(t, url, alice, "o__elicit", `{"text":"x"}`, "")
+	if rerr != nil || res["resultType"] != "input_required" {
+		t.Fatalf("first round: result %v error %v, want input_required", res, rerr)
+	}
+	state, _ := res["requestState"].(string)
+	reqs, _ := res["inputRequests"].(map[string]any)
+	if !strings.HasPrefix(state, mrtrPrefix) || len(reqs) != 1 {
+		t.Fatalf("state %q, inputRequests %v", state, reqs)
+	}
+	var key string
+	for k, v := range reqs {
+		key = k
+		if m, _ := v.(map[string]any)["method"].(string); m != "elicitation/create" {
+			t.Fatalf("input request %v, want elicitation/create", v)
+		}
+	}
+	answer := func(st string) string {
+		b, _ := json.Marshal(st)
+		return `,"inputResponses":{"` + key + `":{"action":"accept","content":{"color":"red"}}},"requestState":` + string(b)
+	}
+	refused := func(name, token, args, st string) {
+		t.Helper()
+		res, rerr := modernCall(t, url, token, "o__elicit", args, answer(st))
+		if rerr == nil || !strings.Contains(fmt.Sprint(rerr["message"]), "requestState refused") {
+			t.Fatalf("%s: result %v error %v, want the state refused", name, res, rerr)
+		}
+	}
+
+	// Tampered: each part of the token.
+	payload, sig, _ := strings.Cut(strings.TrimPrefix(state, mrtrPrefix), ".")
+	flip := func(s string) string {
+		b := []byte(s)
+		if b[len(b)/2] == 'A' {
+			b[len(b)/2] = 'B'
+		} else {
+			b[len(b)/2] = 'A'
+		}
+		return string(b)
+	}
+	refused("tampered signature", alice, `{"text":"x"}`, mrtrPrefix+payload+"."+flip(sig))
+	refused("tampered payload", alice, `{"text":"x"}`, mrtrPrefix+flip(payload)+"."+sig)
+	// A payload the gateway did not sign, however plausible.
+	var c stateClaims
+	raw, _ := base64.RawURLEncoding.DecodeString(payload)
+	json.Unmarshal(raw, &c)
+	c.Expires += 3600
+	forged, _ := json.Marshal(c)
+	refused("re-signed with another key", alice, `{"text":"x"}`, newMRTRKeys().sign(c))
+	refused("forged payload", alice, `{"text":"x"}`, mrtrPrefix+base64.RawURLEncoding.EncodeToString(forged)+"."+sig)
+	// Bound to the arguments and the client.
+	refused("other arguments", alice, `{"text":"y"}`, state)
+	refused("other client", bob, `{"text":"x"}`, state)
+	// Expired, though otherwise right.
+	c.Expires = time.Now().Add(-time.Second).Unix()
+	refused("expired", alice, `{"text":"x"}`, gw.mrtr.sign(c))
+
+	// The waiting call is untouched: the right state completes it.
+	res, rerr = modernCall(t, url, alice, "o__elicit", `{"text":"x"}`, answer(state))
+	if rerr != nil || res["resultType"] != "complete" {
+		t.Fatalf("answered round: result %v error %v", res, rerr)
+	}
+	content, _ := res["content"].([]any)
+	if len(content) != 1 || content[0].(map[string]any)["text"] != "accept:red:x" {
+		t.Fatalf("answered round: content %v, want accept:red:x", content)
+	}
+	// Single use.
+	refused("replayed", alice, `{"text":"x"}`, state)
+}
+
+// TestModernParkedExpiry: a call whose client never comes back is
+// cancelled when its state expires, and its state is refused.
+func TestModernParkedExpiry(t *testing.T) {
+	old := mrtrTTL
+	mrtrTTL = 300 * time.Millisecond
+	t.Cleanup(func() { mrtrTTL = old })
+	o := &Server{Name: "o", Prefix: "o__", Launch: sdkLauncher(func(Scope) *mcp.Server { return legacyOnly("o") }, nil, nil), Allow: []string{"*"}}
+	gw := newGateway(t, o)
+	url := serveHTTP(t, gw, HTTPOptions{})
+	res, rerr := modernCall(t, url, "", "o__elicit", `{"text":"x"}`, "")
+	if rerr != nil || res["resultType"] != "input_required" {
+		t.Fatalf("result %v error %v", res, rerr)
+	}
+	gw.mu.Lock()
+	d := gw.modern[LocalAgent]
+	gw.mu.Unlock()
+	if len(d.parkedIDs()) != 1 {
+		t.Fatalf("parked %v, want one call", d.parkedIDs())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(d.parkedIDs()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the parked call outlived its expiry")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	state, _ := res["requestState"].(string)
+	b, _ := json.Marshal(state)
+	_, rerr = modernCall(t, url, "", "o__elicit", `{"text":"x"}`, `,"inputResponses":{},"requestState":`+string(b))
+	if rerr == nil {
+		t.Fatal("an expired call's state was accepted")
 	}
 }

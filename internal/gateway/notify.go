@@ -178,6 +178,10 @@ func (d *downstream) listChanged(u *upstream, c capabilities) {
 // request forwards a server→client request (sampling, elicitation, ping)
 // and returns the client's answer as raw JSON.
 func (d *downstream) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if p := parkedOf(ctx); p != nil {
+		// A 2026 client's call: asked through an input_required result.
+		return p.ask(ctx, method, params)
+	}
 	d.mu.Lock()
 	ss := d.ss
 	d.mu.Unlock()

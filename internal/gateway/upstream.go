@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // upstreamProtocol is the protocol version the gateway asks upstream
@@ -37,8 +39,11 @@ type upstream struct {
 	gw    *Gateway
 	srv   *Server
 	scope Scope
-	log   *slog.Logger
-	warns warnings // rate-limits warnings the server can cause at will; has its own lock
+	// modern: the instance of 2026-07-28 clients; it is spoken to in that
+	// revision when the server supports it (handshake).
+	modern bool
+	log    *slog.Logger
+	warns  warnings // rate-limits warnings the server can cause at will; has its own lock
 	// life ends when the upstream is stopped: background restarts and
 	// refreshes run under it.
 	life    context.Context
@@ -83,6 +88,10 @@ type upstream struct {
 	paused    bool
 	starts    int
 	reason    string
+
+	// legacyOnly: a server that answered no server/discover; a modern
+	// instance then uses the session-based handshake from the start.
+	legacyOnly atomic.Bool
 
 	// freeze serializes Process.Pause and Process.Resume; it is never
 	// taken with mu held.
@@ -266,7 +275,27 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, "server "+u.srv.Name, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
-	info, err := u.handshake(ctx, p)
+	var info initInfo
+	if u.modern && !u.legacyOnly.Load() {
+		info, err = u.discover(ctx, p)
+		if err != nil {
+			// Not a server of the new revision: the session-based one,
+			// translated (mrtr.go). A server that ended over the unknown
+			// request is launched again.
+			u.legacyOnly.Store(true)
+			u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
+			select {
+			case <-p.done:
+				p.close()
+				proc.stop()
+				return u.start(ctx, 0)
+			default:
+			}
+		}
+	}
+	if info.Protocol == "" {
+		info, err = u.handshake(ctx, p)
+	}
 	if err != nil {
 		p.close()
 		proc.stop()
@@ -296,11 +325,15 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	sessions := u.sessionsLocked()
 	u.mu.Unlock()
 
-	if level != "" && info.caps.Logging != nil {
-		_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
-	}
-	for _, uri := range subs {
-		_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
+	if info.Protocol < ModernVersion {
+		// The sessionless revision has neither: the level goes with each
+		// request, and subscriptions are subscriptions/listen.
+		if level != "" && info.caps.Logging != nil {
+			_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
+		}
+		for _, uri := range subs {
+			_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
+		}
 	}
 	go u.watch(p, proc, watched)
 	if oldPeer != nil {
@@ -350,6 +383,55 @@ func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {
 	}
 	return info, nil
 }
+
+// discover opens a session of the sessionless revision: server/discover
+// with the gateway's _meta, which every later request then carries too
+// (its client's own keys first). It fails for a server that does not
+// support 2026-07-28.
+func (u *upstream) discover(ctx context.Context, p *peer) (initInfo, error) {
+	u.mu.Lock()
+	caps := u.clientCaps
+	u.mu.Unlock()
+	if caps == nil {
+		caps = json.RawMessage(`{}`)
+	}
+	meta := map[string]any{
+		mcp.MetaKeyProtocolVersion:    ModernVersion,
+		mcp.MetaKeyClientInfo:         map[string]any{"name": "mcpbox", "version": u.gw.opts.Version},
+		mcp.MetaKeyClientCapabilities: caps,
+	}
+	dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+	defer cancel()
+	raw, err := p.call(dctx, "server/discover", map[string]any{"_meta": meta})
+	if err != nil {
+		return initInfo{}, fmt.Errorf("server/discover: %w", err)
+	}
+	raw = u.gw.filter(u.srv.Name, raw)
+	var res struct {
+		Versions     []string                   `json:"supportedVersions"`
+		Capabilities json.RawMessage            `json:"capabilities"`
+		Instructions string                     `json:"instructions"`
+		Meta         map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return initInfo{}, fmt.Errorf("server/discover: bad result: %w", err)
+	}
+	if !slices.Contains(res.Versions, ModernVersion) {
+		return initInfo{}, fmt.Errorf("server/discover: %s not among %v", ModernVersion, res.Versions)
+	}
+	info := initInfo{Protocol: ModernVersion, Capabilities: res.Capabilities, ServerInfo: res.Meta[mcp.MetaKeyServerInfo], Instructions: res.Instructions}
+	if len(info.Capabilities) > 0 {
+		if err := json.Unmarshal(info.Capabilities, &info.caps); err != nil {
+			return initInfo{}, fmt.Errorf("server/discover: bad capabilities: %w", err)
+		}
+	}
+	p.meta = meta
+	return info, nil
+}
+
+// discoverTimeout bounds server/discover: a server of the old revision
+// may never answer a request before initialize.
+const discoverTimeout = 5 * time.Second
 
 // watch waits for the session to end and stops the process.
 func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {

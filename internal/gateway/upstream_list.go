@@ -103,8 +103,11 @@ func (u *upstream) listing(ctx context.Context, kind string) (listed, error) {
 	}
 	l := listed{items: items, gen: u.gw.listSeq.Add(1)}
 	u.mu.Lock()
-	if u.peer == p && u.listGen == gen {
-		u.lists[kind] = l // not if a change was announced meanwhile
+	// Not if a change was announced meanwhile; never for a server of the
+	// sessionless revision, which announces changes only on a
+	// subscriptions/listen stream the gateway does not hold yet.
+	if u.peer == p && u.listGen == gen && u.init.Protocol < ModernVersion {
+		u.lists[kind] = l
 	}
 	u.mu.Unlock()
 	return l, nil

@@ -65,6 +65,8 @@ func TestConformance(t *testing.T) {
 			boxed := confRun(t, node, cli, url, s.args)
 			t.Logf("direct %d/%d, through mcpbox %d/%d", len(passed), len(direct), len(boxed.passed()), len(boxed))
 			if testing.Verbose() {
+				t.Logf("passing directly: %s", strings.Join(passed, " "))
+				t.Logf("passing through mcpbox: %s", strings.Join(boxed.passed(), " "))
 				t.Logf("not passing through mcpbox:\n%s", boxed.report(nil))
 			}
 			var lost []string
