@@ -53,6 +53,7 @@ type downstream struct {
 	closed   bool                 // guarded by mu
 	started  bool                 // bound by a 2026 request (no ss); guarded by mu
 	parked   map[string]*parked   // 2026 calls waiting for input (mrtr.go); guarded by mu
+	listens  map[*listen]struct{} // open subscriptions/listen streams (modern.go); guarded by mu
 	posts    int                  // HTTP requests in flight; guarded by mu
 	handlers int                  // requests being handled (bind); guarded by mu
 	timer    *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
@@ -121,8 +122,11 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return nil, err
 		}
 		ctx = modernContext(ctx, req)
-		if _, ok := req.GetParams().(*mcp.DiscoverParams); ok {
+		switch req.GetParams().(type) {
+		case *mcp.DiscoverParams:
 			return d.discover(ctx, method, req, next)
+		case *mcp.SubscriptionsListenParams:
+			return d.serveListen(ctx, method, req, next)
 		}
 		res, err := d.dispatch(ctx, method, req, next)
 		if err != nil {

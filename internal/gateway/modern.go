@@ -333,6 +333,14 @@ func (g *Gateway) modernHandler(o HTTPOptions) http.Handler {
 				if !g.paramHeaderGuard(d, o.MaxBody, w, r) {
 					return
 				}
+				if r.Header.Get("Mcp-Method") == "logging/setLevel" || r.Header.Get("Mcp-Method") == "" {
+					body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBody+1))
+					r.Body.Close()
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					if err == nil && int64(len(body)) <= o.MaxBody && d.setLevelWithoutMeta(w, body) {
+						return
+					}
+				}
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -540,4 +548,117 @@ func traceOf(meta mcp.Meta) string {
 		}
 	}
 	return tp
+}
+
+// A listen is an open subscriptions/listen stream of a 2026 client: the
+// gateway's list_changed notifications for the session go out on it.
+// The SDK answers the request (its acknowledgement names what the stream
+// carries and its subscription id); the gateway only remembers where to
+// send.
+type listen struct {
+	ss  *mcp.ServerSession
+	ctx context.Context // the listen request's: routes onto its stream
+	// Set from the acknowledgement; guarded by downstream.mu.
+	subID                     any
+	tools, prompts, resources bool
+}
+
+type listenKey struct{}
+
+// serveListen registers a listen for as long as its request is open.
+func (d *downstream) serveListen(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	l := &listen{ss: ss}
+	ctx = context.WithValue(ctx, listenKey{}, l)
+	l.ctx = ctx
+	d.mu.Lock()
+	if d.listens == nil {
+		d.listens = map[*listen]struct{}{}
+	}
+	d.listens[l] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.listens, l)
+		d.mu.Unlock()
+	}()
+	return next(ctx, method, req)
+}
+
+// acknowledged notes what a listen carries, from the SDK's
+// notifications/subscriptions/acknowledged on its way out.
+func (d *downstream) acknowledged(ctx context.Context, req mcp.Request) {
+	l, _ := ctx.Value(listenKey{}).(*listen)
+	p, _ := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams)
+	if l == nil || p == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l.subID = p.Meta[mcp.MetaKeySubscriptionID]
+	l.tools, l.prompts, l.resources = p.Notifications.ToolsListChanged, p.Notifications.PromptsListChanged, p.Notifications.ResourcesListChanged
+}
+
+// notifyListens sends a list_changed notification on every listen that
+// asked for its kind, with the listen's subscription id in _meta.
+func (d *downstream) notifyListens(method string, params json.RawMessage) {
+	d.mu.Lock()
+	var to []*listen
+	var ids []any
+	for l := range d.listens {
+		var want bool
+		switch method {
+		case "notifications/tools/list_changed":
+			want = l.tools
+		case "notifications/prompts/list_changed":
+			want = l.prompts
+		case "notifications/resources/list_changed":
+			want = l.resources
+		}
+		if want {
+			to = append(to, l)
+			ids = append(ids, l.subID)
+		}
+	}
+	d.mu.Unlock()
+	for i, l := range to {
+		raw, err := withMeta(params, map[string]any{mcp.MetaKeySubscriptionID: ids[i]})
+		if err != nil {
+			continue
+		}
+		ctx := context.WithValue(l.ctx, rawNoteKey{}, &rawNote{method: method, params: raw})
+		if err := l.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{}); err != nil {
+			d.gw.log.Debug("notification not delivered", "method", method, "agent", d.agent, "err", err)
+		}
+	}
+}
+
+// setLevelWithoutMeta answers a logging/setLevel that a 2026 client sent
+// without the per-request _meta (the go-sdk client does: the method is
+// gone from the new revision, and the SDK's transport would refuse it).
+// The level becomes the session's default for requests that name none.
+func (d *downstream) setLevelWithoutMeta(w http.ResponseWriter, body []byte) bool {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Level string         `json:"level"`
+			Meta  map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "logging/setLevel" || len(msg.ID) == 0 {
+		return false
+	}
+	if _, ok := msg.Params.Meta[mcp.MetaKeyProtocolVersion]; ok {
+		return false // a request of the new revision: the SDK refuses the method
+	}
+	if _, ok := logLevels[msg.Params.Level]; !ok {
+		return false
+	}
+	d.mu.Lock()
+	d.level = msg.Params.Level
+	d.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, msg.ID)
+	return true
 }

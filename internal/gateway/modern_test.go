@@ -586,3 +586,34 @@ func TestModernParkedExpiry(t *testing.T) {
 		t.Fatal("an expired call's state was accepted")
 	}
 }
+
+// TestModernListen: a 2026 client hears list_changed on its
+// subscriptions/listen stream, and a logging/setLevel without _meta (the
+// go-sdk client sends one) is accepted as the session's default level.
+func TestModernListen(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	changed := make(chan struct{}, 4)
+	cs := connectVersion(t, url, "", ModernVersion, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+		t.Fatalf("logging/setLevel: %v", err)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__grow", Arguments: map[string]any{"text": "fresh"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed on the listen stream")
+	}
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(lt.Tools, func(tool *mcp.Tool) bool { return tool.Name == "a__fresh" }) {
+		t.Fatal("tools/list lacks the new a__fresh")
+	}
+}

@@ -61,6 +61,9 @@ type rawNote struct {
 // params, so the SDK's stream routing (the request's SSE stream) applies.
 func (d *downstream) send(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			d.acknowledged(ctx, req)
+		}
 		if n, ok := ctx.Value(rawNoteKey{}).(*rawNote); ok && method == "notifications/progress" {
 			ss, _ := req.GetSession().(*mcp.ServerSession)
 			params := rawParams{ProgressNotificationParams: &mcp.ProgressNotificationParams{}, raw: n.params}
@@ -86,9 +89,17 @@ func (d *downstream) notify(ctx context.Context, method string, params json.RawM
 	d.mu.Lock()
 	ss, level := d.ss, d.level
 	d.mu.Unlock()
-	if m := modernOf(ctx); m != nil {
-		// A 2026 request: its own protocol session and log level.
-		ss, level = m.ss, m.level
+	m := modernOf(ctx)
+	if m != nil {
+		// A 2026 request: its own protocol session, and its log level
+		// if it names one.
+		ss = m.ss
+		if m.level != "" {
+			level = m.level
+		}
+	} else if strings.HasSuffix(method, "/list_changed") {
+		// Not a request's: 2026 clients hear it on their listen streams.
+		d.notifyListens(method, params)
 	}
 	if ss == nil {
 		return

@@ -325,7 +325,9 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	sessions := u.sessionsLocked()
 	u.mu.Unlock()
 
-	if info.Protocol < ModernVersion {
+	if info.Protocol >= ModernVersion {
+		go u.listen(p, info.caps)
+	} else {
 		// The sessionless revision has neither: the level goes with each
 		// request, and subscriptions are subscriptions/listen.
 		if level != "" && info.caps.Logging != nil {
@@ -427,6 +429,24 @@ func (u *upstream) discover(ctx context.Context, p *peer) (initInfo, error) {
 	}
 	p.meta = meta
 	return info, nil
+}
+
+// listen holds a subscriptions/listen stream open to a server of the
+// sessionless revision for as long as its session lives: the list_changed
+// notifications it carries reach onNotify like any server's.
+func (u *upstream) listen(p *peer, caps capabilities) {
+	want := map[string]bool{
+		"toolsListChanged":     caps.Tools != nil,
+		"promptsListChanged":   caps.Prompts != nil,
+		"resourcesListChanged": caps.Resources != nil,
+	}
+	if !want["toolsListChanged"] && !want["promptsListChanged"] && !want["resourcesListChanged"] {
+		return
+	}
+	_, err := p.call(p.ctx, "subscriptions/listen", map[string]any{"notifications": want})
+	if err != nil && p.ctx.Err() == nil {
+		u.log.Warn("subscriptions/listen ended; list changes of this server go unannounced", "err", err)
+	}
 }
 
 // discoverTimeout bounds server/discover: a server of the old revision
