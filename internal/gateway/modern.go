@@ -324,6 +324,9 @@ func (g *Gateway) modernHandler(o HTTPOptions) http.Handler {
 		Stateless:           true,
 		MaxRequestBodyBytes: o.MaxBody,
 		Logger:              g.log,
+		// In the new revision the POST is the whole request: a client
+		// that drops it has cancelled the call, and its server is told.
+		PropagateRequestCancellation: true,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +26,23 @@ func metaServer(name string) *mcp.Server {
 		b, _ := json.Marshal(req.Params.Meta)
 		return text(string(b)), nil
 	})
+	s.AddTool(&mcp.Tool{Name: "block", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		blocked.Add(1)
+		defer blocked.Add(-1)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Second):
+			return text("not cancelled"), nil
+		}
+	})
 	s.AddTool(&mcp.Tool{Name: "route", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("routed"), nil })
 	return s
 }
+
+// blocked counts metaServer's "block" calls running.
+var blocked atomic.Int64
 
 // modernGateway serves servers a and b over HTTP.
 func modernGateway(t *testing.T, o HTTPOptions) (*Gateway, string) {
@@ -615,5 +629,26 @@ func TestModernListen(t *testing.T) {
 	}
 	if !slices.ContainsFunc(lt.Tools, func(tool *mcp.Tool) bool { return tool.Name == "a__fresh" }) {
 		t.Fatal("tools/list lacks the new a__fresh")
+	}
+}
+
+// TestModernCancel: a 2026 client that gives up on a call (drops its
+// POST) cancels it at the server.
+func TestModernCancel(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := connectVersion(t, url, "", ModernVersion, nil)
+	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer ccancel()
+	if _, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "a__block"}); err == nil {
+		t.Fatal("the cancelled call succeeded")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for blocked.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls still run at the server 5 s after their client gave up", blocked.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
