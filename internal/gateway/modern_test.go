@@ -652,3 +652,153 @@ func TestModernCancel(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// approvalGateway serves metaServer "a" behind a Call hook that asks the
+// client to approve every call and records what it saw.
+func approvalGateway(t *testing.T) (url string, seen *[]string, ran *atomic.Int64) {
+	t.Helper()
+	var mu sync.Mutex
+	seen = &[]string{}
+	ran = &atomic.Int64{}
+	hook := func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+		mu.Lock()
+		*seen = append(*seen, c.Trace)
+		mu.Unlock()
+		if c.Elicit == nil {
+			return Refusal("no way to ask", nil), nil
+		}
+		choice, err := c.Elicit(ctx, "run "+c.Name+" "+string(c.Arguments)+"?", []string{"allow", "deny"})
+		if err != nil {
+			return nil, err
+		}
+		if choice != "allow" {
+			return Refusal("denied: "+choice, nil), nil
+		}
+		ran.Add(1)
+		return next(ctx)
+	}
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}}
+	gw, err := New([]*Server{a}, Options{Version: "test", Hooks: Hooks{Call: hook}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return serveHTTP(t, gw, HTTPOptions{}), seen, ran
+}
+
+// TestModernApproval: a call that needs review asks a 2026 client through
+// an input_required result carrying the approval form; the answer in the
+// retry runs or denies the call, and the trace context reaches the hook.
+func TestModernApproval(t *testing.T) {
+	url, seen, ran := approvalGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, answer := range []string{"allow", "deny"} {
+		var forms []string
+		cs := connectVersion(t, url, "", ModernVersion, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				forms = append(forms, req.Params.Message)
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": answer}}, nil
+			},
+		})
+		before := ran.Load()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": answer},
+			Meta: mcp.Meta{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Content[0].(*mcp.TextContent).Text
+		if len(forms) != 1 || !strings.Contains(forms[0], `run a__echo {"text":"`+answer+`"}?`) {
+			t.Fatalf("approval forms %q", forms)
+		}
+		switch answer {
+		case "allow":
+			if got != "a:allow" || ran.Load() != before+1 {
+				t.Fatalf("approved call: %q (ran %d)", got, ran.Load()-before)
+			}
+		case "deny":
+			if !res.IsError || !strings.Contains(got, "denied: deny") || ran.Load() != before {
+				t.Fatalf("denied call: %q isError=%v (ran %d)", got, res.IsError, ran.Load()-before)
+			}
+		}
+	}
+	if len(*seen) != 2 || (*seen)[0] != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" {
+		t.Fatalf("hook saw traces %q", *seen)
+	}
+}
+
+// TestModernApprovalStateRefused: the approval's requestState cannot be
+// moved to other arguments, tampered with or replayed: the call runs only
+// for the exact request that was approved, once.
+func TestModernApprovalStateRefused(t *testing.T) {
+	url, _, ran := approvalGateway(t)
+	res, rerr := modernCall(t, url, "", "a__echo", `{"text":"safe"}`, "")
+	if rerr != nil || res["resultType"] != "input_required" {
+		t.Fatalf("first round: %v %v", res, rerr)
+	}
+	state, _ := res["requestState"].(string)
+	var key string
+	for k := range res["inputRequests"].(map[string]any) {
+		key = k
+	}
+	allow := func(st string) string {
+		b, _ := json.Marshal(st)
+		return `,"inputResponses":{"` + key + `":{"action":"accept","content":{"decision":"allow"}}},"requestState":` + string(b)
+	}
+	if _, rerr := modernCall(t, url, "", "a__echo", `{"text":"rm -rf /"}`, allow(state)); rerr == nil {
+		t.Fatal("the approval of other arguments was accepted")
+	}
+	if _, rerr := modernCall(t, url, "", "a__echo", `{"text":"safe"}`, allow(state[:len(state)-2]+"xx")); rerr == nil {
+		t.Fatal("a tampered approval state was accepted")
+	}
+	if ran.Load() != 0 {
+		t.Fatal("a refused state ran the call")
+	}
+	res, rerr = modernCall(t, url, "", "a__echo", `{"text":"safe"}`, allow(state))
+	if rerr != nil || ran.Load() != 1 {
+		t.Fatalf("approved round: %v %v (ran %d)", res, rerr, ran.Load())
+	}
+	if _, rerr := modernCall(t, url, "", "a__echo", `{"text":"safe"}`, allow(state)); rerr == nil || ran.Load() != 1 {
+		t.Fatalf("a replayed approval was accepted (ran %d)", ran.Load())
+	}
+}
+
+// TestModernOrdering: a 2026 client gets each server's list in name
+// order whatever order the server lists in; a legacy client gets the
+// server's order, as before. The server here answers no server/discover,
+// so the 2026 client is served by an initialized instance.
+func TestModernOrdering(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "server/discover":
+			s.send(map[string]any{"jsonrpc": "2.0", "id": msg["id"], "error": map[string]any{"code": -32601, "message": "method not found"}})
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"zeta","inputSchema":{"type":"object"}},{"name":"alpha","inputSchema":{"type":"object"}},{"name":"mid","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo})
+	url := serveHTTP(t, gw, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := func(cs *mcp.ClientSession) []string {
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range lt.Tools {
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	start := time.Now()
+	if got := names(connectVersion(t, url, "", ModernVersion, nil)); !slices.Equal(got, []string{"alpha", "mid", "zeta"}) {
+		t.Fatalf("2026 client: %v, want name order", got)
+	}
+	if d := time.Since(start); d > discoverTimeout {
+		t.Fatalf("a server refusing server/discover took %v to serve", d)
+	}
+	if got := names(connect(t, url, "", nil)); !slices.Equal(got, []string{"zeta", "alpha", "mid"}) {
+		t.Fatalf("legacy client: %v, want the server's order", got)
+	}
+}
