@@ -350,7 +350,9 @@ func TestModernStdio(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
+	changed := make(chan struct{}, 4)
+	opts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx,
 		&mcp.IOTransport{Reader: cOutR, Writer: cInW}, &mcp.ClientSessionOptions{ProtocolVersion: ModernVersion})
 	if err != nil {
 		t.Fatal(err)
@@ -375,6 +377,15 @@ func TestModernStdio(t *testing.T) {
 	}
 	if got := res.Content[0].(*mcp.TextContent).Text; got != "a" {
 		t.Fatalf("a__whoami = %q", got)
+	}
+	// List changes arrive on the subscriptions/listen stream.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__grow", Arguments: map[string]any{"text": "fresh"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed over stdio")
 	}
 }
 
