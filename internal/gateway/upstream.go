@@ -89,6 +89,11 @@ type upstream struct {
 	starts    int
 	reason    string
 
+	// listening is the session of the sessionless revision whose
+	// subscriptions/listen the server acknowledged: its lists may be
+	// cached, since their changes are announced. Guarded by mu.
+	listening *peer
+
 	// legacyOnly: a server that answered no server/discover; a modern
 	// instance then uses the session-based handshake from the start.
 	legacyOnly atomic.Bool
@@ -444,6 +449,14 @@ func (u *upstream) listen(p *peer, caps capabilities) {
 		return
 	}
 	_, err := p.call(p.ctx, "subscriptions/listen", map[string]any{"notifications": want})
+	u.mu.Lock()
+	if u.listening == p {
+		// Changes go unannounced from now on: no cached list may stay.
+		u.listening = nil
+		u.lists = map[string]listed{}
+		u.listGen++
+	}
+	u.mu.Unlock()
 	if err != nil && p.ctx.Err() == nil {
 		u.log.Warn("subscriptions/listen ended; list changes of this server go unannounced", "err", err)
 	}

@@ -103,10 +103,10 @@ func (u *upstream) listing(ctx context.Context, kind string) (listed, error) {
 	}
 	l := listed{items: items, gen: u.gw.listSeq.Add(1)}
 	u.mu.Lock()
-	// Not if a change was announced meanwhile; never for a server of the
-	// sessionless revision, which announces changes only on a
-	// subscriptions/listen stream the gateway does not hold yet.
-	if u.peer == p && u.listGen == gen && u.init.Protocol < ModernVersion {
+	// Not if a change was announced meanwhile; for a server of the
+	// sessionless revision, only while its subscriptions/listen stream,
+	// which announces the changes, is open.
+	if u.peer == p && u.listGen == gen && (u.init.Protocol < ModernVersion || u.listening == p) {
 		u.lists[kind] = l
 	}
 	u.mu.Unlock()
