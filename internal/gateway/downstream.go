@@ -43,21 +43,22 @@ type downstream struct {
 	queued atomic.Int64 // bytes waiting in out
 	lists  listNotes    // list_changed waiting, coalesced (flood.go); has its own lock
 
-	mu       sync.Mutex
-	ss       *mcp.ServerSession   // guarded by mu
-	mcpID    string               // the transport's session id (Mcp-Session-Id), once known; guarded by mu
-	bound    []*bound             // guarded by mu; its elements are not changed once published
-	subs     map[string]*upstream // resource URI → the upstream it was subscribed on; guarded by mu
-	level    string               // guarded by mu
-	out      chan func()          // set once, at initialize; guarded by mu
-	closed   bool                 // guarded by mu
-	started  bool                 // bound by a 2026 request (no ss); guarded by mu
-	parked   map[string]*parked   // 2026 calls waiting for input (mrtr.go); guarded by mu
-	listens  map[*listen]struct{} // open subscriptions/listen streams (modern.go); guarded by mu
-	posts    int                  // HTTP requests in flight; guarded by mu
-	handlers int                  // requests being handled (bind); guarded by mu
-	timer    *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
-	once     sync.Once            // for close
+	mu         sync.Mutex
+	ss         *mcp.ServerSession   // guarded by mu
+	mcpID      string               // the transport's session id (Mcp-Session-Id), once known; guarded by mu
+	bound      []*bound             // guarded by mu; its elements are not changed once published
+	subs       map[string]*upstream // resource URI → the upstream it was subscribed on; guarded by mu
+	level      string               // guarded by mu
+	out        chan func()          // set once, at initialize; guarded by mu
+	closed     bool                 // guarded by mu
+	started    bool                 // bound by a 2026 request (no ss); guarded by mu
+	parked     map[string]*parked   // 2026 calls waiting for input (mrtr.go); guarded by mu
+	listens    map[*listen]struct{} // open subscriptions/listen streams (modern.go); guarded by mu
+	listenURIs map[string]int       // resource URI → listens that want its updates; guarded by mu
+	posts      int                  // HTTP requests in flight; guarded by mu
+	handlers   int                  // requests being handled (bind); guarded by mu
+	timer      *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
+	once       sync.Once            // for close
 }
 
 // bound is a server as one session sees it.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -564,6 +565,7 @@ type listen struct {
 	// Set from the acknowledgement; guarded by downstream.mu.
 	subID                     any
 	tools, prompts, resources bool
+	uris                      map[string]bool // resources whose updates it carries
 }
 
 type listenKey struct{}
@@ -580,12 +582,63 @@ func (d *downstream) serveListen(ctx context.Context, method string, req mcp.Req
 	}
 	d.listens[l] = struct{}{}
 	d.mu.Unlock()
+	// Resource updates: subscribed at the resources' servers for as long
+	// as some listen of the session wants them.
+	var uris []string
+	if p, ok := req.GetParams().(*mcp.SubscriptionsListenParams); ok && p != nil && p.Notifications != nil {
+		uris = p.Notifications.ResourceSubscriptions
+	}
+	var mine []string
+	for _, uri := range uris {
+		if d.listenSubscribe(ctx, uri, true) {
+			mine = append(mine, uri)
+		}
+	}
 	defer func() {
 		d.mu.Lock()
 		delete(d.listens, l)
 		d.mu.Unlock()
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, uri := range mine {
+			d.listenSubscribe(uctx, uri, false)
+		}
 	}()
 	return next(ctx, method, req)
+}
+
+// listenSubscribe counts the session's listens that want uri's updates,
+// and subscribes at (or unsubscribes from) its server on the first (the
+// last). It reports whether the subscription was taken.
+func (d *downstream) listenSubscribe(ctx context.Context, uri string, on bool) bool {
+	d.mu.Lock()
+	if d.listenURIs == nil {
+		d.listenURIs = map[string]int{}
+	}
+	n := d.listenURIs[uri]
+	if on {
+		d.listenURIs[uri] = n + 1
+	} else if n <= 1 {
+		delete(d.listenURIs, uri)
+	} else {
+		d.listenURIs[uri] = n - 1
+	}
+	d.mu.Unlock()
+	if (on && n > 0) || (!on && n != 1) {
+		return true
+	}
+	if _, err := d.subscribe(ctx, uri, on); err != nil {
+		d.gw.log.Debug("resource subscription for a listen failed", "uri", uri, "agent", d.agent, "err", err)
+		if on {
+			d.mu.Lock()
+			if d.listenURIs[uri]--; d.listenURIs[uri] <= 0 {
+				delete(d.listenURIs, uri)
+			}
+			d.mu.Unlock()
+		}
+		return false
+	}
+	return true
 }
 
 // acknowledged notes what a listen carries, from the SDK's
@@ -600,17 +653,34 @@ func (d *downstream) acknowledged(ctx context.Context, req mcp.Request) {
 	defer d.mu.Unlock()
 	l.subID = p.Meta[mcp.MetaKeySubscriptionID]
 	l.tools, l.prompts, l.resources = p.Notifications.ToolsListChanged, p.Notifications.PromptsListChanged, p.Notifications.ResourcesListChanged
+	l.uris = map[string]bool{}
+	for _, uri := range p.Notifications.ResourceSubscriptions {
+		l.uris[uri] = true
+	}
 }
 
-// notifyListens sends a list_changed notification on every listen that
-// asked for its kind, with the listen's subscription id in _meta.
+// notifyListens sends a list_changed or resources/updated notification on
+// every listen that asked for it, with the listen's subscription id in
+// _meta.
 func (d *downstream) notifyListens(method string, params json.RawMessage) {
+	var uri string
+	if method == "notifications/resources/updated" {
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(params, &p) != nil || p.URI == "" {
+			return
+		}
+		uri = p.URI
+	}
 	d.mu.Lock()
 	var to []*listen
 	var ids []any
 	for l := range d.listens {
 		var want bool
 		switch method {
+		case "notifications/resources/updated":
+			want = l.uris[uri]
 		case "notifications/tools/list_changed":
 			want = l.tools
 		case "notifications/prompts/list_changed":

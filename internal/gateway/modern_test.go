@@ -813,3 +813,73 @@ func TestModernOrdering(t *testing.T) {
 		t.Fatalf("legacy client: %v, want the server's order", got)
 	}
 }
+
+// legacyResources is resourceServer restricted to the session-based
+// revision.
+func legacyResources(name string, uris ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{
+		SupportedProtocolVersions: []string{"2025-11-25"},
+		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	for _, uri := range uris {
+		s.AddResource(&mcp.Resource{URI: uri, Name: "r"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: name}}}, nil
+		})
+	}
+	return s
+}
+
+// TestModernResourceUpdates: a 2026 client subscribes to resources through
+// subscriptions/listen; updates reach it from a server of the new revision
+// (subscribed through the gateway's own listen stream) and from a
+// session-based one (resources/subscribe), and only for what it asked.
+func TestModernResourceUpdates(t *testing.T) {
+	const newURI, oldURI, other = "test://new/r", "test://old/r", "test://new/other"
+	newSrv := resourceServer("new", newURI, other)
+	oldSrv := legacyResources("old", oldURI)
+	gw := newGateway(t,
+		&Server{Name: "new", Prefix: "n_", Scope: ScopeShared, Launch: sdkLauncher(func(Scope) *mcp.Server { return newSrv }, nil, nil), Allow: []string{"*"}},
+		&Server{Name: "old", Prefix: "o_", Scope: ScopeShared, Launch: sdkLauncher(func(Scope) *mcp.Server { return oldSrv }, nil, nil), Allow: []string{"*"}},
+	)
+	url := serveHTTP(t, gw, HTTPOptions{})
+	var got updates
+	cs := connectVersion(t, url, "", ModernVersion, got.options())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, uri := range []string{newURI, oldURI} {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribing to %s: %v", uri, err)
+		}
+	}
+	// The subscriptions reach the servers asynchronously; keep updating
+	// until the update arrives.
+	deliver := func(srv *mcp.Server, uri string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+			select {
+			case u := <-got.got:
+				if u == uri {
+					return
+				}
+				t.Fatalf("got an update of %s, want %s", u, uri)
+			case <-time.After(100 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no update of %s (seen %v)", uri, got.seen())
+			}
+		}
+	}
+	deliver(newSrv, newURI)
+	deliver(oldSrv, oldURI)
+	// Not subscribed: never delivered. The marker after it shares the
+	// queue, so once it is there, the other would be too.
+	newSrv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: other})
+	deliver(newSrv, newURI)
+	time.Sleep(100 * time.Millisecond)
+	if slices.Contains(got.seen(), other) {
+		t.Fatalf("an update of %s, never subscribed, reached the client", other)
+	}
+}

@@ -97,7 +97,7 @@ func (d *downstream) notify(ctx context.Context, method string, params json.RawM
 		if m.level != "" {
 			level = m.level
 		}
-	} else if strings.HasSuffix(method, "/list_changed") {
+	} else if strings.HasSuffix(method, "/list_changed") || method == "notifications/resources/updated" {
 		// Not a request's: 2026 clients hear it on their listen streams.
 		d.notifyListens(method, params)
 	}

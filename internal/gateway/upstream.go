@@ -89,6 +89,11 @@ type upstream struct {
 	starts    int
 	reason    string
 
+	// endListen ends the current subscriptions/listen stream (relisten);
+	// listenSeq numbers them. Guarded by mu.
+	endListen context.CancelFunc
+	listenSeq int
+
 	// listening is the session of the sessionless revision whose
 	// subscriptions/listen the server acknowledged: its lists may be
 	// cached, since their changes are announced. Guarded by mu.
@@ -331,7 +336,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	u.mu.Unlock()
 
 	if info.Protocol >= ModernVersion {
-		go u.listen(p, info.caps)
+		u.relisten(p)
 	} else {
 		// The sessionless revision has neither: the level goes with each
 		// request, and subscriptions are subscriptions/listen.
@@ -436,30 +441,58 @@ func (u *upstream) discover(ctx context.Context, p *peer) (initInfo, error) {
 	return info, nil
 }
 
-// listen holds a subscriptions/listen stream open to a server of the
-// sessionless revision for as long as its session lives: the list_changed
-// notifications it carries reach onNotify like any server's.
-func (u *upstream) listen(p *peer, caps capabilities) {
-	want := map[string]bool{
-		"toolsListChanged":     caps.Tools != nil,
-		"promptsListChanged":   caps.Prompts != nil,
-		"resourcesListChanged": caps.Resources != nil,
-	}
-	if !want["toolsListChanged"] && !want["promptsListChanged"] && !want["resourcesListChanged"] {
-		return
-	}
-	_, err := p.call(p.ctx, "subscriptions/listen", map[string]any{"notifications": want})
+// relisten (re)opens the subscriptions/listen stream to a server of the
+// sessionless revision on session p: its list changes, and updates of the
+// resources clients subscribed to (u.subs), reach onNotify like any
+// server's notifications. A change of the subscribed resources replaces
+// the stream. It lives as long as the session.
+func (u *upstream) relisten(p *peer) {
 	u.mu.Lock()
-	if u.listening == p {
-		// Changes go unannounced from now on: no cached list may stay.
+	c := u.init.caps
+	uris := make([]string, 0, len(u.subs))
+	for uri := range u.subs {
+		uris = append(uris, uri)
+	}
+	slices.Sort(uris)
+	if u.endListen != nil {
+		// Until the new stream is acknowledged, changes may go unseen.
+		u.endListen()
 		u.listening = nil
 		u.lists = map[string]listed{}
 		u.listGen++
 	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	u.endListen = cancel
+	u.listenSeq++
+	seq := u.listenSeq
 	u.mu.Unlock()
-	if err != nil && p.ctx.Err() == nil {
-		u.log.Warn("subscriptions/listen ended; list changes of this server go unannounced", "err", err)
+	want := map[string]any{
+		"toolsListChanged":     c.Tools != nil,
+		"promptsListChanged":   c.Prompts != nil,
+		"resourcesListChanged": c.Resources != nil,
 	}
+	if len(uris) > 0 && c.Resources != nil && c.Resources.Subscribe {
+		want["resourceSubscriptions"] = uris
+	}
+	if c.Tools == nil && c.Prompts == nil && c.Resources == nil {
+		cancel()
+		return
+	}
+	go func() {
+		defer cancel()
+		_, err := p.call(ctx, "subscriptions/listen", map[string]any{"notifications": want})
+		u.mu.Lock()
+		if u.listenSeq == seq && u.listening == p {
+			// Changes go unannounced from now on: no cached list may stay.
+			u.listening = nil
+			u.lists = map[string]listed{}
+			u.listGen++
+		}
+		u.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			u.log.Warn("subscriptions/listen ended; changes of this server go unannounced", "err", err)
+		}
+	}()
 }
 
 // discoverTimeout bounds server/discover: a server of the old revision

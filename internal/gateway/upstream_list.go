@@ -153,6 +153,12 @@ func (u *upstream) subscribe(ctx context.Context, uri string, on bool) error {
 	if err != nil {
 		return err
 	}
+	if u.info().Protocol >= ModernVersion {
+		// No resources/subscribe in the sessionless revision: the
+		// resources go on the server's listen stream.
+		u.relisten(p)
+		return nil
+	}
 	ctx, cancel := u.limit(ctx)
 	defer cancel()
 	method := "resources/subscribe"
