@@ -3,17 +3,12 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -359,353 +354,6 @@ func agentOf(r *http.Request) string {
 	return LocalAgent
 }
 
-// checkParamHeaders checks the Mcp-Param-* headers of a 2026 tools/call
-// against its arguments (SEP-2243): each argument the tool's input schema
-// marks with x-mcp-header must be mirrored in its header, and no such
-// header may stand for an absent one, so that an intermediary routing on
-// the headers sees what the server will run. The SDK can only check the
-// tools it serves itself; these are the upstreams'. A session not bound
-// yet knows no tools and checks nothing.
-func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, body []byte) error {
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name      string                     `json:"name"`
-			Arguments map[string]json.RawMessage `json:"arguments"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
-		return nil
-	}
-	b, tool, ok := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
-	if !ok {
-		return nil
-	}
-	// The server's own definition: the List hook (lookup) may pass an
-	// item without it, and a tool it hides is refused later anyway.
-	l, err := b.u.listing(ctx, KindTools)
-	if err != nil {
-		return nil
-	}
-	i := slices.IndexFunc(l.items, func(it Item) bool { return it.Key == tool })
-	if i < 0 {
-		return nil
-	}
-	def := l.items[i]
-	var schema struct {
-		InputSchema struct {
-			Properties map[string]headerProp `json:"properties"`
-		} `json:"inputSchema"`
-	}
-	if json.Unmarshal(def.Raw, &schema) != nil {
-		return nil
-	}
-	for _, hp := range paramHeaders(schema.InputSchema.Properties, nil) {
-		name := "Mcp-Param-" + hp.header
-		got := header.Get(name)
-		arg, present := lookupArg(msg.Params.Arguments, hp.path)
-		if !present || string(arg) == "null" {
-			if got != "" {
-				return fmt.Errorf("header mismatch: unexpected %s header for absent parameter %q", name, strings.Join(hp.path, "."))
-			}
-			continue
-		}
-		if got == "" {
-			return fmt.Errorf("header mismatch: missing %s header for parameter %q", name, strings.Join(hp.path, "."))
-		}
-		decoded, ok := decodeParamHeader(got)
-		if !ok {
-			return fmt.Errorf("header mismatch: %s header contains invalid Base64 encoding", name)
-		}
-		want, ok := primitiveText(arg)
-		if !ok || decoded != want {
-			return fmt.Errorf("header mismatch: %s header does not match parameter %q", name, strings.Join(hp.path, "."))
-		}
-	}
-	return nil
-}
-
-// headerProp is what checkParamHeaders reads of a schema property.
-type headerProp struct {
-	XMCPHeader string                `json:"x-mcp-header"`
-	Properties map[string]headerProp `json:"properties"`
-}
-
-type paramHeader struct {
-	header string
-	path   []string
-}
-
-// paramHeaders lists the x-mcp-header annotations at any depth, in a
-// stable order.
-func paramHeaders(props map[string]headerProp, prefix []string) []paramHeader {
-	var out []paramHeader
-	for _, name := range slices.Sorted(maps.Keys(props)) {
-		p := props[name]
-		path := append(slices.Clone(prefix), name)
-		if p.XMCPHeader != "" {
-			out = append(out, paramHeader{header: p.XMCPHeader, path: path})
-		}
-		out = append(out, paramHeaders(p.Properties, path)...)
-	}
-	return out
-}
-
-func lookupArg(args map[string]json.RawMessage, path []string) (json.RawMessage, bool) {
-	var cur json.RawMessage
-	obj := args
-	for i, part := range path {
-		v, ok := obj[part]
-		if !ok {
-			return nil, false
-		}
-		cur = v
-		if i < len(path)-1 {
-			obj = nil
-			if json.Unmarshal(cur, &obj) != nil {
-				return nil, false
-			}
-		}
-	}
-	return cur, cur != nil
-}
-
-// decodeParamHeader undoes SEP-2243's =?base64?...?= wrapping.
-func decodeParamHeader(v string) (string, bool) {
-	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if enc, ok = strings.CutSuffix(enc, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(enc)
-			return string(b), err == nil
-		}
-	}
-	return v, true
-}
-
-// primitiveText is a string, boolean or safe integer argument as its
-// header text.
-func primitiveText(raw json.RawMessage) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return "", false
-	}
-	switch v := v.(type) {
-	case string:
-		return v, true
-	case bool:
-		return strconv.FormatBool(v), true
-	case json.Number:
-		n, err := strconv.ParseInt(v.String(), 10, 64)
-		if err != nil || n > 1<<53-1 || n < -(1<<53-1) {
-			return "", false
-		}
-		return strconv.FormatInt(n, 10), true
-	}
-	return "", false
-}
-
-// codeHeaderMismatch is SEP-2243's error code for headers that do not
-// match the body.
-const codeHeaderMismatch = -32020
-
-// paramHeaderGuard answers a 2026 tools/call whose Mcp-Param-* headers do
-// not match its arguments with 400 and codeHeaderMismatch, before the
-// SDK reads it.
-func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
-		return true
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || int64(len(body)) > maxBody {
-		return true // the SDK refuses it
-	}
-	if err := d.checkParamHeaders(r.Context(), r.Header, body); err != nil {
-		var id struct {
-			ID json.RawMessage `json:"id"`
-		}
-		json.Unmarshal(body, &id)
-		if len(id.ID) == 0 {
-			id.ID = json.RawMessage("null")
-		}
-		msg, _ := json.Marshal(err.Error())
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id.ID, codeHeaderMismatch, msg)
-		return false
-	}
-	return true
-}
-
-// traceOf is the W3C traceparent in a request's _meta, if well-formed
-// enough to record (printable, bounded).
-func traceOf(meta mcp.Meta) string {
-	tp, _ := meta["traceparent"].(string)
-	if len(tp) == 0 || len(tp) > 128 {
-		return ""
-	}
-	for _, c := range tp {
-		if c < 0x21 || c > 0x7e {
-			return ""
-		}
-	}
-	return tp
-}
-
-// A listen is an open subscriptions/listen stream of a 2026 client: the
-// gateway's list_changed notifications for the session go out on it.
-// The SDK answers the request (its acknowledgement names what the stream
-// carries and its subscription id); the gateway only remembers where to
-// send.
-type listen struct {
-	ss  *mcp.ServerSession
-	ctx context.Context // the listen request's: routes onto its stream
-	// Set from the acknowledgement; guarded by downstream.mu.
-	subID                     any
-	tools, prompts, resources bool
-	uris                      map[string]bool // resources whose updates it carries
-}
-
-type listenKey struct{}
-
-// serveListen registers a listen for as long as its request is open.
-func (d *downstream) serveListen(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	l := &listen{ss: ss}
-	ctx = context.WithValue(ctx, listenKey{}, l)
-	l.ctx = ctx
-	d.mu.Lock()
-	if d.listens == nil {
-		d.listens = map[*listen]struct{}{}
-	}
-	d.listens[l] = struct{}{}
-	d.mu.Unlock()
-	// Resource updates: subscribed at the resources' servers for as long
-	// as some listen of the session wants them.
-	var uris []string
-	if p, ok := req.GetParams().(*mcp.SubscriptionsListenParams); ok && p != nil && p.Notifications != nil {
-		uris = p.Notifications.ResourceSubscriptions
-	}
-	var mine []string
-	for _, uri := range uris {
-		if d.listenSubscribe(ctx, uri, true) {
-			mine = append(mine, uri)
-		}
-	}
-	defer func() {
-		d.mu.Lock()
-		delete(d.listens, l)
-		d.mu.Unlock()
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, uri := range mine {
-			d.listenSubscribe(uctx, uri, false)
-		}
-	}()
-	return next(ctx, method, req)
-}
-
-// listenSubscribe counts the session's listens that want uri's updates,
-// and subscribes at (or unsubscribes from) its server on the first (the
-// last). It reports whether the subscription was taken.
-func (d *downstream) listenSubscribe(ctx context.Context, uri string, on bool) bool {
-	d.mu.Lock()
-	if d.listenURIs == nil {
-		d.listenURIs = map[string]int{}
-	}
-	n := d.listenURIs[uri]
-	if on {
-		d.listenURIs[uri] = n + 1
-	} else if n <= 1 {
-		delete(d.listenURIs, uri)
-	} else {
-		d.listenURIs[uri] = n - 1
-	}
-	d.mu.Unlock()
-	if (on && n > 0) || (!on && n != 1) {
-		return true
-	}
-	if _, err := d.subscribe(ctx, uri, on); err != nil {
-		d.gw.log.Debug("resource subscription for a listen failed", "uri", uri, "agent", d.agent, "err", err)
-		if on {
-			d.mu.Lock()
-			if d.listenURIs[uri]--; d.listenURIs[uri] <= 0 {
-				delete(d.listenURIs, uri)
-			}
-			d.mu.Unlock()
-		}
-		return false
-	}
-	return true
-}
-
-// acknowledged notes what a listen carries, from the SDK's
-// notifications/subscriptions/acknowledged on its way out.
-func (d *downstream) acknowledged(ctx context.Context, req mcp.Request) {
-	l, _ := ctx.Value(listenKey{}).(*listen)
-	p, _ := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams)
-	if l == nil || p == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	l.subID = p.Meta[mcp.MetaKeySubscriptionID]
-	l.tools, l.prompts, l.resources = p.Notifications.ToolsListChanged, p.Notifications.PromptsListChanged, p.Notifications.ResourcesListChanged
-	l.uris = map[string]bool{}
-	for _, uri := range p.Notifications.ResourceSubscriptions {
-		l.uris[uri] = true
-	}
-}
-
-// notifyListens sends a list_changed or resources/updated notification on
-// every listen that asked for it, with the listen's subscription id in
-// _meta.
-func (d *downstream) notifyListens(method string, params json.RawMessage) {
-	var uri string
-	if method == "notifications/resources/updated" {
-		var p struct {
-			URI string `json:"uri"`
-		}
-		if json.Unmarshal(params, &p) != nil || p.URI == "" {
-			return
-		}
-		uri = p.URI
-	}
-	d.mu.Lock()
-	var to []*listen
-	var ids []any
-	for l := range d.listens {
-		var want bool
-		switch method {
-		case "notifications/resources/updated":
-			want = l.uris[uri]
-		case "notifications/tools/list_changed":
-			want = l.tools
-		case "notifications/prompts/list_changed":
-			want = l.prompts
-		case "notifications/resources/list_changed":
-			want = l.resources
-		}
-		if want {
-			to = append(to, l)
-			ids = append(ids, l.subID)
-		}
-	}
-	d.mu.Unlock()
-	for i, l := range to {
-		raw, err := withMeta(params, map[string]any{mcp.MetaKeySubscriptionID: ids[i]})
-		if err != nil {
-			continue
-		}
-		ctx := context.WithValue(l.ctx, rawNoteKey{}, &rawNote{method: method, params: raw})
-		if err := l.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{}); err != nil {
-			d.gw.log.Debug("notification not delivered", "method", method, "agent", d.agent, "err", err)
-		}
-	}
-}
-
 // setLevelWithoutMeta answers a logging/setLevel that a 2026 client sent
 // without the per-request _meta (the go-sdk client does: the method is
 // gone from the new revision, and the SDK's transport would refuse it).
@@ -734,4 +382,19 @@ func (d *downstream) setLevelWithoutMeta(w http.ResponseWriter, body []byte) boo
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, msg.ID)
 	return true
+}
+
+// traceOf is the W3C traceparent in a request's _meta, if well-formed
+// enough to record (printable, bounded).
+func traceOf(meta mcp.Meta) string {
+	tp, _ := meta["traceparent"].(string)
+	if len(tp) == 0 || len(tp) > 128 {
+		return ""
+	}
+	for _, c := range tp {
+		if c < 0x21 || c > 0x7e {
+			return ""
+		}
+	}
+	return tp
 }
