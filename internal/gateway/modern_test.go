@@ -883,3 +883,33 @@ func TestModernResourceUpdates(t *testing.T) {
 		t.Fatalf("an update of %s, never subscribed, reached the client", other)
 	}
 }
+
+// TestModernDiscoverUnanswered: a server that ignores server/discover (it
+// answers nothing before initialize) is initialized once the discover
+// times out, and serves the 2026 client.
+func TestModernDiscoverUnanswered(t *testing.T) {
+	old := discoverTimeout
+	discoverTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { discoverTimeout = old })
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo})
+	url := serveHTTP(t, gw, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := connectVersion(t, url, "", ModernVersion, nil)
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lt.Tools) != 1 || lt.Tools[0].Name != "t" {
+		t.Fatalf("tools %v", lt.Tools)
+	}
+	srvs := started()
+	if len(srvs) != 1 || len(srvs[0].received("server/discover")) != 1 || len(srvs[0].received("initialize")) != 1 {
+		t.Fatalf("want one server, asked server/discover once, then initialized")
+	}
+}

@@ -496,8 +496,10 @@ func (u *upstream) relisten(p *peer) {
 }
 
 // discoverTimeout bounds server/discover: a server of the old revision
-// may never answer a request before initialize.
-const discoverTimeout = 5 * time.Second
+// may never answer a request before initialize (most answer at once with
+// an error). Long enough for a slow start in a fresh sandbox, which
+// should not be mistaken for the old revision.
+var discoverTimeout = 15 * time.Second
 
 // watch waits for the session to end and stops the process.
 func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {
