@@ -182,7 +182,7 @@ func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.Response
 			ID json.RawMessage `json:"id"`
 		}
 		json.Unmarshal(body, &id)
-		if len(id.ID) == 0 {
+		if !validID(id.ID) {
 			id.ID = json.RawMessage("null")
 		}
 		msg, _ := json.Marshal(err.Error())

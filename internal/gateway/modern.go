@@ -367,7 +367,7 @@ func (d *downstream) setLevelWithoutMeta(w http.ResponseWriter, body []byte) boo
 			Meta  map[string]any `json:"_meta"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "logging/setLevel" || len(msg.ID) == 0 {
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "logging/setLevel" || !validID(msg.ID) {
 		return false
 	}
 	if _, ok := msg.Params.Meta[mcp.MetaKeyProtocolVersion]; ok {
@@ -397,4 +397,20 @@ func traceOf(meta mcp.Meta) string {
 		}
 	}
 	return tp
+}
+
+// validID reports whether raw is a JSON-RPC request id (a string or a
+// number), so that it may be echoed in an answer the gateway writes itself.
+func validID(raw json.RawMessage) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return false
+	}
+	switch v.(type) {
+	case string, json.Number:
+		return true
+	}
+	return false
 }

@@ -913,3 +913,12 @@ func TestModernDiscoverUnanswered(t *testing.T) {
 		t.Fatalf("want one server, asked server/discover once, then initialized")
 	}
 }
+
+// TestValidID: only strings and numbers are echoed as request ids.
+func TestValidID(t *testing.T) {
+	for raw, want := range map[string]bool{`1`: true, `"a"`: true, `-2.5`: true, ``: false, `null`: false, `{}`: false, `[1]`: false, `"a" 1`: false, `true`: false} {
+		if got := validID(json.RawMessage(raw)); got != want {
+			t.Errorf("validID(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
