@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/builtin"
+	"mcpbox/internal/daemon"
 )
 
 // defaultConfig is the embedded default of `mcpbox serve`.
@@ -27,7 +29,7 @@ func (e *env) builtinMain(args []string) int {
 		return exitUsage
 	}
 	o.Version = Version
-	ctx, cancel := signalContext()
+	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
 	err := builtin.NewServer(o).Run(ctx, &mcp.IOTransport{Reader: readCloser{e.stdin}, Writer: nopWriteCloser{e.stdout}})
 	if err != nil && ctx.Err() == nil {

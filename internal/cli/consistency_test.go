@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,9 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/egress"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/integrity"
-	"mcpbox/internal/redact"
 )
 
 // TestStrayArguments: a command that takes no arguments refuses them
@@ -141,46 +139,15 @@ servers:
 		tools[n] = integrity.Pin{}
 	}
 	lock := &integrity.Lock{Servers: map[string]*integrity.ServerLock{"github": {Tools: tools}}}
-	got := summaryLine(c, lock, len(config.Warnings(c)))
+	got := summaryLine(daemon.Summarize(c, lock))
 	want := "mcpbox.yaml: 3 servers: github (3 tools pinned), docs (tools not yet pinned), raw (pinning off); 1 warning above"
 	if got != want {
 		t.Errorf("summary\n got %q\nwant %q", got, want)
 	}
-	if got := summaryLine(c, nil, 0); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
+	unpinned := daemon.Summarize(c, nil)
+	unpinned.Warnings = nil
+	if got := summaryLine(unpinned); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
 		t.Errorf("summary without a lock file: %q", got)
-	}
-}
-
-// TestAcceptDegraded: serve --allow-degraded=cgroups is sandbox.require
-// without cgroups for every local server, whatever the config required.
-func TestAcceptDegraded(t *testing.T) {
-	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
-sandbox: {require: [seccomp, cgroups]}
-servers:
-  a: {command: [x]}
-  b: {command: [y], sandbox: {require: [landlock, cgroups, idmap]}}
-  r: {url: "https://example.com/mcp"}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d degradedFlag
-	if err := d.Set("cgroups,idmap"); err != nil {
-		t.Fatal(err)
-	}
-	acceptDegraded(c, d)
-	got := map[string][]string{}
-	for _, s := range c.Servers {
-		got[s.Name] = c.RequiredLayers(s)
-	}
-	want := map[string][]string{"a": {"seccomp"}, "b": {"landlock"}, "r": {"seccomp", "cgroups"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("required layers (-want +got):\n%s", diff)
-	}
-	all := degradedFlag{all: true}
-	acceptDegraded(c, all)
-	if got := c.RequiredLayers(c.Servers[0]); len(got) != 0 {
-		t.Errorf("bare --allow-degraded: server a still requires %v", got)
 	}
 }
 
@@ -190,26 +157,5 @@ func TestCommandLine(t *testing.T) {
 	want := `mcpbox serve --config '/my dir/it'\''s.yaml' --http 127.0.0.1:0`
 	if got != want {
 		t.Errorf("commandLine = %s, want %s", got, want)
-	}
-}
-
-// TestEgressLogLevels: allowed connections are logged at the level the
-// caller gives (debug for serve, whose audit records them), refusals
-// always as warnings.
-func TestEgressLogLevels(t *testing.T) {
-	var buf strings.Builder
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	logEv := egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)
-	logEv(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
-	logEv(egress.Event{Host: "refused.example", Port: 443, Decision: "deny", Reason: "not in the allowlist"})
-	out := buf.String()
-	if strings.Contains(out, "allowed.example") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "refused.example") {
-		t.Errorf("at info: want only the refusal, got:\n%s", out)
-	}
-	buf.Reset()
-	log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
-	if !strings.Contains(buf.String(), "allowed.example") {
-		t.Errorf("at debug: the allowed connection is missing:\n%s", buf.String())
 	}
 }

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"mcpbox/internal/sandbox"
 )
@@ -31,7 +29,7 @@ func (e *env) doctor(args []string) int {
 		return exitUsage
 	}
 	checks := sandbox.Doctor()
-	checks = append(checks, liveCheck())
+	checks = append(checks, sandbox.LiveCheck())
 	ok := true
 	for _, c := range checks {
 		if c.Required && !c.OK {
@@ -50,26 +48,6 @@ func (e *env) doctor(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// liveCheck starts a default-policy sandbox: the probes can say a feature
-// exists, only a start proves the layers compose on this host.
-func liveCheck() sandbox.Check {
-	c := sandbox.Check{Name: "sandbox start", Required: true,
-		Degrades: "the default policy cannot run here"}
-	spec := sandbox.Spec{Args: []string{"/bin/true"}, Limits: sandbox.Limits{Memory: 64 << 20, Pids: 16, Timeout: 10 * time.Second}}
-	start := time.Now()
-	res, err := sandbox.Run(context.Background(), spec, sandbox.Stdio{})
-	switch {
-	case err != nil:
-		c.Detail = err.Error()
-	case res.ExitCode != 0:
-		c.Detail = fmt.Sprintf("/bin/true exited %d", res.ExitCode)
-	default:
-		c.OK = true
-		c.Detail = fmt.Sprintf("/bin/true ran with every layer in %s", time.Since(start).Round(100*time.Microsecond))
-	}
-	return c
 }
 
 func printChecks(w io.Writer, checks []sandbox.Check, ok bool) {

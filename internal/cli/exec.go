@@ -6,17 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
+	"mcpbox/internal/launch"
 	"mcpbox/internal/sandbox"
-	"mcpbox/internal/secrets"
 	"mcpbox/internal/specconv"
 )
 
@@ -120,9 +117,8 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	}
 	// Caught from before the start: a SIGTERM during setup is delivered
 	// to the workload once it runs, instead of killing mcpbox midway.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(sigs)
+	sigs := sandbox.ForwardSignals()
+	defer sigs.Stop()
 	sb, err := sandbox.Start(ctx, *spec, stdio)
 	if err != nil {
 		e.errorf("%v", err)
@@ -135,11 +131,7 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	for _, l := range sb.Degraded {
 		e.errorf("warning: running without isolation layer %s (--allow-degraded)", l)
 	}
-	go func() {
-		for s := range sigs {
-			_ = sb.Signal(s)
-		}
-	}()
+	sigs.To(sb)
 	res, err := sb.Wait()
 	if err != nil {
 		e.errorf("%v", err)
@@ -156,20 +148,11 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	case res.PidsExhausted:
 		e.errorf("sandbox hit its process limit (%d); fork failed", spec.Limits.Pids)
 	case res.SizeExceeded != nil && res.SizeExceeded.Stopped:
-		e.errorf("sandbox stopped: %s", sizeReport(res.SizeExceeded))
+		e.errorf("sandbox stopped: %s", launch.SizeReport(res.SizeExceeded))
 	case res.SizeExceeded != nil:
-		e.errorf("the command exited with %s", sizeReport(res.SizeExceeded))
+		e.errorf("the command exited with %s", launch.SizeReport(res.SizeExceeded))
 	}
 	return res.ExitCode
-}
-
-// sizeReport says why a sandbox was stopped for a workspace dir's size.
-func sizeReport(se *sandbox.SizeError) string {
-	if se.Err != nil {
-		return fmt.Sprintf("%s could not be measured against its size limit of %s: %v", se.Dir, config.Size(se.Limit), se.Err)
-	}
-	return fmt.Sprintf("%s holds %d bytes, over its size limit of %s (what was written stays on the host)",
-		se.Dir, se.Used, config.Size(se.Limit))
 }
 
 // denialPrinter returns an egress log callback that prints denials on
@@ -292,22 +275,7 @@ func secretFlagName(s string) string {
 
 // resolveSecret resolves a secret at startup (flags, config, client
 // tokens), before mcpbox handles signals: a signal then ends mcpbox. A
-// sandbox start resolves with its own context (resolveSecretCtx).
+// sandbox start resolves with its own context (launch.ResolveSecret).
 func resolveSecret(name, ref string, asFile bool) (sandbox.Secret, error) {
-	return resolveSecretCtx(context.Background(), name, ref, asFile)
-}
-
-// resolveSecretCtx parses ref (once: config.ParseSecretRef, the syntax's
-// one parser) and resolves it with ctx: cancelling it stops a cmd:
-// provider.
-func resolveSecretCtx(ctx context.Context, name, ref string, asFile bool) (sandbox.Secret, error) {
-	r, err := config.ParseSecretRef(ref)
-	if err != nil {
-		return sandbox.Secret{}, err
-	}
-	v, err := secrets.Resolve(ctx, secrets.Ref(r), secrets.Options{})
-	if err != nil {
-		return sandbox.Secret{}, err
-	}
-	return sandbox.Secret{Name: name, Value: v, AsFile: asFile}, nil
+	return launch.ResolveSecret(context.Background(), name, ref, asFile)
 }

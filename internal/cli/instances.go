@@ -1,42 +1,14 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"text/tabwriter"
 
 	"mcpbox/internal/admin"
-	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 )
-
-// projectStateDir is the state dir of a project whose config names none:
-// see package instance.
-func projectStateDir(configPath, base string) (string, error) {
-	root, err := instance.Root()
-	if err != nil {
-		return "", err
-	}
-	return instance.ProjectStateDir(root, configPath, base)
-}
-
-// startInstance opens this serve's admin socket and writes its record
-// (admin.Start), removing what crashed gateways left on the state dir
-// (cleanLeftovers): session workspaces only if no other instance is live.
-func startInstance(ctx context.Context, c *config.Config, rec instance.Record, log *slog.Logger) (*admin.Instance, error) {
-	return admin.Start(ctx, rec, admin.InstanceOptions{
-		Config: c,
-		Logger: log,
-		Leftovers: func(shared bool) {
-			if err := cleanLeftovers(rec.StateDir, shared, log); err != nil {
-				log.Warn("removing crash leftovers", "err", err)
-			}
-		},
-	})
-}
 
 // instanceJSON is an instance as `ps --instances --json` prints it.
 type instanceJSON struct {

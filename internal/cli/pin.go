@@ -2,19 +2,17 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
-	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 )
 
@@ -66,36 +64,26 @@ func (e *env) pin(args []string) int {
 		e.errorf("pin: %v", err)
 		return 1
 	}
-	book := &redact.Book{}
-	log := e.newLogger(book)
-	protected := specconv.ProtectedFiles(c, base, *cfgPath, guard.DefaultLockPath(*cfgPath, dir))
-	servers, err := e.configServers(c, base, dir, protected, log, book, nil)
+	lister, err := daemon.NewLister(daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base,
+		StateDir: dir, Stderr: e.stderr, Version: Version, NoRecord: *check})
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage
 	}
-	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version,
-		Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
-	if err != nil {
-		e.errorf("pin: %v", err)
-		return exitUsage
-	}
-	defer gw.Close()
+	defer lister.Close()
 	pins, err := integrity.OpenPins(guard.DefaultLockPath(*cfgPath, dir))
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
 	// A server that cannot start is reported and the others still are:
 	// one broken server must not hide what the rest would change.
 	defs := map[string]*gateway.Definitions{}
 	var failed []string
 	for _, name := range names {
-		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-		d, err := gw.Definitions(sctx, name, gateway.Scope{Agent: gateway.LocalAgent})
-		scancel()
+		d, err := lister.Definitions(ctx, name)
 		if err != nil {
 			e.errorf("pin: server %s could not start: %v", name, err)
 			failed = append(failed, name)
@@ -119,16 +107,7 @@ func (e *env) pin(args []string) int {
 		if d == nil {
 			continue
 		}
-		lists := map[string][]integrity.Item{}
-		for kind, items := range d.Lists {
-			for _, it := range items {
-				lists[guard.PinKind(kind)] = append(lists[guard.PinKind(kind)], integrity.Item{Key: it.Key, Raw: it.Raw})
-			}
-			if lists[guard.PinKind(kind)] == nil {
-				lists[guard.PinKind(kind)] = []integrity.Item{}
-			}
-		}
-		if err := pins.Record(name, serverInfo(d.ServerInfo), lists); err != nil {
+		if err := daemon.Record(pins, name, d); err != nil {
 			e.errorf("pin: server %s: %v", name, err)
 			return 1
 		}
@@ -147,76 +126,36 @@ func (e *env) pin(args []string) int {
 	return 0
 }
 
-// pinListKinds are the lists `mcpbox pin` scans and pins.
-var pinListKinds = []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates, gateway.KindInstructions}
-
 // printFindings prints the scanner's findings and returns their number.
 func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitions) int {
-	n := 0
-	for _, s := range c.Servers {
-		d := defs[s.Name]
-		if d == nil {
-			continue
-		}
-		var others []string
-		for name, o := range defs {
-			if name == s.Name {
-				continue
-			}
-			for _, it := range o.Lists[gateway.KindTools] {
-				others = append(others, it.Key, c.EffectivePrefix(c.Server(name))+it.Key)
-			}
-		}
-		for _, kind := range pinListKinds {
-			for _, it := range d.Lists[kind] {
-				for _, f := range integrity.ScanDefinition(guard.PinKind(kind), it.Raw, others) {
-					n++
-					fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", guard.ItemName(s.Name, c.EffectivePrefix(s), guard.PinKind(kind), it.Key), f.Rule, f.Severity, guard.PinKind(kind), f.Where, f.Message, f.Excerpt)
-				}
-			}
-		}
+	findings := daemon.Scan(c, defs)
+	for _, f := range findings {
+		fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", guard.ItemName(f.Server, c.EffectivePrefix(c.Server(f.Server)), f.Kind, f.Key), f.Rule, f.Severity, f.Kind, f.Where, f.Message, f.Excerpt)
 	}
-	if n == 0 {
+	if len(findings) == 0 {
 		fmt.Fprintln(e.stdout, "scanner: no findings")
 	}
-	return n
+	return len(findings)
 }
 
 // compareWithLock prints how the definitions differ from the lock file
 // and returns the number of differences.
 func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions) int {
 	n := 0
-	for _, s := range c.Servers {
-		d := defs[s.Name]
-		if d == nil {
+	for _, cmp := range daemon.Compare(c, pins, defs) {
+		if cmp.Err != nil {
+			e.errorf("pin: %s: %v", cmp.Server, cmp.Err)
+			n++
 			continue
 		}
-		for _, kind := range pinListKinds {
-			var items []integrity.Item
-			for _, it := range d.Lists[kind] {
-				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
-			}
-			// enforce never writes: a server with no pins is "quarantined".
-			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, guard.PinKind(kind), items)
-			if err != nil {
-				e.errorf("pin: %s: %v", s.Name, err)
-				n++
-				continue
-			}
-			// Nothing of this kind in the lock: one line, not a diff
-			// of every definition against nothing.
-			notPinned := 0
-			for _, ch := range changes {
-				n++
-				if ch.Status == integrity.StatusQuarantined {
-					notPinned++
-					continue
-				}
-				fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, guard.ItemName(s.Name, c.EffectivePrefix(s), ch.Kind, ch.Key), integrity.Diff(ch))
-			}
-			if notPinned > 0 {
-				fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(notPinned, guard.PinKind(kind)), s.Name, s.Name)
-			}
+		prefix := c.EffectivePrefix(c.Server(cmp.Server))
+		for _, ch := range cmp.Changed {
+			fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, guard.ItemName(cmp.Server, prefix, ch.Kind, ch.Key), integrity.Diff(ch))
+		}
+		// Nothing of this kind in the lock: one line, not a diff
+		// of every definition against nothing.
+		if n += len(cmp.Changed) + cmp.NotPinned; cmp.NotPinned > 0 {
+			fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(cmp.NotPinned, cmp.Kind), cmp.Server, cmp.Server)
 		}
 	}
 	if n == 0 {
@@ -231,16 +170,6 @@ func definitionCount(n int, kind string) string {
 		return "instructions"
 	}
 	return summaryCount(n, kind)
-}
-
-// serverInfo reads name and version from a serverInfo object.
-func serverInfo(raw json.RawMessage) integrity.ServerInfo {
-	var si integrity.ServerInfo
-	var v struct{ Name, Version string }
-	if json.Unmarshal(raw, &v) == nil {
-		si.Name, si.Version = v.Name, v.Version
-	}
-	return si
 }
 
 // loadConfigOrDefault loads FILE, or the embedded default when path is

@@ -78,7 +78,7 @@ func (f adminFlags) dir(e *env, cmd string) (string, bool) {
 		return "", false
 	}
 	// A project's own state dir is made by its serve, not by looking.
-	dir, err := projectStateDir(*f.config, filepath.Dir(*f.config))
+	dir, err := specconv.ProjectStateDir(*f.config, filepath.Dir(*f.config))
 	if c.StateDir != "" {
 		dir, err = specconv.StateDir(c, *f.config, filepath.Dir(*f.config), "")
 	}

@@ -1,13 +1,14 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"time"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/gateway"
-	"mcpbox/internal/redact"
+	"mcpbox/internal/daemon"
 )
 
 const runHelp = `USAGE
@@ -60,32 +61,17 @@ func (e *env) run(args []string) int {
 			return exitUsage
 		}
 	}
-	if len(allow) == 0 {
-		allow = listFlag{"*"}
-	}
-	gatewayGC()
-	// The flags' secrets are resolved already: the book learns them now.
-	book := &redact.Book{}
-	log := e.newLogger(book)
-	name := filepath.Base(argv[0])
-	l := &sandboxLauncher{
-		name: name, base: *spec, log: log, book: book,
-		stderr: e.stderr,
-	}
-	gw, err := gateway.New([]*gateway.Server{{
-		Name: name, Scope: gateway.ScopeAgent, Launch: launchOn(l),
-		Allow: allow, Deny: deny, CallTimeout: callTimeout, MaxOutput: int64(maxOut),
-		Restart: gateway.RestartOnFailure,
-	}}, gatewayOptions(log, book, nil))
-	if err != nil {
+	err := daemon.RunServer(context.Background(), daemon.ServerOptions{
+		Name: filepath.Base(argv[0]), Spec: *spec, Allow: allow, Deny: deny,
+		CallTimeout: callTimeout, MaxOutput: int64(maxOut),
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Version: Version,
+	})
+	var ce *daemon.ConfigError
+	switch {
+	case errors.As(err, &ce):
 		e.errorf("run: %v", err)
 		return exitUsage
-	}
-	ctx, cancel := signalContext()
-	defer cancel()
-	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(e.stdin), nopWriteCloser{e.stdout})
-	gw.Close()
-	if err != nil && ctx.Err() == nil {
+	case err != nil:
 		e.errorf("run: %v", err)
 		return 1
 	}

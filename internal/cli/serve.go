@@ -1,25 +1,19 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"sync"
 
-	"mcpbox/internal/admin"
-	"mcpbox/internal/audit"
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
-	"mcpbox/internal/gateway"
-	"mcpbox/internal/guard"
-	"mcpbox/internal/instance"
-	"mcpbox/internal/redact"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/specconv"
-	"mcpbox/internal/workspace"
 )
 
 const serveHelp = `USAGE
@@ -60,25 +54,22 @@ cannot get cgroups (see mcpbox doctor) is told what to do and serve exits
 no cgroup limits with --allow-degraded=cgroups.
 `
 
-// defaultHTTPAddr is where serve listens when nothing says otherwise.
-const defaultHTTPAddr = "127.0.0.1:8765"
-
 func (e *env) serve(args []string) int {
 	fs := e.newFlagSet("serve", serveHelp)
 	var (
-		configPath, httpAddr, stateFlag string
-		stdio, printConfig, noAuth      bool
-		degraded                        degradedFlag
+		o                   daemon.Options
+		printConfig, noAuth bool
+		degraded            degradedFlag
 	)
 	fs.BoolVar(&printConfig, "print-config", false, "print the embedded default config and exit")
-	fs.StringVar(&configPath, "config", "", "the config `FILE` (mcpbox.yaml)")
-	fs.BoolVar(&stdio, "stdio", false, "serve one MCP session on standard input and output")
-	fs.StringVar(&httpAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
+	fs.StringVar(&o.ConfigPath, "config", "", "the config `FILE` (mcpbox.yaml)")
+	fs.BoolVar(&o.Stdio, "stdio", false, "serve one MCP session on standard input and output")
+	fs.StringVar(&o.HTTPAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve HTTP without a bearer token (loopback only; any local process can call the tools)")
-	fs.StringVar(&stateFlag, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
-	fs.StringVar(&e.snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
+	fs.StringVar(&o.StateDir, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
+	fs.StringVar(&o.Snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
 	fs.Var(&degraded, "allow-degraded", "serve even when the isolation `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable, as sandbox.require without them would")
-	fs.TextVar(&e.logLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug (adds each allowed egress connection and pinned definition), info, warn or error")
+	fs.TextVar(&o.LogLevel, "log-level", slog.LevelInfo, "log `LEVEL`: debug (adds each allowed egress connection and pinned definition), info, warn or error")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
@@ -90,179 +81,70 @@ func (e *env) serve(args []string) int {
 		e.stdout.Write(defaultConfig)
 		return 0
 	}
-	var c *config.Config
 	var err error
-	base := filepath.Dir(configPath)
-	if configPath == "" {
+	o.Base = filepath.Dir(o.ConfigPath)
+	if o.ConfigPath == "" {
+		o.Source = defaultConfig
 		// The default's own error is kept: Getwd's must not overwrite it.
-		if c, err = config.Load("(embedded default)", defaultConfig); err == nil {
-			if base, err = os.Getwd(); err != nil {
+		if o.Config, err = config.Load("(embedded default)", defaultConfig); err == nil {
+			if o.Base, err = os.Getwd(); err != nil {
 				e.errorf("serve: %v", err)
 				return 1
 			}
 		}
 	} else {
-		c, err = loadConfig(configPath)
+		o.Config, err = loadConfig(o.ConfigPath)
 	}
 	if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
-	acceptDegraded(c, degraded)
-	if !e.cgroupsReady("serve", c, args) {
-		return 1
-	}
-	if e.snapshot != "" {
-		meta, err := workspace.ReadMeta(e.snapshot)
-		if err != nil {
-			e.errorf("serve: --from-snapshot: %v", err)
-			return exitUsage
-		}
-		if c.Server(meta.Server) == nil {
-			e.errorf("serve: --from-snapshot: the snapshot is of server %q, which the config does not have", meta.Server)
-			return exitUsage
-		}
-		e.snapshotServer = meta.Server
-	}
-	if !stdio && httpAddr == "" {
-		if stdinIsClient(e.stdin) {
-			stdio = true
-		} else if httpAddr = c.Listen.HTTP.Addr; httpAddr == "" {
-			httpAddr = defaultHTTPAddr
-		}
-	}
-	if noAuth {
-		if err := checkNoAuth(c, httpAddr); err != nil {
-			e.errorf("serve: %v", err)
-			return exitUsage
-		}
-	}
-	hopts, tlsCert, tlsKey, err := httpOptions(c, base, httpAddr)
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return exitUsage
-	}
-	dir, err := specconv.StateDir(c, configPath, base, stateFlag)
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return 1
-	}
-	gatewayGC()
-	book := &redact.Book{}
-	for _, cl := range hopts.Clients {
-		if err := book.Add("client_token_"+cl.Name, cl.Token); err != nil {
-			e.errorf("serve: client %s: token: %v", cl.Name, err)
-			return exitUsage
-		}
-	}
-	log := e.newLogger(book)
-	if err := guard.StateDirOwned(dir); err != nil {
-		e.errorf("serve: %v", err)
-		return 1
-	}
-	token, err := e.localToken(&hopts, dir, httpAddr, noAuth, book)
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return 1
-	}
-	// This instance's admin socket and record come first: other instances
-	// of this state dir may run (package instance), and what crashed ones
-	// left goes before this one opens the audit store or starts sandboxes.
-	ctx, cancel := signalContext()
-	defer cancel()
-	inst, err := startInstance(ctx, c, admin.NewRecord(dir, configPath, base, stdio, httpAddr), log)
-	if err != nil {
-		// The gateway works without it; only the admin commands do not.
-		log.Warn("admin socket unavailable: the admin commands (ps, approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
-	} else {
-		defer inst.Close()
-	}
-	source := defaultConfig
-	if configPath != "" {
-		source, _ = os.ReadFile(configPath) // only for error positions
-	}
-	jsonl := c.Audit.JSONL
-	if jsonl != "" {
-		jsonl = specconv.Resolve(base, jsonl)
-	}
-	g, err := guard.New(c, guard.Options{StateDir: dir, LockPath: guard.DefaultLockPath(configPath, dir),
-		JSONL: jsonl, Source: source, Shared: inst != nil && inst.Shared()}, log, book)
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return exitUsage
-	}
-	defer g.Close()
-	e.startupSummary(c, guard.DefaultLockPath(configPath, dir))
-	protected := specconv.ProtectedFiles(c, base, configPath, guard.DefaultLockPath(configPath, dir))
-	servers, err := e.configServers(c, base, dir, protected, log, book, g)
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return exitUsage
-	}
-	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: Version, Hooks: g.Hooks()})
-	if err != nil {
-		e.errorf("serve: %v", err)
-		return exitUsage
-	}
-	defer gw.Close()
-	g.Attach(gw)
-	if inst != nil {
-		inst.Attach(adminBackend{gw: gw, g: g})
-		// Deferred last, run first: the admin handlers use the gateway and
-		// the guard's audit store, so the ones in flight end before those
-		// close (deferred above); the socket answers until inst.Close.
-		defer inst.Detach()
-	}
-	if g.ChannelOn(config.ChannelWeb) {
-		path, stopWeb, err := admin.ServeWeb(ctx, dir, g.Broker().Handler())
-		if err != nil {
-			log.Warn("approvals socket unavailable", "err", err)
-		} else {
-			defer stopWeb()
-			if inst != nil {
-				inst.Update(func(r *instance.Record) { r.Approvals = path })
-			}
-		}
-	}
-	g.Record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(configPath, "(embedded default)"), "reason": "start"}})
+	o.NoAuth, o.AllowAllDegraded, o.AllowDegraded = noAuth, degraded.all, degraded.layers
+	o.Stdin, o.Stdout, o.Stderr, o.Version = e.stdin, e.stdout, e.stderr, Version
+	e.serveOutput(&o)
+	return e.serveExit(daemon.Run(context.Background(), o), args)
+}
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	if httpAddr != "" {
-		onListen := func(url string) {
-			if inst != nil {
-				inst.Update(func(r *instance.Record) { r.URL = url })
-			}
-			switch {
-			case token != "" && configPath == "":
-				e.printBanner(url, token, dir, c, base)
-			case token != "":
-				e.printTokenNote(dir)
-			}
+// serveOutput gives serve's callbacks: what a person sees when it starts.
+func (e *env) serveOutput(o *daemon.Options) {
+	o.Summary = e.startupSummary
+	o.NoAuthWarning = func(addr string) {
+		e.errorf("warning: --no-auth: HTTP on %s has no token: any local process or user can call the tools", addr)
+	}
+	o.Listening = func(l daemon.Listening) {
+		e.errorf("serving MCP on %s", l.URL)
+		switch {
+		case l.Token != "" && o.ConfigPath == "":
+			e.printBanner(l.URL, l.Token, l.StateDir, o.Config, o.Base)
+		case l.Token != "":
+			e.printTokenNote(l.StateDir)
 		}
-		wg.Go(func() {
-			if err := e.serveHTTP(ctx, gw, httpAddr, hopts, tlsCert, tlsKey, onListen); err != nil {
-				errs <- err
-				cancel()
-			}
-		})
 	}
-	if stdio {
-		wg.Go(func() {
-			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(e.stdin), nopWriteCloser{e.stdout}); err != nil {
-				errs <- err
-			}
-			cancel() // the client that launched us is gone
-		})
+}
+
+// serveExit reports serve's end and turns it into an exit code: the
+// config's and the flags' errors are usage errors.
+func (e *env) serveExit(err error, args []string) int {
+	var cg *daemon.CgroupsError
+	var ce *daemon.ConfigError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &cg):
+		e.cgroupsAdvice("serve", cg, args)
+		return 1
 	}
-	wg.Wait()
-	close(errs)
-	code := 0
-	for err := range errs {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, err := range j.Unwrap() {
+			e.errorf("serve: %v", err)
+		}
+	} else {
 		e.errorf("serve: %v", err)
-		code = 1
 	}
-	return code
+	if errors.As(err, &ce) {
+		return exitUsage
+	}
+	return 1
 }
 
 // printBanner tells the person who started the default how to connect.
@@ -291,37 +173,6 @@ func (e *env) printBanner(url, token, dir string, c *config.Config, base string)
   %s
 
 `, url, token, bearer.Path(dir), base, out, client)
-}
-
-// httpOptions reads the HTTP settings and clients, and refuses a
-// non-loopback address without both TLS and client tokens.
-func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, string, string, error) {
-	h := c.Listen.HTTP
-	opts := gateway.HTTPOptions{Addr: addr, AllowedOrigins: h.AllowedOrigins}
-	for _, cl := range c.Clients {
-		v, err := resolveSecret(cl.Name, cl.Token.From, false)
-		if err != nil {
-			return opts, "", "", fmt.Errorf("client %s: token: %w", cl.Name, err)
-		}
-		opts.Clients = append(opts.Clients, gateway.Client{Name: cl.Name, Token: v.Value})
-	}
-	var cert, key string
-	if h.TLS.Cert != "" {
-		cert, key = specconv.Resolve(base, h.TLS.Cert), specconv.Resolve(base, h.TLS.Key)
-	}
-	if addr == "" {
-		return opts, cert, key, nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return opts, "", "", fmt.Errorf("--http %s: %w", addr, err)
-	}
-	ip := net.ParseIP(host)
-	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
-	if !loopback && (cert == "" || len(opts.Clients) == 0) {
-		return opts, "", "", fmt.Errorf("refusing to serve on %s without TLS (listen.http.tls) and client tokens (clients); bind 127.0.0.1 instead", addr)
-	}
-	return opts, cert, key, nil
 }
 
 // isTerminal reports whether r is a character device (a terminal): then a

@@ -8,50 +8,44 @@ import (
 	"fmt"
 	"strings"
 
-	"mcpbox/internal/config"
-	"mcpbox/internal/integrity"
+	"mcpbox/internal/daemon"
 )
 
 // startupSummary prints the config's warnings, one line each, then one
-// line naming the servers and what the lock file at lockPath pins of
-// each.
-func (e *env) startupSummary(c *config.Config, lockPath string) {
-	warns := config.Warnings(c)
-	for _, w := range warns {
+// line naming the servers and what the lock file pins of each.
+func (e *env) startupSummary(sum daemon.Summary) {
+	for _, w := range sum.Warnings {
 		e.errorf("%s:%d:%d: warning: %s", w.File, w.Line, w.Col, w.Msg)
 	}
-	// An unreadable lock file stops the guard before this; here it only
-	// means "nothing pinned yet".
-	lock, _ := integrity.ReadLock(lockPath)
-	e.errorf("%s", summaryLine(c, lock, len(warns)))
+	e.errorf("%s", summaryLine(sum))
 }
 
 // summaryLine is e.g. "mcpbox.yaml: 2 servers: github (12 tools pinned),
 // docs (tools not yet pinned); 1 warning above".
-func summaryLine(c *config.Config, lock *integrity.Lock, warnings int) string {
-	parts := make([]string, 0, len(c.Servers))
-	for _, s := range c.Servers {
-		parts = append(parts, fmt.Sprintf("%s (%s)", s.Name, pinState(s, lock)))
+func summaryLine(sum daemon.Summary) string {
+	parts := make([]string, 0, len(sum.Servers))
+	for _, s := range sum.Servers {
+		parts = append(parts, fmt.Sprintf("%s (%s)", s.Name, pinState(s)))
 	}
 	w := "no warnings"
-	switch {
-	case warnings == 1:
+	switch n := len(sum.Warnings); {
+	case n == 1:
 		w = "1 warning above"
-	case warnings > 1:
-		w = fmt.Sprintf("%d warnings above", warnings)
+	case n > 1:
+		w = fmt.Sprintf("%d warnings above", n)
 	}
-	return fmt.Sprintf("%s: %s: %s; %s", c.File, summaryCount(len(c.Servers), "server"), strings.Join(parts, ", "), w)
+	return fmt.Sprintf("%s: %s: %s; %s", sum.File, summaryCount(len(sum.Servers), "server"), strings.Join(parts, ", "), w)
 }
 
-// pinState says how many of server s's tools the lock pins.
-func pinState(s *config.Server, lock *integrity.Lock) string {
-	if s.Pin == config.PinOff {
+// pinState says how many of the server's tools the lock pins.
+func pinState(s daemon.ServerPins) string {
+	switch {
+	case s.PinOff:
 		return "pinning off"
-	}
-	if lock == nil || lock.Servers[s.Name] == nil || lock.Servers[s.Name].Tools == nil {
+	case !s.Pinned:
 		return "tools not yet pinned"
 	}
-	return summaryCount(len(lock.Servers[s.Name].Tools), "tool") + " pinned"
+	return summaryCount(s.Tools, "tool") + " pinned"
 }
 
 func summaryCount(n int, noun string) string {

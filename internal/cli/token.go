@@ -2,14 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"net"
 	"os"
 
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
-	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
-	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 )
 
@@ -29,63 +26,6 @@ as mcpbox serve with no flags would use it in the current directory.
 A config with clients has its tokens in the config (clients[].token):
 they are not rotated here.
 `
-
-// redactTokenName names the local token in redacted output.
-const redactTokenName = "client_token_default"
-
-// localToken guards HTTP for a config without clients with the state
-// dir's token (see package bearer); it returns that token, or "" when
-// serve needs none (no HTTP, clients configured, or --no-auth).
-// Preconditions: guard.StateDirOwned(dir).
-func (e *env) localToken(hopts *gateway.HTTPOptions, dir, addr string, noAuth bool, book *redact.Book) (string, error) {
-	if addr == "" || len(hopts.Clients) > 0 {
-		return "", nil
-	}
-	if noAuth {
-		e.errorf("warning: --no-auth: HTTP on %s has no token: any local process or user can call the tools", addr)
-		return "", nil
-	}
-	w, err := bearer.NewWatch(dir)
-	if err != nil {
-		return "", err
-	}
-	tok := w.Token()
-	if err := book.Add(redactTokenName, []byte(tok)); err != nil {
-		return "", fmt.Errorf("token: %w", err)
-	}
-	// The token authenticates the local user, as stdio does: the same
-	// agent, so HTTP and stdio sessions share sandboxes and workspaces.
-	hopts.Clients = []gateway.Client{{Name: gateway.LocalAgent, Token: []byte(tok)}}
-	hopts.Refresh = func() ([]gateway.Client, bool, error) {
-		tok, changed, err := w.Refresh()
-		if changed {
-			if err := book.Add(redactTokenName, []byte(tok)); err != nil {
-				return nil, false, fmt.Errorf("token: %w", err)
-			}
-		}
-		return []gateway.Client{{Name: gateway.LocalAgent, Token: []byte(tok)}}, changed, err
-	}
-	return tok, nil
-}
-
-// checkNoAuth refuses --no-auth where it cannot apply: with clients,
-// whose tokens stay required, and on an address other hosts can reach.
-func checkNoAuth(c *config.Config, addr string) error {
-	if len(c.Clients) > 0 {
-		return fmt.Errorf("--no-auth: the config has clients, whose tokens every request needs; remove one or the other")
-	}
-	if addr == "" {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--http %s: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("--no-auth: refusing to serve %s without a token: only a loopback address (127.0.0.1, [::1], localhost) may go without", addr)
-	}
-	return nil
-}
 
 // printTokenNote tells where the token of a config without clients is;
 // the token itself is not printed (stderr may be a service's log).

@@ -1,7 +1,9 @@
 package conventions
 
 import (
+	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,20 +18,26 @@ var layers = map[string]int{
 	"internal/approval": 0, "internal/audit": 0, "internal/bearer": 0,
 	"internal/builtin": 0, "internal/cgroup": 0, "internal/config": 0,
 	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
-	"internal/instance": 0, "internal/landlock": 0, "internal/redact": 0,
-	"internal/seccomp": 0, "internal/secrets": 0, "internal/textdiff": 0,
-	"internal/image": 0,
+	"internal/image": 0, "internal/instance": 0, "internal/landlock": 0,
+	"internal/oauth": 0, "internal/redact": 0, "internal/seccomp": 0,
+	"internal/secrets": 0, "internal/textdiff": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
-	"internal/workspace": 1, "internal/load": 1,
+	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
+	// Prometheus metrics counted from the audit records.
+	"internal/metrics": 1,
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,
 	// The per-sandbox records the launcher fills and the guard reads: it
 	// joins egress events, workspace files and audit records.
 	"internal/track": 2,
+	// Packages installed through sandboxes into a shared store.
+	"internal/pkginstall": 2,
 	// 3: the call pipeline and the backends that start servers.
 	"internal/guard": 3, "internal/launch": 3,
+	// The web page over the admin back-end and the audit trail.
+	"internal/dashboard": 3,
 	// 4: serve as a library.
 	"internal/daemon": 4,
 	// 5: flags, help, output, exit codes.
@@ -78,4 +86,38 @@ func layerName(known bool, l int) string {
 		return "a package with no layer"
 	}
 	return "layer " + strconv.Itoa(l)
+}
+
+// TestArchitectureDocListsLayers keeps docs/architecture.md's layer table
+// true: every package of the layer table that exists is named (as `path`)
+// in the row of its layer.
+func TestArchitectureDocListsLayers(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int]string{} // layer -> its row of the table
+	for line := range strings.Lines(string(doc)) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(cells[1])); err == nil {
+			rows[n] = cells[2]
+		}
+	}
+	var wrong []string
+	for pkg, l := range layers {
+		if _, err := os.Stat(filepath.Join(root, pkg)); err != nil {
+			continue
+		}
+		if !strings.Contains(rows[l], "`"+pkg+"`") {
+			wrong = append(wrong, pkg+" (layer "+strconv.Itoa(l)+")")
+		}
+	}
+	sort.Strings(wrong)
+	if len(wrong) > 0 {
+		t.Errorf("docs/architecture.md's layer table does not name %v in the row of their layer", wrong)
+	}
 }

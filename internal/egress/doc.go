@@ -15,6 +15,24 @@
 // head over 64 KiB) or slow (Limits.HeaderTimeout) requests get 400, 431 or
 // 408 and are closed.
 //
+// # Interception
+//
+// With Options.Injector (and Options.CA) set, a CONNECT to a target the
+// Injector names is not tunnelled: once allowed and dialed, the proxy
+// answers 200, completes the client's TLS with a certificate for the
+// CONNECT host minted by the CA (cached per host; the CA key stays in this
+// process, only its certificate is meant for the sandbox's trust bundle),
+// and serves HTTP/1.1 or HTTP/2 (ALPN) on it. Each request must name the
+// CONNECT target in its Host (else 403: no domain fronting into another
+// virtual host), is shown to Injector.Request, and is sent over a new TLS
+// connection to the dialed address that verifies the server's certificate
+// for the host against Options.RootCAs or the host's trust store (else
+// 502); HTTP/2 is used upstream when the server offers it. Request and
+// response framing is redone by net/http, so a body the Injector rewrites
+// keeps correct Content-Length, chunked or DATA-frame framing. Plain-HTTP
+// requests are shown to Injector.Request too. Every other CONNECT is an
+// opaque tunnel as before, so pinned-certificate clients keep working.
+//
 // # Decisions
 //
 // A target is allowed when a Rule matches its host and port, or it is
@@ -50,8 +68,9 @@
 //
 // The proxy stands between untrusted code in a sandbox and the host's
 // network. It enforces which hosts and ports are reachable and that no
-// allowed name leads to an internal address. It does not terminate TLS:
-// under CONNECT it sees the requested host and port and the byte counts,
+// allowed name leads to an internal address. It terminates TLS only for
+// the targets an Injector names (see Interception); elsewhere, under
+// CONNECT it sees the requested host and port and the byte counts,
 // never URLs, headers or bodies, and a TLS client may send a different SNI
 // or Host inside the tunnel to a server that hosts several names (domain
 // fronting), so allowing a shared front end (a CDN) allows what it fronts.

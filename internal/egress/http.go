@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,10 @@ func (s *session) serveConnect(cc net.Conn, br *bufio.Reader, req *http.Request)
 	}
 	buffered, _ := br.Peek(br.Buffered())
 	s.headerUntil = time.Time{}
+	if inj := s.p.opts.Injector; inj != nil && s.ev.Kind == "connect" && inj.Intercepts(s.ev.Host, port) {
+		s.intercept(up, bytes.Clone(buffered), s.ev.Host, port)
+		return
+	}
 	s.relay(cc, up, buffered)
 }
 
@@ -118,6 +123,13 @@ func (s *session) servePlain(cc net.Conn, req *http.Request) {
 	}
 	s.ev.Package, s.ev.Version = packageOf(s.ev.Host, req.URL.Path)
 	s.headerUntil = time.Time{}
+	if inj := s.p.opts.Injector; inj != nil {
+		if _, err := inj.Request(req, Target{Host: s.ev.Host, Port: port}); err != nil {
+			s.ev.Reason = printable(err.Error(), 512)
+			s.writeError(http.StatusForbidden, s.ev.Reason)
+			return
+		}
+	}
 	if err := s.roundTrip(cc, &sessConn{Conn: up, s: s, upstream: true}, req); err != nil {
 		s.noteEnd(err)
 		if s.ev.Reason == "" {
@@ -132,6 +144,11 @@ func (s *session) roundTrip(cc, uc net.Conn, req *http.Request) error {
 	req.RequestURI = ""
 	req.Close = true
 	if err := req.Write(uc); err != nil {
+		if isRefusal(err) {
+			s.writeError(http.StatusForbidden, refusalText(err))
+			s.ev.Reason = printable(refusalText(err), 512)
+			return err
+		}
 		s.writeError(http.StatusBadGateway, "sending request upstream failed")
 		return fmt.Errorf("forwarding request: %w", err)
 	}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -74,6 +75,18 @@ type Options struct {
 	// DialTimeout bounds resolving and dialing a target; zero:
 	// DefaultDialTimeout.
 	DialTimeout time.Duration
+
+	// Injector, if non-nil, sees every request in clear and names the
+	// CONNECT targets whose TLS the proxy terminates (with CA) to show it
+	// those requests too. Nil: no interception; every CONNECT is a tunnel.
+	Injector Injector
+	// CA signs the certificates shown for intercepted hosts; required
+	// with Injector.
+	CA *CA
+	// RootCAs verifies the upstream servers of intercepted connections;
+	// nil: the host's trust store (x509.SystemCertPool, which honours
+	// SSL_CERT_FILE and SSL_CERT_DIR).
+	RootCAs *x509.CertPool
 }
 
 // Event records one client connection.
@@ -92,6 +105,9 @@ type Event struct {
 	Duration  time.Duration
 	Package   string // package registry download, plain HTTP only
 	Version   string
+	// Intercepted is true when the proxy terminated the CONNECT's TLS
+	// (Options.Injector); Reason then holds the last refusal, if any.
+	Intercepted bool
 }
 
 // Proxy is the egress proxy of one sandbox.
@@ -100,6 +116,7 @@ type Proxy struct {
 	limits Limits
 	pol    *policy
 	dialer net.Dialer
+	icpt   *interceptor // nil without Options.Injector
 
 	active atomic.Int64 // open client connections
 	total  atomic.Int64 // bytes moved, for MaxBytesTotal
@@ -128,14 +145,23 @@ func New(opts Options) (*Proxy, error) {
 	l.IdleTimeout = orDefault(l.IdleTimeout, DefaultIdleTimeout)
 	l.MaxDuration = orDefault(l.MaxDuration, DefaultMaxDuration)
 	l.HeaderTimeout = orDefault(l.HeaderTimeout, DefaultHeaderTimeout)
-	return &Proxy{
+	p := &Proxy{
 		opts:      opts,
 		limits:    l,
 		pol:       pol,
 		dialer:    net.Dialer{Timeout: opts.DialTimeout},
 		sessions:  map[*session]struct{}{},
 		listeners: map[net.Listener]struct{}{},
-	}, nil
+	}
+	if opts.Injector != nil {
+		if opts.CA == nil {
+			return nil, errors.New("creating egress proxy: an Injector needs a CA")
+		}
+		if p.icpt, err = newInterceptor(p); err != nil {
+			return nil, fmt.Errorf("creating egress proxy: %w", err)
+		}
+	}
+	return p, nil
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -238,7 +264,13 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
+	go func() {
+		p.wg.Wait()
+		if p.icpt != nil {
+			p.icpt.close()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

@@ -107,3 +107,14 @@ func stripBreaks(v []byte) []byte {
 	}
 	return out
 }
+
+// Needles returns copies of every form the Redactor looks for, line breaks
+// removed, so that a caller can build a prefilter that must never miss
+// one.
+func (r *Redactor) Needles() [][]byte {
+	out := make([][]byte, len(r.needles))
+	for i, n := range r.needles {
+		out[i] = bytes.Clone(n)
+	}
+	return out
+}

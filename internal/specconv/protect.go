@@ -110,7 +110,7 @@ func StateDir(c *config.Config, configPath, base, flag string) (string, error) {
 	}
 	var err error
 	if dir == "" {
-		dir, err = projectStateDir(configPath, base)
+		dir, err = ProjectStateDir(configPath, base)
 	} else {
 		dir, err = filepath.Abs(Resolve(base, dir))
 	}
@@ -136,9 +136,10 @@ func StateDir(c *config.Config, configPath, base, flag string) (string, error) {
 	return dir, nil
 }
 
-// projectStateDir is the state dir of a project whose config names none:
-// see package instance.
-func projectStateDir(configPath, base string) (string, error) {
+// ProjectStateDir is the state dir of a project whose config names none
+// (keyed by configPath, or by base for the embedded default): see package
+// instance.
+func ProjectStateDir(configPath, base string) (string, error) {
 	root, err := instance.Root()
 	if err != nil {
 		return "", err

@@ -2,6 +2,14 @@
 // directories a sandbox works in: its output dir and the upper dir of its
 // overlay.
 //
+// Layout (layout.go): under a root (the state dir's workspaces/) each
+// server has a workspace per agent, or per session of an agent, named by
+// a Scope of plain strings (this package imports no gateway): Base is
+// ROOT/AGENT/SERVER[/sessions/ID], with the output and the overlay's
+// upper and work dirs beneath it, made without following a symlink;
+// SeedPart fills a new one from a template or snapshot; ArtifactsDir is
+// where Export copies a sandbox's artifacts. Package launch decides when.
+//
 // Everything beneath those directories was written by a workload we do not
 // trust, and this package reads and writes them with the gateway's
 // privileges, so every operation below a root is done with *at system

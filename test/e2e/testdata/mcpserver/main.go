@@ -69,6 +69,7 @@ func main() {
 	s.registerFS()
 	s.registerRawArgs()
 	s.registerFaults()
+	s.registerStat()
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)

@@ -1,0 +1,132 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// hostile are strings a workload or a server chooses: a file name, tool,
+// session or domain. Each tries to forge a record line or drive the
+// operator's terminal.
+var hostile = []string{
+	"a\n999 2026-12-01 10:00:00.000 call          decision=allow",
+	"\x1b]0;pwned\x07title",
+	"\x1b[2J\x1b[31mred",
+	"abc\u202edcba\u2066x\u2069",
+	"cr\rover",
+	"del\x7f c1\u009b2J",
+	"zero\u200bwidth",
+	"bad\xffutf8",
+	`quote" key=value`,
+	"",
+}
+
+// hostileRecord puts s in every string field of a record.
+func hostileRecord(seq int64, s string) Record {
+	return Record{
+		Seq: seq, Time: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Event: s,
+		Client: s, Session: s, Sandbox: s, Workspace: s, Server: s, Tool: s, Category: s,
+		Decision: s, Rule: s, Approver: s, Duration: 1500 * time.Microsecond, Outcome: s,
+		ResultSize: 1<<53 + 1,
+		Files:      []File{{Path: s, Size: 3, SHA256: s}, {Path: "plain.txt", Size: 1}},
+		Domains:    []Domain{{Host: s, Port: 443, Decision: s, Ambiguous: true}},
+		Packages:   []Package{{Name: s, Version: s, Host: s}},
+		ExitStatus: s, Artifacts: []string{s}, Findings: []string{s, s}, Error: s,
+		Detail:   map[string]string{s + "k": s},
+		ArgShape: json.RawMessage(`{"z":"string","a":[1e400]}`),
+		PrevHash: s, Hash: s,
+	}
+}
+
+// terminalUnsafe reports a byte or character that a terminal may act on:
+// C0 controls (the line's newline aside), DEL, C1 controls, format
+// characters (bidi overrides and isolates, zero width), invalid UTF-8.
+func terminalUnsafe(s string) (rune, bool) {
+	for i, r := range s {
+		if r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
+			return r, true
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Cf, r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// TestLineOneLinePerRecord: mcpbox logs prints each record on one line,
+// which no field can break or use to drive the terminal.
+func TestLineOneLinePerRecord(t *testing.T) {
+	var out bytes.Buffer
+	for i, s := range hostile {
+		out.WriteString(Line(hostileRecord(int64(i+1), s)) + "\n")
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != len(hostile) {
+		t.Fatalf("%d records printed as %d lines:\n%s", len(hostile), len(lines), out.String())
+	}
+	for i, line := range lines {
+		if r, bad := terminalUnsafe(line); bad {
+			t.Errorf("line %d has %U: %q", i+1, r, line)
+		}
+		if want := strconv.Itoa(i+1) + " "; !strings.HasPrefix(line, want) {
+			t.Errorf("line %d does not start with its seq: %q", i+1, line)
+		}
+	}
+	// A plain token is printed as is; the hostile ones are quoted.
+	plain := Line(Record{Seq: 1, Event: EventCall, Server: "fs", Tool: "read_file",
+		Files: []File{{Path: "out/report.md", Size: 12}}})
+	if !strings.Contains(plain, " tool=fs/read_file ") || !strings.Contains(plain, " file=out/report.md(12)") {
+		t.Errorf("plain fields quoted: %q", plain)
+	}
+	if line := Line(hostileRecord(1, hostile[0])); !strings.Contains(line, ` file="a\n999 2026`) {
+		t.Errorf("a file name with a newline is not quoted: %q", line)
+	}
+}
+
+// TestJSONLineRoundTrips: mcpbox logs --json prints each record as one
+// line of printable ASCII that decodes to the same record, with its id.
+func TestJSONLineRoundTrips(t *testing.T) {
+	var out bytes.Buffer
+	var want []Record
+	for i, s := range hostile {
+		rec := hostileRecord(int64(i+1), strings.ToValidUTF8(s, "\uFFFD")) // JSON holds UTF-8 only
+		want = append(want, rec)
+		line, err := JSONLine(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(line)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d records printed as %d lines", len(want), len(lines))
+	}
+	for i, line := range lines {
+		for _, c := range []byte(line) {
+			if c < 0x20 || c >= 0x7f {
+				t.Fatalf("line %d has byte %#x: %q", i+1, c, line)
+			}
+		}
+		raw, _ := json.Marshal(want[i])
+		var got Record
+		if err := json.Unmarshal([]byte(line), &got); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		gotRaw, _ := json.Marshal(got)
+		if !bytes.Equal(raw, gotRaw) {
+			t.Errorf("record %d does not round-trip:\n%s", i+1, cmp.Diff(string(raw), string(gotRaw)))
+		}
+		var id struct{ ID int64 }
+		if err := json.Unmarshal([]byte(line), &id); err != nil || id.ID != want[i].Seq {
+			t.Errorf("line %d: id %d, want %d (%v)", i+1, id.ID, want[i].Seq, err)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package credinject
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"mcpbox/internal/egress"
+	"mcpbox/internal/redact"
+)
+
+// bodyScanner streams a request body: placeholders it may substitute
+// become their values, any other placeholder fails the read (which aborts
+// the request before that placeholder is sent). It holds back the longest
+// tail that begins a placeholder (at most the longest less one byte), so
+// one split across reads is caught.
+type bodyScanner struct {
+	src     io.ReadCloser
+	rules   []bodyRule
+	hold    int
+	pending []byte // read, scanned, not yet returned
+	ready   int    // pending[:ready] may be returned
+	eof     bool
+	err     error
+	chunk   []byte
+	onSub   func(*cred) // first substitution per credential
+	onBad   func(*cred) error
+	subbed  map[*cred]bool
+}
+
+type bodyRule struct {
+	pat, repl []byte // repl nil: refuse
+	cred      *cred
+}
+
+func (b *bodyScanner) Read(p []byte) (int, error) {
+	for b.ready == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		if b.eof {
+			if len(b.pending) == 0 {
+				return 0, io.EOF
+			}
+			b.ready = len(b.pending)
+			break
+		}
+		n, err := b.src.Read(b.chunk)
+		b.pending = append(b.pending, b.chunk[:n]...)
+		if err == io.EOF {
+			b.eof = true
+		} else if err != nil {
+			b.err = err
+		}
+		if serr := b.scan(); serr != nil {
+			b.err, b.pending, b.ready = serr, nil, 0
+			return 0, serr
+		}
+		if !b.eof {
+			b.ready = len(b.pending) - b.partial()
+		}
+	}
+	n := copy(p, b.pending[:b.ready])
+	b.pending = b.pending[n:]
+	b.ready -= n
+	if len(b.pending) == 0 {
+		b.pending = b.pending[:0:0]
+	}
+	return n, nil
+}
+
+// partial returns the length of the longest suffix of pending that is a
+// proper prefix of a placeholder: only those bytes wait for more (a
+// client streaming messages is not stalled by a fixed tail).
+func (b *bodyScanner) partial() int {
+	for p := max(0, len(b.pending)-b.hold); p < len(b.pending); p++ {
+		for _, r := range b.rules {
+			if len(b.pending)-p < len(r.pat) && bytes.HasPrefix(r.pat, b.pending[p:]) {
+				return len(b.pending) - p
+			}
+		}
+	}
+	return 0
+}
+
+// scan substitutes or refuses every placeholder wholly inside pending.
+func (b *bodyScanner) scan() error {
+	for _, r := range b.rules {
+		for off := 0; ; {
+			i := bytes.Index(b.pending[off:], r.pat)
+			if i < 0 {
+				break
+			}
+			if r.repl == nil {
+				return b.onBad(r.cred)
+			}
+			copy(b.pending[off+i:], r.repl) // same length
+			if !b.subbed[r.cred] {
+				b.subbed[r.cred] = true
+				b.onSub(r.cred)
+			}
+			off += i + len(r.repl)
+		}
+	}
+	return nil
+}
+
+func (b *bodyScanner) Close() error { return b.src.Close() }
+
+// wrapBody puts a bodyScanner around r's body for a request to t.
+func (s *Set) wrapBody(body io.ReadCloser, t egress.Target, own func(*cred) bool) io.ReadCloser {
+	bs := &bodyScanner{src: body, chunk: make([]byte, 32<<10), subbed: map[*cred]bool{}}
+	for _, n := range s.needle {
+		r := bodyRule{pat: []byte(n.placeholder), cred: n.cred}
+		if own(n.cred) {
+			if !n.cred.Body {
+				continue // left as is: no value added
+			}
+			r.repl = []byte(n.real)
+		}
+		bs.rules = append(bs.rules, r)
+		bs.hold = max(bs.hold, len(r.pat)-1)
+	}
+	if len(bs.rules) == 0 {
+		return body
+	}
+	bs.onSub = func(c *cred) {
+		s.emit(Event{Credential: c.Name, Host: t.Host, Port: t.Port, Kind: "inject", Where: "body"})
+	}
+	bs.onBad = func(c *cred) error { return s.exfiltration(c, t, "body") }
+	return bs
+}
+
+// exfiltration reports a placeholder bound for a host that is not its
+// credential's and returns the refusal.
+func (s *Set) exfiltration(c *cred, t egress.Target, where string) error {
+	reason := fmt.Sprintf("placeholder of credential %s in the %s of a request to %s, which is not one of its hosts", c.Name, where, authority(t))
+	if !t.TLS && c.ownHost(t.Host, t.Port) {
+		reason = fmt.Sprintf("placeholder of credential %s in the %s of a plain-HTTP request to %s: it is injected over TLS only", c.Name, where, authority(t))
+	}
+	s.emit(Event{Credential: c.Name, Host: t.Host, Port: t.Port, Kind: "exfiltration", Where: where, Reason: reason})
+	return fmt.Errorf("%w: %s", egress.ErrRefused, reason)
+}
+
+// redactBody streams a response body through the redactor, skipping it
+// where a q-gram prefilter proves that no form of a value can lie. Each
+// window (the held tail plus a new chunk) is cut where no form, whole or
+// begun, spans the cut: before the longest suffix that begins a form, or
+// earlier, before a whole form that reaches past that point. The part
+// before the cut is independent of what follows, so redacting it alone
+// (or passing it on as it is, with no form in the window) gives the
+// redactor's output for the whole stream, and only bytes that may begin a
+// form wait for more.
+type redactBody struct {
+	src   io.ReadCloser
+	red   *redact.Redactor
+	pf    *qgramFilter
+	tail  []byte // raw bytes held back: they may begin a form
+	out   bytes.Buffer
+	chunk []byte
+	strip []byte
+	done  bool
+	atEOF func() // redacts the trailers, which the transport fills at EOF
+}
+
+func newRedactBody(src io.ReadCloser, r *redact.Redactor, pf *qgramFilter, atEOF func()) *redactBody {
+	return &redactBody{src: src, red: r, pf: pf, chunk: make([]byte, 64<<10), atEOF: atEOF}
+}
+
+func (b *redactBody) Read(p []byte) (int, error) {
+	for b.out.Len() == 0 {
+		if b.done {
+			return 0, io.EOF
+		}
+		n, err := b.src.Read(b.chunk)
+		if n > 0 {
+			b.process(b.chunk[:n])
+		}
+		switch {
+		case err == io.EOF:
+			b.out.Write(b.red.Bytes(b.tail)) // the end: a begun form is none
+			b.tail = nil
+			b.atEOF()
+			b.done = true
+		case err != nil:
+			return 0, err // the held-back tail is dropped, never sent
+		}
+	}
+	return b.out.Read(p)
+}
+
+func (b *redactBody) process(c []byte) {
+	win := append(b.tail, c...)
+	st := b.stripped(win)
+	cut := len(st) - b.pf.partial(st) // in st, which has no breaks
+	if b.pf.hit(st) {
+		cut = b.pf.unspanned(st, cut)
+		head := win[:rawIndex(win, cut, len(st))]
+		b.out.Write(b.red.Bytes(head))
+		win = win[len(head):]
+	} else {
+		head := win[:rawIndex(win, cut, len(st))]
+		b.out.Write(head)
+		win = win[len(head):]
+	}
+	b.tail = append(b.tail[:0], win...) // win may share b.tail's array: copy handles it
+}
+
+// rawIndex returns the index in w of the byte after its first n bytes
+// other than line breaks, where the stripped w has m such bytes: breaks
+// before a cut stay before it. It walks back from the end, since cuts
+// fall near it.
+func rawIndex(w []byte, n, m int) int {
+	if n >= m {
+		return len(w)
+	}
+	i := len(w)
+	for left := m - n; left > 0; {
+		i--
+		if w[i] != '\n' && w[i] != '\r' {
+			left--
+		}
+	}
+	return i
+}
+
+func (b *redactBody) Close() error { return b.src.Close() }
+
+// stripped returns win without line breaks (which forms may contain).
+// IndexByte is vectorized; IndexAny is not.
+func (b *redactBody) stripped(win []byte) []byte {
+	hasLF, hasCR := bytes.IndexByte(win, '\n') >= 0, bytes.IndexByte(win, '\r') >= 0
+	if !hasLF && !hasCR {
+		return win
+	}
+	b.strip = appendWithout(b.strip[:0], win, '\n')
+	if hasCR {
+		b.strip = appendWithout(b.strip[:0], b.strip, '\r') // in place: the write never passes the read
+	}
+	return b.strip
+}
+
+// appendWithout appends src without the bytes c to dst.
+func appendWithout(dst, src []byte, c byte) []byte {
+	for {
+		i := bytes.IndexByte(src, c)
+		if i < 0 {
+			return append(dst, src...)
+		}
+		dst = append(dst, src[:i]...)
+		src = src[i+1:]
+	}
+}
+
+// qgramFilter tells whether a break-free text contains one of a set of
+// needles, faster than an automaton: it samples the 4-byte grams at every
+// step-th position, where step is the shortest needle's gram count, so
+// every occurrence covers a sampled gram; a bitmap of the needles' grams
+// rejects most samples, and the rest are checked by comparing the needles
+// that hold that gram at their place. Exact: no false answers.
+type qgramFilter struct {
+	needles [][]byte
+	first   [256][]int // needles by first byte
+	maxLen  int
+	bits    []uint64
+	at      map[uint32][]gramAt // gram -> where it sits in which needle
+	step    int                 // 0: needles too short to filter; always "maybe"
+}
+
+type gramAt struct{ needle, off int }
+
+const (
+	gramLen  = 4
+	gramBits = 20
+)
+
+func gramOf(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func gramHash(g uint32) uint32 { return (g * 2654435761) >> (32 - gramBits) }
+
+func newQgramFilter(needles [][]byte) *qgramFilter {
+	f := &qgramFilter{needles: needles, at: map[uint32][]gramAt{}}
+	minLen := -1
+	for i, n := range needles {
+		if len(n) == 0 {
+			continue
+		}
+		f.first[n[0]] = append(f.first[n[0]], i)
+		f.maxLen = max(f.maxLen, len(n))
+		if minLen < 0 || len(n) < minLen {
+			minLen = len(n)
+		}
+	}
+	if minLen < gramLen+4 {
+		return f // a step under 5 saves little over the redactor itself
+	}
+	f.step = minLen - gramLen + 1
+	f.bits = make([]uint64, 1<<gramBits/64)
+	for i, n := range needles {
+		for off := 0; off+gramLen <= len(n); off++ {
+			g := gramOf(n[off:])
+			h := gramHash(g)
+			f.bits[h/64] |= 1 << (h % 64)
+			f.at[g] = append(f.at[g], gramAt{i, off})
+		}
+	}
+	return f
+}
+
+// partial returns the length of the longest suffix of s that is a proper
+// prefix of a needle (0 if none).
+func (f *qgramFilter) partial(s []byte) int {
+	for p := max(0, len(s)-f.maxLen+1); p < len(s); p++ {
+		for _, i := range f.first[s[p]] {
+			if n := f.needles[i]; len(s)-p < len(n) && bytes.HasPrefix(n, s[p:]) {
+				return len(s) - p
+			}
+		}
+	}
+	return 0
+}
+
+// unspanned returns the greatest cut at or before cut that no needle
+// occurrence wholly in s spans (starts before it and ends after it).
+func (f *qgramFilter) unspanned(s []byte, cut int) int {
+	for moved := true; moved; {
+		moved = false
+		for _, n := range f.needles {
+			if len(n) == 0 {
+				continue
+			}
+			// Occurrences that could span cut start in (cut-len(n), cut).
+			from := max(0, cut-len(n)+1)
+			for i := from; i < cut; {
+				j := bytes.Index(s[i:min(len(s), cut+len(n)-1)], n)
+				if j < 0 {
+					break
+				}
+				if start := i + j; start < cut && start+len(n) > cut {
+					cut, moved = start, true
+					break
+				}
+				i += j + 1
+			}
+		}
+	}
+	return cut
+}
+
+// hit reports whether a needle lies wholly within s.
+func (f *qgramFilter) hit(s []byte) bool {
+	if f.step == 0 {
+		return true
+	}
+	for j := 0; j+gramLen <= len(s); j += f.step {
+		g := gramOf(s[j:])
+		h := gramHash(g)
+		if f.bits[h/64]&(1<<(h%64)) == 0 {
+			continue
+		}
+		for _, a := range f.at[g] {
+			n := f.needles[a.needle]
+			if start := j - a.off; start >= 0 && start+len(n) <= len(s) && bytes.Equal(s[start:start+len(n)], n) {
+				return true
+			}
+		}
+	}
+	return false
+}

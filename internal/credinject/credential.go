@@ -1,0 +1,328 @@
+package credinject
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"mcpbox/internal/redact"
+)
+
+// DefaultMaxBodyBuffer bounds a request body read whole to hash it for
+// SigV4 when the request does not carry x-amz-content-sha256.
+const DefaultMaxBodyBuffer = 16 << 20
+
+// Credential is one secret added at the proxy. The zero value of every
+// optional field means "off".
+type Credential struct {
+	Name  string // names the credential in events and redaction marks
+	Value string // the real value; never leaves this package but upstream
+	// Hosts are where the real value may go: "host", "host:port",
+	// "*.suffix" (any name strictly below suffix) or an IP, IPv6 in
+	// brackets with a port. No port means 443. Only TLS targets.
+	Hosts []string
+	// Header is the request header whose value is rewritten when it holds
+	// the placeholder: to Format with "{value}" the real value
+	// (Format "" means "{value}").
+	Header string
+	Format string
+	// Query is a URL query parameter whose value, when it is exactly the
+	// placeholder, becomes the real value.
+	Query string
+	// Basic substitutes the placeholder as the user name or password of an
+	// "Authorization: Basic" header.
+	Basic bool
+	// AnyHeader substitutes the placeholder wherever it appears in request
+	// header values.
+	AnyHeader bool
+	// Body substitutes the placeholder in request bodies (streamed; the
+	// placeholder has the value's length, so framing is unchanged).
+	Body bool
+	// Shape is how the placeholder looks: "" (like the value: same length,
+	// prefix and character classes) or "jwt" (a JWT with the value's
+	// header and claims layout and an invalid signature).
+	Shape string
+	// AWS, if non-nil, makes this an AWS key pair re-signed with SigV4;
+	// Value, Header, Query, Basic, AnyHeader, Body and Shape must be zero.
+	AWS *AWS
+}
+
+// AWS is a real AWS key pair. The sandbox is given a fake pair of the same
+// shape (AWSPlaceholder); SigV4 header-signed requests with it to the
+// credential's hosts are verified and re-signed with this one.
+type AWS struct {
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string // optional
+	// PassThrough forwards presigned URLs, streaming payload signatures
+	// and SigV4a unchanged instead of refusing them; they stay signed
+	// with the fake pair and the service will reject them.
+	PassThrough bool
+}
+
+// Options configure New.
+type Options struct {
+	SandboxID   string // copied into every Event
+	Credentials []Credential
+	// Events, if non-nil, receives one Event per substitution and per
+	// refusal, from the goroutine handling the request. It must return
+	// quickly and never sees a value.
+	Events func(Event)
+	// MaxBodyBuffer bounds a body read whole for SigV4; zero:
+	// DefaultMaxBodyBuffer.
+	MaxBodyBuffer int64
+}
+
+// Event records one substitution or refusal. It never holds a value.
+type Event struct {
+	Time       time.Time
+	SandboxID  string
+	Credential string
+	Host       string
+	Port       int
+	// Kind: "inject" (the real value was added), "exfiltration" (a
+	// placeholder went to a host not its own; refused) or "refused" (a
+	// request the credential cannot serve, e.g. a presigned URL).
+	Kind   string
+	Where  string // "header NAME", "query NAME", "basic", "body", "sigv4"
+	Reason string
+}
+
+// hostPattern is one compiled Credential.Hosts entry.
+type hostPattern struct {
+	name   string // exact normalized name, or IP string
+	suffix string // "*.suffix": ".suffix"
+	port   int
+}
+
+func (h hostPattern) matches(host string, port int) bool {
+	if port != h.port {
+		return false
+	}
+	if h.suffix != "" {
+		return len(host) > len(h.suffix) && strings.HasSuffix(host, h.suffix)
+	}
+	return host == h.name
+}
+
+func parseHostPattern(s string) (hostPattern, error) {
+	host, port := s, 443
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, perr := strconv.Atoi(p)
+		if perr != nil || n < 1 || n > 65535 {
+			return hostPattern{}, fmt.Errorf("host %q: invalid port", s)
+		}
+		host, port = h, n
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		host = s[1 : len(s)-1]
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	switch {
+	case host == "" || host == "*":
+		return hostPattern{}, fmt.Errorf("host %q: a credential needs named hosts", s)
+	case strings.HasPrefix(host, "*."):
+		rest := host[2:]
+		if rest == "" || strings.Contains(rest, "*") || !strings.Contains(rest, ".") {
+			return hostPattern{}, fmt.Errorf("host %q: a wildcard needs a suffix of two labels or more", s)
+		}
+		return hostPattern{suffix: "." + rest, port: port}, nil
+	case strings.ContainsAny(host, "*/ @"):
+		return hostPattern{}, fmt.Errorf("host %q: '*' only as a leading \"*.\"", s)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	return hostPattern{name: host, port: port}, nil
+}
+
+// cred is a compiled Credential with its placeholders.
+type cred struct {
+	Credential
+	hosts       []hostPattern
+	placeholder string // for Value
+	// AWS: the fake pair given to the sandbox.
+	fakeKeyID, fakeSecret, fakeToken string
+}
+
+func (c *cred) ownHost(host string, port int) bool {
+	for _, h := range c.hosts {
+		if h.matches(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// Set is the credentials of one sandbox with their placeholders. It
+// implements egress.Injector. It is safe for concurrent use.
+type Set struct {
+	opts   Options
+	creds  []*cred
+	needle []needle // every placeholder, for scanning
+	red    *redact.Redactor
+	pf     *qgramFilter // prefilter over red's forms
+}
+
+// needle is one placeholder string and the value it stands for.
+type needle struct {
+	cred        *cred
+	placeholder string
+	real        string
+}
+
+// New checks the credentials and generates their placeholders (fresh
+// randomness: two sandboxes never share one).
+func New(opts Options) (*Set, error) {
+	if opts.MaxBodyBuffer <= 0 {
+		opts.MaxBodyBuffer = DefaultMaxBodyBuffer
+	}
+	s := &Set{opts: opts}
+	seen := map[string]bool{}
+	var secrets []redact.Secret
+	for _, c := range opts.Credentials {
+		if seen[c.Name] {
+			return nil, fmt.Errorf("credential %q: defined twice", c.Name)
+		}
+		seen[c.Name] = true
+		cc, err := compile(c)
+		if err != nil {
+			return nil, fmt.Errorf("credential %q: %w", c.Name, err)
+		}
+		s.creds = append(s.creds, cc)
+		if cc.AWS != nil {
+			s.needle = append(s.needle, needle{cc, cc.fakeKeyID, cc.AWS.AccessKeyID}, needle{cc, cc.fakeSecret, cc.AWS.SecretAccessKey})
+			secrets = append(secrets, redact.Secret{Name: c.Name, Value: []byte(cc.AWS.SecretAccessKey)},
+				redact.Secret{Name: c.Name, Value: []byte(cc.AWS.AccessKeyID)})
+			if cc.fakeToken != "" {
+				s.needle = append(s.needle, needle{cc, cc.fakeToken, cc.AWS.SessionToken})
+				secrets = append(secrets, redact.Secret{Name: c.Name, Value: []byte(cc.AWS.SessionToken)})
+			}
+			continue
+		}
+		s.needle = append(s.needle, needle{cc, cc.placeholder, cc.Value})
+		secrets = append(secrets, redact.Secret{Name: c.Name, Value: []byte(c.Value)})
+	}
+	if len(secrets) > 0 {
+		red, err := redact.NewOptions(secrets, redact.Options{AllowShort: true})
+		if err != nil {
+			return nil, fmt.Errorf("building the response redactor: %w", err)
+		}
+		s.red = red
+		s.pf = newQgramFilter(red.Needles())
+	}
+	return s, nil
+}
+
+func compile(c Credential) (*cred, error) {
+	if c.Name == "" {
+		return nil, errors.New("empty name")
+	}
+	if len(c.Hosts) == 0 {
+		return nil, errors.New("no hosts: a credential injected at the proxy needs the hosts it may go to")
+	}
+	cc := &cred{Credential: c}
+	for _, h := range c.Hosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			return nil, err
+		}
+		cc.hosts = append(cc.hosts, p)
+	}
+	if c.AWS != nil {
+		return compileAWS(cc)
+	}
+	if c.Value == "" {
+		return nil, errors.New("empty value")
+	}
+	if c.Header == "" && c.Query == "" && !c.Basic && !c.AnyHeader && !c.Body {
+		return nil, errors.New("nowhere to inject: set header, query, basic, any_header or body")
+	}
+	if c.Format != "" && strings.Count(c.Format, "{value}") != 1 {
+		return nil, fmt.Errorf("format %q: want {value} exactly once", c.Format)
+	}
+	var err error
+	switch c.Shape {
+	case "":
+		cc.placeholder, err = placeholderFor(c.Value)
+	case "jwt":
+		cc.placeholder, err = jwtPlaceholderFor(c.Value)
+	default:
+		err = fmt.Errorf("unknown shape %q (want jwt or none)", c.Shape)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(cc.placeholder) != len(c.Value) {
+		return nil, errors.New("placeholder length differs from the value") // body framing relies on it
+	}
+	return cc, nil
+}
+
+func compileAWS(cc *cred) (*cred, error) {
+	a := cc.AWS
+	if cc.Value != "" || cc.Header != "" || cc.Query != "" || cc.Basic || cc.AnyHeader || cc.Body || cc.Shape != "" {
+		return nil, errors.New("aws: value, header, query, basic, any_header, body and shape do not apply")
+	}
+	if a.AccessKeyID == "" || a.SecretAccessKey == "" {
+		return nil, errors.New("aws: access_key_id and secret_access_key are required")
+	}
+	var err error
+	if cc.fakeKeyID, err = keyIDPlaceholderFor(a.AccessKeyID); err != nil {
+		return nil, fmt.Errorf("aws access key id: %w", err)
+	}
+	if cc.fakeSecret, err = placeholderFor(a.SecretAccessKey); err != nil {
+		return nil, fmt.Errorf("aws secret access key: %w", err)
+	}
+	if a.SessionToken != "" {
+		if cc.fakeToken, err = placeholderFor(a.SessionToken); err != nil {
+			return nil, fmt.Errorf("aws session token: %w", err)
+		}
+	}
+	return cc, nil
+}
+
+// Placeholder returns what the sandbox holds instead of credential name's
+// value (for its variable or file); false if there is no such non-AWS
+// credential.
+func (s *Set) Placeholder(name string) (string, bool) {
+	for _, c := range s.creds {
+		if c.Name == name && c.AWS == nil {
+			return c.placeholder, true
+		}
+	}
+	return "", false
+}
+
+// AWSPlaceholder returns the fake key pair (and session token, "" if the
+// real pair has none) the sandbox holds for AWS credential name.
+func (s *Set) AWSPlaceholder(name string) (keyID, secret, token string, ok bool) {
+	for _, c := range s.creds {
+		if c.Name == name && c.AWS != nil {
+			return c.fakeKeyID, c.fakeSecret, c.fakeToken, true
+		}
+	}
+	return "", "", "", false
+}
+
+// Intercepts reports whether a CONNECT to host:port must be terminated: a
+// credential lists it.
+func (s *Set) Intercepts(host string, port int) bool {
+	for _, c := range s.creds {
+		if c.ownHost(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Set) emit(ev Event) {
+	if s.opts.Events == nil {
+		return
+	}
+	ev.Time, ev.SandboxID = time.Now(), s.opts.SandboxID
+	s.opts.Events(ev)
+}

@@ -1,0 +1,157 @@
+package credinject
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/redact"
+)
+
+// chunky returns data in reads whose sizes cycle through sizes.
+type chunky struct {
+	data  []byte
+	sizes []byte
+	i     int
+}
+
+func (c *chunky) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := 1
+	if len(c.sizes) > 0 {
+		n = int(c.sizes[c.i%len(c.sizes)])%64 + 1
+		c.i++
+	}
+	n = min(n, len(p), len(c.data))
+	copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+var errFuzzRefused = errors.New("refused")
+
+// FuzzBodyScanner checks the streaming scanner against bytes.ReplaceAll on
+// the whole body, for any split into reads: an own placeholder becomes the
+// value; a foreign one fails the stream before any of its bytes are
+// returned.
+func FuzzBodyScanner(f *testing.F) {
+	f.Add([]byte("a=ph_OWN0123456789&b=ph_OWN0123456789"), []byte{3, 7, 1})
+	f.Add([]byte("x ph_OWN01234ph_OWN0123456789 y"), []byte{5})
+	f.Add([]byte("lead ph_FOR0123456789 tail"), []byte{2, 9})
+	f.Add([]byte("ph_FOR012345678ph_OWN0123456789"), []byte{1})
+	f.Add([]byte("ph_FOR012345678ph_FOR0123456789"), []byte{15, 1})
+	f.Fuzz(fuzzOne)
+}
+
+// fuzzOne is one FuzzBodyScanner case.
+func fuzzOne(t *testing.T, data, sizes []byte) {
+	const own, real, foreign = "ph_OWN0123456789", "RV_real987654321", "ph_FOR0123456789"
+	{
+		c := &cred{}
+		bs := &bodyScanner{
+			src:   io.NopCloser(&chunky{data: bytes.Clone(data), sizes: sizes}),
+			chunk: make([]byte, 8),
+			rules: []bodyRule{
+				{pat: []byte(own), repl: []byte(real), cred: c},
+				{pat: []byte(foreign), cred: &cred{}},
+			},
+			hold:   len(own) - 1,
+			subbed: map[*cred]bool{},
+			onSub:  func(*cred) {},
+			onBad:  func(*cred) error { return errFuzzRefused },
+		}
+		var out []byte
+		buf := make([]byte, 5)
+		var err error
+		for {
+			var n int
+			n, err = bs.Read(buf)
+			out = append(out, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		want := bytes.ReplaceAll(data, []byte(own), []byte(real))
+		if bytes.Contains(data, []byte(foreign)) {
+			if err != errFuzzRefused {
+				t.Fatalf("foreign placeholder not refused: err %v", err)
+			}
+			if bytes.Contains(out, []byte(foreign)) {
+				t.Fatalf("output before refusal holds the foreign placeholder: %q", out)
+			}
+			if !bytes.HasPrefix(want, out) {
+				t.Fatalf("output before refusal %q is not a prefix of %q", out, want)
+			}
+			return
+		}
+		if err != io.EOF || !bytes.Equal(out, want) {
+			t.Fatalf("got %q (%v), want %q", out, err, want)
+		}
+	}
+}
+
+// bigChunky is chunky with reads up to 2 KiB, so that the redactBody
+// leaves its slow path as well as entering it.
+type bigChunky struct{ chunky }
+
+func (c *bigChunky) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := 1
+	if len(c.sizes) > 0 {
+		n = int(c.sizes[c.i%len(c.sizes)])*8 + 1
+		c.i++
+	}
+	n = min(n, len(p), len(c.data))
+	copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// FuzzRedactBody checks the prefiltered response redaction against the
+// redactor over the whole stream. The data is built from pieces (text,
+// line breaks, the secrets' raw, hex, base64 and wrapped forms) chosen by
+// the fuzzer, so forms land across reads and windows.
+func FuzzRedactBody(f *testing.F) {
+	secrets := []redact.Secret{{Name: "A", Value: []byte("ghp_Secret0123456789abcdEFGH")}, {Name: "B", Value: []byte("xoxb-another/secret+value==")}}
+	red, err := redact.New(secrets)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pf := newQgramFilter(red.Needles())
+	if pf.step == 0 {
+		f.Fatal("prefilter unusable for these secrets")
+	}
+	var pieces [][]byte
+	for _, s := range secrets {
+		b64 := base64.StdEncoding.EncodeToString(s.Value)
+		pieces = append(pieces, s.Value, []byte(hex.EncodeToString(s.Value)), []byte(b64),
+			[]byte(b64[:10]+"\n"+b64[10:]), []byte(url.QueryEscape(string(s.Value))), s.Value[:7])
+	}
+	pieces = append(pieces, []byte("\n"), []byte("\r\n"), []byte(strings.Repeat("lorem ipsum dolor ", 40)), []byte("x"))
+	f.Add([]byte{0, 10, 1, 8, 2, 9, 3}, []byte{200, 1, 50})
+	f.Add([]byte{8, 8, 8, 4, 8, 8, 8, 8, 0}, []byte{255})
+	f.Add([]byte{9, 7, 11, 9, 9, 9, 9, 9, 1, 9}, []byte{3, 255, 7})
+	f.Fuzz(func(t *testing.T, recipe, sizes []byte) {
+		var data []byte
+		for _, r := range recipe {
+			data = append(data, pieces[int(r)%len(pieces)]...)
+		}
+		rb := newRedactBody(io.NopCloser(&bigChunky{chunky{data: bytes.Clone(data), sizes: sizes}}), red, pf, func() {})
+		got, err := io.ReadAll(rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := red.Bytes(data); !bytes.Equal(got, want) {
+			t.Fatalf("prefiltered redaction differs\n got %q\nwant %q", got, want)
+		}
+	})
+}

@@ -1,0 +1,232 @@
+package credinject
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"mcpbox/internal/egress"
+)
+
+// smallBody is the largest declared request body checked whole before
+// the request is sent.
+const smallBody = 64 << 10
+
+// Request implements egress.Injector: it substitutes the placeholders of
+// the credentials that own t (over TLS only) where they are configured,
+// refuses any placeholder bound elsewhere, wraps the body in a scanner and
+// returns a filter that redacts the real values from the response.
+func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) error, error) {
+	own := func(c *cred) bool { return t.TLS && c.ownHost(t.Host, t.Port) }
+	// Refusals first, so that no inject event is recorded for a request
+	// that does not leave.
+	if err := s.checkLeftovers(r, t, own); err != nil {
+		return nil, err
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		body := s.wrapBody(r.Body, t, own)
+		if r.ContentLength >= 0 && r.ContentLength <= smallBody {
+			// A small declared body is checked whole before the request
+			// leaves, so a refused one never reaches the server at all.
+			// (Undeclared lengths stream: a client may wait for a reply
+			// before it sends more.)
+			b, err := io.ReadAll(io.LimitReader(body, smallBody+1))
+			if errors.Is(err, egress.ErrRefused) {
+				return nil, err
+			} else if err != nil {
+				return nil, fmt.Errorf("reading the request body: %w", err)
+			}
+			body = io.NopCloser(bytes.NewReader(b))
+		}
+		r.Body = body
+	}
+	owned := false
+	for _, c := range s.creds {
+		if !own(c) {
+			continue
+		}
+		owned = true
+		if c.AWS == nil {
+			s.substitute(r, c, t)
+		} else if err := s.resign(r, c, t); err != nil {
+			return nil, err
+		}
+	}
+	if !owned || s.red == nil {
+		return nil, nil
+	}
+	// The response is scanned for the values; compressed bodies would
+	// hide them (and filter refuses them). A signed Accept-Encoding stays.
+	if !strings.Contains(strings.ToLower(r.Header.Get("Authorization")), "accept-encoding") {
+		r.Header.Set("Accept-Encoding", "identity")
+	}
+	head := r.Method == http.MethodHead
+	return func(resp *http.Response) error { return s.filter(resp, t, head) }, nil
+}
+
+// substitute puts c's value where c configures it, if the placeholder is
+// there.
+func (s *Set) substitute(r *http.Request, c *cred, t egress.Target) {
+	ph := c.placeholder
+	inject := func(where string) {
+		s.emit(Event{Credential: c.Name, Host: t.Host, Port: t.Port, Kind: "inject", Where: where})
+	}
+	if c.Header != "" {
+		if vv := r.Header.Values(c.Header); len(vv) > 0 && containsAny(vv, ph) {
+			format := c.Format
+			if format == "" {
+				format = "{value}"
+			}
+			r.Header.Set(c.Header, strings.Replace(format, "{value}", c.Value, 1))
+			inject("header " + http.CanonicalHeaderKey(c.Header))
+		}
+	}
+	if c.Query != "" && strings.Contains(r.URL.RawQuery, ph) {
+		if q, ok := replaceQueryParam(r.URL.RawQuery, c.Query, ph, c.Value); ok {
+			r.URL.RawQuery = q
+			inject("query " + c.Query)
+		}
+	}
+	if c.Basic {
+		if v, ok := replaceBasic(r.Header.Get("Authorization"), ph, c.Value); ok {
+			r.Header.Set("Authorization", v)
+			inject("basic")
+		}
+	}
+	if c.AnyHeader {
+		for k, vv := range r.Header {
+			for i, v := range vv {
+				if strings.Contains(v, ph) {
+					vv[i] = strings.ReplaceAll(v, ph, c.Value)
+					inject("header " + k)
+				}
+			}
+		}
+	}
+}
+
+func containsAny(vv []string, sub string) bool {
+	for _, v := range vv {
+		if strings.Contains(v, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceQueryParam replaces the value of parameter name where it is
+// exactly ph, leaving every other byte of the raw query as it was (a
+// re-encoded query could break signatures the client computed).
+func replaceQueryParam(raw, name, ph, val string) (string, bool) {
+	parts := strings.Split(raw, "&")
+	done := false
+	for i, p := range parts {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		dk, err1 := url.QueryUnescape(k)
+		dv, err2 := url.QueryUnescape(v)
+		if err1 == nil && err2 == nil && dk == name && dv == ph {
+			parts[i] = k + "=" + url.QueryEscape(val)
+			done = true
+		}
+	}
+	return strings.Join(parts, "&"), done
+}
+
+// replaceBasic substitutes ph as the user or password of a Basic
+// Authorization value.
+func replaceBasic(auth, ph, val string) (string, bool) {
+	user, pass, ok := parseBasic(auth)
+	if !ok || user != ph && pass != ph {
+		return "", false
+	}
+	if user == ph {
+		user = val
+	}
+	if pass == ph {
+		pass = val
+	}
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)), true
+}
+
+func parseBasic(auth string) (user, pass string, ok bool) {
+	scheme, rest, found := strings.Cut(strings.TrimSpace(auth), " ")
+	if !found || !strings.EqualFold(scheme, "basic") {
+		return "", "", false
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+	if err != nil {
+		return "", "", false
+	}
+	return strings.Cut(string(dec), ":")
+}
+
+// checkLeftovers refuses the request if a placeholder of a credential that
+// does not own t is in its header, URL or Host, as written or decoded
+// (percent-encoding, Basic). Own placeholders left where no substitution
+// is configured stay placeholders.
+func (s *Set) checkLeftovers(r *http.Request, t egress.Target, own func(*cred) bool) error {
+	texts := []struct{ where, text string }{{"host", r.Host}, {"URL", r.URL.RawPath}, {"URL", r.URL.Path}, {"URL", r.URL.RawQuery}}
+	if q, err := url.QueryUnescape(r.URL.RawQuery); err == nil {
+		texts = append(texts, struct{ where, text string }{"URL", q})
+	}
+	for k, vv := range r.Header {
+		// Names are case-folded on the way (canonical form): fold both.
+		texts = append(texts, struct{ where, text string }{"header name", strings.ToLower(k)})
+		for _, v := range vv {
+			texts = append(texts, struct{ where, text string }{"header " + k, v})
+			if u, p, ok := parseBasic(v); ok {
+				texts = append(texts, struct{ where, text string }{"header " + k, u + ":" + p})
+			}
+		}
+	}
+	for _, n := range s.needle {
+		if own(n.cred) {
+			continue
+		}
+		for _, x := range texts {
+			if strings.Contains(x.text, n.placeholder) || x.where == "header name" && strings.Contains(x.text, strings.ToLower(n.placeholder)) {
+				return s.exfiltration(n.cred, t, x.where)
+			}
+		}
+	}
+	return nil
+}
+
+// filter redacts every credential value from a response of t.
+func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
+	s.redactHeader(resp.Header)
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fmt.Errorf("response from %s is %s-encoded and cannot be scanned for credential values", authority(t), ce)
+	}
+	if head || resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	resp.Body = newRedactBody(resp.Body, s.red, s.pf, func() { s.redactHeader(resp.Trailer) })
+	// A redaction mark is not as long as the value: the length is unknown.
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	return nil
+}
+
+func authority(t egress.Target) string {
+	return net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+}
+
+// redactHeader redacts every value of h in place.
+func (s *Set) redactHeader(h http.Header) {
+	for _, vv := range h {
+		for i, v := range vv {
+			vv[i] = s.red.String(v)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+
+	"mcpbox/internal/admin"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/instance"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
+	"mcpbox/internal/workspace"
+)
+
+// daemon is one serve between its checks and its shutdown.
+type daemon struct {
+	o    Options
+	c    *config.Config
+	dir  string // the state dir
+	book *redact.Book
+	log  *slog.Logger
+	// The transports: stdio, and HTTP on addr when not "".
+	stdio     bool
+	addr      string
+	hopts     gateway.HTTPOptions
+	cert, key string
+	token     string // the local token; "" when none guards HTTP
+	// snapshotServer is the server o.Snapshot seeds.
+	snapshotServer string
+}
+
+// Run serves o.Config until ctx ends, a signal (SIGTERM, SIGINT,
+// SIGHUP) arrives, or the stdio client goes away; a clean stop returns
+// nil. Before serving it refuses what cannot be served: a *ConfigError
+// for the config or options, a *CgroupsError for a server the host
+// cannot limit; other errors (the state dir, the token file, the
+// transports, joined when both fail) are the host's.
+func Run(ctx context.Context, o Options) error {
+	d, err := prepare(o)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+// prepare checks the config and options and finds the state dir, the
+// transports and the HTTP credentials, in the order serve always has.
+func prepare(o Options) (*daemon, error) {
+	d := &daemon{o: o, c: o.Config, stdio: o.Stdio, addr: o.HTTPAddr}
+	AcceptDegraded(d.c, o.AllowAllDegraded, o.AllowDegraded)
+	if err := checkCgroups(d.c); err != nil {
+		return nil, err
+	}
+	if err := d.readSnapshot(); err != nil {
+		return nil, configError(fmt.Errorf("--from-snapshot: %w", err))
+	}
+	d.chooseTransports()
+	if o.NoAuth {
+		if err := checkNoAuth(d.c, d.addr); err != nil {
+			return nil, configError(err)
+		}
+	}
+	var err error
+	if d.hopts, d.cert, d.key, err = httpOptions(d.c, o.Base, d.addr); err != nil {
+		return nil, configError(err)
+	}
+	if d.dir, err = specconv.StateDir(d.c, o.ConfigPath, o.Base, o.StateDir); err != nil {
+		return nil, err
+	}
+	gatewayGC()
+	d.book = &redact.Book{}
+	for _, cl := range d.hopts.Clients {
+		if err := d.book.Add("client_token_"+cl.Name, cl.Token); err != nil {
+			return nil, configError(fmt.Errorf("client %s: token: %w", cl.Name, err))
+		}
+	}
+	d.log = newLogger(o.Stderr, o.LogLevel, d.book)
+	if err := guard.StateDirOwned(d.dir); err != nil {
+		return nil, err
+	}
+	if d.token, err = localToken(&d.hopts, d.dir, d.addr, o.NoAuth, d.book, o.NoAuthWarning); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// readSnapshot finds the server o.Snapshot seeds.
+func (d *daemon) readSnapshot() error {
+	if d.o.Snapshot == "" {
+		return nil
+	}
+	meta, err := workspace.ReadMeta(d.o.Snapshot)
+	if err != nil {
+		return err
+	}
+	if d.c.Server(meta.Server) == nil {
+		return fmt.Errorf("the snapshot is of server %q, which the config does not have", meta.Server)
+	}
+	d.snapshotServer = meta.Server
+	return nil
+}
+
+// chooseTransports picks stdio or HTTP when the options name neither.
+func (d *daemon) chooseTransports() {
+	if d.stdio || d.addr != "" {
+		return
+	}
+	if stdinIsClient(d.o.Stdin) {
+		d.stdio = true
+	} else if d.addr = d.c.Listen.HTTP.Addr; d.addr == "" {
+		d.addr = DefaultHTTPAddr
+	}
+}
+
+// serve starts this instance, the guard, the servers and the gateway,
+// serves the transports, and takes everything down in order.
+func (d *daemon) serve(parent context.Context) error {
+	// This instance's admin socket and record come first: other instances
+	// of this state dir may run (package instance), and what crashed ones
+	// left goes before this one opens the audit store or starts sandboxes.
+	ctx, cancel := SignalContext(parent)
+	defer cancel()
+	inst, err := d.startInstance(ctx)
+	if err != nil {
+		// The gateway works without it; only the admin commands do not.
+		d.log.Warn("admin socket unavailable: the admin commands (ps, approvals, trust, secrets rotate) cannot reach this gateway", "err", err)
+	} else {
+		defer inst.Close()
+	}
+	g, err := d.newGuard(inst)
+	if err != nil {
+		return configError(err)
+	}
+	defer g.Close()
+	if d.o.Summary != nil {
+		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
+	}
+	gw, err := d.newGateway(ctx, g)
+	if err != nil {
+		return configError(err)
+	}
+	defer gw.Close()
+	g.Attach(gw)
+	if inst != nil {
+		inst.Attach(g.Admin(gw))
+		// Runs before gw.Close and g.Close (deferred above): the admin
+		// handlers use the gateway and the guard's audit store, so the ones
+		// in flight end before those close. Only the approvals web endpoint
+		// (deferred below) stops earlier; the socket answers until
+		// inst.Close.
+		defer inst.Detach()
+	}
+	if stop := d.serveWeb(ctx, g, inst); stop != nil {
+		defer stop()
+	}
+	g.Record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(d.o.ConfigPath, "(embedded default)"), "reason": "start"}})
+	return d.serveTransports(ctx, cancel, gw, inst)
+}
+
+// startInstance opens this serve's admin socket and writes its record
+// (admin.Start), removing what crashed gateways left on the state dir
+// (cleanLeftovers): session workspaces only if no other instance is live.
+func (d *daemon) startInstance(ctx context.Context) (*admin.Instance, error) {
+	rec := admin.NewRecord(d.dir, d.o.ConfigPath, d.o.Base, d.stdio, d.addr)
+	return startInstance(ctx, d.c, rec, d.log)
+}
+
+func startInstance(ctx context.Context, c *config.Config, rec instance.Record, log *slog.Logger) (*admin.Instance, error) {
+	return admin.Start(ctx, rec, admin.InstanceOptions{
+		Config: c,
+		Logger: log,
+		Leftovers: func(shared bool) {
+			if err := cleanLeftovers(rec.StateDir, shared, log); err != nil {
+				log.Warn("removing crash leftovers", "err", err)
+			}
+		},
+	})
+}
+
+// newGuard opens the call pipeline and its audit store.
+func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
+	source := d.o.Source
+	if source == nil && d.o.ConfigPath != "" {
+		source, _ = os.ReadFile(d.o.ConfigPath) // only for error positions
+	}
+	jsonl := d.c.Audit.JSONL
+	if jsonl != "" {
+		jsonl = specconv.Resolve(d.o.Base, jsonl)
+	}
+	return guard.New(d.c, guard.Options{StateDir: d.dir, LockPath: guard.DefaultLockPath(d.o.ConfigPath, d.dir),
+		JSONL: jsonl, Source: source, Shared: inst != nil && inst.Shared()}, d.log, d.book)
+}
+
+// newGateway builds the servers' launchers and the gateway over them.
+func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gateway, error) {
+	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
+	w := wiring{
+		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
+		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir,
+			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
+		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
+		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
+	}
+	servers, err := w.servers()
+	if err != nil {
+		return nil, err
+	}
+	return gateway.New(servers, gateway.Options{Logger: d.log, Version: d.o.Version, Hooks: g.Hooks()})
+}
+
+// serveWeb serves the approvals web endpoint when the config asks for
+// it; it returns its stop, or nil.
+func (d *daemon) serveWeb(ctx context.Context, g *guard.Guard, inst *admin.Instance) func() {
+	if !g.ChannelOn(config.ChannelWeb) {
+		return nil
+	}
+	path, stop, err := admin.ServeWeb(ctx, d.dir, g.Broker().Handler())
+	if err != nil {
+		d.log.Warn("approvals socket unavailable", "err", err)
+		return nil
+	}
+	if inst != nil {
+		inst.Update(func(r *instance.Record) { r.Approvals = path })
+	}
+	return stop
+}
+
+// serveTransports serves stdio and HTTP until ctx ends; the end of the
+// stdio session or a failing HTTP server ends both.
+func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc, gw *gateway.Gateway, inst *admin.Instance) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	if d.addr != "" {
+		h := httpServer{gw: gw, addr: d.addr, opts: d.hopts, tlsCert: d.cert, tlsKey: d.key,
+			onListen: func(url string) { d.listening(inst, url) }}
+		wg.Go(func() {
+			if err := h.serve(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		})
+	}
+	if d.stdio {
+		wg.Go(func() {
+			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(d.o.Stdin), nopWriteCloser{d.o.Stdout}); err != nil {
+				errs <- err
+			}
+			cancel() // the client that launched us is gone
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// listening records the URL and tells the caller.
+func (d *daemon) listening(inst *admin.Instance, url string) {
+	if inst != nil {
+		inst.Update(func(r *instance.Record) { r.URL = url })
+	}
+	if d.o.Listening != nil {
+		d.o.Listening(Listening{URL: url, Token: d.token, StateDir: d.dir})
+	}
+}
+
+func cmpOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/config"
+)
+
+// TestRunRefusesBeforeServing: what the config and options cannot serve
+// is a *ConfigError (the CLI's usage exit), found before any state dir,
+// socket or sandbox is made.
+func TestRunRefusesBeforeServing(t *testing.T) {
+	t.Setenv("MCPBOX_TEST_CLIENT_TOKEN", "client-token-0123456789")
+	load := func(t *testing.T, extra string) *config.Config {
+		t.Helper()
+		c, err := config.Load("mcpbox.yaml", []byte("version: 1\nsandbox: {require: [userns]}\n"+extra+
+			"servers:\n  s: {command: [x], tools: {allow: ['*']}}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	clients := "clients: [{name: a, token: {from: env:MCPBOX_TEST_CLIENT_TOKEN}}]\n"
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"exposed address", Options{Config: load(t, ""), HTTPAddr: "0.0.0.0:0"}, "without TLS"},
+		{"no-auth with clients", Options{Config: load(t, clients), HTTPAddr: "127.0.0.1:0", NoAuth: true}, "has clients"},
+		{"no-auth exposed", Options{Config: load(t, ""), HTTPAddr: "0.0.0.0:0", NoAuth: true}, "only a loopback address"},
+		{"missing snapshot", Options{Config: load(t, ""), Stdio: true, Snapshot: filepath.Join(t.TempDir(), "none.tar.gz")}, "--from-snapshot"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state")
+			tt.o.StateDir, tt.o.Base = state, t.TempDir()
+			err := Run(context.Background(), tt.o)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run = %v, want a *ConfigError with %q", err, tt.want)
+			}
+			if _, err := os.Stat(state); err == nil {
+				t.Error("the state dir was made before the refusal")
+			}
+		})
+	}
+}

@@ -1,0 +1,201 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
+)
+
+// listTimeout bounds starting one server and listing its definitions.
+const listTimeout = 2 * time.Minute
+
+// ListOptions are the servers whose definitions a Lister reads (`mcpbox
+// pin`). Config and StateDir are required.
+type ListOptions struct {
+	Config *config.Config
+	// ConfigPath is the config file; "" for the embedded default.
+	ConfigPath string
+	// Base is the directory the config's relative paths lead from.
+	Base string
+	// StateDir is the state dir, as specconv.StateDir found it.
+	StateDir string
+	// Stderr gets the log and the servers' stderr; nil: discarded.
+	Stderr io.Writer
+	// LogLevel is the log's threshold; zero: info.
+	LogLevel slog.Level
+	// Version is what the gateway tells the servers it is.
+	Version string
+	// NoRecord leaves the lock file's image pins as they are (pin
+	// --check): an image not pinned yet is pulled but not pinned.
+	NoRecord bool
+}
+
+// Lister starts a config's servers, as serve would (with the same
+// protected paths) but without a guard, to read their definitions.
+type Lister struct {
+	gw *gateway.Gateway
+}
+
+// NewLister builds the servers' launchers and a gateway over them; no
+// server starts yet. A config whose servers cannot be built is a
+// *ConfigError.
+func NewLister(o ListOptions) (*Lister, error) { return newLister(o, nil) }
+
+// newLister is NewLister with a change to the wiring (nil: none).
+func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
+	book := &redact.Book{}
+	log := newLogger(o.Stderr, o.LogLevel, book)
+	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	w := wiring{
+		c: o.Config, log: log, book: book, stderr: o.Stderr,
+		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
+			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
+		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
+	}
+	if change != nil {
+		change(&w)
+	}
+	servers, err := w.servers()
+	if err != nil {
+		return nil, configError(err)
+	}
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: o.Version,
+		Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
+	if err != nil {
+		return nil, configError(err)
+	}
+	return &Lister{gw: gw}, nil
+}
+
+// Definitions starts server (as the local agent's) and returns its tools,
+// prompts, resource templates and instructions, redacted; it gives up
+// after two minutes.
+func (l *Lister) Definitions(ctx context.Context, server string) (*gateway.Definitions, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	return l.gw.Definitions(ctx, server, gateway.Scope{Agent: gateway.LocalAgent})
+}
+
+// Close stops every server the Lister started.
+func (l *Lister) Close() { l.gw.Close() }
+
+// PinListKinds are the lists `mcpbox pin` scans and pins, in the order
+// it reports them.
+var PinListKinds = []string{gateway.KindTools, gateway.KindPrompts, gateway.KindTemplates, gateway.KindInstructions}
+
+// Finding is a scanner finding on one definition of a server.
+type Finding struct {
+	Server string
+	Kind   string // the pin kind (guard.PinKind)
+	Key    string
+	integrity.Finding
+}
+
+// Scan runs the description scanner over the definitions of each server
+// of c that has some in defs, in the config's order. A tool named like
+// another server's (bare or prefixed) is a finding too.
+func Scan(c *config.Config, defs map[string]*gateway.Definitions) []Finding {
+	var out []Finding
+	for _, s := range c.Servers {
+		d := defs[s.Name]
+		if d == nil {
+			continue
+		}
+		var others []string
+		for name, o := range defs {
+			if name == s.Name {
+				continue
+			}
+			for _, it := range o.Lists[gateway.KindTools] {
+				others = append(others, it.Key, c.EffectivePrefix(c.Server(name))+it.Key)
+			}
+		}
+		for _, kind := range PinListKinds {
+			for _, it := range d.Lists[kind] {
+				for _, f := range integrity.ScanDefinition(guard.PinKind(kind), it.Raw, others) {
+					out = append(out, Finding{Server: s.Name, Kind: guard.PinKind(kind), Key: it.Key, Finding: f})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Comparison is how one kind of a server's definitions compares with the
+// lock file.
+type Comparison struct {
+	Server string
+	Kind   string // the pin kind
+	// Err: the lock file could not be checked for this kind.
+	Err error
+	// Changed are the definitions that changed, appeared or went since
+	// they were pinned.
+	Changed []integrity.Change
+	// NotPinned counts the definitions of a kind the lock does not have.
+	NotPinned int
+}
+
+// Compare checks the definitions of each server of c that has some in
+// defs against pins, kind by kind, recording nothing.
+func Compare(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions) []Comparison {
+	var out []Comparison
+	for _, s := range c.Servers {
+		d := defs[s.Name]
+		if d == nil {
+			continue
+		}
+		for _, kind := range PinListKinds {
+			var items []integrity.Item
+			for _, it := range d.Lists[kind] {
+				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
+			}
+			cmp := Comparison{Server: s.Name, Kind: guard.PinKind(kind)}
+			// enforce never writes: a server with no pins is "quarantined".
+			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, cmp.Kind, items)
+			cmp.Err = err
+			for _, ch := range changes {
+				if ch.Status == integrity.StatusQuarantined {
+					cmp.NotPinned++
+				} else {
+					cmp.Changed = append(cmp.Changed, ch)
+				}
+			}
+			out = append(out, cmp)
+		}
+	}
+	return out
+}
+
+// Record pins server's definitions d in pins, replacing its earlier pins.
+func Record(pins *integrity.Pins, server string, d *gateway.Definitions) error {
+	lists := map[string][]integrity.Item{}
+	for kind, items := range d.Lists {
+		k := guard.PinKind(kind)
+		for _, it := range items {
+			lists[k] = append(lists[k], integrity.Item{Key: it.Key, Raw: it.Raw})
+		}
+		if lists[k] == nil {
+			lists[k] = []integrity.Item{}
+		}
+	}
+	return pins.Record(server, serverInfo(d.ServerInfo), lists)
+}
+
+// serverInfo reads name and version from a serverInfo object.
+func serverInfo(raw json.RawMessage) integrity.ServerInfo {
+	var si integrity.ServerInfo
+	var v struct{ Name, Version string }
+	if json.Unmarshal(raw, &v) == nil {
+		si.Name, si.Version = v.Name, v.Version
+	}
+	return si
+}

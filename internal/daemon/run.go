@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/launch"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/sandbox"
+)
+
+// ServerOptions are one sandboxed server served over stdio (`mcpbox
+// run`). Name and Spec are required.
+type ServerOptions struct {
+	// Name names the server in the log and the gateway.
+	Name string
+	// Spec is the server's sandbox, its command in Spec.Args and its
+	// secrets resolved.
+	Spec sandbox.Spec
+	// Allow and Deny filter the tools by glob; nil Allow: every tool.
+	Allow, Deny []string
+	// CallTimeout cancels a tool call; zero: the gateway's default.
+	CallTimeout time.Duration
+	// MaxOutput bounds a tool result in bytes; zero: no bound.
+	MaxOutput int64
+	// Stdin and Stdout carry the MCP session; Stderr gets the log and the
+	// server's stderr (nil: discarded).
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// LogLevel is the log's threshold; zero: info.
+	LogLevel slog.Level
+	// Version is what the gateway tells the client it is.
+	Version string
+}
+
+// RunServer serves one sandboxed server over stdio until the client goes
+// away, ctx ends or a signal arrives (then it returns nil). A gateway
+// that cannot be built is a *ConfigError.
+func RunServer(ctx context.Context, o ServerOptions) error {
+	gatewayGC()
+	// The spec's secrets are resolved already: the book learns them now.
+	book := &redact.Book{}
+	log := newLogger(o.Stderr, o.LogLevel, book)
+	l := launch.NewLocal(launch.LocalOptions{
+		Name: o.Name, Spec: o.Spec, Log: log, Book: book,
+		Stderr: o.Stderr,
+	})
+	allow := o.Allow
+	if len(allow) == 0 {
+		allow = []string{"*"}
+	}
+	gw, err := gateway.New([]*gateway.Server{{
+		Name: o.Name, Scope: gateway.ScopeAgent, Launch: launch.On(l),
+		Allow: allow, Deny: o.Deny, CallTimeout: o.CallTimeout, MaxOutput: o.MaxOutput,
+		Restart: gateway.RestartOnFailure,
+	}}, gateway.Options{
+		Logger:  log,
+		Version: o.Version,
+		Hooks: gateway.Hooks{
+			// Every payload that leaves the server is redacted before
+			// anything else sees it.
+			Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) },
+			Call:   guard.CredentialCheck(log, nil),
+		},
+	})
+	if err != nil {
+		return configError(err)
+	}
+	ctx, cancel := SignalContext(ctx)
+	defer cancel()
+	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(o.Stdin), nopWriteCloser{o.Stdout})
+	gw.Close()
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/image"
+	"mcpbox/internal/launch"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
+	"mcpbox/internal/workspace"
+)
+
+// gatewayGC tunes the collector for a gateway: it moves large messages
+// through fresh buffers, and on VMs where a page fault costs tens of
+// microseconds, collecting (and handing memory back) less often pays;
+// the memory a gateway holds stays small either way. GOGC overrides it.
+func gatewayGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
+
+// newLogger is the gateway's log: text lines on w (nil: discarded),
+// redacted with book.
+func newLogger(w io.Writer, level slog.Level, book *redact.Book) *slog.Logger {
+	if w == nil {
+		w = io.Discard
+	}
+	return slog.New(slog.NewTextHandler(redactingWriter{w, book}, &slog.HandlerOptions{Level: level}))
+}
+
+// redactingWriter redacts each write with the book: for the gateway's
+// log, whose handler writes one whole record per Write.
+type redactingWriter struct {
+	w    io.Writer
+	book *redact.Book
+}
+
+func (rw redactingWriter) Write(p []byte) (int, error) {
+	if _, err := rw.w.Write(rw.book.Bytes(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// wiring is what turning a config's servers into gateway servers needs.
+type wiring struct {
+	c    *config.Config
+	opts specconv.Options // Base, StateDir, Protected
+	log  *slog.Logger
+	book *redact.Book
+	// stderr gets the servers' stderr, line-prefixed.
+	stderr io.Writer
+	// guard observes the sandboxes' lifecycle; nil: none (pin).
+	guard *guard.Guard
+	// snapshot seeds the new workspaces of snapshotServer; "": none.
+	snapshot, snapshotServer string
+	// ctx bounds image pulls (nil: none); images pulls and pins the
+	// images of image servers (image.go).
+	ctx    context.Context
+	images imageSetup
+	// pulled, by server name, replaces the pinned image (update); nil: none.
+	pulled map[string]*image.Image
+}
+
+// servers turns the config's servers into gateway servers. The guard
+// decides which tools are visible and callable, so the gateway's own
+// name filter lets every tool through. No sandbox may write the protected
+// paths (opts.Protected), with a guard or without (pin).
+func (w wiring) servers() ([]*gateway.Server, error) {
+	var out []*gateway.Server
+	groups := launch.NewGroups(w.c, w.opts, func(first *config.Server) launch.LocalOptions {
+		lo := w.localOptions()
+		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
+			lo.Workspaces = filepath.Join(w.opts.StateDir, "workspaces")
+		}
+		return lo
+	})
+	for _, s := range w.c.Servers {
+		gs := gatewayServer(w.c, s)
+		var err error
+		if s.URL != "" {
+			w.remote(gs, s)
+		} else if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
+			err = member(groups, gs, g, s)
+		} else {
+			err = w.local(gs, s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, gs)
+	}
+	return out, nil
+}
+
+// gatewayServer is the gateway's settings for s, without its launcher.
+func gatewayServer(c *config.Config, s *config.Server) *gateway.Server {
+	gs := &gateway.Server{
+		Name:        s.Name,
+		Prefix:      c.EffectivePrefix(s),
+		Scope:       s.Scope,
+		Allow:       []string{"*"},
+		CallTimeout: time.Duration(s.Limits.CallTimeout),
+		MaxOutput:   int64(s.Limits.Output),
+		Restart:     s.Lifecycle.EffectiveRestart(),
+		Idle:        time.Duration(s.Lifecycle.Idle),
+		IdleAction:  s.Lifecycle.IdleAction,
+		IdleStop:    time.Duration(s.Lifecycle.IdleStop),
+		MaxLifetime: time.Duration(s.Lifecycle.MaxLifetime),
+	}
+	if gs.Scope == "" {
+		gs.Scope = gateway.ScopeAgent
+	}
+	for _, sec := range s.Secrets {
+		// The shortest ttl decides when the sandbox is renewed.
+		if ttl := time.Duration(sec.TTL); ttl > 0 && (gs.Refresh == 0 || ttl < gs.Refresh) {
+			gs.Refresh = ttl
+		}
+	}
+	return gs
+}
+
+// remote launches gs as a connection to the remote server s.
+func (w wiring) remote(gs *gateway.Server, s *config.Server) {
+	headers := map[string]string{}
+	for _, h := range s.Headers {
+		headers[h.Name] = h.From
+	}
+	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, Headers: headers, Book: w.book}))
+	// A dropped connection is reconnected at the next request
+	// (remote servers take no lifecycle settings).
+	gs.Restart = gateway.RestartOnFailure
+}
+
+// member launches gs as member s of the group g's sandbox.
+func member(groups *launch.Groups, gs *gateway.Server, g string, s *config.Server) error {
+	gl, idx, err := groups.Member(g, s)
+	if err != nil {
+		return err
+	}
+	gs.Launch = gl.Launch(idx)
+	gs.Release = gl.Release
+	return nil
+}
+
+// local launches gs as a sandbox of its own for s.
+func (w wiring) local(gs *gateway.Server, s *config.Server) error {
+	spec, err := specconv.Server(w.c, s, w.opts)
+	if err != nil {
+		return err
+	}
+	if s.Image.Ref != "" {
+		if err := w.applyImage(s, &spec); err != nil {
+			return err
+		}
+	}
+	lo := w.localOptions()
+	lo.Name, lo.Spec, lo.Secrets = s.Name, spec, s.Secrets
+	if s.Filesystem.Output != nil && s.Filesystem.Output.Source == "" {
+		lo.Workspaces = filepath.Join(w.opts.StateDir, "workspaces")
+	}
+	if in := s.Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
+		lo.Overlays = filepath.Join(w.opts.StateDir, "workspaces")
+	}
+	if t := s.Filesystem.Template; t != "" {
+		if lo.Template, err = specconv.Template(w.opts.Base, spec.Input, t); err != nil {
+			return fmt.Errorf("server %s: filesystem.template: %w", s.Name, err)
+		}
+	}
+	if w.snapshot != "" && w.snapshotServer == s.Name {
+		lo.Template = w.snapshot
+	}
+	if a := s.Artifacts; a != nil {
+		lo.Artifacts = &workspace.ArtifactRules{Include: a.Include, MaxSize: int64(a.MaxSize)}
+		if lo.ArtifactsDir, err = specconv.ArtifactsDir(w.opts, spec.Input, a.Dir); err != nil {
+			return fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
+		}
+	}
+	l := launch.NewLocal(lo)
+	gs.Launch = launch.On(l)
+	gs.Release = l.Release
+	return nil
+}
+
+// localOptions are the launcher options every local server shares.
+func (w wiring) localOptions() launch.LocalOptions {
+	lo := launch.LocalOptions{Log: w.log, Book: w.book, Stderr: w.stderr}
+	if w.guard != nil {
+		// A nil *guard.Guard in the interface would not be a nil observer.
+		lo.Observer = w.guard
+	}
+	return lo
+}

@@ -1,0 +1,19 @@
+// Package launch holds the backends that start a configured server for a
+// scope: Local runs it in a sandbox on this host, Remote connects to a
+// remote Streamable HTTP server, and Group runs the servers of one group
+// in one sandbox under internal/group's supervisor. The gateway reaches a
+// backend through gateway.Server's Launch (On) and Release.
+//
+// A Local start runs named steps (secrets with the start's context, the
+// redacting stderr writer, egress logging, the per-scope workspace and
+// input overlay, sandbox.Start), each registering its undo before the
+// next; the instance it returns accounts for the sandbox's end (status,
+// artifacts) and tells the Observer.
+//
+// It must not decide about calls or audit them: the guard plugs in as the
+// Observer, so this package imports no guard, cli, admin or daemon. It is
+// layer 3 (internal/conventions/layers_test.go): it imports gateway (for
+// its types), sandbox, specconv, workspace, track, instance (the overlay
+// lock), group, secrets, redact, egress, cgroup (stats), audit (event
+// names) and config.
+package launch

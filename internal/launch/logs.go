@@ -1,0 +1,82 @@
+package launch
+
+// What a server and its egress proxy write to the gateway's log.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"mcpbox/internal/egress"
+	"mcpbox/internal/redact"
+)
+
+// egressLogger logs the proxy's decisions, allowed connections at
+// allowLevel and the others as warnings; host names are redacted, since a
+// server may try to carry a secret out in a DNS name.
+func egressLogger(log *slog.Logger, server string, book *redact.Book, allowLevel slog.Level) func(egress.Event) {
+	return func(ev egress.Event) {
+		level := allowLevel
+		if ev.Decision != "allow" {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "egress", "server", server, "decision", ev.Decision,
+			"host", book.String(ev.Host), "port", ev.Port, "reason", book.String(ev.Reason))
+	}
+}
+
+// lineWriter prefixes every line a server writes to stderr and caps its
+// length, so that one server cannot flood or forge the gateway's log.
+type lineWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+const maxLogLine = 4096
+
+func (lw *lineWriter) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := maxLogLine - len(lw.buf)
+			lw.buf = append(lw.buf, p[:min(len(p), max(room, 0))]...)
+			break
+		}
+		room := maxLogLine - len(lw.buf)
+		lw.buf = append(lw.buf, p[:min(i, max(room, 0))]...)
+		lw.flush()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// Close writes a last line that had no newline.
+func (lw *lineWriter) Close() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if len(lw.buf) > 0 {
+		lw.flush()
+	}
+	return nil
+}
+
+func (lw *lineWriter) flush() {
+	// C0 and C1 controls and DEL could move the cursor or fake a line of
+	// the gateway's own; invalid UTF-8 becomes U+FFFD.
+	line := bytes.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, lw.buf)
+	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
+	lw.buf = lw.buf[:0]
+}

@@ -1,0 +1,146 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/cgroup"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
+)
+
+// RemoteOptions configure a Remote.
+type RemoteOptions struct {
+	// URL is the server's Streamable HTTP endpoint.
+	URL string
+	// Headers maps header names (e.g. Authorization) to the secret
+	// references of their values, resolved at each connect; nil: none.
+	Headers map[string]string
+	// Book learns the header values (and the token of "Bearer TOKEN"), so
+	// that the gateway redacts them if the server echoes them. Nil: no
+	// book learns them.
+	Book *redact.Book
+}
+
+// Remote connects to a remote server over Streamable HTTP, with
+// headers (e.g. Authorization) whose values come from secret references.
+type Remote struct {
+	url     string
+	headers map[string]string // header name → secret reference
+	book    *redact.Book
+
+	live liveSet // the connections open
+}
+
+// NewRemote returns the backend of a remote server.
+func NewRemote(opts RemoteOptions) *Remote {
+	return &Remote{url: opts.URL, headers: opts.Headers, book: opts.Book}
+}
+
+// remoteInstance is one connection to a remote server.
+type remoteInstance struct {
+	l     *Remote
+	scope gateway.Scope
+	conn  mcp.Connection
+	once  sync.Once
+}
+
+// Start connects to the remote server (Remote.connect).
+func (l *Remote) Start(ctx context.Context, scope gateway.Scope) (Instance, error) {
+	in, err := l.connect(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// Release keeps nothing: a remote server's state is its own.
+func (l *Remote) Release(gateway.Scope) {}
+
+// List returns the connections open.
+func (l *Remote) List() []Instance { return l.live.list() }
+
+// connect resolves the headers' secrets with ctx and connects.
+func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInstance, error) {
+	h, err := l.header(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: headerTransport{h, http.DefaultTransport}}
+	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
+	c, err := t.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+	}
+	in := &remoteInstance{l: l, scope: scope, conn: c}
+	l.live.add(in)
+	return in, nil
+}
+
+// header resolves the headers and teaches the book their values.
+func (l *Remote) header(ctx context.Context) (http.Header, error) {
+	h := http.Header{}
+	for name, ref := range l.headers {
+		v, err := ResolveSecret(ctx, name, ref, false)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		if l.book != nil {
+			if err := l.book.Add(name, v.Value); err != nil {
+				return nil, fmt.Errorf("header %s: %w", name, err)
+			}
+			// The token of "Bearer TOKEN" may show up alone.
+			if scheme, token, ok := strings.Cut(string(v.Value), " "); ok && len(token) >= redact.MinValueLen && !strings.ContainsAny(scheme, "=:") {
+				if err := l.book.Add(name, []byte(token)); err != nil {
+					return nil, fmt.Errorf("header %s: %w", name, err)
+				}
+			}
+		}
+		h.Set(name, string(v.Value))
+	}
+	return h, nil
+}
+
+// Scope is the scope the connection serves.
+func (in *remoteInstance) Scope() gateway.Scope { return in.scope }
+
+// Stop closes the connection.
+func (in *remoteInstance) Stop() {
+	in.once.Do(func() {
+		in.conn.Close()
+		in.l.live.remove(in)
+	})
+}
+
+// Pause is not supported: the server runs elsewhere.
+func (in *remoteInstance) Pause() error { return ErrUnsupported }
+
+// Resume is not supported: the server runs elsewhere.
+func (in *remoteInstance) Resume() error { return ErrUnsupported }
+
+// Stats is not supported: the server runs elsewhere.
+func (in *remoteInstance) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, ErrUnsupported }
+
+// process hands the gateway the connection; the gateway closes it
+// itself, so its Stop only forgets it.
+func (in *remoteInstance) Process() *gateway.Process {
+	return &gateway.Process{Conn: in.conn, Stop: func() { in.l.live.remove(in) }}
+}
+
+type headerTransport struct {
+	h    http.Header
+	next http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return t.next.RoundTrip(r)
+}

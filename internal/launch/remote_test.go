@@ -1,0 +1,76 @@
+package launch
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
+)
+
+// TestRemoteServer: a remote server is reached from the gateway with its
+// header values resolved from secret references, and its tools come
+// through the gateway like a sandboxed server's.
+func TestRemoteServer(t *testing.T) {
+	t.Setenv("MCPBOX_TEST_REMOTE_TOKEN", "Bearer remote-secret-value")
+	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		// A hostile remote echoes the token it was sent.
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong remote-secret-value"}}}, nil, nil
+	})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var refused atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer remote-secret-value" {
+			refused.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+
+	book := &redact.Book{}
+	l := NewRemote(RemoteOptions{URL: hs.URL, Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_REMOTE_TOKEN"}, Book: book})
+	log := slog.New(slog.DiscardHandler)
+	// The gateway's filter redacts with the book, as the wiring sets it.
+	opts := gateway.Options{Logger: log, Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}}
+	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: On(l), Allow: []string{"*"}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	gwHTTP := httptest.NewUnstartedServer(nil)
+	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwHTTP.Config.Handler = h
+	gwHTTP.Start()
+	defer gwHTTP.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong [REDACTED:Authorization]" {
+		t.Fatalf("got %q", got)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Fatalf("%d requests reached the remote server without the header", n)
+	}
+}

@@ -1,0 +1,296 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// Defaults of ValidatorOptions.
+const (
+	DefaultLeeway        = 30 * time.Second
+	DefaultRefetchGap    = time.Minute
+	DefaultIdentityClaim = "sub"
+)
+
+// signingAlgs are the JWS algorithms accepted: asymmetric only, so "none"
+// and HMAC keyed with a public key (algorithm confusion) never verify.
+var signingAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+
+// ValidatorOptions configures a Validator. Issuer and Audience are
+// required.
+type ValidatorOptions struct {
+	// Issuer is the authorization server whose tokens are accepted; its
+	// metadata names the JWKS.
+	Issuer string
+	// Audience is the gateway's resource URI; a token's aud must hold it.
+	Audience string
+	// IdentityClaim names the string claim that becomes the client
+	// identity; zero means DefaultIdentityClaim ("sub").
+	IdentityClaim string
+	// HTTPClient fetches metadata and keys; nil means a default client.
+	HTTPClient *http.Client
+	// Leeway is the clock skew allowed on exp, nbf and iat; zero means
+	// DefaultLeeway.
+	Leeway time.Duration
+	// RefetchGap is the least time between two JWKS fetches caused by an
+	// unknown key id; zero means DefaultRefetchGap.
+	RefetchGap time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Identity is what a valid access token says about its bearer.
+type Identity struct {
+	// Name is the value of the identity claim.
+	Name string
+	// Subject is the sub claim.
+	Subject string
+	// Scopes are from the scope (space-separated) or scp claim.
+	Scopes []string
+	// Expiry is the exp claim.
+	Expiry time.Time
+}
+
+// Validator checks JWT access tokens (RFC 9068) from one issuer for one
+// audience. It is safe for concurrent use.
+type Validator struct {
+	opts ValidatorOptions
+	hc   *http.Client
+
+	mu       sync.Mutex // guards the fields below
+	jwksURI  string
+	keys     *jose.JSONWebKeySet
+	fetched  time.Time // last JWKS fetch
+	fetching bool
+}
+
+// NewValidator checks opts and returns a Validator. Keys are fetched on
+// first use.
+func NewValidator(opts ValidatorOptions) (*Validator, error) {
+	if opts.Issuer == "" || opts.Audience == "" {
+		return nil, errors.New("token validator: issuer and audience are required")
+	}
+	if err := checkEndpoint(opts.Issuer); err != nil {
+		return nil, fmt.Errorf("token validator: issuer %w", err)
+	}
+	if opts.IdentityClaim == "" {
+		opts.IdentityClaim = DefaultIdentityClaim
+	}
+	if opts.Leeway <= 0 {
+		opts.Leeway = DefaultLeeway
+	}
+	if opts.RefetchGap <= 0 {
+		opts.RefetchGap = DefaultRefetchGap
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Validator{opts: opts, hc: orDefault(opts.HTTPClient)}, nil
+}
+
+// Validate checks raw and returns the identity it carries. Every refusal
+// wraps ErrInvalidToken and names the reason, never the token.
+func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error) {
+	tok, err := jwt.ParseSigned(raw, signingAlgs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a JWS signed with RS256, ES256 or EdDSA", ErrInvalidToken)
+	}
+	if len(tok.Headers) != 1 {
+		return nil, fmt.Errorf("%w: want exactly one signature", ErrInvalidToken)
+	}
+	h := tok.Headers[0]
+	key, err := v.key(ctx, h.KeyID, h.Algorithm)
+	if err != nil {
+		return nil, err
+	}
+	var std jwt.Claims
+	var extra map[string]any
+	if err := tok.Claims(key.Key, &std, &extra); err != nil {
+		return nil, fmt.Errorf("%w: signature does not verify", ErrInvalidToken)
+	}
+	if std.Expiry == nil {
+		return nil, fmt.Errorf("%w: no exp claim", ErrInvalidToken)
+	}
+	exp := jwt.Expected{Issuer: v.opts.Issuer, AnyAudience: jwt.Audience{v.opts.Audience}, Time: v.opts.Now()}
+	if err := std.ValidateWithLeeway(exp, v.opts.Leeway); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	name, _ := extra[v.opts.IdentityClaim].(string)
+	if name == "" {
+		return nil, fmt.Errorf("%w: no string claim %q", ErrInvalidToken, v.opts.IdentityClaim)
+	}
+	id := &Identity{Name: name, Subject: std.Subject, Expiry: std.Expiry.Time()}
+	switch s := extra["scope"].(type) {
+	case string:
+		id.Scopes = strings.Fields(s)
+	}
+	if len(id.Scopes) == 0 {
+		if scp, ok := extra["scp"].([]any); ok {
+			for _, x := range scp {
+				if s, ok := x.(string); ok {
+					id.Scopes = append(id.Scopes, s)
+				}
+			}
+		}
+	}
+	return id, nil
+}
+
+// key returns the verification key for kid and alg, fetching the JWKS on
+// first use and again, at most once per RefetchGap, for an unknown kid
+// (key rotation).
+func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey, error) {
+	v.mu.Lock()
+	keys := v.keys
+	stale := keys == nil || v.opts.Now().Sub(v.fetched) >= v.opts.RefetchGap
+	v.mu.Unlock()
+	if keys != nil {
+		if k, err := pick(keys, kid, alg); k != nil || err != nil {
+			return k, err
+		}
+	}
+	if !stale {
+		if keys == nil {
+			return nil, fmt.Errorf("%w: the issuer's keys are unavailable", ErrInvalidToken)
+		}
+		return nil, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
+	}
+	keys, err := v.refetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := pick(keys, kid, alg)
+	if k == nil && err == nil {
+		err = fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
+	}
+	return k, err
+}
+
+func (v *Validator) refetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	// Another caller may have fetched while this one waited.
+	if v.keys != nil && v.opts.Now().Sub(v.fetched) < v.opts.RefetchGap {
+		return v.keys, nil
+	}
+	v.fetched = v.opts.Now() // rate-limits failures too
+	if v.jwksURI == "" {
+		urls, err := serverMetadataURLs(v.opts.Issuer)
+		if err != nil {
+			return nil, err
+		}
+		sm, _, err := fetchServerMetadata(ctx, v.hc, v.opts.Issuer, urls)
+		if err != nil {
+			return nil, fmt.Errorf("token validator: %w", err)
+		}
+		if sm.JWKSURI == "" {
+			return nil, fmt.Errorf("token validator: metadata of %s has no jwks_uri", v.opts.Issuer)
+		}
+		v.jwksURI = sm.JWKSURI
+	}
+	var set jose.JSONWebKeySet
+	if err := getJSON(ctx, v.hc, v.jwksURI, &set); err != nil {
+		return nil, fmt.Errorf("token validator: %w", err)
+	}
+	// Only public signing keys: a symmetric or private key in a JWKS is
+	// a misconfiguration that must not become a verification key.
+	var pub jose.JSONWebKeySet
+	for _, k := range set.Keys {
+		if k.IsPublic() && k.Valid() && (k.Use == "" || k.Use == "sig") {
+			pub.Keys = append(pub.Keys, k)
+		}
+	}
+	v.keys = &pub
+	return v.keys, nil
+}
+
+// pick chooses the key for kid (the only key if kid is empty and there is
+// one) whose declared algorithm, if any, is alg.
+func pick(set *jose.JSONWebKeySet, kid, alg string) (*jose.JSONWebKey, error) {
+	var k *jose.JSONWebKey
+	if kid == "" {
+		if len(set.Keys) != 1 {
+			return nil, fmt.Errorf("%w: no key id and the issuer has %d keys", ErrInvalidToken, len(set.Keys))
+		}
+		k = &set.Keys[0]
+	} else {
+		ks := set.Key(kid)
+		if len(ks) == 0 {
+			return nil, nil
+		}
+		k = &ks[0]
+	}
+	if k.Algorithm != "" && k.Algorithm != alg {
+		return nil, fmt.Errorf("%w: key %q is for %s, token says %s", ErrInvalidToken, kid, k.Algorithm, alg)
+	}
+	return k, nil
+}
+
+// WriteChallenge answers w with status (401 or 403) and ch as the
+// WWW-Authenticate header, the way a protected resource refuses a
+// request (RFC 6750 §3).
+func WriteChallenge(w http.ResponseWriter, status int, ch Challenge) {
+	w.Header().Set("WWW-Authenticate", ch.String())
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, http.StatusText(status), status)
+}
+
+// BearerToken returns the token of r's "Authorization: Bearer" header.
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(tok) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// MetadataPath is the path of the well-known protected resource metadata
+// of resource (RFC 9728 §3.1): the well-known prefix followed by the
+// resource's path, if it has one.
+func MetadataPath(resource string) string {
+	p := "/.well-known/oauth-protected-resource"
+	if u, err := url.Parse(resource); err == nil {
+		p += strings.TrimSuffix(u.EscapedPath(), "/")
+	}
+	return p
+}
+
+// MetadataURL is the absolute URL of MetadataPath(resource), what the
+// gateway puts in resource_metadata of its WWW-Authenticate challenges.
+func MetadataURL(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + MetadataPath(resource)
+}
+
+// MetadataHandler serves rm as protected resource metadata (GET and HEAD
+// only). Mount it at MetadataPath(rm.Resource), and at the root
+// well-known path if the resource has a path.
+func MetadataHandler(rm ResourceMetadata) http.Handler {
+	if len(rm.BearerMethodsSupported) == 0 {
+		rm.BearerMethodsSupported = []string{"header"}
+	}
+	body, _ := json.Marshal(rm)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "max-age=3600")
+		w.Write(body)
+	})
+}

@@ -1,0 +1,271 @@
+package oauth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+const gatewayResource = "https://gateway.example/mcp"
+
+func newValidator(t *testing.T, as *testAS, edit func(*ValidatorOptions)) *Validator {
+	t.Helper()
+	o := ValidatorOptions{Issuer: as.issuer, Audience: gatewayResource}
+	if edit != nil {
+		edit(&o)
+	}
+	v, err := NewValidator(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func claims(as *testAS, edit func(map[string]any)) map[string]any {
+	now := time.Now()
+	c := map[string]any{
+		"iss": as.issuer, "aud": gatewayResource, "sub": "alice", "scope": "mcp:read mcp:write",
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "email": "alice@example.com",
+	}
+	if edit != nil {
+		edit(c)
+	}
+	return c
+}
+
+func TestValidatorAcceptsAndMapsIdentity(t *testing.T) {
+	as := newTestAS(t, nil)
+	ctx := context.Background()
+	v := newValidator(t, as, nil)
+	id, err := v.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Name != "alice" || id.Subject != "alice" || strings.Join(id.Scopes, " ") != "mcp:read mcp:write" {
+		t.Errorf("identity %+v", id)
+	}
+	// aud as an array holding the resource.
+	tok := signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["aud"] = []string{"other", gatewayResource} }))
+	if _, err := v.Validate(ctx, tok); err != nil {
+		t.Errorf("aud array: %v", err)
+	}
+	// A configured claim becomes the identity.
+	ve := newValidator(t, as, func(o *ValidatorOptions) { o.IdentityClaim = "email" })
+	id, err = ve.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, nil)))
+	if err != nil || id.Name != "alice@example.com" {
+		t.Errorf("email claim: %+v %v", id, err)
+	}
+	if _, err := ve.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { delete(c, "email") }))); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("missing identity claim: %v", err)
+	}
+	// Two users, two identities.
+	id2, err := v.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["sub"] = "bob" })))
+	if err != nil || id2.Name != "bob" {
+		t.Errorf("second user: %+v %v", id2, err)
+	}
+	// RS256 and EdDSA keys from the JWKS verify too.
+	rk, _ := rsa.GenerateKey(rand.Reader, 2048)
+	_, ek, _ := ed25519.GenerateKey(rand.Reader)
+	multi := jwksServer(t, as, []jose.JSONWebKey{{Key: &rk.PublicKey, KeyID: "r"}, {Key: ek.Public(), KeyID: "e"}})
+	vm := newValidator(t, multi, nil)
+	for kid, k := range map[string]struct {
+		key any
+		alg jose.SignatureAlgorithm
+	}{"r": {rk, jose.RS256}, "e": {ek, jose.EdDSA}} {
+		if _, err := vm.Validate(ctx, signJWT(t, k.key, kid, k.alg, claims(multi, nil))); err != nil {
+			t.Errorf("%s: %v", k.alg, err)
+		}
+	}
+}
+
+// jwksServer is an issuer (metadata + JWKS) serving keys as given.
+func jwksServer(t *testing.T, _ *testAS, keys []jose.JSONWebKey) *testAS {
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	a := &testAS{t: t, srv: srv, issuer: srv.URL}
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"issuer": a.issuer, "jwks_uri": srv.URL + "/jwks"})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, jose.JSONWebKeySet{Keys: keys})
+	})
+	return a
+}
+
+func TestValidatorRefusals(t *testing.T) {
+	as := newTestAS(t, nil)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	cases := map[string]string{
+		"wrong audience":    signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["aud"] = "https://other.example/mcp" })),
+		"no audience":       signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { delete(c, "aud") })),
+		"wrong issuer":      signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["iss"] = "https://evil.example" })),
+		"expired":           signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["exp"] = now.Add(-2 * time.Minute).Unix() })),
+		"no exp":            signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { delete(c, "exp") })),
+		"not yet valid":     signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["nbf"] = now.Add(5 * time.Minute).Unix() })),
+		"bad signature":     signJWT(t, other, as.kid, jose.ES256, claims(as, nil)),
+		"garbage":           "not.a.jwt",
+		"alg none":          unsignedJWT(t, claims(as, nil), as.kid),
+		"HS256 with pubkey": hmacWithPublicKey(t, as, claims(as, nil)),
+		"tampered payload":  tamper(t, signJWT(t, as.key, as.kid, jose.ES256, claims(as, nil))),
+	}
+	for name, tok := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := newValidator(t, as, nil)
+			id, err := v.Validate(context.Background(), tok)
+			if !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("validate: %+v %v, want ErrInvalidToken", id, err)
+			}
+			if len(tok) > 20 && strings.Contains(err.Error(), tok[len(tok)-20:]) {
+				t.Errorf("error carries the token: %v", err)
+			}
+		})
+	}
+	t.Run("small skew accepted", func(t *testing.T) {
+		v := newValidator(t, as, nil)
+		tok := signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["exp"] = now.Add(-10 * time.Second).Unix() }))
+		if _, err := v.Validate(context.Background(), tok); err != nil {
+			t.Errorf("10 s past exp within the leeway: %v", err)
+		}
+	})
+}
+
+func unsignedJWT(t *testing.T, c map[string]any, kid string) string {
+	h, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT", "kid": kid})
+	p, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(p) + "."
+}
+
+// hmacWithPublicKey forges the classic confusion token: HS256 keyed with
+// the issuer's public key as published.
+func hmacWithPublicKey(t *testing.T, as *testAS, c map[string]any) string {
+	der, err := x509.MarshalPKIXPublicKey(as.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signJWT(t, der, as.kid, jose.HS256, c)
+}
+
+func tamper(t *testing.T, tok string) string {
+	parts := strings.Split(tok, ".")
+	p, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	p = []byte(strings.Replace(string(p), `"alice"`, `"admin"`, 1))
+	parts[1] = base64.RawURLEncoding.EncodeToString(p)
+	return strings.Join(parts, ".")
+}
+
+func TestValidatorKeyRotationAndRefetchLimit(t *testing.T) {
+	as := newTestAS(t, nil)
+	ctx := context.Background()
+	clock := time.Now()
+	v := newValidator(t, as, func(o *ValidatorOptions) {
+		o.RefetchGap = time.Minute
+		o.Now = func() time.Time { return clock }
+	})
+	c := claims(as, nil)
+	if _, err := v.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, c)); err != nil {
+		t.Fatal(err)
+	}
+	if as.fetches() != 1 {
+		t.Fatalf("%d JWKS fetches, want 1", as.fetches())
+	}
+	// A token with an unknown kid, before the gap: no fetch, refused.
+	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, err := v.Validate(ctx, signJWT(t, stranger, "unknown", jose.ES256, c)); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("unknown kid: %v", err)
+	}
+	if as.fetches() != 1 {
+		t.Errorf("%d JWKS fetches within the gap, want 1", as.fetches())
+	}
+	// After the gap the issuer has rotated: one refetch finds the new key.
+	clock = clock.Add(2 * time.Minute)
+	as.rotate(t, "k2")
+	if _, err := v.Validate(ctx, signJWT(t, as.key, "k2", jose.ES256, c)); err != nil {
+		t.Errorf("rotated key: %v", err)
+	}
+	if as.fetches() != 2 {
+		t.Errorf("%d JWKS fetches after rotation, want 2", as.fetches())
+	}
+	// Unknown keys again, many times: at most one more fetch per gap.
+	clock = clock.Add(2 * time.Minute)
+	for range 20 {
+		if _, err := v.Validate(ctx, signJWT(t, stranger, "unknown", jose.ES256, c)); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("unknown kid: %v", err)
+		}
+	}
+	if as.fetches() != 3 {
+		t.Errorf("%d JWKS fetches for 20 unknown-kid tokens, want 3", as.fetches())
+	}
+}
+
+func TestValidatorIgnoresSymmetricJWKS(t *testing.T) {
+	// An issuer that (wrongly) publishes an oct key: an HS256 token made
+	// with it must not verify.
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	as := jwksServer(t, nil, []jose.JSONWebKey{{Key: secret, KeyID: "h", Algorithm: "HS256"}})
+	v := newValidator(t, as, nil)
+	if _, err := v.Validate(context.Background(), signJWT(t, secret, "h", jose.HS256, claims(as, nil))); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("HS256 with a published symmetric key: %v", err)
+	}
+}
+
+func TestMetadataHandlerAndChallenge(t *testing.T) {
+	rm := ResourceMetadata{Resource: gatewayResource, AuthorizationServers: []string{"https://as.example"}, ScopesSupported: []string{"mcp"}}
+	mux := http.NewServeMux()
+	mux.Handle(MetadataPath(gatewayResource), MetadataHandler(rm))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	if MetadataPath(gatewayResource) != "/.well-known/oauth-protected-resource/mcp" {
+		t.Errorf("metadata path %q", MetadataPath(gatewayResource))
+	}
+	resp, err := http.Get(srv.URL + "/.well-known/oauth-protected-resource/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got ResourceMetadata
+	if err := json.Unmarshal(b, &got); err != nil || got.Resource != gatewayResource || got.AuthorizationServers[0] != "https://as.example" || got.BearerMethodsSupported[0] != "header" {
+		t.Errorf("metadata %s %v", b, err)
+	}
+	if !isJSON(resp.Header.Get("Content-Type")) {
+		t.Errorf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	if r, _ := http.Post(srv.URL+"/.well-known/oauth-protected-resource/mcp", "text/plain", nil); r.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", r.StatusCode)
+	}
+
+	ch := Challenge{ResourceMetadata: MetadataURL(gatewayResource), Scope: "mcp:read mcp:write", Error: "insufficient_scope"}
+	h := http.Header{"Www-Authenticate": {ch.String()}}
+	back, ok := ParseChallenge(h)
+	if !ok || back != ch {
+		t.Errorf("challenge %q parsed back as %+v", ch.String(), back)
+	}
+	if ch.ResourceMetadata != "https://gateway.example/.well-known/oauth-protected-resource/mcp" {
+		t.Errorf("metadata URL %q", ch.ResourceMetadata)
+	}
+	// Another scheme first, then Bearer.
+	h = http.Header{"Www-Authenticate": {`Basic realm="x", Bearer resource_metadata="https://r/x", scope="a"`}}
+	if c, ok := ParseChallenge(h); !ok || c.ResourceMetadata != "https://r/x" || c.Scope != "a" {
+		t.Errorf("mixed challenges: %+v %v", c, ok)
+	}
+	if tok, ok := BearerToken(&http.Request{Header: http.Header{"Authorization": {"bearer abc"}}}); !ok || tok != "abc" {
+		t.Errorf("bearer %q %v", tok, ok)
+	}
+}

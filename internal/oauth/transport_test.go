@@ -1,0 +1,341 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// loginFor returns an Authorize hook that runs Login headlessly.
+func loginFor(t *testing.T, rs *testRS, store Store, calls *atomic.Int32) AuthorizeFunc {
+	return func(ctx context.Context, ch Challenge, step bool) error {
+		calls.Add(1)
+		_, err := Login(ctx, LoginOptions{Server: rs.url, Challenge: ch, OpenURL: browser(t, nil), Store: store, Wait: 10 * time.Second})
+		return err
+	}
+}
+
+func TestTransportAuthorizesOn401(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, func(r *testRS) { r.chScope = "mcp:read" })
+	store := testStore(t)
+
+	// No Authorize hook: a clear error, no loop.
+	_, _, err := call(t, &Transport{Server: rs.url, Store: store}, rs.url)
+	var are *AuthRequiredError
+	if !errors.As(err, &are) || are.StepUp || are.Challenge.Scope != "mcp:read" {
+		t.Fatalf("call without login: %v, want AuthRequiredError with scope", err)
+	}
+	if !strings.Contains(err.Error(), rs.url) {
+		t.Errorf("error %q does not name the server", err)
+	}
+
+	var n atomic.Int32
+	tr := &Transport{Server: rs.url, Store: store, Authorize: loginFor(t, rs, store, &n)}
+	code, body, err := call(t, tr, rs.url)
+	if err != nil || code != 200 {
+		t.Fatalf("call: %d %q %v", code, body, err)
+	}
+	if n.Load() != 1 || as.lastAuthz(t).Get("scope") != "mcp:read" {
+		t.Errorf("authorize ran %d times with scope %q", n.Load(), as.lastAuthz(t).Get("scope"))
+	}
+	// The next call uses the stored token.
+	if code, _, err := call(t, tr, rs.url); err != nil || code != 200 || n.Load() != 1 {
+		t.Errorf("second call: %d %v, authorize ran %d times", code, err, n.Load())
+	}
+}
+
+func TestTransportStepUp(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, func(r *testRS) { r.chScope = "mcp:read" })
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	rs.setNeedScope("mcp:write") // the 403 names only the missing scope
+
+	_, _, err := call(t, &Transport{Server: rs.url, Store: store}, rs.url)
+	var are *AuthRequiredError
+	if !errors.As(err, &are) || !are.StepUp {
+		t.Fatalf("call needing more scope without a hook: %v, want step-up AuthRequiredError", err)
+	}
+
+	var n atomic.Int32
+	tr := &Transport{Server: rs.url, Store: store, Authorize: loginFor(t, rs, store, &n)}
+	code, body, err := call(t, tr, rs.url)
+	if err != nil || code != 200 || !strings.Contains(body, "mcp:write") {
+		t.Fatalf("step-up call: %d %q %v", code, body, err)
+	}
+	got := strings.Fields(as.lastAuthz(t).Get("scope"))
+	if len(got) != 2 || got[0] != "mcp:read" || got[1] != "mcp:write" {
+		t.Errorf("step-up asked for scope %q, want the held and the new scope", got)
+	}
+}
+
+func TestTransportStepUpRetriesOnce(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	rs.setNeedScope("admin")
+	var n atomic.Int32
+	// A hook that "succeeds" without getting the scope: the server keeps
+	// answering 403, and the transport must give up after one retry.
+	tr := &Transport{Server: rs.url, Store: store, Authorize: func(context.Context, Challenge, bool) error { n.Add(1); return nil }}
+	code, _, err := call(t, tr, rs.url)
+	if err != nil || code != http.StatusForbidden {
+		t.Fatalf("call: %d %v, want the 403 passed on", code, err)
+	}
+	rs.mu.Lock()
+	seen := len(rs.seen)
+	rs.mu.Unlock()
+	if n.Load() != 1 || seen != 3 { // login's probe, the call, one retry
+		t.Errorf("authorize ran %d times, server saw %d requests", n.Load(), seen)
+	}
+}
+
+func TestTransportRefresh(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	g0, err := login(t, as, rs, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	t.Run("before expiry", func(t *testing.T) {
+		// A clock an hour ahead: the token is due; the transport refreshes
+		// before sending.
+		tr := &Transport{Server: rs.url, Store: store, Now: func() time.Time { return time.Now().Add(time.Hour) }}
+		if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+			t.Fatalf("call: %d %q %v", code, body, err)
+		}
+		g1, err := store.Load(ctx, rs.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g1.AccessToken == g0.AccessToken || g1.RefreshToken == g0.RefreshToken {
+			t.Error("the stored grant was not refreshed (or the rotated refresh token not kept)")
+		}
+		last := as.tokenRequests[len(as.tokenRequests)-1]
+		if last.Get("grant_type") != "refresh_token" || last.Get("resource") != rs.url {
+			t.Errorf("refresh request %v", last)
+		}
+	})
+
+	t.Run("on 401 with a stored token", func(t *testing.T) {
+		g, _ := store.Load(ctx, rs.url)
+		g.AccessToken = "revoked-or-garbage" // the server refuses it
+		if err := store.Save(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if code, body, err := call(t, &Transport{Server: rs.url, Store: store}, rs.url); err != nil || code != 200 {
+			t.Fatalf("call: %d %q %v", code, body, err)
+		}
+	})
+
+	t.Run("refresh refused: error without the token", func(t *testing.T) {
+		g, _ := store.Load(ctx, rs.url)
+		g.RefreshToken = "rt-UNKNOWN-SECRET-VALUE"
+		store.Save(ctx, g)
+		tr := &Transport{Server: rs.url, Store: store, Now: func() time.Time { return time.Now().Add(time.Hour) }}
+		_, _, err := call(t, tr, rs.url)
+		if err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+			t.Fatalf("call: %v, want the server's invalid_grant", err)
+		}
+		if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), g.AccessToken) {
+			t.Errorf("error carries a token: %v", err)
+		}
+	})
+}
+
+func TestTransportBearerOnlyForItsServer(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var leaked []string
+	spy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	defer spy.Close()
+	// The same host with another path, via a handler on the RS mux: use a
+	// path the RS answers 404 for; the header is recorded by a wrapper.
+	tr := &Transport{Server: rs.url, Store: store}
+	for _, u := range []string{spy.URL + "/mcp", strings.Replace(rs.url, "127.0.0.1", "localhost", 1), rs.srv.URL + "/mcpx", rs.srv.URL + "/other"} {
+		req, _ := http.NewRequest("GET", u, nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.Request != nil && resp.Request.Header.Get("Authorization") != "" {
+				t.Errorf("%s: request carried a token", u)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range leaked {
+		if h != "" {
+			t.Errorf("another server received Authorization %q", h[:min(len(h), 12)])
+		}
+	}
+	if len(leaked) != 1 {
+		t.Errorf("spy saw %d requests, want 1", len(leaked))
+	}
+	// Under the server's path it is sent.
+	if !tr.covers(mustURL(t, rs.url+"/sub")) || !tr.covers(mustURL(t, rs.url+"?x=1")) {
+		t.Error("paths under the server are not covered")
+	}
+}
+
+func TestTransportGrantBoundToServer(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	g, err := login(t, as, rs, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The grant saved under another server's name (as if a second
+	// server's entry pointed at it) is refused by that server's
+	// transport: its resource does not cover that server.
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	g2 := *g
+	g2.Server = other.URL + "/mcp"
+	if err := store.Save(context.Background(), &g2); err != nil {
+		t.Fatal(err)
+	}
+	tr := &Transport{Server: other.URL + "/mcp", Store: store}
+	if _, _, err := call(t, tr, other.URL+"/mcp"); !errors.Is(err, ErrTokenCorrupt) {
+		t.Errorf("a grant for resource %s was used for %s: %v", rs.url, other.URL, err)
+	}
+}
+
+func TestLogoutRevokes(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr, a.revocation = true, true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	g, err := login(t, as, rs, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := Logout(context.Background(), nil, store, rs.url)
+	if err != nil || !revoked {
+		t.Fatalf("logout: revoked=%v %v", revoked, err)
+	}
+	as.mu.Lock()
+	got := append([]string(nil), as.revoked...)
+	as.mu.Unlock()
+	if len(got) != 2 || got[0] != g.RefreshToken || got[1] != g.AccessToken {
+		t.Errorf("revoked %d tokens, want the refresh and the access token", len(got))
+	}
+	if _, err := store.Load(context.Background(), rs.url); !errors.Is(err, ErrNoToken) {
+		t.Errorf("grant still stored after logout: %v", err)
+	}
+	// The refresh token no longer works at the server.
+	if err := Refresh(context.Background(), nil, g); err == nil {
+		t.Error("a revoked refresh token still refreshes")
+	}
+	if _, err := Logout(context.Background(), nil, store, rs.url); !errors.Is(err, ErrNoToken) {
+		t.Errorf("second logout: %v, want ErrNoToken", err)
+	}
+
+	t.Run("no revocation endpoint", func(t *testing.T) {
+		as := newTestAS(t, func(a *testAS) { a.dcr = true })
+		rs := newTestRS(t, as, nil)
+		store := testStore(t)
+		if _, err := login(t, as, rs, store, nil); err != nil {
+			t.Fatal(err)
+		}
+		revoked, err := Logout(context.Background(), nil, store, rs.url)
+		if err != nil || revoked {
+			t.Errorf("logout: revoked=%v %v, want deleted without revocation", revoked, err)
+		}
+	})
+}
+
+func TestTransportReauthorizesWhenRefreshRefused(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := store.Load(context.Background(), rs.url)
+	g.RefreshToken = "rt-revoked"
+	g.Expiry = time.Now().Add(-time.Hour)
+	store.Save(context.Background(), g)
+	var n atomic.Int32
+	tr := &Transport{Server: rs.url, Store: store, Authorize: loginFor(t, rs, store, &n)}
+	if code, body, err := call(t, tr, rs.url); err != nil || code != 200 || n.Load() != 1 {
+		t.Fatalf("call: %d %q %v, authorize ran %d times", code, body, err, n.Load())
+	}
+}
+
+func TestServerErrorTextScrubbed(t *testing.T) {
+	// A server that echoes the request into its error description.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		oauthErr(w, 400, "invalid_grant", "bad token "+r.PostForm.Get("refresh_token")+" for client secret "+r.PostForm.Get("client_secret"))
+	}))
+	defer srv.Close()
+	g := &Grant{Server: srv.URL, Resource: srv.URL, ClientID: "c", ClientSecret: "CLIENT-SECRET-XYZ", AuthMethod: AuthSecretPost,
+		TokenEndpoint: srv.URL + "/token", RefreshToken: "REFRESH-SECRET-XYZ"}
+	err := Refresh(context.Background(), nil, g)
+	if err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("refresh: %v", err)
+	}
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("error carries a secret: %v", err)
+	}
+}
+
+func TestTransportConcurrentRefreshOnce(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.expiresIn = 7200 // the refreshed token is not due on the shifted clock
+	before := as.tokensIssued
+	as.mu.Unlock()
+	// 59.5 minutes ahead: the login's one-hour token is within the margin.
+	tr := &Transport{Server: rs.url, Store: store, Now: func() time.Time { return time.Now().Add(59*time.Minute + 30*time.Second) }}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if n := as.tokensIssued - before; n != 1 {
+		t.Errorf("%d refreshes for 8 concurrent calls, want 1", n)
+	}
+}

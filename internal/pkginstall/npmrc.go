@@ -1,0 +1,243 @@
+package pkginstall
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultNPMRegistry is npm's public registry.
+const DefaultNPMRegistry = "https://registry.npmjs.org/"
+
+// NPMConfig is the part of the user's npm configuration an install needs:
+// which registry serves which scope, and the credentials for them. The
+// zero value is the public registry without credentials.
+type NPMConfig struct {
+	// Registry is the default registry URL; empty means
+	// DefaultNPMRegistry.
+	Registry string
+	// Scopes maps "@scope" to its registry URL (`@scope:registry=`).
+	Scopes map[string]string
+	// Auth maps a "nerf dart" (`//host[:port]/path/`, npm's key for
+	// per-registry settings) to its credential. The installer sends it to
+	// that registry only, and hands it to npm in the fetching sandbox as a
+	// secret file; it never reaches install scripts or a server sandbox.
+	Auth map[string]Credential
+}
+
+// Credential is one registry's authentication.
+type Credential struct {
+	Token string // _authToken: sent as "Bearer TOKEN"
+	Basic string // _auth: base64 "user:password", sent as "Basic ..."
+}
+
+// LoadNPMConfig reads the registry settings npm itself would use, from
+// lowest to highest precedence: the user config (NPM_CONFIG_USERCONFIG,
+// else HOME/.npmrc), the project's .npmrc in projectDir (if not empty),
+// then the environment (npm_config_registry, either case). getenv looks
+// up environment variables (os.Getenv in production); `${VAR}` in a value
+// is expanded through it as npm does. A missing file is no error.
+func LoadNPMConfig(getenv func(string) string, projectDir string) (NPMConfig, error) {
+	c := NPMConfig{Scopes: map[string]string{}, Auth: map[string]Credential{}}
+	env := func(k string) string {
+		if v := getenv(strings.ToLower(k)); v != "" {
+			return v
+		}
+		return getenv(strings.ToUpper(k))
+	}
+	user := env("npm_config_userconfig")
+	if user == "" && getenv("HOME") != "" {
+		user = filepath.Join(getenv("HOME"), ".npmrc")
+	}
+	files := []string{user}
+	if projectDir != "" {
+		files = append(files, filepath.Join(projectDir, ".npmrc"))
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return c, fmt.Errorf("reading npm config: %w", err)
+		}
+		if err := c.parse(data, getenv); err != nil {
+			return c, fmt.Errorf("reading npm config %s: %w", f, err)
+		}
+	}
+	if r := env("npm_config_registry"); r != "" {
+		c.Registry = r
+	}
+	if c.Registry != "" {
+		if _, err := registryURL(c.Registry); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// parse reads one .npmrc (ini lines; ';' and '#' comments).
+func (c *NPMConfig) parse(data []byte, getenv func(string) string) error {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == ';' || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue // npm reads a bare key as "true"; none matters here
+		}
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
+		v = expandEnv(v, getenv)
+		switch {
+		case k == "registry":
+			c.Registry = v
+		case strings.HasPrefix(k, "@") && strings.HasSuffix(k, ":registry"):
+			c.Scopes[strings.TrimSuffix(k, ":registry")] = v
+		case strings.HasPrefix(k, "//") && strings.HasSuffix(k, ":_authToken"):
+			nerf := nerfDart(strings.TrimSuffix(k, ":_authToken"))
+			cr := c.Auth[nerf]
+			cr.Token = v
+			c.Auth[nerf] = cr
+		case strings.HasPrefix(k, "//") && strings.HasSuffix(k, ":_auth"):
+			nerf := nerfDart(strings.TrimSuffix(k, ":_auth"))
+			cr := c.Auth[nerf]
+			cr.Basic = v
+			c.Auth[nerf] = cr
+		}
+	}
+	return sc.Err()
+}
+
+// nerfDart gives a per-registry key its trailing slash, as npm does.
+func nerfDart(k string) string {
+	if strings.HasSuffix(k, "/") {
+		return k
+	}
+	return k + "/"
+}
+
+// expandEnv replaces ${VAR} as npm does (only the braced form).
+func expandEnv(v string, getenv func(string) string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(v, "${")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(v[i:], "}")
+		if j < 0 {
+			break
+		}
+		b.WriteString(v[:i])
+		b.WriteString(getenv(v[i+2 : i+j]))
+		v = v[i+j+1:]
+	}
+	b.WriteString(v)
+	return b.String()
+}
+
+// RegistryFor is the registry URL serving package name (its scope's, or
+// the default), with a trailing slash.
+func (c NPMConfig) RegistryFor(name string) (*url.URL, error) {
+	r := c.Registry
+	if scope, _, ok := strings.Cut(name, "/"); ok && strings.HasPrefix(scope, "@") {
+		if s := c.Scopes[scope]; s != "" {
+			r = s
+		}
+	}
+	if r == "" {
+		r = DefaultNPMRegistry
+	}
+	return registryURL(r)
+}
+
+func registryURL(r string) (*url.URL, error) {
+	u, err := url.Parse(r)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("npm registry %q: want an http(s) URL without credentials", r)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+// CredentialFor is the credential npm would send with a request to u: the
+// one whose nerf dart is the longest prefix of u's "//host[:port]/path".
+func (c NPMConfig) CredentialFor(u *url.URL) (Credential, bool) {
+	p := u.Path
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		p = p[:i+1]
+	} else {
+		p = "/"
+	}
+	for {
+		if cr, ok := c.Auth["//"+u.Host+p]; ok {
+			return cr, true
+		}
+		if p == "/" {
+			return Credential{}, false
+		}
+		p = p[:strings.LastIndex(strings.TrimSuffix(p, "/"), "/")+1]
+	}
+}
+
+// String keeps the credential out of logs and error messages: %v and %+v
+// of a Credential, or of an NPMConfig holding one, print no secret.
+func (cr Credential) String() string { return "[credential redacted]" }
+
+// GoString does the same for %#v.
+func (cr Credential) GoString() string { return cr.String() }
+
+// header is the Authorization header value of a credential.
+func (cr Credential) header() string {
+	if cr.Token != "" {
+		return "Bearer " + cr.Token
+	}
+	if cr.Basic != "" {
+		return "Basic " + cr.Basic
+	}
+	return ""
+}
+
+// npmrc is the config file given to npm in the fetching sandbox: the
+// registries, and the credentials of exactly those registries.
+func (c NPMConfig) npmrc(regs []*url.URL) []byte {
+	var b bytes.Buffer
+	def, _ := c.RegistryFor("x")
+	fmt.Fprintf(&b, "registry=%s\n", def)
+	for scope := range c.Scopes {
+		u, err := c.RegistryFor(scope + "/x")
+		if err == nil {
+			fmt.Fprintf(&b, "%s:registry=%s\n", scope, u)
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range regs {
+		cr, ok := c.CredentialFor(u)
+		if !ok {
+			continue
+		}
+		nerf := "//" + u.Host + u.Path
+		if seen[nerf] {
+			continue
+		}
+		seen[nerf] = true
+		if cr.Token != "" {
+			fmt.Fprintf(&b, "%s:_authToken=%s\n", nerf, cr.Token)
+		} else if cr.Basic != "" {
+			fmt.Fprintf(&b, "%s:_auth=%s\n", nerf, cr.Basic)
+		}
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,203 @@
+package pkginstall
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// Size bounds of what a registry may send; past them the fetch fails
+// rather than filling memory or disk.
+const (
+	maxMetadata = 64 << 20  // a packument (popular packages reach ~30 MiB)
+	maxTarball  = 512 << 20 // one package tarball
+)
+
+// npmVersion is the part of a packument's version entry an install needs.
+type npmVersion struct {
+	Version string `json:"version"`
+	Dist    struct {
+		Integrity string `json:"integrity"`
+		Shasum    string `json:"shasum"`
+		Tarball   string `json:"tarball"`
+	} `json:"dist"`
+	Deprecated json.RawMessage `json:"deprecated"`
+}
+
+type packument struct {
+	Name     string                `json:"name"`
+	DistTags map[string]string     `json:"dist-tags"`
+	Versions map[string]npmVersion `json:"versions"`
+}
+
+// registry talks to npm registries from the host, with the user's
+// credentials; nothing here runs in a sandbox.
+type registry struct {
+	cfg    NPMConfig
+	client *http.Client
+}
+
+// get fetches u with the npm credential for u, up to limit bytes.
+func (r *registry) get(ctx context.Context, u *url.URL, accept string, limit int64) ([]byte, error) {
+	auth := ""
+	if cr, ok := r.cfg.CredentialFor(u); ok {
+		auth = cr.header()
+	}
+	return r.fetch(ctx, u, accept, auth, limit)
+}
+
+// getBasic fetches u, sending the user and password of the index URL idx
+// only when u is on idx's scheme and host.
+func (r *registry) getBasic(ctx context.Context, u, idx *url.URL, accept string, limit int64) ([]byte, error) {
+	auth := ""
+	if idx.User != nil && u.Scheme == idx.Scheme && u.Host == idx.Host {
+		p, _ := idx.User.Password()
+		auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(idx.User.Username()+":"+p))
+	}
+	return r.fetch(ctx, u, accept, auth, limit)
+}
+
+func (r *registry) fetch(ctx context.Context, u *url.URL, accept, auth string, limit int64) ([]byte, error) {
+	plain := *u
+	plain.User = nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, plain.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, redactErr(err, u)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, ErrNotFound
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &RegistryError{URL: redactURL(u), Status: resp.Status}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("%s sent more than %d bytes", redactURL(u), limit)
+	}
+	return body, nil
+}
+
+// redactErr keeps a URL's password out of a client error.
+func redactErr(err error, u *url.URL) error {
+	if p, ok := u.User.Password(); ok && p != "" && strings.Contains(err.Error(), p) {
+		return errors.New(strings.ReplaceAll(err.Error(), p, "***"))
+	}
+	return err
+}
+
+// packument fetches a package's metadata (npm's abbreviated form when the
+// registry has it).
+func (r *registry) packument(ctx context.Context, name string) (*packument, *url.URL, error) {
+	reg, err := r.cfg.RegistryFor(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	// npm escapes the scope's slash: /@scope%2fname.
+	u := *reg
+	u.Path = reg.Path + name
+	u.RawPath = reg.EscapedPath() + strings.Replace(name, "/", "%2f", 1)
+	body, err := r.get(ctx, &u, "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8", maxMetadata)
+	if errors.Is(err, ErrNotFound) {
+		return nil, reg, fmt.Errorf("npm package %s: %w at %s", name, ErrNotFound, redactURL(reg))
+	}
+	if err != nil {
+		return nil, reg, fmt.Errorf("fetching npm metadata of %s: %w", name, err)
+	}
+	var p packument
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, reg, fmt.Errorf("reading npm metadata of %s: %w", name, err)
+	}
+	if p.Name != name {
+		return nil, reg, fmt.Errorf("npm metadata of %s names package %q", name, p.Name)
+	}
+	return &p, reg, nil
+}
+
+// resolve picks the version of p that spec (an exact version, a dist-tag
+// such as "latest", or a range) names: the highest one satisfying the
+// range, where prereleases match only ranges that name one, as in npm.
+func (p *packument) resolve(spec string) (npmVersion, error) {
+	if v, ok := p.Versions[spec]; ok {
+		return v, nil
+	}
+	if tag, ok := p.DistTags[spec]; ok {
+		if v, ok := p.Versions[tag]; ok {
+			return v, nil
+		}
+		return npmVersion{}, fmt.Errorf("npm package %s: dist-tag %s names %s, which the registry does not list", p.Name, spec, tag)
+	}
+	c, err := semver.NewConstraint(spec)
+	if err != nil {
+		return npmVersion{}, fmt.Errorf("npm package %s: %q is neither a version, a dist-tag nor a range", p.Name, spec)
+	}
+	var best *semver.Version
+	var bestKey string
+	for k := range p.Versions {
+		v, err := semver.StrictNewVersion(k)
+		if err != nil || !c.Check(v) {
+			continue
+		}
+		if best == nil || v.GreaterThan(best) {
+			best, bestKey = v, k
+		}
+	}
+	if best == nil {
+		known := make([]string, 0, len(p.Versions))
+		for k := range p.Versions {
+			known = append(known, k)
+		}
+		slices.Sort(known)
+		if len(known) > 5 {
+			known = append(known[len(known)-5:], "...")
+		}
+		return npmVersion{}, fmt.Errorf("npm package %s: no version matches %q (latest listed: %s)", p.Name, spec, strings.Join(known, ", "))
+	}
+	return p.Versions[bestKey], nil
+}
+
+// tarball downloads v's tarball and checks it against want (an SRI
+// string).
+func (r *registry) tarball(ctx context.Context, name string, v npmVersion, want string) ([]byte, error) {
+	u, err := url.Parse(v.Dist.Tarball)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil, fmt.Errorf("npm package %s@%s: tarball URL %q is not http(s)", name, v.Version, v.Dist.Tarball)
+	}
+	data, err := r.get(ctx, u, "", maxTarball)
+	if err != nil {
+		return nil, fmt.Errorf("downloading npm package %s@%s: %w", name, v.Version, err)
+	}
+	if err := checkIntegrity(data, want); err != nil {
+		return nil, fmt.Errorf("npm package %s@%s: %w", name, v.Version, err)
+	}
+	return data, nil
+}
+
+// redactURL drops what a URL might carry beyond host and path.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.Fragment = nil, "", ""
+	return c.String()
+}

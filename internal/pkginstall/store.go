@@ -1,0 +1,185 @@
+package pkginstall
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// manifestName is the file an entry of the store holds next to the
+// installed tree: its pin and bins. It is written before the entry is
+// renamed into place, so an entry without it is not one of ours.
+const manifestName = ".mcpbox-package.json"
+
+// manifest is what the store remembers of one installed package.
+type manifest struct {
+	Pin  Pin               `json:"pin"`
+	Bins map[string]string `json:"bins"` // bin name: path relative to the entry
+}
+
+// entryDir is the store's directory for a package version with a given
+// integrity: STORE/ECOSYSTEM/NAME/VERSION/ALG-HEX (sha512 for npm, sha256 for PyPI). Name and version
+// are checked to be plain path components first, since they come from a
+// registry.
+func entryDir(store string, p Pin) (string, error) {
+	if err := checkPinPath(p); err != nil {
+		return "", err
+	}
+	alg, d, err := parseDigest(p.Integrity)
+	if err != nil {
+		return "", fmt.Errorf("pin of %s@%s: %w", p.Name, p.Version, err)
+	}
+	return filepath.Join(store, string(p.Ecosystem), filepath.FromSlash(p.Name), p.Version, alg+"-"+hex.EncodeToString(d)), nil
+}
+
+func checkPinPath(p Pin) error {
+	switch p.Ecosystem {
+	case NPM:
+		if err := checkNPMName(p.Name); err != nil {
+			return err
+		}
+	case PyPI:
+		if !pypiName.MatchString(p.Name) {
+			return fmt.Errorf("pypi package name %q is not valid", p.Name)
+		}
+	default:
+		return fmt.Errorf("pin of %s: unknown ecosystem %q", p.Name, p.Ecosystem)
+	}
+	if !exactVersion(p.Version) {
+		return fmt.Errorf("pin of %s: version %q is not an exact version", p.Name, p.Version)
+	}
+	return nil
+}
+
+// exactVersion reports whether v is one exact version that is safe as a
+// path component (semver; PyPI versions of the same shape pass too).
+func exactVersion(v string) bool {
+	if _, err := semver.StrictNewVersion(v); err == nil {
+		return !strings.ContainsAny(v, `/\`)
+	}
+	return pep440Exact.MatchString(v)
+}
+
+// readEntry reads the manifest of an installed entry; an entry that is
+// not there is (nil, nil).
+func readEntry(dir string) (*manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading store entry: %w", err)
+	}
+	var m manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("reading store entry %s: %w", dir, err)
+	}
+	return &m, nil
+}
+
+// findVersion looks for the single entry of an exact version in the store,
+// whatever its integrity. More than one (the registry changed the bytes
+// between two installs) is an error: the caller must say which by a pin.
+func findVersion(store string, eco Ecosystem, name, version string) (string, *manifest, error) {
+	dirs, err := filepath.Glob(filepath.Join(store, string(eco), filepath.FromSlash(name), version, "sha*-*"))
+	if err != nil || len(dirs) == 0 {
+		return "", nil, err
+	}
+	if len(dirs) > 1 {
+		return "", nil, fmt.Errorf("%s package %s@%s: the store holds %d builds with different integrity; pin one", eco, name, version, len(dirs))
+	}
+	m, err := readEntry(dirs[0])
+	return dirs[0], m, err
+}
+
+// stagingDir makes a fresh directory under STORE/.tmp, on the store's
+// file system so the finished tree can be renamed into place.
+func stagingDir(store string) (string, error) {
+	tmp := filepath.Join(store, ".tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return "", fmt.Errorf("creating store staging dir: %w", err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	d := filepath.Join(tmp, hex.EncodeToString(b[:]))
+	if err := os.Mkdir(d, 0o700); err != nil {
+		return "", fmt.Errorf("creating store staging dir: %w", err)
+	}
+	return d, nil
+}
+
+// commit writes the manifest into the built tree and renames it to dst.
+// If another install got there first, its entry stands and built is
+// dropped: both came from the same verified bytes.
+func commit(built, dst string, m *manifest) (*manifest, error) {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeNew(filepath.Join(built, manifestName), data); err != nil {
+		return nil, fmt.Errorf("writing store entry: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, fmt.Errorf("creating store entry: %w", err)
+	}
+	if err := os.Rename(built, dst); err != nil {
+		if other, rerr := readEntry(dst); rerr == nil && other != nil {
+			return other, nil
+		}
+		return nil, fmt.Errorf("moving install into the store: %w", err)
+	}
+	return m, nil
+}
+
+// CleanStaging removes staging dirs older than age from the store: what
+// installs killed with their process (a gateway crash) left behind. Younger
+// ones may belong to an install still running in another process; an
+// install is bounded by its sandbox's timeout, so an age above it is safe.
+func (in *Installer) CleanStaging(age time.Duration) error {
+	tmp := filepath.Join(in.Store, ".tmp")
+	ents, err := os.ReadDir(tmp)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cleaning the package store: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) < age {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cleaning the package store: %w", err)
+	}
+	return nil
+}
+
+// writeNew creates a file that must not exist yet: in a tree that install
+// scripts have written to, a name they planted (a symlink to a host file,
+// say) refuses the install instead of being written through.
+func writeNew(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,130 @@
+package workspace
+
+// The per-scope workspaces under a root (the state dir's workspaces/):
+// where a sandbox's output and input overlay live on the host, how a new
+// one is seeded, where its artifacts go.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Scope names the workspace of one server for one agent, or one session of
+// it. It mirrors the gateway's scope in plain strings: this package knows
+// nothing of the gateway.
+type Scope struct {
+	// Server is the server's name (a group's launcher name for a group).
+	Server string
+	// Agent is the agent; "" is the shared scope, whose dir is _shared.
+	Agent string
+	// Session is the session; "" for an agent's or the shared workspace.
+	Session string
+}
+
+// agentDir is the dir name of an agent: _shared for the shared scope.
+func agentDir(agent string) string {
+	if agent == "" {
+		return "_shared"
+	}
+	return agent
+}
+
+// Base is a scope's workspace: ROOT/AGENT/SERVER, with a sessions/ID level
+// for a session and _shared for the shared scope. Output and overlay dirs
+// are made beneath it; Remove removes it.
+func Base(root string, s Scope) string {
+	dir := filepath.Join(root, agentDir(s.Agent), s.Server)
+	if s.Session != "" {
+		dir = filepath.Join(dir, "sessions", s.Session)
+	}
+	return dir
+}
+
+// MakeOutput makes the per-scope output dir, BASE/output, and returns its
+// real path.
+func MakeOutput(root string, s Scope) (string, error) {
+	dir, err := mkdirBeneath(root, filepath.Join(Base(root, s), "output"))
+	if err != nil {
+		return "", fmt.Errorf("creating workspace: %w", err)
+	}
+	return dir, nil
+}
+
+// MakeOverlay makes the upper and work dirs of a scope's input overlay,
+// BASE/overlay/{upper,work}, and returns their real paths: their parent is
+// mounted into the sandbox init (never the workload), so it holds nothing
+// else.
+func MakeOverlay(root string, s Scope) (upper, work string, err error) {
+	dir := filepath.Join(Base(root, s), "overlay")
+	for _, d := range []struct {
+		dst  *string
+		name string
+	}{{&upper, "upper"}, {&work, "work"}} {
+		real, err := mkdirBeneath(root, filepath.Join(dir, d.name))
+		if err != nil {
+			return "", "", fmt.Errorf("creating the input overlay: %w", err)
+		}
+		*d.dst = real
+	}
+	return upper, work, nil
+}
+
+// mkdirBeneath makes dir, a path beneath root, and returns its real path.
+// Below root no symlink is followed: sandboxes wrote in the workspaces
+// tree, and a link planted there must not put a sandbox's mount, or our
+// writes, elsewhere on the host.
+func mkdirBeneath(root, dir string) (string, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, dir)
+	if err != nil {
+		return "", err
+	}
+	return MakeHostDir(root, rel, 0o700)
+}
+
+// Remove removes a workspace dir (a Base). The kernel leaves an overlay's
+// work/work dir with mode 0, which an unprivileged owner must open up
+// first.
+func Remove(base string) {
+	_ = os.Chmod(filepath.Join(base, "overlay", "work", "work"), 0o700)
+	os.RemoveAll(base)
+}
+
+// IsSnapshot reports whether path is an mcpbox snapshot (an archive with
+// snapshot metadata).
+func IsSnapshot(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := ReadMeta(path)
+	return err == nil
+}
+
+// SeedPart fills a new workspace dir dst from a template: a snapshot's
+// part (output, overlay; a part the snapshot lacks leaves dst empty), or
+// a dir or archive for the output (Seed). Any other part of a template
+// that is not a snapshot leaves dst empty.
+func SeedPart(template, part, dst string) error {
+	var err error
+	switch {
+	case IsSnapshot(template):
+		err = Restore(template, part, dst)
+		if errors.Is(err, ErrNoPart) {
+			err = nil // the snapshot's sandbox had no such part
+		}
+	case part == "output":
+		// Seed wants an empty dir: dst was just made.
+		err = Seed(dst, template)
+	}
+	return err // it names the template and the workspace
+}
+
+// ArtifactsDir is where Export puts the artifacts of sandbox id:
+// ROOT/AGENT/SERVER/ID, for every session of the agent alike.
+func ArtifactsDir(root string, s Scope, id string) string {
+	return filepath.Join(root, agentDir(s.Agent), s.Server, id)
+}
