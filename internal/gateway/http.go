@@ -97,6 +97,14 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		MaxRequestBodyBytes: o.MaxBody,
 		Logger:              g.log,
 	}))
+	legacy, modern := h, g.modernHandler(o)
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isModernHTTP(r) {
+			modern.ServeHTTP(w, r)
+			return
+		}
+		legacy.ServeHTTP(w, r)
+	})
 	if len(o.Clients) > 0 {
 		cs := &clientSet{refresh: o.Refresh, log: g.log}
 		cs.cur.Store(&o.Clients)

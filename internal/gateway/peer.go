@@ -33,6 +33,12 @@ type peer struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
+	// meta, once set (before the peer is shared), is the _meta every
+	// request carries unless it has its own keys: a server spoken to in
+	// the sessionless revision (2026-07-28) needs the protocol version,
+	// client info and capabilities on each request.
+	meta map[string]any
+
 	// accounted is closed once the upstream has applied its restart
 	// policy to the end of this session (upstream.watch); set before the
 	// watch starts.
@@ -72,6 +78,11 @@ func (p *peer) callWith(ctx context.Context, method string, params any, events <
 	raw, err := marshalParams(params)
 	if err != nil {
 		return nil, err
+	}
+	if p.meta != nil {
+		if raw, err = withMeta(raw, p.meta); err != nil {
+			return nil, err
+		}
 	}
 	ch := make(chan *jsonrpc.Response, 1)
 	p.mu.Lock()
@@ -296,4 +307,38 @@ func (p *peer) cancelInbound(params json.RawMessage) {
 	if cancel != nil {
 		cancel()
 	}
+}
+
+// withMeta adds meta's keys to the _meta of raw params, keeping the keys
+// the params already have (a client's own protocol version, capabilities
+// and trace context win over the gateway's).
+func withMeta(raw json.RawMessage, meta map[string]any) (json.RawMessage, error) {
+	fields := map[string]json.RawMessage{}
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, fmt.Errorf("params are not an object: %w", err)
+		}
+	}
+	m := map[string]json.RawMessage{}
+	if old, ok := fields["_meta"]; ok && string(old) != "null" {
+		if err := json.Unmarshal(old, &m); err != nil {
+			return nil, fmt.Errorf("_meta is not an object: %w", err)
+		}
+	}
+	for k, v := range meta {
+		if _, ok := m[k]; ok {
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = b
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	fields["_meta"] = b
+	return marshalParams(fields)
 }
