@@ -206,6 +206,10 @@ func (d *daemon) newGateway(g *guard.Guard) (*gateway.Gateway, error) {
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 	}
+	var err error
+	if w.ca, err = proxyCA(d.c); err != nil {
+		return nil, err
+	}
 	servers, err := w.servers()
 	if err != nil {
 		return nil, err
