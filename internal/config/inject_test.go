@@ -92,3 +92,30 @@ func TestInjectInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestInjectWarnings: a secret added at the proxy is not held by the
+// sandbox, so broad egress beside it is no warning; two aws secrets are
+// told apart by their key references; a held secret still warns.
+func TestInjectWarnings(t *testing.T) {
+	cfg := func(secrets string) *Config {
+		t.Helper()
+		c, err := Load("t.yaml", []byte("version: 1\nservers:\n  s:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"+
+			"    network: {egress: [{host: \"*\"}]}\n    secrets:\n"+secrets))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	aws := func(name, ak string) string {
+		return "      " + name + ": {inject: {hosts: [\"*.amazonaws.com\"], aws: {access_key_id: env:" + ak + ", secret_access_key: env:SK" + ak + "}}}\n"
+	}
+	if w := Warnings(cfg(aws("A", "AK1") + aws("B", "AK2") + "      T: {from: env:T, inject: {hosts: [api.github.com], header: A}}\n")); len(w) != 0 {
+		t.Fatalf("injected secrets only: want no warning, got %v", w)
+	}
+	if w := Warnings(cfg(aws("A", "AK1") + aws("B", "AK1"))); len(w) != 1 || !strings.Contains(w[0].Error(), "env:AK1 is also given") {
+		t.Fatalf("one aws key twice: want one warning, got %v", w)
+	}
+	if w := Warnings(cfg("      T: {from: env:T}\n")); len(w) != 1 || !strings.Contains(w[0].Error(), "allows any host") {
+		t.Fatalf("a held secret beside egress to any host: want one warning, got %v", w)
+	}
+}
