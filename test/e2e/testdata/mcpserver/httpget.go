@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tools of the credential-injection tests: an HTTP(S) request through
+// the sandbox's proxy (HTTPS_PROXY, HTTP_PROXY; trust from SSL_CERT_FILE,
+// as every Go program on Linux) with headers that may name the server's variables,
+// and reads of the server's own files and environment.
+
+type httpGetIn struct {
+	URL string `json:"url"`
+	// Headers are sent with ${VAR} replaced by the server's variable VAR.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+type readIn struct {
+	Path string `json:"path" jsonschema:"any absolute path in the sandbox: /proc/self/environ, /run/secrets/NAME, ..."`
+}
+
+func (s *server) registerHTTPGet() {
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "http_get", Description: "GETs url through the proxy; returns STATUS BODY"}, httpGet)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "read_any", Description: "returns the bytes of any file the server can read, NULs as newlines"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, any, error) {
+			b, err := os.ReadFile(in.Path)
+			if err != nil {
+				return nil, nil, err
+			}
+			return text(strings.ReplaceAll(string(b), "\x00", "\n")), nil, nil
+		})
+}
+
+func httpGet(ctx context.Context, _ *mcp.CallToolRequest, in httpGetIn) (*mcp.CallToolResult, any, error) {
+	// Not http.ProxyFromEnvironment: it never proxies loopback targets,
+	// and the tests' services listen on the host's loopback.
+	tr := &http.Transport{ForceAttemptHTTP2: true, Proxy: func(r *http.Request) (*url.URL, error) {
+		p := os.Getenv("HTTP_PROXY")
+		if r.URL.Scheme == "https" {
+			p = os.Getenv("HTTPS_PROXY")
+		}
+		if p == "" {
+			return nil, nil
+		}
+		return url.Parse(p)
+	}}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, v := range in.Headers {
+		req.Header.Set(k, os.ExpandEnv(v))
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fetching: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the body: %w", err)
+	}
+	return text(fmt.Sprintf("%d %s", resp.StatusCode, body)), nil, nil
+}
