@@ -128,7 +128,8 @@ func injAPI(t *testing.T, cert *tls.Certificate, real string) *injService {
 }
 
 // TestInjectGateway: a server in a sandbox of `mcpbox serve` holds only a
-// placeholder of its token (variable, file, /proc/self/environ), calls
+// placeholder of its token (variable, file, /proc/self/environ, its
+// memory through /proc/self/mem), calls
 // the loopback API that requires the real token and succeeds, and cannot
 // read the token back from the API's echo; the placeholder sent to
 // another allowed host (plain HTTP, or another secret's host) is refused
@@ -141,7 +142,8 @@ func TestInjectGateway(t *testing.T) {
 	other := injServe(t, cert, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") })
 	plain := injServe(t, nil, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "plain") })
 	forEachMode(t, func(t *testing.T, m mode) {
-		s := auConfig(t, m, "audit: {jsonl: ./audit.jsonl}\n", fmt.Sprintf(`    tools: {allow: ["*"]}
+		s := auConfig(t, m, "audit: {jsonl: ./audit.jsonl}\n", fmt.Sprintf(`      output: {}
+    tools: {allow: ["*"]}
     network:
       egress: [{host: 127.0.0.1, ports: [%d, %d, %d]}]
     secrets:
@@ -207,6 +209,21 @@ func TestInjectGateway(t *testing.T) {
 		}
 		if plain.count() != 0 || other.count() != 0 {
 			t.Fatalf("a refused request reached its host:\nplain: %s\nother: %s", plain.seen(), other.seen())
+		}
+		// The server's whole memory, after it sent the placeholder and read
+		// the echo, holds the placeholders and no value.
+		if n := call("mem_dump", map[string]any{"name": "mem.bin"}); n == "0" {
+			t.Fatalf("mem_dump wrote nothing")
+		}
+		dump, err := os.ReadFile(filepath.Join(s.state, "workspaces", auClient, auServer, "output", "mem.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(dump), ph) || !strings.Contains(string(dump), phU) {
+			t.Fatalf("the memory dump (%d bytes) lacks the placeholders: not a dump of the server", len(dump))
+		}
+		if strings.Contains(string(dump), realT) || strings.Contains(string(dump), realU) {
+			t.Fatalf("a real value is in the server's memory")
 		}
 		// mcpbox secrets shows where the secret goes.
 		r := s.cli(t, "secrets", "--config", s.cfg)

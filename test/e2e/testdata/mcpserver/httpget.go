@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +40,45 @@ func (s *server) registerHTTPGet() {
 			}
 			return text(strings.ReplaceAll(string(b), "\x00", "\n")), nil, nil
 		})
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "mem_dump", Description: "writes every readable mapping of this process (/proc/self/mem) to /workspace/output/NAME; returns the bytes written"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in nameIn) (*mcp.CallToolResult, any, error) {
+			n, err := memDump(filepath.Join("/workspace/output", filepath.Base(in.Name)))
+			return text(strconv.FormatInt(n, 10)), nil, err
+		})
+}
+
+// memDump copies the readable mappings of this process to path.
+func memDump(path string) (int64, error) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0, err
+	}
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		return 0, err
+	}
+	defer mem.Close()
+	out, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	var total int64
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1][0] != 'r' || strings.HasSuffix(line, "[vvar]") || strings.HasSuffix(line, "[vsyscall]") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		a, err1 := strconv.ParseUint(lo, 16, 64)
+		b, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || b-a > 1<<30 {
+			continue
+		}
+		n, _ := io.Copy(out, io.NewSectionReader(mem, int64(a), int64(b-a)))
+		total += n
+	}
+	return total, out.Close()
 }
 
 func httpGet(ctx context.Context, _ *mcp.CallToolRequest, in httpGetIn) (*mcp.CallToolResult, any, error) {
