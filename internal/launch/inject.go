@@ -60,11 +60,11 @@ func ResolveProxySecret(ctx context.Context, sec config.Secret) (ProxySecret, er
 }
 
 // Learn teaches book the real values of ps (redacted as NAME; an aws
-// pair's secret key and session token as NAME too).
+// pair's key id, secret key and session token as NAME too).
 func (ps ProxySecret) Learn(book *redact.Book) error {
 	vals := []string{ps.Cred.Value}
 	if a := ps.Cred.AWS; a != nil {
-		vals = []string{a.SecretAccessKey, a.SessionToken}
+		vals = []string{a.AccessKeyID, a.SecretAccessKey, a.SessionToken}
 	}
 	for _, v := range vals {
 		if v == "" {
@@ -211,4 +211,11 @@ func SecretEventLogger(log *slog.Logger, server string) func(credinject.Event) {
 		}
 		log.Log(context.Background(), level, msg, attrs...)
 	}
+}
+
+// isPlaceholder reports whether sec is a placeholder of spec's proxy
+// secrets (a spec prepared by ApplyProxySecrets already: run --policy).
+func isPlaceholder(spec sandbox.Spec, sec sandbox.Secret) bool {
+	set, ok := spec.Network.Injector.(*credinject.Set)
+	return ok && set.IsPlaceholder(string(sec.Value))
 }

@@ -68,6 +68,14 @@ func TestApplyProxySecrets(t *testing.T) {
 		len(s.Value) == 0 || strings.Contains(string(s.Value), "EXAMPLEKEY") {
 		t.Fatalf("AWS pair in the sandbox = %q, %q: want a fake pair", k.Value, s.Value)
 	}
+	for _, sec := range spec.Secrets {
+		if !isPlaceholder(spec, sec) {
+			t.Fatalf("%s: not known as a placeholder", sec.Name)
+		}
+	}
+	if isPlaceholder(spec, sandbox.Secret{Name: "T", Value: []byte(real)}) {
+		t.Fatal("the real value is taken for a placeholder")
+	}
 	for _, want := range []string{"SSL_CERT_FILE=" + sandbox.TrustBundlePath, "NODE_EXTRA_CA_CERTS=" + sandbox.TrustCAPath} {
 		if !slices.Contains(spec.Env, want) {
 			t.Fatalf("env %v lacks %s", spec.Env, want)

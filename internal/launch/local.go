@@ -243,6 +243,9 @@ func (in *sandboxInstance) resolveSecrets(ctx context.Context) ([]ProxySecret, e
 	}
 	in.spec.Secrets = append(in.spec.Secrets, plain...)
 	for _, sec := range in.spec.Secrets {
+		if isPlaceholder(in.spec, sec) {
+			continue // run --policy: the value is at the proxy only
+		}
 		if err := in.l.book.Add(sec.Name, sec.Value); err != nil {
 			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
