@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The credential-injection tests (config secrets.NAME.inject): a server
@@ -319,6 +322,67 @@ cmp -s /run/mcpbox/ca.pem /etc/ssl/certs/ca-certificates.crt && echo same || ech
 		}
 		if !strings.Contains(api.seen(), "Bearer "+realT) {
 			t.Fatalf("the API did not get the real token:\n%s", api.seen())
+		}
+	})
+}
+
+// TestInjectRun: `mcpbox run --policy` injects too: the wrapped server
+// holds the placeholder (not redacted on its way to the client: it is no
+// secret), reaches the API with the real token, and a placeholder sent
+// to another allowed host is refused and logged.
+func TestInjectRun(t *testing.T) {
+	caPEM, cert := injCA(t)
+	realT := injToken(t)
+	api := injAPI(t, cert, realT)
+	plain := injServe(t, nil, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "plain") })
+	bin := goBuild(t, gwServerPkg)
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := m.dir(t)
+		caFile := filepath.Join(dir, "ca.pem")
+		m.writeFile(t, caFile, caPEM, 0o644)
+		cfg := filepath.Join(dir, "mcpbox.yaml")
+		m.writeFile(t, cfg, fmt.Sprintf(`version: 1
+servers:
+  s:
+    command: [x]
+    network: {egress: [{host: 127.0.0.1, ports: [%d, %d]}]}
+    secrets:
+      T: {from: env:INJ_T, inject: {hosts: ["127.0.0.1:%d"], header: Authorization, format: "Bearer {value}"}}
+`, api.port, plain.port, api.port), 0o644)
+		args := append(append([]string{"run", "--policy", cfg}, m.flags...), "--mount", bin+":/opt/bin:ro", "--", "/opt/bin/mcpserver", "-name", "solo")
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := m.command(ctx, args...)
+		cmd.Env = append(cmd.Env, "INJ_T="+realT, "SSL_CERT_FILE="+caFile)
+		logs := newGWLog()
+		cmd.Stderr = logs
+		client := mcp.NewClient(&mcp.Implementation{Name: "inject-e2e", Version: "1"}, nil)
+		sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: gwLegacy})
+		if err != nil {
+			gwReap(cmd)
+			t.Fatalf("connecting to mcpbox run: %v\n%s", err, logs)
+		}
+		ph := gwMustCall(t, sess, "getenv", map[string]any{"text": "T"}, "")
+		if ph == realT || len(ph) != len(realT) || !strings.HasPrefix(ph, "ghp_") {
+			t.Fatalf("T in the sandbox = %q: want a placeholder of the token's shape", ph)
+		}
+		got := gwMustCall(t, sess, "http_get", map[string]any{"url": fmt.Sprintf("https://127.0.0.1:%d/", api.port),
+			"headers": map[string]string{"Authorization": "Bearer ${T}"}}, "")
+		if got != "200 hello; you sent Bearer [REDACTED:T]" {
+			t.Fatalf("the API call through the proxy returned %q", got)
+		}
+		got = gwMustCall(t, sess, "http_get", map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/", plain.port),
+			"headers": map[string]string{"X-Leak": "${T}"}}, "")
+		if !strings.HasPrefix(got, "403 ") {
+			t.Fatalf("the placeholder to a plain-HTTP host: %q, want 403", got)
+		}
+		gwClose(t, sess)
+		gwReap(cmd)
+		if plain.count() != 0 {
+			t.Fatalf("the refused request reached its host: %s", plain.seen())
+		}
+		if l := logs.String(); !strings.Contains(l, "exfiltration attempt") || !strings.Contains(l, "secret=T") || strings.Contains(l, realT) {
+			t.Fatalf("mcpbox run's log: want the refusal of T, without its value:\n%s", l)
 		}
 	})
 }
