@@ -31,6 +31,9 @@ func (g *Guard) SecretEvent(launcher string, scope gateway.Scope, t *track.Sandb
 	decision := "allow"
 	if event != audit.EventSecretInject {
 		decision = "deny"
+	} else if t != nil {
+		// The call in flight lists it too (track.DetailSecrets).
+		t.SecretInjected(ev.Credential, ev.Host, ev.Port, ev.Time)
 	}
 	d := map[string]string{"secret": ev.Credential, "host": ev.Host, "port": strconv.Itoa(ev.Port)}
 	if ev.Where != "" {

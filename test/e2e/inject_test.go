@@ -137,7 +137,8 @@ func injAPI(t *testing.T, cert *tls.Certificate, real string) *injService {
 // read the token back from the API's echo; the placeholder sent to
 // another allowed host (plain HTTP, or another secret's host) is refused
 // before it leaves and audited as an exfiltration attempt; the audit
-// names each injection (secret, host, port, sandbox) and never a value.
+// names each injection (secret, host, port, sandbox; and the call's own
+// record the secrets it used) and never a value.
 func TestInjectGateway(t *testing.T) {
 	caPEM, cert := injCA(t)
 	realT, realU := injToken(t), injToken(t)
@@ -252,6 +253,17 @@ func TestInjectGateway(t *testing.T) {
 		if d["secret"] != "T" || d["host"] != "127.0.0.1" || d["port"] != fmt.Sprint(api.port) ||
 			d["where"] != "header Authorization" || !strings.HasPrefix(inject[0].str("sandbox"), "sbx_") || inject[0].str("server") != auServer {
 			t.Fatalf("secret_inject record: %v", inject[0])
+		}
+		// The call that used the token names it; the refused ones do not.
+		var joined []string
+		for _, rec := range s.calls(t, "http_get") {
+			d, _ := rec["detail"].(map[string]any)
+			if v, ok := d["secrets_injected"].(string); ok {
+				joined = append(joined, v)
+			}
+		}
+		if want := fmt.Sprintf("T@127.0.0.1:%d", api.port); len(joined) != 1 || joined[0] != want {
+			t.Fatalf("http_get call records name injected secrets %q, want one call with %q", joined, want)
 		}
 		ports := map[string]bool{}
 		for _, rec := range exfil {
