@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/test/e2e/testdata/sigv4"
 )
 
 // The credential-injection tests (config secrets.NAME.inject): a server
@@ -395,6 +397,99 @@ servers:
 		}
 		if l := logs.String(); !strings.Contains(l, "exfiltration attempt") || !strings.Contains(l, "secret=T") || strings.Contains(l, realT) {
 			t.Fatalf("mcpbox run's log: want the refusal of T, without its value:\n%s", l)
+		}
+	})
+}
+
+// injRandom is n random characters of abc.
+func injRandom(t *testing.T, abc string, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = abc[int(b[i])%len(abc)]
+	}
+	return string(b)
+}
+
+// TestInjectAWS: the sandbox holds a fake AWS key pair and session token;
+// a request it signs with them reaches an S3-style loopback service that
+// verifies SigV4 with the real pair only (test/e2e/testdata/sigv4, written
+// apart from mcpbox's re-signing); a presigned URL is refused before it
+// leaves; both are audited.
+func TestInjectAWS(t *testing.T) {
+	caPEM, cert := injCA(t)
+	const upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	const b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	ak, sk, st := "ASIA"+injRandom(t, upper, 16), injRandom(t, b64, 40), injRandom(t, b64, 120)
+	s3 := injServe(t, cert, func(w http.ResponseWriter, r *http.Request) {
+		if err := sigv4.Verify(r, ak, sk, st); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		fmt.Fprint(w, "s3 ok")
+	})
+	forEachMode(t, func(t *testing.T, m mode) {
+		s := auConfig(t, m, "", fmt.Sprintf(`    tools: {allow: ["*"]}
+    network:
+      egress: [{host: 127.0.0.1, ports: [%d]}]
+    secrets:
+      AWS:
+        inject:
+          hosts: ["127.0.0.1:%d"]
+          aws: {access_key_id: env:INJ_AK, secret_access_key: env:INJ_SK, session_token: env:INJ_ST}
+`, s3.port, s3.port))
+		caFile := filepath.Join(s.dir, "ca.pem")
+		m.writeFile(t, caFile, caPEM, 0o644)
+		g := gwServe(t, m, s.cfg, auTokenEnv+"="+s.token, "INJ_AK="+ak, "INJ_SK="+sk, "INJ_ST="+st, "SSL_CERT_FILE="+caFile)
+		sess := s.connect(t, g, nil)
+		call := func(tool string, args map[string]any) string {
+			t.Helper()
+			c := await(t, callAsync(sess, tool, args))
+			if c.err != nil {
+				t.Fatalf("%s: %v", tool, c.err)
+			}
+			if c.res.IsError {
+				t.Fatalf("%s: %s", tool, gwText(c.res))
+			}
+			return gwText(c.res)
+		}
+		fakeKey := call("getenv", map[string]any{"text": "AWS_ACCESS_KEY_ID"})
+		fakeSecret := call("getenv", map[string]any{"text": "AWS_SECRET_ACCESS_KEY"})
+		fakeToken := call("getenv", map[string]any{"text": "AWS_SESSION_TOKEN"})
+		if fakeKey == ak || len(fakeKey) != len(ak) || !strings.HasPrefix(fakeKey, "ASIA") || fakeSecret == sk || fakeSecret == "" || fakeToken == st || fakeToken == "" {
+			t.Fatalf("the sandbox's AWS variables %q, %q, %q: want a fake pair and token", fakeKey, fakeSecret, fakeToken)
+		}
+		before := s3.count()
+		url := fmt.Sprintf("https://127.0.0.1:%d/bucket/key.txt", s3.port)
+		if got := call("s3_get", map[string]any{"url": url}); got != "200 s3 ok" {
+			t.Fatalf("the SigV4 request through the proxy: %q\nthe service saw: %s", got, s3.seen())
+		}
+		if got := call("s3_get", map[string]any{"url": url, "presign": true}); !strings.HasPrefix(got, "403 ") || !strings.Contains(got, "presigned") {
+			t.Fatalf("a presigned URL: %q, want 403 naming it", got)
+		}
+		if n := s3.count() - before; n != 1 {
+			t.Fatalf("the service got %d requests, want 1 (the presigned one refused):\n%s", n, s3.seen())
+		}
+		gwClose(t, sess)
+		g.stop(t)
+		var inject, refused int
+		for _, rec := range s.logs(t) {
+			d, _ := rec["detail"].(map[string]any)
+			switch {
+			case rec.str("event") == "secret_inject" && d["secret"] == "AWS" && d["where"] == "sigv4":
+				inject++
+			case rec.str("event") == "secret_refused" && d["secret"] == "AWS" && strings.Contains(fmt.Sprint(d["reason"]), "presigned"):
+				refused++
+			}
+			if s := rec.String(); strings.Contains(s, sk) || strings.Contains(s, st) {
+				t.Fatalf("a real AWS value is in the audit")
+			}
+		}
+		if inject != 1 || refused != 1 {
+			t.Fatalf("audit: %d sigv4 injections and %d presigned refusals, want 1 and 1", inject, refused)
 		}
 	})
 }

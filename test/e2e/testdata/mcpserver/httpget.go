@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/test/e2e/testdata/sigv4"
 )
 
 // The tools of the credential-injection tests: an HTTP(S) request through
@@ -40,6 +42,7 @@ func (s *server) registerHTTPGet() {
 			}
 			return text(strings.ReplaceAll(string(b), "\x00", "\n")), nil, nil
 		})
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "s3_get", Description: "GETs url through the proxy, SigV4-signed with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or, with presign, as a presigned URL); returns STATUS BODY"}, s3Get)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "mem_dump", Description: "writes every readable mapping of this process (/proc/self/mem) to /workspace/output/NAME; returns the bytes written"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in nameIn) (*mcp.CallToolResult, any, error) {
 			n, err := memDump(filepath.Join("/workspace/output", filepath.Base(in.Name)))
@@ -81,7 +84,36 @@ func memDump(path string) (int64, error) {
 	return total, out.Close()
 }
 
+type s3GetIn struct {
+	URL     string `json:"url"`
+	Presign bool   `json:"presign,omitempty"`
+}
+
+func s3Get(ctx context.Context, _ *mcp.CallToolRequest, in s3GetIn) (*mcp.CallToolResult, any, error) {
+	return get(ctx, in.URL, func(r *http.Request) {
+		kid, secret, token := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN")
+		if in.Presign {
+			q := r.URL.Query()
+			q.Set("X-Amz-Algorithm", "AWS4-HMAC-SHA256")
+			q.Set("X-Amz-Credential", kid+"/20260101/"+sigv4.Region+"/"+sigv4.Service+"/aws4_request")
+			q.Set("X-Amz-Signature", strings.Repeat("0", 64))
+			r.URL.RawQuery = q.Encode()
+			return
+		}
+		sigv4.Sign(r, kid, secret, token, time.Now())
+	})
+}
+
 func httpGet(ctx context.Context, _ *mcp.CallToolRequest, in httpGetIn) (*mcp.CallToolResult, any, error) {
+	return get(ctx, in.URL, func(r *http.Request) {
+		for k, v := range in.Headers {
+			r.Header.Set(k, os.ExpandEnv(v))
+		}
+	})
+}
+
+// get GETs u through the sandbox's proxy after prepare.
+func get(ctx context.Context, u string, prepare func(*http.Request)) (*mcp.CallToolResult, any, error) {
 	// Not http.ProxyFromEnvironment: it never proxies loopback targets,
 	// and the tests' services listen on the host's loopback.
 	tr := &http.Transport{ForceAttemptHTTP2: true, Proxy: func(r *http.Request) (*url.URL, error) {
@@ -97,13 +129,11 @@ func httpGet(ctx context.Context, _ *mcp.CallToolRequest, in httpGetIn) (*mcp.Ca
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	for k, v := range in.Headers {
-		req.Header.Set(k, os.ExpandEnv(v))
-	}
+	prepare(req)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fetching: %w", err)
