@@ -1,6 +1,9 @@
-// Package cli implements the mcpbox command line: flag parsing, help texts
-// and the glue from flags and config files to the sandbox and gateway
-// packages. It holds no policy of its own.
+// Package cli implements the mcpbox command line: flag parsing, help
+// texts, output and exit codes, and the glue from flags and config files
+// to internal/daemon (serve, run, pin), internal/admin's client (the
+// admin commands) and internal/sandbox (exec). It holds no policy and no
+// mechanism of its own (docs/architecture.md; internal/conventions keeps
+// it that way).
 package cli
 
 import (
@@ -37,6 +40,7 @@ ADMIN (run in a project they find its running mcpbox serve instances;
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in mcpbox.lock
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
+  update     re-resolve a server's pinned image, show what changes, pin it
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID
   snapshot   write a sandbox's workspace to an archive: snapshot ID
   diff       the changes a sandbox made to its overlaid input: diff ID
@@ -110,6 +114,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.pin(args[1:])
 	case "trust":
 		return env.trust(args[1:])
+	case "update":
+		return env.update(args[1:])
 	case "ps":
 		return env.ps(args[1:])
 	case "stop", "pause", "resume":

@@ -188,6 +188,10 @@ func auditNode(a *Audit) *yaml.Node {
 func serverNode(s *Server) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "command", s.Command)
+	addStr(m, "image", s.Image.Ref)
+	addBool(m, "image_insecure", s.Image.Insecure)
+	addStr(m, "image_platform", s.Image.Platform)
+	addStrs(m, "args", s.Args)
 	addStr(m, "url", s.URL)
 	addStr(m, "builtin", s.Builtin)
 	if s.Commands.Allow != nil || s.Commands.Deny != nil || s.Commands.Approve != nil || s.Commands.Meta.Pos != (Pos{}) {

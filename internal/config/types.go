@@ -193,6 +193,10 @@ type Server struct {
 	// Command is argv of a local server run in a sandbox. Exactly one of
 	// Command and URL is set.
 	Command []string
+	// Image runs an OCI image instead of a command; Args replace its
+	// Cmd. See image.go.
+	Image ImageSource
+	Args  []string
 	// URL is the Streamable HTTP endpoint of a remote server, which runs
 	// outside any sandbox; https, or http to a loopback host.
 	URL string

@@ -143,7 +143,7 @@ func (d *daemon) serve(parent context.Context) error {
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
-	gw, err := d.newGateway(g)
+	gw, err := d.newGateway(ctx, g)
 	if err != nil {
 		return configError(err)
 	}
@@ -151,9 +151,11 @@ func (d *daemon) serve(parent context.Context) error {
 	g.Attach(gw)
 	if inst != nil {
 		inst.Attach(g.Admin(gw))
-		// Deferred last, run first: the admin handlers use the gateway and
-		// the guard's audit store, so the ones in flight end before those
-		// close (deferred above); the socket answers until inst.Close.
+		// Runs before gw.Close and g.Close (deferred above): the admin
+		// handlers use the gateway and the guard's audit store, so the ones
+		// in flight end before those close. Only the approvals web endpoint
+		// (deferred below) stops earlier; the socket answers until
+		// inst.Close.
 		defer inst.Detach()
 	}
 	if stop := d.serveWeb(ctx, g, inst); stop != nil {
@@ -198,13 +200,14 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 }
 
 // newGateway builds the servers' launchers and the gateway over them.
-func (d *daemon) newGateway(g *guard.Guard) (*gateway.Gateway, error) {
+func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gateway, error) {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
 		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir,
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
+		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
 	}
 	var err error
 	if w.ca, err = proxyCA(d.c); err != nil {

@@ -34,6 +34,9 @@ type ListOptions struct {
 	LogLevel slog.Level
 	// Version is what the gateway tells the servers it is.
 	Version string
+	// NoRecord leaves the lock file's image pins as they are (pin
+	// --check): an image not pinned yet is pulled but not pinned.
+	NoRecord bool
 }
 
 // Lister starts a config's servers, as serve would (with the same
@@ -45,7 +48,10 @@ type Lister struct {
 // NewLister builds the servers' launchers and a gateway over them; no
 // server starts yet. A config whose servers cannot be built is a
 // *ConfigError.
-func NewLister(o ListOptions) (*Lister, error) {
+func NewLister(o ListOptions) (*Lister, error) { return newLister(o, nil) }
+
+// newLister is NewLister with a change to the wiring (nil: none).
+func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
 	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
@@ -53,6 +59,10 @@ func NewLister(o ListOptions) (*Lister, error) {
 		c: o.Config, log: log, book: book, stderr: o.Stderr,
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
+		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
+	}
+	if change != nil {
+		change(&w)
 	}
 	servers, err := w.servers()
 	if err != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
+	"mcpbox/internal/image"
 	"mcpbox/internal/launch"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
@@ -67,6 +69,12 @@ type wiring struct {
 	snapshot, snapshotServer string
 	// ca is the proxy CA of the secrets with inject; nil: per sandbox.
 	ca *egress.CA
+	// ctx bounds image pulls (nil: none); images pulls and pins the
+	// images of image servers (image.go).
+	ctx    context.Context
+	images imageSetup
+	// pulled, by server name, replaces the pinned image (update); nil: none.
+	pulled map[string]*image.Image
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -155,6 +163,11 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 	spec, err := specconv.Server(w.c, s, w.opts)
 	if err != nil {
 		return err
+	}
+	if s.Image.Ref != "" {
+		if err := w.applyImage(s, &spec); err != nil {
+			return err
+		}
 	}
 	lo := w.localOptions()
 	lo.Name, lo.Spec, lo.Secrets = s.Name, spec, s.Secrets

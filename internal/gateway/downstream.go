@@ -414,8 +414,15 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
 	}
 	params := withField(p, "name", tool)
+	// The output limit is checked here, inside the hook's next, so that a
+	// call hook (the audit) sees the result withheld rather than passed.
 	forward := func(ctx context.Context) (json.RawMessage, error) {
-		return d.call(ctx, b, "tools/call", params, d.gw.callTimeout(b.srv))
+		raw, err := d.call(ctx, b, "tools/call", params, d.gw.callTimeout(b.srv))
+		if err == nil && b.srv.MaxOutput > 0 && int64(len(raw)) > b.srv.MaxOutput {
+			d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
+			return nil, &OutputLimitError{Name: p.Name, Size: int64(len(raw)), Limit: b.srv.MaxOutput}
+		}
+		return raw, err
 	}
 	var raw json.RawMessage
 	if hook := d.gw.opts.Hooks.Call; hook != nil {
@@ -428,15 +435,25 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	} else {
 		raw, err = forward(ctx)
 	}
+	if ole := (*OutputLimitError)(nil); errors.As(err, &ole) {
+		return d.result(Refusal(ole.Error(), nil)), nil
+	}
 	if err != nil {
 		return nil, d.clientError(b, err)
 	}
-	if b.srv.MaxOutput > 0 && int64(len(raw)) > b.srv.MaxOutput {
-		d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
-		msg := fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", p.Name, len(raw), b.srv.MaxOutput)
-		return d.result(Refusal(msg, nil)), nil
-	}
 	return d.result(raw), nil
+}
+
+// OutputLimitError is what a call hook's next returns when the server's
+// result is larger than limits.output: the result is withheld, and the
+// client gets a refusal naming the sizes.
+type OutputLimitError struct {
+	Name        string // the tool as the client named it
+	Size, Limit int64  // bytes
+}
+
+func (e *OutputLimitError) Error() string {
+	return fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", e.Name, e.Size, e.Limit)
 }
 
 // Refusal is a tool result that tells the model why a call did not run,

@@ -122,6 +122,9 @@ func (im *converter) server(name, orig string, ent *mcpEntry) (*config.Server, [
 }
 
 func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+	if s, h, ok, err := im.dockerRun(name, orig, ent); ok {
+		return s, h, err
+	}
 	if ent.Cwd != "" || ent.EnvFile != "" {
 		im.notef("server %q: cwd and envFile are not imported (the server starts in its sandbox)", orig)
 	}

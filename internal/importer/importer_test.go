@@ -103,7 +103,8 @@ func TestImportYAML(t *testing.T) {
 	brave := sandboxed("brave-search", "uvx", "mcp-server-brave-search")
 	brave.Env = []config.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}
 	brave.Secrets = []config.Secret{{Name: "BRAVE_API_KEY", From: "env:BRAVE_API_KEY"}}
-	gh := sandboxed("github", "docker", "run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server")
+	gh := sandboxed("github")
+	gh.Command, gh.Image.Ref = nil, "ghcr.io/github/github-mcp-server"
 	gh.Secrets = []config.Secret{{Name: "GITHUB_PERSONAL_ACCESS_TOKEN", From: "env:GITHUB_PERSONAL_ACCESS_TOKEN"}}
 	linear := &config.Server{Name: "linear", URL: "https://mcp.linear.app/mcp", Tools: config.Tools{Allow: []string{"*"}},
 		Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_LINEAR_AUTHORIZATION"}}}
@@ -133,7 +134,7 @@ func TestImportYAML(t *testing.T) {
 			inYAML: []string{
 				"# network: {egress: [{host: registry.npmjs.org}]}",
 				"# network: {egress: [{host: pypi.org}, {host: files.pythonhosted.org}]}",
-				"# docker starts the server in a container of the host's daemon",
+				"# was: docker run ... ghcr.io/github/github-mcp-server (mcpbox pulls and runs the image itself; no docker daemon)",
 				`# The sandbox does not see "/Users/alice/Desktop", "/Users/alice/Downloads"`,
 			},
 			inStderr:  []string{"BRAVE_API_KEY", "GITHUB_PERSONAL_ACCESS_TOKEN", "MCPBOX_LINEAR_AUTHORIZATION", `"Brave Search" is called brave-search`},

@@ -61,6 +61,8 @@ const maxLockSize = 256 << 20
 type Lock struct {
 	// Servers maps a server's name in the config to its pins.
 	Servers map[string]*ServerLock
+	// Images maps a server's name to its image pin (images.go).
+	Images map[string]ImagePin
 }
 
 // ServerLock holds one server's pins. A nil map means that kind was never
@@ -148,6 +150,7 @@ func (l *Lock) server(name string) *ServerLock {
 // are sorted at every level (maps are sorted by encoding/json).
 type (
 	lockFile struct {
+		Images  map[string]ImagePin   `json:"images,omitzero"`
 		Servers map[string]serverFile `json:"servers"`
 		Version int                   `json:"version"`
 	}
@@ -209,6 +212,11 @@ func parseLock(data []byte) (*Lock, error) {
 		return nil, fmt.Errorf("%w %d (want %d)", ErrLockVersion, lf.Version, LockVersion)
 	}
 	l := &Lock{Servers: make(map[string]*ServerLock, len(lf.Servers))}
+	images, err := readImages(lf.Images)
+	if err != nil {
+		return nil, err
+	}
+	l.Images = images
 	for name, sf := range lf.Servers {
 		s := &ServerLock{Info: sf.Info}
 		for kind, m := range map[string]map[string]pinFile{KindTool: sf.Tools, KindPrompt: sf.Prompts, KindTemplate: sf.Templates, KindInstructions: sf.Instructions} {
@@ -259,6 +267,9 @@ func checkPin(kind, key string, def json.RawMessage, sum string) (Pin, error) {
 // re-checked first, so a file Marshal writes is one ReadLock accepts.
 func (l *Lock) Marshal() ([]byte, error) {
 	lf := lockFile{Servers: map[string]serverFile{}, Version: LockVersion}
+	if err := writeImages(&lf, l.Images); err != nil {
+		return nil, err
+	}
 	for name, s := range l.Servers {
 		if s == nil {
 			continue

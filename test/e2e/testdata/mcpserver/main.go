@@ -70,6 +70,7 @@ func main() {
 	s.registerHTTPGet()
 	s.registerRawArgs()
 	s.registerFaults()
+	s.registerStat()
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"mcpbox/internal/daemon"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/specconv"
+)
+
+const updateHelp = `USAGE
+  mcpbox update [--check] [--config FILE] [--state-dir DIR] SERVER
+
+Re-resolves SERVER's pinned image; when it moved, starts the server from the
+new one, shows the digests, findings and definition diffs, then pins them
+(--check: pins nothing and exits 1).
+`
+
+func (e *env) update(args []string) int {
+	fs := e.newFlagSet("update", updateHelp)
+	cfgPath := fs.String("config", "", "the config `FILE` (default: the embedded default)")
+	stateFlag := fs.String("state-dir", "", "the state `DIR` (default: the config's)")
+	check := fs.Bool("check", false, "show the change; pin nothing")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
+		return code
+	}
+	c, base, err := loadConfigOrDefault(*cfgPath)
+	if err == nil && fs.NArg() != 1 {
+		err = fmt.Errorf("name one SERVER (mcpbox update --help)")
+	}
+	if err != nil {
+		e.errorf("update: %v", err)
+		return exitUsage
+	}
+	ctx, cancel := daemon.SignalContext(context.Background())
+	defer cancel()
+	dir, err := specconv.StateDir(c, *cfgPath, base, *stateFlag)
+	var u *daemon.Update
+	if err == nil {
+		u, err = daemon.CheckUpdate(ctx, daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base, StateDir: dir, Stderr: e.stderr, Version: Version}, fs.Arg(0))
+	}
+	if err == nil && !u.Changed() {
+		fmt.Fprintf(e.stdout, "%s: %s %s is up to date (%s)\n", u.Server, u.Kind, u.What, u.New)
+		return 0
+	} else if err == nil {
+		fmt.Fprintf(e.stdout, "%s: %s %s: %s -> %s\n", u.Server, u.Kind, u.What, cmpOr(u.Old, "(not pinned)"), u.New)
+		defs := map[string]*gateway.Definitions{u.Server: u.Definitions}
+		if e.printFindings(c, defs); e.compareWithLock(c, u.Pins, defs) >= 0 && *check {
+			return 1
+		}
+		err = u.Pin()
+	}
+	if err != nil {
+		e.errorf("update: %v", err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "pinned %s: %s %s at %s, and its definitions, in %s\n", u.Server, u.Kind, u.What, u.New, u.Pins.Path())
+	return 0
+}
