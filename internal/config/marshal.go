@@ -291,6 +291,9 @@ func secretNode(s *Secret) *yaml.Node {
 	addStr(m, "from", s.From)
 	addStr(m, "as", s.As)
 	addDuration(m, "ttl", s.TTL)
+	if s.Inject != nil {
+		addKV(m, "inject", injectNode(s.Inject))
+	}
 	return flowIfEmpty(m)
 }
 

@@ -241,6 +241,7 @@ func (d *decoder) secrets(n *node, path string) []Secret {
 				{"from", func(v *node, p string) { s.From = d.str(v, p) }},
 				{"as", func(v *node, p string) { s.As = d.str(v, p) }},
 				{"ttl", func(v *node, p string) { s.TTL = d.duration(v, p) }},
+				{"inject", func(v *node, p string) { s.Inject = d.inject(v, p) }},
 			})
 		}
 		s.Meta.Pos = pos(kv.key)
@@ -359,4 +360,30 @@ func (d *decoder) rules(n *node, path string) []Rule {
 		out = append(out, r)
 	})
 	return out
+}
+
+// inject is a secret's inject mapping (inject.go).
+func (d *decoder) inject(n *node, path string) *Inject {
+	in := &Inject{}
+	d.mapping(n, path, &in.Meta, []field{
+		{"hosts", func(v *node, p string) { in.Hosts = d.strs(v, p, &in.Meta, "hosts", d.str) }},
+		{"header", func(v *node, p string) { in.Header = d.str(v, p) }},
+		{"format", func(v *node, p string) { in.Format = d.str(v, p) }},
+		{"query", func(v *node, p string) { in.Query = d.str(v, p) }},
+		{"basic", func(v *node, p string) { in.Basic = d.boolean(v, p) }},
+		{"any_header", func(v *node, p string) { in.AnyHeader = d.boolean(v, p) }},
+		{"body", func(v *node, p string) { in.Body = d.boolean(v, p) }},
+		{"shape", func(v *node, p string) { in.Shape = d.str(v, p) }},
+		{"aws", func(v *node, p string) {
+			a := &InjectAWS{}
+			d.mapping(v, p, &a.Meta, []field{
+				{"access_key_id", func(v *node, p string) { a.AccessKeyID = d.str(v, p) }},
+				{"secret_access_key", func(v *node, p string) { a.SecretAccessKey = d.str(v, p) }},
+				{"session_token", func(v *node, p string) { a.SessionToken = d.str(v, p) }},
+				{"pass_through", func(v *node, p string) { a.PassThrough = d.boolean(v, p) }},
+			})
+			in.AWS = a
+		}},
+	})
+	return in
 }

@@ -334,7 +334,10 @@ type Secret struct {
 	From string   // env:VAR, file:PATH or cmd:COMMAND; never the value itself
 	As   string   // SecretAsEnv (also the meaning of empty) or SecretAsFile
 	TTL  Duration // re-read the source after TTL; zero: read once per sandbox
-	Meta Meta
+	// Inject, if set, keeps the value out of the sandbox: it holds a
+	// placeholder, and the egress proxy adds the value (inject.go).
+	Inject *Inject
+	Meta   Meta
 }
 
 // Network is the server's network policy; the zero value has no network.

@@ -295,7 +295,12 @@ func checkSecrets(r *collector, s *Server, p string) {
 			r.errorf(sec.Meta.Pos, "%s.secrets: %s is also set in env", p, sec.Name)
 		}
 		seen[sec.Name] = true
-		if sec.From == "" {
+		if sec.Inject != nil {
+			checkInject(r, s, sec, sp)
+		}
+		if sec.IsAWS() {
+			// no from: each of inject.aws's fields is a reference (checkInjectAWS)
+		} else if sec.From == "" {
 			r.errorf(sec.Meta.At("from"), "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", sp)
 		} else if _, err := ParseSecretRef(sec.From); err != nil {
 			r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)

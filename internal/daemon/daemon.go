@@ -209,6 +209,10 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gatew
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
 	}
+	var err error
+	if w.ca, err = proxyCA(d.c); err != nil {
+		return nil, err
+	}
 	servers, err := w.servers()
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/image"
@@ -66,6 +67,8 @@ type wiring struct {
 	guard *guard.Guard
 	// snapshot seeds the new workspaces of snapshotServer; "": none.
 	snapshot, snapshotServer string
+	// ca is the proxy CA of the secrets with inject; nil: per sandbox.
+	ca *egress.CA
 	// ctx bounds image pulls (nil: none); images pulls and pins the
 	// images of image servers (image.go).
 	ctx    context.Context
@@ -196,7 +199,7 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 
 // localOptions are the launcher options every local server shares.
 func (w wiring) localOptions() launch.LocalOptions {
-	lo := launch.LocalOptions{Log: w.log, Book: w.book, Stderr: w.stderr}
+	lo := launch.LocalOptions{Log: w.log, Book: w.book, Stderr: w.stderr, CA: w.ca}
 	if w.guard != nil {
 		// A nil *guard.Guard in the interface would not be a nil observer.
 		lo.Observer = w.guard

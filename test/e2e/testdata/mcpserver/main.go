@@ -67,6 +67,7 @@ func main() {
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: *name, Version: "1"}, nil)
 	s.register()
 	s.registerFS()
+	s.registerHTTPGet()
 	s.registerRawArgs()
 	s.registerFaults()
 	s.registerStat()
