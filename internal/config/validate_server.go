@@ -18,6 +18,7 @@ var serverChecks = []serverCheck{
 	checkCredentials,
 	checkPrefix,
 	checkHeaders,
+	checkServerOAuth,
 	checkInputOutput,
 	checkMounts,
 	checkEnv,
