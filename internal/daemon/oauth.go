@@ -212,6 +212,7 @@ type LoginState struct {
 	Client   string // the identity: _local, a client name, oidc.CLAIM
 	Issuer   string
 	ClientID string
+	State    string // LoginSummary's words for it
 }
 
 // LoginStates lists the logins stored in stateDir for the remote servers
@@ -250,4 +251,37 @@ func LoginStates(c *config.Config, stateDir string) ([]LoginState, error) {
 		return out[i].Server+"\x00"+out[i].Client < out[j].Server+"\x00"+out[j].Client
 	})
 	return out, nil
+}
+
+// LoginSummary is a line per remote server of c with oauth and per
+// identity logged in to it, for `mcpbox secrets`: the server's name and
+// "logged in (IDENTITY, issuer ISSUER)" or "not logged in"; never a token.
+// stateFlag is --state-dir ("": the config's).
+func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
+	var out []LoginState
+	dir, err := specconv.StateDir(c, configPath, filepath.Dir(configPath), stateFlag)
+	var states []LoginState
+	if err == nil {
+		states, err = LoginStates(c, dir)
+	}
+	for _, s := range c.Servers {
+		if s.OAuth == nil || s.URL == "" {
+			continue
+		}
+		n := len(out)
+		for _, st := range states {
+			if st.Server == s.Name {
+				st.State = fmt.Sprintf("logged in (%s, issuer %s)", st.Client, st.Issuer)
+				out = append(out, st)
+			}
+		}
+		if len(out) == n {
+			st := LoginState{Server: s.Name, State: "not logged in"}
+			if err != nil {
+				st.State = "login state unknown: " + err.Error()
+			}
+			out = append(out, st)
+		}
+	}
+	return out
 }

@@ -173,6 +173,7 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		defer cancel()
 
 		oaNeedsLogin(t, ctx, m, cfg, "before login")
+		want(t, m.mcpbox(t, 60*time.Second, "", "secrets", "--config", cfg), 0, "oauth  mcpbox login  not logged in")
 
 		lr := oaLogin(t, m, cfg, "r")
 		if lr.code != 0 || !strings.Contains(lr.stderr, "logged in to r") {
@@ -181,6 +182,9 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		if n := strings.Count(strings.TrimSpace(lr.stdout), "\n"); n != 0 {
 			t.Errorf("login printed more than the URL on stdout:\n%s", lr.stdout)
 		}
+
+		sr := m.mcpbox(t, 60*time.Second, "", "secrets", "--json", "--config", cfg)
+		want(t, sr, 0, `"id":"r/oauth"`, `"as":"logged in (_local, issuer `+as.issuer+`)"`)
 
 		sess, logs := oaServeStdio(t, m, cfg)
 		gwMustCall(t, sess, "whoami", nil, "user alice")
@@ -196,6 +200,7 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		}
 		oaNoToken(t, "a tool result", []byte(leak), issued)
 		oaNoToken(t, "login's output", []byte(lr.stdout+lr.stderr), issued)
+		oaNoToken(t, "mcpbox secrets", []byte(sr.stdout+sr.stderr), issued)
 		oaNoToken(t, "serve's stderr", []byte(logs.String()), issued)
 		lg := m.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", cfg)
 		if lg.code != 0 || !strings.Contains(lg.stdout, `"leak"`) {
