@@ -84,6 +84,9 @@ func checkNoAuth(c *config.Config, addr string) error {
 	if len(c.Clients) > 0 {
 		return fmt.Errorf("--no-auth: the config has clients, whose tokens every request needs; remove one or the other")
 	}
+	if c.Listen.HTTP.OAuth != nil {
+		return fmt.Errorf("--no-auth: the config has listen.http.oauth, whose tokens every request needs; remove one or the other")
+	}
 	if addr == "" {
 		return nil
 	}
