@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 
@@ -58,4 +59,11 @@ func jwtClients(hopts *gateway.HTTPOptions, c *config.Config) error {
 		hopts.Extra[p] = meta
 	}
 	return nil
+}
+
+// loopbackAddr reports whether HOST:PORT names a loopback host.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && (host == "localhost" || (ip != nil && ip.IsLoopback()))
 }
