@@ -49,3 +49,12 @@ func verifiedName(name string) bool {
 	return strings.Contains(name, ".") && !strings.HasPrefix(name, "_") && !strings.HasPrefix(name, ".") &&
 		!strings.ContainsAny(name, "/\\\x00:, ") && len(name) <= 200
 }
+
+// ClientMessage is an error whose ClientMessage is what the client should
+// read when a request to a server fails with it (e.g. "server S needs
+// authorization: run `mcpbox login S`"), however deeply a transport
+// wrapped it.
+type ClientMessage interface {
+	error
+	ClientMessage() string
+}

@@ -41,6 +41,10 @@ func (e *AuthError) Error() string {
 	return fmt.Sprintf("server %s %s: run `mcpbox login %s`", e.Server, what, e.Server)
 }
 
+// ClientMessage is the error's text: it is safe for the client
+// (gateway.ClientMessage).
+func (e *AuthError) ClientMessage() string { return e.Error() }
+
 // oauthTransport wraps next (the static headers) with the token of the
 // scope's agent.
 func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper) (http.RoundTripper, error) {

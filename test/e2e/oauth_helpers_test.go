@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,9 +9,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -207,6 +210,9 @@ func newOARS(t *testing.T, as *oaAS) *oaRS {
 	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "the caller's subject"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user " + req.Extra.TokenInfo.UserID}}}, nil, nil
 	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "admin_only", Description: "needs scope admin"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "admin ok"}}}, nil, nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "leak", Description: "echoes the caller's token"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		tok, _ := req.Extra.TokenInfo.Extra["token"].(string)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "your token is " + tok}}}, nil, nil
@@ -216,9 +222,22 @@ func newOARS(t *testing.T, as *oaAS) *oaRS {
 		if err != nil {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: id.Name, Expiration: id.Expiry, Extra: map[string]any{"token": token}}, nil
+		return &auth.TokenInfo{UserID: id.Name, Scopes: id.Scopes, Expiration: id.Expiry, Extra: map[string]any{"token": token}}, nil
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: oauth.MetadataURL(rs.url)})(h))
+	// Calling admin_only needs scope admin: a 403 insufficient_scope.
+	stepUp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"admin_only"`)) && !slices.Contains(auth.TokenInfoFromContext(r.Context()).Scopes, "admin") {
+				w.Header().Set("WWW-Authenticate", oauth.Challenge{Error: "insufficient_scope", Scope: "admin", ResourceMetadata: oauth.MetadataURL(rs.url)}.String())
+				http.Error(w, "insufficient scope", http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: oauth.MetadataURL(rs.url)})(stepUp))
 	return rs
 }

@@ -192,6 +192,9 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		if err != nil || !strings.Contains(leak, "your token is [REDACTED") {
 			t.Errorf("leak gave %q, %v; want the token redacted", leak, err)
 		}
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), `server r needs more scope (scope "admin"): run `+"`mcpbox login r`") {
+			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r", out, err)
+		}
 		gwClose(t, sess)
 
 		issued, _ := as.tokens()
