@@ -38,13 +38,15 @@ type oaAS struct {
 	issuer string
 	key    *ecdsa.PrivateKey
 
-	mu      sync.Mutex
-	sub     string              // the user who approves
-	clients map[string][]string // client id → redirect URIs
-	codes   map[string]oaCode   // code → grant
-	refresh map[string]oaCode   // refresh token → grant
-	issued  []string            // every access and refresh token
-	revoked []string
+	mu        sync.Mutex
+	sub       string              // the user who approves
+	ttl       time.Duration       // of access tokens; zero: an hour
+	refreshes int                 // refresh grants served
+	clients   map[string][]string // client id → redirect URIs
+	codes     map[string]oaCode   // code → grant
+	refresh   map[string]oaCode   // refresh token → grant
+	issued    []string            // every access and refresh token
+	revoked   []string
 }
 
 type oaCode struct{ client, redirect, challenge, resource, scope, sub string }
@@ -147,19 +149,24 @@ func (a *oaAS) token(w http.ResponseWriter, r *http.Request) {
 	case "refresh_token":
 		g, ok = a.refresh[f.Get("refresh_token")]
 		delete(a.refresh, f.Get("refresh_token"))
+		a.refreshes++
 	}
+	ttl := a.ttl
 	a.mu.Unlock()
+	if ttl == 0 {
+		ttl = time.Hour
+	}
 	if !ok || f.Get("client_id") != g.client || f.Get("resource") != g.resource {
 		oaJSON(w, 400, map[string]string{"error": "invalid_grant"})
 		return
 	}
-	at := a.sign(map[string]any{"sub": g.sub, "aud": g.resource, "scope": g.scope, "exp": time.Now().Add(time.Hour).Unix()})
+	at := a.sign(map[string]any{"sub": g.sub, "aud": g.resource, "scope": g.scope, "exp": time.Now().Add(ttl).Unix()})
 	rt := "rt-" + rand.Text()
 	a.mu.Lock()
 	a.refresh[rt] = g
 	a.issued = append(a.issued, at, rt)
 	a.mu.Unlock()
-	oaJSON(w, 200, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 3600, "refresh_token": rt, "scope": g.scope})
+	oaJSON(w, 200, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": int(ttl / time.Second), "refresh_token": rt, "scope": g.scope})
 }
 
 // sign makes an ES256 JWT of this issuer with claims (iss and iat added).

@@ -258,6 +258,49 @@ func TestOAuthRemoteLogin(t *testing.T) {
 	})
 }
 
+// TestOAuthRemoteRefresh: serve refreshes an access token that is about
+// to expire, stores the new grant, and redacts the new token too.
+func TestOAuthRemoteRefresh(t *testing.T) {
+	m := modes(t)[0]
+	as := newOAAS(t)
+	as.mu.Lock()
+	as.ttl = 30 * time.Second // within the minute before expiry: refreshed at once
+	as.mu.Unlock()
+	rs := newOARS(t, as)
+	cfg, state := oaConfig(t, m, map[string]any{"servers": map[string]any{
+		"r": map[string]any{"url": rs.url, "oauth": map[string]any{}, "tools": map[string]any{"allow": []string{"*"}}},
+	}})
+	if lr := oaLogin(t, m, cfg, "r"); lr.code != 0 {
+		t.Fatalf("login:\n%s", lr)
+	}
+	grant, _ := filepath.Glob(filepath.Join(state, "oauth", "_local", "*.grant"))
+	if len(grant) != 1 {
+		t.Fatalf("grant files %v", grant)
+	}
+	before, _ := os.ReadFile(grant[0])
+	sess, logs := oaServeStdio(t, m, cfg)
+	gwMustCall(t, sess, "whoami", nil, "user alice")
+	leak, err := gwCall(context.Background(), sess, "leak", nil)
+	if err != nil || !strings.Contains(leak, "your token is [REDACTED") {
+		t.Errorf("leak gave %q, %v; want the refreshed token redacted", leak, err)
+	}
+	gwClose(t, sess)
+	as.mu.Lock()
+	refreshes := as.refreshes
+	as.mu.Unlock()
+	if refreshes == 0 {
+		t.Fatal("serve did not refresh a token that expires within the refresh margin")
+	}
+	after, _ := os.ReadFile(grant[0])
+	if bytes.Equal(before, after) {
+		t.Error("the refreshed grant was not stored")
+	}
+	issued, _ := as.tokens()
+	oaNoToken(t, "a tool result", []byte(leak), issued)
+	oaNoToken(t, "serve's stderr", []byte(logs.String()), issued)
+	oaNoToken(t, "the grant file", after, issued)
+}
+
 // oaBearer adds a bearer token to every request.
 type oaBearer struct{ token string }
 
