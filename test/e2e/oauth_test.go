@@ -29,6 +29,9 @@ func oaConfig(t *testing.T, m mode, cfg map[string]any) (string, string) {
 	state := filepath.Join(dir, "state")
 	cfg["version"] = 1
 	cfg["state_dir"] = state
+	if !m.root() {
+		cfg["sandbox"] = map[string]any{"require": []string{"userns", "mountns", "pidns", "netns", "seccomp", "landlock", "idmap"}}
+	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +329,10 @@ func oaFreePort(t *testing.T) string {
 // metadata, and refuses a wrong audience, an expired token, alg none and
 // a foreign signature with 401 and WWW-Authenticate.
 func TestOAuthGatewayJWT(t *testing.T) {
-	m := modes(t)[0]
+	forEachMode(t, oaGatewayJWT)
+}
+
+func oaGatewayJWT(t *testing.T, m mode) {
 	as := newOAAS(t)
 	rs := newOARS(t, as)
 	addr := oaFreePort(t)
