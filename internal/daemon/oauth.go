@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
@@ -31,12 +32,23 @@ import (
 // oauthKeys is where the sealing key of c's grants comes from.
 func oauthKeys(c *config.Config, stateDir string) oauth.KeySource {
 	if ref := c.OAuth.StoreKey.From; ref != "" {
+		// Resolved once (every request loads the grant, and a cmd:
+		// provider such as pass must not run each time); a failure is
+		// tried again at the next request.
+		var mu sync.Mutex
+		var key []byte
 		return oauth.KeyFunc(func(ctx context.Context) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if key != nil {
+				return key, nil
+			}
 			v, err := launch.ResolveSecret(ctx, "oauth.store_key", ref, false)
 			if err != nil {
 				return nil, fmt.Errorf("oauth.store_key: %w", err)
 			}
-			return v.Value, nil
+			key = v.Value
+			return key, nil
 		})
 	}
 	return oauth.KeyFile(filepath.Join(stateDir, "oauth.key"))

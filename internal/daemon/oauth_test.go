@@ -90,3 +90,35 @@ func TestOAuthStoresPerIdentity(t *testing.T) {
 		t.Errorf("key file: %v %v", fi, err)
 	}
 }
+
+// TestStoreKeyResolvedOnce: a cmd: store key runs once however many
+// grants are read (serve reads the grant at every request).
+func TestStoreKeyResolvedOnce(t *testing.T) {
+	dir := t.TempDir()
+	count := filepath.Join(dir, "count")
+	script := filepath.Join(dir, "key.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho x >> "+count+"\necho 0123456789abcdef0123456789abcdef-random-key\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := loadTestConfig(t, "version: 1\noauth: {store_key: {from: \"cmd:"+script+"\"}}\nservers:\n  r: {url: https://mcp.example.com/mcp, oauth: {}}\n")
+	s, err := oauthStores(c, dir)("_local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g := &oauth.Grant{Server: "https://mcp.example.com/mcp", Issuer: "https://as.example.com", Resource: "https://mcp.example.com/mcp", ClientID: "cid", AccessToken: "at-secret-0123456789"}
+	if err := s.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if got, err := s.Load(ctx, g.Server); err != nil || got.AccessToken != g.AccessToken {
+			t.Fatalf("Load: %v, %v", got, err)
+		}
+	}
+	if b, _ := os.ReadFile(count); strings.Count(string(b), "x") != 1 {
+		t.Errorf("the key command ran %d times, want 1", strings.Count(string(b), "x"))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oauth.key")); !os.IsNotExist(err) {
+		t.Errorf("a key file was made although store_key is set: %v", err)
+	}
+}
