@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -271,6 +272,9 @@ func LoginStates(c *config.Config, stateDir string) ([]LoginState, error) {
 // stateFlag is --state-dir ("": the config's).
 func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 	var out []LoginState
+	if !slices.ContainsFunc(c.Servers, func(s *config.Server) bool { return s.OAuth != nil && s.URL != "" }) {
+		return nil // and no state dir is made for a listing
+	}
 	dir, err := specconv.StateDir(c, configPath, filepath.Dir(configPath), stateFlag)
 	var states []LoginState
 	if err == nil {
