@@ -92,6 +92,7 @@ func prepare(o Options) (*daemon, error) {
 	if d.token, err = localToken(&d.hopts, d.dir, d.addr, o.NoAuth, d.book, o.NoAuthWarning); err != nil {
 		return nil, err
 	}
+	d.warnLogins()
 	return d, nil
 }
 

@@ -301,3 +301,20 @@ func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 	}
 	return out
 }
+
+// warnLogins warns at start about each remote server with oauth that
+// nobody has logged in to yet: its sessions would fail until
+// `mcpbox login SERVER`.
+func (d *daemon) warnLogins() {
+	states, err := LoginStates(d.c, d.dir)
+	if err != nil {
+		d.log.Warn("reading the OAuth logins", "err", err)
+		return
+	}
+	for _, s := range d.c.Servers {
+		if s.OAuth == nil || s.URL == "" || slices.ContainsFunc(states, func(l LoginState) bool { return l.Server == s.Name }) {
+			continue
+		}
+		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s` before using it", s.Name, s.Name))
+	}
+}

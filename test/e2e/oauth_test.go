@@ -145,6 +145,9 @@ func oaNeedsLogin(t *testing.T, ctx context.Context, m mode, cfg, when string) {
 	if !strings.Contains(err.Error(), "needs authorization: run `mcpbox login r`") {
 		t.Errorf("%s: %v; want an error naming `mcpbox login r`\n%s", when, err, logs)
 	}
+	if !strings.Contains(logs.String(), "server r is not logged in: run `mcpbox login r` before using it") {
+		t.Errorf("%s: serve did not warn about the missing login at start:\n%s", when, logs)
+	}
 }
 
 // oaNoToken fails if any token appears in data (raw, or base64 of it).
@@ -190,6 +193,9 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		want(t, sr, 0, `"id":"r/oauth"`, `"as":"logged in (_local, issuer `+as.issuer+`)"`)
 
 		sess, logs := oaServeStdio(t, m, cfg)
+		if strings.Contains(logs.String(), "not logged in") {
+			t.Errorf("serve warned about a login that exists:\n%s", logs)
+		}
 		gwMustCall(t, sess, "whoami", nil, "user alice")
 		leak, err := gwCall(ctx, sess, "leak", nil)
 		if err != nil || !strings.Contains(leak, "your token is [REDACTED") {
