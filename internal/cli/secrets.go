@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/specconv"
 )
 
@@ -77,6 +78,9 @@ func (e *env) secrets(args []string) int {
 		return 1
 	}
 	rows := secretRows(c)
+	for _, l := range daemon.LoginSummary(c, *cfgPath, "") {
+		rows = append(rows, secretRow{ID: l.Server + "/oauth", Server: l.Server, Name: "oauth", From: "mcpbox login", As: l.State})
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		for _, r := range rows {

@@ -40,6 +40,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	add(m, "sandbox", sandboxNode(&c.Sandbox))
 	add(m, "approvals", approvalsNode(&c.Approvals))
 	add(m, "audit", auditNode(&c.Audit))
+	add(m, "oauth", oauthNode(&c.OAuth))
 
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -140,6 +141,9 @@ func listenNode(l *Listen) *yaml.Node {
 	addStr(t, "cert", l.HTTP.TLS.Cert)
 	addStr(t, "key", l.HTTP.TLS.Key)
 	add(h, "tls", t)
+	if l.HTTP.OAuth != nil {
+		addKV(h, "oauth", httpOAuthNode(l.HTTP.OAuth))
+	}
 	m := mapNode()
 	add(m, "http", h)
 	return m
@@ -217,6 +221,9 @@ func serverNode(s *Server) *yaml.Node {
 			addKV(hm, h.Name, e)
 		}
 		addKV(m, "headers", flowIfEmpty(hm))
+	}
+	if s.OAuth != nil {
+		addKV(m, "oauth", serverOAuthNode(s.OAuth))
 	}
 	add(m, "filesystem", filesystemNode(&s.Filesystem))
 	if s.Env != nil {

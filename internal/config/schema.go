@@ -18,6 +18,7 @@ func (d *decoder) config(n *node) *Config {
 		{"sandbox", func(v *node, p string) { d.sandbox(v, p, &c.Sandbox) }},
 		{"approvals", func(v *node, p string) { d.approvals(v, p, &c.Approvals) }},
 		{"audit", func(v *node, p string) { d.audit(v, p, &c.Audit) }},
+		{"oauth", func(v *node, p string) { d.oauth(v, p, &c.OAuth) }},
 	})
 	return c
 }
@@ -32,6 +33,7 @@ func (d *decoder) http(n *node, path string, h *HTTP) {
 	d.mapping(n, path, &h.Meta, []field{
 		{"addr", func(v *node, p string) { h.Addr = d.str(v, p) }},
 		{"allowed_origins", func(v *node, p string) { h.AllowedOrigins = d.strs(v, p, &h.Meta, "allowed_origins", d.str) }},
+		{"oauth", func(v *node, p string) { h.OAuth = d.httpOAuth(v, p) }},
 		{"tls", func(v *node, p string) {
 			d.mapping(v, p, &h.TLS.Meta, []field{
 				{"cert", func(v *node, p string) { h.TLS.Cert = d.str(v, p) }},
@@ -138,6 +140,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"scope", func(v *node, p string) { s.Scope = d.str(v, p) }},
 		{"prefix", func(v *node, p string) { pre := d.str(v, p); s.Prefix = &pre }},
 		{"headers", func(v *node, p string) { s.Headers = d.headers(v, p) }},
+		{"oauth", func(v *node, p string) { s.OAuth = d.serverOAuth(v, p) }},
 		{"filesystem", func(v *node, p string) { d.filesystem(v, p, &s.Filesystem) }},
 		{"env", func(v *node, p string) { s.Env = d.env(v, p) }},
 		{"secrets", func(v *node, p string) { s.Secrets = d.secrets(v, p) }},

@@ -64,6 +64,7 @@ type Config struct {
 	Sandbox   Sandbox   // defaults for every server
 	Approvals Approvals
 	Audit     Audit
+	OAuth     OAuth // where the key of the stored OAuth tokens comes from
 	Meta      Meta
 }
 
@@ -105,7 +106,9 @@ type HTTP struct {
 	// the port may be "*". Empty: only requests without an Origin header.
 	AllowedOrigins []string
 	TLS            TLS
-	Meta           Meta
+	// OAuth, if set, also admits JWT access tokens of an issuer.
+	OAuth *HTTPOAuth
+	Meta  Meta
 }
 
 // TLS names a certificate and key file; both or neither must be set.
@@ -216,7 +219,9 @@ type Server struct {
 	Prefix *string
 	// Headers are sent with every request to a remote server (url), e.g.
 	// Authorization; their values come from secret references.
-	Headers    []Header
+	Headers []Header
+	// OAuth, if set, makes mcpbox the OAuth client of the remote server.
+	OAuth      *ServerOAuth
 	Filesystem Filesystem
 	Env        []EnvVar // in file order
 	Secrets    []Secret // in file order

@@ -19,6 +19,7 @@ var serverChecks = []serverCheck{
 	checkCredentials,
 	checkPrefix,
 	checkHeaders,
+	checkServerOAuth,
 	checkInputOutput,
 	checkMounts,
 	checkEnv,

@@ -72,6 +72,9 @@ func prepare(o Options) (*daemon, error) {
 	if d.hopts, d.cert, d.key, err = httpOptions(d.c, o.Base, d.addr); err != nil {
 		return nil, configError(err)
 	}
+	if err := jwtClients(&d.hopts, d.c); err != nil {
+		return nil, configError(err)
+	}
 	if d.dir, err = specconv.StateDir(d.c, o.ConfigPath, o.Base, o.StateDir); err != nil {
 		return nil, err
 	}
@@ -89,6 +92,7 @@ func prepare(o Options) (*daemon, error) {
 	if d.token, err = localToken(&d.hopts, d.dir, d.addr, o.NoAuth, d.book, o.NoAuthWarning); err != nil {
 		return nil, err
 	}
+	d.warnLogins()
 	return d, nil
 }
 

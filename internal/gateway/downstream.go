@@ -585,7 +585,10 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 // own JSON-RPC errors pass (filtered); gateway failures get a short text.
 func (d *downstream) clientError(b *bound, err error) error {
 	var werr *jsonrpc.Error
+	var cm ClientMessage
 	switch {
+	case errors.As(err, &cm): // before werr: a transport wraps it in one
+		return rpcError(codeUnavailable, "%s", cm.ClientMessage())
 	case errors.As(err, &werr):
 		out := *werr
 		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))

@@ -112,7 +112,7 @@ func TestImportYAML(t *testing.T) {
 	memory := sandboxed("memory", "npx", "-y", "@modelcontextprotocol/server-memory")
 	ghRemote := &config.Server{Name: "github", URL: "https://api.githubcopilot.com/mcp/", Tools: config.Tools{Allow: []string{"*"}},
 		Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_GITHUB_AUTHORIZATION"}}}
-	legacy := &config.Server{Name: "legacy", URL: "https://example.com/sse", Tools: config.Tools{Allow: []string{"*"}}}
+	legacy := &config.Server{Name: "legacy", URL: "https://example.com/sse", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}}
 	tm := sandboxed("time", "uvx", "mcp-server-time")
 	tm.Env = []config.EnvVar{{Name: "TZ", Value: "UTC"}}
 	tm.Secrets = []config.Secret{{Name: "OPENAI_API_KEY", From: "env:OPENAI_API_KEY"}}
@@ -306,7 +306,7 @@ func TestImportEdgeCases(t *testing.T) {
 			input: `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:` + dbPassword + `@localhost/db", "--api-key", "plain-key-value", "--password=hunter2", "--token-file", "/run/secrets/t"]}, "r": {"url": "https://mcp.example.com/mcp?api_key=` + dbPassword + `&team=x"}}}`,
 			want: []*config.Server{
 				sandboxed("pg", "npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:REDACTED@localhost/db", "--api-key", "REDACTED", "--password=REDACTED", "--token-file", "/run/secrets/t"),
-				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
 			absent: []string{dbPassword, "plain-key-value", "hunter2"},
 		},
@@ -320,6 +320,26 @@ func TestImportEdgeCases(t *testing.T) {
 				withEnv(sandboxed("c", "c"), nil, config.Secret{Name: "API_TOKEN", From: "env:API_TOKEN"}),
 			},
 			absent: []string{dbPassword, `"one"`, `"two"`, "one\n", "two\n"},
+		},
+		{
+			name: "remote entries and mcp-remote wrappers get oauth unless they send Authorization",
+			input: `{"mcpServers": {
+				"linear": {"type": "http", "url": "https://mcp.linear.app/mcp"},
+				"old": {"type": "sse", "url": "https://mcp.example.com/sse"},
+				"wrapped": {"command": "npx", "args": ["-y", "mcp-remote@0.1.29", "https://mcp.notion.com/mcp", "--transport", "http-only"]},
+				"keyed": {"command": "npx", "args": ["mcp-remote", "https://mcp.example.org/mcp", "--header", "Authorization: Bearer ${AUTH_TOKEN}"], "env": {"AUTH_TOKEN": "` + dbPassword + `"}},
+				"static": {"url": "https://api.example.net/mcp", "headers": {"Authorization": "Bearer ${GH}"}},
+				"other": {"command": "npx", "args": ["-y", "some-server", "https://example.com"]}}}`,
+			want: []*config.Server{
+				{Name: "linear", URL: "https://mcp.linear.app/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "old", URL: "https://mcp.example.com/sse", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "wrapped", URL: "https://mcp.notion.com/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "keyed", URL: "https://mcp.example.org/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_KEYED_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "static", URL: "https://api.example.net/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_STATIC_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				sandboxed("other", "npx", "-y", "some-server", "https://example.com"),
+			},
+			absent:  []string{dbPassword},
+			present: []string{"run `mcpbox login linear --config FILE`", "run `mcpbox login wrapped --config FILE`"},
 		},
 		{
 			name:  "claude code projects, names",
@@ -340,6 +360,11 @@ func TestImportEdgeCases(t *testing.T) {
 			for _, s := range tt.absent {
 				if strings.Contains(out, s) || strings.Contains(errs, s) {
 					t.Errorf("%q copied to the output:\n%s\n%s", s, out, errs)
+				}
+			}
+			for _, s := range tt.present {
+				if !strings.Contains(out, s) {
+					t.Errorf("%q not in the output:\n%s", s, out)
 				}
 			}
 		})

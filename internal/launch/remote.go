@@ -25,6 +25,8 @@ type RemoteOptions struct {
 	// that the gateway redacts them if the server echoes them. Nil: no
 	// book learns them.
 	Book *redact.Book
+	// OAuth, if set, adds the token of a login (see RemoteOAuth).
+	OAuth *RemoteOAuth
 }
 
 // Remote connects to a remote server over Streamable HTTP, with
@@ -33,13 +35,14 @@ type Remote struct {
 	url     string
 	headers map[string]string // header name → secret reference
 	book    *redact.Book
+	oauth   *RemoteOAuth
 
 	live liveSet // the connections open
 }
 
 // NewRemote returns the backend of a remote server.
 func NewRemote(opts RemoteOptions) *Remote {
-	return &Remote{url: opts.URL, headers: opts.Headers, book: opts.Book}
+	return &Remote{url: opts.URL, headers: opts.Headers, book: opts.Book, oauth: opts.OAuth}
 }
 
 // remoteInstance is one connection to a remote server.
@@ -71,7 +74,13 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{Transport: headerTransport{h, http.DefaultTransport}}
+	var rt http.RoundTripper = headerTransport{h, http.DefaultTransport}
+	if l.oauth != nil {
+		if rt, err = l.oauthTransport(scope, rt); err != nil {
+			return nil, err
+		}
+	}
+	client := &http.Client{Transport: rt}
 	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
 	c, err := t.Connect(ctx)
 	if err != nil {
