@@ -153,10 +153,11 @@ func TestTSClient2026Serve(t *testing.T) {
 				var r []tsReply
 				var stderr string
 				var err error
+				var g *gwGateway
 				if transport == "stdio" {
 					r, stderr, err = ts26Run(m, script, nil, steps, "stdio", "--", mcpboxBin, "serve", "--stdio", "--config", cfg)
 				} else {
-					g := gwServe(t, m, cfg, "TOKEN_ALICE="+token)
+					g = gwServe(t, m, cfg, "TOKEN_ALICE="+token)
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 					defer cancel()
 					hc := &http.Client{Transport: gwBearer{token: token, base: &http.Transport{}}}
@@ -267,6 +268,28 @@ func TestTSClient2026Serve(t *testing.T) {
 				}
 				if e, _ := r[6]["elicitations"].([]any); len(e) != 0 {
 					t.Errorf("read_file asked for approval: %v", r[6])
+				}
+
+				// The audit has the three calls that ran or were refused
+				// by their answer, decided through the client's input
+				// request: once, deny, and the hand-driven once. The
+				// refused states ran nothing, so they add no record.
+				if g != nil {
+					g.stop(t)
+				}
+				lr := m.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", cfg, "--event", "call", "--tool", "ws__write_file")
+				if lr.code != 0 {
+					t.Fatalf("mcpbox logs:\n%s", lr)
+				}
+				recs := auDecode(t, lr.stdout)
+				want := [][2]string{{"approved", "ok"}, {"denied", "denied"}, {"approved", "ok"}}
+				if len(recs) != len(want) {
+					t.Fatalf("%d write_file call records, want %d: %v", len(recs), len(want), recs)
+				}
+				for i, w := range want {
+					if rec := recs[i]; rec.str("decision") != w[0] || rec.str("outcome") != w[1] || !strings.HasPrefix(rec.str("approver"), "elicitation") {
+						t.Errorf("call record %v: want decision %s, outcome %s, approver elicitation...", rec, w[0], w[1])
+					}
 				}
 			})
 		}
