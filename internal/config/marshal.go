@@ -188,6 +188,8 @@ func auditNode(a *Audit) *yaml.Node {
 func serverNode(s *Server) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "command", s.Command)
+	addStr(m, "package", s.Package)
+	addStrs(m, "args", s.Args)
 	addStr(m, "url", s.URL)
 	addStr(m, "builtin", s.Builtin)
 	if s.Commands.Allow != nil || s.Commands.Deny != nil || s.Commands.Approve != nil || s.Commands.Meta.Pos != (Pos{}) {

@@ -120,6 +120,8 @@ func (d *decoder) servers(n *node, path string) []*Server {
 func (d *decoder) server(n *node, path string, s *Server) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"command", func(v *node, p string) { s.Command = d.strs(v, p, &s.Meta, "command", d.text) }},
+		{"package", func(v *node, p string) { s.Package = d.str(v, p) }},
+		{"args", func(v *node, p string) { s.Args = d.strs(v, p, &s.Meta, "args", d.text) }},
 		{"url", func(v *node, p string) { s.URL = d.str(v, p) }},
 		{"builtin", func(v *node, p string) { s.Builtin = d.str(v, p) }},
 		{"commands", func(v *node, p string) {

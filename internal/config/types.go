@@ -193,6 +193,9 @@ type Server struct {
 	// Command is argv of a local server run in a sandbox. Exactly one of
 	// Command and URL is set.
 	Command []string
+	// Package and Args: see package.go.
+	Package string
+	Args    []string
 	// URL is the Streamable HTTP endpoint of a remote server, which runs
 	// outside any sandbox; https, or http to a loopback host.
 	URL string

@@ -13,6 +13,7 @@ type serverCheck func(r *collector, s *Server, path string)
 var serverChecks = []serverCheck{
 	checkServerName,
 	checkRunTarget,
+	checkPackage,
 	checkRemoteSections,
 	checkScope,
 	checkCredentials,
@@ -45,8 +46,10 @@ func checkServerName(r *collector, s *Server, p string) {
 // either local (command, in a sandbox) or remote (url, outside any sandbox).
 func checkRunTarget(r *collector, s *Server, p string) {
 	builtin := s.Builtin != "" || s.Meta.Has("builtin")
-	local, remote := s.Command != nil || builtin, s.URL != "" || s.Meta.Has("url")
+	local, remote := s.Command != nil || builtin || isPackage(s), s.URL != "" || s.Meta.Has("url")
 	switch {
+	case isPackage(s) && (s.Command != nil || builtin):
+		r.errorf(s.Meta.At("package"), "%s: package is exclusive with command and builtin", p)
 	case builtin && s.Command != nil:
 		r.errorf(s.Meta.At("builtin"), "%s: builtin and command are exclusive", p)
 	case builtin && remote:
