@@ -61,6 +61,8 @@ const maxLockSize = 256 << 20
 type Lock struct {
 	// Servers maps a server's name in the config to its pins.
 	Servers map[string]*ServerLock
+	// Packages maps a server's name to its package pin (packages.go).
+	Packages map[string]PackagePin
 }
 
 // ServerLock holds one server's pins. A nil map means that kind was never
@@ -148,8 +150,9 @@ func (l *Lock) server(name string) *ServerLock {
 // are sorted at every level (maps are sorted by encoding/json).
 type (
 	lockFile struct {
-		Servers map[string]serverFile `json:"servers"`
-		Version int                   `json:"version"`
+		Packages map[string]PackagePin `json:"packages,omitzero"`
+		Servers  map[string]serverFile `json:"servers"`
+		Version  int                   `json:"version"`
 	}
 	serverFile struct {
 		Info         ServerInfo         `json:"info,omitzero"`
@@ -209,6 +212,9 @@ func parseLock(data []byte) (*Lock, error) {
 		return nil, fmt.Errorf("%w %d (want %d)", ErrLockVersion, lf.Version, LockVersion)
 	}
 	l := &Lock{Servers: make(map[string]*ServerLock, len(lf.Servers))}
+	if err := readPackages(l, lf.Packages); err != nil {
+		return nil, err
+	}
 	for name, sf := range lf.Servers {
 		s := &ServerLock{Info: sf.Info}
 		for kind, m := range map[string]map[string]pinFile{KindTool: sf.Tools, KindPrompt: sf.Prompts, KindTemplate: sf.Templates, KindInstructions: sf.Instructions} {
@@ -258,7 +264,7 @@ func checkPin(kind, key string, def json.RawMessage, sum string) (Pin, error) {
 // keys, definitions pretty-printed and a trailing newline. Every pin is
 // re-checked first, so a file Marshal writes is one ReadLock accepts.
 func (l *Lock) Marshal() ([]byte, error) {
-	lf := lockFile{Servers: map[string]serverFile{}, Version: LockVersion}
+	lf := lockFile{Servers: map[string]serverFile{}, Version: LockVersion, Packages: l.Packages}
 	for name, s := range l.Servers {
 		if s == nil {
 			continue
