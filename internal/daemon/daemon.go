@@ -35,6 +35,8 @@ type daemon struct {
 	token     string // the local token; "" when none guards HTTP
 	// snapshotServer is the server o.Snapshot seeds.
 	snapshotServer string
+	// packages are the package servers' installed packages (package.go).
+	packages map[string]specconv.Package
 }
 
 // Run serves o.Config until ctx ends, a signal (SIGTERM, SIGINT,
@@ -140,6 +142,9 @@ func (d *daemon) serve(parent context.Context) error {
 		return configError(err)
 	}
 	defer g.Close()
+	if err := d.installPackages(ctx); err != nil {
+		return err
+	}
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
@@ -202,7 +207,7 @@ func (d *daemon) newGateway(g *guard.Guard) (*gateway.Gateway, error) {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
-		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir,
+		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir, Packages: d.packages,
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 	}

@@ -34,6 +34,9 @@ type ListOptions struct {
 	LogLevel slog.Level
 	// Version is what the gateway tells the servers it is.
 	Version string
+	// NoRecord leaves the lock file's package pins as they are (pin
+	// --check): a package not pinned yet is installed but not pinned.
+	NoRecord bool
 }
 
 // Lister starts a config's servers, as serve would (with the same
@@ -49,9 +52,13 @@ func NewLister(o ListOptions) (*Lister, error) {
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
 	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	pkgs, err := listerPackages(o, lockPath, log)
+	if err != nil {
+		return nil, err
+	}
 	w := wiring{
 		c: o.Config, log: log, book: book, stderr: o.Stderr,
-		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
+		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 	}
 	servers, err := w.servers()
