@@ -37,6 +37,7 @@ ADMIN (run in a project they find its running mcpbox serve instances;
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in mcpbox.lock
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
+  update     re-resolve a package server's pinned package: update SERVER
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID
   snapshot   write a sandbox's workspace to an archive: snapshot ID
   diff       the changes a sandbox made to its overlaid input: diff ID
@@ -110,6 +111,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.pin(args[1:])
 	case "trust":
 		return env.trust(args[1:])
+	case "update":
+		return env.update(args[1:])
 	case "ps":
 		return env.ps(args[1:])
 	case "stop", "pause", "resume":

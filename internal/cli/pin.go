@@ -65,7 +65,7 @@ func (e *env) pin(args []string) int {
 		return 1
 	}
 	lister, err := daemon.NewLister(daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base,
-		StateDir: dir, Stderr: e.stderr, Version: Version})
+		StateDir: dir, Stderr: e.stderr, Version: Version, NoRecord: *check})
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage
