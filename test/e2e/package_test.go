@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// pkgServe starts `mcpbox serve --stdio --config cfg` as an MCP client
+// would, with env added, and returns the session and mcpbox's stderr.
+func pkgServe(t *testing.T, m mode, cfg string, env ...string) (*mcp.ClientSession, *gwLog, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := m.command(ctx, "serve", "--stdio", "--config", cfg)
+	cmd.Env = append(cmd.Env, env...)
+	logs := newGWLog()
+	cmd.Stderr = logs
+	cctx, ccancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer ccancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "package-e2e", Version: "1"}, nil)
+	sess, err := client.Connect(cctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		cancel()
+		gwReap(cmd)
+		t.Fatalf("connecting to mcpbox serve: %v\nstderr:\n%s", err, logs)
+	}
+	stop := func() {
+		gwClose(t, sess)
+		cancel()
+		gwReap(cmd)
+	}
+	return sess, logs, stop
+}
+
+// TestPackageServerNPX runs a Claude-style `npx -y` server through
+// mcpbox serve: the package is installed from a loopback registry outside
+// the server's sandbox, pinned in mcpbox.lock, run with no network; the
+// second start makes no registry request; a registry that later serves
+// other bytes for the pinned version is refused.
+func TestPackageServerNPX(t *testing.T) {
+	modules := requireNode(t)
+	if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol/server-memory/package.json")); err != nil {
+		t.Skipf("server-memory not installed: %v", err)
+	}
+	reg := newNPMRegistry(t, modules)
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := m.dir(t)
+		state := filepath.Join(dir, "state")
+		cfg := map[string]any{"version": 1, "state_dir": state, "servers": map[string]any{
+			"memory": map[string]any{
+				"command": []string{"npx", "-y", "@modelcontextprotocol/server-memory"},
+				"env":     map[string]string{"MEMORY_FILE_PATH": "/tmp/memory.jsonl"},
+				"tools":   map[string]any{"allow": []string{"*"}},
+			},
+		}}
+		if !m.root() {
+			cfg["sandbox"] = map[string]any{"require": []string{"userns", "mountns", "pidns", "netns", "seccomp", "landlock", "idmap"}}
+		}
+		b, _ := json.MarshalIndent(cfg, "", "  ")
+		cfgPath := filepath.Join(dir, "mcpbox.yaml")
+		m.writeFile(t, cfgPath, string(b), 0o644)
+		// The user's registry config: NPM_CONFIG_REGISTRY, and a home of
+		// their own (whose .npmrc, absent here, would count too).
+		env := []string{"NPM_CONFIG_REGISTRY=" + reg.url(), "HOME=" + dir}
+
+		// First start: installs, prints progress, pins.
+		sess, logs, stop := pkgServe(t, m, cfgPath, env...)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		tools, err := sess.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v\n%s", err, logs)
+		}
+		names := map[string]bool{}
+		for _, tool := range tools.Tools {
+			names[tool.Name] = true
+		}
+		if !names["create_entities"] || !names["read_graph"] {
+			t.Fatalf("tools: %v\n%s", names, logs)
+		}
+		gwMustCall(t, sess, "create_entities", map[string]any{"entities": []map[string]any{
+			{"name": "mcpbox", "entityType": "project", "observations": []string{"runs npx servers offline"}}}}, "")
+		if got := gwMustCall(t, sess, "read_graph", map[string]any{}, ""); !strings.Contains(got, "runs npx servers offline") {
+			t.Errorf("read_graph after create_entities: %s", got)
+		}
+		stop()
+		if !strings.Contains(logs.String(), "mcpbox: server memory: installed npm:@modelcontextprotocol/server-memory@") {
+			t.Errorf("first start printed no install progress:\n%s", logs)
+		}
+		if reg.requests.Load() == 0 {
+			t.Fatal("the registry saw no request")
+		}
+		lock, err := os.ReadFile(filepath.Join(dir, "mcpbox.lock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lf struct {
+			Packages map[string]struct{ Name, Version, Integrity, Lockfile, Source string }
+		}
+		if err := json.Unmarshal(lock, &lf); err != nil {
+			t.Fatal(err)
+		}
+		pin := lf.Packages["memory"]
+		wantVersion := pkgVersion(t, filepath.Join(modules, "@modelcontextprotocol/server-memory"))
+		if pin.Name != "@modelcontextprotocol/server-memory" || pin.Version != wantVersion ||
+			!strings.HasPrefix(pin.Integrity, "sha512-") || !strings.HasPrefix(pin.Lockfile, "sha512-") ||
+			pin.Source != "npm:@modelcontextprotocol/server-memory@latest" {
+			t.Fatalf("lock file's package pin: %+v\n%s", pin, lock)
+		}
+
+		// Second start: no registry request at all.
+		before := reg.requests.Load()
+		sess, logs, stop = pkgServe(t, m, cfgPath, env...)
+		gwMustCall(t, sess, "read_graph", map[string]any{}, "")
+		stop()
+		if n := reg.requests.Load() - before; n != 0 {
+			t.Errorf("second start made %d registry requests\n%s", n, logs)
+		}
+		if strings.Contains(logs.String(), "mcpbox: server memory: install") {
+			t.Errorf("second start printed install progress:\n%s", logs)
+		}
+
+		// The server sandbox reached nothing: no egress in the audit log.
+		r := m.mcpbox(t, 30*time.Second, "", "logs", "--json", "--config", cfgPath)
+		if r.code != 0 || !strings.Contains(r.stdout, "create_entities") {
+			t.Fatalf("mcpbox logs:\n%s", r)
+		}
+		for _, rec := range auDecode(t, r.stdout) {
+			if rec.str("event") == "egress" || len(rec.list("domains")) > 0 {
+				t.Errorf("the server sandbox made a connection: %s", rec)
+			}
+		}
+
+		// The registry now serves other bytes for the pinned version:
+		// mcpbox pin (which asks the registry) refuses, and so does a start
+		// that must fetch the package (an empty store).
+		reg.republish(t, "@modelcontextprotocol/server-memory", filepath.Join(modules, "@modelcontextprotocol/server-memory"), map[string]string{"evil.js": "process.exit(1)\n"})
+		defer reg.republish(t, "@modelcontextprotocol/server-memory", filepath.Join(modules, "@modelcontextprotocol/server-memory"), nil)
+		r = pkgCLI(t, m, env, "pin", "--config", cfgPath)
+		if r.code == 0 || !strings.Contains(r.stderr, "server memory: refusing pinned package npm:@modelcontextprotocol/server-memory@"+wantVersion) {
+			t.Errorf("pin with changed registry bytes:\n%s", r)
+		}
+		if err := os.RemoveAll(filepath.Join(state, "packages")); err != nil {
+			t.Fatal(err)
+		}
+		r = pkgCLI(t, m, env, "serve", "--stdio", "--config", cfgPath)
+		errLine := "server memory: refusing pinned package npm:@modelcontextprotocol/server-memory@" + wantVersion + ": "
+		if r.code == 0 || !strings.Contains(r.stderr, errLine) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 3 {
+			t.Errorf("start with changed registry bytes:\n%s", r)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(state, "packages", "npm")); len(ents) != 0 {
+			t.Errorf("a refused install left %d entries in the store", len(ents))
+		}
+
+		// mcpbox update shows the change; --check writes nothing, without
+		// it the new bytes are pinned and the server starts again.
+		lockBefore, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock"))
+		r = pkgCLI(t, m, env, "update", "--check", "--config", cfgPath, "memory")
+		wantChange := "memory: npm:@modelcontextprotocol/server-memory@" + wantVersion + ": the registry serves different bytes: " + pin.Integrity + " -> sha512-"
+		if r.code != 0 || !strings.HasPrefix(r.stdout, wantChange) {
+			t.Fatalf("update --check:\n%s", r)
+		}
+		if lockNow, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); string(lockNow) != string(lockBefore) {
+			t.Errorf("update --check wrote the lock file")
+		}
+		r = pkgCLI(t, m, env, "update", "--config", cfgPath, "memory")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, wantChange) {
+			t.Fatalf("update:\n%s", r)
+		}
+		sess, logs, stop = pkgServe(t, m, cfgPath, env...)
+		gwMustCall(t, sess, "read_graph", map[string]any{}, "")
+		stop()
+		r = pkgCLI(t, m, env, "update", "--config", cfgPath, "memory")
+		if want := "memory: npm:@modelcontextprotocol/server-memory@" + wantVersion + " unchanged\n"; r.code != 0 || r.stdout != want {
+			t.Errorf("second update:\n%s\nwant %q", r, want)
+		}
+	})
+}
+
+// pkgCLI runs mcpbox ARGS with env added and no input.
+func pkgCLI(t *testing.T, m mode, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := m.command(ctx, args...)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if err != nil {
+		r.code = 1
+		if cmd.ProcessState != nil {
+			r.code = cmd.ProcessState.ExitCode()
+		}
+	}
+	return r
+}
+
+// pkgVersion is the version in dir's package.json.
+func pkgVersion(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Version string }
+	json.Unmarshal(data, &m)
+	return m.Version
+}
