@@ -242,3 +242,16 @@ func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (map[strin
 	}
 	return pkgs, writePackagePins(lockPath, changes)
 }
+
+// PackageOf is pkginstall.FromCommand in the config's terms, for `mcpbox
+// import` (importer.PackageOf): the package as a `package:` value. A
+// command that names a bin apart from its package (npx -p PKG BIN) is no
+// `package:` (which runs the package's own bin): it stays a command,
+// which serve recognises all the same.
+func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
+	src, args, ok, err := pkginstall.FromCommand(argv)
+	if !ok || err != nil || src.Bin != "" {
+		return "", nil, false, err
+	}
+	return src.String(), args, true, nil
+}
