@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,14 @@ func TestPackageServerNPX(t *testing.T) {
 			t.Errorf("second start printed install progress:\n%s", logs)
 		}
 
+		// mcpbox run wraps the same client command: the package comes from
+		// the state dir's store and is pinned in its mcpbox.lock.
+		pkgRun(t, m, env, append(append([]string{"run"}, m.flags...), "--state-dir", state, "--",
+			"npx", "-y", "@modelcontextprotocol/server-memory")...)
+		if lock, _ := os.ReadFile(filepath.Join(state, "mcpbox.lock")); !strings.Contains(string(lock), `"run:npm:@modelcontextprotocol/server-memory"`) {
+			t.Errorf("mcpbox run pinned nothing in the state dir's lock:\n%s", lock)
+		}
+
 		// The server sandbox reached nothing: no egress in the audit log.
 		r := m.mcpbox(t, 30*time.Second, "", "logs", "--json", "--config", cfgPath)
 		if r.code != 0 || !strings.Contains(r.stdout, "create_entities") {
@@ -213,4 +222,35 @@ func pkgVersion(t *testing.T, dir string) string {
 	var m struct{ Version string }
 	json.Unmarshal(data, &m)
 	return m.Version
+}
+
+// pkgRun starts `mcpbox ARGS` (a run) as a client's command and checks
+// that it serves server-memory's tools.
+func pkgRun(t *testing.T, m mode, env []string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := m.command(ctx, args...)
+	cmd.Env = append(cmd.Env, env...)
+	logs := newGWLog()
+	cmd.Stderr = logs
+	client := mcp.NewClient(&mcp.Implementation{Name: "package-e2e", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		gwReap(cmd)
+		t.Fatalf("connecting to mcpbox %v: %v\nstderr:\n%s", args, err, logs)
+	}
+	defer gwReap(cmd)
+	defer gwClose(t, sess)
+	tools, err := sess.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("mcpbox run: tools/list: %v\n%s", err, logs)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "read_graph") || !strings.Contains(logs.String(), "mcpbox: server server-memory: Knowledge Graph MCP Server") {
+		t.Fatalf("mcpbox run: tools %v\n%s", names, logs)
+	}
 }
