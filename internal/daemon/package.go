@@ -85,6 +85,8 @@ type packageOptions struct {
 	// repin re-resolves these servers' packages, ignoring their pins
 	// (mcpbox update).
 	repin map[string]bool
+	// trustHint says how to trust new bytes; "": mcpbox update SERVER.
+	trustHint string
 }
 
 // PackageChange is a package pin that an install wrote or would write.
@@ -174,28 +176,32 @@ func (po packageOptions) install(ctx context.Context, in *pkginstall.Installer, 
 		Integrity: old.Integrity, Lockfile: old.Lockfile}
 	if po.verify {
 		if err := in.Verify(ctx, pin); err != nil {
-			return nil, pinError(name, pin, err)
+			return nil, po.pinError(name, pin, err)
 		}
 	}
 	src := pin.Source()
 	src.Bin = ps.Source.Bin
 	pkg, err := in.Install(ctx, src, &pin)
 	if err != nil {
-		return nil, pinError(name, pin, err)
+		return nil, po.pinError(name, pin, err)
 	}
 	return pkg, nil
 }
 
 // pinError names the server and what to do about a pinned package the
 // registry no longer serves as pinned.
-func pinError(server string, pin pkginstall.Pin, err error) error {
+func (po packageOptions) pinError(server string, pin pkginstall.Pin, err error) error {
 	var ie *pkginstall.IntegrityError
 	if errors.Is(err, pkginstall.ErrPinMismatch) || errors.As(err, &ie) {
 		msg := oneLine(err)
 		for _, pre := range []string{"installing " + pin.String() + ": ", "pinned " + pin.String() + ": "} {
 			msg = strings.TrimPrefix(msg, pre)
 		}
-		return fmt.Errorf("server %s: refusing pinned package %s: %s (if the new bytes are trusted: mcpbox update %s)", server, pin, msg, server)
+		hint := po.trustHint
+		if hint == "" {
+			hint = "mcpbox update " + server
+		}
+		return fmt.Errorf("server %s: refusing pinned package %s: %s (if the new bytes are trusted: %s)", server, pin, msg, hint)
 	}
 	return fmt.Errorf("server %s: installing pinned package %s: %w", server, pin, err)
 }

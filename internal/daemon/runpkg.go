@@ -54,7 +54,8 @@ func runPackage(ctx context.Context, o *ServerOptions) error {
 		in.Progress = func(line string) { fmt.Fprintf(o.Stderr, "mcpbox: %s\n", line) }
 	}
 	ps := PackageServer{Server: &config.Server{Name: o.Name}, Source: src, Args: args}
-	pkg, err := packageOptions{}.install(ctx, in, ps, old, pinned)
+	po := packageOptions{trustHint: fmt.Sprintf("remove %q from the packages of %s", key, lockPath)}
+	pkg, err := po.install(ctx, in, ps, old, pinned)
 	if err != nil {
 		return err
 	}
