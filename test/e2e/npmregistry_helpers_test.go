@@ -40,7 +40,7 @@ type npmVersion struct {
 }
 
 // newNPMRegistry serves every package of root (nested node_modules too).
-func newNPMRegistry(t *testing.T, root string) *npmRegistry {
+func newNPMRegistry(t testing.TB, root string) *npmRegistry {
 	t.Helper()
 	r := &npmRegistry{versions: map[string]map[string]npmVersion{}}
 	var walk func(nm string)
@@ -72,7 +72,7 @@ func newNPMRegistry(t *testing.T, root string) *npmRegistry {
 
 func (r *npmRegistry) url() string { return r.srv.URL + "/" }
 
-func (r *npmRegistry) addDir(t *testing.T, dir string) {
+func (r *npmRegistry) addDir(t testing.TB, dir string) {
 	pj, err := os.ReadFile(filepath.Join(dir, "package.json"))
 	if err != nil {
 		return
@@ -147,7 +147,7 @@ func (r *npmRegistry) serve(w http.ResponseWriter, req *http.Request) {
 
 // npmPack packs a package directory as npm pack lays it out
 // (package/...), without nested node_modules, plus extra files.
-func npmPack(t *testing.T, dir string, extra map[string]string) []byte {
+func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
