@@ -142,7 +142,7 @@ func (d *daemon) serve(parent context.Context) error {
 		return configError(err)
 	}
 	defer g.Close()
-	if err := d.installPackages(ctx); err != nil {
+	if err := d.installPackages(ctx, g); err != nil {
 		return err
 	}
 	if d.o.Summary != nil {

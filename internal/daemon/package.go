@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/guard"
@@ -87,6 +88,9 @@ type packageOptions struct {
 	repin map[string]bool
 	// trustHint says how to trust new bytes; "": mcpbox update SERVER.
 	trustHint string
+	// egress, if non-nil, gets each connection of server's install
+	// sandboxes (for the audit log).
+	egress func(server string, ev egress.Event)
 }
 
 // PackageChange is a package pin that an install wrote or would write.
@@ -111,10 +115,8 @@ func (po packageOptions) installer(s *config.Server) (*pkginstall.Installer, err
 	if po.progress != nil {
 		in.Progress = func(line string) { fmt.Fprintf(po.progress, "mcpbox: server %s: %s\n", s.Name, line) }
 	}
-	if po.log != nil {
-		in.EgressLog = func(ev egress.Event) {
-			po.log.Debug("package install egress", "server", s.Name, "event", fmt.Sprintf("%+v", ev))
-		}
+	if po.egress != nil {
+		in.EgressLog = func(ev egress.Event) { po.egress(s.Name, ev) }
 	}
 	return in, nil
 }
@@ -227,10 +229,10 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 // installPackages installs the config's packages before any server
 // starts, printing progress to stderr on a first install, and pins what
 // they resolved to.
-func (d *daemon) installPackages(ctx context.Context) error {
+func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) error {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	pkgs, changes, err := installPackages(ctx, packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir,
-		lockPath: lockPath, progress: d.o.Stderr, log: d.log})
+		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g)})
 	if err != nil {
 		return err
 	}
@@ -260,4 +262,20 @@ func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
 		return "", nil, false, err
 	}
 	return src.String(), args, true, nil
+}
+
+// installEgress audits the connections of the install sandboxes as
+// egress records of the server, marked with detail phase "package
+// install" (a server's own connections have no phase).
+func installEgress(g *guard.Guard) func(string, egress.Event) {
+	return func(server string, ev egress.Event) {
+		r := audit.Record{Time: ev.Time, Event: audit.EventEgress, Server: server, Sandbox: ev.SandboxID,
+			Decision: ev.Decision, Rule: ev.Rule, Duration: ev.Duration,
+			Domains: []audit.Domain{{Host: ev.Host, Port: ev.Port, Decision: ev.Decision, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown}},
+			Detail:  map[string]string{"phase": "package install"}}
+		if ev.Reason != "" {
+			r.Detail["reason"] = ev.Reason
+		}
+		g.Record(r)
+	}
 }

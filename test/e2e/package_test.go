@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,10 +141,28 @@ func TestPackageServerNPX(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "create_entities") {
 			t.Fatalf("mcpbox logs:\n%s", r)
 		}
+		// The install's connections are audited, marked as such, and
+		// went to the registry only.
+		installs := 0
 		for _, rec := range auDecode(t, r.stdout) {
+			detail, _ := rec["detail"].(map[string]any)
+			if rec.str("event") == "egress" && detail["phase"] == "package install" {
+				d := rec.list("domains")
+				if len(d) == 1 && d[0]["host"] == "" && rec.str("decision") == "deny" {
+					continue // npm closing an idle connection before any request
+				}
+				installs++
+				if rec.str("decision") != "allow" || len(d) != 1 || fmt.Sprint(d[0]["host"], ":", d[0]["port"]) != strings.TrimSuffix(strings.TrimPrefix(reg.url(), "http://"), "/") {
+					t.Errorf("an install connection not to the registry: %s", rec)
+				}
+				continue
+			}
 			if rec.str("event") == "egress" || len(rec.list("domains")) > 0 {
 				t.Errorf("the server sandbox made a connection: %s", rec)
 			}
+		}
+		if installs == 0 {
+			t.Errorf("no install connection in the audit log:\n%s", r.stdout)
 		}
 
 		// The registry now serves other bytes for the pinned version:
