@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/pkginstall"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
 )
 
 // UpdateOptions are one `mcpbox update SERVER`. Config, StateDir and
@@ -73,6 +77,10 @@ func UpdatePackage(ctx context.Context, o UpdateOptions) (PackageChange, error) 
 		return PackageChange{}, fmt.Errorf("server %s: %w", o.Server, err)
 	}
 	ch := PackageChange{Server: o.Server, Old: old, New: lockPin(pkg.Pin, ps.Source)}
+	if ch.New != ch.Old {
+		run := specconv.Package{Dir: pkg.Dir, Args: pkg.Command(specconv.PackageTarget, ps.Args), Env: pkg.Env(specconv.PackageTarget)}
+		ch.Definitions = definitionDiff(ctx, o, ps.Server, lockPath, run)
+	}
 	if !o.Check && ch.New != ch.Old {
 		if err := integrity.WritePackagePin(lockPath, o.Server, ch.New); err != nil {
 			return ch, err
@@ -81,8 +89,16 @@ func UpdatePackage(ctx context.Context, o UpdateOptions) (PackageChange, error) 
 	return ch, nil
 }
 
-// String shows the change on one line: "SERVER: OLD -> NEW".
+// String shows the change: "SERVER: OLD -> NEW" and, below, how the new
+// package's definitions compare with the lock's pins.
 func (ch PackageChange) String() string {
+	if ch.Definitions != "" {
+		return ch.line() + "\n" + ch.Definitions
+	}
+	return ch.line()
+}
+
+func (ch PackageChange) line() string {
 	switch {
 	case ch.Old == (integrity.PackagePin{}):
 		return fmt.Sprintf("%s: not pinned -> %s (%s)", ch.Server, ch.New, ch.New.Integrity)
@@ -94,4 +110,54 @@ func (ch PackageChange) String() string {
 		return fmt.Sprintf("%s: %s: dependencies changed (lockfile %s -> %s)", ch.Server, ch.New, ch.Old.Lockfile, ch.New.Lockfile)
 	}
 	return fmt.Sprintf("%s: %s -> %s", ch.Server, ch.Old, ch.New)
+}
+
+// definitionDiff starts server s on the newly installed package (as the
+// local agent, recording nothing) and describes how its tools, prompts,
+// templates and instructions compare with the pins in the lock file.
+func definitionDiff(ctx context.Context, o UpdateOptions, s *config.Server, lockPath string, run specconv.Package) string {
+	c := *o.Config
+	c.Servers = []*config.Server{s}
+	book := &redact.Book{}
+	log := newLogger(nil, 0, book)
+	w := wiring{c: &c, log: log, book: book,
+		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: map[string]specconv.Package{s.Name: run},
+			Protected: specconv.ProtectedFiles(&c, o.Base, o.ConfigPath, lockPath)}}
+	servers, err := w.servers()
+	if err != nil {
+		return "tool definitions: not compared: " + err.Error()
+	}
+	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: "update",
+		Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
+	if err != nil {
+		return "tool definitions: not compared: " + err.Error()
+	}
+	defer gw.Close()
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	defs, err := gw.Definitions(ctx, s.Name, gateway.Scope{Agent: gateway.LocalAgent})
+	if err != nil {
+		return "tool definitions: not compared: the new package did not start: " + err.Error()
+	}
+	pins, err := integrity.OpenPins(lockPath)
+	if err != nil {
+		return "tool definitions: not compared: " + err.Error()
+	}
+	var b strings.Builder
+	prefix := c.EffectivePrefix(s)
+	for _, cmp := range Compare(&c, pins, map[string]*gateway.Definitions{s.Name: defs}) {
+		switch {
+		case cmp.Err != nil:
+			fmt.Fprintf(&b, "%s: not compared: %v\n", cmp.Kind, cmp.Err)
+		case cmp.NotPinned > 0:
+			fmt.Fprintf(&b, "%s: none pinned yet (%d offered)\n", cmp.Kind, cmp.NotPinned)
+		}
+		for _, ch := range cmp.Changed {
+			fmt.Fprintf(&b, "%s %s %s\n%s\n", ch.Status, ch.Kind, guard.ItemName(s.Name, prefix, ch.Kind, ch.Key), integrity.Diff(ch))
+		}
+	}
+	if b.Len() == 0 {
+		return "tool definitions: no change against mcpbox.lock"
+	}
+	return "tool definitions against mcpbox.lock (changed ones stay hidden until mcpbox trust):\n" + strings.TrimRight(b.String(), "\n")
 }

@@ -146,7 +146,8 @@ func (r *npmRegistry) serve(w http.ResponseWriter, req *http.Request) {
 }
 
 // npmPack packs a package directory as npm pack lays it out
-// (package/...), without nested node_modules, plus extra files.
+// (package/...), without nested node_modules, with extra files added or
+// replacing the directory's.
 func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -163,7 +164,7 @@ func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
+		if _, replaced := extra[filepath.ToSlash(rel)]; replaced || !d.Type().IsRegular() {
 			return nil
 		}
 		fi, err := d.Info()
