@@ -14,9 +14,9 @@ const updateHelp = `USAGE
 
 Re-resolves the package of a package server (package:, or npx/uvx/...)
 against its registry, installs it, prints the change (old -> new version,
-or new bytes for the same version) and pins it in mcpbox.lock. --check
-prints the change and writes nothing. Then 'mcpbox pin --check SERVER'
-shows the tool definitions the new version changes.
+or new bytes for the same version) and the tool definitions it changes
+against mcpbox.lock (changed tools stay hidden until mcpbox trust), then
+pins it in mcpbox.lock. --check prints the change and writes nothing.
 `
 
 func (e *env) update(args []string) int {
