@@ -100,6 +100,7 @@ type PackageChange struct {
 	// Definitions, from mcpbox update, is how the new package's tool
 	// definitions compare with the lock's pins (lines of text).
 	Definitions string
+	pkg         *pkginstall.Package // the installed package of New
 }
 
 // installer is the pkginstall.Installer of a state dir, with the user's
@@ -161,7 +162,7 @@ func installPackages(ctx context.Context, po packageOptions) (map[string]speccon
 			Args: pkg.Command(specconv.PackageTarget, ps.Args), Env: pkg.Env(specconv.PackageTarget)}
 		if !pinned {
 			np := lockPin(pkg.Pin, ps.Source)
-			changes = append(changes, PackageChange{Server: ps.Server.Name, Old: old, New: np})
+			changes = append(changes, PackageChange{Server: ps.Server.Name, Old: old, New: np, pkg: pkg})
 		}
 	}
 	return out, changes, nil
@@ -186,7 +187,7 @@ func (po packageOptions) install(ctx context.Context, in *pkginstall.Installer, 
 	}
 	src := pin.Source()
 	src.Bin = ps.Source.Bin
-	pkg, err := in.Install(ctx, src, &pin)
+	pkg, err := installPinned(ctx, in, po.lockPath, name, src, pin)
 	if err != nil {
 		return nil, po.pinError(name, pin, err)
 	}
@@ -222,7 +223,7 @@ func lockPin(p pkginstall.Pin, src pkginstall.Source) integrity.PackagePin {
 // writePackagePins records changes in the lock file.
 func writePackagePins(lockPath string, changes []PackageChange) error {
 	for _, ch := range changes {
-		if err := integrity.WritePackagePin(lockPath, ch.Server, ch.New); err != nil {
+		if err := keepPin(lockPath, ch.Server, ch.New, ch.pkg); err != nil {
 			return err
 		}
 	}

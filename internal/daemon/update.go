@@ -82,7 +82,7 @@ func UpdatePackage(ctx context.Context, o UpdateOptions) (PackageChange, error) 
 		ch.Definitions = definitionDiff(ctx, o, ps.Server, lockPath, run)
 	}
 	if !o.Check && ch.New != ch.Old {
-		if err := integrity.WritePackagePin(lockPath, o.Server, ch.New); err != nil {
+		if err := keepPin(lockPath, o.Server, ch.New, pkg); err != nil {
 			return ch, err
 		}
 	}

@@ -197,3 +197,29 @@ func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 	zw.Close()
 	return buf.Bytes()
 }
+
+// publishAs publishes the package in dir once more under another version
+// (a dependency's new release that its dependents' ranges accept).
+func (r *npmRegistry) publishAs(t *testing.T, dir, version string) {
+	t.Helper()
+	var pj map[string]any
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &pj)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pj["version"] = version
+	data, _ = json.MarshalIndent(pj, "", "  ")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versions[pj["name"].(string)][version] = npmVersion{pkgJSON: data, tarball: npmPack(t, dir, map[string]string{"package.json": string(data)})}
+}
+
+// unpublish removes one version of name.
+func (r *npmRegistry) unpublish(name, version string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.versions[name], version)
+}

@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +131,36 @@ func TestPackageServerNPX(t *testing.T) {
 			t.Errorf("second start printed install progress:\n%s", logs)
 		}
 
+		// The dependencies' lockfile is kept beside mcpbox.lock: with it, a
+		// start whose store is empty installs exactly the pinned tree even
+		// after a dependency released a version its range accepts; without
+		// it the pin alone refuses the new resolution.
+		kept, err := os.ReadFile(filepath.Join(dir, "mcpbox.lock.d", "memory.package-lock.json"))
+		if sum := sha512.Sum512(kept); err != nil || "sha512-"+base64.StdEncoding.EncodeToString(sum[:]) != pin.Lockfile {
+			t.Fatalf("kept lockfile: %v (pinned %s)", err, pin.Lockfile)
+		}
+		sdkDir := filepath.Join(modules, "@modelcontextprotocol/sdk")
+		sdkNext := bumpPatch(t, pkgVersion(t, sdkDir))
+		reg.publishAs(t, sdkDir, sdkNext)
+		defer reg.unpublish("@modelcontextprotocol/sdk", sdkNext)
+		if err := os.RemoveAll(filepath.Join(state, "packages")); err != nil {
+			t.Fatal(err)
+		}
+		sess, logs, stop = pkgServe(t, m, cfgPath, env...)
+		gwMustCall(t, sess, "read_graph", map[string]any{}, "")
+		stop()
+		if locked, _ := filepath.Glob(filepath.Join(state, "packages/npm/@modelcontextprotocol/server-memory/*/*/node_modules/@modelcontextprotocol/sdk/package.json")); len(locked) != 1 || pkgVersion(t, filepath.Dir(locked[0])) == sdkNext {
+			t.Errorf("the locked install did not keep the pinned sdk: %v\n%s", locked, logs)
+		}
+		os.Rename(filepath.Join(dir, "mcpbox.lock.d"), filepath.Join(dir, "lock.d.away"))
+		os.RemoveAll(filepath.Join(state, "packages"))
+		r := pkgCLI(t, m, env, "serve", "--stdio", "--config", cfgPath)
+		t.Logf("without the kept lockfile: %s", r.stderr)
+		if r.code == 0 || !strings.Contains(r.stderr, "server memory: refusing pinned package") || !strings.Contains(r.stderr, "its dependencies now resolve") {
+			t.Errorf("a start without the kept lockfile, after a dependency's release:\n%s", r)
+		}
+		os.Rename(filepath.Join(dir, "lock.d.away"), filepath.Join(dir, "mcpbox.lock.d"))
+
 		// mcpbox run wraps the same client command: the package comes from
 		// the state dir's store and is pinned in its mcpbox.lock.
 		pkgRun(t, m, env, append(append([]string{"run"}, m.flags...), "--state-dir", state, "--",
@@ -137,7 +170,7 @@ func TestPackageServerNPX(t *testing.T) {
 		}
 
 		// The server sandbox reached nothing: no egress in the audit log.
-		r := m.mcpbox(t, 30*time.Second, "", "logs", "--json", "--config", cfgPath)
+		r = m.mcpbox(t, 30*time.Second, "", "logs", "--json", "--config", cfgPath)
 		if r.code != 0 || !strings.Contains(r.stdout, "create_entities") {
 			t.Fatalf("mcpbox logs:\n%s", r)
 		}
@@ -295,4 +328,15 @@ func pkgRun(t *testing.T, m mode, env []string, args ...string) {
 	if !slices.Contains(names, "read_graph") || !strings.Contains(logs.String(), "mcpbox: server server-memory: Knowledge Graph MCP Server") {
 		t.Fatalf("mcpbox run: tools %v\n%s", names, logs)
 	}
+}
+
+// bumpPatch is version with its patch number one higher.
+func bumpPatch(t *testing.T, version string) string {
+	t.Helper()
+	i := strings.LastIndex(version, ".")
+	n, err := strconv.Atoi(version[i+1:])
+	if i < 0 || err != nil {
+		t.Fatalf("version %q", version)
+	}
+	return version[:i+1] + strconv.Itoa(n+1)
 }
