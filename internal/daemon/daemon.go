@@ -64,6 +64,9 @@ func prepare(o Options) (*daemon, error) {
 	if err := d.readSnapshot(); err != nil {
 		return nil, configError(fmt.Errorf("--from-snapshot: %w", err))
 	}
+	if _, err := PackageServers(d.c); err != nil { // before anything is made
+		return nil, err
+	}
 	d.chooseTransports()
 	if o.NoAuth {
 		if err := checkNoAuth(d.c, d.addr); err != nil {
