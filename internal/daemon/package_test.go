@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -67,5 +70,24 @@ servers:
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "c.yaml:4:14: servers.shell.command: ") ||
 		!strings.HasPrefix(lines[1], "c.yaml:6:14: servers.git.package: ") {
 		t.Fatalf("errors:\n%v", err)
+	}
+}
+
+// TestRunRefusesUnpinnableRunner: a runner form that cannot be installed
+// as a pinned package is a *ConfigError with its position, before the
+// state dir is made.
+func TestRunRefusesUnpinnableRunner(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  s: {command: [npx, -c, 'echo hi'], tools: {allow: ['*']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	err = Run(context.Background(), Options{Config: c, Stdio: true, StateDir: state, Base: t.TempDir()})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), "mcpbox.yaml:3:16: servers.s.command: ") {
+		t.Fatalf("Run = %v, want a *ConfigError at mcpbox.yaml:3:16", err)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Error("the state dir was made before the refusal")
 	}
 }
