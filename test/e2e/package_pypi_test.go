@@ -23,10 +23,21 @@ import (
 // pyMCPServer is a small MCP server in pure Python (newline-delimited
 // JSON-RPC on stdio) with one tool, echo, that also reports whether it
 // can reach the network and write next to itself.
-const pyMCPServer = `import json, socket, sys
+const pyMCPServer = `import json, os, socket, sys
 
 def probe():
     out = []
+    needle = "-".join(["idx", "s3cret"])  # never one literal: this tree is searched too
+    leaks = [k for k, v in os.environ.items() if needle in v]
+    for root in ("/run/secrets", "/tmp", os.path.dirname(os.path.dirname(__file__))):
+        for d, _, files in os.walk(root):
+            for f in files:
+                try:
+                    if needle.encode() in open(os.path.join(d, f), "rb").read():
+                        leaks.append(os.path.join(d, f))
+                except OSError:
+                    pass
+    out.append("leaks=" + (",".join(leaks) or "none"))
     try:
         socket.create_connection(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 9), timeout=2).close()
         out.append("net=OPEN")
@@ -95,11 +106,16 @@ func pyWheel(t *testing.T, name, version string, files map[string]string, script
 }
 
 // pyIndex is a PEP 503 simple index on loopback serving one wheel per
-// project, counting requests.
+// project behind basic auth (the URL holds the credentials, as
+// PIP_INDEX_URL would), counting requests.
 func pyIndex(t *testing.T, wheels map[string][2]any) (url string, requests *atomic.Int64) {
 	requests = new(atomic.Int64)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
+		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "idx-s3cret" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		if f, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
 			for _, wh := range wheels {
 				if wh[0].(string) == f {
@@ -119,7 +135,7 @@ func pyIndex(t *testing.T, wheels map[string][2]any) (url string, requests *atom
 		fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"../../files/%s#sha256=%s\">%s</a></body></html>\n", wh[0], hex.EncodeToString(d[:]), wh[0])
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/simple/", requests
+	return strings.Replace(srv.URL, "http://", "http://alice:idx-s3cret@", 1) + "/simple/", requests
 }
 
 // TestPackageServerUVX runs a Claude-style `uvx` entry, imported by
@@ -153,6 +169,9 @@ func TestPackageServerUVX(t *testing.T) {
 		// (from the store now) and pins the package and its tools.
 		before := requests.Load()
 		r = pkgCLI(t, m, env, "pin", "--check", "--config", cfgPath)
+		if strings.Contains(r.stdout+r.stderr, "idx-s3cret") {
+			t.Errorf("the index password in mcpbox's output:\n%s", r)
+		}
 		if requests.Load() == before || !strings.Contains(r.stderr, "mcpbox: server hello: installed pypi:hello-mcp@1.0.0") {
 			t.Errorf("pin --check did not install from the index:\n%s", r)
 		}
@@ -168,11 +187,11 @@ func TestPackageServerUVX(t *testing.T) {
 			sess, logs, stop := pkgServe(t, m, cfgPath, env...)
 			got := gwMustCall(t, sess, "echo", map[string]any{"text": "hi"}, "")
 			stop()
-			if !strings.HasPrefix(got, "hi net=") || !strings.Contains(got, " write=") {
+			if !strings.HasPrefix(got, "hi leaks=") || !strings.Contains(got, " net=") || !strings.Contains(got, " write=") {
 				t.Fatalf("echo: %q", got)
 			}
-			if strings.Contains(got, "OPEN") {
-				t.Errorf("start %d: the server reached the network or wrote its own tree: %q", i+1, got)
+			if strings.Contains(got, "OPEN") || !strings.Contains(got, " leaks=none") {
+				t.Errorf("start %d: the server reached the network, wrote its own tree or saw the index password: %q", i+1, got)
 			}
 			n := requests.Load() - before
 			t.Logf("start %d: echo %q, %d index requests", i+1, got, n)
@@ -188,6 +207,9 @@ func TestPackageServerUVX(t *testing.T) {
 			Packages map[string]struct{ Ecosystem, Version, Integrity string }
 		}
 		json.Unmarshal(lock, &lf)
+		if strings.Contains(string(lock), "idx-s3cret") {
+			t.Errorf("the index password in mcpbox.lock:\n%s", lock)
+		}
 		d := sha256.Sum256(whl)
 		if p := lf.Packages["hello"]; p.Ecosystem != "pypi" || p.Version != "1.0.0" || p.Integrity != "sha256-"+base64.StdEncoding.EncodeToString(d[:]) {
 			t.Errorf("lock file's pin: %+v\n%s", p, lock)
