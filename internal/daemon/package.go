@@ -258,12 +258,15 @@ func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (map[strin
 // PackageOf is pkginstall.FromCommand in the config's terms, for `mcpbox
 // import` (importer.PackageOf): the package as a `package:` value. A
 // command that names a bin apart from its package (npx -p PKG BIN) is no
-// `package:` (which runs the package's own bin): it stays a command,
-// which serve recognises all the same.
+// `package:` (which runs the package's own bin): it is recognised (ok)
+// with pkg "", and stays a command, which serve treats all the same.
 func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
 	src, args, ok, err := pkginstall.FromCommand(argv)
-	if !ok || err != nil || src.Bin != "" {
+	if !ok || err != nil {
 		return "", nil, false, err
+	}
+	if src.Bin != "" {
+		return "", nil, true, nil
 	}
 	return src.String(), args, true, nil
 }

@@ -11,8 +11,10 @@ import (
 
 // PackageOf recognises a command that fetches and runs a registry package
 // (npx -y PKG, uvx PKG, pnpm dlx, pipx run, ...): pkg in config syntax
-// (npm:NAME@VERSION) and the package's own args; ok false for any other
-// command; an error for a runner form a pinned install cannot honour. The
+// (npm:NAME@VERSION) and the package's own args; pkg "" for one that is
+// recognised but must stay a command (it names a bin of its own); ok
+// false for any other command; an error for a runner form a pinned
+// install cannot honour. The
 // caller supplies it (internal/pkginstall's FromCommand), since importer
 // does not import its neighbours.
 type PackageOf func(argv []string) (pkg string, args []string, ok bool, err error)
@@ -40,6 +42,14 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 			continue
 		}
 		if !ok {
+			continue
+		}
+		if pkg == "" {
+			res.Hints[s.Name] = append([]string{
+				"mcpbox installs this command's package outside the sandbox at the first",
+				"start, pins it in mcpbox.lock and runs the named bin read-only with no",
+				"network (it stays a command: package: runs a package's own bin).",
+			}, hostPathHints(s.Command)...)
 			continue
 		}
 		s.Package, s.Args, s.Command = pkg, args, nil

@@ -14,8 +14,11 @@ func fakePackageOf(argv []string) (string, []string, bool, error) {
 	if argv[0] != "npx" {
 		return "", nil, false, nil
 	}
-	if argv[1] == "-c" {
+	switch argv[1] {
+	case "-c":
 		return "", nil, false, errors.New("npx -c runs a shell command")
+	case "-p":
+		return "", nil, true, nil
 	}
 	return "npm:" + argv[2] + "@latest", argv[3:], true, nil
 }
@@ -25,7 +28,8 @@ func TestConvertPackages(t *testing.T) {
   "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt"]},
   "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/home/alice/memory.jsonl", "LOG_LEVEL": "info"}},
   "sh": {"command": "npx", "args": ["-c", "echo hi"]},
-  "plain": {"command": "node", "args": ["/opt/server.js"]}
+  "plain": {"command": "node", "args": ["/opt/server.js"]},
+  "bin": {"command": "npx", "args": ["-p", "some-pkg", "some-bin"]}
 }}`))
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +68,9 @@ func TestConvertPackages(t *testing.T) {
 	if p := c.Server("plain"); p.Package != "" || !slices.Equal(p.Command, []string{"node", "/opt/server.js"}) {
 		t.Errorf("plain: %+v", p)
 	}
+	if b := c.Server("bin"); b.Package != "" || !slices.Equal(b.Command, []string{"npx", "-p", "some-pkg", "some-bin"}) {
+		t.Errorf("bin: %+v", b)
+	}
 	text := string(out)
 	for _, s := range []string{
 		"# Was: npx -y @modelcontextprotocol/server-filesystem /home/alice/src",
@@ -71,6 +78,7 @@ func TestConvertPackages(t *testing.T) {
 		`# The sandbox does not see "/home/alice/a.txt"`,
 		"# env MEMORY_FILE_PATH was /home/alice/memory.jsonl, now /workspace/output/memory.jsonl",
 		"# npx -c runs a shell command",
+		"# network (it stays a command: package: runs a package's own bin).",
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("rendered config lacks %q:\n%s", s, text)
