@@ -11,10 +11,12 @@
 // a contract: an older and a newer mcpbox talk across an upgrade, and
 // internal/load speaks it directly.
 //
-// Layers. admin sits below internal/cli and beside internal/instance
-// (records, registry, socket paths), which it uses. It decides nothing
-// about calls, approvals or sandboxes: the server reaches them through
-// Backend, an interface in plain data types that the wiring implements.
+// Layers. admin is layer 2: below internal/guard, internal/daemon and
+// internal/cli, above internal/instance (records, registry, socket
+// paths), which it uses. It decides nothing about calls, approvals or
+// sandboxes: the server reaches them through Backend, an interface in
+// plain data types that internal/guard implements (Guard.Admin) and
+// internal/daemon attaches (Instance.Attach).
 // It must not import internal/cli or the call pipeline; the syscalls of
 // the sockets (umask, SO_PEERCRED) live here so that the CLI has none.
 package admin

@@ -50,7 +50,7 @@ const (
 	OutcomeCancelled     = "cancelled"      // the client gave up, or its approval was withdrawn
 	OutcomeDenied        = "denied"         // the policy, a human or a key check refused it
 	OutcomeRateLimited   = "rate_limited"   // a rate limit refused it
-	OutcomeBlocked       = "blocked"        // the result was withheld (results_scan, credentials: block)
+	OutcomeBlocked       = "blocked"        // the result was withheld (results_scan, credentials: block, limits.output)
 	OutcomeAuditFailing  = "audit_failing"  // refused: the audit store could not write
 )
 

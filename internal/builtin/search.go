@@ -39,10 +39,14 @@ type searchState struct {
 // can compile to thousands of instructions. Only the instructions beyond
 // cheapInsts count, so ordinary patterns are bounded by searchTime alone.
 const (
-	searchCost = 1e8
 	cheapInsts = 64
 	searchTime = 60 * time.Second
 )
+
+// searchCost is a variable only so that a test can reach the bound with
+// less work (under the race detector on a loaded machine, 1e8 steps take
+// most of a minute).
+var searchCost int64 = 1e8
 
 // errTooCostly ends a search that used up searchCost.
 var errTooCostly = errors.New("search too costly")

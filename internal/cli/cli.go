@@ -1,6 +1,9 @@
-// Package cli implements the mcpbox command line: flag parsing, help texts
-// and the glue from flags and config files to the sandbox and gateway
-// packages. It holds no policy of its own.
+// Package cli implements the mcpbox command line: flag parsing, help
+// texts, output and exit codes, and the glue from flags and config files
+// to internal/daemon (serve, run, pin), internal/admin's client (the
+// admin commands) and internal/sandbox (exec). It holds no policy and no
+// mechanism of its own (docs/architecture.md; internal/conventions keeps
+// it that way).
 package cli
 
 import (
@@ -37,12 +40,13 @@ ADMIN (run in a project they find its running mcpbox serve instances;
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in mcpbox.lock
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
-  update     re-resolve a package server's pinned package: update SERVER
+  update     re-resolve a server's pinned image or package, show what changes, pin it
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID
   snapshot   write a sandbox's workspace to an archive: snapshot ID
   diff       the changes a sandbox made to its overlaid input: diff ID
   token      token rotate: a new bearer token for serve's HTTP endpoint
              when the config has no clients
+  login      authorize a remote server (OAuth): login SERVER; logout SERVER
 
 Run 'mcpbox <command> --help' for a command's flags.
 
@@ -123,6 +127,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.diff(args[1:])
 	case "token":
 		return env.token(args[1:])
+	case "login", "logout":
+		return env.login(args[0], args[1:])
 	default:
 		fmt.Fprintf(stderr, "mcpbox: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage

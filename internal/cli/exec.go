@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +111,7 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	ctx := context.Background()
 	stdio := sandbox.Stdio{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}
 	if spec.Network.Enabled() && spec.Network.Log == nil {
-		spec.Network.Log = e.denialPrinter()
+		spec.Network.Log = egress.DenialPrinter(func(line string) { e.errorf("%s", line) })
 	}
 	// Caught from before the start: a SIGTERM during setup is delivered
 	// to the workload once it runs, instead of killing mcpbox midway.
@@ -155,32 +153,6 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	return res.ExitCode
 }
 
-// denialPrinter returns an egress log callback that prints denials on
-// stderr. The proxy calls it on its own goroutines, some on the accept
-// path: it never blocks, and drops lines when stderr does not keep up (a
-// sandbox may be flooding the proxy on purpose).
-func (e *env) denialPrinter() func(egress.Event) {
-	lines := make(chan string, 64)
-	go func() {
-		for l := range lines {
-			e.errorf("%s", l)
-		}
-	}()
-	return func(ev egress.Event) {
-		if ev.Decision == "allow" {
-			return
-		}
-		target := ev.Host
-		if ev.Port != 0 {
-			target = net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port))
-		}
-		select {
-		case lines <- fmt.Sprintf("egress denied: %s: %s", target, ev.Reason):
-		default:
-		}
-	}
-}
-
 // spec builds the sandbox Spec from the policy file (if any) and flags
 // (specconv.ApplyFlags); the flags' secrets are resolved last.
 func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
@@ -203,9 +175,9 @@ func (f *sandboxFlags) spec(fs *flag.FlagSet) (*sandbox.Spec, error) {
 		return nil, err
 	}
 	for _, sf := range f.secrets {
-		sec, err := parseSecretFlag(sf)
+		sec, err := launch.SecretFlag(context.Background(), sf)
 		if err != nil {
-			return nil, fmt.Errorf("--secret %s: %w", secretFlagName(sf), err)
+			return nil, err
 		}
 		spec.Secrets = append(spec.Secrets, sec)
 	}
@@ -248,29 +220,6 @@ func (d *degradedFlag) Set(v string) error {
 		d.layers = append(d.layers, l)
 	}
 	return nil
-}
-
-// parseSecretFlag reads NAME=REF[,as=env|file] and resolves REF. The value
-// stays in memory; errors name the reference, never the value.
-func parseSecretFlag(s string) (sandbox.Secret, error) {
-	name, rest, ok := strings.Cut(s, "=")
-	if !ok || name == "" {
-		return sandbox.Secret{}, errors.New("want NAME=REF[,as=env|file]")
-	}
-	ref, as := rest, "env"
-	if i := strings.LastIndex(rest, ",as="); i >= 0 {
-		ref, as = rest[:i], rest[i+len(",as="):]
-	}
-	if as != "env" && as != "file" {
-		return sandbox.Secret{}, fmt.Errorf("as=%s: want env or file", as)
-	}
-	return resolveSecret(name, ref, as == "file")
-}
-
-// secretFlagName is the part of a --secret value safe to echo in errors.
-func secretFlagName(s string) string {
-	name, _, _ := strings.Cut(s, "=")
-	return name
 }
 
 // resolveSecret resolves a secret at startup (flags, config, client

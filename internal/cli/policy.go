@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/launch"
 	"mcpbox/internal/policy"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/specconv"
@@ -71,12 +74,12 @@ func specFromPolicy(path string, spec *sandbox.Spec) error {
 		return err
 	}
 	*spec = ps
-	for _, sec := range secs {
-		v, err := resolveSecret(sec.Name, sec.From, sec.As == config.SecretAsFile)
-		if err != nil {
-			return fmt.Errorf("server %s: secret %s: %w", c.Servers[0].Name, sec.Name, err)
-		}
-		spec.Secrets = append(spec.Secrets, v)
+	plain, proxied, err := launch.ResolveAll(context.Background(), secs)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", c.Servers[0].Name, err)
 	}
-	return nil
+	spec.Secrets = append(spec.Secrets, plain...)
+	// Secrets with inject: placeholders in the sandbox, a CA of this
+	// process, refusals logged to stderr.
+	return launch.ApplyProxySecrets(spec, proxied, "", nil, launch.SecretEventLogger(slog.Default(), ""))
 }

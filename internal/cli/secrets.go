@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/specconv"
 )
 
@@ -20,7 +21,9 @@ const secretsHelp = `USAGE
 
 Lists the secret references of every server in FILE and where each goes
 (variable, /run/secrets file, or the HTTP header of a remote server):
-never a value.
+never a value. A secret added at the egress proxy (inject) shows AS
+"proxy" and the HOSTS the proxy adds it for; the sandbox holds only a
+placeholder.
 
 rotate asks the gateway running on that config's state dir to renew the
 sandboxes of every server with the secret: the reference is resolved
@@ -35,6 +38,8 @@ type secretRow struct {
 	From   string `json:"from"`
 	As     string `json:"as"`
 	TTL    string `json:"ttl,omitempty"`
+	// Hosts: the secret is added at the egress proxy for these (inject).
+	Hosts []string `json:"inject_hosts,omitempty"`
 }
 
 func (e *env) secrets(args []string) int {
@@ -73,6 +78,9 @@ func (e *env) secrets(args []string) int {
 		return 1
 	}
 	rows := secretRows(c)
+	for _, l := range daemon.LoginSummary(c, *cfgPath, "") {
+		rows = append(rows, secretRow{ID: l.Server + "/oauth", Server: l.Server, Name: "oauth", From: "mcpbox login", As: l.State})
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		for _, r := range rows {
@@ -81,9 +89,9 @@ func (e *env) secrets(args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tNAME\tFROM\tAS\tTTL")
+	fmt.Fprintln(tw, "SERVER\tNAME\tFROM\tAS\tTTL\tHOSTS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Server, r.Name, r.From, r.As, r.TTL)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Server, r.Name, r.From, r.As, r.TTL, strings.Join(r.Hosts, ","))
 	}
 	tw.Flush()
 	return 0
@@ -166,6 +174,12 @@ func secretRows(c *config.Config) []secretRow {
 			if sec.TTL != 0 {
 				r.TTL = sec.TTL.String()
 			}
+			if in := sec.Inject; in != nil {
+				r.As, r.Hosts = secretAsProxy, in.Hosts
+				if a := in.AWS; a != nil {
+					r.From = strings.TrimSuffix(a.AccessKeyID+","+a.SecretAccessKey+","+a.SessionToken, ",")
+				}
+			}
 			rows = append(rows, r)
 		}
 		// A remote server's headers are references resolved at every
@@ -179,3 +193,6 @@ func secretRows(c *config.Config) []secretRow {
 
 // secretAsHeader is the AS of a remote server's header in the listing.
 const secretAsHeader = "header"
+
+// secretAsProxy is the AS of a secret added at the egress proxy.
+const secretAsProxy = "proxy"

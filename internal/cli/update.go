@@ -2,38 +2,32 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"mcpbox/internal/daemon"
+	"mcpbox/internal/gateway"
 	"mcpbox/internal/specconv"
 )
 
 const updateHelp = `USAGE
   mcpbox update [--check] [--config FILE] [--state-dir DIR] SERVER
 
-Re-resolves the package of a package server (package:, or npx/uvx/...)
-against its registry, installs it, prints the change (old -> new version,
-or new bytes for the same version) and the tool definitions it changes
-against mcpbox.lock (changed tools stay hidden until mcpbox trust), then
-pins it in mcpbox.lock. --check prints the change and writes nothing.
+Re-resolves SERVER's pinned image; when it moved, starts the server from the
+new one, shows the digests, findings and definition diffs, then pins them
+(--check: pins nothing and exits 1).
 `
 
 func (e *env) update(args []string) int {
 	fs := e.newFlagSet("update", updateHelp)
 	cfgPath := fs.String("config", "", "the config `FILE` (default: the embedded default)")
 	stateFlag := fs.String("state-dir", "", "the state `DIR` (default: the config's)")
-	check := fs.Bool("check", false, "show the change; write nothing")
+	check := fs.Bool("check", false, "show the change; pin nothing")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
 	c, base, err := loadConfigOrDefault(*cfgPath)
 	if err == nil && fs.NArg() != 1 {
-		err = errors.New("name one SERVER")
-	}
-	var dir string
-	if err == nil {
-		dir, err = specconv.StateDir(c, *cfgPath, base, *stateFlag)
+		err = fmt.Errorf("name one SERVER (mcpbox update --help)")
 	}
 	if err != nil {
 		e.errorf("update: %v", err)
@@ -41,12 +35,26 @@ func (e *env) update(args []string) int {
 	}
 	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
-	ch, err := daemon.UpdatePackage(ctx, daemon.UpdateOptions{Config: c, ConfigPath: *cfgPath, Base: base,
-		StateDir: dir, Server: fs.Arg(0), Stderr: e.stderr, Check: *check})
+	dir, err := specconv.StateDir(c, *cfgPath, base, *stateFlag)
+	var u *daemon.Update
+	if err == nil {
+		u, err = daemon.CheckUpdate(ctx, daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base, StateDir: dir, Stderr: e.stderr, Version: Version}, fs.Arg(0))
+	}
+	if err == nil && !u.Changed() {
+		fmt.Fprintf(e.stdout, "%s: %s %s is up to date (%s)\n", u.Server, u.Kind, u.What, u.New)
+		return 0
+	} else if err == nil {
+		fmt.Fprintf(e.stdout, "%s: %s %s: %s -> %s\n", u.Server, u.Kind, u.What, cmpOr(u.Old, "(not pinned)"), u.New)
+		defs := map[string]*gateway.Definitions{u.Server: u.Definitions}
+		if e.printFindings(c, defs); e.compareWithLock(c, u.Pins, defs) >= 0 && *check {
+			return 1
+		}
+		err = u.Pin()
+	}
 	if err != nil {
 		e.errorf("update: %v", err)
-		return map[bool]int{true: exitUsage, false: 1}[errors.As(err, new(*daemon.ConfigError))]
+		return 1
 	}
-	fmt.Fprintln(e.stdout, ch)
+	fmt.Fprintf(e.stdout, "pinned %s: %s %s at %s, and its definitions, in %s\n", u.Server, u.Kind, u.What, u.New, u.Pins.Path())
 	return 0
 }

@@ -2,7 +2,8 @@
 // [Parse] turns bytes into a [Config] of plain structs, [Validate] runs a
 // list of semantic checks over it, [Load] does both, and [Config.Marshal]
 // prints a config back. The package does no I/O beyond the bytes it is
-// given: the CLI reads the file, resolves paths and applies defaults.
+// given: the CLI reads the file; internal/specconv turns its paths into
+// host paths.
 //
 // # Errors
 //

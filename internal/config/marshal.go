@@ -40,6 +40,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	add(m, "sandbox", sandboxNode(&c.Sandbox))
 	add(m, "approvals", approvalsNode(&c.Approvals))
 	add(m, "audit", auditNode(&c.Audit))
+	add(m, "oauth", oauthNode(&c.OAuth))
 
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -140,6 +141,9 @@ func listenNode(l *Listen) *yaml.Node {
 	addStr(t, "cert", l.HTTP.TLS.Cert)
 	addStr(t, "key", l.HTTP.TLS.Key)
 	add(h, "tls", t)
+	if l.HTTP.OAuth != nil {
+		addKV(h, "oauth", httpOAuthNode(l.HTTP.OAuth))
+	}
 	m := mapNode()
 	add(m, "http", h)
 	return m
@@ -189,6 +193,9 @@ func serverNode(s *Server) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "command", s.Command)
 	addStr(m, "package", s.Package)
+	addStr(m, "image", s.Image.Ref)
+	addBool(m, "image_insecure", s.Image.Insecure)
+	addStr(m, "image_platform", s.Image.Platform)
 	addStrs(m, "args", s.Args)
 	addStr(m, "url", s.URL)
 	addStr(m, "builtin", s.Builtin)
@@ -215,6 +222,9 @@ func serverNode(s *Server) *yaml.Node {
 			addKV(hm, h.Name, e)
 		}
 		addKV(m, "headers", flowIfEmpty(hm))
+	}
+	if s.OAuth != nil {
+		addKV(m, "oauth", serverOAuthNode(s.OAuth))
 	}
 	add(m, "filesystem", filesystemNode(&s.Filesystem))
 	if s.Env != nil {
@@ -289,6 +299,9 @@ func secretNode(s *Secret) *yaml.Node {
 	addStr(m, "from", s.From)
 	addStr(m, "as", s.As)
 	addDuration(m, "ttl", s.TTL)
+	if s.Inject != nil {
+		addKV(m, "inject", injectNode(s.Inject))
+	}
 	return flowIfEmpty(m)
 }
 

@@ -22,16 +22,14 @@ func isPackage(s *Server) bool { return s.Package != "" || s.Meta.Has("package")
 // checkPackage checks package and args: the value's shape (the daemon
 // parses it fully), args only beside a package, no group placement.
 func checkPackage(r *collector, s *Server, p string) {
-	if s.Args != nil && !isPackage(s) {
-		r.errorf(s.Meta.At("args"), "%s.args: args go with package; a command takes its arguments in the command list", p)
+	// args without package or image: checkImage.
+	if !isPackage(s) {
+		return
 	}
 	for i, a := range s.Args {
 		if strings.ContainsRune(a, 0) {
 			r.errorf(s.Meta.Elem("args", i), "%s.args[%d]: must not contain NUL", p, i)
 		}
-	}
-	if !isPackage(s) {
-		return
 	}
 	at := s.Meta.At("package")
 	eco, name, ok := strings.Cut(s.Package, ":")

@@ -33,9 +33,10 @@ func TestPackageInvalid(t *testing.T) {
 		{"unknown ecosystem", head + "    package: cargo:ripgrep\n", `t.yaml:4:14: servers.s.package: unknown ecosystem "cargo" (want npm or pypi)`},
 		{"scope without name", head + "    package: npm:@scope\n", `t.yaml:4:14: servers.s.package: "npm:@scope": want npm:NAME[@VERSION] or pypi:NAME[@VERSION]`},
 		{"empty", head + "    package: \"\"\n", `t.yaml:4:14: servers.s.package: "": want`},
-		{"with command", head + "    command: [x]\n    package: npm:x\n", `t.yaml:5:14: servers.s: package is exclusive with command and builtin`},
+		{"with command", head + "    command: [x]\n    package: npm:x\n", `t.yaml:5:14: servers.s: package is exclusive with command, image and builtin`},
 		{"with url", head + "    url: https://example.com/mcp\n    package: npm:x\n", `t.yaml:4:10: servers.s: command and url are exclusive`},
-		{"args without package", head + "    command: [x]\n    args: [y]\n", `t.yaml:5:11: servers.s.args: args go with package`},
+		{"args without package", head + "    command: [x]\n    args: [y]\n", `t.yaml:5:11: servers.s.args: args replace an image's Cmd`},
+		{"with image", head + "    image: ghcr.io/x/y:1\n    package: npm:x\n", `t.yaml:5:14: servers.s: package is exclusive with command, image and builtin`},
 		{"group", head + "    package: npm:x\n    placement: group:g\n", `t.yaml:5:16: servers.s.placement: a package server runs in a sandbox of its own`},
 	}
 	for _, tt := range tests {

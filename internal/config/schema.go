@@ -18,6 +18,7 @@ func (d *decoder) config(n *node) *Config {
 		{"sandbox", func(v *node, p string) { d.sandbox(v, p, &c.Sandbox) }},
 		{"approvals", func(v *node, p string) { d.approvals(v, p, &c.Approvals) }},
 		{"audit", func(v *node, p string) { d.audit(v, p, &c.Audit) }},
+		{"oauth", func(v *node, p string) { d.oauth(v, p, &c.OAuth) }},
 	})
 	return c
 }
@@ -32,6 +33,7 @@ func (d *decoder) http(n *node, path string, h *HTTP) {
 	d.mapping(n, path, &h.Meta, []field{
 		{"addr", func(v *node, p string) { h.Addr = d.str(v, p) }},
 		{"allowed_origins", func(v *node, p string) { h.AllowedOrigins = d.strs(v, p, &h.Meta, "allowed_origins", d.str) }},
+		{"oauth", func(v *node, p string) { h.OAuth = d.httpOAuth(v, p) }},
 		{"tls", func(v *node, p string) {
 			d.mapping(v, p, &h.TLS.Meta, []field{
 				{"cert", func(v *node, p string) { h.TLS.Cert = d.str(v, p) }},
@@ -121,6 +123,9 @@ func (d *decoder) server(n *node, path string, s *Server) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"command", func(v *node, p string) { s.Command = d.strs(v, p, &s.Meta, "command", d.text) }},
 		{"package", func(v *node, p string) { s.Package = d.str(v, p) }},
+		{"image", func(v *node, p string) { s.Image.Ref = d.str(v, p) }},
+		{"image_insecure", func(v *node, p string) { s.Image.Insecure = d.boolean(v, p) }},
+		{"image_platform", func(v *node, p string) { s.Image.Platform = d.str(v, p) }},
 		{"args", func(v *node, p string) { s.Args = d.strs(v, p, &s.Meta, "args", d.text) }},
 		{"url", func(v *node, p string) { s.URL = d.str(v, p) }},
 		{"builtin", func(v *node, p string) { s.Builtin = d.str(v, p) }},
@@ -136,6 +141,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"scope", func(v *node, p string) { s.Scope = d.str(v, p) }},
 		{"prefix", func(v *node, p string) { pre := d.str(v, p); s.Prefix = &pre }},
 		{"headers", func(v *node, p string) { s.Headers = d.headers(v, p) }},
+		{"oauth", func(v *node, p string) { s.OAuth = d.serverOAuth(v, p) }},
 		{"filesystem", func(v *node, p string) { d.filesystem(v, p, &s.Filesystem) }},
 		{"env", func(v *node, p string) { s.Env = d.env(v, p) }},
 		{"secrets", func(v *node, p string) { s.Secrets = d.secrets(v, p) }},
@@ -239,6 +245,7 @@ func (d *decoder) secrets(n *node, path string) []Secret {
 				{"from", func(v *node, p string) { s.From = d.str(v, p) }},
 				{"as", func(v *node, p string) { s.As = d.str(v, p) }},
 				{"ttl", func(v *node, p string) { s.TTL = d.duration(v, p) }},
+				{"inject", func(v *node, p string) { s.Inject = d.inject(v, p) }},
 			})
 		}
 		s.Meta.Pos = pos(kv.key)
@@ -357,4 +364,30 @@ func (d *decoder) rules(n *node, path string) []Rule {
 		out = append(out, r)
 	})
 	return out
+}
+
+// inject is a secret's inject mapping (inject.go).
+func (d *decoder) inject(n *node, path string) *Inject {
+	in := &Inject{}
+	d.mapping(n, path, &in.Meta, []field{
+		{"hosts", func(v *node, p string) { in.Hosts = d.strs(v, p, &in.Meta, "hosts", d.str) }},
+		{"header", func(v *node, p string) { in.Header = d.str(v, p) }},
+		{"format", func(v *node, p string) { in.Format = d.str(v, p) }},
+		{"query", func(v *node, p string) { in.Query = d.str(v, p) }},
+		{"basic", func(v *node, p string) { in.Basic = d.boolean(v, p) }},
+		{"any_header", func(v *node, p string) { in.AnyHeader = d.boolean(v, p) }},
+		{"body", func(v *node, p string) { in.Body = d.boolean(v, p) }},
+		{"shape", func(v *node, p string) { in.Shape = d.str(v, p) }},
+		{"aws", func(v *node, p string) {
+			a := &InjectAWS{}
+			d.mapping(v, p, &a.Meta, []field{
+				{"access_key_id", func(v *node, p string) { a.AccessKeyID = d.str(v, p) }},
+				{"secret_access_key", func(v *node, p string) { a.SecretAccessKey = d.str(v, p) }},
+				{"session_token", func(v *node, p string) { a.SessionToken = d.str(v, p) }},
+				{"pass_through", func(v *node, p string) { a.PassThrough = d.boolean(v, p) }},
+			})
+			in.AWS = a
+		}},
+	})
+	return in
 }

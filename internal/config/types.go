@@ -64,6 +64,7 @@ type Config struct {
 	Sandbox   Sandbox   // defaults for every server
 	Approvals Approvals
 	Audit     Audit
+	OAuth     OAuth // where the key of the stored OAuth tokens comes from
 	Meta      Meta
 }
 
@@ -105,7 +106,9 @@ type HTTP struct {
 	// the port may be "*". Empty: only requests without an Origin header.
 	AllowedOrigins []string
 	TLS            TLS
-	Meta           Meta
+	// OAuth, if set, also admits JWT access tokens of an issuer.
+	OAuth *HTTPOAuth
+	Meta  Meta
 }
 
 // TLS names a certificate and key file; both or neither must be set.
@@ -193,8 +196,11 @@ type Server struct {
 	// Command is argv of a local server run in a sandbox. Exactly one of
 	// Command and URL is set.
 	Command []string
-	// Package and Args: see package.go.
+	// Package runs a registry package instead of a command (see
+	// package.go); Image runs an OCI image (see image.go). Args go to the
+	// package's bin, or replace the image's Cmd.
 	Package string
+	Image   ImageSource
 	Args    []string
 	// URL is the Streamable HTTP endpoint of a remote server, which runs
 	// outside any sandbox; https, or http to a loopback host.
@@ -215,7 +221,9 @@ type Server struct {
 	Prefix *string
 	// Headers are sent with every request to a remote server (url), e.g.
 	// Authorization; their values come from secret references.
-	Headers    []Header
+	Headers []Header
+	// OAuth, if set, makes mcpbox the OAuth client of the remote server.
+	OAuth      *ServerOAuth
 	Filesystem Filesystem
 	Env        []EnvVar // in file order
 	Secrets    []Secret // in file order
@@ -333,7 +341,10 @@ type Secret struct {
 	From string   // env:VAR, file:PATH or cmd:COMMAND; never the value itself
 	As   string   // SecretAsEnv (also the meaning of empty) or SecretAsFile
 	TTL  Duration // re-read the source after TTL; zero: read once per sandbox
-	Meta Meta
+	// Inject, if set, keeps the value out of the sandbox: it holds a
+	// placeholder, and the egress proxy adds the value (inject.go).
+	Inject *Inject
+	Meta   Meta
 }
 
 // Network is the server's network policy; the zero value has no network.

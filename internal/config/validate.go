@@ -22,6 +22,7 @@ var checks = []check{
 	checkDefaultSandbox,
 	checkApprovals,
 	checkAudit,
+	checkOAuth,
 }
 
 // Validate checks the meaning of a parsed (or built) config: allowed
@@ -53,7 +54,7 @@ func checkStateDir(r *collector, c *Config) {
 func checkListen(r *collector, c *Config) {
 	h := &c.Listen.HTTP
 	if h.Addr != "" || h.Meta.Has("addr") {
-		checkListenAddr(r, h.Meta.At("addr"), "listen.http.addr", h.Addr, len(c.Clients) > 0)
+		checkListenAddr(r, h.Meta.At("addr"), "listen.http.addr", h.Addr, len(c.Clients) > 0 || h.OAuth != nil)
 	}
 	for i, o := range h.AllowedOrigins {
 		if err := checkOrigin(o); err != nil {

@@ -14,11 +14,13 @@ var serverChecks = []serverCheck{
 	checkServerName,
 	checkRunTarget,
 	checkPackage,
+	checkImage,
 	checkRemoteSections,
 	checkScope,
 	checkCredentials,
 	checkPrefix,
 	checkHeaders,
+	checkServerOAuth,
 	checkInputOutput,
 	checkMounts,
 	checkEnv,
@@ -46,10 +48,12 @@ func checkServerName(r *collector, s *Server, p string) {
 // either local (command, in a sandbox) or remote (url, outside any sandbox).
 func checkRunTarget(r *collector, s *Server, p string) {
 	builtin := s.Builtin != "" || s.Meta.Has("builtin")
-	local, remote := s.Command != nil || builtin || isPackage(s), s.URL != "" || s.Meta.Has("url")
+	local, remote := s.Command != nil || builtin || isImage(s) || isPackage(s), s.URL != "" || s.Meta.Has("url")
 	switch {
-	case isPackage(s) && (s.Command != nil || builtin):
-		r.errorf(s.Meta.At("package"), "%s: package is exclusive with command and builtin", p)
+	case isPackage(s) && (s.Command != nil || builtin || isImage(s)):
+		r.errorf(s.Meta.At("package"), "%s: package is exclusive with command, image and builtin", p)
+	case isImage(s) && (s.Command != nil || builtin || remote):
+		// checkImage names the conflict.
 	case builtin && s.Command != nil:
 		r.errorf(s.Meta.At("builtin"), "%s: builtin and command are exclusive", p)
 	case builtin && remote:
@@ -295,7 +299,12 @@ func checkSecrets(r *collector, s *Server, p string) {
 			r.errorf(sec.Meta.Pos, "%s.secrets: %s is also set in env", p, sec.Name)
 		}
 		seen[sec.Name] = true
-		if sec.From == "" {
+		if sec.Inject != nil {
+			checkInject(r, s, sec, sp)
+		}
+		if sec.IsAWS() {
+			// no from: each of inject.aws's fields is a reference (checkInjectAWS)
+		} else if sec.From == "" {
 			r.errorf(sec.Meta.At("from"), "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", sp)
 		} else if _, err := ParseSecretRef(sec.From); err != nil {
 			r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)

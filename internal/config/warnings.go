@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -21,10 +22,14 @@ func Warnings(c *Config) Errors {
 		warnNoTools(r, s)
 		warnPlainEnv(r, s)
 		for _, sec := range s.Secrets {
-			users[sec.From] = append(users[sec.From], s.Name)
-			if len(users[sec.From]) == 2 {
+			from := sec.From
+			if sec.IsAWS() {
+				from = sec.Inject.AWS.AccessKeyID
+			}
+			users[from] = append(users[from], s.Name)
+			if len(users[from]) == 2 {
 				r.errorf(sec.Meta.Pos, "servers.%s.secrets.%s: %s is also given to server %s; give each server its own credential",
-					s.Name, sec.Name, sec.From, users[sec.From][0])
+					s.Name, sec.Name, from, users[from][0])
 			}
 		}
 		warnSecretsWithBroadEgress(r, s)
@@ -79,7 +84,9 @@ func warnPlainEnv(r *collector, s *Server) {
 }
 
 func warnSecretsWithBroadEgress(r *collector, s *Server) {
-	if len(s.Secrets) == 0 {
+	// A secret added at the proxy (inject) is not in the sandbox.
+	held := slices.ContainsFunc(s.Secrets, func(sec Secret) bool { return sec.Inject == nil })
+	if !held {
 		return
 	}
 	for i := range s.Network.Egress {

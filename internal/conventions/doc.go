@@ -1,6 +1,9 @@
 // Package conventions holds no code: its tests enforce the conventions of
 // STYLE.md that a reviewer would otherwise have to remember (tailscale's
 // pkgdoc_test and deptest are the model): one package doc per directory,
-// unsafe only in *_unsafe.go files, and import rules for packages that
-// must stay plain data.
+// unsafe only in *_unsafe.go files, import rules for packages that must
+// stay plain data, the layer table (no package imports up; the table in
+// docs/architecture.md matches), a thin internal/cli (TestCLIIsWiring),
+// and the docs' own checks (every config key documented, examples that
+// parse).
 package conventions

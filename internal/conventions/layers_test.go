@@ -24,6 +24,8 @@ var layers = map[string]int{
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
+	// Prometheus metrics counted from the audit records.
+	"internal/metrics": 1,
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,
@@ -34,6 +36,8 @@ var layers = map[string]int{
 	"internal/pkginstall": 2,
 	// 3: the call pipeline and the backends that start servers.
 	"internal/guard": 3, "internal/launch": 3,
+	// The web page over the admin back-end and the audit trail.
+	"internal/dashboard": 3,
 	// 4: serve as a library.
 	"internal/daemon": 4,
 	// 5: flags, help, output, exit codes.

@@ -308,6 +308,18 @@ func (s *Set) AWSPlaceholder(name string) (keyID, secret, token string, ok bool)
 	return "", "", "", false
 }
 
+// IsPlaceholder reports whether v is one of the placeholders the sandbox
+// holds (a value, AWS key id, secret or session token): a book that
+// learns the sandbox's secrets need not learn it.
+func (s *Set) IsPlaceholder(v string) bool {
+	for _, n := range s.needle {
+		if n.placeholder == v {
+			return true
+		}
+	}
+	return false
+}
+
 // Intercepts reports whether a CONNECT to host:port must be terminated: a
 // credential lists it.
 func (s *Set) Intercepts(host string, port int) bool {

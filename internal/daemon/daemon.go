@@ -77,6 +77,9 @@ func prepare(o Options) (*daemon, error) {
 	if d.hopts, d.cert, d.key, err = httpOptions(d.c, o.Base, d.addr); err != nil {
 		return nil, configError(err)
 	}
+	if err := jwtClients(&d.hopts, d.c); err != nil {
+		return nil, configError(err)
+	}
 	if d.dir, err = specconv.StateDir(d.c, o.ConfigPath, o.Base, o.StateDir); err != nil {
 		return nil, err
 	}
@@ -94,6 +97,7 @@ func prepare(o Options) (*daemon, error) {
 	if d.token, err = localToken(&d.hopts, d.dir, d.addr, o.NoAuth, d.book, o.NoAuthWarning); err != nil {
 		return nil, err
 	}
+	d.warnLogins()
 	return d, nil
 }
 
@@ -151,7 +155,7 @@ func (d *daemon) serve(parent context.Context) error {
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
-	gw, err := d.newGateway(g)
+	gw, err := d.newGateway(ctx, g)
 	if err != nil {
 		return configError(err)
 	}
@@ -159,9 +163,11 @@ func (d *daemon) serve(parent context.Context) error {
 	g.Attach(gw)
 	if inst != nil {
 		inst.Attach(g.Admin(gw))
-		// Deferred last, run first: the admin handlers use the gateway and
-		// the guard's audit store, so the ones in flight end before those
-		// close (deferred above); the socket answers until inst.Close.
+		// Runs before gw.Close and g.Close (deferred above): the admin
+		// handlers use the gateway and the guard's audit store, so the ones
+		// in flight end before those close. Only the approvals web endpoint
+		// (deferred below) stops earlier; the socket answers until
+		// inst.Close.
 		defer inst.Detach()
 	}
 	if stop := d.serveWeb(ctx, g, inst); stop != nil {
@@ -206,13 +212,18 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 }
 
 // newGateway builds the servers' launchers and the gateway over them.
-func (d *daemon) newGateway(g *guard.Guard) (*gateway.Gateway, error) {
+func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gateway, error) {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
 		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir, Packages: d.packages,
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
+		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
+	}
+	var err error
+	if w.ca, err = proxyCA(d.c); err != nil {
+		return nil, err
 	}
 	servers, err := w.servers()
 	if err != nil {

@@ -97,10 +97,7 @@ type packageOptions struct {
 type PackageChange struct {
 	Server   string
 	Old, New integrity.PackagePin // Old zero: first pin
-	// Definitions, from mcpbox update, is how the new package's tool
-	// definitions compare with the lock's pins (lines of text).
-	Definitions string
-	pkg         *pkginstall.Package // the installed package of New
+	pkg      *pkginstall.Package  // the installed package of New
 }
 
 // installer is the pkginstall.Installer of a state dir, with the user's

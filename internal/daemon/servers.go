@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
+	"mcpbox/internal/image"
 	"mcpbox/internal/launch"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
@@ -64,6 +67,14 @@ type wiring struct {
 	guard *guard.Guard
 	// snapshot seeds the new workspaces of snapshotServer; "": none.
 	snapshot, snapshotServer string
+	// ca is the proxy CA of the secrets with inject; nil: per sandbox.
+	ca *egress.CA
+	// ctx bounds image pulls (nil: none); images pulls and pins the
+	// images of image servers (image.go).
+	ctx    context.Context
+	images imageSetup
+	// pulled, by server name, replaces the pinned image (update); nil: none.
+	pulled map[string]*image.Image
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -130,7 +141,7 @@ func (w wiring) remote(gs *gateway.Server, s *config.Server) {
 	for _, h := range s.Headers {
 		headers[h.Name] = h.From
 	}
-	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, Headers: headers, Book: w.book}))
+	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, Headers: headers, Book: w.book, OAuth: w.remoteOAuth(s)}))
 	// A dropped connection is reconnected at the next request
 	// (remote servers take no lifecycle settings).
 	gs.Restart = gateway.RestartOnFailure
@@ -152,6 +163,11 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 	spec, err := specconv.Server(w.c, s, w.opts)
 	if err != nil {
 		return err
+	}
+	if s.Image.Ref != "" {
+		if err := w.applyImage(s, &spec); err != nil {
+			return err
+		}
 	}
 	lo := w.localOptions()
 	lo.Name, lo.Spec, lo.Secrets = s.Name, spec, s.Secrets
@@ -183,7 +199,7 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 
 // localOptions are the launcher options every local server shares.
 func (w wiring) localOptions() launch.LocalOptions {
-	lo := launch.LocalOptions{Log: w.log, Book: w.book, Stderr: w.stderr}
+	lo := launch.LocalOptions{Log: w.log, Book: w.book, Stderr: w.stderr, CA: w.ca}
 	if w.guard != nil {
 		// A nil *guard.Guard in the interface would not be a nil observer.
 		lo.Observer = w.guard

@@ -17,8 +17,8 @@ const redactTokenName = "client_token_default"
 // warn is called for).
 // Preconditions: guard.StateDirOwned(dir).
 func localToken(hopts *gateway.HTTPOptions, dir, addr string, noAuth bool, book *redact.Book, warn func(addr string)) (string, error) {
-	if addr == "" || len(hopts.Clients) > 0 {
-		return "", nil
+	if addr == "" || len(hopts.Clients) > 0 || (hopts.Verify != nil && !loopbackAddr(addr)) {
+		return "", nil // JWT clients only beyond loopback (listen.http.oauth)
 	}
 	if noAuth {
 		if warn != nil {

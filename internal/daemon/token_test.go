@@ -24,6 +24,7 @@ func TestCheckNoAuth(t *testing.T) {
 		{plain, "192.168.1.5:8765", "only a loopback address"},
 		{plain, "localhost.evil.example:80", "only a loopback address"},
 		{withClients, "127.0.0.1:8765", "has clients"},
+		{&config.Config{Listen: config.Listen{HTTP: config.HTTP{OAuth: &config.HTTPOAuth{}}}}, "127.0.0.1:8765", "listen.http.oauth"},
 	}
 	for _, tt := range tests {
 		err := checkNoAuth(tt.c, tt.addr)

@@ -72,7 +72,7 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 	}
 	ip := net.ParseIP(host)
 	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
-	if !loopback && (cert == "" || len(opts.Clients) == 0) {
+	if !loopback && (cert == "" || (len(opts.Clients) == 0 && h.OAuth == nil)) {
 		return opts, "", "", fmt.Errorf("refusing to serve on %s without TLS (listen.http.tls) and client tokens (clients); bind 127.0.0.1 instead", addr)
 	}
 	return opts, cert, key, nil
@@ -83,6 +83,9 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 func checkNoAuth(c *config.Config, addr string) error {
 	if len(c.Clients) > 0 {
 		return fmt.Errorf("--no-auth: the config has clients, whose tokens every request needs; remove one or the other")
+	}
+	if c.Listen.HTTP.OAuth != nil {
+		return fmt.Errorf("--no-auth: the config has listen.http.oauth, whose tokens every request needs; remove one or the other")
 	}
 	if addr == "" {
 		return nil

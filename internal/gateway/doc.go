@@ -35,4 +35,38 @@
 // Policy, redaction and audit plug in through Hooks: every tool call passes
 // Hooks.Call, and every payload that leaves an upstream passes
 // Hooks.Filter before any client sees it.
+//
+// Both protocol eras are served downstream (modern.go). A session-based
+// client (up to 2025-11-25) begins with initialize, as it always has. A
+// client of the sessionless revision (2026-07-28) sends its protocol
+// version, client info and capabilities in every request's _meta; over
+// HTTP its requests (MCP-Protocol-Version 2026-07-28, no Mcp-Session-Id)
+// go to the SDK's stateless handler, which checks Mcp-Method and Mcp-Name
+// against the body, while the gateway checks Mcp-Param-* against the
+// upstream tool's x-mcp-header annotations. With no protocol session, the
+// gateway session is the credential's: one per client identity over HTTP
+// (idle-closed like a session), the connection over stdio; its first
+// request binds it to its servers as initialize does. server/discover
+// answers with what those servers offer; list and read results carry
+// ttlMs 0 and cacheScope "private" (what a client sees is filtered for it,
+// and may change with any pin or policy change); lists are in a
+// deterministic order; trace context in _meta reaches the servers and
+// Call.Trace.
+//
+// Upstream, a server is spoken to in the revision of the clients an
+// instance serves: 2026 clients get instances opened with server/discover
+// (and a subscriptions/listen stream for list changes) when the server
+// supports it, else initialized ones; legacy clients get initialized
+// instances. A 2026 request never reaches a session-based server with the
+// new revision's _meta, and a 2026 client is never sent a request: what an
+// initialized server asks (elicitation, sampling) while it works on a
+// 2026 call, and a Call hook's approval form, become input_required
+// results (mrtr.go). The call is parked in the gateway, and the
+// requestState is the gateway's: HMAC-SHA256 under a per-gateway random
+// key, bound to the client identity, method, name and exact arguments,
+// valid for one retry and for a limited time; anything else is refused
+// without touching the parked call. A 2026 server's roots/list input
+// requests are answered with the sandbox's mounts, as a session-based
+// server's roots/list is (roots2026.go): the client's roots never reach a
+// server.
 package gateway

@@ -32,22 +32,33 @@ type downstream struct {
 	// Set before the session is served (ServeStdio, Handler), then only read.
 	swaps *swapTable    // set when the session runs on stdioTransport
 	idle  time.Duration // HTTP: close after this long without a request; zero: never
+	// modern: the session serves 2026-07-28 requests (see modern.go): the
+	// HTTP gateway session of a client identity (set before it is
+	// served), or a stdio session bound by such a request (set then).
+	// Guarded by mu once served.
+	modern bool
+
+	bindMu sync.Mutex // serializes bindModern
 
 	queued atomic.Int64 // bytes waiting in out
 	lists  listNotes    // list_changed waiting, coalesced (flood.go); has its own lock
 
-	mu       sync.Mutex
-	ss       *mcp.ServerSession   // guarded by mu
-	mcpID    string               // the transport's session id (Mcp-Session-Id), once known; guarded by mu
-	bound    []*bound             // guarded by mu; its elements are not changed once published
-	subs     map[string]*upstream // resource URI → the upstream it was subscribed on; guarded by mu
-	level    string               // guarded by mu
-	out      chan func()          // set once, at initialize; guarded by mu
-	closed   bool                 // guarded by mu
-	posts    int                  // HTTP requests in flight; guarded by mu
-	handlers int                  // requests being handled (bind); guarded by mu
-	timer    *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
-	once     sync.Once            // for close
+	mu         sync.Mutex
+	ss         *mcp.ServerSession   // guarded by mu
+	mcpID      string               // the transport's session id (Mcp-Session-Id), once known; guarded by mu
+	bound      []*bound             // guarded by mu; its elements are not changed once published
+	subs       map[string]*upstream // resource URI → the upstream it was subscribed on; guarded by mu
+	level      string               // guarded by mu
+	out        chan func()          // set once, at initialize; guarded by mu
+	closed     bool                 // guarded by mu
+	started    bool                 // bound by a 2026 request (no ss); guarded by mu
+	parked     map[string]*parked   // 2026 calls waiting for input (mrtr.go); guarded by mu
+	listens    map[*listen]struct{} // open subscriptions/listen streams (modern.go); guarded by mu
+	listenURIs map[string]int       // resource URI → listens that want its updates; guarded by mu
+	posts      int                  // HTTP requests in flight; guarded by mu
+	handlers   int                  // requests being handled (bind); guarded by mu
+	timer      *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
+	once       sync.Once            // for close
 }
 
 // bound is a server as one session sees it.
@@ -84,10 +95,11 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
 		},
-		// The session-based protocol only: every session starts with
-		// initialize, where the gateway binds it to its servers. (The
-		// sessionless 2026-07-28 protocol has no such moment yet here.)
-		SupportedProtocolVersions: legacyVersions(),
+		// Both eras: a legacy session binds to its servers at
+		// initialize, a 2026-07-28 client at its first request
+		// (bindModern). The SDK refuses the new revision on the stateful
+		// HTTP handler, which only legacy requests reach.
+		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
 		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
@@ -96,109 +108,123 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 	return d, nil
 }
 
-// legacyVersions are the SDK's protocol versions that begin with initialize.
-func legacyVersions() []string {
-	var out []string
-	for _, v := range mcp.SupportedProtocolVersions() {
-		if v <= "2025-11-25" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // receive answers every feature method from the upstreams; the SDK keeps
-// initialize's version negotiation, ping and session state.
+// initialize's version negotiation, ping and session state. A request of
+// the sessionless revision binds the session first if nothing has, and
+// its result is finished for that revision (modernResult).
 func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctx, unbind := d.bind(ctx)
 		defer unbind()
-		switch p := req.GetParams().(type) {
-		case *mcp.InitializeParams:
-			return d.initialize(ctx, method, req, next)
-		case *mcp.ListToolsParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "tools", cursor)
-		case *mcp.CallToolParamsRaw:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.callTool(ctx, p)
-		case *mcp.ListPromptsParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "prompts", cursor)
-		case *mcp.GetPromptParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Prompts != nil })
-			if !ok {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
-			}
-			if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
-				return nil, d.clientError(b, err)
-			} else if !ok {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
-			}
-			return d.forward(ctx, b, method, withField(p, "name", name))
-		case *mcp.ListResourcesParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "resources", cursor)
-		case *mcp.ListResourceTemplatesParams:
-			var cursor string
-			if p != nil {
-				cursor = p.Cursor
-			}
-			return d.list(ctx, "templates", cursor)
-		case *mcp.ReadResourceParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			b, err := d.resourceServer(ctx, p.URI)
-			if err != nil {
-				return nil, err
-			}
-			return d.forward(ctx, b, method, withField(p))
-		case *mcp.SubscribeParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.subscribe(ctx, p.URI, true)
-		case *mcp.UnsubscribeParams:
-			if p == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.subscribe(ctx, p.URI, false)
-		case *mcp.CompleteParams:
-			if p == nil || p.Ref == nil {
-				return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
-			}
-			return d.complete(ctx, method, p)
-		case *mcp.SetLoggingLevelParams:
-			if p == nil {
-				break
-			}
-			d.mu.Lock()
-			d.level = string(p.Level)
-			bs := d.bound
-			d.mu.Unlock()
-			for _, b := range bs {
-				if b.ok {
-					b.u.setLevel(ctx, string(p.Level))
-				}
+		if !isModern(req) {
+			return d.dispatch(ctx, method, req, next)
+		}
+		if err := d.bindModern(ctx, req); err != nil {
+			return nil, err
+		}
+		ctx = modernContext(ctx, req)
+		switch req.GetParams().(type) {
+		case *mcp.DiscoverParams:
+			return d.discover(ctx, method, req, next)
+		case *mcp.SubscriptionsListenParams:
+			return d.serveListen(ctx, method, req, next)
+		}
+		res, err := d.dispatch(ctx, method, req, next)
+		if err != nil {
+			return nil, err
+		}
+		return d.modernResult(method, res), nil
+	}
+}
+
+// dispatch answers one request of either era.
+func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	switch p := req.GetParams().(type) {
+	case *mcp.InitializeParams:
+		return d.initialize(ctx, method, req, next)
+	case *mcp.ListToolsParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "tools", cursor)
+	case *mcp.CallToolParamsRaw:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.callTool(ctx, p)
+	case *mcp.ListPromptsParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "prompts", cursor)
+	case *mcp.GetPromptParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Prompts != nil })
+		if !ok {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+		}
+		if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
+			return nil, d.clientError(b, err)
+		} else if !ok {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+		}
+		args, _ := json.Marshal(p.Arguments)
+		return d.forwardInput(ctx, b, method, p.Name, args, p.RequestState, p.InputResponses, withField(p, "name", name))
+	case *mcp.ListResourcesParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "resources", cursor)
+	case *mcp.ListResourceTemplatesParams:
+		var cursor string
+		if p != nil {
+			cursor = p.Cursor
+		}
+		return d.list(ctx, "templates", cursor)
+	case *mcp.ReadResourceParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		b, err := d.resourceServer(ctx, p.URI)
+		if err != nil {
+			return nil, err
+		}
+		return d.forwardInput(ctx, b, method, p.URI, nil, p.RequestState, p.InputResponses, withField(p))
+	case *mcp.SubscribeParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.subscribe(ctx, p.URI, true)
+	case *mcp.UnsubscribeParams:
+		if p == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.subscribe(ctx, p.URI, false)
+	case *mcp.CompleteParams:
+		if p == nil || p.Ref == nil {
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
+		}
+		return d.complete(ctx, method, p)
+	case *mcp.SetLoggingLevelParams:
+		if p == nil {
+			break
+		}
+		d.mu.Lock()
+		d.level = string(p.Level)
+		bs := d.bound
+		d.mu.Unlock()
+		for _, b := range bs {
+			if b.ok {
+				b.u.setLevel(ctx, string(p.Level))
 			}
 		}
-		return next(ctx, method, req)
 	}
+	return next(ctx, method, req)
 }
 
 // initialize starts (or joins) every server before the SDK answers, then
@@ -414,29 +440,59 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
 	}
 	params := withField(p, "name", tool)
+	// The output limit is checked here, inside the hook's next, so that a
+	// call hook (the audit) sees the result withheld rather than passed.
 	forward := func(ctx context.Context) (json.RawMessage, error) {
-		return d.call(ctx, b, "tools/call", params, d.gw.callTimeout(b.srv))
+		raw, err := d.call(ctx, b, "tools/call", params, d.gw.callTimeout(b.srv))
+		if err == nil && b.srv.MaxOutput > 0 && int64(len(raw)) > b.srv.MaxOutput {
+			d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
+			return nil, &OutputLimitError{Name: p.Name, Size: int64(len(raw)), Limit: b.srv.MaxOutput}
+		}
+		return raw, err
 	}
-	var raw json.RawMessage
-	if hook := d.gw.opts.Hooks.Call; hook != nil {
+	exec := func(ctx context.Context) (json.RawMessage, error) {
+		hook := d.gw.opts.Hooks.Call
+		if hook == nil {
+			return forward(ctx)
+		}
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
 		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d.agent, d.id), Tool: tool, Name: p.Name,
-			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor()}
-		raw, err = hook(ctx, c, forward)
+			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor(), Trace: traceOf(p.Meta)}
+		if modernOf(ctx) != nil {
+			c.Elicit = d.modernElicitor(ctx)
+		}
+		return hook(ctx, c, forward)
+	}
+	var raw json.RawMessage
+	if modernOf(ctx) != nil {
+		// The server may ask the client something on the way: a 2026
+		// client is asked through input_required results (mrtr.go), and
+		// policy runs once, on the first round.
+		raw, err = d.mrtrCall(ctx, "tools/call", p.Name, p.Arguments, p.RequestState, p.InputResponses, exec)
 	} else {
-		raw, err = forward(ctx)
+		raw, err = exec(ctx)
+	}
+	if ole := (*OutputLimitError)(nil); errors.As(err, &ole) {
+		return d.result(Refusal(ole.Error(), nil)), nil
 	}
 	if err != nil {
 		return nil, d.clientError(b, err)
 	}
-	if b.srv.MaxOutput > 0 && int64(len(raw)) > b.srv.MaxOutput {
-		d.gw.log.Warn("result over the output limit", "server", b.srv.Name, "tool", tool, "bytes", len(raw), "limit", b.srv.MaxOutput)
-		msg := fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", p.Name, len(raw), b.srv.MaxOutput)
-		return d.result(Refusal(msg, nil)), nil
-	}
 	return d.result(raw), nil
+}
+
+// OutputLimitError is what a call hook's next returns when the server's
+// result is larger than limits.output: the result is withheld, and the
+// client gets a refusal naming the sizes.
+type OutputLimitError struct {
+	Name        string // the tool as the client named it
+	Size, Limit int64  // bytes
+}
+
+func (e *OutputLimitError) Error() string {
+	return fmt.Sprintf("mcpbox: the result of %s (%d bytes) exceeds the output limit of %d bytes", e.Name, e.Size, e.Limit)
 }
 
 // Refusal is a tool result that tells the model why a call did not run,
@@ -461,6 +517,22 @@ func (d *downstream) forward(ctx context.Context, b *bound, method string, param
 	return d.result(raw), nil
 }
 
+// forwardInput is forward for a request that may need the client's input
+// on the way (prompts/get, resources/read): for a 2026 client, through
+// input_required results (mrtr.go).
+func (d *downstream) forwardInput(ctx context.Context, b *bound, method, name string, args json.RawMessage, state string, responses mcp.InputResponseMap, params map[string]any) (mcp.Result, error) {
+	if modernOf(ctx) == nil {
+		return d.forward(ctx, b, method, params)
+	}
+	raw, err := d.mrtrCall(ctx, method, name, args, state, responses, func(ctx context.Context) (json.RawMessage, error) {
+		return d.call(ctx, b, method, params, d.gw.callTimeout(b.srv))
+	})
+	if err != nil {
+		return nil, d.clientError(b, err)
+	}
+	return d.result(raw), nil
+}
+
 // ErrCallTimeout is the cause of a call's context when call_timeout (or
 // its default) expires; a Hooks.Call sees it in the error next returns.
 var ErrCallTimeout = errors.New("call timeout")
@@ -476,6 +548,10 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	meta, _ := params["_meta"].(mcp.Meta)
 	if meta != nil {
 		token = meta["progressToken"]
+		if modernOf(ctx) != nil {
+			meta = upstreamMeta(meta, p.meta != nil)
+			params["_meta"] = meta
+		}
 	}
 	in := b.u.begin(d, p, ctx, token)
 	defer b.u.end(in)
@@ -493,7 +569,14 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, ErrCallTimeout)
 		defer cancel()
 	}
+	modernInput := p.meta != nil && mrtrMethods[method]
+	if modernInput {
+		b.upstreamRoots(params) // roots2026.go
+	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
+	if err == nil && modernInput {
+		raw, err = d.answerRoots(callCtx, b, p, method, params, raw, in.events)
+	}
 	if err != nil {
 		if d.ctx.Err() != nil {
 			// The session ended (Close stops the servers right after
@@ -509,7 +592,10 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 // own JSON-RPC errors pass (filtered); gateway failures get a short text.
 func (d *downstream) clientError(b *bound, err error) error {
 	var werr *jsonrpc.Error
+	var cm ClientMessage
 	switch {
+	case errors.As(err, &cm): // before werr: a transport wraps it in one
+		return rpcError(codeUnavailable, "%s", cm.ClientMessage())
 	case errors.As(err, &werr):
 		out := *werr
 		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))

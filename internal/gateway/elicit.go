@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -30,6 +31,12 @@ func (d *downstream) elicitor() func(ctx context.Context, message string, choice
 	if ip.ProtocolVersion != "" && ip.ProtocolVersion < "2025-06-18" {
 		return nil // elicitation came with 2025-06-18
 	}
+	return choose(ss.Elicit)
+}
+
+// choose makes the choice function of an elicitor from how it sends a
+// form elicitation.
+func choose(elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) func(ctx context.Context, message string, choices []string) (string, error) {
 	return func(ctx context.Context, message string, choices []string) (string, error) {
 		schema := map[string]any{
 			"type": "object",
@@ -38,7 +45,7 @@ func (d *downstream) elicitor() func(ctx context.Context, message string, choice
 			},
 			"required": []string{"decision"},
 		}
-		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Message: message, RequestedSchema: schema})
+		res, err := elicit(ctx, &mcp.ElicitParams{Message: message, RequestedSchema: schema})
 		if err != nil {
 			return "", err
 		}
@@ -54,4 +61,32 @@ func (d *downstream) elicitor() func(ctx context.Context, message string, choice
 		}
 		return choice, nil
 	}
+}
+
+// modernElicitor is elicitor for a 2026 client's call: the form goes to
+// the client as the input request of an input_required result (mrtr.go),
+// and the answer comes with its retry, under a requestState bound to the
+// client, the tool and the exact arguments, single-use and expiring. Nil
+// when the request did not declare elicitation, or runs unparked.
+func (d *downstream) modernElicitor(ctx context.Context) func(ctx context.Context, message string, choices []string) (string, error) {
+	p := parkedOf(ctx)
+	if p == nil || !p.caps["elicitation"] {
+		return nil
+	}
+	return choose(func(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		params.Mode = "form"
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		out, err := p.ask(ctx, "elicitation/create", raw)
+		if err != nil {
+			return nil, err
+		}
+		var res mcp.ElicitResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			return nil, fmt.Errorf("bad elicitation answer: %w", err)
+		}
+		return &res, nil
+	})
 }

@@ -177,6 +177,9 @@ type Call struct {
 	// "deny" when the user declined the form (and "deny" is a choice), ""
 	// when they dismissed it. Nil when the client cannot be asked.
 	Elicit func(ctx context.Context, message string, choices []string) (string, error)
+	// Trace is the W3C trace context the client sent with the call
+	// (_meta traceparent), "" if none: for the audit record.
+	Trace string
 }
 
 // Options configure a Gateway.
@@ -209,6 +212,8 @@ type Gateway struct {
 	pool     map[poolKey]*upstream
 	sessions map[*downstream]struct{} // open, or initializing (their slot reserved)
 	mcpIDs   map[string]*downstream   // open HTTP sessions by Mcp-Session-Id
+	modern   map[string]*downstream   // the HTTP gateway session of each client identity's 2026 requests
+	mrtr     *mrtrKeys                // signs the requestState of translated multi round-trip requests
 	closed   bool
 	done     chan struct{} // closed by Close
 
@@ -224,6 +229,10 @@ type Gateway struct {
 type poolKey struct {
 	server string
 	scope  Scope
+	// modern: the instance serves 2026-07-28 clients. A server speaks one
+	// revision per connection, so clients of the two eras get separate
+	// instances of a server (see modern.go).
+	modern bool
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
@@ -269,7 +278,7 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		servers: servers, opts: opts, log: opts.Logger,
-		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{},
+		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{}, modern: map[string]*downstream{}, mrtr: newMRTRKeys(),
 		done: make(chan struct{}), lifeDone: make(chan struct{}),
 	}
 	go func() {
@@ -315,10 +324,14 @@ func (g *Gateway) upstream(srv *Server, d *downstream, caps json.RawMessage) (*u
 	if g.closed {
 		return nil, errStopped
 	}
-	key := poolKey{srv.Name, scope}
+	d.mu.Lock()
+	modern := d.modern
+	d.mu.Unlock()
+	key := poolKey{srv.Name, scope, modern}
 	u := g.pool[key]
 	if u == nil {
 		u = newUpstream(g, srv, scope)
+		u.modern = modern
 		g.pool[key] = u
 	}
 	u.attach(d, caps)
@@ -331,7 +344,7 @@ func (g *Gateway) release(u *upstream, d *downstream, subs []string) {
 		return
 	}
 	g.mu.Lock()
-	delete(g.pool, poolKey{u.srv.Name, u.scope})
+	delete(g.pool, poolKey{u.srv.Name, u.scope, u.modern})
 	g.mu.Unlock()
 	u.stop()
 	u.release()

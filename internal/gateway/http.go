@@ -43,6 +43,16 @@ type HTTPOptions struct {
 	// SessionIdle closes an MCP session with no request in flight for
 	// this long, cancelling its calls (ErrSessionIdle); zero: 30 minutes.
 	SessionIdle time.Duration
+	// Verify, if set, checks a bearer token that is no client's (a JWT):
+	// it returns the identity, which must contain a '.' (no client name
+	// does), or an error, which the client gets as a bare 401.
+	Verify func(ctx context.Context, token string) (identity string, err error)
+	// ResourceMetadataURL, if set, is named in the WWW-Authenticate
+	// header of a 401 (RFC 9728).
+	ResourceMetadataURL string
+	// Extra are handlers served without authentication besides the
+	// endpoint, by path (the protected resource metadata).
+	Extra map[string]http.Handler
 }
 
 // Client is an HTTP client identity.
@@ -97,13 +107,22 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		MaxRequestBodyBytes: o.MaxBody,
 		Logger:              g.log,
 	}))
-	if len(o.Clients) > 0 {
-		cs := &clientSet{refresh: o.Refresh, log: g.log}
-		cs.cur.Store(&o.Clients)
-		h = auth.RequireBearerToken(cs.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	legacy, modern := h, g.modernHandler(o)
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isModernHTTP(r) {
+			modern.ServeHTTP(w, r)
+			return
+		}
+		legacy.ServeHTTP(w, r)
+	})
+	if len(o.Clients) > 0 || o.Verify != nil {
+		h = o.requireAuth(g, h)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(EndpointPath, h)
+	for p, x := range o.Extra {
+		mux.Handle(p, x)
+	}
 	return guard(o, mux), nil
 }
 

@@ -118,7 +118,14 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
+// connect connects a legacy (2025-11-25) client, the era these tests are
+// about; connectVersion picks the revision.
 func connect(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return connectVersion(t, url, token, "2025-11-25", opts)
+}
+
+func connectVersion(t *testing.T, url, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	hc := &http.Client{Transport: http.DefaultTransport}
 	if token != "" {
@@ -126,7 +133,7 @@ func connect(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.Clie
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,10 @@ func (g *Gateway) Stop(server string, scope Scope) error {
 func (g *Gateway) lookup(server string, scope Scope) *upstream {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.pool[poolKey{server, scope}]
+	if u := g.pool[poolKey{server, scope, false}]; u != nil {
+		return u
+	}
+	return g.pool[poolKey{server, scope, true}]
 }
 
 // lifecycleTick is how often the gateway looks for idle and old

@@ -61,6 +61,9 @@ type rawNote struct {
 // params, so the SDK's stream routing (the request's SSE stream) applies.
 func (d *downstream) send(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			d.acknowledged(ctx, req)
+		}
 		if n, ok := ctx.Value(rawNoteKey{}).(*rawNote); ok && method == "notifications/progress" {
 			ss, _ := req.GetSession().(*mcp.ServerSession)
 			params := rawParams{ProgressNotificationParams: &mcp.ProgressNotificationParams{}, raw: n.params}
@@ -86,6 +89,18 @@ func (d *downstream) notify(ctx context.Context, method string, params json.RawM
 	d.mu.Lock()
 	ss, level := d.ss, d.level
 	d.mu.Unlock()
+	m := modernOf(ctx)
+	if m != nil {
+		// A 2026 request: its own protocol session, and its log level
+		// if it names one.
+		ss = m.ss
+		if m.level != "" {
+			level = m.level
+		}
+	} else if strings.HasSuffix(method, "/list_changed") || method == "notifications/resources/updated" {
+		// Not a request's: 2026 clients hear it on their listen streams.
+		d.notifyListens(method, params)
+	}
 	if ss == nil {
 		return
 	}
@@ -174,6 +189,10 @@ func (d *downstream) listChanged(u *upstream, c capabilities) {
 // request forwards a server→client request (sampling, elicitation, ping)
 // and returns the client's answer as raw JSON.
 func (d *downstream) request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if p := parkedOf(ctx); p != nil {
+		// A 2026 client's call: asked through an input_required result.
+		return p.ask(ctx, method, params)
+	}
 	d.mu.Lock()
 	ss := d.ss
 	d.mu.Unlock()
@@ -220,7 +239,7 @@ func (d *downstream) close() {
 		if d.timer != nil {
 			d.timer.Stop()
 		}
-		started := d.ss != nil
+		started := d.ss != nil || d.started
 		mcpID := d.mcpID
 		bs := d.bound
 		subs := d.subs
@@ -231,6 +250,9 @@ func (d *downstream) close() {
 		delete(d.gw.sessions, d)
 		if d.gw.mcpIDs[mcpID] == d {
 			delete(d.gw.mcpIDs, mcpID)
+		}
+		if d.gw.modern[d.agent] == d {
+			delete(d.gw.modern, d.agent)
 		}
 		d.gw.mu.Unlock()
 		if h := d.gw.opts.Hooks.Session; h != nil && started {

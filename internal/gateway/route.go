@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,7 +47,15 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 		if kind == KindTools {
 			items = b.srv.filter(items)
 		}
-		for _, it := range d.visible(b.srv, kind, l.gen, items) {
+		vis := d.visible(b.srv, kind, l.gen, items)
+		if modernOf(ctx) != nil {
+			// Deterministic for 2026 clients, whatever order a server
+			// lists in: servers in configuration order, each one's items
+			// by name (URI), so that pages and cached lists agree.
+			vis = slices.Clone(vis)
+			slices.SortStableFunc(vis, func(a, b Item) int { return strings.Compare(a.Key, b.Key) })
+		}
+		for _, it := range vis {
 			raw := it.Raw
 			if b.srv.Prefix != "" && (kind == "tools" || kind == "prompts") {
 				var err error

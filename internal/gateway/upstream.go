@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // upstreamProtocol is the protocol version the gateway asks upstream
@@ -37,8 +39,11 @@ type upstream struct {
 	gw    *Gateway
 	srv   *Server
 	scope Scope
-	log   *slog.Logger
-	warns warnings // rate-limits warnings the server can cause at will; has its own lock
+	// modern: the instance of 2026-07-28 clients; it is spoken to in that
+	// revision when the server supports it (handshake).
+	modern bool
+	log    *slog.Logger
+	warns  warnings // rate-limits warnings the server can cause at will; has its own lock
 	// life ends when the upstream is stopped: background restarts and
 	// refreshes run under it.
 	life    context.Context
@@ -83,6 +88,20 @@ type upstream struct {
 	paused    bool
 	starts    int
 	reason    string
+
+	// endListen ends the current subscriptions/listen stream (relisten);
+	// listenSeq numbers them. Guarded by mu.
+	endListen context.CancelFunc
+	listenSeq int
+
+	// listening is the session of the sessionless revision whose
+	// subscriptions/listen the server acknowledged: its lists may be
+	// cached, since their changes are announced. Guarded by mu.
+	listening *peer
+
+	// legacyOnly: a server that answered no server/discover; a modern
+	// instance then uses the session-based handshake from the start.
+	legacyOnly atomic.Bool
 
 	// freeze serializes Process.Pause and Process.Resume; it is never
 	// taken with mu held.
@@ -266,7 +285,36 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, "server "+u.srv.Name, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
-	info, err := u.handshake(ctx, p)
+	var info initInfo
+	if u.modern && !u.legacyOnly.Load() {
+		info, err = u.discover(ctx, p)
+		if err != nil {
+			// Not a server of the new revision: the session-based one,
+			// translated (mrtr.go). A server that ended over the unknown
+			// request is launched again, and so is a connection of its
+			// own (a remote server's HTTP transport), which would carry
+			// the new revision's version header into initialize.
+			u.legacyOnly.Store(true)
+			u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
+			ended := false
+			select {
+			case <-p.done:
+				ended = true
+			default:
+			}
+			if ended || proc.Conn != nil {
+				p.close()
+				proc.stop()
+				return u.start(ctx, 0)
+			}
+		}
+	}
+	if info.Protocol == "" {
+		info, err = u.handshake(ctx, p)
+		if err == nil && proc.Negotiated != nil {
+			proc.Negotiated(info.Protocol)
+		}
+	}
 	if err != nil {
 		p.close()
 		proc.stop()
@@ -296,11 +344,17 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	sessions := u.sessionsLocked()
 	u.mu.Unlock()
 
-	if level != "" && info.caps.Logging != nil {
-		_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
-	}
-	for _, uri := range subs {
-		_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
+	if info.Protocol >= ModernVersion {
+		u.relisten(p)
+	} else {
+		// The sessionless revision has neither: the level goes with each
+		// request, and subscriptions are subscriptions/listen.
+		if level != "" && info.caps.Logging != nil {
+			_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
+		}
+		for _, uri := range subs {
+			_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
+		}
 	}
 	go u.watch(p, proc, watched)
 	if oldPeer != nil {
@@ -350,6 +404,111 @@ func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {
 	}
 	return info, nil
 }
+
+// discover opens a session of the sessionless revision: server/discover
+// with the gateway's _meta, which every later request then carries too
+// (its client's own keys first). It fails for a server that does not
+// support 2026-07-28.
+func (u *upstream) discover(ctx context.Context, p *peer) (initInfo, error) {
+	u.mu.Lock()
+	caps := u.clientCaps
+	u.mu.Unlock()
+	if caps == nil {
+		caps = json.RawMessage(`{}`)
+	}
+	meta := map[string]any{
+		mcp.MetaKeyProtocolVersion:    ModernVersion,
+		mcp.MetaKeyClientInfo:         map[string]any{"name": "mcpbox", "version": u.gw.opts.Version},
+		mcp.MetaKeyClientCapabilities: caps,
+	}
+	dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+	defer cancel()
+	raw, err := p.call(dctx, "server/discover", map[string]any{"_meta": meta})
+	if err != nil {
+		return initInfo{}, fmt.Errorf("server/discover: %w", err)
+	}
+	raw = u.gw.filter(u.srv.Name, raw)
+	var res struct {
+		Versions     []string                   `json:"supportedVersions"`
+		Capabilities json.RawMessage            `json:"capabilities"`
+		Instructions string                     `json:"instructions"`
+		Meta         map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return initInfo{}, fmt.Errorf("server/discover: bad result: %w", err)
+	}
+	if !slices.Contains(res.Versions, ModernVersion) {
+		return initInfo{}, fmt.Errorf("server/discover: %s not among %v", ModernVersion, res.Versions)
+	}
+	info := initInfo{Protocol: ModernVersion, Capabilities: res.Capabilities, ServerInfo: res.Meta[mcp.MetaKeyServerInfo], Instructions: res.Instructions}
+	if len(info.Capabilities) > 0 {
+		if err := json.Unmarshal(info.Capabilities, &info.caps); err != nil {
+			return initInfo{}, fmt.Errorf("server/discover: bad capabilities: %w", err)
+		}
+	}
+	p.meta = meta
+	return info, nil
+}
+
+// relisten (re)opens the subscriptions/listen stream to a server of the
+// sessionless revision on session p: its list changes, and updates of the
+// resources clients subscribed to (u.subs), reach onNotify like any
+// server's notifications. A change of the subscribed resources replaces
+// the stream. It lives as long as the session.
+func (u *upstream) relisten(p *peer) {
+	u.mu.Lock()
+	c := u.init.caps
+	uris := make([]string, 0, len(u.subs))
+	for uri := range u.subs {
+		uris = append(uris, uri)
+	}
+	slices.Sort(uris)
+	if u.endListen != nil {
+		// Until the new stream is acknowledged, changes may go unseen.
+		u.endListen()
+		u.listening = nil
+		u.lists = map[string]listed{}
+		u.listGen++
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	u.endListen = cancel
+	u.listenSeq++
+	seq := u.listenSeq
+	u.mu.Unlock()
+	want := map[string]any{
+		"toolsListChanged":     c.Tools != nil,
+		"promptsListChanged":   c.Prompts != nil,
+		"resourcesListChanged": c.Resources != nil,
+	}
+	if len(uris) > 0 && c.Resources != nil && c.Resources.Subscribe {
+		want["resourceSubscriptions"] = uris
+	}
+	if c.Tools == nil && c.Prompts == nil && c.Resources == nil {
+		cancel()
+		return
+	}
+	go func() {
+		defer cancel()
+		_, err := p.call(ctx, "subscriptions/listen", map[string]any{"notifications": want})
+		u.mu.Lock()
+		if u.listenSeq == seq && u.listening == p {
+			// Changes go unannounced from now on: no cached list may stay.
+			u.listening = nil
+			u.lists = map[string]listed{}
+			u.listGen++
+		}
+		u.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			u.log.Warn("subscriptions/listen ended; changes of this server go unannounced", "err", err)
+		}
+	}()
+}
+
+// discoverTimeout bounds server/discover: a server of the old revision
+// may never answer a request before initialize (most answer at once with
+// an error). Long enough for a slow start in a fresh sandbox, which
+// should not be mistaken for the old revision.
+var discoverTimeout = 15 * time.Second
 
 // watch waits for the session to end and stops the process.
 func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {

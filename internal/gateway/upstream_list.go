@@ -103,8 +103,11 @@ func (u *upstream) listing(ctx context.Context, kind string) (listed, error) {
 	}
 	l := listed{items: items, gen: u.gw.listSeq.Add(1)}
 	u.mu.Lock()
-	if u.peer == p && u.listGen == gen {
-		u.lists[kind] = l // not if a change was announced meanwhile
+	// Not if a change was announced meanwhile; for a server of the
+	// sessionless revision, only while its subscriptions/listen stream,
+	// which announces the changes, is open.
+	if u.peer == p && u.listGen == gen && (u.init.Protocol < ModernVersion || u.listening == p) {
+		u.lists[kind] = l
 	}
 	u.mu.Unlock()
 	return l, nil
@@ -149,6 +152,12 @@ func (u *upstream) subscribe(ctx context.Context, uri string, on bool) error {
 	p, err := u.get(ctx)
 	if err != nil {
 		return err
+	}
+	if u.info().Protocol >= ModernVersion {
+		// No resources/subscribe in the sessionless revision: the
+		// resources go on the server's listen stream.
+		u.relisten(p)
+		return nil
 	}
 	ctx, cancel := u.limit(ctx)
 	defer cancel()

@@ -104,6 +104,13 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 			return
 		}
 		in.queue(len(out), func() { in.d.notify(in.ctx, n.Method, out) })
+	case "notifications/subscriptions/acknowledged":
+		// The gateway's own listen (upstream.listen); no client's.
+		u.mu.Lock()
+		if u.peer != nil && u.init.Protocol >= ModernVersion {
+			u.listening = u.peer
+		}
+		u.mu.Unlock()
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
 		u.mu.Lock()
 		delete(u.lists, listKind(n.Method))

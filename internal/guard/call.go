@@ -290,6 +290,9 @@ func (g *Guard) classified(next handler) handler {
 		if err != nil {
 			rec.Outcome = outcomeOf(err)
 			rec.Error = g.book.String(err.Error())
+			if ole := (*gateway.OutputLimitError)(nil); errors.As(err, &ole) {
+				rec.ResultSize = ole.Size
+			}
 			return raw, err
 		}
 		rec.ResultSize = int64(len(raw))
@@ -323,7 +326,10 @@ func refusal(msg string, meta map[string]any) (json.RawMessage, error) {
 // outcomeOf classifies a failed call for the audit.
 func outcomeOf(err error) string {
 	var werr *jsonrpc.Error
+	var ole *gateway.OutputLimitError
 	switch {
+	case errors.As(err, &ole):
+		return audit.OutcomeBlocked // withheld: over limits.output
 	case errors.Is(err, gateway.ErrCallTimeout):
 		return audit.OutcomeTimeout
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -12,6 +12,7 @@
 // the admin commands that act on that state (approvals, trust, ps,
 // stop, pause, snapshot).
 //
-// It must not import internal/cli, parse flags or print: the command line
-// wires it (New, Hooks, Attach, Close). It starts no sandbox itself.
+// It must not import internal/cli, parse flags or print: internal/daemon
+// wires it (New, Hooks, Attach, Admin, Close); `mcpbox run` uses only
+// CredentialCheck. It starts no sandbox itself.
 package guard

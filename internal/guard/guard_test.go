@@ -48,6 +48,12 @@ func newGuardRig(t *testing.T, opts *mcp.ClientOptions) *guardRig {
 
 func newGuardRigWith(t *testing.T, conf string, opts *mcp.ClientOptions) *guardRig {
 	t.Helper()
+	return newGuardRigServer(t, conf, opts, &gateway.Server{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher})
+}
+
+// newGuardRigServer is newGuardRigWith with the gateway's server given.
+func newGuardRigServer(t *testing.T, conf string, opts *mcp.ClientOptions, srv *gateway.Server) *guardRig {
+	t.Helper()
 	c, err := config.Load("guard.yaml", []byte(conf))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +65,7 @@ func newGuardRigWith(t *testing.T, conf string, opts *mcp.ClientOptions) *guardR
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
+	gw, err := gateway.New([]*gateway.Server{srv},
 		gateway.Options{Logger: log, Hooks: g.Hooks()})
 	if err != nil {
 		t.Fatal(err)
@@ -330,5 +336,30 @@ func TestGuardApproverSeesEveryArgument(t *testing.T) {
 	var got map[string]any
 	if err := json.Unmarshal(p[0].Arguments, &got); err != nil || len(got) != len(keys) || got["token"] != "Bearer [REDACTED:TOKEN]" {
 		t.Errorf("held arguments (%v): %s, want all %d, the token redacted", err, p[0].Arguments, len(keys))
+	}
+}
+
+// TestGuardAuditsOutputLimit: a result over limits.output is withheld
+// from the client, and the audit says so (blocked, with the size of what
+// was withheld) instead of recording the call as answered.
+func TestGuardAuditsOutputLimit(t *testing.T) {
+	r := newGuardRigServer(t, guardTestConfig, nil, &gateway.Server{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher, MaxOutput: 200})
+	if out, isErr := r.call(t, "short"); isErr || out != "short" {
+		t.Fatalf("short call: %q %v", out, isErr)
+	}
+	long := strings.Repeat("x", 500)
+	out, isErr := r.call(t, long)
+	if !isErr || !strings.Contains(out, "exceeds the output limit of 200 bytes") || strings.Contains(out, long) {
+		t.Fatalf("long call: %q %v", out, isErr)
+	}
+	recs := r.records(t)
+	if len(recs) != 2 {
+		t.Fatalf("%d records: %+v", len(recs), recs)
+	}
+	if recs[0].Outcome != audit.OutcomeOK {
+		t.Errorf("short call recorded as %q", recs[0].Outcome)
+	}
+	if got := recs[1]; got.Outcome != audit.OutcomeBlocked || got.ResultSize <= 500 || !strings.Contains(got.Error, "output limit") {
+		t.Errorf("long call recorded as outcome %q size %d error %q; want blocked, over 500, the limit named", got.Outcome, got.ResultSize, got.Error)
 	}
 }

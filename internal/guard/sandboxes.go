@@ -9,39 +9,15 @@ import (
 	"os"
 	"time"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/track"
 	"mcpbox/internal/workspace"
 )
 
-// SandboxRow is one sandbox as `mcpbox ps` shows it.
-type SandboxRow struct {
-	ID        string    `json:"id"`
-	State     string    `json:"state"`
-	Server    string    `json:"server"`
-	Client    string    `json:"client,omitempty"`
-	Session   string    `json:"session,omitempty"`
-	Workspace string    `json:"workspace,omitempty"`
-	Started   time.Time `json:"started"`
-	LastCall  time.Time `json:"last_call,omitzero"`
-	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
-	Memory    uint64    `json:"memory_bytes,omitempty"`
-	Pids      uint64    `json:"pids,omitempty"`
-	CPU       float64   `json:"cpu_seconds,omitempty"`
-	Exit      string    `json:"exit,omitempty"`
-	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
-
-	// Restarts counts the starts its restart policy made after the server ended.
-	Restarts int `json:"restarts"`
-	// Set by the ps command: the serve instance (pid) that runs it, and
-	// its project.
-	Instance int    `json:"instance,omitempty"`
-	Project  string `json:"project,omitempty"`
-}
-
 // SandboxRows joins the tracker's sandboxes with the gateway's instances.
-func (g *Guard) SandboxRows(gw *gateway.Gateway) []SandboxRow {
+func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 	type key struct {
 		server string
 		scope  gateway.Scope
@@ -50,9 +26,9 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []SandboxRow {
 	for _, in := range gw.Instances() {
 		inst[key{in.Server, in.Scope}] = in
 	}
-	var rows []SandboxRow
+	var rows []admin.Sandbox
 	for _, t := range g.tracks.All() {
-		r := SandboxRow{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
+		r := admin.Sandbox{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
 			Session: t.Scope().Session, Workspace: t.Workspace, Started: t.Started, Exit: t.Exit()}
 		for _, s := range g.serversOf(t.Launcher()) {
 			if in, ok := inst[key{s, t.Scope()}]; ok {

@@ -116,12 +116,19 @@ func (im *converter) server(name, orig string, ent *mcpEntry) (*config.Server, [
 	case remote:
 		return im.remote(name, orig, ent)
 	case local:
+		if r, ok := mcpRemote(ent); ok {
+			im.notef("server %q: its mcp-remote wrapper became a remote server that mcpbox connects to itself", orig)
+			return im.remote(name, orig, r)
+		}
 		return im.local(name, orig, ent)
 	}
 	return nil, nil, fmt.Errorf("has neither command nor url")
 }
 
 func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+	if s, h, ok, err := im.dockerRun(name, orig, ent); ok {
+		return s, h, err
+	}
 	if ent.Cwd != "" || ent.EnvFile != "" {
 		im.notef("server %q: cwd and envFile are not imported (the server starts in its sandbox)", orig)
 	}
@@ -196,7 +203,7 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		}
 		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
 	}
-	return s, nil, nil
+	return s, oauthFor(s), nil
 }
 
 // claim returns the variable that will hold value: want, unless another

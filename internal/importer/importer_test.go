@@ -103,7 +103,8 @@ func TestImportYAML(t *testing.T) {
 	brave := sandboxed("brave-search", "uvx", "mcp-server-brave-search")
 	brave.Env = []config.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}
 	brave.Secrets = []config.Secret{{Name: "BRAVE_API_KEY", From: "env:BRAVE_API_KEY"}}
-	gh := sandboxed("github", "docker", "run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server")
+	gh := sandboxed("github")
+	gh.Command, gh.Image.Ref = nil, "ghcr.io/github/github-mcp-server"
 	gh.Secrets = []config.Secret{{Name: "GITHUB_PERSONAL_ACCESS_TOKEN", From: "env:GITHUB_PERSONAL_ACCESS_TOKEN"}}
 	linear := &config.Server{Name: "linear", URL: "https://mcp.linear.app/mcp", Tools: config.Tools{Allow: []string{"*"}},
 		Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_LINEAR_AUTHORIZATION"}}}
@@ -111,7 +112,7 @@ func TestImportYAML(t *testing.T) {
 	memory := sandboxed("memory", "npx", "-y", "@modelcontextprotocol/server-memory")
 	ghRemote := &config.Server{Name: "github", URL: "https://api.githubcopilot.com/mcp/", Tools: config.Tools{Allow: []string{"*"}},
 		Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_GITHUB_AUTHORIZATION"}}}
-	legacy := &config.Server{Name: "legacy", URL: "https://example.com/sse", Tools: config.Tools{Allow: []string{"*"}}}
+	legacy := &config.Server{Name: "legacy", URL: "https://example.com/sse", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}}
 	tm := sandboxed("time", "uvx", "mcp-server-time")
 	tm.Env = []config.EnvVar{{Name: "TZ", Value: "UTC"}}
 	tm.Secrets = []config.Secret{{Name: "OPENAI_API_KEY", From: "env:OPENAI_API_KEY"}}
@@ -133,7 +134,7 @@ func TestImportYAML(t *testing.T) {
 			inYAML: []string{
 				"# network: {egress: [{host: registry.npmjs.org}]}",
 				"# network: {egress: [{host: pypi.org}, {host: files.pythonhosted.org}]}",
-				"# docker starts the server in a container of the host's daemon",
+				"# was: docker run ... ghcr.io/github/github-mcp-server (mcpbox pulls and runs the image itself; no docker daemon)",
 				`# The sandbox does not see "/Users/alice/Desktop", "/Users/alice/Downloads"`,
 			},
 			inStderr:  []string{"BRAVE_API_KEY", "GITHUB_PERSONAL_ACCESS_TOKEN", "MCPBOX_LINEAR_AUTHORIZATION", `"Brave Search" is called brave-search`},
@@ -305,7 +306,7 @@ func TestImportEdgeCases(t *testing.T) {
 			input: `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:` + dbPassword + `@localhost/db", "--api-key", "plain-key-value", "--password=hunter2", "--token-file", "/run/secrets/t"]}, "r": {"url": "https://mcp.example.com/mcp?api_key=` + dbPassword + `&team=x"}}}`,
 			want: []*config.Server{
 				sandboxed("pg", "npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:REDACTED@localhost/db", "--api-key", "REDACTED", "--password=REDACTED", "--token-file", "/run/secrets/t"),
-				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
 			absent: []string{dbPassword, "plain-key-value", "hunter2"},
 		},
@@ -319,6 +320,26 @@ func TestImportEdgeCases(t *testing.T) {
 				withEnv(sandboxed("c", "c"), nil, config.Secret{Name: "API_TOKEN", From: "env:API_TOKEN"}),
 			},
 			absent: []string{dbPassword, `"one"`, `"two"`, "one\n", "two\n"},
+		},
+		{
+			name: "remote entries and mcp-remote wrappers get oauth unless they send Authorization",
+			input: `{"mcpServers": {
+				"linear": {"type": "http", "url": "https://mcp.linear.app/mcp"},
+				"old": {"type": "sse", "url": "https://mcp.example.com/sse"},
+				"wrapped": {"command": "npx", "args": ["-y", "mcp-remote@0.1.29", "https://mcp.notion.com/mcp", "--transport", "http-only"]},
+				"keyed": {"command": "npx", "args": ["mcp-remote", "https://mcp.example.org/mcp", "--header", "Authorization: Bearer ${AUTH_TOKEN}"], "env": {"AUTH_TOKEN": "` + dbPassword + `"}},
+				"static": {"url": "https://api.example.net/mcp", "headers": {"Authorization": "Bearer ${GH}"}},
+				"other": {"command": "npx", "args": ["-y", "some-server", "https://example.com"]}}}`,
+			want: []*config.Server{
+				{Name: "linear", URL: "https://mcp.linear.app/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "old", URL: "https://mcp.example.com/sse", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "wrapped", URL: "https://mcp.notion.com/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "keyed", URL: "https://mcp.example.org/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_KEYED_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "static", URL: "https://api.example.net/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_STATIC_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				sandboxed("other", "npx", "-y", "some-server", "https://example.com"),
+			},
+			absent:  []string{dbPassword},
+			present: []string{"run `mcpbox login linear --config FILE`", "run `mcpbox login wrapped --config FILE`"},
 		},
 		{
 			name:  "claude code projects, names",
@@ -339,6 +360,11 @@ func TestImportEdgeCases(t *testing.T) {
 			for _, s := range tt.absent {
 				if strings.Contains(out, s) || strings.Contains(errs, s) {
 					t.Errorf("%q copied to the output:\n%s\n%s", s, out, errs)
+				}
+			}
+			for _, s := range tt.present {
+				if !strings.Contains(out, s) {
+					t.Errorf("%q not in the output:\n%s", s, out)
 				}
 			}
 		})

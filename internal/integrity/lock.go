@@ -61,6 +61,8 @@ const maxLockSize = 256 << 20
 type Lock struct {
 	// Servers maps a server's name in the config to its pins.
 	Servers map[string]*ServerLock
+	// Images maps a server's name to its image pin (images.go).
+	Images map[string]ImagePin
 	// Packages maps a server's name to its package pin (packages.go).
 	Packages map[string]PackagePin
 }
@@ -150,6 +152,7 @@ func (l *Lock) server(name string) *ServerLock {
 // are sorted at every level (maps are sorted by encoding/json).
 type (
 	lockFile struct {
+		Images   map[string]ImagePin   `json:"images,omitzero"`
 		Packages map[string]PackagePin `json:"packages,omitzero"`
 		Servers  map[string]serverFile `json:"servers"`
 		Version  int                   `json:"version"`
@@ -212,6 +215,11 @@ func parseLock(data []byte) (*Lock, error) {
 		return nil, fmt.Errorf("%w %d (want %d)", ErrLockVersion, lf.Version, LockVersion)
 	}
 	l := &Lock{Servers: make(map[string]*ServerLock, len(lf.Servers))}
+	images, err := readImages(lf.Images)
+	if err != nil {
+		return nil, err
+	}
+	l.Images = images
 	if err := readPackages(l, lf.Packages); err != nil {
 		return nil, err
 	}
@@ -265,6 +273,9 @@ func checkPin(kind, key string, def json.RawMessage, sum string) (Pin, error) {
 // re-checked first, so a file Marshal writes is one ReadLock accepts.
 func (l *Lock) Marshal() ([]byte, error) {
 	lf := lockFile{Servers: map[string]serverFile{}, Version: LockVersion, Packages: l.Packages}
+	if err := writeImages(&lf, l.Images); err != nil {
+		return nil, err
+	}
 	for name, s := range l.Servers {
 		if s == nil {
 			continue

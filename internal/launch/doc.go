@@ -14,5 +14,6 @@
 // Observer, so this package imports no guard, cli, admin or daemon. It is
 // layer 3 (internal/conventions/layers_test.go): it imports gateway (for
 // its types), sandbox, specconv, workspace, track, instance (the overlay
-// lock), group, secrets, redact, egress and config.
+// lock), group, secrets, redact, egress, cgroup (stats), audit (event
+// names) and config.
 package launch

@@ -63,6 +63,9 @@ type LocalOptions struct {
 	// it for the audit (serve); allowed egress is then logged at debug
 	// level only. Nil for exec and run.
 	Observer Observer
+	// CA is the gateway's proxy CA for the Secrets with inject (see
+	// ApplyProxySecrets); nil: each sandbox makes its own.
+	CA *egress.CA
 }
 
 // Local starts its Spec (with the secrets and per-scope dirs added) for
@@ -81,6 +84,7 @@ type Local struct {
 	template     string
 	artifacts    *workspace.ArtifactRules
 	artifactsDir string
+	ca           *egress.CA
 
 	live liveSet // the sandboxes started and not yet ended
 }
@@ -92,7 +96,7 @@ func NewLocal(opts LocalOptions) *Local {
 		name: opts.Name, base: opts.Spec, secrets: opts.Secrets,
 		workspaces: opts.Workspaces, overlays: opts.Overlays, template: opts.Template,
 		artifacts: opts.Artifacts, artifactsDir: opts.ArtifactsDir,
-		log: opts.Log, stderr: opts.Stderr, book: opts.Book, observer: opts.Observer,
+		log: opts.Log, stderr: opts.Stderr, book: opts.Book, observer: opts.Observer, ca: opts.CA,
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -185,7 +189,11 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 			}
 		}
 	}()
-	if err := in.resolveSecrets(ctx); err != nil {
+	proxied, err := in.resolveSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.setupProxySecrets(proxied); err != nil {
 		return nil, err
 	}
 	in.setupStderr()
@@ -227,20 +235,27 @@ func (l *Local) List() []Instance { return l.live.list() }
 
 // resolveSecrets resolves the server's secrets with ctx and teaches the
 // book every value, before anything of the server runs.
-func (in *sandboxInstance) resolveSecrets(ctx context.Context) error {
-	for _, sec := range in.l.secrets {
-		v, err := ResolveSecret(ctx, sec.Name, sec.From, sec.As == config.SecretAsFile)
-		if err != nil {
-			return fmt.Errorf("secret %s: %w", sec.Name, err)
-		}
-		in.spec.Secrets = append(in.spec.Secrets, v)
+// Those added at the proxy (inject) are returned, their values learnt.
+func (in *sandboxInstance) resolveSecrets(ctx context.Context) ([]ProxySecret, error) {
+	plain, proxied, err := ResolveAll(ctx, in.l.secrets)
+	if err != nil {
+		return nil, err
 	}
+	in.spec.Secrets = append(in.spec.Secrets, plain...)
 	for _, sec := range in.spec.Secrets {
+		if isPlaceholder(in.spec, sec) {
+			continue // run --policy: the value is at the proxy only
+		}
 		if err := in.l.book.Add(sec.Name, sec.Value); err != nil {
-			return fmt.Errorf("secret %s: %w", sec.Name, err)
+			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
 	}
-	return nil
+	for _, p := range proxied {
+		if err := p.Learn(in.l.book); err != nil {
+			return nil, err
+		}
+	}
+	return proxied, nil
 }
 
 // setupStderr prefixes the server's stderr lines with its name. The stream

@@ -2,6 +2,8 @@ package launch
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/sandbox"
@@ -22,4 +24,26 @@ func ResolveSecret(ctx context.Context, name, ref string, asFile bool) (sandbox.
 		return sandbox.Secret{}, err
 	}
 	return sandbox.Secret{Name: name, Value: v, AsFile: asFile}, nil
+}
+
+// SecretFlag reads a --secret flag, NAME=REF[,as=env|file], and resolves
+// REF with ctx. The value stays in memory; errors name the flag's NAME,
+// never the reference's value.
+func SecretFlag(ctx context.Context, flag string) (sandbox.Secret, error) {
+	name, rest, ok := strings.Cut(flag, "=")
+	if !ok || name == "" {
+		return sandbox.Secret{}, fmt.Errorf("--secret %s: want NAME=REF[,as=env|file]", name)
+	}
+	ref, as := rest, "env"
+	if i := strings.LastIndex(rest, ",as="); i >= 0 {
+		ref, as = rest[:i], rest[i+len(",as="):]
+	}
+	if as != "env" && as != "file" {
+		return sandbox.Secret{}, fmt.Errorf("--secret %s: as=%s: want env or file", name, as)
+	}
+	sec, err := ResolveSecret(ctx, name, ref, as == "file")
+	if err != nil {
+		return sandbox.Secret{}, fmt.Errorf("--secret %s: %w", name, err)
+	}
+	return sec, nil
 }

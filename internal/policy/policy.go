@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 
 	"mcpbox/internal/config"
 )
@@ -130,13 +131,15 @@ func (e *Engine) Visible(client, server, tool string) bool {
 }
 
 // client returns the client's policy (nil: none) and false for a name the
-// config does not list.
+// config does not list. A name with a '.' is an identity an OAuth issuer
+// vouched for (oidc.NAME, listen.http.oauth; no clients: name has one):
+// it is known, with no client policy of its own.
 func (e *Engine) client(name string) (*clientPolicy, bool) {
 	if name == "" {
 		return nil, true
 	}
 	cp := e.clients[name]
-	return cp, cp != nil || !e.listed
+	return cp, cp != nil || !e.listed || strings.Contains(name, ".")
 }
 
 func (sp *serverPolicy) decide(in *Input) Decision {

@@ -124,6 +124,7 @@ func TestDecide(t *testing.T) {
 		{"default allow", Input{Server: "open", Tool: "x"}, config.ActionAllow, "servers.open.tools.default", ""},
 		{"unknown server", Input{Server: "nope", Tool: "x"}, config.ActionDeny, "servers", "unknown server"},
 		{"unknown client", Input{Client: "mallory", Server: "open", Tool: "x"}, config.ActionDeny, "clients", "unknown client"},
+		{"issuer-vouched client", Input{Client: "oidc.mallory", Server: "open", Tool: "x"}, config.ActionAllow, "servers.open.tools.default", ""},
 
 		// Annotation review.
 		{"destructive adds review", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", true)}, config.ActionApprove, "annotation destructiveHint", "servers.open.tools.default"},

@@ -46,6 +46,7 @@ func (sb *Sandbox) startEgress() (Mount, error) {
 	p, err := egress.New(egress.Options{
 		SandboxID: sb.ID, Rules: n.Rules, Forwards: n.Forwards,
 		Limits: n.Limits, Resolver: n.Resolver, Log: n.Log, Opened: n.Opened,
+		Injector: n.Injector, CA: n.CA,
 	})
 	if err != nil {
 		ln.Close()

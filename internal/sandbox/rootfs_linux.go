@@ -199,6 +199,11 @@ func mkTarget(target string, dir bool) error {
 		}
 		return nil
 	}
+	// A file that exists already (one of a read-only system bind, which
+	// the trust bundle covers) is a mount point as it is.
+	if st, err := os.Lstat(target); err == nil && st.Mode().IsRegular() {
+		return nil
+	}
 	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

@@ -142,6 +142,9 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 			return nil, &StartError{Code: exitSetup, Err: err}
 		}
 		sb.extraBinds = append(sb.extraBinds, m)
+		if err := sb.addTrust(); err != nil {
+			return nil, &StartError{Code: exitSetup, Err: err}
+		}
 	}
 	cfg, idmapFDs, err := sb.initConfig()
 	for _, fd := range idmapFDs {

@@ -135,6 +135,15 @@ type Network struct {
 	// Opened receives each connection's event once its target is decided
 	// (egress.Options.Opened); nil drops them.
 	Opened func(egress.Event)
+	// Injector, if non-nil, makes the proxy terminate TLS for the
+	// Injector's hosts with CA, which is then required
+	// (egress.Options.Injector). TrustBundle, the PEM certificates the
+	// sandbox trusts then (the host's and CA's), is put at
+	// TrustBundlePath and, with the host's root, over the system bundle;
+	// CA's certificate alone at TrustCAPath (trust_linux.go).
+	Injector    egress.Injector
+	CA          *egress.CA
+	TrustBundle []byte
 }
 
 // Enabled reports whether the sandbox gets the egress proxy.

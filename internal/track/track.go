@@ -57,6 +57,8 @@ type Sandbox struct {
 	ended  []egress.Event // connections as they ended (bytes, packages); guarded by mu
 	exit   string         // how the sandbox ended, once it has; guarded by mu
 	by     string         // who asked for the next pause, resume or stop ("admin"), if not idleness; guarded by mu
+	// secrets are the proxy's substitutions (secrets.go); guarded by mu
+	secrets []secretUse
 }
 
 // Dir is a writable mount: where it is on the host and in the sandbox.
@@ -245,6 +247,7 @@ func (s *Sandbox) Finish(m *Call, rec *audit.Record) {
 		ambiguous = true // events of this call may have been dropped
 	}
 	rec.ExitStatus = s.exit
+	s.secretsDuring(m.start, end, rec)
 	s.mu.Unlock()
 
 	rec.Sandbox, rec.Workspace = s.ID, s.Workspace

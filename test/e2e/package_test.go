@@ -228,12 +228,13 @@ func TestPackageServerNPX(t *testing.T) {
 			t.Errorf("a refused install left %d entries in the store", len(ents))
 		}
 
-		// mcpbox update shows the change; --check writes nothing, without
-		// it the new bytes are pinned and the server starts again.
+		// mcpbox update shows the change and the tool-definition diff it
+		// causes; --check pins nothing (exit 1), without it the new bytes
+		// and the definitions they bring are pinned and the server runs.
 		lockBefore, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock"))
 		r = pkgCLI(t, m, env, "update", "--check", "--config", cfgPath, "memory")
-		wantChange := "memory: npm:@modelcontextprotocol/server-memory@" + wantVersion + ": the registry serves different bytes: " + pin.Integrity + " -> sha512-"
-		if r.code != 0 || !strings.HasPrefix(r.stdout, wantChange) {
+		wantChange := "memory: package npm:@modelcontextprotocol/server-memory@latest: " + wantVersion + " (" + pin.Integrity + ", lockfile " + pin.Lockfile + ") -> " + wantVersion + " (sha512-"
+		if r.code != 1 || !strings.HasPrefix(r.stdout, wantChange) {
 			t.Fatalf("update --check:\n%s", r)
 		}
 		if lockNow, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); string(lockNow) != string(lockBefore) {
@@ -244,24 +245,26 @@ func TestPackageServerNPX(t *testing.T) {
 			t.Errorf("update --check does not show the changed tool definition:\n%s", r)
 		}
 		r = pkgCLI(t, m, env, "update", "--config", cfgPath, "memory")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, wantChange) {
+		if r.code != 0 || !strings.HasPrefix(r.stdout, wantChange) || !strings.Contains(r.stdout, "\npinned memory: package ") {
 			t.Fatalf("update:\n%s", r)
 		}
-		// The new package runs; its changed tool stays hidden until trusted.
+		// The new package runs with the definitions update showed.
 		sess, logs, stop = pkgServe(t, m, cfgPath, env...)
 		lctx, lcancel := context.WithTimeout(context.Background(), 60*time.Second)
 		tools, err = sess.ListTools(lctx, nil)
 		lcancel()
 		stop()
-		names = map[string]bool{}
+		desc := ""
 		for _, tool := range tools.Tools {
-			names[tool.Name] = true
+			if tool.Name == "read_graph" {
+				desc = tool.Description
+			}
 		}
-		if err != nil || names["read_graph"] || !names["create_entities"] {
-			t.Errorf("after update: tools %v, err %v\n%s", names, err, logs)
+		if err != nil || !strings.Contains(desc, "SSH keys") {
+			t.Errorf("after update: read_graph %q, err %v\n%s", desc, err, logs)
 		}
 		r = pkgCLI(t, m, env, "update", "--config", cfgPath, "memory")
-		if want := "memory: npm:@modelcontextprotocol/server-memory@" + wantVersion + " unchanged\n"; r.code != 0 || r.stdout != want {
+		if want := "memory: package npm:@modelcontextprotocol/server-memory@latest is up to date (" + wantVersion + " (sha512-"; r.code != 0 || !strings.HasPrefix(r.stdout, want) {
 			t.Errorf("second update:\n%s\nwant %q", r, want)
 		}
 	})

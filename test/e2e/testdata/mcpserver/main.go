@@ -67,8 +67,10 @@ func main() {
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: *name, Version: "1"}, nil)
 	s.register()
 	s.registerFS()
+	s.registerHTTPGet()
 	s.registerRawArgs()
 	s.registerFaults()
+	s.registerStat()
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)

@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/image"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/sandbox"
+	"mcpbox/internal/specconv"
+)
+
+// ImageChangedError is an image server whose tag now points to another
+// image than the one mcpbox.lock pins: the server is not started until
+// `mcpbox update SERVER` shows the change and pins the new image.
+type ImageChangedError struct {
+	Server, Ref string
+	Pinned, Now string // digests
+}
+
+func (e *ImageChangedError) Error() string {
+	return fmt.Sprintf("server %s: image %s now points to %s, but mcpbox.lock pins %s: refusing to run an image nobody reviewed; `mcpbox update %s` shows what changes and pins the new image",
+		e.Server, e.Ref, e.Now, e.Pinned, e.Server)
+}
+
+// imageSetup is what preparing image servers needs.
+type imageSetup struct {
+	stateDir, lockPath string
+	// stderr gets the first pull's progress and the pin notes; nil: none.
+	stderr io.Writer
+	// noRecord pulls an image not pinned yet without pinning it.
+	noRecord bool
+}
+
+// pinnedImage is the image server s runs: the one mcpbox.lock pins for
+// it, pulled by its digest (no network when the store has it). A tag
+// that now points elsewhere is an *ImageChangedError; a registry that
+// cannot be asked leaves the pinned image in force, with a note. With no
+// pin (or one for another reference or platform) the reference is pulled
+// and pinned.
+func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.Image, error) {
+	opts := specconv.ImageOptions(s, is.stateDir, is.progress(s.Name))
+	ref, err := image.ParseRef(s.Image.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	lock, err := integrity.ReadLock(is.lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	pin, ok := lock.Image(s.Name)
+	// A digest in the config wins over a pin that says otherwise.
+	if !ok || pin.Ref != s.Image.Ref || pin.Platform != platformOf(s) || ref.Digest != "" && pin.Resolved() != ref.Digest {
+		return is.pullAndPin(ctx, s, s.Image.Ref, opts)
+	}
+	if ref.Digest == "" {
+		now, err := image.Resolve(ctx, s.Image.Ref, opts)
+		switch {
+		case err == nil && now != pin.Resolved():
+			return nil, &ImageChangedError{Server: s.Name, Ref: s.Image.Ref, Pinned: pin.Resolved(), Now: now}
+		case errors.Is(err, image.ErrInsecure):
+			return nil, fmt.Errorf("server %s: %w", s.Name, err)
+		case err != nil:
+			is.printf("mcpbox: server %s: cannot ask the registry where %s points now (%v); running the pinned %s\n", s.Name, s.Image.Ref, err, pin.Digest)
+		}
+	}
+	img, err := image.Pull(ctx, pinnedRef(ref, pin.Digest), opts)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	return img, nil
+}
+
+// pullAndPin pulls ref for s and records it in the lock file.
+func (is imageSetup) pullAndPin(ctx context.Context, s *config.Server, ref string, opts image.Options) (*image.Image, error) {
+	img, err := image.Pull(ctx, ref, opts)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	for _, n := range img.Notes {
+		is.printf("mcpbox: server %s: image %s: %s\n", s.Name, s.Image.Ref, n)
+	}
+	if is.noRecord {
+		is.printf("mcpbox: server %s: image %s is %s (not pinned: nothing is recorded)\n", s.Name, s.Image.Ref, img.Digest)
+		return img, nil
+	}
+	if err := integrity.SetImagePin(is.lockPath, s.Name, imagePin(s, img)); err != nil {
+		return nil, fmt.Errorf("server %s: pinning image %s: %w", s.Name, s.Image.Ref, err)
+	}
+	is.printf("mcpbox: server %s: pinned image %s at %s in %s\n", s.Name, s.Image.Ref, img.Digest, is.lockPath)
+	return img, nil
+}
+
+// imagePin is the lock file's record of img, pulled for s.
+func imagePin(s *config.Server, img *image.Image) integrity.ImagePin {
+	return integrity.ImagePin{Ref: s.Image.Ref, Digest: img.Digest, Index: img.IndexDigest, Platform: platformOf(s)}
+}
+
+// platformOf is the platform s's image is pulled for.
+func platformOf(s *config.Server) string {
+	if s.Image.Platform != "" {
+		return s.Image.Platform
+	}
+	return image.HostPlatform().String()
+}
+
+// pinnedRef is ref (its tag kept, for messages) by digest.
+func pinnedRef(ref image.Ref, digest string) string {
+	ref.Digest = digest
+	return ref.String()
+}
+
+func (is imageSetup) progress(server string) func(string) {
+	if is.stderr == nil {
+		return nil
+	}
+	return func(msg string) { fmt.Fprintf(is.stderr, "mcpbox: server %s: %s\n", server, msg) }
+}
+
+func (is imageSetup) printf(format string, args ...any) {
+	if is.stderr != nil {
+		fmt.Fprintf(is.stderr, format, args...)
+	}
+}
+
+// applyImage makes spec run s's pinned image (or the one w.pulled holds
+// for it, for update).
+func (w wiring) applyImage(s *config.Server, spec *sandbox.Spec) error {
+	img := w.pulled[s.Name]
+	if img == nil {
+		ctx := w.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		var err error
+		if img, err = w.images.pinnedImage(ctx, s); err != nil {
+			return err
+		}
+	}
+	return specconv.ApplyImage(spec, s, img)
+}
+
+func init() {
+	updaters = append(updaters, updater{kind: "image", match: func(s *config.Server) bool { return s.Image.Ref != "" }, check: checkImageUpdate})
+}
+
+// checkImageUpdate asks the registry what s's image reference points to
+// now and, when that is not the pinned image, pulls it (by the digest it
+// resolved to) and lists the server's definitions run from it.
+func checkImageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*Update, error) {
+	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	is := imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr}
+	opts := specconv.ImageOptions(s, o.StateDir, is.progress(s.Name))
+	ref, err := image.ParseRef(s.Image.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	lock, err := integrity.ReadLock(lockPath)
+	if err != nil {
+		return nil, err
+	}
+	u := &Update{Server: s.Name, Kind: "image", What: s.Image.Ref}
+	if pin, ok := lock.Image(s.Name); ok && pin.Ref == s.Image.Ref && pin.Platform == platformOf(s) {
+		u.Old = pin.Resolved()
+	}
+	if u.New, err = image.Resolve(ctx, s.Image.Ref, opts); err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	if !u.Changed() {
+		return u, nil
+	}
+	img, err := image.Pull(ctx, pinnedRef(ref, u.New), opts)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	u.Definitions, err = definitionsWith(ctx, o, s, func(w *wiring) { w.pulled = map[string]*image.Image{s.Name: img} })
+	if err != nil {
+		return nil, fmt.Errorf("server %s: starting it from %s: %w", s.Name, u.New, err)
+	}
+	u.pin = func() error { return integrity.SetImagePin(lockPath, s.Name, imagePin(s, img)) }
+	return u, nil
+}

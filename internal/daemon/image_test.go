@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/integrity"
+)
+
+// pushRandom pushes a random one-layer image of the host's platform as
+// ref and returns its digest.
+func pushRandom(t *testing.T, ref string) string {
+	t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return d.String()
+}
+
+// TestPinnedImage: the first start pulls and pins; later starts run the
+// pin; a moved tag is refused naming both digests; another reference in
+// the config is pinned anew; with the registry gone the pinned image runs
+// from the store, with a note.
+func TestPinnedImage(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	var stderr bytes.Buffer
+	is := imageSetup{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock"), stderr: &stderr}
+	s := &config.Server{Name: "img", Image: config.ImageSource{Ref: host + "/t/app:v1", Insecure: true}}
+	ctx := context.Background()
+	pinned := func() integrity.ImagePin {
+		l, err := integrity.ReadLock(is.lockPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := l.Image("img")
+		return p
+	}
+
+	first := pushRandom(t, s.Image.Ref)
+	check := is
+	check.noRecord = true // pin --check
+	if img, err := check.pinnedImage(ctx, s); err != nil || img.Digest != first || pinned() != (integrity.ImagePin{}) {
+		t.Fatalf("pin --check: %v, %+v, lock %+v", err, img, pinned())
+	}
+	stderr.Reset()
+	img, err := is.pinnedImage(ctx, s)
+	if err != nil || img.Digest != first || pinned().Digest != first || !strings.Contains(stderr.String(), "pinned image "+s.Image.Ref) {
+		t.Fatalf("first start: %v, %+v, lock %+v\n%s", err, img, pinned(), stderr.String())
+	}
+	stderr.Reset()
+	if img, err = is.pinnedImage(ctx, s); err != nil || img.Digest != first || stderr.Len() != 0 {
+		t.Fatalf("second start: %v, %+v\n%s", err, img, stderr.String())
+	}
+
+	second := pushRandom(t, s.Image.Ref)
+	_, err = is.pinnedImage(ctx, s)
+	var ce *ImageChangedError
+	if !errors.As(err, &ce) || ce.Pinned != first || ce.Now != second || !strings.HasPrefix(err.Error(), "server img: image "+s.Image.Ref) {
+		t.Fatalf("moved tag: %v, want an ImageChangedError from %s to %s", err, first, second)
+	}
+	if pinned().Digest != first {
+		t.Fatalf("a refused start changed the pin")
+	}
+
+	other := &config.Server{Name: "img", Image: config.ImageSource{Ref: host + "/t/app:v2", Insecure: true}}
+	v2 := pushRandom(t, other.Image.Ref)
+	if img, err = is.pinnedImage(ctx, other); err != nil || img.Digest != v2 || pinned().Ref != other.Image.Ref {
+		t.Fatalf("a new reference in the config: %v, %+v, lock %+v", err, img, pinned())
+	}
+	if _, err = is.pinnedImage(ctx, s); err != nil || pinned().Digest != second {
+		t.Fatalf("back to v1, pinned anew at what it points to now: %v, lock %+v", err, pinned())
+	}
+
+	srv.Close()
+	stderr.Reset()
+	if img, err = is.pinnedImage(ctx, s); err != nil || img.Digest != second || !strings.Contains(stderr.String(), "cannot ask the registry") {
+		t.Fatalf("registry gone: %v, %+v\n%s", err, img, stderr.String())
+	}
+	missing := &config.Server{Name: "nope", Image: config.ImageSource{Ref: host + "/t/none:v1", Insecure: true}}
+	if _, err = is.pinnedImage(ctx, missing); err == nil || !strings.HasPrefix(err.Error(), "server nope: ") {
+		t.Fatalf("an image that cannot be pulled: %v, want an error naming the server", err)
+	}
+}

@@ -1,0 +1,320 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/launch"
+	"mcpbox/internal/oauth"
+	"mcpbox/internal/specconv"
+)
+
+// This file wires package oauth upstream: the token stores of remote
+// servers with oauth, mcpbox login and logout, and the login states.
+//
+// The grants live in STATE_DIR/oauth/IDENTITY/, one store per client
+// identity (the local user is _local, a clients: entry its name, a JWT
+// client oidc.CLAIM), sealed with the key of oauth.store_key or
+// STATE_DIR/oauth.key. A connection made for one identity reads only
+// that identity's store, so one user's token is never sent for another.
+
+// oauthKeys is where the sealing key of c's grants comes from.
+func oauthKeys(c *config.Config, stateDir string) oauth.KeySource {
+	if ref := c.OAuth.StoreKey.From; ref != "" {
+		// Resolved once (every request loads the grant, and a cmd:
+		// provider such as pass must not run each time); a failure is
+		// tried again at the next request.
+		var mu sync.Mutex
+		var key []byte
+		return oauth.KeyFunc(func(ctx context.Context) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if key != nil {
+				return key, nil
+			}
+			v, err := launch.ResolveSecret(ctx, "oauth.store_key", ref, false)
+			if err != nil {
+				return nil, fmt.Errorf("oauth.store_key: %w", err)
+			}
+			key = v.Value
+			return key, nil
+		})
+	}
+	return oauth.KeyFile(filepath.Join(stateDir, "oauth.key"))
+}
+
+// oauthIdentityDir is the store dir name of an agent: the shared scope
+// uses the local user's logins.
+func oauthIdentityDir(agent string) (string, error) {
+	if agent == "" {
+		agent = gateway.LocalAgent
+	}
+	if agent == "." || agent == ".." || strings.ContainsAny(agent, "/\x00") || len(agent) > 200 {
+		return "", fmt.Errorf("client %q cannot have a token store", agent)
+	}
+	return agent, nil
+}
+
+// oauthStores returns the store of each agent, made on first use.
+func oauthStores(c *config.Config, stateDir string) func(agent string) (oauth.Store, error) {
+	keys := oauthKeys(c, stateDir)
+	return func(agent string) (oauth.Store, error) {
+		name, err := oauthIdentityDir(agent)
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(stateDir, "oauth")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		return &oauth.FileStore{Dir: filepath.Join(dir, name), Keys: keys}, nil
+	}
+}
+
+// remoteOAuth is the OAuth wiring of remote server s, or nil without
+// servers.NAME.oauth.
+func (w wiring) remoteOAuth(s *config.Server) *launch.RemoteOAuth {
+	if s.OAuth == nil {
+		return nil
+	}
+	return &launch.RemoteOAuth{Name: s.Name, Store: oauthStores(w.c, w.opts.StateDir)}
+}
+
+// LoginOptions are the arguments of mcpbox login and logout.
+type LoginOptions struct {
+	Config     *config.Config
+	ConfigPath string // "" for the embedded default
+	Base       string // relative paths of the config are against it
+	StateDir   string // --state-dir; "": the config's
+	Server     string // the remote server's name
+	// Client is the identity whose token it is; "": the local user
+	// (stdio, the local token). A clients: name, or oidc.CLAIM for a JWT
+	// client, logs in for that client.
+	Client string
+	// NoBrowser only prints the authorization URL; otherwise a browser is
+	// opened too where xdg-open exists.
+	NoBrowser bool
+	// Stdout gets the authorization URL as its first line; Stderr the
+	// messages. Neither ever gets a token.
+	Stdout, Stderr io.Writer
+}
+
+// loginTarget finds the server and its identity's store.
+func (o LoginOptions) loginTarget() (*config.Server, oauth.Store, error) {
+	s := o.Config.Server(o.Server)
+	switch {
+	case s == nil:
+		return nil, nil, configError(fmt.Errorf("no server %q in the config", o.Server))
+	case s.URL == "":
+		return nil, nil, configError(fmt.Errorf("server %s is not a remote server (url)", o.Server))
+	case s.OAuth == nil:
+		return nil, nil, configError(fmt.Errorf("server %s has no oauth settings: add `oauth: {}` to servers.%s", o.Server, o.Server))
+	}
+	dir, err := specconv.StateDir(o.Config, o.ConfigPath, o.Base, o.StateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := guard.StateDirOwned(dir); err != nil {
+		return nil, nil, err
+	}
+	agent := o.Client
+	if agent == "" {
+		agent = gateway.LocalAgent
+	}
+	store, err := oauthStores(o.Config, dir)(agent)
+	return s, store, err
+}
+
+// Login runs the authorization of a remote server (mcpbox login): it
+// prints the authorization URL as the first line of o.Stdout, opens a
+// browser unless o.NoBrowser, waits for the redirect on its loopback
+// listener and stores the tokens.
+func Login(ctx context.Context, o LoginOptions) error {
+	s, store, err := o.loginTarget()
+	if err != nil {
+		return err
+	}
+	lo := oauth.LoginOptions{
+		Server: s.URL, Scopes: s.OAuth.Scopes, Issuer: s.OAuth.Issuer,
+		ClientMetadataURL: s.OAuth.ClientMetadataURL, RedirectPort: s.OAuth.RedirectPort,
+		Store: store,
+		OpenURL: func(u string) error {
+			if _, err := fmt.Fprintln(o.Stdout, u); err != nil {
+				return err
+			}
+			if !o.NoBrowser {
+				openBrowser(u)
+			}
+			fmt.Fprintf(o.Stderr, "mcpbox: waiting for the authorization of %s in the browser (the URL above)\n", s.Name)
+			return nil
+		},
+	}
+	for _, r := range []struct {
+		t   config.Token
+		dst *string
+		key string
+	}{{s.OAuth.ClientID, &lo.ClientID, "client_id"}, {s.OAuth.ClientSecret, &lo.ClientSecret, "client_secret"}} {
+		if r.t.From == "" {
+			continue
+		}
+		v, err := launch.ResolveSecret(ctx, r.key, r.t.From, false)
+		if err != nil {
+			return fmt.Errorf("servers.%s.oauth.%s: %w", s.Name, r.key, err)
+		}
+		*r.dst = string(v.Value)
+	}
+	g, err := oauth.Login(ctx, lo)
+	if err != nil {
+		return fmt.Errorf("login to %s: %w", s.Name, err)
+	}
+	fmt.Fprintf(o.Stderr, "mcpbox: logged in to %s (issuer %s)\n", s.Name, g.Issuer)
+	return nil
+}
+
+// openBrowser opens u with xdg-open, if there is one; the URL is printed
+// anyway, so a failure only means the user copies it.
+func openBrowser(u string) {
+	p, err := exec.LookPath("xdg-open")
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(p, u)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+	if cmd.Start() == nil {
+		go cmd.Wait()
+	}
+}
+
+// Logout revokes a remote server's tokens where its authorization server
+// allows it and deletes them (mcpbox logout).
+func Logout(ctx context.Context, o LoginOptions) error {
+	s, store, err := o.loginTarget()
+	if err != nil {
+		return err
+	}
+	revoked, err := oauth.Logout(ctx, nil, store, s.URL)
+	switch {
+	case errors.Is(err, oauth.ErrNoToken):
+		fmt.Fprintf(o.Stderr, "mcpbox: not logged in to %s\n", s.Name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("logout from %s: %w (the stored tokens are deleted)", s.Name, err)
+	case revoked:
+		fmt.Fprintf(o.Stderr, "mcpbox: logged out of %s: tokens revoked and deleted\n", s.Name)
+	default:
+		fmt.Fprintf(o.Stderr, "mcpbox: logged out of %s: tokens deleted (the authorization server offers no revocation)\n", s.Name)
+	}
+	return nil
+}
+
+// LoginState is one stored login, without its tokens.
+type LoginState struct {
+	Server   string // the config's name for it
+	Client   string // the identity: _local, a client name, oidc.CLAIM
+	Issuer   string
+	ClientID string
+	State    string // LoginSummary's words for it
+}
+
+// LoginStates lists the logins stored in stateDir for the remote servers
+// of c with oauth; it reads only the bindings, never a token.
+func LoginStates(c *config.Config, stateDir string) ([]LoginState, error) {
+	names := map[string]string{}
+	for _, s := range c.Servers {
+		if s.OAuth != nil && s.URL != "" {
+			names[s.URL] = s.Name
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(stateDir, "oauth"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []LoginState
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		st := &oauth.FileStore{Dir: filepath.Join(stateDir, "oauth", e.Name())}
+		bs, err := st.Bindings()
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			if n, ok := names[b.Server]; ok {
+				out = append(out, LoginState{Server: n, Client: e.Name(), Issuer: b.Issuer, ClientID: b.ClientID})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Server+"\x00"+out[i].Client < out[j].Server+"\x00"+out[j].Client
+	})
+	return out, nil
+}
+
+// LoginSummary is a line per remote server of c with oauth and per
+// identity logged in to it, for `mcpbox secrets`: the server's name and
+// "logged in (IDENTITY, issuer ISSUER)" or "not logged in"; never a token.
+// stateFlag is --state-dir ("": the config's).
+func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
+	var out []LoginState
+	if !slices.ContainsFunc(c.Servers, func(s *config.Server) bool { return s.OAuth != nil && s.URL != "" }) {
+		return nil // and no state dir is made for a listing
+	}
+	dir, err := specconv.StateDir(c, configPath, filepath.Dir(configPath), stateFlag)
+	var states []LoginState
+	if err == nil {
+		states, err = LoginStates(c, dir)
+	}
+	for _, s := range c.Servers {
+		if s.OAuth == nil || s.URL == "" {
+			continue
+		}
+		n := len(out)
+		for _, st := range states {
+			if st.Server == s.Name {
+				st.State = fmt.Sprintf("logged in (%s, issuer %s)", st.Client, st.Issuer)
+				out = append(out, st)
+			}
+		}
+		if len(out) == n {
+			st := LoginState{Server: s.Name, State: "not logged in"}
+			if err != nil {
+				st.State = "login state unknown: " + err.Error()
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// warnLogins warns at start about each remote server with oauth that
+// nobody has logged in to yet: its sessions would fail until
+// `mcpbox login SERVER`.
+func (d *daemon) warnLogins() {
+	states, err := LoginStates(d.c, d.dir)
+	if err != nil {
+		d.log.Warn("reading the OAuth logins", "err", err)
+		return
+	}
+	for _, s := range d.c.Servers {
+		if s.OAuth == nil || s.URL == "" || slices.ContainsFunc(states, func(l LoginState) bool { return l.Server == s.Name }) {
+			continue
+		}
+		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s` before using it", s.Name, s.Name))
+	}
+}

@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/oauth"
+)
+
+func loadTestConfig(t *testing.T, y string) *config.Config {
+	t.Helper()
+	c, err := config.Load("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestLoginRefusesWhatItCannotLogInTo: an unknown server, a local one and
+// a remote one without oauth are config errors that say what to do.
+func TestLoginRefusesWhatItCannotLogInTo(t *testing.T) {
+	dir := t.TempDir()
+	c := loadTestConfig(t, "version: 1\nstate_dir: "+dir+"\nservers:\n  loc: {command: [x]}\n  plain: {url: https://mcp.example.com/mcp}\n")
+	for server, want := range map[string]string{
+		"nope":  `no server "nope"`,
+		"loc":   "not a remote server",
+		"plain": "add `oauth: {}` to servers.plain",
+	} {
+		for _, f := range []func(context.Context, LoginOptions) error{Login, Logout} {
+			var out, errb bytes.Buffer
+			err := f(context.Background(), LoginOptions{Config: c, Base: dir, Server: server, Stdout: &out, Stderr: &errb})
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want a ConfigError with %q", server, err, want)
+			}
+			if out.Len() != 0 {
+				t.Errorf("%s: stdout %q", server, out.String())
+			}
+		}
+	}
+}
+
+// TestOAuthStoresPerIdentity: each identity's store is its own dir, and
+// names that are no single dir name get none.
+func TestOAuthStoresPerIdentity(t *testing.T) {
+	dir := t.TempDir()
+	c := loadTestConfig(t, "version: 1\nservers:\n  r: {url: https://mcp.example.com/mcp, oauth: {}}\n")
+	stores := oauthStores(c, dir)
+	ctx := context.Background()
+	for _, agent := range []string{"", "_local", "carol", "oidc.alice@example.com"} {
+		s, err := stores(agent)
+		if err != nil {
+			t.Fatalf("%q: %v", agent, err)
+		}
+		want := agent
+		if want == "" {
+			want = "_local"
+		}
+		if got := s.(*oauth.FileStore).Dir; got != filepath.Join(dir, "oauth", want) {
+			t.Errorf("%q: store %s", agent, got)
+		}
+	}
+	for _, agent := range []string{"..", ".", "a/b", "../x"} {
+		if _, err := stores(agent); err == nil {
+			t.Errorf("%q got a store", agent)
+		}
+	}
+	// A grant saved for alice is not there for bob, and LoginStates
+	// names whose it is.
+	a, _ := stores("oidc.alice")
+	g := &oauth.Grant{Server: "https://mcp.example.com/mcp", Issuer: "https://as.example.com", Resource: "https://mcp.example.com/mcp", ClientID: "cid", AccessToken: "at-secret-0123456789"}
+	if err := a.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := stores("oidc.bob")
+	if _, err := b.Load(ctx, g.Server); !errors.Is(err, oauth.ErrNoToken) {
+		t.Errorf("bob's store: %v, want ErrNoToken", err)
+	}
+	states, err := LoginStates(c, dir)
+	if err != nil || len(states) != 1 || states[0].Client != "oidc.alice" || states[0].Server != "r" || states[0].Issuer != g.Issuer {
+		t.Errorf("LoginStates = %+v, %v", states, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "oauth.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file: %v %v", fi, err)
+	}
+}
+
+// TestStoreKeyResolvedOnce: a cmd: store key runs once however many
+// grants are read (serve reads the grant at every request).
+func TestStoreKeyResolvedOnce(t *testing.T) {
+	dir := t.TempDir()
+	count := filepath.Join(dir, "count")
+	script := filepath.Join(dir, "key.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho x >> "+count+"\necho 0123456789abcdef0123456789abcdef-random-key\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := loadTestConfig(t, "version: 1\noauth: {store_key: {from: \"cmd:"+script+"\"}}\nservers:\n  r: {url: https://mcp.example.com/mcp, oauth: {}}\n")
+	s, err := oauthStores(c, dir)("_local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g := &oauth.Grant{Server: "https://mcp.example.com/mcp", Issuer: "https://as.example.com", Resource: "https://mcp.example.com/mcp", ClientID: "cid", AccessToken: "at-secret-0123456789"}
+	if err := s.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if got, err := s.Load(ctx, g.Server); err != nil || got.AccessToken != g.AccessToken {
+			t.Fatalf("Load: %v, %v", got, err)
+		}
+	}
+	if b, _ := os.ReadFile(count); strings.Count(string(b), "x") != 1 {
+		t.Errorf("the key command ran %d times, want 1", strings.Count(string(b), "x"))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oauth.key")); !os.IsNotExist(err) {
+		t.Errorf("a key file was made although store_key is set: %v", err)
+	}
+}

@@ -1,0 +1,224 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Roles of a session.
+const (
+	RoleAdmin  = "admin"  // sees everything and acts
+	RoleViewer = "viewer" // sees everything, acts on nothing
+)
+
+// MaxLoginTTL bounds the life of a one-time login URL; a token claiming
+// a later expiry is refused.
+const MaxLoginTTL = 10 * time.Minute
+
+// cookieName is the session cookie.
+const cookieName = "mcpbox_ui"
+
+// maxSessions bounds the sessions held in memory.
+const maxSessions = 256
+
+// session is one logged-in browser.
+type session struct {
+	role    string
+	csrf    string
+	expires time.Time
+}
+
+// loginKey derives the MAC key of one-time logins from the shared secret,
+// so that the bearer token itself never keys anything else.
+func loginKey(secret string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("mcpbox ui login v1"))
+	return m.Sum(nil)
+}
+
+// MintLogin returns a one-time login token for the dashboard of the serve
+// whose login secret (Options.LoginSecret: its bearer token) is secret,
+// valid until now+ttl (at most MaxLoginTTL) and for one login.
+func MintLogin(secret string, now time.Time, ttl time.Duration) (string, error) {
+	if secret == "" {
+		return "", errors.New("minting a login token: no secret")
+	}
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return mint(secret, nonce, now.Add(min(ttl, MaxLoginTTL))), nil
+}
+
+// mint is the token of nonce (16 bytes) expiring at exp: base64url of
+// nonce and exp (Unix seconds, big endian), ".", base64url of their MAC.
+func mint(secret string, nonce []byte, exp time.Time) string {
+	payload := make([]byte, 24)
+	copy(payload, nonce)
+	binary.BigEndian.PutUint64(payload[16:], uint64(exp.Unix()))
+	m := hmac.New(sha256.New, loginKey(secret))
+	m.Write(payload)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(m.Sum(nil))
+}
+
+// LoginURL is the one-time login URL of the dashboard at base
+// ("http://127.0.0.1:8080"), what `mcpbox ui --print-url` prints.
+func LoginURL(base, secret string, ttl time.Duration) (string, error) {
+	tok, err := MintLogin(secret, time.Now(), ttl)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(base, "/") + "/ui/login?t=" + url.QueryEscape(tok), nil
+}
+
+// redeem checks a one-time login token and burns it.
+func (h *Handler) redeem(tok string) bool {
+	if h.opts.LoginSecret == nil {
+		return false
+	}
+	secret := h.opts.LoginSecret()
+	p, mac, ok := strings.Cut(tok, ".")
+	if !ok || secret == "" {
+		return false
+	}
+	payload, err1 := decodeB64(p)
+	sum, err2 := decodeB64(mac)
+	if err1 != nil || err2 != nil || len(payload) != 24 {
+		return false
+	}
+	m := hmac.New(sha256.New, loginKey(secret))
+	m.Write(payload)
+	if !hmac.Equal(m.Sum(nil), sum) {
+		return false
+	}
+	now := h.opts.Now()
+	exp := time.Unix(int64(binary.BigEndian.Uint64(payload[16:])), 0)
+	if !now.Before(exp) || exp.After(now.Add(MaxLoginTTL+time.Minute)) {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for n, e := range h.used {
+		if now.After(e) {
+			delete(h.used, n)
+		}
+	}
+	nonce := string(payload[:16])
+	if _, seen := h.used[nonce]; seen {
+		return false
+	}
+	h.used[nonce] = exp
+	return true
+}
+
+// newSession starts a session of role and sets its cookie.
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string) bool {
+	id, csrf := rand.Text()+rand.Text(), rand.Text()
+	now := h.opts.Now()
+	h.mu.Lock()
+	for k, s := range h.sessions {
+		if now.After(s.expires) {
+			delete(h.sessions, k)
+		}
+	}
+	full := len(h.sessions) >= maxSessions
+	if !full {
+		h.sessions[id] = &session{role: role, csrf: csrf, expires: now.Add(h.opts.SessionTTL)}
+	}
+	h.mu.Unlock()
+	if full {
+		http.Error(w, "too many dashboard sessions; log out elsewhere or restart serve", http.StatusServiceUnavailable)
+		return false
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: id, Path: "/ui/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: h.opts.Secure || r.TLS != nil,
+		MaxAge: int(h.opts.SessionTTL.Seconds()),
+	})
+	return true
+}
+
+// session is the live session of r's cookie, or nil.
+func (h *Handler) session(r *http.Request) (string, *session) {
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return "", nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sessions[c.Value]
+	if s == nil || h.opts.Now().After(s.expires) {
+		delete(h.sessions, c.Value)
+		return "", nil
+	}
+	return c.Value, s
+}
+
+// endSession forgets the session id.
+func (h *Handler) endSession(id string) {
+	h.mu.Lock()
+	delete(h.sessions, id)
+	h.mu.Unlock()
+}
+
+// alive says whether session id still exists (an open event stream ends
+// when its session does).
+func (h *Handler) alive(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sessions[id]
+	return s != nil && !h.opts.Now().After(s.expires)
+}
+
+// hostAllowed says whether r's Host is a loopback name or one of hosts:
+// a page on another name reached through DNS rebinding is refused.
+func hostAllowed(r *http.Request, hosts []string) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	switch host {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return host != "" && slices.Contains(hosts, host)
+}
+
+// originOK says whether r's Origin names this very host: state-changing
+// requests must come from the dashboard's own pages.
+func originOK(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return false
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" && u.Path != "/" {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+// csrfOK checks the request's X-CSRF-Token against the session's.
+func csrfOK(r *http.Request, s *session) bool {
+	got := r.Header.Get("X-CSRF-Token")
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1
+}
+
+// decodeB64 decodes the parts of a login token: unpadded base64url, with
+// the unused trailing bits zero, so that each token has one spelling.
+func decodeB64(s string) ([]byte, error) {
+	return base64.RawURLEncoding.Strict().DecodeString(s)
+}

@@ -1,0 +1,195 @@
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"io/fs"
+	"net/http"
+	"sync"
+	"time"
+
+	"mcpbox/internal/admin"
+	"mcpbox/internal/audit"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// csp is the Content-Security-Policy of every answer: only this origin's
+// script, style, images and connections; no inline anything, no frames.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// AuditReader is what the calls, egress and integrity pages read:
+// *audit.Store is one.
+type AuditReader interface {
+	Query(ctx context.Context, f audit.Filter) ([]audit.Record, error)
+	Recent(ctx context.Context, f audit.Filter, outcome string, before int64, limit int) ([]audit.Record, error)
+}
+
+// Server is one configured server as the servers page shows it.
+type Server struct {
+	Name      string   `json:"name"`
+	Transport string   `json:"transport,omitempty"` // stdio, http, builtin
+	Placement string   `json:"placement,omitempty"`
+	Package   string   `json:"package,omitempty"` // package or image with its pinned version or digest
+	Command   []string `json:"command,omitempty"` // redacted
+	Egress    []string `json:"egress,omitempty"`  // the allowed destinations
+}
+
+// Options configure New.
+type Options struct {
+	// Backend is the running gateway's admin back-end; required.
+	Backend admin.Backend
+	// Audit reads the audit trail; required.
+	Audit AuditReader
+	// Events, if non-nil, carries live updates to open pages (see
+	// FollowAudit); nil: pages poll.
+	Events *Events
+	// Authenticate maps a token typed into the login form to a role
+	// (RoleAdmin or RoleViewer); ok false refuses it. Required. It must
+	// compare in constant time.
+	Authenticate func(token string) (role string, ok bool)
+	// LoginSecret, if non-nil, is the secret one-time login URLs are
+	// signed with (the bearer token; see LoginURL); they log in as
+	// RoleAdmin. Nil: only the form logs in.
+	LoginSecret func() string
+	// Hosts are host names besides the loopback ones the page may be
+	// reached by (a configured listen name); anything else is refused.
+	Hosts []string
+	// Servers, if non-nil, lists the configured servers for the servers
+	// page; nil: the page lists the servers of the sandboxes.
+	Servers func() []Server
+	// ToolInfo, if non-nil, gives the annotations (untrusted hints) and
+	// pin state ("pinned", "new", "changed", "off") of the tool a pending
+	// request calls, for the approvals page; nil: not shown.
+	ToolInfo func(server, tool string) (annotations map[string]any, pin string)
+	// Secure marks the session cookie Secure even on plain-HTTP requests
+	// (a TLS-terminating proxy in front). TLS requests always get it.
+	Secure bool
+	// SessionTTL is how long a session lasts. Zero: 12 hours.
+	SessionTTL time.Duration
+	// Now, if non-nil, is the clock of sessions and logins; nil: time.Now.
+	Now func() time.Time
+	// ApprovalPoll is how often an open event stream checks the pending
+	// approvals (they are not audit records until decided). Zero: 500 ms.
+	ApprovalPoll time.Duration
+}
+
+// maxStreams bounds the open event streams.
+const maxStreams = 64
+
+// Handler serves /ui/. It is safe for concurrent use.
+type Handler struct {
+	opts    Options
+	mux     *http.ServeMux
+	streams chan struct{} // a slot per open event stream
+
+	mu       sync.Mutex
+	sessions map[string]*session  // guarded by mu
+	used     map[string]time.Time // one-time login nonces burnt, until they expire; guarded by mu
+}
+
+// New returns the dashboard handler, to be mounted at /ui/ of the
+// gateway's HTTP listener (the paths it answers start with /ui/).
+func New(o Options) (*Handler, error) {
+	if o.Backend == nil || o.Audit == nil || o.Authenticate == nil {
+		return nil, errors.New("creating the dashboard: Backend, Audit and Authenticate are required")
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ApprovalPoll <= 0 {
+		o.ApprovalPoll = 500 * time.Millisecond
+	}
+	h := &Handler{opts: o, mux: http.NewServeMux(), streams: make(chan struct{}, maxStreams),
+		sessions: map[string]*session{}, used: map[string]time.Time{}}
+	sub, _ := fs.Sub(staticFS, "static")
+	h.mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(sub)))
+	h.mux.HandleFunc("GET /ui/login", h.serveLoginPage)
+	h.mux.HandleFunc("POST /ui/login", h.serveLoginForm)
+	h.mux.HandleFunc("GET /ui/{$}", h.page)
+	h.routes()
+	return h, nil
+}
+
+// ServeHTTP checks the Host (and, for anything but GET and HEAD, the
+// Origin), sets the security headers, and routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" with a form POST, which the Origin check refuses.
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+	if !hostAllowed(r, h.opts.Hosts) {
+		http.Error(w, "dashboard: host "+r.Host+" is not allowed (loopback names or the configured ones)", http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !originOK(r) {
+		http.Error(w, "dashboard: cross-origin request refused (Origin must be this host)", http.StatusForbidden)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// page serves the application page, or sends a browser without a session
+// to the login.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
+	if _, s := h.session(r); s == nil {
+		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+		return
+	}
+	h.static(w, "index.html")
+}
+
+func (h *Handler) static(w http.ResponseWriter, name string) {
+	b, err := staticFS.ReadFile("static/" + name)
+	if err != nil {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b)
+}
+
+// serveLoginPage redeems a one-time login URL (?t=), or shows the form.
+func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
+	if t := r.URL.Query().Get("t"); t != "" {
+		if !h.redeem(t) {
+			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
+			return
+		}
+		if h.newSession(w, r, RoleAdmin) {
+			// A redirect, so the token leaves the address bar and history.
+			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+		}
+		return
+	}
+	h.static(w, "login.html")
+}
+
+// serveLoginForm logs in with the token typed into the form.
+func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	tok := r.PostFormValue("token")
+	role, ok := h.opts.Authenticate(tok)
+	if tok == "" {
+		ok = false // whatever Authenticate makes of it
+	}
+	if !ok || (role != RoleAdmin && role != RoleViewer) {
+		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
+		return
+	}
+	if h.newSession(w, r, role) {
+		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+	}
+}

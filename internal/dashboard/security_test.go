@@ -1,0 +1,274 @@
+package dashboard
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pendingCall starts a call that waits for approval and returns the
+// approval's id and a channel with the call's result.
+func pendingCall(t *testing.T, r *rig, b *browser, text string) (string, chan string) {
+	t.Helper()
+	res := make(chan string, 1)
+	go func() {
+		out, isErr := r.call(t, text)
+		if isErr {
+			out = "error: " + out
+		}
+		res <- out
+	}()
+	var id string
+	waitFor(t, "a pending approval", func() bool {
+		var a struct{ Pending []struct{ ID string } }
+		if b.getJSON("/ui/api/approvals", &a) == 200 && len(a.Pending) == 1 {
+			id = a.Pending[0].ID
+		}
+		return id != ""
+	})
+	return id, res
+}
+
+// TestLoginAndSessions: no session, no page or API; a wrong token logs
+// nobody in; the right one sets a strict, HttpOnly cookie on /ui/.
+func TestLoginAndSessions(t *testing.T) {
+	r := newRig(t)
+	b := r.browser(t)
+	resp := b.do("GET", "/ui/", nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+		t.Errorf("page without a session: %s %q", resp.Status, resp.Header.Get("Location"))
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "unsafe") {
+		t.Errorf("CSP %q", csp)
+	}
+	var v any
+	if code := b.getJSON("/ui/api/approvals", &v); code != http.StatusUnauthorized {
+		t.Errorf("API without a session: %d", code)
+	}
+	b.login("mcpbox_wrong-token-0000000")
+	b.login("")
+	if code := b.getJSON("/ui/api/approvals", &v); code != http.StatusUnauthorized {
+		t.Errorf("API after a wrong token: %d", code)
+	}
+	resp = b.login(adminToken)
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == cookieName {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/ui/" {
+		t.Fatalf("session cookie %+v", cookie)
+	}
+	if code := b.getJSON("/ui/api/approvals", &v); code != 200 || b.csrf == "" {
+		t.Errorf("API after login: %d, csrf %q", code, b.csrf)
+	}
+	if code, _ := b.post("/ui/api/logout", b.csrf, nil); code != 200 {
+		t.Errorf("logout %d", code)
+	}
+	if code := b.getJSON("/ui/api/approvals", &v); code != http.StatusUnauthorized {
+		t.Errorf("API after logout: %d", code)
+	}
+	// A login form posted from another origin (login CSRF) is refused.
+	b2 := r.browser(t)
+	b2.origin = "http://evil.example"
+	if resp := b2.login(adminToken); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin login: %s", resp.Status)
+	}
+}
+
+// TestActionsNeedCSRFOriginAndAdmin: a decision without the CSRF token,
+// with a wrong one, from another Origin or without one, or from a
+// viewer, is refused and the call stays pending; the admin's goes
+// through.
+func TestActionsNeedCSRFOriginAndAdmin(t *testing.T) {
+	r := newRig(t)
+	b := r.browser(t)
+	b.login(adminToken)
+	id, res := pendingCall(t, r, b, "review please")
+	decide := map[string]string{"decision": "allow", "scope": "once"}
+	path := "/ui/api/approvals/" + id
+	if code, _ := b.post(path, "", decide); code != http.StatusForbidden {
+		t.Errorf("no CSRF token: %d, want 403", code)
+	}
+	if code, _ := b.post(path, b.csrf+"x", decide); code != http.StatusForbidden {
+		t.Errorf("wrong CSRF token: %d, want 403", code)
+	}
+	b.origin = "http://evil.example"
+	if code, _ := b.post(path, b.csrf, decide); code != http.StatusForbidden {
+		t.Errorf("wrong Origin: %d, want 403", code)
+	}
+	b.origin = ""
+	if code, _ := b.post(path, b.csrf, decide); code != http.StatusForbidden {
+		t.Errorf("no Origin: %d, want 403", code)
+	}
+	b.origin = b.base
+	v := r.browser(t)
+	v.login(viewerToken)
+	var a struct {
+		Pending []struct {
+			ID, Pin     string
+			Annotations map[string]any
+		}
+	}
+	if code := v.getJSON("/ui/api/approvals", &a); code != 200 || len(a.Pending) != 1 {
+		t.Fatalf("viewer reads approvals: %d %+v", code, a)
+	}
+	if p := a.Pending[0]; p.Pin != "pinned" || p.Annotations["readOnlyHint"] != true {
+		t.Errorf("the tool of the request: pin %q, annotations %v", p.Pin, p.Annotations)
+	}
+	if code, body := v.post(path, v.csrf, decide); code != http.StatusForbidden || !strings.Contains(body, "viewer") {
+		t.Errorf("viewer decides: %d %s, want 403", code, body)
+	}
+	if code, _ := v.post("/ui/api/sandboxes/x/stop", v.csrf, nil); code != http.StatusForbidden {
+		t.Errorf("viewer stops a sandbox: %d, want 403", code)
+	}
+	// A viewer's CSRF token is no admin's.
+	if code, _ := b.post(path, v.csrf, decide); code != http.StatusForbidden {
+		t.Errorf("another session's CSRF token: %d, want 403", code)
+	}
+	select {
+	case out := <-res:
+		t.Fatalf("the call ended before the admin decided: %q", out)
+	default:
+	}
+	if code, body := b.post(path, b.csrf, decide); code != 200 {
+		t.Fatalf("admin decides: %d %s", code, body)
+	}
+	select {
+	case out := <-res:
+		if out != "review please" {
+			t.Errorf("approved call answered %q", out)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the approved call did not finish")
+	}
+	recs := r.records(t, "approval")
+	if len(recs) != 1 || recs[0].Decision != "approved" || recs[0].Approver != "web:admin" {
+		t.Errorf("approval records %+v", recs)
+	}
+}
+
+// TestHostChecked: a request for another host name (DNS rebinding) is
+// refused before any routing, even with a valid session.
+func TestHostChecked(t *testing.T) {
+	r := newRig(t)
+	b := r.browser(t)
+	b.login(adminToken)
+	for _, host := range []string{"evil.example", "evil.example:80", "127.0.0.1.evil.example", "localhost.evil.example"} {
+		req, _ := http.NewRequest("GET", b.base+"/ui/api/session", nil)
+		req.Host = host
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("Host %s: %s, want 403", host, resp.Status)
+		}
+	}
+	req, _ := http.NewRequest("GET", b.base+"/ui/api/session", nil)
+	req.Host = strings.Replace(req.URL.Host, "127.0.0.1", "localhost", 1)
+	// Past the Host check (the session is the concern of the other tests).
+	if resp, err := b.c.Do(req); err != nil || resp.StatusCode == http.StatusForbidden {
+		t.Errorf("Host localhost: %v %v", resp, err)
+	}
+}
+
+// TestOneTimeLogin: a login URL works once, and not after it expires,
+// nor when altered, nor when minted with another secret.
+func TestOneTimeLogin(t *testing.T) {
+	r := newRig(t)
+	u, err := LoginURL(r.srv.URL, adminToken, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimPrefix(u, r.srv.URL)
+	b := r.browser(t)
+	if resp := b.do("GET", path, nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("first use: %s", resp.Status)
+	}
+	var s struct{ Role string }
+	if code := b.getJSON("/ui/api/session", &s); code != 200 || s.Role != RoleAdmin {
+		t.Errorf("session after the link: %d %+v", code, s)
+	}
+	if resp := r.browser(t).do("GET", path, nil, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("second use: %s, want 403", resp.Status)
+	}
+	other, _ := LoginURL(r.srv.URL, "mcpbox_someothersecret00000", time.Minute)
+	tok, _ := MintLogin(adminToken, time.Now().Add(-time.Hour), time.Minute)
+	valid, _ := MintLogin(adminToken, time.Now(), time.Minute)
+	for name, p := range map[string]string{
+		"another secret": strings.TrimPrefix(other, r.srv.URL),
+		"expired":        "/ui/login?t=" + url.QueryEscape(tok),
+		"altered":        "/ui/login?t=" + url.QueryEscape("A"+valid[1:]),
+		"no mac":         "/ui/login?t=" + url.QueryEscape(strings.Split(valid, ".")[0]),
+	} {
+		if resp := r.browser(t).do("GET", p, nil, nil); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %s, want 403", name, resp.Status)
+		}
+	}
+}
+
+// TestEventsStream: an open stream says "approvals" when a call starts to
+// wait, and "record" when its audit record is committed.
+func TestEventsStream(t *testing.T) {
+	r := newRig(t)
+	b := r.browser(t)
+	b.login(adminToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events", nil)
+	b.c.Timeout = 0
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	expect := func(what string) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("stream ended before %q", what)
+				}
+				if l == what {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %q on the stream", what)
+			}
+		}
+	}
+	id, res := pendingCall(t, r, r.browserLoggedIn(t), "review stream")
+	expect("event: approvals")
+	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "deny"}); code != 200 {
+		t.Fatalf("deny: %d %s", code, body)
+	}
+	expect("event: record")
+	if out := <-res; !strings.HasPrefix(out, "error: ") {
+		t.Errorf("denied call answered %q", out)
+	}
+}
+
+func (r *rig) browserLoggedIn(t *testing.T) *browser {
+	b := r.browser(t)
+	b.login(adminToken)
+	return b
+}

@@ -1,0 +1,282 @@
+"use strict";
+// The dashboard's page. Every string from the server is inserted as text
+// (text nodes, textContent), never as markup: tool names, arguments, file
+// names and diffs come from servers and workloads.
+
+const state = { csrf: "", role: "", page: "", before: 0, detail: null };
+
+// el builds an element; string and number children become text nodes.
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "onclick") e.addEventListener("click", v);
+    else if (k === "class") e.className = v;
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids.flat()) {
+    if (k === undefined || k === null) continue;
+    e.append(typeof k === "string" || typeof k === "number" ? document.createTextNode(String(k)) : k);
+  }
+  return e;
+}
+
+function table(headers, rows) {
+  return el("table", {}, el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))), el("tbody", {}, rows));
+}
+
+function status(msg) {
+  const s = document.getElementById("status");
+  s.textContent = msg;
+  clearTimeout(status.t);
+  status.t = setTimeout(() => { s.textContent = ""; }, 4000);
+}
+
+async function api(path, opts) {
+  const r = await fetch("/ui/api/" + path, Object.assign({ credentials: "same-origin" }, opts));
+  if (r.status === 401) { location.href = "/ui/login"; throw new Error("not logged in"); }
+  const ct = r.headers.get("Content-Type") || "";
+  const body = ct.startsWith("application/json") ? await r.json() : await r.text();
+  if (!r.ok) throw new Error((body && body.error) || r.statusText);
+  return body;
+}
+
+function post(path, body) {
+  return api(path, { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": state.csrf }, body: JSON.stringify(body || {}) });
+}
+
+function act(path, body, done) {
+  return async (ev) => {
+    if (ev.target) ev.target.disabled = true;
+    try { await post(path, body); status("done"); } catch (e) { status(e.message); }
+    if (done) done(); else render();
+  };
+}
+
+const admin = () => state.role === "admin";
+const when = (t) => (t && !t.startsWith("0001") ? new Date(t).toLocaleString() : "");
+const bytes = (n) => (!n ? "" : n > 1 << 20 ? (n / (1 << 20)).toFixed(1) + " MiB" : n > 1024 ? (n / 1024).toFixed(1) + " KiB" : n + " B");
+const toolOf = (r) => r.name || (r.server && r.tool ? r.server + "." + r.tool : r.tool || "");
+
+function pretty(raw) {
+  if (raw === undefined || raw === null) return "";
+  try { return JSON.stringify(raw, null, 2); } catch (e) { return String(raw); }
+}
+
+// ---- approvals
+async function approvals(main) {
+  const d = await api("approvals");
+  document.getElementById("pending-count").textContent = d.pending.length ? String(d.pending.length) : "";
+  main.append(el("h2", {}, "Pending approvals"));
+  if (!d.pending.length) main.append(el("p", { class: "muted", id: "no-pending" }, "Nothing is waiting for you."));
+  for (const p of d.pending) {
+    const buttons = admin() ? el("div", { class: "actions" },
+      el("button", { class: "primary approve-once", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "once" }) }, "Approve once"),
+      p.kind === "trust" ? null : el("button", { class: "approve-session", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "session" }) }, "For the session"),
+      p.kind === "trust" ? null : el("button", { class: "approve-always", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "always" }) }, "Always"),
+      el("button", { class: "danger deny", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "deny" }) }, "Deny")) : el("p", { class: "muted" }, "viewer: read only");
+    main.append(el("div", { class: "card approval", "data-id": p.id },
+      el("h3", { class: "approval-tool" }, (p.kind === "trust" ? "Trust a changed definition: " : "") + toolOf(p)),
+      el("p", { class: "muted" }, "client ", el("b", {}, p.client || "(local)"), p.rule ? " · rule " + p.rule : "", p.sandbox ? " · sandbox " + p.sandbox : "", " · asked ", when(p.time)),
+      p.pin || p.annotations ? el("p", { class: "muted approval-tool-info" }, p.pin ? "pin: " + p.pin : "",
+        p.annotations ? " · annotations (the server's claims): " + Object.entries(p.annotations).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ") : "") : null,
+      el("pre", { class: "approval-args" }, pretty(p.arguments) || p.summary || ""),
+      buttons));
+  }
+  main.append(el("h2", {}, "Remembered decisions"));
+  main.append(table(["client", "tool", "scope", "by", "since"], d.remembered.map((m) =>
+    el("tr", {}, el("td", {}, m.client), el("td", {}, toolOf(m)), el("td", {}, m.scope), el("td", {}, m.by), el("td", {}, when(m.time))))));
+}
+
+// ---- calls
+const filterKeys = ["server", "tool", "client", "decision", "outcome", "event"];
+const filters = {};
+
+async function calls(main) {
+  if (state.detail) return callDetail(main, state.detail);
+  const form = el("form", { class: "filters", id: "call-filters" },
+    filterKeys.map((k) => el("input", { name: k, placeholder: k === "event" ? "event (call; all)" : k, value: filters[k] || "" })),
+    el("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    for (const k of filterKeys) filters[k] = form.elements[k].value.trim();
+    state.before = 0;
+    render();
+  });
+  const q = new URLSearchParams();
+  for (const k of filterKeys) if (filters[k]) q.set(k, filters[k]);
+  if (state.before) q.set("before", state.before);
+  q.set("limit", "100");
+  const d = await api("calls?" + q);
+  main.append(el("h2", {}, "Calls"), form);
+  main.append(table(["#", "time", "event", "client", "tool", "decision", "outcome", "ms", "error"], d.records.map((r) => {
+    const bad = r.decision === "deny" || r.outcome === "denied" || r.outcome === "blocked";
+    return el("tr", { class: "clickable" + (bad ? " refused" : ""), "data-seq": r.seq, onclick: () => { state.detail = r.seq; render(); } },
+      el("td", {}, r.seq), el("td", {}, when(r.time)), el("td", {}, r.event), el("td", {}, r.client || ""),
+      el("td", { class: "call-tool" }, toolOf(r)), el("td", {}, r.decision || ""), el("td", {}, r.outcome || ""),
+      el("td", {}, r.duration_ms ? r.duration_ms.toFixed(1) : ""), el("td", {}, r.error || ""));
+  })));
+  const nav = el("div", { class: "actions" });
+  if (state.before) nav.append(el("button", { onclick: () => { state.before = 0; render(); } }, "Newest"));
+  if (d.records.length === 100) nav.append(el("button", { onclick: () => { state.before = d.records[d.records.length - 1].seq; render(); } }, "Older"));
+  main.append(nav);
+}
+
+async function callDetail(main, seq) {
+  const { record: r } = await api("calls/" + encodeURIComponent(seq));
+  main.append(el("button", { onclick: () => { state.detail = null; render(); } }, "← back to the calls"),
+    el("h2", {}, "Record #" + r.seq + ": " + r.event + " " + toolOf(r)));
+  main.append(el("h3", {}, "Files written"), table(["path", "size", "sha256"], (r.files || []).map((f) =>
+    el("tr", {}, el("td", {}, f.path), el("td", {}, bytes(f.size)), el("td", {}, f.sha256 || "")))));
+  main.append(el("h3", {}, "Hosts contacted"), table(["host", "port", "decision", "up", "down"], (r.domains || []).map((h) =>
+    el("tr", { class: h.decision && h.decision !== "allow" ? "refused" : "" }, el("td", {}, h.host), el("td", {}, h.port || ""),
+      el("td", {}, h.decision || ""), el("td", {}, bytes(h.bytes_up)), el("td", {}, bytes(h.bytes_down))))));
+  main.append(el("h3", {}, "Full record"), el("div", { class: "card" }, el("pre", { id: "record-json" }, pretty(r))));
+}
+
+// ---- sandboxes
+async function sandboxes(main) {
+  const d = await api("sandboxes");
+  const now = new Date(d.now);
+  main.append(el("h2", {}, "Sandboxes"));
+  main.append(table(["id", "server", "client", "state", "memory", "pids", "cpu s", "idle", "restarts", ""], d.sandboxes.map((s) => {
+    const idle = s.last_call ? Math.round((now - new Date(s.last_call)) / 1000) + " s" : "";
+    const id = encodeURIComponent(s.id);
+    return el("tr", { "data-id": s.id }, el("td", {}, s.id), el("td", {}, s.server), el("td", {}, s.client || ""),
+      el("td", { class: s.state === "failed" ? "refused" : "" }, s.state), el("td", {}, bytes(s.memory_bytes)), el("td", {}, s.pids || ""),
+      el("td", {}, s.cpu_seconds ? s.cpu_seconds.toFixed(2) : ""), el("td", {}, idle), el("td", {}, s.restarts || ""),
+      el("td", {}, el("div", { class: "actions" },
+        admin() && s.state === "running" ? el("button", { class: "pause", onclick: act("sandboxes/" + id + "/pause") }, "Pause") : null,
+        admin() && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
+        admin() && s.state !== "stopped" ? el("button", { class: "danger stop", onclick: act("sandboxes/" + id + "/stop") }, "Stop") : null,
+        admin() ? el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff") : null,
+        admin() ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1", download: "" }, "patch") : null)));
+  })));
+}
+
+async function showDiff(main, id) {
+  let text;
+  try { text = await api("sandboxes/" + encodeURIComponent(id) + "/diff"); } catch (e) { status(e.message); return; }
+  const pre = el("pre", { class: "diff", id: "workspace-diff" });
+  for (const line of String(text).split("\n")) {
+    const cls = line.startsWith("+++") || line.startsWith("---") ? "hdr" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
+    pre.append(el("span", { class: cls }, line + "\n"));
+  }
+  main.append(el("h3", {}, "Workspace diff of " + id), el("div", { class: "card" }, text ? pre : el("p", { class: "muted" }, "No changes.")));
+}
+
+// ---- egress
+async function egress(main) {
+  const d = await api("egress");
+  main.append(el("h2", {}, "Egress"), el("p", { class: "muted" }, "The last " + d.window + " connections, refused ones first."));
+  if (!d.servers.length) main.append(el("p", { class: "muted" }, "No connections yet."));
+  for (const s of d.servers) {
+    main.append(el("h3", {}, s.server + " — " + s.allowed + " allowed, " + s.refused + " refused"));
+    main.append(table(["host", "port", "decision", "connections", "up", "down", "last", "reason"], s.hosts.map((h) =>
+      el("tr", { class: h.decision === "allow" ? "" : "refused egress-refused" }, el("td", {}, h.host), el("td", {}, h.port || ""),
+        el("td", {}, h.decision), el("td", {}, h.count), el("td", {}, bytes(h.bytes_up)), el("td", {}, bytes(h.bytes_down)),
+        el("td", {}, when(h.last)), el("td", {}, h.reason || "")))));
+  }
+}
+
+// ---- integrity
+function sideBySide(diff) {
+  const grid = el("div", { class: "sbs pin-diff" });
+  const cell = (cls, text) => el("div", { class: cls }, text);
+  let dels = [], adds = [];
+  const flush = () => {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+      grid.append(cell(i < dels.length ? "del" : "", i < dels.length ? dels[i] : ""), cell(i < adds.length ? "add" : "", i < adds.length ? adds[i] : ""));
+    }
+    dels = []; adds = [];
+  };
+  for (const line of (diff || "").split("\n")) {
+    if (line.startsWith("---")) { grid.append(cell("hdr", line.slice(4))); continue; }
+    if (line.startsWith("+++")) { grid.append(cell("hdr", line.slice(4))); continue; }
+    if (line.startsWith("@@")) { flush(); grid.append(cell("hdr", line), cell("hdr", line)); continue; }
+    if (line.startsWith("-")) { dels.push(line.slice(1)); continue; }
+    if (line.startsWith("+")) { adds.push(line.slice(1)); continue; }
+    flush();
+    if (line !== "") grid.append(cell("", line.slice(1)), cell("", line.slice(1)));
+  }
+  flush();
+  return grid;
+}
+
+async function integrity(main) {
+  const d = await api("integrity");
+  main.append(el("h2", {}, "Changed definitions"));
+  if (!d.changes.length) main.append(el("p", { class: "muted", id: "no-changes" }, "Every definition matches its pin."));
+  for (const c of d.changes) {
+    main.append(el("div", { class: "card pin-change", "data-key": c.key },
+      el("h3", { class: "pin-name" }, c.server + " · " + c.kind + " · " + (c.name || c.key) + " — " + c.status),
+      sideBySide(c.diff),
+      admin() && c.new_hash ? el("div", { class: "actions" }, el("button", { class: "primary trust", onclick: act("integrity/trust", { server: c.server, key: c.kind === "tool" ? c.key : c.kind + ":" + c.key, hashes: [c.new_hash] }) }, "Trust this definition")) : null));
+  }
+  main.append(el("h2", {}, "Scanner findings"), table(["time", "server", "definition", "findings", "action"], d.findings.map((r) =>
+    el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, (r.findings || []).join(", ")), el("td", {}, r.decision || "")))));
+  main.append(el("h2", {}, "Pin events"), table(["time", "server", "definition", "event", "detail"], d.pins.map((r) =>
+    el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, r.decision || ""),
+      el("td", {}, Object.entries(r.detail || {}).map(([k, v]) => k + "=" + v).join(" "))))));
+}
+
+// ---- servers
+async function servers(main) {
+  const d = await api("servers");
+  main.append(el("h2", {}, "Servers"), table(["server", "transport", "placement", "package / image", "sandboxes", "restarts", "egress"], d.servers.map((s) =>
+    el("tr", {}, el("td", {}, s.name), el("td", {}, s.transport || ""), el("td", {}, s.placement || ""), el("td", {}, s.package || (s.command || []).join(" ")),
+      el("td", {}, s.sandboxes.map((x) => x.id + " " + x.state).join(", ")), el("td", {}, s.restarts), el("td", {}, (s.egress || []).join(", "))))));
+}
+
+const pages = { approvals, calls, sandboxes, egress, integrity, servers };
+
+async function render() {
+  const page = (location.hash || "#approvals").slice(1);
+  const main = document.getElementById("main");
+  const fresh = el("main", { id: "main", "data-page": page });
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === "#" + page);
+  try {
+    await (pages[page] || approvals)(fresh);
+  } catch (e) {
+    fresh.append(el("p", { class: "error" }, e.message));
+  }
+  document.getElementById("main").replaceWith(fresh);
+  state.page = page;
+  void main;
+}
+
+let pendingRender = 0;
+function soon() {
+  clearTimeout(pendingRender);
+  pendingRender = setTimeout(() => { if (!state.detail) render(); }, 250);
+}
+
+function live() {
+  const es = new EventSource("/ui/api/events");
+  const ind = document.getElementById("live");
+  es.onopen = () => { ind.textContent = "live"; ind.classList.add("on"); };
+  es.onerror = () => { ind.textContent = "reconnecting"; ind.classList.remove("on"); };
+  es.addEventListener("approvals", () => {
+    api("approvals").then((d) => { document.getElementById("pending-count").textContent = d.pending.length ? String(d.pending.length) : ""; });
+    if (state.page === "approvals") soon();
+  });
+  es.addEventListener("record", () => { if (state.page !== "approvals") soon(); });
+}
+
+async function start() {
+  const s = await api("session");
+  state.csrf = s.csrf;
+  state.role = s.role;
+  document.getElementById("who").textContent = s.role;
+  document.getElementById("logout").addEventListener("click", async () => {
+    try { await post("logout"); } catch (e) { /* gone already */ }
+    location.href = "/ui/login";
+  });
+  window.addEventListener("hashchange", () => { state.detail = null; state.before = 0; render(); });
+  await render();
+  live();
+  // Memory, CPU and idle times change without audit records.
+  setInterval(() => { if (state.page === "sandboxes") soon(); }, 5000);
+}
+
+start();

@@ -1,0 +1,4 @@
+"use strict";
+if (new URLSearchParams(location.search).has("failed")) {
+  document.getElementById("login-failed").hidden = false;
+}

@@ -1,0 +1,70 @@
+package importer
+
+import (
+	"encoding/json"
+	"path"
+	"strings"
+
+	"mcpbox/internal/config"
+)
+
+// This file maps remote servers to OAuth: an entry that reaches a remote
+// server without a static Authorization header most likely logs in with
+// OAuth (the MCP authorization spec), and mcp-remote wrappers
+// (npx mcp-remote URL) are that remote server, which mcpbox reaches
+// itself.
+
+// oauthFor turns OAuth on for remote server s unless it sends its own
+// Authorization header, and returns the comment that says to log in.
+func oauthFor(s *config.Server) []string {
+	for _, h := range s.Headers {
+		if strings.EqualFold(h.Name, "Authorization") {
+			return nil
+		}
+	}
+	s.OAuth = &config.ServerOAuth{}
+	return []string{"OAuth (the server's own login): run `mcpbox login " + s.Name + " --config FILE` once before serve"}
+}
+
+// mcpRemote returns the remote entry an mcp-remote wrapper stands for:
+// `npx [-y] mcp-remote[@VERSION] URL [--header "NAME: VALUE"]...` or
+// `mcp-remote URL ...`.
+func mcpRemote(ent *mcpEntry) (*mcpEntry, bool) {
+	args := ent.Args
+	switch path.Base(strings.ReplaceAll(ent.Command, `\`, "/")) {
+	case "npx", "npx.cmd":
+		for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			args = args[1:] // -y, --yes
+		}
+		if len(args) == 0 || (args[0] != "mcp-remote" && !strings.HasPrefix(args[0], "mcp-remote@")) {
+			return nil, false
+		}
+		args = args[1:]
+	case "mcp-remote":
+	default:
+		return nil, false
+	}
+	if len(args) == 0 || !strings.Contains(args[0], "://") {
+		return nil, false
+	}
+	r := &mcpEntry{Type: "http", URL: args[0]}
+	headers := map[string]string{}
+	for i := 1; i < len(args); i++ {
+		var h string
+		switch {
+		case args[i] == "--header" && i+1 < len(args):
+			h, i = args[i+1], i+1
+		case strings.HasPrefix(args[i], "--header="):
+			h = strings.TrimPrefix(args[i], "--header=")
+		default:
+			continue // --transport, --allow-http, ...: mcpbox chooses itself
+		}
+		if name, val, ok := strings.Cut(h, ":"); ok && strings.TrimSpace(name) != "" {
+			headers[strings.TrimSpace(name)] = strings.TrimSpace(val)
+		}
+	}
+	if len(headers) > 0 {
+		r.Headers, _ = json.Marshal(headers)
+	}
+	return r, true
+}

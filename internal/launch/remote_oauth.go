@@ -1,0 +1,110 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/oauth"
+	"mcpbox/internal/redact"
+)
+
+// RemoteOAuth makes a remote server's connections carry the OAuth access
+// token of a login (mcpbox login), refreshed before it expires.
+type RemoteOAuth struct {
+	// Name is the server's name, for the error that asks for a login.
+	Name string
+	// Store returns the grant store of a client identity (the scope's
+	// agent; "" for the shared scope): one store per identity, so that one
+	// client's token is never sent for another.
+	Store func(agent string) (oauth.Store, error)
+}
+
+// AuthError says that a remote server needs a login: its text is safe for
+// the client and the log (it names no token).
+type AuthError struct {
+	Server string
+	StepUp bool
+	Scope  string // the scope the server asked for, if it said
+}
+
+func (e *AuthError) Error() string {
+	what := "needs authorization"
+	if e.StepUp {
+		what = "needs more scope"
+	}
+	if e.Scope != "" {
+		what += fmt.Sprintf(" (scope %q)", e.Scope)
+	}
+	return fmt.Sprintf("server %s %s: run `mcpbox login %s`", e.Server, what, e.Server)
+}
+
+// ClientMessage is the error's text: it is safe for the client
+// (gateway.ClientMessage).
+func (e *AuthError) ClientMessage() string { return e.Error() }
+
+// oauthTransport wraps next (the static headers) with the token of the
+// scope's agent.
+func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper) (http.RoundTripper, error) {
+	store, err := l.oauth.Store(scope.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: token store: %w", l.oauth.Name, err)
+	}
+	t := &oauth.Transport{Server: l.url, Store: bookStore{store, l.book}, Base: next}
+	return authErrors{t, l.oauth.Name}, nil
+}
+
+// authErrors turns the transport's *oauth.AuthRequiredError into an
+// *AuthError, whose text survives the MCP client's wrapping.
+type authErrors struct {
+	next   http.RoundTripper
+	server string
+}
+
+func (t authErrors) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	var ae *oauth.AuthRequiredError
+	if errors.As(err, &ae) {
+		return nil, &AuthError{Server: t.server, StepUp: ae.StepUp, Scope: ae.Challenge.Scope}
+	}
+	return resp, err
+}
+
+// bookStore teaches the redaction book the secrets of every grant it
+// loads or saves, so that a server echoing its token sees it redacted.
+type bookStore struct {
+	oauth.Store
+	book *redact.Book
+}
+
+func (s bookStore) learn(g *oauth.Grant) error {
+	if s.book == nil || g == nil {
+		return nil
+	}
+	for _, v := range g.Secrets() {
+		if len(v) < redact.MinValueLen {
+			continue
+		}
+		if err := s.book.Add("oauth_token", []byte(v)); err != nil {
+			return fmt.Errorf("oauth token: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s bookStore) Load(ctx context.Context, server string) (*oauth.Grant, error) {
+	g, err := s.Store.Load(ctx, server)
+	if err != nil {
+		return nil, err
+	}
+	return g, s.learn(g)
+}
+
+func (s bookStore) Save(ctx context.Context, g *oauth.Grant) error {
+	if err := s.learn(g); err != nil {
+		return err
+	}
+	return s.Store.Save(ctx, g)
+}

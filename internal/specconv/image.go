@@ -1,0 +1,59 @@
+package specconv
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/image"
+	"mcpbox/internal/sandbox"
+)
+
+// ImageStore is the image store of a state dir: blobs and unpacked
+// trees, shared by every server of the state dir (package image).
+func ImageStore(stateDir string) string { return filepath.Join(stateDir, "images") }
+
+// ImageOptions are the pull options of image server s: the state dir's
+// store, the server's platform and plain-HTTP setting, and progress
+// (nil: silent).
+func ImageOptions(s *config.Server, stateDir string, progress func(string)) image.Options {
+	return image.Options{
+		Store:    ImageStore(stateDir),
+		Platform: s.Image.Platform,
+		Insecure: s.Image.Insecure,
+		Progress: progress,
+	}
+}
+
+// ApplyImage makes spec (server s's, from Server) run the pulled image
+// img: its tree as the sandbox's root, its Entrypoint with s.Args (or
+// its Cmd), its Env under the config's env, its WorkingDir. HOME stays
+// the sandbox's (images often say /root, which the sandbox lacks), and
+// the image's User is not used: the sandbox runs everything as its own
+// user, to which the tree's files are mapped. The network stays what the
+// config says (none by default): the pull happened outside.
+func ApplyImage(spec *sandbox.Spec, s *config.Server, img *image.Image) error {
+	argv := img.Config.Argv(s.Args)
+	if len(argv) == 0 || argv[0] == "" {
+		return fmt.Errorf("server %s: image %s has no Entrypoint or Cmd: give the command in args", s.Name, s.Image.Ref)
+	}
+	spec.Root = img.Root
+	spec.Args = argv
+	var env []string
+	for _, kv := range img.Config.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || name == "HOME" || strings.ContainsRune(kv, 0) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	spec.Env = append(env, spec.Env...)
+	if wd := img.Config.WorkingDir; wd != "" && spec.Dir == "" {
+		if !filepath.IsAbs(wd) {
+			wd = "/" + wd
+		}
+		spec.Dir = filepath.Clean(wd)
+	}
+	return nil
+}
