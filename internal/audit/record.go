@@ -54,6 +54,10 @@ const (
 	OutcomeAuditFailing  = "audit_failing"  // refused: the audit store could not write
 )
 
+// DetailTraceparent is the Detail key of a call record holding the W3C
+// traceparent the client sent with the call (_meta), if any.
+const DetailTraceparent = "traceparent"
+
 // Outcomes lists every Outcome* constant, for readers of the audit (and a
 // test that keeps the writers to it).
 var Outcomes = []string{OutcomeOK, OutcomeIsError, OutcomeProtocolError, OutcomeError, OutcomeTimeout,

@@ -65,5 +65,8 @@
 // requestState is the gateway's: HMAC-SHA256 under a per-gateway random
 // key, bound to the client identity, method, name and exact arguments,
 // valid for one retry and for a limited time; anything else is refused
-// without touching the parked call.
+// without touching the parked call. A 2026 server's roots/list input
+// requests are answered with the sandbox's mounts, as a session-based
+// server's roots/list is (roots2026.go): the client's roots never reach a
+// server.
 package gateway

@@ -569,7 +569,14 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, ErrCallTimeout)
 		defer cancel()
 	}
+	modernInput := p.meta != nil && mrtrMethods[method]
+	if modernInput {
+		b.upstreamRoots(params) // roots2026.go
+	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
+	if err == nil && modernInput {
+		raw, err = d.answerRoots(callCtx, b, p, method, params, raw, in.events)
+	}
 	if err != nil {
 		if d.ctx.Err() != nil {
 			// The session ended (Close stops the servers right after

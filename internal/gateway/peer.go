@@ -100,7 +100,9 @@ func (p *peer) callWith(ctx context.Context, method string, params any, events <
 		p.mu.Unlock()
 	}()
 	id, _ := jsonrpc.MakeID(float64(n))
-	if err := p.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: raw}); err != nil {
+	wctx, release := p.writeContext(ctx)
+	defer release()
+	if err := p.conn.Write(wctx, &jsonrpc.Request{ID: id, Method: method, Params: raw}); err != nil {
 		return nil, fmt.Errorf("sending %s: %w", method, err)
 	}
 	for {
@@ -124,7 +126,7 @@ func (p *peer) callWith(ctx context.Context, method string, params any, events <
 		case <-ctx.Done():
 			cancelled, _ := json.Marshal(map[string]any{"requestId": n, "reason": context.Cause(ctx).Error()})
 			// Best effort, bounded by the write timeout: the caller is leaving.
-			_ = p.conn.Write(context.WithoutCancel(ctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
+			_ = p.conn.Write(context.WithoutCancel(wctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
 			return nil, context.Cause(ctx)
 		case <-p.done:
 			return nil, p.err
@@ -138,7 +140,26 @@ func (p *peer) notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	return p.conn.Write(ctx, &jsonrpc.Request{Method: method, Params: raw})
+	wctx, release := p.writeContext(ctx)
+	defer release()
+	return p.conn.Write(wctx, &jsonrpc.Request{Method: method, Params: raw})
+}
+
+// writeContext is the context a message to the server is written with.
+// To a server spoken to in the session-based revision (no p.meta), it is
+// ctx's cancellation without ctx's values: a request runs on its client's
+// context, and the go-sdk's HTTP client transport takes the protocol
+// version header of a message that names none from the context, so a
+// 2026-07-28 client's version would reach a remote server that speaks an
+// older one, which refuses it. release ends it; call it once the answer
+// is in (the transport reads the response on this context).
+func (p *peer) writeContext(ctx context.Context) (context.Context, func()) {
+	if p.meta != nil {
+		return ctx, func() {}
+	}
+	out, cancel := context.WithCancelCause(context.Background())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return out, func() { stop(); cancel(context.Canceled) }
 }
 
 func marshalParams(params any) (json.RawMessage, error) {

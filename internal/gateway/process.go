@@ -29,6 +29,10 @@ type Process struct {
 	// Pause and Resume, if set, freeze and thaw the process (nothing of
 	// it runs in between, its memory is kept): Server.Idle's IdlePause.
 	Pause, Resume func() error
+	// Negotiated, if set, learns the protocol version the session-based
+	// initialize agreed on: a remote server's HTTP transport sends it as
+	// the MCP-Protocol-Version header of later requests.
+	Negotiated func(version string)
 
 	once sync.Once
 }

@@ -291,20 +291,29 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		if err != nil {
 			// Not a server of the new revision: the session-based one,
 			// translated (mrtr.go). A server that ended over the unknown
-			// request is launched again.
+			// request is launched again, and so is a connection of its
+			// own (a remote server's HTTP transport), which would carry
+			// the new revision's version header into initialize.
 			u.legacyOnly.Store(true)
 			u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
+			ended := false
 			select {
 			case <-p.done:
+				ended = true
+			default:
+			}
+			if ended || proc.Conn != nil {
 				p.close()
 				proc.stop()
 				return u.start(ctx, 0)
-			default:
 			}
 		}
 	}
 	if info.Protocol == "" {
 		info, err = u.handshake(ctx, p)
+		if err == nil && proc.Negotiated != nil {
+			proc.Negotiated(info.Protocol)
+		}
 	}
 	if err != nil {
 		p.close()

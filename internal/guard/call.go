@@ -86,6 +86,11 @@ func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 		Server: c.Server, Tool: c.Tool, Name: cmpOr(c.Name, gs.prefix+c.Tool), ArgShape: audit.Shape(c.Arguments),
 		Category: category(gs, c.Tool, st.ann), Argv: g.commandArgv(gs, c),
 	}
+	if c.Trace != "" {
+		// The client's W3C trace context, so that the record joins its
+		// trace (the gateway passes it on to the server too).
+		st.rec.Detail = map[string]string{audit.DetailTraceparent: g.book.String(c.Trace)}
+	}
 	st.t = g.tracks.Get(gs.launcher, c.Scope)
 	if st.t != nil {
 		st.rec.Sandbox, st.rec.Workspace = st.t.ID, st.t.Workspace

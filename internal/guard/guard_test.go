@@ -363,3 +363,28 @@ func TestGuardAuditsOutputLimit(t *testing.T) {
 		t.Errorf("long call recorded as outcome %q size %d error %q; want blocked, over 500, the limit named", got.Outcome, got.ResultSize, got.Error)
 	}
 }
+
+// TestGuardRecordsTraceparent: the W3C trace context a client sends in
+// _meta reaches the call's audit record; a call without one has none.
+func TestGuardRecordsTraceparent(t *testing.T) {
+	r := newGuardRig(t, nil)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "traced"}}
+	params.SetMeta(map[string]any{"traceparent": tp})
+	if _, err := r.sess.CallTool(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	r.call(t, "untraced")
+	recs := r.records(t)
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	if got := recs[0].Detail[audit.DetailTraceparent]; got != tp {
+		t.Errorf("traced call's record: traceparent %q, want %q", got, tp)
+	}
+	if got, ok := recs[1].Detail[audit.DetailTraceparent]; ok {
+		t.Errorf("untraced call's record has traceparent %q", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -51,6 +52,9 @@ type remoteInstance struct {
 	scope gateway.Scope
 	conn  mcp.Connection
 	once  sync.Once
+	// version is the protocol version the gateway's initialize agreed on
+	// (a string; unset before it and for the sessionless revision).
+	version *atomic.Value
 }
 
 // Start connects to the remote server (Remote.connect).
@@ -74,7 +78,8 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	if err != nil {
 		return nil, err
 	}
-	var rt http.RoundTripper = headerTransport{h, http.DefaultTransport}
+	version := new(atomic.Value)
+	var rt http.RoundTripper = headerTransport{h, version, http.DefaultTransport}
 	if l.oauth != nil {
 		if rt, err = l.oauthTransport(scope, rt); err != nil {
 			return nil, err
@@ -86,7 +91,7 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
 	}
-	in := &remoteInstance{l: l, scope: scope, conn: c}
+	in := &remoteInstance{l: l, scope: scope, conn: c, version: version}
 	l.live.add(in)
 	return in, nil
 }
@@ -138,18 +143,27 @@ func (in *remoteInstance) Stats() (cgroup.Stats, error) { return cgroup.Stats{},
 // process hands the gateway the connection; the gateway closes it
 // itself, so its Stop only forgets it.
 func (in *remoteInstance) Process() *gateway.Process {
-	return &gateway.Process{Conn: in.conn, Stop: func() { in.l.live.remove(in) }}
+	return &gateway.Process{Conn: in.conn, Stop: func() { in.l.live.remove(in) },
+		Negotiated: func(v string) { in.version.Store(v) }}
 }
 
+// headerTransport adds the configured headers, and the negotiated
+// protocol version where a request names none: the gateway speaks to the
+// connection directly, so the go-sdk transport never learns the version
+// its initialize agreed on.
 type headerTransport struct {
-	h    http.Header
-	next http.RoundTripper
+	h       http.Header
+	version *atomic.Value // string, set by Process.Negotiated
+	next    http.RoundTripper
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range t.h {
 		r.Header[k] = v
+	}
+	if v, _ := t.version.Load().(string); v != "" && r.Header.Get("Mcp-Protocol-Version") == "" {
+		r.Header.Set("Mcp-Protocol-Version", v)
 	}
 	return t.next.RoundTrip(r)
 }

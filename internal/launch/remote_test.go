@@ -74,3 +74,38 @@ func TestRemoteServer(t *testing.T) {
 		t.Fatalf("%d requests reached the remote server without the header", n)
 	}
 }
+
+// TestHeaderTransportVersion: once the gateway's initialize has agreed on
+// a version, requests that name none carry it; a request that names one
+// keeps its own; before the initialize none is added.
+func TestHeaderTransportVersion(t *testing.T) {
+	got := make(chan string, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Mcp-Protocol-Version")
+	}))
+	defer srv.Close()
+	version := new(atomic.Value)
+	c := &http.Client{Transport: headerTransport{http.Header{"X-A": {"1"}}, version, http.DefaultTransport}}
+	send := func(header string) string {
+		req, _ := http.NewRequest("POST", srv.URL, nil)
+		if header != "" {
+			req.Header.Set("Mcp-Protocol-Version", header)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return <-got
+	}
+	if v := send(""); v != "" {
+		t.Errorf("before the initialize: %q", v)
+	}
+	(&remoteInstance{version: version}).Process().Negotiated("2025-11-25")
+	if v := send(""); v != "2025-11-25" {
+		t.Errorf("after it: %q, want the negotiated version", v)
+	}
+	if v := send("2026-07-28"); v != "2026-07-28" {
+		t.Errorf("a request's own version replaced: %q", v)
+	}
+}

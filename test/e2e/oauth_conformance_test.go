@@ -38,14 +38,10 @@ var oaConformanceGaps = map[string]string{
 	// serve never opens a browser: a 403 insufficient_scope becomes the
 	// error "server S needs more scope: run mcpbox login S".
 	"auth/scope-step-up": "no step-up inside serve",
-	// These scenarios' servers speak the 2026-07-28 revision and want an
-	// MCP-Protocol-Version header on initialize, which the gateway's
-	// upstream client does not send yet (internal/gateway's 2026 work).
-	"auth/offline-access-scope":           "upstream initialize without MCP-Protocol-Version",
-	"auth/offline-access-not-supported":   "upstream initialize without MCP-Protocol-Version",
-	"auth/authorization-server-migration": "upstream initialize without MCP-Protocol-Version",
-	"auth/iss-supported":                  "upstream initialize without MCP-Protocol-Version",
-	"auth/iss-not-advertised":             "upstream initialize without MCP-Protocol-Version",
+	// Passes with internal/oauth as the client alone
+	// (internal/oauth's TestConformanceAuthScenarios); through serve its
+	// check fails. Not diagnosed yet.
+	"auth/authorization-server-migration": "fails through serve, not yet diagnosed",
 }
 
 // TestOAuthConformanceThroughServe runs the official suite's client
