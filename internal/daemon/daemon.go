@@ -63,6 +63,9 @@ func prepare(o Options) (*daemon, error) {
 		return nil, configError(fmt.Errorf("--from-snapshot: %w", err))
 	}
 	d.chooseTransports()
+	if err := checkMetricsAddr(o.MetricsAddr); err != nil {
+		return nil, configError(err)
+	}
 	if o.NoAuth {
 		if err := checkNoAuth(d.c, d.addr); err != nil {
 			return nil, configError(err)
@@ -144,6 +147,13 @@ func (d *daemon) serve(parent context.Context) error {
 		return configError(err)
 	}
 	defer g.Close()
+	// The dashboard's and metrics' audit follower starts from the head
+	// before any call, and stops before the guard closes.
+	w, err := d.startWeb(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
@@ -153,6 +163,9 @@ func (d *daemon) serve(parent context.Context) error {
 	}
 	defer gw.Close()
 	g.Attach(gw)
+	if err := d.attach(w, g, gw); err != nil {
+		return err
+	}
 	if inst != nil {
 		inst.Attach(g.Admin(gw))
 		// Runs before gw.Close and g.Close (deferred above): the admin
