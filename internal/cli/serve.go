@@ -66,6 +66,7 @@ func (e *env) serve(args []string) int {
 	fs.BoolVar(&o.Stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&o.HTTPAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve HTTP without a bearer token (loopback only; any local process can call the tools)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "also serve /metrics, /healthz, /readyz without credentials on loopback `ADDR`")
 	fs.StringVar(&o.StateDir, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
 	fs.StringVar(&o.Snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
 	fs.Var(&degraded, "allow-degraded", "serve even when the isolation `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable, as sandbox.require without them would")
