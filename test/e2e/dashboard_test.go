@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// TestDashboardServe: `mcpbox serve --http 127.0.0.1:0` with the default
+// config serves the dashboard and the metrics on its listener. `mcpbox
+// ui --print-url`, run in the project, prints a one-time login URL; a
+// browser-like client follows it once (a second time is refused), reads
+// the pages' API and sees a call made through MCP in the calls list;
+// /metrics needs the bearer token and counts that call; /healthz and
+// /readyz need nothing.
+func TestDashboardServe(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		p := newDefaultProject(t, m)
+		env := "HOME=" + m.dir(t)
+		args := defaultServeArgs(t, m, p.dir)[1:]
+		for i, a := range args {
+			if a == "--config" { // --config=FILE: keeps the token (noAuthArgs)
+				args = append(args[:i:i], append([]string{"--config=" + args[i+1]}, args[i+2:]...)...)
+				break
+			}
+		}
+		g := gwServeIn(t, m, p.dir, args, env)
+		base := strings.TrimSuffix(g.url, "/mcp")
+		home := strings.TrimPrefix(env, "HOME=")
+		files, _ := filepath.Glob(filepath.Join(home, ".local", "state", "mcpbox", "projects", "*", "token"))
+		if len(files) != 1 {
+			t.Fatalf("token files of the project: %v, want one", files)
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := strings.TrimSpace(string(b))
+
+		// Health needs no credentials; the metrics need the token.
+		dashStatus(t, nil, base+"/healthz", "", http.StatusOK)
+		dashStatus(t, nil, base+"/readyz", "", http.StatusOK)
+		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
+		dashStatus(t, nil, base+"/metrics", token+"x", http.StatusUnauthorized)
+		dashStatus(t, nil, base+"/ui/api/calls", "", http.StatusUnauthorized)
+		// The bearer token does not open the dashboard's API: only a session.
+		dashStatus(t, nil, base+"/ui/api/calls", token, http.StatusUnauthorized)
+
+		r := runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
+		login := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") || strings.Contains(login, token) {
+			t.Fatalf("mcpbox ui --print-url (serving %s):\n%s", base, r)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		if final := dashGet(t, browser, login, http.StatusOK); !strings.HasSuffix(final, "/ui/") {
+			t.Errorf("the login URL led to %s, want /ui/ (the token out of the address bar)", final)
+		}
+		u, _ := url.Parse(base + "/ui/")
+		if len(jar.Cookies(u)) == 0 {
+			t.Fatal("no session cookie after the login URL")
+		}
+		// One use: a second browser following the same URL is refused.
+		jar2, _ := cookiejar.New(nil)
+		dashGet(t, &http.Client{Jar: jar2, Timeout: 30 * time.Second}, login, http.StatusForbidden)
+
+		var sess struct{ Role, CSRF string }
+		dashJSON(t, browser, base+"/ui/api/session", &sess)
+		if sess.Role != "admin" || sess.CSRF == "" {
+			t.Errorf("session %+v, want the admin role and a CSRF token", sess)
+		}
+		var pending map[string]any
+		dashJSON(t, browser, base+"/ui/api/approvals", &pending)
+
+		// A call through MCP shows in the calls list and in the metrics.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		mc := gwConnect(t, ctx, g.url, &http.Client{Transport: gwBearer{token: token, base: gwHTTP.Transport}}, nil, gwLegacy)
+		gwMustCall(t, mc, "read_file", map[string]any{"path": "input/hello.txt"}, p.hello)
+		gwClose(t, mc)
+		var calls struct {
+			Records []struct {
+				Seq            int64
+				Tool, Decision string
+			}
+		}
+		var fams map[string]*dto.MetricFamily
+		n, counted := 0, 0.0
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			dashJSON(t, browser, base+"/ui/api/calls?tool=read_file", &calls)
+			n = len(calls.Records)
+			fams = dashScrape(t, base+"/metrics", token)
+			counted = dashSum(fams, "mcpbox_calls_total", map[string]string{"tool": "read_file", "decision": "allow"})
+			if (n == 1 && counted == 1) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if n != 1 || calls.Records[0].Decision != "allow" {
+			t.Errorf("the calls list has %d read_file records (%+v), want the one call, allowed", n, calls.Records)
+		}
+		if counted != float64(n) {
+			t.Errorf("mcpbox_calls_total{tool=read_file,decision=allow} = %v, the audit has %d such calls", counted, n)
+		}
+		if fams["mcpbox_call_duration_seconds"] == nil {
+			t.Error("no mcpbox_call_duration_seconds in the scrape")
+		}
+		var rec struct{ Record map[string]any }
+		if n > 0 {
+			dashJSON(t, browser, base+"/ui/api/calls/"+strconv.FormatInt(calls.Records[0].Seq, 10), &rec)
+			if rec.Record["tool"] != "read_file" || rec.Record["outcome"] != "ok" {
+				t.Errorf("the call's full record: %v", rec)
+			}
+		}
+
+		// Logout needs the CSRF token and the page's Origin; then the
+		// session is gone.
+		req, _ := http.NewRequest("POST", base+"/ui/api/logout", nil)
+		req.Header.Set("Origin", base)
+		if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("logout without the CSRF token: %v %v, want 403", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		req, _ = http.NewRequest("POST", base+"/ui/api/logout", nil)
+		req.Header.Set("Origin", base)
+		req.Header.Set("X-CSRF-Token", sess.CSRF)
+		if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("logout: %v %v, want 200", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		dashGet(t, browser, base+"/ui/api/calls", http.StatusUnauthorized)
+	})
+}
+
+// dashStatus GETs u with token ("": none) and checks the status.
+func dashStatus(t *testing.T, hc *http.Client, u, token string, want int) {
+	t.Helper()
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	req, _ := http.NewRequest("GET", u, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Errorf("GET %s (token %v): %d, want %d", u, token != "", resp.StatusCode, want)
+	}
+}
+
+// dashGet GETs u with hc, checks the final status and returns the final URL.
+func dashGet(t *testing.T, hc *http.Client, u string, want int) string {
+	t.Helper()
+	resp, err := hc.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		t.Errorf("GET %s: %d, want %d", u, resp.StatusCode, want)
+	}
+	return resp.Request.URL.String()
+}
+
+// dashJSON GETs u with hc's session and decodes the JSON answer.
+func dashJSON(t *testing.T, hc *http.Client, u string, v any) {
+	t.Helper()
+	resp, err := hc.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, v) != nil {
+		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
+	}
+}
+
+// dashScrape GETs /metrics with the token and parses it.
+func dashScrape(t *testing.T, u, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s with the token: %d", u, resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+// dashSum adds the counter samples of name whose labels include labels.
+func dashSum(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	var total float64
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, mt := range f.Metric {
+		have := map[string]string{}
+		for _, lp := range mt.Label {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		total += mt.GetCounter().GetValue()
+	}
+	return total
+}
