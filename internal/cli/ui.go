@@ -1,17 +1,14 @@
 package cli
 
-import (
-	"fmt"
-
-	"mcpbox/internal/daemon"
-)
+import "mcpbox/internal/daemon"
 
 const uiHelp = `USAGE
   mcpbox ui [--print-url] [--config FILE | --state-dir DIR]
 
-Opens the dashboard of the project's running mcpbox serve (on its HTTP
-listener, /ui/): prints a one-time login URL (valid 5 minutes, one use)
-and opens it in a browser where xdg-open exists; --print-url only prints.
+Opens the dashboard of the project's running mcpbox serve (/ui/ on its
+HTTP listener; a stdio-only serve starts one on 127.0.0.1): prints a one-
+time login URL (5 minutes, one use) and opens it in a browser where
+xdg-open exists; --print-url only prints it.
 `
 
 func (e *env) ui(args []string) int {
@@ -24,8 +21,9 @@ func (e *env) ui(args []string) int {
 	dir, ok := af.dir(e, "ui")
 	if ok && (fs.NArg() > 0 || dir == allStateDirs) {
 		e.errorf("ui: takes no arguments and one instance (not --all)")
+		ok = false
 	}
-	if !ok || fs.NArg() > 0 || dir == allStateDirs {
+	if !ok {
 		return exitUsage
 	}
 	u, err := daemon.UILoginURL(dir)
@@ -33,7 +31,7 @@ func (e *env) ui(args []string) int {
 		e.errorf("ui: %v", err)
 		return 1
 	}
-	fmt.Fprintln(e.stdout, u)
+	e.stdout.Write([]byte(u + "\n"))
 	if !*printOnly {
 		daemon.OpenBrowser(u)
 	}

@@ -163,7 +163,9 @@ func (d *daemon) serve(parent context.Context) error {
 	}
 	defer gw.Close()
 	g.Attach(gw)
-	if err := d.attach(w, g, gw); err != nil {
+	// The extra listeners' handlers use the gateway: they stop before it.
+	defer w.closeListeners()
+	if err := d.attach(w, g, gw, inst); err != nil {
 		return err
 	}
 	if inst != nil {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,8 +33,11 @@ type web struct {
 	backend admin.Backend // set by attach, before anything is served
 	cancel  context.CancelFunc
 	done    chan struct{}
-	// stopMetrics stops the --metrics-addr listener.
-	stopMetrics func()
+
+	mu      sync.Mutex
+	closers []func() // guarded by mu: the listeners' stops
+	closed  bool     // guarded by mu: closeListeners ran
+	uiURL   string   // guarded by mu: the on-demand listener's base URL
 }
 
 // startWeb follows the audit trail from its current head into the
@@ -62,13 +66,23 @@ func (d *daemon) startWeb(ctx context.Context, g *guard.Guard) (*web, error) {
 	return w, nil
 }
 
-// stop ends the --metrics-addr listener and the audit follower.
+// stop ends the audit follower.
 func (w *web) stop() {
-	if w.stopMetrics != nil {
-		w.stopMetrics()
-	}
 	w.cancel()
 	<-w.done
+}
+
+// closeListeners stops the --metrics-addr and on-demand dashboard
+// listeners (before the gateway closes: their handlers use it); none
+// starts after.
+func (w *web) closeListeners() {
+	w.mu.Lock()
+	closers := w.closers
+	w.closers, w.closed = nil, true
+	w.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
 }
 
 // gauges are the metrics' live values: pending approvals, sandboxes.
@@ -89,8 +103,10 @@ func (w *web) gauges() metrics.Gauges {
 
 // attach mounts the dashboard, /metrics, /healthz and /readyz on the
 // HTTP listener's options (when serve listens) once the gateway exists,
-// and serves --metrics-addr.
-func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway) error {
+// serves --metrics-addr, and lets a stdio-only serve start the
+// dashboard on demand (the admin socket's ui op). closeListeners stops
+// what it started.
+func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin.Instance) error {
 	w.backend = g.WebAdmin(gw)
 	ready := metrics.Readyz(func() error { return g.AuditStore().Err() })
 	if d.o.MetricsAddr != "" {
@@ -98,26 +114,23 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: listening on %s: %w", d.o.MetricsAddr, admin.ExplainAddrInUse(d.o.MetricsAddr, err))
 		}
-		w.stopMetrics = serveMetrics(ln, w.m.Handler(), ready)
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", w.m.Handler())
+		mux.Handle("GET /healthz", metrics.Healthz())
+		mux.Handle("GET /readyz", ready)
+		w.closers = append(w.closers, serveLoopback(ln, mux))
 	}
 	if d.addr == "" {
+		if inst != nil {
+			inst.SetUI(func() (string, error) { return d.uiOnDemand(w, g, ready) })
+		}
 		return nil
 	}
 	tokens, err := bearer.NewWatch(d.dir)
 	if err != nil {
 		return fmt.Errorf("the dashboard's login token: %w", err)
 	}
-	ui, err := dashboard.New(dashboard.Options{
-		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
-		Authenticate: d.dashboardRoles(tokens),
-		LoginSecret: func() string {
-			tok, _, _ := tokens.Refresh()
-			return tok
-		},
-		Hosts:   listenHosts(d.addr),
-		Secure:  d.cert != "",
-		Servers: func() []dashboard.Server { return dashboardServers(d.c) },
-	})
+	ui, err := d.newUI(w, g, tokens, listenHosts(d.addr), d.cert != "")
 	if err != nil {
 		return err
 	}
@@ -129,6 +142,71 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway) error {
 	d.hopts.Extra["/readyz"] = ready
 	d.hopts.Authed = map[string]http.Handler{"/metrics": w.m.Handler()}
 	return nil
+}
+
+// newUI is the dashboard handler of this serve.
+func (d *daemon) newUI(w *web, g *guard.Guard, tokens *bearer.Watch, hosts []string, secure bool) (*dashboard.Handler, error) {
+	return dashboard.New(dashboard.Options{
+		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
+		Authenticate: d.dashboardRoles(tokens),
+		LoginSecret: func() string {
+			tok, _, _ := tokens.Refresh()
+			return tok
+		},
+		Hosts:   hosts,
+		Secure:  secure,
+		Servers: func() []dashboard.Server { return dashboardServers(d.c) },
+	})
+}
+
+// uiOnDemand starts, once, the dashboard of a serve without an HTTP
+// listener on 127.0.0.1 (a free port): /ui/, /metrics behind the state
+// dir's token, /healthz and /readyz; it returns the base URL.
+func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return "", errors.New("the gateway is shutting down")
+	case w.uiURL != "":
+		return w.uiURL, nil
+	}
+	tokens, err := bearer.NewWatch(d.dir)
+	if err != nil {
+		return "", fmt.Errorf("the dashboard's login token: %w", err)
+	}
+	ui, err := d.newUI(w, g, tokens, nil, false)
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", ui)
+	mux.Handle("GET /metrics", requireToken(tokens, w.m.Handler()))
+	mux.Handle("GET /healthz", metrics.Healthz())
+	mux.Handle("GET /readyz", ready)
+	w.closers = append(w.closers, serveLoopback(ln, mux))
+	w.uiURL = "http://" + ln.Addr().String()
+	d.log.Info("dashboard listening (mcpbox ui)", "url", w.uiURL+"/ui/")
+	return w.uiURL, nil
+}
+
+// requireToken lets through requests bearing the state dir's token (as
+// it is now: rotation applies); others get 401.
+func requireToken(tokens *bearer.Watch, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _, _ := tokens.Refresh()
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // dashboardRoles is the dashboard's login check: the state dir's token
@@ -200,14 +278,9 @@ func checkMetricsAddr(addr string) error {
 	return nil
 }
 
-// serveMetrics serves /metrics, /healthz and /readyz without credentials
-// on ln (loopback); requests must name a loopback host (no DNS
-// rebinding). It returns the listener's stop.
-func serveMetrics(ln net.Listener, m, ready http.Handler) func() {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m)
-	mux.Handle("GET /healthz", metrics.Healthz())
-	mux.Handle("GET /readyz", ready)
+// serveLoopback serves h on ln (a loopback listener); requests must name
+// a loopback host (no DNS rebinding). It returns the listener's stop.
+func serveLoopback(ln net.Listener, mux http.Handler) func() {
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackAddr(r.Host) && !loopbackAddr(r.Host+":0") {
 			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
@@ -237,22 +310,27 @@ func UILoginURL(stateDir string) (string, error) {
 	if len(recs) == 0 {
 		return "", fmt.Errorf("no mcpbox serve is running on %s: start one with mcpbox serve --http 127.0.0.1:8765", stateDir)
 	}
+	base := ""
 	for _, r := range recs {
-		base, ok := strings.CutSuffix(r.URL, gateway.EndpointPath)
-		if r.URL == "" || !ok {
-			continue
+		if b, ok := strings.CutSuffix(r.URL, gateway.EndpointPath); r.URL != "" && ok {
+			base = loopbackBase(b)
+			break
 		}
-		tok, err := bearer.Read(stateDir)
-		if err != nil {
-			return "", fmt.Errorf("the dashboard's login secret: %w", err)
-		}
-		return dashboard.LoginURL(loopbackBase(base), tok, 5*time.Minute)
 	}
-	if recs[0].Transport != "stdio" {
+	if base == "" && recs[0].Transport != "stdio" {
 		return "", fmt.Errorf("the running mcpbox serve (pid %d) is not listening on HTTP yet: try again in a moment", recs[0].PID)
 	}
-	return "", fmt.Errorf("the running mcpbox serve (pid %d) serves stdio only, and the dashboard is on serve's HTTP listener: "+
-		"add --http 127.0.0.1:0 to its command line (e.g. mcpbox serve --stdio --http 127.0.0.1:0 in the client's config) and run mcpbox ui again", recs[0].PID)
+	if base == "" {
+		// A stdio-only serve starts the dashboard on demand.
+		if base, err = (admin.Client{StateDir: stateDir}).UI(); err != nil {
+			return "", fmt.Errorf("starting the dashboard of the running mcpbox serve (pid %d): %w", recs[0].PID, err)
+		}
+	}
+	tok, err := bearer.Read(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("the dashboard's login secret: %w", err)
+	}
+	return dashboard.LoginURL(base, tok, 5*time.Minute)
 }
 
 // loopbackBase turns a listener on the unspecified address into one a

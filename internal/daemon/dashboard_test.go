@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -88,7 +89,10 @@ func TestMetricsListenerRefusesOtherHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "mcpbox_calls_total 1\n") })
-	stop := serveMetrics(ln, m, http.NotFoundHandler())
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m)
+	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	stop := serveLoopback(ln, mux)
 	defer stop()
 	get := func(host, path string) int {
 		t.Helper()
@@ -120,10 +124,12 @@ func TestMetricsListenerRefusesOtherHosts(t *testing.T) {
 }
 
 // TestUILoginURL: the URL of a listening instance logs in with the state
-// dir's token; a stdio-only instance, or none, gets an error that says
-// what to do.
+// dir's token; a stdio-only instance is asked to start its dashboard's
+// listener; with none running, or HTTP not up yet, the error says what
+// to do.
 func TestUILoginURL(t *testing.T) {
 	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
 	state := filepath.Join(tmp, "s")
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
@@ -135,53 +141,50 @@ func TestUILoginURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := instance.Record{PID: os.Getpid(), StateDir: state, Transport: "stdio"}
-	if err := instance.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := instance.Listen(rec.Socket())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inst, err := admin.Start(ctx, admin.NewRecord(state, "", tmp, true, ""), admin.InstanceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
+	defer inst.Close()
+	inst.Attach(nopBackend{})
+	inst.SetUI(func() (string, error) { return "http://127.0.0.1:4567", nil })
+	check := func(u, host string) {
+		t.Helper()
+		p, err := url.Parse(u)
+		if err != nil || p.Host != host || p.Path != "/ui/login" || p.Query().Get("t") == "" {
+			t.Fatalf("login URL %q (%v), want one on %s", u, err, host)
 		}
-	}()
-	if _, err := UILoginURL(state); err == nil || !strings.Contains(err.Error(), "--http 127.0.0.1:0") {
-		t.Fatalf("stdio-only instance: %v", err)
-	}
-	rec.Transport, rec.URL = "stdio+http", "http://0.0.0.0:4321/mcp"
-	if err := instance.Write(rec); err != nil {
-		t.Fatal(err)
+		// Signed with the state dir's token: a dashboard with that login
+		// secret takes it, one with another does not.
+		for secret, want := range map[string]int{tok: http.StatusSeeOther, bearer.New(): http.StatusForbidden} {
+			h, err := dashboard.New(dashboard.Options{Backend: nopBackend{}, Audit: nopAudit{},
+				Authenticate: func(string) (string, bool) { return "", false }, LoginSecret: func() string { return secret }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr := httptest.NewRecorder()
+			h.ServeHTTP(rr, httptest.NewRequest("GET", "http://"+host+p.RequestURI(), nil))
+			if rr.Code != want {
+				t.Errorf("secret %s…: login answered %d, want %d", secret[:10], rr.Code, want)
+			}
+		}
 	}
 	u, err := UILoginURL(state)
 	if err != nil {
+		t.Fatalf("stdio-only instance: %v", err)
+	}
+	check(u, "127.0.0.1:4567")
+	inst.Update(func(r *instance.Record) { r.Transport = "stdio+http" })
+	if _, err := UILoginURL(state); err == nil || !strings.Contains(err.Error(), "not listening on HTTP yet") {
+		t.Fatalf("an instance whose HTTP is not up yet: %v", err)
+	}
+	inst.Update(func(r *instance.Record) { r.URL = "http://0.0.0.0:4321/mcp" })
+	if u, err = UILoginURL(state); err != nil {
 		t.Fatal(err)
 	}
-	p, err := url.Parse(u)
-	if err != nil || p.Host != "127.0.0.1:4321" || p.Path != "/ui/login" || p.Query().Get("t") == "" {
-		t.Fatalf("login URL %q (%v)", u, err)
-	}
-	// The URL is signed with the state dir's token: a dashboard with
-	// that login secret takes it, one with another does not.
-	for secret, want := range map[string]int{tok: http.StatusSeeOther, bearer.New(): http.StatusForbidden} {
-		h, err := dashboard.New(dashboard.Options{Backend: nopBackend{}, Audit: nopAudit{},
-			Authenticate: func(string) (string, bool) { return "", false }, LoginSecret: func() string { return secret }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rr := httptest.NewRecorder()
-		h.ServeHTTP(rr, httptest.NewRequest("GET", "http://127.0.0.1:4321"+p.RequestURI(), nil))
-		if rr.Code != want {
-			t.Errorf("secret %s…: login answered %d, want %d", secret[:10], rr.Code, want)
-		}
-	}
+	check(u, "127.0.0.1:4321")
 }
 
 // nopBackend and nopAudit fill the dashboard's required options; the

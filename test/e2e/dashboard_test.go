@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -37,6 +38,8 @@ func TestDashboardServe(t *testing.T) {
 				break
 			}
 		}
+		maddr := dashFreeAddr(t)
+		args = append(args, "--metrics-addr", maddr)
 		g := gwServeIn(t, m, p.dir, args, env)
 		base := strings.TrimSuffix(g.url, "/mcp")
 		home := strings.TrimPrefix(env, "HOME=")
@@ -117,6 +120,11 @@ func TestDashboardServe(t *testing.T) {
 		if fams["mcpbox_call_duration_seconds"] == nil {
 			t.Error("no mcpbox_call_duration_seconds in the scrape")
 		}
+		// --metrics-addr: the same metrics without credentials, on loopback.
+		if got := dashSum(dashScrape(t, "http://"+maddr+"/metrics", ""), "mcpbox_calls_total", map[string]string{"tool": "read_file"}); got != counted {
+			t.Errorf("--metrics-addr counts %v read_file calls, the gateway listener %v", got, counted)
+		}
+		dashStatus(t, nil, "http://"+maddr+"/healthz", "", http.StatusOK)
 		var rec struct{ Record map[string]any }
 		if n > 0 {
 			dashJSON(t, browser, base+"/ui/api/calls/"+strconv.FormatInt(calls.Records[0].Seq, 10), &rec)
@@ -200,14 +208,16 @@ func dashJSON(t *testing.T, hc *http.Client, u string, v any) {
 func dashScrape(t *testing.T, u, token string) map[string]*dto.MetricFamily {
 	t.Helper()
 	req, _ := http.NewRequest("GET", u, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s with the token: %d", u, resp.StatusCode)
+		t.Fatalf("GET %s (token %v): %d", u, token != "", resp.StatusCode)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
@@ -238,4 +248,100 @@ next:
 		total += mt.GetCounter().GetValue()
 	}
 	return total
+}
+
+// dashFreeAddr is a loopback address with a port free a moment ago.
+func dashFreeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestDashboardStdioOnDemand: `mcpbox ui --print-url` for a stdio-only
+// serve has it start the dashboard on a loopback listener, whose login
+// URL works once, whose /metrics needs the state dir's token, and which
+// ends with serve. --metrics-addr beyond loopback is refused.
+func TestDashboardStdioOnDemand(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		p := newDefaultProject(t, m)
+		env := "HOME=" + m.dir(t)
+		bad := runIn(t, m, p.dir, "", []string{env}, defaultServeArgs(t, m, p.dir, "--stdio", "--metrics-addr", "0.0.0.0:9")...)
+		if bad.code != 2 || !strings.Contains(bad.stderr, "only a loopback address") {
+			t.Errorf("serve --metrics-addr 0.0.0.0:9:\n%s", bad)
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd := m.command(ctx, defaultServeArgs(t, m, p.dir, "--stdio")...)
+		cmd.Dir = p.dir
+		cmd.Env = append(cmd.Env, env)
+		logs := newGWLog()
+		cmd.Stderr = logs
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		defer func() {
+			stdin.Close()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("stdio serve after its stdin closed: %v\n%s", err, logs)
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Errorf("stdio serve did not stop within 30 s of its stdin closing\n%s", logs)
+			}
+		}()
+
+		var r result
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r = runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
+			if r.code == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		login := strings.TrimSpace(r.stdout)
+		base, _, ok := strings.Cut(login, "/ui/login?t=")
+		if r.code != 0 || !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
+			t.Fatalf("mcpbox ui --print-url for a stdio serve:\n%s\nserve:\n%s", r, logs)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		dashGet(t, browser, login, http.StatusOK)
+		var sess struct{ Role, CSRF string }
+		dashJSON(t, browser, base+"/ui/api/session", &sess)
+		if sess.Role != "admin" {
+			t.Errorf("session %+v, want admin", sess)
+		}
+		var servers map[string]any
+		dashJSON(t, browser, base+"/ui/api/servers", &servers)
+		dashGet(t, &http.Client{Timeout: 30 * time.Second}, login, http.StatusForbidden)
+
+		// A second ui answers the same listener.
+		r2 := runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
+		if b2, _, _ := strings.Cut(strings.TrimSpace(r2.stdout), "/ui/login?t="); r2.code != 0 || b2 != base {
+			t.Errorf("second mcpbox ui --print-url (first on %s):\n%s", base, r2)
+		}
+		files, _ := filepath.Glob(filepath.Join(strings.TrimPrefix(env, "HOME="), ".local", "state", "mcpbox", "projects", "*", "token"))
+		if len(files) != 1 {
+			t.Fatalf("token files: %v, want one", files)
+		}
+		b, _ := os.ReadFile(files[0])
+		token := strings.TrimSpace(string(b))
+		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
+		dashScrape(t, base+"/metrics", token)
+		dashStatus(t, nil, base+"/healthz", "", http.StatusOK)
+		dashStatus(t, nil, base+"/mcp", token, http.StatusNotFound)
+	})
 }
