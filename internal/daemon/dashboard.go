@@ -126,11 +126,7 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin
 		}
 		return nil
 	}
-	tokens, err := bearer.NewWatch(d.dir)
-	if err != nil {
-		return fmt.Errorf("the dashboard's login token: %w", err)
-	}
-	ui, err := d.newUI(w, g, tokens, listenHosts(d.addr), d.cert != "")
+	ui, err := d.newUI(w, g, &loginTokens{dir: d.dir}, listenHosts(d.addr), d.cert != "")
 	if err != nil {
 		return err
 	}
@@ -145,17 +141,14 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin
 }
 
 // newUI is the dashboard handler of this serve.
-func (d *daemon) newUI(w *web, g *guard.Guard, tokens *bearer.Watch, hosts []string, secure bool) (*dashboard.Handler, error) {
+func (d *daemon) newUI(w *web, g *guard.Guard, tokens *loginTokens, hosts []string, secure bool) (*dashboard.Handler, error) {
 	return dashboard.New(dashboard.Options{
 		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
 		Authenticate: d.dashboardRoles(tokens),
-		LoginSecret: func() string {
-			tok, _, _ := tokens.Refresh()
-			return tok
-		},
-		Hosts:   hosts,
-		Secure:  secure,
-		Servers: func() []dashboard.Server { return dashboardServers(d.c) },
+		LoginSecret:  tokens.token,
+		Hosts:        hosts,
+		Secure:       secure,
+		Servers:      func() []dashboard.Server { return dashboardServers(d.c) },
 	})
 }
 
@@ -171,10 +164,7 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	case w.uiURL != "":
 		return w.uiURL, nil
 	}
-	tokens, err := bearer.NewWatch(d.dir)
-	if err != nil {
-		return "", fmt.Errorf("the dashboard's login token: %w", err)
-	}
+	tokens := &loginTokens{dir: d.dir}
 	ui, err := d.newUI(w, g, tokens, nil, false)
 	if err != nil {
 		return "", err
@@ -194,11 +184,40 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	return w.uiURL, nil
 }
 
+// loginTokens follows the state dir's token file for the dashboard
+// without making it: a serve with clients, with --no-auth or without HTTP
+// may have none until `mcpbox ui` makes it (UILoginURL).
+type loginTokens struct {
+	dir string
+
+	mu sync.Mutex
+	w  *bearer.Watch // guarded by mu; nil until the file exists
+}
+
+// token is the file's token as it is now (rotation applies); "" while
+// there is no usable file.
+func (l *loginTokens) token() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		if _, err := bearer.Read(l.dir); err != nil {
+			return ""
+		}
+		w, err := bearer.NewWatch(l.dir)
+		if err != nil {
+			return ""
+		}
+		l.w = w
+	}
+	tok, _, _ := l.w.Refresh()
+	return tok
+}
+
 // requireToken lets through requests bearing the state dir's token (as
 // it is now: rotation applies); others get 401.
-func requireToken(tokens *bearer.Watch, next http.Handler) http.Handler {
+func requireToken(tokens *loginTokens, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _, _ := tokens.Refresh()
+		tok := tokens.token()
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
@@ -212,7 +231,7 @@ func requireToken(tokens *bearer.Watch, next http.Handler) http.Handler {
 // dashboardRoles is the dashboard's login check: the state dir's token
 // (the local user's, as it is now: rotation applies) is an admin; a
 // client's token has the client's role (clients[].role), none without.
-func (d *daemon) dashboardRoles(tokens *bearer.Watch) func(string) (string, bool) {
+func (d *daemon) dashboardRoles(tokens *loginTokens) func(string) (string, bool) {
 	type cand struct{ token, role string }
 	var clients []cand
 	for _, cl := range d.hopts.Clients {
@@ -223,7 +242,7 @@ func (d *daemon) dashboardRoles(tokens *bearer.Watch) func(string) (string, bool
 		}
 	}
 	return func(token string) (string, bool) {
-		local, _, _ := tokens.Refresh()
+		local := tokens.token()
 		role := ""
 		for _, c := range append([]cand{{local, dashboard.RoleAdmin}}, clients...) {
 			if subtle.ConstantTimeCompare([]byte(token), []byte(c.token)) == 1 && c.token != "" {
@@ -326,7 +345,12 @@ func UILoginURL(stateDir string) (string, error) {
 			return "", fmt.Errorf("starting the dashboard of the running mcpbox serve (pid %d): %w", recs[0].PID, err)
 		}
 	}
-	tok, err := bearer.Read(stateDir)
+	// A serve with clients, --no-auth or only stdio may have no token
+	// file yet: it reads the one made here at the login.
+	if err := guard.StateDirOwned(stateDir); err != nil {
+		return "", err
+	}
+	tok, err := bearer.Load(stateDir)
 	if err != nil {
 		return "", fmt.Errorf("the dashboard's login secret: %w", err)
 	}

@@ -39,12 +39,18 @@ servers:
 		{Name: "watcher", Token: []byte("watcher-token-0123456789")},
 		{Name: "agent", Token: []byte("agent-token-0123456789")},
 	}}}
-	w, err := bearer.NewWatch(dir)
+	lt := &loginTokens{dir: dir}
+	auth := d.dashboardRoles(lt)
+	if _, ok := auth(""); ok {
+		t.Error("an empty token logs in while there is no token file")
+	}
+	if lt.token() != "" {
+		t.Error("the dashboard made a token file")
+	}
+	local, err := bearer.Load(dir) // as mcpbox ui does
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := d.dashboardRoles(w)
-	local := w.Token()
 	for _, c := range []struct{ token, role string }{
 		{local, dashboard.RoleAdmin},
 		{"boss-token-0123456789", dashboard.RoleAdmin},

@@ -345,3 +345,95 @@ func TestDashboardStdioOnDemand(t *testing.T) {
 		dashStatus(t, nil, base+"/mcp", token, http.StatusNotFound)
 	})
 }
+
+// TestDashboardClientRoles: with clients, a client's token logs in to the
+// dashboard with its role (clients[].role) and one without a role not at
+// all, though it reads /metrics like /mcp; `mcpbox ui` makes the state
+// dir's token file for the admin login, and that token does not open
+// /mcp.
+func TestDashboardClientRoles(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cfg := gwConfigWith(t, m, gwConfigOpts{servers: []string{"solo"},
+			clients: map[string]string{"boss": "BOSS_TOKEN", "watcher": "WATCH_TOKEN", "agent": "AGENT_TOKEN"}})
+		var c map[string]any
+		b, err := os.ReadFile(cfg)
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			t.Fatalf("reading %s: %v", cfg, err)
+		}
+		for _, cl := range c["clients"].([]any) {
+			cl := cl.(map[string]any)
+			switch cl["name"] {
+			case "boss":
+				cl["role"] = "admin"
+			case "watcher":
+				cl["role"] = "viewer"
+			}
+		}
+		b, _ = json.Marshal(c)
+		if err := os.WriteFile(cfg, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		toks := map[string]string{"boss": "boss-token-0123456789", "watcher": "watch-token-0123456789", "agent": "agent-token-0123456789"}
+		g := gwServeIn(t, m, "", []string{"--config", cfg},
+			"BOSS_TOKEN="+toks["boss"], "WATCH_TOKEN="+toks["watcher"], "AGENT_TOKEN="+toks["agent"])
+		base := strings.TrimSuffix(g.url, "/mcp")
+		tokenFile := filepath.Join(filepath.Dir(cfg), "state", "token")
+		if _, err := os.Lstat(tokenFile); err == nil {
+			t.Errorf("serve with clients made a token file")
+		}
+		formLogin := func(token string) string {
+			t.Helper()
+			jar, _ := cookiejar.New(nil)
+			hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+			req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", base)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if !strings.HasSuffix(resp.Request.URL.String(), "/ui/") {
+				return ""
+			}
+			var s struct{ Role string }
+			dashJSON(t, hc, base+"/ui/api/session", &s)
+			return s.Role
+		}
+		for name, want := range map[string]string{"boss": "admin", "watcher": "viewer", "agent": ""} {
+			if got := formLogin(toks[name]); got != want {
+				t.Errorf("client %s logs in to the dashboard as %q, want %q", name, got, want)
+			}
+			dashStatus(t, nil, base+"/metrics", toks[name], http.StatusOK)
+		}
+		if got := formLogin("wrong-token-0123456789"); got != "" {
+			t.Errorf("an unknown token logs in as %q", got)
+		}
+		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
+
+		r := runIn(t, m, "", "", nil, "ui", "--print-url", "--config", cfg)
+		login := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") {
+			t.Fatalf("mcpbox ui --print-url --config:\n%s", r)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		dashGet(t, browser, login, http.StatusOK)
+		var s struct{ Role string }
+		dashJSON(t, browser, base+"/ui/api/session", &s)
+		if s.Role != "admin" {
+			t.Errorf("the login URL's session: role %q, want admin", s.Role)
+		}
+		b, err = os.ReadFile(tokenFile)
+		if err != nil {
+			t.Fatalf("mcpbox ui made no token file: %v", err)
+		}
+		local := strings.TrimSpace(string(b))
+		tokenStatus(t, g.url, local, http.StatusUnauthorized)
+		dashStatus(t, nil, base+"/metrics", local, http.StatusUnauthorized)
+		if got := formLogin(local); got != "admin" {
+			t.Errorf("the token file's token logs in as %q, want admin", got)
+		}
+	})
+}
