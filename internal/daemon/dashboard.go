@@ -118,7 +118,10 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin
 		mux.Handle("GET /metrics", w.m.Handler())
 		mux.Handle("GET /healthz", metrics.Healthz())
 		mux.Handle("GET /readyz", ready)
-		w.closers = append(w.closers, serveLoopback(ln, mux))
+		stop := serveLoopback(ln, mux)
+		w.mu.Lock()
+		w.closers = append(w.closers, stop)
+		w.mu.Unlock()
 	}
 	if d.addr == "" {
 		if inst != nil {
