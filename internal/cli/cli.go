@@ -40,7 +40,7 @@ ADMIN (run in a project they find its running mcpbox serve instances;
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in mcpbox.lock
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
-  update     re-resolve a server's pinned image, show what changes, pin it
+  update     re-resolve a server's pinned image or package, show what changes, pin it
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID
   snapshot   write a sandbox's workspace to an archive: snapshot ID
   diff       the changes a sandbox made to its overlaid input: diff ID

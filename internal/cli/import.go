@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/importer"
 )
 
@@ -72,6 +73,7 @@ func (e *env) importConfig(args []string) int {
 		return exitUsage
 	}
 	res := importer.Convert(cf)
+	importer.ConvertPackages(res, daemon.PackageOf)
 	e.importNotes(res.Notes)
 	if len(res.Config.Servers) == 0 {
 		e.errorf("import: no server of %s could be imported", files[0])

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/launch"
 	"mcpbox/internal/policy"
 	"mcpbox/internal/sandbox"
@@ -43,6 +44,10 @@ func (e *env) policy(args []string) int {
 	// config.Load only checked that they are there.
 	src, _ := os.ReadFile(rest[1])
 	if _, err := policy.CompileWith(c, policy.Options{Source: src}); err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return 1
+	}
+	if _, err := daemon.PackageServers(c); err != nil { // npx/uvx forms a pinned install cannot run
 		fmt.Fprintln(e.stderr, err)
 		return 1
 	}

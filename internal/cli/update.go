@@ -12,9 +12,10 @@ import (
 const updateHelp = `USAGE
   mcpbox update [--check] [--config FILE] [--state-dir DIR] SERVER
 
-Re-resolves SERVER's pinned image; when it moved, starts the server from the
-new one, shows the digests, findings and definition diffs, then pins them
-(--check: pins nothing and exits 1).
+Re-resolves SERVER's pinned image or package (package:, npx, uvx, ...); when
+it moved, starts the server from the new one, shows the digests (for a
+package: version, archive and lockfile hashes), findings and definition
+diffs, then pins them (--check: pins nothing and exits 1).
 `
 
 func (e *env) update(args []string) int {

@@ -193,6 +193,7 @@ func auditNode(a *Audit) *yaml.Node {
 func serverNode(s *Server) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "command", s.Command)
+	addStr(m, "package", s.Package)
 	addStr(m, "image", s.Image.Ref)
 	addBool(m, "image_insecure", s.Image.Insecure)
 	addStr(m, "image_platform", s.Image.Platform)

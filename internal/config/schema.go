@@ -123,6 +123,7 @@ func (d *decoder) servers(n *node, path string) []*Server {
 func (d *decoder) server(n *node, path string, s *Server) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"command", func(v *node, p string) { s.Command = d.strs(v, p, &s.Meta, "command", d.text) }},
+		{"package", func(v *node, p string) { s.Package = d.str(v, p) }},
 		{"image", func(v *node, p string) { s.Image.Ref = d.str(v, p) }},
 		{"image_insecure", func(v *node, p string) { s.Image.Insecure = d.boolean(v, p) }},
 		{"image_platform", func(v *node, p string) { s.Image.Platform = d.str(v, p) }},

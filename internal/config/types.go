@@ -205,10 +205,12 @@ type Server struct {
 	// Command is argv of a local server run in a sandbox. Exactly one of
 	// Command and URL is set.
 	Command []string
-	// Image runs an OCI image instead of a command; Args replace its
-	// Cmd. See image.go.
-	Image ImageSource
-	Args  []string
+	// Package runs a registry package instead of a command (see
+	// package.go); Image runs an OCI image (see image.go). Args go to the
+	// package's bin, or replace the image's Cmd.
+	Package string
+	Image   ImageSource
+	Args    []string
 	// URL is the Streamable HTTP endpoint of a remote server, which runs
 	// outside any sandbox; https, or http to a loopback host.
 	URL string

@@ -13,6 +13,7 @@ type serverCheck func(r *collector, s *Server, path string)
 var serverChecks = []serverCheck{
 	checkServerName,
 	checkRunTarget,
+	checkPackage,
 	checkImage,
 	checkRemoteSections,
 	checkScope,
@@ -47,8 +48,10 @@ func checkServerName(r *collector, s *Server, p string) {
 // either local (command, in a sandbox) or remote (url, outside any sandbox).
 func checkRunTarget(r *collector, s *Server, p string) {
 	builtin := s.Builtin != "" || s.Meta.Has("builtin")
-	local, remote := s.Command != nil || builtin || isImage(s), s.URL != "" || s.Meta.Has("url")
+	local, remote := s.Command != nil || builtin || isImage(s) || isPackage(s), s.URL != "" || s.Meta.Has("url")
 	switch {
+	case isPackage(s) && (s.Command != nil || builtin || isImage(s)):
+		r.errorf(s.Meta.At("package"), "%s: package is exclusive with command, image and builtin", p)
 	case isImage(s) && (s.Command != nil || builtin || remote):
 		// checkImage names the conflict.
 	case builtin && s.Command != nil:

@@ -35,6 +35,8 @@ type daemon struct {
 	token     string // the local token; "" when none guards HTTP
 	// snapshotServer is the server o.Snapshot seeds.
 	snapshotServer string
+	// packages are the package servers' installed packages (package.go).
+	packages map[string]specconv.Package
 }
 
 // Run serves o.Config until ctx ends, a signal (SIGTERM, SIGINT,
@@ -61,6 +63,9 @@ func prepare(o Options) (*daemon, error) {
 	}
 	if err := d.readSnapshot(); err != nil {
 		return nil, configError(fmt.Errorf("--from-snapshot: %w", err))
+	}
+	if _, err := PackageServers(d.c); err != nil { // before anything is made
+		return nil, err
 	}
 	d.chooseTransports()
 	if err := checkMetricsAddr(o.MetricsAddr); err != nil {
@@ -154,6 +159,9 @@ func (d *daemon) serve(parent context.Context) error {
 		return err
 	}
 	defer w.stop()
+	if err := d.installPackages(ctx, g); err != nil {
+		return err
+	}
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
@@ -223,7 +231,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gatew
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
-		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir,
+		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir, Packages: d.packages,
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},

@@ -34,9 +34,13 @@ type ListOptions struct {
 	LogLevel slog.Level
 	// Version is what the gateway tells the servers it is.
 	Version string
-	// NoRecord leaves the lock file's image pins as they are (pin
-	// --check): an image not pinned yet is pulled but not pinned.
+	// NoRecord leaves the lock file's image and package pins as they are
+	// (pin --check): an image or package not pinned yet is pulled or
+	// installed but not pinned.
 	NoRecord bool
+	// packages, if set, are the installed packages of the config's package
+	// servers (mcpbox update's new one), installed by the caller.
+	packages map[string]specconv.Package
 }
 
 // Lister starts a config's servers, as serve would (with the same
@@ -55,9 +59,16 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
 	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	pkgs := o.packages
+	if pkgs == nil {
+		var err error
+		if pkgs, err = listerPackages(o, lockPath, log); err != nil {
+			return nil, err
+		}
+	}
 	w := wiring{
 		c: o.Config, log: log, book: book, stderr: o.Stderr,
-		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir,
+		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
 	}

@@ -36,12 +36,19 @@ type ServerOptions struct {
 	LogLevel slog.Level
 	// Version is what the gateway tells the client it is.
 	Version string
+	// StateDir holds the package store and pins when the command is a
+	// package runner (npx -y PKG, uvx PKG, ...: runpkg.go); "": the
+	// current dir's project state dir.
+	StateDir string
 }
 
 // RunServer serves one sandboxed server over stdio until the client goes
 // away, ctx ends or a signal arrives (then it returns nil). A gateway
 // that cannot be built is a *ConfigError.
 func RunServer(ctx context.Context, o ServerOptions) error {
+	if err := runPackage(ctx, &o); err != nil {
+		return err
+	}
 	gatewayGC()
 	// The spec's secrets are resolved already: the book learns them now.
 	book := &redact.Book{}

@@ -63,6 +63,8 @@ type Lock struct {
 	Servers map[string]*ServerLock
 	// Images maps a server's name to its image pin (images.go).
 	Images map[string]ImagePin
+	// Packages maps a server's name to its package pin (packages.go).
+	Packages map[string]PackagePin
 }
 
 // ServerLock holds one server's pins. A nil map means that kind was never
@@ -150,9 +152,10 @@ func (l *Lock) server(name string) *ServerLock {
 // are sorted at every level (maps are sorted by encoding/json).
 type (
 	lockFile struct {
-		Images  map[string]ImagePin   `json:"images,omitzero"`
-		Servers map[string]serverFile `json:"servers"`
-		Version int                   `json:"version"`
+		Images   map[string]ImagePin   `json:"images,omitzero"`
+		Packages map[string]PackagePin `json:"packages,omitzero"`
+		Servers  map[string]serverFile `json:"servers"`
+		Version  int                   `json:"version"`
 	}
 	serverFile struct {
 		Info         ServerInfo         `json:"info,omitzero"`
@@ -217,6 +220,9 @@ func parseLock(data []byte) (*Lock, error) {
 		return nil, err
 	}
 	l.Images = images
+	if err := readPackages(l, lf.Packages); err != nil {
+		return nil, err
+	}
 	for name, sf := range lf.Servers {
 		s := &ServerLock{Info: sf.Info}
 		for kind, m := range map[string]map[string]pinFile{KindTool: sf.Tools, KindPrompt: sf.Prompts, KindTemplate: sf.Templates, KindInstructions: sf.Instructions} {
@@ -266,7 +272,7 @@ func checkPin(kind, key string, def json.RawMessage, sum string) (Pin, error) {
 // keys, definitions pretty-printed and a trailing newline. Every pin is
 // re-checked first, so a file Marshal writes is one ReadLock accepts.
 func (l *Lock) Marshal() ([]byte, error) {
-	lf := lockFile{Servers: map[string]serverFile{}, Version: LockVersion}
+	lf := lockFile{Servers: map[string]serverFile{}, Version: LockVersion, Packages: l.Packages}
 	if err := writeImages(&lf, l.Images); err != nil {
 		return nil, err
 	}

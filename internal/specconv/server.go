@@ -22,6 +22,9 @@ type Options struct {
 	// show it in the sandbox, or put a host dir of the sandbox inside it,
 	// is refused. Required: Server and Group fail without it.
 	StateDir string
+	// Packages are the installed packages of package servers, by server
+	// name (see Package); a package server missing here is refused.
+	Packages map[string]Package
 	// Protected are host files and dirs that no writable mount (the
 	// output, an rw mount) may be or contain: the lock file's dir, the
 	// config, the audit's JSONL copy (ProtectedFiles). If nil, none are.
@@ -49,6 +52,9 @@ func Server(c *config.Config, s *config.Server, o Options) (sandbox.Spec, error)
 		return spec, fmt.Errorf("server %s: %w", s.Name, err)
 	}
 	spec.Args = s.Command
+	if err := packageSpec(s, o, &spec); err != nil {
+		return spec, err
+	}
 	if s.Builtin != "" {
 		if err := builtinSpec(s, &spec); err != nil {
 			return spec, fmt.Errorf("server %s: %w", s.Name, err)

@@ -42,7 +42,7 @@ func (s *server) registerHTTPGet() {
 			}
 			return text(strings.ReplaceAll(string(b), "\x00", "\n")), nil, nil
 		})
-	mcp.AddTool(s.srv, &mcp.Tool{Name: "s3_get", Description: "GETs url through the proxy, SigV4-signed with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or, with presign, as a presigned URL); returns STATUS BODY"}, s3Get)
+	mcp.AddTool(s.srv, &mcp.Tool{Name: "s3_get", Description: "GETs url through the proxy, SigV4-signed with the signing variables it was started with (or, with presign, as a presigned URL); returns STATUS BODY"}, s3Get)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: "mem_dump", Description: "writes every readable mapping of this process (/proc/self/mem) to /workspace/output/NAME; returns the bytes written"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in nameIn) (*mcp.CallToolResult, any, error) {
 			n, err := memDump(filepath.Join("/workspace/output", filepath.Base(in.Name)))

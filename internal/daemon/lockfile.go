@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/pkginstall"
+)
+
+// The dependency lockfile of a pinned npm package is kept beside the lock
+// file, in mcpbox.lock.d/SERVER.package-lock.json, so that a start whose
+// store lacks the package (another machine, a cleared state dir)
+// reinstalls exactly the pinned dependencies (npm ci) instead of
+// re-resolving them, which a dependency's new release would make fail.
+// Its hash is the pin's Lockfile; a file that does not match is refused.
+
+// lockfilePath is where server's npm lockfile is kept.
+func lockfilePath(lockPath, server string) string {
+	return filepath.Join(lockPath+".d", server+".package-lock.json")
+}
+
+// writeLockfile keeps pkg's lockfile for server (npm only), atomically.
+func writeLockfile(lockPath, server string, pkg *pkginstall.Package) error {
+	if pkg.Pin.Ecosystem != pkginstall.NPM {
+		return nil
+	}
+	data, err := pkg.Lockfile()
+	if err != nil {
+		return fmt.Errorf("server %s: reading the installed lockfile: %w", server, err)
+	}
+	dir := filepath.Dir(lockfilePath(lockPath, server))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("server %s: keeping the lockfile: %w", server, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp*")
+	if err != nil {
+		return fmt.Errorf("server %s: keeping the lockfile: %w", server, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), lockfilePath(lockPath, server))
+	}
+	if err != nil {
+		return fmt.Errorf("server %s: keeping the lockfile: %w", server, err)
+	}
+	return nil
+}
+
+// installPinned installs a pinned package: with its kept npm lockfile
+// when there is one (exactly those dependencies), else by the pin alone.
+func installPinned(ctx context.Context, in *pkginstall.Installer, lockPath, server string, src pkginstall.Source, pin pkginstall.Pin) (*pkginstall.Package, error) {
+	if lockPath != "" && pin.Ecosystem == pkginstall.NPM && pin.Lockfile != "" && src.Bin == "" {
+		data, err := os.ReadFile(lockfilePath(lockPath, server))
+		switch {
+		case err == nil:
+			return in.InstallLocked(ctx, pin, data)
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("reading the kept lockfile: %w", err)
+		}
+	}
+	return in.Install(ctx, src, &pin)
+}
+
+// keepPin writes a package pin and, for npm, its lockfile.
+func keepPin(lockPath, server string, pin integrity.PackagePin, pkg *pkginstall.Package) error {
+	if err := writeLockfile(lockPath, server, pkg); err != nil {
+		return err
+	}
+	return integrity.WritePackagePin(lockPath, server, pin)
+}

@@ -1,0 +1,285 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/integrity"
+	"mcpbox/internal/pkginstall"
+	"mcpbox/internal/specconv"
+)
+
+// stagingAge is how old an install's staging dir must be before a start
+// removes it as a crash's leftover: above an install sandbox's timeout.
+const stagingAge = 30 * time.Minute
+
+// PackageServer is a config server that runs a registry package: one with
+// `package:`, or whose command is a runner that pkginstall.FromCommand
+// recognises (npx -y PKG, uvx PKG, pnpm dlx, pipx run, ...). The
+// decision is made here, before any sandbox starts, so no sandbox ever
+// runs npx or uvx; the config keeps the command as the user wrote it.
+type PackageServer struct {
+	Server *config.Server
+	Source pkginstall.Source
+	Args   []string
+}
+
+// PackageServers finds the package servers of c. A package value or a
+// runner command that cannot be installed as a pinned package (npx -c,
+// uvx --with, a git URL, ...) is a *ConfigError at its position.
+func PackageServers(c *config.Config) ([]PackageServer, error) {
+	var out []PackageServer
+	var errs config.Errors
+	for _, s := range c.Servers {
+		var ps PackageServer
+		var ok bool
+		var err error
+		key := "package"
+		if s.Package != "" {
+			ps.Source, err = pkginstall.ParseSource(s.Package)
+			ps.Args, ok = s.Args, err == nil
+		} else if s.Command != nil {
+			key = "command"
+			ps.Source, ps.Args, ok, err = pkginstall.FromCommand(s.Command)
+		}
+		if err != nil {
+			at := s.Meta.At(key)
+			errs = append(errs, &config.Error{File: c.File, Line: at.Line, Col: at.Col,
+				Msg: fmt.Sprintf("servers.%s.%s: %v", s.Name, key, err)})
+			continue
+		}
+		if ok {
+			ps.Server = s
+			out = append(out, ps)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, configError(errs)
+	}
+	return out, nil
+}
+
+// packageOptions are what installing a config's packages needs.
+type packageOptions struct {
+	c        *config.Config
+	base     string // the project dir: its .npmrc counts
+	stateDir string
+	lockPath string
+	// progress gets one line per install step (the first start); nil:
+	// none.
+	progress io.Writer
+	log      *slog.Logger
+	// verify asks the registry whether each existing pin still holds,
+	// even when the store has the package (mcpbox pin).
+	verify bool
+	// repin re-resolves these servers' packages, ignoring their pins
+	// (mcpbox update).
+	repin map[string]bool
+	// trustHint says how to trust new bytes; "": mcpbox update SERVER.
+	trustHint string
+	// egress, if non-nil, gets each connection of server's install
+	// sandboxes (for the audit log).
+	egress func(server string, ev egress.Event)
+}
+
+// PackageChange is a package pin that an install wrote or would write.
+type PackageChange struct {
+	Server   string
+	Old, New integrity.PackagePin // Old zero: first pin
+	pkg      *pkginstall.Package  // the installed package of New
+}
+
+// installer is the pkginstall.Installer of a state dir, with the user's
+// registry configuration.
+func (po packageOptions) installer(s *config.Server) (*pkginstall.Installer, error) {
+	npm, err := pkginstall.LoadNPMConfig(os.Getenv, po.base)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: reading the npm configuration: %w", s.Name, err)
+	}
+	pypi, err := pkginstall.LoadPyPIConfig(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: reading the pip configuration: %w", s.Name, err)
+	}
+	in := &pkginstall.Installer{Store: filepath.Join(po.stateDir, "packages"), NPM: npm, PyPI: pypi,
+		AllowDegraded: specconv.AllowedDegraded(po.c, s)}
+	if po.progress != nil {
+		in.Progress = func(line string) { fmt.Fprintf(po.progress, "mcpbox: server %s: %s\n", s.Name, line) }
+	}
+	if po.egress != nil {
+		in.EgressLog = func(ev egress.Event) { po.egress(s.Name, ev) }
+	}
+	return in, nil
+}
+
+// installPackages installs the package servers of po.c into the state
+// dir's store and pins what they resolved to in the lock file; it
+// returns how to run each (specconv.Options.Packages) and the pins it
+// wrote. A pinned package is installed exactly as pinned, without network
+// when the store has it; a registry that now serves other bytes for it is
+// refused with an error naming the server.
+func installPackages(ctx context.Context, po packageOptions) (map[string]specconv.Package, []PackageChange, error) {
+	pss, err := PackageServers(po.c)
+	if err != nil || len(pss) == 0 {
+		return nil, nil, err
+	}
+	var lock *integrity.Lock
+	if lock, err = integrity.ReadLock(po.lockPath); err != nil {
+		return nil, nil, err
+	}
+	out := map[string]specconv.Package{}
+	var changes []PackageChange
+	for _, ps := range pss {
+		in, err := po.installer(ps.Server)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := in.CleanStaging(stagingAge); err != nil && po.log != nil {
+			po.log.Warn("cleaning the package store", "err", err)
+		}
+		old, pinned := lock.Packages[ps.Server.Name]
+		if pinned && (old.Source != ps.Source.String() || po.repin[ps.Server.Name]) {
+			pinned = false // the config names another package or range, or update
+		}
+		pkg, err := po.install(ctx, in, ps, old, pinned)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[ps.Server.Name] = specconv.Package{Dir: pkg.Dir,
+			Args: pkg.Command(specconv.PackageTarget, ps.Args), Env: pkg.Env(specconv.PackageTarget)}
+		if !pinned {
+			np := lockPin(pkg.Pin, ps.Source)
+			changes = append(changes, PackageChange{Server: ps.Server.Name, Old: old, New: np, pkg: pkg})
+		}
+	}
+	return out, changes, nil
+}
+
+// install installs one package server's package, by its pin if pinned.
+func (po packageOptions) install(ctx context.Context, in *pkginstall.Installer, ps PackageServer, old integrity.PackagePin, pinned bool) (*pkginstall.Package, error) {
+	name := ps.Server.Name
+	if !pinned {
+		pkg, err := in.Install(ctx, ps.Source, nil)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: %w", name, err)
+		}
+		return pkg, nil
+	}
+	pin := pkginstall.Pin{Ecosystem: pkginstall.Ecosystem(old.Ecosystem), Name: old.Name, Version: old.Version,
+		Integrity: old.Integrity, Lockfile: old.Lockfile}
+	if po.verify {
+		if err := in.Verify(ctx, pin); err != nil {
+			return nil, po.pinError(name, pin, err)
+		}
+	}
+	src := pin.Source()
+	src.Bin = ps.Source.Bin
+	pkg, err := installPinned(ctx, in, po.lockPath, name, src, pin)
+	if err != nil {
+		return nil, po.pinError(name, pin, err)
+	}
+	return pkg, nil
+}
+
+// pinError names the server and what to do about a pinned package the
+// registry no longer serves as pinned.
+func (po packageOptions) pinError(server string, pin pkginstall.Pin, err error) error {
+	var ie *pkginstall.IntegrityError
+	if errors.Is(err, pkginstall.ErrPinMismatch) || errors.As(err, &ie) {
+		msg := oneLine(err)
+		for _, pre := range []string{"installing " + pin.String() + ": ", "pinned " + pin.String() + ": "} {
+			msg = strings.TrimPrefix(msg, pre)
+		}
+		hint := po.trustHint
+		if hint == "" {
+			hint = "mcpbox update " + server
+		}
+		return fmt.Errorf("server %s: refusing pinned package %s: %s (if the new bytes are trusted: %s)", server, pin, msg, hint)
+	}
+	return fmt.Errorf("server %s: installing pinned package %s: %w", server, pin, err)
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// lockPin is the lock file's form of p, made from src.
+func lockPin(p pkginstall.Pin, src pkginstall.Source) integrity.PackagePin {
+	return integrity.PackagePin{Ecosystem: string(p.Ecosystem), Name: p.Name, Version: p.Version,
+		Integrity: p.Integrity, Lockfile: p.Lockfile, Source: src.String()}
+}
+
+// writePackagePins records changes in the lock file.
+func writePackagePins(lockPath string, changes []PackageChange) error {
+	for _, ch := range changes {
+		if err := keepPin(lockPath, ch.Server, ch.New, ch.pkg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installPackages installs the config's packages before any server
+// starts, printing progress to stderr on a first install, and pins what
+// they resolved to.
+func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) error {
+	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
+	pkgs, changes, err := installPackages(ctx, packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir,
+		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g)})
+	if err != nil {
+		return err
+	}
+	d.packages = pkgs
+	return writePackagePins(lockPath, changes)
+}
+
+// listerPackages installs and pins the config's packages for `mcpbox
+// pin`, asking the registry whether existing pins still hold.
+func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (map[string]specconv.Package, error) {
+	pkgs, changes, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
+		stateDir: o.StateDir, lockPath: lockPath, progress: o.Stderr, log: log, verify: true})
+	if err != nil || o.NoRecord {
+		return pkgs, err
+	}
+	return pkgs, writePackagePins(lockPath, changes)
+}
+
+// PackageOf is pkginstall.FromCommand in the config's terms, for `mcpbox
+// import` (importer.PackageOf): the package as a `package:` value. A
+// command that names a bin apart from its package (npx -p PKG BIN) is no
+// `package:` (which runs the package's own bin): it is recognised (ok)
+// with pkg "", and stays a command, which serve treats all the same.
+func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
+	src, args, ok, err := pkginstall.FromCommand(argv)
+	if !ok || err != nil {
+		return "", nil, false, err
+	}
+	if src.Bin != "" {
+		return "", nil, true, nil
+	}
+	return src.String(), args, true, nil
+}
+
+// installEgress audits the connections of the install sandboxes as
+// egress records of the server, marked with detail phase "package
+// install" (a server's own connections have no phase).
+func installEgress(g *guard.Guard) func(string, egress.Event) {
+	return func(server string, ev egress.Event) {
+		r := audit.Record{Time: ev.Time, Event: audit.EventEgress, Server: server, Sandbox: ev.SandboxID,
+			Decision: ev.Decision, Rule: ev.Rule, Duration: ev.Duration,
+			Domains: []audit.Domain{{Host: ev.Host, Port: ev.Port, Decision: ev.Decision, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown}},
+			Detail:  map[string]string{"phase": "package install"}}
+		if ev.Reason != "" {
+			r.Detail["reason"] = ev.Reason
+		}
+		g.Record(r)
+	}
+}

@@ -1,0 +1,119 @@
+package importer
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"mcpbox/internal/config"
+)
+
+// PackageOf recognises a command that fetches and runs a registry package
+// (npx -y PKG, uvx PKG, pnpm dlx, pipx run, ...): pkg in config syntax
+// (npm:NAME@VERSION) and the package's own args; pkg "" for one that is
+// recognised but must stay a command (it names a bin of its own); ok
+// false for any other command; an error for a runner form a pinned
+// install cannot honour. The
+// caller supplies it (internal/pkginstall's FromCommand), since importer
+// does not import its neighbours.
+type PackageOf func(argv []string) (pkg string, args []string, ok bool, err error)
+
+// ConvertPackages turns res's servers whose command pkgOf recognises into
+// package servers (package: + args), so that the config says what runs;
+// `mcpbox serve` would recognise the command anyway. Arguments naming host
+// directories become read-only mounts under /data with the argument
+// rewritten, and env values naming host files (MEMORY_FILE_PATH=...) move
+// into the server's output. The hints above each server say what was
+// changed.
+func ConvertPackages(res *Result, pkgOf PackageOf) {
+	for _, s := range res.Config.Servers {
+		if s.Command == nil {
+			continue
+		}
+		orig := strings.Join(s.Command, " ")
+		pkg, args, ok, err := pkgOf(s.Command)
+		if err != nil {
+			res.Hints[s.Name] = append([]string{
+				"mcpbox cannot run this command as a pinned package, and serve refuses it:",
+				err.Error(),
+				"Write it as package: npm:NAME@VERSION (or pypi:...) with args.",
+			}, hostPathHints(s.Command)...)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if pkg == "" {
+			res.Hints[s.Name] = append([]string{
+				"mcpbox installs this command's package outside the sandbox at the first",
+				"start, pins it in mcpbox.lock and runs the named bin read-only with no",
+				"network (it stays a command: package: runs a package's own bin).",
+			}, hostPathHints(s.Command)...)
+			continue
+		}
+		s.Package, s.Args, s.Command = pkg, args, nil
+		hints := []string{
+			"Was: " + orig,
+			"mcpbox installs the package outside the sandbox at the first start",
+			"(stderr shows progress), pins its version and hashes in mcpbox.lock,",
+			"and runs it read-only with no network. Its own directory is read-only:",
+			"a server that writes files needs them under /workspace/output or /tmp.",
+		}
+		hints = append(hints, rewriteHostDirs(s)...)
+		hints = append(hints, moveHostFiles(s)...)
+		var rest []string // host paths not rewritten (files)
+		for _, a := range s.Args {
+			if !strings.HasPrefix(a, "/data/") && !strings.Contains(a, "=/data/") {
+				rest = append(rest, a)
+			}
+		}
+		hints = append(hints, hostPathHints(rest)...)
+		res.Hints[s.Name] = hints
+	}
+}
+
+// rewriteHostDirs mounts the host directories s's args name (read-only,
+// at /data/NAME) and rewrites the args to match.
+func rewriteHostDirs(s *config.Server) []string {
+	var hints []string
+	taken := map[string]bool{}
+	for i, a := range s.Args {
+		flag, val, isFlag := strings.Cut(a, "=")
+		if !isFlag || !strings.HasPrefix(flag, "-") {
+			flag, val = "", a
+		}
+		if !isHostPath(val) || strings.Contains(path.Base(val), ".") || driveRE.MatchString(val) {
+			continue // not a host path, or most likely a file, or Windows
+		}
+		base := sanitizeName(path.Base(path.Clean(val)))
+		target := "/data/" + base
+		for n := 2; taken[target]; n++ {
+			target = "/data/" + base + "-" + strconv.Itoa(n)
+		}
+		taken[target] = true
+		s.Filesystem.Mounts = append(s.Filesystem.Mounts, config.Mount{Source: val, Target: target, Mode: config.ModeRO})
+		if flag != "" {
+			s.Args[i] = flag + "=" + target
+		} else {
+			s.Args[i] = target
+		}
+		hints = append(hints, fmt.Sprintf("%s is mounted read-only at %s (set mode: rw to let the server write there).", val, target))
+	}
+	return hints
+}
+
+// moveHostFiles points env values that name host files into the server's
+// output, which is kept per agent.
+func moveHostFiles(s *config.Server) []string {
+	var hints []string
+	for i, v := range s.Env {
+		if !pathNameRE.MatchString(v.Name) || !isHostPath(v.Value) || !strings.Contains(path.Base(v.Value), ".") {
+			continue
+		}
+		to := "/workspace/output/" + path.Base(v.Value)
+		hints = append(hints, fmt.Sprintf("env %s was %s, now %s (in the server's output).", v.Name, v.Value, to))
+		s.Env[i].Value = to
+	}
+	return hints
+}

@@ -1,0 +1,90 @@
+package importer
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/config"
+)
+
+// fakePackageOf recognises `npx -y PKG ARGS` only, as pkginstall would.
+func fakePackageOf(argv []string) (string, []string, bool, error) {
+	if argv[0] != "npx" {
+		return "", nil, false, nil
+	}
+	switch argv[1] {
+	case "-c":
+		return "", nil, false, errors.New("npx -c runs a shell command")
+	case "-p":
+		return "", nil, true, nil
+	}
+	return "npm:" + argv[2] + "@latest", argv[3:], true, nil
+}
+
+func TestConvertPackages(t *testing.T) {
+	cf, err := ParseClientFile("claude.json", []byte(`{"mcpServers": {
+  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt"]},
+  "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/home/alice/memory.jsonl", "LOG_LEVEL": "info"}},
+  "sh": {"command": "npx", "args": ["-c", "echo hi"]},
+  "plain": {"command": "node", "args": ["/opt/server.js"]},
+  "bin": {"command": "npx", "args": ["-p", "some-pkg", "some-bin"]}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf)
+	ConvertPackages(res, fakePackageOf)
+	out, err := Render(res, "claude.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load("mcpbox.yaml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := c.Server("fs")
+	if fs.Package != "npm:@modelcontextprotocol/server-filesystem@latest" || fs.Command != nil ||
+		!slices.Equal(fs.Args, []string{"/data/src", "--root=/data/data", "/home/alice/a.txt"}) {
+		t.Errorf("fs: package %q command %q args %q", fs.Package, fs.Command, fs.Args)
+	}
+	want := []config.Mount{{Source: "/home/alice/src", Target: "/data/src", Mode: "ro"}, {Source: "/srv/data", Target: "/data/data", Mode: "ro"}}
+	if len(fs.Filesystem.Mounts) != 2 {
+		t.Fatalf("fs mounts: %+v", fs.Filesystem.Mounts)
+	}
+	for i, m := range fs.Filesystem.Mounts {
+		if m.Source != want[i].Source || m.Target != want[i].Target || m.Mode != want[i].Mode {
+			t.Errorf("mount %d: %+v, want %+v", i, m, want[i])
+		}
+	}
+	mem := c.Server("mem")
+	if mem.Package == "" || len(mem.Env) != 2 || mem.Env[0].Value != "/workspace/output/memory.jsonl" && mem.Env[1].Value != "/workspace/output/memory.jsonl" {
+		t.Errorf("mem: %q env %+v", mem.Package, mem.Env)
+	}
+	if sh := c.Server("sh"); sh.Package != "" || sh.Command == nil {
+		t.Errorf("sh: %+v", sh)
+	}
+	if p := c.Server("plain"); p.Package != "" || !slices.Equal(p.Command, []string{"node", "/opt/server.js"}) {
+		t.Errorf("plain: %+v", p)
+	}
+	if b := c.Server("bin"); b.Package != "" || !slices.Equal(b.Command, []string{"npx", "-p", "some-pkg", "some-bin"}) {
+		t.Errorf("bin: %+v", b)
+	}
+	text := string(out)
+	for _, s := range []string{
+		"# Was: npx -y @modelcontextprotocol/server-filesystem /home/alice/src",
+		"# /home/alice/src is mounted read-only at /data/src",
+		`# The sandbox does not see "/home/alice/a.txt"`,
+		"# env MEMORY_FILE_PATH was /home/alice/memory.jsonl, now /workspace/output/memory.jsonl",
+		"# npx -c runs a shell command",
+		"# network (it stays a command: package: runs a package's own bin).",
+	} {
+		if !strings.Contains(text, s) {
+			t.Errorf("rendered config lacks %q:\n%s", s, text)
+		}
+	}
+	if strings.Contains(text, "registry.npmjs.org") {
+		t.Errorf("a package server still gets the registry egress hint:\n%s", text)
+	}
+}
