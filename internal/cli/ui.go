@@ -5,9 +5,8 @@ import "mcpbox/internal/daemon"
 const uiHelp = `USAGE
   mcpbox ui [--print-url] [--config FILE | --state-dir DIR]
 
-Opens the dashboard of the project's running mcpbox serve (/ui/ on its
-HTTP listener; a stdio-only serve starts one on 127.0.0.1): prints a one-
-time login URL (5 minutes, one use) and opens it in a browser where
+Opens the dashboard (/ui/) of the project's running mcpbox serve: prints
+a one-time login URL (5 minutes, one use) and opens a browser where
 xdg-open exists; --print-url only prints it.
 `
 
@@ -18,11 +17,11 @@ func (e *env) ui(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	dir, ok := af.dir(e, "ui")
-	if ok && (fs.NArg() > 0 || dir == allStateDirs) {
-		e.errorf("ui: takes no arguments and one instance (not --all)")
-		ok = false
+	if fs.NArg() > 0 {
+		e.errorf("ui: unexpected arguments %q", fs.Args())
+		return exitUsage
 	}
+	dir, ok := af.dir(e, "ui")
 	if !ok {
 		return exitUsage
 	}

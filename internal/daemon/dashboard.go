@@ -325,6 +325,9 @@ func serveLoopback(ln net.Listener, mux http.Handler) func() {
 // UILoginURL is a one-time login URL (valid 5 minutes, one use) of the
 // dashboard of the serve instance running on stateDir (`mcpbox ui`).
 func UILoginURL(stateDir string) (string, error) {
+	if stateDir == admin.AllStateDirs {
+		return "", errors.New("--all: the dashboard is one instance's; run mcpbox ui in the project, or pass --config or --state-dir")
+	}
 	recs, err := instance.List(stateDir)
 	if err != nil {
 		return "", err
