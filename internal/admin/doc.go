@@ -3,7 +3,7 @@
 // approvals endpoint), the checks of who is at the other end, a table of
 // handlers (one per operation), and the typed client the admin commands
 // (ps, approvals, approve and deny, trust, stop, pause, resume, snapshot,
-// diff, secrets rotate, pin reload) call, which fans a request out over
+// diff, secrets rotate, pin reload, ui) call, which fans a request out over
 // every instance of a project.
 //
 // Protocol. A client sends one JSON line (an op and its fields) and reads

@@ -40,6 +40,7 @@ var handlers = map[string]handler{
 	opSnapshot:  {serve: serveSnapshot},
 	opDiff:      {serve: serveDiff},
 	opRotate:    {serve: serveRotate, early: true},
+	opUI:        {serve: serveUI},
 }
 
 func serveApprovals(_ *Server, c *call) (reply, error) {

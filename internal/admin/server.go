@@ -81,6 +81,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	b        Backend                // guarded by mu
+	ui       func() (string, error) // guarded by mu; see SetUI
 	detached bool                   // guarded by mu
 	conns    map[*net.UnixConn]bool // guarded by mu
 	// using counts the handlers holding the back-end; Add only under mu

@@ -23,6 +23,7 @@ const (
 	opDiff      = "diff"
 	opReload    = "reload"
 	opRotate    = "rotate"
+	opUI        = "ui"
 )
 
 // request is one line a client sends. Each op reads the fields it needs;
@@ -57,6 +58,8 @@ type reply struct {
 	Upper string `json:"upper,omitempty"`
 	// stats: the gateway's goroutines, for leak checks (internal/load).
 	Goroutines int `json:"goroutines,omitempty"`
+	// ui: the base URL of the dashboard's loopback listener.
+	UI string `json:"ui,omitempty"`
 }
 
 // PinChange is a definition change as the admin commands show it.

@@ -86,6 +86,11 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
+	return r.queryRecords(ctx, q, args...)
+}
+
+// queryRecords runs q, a SELECT of rowColumns, and decodes its rows.
+func (r *Reader) queryRecords(ctx context.Context, q string, args ...any) ([]Record, error) {
 	rows, err := r.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("querying audit log: %w", err)

@@ -29,24 +29,7 @@ func (r *Reader) Recent(ctx context.Context, f Filter, outcome string, before in
 		limit = 100
 	}
 	args = append(args, limit)
-	rows, err := r.db.QueryContext(ctx, `SELECT `+rowColumns+` FROM audit_records`+where+` ORDER BY seq DESC LIMIT ?`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("querying audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		var row storedRow
-		if err := row.scan(rows); err != nil {
-			return nil, fmt.Errorf("querying audit log: %w", err)
-		}
-		rec, err := row.record()
-		if err != nil {
-			return nil, fmt.Errorf("querying audit log: seq %d: %w", row.seq, err)
-		}
-		out = append(out, rec)
-	}
-	return out, rows.Err()
+	return r.queryRecords(ctx, `SELECT `+rowColumns+` FROM audit_records`+where+` ORDER BY seq DESC LIMIT ?`, args...)
 }
 
 // Head is the Seq of the newest record (0 for none): a follower that

@@ -46,6 +46,7 @@ ADMIN (run in a project they find its running mcpbox serve instances;
   diff       the changes a sandbox made to its overlaid input: diff ID
   token      token rotate: a new bearer token for serve's HTTP endpoint
              when the config has no clients
+  ui         the dashboard in a browser: ui [--print-url]
   login      authorize a remote server (OAuth): login SERVER; logout SERVER
 
 Run 'mcpbox <command> --help' for a command's flags.
@@ -127,6 +128,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.diff(args[1:])
 	case "token":
 		return env.token(args[1:])
+	case "ui":
+		return env.ui(args[1:])
 	case "login", "logout":
 		return env.login(args[0], args[1:])
 	default:

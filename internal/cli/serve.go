@@ -37,8 +37,9 @@ ADDR (Streamable HTTP at http://ADDR/mcp). With neither: stdio when
 standard input is a pipe, a socket or a file (a client started serve),
 else (a terminal, /dev/null) HTTP on the config's listen.http.addr
 (default 127.0.0.1:8765). HTTP binds loopback unless the config has
-clients (bearer tokens) and TLS. SIGTERM or SIGINT stops every sandbox
-and exits 0.
+clients (bearer tokens) and TLS. HTTP also serves the dashboard (/ui/:
+mcpbox ui), /metrics (the same token) and /healthz, /readyz. SIGTERM or
+SIGINT stops every sandbox and exits 0.
 
 HTTP needs a bearer token. With clients, theirs. Without (the embedded
 default too), the state dir's token file (DIR/token, mode 0600, made at
@@ -66,6 +67,7 @@ func (e *env) serve(args []string) int {
 	fs.BoolVar(&o.Stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&o.HTTPAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve HTTP without a bearer token (loopback only; any local process can call the tools)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "also serve /metrics, /healthz, /readyz without credentials on loopback `ADDR`")
 	fs.StringVar(&o.StateDir, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
 	fs.StringVar(&o.Snapshot, "from-snapshot", "", "seed the new workspaces of the snapshot's server from `FILE` (mcpbox snapshot)")
 	fs.Var(&degraded, "allow-degraded", "serve even when the isolation `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable, as sandbox.require without them would")

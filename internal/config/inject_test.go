@@ -118,4 +118,16 @@ func TestInjectWarnings(t *testing.T) {
 	if w := Warnings(cfg("      T: {from: env:T}\n")); len(w) != 1 || !strings.Contains(w[0].Error(), "allows any host") {
 		t.Fatalf("a held secret beside egress to any host: want one warning, got %v", w)
 	}
+	// body and any_header put the value wherever the server puts the
+	// placeholder: a host that stores requests can hand it back.
+	for _, tt := range []struct{ inject, want string }{
+		{"body: true", "goes into request bodies to api.github.com"},
+		{"any_header: true", "goes into any request header to api.github.com"},
+		{"body: true, any_header: true", "goes into request bodies and any request header"},
+	} {
+		w := Warnings(cfg("      T: {from: env:T, inject: {hosts: [api.github.com], " + tt.inject + "}}\n"))
+		if len(w) != 1 || !strings.Contains(w[0].Error(), tt.want) || !strings.Contains(w[0].Error(), "read it back") {
+			t.Errorf("inject {%s}: want one warning containing %q, got %v", tt.inject, tt.want, w)
+		}
+	}
 }

@@ -155,6 +155,7 @@ func clientNode(c *Client) *yaml.Node {
 	t := mapNode()
 	addStr(t, "from", c.Token.From)
 	add(m, "token", t)
+	addStr(m, "role", c.Role)
 	ct := mapNode()
 	addStrs(ct, "allow", c.Tools.Allow)
 	addStrs(ct, "deny", c.Tools.Deny)

@@ -152,6 +152,7 @@ func validScope(s string) bool {
 // checkOAuth checks the top-level oauth mapping and listen.http.oauth.
 func checkOAuth(r *collector, c *Config) {
 	checkRef(r, &c.OAuth.StoreKey, &c.OAuth.Meta, "store_key", "oauth.store_key")
+	checkSharedLogins(r, c)
 	o := c.Listen.HTTP.OAuth
 	if o == nil {
 		return
@@ -175,6 +176,20 @@ func checkOAuth(r *collector, c *Config) {
 	for i, sc := range o.ScopesSupported {
 		if !validScope(sc) {
 			r.errorf(o.Meta.Elem("scopes_supported", i), "%s.scopes_supported[%d]: invalid scope %q", p, i, sc)
+		}
+	}
+}
+
+// checkSharedLogins refuses scope: shared for an oauth server of a gateway
+// with several clients (clients, or JWT users): its one connection would
+// carry one login, so every client would act as whoever logged in.
+func checkSharedLogins(r *collector, c *Config) {
+	if len(c.Clients) == 0 && c.Listen.HTTP.OAuth == nil {
+		return
+	}
+	for _, s := range c.Servers {
+		if s.OAuth != nil && s.Scope == ScopeShared {
+			r.errorf(s.Meta.At("scope"), "servers.%s.scope: shared with oauth on a gateway of several clients would use one login for all of them; use scope agent (each client logs in: mcpbox login %s --client NAME)", s.Name, s.Name)
 		}
 	}
 }

@@ -94,6 +94,8 @@ func TestOAuthInvalid(t *testing.T) {
 		{"listen no resource", listen("{issuer: https://idp.example.com}"), `t.yaml:7:12: listen.http.oauth.resource: missing`},
 		{"listen http issuer", listen("{issuer: http://idp.example.com, resource: https://gw.example.com/mcp}"), `t.yaml:7:21: listen.http.oauth.issuer: plain http is only allowed to a loopback host`},
 		{"listen resource fragment", listen("{issuer: https://idp.example.com, resource: \"https://gw.example.com/mcp#x\"}"), `t.yaml:7:56: listen.http.oauth.resource: must have no query or fragment`},
+		{"shared login, JWT users", remoteBase + "    scope: shared\n    oauth: {}\nlisten:\n  http:\n    oauth: {issuer: https://idp.example.com, resource: https://gw.example.com/mcp}\n", `t.yaml:5:12: servers.r.scope: shared with oauth on a gateway of several clients would use one login for all`},
+		{"shared login, clients", remoteBase + "    scope: shared\n    oauth: {}\nclients:\n  - {name: a, token: {from: env:A}}\n", `t.yaml:5:12: servers.r.scope: shared with oauth on a gateway of several clients`},
 		{"listen bad claim", listen("{issuer: https://idp.example.com, resource: https://gw.example.com/mcp, identity_claim: \"a b\"}"), `t.yaml:7:100: listen.http.oauth.identity_claim: invalid claim name "a b"`},
 	}
 	for _, tt := range tests {
@@ -120,5 +122,13 @@ func TestOAuthAllowsNonLoopbackListen(t *testing.T) {
 	y += "    oauth: {issuer: https://idp.example.com, resource: https://gw.example.com/mcp}\n"
 	if _, err := Load("t.yaml", []byte(y)); err != nil {
 		t.Fatalf("non-loopback listen with listen.http.oauth refused: %v", err)
+	}
+}
+
+// TestOAuthSharedForOneUser: scope shared with oauth stays allowed where
+// the gateway has one user (no clients, no JWT users).
+func TestOAuthSharedForOneUser(t *testing.T) {
+	if _, err := Load("t.yaml", []byte(remoteBase+"    scope: shared\n    oauth: {}\n")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -56,6 +56,7 @@ func (d *decoder) clients(n *node, path string) []Client {
 					})
 				}
 			}},
+			{"role", func(v *node, p string) { c.Role = d.str(v, p) }},
 			{"tools", func(v *node, p string) {
 				d.mapping(v, p, &c.Tools.Meta, []field{
 					{"allow", func(v *node, p string) { c.Tools.Allow = d.strs(v, p, &c.Tools.Meta, "allow", d.str) }},

@@ -125,8 +125,17 @@ type Client struct {
 	// tools policy; globs over "SERVER/TOOL". The zero value (no tools
 	// key) adds no restriction.
 	Tools ClientTools
-	Meta  Meta
+	// Role is what the client's token may do in the dashboard (/ui/):
+	// RoleAdmin or RoleViewer; "": it cannot log in there.
+	Role string
+	Meta Meta
 }
+
+// Dashboard roles of a client (clients[].role).
+const (
+	RoleAdmin  = "admin"
+	RoleViewer = "viewer"
+)
 
 // ClientTools is a client's own tool policy: globs (path.Match) over
 // "SERVER/TOOL". When the key is present, a call must match Allow or

@@ -106,6 +106,9 @@ func checkClients(r *collector, c *Config) {
 		} else if _, err := ParseSecretRef(cl.Token.From); err != nil {
 			r.errorf(cl.Token.Meta.At("from"), "%s.token.from: %v", path, err)
 		}
+		if cl.Role != "" && cl.Role != RoleAdmin && cl.Role != RoleViewer {
+			r.errorf(cl.Meta.At("role"), "%s.role: %q is no dashboard role (want admin or viewer)", path, cl.Role)
+		}
 		t := &cl.Tools
 		for _, l := range []struct {
 			key   string

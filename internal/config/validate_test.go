@@ -75,6 +75,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"origin with path", base + "listen: {http: {allowed_origins: [\"http://a.example/x\"]}}\n", `t.yaml:5:35: listen.http.allowed_origins[0]: invalid origin "http://a.example/x": bad host "a.example/x"`},
 		{"client token literal", base + "clients: [{name: a, token: {from: hunter2}}]\n", `t.yaml:5:35: clients[0].token.from: must be a reference (env:VAR, file:PATH or cmd:COMMAND), not a literal secret value`},
 		{"client token missing", base + "clients: [{name: a}]\n", `t.yaml:5:11: clients[0].token.from: missing token reference (env:VAR, file:PATH or cmd:COMMAND)`},
+		{"client role", base + "clients: [{name: a, token: {from: env:T}, role: root}]\n", `t.yaml:5:49: clients[0].role: "root" is no dashboard role (want admin or viewer)`},
 		{"client duplicate", base + "clients: [{name: a, token: {from: env:A}}, {name: a, token: {from: env:B}}]\n", `t.yaml:5:51: clients[1].name: duplicate client name "a"`},
 		{"approval channel", base + "approvals: {channels: [email]}\n", `t.yaml:5:24: approvals.channels[0]: unknown channel "email" (want elicitation, cli or web)`},
 		{"audit store", base + "audit: {store: postgres}\n", `t.yaml:5:16: audit.store: unknown store "postgres" (want sqlite)`},

@@ -33,6 +33,7 @@ func Warnings(c *Config) Errors {
 			}
 		}
 		warnSecretsWithBroadEgress(r, s)
+		warnInjectAnywhere(r, s)
 	}
 	if err := r.err(); err != nil {
 		return err.(Errors)
@@ -80,6 +81,28 @@ func warnPlainEnv(r *collector, s *Server) {
 			r.errorf(e.Pos, "servers.%s.env.%s: looks like a credential in plain config; use secrets: {%s: {from: env:VAR | file:PATH | cmd:COMMAND}}",
 				s.Name, e.Name, e.Name)
 		}
+	}
+}
+
+// warnInjectAnywhere flags inject.body and inject.any_header: the real
+// value then goes wherever the server puts the placeholder in a request
+// to the secret's hosts, and a host that stores what it is sent (a gist,
+// an issue comment) can hand it back through a host the proxy does not
+// intercept.
+func warnInjectAnywhere(r *collector, s *Server) {
+	for _, sec := range s.Secrets {
+		in := sec.Inject
+		if in == nil || !in.Body && !in.AnyHeader {
+			continue
+		}
+		where := "request bodies"
+		if !in.Body {
+			where = "any request header"
+		} else if in.AnyHeader {
+			where = "request bodies and any request header"
+		}
+		r.errorf(in.Meta.Pos, "servers.%s.secrets.%s.inject: the real value goes into %s to %s: a server can make such a host store it (e.g. in a posted text) and read it back elsewhere; prefer header, query or basic",
+			s.Name, sec.Name, where, strings.Join(in.Hosts, ", "))
 	}
 }
 

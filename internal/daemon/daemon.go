@@ -68,6 +68,9 @@ func prepare(o Options) (*daemon, error) {
 		return nil, err
 	}
 	d.chooseTransports()
+	if err := checkMetricsAddr(o.MetricsAddr); err != nil {
+		return nil, configError(err)
+	}
 	if o.NoAuth {
 		if err := checkNoAuth(d.c, d.addr); err != nil {
 			return nil, configError(err)
@@ -149,6 +152,13 @@ func (d *daemon) serve(parent context.Context) error {
 		return configError(err)
 	}
 	defer g.Close()
+	// The dashboard's and metrics' audit follower starts from the head
+	// before any call, and stops before the guard closes.
+	w, err := d.startWeb(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
 	if err := d.installPackages(ctx, g); err != nil {
 		return err
 	}
@@ -161,6 +171,11 @@ func (d *daemon) serve(parent context.Context) error {
 	}
 	defer gw.Close()
 	g.Attach(gw)
+	// The extra listeners' handlers use the gateway: they stop before it.
+	defer w.closeListeners()
+	if err := d.attach(w, g, gw, inst); err != nil {
+		return err
+	}
 	if inst != nil {
 		inst.Attach(g.Admin(gw))
 		// Runs before gw.Close and g.Close (deferred above): the admin

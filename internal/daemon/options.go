@@ -41,6 +41,9 @@ type Options struct {
 	// NoAuth serves HTTP without a bearer token: refused with clients
 	// and on a non-loopback address.
 	NoAuth bool
+	// MetricsAddr, if not "", serves /metrics, /healthz and /readyz
+	// without credentials on this loopback HOST:PORT (--metrics-addr).
+	MetricsAddr string
 	// AllowAllDegraded accepts losing any isolation layer, AllowDegraded
 	// the listed ones (--allow-degraded): see AcceptDegraded.
 	AllowAllDegraded bool

@@ -53,6 +53,9 @@ type HTTPOptions struct {
 	// Extra are handlers served without authentication besides the
 	// endpoint, by path (the protected resource metadata).
 	Extra map[string]http.Handler
+	// Authed are handlers served by path behind the endpoint's own
+	// authentication (the same clients, Refresh and Verify): /metrics.
+	Authed map[string]http.Handler
 }
 
 // Client is an HTTP client identity.
@@ -115,15 +118,26 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		}
 		legacy.ServeHTTP(w, r)
 	})
-	if len(o.Clients) > 0 || o.Verify != nil {
-		h = o.requireAuth(g, h)
-	}
 	mux := http.NewServeMux()
-	mux.Handle(EndpointPath, h)
-	for p, x := range o.Extra {
+	for p, x := range o.Authed {
 		mux.Handle(p, x)
 	}
-	return guard(o, mux), nil
+	var authed http.Handler = mux
+	if len(o.Clients) > 0 || o.Verify != nil {
+		// One check, one client set (Refresh is called serially) for the
+		// endpoint and the Authed handlers.
+		authed = o.requireAuth(g, mux)
+	}
+	mux.Handle(EndpointPath, h)
+	top := http.NewServeMux()
+	top.Handle(EndpointPath, authed)
+	for p := range o.Authed {
+		top.Handle(p, authed)
+	}
+	for p, x := range o.Extra {
+		top.Handle(p, x)
+	}
+	return guard(o, top), nil
 }
 
 func checkClients(clients []Client) error {

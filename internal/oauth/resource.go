@@ -129,6 +129,11 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 	if name == "" {
 		return nil, fmt.Errorf("%w: no string claim %q", ErrInvalidToken, v.opts.IdentityClaim)
 	}
+	// An email is an identity only once the issuer has verified it: at
+	// many issuers a user may set any address, someone else's included.
+	if v.opts.IdentityClaim == "email" && extra["email_verified"] != true {
+		return nil, fmt.Errorf("%w: email claim not verified (email_verified)", ErrInvalidToken)
+	}
 	id := &Identity{Name: name, Subject: std.Subject, Expiry: std.Expiry.Time()}
 	switch s := extra["scope"].(type) {
 	case string:

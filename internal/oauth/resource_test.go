@@ -40,7 +40,7 @@ func claims(as *testAS, edit func(map[string]any)) map[string]any {
 	now := time.Now()
 	c := map[string]any{
 		"iss": as.issuer, "aud": gatewayResource, "sub": "alice", "scope": "mcp:read mcp:write",
-		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "email": "alice@example.com",
+		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "email": "alice@example.com", "email_verified": true,
 	}
 	if edit != nil {
 		edit(c)
@@ -72,6 +72,17 @@ func TestValidatorAcceptsAndMapsIdentity(t *testing.T) {
 	}
 	if _, err := ve.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { delete(c, "email") }))); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("missing identity claim: %v", err)
+	}
+	// An email the issuer has not verified is anyone's to set: Mallory
+	// with Alice's address must not become Alice.
+	for _, unverified := range []func(map[string]any){
+		func(c map[string]any) { c["sub"] = "mallory"; delete(c, "email_verified") },
+		func(c map[string]any) { c["sub"] = "mallory"; c["email_verified"] = false },
+		func(c map[string]any) { c["sub"] = "mallory"; c["email_verified"] = "true" },
+	} {
+		if id, err := ve.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, unverified))); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("unverified email accepted as %+v (%v)", id, err)
+		}
 	}
 	// Two users, two identities.
 	id2, err := v.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, claims(as, func(c map[string]any) { c["sub"] = "bob" })))

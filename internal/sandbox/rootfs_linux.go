@@ -413,6 +413,13 @@ func bindUser(c *initConfig, fds []int) error {
 	}
 	for _, b := range c.Binds {
 		target := newRoot + b.Target
+		if b.File && b.Target != systemBundle {
+			// Only the trust bundle covers a file of the system view: a
+			// config mount must not silently replace, say, /usr/bin/node.
+			if st, err := os.Lstat(target); err == nil && st.Mode().IsRegular() {
+				return fmt.Errorf("creating mount point %s: it would cover a file of the system view", b.Target)
+			}
+		}
 		if err := mkTarget(target, !b.File); err != nil {
 			return fmt.Errorf("creating mount point %s: %w", b.Target, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -332,5 +333,30 @@ func TestAsHostIDRestoresTheThread(t *testing.T) {
 	}
 	if d, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); d != 1 {
 		t.Fatalf("process left non-dumpable (%d)", d)
+	}
+}
+
+// TestFileMountCannotCoverSystemFile: a file mount onto a file the
+// system view already shows (here /usr/bin/env) is refused, so a config
+// or imported mount cannot silently replace a program the server runs;
+// the same mount at a fresh path works.
+func TestFileMountCannotCoverSystemFile(t *testing.T) {
+	requireSandbox(t)
+	src := filepath.Join(t.TempDir(), "fake-env")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\necho replaced\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := quick("/usr/bin/env", "true")
+	spec.Mounts = []Mount{{Source: src, Target: "/usr/bin/env", Exec: true}}
+	if res, err := Run(context.Background(), spec, Stdio{}); err == nil {
+		t.Fatalf("a mount over /usr/bin/env ran (exit %d)", res.ExitCode)
+	} else if !strings.Contains(err.Error(), "cover a file of the system view") {
+		t.Fatalf("error %v, want the cover refusal", err)
+	}
+	spec = quick("cat", "/data/fake-env")
+	spec.Mounts = []Mount{{Source: src, Target: "/data/fake-env"}}
+	var out bytes.Buffer
+	if res, err := Run(context.Background(), spec, Stdio{Stdout: &out}); err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), "replaced") {
+		t.Fatalf("a file mount at a fresh path: %v, %+v, %q", err, res, out.String())
 	}
 }

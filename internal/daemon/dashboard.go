@@ -1,0 +1,378 @@
+package daemon
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"mcpbox/internal/admin"
+	"mcpbox/internal/bearer"
+	"mcpbox/internal/config"
+	"mcpbox/internal/dashboard"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/instance"
+	"mcpbox/internal/metrics"
+)
+
+// This file wires the dashboard and the metrics (packages dashboard and
+// metrics) into serve: /ui/, /metrics (behind the endpoint's bearer
+// check), /healthz and /readyz on the HTTP listener, --metrics-addr, and
+// the one-time login URL of `mcpbox ui`.
+
+// web is the dashboard's and the metrics' state of one serve.
+type web struct {
+	ev      *dashboard.Events
+	m       *metrics.Metrics
+	backend admin.Backend // set by attach, before anything is served
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu      sync.Mutex
+	closers []func() // guarded by mu: the listeners' stops
+	closed  bool     // guarded by mu: closeListeners ran
+	uiURL   string   // guarded by mu: the on-demand listener's base URL
+}
+
+// startWeb follows the audit trail from its current head into the
+// dashboard's events and the metrics. It runs after the guard opens and
+// before the gateway exists, so that no call's record is missed; stop
+// ends it, before the guard closes.
+func (d *daemon) startWeb(ctx context.Context, g *guard.Guard) (*web, error) {
+	head, err := g.AuditStore().Head(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit head: %w", err)
+	}
+	w := &web{ev: dashboard.NewEvents(), done: make(chan struct{})}
+	var names []string
+	for _, s := range d.c.Servers {
+		names = append(names, s.Name)
+	}
+	w.m = metrics.New(metrics.Options{Servers: names, KnownTool: g.KnownTool, Gauges: w.gauges})
+	fctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		if err := dashboard.FollowAudit(fctx, g.AuditStore(), head, w.ev, w.m.Observe); err != nil && fctx.Err() == nil {
+			d.log.Warn("following the audit trail for the dashboard and metrics stopped", "err", err)
+		}
+	}()
+	return w, nil
+}
+
+// stop ends the audit follower.
+func (w *web) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// closeListeners stops the --metrics-addr and on-demand dashboard
+// listeners (before the gateway closes: their handlers use it); none
+// starts after.
+func (w *web) closeListeners() {
+	w.mu.Lock()
+	closers := w.closers
+	w.closers, w.closed = nil, true
+	w.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
+}
+
+// gauges are the metrics' live values: pending approvals, sandboxes.
+func (w *web) gauges() metrics.Gauges {
+	var out metrics.Gauges
+	if w.backend == nil {
+		return out
+	}
+	reqs, _ := w.backend.Approvals()
+	for _, r := range reqs {
+		out.Pending = append(out.Pending, r.Time)
+	}
+	for _, s := range w.backend.Sandboxes() {
+		out.Sandboxes = append(out.Sandboxes, metrics.Sandbox{Server: s.Server, State: s.State, Memory: s.Memory, Pids: s.Pids})
+	}
+	return out
+}
+
+// attach mounts the dashboard, /metrics, /healthz and /readyz on the
+// HTTP listener's options (when serve listens) once the gateway exists,
+// serves --metrics-addr, and lets a stdio-only serve start the
+// dashboard on demand (the admin socket's ui op). closeListeners stops
+// what it started.
+func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin.Instance) error {
+	w.backend = g.WebAdmin(gw)
+	ready := metrics.Readyz(func() error { return g.AuditStore().Err() })
+	if d.o.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", d.o.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: listening on %s: %w", d.o.MetricsAddr, admin.ExplainAddrInUse(d.o.MetricsAddr, err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", w.m.Handler())
+		mux.Handle("GET /healthz", metrics.Healthz())
+		mux.Handle("GET /readyz", ready)
+		stop := serveLoopback(ln, mux)
+		w.mu.Lock()
+		w.closers = append(w.closers, stop)
+		w.mu.Unlock()
+	}
+	if d.addr == "" {
+		if inst != nil {
+			inst.SetUI(func() (string, error) { return d.uiOnDemand(w, g, ready) })
+		}
+		return nil
+	}
+	ui, err := d.newUI(w, g, &loginTokens{dir: d.dir}, listenHosts(d.addr), d.cert != "")
+	if err != nil {
+		return err
+	}
+	if d.hopts.Extra == nil {
+		d.hopts.Extra = map[string]http.Handler{}
+	}
+	d.hopts.Extra["/ui/"] = ui
+	d.hopts.Extra["/healthz"] = metrics.Healthz()
+	d.hopts.Extra["/readyz"] = ready
+	d.hopts.Authed = map[string]http.Handler{"/metrics": w.m.Handler()}
+	return nil
+}
+
+// newUI is the dashboard handler of this serve.
+func (d *daemon) newUI(w *web, g *guard.Guard, tokens *loginTokens, hosts []string, secure bool) (*dashboard.Handler, error) {
+	return dashboard.New(dashboard.Options{
+		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
+		Authenticate: d.dashboardRoles(tokens),
+		LoginSecret:  tokens.token,
+		Hosts:        hosts,
+		Secure:       secure,
+		Servers:      func() []dashboard.Server { return dashboardServers(d.c) },
+	})
+}
+
+// uiOnDemand starts, once, the dashboard of a serve without an HTTP
+// listener on 127.0.0.1 (a free port): /ui/, /metrics behind the state
+// dir's token, /healthz and /readyz; it returns the base URL.
+func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return "", errors.New("the gateway is shutting down")
+	case w.uiURL != "":
+		return w.uiURL, nil
+	}
+	tokens := &loginTokens{dir: d.dir}
+	ui, err := d.newUI(w, g, tokens, nil, false)
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", ui)
+	mux.Handle("GET /metrics", requireToken(tokens, w.m.Handler()))
+	mux.Handle("GET /healthz", metrics.Healthz())
+	mux.Handle("GET /readyz", ready)
+	w.closers = append(w.closers, serveLoopback(ln, mux))
+	w.uiURL = "http://" + ln.Addr().String()
+	d.log.Info("dashboard listening (mcpbox ui)", "url", w.uiURL+"/ui/")
+	return w.uiURL, nil
+}
+
+// loginTokens follows the state dir's token file for the dashboard
+// without making it: a serve with clients, with --no-auth or without HTTP
+// may have none until `mcpbox ui` makes it (UILoginURL).
+type loginTokens struct {
+	dir string
+
+	mu sync.Mutex
+	w  *bearer.Watch // guarded by mu; nil until the file exists
+}
+
+// token is the file's token as it is now (rotation applies); "" while
+// there is no usable file.
+func (l *loginTokens) token() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		if _, err := bearer.Read(l.dir); err != nil {
+			return ""
+		}
+		w, err := bearer.NewWatch(l.dir)
+		if err != nil {
+			return ""
+		}
+		l.w = w
+	}
+	tok, _, _ := l.w.Refresh()
+	return tok
+}
+
+// requireToken lets through requests bearing the state dir's token (as
+// it is now: rotation applies); others get 401.
+func requireToken(tokens *loginTokens, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := tokens.token()
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// dashboardRoles is the dashboard's login check: the state dir's token
+// (the local user's, as it is now: rotation applies) is an admin; a
+// client's token has the client's role (clients[].role), none without.
+func (d *daemon) dashboardRoles(tokens *loginTokens) func(string) (string, bool) {
+	type cand struct{ token, role string }
+	var clients []cand
+	for _, cl := range d.hopts.Clients {
+		for _, c := range d.c.Clients {
+			if c.Name == cl.Name && c.Role != "" {
+				clients = append(clients, cand{string(cl.Token), c.Role})
+			}
+		}
+	}
+	return func(token string) (string, bool) {
+		local := tokens.token()
+		role := ""
+		for _, c := range append([]cand{{local, dashboard.RoleAdmin}}, clients...) {
+			if subtle.ConstantTimeCompare([]byte(token), []byte(c.token)) == 1 && c.token != "" {
+				role = c.role
+			}
+		}
+		return role, role != ""
+	}
+}
+
+// listenHosts are the names besides loopback the dashboard answers to:
+// the listen address's host when it is a specific one.
+func listenHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	if err != nil || host == "" || loopbackAddr(addr) || (ip != nil && ip.IsUnspecified()) {
+		return nil
+	}
+	return []string{host}
+}
+
+// dashboardServers are the servers page's rows, from the config.
+func dashboardServers(c *config.Config) []dashboard.Server {
+	var out []dashboard.Server
+	for _, s := range c.Servers {
+		row := dashboard.Server{Name: s.Name, Placement: s.Placement, Transport: "stdio", Package: s.Image.Ref}
+		switch {
+		case s.URL != "":
+			row.Transport = "http"
+		case s.Builtin != "":
+			row.Transport, row.Command = "builtin", []string{s.Builtin}
+		default:
+			row.Command = s.Command
+		}
+		for _, e := range s.Network.Egress {
+			row.Egress = append(row.Egress, strings.TrimSpace(e.Host+" "+e.CIDR))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// checkMetricsAddr refuses a --metrics-addr that is no loopback
+// HOST:PORT: it serves without credentials.
+func checkMetricsAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if !loopbackAddr(addr) {
+		return fmt.Errorf("--metrics-addr %s: only a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT) may serve metrics without credentials", addr)
+	}
+	return nil
+}
+
+// serveLoopback serves h on ln (a loopback listener); requests must name
+// a loopback host (no DNS rebinding). It returns the listener's stop.
+func serveLoopback(ln net.Listener, mux http.Handler) func() {
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackAddr(r.Host) && !loopbackAddr(r.Host+":0") {
+			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})}
+	var wg sync.WaitGroup
+	wg.Go(func() { srv.Serve(ln) })
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// UILoginURL is a one-time login URL (valid 5 minutes, one use) of the
+// dashboard of the serve instance running on stateDir (`mcpbox ui`).
+func UILoginURL(stateDir string) (string, error) {
+	if stateDir == admin.AllStateDirs {
+		return "", errors.New("--all: the dashboard is one instance's; run mcpbox ui in the project, or pass --config or --state-dir")
+	}
+	recs, err := instance.List(stateDir)
+	if err != nil {
+		return "", err
+	}
+	if len(recs) == 0 {
+		return "", fmt.Errorf("no mcpbox serve is running on %s: start one with mcpbox serve --http 127.0.0.1:8765", stateDir)
+	}
+	base := ""
+	for _, r := range recs {
+		if b, ok := strings.CutSuffix(r.URL, gateway.EndpointPath); r.URL != "" && ok {
+			base = loopbackBase(b)
+			break
+		}
+	}
+	if base == "" && recs[0].Transport != "stdio" {
+		return "", fmt.Errorf("the running mcpbox serve (pid %d) is not listening on HTTP yet: try again in a moment", recs[0].PID)
+	}
+	if base == "" {
+		// A stdio-only serve starts the dashboard on demand.
+		if base, err = (admin.Client{StateDir: stateDir}).UI(); err != nil {
+			return "", fmt.Errorf("starting the dashboard of the running mcpbox serve (pid %d): %w", recs[0].PID, err)
+		}
+	}
+	// A serve with clients, --no-auth or only stdio may have no token
+	// file yet: it reads the one made here at the login.
+	if err := guard.StateDirOwned(stateDir); err != nil {
+		return "", err
+	}
+	tok, err := bearer.Load(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("the dashboard's login secret: %w", err)
+	}
+	return dashboard.LoginURL(base, tok, 5*time.Minute)
+}
+
+// loopbackBase turns a listener on the unspecified address into one a
+// browser on this host can open.
+func loopbackBase(base string) string {
+	scheme, hostport, _ := strings.Cut(base, "://")
+	host, port, err := net.SplitHostPort(hostport)
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsUnspecified() {
+		return scheme + "://" + net.JoinHostPort("127.0.0.1", port)
+	}
+	return base
+}
+
+// OpenBrowser opens u with xdg-open where there is one (mcpbox ui).
+func OpenBrowser(u string) { openBrowser(u) }

@@ -1,0 +1,439 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// TestDashboardServe: `mcpbox serve --http 127.0.0.1:0` with the default
+// config serves the dashboard and the metrics on its listener. `mcpbox
+// ui --print-url`, run in the project, prints a one-time login URL; a
+// browser-like client follows it once (a second time is refused), reads
+// the pages' API and sees a call made through MCP in the calls list;
+// /metrics needs the bearer token and counts that call; /healthz and
+// /readyz need nothing.
+func TestDashboardServe(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		p := newDefaultProject(t, m)
+		env := "HOME=" + m.dir(t)
+		args := defaultServeArgs(t, m, p.dir)[1:]
+		for i, a := range args {
+			if a == "--config" { // --config=FILE: keeps the token (noAuthArgs)
+				args = append(args[:i:i], append([]string{"--config=" + args[i+1]}, args[i+2:]...)...)
+				break
+			}
+		}
+		maddr := dashFreeAddr(t)
+		args = append(args, "--metrics-addr", maddr)
+		g := gwServeIn(t, m, p.dir, args, env)
+		base := strings.TrimSuffix(g.url, "/mcp")
+		home := strings.TrimPrefix(env, "HOME=")
+		files, _ := filepath.Glob(filepath.Join(home, ".local", "state", "mcpbox", "projects", "*", "token"))
+		if len(files) != 1 {
+			t.Fatalf("token files of the project: %v, want one", files)
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := strings.TrimSpace(string(b))
+
+		// Health needs no credentials; the metrics need the token.
+		dashStatus(t, nil, base+"/healthz", "", http.StatusOK)
+		dashStatus(t, nil, base+"/readyz", "", http.StatusOK)
+		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
+		dashStatus(t, nil, base+"/metrics", token+"x", http.StatusUnauthorized)
+		dashStatus(t, nil, base+"/ui/api/calls", "", http.StatusUnauthorized)
+		// The bearer token does not open the dashboard's API: only a session.
+		dashStatus(t, nil, base+"/ui/api/calls", token, http.StatusUnauthorized)
+
+		r := runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
+		login := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") || strings.Contains(login, token) {
+			t.Fatalf("mcpbox ui --print-url (serving %s):\n%s", base, r)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		if final := dashGet(t, browser, login, http.StatusOK); !strings.HasSuffix(final, "/ui/") {
+			t.Errorf("the login URL led to %s, want /ui/ (the token out of the address bar)", final)
+		}
+		u, _ := url.Parse(base + "/ui/")
+		if len(jar.Cookies(u)) == 0 {
+			t.Fatal("no session cookie after the login URL")
+		}
+		// One use: a second browser following the same URL is refused.
+		jar2, _ := cookiejar.New(nil)
+		dashGet(t, &http.Client{Jar: jar2, Timeout: 30 * time.Second}, login, http.StatusForbidden)
+
+		var sess struct{ Role, CSRF string }
+		dashJSON(t, browser, base+"/ui/api/session", &sess)
+		if sess.Role != "admin" || sess.CSRF == "" {
+			t.Errorf("session %+v, want the admin role and a CSRF token", sess)
+		}
+		var pending map[string]any
+		dashJSON(t, browser, base+"/ui/api/approvals", &pending)
+
+		// A call through MCP shows in the calls list and in the metrics.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		mc := gwConnect(t, ctx, g.url, &http.Client{Transport: gwBearer{token: token, base: gwHTTP.Transport}}, nil, gwLegacy)
+		gwMustCall(t, mc, "read_file", map[string]any{"path": "input/hello.txt"}, p.hello)
+		gwClose(t, mc)
+		var calls struct {
+			Records []struct {
+				Seq            int64
+				Tool, Decision string
+			}
+		}
+		var fams map[string]*dto.MetricFamily
+		n, counted := 0, 0.0
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			dashJSON(t, browser, base+"/ui/api/calls?tool=read_file", &calls)
+			n = len(calls.Records)
+			fams = dashScrape(t, base+"/metrics", token)
+			counted = dashSum(fams, "mcpbox_calls_total", map[string]string{"tool": "read_file", "decision": "allow"})
+			if (n == 1 && counted == 1) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if n != 1 || calls.Records[0].Decision != "allow" {
+			t.Errorf("the calls list has %d read_file records (%+v), want the one call, allowed", n, calls.Records)
+		}
+		if counted != float64(n) {
+			t.Errorf("mcpbox_calls_total{tool=read_file,decision=allow} = %v, the audit has %d such calls", counted, n)
+		}
+		if fams["mcpbox_call_duration_seconds"] == nil {
+			t.Error("no mcpbox_call_duration_seconds in the scrape")
+		}
+		// --metrics-addr: the same metrics without credentials, on loopback.
+		if got := dashSum(dashScrape(t, "http://"+maddr+"/metrics", ""), "mcpbox_calls_total", map[string]string{"tool": "read_file"}); got != counted {
+			t.Errorf("--metrics-addr counts %v read_file calls, the gateway listener %v", got, counted)
+		}
+		dashStatus(t, nil, "http://"+maddr+"/healthz", "", http.StatusOK)
+		var rec struct{ Record map[string]any }
+		if n > 0 {
+			dashJSON(t, browser, base+"/ui/api/calls/"+strconv.FormatInt(calls.Records[0].Seq, 10), &rec)
+			if rec.Record["tool"] != "read_file" || rec.Record["outcome"] != "ok" {
+				t.Errorf("the call's full record: %v", rec)
+			}
+		}
+
+		// Logout needs the CSRF token and the page's Origin; then the
+		// session is gone.
+		req, _ := http.NewRequest("POST", base+"/ui/api/logout", nil)
+		req.Header.Set("Origin", base)
+		if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("logout without the CSRF token: %v %v, want 403", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		req, _ = http.NewRequest("POST", base+"/ui/api/logout", nil)
+		req.Header.Set("Origin", base)
+		req.Header.Set("X-CSRF-Token", sess.CSRF)
+		if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("logout: %v %v, want 200", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		dashGet(t, browser, base+"/ui/api/calls", http.StatusUnauthorized)
+	})
+}
+
+// dashStatus GETs u with token ("": none) and checks the status.
+func dashStatus(t *testing.T, hc *http.Client, u, token string, want int) {
+	t.Helper()
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	req, _ := http.NewRequest("GET", u, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Errorf("GET %s (token %v): %d, want %d", u, token != "", resp.StatusCode, want)
+	}
+}
+
+// dashGet GETs u with hc, checks the final status and returns the final URL.
+func dashGet(t *testing.T, hc *http.Client, u string, want int) string {
+	t.Helper()
+	resp, err := hc.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		t.Errorf("GET %s: %d, want %d", u, resp.StatusCode, want)
+	}
+	return resp.Request.URL.String()
+}
+
+// dashJSON GETs u with hc's session and decodes the JSON answer.
+func dashJSON(t *testing.T, hc *http.Client, u string, v any) {
+	t.Helper()
+	resp, err := hc.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, v) != nil {
+		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
+	}
+}
+
+// dashScrape GETs /metrics with the token and parses it.
+func dashScrape(t *testing.T, u, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s (token %v): %d", u, token != "", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+// dashSum adds the counter samples of name whose labels include labels.
+func dashSum(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	var total float64
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, mt := range f.Metric {
+		have := map[string]string{}
+		for _, lp := range mt.Label {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		total += mt.GetCounter().GetValue()
+	}
+	return total
+}
+
+// dashFreeAddr is a loopback address with a port free a moment ago.
+func dashFreeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestDashboardStdioOnDemand: `mcpbox ui --print-url` for a stdio-only
+// serve has it start the dashboard on a loopback listener, whose login
+// URL works once, whose /metrics needs the state dir's token, and which
+// ends with serve. --metrics-addr beyond loopback is refused.
+func TestDashboardStdioOnDemand(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		p := newDefaultProject(t, m)
+		env := "HOME=" + m.dir(t)
+		bad := runIn(t, m, p.dir, "", []string{env}, defaultServeArgs(t, m, p.dir, "--stdio", "--metrics-addr", "0.0.0.0:9")...)
+		if bad.code != 2 || !strings.Contains(bad.stderr, "only a loopback address") {
+			t.Errorf("serve --metrics-addr 0.0.0.0:9:\n%s", bad)
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd := m.command(ctx, defaultServeArgs(t, m, p.dir, "--stdio")...)
+		cmd.Dir = p.dir
+		cmd.Env = append(cmd.Env, env)
+		logs := newGWLog()
+		cmd.Stderr = logs
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		defer func() {
+			stdin.Close()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("stdio serve after its stdin closed: %v\n%s", err, logs)
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Errorf("stdio serve did not stop within 30 s of its stdin closing\n%s", logs)
+			}
+		}()
+
+		var r result
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r = runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
+			if r.code == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		login := strings.TrimSpace(r.stdout)
+		base, _, ok := strings.Cut(login, "/ui/login?t=")
+		if r.code != 0 || !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
+			t.Fatalf("mcpbox ui --print-url for a stdio serve:\n%s\nserve:\n%s", r, logs)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		dashGet(t, browser, login, http.StatusOK)
+		var sess struct{ Role, CSRF string }
+		dashJSON(t, browser, base+"/ui/api/session", &sess)
+		if sess.Role != "admin" {
+			t.Errorf("session %+v, want admin", sess)
+		}
+		var servers map[string]any
+		dashJSON(t, browser, base+"/ui/api/servers", &servers)
+		dashGet(t, &http.Client{Timeout: 30 * time.Second}, login, http.StatusForbidden)
+
+		// A second ui answers the same listener.
+		r2 := runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
+		if b2, _, _ := strings.Cut(strings.TrimSpace(r2.stdout), "/ui/login?t="); r2.code != 0 || b2 != base {
+			t.Errorf("second mcpbox ui --print-url (first on %s):\n%s", base, r2)
+		}
+		files, _ := filepath.Glob(filepath.Join(strings.TrimPrefix(env, "HOME="), ".local", "state", "mcpbox", "projects", "*", "token"))
+		if len(files) != 1 {
+			t.Fatalf("token files: %v, want one", files)
+		}
+		b, _ := os.ReadFile(files[0])
+		token := strings.TrimSpace(string(b))
+		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
+		dashScrape(t, base+"/metrics", token)
+		dashStatus(t, nil, base+"/healthz", "", http.StatusOK)
+		dashStatus(t, nil, base+"/mcp", token, http.StatusNotFound)
+	})
+}
+
+// TestDashboardClientRoles: with clients, a client's token logs in to the
+// dashboard with its role (clients[].role) and one without a role not at
+// all, though it reads /metrics like /mcp; `mcpbox ui` makes the state
+// dir's token file for the admin login, and that token does not open
+// /mcp.
+func TestDashboardClientRoles(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cfg := gwConfigWith(t, m, gwConfigOpts{servers: []string{"solo"},
+			clients: map[string]string{"boss": "BOSS_TOKEN", "watcher": "WATCH_TOKEN", "agent": "AGENT_TOKEN"}})
+		var c map[string]any
+		b, err := os.ReadFile(cfg)
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			t.Fatalf("reading %s: %v", cfg, err)
+		}
+		for _, cl := range c["clients"].([]any) {
+			cl := cl.(map[string]any)
+			switch cl["name"] {
+			case "boss":
+				cl["role"] = "admin"
+			case "watcher":
+				cl["role"] = "viewer"
+			}
+		}
+		b, _ = json.Marshal(c)
+		if err := os.WriteFile(cfg, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		toks := map[string]string{"boss": "boss-token-0123456789", "watcher": "watch-token-0123456789", "agent": "agent-token-0123456789"}
+		g := gwServeIn(t, m, "", []string{"--config", cfg},
+			"BOSS_TOKEN="+toks["boss"], "WATCH_TOKEN="+toks["watcher"], "AGENT_TOKEN="+toks["agent"])
+		base := strings.TrimSuffix(g.url, "/mcp")
+		tokenFile := filepath.Join(filepath.Dir(cfg), "state", "token")
+		if _, err := os.Lstat(tokenFile); err == nil {
+			t.Errorf("serve with clients made a token file")
+		}
+		formLogin := func(token string) string {
+			t.Helper()
+			jar, _ := cookiejar.New(nil)
+			hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+			req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", base)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if !strings.HasSuffix(resp.Request.URL.String(), "/ui/") {
+				return ""
+			}
+			var s struct{ Role string }
+			dashJSON(t, hc, base+"/ui/api/session", &s)
+			return s.Role
+		}
+		for name, want := range map[string]string{"boss": "admin", "watcher": "viewer", "agent": ""} {
+			if got := formLogin(toks[name]); got != want {
+				t.Errorf("client %s logs in to the dashboard as %q, want %q", name, got, want)
+			}
+			dashStatus(t, nil, base+"/metrics", toks[name], http.StatusOK)
+		}
+		if got := formLogin("wrong-token-0123456789"); got != "" {
+			t.Errorf("an unknown token logs in as %q", got)
+		}
+		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
+
+		r := runIn(t, m, "", "", nil, "ui", "--print-url", "--config", cfg)
+		login := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") {
+			t.Fatalf("mcpbox ui --print-url --config:\n%s", r)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		dashGet(t, browser, login, http.StatusOK)
+		var s struct{ Role string }
+		dashJSON(t, browser, base+"/ui/api/session", &s)
+		if s.Role != "admin" {
+			t.Errorf("the login URL's session: role %q, want admin", s.Role)
+		}
+		b, err = os.ReadFile(tokenFile)
+		if err != nil {
+			t.Fatalf("mcpbox ui made no token file: %v", err)
+		}
+		local := strings.TrimSpace(string(b))
+		tokenStatus(t, g.url, local, http.StatusUnauthorized)
+		dashStatus(t, nil, base+"/metrics", local, http.StatusUnauthorized)
+		if got := formLogin(local); got != "admin" {
+			t.Errorf("the token file's token logs in as %q, want admin", got)
+		}
+	})
+}
