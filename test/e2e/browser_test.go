@@ -181,7 +181,8 @@ func TestBrowserAgent(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("chromium of %s: %d processes, %d threads, %d MiB RSS (default limits: 512 pids, 1Gi)", server, len(running), threads, rss>>10)
+			t.Logf("chromium of %s: %d processes, %d threads, %d MiB RSS, sandbox cgroup memory %s (default limits: 512 pids, 1Gi)",
+				server, len(running), threads, rss>>10, cgroupMemory(running[0]))
 		}
 		stop()
 		deadline := time.Now().Add(10 * time.Second)
@@ -249,4 +250,34 @@ func browserProcs(t *testing.T, env string) []string {
 		}
 	}
 	return pids
+}
+
+// cgroupMemory reads the memory use of pid's cgroup (v1 or v2), for the
+// log: what a browser needs against the default limits.
+func cgroupMemory(pid string) string {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 || !strings.Contains(parts[2], "/sbx_") {
+			continue // not the sandbox's own (none without cgroups)
+		}
+		var f string
+		switch {
+		case parts[1] == "memory":
+			f = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.usage_in_bytes")
+		case parts[0] == "0" && parts[1] == "":
+			f = filepath.Join("/sys/fs/cgroup", parts[2], "memory.current")
+		default:
+			continue
+		}
+		if v, err := os.ReadFile(f); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil {
+				return strconv.FormatInt(n>>20, 10) + " MiB"
+			}
+		}
+	}
+	return "unknown"
 }
