@@ -42,6 +42,7 @@ type Sandbox struct {
 	// moved to the ended ones.
 	Artifacts []string
 	Started   time.Time
+	Ready     time.Time // when it was up (set by the observer), for its start latency
 	// Stats, if set, reads the sandbox's resource use.
 	Stats func() (cgroup.Stats, error)
 
