@@ -268,8 +268,18 @@ func (g *Guard) approvalDecided(req approval.Request, d approval.Decision) {
 	g.Record(audit.Record{
 		Event: audit.EventApproval, Client: req.Client, Session: req.Session, Server: req.Server,
 		Tool: req.Tool, Name: req.Name, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
-		Detail: map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
+		Detail:   map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
+		Duration: approvalWait(req),
 	})
+}
+
+// approvalWait is how long a request waited for its decision (0 if the
+// broker did not stamp it).
+func approvalWait(req approval.Request) time.Duration {
+	if req.Time.IsZero() {
+		return 0
+	}
+	return max(time.Since(req.Time), 0)
 }
 
 // SandboxEvent audits a sandbox starting, ending, pausing or resuming.

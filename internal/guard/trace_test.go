@@ -169,6 +169,14 @@ func TestCallSpans(t *testing.T) {
 	if err := p.Shutdown(ctx); err != nil { // flushes the batch
 		t.Fatal(err)
 	}
+	// The approval record keeps the wait, the sandbox start record the
+	// start latency (the metrics' histograms read them).
+	for event, least := range map[string]time.Duration{audit.EventApproval: 20 * time.Millisecond, audit.EventSandboxStart: 30 * time.Millisecond} {
+		got, err := r.g.store.Query(ctx, audit.Filter{Event: event})
+		if err != nil || len(got) != 1 || got[0].Duration < least || got[0].Duration > 10*time.Second {
+			t.Errorf("%s records: %+v %v; want one lasting at least %v", event, got, err, least)
+		}
+	}
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	if len(recv.bad) > 0 {
