@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	dto "github.com/prometheus/client_model/go"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -67,6 +68,20 @@ func trAttr(kvs []*commonpb.KeyValue, key string) string {
 		}
 	}
 	return ""
+}
+
+// trHist is the histogram of name for server box (and decision, if not "").
+func trHist(fams map[string]*dto.MetricFamily, name, decision string) *dto.Histogram {
+	for _, mt := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range mt.Label {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		if labels["server"] == auServer && (decision == "" || labels["decision"] == decision) {
+			return mt.GetHistogram()
+		}
+	}
+	return nil
 }
 
 // trCall calls tool with args and, if traceparent is not "", that
@@ -124,6 +139,23 @@ func TestTracesServe(t *testing.T) {
 		}
 		wantOK(t, await(t, call), auServer)
 		wantOK(t, await(t, trCall(sess, "echo", map[string]any{"text": secret + "-untraced"}, "")), secret+"-untraced")
+		// The metrics fed by the audit: the approval's wait and the
+		// sandbox's start latency, as histograms.
+		base := strings.TrimSuffix(g.url, "/mcp")
+		var waits, starts *dto.Histogram
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			fams := dashScrape(t, base+"/metrics", s.token)
+			waits, starts = trHist(fams, "mcpbox_approval_wait_seconds", "approved"), trHist(fams, "mcpbox_sandbox_start_seconds", "")
+			if waits.GetSampleCount() == 1 && starts.GetSampleCount() >= 1 {
+				break
+			}
+		}
+		if waits.GetSampleCount() != 1 || waits.GetSampleSum() <= 0 || waits.GetSampleSum() > 90 {
+			t.Errorf("mcpbox_approval_wait_seconds{server=%s,decision=approved}: %v, want one wait", auServer, waits)
+		}
+		if starts.GetSampleCount() < 1 || starts.GetSampleSum() <= 0 || starts.GetSampleSum() > 60 {
+			t.Errorf("mcpbox_sandbox_start_seconds{server=%s}: %v, want the start of its sandbox", auServer, starts)
+		}
 		gwClose(t, sess)
 		g.stop(t) // flushes the spans
 
