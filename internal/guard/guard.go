@@ -290,6 +290,9 @@ func (g *Guard) SandboxEvent(event, launcher string, scope gateway.Scope, t *tra
 	}
 	r := audit.Record{Event: event, Client: scope.Agent, Session: scope.Session, Server: launcher,
 		Sandbox: t.ID, Workspace: t.Workspace, ExitStatus: status}
+	if event == audit.EventSandboxResume {
+		t.MarkResumed() // the wake span's end (trace.go)
+	}
 	if event == audit.EventSandboxStart && !t.Ready.IsZero() {
 		r.Duration = t.Ready.Sub(t.Started) // the start latency
 	}

@@ -3,7 +3,8 @@ package guard
 // OpenTelemetry spans of a call (Options.Tracer; internal/telemetry
 // builds it from the OTEL_* variables). The call's span has the client's
 // traceparent (_meta) as its parent and children for the policy
-// decision, the approval wait and the upstream call. Attributes name the
+// decision, the approval wait and the upstream call (under it, the
+// sandbox's start or thaw when the call caused one). Attributes name the
 // server, tool, client, decision and outcome only: never an argument, a
 // result or an error text (which may quote either).
 
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"mcpbox/internal/audit"
+	"mcpbox/internal/gateway"
 )
 
 // Span and attribute names.
@@ -27,6 +29,7 @@ const (
 	SpanApproval = "mcpbox.approval"
 	SpanUpstream = "mcpbox.upstream"
 	SpanSandbox  = "mcpbox.sandbox.start"
+	SpanWake     = "mcpbox.sandbox.wake"
 
 	AttrServer   = "mcpbox.server"
 	AttrTool     = "gen_ai.tool.name"
@@ -61,6 +64,7 @@ func (g *Guard) traced(next handler) handler {
 			rec.Detail[audit.DetailTraceID] = sc.TraceID().String()
 		}
 		up, hadSandbox := st.next, st.t != nil
+		paused := hadSandbox && st.t.State() == gateway.StatePaused
 		st.next = func(ctx context.Context) (json.RawMessage, error) {
 			ctx, s := g.tracer.Start(ctx, SpanUpstream, trace.WithSpanKind(trace.SpanKindClient),
 				trace.WithAttributes(attribute.String(AttrServer, c.Server), attribute.String(AttrTool, c.Tool)))
@@ -68,6 +72,8 @@ func (g *Guard) traced(next handler) handler {
 			raw, err := up(ctx)
 			if !hadSandbox {
 				g.sandboxSpan(ctx, st, began)
+			} else if paused {
+				g.wakeSpan(ctx, st, began)
 			}
 			if err != nil {
 				s.SetStatus(codes.Error, outcomeOf(err))
@@ -96,6 +102,16 @@ func (g *Guard) sandboxSpan(ctx context.Context, st *callState, began time.Time)
 	_, s := g.tracer.Start(ctx, SpanSandbox, trace.WithTimestamp(t.Started),
 		trace.WithAttributes(attribute.String(AttrServer, st.c.Server)))
 	s.End(trace.WithTimestamp(t.Ready))
+}
+
+// wakeSpan adds the thaw of the call's sandbox, paused when the call
+// went upstream (the gateway resumes it before passing the call on):
+// from then until the launcher reported it resumed.
+func (g *Guard) wakeSpan(ctx context.Context, st *callState, began time.Time) {
+	if r := st.t.Resumed(); r.After(began) {
+		_, s := g.tracer.Start(ctx, SpanWake, trace.WithTimestamp(began), trace.WithAttributes(attribute.String(AttrServer, st.c.Server)))
+		s.End(trace.WithTimestamp(r))
+	}
 }
 
 // span opens a child span of the call's; end closes it with attrs. A

@@ -325,3 +325,88 @@ func sortedCopy(s []string) []string {
 	slices.Sort(c)
 	return c
 }
+
+// TestWakeSpan: a call to a server whose sandbox is paused has the thaw
+// (from the call going upstream until the launcher reported the resume)
+// as a child of its upstream span; a call to a running one has none.
+func TestWakeSpan(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	t.Setenv(telemetry.EnvEndpoint, recv.srv.URL)
+	t.Setenv(telemetry.EnvExporter, "")
+	p, err := telemetry.FromEnv(context.Background(), "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The "launcher": a track per start (registered at the first call: the
+	// start for the tool list comes before the rig has its guard), paused
+	// and resumed as the local launcher does (state, then the observer's
+	// event).
+	var g *Guard
+	var scope gateway.Scope
+	launch := func(ctx context.Context, sc gateway.Scope) (*gateway.Process, error) {
+		sb := track.NewSandbox()
+		scope = sc
+		var once sync.Once
+		proc, err := echoServer(func() { once.Do(func() { g.SandboxStarted("echo", sc, sb) }) })
+		if err != nil {
+			return nil, err
+		}
+		proc.Pause = func() error {
+			sb.SetState(gateway.StatePaused)
+			g.SandboxEvent(audit.EventSandboxPause, "echo", sc, sb, "")
+			return nil
+		}
+		proc.Resume = func() error {
+			time.Sleep(25 * time.Millisecond) // a thaw that takes a while
+			sb.SetState(gateway.StateRunning)
+			g.SandboxEvent(audit.EventSandboxResume, "echo", sc, sb, "")
+			return nil
+		}
+		return proc, nil
+	}
+	r := newGuardRigServer(t, traceTestConfig, nil, &gateway.Server{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: launch})
+	g = r.g
+	withTracer(t, r, p)
+	r.call(t, "running")
+	if err := r.g.gw.Load().Pause("echo", scope); err != nil {
+		t.Fatal(err)
+	}
+	r.call(t, "woken")
+	r.call(t, "running again")
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	ups := map[string]int{} // upstream span id -> its call's index
+	var calls []*tracepb.Span
+	for _, s := range recv.spans {
+		if strings.HasPrefix(s.Name, SpanCall+" ") {
+			calls = append(calls, s)
+		}
+	}
+	slices.SortFunc(calls, func(a, b *tracepb.Span) int { return int(int64(a.StartTimeUnixNano) - int64(b.StartTimeUnixNano)) })
+	if len(calls) != 3 {
+		t.Fatalf("%d call spans, want 3", len(calls))
+	}
+	for i, c := range calls {
+		for _, s := range recv.spans {
+			if s.Name == SpanUpstream && slices.Equal(s.ParentSpanId, c.SpanId) {
+				ups[hex.EncodeToString(s.SpanId)] = i
+			}
+		}
+	}
+	wakes := map[int]time.Duration{}
+	for _, s := range recv.spans {
+		if s.Name == SpanWake {
+			i, ok := ups[hex.EncodeToString(s.ParentSpanId)]
+			if !ok {
+				t.Errorf("a wake span outside any upstream span")
+			}
+			wakes[i] = time.Duration(s.EndTimeUnixNano - s.StartTimeUnixNano)
+		}
+	}
+	if len(wakes) != 1 || wakes[1] < 25*time.Millisecond {
+		t.Errorf("wake spans by call: %v; want one, of the second call, lasting the thaw (25 ms or more)", wakes)
+	}
+}
