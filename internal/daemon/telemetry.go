@@ -12,12 +12,14 @@ const telemetryFlush = 5 * time.Second
 
 // startTelemetry builds the trace pipeline the OTEL_* variables ask for
 // (internal/telemetry); nil when they ask for none. A variable mcpbox
-// cannot honour (another exporter or protocol) stops serve with an error
-// that names it.
+// cannot honour (another exporter or protocol) turns traces off with a
+// warning that names it: OTEL_* variables are often set for a whole
+// session, for other programs, and traces are no reason not to serve.
 func (d *daemon) startTelemetry(ctx context.Context) (*telemetry.Provider, error) {
 	p, err := telemetry.FromEnv(ctx, d.o.Version, d.log)
 	if err != nil {
-		return nil, configError(err)
+		d.log.Warn("traces off", "err", err)
+		return nil, nil
 	}
 	if p != nil {
 		d.log.Info("exporting traces over OTLP/HTTP", "endpoint", p.Endpoint)
