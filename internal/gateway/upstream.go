@@ -285,39 +285,13 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, "server "+u.srv.Name, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
-	var info initInfo
-	if u.modern && !u.legacyOnly.Load() {
-		info, err = u.discover(ctx, p)
-		if err != nil {
-			// Not a server of the new revision: the session-based one,
-			// translated (mrtr.go). A server that ended over the unknown
-			// request is launched again, and so is a connection of its
-			// own (a remote server's HTTP transport), which would carry
-			// the new revision's version header into initialize.
-			u.legacyOnly.Store(true)
-			u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
-			ended := false
-			select {
-			case <-p.done:
-				ended = true
-			default:
-			}
-			if ended || proc.Conn != nil {
-				p.close()
-				proc.stop()
-				return u.start(ctx, 0)
-			}
-		}
-	}
-	if info.Protocol == "" {
-		info, err = u.handshake(ctx, p)
-		if err == nil && proc.Negotiated != nil {
-			proc.Negotiated(info.Protocol)
-		}
-	}
-	if err != nil {
+	info, relaunch, err := u.open(ctx, p, proc)
+	if err != nil || relaunch {
 		p.close()
 		proc.stop()
+		if relaunch {
+			return u.start(ctx, 0)
+		}
 		return fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
 	u.mu.Lock()
@@ -344,18 +318,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	sessions := u.sessionsLocked()
 	u.mu.Unlock()
 
-	if info.Protocol >= ModernVersion {
-		u.relisten(p)
-	} else {
-		// The sessionless revision has neither: the level goes with each
-		// request, and subscriptions are subscriptions/listen.
-		if level != "" && info.caps.Logging != nil {
-			_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
-		}
-		for _, uri := range subs {
-			_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
-		}
-	}
+	u.restore(ctx, p, info, level, subs)
 	go u.watch(p, proc, watched)
 	if oldPeer != nil {
 		go u.retire(oldPeer, oldProc)
@@ -371,6 +334,55 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// open opens the session with a started server: server/discover for a
+// 2026 client's instance, else (or when the server does not speak the
+// new revision) initialize. relaunch asks for a fresh process: a server
+// that ended over the unknown request, or a connection of its own (a
+// remote server's HTTP transport), which would carry the new revision's
+// version header into initialize.
+func (u *upstream) open(ctx context.Context, p *peer, proc *Process) (info initInfo, relaunch bool, err error) {
+	if u.modern && !u.legacyOnly.Load() {
+		info, err = u.discover(ctx, p)
+		if err == nil {
+			return info, false, nil
+		}
+		// Not a server of the new revision: the session-based one,
+		// translated (mrtr.go).
+		u.legacyOnly.Store(true)
+		u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
+		select {
+		case <-p.done:
+			return initInfo{}, true, nil
+		default:
+		}
+		if proc.Conn != nil {
+			return initInfo{}, true, nil
+		}
+	}
+	info, err = u.handshake(ctx, p)
+	if err == nil && proc.Negotiated != nil {
+		proc.Negotiated(info.Protocol)
+	}
+	return info, false, err
+}
+
+// restore gives a restarted session-based server the session's log level
+// and resource subscriptions again; a 2026 server gets its listen stream
+// (the level goes with each request, and subscriptions are
+// subscriptions/listen).
+func (u *upstream) restore(ctx context.Context, p *peer, info initInfo, level string, subs []string) {
+	if info.Protocol >= ModernVersion {
+		u.relisten(p)
+		return
+	}
+	if level != "" && info.caps.Logging != nil {
+		_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
+	}
+	for _, uri := range subs {
+		_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
+	}
 }
 
 func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {
