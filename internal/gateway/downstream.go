@@ -553,6 +553,22 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 			params["_meta"] = meta
 		}
 	}
+	if p.meta != nil && modernOf(ctx) == nil {
+		// A 2025 client of a server spoken to in the 2026 revision: the
+		// level it set goes with each request (mrtr2025.go).
+		d.mu.Lock()
+		level := d.level
+		d.mu.Unlock()
+		if level != "" {
+			m := make(mcp.Meta, len(meta)+1)
+			for k, v := range meta {
+				m[k] = v
+			}
+			m[mcp.MetaKeyLogLevel] = level
+			meta = m
+			params["_meta"] = m
+		}
+	}
 	in := b.u.begin(d, p, ctx, token)
 	defer b.u.end(in)
 	if in.gwTok != "" {

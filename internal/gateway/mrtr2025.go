@@ -23,7 +23,9 @@ import (
 // (roots2026.go), never reaching the client; and the request is retried
 // at the server with the answers and the server's requestState, until a
 // final result, for at most inputRounds rounds and within the call's
-// timeout.
+// timeout. The level a 2025 client set with logging/setLevel, which the
+// new revision does not have, goes with each of its requests to such a
+// server as the per-request level (downstream.call).
 
 // inputRounds bounds the input_required rounds the gateway answers for a
 // 2025 client's request.

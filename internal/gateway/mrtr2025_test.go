@@ -67,6 +67,10 @@ func modernOnlyServer(seen *[]string, refused *int, mu *sync.Mutex) *mcp.Server 
 		note("loop")
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"r": &mcp.ListRootsParams{}}, RequestState: "again"}, nil
 	})
+	s.AddTool(&mcp.Tool{Name: "level", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		level, _ := req.Params.Meta[mcp.MetaKeyLogLevel].(string)
+		return text("level " + level), nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return text("m"), nil, nil
 	})
@@ -179,6 +183,17 @@ func TestLegacyClientModernOnlyServer(t *testing.T) {
 		t.Fatalf("m__loop ran %d rounds, want %d", n, inputRounds+1)
 	}
 	mu.Unlock()
+
+	// The level the client set goes with each request.
+	if got := callText(t, cs, &mcp.CallToolParams{Name: "m__level", Arguments: map[string]any{}}); got != "level " {
+		t.Fatalf("m__level before setLevel = %q", got)
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := callText(t, cs, &mcp.CallToolParams{Name: "m__level", Arguments: map[string]any{}}); got != "level warning" {
+		t.Fatalf("m__level = %q, want level warning", got)
+	}
 
 	// A 2026 client at the same time, on an instance of its own.
 	cs2 := connectVersion(t, url, "", ModernVersion, nil)
