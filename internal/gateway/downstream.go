@@ -612,6 +612,9 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 		}
 		return nil, b.u.endError(ctx, p, err)
 	}
+	if p.meta != nil && modernOf(ctx) == nil {
+		raw = d.gw.ownServerInfo(raw)
+	}
 	return d.gw.filter(b.srv.Name, raw), nil
 }
 

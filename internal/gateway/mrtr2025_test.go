@@ -161,6 +161,7 @@ func TestLegacyClientModernOnlyServer(t *testing.T) {
 	if got := res.Content[0].(*mcp.TextContent).Text; got != "s2:accept:teal roots file:///workspace/input" {
 		t.Fatalf("m__ask = %q, want the elicitation answer and the sandbox's roots", got)
 	}
+	mustBeGateway(t, "2025 m__ask", res.Meta)
 	mu.Lock()
 	if len(asked) != 1 || asked[0] != "m wants a color" {
 		t.Fatalf("the client was asked %q, want the server's elicitation once", asked)
@@ -197,9 +198,11 @@ func TestLegacyClientModernOnlyServer(t *testing.T) {
 
 	// A 2026 client at the same time, on an instance of its own.
 	cs2 := connectVersion(t, url, "", ModernVersion, nil)
-	if got := callText(t, cs2, &mcp.CallToolParams{Name: "m__whoami"}); got != "m" {
-		t.Fatalf("2026 m__whoami = %q", got)
+	res2, err := cs2.CallTool(ctx, &mcp.CallToolParams{Name: "m__whoami"})
+	if err != nil || res2.Content[0].(*mcp.TextContent).Text != "m" {
+		t.Fatalf("2026 m__whoami = %+v, %v", res2, err)
 	}
+	mustBeGateway(t, "2026 m__whoami", res2.Meta)
 
 	gw.mu.Lock()
 	u := gw.pool[poolKey{"m", Scope{Agent: LocalAgent}, false}]
@@ -326,5 +329,15 @@ func TestLegacyClientServerRefusesBoth(t *testing.T) {
 	defer mu.Unlock()
 	if launches != 1 || asked["initialize"] != 1 || asked["server/discover"] != 1 {
 		t.Fatalf("launches %d, asked %v; want one launch, initialize and server/discover once each", launches, asked)
+	}
+}
+
+// mustBeGateway fails unless a result's _meta names the gateway as the
+// server that answered (never the upstream server, m).
+func mustBeGateway(t *testing.T, what string, meta mcp.Meta) {
+	t.Helper()
+	b, _ := json.Marshal(meta[mcp.MetaKeyServerInfo])
+	if string(b) != `{"name":"mcpbox","version":"test"}` {
+		t.Fatalf("%s: serverInfo in _meta %s, want the gateway's", what, b)
 	}
 }
