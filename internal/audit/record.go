@@ -58,6 +58,11 @@ const (
 // traceparent the client sent with the call (_meta), if any.
 const DetailTraceparent = "traceparent"
 
+// DetailTraceID is the Detail key of a call record holding the trace id
+// of mcpbox's span for the call when the client's traceparent (if any)
+// does not carry it (internal/guard/trace.go).
+const DetailTraceID = "trace_id"
+
 // Outcomes lists every Outcome* constant, for readers of the audit (and a
 // test that keeps the writers to it).
 var Outcomes = []string{OutcomeOK, OutcomeIsError, OutcomeProtocolError, OutcomeError, OutcomeTimeout,

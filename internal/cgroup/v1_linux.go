@@ -184,7 +184,19 @@ func setV1Freezer(dir string, frozen bool) error {
 	if frozen {
 		state = cgroups.Frozen
 	}
-	return (&fs.FreezerGroup{}).Set(dir, &cgroups.Resources{Freezer: state})
+	// The v1 freezer can stay in FREEZING while its processes are busy
+	// (runc's loop gives up after 1000 tries: "unable to freeze"); on a
+	// loaded host a second round, after a thaw and a pause, usually
+	// takes. Three rounds bound it.
+	var err error
+	for round := 0; round < 3; round++ {
+		if err = (&fs.FreezerGroup{}).Set(dir, &cgroups.Resources{Freezer: state}); err == nil || !frozen {
+			return err
+		}
+		_ = (&fs.FreezerGroup{}).Set(dir, &cgroups.Resources{Freezer: cgroups.Thawed})
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }
 
 func (b *v1) stats() (Stats, error) {

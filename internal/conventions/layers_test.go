@@ -21,6 +21,8 @@ var layers = map[string]int{
 	"internal/image": 0, "internal/instance": 0, "internal/landlock": 0,
 	"internal/oauth": 0, "internal/redact": 0, "internal/seccomp": 0,
 	"internal/secrets": 0, "internal/textdiff": 0,
+	// The OTLP trace exporter set up from the OTEL_* variables.
+	"internal/telemetry": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
@@ -37,6 +39,7 @@ type daemon struct {
 	snapshotServer string
 	// packages are the package servers' installed packages (package.go).
 	packages map[string]specconv.Package
+	tracer   trace.Tracer // the calls' spans (telemetry.go); nil: none
 }
 
 // Run serves o.Config until ctx ends, a signal (SIGTERM, SIGINT,
@@ -147,11 +150,17 @@ func (d *daemon) serve(parent context.Context) error {
 	} else {
 		defer inst.Close()
 	}
+	tel, err := d.startTelemetry(ctx)
+	if err != nil {
+		return err
+	}
+	d.tracer = tel.Tracer()
 	g, err := d.newGuard(inst)
 	if err != nil {
 		return configError(err)
 	}
 	defer g.Close()
+	defer d.stopTelemetry(tel) // after the gateway closed, before the guard
 	// The dashboard's and metrics' audit follower starts from the head
 	// before any call, and stops before the guard closes.
 	w, err := d.startWeb(ctx, g)
@@ -223,7 +232,7 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 		jsonl = specconv.Resolve(d.o.Base, jsonl)
 	}
 	return guard.New(d.c, guard.Options{StateDir: d.dir, LockPath: guard.DefaultLockPath(d.o.ConfigPath, d.dir),
-		JSONL: jsonl, Source: source, Shared: inst != nil && inst.Shared()}, d.log, d.book)
+		JSONL: jsonl, Source: source, Shared: inst != nil && inst.Shared(), Tracer: d.tracer}, d.log, d.book)
 }
 
 // newGateway builds the servers' launchers and the gateway over them.

@@ -54,7 +54,8 @@ func (d *daemon) startWeb(ctx context.Context, g *guard.Guard) (*web, error) {
 	for _, s := range d.c.Servers {
 		names = append(names, s.Name)
 	}
-	w.m = metrics.New(metrics.Options{Servers: names, KnownTool: g.KnownTool, Gauges: w.gauges})
+	w.m = metrics.New(metrics.Options{Servers: names, KnownTool: g.KnownTool, Gauges: w.gauges,
+		Redactions: func() float64 { return float64(d.book.Redactions()) }})
 	fctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	go func() {

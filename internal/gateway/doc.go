@@ -57,7 +57,12 @@
 // instance serves: 2026 clients get instances opened with server/discover
 // (and a subscriptions/listen stream for list changes) when the server
 // supports it, else initialized ones; legacy clients get initialized
-// instances. A 2026 request never reaches a session-based server with the
+// instances, except for a server that refuses initialize but answers
+// server/discover (asked only then): it serves them in the new revision
+// too, and its input_required rounds are answered for them
+// (mrtr2025.go): elicitation and sampling as server→client requests to
+// the client, roots with the sandbox's mounts, until a final result. A
+// 2026 request never reaches a session-based server with the
 // new revision's _meta, and a 2026 client is never sent a request: what an
 // initialized server asks (elicitation, sampling) while it works on a
 // 2026 call, and a Call hook's approval form, become input_required

@@ -553,6 +553,22 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 			params["_meta"] = meta
 		}
 	}
+	if p.meta != nil && modernOf(ctx) == nil {
+		// A 2025 client of a server spoken to in the 2026 revision: the
+		// level it set goes with each request (mrtr2025.go).
+		d.mu.Lock()
+		level := d.level
+		d.mu.Unlock()
+		if level != "" {
+			m := make(mcp.Meta, len(meta)+1)
+			for k, v := range meta {
+				m[k] = v
+			}
+			m[mcp.MetaKeyLogLevel] = level
+			meta = m
+			params["_meta"] = m
+		}
+	}
 	in := b.u.begin(d, p, ctx, token)
 	defer b.u.end(in)
 	if in.gwTok != "" {
@@ -569,13 +585,24 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, ErrCallTimeout)
 		defer cancel()
 	}
-	modernInput := p.meta != nil && mrtrMethods[method]
-	if modernInput {
+	// Multi round-trip: from a server spoken to in the 2026 revision, or
+	// one initialized in the old one that still passes an input_required
+	// result on (the go-sdk fulfils only a first round itself for a
+	// session-based client). Roots are always the sandbox's.
+	input := mrtrMethods[method]
+	if input {
 		b.upstreamRoots(params) // roots2026.go
 	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
-	if err == nil && modernInput {
-		raw, err = d.answerRoots(callCtx, b, p, method, params, raw, in.events)
+	if err == nil && input {
+		// No byte-level shortcut: a server could escape the key or value
+		// past it, and a 2025 client would answer the round itself.
+		if modernOf(ctx) == nil {
+			// A 2025 client cannot be handed the round (mrtr2025.go).
+			raw, err = d.answerInputs(callCtx, b, p, method, params, raw, in.events)
+		} else {
+			raw, err = d.answerRoots(callCtx, b, p, method, params, raw, in.events)
+		}
 	}
 	if err != nil {
 		if d.ctx.Err() != nil {
@@ -584,6 +611,9 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 			return nil, context.Cause(d.ctx)
 		}
 		return nil, b.u.endError(ctx, p, err)
+	}
+	if p.meta != nil && modernOf(ctx) == nil {
+		raw = d.gw.ownServerInfo(raw)
 	}
 	return d.gw.filter(b.srv.Name, raw), nil
 }

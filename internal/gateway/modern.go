@@ -227,10 +227,10 @@ func (d *downstream) modernResult(method string, res mcp.Result) mcp.Result {
 		meta = nil // not an object: leave it as the server sent it
 	}
 	if meta != nil {
-		if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
-			info, _ := json.Marshal(&mcp.Implementation{Name: "mcpbox", Version: d.gw.opts.Version})
-			meta[mcp.MetaKeyServerInfo] = info
-		}
+		// The gateway's, also over a server's own: the client talks to
+		// the gateway, and the aggregate does not disclose which server
+		// (or which version of it) answered.
+		meta[mcp.MetaKeyServerInfo] = d.gw.serverInfo()
 		m["_meta"], _ = json.Marshal(meta)
 	}
 	raw, err := json.Marshal(m)
@@ -238,6 +238,37 @@ func (d *downstream) modernResult(method string, res mcp.Result) mcp.Result {
 		return res
 	}
 	return d.result(raw)
+}
+
+// serverInfo is the gateway's implementation, as _meta names a server.
+func (g *Gateway) serverInfo() json.RawMessage {
+	info, _ := json.Marshal(&mcp.Implementation{Name: "mcpbox", Version: g.opts.Version})
+	return info
+}
+
+// ownServerInfo replaces a 2026 server's name in the _meta of a result
+// for a 2025 client (which has no such key, but is the gateway's client
+// all the same) with the gateway's; raw is returned as it is if it names
+// none.
+func (g *Gateway) ownServerInfo(raw json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(m["_meta"], &meta) != nil || meta == nil {
+		return raw
+	}
+	if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
+		return raw
+	}
+	meta[mcp.MetaKeyServerInfo] = g.serverInfo()
+	m["_meta"], _ = json.Marshal(meta)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // cacheable reports whether results of method carry ttlMs and cacheScope

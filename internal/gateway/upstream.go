@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -102,6 +103,11 @@ type upstream struct {
 	// legacyOnly: a server that answered no server/discover; a modern
 	// instance then uses the session-based handshake from the start.
 	legacyOnly atomic.Bool
+	// modernOnly: a server that refused initialize and answered
+	// server/discover; a legacy instance then opens with discover from
+	// the start, and its input_required results are translated for its
+	// clients (mrtr2025.go).
+	modernOnly atomic.Bool
 
 	// freeze serializes Process.Pause and Process.Resume; it is never
 	// taken with mu held.
@@ -285,39 +291,13 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		c = newLineConn(proc.Stdout, proc.Stdin, proc.Stdin, "server "+u.srv.Name, u.srv.MaxMessage, u.dropped)
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
-	var info initInfo
-	if u.modern && !u.legacyOnly.Load() {
-		info, err = u.discover(ctx, p)
-		if err != nil {
-			// Not a server of the new revision: the session-based one,
-			// translated (mrtr.go). A server that ended over the unknown
-			// request is launched again, and so is a connection of its
-			// own (a remote server's HTTP transport), which would carry
-			// the new revision's version header into initialize.
-			u.legacyOnly.Store(true)
-			u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
-			ended := false
-			select {
-			case <-p.done:
-				ended = true
-			default:
-			}
-			if ended || proc.Conn != nil {
-				p.close()
-				proc.stop()
-				return u.start(ctx, 0)
-			}
-		}
-	}
-	if info.Protocol == "" {
-		info, err = u.handshake(ctx, p)
-		if err == nil && proc.Negotiated != nil {
-			proc.Negotiated(info.Protocol)
-		}
-	}
-	if err != nil {
+	info, relaunch, err := u.open(ctx, p, proc)
+	if err != nil || relaunch {
 		p.close()
 		proc.stop()
+		if relaunch {
+			return u.start(ctx, 0)
+		}
 		return fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
 	u.mu.Lock()
@@ -344,18 +324,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	sessions := u.sessionsLocked()
 	u.mu.Unlock()
 
-	if info.Protocol >= ModernVersion {
-		u.relisten(p)
-	} else {
-		// The sessionless revision has neither: the level goes with each
-		// request, and subscriptions are subscriptions/listen.
-		if level != "" && info.caps.Logging != nil {
-			_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
-		}
-		for _, uri := range subs {
-			_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
-		}
-	}
+	u.restore(ctx, p, info, level, subs)
 	go u.watch(p, proc, watched)
 	if oldPeer != nil {
 		go u.retire(oldPeer, oldProc)
@@ -371,6 +340,85 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// open opens the session with a started server: server/discover for a
+// 2026 client's instance, else (or when the server does not speak the
+// new revision) initialize. A legacy instance of a server that refuses
+// initialize but speaks the new revision is opened with discover too
+// (modernOnly): an ordinary session-based server costs no extra round
+// trip, since discover is tried only after initialize was refused.
+// relaunch asks for a fresh process: a server that ended over the unknown
+// request, or a connection of its own (a remote server's HTTP transport),
+// which would carry one revision's version header into the other's
+// opening request.
+func (u *upstream) open(ctx context.Context, p *peer, proc *Process) (info initInfo, relaunch bool, err error) {
+	if (u.modern || u.modernOnly.Load()) && !u.legacyOnly.Load() {
+		info, err = u.discover(ctx, p)
+		if err == nil {
+			return info, false, nil
+		}
+		// Not a server of the new revision: the session-based one,
+		// translated (mrtr.go).
+		u.legacyOnly.Store(true)
+		u.modernOnly.Store(false)
+		u.log.Info("server does not speak 2026-07-28; using the session-based protocol", "err", err)
+		if ended(p) || proc.Conn != nil {
+			return initInfo{}, true, nil
+		}
+	}
+	info, err = u.handshake(ctx, p)
+	if err == nil {
+		if proc.Negotiated != nil {
+			proc.Negotiated(info.Protocol)
+		}
+		return info, false, nil
+	}
+	var werr *jsonrpc.Error
+	if u.legacyOnly.Load() || !errors.As(err, &werr) {
+		return info, false, err
+	}
+	// The server answered initialize with an error: perhaps it speaks
+	// only the sessionless revision. Ask it (legacyOnly bounds this to
+	// one try: a server that refuses both is not asked again).
+	u.log.Info("server refused initialize; trying server/discover (2026-07-28)", "err", err)
+	u.modernOnly.Store(true)
+	if ended(p) || proc.Conn != nil {
+		return initInfo{}, true, nil
+	}
+	if info, derr := u.discover(ctx, p); derr == nil {
+		return info, false, nil
+	}
+	u.modernOnly.Store(false)
+	u.legacyOnly.Store(true)
+	return initInfo{}, false, err
+}
+
+// ended reports whether the session with the server is over.
+func ended(p *peer) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// restore gives a restarted session-based server the session's log level
+// and resource subscriptions again; a 2026 server gets its listen stream
+// (the level goes with each request, and subscriptions are
+// subscriptions/listen).
+func (u *upstream) restore(ctx context.Context, p *peer, info initInfo, level string, subs []string) {
+	if info.Protocol >= ModernVersion {
+		u.relisten(p)
+		return
+	}
+	if level != "" && info.caps.Logging != nil {
+		_, _ = p.call(ctx, "logging/setLevel", map[string]string{"level": level})
+	}
+	for _, uri := range subs {
+		_, _ = p.call(ctx, "resources/subscribe", map[string]string{"uri": uri})
+	}
 }
 
 func (u *upstream) handshake(ctx context.Context, p *peer) (initInfo, error) {

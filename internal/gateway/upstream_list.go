@@ -118,7 +118,9 @@ func (u *upstream) setLevel(ctx context.Context, level string) {
 	u.mu.Lock()
 	u.level = level
 	u.mu.Unlock()
-	if u.info().caps.Logging == nil {
+	if info := u.info(); info.caps.Logging == nil || info.Protocol >= ModernVersion {
+		// The sessionless revision has no logging/setLevel: the level goes
+		// with each request (downstream.call).
 		return
 	}
 	if p, err := u.get(ctx); err == nil {

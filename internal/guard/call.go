@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/attribute"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
@@ -65,6 +66,7 @@ func forward(ctx context.Context, st *callState) (json.RawMessage, error) { retu
 func (g *Guard) pipeline() handler {
 	return chain(forward,
 		g.audited,          // one record, committed before the result goes out
+		g.traced,           // OpenTelemetry: the call's span, the upstream call's
 		g.checkArgKeys,     // duplicate and case-variant keys
 		g.rateLimited,      // policy rate limits
 		g.decided,          // the policy: allow, deny or ask a human
@@ -146,8 +148,10 @@ func (g *Guard) rateLimited(next handler) handler {
 func (g *Guard) decided(next handler) handler {
 	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
 		c, rec := st.c, st.rec
+		_, spanEnd := g.span(ctx, SpanPolicy)
 		d := g.engine.Decide(policy.Input{Client: policyClient(c.Agent), Server: c.Server, Tool: c.Tool,
 			Args: decodeArgs(c.Arguments), Annotations: st.ann})
+		spanEnd(attribute.String(AttrDecision, d.Action))
 		rec.Decision, rec.Rule = d.Action, d.Rule
 		switch d.Action {
 		case config.ActionApprove:
@@ -167,7 +171,9 @@ func (g *Guard) decided(next handler) handler {
 // is true, with the refusal, when it was not given.
 func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) (res json.RawMessage, refused bool) {
 	rec := st.rec
-	dec, err := g.approve(ctx, st.c, d, rec.Sandbox)
+	actx, spanEnd := g.span(ctx, SpanApproval)
+	dec, err := g.approve(actx, st.c, d, rec.Sandbox)
+	defer func() { spanEnd(attribute.String(AttrDecision, rec.Decision)) }()
 	rec.Approver = dec.By
 	if err == nil && dec.By == approval.ByCancelled {
 		// Its client gave up, its session ended or the gateway is

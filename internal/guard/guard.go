@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
@@ -32,6 +34,7 @@ type Guard struct {
 	book    *redact.Book
 	engine  *policy.Engine
 	limiter *policy.Limiter
+	tracer  trace.Tracer // the calls' spans (trace.go); nil: none
 	pins    *integrity.Pins
 	store   *audit.Store
 	broker  *approval.Broker
@@ -101,6 +104,8 @@ type Options struct {
 	// Shared says other instances use the state dir (their pending
 	// approvals in it are live); false: this one alone.
 	Shared bool
+	// Tracer, if set, gives every call a span (trace.go); nil: none.
+	Tracer trace.Tracer
 }
 
 // New compiles c's policy and opens the lock file, the audit store and
@@ -129,6 +134,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		reported:       map[string]bool{},
 		asking:         map[string]bool{},
 		denied:         map[string]string{},
+		tracer:         o.Tracer,
 	}
 	g.handle = g.pipeline()
 	channels := c.Approvals.Channels
@@ -262,8 +268,18 @@ func (g *Guard) approvalDecided(req approval.Request, d approval.Decision) {
 	g.Record(audit.Record{
 		Event: audit.EventApproval, Client: req.Client, Session: req.Session, Server: req.Server,
 		Tool: req.Tool, Name: req.Name, Sandbox: req.Sandbox, Rule: req.Rule, Decision: decision, Approver: d.By,
-		Detail: map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
+		Detail:   map[string]string{"id": req.ID, "kind": req.Kind, "scope": d.Scope, "reason": d.Reason},
+		Duration: approvalWait(req),
 	})
+}
+
+// approvalWait is how long a request waited for its decision (0 if the
+// broker did not stamp it).
+func approvalWait(req approval.Request) time.Duration {
+	if req.Time.IsZero() {
+		return 0
+	}
+	return max(time.Since(req.Time), 0)
 }
 
 // SandboxEvent audits a sandbox starting, ending, pausing or resuming.
@@ -274,6 +290,12 @@ func (g *Guard) SandboxEvent(event, launcher string, scope gateway.Scope, t *tra
 	}
 	r := audit.Record{Event: event, Client: scope.Agent, Session: scope.Session, Server: launcher,
 		Sandbox: t.ID, Workspace: t.Workspace, ExitStatus: status}
+	if event == audit.EventSandboxResume {
+		t.MarkResumed() // the wake span's end (trace.go)
+	}
+	if event == audit.EventSandboxStart && !t.Ready.IsZero() {
+		r.Duration = t.Ready.Sub(t.Started) // the start latency
+	}
 	if event == audit.EventSandboxStop || event == audit.EventSandboxCrash {
 		r.Artifacts = t.Artifacts
 	}
@@ -349,6 +371,7 @@ func (g *Guard) SandboxStarted(launcher string, scope gateway.Scope, t *track.Sa
 	if g == nil {
 		return func() {}
 	}
+	t.Ready = time.Now()
 	g.SandboxEvent(audit.EventSandboxStart, launcher, scope, t, "")
 	return g.tracks.Add(launcher, scope, t)
 }

@@ -62,6 +62,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 		}
 		hints = append(hints, rewriteHostDirs(s)...)
 		hints = append(hints, moveHostFiles(s)...)
+		hints = append(hints, defaultWrites(s)...)
 		var rest []string // host paths not rewritten (files)
 		for _, a := range s.Args {
 			if !strings.HasPrefix(a, "/data/") && !strings.Contains(a, "=/data/") {
@@ -116,4 +117,31 @@ func moveHostFiles(s *config.Server) []string {
 		s.Env[i].Value = to
 	}
 	return hints
+}
+
+// packageWrites are env settings that keep well-known packages from
+// writing into their own directory, which is read-only in the sandbox:
+// server-memory keeps its graph beside its code unless told otherwise.
+var packageWrites = map[string]config.EnvVar{
+	"npm:@modelcontextprotocol/server-memory": {Name: "MEMORY_FILE_PATH", Value: "/workspace/output/memory.jsonl"},
+}
+
+// defaultWrites sets the env of packageWrites for s's package unless the
+// client config set that variable already.
+func defaultWrites(s *config.Server) []string {
+	name := s.Package
+	if i := strings.LastIndex(name, "@"); i > strings.Index(name, ":")+1 {
+		name = name[:i]
+	}
+	w, ok := packageWrites[name]
+	if !ok {
+		return nil
+	}
+	for _, v := range s.Env {
+		if v.Name == w.Name {
+			return nil
+		}
+	}
+	s.Env = append(s.Env, config.EnvVar{Name: w.Name, Value: w.Value})
+	return []string{fmt.Sprintf("env %s=%s: the package writes beside its code by default, which is read-only here.", w.Name, w.Value)}
 }

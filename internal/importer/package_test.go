@@ -27,6 +27,7 @@ func TestConvertPackages(t *testing.T) {
 	cf, err := ParseClientFile("claude.json", []byte(`{"mcpServers": {
   "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt"]},
   "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/home/alice/memory.jsonl", "LOG_LEVEL": "info"}},
+  "mem2": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
   "sh": {"command": "npx", "args": ["-c", "echo hi"]},
   "plain": {"command": "node", "args": ["/opt/server.js"]},
   "bin": {"command": "npx", "args": ["-p", "some-pkg", "some-bin"]}
@@ -62,6 +63,11 @@ func TestConvertPackages(t *testing.T) {
 	if mem.Package == "" || len(mem.Env) != 2 || mem.Env[0].Value != "/workspace/output/memory.jsonl" && mem.Env[1].Value != "/workspace/output/memory.jsonl" {
 		t.Errorf("mem: %q env %+v", mem.Package, mem.Env)
 	}
+	// Without MEMORY_FILE_PATH server-memory would write into its own
+	// read-only dir: the import points it at the output.
+	if mem2 := c.Server("mem2"); len(mem2.Env) != 1 || mem2.Env[0].Name != "MEMORY_FILE_PATH" || mem2.Env[0].Value != "/workspace/output/memory.jsonl" {
+		t.Errorf("mem2: env %+v", mem2.Env)
+	}
 	if sh := c.Server("sh"); sh.Package != "" || sh.Command == nil {
 		t.Errorf("sh: %+v", sh)
 	}
@@ -77,6 +83,7 @@ func TestConvertPackages(t *testing.T) {
 		"# /home/alice/src is mounted read-only at /data/src",
 		`# The sandbox does not see "/home/alice/a.txt"`,
 		"# env MEMORY_FILE_PATH was /home/alice/memory.jsonl, now /workspace/output/memory.jsonl",
+		"# env MEMORY_FILE_PATH=/workspace/output/memory.jsonl: the package writes beside its code by default, which is read-only here.",
 		"# npx -c runs a shell command",
 		"# network (it stays a command: package: runs a package's own bin).",
 	} {

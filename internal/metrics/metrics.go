@@ -71,6 +71,8 @@ type Metrics struct {
 	restarts     *prometheus.CounterVec
 	sandboxes    *prometheus.CounterVec
 	records      *prometheus.CounterVec
+	approvalWait *prometheus.HistogramVec // the approval records' Duration
+	sandboxStart *prometheus.HistogramVec // the sandbox start records' Duration
 }
 
 // New registers the metrics of one serve in a registry of its own (not
@@ -109,8 +111,16 @@ func New(o Options) *Metrics {
 	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpbox_audit_records_total", Help: "Audit records committed, by event.",
 	}, []string{"event"})
+	m.approvalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "mcpbox_approval_wait_seconds", Help: "How long approval requests waited for their decision, by server and decision.",
+		Buckets: []float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
+	}, []string{"server", "decision"})
+	m.sandboxStart = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "mcpbox_sandbox_start_seconds", Help: "Sandbox start latency (until the server runs), by server.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"server"})
 	m.reg.MustRegister(m.calls, m.callDuration, m.approvals, m.egress, m.egressBytes, m.pins,
-		m.restarts, m.sandboxes, m.records,
+		m.restarts, m.sandboxes, m.records, m.approvalWait, m.sandboxStart,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if o.Gauges != nil {
 		m.reg.MustRegister(gaugeCollector{m})
@@ -143,6 +153,9 @@ func (m *Metrics) Observe(r audit.Record) {
 		m.callDuration.WithLabelValues(server, tool).Observe(r.Duration.Seconds())
 	case audit.EventApproval:
 		m.approvals.WithLabelValues(server, decision(r.Decision)).Inc()
+		if r.Duration > 0 { // a decision on a request (not a revocation)
+			m.approvalWait.WithLabelValues(server, decision(r.Decision)).Observe(r.Duration.Seconds())
+		}
 	case audit.EventEgress:
 		for _, d := range r.Domains {
 			dec := decision(cmpOr(d.Decision, r.Decision))
@@ -161,6 +174,9 @@ func (m *Metrics) Observe(r audit.Record) {
 	case audit.EventSandboxStart, audit.EventSandboxStop, audit.EventSandboxCrash,
 		audit.EventSandboxPause, audit.EventSandboxResume:
 		m.sandboxes.WithLabelValues(server, r.Event).Inc()
+		if r.Event == audit.EventSandboxStart && r.Duration > 0 {
+			m.sandboxStart.WithLabelValues(server).Observe(r.Duration.Seconds())
+		}
 	}
 }
 

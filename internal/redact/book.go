@@ -14,6 +14,18 @@ type Book struct {
 	mu      sync.Mutex
 	secrets []Secret
 	r       atomic.Pointer[Redactor]
+	n       atomic.Int64 // pieces of text Bytes, String and JSON changed
+}
+
+// Redactions is the number of pieces of text (messages, lines, strings)
+// in which Bytes, String or JSON replaced at least one value.
+func (b *Book) Redactions() int64 { return b.n.Load() }
+
+// count notes a redaction when out differs from in.
+func (b *Book) count(changed bool) {
+	if changed {
+		b.n.Add(1)
+	}
 }
 
 // Add records a value; adding a known value again does nothing.
@@ -44,7 +56,9 @@ func (b *Book) Redactor() *Redactor {
 // Bytes redacts p with the current values; p itself when none are known.
 func (b *Book) Bytes(p []byte) []byte {
 	if r := b.r.Load(); r != nil {
-		return r.Bytes(p)
+		out := r.Bytes(p)
+		b.count(!bytes.Equal(out, p))
+		return out
 	}
 	return p
 }
@@ -52,7 +66,9 @@ func (b *Book) Bytes(p []byte) []byte {
 // String is Bytes for strings.
 func (b *Book) String(s string) string {
 	if r := b.r.Load(); r != nil {
-		return r.String(s)
+		out := r.String(s)
+		b.count(out != s)
+		return out
 	}
 	return s
 }

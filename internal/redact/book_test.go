@@ -48,3 +48,24 @@ func TestBookConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestBookCountsRedactions: each piece of text in which a value was
+// replaced counts once; text without one does not.
+func TestBookCountsRedactions(t *testing.T) {
+	var b Book
+	if err := b.Add("tok", []byte("s3cr3t-token-value")); err != nil {
+		t.Fatal(err)
+	}
+	b.String("nothing here")
+	b.Bytes([]byte("nor here"))
+	b.JSON([]byte(`{"a":"clean"}`))
+	if n := b.Redactions(); n != 0 {
+		t.Fatalf("%d redactions counted for clean text", n)
+	}
+	b.String("x s3cr3t-token-value y s3cr3t-token-value")
+	b.Bytes([]byte("s3cr3t-token-value"))
+	b.JSON([]byte(`{"a":"s3cr3t-token-value"}`))
+	if n := b.Redactions(); n != 3 {
+		t.Fatalf("%d redactions, want 3 (one per piece of text)", n)
+	}
+}

@@ -147,7 +147,9 @@ func quote(s []byte) []byte {
 // JSON is Redactor.JSON with the current values.
 func (b *Book) JSON(p []byte) []byte {
 	if r := b.r.Load(); r != nil {
-		return r.JSON(p)
+		out := r.JSON(p)
+		b.count(!bytes.Equal(out, p))
+		return out
 	}
 	return p
 }

@@ -87,6 +87,10 @@ var etcBinds = []string{
 	"/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates", "/etc/ca-certificates.conf",
 	"/etc/pki/tls/certs", "/etc/pki/tls/cert.pem", "/etc/pki/ca-trust", "/etc/crypto-policies",
 	"/etc/alternatives", "/etc/protocols", "/etc/services", "/etc/mime.types",
+	// What a headless browser reads: fontconfig's config, and Debian's
+	// chromium launcher settings (flags, the distribution's public API
+	// keys, master_preferences, admin policies). No secrets live there.
+	"/etc/fonts", "/etc/chromium", "/etc/chromium.d",
 }
 
 // shmMax caps /dev/shm, which takes tmpfs memory besides /tmp.

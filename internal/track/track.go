@@ -42,6 +42,7 @@ type Sandbox struct {
 	// moved to the ended ones.
 	Artifacts []string
 	Started   time.Time
+	Ready     time.Time // when it was up (set by the observer), for its start latency
 	// Stats, if set, reads the sandbox's resource use.
 	Stats func() (cgroup.Stats, error)
 
@@ -50,6 +51,9 @@ type Sandbox struct {
 	rw       []Dir // host dirs the sandbox may write
 	// state is StateRunning, StatePaused, StateStopping, "stopped" or "failed".
 	state atomic.Value
+	// resumed is when it was last thawed (unix ns; 0: never), for the
+	// wake span of the call that thawed it.
+	resumed atomic.Int64
 
 	mu     sync.Mutex
 	active []*Call        // calls in flight; guarded by mu
@@ -146,6 +150,17 @@ func (t *Tracker) Find(id string) *Sandbox {
 
 // SetState sets the state: a gateway.State* or StateStopping.
 func (s *Sandbox) SetState(st string) { s.state.Store(st) }
+
+// MarkResumed records that it was thawed now.
+func (s *Sandbox) MarkResumed() { s.resumed.Store(time.Now().UnixNano()) }
+
+// Resumed is when it was last thawed (zero: never).
+func (s *Sandbox) Resumed() time.Time {
+	if ns := s.resumed.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
 
 // MarkStopping sets StateStopping if the sandbox is running or paused
 // (a stop asked for; its end sets the final state).
