@@ -2,9 +2,6 @@ package guard
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
-	"mcpbox/internal/redact"
 )
 
 const prefixedConfig = `version: 1
@@ -39,35 +35,9 @@ func TestGuardNamesToolAsCalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	log := slog.New(slog.DiscardHandler)
-	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, &redact.Book{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Prefix: c.EffectivePrefix(c.Server("echo")), Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
-		gateway.Options{Logger: log, Hooks: g.Hooks()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Attach(gw)
-	cr, gwW := io.Pipe()
-	gwR, cw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.ServeStdio(ctx, gateway.LocalAgent, gwR, gwW); close(done) }()
-	sess, err := mcp.NewClient(&mcp.Implementation{Name: "guard-test", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: cr, Writer: cw}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sess.Close()
-		cancel()
-		cw.Close()
-		<-done
-		gw.Close()
-		g.Close()
-	})
+	r := newGuardRigServer(t, prefixedConfig, nil, &gateway.Server{Name: "echo", Prefix: c.EffectivePrefix(c.Server("echo")),
+		Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher})
+	g, sess := r.g, r.sess
 	const name = "e_echo"
 	call := func(text string) *mcp.CallToolResult {
 		cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
