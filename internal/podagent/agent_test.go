@@ -686,3 +686,22 @@ func TestSIGTERMStopsTheServer(t *testing.T) {
 		t.Errorf("the server (pid %d) outlived its agent: kill 0 = %v", pid, err)
 	}
 }
+
+func TestMainUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--help"}, 0, "-secrets-dir"},
+		{[]string{"--cert", "c", "--key", "k", "--ca", "a"}, 2, "usage: mcpbox agent"},
+		{[]string{"--", "true"}, 2, "usage: mcpbox agent"},
+		{[]string{"--bogus"}, 2, "not defined"},
+		{[]string{"--cert", "/nonexistent", "--key", "k", "--ca", "a", "--", "true"}, 1, "loading the pod certificate"},
+	} {
+		var buf bytes.Buffer
+		if code := Main(tc.args, &buf); code != tc.code || !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("Main(%q) = %d, want %d with %q:\n%s", tc.args, code, tc.code, tc.want, buf.String())
+		}
+	}
+}

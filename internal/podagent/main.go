@@ -33,7 +33,9 @@ func Main(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: mcpbox agent --cert FILE --key FILE --ca FILE [flags] -- COMMAND [ARG...]\n\nRuns a stdio MCP server in a pod for the gateway (Kubernetes backend).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	cfg.Command = fs.Args()
