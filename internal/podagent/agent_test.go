@@ -220,7 +220,7 @@ type connTransport struct{ c mcp.Connection }
 
 func (t connTransport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
 
-func session(t testing.TB, c mcp.Connection, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+func session(t testing.TB, c any, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -228,7 +228,11 @@ func session(t testing.TB, c mcp.Connection, opts *mcp.ClientOptions, version st
 	if version != "" {
 		so = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, connTransport{c}, so)
+	tr, ok := c.(mcp.Transport)
+	if !ok {
+		tr = connTransport{c.(mcp.Connection)}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, tr, so)
 	if err != nil {
 		t.Fatalf("initializing through the agent: %v", err)
 	}
