@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -363,10 +365,17 @@ func TestConnectRunsTheServer(t *testing.T) {
 		if err != nil || res.IsError {
 			t.Fatalf("slow: %v %v", err, res)
 		}
-		n := 0
-		progress.Range(func(any, any) bool { n++; return true })
-		if n != 3 {
-			t.Errorf("got %d progress notifications before the result, want 3", n)
+		// The go-sdk client runs notification handlers on their own, so
+		// they may finish after the result (the order on the connection
+		// is TestProgressBeforeResponse's).
+		deadline := time.Now().Add(10 * time.Second)
+		for n := 0; n != 3; {
+			n = 0
+			progress.Range(func(any, any) bool { n++; return true })
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d progress notifications, want 3", n)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	t.Run("stderr is forwarded", func(t *testing.T) {
@@ -653,20 +662,92 @@ func TestOversizedMessages(t *testing.T) {
 func TestServerCrashEndsAgentAndConnection(t *testing.T) {
 	p := startPod(t, "pod-a", podOpts{})
 	c := connect(t, p, StartRequest{})
-	cs := session(t, c, nil, "")
-	if _, err := callText(t, cs, "crash", nil); err == nil {
-		t.Error("a call whose server crashed succeeded")
+	rawInit(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, _ := jsonrpc.MakeID(float64(7))
+	if err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"crash","arguments":{}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// The call ends with an error, then the connection does.
+	var connErr error
+	for connErr == nil {
+		msg, err := c.Read(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the connection did not end within 10s of the server's crash")
+		}
+		if r, ok := msg.(*jsonrpc.Response); ok && r.ID == id && r.Error == nil {
+			t.Error("the crashing call succeeded")
+		}
+		connErr = err
+	}
+	if !errors.Is(connErr, ErrStreamEnded) {
+		t.Errorf("the connection ended with %v, want ErrStreamEnded", connErr)
 	}
 	if code := p.wait(t, 10*time.Second); code != 3 {
 		t.Errorf("the agent exited %d after its server exited 3; want 3", code)
 	}
+	if err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/list"}); err == nil {
+		t.Error("a write after the crash succeeded")
+	}
+}
+
+// rawInit runs the session-based handshake on c by hand.
+func rawInit(t *testing.T, c mcp.Connection) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Read(ctx); err == nil || ctx.Err() != nil {
-		t.Errorf("Read after the crash: %v (ctx %v); want the connection's error", err, ctx.Err())
+	id, _ := jsonrpc.MakeID(float64(1))
+	err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: "initialize",
+		Params: json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err == nil {
-		t.Error("a call after the crash succeeded")
+	msg, err := c.Read(ctx)
+	if r, ok := msg.(*jsonrpc.Response); err != nil || !ok || r.Error != nil {
+		t.Fatalf("initialize: %v %+v", err, msg)
+	}
+	if err := c.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProgressBeforeResponse: a call's progress notifications reach the
+// connection before its response (the gateway forwards them to the
+// client before the result).
+func TestProgressBeforeResponse(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{})
+	c := connect(t, p, StartRequest{})
+	rawInit(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for round := range 5 {
+		id, _ := jsonrpc.MakeID(float64(10 + round))
+		tok := fmt.Sprintf("tok-%d", round)
+		err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call",
+			Params: json.RawMessage(`{"name":"slow","arguments":{"ms":5,"steps":4},"_meta":{"progressToken":"` + tok + `"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		progress := 0
+		for {
+			msg, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := msg.(*jsonrpc.Response); ok && r.ID == id {
+				if r.Error != nil {
+					t.Fatal(r.Error)
+				}
+				break
+			}
+			if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/progress" && strings.Contains(string(r.Params), tok) {
+				progress++
+			}
+		}
+		if progress != 4 {
+			t.Errorf("round %d: %d progress notifications before the response, want 4", round, progress)
+		}
 	}
 }
 
