@@ -291,6 +291,10 @@ func TestConnectRunsTheServer(t *testing.T) {
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			progress.Store(r.Params.Progress, true)
 		},
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			prompt := r.Params.Messages[0].Content.(*mcp.TextContent).Text
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "test", Content: &mcp.TextContent{Text: "sampled: " + prompt}}, nil
+		},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case listChanged <- struct{}{}:
@@ -384,6 +388,13 @@ func TestConnectRunsTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.waitLog(t, marker)
+	})
+	t.Run("the server's requests and the answers", func(t *testing.T) {
+		// The server asks the client to sample during the call: its request
+		// comes on the event stream, the answer goes back in a POST.
+		if got, err := callText(t, cs, "sample", map[string]any{"prompt": "ping"}); err != nil || got != "sampled: ping" {
+			t.Errorf("sample = %q, %v", got, err)
+		}
 	})
 	t.Run("server notifications on the event stream", func(t *testing.T) {
 		// add_tool makes the server send tools/list_changed: not a call's
