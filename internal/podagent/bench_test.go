@@ -2,7 +2,11 @@ package podagent
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +52,13 @@ func BenchmarkToolCall(b *testing.B) {
 	b.ReportMetric(float64(tDirect.Microseconds())/n, "stdio-µs/call")
 	b.ReportMetric(float64(tAgent.Microseconds())/n, "agent-µs/call")
 	b.ReportMetric(float64(tAgent)/float64(tDirect), "ratio")
+	// The agent's own memory, for the per-pod capacity estimate.
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); err == nil {
+		for line := range strings.Lines(string(st)) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				kib, _ := strconv.Atoi(f[1])
+				b.ReportMetric(float64(kib), "agent-RSS-KiB")
+			}
+		}
+	}
 }
