@@ -98,7 +98,13 @@ type agent struct {
 	mu      sync.Mutex
 	started bool    // guarded by mu
 	bridge  *bridge // guarded by mu; set once started
-	startCh chan *exec.Cmd
+	startCh chan startResult
+}
+
+// startResult is how /v1/start went.
+type startResult struct {
+	cmd *exec.Cmd
+	err error
 }
 
 // Run serves the gateway on cfg.Listen over mutual TLS until ctx ends
@@ -126,7 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	logger := log.New(cfg.Stderr, "mcpbox agent: ", 0)
-	a := &agent{cfg: cfg, logf: logger.Printf, startCh: make(chan *exec.Cmd, 1)}
+	a := &agent{cfg: cfg, logf: logger.Printf, startCh: make(chan startResult, 1)}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -155,11 +161,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
-	var cmd *exec.Cmd
+	var started startResult
 	timer := time.NewTimer(cfg.StartTimeout)
 	defer timer.Stop()
 	select {
-	case cmd = <-a.startCh:
+	case started = <-a.startCh:
+		if started.err != nil {
+			return &ExitError{Code: 1, Err: fmt.Errorf("starting the server: %w", started.err)}
+		}
 	case <-timer.C:
 		return &ExitError{Code: 1, Err: fmt.Errorf("%w within %s", ErrNoStart, cfg.StartTimeout)}
 	case <-ctx.Done():
@@ -167,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
 	}
-	return a.supervise(ctx, cmd)
+	return a.supervise(ctx, started.cmd)
 }
 
 // supervise waits for the server to end, or stops it when ctx ends.
@@ -262,12 +271,13 @@ func (a *agent) serveStart(w http.ResponseWriter, r *http.Request) {
 	a.started = true
 	cmd, b, err := a.start(req)
 	if err != nil {
-		a.logf("starting the server: %v", err)
+		// The agent exits: a pod is started once.
+		a.startCh <- startResult{err: err}
 		http.Error(w, "starting the server: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	a.bridge = b
-	a.startCh <- cmd
+	a.startCh <- startResult{cmd: cmd}
 	a.logf("started the server (pid %d) with %d variables and %d files from the gateway", cmd.Process.Pid, len(req.Env), len(req.Files))
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, "{}\n")

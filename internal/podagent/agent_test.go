@@ -96,7 +96,17 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 // waits until it listens.
 func startPod(t testing.TB, name string, o podOpts) *pod {
 	t.Helper()
-	bin := mcpServer(t)
+	return startAgent(t, name, o, []string{mcpServer(t), "-name", name})
+}
+
+// startPodCommand starts an agent for pod name running command.
+func startPodCommand(t testing.TB, name string, ca *CA, command []string) *pod {
+	t.Helper()
+	return startAgent(t, name, podOpts{ca: ca}, command)
+}
+
+func startAgent(t testing.TB, name string, o podOpts, command []string) *pod {
+	t.Helper()
 	ca := o.ca
 	if ca == nil {
 		var err error
@@ -121,7 +131,7 @@ func startPod(t testing.TB, name string, o podOpts) *pod {
 	args := []string{"--listen", "127.0.0.1:0", "--cert", filepath.Join(dir, "pod.pem"),
 		"--key", filepath.Join(dir, "pod-key.pem"), "--ca", filepath.Join(dir, "ca.pem"),
 		"--secrets-dir", p.secrets, "--stop-timeout", "2s"}
-	args = append(append(args, o.flags...), "--", bin, "-name", name)
+	args = append(append(append(args, o.flags...), "--"), command...)
 	p.cmd = exec.Command(os.Args[0], args...)
 	p.cmd.Env = append(os.Environ(), "PODAGENT_TEST_AGENT=1", "MCPBOX_AGENT_CANARY=agent-only")
 	stderr, err := p.cmd.StderrPipe()
@@ -799,5 +809,24 @@ func TestMainUsage(t *testing.T) {
 		if code := Main(tc.args, &buf); code != tc.code || !strings.Contains(buf.String(), tc.want) {
 			t.Errorf("Main(%q) = %d, want %d with %q:\n%s", tc.args, code, tc.code, tc.want, buf.String())
 		}
+	}
+}
+
+func TestServerThatCannotStart(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPodCommand(t, "pod-a", ca, []string{"/nonexistent/server"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Connect(ctx, p.addr, p.name, ca, StartRequest{}); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("Connect to a pod whose server cannot start: %v; want 500", err)
+	}
+	if code := p.wait(t, 10*time.Second); code == 0 {
+		t.Error("the agent exited 0 when its server could not start")
+	}
+	if !strings.Contains(p.log(), "starting the server") {
+		t.Errorf("the agent's log does not say why it exited:\n%s", p.log())
 	}
 }

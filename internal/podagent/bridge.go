@@ -325,8 +325,8 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newStream()
 	defer close(s.gone)
-	if !b.register(req, s) {
-		writeRPCError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest, "a request with this id is in flight")
+	if err := b.register(req, s); err != nil {
+		writeRPCError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
 	defer b.unregister(req.ID, s)
@@ -338,9 +338,9 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 	b.serveStream(w, r, s, nil)
 }
 
-// register makes s the stream of call req; false if its id is in flight
-// or the server's output has ended.
-func (b *bridge) register(req *jsonrpc.Request, s *stream) bool {
+// register makes s the stream of call req, unless its id is in flight or
+// the server's output has ended.
+func (b *bridge) register(req *jsonrpc.Request, s *stream) error {
 	var p struct {
 		Meta struct {
 			Token json.RawMessage `json:"progressToken"`
@@ -354,8 +354,11 @@ func (b *bridge) register(req *jsonrpc.Request, s *stream) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, dup := b.calls[req.ID]; dup || b.doneClosed {
-		return false
+	if b.doneClosed {
+		return errors.New("the server's output has ended")
+	}
+	if _, dup := b.calls[req.ID]; dup {
+		return errors.New("a request with this id is in flight")
 	}
 	if _, dup := b.tokens[s.token]; dup && s.token != "" {
 		s.token = "" // its progress goes to the event stream instead
@@ -364,7 +367,7 @@ func (b *bridge) register(req *jsonrpc.Request, s *stream) bool {
 	if s.token != "" {
 		b.tokens[s.token] = s
 	}
-	return true
+	return nil
 }
 
 func (b *bridge) unregister(id jsonrpc.ID, s *stream) {
