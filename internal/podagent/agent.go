@@ -64,6 +64,10 @@ type Config struct {
 	// Stderr receives the agent's log and the server's stderr; nil:
 	// os.Stderr.
 	Stderr *os.File
+	// Reap makes the agent wait for the orphaned processes the server
+	// leaves, as a container's PID 1 must; it is on anyway when the agent
+	// is PID 1.
+	Reap bool
 }
 
 // StartRequest is what the gateway sends to /v1/start: the server's
@@ -99,6 +103,7 @@ type agent struct {
 	started bool    // guarded by mu
 	bridge  *bridge // guarded by mu; set once started
 	startCh chan startResult
+	reaper  reaper
 }
 
 // startResult is how /v1/start went.
@@ -136,6 +141,14 @@ func Run(ctx context.Context, cfg Config) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Reap || os.Getpid() == 1 {
+		if err := subreaper(); err != nil {
+			return err
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go a.reaper.run(rctx)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/start", a.serveStart)
@@ -209,7 +222,9 @@ func (a *agent) supervise(ctx context.Context, cmd *exec.Cmd) error {
 // ended reports how the server ended.
 func (a *agent) ended(cmd *exec.Cmd, err error) error {
 	code := 1
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	if cmd.ProcessState == nil {
+		// Not waited for: its status is unknown.
+	} else if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
 		case st.Exited() && st.ExitStatus() != 0:
 			code = st.ExitStatus()
@@ -331,7 +346,12 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		return nil, nil, err
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
-	err = cmd.Start()
+	err = a.reaper.starting(func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
 	inR.Close()
 	outW.Close()
 	if err != nil {

@@ -830,3 +830,43 @@ func TestServerThatCannotStart(t *testing.T) {
 		t.Errorf("the agent's log does not say why it exited:\n%s", p.log())
 	}
 }
+
+// TestReapsOrphans: a process the server leaves behind becomes the
+// agent's, and the agent waits for it when it ends, as a container's
+// PID 1 must, instead of keeping a zombie for the pod's life.
+func TestReapsOrphans(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "(sleep 1 </dev/null >/dev/null 2>&1 &); exec " + mcpServer(t) + " -name reap"
+	p := startAgent(t, "pod-a", podOpts{ca: ca, flags: []string{"--reap"}}, []string{"/bin/sh", "-c", script})
+	cs := session(t, connect(t, p, StartRequest{}), nil, "")
+	if got, err := callText(t, cs, "whoami", nil); err != nil || got != "reap" {
+		t.Fatalf("whoami = %q, %v", got, err)
+	}
+	orphan := ""
+	for _, pid := range children(t, p.cmd.Process.Pid) {
+		if b, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(b)) == "sleep" {
+			orphan = pid
+		}
+	}
+	if orphan == "" {
+		t.Fatal("the orphaned sleep is not the agent's child: the agent is no subreaper")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := os.Stat("/proc/" + orphan)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile("/proc/" + orphan + "/stat")
+			t.Fatalf("the orphan %s was not reaped within 10s: %s", orphan, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, err := callText(t, cs, "echo", map[string]any{"text": "alive"}); err != nil || got != "alive" {
+		t.Errorf("the server after the reaping: %q, %v", got, err)
+	}
+}
