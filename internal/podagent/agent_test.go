@@ -25,6 +25,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // The test binary is the agent of the pods the tests start.
@@ -35,6 +36,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if serverDir != "" {
 		os.RemoveAll(serverDir)
+	}
+	if code == 0 {
+		// Every connection a test made is closed: nothing of it runs on.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
