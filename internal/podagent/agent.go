@@ -138,10 +138,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	logger := log.New(cfg.Stderr, "mcpbox agent: ", 0)
 	a := &agent{cfg: cfg, logf: logger.Printf, startCh: make(chan startResult, 1)}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
 	if cfg.Reap || os.Getpid() == 1 {
 		if err := subreaper(); err != nil {
 			return err
@@ -150,22 +146,11 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stop()
 		go a.reaper.run(rctx)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/start", a.serveStart)
-	mux.HandleFunc("/mcp", a.serveMCP)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	srv := &http.Server{
-		Handler:           gatewayOnly(mux),
-		TLSConfig:         tlsConf,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		// A TCP probe's or a refused client's handshake is not news.
-		ErrorLog: log.New(handshakeFilter{logger.Writer()}, "mcpbox agent: ", 0),
-		HTTP2:    &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	a.logf("listening on %s", ln.Addr())
+	srv, served := a.serve(ln, tlsConf, logger)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -190,6 +175,28 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return a.supervise(ctx, started.cmd)
+}
+
+// serve serves the gateway on ln; served reports the server's end.
+func (a *agent) serve(ln net.Listener, conf *tls.Config, logger *log.Logger) (srv *http.Server, served <-chan error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/start", a.serveStart)
+	mux.HandleFunc("/mcp", a.serveMCP)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	srv = &http.Server{
+		Handler:           gatewayOnly(mux),
+		TLSConfig:         conf,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		// A TCP probe's handshake (EOF at once) is not news; a refused
+		// client's is logged.
+		ErrorLog: log.New(handshakeFilter{logger.Writer()}, logger.Prefix(), 0),
+		HTTP2:    &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- srv.ServeTLS(ln, "", "") }()
+	a.logf("listening on %s", ln.Addr())
+	return srv, ch
 }
 
 // supervise waits for the server to end, or stops it when ctx ends.
