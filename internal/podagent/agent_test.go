@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -493,6 +495,17 @@ func TestAgentRefusesAllButTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A client certificate the CA signed, but not the gateway's: what a
+	// future use of the CA, or a bug in it, might issue.
+	now := time.Now()
+	stranger, err := sign(&x509.Certificate{Subject: pkix.Name{CommonName: "not the gateway"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.cert, &ca.key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It holds the CA's key pair, as good as any for this test.
+	strangerCert := tls.Certificate{Certificate: [][]byte{stranger}, PrivateKey: ca.key}
 	trustPod := func(certs ...tls.Certificate) *tls.Config {
 		conf := ca.ClientTLS(p.name)
 		conf.GetClientCertificate = nil
@@ -508,6 +521,7 @@ func TestAgentRefusesAllButTheGateway(t *testing.T) {
 		{"another CA's gateway certificate", trustPod(*otherClient)},
 		{"the pod's own certificate", trustPod(podCert)},
 		{"another pod's certificate", trustPod(podB)},
+		{"a client certificate of the CA not the gateway's", trustPod(strangerCert)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/v1/start", "/mcp", "/healthz"} {
@@ -530,6 +544,12 @@ func TestAgentRefusesAllButTheGateway(t *testing.T) {
 	})
 	if pid := p.serverPID(); pid != 0 {
 		t.Fatalf("a refused client started the server (pid %d)", pid)
+	}
+	// Each was refused for its own reason, in the handshake.
+	for _, why := range []string{"didn't provide a certificate", "unknown authority", "incompatible key usage", "not the gateway's"} {
+		if !strings.Contains(p.log(), why) {
+			t.Errorf("the agent's log lacks a handshake refused for %q:\n%s", why, p.log())
+		}
 	}
 	// The gateway still can: nothing was started before.
 	c := connect(t, p, StartRequest{})
