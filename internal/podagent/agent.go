@@ -333,6 +333,9 @@ func (a *agent) checkStart(req StartRequest) error {
 // start writes req's files and starts the server with req's environment.
 // Preconditions: a.mu held.
 func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
+	if len(req.Files) > 0 && !inMemory(a.cfg.SecretsDir) {
+		a.logf("warning: %s is not memory-backed: the secret files reach the node's disk", a.cfg.SecretsDir)
+	}
 	for name, data := range req.Files {
 		if err := writeSecret(filepath.Join(a.cfg.SecretsDir, name), data); err != nil {
 			return nil, nil, err
@@ -374,6 +377,17 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		outR.Close()
 	}()
 	return cmd, b, nil
+}
+
+// inMemory reports whether dir is on tmpfs or ramfs (an emptyDir of
+// medium Memory is tmpfs).
+func inMemory(dir string) bool {
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == tmpfsMagic || st.Type == ramfsMagic
 }
 
 // writeSecret creates path 0400 with data; it never follows or replaces

@@ -360,6 +360,9 @@ func TestConnectRunsTheServer(t *testing.T) {
 		if b, _ := os.ReadFile(path); string(b) != fileSecret {
 			t.Errorf("secret file holds %q, want %q", b, fileSecret)
 		}
+		if !inMemory(p.secrets) && !strings.Contains(p.log(), "is not memory-backed") {
+			t.Errorf("secret files went to a disk-backed directory without a warning:\n%s", p.log())
+		}
 		if got, err := callText(t, cs, "getenv", map[string]any{"text": "MCPBOX_AGENT_CANARY"}); err != nil || got != "" {
 			t.Errorf("the server inherited the agent's own setting MCPBOX_AGENT_CANARY=%q (%v)", got, err)
 		}
@@ -896,5 +899,22 @@ func TestReapsOrphans(t *testing.T) {
 	}
 	if got, err := callText(t, cs, "echo", map[string]any{"text": "alive"}); err != nil || got != "alive" {
 		t.Errorf("the server after the reaping: %q, %v", got, err)
+	}
+}
+
+func TestInMemory(t *testing.T) {
+	if !inMemory("/dev/shm") {
+		t.Skip("/dev/shm is not tmpfs here")
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "podagent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shm)
+	if !inMemory(shm) {
+		t.Errorf("a directory on tmpfs is not in memory")
+	}
+	if inMemory("/proc/self") || inMemory("/nonexistent") {
+		t.Errorf("procfs or a missing directory counts as memory-backed")
 	}
 }
