@@ -918,3 +918,35 @@ func TestInMemory(t *testing.T) {
 		t.Errorf("procfs or a missing directory counts as memory-backed")
 	}
 }
+
+// TestStopKillsALingeringServer: a server that outlives its closed stdin
+// and ignores SIGTERM is killed after the grace, and the agent still ends.
+func TestStopKillsALingeringServer(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `trap "" TERM; ` + mcpServer(t) + ` -name linger; exec sleep 100`
+	p := startAgent(t, "pod-a", podOpts{ca: ca, flags: []string{"--stop-timeout", "300ms"}}, []string{"/bin/sh", "-c", script})
+	cs := session(t, connect(t, p, StartRequest{}), nil, "")
+	if got, err := callText(t, cs, "whoami", nil); err != nil || got != "linger" {
+		t.Fatalf("whoami = %q, %v", got, err)
+	}
+	pid := p.serverPID()
+	begin := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the agent exited %d on SIGTERM; want 0\n%s", code, p.log())
+	}
+	if d := time.Since(begin); d < 600*time.Millisecond {
+		t.Errorf("the agent ended after %s, before the server's two graces of 300ms", d)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the lingering server (pid %d) outlived its agent: kill 0 = %v", pid, err)
+	}
+	if kids := children(t, p.cmd.Process.Pid); len(kids) != 0 {
+		t.Errorf("the agent left children: %v", kids)
+	}
+}
