@@ -26,9 +26,11 @@
 // unchanged). A placeholder anywhere else in a request to its own host is
 // left as it is. A placeholder of any credential in a request to a host it
 // does not own (another credential's host included: no laundering; and
-// plain HTTP) in the Host, URL (raw or percent-decoded), a header value
-// (raw or Basic-decoded) or the body is refused with egress.ErrRefused and
-// an "exfiltration" Event. A body of declared length up to 64 KiB is
+// plain HTTP) in the Host, URL (raw or percent-decoded), a header name or
+// value (raw or Basic-decoded), a trailer or the body is refused with
+// egress.ErrRefused and an "exfiltration" Event. Trailers are checked and
+// substituted as headers are, when the body ends: a refusal fails the
+// body's last read, so the request is aborted before its trailers leave. A body of declared length up to 64 KiB is
 // checked whole before the request is sent; a longer or undeclared one
 // streams, and its read fails before the placeholder's bytes are handed on
 // (the server sees an aborted request, never the placeholder). Every

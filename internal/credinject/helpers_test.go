@@ -27,6 +27,7 @@ type seen struct {
 	Method, Host, URI string
 	Header            http.Header
 	Body              []byte
+	Trailer           http.Header // after the body was read
 	Proto             int
 	TLSName           string
 }
@@ -54,7 +55,7 @@ func startUpstream(t testing.TB, useTLS bool, h http.HandlerFunc) *upstream {
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		s := seen{Method: r.Method, Host: r.Host, URI: r.RequestURI, Header: r.Header.Clone(), Body: body, Proto: r.ProtoMajor}
+		s := seen{Method: r.Method, Host: r.Host, URI: r.RequestURI, Header: r.Header.Clone(), Body: body, Trailer: r.Trailer.Clone(), Proto: r.ProtoMajor}
 		if r.TLS != nil {
 			s.TLSName = r.TLS.ServerName
 		}

@@ -265,6 +265,10 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.URL.Scheme, out.URL.Host = "https", ic.authority()
+	// The server fills r.Trailer when the body ends; Clone copied the map
+	// before that, so the clone would forward empty trailers and the
+	// Injector would check nothing.
+	out.Trailer = r.Trailer
 	te := r.Header.Get("Te")
 	removeHopHeaders(out.Header)
 	if strings.EqualFold(te, "trailers") {
