@@ -68,6 +68,17 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 		r.Header.Set("Accept-Encoding", "identity")
 	}
 	head := r.Method == http.MethodHead
+	if isWebSocketRequest(r) {
+		// Compressed frames could not be scanned either way.
+		r.Header.Del("Sec-Websocket-Extensions")
+		return func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				s.redactHeader(resp.Header)
+				return s.upgraded(resp, t, own)
+			}
+			return s.filter(resp, t, head)
+		}, nil
+	}
 	return func(resp *http.Response) error { return s.filter(resp, t, head) }, nil
 }
 
