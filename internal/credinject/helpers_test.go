@@ -127,15 +127,20 @@ func startRig(t testing.TB, roots *x509.CertPool, rules []egress.Rule, creds ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRigInjector(t, roots, rules, set)
-	r.set, r.log = set, lg
+	r := startRigLog(t, roots, rules, set, lg)
+	r.set = set
 	return r
 }
 
-// startRigInjector serves a proxy with inj (set and log left empty).
+// startRigInjector serves a proxy with inj (set left empty).
 func startRigInjector(t testing.TB, roots *x509.CertPool, rules []egress.Rule, inj egress.Injector) *rig {
 	t.Helper()
-	lg := &evlog{}
+	return startRigLog(t, roots, rules, inj, &evlog{})
+}
+
+// startRigLog serves a proxy with inj whose events go to lg.
+func startRigLog(t testing.TB, roots *x509.CertPool, rules []egress.Rule, inj egress.Injector, lg *evlog) *rig {
+	t.Helper()
 	ca, err := egress.NewCA("mcpbox test CA")
 	if err != nil {
 		t.Fatal(err)

@@ -147,13 +147,16 @@ func (c *wsConn) Close() error {
 // the proxy records; the upstream is closed, so the server sees the
 // connection drop, never the refused frame.
 func (c *wsConn) fail(err error) {
-	c.inUp.CloseWithError(err)
-	c.up.Close()
+	// The client's side first: its close frame, then err, before closing
+	// the upstream makes the server loop end the stream with a read
+	// error of its own (a pipe keeps the first error it is closed with).
 	if errors.Is(err, egress.ErrRefused) {
 		reason := "mcpbox egress: refused"
 		c.outUp.Write(frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1008), []byte(reason)))
 	}
 	c.outUp.CloseWithError(err)
+	c.inUp.CloseWithError(err)
+	c.up.Close()
 }
 
 // maxWholeMessage is the largest unfragmented server message redacted

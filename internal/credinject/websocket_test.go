@@ -237,6 +237,26 @@ func TestWebSocketPlaceholderElsewhereRefused(t *testing.T) {
 			t.Errorf("the service received B's placeholder: %q", m)
 		}
 	}
+	// The proxy's record of the connection names the refusal.
+	deadline := time.Now().Add(waitFor)
+	for {
+		r.log.mu.Lock()
+		var reason string
+		for _, e := range r.log.egs {
+			if e.Intercepted && e.Port == a.port && strings.Contains(e.Reason, "placeholder of credential SLACK in the websocket message") {
+				reason = e.Reason
+			}
+		}
+		r.log.mu.Unlock()
+		if reason != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.log.mu.Lock()
+			t.Fatalf("no egress event names the refusal: %+v", r.log.egs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	ex := r.log.find("exfiltration")
 	if len(ex) != 2 || ex[0].Where != "header Authorization" || ex[1].Credential != "SLACK" || ex[1].Where != "websocket message" || ex[1].Port != a.port {
 		t.Errorf("exfiltration events %+v", ex)
