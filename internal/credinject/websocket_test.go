@@ -385,3 +385,32 @@ func TestWebSocketExtensionRefused(t *testing.T) {
 		t.Errorf("%d %q, want 502 naming the extensions", resp.StatusCode, body)
 	}
 }
+
+// TestWebSocketRefusalCloseFrame: the client whose message carries
+// another credential's placeholder gets a close frame with 1008 (policy
+// violation) before the connection ends.
+func TestWebSocketRefusalCloseFrame(t *testing.T) {
+	addr, cert := rawWSServer(t, "")
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"},
+		Credential{Name: "SLACK", Value: realB, Hosts: []string{"127.0.0.1:1"}, Header: "Authorization"})
+	phB, _ := r.set.Placeholder("SLACK")
+	tc := r.dialThrough(t, addr)
+	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	br := bufio.NewReader(tc)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	payload := []byte("leak " + phB)
+	key := [4]byte{1, 2, 3, 4}
+	mask(payload, key, 0)
+	tc.Write(append([]byte{0x81, 0x80 | byte(len(payload)), 1, 2, 3, 4}, payload...))
+	_, ctl, _ := readFrames(t, br)
+	if len(ctl) != 1 || len(ctl[0]) < 2 || binary.BigEndian.Uint16([]byte(ctl[0])) != 1008 {
+		t.Fatalf("control frames %q, want one close with 1008", ctl)
+	}
+}
