@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -94,8 +95,12 @@ func (ic *interception) relayUpgraded(w http.ResponseWriter, resp *http.Response
 	}
 	done := make(chan error, 2)
 	go func() {
-		// Bytes the client sent after its handshake first.
-		_, err := io.Copy(up, io.MultiReader(io.LimitReader(brw.Reader, int64(brw.Reader.Buffered())), conn))
+		// Bytes the client sent after its handshake first. Reads from the
+		// client keep the session's idle and duration deadlines (read
+		// timeouts leave a TLS connection usable): a relay stuck writing
+		// to a client that no longer reads ends once nothing moves.
+		cr := &sessConn{Conn: conn, s: ic.s}
+		_, err := io.Copy(up, io.MultiReader(io.LimitReader(brw.Reader, int64(brw.Reader.Buffered())), cr))
 		done <- err
 	}()
 	go func() {
@@ -109,7 +114,10 @@ func (ic *interception) relayUpgraded(w http.ResponseWriter, resp *http.Response
 	if err2 := <-done; err == nil {
 		err = err2
 	}
-	if isRefusal(err) {
+	switch {
+	case isRefusal(err):
 		ic.setReason(refusalText(err))
+	case errors.Is(err, ErrIdle) || errors.Is(err, ErrMaxDuration):
+		ic.setReason(err.Error())
 	}
 }

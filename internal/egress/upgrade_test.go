@@ -122,3 +122,57 @@ func TestInterceptUpgrade(t *testing.T) {
 		t.Errorf("%d connections open", n)
 	}
 }
+
+// TestInterceptUpgradeIdle: a switched connection whose client stops
+// reading while the server floods it ends once nothing has moved for the
+// idle timeout, with that reason, leaving nothing open.
+func TestInterceptUpgradeIdle(t *testing.T) {
+	checkNoLeak(t)
+	srv, port := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		conn.SetWriteDeadline(time.Now().Add(waitFor))
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for {
+			if _, err := conn.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	ca, _ := NewCA("test")
+	ev := newEvents()
+	p, sock := startProxy(t, Options{
+		Rules:    []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Injector: fakeInjector{port: port}, CA: ca, RootCAs: roots, Log: ev.log,
+		Limits: Limits{IdleTimeout: 300 * time.Millisecond},
+	})
+	caPool := x509.NewCertPool()
+	caPool.AddCert(ca.Certificate())
+	client := tlsProxyClient(t, sock, caPool, false)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/ws", port), nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := client.Transport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %d", resp.StatusCode)
+	}
+	// Never read: the relay fills the buffers and stalls.
+	e := ev.next(t)
+	if e.Reason != ErrIdle.Error() {
+		t.Errorf("event %+v, want the idle timeout", e)
+	}
+	if n := p.ActiveConns(); n != 0 {
+		t.Errorf("%d connections open", n)
+	}
+}
