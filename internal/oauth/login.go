@@ -92,7 +92,7 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if err := checkEndpoint(opts.Server); err != nil {
 		return nil, fmt.Errorf("login: server URL %w", err)
 	}
-	hc := orDefault(opts.HTTPClient)
+	hc := orDefault(opts.HTTPClient, opts.Server)
 	ch := opts.Challenge
 	if ch == (Challenge{}) {
 		ch, _ = Probe(ctx, hc, opts.Server)

@@ -589,7 +589,7 @@ func TestRemoteDocumentsCannotPointIntoLoopback(t *testing.T) {
 }
 
 func TestRedirectRules(t *testing.T) {
-	check := orDefault(nil).CheckRedirect
+	check := orDefault(nil, "https://as.example").CheckRedirect
 	req := func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }
 	for _, c := range []struct {
 		from, to string

@@ -102,7 +102,7 @@ func NewValidator(opts ValidatorOptions) (*Validator, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Validator{opts: opts, hc: orDefault(opts.HTTPClient)}, nil
+	return &Validator{opts: opts, hc: orDefault(opts.HTTPClient, opts.Issuer)}, nil
 }
 
 // checkType checks the JWS typ header (RFC 9068 §2.1, §4): media types
