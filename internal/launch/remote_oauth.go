@@ -70,7 +70,7 @@ func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper) (ht
 		return nil, fmt.Errorf("server %s: token store: %w", l.oauth.Name, err)
 	}
 	bs := bookStore{store, l.book}
-	t := &oauth.Transport{Server: l.url, Store: bs, Base: next}
+	t := &oauth.Transport{Server: l.url, Store: bs, Base: next, SameOrigin: l.sse}
 	if l.oauth.Reauthorize != nil {
 		t.Authorize = (&reauthorizer{server: l.url, store: bs, do: l.oauth.Reauthorize}).authorize
 	}

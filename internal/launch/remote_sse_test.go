@@ -1,0 +1,152 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/oauth"
+	"mcpbox/internal/redact"
+)
+
+// sseServer is a legacy HTTP+SSE server (the go-sdk's SSE handler) on
+// loopback that refuses every request, the event stream's GET and the
+// message POSTs alike, without Authorization: want. As the TypeScript
+// SDK's servers do, it streams at /sse and takes messages at /messages,
+// beside it rather than under it.
+func sseServer(t *testing.T, want string) (*httptest.Server, *atomic.Int32) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong over sse"}}}, nil, nil
+	})
+	h := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var refused atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != want {
+			refused.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodGet {
+			// The handler names the endpoint relative to the stream's URL.
+			r = r.Clone(r.Context())
+			r.URL.Path = "/messages"
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs, &refused
+}
+
+// sseCall calls ping through a gateway over the remote backend l.
+func sseCall(t *testing.T, l *Remote) (string, error) {
+	t.Helper()
+	gw, err := gateway.New([]*gateway.Server{{Name: "legacy", Launch: On(l), Allow: []string{"*"}}}, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	gwHTTP := httptest.NewUnstartedServer(nil)
+	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwHTTP.Config.Handler = h
+	gwHTTP.Start()
+	defer gwHTTP.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
+	if err != nil {
+		return "", err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", fmt.Errorf("tool error: %v", res.Content[0].(*mcp.TextContent).Text)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, nil
+}
+
+// TestRemoteSSE: a server of the 2024-11-05 HTTP+SSE transport is
+// reached with its headers on the stream and on every message.
+func TestRemoteSSE(t *testing.T) {
+	t.Setenv("MCPBOX_TEST_SSE_TOKEN", "Bearer sse-secret-value")
+	hs, refused := sseServer(t, "Bearer sse-secret-value")
+	l := NewRemote(RemoteOptions{URL: hs.URL + "/sse", SSE: true, Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_SSE_TOKEN"}, Book: &redact.Book{}})
+	got, err := sseCall(t, l)
+	if err != nil || got != "pong over sse" {
+		t.Fatalf("call over sse: %q, %v", got, err)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d requests reached the server without the header", n)
+	}
+	// Streamable HTTP to the same server fails: the transport matters.
+	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: hs.URL + "/sse", Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_SSE_TOKEN"}})); err == nil {
+		t.Error("streamable HTTP to an SSE server worked; the test server is not SSE-only")
+	}
+}
+
+// TestRemoteSSEOAuth: the OAuth token goes on the stream and on the
+// message endpoint the server names beside it (not under the SSE URL's
+// path).
+func TestRemoteSSEOAuth(t *testing.T) {
+	hs, refused := sseServer(t, "Bearer oauth-access-token-1234")
+	url := hs.URL + "/sse"
+	dir := t.TempDir()
+	store := &oauth.FileStore{Dir: filepath.Join(dir, "oauth"), Keys: oauth.KeyFile(filepath.Join(dir, "oauth.key"))}
+	g := &oauth.Grant{Server: url, Issuer: hs.URL, Resource: url, ClientID: "c", TokenEndpoint: hs.URL + "/token", AccessToken: "oauth-access-token-1234"}
+	if err := store.Save(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	book := &redact.Book{}
+	l := NewRemote(RemoteOptions{URL: url, SSE: true, Book: book,
+		OAuth: &RemoteOAuth{Name: "legacy", Store: func(string) (oauth.Store, error) { return store, nil }}})
+	got, err := sseCall(t, l)
+	if err != nil || got != "pong over sse" {
+		t.Fatalf("call over sse with oauth: %q, %v", got, err)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d requests reached the server without the token", n)
+	}
+}
+
+// TestRemoteSSEForeignEndpoint: a server whose endpoint event names
+// another origin gets no message sent there, and so no header or token.
+func TestRemoteSSEForeignEndpoint(t *testing.T) {
+	var stolen atomic.Int32
+	thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stolen.Add(1) }))
+	defer thief.Close()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: endpoint\ndata: %s/steal\n\n", thief.URL)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer hostile.Close()
+	t.Setenv("MCPBOX_TEST_SSE_TOKEN", "Bearer sse-secret-value")
+	l := NewRemote(RemoteOptions{URL: hostile.URL + "/sse", SSE: true, Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_SSE_TOKEN"}})
+	_, err := sseCall(t, l)
+	if err == nil {
+		t.Fatal("a server naming a foreign endpoint was used")
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Errorf("%d requests went to the foreign endpoint", n)
+	}
+	if !strings.Contains(err.Error(), "did not start") && !strings.Contains(err.Error(), "refusing") {
+		t.Logf("error: %v", err)
+	}
+}
