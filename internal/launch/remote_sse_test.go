@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -148,5 +149,41 @@ func TestRemoteSSEForeignEndpoint(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "did not start") && !strings.Contains(err.Error(), "refusing") {
 		t.Logf("error: %v", err)
+	}
+}
+
+// TestReauthorizer: serve's silent re-authorization runs only for an
+// identity that has logged in, and not again within the backoff after a
+// failure (each try may register a client at the authorization server).
+func TestReauthorizer(t *testing.T) {
+	dir := t.TempDir()
+	store := &oauth.FileStore{Dir: filepath.Join(dir, "oauth"), Keys: oauth.KeyFile(filepath.Join(dir, "oauth.key"))}
+	const server = "https://mcp.example.com/mcp"
+	var calls atomic.Int32
+	fail := fmt.Errorf("login_required: %w", oauth.ErrInteractionRequired)
+	r := &reauthorizer{server: server, store: store, do: func(context.Context, oauth.Store, oauth.Challenge, bool) error {
+		calls.Add(1)
+		return fail
+	}}
+	ctx := context.Background()
+	if err := r.authorize(ctx, oauth.Challenge{}, false); !errors.Is(err, oauth.ErrNoToken) || calls.Load() != 0 {
+		t.Fatalf("never logged in: %v after %d tries, want ErrNoToken and no try", err, calls.Load())
+	}
+	g := &oauth.Grant{Server: server, Issuer: "https://as.example.com", Resource: server, ClientID: "c", TokenEndpoint: "https://as.example.com/token", AccessToken: "tok-0123456789"}
+	if err := store.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := r.authorize(ctx, oauth.Challenge{Scope: "a b"}, true); !errors.Is(err, oauth.ErrInteractionRequired) {
+			t.Fatalf("failing re-authorization: %v", err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("re-authorized %d times within the backoff, want 1", n)
+	}
+	r.failed = time.Now().Add(-ReauthorizeBackoff - time.Second)
+	r.authorize(ctx, oauth.Challenge{}, false)
+	if n := calls.Load(); n != 2 {
+		t.Errorf("after the backoff: %d tries, want 2", n)
 	}
 }
