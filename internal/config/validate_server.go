@@ -151,6 +151,7 @@ var headerRE = lazyRegexp("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
 const (
 	TransportStreamable = "streamable" // Streamable HTTP (2025-03-26 and later)
 	TransportSSE        = "sse"        // HTTP+SSE (2024-11-05)
+	TransportAuto       = "auto"       // the spec's backwards-compatibility probe at each connect
 )
 
 func checkHeaders(r *collector, s *Server, p string) {
@@ -160,7 +161,7 @@ func checkHeaders(r *collector, s *Server, p string) {
 	if s.Meta.Has("transport") && s.URL == "" && !s.Meta.Has("url") {
 		r.errorf(s.Meta.At("transport"), "%s.transport: only a remote server (url) has a transport", p)
 	}
-	enum(r, &s.Meta, p, "transport", s.Transport, TransportStreamable, TransportSSE)
+	enum(r, &s.Meta, p, "transport", s.Transport, TransportStreamable, TransportSSE, TransportAuto)
 	for _, h := range s.Headers {
 		hp := p + ".headers." + h.Name
 		if !headerRE().MatchString(h.Name) {

@@ -25,6 +25,9 @@ type RemoteOptions struct {
 	// streams events, the first naming the endpoint to POST messages to,
 	// which must be on URL's origin.
 	SSE bool
+	// Detect chooses between Streamable HTTP and SSE at each connect, by
+	// the spec's backwards-compatibility probe (detectSSE).
+	Detect bool
 	// Headers maps header names (e.g. Authorization) to the secret
 	// references of their values, resolved at each connect; nil: none.
 	Headers map[string]string
@@ -41,6 +44,7 @@ type RemoteOptions struct {
 type Remote struct {
 	url     string
 	sse     bool
+	detect  bool
 	headers map[string]string // header name → secret reference
 	book    *redact.Book
 	oauth   *RemoteOAuth
@@ -50,7 +54,7 @@ type Remote struct {
 
 // NewRemote returns the backend of a remote server.
 func NewRemote(opts RemoteOptions) *Remote {
-	return &Remote{url: opts.URL, sse: opts.SSE, headers: opts.Headers, book: opts.Book, oauth: opts.OAuth}
+	return &Remote{url: opts.URL, sse: opts.SSE, detect: opts.Detect, headers: opts.Headers, book: opts.Book, oauth: opts.OAuth}
 }
 
 // remoteInstance is one connection to a remote server.
@@ -87,15 +91,24 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		return nil, err
 	}
 	version := new(atomic.Value)
-	var rt http.RoundTripper = headerTransport{h, version, http.DefaultTransport}
-	if l.oauth != nil {
-		if rt, err = l.oauthTransport(scope, rt); err != nil {
+	base := headerTransport{h, version, http.DefaultTransport}
+	sse := l.sse
+	if l.detect {
+		rt, err := l.withOAuth(scope, base, false)
+		if err != nil {
 			return nil, err
 		}
+		if sse, err = detectSSE(ctx, &http.Client{Transport: rt, CheckRedirect: noRedirect}, l.url); err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+		}
+	}
+	rt, err := l.withOAuth(scope, base, sse)
+	if err != nil {
+		return nil, err
 	}
 	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if l.sse {
+	if sse {
 		// The event stream is the GET of Connect and lives as long as its
 		// context: not ctx (the start's), but until the connection closes.
 		cctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -117,6 +130,53 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	in := &remoteInstance{l: l, scope: scope, conn: c, version: version, cancel: cancel}
 	l.live.add(in)
 	return in, nil
+}
+
+// withOAuth wraps rt with the OAuth token of the scope's agent, if the
+// server has oauth; sse widens the token to the server's origin.
+func (l *Remote) withOAuth(scope gateway.Scope, rt http.RoundTripper, sse bool) (http.RoundTripper, error) {
+	if l.oauth == nil {
+		return rt, nil
+	}
+	return l.oauthTransport(scope, rt, sse)
+}
+
+// detectSSE is the spec's backwards-compatibility probe: a POST of
+// initialize that a Streamable HTTP server answers 2xx (the session it
+// made is deleted at once), and a server of the old HTTP+SSE transport
+// with a 4xx such as 404 or 405. 401 and 403 are about credentials, not
+// the transport: Streamable HTTP is assumed, and its connection reports
+// them.
+func detectSSE(ctx context.Context, hc *http.Client, u string) (bool, error) {
+	body := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"mcpbox","version":"transport-probe"}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+			if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil); err == nil {
+				del.Header.Set("Mcp-Session-Id", sid)
+				if r, err := hc.Do(del); err == nil {
+					r.Body.Close()
+				}
+			}
+		}
+		return false, nil
+	case c == http.StatusUnauthorized || c == http.StatusForbidden:
+		return false, nil
+	case c >= 400 && c < 500:
+		return true, nil
+	}
+	return false, nil
 }
 
 // header resolves the headers and teaches the book their values.

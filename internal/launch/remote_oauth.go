@@ -64,13 +64,13 @@ func (e *AuthError) ClientMessage() string { return e.Error() }
 
 // oauthTransport wraps next (the static headers) with the token of the
 // scope's agent.
-func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper) (http.RoundTripper, error) {
+func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper, sse bool) (http.RoundTripper, error) {
 	store, err := l.oauth.Store(scope.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("server %s: token store: %w", l.oauth.Name, err)
 	}
 	bs := bookStore{store, l.book}
-	t := &oauth.Transport{Server: l.url, Store: bs, Base: next, SameOrigin: l.sse}
+	t := &oauth.Transport{Server: l.url, Store: bs, Base: next, SameOrigin: sse}
 	if l.oauth.Reauthorize != nil {
 		t.Authorize = (&reauthorizer{server: l.url, store: bs, do: l.oauth.Reauthorize}).authorize
 	}

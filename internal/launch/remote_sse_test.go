@@ -187,3 +187,39 @@ func TestReauthorizer(t *testing.T) {
 		t.Errorf("after the backoff: %d tries, want 2", n)
 	}
 }
+
+// TestRemoteTransportAuto: with Detect, an SSE-only server is spoken to
+// over SSE and a Streamable HTTP server over Streamable HTTP, whose probe
+// session is deleted.
+func TestRemoteTransportAuto(t *testing.T) {
+	t.Setenv("MCPBOX_TEST_SSE_TOKEN", "Bearer sse-secret-value")
+	hs, refused := sseServer(t, "Bearer sse-secret-value")
+	l := NewRemote(RemoteOptions{URL: hs.URL + "/sse", Detect: true, Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_SSE_TOKEN"}})
+	if got, err := sseCall(t, l); err != nil || got != "pong over sse" {
+		t.Fatalf("auto to an SSE server: %q, %v", got, err)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d requests without the header", n)
+	}
+
+	srv := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong over streamable"}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var deletes atomic.Int32
+	modern := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			deletes.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer modern.Close()
+	l = NewRemote(RemoteOptions{URL: modern.URL + "/mcp", Detect: true})
+	if got, err := sseCall(t, l); err != nil || got != "pong over streamable" {
+		t.Fatalf("auto to a Streamable HTTP server: %q, %v", got, err)
+	}
+	if deletes.Load() == 0 {
+		t.Error("the probe's session was not deleted")
+	}
+}
