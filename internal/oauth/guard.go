@@ -66,29 +66,39 @@ type dialGuard struct {
 	anchor  string // host of the configured URL
 	proxies map[string]bool
 
-	once  sync.Once
-	limit netClass // guarded by once
+	mu       sync.Mutex
+	resolved bool     // guarded by mu
+	limit    netClass // guarded by mu
 }
 
-// anchorLimit resolves the anchor once: the highest class among its
-// addresses; public if it does not resolve (the strictest).
+// anchorLimit is the highest class among the anchor's addresses,
+// resolved once; public (the strictest) while it does not resolve, and
+// tried again at the next connection then (a long-lived client, such as
+// the JWT validator's, must not keep a passing DNS failure).
 func (g *dialGuard) anchorLimit() netClass {
-	g.once.Do(func() {
-		if ip, err := netip.ParseAddr(g.anchor); err == nil {
-			g.limit = classOf(ip)
-			return
-		}
-		if g.anchor == "localhost" {
-			g.limit = classLoopback
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ips, _ := net.DefaultResolver.LookupNetIP(ctx, "ip", g.anchor)
-		for _, ip := range ips {
-			g.limit = max(g.limit, classOf(ip))
-		}
-	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resolved {
+		return g.limit
+	}
+	if ip, err := netip.ParseAddr(g.anchor); err == nil {
+		g.limit, g.resolved = classOf(ip), true
+		return g.limit
+	}
+	if g.anchor == "localhost" {
+		g.limit, g.resolved = classLoopback, true
+		return g.limit
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", g.anchor)
+	if err != nil || len(ips) == 0 {
+		return classPublic
+	}
+	for _, ip := range ips {
+		g.limit = max(g.limit, classOf(ip))
+	}
+	g.resolved = true
 	return g.limit
 }
 
