@@ -99,17 +99,28 @@ func (w wiring) remoteOAuth(s *config.Server) *launch.RemoteOAuth {
 // mcpbox login.
 func reauthorize(s *config.Server) func(context.Context, oauth.Store, oauth.Challenge, bool) error {
 	return func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error {
-		lo, err := loginOptions(ctx, s)
+		lo, err := reauthOptions(ctx, s, store, ch, step)
 		if err != nil {
 			return err
-		}
-		lo.Store, lo.Challenge, lo.Silent, lo.Wait = store, ch, true, 30*time.Second
-		if step && len(lo.Scopes) > 0 {
-			lo.Scopes = union(lo.Scopes, strings.Fields(ch.Scope))
 		}
 		_, err = oauth.Login(ctx, lo)
 		return err
 	}
+}
+
+// reauthOptions are the options of serve's silent login for s: a
+// step-up asks for the configured scopes and the challenge's (which
+// holds the granted scope and the one asked for).
+func reauthOptions(ctx context.Context, s *config.Server, store oauth.Store, ch oauth.Challenge, step bool) (oauth.LoginOptions, error) {
+	lo, err := loginOptions(ctx, s)
+	if err != nil {
+		return lo, err
+	}
+	lo.Store, lo.Challenge, lo.Silent, lo.Wait = store, ch, true, 30*time.Second
+	if step && len(lo.Scopes) > 0 {
+		lo.Scopes = union(lo.Scopes, strings.Fields(ch.Scope))
+	}
+	return lo, nil
 }
 
 func union(a, b []string) []string {

@@ -146,3 +146,23 @@ func TestLoginWords(t *testing.T) {
 		}
 	}
 }
+
+// TestReauthOptions: serve's re-authorization is silent, takes the
+// server's challenge, and on a step-up adds the scope asked for to the
+// configured scopes (without it, the challenge's scope is used as is).
+func TestReauthOptions(t *testing.T) {
+	ctx := context.Background()
+	s := &config.Server{Name: "r", URL: "https://mcp.example.com/mcp", OAuth: &config.ServerOAuth{Scopes: []string{"read"}}}
+	ch := oauth.Challenge{Scope: "read admin", Error: "insufficient_scope"}
+	lo, err := reauthOptions(ctx, s, nil, ch, true)
+	if err != nil || !lo.Silent || lo.OpenURL != nil || lo.Challenge != ch || strings.Join(lo.Scopes, " ") != "read admin" {
+		t.Errorf("step-up options %+v, %v; want silent, the challenge, scopes read admin", lo, err)
+	}
+	if lo, _ := reauthOptions(ctx, s, nil, oauth.Challenge{Scope: "other"}, false); strings.Join(lo.Scopes, " ") != "read" {
+		t.Errorf("401 options scopes %q, want the configured ones", lo.Scopes)
+	}
+	s.OAuth.Scopes = nil
+	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil {
+		t.Errorf("unconfigured scopes %q, want none (the challenge's scope is used)", lo.Scopes)
+	}
+}
