@@ -94,6 +94,28 @@ func Start(t testing.TB) *Cluster { return StartWith(t, Options{}) }
 // StartWith is Start with options.
 func StartWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	bins := requireBins(t, opts)
+	begin := time.Now()
+	// Not t.TempDir: the cluster's files must outlive the processes that
+	// write them, which Cleanup (registered below, run first) stops.
+	dir, err := os.MkdirTemp("", "kubetest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: dir}
+	t.Cleanup(func() { c.stop(t) })
+	if err := c.start(bins, opts); err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	c.StartupTime = time.Since(begin)
+	return c
+}
+
+// requireBins returns the binaries' directory, or fails (or skips, with
+// MCPBOX_KUBE_SKIP=1) the test if a binary is missing or the test node
+// cannot run.
+func requireBins(t testing.TB, opts Options) string {
+	t.Helper()
 	bins := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(bins, b)); err != nil {
@@ -109,20 +131,46 @@ func StartWith(t testing.TB, opts Options) *Cluster {
 		}
 		t.Fatal("kubetest: the test node needs root: it mounts each pod's volumes in a mount namespace of its own")
 	}
-	begin := time.Now()
-	// Not t.TempDir: the cluster's files must outlive the processes that
-	// write them, which Cleanup (registered below, run first) stops.
-	dir, err := os.MkdirTemp("", "kubetest-")
-	if err != nil {
-		t.Fatal(err)
+	return bins
+}
+
+var shared struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// Shared returns one full cluster for all the tests of a package that call
+// it, started by the first (saving Start's seconds for each further test).
+// Tests sharing it keep to namespaces of their own. The package's TestMain
+// must call StopShared after m.Run; should it not, the processes still die
+// with the test binary (PDEATHSIG), but the cluster's directory stays.
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	bins := requireBins(t, Options{})
+	shared.once.Do(func() {
+		begin := time.Now()
+		dir, err := os.MkdirTemp("", "kubetest-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.c = &Cluster{Dir: dir}
+		if shared.err = shared.c.start(bins, Options{}); shared.err == nil {
+			shared.c.StartupTime = time.Since(begin)
+		}
+	})
+	if shared.err != nil {
+		t.Fatalf("kubetest: the shared cluster: %v", shared.err)
 	}
-	c := &Cluster{Dir: dir}
-	t.Cleanup(func() { c.stop(t) })
-	if err := c.start(bins, opts); err != nil {
-		t.Fatalf("kubetest: %v", err)
+	return shared.c
+}
+
+// StopShared stops the cluster Shared started, if any.
+func StopShared() {
+	if shared.c != nil {
+		shared.c.stop(nil)
 	}
-	c.StartupTime = time.Since(begin)
-	return c
 }
 
 func (c *Cluster) start(bins string, opts Options) error {
@@ -375,11 +423,13 @@ func (c *Cluster) exited() error {
 	return nil
 }
 
+// stop ends everything the cluster started and removes its directory. t
+// is nil for the shared cluster.
 func (c *Cluster) stop(t testing.TB) {
 	if c.Node != nil {
 		c.Node.stop()
 	}
-	if t.Failed() {
+	if t != nil && t.Failed() {
 		for _, p := range c.procs {
 			t.Logf("kubetest: last lines of %s:\n%s", p.name, tail(p.log, 20))
 		}
@@ -399,7 +449,7 @@ func (c *Cluster) stop(t testing.TB) {
 	if c.Admin != nil {
 		c.Admin.HTTP.CloseIdleConnections()
 	}
-	if err := os.RemoveAll(c.Dir); err != nil {
+	if err := os.RemoveAll(c.Dir); err != nil && t != nil {
 		t.Errorf("kubetest: removing %s: %v", c.Dir, err)
 	}
 }

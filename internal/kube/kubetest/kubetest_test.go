@@ -31,7 +31,27 @@ func TestMain(m *testing.M) {
 		serve()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	StopShared()
+	if shared.c != nil {
+		if _, err := os.Stat(shared.c.Dir); err == nil {
+			fmt.Fprintf(os.Stderr, "StopShared left %s\n", shared.c.Dir)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func TestShared(t *testing.T) {
+	c := Shared(t)
+	if c2 := Shared(t); c2 != c {
+		t.Fatal("Shared started a second cluster")
+	}
+	t.Logf("shared cluster ready in %v", c.StartupTime)
+	var sa corev1.ServiceAccount
+	if err := c.Admin.Do(context.Background(), http.MethodGet, "/api/v1/namespaces/default/serviceaccounts/default", nil, &sa); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // seen is what the helper container reports about itself.
@@ -40,6 +60,7 @@ type seen struct {
 	WriteSecret                              string // the error writing into the secret volume
 	WriteScratch                             string // the error writing into the emptyDir ("" if it worked)
 	Claim                                    string // what the claim's directory holds
+	Hidden                                   string // what the container sees of the cluster's directory
 	PID                                      int
 }
 
@@ -65,12 +86,20 @@ func serve() {
 		secret, _ := os.ReadFile("/var/run/secrets/kubetest/token")
 		claim, _ := os.ReadFile("/data/claim/note")
 		host, _ := os.Hostname()
+		var hidden []string
+		entries, err := os.ReadDir(os.Getenv("KUBETEST_HIDDEN"))
+		for _, e := range entries {
+			hidden = append(hidden, e.Name())
+		}
+		if err != nil {
+			hidden = append(hidden, err.Error())
+		}
 		_ = json.NewEncoder(w).Encode(seen{
 			Secret: string(secret), PodIP: os.Getenv("POD_IP"), Name: os.Getenv("POD_NAME"),
 			Namespace: os.Getenv("POD_NAMESPACE"), Hostname: host,
 			WriteSecret:  errText(os.WriteFile("/var/run/secrets/kubetest/token", []byte("x"), 0o600)),
 			WriteScratch: errText(os.WriteFile("/scratch/f", []byte("x"), 0o600)),
-			Claim:        string(claim), PID: os.Getpid(),
+			Claim:        string(claim), PID: os.Getpid(), Hidden: strings.Join(hidden, " "),
 		})
 	}))
 }
@@ -171,7 +200,7 @@ func testPod(t *testing.T, c *Cluster) {
 			Containers: []corev1.Container{{
 				Name: "srv", Image: "mcpbox-test", Command: []string{exe},
 				Env: []corev1.EnvVar{
-					{Name: "KUBETEST_HELPER", Value: "serve"},
+					{Name: "KUBETEST_HELPER", Value: "serve"}, {Name: "KUBETEST_HIDDEN", Value: c.Dir},
 					fieldEnv("POD_IP", "status.podIP"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 				},
 				VolumeMounts: []corev1.VolumeMount{
@@ -215,6 +244,9 @@ func testPod(t *testing.T, c *Cluster) {
 	}
 	if got.WriteScratch != "" {
 		t.Errorf("writing into the emptyDir: %s", got.WriteScratch)
+	}
+	if got.Hidden != "" {
+		t.Errorf("the container sees the cluster's directory (keys, other pods' volumes): %q", got.Hidden)
 	}
 	if got.PID != 1 {
 		t.Errorf("the container's process is pid %d of its namespace, want 1", got.PID)
