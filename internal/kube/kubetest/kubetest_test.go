@@ -144,6 +144,7 @@ func TestCluster(t *testing.T) {
 	t.Run("ownerReferences", func(t *testing.T) { testOwnerReferences(t, c) })
 	t.Run("deployment", func(t *testing.T) { testDeployment(t, c) })
 	t.Run("rbac", func(t *testing.T) { testRBAC(t, c) })
+	t.Run("restarts", func(t *testing.T) { testRestarts(t, c) })
 }
 
 func create(t *testing.T, c *Cluster, path string, obj any) {
@@ -456,5 +457,39 @@ func testRBAC(t *testing.T, c *Cluster) {
 	kc, err := os.ReadFile(c.UserKubeconfig(t, "bob", "team"))
 	if err != nil || !strings.Contains(string(kc), "client-certificate-data") || !strings.Contains(string(kc), c.Server) {
 		t.Errorf("bob's kubeconfig: %v\n%s", err, kc)
+	}
+}
+
+// testRestarts: an init container runs to completion first (its file is
+// in the shared emptyDir), then a container that fails is restarted under
+// restartPolicy OnFailure until it succeeds, and the pod ends Succeeded.
+func testRestarts(t *testing.T, c *Cluster) {
+	ns := "restarts"
+	c.CreateNamespace(t, ns)
+	mount := []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
+	create(t, c, "/api/v1/namespaces/"+ns+"/pods", &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "flaky"},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: new(false),
+			RestartPolicy:                corev1.RestartPolicyOnFailure,
+			InitContainers: []corev1.Container{{Name: "init", Image: "mcpbox-test", VolumeMounts: mount,
+				Command: []string{"/bin/sh", "-c", "echo from-init > /shared/init"}}},
+			Containers: []corev1.Container{{Name: "main", Image: "mcpbox-test", VolumeMounts: mount,
+				Command: []string{"/bin/sh", "-c", "cat /shared/init; echo run >> /shared/runs; [ $(wc -l < /shared/runs) -ge 2 ]"}}},
+			Volumes: []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	})
+	p := c.WaitPod(t, ns, "flaky", 30*time.Second, func(p *corev1.Pod) bool {
+		return p != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+	})
+	if p.Status.Phase != corev1.PodSucceeded || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 1 {
+		t.Fatalf("the flaky pod ended %s", describePod(p))
+	}
+	if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
+		t.Errorf("the first run's termination: %+v, want exit code 1", last)
+	}
+	logs, err := c.Node.Logs(ns, "flaky", "main")
+	if err != nil || strings.Count(logs, "from-init") != 2 {
+		t.Errorf("main's log %q (%v), want the init container's file read twice", logs, err)
 	}
 }
