@@ -131,6 +131,13 @@ func requireBins(t testing.TB, opts Options) string {
 		}
 		t.Fatal("kubetest: the test node needs root: it mounts each pod's volumes in a mount namespace of its own")
 	}
+	if !opts.NoNode {
+		for _, tool := range []string{"/usr/bin/unshare", "/usr/bin/setpriv", "/usr/sbin/chroot", "/usr/bin/env", "/bin/sh"} {
+			if _, err := os.Stat(tool); err != nil {
+				t.Fatalf("kubetest: the test node runs containers with %s (util-linux, coreutils): %v", tool, err)
+			}
+		}
+	}
 	return bins
 }
 
