@@ -49,7 +49,11 @@ func newSession(p *Proxy, c net.Conn, start time.Time) *session {
 // serve handles the connection and returns its event.
 func (s *session) serve() Event {
 	s.headerUntil = s.start.Add(s.p.limits.HeaderTimeout)
-	cc := &sessConn{Conn: s.client, s: s}
+	var pre []byte
+	if uc, ok := s.client.(*net.UnixConn); ok {
+		pre = s.takeHandoff(uc)
+	}
+	cc := &sessConn{Conn: s.client, s: s, pre: pre}
 	hr := &headerReader{r: cc, n: MaxHeaderBytes}
 	br := bufio.NewReaderSize(hr, 4096)
 	first, err := br.Peek(1)
@@ -173,8 +177,12 @@ func (s *session) closeAll() {
 }
 
 // relay copies both ways until both directions end, half-closing on EOF.
-// buffered are bytes the client sent after its request head.
+// buffered are bytes the client sent after its request head. Between two
+// stream sockets the bytes move by splice (spliceRelay), else by copies.
 func (s *session) relay(client net.Conn, up net.Conn, buffered []byte) {
+	if s.spliceRelay(s.client, up, buffered) {
+		return
+	}
 	uc := &sessConn{Conn: up, s: s, upstream: true}
 	errc := make(chan error, 1)
 	go func() {
