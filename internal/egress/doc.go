@@ -24,15 +24,6 @@
 // chunk as they do to copies. Elsewhere (another platform, a chunked body,
 // an intercepted connection) bytes are copied.
 //
-// A client on the unix socket may hand over a connected TCP socket
-// instead of speaking on it (HandOff: the byte 0x00 carrying one
-// descriptor, SCM_RIGHTS); the proxy then serves that socket as the
-// client, with the same decisions, limits and log. The sandbox's init
-// hands over each connection to 127.0.0.1:3128 this way, so it carries no
-// bytes itself. Any other descriptor sent is closed unused; a handed-over
-// socket gives a client nothing it could not do by speaking on the unix
-// socket, since the proxy only reads, writes and closes it.
-//
 // # Interception
 //
 // With Options.Injector (and Options.CA) set, a CONNECT to a target the

@@ -38,9 +38,8 @@ func startSource(b *testing.B, size int64) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// BenchmarkDownloadRelay: a download through a CONNECT tunnel, with the
-// client on the unix socket (as the sandbox init relayed it) or handed
-// over as a TCP connection (egress.HandOff), moved by splice or by copies,
+// BenchmarkDownloadRelay: a download through a CONNECT tunnel, the client
+// on the unix socket as the sandbox init is, moved by splice or by copies,
 // against the same download without the proxy in the same run.
 //
 //	go test ./internal/egress -run '^$' -bench DownloadRelay -count 6
@@ -80,26 +79,6 @@ func BenchmarkDownloadRelay(b *testing.B) {
 		}
 		return tunnel(b, c)
 	}
-	handedOver := func(b *testing.B) net.Conn {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		a, err := l.Accept()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := HandOff(sock, a.(*net.TCPConn), waitFor); err != nil {
-			b.Fatal(err)
-		}
-		a.Close()
-		return tunnel(b, c)
-	}
 	for _, tc := range []struct {
 		name   string
 		dial   func(*testing.B) net.Conn
@@ -107,8 +86,6 @@ func BenchmarkDownloadRelay(b *testing.B) {
 	}{
 		{"unix-copy", viaUnix, false},
 		{"unix-splice", viaUnix, true},
-		{"handoff-copy", handedOver, false},
-		{"handoff-splice", handedOver, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			spliceRelays = tc.splice

@@ -15,15 +15,9 @@ type sessConn struct {
 	net.Conn // only net.Conn's methods: io.Copy must not bypass Read/Write
 	s        *session
 	upstream bool
-	pre      []byte // read before Conn: the byte takeHandoff took
 }
 
 func (c *sessConn) Read(b []byte) (int, error) {
-	if len(c.pre) > 0 {
-		n := copy(b, c.pre)
-		c.pre = c.pre[n:]
-		return n, nil
-	}
 	for {
 		grant := len(b)
 		if c.upstream {

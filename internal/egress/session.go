@@ -49,11 +49,7 @@ func newSession(p *Proxy, c net.Conn, start time.Time) *session {
 // serve handles the connection and returns its event.
 func (s *session) serve() Event {
 	s.headerUntil = s.start.Add(s.p.limits.HeaderTimeout)
-	var pre []byte
-	if uc, ok := s.client.(*net.UnixConn); ok {
-		pre = s.takeHandoff(uc)
-	}
-	cc := &sessConn{Conn: s.client, s: s, pre: pre}
+	cc := &sessConn{Conn: s.client, s: s}
 	hr := &headerReader{r: cc, n: MaxHeaderBytes}
 	br := bufio.NewReaderSize(hr, 4096)
 	first, err := br.Peek(1)

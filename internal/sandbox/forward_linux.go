@@ -9,14 +9,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"mcpbox/internal/egress"
 )
 
-// The init serves proxyAddr on the sandbox's loopback and hands each
-// connection over the proxy socket to the proxy (egress.HandOff), so
-// programs use it through the usual HTTP_PROXY variables and the proxy
-// reads and writes their connection itself, one hop fewer; each forward rule gets a listener of its own whose
+// The init serves proxyAddr on the sandbox's loopback and splices each
+// connection to the proxy socket, so programs use it through the usual
+// HTTP_PROXY variables; each forward rule gets a listener of its own whose
 // connections are tunnelled with a CONNECT to the rule's fixed target. The
 // proxy decides; the init only carries bytes.
 
@@ -33,7 +30,7 @@ func serveEgress(forwards []forwardSpec) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s for the egress proxy: %w", proxyAddr, err)
 	}
-	go acceptLoop(ln, handOff)
+	go acceptLoop(ln, func(c net.Conn) { splice(c, "") })
 	for _, f := range forwards {
 		fl, err := net.Listen("tcp", f.Listen)
 		if err != nil {
@@ -64,15 +61,6 @@ func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 		}
 		go handle(c)
 	}
-}
-
-// handOff gives c to the proxy; if that fails, it carries c's bytes.
-func handOff(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok && egress.HandOff(proxySocket, tc, 10*time.Second) == nil {
-		c.Close()
-		return
-	}
-	splice(c, "")
 }
 
 // splice carries c to the proxy socket; with a tunnel target, it first
