@@ -209,6 +209,21 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if st.MemoryPeak == 0 || st.MemoryPeak > limit {
 		t.Errorf("Stats().MemoryPeak = %d, want in (0, %d]", st.MemoryPeak, limit)
 	}
+	checkExitStats(t, c, st)
+}
+
+// checkExitStats checks that ExitStats agrees with Stats st on the
+// fields it reads.
+func checkExitStats(t *testing.T, c *Cgroup, st Stats) {
+	t.Helper()
+	ex, err := c.ExitStats()
+	if err != nil {
+		t.Fatalf("ExitStats: %v", err)
+	}
+	want := Stats{MemoryPeak: st.MemoryPeak, OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits}
+	if diff := cmp.Diff(want, ex); diff != "" {
+		t.Errorf("ExitStats differs from Stats (-Stats +ExitStats):\n%s", diff)
+	}
 }
 
 func TestPidsLimitBoundsForkBomb(t *testing.T) {
@@ -246,6 +261,7 @@ func TestPidsLimitBoundsForkBomb(t *testing.T) {
 	if st.PidsPeak != 0 && st.PidsPeak != limit {
 		t.Errorf("PidsPeak = %d, want %d: the bomb tried more than the limit", st.PidsPeak, limit)
 	}
+	checkExitStats(t, c, st)
 	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -54,3 +54,6 @@ func (c *Cgroup) SpawnInside(start func() error) error { return ErrUnsupported }
 
 // DirFD returns ErrUnsupported.
 func (c *Cgroup) DirFD() (*os.File, error) { return nil, ErrUnsupported }
+
+// ExitStats returns ErrUnsupported.
+func (c *Cgroup) ExitStats() (Stats, error) { return Stats{}, ErrUnsupported }

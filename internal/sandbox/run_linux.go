@@ -587,7 +587,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	res.TimedOut = sb.timedOut && res.ExitCode == 128+int(unix.SIGKILL)
 	sb.mu.Unlock()
 	if cg := sb.cgroup(); cg != nil {
-		if st, err := cg.Stats(); err == nil {
+		if st, err := cg.ExitStats(); err == nil {
 			res.OOMKilled = st.OOMKills > 0
 			res.PidsExhausted = st.PidsLimitHits > 0
 			res.MemoryPeak = int64(st.MemoryPeak)
