@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,7 +20,9 @@ import (
 // cgroup, like bubblewrap. Each mcpbox sub-benchmark reports its ratio to
 // bwrap and its excess over plain in ms, measured side by side within the
 // sub-benchmark (one plain and one bwrap start per round), so load on the
-// host shifts both sides alike. The sandbox init here is the test binary
+// host shifts both sides alike; cpu-ms/op and cpu-x-bwrap are the CPU time
+// it took (this process and its children), which other load does not
+// inflate. The sandbox init here is the test binary
 // re-executed; `mcpbox exec` re-executes the mcpbox binary, whose larger
 // start-up (package inits) adds to its figure (test/e2e's BenchmarkSpawn*).
 func BenchmarkExecTrue(b *testing.B) {
@@ -69,30 +72,45 @@ func BenchmarkExecTrue(b *testing.B) {
 		run := box(c.limits)
 		b.Run(c.name, func(b *testing.B) {
 			run(b) // warm: the first start probes the host
-			var own, base, bwrapT time.Duration
+			var own, base, bwrapT, ownCPU, bwrapCPU time.Duration
 			for b.Loop() {
-				t0 := time.Now()
+				t0, c0 := time.Now(), cpuTime()
 				run(b)
-				t1 := time.Now()
+				t1, c1 := time.Now(), cpuTime()
 				b.StopTimer()
 				plain(b)
-				t2 := time.Now()
+				t2, c2 := time.Now(), cpuTime()
 				if bwrap != "" {
 					bw(b)
 				}
-				t3 := time.Now()
+				t3, c3 := time.Now(), cpuTime()
 				b.StartTimer()
 				own += t1.Sub(t0)
 				base += t2.Sub(t1)
 				bwrapT += t3.Sub(t2)
+				ownCPU += c1 - c0
+				bwrapCPU += c3 - c2
 			}
 			n := float64(b.N)
 			b.ReportMetric((own-base).Seconds()*1e3/n, "ms-over-plain")
+			b.ReportMetric(ownCPU.Seconds()*1e3/n, "cpu-ms/op")
 			if bwrap != "" {
 				b.ReportMetric(float64(own)/float64(bwrapT), "x-bwrap")
+				b.ReportMetric(float64(ownCPU)/float64(bwrapCPU), "cpu-x-bwrap")
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time, user and system, of this process and of its
+// reaped children (the sandbox init counts in full: it reaps its own).
+// Unlike wall time it does not grow with other load on the host.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
 // bwrapArgs isolates like mcpbox's default policy, as far as bubblewrap
