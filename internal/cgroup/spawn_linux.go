@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
@@ -90,10 +91,14 @@ func (b *v1) threadFiles() (into, back []*os.File, err error) {
 		if self[ctrl] == "" || thread[ctrl] != self[ctrl] {
 			return fail(fmt.Errorf("the calling thread is in %s cgroup %q, its process in %q", ctrl, thread[ctrl], self[ctrl]))
 		}
+		own := filepath.Dir(filepath.Dir(dir))
+		if rel := filepath.Clean(self[ctrl]); rel != "/" && !strings.HasSuffix(own, rel) {
+			return fail(fmt.Errorf("the process moved to %s cgroup %s since %s was made", ctrl, rel, dir))
+		}
 		for _, p := range []struct {
 			dir  string
 			list *[]*os.File
-		}{{dir, &into}, {filepath.Dir(filepath.Dir(dir)), &back}} {
+		}{{dir, &into}, {own, &back}} {
 			f, err := os.OpenFile(filepath.Join(p.dir, "tasks"), os.O_WRONLY, 0)
 			if err != nil {
 				return fail(err)
