@@ -261,13 +261,17 @@ func TestPidsLimitBoundsForkBomb(t *testing.T) {
 	if st.PidsPeak != 0 && st.PidsPeak != limit {
 		t.Errorf("PidsPeak = %d, want %d: the bomb tried more than the limit", st.PidsPeak, limit)
 	}
-	checkExitStats(t, c, st)
 	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	if pids, err := c.Pids(); err != nil || len(pids) != 0 {
 		t.Errorf("after Kill, Pids() = %v, %v", pids, err)
 	}
+	// Nothing runs any more: the figures hold still between the reads.
+	if st, err = c.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	checkExitStats(t, c, st)
 }
 
 func TestCPULimitThrottles(t *testing.T) {
