@@ -390,7 +390,7 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 		attr.AmbientCaps = append(attr.AmbientCaps, overlayCaps...)
 	}
 	return &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: initPath(), // this binary, or a lean init of the same build
 		Args: []string{"mcpbox-init", initArg},
 		// One P is plenty for the init, and each P costs page faults at
 		// start-up (the workload gets its own environment).
