@@ -38,29 +38,37 @@ const InitName = "mcpbox-init"
 // it may dup over lower numbers before execve.
 const leanInitFD = 200
 
-var leanInit = sync.OnceValue(func() string {
+// leanInit returns the lean init's /proc/self/fd path, or why there is
+// none; looked for once per process.
+var leanInit = sync.OnceValues(func() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return ""
+		return "", err
 	}
 	self, ok := debug.ReadBuildInfo()
 	if !ok {
-		return ""
+		return "", fmt.Errorf("this binary has no build info")
 	}
-	p, err := openLeanInit(filepath.Join(filepath.Dir(exe), InitName), exe, func(b *debug.BuildInfo) bool { return sameBuild(self, b) })
-	if err != nil {
-		return ""
-	}
-	return p
+	return openLeanInit(filepath.Join(filepath.Dir(exe), InitName), exe, func(b *debug.BuildInfo) bool { return sameBuild(self, b) })
 })
 
 // initPath is what the sandbox init is executed from: the lean init if
 // there is a trusted one, else this binary. A variable for tests.
 var initPath = func() string {
-	if p := leanInit(); p != "" {
+	if p, err := leanInit(); err == nil {
 		return p
 	}
 	return "/proc/self/exe"
+}
+
+// initCheck is doctor's line on which init sandboxes start with.
+func initCheck() Check {
+	c := Check{Name: "sandbox init", OK: true, Detail: InitName + " of the same build, next to mcpbox"}
+	if _, err := leanInit(); err != nil {
+		c.Detail = "mcpbox re-executed (" + err.Error() + "); install " + InitName +
+			" built from the same clean checkout next to mcpbox for starts ~6 ms of CPU cheaper"
+	}
+	return c
 }
 
 // openLeanInit opens path, checks that it may serve as the init of
@@ -70,7 +78,7 @@ var initPath = func() string {
 func openLeanInit(path, exe string, same func(*debug.BuildInfo) bool) (string, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("opening %s: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close() // the duplicate below is the one kept
@@ -89,7 +97,7 @@ func openLeanInit(path, exe string, same func(*debug.BuildInfo) bool) (string, e
 		return "", fmt.Errorf("%s: reading build info: %w", path, err)
 	}
 	if !same(info) {
-		return "", fmt.Errorf("%s: not from the same build as %s", path, exe)
+		return "", fmt.Errorf("%s: not from the same clean build as %s (both need one VCS revision or release, unmodified)", path, exe)
 	}
 	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, leanInitFD)
 	if err != nil {
