@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"mcpbox/internal/podagent"
 )
 
 // usage is the top-level help, written like a man page's synopsis.
@@ -96,6 +98,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.builtinMain(args[1:])
 	case "__group":
 		return env.groupMain(args[1:])
+	case "agent": // in a Kubernetes pod; see internal/podagent
+		return podagent.Main(args[1:], stderr)
 	case "serve":
 		return env.serve(args[1:])
 	case "version", "--version":

@@ -23,6 +23,8 @@ var layers = map[string]int{
 	"internal/secrets": 0, "internal/textdiff": 0,
 	// The OTLP trace exporter set up from the OTEL_* variables.
 	"internal/telemetry": 0,
+	// The agent in a Kubernetes pod, its mTLS CA and the gateway's client.
+	"internal/podagent": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
@@ -47,6 +49,8 @@ var layers = map[string]int{
 	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6, "cmd/mcpbox-init": 6,
 	// Tests only.
 	"internal/conventions": 7, "test/e2e": 7,
+	// A real control plane and test node for the Kubernetes tests.
+	"internal/kube/kubetest": 7,
 }
 
 func TestNoPackageImportsUp(t *testing.T) {
