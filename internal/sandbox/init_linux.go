@@ -278,7 +278,7 @@ func writeIDMaps(pid int) error {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	id := strconv.Itoa(sandboxUID) + " " + strconv.Itoa(sandboxUID) + " 1\n"
 	for _, f := range []struct{ name, data string }{{"uid_map", id}, {"setgroups", "deny"}, {"gid_map", id}} {
-		if err := os.WriteFile(dir+f.name, []byte(f.data), 0); err != nil {
+		if err := writeFile(dir+f.name, []byte(f.data), 0); err != nil {
 			return fmt.Errorf("writing the workload's %s: %w", f.name, err)
 		}
 	}
