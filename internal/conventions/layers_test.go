@@ -46,7 +46,7 @@ var layers = map[string]int{
 	"internal/daemon": 4,
 	// 5: flags, help, output, exit codes.
 	"internal/cli": 5,
-	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6,
+	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6, "cmd/mcpbox-init": 6,
 	// Tests only.
 	"internal/conventions": 7, "test/e2e": 7,
 	// A real control plane and test node for the Kubernetes tests.

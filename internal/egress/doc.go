@@ -15,6 +15,15 @@
 // head over 64 KiB) or slow (Limits.HeaderTimeout) requests get 400, 431 or
 // 408 and are closed.
 //
+// # Relay
+//
+// A tunnel (CONNECT, SOCKS, forward) between two stream sockets, and a
+// plain-HTTP response body framed by Content-Length or by the end of the
+// connection, move by splice(2) through a pooled pipe: the bytes never
+// enter this process, and byte limits, counts and deadlines apply per
+// chunk as they do to copies. Elsewhere (another platform, a chunked body,
+// an intercepted connection) bytes are copied.
+//
 // # Interception
 //
 // With Options.Injector (and Options.CA) set, a CONNECT to a target the

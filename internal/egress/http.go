@@ -162,7 +162,11 @@ func (s *session) roundTrip(cc, uc net.Conn, req *http.Request) error {
 		interim := resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
 		removeHopHeaders(resp.Header)
 		resp.Close = !interim
-		err = resp.Write(cc)
+		var w io.Writer = cc
+		if uc, ok := uc.(*sessConn); ok && !interim {
+			w = s.responseWriter(cc, uc, ubr, resp)
+		}
+		err = resp.Write(w)
 		resp.Body.Close()
 		if err != nil {
 			return fmt.Errorf("writing response: %w", err)

@@ -404,7 +404,7 @@ func sameAuthority(reqHost, host string, port int) bool {
 
 // bigPool holds the buffers of intercepted responses: larger writes mean
 // fewer TLS records, chunk headers and system calls per byte.
-var bigPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+var bigPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // copyFlush copies a response body, flushing whenever it has no more
 // bytes at hand, so streamed responses (server-sent events) are not held

@@ -173,8 +173,12 @@ func (s *session) closeAll() {
 }
 
 // relay copies both ways until both directions end, half-closing on EOF.
-// buffered are bytes the client sent after its request head.
+// buffered are bytes the client sent after its request head. Between two
+// stream sockets the bytes move by splice (spliceRelay), else by copies.
 func (s *session) relay(client net.Conn, up net.Conn, buffered []byte) {
+	if spliceRelays && s.spliceRelay(s.client, up, buffered) {
+		return
+	}
 	uc := &sessConn{Conn: up, s: s, upstream: true}
 	errc := make(chan error, 1)
 	go func() {
@@ -225,6 +229,9 @@ func (s *session) noteEnd(errs ...error) {
 		s.ev.Reason = "proxy closed"
 	}
 }
+
+// spliceRelays is off only in benchmarks that compare splice with copies.
+var spliceRelays = true
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 

@@ -99,6 +99,9 @@ func Main() {
 // It runs as the sandbox uid with the capabilities it needs as ambient
 // ones (see initCommand); the workload gets none of them.
 func runInit() int {
+	// Started through a descriptor (initbin_linux.go), the init would be
+	// named after its number in ps.
+	setComm("mcpbox-init")
 	ctl := os.NewFile(controlFD, "control")
 	// Nothing the caller of mcpbox left open may reach the workload.
 	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -275,7 +278,7 @@ func writeIDMaps(pid int) error {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	id := strconv.Itoa(sandboxUID) + " " + strconv.Itoa(sandboxUID) + " 1\n"
 	for _, f := range []struct{ name, data string }{{"uid_map", id}, {"setgroups", "deny"}, {"gid_map", id}} {
-		if err := os.WriteFile(dir+f.name, []byte(f.data), 0); err != nil {
+		if err := writeFile(dir+f.name, []byte(f.data), 0); err != nil {
 			return fmt.Errorf("writing the workload's %s: %w", f.name, err)
 		}
 	}

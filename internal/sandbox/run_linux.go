@@ -52,6 +52,10 @@ type Sandbox struct {
 	// sizeDone; both nil without size limits.
 	sizeStop, sizeDone chan struct{}
 
+	// born: the init started inside cg (spawnInCgroup); written on the
+	// spawn thread before Start reads it.
+	born bool
+
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
 	timedOut bool           // guarded by mu
@@ -76,8 +80,8 @@ func Run(ctx context.Context, spec Spec, stdio Stdio) (*Result, error) {
 // the workload's execve succeeded, or with a *StartError. Cancelling ctx
 // kills the sandbox.
 //
-// The init is started first: its runtime boots while the host creates the
-// cgroup and compiles the config, which the init waits for.
+// The cgroup is created first and the init born in it; the init's runtime
+// boots while the host compiles the config, which the init waits for.
 func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) {
 	if err := spec.check(); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: err}
@@ -101,6 +105,14 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 			err = &StartError{Code: exitSetup, Err: fmt.Errorf("starting sandbox: %w", context.Cause(ctx))}
 		}
 	}()
+	// The cgroup comes first, so that the init is born in it (spawnInit)
+	// instead of moved there, which costs milliseconds.
+	if err := sb.createCgroup(); err != nil {
+		return nil, err
+	}
+	if cg := sb.cgroup(); cg != nil {
+		undo = append(undo, func() { _ = cg.Destroy() })
+	}
 	ctl, cfgW, err := sb.startInit(stdio)
 	if err != nil {
 		return nil, err
@@ -127,14 +139,13 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	sb.stopCtx = context.AfterFunc(ctx, sb.Kill)
 	undo = append(undo, func() { sb.stopCtx() })
 	host := probeHost() // while the init boots
-	if sb.Degraded, err = host.degradations(&spec); err != nil {
+	degraded, err := host.degradations(&spec)
+	if err != nil {
 		return nil, err
 	}
+	sb.Degraded = append(degraded, sb.Degraded...) // createCgroup's, if any
 	if err := sb.joinCgroup(); err != nil {
 		return nil, err
-	}
-	if cg := sb.cgroup(); cg != nil {
-		undo = append(undo, func() { _ = cg.Destroy() })
 	}
 	if spec.Network.Enabled() {
 		undo = append(undo, sb.stopEgress)
@@ -185,11 +196,12 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 		defer stdinR.Close()
 	}
 	sb.cmd = initCommand(sb, stdio, child, cfgR)
-	start := sb.cmd.Start
+	// sb.cmd is read at the call: spawnInCgroup may replace it.
+	start := func() error { return sb.cmd.Start() }
 	if sb.root {
-		start = func() error { return asHostID(sb.hostUID, sb.cmd.Start) }
+		start = func() error { return asHostID(sb.hostUID, func() error { return sb.cmd.Start() }) }
 	}
-	if err := onSpawnThread(start); err != nil {
+	if err := onSpawnThread(sb.spawnInCgroup(start)); err != nil {
 		ctl.Close()
 		cfgW.Close()
 		if sb.stdinW != nil {
@@ -229,10 +241,10 @@ func (sb *Sandbox) pumpStdin(stdio Stdio) (Stdio, *os.File) {
 	return stdio, r
 }
 
-// joinCgroup creates the sandbox's cgroup and moves the init into it
-// before the init builds anything. Without cgroups the sandbox starts only
-// if the spec accepts the degradation.
-func (sb *Sandbox) joinCgroup() error {
+// createCgroup creates the sandbox's cgroup, before the init exists.
+// Without cgroups the sandbox starts only if the spec accepts the
+// degradation.
+func (sb *Sandbox) createCgroup() error {
 	l := sb.spec.Limits
 	if !l.hasCgroupLimits() {
 		return nil
@@ -250,13 +262,72 @@ func (sb *Sandbox) joinCgroup() error {
 		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf(
 			"isolation layer cgroups is unavailable: %w; refusing to start without memory and pids limits (accept with --allow-degraded=cgroups)", err)}
 	}
-	if err := cg.Add(sb.cmd.Process.Pid); err != nil {
-		_ = cg.Destroy()
-		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
-	}
 	sb.mu.Lock()
 	sb.cg = cg
 	sb.mu.Unlock()
+	return nil
+}
+
+// spawnInCgroup wraps start, which forks the init, so that the init is
+// born in the sandbox's cgroup, if it has one: on v2 the clone puts it
+// there (CLONE_INTO_CGROUP), on v1 the spawn thread steps into the cgroup
+// for the fork (cgroup.SpawnInside). Either way the init is inside before
+// it runs a single instruction. Where neither works, joinCgroup moves it.
+//
+// Preconditions: it runs on the spawn thread (onSpawnThread).
+func (sb *Sandbox) spawnInCgroup(start func() error) func() error {
+	cg := sb.cgroup()
+	if cg == nil {
+		return start
+	}
+	return func() error {
+		// Host root forks the init as an unprivileged uid (asHostID),
+		// which may not write the cgroup: CLONE_INTO_CGROUP would fail.
+		if f, err := cg.DirFD(); err == nil && !sb.root {
+			defer f.Close()
+			plain := *sb.cmd.SysProcAttr
+			sb.cmd.SysProcAttr.UseCgroupFD, sb.cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+			if err := start(); err == nil {
+				sb.born = true
+				return nil
+			}
+			// Refused (a kernel or setup that does not allow it): a
+			// plain start, then joinCgroup moves the init.
+			sb.cmd = retryCommand(sb.cmd, &plain)
+			return start()
+		}
+		ran := false
+		err := cg.SpawnInside(func() error {
+			ran = true
+			return start()
+		})
+		if !ran {
+			return start()
+		}
+		sb.born = err == nil
+		return err
+	}
+}
+
+// retryCommand is a fresh, unstarted copy of c, which failed to start,
+// with attr.
+func retryCommand(c *exec.Cmd, attr *syscall.SysProcAttr) *exec.Cmd {
+	return &exec.Cmd{
+		Path: c.Path, Args: c.Args, Env: c.Env, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		ExtraFiles: c.ExtraFiles, SysProcAttr: attr, WaitDelay: c.WaitDelay,
+	}
+}
+
+// joinCgroup moves the init into the sandbox's cgroup unless it was born
+// there, before the init builds anything (it waits for its config).
+func (sb *Sandbox) joinCgroup() error {
+	cg := sb.cgroup()
+	if cg == nil || sb.born {
+		return nil
+	}
+	if err := cg.Add(sb.cmd.Process.Pid); err != nil {
+		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
+	}
 	return nil
 }
 
@@ -320,7 +391,7 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 		attr.AmbientCaps = append(attr.AmbientCaps, overlayCaps...)
 	}
 	return &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: initPath(), // this binary, or a lean init of the same build
 		Args: []string{"mcpbox-init", initArg},
 		// One P is plenty for the init, and each P costs page faults at
 		// start-up (the workload gets its own environment).
@@ -517,7 +588,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	res.TimedOut = sb.timedOut && res.ExitCode == 128+int(unix.SIGKILL)
 	sb.mu.Unlock()
 	if cg := sb.cgroup(); cg != nil {
-		if st, err := cg.Stats(); err == nil {
+		if st, err := cg.ExitStats(); err == nil {
 			res.OOMKilled = st.OOMKills > 0
 			res.PidsExhausted = st.PidsLimitHits > 0
 			res.MemoryPeak = int64(st.MemoryPeak)
