@@ -582,6 +582,13 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	default:
 		return nil, fmt.Errorf("waiting for sandbox: %w", err)
 	}
+	// The size watcher may find a dir over its limit just as the workload
+	// exits on its own: only a killed workload was stopped for it.
+	if e := res.SizeExceeded; e != nil && e.Stopped && res.ExitCode != 128+int(unix.SIGKILL) {
+		c := *e
+		c.Stopped = false
+		res.SizeExceeded = &c
+	}
 	// The timer may fire just as the workload exits on its own: only a
 	// killed workload timed out.
 	sb.mu.Lock()
