@@ -14,16 +14,18 @@ import (
 // sandbox has the pool prepare the next one in the background.
 type Pool struct {
 	spec Spec
+	key  string // warmKey(spec)
 	size int
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
 	mu      sync.Mutex
-	ready   []*Prepared // guarded by mu
-	filling int         // guarded by mu: Prepares under way
-	failed  error       // guarded by mu: the last Prepare's error; no refill while set
-	closed  bool        // guarded by mu
+	ready   []*Prepared   // guarded by mu
+	filling int           // guarded by mu: Prepares under way
+	failed  error         // guarded by mu: the last Prepare's error; no refill while set
+	closed  bool          // guarded by mu
+	changed chan struct{} // guarded by mu: closed and replaced when a Prepare ends
 }
 
 // NewPool returns a pool that keeps size sandboxes prepared from spec,
@@ -31,35 +33,54 @@ type Pool struct {
 // prepared (Prepare), makes a pool that always starts cold.
 func NewPool(spec Spec, size int) *Pool {
 	ctx, stop := context.WithCancel(context.Background())
-	p := &Pool{spec: spec, size: size, ctx: ctx, stop: stop}
-	if warmKey(spec) == "" {
+	p := &Pool{spec: spec, key: warmKey(spec), size: size, ctx: ctx, stop: stop, changed: make(chan struct{})}
+	if p.key == "" {
 		p.size = 0
 	}
 	p.refill()
 	return p
 }
 
-// Start starts spec's workload in a prepared sandbox when one matches,
-// else as Start does.
+// Start starts spec's workload in a prepared sandbox when spec matches
+// the pool's, else as Start does. With none ready but one being
+// prepared, it waits for that one, which is further along than a cold
+// start would be.
 func (p *Pool) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
-	if w := p.take(spec); w != nil {
-		defer p.refill()
+	defer p.refill() // after a take, or a failed Prepare forgotten
+	if w := p.take(ctx, spec); w != nil {
 		return w.Start(ctx, spec, stdio)
 	}
 	return Start(ctx, spec, stdio)
 }
 
-// take removes a prepared sandbox that matches spec from the pool.
-func (p *Pool) take(spec Spec) *Prepared {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.ready) == 0 || !p.ready[0].Matches(spec) {
+// take removes a prepared sandbox from the pool if spec matches the
+// pool's, waiting for one being prepared if none is ready; nil: start
+// cold.
+func (p *Pool) take(ctx context.Context, spec Spec) *Prepared {
+	if p.key == "" || warmKey(spec) != p.key {
 		return nil
 	}
-	w := p.ready[0]
-	p.ready = p.ready[1:]
-	p.failed = nil // a Start is a reason to try again
-	return w
+	for {
+		p.mu.Lock()
+		if len(p.ready) > 0 {
+			w := p.ready[0]
+			p.ready = p.ready[1:]
+			p.mu.Unlock()
+			return w
+		}
+		if p.filling == 0 || p.closed {
+			p.failed = nil // a Start is a reason to try again
+			p.mu.Unlock()
+			return nil
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // Ready returns how many prepared sandboxes wait in the pool, and the
@@ -82,6 +103,8 @@ func (p *Pool) refill() {
 			w, err := Prepare(p.ctx, p.spec)
 			p.mu.Lock()
 			p.filling--
+			close(p.changed)
+			p.changed = make(chan struct{})
 			closed := p.closed
 			switch {
 			case err != nil:

@@ -64,8 +64,8 @@ func Prepare(ctx context.Context, spec Spec) (*Prepared, error) {
 }
 
 // Matches reports whether a sandbox started from spec would be the one p
-// holds: every field but the workload's Args, Env and Dir is equal, and
-// spec names no ID of its own.
+// holds: every field but the workload's Args, Env, Dir and the secrets
+// it gets in its environment is equal, and spec names no ID of its own.
 func (p *Prepared) Matches(spec Spec) bool {
 	k := warmKey(spec)
 	return k != "" && k == warmKey(p.spec)
@@ -81,17 +81,28 @@ func warmKey(spec Spec) string {
 		n.CA != nil || n.Resolver != nil || n.TrustBundle != nil {
 		return ""
 	}
+	// Secrets in the environment arrive with it; those in files are in
+	// the root already.
+	var files []Secret
+	for _, s := range spec.Secrets {
+		if s.AsFile {
+			files = append(files, s)
+		}
+	}
+	spec.Secrets = files
 	// Every exported field but the workload's and the (empty) network's,
-	// so that a field added to Spec joins the key by itself.
+	// so that a field added to Spec joins the key by itself; an empty
+	// slice is nil.
 	fields := map[string]any{}
 	v := reflect.ValueOf(spec)
 	for i := range v.NumField() {
-		switch f := v.Type().Field(i); f.Name {
-		case "Args", "Env", "Dir", "Network":
+		f, fv := v.Type().Field(i), v.Field(i)
+		switch {
+		case !f.IsExported() || f.Name == "Args" || f.Name == "Env" || f.Name == "Dir" || f.Name == "Network":
+		case fv.Kind() == reflect.Slice && fv.Len() == 0:
+			fields[f.Name] = nil
 		default:
-			if f.IsExported() {
-				fields[f.Name] = v.Field(i).Interface()
-			}
+			fields[f.Name] = fv.Interface()
 		}
 	}
 	b, err := json.Marshal(fields)

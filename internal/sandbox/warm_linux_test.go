@@ -30,8 +30,9 @@ func prepare(t testing.TB, spec Spec) *Prepared {
 // directory and stdio, and the exit code comes back as from Start.
 func TestPreparedStart(t *testing.T) {
 	w := prepare(t, quick("true"))
-	spec := quick("sh", "-c", `echo "$GREETING $(pwd)"; echo err >&2; read line; echo "in: $line"; exit 7`)
+	spec := quick("sh", "-c", `echo "$GREETING $S $(pwd)"; echo err >&2; read line; echo "in: $line"; exit 7`)
 	spec.Env = []string{"GREETING=hello"}
+	spec.Secrets = []Secret{{Name: "S", Value: []byte("from-env")}} // arrives with the environment
 	spec.Dir = "/tmp"
 	var out, errb bytes.Buffer
 	sb, err := w.Start(context.Background(), spec, Stdio{Stdin: strings.NewReader("typed\n"), Stdout: &out, Stderr: &errb})
@@ -42,7 +43,7 @@ func TestPreparedStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != 7 || out.String() != "hello /tmp\nin: typed\n" || errb.String() != "err\n" {
+	if res.ExitCode != 7 || out.String() != "hello from-env /tmp\nin: typed\n" || errb.String() != "err\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, out.String(), errb.String())
 	}
 	if _, err := w.Start(context.Background(), spec, Stdio{}); err == nil {
@@ -96,7 +97,7 @@ func TestPreparedRefusesOtherSpecs(t *testing.T) {
 	others := map[string]func(*Spec){
 		"mount":  func(s *Spec) { s.Mounts = []Mount{{Source: dir, Target: "/data"}} },
 		"limit":  func(s *Spec) { s.Limits.TmpSize = 1 << 20 },
-		"secret": func(s *Spec) { s.Secrets = []Secret{{Name: "S", Value: []byte("x")}} },
+		"secret": func(s *Spec) { s.Secrets = []Secret{{Name: "S", Value: []byte("x"), AsFile: true}} },
 		"id":     func(s *Spec) { s.ID = "sbx_mine" },
 	}
 	for name, edit := range others {

@@ -72,6 +72,30 @@ func BenchmarkIdleMemory(b *testing.B) {
 		b.Logf("%d sandboxes: helpers idle USS %.1f MiB PSS %.1f MiB (%d processes), paused USS %.1f PSS %.1f; workloads PSS %.1f (paused %.1f); all paused, with their workloads: PSS %.1f MiB",
 			len(servers), idle.uss, idle.pss, idle.procs, paused.uss, paused.pss, work.pss, pwork.pss, total)
 	})
+	// What a warm pool holds per prepared sandbox (sandbox.warm_pool):
+	// the init with the root built, no workload.
+	b.Run("prepared", func(b *testing.B) {
+		n := idleN(b)
+		spec := sandbox.Spec{Args: []string{"/bin/true"}, Limits: sandbox.Limits{Memory: 256 << 20, Pids: 64}}
+		pool := sandbox.NewPool(spec, n)
+		defer pool.Close()
+		for end := time.Now().Add(5 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			k, err := pool.Ready()
+			lcRequire(b, err)
+			if k == n {
+				break
+			}
+			if time.Now().After(end) {
+				b.Fatalf("%d of %d sandboxes prepared in 5 minutes", k, n)
+			}
+		}
+		for b.Loop() {
+		}
+		settle()
+		m, _ := helperMemory(b)
+		b.ReportMetric(m.uss/float64(n), "USS-MiB/prepared")
+		b.ReportMetric(m.pss/float64(n), "PSS-MiB/prepared")
+	})
 	b.Run("gateway", func(b *testing.B) {
 		const n = 5
 		var pids []int
