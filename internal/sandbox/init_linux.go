@@ -136,16 +136,16 @@ func runInit() int {
 			return reportSetup(ctl, "", err)
 		}
 	}
-	if cfg.Hold {
-		if err := awaitWorkload(ctl, &cfg.Workload); err != nil {
-			return reportSetup(ctl, "", fmt.Errorf("waiting for the workload: %w", err))
-		}
-	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwardedSignals...)
 	// Never read: a signal the workload sends to one of our threads is
 	// taken here instead of ending the init (see straySignals).
 	signal.Notify(make(chan os.Signal, 1), straySignals...)
+	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
+		if err := awaitWorkload(ctl, &cfg.Workload); err != nil {
+			return reportSetup(ctl, "", fmt.Errorf("waiting for the workload: %w", err))
+		}
+	}
 	child, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
