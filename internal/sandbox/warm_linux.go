@@ -142,6 +142,9 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	if foregroundTTY(stdio.Stdin) >= 0 {
 		return fail(errors.New("a prepared sandbox cannot take a terminal"))
 	}
+	if spec.fileSizeLimit() > 0 {
+		stdio = pipeRegularFiles(stdio) // as Start does
+	}
 	fds, err := sb.claimStdio(stdio)
 	if err != nil {
 		return fail(err)

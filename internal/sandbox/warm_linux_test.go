@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -217,5 +218,30 @@ func BenchmarkWarmStart(b *testing.B) {
 				b.ReportMetric(float64(per)/float64(cold), "ratio-to-cold")
 			}
 		})
+	}
+}
+
+// With an output size limit (RLIMIT_FSIZE in the workload), a regular
+// file given as stdout takes more than the limit, as in a cold start:
+// the limit is for the workspace, not for mcpbox's own output.
+func TestPreparedStdoutFileOverSizeLimit(t *testing.T) {
+	spec := quick("head", "-c", "100000", "/dev/zero")
+	spec.Output = t.TempDir()
+	spec.Limits.OutputSize = 10000
+	w := prepare(t, spec)
+	f, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sb, err := w.Start(context.Background(), spec, Stdio{Stdout: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.Wait(); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exit %v, %v", res, err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != 100000 {
+		t.Fatalf("stdout file: %v, %v; want 100000 bytes", fi.Size(), err)
 	}
 }
