@@ -30,6 +30,8 @@ var layers = map[string]int{
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
 	// Prometheus metrics counted from the audit records.
 	"internal/metrics": 1,
+	// The egress proxy of a gateway's Kubernetes pods (mcpbox egress-proxy).
+	"internal/kube/egressproxy": 1,
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,
