@@ -23,6 +23,8 @@ var layers = map[string]int{
 	"internal/secrets": 0, "internal/textdiff": 0,
 	// The OTLP trace exporter set up from the OTEL_* variables.
 	"internal/telemetry": 0,
+	// The agent in a Kubernetes pod, its mTLS CA and the gateway's client.
+	"internal/podagent": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,

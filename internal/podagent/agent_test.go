@@ -1,0 +1,688 @@
+package podagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The test binary is the agent of the pods the tests start.
+func TestMain(m *testing.M) {
+	if os.Getenv("PODAGENT_TEST_AGENT") == "1" {
+		os.Exit(Main(os.Args[1:], os.Stderr))
+	}
+	code := m.Run()
+	if serverDir != "" {
+		os.RemoveAll(serverDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	serverOnce sync.Once
+	serverDir  string
+	serverBin  string
+	serverErr  error
+)
+
+// mcpServer builds the e2e tests' stdio MCP server once per run.
+func mcpServer(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			serverErr = fmt.Errorf("no go toolchain to build the MCP server: %w", err)
+			return
+		}
+		if serverDir, err = os.MkdirTemp("", "podagent-test-"); err != nil {
+			serverErr = err
+			return
+		}
+		serverBin = filepath.Join(serverDir, "mcpserver")
+		cmd := exec.Command(gobin, "build", "-o", serverBin, "../../test/e2e/testdata/mcpserver")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			serverErr = fmt.Errorf("building the MCP server: %v\n%s", err, out)
+		}
+	})
+	if serverErr != nil {
+		t.Fatal(serverErr)
+	}
+	return serverBin
+}
+
+// pod is an agent process with its certificate, as a pod would run it.
+type pod struct {
+	name, addr, dir, secrets string
+	ca                       *CA
+	cmd                      *exec.Cmd
+	certPEM, keyPEM          []byte
+
+	mu     sync.Mutex
+	stderr bytes.Buffer // guarded by mu
+	exited chan struct{}
+	code   int // set before exited closes
+}
+
+type podOpts struct {
+	ca    *CA      // nil: a new one
+	flags []string // more agent flags
+}
+
+var listenRE = regexp.MustCompile(`listening on (\S+)`)
+
+// startPod starts an agent for pod name running the test MCP server, and
+// waits until it listens.
+func startPod(t testing.TB, name string, o podOpts) *pod {
+	t.Helper()
+	bin := mcpServer(t)
+	ca := o.ca
+	if ca == nil {
+		var err error
+		if ca, err = NewCA(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certPEM, keyPEM, err := ca.IssuePod(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := &pod{name: name, dir: dir, ca: ca, certPEM: certPEM, keyPEM: keyPEM, secrets: filepath.Join(dir, "secrets"), exited: make(chan struct{})}
+	for f, data := range map[string][]byte{"pod.pem": certPEM, "pod-key.pem": keyPEM, "ca.pem": ca.CAPEM()} {
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(p.secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--listen", "127.0.0.1:0", "--cert", filepath.Join(dir, "pod.pem"),
+		"--key", filepath.Join(dir, "pod-key.pem"), "--ca", filepath.Join(dir, "ca.pem"),
+		"--secrets-dir", p.secrets, "--stop-timeout", "2s"}
+	args = append(append(args, o.flags...), "--", bin, "-name", name)
+	p.cmd = exec.Command(os.Args[0], args...)
+	p.cmd.Env = append(os.Environ(), "PODAGENT_TEST_AGENT=1", "MCPBOX_AGENT_CANARY=agent-only")
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.Write(sc.Bytes())
+			p.stderr.WriteByte('\n')
+			p.mu.Unlock()
+			if m := listenRE.FindSubmatch(sc.Bytes()); m != nil {
+				select {
+				case listening <- string(m[1]):
+				default:
+				}
+			}
+		}
+		err := p.cmd.Wait()
+		p.code = 0
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			p.code = ee.ExitCode()
+		}
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+		// The server is in its own process group; end it if it outlived
+		// the agent.
+		if pid := p.serverPID(); pid > 0 {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	})
+	select {
+	case p.addr = <-listening:
+	case <-p.exited:
+		t.Fatalf("the agent exited with %d before listening:\n%s", p.code, p.log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the agent did not listen within 20s:\n%s", p.log())
+	}
+	return p
+}
+
+func (p *pod) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+var pidRE = regexp.MustCompile(`started the server \(pid (\d+)\)`)
+
+func (p *pod) serverPID() int {
+	m := pidRE.FindStringSubmatch(p.log())
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// wait returns the agent's exit code, failing if it runs past d.
+func (p *pod) wait(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.code
+	case <-time.After(d):
+		t.Fatalf("the agent still runs after %s:\n%s", d, p.log())
+		return 0
+	}
+}
+
+// waitLog waits until the agent's stderr holds s.
+func (p *pod) waitLog(t testing.TB, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.log(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent's stderr lacks %q:\n%s", s, p.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// connTransport hands a go-sdk client a connection made already.
+type connTransport struct{ c mcp.Connection }
+
+func (t connTransport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
+
+func session(t testing.TB, c mcp.Connection, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var so *mcp.ClientSessionOptions
+	if version != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, connTransport{c}, so)
+	if err != nil {
+		t.Fatalf("initializing through the agent: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func connect(t testing.TB, p *pod, start StartRequest) mcp.Connection {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, p.addr, p.name, p.ca, start)
+	if err != nil {
+		t.Fatalf("Connect: %v\nagent:\n%s", err, p.log())
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func callText(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", fmt.Errorf("tool error: %v", res.Content)
+	}
+	var out strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out.WriteString(tc.Text)
+		}
+	}
+	return out.String(), nil
+}
+
+func random(t testing.TB) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func TestConnectRunsTheServer(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{})
+	envSecret, fileSecret := "env-"+random(t), "file-"+random(t)
+	c := connect(t, p, StartRequest{Env: map[string]string{"API_TOKEN": envSecret},
+		Files: map[string][]byte{"token": []byte(fileSecret)}})
+	var progress sync.Map
+	listChanged := make(chan struct{}, 8)
+	cs := session(t, c, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progress.Store(r.Params.Progress, true)
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case listChanged <- struct{}{}:
+			default:
+			}
+		},
+	}, "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	for _, want := range []string{"echo", "getenv", "slow", "crash"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("tools/list through the agent lacks %s: %v", want, names)
+		}
+	}
+	if got, err := callText(t, cs, "echo", map[string]any{"text": "héllo <&>"}); err != nil || got != "héllo <&>" {
+		t.Errorf("echo = %q, %v", got, err)
+	}
+	if got, err := callText(t, cs, "whoami", nil); err != nil || got != "pod-a" {
+		t.Errorf("whoami = %q, %v", got, err)
+	}
+
+	t.Run("secrets reach the server", func(t *testing.T) {
+		if got, err := callText(t, cs, "getenv", map[string]any{"text": "API_TOKEN"}); err != nil || got != envSecret {
+			t.Errorf("the server's API_TOKEN = %q, %v; want the secret sent at start", got, err)
+		}
+		path := filepath.Join(p.secrets, "token")
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o400 {
+			t.Errorf("secret file mode %o, want 400", fi.Mode().Perm())
+		}
+		if b, _ := os.ReadFile(path); string(b) != fileSecret {
+			t.Errorf("secret file holds %q, want %q", b, fileSecret)
+		}
+		if got, err := callText(t, cs, "getenv", map[string]any{"text": "MCPBOX_AGENT_CANARY"}); err != nil || got != "" {
+			t.Errorf("the server inherited the agent's own setting MCPBOX_AGENT_CANARY=%q (%v)", got, err)
+		}
+	})
+	t.Run("secrets are not the agent's", func(t *testing.T) {
+		for _, f := range []string{"environ", "cmdline"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", p.cmd.Process.Pid, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(b, []byte("PODAGENT_TEST_AGENT")) && f == "environ" {
+				t.Fatalf("read the wrong process's environ")
+			}
+			for _, s := range []string{envSecret, fileSecret} {
+				if bytes.Contains(b, []byte(s)) {
+					t.Errorf("the agent's %s holds a secret", f)
+				}
+			}
+		}
+		if strings.Contains(p.log(), envSecret) || strings.Contains(p.log(), fileSecret) {
+			t.Errorf("the agent logged a secret:\n%s", p.log())
+		}
+	})
+	t.Run("progress arrives", func(t *testing.T) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"ms": 10, "steps": 3},
+			Meta: mcp.Meta{"progressToken": "tok-1"}})
+		if err != nil || res.IsError {
+			t.Fatalf("slow: %v %v", err, res)
+		}
+		n := 0
+		progress.Range(func(any, any) bool { n++; return true })
+		if n != 3 {
+			t.Errorf("got %d progress notifications before the result, want 3", n)
+		}
+	})
+	t.Run("stderr is forwarded", func(t *testing.T) {
+		marker := "marker-" + random(t)
+		if _, err := callText(t, cs, "stderr", map[string]any{"text": marker}); err != nil {
+			t.Fatal(err)
+		}
+		p.waitLog(t, marker)
+	})
+	t.Run("server notifications on the event stream", func(t *testing.T) {
+		// add_tool makes the server send tools/list_changed: not a call's
+		// progress, so it comes on the event stream.
+		if _, err := callText(t, cs, "add_tool", map[string]any{"name": "late"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-listChanged:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no tools/list_changed from the server within 10s")
+		}
+	})
+}
+
+func TestConnectSessionless2026(t *testing.T) {
+	p := startPod(t, "pod-new", podOpts{})
+	c := connect(t, p, StartRequest{Env: map[string]string{"V": "x"}})
+	cs := session(t, c, nil, "2026-07-28")
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q through the agent, want 2026-07-28 (server/discover)", v)
+	}
+	if got, err := callText(t, cs, "echo", map[string]any{"text": "sessionless"}); err != nil || got != "sessionless" {
+		t.Errorf("echo = %q, %v", got, err)
+	}
+	if got, err := callText(t, cs, "getenv", map[string]any{"text": "V"}); err != nil || got != "x" {
+		t.Errorf("getenv = %q, %v", got, err)
+	}
+}
+
+// rawPost sends body to path on the pod with conf and returns the status.
+func rawPost(t testing.TB, p *pod, conf *tls.Config, path string, body []byte) (int, error) {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: conf, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+p.addr+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestAgentRefusesAllButTheGateway(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPod(t, "pod-a", podOpts{ca: ca})
+	otherClient, err := other.clientCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	podCert, err := tls.X509KeyPair(p.certPEM, p.keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second pod of the same CA, whose certificate an attacker in that
+	// pod holds.
+	bCert, bKey, err := ca.IssuePod("pod-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	podB, err := tls.X509KeyPair(bCert, bKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustPod := func(certs ...tls.Certificate) *tls.Config {
+		conf := ca.ClientTLS(p.name)
+		conf.GetClientCertificate = nil
+		conf.Certificates = certs
+		return conf
+	}
+	start := []byte(`{"env":{"X":"1"}}`)
+	for _, tc := range []struct {
+		name string
+		conf *tls.Config
+	}{
+		{"no client certificate", trustPod()},
+		{"another CA's gateway certificate", trustPod(*otherClient)},
+		{"the pod's own certificate", trustPod(podCert)},
+		{"another pod's certificate", trustPod(podB)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/start", "/mcp", "/healthz"} {
+				status, err := rawPost(t, p, tc.conf, path, start)
+				if err == nil {
+					t.Errorf("POST %s with %s: status %d, want the handshake refused", path, tc.name, status)
+				}
+			}
+		})
+	}
+	t.Run("plain HTTP", func(t *testing.T) {
+		resp, err := http.Post("http://"+p.addr+"/v1/start", "application/json", bytes.NewReader(start))
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 400 {
+				t.Errorf("plain HTTP start: %s %s", resp.Status, body)
+			}
+		}
+	})
+	if pid := p.serverPID(); pid != 0 {
+		t.Fatalf("a refused client started the server (pid %d)", pid)
+	}
+	// The gateway still can: nothing was started before.
+	c := connect(t, p, StartRequest{})
+	cs := session(t, c, nil, "")
+	if got, err := callText(t, cs, "whoami", nil); err != nil || got != "pod-a" {
+		t.Errorf("whoami = %q, %v", got, err)
+	}
+}
+
+func TestConnectRefusesAnotherPod(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startPod(t, "pod-b", podOpts{ca: ca})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	secret := random(t)
+	c, err := Connect(ctx, b.addr, "pod-a", ca, StartRequest{Env: map[string]string{"S": secret}})
+	if err == nil {
+		c.Close()
+		t.Fatal("Connect to pod-b's address expecting pod-a succeeded")
+	}
+	if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("Connect error %q does not name the certificate", err)
+	}
+	if pid := b.serverPID(); pid != 0 {
+		t.Fatalf("pod-b started its server for a gateway that wanted pod-a")
+	}
+	// pod-b, asked for by name, works (nothing was started).
+	cs := session(t, connect(t, b, StartRequest{}), nil, "")
+	if got, err := callText(t, cs, "getenv", map[string]any{"text": "S"}); err != nil || got != "" {
+		t.Errorf("pod-b's server has S=%q (%v): the secret meant for pod-a reached it", got, err)
+	}
+}
+
+func TestSecondStartRefused(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{})
+	cs := session(t, connect(t, p, StartRequest{Env: map[string]string{"S": "first"}}), nil, "")
+	conf := p.ca.ClientTLS(p.name)
+	status, err := rawPost(t, p, conf, "/v1/start", []byte(`{"env":{"S":"second"}}`))
+	if err != nil || status != http.StatusConflict {
+		t.Errorf("a second start: status %d, %v; want 409", status, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Connect(ctx, p.addr, p.name, p.ca, StartRequest{}); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("a second Connect: %v; want 409 Conflict", err)
+	}
+	if got, err := callText(t, cs, "getenv", map[string]any{"text": "S"}); err != nil || got != "first" {
+		t.Errorf("after a second start, S = %q (%v), want first", got, err)
+	}
+	if n := strings.Count(p.log(), "started the server"); n != 1 {
+		t.Errorf("the server started %d times", n)
+	}
+}
+
+func TestBadStartRequests(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{})
+	conf := p.ca.ClientTLS(p.name)
+	for _, body := range []string{
+		`{"files":{"../escape":"eA=="}}`,
+		`{"files":{"a/b":"eA=="}}`,
+		`{"files":{"..":"eA=="}}`,
+		`{"env":{"A=B":"x"}}`,
+		`{"env":{"MCPBOX_AGENT_CERT":"x"}}`,
+		`{"env":{"A":"x\u0000y"}}`,
+		`{"unknown":1}`,
+		`not json`,
+	} {
+		status, err := rawPost(t, p, conf, "/v1/start", []byte(body))
+		if err != nil || status != http.StatusBadRequest {
+			t.Errorf("start %s: status %d, %v; want 400", body, status, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "escape")); err == nil {
+		t.Error("a file name escaped the secrets directory")
+	}
+	big := `{"env":{"A":"` + strings.Repeat("x", maxStartBody) + `"}}`
+	if status, err := rawPost(t, p, conf, "/v1/start", []byte(big)); err == nil && status < 400 {
+		t.Errorf("an oversized start: status %d", status)
+	}
+	if pid := p.serverPID(); pid != 0 {
+		t.Fatal("a bad start request started the server")
+	}
+}
+
+func TestNothingRunsBeforeStart(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{flags: []string{"--start-timeout", "1500ms"}})
+	status, err := rawPost(t, p, p.ca.ClientTLS(p.name), "/mcp", []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil || status != http.StatusServiceUnavailable {
+		t.Errorf("/mcp before start: %d, %v; want 503", status, err)
+	}
+	if kids := children(t, p.cmd.Process.Pid); len(kids) != 0 {
+		t.Errorf("the agent has children before start: %v", kids)
+	}
+	if code := p.wait(t, 10*time.Second); code == 0 {
+		t.Errorf("an agent never started exited 0; want non-zero")
+	}
+	if !strings.Contains(p.log(), "no start request") {
+		t.Errorf("the agent's log does not say why it exited:\n%s", p.log())
+	}
+}
+
+// children lists the processes whose parent is pid.
+func children(t *testing.T, pid int) []string {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []string
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	return kids
+}
+
+func TestOversizedMessages(t *testing.T) {
+	const limit = 64 << 10
+	p := startPod(t, "pod-a", podOpts{flags: []string{"--max-message", strconv.Itoa(limit)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := ConnectMax(ctx, p.addr, p.name, p.ca, StartRequest{}, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cs := session(t, c, nil, "")
+
+	t.Run("from the server", func(t *testing.T) {
+		_, err := callText(t, cs, "blob", map[string]any{"bytes": 2 * limit})
+		if err == nil || !strings.Contains(err.Error(), "limit") {
+			t.Errorf("a result over the limit: %v; want an error naming the limit", err)
+		}
+		// The call ended at once with an error, rather than at a timeout,
+		// and the connection still works.
+		if got, err := callText(t, cs, "echo", map[string]any{"text": "after"}); err != nil || got != "after" {
+			t.Errorf("echo after an oversized result = %q, %v", got, err)
+		}
+	})
+	t.Run("to the server", func(t *testing.T) {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`, strings.Repeat("y", 2*limit))
+		status, err := rawPost(t, p, p.ca.ClientTLS(p.name), "/mcp", []byte(body))
+		if err != nil || status != http.StatusRequestEntityTooLarge {
+			t.Errorf("a request over the limit: %d, %v; want 413", status, err)
+		}
+		_, err = callText(t, cs, "echo", map[string]any{"text": strings.Repeat("z", 2*limit)})
+		if err == nil {
+			t.Errorf("a call over the limit succeeded")
+		}
+		if got, err := callText(t, cs, "echo", map[string]any{"text": "still"}); err != nil || got != "still" {
+			t.Errorf("echo after an oversized request = %q, %v", got, err)
+		}
+	})
+	p.waitLog(t, "larger than")
+}
+
+func TestServerCrashEndsAgentAndConnection(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{})
+	c := connect(t, p, StartRequest{})
+	cs := session(t, c, nil, "")
+	if _, err := callText(t, cs, "crash", nil); err == nil {
+		t.Error("a call whose server crashed succeeded")
+	}
+	if code := p.wait(t, 10*time.Second); code != 3 {
+		t.Errorf("the agent exited %d after its server exited 3; want 3", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Read(ctx); err == nil || ctx.Err() != nil {
+		t.Errorf("Read after the crash: %v (ctx %v); want the connection's error", err, ctx.Err())
+	}
+	if _, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err == nil {
+		t.Error("a call after the crash succeeded")
+	}
+}
+
+func TestSIGTERMStopsTheServer(t *testing.T) {
+	p := startPod(t, "pod-a", podOpts{})
+	cs := session(t, connect(t, p, StartRequest{}), nil, "")
+	if _, err := callText(t, cs, "echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.serverPID()
+	if pid == 0 {
+		t.Fatal("no server pid in the agent's log")
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("the agent exited %d on SIGTERM; want 0\n%s", code, p.log())
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the server (pid %d) outlived its agent: kill 0 = %v", pid, err)
+	}
+}

@@ -1,0 +1,285 @@
+package podagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrStreamEnded is the error of a connection's Read once the agent's
+// event stream ended: the server or its pod is gone.
+var ErrStreamEnded = errors.New("the pod agent's event stream ended")
+
+// Connect starts the server of the pod podName at addr (host:port) with
+// start's secrets (POST /v1/start, accepted once per pod) and returns a
+// connection to it: the go-sdk's Streamable HTTP client for what the
+// gateway sends, merged with the event stream the agent sends the
+// server's notifications and requests on. Every request goes over mutual
+// TLS (ca.ClientTLS(podName)); a pod whose certificate does not name
+// podName gets nothing, its secrets least of all.
+func Connect(ctx context.Context, addr, podName string, ca *CA, start StartRequest) (mcp.Connection, error) {
+	return ConnectMax(ctx, addr, podName, ca, start, 0)
+}
+
+// ConnectMax is Connect with a message size limit: maxMessage bytes (zero:
+// DefaultMaxMessage) for each message from the agent.
+func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRequest, maxMessage int) (mcp.Connection, error) {
+	if !podNameRE.MatchString(podName) {
+		return nil, fmt.Errorf("pod name %q is not a DNS label", podName)
+	}
+	if maxMessage <= 0 {
+		maxMessage = DefaultMaxMessage
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     ca.ClientTLS(podName),
+		ForceAttemptHTTP2:   true,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConns:        4,
+		IdleConnTimeout:     90 * time.Second,
+		// A pod that vanishes (node lost, network cut) is noticed.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
+	client := &http.Client{Transport: tr}
+	base := "https://" + addr
+	if err := postStart(ctx, client, base+"/v1/start", start); err != nil {
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("starting pod %s: %w", podName, err)
+	}
+	c, err := attach(ctx, client, base+"/mcp", maxMessage)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("connecting to pod %s: %w", podName, err)
+	}
+	c.transport = tr
+	return c, nil
+}
+
+func postStart(ctx context.Context, client *http.Client, url string, start StartRequest) error {
+	body, err := json.Marshal(start)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// conn is the connection Connect returns.
+type conn struct {
+	inner     mcp.Connection
+	transport *http.Transport
+	in        chan jsonrpc.Message
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+
+	failOnce sync.Once
+	failed   chan struct{}
+	err      error // set before failed closes
+}
+
+// attach opens the event stream (GET), waiting for its headers, and the
+// go-sdk client connection for the rest.
+func attach(ctx context.Context, client *http.Client, url string, maxMessage int) (*conn, error) {
+	t := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client,
+		// The agent keeps no events to resume from, and the event stream is
+		// this connection's own.
+		MaxRetries: -1, DisableStandaloneSSE: true, MaxEventSize: maxMessage + 1024}
+	inner, err := t.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &conn{inner: inner, in: make(chan jsonrpc.Message, 16), cancel: cancel, failed: make(chan struct{})}
+	req, err := http.NewRequestWithContext(lctx, http.MethodGet, url, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	stop := context.AfterFunc(ctx, cancel) // ctx bounds the wait for headers only
+	resp, err := client.Do(req)
+	if !stop() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		return nil, fmt.Errorf("opening the event stream: %w", context.Cause(ctx))
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("opening the event stream: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("opening the event stream: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	go c.readEvents(resp.Body, maxMessage)
+	go c.readInner(lctx)
+	return c, nil
+}
+
+// readEvents delivers the event stream's messages until it ends, which
+// ends the connection.
+func (c *conn) readEvents(body io.ReadCloser, maxMessage int) {
+	defer body.Close()
+	err := scanEvents(body, maxMessage, func(data []byte) error {
+		msg, err := jsonrpc.DecodeMessage(data)
+		if err != nil {
+			return fmt.Errorf("decoding an event: %w", err)
+		}
+		select {
+		case c.in <- msg:
+			return nil
+		case <-c.failed:
+			return c.err
+		}
+	})
+	if err == nil {
+		err = io.EOF
+	}
+	c.fail(fmt.Errorf("%w: %w", ErrStreamEnded, err))
+}
+
+// readInner delivers the responses read by the go-sdk connection.
+func (c *conn) readInner(ctx context.Context) {
+	for {
+		msg, err := c.inner.Read(ctx)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		select {
+		case c.in <- msg:
+		case <-c.failed:
+			return
+		}
+	}
+}
+
+func (c *conn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.failed)
+	})
+}
+
+// Read returns the next message from the pod: responses and the server's
+// own messages. Messages that arrived before the connection failed are
+// returned first.
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-c.in:
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-c.in:
+		return m, nil
+	case <-c.failed:
+		return nil, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Write sends msg to the server.
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	select {
+	case <-c.failed:
+		return c.err
+	default:
+	}
+	return c.inner.Write(ctx, msg)
+}
+
+// Close ends the connection; the server keeps running until its pod goes.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.fail(errors.New("connection closed"))
+		c.inner.Close()
+		c.cancel()
+		if c.transport != nil {
+			c.transport.CloseIdleConnections()
+		}
+	})
+	return nil
+}
+
+// SessionID is empty: the agent keeps no sessions.
+func (c *conn) SessionID() string { return "" }
+
+// scanEvents calls fn with the data of each server-sent event on r, of at
+// most max bytes, until r ends (nil) or fails.
+func scanEvents(r io.Reader, max int, fn func([]byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var data []byte
+	has := false
+	for {
+		line, _, tooLong, err := readLine(br, max+len("data: \r\n"))
+		if tooLong {
+			return fmt.Errorf("an event larger than %d bytes", max)
+		}
+		if err != nil && len(line) == 0 {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0:
+			if has {
+				if err := fn(data); err != nil {
+					return err
+				}
+			}
+			data, has = data[:0], false
+		case line[0] == ':':
+		default:
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			if string(field) == "data" {
+				if has {
+					data = append(data, '\n')
+				}
+				if len(data)+len(value) > max {
+					return fmt.Errorf("an event larger than %d bytes", max)
+				}
+				data, has = append(data, value...), true
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}

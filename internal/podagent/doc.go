@@ -1,0 +1,31 @@
+// Package podagent runs a stdio MCP server in a Kubernetes pod and
+// connects the gateway to it: `mcpbox agent` in the pod (Run), Connect in
+// the gateway, and the certificate authority (CA) that lets only the two
+// of them talk.
+//
+// The gateway keeps one CA (LoadOrCreateCA, in its state directory) and
+// issues every pod a short-lived server certificate naming
+// POD.pod.mcpbox.internal (IssuePod); it dials pods with its own client
+// certificate from the same CA (ClientTLS). The agent requires that client
+// certificate in the TLS handshake — chained to the CA, allowed for
+// client authentication, naming the gateway — so neither another pod (its
+// certificate only serves) nor anyone holding another CA's certificate
+// gets past the handshake; the gateway checks that the pod's certificate
+// names the pod it means to reach, so a pod cannot pass for another.
+//
+// Nothing runs in the pod before the gateway's POST /v1/start, which
+// carries the server's secrets (environment and files: StartRequest) and
+// is accepted once; the secrets never appear in the pod's spec, so never
+// in etcd, nor in the agent's own arguments or environment. Then /mcp
+// speaks Streamable HTTP: a POST per message to the server, a call's
+// response (and its progress) as server-sent events on its POST, and the
+// server's other messages on an event stream the gateway holds open with
+// GET. Messages pass through as written, so both protocol eras (up to
+// 2025-11-25 with initialize, 2026-07-28 with _meta) work unchanged. Every
+// message is bounded (Config.MaxMessage).
+//
+// The agent exits when the server does, with its exit status, so the
+// pod's phase shows it; on SIGTERM it closes the server's stdin, then
+// signals it, each after a bounded grace. There is no unauthenticated
+// endpoint: a readiness probe is a TCP probe of the listening port.
+package podagent
