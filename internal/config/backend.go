@@ -283,6 +283,8 @@ func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
 		bad(s.Meta.At("builtin"), "the built-in server runs on this host only; give it backend: {kind: local}")
 	case s.Image.Ref == "" && b.Image == "":
 		bad(at, "a command or package server needs backend.image (a base image with the agent and the command's runtime)")
+	case s.Image.Ref != "" && len(s.Args) == 0:
+		bad(s.Meta.At("image"), "an image server needs args: the whole command (the agent cannot read the image's entrypoint)")
 	case s.Package != "":
 		bad(s.Meta.At("package"), "package servers are not installed into pods yet; build an image with the package and use image:")
 	}

@@ -12,7 +12,7 @@ const kubeTop = "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  k
 func TestBackendKubernetes(t *testing.T) {
 	src := kubeTop + "  runtime_class: gvisor\n  image_pull_secrets: [reg]\n  node_selector: {pool: mcp}\n" +
 		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n" +
-		"servers:\n  a:\n    command: [srv]\n  b:\n    image: reg.example/b:1\n    backend: {namespace: other, runtime_class: kata}\n" +
+		"servers:\n  a:\n    command: [srv]\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata}\n" +
 		"  c:\n    command: [local-srv]\n    backend: {kind: local}\n  d:\n    url: https://x.example/mcp\n"
 	c, err := Load("t.yaml", []byte(src))
 	if err != nil {
@@ -60,6 +60,7 @@ func TestBackendInvalid(t *testing.T) {
 		{"input", kubeTop + "  image: r/b:1\n" + srv + "    filesystem: {input: {source: .}}\n", "filesystem.input is a host directory"},
 		{"inject", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: env:T, inject: {hosts: [a.example], header: X}}}\n", "inject (added at the egress proxy) is not available"},
 		{"builtin", kubeTop + "  image: r/b:1\nservers:\n  w:\n    builtin: workspace\n", "the built-in server runs on this host only"},
+		{"image args", kubeTop + "  image: r/b:1\nservers:\n  i:\n    image: r/i:1\n", "an image server needs args"},
 		{"group", kubeTop + "  image: r/b:1\n" + srv + "    placement: group:g\n", "groups share a local sandbox"},
 		{"url kind", "version: 1\nservers:\n  s:\n    url: https://x.example/mcp\n    backend: {kind: kubernetes, namespace: x, in_cluster: true}\n", "a url server runs elsewhere already"},
 	}
