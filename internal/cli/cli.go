@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"mcpbox/internal/podagent"
 )
 
 // usage is the top-level help, written like a man page's synopsis.
@@ -98,6 +100,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.groupMain(args[1:])
 	case "serve":
 		return env.serve(args[1:])
+	case "kube":
+		return env.kubeCmd(args[1:])
+	case "agent":
+		return podagent.Main(args[1:], stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mcpbox", Version)
 		return 0

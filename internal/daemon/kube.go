@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -163,4 +164,46 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release
 	return nil
+}
+
+// KubeDoctor checks the cluster of c's kubernetes backend (the top-level
+// one, or the first server's that has one): API access, the RBAC Role of
+// `mcpbox kube rbac`, the NetworkPolicy API, the runtime class. base is
+// the config's dir. It prints one line per check on w and reports
+// whether all passed.
+func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
+	b := c.Backend
+	for _, s := range c.Servers {
+		if b.Kind == config.BackendKubernetes {
+			break
+		}
+		b = c.BackendOf(s)
+	}
+	if b.Kind != config.BackendKubernetes {
+		return false, fmt.Errorf("the config has no backend of kind kubernetes")
+	}
+	var cfg kube.Config
+	var err error
+	if b.InCluster {
+		cfg, err = kube.InCluster()
+	} else {
+		cfg, err = kube.LoadKubeconfig(specconv.Resolve(base, b.Kubeconfig))
+	}
+	if err != nil {
+		return false, err
+	}
+	cl, err := kube.New(cfg)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	ok := true
+	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass) {
+		status := "ok"
+		if !ch.OK {
+			status, ok = "FAILED", false
+		}
+		fmt.Fprintf(w, "%-14s %-7s %s\n", ch.Name, status, ch.Detail)
+	}
+	return ok, nil
 }

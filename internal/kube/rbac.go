@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,7 +73,13 @@ func toYAML(obj any) ([]byte, error) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, err
 	}
-	return yaml.Marshal(v)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
 }
 
 // CanI asks the API server whether the client may do verb on resource of
