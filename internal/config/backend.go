@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -52,6 +53,10 @@ type Backend struct {
 	// PersistentVolumeClaim of that class ("default": the cluster's
 	// default), kept across idle stops; empty: an emptyDir.
 	StorageClass string
+	// GatewayCIDRs, if set, are where a gateway outside the cluster
+	// connects from: the servers' NetworkPolicy admits them; empty: pods
+	// labelled mcpbox.dev/role=gateway in the namespace.
+	GatewayCIDRs []string
 	Meta         Meta
 }
 
@@ -89,6 +94,7 @@ func (c *Config) BackendOf(s *Server) Backend {
 	set("agent_path", func() { b.AgentPath = o.AgentPath })
 	set("image", func() { b.Image = o.Image })
 	set("storage_class", func() { b.StorageClass = o.StorageClass })
+	set("gateway_cidrs", func() { b.GatewayCIDRs = o.GatewayCIDRs })
 	return b
 }
 
@@ -122,6 +128,7 @@ func (d *decoder) backend(n *yaml.Node, path string, b *Backend) {
 		{"agent_path", func(v *node, p string) { b.AgentPath = d.str(v, p) }},
 		{"image", func(v *node, p string) { b.Image = d.str(v, p) }},
 		{"storage_class", func(v *node, p string) { b.StorageClass = d.str(v, p) }},
+		{"gateway_cidrs", func(v *node, p string) { b.GatewayCIDRs = d.strs(v, p, &b.Meta, "gateway_cidrs", d.str) }},
 	})
 }
 
@@ -155,6 +162,7 @@ func backendNode(b *Backend) *yaml.Node {
 	addStr(m, "agent_path", b.AgentPath)
 	addStr(m, "image", b.Image)
 	addStr(m, "storage_class", b.StorageClass)
+	addStrs(m, "gateway_cidrs", b.GatewayCIDRs)
 	return m
 }
 
@@ -176,7 +184,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 	}
 	if b.Kind != BackendKubernetes {
 		for _, key := range []string{"namespace", "kubeconfig", "in_cluster", "runtime_class", "image_pull_secrets",
-			"node_selector", "tolerations", "agent_path", "image", "storage_class"} {
+			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs"} {
 			if b.Meta.Has(key) && b.Meta.Has("kind") {
 				r.errorf(at(key), "%s.%s: only applies to kind: kubernetes", p, key)
 			}
@@ -230,6 +238,11 @@ func checkBackend(r *collector, b *Backend, p string) {
 	if b.Meta.Has("image") {
 		if err := checkImageRef(b.Image); err != nil {
 			r.errorf(at("image"), "%s.image: %v", p, err)
+		}
+	}
+	for i, cidr := range b.GatewayCIDRs {
+		if pfx, err := netip.ParsePrefix(cidr); err != nil || pfx.Masked() != pfx {
+			r.errorf(b.Meta.Elem("gateway_cidrs", i), "%s.gateway_cidrs[%d]: %q: want a CIDR such as 10.1.2.0/24", p, i, cidr)
 		}
 	}
 	if b.Meta.Has("storage_class") && b.StorageClass != "default" && !dnsSubdomain.MatchString(b.StorageClass) {

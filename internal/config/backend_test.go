@@ -55,6 +55,7 @@ func TestBackendInvalid(t *testing.T) {
 		{"local keys", "version: 1\nbackend: {kind: local, namespace: x}\n" + srv, "backend.namespace: only applies to kind: kubernetes"},
 		{"no image", kubeTop + srv, "needs backend.image"},
 		{"toleration", kubeTop + "  image: r/b:1\n  tolerations: [{key: k, operator: Maybe}]\n" + srv, `operator: "Maybe": want Equal or Exists`},
+		{"cidr", kubeTop + "  image: r/b:1\n  gateway_cidrs: [10.0.0.1/8]\n" + srv, "want a CIDR"},
 		{"agent path", kubeTop + "  image: r/b:1\n  agent_path: mcpbox\n" + srv, "want an absolute path in the image"},
 		{"egress", kubeTop + "  image: r/b:1\n" + srv + "    network: {egress: [{host: api.example.com}]}\n", "the pods' egress proxy is not available yet"},
 		{"input", kubeTop + "  image: r/b:1\n" + srv + "    filesystem: {input: {source: .}}\n", "filesystem.input is a host directory"},

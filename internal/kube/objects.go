@@ -354,6 +354,15 @@ func NetworkPolicy(o PolicyOptions) *networkingv1.NetworkPolicy {
 	return np
 }
 
+// CIDRPeers are NetworkPolicy peers of the CIDRs; nil for none.
+func CIDRPeers(cidrs []string) []networkingv1.NetworkPolicyPeer {
+	var out []networkingv1.NetworkPolicyPeer
+	for _, c := range cidrs {
+		out = append(out, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	return out
+}
+
 func qty(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.BinarySI) }
 
 func ptr[T any](v T) *T { return &v }

@@ -43,6 +43,9 @@ type KubeOptions struct {
 	// Proxy: the server's pods may reach the gateway's egress proxy (the
 	// server has an egress allowlist).
 	Proxy bool
+	// GatewayCIDRs, if set, are the addresses the NetworkPolicy admits
+	// the gateway from; nil: pods labelled mcpbox.dev/role=gateway.
+	GatewayCIDRs []string
 	// StorageClass, if set and Pod.Output is, makes each agent's output a
 	// PersistentVolumeClaim of that class ("default": the cluster's
 	// default class), kept when the pod goes (idle, stop, the gateway's
@@ -282,7 +285,7 @@ func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[strin
 func (k *Kube) ensurePolicy(ctx context.Context) error {
 	k.policyOnce.Do(func() {
 		np := kube.NetworkPolicy(kube.PolicyOptions{Gateway: k.o.Gateway.ID(), Server: k.o.Name,
-			Owner: k.o.Gateway.Ref(), Proxy: k.o.Proxy})
+			Owner: k.o.Gateway.Ref(), Proxy: k.o.Proxy, GatewayFrom: kube.CIDRPeers(k.o.GatewayCIDRs)})
 		if err := k.o.Client.Create(ctx, kube.NetworkPolicies, k.o.Namespace, np, nil); err != nil && !kube.IsAlreadyExists(err) {
 			k.policyErr = err
 		}
