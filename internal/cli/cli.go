@@ -102,6 +102,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return podagent.Main(args[1:], stderr)
 	case "serve":
 		return env.serve(args[1:])
+	case "kube":
+		return env.kubeCmd(args[1:])
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mcpbox", Version)
 		return 0

@@ -18,7 +18,7 @@ var layers = map[string]int{
 	"internal/approval": 0, "internal/audit": 0, "internal/bearer": 0,
 	"internal/builtin": 0, "internal/cgroup": 0, "internal/config": 0,
 	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
-	"internal/image": 0, "internal/instance": 0, "internal/landlock": 0,
+	"internal/image": 0, "internal/instance": 0, "internal/kube": 0, "internal/landlock": 0,
 	"internal/oauth": 0, "internal/redact": 0, "internal/seccomp": 0,
 	"internal/secrets": 0, "internal/textdiff": 0,
 	// The OTLP trace exporter set up from the OTEL_* variables.

@@ -37,6 +37,8 @@ type daemon struct {
 	token     string // the local token; "" when none guards HTTP
 	// snapshotServer is the server o.Snapshot seeds.
 	snapshotServer string
+	// kubes runs the kubernetes servers; made by serve.
+	kubes *kubeSetup
 	// packages are the package servers' installed packages (package.go).
 	packages map[string]specconv.Package
 	tracer   trace.Tracer // the calls' spans (telemetry.go); nil: none
@@ -174,6 +176,8 @@ func (d *daemon) serve(parent context.Context) error {
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
+	d.kubes = newKubeSetup(d.o.Base, d.dir, d.log)
+	defer d.kubes.close() // after the gateway has stopped every pod
 	gw, err := d.newGateway(ctx, g)
 	if err != nil {
 		return configError(err)
@@ -244,6 +248,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gatew
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
+		kubes: d.kubes,
 	}
 	var err error
 	if w.ca, err = proxyCA(d.c); err != nil {

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"mcpbox/internal/daemon"
+	"mcpbox/internal/kube"
+)
+
+const kubeHelp = `USAGE
+  mcpbox kube rbac [--namespace NS] [--subject USER|system:serviceaccount:NS:NAME]
+
+Prints the gateway's Role and RoleBinding (kubernetes backend) as YAML.
+`
+
+func (e *env) kubeCmd(args []string) int {
+	fs := e.newFlagSet("kube", kubeHelp)
+	ns := fs.String("namespace", "mcp", "the namespace of the servers' pods")
+	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "who the gateway runs as")
+	if len(args) == 0 || args[0] != "rbac" {
+		args = []string{"rbac", "--help"}
+	}
+	if code, stop := e.parse(fs, args[1:]); stop {
+		return code
+	}
+	y, _ := kube.RBAC(*ns, *subject) // marshals API types: cannot fail
+	e.stdout.Write(y)
+	return 0
+}
+
+// kubeDoctor is `doctor --backend kubernetes --config FILE`.
+func (e *env) kubeDoctor(path string) int {
+	c, err := loadConfig(path)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var ok bool
+		if ok, err = daemon.KubeDoctor(ctx, c, filepath.Dir(path), e.stdout); err == nil && ok {
+			return 0
+		}
+	}
+	if err != nil {
+		e.errorf("doctor: %v", err)
+	}
+	return 1
+}
