@@ -32,17 +32,15 @@ func (e *env) kubeCmd(args []string) int {
 
 // kubeDoctor is `doctor --backend kubernetes --config FILE`.
 func (e *env) kubeDoctor(path string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c, err := loadConfig(path)
+	ok := false
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		var ok bool
-		if ok, err = daemon.KubeDoctor(ctx, c, filepath.Dir(path), e.stdout); err == nil && ok {
-			return 0
-		}
+		ok, err = daemon.KubeDoctor(ctx, c, filepath.Dir(path), e.stdout)
 	}
 	if err != nil {
 		e.errorf("doctor: %v", err)
 	}
-	return 1
+	return btoi(!ok)
 }
