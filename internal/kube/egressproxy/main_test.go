@@ -11,7 +11,16 @@ import (
 	"time"
 
 	"mcpbox/internal/egress"
+	"mcpbox/internal/kube"
 )
+
+// TestConfigPathIsTheSecretsMount: the default --config is where the
+// proxy's Deployment mounts its Secret.
+func TestConfigPathIsTheSecretsMount(t *testing.T) {
+	if cmd := kube.ProxyCommand("/m"); cmd[3] != DefaultConfigFile || cmd[1] != "egress-proxy" {
+		t.Errorf("kube.ProxyCommand = %v, DefaultConfigFile = %s", cmd, DefaultConfigFile)
+	}
+}
 
 func writeConfig(t *testing.T, file string, c Config) {
 	t.Helper()
