@@ -40,8 +40,13 @@
 // for the host against Options.RootCAs or the host's trust store (else
 // 502); HTTP/2 is used upstream when the server offers it. Request and
 // response framing is redone by net/http, so a body the Injector rewrites
-// keeps correct Content-Length, chunked or DATA-frame framing. Plain-HTTP
-// requests are shown to Injector.Request too. Every other CONNECT is an
+// keeps correct Content-Length, chunked or DATA-frame framing; request
+// trailers are forwarded (and shown to the Injector's body at its end). A
+// WebSocket handshake (HTTP/1.1 Upgrade) goes upstream over an HTTP/1.1
+// connection; on 101 the client's connection is taken over and relayed
+// both ways through the body the Injector's filter left (upgrade.go),
+// until either side ends. Plain-HTTP requests are shown to
+// Injector.Request too. Every other CONNECT is an
 // opaque tunnel as before, so pinned-certificate clients keep working.
 //
 // # Decisions

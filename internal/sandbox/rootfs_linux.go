@@ -70,6 +70,9 @@ type bindSpec struct {
 	// idmapped clone of Source prepared by the host (host-root mode).
 	IdmapFD int  `json:"idmap_fd,omitempty"`
 	File    bool `json:"file,omitempty"` // Source is not a directory
+	// Cover: the target is an existing file of the system view (a system
+	// trust bundle) that this bind, the sandbox's own, covers.
+	Cover bool `json:"cover,omitempty"`
 	// Dev and Ino identify the source the host checked: the init binds
 	// it only if the path still leads to the same file, without symlinks.
 	Dev uint64 `json:"dev"`
@@ -417,7 +420,15 @@ func bindUser(c *initConfig, fds []int) error {
 	}
 	for _, b := range c.Binds {
 		target := newRoot + b.Target
-		if b.File && b.Target != systemBundle {
+		switch {
+		case b.Cover:
+			// The file the host found, reached without symlinks: one
+			// would resolve here against the staging root, not the
+			// sandbox's.
+			if err := regularNoSymlinks(target); err != nil {
+				return fmt.Errorf("covering %s with the trust bundle: %w", b.Target, err)
+			}
+		case b.File:
 			// Only the trust bundle covers a file of the system view: a
 			// config mount must not silently replace, say, /usr/bin/node.
 			if st, err := os.Lstat(target); err == nil && st.Mode().IsRegular() {
@@ -430,6 +441,27 @@ func bindUser(c *initConfig, fds []int) error {
 		if err := attachBind(b, target, fds); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// regularNoSymlinks checks that path is a regular file reached without
+// following a symlink.
+func regularNoSymlinks(path string) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("not a regular file")
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ type Sandbox struct {
 	proxy      *egress.Proxy // the egress proxy, if the Spec has a network
 	egressDir  string        // holds the proxy's socket
 	extraBinds []Mount       // mounts the sandbox adds itself (the proxy socket)
+	cover      []string      // extraBinds targets that cover a system-view file (the trust bundle)
 
 	// sizeStop ends the size watcher (disksize_linux.go), which closes
 	// sizeDone; both nil without size limits.
