@@ -143,7 +143,14 @@ type kubeInstance struct {
 	once    sync.Once
 	ended   chan struct{}
 	status  string // written before ended closes
-	clean   bool   // written before ended closes
+	// expected: the pod was running (or exited 0) when it was stopped,
+	// so its end is a stop, not a crash (for the audit); written before
+	// ended closes.
+	expected bool
+	// exited0: its server exited with status 0 (Process.Clean, which the
+	// gateway asks only of an end it did not cause); written before
+	// ended closes.
+	exited0 bool
 }
 
 // Start makes the scope's pod and connects to its agent: the server's
@@ -381,23 +388,24 @@ func (in *kubeInstance) Stop() {
 		in.rec.MarkStopping()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		in.status, in.clean = "stopped", true
+		in.status, in.expected = "stopped", true
 		var pod corev1.Pod
 		if err := k.o.Client.Get(ctx, kube.Pods, k.o.Namespace, in.pod, &pod); err == nil &&
 			(pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
 			in.status = podStatus(&pod)
-			in.clean = pod.Status.Phase == corev1.PodSucceeded
+			in.exited0 = pod.Status.Phase == corev1.PodSucceeded
+			in.expected = in.exited0
 		} else if kube.IsNotFound(err) {
-			in.status, in.clean = "the pod was deleted", false
+			in.status, in.expected = "the pod was deleted", false
 		}
 		in.deleteObjects(ctx)
 		in.rec.SetExit(in.status)
-		if in.clean {
+		if in.expected {
 			in.rec.SetState(gateway.StateStopped)
 		} else {
 			in.rec.SetState(gateway.StateFailed)
 		}
-		k.obs().SandboxEnded(k.o.Name, in.scope, in.rec, in.status, in.clean)
+		k.obs().SandboxEnded(k.o.Name, in.scope, in.rec, in.status, in.expected)
 		if in.untrack != nil {
 			in.untrack()
 		}
@@ -438,7 +446,7 @@ func (in *kubeInstance) Process() *gateway.Process {
 		Clean: func() bool {
 			select {
 			case <-in.ended:
-				return in.clean
+				return in.exited0
 			case <-time.After(stopGrace):
 				return false
 			}
