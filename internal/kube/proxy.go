@@ -86,6 +86,9 @@ func ProxyDeployment(o ProxyOptions) *appsv1.Deployment {
 	c := &pod.Spec.Containers[0]
 	c.Name = "proxy"
 	c.Ports = []corev1.ContainerPort{{Name: "proxy", ContainerPort: ProxyPort, Protocol: corev1.ProtocolTCP}}
+	// The proxy has no unauthenticated endpoint: ready is listening.
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+		Port: intstr.FromInt32(ProxyPort)}}, PeriodSeconds: 5}
 	// The proxy has no TLS material of a pod and no secrets dir.
 	pod.Spec.Volumes = pod.Spec.Volumes[:1]
 	c.VolumeMounts = c.VolumeMounts[:1]

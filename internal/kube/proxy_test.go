@@ -19,6 +19,9 @@ func TestProxyObjects(t *testing.T) {
 	if c.Command[0] != "/mcpbox" || c.Command[1] != "egress-proxy" || c.Command[3] != ProxyConfigDir+"/"+ProxyConfigKey {
 		t.Errorf("command = %v", c.Command)
 	}
+	if p := c.ReadinessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != ProxyPort {
+		t.Errorf("readiness probe = %+v", p)
+	}
 	sc := c.SecurityContext
 	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil ||
 		*sc.AllowPrivilegeEscalation || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
