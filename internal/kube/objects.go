@@ -257,7 +257,9 @@ func Pod(o PodOptions) *corev1.Pod {
 				},
 				Resources:                resources(o.Limits),
 				VolumeMounts:             mounts,
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				// Not FallbackToLogsOnError: the server's log tail would
+				// go into the pod's status, in etcd.
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			}},
 			Volumes:      vols,
 			NodeSelector: o.NodeSelector,
