@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +18,21 @@ import (
 	"mcpbox/internal/kube/kubetest"
 )
 
-// clusterClient starts a control plane (no node unless node) and returns
-// an admin client of package kube and a fresh namespace.
-func clusterClient(t *testing.T, node bool) (*kubetest.Cluster, *kube.Client, string) {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
+
+// clusterClient returns the package's shared control plane, an admin
+// client of package kube and a namespace of the test's own.
+func clusterClient(t *testing.T) (*kubetest.Cluster, *kube.Client, string) {
 	t.Helper()
-	cl := kubetest.StartWith(t, kubetest.Options{NoNode: !node})
+	cl := kubetest.Shared(t)
 	c := clientFor(t, cl.Kubeconfig)
-	cl.CreateNamespace(t, "mcp")
-	return cl, c, "mcp"
+	ns := kube.LabelValue(t.Name(), 40)
+	cl.CreateNamespace(t, ns)
+	return cl, c, ns
 }
 
 func clientFor(t *testing.T, kubeconfig string) *kube.Client {
@@ -52,7 +60,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // defaulting, every object has the labels and the owner reference, and
 // deleting the owner lets the garbage collector delete them all.
 func TestObjectsOnAPIServer(t *testing.T) {
-	_, c, ns := clusterClient(t, false)
+	_, c, ns := clusterClient(t)
 	ctx := ctxT(t, 2*time.Minute)
 	gw, err := kube.Register(ctx, c, ns, "gw1", 0)
 	if err != nil {
@@ -158,7 +166,7 @@ func waitGone(t *testing.T, c *kube.Client, ns, gateway string, d time.Duration)
 // TestCollectExpired: a gateway that stops renewing (a crash) is
 // collected by the next one once its lease expired; a live one is not.
 func TestCollectExpired(t *testing.T) {
-	_, c, ns := clusterClient(t, false)
+	_, c, ns := clusterClient(t)
 	ctx := ctxT(t, 2*time.Minute)
 	dead, err := kube.Register(ctx, c, ns, "dead", 2*time.Second)
 	if err != nil {
@@ -193,7 +201,7 @@ func TestCollectExpired(t *testing.T) {
 // the backend does and doctor finds nothing missing; without it, doctor
 // reports the permissions missing and a create is forbidden.
 func TestRBACSuffices(t *testing.T) {
-	cl, admin, ns := clusterClient(t, true)
+	cl, admin, ns := clusterClient(t)
 	ctx := ctxT(t, 3*time.Minute)
 	user := clientFor(t, cl.UserKubeconfig(t, "gateway"))
 	checks := kube.Doctor(ctx, user, ns, "")

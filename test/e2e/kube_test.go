@@ -40,7 +40,7 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	e := &kubeEnv{cluster: kubetest.Start(t), ns: "mcp"}
+	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(t.Name(), 40)}
 	e.cluster.CreateNamespace(t, e.ns)
 	cfg, err := kube.LoadKubeconfig(e.cluster.Kubeconfig)
 	if err != nil {
