@@ -319,3 +319,56 @@ func TestKubeIdleWake(t *testing.T) {
 		t.Errorf("the pod %s was not replaced", after[0].Name)
 	}
 }
+
+// TestKubeCrashCleanup: a gateway killed with SIGKILL leaves its pods;
+// once its lease has expired (here: its renew time set 5 minutes back,
+// as if the gateway had been dead that long) the next gateway to start in
+// the namespace deletes its owner object and the garbage collector its
+// pods, while the new gateway's own pods serve.
+func TestKubeCrashCleanup(t *testing.T) {
+	e := kubeSetup(t, "")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	gwMustCall(t, alice, "echo", map[string]any{"text": "x"}, "x")
+	old := e.waitPods(t, 1, 30*time.Second)[0]
+	dead := old.Labels[kube.LabelGateway]
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-g.done
+	g.err = nil // killed on purpose: the cleanup's exit check does not apply
+	// Still there: nobody deleted anything.
+	if ps := e.pods(t); len(ps) != 1 || ps[0].Name != old.Name {
+		t.Fatalf("pods after the crash: %d", len(ps))
+	}
+	past := time.Now().Add(-5 * time.Minute).UTC().Format("2006-01-02T15:04:05.000000Z")
+	if err := e.client.Patch(ctx, kube.Leases, e.ns, kube.LeaseName(dead),
+		map[string]any{"spec": map[string]any{"renewTime": past}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g2 := e.serve(t)
+	bob := kubeSession(t, ctx, g2, "bob-token-0123456789abcdef")
+	gwMustCall(t, bob, "echo", map[string]any{"text": "y"}, "y")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var left []string
+		for _, p := range e.pods(t) {
+			if p.Labels[kube.LabelGateway] == dead {
+				left = append(left, p.Name)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods of the dead gateway %s left: %v", dead, left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var cm corev1.ConfigMap
+	if err := e.client.Get(ctx, kube.ConfigMaps, e.ns, kube.OwnerName(dead), &cm); !kube.IsNotFound(err) {
+		t.Errorf("the dead gateway's owner object: %v, want not found", err)
+	}
+}
