@@ -51,6 +51,8 @@ var layers = map[string]int{
 	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6,
 	// Tests only.
 	"internal/conventions": 7, "test/e2e": 7,
+	// A real control plane and test node for the Kubernetes tests.
+	"internal/kube/kubetest": 7,
 }
 
 func TestNoPackageImportsUp(t *testing.T) {

@@ -255,9 +255,11 @@ func Pod(o PodOptions) *corev1.Pod {
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
-				Resources:                resources(o.Limits),
-				VolumeMounts:             mounts,
-				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				Resources:    resources(o.Limits),
+				VolumeMounts: mounts,
+				// Not FallbackToLogsOnError: the server's log tail would
+				// go into the pod's status, in etcd.
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			}},
 			Volumes:      vols,
 			NodeSelector: o.NodeSelector,

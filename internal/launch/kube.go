@@ -211,6 +211,11 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(kube.AgentPort))
 	conn, err := k.connect(ctx, addr, in.pod, env, files)
 	if err != nil {
+		// Say how the pod is, which is often why.
+		var now corev1.Pod
+		if gerr := c.Get(context.WithoutCancel(ctx), kube.Pods, ns, in.pod, &now); gerr == nil {
+			return nil, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err)
+		}
 		return nil, fmt.Errorf("connecting to the agent of pod %s: %w", in.pod, err)
 	}
 	in.conn = conn
@@ -221,21 +226,30 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 	return in, nil
 }
 
-// connect retries the agent for a moment: the pod runs before its agent
-// listens.
+// connect retries the agent while it does not listen yet (the pod runs
+// before its agent listens), looking at the pod once a second: an agent
+// that ended will not listen.
 func (k *Kube) connect(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) (mcp.Connection, error) {
 	delay := 20 * time.Millisecond
+	checked := time.Now()
 	for {
 		conn, err := k.o.Connect(ctx, addr, pod, env, files)
 		if err == nil || !isRefused(err) {
 			return conn, err
+		}
+		if time.Since(checked) >= time.Second {
+			checked = time.Now()
+			var p corev1.Pod
+			if gerr := k.o.Client.Get(ctx, kube.Pods, k.o.Namespace, pod, &p); gerr == nil && p.Status.Phase != corev1.PodRunning {
+				return nil, err
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil, err
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, time.Second)
+		delay = min(delay*2, 250*time.Millisecond)
 	}
 }
 
@@ -267,10 +281,19 @@ func podStatus(p *corev1.Pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
 			s := fmt.Sprintf("exited with status %d", t.ExitCode)
-			if t.Reason == "OOMKilled" {
+			switch t.Reason {
+			case "OOMKilled":
 				s = "killed: out of memory"
+			case "", "Error", "Completed":
+			default:
+				s += " (" + t.Reason + ")"
 			}
 			return s
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			return fmt.Sprintf("restarted after exiting with status %d", t.ExitCode)
 		}
 	}
 	if p.Status.Reason != "" {

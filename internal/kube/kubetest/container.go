@@ -1,0 +1,298 @@
+package kubetest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A container runs as its command in new mount, pid and uts namespaces
+// made by util-linux's unshare, but in the host's network namespace:
+//
+//	unshare --mount --uts --pid --fork --kill-child   (the host's child; PDEATHSIG)
+//	└─ sh: outer script   pid 1 of the container: builds the root, then execs
+//	   chroot ROOT sh: inner script   mounts the volumes at their paths, then execs
+//	   setpriv (uid, gid, groups, no_new_privs, bounding set) env -C WORKDIR CMD ARGS
+//
+// The root is an overlay whose lower layer is the host's / (the "image"
+// is the host's /usr, /etc, ...) and whose upper layer is a tmpfs, so the
+// container may write anywhere (unless readOnlyRootFilesystem) without
+// touching the host; /dev and /sys are the host's, /proc is the pid
+// namespace's own, and the cluster's directory (certificates, the other
+// pods' volumes) is hidden under an empty tmpfs. Volume mount points are
+// created inside the chroot, so a path through a symlink of the image
+// (/var/run -> /run) resolves in the container's root, not the host's.
+
+// containerProc is one run of a container's process.
+type containerProc struct {
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when the process has ended
+	exitCode int           // set before done closes: the exit code, or 128+signal
+}
+
+// startContainer starts one run of a container.
+func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
+	if len(c.Command) == 0 {
+		return nil, &unsupportedError{fmt.Sprintf("container %s without command (there are no images: the entrypoint is not known)", c.Name)}
+	}
+	env, err := r.env(c)
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	var argv []string
+	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+		argv = append(argv, expand(a, vars))
+	}
+	priv, err := r.privileges(c)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.dir, "ctr", c.Name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	root, rw := filepath.Join(dir, "root"), filepath.Join(dir, "rw")
+	for _, d := range []string{root, rw} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	outer, err := r.scripts(c, root, rw, priv)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(r.dir, "logs", c.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := append([]string{"--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private", "--", "/bin/sh", "-c", outer, "sh"}, argv...)
+	cmd := exec.Command("/usr/bin/unshare", args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := startCmd(cmd); err != nil {
+		return nil, fmt.Errorf("starting container %s: %w", c.Name, err)
+	}
+	p := &containerProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			p.exitCode = 128 + int(ws.Signal())
+		} else {
+			p.exitCode = ws.ExitStatus()
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// privileges is the setpriv part of a container's start: who it runs as
+// and what it may gain.
+type privileges struct {
+	uid, gid int64
+	groups   []int64
+	noNewPrivs,
+	dropAll bool
+	add      []string // capabilities kept in the bounding set with dropAll
+	readOnly bool     // readOnlyRootFilesystem
+	nonRoot  bool     // runAsNonRoot: refuse uid 0, as the kubelet does
+	workdir  string
+}
+
+func (r *podRun) privileges(c corev1.Container) (privileges, error) {
+	ps := r.pod.Spec.SecurityContext
+	if ps == nil {
+		ps = &corev1.PodSecurityContext{}
+	}
+	cs := c.SecurityContext
+	if cs == nil {
+		cs = &corev1.SecurityContext{}
+	}
+	pr := privileges{workdir: "/"}
+	if c.WorkingDir != "" {
+		pr.workdir = c.WorkingDir
+	}
+	pick := func(a, b *int64) *int64 {
+		if a != nil {
+			return a
+		}
+		return b
+	}
+	if u := pick(cs.RunAsUser, ps.RunAsUser); u != nil {
+		pr.uid = *u
+	}
+	if g := pick(cs.RunAsGroup, ps.RunAsGroup); g != nil {
+		pr.gid = *g
+	}
+	pr.groups = append(pr.groups, ps.SupplementalGroups...)
+	if ps.FSGroup != nil {
+		pr.groups = append(pr.groups, *ps.FSGroup)
+	}
+	if (cs.RunAsNonRoot != nil && *cs.RunAsNonRoot) || (cs.RunAsNonRoot == nil && ps.RunAsNonRoot != nil && *ps.RunAsNonRoot) {
+		pr.nonRoot = true
+		if pr.uid == 0 {
+			return pr, fmt.Errorf("container %s has runAsNonRoot and would run as root (uid 0)", c.Name)
+		}
+	}
+	pr.noNewPrivs = cs.AllowPrivilegeEscalation != nil && !*cs.AllowPrivilegeEscalation
+	pr.readOnly = cs.ReadOnlyRootFilesystem != nil && *cs.ReadOnlyRootFilesystem
+	if cs.Capabilities != nil {
+		for _, d := range cs.Capabilities.Drop {
+			pr.dropAll = pr.dropAll || strings.EqualFold(string(d), "ALL")
+		}
+		for _, a := range cs.Capabilities.Add {
+			pr.add = append(pr.add, strings.ToLower(strings.TrimPrefix(strings.ToUpper(string(a)), "CAP_")))
+		}
+	}
+	return pr, nil
+}
+
+// scripts builds the outer script (the container's root) with the inner
+// one (volumes, privileges, exec) in it.
+func (r *podRun) scripts(c corev1.Container, root, rw string, pr privileges) (string, error) {
+	r.mu.Lock()
+	vols := r.vols
+	r.mu.Unlock()
+	var outer, inner strings.Builder
+	fmt.Fprintf(&outer, "set -e\nR=%s\nW=%s\n", shq(root), shq(rw))
+	outer.WriteString(`mount -n -t tmpfs -o size=512m,mode=0755 kubetest "$W"
+mkdir "$W/upper" "$W/work"
+mount -n -t overlay kubetest -o lowerdir=/,upperdir="$W/upper",workdir="$W/work" "$R"
+mount -n --rbind /dev "$R/dev"
+mount -n -t proc proc "$R/proc"
+mount -n --rbind /sys "$R/sys"
+mkdir -m 0700 "$R/.kubetest"
+`)
+	inner.WriteString("set -e\n")
+	for i, vm := range c.VolumeMounts {
+		v, ok := vols[vm.Name]
+		if !ok {
+			return "", fmt.Errorf("container %s mounts volume %s, which the pod does not have", c.Name, vm.Name)
+		}
+		src := v.path
+		if vm.SubPath != "" {
+			if !filepath.IsLocal(vm.SubPath) {
+				return "", fmt.Errorf("container %s: subPath %q leaves its volume", c.Name, vm.SubPath)
+			}
+			src = filepath.Join(src, vm.SubPath)
+			if _, err := os.Stat(src); os.IsNotExist(err) {
+				if err := os.MkdirAll(src, 0o777); err != nil { // as the kubelet does for a missing subPath
+					return "", err
+				}
+			}
+		}
+		st, err := os.Stat(src)
+		if err != nil {
+			return "", fmt.Errorf("container %s: volume %s: %w", c.Name, vm.Name, err)
+		}
+		stage := "/.kubetest/" + strconv.Itoa(i)
+		target := path.Clean(vm.MountPath)
+		if st.IsDir() {
+			fmt.Fprintf(&outer, "mkdir \"$R\"%s\n", shq(stage))
+			fmt.Fprintf(&inner, "mkdir -p %s\n", shq(target))
+		} else {
+			fmt.Fprintf(&outer, "touch \"$R\"%s\n", shq(stage))
+			fmt.Fprintf(&inner, "mkdir -p %s\n[ -e %s ] || touch %s\n", shq(path.Dir(target)), shq(target), shq(target))
+		}
+		fmt.Fprintf(&outer, "mount -n --bind %s \"$R\"%s\n", shq(src), shq(stage))
+		fmt.Fprintf(&inner, "mount -n --move %s %s\n", shq(stage), shq(target))
+		if vm.ReadOnly || v.ro {
+			fmt.Fprintf(&inner, "mount -n -o remount,bind,ro %s\n", shq(target))
+		}
+		fmt.Fprintf(&inner, "rm -d %s\n", shq(stage))
+	}
+	fmt.Fprintf(&outer, "mount -n -t tmpfs -o size=4k,mode=0755 kubetest \"$R\"%s\n", shq(r.n.c.Dir))
+	fmt.Fprintf(&outer, "hostname %s\n", shq(r.name))
+	inner.WriteString("rm -d /.kubetest\n")
+	fmt.Fprintf(&inner, "mkdir -p %s\n", shq(pr.workdir))
+	if pr.readOnly {
+		inner.WriteString("mount -n -o remount,bind,ro /\n")
+	}
+	set := []string{"/usr/bin/setpriv", "--reuid=" + strconv.FormatInt(pr.uid, 10), "--regid=" + strconv.FormatInt(pr.gid, 10)}
+	if len(pr.groups) > 0 {
+		var gs []string
+		for _, g := range pr.groups {
+			gs = append(gs, strconv.FormatInt(g, 10))
+		}
+		set = append(set, "--groups="+strings.Join(gs, ","))
+	} else {
+		set = append(set, "--clear-groups")
+	}
+	if pr.noNewPrivs {
+		set = append(set, "--no-new-privs")
+	}
+	if pr.dropAll {
+		caps := "-all"
+		for _, a := range pr.add {
+			caps += ",+" + a
+		}
+		set = append(set, "--bounding-set="+caps, "--inh-caps=-all")
+	}
+	set = append(set, "--", "/usr/bin/env", "-C", pr.workdir, "--")
+	for i := range set {
+		set[i] = shq(set[i])
+	}
+	fmt.Fprintf(&inner, "exec %s \"$@\"\n", strings.Join(set, " "))
+	fmt.Fprintf(&outer, "exec /usr/sbin/chroot \"$R\" /bin/sh -c %s sh \"$@\"\n", shq(inner.String()))
+	return outer.String(), nil
+}
+
+// shq quotes s for sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// mainPID is the container's pid 1 (unshare's child) as the host sees it,
+// or 0 if there is none (yet).
+func (p *containerProc) mainPID() int {
+	pid := p.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n
+}
+
+// terminate sends SIGTERM to the container's pid 1. As under a container
+// runtime, a pid 1 that does not handle SIGTERM ignores it.
+func (p *containerProc) terminate() {
+	for range 20 { // the fork may not have happened yet
+		if pid := p.mainPID(); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			return
+		}
+		select {
+		case <-p.done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM) // unshare dies and its child with it
+}
+
+// kill ends the container: its pid 1, and unshare, whose death kills the
+// pid 1 (--kill-child) and with it the whole pid namespace.
+func (p *containerProc) kill() {
+	if pid := p.mainPID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
