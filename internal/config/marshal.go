@@ -200,6 +200,7 @@ func serverNode(s *Server) *yaml.Node {
 	addStr(m, "image_platform", s.Image.Platform)
 	addStrs(m, "args", s.Args)
 	addStr(m, "url", s.URL)
+	addStr(m, "transport", s.Transport)
 	addStr(m, "builtin", s.Builtin)
 	if s.Commands.Allow != nil || s.Commands.Deny != nil || s.Commands.Approve != nil || s.Commands.Meta.Pos != (Pos{}) {
 		c := mapNode()

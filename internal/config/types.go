@@ -229,6 +229,9 @@ type Server struct {
 	// gateway aggregates them; nil: "NAME__" when the config has more than
 	// one server, else none (see EffectivePrefix).
 	Prefix *string
+	// Transport is how a remote server (url) is spoken to:
+	// TransportStreamable (also the meaning of empty) or TransportSSE.
+	Transport string
 	// Headers are sent with every request to a remote server (url), e.g.
 	// Authorization; their values come from secret references.
 	Headers []Header

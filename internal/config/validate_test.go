@@ -232,6 +232,11 @@ func TestPrefixesAndHeaders(t *testing.T) {
 		{"credentials policy", "servers:\n  a: {command: [x], credentials: block}\n", ""},
 		{"bad credentials policy", "servers:\n  a: {command: [x], credentials: ignore}\n", "invalid value"},
 		{"bad header name", "servers:\n  r: {url: \"https://example.com/mcp\", headers: {\"a b\": {from: env:TOK}}}\n", "invalid HTTP header name"},
+		{"sse transport", "servers:\n  r: {url: \"https://example.com/sse\", transport: sse}\n", ""},
+		{"auto transport", "servers:\n  r: {url: \"https://example.com/mcp\", transport: auto}\n", ""},
+		{"streamable transport", "servers:\n  r: {url: \"https://example.com/mcp\", transport: streamable}\n", ""},
+		{"unknown transport", "servers:\n  r: {url: \"https://example.com/mcp\", transport: websocket}\n", "invalid value"},
+		{"transport on local", "servers:\n  a: {command: [x], transport: sse}\n", "only a remote server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

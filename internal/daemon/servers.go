@@ -146,7 +146,7 @@ func (w wiring) remote(gs *gateway.Server, s *config.Server) {
 	for _, h := range s.Headers {
 		headers[h.Name] = h.From
 	}
-	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, Headers: headers, Book: w.book, OAuth: w.remoteOAuth(s)}))
+	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, SSE: s.Transport == config.TransportSSE, Detect: s.Transport == config.TransportAuto, Headers: headers, Book: w.book, OAuth: w.remoteOAuth(s)}))
 	// A dropped connection is reconnected at the next request
 	// (remote servers take no lifecycle settings).
 	gs.Restart = gateway.RestartOnFailure
