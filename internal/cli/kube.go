@@ -1,10 +1,6 @@
 package cli
 
 import (
-	"context"
-	"path/filepath"
-	"time"
-
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/kube"
 )
@@ -32,13 +28,7 @@ func (e *env) kubeCmd(args []string) int {
 
 // kubeDoctor is `doctor --backend kubernetes --config FILE`.
 func (e *env) kubeDoctor(path string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := loadConfig(path)
-	ok := false
-	if err == nil {
-		ok, err = daemon.KubeDoctor(ctx, c, filepath.Dir(path), e.stdout)
-	}
+	ok, err := daemon.KubeDoctorFile(path, e.stdout)
 	if err != nil {
 		e.errorf("doctor: %v", err)
 	}

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +62,19 @@ func TestKubeEgressPolicyAndEnv(t *testing.T) {
 	}
 	if out := book.String("proxy is " + env["HTTP_PROXY"]); strings.Contains(out, tok) {
 		t.Errorf("the book does not redact the token: %s", out)
+	}
+}
+
+// TestKubeDoctorFile: the CLI's doctor reads the file and says why it
+// cannot check a cluster.
+func TestKubeDoctorFile(t *testing.T) {
+	var out strings.Builder
+	if _, err := KubeDoctorFile(filepath.Join(t.TempDir(), "none.yaml"), &out); err == nil || !strings.Contains(err.Error(), "reading config") {
+		t.Errorf("missing file: %v", err)
+	}
+	local := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	os.WriteFile(local, []byte("version: 1\nservers:\n  s:\n    command: [srv]\n"), 0o600)
+	if ok, err := KubeDoctorFile(local, &out); ok || err == nil || !strings.Contains(err.Error(), "no backend of kind kubernetes") {
+		t.Errorf("local config: %v %v", ok, err)
 	}
 }
