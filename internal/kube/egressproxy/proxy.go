@@ -69,6 +69,10 @@ type Options struct {
 	HeaderTimeout time.Duration
 }
 
+// FrontMaxConns bounds the connections of all pods together; each pod's
+// are bounded by its server's network.limits.connections as well.
+const FrontMaxConns = 16 * egress.DefaultMaxConns
+
 // Proxy is the shared egress proxy of a gateway's pods.
 type Proxy struct {
 	o     Options
@@ -99,8 +103,11 @@ func New(o Options) (*Proxy, error) {
 		o.Now = time.Now
 	}
 	p := &Proxy{o: o, cfg: o.Config, pods: map[podKey]*podProxy{}, log: newLineLog(o.Log)}
+	// The front holds every pod's connections until they are handed to
+	// the pod's own proxy (whose MaxConns then counts them): its own
+	// bound is the whole proxy's, well above one sandbox's default.
 	front, err := egress.New(egress.Options{SandboxID: "", Log: p.log.logger(""), Resolver: o.Resolver,
-		Limits: egress.Limits{HeaderTimeout: o.HeaderTimeout}, Authorize: p.authorize})
+		Limits: egress.Limits{MaxConns: FrontMaxConns, HeaderTimeout: o.HeaderTimeout}, Authorize: p.authorize})
 	if err != nil {
 		return nil, err
 	}
