@@ -161,10 +161,14 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			return podagent.Connect(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
 		},
 	}
-	if len(s.Network.Egress) > 0 {
+	if len(s.Network.Egress) > 0 || kc.egress.made() {
+		// Also without egress once the proxy exists: a reload that took
+		// a server's allowlist away rewrites the proxy's config.
 		if err := kc.egress.ensure(ctx, kc, w.c, s); err != nil {
 			return fmt.Errorf("server %s: %w", s.Name, err)
 		}
+	}
+	if len(s.Network.Egress) > 0 {
 		ko.Proxy = true
 		ko.ProxyEnv = func(pod string) (map[string]string, error) { return kc.egress.env(w.book, pod, s.Name) }
 	}

@@ -32,6 +32,13 @@ type kubeEgress struct {
 	addr string // the Service's cluster IP and port
 }
 
+// made reports whether the proxy exists (ensure made it).
+func (e *kubeEgress) made() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.key != nil
+}
+
 // egressServers are c's servers that run in kc's namespace (by connKey)
 // with an egress allowlist, as the proxy's config holds them.
 func egressServers(c *config.Config, connKey string) (map[string]egressproxy.ServerPolicy, error) {
