@@ -170,7 +170,10 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	}
 	if len(s.Network.Egress) > 0 {
 		ko.Proxy = true
-		ko.ProxyEnv = func(pod string) (map[string]string, error) { return kc.egress.env(w.book, pod, s.Name) }
+		ko.ProxyEnv = func(ctx context.Context, pod string) (map[string]string, error) {
+			kc.egress.waitReady(ctx, kc, w.log)
+			return kc.egress.env(w.book, pod, s.Name)
+		}
 	}
 	if w.guard != nil {
 		ko.Observer = w.guard

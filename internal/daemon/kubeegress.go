@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"mcpbox/internal/config"
@@ -26,10 +28,48 @@ const proxyTokenTTL = 7 * 24 * time.Hour
 // kubeEgress is this gateway's egress proxy in one namespace: its token
 // key, the config in its Secret, and the Service's address the pods use.
 type kubeEgress struct {
-	mu   sync.Mutex
-	key  []byte // nil until the proxy is made
-	cfg  []byte // the Secret's config as last written
-	addr string // the Service's cluster IP and port
+	mu    sync.Mutex
+	key   []byte // nil until the proxy is made
+	cfg   []byte // the Secret's config as last written
+	addr  string // the Service's cluster IP and port
+	ready bool   // a proxy pod was seen available
+}
+
+// proxyReadyWait bounds how long a pod's start waits for the first proxy
+// pod; after it the pod starts anyway (its requests fail until the proxy
+// serves), so a proxy that cannot start does not stop the server.
+const proxyReadyWait = 30 * time.Second
+
+// waitReady waits, until one of the proxy's pods is available, before
+// the first pod with egress starts: else that pod's first requests would
+// find nothing listening. Once seen, it never waits again.
+func (e *kubeEgress) waitReady(ctx context.Context, kc *kubeConn, log *slog.Logger) {
+	e.mu.Lock()
+	ready := e.ready || e.key == nil
+	e.mu.Unlock()
+	if ready {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, proxyReadyWait)
+	defer cancel()
+	for {
+		var d appsv1.Deployment
+		err := kc.client.Get(ctx, kube.Deployments, kc.ns, kube.ProxyName(kc.gw.ID()), &d)
+		if err == nil && d.Status.AvailableReplicas > 0 {
+			e.mu.Lock()
+			e.ready = true
+			e.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if log != nil {
+				log.Warn("the egress proxy has no available pod yet; starting the server's pod anyway", "namespace", kc.ns)
+			}
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // made reports whether the proxy exists (ensure made it).

@@ -47,8 +47,9 @@ type KubeOptions struct {
 	// ProxyEnv, with Proxy, is a pod's egress proxy environment
 	// (egressproxy.ProxyEnv: the proxy's address and the pod's token),
 	// sent to its agent with the secrets at start, never in the pod's
-	// spec. It is called once per pod, with the pod's name.
-	ProxyEnv func(pod string) (map[string]string, error)
+	// spec. It is called once per pod, with the start's context and the
+	// pod's name.
+	ProxyEnv func(ctx context.Context, pod string) (map[string]string, error)
 	// GatewayCIDRs, if set, are the addresses the NetworkPolicy admits
 	// the gateway from; nil: pods labelled mcpbox.dev/role=gateway.
 	GatewayCIDRs []string
@@ -187,7 +188,7 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		in.rec.Workspace = po.OutputClaim
 	}
 	if k.o.Proxy && k.o.ProxyEnv != nil {
-		penv, err := k.o.ProxyEnv(in.pod)
+		penv, err := k.o.ProxyEnv(ctx, in.pod)
 		if err != nil {
 			return nil, fmt.Errorf("server %s: the egress proxy: %w", k.o.Name, err)
 		}

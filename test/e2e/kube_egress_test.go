@@ -119,18 +119,22 @@ func TestKubeEgress(t *testing.T) {
 		}
 	})
 
-	// The proxy's pods may still be starting when the server's pod runs.
+	// The first pod with egress waits for a proxy pod to be available;
+	// a few tries more cover the moment between its Ready and its listen.
 	urlA := fmt.Sprintf("http://127.0.0.1:%d/a", portA)
 	var got string
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	tries := 0
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		tries++
 		got, err = gwCall(ctx, alice, "http_get", map[string]any{"url": urlA})
 		if err == nil && strings.HasPrefix(got, "200 ") || time.Now().After(deadline) {
 			break
 		}
 	}
 	if err != nil || got != "200 allowed-body" {
-		t.Fatalf("http_get of the allowed URL = %q, %v", got, err)
+		t.Fatalf("http_get of the allowed URL = %q, %v (%d tries)", got, err, tries)
 	}
+	t.Logf("the allowed URL answered on try %d", tries)
 	for _, tc := range []struct{ url, want string }{
 		{fmt.Sprintf("http://127.0.0.1:%d/b", portB), "403 mcpbox egress: no rule allows 127.0.0.1:" + fmt.Sprint(portB)},
 		{"http://169.254.169.254/latest/meta-data/", "403 mcpbox egress: blocked link-local"},
