@@ -79,10 +79,15 @@ type Proxy struct {
 	front *egress.Proxy
 	log   *lineLog
 
-	mu   sync.Mutex
-	cfg  Config               // guarded by mu
-	pods map[podKey]*podProxy // guarded by mu
+	mu    sync.Mutex
+	cfg   Config               // guarded by mu
+	pods  map[podKey]*podProxy // guarded by mu
+	swept time.Time            // guarded by mu; the last sweep
 }
+
+// sweepEvery spaces the sweeps of expired pods' proxies: a sweep walks
+// every pod, and authorizations come per connection.
+const sweepEvery = time.Minute
 
 type podKey struct{ pod, server string }
 
@@ -150,9 +155,14 @@ func (p *Proxy) authorize(pod, token string, from net.Addr) (*egress.Proxy, erro
 	return ep, nil
 }
 
-// sweepLocked closes the proxies of pods whose token expired: a pod's
-// connections end with its token.
+// sweepLocked closes the proxies of pods whose token expired, at most
+// once per sweepEvery: a pod's connections end with its token (a new one
+// is refused at once by Verify).
 func (p *Proxy) sweepLocked(now time.Time) {
+	if now.Sub(p.swept) < sweepEvery {
+		return
+	}
+	p.swept = now
 	for k, pp := range p.pods {
 		if !now.Before(pp.expiry) {
 			delete(p.pods, k)

@@ -20,6 +20,9 @@ const KeySize = 32
 // tokenVersion prefixes every token so that the format can change.
 const tokenVersion = "v1"
 
+// b64 decodes a token's parts: unpadded base64url, strictly.
+var b64 = base64.RawURLEncoding.Strict()
+
 // NewKey returns a fresh random HMAC key.
 func NewKey() ([]byte, error) {
 	k := make([]byte, KeySize)
@@ -64,11 +67,13 @@ func Verify(key []byte, pod, token string, now time.Time) (server string, expiry
 	if len(parts) != 4 || parts[0] != tokenVersion {
 		return "", time.Time{}, ErrBadToken
 	}
-	got, err := base64.RawURLEncoding.DecodeString(parts[3])
+	// Strict: a token has one spelling (no stray bits in the last
+	// character), so a log or a cache can compare tokens as text.
+	got, err := b64.DecodeString(parts[3])
 	if err != nil || !hmac.Equal(got, mac(key, pod, parts[1], parts[2])) {
 		return "", time.Time{}, ErrBadToken
 	}
-	srv, err := base64.RawURLEncoding.DecodeString(parts[1])
+	srv, err := b64.DecodeString(parts[1])
 	if err != nil || len(srv) == 0 {
 		return "", time.Time{}, ErrBadToken
 	}
