@@ -63,7 +63,8 @@ func TestKubeEgress(t *testing.T) {
 	portB := other.Listener.Addr().(*net.TCPAddr).Port
 
 	cluster := kubetest.Shared(t)
-	ns := kube.LabelValue(t.Name(), 40)
+	// A namespace of this run's own: the cluster outlives one -count.
+	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
 	cluster.CreateNamespace(t, ns)
 	kcfg, err := kube.LoadKubeconfig(cluster.Kubeconfig)
 	if err != nil {
