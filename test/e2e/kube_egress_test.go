@@ -27,6 +27,7 @@ import (
 // allowed host through the gateway's egress proxy (a Deployment the
 // gateway made, reached at its Service's address with the pod's token)
 // and is refused another port, the metadata address and a private one;
+// a second server's pod gets its own allowlist through the same proxy;
 // each decision is a JSON line in the proxy's log naming the server and
 // the pod; the proxy variables are in no pod object (they come over the
 // agent's start request); the server's NetworkPolicy lets it out only to
@@ -56,7 +57,7 @@ func TestKubeEgress(t *testing.T) {
 	}))
 	defer allowed.Close()
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("the refused target was reached: %s", r.URL)
+		io.WriteString(w, "other-body")
 	}))
 	defer other.Close()
 	portA := allowed.Listener.Addr().(*net.TCPAddr).Port
@@ -88,6 +89,11 @@ func TestKubeEgress(t *testing.T) {
 			// Any host on port 80, which still leaves out the internal
 			// ranges; the test's loopback server by name.
 			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{portA}}, {"host": "*", "ports": []int{80}}}},
+		}, "j": map[string]any{
+			// Another server: the other port only.
+			"command": []string{server, "-name", "j"},
+			"tools":   map[string]any{"allow": []string{"*"}},
+			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{portB}}}},
 		}},
 	}
 	b, _ := json.MarshalIndent(c, "", "  ")
@@ -127,7 +133,7 @@ func TestKubeEgress(t *testing.T) {
 	tries := 0
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		tries++
-		got, err = gwCall(ctx, alice, "http_get", map[string]any{"url": urlA})
+		got, err = gwCall(ctx, alice, "k__http_get", map[string]any{"url": urlA})
 		if err == nil && strings.HasPrefix(got, "200 ") || time.Now().After(deadline) {
 			break
 		}
@@ -141,9 +147,19 @@ func TestKubeEgress(t *testing.T) {
 		{"http://169.254.169.254/latest/meta-data/", "403 mcpbox egress: blocked link-local"},
 		{"http://10.0.0.1/", "403 mcpbox egress: blocked private"},
 	} {
-		if got, err := gwCall(ctx, alice, "http_get", map[string]any{"url": tc.url}); err != nil || !strings.HasPrefix(got, tc.want) {
-			t.Errorf("http_get %s = %q, %v; want %q", tc.url, got, err, tc.want)
+		if got, err := gwCall(ctx, alice, "k__http_get", map[string]any{"url": tc.url}); err != nil || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("k: http_get %s = %q, %v; want %q", tc.url, got, err, tc.want)
 		}
+	}
+	// Server j's pod, through the same proxy, gets j's allowlist: the
+	// port k was refused, and not k's.
+	urlB := fmt.Sprintf("http://127.0.0.1:%d/b", portB)
+	if got, err := gwCall(ctx, alice, "j__http_get", map[string]any{"url": urlB}); err != nil || got != "200 other-body" {
+		t.Errorf("j: http_get %s = %q, %v", urlB, got, err)
+	}
+	if got, err := gwCall(ctx, alice, "j__http_get", map[string]any{"url": urlA}); err != nil ||
+		!strings.HasPrefix(got, "403 mcpbox egress: no rule allows 127.0.0.1:"+fmt.Sprint(portA)) {
+		t.Errorf("j: http_get %s = %q, %v", urlA, got, err)
 	}
 
 	// The objects: the proxy's Deployment, Service and Secret, owned by
@@ -162,12 +178,16 @@ func TestKubeEgress(t *testing.T) {
 			proxies = append(proxies, p)
 		}
 	}
-	if len(servers) != 1 || len(proxies) == 0 {
+	if len(servers) != 2 || len(proxies) == 0 {
 		t.Fatalf("%d server pods, %d proxy pods", len(servers), len(proxies))
+	}
+	podOf := map[string]string{} // server → its pod
+	for _, p := range servers {
+		podOf[p.Labels[kube.LabelServer]] = p.Name
 	}
 	pod := servers[0]
 	raw, _ := json.Marshal(pods.Items)
-	if strings.Contains(string(raw), "HTTP_PROXY") || strings.Contains(string(raw), pod.Name+":v1.") {
+	if strings.Contains(string(raw), "HTTP_PROXY") || strings.Contains(string(raw), ":v1.") {
 		t.Error("a pod object holds the proxy variables")
 	}
 	gw := pod.Labels[kube.LabelGateway]
@@ -201,8 +221,8 @@ func TestKubeEgress(t *testing.T) {
 			}
 		}
 	}
-	if len(nps.Items) != 2 {
-		t.Errorf("%d network policies, want the server's and the proxy's", len(nps.Items))
+	if len(nps.Items) != 3 {
+		t.Errorf("%d network policies, want the two servers' and the proxy's", len(nps.Items))
 	}
 
 	// The decision log: the serving proxy pod's stdout.
@@ -218,20 +238,23 @@ func TestKubeEgress(t *testing.T) {
 				}
 			}
 		}
-		if len(lines) >= 4 {
+		if len(lines) >= 6 {
 			break
 		}
 	}
-	var allow, deny bool
-	for _, ln := range lines {
-		if ln.Server != "k" || ln.Pod != pod.Name {
-			continue
+	// Each server's pod: its allowed port allowed, the other's refused.
+	for srv, ports := range map[string][2]int{"k": {portA, portB}, "j": {portB, portA}} {
+		var allow, deny bool
+		for _, ln := range lines {
+			if ln.Server != srv || ln.Pod != podOf[srv] {
+				continue
+			}
+			allow = allow || ln.Decision == "allow" && ln.Port == ports[0] && ln.BytesDown > 0
+			deny = deny || ln.Decision == "deny" && ln.Port == ports[1] && strings.Contains(ln.Reason, "no rule allows")
 		}
-		allow = allow || ln.Decision == "allow" && ln.Port == portA && ln.BytesDown > 0
-		deny = deny || ln.Decision == "deny" && ln.Port == portB && strings.Contains(ln.Reason, "no rule allows")
-	}
-	if !allow || !deny {
-		t.Errorf("the proxy's log lacks the allow (%v) or the deny (%v) of pod %s: %+v", allow, deny, pod.Name, lines)
+		if !allow || !deny {
+			t.Errorf("the proxy's log lacks the allow (%v) or the deny (%v) of %s's pod %s: %+v", allow, deny, srv, podOf[srv], lines)
+		}
 	}
 
 	// The gateway's stop deletes its owner: the proxy goes with it.
