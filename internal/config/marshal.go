@@ -41,6 +41,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	add(m, "approvals", approvalsNode(&c.Approvals))
 	add(m, "audit", auditNode(&c.Audit))
 	add(m, "oauth", oauthNode(&c.OAuth))
+	add(m, "backend", backendNode(&c.Backend))
 
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -263,6 +264,9 @@ func serverNode(s *Server) *yaml.Node {
 	addStr(m, "credentials", s.Credentials)
 	add(m, "tools", toolsNode(&s.Tools))
 	add(m, "sandbox", sandboxNode(&s.Sandbox))
+	if s.Backend != nil {
+		addKV(m, "backend", flowIfEmpty(backendNode(s.Backend)))
+	}
 	return flowIfEmpty(m)
 }
 

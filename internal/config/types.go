@@ -64,7 +64,8 @@ type Config struct {
 	Sandbox   Sandbox   // defaults for every server
 	Approvals Approvals
 	Audit     Audit
-	OAuth     OAuth // where the key of the stored OAuth tokens comes from
+	OAuth     OAuth   // where the key of the stored OAuth tokens comes from
+	Backend   Backend // where servers run (backend.go); zero: here
 	Meta      Meta
 }
 
@@ -279,7 +280,10 @@ type Server struct {
 	Credentials string
 	Tools       Tools
 	Sandbox     Sandbox // overrides the top-level Sandbox when Require is non-nil
-	Meta        Meta
+	// Backend, if set, overrides the keys of the top-level Backend it
+	// sets (Config.BackendOf).
+	Backend *Backend
+	Meta    Meta
 }
 
 // Commands decides which command lines the built-in workspace server runs:

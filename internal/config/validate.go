@@ -23,6 +23,7 @@ var checks = []check{
 	checkApprovals,
 	checkAudit,
 	checkOAuth,
+	checkBackends,
 }
 
 // Validate checks the meaning of a parsed (or built) config: allowed

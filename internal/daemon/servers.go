@@ -78,6 +78,9 @@ type wiring struct {
 	// warm collects the Close of each launcher with a warm pool; nil:
 	// no warm pools (pin).
 	warm *[]func()
+	// kubes runs the servers of the kubernetes backend (kube.go); nil:
+	// such servers are refused (only serve runs them).
+	kubes *kubeSetup
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -98,6 +101,8 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 		var err error
 		if s.URL != "" {
 			w.remote(gs, s)
+		} else if w.c.IsKubernetes(s) {
+			err = w.kube(gs, s)
 		} else if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
 			err = member(groups, gs, g, s)
 		} else {
