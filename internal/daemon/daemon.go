@@ -258,7 +258,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gatew
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
-		warm: &d.warm,
+		warm:  &d.warm,
 		kubes: d.kubes,
 	}
 	var err error
