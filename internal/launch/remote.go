@@ -106,7 +106,13 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	if err != nil {
 		return nil, err
 	}
-	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+	o, err := originOf(l.url)
+	if err != nil {
+		return nil, err
+	}
+	// headerTransport sets the headers on every request it makes, a
+	// redirect's too: a redirect may stay on the origin, never leave it.
+	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: sameOrigin{o, rt}}, MaxRetries: 2}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if sse {
 		// The event stream is the GET of Connect and lives as long as its
@@ -115,10 +121,6 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		defer context.AfterFunc(ctx, cancel)()
 		// The server names the message endpoint: it must not send the
 		// headers or the token anywhere but to the configured origin.
-		o, err := originOf(l.url)
-		if err != nil {
-			return nil, err
-		}
 		client := &http.Client{Transport: sameOrigin{o, rt}, CheckRedirect: noRedirect}
 		t = &mcp.SSEClientTransport{Endpoint: l.url, HTTPClient: client}
 	}
