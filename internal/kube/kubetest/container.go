@@ -25,8 +25,10 @@ import (
 // The root is an overlay whose lower layer is the host's / (the "image"
 // is the host's /usr, /etc, ...) and whose upper layer is a tmpfs, so the
 // container may write anywhere (unless readOnlyRootFilesystem) without
-// touching the host; /dev and /sys are the host's, /proc is the pid
-// namespace's own, and the cluster's directory (certificates, the other
+// touching the host; /dev and /sys are the host's (/sys read-only, and
+// /dev/shm a tmpfs of the container's: files there would outlive it),
+// /proc is the pid namespace's own (its sys and sysrq-trigger read-only:
+// they are the host kernel's), and the cluster's directory (certificates, the other
 // pods' volumes) is hidden under an empty tmpfs. Volume mount points are
 // created inside the chroot, so a path through a symlink of the image
 // (/var/run -> /run) resolves in the container's root, not the host's.
@@ -174,8 +176,13 @@ func (r *podRun) scripts(c corev1.Container, root, rw string, pr privileges) (st
 mkdir "$W/upper" "$W/work"
 mount -n -t overlay kubetest -o lowerdir=/,upperdir="$W/upper",workdir="$W/work" "$R"
 mount -n --rbind /dev "$R/dev"
+mount -n -t tmpfs -o nosuid,nodev,mode=1777,size=64m kubetest "$R/dev/shm"
 mount -n -t proc proc "$R/proc"
+for p in sys sysrq-trigger; do
+	if [ -e "$R/proc/$p" ]; then mount -n --bind "$R/proc/$p" "$R/proc/$p"; mount -n -o remount,bind,ro "$R/proc/$p"; fi
+done
 mount -n --rbind /sys "$R/sys"
+mount -n -o remount,bind,ro "$R/sys"
 mkdir -m 0700 "$R/.kubetest"
 `)
 	inner.WriteString("set -e\n")
