@@ -27,6 +27,10 @@
 // answer in the agent's place): Connect follows no redirect and reads no
 // answer past the message limit.
 //
+// The server's stderr reaches the pod's log with the start's secrets
+// redacted (the node keeps that log, and who may read it need not be
+// allowed the secrets).
+//
 // The agent exits when the server does, with its exit status, so the
 // pod's phase shows it; on SIGTERM it closes the server's stdin, then
 // signals it, each after a bounded grace. As a container's PID 1 (or

@@ -178,3 +178,45 @@ func TestConnectBoundsAnswers(t *testing.T) {
 		t.Errorf("the pod wrote all %d bytes of its answer: the gateway read past its %d-byte limit", n, max)
 	}
 }
+
+// TestServerStderrRedacted: what the server writes to stderr reaches the
+// pod's log (the node keeps it; `kubectl logs` shows it to whoever may
+// read logs, not only to whoever may read secrets) with the start's
+// secrets redacted: an environment value, one written in two pieces, a
+// secret file's content.
+func TestServerStderrRedacted(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := random(t)
+	fileBody := "line-one-" + random(t) + "\nline-two-" + random(t) + "\n"
+	script := `echo "token=$S" >&2
+printf '%s' "$S" | cut -c1-16 | tr -d '\n' >&2; sleep 0.2; printf '%s' "$S" | cut -c17- >&2
+printf 'key: ' >&2; cat "$SECRETS/key.pem" >&2
+echo END >&2
+exec sleep 30`
+	p := startPodCommand(t, "pod-log", ca, []string{"/bin/sh", "-c", script})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, p.addr, p.name, ca, StartRequest{
+		Env:   map[string]string{"S": secret, "SECRETS": p.secrets},
+		Files: map[string][]byte{"key.pem": []byte(fileBody)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.waitLog(t, "END")
+	log := p.log()
+	for _, leak := range []string{secret, secret[:16], secret[16:], strings.Split(fileBody, "\n")[0]} {
+		if strings.Contains(log, leak) {
+			t.Errorf("the pod's log holds a secret (%q):\n%s", leak, log)
+		}
+	}
+	for _, want := range []string{"token=[REDACTED:S]", "key: [REDACTED:key.pem]"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the pod's log lacks %q:\n%s", want, log)
+		}
+	}
+}
