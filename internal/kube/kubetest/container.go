@@ -14,10 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// A container runs as its command in new mount, pid and uts namespaces
-// made by util-linux's unshare, but in the host's network namespace:
+// A container runs as its command in new mount, uts, ipc and pid
+// namespaces made by util-linux's unshare (System V and POSIX IPC objects
+// end with it), but in the host's network namespace:
 //
-//	unshare --mount --uts --pid --fork --kill-child   (the host's child; PDEATHSIG)
+//	unshare --mount --uts --ipc --pid --fork --kill-child   (the host's child; PDEATHSIG)
 //	└─ sh: outer script   pid 1 of the container: builds the root, then execs
 //	   chroot ROOT sh: inner script   mounts the volumes at their paths, then execs
 //	   setpriv (uid, gid, groups, no_new_privs, bounding set) env -C WORKDIR CMD ARGS
@@ -81,7 +82,7 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	args := append([]string{"--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private", "--", "/bin/sh", "-c", outer, "sh"}, argv...)
+	args := append([]string{"--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private", "--", "/bin/sh", "-c", outer, "sh"}, argv...)
 	cmd := exec.Command("/usr/bin/unshare", args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
