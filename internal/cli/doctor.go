@@ -11,18 +11,26 @@ import (
 
 const doctorHelp = `USAGE
   mcpbox doctor [--json]
+  mcpbox doctor --backend kubernetes --config FILE
 
 Reports which isolation features this host supports for the current user
 (root or not), what each missing one degrades, and then starts a real
 sandbox running /bin/true as the proof that all layers apply together.
 Exits 0 when the default policy runs at full strength, 1 otherwise.
+With --backend kubernetes it checks the cluster of FILE's backend instead:
+API access, the Role of 'mcpbox kube rbac', NetworkPolicy, runtime class.
 `
 
 func (e *env) doctor(args []string) int {
 	fs := e.newFlagSet("doctor", doctorHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object per check")
+	backend := fs.String("backend", "local", "local or kubernetes")
+	cfg := fs.String("config", "mcpbox.yaml", "the config whose backend to check (kubernetes)")
 	if code, stop := e.parse(fs, args); stop {
 		return code
+	}
+	if *backend == "kubernetes" {
+		return e.kubeDoctor(*cfg)
 	}
 	if fs.NArg() > 0 {
 		e.errorf("doctor: unexpected arguments %q", fs.Args())

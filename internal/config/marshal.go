@@ -41,6 +41,7 @@ func (c *Config) Marshal() ([]byte, error) {
 	add(m, "approvals", approvalsNode(&c.Approvals))
 	add(m, "audit", auditNode(&c.Audit))
 	add(m, "oauth", oauthNode(&c.OAuth))
+	add(m, "backend", backendNode(&c.Backend))
 
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -167,6 +168,9 @@ func clientNode(c *Client) *yaml.Node {
 func sandboxNode(s *Sandbox) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "require", s.Require)
+	if s.Meta.Has("warm_pool") || s.WarmPool != 0 {
+		addInt(m, "warm_pool", s.WarmPool)
+	}
 	return m
 }
 
@@ -260,6 +264,9 @@ func serverNode(s *Server) *yaml.Node {
 	addStr(m, "credentials", s.Credentials)
 	add(m, "tools", toolsNode(&s.Tools))
 	add(m, "sandbox", sandboxNode(&s.Sandbox))
+	if s.Backend != nil {
+		addKV(m, "backend", flowIfEmpty(backendNode(s.Backend)))
+	}
 	return flowIfEmpty(m)
 }
 

@@ -19,6 +19,7 @@ func (d *decoder) config(n *node) *Config {
 		{"approvals", func(v *node, p string) { d.approvals(v, p, &c.Approvals) }},
 		{"audit", func(v *node, p string) { d.audit(v, p, &c.Audit) }},
 		{"oauth", func(v *node, p string) { d.oauth(v, p, &c.OAuth) }},
+		{"backend", func(v *node, p string) { d.backend(v, p, &c.Backend) }},
 	})
 	return c
 }
@@ -84,6 +85,7 @@ func (d *decoder) refMapping(n *node, path string) bool {
 func (d *decoder) sandbox(n *node, path string, s *Sandbox) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"require", func(v *node, p string) { s.Require = d.strs(v, p, &s.Meta, "require", d.str) }},
+		{"warm_pool", func(v *node, p string) { s.WarmPool = d.integer(v, p) }},
 	})
 }
 
@@ -166,6 +168,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"credentials", func(v *node, p string) { s.Credentials = d.str(v, p) }},
 		{"tools", func(v *node, p string) { d.tools(v, p, &s.Tools) }},
 		{"sandbox", func(v *node, p string) { d.sandbox(v, p, &s.Sandbox) }},
+		{"backend", func(v *node, p string) { s.Backend = &Backend{}; d.backend(v, p, s.Backend) }},
 	})
 }
 

@@ -18,7 +18,7 @@ var layers = map[string]int{
 	"internal/approval": 0, "internal/audit": 0, "internal/bearer": 0,
 	"internal/builtin": 0, "internal/cgroup": 0, "internal/config": 0,
 	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
-	"internal/image": 0, "internal/instance": 0, "internal/landlock": 0,
+	"internal/image": 0, "internal/instance": 0, "internal/kube": 0, "internal/landlock": 0,
 	"internal/oauth": 0, "internal/redact": 0, "internal/seccomp": 0,
 	"internal/secrets": 0, "internal/textdiff": 0,
 	// The OTLP trace exporter set up from the OTEL_* variables.
@@ -30,6 +30,8 @@ var layers = map[string]int{
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
 	// Prometheus metrics counted from the audit records.
 	"internal/metrics": 1,
+	// The egress proxy of a gateway's Kubernetes pods (mcpbox egress-proxy).
+	"internal/kube/egressproxy": 1,
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,

@@ -39,7 +39,7 @@ func AcceptDegraded(c *config.Config, all bool, layers []sandbox.Layer) {
 func checkCgroups(c *config.Config) error {
 	groups := map[string]bool{}
 	for _, s := range c.Servers {
-		if s.URL != "" || !slices.Contains(c.RequiredLayers(s), string(sandbox.LayerCgroups)) {
+		if s.URL != "" || c.IsKubernetes(s) || !slices.Contains(c.RequiredLayers(s), string(sandbox.LayerCgroups)) {
 			continue
 		}
 		if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {

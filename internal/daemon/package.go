@@ -42,6 +42,9 @@ func PackageServers(c *config.Config) ([]PackageServer, error) {
 	var out []PackageServer
 	var errs config.Errors
 	for _, s := range c.Servers {
+		if c.IsKubernetes(s) {
+			continue // its command runs in its pod's image as written
+		}
 		var ps PackageServer
 		var ok bool
 		var err error

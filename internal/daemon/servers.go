@@ -75,6 +75,12 @@ type wiring struct {
 	images imageSetup
 	// pulled, by server name, replaces the pinned image (update); nil: none.
 	pulled map[string]*image.Image
+	// warm collects the Close of each launcher with a warm pool; nil:
+	// no warm pools (pin).
+	warm *[]func()
+	// kubes runs the servers of the kubernetes backend (kube.go); nil:
+	// such servers are refused (only serve runs them).
+	kubes *kubeSetup
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -95,6 +101,8 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 		var err error
 		if s.URL != "" {
 			w.remote(gs, s)
+		} else if w.c.IsKubernetes(s) {
+			err = w.kube(gs, s)
 		} else if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
 			err = member(groups, gs, g, s)
 		} else {
@@ -191,7 +199,13 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 			return fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
 		}
 	}
+	if w.warm != nil {
+		lo.WarmPool = w.c.WarmPool(s)
+	}
 	l := launch.NewLocal(lo)
+	if lo.WarmPool > 0 {
+		*w.warm = append(*w.warm, l.Close)
+	}
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release
 	return nil

@@ -24,6 +24,17 @@
 // chunk as they do to copies. Elsewhere (another platform, a chunked body,
 // an intercepted connection) bytes are copied.
 //
+// # Shared proxies
+//
+// Where clients cannot each have a socket of their own (pods of a
+// Kubernetes cluster reach one proxy Service), Options.Authorize makes a
+// front proxy that tells them apart by credentials: every HTTP request must
+// carry Proxy-Authorization: Basic (else 407), and Authorize maps its user
+// and password to the client's own Proxy, whose rules, limits and log then
+// decide and carry the connection as if it had been accepted there (its
+// MaxConns and byte totals count it; its Close ends it). The credentials
+// are never forwarded. SOCKS, which has none here, is refused.
+//
 // # Interception
 //
 // With Options.Injector (and Options.CA) set, a CONNECT to a target the

@@ -56,6 +56,9 @@ func (s *session) serve() Event {
 	switch {
 	case err != nil:
 		s.deny("reading request: " + describeReadErr(err, hr))
+	case first[0] == socksVersion && s.p.opts.Authorize != nil:
+		s.ev.Kind = "socks"
+		s.deny("SOCKS carries no proxy credentials here: use HTTP CONNECT")
 	case first[0] == socksVersion:
 		s.ev.Kind = "socks"
 		s.serveSOCKS(cc, br, hr)

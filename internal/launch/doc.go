@@ -1,6 +1,8 @@
 // Package launch holds the backends that start a configured server for a
 // scope: Local runs it in a sandbox on this host, Remote connects to a
-// remote Streamable HTTP server, and Group runs the servers of one group
+// remote Streamable HTTP server, Kube runs it as a pod of a Kubernetes
+// cluster (internal/kube) reached through the mcpbox agent in the pod,
+// and Group runs the servers of one group
 // in one sandbox under internal/group's supervisor. The gateway reaches a
 // backend through gateway.Server's Launch (On) and Release.
 //
@@ -15,5 +17,5 @@
 // layer 3 (internal/conventions/layers_test.go): it imports gateway (for
 // its types), sandbox, specconv, workspace, track, instance (the overlay
 // lock), group, secrets, redact, egress, cgroup (stats), audit (event
-// names) and config.
+// names), config and kube.
 package launch

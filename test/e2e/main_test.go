@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"mcpbox/internal/kube/kubetest"
 )
 
 var (
@@ -53,6 +55,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building binaries:", err)
 		return 1
 	}
+	defer kubetest.StopShared()
 	return m.Run()
 }
 

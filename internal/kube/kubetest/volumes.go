@@ -180,6 +180,13 @@ func (r *podRun) writeProjection(dir string, defaultMode *int32, sources []corev
 		if err := os.Chmod(p, os.FileMode(m)&0o777); err != nil {
 			return err
 		}
+		// The kubelet gives a volume's files the pod's fsGroup as group,
+		// so that a mode such as 0440 is readable by the pod's user.
+		if sc := r.pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+			if err := os.Chown(p, -1, int(*sc.FSGroup)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

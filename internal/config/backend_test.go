@@ -1,0 +1,83 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const kubeTop = "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  kubeconfig: /k/config\n"
+
+// TestBackendKubernetes loads a kubernetes backend, a server's override,
+// and prints both back.
+func TestBackendKubernetes(t *testing.T) {
+	src := kubeTop + "  runtime_class: gvisor\n  image_pull_secrets: [reg]\n  node_selector: {pool: mcp}\n" +
+		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n" +
+		"servers:\n  a:\n    command: [srv]\n    network: {egress: [{host: api.example.com}]}\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata}\n" +
+		"  c:\n    command: [local-srv]\n    backend: {kind: local}\n  d:\n    url: https://x.example/mcp\n"
+	c, err := Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.BackendOf(c.Server("a")), c.BackendOf(c.Server("b"))
+	if a.Kind != BackendKubernetes || a.Namespace != "mcp" || a.RuntimeClass != "gvisor" || a.Image != "reg.example/base:1" ||
+		len(a.Tolerations) != 1 || a.Tolerations[0].Operator != "Exists" || a.NodeSelector[0].Name != "pool" {
+		t.Errorf("a: %+v", a)
+	}
+	if b.Namespace != "other" || b.RuntimeClass != "kata" || b.Kubeconfig != "/k/config" || b.AgentPath != "/mcpbox" {
+		t.Errorf("b: %+v", b)
+	}
+	if c.IsKubernetes(c.Server("c")) {
+		t.Error("c: override to local lost")
+	}
+	// A pod's egress goes through the gateway's egress proxy.
+	if eg := c.Server("a").Network.Egress; len(eg) != 1 || eg[0].Host != "api.example.com" {
+		t.Errorf("a's egress: %+v", eg)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Load("t.yaml", out)
+	if err != nil {
+		t.Fatalf("reloading %s: %v", out, err)
+	}
+	if got := c2.BackendOf(c2.Server("b")); got.Namespace != "other" || got.RuntimeClass != "kata" || len(got.Tolerations) != 1 {
+		t.Errorf("round trip: %+v\n%s", got, out)
+	}
+}
+
+// TestBackendInvalid checks the refusals: bad values, and what a pod
+// cannot do for a server (fail closed at load).
+func TestBackendInvalid(t *testing.T) {
+	srv := "servers:\n  s:\n    command: [srv]\n"
+	tests := []struct{ name, yaml, want string }{
+		{"kind", "version: 1\nbackend: {kind: nomad}\n" + srv, `backend.kind: "nomad": want local or kubernetes`},
+		{"no namespace", "version: 1\nbackend: {kind: kubernetes, in_cluster: true, image: r/b:1}\n" + srv, "no backend.namespace"},
+		{"no credentials", "version: 1\nbackend: {kind: kubernetes, namespace: x, image: r/b:1}\n" + srv, "backend needs kubeconfig: FILE or in_cluster: true"},
+		{"both credentials", kubeTop + "  in_cluster: true\n  image: r/b:1\n" + srv, "kubeconfig and in_cluster: true are exclusive"},
+		{"namespace", "version: 1\nbackend: {kind: kubernetes, namespace: Bad_NS, in_cluster: true, image: r/b:1}\n" + srv, `"Bad_NS" is not a namespace name`},
+		{"local keys", "version: 1\nbackend: {kind: local, namespace: x}\n" + srv, "backend.namespace: only applies to kind: kubernetes"},
+		{"no image", kubeTop + srv, "needs backend.image"},
+		{"toleration", kubeTop + "  image: r/b:1\n  tolerations: [{key: k, operator: Maybe}]\n" + srv, `operator: "Maybe": want Equal or Exists`},
+		{"cidr", kubeTop + "  image: r/b:1\n  gateway_cidrs: [10.0.0.1/8]\n" + srv, "want a CIDR"},
+		{"agent path", kubeTop + "  image: r/b:1\n  agent_path: mcpbox\n" + srv, "want an absolute path in the image"},
+		{"forward", kubeTop + "  image: r/b:1\n" + srv + "    network: {forward: [{listen: 127.0.0.1:5432, to: db.internal:5432}]}\n", "network.forward is the local sandbox's"},
+		{"input", kubeTop + "  image: r/b:1\n" + srv + "    filesystem: {input: {source: .}}\n", "filesystem.input is a host directory"},
+		{"inject", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: env:T, inject: {hosts: [a.example], header: X}}}\n", "inject (added at the egress proxy) is not available"},
+		{"builtin", kubeTop + "  image: r/b:1\nservers:\n  w:\n    builtin: workspace\n", "the built-in server runs on this host only"},
+		{"image args", kubeTop + "  image: r/b:1\nservers:\n  i:\n    image: r/i:1\n", "an image server needs args"},
+		{"group", kubeTop + "  image: r/b:1\n" + srv + "    placement: group:g\n", "groups share a local sandbox"},
+		{"url kind", "version: 1\nservers:\n  s:\n    url: https://x.example/mcp\n    backend: {kind: kubernetes, namespace: x, in_cluster: true}\n", "a url server runs elsewhere already"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("t.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "t.yaml:") {
+				t.Errorf("error has no position: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/kube"
+	"mcpbox/internal/launch"
+	"mcpbox/internal/podagent"
+	"mcpbox/internal/specconv"
+)
+
+// kubeSetup is what the kubernetes servers of one serve share: the pod
+// CA (in the state dir, so a restarted gateway trusts the same pods'
+// certificates it issued) and, per cluster and namespace, a client and
+// this gateway's registration (owner object and lease).
+type kubeSetup struct {
+	base     string // the config's dir, for a relative kubeconfig
+	stateDir string
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	ca    *podagent.CA         // guarded by mu
+	conns map[string]*kubeConn // guarded by mu; by kubeconfig and namespace
+}
+
+// kubeConn is one cluster and namespace this gateway has pods in.
+type kubeConn struct {
+	client *kube.Client
+	gw     *kube.Gateway
+	ns     string
+	key    string     // kubeConnKey
+	egress kubeEgress // the pods' egress proxy, made at first need
+}
+
+// kubeConnKey names a backend's cluster and namespace.
+func kubeConnKey(b config.Backend) string {
+	return b.Kubeconfig + "\x00" + fmt.Sprint(b.InCluster) + "\x00" + b.Namespace
+}
+
+func newKubeSetup(base, stateDir string, log *slog.Logger) *kubeSetup {
+	return &kubeSetup{base: base, stateDir: stateDir, log: log, conns: map[string]*kubeConn{}}
+}
+
+// conn returns the client and registration for b, made at first use:
+// before registering, the owner objects of gateways whose lease expired
+// (crashed ones) are deleted, and with them everything they made.
+func (k *kubeSetup) conn(ctx context.Context, b config.Backend) (*kubeConn, error) {
+	key := kubeConnKey(b)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if kc, ok := k.conns[key]; ok {
+		return kc, nil
+	}
+	var cfg kube.Config
+	var err error
+	if b.InCluster {
+		cfg, err = kube.InCluster()
+	} else {
+		cfg, err = kube.LoadKubeconfig(specconv.Resolve(k.base, b.Kubeconfig))
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, err := kube.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := kube.CollectExpired(ctx, c, b.Namespace, time.Now())
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("kubernetes namespace %s: collecting the objects of dead gateways: %w", b.Namespace, err)
+	}
+	for _, id := range gone {
+		k.log.Info("deleted the objects of a gateway whose lease expired", "namespace", b.Namespace, "gateway", id)
+	}
+	idb := make([]byte, 4)
+	_, _ = rand.Read(idb)
+	gw, err := kube.Register(ctx, c, b.Namespace, hex.EncodeToString(idb), 0)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace, key: key}
+	k.conns[key] = kc
+	return kc, nil
+}
+
+// podCA is the gateway's pod CA, loaded or made at first use.
+func (k *kubeSetup) podCA() (*podagent.CA, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ca == nil {
+		ca, err := podagent.LoadOrCreateCA(filepath.Join(k.stateDir, "kube-ca"))
+		if err != nil {
+			return nil, fmt.Errorf("the pod CA: %w", err)
+		}
+		k.ca = ca
+	}
+	return k.ca, nil
+}
+
+// close deletes every registration's owner object (the garbage collector
+// then deletes every object of this gateway); the gateway has stopped
+// its pods already.
+func (k *kubeSetup) close() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, kc := range k.conns {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := kc.gw.Close(ctx); err != nil {
+			k.log.Warn("deleting this gateway's kubernetes objects", "namespace", kc.ns, "err", err)
+		}
+		cancel()
+		kc.client.Close()
+	}
+	k.conns = map[string]*kubeConn{}
+}
+
+// kube launches gs as pods of the kubernetes backend.
+func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
+	if w.kubes == nil {
+		return fmt.Errorf("server %s: the kubernetes backend runs with serve only", s.Name)
+	}
+	ctx := w.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b := w.c.BackendOf(s)
+	kc, err := w.kubes.conn(ctx, b)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	ca, err := w.kubes.podCA()
+	if err != nil {
+		return err
+	}
+	ko := launch.KubeOptions{
+		Name: s.Name, Client: kc.client, Namespace: kc.ns, Gateway: kc.gw,
+		Pod: specconv.KubePod(w.c, s), StorageClass: b.StorageClass, Secrets: s.Secrets, GatewayCIDRs: b.GatewayCIDRs,
+		Book: w.book, Log: w.log,
+		Issue: func(pod string) ([]byte, []byte, []byte, error) {
+			cert, key, err := ca.IssuePod(pod)
+			return cert, key, ca.CAPEM(), err
+		},
+		Connect: func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) (mcp.Connection, error) {
+			return podagent.Connect(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
+		},
+	}
+	if len(s.Network.Egress) > 0 || kc.egress.made() {
+		// Also without egress once the proxy exists: a reload that took
+		// a server's allowlist away rewrites the proxy's config.
+		if err := kc.egress.ensure(ctx, kc, w.c, s); err != nil {
+			return fmt.Errorf("server %s: %w", s.Name, err)
+		}
+	}
+	if len(s.Network.Egress) > 0 {
+		ko.Proxy = true
+		ko.ProxyEnv = func(ctx context.Context, pod string) (map[string]string, error) {
+			kc.egress.waitReady(ctx, kc, w.log)
+			return kc.egress.env(w.book, pod, s.Name)
+		}
+	}
+	if w.guard != nil {
+		ko.Observer = w.guard
+	}
+	l, err := launch.NewKube(ko)
+	if err != nil {
+		return err
+	}
+	gs.Launch = launch.On(l)
+	gs.Release = l.Release
+	return nil
+}
+
+// KubeDoctor checks the cluster of c's kubernetes backend (the top-level
+// one, or the first server's that has one): API access, the RBAC Role of
+// `mcpbox kube rbac`, the NetworkPolicy API, the runtime class. base is
+// the config's dir. It prints one line per check on w and reports
+// whether all passed.
+func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
+	b := c.Backend
+	for _, s := range c.Servers {
+		if b.Kind == config.BackendKubernetes {
+			break
+		}
+		b = c.BackendOf(s)
+	}
+	if b.Kind != config.BackendKubernetes {
+		return false, fmt.Errorf("the config has no backend of kind kubernetes")
+	}
+	var cfg kube.Config
+	var err error
+	if b.InCluster {
+		cfg, err = kube.InCluster()
+	} else {
+		cfg, err = kube.LoadKubeconfig(specconv.Resolve(base, b.Kubeconfig))
+	}
+	if err != nil {
+		return false, err
+	}
+	cl, err := kube.New(cfg)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	ok := true
+	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass) {
+		status := "ok"
+		if !ch.OK {
+			status, ok = "FAILED", false
+		}
+		fmt.Fprintf(w, "%-14s %-7s %s\n", ch.Name, status, ch.Detail)
+	}
+	return ok, nil
+}

@@ -1,0 +1,283 @@
+package kube_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"mcpbox/internal/kube"
+	"mcpbox/internal/kube/kubetest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kubetest.StopShared()
+	os.Exit(code)
+}
+
+// clusterClient returns the package's shared control plane, an admin
+// client of package kube and a namespace of the test's own.
+func clusterClient(t *testing.T) (*kubetest.Cluster, *kube.Client, string) {
+	t.Helper()
+	cl := kubetest.Shared(t)
+	c := clientFor(t, cl.Kubeconfig)
+	ns := kube.LabelValue(t.Name(), 40)
+	cl.CreateNamespace(t, ns)
+	return cl, c, ns
+}
+
+func clientFor(t *testing.T, kubeconfig string) *kube.Client {
+	t.Helper()
+	cfg, err := kube.LoadKubeconfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestObjectsOnAPIServer creates a server's objects through the real API
+// server and reads them back: the hardening survives admission and
+// defaulting, every object has the labels and the owner reference, and
+// deleting the owner lets the garbage collector delete them all.
+func TestObjectsOnAPIServer(t *testing.T) {
+	_, c, ns := clusterClient(t)
+	ctx := ctxT(t, 2*time.Minute)
+	gw, err := kube.Register(ctx, c, ns, "gw1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Abandon)
+	ref := gw.Ref()
+	pod := kube.Pod(kube.PodOptions{Name: "p1", Gateway: "gw1", Server: "srv", Scope: kube.ScopeHash("a"), Owner: ref,
+		Image: "x", Command: kube.AgentCommand("/mcpbox", []string{"srv"}), TLSSecret: "p1-tls",
+		Limits: kube.Limits{CPU: 0.25, Memory: 128 << 20, EphemeralStorage: 256 << 20}, Output: true, OutputSize: 1 << 20})
+	var got corev1.Pod
+	if err := c.Create(ctx, kube.Pods, ns, pod, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, kube.Secrets, ns, kube.PodTLS("p1-tls", "gw1", "srv", ref, []byte("c"), []byte("k"), []byte("ca")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, kube.NetworkPolicies, ns, kube.NetworkPolicy(kube.PolicyOptions{Gateway: "gw1", Server: "srv", Owner: ref}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, kube.Pods, ns, "p1", &got); err != nil {
+		t.Fatal(err)
+	}
+	sc := got.Spec.Containers[0].SecurityContext
+	switch {
+	case *got.Spec.AutomountServiceAccountToken:
+		t.Error("token automount on after admission")
+	case !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) > 0:
+		t.Errorf("container security context after admission: %+v", sc)
+	case !*got.Spec.SecurityContext.RunAsNonRoot || *got.Spec.SecurityContext.RunAsUser == 0:
+		t.Errorf("pod security context after admission: %+v", got.Spec.SecurityContext)
+	case sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Error("seccomp profile lost")
+	}
+	for _, v := range got.Spec.Volumes {
+		if v.Projected != nil {
+			t.Errorf("a projected volume (a token?) was added: %s", v.Name)
+		}
+	}
+	var np networkingv1.NetworkPolicyList
+	if err := c.List(ctx, kube.NetworkPolicies, ns, kube.Selector("gw1", ""), &np); err != nil {
+		t.Fatal(err)
+	}
+	if len(np.Items) != 1 || len(np.Items[0].Spec.Egress) != 0 || len(np.Items[0].Spec.PolicyTypes) != 2 {
+		t.Fatalf("network policies %+v", np.Items)
+	}
+	// Every object of the gateway: labelled and owned.
+	for _, r := range []kube.Resource{kube.Pods, kube.Secrets, kube.NetworkPolicies, kube.Leases} {
+		var list struct {
+			Items []metav1.PartialObjectMetadata `json:"items"`
+		}
+		if err := c.List(ctx, r, ns, kube.Selector("gw1", ""), &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			t.Errorf("%s: none labelled for the gateway", r.Plural)
+		}
+		for _, o := range list.Items {
+			if len(o.OwnerReferences) != 1 || o.OwnerReferences[0].UID != gw.Owner.UID {
+				t.Errorf("%s %s: owner references %v", r.Plural, o.Name, o.OwnerReferences)
+			}
+			if o.Labels[kube.LabelManagedBy] != "mcpbox" {
+				t.Errorf("%s %s: labels %v", r.Plural, o.Name, o.Labels)
+			}
+		}
+	}
+	// Deleting the owner collects everything.
+	if err := gw.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, ns, "gw1", 60*time.Second)
+}
+
+// waitGone waits until no pod, secret, network policy or lease of
+// gateway is left.
+func waitGone(t *testing.T, c *kube.Client, ns, gateway string, d time.Duration) {
+	t.Helper()
+	ctx := ctxT(t, d)
+	for {
+		left := []string{}
+		for _, r := range []kube.Resource{kube.Pods, kube.Secrets, kube.NetworkPolicies, kube.Leases, kube.ConfigMaps} {
+			var list struct {
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := c.List(ctx, r, ns, kube.Selector(gateway, ""), &list); err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) > 0 {
+				left = append(left, r.Plural)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("objects of gateway %s left after %s: %s", gateway, d, strings.Join(left, ", "))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestCollectExpired: a gateway that stops renewing (a crash) is
+// collected by the next one once its lease expired; a live one is not.
+func TestCollectExpired(t *testing.T) {
+	_, c, ns := clusterClient(t)
+	ctx := ctxT(t, 2*time.Minute)
+	dead, err := kube.Register(ctx, c, ns, "dead", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Abandon()
+	live, err := kube.Register(ctx, c, ns, "live", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Close(context.Background()) })
+	if err := c.Create(ctx, kube.Pods, ns, kube.Pod(kube.PodOptions{Name: "orphan", Gateway: "dead", Server: "s",
+		Owner: dead.Ref(), Image: "x", Command: []string{"x"}, TLSSecret: "none"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := kube.CollectExpired(ctx, c, ns, time.Now()); err != nil || len(got) != 0 {
+		t.Fatalf("collected %v (%v) before the lease expired", got, err)
+	}
+	time.Sleep(3 * time.Second) // the live one renews every 2s/3
+	got, err := kube.CollectExpired(ctx, c, ns, time.Now())
+	if err != nil || len(got) != 1 || got[0] != "dead" {
+		t.Fatalf("collected %v (%v), want [dead]", got, err)
+	}
+	waitGone(t, c, ns, "dead", 60*time.Second)
+	var l coordinationv1.Lease
+	if err := c.Get(ctx, kube.Leases, ns, kube.LeaseName("live"), &l); err != nil {
+		t.Fatalf("the live gateway's lease: %v", err)
+	}
+}
+
+// TestRBACSuffices: a user bound to exactly the Role of RBAC can do all
+// the backend does and doctor finds nothing missing; without it, doctor
+// reports the permissions missing and a create is forbidden.
+func TestRBACSuffices(t *testing.T) {
+	cl, admin, ns := clusterClient(t)
+	ctx := ctxT(t, 3*time.Minute)
+	user := clientFor(t, cl.UserKubeconfig(t, "gateway"))
+	checks := kube.Doctor(ctx, user, ns, "")
+	if ok(checks, "rbac") {
+		t.Fatalf("a user with no role passed the RBAC check: %+v", checks)
+	}
+	if _, err := kube.Register(ctx, user, ns, "nope", 0); !kube.IsForbidden(err) {
+		t.Fatalf("register without the role: %v, want forbidden", err)
+	}
+	role := rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: "mcpbox-gateway"}, Rules: kube.Rules()}
+	bind := rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: "mcpbox-gateway"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "mcpbox-gateway"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "gateway"}}}
+	rbacAPI := kube.Resource{API: "/apis/rbac.authorization.k8s.io/v1", Plural: "roles"}
+	if err := admin.Create(ctx, rbacAPI, ns, role, nil); err != nil {
+		t.Fatal(err)
+	}
+	rbacAPI.Plural = "rolebindings"
+	if err := admin.Create(ctx, rbacAPI, ns, bind, nil); err != nil {
+		t.Fatal(err)
+	}
+	// RBAC caches settle within a moment.
+	deadline := time.Now().Add(20 * time.Second)
+	for checks = kube.Doctor(ctx, user, ns, ""); !ok(checks, "rbac") && time.Now().Before(deadline); checks = kube.Doctor(ctx, user, ns, "") {
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, ch := range checks {
+		if !ch.OK {
+			t.Errorf("doctor with the role: %s: %s", ch.Name, ch.Detail)
+		}
+	}
+	// Everything the backend does, as that user.
+	gw, err := kube.Register(ctx, user, ns, "gw", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Create(ctx, kube.NetworkPolicies, ns, kube.NetworkPolicy(kube.PolicyOptions{Gateway: "gw", Server: "s", Owner: gw.Ref()}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Create(ctx, kube.Secrets, ns, kube.PodTLS("p-tls", "gw", "s", gw.Ref(), []byte("c"), []byte("k"), []byte("ca")), nil); err != nil {
+		t.Fatal(err)
+	}
+	po := kube.PodOptions{Name: "p", Gateway: "gw", Server: "s", Owner: gw.Ref(), Image: "x",
+		Command: []string{"/bin/sleep", "60"}, TLSSecret: "p-tls"}
+	if err := user.Create(ctx, kube.Pods, ns, kube.Pod(po), nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := user.WatchPod(ctx, ns, "p", func(p *corev1.Pod) (bool, error) { return p.Status.PodIP != "", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.PodIP == "" {
+		t.Fatal("no pod IP")
+	}
+	if err := user.Delete(ctx, kube.Pods, ns, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CollectExpired(ctx, user, ns, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What the role does not give: reading secrets.
+	if err := user.Get(ctx, kube.Secrets, ns, "p-tls", nil); !kube.IsForbidden(err) {
+		t.Errorf("reading a secret with the role: %v, want forbidden", err)
+	}
+}
+
+func ok(checks []kube.Check, name string) bool {
+	for _, c := range checks {
+		if c.Name == name {
+			return c.OK
+		}
+	}
+	return false
+}

@@ -1,0 +1,159 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Rules are the permissions the gateway needs in its namespace, and no
+// more: it never reads a Secret (it only creates the pods' TLS Secrets),
+// never execs into or reads the logs of a pod through the API.
+func Rules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "list", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"services", "persistentvolumeclaims"}, Verbs: []string{"create", "get", "delete"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get", "delete"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "delete"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "get", "list", "patch", "delete"}},
+	}
+}
+
+// RBAC returns the Role and its RoleBinding to subject (a service
+// account "system:serviceaccount:NS:NAME" or a user name) as YAML, for
+// `kubectl apply -f -`.
+func RBAC(ns, subject string) ([]byte, error) {
+	role := rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: "mcpbox-gateway", Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}},
+		Rules:      Rules(),
+	}
+	subj := rbacv1.Subject{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: subject}
+	if rest, ok := strings.CutPrefix(subject, "system:serviceaccount:"); ok {
+		sns, name, _ := strings.Cut(rest, ":")
+		subj = rbacv1.Subject{Kind: "ServiceAccount", Namespace: sns, Name: name}
+	}
+	bind := rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: role.ObjectMeta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{subj},
+	}
+	var out []byte
+	for i, obj := range []any{role, bind} {
+		y, err := toYAML(obj)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, y...)
+	}
+	return out, nil
+}
+
+// toYAML is obj's JSON form (the API's field names) as YAML.
+func toYAML(obj any) ([]byte, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+// CanI asks the API server whether the client may do verb on resource of
+// group in ns (a SelfSubjectAccessReview).
+func (c *Client) CanI(ctx context.Context, ns, group, resource, verb string) (bool, error) {
+	r := authorizationv1.SelfSubjectAccessReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SelfSubjectAccessReview"},
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Group: group, Resource: resource, Verb: verb}},
+	}
+	if err := c.Create(ctx, AccessReviews, "", &r, &r); err != nil {
+		return false, err
+	}
+	return r.Status.Allowed, nil
+}
+
+// Check is one line of `mcpbox doctor --backend kubernetes`.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// Doctor checks what the backend needs of a cluster: API access, every
+// permission of Rules in ns, the NetworkPolicy API, and runtimeClass if
+// set.
+func Doctor(ctx context.Context, c *Client, ns, runtimeClass string) []Check {
+	var out []Check
+	var ver struct{ GitVersion string }
+	if err := c.do(ctx, "GET", "/version", nil, nil, "", &ver); err != nil {
+		return append(out, Check{"api", false, err.Error()})
+	}
+	out = append(out, Check{"api", true, "kubernetes " + ver.GitVersion + " at " + c.base.Host})
+	var missing []string
+	for _, r := range Rules() {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				ok, err := c.CanI(ctx, ns, r.APIGroups[0], res, v)
+				if err != nil {
+					return append(out, Check{"rbac", false, err.Error()})
+				}
+				if !ok {
+					missing = append(missing, v+" "+qualified(r.APIGroups[0], res))
+				}
+			}
+		}
+	}
+	if missing != nil {
+		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac`)", ns, strings.Join(missing, ", "))})
+	} else {
+		out = append(out, Check{"rbac", true, "namespace " + ns + ": every permission of `mcpbox kube rbac`"})
+	}
+	if err := c.do(ctx, "GET", NetworkPolicies.API, nil, nil, "", nil); err != nil {
+		out = append(out, Check{"networkpolicy", false, "the NetworkPolicy API is not served: " + err.Error()})
+	} else {
+		out = append(out, Check{"networkpolicy", true, "API served (enforced only if the cluster's network plugin implements it)"})
+	}
+	if runtimeClass != "" {
+		err := c.Get(ctx, RuntimeClasses, "", runtimeClass, nil)
+		switch {
+		case err == nil:
+			out = append(out, Check{"runtimeclass", true, runtimeClass + " exists"})
+		case IsForbidden(err):
+			out = append(out, Check{"runtimeclass", true, runtimeClass + ": not verifiable (no permission to read runtimeclasses); pods fail to schedule if it is missing"})
+		default:
+			out = append(out, Check{"runtimeclass", false, runtimeClass + ": " + err.Error()})
+		}
+	}
+	return out
+}
+
+func qualified(group, res string) string {
+	if group == "" {
+		return res
+	}
+	return res + "." + group
+}

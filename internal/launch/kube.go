@@ -1,0 +1,506 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"mcpbox/internal/cgroup"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/kube"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/track"
+)
+
+// KubeOptions configure a Kube backend. Client, Gateway, Pod.Image,
+// Pod.Command, Issue and Connect are required.
+type KubeOptions struct {
+	// Name is the server's name.
+	Name string
+	// Client and Namespace are where the pods go; Gateway is this
+	// gateway's owner object and lease (kube.Register).
+	Client    *kube.Client
+	Namespace string
+	Gateway   *kube.Gateway
+	// Pod is the template of the server's pods: image, command (the
+	// agent's, kube.AgentCommand), environment, limits, volumes and
+	// scheduling. Name, Gateway, Server, Scope, Owner, TLSSecret and
+	// OutputClaim are set per start.
+	Pod kube.PodOptions
+	// Proxy: the server's pods may reach the gateway's egress proxy (the
+	// server has an egress allowlist).
+	Proxy bool
+	// ProxyEnv, with Proxy, is a pod's egress proxy environment
+	// (egressproxy.ProxyEnv: the proxy's address and the pod's token),
+	// sent to its agent with the secrets at start, never in the pod's
+	// spec. It is called once per pod, with the start's context and the
+	// pod's name.
+	ProxyEnv func(ctx context.Context, pod string) (map[string]string, error)
+	// GatewayCIDRs, if set, are the addresses the NetworkPolicy admits
+	// the gateway from; nil: pods labelled mcpbox.dev/role=gateway.
+	GatewayCIDRs []string
+	// StorageClass, if set and Pod.Output is, makes each agent's output a
+	// PersistentVolumeClaim of that class ("default": the cluster's
+	// default class), kept when the pod goes (idle, stop, the gateway's
+	// end) like a local workspace; else the output is an emptyDir that
+	// goes with the pod.
+	StorageClass string
+	// Secrets are resolved at each start and sent to the pod's agent over
+	// its mutual-TLS channel, never through the API (etcd).
+	Secrets []config.Secret
+	// Issue returns a certificate and key for the pod name and the CA's
+	// certificate (podagent.CA).
+	Issue func(pod string) (certPEM, keyPEM, caPEM []byte, err error)
+	// Connect connects to the pod's agent at addr over mutual TLS, sends
+	// it env and files, and returns the server's connection
+	// (podagent.Connect).
+	Connect func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) (mcp.Connection, error)
+	// StartTimeout bounds a start (the pod scheduled, pulled, running,
+	// the agent reached); zero: 2 minutes.
+	StartTimeout time.Duration
+	// Book learns every secret value before the pod is made; nil: one of
+	// the backend's own.
+	Book *redact.Book
+	// Observer, if set, is told of each pod's life (the audit).
+	Observer Observer
+	// Log is the gateway's log; nil: nothing is logged.
+	Log *slog.Logger
+}
+
+// Kube runs each scope's instance of a server as a pod of a Kubernetes
+// cluster, behind a NetworkPolicy of the server, reached through the
+// mcpbox agent in the pod over mutual TLS.
+type Kube struct {
+	o   KubeOptions
+	log *slog.Logger
+
+	policyOnce sync.Once
+	policyErr  error
+
+	live liveSet
+}
+
+var _ Backend = (*Kube)(nil)
+
+// NewKube returns the Kubernetes backend of one server.
+func NewKube(o KubeOptions) (*Kube, error) {
+	switch {
+	case o.Client == nil || o.Gateway == nil:
+		return nil, errors.New("kubernetes backend: no client or gateway")
+	case o.Pod.Image == "":
+		return nil, fmt.Errorf("server %s: the kubernetes backend needs an image (image: or backend.image)", o.Name)
+	case o.Issue == nil || o.Connect == nil:
+		return nil, errors.New("kubernetes backend: no certificate issuer or agent connector")
+	}
+	for _, s := range o.Secrets {
+		if s.Inject != nil {
+			return nil, fmt.Errorf("server %s: secret %s: inject (secrets added at the egress proxy) is not available on the kubernetes backend", o.Name, s.Name)
+		}
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 2 * time.Minute
+	}
+	if o.Book == nil {
+		o.Book = &redact.Book{}
+	}
+	k := &Kube{o: o, log: o.Log}
+	if k.log == nil {
+		k.log = slog.New(slog.DiscardHandler)
+	}
+	return k, nil
+}
+
+func (k *Kube) obs() Observer {
+	if k.o.Observer == nil {
+		return noObserver{}
+	}
+	return k.o.Observer
+}
+
+// kubeInstance is one pod of the server.
+type kubeInstance struct {
+	k     *Kube
+	scope gateway.Scope
+	pod   string
+	tls   string
+	rec   *track.Sandbox
+	conn  mcp.Connection
+
+	untrack func()
+	once    sync.Once
+	ended   chan struct{}
+	status  string // written before ended closes
+	// expected: the pod was running (or exited 0) when it was stopped,
+	// so its end is a stop, not a crash (for the audit); written before
+	// ended closes.
+	expected bool
+	// exited0: its server exited with status 0 (Process.Clean, which the
+	// gateway asks only of an end it did not cause); written before
+	// ended closes.
+	exited0 bool
+}
+
+// Start makes the scope's pod and connects to its agent: the server's
+// NetworkPolicy (once per backend), the workspace claim, the pod's TLS
+// Secret, the pod; then it waits until the pod runs and has an IP, and
+// hands the agent the server's secrets. A failed start deletes what it
+// made.
+func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err error) {
+	ctx, cancel := context.WithTimeout(ctx, k.o.StartTimeout)
+	defer cancel()
+	env, files, err := k.resolveSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.ensurePolicy(ctx); err != nil {
+		return nil, err
+	}
+	in := &kubeInstance{k: k, scope: scope, rec: track.NewSandbox(), ended: make(chan struct{})}
+	hash := kube.ScopeHash(scopeKey(scope))
+	in.pod = "mcpbox-" + kube.LabelValue(k.o.Name, 30) + "-" + hash[:8] + "-" + randHex(3)
+	in.tls = in.pod + "-tls"
+	defer func() {
+		if err != nil {
+			in.deleteObjects(context.WithoutCancel(ctx))
+		}
+	}()
+	po := k.o.Pod
+	po.Name, po.Gateway, po.Server, po.Scope = in.pod, k.o.Gateway.ID(), k.o.Name, hash
+	po.Owner, po.TLSSecret = k.o.Gateway.Ref(), in.tls
+	if po.Output && k.o.StorageClass != "" {
+		if po.OutputClaim, err = k.ensureClaim(ctx, scope, hash); err != nil {
+			return nil, err
+		}
+		in.rec.Workspace = po.OutputClaim
+	}
+	if k.o.Proxy && k.o.ProxyEnv != nil {
+		penv, err := k.o.ProxyEnv(ctx, in.pod)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: the egress proxy: %w", k.o.Name, err)
+		}
+		maps.Copy(env, penv) // env is this start's own
+	}
+	cert, key, ca, err := k.o.Issue(in.pod)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the certificate of pod %s: %w", in.pod, err)
+	}
+	c, ns := k.o.Client, k.o.Namespace
+	if err := c.Create(ctx, kube.Secrets, ns, kube.PodTLS(in.tls, po.Gateway, k.o.Name, po.Owner, cert, key, ca), nil); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, kube.Pods, ns, kube.Pod(po), nil); err != nil {
+		return nil, err
+	}
+	pod, err := c.WatchPod(ctx, ns, in.pod, podReady)
+	if err != nil {
+		return nil, fmt.Errorf("starting server %s: %w", k.o.Name, err)
+	}
+	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(kube.AgentPort))
+	conn, err := k.connect(ctx, addr, in.pod, env, files)
+	if err != nil {
+		// Say how the pod is, which is often why.
+		var now corev1.Pod
+		if gerr := c.Get(context.WithoutCancel(ctx), kube.Pods, ns, in.pod, &now); gerr == nil {
+			return nil, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err)
+		}
+		return nil, fmt.Errorf("connecting to the agent of pod %s: %w", in.pod, err)
+	}
+	in.conn = conn
+	in.rec.SetState(gateway.StateRunning)
+	in.untrack = k.obs().SandboxStarted(k.o.Name, scope, in.rec)
+	k.live.add(in)
+	k.log.Info("pod started", "server", k.o.Name, "pod", in.pod, "ip", pod.Status.PodIP)
+	return in, nil
+}
+
+// connect retries the agent while it does not listen yet (the pod runs
+// before its agent listens), looking at the pod once a second: an agent
+// that ended will not listen.
+func (k *Kube) connect(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) (mcp.Connection, error) {
+	delay := 20 * time.Millisecond
+	checked := time.Now()
+	for {
+		conn, err := k.o.Connect(ctx, addr, pod, env, files)
+		if err == nil || !isRefused(err) {
+			return conn, err
+		}
+		if time.Since(checked) >= time.Second {
+			checked = time.Now()
+			var p corev1.Pod
+			if gerr := k.o.Client.Get(ctx, kube.Pods, k.o.Namespace, pod, &p); gerr == nil && p.Status.Phase != corev1.PodRunning {
+				return nil, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+func isRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// podReady: the pod runs and has an IP; a pod that ended or cannot start
+// is an error that says why.
+func podReady(p *corev1.Pod) (bool, error) {
+	switch p.Status.Phase {
+	case corev1.PodRunning:
+		return p.Status.PodIP != "", nil
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p))
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" ||
+			w.Reason == "CreateContainerConfigError" || w.Reason == "InvalidImageName") {
+			return false, fmt.Errorf("pod %s cannot start: %s: %s", p.Name, w.Reason, w.Message)
+		}
+	}
+	return false, nil
+}
+
+// podStatus says how a pod's server container ended.
+func podStatus(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			s := fmt.Sprintf("exited with status %d", t.ExitCode)
+			switch t.Reason {
+			case "OOMKilled":
+				s = "killed: out of memory"
+			case "", "Error", "Completed":
+			default:
+				s += " (" + t.Reason + ")"
+			}
+			return s
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			return fmt.Sprintf("restarted after exiting with status %d", t.ExitCode)
+		}
+	}
+	if p.Status.Reason != "" {
+		return p.Status.Reason + ": " + p.Status.Message
+	}
+	return string(p.Status.Phase)
+}
+
+// resolveSecrets resolves the server's secrets, teaches the book their
+// values, and returns them as the agent's start request: env or files.
+func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[string][]byte, error) {
+	plain, _, err := ResolveAll(ctx, k.o.Secrets)
+	if err != nil {
+		return nil, nil, err
+	}
+	env, files := map[string]string{}, map[string][]byte{}
+	for _, s := range plain {
+		if err := k.o.Book.Add(s.Name, s.Value); err != nil {
+			return nil, nil, fmt.Errorf("secret %s: %w", s.Name, err)
+		}
+		if s.AsFile {
+			files[s.Name] = s.Value
+		} else {
+			env[s.Name] = string(s.Value)
+		}
+	}
+	return env, files, nil
+}
+
+// ensurePolicy creates the server's NetworkPolicy once; one that exists
+// (a start after a failed one) is kept.
+func (k *Kube) ensurePolicy(ctx context.Context) error {
+	k.policyOnce.Do(func() {
+		np := kube.NetworkPolicy(kube.PolicyOptions{Gateway: k.o.Gateway.ID(), Server: k.o.Name,
+			Owner: k.o.Gateway.Ref(), Proxy: k.o.Proxy, GatewayFrom: kube.CIDRPeers(k.o.GatewayCIDRs)})
+		if err := k.o.Client.Create(ctx, kube.NetworkPolicies, k.o.Namespace, np, nil); err != nil && !kube.IsAlreadyExists(err) {
+			k.policyErr = err
+		}
+	})
+	if k.policyErr != nil {
+		// Fail closed, and try again at the next start.
+		err := k.policyErr
+		k.policyOnce, k.policyErr = sync.Once{}, nil
+		return fmt.Errorf("server %s: the network policy: %w", k.o.Name, err)
+	}
+	return nil
+}
+
+// ensureClaim makes the scope's workspace claim unless it exists. It has
+// no owner: it outlives the gateway, as a local workspace does.
+func (k *Kube) ensureClaim(ctx context.Context, scope gateway.Scope, hash string) (string, error) {
+	name := "mcpbox-ws-" + kube.LabelValue(k.o.Name, 30) + "-" + hash
+	size := k.o.Pod.OutputSize
+	if size == 0 {
+		size = 1 << 30
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy,
+			kube.LabelServer: kube.LabelValue(k.o.Name, 63), kube.LabelScope: hash}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}},
+		},
+	}
+	if k.o.StorageClass != "default" {
+		pvc.Spec.StorageClassName = &k.o.StorageClass
+	}
+	if scope.Session != "" {
+		// A session's workspace goes with the gateway (Release deletes
+		// it sooner).
+		pvc.OwnerReferences = []metav1.OwnerReference{k.o.Gateway.Ref()}
+	}
+	err := k.o.Client.Create(ctx, kube.PVCs, k.o.Namespace, pvc, nil)
+	if err != nil && !kube.IsAlreadyExists(err) {
+		return "", err
+	}
+	return name, nil
+}
+
+// scopeKey is a scope's identity as text.
+func scopeKey(s gateway.Scope) string { return "agent=" + s.Agent + "\x00session=" + s.Session }
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Release deletes a session's workspace claim once the session is over.
+func (k *Kube) Release(scope gateway.Scope) {
+	if scope.Session == "" || k.o.StorageClass == "" || !k.o.Pod.Output {
+		return
+	}
+	name := "mcpbox-ws-" + kube.LabelValue(k.o.Name, 30) + "-" + kube.ScopeHash(scopeKey(scope))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.o.Client.Delete(ctx, kube.PVCs, k.o.Namespace, name); err != nil {
+		k.log.Warn("deleting a session's workspace claim", "server", k.o.Name, "claim", name, "err", err)
+	}
+}
+
+// List returns the pods started and not yet stopped.
+func (k *Kube) List() []Instance { return k.live.list() }
+
+// Scope is the scope the pod serves.
+func (in *kubeInstance) Scope() gateway.Scope { return in.scope }
+
+// Stop reads how the pod's server ended (a crash is not a stop), then
+// deletes the pod and its TLS Secret. The workspace claim stays.
+func (in *kubeInstance) Stop() {
+	in.once.Do(func() {
+		k := in.k
+		in.rec.MarkStopping()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		in.status, in.expected = "stopped", true
+		var pod corev1.Pod
+		if err := k.o.Client.Get(ctx, kube.Pods, k.o.Namespace, in.pod, &pod); err == nil &&
+			(pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
+			in.status = podStatus(&pod)
+			in.exited0 = pod.Status.Phase == corev1.PodSucceeded
+			in.expected = in.exited0
+		} else if kube.IsNotFound(err) {
+			in.status, in.expected = "the pod was deleted", false
+		}
+		in.deleteObjects(ctx)
+		in.rec.SetExit(in.status)
+		if in.expected {
+			in.rec.SetState(gateway.StateStopped)
+		} else {
+			in.rec.SetState(gateway.StateFailed)
+		}
+		k.obs().SandboxEnded(k.o.Name, in.scope, in.rec, in.status, in.expected)
+		if in.untrack != nil {
+			in.untrack()
+		}
+		k.live.remove(in)
+		close(in.ended)
+	})
+}
+
+// deleteObjects deletes the pod and its TLS Secret.
+func (in *kubeInstance) deleteObjects(ctx context.Context) {
+	c, ns := in.k.o.Client, in.k.o.Namespace
+	if err := c.Delete(ctx, kube.Pods, ns, in.pod); err != nil {
+		in.k.log.Warn("deleting a pod", "server", in.k.o.Name, "pod", in.pod, "err", err)
+	}
+	if err := c.Delete(ctx, kube.Secrets, ns, in.tls); err != nil {
+		in.k.log.Warn("deleting a pod's TLS secret", "server", in.k.o.Name, "secret", in.tls, "err", err)
+	}
+}
+
+// Pause is not a freeze on Kubernetes: an idle pod is stopped (scaled to
+// zero; the workspace claim stays) and the next call starts a new one,
+// which the gateway does when Process.Pause is nil.
+func (in *kubeInstance) Pause() error { return ErrUnsupported }
+
+// Resume: see Pause.
+func (in *kubeInstance) Resume() error { return ErrUnsupported }
+
+// Stats is not read from the cluster (that needs the metrics API).
+func (in *kubeInstance) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, ErrUnsupported }
+
+// Process hands the gateway the agent's connection; Pause is left nil so
+// that idleness stops the pod.
+func (in *kubeInstance) Process() *gateway.Process {
+	return &gateway.Process{
+		Conn:  in.conn,
+		Stop:  in.Stop,
+		Roots: kubeRoots(in.k.o.Pod),
+		Clean: func() bool {
+			select {
+			case <-in.ended:
+				return in.exited0
+			case <-time.After(stopGrace):
+				return false
+			}
+		},
+		Describe: func() string {
+			select {
+			case <-in.ended:
+				return in.status
+			default:
+				return ""
+			}
+		},
+	}
+}
+
+func kubeRoots(po kube.PodOptions) []gateway.Root {
+	var rs []gateway.Root
+	if po.InputClaim != "" {
+		rs = append(rs, gateway.Root{URI: "file://" + kube.InputDir, Name: "input"})
+	}
+	if po.Output || po.OutputClaim != "" {
+		rs = append(rs, gateway.Root{URI: "file://" + kube.OutputDir, Name: "output"})
+	}
+	return rs
+}
+
+// PodName is the name of the instance's pod (for tests and `mcpbox ps`).
+func PodName(in Instance) string {
+	if k, ok := in.(*kubeInstance); ok {
+		return k.pod
+	}
+	return ""
+}

@@ -1,0 +1,374 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"mcpbox/internal/kube"
+	"mcpbox/internal/kube/kubetest"
+)
+
+// kubeEnv is a control plane with a test node, a namespace and a
+// serve config whose backend is that cluster.
+type kubeEnv struct {
+	cluster *kubetest.Cluster
+	client  *kube.Client
+	ns      string
+	dir     string
+	config  string
+}
+
+const kubeSecret = "kube-e2e-secret-0123456789abcdef"
+
+// kubeSetup starts the cluster and writes a config with server k (the
+// test MCP server) on the kubernetes backend, two clients (alice, bob;
+// scope agent), a secret delivered at start, an idle stop of idle, and
+// the crash tool denied.
+func kubeSetup(t *testing.T, idle string) *kubeEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the kubernetes test node needs root")
+	}
+	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(t.Name(), 40)}
+	e.cluster.CreateNamespace(t, e.ns)
+	cfg, err := kube.LoadKubeconfig(e.cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.client, err = kube.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.client.Close)
+	agent, server := kubeBins(t)
+	e.dir = gwDir(t, mode{uid: -1})
+	srv := map[string]any{
+		"command":    []string{server, "-name", "k"},
+		"secrets":    map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"}},
+		"filesystem": map[string]any{"output": map[string]any{"size": "16Mi"}},
+		"tools":      map[string]any{"allow": []string{"*"}, "deny": []string{"crash"}},
+	}
+	if idle != "" {
+		srv["lifecycle"] = map[string]any{"idle": idle}
+	}
+	c := map[string]any{
+		"version": 1, "state_dir": filepath.Join(e.dir, "state"),
+		"clients": []map[string]any{
+			{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}},
+			{"name": "bob", "token": map[string]string{"from": "env:TOK_BOB"}},
+		},
+		"backend": map[string]any{"kind": "kubernetes", "namespace": e.ns, "kubeconfig": e.cluster.Kubeconfig,
+			"agent_path": agent, "image": "mcpbox.test/base:1"},
+		"servers": map[string]any{"k": srv},
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.config = filepath.Join(e.dir, "mcpbox.yaml")
+	if err := os.WriteFile(e.config, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// kubeBins copies mcpbox (the agent) and the test MCP server out of
+// /tmp, which a pod's /tmp emptyDir hides on the test node, into a dir
+// every uid can read, removed at cleanup.
+func kubeBins(tb testing.TB) (agent, server string) {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "mcpbox-kube-e2e-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	agent, server = filepath.Join(dir, "mcpbox"), filepath.Join(dir, "mcpserver")
+	for src, dst := range map[string]string{mcpboxBin: agent, filepath.Join(goBuild(tb, gwServerPkg), "mcpserver"): server} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return agent, server
+}
+
+// serve runs the gateway over the config; the pods' logs are kept and
+// shown if the test fails.
+func (e *kubeEnv) serve(t *testing.T) *gwGateway {
+	e.keepLogs(t)
+	return gwServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret,
+		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
+}
+
+// keepLogs collects the server pods' logs while the test runs (the test
+// node drops them with the pod) and logs them if it fails.
+func (e *kubeEnv) keepLogs(t *testing.T) {
+	logs := map[string]string{}
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var l corev1.PodList
+			err := e.client.List(ctx, kube.Pods, e.ns, "", &l)
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, p := range l.Items {
+				if s, err := e.cluster.Node.Logs(e.ns, p.Name, "server"); err == nil && s != "" {
+					mu.Lock()
+					logs[p.Name] = s
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			for name, s := range logs {
+				t.Logf("pod %s log:\n%s", name, s)
+			}
+		}
+	})
+}
+
+// pods lists the server pods in the namespace.
+func (e *kubeEnv) pods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var l corev1.PodList
+	if err := e.client.List(ctx, kube.Pods, e.ns, kube.LabelManagedBy+"="+kube.ManagedBy+","+kube.LabelRole+"="+kube.RoleServer, &l); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waitPods waits until n server pods are left (not being deleted).
+func (e *kubeEnv) waitPods(t *testing.T, n int, d time.Duration) []corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ps := e.pods(t)
+		if len(ps) == n {
+			return ps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d server pods after %s, want %d", len(ps), d, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func kubeSession(t *testing.T, ctx context.Context, g *gwGateway, token string) *mcp.ClientSession {
+	hc := &http.Client{Transport: gwBearer{token: token, base: gwHTTP.Transport}}
+	return gwConnect(t, ctx, g.url, hc, nil, gwLegacy)
+}
+
+// TestKubeGateway runs the gateway core with backend: kubernetes against
+// a real API server and the test node: tools over HTTP to a server in a
+// pod, per-agent scopes as distinct pods, policy deny, a secret delivered
+// at start and redacted, the pods' hardening and network policy as the
+// API server holds them, and everything gone after the gateway stops.
+func TestKubeGateway(t *testing.T) {
+	e := kubeSetup(t, "")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	if got := gwMustCall(t, alice, "echo", map[string]any{"text": "hi from a pod"}, "hi from a pod"); got == "" {
+		t.Fatal("empty echo")
+	}
+	names := gwToolNames(t, ctx, alice)
+	if !names["echo"] || names["crash"] {
+		t.Errorf("tools/list: %v (want echo, not the denied crash)", names)
+	}
+	if _, err := gwCall(ctx, alice, "crash", nil); err == nil {
+		t.Error("the denied tool crash was called")
+	}
+	// The secret reached the server (its env) and comes back redacted.
+	got, err := gwCall(ctx, alice, "getenv", map[string]any{"text": "API_TOKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, kubeSecret) || !strings.Contains(got, "REDACTED") {
+		t.Errorf("getenv API_TOKEN through the gateway = %q, want it redacted", got)
+	}
+	// ... and is in no object of the API server.
+	raw, err := json.Marshal(e.pods(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), kubeSecret) {
+		t.Error("the secret is in a pod object")
+	}
+	bob := kubeSession(t, ctx, g, "bob-token-0123456789abcdef")
+	ia := gwMustCall(t, alice, "instance", nil, "")
+	ib := gwMustCall(t, bob, "instance", nil, "")
+	if ia == ib {
+		t.Errorf("alice and bob share a server instance %q", ia)
+	}
+	pods := e.waitPods(t, 2, 30*time.Second)
+	if pods[0].Labels[kube.LabelScope] == pods[1].Labels[kube.LabelScope] {
+		t.Errorf("two agents' pods have one scope label %q", pods[0].Labels[kube.LabelScope])
+	}
+	for _, p := range pods {
+		kubeCheckPod(t, &p)
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := e.client.List(ctx, kube.NetworkPolicies, e.ns, kube.LabelManagedBy+"=mcpbox", &nps); err != nil {
+		t.Fatal(err)
+	}
+	if len(nps.Items) != 1 {
+		t.Fatalf("%d network policies, want 1", len(nps.Items))
+	}
+	np := nps.Items[0]
+	if len(np.Spec.Egress) != 0 || len(np.Spec.Ingress) != 1 || np.Spec.PodSelector.MatchLabels[kube.LabelServer] != "k" ||
+		np.OwnerReferences[0].UID != pods[0].OwnerReferences[0].UID {
+		t.Errorf("network policy %+v", np.Spec)
+	}
+	// The stop deletes the gateway's owner object: the garbage collector
+	// takes everything else.
+	gwClose(t, alice)
+	gwClose(t, bob)
+	g.stop(t)
+	e.waitPods(t, 0, 60*time.Second)
+}
+
+// kubeCheckPod asserts a server pod's hardening as the API server holds
+// it.
+func kubeCheckPod(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	s := p.Spec
+	c := s.Containers[0]
+	sc := c.SecurityContext
+	switch {
+	case s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken:
+		t.Errorf("pod %s: service-account token mounted", p.Name)
+	case sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Add) > 0 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("pod %s: security context %+v", p.Name, sc)
+	case !*s.SecurityContext.RunAsNonRoot || *s.SecurityContext.RunAsUser != kube.RunAsUser:
+		t.Errorf("pod %s: runs as %+v", p.Name, s.SecurityContext)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("pod %s: no RuntimeDefault seccomp", p.Name)
+	case c.Resources.Limits.Memory().Value() == 0:
+		t.Errorf("pod %s: no memory limit", p.Name)
+	case len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "ConfigMap":
+		t.Errorf("pod %s: owner %v", p.Name, p.OwnerReferences)
+	case p.Labels[kube.LabelGateway] == "" || p.Labels[kube.LabelServer] != "k":
+		t.Errorf("pod %s: labels %v", p.Name, p.Labels)
+	}
+	for _, e := range c.Env {
+		if strings.Contains(e.Name, "TOKEN") {
+			t.Errorf("pod %s: env %s in the pod spec", p.Name, e.Name)
+		}
+	}
+}
+
+// TestKubeIdleWake: an idle pod is deleted (scale to zero) and the next
+// call starts a new one.
+func TestKubeIdleWake(t *testing.T) {
+	e := kubeSetup(t, "2s")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	first := gwMustCall(t, alice, "instance", nil, "")
+	before := e.waitPods(t, 1, 30*time.Second)
+	e.waitPods(t, 0, 60*time.Second)
+	second := gwMustCall(t, alice, "instance", nil, "")
+	if first == second {
+		t.Errorf("the same instance %q after an idle stop", first)
+	}
+	after := e.waitPods(t, 1, 30*time.Second)
+	if before[0].Name == after[0].Name {
+		t.Errorf("the pod %s was not replaced", after[0].Name)
+	}
+}
+
+// TestKubeCrashCleanup: a gateway killed with SIGKILL leaves its pods;
+// once its lease has expired (here: its renew time set 5 minutes back,
+// as if the gateway had been dead that long) the next gateway to start in
+// the namespace deletes its owner object and the garbage collector its
+// pods, while the new gateway's own pods serve.
+func TestKubeCrashCleanup(t *testing.T) {
+	e := kubeSetup(t, "")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	gwMustCall(t, alice, "echo", map[string]any{"text": "x"}, "x")
+	old := e.waitPods(t, 1, 30*time.Second)[0]
+	dead := old.Labels[kube.LabelGateway]
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-g.done
+	g.err = nil // killed on purpose: the cleanup's exit check does not apply
+	// Still there: nobody deleted anything.
+	if ps := e.pods(t); len(ps) != 1 || ps[0].Name != old.Name {
+		t.Fatalf("pods after the crash: %d", len(ps))
+	}
+	past := time.Now().Add(-5 * time.Minute).UTC().Format("2006-01-02T15:04:05.000000Z")
+	if err := e.client.Patch(ctx, kube.Leases, e.ns, kube.LeaseName(dead),
+		map[string]any{"spec": map[string]any{"renewTime": past}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g2 := e.serve(t)
+	bob := kubeSession(t, ctx, g2, "bob-token-0123456789abcdef")
+	gwMustCall(t, bob, "echo", map[string]any{"text": "y"}, "y")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var left []string
+		for _, p := range e.pods(t) {
+			if p.Labels[kube.LabelGateway] == dead {
+				left = append(left, p.Name)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods of the dead gateway %s left: %v", dead, left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var cm corev1.ConfigMap
+	if err := e.client.Get(ctx, kube.ConfigMaps, e.ns, kube.OwnerName(dead), &cm); !kube.IsNotFound(err) {
+		t.Errorf("the dead gateway's owner object: %v, want not found", err)
+	}
+}
