@@ -29,7 +29,10 @@ type kubeEnv struct {
 	config  string
 }
 
-const kubeSecret = "kube-e2e-secret-0123456789abcdef"
+const (
+	kubeSecret     = "kube-e2e-secret-0123456789abcdef"
+	kubeFileSecret = "kube-e2e-file-secret-fedcba9876543210"
+)
 
 // kubeSetup starts the cluster and writes a config with server k (the
 // test MCP server) on the kubernetes backend, two clients (alice, bob;
@@ -53,8 +56,9 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	agent, server := kubeBins(t)
 	e.dir = gwDir(t, mode{uid: -1})
 	srv := map[string]any{
-		"command":    []string{server, "-name", "k"},
-		"secrets":    map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"}},
+		"command": []string{server, "-name", "k"},
+		"secrets": map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"},
+			"FILE_TOKEN": map[string]string{"from": "env:KUBE_E2E_FILE_SECRET", "as": "file"}},
 		"filesystem": map[string]any{"output": map[string]any{"size": "16Mi"}},
 		"tools":      map[string]any{"allow": []string{"*"}, "deny": []string{"crash"}},
 	}
@@ -112,7 +116,7 @@ func kubeBins(tb testing.TB) (agent, server string) {
 // shown if the test fails.
 func (e *kubeEnv) serve(t *testing.T) *gwGateway {
 	e.keepLogs(t)
-	return gwServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret,
+	return gwServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret, "KUBE_E2E_FILE_SECRET="+kubeFileSecret,
 		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
 }
 
@@ -370,5 +374,23 @@ func TestKubeCrashCleanup(t *testing.T) {
 	var cm corev1.ConfigMap
 	if err := e.client.Get(ctx, kube.ConfigMaps, e.ns, kube.OwnerName(dead), &cm); !kube.IsNotFound(err) {
 		t.Errorf("the dead gateway's owner object: %v, want not found", err)
+	}
+}
+
+// TestKubeStdio: serve over stdio with the server in a pod; a secret
+// delivered as a file reaches /run/secrets in the pod (a memory
+// emptyDir) and comes back redacted.
+func TestKubeStdio(t *testing.T) {
+	e := kubeSetup(t, "")
+	e.keepLogs(t)
+	sess, _ := imServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret, "KUBE_E2E_FILE_SECRET="+kubeFileSecret,
+		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
+	gwMustCall(t, sess, "echo", map[string]any{"text": "over stdio"}, "over stdio")
+	got := gwMustCall(t, sess, "read_any", map[string]any{"path": "/run/secrets/FILE_TOKEN"}, "")
+	if strings.Contains(got, kubeFileSecret) || !strings.Contains(got, "REDACTED") {
+		t.Errorf("the file secret through the gateway = %q, want it redacted", got)
+	}
+	if ps := e.pods(t); len(ps) != 1 {
+		t.Errorf("%d pods, want 1", len(ps))
 	}
 }
