@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fs2"
+	"github.com/opencontainers/cgroups/fscommon"
 	"golang.org/x/sys/unix"
 )
 
@@ -247,4 +250,41 @@ func killPids(pids []int) error {
 		}
 	}
 	return nil
+}
+
+// ExitStats returns the part of Stats that tells how a sandbox ended:
+// MemoryPeak, OOMKills and PidsLimitHits; the other fields are 0. It reads
+// three files where Stats reads every controller's statistics, a cost a
+// sandbox's exit waits for.
+func (c *Cgroup) ExitStats() (Stats, error) {
+	var s Stats
+	var errs []error
+	var mem, pids string
+	switch b := c.b.(type) {
+	case *v1:
+		mem, pids = b.paths["memory"], b.paths["pids"]
+		if mem != "" {
+			s.MemoryPeak, errs = readUint(mem, "memory.max_usage_in_bytes", errs)
+			s.OOMKills = optional(fs.OOMKillCount(mem))
+		}
+	case *v2:
+		mem, pids = b.dir, b.dir
+		s.MemoryPeak = optional(fscommon.GetCgroupParamUint(mem, "memory.peak"))
+		s.OOMKills = optional(fs2.OOMKillCount(mem))
+	}
+	if pids != "" {
+		s.PidsLimitHits = optional(fscommon.GetValueByKey(pids, "pids.events", "max"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s, fmt.Errorf("reading exit stats of cgroup %s: %w", c.id, err)
+	}
+	return s, nil
+}
+
+func readUint(dir, file string, errs []error) (uint64, []error) {
+	v, err := fscommon.GetCgroupParamUint(dir, file)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return v, errs
 }

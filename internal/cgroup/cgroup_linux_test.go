@@ -209,6 +209,21 @@ func TestMemoryLimitOOMKill(t *testing.T) {
 	if st.MemoryPeak == 0 || st.MemoryPeak > limit {
 		t.Errorf("Stats().MemoryPeak = %d, want in (0, %d]", st.MemoryPeak, limit)
 	}
+	checkExitStats(t, c, st)
+}
+
+// checkExitStats checks that ExitStats agrees with Stats st on the
+// fields it reads.
+func checkExitStats(t *testing.T, c *Cgroup, st Stats) {
+	t.Helper()
+	ex, err := c.ExitStats()
+	if err != nil {
+		t.Fatalf("ExitStats: %v", err)
+	}
+	want := Stats{MemoryPeak: st.MemoryPeak, OOMKills: st.OOMKills, PidsLimitHits: st.PidsLimitHits}
+	if diff := cmp.Diff(want, ex); diff != "" {
+		t.Errorf("ExitStats differs from Stats (-Stats +ExitStats):\n%s", diff)
+	}
 }
 
 func TestPidsLimitBoundsForkBomb(t *testing.T) {
@@ -252,6 +267,11 @@ func TestPidsLimitBoundsForkBomb(t *testing.T) {
 	if pids, err := c.Pids(); err != nil || len(pids) != 0 {
 		t.Errorf("after Kill, Pids() = %v, %v", pids, err)
 	}
+	// Nothing runs any more: the figures hold still between the reads.
+	if st, err = c.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	checkExitStats(t, c, st)
 }
 
 func TestCPULimitThrottles(t *testing.T) {

@@ -2,6 +2,8 @@
 
 package cgroup
 
+import "os"
+
 // Cgroup is a sandbox cgroup; without Linux there are none.
 type Cgroup struct{}
 
@@ -46,3 +48,12 @@ func Probe() Report {
 
 // CleanupStale returns ErrUnsupported.
 func CleanupStale() ([]string, error) { return nil, ErrUnsupported }
+
+// SpawnInside returns ErrUnsupported without running start.
+func (c *Cgroup) SpawnInside(start func() error) error { return ErrUnsupported }
+
+// DirFD returns ErrUnsupported.
+func (c *Cgroup) DirFD() (*os.File, error) { return nil, ErrUnsupported }
+
+// ExitStats returns ErrUnsupported.
+func (c *Cgroup) ExitStats() (Stats, error) { return Stats{}, ErrUnsupported }

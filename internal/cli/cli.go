@@ -13,6 +13,7 @@ import (
 	"io"
 	"strings"
 
+	"mcpbox/internal/kube/egressproxy"
 	"mcpbox/internal/podagent"
 )
 
@@ -98,12 +99,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return env.builtinMain(args[1:])
 	case "__group":
 		return env.groupMain(args[1:])
+	case "agent": // in a Kubernetes pod; see internal/podagent
+		return podagent.Main(args[1:], stderr)
+	case "egress-proxy": // in the egress proxy's pods (Kubernetes backend)
+		return egressproxy.Main(args[1:], stdout, stderr)
 	case "serve":
 		return env.serve(args[1:])
 	case "kube":
 		return env.kubeCmd(args[1:])
-	case "agent":
-		return podagent.Main(args[1:], stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "mcpbox", Version)
 		return 0

@@ -1,10 +1,6 @@
 package cli
 
 import (
-	"context"
-	"path/filepath"
-	"time"
-
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/kube"
 )
@@ -32,17 +28,9 @@ func (e *env) kubeCmd(args []string) int {
 
 // kubeDoctor is `doctor --backend kubernetes --config FILE`.
 func (e *env) kubeDoctor(path string) int {
-	c, err := loadConfig(path)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		var ok bool
-		if ok, err = daemon.KubeDoctor(ctx, c, filepath.Dir(path), e.stdout); err == nil && ok {
-			return 0
-		}
-	}
+	ok, err := daemon.KubeDoctorFile(path, e.stdout)
 	if err != nil {
 		e.errorf("doctor: %v", err)
 	}
-	return 1
+	return btoi(!ok)
 }

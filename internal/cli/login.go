@@ -3,18 +3,22 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"mcpbox/internal/daemon"
 )
 
 const loginHelp = `USAGE
-  mcpbox login SERVER [--no-browser] [--client NAME] [--config FILE] [--state-dir DIR]
+  mcpbox login SERVER [--no-browser] [--client NAME] [--scope "A B"] [--config FILE] [--state-dir DIR]
+  mcpbox login --status [--config FILE] [--state-dir DIR]
   mcpbox logout SERVER [--client NAME] [--config FILE] [--state-dir DIR]
 
 login (servers.SERVER.oauth) prints the authorization URL as the first line
 of standard output, opens a browser unless --no-browser, waits up to 5 min
 for the redirect on 127.0.0.1 and exits 0 once the tokens are stored,
-encrypted in the state dir. logout revokes and deletes them.
+encrypted in the state dir. logout revokes and deletes them. --status lists
+each remote server's login state (expiry, needs login), never a token.
 `
 
 func (e *env) login(cmd string, args []string) int {
@@ -23,6 +27,8 @@ func (e *env) login(cmd string, args []string) int {
 	stateDir := fs.String("state-dir", "", "the gateway's state `DIR`")
 	client := fs.String("client", "", "the client identity `NAME` whose token it is")
 	noBrowser := fs.Bool("no-browser", false, "only print the authorization URL")
+	scope := fs.String("scope", "", "the `SCOPES` to ask for instead of the config's")
+	status := fs.Bool("status", false, "list the login state of each remote server")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
@@ -30,19 +36,25 @@ func (e *env) login(cmd string, args []string) int {
 	if code, stop := e.parse(fs, fs.Args()[min(1, fs.NArg()):]); stop { // flags may follow SERVER
 		return code
 	}
-	if server == "" || fs.NArg() > 0 {
-		e.errorf("%s: want one SERVER", cmd)
-		return exitUsage
-	}
 	c, base, err := loadConfigOrDefault(*cfg)
 	if err != nil {
 		e.errorf("%s: %v", cmd, err)
 		return exitUsage
 	}
+	if *status && server == "" {
+		for _, l := range daemon.LoginSummary(c, *cfg, *stateDir) {
+			fmt.Fprintf(e.stdout, "%s\t%s\n", l.Server, l.State)
+		}
+		return 0
+	}
+	if server == "" || fs.NArg() > 0 {
+		e.errorf("%s: want one SERVER", cmd)
+		return exitUsage
+	}
 	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
 	o := daemon.LoginOptions{Config: c, ConfigPath: *cfg, Base: base, StateDir: *stateDir, Server: server,
-		Client: *client, NoBrowser: *noBrowser, Stdout: e.stdout, Stderr: e.stderr}
+		Client: *client, NoBrowser: *noBrowser, Scopes: strings.Fields(*scope), Stdout: e.stdout, Stderr: e.stderr}
 	run := map[string]func(context.Context, daemon.LoginOptions) error{"login": daemon.Login, "logout": daemon.Logout}[cmd]
 	var ce *daemon.ConfigError
 	if err := run(ctx, o); err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -73,20 +72,14 @@ func (f adminFlags) dir(e *env, cmd string) (string, bool) {
 		return "", false
 	}
 	c, err := loadConfig(*f.config)
-	if err != nil {
-		e.errorf("%s: %v", cmd, err)
-		return "", false
+	if err == nil {
+		var dir string
+		if dir, err = specconv.ConfigStateDir(c, *f.config); err == nil {
+			return dir, true
+		}
 	}
-	// A project's own state dir is made by its serve, not by looking.
-	dir, err := specconv.ProjectStateDir(*f.config, filepath.Dir(*f.config))
-	if c.StateDir != "" {
-		dir, err = specconv.StateDir(c, *f.config, filepath.Dir(*f.config), "")
-	}
-	if err != nil {
-		e.errorf("%s: %v", cmd, err)
-		return "", false
-	}
-	return dir, true
+	e.errorf("%s: %v", cmd, err)
+	return "", false
 }
 
 func (e *env) approvals(args []string) int {

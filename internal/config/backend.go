@@ -316,8 +316,11 @@ func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
 	if s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
 		bad(s.Filesystem.Output.Meta.At("source"), "filesystem.output.source is a host directory, which a pod cannot mount")
 	}
-	if len(s.Network.Egress) > 0 || len(s.Network.Forward) > 0 {
-		bad(s.Network.Meta.Pos, "network: the pods' egress proxy is not available yet, so a pod has no network at all; remove network or run the server locally")
+	if len(s.Network.Forward) > 0 {
+		// network.egress goes through the gateway's egress proxy
+		// Deployment; a forward's fixed port inside the sandbox has no
+		// pod counterpart.
+		bad(s.Network.Meta.At("forward"), "network.forward is the local sandbox's; a pod reaches hosts through network.egress and the proxy")
 	}
 	for _, sec := range s.Secrets {
 		if sec.Inject != nil {

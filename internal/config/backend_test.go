@@ -12,7 +12,7 @@ const kubeTop = "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  k
 func TestBackendKubernetes(t *testing.T) {
 	src := kubeTop + "  runtime_class: gvisor\n  image_pull_secrets: [reg]\n  node_selector: {pool: mcp}\n" +
 		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n" +
-		"servers:\n  a:\n    command: [srv]\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata}\n" +
+		"servers:\n  a:\n    command: [srv]\n    network: {egress: [{host: api.example.com}]}\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata}\n" +
 		"  c:\n    command: [local-srv]\n    backend: {kind: local}\n  d:\n    url: https://x.example/mcp\n"
 	c, err := Load("t.yaml", []byte(src))
 	if err != nil {
@@ -28,6 +28,10 @@ func TestBackendKubernetes(t *testing.T) {
 	}
 	if c.IsKubernetes(c.Server("c")) {
 		t.Error("c: override to local lost")
+	}
+	// A pod's egress goes through the gateway's egress proxy.
+	if eg := c.Server("a").Network.Egress; len(eg) != 1 || eg[0].Host != "api.example.com" {
+		t.Errorf("a's egress: %+v", eg)
 	}
 	out, err := c.Marshal()
 	if err != nil {
@@ -57,7 +61,7 @@ func TestBackendInvalid(t *testing.T) {
 		{"toleration", kubeTop + "  image: r/b:1\n  tolerations: [{key: k, operator: Maybe}]\n" + srv, `operator: "Maybe": want Equal or Exists`},
 		{"cidr", kubeTop + "  image: r/b:1\n  gateway_cidrs: [10.0.0.1/8]\n" + srv, "want a CIDR"},
 		{"agent path", kubeTop + "  image: r/b:1\n  agent_path: mcpbox\n" + srv, "want an absolute path in the image"},
-		{"egress", kubeTop + "  image: r/b:1\n" + srv + "    network: {egress: [{host: api.example.com}]}\n", "the pods' egress proxy is not available yet"},
+		{"forward", kubeTop + "  image: r/b:1\n" + srv + "    network: {forward: [{listen: 127.0.0.1:5432, to: db.internal:5432}]}\n", "network.forward is the local sandbox's"},
 		{"input", kubeTop + "  image: r/b:1\n" + srv + "    filesystem: {input: {source: .}}\n", "filesystem.input is a host directory"},
 		{"inject", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: env:T, inject: {hosts: [a.example], header: X}}}\n", "inject (added at the egress proxy) is not available"},
 		{"builtin", kubeTop + "  image: r/b:1\nservers:\n  w:\n    builtin: workspace\n", "the built-in server runs on this host only"},

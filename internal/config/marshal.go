@@ -168,6 +168,9 @@ func clientNode(c *Client) *yaml.Node {
 func sandboxNode(s *Sandbox) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "require", s.Require)
+	if s.Meta.Has("warm_pool") || s.WarmPool != 0 {
+		addInt(m, "warm_pool", s.WarmPool)
+	}
 	return m
 }
 
@@ -200,6 +203,7 @@ func serverNode(s *Server) *yaml.Node {
 	addStr(m, "image_platform", s.Image.Platform)
 	addStrs(m, "args", s.Args)
 	addStr(m, "url", s.URL)
+	addStr(m, "transport", s.Transport)
 	addStr(m, "builtin", s.Builtin)
 	if s.Commands.Allow != nil || s.Commands.Deny != nil || s.Commands.Approve != nil || s.Commands.Meta.Pos != (Pos{}) {
 		c := mapNode()

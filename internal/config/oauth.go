@@ -42,7 +42,10 @@ type HTTPOAuth struct {
 	Resource        string   // the gateway's resource URI, the tokens' aud; required
 	IdentityClaim   string   // the claim naming the client; empty: sub
 	ScopesSupported []string // advertised in the resource metadata
-	Meta            Meta
+	// GenericTyp also accepts tokens typed JWT or untyped (issuers that do
+	// not follow RFC 9068's at+jwt); false: typ must be at+jwt.
+	GenericTyp bool
+	Meta       Meta
 }
 
 func (d *decoder) ref(v *node, p string, t *Token) {
@@ -79,6 +82,7 @@ func (d *decoder) httpOAuth(n *node, path string) *HTTPOAuth {
 		{"resource", func(v *node, p string) { o.Resource = d.str(v, p) }},
 		{"identity_claim", func(v *node, p string) { o.IdentityClaim = d.str(v, p) }},
 		{"scopes_supported", func(v *node, p string) { o.ScopesSupported = d.strs(v, p, &o.Meta, "scopes_supported", d.str) }},
+		{"generic_typ", func(v *node, p string) { o.GenericTyp = d.boolean(v, p) }},
 	})
 	return o
 }
@@ -227,6 +231,7 @@ func httpOAuthNode(o *HTTPOAuth) *node {
 	addStr(m, "resource", o.Resource)
 	addStr(m, "identity_claim", o.IdentityClaim)
 	addStrs(m, "scopes_supported", o.ScopesSupported)
+	addBool(m, "generic_typ", o.GenericTyp)
 	return flowIfEmpty(m)
 }
 

@@ -30,6 +30,7 @@ listen:
       resource: https://gateway.example.com/mcp
       identity_claim: email
       scopes_supported: [mcp]
+      generic_typ: true
 `
 	c, err := Load("t.yaml", []byte(in))
 	if err != nil {
@@ -52,7 +53,7 @@ listen:
 	}
 	h := c.Listen.HTTP.OAuth
 	if h == nil || h.Issuer != "https://idp.example.com/realms/team" || h.Resource != "https://gateway.example.com/mcp" ||
-		h.EffectiveIdentityClaim() != "email" || !reflect.DeepEqual(h.ScopesSupported, []string{"mcp"}) {
+		h.EffectiveIdentityClaim() != "email" || !reflect.DeepEqual(h.ScopesSupported, []string{"mcp"}) || !h.GenericTyp {
 		t.Fatalf("listen.http.oauth = %+v", h)
 	}
 	out, err := c.Marshal()
@@ -63,7 +64,7 @@ listen:
 	if err != nil {
 		t.Fatalf("marshalled config does not load: %v\n%s", err, out)
 	}
-	if c2.Server("e").OAuth == nil || c2.Server("r").OAuth.RedirectPort != 8765 || c2.Listen.HTTP.OAuth.IdentityClaim != "email" ||
+	if c2.Server("e").OAuth == nil || c2.Server("r").OAuth.RedirectPort != 8765 || c2.Listen.HTTP.OAuth.IdentityClaim != "email" || !c2.Listen.HTTP.OAuth.GenericTyp ||
 		c2.OAuth.StoreKey.From != c.OAuth.StoreKey.From || c2.Server("r").OAuth.ClientSecret.From != want.ClientSecret.From {
 		t.Errorf("round trip lost oauth settings:\n%s", out)
 	}

@@ -85,6 +85,7 @@ func (d *decoder) refMapping(n *node, path string) bool {
 func (d *decoder) sandbox(n *node, path string, s *Sandbox) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"require", func(v *node, p string) { s.Require = d.strs(v, p, &s.Meta, "require", d.str) }},
+		{"warm_pool", func(v *node, p string) { s.WarmPool = d.integer(v, p) }},
 	})
 }
 
@@ -143,6 +144,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"scope", func(v *node, p string) { s.Scope = d.str(v, p) }},
 		{"prefix", func(v *node, p string) { pre := d.str(v, p); s.Prefix = &pre }},
 		{"headers", func(v *node, p string) { s.Headers = d.headers(v, p) }},
+		{"transport", func(v *node, p string) { s.Transport = d.str(v, p) }},
 		{"oauth", func(v *node, p string) { s.OAuth = d.serverOAuth(v, p) }},
 		{"filesystem", func(v *node, p string) { d.filesystem(v, p, &s.Filesystem) }},
 		{"env", func(v *node, p string) { s.Env = d.env(v, p) }},

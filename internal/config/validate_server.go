@@ -147,10 +147,21 @@ func checkPrefix(r *collector, s *Server, p string) {
 
 var headerRE = lazyRegexp("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
 
+// Transports of a remote server (servers.NAME.transport).
+const (
+	TransportStreamable = "streamable" // Streamable HTTP (2025-03-26 and later)
+	TransportSSE        = "sse"        // HTTP+SSE (2024-11-05)
+	TransportAuto       = "auto"       // the spec's backwards-compatibility probe at each connect
+)
+
 func checkHeaders(r *collector, s *Server, p string) {
 	if s.Headers != nil && s.URL == "" && !s.Meta.Has("url") {
 		r.errorf(s.Meta.At("headers"), "%s.headers: only a remote server (url) takes headers; a local server gets secrets", p)
 	}
+	if s.Meta.Has("transport") && s.URL == "" && !s.Meta.Has("url") {
+		r.errorf(s.Meta.At("transport"), "%s.transport: only a remote server (url) has a transport", p)
+	}
+	enum(r, &s.Meta, p, "transport", s.Transport, TransportStreamable, TransportSSE, TransportAuto)
 	for _, h := range s.Headers {
 		hp := p + ".headers." + h.Name
 		if !headerRE().MatchString(h.Name) {

@@ -30,6 +30,8 @@ var layers = map[string]int{
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
 	// Prometheus metrics counted from the audit records.
 	"internal/metrics": 1,
+	// The egress proxy of a gateway's Kubernetes pods (mcpbox egress-proxy).
+	"internal/kube/egressproxy": 1,
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,
@@ -46,7 +48,7 @@ var layers = map[string]int{
 	"internal/daemon": 4,
 	// 5: flags, help, output, exit codes.
 	"internal/cli": 5,
-	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6,
+	"cmd/mcpbox":   6, "cmd/mcpbox-load": 6, "cmd/mcpbox-init": 6,
 	// Tests only.
 	"internal/conventions": 7, "test/e2e": 7,
 	// A real control plane and test node for the Kubernetes tests.

@@ -47,6 +47,7 @@ func BenchmarkDownload(b *testing.B) {
 		tc.c.Timeout = 0
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(size)
+			cpu0 := cpuTime()
 			for b.Loop() {
 				req := newReq(b, "GET", "https://"+tc.u.hostPort()+"/big", nil)
 				req.Header.Set("Authorization", "Bearer "+ph)
@@ -60,6 +61,7 @@ func BenchmarkDownload(b *testing.B) {
 					b.Fatalf("got %d bytes, %v", n, err)
 				}
 			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -167,14 +167,27 @@ func newRedactBody(src io.ReadCloser, r *redact.Redactor, pf *qgramFilter, atEOF
 	return &redactBody{src: src, red: r, pf: pf, chunk: make([]byte, 64<<10), atEOF: atEOF}
 }
 
+// Read passes the body on, redacted. With nothing held back and a p at
+// least a chunk long, it reads straight into p, and a window that holds no
+// form is returned in place: a bulk download is not copied here at all.
 func (b *redactBody) Read(p []byte) (int, error) {
 	for b.out.Len() == 0 {
 		if b.done {
 			return 0, io.EOF
 		}
-		n, err := b.src.Read(b.chunk)
-		if n > 0 {
-			b.process(b.chunk[:n])
+		buf := b.chunk
+		direct := len(b.tail) == 0 && len(p) >= len(b.chunk)
+		if direct {
+			buf = p
+		}
+		n, err := b.src.Read(buf)
+		switch {
+		case n > 0 && direct && err == nil:
+			if k := b.cleanHead(p[:n]); k > 0 {
+				return k, nil
+			}
+		case n > 0:
+			b.process(buf[:n])
 		}
 		switch {
 		case err == io.EOF:
@@ -187,6 +200,22 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		}
 	}
 	return b.out.Read(p)
+}
+
+// cleanHead takes a window read into the caller's buffer with nothing
+// held back, as process would: with no form in it, it keeps the bytes that
+// may begin one in tail and returns the length of the head to pass on in
+// place; else it hands the window to process and returns 0.
+func (b *redactBody) cleanHead(win []byte) int {
+	st := b.stripped(win)
+	if b.pf.hit(st) {
+		b.process(win)
+		return 0
+	}
+	cut := len(st) - b.pf.partial(st)
+	head := rawIndex(win, cut, len(st))
+	b.tail = append(b.tail[:0], win[head:]...)
+	return head
 }
 
 func (b *redactBody) process(c []byte) {

@@ -26,9 +26,11 @@
 // unchanged). A placeholder anywhere else in a request to its own host is
 // left as it is. A placeholder of any credential in a request to a host it
 // does not own (another credential's host included: no laundering; and
-// plain HTTP) in the Host, URL (raw or percent-decoded), a header value
-// (raw or Basic-decoded) or the body is refused with egress.ErrRefused and
-// an "exfiltration" Event. A body of declared length up to 64 KiB is
+// plain HTTP) in the Host, URL (raw or percent-decoded), a header name or
+// value (raw or Basic-decoded), a trailer or the body is refused with
+// egress.ErrRefused and an "exfiltration" Event. Trailers are checked and
+// substituted as headers are, when the body ends: a refusal fails the
+// body's last read, so the request is aborted before its trailers leave. A body of declared length up to 64 KiB is
 // checked whole before the request is sent; a longer or undeclared one
 // streams, and its read fails before the placeholder's bytes are handed on
 // (the server sees an aborted request, never the placeholder). Every
@@ -62,13 +64,31 @@
 // server-sent event, ending in "}", is not delayed). Requests ask for Accept-Encoding: identity; a
 // compressed response is refused (502), since it could not be scanned.
 //
+// # WebSocket
+//
+// A WebSocket handshake (HTTP/1.1) to an owning host is checked and
+// substituted as any request and asks for no extension (compressed
+// frames could not be scanned; a server that negotiates one anyway gets
+// 502). After the 101 the proxy relays the connection through a frame
+// parser both ways (websocket.go): the client's frames keep their
+// headers and masks, their payloads scanned as bodies are — a placeholder
+// of a credential that does not own the host (also cut across frames)
+// ends the connection before the frame holding its end leaves, with a
+// close frame (1008) to the client and an "exfiltration" Event, and an own
+// one becomes the value with Body ("inject" Event, where "websocket").
+// The server's messages have every value redacted: a message of up to 1
+// MiB in one frame stays one frame, longer or fragmented ones are
+// re-fragmented as they stream (RFC 6455 5.4 allows it without
+// extensions); control frames are redacted whole.
+//
 // # What it cannot do
 //
 // A placeholder inside an opaque CONNECT tunnel (a host no credential
 // lists, or any SOCKS5 connection) is not seen; it is worthless there, and
 // a listed host reached that way gets the placeholder and refuses it.
-// WebSocket and other Upgrade requests to listed hosts do not work (the
-// proxy drops hop-by-hop Upgrade). The value is not protected
+// Upgrades other than WebSocket over HTTP/1.1 do not work (the proxy
+// drops hop-by-hop Upgrade); WebSocket over HTTP/2 (RFC 8441) is not
+// offered. The value is not protected
 // from the owning host itself, nor from a scheme the proxy does not
 // rewrite (a client that derives a signature or MAC from the raw value
 // other than SigV4 header signing cannot work with a placeholder). Values

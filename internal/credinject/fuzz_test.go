@@ -150,8 +150,26 @@ func FuzzRedactBody(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := red.Bytes(data); !bytes.Equal(got, want) {
+		want := red.Bytes(data)
+		if !bytes.Equal(got, want) {
 			t.Fatalf("prefiltered redaction differs\n got %q\nwant %q", got, want)
+		}
+		// Reads of a chunk or more take the in-place path.
+		rb = newRedactBody(io.NopCloser(&bigChunky{chunky{data: bytes.Clone(data), sizes: sizes}}), red, pf, func() {})
+		got = got[:0]
+		p := make([]byte, 64<<10)
+		for {
+			n, err := rb.Read(p)
+			got = append(got, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("prefiltered redaction into large reads differs\n got %q\nwant %q", got, want)
 		}
 	})
 }

@@ -27,6 +27,7 @@ type seen struct {
 	Method, Host, URI string
 	Header            http.Header
 	Body              []byte
+	Trailer           http.Header // after the body was read
 	Proto             int
 	TLSName           string
 }
@@ -54,7 +55,7 @@ func startUpstream(t testing.TB, useTLS bool, h http.HandlerFunc) *upstream {
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		s := seen{Method: r.Method, Host: r.Host, URI: r.RequestURI, Header: r.Header.Clone(), Body: body, Proto: r.ProtoMajor}
+		s := seen{Method: r.Method, Host: r.Host, URI: r.RequestURI, Header: r.Header.Clone(), Body: body, Trailer: r.Trailer.Clone(), Proto: r.ProtoMajor}
 		if r.TLS != nil {
 			s.TLSName = r.TLS.ServerName
 		}
@@ -126,15 +127,20 @@ func startRig(t testing.TB, roots *x509.CertPool, rules []egress.Rule, creds ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRigInjector(t, roots, rules, set)
-	r.set, r.log = set, lg
+	r := startRigLog(t, roots, rules, set, lg)
+	r.set = set
 	return r
 }
 
-// startRigInjector serves a proxy with inj (set and log left empty).
+// startRigInjector serves a proxy with inj (set left empty).
 func startRigInjector(t testing.TB, roots *x509.CertPool, rules []egress.Rule, inj egress.Injector) *rig {
 	t.Helper()
-	lg := &evlog{}
+	return startRigLog(t, roots, rules, inj, &evlog{})
+}
+
+// startRigLog serves a proxy with inj whose events go to lg.
+func startRigLog(t testing.TB, roots *x509.CertPool, rules []egress.Rule, inj egress.Injector, lg *evlog) *rig {
+	t.Helper()
 	ca, err := egress.NewCA("mcpbox test CA")
 	if err != nil {
 		t.Fatal(err)

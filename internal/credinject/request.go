@@ -31,7 +31,7 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 		return nil, err
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		body := s.wrapBody(r.Body, t, own)
+		var body io.ReadCloser = &trailerBody{ReadCloser: s.wrapBody(r.Body, t, own), r: r, check: s.trailers(t, own)}
 		if r.ContentLength >= 0 && r.ContentLength <= smallBody {
 			// A small declared body is checked whole before the request
 			// leaves, so a refused one never reaches the server at all.
@@ -68,6 +68,17 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 		r.Header.Set("Accept-Encoding", "identity")
 	}
 	head := r.Method == http.MethodHead
+	if isWebSocketRequest(r) {
+		// Compressed frames could not be scanned either way.
+		r.Header.Del("Sec-Websocket-Extensions")
+		return func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				s.redactHeader(resp.Header)
+				return s.upgraded(resp, t, own)
+			}
+			return s.filter(resp, t, head)
+		}, nil
+	}
 	return func(resp *http.Response) error { return s.filter(resp, t, head) }, nil
 }
 
@@ -78,34 +89,46 @@ func (s *Set) substitute(r *http.Request, c *cred, t egress.Target) {
 	inject := func(where string) {
 		s.emit(Event{Credential: c.Name, Host: t.Host, Port: t.Port, Kind: "inject", Where: where})
 	}
-	if c.Header != "" {
-		if vv := r.Header.Values(c.Header); len(vv) > 0 && containsAny(vv, ph) {
-			format := c.Format
-			if format == "" {
-				format = "{value}"
-			}
-			r.Header.Set(c.Header, strings.Replace(format, "{value}", c.Value, 1))
-			inject("header " + http.CanonicalHeaderKey(c.Header))
-		}
-	}
+	s.substituteHeader(r.Header, c, "header", inject)
 	if c.Query != "" && strings.Contains(r.URL.RawQuery, ph) {
 		if q, ok := replaceQueryParam(r.URL.RawQuery, c.Query, ph, c.Value); ok {
 			r.URL.RawQuery = q
 			inject("query " + c.Query)
 		}
 	}
+}
+
+// substituteHeader puts c's value into the header (or trailer: kind) h
+// where c configures it: the named header, Basic Authorization, any
+// value.
+func (s *Set) substituteHeader(h http.Header, c *cred, kind string, inject func(where string)) {
+	ph := c.placeholder
+	if c.Header != "" {
+		if vv := h.Values(c.Header); len(vv) > 0 && containsAny(vv, ph) {
+			format := c.Format
+			if format == "" {
+				format = "{value}"
+			}
+			h.Set(c.Header, strings.Replace(format, "{value}", c.Value, 1))
+			inject(kind + " " + http.CanonicalHeaderKey(c.Header))
+		}
+	}
 	if c.Basic {
-		if v, ok := replaceBasic(r.Header.Get("Authorization"), ph, c.Value); ok {
-			r.Header.Set("Authorization", v)
-			inject("basic")
+		if v, ok := replaceBasic(h.Get("Authorization"), ph, c.Value); ok {
+			h.Set("Authorization", v)
+			if kind == "header" {
+				inject("basic")
+			} else {
+				inject(kind + " basic")
+			}
 		}
 	}
 	if c.AnyHeader {
-		for k, vv := range r.Header {
+		for k, vv := range h {
 			for i, v := range vv {
 				if strings.Contains(v, ph) {
 					vv[i] = strings.ReplaceAll(v, ph, c.Value)
-					inject("header " + k)
+					inject(kind + " " + k)
 				}
 			}
 		}
@@ -175,31 +198,87 @@ func parseBasic(auth string) (user, pass string, ok bool) {
 // (percent-encoding, Basic). Own placeholders left where no substitution
 // is configured stay placeholders.
 func (s *Set) checkLeftovers(r *http.Request, t egress.Target, own func(*cred) bool) error {
-	texts := []struct{ where, text string }{{"host", r.Host}, {"URL", r.URL.RawPath}, {"URL", r.URL.Path}, {"URL", r.URL.RawQuery}}
+	texts := []place{{"host", r.Host}, {"URL", r.URL.RawPath}, {"URL", r.URL.Path}, {"URL", r.URL.RawQuery}}
 	if q, err := url.QueryUnescape(r.URL.RawQuery); err == nil {
-		texts = append(texts, struct{ where, text string }{"URL", q})
+		texts = append(texts, place{"URL", q})
 	}
-	for k, vv := range r.Header {
-		// Names are case-folded on the way (canonical form): fold both.
-		texts = append(texts, struct{ where, text string }{"header name", strings.ToLower(k)})
+	return s.refuseIn(headerPlaces(texts, r.Header, "header"), t, own)
+}
+
+// place is a text of a request a placeholder may hide in.
+type place struct{ where, text string }
+
+// headerPlaces appends the names (case-folded on the way, in canonical
+// form: both are folded) and values, raw and Basic-decoded, of h, a
+// header or trailer (kind).
+func headerPlaces(texts []place, h http.Header, kind string) []place {
+	for k, vv := range h {
+		texts = append(texts, place{kind + " name", strings.ToLower(k)})
 		for _, v := range vv {
-			texts = append(texts, struct{ where, text string }{"header " + k, v})
+			texts = append(texts, place{kind + " " + k, v})
 			if u, p, ok := parseBasic(v); ok {
-				texts = append(texts, struct{ where, text string }{"header " + k, u + ":" + p})
+				texts = append(texts, place{kind + " " + k, u + ":" + p})
 			}
 		}
 	}
+	return texts
+}
+
+// refuseIn refuses a placeholder of a credential that does not own t in
+// any of texts.
+func (s *Set) refuseIn(texts []place, t egress.Target, own func(*cred) bool) error {
 	for _, n := range s.needle {
 		if own(n.cred) {
 			continue
 		}
 		for _, x := range texts {
-			if strings.Contains(x.text, n.placeholder) || x.where == "header name" && strings.Contains(x.text, strings.ToLower(n.placeholder)) {
+			if strings.Contains(x.text, n.placeholder) || strings.HasSuffix(x.where, " name") && strings.Contains(x.text, strings.ToLower(n.placeholder)) {
 				return s.exfiltration(n.cred, t, x.where)
 			}
 		}
 	}
 	return nil
+}
+
+// trailerBody checks and substitutes the request's trailers as its
+// headers are, when the body ends: the transport sends trailers after
+// the body's EOF, so a refusal fails that last read and the request is
+// aborted before its trailers leave.
+type trailerBody struct {
+	io.ReadCloser
+	r     *http.Request
+	check func(http.Header) error
+	done  bool
+}
+
+func (b *trailerBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		if len(b.r.Trailer) > 0 {
+			if cerr := b.check(b.r.Trailer); cerr != nil {
+				return n, cerr
+			}
+		}
+	}
+	return n, err
+}
+
+// trailers returns the check trailerBody runs on r's trailers for t.
+func (s *Set) trailers(t egress.Target, own func(*cred) bool) func(http.Header) error {
+	return func(h http.Header) error {
+		if err := s.refuseIn(headerPlaces(nil, h, "trailer"), t, own); err != nil {
+			return err
+		}
+		for _, c := range s.creds {
+			if own(c) && c.AWS == nil {
+				s.substituteHeader(h, c, "trailer", func(where string) {
+					s.emit(Event{Credential: c.Name, Host: t.Host, Port: t.Port, Kind: "inject", Where: where})
+				})
+			}
+		}
+		return nil
+	}
 }
 
 // filter redacts every credential value from a response of t.

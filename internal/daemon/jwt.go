@@ -41,7 +41,7 @@ func jwtClients(hopts *gateway.HTTPOptions, c *config.Config) error {
 	if o == nil {
 		return nil
 	}
-	v, err := oauth.NewValidator(oauth.ValidatorOptions{Issuer: o.Issuer, Audience: o.Resource, IdentityClaim: o.EffectiveIdentityClaim()})
+	v, err := oauth.NewValidator(oauth.ValidatorOptions{Issuer: o.Issuer, Audience: o.Resource, IdentityClaim: o.EffectiveIdentityClaim(), GenericType: o.GenericTyp})
 	if err != nil {
 		return fmt.Errorf("listen.http.oauth: %w", err)
 	}

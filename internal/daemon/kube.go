@@ -40,6 +40,13 @@ type kubeConn struct {
 	client *kube.Client
 	gw     *kube.Gateway
 	ns     string
+	key    string     // kubeConnKey
+	egress kubeEgress // the pods' egress proxy, made at first need
+}
+
+// kubeConnKey names a backend's cluster and namespace.
+func kubeConnKey(b config.Backend) string {
+	return b.Kubeconfig + "\x00" + fmt.Sprint(b.InCluster) + "\x00" + b.Namespace
 }
 
 func newKubeSetup(base, stateDir string, log *slog.Logger) *kubeSetup {
@@ -50,7 +57,7 @@ func newKubeSetup(base, stateDir string, log *slog.Logger) *kubeSetup {
 // before registering, the owner objects of gateways whose lease expired
 // (crashed ones) are deleted, and with them everything they made.
 func (k *kubeSetup) conn(ctx context.Context, b config.Backend) (*kubeConn, error) {
-	key := b.Kubeconfig + "\x00" + fmt.Sprint(b.InCluster) + "\x00" + b.Namespace
+	key := kubeConnKey(b)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if kc, ok := k.conns[key]; ok {
@@ -85,7 +92,7 @@ func (k *kubeSetup) conn(ctx context.Context, b config.Backend) (*kubeConn, erro
 		c.Close()
 		return nil, err
 	}
-	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace}
+	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace, key: key}
 	k.conns[key] = kc
 	return kc, nil
 }
@@ -153,6 +160,20 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 		Connect: func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) (mcp.Connection, error) {
 			return podagent.Connect(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
 		},
+	}
+	if len(s.Network.Egress) > 0 || kc.egress.made() {
+		// Also without egress once the proxy exists: a reload that took
+		// a server's allowlist away rewrites the proxy's config.
+		if err := kc.egress.ensure(ctx, kc, w.c, s); err != nil {
+			return fmt.Errorf("server %s: %w", s.Name, err)
+		}
+	}
+	if len(s.Network.Egress) > 0 {
+		ko.Proxy = true
+		ko.ProxyEnv = func(ctx context.Context, pod string) (map[string]string, error) {
+			kc.egress.waitReady(ctx, kc, w.log)
+			return kc.egress.env(w.book, pod, s.Name)
+		}
 	}
 	if w.guard != nil {
 		ko.Observer = w.guard

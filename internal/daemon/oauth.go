@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
@@ -89,7 +90,71 @@ func (w wiring) remoteOAuth(s *config.Server) *launch.RemoteOAuth {
 	if s.OAuth == nil {
 		return nil
 	}
-	return &launch.RemoteOAuth{Name: s.Name, Store: oauthStores(w.c, w.opts.StateDir)}
+	return &launch.RemoteOAuth{Name: s.Name, Store: oauthStores(w.c, w.opts.StateDir), Reauthorize: reauthorize(s)}
+}
+
+// reauthorize is serve's silent login for s: with the configured scopes
+// (and, on a step-up, the scope asked for), where the authorization
+// server grants without a person; otherwise the client is told to run
+// mcpbox login.
+func reauthorize(s *config.Server) func(context.Context, oauth.Store, oauth.Challenge, bool) error {
+	return func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error {
+		lo, err := reauthOptions(ctx, s, store, ch, step)
+		if err != nil {
+			return err
+		}
+		_, err = oauth.Login(ctx, lo)
+		return err
+	}
+}
+
+// reauthOptions are the options of serve's silent login for s: a
+// step-up asks for the configured scopes and the challenge's (which
+// holds the granted scope and the one asked for).
+func reauthOptions(ctx context.Context, s *config.Server, store oauth.Store, ch oauth.Challenge, step bool) (oauth.LoginOptions, error) {
+	lo, err := loginOptions(ctx, s)
+	if err != nil {
+		return lo, err
+	}
+	lo.Store, lo.Challenge, lo.Silent, lo.Wait = store, ch, true, 30*time.Second
+	if step && len(lo.Scopes) > 0 {
+		lo.Scopes = union(lo.Scopes, strings.Fields(ch.Scope))
+	}
+	return lo, nil
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// loginOptions are the oauth.LoginOptions of s's settings, its client
+// id and secret resolved.
+func loginOptions(ctx context.Context, s *config.Server) (oauth.LoginOptions, error) {
+	lo := oauth.LoginOptions{
+		Server: s.URL, Scopes: s.OAuth.Scopes, Issuer: s.OAuth.Issuer,
+		ClientMetadataURL: s.OAuth.ClientMetadataURL, RedirectPort: s.OAuth.RedirectPort,
+	}
+	for _, r := range []struct {
+		t   config.Token
+		dst *string
+		key string
+	}{{s.OAuth.ClientID, &lo.ClientID, "client_id"}, {s.OAuth.ClientSecret, &lo.ClientSecret, "client_secret"}} {
+		if r.t.From == "" {
+			continue
+		}
+		v, err := launch.ResolveSecret(ctx, r.key, r.t.From, false)
+		if err != nil {
+			return lo, fmt.Errorf("servers.%s.oauth.%s: %w", s.Name, r.key, err)
+		}
+		*r.dst = string(v.Value)
+	}
+	return lo, nil
 }
 
 // LoginOptions are the arguments of mcpbox login and logout.
@@ -106,6 +171,9 @@ type LoginOptions struct {
 	// NoBrowser only prints the authorization URL; otherwise a browser is
 	// opened too where xdg-open exists.
 	NoBrowser bool
+	// Scopes, if set, are asked for instead of servers.NAME.oauth.scopes
+	// (login --scope: the scope a step-up error names).
+	Scopes []string
 	// Stdout gets the authorization URL as its first line; Stderr the
 	// messages. Neither ever gets a token.
 	Stdout, Stderr io.Writer
@@ -146,34 +214,23 @@ func Login(ctx context.Context, o LoginOptions) error {
 	if err != nil {
 		return err
 	}
-	lo := oauth.LoginOptions{
-		Server: s.URL, Scopes: s.OAuth.Scopes, Issuer: s.OAuth.Issuer,
-		ClientMetadataURL: s.OAuth.ClientMetadataURL, RedirectPort: s.OAuth.RedirectPort,
-		Store: store,
-		OpenURL: func(u string) error {
-			if _, err := fmt.Fprintln(o.Stdout, u); err != nil {
-				return err
-			}
-			if !o.NoBrowser {
-				openBrowser(u)
-			}
-			fmt.Fprintf(o.Stderr, "mcpbox: waiting for the authorization of %s in the browser (the URL above)\n", s.Name)
-			return nil
-		},
+	lo, err := loginOptions(ctx, s)
+	if err != nil {
+		return err
 	}
-	for _, r := range []struct {
-		t   config.Token
-		dst *string
-		key string
-	}{{s.OAuth.ClientID, &lo.ClientID, "client_id"}, {s.OAuth.ClientSecret, &lo.ClientSecret, "client_secret"}} {
-		if r.t.From == "" {
-			continue
+	if len(o.Scopes) > 0 {
+		lo.Scopes = o.Scopes
+	}
+	lo.Store = store
+	lo.OpenURL = func(u string) error {
+		if _, err := fmt.Fprintln(o.Stdout, u); err != nil {
+			return err
 		}
-		v, err := launch.ResolveSecret(ctx, r.key, r.t.From, false)
-		if err != nil {
-			return fmt.Errorf("servers.%s.oauth.%s: %w", s.Name, r.key, err)
+		if !o.NoBrowser {
+			openBrowser(u)
 		}
-		*r.dst = string(v.Value)
+		fmt.Fprintf(o.Stderr, "mcpbox: waiting for the authorization of %s in the browser (the URL above)\n", s.Name)
+		return nil
 	}
 	g, err := oauth.Login(ctx, lo)
 	if err != nil {
@@ -225,7 +282,8 @@ type LoginState struct {
 	Client   string // the identity: _local, a client name, oidc.CLAIM
 	Issuer   string
 	ClientID string
-	State    string // LoginSummary's words for it
+	oauth.Status
+	State string // LoginSummary's words for it
 }
 
 // LoginStates lists the logins stored in stateDir for the remote servers
@@ -250,13 +308,13 @@ func LoginStates(c *config.Config, stateDir string) ([]LoginState, error) {
 			continue
 		}
 		st := &oauth.FileStore{Dir: filepath.Join(stateDir, "oauth", e.Name())}
-		bs, err := st.Bindings()
+		ls, err := st.Logins()
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range bs {
+		for _, b := range ls {
 			if n, ok := names[b.Server]; ok {
-				out = append(out, LoginState{Server: n, Client: e.Name(), Issuer: b.Issuer, ClientID: b.ClientID})
+				out = append(out, LoginState{Server: n, Client: e.Name(), Issuer: b.Issuer, ClientID: b.ClientID, Status: b.Status})
 			}
 		}
 	}
@@ -267,9 +325,11 @@ func LoginStates(c *config.Config, stateDir string) ([]LoginState, error) {
 }
 
 // LoginSummary is a line per remote server of c with oauth and per
-// identity logged in to it, for `mcpbox secrets`: the server's name and
-// "logged in (IDENTITY, issuer ISSUER)" or "not logged in"; never a token.
-// stateFlag is --state-dir ("": the config's).
+// identity logged in to it, for `mcpbox secrets` and `mcpbox login
+// --status`: the server's name and "logged in (IDENTITY, issuer ISSUER)"
+// with when the token expires, "needs login (...)" for an expired token
+// without a refresh token, or "not logged in"; never a token. stateFlag
+// is --state-dir ("": the config's).
 func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 	var out []LoginState
 	if !slices.ContainsFunc(c.Servers, func(s *config.Server) bool { return s.OAuth != nil && s.URL != "" }) {
@@ -287,7 +347,7 @@ func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 		n := len(out)
 		for _, st := range states {
 			if st.Server == s.Name {
-				st.State = fmt.Sprintf("logged in (%s, issuer %s)", st.Client, st.Issuer)
+				st.State = loginWords(st, time.Now())
 				out = append(out, st)
 			}
 		}
@@ -300,6 +360,21 @@ func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 		}
 	}
 	return out
+}
+
+// loginWords says what a stored login is worth at now.
+func loginWords(st LoginState, now time.Time) string {
+	what := fmt.Sprintf("logged in (%s, issuer %s)", st.Client, st.Issuer)
+	switch {
+	case st.Expiry.IsZero():
+	case st.Expiry.After(now):
+		what += ", expires " + st.Expiry.UTC().Format(time.RFC3339)
+	case st.Refreshable:
+		what += ", expired " + st.Expiry.UTC().Format(time.RFC3339) + ", refreshed at next use"
+	default:
+		what = fmt.Sprintf("needs login (%s, issuer %s, expired %s): run `mcpbox login %s`", st.Client, st.Issuer, st.Expiry.UTC().Format(time.RFC3339), st.Server)
+	}
+	return what
 }
 
 // warnLogins warns at start about each remote server with oauth that

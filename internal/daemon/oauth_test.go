@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/oauth"
@@ -120,5 +121,48 @@ func TestStoreKeyResolvedOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "oauth.key")); !os.IsNotExist(err) {
 		t.Errorf("a key file was made although store_key is set: %v", err)
+	}
+}
+
+// TestLoginWords: the login state says when the token expires and when a
+// new login is needed, and never holds more than the binding.
+func TestLoginWords(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	base := LoginState{Server: "lin", Client: "_local", Issuer: "https://as.example"}
+	for _, c := range []struct {
+		expiry      time.Time
+		refreshable bool
+		want        string
+	}{
+		{time.Time{}, false, "logged in (_local, issuer https://as.example)"},
+		{now.Add(time.Hour), false, "logged in (_local, issuer https://as.example), expires 2026-12-01T13:00:00Z"},
+		{now.Add(-time.Hour), true, "logged in (_local, issuer https://as.example), expired 2026-12-01T11:00:00Z, refreshed at next use"},
+		{now.Add(-time.Hour), false, "needs login (_local, issuer https://as.example, expired 2026-12-01T11:00:00Z): run `mcpbox login lin`"},
+	} {
+		st := base
+		st.Expiry, st.Refreshable = c.expiry, c.refreshable
+		if got := loginWords(st, now); got != c.want {
+			t.Errorf("expiry %v refreshable %v: %q, want %q", c.expiry, c.refreshable, got, c.want)
+		}
+	}
+}
+
+// TestReauthOptions: serve's re-authorization is silent, takes the
+// server's challenge, and on a step-up adds the scope asked for to the
+// configured scopes (without it, the challenge's scope is used as is).
+func TestReauthOptions(t *testing.T) {
+	ctx := context.Background()
+	s := &config.Server{Name: "r", URL: "https://mcp.example.com/mcp", OAuth: &config.ServerOAuth{Scopes: []string{"read"}}}
+	ch := oauth.Challenge{Scope: "read admin", Error: "insufficient_scope"}
+	lo, err := reauthOptions(ctx, s, nil, ch, true)
+	if err != nil || !lo.Silent || lo.OpenURL != nil || lo.Challenge != ch || strings.Join(lo.Scopes, " ") != "read admin" {
+		t.Errorf("step-up options %+v, %v; want silent, the challenge, scopes read admin", lo, err)
+	}
+	if lo, _ := reauthOptions(ctx, s, nil, oauth.Challenge{Scope: "other"}, false); strings.Join(lo.Scopes, " ") != "read" {
+		t.Errorf("401 options scopes %q, want the configured ones", lo.Scopes)
+	}
+	s.OAuth.Scopes = nil
+	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil {
+		t.Errorf("unconfigured scopes %q, want none (the challenge's scope is used)", lo.Scopes)
 	}
 }

@@ -75,6 +75,9 @@ type wiring struct {
 	images imageSetup
 	// pulled, by server name, replaces the pinned image (update); nil: none.
 	pulled map[string]*image.Image
+	// warm collects the Close of each launcher with a warm pool; nil:
+	// no warm pools (pin).
+	warm *[]func()
 	// kubes runs the servers of the kubernetes backend (kube.go); nil:
 	// such servers are refused (only serve runs them).
 	kubes *kubeSetup
@@ -146,7 +149,7 @@ func (w wiring) remote(gs *gateway.Server, s *config.Server) {
 	for _, h := range s.Headers {
 		headers[h.Name] = h.From
 	}
-	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, Headers: headers, Book: w.book, OAuth: w.remoteOAuth(s)}))
+	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, SSE: s.Transport == config.TransportSSE, Detect: s.Transport == config.TransportAuto, Headers: headers, Book: w.book, OAuth: w.remoteOAuth(s)}))
 	// A dropped connection is reconnected at the next request
 	// (remote servers take no lifecycle settings).
 	gs.Restart = gateway.RestartOnFailure
@@ -196,7 +199,13 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 			return fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
 		}
 	}
+	if w.warm != nil {
+		lo.WarmPool = w.c.WarmPool(s)
+	}
 	l := launch.NewLocal(lo)
+	if lo.WarmPool > 0 {
+		*w.warm = append(*w.warm, l.Close)
+	}
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release
 	return nil

@@ -15,6 +15,26 @@
 // head over 64 KiB) or slow (Limits.HeaderTimeout) requests get 400, 431 or
 // 408 and are closed.
 //
+// # Relay
+//
+// A tunnel (CONNECT, SOCKS, forward) between two stream sockets, and a
+// plain-HTTP response body framed by Content-Length or by the end of the
+// connection, move by splice(2) through a pooled pipe: the bytes never
+// enter this process, and byte limits, counts and deadlines apply per
+// chunk as they do to copies. Elsewhere (another platform, a chunked body,
+// an intercepted connection) bytes are copied.
+//
+// # Shared proxies
+//
+// Where clients cannot each have a socket of their own (pods of a
+// Kubernetes cluster reach one proxy Service), Options.Authorize makes a
+// front proxy that tells them apart by credentials: every HTTP request must
+// carry Proxy-Authorization: Basic (else 407), and Authorize maps its user
+// and password to the client's own Proxy, whose rules, limits and log then
+// decide and carry the connection as if it had been accepted there (its
+// MaxConns and byte totals count it; its Close ends it). The credentials
+// are never forwarded. SOCKS, which has none here, is refused.
+//
 // # Interception
 //
 // With Options.Injector (and Options.CA) set, a CONNECT to a target the
@@ -29,8 +49,13 @@
 // for the host against Options.RootCAs or the host's trust store (else
 // 502); HTTP/2 is used upstream when the server offers it. Request and
 // response framing is redone by net/http, so a body the Injector rewrites
-// keeps correct Content-Length, chunked or DATA-frame framing. Plain-HTTP
-// requests are shown to Injector.Request too. Every other CONNECT is an
+// keeps correct Content-Length, chunked or DATA-frame framing; request
+// trailers are forwarded (and shown to the Injector's body at its end). A
+// WebSocket handshake (HTTP/1.1 Upgrade) goes upstream over an HTTP/1.1
+// connection; on 101 the client's connection is taken over and relayed
+// both ways through the body the Injector's filter left (upgrade.go),
+// until either side ends. Plain-HTTP requests are shown to
+// Injector.Request too. Every other CONNECT is an
 // opaque tunnel as before, so pinned-certificate clients keep working.
 //
 // # Decisions

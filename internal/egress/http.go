@@ -35,6 +35,12 @@ func (s *session) serveHTTP(cc net.Conn, br *bufio.Reader, hr *headerReader) {
 	hr.lift()
 	if req.Method == http.MethodConnect {
 		s.ev.Kind = "connect"
+	}
+	if s.p.opts.Authorize != nil && !s.authorize(req) {
+		return
+	}
+	if req.Method == http.MethodConnect {
+		s.ev.Kind = "connect"
 		s.serveConnect(cc, br, req)
 		return
 	}
@@ -162,7 +168,11 @@ func (s *session) roundTrip(cc, uc net.Conn, req *http.Request) error {
 		interim := resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
 		removeHopHeaders(resp.Header)
 		resp.Close = !interim
-		err = resp.Write(cc)
+		var w io.Writer = cc
+		if uc, ok := uc.(*sessConn); ok && !interim {
+			w = s.responseWriter(cc, uc, ubr, resp)
+		}
+		err = resp.Write(w)
 		resp.Body.Close()
 		if err != nil {
 			return fmt.Errorf("writing response: %w", err)
@@ -191,10 +201,14 @@ func splitHostPort(hostport string, defPort int) (string, int, error) {
 }
 
 // writeError answers an HTTP client with a short text reason and closes.
-func (s *session) writeError(code int, reason string) {
+func (s *session) writeError(code int, reason string) { s.writeErrorHeader(code, "", reason) }
+
+// writeErrorHeader is writeError with extra header lines (each ending in
+// CRLF).
+func (s *session) writeErrorHeader(code int, extra, reason string) {
 	body := "mcpbox egress: " + reason + "\n"
-	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"+
-		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), len(body), body)
+	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), extra, len(body), body)
 	s.client.SetWriteDeadline(time.Now().Add(s.p.limits.HeaderTimeout))
 	io.WriteString(s.client, msg)
 }

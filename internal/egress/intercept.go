@@ -40,6 +40,15 @@ type Injector interface {
 	// must not carry a secret. The returned filter, if non-nil, sees the
 	// response before the client does and may rewrite its header and
 	// body; its error answers 502.
+	//
+	// A WebSocket handshake (HTTP/1.1 GET with Upgrade: websocket) inside
+	// an intercepted connection is shown as any request. If the upstream
+	// answers 101, the filter sees the response with Body the upgraded
+	// connection (an io.ReadWriteCloser: reads come from the server,
+	// writes go to it) and may replace Body with another
+	// io.ReadWriteCloser, through which the proxy then relays the
+	// connection both ways. A filter that leaves no io.ReadWriteCloser
+	// there ends the connection.
 	Request(r *http.Request, t Target) (filter func(*http.Response) error, err error)
 }
 
@@ -67,6 +76,9 @@ type interception struct {
 	once   sync.Once
 	tr     *http.Transport
 	wg     sync.WaitGroup // handlers running
+
+	h1mu sync.Mutex
+	h1   *http.Transport // guarded by h1mu: HTTP/1.1 only, for upgrades
 
 	// mu serializes dials, which update the session's event
 	// (session.dial), and ends them once the session reads that event.
@@ -150,6 +162,7 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 		IdleConnTimeout:    s.p.limits.IdleTimeout,
 	}
 	defer ic.tr.CloseIdleConnections()
+	defer ic.closeH1()
 	cc := &clientConn{Conn: s.client, s: s, pre: buffered}
 	tc := tls.Server(cc, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
@@ -210,6 +223,11 @@ func (ic *interception) lastReason() string {
 // dialTLS gives the transport a verified TLS connection to the target:
 // the CONNECT's upstream first, then fresh dials through the policy.
 func (ic *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, error) {
+	return ic.dialTLSProtos(ctx, []string{"h2", "http/1.1"})
+}
+
+// dialTLSProtos is dialTLS offering the ALPN protocols protos.
+func (ic *interception) dialTLSProtos(ctx context.Context, protos []string) (net.Conn, error) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.ended {
@@ -230,7 +248,7 @@ func (ic *interception) dialTLS(ctx context.Context, _, _ string) (net.Conn, err
 	tc := tls.Client(&sessConn{Conn: c, s: ic.s, upstream: true}, &tls.Config{
 		ServerName: ic.host,
 		RootCAs:    ic.s.p.icpt.roots,
-		NextProtos: []string{"h2", "http/1.1"},
+		NextProtos: protos,
 		MinVersion: tls.VersionTLS12,
 	})
 	hctx, cancel := context.WithTimeout(ctx, ic.s.p.opts.DialTimeout)
@@ -265,10 +283,19 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.URL.Scheme, out.URL.Host = "https", ic.authority()
+	// The server fills r.Trailer when the body ends; Clone copied the map
+	// before that, so the clone would forward empty trailers and the
+	// Injector would check nothing.
+	out.Trailer = r.Trailer
 	te := r.Header.Get("Te")
 	removeHopHeaders(out.Header)
 	if strings.EqualFold(te, "trailers") {
 		out.Header.Set("Te", "trailers") // gRPC needs it; it is not a hop header under HTTP/2
+	}
+	ws := isWebSocket(r)
+	if ws {
+		out.Header.Set("Connection", "Upgrade")
+		out.Header.Set("Upgrade", "websocket")
 	}
 	if r.Body == http.NoBody || r.ContentLength == 0 {
 		out.Body = nil
@@ -278,7 +305,11 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ic.refuse(w, http.StatusForbidden, err.Error())
 		return
 	}
-	resp, err := ic.tr.RoundTrip(out)
+	tr := ic.tr
+	if ws {
+		tr = ic.h1Transport()
+	}
+	resp, err := tr.RoundTrip(out)
 	if err != nil {
 		if isRefusal(err) {
 			ic.refuse(w, http.StatusForbidden, refusalText(err))
@@ -288,11 +319,19 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols && !ws {
+		ic.refuse(w, http.StatusBadGateway, "upstream switched protocols unasked")
+		return
+	}
 	if filter != nil {
 		if err := filter(resp); err != nil {
 			ic.refuse(w, http.StatusBadGateway, err.Error())
 			return
 		}
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		ic.relayUpgraded(w, resp)
+		return
 	}
 	removeHopHeaders(resp.Header)
 	h := w.Header()
@@ -365,7 +404,7 @@ func sameAuthority(reqHost, host string, port int) bool {
 
 // bigPool holds the buffers of intercepted responses: larger writes mean
 // fewer TLS records, chunk headers and system calls per byte.
-var bigPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+var bigPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // copyFlush copies a response body, flushing whenever it has no more
 // bytes at hand, so streamed responses (server-sent events) are not held

@@ -87,6 +87,17 @@ type Options struct {
 	// nil: the host's trust store (x509.SystemCertPool, which honours
 	// SSL_CERT_FILE and SSL_CERT_DIR).
 	RootCAs *x509.CertPool
+
+	// Authorize, if non-nil, makes this proxy a front shared by many
+	// clients that tells them apart by their credentials: every HTTP
+	// request must carry Proxy-Authorization: Basic, and Authorize (given
+	// its user, password and the client's address) returns the proxy of
+	// that client, whose rules, limits, resolver, injector and Log then
+	// decide and carry the connection; the front's own only bound reading
+	// the request head. An error refuses the request with 407 and the
+	// error's text (never the password), as does a missing header. SOCKS
+	// carries no credentials and is refused.
+	Authorize Authorize
 }
 
 // Event records one client connection.
@@ -241,6 +252,12 @@ func (p *Proxy) accept(c net.Conn) {
 		delete(p.sessions, s)
 		p.mu.Unlock()
 		p.active.Add(-1)
+		if owner := s.p; owner != p {
+			// Adopted (Options.Authorize): the client's proxy logs it.
+			owner.log(ev)
+			owner.release(s)
+			return
+		}
 		p.log(ev)
 	}()
 }

@@ -56,6 +56,9 @@ func (s *session) serve() Event {
 	switch {
 	case err != nil:
 		s.deny("reading request: " + describeReadErr(err, hr))
+	case first[0] == socksVersion && s.p.opts.Authorize != nil:
+		s.ev.Kind = "socks"
+		s.deny("SOCKS carries no proxy credentials here: use HTTP CONNECT")
 	case first[0] == socksVersion:
 		s.ev.Kind = "socks"
 		s.serveSOCKS(cc, br, hr)
@@ -173,8 +176,12 @@ func (s *session) closeAll() {
 }
 
 // relay copies both ways until both directions end, half-closing on EOF.
-// buffered are bytes the client sent after its request head.
+// buffered are bytes the client sent after its request head. Between two
+// stream sockets the bytes move by splice (spliceRelay), else by copies.
 func (s *session) relay(client net.Conn, up net.Conn, buffered []byte) {
+	if spliceRelays && s.spliceRelay(s.client, up, buffered) {
+		return
+	}
 	uc := &sessConn{Conn: up, s: s, upstream: true}
 	errc := make(chan error, 1)
 	go func() {
@@ -225,6 +232,9 @@ func (s *session) noteEnd(errs ...error) {
 		s.ev.Reason = "proxy closed"
 	}
 }
+
+// spliceRelays is off only in benchmarks that compare splice with copies.
+var spliceRelays = true
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 

@@ -43,7 +43,9 @@
 // HTTP its requests (MCP-Protocol-Version 2026-07-28, no Mcp-Session-Id)
 // go to the SDK's stateless handler, which checks Mcp-Method and Mcp-Name
 // against the body, while the gateway checks Mcp-Param-* against the
-// upstream tool's x-mcp-header annotations. With no protocol session, the
+// upstream tool's x-mcp-header annotations (headers.go: early on the raw
+// body, for a 400, and again on the dispatcher's own decode, failing
+// closed on what it cannot check). With no protocol session, the
 // gateway session is the credential's: one per client identity over HTTP
 // (idle-closed like a session), the connection over stdio; its first
 // request binds it to its servers as initialize does. server/discover

@@ -123,6 +123,9 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return nil, err
 		}
 		ctx = modernContext(ctx, req)
+		if err := d.checkModernCall(ctx, req); err != nil {
+			return nil, err
+		}
 		switch req.GetParams().(type) {
 		case *mcp.DiscoverParams:
 			return d.discover(ctx, method, req, next)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,27 +13,46 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// checkParamHeaders checks the Mcp-Param-* headers of a 2026 tools/call
-// against its arguments (SEP-2243): each argument the tool's input schema
-// marks with x-mcp-header must be mirrored in its header, and no such
-// header may stand for an absent one, so that an intermediary routing on
-// the headers sees what the server will run. The SDK can only check the
-// tools it serves itself; these are the upstreams'. A session not bound
-// yet knows no tools and checks nothing.
+// checkParamHeaders is the early form of paramHeaderCheck, run on the raw
+// body before the SDK reads it so that a mismatch is answered with 400 as
+// SEP-2243 asks. It decodes the body itself and checks nothing for a
+// session not bound yet (it knows no tools); paramHeaderCheck, on the
+// dispatcher's own decode of the same request, is the check that fails
+// closed.
 func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, body []byte) error {
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
-			Name      string                     `json:"name"`
-			Arguments map[string]json.RawMessage `json:"arguments"`
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
 		return nil
 	}
-	b, tool, ok := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	if _, _, ok := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil }); !ok {
+		return nil
+	}
+	return d.paramHeaderCheck(ctx, header, msg.Params.Name, msg.Params.Arguments)
+}
+
+// paramHeaderCheck checks the Mcp-Param-* headers of a 2026 tools/call of
+// tool name (as the client names it) against its arguments (SEP-2243):
+// each argument the tool's input schema marks with x-mcp-header must be
+// mirrored in its header, and no such header may stand for an absent
+// one, so that an intermediary routing on the headers sees what the
+// server will run. The SDK can only check the tools it serves itself;
+// these are the upstreams'. It fails closed: a call it cannot check (its
+// server's tool list cannot be had, the tool is not in it, its schema or
+// arguments cannot be read, an argument object names a key twice) is
+// refused. A name no server serves passes: the call is refused as an
+// unknown tool and nothing runs.
+func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, name string, rawArgs json.RawMessage) error {
+	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
 	if !ok {
 		return nil
 	}
@@ -40,11 +60,11 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 	// item without it, and a tool it hides is refused later anyway.
 	l, err := b.u.listing(ctx, KindTools)
 	if err != nil {
-		return nil
+		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
 	}
 	i := slices.IndexFunc(l.items, func(it Item) bool { return it.Key == tool })
 	if i < 0 {
-		return nil
+		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q is not in its server's tool list", name)
 	}
 	def := l.items[i]
 	var schema struct {
@@ -53,12 +73,27 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 		} `json:"inputSchema"`
 	}
 	if json.Unmarshal(def.Raw, &schema) != nil {
+		return fmt.Errorf("cannot check the Mcp-Param headers: the input schema of tool %q cannot be read", name)
+	}
+	hps := paramHeaders(schema.InputSchema.Properties, nil)
+	if len(hps) == 0 {
 		return nil
 	}
-	for _, hp := range paramHeaders(schema.InputSchema.Properties, nil) {
+	var args map[string]json.RawMessage
+	if len(rawArgs) > 0 && string(rawArgs) != "null" {
+		if json.Unmarshal(rawArgs, &args) != nil {
+			return errors.New("cannot check the Mcp-Param headers: the arguments are not an object")
+		}
+		// Parsers differ on which of two equal keys counts: the header
+		// would be checked against one and the server could read the other.
+		if k, dup := duplicateKey(rawArgs); dup {
+			return fmt.Errorf("cannot check the Mcp-Param headers: the arguments name %q twice", k)
+		}
+	}
+	for _, hp := range hps {
 		name := "Mcp-Param-" + hp.header
 		got := header.Get(name)
-		arg, present := lookupArg(msg.Params.Arguments, hp.path)
+		arg, present := lookupArg(args, hp.path)
 		if !present || string(arg) == "null" {
 			if got != "" {
 				return fmt.Errorf("header mismatch: unexpected %s header for absent parameter %q", name, strings.Join(hp.path, "."))
@@ -78,6 +113,70 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 		}
 	}
 	return nil
+}
+
+// checkModernCall runs paramHeaderCheck on a 2026 tools/call that came
+// over HTTP, with the dispatcher's own decode of its name and arguments
+// (the session is bound by now, so its tools are known).
+func (d *downstream) checkModernCall(ctx context.Context, req mcp.Request) error {
+	p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+	if !ok || p == nil {
+		return nil
+	}
+	extra := req.GetExtra()
+	if extra == nil || extra.Header == nil {
+		return nil // not over HTTP: there are no headers to check
+	}
+	if err := d.paramHeaderCheck(ctx, extra.Header, p.Name, p.Arguments); err != nil {
+		return rpcError(codeHeaderMismatch, "%s", err.Error())
+	}
+	return nil
+}
+
+// duplicateKey reports a key that an object in raw (at any depth) names
+// twice.
+func duplicateKey(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	type frame struct {
+		obj    bool
+		keys   map[string]bool
+		expect bool // in an object, the next token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // io.EOF, or malformed: the decode refuses it
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.expect {
+			if k, ok := tok.(string); ok {
+				if top.keys[k] {
+					return k, true
+				}
+				top.keys[k] = true
+				top.expect = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, keys: map[string]bool{}, expect: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: the parent object expects a key next.
+		if len(stack) > 0 && stack[len(stack)-1].obj {
+			stack[len(stack)-1].expect = true
+		}
+	}
 }
 
 // headerProp is what checkParamHeaders reads of a schema property.
@@ -107,6 +206,9 @@ func paramHeaders(props map[string]headerProp, prefix []string) []paramHeader {
 }
 
 func lookupArg(args map[string]json.RawMessage, path []string) (json.RawMessage, bool) {
+	if args == nil {
+		return nil, false
+	}
 	var cur json.RawMessage
 	obj := args
 	for i, part := range path {

@@ -177,14 +177,14 @@ func (im *converter) envVar(s *config.Server, orig, name, value string) {
 }
 
 func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
-	if strings.ToLower(ent.Type) == "sse" {
-		im.notef("server %q uses the old SSE transport; mcpbox speaks Streamable HTTP to it: check its url (often .../mcp, not .../sse)", orig)
-	}
 	u, masked := maskCredential(ent.URL)
 	if masked {
 		im.notef("server %q: its url held a credential, replaced by %s: fix the url by hand", orig, redacted)
 	}
 	s := &config.Server{Name: name, URL: u, Tools: config.Tools{Allow: []string{"*"}}}
+	if strings.ToLower(ent.Type) == "sse" {
+		s.Transport = config.TransportSSE // the legacy HTTP+SSE transport
+	}
 	headers, err := members(ent.Headers)
 	if err != nil {
 		return nil, nil, fmt.Errorf("headers: %w", err)

@@ -112,7 +112,7 @@ func TestImportYAML(t *testing.T) {
 	memory := sandboxed("memory", "npx", "-y", "@modelcontextprotocol/server-memory")
 	ghRemote := &config.Server{Name: "github", URL: "https://api.githubcopilot.com/mcp/", Tools: config.Tools{Allow: []string{"*"}},
 		Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_GITHUB_AUTHORIZATION"}}}
-	legacy := &config.Server{Name: "legacy", URL: "https://example.com/sse", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}}
+	legacy := &config.Server{Name: "legacy", URL: "https://example.com/sse", Transport: config.TransportSSE, OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}}
 	tm := sandboxed("time", "uvx", "mcp-server-time")
 	tm.Env = []config.EnvVar{{Name: "TZ", Value: "UTC"}}
 	tm.Secrets = []config.Secret{{Name: "OPENAI_API_KEY", From: "env:OPENAI_API_KEY"}}
@@ -144,8 +144,8 @@ func TestImportYAML(t *testing.T) {
 			name:      "vscode jsonc",
 			input:     vscode,
 			want:      []*config.Server{memory, ghRemote, legacy, tm},
-			inYAML:    []string{"# network: {egress: [{host: registry.npmjs.org}]}"},
-			inStderr:  []string{"SSE", "MCPBOX_GITHUB_AUTHORIZATION", "OPENAI_API_KEY"},
+			inYAML:    []string{"# network: {egress: [{host: registry.npmjs.org}]}", "transport: sse"},
+			inStderr:  []string{"MCPBOX_GITHUB_AUTHORIZATION", "OPENAI_API_KEY"},
 			uncomment: "network: {egress: [{host: pypi.org}, {host: files.pythonhosted.org}]}",
 		},
 	}
@@ -332,7 +332,7 @@ func TestImportEdgeCases(t *testing.T) {
 				"other": {"command": "npx", "args": ["-y", "some-server", "https://example.com"]}}}`,
 			want: []*config.Server{
 				{Name: "linear", URL: "https://mcp.linear.app/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
-				{Name: "old", URL: "https://mcp.example.com/sse", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "old", URL: "https://mcp.example.com/sse", Transport: config.TransportSSE, OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "wrapped", URL: "https://mcp.notion.com/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "keyed", URL: "https://mcp.example.org/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_KEYED_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "static", URL: "https://api.example.net/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_STATIC_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},

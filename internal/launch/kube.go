@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -43,6 +44,12 @@ type KubeOptions struct {
 	// Proxy: the server's pods may reach the gateway's egress proxy (the
 	// server has an egress allowlist).
 	Proxy bool
+	// ProxyEnv, with Proxy, is a pod's egress proxy environment
+	// (egressproxy.ProxyEnv: the proxy's address and the pod's token),
+	// sent to its agent with the secrets at start, never in the pod's
+	// spec. It is called once per pod, with the start's context and the
+	// pod's name.
+	ProxyEnv func(ctx context.Context, pod string) (map[string]string, error)
 	// GatewayCIDRs, if set, are the addresses the NetworkPolicy admits
 	// the gateway from; nil: pods labelled mcpbox.dev/role=gateway.
 	GatewayCIDRs []string
@@ -179,6 +186,13 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 			return nil, err
 		}
 		in.rec.Workspace = po.OutputClaim
+	}
+	if k.o.Proxy && k.o.ProxyEnv != nil {
+		penv, err := k.o.ProxyEnv(ctx, in.pod)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: the egress proxy: %w", k.o.Name, err)
+		}
+		maps.Copy(env, penv) // env is this start's own
 	}
 	cert, key, ca, err := k.o.Issue(in.pod)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,16 @@ import (
 
 // RemoteOptions configure a Remote.
 type RemoteOptions struct {
-	// URL is the server's Streamable HTTP endpoint.
+	// URL is the server's Streamable HTTP endpoint, or with SSE its SSE
+	// endpoint.
 	URL string
+	// SSE speaks the legacy HTTP+SSE transport (2024-11-05): a GET that
+	// streams events, the first naming the endpoint to POST messages to,
+	// which must be on URL's origin.
+	SSE bool
+	// Detect chooses between Streamable HTTP and SSE at each connect, by
+	// the spec's backwards-compatibility probe (detectSSE).
+	Detect bool
 	// Headers maps header names (e.g. Authorization) to the secret
 	// references of their values, resolved at each connect; nil: none.
 	Headers map[string]string
@@ -34,6 +43,8 @@ type RemoteOptions struct {
 // headers (e.g. Authorization) whose values come from secret references.
 type Remote struct {
 	url     string
+	sse     bool
+	detect  bool
 	headers map[string]string // header name → secret reference
 	book    *redact.Book
 	oauth   *RemoteOAuth
@@ -43,7 +54,7 @@ type Remote struct {
 
 // NewRemote returns the backend of a remote server.
 func NewRemote(opts RemoteOptions) *Remote {
-	return &Remote{url: opts.URL, headers: opts.Headers, book: opts.Book, oauth: opts.OAuth}
+	return &Remote{url: opts.URL, sse: opts.SSE, detect: opts.Detect, headers: opts.Headers, book: opts.Book, oauth: opts.OAuth}
 }
 
 // remoteInstance is one connection to a remote server.
@@ -55,6 +66,7 @@ type remoteInstance struct {
 	// version is the protocol version the gateway's initialize agreed on
 	// (a string; unset before it and for the sessionless revision).
 	version *atomic.Value
+	cancel  context.CancelFunc // ends the SSE event stream's request
 }
 
 // Start connects to the remote server (Remote.connect).
@@ -79,21 +91,92 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		return nil, err
 	}
 	version := new(atomic.Value)
-	var rt http.RoundTripper = headerTransport{h, version, http.DefaultTransport}
-	if l.oauth != nil {
-		if rt, err = l.oauthTransport(scope, rt); err != nil {
+	base := headerTransport{h, version, http.DefaultTransport}
+	sse := l.sse
+	if l.detect {
+		rt, err := l.withOAuth(scope, base, false)
+		if err != nil {
 			return nil, err
 		}
+		if sse, err = detectSSE(ctx, &http.Client{Transport: rt, CheckRedirect: noRedirect}, l.url); err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+		}
 	}
-	client := &http.Client{Transport: rt}
-	t := &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: client, MaxRetries: 2}
-	c, err := t.Connect(ctx)
+	rt, err := l.withOAuth(scope, base, sse)
 	if err != nil {
+		return nil, err
+	}
+	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if sse {
+		// The event stream is the GET of Connect and lives as long as its
+		// context: not ctx (the start's), but until the connection closes.
+		cctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer context.AfterFunc(ctx, cancel)()
+		// The server names the message endpoint: it must not send the
+		// headers or the token anywhere but to the configured origin.
+		o, err := originOf(l.url)
+		if err != nil {
+			return nil, err
+		}
+		client := &http.Client{Transport: sameOrigin{o, rt}, CheckRedirect: noRedirect}
+		t = &mcp.SSEClientTransport{Endpoint: l.url, HTTPClient: client}
+	}
+	c, err := t.Connect(cctx)
+	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
 	}
-	in := &remoteInstance{l: l, scope: scope, conn: c, version: version}
+	in := &remoteInstance{l: l, scope: scope, conn: c, version: version, cancel: cancel}
 	l.live.add(in)
 	return in, nil
+}
+
+// withOAuth wraps rt with the OAuth token of the scope's agent, if the
+// server has oauth; sse widens the token to the server's origin.
+func (l *Remote) withOAuth(scope gateway.Scope, rt http.RoundTripper, sse bool) (http.RoundTripper, error) {
+	if l.oauth == nil {
+		return rt, nil
+	}
+	return l.oauthTransport(scope, rt, sse)
+}
+
+// detectSSE is the spec's backwards-compatibility probe: a POST of
+// initialize that a Streamable HTTP server answers 2xx (the session it
+// made is deleted at once), and a server of the old HTTP+SSE transport
+// with a 4xx such as 404 or 405. 401 and 403 are about credentials, not
+// the transport: Streamable HTTP is assumed, and its connection reports
+// them.
+func detectSSE(ctx context.Context, hc *http.Client, u string) (bool, error) {
+	body := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"mcpbox","version":"transport-probe"}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+			if del, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil); err == nil {
+				del.Header.Set("Mcp-Session-Id", sid)
+				if r, err := hc.Do(del); err == nil {
+					r.Body.Close()
+				}
+			}
+		}
+		return false, nil
+	case c == http.StatusUnauthorized || c == http.StatusForbidden:
+		return false, nil
+	case c >= 400 && c < 500:
+		return true, nil
+	}
+	return false, nil
 }
 
 // header resolves the headers and teaches the book their values.
@@ -127,6 +210,7 @@ func (in *remoteInstance) Scope() gateway.Scope { return in.scope }
 func (in *remoteInstance) Stop() {
 	in.once.Do(func() {
 		in.conn.Close()
+		in.cancel()
 		in.l.live.remove(in)
 	})
 }
@@ -143,9 +227,34 @@ func (in *remoteInstance) Stats() (cgroup.Stats, error) { return cgroup.Stats{},
 // process hands the gateway the connection; the gateway closes it
 // itself, so its Stop only forgets it.
 func (in *remoteInstance) Process() *gateway.Process {
-	return &gateway.Process{Conn: in.conn, Stop: func() { in.l.live.remove(in) },
+	return &gateway.Process{Conn: in.conn, Stop: func() { in.cancel(); in.l.live.remove(in) },
 		Negotiated: func(v string) { in.version.Store(v) }}
 }
+
+// sameOrigin refuses requests to another scheme or host than origin's.
+type sameOrigin struct {
+	origin *url.URL
+	next   http.RoundTripper
+}
+
+func (t sameOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != t.origin.Scheme || r.URL.Host != t.origin.Host {
+		return nil, fmt.Errorf("refusing to send to %s://%s: the server's message endpoint must be on %s://%s", r.URL.Scheme, r.URL.Host, t.origin.Scheme, t.origin.Host)
+	}
+	return t.next.RoundTrip(r)
+}
+
+func originOf(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("remote server url %q is not an absolute URL", raw)
+	}
+	return u, nil
+}
+
+// noRedirect keeps a redirect from taking a request (and its headers)
+// elsewhere: the answer is passed on as it is.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // headerTransport adds the configured headers, and the negotiated
 // protocol version where a request names none: the gateway speaks to the

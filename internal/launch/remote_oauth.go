@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/oauth"
@@ -20,7 +21,19 @@ type RemoteOAuth struct {
 	// agent; "" for the shared scope): one store per identity, so that one
 	// client's token is never sent for another.
 	Store func(agent string) (oauth.Store, error)
+	// Reauthorize, if set, gets a new grant into store without a person
+	// (a silent login, oauth.LoginOptions.Silent) when the server asks
+	// for more scope (step is set; ch.Scope is the held scope and the one
+	// asked for) or refuses a stored token (e.g. its authorization server
+	// changed). It is not called for an identity that never logged in,
+	// nor again within ReauthorizeBackoff of a failure.
+	Reauthorize func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error
 }
+
+// ReauthorizeBackoff is how long a connection waits after a failed
+// re-authorization before it tries again: each try may register a client
+// at the authorization server.
+const ReauthorizeBackoff = time.Minute
 
 // AuthError says that a remote server needs a login: its text is safe for
 // the client and the log (it names no token).
@@ -31,6 +44,10 @@ type AuthError struct {
 }
 
 func (e *AuthError) Error() string {
+	if e.StepUp && e.Scope != "" {
+		// mcpbox login alone would ask for the scope of a plain 401 again.
+		return fmt.Sprintf("server %s needs more scope: run `mcpbox login %s --scope %q`", e.Server, e.Server, e.Scope)
+	}
 	what := "needs authorization"
 	if e.StepUp {
 		what = "needs more scope"
@@ -47,13 +64,45 @@ func (e *AuthError) ClientMessage() string { return e.Error() }
 
 // oauthTransport wraps next (the static headers) with the token of the
 // scope's agent.
-func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper) (http.RoundTripper, error) {
+func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper, sse bool) (http.RoundTripper, error) {
 	store, err := l.oauth.Store(scope.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("server %s: token store: %w", l.oauth.Name, err)
 	}
-	t := &oauth.Transport{Server: l.url, Store: bookStore{store, l.book}, Base: next}
+	bs := bookStore{store, l.book}
+	t := &oauth.Transport{Server: l.url, Store: bs, Base: next, SameOrigin: sse}
+	if l.oauth.Reauthorize != nil {
+		t.Authorize = (&reauthorizer{server: l.url, store: bs, do: l.oauth.Reauthorize}).authorize
+	}
 	return authErrors{t, l.oauth.Name}, nil
+}
+
+// reauthorizer is a connection's oauth.AuthorizeFunc: a silent login,
+// only for an identity that has logged in before (the person agreed to
+// this server once), and not again within ReauthorizeBackoff of a
+// failure. oauth.Transport runs it under its lock.
+type reauthorizer struct {
+	server string
+	store  oauth.Store
+	do     func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error
+
+	failed  time.Time // guarded by the transport's lock
+	lastErr error     // guarded by the transport's lock
+}
+
+func (r *reauthorizer) authorize(ctx context.Context, ch oauth.Challenge, step bool) error {
+	if _, err := r.store.Load(ctx, r.server); err != nil {
+		return err // never logged in (or the record is unusable): mcpbox login
+	}
+	if !r.failed.IsZero() && time.Since(r.failed) < ReauthorizeBackoff {
+		return r.lastErr
+	}
+	if err := r.do(ctx, r.store, ch, step); err != nil {
+		r.failed, r.lastErr = time.Now(), err
+		return err
+	}
+	r.failed, r.lastErr = time.Time{}, nil
+	return nil
 }
 
 // authErrors turns the transport's *oauth.AuthRequiredError into an

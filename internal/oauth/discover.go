@@ -65,7 +65,7 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, ch Challen
 
 // discover is Discover with an optional pinned issuer.
 func discover(ctx context.Context, hc *http.Client, serverURL string, ch Challenge, pin string) (*Discovery, error) {
-	hc = orDefault(hc)
+	hc = orDefault(hc, serverURL)
 	rm, err := discoverResource(ctx, hc, serverURL, ch)
 	if errors.Is(err, errNoResourceMetadata) {
 		return discoverLegacy(ctx, hc, serverURL, pin)
@@ -143,7 +143,7 @@ func Probe(ctx context.Context, hc *http.Client, serverURL string) (Challenge, b
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := orDefault(hc).Do(req)
+	resp, err := orDefault(hc, serverURL).Do(req)
 	if err != nil {
 		return Challenge{}, false
 	}
@@ -267,7 +267,7 @@ func DiscoverServer(ctx context.Context, hc *http.Client, issuer string) (*Serve
 	if err != nil {
 		return nil, err
 	}
-	sm, mu, err := fetchServerMetadata(ctx, orDefault(hc), issuer, urls)
+	sm, mu, err := fetchServerMetadata(ctx, orDefault(hc, issuer), issuer, urls)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,10 @@
 // Metadata Document, or dynamic registration, RFC 7591), runs the
 // authorization code flow with PKCE S256 through a one-shot listener on
 // 127.0.0.1, with RFC 8707 resource indicators, and checks the state and
-// the RFC 9207 iss parameter. The Grant it returns goes to a Store;
+// the RFC 9207 iss parameter; a Silent login (prompt=none, followed
+// without a person or cookies) re-authorizes where the authorization
+// server allows it and fails with ErrInteractionRequired otherwise. The
+// Grant it returns goes to a Store;
 // FileStore seals each grant with AES-256-GCM under a key from a
 // KeySource (a 0600 key file, or a cmd: provider). Transport adds the
 // access token to requests for its server only, refreshes it before it
@@ -23,7 +26,8 @@
 // access tokens (RFC 9068) against the issuer's JWKS (cached, fetched
 // again for an unknown key id at most once per RefetchGap): signature
 // (RS256, ES256, EdDSA only), iss, aud (the gateway's resource URI),
-// exp and nbf with a small leeway, and maps a claim to the client
+// exp and nbf with a small leeway, typ at+jwt (or, with GenericType, JWT
+// or none), and maps a claim to the client
 // identity. MetadataHandler serves the resource metadata and
 // Challenge.String builds the WWW-Authenticate header.
 //
@@ -31,7 +35,9 @@
 // constant time; iss mismatch or absence where advertised), a metadata
 // document for another resource or issuer (mix-up), downgrade to plain
 // http (only https, or http on loopback, for every endpoint and
-// redirect), code interception (PKCE S256, required of the server), a
+// redirect), requests into loopback, link-local or private networks
+// beyond the configured server's own (checked on the address dialed,
+// guard.go), code interception (PKCE S256, required of the server), a
 // token sent to another host or path (Transport's binding), a stored
 // grant moved to another binding (the binding is the cipher's
 // additional data), token files readable by others (0600 and owner

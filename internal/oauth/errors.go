@@ -25,6 +25,9 @@ var (
 	ErrNoRegistration = errors.New("no way to register a client with the authorization server")
 	// ErrLoginTimeout: the redirect did not arrive within the wait.
 	ErrLoginTimeout = errors.New("timed out waiting for the authorization redirect")
+	// ErrInteractionRequired: a silent authorization (LoginOptions.Silent)
+	// met a server that wants a person to log in or consent.
+	ErrInteractionRequired = errors.New("the authorization server wants a person to log in")
 	// ErrNoToken: the store holds no token for the resource.
 	ErrNoToken = errors.New("no stored token")
 	// ErrTokenCorrupt: a stored token could not be decrypted or does not

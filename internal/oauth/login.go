@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -58,6 +59,16 @@ type LoginOptions struct {
 	// is up, before Login waits: the CLI prints it (first line of stdout
 	// with --no-browser) or opens a browser. An error aborts the login.
 	OpenURL func(authURL string) error
+	// Silent, if set, replaces OpenURL: the authorization request
+	// carries prompt=none (OpenID Connect; other servers ignore it) and
+	// Login sends it itself, without cookies, following the server's
+	// redirects (by the same rules as every request of the flow) until
+	// one reaches the redirect URI. It succeeds only where the server
+	// grants without a person (consent already given, nothing to log in
+	// to); a login page or an answer such as login_required fails at once
+	// with ErrInteractionRequired. serve re-authorizes this way (step-up,
+	// an authorization server that changed), having no browser.
+	Silent bool
 	// Wait bounds the wait for the redirect; zero means DefaultLoginWait.
 	Wait time.Duration
 	// RedirectPort is the port of the loopback listener; zero means one
@@ -75,13 +86,13 @@ type LoginOptions struct {
 // 8707) go on the authorization and token requests. The grant is saved
 // in opts.Store, if set, and returned.
 func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
-	if opts.Server == "" || opts.OpenURL == nil {
-		return nil, errors.New("login: Server and OpenURL are required")
+	if opts.Server == "" || (opts.OpenURL == nil && !opts.Silent) {
+		return nil, errors.New("login: Server and OpenURL (or Silent) are required")
 	}
 	if err := checkEndpoint(opts.Server); err != nil {
 		return nil, fmt.Errorf("login: server URL %w", err)
 	}
-	hc := orDefault(opts.HTTPClient)
+	hc := orDefault(opts.HTTPClient, opts.Server)
 	ch := opts.Challenge
 	if ch == (Challenge{}) {
 		ch, _ = Probe(ctx, hc, opts.Server)
@@ -129,11 +140,23 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if scope != "" {
 		q.Set("scope", scope)
 	}
+	if opts.Silent {
+		q.Set("prompt", "none")
+	}
 	authURL, err := withQuery(d.Server.AuthorizationEndpoint, q)
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
-	if err := opts.OpenURL(authURL); err != nil {
+	if opts.Silent {
+		back, err := silentFollow(ctx, hc, authURL, cb.redirectURI)
+		if err != nil {
+			return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
+		}
+		select {
+		case cb.got <- back:
+		default: // another request reached the listener first; await checks it
+		}
+	} else if err := opts.OpenURL(authURL); err != nil {
 		return nil, fmt.Errorf("login to %s: opening the authorization URL: %w", opts.Server, err)
 	}
 	wait := opts.Wait
@@ -161,6 +184,50 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 		}
 	}
 	return g, nil
+}
+
+// silentFollow sends the authorization request without a person: a GET
+// without cookies whose redirects are followed by hc's rules until one
+// is for redirectURI, whose query it returns instead of requesting it.
+// An answer that is not such a redirect (a login or consent page), or an
+// error that asks for a person, is ErrInteractionRequired.
+func silentFollow(ctx context.Context, hc *http.Client, authURL, redirectURI string) (url.Values, error) {
+	c := *hc
+	c.Jar = nil
+	ru, err := url.Parse(redirectURI)
+	if err != nil {
+		return nil, err
+	}
+	var back url.Values
+	rules := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if u := req.URL; u.Scheme == ru.Scheme && u.Host == ru.Host && u.Path == ru.Path {
+			back = u.Query()
+			return http.ErrUseLastResponse
+		}
+		if rules != nil {
+			return rules(req, via)
+		}
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("authorization request: %w", err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("authorization request: %w", err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if back == nil {
+		return nil, fmt.Errorf("%s answered %d instead of redirecting back: %w", req.URL.Host, resp.StatusCode, ErrInteractionRequired)
+	}
+	switch back.Get("error") {
+	case "login_required", "consent_required", "interaction_required", "account_selection_required":
+		return nil, fmt.Errorf("%s answered %s: %w", req.URL.Host, back.Get("error"), ErrInteractionRequired)
+	}
+	return back, nil
 }
 
 // chooseScope follows the spec's order: the caller's, the challenge's,

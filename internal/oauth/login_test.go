@@ -326,6 +326,37 @@ func TestLoginHeadlessURLFirstAndTimeout(t *testing.T) {
 	}
 }
 
+// TestLoginSilent: a silent login follows the authorization request
+// itself with prompt=none, and fails at once where a person is needed.
+func TestLoginSilent(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	g, err := login(t, as, rs, store, func(o *LoginOptions) { o.OpenURL, o.Silent = nil, true })
+	if err != nil || g.AccessToken == "" {
+		t.Fatalf("silent login: %v", err)
+	}
+	if p := as.lastAuthz(t).Get("prompt"); p != "none" {
+		t.Errorf("silent login sent prompt %q, want none", p)
+	}
+	if _, err := store.Load(context.Background(), rs.url); err != nil {
+		t.Errorf("silent login stored nothing: %v", err)
+	}
+	for _, person := range []string{"page", "error"} {
+		as.mu.Lock()
+		as.person = person
+		as.mu.Unlock()
+		start := time.Now()
+		_, err := login(t, as, rs, testStore(t), func(o *LoginOptions) { o.OpenURL, o.Silent = nil, true })
+		if !errors.Is(err, ErrInteractionRequired) {
+			t.Errorf("%s: silent login: %v, want ErrInteractionRequired", person, err)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Errorf("%s: failed after %v, want at once", person, time.Since(start))
+		}
+	}
+}
+
 func authzParam(t *testing.T, u, k string) string {
 	t.Helper()
 	req, err := http.NewRequest("GET", u, nil)
@@ -558,7 +589,7 @@ func TestRemoteDocumentsCannotPointIntoLoopback(t *testing.T) {
 }
 
 func TestRedirectRules(t *testing.T) {
-	check := orDefault(nil).CheckRedirect
+	check := orDefault(nil, "https://as.example").CheckRedirect
 	req := func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }
 	for _, c := range []struct {
 		from, to string

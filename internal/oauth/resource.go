@@ -37,6 +37,13 @@ type ValidatorOptions struct {
 	// IdentityClaim names the string claim that becomes the client
 	// identity; zero means DefaultIdentityClaim ("sub").
 	IdentityClaim string
+	// GenericType also accepts tokens whose typ header is the generic
+	// "JWT" or absent, from issuers that do not type their access tokens
+	// as RFC 9068 says. False: typ must be at+jwt (or application/at+jwt),
+	// so that an ID token or another JWT the issuer signs for the same
+	// audience is not taken for an access token. A typ that names another
+	// kind of JWT (logout+jwt, ...) is refused either way.
+	GenericType bool
 	// HTTPClient fetches metadata and keys; nil means a default client.
 	HTTPClient *http.Client
 	// Leeway is the clock skew allowed on exp, nbf and iat; zero means
@@ -95,7 +102,23 @@ func NewValidator(opts ValidatorOptions) (*Validator, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Validator{opts: opts, hc: orDefault(opts.HTTPClient)}, nil
+	return &Validator{opts: opts, hc: orDefault(opts.HTTPClient, opts.Issuer)}, nil
+}
+
+// checkType checks the JWS typ header (RFC 9068 §2.1, §4): media types
+// compare case-insensitively, and "application/" may be left out.
+func (v *Validator) checkType(typ any) error {
+	t, _ := typ.(string)
+	t = strings.TrimPrefix(strings.ToLower(t), "application/")
+	switch {
+	case t == "at+jwt":
+		return nil
+	case v.opts.GenericType && (typ == nil || t == "jwt"):
+		return nil
+	case typ == nil:
+		return fmt.Errorf("%w: no typ header, want at+jwt", ErrInvalidToken)
+	}
+	return fmt.Errorf("%w: typ %.40q is not at+jwt", ErrInvalidToken, t)
 }
 
 // Validate checks raw and returns the identity it carries. Every refusal
@@ -109,6 +132,9 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 		return nil, fmt.Errorf("%w: want exactly one signature", ErrInvalidToken)
 	}
 	h := tok.Headers[0]
+	if err := v.checkType(h.ExtraHeaders[jose.HeaderType]); err != nil {
+		return nil, err
+	}
 	key, err := v.key(ctx, h.KeyID, h.Algorithm)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 )
 
 const gatewayResource = "https://gateway.example/mcp"
@@ -278,5 +279,62 @@ func TestMetadataHandlerAndChallenge(t *testing.T) {
 	}
 	if tok, ok := BearerToken(&http.Request{Header: http.Header{"Authorization": {"bearer abc"}}}); !ok || tok != "abc" {
 		t.Errorf("bearer %q %v", tok, ok)
+	}
+}
+
+// signTyped is signJWT with a chosen typ header; "" leaves it out.
+func signTyped(t *testing.T, as *testAS, typ string) string {
+	t.Helper()
+	opts := (&jose.SignerOptions{}).WithHeader("kid", as.kid)
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: as.key}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(s).Claims(claims(as, nil)).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestValidatorTokenType: RFC 9068 access tokens are typed at+jwt; an ID
+// token (typ JWT or none) for the same audience is refused unless the
+// issuer is known not to type its tokens, and a JWT typed as something
+// else (a logout token, ...) is refused always.
+func TestValidatorTokenType(t *testing.T) {
+	as := newTestAS(t, nil)
+	ctx := context.Background()
+	strict := newValidator(t, as, nil)
+	generic := newValidator(t, as, func(o *ValidatorOptions) { o.GenericType = true })
+	for _, c := range []struct {
+		typ             string
+		strict, generic bool // accepted
+	}{
+		{"at+jwt", true, true},
+		{"application/at+jwt", true, true},
+		{"AT+JWT", true, true},
+		{"JWT", false, true},
+		{"", false, true},
+		{"logout+jwt", false, false},
+		{"secevent+jwt", false, false},
+		{"at+jwt2", false, false},
+	} {
+		tok := signTyped(t, as, c.typ)
+		for _, v := range []struct {
+			name string
+			v    *Validator
+			want bool
+		}{{"strict", strict, c.strict}, {"generic", generic, c.generic}} {
+			_, err := v.v.Validate(ctx, tok)
+			if got := err == nil; got != v.want {
+				t.Errorf("%s validator, typ %q: err %v, want accepted %v", v.name, c.typ, err, v.want)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidToken) {
+				t.Errorf("%s validator, typ %q: %v does not wrap ErrInvalidToken", v.name, c.typ, err)
+			}
+		}
 	}
 }

@@ -181,8 +181,24 @@ type Binding struct {
 type sealedRecord struct {
 	Version int `json:"v"`
 	Binding
+	Status
 	Nonce  []byte `json:"nonce"`
 	Sealed []byte `json:"sealed"`
+}
+
+// Status is what a listing shows of a stored grant besides its binding,
+// kept in the clear next to it: no secret, and for display only (Load
+// takes the sealed values; editing these changes nothing but a listing).
+type Status struct {
+	Expiry      time.Time `json:"expiry,omitzero"`       // of the access token; zero: not said
+	Refreshable bool      `json:"refreshable,omitempty"` // a refresh token is held
+	Scope       string    `json:"scope,omitempty"`
+}
+
+// StoredLogin is a grant as a listing sees it: no token.
+type StoredLogin struct {
+	Binding
+	Status
 }
 
 const recordExt = ".grant"
@@ -228,7 +244,8 @@ func (s *FileStore) Save(ctx context.Context, g *Grant) error {
 	if err != nil {
 		return fmt.Errorf("saving grant for %s: %w", g.Resource, err)
 	}
-	rec := sealedRecord{Version: 1, Binding: Binding{g.Server, g.Issuer, g.Resource, g.ClientID}}
+	rec := sealedRecord{Version: 1, Binding: Binding{g.Server, g.Issuer, g.Resource, g.ClientID},
+		Status: Status{Expiry: g.Expiry, Refreshable: g.RefreshToken != "", Scope: g.Scope}}
 	rec.Nonce = make([]byte, a.NonceSize())
 	rand.Read(rec.Nonce)
 	rec.Sealed = a.Seal(nil, rec.Nonce, plain, rec.Binding.aad())
@@ -296,6 +313,16 @@ func (s *FileStore) Delete(ctx context.Context, server string) error {
 // Bindings lists the stored logins without opening them (no key needed):
 // what `mcpbox ps`/`secrets` may show.
 func (s *FileStore) Bindings() ([]Binding, error) {
+	ls, err := s.Logins()
+	var out []Binding
+	for _, l := range ls {
+		out = append(out, l.Binding)
+	}
+	return out, err
+}
+
+// Logins is Bindings with each grant's Status.
+func (s *FileStore) Logins() ([]StoredLogin, error) {
 	ents, err := os.ReadDir(s.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -303,7 +330,7 @@ func (s *FileStore) Bindings() ([]Binding, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing grants: %w", err)
 	}
-	var out []Binding
+	var out []StoredLogin
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), recordExt) {
 			continue
@@ -316,7 +343,7 @@ func (s *FileStore) Bindings() ([]Binding, error) {
 		if json.Unmarshal(b, &rec) != nil {
 			continue
 		}
-		out = append(out, rec.Binding)
+		out = append(out, StoredLogin{rec.Binding, rec.Status})
 	}
 	return out, nil
 }

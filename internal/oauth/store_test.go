@@ -72,6 +72,10 @@ func TestFileStoreEncryptedAndPrivate(t *testing.T) {
 	if err != nil || len(bs) != 1 || bs[0] != (Binding{g.Server, g.Issuer, g.Resource, g.ClientID}) {
 		t.Errorf("bindings %v %v", bs, err)
 	}
+	ls, err := s.Logins()
+	if err != nil || len(ls) != 1 || !ls[0].Expiry.Equal(g.Expiry) || ls[0].Refreshable != (g.RefreshToken != "") || ls[0].Scope != g.Scope {
+		t.Errorf("logins %+v %v, want the grant's expiry, refreshability and scope", ls, err)
+	}
 	// A new store with the same key file opens it; another key does not.
 	s2 := &FileStore{Dir: s.Dir, Keys: s.Keys}
 	if _, err := s2.Load(ctx, g.Resource); err != nil {

@@ -47,10 +47,11 @@ type testAS struct {
 	scopes      []string
 	expiresIn   int
 	clients     map[string]testClient
-	tamperState bool // redirect with a different state
-	noMetadata  bool // publish no metadata (2025-03-26 endpoint fallback)
-	deny        bool // the user clicks "deny"
-	mcp         bool // also be the MCP server, at /mcp (2025-03-26 layout)
+	tamperState bool   // redirect with a different state
+	noMetadata  bool   // publish no metadata (2025-03-26 endpoint fallback)
+	deny        bool   // the user clicks "deny"
+	mcp         bool   // also be the MCP server, at /mcp (2025-03-26 layout)
+	person      string // guarded by mu; "page": show a login page (200), "error": answer prompt=none with login_required; "": approve at once
 
 	key *ecdsa.PrivateKey
 	kid string
@@ -261,6 +262,7 @@ func (a *testAS) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	a.mu.Lock()
 	a.authzRequests = append(a.authzRequests, q)
+	person := a.person // guarded by mu: tests change it between logins
 	a.mu.Unlock()
 	c, ok := a.client(q.Get("client_id"))
 	if !ok || !redirectAllowed(c.redirectURIs, q.Get("redirect_uri")) {
@@ -276,6 +278,14 @@ func (a *testAS) authorize(w http.ResponseWriter, r *http.Request) {
 	a.codes[code] = codeGrant{q.Get("client_id"), q.Get("redirect_uri"), q.Get("code_challenge"), q.Get("resource"), q.Get("scope")}
 	a.mu.Unlock()
 	back := url.Values{"code": {code}, "state": {q.Get("state")}}
+	switch {
+	case person == "page":
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<form>log in</form>")
+		return
+	case person == "error" && q.Get("prompt") == "none":
+		back = url.Values{"error": {"login_required"}, "state": {q.Get("state")}}
+	}
 	if a.deny {
 		back = url.Values{"error": {"access_denied"}, "error_description": {"the user said no"}, "state": {q.Get("state")}}
 	}

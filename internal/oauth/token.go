@@ -130,7 +130,7 @@ func Refresh(ctx context.Context, hc *http.Client, g *Grant) error {
 		"refresh_token": {g.RefreshToken},
 		"resource":      {g.Resource},
 	}
-	if err := requestToken(ctx, orDefault(hc), g, form, time.Now()); err != nil {
+	if err := requestToken(ctx, orDefault(hc, g.Server), g, form, time.Now()); err != nil {
 		return fmt.Errorf("refreshing token for %s: %w", g.Resource, err)
 	}
 	return nil
@@ -144,7 +144,7 @@ func Revoke(ctx context.Context, hc *http.Client, g *Grant) (bool, error) {
 	if g.RevocationEndpoint == "" {
 		return false, nil
 	}
-	hc = orDefault(hc)
+	hc = orDefault(hc, g.Server)
 	var errs []error
 	for _, t := range []struct{ tok, hint string }{
 		{g.RefreshToken, "refresh_token"},
@@ -183,15 +183,16 @@ func Logout(ctx context.Context, hc *http.Client, store Store, server string) (r
 }
 
 // orDefault returns a copy of hc (or of a default client with a 30 s
-// timeout) whose redirects stay on https (or loopback http), never go
+// timeout whose connections stay within the networks anchor's host is
+// in, guard.go) whose redirects stay on https (or loopback http), never go
 // from https to http nor from a remote host to loopback (a remote server
 // must not make mcpbox fetch local services), and stop after five.
-func orDefault(hc *http.Client) *http.Client {
+func orDefault(hc *http.Client, anchor string) *http.Client {
 	var c http.Client
 	if hc != nil {
 		c = *hc
 	} else {
-		c.Timeout = 30 * time.Second
+		c = *guardedClient(anchor)
 	}
 	prev := c.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {

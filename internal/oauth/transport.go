@@ -38,6 +38,11 @@ type Transport struct {
 	// Server is the MCP server URL; requests to its origin whose path is
 	// at or under its path get the token.
 	Server string
+	// SameOrigin widens the requests that get the token to every URL of
+	// Server's scheme and host: the legacy HTTP+SSE transport posts to an
+	// endpoint its server names beside the SSE URL. The caller keeps the
+	// connection on that origin.
+	SameOrigin bool
 	// Store holds the grant, looked up by Server.
 	Store Store
 	// Base makes the requests; nil means http.DefaultTransport.
@@ -73,6 +78,10 @@ func (t *Transport) base() http.RoundTripper {
 // covers reports whether u is the bound server or under it: the same
 // scheme and host, and a path at or under the server's path.
 func (t *Transport) covers(u *url.URL) bool {
+	if t.SameOrigin {
+		s, err := url.Parse(t.Server)
+		return err == nil && s.Scheme == u.Scheme && s.Host == u.Host
+	}
 	return resourceCovers(t.Server, u.String())
 }
 

@@ -64,6 +64,10 @@ type Config struct {
 	// Stderr receives the agent's log and the server's stderr; nil:
 	// os.Stderr.
 	Stderr *os.File
+	// Reap makes the agent wait for the orphaned processes the server
+	// leaves, as a container's PID 1 must; it is on anyway when the agent
+	// is PID 1.
+	Reap bool
 }
 
 // StartRequest is what the gateway sends to /v1/start: the server's
@@ -98,7 +102,14 @@ type agent struct {
 	mu      sync.Mutex
 	started bool    // guarded by mu
 	bridge  *bridge // guarded by mu; set once started
-	startCh chan *exec.Cmd
+	startCh chan startResult
+	reaper  reaper
+}
+
+// startResult is how /v1/start went.
+type startResult struct {
+	cmd *exec.Cmd
+	err error
 }
 
 // Run serves the gateway on cfg.Listen over mutual TLS until ctx ends
@@ -126,27 +137,20 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	logger := log.New(cfg.Stderr, "mcpbox agent: ", 0)
-	a := &agent{cfg: cfg, logf: logger.Printf, startCh: make(chan *exec.Cmd, 1)}
+	a := &agent{cfg: cfg, logf: logger.Printf, startCh: make(chan startResult, 1)}
+	if cfg.Reap || os.Getpid() == 1 {
+		if err := subreaper(); err != nil {
+			return err
+		}
+		rctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go a.reaper.run(rctx)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/start", a.serveStart)
-	mux.HandleFunc("/mcp", a.serveMCP)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	srv := &http.Server{
-		Handler:           gatewayOnly(mux),
-		TLSConfig:         tlsConf,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		// A TCP probe's or a refused client's handshake is not news.
-		ErrorLog: log.New(handshakeFilter{logger.Writer()}, "mcpbox agent: ", 0),
-		HTTP2:    &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	a.logf("listening on %s", ln.Addr())
+	srv, served := a.serve(ln, tlsConf, logger)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -155,11 +159,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
-	var cmd *exec.Cmd
+	var started startResult
 	timer := time.NewTimer(cfg.StartTimeout)
 	defer timer.Stop()
 	select {
-	case cmd = <-a.startCh:
+	case started = <-a.startCh:
+		if started.err != nil {
+			return &ExitError{Code: 1, Err: fmt.Errorf("starting the server: %w", started.err)}
+		}
 	case <-timer.C:
 		return &ExitError{Code: 1, Err: fmt.Errorf("%w within %s", ErrNoStart, cfg.StartTimeout)}
 	case <-ctx.Done():
@@ -167,7 +174,29 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
 	}
-	return a.supervise(ctx, cmd)
+	return a.supervise(ctx, started.cmd)
+}
+
+// serve serves the gateway on ln; served reports the server's end.
+func (a *agent) serve(ln net.Listener, conf *tls.Config, logger *log.Logger) (srv *http.Server, served <-chan error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/start", a.serveStart)
+	mux.HandleFunc("/mcp", a.serveMCP)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	srv = &http.Server{
+		Handler:           gatewayOnly(mux),
+		TLSConfig:         conf,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		// A TCP probe's handshake (EOF at once) is not news; a refused
+		// client's is logged.
+		ErrorLog: log.New(handshakeFilter{logger.Writer()}, logger.Prefix(), 0),
+		HTTP2:    &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- srv.ServeTLS(ln, "", "") }()
+	a.logf("listening on %s", ln.Addr())
+	return srv, ch
 }
 
 // supervise waits for the server to end, or stops it when ctx ends.
@@ -200,7 +229,9 @@ func (a *agent) supervise(ctx context.Context, cmd *exec.Cmd) error {
 // ended reports how the server ended.
 func (a *agent) ended(cmd *exec.Cmd, err error) error {
 	code := 1
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	if cmd.ProcessState == nil {
+		// Not waited for: its status is unknown.
+	} else if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
 		case st.Exited() && st.ExitStatus() != 0:
 			code = st.ExitStatus()
@@ -262,12 +293,13 @@ func (a *agent) serveStart(w http.ResponseWriter, r *http.Request) {
 	a.started = true
 	cmd, b, err := a.start(req)
 	if err != nil {
-		a.logf("starting the server: %v", err)
+		// The agent exits: a pod is started once.
+		a.startCh <- startResult{err: err}
 		http.Error(w, "starting the server: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	a.bridge = b
-	a.startCh <- cmd
+	a.startCh <- startResult{cmd: cmd}
 	a.logf("started the server (pid %d) with %d variables and %d files from the gateway", cmd.Process.Pid, len(req.Env), len(req.Files))
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, "{}\n")
@@ -301,6 +333,9 @@ func (a *agent) checkStart(req StartRequest) error {
 // start writes req's files and starts the server with req's environment.
 // Preconditions: a.mu held.
 func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
+	if len(req.Files) > 0 && !inMemory(a.cfg.SecretsDir) {
+		a.logf("warning: %s is not memory-backed: the secret files reach the node's disk", a.cfg.SecretsDir)
+	}
 	for name, data := range req.Files {
 		if err := writeSecret(filepath.Join(a.cfg.SecretsDir, name), data); err != nil {
 			return nil, nil, err
@@ -321,7 +356,12 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		return nil, nil, err
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
-	err = cmd.Start()
+	err = a.reaper.starting(func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -337,6 +377,17 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		outR.Close()
 	}()
 	return cmd, b, nil
+}
+
+// inMemory reports whether dir is on tmpfs or ramfs (an emptyDir of
+// medium Memory is tmpfs).
+func inMemory(dir string) bool {
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == tmpfsMagic || st.Type == ramfsMagic
 }
 
 // writeSecret creates path 0400 with data; it never follows or replaces

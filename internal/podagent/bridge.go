@@ -25,11 +25,13 @@ const (
 	// stops reading fails the request instead of holding it forever.
 	writeTimeout = 30 * time.Second
 	// maxBacklog bounds the messages kept for the event stream while the
-	// gateway has none open; older ones are dropped first.
+	// gateway has none open (and their bytes to twice the message limit);
+	// older ones are dropped first.
 	maxBacklog = 1024
 	// streamBuffer is how many messages may wait for one HTTP stream
 	// before the server's output waits for it (back-pressure, as a pipe).
-	streamBuffer = 64
+	// Small: each may be a whole message limit.
+	streamBuffer = 4
 )
 
 // bridge carries JSON-RPC messages between the gateway's HTTP requests
@@ -51,6 +53,7 @@ type bridge struct {
 	tokens     map[string]*stream     // guarded by mu; progress token (JSON text) → its call
 	events     *stream                // guarded by mu; the open GET, if any
 	backlog    [][]byte               // guarded by mu; for the next GET
+	backBytes  int                    // guarded by mu; the backlog's size
 	done       chan struct{}          // closed when the server's output ended
 	doneClosed bool                   // guarded by mu
 }
@@ -233,15 +236,23 @@ func (b *bridge) emit(data []byte) {
 	b.mu.Lock()
 	s := b.events
 	if s == nil {
-		if len(b.backlog) >= maxBacklog {
-			b.backlog = b.backlog[1:]
-			b.logf("dropped a message from the server: no event stream open and %d waiting", maxBacklog)
-		}
-		b.backlog = append(b.backlog, data)
+		b.keepLocked(data)
 	}
 	b.mu.Unlock()
 	if s != nil {
 		s.send(event{data: data})
+	}
+}
+
+// keepLocked adds data to the backlog, dropping the oldest beyond its
+// bounds. Preconditions: b.mu held.
+func (b *bridge) keepLocked(data []byte) {
+	b.backlog = append(b.backlog, data)
+	b.backBytes += len(data)
+	for len(b.backlog) > maxBacklog || b.backBytes > 2*b.max {
+		b.backBytes -= len(b.backlog[0])
+		b.backlog = b.backlog[1:]
+		b.logf("dropped a message from the server: no event stream open and too many waiting")
 	}
 }
 
@@ -314,8 +325,8 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newStream()
 	defer close(s.gone)
-	if !b.register(req, s) {
-		writeRPCError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest, "a request with this id is in flight")
+	if err := b.register(req, s); err != nil {
+		writeRPCError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
 	defer b.unregister(req.ID, s)
@@ -327,9 +338,9 @@ func (b *bridge) post(w http.ResponseWriter, r *http.Request) {
 	b.serveStream(w, r, s, nil)
 }
 
-// register makes s the stream of call req; false if its id is in flight
-// or the server's output has ended.
-func (b *bridge) register(req *jsonrpc.Request, s *stream) bool {
+// register makes s the stream of call req, unless its id is in flight or
+// the server's output has ended.
+func (b *bridge) register(req *jsonrpc.Request, s *stream) error {
 	var p struct {
 		Meta struct {
 			Token json.RawMessage `json:"progressToken"`
@@ -343,8 +354,11 @@ func (b *bridge) register(req *jsonrpc.Request, s *stream) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, dup := b.calls[req.ID]; dup || b.doneClosed {
-		return false
+	if b.doneClosed {
+		return errors.New("the server's output has ended")
+	}
+	if _, dup := b.calls[req.ID]; dup {
+		return errors.New("a request with this id is in flight")
 	}
 	if _, dup := b.tokens[s.token]; dup && s.token != "" {
 		s.token = "" // its progress goes to the event stream instead
@@ -353,7 +367,7 @@ func (b *bridge) register(req *jsonrpc.Request, s *stream) bool {
 	if s.token != "" {
 		b.tokens[s.token] = s
 	}
-	return true
+	return nil
 }
 
 func (b *bridge) unregister(id jsonrpc.ID, s *stream) {
@@ -375,7 +389,7 @@ func (b *bridge) get(w http.ResponseWriter, r *http.Request) {
 	old := b.events
 	b.events = s
 	backlog := b.backlog
-	b.backlog = nil
+	b.backlog, b.backBytes = nil, 0
 	if old != nil {
 		close(old.stop)
 	}
@@ -394,7 +408,7 @@ func (b *bridge) get(w http.ResponseWriter, r *http.Request) {
 		for {
 			select {
 			case e := <-s.ch:
-				b.backlog = append(b.backlog, e.data)
+				b.keepLocked(e.data)
 			default:
 				return
 			}

@@ -26,6 +26,8 @@
 //
 // The agent exits when the server does, with its exit status, so the
 // pod's phase shows it; on SIGTERM it closes the server's stdin, then
-// signals it, each after a bounded grace. There is no unauthenticated
-// endpoint: a readiness probe is a TCP probe of the listening port.
+// signals it, each after a bounded grace. As a container's PID 1 (or
+// with Config.Reap) it also reaps the orphans the server leaves. There is
+// no unauthenticated endpoint: a readiness probe is a TCP probe of the
+// listening port.
 package podagent

@@ -28,12 +28,15 @@ func Main(args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.SecretsDir, "secrets-dir", "", "where the gateway's secret files are written (a memory-backed volume)")
 	fs.DurationVar(&cfg.StartTimeout, "start-timeout", DefaultStartTimeout, "exit if the gateway has not started the server by then")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", DefaultStopTimeout, "the server's grace on stop, before SIGTERM and again before SIGKILL")
+	fs.BoolVar(&cfg.Reap, "reap", false, "wait for the server's orphans (always on as PID 1)")
 	fs.IntVar(&cfg.MaxMessage, "max-message", DefaultMaxMessage, "largest JSON-RPC message either way, in bytes")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpbox agent --cert FILE --key FILE --ca FILE [flags] -- COMMAND [ARG...]\n\nRuns a stdio MCP server in a pod for the gateway (Kubernetes backend).")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	cfg.Command = fs.Args()

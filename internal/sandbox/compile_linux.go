@@ -48,6 +48,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		SecretFiles:  s.secretFiles(),
 		InputMasks:   s.InputMasks(),
 		Forwards:     forwardSpecs(s.Network.Forwards),
+		Hold:         s.hold,
 		Workload: workloadConfig{
 			Args:       s.Args,
 			Env:        s.environ(),
@@ -84,6 +85,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 	guarded := sb.socketsGuarded()
 	for i, m := range append(s.allBinds(), sb.extraBinds...) {
 		b, err := sb.vetBind(m, i < user && !guarded, &idmap, &fds)
+		b.Cover = i >= user && sb.covers(m.Target)
 		switch {
 		case err != nil:
 		case s.InputOverlay != nil && m.Target == InputDir:

@@ -53,6 +53,7 @@ func Doctor() []Check {
 			Detail:   "used as root so files written to --output belong to the invoking user",
 			Degrades: "files written by the sandbox land owned by its unprivileged host uid"})
 	}
+	cs = append(cs, initCheck())
 	cs = append(cs, Check{Name: "overlayfs", OK: hasFilesystem("overlay"),
 		Detail:   map[bool]string{true: "available", false: "not in /proc/filesystems"}[hasFilesystem("overlay")],
 		Degrades: "filesystem.input.mode: overlay is unavailable"})

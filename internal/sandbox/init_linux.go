@@ -60,12 +60,17 @@ type initConfig struct {
 	// InputMasks are paths below /workspace/input hidden under an empty
 	// read-only directory (Spec.InputMasks, maskInput).
 	InputMasks []string `json:"input_masks,omitempty"`
+
+	// Hold: once the root is built, report Ready and wait for the
+	// workload's command and stdio on the control socket (warm_linux.go).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // initReport is what the init sends back: an error during setup, or nil
 // once the workload runs.
 type initReport struct {
 	Started bool   `json:"started,omitempty"`
+	Ready   bool   `json:"ready,omitempty"` // held, waiting for its workload
 	Error   string `json:"error,omitempty"`
 	Layer   Layer  `json:"layer,omitempty"`
 	Code    int    `json:"code,omitempty"` // the exit code the sandbox ends with
@@ -99,6 +104,9 @@ func Main() {
 // It runs as the sandbox uid with the capabilities it needs as ambient
 // ones (see initCommand); the workload gets none of them.
 func runInit() int {
+	// Started through a descriptor (initbin_linux.go), the init would be
+	// named after its number in ps.
+	setComm("mcpbox-init")
 	ctl := os.NewFile(controlFD, "control")
 	// Nothing the caller of mcpbox left open may reach the workload.
 	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -136,6 +144,11 @@ func runInit() int {
 	// Never read: a signal the workload sends to one of our threads is
 	// taken here instead of ending the init (see straySignals).
 	signal.Notify(make(chan os.Signal, 1), straySignals...)
+	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
+		if err := awaitWorkload(ctl, &cfg.Workload); err != nil {
+			return reportSetup(ctl, "", fmt.Errorf("waiting for the workload: %w", err))
+		}
+	}
 	child, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
@@ -275,7 +288,7 @@ func writeIDMaps(pid int) error {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	id := strconv.Itoa(sandboxUID) + " " + strconv.Itoa(sandboxUID) + " 1\n"
 	for _, f := range []struct{ name, data string }{{"uid_map", id}, {"setgroups", "deny"}, {"gid_map", id}} {
-		if err := os.WriteFile(dir+f.name, []byte(f.data), 0); err != nil {
+		if err := writeFile(dir+f.name, []byte(f.data), 0); err != nil {
 			return fmt.Errorf("writing the workload's %s: %w", f.name, err)
 		}
 	}

@@ -174,7 +174,7 @@ func TestImageRootUnprivileged(t *testing.T) {
 	probe := filepath.Join(dir, "rootprobe")
 	buildStatic(t, "rootprobe", probe)
 	runUnprivilegedEnv(t, []string{probeEnv + "=" + probe},
-		"TestImageRootReplacesHostSystem", "TestImageRootEtcSymlinkNotFollowed")
+		"TestImageRootReplacesHostSystem", "TestImageRootEtcSymlinkNotFollowed", "TestImageRootTrustBundle")
 }
 
 // TestImageRootDynamicBinary runs a dynamically linked shell from an image

@@ -70,6 +70,9 @@ type bindSpec struct {
 	// idmapped clone of Source prepared by the host (host-root mode).
 	IdmapFD int  `json:"idmap_fd,omitempty"`
 	File    bool `json:"file,omitempty"` // Source is not a directory
+	// Cover: the target is an existing file of the system view (a system
+	// trust bundle) that this bind, the sandbox's own, covers.
+	Cover bool `json:"cover,omitempty"`
 	// Dev and Ino identify the source the host checked: the init binds
 	// it only if the path still leads to the same file, without symlinks.
 	Dev uint64 `json:"dev"`
@@ -208,11 +211,34 @@ func mkTarget(target string, dir bool) error {
 	if st, err := os.Lstat(target); err == nil && st.Mode().IsRegular() {
 		return nil
 	}
-	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644)
+	fd, err := unix.Open(target, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: target, Err: err}
 	}
-	return f.Close()
+	return unix.Close(fd)
+}
+
+// writeFile is os.WriteFile in raw system calls. os opens every file
+// for the poller, five more system calls per file (fcntl twice to make it
+// non-blocking, epoll_ctl, which a regular file refuses, fcntl twice to
+// undo it), which the init, writing a dozen files per start, does without.
+func writeFile(path string, data []byte, perm uint32) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err != nil {
+			unix.Close(fd)
+			return &os.PathError{Op: "write", Path: path, Err: err}
+		}
+		data = data[n:]
+	}
+	if err := unix.Close(fd); err != nil {
+		return &os.PathError{Op: "close", Path: path, Err: err}
+	}
+	return nil
 }
 
 func buildEtc(c *initConfig, _ []int) error {
@@ -231,7 +257,7 @@ func buildEtc(c *initConfig, _ []int) error {
 		"resolv.conf": "# mcpbox: no DNS inside the sandbox\noptions timeout:1 attempts:1\n",
 	}
 	for name, content := range files {
-		if err := os.WriteFile(etc+"/"+name, []byte(content), 0o644); err != nil {
+		if err := writeFile(etc+"/"+name, []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
@@ -417,7 +443,15 @@ func bindUser(c *initConfig, fds []int) error {
 	}
 	for _, b := range c.Binds {
 		target := newRoot + b.Target
-		if b.File && b.Target != systemBundle {
+		switch {
+		case b.Cover:
+			// The file the host found, reached without symlinks: one
+			// would resolve here against the staging root, not the
+			// sandbox's.
+			if err := regularNoSymlinks(target); err != nil {
+				return fmt.Errorf("covering %s with the trust bundle: %w", b.Target, err)
+			}
+		case b.File:
 			// Only the trust bundle covers a file of the system view: a
 			// config mount must not silently replace, say, /usr/bin/node.
 			if st, err := os.Lstat(target); err == nil && st.Mode().IsRegular() {
@@ -430,6 +464,27 @@ func bindUser(c *initConfig, fds []int) error {
 		if err := attachBind(b, target, fds); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// regularNoSymlinks checks that path is a regular file reached without
+// following a symlink.
+func regularNoSymlinks(path string) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("not a regular file")
 	}
 	return nil
 }
@@ -509,7 +564,7 @@ func writeSecrets(c *initConfig, _ []int) error {
 		return err
 	}
 	for _, f := range c.SecretFiles {
-		if err := os.WriteFile(dir+"/"+f.Name, f.Value, 0o400); err != nil {
+		if err := writeFile(dir+"/"+f.Name, f.Value, 0o400); err != nil {
 			return fmt.Errorf("writing secret %s: %w", f.Name, err)
 		}
 	}

@@ -46,10 +46,20 @@ type Sandbox struct {
 	proxy      *egress.Proxy // the egress proxy, if the Spec has a network
 	egressDir  string        // holds the proxy's socket
 	extraBinds []Mount       // mounts the sandbox adds itself (the proxy socket)
+	cover      []string      // extraBinds targets that cover a system-view file (the trust bundle)
 
 	// sizeStop ends the size watcher (disksize_linux.go), which closes
 	// sizeDone; both nil without size limits.
 	sizeStop, sizeDone chan struct{}
+
+	// born: the init started inside cg (spawnInCgroup); written on the
+	// spawn thread before Start reads it.
+	born bool
+	// ctl is the control socket of a prepared sandbox waiting for its
+	// workload, and copies the pumps of its non-file stdout and stderr
+	// (warm_linux.go); nil and empty for Start.
+	ctl    *os.File
+	copies sync.WaitGroup
 
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
@@ -75,8 +85,8 @@ func Run(ctx context.Context, spec Spec, stdio Stdio) (*Result, error) {
 // the workload's execve succeeded, or with a *StartError. Cancelling ctx
 // kills the sandbox.
 //
-// The init is started first: its runtime boots while the host creates the
-// cgroup and compiles the config, which the init waits for.
+// The cgroup is created first and the init born in it; the init's runtime
+// boots while the host compiles the config, which the init waits for.
 func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) {
 	if err := spec.check(); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: err}
@@ -100,6 +110,14 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 			err = &StartError{Code: exitSetup, Err: fmt.Errorf("starting sandbox: %w", context.Cause(ctx))}
 		}
 	}()
+	// The cgroup comes first, so that the init is born in it (spawnInit)
+	// instead of moved there, which costs milliseconds.
+	if err := sb.createCgroup(); err != nil {
+		return nil, err
+	}
+	if cg := sb.cgroup(); cg != nil {
+		undo = append(undo, func() { _ = cg.Destroy() })
+	}
 	ctl, cfgW, err := sb.startInit(stdio)
 	if err != nil {
 		return nil, err
@@ -126,14 +144,13 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	sb.stopCtx = context.AfterFunc(ctx, sb.Kill)
 	undo = append(undo, func() { sb.stopCtx() })
 	host := probeHost() // while the init boots
-	if sb.Degraded, err = host.degradations(&spec); err != nil {
+	degraded, err := host.degradations(&spec)
+	if err != nil {
 		return nil, err
 	}
+	sb.Degraded = append(degraded, sb.Degraded...) // createCgroup's, if any
 	if err := sb.joinCgroup(); err != nil {
 		return nil, err
-	}
-	if cg := sb.cgroup(); cg != nil {
-		undo = append(undo, func() { _ = cg.Destroy() })
 	}
 	if spec.Network.Enabled() {
 		undo = append(undo, sb.stopEgress)
@@ -158,6 +175,9 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	if err := readReport(ctl); err != nil {
 		return nil, err
+	}
+	if spec.hold {
+		return sb, sb.keepControl(ctl) // warm_linux.go: Prepared.Start goes on
 	}
 	sb.watch(ctx)
 	return sb, nil
@@ -184,11 +204,12 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 		defer stdinR.Close()
 	}
 	sb.cmd = initCommand(sb, stdio, child, cfgR)
-	start := sb.cmd.Start
+	// sb.cmd is read at the call: spawnInCgroup may replace it.
+	start := func() error { return sb.cmd.Start() }
 	if sb.root {
-		start = func() error { return asHostID(sb.hostUID, sb.cmd.Start) }
+		start = func() error { return asHostID(sb.hostUID, func() error { return sb.cmd.Start() }) }
 	}
-	if err := onSpawnThread(start); err != nil {
+	if err := onSpawnThread(sb.spawnInCgroup(start)); err != nil {
 		ctl.Close()
 		cfgW.Close()
 		if sb.stdinW != nil {
@@ -228,10 +249,10 @@ func (sb *Sandbox) pumpStdin(stdio Stdio) (Stdio, *os.File) {
 	return stdio, r
 }
 
-// joinCgroup creates the sandbox's cgroup and moves the init into it
-// before the init builds anything. Without cgroups the sandbox starts only
-// if the spec accepts the degradation.
-func (sb *Sandbox) joinCgroup() error {
+// createCgroup creates the sandbox's cgroup, before the init exists.
+// Without cgroups the sandbox starts only if the spec accepts the
+// degradation.
+func (sb *Sandbox) createCgroup() error {
 	l := sb.spec.Limits
 	if !l.hasCgroupLimits() {
 		return nil
@@ -249,13 +270,72 @@ func (sb *Sandbox) joinCgroup() error {
 		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf(
 			"isolation layer cgroups is unavailable: %w; refusing to start without memory and pids limits (accept with --allow-degraded=cgroups)", err)}
 	}
-	if err := cg.Add(sb.cmd.Process.Pid); err != nil {
-		_ = cg.Destroy()
-		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
-	}
 	sb.mu.Lock()
 	sb.cg = cg
 	sb.mu.Unlock()
+	return nil
+}
+
+// spawnInCgroup wraps start, which forks the init, so that the init is
+// born in the sandbox's cgroup, if it has one: on v2 the clone puts it
+// there (CLONE_INTO_CGROUP), on v1 the spawn thread steps into the cgroup
+// for the fork (cgroup.SpawnInside). Either way the init is inside before
+// it runs a single instruction. Where neither works, joinCgroup moves it.
+//
+// Preconditions: it runs on the spawn thread (onSpawnThread).
+func (sb *Sandbox) spawnInCgroup(start func() error) func() error {
+	cg := sb.cgroup()
+	if cg == nil {
+		return start
+	}
+	return func() error {
+		// Host root forks the init as an unprivileged uid (asHostID),
+		// which may not write the cgroup: CLONE_INTO_CGROUP would fail.
+		if f, err := cg.DirFD(); err == nil && !sb.root {
+			defer f.Close()
+			plain := *sb.cmd.SysProcAttr
+			sb.cmd.SysProcAttr.UseCgroupFD, sb.cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+			if err := start(); err == nil {
+				sb.born = true
+				return nil
+			}
+			// Refused (a kernel or setup that does not allow it): a
+			// plain start, then joinCgroup moves the init.
+			sb.cmd = retryCommand(sb.cmd, &plain)
+			return start()
+		}
+		ran := false
+		err := cg.SpawnInside(func() error {
+			ran = true
+			return start()
+		})
+		if !ran {
+			return start()
+		}
+		sb.born = err == nil
+		return err
+	}
+}
+
+// retryCommand is a fresh, unstarted copy of c, which failed to start,
+// with attr.
+func retryCommand(c *exec.Cmd, attr *syscall.SysProcAttr) *exec.Cmd {
+	return &exec.Cmd{
+		Path: c.Path, Args: c.Args, Env: c.Env, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		ExtraFiles: c.ExtraFiles, SysProcAttr: attr, WaitDelay: c.WaitDelay,
+	}
+}
+
+// joinCgroup moves the init into the sandbox's cgroup unless it was born
+// there, before the init builds anything (it waits for its config).
+func (sb *Sandbox) joinCgroup() error {
+	cg := sb.cgroup()
+	if cg == nil || sb.born {
+		return nil
+	}
+	if err := cg.Add(sb.cmd.Process.Pid); err != nil {
+		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("moving sandbox into its cgroup: %w", err)}
+	}
 	return nil
 }
 
@@ -319,7 +399,7 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 		attr.AmbientCaps = append(attr.AmbientCaps, overlayCaps...)
 	}
 	return &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: initPath(), // this binary, or a lean init of the same build
 		Args: []string{"mcpbox-init", initArg},
 		// One P is plenty for the init, and each P costs page faults at
 		// start-up (the workload gets its own environment).
@@ -415,7 +495,7 @@ func readReport(ctl *os.File) error {
 	if err := json.Unmarshal(buf[:n], &r); err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
 	}
-	if !r.Started {
+	if !r.Started && !r.Ready {
 		return &StartError{Layer: r.Layer, Code: r.Code, Err: errors.New(r.Error)}
 	}
 	return nil
@@ -472,6 +552,7 @@ func (sb *Sandbox) expire() {
 // (stripSetID). Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
+	sb.copies.Wait()
 	sb.end()
 	sb.stopEgress()
 	if sb.ttyFD >= 0 {
@@ -510,13 +591,20 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	default:
 		return nil, fmt.Errorf("waiting for sandbox: %w", err)
 	}
+	// The size watcher may find a dir over its limit just as the workload
+	// exits on its own: only a killed workload was stopped for it.
+	if e := res.SizeExceeded; e != nil && e.Stopped && res.ExitCode != 128+int(unix.SIGKILL) {
+		c := *e
+		c.Stopped = false
+		res.SizeExceeded = &c
+	}
 	// The timer may fire just as the workload exits on its own: only a
 	// killed workload timed out.
 	sb.mu.Lock()
 	res.TimedOut = sb.timedOut && res.ExitCode == 128+int(unix.SIGKILL)
 	sb.mu.Unlock()
 	if cg := sb.cgroup(); cg != nil {
-		if st, err := cg.Stats(); err == nil {
+		if st, err := cg.ExitStats(); err == nil {
 			res.OOMKilled = st.OOMKills > 0
 			res.PidsExhausted = st.PidsLimitHits > 0
 			res.MemoryPeak = int64(st.MemoryPeak)

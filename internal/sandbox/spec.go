@@ -139,7 +139,9 @@ type Network struct {
 	// Injector's hosts with CA, which is then required
 	// (egress.Options.Injector). TrustBundle, the PEM certificates the
 	// sandbox trusts then (the host's and CA's), is put at
-	// TrustBundlePath and, with the host's root, over the system bundle;
+	// TrustBundlePath and over the system bundle: the host's, or with an
+	// image Root the files the image's usual bundle paths lead to (links
+	// followed inside the image), or the common path when it has none;
 	// CA's certificate alone at TrustCAPath (trust_linux.go).
 	Injector    egress.Injector
 	CA          *egress.CA
@@ -217,6 +219,9 @@ type Spec struct {
 	// ID names the sandbox (its cgroup), [a-z0-9_] only. Empty means a
 	// fresh random "sbx_" id.
 	ID string
+
+	// hold: the init waits for its workload (Prepare).
+	hold bool
 }
 
 func (s *Spec) degradable(l Layer) bool {

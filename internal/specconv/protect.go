@@ -136,6 +136,17 @@ func StateDir(c *config.Config, configPath, base, flag string) (string, error) {
 	return dir, nil
 }
 
+// ConfigStateDir is the state dir of the gateway that serves the config
+// c read from configPath, for commands that talk to it: its state_dir
+// (made if missing, as StateDir does), or the project's own, which is
+// made by its serve and not by looking.
+func ConfigStateDir(c *config.Config, configPath string) (string, error) {
+	if c.StateDir != "" {
+		return StateDir(c, configPath, filepath.Dir(configPath), "")
+	}
+	return ProjectStateDir(configPath, filepath.Dir(configPath))
+}
+
 // ProjectStateDir is the state dir of a project whose config names none
 // (keyed by configPath, or by base for the embedded default): see package
 // instance.

@@ -99,3 +99,26 @@ func TestProtectFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigStateDir: the admin commands find a gateway's state dir from
+// its config: state_dir resolved against the config's directory, or the
+// project's own, which looking does not make.
+func TestConfigStateDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	cfg := filepath.Join(tmp, "proj", "mcpbox.yaml")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	os.WriteFile(cfg, []byte("servers: {}\n"), 0o600)
+	got, err := ConfigStateDir(&config.Config{StateDir: "st"}, cfg)
+	if want := filepath.Join(tmp, "proj", "st"); err != nil || got != want {
+		t.Errorf("with state_dir: %q %v, want %s", got, err, want)
+	}
+	got, err = ConfigStateDir(&config.Config{}, cfg)
+	want, werr := ProjectStateDir(cfg, filepath.Dir(cfg))
+	if err != nil || werr != nil || got != want || !strings.HasPrefix(got, filepath.Join(tmp, "xdg")) {
+		t.Errorf("without: %q %v, want %q %v", got, err, want, werr)
+	}
+	if _, err := os.Stat(got); !os.IsNotExist(err) {
+		t.Errorf("looking made the project's state dir: %v", err)
+	}
+}

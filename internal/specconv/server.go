@@ -176,25 +176,36 @@ func configMount(base, in string, m config.Mount) (sandbox.Mount, error) {
 
 // networkSpec fills spec's egress rules, forwards and connection limits.
 func networkSpec(s *config.Server, spec *sandbox.Spec) error {
+	rules, limits, err := EgressPolicy(s)
+	if err != nil {
+		return err
+	}
+	spec.Network.Rules, spec.Network.Limits = rules, limits
+	for _, f := range s.Network.Forward {
+		spec.Network.Forwards = append(spec.Network.Forwards, egress.Forward{Listen: f.Listen, To: f.To})
+	}
+	return nil
+}
+
+// EgressPolicy is server s's egress allowlist and the limits of its
+// proxy, as the local sandbox's proxy and the pods' shared one apply them.
+func EgressPolicy(s *config.Server) ([]egress.Rule, egress.Limits, error) {
+	var rules []egress.Rule
 	for _, eg := range s.Network.Egress {
 		r := egress.Rule{Host: eg.Host, Ports: eg.Ports}
 		if eg.CIDR != "" {
 			var err error
 			if r.CIDR, err = netip.ParsePrefix(eg.CIDR); err != nil {
-				return fmt.Errorf("server %s: egress cidr %q: %w", s.Name, eg.CIDR, err)
+				return nil, egress.Limits{}, fmt.Errorf("server %s: egress cidr %q: %w", s.Name, eg.CIDR, err)
 			}
 		}
-		spec.Network.Rules = append(spec.Network.Rules, r)
-	}
-	for _, f := range s.Network.Forward {
-		spec.Network.Forwards = append(spec.Network.Forwards, egress.Forward{Listen: f.Listen, To: f.To})
+		rules = append(rules, r)
 	}
 	nl := s.Network.Limits
-	spec.Network.Limits = egress.Limits{
+	return rules, egress.Limits{
 		MaxConns: nl.Connections, MaxBytesPerConn: int64(nl.BytesPerConnection), MaxBytesTotal: int64(nl.BytesTotal),
 		IdleTimeout: time.Duration(nl.Idle), MaxDuration: time.Duration(nl.MaxDuration),
-	}
-	return nil
+	}, nil
 }
 
 // requireLayers turns the server's required layers into the layers the

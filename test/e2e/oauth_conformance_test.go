@@ -34,15 +34,7 @@ var oaConformanceScenarios = []string{
 // oaConformanceGaps are the scenarios mcpbox does not pass yet, and why.
 // Each still runs: one that starts to pass fails the test until it is
 // taken off this list.
-var oaConformanceGaps = map[string]string{
-	// serve never opens a browser: a 403 insufficient_scope becomes the
-	// error "server S needs more scope: run mcpbox login S".
-	"auth/scope-step-up": "no step-up inside serve",
-	// Passes with internal/oauth as the client alone
-	// (internal/oauth's TestConformanceAuthScenarios); through serve its
-	// check fails. Not diagnosed yet.
-	"auth/authorization-server-migration": "fails through serve, not yet diagnosed",
-}
+var oaConformanceGaps = map[string]string{}
 
 // TestOAuthConformanceThroughServe runs the official suite's client
 // authorization scenarios with mcpbox as the client: the harness

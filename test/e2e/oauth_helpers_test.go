@@ -40,6 +40,7 @@ type oaAS struct {
 
 	mu        sync.Mutex
 	sub       string              // the user who approves
+	person    bool                // a person must log in: prompt=none gets login_required
 	ttl       time.Duration       // of access tokens; zero: an hour
 	refreshes int                 // refresh grants served
 	clients   map[string][]string // client id → redirect URIs
@@ -104,6 +105,13 @@ func oaJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// needPerson makes silent logins (prompt=none) fail with login_required.
+func (a *oaAS) needPerson() {
+	a.mu.Lock()
+	a.person = true
+	a.mu.Unlock()
+}
+
 func (a *oaAS) setUser(sub string) {
 	a.mu.Lock()
 	a.sub = sub
@@ -114,7 +122,7 @@ func (a *oaAS) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	a.mu.Lock()
 	uris, ok := a.clients[q.Get("client_id")]
-	sub := a.sub
+	sub, person := a.sub, a.person
 	a.mu.Unlock()
 	ru, err := url.Parse(q.Get("redirect_uri"))
 	allowed := false
@@ -125,6 +133,10 @@ func (a *oaAS) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok || !allowed || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("resource") == "" {
 		http.Error(w, "bad authorization request", 400)
+		return
+	}
+	if person && q.Get("prompt") == "none" {
+		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"error": {"login_required"}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
 		return
 	}
 	code := rand.Text()

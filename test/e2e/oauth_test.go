@@ -190,7 +190,9 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		}
 
 		sr := m.mcpbox(t, 60*time.Second, "", "secrets", "--json", "--config", cfg)
-		want(t, sr, 0, `"id":"r/oauth"`, `"as":"logged in (_local, issuer `+as.issuer+`)"`)
+		want(t, sr, 0, `"id":"r/oauth"`, `"as":"logged in (_local, issuer `+as.issuer+`), expires `)
+		st := m.mcpbox(t, 60*time.Second, "", "login", "--status", "--config", cfg)
+		want(t, st, 0, "r\tlogged in (_local, issuer "+as.issuer+"), expires 20")
 
 		sess, logs := oaServeStdio(t, m, cfg)
 		if strings.Contains(logs.String(), "not logged in") {
@@ -201,9 +203,19 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		if err != nil || !strings.Contains(leak, "your token is [REDACTED") {
 			t.Errorf("leak gave %q, %v; want the token redacted", leak, err)
 		}
-		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), `server r needs more scope (scope "admin"): run `+"`mcpbox login r`") {
-			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r", out, err)
+		// A step-up that needs a person: serve's silent re-authorization
+		// gets login_required, and the client is told the command.
+		as.needPerson()
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --scope \"admin\"`") {
+			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r --scope", out, err)
 		}
+		gwClose(t, sess)
+		// The command the error names gets the scope.
+		if lr := oaLogin(t, m, cfg, "r", "--scope", "admin"); lr.code != 0 {
+			t.Fatalf("login --scope:\n%s", lr)
+		}
+		sess, _ = oaServeStdio(t, m, cfg)
+		gwMustCall(t, sess, "admin_only", nil, "admin ok")
 		gwClose(t, sess)
 
 		issued, _ := as.tokens()

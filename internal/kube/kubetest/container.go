@@ -74,7 +74,7 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(filepath.Join(r.dir, "logs", c.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(r.n.logPath(r.ns, r.name, c.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -272,6 +272,9 @@ func testPod(t *testing.T, c *Cluster) {
 		resp.Body.Close()
 		t.Errorf("the pod's server still answers at %s", url)
 	}
+	if _, err := c.Node.Logs(ns, "srv", "srv"); err != nil {
+		t.Errorf("the log of a deleted pod: %v", err)
+	}
 }
 
 // testHardened runs a container the way mcpbox's backend does (non-root,

@@ -295,14 +295,20 @@ func (n *Node) ContainerPID(ns, pod, container string) int {
 }
 
 // Logs returns what a container of a pod wrote to stdout and stderr, all
-// its restarts together; the file lives until the pod's run ends.
+// its restarts together. The log outlives the pod (until the cluster
+// stops or a new pod of the same name starts), so a test can read what a
+// deleted or crashed pod said.
 func (n *Node) Logs(ns, pod, container string) (string, error) {
-	r := n.run(ns, pod)
-	if r == nil {
-		return "", fmt.Errorf("pod %s/%s does not run on the test node", ns, pod)
+	b, err := os.ReadFile(n.logPath(ns, pod, container))
+	if os.IsNotExist(err) {
+		return "", fmt.Errorf("no log of container %s of pod %s/%s on the test node", container, ns, pod)
 	}
-	b, err := os.ReadFile(filepath.Join(r.dir, "logs", container+".log"))
 	return string(b), err
+}
+
+// logPath is where a container's output goes.
+func (n *Node) logPath(ns, pod, container string) string {
+	return filepath.Join(n.dir, "logs", ns, pod, container+".log")
 }
 
 // PVCDir is the host directory that stands for a PersistentVolumeClaim

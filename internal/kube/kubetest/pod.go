@@ -22,7 +22,7 @@ type podRun struct {
 	n        *Node
 	ns, name string
 	uid      types.UID
-	dir      string      // vol/NAME, logs/CONTAINER.log, ctr/CONTAINER
+	dir      string      // vol/NAME, ctr/CONTAINER
 	pod      *corev1.Pod // the version it was started from: containers and volumes cannot change
 	ip       string
 	started  metav1.Time
@@ -119,12 +119,17 @@ func (r *podRun) run() {
 }
 
 func (r *podRun) setup() error {
-	for _, d := range []string{"vol", "logs", "ctr"} {
+	for _, d := range []string{"vol", "ctr"} {
 		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	return nil
+	// A new pod of the same name starts a new log.
+	logs := filepath.Dir(r.n.logPath(r.ns, r.name, "x"))
+	if err := os.RemoveAll(logs); err != nil {
+		return err
+	}
+	return os.MkdirAll(logs, 0o755)
 }
 
 // prepare writes the volumes, retrying while what they come from (a

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +29,9 @@ type httpGetIn struct {
 	URL string `json:"url"`
 	// Headers are sent with ${VAR} replaced by the server's variable VAR.
 	Headers map[string]string `json:"headers,omitempty"`
+	// CAFile, if set, is the only trust: the certificates in that file,
+	// as a tool that ignores SSL_CERT_FILE and reads a system bundle path.
+	CAFile string `json:"ca_file,omitempty"`
 }
 
 type readIn struct {
@@ -118,7 +123,18 @@ func s3Get(ctx context.Context, _ *mcp.CallToolRequest, in s3GetIn) (*mcp.CallTo
 }
 
 func httpGet(ctx context.Context, _ *mcp.CallToolRequest, in httpGetIn) (*mcp.CallToolResult, any, error) {
-	return get(ctx, in.URL, func(r *http.Request) {
+	var roots *x509.CertPool
+	if in.CAFile != "" {
+		pem, err := os.ReadFile(in.CAFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("no certificate in %s", in.CAFile)
+		}
+	}
+	return getTrusting(ctx, in.URL, roots, func(r *http.Request) {
 		for k, v := range in.Headers {
 			r.Header.Set(k, os.ExpandEnv(v))
 		}
@@ -127,6 +143,11 @@ func httpGet(ctx context.Context, _ *mcp.CallToolRequest, in httpGetIn) (*mcp.Ca
 
 // get GETs u through the sandbox's proxy after prepare.
 func get(ctx context.Context, u string, prepare func(*http.Request)) (*mcp.CallToolResult, any, error) {
+	return getTrusting(ctx, u, nil, prepare)
+}
+
+// getTrusting is get trusting roots (nil: the system's, SSL_CERT_FILE).
+func getTrusting(ctx context.Context, u string, roots *x509.CertPool, prepare func(*http.Request)) (*mcp.CallToolResult, any, error) {
 	// Not http.ProxyFromEnvironment: it never proxies loopback targets,
 	// and the tests' services listen on the host's loopback.
 	tr := &http.Transport{ForceAttemptHTTP2: true, Proxy: func(r *http.Request) (*url.URL, error) {
@@ -139,6 +160,9 @@ func get(ctx context.Context, u string, prepare func(*http.Request)) (*mcp.CallT
 		}
 		return url.Parse(p)
 	}}
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

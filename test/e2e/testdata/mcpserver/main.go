@@ -68,6 +68,7 @@ func main() {
 	s.register()
 	s.registerFS()
 	s.registerHTTPGet()
+	s.registerWSEcho()
 	s.registerRawArgs()
 	s.registerFaults()
 	s.registerStat()

@@ -1,0 +1,20 @@
+// Command mcpbox-init is the sandbox init alone: what mcpbox runs as pid 1
+// of each sandbox, without the gateway's packages, whose initialization
+// would otherwise delay every sandbox start by milliseconds. Installed next
+// to mcpbox from the same build, mcpbox starts it instead of re-executing
+// itself (internal/sandbox/initbin_linux.go); it is not meant to be run by
+// hand.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"mcpbox/internal/sandbox"
+)
+
+func main() {
+	sandbox.Main() // exits when started as the init
+	fmt.Fprintln(os.Stderr, "mcpbox-init: the sandbox init of mcpbox; mcpbox starts it, not you")
+	os.Exit(2)
+}

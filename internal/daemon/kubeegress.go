@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/kube"
+	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/redact"
+	"mcpbox/internal/specconv"
+)
+
+// proxyTokenTTL is how long a pod's egress proxy token is good for: a
+// pod that lives longer loses its egress (the proxy answers 407) until
+// it is started again.
+const proxyTokenTTL = 7 * 24 * time.Hour
+
+// kubeEgress is this gateway's egress proxy in one namespace: its token
+// key, the config in its Secret, and the Service's address the pods use.
+type kubeEgress struct {
+	mu    sync.Mutex
+	key   []byte // nil until the proxy is made
+	cfg   []byte // the Secret's config as last written
+	addr  string // the Service's cluster IP and port
+	ready bool   // a proxy pod was seen available
+}
+
+// proxyReadyWait bounds how long a pod's start waits for the first proxy
+// pod; after it the pod starts anyway (its requests fail until the proxy
+// serves), so a proxy that cannot start does not stop the server.
+const proxyReadyWait = 30 * time.Second
+
+// waitReady waits, until one of the proxy's pods is available, before
+// the first pod with egress starts: else that pod's first requests would
+// find nothing listening. Once seen, it never waits again.
+func (e *kubeEgress) waitReady(ctx context.Context, kc *kubeConn, log *slog.Logger) {
+	e.mu.Lock()
+	ready := e.ready || e.key == nil
+	e.mu.Unlock()
+	if ready {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, proxyReadyWait)
+	defer cancel()
+	for {
+		var d appsv1.Deployment
+		err := kc.client.Get(ctx, kube.Deployments, kc.ns, kube.ProxyName(kc.gw.ID()), &d)
+		if err == nil && d.Status.AvailableReplicas > 0 {
+			e.mu.Lock()
+			e.ready = true
+			e.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if log != nil {
+				log.Warn("the egress proxy has no available pod yet; starting the server's pod anyway", "namespace", kc.ns)
+			}
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// made reports whether the proxy exists (ensure made it).
+func (e *kubeEgress) made() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.key != nil
+}
+
+// egressServers are c's servers that run in kc's namespace (by connKey)
+// with an egress allowlist, as the proxy's config holds them.
+func egressServers(c *config.Config, connKey string) (map[string]egressproxy.ServerPolicy, error) {
+	out := map[string]egressproxy.ServerPolicy{}
+	for _, s := range c.Servers {
+		if !c.IsKubernetes(s) || len(s.Network.Egress) == 0 || kubeConnKey(c.BackendOf(s)) != connKey {
+			continue
+		}
+		rules, limits, err := specconv.EgressPolicy(s)
+		if err != nil {
+			return nil, err
+		}
+		out[s.Name] = egressproxy.ServerPolicy{Rules: rules, Limits: limits}
+	}
+	return out, nil
+}
+
+// ensure makes the proxy at first need (its Secret, ingress policy,
+// Service and Deployment, all owned by the gateway's owner object) and
+// rewrites its Secret when the allowlists changed (the proxy reads it
+// again). The gateway's Role may create and delete Secrets but not
+// update them (an update could rewrite another workload's Secret), so a
+// change is a delete and a create: the pods keep the mounted old config
+// in between.
+func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	servers, err := egressServers(c, kc.key)
+	if err != nil {
+		return err
+	}
+	first := e.key == nil
+	if first {
+		if e.key, err = egressproxy.NewKey(); err != nil {
+			return err
+		}
+	}
+	cfg, err := json.Marshal(egressproxy.Config{Key: e.key, Servers: servers})
+	if err != nil {
+		return fmt.Errorf("the egress proxy's config: %w", err)
+	}
+	if !first && string(cfg) == string(e.cfg) {
+		return nil
+	}
+	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
+	name := kube.ProxyName(gw)
+	err = cl.Create(ctx, kube.Secrets, ns, kube.ProxySecret(gw, owner, cfg), nil)
+	if kube.IsAlreadyExists(err) {
+		// A change, or a first start that failed after the Secret.
+		if err = cl.Delete(ctx, kube.Secrets, ns, name); err == nil || kube.IsNotFound(err) {
+			err = cl.Create(ctx, kube.Secrets, ns, kube.ProxySecret(gw, owner, cfg), nil)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the egress proxy's config: %w", err)
+	}
+	e.cfg = cfg
+	if !first {
+		return nil
+	}
+	if err := e.create(ctx, kc, c, s); err != nil {
+		e.key = nil // try again at the next start
+		return err
+	}
+	return nil
+}
+
+// create makes the proxy's policy, Service and Deployment; the image is
+// the first egress server's (every pod image has mcpbox at agent_path).
+func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
+	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
+	b := c.BackendOf(s)
+	agent := b.AgentPath
+	if agent == "" {
+		agent = config.DefaultAgentPath
+	}
+	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: specconv.KubePod(c, s).Image,
+		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
+		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
+	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner), nil); err != nil && !kube.IsAlreadyExists(err) {
+		return fmt.Errorf("the egress proxy's network policy: %w", err)
+	}
+	var svc corev1.Service
+	err := cl.Create(ctx, kube.Services, ns, kube.ProxyService(po), &svc)
+	if kube.IsAlreadyExists(err) {
+		err = cl.Get(ctx, kube.Services, ns, kube.ProxyName(gw), &svc)
+	}
+	if err != nil {
+		return fmt.Errorf("the egress proxy's service: %w", err)
+	}
+	if ip := svc.Spec.ClusterIP; ip == "" || ip == corev1.ClusterIPNone {
+		return fmt.Errorf("the egress proxy's service has no cluster IP")
+	}
+	if err := cl.Create(ctx, kube.Deployments, ns, kube.ProxyDeployment(po), nil); err != nil && !kube.IsAlreadyExists(err) {
+		return fmt.Errorf("the egress proxy's deployment: %w", err)
+	}
+	e.addr = net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(kube.ProxyPort))
+	return nil
+}
+
+// env returns pod's proxy environment for server, its token taught to
+// book so that a server that prints it is redacted.
+func (e *kubeEgress) env(book *redact.Book, pod, server string) (map[string]string, error) {
+	e.mu.Lock()
+	key, addr := e.key, e.addr
+	e.mu.Unlock()
+	if key == nil {
+		return nil, fmt.Errorf("the egress proxy is not set up")
+	}
+	tok := egressproxy.Sign(key, pod, server, time.Now().Add(proxyTokenTTL))
+	if book != nil {
+		if err := book.Add("egress proxy token of "+pod, []byte(tok)); err != nil {
+			return nil, err
+		}
+	}
+	return egressproxy.ProxyEnv(addr, pod, tok), nil
+}

@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/redact"
+)
+
+// TestKubeEgressPolicyAndEnv: the proxy's config holds exactly the
+// kubernetes servers of its namespace that have an allowlist, with their
+// rules; a pod's environment names the proxy and carries a token for its
+// own server that the proxy verifies, and the book redacts it.
+func TestKubeEgressPolicyAndEnv(t *testing.T) {
+	src := "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  kubeconfig: /k/config\n  image: r/b:1\n" +
+		"servers:\n" +
+		"  a:\n    command: [srv]\n    network:\n      egress: [{host: api.example.com, ports: [443]}, {host: db.internal, cidr: 10.1.0.0/16, ports: [5432]}]\n      limits: {bytes_total: 1Mi}\n" +
+		"  quiet:\n    command: [srv]\n" +
+		"  other-ns:\n    command: [srv]\n    network: {egress: [{host: x.example}]}\n    backend: {namespace: other}\n" +
+		"  local:\n    command: [srv]\n    network: {egress: [{host: y.example}]}\n    backend: {kind: local}\n"
+	c, err := config.Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := egressServers(c, kubeConnKey(c.BackendOf(c.Server("a"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := servers["a"]
+	if len(servers) != 1 || !ok || len(a.Rules) != 2 || a.Rules[0].Host != "api.example.com" ||
+		a.Rules[1].CIDR.String() != "10.1.0.0/16" || a.Limits.MaxBytesTotal != 1<<20 {
+		t.Fatalf("servers = %+v", servers)
+	}
+	if other, _ := egressServers(c, kubeConnKey(c.BackendOf(c.Server("other-ns")))); len(other) != 1 || other["other-ns"].Rules == nil {
+		t.Errorf("the other namespace's proxy: %+v", other)
+	}
+
+	e := &kubeEgress{addr: "10.96.0.9:3128"}
+	if _, err := e.env(nil, "p", "a"); err == nil {
+		t.Error("env before the proxy exists")
+	}
+	e.key, _ = egressproxy.NewKey()
+	book := &redact.Book{}
+	env, err := e.env(book, "mcpbox-a-1234", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(env["HTTPS_PROXY"])
+	if err != nil || u.Host != "10.96.0.9:3128" || u.User.Username() != "mcpbox-a-1234" || env["http_proxy"] != env["HTTPS_PROXY"] {
+		t.Fatalf("env = %v", env)
+	}
+	tok, _ := u.User.Password()
+	srv, exp, err := egressproxy.Verify(e.key, "mcpbox-a-1234", tok, time.Now())
+	if err != nil || srv != "a" || exp.Before(time.Now().Add(proxyTokenTTL-time.Minute)) {
+		t.Errorf("token: %q %v %v", srv, exp, err)
+	}
+	if out := book.String("proxy is " + env["HTTP_PROXY"]); strings.Contains(out, tok) {
+		t.Errorf("the book does not redact the token: %s", out)
+	}
+}
+
+// TestKubeDoctorFile: the CLI's doctor reads the file and says why it
+// cannot check a cluster.
+func TestKubeDoctorFile(t *testing.T) {
+	var out strings.Builder
+	if _, err := KubeDoctorFile(filepath.Join(t.TempDir(), "none.yaml"), &out); err == nil || !strings.Contains(err.Error(), "reading config") {
+		t.Errorf("missing file: %v", err)
+	}
+	local := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	os.WriteFile(local, []byte("version: 1\nservers:\n  s:\n    command: [srv]\n"), 0o600)
+	if ok, err := KubeDoctorFile(local, &out); ok || err == nil || !strings.Contains(err.Error(), "no backend of kind kubernetes") {
+		t.Errorf("local config: %v %v", ok, err)
+	}
+}

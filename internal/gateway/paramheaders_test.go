@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// hiddenServer is metaServer with a tool "hidden" (its "region" argument
+// marked for an Mcp-Param-Region header) that it runs but leaves out of
+// tools/list.
+func hiddenServer(name string) *mcp.Server {
+	s := metaServer(name)
+	s.AddTool(&mcp.Tool{Name: "hidden", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("routed"), nil })
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				lr.Tools = slices.DeleteFunc(lr.Tools, func(t *mcp.Tool) bool { return t.Name == "hidden" })
+			}
+			return res, err
+		}
+	})
+	return s
+}
+
+// TestModernParamHeadersFailClosed: the Mcp-Param-* check refuses what it
+// cannot check instead of passing it: a tools/call that is a session's
+// first request (nothing bound yet when the body is first read), a tool
+// its server runs but does not list, arguments that name a key twice.
+// Calls whose headers match still run.
+func TestModernParamHeadersFailClosed(t *testing.T) {
+	newURL := func() string {
+		a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return hiddenServer("a") }, nil, nil), Allow: []string{"*"}}
+		return serveHTTP(t, newGateway(t, a), HTTPOptions{})
+	}
+	call := func(name, args string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,` + modernMeta + `}}`
+	}
+	hdr := func(name, region string) map[string]string {
+		m := map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": name}
+		if region != "" {
+			m["Mcp-Param-Region"] = region
+		}
+		return m
+	}
+	refused := func(t *testing.T, status int, body string) {
+		t.Helper()
+		if strings.Contains(body, "routed") || !strings.Contains(body, "-32020") {
+			t.Fatalf("status %d body %s: want the header-mismatch error and the tool not run", status, body)
+		}
+	}
+	ran := func(t *testing.T, status int, body string) {
+		t.Helper()
+		if status != http.StatusOK || !strings.Contains(string(sseResult(t, body)), "routed") {
+			t.Fatalf("status %d body %s: want the tool run", status, body)
+		}
+	}
+
+	t.Run("first request of a session", func(t *testing.T) {
+		status, body := post(t, newURL(), call("a__route", `{"region":"eu"}`), hdr("a__route", ""))
+		refused(t, status, body)
+		status, body = post(t, newURL(), call("a__route", `{"region":"eu"}`), hdr("a__route", "us"))
+		refused(t, status, body)
+		status, body = post(t, newURL(), call("a__route", `{"region":"eu"}`), hdr("a__route", "eu"))
+		ran(t, status, body)
+	})
+
+	url := newURL()
+	if status, body := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`,
+		map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/list"}); status != http.StatusOK || strings.Contains(body, "a__hidden") {
+		t.Fatalf("tools/list: %d %s", status, body)
+	}
+	t.Run("tool not in its server's list", func(t *testing.T) {
+		status, body := post(t, url, call("a__hidden", `{"region":"eu"}`), hdr("a__hidden", ""))
+		refused(t, status, body)
+	})
+	t.Run("key named twice", func(t *testing.T) {
+		for _, region := range []string{"eu", "us"} {
+			status, body := post(t, url, call("a__route", `{"region":"eu","region":"us"}`), hdr("a__route", region))
+			refused(t, status, body)
+		}
+		status, body := post(t, url, call("a__route", `{"region":"eu","nested":{"a":1,"b":[{"a":2}]}}`), hdr("a__route", "eu"))
+		ran(t, status, body)
+	})
+}
+
+func TestDuplicateKey(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"a":1,"b":2}`:                       "",
+		`{"a":{"a":1},"b":[{"a":1},{"a":2}]}`: "",
+		`{"a":1,"a":2}`:                       "a",
+		`{"x":{"k":[1,{"q":1,"q":2}]}}`:       "q",
+		`{"x":{"k":1},"y":{"k":1,"k":2}}`:     "k",
+		`[{"a":1},{"a":1}]`:                   "",
+	} {
+		k, dup := duplicateKey(json.RawMessage(raw))
+		if dup != (want != "") || k != want {
+			t.Errorf("duplicateKey(%s) = %q %v, want %q", raw, k, dup, want)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+// Package egressproxy is the egress proxy of a gateway's Kubernetes pods:
+// `mcpbox egress-proxy`, run as a Deployment behind a Service, enforcing
+// each server's egress allowlist by the identity of the pod that asks.
+//
+// # Identity
+//
+// Pods share the proxy, and a pod's source address is not a reliable
+// name for it (network plugins may masquerade; addresses are reused), so
+// each pod proves who it is with a token: at start the gateway hands the
+// pod's agent, over its mutual-TLS start request (never in the pod's
+// spec, so never in etcd), the proxy variables HTTP_PROXY, HTTPS_PROXY
+// (and lower case) = http://POD:TOKEN@PROXY:3128 (ProxyEnv). TOKEN is
+// Sign's HMAC-SHA256, under a key only the gateway and the proxy hold,
+// over the pod's name, its server and an expiry. The proxy requires
+// Proxy-Authorization: Basic on every CONNECT and plain-HTTP request
+// (egress.Options.Authorize), checks the HMAC in constant time and the
+// expiry (Verify), and hands the request to the pod's own egress.Proxy,
+// built from that server's rules and limits: so a token opens its
+// server's allowlist and nothing else, and each pod's connections count
+// against its own limits and byte budget as a local sandbox's do. A
+// missing, forged, expired or foreign-keyed token is refused with 407; a
+// target outside the server's allowlist with 403. Options.PodOf, where
+// the deployment can map a source address to a pod, adds a second check:
+// the address must belong to the token's pod.
+//
+// # Decisions
+//
+// Decisions are package egress's: metadata, link-local, loopback,
+// private, CGNAT and the other internal ranges are refused unless the
+// server's rules name them, so a cluster's pod and service ranges (which
+// are private ranges) are refused as on a local host; names are resolved
+// by the proxy and dialed by the checked address.
+//
+// # Configuration and log
+//
+// The proxy reads Config (the key and each server's rules and limits) as
+// JSON from a file, the Secret the gateway creates and mounts into the
+// proxy's pods (ConfigSecret, owned by the gateway's owner object), and
+// reads it again when it changes (a new allowlist closes the pods'
+// proxies of the servers it changed). Each connection yields one JSON
+// line on stdout (Line): time, server, pod, target, address dialed,
+// decision, rule or reason, bytes; `kubectl logs` or the gateway reads
+// them, and the pod name joins a line to the audit's record of the pod.
+package egressproxy

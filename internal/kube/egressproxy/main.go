@@ -1,0 +1,101 @@
+package egressproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Where the proxy's pods find their config (the Secret's mount) and
+// listen.
+const (
+	DefaultConfigFile = "/run/mcpbox/egress/config.json"
+	DefaultPort       = 3128
+)
+
+// Main is `mcpbox egress-proxy`, the program of the proxy's pods: it
+// serves until SIGTERM or SIGINT (exit 0), reading the config file again
+// every --reload when it changed, and writes the decision log to stdout.
+//
+//	mcpbox egress-proxy --listen $(MCPBOX_POD_IP):3128 --config /run/mcpbox/egress/config.json
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcpbox egress-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", fmt.Sprintf(":%d", DefaultPort), "address to serve the pods on")
+	file := fs.String("config", DefaultConfigFile, "the proxy's config (JSON: key and allowlists)")
+	reload := fs.Duration("reload", 10*time.Second, "how often to look for a changed config")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: mcpbox egress-proxy [--listen ADDR] [--config FILE]\n\nThe egress proxy of a gateway's Kubernetes pods (runs in the proxy's pods).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil || fs.NArg() > 0 || *reload <= 0 {
+		fs.Usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, *listen, *file, *reload, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "mcpbox egress-proxy: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// run serves until ctx ends.
+func run(ctx context.Context, listen, file string, reload time.Duration, stdout, stderr io.Writer) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("reading the config: %w", err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return err
+	}
+	p, err := New(Options{Config: cfg, Log: stdout})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	fmt.Fprintf(stderr, "mcpbox egress-proxy: serving %d servers' allowlists on %s\n", len(cfg.Servers), l.Addr())
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(l) }()
+	tick := time.NewTicker(reload)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return p.Close()
+		case err := <-served:
+			p.Close()
+			return err
+		case <-tick.C:
+			// A mounted Secret changes by a symlink swap; reading the
+			// file again sees the new one. A bad new config keeps the
+			// old one in force.
+			b, err := os.ReadFile(file)
+			if err != nil || bytes.Equal(b, raw) {
+				continue
+			}
+			raw = b // said once per change
+			if c, err := ParseConfig(b); err != nil {
+				fmt.Fprintf(stderr, "mcpbox egress-proxy: keeping the old config: %v\n", err)
+			} else if err := p.SetConfig(c); err == nil {
+				fmt.Fprintf(stderr, "mcpbox egress-proxy: config reloaded (%d servers)\n", len(c.Servers))
+			}
+		}
+	}
+}

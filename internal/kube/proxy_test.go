@@ -1,0 +1,57 @@
+package kube
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestProxyObjects: the egress proxy's Deployment is hardened as a
+// server's pod, mounts only its config Secret (read-only) and /tmp; its
+// Secret and NetworkPolicy carry the gateway's labels and owner, and the
+// policy admits only this gateway's server pods on the proxy port.
+func TestProxyObjects(t *testing.T) {
+	o := ProxyOptions{Gateway: "gw1", Owner: testOwner(), Image: "r/b:1", Command: ProxyCommand("/mcpbox"),
+		ConfigSecret: ProxyName("gw1")}
+	d := ProxyDeployment(o)
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	if c.Command[0] != "/mcpbox" || c.Command[1] != "egress-proxy" || c.Command[3] != ProxyConfigDir+"/"+ProxyConfigKey {
+		t.Errorf("command = %v", c.Command)
+	}
+	if p := c.ReadinessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != ProxyPort {
+		t.Errorf("readiness probe = %+v", p)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil ||
+		*sc.AllowPrivilegeEscalation || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("not hardened: %+v %v", sc, spec.AutomountServiceAccountToken)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	if len(mounts) != 2 || !mounts["config"].ReadOnly || mounts["config"].MountPath != ProxyConfigDir || mounts["tmp"].MountPath != "/tmp" {
+		t.Errorf("mounts = %+v", c.VolumeMounts)
+	}
+	for _, v := range spec.Volumes {
+		if v.Name == "config" && (v.Secret == nil || v.Secret.SecretName != ProxyName("gw1") || *v.Secret.DefaultMode != 0o440) {
+			t.Errorf("config volume = %+v", v)
+		}
+	}
+	if d.Spec.Template.Labels[LabelRole] != RoleEgress || d.OwnerReferences[0].UID != testOwner().UID {
+		t.Errorf("deployment labels/owner: %v %v", d.Spec.Template.Labels, d.OwnerReferences)
+	}
+	s := ProxySecret("gw1", testOwner(), []byte("{}"))
+	if s.Name != ProxyName("gw1") || string(s.Data[ProxyConfigKey]) != "{}" || s.Labels[LabelGateway] != "gw1" ||
+		s.OwnerReferences[0].UID != testOwner().UID {
+		t.Errorf("secret = %+v", s)
+	}
+	np := ProxyNetworkPolicy("gw1", testOwner())
+	in := np.Spec.Ingress
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(in) != 1 || len(in[0].From) != 1 ||
+		in[0].From[0].PodSelector.MatchLabels[LabelRole] != RoleServer || in[0].From[0].PodSelector.MatchLabels[LabelGateway] != "gw1" ||
+		in[0].Ports[0].Port.IntValue() != ProxyPort || np.Spec.PodSelector.MatchLabels[LabelRole] != RoleEgress {
+		t.Errorf("proxy policy = %+v", np.Spec)
+	}
+}

@@ -1,0 +1,156 @@
+package oauth
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// This file keeps the flow's requests out of networks the user did not
+// point mcpbox at. Documents of a remote server or authorization server
+// name the URLs the flow fetches (metadata, endpoints, redirects); a
+// hostile one could name a local service, a cloud metadata address or a
+// host of the private network, by IP or by a name that resolves there.
+// The check is on the address each connection is made to (a
+// net.Dialer's Control, after resolution), so a name that resolves to a
+// public address when checked and to a private one when dialed (DNS
+// rebinding) gains nothing.
+
+// netClass orders addresses from the outside in: a flow may reach the
+// classes up to that of the URL the user configured (its anchor).
+type netClass int
+
+const (
+	classPublic    netClass = iota
+	classPrivate            // RFC 1918, RFC 6598 shared, IPv6 unique local
+	classLinkLocal          // link-local (169.254.169.254: cloud metadata), unspecified
+	classLoopback
+)
+
+var (
+	sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
+	awsMetaV6   = netip.MustParseAddr("fd00:ec2::254")
+)
+
+func classOf(ip netip.Addr) netClass {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		return classLoopback
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsUnspecified(), ip == awsMetaV6:
+		return classLinkLocal
+	case ip.IsPrivate(), sharedSpace.Contains(ip):
+		return classPrivate
+	}
+	return classPublic
+}
+
+func (c netClass) String() string {
+	return [...]string{"public", "private", "link-local", "loopback"}[c]
+}
+
+// dialGuard refuses connections to addresses of a class above its
+// anchor's: the anchor's own addresses decide (a server on the private
+// network may use an authorization server there; one on the internet may
+// not send mcpbox into the private network). Connections to a proxy of
+// the environment (HTTPS_PROXY, ...) are the user's choice and not
+// checked; the proxy resolves the names then.
+type dialGuard struct {
+	anchor  string // host of the configured URL
+	proxies map[string]bool
+
+	mu       sync.Mutex
+	resolved bool     // guarded by mu
+	limit    netClass // guarded by mu
+}
+
+// anchorLimit is the highest class among the anchor's addresses,
+// resolved once; public (the strictest) while it does not resolve, and
+// tried again at the next connection then (a long-lived client, such as
+// the JWT validator's, must not keep a passing DNS failure).
+func (g *dialGuard) anchorLimit() netClass {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resolved {
+		return g.limit
+	}
+	if ip, err := netip.ParseAddr(g.anchor); err == nil {
+		g.limit, g.resolved = classOf(ip), true
+		return g.limit
+	}
+	if g.anchor == "localhost" {
+		g.limit, g.resolved = classLoopback, true
+		return g.limit
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", g.anchor)
+	if err != nil || len(ips) == 0 {
+		return classPublic
+	}
+	for _, ip := range ips {
+		g.limit = max(g.limit, classOf(ip))
+	}
+	g.resolved = true
+	return g.limit
+}
+
+// control is the net.Dialer Control: address is the IP and port about
+// to be connected to.
+func (g *dialGuard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("refusing to connect to %q: not an IP address", address)
+	}
+	if c, limit := classOf(ap.Addr()), g.anchorLimit(); c > limit {
+		return fmt.Errorf("refusing to connect to %s: a %s address, and %s is not", ap.Addr(), c, g.anchor)
+	}
+	return nil
+}
+
+// guardedClient is the default client of a flow anchored at rawURL (the
+// server or issuer the user configured).
+func guardedClient(rawURL string) *http.Client {
+	host := ""
+	if u, err := url.Parse(rawURL); err == nil {
+		host = u.Hostname()
+	}
+	g := &dialGuard{anchor: host, proxies: envProxies()}
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
+	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if g.proxies[addr] {
+			return plain.DialContext(ctx, network, addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return &http.Client{Transport: t, Timeout: 30 * time.Second}
+}
+
+// envProxies are the host:port of the proxies the environment names.
+func envProxies() map[string]bool {
+	out := map[string]bool{}
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
+		u, err := url.Parse(os.Getenv(k))
+		if err != nil || u.Host == "" {
+			continue
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"https": "443", "socks5": "1080"}[u.Scheme]
+			if port == "" {
+				port = "80"
+			}
+		}
+		out[net.JoinHostPort(u.Hostname(), port)] = true
+	}
+	return out
+}

@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"mcpbox/internal/kube"
+	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/kube/kubetest"
+)
+
+// TestKubeEgress: a server in a pod with network.egress reaches its
+// allowed host through the gateway's egress proxy (a Deployment the
+// gateway made, reached at its Service's address with the pod's token)
+// and is refused another port, the metadata address and a private one;
+// a second server's pod gets its own allowlist through the same proxy;
+// each decision is a JSON line in the proxy's log naming the server and
+// the pod; the proxy variables are in no pod object (they come over the
+// agent's start request); the server's NetworkPolicy lets it out only to
+// the proxy's pods, the proxy's admits only server pods; the gateway's
+// stop takes the proxy away.
+//
+// The test node shares the host's network, so nothing here shows that
+// the NetworkPolicy holds (kubetest enforces none) or that a pod cannot
+// bypass the proxy: the proxy's own decisions and the objects are what
+// is checked. The proxy binds the host's port 3128 (its Service's
+// cluster IP is a loopback address); the second replica cannot bind it
+// and restarts, which the first one serving does not notice.
+func TestKubeEgress(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the kubernetes test node needs root")
+	}
+	if l, err := net.Listen("tcp", ":3128"); err != nil {
+		t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
+	} else {
+		l.Close()
+	}
+	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Proxy-Authorization") != "" {
+			t.Errorf("the target saw Proxy-Authorization")
+		}
+		io.WriteString(w, "allowed-body")
+	}))
+	defer allowed.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "other-body")
+	}))
+	defer other.Close()
+	portA := allowed.Listener.Addr().(*net.TCPAddr).Port
+	portB := other.Listener.Addr().(*net.TCPAddr).Port
+
+	cluster := kubetest.Shared(t)
+	// A namespace of this run's own: the cluster outlives one -count.
+	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
+	cluster.CreateNamespace(t, ns)
+	kcfg, err := kube.LoadKubeconfig(cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kube.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	agent, server := kubeBins(t)
+	dir := gwDir(t, mode{uid: -1})
+	c := map[string]any{
+		"version": 1, "state_dir": filepath.Join(dir, "state"),
+		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
+		"backend": map[string]any{"kind": "kubernetes", "namespace": ns, "kubeconfig": cluster.Kubeconfig,
+			"agent_path": agent, "image": "mcpbox.test/base:1"},
+		"servers": map[string]any{"k": map[string]any{
+			"command": []string{server, "-name", "k"},
+			"tools":   map[string]any{"allow": []string{"*"}},
+			// Any host on port 80, which still leaves out the internal
+			// ranges; the test's loopback server by name.
+			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{portA}}, {"host": "*", "ports": []int{80}}}},
+		}, "j": map[string]any{
+			// Another server: the other port only.
+			"command": []string{server, "-name", "j"},
+			"tools":   map[string]any{"allow": []string{"*"}},
+			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{portB}}}},
+		}},
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	e := &kubeEnv{cluster: cluster, client: client, ns: ns, dir: dir, config: filepath.Join(dir, "mcpbox.yaml")}
+	if err := os.WriteFile(e.config, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dumpPods := func() {
+		// What the pods said, for a failure.
+		var l corev1.PodList
+		client.List(context.Background(), kube.Pods, ns, "", &l)
+		for _, p := range l.Items {
+			for _, c := range p.Spec.Containers {
+				out, err := cluster.Node.Logs(ns, p.Name, c.Name)
+				t.Logf("pod %s container %s (%s): %v\n%s", p.Name, c.Name, p.Status.Phase, err, out)
+			}
+		}
+	}
+	alice, err := gwConnectErr(ctx, g.url, &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}, nil, gwLegacy)
+	if err != nil {
+		dumpPods()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpPods()
+		}
+	})
+
+	// The first pod with egress waits for a proxy pod to be available;
+	// a few tries more cover the moment between its Ready and its listen.
+	urlA := fmt.Sprintf("http://127.0.0.1:%d/a", portA)
+	var got string
+	tries := 0
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		tries++
+		got, err = gwCall(ctx, alice, "k__http_get", map[string]any{"url": urlA})
+		if err == nil && strings.HasPrefix(got, "200 ") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || got != "200 allowed-body" {
+		t.Fatalf("http_get of the allowed URL = %q, %v (%d tries)", got, err, tries)
+	}
+	t.Logf("the allowed URL answered on try %d", tries)
+	for _, tc := range []struct{ url, want string }{
+		{fmt.Sprintf("http://127.0.0.1:%d/b", portB), "403 mcpbox egress: no rule allows 127.0.0.1:" + fmt.Sprint(portB)},
+		{"http://169.254.169.254/latest/meta-data/", "403 mcpbox egress: blocked link-local"},
+		{"http://10.0.0.1/", "403 mcpbox egress: blocked private"},
+	} {
+		if got, err := gwCall(ctx, alice, "k__http_get", map[string]any{"url": tc.url}); err != nil || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("k: http_get %s = %q, %v; want %q", tc.url, got, err, tc.want)
+		}
+	}
+	// Server j's pod, through the same proxy, gets j's allowlist: the
+	// port k was refused, and not k's.
+	urlB := fmt.Sprintf("http://127.0.0.1:%d/b", portB)
+	if got, err := gwCall(ctx, alice, "j__http_get", map[string]any{"url": urlB}); err != nil || got != "200 other-body" {
+		t.Errorf("j: http_get %s = %q, %v", urlB, got, err)
+	}
+	if got, err := gwCall(ctx, alice, "j__http_get", map[string]any{"url": urlA}); err != nil ||
+		!strings.HasPrefix(got, "403 mcpbox egress: no rule allows 127.0.0.1:"+fmt.Sprint(portA)) {
+		t.Errorf("j: http_get %s = %q, %v", urlA, got, err)
+	}
+
+	// The objects: the proxy's Deployment, Service and Secret, owned by
+	// the gateway's owner; the server's pod's policy lets it out to the
+	// proxy's pods only; the pod's spec has no proxy variables.
+	var pods corev1.PodList
+	if err := client.List(ctx, kube.Pods, ns, kube.LabelManagedBy+"="+kube.ManagedBy, &pods); err != nil {
+		t.Fatal(err)
+	}
+	var servers, proxies []corev1.Pod
+	for _, p := range pods.Items {
+		switch p.Labels[kube.LabelRole] {
+		case kube.RoleServer:
+			servers = append(servers, p)
+		case kube.RoleEgress:
+			proxies = append(proxies, p)
+		}
+	}
+	if len(servers) != 2 || len(proxies) == 0 {
+		t.Fatalf("%d server pods, %d proxy pods", len(servers), len(proxies))
+	}
+	podOf := map[string]string{} // server → its pod
+	for _, p := range servers {
+		podOf[p.Labels[kube.LabelServer]] = p.Name
+	}
+	pod := servers[0]
+	raw, _ := json.Marshal(pods.Items)
+	if strings.Contains(string(raw), "HTTP_PROXY") || strings.Contains(string(raw), ":v1.") {
+		t.Error("a pod object holds the proxy variables")
+	}
+	gw := pod.Labels[kube.LabelGateway]
+	owner := pod.OwnerReferences[0].UID
+	var dep appsv1.Deployment
+	var svc corev1.Service
+	if err := client.Get(ctx, kube.Deployments, ns, kube.ProxyName(gw), &dep); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Get(ctx, kube.Services, ns, kube.ProxyName(gw), &svc); err != nil {
+		t.Fatal(err)
+	}
+	if dep.OwnerReferences[0].UID != owner || svc.OwnerReferences[0].UID != owner {
+		t.Errorf("the proxy's owners: %v %v, want %s", dep.OwnerReferences, svc.OwnerReferences, owner)
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := client.List(ctx, kube.NetworkPolicies, ns, kube.LabelManagedBy+"="+kube.ManagedBy, &nps); err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range nps.Items {
+		switch np.Labels[kube.LabelRole] {
+		case kube.RoleServer:
+			eg := np.Spec.Egress
+			if len(eg) != 1 || len(eg[0].To) != 1 || eg[0].To[0].PodSelector.MatchLabels[kube.LabelRole] != kube.RoleEgress ||
+				eg[0].Ports[0].Port.IntValue() != kube.ProxyPort {
+				t.Errorf("the server's egress policy: %+v", eg)
+			}
+		case kube.RoleEgress:
+			if in := np.Spec.Ingress; len(in) != 1 || in[0].From[0].PodSelector.MatchLabels[kube.LabelRole] != kube.RoleServer {
+				t.Errorf("the proxy's ingress policy: %+v", in)
+			}
+		}
+	}
+	if len(nps.Items) != 3 {
+		t.Errorf("%d network policies, want the two servers' and the proxy's", len(nps.Items))
+	}
+
+	// The decision log: the serving proxy pod's stdout.
+	var lines []egressproxy.Line
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		lines = lines[:0]
+		for _, p := range proxies {
+			out, _ := cluster.Node.Logs(ns, p.Name, "proxy")
+			for _, s := range strings.Split(out, "\n") {
+				var ln egressproxy.Line
+				if json.Unmarshal([]byte(s), &ln) == nil && ln.Decision != "" {
+					lines = append(lines, ln)
+				}
+			}
+		}
+		if len(lines) >= 6 {
+			break
+		}
+	}
+	// Each server's pod: its allowed port allowed, the other's refused.
+	for srv, ports := range map[string][2]int{"k": {portA, portB}, "j": {portB, portA}} {
+		var allow, deny bool
+		for _, ln := range lines {
+			if ln.Server != srv || ln.Pod != podOf[srv] {
+				continue
+			}
+			allow = allow || ln.Decision == "allow" && ln.Port == ports[0] && ln.BytesDown > 0
+			deny = deny || ln.Decision == "deny" && ln.Port == ports[1] && strings.Contains(ln.Reason, "no rule allows")
+		}
+		if !allow || !deny {
+			t.Errorf("the proxy's log lacks the allow (%v) or the deny (%v) of %s's pod %s: %+v", allow, deny, srv, podOf[srv], lines)
+		}
+	}
+
+	// The gateway's stop deletes its owner: the proxy goes with it.
+	gwClose(t, alice)
+	g.stop(t)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		err := client.Get(ctx, kube.Deployments, ns, kube.ProxyName(gw), &dep)
+		if kube.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy's Deployment is still there after the gateway stopped: %v", err)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestRemoteSSEEverything: a real npm server that speaks only the legacy
+// HTTP+SSE transport (@modelcontextprotocol/server-everything in its sse
+// mode: GET /sse, POST /message) is a remote server with transport: sse;
+// a loopback proxy in front of it checks that the configured header is on
+// the event stream and on every message.
+func TestRemoteSSEEverything(t *testing.T) {
+	modules := requireNode(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	srv := exec.CommandContext(ctx, node, filepath.Join(modules, "@modelcontextprotocol/server-everything/dist/index.js"), "sse")
+	srv.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "PORT=" + strconv.Itoa(port)}
+	srv.WaitDelay = 5 * time.Second
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	up := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "running on port") {
+				up <- true
+			}
+		}
+	}()
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("server-everything sse did not start within 30 s")
+	}
+
+	const header = "sse-header-value-0123456789"
+	var seen, refused atomic.Int32
+	target, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(port))
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1 // the event stream
+	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		if r.Header.Get("X-Test-Auth") != header {
+			refused.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go proxy.Serve(pl)
+	t.Cleanup(func() { proxy.Close() })
+
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := gwDir(t, m)
+		ref := filepath.Join(dir, "hdr")
+		m.writeFile(t, ref, header, 0o600)
+		cfg, _ := oaConfig(t, m, map[string]any{"servers": map[string]any{
+			"e": map[string]any{"url": "http://" + pl.Addr().String() + "/sse", "transport": "sse", "pin": "off",
+				"headers": map[string]any{"X-Test-Auth": map[string]string{"from": "file:" + ref}},
+				"tools":   map[string]any{"allow": []string{"echo"}}},
+		}})
+		before := seen.Load()
+		sess, logs := oaServeStdio(t, m, cfg)
+		got := gwMustCall(t, sess, "echo", map[string]any{"message": "over the old transport"}, "")
+		if !strings.Contains(got, "over the old transport") {
+			t.Errorf("echo gave %q\n%s", got, logs)
+		}
+		gwClose(t, sess)
+		if n := refused.Load(); n != 0 {
+			t.Errorf("%d requests reached the proxy without the header", n)
+		}
+		if n := seen.Load() - before; n < 3 { // the stream, initialize, the call at least
+			t.Errorf("the proxy saw %d requests, want the stream and the messages", n)
+		}
+	})
+}
