@@ -92,6 +92,11 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, n
 	}
 	for _, hp := range hps {
 		name := "Mcp-Param-" + hp.header
+		// One value only: an intermediary could route on another of them
+		// (or on all joined) than the one checked.
+		if vv := header.Values(name); len(vv) > 1 {
+			return fmt.Errorf("header mismatch: %s header sent %d times", name, len(vv))
+		}
 		got := header.Get(name)
 		arg, present := lookupArg(args, hp.path)
 		if !present || string(arg) == "null" {

@@ -3,6 +3,8 @@ package launch
 import (
 	"context"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -91,7 +93,7 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		return nil, err
 	}
 	version := new(atomic.Value)
-	base := headerTransport{h, version, http.DefaultTransport}
+	base := headerTransport{h, version, boundedBodies{http.DefaultTransport, gateway.DefaultMaxMessage + 1024}}
 	sse := l.sse
 	if l.detect {
 		rt, err := l.withOAuth(scope, base, false)
@@ -106,7 +108,13 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	if err != nil {
 		return nil, err
 	}
-	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+	o, err := originOf(l.url)
+	if err != nil {
+		return nil, err
+	}
+	// headerTransport sets the headers on every request it makes, a
+	// redirect's too: a redirect may stay on the origin, never leave it.
+	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: sameOrigin{o, rt}}, MaxRetries: 2}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if sse {
 		// The event stream is the GET of Connect and lives as long as its
@@ -115,10 +123,6 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		defer context.AfterFunc(ctx, cancel)()
 		// The server names the message endpoint: it must not send the
 		// headers or the token anywhere but to the configured origin.
-		o, err := originOf(l.url)
-		if err != nil {
-			return nil, err
-		}
 		client := &http.Client{Transport: sameOrigin{o, rt}, CheckRedirect: noRedirect}
 		t = &mcp.SSEClientTransport{Endpoint: l.url, HTTPClient: client}
 	}
@@ -255,6 +259,48 @@ func originOf(raw string) (*url.URL, error) {
 // noRedirect keeps a redirect from taking a request (and its headers)
 // elsewhere: the answer is passed on as it is.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// boundedBodies caps the bytes read of an answer that is not an event
+// stream (whose events the go-sdk bounds): the go-sdk reads a JSON answer,
+// or an error's body, whole, and a remote server must not make the
+// gateway hold more than a message's limit.
+type boundedBodies struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.max, max: t.max}
+	}
+	return resp, nil
+}
+
+// cappedBody fails a read past max bytes.
+type cappedBody struct {
+	io.ReadCloser
+	left, max int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
+			return 0, err // the end, exactly at the limit
+		}
+		return 0, fmt.Errorf("the server's answer is larger than %d bytes", b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
 
 // headerTransport adds the configured headers, and the negotiated
 // protocol version where a request names none: the gateway speaks to the

@@ -39,9 +39,32 @@ var (
 	awsMetaV6   = netip.MustParseAddr("fd00:ec2::254")
 )
 
+// IPv6 forms that carry an IPv4 address a gateway or the kernel may
+// connect on to: the class is the IPv4 address's.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: the last 32 bits
+	nat64Site = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215: a site's own translator
+	sixToFour = netip.MustParsePrefix("2002::/16")      // RFC 3056: bits 16 to 48
+	v4Compat  = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible
+	thisNet   = netip.MustParsePrefix("0.0.0.0/8")      // "this network": the host itself
+)
+
 func classOf(ip netip.Addr) netClass {
 	ip = ip.Unmap()
+	if ip.Is6() {
+		b := ip.As16()
+		switch {
+		case nat64.Contains(ip), v4Compat.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
+			return classOf(netip.AddrFrom4([4]byte(b[12:16])))
+		case sixToFour.Contains(ip):
+			return classOf(netip.AddrFrom4([4]byte(b[2:6])))
+		case nat64Site.Contains(ip):
+			return max(classPrivate, classOf(netip.AddrFrom4([4]byte(b[12:16]))))
+		}
+	}
 	switch {
+	case thisNet.Contains(ip):
+		return classLinkLocal
 	case ip.IsLoopback():
 		return classLoopback
 	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsUnspecified(), ip == awsMetaV6:

@@ -97,7 +97,17 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if ch == (Challenge{}) {
 		ch, _ = Probe(ctx, hc, opts.Server)
 	}
-	d, err := discover(ctx, hc, opts.Server, ch, opts.Issuer)
+	pin := opts.Issuer
+	if opts.Silent && pin == "" && opts.ClientSecret != "" && opts.Store != nil {
+		// A pre-registered client's secret is for the authorization
+		// server it was registered at: a silent login renews at the one
+		// of the login it renews, and a server that now names another
+		// gets no secret sent there without a person (mcpbox login).
+		if old, err := opts.Store.Load(ctx, opts.Server); err == nil && old.Issuer != "" {
+			pin = old.Issuer
+		}
+	}
+	d, err := discover(ctx, hc, opts.Server, ch, pin)
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}

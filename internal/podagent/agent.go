@@ -345,14 +345,29 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 	cmd.Env = serverEnv(os.Environ(), req.Env)
 	cmd.Stderr = a.cfg.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The server's stderr reaches the pod's log with the start's secrets
+	// redacted: whoever may read the log need not be allowed those.
+	var errR, errW *os.File
+	if rw := newRedactWriter(a.cfg.Stderr, req); rw != nil {
+		var err error
+		if errR, errW, err = os.Pipe(); err != nil {
+			return nil, nil, err
+		}
+		cmd.Stderr = errW
+		go func() {
+			io.Copy(rw, errR)
+			rw.Close()
+			errR.Close()
+		}()
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		closeAll(errW)
 		return nil, nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		inR.Close()
-		inW.Close()
+		closeAll(inR, inW, errW)
 		return nil, nil, err
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
@@ -362,8 +377,7 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		}
 		return cmd.Process.Pid, nil
 	})
-	inR.Close()
-	outW.Close()
+	closeAll(inR, outW, errW)
 	if err != nil {
 		inW.Close()
 		outR.Close()
@@ -377,6 +391,15 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		outR.Close()
 	}()
 	return cmd, b, nil
+}
+
+// closeAll closes the files that are not nil.
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // inMemory reports whether dir is on tmpfs or ramfs (an emptyDir of

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/big"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -159,17 +161,37 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 }
 
 func loadCA(path string) (*CA, error) {
-	fi, err := os.Lstat(path)
+	// The checks are on the file opened (no symlink followed), so that
+	// what is read is what was checked.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("pod CA %s is not a regular file", path)
+	}
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading the pod CA: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("pod CA %s is not a regular file", path)
 	}
+	// Another user's file is refused: its owner knows the key (planted
+	// in a state directory others may write, or before the gateway
+	// first ran) and could pass for the gateway or any pod.
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		owner := -1
+		if ok {
+			owner = int(st.Uid)
+		}
+		return nil, fmt.Errorf("pod CA %s is owned by uid %d, not this user (%d): it holds the key every pod trusts", path, owner, os.Geteuid())
+	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("pod CA %s is open to others (mode %o); it holds the key every pod trusts: chmod 600 it", path, fi.Mode().Perm())
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("reading the pod CA: %w", err)
 	}

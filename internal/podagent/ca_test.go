@@ -210,3 +210,46 @@ func TestClientCertRenewed(t *testing.T) {
 		t.Error("a client certificate near its end was not renewed")
 	}
 }
+
+// TestLoadOrCreateCARefusesAnotherOwner: a CA file that another user
+// placed in the state directory (one others may write, or before the
+// gateway first ran) is refused, not trusted: its owner knows the key
+// and could pass for the gateway to every pod, and for every pod to it.
+func TestLoadOrCreateCARefusesAnotherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	attacker := t.TempDir()
+	if _, err := LoadOrCreateCA(attacker); err != nil {
+		t.Fatal(err)
+	}
+	planted, err := os.ReadFile(filepath.Join(attacker, CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, CAFile)
+	if err := os.WriteFile(path, planted, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := LoadOrCreateCA(dir)
+	if err == nil {
+		t.Fatalf("loaded a CA file owned by uid 65534 (its CA: %q...)", ca.CAPEM()[:40])
+	}
+	if !strings.Contains(err.Error(), "owned by") {
+		t.Errorf("error %q does not say whose the file is", err)
+	}
+	// Nor one a link leads to, even the gateway's own: the link's
+	// author chose it.
+	own := filepath.Join(attacker, CAFile)
+	os.Remove(path)
+	if err := os.Symlink(own, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateCA(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a CA file reached through a symlink: %v", err)
+	}
+}

@@ -22,7 +22,14 @@
 // server's other messages on an event stream the gateway holds open with
 // GET. Messages pass through as written, so both protocol eras (up to
 // 2025-11-25 with initialize, 2026-07-28 with _meta) work unchanged. Every
-// message is bounded (Config.MaxMessage).
+// message is bounded (Config.MaxMessage). The gateway trusts a pod no
+// further than its certificate (its server may hold the pod's key and
+// answer in the agent's place): Connect follows no redirect and reads no
+// answer past the message limit.
+//
+// The server's stderr reaches the pod's log with the start's secrets
+// redacted (the node keeps that log, and who may read it need not be
+// allowed the secrets).
 //
 // The agent exits when the server does, with its exit status, so the
 // pod's phase shows it; on SIGTERM it closes the server's stdin, then

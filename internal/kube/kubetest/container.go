@@ -14,10 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// A container runs as its command in new mount, pid and uts namespaces
-// made by util-linux's unshare, but in the host's network namespace:
+// A container runs as its command in new mount, uts, ipc and pid
+// namespaces made by util-linux's unshare (System V and POSIX IPC objects
+// end with it), but in the host's network namespace:
 //
-//	unshare --mount --uts --pid --fork --kill-child   (the host's child; PDEATHSIG)
+//	unshare --mount --uts --ipc --pid --fork --kill-child   (the host's child; PDEATHSIG)
 //	└─ sh: outer script   pid 1 of the container: builds the root, then execs
 //	   chroot ROOT sh: inner script   mounts the volumes at their paths, then execs
 //	   setpriv (uid, gid, groups, no_new_privs, bounding set) env -C WORKDIR CMD ARGS
@@ -25,8 +26,10 @@ import (
 // The root is an overlay whose lower layer is the host's / (the "image"
 // is the host's /usr, /etc, ...) and whose upper layer is a tmpfs, so the
 // container may write anywhere (unless readOnlyRootFilesystem) without
-// touching the host; /dev and /sys are the host's, /proc is the pid
-// namespace's own, and the cluster's directory (certificates, the other
+// touching the host; /dev and /sys are the host's (/sys read-only, and
+// /dev/shm a tmpfs of the container's: files there would outlive it),
+// /proc is the pid namespace's own (its sys and sysrq-trigger read-only:
+// they are the host kernel's), and the cluster's directory (certificates, the other
 // pods' volumes) is hidden under an empty tmpfs. Volume mount points are
 // created inside the chroot, so a path through a symlink of the image
 // (/var/run -> /run) resolves in the container's root, not the host's.
@@ -79,7 +82,7 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	args := append([]string{"--mount", "--uts", "--pid", "--fork", "--kill-child", "--propagation", "private", "--", "/bin/sh", "-c", outer, "sh"}, argv...)
+	args := append([]string{"--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private", "--", "/bin/sh", "-c", outer, "sh"}, argv...)
 	cmd := exec.Command("/usr/bin/unshare", args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -174,8 +177,13 @@ func (r *podRun) scripts(c corev1.Container, root, rw string, pr privileges) (st
 mkdir "$W/upper" "$W/work"
 mount -n -t overlay kubetest -o lowerdir=/,upperdir="$W/upper",workdir="$W/work" "$R"
 mount -n --rbind /dev "$R/dev"
+mount -n -t tmpfs -o nosuid,nodev,mode=1777,size=64m kubetest "$R/dev/shm"
 mount -n -t proc proc "$R/proc"
+for p in sys sysrq-trigger; do
+	if [ -e "$R/proc/$p" ]; then mount -n --bind "$R/proc/$p" "$R/proc/$p"; mount -n -o remount,bind,ro "$R/proc/$p"; fi
+done
 mount -n --rbind /sys "$R/sys"
+mount -n -o remount,bind,ro "$R/sys"
 mkdir -m 0700 "$R/.kubetest"
 `)
 	inner.WriteString("set -e\n")

@@ -13,7 +13,7 @@
 // The test node (node.go, pod.go, container.go) registers the Node
 // NodeName, binds unscheduled pods whose nodeSelector matches its labels,
 // and runs each container's command and args as a local process in mount,
-// pid and uts namespaces of its own: the host's filesystem seen through a
+// pid, uts and ipc namespaces of its own: the host's filesystem seen through a
 // copy-on-write overlay (there are no images), the pod's volumes at their
 // mountPaths (emptyDir, secret, configMap, projected with
 // serviceAccountToken, downwardAPI, a PersistentVolumeClaim as a host
