@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func clusterClient(t *testing.T) (*kubetest.Cluster, *kube.Client, string) {
 	t.Helper()
 	cl := kubetest.Shared(t)
 	c := clientFor(t, cl.Kubeconfig)
-	ns := kube.LabelValue(t.Name(), 40)
+	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
 	cl.CreateNamespace(t, ns)
 	return cl, c, ns
 }

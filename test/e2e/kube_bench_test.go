@@ -32,7 +32,7 @@ func BenchmarkKubeStart(b *testing.B) {
 		b.Skip("the kubernetes test node needs root")
 	}
 	cl := kubetest.Shared(b)
-	ns := kube.LabelValue(b.Name(), 40)
+	ns := kube.LabelValue(fmt.Sprintf("%s-%d", b.Name(), time.Now().UnixNano()), 40)
 	cl.CreateNamespace(b, ns)
 	cfg, err := kube.LoadKubeconfig(cl.Kubeconfig)
 	if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(t.Name(), 40)}
+	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)}
 	e.cluster.CreateNamespace(t, e.ns)
 	cfg, err := kube.LoadKubeconfig(e.cluster.Kubeconfig)
 	if err != nil {
