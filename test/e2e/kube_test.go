@@ -61,7 +61,7 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 		"secrets": map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"},
 			"FILE_TOKEN": map[string]string{"from": "env:KUBE_E2E_FILE_SECRET", "as": "file"}},
 		"filesystem": map[string]any{"output": map[string]any{"size": "16Mi"}},
-		"tools":      map[string]any{"allow": []string{"*"}, "deny": []string{"crash"}},
+		"tools":      map[string]any{"allow": []string{"*"}, "deny": []string{"crash"}, "approve": []string{"whoami"}},
 	}
 	if idle != "" {
 		srv["lifecycle"] = map[string]any{"idle": idle}
@@ -393,5 +393,37 @@ func TestKubeStdio(t *testing.T) {
 	}
 	if ps := e.pods(t); len(ps) != 1 {
 		t.Errorf("%d pods, want 1", len(ps))
+	}
+}
+
+// TestKubeApproval: a tool under review runs in its pod only once the
+// client's human approves it, and not when they deny it.
+func TestKubeApproval(t *testing.T) {
+	e := kubeSetup(t, "")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hc := &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}
+	for _, answer := range []string{"once", "deny"} {
+		var forms []string
+		opts := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			forms = append(forms, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": answer}}, nil
+		}}
+		sess := gwConnect(t, ctx, g.url, hc, opts, gwLegacy)
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("%s: %v", answer, err)
+		}
+		text := gwText(res)
+		if len(forms) != 1 || !strings.Contains(forms[0], "whoami") {
+			t.Fatalf("%s: approval forms %q, want one naming whoami", answer, forms)
+		}
+		switch {
+		case answer == "once" && (res.IsError || text != "k"):
+			t.Errorf("approved: %q isError=%v, want the pod's server's name k", text, res.IsError)
+		case answer == "deny" && (!res.IsError || !strings.Contains(text, "approval")):
+			t.Errorf("denied: %q isError=%v, want an error about approval", text, res.IsError)
+		}
 	}
 }
