@@ -427,3 +427,33 @@ func TestKubeApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestKubePin: `mcpbox pin` starts a kubernetes server's pod to read its
+// tools, records them, and leaves nothing in the cluster.
+func TestKubePin(t *testing.T) {
+	e := kubeSetup(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := mode{uid: -1}.command(ctx, "pin", "--config", e.config)
+	cmd.Env = append(cmd.Env, "KUBE_E2E_SECRET="+kubeSecret, "KUBE_E2E_FILE_SECRET="+kubeFileSecret,
+		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mcpbox pin: %v\n%s", err, out)
+	}
+	lock, err := os.ReadFile(filepath.Join(e.dir, "mcpbox.lock"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(lock), "echo") {
+		t.Errorf("mcpbox.lock has no tool echo:\n%s", lock)
+	}
+	e.waitPods(t, 0, 60*time.Second)
+	var owners corev1.ConfigMapList
+	if err := e.client.List(ctx, kube.ConfigMaps, e.ns, kube.LabelRole+"="+kube.RoleOwner, &owners); err != nil {
+		t.Fatal(err)
+	}
+	if len(owners.Items) != 0 {
+		t.Errorf("%d owner objects left after pin", len(owners.Items))
+	}
+}
