@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/kubetest"
@@ -456,4 +458,54 @@ func TestKubePin(t *testing.T) {
 	if len(owners.Items) != 0 {
 		t.Errorf("%d owner objects left after pin", len(owners.Items))
 	}
+}
+
+// TestKubeInputClaim: backend.input_claim mounts an existing claim
+// read-only at /workspace/input: the server reads its files and cannot
+// write there, while /workspace/output is writable.
+func TestKubeInputClaim(t *testing.T) {
+	e := kubeSetup(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "inputs"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}},
+	}
+	if err := e.client.Create(ctx, kube.PVCs, e.ns, pvc, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := e.cluster.Node.PVCDir(e.ns, "inputs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from the claim"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	b, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["servers"].(map[string]any)["k"].(map[string]any)["backend"] = map[string]any{"input_claim": "inputs"}
+	if b, err = json.Marshal(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := e.serve(t)
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	gwMustCall(t, alice, "fs_read", map[string]any{"path": "/workspace/input/hello.txt"}, "hello from the claim")
+	if got, err := gwCall(ctx, alice, "fs_write", map[string]any{"path": "/workspace/input/evil.txt", "text": "x"}); err == nil {
+		t.Errorf("writing the read-only input succeeded: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evil.txt")); err == nil {
+		t.Error("the write reached the claim")
+	}
+	gwMustCall(t, alice, "fs_write", map[string]any{"path": "/workspace/output/ok.txt", "text": "fine"}, "")
 }
