@@ -167,6 +167,9 @@ func clientNode(c *Client) *yaml.Node {
 func sandboxNode(s *Sandbox) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "require", s.Require)
+	if s.Meta.Has("warm_pool") || s.WarmPool != 0 {
+		addInt(m, "warm_pool", s.WarmPool)
+	}
 	return m
 }
 

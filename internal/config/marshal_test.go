@@ -108,6 +108,7 @@ func FuzzParse(f *testing.F) {
 		base + "    network: {egress: [{host: a.example}], limits: {connections: 8, bytes_per_connection: 1Mi, bytes_total: 1Gi, idle: 1m, max_duration: 1h}}\n",
 		base + "    tools: {rules: [{tool: \"x\", when: \"a\\nb\", action: allow}], rate_limit: {per_minute: 3}}\n",
 		"version: 1\nlisten: {http: {addr: ':1', tls: {cert: a, key: b}}}\nclients: [{name: a, token: {from: 'cmd:x'}}]\n",
+		"version: 1\nsandbox: {warm_pool: 2}\nservers:\n  s:\n    command: [srv]\n    sandbox: {warm_pool: 0, require: []}\n",
 	} {
 		f.Add([]byte(s))
 	}

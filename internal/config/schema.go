@@ -84,6 +84,7 @@ func (d *decoder) refMapping(n *node, path string) bool {
 func (d *decoder) sandbox(n *node, path string, s *Sandbox) {
 	d.mapping(n, path, &s.Meta, []field{
 		{"require", func(v *node, p string) { s.Require = d.strs(v, p, &s.Meta, "require", d.str) }},
+		{"warm_pool", func(v *node, p string) { s.WarmPool = d.integer(v, p) }},
 	})
 }
 

@@ -196,7 +196,24 @@ type Sandbox struct {
 	// list, even an empty one, requires exactly those layers and accepts
 	// that the others may be missing on this host.
 	Require []string
-	Meta    Meta
+	// WarmPool is how many sandboxes serve keeps prepared for the server
+	// (sandbox.Pool): 0, the default, none. A server's own, if set,
+	// replaces the top-level one (see Config.WarmPool).
+	WarmPool int
+	Meta     Meta
+}
+
+// MaxWarmPool bounds sandbox.warm_pool: each prepared sandbox holds
+// memory whether it is used or not.
+const MaxWarmPool = 64
+
+// WarmPool is the warm pool of server s: its own sandbox.warm_pool if
+// set, else the top level's.
+func (c *Config) WarmPool(s *Server) int {
+	if s != nil && s.Sandbox.Meta.Has("warm_pool") {
+		return s.Sandbox.WarmPool
+	}
+	return c.Sandbox.WarmPool
 }
 
 // Server is one MCP server and the policy around it.

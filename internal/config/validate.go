@@ -226,6 +226,9 @@ func checkDefaultSandbox(r *collector, c *Config) {
 }
 
 func checkLayers(r *collector, s *Sandbox, path string) {
+	if s.WarmPool < 0 || s.WarmPool > MaxWarmPool {
+		r.errorf(s.Meta.At("warm_pool"), "%s.warm_pool: %d is out of range (0 to %d)", path, s.WarmPool, MaxWarmPool)
+	}
 	seen := make(map[string]bool)
 	for i, l := range s.Require {
 		p := s.Meta.Elem("require", i)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -81,6 +82,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"audit store", base + "audit: {store: postgres}\n", `t.yaml:5:16: audit.store: unknown store "postgres" (want sqlite)`},
 		{"audit on_failure", base + "audit: {on_failure: ignore}\n", `t.yaml:5:21: audit.on_failure: unknown value "ignore" (want refuse or allow)`},
 		{"top-level layer", base + "sandbox: {require: [netns, netns]}\n", `t.yaml:5:28: sandbox.require[1]: duplicate layer "netns"`},
+		{"warm pool negative", base + "sandbox: {warm_pool: -1}\n", `t.yaml:5:22: sandbox.warm_pool: -1 is out of range (0 to 64)`},
+		{"warm pool too big", base + "sandbox: {warm_pool: 65}\n", `t.yaml:5:22: sandbox.warm_pool: 65 is out of range (0 to 64)`},
 
 		// Servers.
 		{"bad server name", "version: 1\nservers:\n  GitHub:\n    command: [srv]\n", `t.yaml:3:3: servers: invalid server name "GitHub" (want ^[a-z0-9][a-z0-9_-]{0,62}$)`},
@@ -248,5 +251,26 @@ func TestPrefixesAndHeaders(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// A server's warm_pool replaces the top level's, 0 included.
+func TestWarmPoolPrecedence(t *testing.T) {
+	c, err := Load("t.yaml", []byte(`version: 1
+sandbox: {warm_pool: 3}
+servers:
+  a: {command: [a]}
+  b: {command: [b], sandbox: {warm_pool: 0}}
+  c: {command: [c], sandbox: {warm_pool: 1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, s := range c.Servers {
+		got[s.Name] = c.WarmPool(s)
+	}
+	if want := map[string]int{"a": 3, "b": 0, "c": 1}; !maps.Equal(got, want) {
+		t.Fatalf("warm pools %v, want %v", got, want)
 	}
 }

@@ -40,6 +40,15 @@ type daemon struct {
 	// packages are the package servers' installed packages (package.go).
 	packages map[string]specconv.Package
 	tracer   trace.Tracer // the calls' spans (telemetry.go); nil: none
+	// warm ends the servers' warm pools (sandbox.warm_pool).
+	warm []func()
+}
+
+// closeWarm ends the sandboxes the warm pools keep prepared.
+func (d *daemon) closeWarm() {
+	for _, c := range d.warm {
+		c()
+	}
 }
 
 // Run serves o.Config until ctx ends, a signal (SIGTERM, SIGINT,
@@ -174,6 +183,7 @@ func (d *daemon) serve(parent context.Context) error {
 	if d.o.Summary != nil {
 		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
 	}
+	defer d.closeWarm() // after the gateway closed, and if it could not be built
 	gw, err := d.newGateway(ctx, g)
 	if err != nil {
 		return configError(err)
@@ -244,6 +254,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gatew
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
+		warm: &d.warm,
 	}
 	var err error
 	if w.ca, err = proxyCA(d.c); err != nil {

@@ -75,6 +75,9 @@ type wiring struct {
 	images imageSetup
 	// pulled, by server name, replaces the pinned image (update); nil: none.
 	pulled map[string]*image.Image
+	// warm collects the Close of each launcher with a warm pool; nil:
+	// no warm pools (pin).
+	warm *[]func()
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -191,7 +194,13 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 			return fmt.Errorf("server %s: artifacts.dir: %w", s.Name, err)
 		}
 	}
+	if w.warm != nil {
+		lo.WarmPool = w.c.WarmPool(s)
+	}
 	l := launch.NewLocal(lo)
+	if lo.WarmPool > 0 {
+		*w.warm = append(*w.warm, l.Close)
+	}
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release
 	return nil

@@ -75,7 +75,7 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 		}
 		line = bytes.TrimSpace(line)
 		if len(line) > 0 {
-			msg, derr := jsonrpc.DecodeMessage(line)
+			msg, derr := decodeMessage(line)
 			if derr == nil {
 				return msg, nil
 			}

@@ -66,6 +66,10 @@ type LocalOptions struct {
 	// CA is the gateway's proxy CA for the Secrets with inject (see
 	// ApplyProxySecrets); nil: each sandbox makes its own.
 	CA *egress.CA
+	// WarmPool, if positive, is how many sandboxes of Spec are kept
+	// prepared (sandbox.Pool); a start whose sandbox is Spec's but for the
+	// command and environment takes one. Close the Local to end them.
+	WarmPool int
 }
 
 // Local starts its Spec (with the secrets and per-scope dirs added) for
@@ -85,6 +89,7 @@ type Local struct {
 	artifacts    *workspace.ArtifactRules
 	artifactsDir string
 	ca           *egress.CA
+	pool         *sandbox.Pool // nil without a warm pool
 
 	live liveSet // the sandboxes started and not yet ended
 }
@@ -107,7 +112,18 @@ func NewLocal(opts LocalOptions) *Local {
 	if l.book == nil {
 		l.book = &redact.Book{}
 	}
+	if opts.WarmPool > 0 {
+		l.pool = sandbox.NewPool(l.base, opts.WarmPool)
+	}
 	return l
+}
+
+// Close ends the sandboxes of the warm pool, if any; started ones are
+// the gateway's to stop.
+func (l *Local) Close() {
+	if l.pool != nil {
+		l.pool.Close()
+	}
 }
 
 // Observer is told of a sandbox's life. *guard.Guard implements it: it
@@ -389,7 +405,11 @@ func (in *sandboxInstance) startSandbox(ctx context.Context) error {
 	}
 	life, endLife := context.WithCancel(context.Background())
 	abort := context.AfterFunc(ctx, endLife)
-	sb, err := sandbox.Start(life, in.spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: in.stderrWriter()})
+	start := sandbox.Start
+	if in.l.pool != nil {
+		start = in.l.pool.Start // prepared if one matches, else cold
+	}
+	sb, err := start(life, in.spec, sandbox.Stdio{Stdin: inR, Stdout: outW, Stderr: in.stderrWriter()})
 	inR.Close()
 	outW.Close()
 	if !abort() && err == nil {

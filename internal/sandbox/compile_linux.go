@@ -48,6 +48,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		SecretFiles:  s.secretFiles(),
 		InputMasks:   s.InputMasks(),
 		Forwards:     forwardSpecs(s.Network.Forwards),
+		Hold:         s.hold,
 		Workload: workloadConfig{
 			Args:       s.Args,
 			Env:        s.environ(),

@@ -60,12 +60,17 @@ type initConfig struct {
 	// InputMasks are paths below /workspace/input hidden under an empty
 	// read-only directory (Spec.InputMasks, maskInput).
 	InputMasks []string `json:"input_masks,omitempty"`
+
+	// Hold: once the root is built, report Ready and wait for the
+	// workload's command and stdio on the control socket (warm_linux.go).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // initReport is what the init sends back: an error during setup, or nil
 // once the workload runs.
 type initReport struct {
 	Started bool   `json:"started,omitempty"`
+	Ready   bool   `json:"ready,omitempty"` // held, waiting for its workload
 	Error   string `json:"error,omitempty"`
 	Layer   Layer  `json:"layer,omitempty"`
 	Code    int    `json:"code,omitempty"` // the exit code the sandbox ends with
@@ -139,6 +144,11 @@ func runInit() int {
 	// Never read: a signal the workload sends to one of our threads is
 	// taken here instead of ending the init (see straySignals).
 	signal.Notify(make(chan os.Signal, 1), straySignals...)
+	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
+		if err := awaitWorkload(ctl, &cfg.Workload); err != nil {
+			return reportSetup(ctl, "", fmt.Errorf("waiting for the workload: %w", err))
+		}
+	}
 	child, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})

@@ -55,6 +55,11 @@ type Sandbox struct {
 	// born: the init started inside cg (spawnInCgroup); written on the
 	// spawn thread before Start reads it.
 	born bool
+	// ctl is the control socket of a prepared sandbox waiting for its
+	// workload, and copies the pumps of its non-file stdout and stderr
+	// (warm_linux.go); nil and empty for Start.
+	ctl    *os.File
+	copies sync.WaitGroup
 
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
@@ -170,6 +175,9 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	}
 	if err := readReport(ctl); err != nil {
 		return nil, err
+	}
+	if spec.hold {
+		return sb, sb.keepControl(ctl) // warm_linux.go: Prepared.Start goes on
 	}
 	sb.watch(ctx)
 	return sb, nil
@@ -487,7 +495,7 @@ func readReport(ctl *os.File) error {
 	if err := json.Unmarshal(buf[:n], &r); err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
 	}
-	if !r.Started {
+	if !r.Started && !r.Ready {
 		return &StartError{Layer: r.Layer, Code: r.Code, Err: errors.New(r.Error)}
 	}
 	return nil
@@ -544,6 +552,7 @@ func (sb *Sandbox) expire() {
 // (stripSetID). Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
+	sb.copies.Wait()
 	sb.end()
 	sb.stopEgress()
 	if sb.ttyFD >= 0 {

@@ -68,3 +68,27 @@ func Doctor() []Check {
 
 // NewID returns a sandbox id.
 func NewID() string { return "sbx_" + time.Now().Format("150405.000000") }
+
+// Prepared is never made outside Linux.
+type Prepared struct{}
+
+// Prepare fails outside Linux.
+func Prepare(context.Context, Spec) (*Prepared, error) {
+	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
+}
+
+// Matches is never reached outside Linux.
+func (p *Prepared) Matches(Spec) bool { return false }
+
+// ID is never reached outside Linux.
+func (p *Prepared) ID() string { return "" }
+
+// Start is never reached outside Linux.
+func (p *Prepared) Start(context.Context, Spec, Stdio) (*Sandbox, error) {
+	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
+}
+
+// Close is never reached outside Linux.
+func (p *Prepared) Close() {}
+
+func warmKey(Spec) string { return "" }

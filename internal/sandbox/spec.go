@@ -219,6 +219,9 @@ type Spec struct {
 	// ID names the sandbox (its cgroup), [a-z0-9_] only. Empty means a
 	// fresh random "sbx_" id.
 	ID string
+
+	// hold: the init waits for its workload (Prepare).
+	hold bool
 }
 
 func (s *Spec) degradable(l Layer) bool {

@@ -176,3 +176,97 @@ func gwRSS(tb testing.TB, pid int) int {
 	tb.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
 }
+
+// BenchmarkGatewayCall: what `mcpbox run` adds to a small tool call over
+// stdio, against the same server run directly. The two are called in
+// turn, one call each per iteration, so that a noisy neighbour on the
+// machine slows both alike; the overhead is the difference of their
+// percentiles (issue 19: +≤ 80 µs p50, +≤ 500 µs p99).
+//
+//	go test ./test/e2e -run '^$' -bench GatewayCall -benchtime 5000x -count 6
+func BenchmarkGatewayCall(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct := gwDirect(b, ctx, filepath.Join(goBuild(b, gwServerPkg), "mcpserver"), nil, gwLegacy)
+	run, _, cmd := gwRunCmd(b, gwBenchMode(), nil, gwLegacy)
+	args := map[string]any{"text": "ping"}
+	// Warm both: the first calls fault in code and buffers.
+	for range 50 {
+		gwMustCall(b, direct, "echo", args, "ping")
+		gwMustCall(b, run, "echo", args, "ping")
+	}
+	var hd, hr latencies
+	cpu0 := procCPU(b, cmd.Process.Pid)
+	for b.Loop() {
+		for _, s := range []struct {
+			sess *mcp.ClientSession
+			h    *latencies
+		}{{direct, &hd}, {run, &hr}} {
+			start := time.Now()
+			got, err := gwCall(context.Background(), s.sess, "echo", args)
+			s.h.add(time.Since(start))
+			if err != nil || got != "ping" {
+				b.Fatalf("echo: %q, %v", got, err)
+			}
+		}
+	}
+	b.StopTimer()
+	// The gateway's own CPU time per call holds on a busy machine, where
+	// the latencies move with the neighbours.
+	b.ReportMetric(float64(procCPU(b, cmd.Process.Pid)-cpu0)/float64(time.Microsecond)/float64(b.N), "gw-cpu-µs/call")
+	b.ReportMetric(hd.pct(50), "direct-p50-µs")
+	b.ReportMetric(hd.pct(99), "direct-p99-µs")
+	b.ReportMetric(hr.pct(50)-hd.pct(50), "overhead-p50-µs")
+	b.ReportMetric(hr.pct(99)-hd.pct(99), "overhead-p99-µs")
+	b.ReportMetric(hr.pct(50)/hd.pct(50), "p50-ratio")
+}
+
+// procCPU is the user and system CPU time a process has used.
+func procCPU(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second here).
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		tb.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			tb.Fatalf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100)
+}
+
+// latencies is a histogram of call latencies in 1 µs buckets up to 100
+// ms (anything slower lands in the last one).
+type latencies struct {
+	buckets [100_000]uint32
+	n       int
+}
+
+func (h *latencies) add(d time.Duration) {
+	h.buckets[min(int(d/time.Microsecond), len(h.buckets)-1)]++
+	h.n++
+}
+
+// pct returns the p-th percentile in µs (0 when empty).
+func (h *latencies) pct(p int) float64 {
+	want := (h.n*p + 99) / 100
+	seen := 0
+	for i, c := range h.buckets {
+		seen += int(c)
+		if seen >= want && c > 0 {
+			return float64(i)
+		}
+	}
+	return 0
+}

@@ -264,6 +264,13 @@ func gwRun(tb testing.TB, m mode, opts *mcp.ClientOptions, version string, flags
 // gwRunLogs is gwRun that also returns mcpbox's stderr.
 func gwRunLogs(tb testing.TB, m mode, opts *mcp.ClientOptions, version string, flags ...string) (*mcp.ClientSession, *gwLog) {
 	tb.Helper()
+	sess, logs, _ := gwRunCmd(tb, m, opts, version, flags...)
+	return sess, logs
+}
+
+// gwRunCmd is gwRunLogs that also returns the mcpbox process.
+func gwRunCmd(tb testing.TB, m mode, opts *mcp.ClientOptions, version string, flags ...string) (*mcp.ClientSession, *gwLog, *exec.Cmd) {
+	tb.Helper()
 	bin := goBuild(tb, gwServerPkg)
 	args := append(append([]string{"run"}, m.flags...), "--mount", bin+":/opt/bin:ro")
 	args = append(append(args, flags...), "--", "/opt/bin/mcpserver", "-name", "solo")
@@ -288,7 +295,7 @@ func gwRunLogs(tb testing.TB, m mode, opts *mcp.ClientOptions, version string, f
 			tb.Logf("mcpbox run stderr:\n%s", logs)
 		}
 	})
-	return sess, logs
+	return sess, logs, cmd
 }
 
 // gwReap reaps cmd if nobody has, giving up after 10 s.

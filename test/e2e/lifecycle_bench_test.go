@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,3 +358,44 @@ func memAvailable(b *testing.B) int64 {
 }
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// BenchmarkWake: the latency of waking a paused sandbox as its client
+// sees it (Resume, then a ping answered) against a ping to the same
+// server running, measured in turn in each iteration.
+//
+//	go test ./test/e2e -run '^$' -bench Wake -benchtime 200x
+func BenchmarkWake(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s, err := lcStart(b, ctx, filepath.Join(goBuild(b, gwServerPkg), "mcpserver"))
+	lcRequire(b, err)
+	lcRequire(b, s.sb.Pause())
+	lcRequire(b, s.sb.Resume())
+	var running, woken []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := s.call("ping", ""); err != nil {
+			b.Fatal(err)
+		}
+		running = append(running, time.Since(start))
+		b.StopTimer()
+		if err := s.sb.Pause(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start = time.Now()
+		if err := errors.Join(s.sb.Resume(), s.call("ping", "")); err != nil {
+			b.Fatal(err)
+		}
+		woken = append(woken, time.Since(start))
+	}
+	b.StopTimer()
+	p := func(lat []time.Duration, pct int) float64 {
+		slices.Sort(lat)
+		return float64(lat[min(len(lat)*pct/100, len(lat)-1)]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(p(woken, 50), "wake-p50-µs")
+	b.ReportMetric(p(woken, 99), "wake-p99-µs")
+	b.ReportMetric(p(running, 50), "running-p50-µs")
+	b.ReportMetric(p(woken, 50)/p(running, 50), "ratio")
+}

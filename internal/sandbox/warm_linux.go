@@ -1,0 +1,307 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A prepared (warm) sandbox is Start cut in two. Prepare does everything
+// but the workload: the init in its namespaces and cgroup, the egress
+// proxy, the root built, hostname and loopback; then the init reports
+// Ready and waits on its control socket. Prepared.Start sends the
+// workload's command, environment and working directory with its stdin,
+// stdout and stderr (SCM_RIGHTS), and the init goes on exactly as after a
+// cold start: Landlock, capabilities, seccomp, exec. Every wall is the
+// Spec's, built before the workload exists; only what the workload runs
+// arrives late, which is why a Spec may only be started in a sandbox
+// prepared from an equal one (Matches).
+
+// warmMsgMax bounds the workload message (command, environment,
+// directory): one SOCK_SEQPACKET datagram.
+const warmMsgMax = 128 << 10
+
+// warmClaim is what Prepared.Start sends the init, with three fds.
+type warmClaim struct {
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
+// Prepared is a sandbox waiting for its workload.
+type Prepared struct {
+	sb   *Sandbox
+	spec Spec
+}
+
+// Prepare builds a sandbox for spec up to its workload (see Start, whose
+// errors it returns); spec.Args, Env and Dir are those of the workload
+// Start runs if it is not given others. Cancelling ctx kills it until
+// Start re-arms the kill on its own context. Close a Prepared that is
+// never started.
+func Prepare(ctx context.Context, spec Spec) (*Prepared, error) {
+	if warmKey(spec) == "" {
+		return nil, &StartError{Code: exitSetup, Err: errors.New("a sandbox with an ID or a network cannot be prepared")}
+	}
+	spec.hold = true
+	sb, err := Start(ctx, spec, Stdio{})
+	if err != nil {
+		return nil, err
+	}
+	spec.hold = false
+	// Nothing to clean up after until Start arms watch: Wait must not
+	// wait for it.
+	sb.cleaned = make(chan struct{})
+	close(sb.cleaned)
+	return &Prepared{sb: sb, spec: spec}, nil
+}
+
+// Matches reports whether a sandbox started from spec would be the one p
+// holds: every field but the workload's Args, Env, Dir and the secrets
+// it gets in its environment is equal, and spec names no ID of its own.
+func (p *Prepared) Matches(spec Spec) bool {
+	k := warmKey(spec)
+	return k != "" && k == warmKey(p.spec)
+}
+
+// warmKey is spec without what a prepared sandbox takes late, encoded: two
+// Specs with one key build the same sandbox. It is "" for a Spec that
+// cannot be prepared: one with an ID, or with a network, whose proxy
+// reports to callbacks of its own sandbox.
+func warmKey(spec Spec) string {
+	n := spec.Network
+	if spec.ID != "" || n.Enabled() || n.Log != nil || n.Opened != nil || n.Injector != nil ||
+		n.CA != nil || n.Resolver != nil || n.TrustBundle != nil {
+		return ""
+	}
+	// Secrets in the environment arrive with it; those in files are in
+	// the root already.
+	var files []Secret
+	for _, s := range spec.Secrets {
+		if s.AsFile {
+			files = append(files, s)
+		}
+	}
+	spec.Secrets = files
+	// Every exported field but the workload's and the (empty) network's,
+	// so that a field added to Spec joins the key by itself; an empty
+	// slice is nil.
+	fields := map[string]any{}
+	v := reflect.ValueOf(spec)
+	for i := range v.NumField() {
+		f, fv := v.Type().Field(i), v.Field(i)
+		switch {
+		case !f.IsExported() || f.Name == "Args" || f.Name == "Env" || f.Name == "Dir" || f.Name == "Network":
+		case fv.Kind() == reflect.Slice && fv.Len() == 0:
+			fields[f.Name] = nil
+		default:
+			fields[f.Name] = fv.Interface()
+		}
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// ID is the sandbox's id.
+func (p *Prepared) ID() string { return p.sb.ID }
+
+// Start runs spec's workload in the prepared sandbox; spec must match
+// (Matches). Cancelling ctx kills the sandbox from then on. Stdio may be
+// any readers and writers, but not a terminal. On an error the sandbox
+// is gone; p is spent either way.
+func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
+	sb := p.sb
+	fail := func(err error) (*Sandbox, error) {
+		sb.Kill()
+		_, _ = sb.Wait()
+		var se *StartError
+		if !errors.As(err, &se) {
+			err = &StartError{Code: exitSetup, Err: err}
+		}
+		return nil, err
+	}
+	if sb.ctl == nil {
+		return nil, &StartError{Code: exitSetup, Err: errors.New("prepared sandbox started twice")}
+	}
+	if !p.Matches(spec) {
+		return fail(errors.New("the spec differs from the prepared sandbox's"))
+	}
+	if err := spec.check(); err != nil {
+		return fail(err)
+	}
+	if foregroundTTY(stdio.Stdin) >= 0 {
+		return fail(errors.New("a prepared sandbox cannot take a terminal"))
+	}
+	if spec.fileSizeLimit() > 0 {
+		stdio = pipeRegularFiles(stdio) // as Start does
+	}
+	fds, err := sb.claimStdio(stdio)
+	if err != nil {
+		return fail(err)
+	}
+	msg, err := json.Marshal(warmClaim{Args: spec.Args, Env: spec.environ(), Dir: spec.workdir()})
+	if err == nil && len(msg) > warmMsgMax {
+		err = fmt.Errorf("the workload's command and environment take %d bytes, more than %d", len(msg), warmMsgMax)
+	}
+	if err == nil {
+		err = unix.Sendmsg(int(sb.ctl.Fd()), msg, unix.UnixRights(fds[0], fds[1], fds[2]), nil, 0)
+	}
+	for _, f := range fds {
+		unix.Close(f)
+	}
+	if err == nil {
+		err = readReport(sb.ctl)
+	}
+	sb.ctl.Close()
+	sb.ctl = nil
+	if err != nil {
+		return fail(err)
+	}
+	sb.spec = spec
+	sb.start = time.Now()
+	sb.stopCtx()
+	sb.stopCtx = context.AfterFunc(ctx, sb.Kill)
+	sb.watch(ctx)
+	return sb, nil
+}
+
+// Close kills a prepared sandbox that was never started and waits for it.
+func (p *Prepared) Close() {
+	if p.sb.ctl == nil {
+		return
+	}
+	p.sb.ctl.Close()
+	p.sb.ctl = nil
+	p.sb.Kill()
+	_, _ = p.sb.Wait()
+}
+
+// keepControl keeps a copy of the control socket for Prepared.Start.
+func (sb *Sandbox) keepControl(ctl *os.File) error {
+	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return &StartError{Code: exitSetup, Err: fmt.Errorf("keeping the control socket: %w", err)}
+	}
+	sb.ctl = os.NewFile(uintptr(fd), "control")
+	return nil
+}
+
+// claimStdio returns fds for the workload's stdin, stdout and stderr
+// (the caller closes them): files as they are, /dev/null for nil, and a
+// pipe pumped by a goroutine for any other reader or writer (Wait waits
+// for the writers' pumps).
+func (sb *Sandbox) claimStdio(stdio Stdio) (fds [3]int, err error) {
+	stdio, stdinR := sb.pumpStdin(stdio)
+	if stdinR != nil {
+		defer stdinR.Close()
+	}
+	ends := [3]any{stdio.Stdin, stdio.Stdout, stdio.Stderr}
+	for i := range fds {
+		fds[i] = -1
+	}
+	defer func() {
+		if err != nil {
+			for _, fd := range fds {
+				if fd >= 0 {
+					unix.Close(fd)
+				}
+			}
+		}
+	}()
+	for i, e := range ends {
+		var f *os.File
+		switch v := e.(type) {
+		case *os.File:
+			f = v
+		case nil:
+		case io.Writer:
+			r, w, perr := os.Pipe()
+			if perr != nil {
+				return fds, perr
+			}
+			defer w.Close()
+			sb.copies.Add(1)
+			go func() {
+				defer sb.copies.Done()
+				defer r.Close()
+				_, _ = io.Copy(v, r)
+			}()
+			f = w
+		default:
+			return fds, fmt.Errorf("stdio %d: a %T is neither a file nor a writer", i, e)
+		}
+		if f == nil {
+			fds[i], err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		} else {
+			fds[i], err = unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		}
+		if err != nil {
+			return fds, fmt.Errorf("passing stdio %d: %w", i, err)
+		}
+	}
+	return fds, nil
+}
+
+// awaitWorkload is the held init's side: it reports Ready, then takes the
+// workload's command and stdio from the control socket onto fds 0-2. The
+// host closing the socket instead ends the init.
+func awaitWorkload(ctl *os.File, w *workloadConfig) error {
+	if err := json.NewEncoder(ctl).Encode(initReport{Ready: true}); err != nil {
+		return err
+	}
+	buf := make([]byte, warmMsgMax)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, flags, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("the host went away")
+	}
+	if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
+		return errors.New("the workload message was cut short")
+	}
+	var fds []int
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		rights, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, rights...)
+	}
+	if len(fds) != 3 {
+		return fmt.Errorf("%d stdio fds, want 3", len(fds))
+	}
+	var c warmClaim
+	if err := json.Unmarshal(buf[:n], &c); err != nil {
+		return err
+	}
+	if len(c.Args) == 0 || c.Args[0] == "" {
+		return errors.New("no command given")
+	}
+	for i, fd := range fds {
+		if fd <= 2 { // fds 0-2 are open (/dev/null), so never: never lose one
+			return fmt.Errorf("stdio %d arrived as fd %d", i, fd)
+		}
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return fmt.Errorf("taking stdio %d: %w", i, err)
+		}
+		unix.Close(fd)
+	}
+	w.Args, w.Env, w.Dir = c.Args, c.Env, c.Dir
+	return nil
+}
