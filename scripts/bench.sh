@@ -7,12 +7,12 @@
 # reads it: `benchstat OLD/exec.txt NEW/exec.txt`), with table.md.
 #
 # usage: scripts/bench.sh [--quick] [--out DIR]
-#   --quick    a smoke run of a few minutes: few iterations, 64 MiB
+#   --quick    a smoke run of about two minutes: few iterations, 64 MiB
 #              download, 5 sandboxes side by side (the figures are rough)
 #   --out DIR  where the raw output and table.md go (default: a new
 #              /tmp/mcpbox-bench-YYYYmmdd-HHMMSS)
-# The default (full) run takes 15-30 minutes: 1 GiB downloads, 20
-# sandboxes side by side, 5-10 runs of each benchmark. Run it as root
+# The default (full) run takes 5-15 minutes: 1 GiB downloads, 20
+# sandboxes side by side, 3-10 runs of each benchmark. Run it as root
 # (cgroups) on a machine as quiet as you can get: the wall-clock figures
 # move with every other process. Benchmarks that this tree does not have
 # print "not measured (benchmark absent)". Exits 1 if a benchmark failed,
@@ -67,6 +67,8 @@ if [ -z "$out" ]; then
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# A reused directory must not lend this run an earlier run's figures.
+rm -f "$out"/{exec,spawn,egress,gateway,memory,wake,warm}.txt "$out/table.md"
 
 # ---- what the benchmarks need
 echo "== setup ($mode run; raw output in $out)" >&2
