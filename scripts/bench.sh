@@ -89,7 +89,7 @@ fi
 # has PKGDIR NAME: whether the package's tests define benchmark NAME
 # (branches merged later add some).
 has() {
-	grep -qs "^func $2(b \*testing.B)" "$1"/*_test.go
+	grep -qs "^func $2(" "$1"/*_test.go
 }
 
 # One test binary per package, built once (as .ci/run builds: no cgo for
