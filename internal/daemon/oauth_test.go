@@ -161,8 +161,11 @@ func TestReauthOptions(t *testing.T) {
 	if lo, _ := reauthOptions(ctx, s, nil, oauth.Challenge{Scope: "other"}, false); strings.Join(lo.Scopes, " ") != "read" {
 		t.Errorf("401 options scopes %q, want the configured ones", lo.Scopes)
 	}
-	s.OAuth.Scopes = nil
-	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil {
-		t.Errorf("unconfigured scopes %q, want none (the challenge's scope is used)", lo.Scopes)
+	if strings.Join(lo.SilentScopes, " ") != "read" {
+		t.Errorf("silent bound %q, want the configured scopes only", lo.SilentScopes)
+	}
+	s.OAuth.Scopes, s.OAuth.StepUpScopes = nil, []string{"write"}
+	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil || strings.Join(lo.SilentScopes, " ") != "write" {
+		t.Errorf("unconfigured scopes %q, bound %q; want none (the challenge's scope is used) bounded by step_up_scopes", lo.Scopes, lo.SilentScopes)
 	}
 }
