@@ -157,6 +157,11 @@ func loginOptions(ctx context.Context, s *config.Server) (oauth.LoginOptions, er
 		}
 		*r.dst = string(v.Value)
 	}
+	if lo.ClientSecret != "" && lo.Issuer == "" {
+		// config.Load refuses it too; a secret must never go to an
+		// authorization server the remote server picks.
+		return lo, fmt.Errorf("servers.%s.oauth.client_secret: needs issuer (the authorization server the client is registered at)", s.Name)
+	}
 	return lo, nil
 }
 
