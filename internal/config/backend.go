@@ -57,7 +57,10 @@ type Backend struct {
 	// connects from: the servers' NetworkPolicy admits them; empty: pods
 	// labelled mcpbox.dev/role=gateway in the namespace.
 	GatewayCIDRs []string
-	Meta         Meta
+	// InputClaim, if set, is an existing PersistentVolumeClaim mounted
+	// read-only at /workspace/input (a pod cannot mount a host path).
+	InputClaim string
+	Meta       Meta
 }
 
 // Toleration is a pod toleration of node taints.
@@ -95,6 +98,7 @@ func (c *Config) BackendOf(s *Server) Backend {
 	set("image", func() { b.Image = o.Image })
 	set("storage_class", func() { b.StorageClass = o.StorageClass })
 	set("gateway_cidrs", func() { b.GatewayCIDRs = o.GatewayCIDRs })
+	set("input_claim", func() { b.InputClaim = o.InputClaim })
 	return b
 }
 
@@ -129,6 +133,7 @@ func (d *decoder) backend(n *yaml.Node, path string, b *Backend) {
 		{"image", func(v *node, p string) { b.Image = d.str(v, p) }},
 		{"storage_class", func(v *node, p string) { b.StorageClass = d.str(v, p) }},
 		{"gateway_cidrs", func(v *node, p string) { b.GatewayCIDRs = d.strs(v, p, &b.Meta, "gateway_cidrs", d.str) }},
+		{"input_claim", func(v *node, p string) { b.InputClaim = d.str(v, p) }},
 	})
 }
 
@@ -163,6 +168,7 @@ func backendNode(b *Backend) *yaml.Node {
 	addStr(m, "image", b.Image)
 	addStr(m, "storage_class", b.StorageClass)
 	addStrs(m, "gateway_cidrs", b.GatewayCIDRs)
+	addStr(m, "input_claim", b.InputClaim)
 	return m
 }
 
@@ -184,7 +190,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 	}
 	if b.Kind != BackendKubernetes {
 		for _, key := range []string{"namespace", "kubeconfig", "in_cluster", "runtime_class", "image_pull_secrets",
-			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs"} {
+			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs", "input_claim"} {
 			if b.Meta.Has(key) && b.Meta.Has("kind") {
 				r.errorf(at(key), "%s.%s: only applies to kind: kubernetes", p, key)
 			}
@@ -244,6 +250,9 @@ func checkBackend(r *collector, b *Backend, p string) {
 		if pfx, err := netip.ParsePrefix(cidr); err != nil || pfx.Masked() != pfx {
 			r.errorf(b.Meta.Elem("gateway_cidrs", i), "%s.gateway_cidrs[%d]: %q: want a CIDR such as 10.1.2.0/24", p, i, cidr)
 		}
+	}
+	if b.Meta.Has("input_claim") && !dnsSubdomain.MatchString(b.InputClaim) {
+		r.errorf(at("input_claim"), "%s.input_claim: %q is not a PersistentVolumeClaim name", p, b.InputClaim)
 	}
 	if b.Meta.Has("storage_class") && b.StorageClass != "default" && !dnsSubdomain.MatchString(b.StorageClass) {
 		r.errorf(at("storage_class"), "%s.storage_class: %q is not a StorageClass name (or default)", p, b.StorageClass)

@@ -59,6 +59,7 @@ func TestBackendInvalid(t *testing.T) {
 		{"local keys", "version: 1\nbackend: {kind: local, namespace: x}\n" + srv, "backend.namespace: only applies to kind: kubernetes"},
 		{"no image", kubeTop + srv, "needs backend.image"},
 		{"toleration", kubeTop + "  image: r/b:1\n  tolerations: [{key: k, operator: Maybe}]\n" + srv, `operator: "Maybe": want Equal or Exists`},
+		{"claim", kubeTop + "  image: r/b:1\n  input_claim: Bad/Claim\n" + srv, "is not a PersistentVolumeClaim name"},
 		{"cidr", kubeTop + "  image: r/b:1\n  gateway_cidrs: [10.0.0.1/8]\n" + srv, "want a CIDR"},
 		{"agent path", kubeTop + "  image: r/b:1\n  agent_path: mcpbox\n" + srv, "want an absolute path in the image"},
 		{"forward", kubeTop + "  image: r/b:1\n" + srv + "    network: {forward: [{listen: 127.0.0.1:5432, to: db.internal:5432}]}\n", "network.forward is the local sandbox's"},

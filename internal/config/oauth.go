@@ -20,6 +20,10 @@ type ServerOAuth struct {
 	ClientMetadataURL string
 	// Scopes, if set, are asked for instead of the server's.
 	Scopes []string
+	// StepUpScopes are the scopes serve may add without a person when the
+	// server asks for more (403 insufficient_scope); with Scopes and the
+	// scope of the login, the bound of its silent re-authorization.
+	StepUpScopes []string
 	// Issuer pins the authorization server.
 	Issuer string
 	// RedirectPort fixes the loopback redirect's port; 0: any.
@@ -63,6 +67,7 @@ func (d *decoder) serverOAuth(n *node, path string) *ServerOAuth {
 		{"client_secret", func(v *node, p string) { d.ref(v, p, &o.ClientSecret) }},
 		{"client_metadata_url", func(v *node, p string) { o.ClientMetadataURL = d.str(v, p) }},
 		{"scopes", func(v *node, p string) { o.Scopes = d.strs(v, p, &o.Meta, "scopes", d.str) }},
+		{"step_up_scopes", func(v *node, p string) { o.StepUpScopes = d.strs(v, p, &o.Meta, "step_up_scopes", d.str) }},
 		{"issuer", func(v *node, p string) { o.Issuer = d.str(v, p) }},
 		{"redirect_port", func(v *node, p string) { o.RedirectPort = d.integer(v, p) }},
 	})
@@ -129,6 +134,16 @@ func checkServerOAuth(r *collector, s *Server, p string) {
 		if !validScope(sc) {
 			r.errorf(o.Meta.Elem("scopes", i), "%s.scopes[%d]: invalid scope %q (printable ASCII, no spaces, quotes or backslashes)", p, i, sc)
 		}
+	}
+	for i, sc := range o.StepUpScopes {
+		if !validScope(sc) {
+			r.errorf(o.Meta.Elem("step_up_scopes", i), "%s.step_up_scopes[%d]: invalid scope %q (printable ASCII, no spaces, quotes or backslashes)", p, i, sc)
+		}
+	}
+	if o.Meta.Has("client_secret") && o.Issuer == "" && !o.Meta.Has("issuer") {
+		// Without it the secret would go to whatever authorization
+		// server the remote server names.
+		r.errorf(o.Meta.At("client_secret"), "%s.client_secret: needs issuer (the authorization server the client is registered at; the secret is sent nowhere else)", p)
 	}
 	if o.Issuer != "" || o.Meta.Has("issuer") {
 		if err := checkURL(o.Issuer); err != nil {
@@ -206,6 +221,7 @@ func serverOAuthNode(o *ServerOAuth) *node {
 	refNode(m, "client_secret", &o.ClientSecret, &o.Meta)
 	addStr(m, "client_metadata_url", o.ClientMetadataURL)
 	addStrs(m, "scopes", o.Scopes)
+	addStrs(m, "step_up_scopes", o.StepUpScopes)
 	addStr(m, "issuer", o.Issuer)
 	addNonZeroInt(m, "redirect_port", o.RedirectPort)
 	return flowIfEmpty(m)

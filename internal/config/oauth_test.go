@@ -14,6 +14,7 @@ func TestOAuthParsesAndRoundTrips(t *testing.T) {
       client_secret: {from: "cmd:pass linear/secret"}
       client_metadata_url: https://example.com/mcpbox-client.json
       scopes: [read, write]
+      step_up_scopes: [admin]
       issuer: https://auth.example.com
       redirect_port: 8765
   e:
@@ -39,9 +40,9 @@ listen:
 	o := c.Server("r").OAuth
 	want := ServerOAuth{ClientID: Token{From: "env:CID"}, ClientSecret: Token{From: "cmd:pass linear/secret"},
 		ClientMetadataURL: "https://example.com/mcpbox-client.json", Scopes: []string{"read", "write"},
-		Issuer: "https://auth.example.com", RedirectPort: 8765}
+		StepUpScopes: []string{"admin"}, Issuer: "https://auth.example.com", RedirectPort: 8765}
 	if o == nil || o.ClientID.From != want.ClientID.From || o.ClientSecret.From != want.ClientSecret.From ||
-		o.ClientMetadataURL != want.ClientMetadataURL || !reflect.DeepEqual(o.Scopes, want.Scopes) ||
+		o.ClientMetadataURL != want.ClientMetadataURL || !reflect.DeepEqual(o.Scopes, want.Scopes) || !reflect.DeepEqual(o.StepUpScopes, want.StepUpScopes) ||
 		o.Issuer != want.Issuer || o.RedirectPort != want.RedirectPort {
 		t.Fatalf("servers.r.oauth = %+v", o)
 	}
@@ -85,6 +86,8 @@ func TestOAuthInvalid(t *testing.T) {
 		{"secret without id", remoteBase + "    oauth: {client_secret: {from: env:S}}\n", `t.yaml:5:28: servers.r.oauth.client_secret: needs client_id`},
 		{"http metadata url", remoteBase + "    oauth: {client_metadata_url: http://example.com/c.json}\n", `t.yaml:5:34: servers.r.oauth.client_metadata_url: want an https URL with a path`},
 		{"metadata url no path", remoteBase + "    oauth: {client_metadata_url: https://example.com}\n", `t.yaml:5:34: servers.r.oauth.client_metadata_url: want an https URL with a path`},
+		{"secret without issuer", remoteBase + "    oauth: {client_id: {from: env:C}, client_secret: {from: env:S}}\n", `t.yaml:5:54: servers.r.oauth.client_secret: needs issuer (the authorization server the client is registered at`},
+		{"bad step-up scope", remoteBase + "    oauth: {step_up_scopes: [\"a\\\\b\"]}\n", `t.yaml:5:30: servers.r.oauth.step_up_scopes[0]: invalid scope`},
 		{"bad scope", remoteBase + "    oauth: {scopes: [read, \"a b\"]}\n", `t.yaml:5:28: servers.r.oauth.scopes[1]: invalid scope "a b"`},
 		{"http issuer", remoteBase + "    oauth: {issuer: http://auth.example.com}\n", `t.yaml:5:21: servers.r.oauth.issuer: plain http is only allowed to a loopback host`},
 		{"bad port", remoteBase + "    oauth: {redirect_port: 70000}\n", `t.yaml:5:28: servers.r.oauth.redirect_port: 70000 is not a port`},

@@ -140,6 +140,10 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// Registering in the cluster is bounded; the pods' starts have their
+	// own bound.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	b := w.c.BackendOf(s)
 	kc, err := w.kubes.conn(ctx, b)
 	if err != nil {

@@ -110,13 +110,16 @@ func reauthorize(s *config.Server) func(context.Context, oauth.Store, oauth.Chal
 
 // reauthOptions are the options of serve's silent login for s: a
 // step-up asks for the configured scopes and the challenge's (which
-// holds the granted scope and the one asked for).
+// holds the granted scope and the one asked for). The login may ask for
+// no scope beyond the held one, oauth.scopes and oauth.step_up_scopes
+// (oauth.LoginOptions.SilentScopes): a person decides on any other.
 func reauthOptions(ctx context.Context, s *config.Server, store oauth.Store, ch oauth.Challenge, step bool) (oauth.LoginOptions, error) {
 	lo, err := loginOptions(ctx, s)
 	if err != nil {
 		return lo, err
 	}
 	lo.Store, lo.Challenge, lo.Silent, lo.Wait = store, ch, true, 30*time.Second
+	lo.SilentScopes = union(s.OAuth.Scopes, s.OAuth.StepUpScopes)
 	if step && len(lo.Scopes) > 0 {
 		lo.Scopes = union(lo.Scopes, strings.Fields(ch.Scope))
 	}
@@ -153,6 +156,11 @@ func loginOptions(ctx context.Context, s *config.Server) (oauth.LoginOptions, er
 			return lo, fmt.Errorf("servers.%s.oauth.%s: %w", s.Name, r.key, err)
 		}
 		*r.dst = string(v.Value)
+	}
+	if lo.ClientSecret != "" && lo.Issuer == "" {
+		// config.Load refuses it too; a secret must never go to an
+		// authorization server the remote server picks.
+		return lo, fmt.Errorf("servers.%s.oauth.client_secret: needs issuer (the authorization server the client is registered at)", s.Name)
 	}
 	return lo, nil
 }

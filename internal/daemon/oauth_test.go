@@ -47,6 +47,21 @@ func TestLoginRefusesWhatItCannotLogInTo(t *testing.T) {
 	}
 }
 
+// TestLoginOptionsSecretNeedsIssuer: a client secret is never handed to
+// a login without a pinned issuer, even for a config built in code.
+func TestLoginOptionsSecretNeedsIssuer(t *testing.T) {
+	t.Setenv("OAUTHFIX_SECRET", "s3cret-value")
+	s := &config.Server{Name: "r", URL: "https://mcp.example.com/mcp", OAuth: &config.ServerOAuth{
+		ClientID: config.Token{From: "env:OAUTHFIX_SECRET"}, ClientSecret: config.Token{From: "env:OAUTHFIX_SECRET"}}}
+	if _, err := loginOptions(context.Background(), s); err == nil || !strings.Contains(err.Error(), "servers.r.oauth.client_secret: needs issuer") {
+		t.Errorf("secret without issuer: %v, want refused", err)
+	}
+	s.OAuth.Issuer = "https://sso.example.com"
+	if lo, err := loginOptions(context.Background(), s); err != nil || lo.ClientSecret != "s3cret-value" || lo.Issuer != s.OAuth.Issuer {
+		t.Errorf("secret with issuer: %v", err)
+	}
+}
+
 // TestOAuthStoresPerIdentity: each identity's store is its own dir, and
 // names that are no single dir name get none.
 func TestOAuthStoresPerIdentity(t *testing.T) {
@@ -161,8 +176,11 @@ func TestReauthOptions(t *testing.T) {
 	if lo, _ := reauthOptions(ctx, s, nil, oauth.Challenge{Scope: "other"}, false); strings.Join(lo.Scopes, " ") != "read" {
 		t.Errorf("401 options scopes %q, want the configured ones", lo.Scopes)
 	}
-	s.OAuth.Scopes = nil
-	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil {
-		t.Errorf("unconfigured scopes %q, want none (the challenge's scope is used)", lo.Scopes)
+	if strings.Join(lo.SilentScopes, " ") != "read" {
+		t.Errorf("silent bound %q, want the configured scopes only", lo.SilentScopes)
+	}
+	s.OAuth.Scopes, s.OAuth.StepUpScopes = nil, []string{"write"}
+	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil || strings.Join(lo.SilentScopes, " ") != "write" {
+		t.Errorf("unconfigured scopes %q, bound %q; want none (the challenge's scope is used) bounded by step_up_scopes", lo.Scopes, lo.SilentScopes)
 	}
 }

@@ -46,7 +46,8 @@ type ListOptions struct {
 // Lister starts a config's servers, as serve would (with the same
 // protected paths) but without a guard, to read their definitions.
 type Lister struct {
-	gw *gateway.Gateway
+	gw    *gateway.Gateway
+	kubes *kubeSetup // the kubernetes servers' registrations
 }
 
 // NewLister builds the servers' launchers and a gateway over them; no
@@ -71,20 +72,23 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
+		kubes:  newKubeSetup(o.Base, o.StateDir, log),
 	}
 	if change != nil {
 		change(&w)
 	}
 	servers, err := w.servers()
 	if err != nil {
+		w.kubes.close()
 		return nil, configError(err)
 	}
 	gw, err := gateway.New(servers, gateway.Options{Logger: log, Version: o.Version,
 		Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
 	if err != nil {
+		w.kubes.close()
 		return nil, configError(err)
 	}
-	return &Lister{gw: gw}, nil
+	return &Lister{gw: gw, kubes: w.kubes}, nil
 }
 
 // Definitions starts server (as the local agent's) and returns its tools,
@@ -97,7 +101,10 @@ func (l *Lister) Definitions(ctx context.Context, server string) (*gateway.Defin
 }
 
 // Close stops every server the Lister started.
-func (l *Lister) Close() { l.gw.Close() }
+func (l *Lister) Close() {
+	l.gw.Close()
+	l.kubes.close() // after the gateway stopped the pods
+}
 
 // PinListKinds are the lists `mcpbox pin` scans and pins, in the order
 // it reports them.

@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -11,8 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.yaml.in/yaml/v3"
 
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/kubetest"
@@ -30,7 +32,7 @@ func clusterClient(t *testing.T) (*kubetest.Cluster, *kube.Client, string) {
 	t.Helper()
 	cl := kubetest.Shared(t)
 	c := clientFor(t, cl.Kubeconfig)
-	ns := kube.LabelValue(t.Name(), 40)
+	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
 	cl.CreateNamespace(t, ns)
 	return cl, c, ns
 }
@@ -211,19 +213,23 @@ func TestRBACSuffices(t *testing.T) {
 	if _, err := kube.Register(ctx, user, ns, "nope", 0); !kube.IsForbidden(err) {
 		t.Fatalf("register without the role: %v, want forbidden", err)
 	}
-	role := rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-		ObjectMeta: metav1.ObjectMeta{Name: "mcpbox-gateway"}, Rules: kube.Rules()}
-	bind := rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: "mcpbox-gateway"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "mcpbox-gateway"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "gateway"}}}
-	rbacAPI := kube.Resource{API: "/apis/rbac.authorization.k8s.io/v1", Plural: "roles"}
-	if err := admin.Create(ctx, rbacAPI, ns, role, nil); err != nil {
+	// Apply exactly what `mcpbox kube rbac` prints.
+	y, err := kube.RBAC(ns, "gateway")
+	if err != nil {
 		t.Fatal(err)
 	}
-	rbacAPI.Plural = "rolebindings"
-	if err := admin.Create(ctx, rbacAPI, ns, bind, nil); err != nil {
-		t.Fatal(err)
+	docs := strings.Split(string(y), "---\n")
+	if len(docs) != 2 {
+		t.Fatalf("RBAC printed %d documents", len(docs))
+	}
+	for i, plural := range []string{"roles", "rolebindings"} {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(docs[i]), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, kube.Resource{API: "/apis/rbac.authorization.k8s.io/v1", Plural: plural}, ns, obj, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// RBAC caches settle within a moment.
 	deadline := time.Now().Add(20 * time.Second)

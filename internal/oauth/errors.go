@@ -28,6 +28,10 @@ var (
 	// ErrInteractionRequired: a silent authorization (LoginOptions.Silent)
 	// met a server that wants a person to log in or consent.
 	ErrInteractionRequired = errors.New("the authorization server wants a person to log in")
+	// ErrScopeNotAllowed: a silent authorization would ask for a scope
+	// beyond LoginOptions.SilentScopes and the held grant's; a person
+	// decides (mcpbox login --scope). It is an ErrInteractionRequired.
+	ErrScopeNotAllowed = fmt.Errorf("a person must agree to this scope: %w", ErrInteractionRequired)
 	// ErrNoToken: the store holds no token for the resource.
 	ErrNoToken = errors.New("no stored token")
 	// ErrTokenCorrupt: a stored token could not be decrypted or does not

@@ -69,6 +69,15 @@ type LoginOptions struct {
 	// with ErrInteractionRequired. serve re-authorizes this way (step-up,
 	// an authorization server that changed), having no browser.
 	Silent bool
+	// SilentScopes bound what a Silent login may ask for: besides the
+	// scope of the grant it renews (Store's, which a person agreed to),
+	// only these. A silent login whose scope (Scopes, else the
+	// challenge's, else the resource's scopes_supported) names any other
+	// fails with ErrScopeNotAllowed before it registers or asks the
+	// authorization server, so a server cannot widen its own token's
+	// scope where the authorization server grants without a person.
+	// offline_access, which Login adds itself, is not bounded.
+	SilentScopes []string
 	// Wait bounds the wait for the redirect; zero means DefaultLoginWait.
 	Wait time.Duration
 	// RedirectPort is the port of the loopback listener; zero means one
@@ -111,6 +120,12 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
+	scope := chooseScope(opts.Scopes, ch, &d.Resource)
+	if opts.Silent {
+		if err := silentScopeAllowed(ctx, &opts, scope); err != nil {
+			return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
+		}
+	}
 	cb, err := listenCallback(opts.RedirectPort)
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
@@ -127,7 +142,6 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if err := register(ctx, hc, &opts, &d.Server, cb.redirectURI, g); err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
-	scope := chooseScope(opts.Scopes, ch, &d.Resource)
 	if len(opts.Scopes) == 0 && slices.Contains(d.Server.ScopesSupported, "offline_access") &&
 		!slices.Contains(strings.Fields(scope), "offline_access") {
 		// A gateway outlives access tokens: ask for a refresh token
@@ -238,6 +252,27 @@ func silentFollow(ctx context.Context, hc *http.Client, authURL, redirectURI str
 		return nil, fmt.Errorf("%s answered %s: %w", req.URL.Host, back.Get("error"), ErrInteractionRequired)
 	}
 	return back, nil
+}
+
+// silentScopeAllowed checks the scope of a silent login against
+// opts.SilentScopes and the scope of the grant it renews.
+func silentScopeAllowed(ctx context.Context, opts *LoginOptions, scope string) error {
+	allowed := slices.Clone(opts.SilentScopes)
+	if opts.Store != nil {
+		if old, err := opts.Store.Load(ctx, opts.Server); err == nil {
+			allowed = append(allowed, strings.Fields(old.Scope)...)
+		}
+	}
+	var beyond []string
+	for _, s := range strings.Fields(scope) {
+		if !slices.Contains(allowed, s) && !slices.Contains(beyond, s) {
+			beyond = append(beyond, s)
+		}
+	}
+	if len(beyond) > 0 {
+		return fmt.Errorf("scope %q is neither held nor configured for a silent login: %w", strings.Join(beyond, " "), ErrScopeNotAllowed)
+	}
+	return nil
 }
 
 // chooseScope follows the spec's order: the caller's, the challenge's,

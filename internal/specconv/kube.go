@@ -29,6 +29,7 @@ func KubePod(c *config.Config, s *config.Server) kube.PodOptions {
 		Env:              map[string]string{},
 		TmpSize:          int64(s.Filesystem.Tmp.Size),
 		RuntimeClass:     b.RuntimeClass,
+		InputClaim:       b.InputClaim,
 		ImagePullSecrets: b.ImagePullSecrets,
 		Limits:           kube.Limits{CPU: s.Limits.CPU, Memory: lim.Memory},
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/kubetest"
@@ -29,7 +32,10 @@ type kubeEnv struct {
 	config  string
 }
 
-const kubeSecret = "kube-e2e-secret-0123456789abcdef"
+const (
+	kubeSecret     = "kube-e2e-secret-0123456789abcdef"
+	kubeFileSecret = "kube-e2e-file-secret-fedcba9876543210"
+)
 
 // kubeSetup starts the cluster and writes a config with server k (the
 // test MCP server) on the kubernetes backend, two clients (alice, bob;
@@ -40,7 +46,7 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(t.Name(), 40)}
+	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)}
 	e.cluster.CreateNamespace(t, e.ns)
 	cfg, err := kube.LoadKubeconfig(e.cluster.Kubeconfig)
 	if err != nil {
@@ -53,10 +59,11 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	agent, server := kubeBins(t)
 	e.dir = gwDir(t, mode{uid: -1})
 	srv := map[string]any{
-		"command":    []string{server, "-name", "k"},
-		"secrets":    map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"}},
+		"command": []string{server, "-name", "k"},
+		"secrets": map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"},
+			"FILE_TOKEN": map[string]string{"from": "env:KUBE_E2E_FILE_SECRET", "as": "file"}},
 		"filesystem": map[string]any{"output": map[string]any{"size": "16Mi"}},
-		"tools":      map[string]any{"allow": []string{"*"}, "deny": []string{"crash"}},
+		"tools":      map[string]any{"allow": []string{"*"}, "deny": []string{"crash"}, "approve": []string{"whoami"}},
 	}
 	if idle != "" {
 		srv["lifecycle"] = map[string]any{"idle": idle}
@@ -112,7 +119,7 @@ func kubeBins(tb testing.TB) (agent, server string) {
 // shown if the test fails.
 func (e *kubeEnv) serve(t *testing.T) *gwGateway {
 	e.keepLogs(t)
-	return gwServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret,
+	return gwServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret, "KUBE_E2E_FILE_SECRET="+kubeFileSecret,
 		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
 }
 
@@ -371,4 +378,134 @@ func TestKubeCrashCleanup(t *testing.T) {
 	if err := e.client.Get(ctx, kube.ConfigMaps, e.ns, kube.OwnerName(dead), &cm); !kube.IsNotFound(err) {
 		t.Errorf("the dead gateway's owner object: %v, want not found", err)
 	}
+}
+
+// TestKubeStdio: serve over stdio with the server in a pod; a secret
+// delivered as a file reaches /run/secrets in the pod (a memory
+// emptyDir) and comes back redacted.
+func TestKubeStdio(t *testing.T) {
+	e := kubeSetup(t, "")
+	e.keepLogs(t)
+	sess, _ := imServe(t, mode{uid: -1}, e.config, "KUBE_E2E_SECRET="+kubeSecret, "KUBE_E2E_FILE_SECRET="+kubeFileSecret,
+		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
+	gwMustCall(t, sess, "echo", map[string]any{"text": "over stdio"}, "over stdio")
+	got := gwMustCall(t, sess, "read_any", map[string]any{"path": "/run/secrets/FILE_TOKEN"}, "")
+	if strings.Contains(got, kubeFileSecret) || !strings.Contains(got, "REDACTED") {
+		t.Errorf("the file secret through the gateway = %q, want it redacted", got)
+	}
+	if ps := e.pods(t); len(ps) != 1 {
+		t.Errorf("%d pods, want 1", len(ps))
+	}
+}
+
+// TestKubeApproval: a tool under review runs in its pod only once the
+// client's human approves it, and not when they deny it.
+func TestKubeApproval(t *testing.T) {
+	e := kubeSetup(t, "")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hc := &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}
+	for _, answer := range []string{"once", "deny"} {
+		var forms []string
+		opts := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			forms = append(forms, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": answer}}, nil
+		}}
+		sess := gwConnect(t, ctx, g.url, hc, opts, gwLegacy)
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("%s: %v", answer, err)
+		}
+		text := gwText(res)
+		if len(forms) != 1 || !strings.Contains(forms[0], "whoami") {
+			t.Fatalf("%s: approval forms %q, want one naming whoami", answer, forms)
+		}
+		switch {
+		case answer == "once" && (res.IsError || text != "k"):
+			t.Errorf("approved: %q isError=%v, want the pod's server's name k", text, res.IsError)
+		case answer == "deny" && (!res.IsError || !strings.Contains(text, "approval")):
+			t.Errorf("denied: %q isError=%v, want an error about approval", text, res.IsError)
+		}
+	}
+}
+
+// TestKubePin: `mcpbox pin` starts a kubernetes server's pod to read its
+// tools, records them, and leaves nothing in the cluster.
+func TestKubePin(t *testing.T) {
+	e := kubeSetup(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := mode{uid: -1}.command(ctx, "pin", "--config", e.config)
+	cmd.Env = append(cmd.Env, "KUBE_E2E_SECRET="+kubeSecret, "KUBE_E2E_FILE_SECRET="+kubeFileSecret,
+		"TOK_ALICE=alice-token-0123456789abcdef", "TOK_BOB=bob-token-0123456789abcdef")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mcpbox pin: %v\n%s", err, out)
+	}
+	lock, err := os.ReadFile(filepath.Join(e.dir, "mcpbox.lock"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(lock), "echo") {
+		t.Errorf("mcpbox.lock has no tool echo:\n%s", lock)
+	}
+	e.waitPods(t, 0, 60*time.Second)
+	var owners corev1.ConfigMapList
+	if err := e.client.List(ctx, kube.ConfigMaps, e.ns, kube.LabelRole+"="+kube.RoleOwner, &owners); err != nil {
+		t.Fatal(err)
+	}
+	if len(owners.Items) != 0 {
+		t.Errorf("%d owner objects left after pin", len(owners.Items))
+	}
+}
+
+// TestKubeInputClaim: backend.input_claim mounts an existing claim
+// read-only at /workspace/input: the server reads its files and cannot
+// write there, while /workspace/output is writable.
+func TestKubeInputClaim(t *testing.T) {
+	e := kubeSetup(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "inputs"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}},
+	}
+	if err := e.client.Create(ctx, kube.PVCs, e.ns, pvc, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := e.cluster.Node.PVCDir(e.ns, "inputs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from the claim"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	b, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["servers"].(map[string]any)["k"].(map[string]any)["backend"] = map[string]any{"input_claim": "inputs"}
+	if b, err = json.Marshal(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.config, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := e.serve(t)
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	gwMustCall(t, alice, "fs_read", map[string]any{"path": "/workspace/input/hello.txt"}, "hello from the claim")
+	if got, err := gwCall(ctx, alice, "fs_write", map[string]any{"path": "/workspace/input/evil.txt", "text": "x"}); err == nil {
+		t.Errorf("writing the read-only input succeeded: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evil.txt")); err == nil {
+		t.Error("the write reached the claim")
+	}
+	gwMustCall(t, alice, "fs_write", map[string]any{"path": "/workspace/output/ok.txt", "text": "fine"}, "")
 }

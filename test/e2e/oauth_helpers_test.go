@@ -48,6 +48,7 @@ type oaAS struct {
 	refresh   map[string]oaCode   // refresh token → grant
 	issued    []string            // every access and refresh token
 	revoked   []string
+	authz     []url.Values // every authorization request's query
 }
 
 type oaCode struct{ client, redirect, challenge, resource, scope, sub string }
@@ -105,6 +106,13 @@ func oaJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// authzRequests returns the queries of the authorization requests so far.
+func (a *oaAS) authzRequests() []url.Values {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.authz)
+}
+
 // needPerson makes silent logins (prompt=none) fail with login_required.
 func (a *oaAS) needPerson() {
 	a.mu.Lock()
@@ -121,6 +129,7 @@ func (a *oaAS) setUser(sub string) {
 func (a *oaAS) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	a.mu.Lock()
+	a.authz = append(a.authz, q)
 	uris, ok := a.clients[q.Get("client_id")]
 	sub, person := a.sub, a.person
 	a.mu.Unlock()

@@ -470,3 +470,50 @@ func oaGatewayJWT(t *testing.T, m mode) {
 		t.Error("a refused token's subject reached the logs")
 	}
 }
+
+// TestOAuthStepUpBound: the authorization server grants silent logins
+// (prompt=none) without a person, and the server asks for a scope
+// (admin) the user never agreed to. serve sends the authorization server
+// no request for it and names `mcpbox login r --scope`; once the user
+// lists admin in step_up_scopes, serve adds it silently.
+func TestOAuthStepUpBound(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		as := newOAAS(t)
+		rs := newOARS(t, as)
+		oa := map[string]any{}
+		conf := map[string]any{"servers": map[string]any{
+			"r": map[string]any{"url": rs.url, "oauth": oa, "tools": map[string]any{"allow": []string{"*"}}},
+		}}
+		cfg, _ := oaConfig(t, m, conf)
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		if lr := oaLogin(t, m, cfg, "r"); lr.code != 0 {
+			t.Fatalf("login:\n%s", lr)
+		}
+		before := len(as.authzRequests())
+		sess, _ := oaServeStdio(t, m, cfg)
+		gwMustCall(t, sess, "whoami", nil, "user alice")
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --scope \"admin\"`") {
+			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r --scope", out, err)
+		}
+		gwClose(t, sess)
+		if got := as.authzRequests()[before:]; len(got) != 0 {
+			t.Errorf("serve sent %d authorization requests for a scope nobody agreed to (scope %q)", len(got), got[0].Get("scope"))
+		}
+
+		// The user lists admin: serve may add it without a person.
+		oa["step_up_scopes"] = []string{"admin"}
+		b, err := json.Marshal(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.writeFile(t, cfg, string(b), 0o644)
+		sess, _ = oaServeStdio(t, m, cfg)
+		gwMustCall(t, sess, "admin_only", nil, "admin ok")
+		gwClose(t, sess)
+		got := as.authzRequests()[before:]
+		if len(got) != 1 || got[0].Get("prompt") != "none" || got[0].Get("scope") != "admin" {
+			t.Errorf("silent step-up sent %v, want one prompt=none request with scope admin", got)
+		}
+	})
+}

@@ -5,6 +5,12 @@
 // (following the printed URL as a browser would; the suite's server
 // approves at once), then calls test-tool through `mcpbox serve --stdio`.
 // MCPBOX_BIN names the mcpbox binary.
+//
+// It configures what a user would: with a client secret, the issuer the
+// client is registered at (mcpbox requires it; here read from the
+// server's metadata, as a user would look it up); for auth/scope-step-up,
+// step_up_scopes naming the scope the scenario's write call needs, which
+// serve may then add without a person.
 package main
 
 import (
@@ -22,6 +28,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/oauth"
 )
 
 func main() {
@@ -54,6 +62,14 @@ func run(serverURL string) error {
 	}
 	if cc.ClientSecret != "" {
 		o["client_secret"] = map[string]string{"from": "env:CC_CLIENT_SECRET"}
+		d, err := oauth.Discover(ctx, nil, serverURL, oauth.Challenge{})
+		if err != nil {
+			return fmt.Errorf("finding the issuer for client_secret: %w", err)
+		}
+		o["issuer"] = d.Server.Issuer
+	}
+	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "auth/scope-step-up" {
+		o["step_up_scopes"] = []string{"mcp:write"}
 	}
 	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{
 		"s": map[string]any{"url": serverURL, "oauth": o, "tools": map[string]any{"allow": []string{"*"}}, "pin": "off"},
