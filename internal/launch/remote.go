@@ -116,6 +116,7 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	// redirect's too: a redirect may stay on the origin, never leave it.
 	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: sameOrigin{o, rt}}, MaxRetries: 2}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
+	var gs *getStatus
 	if sse {
 		// The event stream is the GET of Connect and lives as long as its
 		// context: not ctx (the start's), but until the connection closes.
@@ -123,17 +124,39 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		defer context.AfterFunc(ctx, cancel)()
 		// The server names the message endpoint: it must not send the
 		// headers or the token anywhere but to the configured origin.
-		client := &http.Client{Transport: sameOrigin{o, rt}, CheckRedirect: noRedirect}
+		gs = &getStatus{rt: sameOrigin{o, rt}}
+		client := &http.Client{Transport: gs, CheckRedirect: noRedirect}
 		t = &mcp.SSEClientTransport{Endpoint: l.url, HTTPClient: client}
 	}
 	c, err := t.Connect(cctx)
 	if err != nil {
 		cancel()
+		if gs != nil && !l.detect && (gs.status.Load() == http.StatusBadRequest || gs.status.Load() == http.StatusMethodNotAllowed) {
+			// What a Streamable HTTP server answers a GET without a session.
+			return nil, fmt.Errorf("connecting to %s over HTTP+SSE (transport: sse): %w; a Streamable HTTP server takes transport: streamable (the default) or auto", l.url, err)
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
 	}
 	in := &remoteInstance{l: l, scope: scope, conn: c, version: version, cancel: cancel}
 	l.live.add(in)
 	return in, nil
+}
+
+// getStatus records the status of the first GET it passes (the SSE
+// event stream's), so that a connection error can say the server looks
+// like a Streamable HTTP one.
+type getStatus struct {
+	rt     http.RoundTripper
+	status atomic.Int32
+}
+
+// RoundTrip passes r on and notes the status of the first GET.
+func (g *getStatus) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := g.rt.RoundTrip(r)
+	if err == nil && r.Method == http.MethodGet {
+		g.status.CompareAndSwap(0, int32(resp.StatusCode))
+	}
+	return resp, err
 }
 
 // withOAuth wraps rt with the OAuth token of the scope's agent, if the

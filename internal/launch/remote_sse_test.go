@@ -222,4 +222,16 @@ func TestRemoteTransportAuto(t *testing.T) {
 	if deletes.Load() == 0 {
 		t.Error("the probe's session was not deleted")
 	}
+
+	// transport: sse to that Streamable HTTP server fails with the
+	// transport to use instead.
+	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: modern.URL + "/mcp", SSE: true})); err == nil || !strings.Contains(err.Error(), "takes transport: streamable") {
+		t.Errorf("sse to a Streamable HTTP server: %v, want the transport named", err)
+	}
+	// An unreachable SSE server gets no such hint.
+	missing := httptest.NewServer(http.NotFoundHandler())
+	defer missing.Close()
+	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: missing.URL + "/sse", SSE: true})); err == nil || strings.Contains(err.Error(), "takes transport") {
+		t.Errorf("sse to a 404: %v, want an error without the transport hint", err)
+	}
 }
