@@ -95,9 +95,12 @@ func TestRemoteSSE(t *testing.T) {
 	if n := refused.Load(); n != 0 {
 		t.Errorf("%d requests reached the server without the header", n)
 	}
-	// Streamable HTTP to the same server fails: the transport matters.
+	// Streamable HTTP to the same server fails: the transport matters,
+	// and the error names the one to configure.
 	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: hs.URL + "/sse", Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_SSE_TOKEN"}})); err == nil {
 		t.Error("streamable HTTP to an SSE server worked; the test server is not SSE-only")
+	} else if !strings.Contains(err.Error(), "it takes transport: sse") {
+		t.Errorf("streamable HTTP to an SSE server: %v, want the transport named", err)
 	}
 }
 
