@@ -145,15 +145,11 @@ func runInit() int {
 	// taken here instead of ending the init (see straySignals).
 	signal.Notify(make(chan os.Signal, 1), straySignals...)
 	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
-		prebuildLandlock(&cfg.Workload)
 		if err := awaitWorkload(ctl, &cfg.Workload); err != nil {
 			return reportSetup(ctl, "", fmt.Errorf("waiting for the workload: %w", err))
 		}
 	}
 	child, werr := startWalled(&cfg.Workload)
-	if r := cfg.Workload.ruleset; r != nil {
-		r.Close() // not applied: the workload failed before its walls
-	}
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
 		return werr.Code

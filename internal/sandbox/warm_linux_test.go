@@ -61,8 +61,8 @@ func TestPreparedWorkloadIsWalled(t *testing.T) {
 	script := `grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; ` +
 		`echo "init=$(cat /proc/1/comm 2>&1)"; ls /root /home 2>&1 | head -2; [ $$ -lt 100 ] && echo own-pid-namespace; ` +
 		// Only Landlock's signal scope keeps a process of the init's
-		// kernel uid from signalling it; the warm ruleset is built
-		// before the workload arrives (prebuildLandlock).
+		// kernel uid from signalling it: a warm workload must be under
+		// the same Landlock domain as a cold one.
 		`kill -0 1 2>/dev/null && echo init-signallable || echo init-unsignallable`
 	cold, coldOut := runOut(t, quick("sh", "-c", script))
 	w := prepare(t, quick("true"))

@@ -36,27 +36,6 @@ type workloadConfig struct {
 	// Nproc, if positive, is the workload's RLIMIT_NPROC: its pids limit
 	// when it has no cgroup to hold it.
 	Nproc int64 `json:"nproc,omitempty"`
-
-	// ruleset is Landlock built from Landlock while a prepared sandbox
-	// waits for its workload (prebuildLandlock): the same rules, resolved
-	// in the same root, ahead of the claim; applied on the walled thread
-	// as a cold start applies them. Nil: built there.
-	ruleset *landlock.Ruleset
-}
-
-// prebuildLandlock builds the workload's Landlock ruleset ahead of its
-// claim, while the sandbox is prepared. Nothing the workload's command,
-// environment or directory say goes into the rules, and no workload has
-// run in the root since it was built. On an error nothing is kept: the
-// walled thread builds the ruleset again and reports the error as a cold
-// start does.
-func prebuildLandlock(c *workloadConfig) {
-	if c.NoLandlock {
-		return
-	}
-	if r, err := landlock.Build(landlockPolicy(c.Landlock)); err == nil {
-		c.ruleset = r
-	}
 }
 
 // workloadError says why the workload did not start.
@@ -91,14 +70,7 @@ func startWorkload(c *workloadConfig, fs *forkSpec) (int, *workloadError) {
 		}
 	}
 	if !c.NoLandlock {
-		var err error
-		if r := c.ruleset; r != nil {
-			c.ruleset = nil
-			_, err = r.RestrictSelf()
-		} else {
-			_, err = landlock.Restrict(landlockPolicy(c.Landlock))
-		}
-		if err != nil {
+		if _, err := landlock.Restrict(landlockPolicy(c.Landlock)); err != nil {
 			return fail(exitSetup, LayerLandlock, fmt.Errorf("applying landlock: %w", err))
 		}
 	}
