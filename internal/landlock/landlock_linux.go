@@ -34,74 +34,35 @@ var abiOnce = sync.OnceValue(func() int {
 // for good once the domain is in force: the caller must exec the sandboxed
 // program from this goroutine and never call runtime.UnlockOSThread.
 //
-// Returns an error wrapping [ErrUnsupported] when [ABI] is 0. Restrict is
-// [Build] followed by [Ruleset.RestrictSelf].
+// Returns an error wrapping [ErrUnsupported] when [ABI] is 0.
 func Restrict(p Policy) (abi int, err error) {
-	r, err := Build(p)
-	if err != nil {
-		return ABI(), err
-	}
-	return r.RestrictSelf()
-}
-
-// Ruleset is a policy built into a kernel ruleset, not yet in force on any
-// thread: the paths of its rules are resolved when it is built.
-type Ruleset struct {
-	fd, abi int
-}
-
-// Build resolves p's paths into a ruleset ahead of the thread it will
-// restrict (a warm sandbox builds it before its workload is known, and
-// applies it with RestrictSelf when it is). The errors are Restrict's.
-// The ruleset's descriptor is close-on-exec; call RestrictSelf or Close.
-func Build(p Policy) (*Ruleset, error) {
-	abi := ABI()
+	abi = ABI()
 	if abi == 0 {
-		return nil, fmt.Errorf("restricting thread: %w", ErrUnsupported)
+		return 0, fmt.Errorf("restricting thread: %w", ErrUnsupported)
 	}
 	fd, err := newRuleset(p, abi)
 	if err != nil {
-		return nil, err
+		return abi, err
 	}
+	defer unix.Close(fd)
 	for _, r := range p.Rules {
 		if err := addPathRule(fd, r, abi); err != nil {
-			unix.Close(fd)
-			return nil, err
+			return abi, err
 		}
 	}
 	if p.Net != nil && abi >= 4 {
 		if err := addNetRules(fd, p.Net); err != nil {
-			unix.Close(fd)
-			return nil, err
+			return abi, err
 		}
 	}
-	return &Ruleset{fd: fd, abi: abi}, nil
-}
-
-// RestrictSelf puts the ruleset in force on the calling thread, with
-// Restrict's preconditions and thread locking, closes it and returns the
-// ABI it was built for. A ruleset is applied once.
-func (r *Ruleset) RestrictSelf() (abi int, err error) {
-	if r.fd < 0 {
-		return r.abi, errors.New("enforcing landlock ruleset: already used or closed")
-	}
-	defer r.Close()
 	// Locked before the domain exists so no other goroutine ever runs on a
 	// restricted thread; the lock is released only if nothing was applied.
 	runtime.LockOSThread()
-	if err := restrictSelf(r.fd, 0); err != nil {
+	if err := restrictSelf(fd, 0); err != nil {
 		runtime.UnlockOSThread()
-		return r.abi, restrictError(err)
+		return abi, restrictError(err)
 	}
-	return r.abi, nil
-}
-
-// Close releases a ruleset that will not be applied.
-func (r *Ruleset) Close() {
-	if r.fd >= 0 {
-		unix.Close(r.fd)
-		r.fd = -1
-	}
+	return abi, nil
 }
 
 func newRuleset(p Policy, abi int) (int, error) {
