@@ -168,6 +168,39 @@ func TestPreparedCloseAndPool(t *testing.T) {
 	}
 }
 
+// A prepared sandbox whose init died while it waited is not handed the
+// workload: the pool's Start takes the next or starts cold.
+func TestPoolSkipsDeadPrepared(t *testing.T) {
+	if err := probeHost().usernsErr; err != nil {
+		t.Skipf("user namespaces unavailable: %v", err)
+	}
+	p := NewPool(quick("true"), 1)
+	defer p.Close()
+	waitReady(t, p, 1)
+	p.mu.Lock()
+	w := p.ready[0]
+	p.mu.Unlock()
+	if !w.alive() {
+		t.Fatal("a prepared sandbox just made is not alive")
+	}
+	if err := w.sb.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); w.alive(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the killed init still looks alive after 10 s")
+		}
+	}
+	var out bytes.Buffer
+	sb, err := p.Start(context.Background(), quick("echo", "served"), Stdio{Stdout: &out})
+	if err != nil {
+		t.Fatalf("start with a dead prepared sandbox in the pool: %v", err)
+	}
+	if _, err := sb.Wait(); err != nil || out.String() != "served\n" {
+		t.Fatalf("stdout %q, %v", out.String(), err)
+	}
+}
+
 func waitReady(t testing.TB, p *Pool, n int) {
 	t.Helper()
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
