@@ -20,6 +20,7 @@ import (
 
 	"mcpbox/internal/cgroup"
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/redact"
@@ -92,7 +93,14 @@ type Kube struct {
 	policyErr  error
 
 	live liveSet
+
+	podsMu sync.Mutex
+	byPod  map[string]*kubeInstance // guarded by podsMu; started pods, kept a while after they stop
 }
+
+// egressLate is how long after its stop a pod's egress decisions are
+// still audited: the proxy's log reaches the gateway after the fact.
+const egressLate = time.Minute
 
 var _ Backend = (*Kube)(nil)
 
@@ -223,6 +231,12 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 	in.rec.SetState(gateway.StateRunning)
 	in.untrack = k.obs().SandboxStarted(k.o.Name, scope, in.rec)
 	k.live.add(in)
+	k.podsMu.Lock()
+	if k.byPod == nil {
+		k.byPod = map[string]*kubeInstance{}
+	}
+	k.byPod[in.pod] = in
+	k.podsMu.Unlock()
 	k.log.Info("pod started", "server", k.o.Name, "pod", in.pod, "ip", pod.Status.PodIP)
 	return in, nil
 }
@@ -398,6 +412,24 @@ func (k *Kube) Release(scope gateway.Scope) {
 	}
 }
 
+// Egress audits one egress decision of the egress proxy (its log line)
+// for pod, as a local sandbox's proxy decision is audited: the record
+// names the server, the pod's scope and sandbox, and the call running
+// then joins it. It reports false for a pod this backend did not start
+// (or that stopped more than a minute ago), which is not audited.
+func (k *Kube) Egress(pod string, ev egress.Event) bool {
+	k.podsMu.Lock()
+	in := k.byPod[pod]
+	k.podsMu.Unlock()
+	if in == nil {
+		return false
+	}
+	in.rec.Opened(ev)
+	in.rec.Closed(ev)
+	k.obs().EgressEvent(k.o.Name, in.scope, in.rec, ev)
+	return true
+}
+
 // List returns the pods started and not yet stopped.
 func (k *Kube) List() []Instance { return k.live.list() }
 
@@ -434,6 +466,11 @@ func (in *kubeInstance) Stop() {
 			in.untrack()
 		}
 		k.live.remove(in)
+		time.AfterFunc(egressLate, func() {
+			k.podsMu.Lock()
+			delete(k.byPod, in.pod)
+			k.podsMu.Unlock()
+		})
 		close(in.ended)
 	})
 }
