@@ -158,7 +158,7 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	ko := launch.KubeOptions{
 		Name: s.Name, Client: kc.client, Namespace: kc.ns, Gateway: kc.gw,
 		Pod: specconv.KubePod(w.c, s), StorageClass: b.StorageClass, Secrets: s.Secrets, GatewayCIDRs: b.GatewayCIDRs,
-		Book: w.book, Log: w.log,
+		Book: w.book, Log: w.log, Stderr: w.stderr,
 		Issue: func(pod string) ([]byte, []byte, []byte, error) {
 			cert, key, err := ca.IssuePod(pod)
 			return cert, key, ca.CAPEM(), err

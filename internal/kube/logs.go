@@ -100,6 +100,13 @@ func (c *Client) FollowLogs(ctx context.Context, o FollowOptions) {
 	}
 }
 
+// FollowPodLog follows one pod's log (o's Container, Line and Errors;
+// not its Namespace's other pods) until ctx ends, reconnecting as
+// FollowLogs does.
+func (c *Client) FollowPodLog(ctx context.Context, o FollowOptions, pod string) {
+	c.followPod(ctx, o, pod)
+}
+
 // followPod follows one pod's log until ctx ends.
 func (c *Client) followPod(ctx context.Context, o FollowOptions, pod string) {
 	seed := maphash.MakeSeed()
