@@ -98,6 +98,8 @@ type Sandbox struct {
 	CPU       float64   `json:"cpu_seconds,omitempty"`
 	Exit      string    `json:"exit,omitempty"`
 	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
+	Pod       string    `json:"pod,omitempty"`    // kubernetes backend: the pod that runs it
+	Phase     string    `json:"phase,omitempty"`  // and the pod's phase (Pending, Running, ...)
 
 	// Restarts counts the starts its restart policy made after the server ended.
 	Restarts int `json:"restarts"`

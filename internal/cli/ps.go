@@ -19,8 +19,8 @@ ps lists the running mcpbox serve instances of the project the current
 directory is in (or of that config or state dir; --all: every instance of
 this user), with their pid, project, transport and URL, and their
 sandboxes: running and paused ones, and the last ones that ended, with
-their owner (client, session), server, state, start time, last call and
-resource use. --json prints the sandboxes, one object per line, with the
+their owner (client, session), server, state, start time, last call,
+resource use and (kubernetes backend) pod and its phase. --json prints the sandboxes, one object per line, with the
 pid ("instance") and project of the instance that runs each;
 --instances only the instances (with --json: one object per line, the
 pid in "id").
@@ -75,7 +75,7 @@ func (e *env) ps(args []string) int {
 	e.printInstances(views, false)
 	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE")
+	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD")
 	now := time.Now()
 	for _, s := range sandboxes {
 		last := "-"
@@ -86,8 +86,8 @@ func (e *env) ps(args []string) int {
 		if s.Memory > 0 {
 			mem = config.Size(int64(s.Memory)).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\t%d\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
-			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, cmpOr(oneLine(s.Exit, 40), "-"), s.Instance)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
+			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, cmpOr(oneLine(s.Exit, 40), "-"), s.Instance, cmpOr(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
 	}
 	tw.Flush()
 	return 0

@@ -40,8 +40,9 @@ type kubeConn struct {
 	client *kube.Client
 	gw     *kube.Gateway
 	ns     string
-	key    string     // kubeConnKey
-	egress kubeEgress // the pods' egress proxy, made at first need
+	key    string      // kubeConnKey
+	egress kubeEgress  // the pods' egress proxy, made at first need
+	audit  egressAudit // its decisions into the audit
 }
 
 // kubeConnKey names a backend's cluster and namespace.
@@ -121,6 +122,7 @@ func (k *kubeSetup) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, kc := range k.conns {
+		kc.audit.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := kc.gw.Close(ctx); err != nil {
 			k.log.Warn("deleting this gateway's kubernetes objects", "namespace", kc.ns, "err", err)
@@ -156,7 +158,7 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	ko := launch.KubeOptions{
 		Name: s.Name, Client: kc.client, Namespace: kc.ns, Gateway: kc.gw,
 		Pod: specconv.KubePod(w.c, s), StorageClass: b.StorageClass, Secrets: s.Secrets, GatewayCIDRs: b.GatewayCIDRs,
-		Book: w.book, Log: w.log,
+		Book: w.book, Log: w.log, Stderr: w.stderr,
 		Issue: func(pod string) ([]byte, []byte, []byte, error) {
 			cert, key, err := ca.IssuePod(pod)
 			return cert, key, ca.CAPEM(), err
@@ -185,6 +187,9 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	l, err := launch.NewKube(ko)
 	if err != nil {
 		return err
+	}
+	if ko.Proxy && w.guard != nil {
+		kc.audit.add(kc, s.Name, l, w.log)
 	}
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,7 +254,7 @@ func TestRBACSuffices(t *testing.T) {
 		t.Fatal(err)
 	}
 	po := kube.PodOptions{Name: "p", Gateway: "gw", Server: "s", Owner: gw.Ref(), Image: "x",
-		Command: []string{"/bin/sleep", "60"}, TLSSecret: "p-tls"}
+		Command: []string{"/bin/sh", "-c", "echo hello-log; exec sleep 60"}, TLSSecret: "p-tls"}
 	if err := user.Create(ctx, kube.Pods, ns, kube.Pod(po), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +265,27 @@ func TestRBACSuffices(t *testing.T) {
 	if p.Status.PodIP == "" {
 		t.Fatal("no pod IP")
 	}
+	// Following a pod's log (the egress proxy's decisions) through the
+	// API server and the node's kubelet.
+	lines := make(chan string, 10)
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+	var logErr error
+	var logMu sync.Mutex
+	go user.FollowLogs(fctx, kube.FollowOptions{Namespace: ns, Selector: kube.Selector("gw", kube.RoleServer),
+		Container: p.Spec.Containers[0].Name, Relist: 200 * time.Millisecond,
+		Line:   func(pod string, b []byte) { lines <- pod + ": " + string(b) },
+		Errors: func(pod string, err error) { logMu.Lock(); logErr = err; logMu.Unlock() }})
+	select {
+	case l := <-lines:
+		if l != "p: hello-log" {
+			t.Errorf("followed log line %q, want %q", l, "p: hello-log")
+		}
+	case <-fctx.Done():
+		logMu.Lock()
+		t.Errorf("no line of the pod's log in 30s (last error: %v)", logErr)
+		logMu.Unlock()
+	}
+	fcancel()
 	if err := user.Delete(ctx, kube.Pods, ns, "p"); err != nil {
 		t.Fatal(err)
 	}

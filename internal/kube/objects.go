@@ -28,6 +28,10 @@ const (
 	RoleEgress  = "egress-proxy"
 	RoleGateway = "gateway"
 
+	// ServerContainer is the name of a server pod's container (the agent
+	// and the server), whose log is the server's stderr.
+	ServerContainer = "server"
+
 	// AnnotationServer holds the server's name as configured (a label
 	// value is limited to 63 characters of [A-Za-z0-9._-]).
 	AnnotationServer = "mcpbox.dev/server-name"
@@ -244,7 +248,7 @@ func Pod(o PodOptions) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name: "server", Image: o.Image, Command: o.Command, Env: env,
+				Name: ServerContainer, Image: o.Image, Command: o.Command, Env: env,
 				WorkingDir: "/tmp",
 				Ports:      []corev1.ContainerPort{{Name: "agent", ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
 				SecurityContext: &corev1.SecurityContext{

@@ -16,10 +16,13 @@ import (
 
 // Rules are the permissions the gateway needs in its namespace, and no
 // more: it never reads a Secret (it only creates the pods' TLS Secrets),
-// never execs into or reads the logs of a pod through the API.
+// never execs into a pod; it reads pods' logs (pods/log get) to follow
+// its egress proxy pods' decisions into the audit, and pod servers'
+// stderr.
 func Rules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "list", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"services", "persistentvolumeclaims"}, Verbs: []string{"create", "get", "delete"}},
@@ -85,10 +88,11 @@ func toYAML(obj any) ([]byte, error) {
 // CanI asks the API server whether the client may do verb on resource of
 // group in ns (a SelfSubjectAccessReview).
 func (c *Client) CanI(ctx context.Context, ns, group, resource, verb string) (bool, error) {
+	resource, sub, _ := strings.Cut(resource, "/") // pods/log: resource pods, subresource log
 	r := authorizationv1.SelfSubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SelfSubjectAccessReview"},
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Group: group, Resource: resource, Verb: verb}},
+			Namespace: ns, Group: group, Resource: resource, Subresource: sub, Verb: verb}},
 	}
 	if err := c.Create(ctx, AccessReviews, "", &r, &r); err != nil {
 		return false, err

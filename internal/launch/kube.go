@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"mcpbox/internal/cgroup"
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/redact"
@@ -79,6 +81,11 @@ type KubeOptions struct {
 	Observer Observer
 	// Log is the gateway's log; nil: nothing is logged.
 	Log *slog.Logger
+	// Stderr, if set, gets each pod's log (its server's stderr, which the
+	// agent redacted, and the agent's own lines), followed through the
+	// API, line-prefixed with the server's name and redacted again, as a
+	// local sandbox's stderr is.
+	Stderr io.Writer
 }
 
 // Kube runs each scope's instance of a server as a pod of a Kubernetes
@@ -92,7 +99,14 @@ type Kube struct {
 	policyErr  error
 
 	live liveSet
+
+	podsMu sync.Mutex
+	byPod  map[string]*kubeInstance // guarded by podsMu; started pods, kept a while after they stop
 }
+
+// egressLate is how long after its stop a pod's egress decisions are
+// still audited: the proxy's log reaches the gateway after the fact.
+const egressLate = time.Minute
 
 var _ Backend = (*Kube)(nil)
 
@@ -140,10 +154,11 @@ type kubeInstance struct {
 	rec   *track.Sandbox
 	conn  mcp.Connection
 
-	untrack func()
-	once    sync.Once
-	ended   chan struct{}
-	status  string // written before ended closes
+	untrack    func()
+	stopStderr func() // ends followStderr's follow; nil: none
+	once       sync.Once
+	ended      chan struct{}
+	status     string // written before ended closes
 	// expected: the pod was running (or exited 0) when it was stopped,
 	// so its end is a stop, not a crash (for the audit); written before
 	// ended closes.
@@ -220,9 +235,18 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		return nil, fmt.Errorf("connecting to the agent of pod %s: %w", in.pod, err)
 	}
 	in.conn = conn
+	in.followStderr()
+	in.rec.Pod = in.pod
+	in.rec.Phase = in.phase
 	in.rec.SetState(gateway.StateRunning)
 	in.untrack = k.obs().SandboxStarted(k.o.Name, scope, in.rec)
 	k.live.add(in)
+	k.podsMu.Lock()
+	if k.byPod == nil {
+		k.byPod = map[string]*kubeInstance{}
+	}
+	k.byPod[in.pod] = in
+	k.podsMu.Unlock()
 	k.log.Info("pod started", "server", k.o.Name, "pod", in.pod, "ip", pod.Status.PodIP)
 	return in, nil
 }
@@ -398,6 +422,67 @@ func (k *Kube) Release(scope gateway.Scope) {
 	}
 }
 
+// Egress audits one egress decision of the egress proxy (its log line)
+// for pod, as a local sandbox's proxy decision is audited: the record
+// names the server, the pod's scope and sandbox, and the call running
+// then joins it. It reports false for a pod this backend did not start
+// (or that stopped more than a minute ago), which is not audited.
+func (k *Kube) Egress(pod string, ev egress.Event) bool {
+	k.podsMu.Lock()
+	in := k.byPod[pod]
+	k.podsMu.Unlock()
+	if in == nil {
+		return false
+	}
+	in.rec.Opened(ev)
+	in.rec.Closed(ev)
+	k.obs().EgressEvent(k.o.Name, in.scope, in.rec, ev)
+	return true
+}
+
+// followStderr copies the pod's log to Stderr until the pod stops.
+func (in *kubeInstance) followStderr() {
+	k := in.k
+	if k.o.Stderr == nil {
+		return
+	}
+	lines := &lineWriter{w: k.o.Stderr, prefix: "mcpbox: server " + k.o.Name + ": "}
+	var out io.WriteCloser = lines
+	if r := k.o.Book.Redactor(); r != nil {
+		out = r.Writer(lines)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.o.Client.FollowPodLog(ctx, kube.FollowOptions{Namespace: k.o.Namespace, Container: kube.ServerContainer,
+			Line: func(_ string, b []byte) { out.Write(append(b, '\n')) },
+			Errors: func(pod string, err error) {
+				k.log.Debug("following a pod's log", "server", k.o.Name, "pod", pod, "err", err)
+			}}, in.pod)
+	}()
+	in.stopStderr = func() {
+		cancel()
+		<-done
+		out.Close()
+		lines.Close()
+	}
+}
+
+// phase is the pod's phase as the API has it now, for `mcpbox ps`.
+func (in *kubeInstance) phase() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var p corev1.Pod
+	if err := in.k.o.Client.Get(ctx, kube.Pods, in.k.o.Namespace, in.pod, &p); err != nil {
+		if kube.IsNotFound(err) {
+			return "gone"
+		}
+		return "unknown"
+	}
+	return string(p.Status.Phase)
+}
+
 // List returns the pods started and not yet stopped.
 func (k *Kube) List() []Instance { return k.live.list() }
 
@@ -423,6 +508,9 @@ func (in *kubeInstance) Stop() {
 			in.status, in.expected = "the pod was deleted", false
 		}
 		in.deleteObjects(ctx)
+		if in.stopStderr != nil {
+			in.stopStderr()
+		}
 		in.rec.SetExit(in.status)
 		if in.expected {
 			in.rec.SetState(gateway.StateStopped)
@@ -434,6 +522,11 @@ func (in *kubeInstance) Stop() {
 			in.untrack()
 		}
 		k.live.remove(in)
+		time.AfterFunc(egressLate, func() {
+			k.podsMu.Lock()
+			delete(k.byPod, in.pod)
+			k.podsMu.Unlock()
+		})
 		close(in.ended)
 	})
 }

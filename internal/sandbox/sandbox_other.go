@@ -91,4 +91,6 @@ func (p *Prepared) Start(context.Context, Spec, Stdio) (*Sandbox, error) {
 // Close is never reached outside Linux.
 func (p *Prepared) Close() {}
 
+func (p *Prepared) alive() bool { return false }
+
 func warmKey(Spec) string { return "" }

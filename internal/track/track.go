@@ -45,6 +45,10 @@ type Sandbox struct {
 	Ready     time.Time // when it was up (set by the observer), for its start latency
 	// Stats, if set, reads the sandbox's resource use.
 	Stats func() (cgroup.Stats, error)
+	// Pod is the Kubernetes pod that runs it (kubernetes backend), and
+	// Phase, if set, reads that pod's phase.
+	Pod   string
+	Phase func() string
 
 	launcher string // the server (or "group:NAME") it runs; set by Add
 	scope    gateway.Scope

@@ -23,6 +23,82 @@ import (
 	"mcpbox/internal/kube/kubetest"
 )
 
+// kubeEgressAudit: the gateway followed the proxy pods' logs into its
+// audit: k's pod's allowed fetch of portA and its refused one of portB
+// are egress records of server k, the call's client and sandbox (the
+// scope is the agent's: a local sandbox's egress names no session either), each inside the time of a k__http_get call record of that
+// sandbox (the join a local sandbox's egress has); in the database (`mcpbox
+// logs`) and the JSONL mirror alike. None names a pod other than k's.
+func kubeEgressAudit(t *testing.T, e *kubeEnv, podK string, portA, portB int) {
+	t.Helper()
+	m := mode{uid: -1}
+	var egressRecs []auRecord
+	found := func() (allow, deny bool) {
+		for _, r := range egressRecs {
+			for _, d := range r.list("domains") {
+				port := fmt.Sprint(d["port"])
+				allow = allow || r.str("decision") == "allow" && port == fmt.Sprint(portA) && d["bytes_down"] != nil
+				deny = deny || r.str("decision") == "deny" && port == fmt.Sprint(portB) && strings.Contains(fmt.Sprint(r["detail"]), "no rule allows")
+			}
+		}
+		return
+	}
+	// The proxy's lines reach the gateway a moment after the fact.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		r := m.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", e.config, "--event", "egress", "--server", "k")
+		if r.code != 0 {
+			t.Fatalf("mcpbox logs: %s", r)
+		}
+		egressRecs = auDecode(t, r.stdout)
+		if a, d := found(); a && d || time.Now().After(deadline) {
+			break
+		}
+	}
+	if a, d := found(); !a || !d {
+		t.Fatalf("the audit lacks k's allowed (%v) or refused (%v) egress: %v", a, d, egressRecs)
+	}
+	r := m.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", e.config, "--event", "call", "--server", "k")
+	if r.code != 0 {
+		t.Fatalf("mcpbox logs: %s", r)
+	}
+	calls := auDecode(t, r.stdout)
+	jsonl, err := os.ReadFile(filepath.Join(e.dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inJSONL := map[string]bool{}
+	for _, rec := range auDecode(t, string(jsonl)) {
+		inJSONL[rec.str("hash")] = true
+	}
+	for _, eg := range egressRecs {
+		if eg.str("client") != "alice" || !strings.HasPrefix(eg.str("sandbox"), "sbx_") {
+			t.Errorf("egress record without alice's sandbox: %v", eg)
+		}
+		if !inJSONL[eg.str("hash")] {
+			t.Errorf("egress record %v is not in the JSONL mirror", eg)
+		}
+		at, _ := time.Parse(time.RFC3339Nano, eg.str("time"))
+		var joined bool
+		for _, c := range calls {
+			ct, _ := time.Parse(time.RFC3339Nano, c.str("time"))
+			end := ct.Add(time.Duration(c.num("duration_ms") * float64(time.Millisecond)))
+			joined = joined || c.str("tool") == "http_get" && c.str("sandbox") == eg.str("sandbox") &&
+				c.str("client") == eg.str("client") && !at.Before(ct) && !at.After(end)
+		}
+		if !joined {
+			t.Errorf("egress record %v joins no k__http_get call record of its sandbox:\n%v", eg, calls)
+		}
+	}
+	// Every egress record of the audit is one of the two servers' pods'.
+	r = m.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", e.config, "--event", "egress")
+	for _, eg := range auDecode(t, r.stdout) {
+		if s := eg.str("server"); s != "k" && s != "j" {
+			t.Errorf("an egress record of server %q: %v", s, eg)
+		}
+	}
+	t.Logf("%d egress records of k's pod %s joined to its calls", len(egressRecs), podK)
+}
+
 // TestKubeEgress: a server in a pod with network.egress reaches its
 // allowed host through the gateway's egress proxy (a Deployment the
 // gateway made, reached at its Service's address with the pod's token)
@@ -79,7 +155,7 @@ func TestKubeEgress(t *testing.T) {
 	agent, server := kubeBins(t)
 	dir := gwDir(t, mode{uid: -1})
 	c := map[string]any{
-		"version": 1, "state_dir": filepath.Join(dir, "state"),
+		"version": 1, "state_dir": filepath.Join(dir, "state"), "audit": map[string]string{"jsonl": filepath.Join(dir, "audit.jsonl")},
 		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
 		"backend": map[string]any{"kind": "kubernetes", "namespace": ns, "kubeconfig": cluster.Kubeconfig,
 			"agent_path": agent, "image": "mcpbox.test/base:1"},
@@ -256,6 +332,8 @@ func TestKubeEgress(t *testing.T) {
 			t.Errorf("the proxy's log lacks the allow (%v) or the deny (%v) of %s's pod %s: %+v", allow, deny, srv, podOf[srv], lines)
 		}
 	}
+
+	kubeEgressAudit(t, e, podOf["k"], portA, portB)
 
 	// The gateway's stop deletes its owner: the proxy goes with it.
 	gwClose(t, alice)

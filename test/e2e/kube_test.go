@@ -256,6 +256,7 @@ func TestKubeGateway(t *testing.T) {
 	for _, p := range pods {
 		kubeCheckPod(t, &p)
 	}
+	kubePsAndStderr(t, e, g, alice, pods)
 	var nps networkingv1.NetworkPolicyList
 	if err := e.client.List(ctx, kube.NetworkPolicies, e.ns, kube.LabelManagedBy+"=mcpbox", &nps); err != nil {
 		t.Fatal(err)
@@ -274,6 +275,44 @@ func TestKubeGateway(t *testing.T) {
 	gwClose(t, bob)
 	g.stop(t)
 	e.waitPods(t, 0, 60*time.Second)
+}
+
+// kubePsAndStderr: `mcpbox ps` lists each pod's sandbox with the pod's
+// name, phase and owner; what alice's server writes to stderr reaches
+// the gateway's log as a local server's does (prefixed with the server's
+// name), through the pod's log, with the secret redacted.
+func kubePsAndStderr(t *testing.T, e *kubeEnv, g *gwGateway, alice *mcp.ClientSession, pods []corev1.Pod) {
+	t.Helper()
+	r := mode{uid: -1}.mcpbox(t, 60*time.Second, "", "ps", "--json", "--config", e.config)
+	if r.code != 0 {
+		t.Fatalf("mcpbox ps: %s", r)
+	}
+	rows := auDecode(t, r.stdout)
+	owners := map[string]string{}
+	for _, row := range rows {
+		if row.str("state") == "running" {
+			owners[row.str("pod")] = row.str("client") + "/" + row.str("phase")
+		}
+	}
+	for _, p := range pods {
+		if o := owners[p.Name]; o != "alice/Running" && o != "bob/Running" {
+			t.Errorf("mcpbox ps: pod %s: owner/phase %q; rows %v", p.Name, o, rows)
+		}
+	}
+	if len(owners) != len(pods) {
+		t.Errorf("mcpbox ps lists %d running pods, want %d: %v", len(owners), len(pods), rows)
+	}
+	mark := "stderr-from-pod-" + gwHex(4)
+	gwMustCall(t, alice, "stderr", map[string]any{"text": mark + " " + kubeSecret}, "")
+	want := "mcpbox: server k: " + mark + " "
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(g.logs.String(), want); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's log lacks %q after 20s", want)
+		}
+	}
+	if strings.Contains(g.logs.String(), kubeSecret) {
+		t.Error("the gateway's log holds the secret the pod's server wrote to stderr")
+	}
 }
 
 // kubeCheckPod asserts a server pod's hardening as the API server holds

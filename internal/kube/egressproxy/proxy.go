@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -306,4 +307,16 @@ func (l *lineLog) logger(server string) func(egress.Event) {
 func (l *lineLog) close() {
 	l.once.Do(func() { close(l.quit) })
 	<-l.done
+}
+
+// Event is the egress event a decision line stands for, as a local
+// sandbox's proxy reports it (the pod's name is its SandboxID).
+func (l Line) Event() egress.Event {
+	ev := egress.Event{Time: l.Time, SandboxID: l.Pod, Kind: l.Kind, Host: l.Host, Port: l.Port,
+		Decision: l.Decision, Rule: l.Rule, Reason: l.Reason, BytesUp: l.BytesUp, BytesDown: l.BytesDown,
+		Duration: time.Duration(l.DurationMS * float64(time.Millisecond)), Package: l.Package, Version: l.Version}
+	if ip, err := netip.ParseAddr(l.IP); err == nil {
+		ev.IP = ip
+	}
+	return ev
 }

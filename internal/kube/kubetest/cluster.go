@@ -249,6 +249,9 @@ func (c *Cluster) start(bins string, opts Options) error {
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false", "--profiling=false",
 		"--cert-dir="+pki,
+		// The test node's kubelet (its log API) by its address, not by
+		// its host name, which resolves nowhere.
+		"--kubelet-preferred-address-types=InternalIP",
 	); err != nil {
 		return err
 	}

@@ -36,7 +36,8 @@
 // and limits (no cgroups), seccomp and AppArmor profiles, probes (a
 // running container is Ready), affinity, taints and tolerations, PVC
 // binding and provisioning (a claim must exist; it is then a directory),
-// the kubelet's log and exec API (use Node.Logs and Node.ContainerPID),
+// the kubelet's exec API (use Node.ContainerPID; the log API, GET
+// pods/NAME/log with follow, is served, kubelet.go),
 // node heartbeats (there is no node lifecycle controller to miss them).
 // It needs root (mounts) and util-linux's unshare and setpriv.
 package kubetest

@@ -36,6 +36,8 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	kubelet *http.Server // the container log API (kubelet.go)
+
 	mu     sync.Mutex
 	pods   map[types.UID]*podRun // guarded by mu
 	nextIP int                   // guarded by mu
@@ -64,17 +66,22 @@ func startNode(c *Cluster, opts Options) (*Node, error) {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := n.register(); err != nil {
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	port, err := n.serveKubelet()
+	if err != nil {
 		return nil, err
 	}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.register(port); err != nil {
+		n.kubelet.Close()
+		return nil, err
+	}
 	n.wg.Add(1)
 	go n.loop()
 	return n, nil
 }
 
 // register creates the Node object and reports it Ready.
-func (n *Node) register() error {
+func (n *Node) register(kubeletPort int) error {
 	ctx := context.Background()
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:              resource.MustParse("8"),
@@ -95,7 +102,8 @@ func (n *Node) register() error {
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "kubetest node", LastHeartbeatTime: now, LastTransitionTime: now,
 		}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: NodeName}},
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: NodeName}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion: KubeVersion, OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			ContainerRuntimeVersion: "kubetest://" + KubeVersion,
@@ -263,6 +271,9 @@ func (n *Node) stop() {
 		return
 	}
 	n.cancel()
+	if n.kubelet != nil {
+		n.kubelet.Close()
+	}
 	n.mu.Lock()
 	for _, r := range n.pods {
 		r.requestStop(0, false)
