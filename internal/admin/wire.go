@@ -98,6 +98,9 @@ type Sandbox struct {
 	CPU       float64   `json:"cpu_seconds,omitempty"`
 	Exit      string    `json:"exit,omitempty"`
 	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
+	// Prepared: it started from a sandbox its server's warm pool had
+	// prepared (sandbox.warm_pool), not cold.
+	Prepared bool `json:"prepared,omitempty"`
 
 	// Restarts counts the starts its restart policy made after the server ended.
 	Restarts int `json:"restarts"`

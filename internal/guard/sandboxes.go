@@ -29,7 +29,7 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 	var rows []admin.Sandbox
 	for _, t := range g.tracks.All() {
 		r := admin.Sandbox{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
-			Session: t.Scope().Session, Workspace: t.Workspace, Started: t.Started, Exit: t.Exit()}
+			Session: t.Scope().Session, Workspace: t.Workspace, Started: t.Started, Exit: t.Exit(), Prepared: t.Prepared}
 		for _, s := range g.serversOf(t.Launcher()) {
 			if in, ok := inst[key{s, t.Scope()}]; ok {
 				r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts

@@ -228,6 +228,7 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 	if err := in.startSandbox(ctx); err != nil {
 		return nil, err
 	}
+	in.rec.Prepared = in.sb.Prepared
 	if l.pool != nil {
 		// Whether the warm pool served, and what it saved, is otherwise
 		// visible nowhere.

@@ -41,7 +41,8 @@ func (s *syncBuffer) String() string {
 
 // TestWarmPoolStartLogged: a start that took a prepared sandbox of the
 // warm pool is logged at info as such, with the server's name and the
-// start time, and one the pool could not serve as cold.
+// start time, and one the pool could not serve as cold; the track (what
+// `mcpbox ps --json` shows) says which.
 func TestWarmPoolStartLogged(t *testing.T) {
 	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
 		t.Skip("no user namespaces")
@@ -68,21 +69,25 @@ func TestWarmPoolStartLogged(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	start := func(agent string) {
+	start := func(agent string, prepared bool) {
 		in, err := l.Start(ctx, gateway.Scope{Agent: agent})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(in.Stop)
+		// What ps --json shows (admin.Sandbox.Prepared, from the track).
+		if got := in.(*sandboxInstance).rec.Prepared; got != prepared {
+			t.Errorf("agent %s: the track's Prepared = %v, want %v", agent, got, prepared)
+		}
 	}
-	start("a")
+	start("a", true)
 	if got := logs.String(); !strings.Contains(got, "level=INFO") || !strings.Contains(got, "server=pooled from=\"warm pool\" start=") {
 		t.Fatalf("log after a pooled start:\n%s", got)
 	}
 	// The next start finds the pool empty (or its refill under way, which
 	// it waits for); make it cold by closing the pool first.
 	l.pool.Close()
-	start("b")
+	start("b", false)
 	if got := logs.String(); !strings.Contains(got, "server=pooled from=cold start=") {
 		t.Fatalf("log after a cold start:\n%s", got)
 	}
