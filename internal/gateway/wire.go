@@ -193,9 +193,3 @@ const (
 	codeUnavailable = -32000 // the upstream server is not running
 	codeTimeout     = -32001 // call_timeout expired
 )
-
-// isJSONObject reports whether raw is a JSON object.
-func isJSONObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{'
-}
