@@ -3,8 +3,6 @@ package launch
 import (
 	"context"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -95,7 +93,7 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		return nil, err
 	}
 	version := new(atomic.Value)
-	base := headerTransport{h, version, boundedBodies{http.DefaultTransport, gateway.DefaultMaxMessage + 1024}}
+	base := headerTransport{h, version, gateway.BoundedBodies(http.DefaultTransport, gateway.DefaultMaxMessage+1024, "server")}
 	sse := l.sse
 	if l.detect {
 		rt, err := l.withOAuth(scope, base, false)
@@ -312,48 +310,6 @@ func originOf(raw string) (*url.URL, error) {
 // noRedirect keeps a redirect from taking a request (and its headers)
 // elsewhere: the answer is passed on as it is.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// boundedBodies caps the bytes read of an answer that is not an event
-// stream (whose events the go-sdk bounds): the go-sdk reads a JSON answer,
-// or an error's body, whole, and a remote server must not make the
-// gateway hold more than a message's limit.
-type boundedBodies struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil || resp.Body == nil {
-		return resp, err
-	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
-		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.max, max: t.max}
-	}
-	return resp, nil
-}
-
-// cappedBody fails a read past max bytes.
-type cappedBody struct {
-	io.ReadCloser
-	left, max int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
-			return 0, err // the end, exactly at the limit
-		}
-		return 0, fmt.Errorf("the server's answer is larger than %d bytes", b.max)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
 
 // headerTransport adds the configured headers, and the negotiated
 // protocol version where a request names none: the gateway speaks to the

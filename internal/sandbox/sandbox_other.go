@@ -22,6 +22,7 @@ func Main() {}
 type Sandbox struct {
 	ID       string
 	Degraded []Layer
+	Prepared bool
 }
 
 // Start fails outside Linux.

@@ -169,6 +169,7 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	}
 	sb.spec = spec
 	sb.start = time.Now()
+	sb.Prepared = true
 	sb.stopCtx()
 	sb.stopCtx = context.AfterFunc(ctx, sb.Kill)
 	sb.watch(ctx)
