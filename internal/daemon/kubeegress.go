@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/egressproxy"
 	"mcpbox/internal/redact"
@@ -33,6 +35,24 @@ type kubeEgress struct {
 	cfg   []byte // the Secret's config as last written
 	addr  string // the Service's cluster IP and port
 	ready bool   // a proxy pod was seen available
+	// installs are the registry allowlists of package servers' installs,
+	// by server (installServer names them in the proxy's config).
+	installs map[string][]egress.Rule
+}
+
+// installServer is the proxy's name of server's package install: its
+// tokens open the registry only, never the server's own allowlist.
+func installServer(server string) string { return server + "#install" }
+
+// addInstall sets server's install allowlist (before ensure writes the
+// proxy's config).
+func (e *kubeEgress) addInstall(server string, rules []egress.Rule) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.installs == nil {
+		e.installs = map[string][]egress.Rule{}
+	}
+	e.installs[server] = rules
 }
 
 // proxyReadyWait bounds how long a pod's start waits for the first proxy
@@ -110,6 +130,11 @@ func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config,
 	if err != nil {
 		return err
 	}
+	for name, rules := range e.installs {
+		if s := c.Server(name); s != nil && c.IsKubernetes(s) && kubeConnKey(c.BackendOf(s)) == kc.key {
+			servers[installServer(name)] = egressproxy.ServerPolicy{Rules: rules}
+		}
+	}
 	first := e.key == nil
 	if first {
 		if e.key, err = egressproxy.NewKey(); err != nil {
@@ -155,7 +180,14 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 	if agent == "" {
 		agent = config.DefaultAgentPath
 	}
-	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: specconv.KubePod(c, s).Image,
+	img := specconv.KubePod(c, s).Image
+	if s.Package != "" {
+		// A package server's pod runs on its base image, which has
+		// the agent too.
+		eco, _, _ := strings.Cut(s.Package, ":")
+		img = b.BaseImage(eco)
+	}
+	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
 		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
 	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner), nil); err != nil && !kube.IsAlreadyExists(err) {
@@ -182,13 +214,18 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 // env returns pod's proxy environment for server, its token taught to
 // book so that a server that prints it is redacted.
 func (e *kubeEgress) env(book *redact.Book, pod, server string) (map[string]string, error) {
+	return e.envTTL(book, pod, server, proxyTokenTTL)
+}
+
+// envTTL is env with a token good for ttl.
+func (e *kubeEgress) envTTL(book *redact.Book, pod, server string, ttl time.Duration) (map[string]string, error) {
 	e.mu.Lock()
 	key, addr := e.key, e.addr
 	e.mu.Unlock()
 	if key == nil {
 		return nil, fmt.Errorf("the egress proxy is not set up")
 	}
-	tok := egressproxy.Sign(key, pod, server, time.Now().Add(proxyTokenTTL))
+	tok := egressproxy.Sign(key, pod, server, time.Now().Add(ttl))
 	if book != nil {
 		if err := book.Add("egress proxy token of "+pod, []byte(tok)); err != nil {
 			return nil, err

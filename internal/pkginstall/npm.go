@@ -453,3 +453,32 @@ func (t *tailBuffer) summary() string {
 	}
 	return msg
 }
+
+// LockfileRegistryRules are the egress rules of the hosts an `npm ci` of
+// lock (a package-lock.json) downloads from: each package's resolved
+// URL's host and port. A package without one (a link, a bundled
+// dependency) needs none.
+func LockfileRegistryRules(lock []byte) ([]egress.Rule, error) {
+	var lf struct {
+		Packages map[string]struct {
+			Resolved string `json:"resolved"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(lock, &lf); err != nil {
+		return nil, fmt.Errorf("reading the lockfile: %w", err)
+	}
+	var regs []*url.URL
+	for name, p := range lf.Packages {
+		if p.Resolved == "" {
+			continue
+		}
+		u, err := url.Parse(p.Resolved)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("the lockfile's package %q resolves to %q, not a registry URL", name, p.Resolved)
+		}
+		regs = append(regs, u)
+	}
+	// The proxy's config is compared as text: one order.
+	slices.SortFunc(regs, func(a, b *url.URL) int { return strings.Compare(a.Host, b.Host) })
+	return registryRules(regs)
+}
