@@ -36,7 +36,7 @@ type KubeInstall struct {
 func (k *Kube) configMapName() string {
 	in := k.o.Install
 	return "mcpbox-" + k.o.Gateway.ID() + "-pkg-" + kube.LabelValue(k.o.Name, 30) + "-" +
-		kube.ScopeHash(string(in.PackageJSON)+"\x00"+string(in.Lockfile))[:8]
+		kube.ScopeHash(string(in.PackageJSON) + "\x00" + string(in.Lockfile))[:8]
 }
 
 // ensureConfigMap creates the package's ConfigMap; one of that name that
