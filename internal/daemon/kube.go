@@ -192,13 +192,6 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			return kc.egress.env(w.book, pod, s.Name)
 		}
 	}
-	if w.guard != nil {
-		ko.Observer = w.guard
-	}
-	l, err := launch.NewKube(ko)
-	if err != nil {
-		return err
-	}
 	if ko.Install != nil {
 		// The install reaches the registry through the proxy: the
 		// pod's policy lets it reach the proxy, which lets the server
@@ -209,6 +202,13 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			kc.egress.waitReady(ctx, kc, w.log)
 			return kc.egress.envTTL(w.book, pod, installServer(s.Name), installTokenTTL)
 		}
+	}
+	if w.guard != nil {
+		ko.Observer = w.guard
+	}
+	l, err := launch.NewKube(ko)
+	if err != nil {
+		return err
 	}
 	if ko.Proxy && w.guard != nil {
 		kc.audit.add(kc, s.Name, l, w.log)

@@ -44,11 +44,12 @@ type Install struct {
 // InstallScript is the install container's command under its agent: copy
 // the pinned package.json and lockfile, `npm ci` exactly that tree with
 // no install scripts (its output on stderr: the agent's stdout is not an
-// MCP stream here), and drop npm's cache.
+// MCP stream here), and drop npm's cache. One quick retry: a registry that
+// serves other bytes would otherwise be asked again for a minute.
 func InstallScript() []string {
 	return []string{"sh", "-c", `set -e; cp ` + LockDir + `/package.json ` + LockDir + `/package-lock.json ` + PackageDir + `/
 cd ` + PackageDir + `
-npm ci --ignore-scripts --no-audit --no-fund --omit=dev --no-update-notifier --cache ` + PackageDir + `/.npm-cache 1>&2
+npm ci --ignore-scripts --no-audit --no-fund --omit=dev --no-update-notifier --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=2000 --cache ` + PackageDir + `/.npm-cache 1>&2
 rm -rf ` + PackageDir + `/.npm-cache`}
 }
 
