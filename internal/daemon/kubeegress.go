@@ -116,6 +116,22 @@ func egressServers(c *config.Config, connKey string) (map[string]egressproxy.Ser
 	return out, nil
 }
 
+// proxyServers are the proxy's policies: the servers' allowlists
+// (egressServers) and the package installs' (installServer), of the
+// servers of c in connKey's namespace. e.mu is held.
+func (e *kubeEgress) proxyServers(c *config.Config, connKey string) (map[string]egressproxy.ServerPolicy, error) {
+	servers, err := egressServers(c, connKey)
+	if err != nil {
+		return nil, err
+	}
+	for name, rules := range e.installs {
+		if s := c.Server(name); s != nil && c.IsKubernetes(s) && s.Package != "" && kubeConnKey(c.BackendOf(s)) == connKey {
+			servers[installServer(name)] = egressproxy.ServerPolicy{Rules: rules}
+		}
+	}
+	return servers, nil
+}
+
 // ensure makes the proxy at first need (its Secret, ingress policy,
 // Service and Deployment, all owned by the gateway's owner object) and
 // rewrites its Secret when the allowlists changed (the proxy reads it
@@ -126,14 +142,9 @@ func egressServers(c *config.Config, connKey string) (map[string]egressproxy.Ser
 func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	servers, err := egressServers(c, kc.key)
+	servers, err := e.proxyServers(c, kc.key)
 	if err != nil {
 		return err
-	}
-	for name, rules := range e.installs {
-		if s := c.Server(name); s != nil && c.IsKubernetes(s) && kubeConnKey(c.BackendOf(s)) == kc.key {
-			servers[installServer(name)] = egressproxy.ServerPolicy{Rules: rules}
-		}
 	}
 	first := e.key == nil
 	if first {
