@@ -100,6 +100,9 @@ type Sandbox struct {
 	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
 	Pod       string    `json:"pod,omitempty"`    // kubernetes backend: the pod that runs it
 	Phase     string    `json:"phase,omitempty"`  // and the pod's phase (Pending, Running, ...)
+	// Prepared: it started from a sandbox its server's warm pool had
+	// prepared (sandbox.warm_pool), not cold.
+	Prepared bool `json:"prepared,omitempty"`
 
 	// Restarts counts the starts its restart policy made after the server ended.
 	Restarts int `json:"restarts"`

@@ -151,21 +151,6 @@ func openFile(p wpath) (*os.File, int64, error) {
 	return openRegular(root, p.rel, resolveFlags, p)
 }
 
-// checkDir reports whether p is a directory beneath its root.
-func checkDir(p wpath) error {
-	root, err := openRoot(p)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(root)
-	fd, err := openat2(root, p.rel, unix.O_PATH|unix.O_DIRECTORY, resolveFlags)
-	if err != nil {
-		return fsError(p, err)
-	}
-	unix.Close(fd)
-	return nil
-}
-
 // dirEntry is one name in a directory, not followed if it is a symlink.
 type dirEntry struct {
 	name string

@@ -21,7 +21,6 @@ type dirEntry struct {
 type dirHandle struct{ path wpath }
 
 func openFile(wpath) (*os.File, int64, error)             { return nil, 0, errUnsupported }
-func checkDir(wpath) error                                { return errUnsupported }
 func openDir(wpath) (*dirHandle, error)                   { return nil, errUnsupported }
 func (d *dirHandle) close()                               {}
 func (d *dirHandle) procPath() string                     { return "" }

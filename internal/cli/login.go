@@ -42,8 +42,12 @@ func (e *env) login(cmd string, args []string) int {
 		return exitUsage
 	}
 	if *status && server == "" {
-		for _, l := range daemon.LoginSummary(c, *cfg, *stateDir) {
+		ls := daemon.LoginSummary(c, *cfg, *stateDir)
+		for _, l := range ls {
 			fmt.Fprintf(e.stdout, "%s\t%s\n", l.Server, l.State)
+		}
+		if len(ls) == 0 { // an empty listing would look like a failure
+			e.errorf("%s: no remote server (url) of the config has oauth, so none logs in", cmd)
 		}
 		return 0
 	}

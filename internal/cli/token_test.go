@@ -57,3 +57,17 @@ func TestTokenRotateRefusesOthersDir(t *testing.T) {
 		t.Error("token rotate wrote a token into a world-writable dir")
 	}
 }
+
+// TestLoginStatusNoOAuth: a config whose servers have no oauth says so on
+// stderr rather than printing nothing, and exits 0.
+func TestLoginStatusNoOAuth(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	yaml := "version: 1\nservers:\n  legacy:\n    url: http://127.0.0.1:9/sse\n    transport: sse\n    tools: {allow: [\"*\"]}\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("login", "--status", "--config", cfg)
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "no remote server (url) of the config has oauth") {
+		t.Fatalf("login --status = %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

@@ -23,8 +23,6 @@ var layers = map[string]int{
 	"internal/secrets": 0, "internal/textdiff": 0,
 	// The OTLP trace exporter set up from the OTEL_* variables.
 	"internal/telemetry": 0,
-	// The agent in a Kubernetes pod, its mTLS CA and the gateway's client.
-	"internal/podagent": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
@@ -32,6 +30,9 @@ var layers = map[string]int{
 	"internal/metrics": 1,
 	// The egress proxy of a gateway's Kubernetes pods (mcpbox egress-proxy).
 	"internal/kube/egressproxy": 1,
+	// The agent in a Kubernetes pod, its mTLS CA and the gateway's client
+	// (on the gateway's message limits and response-id reader).
+	"internal/podagent": 1,
 	// 2: conversions and services: config to spec, client configs to
 	// config, the admin sockets.
 	"internal/specconv": 2, "internal/importer": 2, "internal/admin": 2,

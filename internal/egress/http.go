@@ -34,13 +34,12 @@ func (s *session) serveHTTP(cc net.Conn, br *bufio.Reader, hr *headerReader) {
 	}
 	hr.lift()
 	if req.Method == http.MethodConnect {
-		s.ev.Kind = "connect"
+		s.ev.Kind = "connect" // before authorize, so a refusal logs it too
 	}
 	if s.p.opts.Authorize != nil && !s.authorize(req) {
 		return
 	}
 	if req.Method == http.MethodConnect {
-		s.ev.Kind = "connect"
 		s.serveConnect(cc, br, req)
 		return
 	}

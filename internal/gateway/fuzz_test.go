@@ -62,7 +62,7 @@ func wantLines(t *testing.T, stream []byte, limit int) []string {
 		if len(seg) > limit {
 			head := seg[:min(len(seg), headSize)]
 			tail := seg[max(0, len(seg)-headSize):]
-			if id, ok := responseID(head, tail); ok {
+			if id, ok := ResponseID(head, tail); ok {
 				out = append(out, encodeMsg(t, &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "the server's response is larger than the %d-byte message limit", limit)}))
 			}
 			continue
@@ -174,7 +174,7 @@ func FuzzResponseID(f *testing.F) {
 			return
 		}
 		b := []byte(line)
-		id, ok := responseID(b[:min(len(b), headSize)], b[max(0, len(b)-headSize):])
+		id, ok := ResponseID(b[:min(len(b), headSize)], b[max(0, len(b)-headSize):])
 		if ok && id != resp.ID {
 			t.Fatalf("responseID = %v, the response's id is %v", id.Raw(), resp.ID.Raw())
 		}

@@ -224,6 +224,10 @@ type Gateway struct {
 
 	// listSeq numbers the server lists fetched: the gen Hooks.List sees.
 	listSeq atomic.Uint64
+
+	// schemaWarned holds the "server" and "server\x00tool" keys already
+	// warned about by clientTool, so that each list does not repeat it.
+	schemaWarned sync.Map
 }
 
 type poolKey struct {

@@ -312,7 +312,7 @@ func TestResponseID(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":`, `}}`, nil},
 	}
 	for _, tt := range tests {
-		id, ok := responseID([]byte(tt.head), []byte(tt.tail))
+		id, ok := ResponseID([]byte(tt.head), []byte(tt.tail))
 		if tt.want == nil {
 			if ok {
 				t.Errorf("%s: found id %v", tt.head, id.Raw())

@@ -57,6 +57,11 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 		}
 		for _, it := range vis {
 			raw := it.Raw
+			if kind == KindTools {
+				if raw = d.gw.clientTool(b.srv.Name, it); raw == nil {
+					continue
+				}
+			}
 			if b.srv.Prefix != "" && (kind == "tools" || kind == "prompts") {
 				var err error
 				if raw, err = setField(raw, "name", b.srv.Prefix+it.Key); err != nil {

@@ -65,7 +65,7 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 		line, head, tail, tooLong, err := c.readLine()
 		if tooLong {
 			c.drop(fmt.Sprintf("message larger than %d bytes", c.max), head)
-			if id, ok := responseID(head, tail); ok {
+			if id, ok := ResponseID(head, tail); ok {
 				return &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "the server's response is larger than the %d-byte message limit", c.max)}, nil
 			}
 			if err != nil {
@@ -130,9 +130,10 @@ var (
 	tailIDRE     = regexp.MustCompile(`"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$`)
 )
 
-// responseID reads the id of an oversized response from its first or
-// last bytes, wherever the writer put it.
-func responseID(head, tail []byte) (jsonrpc.ID, bool) {
+// ResponseID reads the id of an oversized response from its first or
+// last bytes, wherever the writer put it (tail may be nil when only the
+// head was kept: then only an id written before the result is found).
+func ResponseID(head, tail []byte) (jsonrpc.ID, bool) {
 	m := headIDRE.FindSubmatch(head)
 	if m == nil && headResultRE.Match(head) {
 		m = tailIDRE.FindSubmatch(tail)
@@ -192,9 +193,3 @@ const (
 	codeUnavailable = -32000 // the upstream server is not running
 	codeTimeout     = -32001 // call_timeout expired
 )
-
-// isJSONObject reports whether raw is a JSON object.
-func isJSONObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{'
-}

@@ -309,3 +309,33 @@ func ok(checks []kube.Check, name string) bool {
 	}
 	return false
 }
+
+// TestDoctorNamespace: doctor says a namespace nobody created does not
+// exist (access reviews alone would pass it), and leaves nothing behind
+// in one that does.
+func TestDoctorNamespace(t *testing.T) {
+	_, admin, ns := clusterClient(t)
+	ctx := ctxT(t, time.Minute)
+	if checks := kube.Doctor(ctx, admin, ns, ""); !ok(checks, "namespace") {
+		t.Fatalf("doctor on the existing namespace %s: %+v", ns, checks)
+	}
+	var cms struct{ Items []any }
+	if err := admin.List(ctx, kube.ConfigMaps, ns, "", &cms); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		if name, _ := cm.(map[string]any)["metadata"].(map[string]any)["name"].(string); strings.HasPrefix(name, "mcpbox-doctor-") {
+			t.Fatalf("doctor's dry run created %s", name)
+		}
+	}
+	missing := ns + "-missing"
+	checks := kube.Doctor(ctx, admin, missing, "")
+	if ok(checks, "namespace") {
+		t.Fatalf("doctor passed the namespace %s, which does not exist: %+v", missing, checks)
+	}
+	for _, c := range checks {
+		if c.Name == "namespace" && !strings.Contains(c.Detail, "does not exist") {
+			t.Fatalf("the namespace check says %q, want that it does not exist", c.Detail)
+		}
+	}
+}

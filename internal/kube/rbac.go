@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -131,6 +132,7 @@ func Doctor(ctx context.Context, c *Client, ns, runtimeClass string) []Check {
 			}
 		}
 	}
+	out = append(out, namespaceCheck(ctx, c, ns))
 	if missing != nil {
 		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac`)", ns, strings.Join(missing, ", "))})
 	} else {
@@ -153,6 +155,26 @@ func Doctor(ctx context.Context, c *Client, ns, runtimeClass string) []Check {
 		}
 	}
 	return out
+}
+
+// namespaceCheck finds out whether ns exists with what the Role allows: a
+// namespaced Role cannot grant reading the namespace, but a dry-run create
+// goes through admission, which refuses a namespace that does not exist.
+// Access reviews alone answer "allowed" for a namespace nobody made.
+func namespaceCheck(ctx context.Context, c *Client, ns string) Check {
+	probe := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"generateName": "mcpbox-doctor-"}}
+	err := c.do(ctx, "POST", ConfigMaps.path(ns, ""), url.Values{"dryRun": {"All"}}, probe, "", nil)
+	switch {
+	case err == nil:
+		return Check{"namespace", true, ns + " exists"}
+	case IsNotFound(err):
+		return Check{"namespace", false, ns + " does not exist: create it (kubectl create namespace " + ns + ")"}
+	case IsForbidden(err):
+		return Check{"namespace", false, ns + ": not verifiable (no permission to create configmaps there)"}
+	default:
+		return Check{"namespace", false, ns + ": " + err.Error()}
+	}
 }
 
 func qualified(group, res string) string {

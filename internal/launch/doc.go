@@ -1,6 +1,8 @@
 // Package launch holds the backends that start a configured server for a
-// scope: Local runs it in a sandbox on this host, Remote connects to a
-// remote Streamable HTTP server, Kube runs it as a pod of a Kubernetes
+// scope: Local runs it in a sandbox on this host (from a warm pool of
+// prepared sandboxes with LocalOptions.WarmPool), Remote connects to a
+// remote Streamable HTTP server (or, with transport sse or auto, one of
+// the 2024-11-05 HTTP+SSE transport), Kube runs it as a pod of a Kubernetes
 // cluster (internal/kube) reached through the mcpbox agent in the pod,
 // and Group runs the servers of one group
 // in one sandbox under internal/group's supervisor. The gateway reaches a

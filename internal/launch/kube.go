@@ -307,7 +307,21 @@ func podReady(p *corev1.Pod) (bool, error) {
 	case corev1.PodRunning:
 		return p.Status.PodIP != "", nil
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p))
+		err := fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p))
+		for _, cs := range p.Status.ContainerStatuses {
+			// The shell's codes for a command not found or not executable:
+			// the agent, which every pod runs first, is not where the config
+			// says it is in the image.
+			if t := cs.State.Terminated; t != nil && (t.ExitCode == 126 || t.ExitCode == 127) && len(p.Spec.Containers) > 0 {
+				c := p.Spec.Containers[0]
+				agent := ""
+				if len(c.Command) > 0 {
+					agent = c.Command[0]
+				}
+				err = fmt.Errorf("%w; is mcpbox at backend.agent_path (%s) in the image %s?", err, agent, c.Image)
+			}
+		}
+		return false, err
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" ||

@@ -224,8 +224,16 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 		undo = append(undo, in.unlockOverlay)
 	}
 	in.trackWritable()
+	began := time.Now()
 	if err := in.startSandbox(ctx); err != nil {
 		return nil, err
+	}
+	in.rec.Prepared = in.sb.Prepared
+	if l.pool != nil {
+		// Whether the warm pool served, and what it saved, is otherwise
+		// visible nowhere.
+		l.log.Info("server sandbox started", "server", l.name, "from", map[bool]string{true: "warm pool", false: "cold"}[in.sb.Prepared],
+			"start", time.Since(began).Round(time.Microsecond))
 	}
 	for _, layer := range in.sb.Degraded {
 		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)

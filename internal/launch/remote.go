@@ -3,14 +3,14 @@ package launch
 import (
 	"context"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/cgroup"
@@ -93,7 +93,7 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		return nil, err
 	}
 	version := new(atomic.Value)
-	base := headerTransport{h, version, boundedBodies{http.DefaultTransport, gateway.DefaultMaxMessage + 1024}}
+	base := headerTransport{h, version, gateway.BoundedBodies(http.DefaultTransport, gateway.DefaultMaxMessage+1024, "server")}
 	sse := l.sse
 	if l.detect {
 		rt, err := l.withOAuth(scope, base, false)
@@ -114,8 +114,10 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	}
 	// headerTransport sets the headers on every request it makes, a
 	// redirect's too: a redirect may stay on the origin, never leave it.
-	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: sameOrigin{o, rt}}, MaxRetries: 2}
+	post := &firstStatus{rt: sameOrigin{o, rt}, method: http.MethodPost}
+	var t mcp.Transport = &mcp.StreamableClientTransport{Endpoint: l.url, HTTPClient: &http.Client{Transport: post}, MaxRetries: 2}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
+	var gs *firstStatus
 	if sse {
 		// The event stream is the GET of Connect and lives as long as its
 		// context: not ctx (the start's), but until the connection closes.
@@ -123,17 +125,66 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		defer context.AfterFunc(ctx, cancel)()
 		// The server names the message endpoint: it must not send the
 		// headers or the token anywhere but to the configured origin.
-		client := &http.Client{Transport: sameOrigin{o, rt}, CheckRedirect: noRedirect}
+		gs = &firstStatus{rt: sameOrigin{o, rt}, method: http.MethodGet}
+		client := &http.Client{Transport: gs, CheckRedirect: noRedirect}
 		t = &mcp.SSEClientTransport{Endpoint: l.url, HTTPClient: client}
 	}
 	c, err := t.Connect(cctx)
 	if err != nil {
 		cancel()
+		if !l.detect && gs.is(http.StatusBadRequest, http.StatusMethodNotAllowed) {
+			// What a Streamable HTTP server answers a GET without a session.
+			return nil, fmt.Errorf("connecting to %s over HTTP+SSE (transport: sse): %w; a Streamable HTTP server takes transport: streamable (the default) or auto", l.url, err)
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
+	}
+	if !sse && !l.detect {
+		c = hintConn{c, post}
 	}
 	in := &remoteInstance{l: l, scope: scope, conn: c, version: version, cancel: cancel}
 	l.live.add(in)
 	return in, nil
+}
+
+// firstStatus records the status of the first request of its method it
+// passes (the SSE event stream's GET, the initialize POST), so that a
+// connection error can say the server looks like one of the other
+// transport.
+type firstStatus struct {
+	rt     http.RoundTripper
+	method string
+	status atomic.Int32
+}
+
+// RoundTrip passes r on and notes the status of the first of its method.
+func (g *firstStatus) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := g.rt.RoundTrip(r)
+	if err == nil && r.Method == g.method {
+		g.status.CompareAndSwap(0, int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// is says whether the recorded status is one of codes.
+func (g *firstStatus) is(codes ...int) bool {
+	return g != nil && slices.Contains(codes, int(g.status.Load()))
+}
+
+// hintConn adds to a failed write of a Streamable HTTP connection whose
+// first POST the server answered as one of the HTTP+SSE transport would
+// (a 4xx other than 401 and 403: the spec's backwards-compatibility
+// test, as detectSSE), naming the transport to configure.
+type hintConn struct {
+	mcp.Connection
+	post *firstStatus
+}
+
+func (c hintConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, m)
+	if st := c.post.status.Load(); err != nil && st >= 400 && st < 500 && st != http.StatusUnauthorized && st != http.StatusForbidden {
+		return fmt.Errorf("%w (if it speaks the HTTP+SSE transport of 2024-11-05, it takes transport: sse, or auto)", err)
+	}
+	return err
 }
 
 // withOAuth wraps rt with the OAuth token of the scope's agent, if the
@@ -259,48 +310,6 @@ func originOf(raw string) (*url.URL, error) {
 // noRedirect keeps a redirect from taking a request (and its headers)
 // elsewhere: the answer is passed on as it is.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// boundedBodies caps the bytes read of an answer that is not an event
-// stream (whose events the go-sdk bounds): the go-sdk reads a JSON answer,
-// or an error's body, whole, and a remote server must not make the
-// gateway hold more than a message's limit.
-type boundedBodies struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil || resp.Body == nil {
-		return resp, err
-	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
-		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.max, max: t.max}
-	}
-	return resp, nil
-}
-
-// cappedBody fails a read past max bytes.
-type cappedBody struct {
-	io.ReadCloser
-	left, max int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
-			return 0, err // the end, exactly at the limit
-		}
-		return 0, fmt.Errorf("the server's answer is larger than %d bytes", b.max)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
 
 // headerTransport adds the configured headers, and the negotiated
 // protocol version where a request names none: the gateway speaks to the

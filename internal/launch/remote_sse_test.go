@@ -95,9 +95,12 @@ func TestRemoteSSE(t *testing.T) {
 	if n := refused.Load(); n != 0 {
 		t.Errorf("%d requests reached the server without the header", n)
 	}
-	// Streamable HTTP to the same server fails: the transport matters.
+	// Streamable HTTP to the same server fails: the transport matters,
+	// and the error names the one to configure.
 	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: hs.URL + "/sse", Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_SSE_TOKEN"}})); err == nil {
 		t.Error("streamable HTTP to an SSE server worked; the test server is not SSE-only")
+	} else if !strings.Contains(err.Error(), "it takes transport: sse") {
+		t.Errorf("streamable HTTP to an SSE server: %v, want the transport named", err)
 	}
 }
 
@@ -221,5 +224,17 @@ func TestRemoteTransportAuto(t *testing.T) {
 	}
 	if deletes.Load() == 0 {
 		t.Error("the probe's session was not deleted")
+	}
+
+	// transport: sse to that Streamable HTTP server fails with the
+	// transport to use instead.
+	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: modern.URL + "/mcp", SSE: true})); err == nil || !strings.Contains(err.Error(), "takes transport: streamable") {
+		t.Errorf("sse to a Streamable HTTP server: %v, want the transport named", err)
+	}
+	// An unreachable SSE server gets no such hint.
+	missing := httptest.NewServer(http.NotFoundHandler())
+	defer missing.Close()
+	if _, err := sseCall(t, NewRemote(RemoteOptions{URL: missing.URL + "/sse", SSE: true})); err == nil || strings.Contains(err.Error(), "takes transport") {
+		t.Errorf("sse to a 404: %v, want an error without the transport hint", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"mcpbox/internal/audit"
@@ -121,7 +122,7 @@ func New(o Options) *Metrics {
 	}, []string{"server"})
 	m.reg.MustRegister(m.calls, m.callDuration, m.approvals, m.egress, m.egressBytes, m.pins,
 		m.restarts, m.sandboxes, m.records, m.approvalWait, m.sandboxStart,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if o.Gauges != nil {
 		m.reg.MustRegister(gaugeCollector{m})
 	}

@@ -74,11 +74,10 @@ type Validator struct {
 	opts ValidatorOptions
 	hc   *http.Client
 
-	mu       sync.Mutex // guards the fields below
-	jwksURI  string
-	keys     *jose.JSONWebKeySet
-	fetched  time.Time // last JWKS fetch
-	fetching bool
+	mu      sync.Mutex // guards the fields below
+	jwksURI string
+	keys    *jose.JSONWebKeySet
+	fetched time.Time // last JWKS fetch
 }
 
 // NewValidator checks opts and returns a Validator. Keys are fetched on

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -562,5 +563,36 @@ func TestInstallLockedReproducesDeps(t *testing.T) {
 	w.reg.requests.Store(0)
 	if p, err := fresh.InstallLocked(ctx, pkg.Pin, lock); err != nil || !p.FromStore || w.reg.requests.Load() != 0 {
 		t.Errorf("second locked install: %+v, %v, %d requests", p, err, w.reg.requests.Load())
+	}
+}
+
+// TestNPMSandboxSeesHostBundle: npm in the install sandbox is pointed at
+// the host's CA bundle (Node trusts only its own list otherwise, so a
+// registry behind a TLS proxy the host trusts failed with
+// SELF_SIGNED_CERT_IN_CHAIN), and that file is readable there, with the
+// host's content.
+func TestNPMSandboxSeesHostBundle(t *testing.T) {
+	want := hostBundle()
+	if want == "" {
+		t.Skip("no system CA bundle on this host")
+	}
+	in := &Installer{AllowDegraded: allowDegraded}
+	spec := in.npmSpec(t.TempDir(), t.TempDir())
+	if !slices.Contains(spec.Env, "NODE_EXTRA_CA_CERTS="+want) {
+		t.Fatalf("install sandbox env %q has no NODE_EXTRA_CA_CERTS=%s", spec.Env, want)
+	}
+	spec.Args = []string{"/bin/sh", "-c", `cat "$NODE_EXTRA_CA_CERTS"`}
+	spec.Limits.Timeout = time.Minute
+	var out, errOut bytes.Buffer
+	res, err := sandbox.Run(ctxT(t), spec, sandbox.Stdio{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !bytes.Equal(out.Bytes(), host) {
+		t.Fatalf("reading %s in the install sandbox: exit %d, %d bytes (host: %d): %s", want, res.ExitCode, out.Len(), len(host), errOut.String())
 	}
 }

@@ -204,19 +204,46 @@ func (in *Installer) npmSpec(tree, cache string, args ...string) sandbox.Spec {
 	if npm == "" {
 		npm = "npm"
 	}
+	env := []string{
+		"npm_config_cache=" + sbxCache, "npm_config_globalconfig=/dev/null",
+		"npm_config_fund=false", "npm_config_audit=false", "npm_config_loglevel=warn",
+		"npm_config_update_notifier=false",
+	}
+	if b := hostBundle(); b != "" {
+		// Node trusts its own CA list, not the system's: a host whose
+		// registry is reached through a TLS proxy trusts that proxy's CA
+		// in the system bundle (npm there reads it through a global
+		// npmrc's cafile, which npm_config_globalconfig leaves out).
+		env = append(env, "NODE_EXTRA_CA_CERTS="+b)
+	}
 	return sandbox.Spec{
-		Args:   append([]string{npm}, args...),
-		Output: tree,
-		Mounts: []sandbox.Mount{{Source: cache, Target: sbxCache, Writable: true}},
-		Dir:    sbxTree,
-		Env: []string{
-			"npm_config_cache=" + sbxCache, "npm_config_globalconfig=/dev/null",
-			"npm_config_fund=false", "npm_config_audit=false", "npm_config_loglevel=warn",
-			"npm_config_update_notifier=false",
-		},
+		Args:          append([]string{npm}, args...),
+		Output:        tree,
+		Mounts:        []sandbox.Mount{{Source: cache, Target: sbxCache, Writable: true}},
+		Dir:           sbxTree,
+		Env:           env,
 		Limits:        in.limits(),
 		AllowDegraded: in.AllowDegraded,
 	}
+}
+
+// bundlePaths are the system CA bundles a sandbox shows at the same path
+// (its /etc binds /etc/ssl/certs and /etc/pki's certificates): Debian's,
+// then Fedora's and RHEL's.
+var bundlePaths = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+}
+
+// hostBundle returns the first of bundlePaths on this host, or "".
+func hostBundle() string {
+	for _, p := range bundlePaths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 // runNPM runs one install sandbox and turns a failure into an error that

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"mcpbox/internal/gateway"
 )
 
 // DefaultMaxMessage bounds one JSON-RPC message either way when
@@ -133,19 +135,12 @@ func readLine(r *bufio.Reader, max int) (line, head []byte, tooLong bool, err er
 	}
 }
 
-// headIDRE finds the id of a response that begins with it.
-var headIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"`)
-
 // reqIDRE finds the id of a request that begins with it.
 var reqIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,`)
 
 // requestID reads the id at the head of an oversized message.
 func requestID(head []byte) (jsonrpc.ID, bool) {
-	return matchID(reqIDRE, head)
-}
-
-func matchID(re *regexp.Regexp, head []byte) (jsonrpc.ID, bool) {
-	m := re.FindSubmatch(head)
+	m := reqIDRE.FindSubmatch(head)
 	if m == nil {
 		return jsonrpc.ID{}, false
 	}
@@ -161,7 +156,7 @@ func matchID(re *regexp.Regexp, head []byte) (jsonrpc.ID, bool) {
 // whose id comes first, its call gets an error instead of waiting.
 func (b *bridge) oversized(head []byte) {
 	b.logf("dropped a message from the server larger than %d bytes", b.max)
-	id, ok := matchID(headIDRE, head)
+	id, ok := gateway.ResponseID(head, nil) // only the head is kept
 	if !ok {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/gateway"
 )
 
 // ErrStreamEnded is the error of a connection's Read once the agent's
@@ -56,7 +57,7 @@ func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRe
 	// The pod is not trusted: a redirect would have the gateway send the
 	// start's secrets or its messages wherever the pod said (plain HTTP
 	// included), and the go-sdk reads a JSON answer whole.
-	client := &http.Client{Transport: boundedBodies{tr, int64(maxMessage) + 1024}, CheckRedirect: noRedirect}
+	client := &http.Client{Transport: gateway.BoundedBodies(tr, int64(maxMessage)+1024, "pod"), CheckRedirect: noRedirect}
 	base := "https://" + addr
 	if err := postStart(ctx, client, base+"/v1/start", start); err != nil {
 		tr.CloseIdleConnections()
@@ -86,7 +87,7 @@ func StartJob(ctx context.Context, addr, podName string, ca *CA, start StartRequ
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: boundedBodies{tr, 64 << 10}, CheckRedirect: noRedirect}
+	client := &http.Client{Transport: gateway.BoundedBodies(tr, 64<<10, "pod"), CheckRedirect: noRedirect}
 	if err := postStart(ctx, client, "https://"+addr+"/v1/start", start); err != nil {
 		return fmt.Errorf("starting the install of pod %s: %w", podName, err)
 	}
@@ -118,47 +119,6 @@ func postStart(ctx context.Context, client *http.Client, url string, start Start
 // noRedirect refuses every redirect: the agent never sends one.
 func noRedirect(r *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("the pod redirected to %s: refused", r.URL.Redacted())
-}
-
-// boundedBodies caps the bytes read of an answer that is not an event
-// stream (whose events scanEvents and the go-sdk's MaxEventSize bound):
-// the go-sdk reads a JSON answer, or an error's body, whole.
-type boundedBodies struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil || resp.Body == nil {
-		return resp, err
-	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
-		resp.Body = &cappedBody{ReadCloser: resp.Body, left: t.max, max: t.max}
-	}
-	return resp, nil
-}
-
-// cappedBody fails a read past max bytes.
-type cappedBody struct {
-	io.ReadCloser
-	left, max int64
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
-			return 0, err // the end, exactly at the limit
-		}
-		return 0, fmt.Errorf("the pod's answer is larger than %d bytes", b.max)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
 }
 
 // conn is the connection Connect returns.

@@ -22,6 +22,32 @@
 // namespace, which owns none of the sandbox's other namespaces: no
 // capability the workload could come by there counts over the sandbox's
 // mounts, network or processes (workload_linux.go, fork_unsafe.go).
+//
+// The init need not be mcpbox itself: a lean init binary, [InitName]
+// (cmd/mcpbox-init), next to the executable is started instead when it
+// comes from the very same build (module version or VCS revision, Go
+// version, build settings) and is owned and writable only by root or the
+// executable's owner; it is opened once and executed through that
+// descriptor. Anything less falls back to re-executing mcpbox
+// (initbin_linux.go). It saves the gateway's package inits on every start.
+//
+// Start may be cut in two (warm_linux.go): [Prepare] builds everything but
+// the workload (init, namespaces, cgroup, egress proxy, root, loopback)
+// and the init waits on its control socket; [Prepared.Start] sends the
+// command, environment, directory and stdio, and the init goes on as
+// after a cold start (Landlock, capabilities, seccomp, exec). Every wall
+// is the Spec's, so a Spec is only started in a sandbox prepared from an
+// equal one ([Prepared.Matches]: all but Args, Env, Dir and the secrets;
+// a Spec with an ID or a network is never prepared). [Pool] keeps a
+// bounded number prepared for serve's warm pool, refills in the
+// background, passes over one whose init died while it waited, and
+// starts cold when none matches.
+//
+// With a credential-injecting Network, the proxy's CA and trust bundle
+// are bound into the sandbox at TrustCAPath and TrustBundlePath and over
+// the system bundle: the host's, or in an image root every usual bundle
+// path the image resolves to, links followed inside the root
+// (trust_linux.go).
 // A Spec is plain data; [Compile]-like conversion from config lives with the
 // caller. Nothing here parses MCP.
 package sandbox

@@ -146,3 +146,38 @@ func TestLeanInit(t *testing.T) {
 		t.Errorf("the workload wrote to /etc:\n%s", got)
 	}
 }
+
+// TestInitCheckNamesUnstampedMcpbox: when mcpbox itself carries no VCS
+// stamp (-buildvcs=false, a git worktree) or comes from a modified tree,
+// doctor's reason names mcpbox's build and how to build both, not the
+// init next to it; a stamped or released mcpbox passes.
+func TestInitCheckNamesUnstampedMcpbox(t *testing.T) {
+	bi := func(version string, kv ...string) *debug.BuildInfo {
+		b := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "mcpbox", Version: version}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string // "" for identified
+	}{
+		{"-buildvcs=false or a worktree", bi("(devel)", "-buildvcs", "false"), "no version-control stamp"},
+		{"modified tree", bi("(devel)", "vcs.revision", "abc", "vcs.modified", "true"), "modified tree"},
+		{"clean revision", bi("(devel)", "vcs.revision", "abc", "vcs.modified", "false"), ""},
+		{"release", bi("v1.2.0"), ""},
+	} {
+		err := identified(c.bi)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want identified", c.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "go build ./cmd/mcpbox ./cmd/mcpbox-init") {
+			t.Errorf("%s: %v, want %q and the build command", c.name, err, c.want)
+		}
+	}
+}

@@ -47,10 +47,18 @@ func NewPool(spec Spec, size int) *Pool {
 // start would be.
 func (p *Pool) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
 	defer p.refill() // after a take, or a failed Prepare forgotten
-	if w := p.take(ctx, spec); w != nil {
-		return w.Start(ctx, spec, stdio)
+	for {
+		w := p.take(ctx, spec)
+		if w == nil {
+			return Start(ctx, spec, stdio)
+		}
+		if w.alive() {
+			return w.Start(ctx, spec, stdio)
+		}
+		// Its init died while it waited (killed from outside, OOM): the
+		// start must not fail for it; the next one or a cold start serves.
+		w.Close()
 	}
-	return Start(ctx, spec, stdio)
 }
 
 // take removes a prepared sandbox from the pool if spec matches the

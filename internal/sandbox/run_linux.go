@@ -30,6 +30,9 @@ type Sandbox struct {
 	// Degraded lists the layers missing on this host that the Spec
 	// accepted to lose.
 	Degraded []Layer
+	// Prepared: the sandbox was prepared in advance (Prepare, a Pool's
+	// warm one) and Start only sent it the workload.
+	Prepared bool
 
 	spec    Spec
 	cmd     *exec.Cmd

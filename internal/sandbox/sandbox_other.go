@@ -22,6 +22,7 @@ func Main() {}
 type Sandbox struct {
 	ID       string
 	Degraded []Layer
+	Prepared bool
 }
 
 // Start fails outside Linux.
@@ -90,5 +91,7 @@ func (p *Prepared) Start(context.Context, Spec, Stdio) (*Sandbox, error) {
 
 // Close is never reached outside Linux.
 func (p *Prepared) Close() {}
+
+func (p *Prepared) alive() bool { return false }
 
 func warmKey(Spec) string { return "" }

@@ -169,10 +169,23 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	}
 	sb.spec = spec
 	sb.start = time.Now()
+	sb.Prepared = true
 	sb.stopCtx()
 	sb.stopCtx = context.AfterFunc(ctx, sb.Kill)
 	sb.watch(ctx)
 	return sb, nil
+}
+
+// alive reports whether p's init still waits for its workload: its end of
+// the control socket has not hung up and has sent nothing (the init
+// speaks only after the claim).
+func (p *Prepared) alive() bool {
+	if p.sb.ctl == nil {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(p.sb.ctl.Fd()), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
 }
 
 // Close kills a prepared sandbox that was never started and waits for it.

@@ -1,13 +1,3 @@
-// Package telemetry sets up OpenTelemetry tracing for `mcpbox serve`
-// from the standard OTEL_* variables: spans exported over OTLP/HTTP
-// (protobuf) to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-// OTEL_EXPORTER_OTLP_ENDPOINT. Off by default: without an endpoint (or
-// with OTEL_TRACES_EXPORTER=none) FromEnv returns nil and nothing is
-// exported or even recorded.
-//
-// It only builds the exporter and the tracer provider; what goes into a
-// span is the guard's (internal/guard/trace.go). It imports no other
-// mcpbox package.
 package telemetry
 
 import (

@@ -43,6 +43,9 @@ type Sandbox struct {
 	Artifacts []string
 	Started   time.Time
 	Ready     time.Time // when it was up (set by the observer), for its start latency
+	// Prepared: it started from a sandbox of its server's warm pool
+	// (sandbox.warm_pool), not cold; set before Add.
+	Prepared bool
 	// Stats, if set, reads the sandbox's resource use.
 	Stats func() (cgroup.Stats, error)
 	// Pod is the Kubernetes pod that runs it (kubernetes backend), and

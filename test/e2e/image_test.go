@@ -44,18 +44,37 @@ func imImage(t *testing.T, serverName string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return imBuild(t, []imEntry{
+		{"usr/", "", nil}, {"usr/local/", "", nil}, {"usr/local/bin/", "", nil}, {"usr/local/bin/mcpserver", "", body},
+		{"etc/", "", nil}, {"etc/image-release", "", []byte(serverName + "\n")}, {"app/", "", nil},
+	}, v1.Config{
+		Entrypoint: []string{"mcpserver"}, Cmd: []string{"-name", serverName},
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "IMAGE_VAR=set-by-image", "HOME=/root"},
+		WorkingDir: "/app", User: "1000",
+	})
+}
+
+// imEntry is one file of an image's single layer: a directory when name
+// ends in "/", a symlink to link when link is set, else a regular file
+// (mode 0755) holding body.
+type imEntry struct {
+	name, link string
+	body       []byte
+}
+
+// imBuild is a linux image of the host's architecture with one layer of
+// entries and the config cfg.
+func imBuild(t *testing.T, entries []imEntry, cfg v1.Config) v1.Image {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, e := range []struct {
-		name string
-		body []byte
-	}{
-		{"usr/", nil}, {"usr/local/", nil}, {"usr/local/bin/", nil}, {"usr/local/bin/mcpserver", body},
-		{"etc/", nil}, {"etc/image-release", []byte(serverName + "\n")}, {"app/", nil},
-	} {
+	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Mode: 0o755, Typeflag: tar.TypeReg, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0)}
-		if strings.HasSuffix(e.name, "/") {
+		switch {
+		case strings.HasSuffix(e.name, "/"):
 			h.Typeflag = tar.TypeDir
+		case e.link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, e.link, 0o777
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
@@ -82,13 +101,8 @@ func imImage(t *testing.T, serverName string) v1.Image {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config = v1.Config{
-		Entrypoint: []string{"mcpserver"}, Cmd: []string{"-name", serverName},
-		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "IMAGE_VAR=set-by-image", "HOME=/root"},
-		WorkingDir: "/app", User: "1000",
-	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
+	cf.Config = cfg
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
 	return img

@@ -1,22 +1,15 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // injImage is an image of the test MCP server whose own trust bundles
@@ -30,12 +23,7 @@ func injImage(t *testing.T, otherCA string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range []struct {
-		name, link string
-		body       []byte
-	}{
+	return imBuild(t, []imEntry{
 		{"usr/", "", nil}, {"usr/local/", "", nil}, {"usr/local/bin/", "", nil}, {"usr/local/bin/mcpserver", "", body},
 		{"etc/", "", nil}, {"etc/ssl/", "", nil}, {"etc/ssl/certs/", "", nil},
 		{"etc/ssl/certs/ca-certificates.crt", "", []byte(otherCA)},
@@ -45,45 +33,8 @@ func injImage(t *testing.T, otherCA string) v1.Image {
 		{"etc/pki/tls/", "", nil}, {"etc/pki/tls/certs/", "", nil},
 		{"etc/pki/tls/certs/ca-bundle.crt", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", nil},
 		{"app/", "", nil}, {"app/other-ca.pem", "", []byte(otherCA)},
-	} {
-		h := &tar.Header{Name: e.name, Mode: 0o755, Typeflag: tar.TypeReg, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0)}
-		switch {
-		case strings.HasSuffix(e.name, "/"):
-			h.Typeflag = tar.TypeDir
-		case e.link != "":
-			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, e.link, 0o777
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(e.body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config = v1.Config{Entrypoint: []string{"mcpserver"}, Cmd: []string{"-name", "inject-image"},
-		Env: []string{"PATH=/usr/local/bin"}, WorkingDir: "/app", User: "1000"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	return img
+	}, v1.Config{Entrypoint: []string{"mcpserver"}, Cmd: []string{"-name", "inject-image"},
+		Env: []string{"PATH=/usr/local/bin"}, WorkingDir: "/app", User: "1000"})
 }
 
 // TestInjectImage: a server run from an image, with its token injected

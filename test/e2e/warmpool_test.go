@@ -12,8 +12,9 @@ import (
 
 // sandbox.warm_pool: serve prepares a sandbox before any client comes,
 // the first session's server runs in it (the init that waited is the
-// server's parent), the pool prepares the next one, and serve's stop
-// ends them all.
+// server's parent), serve logs the start as pooled and ps --json marks
+// the sandbox "prepared", the pool prepares the next one, and serve's
+// stop ends them all.
 func TestServeWarmPool(t *testing.T) {
 	m := gwBenchMode()
 	path := gwConfig(t, m, "solo")
@@ -58,6 +59,14 @@ func TestServeWarmPool(t *testing.T) {
 	}
 	if !strings.Contains(server, "mcpserver -name solo") {
 		t.Fatalf("the prepared init %d does not run the server; its children: %q", waiting, server)
+	}
+	// Seen from outside: serve's log line and ps --json say it was pooled.
+	if !strings.Contains(g.logs.String(), `msg="server sandbox started" server=solo from="warm pool" start=`) {
+		t.Errorf("no info line of the pooled start in serve's log:\n%s", g.logs)
+	}
+	out, err := m.command(ctx, "ps", "--json", "--config", path).Output()
+	if err != nil || !strings.Contains(string(out), `"server":"solo"`) || !strings.Contains(string(out), `"prepared":true`) {
+		t.Errorf("ps --json after a pooled start (%v):\n%s", err, out)
 	}
 	if inits := waitInits(t, serve, 2); len(inits) != 2 {
 		t.Fatalf("%d sandboxes after the first start, want the server's and a new prepared one", len(inits))
