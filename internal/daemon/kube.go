@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/launch"
@@ -251,16 +252,27 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 	if err != nil {
 		return fmt.Errorf("server %s: reading the npm configuration: %w", s.Name, err)
 	}
-	for dart := range npm.Auth {
-		for _, r := range rules {
-			if strings.HasPrefix(strings.TrimPrefix(dart, "//"), r.Host+"/") || strings.HasPrefix(strings.TrimPrefix(dart, "//"), r.Host+":") {
-				return fmt.Errorf("server %s: registry %s needs credentials, which are not sent to pods' installs yet; build an image with the package and use image: (backend kind: kubernetes)", s.Name, r.Host)
-			}
-		}
+	if err := installCredentials(npm, rules); err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
 	}
 	kc.egress.addInstall(s.Name, rules)
 	ko.Pod = po
 	ko.Install = &launch.KubeInstall{Package: s.Package, PackageJSON: pj, Lockfile: lock}
+	return nil
+}
+
+// installCredentials refuses an install whose registries (rules) the
+// user's npm config has credentials for: they would have to reach the
+// pod's install, which is not done yet (never through the pod spec).
+func installCredentials(npm pkginstall.NPMConfig, rules []egress.Rule) error {
+	for dart := range npm.Auth {
+		host := strings.TrimPrefix(dart, "//")
+		for _, r := range rules {
+			if strings.HasPrefix(host, r.Host+"/") || strings.HasPrefix(host, r.Host+":") {
+				return fmt.Errorf("registry %s needs credentials, which are not sent to pods' installs yet; build an image with the package and use image: (backend kind: kubernetes)", r.Host)
+			}
+		}
+	}
 	return nil
 }
 

@@ -128,3 +128,23 @@ func TestKubeEgressInstall(t *testing.T) {
 		t.Errorf("install token: %q %v %v", srv, exp, err)
 	}
 }
+
+// TestKubeInstallCredentials: a registry of the lockfile that the user's
+// npm config has credentials for is refused for pods (they are not sent
+// to the install); credentials for other registries do not matter.
+func TestKubeInstallCredentials(t *testing.T) {
+	rules, err := pkginstall.LockfileRegistryRules([]byte(`{"packages":{"node_modules/x":{"resolved":"https://npm.corp.example/x/-/x-1.0.0.tgz"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{"//registry.npmjs.org/": {Token: "t"}}}
+	if err := installCredentials(other, rules); err != nil {
+		t.Errorf("another registry's token refused the install: %v", err)
+	}
+	for _, dart := range []string{"//npm.corp.example/", "//npm.corp.example:443/", "//npm.corp.example/scope/"} {
+		c := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{dart: {Token: "t"}}}
+		if err := installCredentials(c, rules); err == nil || !strings.Contains(err.Error(), "needs credentials") {
+			t.Errorf("%s: %v, want a refusal", dart, err)
+		}
+	}
+}
