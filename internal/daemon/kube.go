@@ -9,14 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/launch"
@@ -171,8 +169,8 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			return podagent.Connect(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
 		},
 	}
-	startJob := func(ctx context.Context, addr, pod string, env map[string]string) error {
-		return podagent.StartJob(ctx, addr, pod, ca, podagent.StartRequest{Env: env})
+	startJob := func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) error {
+		return podagent.StartJob(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
 	}
 	if s.Package != "" {
 		if err := w.kubeInstall(&ko, kc, s); err != nil {
@@ -201,7 +199,11 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 		ko.Install.StartJob = startJob
 		ko.Install.Env = func(ctx context.Context, pod string) (map[string]string, error) {
 			kc.egress.waitReady(ctx, kc, w.log)
-			return kc.egress.envTTL(w.book, pod, installServer(s.Name), installTokenTTL)
+			env, err := kc.egress.envTTL(w.book, pod, installServer(s.Name), installTokenTTL)
+			if err == nil && ko.Install.Files != nil {
+				env["npm_config_userconfig"] = kube.InstallSecretsDir + "/npmrc"
+			}
+			return env, err
 		}
 	}
 	if w.guard != nil {
@@ -252,26 +254,26 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 	if err != nil {
 		return fmt.Errorf("server %s: reading the npm configuration: %w", s.Name, err)
 	}
-	if err := installCredentials(npm, rules); err != nil {
+	// The registries' credentials go to the install over its agent's
+	// channel (a file in its memory-backed dir), never into the pod's
+	// spec; the book learns them.
+	rc, creds, err := npm.LockfileNPMRC(lock)
+	if err != nil {
 		return fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	for i, v := range creds {
+		if w.book == nil {
+			break
+		}
+		if err := w.book.Add(fmt.Sprintf("npm registry credential %d of %s", i, s.Name), []byte(v)); err != nil {
+			return fmt.Errorf("server %s: %w", s.Name, err)
+		}
 	}
 	kc.egress.addInstall(s.Name, rules)
 	ko.Pod = po
 	ko.Install = &launch.KubeInstall{Package: s.Package, PackageJSON: pj, Lockfile: lock}
-	return nil
-}
-
-// installCredentials refuses an install whose registries (rules) the
-// user's npm config has credentials for: they would have to reach the
-// pod's install, which is not done yet (never through the pod spec).
-func installCredentials(npm pkginstall.NPMConfig, rules []egress.Rule) error {
-	for dart := range npm.Auth {
-		host := strings.TrimPrefix(dart, "//")
-		for _, r := range rules {
-			if strings.HasPrefix(host, r.Host+"/") || strings.HasPrefix(host, r.Host+":") {
-				return fmt.Errorf("registry %s needs credentials, which are not sent to pods' installs yet; build an image with the package and use image: (backend kind: kubernetes)", r.Host)
-			}
-		}
+	if rc != nil {
+		ko.Install.Files = map[string][]byte{"npmrc": rc}
 	}
 	return nil
 }

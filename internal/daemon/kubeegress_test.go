@@ -129,22 +129,23 @@ func TestKubeEgressInstall(t *testing.T) {
 	}
 }
 
-// TestKubeInstallCredentials: a registry of the lockfile that the user's
-// npm config has credentials for is refused for pods (they are not sent
-// to the install); credentials for other registries do not matter.
+// TestKubeInstallCredentials: the install's npmrc holds the user's
+// credentials for the lockfile's registries only (host-level), none for
+// another registry; without a credential that applies there is none.
 func TestKubeInstallCredentials(t *testing.T) {
-	rules, err := pkginstall.LockfileRegistryRules([]byte(`{"packages":{"node_modules/x":{"resolved":"https://npm.corp.example/x/-/x-1.0.0.tgz"}}}`))
+	lock := []byte(`{"packages":{"node_modules/x":{"resolved":"https://npm.corp.example/x/-/x-1.0.0.tgz"},` +
+		`"node_modules/y":{"resolved":"https://npm.corp.example/y/-/y-1.0.0.tgz"}}}`)
+	other := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{"//registry.npmjs.org/": {Token: "npm-secret"}}}
+	if rc, vals, err := other.LockfileNPMRC(lock); err != nil || rc != nil || vals != nil {
+		t.Errorf("another registry's token: %q %q %v", rc, vals, err)
+	}
+	c := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{"//npm.corp.example/": {Token: "corp-secret"},
+		"//registry.npmjs.org/": {Token: "npm-secret"}}}
+	rc, vals, err := c.LockfileNPMRC(lock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{"//registry.npmjs.org/": {Token: "t"}}}
-	if err := installCredentials(other, rules); err != nil {
-		t.Errorf("another registry's token refused the install: %v", err)
-	}
-	for _, dart := range []string{"//npm.corp.example/", "//npm.corp.example:443/", "//npm.corp.example/scope/"} {
-		c := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{dart: {Token: "t"}}}
-		if err := installCredentials(c, rules); err == nil || !strings.Contains(err.Error(), "needs credentials") {
-			t.Errorf("%s: %v, want a refusal", dart, err)
-		}
+	if string(rc) != "//npm.corp.example/:_authToken=corp-secret\n" || len(vals) != 1 || vals[0] != "corp-secret" {
+		t.Errorf("npmrc %q, values %q", rc, vals)
 	}
 }

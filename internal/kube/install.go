@@ -18,9 +18,10 @@ const (
 	// InstallContainer is the name of the init container that installs
 	// the package.
 	InstallContainer = "install"
-	// installSecretsDir is the install container's own memory emptyDir
-	// for files the gateway sends it (not the server's SecretsDir).
-	installSecretsDir = "/run/mcpbox/install-secrets"
+	// InstallSecretsDir is the install container's own memory emptyDir
+	// for files the gateway sends it (a registry's npmrc); the server's
+	// container does not mount it.
+	InstallSecretsDir = "/run/mcpbox/install-secrets"
 )
 
 // Install describes the init container of a package server's pod: the
@@ -58,7 +59,7 @@ rm -rf ` + PackageDir + `/.npm-cache`}
 func InstallCommand(agentPath string) []string {
 	cmd := AgentCommand(agentPath, InstallScript())
 	i := slices.Index(cmd, SecretsDir)
-	cmd[i] = installSecretsDir // the server's container never mounts it
+	cmd[i] = InstallSecretsDir // the server's container never mounts it
 	return slices.Insert(cmd, 2, "--once")
 }
 
@@ -103,7 +104,7 @@ func addInstall(p *corev1.Pod, o PodOptions) {
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "tmp", MountPath: "/tmp"},
 			{Name: "tls", MountPath: TLSDir, ReadOnly: true},
-			{Name: "install-secrets", MountPath: installSecretsDir},
+			{Name: "install-secrets", MountPath: InstallSecretsDir},
 			{Name: "pkg-lock", MountPath: LockDir, ReadOnly: true},
 			{Name: "pkg", MountPath: PackageDir},
 		},

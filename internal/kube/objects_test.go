@@ -286,7 +286,7 @@ func TestPodInstall(t *testing.T) {
 		t.Error("the install mounts the server's secrets dir")
 	}
 	cmd := strings.Join(ic.Command, " ")
-	if !strings.HasPrefix(cmd, "/mcpbox agent --once ") || !strings.Contains(cmd, "--secrets-dir "+installSecretsDir+" ") ||
+	if !strings.HasPrefix(cmd, "/mcpbox agent --once ") || !strings.Contains(cmd, "--secrets-dir "+InstallSecretsDir+" ") ||
 		strings.Contains(cmd, SecretsDir+" ") || !strings.Contains(cmd, "npm ci --ignore-scripts") {
 		t.Errorf("install command: %q", cmd)
 	}

@@ -27,8 +27,11 @@ type KubeInstall struct {
 	// proxy's, with a token whose allowlist is the registry only, sent
 	// over the install agent's mutual-TLS channel (never the pod spec).
 	Env func(ctx context.Context, pod string) (map[string]string, error)
+	// Files are written into the install's own memory-backed secrets dir
+	// (kube.InstallSecretsDir) by its agent: the registries' npmrc.
+	Files map[string][]byte
 	// StartJob starts the install container's agent (podagent.StartJob).
-	StartJob func(ctx context.Context, addr, pod string, env map[string]string) error
+	StartJob func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) error
 }
 
 // configMapName is the name of the package's ConfigMap: per gateway,
@@ -82,7 +85,7 @@ func (k *Kube) install(ctx context.Context, pod string) (*corev1.Pod, error) {
 	addr := net.JoinHostPort(p.Status.PodIP, strconv.Itoa(kube.AgentPort))
 	delay := 20 * time.Millisecond
 	for {
-		err = in.StartJob(ctx, addr, pod, env)
+		err = in.StartJob(ctx, addr, pod, env, in.Files)
 		if err == nil || !isRefused(err) || ctx.Err() != nil {
 			break
 		}

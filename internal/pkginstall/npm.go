@@ -481,11 +481,52 @@ func (t *tailBuffer) summary() string {
 	return msg
 }
 
+// LockfileNPMRC is an npmrc with the user's credentials for the
+// registries lock's packages resolve to, and nothing else (one
+// host-level entry each), for an install elsewhere (a pod's); values are
+// the credentials in it, for redaction. No credential applies: nil.
+func (c NPMConfig) LockfileNPMRC(lock []byte) (rc []byte, values []string, err error) {
+	regs, err := lockfileURLs(lock)
+	if err != nil {
+		return nil, nil, err
+	}
+	var b bytes.Buffer
+	seen := map[string]bool{}
+	for _, u := range regs {
+		cr, ok := c.CredentialFor(u)
+		nerf := "//" + u.Host + "/"
+		if !ok || seen[nerf] {
+			continue
+		}
+		seen[nerf] = true
+		if cr.Token != "" {
+			fmt.Fprintf(&b, "%s:_authToken=%s\n", nerf, cr.Token)
+			values = append(values, cr.Token)
+		} else if cr.Basic != "" {
+			fmt.Fprintf(&b, "%s:_auth=%s\n", nerf, cr.Basic)
+			values = append(values, cr.Basic)
+		}
+	}
+	if b.Len() == 0 {
+		return nil, nil, nil
+	}
+	return b.Bytes(), values, nil
+}
+
 // LockfileRegistryRules are the egress rules of the hosts an `npm ci` of
 // lock (a package-lock.json) downloads from: each package's resolved
 // URL's host and port. A package without one (a link, a bundled
 // dependency) needs none.
 func LockfileRegistryRules(lock []byte) ([]egress.Rule, error) {
+	regs, err := lockfileURLs(lock)
+	if err != nil {
+		return nil, err
+	}
+	return registryRules(regs)
+}
+
+// lockfileURLs are the resolved URLs of lock's packages, by host.
+func lockfileURLs(lock []byte) ([]*url.URL, error) {
 	var lf struct {
 		Packages map[string]struct {
 			Resolved string `json:"resolved"`
@@ -507,5 +548,5 @@ func LockfileRegistryRules(lock []byte) ([]egress.Rule, error) {
 	}
 	// The proxy's config is compared as text: one order.
 	slices.SortFunc(regs, func(a, b *url.URL) int { return strings.Compare(a.Host, b.Host) })
-	return registryRules(regs)
+	return regs, nil
 }

@@ -218,3 +218,93 @@ func TestKubePackageServer(t *testing.T) {
 		t.Fatalf("the gateway's log does not say the pod's install failed its integrity check:\n%s", logs)
 	}
 }
+
+// TestKubePackagePrivateRegistry: a registry that wants a token (the
+// user's .npmrc, `${NPM_TOKEN}`): the pod's install gets it as a file
+// over its agent's channel and installs; the token is in no object of
+// the namespace (pods, ConfigMaps, Secrets: not in etcd) and the proxy
+// shows the install's fetches allowed.
+func TestKubePackagePrivateRegistry(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the kubernetes test node needs root")
+	}
+	if l, err := net.Listen("tcp", ":3128"); err != nil {
+		t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
+	} else {
+		l.Close()
+	}
+	modules := requireNode(t)
+	if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol/server-memory/package.json")); err != nil {
+		t.Skipf("server-memory not installed: %v", err)
+	}
+	const token = "npm-private-token-0123456789abcdef"
+	reg := newNPMRegistry(t, modules)
+	reg.token = token
+	cluster := kubetest.Shared(t)
+	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
+	cluster.CreateNamespace(t, ns)
+	kcfg, err := kube.LoadKubeconfig(cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kube.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	agent, _ := kubeBins(t)
+	dir := gwDir(t, mode{uid: -1})
+	c := map[string]any{
+		"version": 1, "state_dir": filepath.Join(dir, "state"),
+		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
+		"backend": map[string]any{"kind": "kubernetes", "namespace": ns, "kubeconfig": cluster.Kubeconfig,
+			"agent_path": agent, "base_images": map[string]string{"npm": "mcpbox.test/node:22"}},
+		"servers": map[string]any{"memory": map[string]any{
+			"package": "npm:@modelcontextprotocol/server-memory",
+			"env":     map[string]string{"MEMORY_FILE_PATH": "/tmp/memory.jsonl"},
+			"tools":   map[string]any{"allow": []string{"*"}},
+		}},
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	cfgPath := filepath.Join(dir, "mcpbox.yaml")
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(strings.TrimSuffix(reg.url(), "/"), "http:")
+	if err := os.WriteFile(filepath.Join(dir, ".npmrc"), []byte(host+"/:_authToken=${NPM_TOKEN}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := gwServe(t, mode{uid: -1}, cfgPath, "TOK_ALICE=alice-token-0123456789abcdef", "NPM_CONFIG_REGISTRY="+reg.url(),
+		"HOME="+dir, "NPM_TOKEN="+token)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// The host installed and pinned already; what comes now is the pod's.
+	before, refusedBefore := reg.requests.Load(), reg.refused.Load()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	tools, err := alice.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 {
+		for _, p := range (&kubeEnv{client: client, ns: ns}).pods(t) {
+			out, _ := cluster.Node.Logs(ns, p.Name, kube.InstallContainer)
+			t.Logf("pod %s install log:\n%s", p.Name, out)
+		}
+		t.Fatalf("tools/list: %v\n%s", err, g.logs)
+	}
+	if reg.requests.Load() == before || reg.refused.Load() != refusedBefore {
+		t.Errorf("the pod's install made %d requests to the registry, %d of them without the token",
+			reg.requests.Load()-before, reg.refused.Load()-refusedBefore)
+	}
+	// The token is in no object of the namespace.
+	for _, res := range []kube.Resource{kube.Pods, kube.ConfigMaps, kube.Secrets} {
+		var l map[string]any
+		if err := client.List(ctx, res, ns, "", &l); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(l)
+		if strings.Contains(string(raw), token) {
+			t.Errorf("the registry token is in the namespace's %s", res.Plural)
+		}
+	}
+	if strings.Contains(g.logs.String(), token) {
+		t.Error("the registry token is in the gateway's log")
+	}
+}
