@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,11 +37,7 @@ func TestKubePackageServer(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	if l, err := net.Listen("tcp", ":3128"); err != nil {
-		t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
-	} else {
-		l.Close()
-	}
+	awaitProxyPort(t)
 	modules := requireNode(t)
 	memDir := filepath.Join(modules, "@modelcontextprotocol/server-memory")
 	if _, err := os.Stat(filepath.Join(memDir, "package.json")); err != nil {
@@ -228,11 +223,7 @@ func TestKubePackagePrivateRegistry(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	if l, err := net.Listen("tcp", ":3128"); err != nil {
-		t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
-	} else {
-		l.Close()
-	}
+	awaitProxyPort(t)
 	modules := requireNode(t)
 	if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol/server-memory/package.json")); err != nil {
 		t.Skipf("server-memory not installed: %v", err)
