@@ -60,7 +60,29 @@ type Backend struct {
 	// InputClaim, if set, is an existing PersistentVolumeClaim mounted
 	// read-only at /workspace/input (a pod cannot mount a host path).
 	InputClaim string
+	// BaseImages are the images a package server's pod runs on, by
+	// ecosystem ("npm"; "pypi" is not installed into pods yet): they
+	// hold the package manager, its runtime and the agent. Unset:
+	// DefaultBaseImages.
+	BaseImages []EnvVar
 	Meta       Meta
+}
+
+// DefaultBaseImages are the base images of package servers' pods when
+// backend.base_images does not name one: the official Node.js image,
+// pinned by tag (which the user pins by digest where it matters). The
+// agent is expected at agent_path in it (a derived image adds it).
+var DefaultBaseImages = map[string]string{"npm": "docker.io/library/node:22.12.0-bookworm-slim"}
+
+// BaseImage is the base image of ecosystem eco ("npm") for b: its
+// base_images entry, else the default; "" when there is none.
+func (b Backend) BaseImage(eco string) string {
+	for _, e := range b.BaseImages {
+		if e.Name == eco {
+			return e.Value
+		}
+	}
+	return DefaultBaseImages[eco]
 }
 
 // Toleration is a pod toleration of node taints.
@@ -99,6 +121,7 @@ func (c *Config) BackendOf(s *Server) Backend {
 	set("storage_class", func() { b.StorageClass = o.StorageClass })
 	set("gateway_cidrs", func() { b.GatewayCIDRs = o.GatewayCIDRs })
 	set("input_claim", func() { b.InputClaim = o.InputClaim })
+	set("base_images", func() { b.BaseImages = o.BaseImages })
 	return b
 }
 
@@ -134,6 +157,7 @@ func (d *decoder) backend(n *yaml.Node, path string, b *Backend) {
 		{"storage_class", func(v *node, p string) { b.StorageClass = d.str(v, p) }},
 		{"gateway_cidrs", func(v *node, p string) { b.GatewayCIDRs = d.strs(v, p, &b.Meta, "gateway_cidrs", d.str) }},
 		{"input_claim", func(v *node, p string) { b.InputClaim = d.str(v, p) }},
+		{"base_images", func(v *node, p string) { b.BaseImages = d.env(v, p) }},
 	})
 }
 
@@ -169,6 +193,13 @@ func backendNode(b *Backend) *yaml.Node {
 	addStr(m, "storage_class", b.StorageClass)
 	addStrs(m, "gateway_cidrs", b.GatewayCIDRs)
 	addStr(m, "input_claim", b.InputClaim)
+	if b.BaseImages != nil {
+		bi := mapNode()
+		for _, e := range b.BaseImages {
+			addKV(bi, e.Name, scalar("!!str", e.Value))
+		}
+		addKV(m, "base_images", flowIfEmpty(bi))
+	}
 	return m
 }
 
@@ -190,7 +221,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 	}
 	if b.Kind != BackendKubernetes {
 		for _, key := range []string{"namespace", "kubeconfig", "in_cluster", "runtime_class", "image_pull_secrets",
-			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs", "input_claim"} {
+			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs", "input_claim", "base_images"} {
 			if b.Meta.Has(key) && b.Meta.Has("kind") {
 				r.errorf(at(key), "%s.%s: only applies to kind: kubernetes", p, key)
 			}
@@ -254,6 +285,17 @@ func checkBackend(r *collector, b *Backend, p string) {
 	if b.Meta.Has("input_claim") && !dnsSubdomain.MatchString(b.InputClaim) {
 		r.errorf(at("input_claim"), "%s.input_claim: %q is not a PersistentVolumeClaim name", p, b.InputClaim)
 	}
+	for _, e := range b.BaseImages {
+		switch e.Name {
+		case "npm", "pypi":
+		default:
+			r.errorf(e.Pos, "%s.base_images: %q: want npm or pypi", p, e.Name)
+			continue
+		}
+		if err := checkImageRef(e.Value); err != nil {
+			r.errorf(e.Pos, "%s.base_images.%s: %v", p, e.Name, err)
+		}
+	}
 	if b.Meta.Has("storage_class") && b.StorageClass != "default" && !dnsSubdomain.MatchString(b.StorageClass) {
 		r.errorf(at("storage_class"), "%s.storage_class: %q is not a StorageClass name (or default)", p, b.StorageClass)
 	}
@@ -303,12 +345,14 @@ func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
 	switch {
 	case s.Builtin != "":
 		bad(s.Meta.At("builtin"), "the built-in server runs on this host only; give it backend: {kind: local}")
+	case s.Package != "" && !strings.HasPrefix(s.Package, "npm:"):
+		bad(s.Meta.At("package"), "only npm packages are installed into pods; build an image with the package and use image:")
+	case s.Package != "":
+		// The pod's base image: backend.base_images.npm or the default.
 	case s.Image.Ref == "" && b.Image == "":
-		bad(at, "a command or package server needs backend.image (a base image with the agent and the command's runtime)")
+		bad(at, "a command server needs backend.image (a base image with the agent and the command's runtime)")
 	case s.Image.Ref != "" && len(s.Args) == 0:
 		bad(s.Meta.At("image"), "an image server needs args: the whole command (the agent cannot read the image's entrypoint)")
-	case s.Package != "":
-		bad(s.Meta.At("package"), "package servers are not installed into pods yet; build an image with the package and use image:")
 	}
 	if strings.HasPrefix(s.Placement, PlacementGroup) {
 		bad(s.Meta.At("placement"), "groups share a local sandbox; a pod runs one server")

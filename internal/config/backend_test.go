@@ -46,6 +46,35 @@ func TestBackendKubernetes(t *testing.T) {
 	}
 }
 
+// TestBackendPackageServer: an npm package server runs on kubernetes on
+// the npm base image (the default, or base_images' own), which a server's
+// backend overrides and a round trip keeps.
+func TestBackendPackageServer(t *testing.T) {
+	src := kubeTop + "servers:\n  m:\n    package: npm:@modelcontextprotocol/server-memory@2025.4.25\n" +
+		"  n:\n    package: npm:left-pad@1.3.0\n    backend: {base_images: {npm: reg.example/node-agent:22}}\n"
+	c, err := Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.BackendOf(c.Server("m")).BaseImage("npm"), DefaultBaseImages["npm"]; got != want || want == "" {
+		t.Errorf("m's npm base image %q, want the default %q", got, want)
+	}
+	if got := c.BackendOf(c.Server("n")).BaseImage("npm"); got != "reg.example/node-agent:22" {
+		t.Errorf("n's npm base image %q", got)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Load("t.yaml", out)
+	if err != nil {
+		t.Fatalf("reloading %s: %v", out, err)
+	}
+	if got := c2.BackendOf(c2.Server("n")).BaseImage("npm"); got != "reg.example/node-agent:22" {
+		t.Errorf("round trip: %q\n%s", got, out)
+	}
+}
+
 // TestBackendInvalid checks the refusals: bad values, and what a pod
 // cannot do for a server (fail closed at load).
 func TestBackendInvalid(t *testing.T) {
@@ -68,6 +97,9 @@ func TestBackendInvalid(t *testing.T) {
 		{"builtin", kubeTop + "  image: r/b:1\nservers:\n  w:\n    builtin: workspace\n", "the built-in server runs on this host only"},
 		{"image args", kubeTop + "  image: r/b:1\nservers:\n  i:\n    image: r/i:1\n", "an image server needs args"},
 		{"group", kubeTop + "  image: r/b:1\n" + srv + "    placement: group:g\n", "groups share a local sandbox"},
+		{"pypi package", kubeTop + "servers:\n  p:\n    package: pypi:mcp-server-time@1.0.0\n", "only npm packages are installed into pods"},
+		{"base image kind", kubeTop + "  base_images: {cargo: r/c:1}\n" + srv, `base_images: "cargo": want npm or pypi`},
+		{"base image ref", kubeTop + "  image: r/b:1\n  base_images: {npm: \"bad ref\"}\n" + srv, "base_images.npm"},
 		{"url kind", "version: 1\nservers:\n  s:\n    url: https://x.example/mcp\n    backend: {kind: kubernetes, namespace: x, in_cluster: true}\n", "a url server runs elsewhere already"},
 	}
 	for _, tc := range tests {

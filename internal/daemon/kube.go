@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/launch"
+	"mcpbox/internal/pkginstall"
 	"mcpbox/internal/podagent"
 	"mcpbox/internal/specconv"
 )
@@ -167,7 +169,15 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			return podagent.Connect(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
 		},
 	}
-	if len(s.Network.Egress) > 0 || kc.egress.made() {
+	startJob := func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) error {
+		return podagent.StartJob(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
+	}
+	if s.Package != "" {
+		if err := w.kubeInstall(&ko, kc, s); err != nil {
+			return err
+		}
+	}
+	if len(s.Network.Egress) > 0 || kc.egress.made() || ko.Install != nil {
 		// Also without egress once the proxy exists: a reload that took
 		// a server's allowlist away rewrites the proxy's config.
 		if err := kc.egress.ensure(ctx, kc, w.c, s); err != nil {
@@ -179,6 +189,21 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 		ko.ProxyEnv = func(ctx context.Context, pod string) (map[string]string, error) {
 			kc.egress.waitReady(ctx, kc, w.log)
 			return kc.egress.env(w.book, pod, s.Name)
+		}
+	}
+	if ko.Install != nil {
+		// The install reaches the registry through the proxy: the
+		// pod's policy lets it reach the proxy, which lets the server
+		// (no token of its own without network.egress) reach nothing.
+		ko.Proxy = true
+		ko.Install.StartJob = startJob
+		ko.Install.Env = func(ctx context.Context, pod string) (map[string]string, error) {
+			kc.egress.waitReady(ctx, kc, w.log)
+			env, err := kc.egress.envTTL(w.book, pod, installServer(s.Name), installTokenTTL)
+			if err == nil && ko.Install.Files != nil {
+				env["npm_config_userconfig"] = kube.InstallSecretsDir + "/npmrc"
+			}
+			return env, err
 		}
 	}
 	if w.guard != nil {
@@ -193,6 +218,63 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	}
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release
+	return nil
+}
+
+// installTokenTTL bounds an install's proxy token: the install runs
+// within the pod's start.
+const installTokenTTL = 10 * time.Minute
+
+// kubeInstall sets up server s's package install in its pods: the pod
+// runs on the base image, its init container installs the pinned
+// lockfile (from the package installed on this host and pinned in
+// mcpbox.lock) with egress only to the lockfile's registries.
+func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Server) error {
+	pk, ok := w.opts.Packages[s.Name]
+	if !ok {
+		return fmt.Errorf("server %s: package %s is not installed", s.Name, s.Package)
+	}
+	po, err := specconv.KubePackagePod(w.c, s, pk)
+	if err != nil {
+		return err
+	}
+	pj, err := os.ReadFile(filepath.Join(pk.Dir, "package.json"))
+	if err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	lock, err := os.ReadFile(filepath.Join(pk.Dir, "package-lock.json"))
+	if err != nil {
+		return fmt.Errorf("server %s: the pinned lockfile: %w", s.Name, err)
+	}
+	rules, err := pkginstall.LockfileRegistryRules(lock)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	npm, err := pkginstall.LoadNPMConfig(os.Getenv, w.opts.Base)
+	if err != nil {
+		return fmt.Errorf("server %s: reading the npm configuration: %w", s.Name, err)
+	}
+	// The registries' credentials go to the install over its agent's
+	// channel (a file in its memory-backed dir), never into the pod's
+	// spec; the book learns them.
+	rc, creds, err := npm.LockfileNPMRC(lock)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	for i, v := range creds {
+		if w.book == nil {
+			break
+		}
+		if err := w.book.Add(fmt.Sprintf("npm registry credential %d of %s", i, s.Name), []byte(v)); err != nil {
+			return fmt.Errorf("server %s: %w", s.Name, err)
+		}
+	}
+	kc.egress.addInstall(s.Name, rules)
+	ko.Pod = po
+	ko.Install = &launch.KubeInstall{Package: s.Package, PackageJSON: pj, Lockfile: lock}
+	if rc != nil {
+		ko.Install.Files = map[string][]byte{"npmrc": rc}
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/egressproxy"
 	"mcpbox/internal/redact"
@@ -33,6 +35,24 @@ type kubeEgress struct {
 	cfg   []byte // the Secret's config as last written
 	addr  string // the Service's cluster IP and port
 	ready bool   // a proxy pod was seen available
+	// installs are the registry allowlists of package servers' installs,
+	// by server (installServer names them in the proxy's config).
+	installs map[string][]egress.Rule
+}
+
+// installServer is the proxy's name of server's package install: its
+// tokens open the registry only, never the server's own allowlist.
+func installServer(server string) string { return server + "#install" }
+
+// addInstall sets server's install allowlist (before ensure writes the
+// proxy's config).
+func (e *kubeEgress) addInstall(server string, rules []egress.Rule) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.installs == nil {
+		e.installs = map[string][]egress.Rule{}
+	}
+	e.installs[server] = rules
 }
 
 // proxyReadyWait bounds how long a pod's start waits for the first proxy
@@ -96,6 +116,22 @@ func egressServers(c *config.Config, connKey string) (map[string]egressproxy.Ser
 	return out, nil
 }
 
+// proxyServers are the proxy's policies: the servers' allowlists
+// (egressServers) and the package installs' (installServer), of the
+// servers of c in connKey's namespace. e.mu is held.
+func (e *kubeEgress) proxyServers(c *config.Config, connKey string) (map[string]egressproxy.ServerPolicy, error) {
+	servers, err := egressServers(c, connKey)
+	if err != nil {
+		return nil, err
+	}
+	for name, rules := range e.installs {
+		if s := c.Server(name); s != nil && c.IsKubernetes(s) && s.Package != "" && kubeConnKey(c.BackendOf(s)) == connKey {
+			servers[installServer(name)] = egressproxy.ServerPolicy{Rules: rules}
+		}
+	}
+	return servers, nil
+}
+
 // ensure makes the proxy at first need (its Secret, ingress policy,
 // Service and Deployment, all owned by the gateway's owner object) and
 // rewrites its Secret when the allowlists changed (the proxy reads it
@@ -106,7 +142,7 @@ func egressServers(c *config.Config, connKey string) (map[string]egressproxy.Ser
 func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	servers, err := egressServers(c, kc.key)
+	servers, err := e.proxyServers(c, kc.key)
 	if err != nil {
 		return err
 	}
@@ -155,7 +191,14 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 	if agent == "" {
 		agent = config.DefaultAgentPath
 	}
-	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: specconv.KubePod(c, s).Image,
+	img := specconv.KubePod(c, s).Image
+	if s.Package != "" {
+		// A package server's pod runs on its base image, which has
+		// the agent too.
+		eco, _, _ := strings.Cut(s.Package, ":")
+		img = b.BaseImage(eco)
+	}
+	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
 		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
 	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner), nil); err != nil && !kube.IsAlreadyExists(err) {
@@ -182,13 +225,18 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 // env returns pod's proxy environment for server, its token taught to
 // book so that a server that prints it is redacted.
 func (e *kubeEgress) env(book *redact.Book, pod, server string) (map[string]string, error) {
+	return e.envTTL(book, pod, server, proxyTokenTTL)
+}
+
+// envTTL is env with a token good for ttl.
+func (e *kubeEgress) envTTL(book *redact.Book, pod, server string, ttl time.Duration) (map[string]string, error) {
 	e.mu.Lock()
 	key, addr := e.key, e.addr
 	e.mu.Unlock()
 	if key == nil {
 		return nil, fmt.Errorf("the egress proxy is not set up")
 	}
-	tok := egressproxy.Sign(key, pod, server, time.Now().Add(proxyTokenTTL))
+	tok := egressproxy.Sign(key, pod, server, time.Now().Add(ttl))
 	if book != nil {
 		if err := book.Add("egress proxy token of "+pod, []byte(tok)); err != nil {
 			return nil, err

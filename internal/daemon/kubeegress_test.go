@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/pkginstall"
 	"mcpbox/internal/redact"
 )
 
@@ -76,5 +77,75 @@ func TestKubeDoctorFile(t *testing.T) {
 	os.WriteFile(local, []byte("version: 1\nservers:\n  s:\n    command: [srv]\n"), 0o600)
 	if ok, err := KubeDoctorFile(local, &out); ok || err == nil || !strings.Contains(err.Error(), "no backend of kind kubernetes") {
 		t.Errorf("local config: %v %v", ok, err)
+	}
+}
+
+// TestKubeEgressInstall: a package server's install has a proxy policy
+// of its own (SERVER#install: the lockfile's registries only), beside
+// and apart from the server's own allowlist (none here: the server has
+// no policy, so its pods get nothing through the proxy); an install's
+// token names the install, not the server, and expires within minutes.
+func TestKubeEgressInstall(t *testing.T) {
+	src := "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  kubeconfig: /k/config\n" +
+		"servers:\n  mem:\n    package: npm:@modelcontextprotocol/server-memory@2025.4.25\n" +
+		"  gone:\n    package: npm:left-pad@1.3.0\n    backend: {kind: local}\n"
+	c, err := config.Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := []byte(`{"lockfileVersion":3,"packages":{"":{"name":"w"},` +
+		`"node_modules/@modelcontextprotocol/server-memory":{"resolved":"http://127.0.0.1:4873/@modelcontextprotocol/server-memory/-/server-memory-2025.4.25.tgz"},` +
+		`"node_modules/zod":{"resolved":"https://registry.npmjs.org/zod/-/zod-3.0.0.tgz"},"node_modules/linked":{"link":true}}}`)
+	rules, err := pkginstall.LockfileRegistryRules(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 2 || rules[0].Host != "127.0.0.1" || rules[0].Ports[0] != 4873 || rules[1].Host != "registry.npmjs.org" || rules[1].Ports[0] != 443 {
+		t.Fatalf("rules = %+v", rules)
+	}
+	if _, err := pkginstall.LockfileRegistryRules([]byte(`{"packages":{"node_modules/x":{"resolved":"file:../x"}}}`)); err == nil {
+		t.Error("a lockfile resolving to a file: URL was accepted")
+	}
+	e := &kubeEgress{addr: "10.96.0.9:3128"}
+	e.addInstall("mem", rules)
+	e.addInstall("gone", rules) // a local server: not the proxy's
+	servers, err := e.proxyServers(c, kubeConnKey(c.BackendOf(c.Server("mem"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != 1 || len(servers["mem#install"].Rules) != 2 {
+		t.Fatalf("servers = %+v", servers)
+	}
+	e.key, _ = egressproxy.NewKey()
+	env, err := e.envTTL(nil, "mcpbox-mem-1", installServer("mem"), installTokenTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(env["HTTP_PROXY"])
+	tok, _ := u.User.Password()
+	srv, exp, err := egressproxy.Verify(e.key, "mcpbox-mem-1", tok, time.Now())
+	if err != nil || srv != "mem#install" || exp.After(time.Now().Add(installTokenTTL)) {
+		t.Errorf("install token: %q %v %v", srv, exp, err)
+	}
+}
+
+// TestKubeInstallCredentials: the install's npmrc holds the user's
+// credentials for the lockfile's registries only (host-level), none for
+// another registry; without a credential that applies there is none.
+func TestKubeInstallCredentials(t *testing.T) {
+	lock := []byte(`{"packages":{"node_modules/x":{"resolved":"https://npm.corp.example/x/-/x-1.0.0.tgz"},` +
+		`"node_modules/y":{"resolved":"https://npm.corp.example/y/-/y-1.0.0.tgz"}}}`)
+	other := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{"//registry.npmjs.org/": {Token: "npm-secret"}}}
+	if rc, vals, err := other.LockfileNPMRC(lock); err != nil || rc != nil || vals != nil {
+		t.Errorf("another registry's token: %q %q %v", rc, vals, err)
+	}
+	c := pkginstall.NPMConfig{Auth: map[string]pkginstall.Credential{"//npm.corp.example/": {Token: "corp-secret"},
+		"//registry.npmjs.org/": {Token: "npm-secret"}}}
+	rc, vals, err := c.LockfileNPMRC(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rc) != "//npm.corp.example/:_authToken=corp-secret\n" || len(vals) != 1 || vals[0] != "corp-secret" {
+		t.Errorf("npmrc %q, values %q", rc, vals)
 	}
 }

@@ -42,7 +42,7 @@ func PackageServers(c *config.Config) ([]PackageServer, error) {
 	var out []PackageServer
 	var errs config.Errors
 	for _, s := range c.Servers {
-		if c.IsKubernetes(s) {
+		if c.IsKubernetes(s) && s.Package == "" {
 			continue // its command runs in its pod's image as written
 		}
 		var ps PackageServer

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"io"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -166,4 +167,16 @@ func (c *Client) followPod(ctx context.Context, o FollowOptions, pod string) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// PodLogTail returns the last lines (at most 16KiB) of a container's log
+// in a pod, followed or not (an init container's that failed).
+func (c *Client) PodLogTail(ctx context.Context, ns, pod, container string, lines int) ([]byte, error) {
+	q := url.Values{"container": {container}, "tailLines": {strconv.Itoa(lines)}, "limitBytes": {"16384"}}
+	resp, err := c.send(ctx, "GET", Pods.path(ns, pod)+"/log", q, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, 16384))
 }

@@ -168,6 +168,10 @@ type PodOptions struct {
 	ImagePullSecrets []string
 	NodeSelector     map[string]string
 	Tolerations      []corev1.Toleration
+	// Install, if set, installs a package into PackageDir (an emptyDir
+	// the server's container mounts read-only) in an init container
+	// before the server runs.
+	Install *Install
 }
 
 // AgentCommand is the command of a server's container: the mcpbox agent
@@ -275,6 +279,9 @@ func Pod(o PodOptions) *corev1.Pod {
 	}
 	for _, s := range o.ImagePullSecrets {
 		p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	if o.Install != nil {
+		addInstall(p, o)
 	}
 	return p
 }

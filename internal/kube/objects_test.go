@@ -238,3 +238,77 @@ contexts:
 		t.Error("plain HTTP accepted")
 	}
 }
+
+// TestPodInstall: a package server's pod installs in an init container
+// as hardened as the server's, from the package's ConfigMap, into an
+// emptyDir the server mounts read-only; the install's secrets dir is its
+// own (the server never sees what the gateway sent the install).
+func TestPodInstall(t *testing.T) {
+	p := Pod(PodOptions{Name: "p", Gateway: "gw1", Server: "mem", Scope: "abc", Owner: testOwner(),
+		Image: "node:22", Command: AgentCommand("/mcpbox", []string{"node", PackageDir + "/node_modules/x/index.js"}),
+		TLSSecret: "p-tls", Limits: Limits{CPU: 0.5, Memory: 256 << 20},
+		Install: &Install{Image: "node:22", ConfigMap: "p-pkg", AgentPath: "/mcpbox"}})
+	if len(p.Spec.InitContainers) != 1 {
+		t.Fatalf("init containers: %d", len(p.Spec.InitContainers))
+	}
+	ic, srv := p.Spec.InitContainers[0], p.Spec.Containers[0]
+	sc := ic.SecurityContext
+	if sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || *sc.Privileged || !*sc.RunAsNonRoot ||
+		*sc.RunAsUser != RunAsUser || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("install container's security context: %+v", sc)
+	}
+	if ic.Resources.Limits.Memory().Value() != 256<<20 {
+		t.Errorf("install container's limits: %v", ic.Resources.Limits)
+	}
+	mounts := func(c corev1.Container) map[string]corev1.VolumeMount {
+		m := map[string]corev1.VolumeMount{}
+		for _, vm := range c.VolumeMounts {
+			m[vm.Name] = vm
+		}
+		return m
+	}
+	im, sm := mounts(ic), mounts(srv)
+	if vm := im["pkg"]; vm.MountPath != PackageDir || vm.ReadOnly {
+		t.Errorf("install's package mount: %+v", vm)
+	}
+	if vm := sm["pkg"]; vm.MountPath != PackageDir || !vm.ReadOnly {
+		t.Errorf("server's package mount: %+v (want read-only)", vm)
+	}
+	if vm := im["pkg-lock"]; vm.MountPath != LockDir || !vm.ReadOnly {
+		t.Errorf("install's lock mount: %+v", vm)
+	}
+	for _, name := range []string{"pkg-lock", "install-secrets"} {
+		if _, ok := sm[name]; ok {
+			t.Errorf("the server mounts %s", name)
+		}
+	}
+	if _, ok := im["secrets"]; ok {
+		t.Error("the install mounts the server's secrets dir")
+	}
+	cmd := strings.Join(ic.Command, " ")
+	if !strings.HasPrefix(cmd, "/mcpbox agent --once ") || !strings.Contains(cmd, "--secrets-dir "+InstallSecretsDir+" ") ||
+		strings.Contains(cmd, SecretsDir+" ") || !strings.Contains(cmd, "npm ci --ignore-scripts") {
+		t.Errorf("install command: %q", cmd)
+	}
+	for _, v := range p.Spec.Volumes {
+		switch v.Name {
+		case "pkg-lock":
+			if v.ConfigMap == nil || v.ConfigMap.Name != "p-pkg" {
+				t.Errorf("lock volume: %+v", v)
+			}
+		case "install-secrets":
+			if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+				t.Errorf("install secrets volume: %+v", v)
+			}
+		case "pkg":
+			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
+				t.Errorf("package volume: %+v", v)
+			}
+		}
+	}
+	cm := PackageConfigMap("p-pkg", "gw1", "mem", testOwner(), []byte(`{"a":1}`), []byte(`{"lockfileVersion":3}`))
+	if cm.Immutable == nil || !*cm.Immutable || len(cm.OwnerReferences) != 1 || cm.Labels[LabelGateway] != "gw1" ||
+		cm.Data["package-lock.json"] != `{"lockfileVersion":3}` {
+		t.Errorf("configmap: %+v", cm)
+	}
+}

@@ -81,6 +81,9 @@ type KubeOptions struct {
 	Observer Observer
 	// Log is the gateway's log; nil: nothing is logged.
 	Log *slog.Logger
+	// Install, if set, installs the server's package in each pod before
+	// it runs (Pod.Install's ConfigMap is set per start).
+	Install *KubeInstall
 	// Stderr, if set, gets each pod's log (its server's stderr, which the
 	// agent redacted, and the agent's own lines), followed through the
 	// API, line-prefixed with the server's name and redacted again, as a
@@ -119,6 +122,8 @@ func NewKube(o KubeOptions) (*Kube, error) {
 		return nil, fmt.Errorf("server %s: the kubernetes backend needs an image (image: or backend.image)", o.Name)
 	case o.Issue == nil || o.Connect == nil:
 		return nil, errors.New("kubernetes backend: no certificate issuer or agent connector")
+	case (o.Install == nil) != (o.Pod.Install == nil) || o.Install != nil && o.Install.StartJob == nil:
+		return nil, fmt.Errorf("server %s: the kubernetes backend: an install needs its pod's init container and a job starter", o.Name)
 	}
 	for _, s := range o.Secrets {
 		if s.Inject != nil {
@@ -209,6 +214,13 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		}
 		maps.Copy(env, penv) // env is this start's own
 	}
+	if k.o.Install != nil {
+		inst := *po.Install
+		if inst.ConfigMap, err = k.ensureConfigMap(ctx); err != nil {
+			return nil, err
+		}
+		po.Install = &inst
+	}
 	cert, key, ca, err := k.o.Issue(in.pod)
 	if err != nil {
 		return nil, fmt.Errorf("issuing the certificate of pod %s: %w", in.pod, err)
@@ -220,9 +232,14 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 	if err := c.Create(ctx, kube.Pods, ns, kube.Pod(po), nil); err != nil {
 		return nil, err
 	}
-	pod, err := c.WatchPod(ctx, ns, in.pod, podReady)
+	var pod *corev1.Pod
+	if k.o.Install != nil {
+		pod, err = k.install(ctx, in.pod)
+	} else if pod, err = c.WatchPod(ctx, ns, in.pod, podReady); err != nil {
+		err = fmt.Errorf("starting server %s: %w", k.o.Name, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("starting server %s: %w", k.o.Name, err)
+		return nil, err
 	}
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(kube.AgentPort))
 	conn, err := k.connect(ctx, addr, in.pod, env, files)

@@ -480,3 +480,73 @@ func (t *tailBuffer) summary() string {
 	}
 	return msg
 }
+
+// LockfileNPMRC is an npmrc with the user's credentials for the
+// registries lock's packages resolve to, and nothing else (one
+// host-level entry each), for an install elsewhere (a pod's); values are
+// the credentials in it, for redaction. No credential applies: nil.
+func (c NPMConfig) LockfileNPMRC(lock []byte) (rc []byte, values []string, err error) {
+	regs, err := lockfileURLs(lock)
+	if err != nil {
+		return nil, nil, err
+	}
+	var b bytes.Buffer
+	seen := map[string]bool{}
+	for _, u := range regs {
+		cr, ok := c.CredentialFor(u)
+		nerf := "//" + u.Host + "/"
+		if !ok || seen[nerf] {
+			continue
+		}
+		seen[nerf] = true
+		if cr.Token != "" {
+			fmt.Fprintf(&b, "%s:_authToken=%s\n", nerf, cr.Token)
+			values = append(values, cr.Token)
+		} else if cr.Basic != "" {
+			fmt.Fprintf(&b, "%s:_auth=%s\n", nerf, cr.Basic)
+			values = append(values, cr.Basic)
+		}
+	}
+	if b.Len() == 0 {
+		return nil, nil, nil
+	}
+	return b.Bytes(), values, nil
+}
+
+// LockfileRegistryRules are the egress rules of the hosts an `npm ci` of
+// lock (a package-lock.json) downloads from: each package's resolved
+// URL's host and port. A package without one (a link, a bundled
+// dependency) needs none.
+func LockfileRegistryRules(lock []byte) ([]egress.Rule, error) {
+	regs, err := lockfileURLs(lock)
+	if err != nil {
+		return nil, err
+	}
+	return registryRules(regs)
+}
+
+// lockfileURLs are the resolved URLs of lock's packages, by host.
+func lockfileURLs(lock []byte) ([]*url.URL, error) {
+	var lf struct {
+		Packages map[string]struct {
+			Resolved string `json:"resolved"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(lock, &lf); err != nil {
+		return nil, fmt.Errorf("reading the lockfile: %w", err)
+	}
+	var regs []*url.URL
+	for name, p := range lf.Packages {
+		if p.Resolved == "" {
+			continue
+		}
+		u, err := url.Parse(p.Resolved)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("the lockfile's package %q resolves to %q, not a registry URL", name, p.Resolved)
+		}
+		regs = append(regs, u)
+	}
+	// The proxy's config is compared as text: one order.
+	slices.SortFunc(regs, func(a, b *url.URL) int { return strings.Compare(a.Host, b.Host) })
+	return regs, nil
+}

@@ -68,6 +68,12 @@ type Config struct {
 	// leaves, as a container's PID 1 must; it is on anyway when the agent
 	// is PID 1.
 	Reap bool
+	// Once runs Command as a job, not a server (a pod's init container
+	// installing its package): nobody speaks MCP to it, its stdout is
+	// read and dropped, and Run returns nil when it exits with status 0,
+	// its ExitError otherwise, so that the container completes or fails
+	// as the job did.
+	Once bool
 }
 
 // StartRequest is what the gateway sends to /v1/start: the server's
@@ -206,6 +212,20 @@ func (a *agent) supervise(ctx context.Context, cmd *exec.Cmd) error {
 	a.mu.Unlock()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	if a.cfg.Once {
+		select {
+		case err := <-exited:
+			if err == nil {
+				a.logf("the job ended: exit status 0")
+				return nil
+			}
+			return a.ended(cmd, err)
+		case <-ctx.Done():
+			a.logf("stopping the job")
+			a.stop(cmd, exited)
+			return nil
+		}
+	}
 	select {
 	case err := <-exited:
 		return a.ended(cmd, err)

@@ -950,3 +950,37 @@ func TestStopKillsALingeringServer(t *testing.T) {
 		t.Errorf("the agent left children: %v", kids)
 	}
 }
+
+// TestOnceRunsAJob: with --once the agent runs its command as a job once
+// the gateway started it (StartJob, env from the start request, never
+// the command line) and exits with the job's status: 0 completes the
+// container, another status fails it.
+func TestOnceRunsAJob(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		want         int
+	}{
+		{"ok", `test "$JOB_TOKEN" = tok-1 && sleep 0.3 && echo noise`, 0},
+		{"fails", `exit 7`, 7},
+		{"wrong-token", `test "$JOB_TOKEN" = other`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startAgent(t, "pod-"+tc.name, podOpts{flags: []string{"--once"}}, []string{"sh", "-c", tc.script})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := StartJob(ctx, p.addr, p.name, p.ca, StartRequest{Env: map[string]string{"JOB_TOKEN": "tok-1"}}); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t, 10*time.Second); code != tc.want {
+				t.Errorf("the agent exited %d, want %d:\n%s", code, tc.want, p.log())
+			}
+		})
+	}
+	// Another pod's certificate gets nothing started.
+	p := startAgent(t, "pod-x", podOpts{flags: []string{"--once"}}, []string{"true"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := StartJob(ctx, p.addr, "pod-y", p.ca, StartRequest{}); err == nil {
+		t.Error("a start for another pod's name was accepted")
+	}
+}

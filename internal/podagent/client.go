@@ -72,6 +72,28 @@ func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRe
 	return c, nil
 }
 
+// StartJob starts the job of a pod's run-once agent (Config.Once: an
+// install) at addr with start's env and files, over mutual TLS as
+// Connect does; it returns once the agent accepted the start. The job's
+// end is the container's: the caller watches the pod.
+func StartJob(ctx context.Context, addr, podName string, ca *CA, start StartRequest) error {
+	if !podNameRE.MatchString(podName) {
+		return fmt.Errorf("pod name %q is not a DNS label", podName)
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     ca.ClientTLS(podName),
+		ForceAttemptHTTP2:   true,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: gateway.BoundedBodies(tr, 64<<10, "pod"), CheckRedirect: noRedirect}
+	if err := postStart(ctx, client, "https://"+addr+"/v1/start", start); err != nil {
+		return fmt.Errorf("starting the install of pod %s: %w", podName, err)
+	}
+	return nil
+}
+
 func postStart(ctx context.Context, client *http.Client, url string, start StartRequest) error {
 	body, err := json.Marshal(start)
 	if err != nil {

@@ -29,6 +29,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.StartTimeout, "start-timeout", DefaultStartTimeout, "exit if the gateway has not started the server by then")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", DefaultStopTimeout, "the server's grace on stop, before SIGTERM and again before SIGKILL")
 	fs.BoolVar(&cfg.Reap, "reap", false, "wait for the server's orphans (always on as PID 1)")
+	fs.BoolVar(&cfg.Once, "once", false, "run the command as a job (an install), not a server: exit with its status")
 	fs.IntVar(&cfg.MaxMessage, "max-message", DefaultMaxMessage, "largest JSON-RPC message either way, in bytes")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpbox agent --cert FILE --key FILE --ca FILE [flags] -- COMMAND [ARG...]\n\nRuns a stdio MCP server in a pod for the gateway (Kubernetes backend).")

@@ -1,6 +1,9 @@
 package specconv
 
 import (
+	"fmt"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"mcpbox/internal/config"
@@ -59,4 +62,41 @@ func KubePod(c *config.Config, s *config.Server) kube.PodOptions {
 			Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
 	return po
+}
+
+// KubeInstallSize caps a package server pod's installed tree (its
+// emptyDir).
+const KubeInstallSize = 512 << 20
+
+// KubePackagePod is KubePod for a package server installed as p (from
+// Options.Packages): the pod runs on the ecosystem's base image, an init
+// container installs the pinned tree (kube.Install; the backend names
+// its ConfigMap per start) at kube.PackageDir, which the server's
+// command (p.Args, under PackageTarget, the same path) runs from,
+// read-only.
+func KubePackagePod(c *config.Config, s *config.Server, p Package) (kube.PodOptions, error) {
+	eco, _, _ := strings.Cut(s.Package, ":")
+	b := c.BackendOf(s)
+	img := b.BaseImage(eco)
+	if eco != "npm" || img == "" {
+		return kube.PodOptions{}, fmt.Errorf("server %s: %s packages are not installed into pods", s.Name, eco)
+	}
+	if len(p.Args) == 0 {
+		return kube.PodOptions{}, fmt.Errorf("server %s: package %s is not installed", s.Name, s.Package)
+	}
+	agent := b.AgentPath
+	if agent == "" {
+		agent = config.DefaultAgentPath
+	}
+	po := KubePod(c, s)
+	po.Image = img
+	po.Command = kube.AgentCommand(agent, p.Args)
+	for _, e := range p.Env {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			po.Env[k] = v
+		}
+	}
+	po.Install = &kube.Install{Image: img, AgentPath: agent, Size: KubeInstallSize}
+	po.Limits.EphemeralStorage += KubeInstallSize
+	return po, nil
 }

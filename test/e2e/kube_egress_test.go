@@ -120,11 +120,7 @@ func TestKubeEgress(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	if l, err := net.Listen("tcp", ":3128"); err != nil {
-		t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
-	} else {
-		l.Close()
-	}
+	awaitProxyPort(t)
 	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Proxy-Authorization") != "" {
 			t.Errorf("the target saw Proxy-Authorization")
@@ -347,4 +343,21 @@ func TestKubeEgress(t *testing.T) {
 			t.Fatalf("the proxy's Deployment is still there after the gateway stopped: %v", err)
 		}
 	}
+}
+
+// awaitProxyPort waits (bounded) until the host's port 3128 is free: the
+// test node's egress proxy pods bind it, and those of a test that just
+// ended go only once the garbage collector has deleted them. Anything
+// else holding the port skips the test.
+func awaitProxyPort(t *testing.T) {
+	t.Helper()
+	var err error
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		var l net.Listener
+		if l, err = net.Listen("tcp", ":3128"); err == nil {
+			l.Close()
+			return
+		}
+	}
+	t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
 }

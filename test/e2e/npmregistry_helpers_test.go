@@ -27,6 +27,10 @@ import (
 type npmRegistry struct {
 	srv      *httptest.Server
 	requests atomic.Int64
+	// token, if set, is required as "Bearer TOKEN" on every request
+	// (a private registry); refused counts those without it.
+	token   string
+	refused atomic.Int64
 
 	mu sync.Mutex
 	// versions maps a name to its versions' package.json and tarball.
@@ -103,6 +107,11 @@ func (r *npmRegistry) republish(t *testing.T, name, dir string, extra map[string
 
 func (r *npmRegistry) serve(w http.ResponseWriter, req *http.Request) {
 	r.requests.Add(1)
+	if r.token != "" && req.Header.Get("Authorization") != "Bearer "+r.token {
+		r.refused.Add(1)
+		http.Error(w, `{"error":"authentication required"}`, http.StatusUnauthorized)
+		return
+	}
 	p, err := url.PathUnescape(req.URL.EscapedPath())
 	if err != nil {
 		http.Error(w, "bad path", http.StatusBadRequest)
