@@ -20,7 +20,6 @@ import (
 
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/egressproxy"
-	"mcpbox/internal/kube/kubetest"
 )
 
 // kubeEgressAudit: the gateway followed the proxy pods' logs into its
@@ -135,21 +134,9 @@ func TestKubeEgress(t *testing.T) {
 	portA := allowed.Listener.Addr().(*net.TCPAddr).Port
 	portB := other.Listener.Addr().(*net.TCPAddr).Port
 
-	cluster := kubetest.Shared(t)
-	// A namespace of this run's own: the cluster outlives one -count.
-	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
-	cluster.CreateNamespace(t, ns)
-	kcfg, err := kube.LoadKubeconfig(cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kube.New(kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	k := kubeCluster(t)
+	cluster, client, ns, dir := k.cluster, k.client, k.ns, k.dir
 	agent, server := kubeBins(t)
-	dir := gwDir(t, mode{uid: -1})
 	c := map[string]any{
 		"version": 1, "state_dir": filepath.Join(dir, "state"), "audit": map[string]string{"jsonl": filepath.Join(dir, "audit.jsonl")},
 		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},

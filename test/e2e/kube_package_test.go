@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"mcpbox/internal/kube"
-	"mcpbox/internal/kube/kubetest"
 )
 
 // TestKubePackageServer: an npm package server (`package:`, the real
@@ -44,20 +42,9 @@ func TestKubePackageServer(t *testing.T) {
 		t.Skipf("server-memory not installed: %v", err)
 	}
 	reg := newNPMRegistry(t, modules)
-	cluster := kubetest.Shared(t)
-	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
-	cluster.CreateNamespace(t, ns)
-	kcfg, err := kube.LoadKubeconfig(cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kube.New(kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	k := kubeCluster(t)
+	cluster, client, ns, dir := k.cluster, k.client, k.ns, k.dir
 	agent, _ := kubeBins(t)
-	dir := gwDir(t, mode{uid: -1})
 	c := map[string]any{
 		"version": 1, "state_dir": filepath.Join(dir, "state"),
 		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
@@ -231,20 +218,9 @@ func TestKubePackagePrivateRegistry(t *testing.T) {
 	const token = "npm-private-token-0123456789abcdef"
 	reg := newNPMRegistry(t, modules)
 	reg.token = token
-	cluster := kubetest.Shared(t)
-	ns := kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)
-	cluster.CreateNamespace(t, ns)
-	kcfg, err := kube.LoadKubeconfig(cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kube.New(kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	k := kubeCluster(t)
+	cluster, client, ns, dir := k.cluster, k.client, k.ns, k.dir
 	agent, _ := kubeBins(t)
-	dir := gwDir(t, mode{uid: -1})
 	c := map[string]any{
 		"version": 1, "state_dir": filepath.Join(dir, "state"),
 		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},

@@ -46,18 +46,8 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	if os.Geteuid() != 0 {
 		t.Skip("the kubernetes test node needs root")
 	}
-	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)}
-	e.cluster.CreateNamespace(t, e.ns)
-	cfg, err := kube.LoadKubeconfig(e.cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.client, err = kube.New(cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.client.Close)
+	e := kubeCluster(t)
 	agent, server := kubeBins(t)
-	e.dir = gwDir(t, mode{uid: -1})
 	srv := map[string]any{
 		"command": []string{server, "-name", "k"},
 		"secrets": map[string]any{"API_TOKEN": map[string]string{"from": "env:KUBE_E2E_SECRET"},
@@ -86,6 +76,28 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	if err := os.WriteFile(e.config, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// kubeCluster returns the shared cluster with a namespace of this run's
+// own (the cluster outlives one -count), an admin client and a gateway
+// dir; the caller writes the config.
+func kubeCluster(t *testing.T) *kubeEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the kubernetes test node needs root")
+	}
+	e := &kubeEnv{cluster: kubetest.Shared(t), ns: kube.LabelValue(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), 40)}
+	e.cluster.CreateNamespace(t, e.ns)
+	cfg, err := kube.LoadKubeconfig(e.cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.client, err = kube.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.client.Close)
+	e.dir = gwDir(t, mode{uid: -1})
 	return e
 }
 
