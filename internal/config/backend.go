@@ -169,13 +169,7 @@ func backendNode(b *Backend) *yaml.Node {
 	addBool(m, "in_cluster", b.InCluster)
 	addStr(m, "runtime_class", b.RuntimeClass)
 	addStrs(m, "image_pull_secrets", b.ImagePullSecrets)
-	if b.NodeSelector != nil {
-		ns := mapNode()
-		for _, e := range b.NodeSelector {
-			addKV(ns, e.Name, scalar("!!str", e.Value))
-		}
-		addKV(m, "node_selector", flowIfEmpty(ns))
-	}
+	addEnvVars(m, "node_selector", b.NodeSelector)
 	if b.Tolerations != nil {
 		l := listNode(false)
 		for _, t := range b.Tolerations {
@@ -193,13 +187,7 @@ func backendNode(b *Backend) *yaml.Node {
 	addStr(m, "storage_class", b.StorageClass)
 	addStrs(m, "gateway_cidrs", b.GatewayCIDRs)
 	addStr(m, "input_claim", b.InputClaim)
-	if b.BaseImages != nil {
-		bi := mapNode()
-		for _, e := range b.BaseImages {
-			addKV(bi, e.Name, scalar("!!str", e.Value))
-		}
-		addKV(m, "base_images", flowIfEmpty(bi))
-	}
+	addEnvVars(m, "base_images", b.BaseImages)
 	return m
 }
 

@@ -233,13 +233,7 @@ func serverNode(s *Server) *yaml.Node {
 		addKV(m, "oauth", serverOAuthNode(s.OAuth))
 	}
 	add(m, "filesystem", filesystemNode(&s.Filesystem))
-	if s.Env != nil {
-		e := mapNode()
-		for _, v := range s.Env {
-			addKV(e, v.Name, scalar("!!str", v.Value))
-		}
-		addKV(m, "env", flowIfEmpty(e))
-	}
+	addEnvVars(m, "env", s.Env)
 	if s.Secrets != nil {
 		sm := mapNode()
 		for i := range s.Secrets {
@@ -390,6 +384,19 @@ func lifecycleNode(l *Lifecycle) *yaml.Node {
 	addDuration(m, "max_lifetime", l.MaxLifetime)
 	addStr(m, "restart", l.Restart)
 	return m
+}
+
+// addEnvVars adds key as a mapping of vars in their order, the way the
+// decoder's env reads it back; nil adds nothing, empty adds {}.
+func addEnvVars(m *yaml.Node, key string, vars []EnvVar) {
+	if vars == nil {
+		return
+	}
+	e := mapNode()
+	for _, v := range vars {
+		addKV(e, v.Name, scalar("!!str", v.Value))
+	}
+	addKV(m, key, flowIfEmpty(e))
 }
 
 func toolsNode(t *Tools) *yaml.Node {
