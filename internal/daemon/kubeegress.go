@@ -18,6 +18,7 @@ import (
 	"mcpbox/internal/egress"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/podagent"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 )
@@ -26,6 +27,11 @@ import (
 // pod that lives longer loses its egress (the proxy answers 407) until
 // it is started again.
 const proxyTokenTTL = 7 * 24 * time.Hour
+
+// proxyCertTTL is the validity of the proxy's registration certificate:
+// the proxy lives as long as its gateway, whose registrations fail (and
+// the pods' credential hosts are refused) once it expired.
+const proxyCertTTL = 90 * 24 * time.Hour
 
 // kubeEgress is this gateway's egress proxy in one namespace: its token
 // key, the config in its Secret, and the Service's address the pods use.
@@ -111,9 +117,21 @@ func egressServers(c *config.Config, connKey string) (map[string]egressproxy.Ser
 		if err != nil {
 			return nil, err
 		}
-		out[s.Name] = egressproxy.ServerPolicy{Rules: rules, Limits: limits}
+		out[s.Name] = egressproxy.ServerPolicy{Rules: rules, Limits: limits, Inject: injectHosts(s)}
 	}
 	return out, nil
+}
+
+// injectHosts are the hosts of s's secrets added at the proxy (no
+// values): the proxy refuses them to a pod it has no registration of.
+func injectHosts(s *config.Server) []string {
+	var out []string
+	for _, sec := range s.Secrets {
+		if sec.Inject != nil {
+			out = append(out, sec.Inject.Hosts...)
+		}
+	}
+	return out
 }
 
 // proxyServers are the proxy's policies: the servers' allowlists
@@ -139,7 +157,7 @@ func (e *kubeEgress) proxyServers(c *config.Config, connKey string) (map[string]
 // update them (an update could rewrite another workload's Secret), so a
 // change is a delete and a create: the pods keep the mounted old config
 // in between.
-func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
+func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server, pca *podagent.CA) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	servers, err := e.proxyServers(c, kc.key)
@@ -175,16 +193,19 @@ func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config,
 	if !first {
 		return nil
 	}
-	if err := e.create(ctx, kc, c, s); err != nil {
+	if err := e.create(ctx, kc, c, s, pca); err != nil {
 		e.key = nil // try again at the next start
 		return err
 	}
 	return nil
 }
 
-// create makes the proxy's policy, Service and Deployment; the image is
-// the first egress server's (every pod image has mcpbox at agent_path).
-func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
+// create makes the proxy's policy, TLS Secret, Service and Deployment;
+// the image is the first egress server's (every pod image has mcpbox at
+// agent_path). The TLS Secret is the proxy's certificate for its
+// registration port, from the pod CA pca (the pods' agents' CA), which
+// the gateway's client certificate comes from too.
+func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server, pca *podagent.CA) error {
 	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
 	b := c.BackendOf(s)
 	agent := b.AgentPath
@@ -199,13 +220,21 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 		img = b.BaseImage(eco)
 	}
 	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
-		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
+		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw), TLSSecret: kube.ProxyTLSName(gw),
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
-	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner), nil); err != nil && !kube.IsAlreadyExists(err) {
+	np := kube.ProxyNetworkPolicy(gw, owner, kube.GatewayPeers(b.GatewayCIDRs))
+	if err := cl.Create(ctx, kube.NetworkPolicies, ns, np, nil); err != nil && !kube.IsAlreadyExists(err) {
 		return fmt.Errorf("the egress proxy's network policy: %w", err)
 	}
+	cert, key, err := pca.IssuePodTTL(kube.ProxyName(gw), proxyCertTTL)
+	if err != nil {
+		return fmt.Errorf("the egress proxy's certificate: %w", err)
+	}
+	if err := cl.Create(ctx, kube.Secrets, ns, kube.ProxyTLS(gw, owner, cert, key, pca.CAPEM()), nil); err != nil && !kube.IsAlreadyExists(err) {
+		return fmt.Errorf("the egress proxy's certificate: %w", err)
+	}
 	var svc corev1.Service
-	err := cl.Create(ctx, kube.Services, ns, kube.ProxyService(po), &svc)
+	err = cl.Create(ctx, kube.Services, ns, kube.ProxyService(po), &svc)
 	if kube.IsAlreadyExists(err) {
 		err = cl.Get(ctx, kube.Services, ns, kube.ProxyName(gw), &svc)
 	}
