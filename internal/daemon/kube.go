@@ -194,6 +194,11 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 		}
 	}
 	if len(injectHosts(s)) > 0 && ko.Proxy && w.ca != nil {
+		if !kc.egress.hasRegistry() {
+			// Made (for the config before a reload) without the
+			// registration port.
+			return fmt.Errorf("server %s: secrets added at the proxy need the egress proxy's registration port, which this gateway's proxy in namespace %s was made without: restart the gateway", s.Name, kc.ns)
+		}
 		kc.inject.setup(kc, ca, w.ca, w.log)
 		ko.Inject = kc.inject.inject(s.Name)
 	}

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
@@ -41,6 +42,9 @@ type kubeEgress struct {
 	cfg   []byte // the Secret's config as last written
 	addr  string // the Service's cluster IP and port
 	ready bool   // a proxy pod was seen available
+	// registry: the proxy serves its registration port (a server of the
+	// config it was made for adds secrets at the proxy).
+	registry bool
 	// installs are the registry allowlists of package servers' installs,
 	// by server (installServer names them in the proxy's config).
 	installs map[string][]egress.Rule
@@ -96,6 +100,13 @@ func (e *kubeEgress) waitReady(ctx context.Context, kc *kubeConn, log *slog.Logg
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// hasRegistry reports whether the proxy serves its registration port.
+func (e *kubeEgress) hasRegistry() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registry
 }
 
 // made reports whether the proxy exists (ensure made it).
@@ -194,7 +205,7 @@ func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config,
 		return nil
 	}
 	if err := e.create(ctx, kc, c, s, pca); err != nil {
-		e.key = nil // try again at the next start
+		e.key, e.registry = nil, false // try again at the next start
 		return err
 	}
 	return nil
@@ -220,18 +231,30 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 		img = b.BaseImage(eco)
 	}
 	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
-		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw), TLSSecret: kube.ProxyTLSName(gw),
+		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
-	np := kube.ProxyNetworkPolicy(gw, owner, kube.GatewayPeers(b.GatewayCIDRs))
-	if err := cl.Create(ctx, kube.NetworkPolicies, ns, np, nil); err != nil && !kube.IsAlreadyExists(err) {
-		return fmt.Errorf("the egress proxy's network policy: %w", err)
-	}
-	cert, key, err := pca.IssuePodTTL(kube.ProxyName(gw), proxyCertTTL)
+	// The registration port only where a server adds secrets at the
+	// proxy: no endpoint that nothing needs.
+	var registryFrom []networkingv1.NetworkPolicyPeer
+	servers, err := egressServers(c, kc.key)
 	if err != nil {
-		return fmt.Errorf("the egress proxy's certificate: %w", err)
+		return err
 	}
-	if err := cl.Create(ctx, kube.Secrets, ns, kube.ProxyTLS(gw, owner, cert, key, pca.CAPEM()), nil); err != nil && !kube.IsAlreadyExists(err) {
-		return fmt.Errorf("the egress proxy's certificate: %w", err)
+	for _, sp := range servers {
+		e.registry = e.registry || len(sp.Inject) > 0
+	}
+	if e.registry {
+		po.TLSSecret, registryFrom = kube.ProxyTLSName(gw), kube.GatewayPeers(b.GatewayCIDRs)
+		cert, key, err := pca.IssuePodTTL(kube.ProxyName(gw), proxyCertTTL)
+		if err != nil {
+			return fmt.Errorf("the egress proxy's certificate: %w", err)
+		}
+		if err := cl.Create(ctx, kube.Secrets, ns, kube.ProxyTLS(gw, owner, cert, key, pca.CAPEM()), nil); err != nil && !kube.IsAlreadyExists(err) {
+			return fmt.Errorf("the egress proxy's certificate: %w", err)
+		}
+	}
+	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner, registryFrom), nil); err != nil && !kube.IsAlreadyExists(err) {
+		return fmt.Errorf("the egress proxy's network policy: %w", err)
 	}
 	var svc corev1.Service
 	err = cl.Create(ctx, kube.Services, ns, kube.ProxyService(po), &svc)
