@@ -91,13 +91,23 @@ func (p *Proxy) SetState(s State) error {
 		if regs[r.Pod] != nil {
 			return fmt.Errorf("pod %s registered twice", r.Pod)
 		}
+		raw, _ := json.Marshal(r)
+		digest := sha256.Sum256(append(raw, s.CACert...))
+		// The same registration sent again (every ResendEvery) keeps its
+		// compiled Set.
+		p.mu.Lock()
+		old := p.regs[r.Pod]
+		p.mu.Unlock()
+		if old != nil && old.digest == digest {
+			regs[r.Pod] = old
+			continue
+		}
 		set, err := credinject.New(credinject.Options{SandboxID: r.Pod, Credentials: r.Credentials, Fakes: r.Fakes,
 			Events: p.log.secretLogger(r.Server)})
 		if err != nil {
 			return fmt.Errorf("registration of pod %s: %w", r.Pod, err)
 		}
-		raw, _ := json.Marshal(r)
-		regs[r.Pod] = &registered{server: r.Server, set: set, digest: sha256.Sum256(append(raw, s.CACert...))}
+		regs[r.Pod] = &registered{server: r.Server, set: set, digest: digest}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,6 +120,9 @@ func (p *Proxy) SetState(s State) error {
 			delete(p.pods, k)
 			go pp.p.Close()
 		}
+	}
+	if p.ca != nil && ca != nil && bytes.Equal(p.ca.CertPEM(), ca.CertPEM()) {
+		ca = p.ca // the same CA: keep its minted leaves
 	}
 	p.regs, p.ca, p.roots = regs, ca, roots
 	return nil
