@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +150,21 @@ func TestKubeInject(t *testing.T) {
 	// Nothing in the API holds the value or the interception CA's key.
 	kubeInjectNoValueInObjects(t, ctx, k, realT, proxyCA)
 
+	// The serving proxy replica restarts and loses the registrations
+	// (memory only): until the gateway sends them again its answer to
+	// the credential's host is a refusal, never a tunnel; then the call
+	// succeeds again.
+	kubeInjectRestart(t, ctx, k, gw, func() string {
+		got, err := gwCall(ctx, alice, "http_get", map[string]any{"url": apiURL, "headers": map[string]string{"Authorization": "Bearer ${T}"}})
+		if err != nil {
+			return err.Error() // the tool's error result: the proxy not listening yet
+		}
+		return got
+	})
+	if strings.Contains(api.seen(), ph) {
+		t.Fatalf("the API saw the placeholder:\n%s", api.seen())
+	}
+
 	// The audit: the injection joined to its call, the exfiltration.
 	var inject, exfil []auRecord
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
@@ -166,8 +182,8 @@ func TestKubeInject(t *testing.T) {
 			break
 		}
 	}
-	if len(inject) != 1 || len(exfil) != 1 {
-		t.Fatalf("want one secret_inject and one secret_exfiltration record, got %v and %v", inject, exfil)
+	if len(inject) < 2 || len(exfil) != 1 {
+		t.Fatalf("want a secret_inject record per call that reached the API (2 or more) and one secret_exfiltration record, got %v and %v", inject, exfil)
 	}
 	d, _ := inject[0]["detail"].(map[string]any)
 	if d["secret"] != "T" || d["port"] != fmt.Sprint(api.port) || d["where"] != "header Authorization" ||
@@ -329,4 +345,47 @@ func (l *lockedBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// kubeInjectRestart kills the serving proxy replica's process (by its
+// PID on the test node) and calls get until it answers 200 again: every
+// answer before must be the proxy's refusal or a failure to connect.
+func kubeInjectRestart(t *testing.T, ctx context.Context, k *kubeEnv, gw string, get func() string) {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k.client.List(ctx, kube.Pods, k.ns, kube.Selector(gw, kube.RoleEgress), &pods); err != nil {
+		t.Fatal(err)
+	}
+	var pod string
+	pid := 0
+	for _, p := range pods.Items {
+		if out, _ := k.cluster.Node.Logs(k.ns, p.Name, "proxy"); strings.Contains(out, "registration endpoint") {
+			if n := k.cluster.Node.ContainerPID(k.ns, p.Name, "proxy"); n > 0 {
+				pod, pid = p.Name, n
+			}
+		}
+	}
+	if pid == 0 {
+		t.Fatal("no serving proxy replica")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed proxy pod %s's process %d", pod, pid)
+	refused := 0
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got := get()
+		if strings.HasPrefix(got, "200 ") {
+			break
+		}
+		if strings.Contains(got, "no credential registration") {
+			refused++
+		} else if !strings.Contains(got, "fetching:") && !strings.HasPrefix(got, "407 ") {
+			t.Fatalf("after the proxy's restart: %q, want a refusal or a failure to connect", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call did not succeed again within 60s of the proxy's restart: %q", got)
+		}
+	}
+	t.Logf("the call succeeded again after the proxy's restart (%d refusals for want of a registration before)", refused)
 }
