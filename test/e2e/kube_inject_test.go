@@ -178,7 +178,7 @@ func TestKubeInject(t *testing.T) {
 				exfil = append(exfil, rec)
 			}
 		}
-		if len(inject) > 0 && len(exfil) > 0 {
+		if len(inject) >= 2 && len(exfil) > 0 {
 			break
 		}
 	}
