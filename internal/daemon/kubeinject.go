@@ -37,15 +37,16 @@ import (
 type proxyRegistry struct {
 	push sync.Mutex // one send at a time, in order
 
-	mu     sync.Mutex
-	kc     *kubeConn    // set once by setup, before any use
-	pca    *podagent.CA // the gateway's client certificate, the proxy's CA
-	ica    *egress.CA   // the interception CA
-	log    *slog.Logger
-	pods   map[string]egressproxy.Registration // guarded by mu; by pod
-	quit   chan struct{}                       // guarded by mu; nil: not resending
-	done   chan struct{}
-	warned bool // guarded by mu; a failed resend was logged
+	mu      sync.Mutex
+	kc      *kubeConn    // set once by setup, before any use
+	pca     *podagent.CA // the gateway's client certificate, the proxy's CA
+	ica     *egress.CA   // the interception CA
+	log     *slog.Logger
+	pods    map[string]egressproxy.Registration // guarded by mu; by pod
+	quit    chan struct{}                       // guarded by mu; nil: not resending
+	done    chan struct{}
+	warned  bool // guarded by mu; a failed resend was logged
+	stopped bool // guarded by mu; stop ran: no resending again
 }
 
 // setup makes r the registry of kc's pods (once).
@@ -81,7 +82,7 @@ func (r *proxyRegistry) register(ctx context.Context, reg egressproxy.Registrati
 		r.pods = map[string]egressproxy.Registration{}
 	}
 	r.pods[reg.Pod] = reg
-	if r.quit == nil {
+	if r.quit == nil && !r.stopped {
 		r.quit, r.done = make(chan struct{}), make(chan struct{})
 		go r.resend(r.quit, r.done)
 	}
@@ -144,7 +145,7 @@ func (r *proxyRegistry) resend(quit, done chan struct{}) {
 func (r *proxyRegistry) stop() {
 	r.mu.Lock()
 	quit, done := r.quit, r.done
-	r.quit = nil
+	r.quit, r.stopped = nil, true
 	r.mu.Unlock()
 	if quit != nil {
 		close(quit)
