@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,10 +31,12 @@ import (
 // placeholder (its variable, /proc/self/environ) and the interception
 // CA's trust (SSL_CERT_FILE under /run/secrets); it calls the loopback
 // HTTPS API that requires the real token through the shared egress proxy
-// and succeeds, the echo of the token redacted; the placeholder sent to
-// another allowed host is refused before it leaves and audited as an
-// exfiltration attempt, the injection as secret_inject joined to the
-// call; the real value and the interception CA's key are in no Secret,
+// and succeeds, the echo of the token redacted; a second secret (as a
+// file) holds a placeholder too; the placeholder sent to another allowed
+// host (plain HTTP) or to the other secret's host (intercepted TLS) is
+// refused before it leaves and audited as an exfiltration attempt, the
+// injection as secret_inject; the real values and the interception CA's
+// key are in no Secret,
 // ConfigMap, Pod or Deployment; and a proxy replica the gateway has not
 // registered the pod with (the same binary and config, started by the
 // test) refuses the credential's host to the pod's own token while it
@@ -44,8 +47,9 @@ func TestKubeInject(t *testing.T) {
 	}
 	awaitProxyPort(t)
 	caPEM, cert := injCA(t)
-	realT := injToken(t)
+	realT, realU := injToken(t), injToken(t)
 	api := injAPI(t, cert, realT)
+	other := injServe(t, cert, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") })
 	plain := injServe(t, nil, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "plain") })
 
 	k := kubeCluster(t)
@@ -58,9 +62,11 @@ func TestKubeInject(t *testing.T) {
 		"servers": map[string]any{"k": map[string]any{
 			"command": []string{server, "-name", "k"},
 			"tools":   map[string]any{"allow": []string{"*"}},
-			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{api.port, plain.port}}}},
+			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{api.port, other.port, plain.port}}}},
 			"secrets": map[string]any{"T": map[string]any{"from": "env:INJ_T",
-				"inject": map[string]any{"hosts": []string{fmt.Sprintf("127.0.0.1:%d", api.port)}, "header": "Authorization", "format": "Bearer {value}"}}},
+				"inject": map[string]any{"hosts": []string{fmt.Sprintf("127.0.0.1:%d", api.port)}, "header": "Authorization", "format": "Bearer {value}"}},
+				"U": map[string]any{"from": "env:INJ_U", "as": "file",
+					"inject": map[string]any{"hosts": []string{fmt.Sprintf("127.0.0.1:%d", other.port)}, "header": "X-Api-Key"}}},
 		}},
 	}
 	b, _ := json.MarshalIndent(c, "", "  ")
@@ -73,7 +79,7 @@ func TestKubeInject(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.keepLogs(t)
-	g := gwServe(t, mode{uid: -1}, k.config, "TOK_ALICE=alice-token-0123456789abcdef", "INJ_T="+realT, "SSL_CERT_FILE="+caFile)
+	g := gwServe(t, mode{uid: -1}, k.config, "TOK_ALICE=alice-token-0123456789abcdef", "INJ_T="+realT, "INJ_U="+realU, "SSL_CERT_FILE="+caFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	alice, err := gwConnectErr(ctx, g.url, &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}, nil, gwLegacy)
@@ -100,6 +106,9 @@ func TestKubeInject(t *testing.T) {
 		t.Fatalf("the pod's environment lacks the placeholder or the trust bundle, or holds the value:\n%s", environ)
 	}
 	proxyCA := call("read_any", map[string]any{"path": kube.SecretsDir + "/mcpbox-proxy-ca.pem"})
+	if phU := call("read_any", map[string]any{"path": kube.SecretsDir + "/U"}); phU == realU || len(phU) != len(realU) {
+		t.Fatalf("%s/U = %q: want a placeholder", kube.SecretsDir, phU)
+	}
 
 	// The API gets the real token; the pod never sees it, even echoed.
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d/user", api.port)
@@ -123,6 +132,12 @@ func TestKubeInject(t *testing.T) {
 	if !strings.HasPrefix(got, "403 ") || plain.count() != 0 {
 		t.Fatalf("the placeholder to another allowed host: %q (the host saw %d requests), want 403 and none", got, plain.count())
 	}
+	// ... and to another secret's host (intercepted TLS): no laundering.
+	got = call("http_get", map[string]any{"url": fmt.Sprintf("https://127.0.0.1:%d/x", other.port),
+		"headers": map[string]string{"X-Api-Key": "${T}"}})
+	if !strings.HasPrefix(got, "403 ") || other.count() != 0 {
+		t.Fatalf("T's placeholder to U's host: %q (the host saw %d requests), want 403 and none", got, other.count())
+	}
 
 	// A replica without the pod's registration: the proxy's config
 	// (from its Secret: the token key too, with which the test signs a
@@ -141,7 +156,7 @@ func TestKubeInject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inj := pcfg.Servers["k"].Inject; len(inj) != 1 || inj[0] != fmt.Sprintf("127.0.0.1:%d", api.port) {
+	if inj := pcfg.Servers["k"].Inject; len(inj) != 2 || !slices.Contains(inj, fmt.Sprintf("127.0.0.1:%d", api.port)) {
 		t.Fatalf("the proxy's config names the credential's hosts %q", inj)
 	}
 	token := egressproxy.Sign(pcfg.Key, pod, "k", time.Now().Add(time.Hour))
@@ -149,6 +164,7 @@ func TestKubeInject(t *testing.T) {
 
 	// Nothing in the API holds the value or the interception CA's key.
 	kubeInjectNoValueInObjects(t, ctx, k, realT, proxyCA)
+	kubeInjectNoValueInObjects(t, ctx, k, realU, proxyCA)
 
 	// The serving proxy replica restarts and loses the registrations
 	// (memory only): until the gateway sends them again its answer to
@@ -178,23 +194,31 @@ func TestKubeInject(t *testing.T) {
 				exfil = append(exfil, rec)
 			}
 		}
-		if len(inject) >= 2 && len(exfil) > 0 {
+		if len(inject) >= 2 && len(exfil) >= 2 {
 			break
 		}
 	}
-	if len(inject) < 2 || len(exfil) != 1 {
-		t.Fatalf("want a secret_inject record per call that reached the API (2 or more) and one secret_exfiltration record, got %v and %v", inject, exfil)
+	if len(inject) < 2 || len(exfil) != 2 {
+		t.Fatalf("want a secret_inject record per call that reached the API (2 or more) and two secret_exfiltration records, got %v and %v", inject, exfil)
 	}
 	d, _ := inject[0]["detail"].(map[string]any)
 	if d["secret"] != "T" || d["port"] != fmt.Sprint(api.port) || d["where"] != "header Authorization" ||
 		!strings.HasPrefix(inject[0].str("sandbox"), "sbx_") || inject[0].str("server") != "k" || inject[0].str("client") != "alice" {
 		t.Fatalf("secret_inject record: %v", inject[0])
 	}
-	if d, _ := exfil[0]["detail"].(map[string]any); d["secret"] != "T" || d["port"] != fmt.Sprint(plain.port) || exfil[0].str("decision") != "deny" {
-		t.Fatalf("secret_exfiltration record: %v", exfil[0])
+	ports := map[string]bool{}
+	for _, rec := range exfil {
+		d, _ := rec["detail"].(map[string]any)
+		if d["secret"] != "T" || rec.str("decision") != "deny" || !strings.HasPrefix(rec.str("sandbox"), "sbx_") {
+			t.Fatalf("secret_exfiltration record: %v", rec)
+		}
+		ports[fmt.Sprint(d["port"])] = true
+	}
+	if !ports[fmt.Sprint(plain.port)] || !ports[fmt.Sprint(other.port)] {
+		t.Fatalf("want exfiltration records for ports %d and %d, got %v", plain.port, other.port, exfil)
 	}
 	all := mode{uid: -1}.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", k.config).stdout
-	if strings.Contains(all, realT) {
+	if strings.Contains(all, realT) || strings.Contains(all, realU) {
 		t.Fatal("the real value is in the audit")
 	}
 	gwClose(t, alice)
