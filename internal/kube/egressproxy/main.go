@@ -99,7 +99,7 @@ func run(ctx context.Context, listen, file string, reload time.Duration, ro regi
 		// A replica starts with no registration: until the gateway's
 		// next send, its pods' credential hosts are refused (fail closed).
 		fmt.Fprintf(stderr, "mcpbox egress-proxy: registration endpoint (mutual TLS) on %s; no pod registered until the gateway sends its state\n", rl.Addr())
-		go func() { served <- p.ServeRegistry(rl, conf) }()
+		go func() { served <- p.ServeRegistry(rl, conf, stderr) }()
 	}
 	tick := time.NewTicker(reload)
 	defer tick.Stop()

@@ -168,8 +168,9 @@ func (p *Proxy) injectOptions(o *egress.Options, pod, server string, sp ServerPo
 const ResendEvery = 5 * time.Second
 
 // Registry returns the registration endpoint's handler: PUT StatePath
-// with a State, from the gateway's client certificate only.
-func (p *Proxy) Registry() http.Handler {
+// with a State, from the gateway's client certificate only. log, if not
+// nil, gets a line whenever the number of registered pods changes.
+func (p *Proxy) Registry(log io.Writer) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT "+StatePath, func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxState+1))
@@ -184,21 +185,28 @@ func (p *Proxy) Registry() http.Handler {
 			http.Error(w, "parsing the state: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		before := p.Registered()
 		if err := p.SetState(s); err != nil {
+			if log != nil {
+				fmt.Fprintf(log, "mcpbox egress-proxy: refused the gateway's registrations: %v\n", err)
+			}
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		if n := p.Registered(); n != before && log != nil {
+			fmt.Fprintf(log, "mcpbox egress-proxy: %d pods registered by the gateway\n", n)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return podagent.GatewayOnly(mux)
 }
 
-// ServeRegistry serves Registry on l over mutual TLS (conf: ServerTLS)
-// until l is closed.
-func (p *Proxy) ServeRegistry(l net.Listener, conf *tls.Config) error {
+// ServeRegistry serves Registry(log) on l over mutual TLS (conf:
+// ServerTLS) until l is closed.
+func (p *Proxy) ServeRegistry(l net.Listener, conf *tls.Config, log io.Writer) error {
 	conf = conf.Clone()
 	conf.NextProtos = []string{"http/1.1"} // Serve speaks HTTP/1.1 on a TLS listener
-	srv := &http.Server{Handler: p.Registry(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	srv := &http.Server{Handler: p.Registry(log), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	err := srv.Serve(tls.NewListener(l, conf))
 	if errors.Is(err, net.ErrClosed) {
 		return nil

@@ -47,7 +47,7 @@ func (r *rig) registry(t *testing.T, ca *podagent.CA) string {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- r.p.ServeRegistry(l, conf) }()
+	go func() { done <- r.p.ServeRegistry(l, conf, io.Discard) }()
 	t.Cleanup(func() {
 		l.Close()
 		if err := <-done; err != nil {
