@@ -363,11 +363,6 @@ func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
 		// pod counterpart.
 		bad(s.Network.Meta.At("forward"), "network.forward is the local sandbox's; a pod reaches hosts through network.egress and the proxy")
 	}
-	for _, sec := range s.Secrets {
-		if sec.Inject != nil {
-			bad(sec.Meta.At("inject"), "secret %s: inject (added at the egress proxy) is not available on kubernetes", sec.Name)
-		}
-	}
 	if s.Artifacts != nil {
 		bad(s.Artifacts.Meta.Pos, "artifacts are not exported from pods yet")
 	}

@@ -42,9 +42,10 @@ type kubeConn struct {
 	client *kube.Client
 	gw     *kube.Gateway
 	ns     string
-	key    string      // kubeConnKey
-	egress kubeEgress  // the pods' egress proxy, made at first need
-	audit  egressAudit // its decisions into the audit
+	key    string        // kubeConnKey
+	egress kubeEgress    // the pods' egress proxy, made at first need
+	audit  egressAudit   // its decisions into the audit
+	inject proxyRegistry // the secrets its replicas add for the pods
 }
 
 // kubeConnKey names a backend's cluster and namespace.
@@ -124,6 +125,7 @@ func (k *kubeSetup) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, kc := range k.conns {
+		kc.inject.stop()
 		kc.audit.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := kc.gw.Close(ctx); err != nil {
@@ -180,7 +182,7 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	if len(s.Network.Egress) > 0 || kc.egress.made() || ko.Install != nil {
 		// Also without egress once the proxy exists: a reload that took
 		// a server's allowlist away rewrites the proxy's config.
-		if err := kc.egress.ensure(ctx, kc, w.c, s); err != nil {
+		if err := kc.egress.ensure(ctx, kc, w.c, s, ca); err != nil {
 			return fmt.Errorf("server %s: %w", s.Name, err)
 		}
 	}
@@ -190,6 +192,15 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			kc.egress.waitReady(ctx, kc, w.log)
 			return kc.egress.env(w.book, pod, s.Name)
 		}
+	}
+	if len(injectHosts(s)) > 0 && ko.Proxy && w.ca != nil {
+		if !kc.egress.hasRegistry() {
+			// Made (for the config before a reload) without the
+			// registration port.
+			return fmt.Errorf("server %s: secrets added at the proxy need the egress proxy's registration port, which this gateway's proxy in namespace %s was made without: restart the gateway", s.Name, kc.ns)
+		}
+		kc.inject.setup(kc, ca, w.ca, w.log)
+		ko.Inject = kc.inject.inject(s.Name)
 	}
 	if ko.Install != nil {
 		// The install reaches the registry through the proxy: the

@@ -64,6 +64,9 @@ type KubeOptions struct {
 	// Secrets are resolved at each start and sent to the pod's agent over
 	// its mutual-TLS channel, never through the API (etcd).
 	Secrets []config.Secret
+	// Inject, with Proxy, serves the secrets added at the egress proxy
+	// (secrets.NAME.inject); nil: such a secret is refused.
+	Inject *KubeInject
 	// Issue returns a certificate and key for the pod name and the CA's
 	// certificate (podagent.CA).
 	Issue func(pod string) (certPEM, keyPEM, caPEM []byte, err error)
@@ -126,8 +129,8 @@ func NewKube(o KubeOptions) (*Kube, error) {
 		return nil, fmt.Errorf("server %s: the kubernetes backend: an install needs its pod's init container and a job starter", o.Name)
 	}
 	for _, s := range o.Secrets {
-		if s.Inject != nil {
-			return nil, fmt.Errorf("server %s: secret %s: inject (secrets added at the egress proxy) is not available on the kubernetes backend", o.Name, s.Name)
+		if s.Inject != nil && (o.Inject == nil || !o.Proxy) {
+			return nil, fmt.Errorf("server %s: secret %s: inject (secrets added at the egress proxy) needs the egress proxy (network.egress)", o.Name, s.Name)
 		}
 	}
 	if o.StartTimeout == 0 {
@@ -161,6 +164,7 @@ type kubeInstance struct {
 
 	untrack    func()
 	stopStderr func() // ends followStderr's follow; nil: none
+	registered bool   // its secrets added at the proxy are registered
 	once       sync.Once
 	ended      chan struct{}
 	status     string // written before ended closes
@@ -182,7 +186,7 @@ type kubeInstance struct {
 func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err error) {
 	ctx, cancel := context.WithTimeout(ctx, k.o.StartTimeout)
 	defer cancel()
-	env, files, err := k.resolveSecrets(ctx)
+	env, files, proxied, err := k.resolveSecrets(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +217,13 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 			return nil, fmt.Errorf("server %s: the egress proxy: %w", k.o.Name, err)
 		}
 		maps.Copy(env, penv) // env is this start's own
+	}
+	if len(proxied) > 0 {
+		// Registered with the proxy before the pod exists: its first
+		// request finds its credentials (deleteObjects unregisters).
+		if err := in.setupProxySecrets(ctx, proxied, env, files); err != nil {
+			return nil, fmt.Errorf("server %s: %w", k.o.Name, err)
+		}
 	}
 	if k.o.Install != nil {
 		inst := *po.Install
@@ -359,16 +370,22 @@ func podStatus(p *corev1.Pod) string {
 }
 
 // resolveSecrets resolves the server's secrets, teaches the book their
-// values, and returns them as the agent's start request: env or files.
-func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[string][]byte, error) {
-	plain, _, err := ResolveAll(ctx, k.o.Secrets)
+// values, and returns the plain ones as the agent's start request (env
+// or files) and those added at the proxy.
+func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[string][]byte, []ProxySecret, error) {
+	plain, proxied, err := ResolveAll(ctx, k.o.Secrets)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	for _, p := range proxied {
+		if err := p.Learn(k.o.Book); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	env, files := map[string]string{}, map[string][]byte{}
 	for _, s := range plain {
 		if err := k.o.Book.Add(s.Name, s.Value); err != nil {
-			return nil, nil, fmt.Errorf("secret %s: %w", s.Name, err)
+			return nil, nil, nil, fmt.Errorf("secret %s: %w", s.Name, err)
 		}
 		if s.AsFile {
 			files[s.Name] = s.Value
@@ -376,7 +393,7 @@ func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[strin
 			env[s.Name] = string(s.Value)
 		}
 	}
-	return env, files, nil
+	return env, files, proxied, nil
 }
 
 // ensurePolicy creates the server's NetworkPolicy once; one that exists
@@ -562,8 +579,12 @@ func (in *kubeInstance) Stop() {
 	})
 }
 
-// deleteObjects deletes the pod and its TLS Secret.
+// deleteObjects deletes the pod and its TLS Secret, and takes its
+// registration back from the egress proxy.
 func (in *kubeInstance) deleteObjects(ctx context.Context) {
+	if in.registered {
+		in.k.o.Inject.Unregister(in.pod)
+	}
 	c, ns := in.k.o.Client, in.k.o.Namespace
 	if err := c.Delete(ctx, kube.Pods, ns, in.pod); err != nil {
 		in.k.log.Warn("deleting a pod", "server", in.k.o.Name, "pod", in.pod, "err", err)
