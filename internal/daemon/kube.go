@@ -285,14 +285,8 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 // the config's dir. It prints one line per check on w and reports
 // whether all passed.
 func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
-	b := c.Backend
-	for _, s := range c.Servers {
-		if b.Kind == config.BackendKubernetes {
-			break
-		}
-		b = c.BackendOf(s)
-	}
-	if b.Kind != config.BackendKubernetes {
+	b, ok := kubeBackend(c)
+	if !ok {
 		return false, fmt.Errorf("the config has no backend of kind kubernetes")
 	}
 	var cfg kube.Config
@@ -314,7 +308,7 @@ func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer)
 	for _, r := range c.KubeSecretRefs(b.Namespace) {
 		refs = append(refs, kube.SecretKeyRef{Name: r.Secret, Key: r.Key})
 	}
-	ok := true
+	ok = true
 	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs) {
 		status := "ok"
 		if !ch.OK {

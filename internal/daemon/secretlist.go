@@ -17,6 +17,17 @@ type SecretRow struct {
 	TTL    string `json:"ttl,omitempty"`
 	// Hosts: the secret is added at the egress proxy for these (inject).
 	Hosts []string `json:"inject_hosts,omitempty"`
+	// Namespace is where the Secret of a kubernetes: reference is.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Source is From with the namespace of a kubernetes: reference: the
+// listing's FROM.
+func (r SecretRow) Source() string {
+	if r.Namespace == "" {
+		return r.From
+	}
+	return r.From + " (namespace " + r.Namespace + ")"
 }
 
 // The AS of a listed secret that is neither env nor file.
@@ -33,7 +44,11 @@ func SecretList(c *config.Config, configPath string) []SecretRow {
 	var rows []SecretRow
 	for _, s := range c.Servers {
 		for _, sec := range s.Secrets {
-			rows = append(rows, secretRow(s, sec))
+			r := secretRow(s, sec)
+			if _, ok, _ := config.ParseKubeSecretRef(sec.From); ok {
+				r.Namespace = c.BackendOf(s).Namespace
+			}
+			rows = append(rows, r)
 		}
 		for _, h := range s.Headers {
 			rows = append(rows, SecretRow{ID: s.Name + "/" + h.Name, Server: s.Name, Name: h.Name, From: h.From, As: SecretAsHeader})
