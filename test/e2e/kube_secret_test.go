@@ -50,7 +50,8 @@ func (e *kubeEnv) applyRBAC(t *testing.T, ctx context.Context, args ...string) {
 // the start fails closed with a 403 line; with the Role of --config the
 // server gets one key as env and one as a file, and both come back
 // redacted to the client and in the audit. A missing Secret or key fails
-// that server's start with one clear line.
+// that server's start with one clear line, as does a key taken away
+// before the next start; doctor reports each.
 func TestKubeSecretRef(t *testing.T) {
 	e := kubeCluster(t)
 	agent, server := kubeBins(t)
@@ -149,8 +150,33 @@ func TestKubeSecretRef(t *testing.T) {
 			t.Errorf("%s hold a value of the Secret", what)
 		}
 	}
+	// doctor, as the gateway's user, checks each referenced Secret.
+	r := mode{uid: -1}.mcpbox(t, 90*time.Second, "", "doctor", "--backend", "kubernetes", "--config", e.config)
+	for _, want := range []string{
+		"secret         ok      " + e.ns + "/gh has key token and the gateway may read it",
+		"secret         FAILED  kubernetes Secret " + e.ns + "/absent does not exist",
+		"secret         FAILED  kubernetes Secret " + e.ns + `/gh has no key "nokey"`,
+		"rbac           ok",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("mcpbox doctor lacks %q:\n%s", want, r)
+		}
+	}
+	// A changed Secret reaches the next start: with its key taken away,
+	// `secrets rotate` cannot renew k's pod, and the next call's start
+	// fails closed saying so.
+	if err := e.client.Patch(ctx, kube.Secrets, e.ns, "gh", map[string]any{"data": map[string]any{"token": nil}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r = (mode{uid: -1}).mcpbox(t, 90*time.Second, "", "secrets", "rotate", "k/GH_TOKEN", "--config", e.config); r.code != 0 {
+		t.Fatalf("mcpbox secrets rotate: %s", r)
+	}
+	want := "starting server k: secret GH_TOKEN: kubernetes Secret " + e.ns + `/gh has no key "token"`
+	if got, err := gwCall(ctx, alice, "k__getenv", map[string]any{"text": "GH_TOKEN"}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a call after the key went: %q, %v; want %q", got, err, want)
+	}
 	// mcpbox secrets lists the source with its namespace.
-	r := mode{uid: -1}.mcpbox(t, 60*time.Second, "", "secrets", "--config", e.config)
+	r = mode{uid: -1}.mcpbox(t, 60*time.Second, "", "secrets", "--config", e.config)
 	if want := "kubernetes:gh/token (namespace " + e.ns + ")"; r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Errorf("mcpbox secrets: %s, want %q", r, want)
 	}
