@@ -158,7 +158,7 @@ func Doctor(ctx context.Context, c *Client, ns, runtimeClass string, secrets []S
 	}
 	out = append(out, namespaceCheck(ctx, c, ns))
 	if missing != nil {
-		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac`)", ns, strings.Join(missing, ", "))})
+		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac --config FILE`)", ns, strings.Join(missing, ", "))})
 	} else {
 		out = append(out, Check{"rbac", true, "namespace " + ns + ": every permission of `mcpbox kube rbac`"})
 	}
