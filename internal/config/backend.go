@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -303,6 +304,9 @@ func checkBackends(r *collector, c *Config) {
 			checkBackend(r, s.Backend, p+".backend")
 		}
 		b := c.BackendOf(s)
+		if b.Kind != BackendKubernetes || s.URL != "" {
+			checkNoKubeSecrets(r, s, p)
+		}
 		if b.Kind != BackendKubernetes {
 			continue
 		}
@@ -318,6 +322,40 @@ func checkBackends(r *collector, c *Config) {
 		}
 		checkKubeServer(r, s, b, p, at)
 	}
+}
+
+// checkNoKubeSecrets refuses kubernetes: references of a server that
+// runs no pod: no namespace to read the Secret in, and no Role that
+// allows it.
+func checkNoKubeSecrets(r *collector, s *Server, p string) {
+	where := "on this host"
+	if s.URL != "" {
+		where = "elsewhere (url)"
+	}
+	for _, sec := range s.Secrets {
+		if _, ok, _ := ParseKubeSecretRef(sec.From); ok {
+			r.errorf(sec.Meta.At("from"), "%s.secrets.%s.from: a kubernetes: Secret is read only for a server on backend kind: kubernetes (this one runs %s)", p, sec.Name, where)
+		}
+	}
+}
+
+// KubeSecretRefs are the kubernetes: references of the servers whose pods
+// run in namespace ns, sorted and without repeats: the Secrets the
+// gateway reads there (its Role's get, doctor's checks).
+func (c *Config) KubeSecretRefs(ns string) []KubeSecretRef {
+	var out []KubeSecretRef
+	for _, s := range c.Servers {
+		if s == nil || s.URL != "" || !c.IsKubernetes(s) || c.BackendOf(s).Namespace != ns {
+			continue
+		}
+		for _, sec := range s.Secrets {
+			if r, ok, err := ParseKubeSecretRef(sec.From); ok && err == nil && !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b KubeSecretRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }
 
 func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {

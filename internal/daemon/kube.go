@@ -291,18 +291,13 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 
 // KubeDoctor checks the cluster of c's kubernetes backend (the top-level
 // one, or the first server's that has one): API access, the RBAC Role of
-// `mcpbox kube rbac`, the NetworkPolicy API, the runtime class. base is
+// `mcpbox kube rbac --config`, the Secrets its servers' kubernetes:
+// references read there, the NetworkPolicy API, the runtime class. base is
 // the config's dir. It prints one line per check on w and reports
 // whether all passed.
 func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
-	b := c.Backend
-	for _, s := range c.Servers {
-		if b.Kind == config.BackendKubernetes {
-			break
-		}
-		b = c.BackendOf(s)
-	}
-	if b.Kind != config.BackendKubernetes {
+	b, ok := kubeBackend(c)
+	if !ok {
 		return false, fmt.Errorf("the config has no backend of kind kubernetes")
 	}
 	var cfg kube.Config
@@ -320,8 +315,12 @@ func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer)
 		return false, err
 	}
 	defer cl.Close()
-	ok := true
-	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass) {
+	var refs []kube.SecretKeyRef
+	for _, r := range c.KubeSecretRefs(b.Namespace) {
+		refs = append(refs, kube.SecretKeyRef{Name: r.Secret, Key: r.Key})
+	}
+	ok = true
+	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs) {
 		status := "ok"
 		if !ch.OK {
 			status, ok = "FAILED", false

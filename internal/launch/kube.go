@@ -25,6 +25,8 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/sandbox"
+	"mcpbox/internal/secrets"
 	"mcpbox/internal/track"
 )
 
@@ -62,7 +64,8 @@ type KubeOptions struct {
 	// goes with the pod.
 	StorageClass string
 	// Secrets are resolved at each start and sent to the pod's agent over
-	// its mutual-TLS channel, never through the API (etcd).
+	// its mutual-TLS channel, never through the API (etcd); a kubernetes:
+	// reference is read from its Secret in Namespace with Client.
 	Secrets []config.Secret
 	// Inject, with Proxy, serves the secrets added at the egress proxy
 	// (secrets.NAME.inject); nil: such a secret is refused.
@@ -373,17 +376,29 @@ func podStatus(p *corev1.Pod) string {
 // values, and returns the plain ones as the agent's start request (env
 // or files) and those added at the proxy.
 func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[string][]byte, []ProxySecret, error) {
-	plain, proxied, err := ResolveAll(ctx, k.o.Secrets)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	for _, p := range proxied {
+	var proxied []ProxySecret
+	for _, sec := range k.o.Secrets {
+		if sec.Inject == nil {
+			continue
+		}
+		p, err := ResolveProxySecret(ctx, sec)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
 		if err := p.Learn(k.o.Book); err != nil {
 			return nil, nil, nil, err
 		}
+		proxied = append(proxied, p)
 	}
 	env, files := map[string]string{}, map[string][]byte{}
-	for _, s := range plain {
+	for _, sec := range k.o.Secrets {
+		if sec.Inject != nil {
+			continue
+		}
+		s, err := k.resolveSecret(ctx, sec)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
 		if err := k.o.Book.Add(s.Name, s.Value); err != nil {
 			return nil, nil, nil, fmt.Errorf("secret %s: %w", s.Name, err)
 		}
@@ -394,6 +409,31 @@ func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[strin
 		}
 	}
 	return env, files, proxied, nil
+}
+
+// resolveSecret resolves one secret of the server: a kubernetes:
+// reference by reading the Secret in the namespace through the API, with
+// the gateway's own permission, at every start (so a changed Secret
+// reaches the next pod), any other as a local sandbox's is. The gateway
+// reads the value itself, rather than have the pod mount the Secret,
+// because the book must know it to redact it.
+func (k *Kube) resolveSecret(ctx context.Context, sec config.Secret) (sandbox.Secret, error) {
+	asFile := sec.As == config.SecretAsFile
+	r, ok, err := config.ParseKubeSecretRef(sec.From)
+	switch {
+	case !ok:
+		return ResolveSecret(ctx, sec.Name, sec.From, asFile)
+	case err != nil:
+		return sandbox.Secret{}, err
+	}
+	v, err := k.o.Client.SecretKey(ctx, k.o.Namespace, r.Secret, r.Key)
+	if err != nil {
+		return sandbox.Secret{}, err
+	}
+	if v, err = secrets.Accept(v, r.String(), secrets.Options{}); err != nil {
+		return sandbox.Secret{}, err
+	}
+	return sandbox.Secret{Name: sec.Name, Value: v, AsFile: asFile}, nil
 }
 
 // ensurePolicy creates the server's NetworkPolicy once; one that exists
