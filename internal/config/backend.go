@@ -50,7 +50,8 @@ type Backend struct {
 	AgentPath string
 	// AgentImage, if set, is an image holding the agent at AgentPath: an
 	// init container copies it into every pod, so the server's image
-	// need not contain mcpbox. Empty: the server's image must.
+	// need not contain mcpbox. Empty: the server's image must (a
+	// server's agent_image: "" says its image does).
 	AgentImage string
 	// Image is the image a command or package server runs on (it holds
 	// the agent and the command's runtime); an image server runs its own.
@@ -275,7 +276,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 			r.errorf(at("image"), "%s.image: %v", p, err)
 		}
 	}
-	if b.Meta.Has("agent_image") {
+	if b.AgentImage != "" { // "": the image has the agent (a server's override)
 		if err := checkImageRef(b.AgentImage); err != nil {
 			r.errorf(at("agent_image"), "%s.agent_image: %v", p, err)
 		}

@@ -183,7 +183,8 @@ func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config,
 }
 
 // create makes the proxy's policy, Service and Deployment; the image is
-// the first egress server's (every pod image has mcpbox at agent_path).
+// the first egress server's agent_image (the proxy is mcpbox alone), else
+// its pod's image, which then has mcpbox at agent_path.
 func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
 	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
 	b := c.BackendOf(s)
@@ -191,12 +192,16 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 	if agent == "" {
 		agent = config.DefaultAgentPath
 	}
-	img := specconv.KubePod(c, s).Image
-	if s.Package != "" {
+	img := b.AgentImage
+	switch {
+	case img != "":
+	case s.Package != "":
 		// A package server's pod runs on its base image, which has
 		// the agent too.
 		eco, _, _ := strings.Cut(s.Package, ":")
 		img = b.BaseImage(eco)
+	default:
+		img = specconv.KubePod(c, s).Image
 	}
 	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
 		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
