@@ -247,7 +247,7 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		// Say how the pod is, which is often why.
 		var now corev1.Pod
 		if gerr := c.Get(context.WithoutCancel(ctx), kube.Pods, ns, in.pod, &now); gerr == nil {
-			return nil, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err)
+			return nil, agentMissing(&now, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err))
 		}
 		return nil, fmt.Errorf("connecting to the agent of pod %s: %w", in.pod, err)
 	}
