@@ -55,6 +55,14 @@ func TestKubeAgentImage(t *testing.T) {
 	defer cancel()
 
 	write("bare", "")
+	doctor := func(want string) {
+		t.Helper()
+		r := mode{uid: -1}.mcpbox(t, 60*time.Second, "", "doctor", "--backend", "kubernetes", "--config", e.config)
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("mcpbox doctor --backend kubernetes does not say %q:\n%s", want, r)
+		}
+	}
+	doctor("every server image, backend.image and the npm base image must contain mcpbox at " + agent)
 	g := e.serve(t)
 	// The only server cannot start: initialize fails, and says why.
 	hc := &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}
@@ -74,6 +82,7 @@ func TestKubeAgentImage(t *testing.T) {
 	e.waitPods(t, 0, 60*time.Second)
 
 	write("copied", agentImage)
+	doctor("copied into every pod from backend.agent_image " + agentImage)
 	g = e.serve(t)
 	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
 	gwMustCall(t, alice, "echo", map[string]any{"text": "hi from an upstream image"}, "hi from an upstream image")
