@@ -204,7 +204,7 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 		img = specconv.KubePod(c, s).Image
 	}
 	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
-		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
+		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw), ImagePullSecrets: b.ImagePullSecrets,
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
 	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner), nil); err != nil && !kube.IsAlreadyExists(err) {
 		return fmt.Errorf("the egress proxy's network policy: %w", err)
