@@ -21,7 +21,8 @@ import (
 //	  image_pull_secrets: [regcred]
 //	  node_selector: {pool: mcp}
 //	  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]
-//	  agent_path: /mcpbox             # the mcpbox binary in the image
+//	  agent_image: registry/mcpbox-agent:1  # copies the agent into every pod
+//	  agent_path: /mcpbox             # the mcpbox binary in agent_image (else in the image)
 //	  image: registry/mcpbox-node:1   # a base image for command servers
 //	  storage_class: standard         # per-agent output on a claim
 //
@@ -44,9 +45,15 @@ type Backend struct {
 	ImagePullSecrets []string
 	NodeSelector     []EnvVar // label → value, in file order
 	Tolerations      []Toleration
-	// AgentPath is where the mcpbox binary (the pod's agent) is in the
-	// server's image; empty: /usr/local/bin/mcpbox.
+	// AgentPath is where the mcpbox binary (the pod's agent) is in
+	// AgentImage, or in the server's image when AgentImage is empty;
+	// empty: /usr/local/bin/mcpbox.
 	AgentPath string
+	// AgentImage, if set, is an image holding the agent at AgentPath: an
+	// init container copies it into every pod, so the server's image
+	// need not contain mcpbox. Empty: the server's image must (a
+	// server's agent_image: "" says its image does).
+	AgentImage string
 	// Image is the image a command or package server runs on (it holds
 	// the agent and the command's runtime); an image server runs its own.
 	Image string
@@ -71,8 +78,9 @@ type Backend struct {
 
 // DefaultBaseImages are the base images of package servers' pods when
 // backend.base_images does not name one: the official Node.js image,
-// pinned by tag (which the user pins by digest where it matters). The
-// agent is expected at agent_path in it (a derived image adds it).
+// pinned by tag (which the user pins by digest where it matters). It
+// has no agent: backend.agent_image copies one in (or a derived image
+// adds it at agent_path).
 var DefaultBaseImages = map[string]string{"npm": "docker.io/library/node:22.12.0-bookworm-slim"}
 
 // BaseImage is the base image of ecosystem eco ("npm") for b: its
@@ -118,6 +126,7 @@ func (c *Config) BackendOf(s *Server) Backend {
 	set("node_selector", func() { b.NodeSelector = o.NodeSelector })
 	set("tolerations", func() { b.Tolerations = o.Tolerations })
 	set("agent_path", func() { b.AgentPath = o.AgentPath })
+	set("agent_image", func() { b.AgentImage = o.AgentImage })
 	set("image", func() { b.Image = o.Image })
 	set("storage_class", func() { b.StorageClass = o.StorageClass })
 	set("gateway_cidrs", func() { b.GatewayCIDRs = o.GatewayCIDRs })
@@ -154,6 +163,7 @@ func (d *decoder) backend(n *yaml.Node, path string, b *Backend) {
 			})
 		}},
 		{"agent_path", func(v *node, p string) { b.AgentPath = d.str(v, p) }},
+		{"agent_image", func(v *node, p string) { b.AgentImage = d.str(v, p) }},
 		{"image", func(v *node, p string) { b.Image = d.str(v, p) }},
 		{"storage_class", func(v *node, p string) { b.StorageClass = d.str(v, p) }},
 		{"gateway_cidrs", func(v *node, p string) { b.GatewayCIDRs = d.strs(v, p, &b.Meta, "gateway_cidrs", d.str) }},
@@ -184,6 +194,7 @@ func backendNode(b *Backend) *yaml.Node {
 		addKV(m, "tolerations", flowIfEmpty(l))
 	}
 	addStr(m, "agent_path", b.AgentPath)
+	addStr(m, "agent_image", b.AgentImage)
 	addStr(m, "image", b.Image)
 	addStr(m, "storage_class", b.StorageClass)
 	addStrs(m, "gateway_cidrs", b.GatewayCIDRs)
@@ -210,7 +221,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 	}
 	if b.Kind != BackendKubernetes {
 		for _, key := range []string{"namespace", "kubeconfig", "in_cluster", "runtime_class", "image_pull_secrets",
-			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs", "input_claim", "base_images"} {
+			"node_selector", "tolerations", "agent_path", "agent_image", "image", "storage_class", "gateway_cidrs", "input_claim", "base_images"} {
 			if b.Meta.Has(key) && b.Meta.Has("kind") {
 				r.errorf(at(key), "%s.%s: only applies to kind: kubernetes", p, key)
 			}
@@ -264,6 +275,11 @@ func checkBackend(r *collector, b *Backend, p string) {
 	if b.Meta.Has("image") {
 		if err := checkImageRef(b.Image); err != nil {
 			r.errorf(at("image"), "%s.image: %v", p, err)
+		}
+	}
+	if b.AgentImage != "" { // "": the image has the agent (a server's override)
+		if err := checkImageRef(b.AgentImage); err != nil {
+			r.errorf(at("agent_image"), "%s.agent_image: %v", p, err)
 		}
 	}
 	for i, cidr := range b.GatewayCIDRs {

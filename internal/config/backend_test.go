@@ -11,19 +11,19 @@ const kubeTop = "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  k
 // and prints both back.
 func TestBackendKubernetes(t *testing.T) {
 	src := kubeTop + "  runtime_class: gvisor\n  image_pull_secrets: [reg]\n  node_selector: {pool: mcp}\n" +
-		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n" +
-		"servers:\n  a:\n    command: [srv]\n    network: {egress: [{host: api.example.com}]}\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata}\n" +
+		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n  agent_image: reg.example/agent:1\n" +
+		"servers:\n  a:\n    command: [srv]\n    network: {egress: [{host: api.example.com}]}\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata, agent_image: reg.example/agent:2}\n" +
 		"  c:\n    command: [local-srv]\n    backend: {kind: local}\n  d:\n    url: https://x.example/mcp\n"
 	c, err := Load("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := c.BackendOf(c.Server("a")), c.BackendOf(c.Server("b"))
-	if a.Kind != BackendKubernetes || a.Namespace != "mcp" || a.RuntimeClass != "gvisor" || a.Image != "reg.example/base:1" ||
+	if a.Kind != BackendKubernetes || a.Namespace != "mcp" || a.RuntimeClass != "gvisor" || a.Image != "reg.example/base:1" || a.AgentImage != "reg.example/agent:1" ||
 		len(a.Tolerations) != 1 || a.Tolerations[0].Operator != "Exists" || a.NodeSelector[0].Name != "pool" {
 		t.Errorf("a: %+v", a)
 	}
-	if b.Namespace != "other" || b.RuntimeClass != "kata" || b.Kubeconfig != "/k/config" || b.AgentPath != "/mcpbox" {
+	if b.Namespace != "other" || b.RuntimeClass != "kata" || b.Kubeconfig != "/k/config" || b.AgentPath != "/mcpbox" || b.AgentImage != "reg.example/agent:2" {
 		t.Errorf("b: %+v", b)
 	}
 	if c.IsKubernetes(c.Server("c")) {
@@ -41,7 +41,8 @@ func TestBackendKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reloading %s: %v", out, err)
 	}
-	if got := c2.BackendOf(c2.Server("b")); got.Namespace != "other" || got.RuntimeClass != "kata" || len(got.Tolerations) != 1 {
+	if got := c2.BackendOf(c2.Server("b")); got.Namespace != "other" || got.RuntimeClass != "kata" || len(got.Tolerations) != 1 ||
+		got.AgentImage != "reg.example/agent:2" || c2.Backend.AgentImage != "reg.example/agent:1" {
 		t.Errorf("round trip: %+v\n%s", got, out)
 	}
 }
@@ -91,6 +92,8 @@ func TestBackendInvalid(t *testing.T) {
 		{"claim", kubeTop + "  image: r/b:1\n  input_claim: Bad/Claim\n" + srv, "is not a PersistentVolumeClaim name"},
 		{"cidr", kubeTop + "  image: r/b:1\n  gateway_cidrs: [10.0.0.1/8]\n" + srv, "want a CIDR"},
 		{"agent path", kubeTop + "  image: r/b:1\n  agent_path: mcpbox\n" + srv, "want an absolute path in the image"},
+		{"agent image", kubeTop + "  image: r/b:1\n  agent_image: \"reg.example/agent:1 \"\n" + srv, "backend.agent_image: \"reg.example/agent:1 \" must not contain whitespace"},
+		{"agent image local", "version: 1\nbackend: {kind: local, agent_image: r/a:1}\n" + srv, "backend.agent_image: only applies to kind: kubernetes"},
 		{"forward", kubeTop + "  image: r/b:1\n" + srv + "    network: {forward: [{listen: 127.0.0.1:5432, to: db.internal:5432}]}\n", "network.forward is the local sandbox's"},
 		{"input", kubeTop + "  image: r/b:1\n" + srv + "    filesystem: {input: {source: .}}\n", "filesystem.input is a host directory"},
 		{"inject without egress", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: env:T, inject: {hosts: [a.example], header: X}}}\n", "is not allowed by servers.s.network.egress"},

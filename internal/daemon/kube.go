@@ -292,7 +292,8 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 // KubeDoctor checks the cluster of c's kubernetes backend (the top-level
 // one, or the first server's that has one): API access, the RBAC Role of
 // `mcpbox kube rbac --config`, the Secrets its servers' kubernetes:
-// references read there, the NetworkPolicy API, the runtime class. base is
+// references read there, the NetworkPolicy API, the runtime class, where
+// the pods get the agent (kube.AgentCheck). base is
 // the config's dir. It prints one line per check on w and reports
 // whether all passed.
 func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
@@ -320,7 +321,8 @@ func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer)
 		refs = append(refs, kube.SecretKeyRef{Name: r.Secret, Key: r.Key})
 	}
 	ok = true
-	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs) {
+	checks := append(kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs), kube.AgentCheck(b.AgentImage, b.AgentPath, config.DefaultAgentPath))
+	for _, ch := range checks {
 		status := "ok"
 		if !ch.OK {
 			status, ok = "FAILED", false

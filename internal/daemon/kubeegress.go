@@ -212,10 +212,11 @@ func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config,
 }
 
 // create makes the proxy's policy, TLS Secret, Service and Deployment;
-// the image is the first egress server's (every pod image has mcpbox at
-// agent_path). The TLS Secret is the proxy's certificate for its
-// registration port, from the pod CA pca (the pods' agents' CA), which
-// the gateway's client certificate comes from too.
+// the image is the first egress server's agent_image (the proxy is mcpbox
+// alone), else its pod's image, which then has mcpbox at agent_path. The
+// TLS Secret is the proxy's certificate for its registration port, from
+// the pod CA pca (the pods' agents' CA), which the gateway's client
+// certificate comes from too.
 func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server, pca *podagent.CA) error {
 	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
 	b := c.BackendOf(s)
@@ -223,15 +224,19 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 	if agent == "" {
 		agent = config.DefaultAgentPath
 	}
-	img := specconv.KubePod(c, s).Image
-	if s.Package != "" {
+	img := b.AgentImage
+	switch {
+	case img != "":
+	case s.Package != "":
 		// A package server's pod runs on its base image, which has
 		// the agent too.
 		eco, _, _ := strings.Cut(s.Package, ":")
 		img = b.BaseImage(eco)
+	default:
+		img = specconv.KubePod(c, s).Image
 	}
 	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
-		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
+		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw), ImagePullSecrets: b.ImagePullSecrets,
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
 	// The registration port only where a server adds secrets at the
 	// proxy: no endpoint that nothing needs.

@@ -103,7 +103,10 @@ type ProxyOptions struct {
 	Image    string
 	Command  []string
 	Replicas int32 // zero: 2
-	Limits   Limits
+	// ImagePullSecrets are the pods' (backend.image_pull_secrets: the
+	// image may be a private agent_image).
+	ImagePullSecrets []string
+	Limits           Limits
 	// ConfigSecret, if set, is the Secret (ProxySecret) mounted
 	// read-only at ProxyConfigDir.
 	ConfigSecret string
@@ -124,7 +127,7 @@ func ProxyDeployment(o ProxyOptions) *appsv1.Deployment {
 	}
 	labels := Labels(o.Gateway, "", RoleEgress)
 	pod := Pod(PodOptions{Name: ProxyName(o.Gateway), Gateway: o.Gateway, Image: o.Image, Command: o.Command,
-		Owner: o.Owner, Limits: o.Limits})
+		Owner: o.Owner, Limits: o.Limits, ImagePullSecrets: o.ImagePullSecrets})
 	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	c := &pod.Spec.Containers[0]
 	c.Name = "proxy"

@@ -13,9 +13,12 @@ import (
 // policy admits only this gateway's server pods on the proxy port.
 func TestProxyObjects(t *testing.T) {
 	o := ProxyOptions{Gateway: "gw1", Owner: testOwner(), Image: "r/b:1", Command: ProxyCommand("/mcpbox"),
-		ConfigSecret: ProxyName("gw1")}
+		ConfigSecret: ProxyName("gw1"), ImagePullSecrets: []string{"regcred"}}
 	d := ProxyDeployment(o)
 	spec := d.Spec.Template.Spec
+	if len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("image pull secrets = %+v", spec.ImagePullSecrets)
+	}
 	c := spec.Containers[0]
 	if c.Command[0] != "/mcpbox" || c.Command[1] != "egress-proxy" || c.Command[3] != ProxyConfigDir+"/"+ProxyConfigKey {
 		t.Errorf("command = %v", c.Command)

@@ -261,7 +261,7 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		// Say how the pod is, which is often why.
 		var now corev1.Pod
 		if gerr := c.Get(context.WithoutCancel(ctx), kube.Pods, ns, in.pod, &now); gerr == nil {
-			return nil, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err)
+			return nil, agentMissing(&now, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err))
 		}
 		return nil, fmt.Errorf("connecting to the agent of pod %s: %w", in.pod, err)
 	}
@@ -321,21 +321,7 @@ func podReady(p *corev1.Pod) (bool, error) {
 	case corev1.PodRunning:
 		return p.Status.PodIP != "", nil
 	case corev1.PodFailed, corev1.PodSucceeded:
-		err := fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p))
-		for _, cs := range p.Status.ContainerStatuses {
-			// The shell's codes for a command not found or not executable:
-			// the agent, which every pod runs first, is not where the config
-			// says it is in the image.
-			if t := cs.State.Terminated; t != nil && (t.ExitCode == 126 || t.ExitCode == 127) && len(p.Spec.Containers) > 0 {
-				c := p.Spec.Containers[0]
-				agent := ""
-				if len(c.Command) > 0 {
-					agent = c.Command[0]
-				}
-				err = fmt.Errorf("%w; is mcpbox at backend.agent_path (%s) in the image %s?", err, agent, c.Image)
-			}
-		}
-		return false, err
+		return false, agentMissing(p, fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p)))
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" ||
@@ -346,8 +332,42 @@ func podReady(p *corev1.Pod) (bool, error) {
 	return false, nil
 }
 
+// agentMissing adds to err, about pod p that ended, where the agent was
+// looked for when the container that runs it first exited with the
+// shell's code for a command not found or not executable (126, 127): the
+// agent image's, if its copy failed; else the server's image's, unless
+// the agent was a copy.
+func agentMissing(p *corev1.Pod, err error) error {
+	notFound := func(statuses []corev1.ContainerStatus, name string) bool {
+		for _, cs := range statuses {
+			if t := cs.State.Terminated; cs.Name == name && t != nil && (t.ExitCode == 126 || t.ExitCode == 127) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == kube.AgentContainer && notFound(p.Status.InitContainerStatuses, c.Name) {
+			return fmt.Errorf("%w; copying the agent: is mcpbox at backend.agent_path (%s) in backend.agent_image %s?", err, c.Command[0], c.Image)
+		}
+	}
+	if len(p.Spec.Containers) == 0 || !notFound(p.Status.ContainerStatuses, p.Spec.Containers[0].Name) {
+		return err
+	}
+	c := p.Spec.Containers[0]
+	if len(c.Command) == 0 || c.Command[0] == kube.AgentBin {
+		return err
+	}
+	return fmt.Errorf("%w; is mcpbox at backend.agent_path (%s) in the image %s? Set backend.agent_image to copy the agent into the pod from an image that has it", err, c.Command[0], c.Image)
+}
+
 // podStatus says how a pod's server container ended.
 func podStatus(p *corev1.Pod) string {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("init container %s exited with status %d", cs.Name, t.ExitCode)
+		}
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
 			s := fmt.Sprintf("exited with status %d", t.ExitCode)
