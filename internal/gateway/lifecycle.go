@@ -213,7 +213,7 @@ func (u *upstream) checkIdle(now time.Time) {
 // a request that comes meanwhile sees it and resumes after the freeze.
 func (u *upstream) pause(p *peer, proc *Process, reason string, force bool) error {
 	if proc == nil || proc.Pause == nil || proc.Resume == nil {
-		return errors.New("this server cannot be paused")
+		return errors.New("this server cannot be paused (a remote server or a Kubernetes pod): mcpbox stop ends it, and its next call starts it again")
 	}
 	u.freeze.Lock()
 	defer u.freeze.Unlock()

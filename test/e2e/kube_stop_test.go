@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKubeStopCommand: `mcpbox stop` ends a pod server as it ends a local
+// sandbox (the pod is deleted, the audit records the stop, the next call
+// starts a new pod), and `mcpbox pause`, which a pod cannot do, says so
+// and leaves it running.
+func TestKubeStopCommand(t *testing.T) {
+	e := kubeSetup(t, "")
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	first := gwMustCall(t, alice, "instance", nil, "")
+	before := e.waitPods(t, 1, 30*time.Second)
+
+	cli := func(args ...string) result {
+		return mode{uid: -1}.mcpbox(t, 60*time.Second, "", append(args, "--config", e.config)...)
+	}
+	r := cli("ps", "--json")
+	if r.code != 0 {
+		t.Fatalf("mcpbox ps: %s", r)
+	}
+	var id string
+	for _, row := range auDecode(t, r.stdout) {
+		if row.str("pod") == before[0].Name && row.str("state") == "running" {
+			id = row.str("id")
+		}
+	}
+	if id == "" {
+		t.Fatalf("mcpbox ps lists no running sandbox for pod %s:\n%s", before[0].Name, r.stdout)
+	}
+	if r := cli("pause", id); r.code == 0 || !strings.Contains(r.stderr, "cannot be paused") {
+		t.Errorf("mcpbox pause of a pod %s: want a clear refusal, got %s", id, r)
+	}
+	if got := gwMustCall(t, alice, "instance", nil, ""); got != first {
+		t.Errorf("after a refused pause the call ran in %q, want the same instance %q", got, first)
+	}
+	if r := cli("stop", id); r.code != 0 {
+		t.Fatalf("mcpbox stop: %s", r)
+	}
+	e.waitPods(t, 0, 60*time.Second)
+	var stopped bool
+	for _, rec := range auDecode(t, cli("logs", "--json", "--event", "sandbox_stop").stdout) {
+		stopped = stopped || rec.str("sandbox") == id
+	}
+	if !stopped {
+		t.Errorf("the audit has no sandbox_stop record of %s", id)
+	}
+	if got := gwMustCall(t, alice, "instance", nil, ""); got == first {
+		t.Errorf("the call after mcpbox stop ran in the stopped instance %q", got)
+	}
+	if after := e.waitPods(t, 1, 30*time.Second); after[0].Name == before[0].Name {
+		t.Errorf("the pod %s was not replaced after mcpbox stop", after[0].Name)
+	}
+}
