@@ -16,10 +16,11 @@ import (
 // package initialisation of this binary and one sandbox start allocate
 // just under that (~3.7 MB), and one collection costs a short `mcpbox
 // exec` 3-5 ms of CPU, as much as bubblewrap's whole start (issue 19,
-// docs/performance.md). So the first startGCFor of a command runs with
-// GOGC=startGC (first collection at 8 MB), then the default again. A
-// GOGC set by the user is left alone, and so is the sandbox init (it
-// never returns from sandbox.Main).
+// docs/performance.md). So the first startGCFor of `mcpbox exec` runs with
+// GOGC=startGC (first collection at 8 MB), then the default again. The
+// other commands (the gateway's memory is measured too), a GOGC set by
+// the user and the sandbox init (it never returns from sandbox.Main) are
+// left alone.
 const (
 	startGC    = 200
 	startGCFor = time.Second
@@ -27,7 +28,7 @@ const (
 
 func main() {
 	sandbox.Main() // the sandbox init is this binary re-executed
-	if os.Getenv("GOGC") == "" {
+	if len(os.Args) > 1 && os.Args[1] == "exec" && os.Getenv("GOGC") == "" {
 		prev := debug.SetGCPercent(startGC)
 		time.AfterFunc(startGCFor, func() { debug.SetGCPercent(prev) })
 	}
