@@ -24,6 +24,10 @@ const followPage = 1000
 type Filter struct {
 	Client, Server, Tool, Sandbox, Decision, Event, Session string
 
+	// ToolName selects records whose tool is ToolName as clients call it
+	// (github__create_issue) or as its server calls it (create_issue).
+	ToolName string
+
 	Since    time.Time // records with Time at or after Since
 	AfterSeq int64     // records with Seq above AfterSeq
 	Limit    int       // at most this many (the oldest first); 0: no limit. Follow ignores it.
@@ -144,6 +148,29 @@ func (r *Reader) Follow(ctx context.Context, f Filter, each func(Record) error) 
 	}
 }
 
+// SetTool reads `logs --tool ARG`: SERVER/TOOL selects by Server and
+// Tool, any other ARG by ToolName.
+func (f *Filter) SetTool(arg string) {
+	if s, t, found := strings.Cut(arg, "/"); found {
+		f.Server, f.Tool = s, t
+		return
+	}
+	f.ToolName = arg
+}
+
+// ParseSince reads `logs --since`: a duration before now (1h) or an
+// RFC 3339 time.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a duration (1h) nor an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
 func (f Filter) where() (string, []any) {
 	var conds []string
 	var args []any
@@ -156,6 +183,10 @@ func (f Filter) where() (string, []any) {
 			conds = append(conds, c.col+" = ?")
 			args = append(args, c.val)
 		}
+	}
+	if f.ToolName != "" {
+		conds = append(conds, "(tool = ? OR json_extract(body, '$.name') = ?)")
+		args = append(args, f.ToolName, f.ToolName)
 	}
 	if !f.Since.IsZero() {
 		conds = append(conds, "time_ns >= ?")

@@ -342,3 +342,68 @@ func TestAddCopies(t *testing.T) {
 		t.Errorf("caller's later changes leaked in (-want +got):\n%s", diff)
 	}
 }
+
+// TestToolFilter: `logs --tool` (Filter.SetTool) selects the same records
+// by the client-visible name, the server's own name and SERVER/TOOL, and
+// no record of another tool, in the query itself (so Limit and Follow's
+// paging count only matching records).
+func TestToolFilter(t *testing.T) {
+	s := openTest(t, Options{})
+	for _, r := range []Record{
+		{Event: EventCall, Server: "github", Tool: "create_issue", Name: "github__create_issue"},
+		{Event: EventCall, Server: "github", Tool: "list_issues", Name: "github__list_issues"},
+		{Event: EventCall, Server: "fs", Tool: "create_issue", Name: "f_create_issue"},
+		{Event: EventSessionStart},
+		{Event: EventCall, Server: "fs", Tool: "other", Name: "f_other"},
+	} {
+		r.Time = time.Now()
+		s.Add(r)
+	}
+	flush(t, s)
+	tests := []struct {
+		arg   string
+		limit int
+		want  []int64
+	}{
+		{"github__create_issue", 0, []int64{1}},
+		{"f_create_issue", 0, []int64{3}},
+		{"create_issue", 0, []int64{1, 3}}, // the servers' own name: both
+		{"create_issue", 1, []int64{1}},
+		{"github/create_issue", 0, []int64{1}},
+		{"", 0, []int64{1, 2, 3, 4, 5}},
+		{"nothing", 0, nil},
+	}
+	for _, tt := range tests {
+		f := Filter{Limit: tt.limit}
+		f.SetTool(tt.arg)
+		got, err := s.Query(testCtx(t), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for _, r := range got {
+			seqs = append(seqs, r.Seq)
+		}
+		if diff := cmp.Diff(tt.want, seqs); diff != "" {
+			t.Errorf("--tool %q limit %d (-want +got):\n%s", tt.arg, tt.limit, diff)
+		}
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		in   string
+		want time.Time
+		err  bool
+	}{
+		{"1h", now.Add(-time.Hour), false},
+		{"2026-12-01T08:30:00Z", time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC), false},
+		{"yesterday", time.Time{}, true},
+	} {
+		got, err := ParseSince(tt.in, now)
+		if (err != nil) != tt.err || !got.Equal(tt.want) {
+			t.Errorf("ParseSince(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}

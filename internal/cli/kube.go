@@ -1,19 +1,19 @@
 package cli
 
-import (
-	"mcpbox/internal/daemon"
-	"mcpbox/internal/kube"
-)
+import "mcpbox/internal/daemon"
 
 const kubeHelp = `USAGE
-  mcpbox kube rbac [--namespace NS] [--subject USER|system:serviceaccount:NS:NAME]
+  mcpbox kube rbac [--config FILE] [--namespace NS] [--subject USER|system:serviceaccount:NS:NAME]
 
 Prints the gateway's Role and RoleBinding (kubernetes backend) as YAML.
+With --config, the Role may also get, by name, the Secrets that FILE's
+kubernetes:SECRET/KEY references name in NS; without, it reads no Secret.
 `
 
 func (e *env) kubeCmd(args []string) int {
 	fs := e.newFlagSet("kube", kubeHelp)
-	ns := fs.String("namespace", "mcp", "the namespace of the servers' pods")
+	cfgPath := fs.String("config", "", "the config `FILE` whose kubernetes: Secrets the Role may read")
+	ns := fs.String("namespace", "", "the namespace of the servers' pods (default: the config's, else mcp)")
 	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "who the gateway runs as")
 	if len(args) == 0 || args[0] != "rbac" {
 		args = []string{"rbac", "--help"}
@@ -21,7 +21,11 @@ func (e *env) kubeCmd(args []string) int {
 	if code, stop := e.parse(fs, args[1:]); stop {
 		return code
 	}
-	y, _ := kube.RBAC(*ns, *subject) // marshals API types: cannot fail
+	y, err := daemon.KubeRBAC(*cfgPath, *ns, *subject)
+	if err != nil {
+		e.errorf("kube rbac: %v", err)
+		return 1
+	}
 	e.stdout.Write(y)
 	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"mcpbox/internal/audit"
@@ -62,12 +61,9 @@ func (e *env) logs(args []string) int {
 		e.errorf("logs: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
-	tf := parseToolFilter(*tool)
-	if tf.server != "" {
-		f.Server, f.Tool = tf.server, tf.tool
-	}
+	f.SetTool(*tool)
 	if *since != "" {
-		t, err := parseSince(*since, time.Now())
+		t, err := audit.ParseSince(*since, time.Now())
 		if err != nil {
 			e.errorf("logs: --since: %v", err)
 			return exitUsage
@@ -98,18 +94,12 @@ func (e *env) logs(args []string) int {
 	if verify {
 		return e.verifyLog(ctx, r)
 	}
-	print := func(rec audit.Record) error {
-		if !tf.match(rec) {
-			return nil
-		}
-		return e.printRecord(rec, *asJSON)
-	}
+	print := func(rec audit.Record) error { return e.printRecord(rec, *asJSON) }
 	recs, err := r.Query(ctx, f)
 	if err != nil {
 		e.errorf("logs: %v", err)
 		return 1
 	}
-	recs = slices.DeleteFunc(recs, func(rec audit.Record) bool { return !tf.match(rec) })
 	if *limit > 0 && len(recs) > *limit {
 		recs = recs[len(recs)-*limit:]
 	}
@@ -160,16 +150,4 @@ func (e *env) printRecord(rec audit.Record, asJSON bool) error {
 	}
 	_, err := fmt.Fprintln(e.stdout, audit.Line(rec))
 	return err
-}
-
-// parseSince reads a duration ago or an RFC 3339 time.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither a duration (1h) nor an RFC 3339 time", s)
-	}
-	return t, nil
 }

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"mcpbox/internal/admin"
-	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/specconv"
 )
@@ -29,18 +28,6 @@ rotate asks the gateway running on that config's state dir to renew the
 sandboxes of every server with the secret: the reference is resolved
 again and new sandboxes take over; calls in flight finish on the old ones.
 `
-
-// secretRow is one listed secret; ID is SERVER/NAME.
-type secretRow struct {
-	ID     string `json:"id"`
-	Server string `json:"server"`
-	Name   string `json:"name"`
-	From   string `json:"from"`
-	As     string `json:"as"`
-	TTL    string `json:"ttl,omitempty"`
-	// Hosts: the secret is added at the egress proxy for these (inject).
-	Hosts []string `json:"inject_hosts,omitempty"`
-}
 
 func (e *env) secrets(args []string) int {
 	fs := e.newFlagSet("secrets", secretsHelp)
@@ -77,10 +64,7 @@ func (e *env) secrets(args []string) int {
 		fmt.Fprintln(e.stderr, err)
 		return 1
 	}
-	rows := secretRows(c)
-	for _, l := range daemon.LoginSummary(c, *cfgPath, "") {
-		rows = append(rows, secretRow{ID: l.Server + "/oauth", Server: l.Server, Name: "oauth", From: "mcpbox login", As: l.State})
-	}
+	rows := daemon.SecretList(c, *cfgPath)
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		for _, r := range rows {
@@ -91,7 +75,7 @@ func (e *env) secrets(args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tNAME\tFROM\tAS\tTTL\tHOSTS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Server, r.Name, r.From, r.As, r.TTL, strings.Join(r.Hosts, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Server, r.Name, r.Source(), r.As, r.TTL, strings.Join(r.Hosts, ","))
 	}
 	tw.Flush()
 	return 0
@@ -161,38 +145,3 @@ func takesValue(fs *flag.FlagSet, name string) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return !ok || !b.IsBoolFlag()
 }
-
-func secretRows(c *config.Config) []secretRow {
-	var rows []secretRow
-	for _, s := range c.Servers {
-		for _, sec := range s.Secrets {
-			as := sec.As
-			if as == "" {
-				as = config.SecretAsEnv
-			}
-			r := secretRow{ID: s.Name + "/" + sec.Name, Server: s.Name, Name: sec.Name, From: sec.From, As: as}
-			if sec.TTL != 0 {
-				r.TTL = sec.TTL.String()
-			}
-			if in := sec.Inject; in != nil {
-				r.As, r.Hosts = secretAsProxy, in.Hosts
-				if a := in.AWS; a != nil {
-					r.From = strings.TrimSuffix(a.AccessKeyID+","+a.SecretAccessKey+","+a.SessionToken, ",")
-				}
-			}
-			rows = append(rows, r)
-		}
-		// A remote server's headers are references resolved at every
-		// connection: secrets by another name.
-		for _, h := range s.Headers {
-			rows = append(rows, secretRow{ID: s.Name + "/" + h.Name, Server: s.Name, Name: h.Name, From: h.From, As: secretAsHeader})
-		}
-	}
-	return rows
-}
-
-// secretAsHeader is the AS of a remote server's header in the listing.
-const secretAsHeader = "header"
-
-// secretAsProxy is the AS of a secret added at the egress proxy.
-const secretAsProxy = "proxy"

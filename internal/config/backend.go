@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -19,7 +20,8 @@ import (
 //	  image_pull_secrets: [regcred]
 //	  node_selector: {pool: mcp}
 //	  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]
-//	  agent_path: /mcpbox             # the mcpbox binary in the image
+//	  agent_image: registry/mcpbox-agent:1  # copies the agent into every pod
+//	  agent_path: /mcpbox             # the mcpbox binary in agent_image (else in the image)
 //	  image: registry/mcpbox-node:1   # a base image for command servers
 //	  storage_class: standard         # per-agent output on a claim
 //
@@ -42,9 +44,15 @@ type Backend struct {
 	ImagePullSecrets []string
 	NodeSelector     []EnvVar // label → value, in file order
 	Tolerations      []Toleration
-	// AgentPath is where the mcpbox binary (the pod's agent) is in the
-	// server's image; empty: /usr/local/bin/mcpbox.
+	// AgentPath is where the mcpbox binary (the pod's agent) is in
+	// AgentImage, or in the server's image when AgentImage is empty;
+	// empty: /usr/local/bin/mcpbox.
 	AgentPath string
+	// AgentImage, if set, is an image holding the agent at AgentPath: an
+	// init container copies it into every pod, so the server's image
+	// need not contain mcpbox. Empty: the server's image must (a
+	// server's agent_image: "" says its image does).
+	AgentImage string
 	// Image is the image a command or package server runs on (it holds
 	// the agent and the command's runtime); an image server runs its own.
 	Image string
@@ -69,8 +77,9 @@ type Backend struct {
 
 // DefaultBaseImages are the base images of package servers' pods when
 // backend.base_images does not name one: the official Node.js image,
-// pinned by tag (which the user pins by digest where it matters). The
-// agent is expected at agent_path in it (a derived image adds it).
+// pinned by tag (which the user pins by digest where it matters). It
+// has no agent: backend.agent_image copies one in (or a derived image
+// adds it at agent_path).
 var DefaultBaseImages = map[string]string{"npm": "docker.io/library/node:22.12.0-bookworm-slim"}
 
 // BaseImage is the base image of ecosystem eco ("npm") for b: its
@@ -116,6 +125,7 @@ func (c *Config) BackendOf(s *Server) Backend {
 	set("node_selector", func() { b.NodeSelector = o.NodeSelector })
 	set("tolerations", func() { b.Tolerations = o.Tolerations })
 	set("agent_path", func() { b.AgentPath = o.AgentPath })
+	set("agent_image", func() { b.AgentImage = o.AgentImage })
 	set("image", func() { b.Image = o.Image })
 	set("storage_class", func() { b.StorageClass = o.StorageClass })
 	set("gateway_cidrs", func() { b.GatewayCIDRs = o.GatewayCIDRs })
@@ -152,6 +162,7 @@ func (d *decoder) backend(n *yaml.Node, path string, b *Backend) {
 			})
 		}},
 		{"agent_path", func(v *node, p string) { b.AgentPath = d.str(v, p) }},
+		{"agent_image", func(v *node, p string) { b.AgentImage = d.str(v, p) }},
 		{"image", func(v *node, p string) { b.Image = d.str(v, p) }},
 		{"storage_class", func(v *node, p string) { b.StorageClass = d.str(v, p) }},
 		{"gateway_cidrs", func(v *node, p string) { b.GatewayCIDRs = d.strs(v, p, &b.Meta, "gateway_cidrs", d.str) }},
@@ -182,6 +193,7 @@ func backendNode(b *Backend) *yaml.Node {
 		addKV(m, "tolerations", flowIfEmpty(l))
 	}
 	addStr(m, "agent_path", b.AgentPath)
+	addStr(m, "agent_image", b.AgentImage)
 	addStr(m, "image", b.Image)
 	addStr(m, "storage_class", b.StorageClass)
 	addStrs(m, "gateway_cidrs", b.GatewayCIDRs)
@@ -209,7 +221,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 	}
 	if b.Kind != BackendKubernetes {
 		for _, key := range []string{"namespace", "kubeconfig", "in_cluster", "runtime_class", "image_pull_secrets",
-			"node_selector", "tolerations", "agent_path", "image", "storage_class", "gateway_cidrs", "input_claim", "base_images"} {
+			"node_selector", "tolerations", "agent_path", "agent_image", "image", "storage_class", "gateway_cidrs", "input_claim", "base_images"} {
 			if b.Meta.Has(key) && b.Meta.Has("kind") {
 				r.errorf(at(key), "%s.%s: only applies to kind: kubernetes", p, key)
 			}
@@ -265,6 +277,11 @@ func checkBackend(r *collector, b *Backend, p string) {
 			r.errorf(at("image"), "%s.image: %v", p, err)
 		}
 	}
+	if b.AgentImage != "" { // "": the image has the agent (a server's override)
+		if err := checkImageRef(b.AgentImage); err != nil {
+			r.errorf(at("agent_image"), "%s.agent_image: %v", p, err)
+		}
+	}
 	for i, cidr := range b.GatewayCIDRs {
 		if pfx, err := netip.ParsePrefix(cidr); err != nil || pfx.Masked() != pfx {
 			r.errorf(b.Meta.Elem("gateway_cidrs", i), "%s.gateway_cidrs[%d]: %q: want a CIDR such as 10.1.2.0/24", p, i, cidr)
@@ -303,6 +320,9 @@ func checkBackends(r *collector, c *Config) {
 			checkBackend(r, s.Backend, p+".backend")
 		}
 		b := c.BackendOf(s)
+		if b.Kind != BackendKubernetes || s.URL != "" {
+			checkNoKubeSecrets(r, s, p)
+		}
 		if b.Kind != BackendKubernetes {
 			continue
 		}
@@ -318,6 +338,40 @@ func checkBackends(r *collector, c *Config) {
 		}
 		checkKubeServer(r, s, b, p, at)
 	}
+}
+
+// checkNoKubeSecrets refuses kubernetes: references of a server that
+// runs no pod: no namespace to read the Secret in, and no Role that
+// allows it.
+func checkNoKubeSecrets(r *collector, s *Server, p string) {
+	where := "on this host"
+	if s.URL != "" {
+		where = "elsewhere (url)"
+	}
+	for _, sec := range s.Secrets {
+		if _, ok, _ := ParseKubeSecretRef(sec.From); ok {
+			r.errorf(sec.Meta.At("from"), "%s.secrets.%s.from: a kubernetes: Secret is read only for a server on backend kind: kubernetes (this one runs %s)", p, sec.Name, where)
+		}
+	}
+}
+
+// KubeSecretRefs are the kubernetes: references of the servers whose pods
+// run in namespace ns, sorted and without repeats: the Secrets the
+// gateway reads there (its Role's get, doctor's checks).
+func (c *Config) KubeSecretRefs(ns string) []KubeSecretRef {
+	var out []KubeSecretRef
+	for _, s := range c.Servers {
+		if s == nil || s.URL != "" || !c.IsKubernetes(s) || c.BackendOf(s).Namespace != ns {
+			continue
+		}
+		for _, sec := range s.Secrets {
+			if r, ok, err := ParseKubeSecretRef(sec.From); ok && err == nil && !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b KubeSecretRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
 }
 
 func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
@@ -362,11 +416,6 @@ func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
 		// Deployment; a forward's fixed port inside the sandbox has no
 		// pod counterpart.
 		bad(s.Network.Meta.At("forward"), "network.forward is the local sandbox's; a pod reaches hosts through network.egress and the proxy")
-	}
-	for _, sec := range s.Secrets {
-		if sec.Inject != nil {
-			bad(sec.Meta.At("inject"), "secret %s: inject (added at the egress proxy) is not available on kubernetes", sec.Name)
-		}
 	}
 	if s.Artifacts != nil {
 		bad(s.Artifacts.Meta.Pos, "artifacts are not exported from pods yet")

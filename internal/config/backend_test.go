@@ -11,19 +11,19 @@ const kubeTop = "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  k
 // and prints both back.
 func TestBackendKubernetes(t *testing.T) {
 	src := kubeTop + "  runtime_class: gvisor\n  image_pull_secrets: [reg]\n  node_selector: {pool: mcp}\n" +
-		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n" +
-		"servers:\n  a:\n    command: [srv]\n    network: {egress: [{host: api.example.com}]}\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata}\n" +
+		"  tolerations: [{key: mcp, operator: Exists, effect: NoSchedule}]\n  agent_path: /mcpbox\n  image: reg.example/base:1\n  agent_image: reg.example/agent:1\n" +
+		"servers:\n  a:\n    command: [srv]\n    network: {egress: [{host: api.example.com}]}\n  b:\n    image: reg.example/b:1\n    args: [/app/srv]\n    backend: {namespace: other, runtime_class: kata, agent_image: reg.example/agent:2}\n" +
 		"  c:\n    command: [local-srv]\n    backend: {kind: local}\n  d:\n    url: https://x.example/mcp\n"
 	c, err := Load("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := c.BackendOf(c.Server("a")), c.BackendOf(c.Server("b"))
-	if a.Kind != BackendKubernetes || a.Namespace != "mcp" || a.RuntimeClass != "gvisor" || a.Image != "reg.example/base:1" ||
+	if a.Kind != BackendKubernetes || a.Namespace != "mcp" || a.RuntimeClass != "gvisor" || a.Image != "reg.example/base:1" || a.AgentImage != "reg.example/agent:1" ||
 		len(a.Tolerations) != 1 || a.Tolerations[0].Operator != "Exists" || a.NodeSelector[0].Name != "pool" {
 		t.Errorf("a: %+v", a)
 	}
-	if b.Namespace != "other" || b.RuntimeClass != "kata" || b.Kubeconfig != "/k/config" || b.AgentPath != "/mcpbox" {
+	if b.Namespace != "other" || b.RuntimeClass != "kata" || b.Kubeconfig != "/k/config" || b.AgentPath != "/mcpbox" || b.AgentImage != "reg.example/agent:2" {
 		t.Errorf("b: %+v", b)
 	}
 	if c.IsKubernetes(c.Server("c")) {
@@ -41,7 +41,8 @@ func TestBackendKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reloading %s: %v", out, err)
 	}
-	if got := c2.BackendOf(c2.Server("b")); got.Namespace != "other" || got.RuntimeClass != "kata" || len(got.Tolerations) != 1 {
+	if got := c2.BackendOf(c2.Server("b")); got.Namespace != "other" || got.RuntimeClass != "kata" || len(got.Tolerations) != 1 ||
+		got.AgentImage != "reg.example/agent:2" || c2.Backend.AgentImage != "reg.example/agent:1" {
 		t.Errorf("round trip: %+v\n%s", got, out)
 	}
 }
@@ -91,15 +92,21 @@ func TestBackendInvalid(t *testing.T) {
 		{"claim", kubeTop + "  image: r/b:1\n  input_claim: Bad/Claim\n" + srv, "is not a PersistentVolumeClaim name"},
 		{"cidr", kubeTop + "  image: r/b:1\n  gateway_cidrs: [10.0.0.1/8]\n" + srv, "want a CIDR"},
 		{"agent path", kubeTop + "  image: r/b:1\n  agent_path: mcpbox\n" + srv, "want an absolute path in the image"},
+		{"agent image", kubeTop + "  image: r/b:1\n  agent_image: \"reg.example/agent:1 \"\n" + srv, "backend.agent_image: \"reg.example/agent:1 \" must not contain whitespace"},
+		{"agent image local", "version: 1\nbackend: {kind: local, agent_image: r/a:1}\n" + srv, "backend.agent_image: only applies to kind: kubernetes"},
 		{"forward", kubeTop + "  image: r/b:1\n" + srv + "    network: {forward: [{listen: 127.0.0.1:5432, to: db.internal:5432}]}\n", "network.forward is the local sandbox's"},
 		{"input", kubeTop + "  image: r/b:1\n" + srv + "    filesystem: {input: {source: .}}\n", "filesystem.input is a host directory"},
-		{"inject", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: env:T, inject: {hosts: [a.example], header: X}}}\n", "inject (added at the egress proxy) is not available"},
+		{"inject without egress", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: env:T, inject: {hosts: [a.example], header: X}}}\n", "is not allowed by servers.s.network.egress"},
 		{"builtin", kubeTop + "  image: r/b:1\nservers:\n  w:\n    builtin: workspace\n", "the built-in server runs on this host only"},
 		{"image args", kubeTop + "  image: r/b:1\nservers:\n  i:\n    image: r/i:1\n", "an image server needs args"},
 		{"group", kubeTop + "  image: r/b:1\n" + srv + "    placement: group:g\n", "groups share a local sandbox"},
 		{"pypi package", kubeTop + "servers:\n  p:\n    package: pypi:mcp-server-time@1.0.0\n", "only npm packages are installed into pods"},
 		{"base image kind", kubeTop + "  base_images: {cargo: r/c:1}\n" + srv, `base_images: "cargo": want npm or pypi`},
 		{"base image ref", kubeTop + "  image: r/b:1\n  base_images: {npm: \"bad ref\"}\n" + srv, "base_images.npm"},
+		{"kube secret local", "version: 1\n" + srv + "    secrets: {T: {from: kubernetes:gh/token}}\n", "secrets.T.from: a kubernetes: Secret is read only for a server on backend kind: kubernetes (this one runs on this host)"},
+		{"kube secret local override", kubeTop + "  image: r/b:1\n" + srv + "    backend: {kind: local}\n    secrets: {T: {from: kubernetes:gh/token}}\n", "(this one runs on this host)"},
+		{"kube secret syntax", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: kubernetes:gh}}\n", "want kubernetes:SECRET/KEY"},
+		{"kube client token", "version: 1\nclients: [{name: a, token: {from: kubernetes:t/k}}]\n" + srv, "only for a server secret on the kubernetes backend"},
 		{"url kind", "version: 1\nservers:\n  s:\n    url: https://x.example/mcp\n    backend: {kind: kubernetes, namespace: x, in_cluster: true}\n", "a url server runs elsewhere already"},
 	}
 	for _, tc := range tests {
@@ -112,5 +119,75 @@ func TestBackendInvalid(t *testing.T) {
 				t.Errorf("error has no position: %v", err)
 			}
 		})
+	}
+}
+
+// TestKubeSecretRefs: kubernetes:SECRET/KEY references are listed per
+// namespace (the Role's resourceNames), without repeats, and survive a
+// round trip.
+func TestKubeSecretRefs(t *testing.T) {
+	src := kubeTop + "  image: r/b:1\nservers:\n" +
+		"  a:\n    command: [a]\n    secrets: {T: {from: kubernetes:gh/token}, U: {from: kubernetes:db.creds/pass-word_1, as: file}, V: {from: env:V}}\n" +
+		"  b:\n    command: [b]\n    secrets: {T: {from: kubernetes:gh/token}, W: {from: kubernetes:api/key}}\n" +
+		"  c:\n    command: [c]\n    backend: {namespace: other}\n    secrets: {T: {from: kubernetes:elsewhere/k}}\n"
+	c, err := Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range c.KubeSecretRefs("mcp") {
+		got = append(got, r.String())
+	}
+	if want := "kubernetes:api/key kubernetes:db.creds/pass-word_1 kubernetes:gh/token"; strings.Join(got, " ") != want {
+		t.Errorf("mcp's refs %q, want %q", got, want)
+	}
+	if o := c.KubeSecretRefs("other"); len(o) != 1 || o[0] != (KubeSecretRef{Secret: "elsewhere", Key: "k"}) {
+		t.Errorf("other's refs %v", o)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Load("t.yaml", out)
+	if err != nil {
+		t.Fatalf("reloading %s: %v", out, err)
+	}
+	if len(c2.KubeSecretRefs("mcp")) != 3 {
+		t.Errorf("round trip lost references:\n%s", out)
+	}
+}
+
+// TestParseKubeSecretRef checks the syntax, and that the other parser
+// refuses the scheme (a client token or header cannot read a Secret).
+func TestParseKubeSecretRef(t *testing.T) {
+	tests := []struct {
+		ref     string
+		ok      bool
+		want    KubeSecretRef
+		wantErr string
+	}{
+		{"kubernetes:gh/token", true, KubeSecretRef{"gh", "token"}, ""},
+		{"kubernetes:a.b-c/.dot_key-1", true, KubeSecretRef{"a.b-c", ".dot_key-1"}, ""},
+		{"env:X", false, KubeSecretRef{}, ""},
+		{"kube:gh/token", false, KubeSecretRef{}, ""},
+		{"kubernetes:gh", true, KubeSecretRef{}, "want kubernetes:SECRET/KEY"},
+		{"kubernetes:/k", true, KubeSecretRef{}, "is not a Secret name"},
+		{"kubernetes:GH/k", true, KubeSecretRef{}, "is not a Secret name"},
+		{"kubernetes:gh/", true, KubeSecretRef{}, "is not a key"},
+		{"kubernetes:gh/a/b", true, KubeSecretRef{}, "is not a key"},
+		{"kubernetes:gh/..", true, KubeSecretRef{}, "is not a key"},
+		{"kubernetes:gh/a b", true, KubeSecretRef{}, "is not a key"},
+	}
+	for _, tc := range tests {
+		r, ok, err := ParseKubeSecretRef(tc.ref)
+		switch {
+		case ok != tc.ok || r != tc.want:
+			t.Errorf("%q: %+v ok=%v, want %+v ok=%v", tc.ref, r, ok, tc.want, tc.ok)
+		case tc.wantErr == "" && err != nil, tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q: error %v, want %q", tc.ref, err, tc.wantErr)
+		}
+	}
+	if _, err := ParseSecretRef("kubernetes:gh/token"); err == nil || !strings.Contains(err.Error(), "only for a server secret on the kubernetes backend") {
+		t.Errorf("ParseSecretRef(kubernetes:...) = %v, want a refusal", err)
 	}
 }

@@ -317,6 +317,10 @@ func checkSecrets(r *collector, s *Server, p string) {
 			// no from: each of inject.aws's fields is a reference (checkInjectAWS)
 		} else if sec.From == "" {
 			r.errorf(sec.Meta.At("from"), "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", sp)
+		} else if _, ok, err := ParseKubeSecretRef(sec.From); ok {
+			if err != nil {
+				r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)
+			}
 		} else if _, err := ParseSecretRef(sec.From); err != nil {
 			r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)
 		}

@@ -40,6 +40,9 @@ type SecretRef struct {
 // pasted secret.
 func ParseSecretRef(ref string) (SecretRef, error) {
 	scheme, arg, ok := strings.Cut(ref, ":")
+	if ok && scheme == SchemeKubernetes {
+		return SecretRef{}, fmt.Errorf("kubernetes: a Secret of the cluster is read only for a server secret on the kubernetes backend")
+	}
 	if !ok || (scheme != "env" && scheme != "file" && scheme != "cmd") {
 		return SecretRef{}, fmt.Errorf("must be a reference (env:VAR, file:PATH or cmd:COMMAND), not a literal secret value")
 	}
@@ -52,6 +55,44 @@ func ParseSecretRef(ref string) (SecretRef, error) {
 		return SecretRef{}, fmt.Errorf("env: %q is not a valid variable name", arg)
 	}
 	return SecretRef{Scheme: scheme, Arg: arg}, nil
+}
+
+// SchemeKubernetes is the scheme of a key of an existing Kubernetes
+// Secret, "kubernetes:SECRET/KEY", in the server's backend namespace.
+// The gateway reads it through the API at each start (it must know the
+// value to redact it), so only a secret of a server on the kubernetes
+// backend may use it; ParseSecretRef refuses it everywhere else.
+const SchemeKubernetes = "kubernetes"
+
+// KubeSecretRef is a parsed kubernetes:SECRET/KEY reference.
+type KubeSecretRef struct {
+	Secret string // the Secret's name, a DNS subdomain
+	Key    string // a key of its data
+}
+
+// String is the reference as written.
+func (r KubeSecretRef) String() string { return SchemeKubernetes + ":" + r.Secret + "/" + r.Key }
+
+// kubeKeyRE is the syntax of a key of a Secret's data.
+var kubeKeyRE = lazyRegexp(`^[-._a-zA-Z0-9]{1,253}$`)
+
+// ParseKubeSecretRef parses "kubernetes:SECRET/KEY". ok reports whether
+// ref is of that scheme at all; err, whether it is well formed.
+func ParseKubeSecretRef(ref string) (r KubeSecretRef, ok bool, err error) {
+	arg, ok := strings.CutPrefix(ref, SchemeKubernetes+":")
+	if !ok {
+		return KubeSecretRef{}, false, nil
+	}
+	name, key, found := strings.Cut(arg, "/")
+	switch {
+	case !found:
+		return KubeSecretRef{}, true, fmt.Errorf("kubernetes: want kubernetes:SECRET/KEY (a Secret in the server's backend namespace and a key of its data)")
+	case !dnsSubdomain().MatchString(name):
+		return KubeSecretRef{}, true, fmt.Errorf("kubernetes: %q is not a Secret name (lowercase letters, digits, '-' and '.')", name)
+	case !kubeKeyRE().MatchString(key) || key == "." || key == "..":
+		return KubeSecretRef{}, true, fmt.Errorf("kubernetes: %q is not a key of a Secret (letters, digits, '-', '_' and '.')", key)
+	}
+	return KubeSecretRef{Secret: name, Key: key}, true, nil
 }
 
 // validHostname reports whether s is a DNS name: dot-separated labels of

@@ -9,7 +9,8 @@ import (
 // Warnings lists what a valid config allows but a reviewer should see:
 // a server whose tools are all hidden by default deny, secret-looking
 // values in plain env, one secret shared by several servers, and secrets
-// beside broad egress. They carry FILE:LINE:COL like errors; `mcpbox
+// beside broad egress, a pod that runs the agent from an image that
+// likely lacks it. They carry FILE:LINE:COL like errors; `mcpbox
 // policy check` prints them and still succeeds, `mcpbox serve` prints them
 // at startup.
 func Warnings(c *Config) Errors {
@@ -34,6 +35,7 @@ func Warnings(c *Config) Errors {
 		}
 		warnSecretsWithBroadEgress(r, s)
 		warnInjectAnywhere(r, s)
+		warnKubeAgent(r, c, s)
 	}
 	if err := r.err(); err != nil {
 		return err.(Errors)
@@ -134,4 +136,17 @@ func describeBroad(e *Egress) string {
 	default:
 		return fmt.Sprintf("allows every name below %s", strings.TrimPrefix(e.Host, "*."))
 	}
+}
+
+// warnKubeAgent flags a server on kubernetes whose pod runs the agent
+// from its own image at the default path: no stock image has mcpbox
+// there, so the pod would fail at start. An explicit agent_path says
+// the user built the image with it.
+func warnKubeAgent(r *collector, c *Config, s *Server) {
+	b := c.BackendOf(s)
+	if b.Kind != BackendKubernetes || s.URL != "" || s.Builtin != "" || b.AgentImage != "" || b.AgentPath != "" {
+		return
+	}
+	r.errorf(s.Meta.Pos, "servers.%s: its pod runs the agent from its image at %s, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it",
+		s.Name, DefaultAgentPath)
 }

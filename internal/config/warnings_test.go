@@ -158,3 +158,29 @@ servers:
 		t.Fatalf("warnings (-want +got):\n%s", diff)
 	}
 }
+
+// TestWarningsKubeAgent: a kubernetes server that runs the agent from
+// its image at the default path is flagged; agent_image, an explicit
+// agent_path, a url server and a local override are not.
+func TestWarningsKubeAgent(t *testing.T) {
+	src := kubeTop + `  image: r/base:1
+servers:
+  plain: {command: [srv], tools: {allow: ["*"]}}
+  copied: {command: [srv], tools: {allow: ["*"]}, backend: {agent_image: r/agent:1}}
+  derived: {command: [srv], tools: {allow: ["*"]}, backend: {agent_path: /app/mcpbox}}
+  here: {command: [srv], tools: {allow: ["*"]}, backend: {kind: local}}
+  remote: {url: "https://x.example/mcp", tools: {allow: ["*"]}}
+`
+	c, err := Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range Warnings(c) {
+		got = append(got, w.Error())
+	}
+	want := []string{`t.yaml:8:3: servers.plain: its pod runs the agent from its image at /usr/local/bin/mcpbox, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}

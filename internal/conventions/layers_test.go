@@ -28,8 +28,6 @@ var layers = map[string]int{
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
 	// Prometheus metrics counted from the audit records.
 	"internal/metrics": 1,
-	// The egress proxy of a gateway's Kubernetes pods (mcpbox egress-proxy).
-	"internal/kube/egressproxy": 1,
 	// The agent in a Kubernetes pod, its mTLS CA and the gateway's client
 	// (on the gateway's message limits and response-id reader).
 	"internal/podagent": 1,
@@ -41,6 +39,9 @@ var layers = map[string]int{
 	"internal/track": 2,
 	// Packages installed through sandboxes into a shared store.
 	"internal/pkginstall": 2,
+	// The egress proxy of a gateway's Kubernetes pods (mcpbox egress-proxy),
+	// on credinject and podagent's mutual TLS.
+	"internal/kube/egressproxy": 2,
 	// 3: the call pipeline and the backends that start servers.
 	"internal/guard": 3, "internal/launch": 3,
 	// The web page over the admin back-end and the audit trail.

@@ -75,6 +75,22 @@ type Options struct {
 	// MaxBodyBuffer bounds a body read whole for SigV4; zero:
 	// DefaultMaxBodyBuffer.
 	MaxBodyBuffer int64
+	// Fakes, if set, are the placeholders to use instead of fresh ones,
+	// by credential name (Set.Fakes of another Set of the same
+	// credentials): so that the Kubernetes egress proxy, which rebuilds a
+	// pod's Set from the gateway's registration, knows the placeholders
+	// the gateway gave the pod. Each must have its value's length and
+	// differ from it.
+	Fakes map[string]Fakes
+}
+
+// Fakes are one credential's placeholders: Value for a value, the fake
+// AWS key id, secret and session token for an AWS pair.
+type Fakes struct {
+	Value  string `json:"value,omitempty"`
+	KeyID  string `json:"key_id,omitempty"`
+	Secret string `json:"secret,omitempty"`
+	Token  string `json:"token,omitempty"`
 }
 
 // Event records one substitution or refusal. It never holds a value.
@@ -189,6 +205,11 @@ func New(opts Options) (*Set, error) {
 		}
 		seen[c.Name] = true
 		cc, err := compile(c)
+		if err == nil {
+			if f, ok := opts.Fakes[c.Name]; ok {
+				err = cc.useFakes(f)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("credential %q: %w", c.Name, err)
 		}
@@ -283,6 +304,62 @@ func compileAWS(cc *cred) (*cred, error) {
 		}
 	}
 	return cc, nil
+}
+
+// useFakes replaces c's fresh placeholders with f's.
+func (c *cred) useFakes(f Fakes) error {
+	pairs := [][2]string{{f.Value, c.Value}}
+	if a := c.AWS; a != nil {
+		pairs = [][2]string{{f.KeyID, a.AccessKeyID}, {f.Secret, a.SecretAccessKey}, {f.Token, a.SessionToken}}
+	}
+	for _, p := range pairs {
+		if len(p[0]) != len(p[1]) || p[1] != "" && p[0] == p[1] {
+			return errors.New("a given placeholder does not have its value's length or equals it")
+		}
+	}
+	if c.AWS != nil {
+		c.fakeKeyID, c.fakeSecret, c.fakeToken = f.KeyID, f.Secret, f.Token
+	} else {
+		c.placeholder = f.Value
+	}
+	return nil
+}
+
+// Fakes returns every credential's placeholders by name (for
+// Options.Fakes of a Set made elsewhere).
+func (s *Set) Fakes() map[string]Fakes {
+	out := make(map[string]Fakes, len(s.creds))
+	for _, c := range s.creds {
+		out[c.Name] = Fakes{Value: c.placeholder, KeyID: c.fakeKeyID, Secret: c.fakeSecret, Token: c.fakeToken}
+	}
+	return out
+}
+
+// Hosts is a compiled list of Credential.Hosts patterns.
+type Hosts []hostPattern
+
+// ParseHosts compiles hosts as a Credential's Hosts are.
+func ParseHosts(hosts []string) (Hosts, error) {
+	var out Hosts
+	for _, h := range hosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Match reports whether host:port (normalized as in egress.Target) is
+// one of hs.
+func (hs Hosts) Match(host string, port int) bool {
+	for _, h := range hs {
+		if h.matches(host, port) {
+			return true
+		}
+	}
+	return false
 }
 
 // Placeholder returns what the sandbox holds instead of credential name's

@@ -42,9 +42,10 @@ type kubeConn struct {
 	client *kube.Client
 	gw     *kube.Gateway
 	ns     string
-	key    string      // kubeConnKey
-	egress kubeEgress  // the pods' egress proxy, made at first need
-	audit  egressAudit // its decisions into the audit
+	key    string        // kubeConnKey
+	egress kubeEgress    // the pods' egress proxy, made at first need
+	audit  egressAudit   // its decisions into the audit
+	inject proxyRegistry // the secrets its replicas add for the pods
 }
 
 // kubeConnKey names a backend's cluster and namespace.
@@ -124,6 +125,7 @@ func (k *kubeSetup) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, kc := range k.conns {
+		kc.inject.stop()
 		kc.audit.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := kc.gw.Close(ctx); err != nil {
@@ -180,7 +182,7 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	if len(s.Network.Egress) > 0 || kc.egress.made() || ko.Install != nil {
 		// Also without egress once the proxy exists: a reload that took
 		// a server's allowlist away rewrites the proxy's config.
-		if err := kc.egress.ensure(ctx, kc, w.c, s); err != nil {
+		if err := kc.egress.ensure(ctx, kc, w.c, s, ca); err != nil {
 			return fmt.Errorf("server %s: %w", s.Name, err)
 		}
 	}
@@ -190,6 +192,15 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			kc.egress.waitReady(ctx, kc, w.log)
 			return kc.egress.env(w.book, pod, s.Name)
 		}
+	}
+	if len(injectHosts(s)) > 0 && ko.Proxy && w.ca != nil {
+		if !kc.egress.hasRegistry() {
+			// Made (for the config before a reload) without the
+			// registration port.
+			return fmt.Errorf("server %s: secrets added at the proxy need the egress proxy's registration port, which this gateway's proxy in namespace %s was made without: restart the gateway", s.Name, kc.ns)
+		}
+		kc.inject.setup(kc, ca, w.ca, w.log)
+		ko.Inject = kc.inject.inject(s.Name)
 	}
 	if ko.Install != nil {
 		// The install reaches the registry through the proxy: the
@@ -280,18 +291,14 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 
 // KubeDoctor checks the cluster of c's kubernetes backend (the top-level
 // one, or the first server's that has one): API access, the RBAC Role of
-// `mcpbox kube rbac`, the NetworkPolicy API, the runtime class. base is
+// `mcpbox kube rbac --config`, the Secrets its servers' kubernetes:
+// references read there, the NetworkPolicy API, the runtime class, where
+// the pods get the agent (kube.AgentCheck). base is
 // the config's dir. It prints one line per check on w and reports
 // whether all passed.
 func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
-	b := c.Backend
-	for _, s := range c.Servers {
-		if b.Kind == config.BackendKubernetes {
-			break
-		}
-		b = c.BackendOf(s)
-	}
-	if b.Kind != config.BackendKubernetes {
+	b, ok := kubeBackend(c)
+	if !ok {
 		return false, fmt.Errorf("the config has no backend of kind kubernetes")
 	}
 	var cfg kube.Config
@@ -309,8 +316,13 @@ func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer)
 		return false, err
 	}
 	defer cl.Close()
-	ok := true
-	for _, ch := range kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass) {
+	var refs []kube.SecretKeyRef
+	for _, r := range c.KubeSecretRefs(b.Namespace) {
+		refs = append(refs, kube.SecretKeyRef{Name: r.Secret, Key: r.Key})
+	}
+	ok = true
+	checks := append(kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs), kube.AgentCheck(b.AgentImage, b.AgentPath, config.DefaultAgentPath))
+	for _, ch := range checks {
 		status := "ok"
 		if !ch.OK {
 			status, ok = "FAILED", false

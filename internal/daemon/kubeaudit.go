@@ -83,6 +83,14 @@ func (a *egressAudit) line(proxyPod string, b []byte, log *slog.Logger) {
 	a.mu.Lock()
 	sinks := a.sinks[ln.Server]
 	a.mu.Unlock()
+	if ln.Kind == egressproxy.KindSecret {
+		for i := len(sinks) - 1; i >= 0; i-- {
+			if sinks[i].SecretEvent(ln.Pod, ln.SecretEvent()) {
+				return
+			}
+		}
+		return
+	}
 	ev := ln.Event()
 	for i := len(sinks) - 1; i >= 0; i-- {
 		if sinks[i].Egress(ln.Pod, ev) {

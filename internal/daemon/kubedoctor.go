@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,20 +10,59 @@ import (
 	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/kube"
 )
 
 // KubeDoctorFile is KubeDoctor for the config file at path, bounded by a
 // minute: `mcpbox doctor --backend kubernetes --config FILE`.
 func KubeDoctorFile(path string, w io.Writer) (bool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return false, fmt.Errorf("reading config: %w", err)
-	}
-	c, err := config.Load(path, data)
+	c, err := loadFile(path)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return KubeDoctor(ctx, c, filepath.Dir(path), w)
+}
+
+// KubeRBAC is `mcpbox kube rbac`: the Role and RoleBinding (YAML) of
+// subject in namespace ns, with get on the Secrets that the kubernetes:
+// references of the config at path name in ns (path "": none). An empty
+// ns is the config's kubernetes backend's namespace, else "mcp".
+func KubeRBAC(path, ns, subject string) ([]byte, error) {
+	var names []string
+	if path != "" {
+		c, err := loadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if b, ok := kubeBackend(c); ok && ns == "" {
+			ns = b.Namespace
+		}
+		for _, r := range c.KubeSecretRefs(cmp.Or(ns, "mcp")) {
+			names = append(names, r.Secret)
+		}
+	}
+	return kube.RBAC(cmp.Or(ns, "mcp"), subject, names...)
+}
+
+// kubeBackend is the kubernetes backend of c doctor checks: the top-level
+// one, or the first server's.
+func kubeBackend(c *config.Config) (config.Backend, bool) {
+	b := c.Backend
+	for _, s := range c.Servers {
+		if b.Kind == config.BackendKubernetes {
+			break
+		}
+		b = c.BackendOf(s)
+	}
+	return b, b.Kind == config.BackendKubernetes
+}
+
+func loadFile(path string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return config.Load(path, data)
 }

@@ -13,11 +13,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/podagent"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 )
@@ -27,6 +29,11 @@ import (
 // it is started again.
 const proxyTokenTTL = 7 * 24 * time.Hour
 
+// proxyCertTTL is the validity of the proxy's registration certificate:
+// the proxy lives as long as its gateway, whose registrations fail (and
+// the pods' credential hosts are refused) once it expired.
+const proxyCertTTL = 90 * 24 * time.Hour
+
 // kubeEgress is this gateway's egress proxy in one namespace: its token
 // key, the config in its Secret, and the Service's address the pods use.
 type kubeEgress struct {
@@ -35,6 +42,9 @@ type kubeEgress struct {
 	cfg   []byte // the Secret's config as last written
 	addr  string // the Service's cluster IP and port
 	ready bool   // a proxy pod was seen available
+	// registry: the proxy serves its registration port (a server of the
+	// config it was made for adds secrets at the proxy).
+	registry bool
 	// installs are the registry allowlists of package servers' installs,
 	// by server (installServer names them in the proxy's config).
 	installs map[string][]egress.Rule
@@ -92,6 +102,13 @@ func (e *kubeEgress) waitReady(ctx context.Context, kc *kubeConn, log *slog.Logg
 	}
 }
 
+// hasRegistry reports whether the proxy serves its registration port.
+func (e *kubeEgress) hasRegistry() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registry
+}
+
 // made reports whether the proxy exists (ensure made it).
 func (e *kubeEgress) made() bool {
 	e.mu.Lock()
@@ -111,9 +128,21 @@ func egressServers(c *config.Config, connKey string) (map[string]egressproxy.Ser
 		if err != nil {
 			return nil, err
 		}
-		out[s.Name] = egressproxy.ServerPolicy{Rules: rules, Limits: limits}
+		out[s.Name] = egressproxy.ServerPolicy{Rules: rules, Limits: limits, Inject: injectHosts(s)}
 	}
 	return out, nil
+}
+
+// injectHosts are the hosts of s's secrets added at the proxy (no
+// values): the proxy refuses them to a pod it has no registration of.
+func injectHosts(s *config.Server) []string {
+	var out []string
+	for _, sec := range s.Secrets {
+		if sec.Inject != nil {
+			out = append(out, sec.Inject.Hosts...)
+		}
+	}
+	return out
 }
 
 // proxyServers are the proxy's policies: the servers' allowlists
@@ -139,7 +168,7 @@ func (e *kubeEgress) proxyServers(c *config.Config, connKey string) (map[string]
 // update them (an update could rewrite another workload's Secret), so a
 // change is a delete and a create: the pods keep the mounted old config
 // in between.
-func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
+func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server, pca *podagent.CA) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	servers, err := e.proxyServers(c, kc.key)
@@ -175,37 +204,65 @@ func (e *kubeEgress) ensure(ctx context.Context, kc *kubeConn, c *config.Config,
 	if !first {
 		return nil
 	}
-	if err := e.create(ctx, kc, c, s); err != nil {
-		e.key = nil // try again at the next start
+	if err := e.create(ctx, kc, c, s, pca); err != nil {
+		e.key, e.registry = nil, false // try again at the next start
 		return err
 	}
 	return nil
 }
 
-// create makes the proxy's policy, Service and Deployment; the image is
-// the first egress server's (every pod image has mcpbox at agent_path).
-func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server) error {
+// create makes the proxy's policy, TLS Secret, Service and Deployment;
+// the image is the first egress server's agent_image (the proxy is mcpbox
+// alone), else its pod's image, which then has mcpbox at agent_path. The
+// TLS Secret is the proxy's certificate for its registration port, from
+// the pod CA pca (the pods' agents' CA), which the gateway's client
+// certificate comes from too.
+func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config, s *config.Server, pca *podagent.CA) error {
 	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
 	b := c.BackendOf(s)
 	agent := b.AgentPath
 	if agent == "" {
 		agent = config.DefaultAgentPath
 	}
-	img := specconv.KubePod(c, s).Image
-	if s.Package != "" {
+	img := b.AgentImage
+	switch {
+	case img != "":
+	case s.Package != "":
 		// A package server's pod runs on its base image, which has
 		// the agent too.
 		eco, _, _ := strings.Cut(s.Package, ":")
 		img = b.BaseImage(eco)
+	default:
+		img = specconv.KubePod(c, s).Image
 	}
 	po := kube.ProxyOptions{Gateway: gw, Owner: owner, Image: img,
-		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw),
+		Command: kube.ProxyCommand(agent), ConfigSecret: kube.ProxyName(gw), ImagePullSecrets: b.ImagePullSecrets,
 		Limits: kube.Limits{CPU: 1, Memory: 256 << 20, EphemeralStorage: 128 << 20}}
-	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner), nil); err != nil && !kube.IsAlreadyExists(err) {
+	// The registration port only where a server adds secrets at the
+	// proxy: no endpoint that nothing needs.
+	var registryFrom []networkingv1.NetworkPolicyPeer
+	servers, err := egressServers(c, kc.key)
+	if err != nil {
+		return err
+	}
+	for _, sp := range servers {
+		e.registry = e.registry || len(sp.Inject) > 0
+	}
+	if e.registry {
+		po.TLSSecret, registryFrom = kube.ProxyTLSName(gw), kube.GatewayPeers(b.GatewayCIDRs)
+		cert, key, err := pca.IssuePodTTL(kube.ProxyName(gw), proxyCertTTL)
+		if err != nil {
+			return fmt.Errorf("the egress proxy's certificate: %w", err)
+		}
+		if err := cl.Create(ctx, kube.Secrets, ns, kube.ProxyTLS(gw, owner, cert, key, pca.CAPEM()), nil); err != nil && !kube.IsAlreadyExists(err) {
+			return fmt.Errorf("the egress proxy's certificate: %w", err)
+		}
+	}
+	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner, registryFrom), nil); err != nil && !kube.IsAlreadyExists(err) {
 		return fmt.Errorf("the egress proxy's network policy: %w", err)
 	}
 	var svc corev1.Service
-	err := cl.Create(ctx, kube.Services, ns, kube.ProxyService(po), &svc)
+	err = cl.Create(ctx, kube.Services, ns, kube.ProxyService(po), &svc)
 	if kube.IsAlreadyExists(err) {
 		err = cl.Get(ctx, kube.Services, ns, kube.ProxyName(gw), &svc)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ func TestKubeEgressPolicyAndEnv(t *testing.T) {
 	src := "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  kubeconfig: /k/config\n  image: r/b:1\n" +
 		"servers:\n" +
 		"  a:\n    command: [srv]\n    network:\n      egress: [{host: api.example.com, ports: [443]}, {host: db.internal, cidr: 10.1.0.0/16, ports: [5432]}]\n      limits: {bytes_total: 1Mi}\n" +
+		"    secrets: {T: {from: env:KUBE_EGRESS_TEST_T, inject: {hosts: [api.example.com], header: Authorization}}}\n" +
 		"  quiet:\n    command: [srv]\n" +
 		"  other-ns:\n    command: [srv]\n    network: {egress: [{host: x.example}]}\n    backend: {namespace: other}\n" +
 		"  local:\n    command: [srv]\n    network: {egress: [{host: y.example}]}\n    backend: {kind: local}\n"
@@ -37,6 +39,14 @@ func TestKubeEgressPolicyAndEnv(t *testing.T) {
 	if len(servers) != 1 || !ok || len(a.Rules) != 2 || a.Rules[0].Host != "api.example.com" ||
 		a.Rules[1].CIDR.String() != "10.1.0.0/16" || a.Limits.MaxBytesTotal != 1<<20 {
 		t.Fatalf("servers = %+v", servers)
+	}
+	// The proxy's config names the injected secret's hosts, never where
+	// its value comes from.
+	if len(a.Inject) != 1 || a.Inject[0] != "api.example.com" {
+		t.Errorf("a's inject hosts = %q", a.Inject)
+	}
+	if raw, _ := json.Marshal(servers); strings.Contains(string(raw), "KUBE_EGRESS_TEST_T") {
+		t.Errorf("the proxy's config names the secret's reference: %s", raw)
 	}
 	if other, _ := egressServers(c, kubeConnKey(c.BackendOf(c.Server("other-ns")))); len(other) != 1 || other["other-ns"].Rules == nil {
 		t.Errorf("the other namespace's proxy: %+v", other)

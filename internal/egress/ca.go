@@ -128,3 +128,46 @@ func randSerial() *big.Int {
 	}
 	return n
 }
+
+// KeyPEM returns the CA's private key in PEM (PKCS #8). It exists for
+// one purpose: the gateway hands it, over mutual TLS and into memory
+// only, to the Kubernetes egress proxy that intercepts for its pods
+// (package egressproxy); never write it to disk or an API object.
+func (c *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(c.key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding CA key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseCA returns the CA whose certificate and key CertPEM and KeyPEM
+// returned, with a fresh leaf key of its own.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" || kb == nil || kb.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("parsing CA: want a PEM CERTIFICATE and a PEM PRIVATE KEY")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CA certificate: %w", err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CA key: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if pub, pok := cert.PublicKey.(*ecdsa.PublicKey); !ok || !pok || !pub.Equal(&key.PublicKey) || !cert.IsCA {
+		return nil, fmt.Errorf("parsing CA: the certificate is not a CA or does not match the key")
+	}
+	if time.Now().After(cert.NotAfter) {
+		return nil, fmt.Errorf("parsing CA: expired on %s", cert.NotAfter.Format(time.DateOnly))
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating leaf key: %w", err)
+	}
+	return &CA{cert: cert, key: key, leafKey: leafKey,
+		pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), leaves: map[string]*tls.Certificate{}}, nil
+}

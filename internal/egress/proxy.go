@@ -87,6 +87,12 @@ type Options struct {
 	// nil: the host's trust store (x509.SystemCertPool, which honours
 	// SSL_CERT_FILE and SSL_CERT_DIR).
 	RootCAs *x509.CertPool
+	// Refuse, if non-nil, is asked about every target the rules allow
+	// (host normalized as in Target) before it is dialed: a non-empty
+	// reason refuses the connection with 403 and that reason, as a rule
+	// would. The Kubernetes egress proxy refuses a credential's hosts
+	// with it while it has no registration of the pod's credentials.
+	Refuse func(host string, port int) string
 
 	// Authorize, if non-nil, makes this proxy a front shared by many
 	// clients that tells them apart by their credentials: every HTTP

@@ -95,6 +95,9 @@ func (s *session) dial(host string, port int) (up net.Conn, deny string, err err
 	if pl.forward {
 		s.ev.Kind = "forward"
 	}
+	if pl.deny == "" && s.p.opts.Refuse != nil {
+		pl.deny = s.p.opts.Refuse(s.ev.Host, port)
+	}
 	if pl.deny == "" && s.p.limits.MaxBytesTotal > 0 && s.p.total.Load() >= s.p.limits.MaxBytesTotal {
 		pl.deny = "the sandbox's egress byte budget is used up"
 	}

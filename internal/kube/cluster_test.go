@@ -207,7 +207,7 @@ func TestRBACSuffices(t *testing.T) {
 	cl, admin, ns := clusterClient(t)
 	ctx := ctxT(t, 3*time.Minute)
 	user := clientFor(t, cl.UserKubeconfig(t, "gateway"))
-	checks := kube.Doctor(ctx, user, ns, "")
+	checks := kube.Doctor(ctx, user, ns, "", nil)
 	if ok(checks, "rbac") {
 		t.Fatalf("a user with no role passed the RBAC check: %+v", checks)
 	}
@@ -234,7 +234,7 @@ func TestRBACSuffices(t *testing.T) {
 	}
 	// RBAC caches settle within a moment.
 	deadline := time.Now().Add(20 * time.Second)
-	for checks = kube.Doctor(ctx, user, ns, ""); !ok(checks, "rbac") && time.Now().Before(deadline); checks = kube.Doctor(ctx, user, ns, "") {
+	for checks = kube.Doctor(ctx, user, ns, "", nil); !ok(checks, "rbac") && time.Now().Before(deadline); checks = kube.Doctor(ctx, user, ns, "", nil) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	for _, ch := range checks {
@@ -316,7 +316,7 @@ func ok(checks []kube.Check, name string) bool {
 func TestDoctorNamespace(t *testing.T) {
 	_, admin, ns := clusterClient(t)
 	ctx := ctxT(t, time.Minute)
-	if checks := kube.Doctor(ctx, admin, ns, ""); !ok(checks, "namespace") {
+	if checks := kube.Doctor(ctx, admin, ns, "", nil); !ok(checks, "namespace") {
 		t.Fatalf("doctor on the existing namespace %s: %+v", ns, checks)
 	}
 	var cms struct{ Items []any }
@@ -329,13 +329,118 @@ func TestDoctorNamespace(t *testing.T) {
 		}
 	}
 	missing := ns + "-missing"
-	checks := kube.Doctor(ctx, admin, missing, "")
+	checks := kube.Doctor(ctx, admin, missing, "", nil)
 	if ok(checks, "namespace") {
 		t.Fatalf("doctor passed the namespace %s, which does not exist: %+v", missing, checks)
 	}
 	for _, c := range checks {
 		if c.Name == "namespace" && !strings.Contains(c.Detail, "does not exist") {
 			t.Fatalf("the namespace check says %q, want that it does not exist", c.Detail)
+		}
+	}
+}
+
+// applyRBAC creates, as admin, the Role and RoleBinding RBAC prints for
+// subject in ns with get on secrets.
+func applyRBAC(t *testing.T, ctx context.Context, admin *kube.Client, ns, subject string, secrets ...string) {
+	t.Helper()
+	y, err := kube.RBAC(ns, subject, secrets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, plural := range []string{"roles", "rolebindings"} {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(strings.Split(string(y), "---\n")[i]), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, kube.Resource{API: "/apis/rbac.authorization.k8s.io/v1", Plural: plural}, ns, obj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSecretKeyRBAC: a gateway reads a key of an existing Secret only
+// when its Role names that Secret: without the name the read is
+// forbidden (and doctor says so), with it the value comes back, another
+// Secret stays forbidden, and a missing Secret or key is a clear error.
+func TestSecretKeyRBAC(t *testing.T) {
+	cl, admin, ns := clusterClient(t)
+	ctx := ctxT(t, 2*time.Minute)
+	const value = "gh-token-from-a-secret-0123456789"
+	for name, v := range map[string]string{"gh": value, "other": "other-value-0123456789"} {
+		s := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"token": []byte(v)}}
+		if err := admin.Create(ctx, kube.Secrets, ns, s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := []kube.SecretKeyRef{{Name: "gh", Key: "token"}}
+
+	// A Role without the Secret's name: forbidden, fail closed.
+	plain := clientFor(t, cl.UserKubeconfig(t, "plain"))
+	applyRBAC(t, ctx, admin, ns, "plain")
+	waitFor(t, 20*time.Second, func() bool { ok, _ := plain.CanI(ctx, ns, "", "pods", "create"); return ok })
+	if v, err := plain.SecretKey(ctx, ns, "gh", "token"); err == nil || !strings.Contains(err.Error(), "may not read it (403 forbidden)") || v != nil {
+		t.Errorf("reading gh without get on it: %q, %v; want forbidden", v, err)
+	}
+	checks := kube.Doctor(ctx, plain, ns, "", refs)
+	if ok(checks, "rbac") || ok(checks, "secret") || !strings.Contains(detail(checks, "rbac"), "get secrets gh") {
+		t.Errorf("doctor without get on gh: %+v", checks)
+	}
+
+	// The Role of a config that names gh (and a Secret nobody made),
+	// applied in its place.
+	for _, plural := range []string{"roles", "rolebindings"} {
+		if err := admin.Delete(ctx, kube.Resource{API: "/apis/rbac.authorization.k8s.io/v1", Plural: plural}, ns, "mcpbox-gateway"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := plain
+	applyRBAC(t, ctx, admin, ns, "plain", "gh", "missing")
+	var got []byte
+	waitFor(t, 20*time.Second, func() bool {
+		v, err := named.SecretKey(ctx, ns, "gh", "token")
+		got = v
+		return err == nil
+	})
+	if string(got) != value {
+		t.Errorf("gh/token = %q, want %q", got, value)
+	}
+	for _, tc := range []struct{ name, key, want string }{
+		{"other", "token", "may not read it"},
+		{"gh", "nokey", `has no key "nokey"`},
+		{"missing", "token", "does not exist"},
+	} {
+		if _, err := named.SecretKey(ctx, ns, tc.name, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s/%s: %v, want one line with %q", tc.name, tc.key, err, tc.want)
+		}
+	}
+	for _, ch := range kube.Doctor(ctx, named, ns, "", refs) {
+		if !ch.OK {
+			t.Errorf("doctor with get on gh: %s: %s", ch.Name, ch.Detail)
+		}
+	}
+	if checks := kube.Doctor(ctx, named, ns, "", []kube.SecretKeyRef{{Name: "gh", Key: "nokey"}}); ok(checks, "secret") {
+		t.Errorf("doctor passed a missing key: %+v", checks)
+	}
+}
+
+func detail(checks []kube.Check, name string) string {
+	for _, c := range checks {
+		if c.Name == name {
+			return c.Detail
+		}
+	}
+	return ""
+}
+
+// waitFor polls cond (RBAC caches settle within a moment) until it holds
+// or d passes.
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s", d)
 		}
 	}
 }

@@ -12,6 +12,9 @@
 // reference to one per-gateway ConfigMap, so deleting that ConfigMap lets
 // the garbage collector remove everything; a Lease per gateway tells a
 // later gateway which owners belong to gateways that died (gc.go).
+// SecretKey (secret.go) reads one key of an existing Secret, for a
+// server secret given as kubernetes:SECRET/KEY; the Role (rbac.go) grants
+// that get by name only.
 //
 // It is a leaf of layer 0 (internal/conventions/layers_test.go): it knows
 // nothing of mcpbox's config or gateway; internal/launch's Kube backend

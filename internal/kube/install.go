@@ -36,7 +36,8 @@ type Install struct {
 	// ConfigMap holds package.json and package-lock.json
 	// (PackageConfigMap).
 	ConfigMap string
-	// AgentPath is the agent in Image.
+	// AgentPath is the agent in Image (AgentBin when PodOptions.Agent
+	// copies it in).
 	AgentPath string
 	// Size caps PackageDir; zero: 512Mi.
 	Size int64

@@ -172,6 +172,10 @@ type PodOptions struct {
 	// the server's container mounts read-only) in an init container
 	// before the server runs.
 	Install *Install
+	// Agent, if set, copies the agent into the pod from another image
+	// (AgentCopy) in the first init container: Command, and Install's,
+	// then run it as AgentBin. Nil: the image has the agent.
+	Agent *AgentCopy
 }
 
 // AgentCommand is the command of a server's container: the mcpbox agent
@@ -282,6 +286,9 @@ func Pod(o PodOptions) *corev1.Pod {
 	}
 	if o.Install != nil {
 		addInstall(p, o)
+	}
+	if o.Agent != nil {
+		addAgent(p, o.Agent)
 	}
 	return p
 }

@@ -312,3 +312,78 @@ func TestPodInstall(t *testing.T) {
 		t.Errorf("configmap: %+v", cm)
 	}
 }
+
+// TestPodAgentCopy: with PodOptions.Agent, the first init container runs
+// the agent image's mcpbox to copy itself into a size-capped disk
+// emptyDir, hardened as the server's container and with small limits of
+// its own; the server and the install container run the copy from a
+// read-only mount of it, and only the copying container may write it.
+func TestPodAgentCopy(t *testing.T) {
+	p := Pod(PodOptions{Name: "p", Gateway: "gw1", Server: "mem", Scope: "abc", Owner: testOwner(),
+		Image: "node:22", Command: AgentCommand(AgentBin, []string{"node", "x.js"}),
+		TLSSecret: "p-tls", Limits: Limits{CPU: 2, Memory: 1 << 30},
+		Install: &Install{Image: "node:22", ConfigMap: "p-pkg", AgentPath: AgentBin},
+		Agent:   &AgentCopy{Image: "reg.example/mcpbox-agent@sha256:abc", Path: "/mcpbox"}})
+	if n := len(p.Spec.InitContainers); n != 2 {
+		t.Fatalf("init containers: %d, want the agent's and the install's", n)
+	}
+	ac, srv := p.Spec.InitContainers[0], p.Spec.Containers[0]
+	if ac.Name != AgentContainer || ac.Image != "reg.example/mcpbox-agent@sha256:abc" ||
+		strings.Join(ac.Command, " ") != "/mcpbox agent --copy-to "+AgentBin {
+		t.Errorf("agent container: %s %s %q", ac.Name, ac.Image, ac.Command)
+	}
+	if p.Spec.InitContainers[1].Name != InstallContainer {
+		t.Errorf("second init container %s, want the install after the copy", p.Spec.InitContainers[1].Name)
+	}
+	sc := ac.SecurityContext
+	if sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || *sc.Privileged || !*sc.RunAsNonRoot ||
+		*sc.RunAsUser != RunAsUser || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 ||
+		sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("agent container's security context: %+v", sc)
+	}
+	if sc == srv.SecurityContext {
+		t.Error("the agent container shares the server's security context object")
+	}
+	lim, req := ac.Resources.Limits, ac.Resources.Requests
+	if lim.Cpu().MilliValue() != 500 || lim.Memory().Value() != 128<<20 || lim.StorageEphemeral().Value() != 16<<20 ||
+		!req.Memory().Equal(*lim.Memory()) {
+		t.Errorf("agent container's resources: %+v", ac.Resources)
+	}
+	if len(ac.VolumeMounts) != 1 || ac.VolumeMounts[0].Name != "agent" || ac.VolumeMounts[0].MountPath != AgentDir || ac.VolumeMounts[0].ReadOnly {
+		t.Errorf("agent container's mounts: %+v (want only the agent dir, writable)", ac.VolumeMounts)
+	}
+	for _, c := range append([]corev1.Container{p.Spec.InitContainers[1]}, p.Spec.Containers...) {
+		n := 0
+		for _, vm := range c.VolumeMounts {
+			if vm.Name == "agent" {
+				n++
+				if vm.MountPath != AgentDir || !vm.ReadOnly {
+					t.Errorf("%s mounts the agent %+v, want read-only at %s", c.Name, vm, AgentDir)
+				}
+			}
+		}
+		if n != 1 || c.Command[0] != AgentBin {
+			t.Errorf("%s: %d agent mounts, command %q; want one, running %s", c.Name, n, c.Command, AgentBin)
+		}
+	}
+	var vol *corev1.Volume
+	for i := range p.Spec.Volumes {
+		if p.Spec.Volumes[i].Name == "agent" {
+			vol = &p.Spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.EmptyDir == nil || vol.EmptyDir.Medium != corev1.StorageMediumDefault ||
+		vol.EmptyDir.SizeLimit == nil || vol.EmptyDir.SizeLimit.Value() != AgentVolumeSize {
+		t.Errorf("agent volume: %+v", vol)
+	}
+	// Without Agent the image has it: no copy, no volume.
+	p = Pod(PodOptions{Name: "p", Image: "img", Command: AgentCommand("/mcpbox", []string{"srv"}), TLSSecret: "t"})
+	if len(p.Spec.InitContainers) != 0 {
+		t.Errorf("init containers without Agent: %d", len(p.Spec.InitContainers))
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.Name == "agent" {
+			t.Error("agent volume without Agent")
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -16,12 +17,13 @@ import (
 )
 
 // Rules are the permissions the gateway needs in its namespace, and no
-// more: it never reads a Secret (it only creates the pods' TLS Secrets),
-// never execs into a pod; it reads pods' logs (pods/log get) to follow
-// its egress proxy pods' decisions into the audit, and pod servers'
-// stderr.
-func Rules() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
+// more: it reads no Secret but the ones named in secrets (those its
+// config's kubernetes: references name: get, by name only), creates and
+// deletes the pods' TLS Secrets, never execs into a pod; it reads pods'
+// logs (pods/log get) to follow its egress proxy pods' decisions into the
+// audit, and pod servers' stderr.
+func Rules(secrets ...string) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
@@ -31,16 +33,22 @@ func Rules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "delete"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "get", "list", "patch", "delete"}},
 	}
+	if len(secrets) > 0 {
+		// resourceNames: an empty list would mean every Secret.
+		names := slices.Compact(slices.Sorted(slices.Values(secrets)))
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: names, Verbs: []string{"get"}})
+	}
+	return rules
 }
 
 // RBAC returns the Role and its RoleBinding to subject (a service
 // account "system:serviceaccount:NS:NAME" or a user name) as YAML, for
-// `kubectl apply -f -`.
-func RBAC(ns, subject string) ([]byte, error) {
+// `kubectl apply -f -`; secrets are the Secrets it may read (Rules).
+func RBAC(ns, subject string, secrets ...string) ([]byte, error) {
 	role := rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{Name: "mcpbox-gateway", Namespace: ns, Labels: map[string]string{LabelManagedBy: ManagedBy}},
-		Rules:      Rules(),
+		Rules:      Rules(secrets...),
 	}
 	subj := rbacv1.Subject{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: subject}
 	if rest, ok := strings.CutPrefix(subject, "system:serviceaccount:"); ok {
@@ -89,11 +97,16 @@ func toYAML(obj any) ([]byte, error) {
 // CanI asks the API server whether the client may do verb on resource of
 // group in ns (a SelfSubjectAccessReview).
 func (c *Client) CanI(ctx context.Context, ns, group, resource, verb string) (bool, error) {
+	return c.canI(ctx, ns, group, resource, "", verb)
+}
+
+// canI is CanI on the object name ("": any).
+func (c *Client) canI(ctx context.Context, ns, group, resource, name, verb string) (bool, error) {
 	resource, sub, _ := strings.Cut(resource, "/") // pods/log: resource pods, subresource log
 	r := authorizationv1.SelfSubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SelfSubjectAccessReview"},
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Group: group, Resource: resource, Subresource: sub, Verb: verb}},
+			Namespace: ns, Group: group, Resource: resource, Subresource: sub, Name: name, Verb: verb}},
 	}
 	if err := c.Create(ctx, AccessReviews, "", &r, &r); err != nil {
 		return false, err
@@ -109,34 +122,52 @@ type Check struct {
 }
 
 // Doctor checks what the backend needs of a cluster: API access, every
-// permission of Rules in ns, the NetworkPolicy API, and runtimeClass if
-// set.
-func Doctor(ctx context.Context, c *Client, ns, runtimeClass string) []Check {
+// permission of Rules in ns (with get on the Secrets secrets name), the
+// NetworkPolicy API, runtimeClass if set, and that each of secrets can be
+// read and has its key.
+func Doctor(ctx context.Context, c *Client, ns, runtimeClass string, secrets []SecretKeyRef) []Check {
 	var out []Check
 	var ver struct{ GitVersion string }
 	if err := c.do(ctx, "GET", "/version", nil, nil, "", &ver); err != nil {
 		return append(out, Check{"api", false, err.Error()})
 	}
 	out = append(out, Check{"api", true, "kubernetes " + ver.GitVersion + " at " + c.base.Host})
+	var names []string
+	for _, s := range secrets {
+		names = append(names, s.Name)
+	}
 	var missing []string
-	for _, r := range Rules() {
+	for _, r := range Rules(names...) {
+		objs := r.ResourceNames
+		if objs == nil {
+			objs = []string{""}
+		}
 		for _, res := range r.Resources {
 			for _, v := range r.Verbs {
-				ok, err := c.CanI(ctx, ns, r.APIGroups[0], res, v)
-				if err != nil {
-					return append(out, Check{"rbac", false, err.Error()})
-				}
-				if !ok {
-					missing = append(missing, v+" "+qualified(r.APIGroups[0], res))
+				for _, name := range objs {
+					ok, err := c.canI(ctx, ns, r.APIGroups[0], res, name, v)
+					if err != nil {
+						return append(out, Check{"rbac", false, err.Error()})
+					}
+					if !ok {
+						missing = append(missing, strings.TrimSpace(v+" "+qualified(r.APIGroups[0], res)+" "+name))
+					}
 				}
 			}
 		}
 	}
 	out = append(out, namespaceCheck(ctx, c, ns))
 	if missing != nil {
-		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac`)", ns, strings.Join(missing, ", "))})
+		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac --config FILE`)", ns, strings.Join(missing, ", "))})
 	} else {
 		out = append(out, Check{"rbac", true, "namespace " + ns + ": every permission of `mcpbox kube rbac`"})
+	}
+	for _, s := range secrets {
+		if _, err := c.SecretKey(ctx, ns, s.Name, s.Key); err != nil {
+			out = append(out, Check{"secret", false, err.Error()})
+		} else {
+			out = append(out, Check{"secret", true, ns + "/" + s.Name + " has key " + s.Key + " and the gateway may read it"})
+		}
 	}
 	if err := c.do(ctx, "GET", NetworkPolicies.API, nil, nil, "", nil); err != nil {
 		out = append(out, Check{"networkpolicy", false, "the NetworkPolicy API is not served: " + err.Error()})

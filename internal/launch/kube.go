@@ -25,6 +25,8 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/kube"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/sandbox"
+	"mcpbox/internal/secrets"
 	"mcpbox/internal/track"
 )
 
@@ -62,8 +64,12 @@ type KubeOptions struct {
 	// goes with the pod.
 	StorageClass string
 	// Secrets are resolved at each start and sent to the pod's agent over
-	// its mutual-TLS channel, never through the API (etcd).
+	// its mutual-TLS channel, never through the API (etcd); a kubernetes:
+	// reference is read from its Secret in Namespace with Client.
 	Secrets []config.Secret
+	// Inject, with Proxy, serves the secrets added at the egress proxy
+	// (secrets.NAME.inject); nil: such a secret is refused.
+	Inject *KubeInject
 	// Issue returns a certificate and key for the pod name and the CA's
 	// certificate (podagent.CA).
 	Issue func(pod string) (certPEM, keyPEM, caPEM []byte, err error)
@@ -126,8 +132,8 @@ func NewKube(o KubeOptions) (*Kube, error) {
 		return nil, fmt.Errorf("server %s: the kubernetes backend: an install needs its pod's init container and a job starter", o.Name)
 	}
 	for _, s := range o.Secrets {
-		if s.Inject != nil {
-			return nil, fmt.Errorf("server %s: secret %s: inject (secrets added at the egress proxy) is not available on the kubernetes backend", o.Name, s.Name)
+		if s.Inject != nil && (o.Inject == nil || !o.Proxy) {
+			return nil, fmt.Errorf("server %s: secret %s: inject (secrets added at the egress proxy) needs the egress proxy (network.egress)", o.Name, s.Name)
 		}
 	}
 	if o.StartTimeout == 0 {
@@ -161,6 +167,7 @@ type kubeInstance struct {
 
 	untrack    func()
 	stopStderr func() // ends followStderr's follow; nil: none
+	registered bool   // its secrets added at the proxy are registered
 	once       sync.Once
 	ended      chan struct{}
 	status     string // written before ended closes
@@ -182,7 +189,7 @@ type kubeInstance struct {
 func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err error) {
 	ctx, cancel := context.WithTimeout(ctx, k.o.StartTimeout)
 	defer cancel()
-	env, files, err := k.resolveSecrets(ctx)
+	env, files, proxied, err := k.resolveSecrets(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +220,13 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 			return nil, fmt.Errorf("server %s: the egress proxy: %w", k.o.Name, err)
 		}
 		maps.Copy(env, penv) // env is this start's own
+	}
+	if len(proxied) > 0 {
+		// Registered with the proxy before the pod exists: its first
+		// request finds its credentials (deleteObjects unregisters).
+		if err := in.setupProxySecrets(ctx, proxied, env, files); err != nil {
+			return nil, fmt.Errorf("server %s: %w", k.o.Name, err)
+		}
 	}
 	if k.o.Install != nil {
 		inst := *po.Install
@@ -247,7 +261,7 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		// Say how the pod is, which is often why.
 		var now corev1.Pod
 		if gerr := c.Get(context.WithoutCancel(ctx), kube.Pods, ns, in.pod, &now); gerr == nil {
-			return nil, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err)
+			return nil, agentMissing(&now, fmt.Errorf("connecting to the agent of pod %s (%s): %w", in.pod, podStatus(&now), err))
 		}
 		return nil, fmt.Errorf("connecting to the agent of pod %s: %w", in.pod, err)
 	}
@@ -307,21 +321,7 @@ func podReady(p *corev1.Pod) (bool, error) {
 	case corev1.PodRunning:
 		return p.Status.PodIP != "", nil
 	case corev1.PodFailed, corev1.PodSucceeded:
-		err := fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p))
-		for _, cs := range p.Status.ContainerStatuses {
-			// The shell's codes for a command not found or not executable:
-			// the agent, which every pod runs first, is not where the config
-			// says it is in the image.
-			if t := cs.State.Terminated; t != nil && (t.ExitCode == 126 || t.ExitCode == 127) && len(p.Spec.Containers) > 0 {
-				c := p.Spec.Containers[0]
-				agent := ""
-				if len(c.Command) > 0 {
-					agent = c.Command[0]
-				}
-				err = fmt.Errorf("%w; is mcpbox at backend.agent_path (%s) in the image %s?", err, agent, c.Image)
-			}
-		}
-		return false, err
+		return false, agentMissing(p, fmt.Errorf("pod %s ended before it served: %s", p.Name, podStatus(p)))
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" ||
@@ -332,8 +332,42 @@ func podReady(p *corev1.Pod) (bool, error) {
 	return false, nil
 }
 
+// agentMissing adds to err, about pod p that ended, where the agent was
+// looked for when the container that runs it first exited with the
+// shell's code for a command not found or not executable (126, 127): the
+// agent image's, if its copy failed; else the server's image's, unless
+// the agent was a copy.
+func agentMissing(p *corev1.Pod, err error) error {
+	notFound := func(statuses []corev1.ContainerStatus, name string) bool {
+		for _, cs := range statuses {
+			if t := cs.State.Terminated; cs.Name == name && t != nil && (t.ExitCode == 126 || t.ExitCode == 127) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == kube.AgentContainer && notFound(p.Status.InitContainerStatuses, c.Name) {
+			return fmt.Errorf("%w; copying the agent: is mcpbox at backend.agent_path (%s) in backend.agent_image %s?", err, c.Command[0], c.Image)
+		}
+	}
+	if len(p.Spec.Containers) == 0 || !notFound(p.Status.ContainerStatuses, p.Spec.Containers[0].Name) {
+		return err
+	}
+	c := p.Spec.Containers[0]
+	if len(c.Command) == 0 || c.Command[0] == kube.AgentBin {
+		return err
+	}
+	return fmt.Errorf("%w; is mcpbox at backend.agent_path (%s) in the image %s? Set backend.agent_image to copy the agent into the pod from an image that has it", err, c.Command[0], c.Image)
+}
+
 // podStatus says how a pod's server container ended.
 func podStatus(p *corev1.Pod) string {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("init container %s exited with status %d", cs.Name, t.ExitCode)
+		}
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
 			s := fmt.Sprintf("exited with status %d", t.ExitCode)
@@ -359,16 +393,34 @@ func podStatus(p *corev1.Pod) string {
 }
 
 // resolveSecrets resolves the server's secrets, teaches the book their
-// values, and returns them as the agent's start request: env or files.
-func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[string][]byte, error) {
-	plain, _, err := ResolveAll(ctx, k.o.Secrets)
-	if err != nil {
-		return nil, nil, err
+// values, and returns the plain ones as the agent's start request (env
+// or files) and those added at the proxy.
+func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[string][]byte, []ProxySecret, error) {
+	var proxied []ProxySecret
+	for _, sec := range k.o.Secrets {
+		if sec.Inject == nil {
+			continue
+		}
+		p, err := ResolveProxySecret(ctx, sec)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
+		if err := p.Learn(k.o.Book); err != nil {
+			return nil, nil, nil, err
+		}
+		proxied = append(proxied, p)
 	}
 	env, files := map[string]string{}, map[string][]byte{}
-	for _, s := range plain {
+	for _, sec := range k.o.Secrets {
+		if sec.Inject != nil {
+			continue
+		}
+		s, err := k.resolveSecret(ctx, sec)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
 		if err := k.o.Book.Add(s.Name, s.Value); err != nil {
-			return nil, nil, fmt.Errorf("secret %s: %w", s.Name, err)
+			return nil, nil, nil, fmt.Errorf("secret %s: %w", s.Name, err)
 		}
 		if s.AsFile {
 			files[s.Name] = s.Value
@@ -376,7 +428,32 @@ func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[strin
 			env[s.Name] = string(s.Value)
 		}
 	}
-	return env, files, nil
+	return env, files, proxied, nil
+}
+
+// resolveSecret resolves one secret of the server: a kubernetes:
+// reference by reading the Secret in the namespace through the API, with
+// the gateway's own permission, at every start (so a changed Secret
+// reaches the next pod), any other as a local sandbox's is. The gateway
+// reads the value itself, rather than have the pod mount the Secret,
+// because the book must know it to redact it.
+func (k *Kube) resolveSecret(ctx context.Context, sec config.Secret) (sandbox.Secret, error) {
+	asFile := sec.As == config.SecretAsFile
+	r, ok, err := config.ParseKubeSecretRef(sec.From)
+	switch {
+	case !ok:
+		return ResolveSecret(ctx, sec.Name, sec.From, asFile)
+	case err != nil:
+		return sandbox.Secret{}, err
+	}
+	v, err := k.o.Client.SecretKey(ctx, k.o.Namespace, r.Secret, r.Key)
+	if err != nil {
+		return sandbox.Secret{}, err
+	}
+	if v, err = secrets.Accept(v, r.String(), secrets.Options{}); err != nil {
+		return sandbox.Secret{}, err
+	}
+	return sandbox.Secret{Name: sec.Name, Value: v, AsFile: asFile}, nil
 }
 
 // ensurePolicy creates the server's NetworkPolicy once; one that exists
@@ -562,8 +639,12 @@ func (in *kubeInstance) Stop() {
 	})
 }
 
-// deleteObjects deletes the pod and its TLS Secret.
+// deleteObjects deletes the pod and its TLS Secret, and takes its
+// registration back from the egress proxy.
 func (in *kubeInstance) deleteObjects(ctx context.Context) {
+	if in.registered {
+		in.k.o.Inject.Unregister(in.pod)
+	}
 	c, ns := in.k.o.Client, in.k.o.Namespace
 	if err := c.Delete(ctx, kube.Pods, ns, in.pod); err != nil {
 		in.k.log.Warn("deleting a pod", "server", in.k.o.Name, "pod", in.pod, "err", err)

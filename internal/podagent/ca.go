@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"math/big"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -347,3 +348,15 @@ func isGateway(leaf *x509.Certificate) bool {
 	}
 	return false
 }
+
+// ServerTLS is the TLS configuration of an endpoint only the gateway may
+// use (a pod's agent, the egress proxy's registration port): certFile
+// and keyFile its certificate (CA.IssuePod), caFile the CA's; the client
+// must present the gateway's certificate from that CA.
+func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	return serverTLS(certFile, keyFile, caFile)
+}
+
+// GatewayOnly wraps next to refuse (403) a request without the gateway's
+// verified client certificate, in depth behind ServerTLS.
+func GatewayOnly(next http.Handler) http.Handler { return gatewayOnly(next) }

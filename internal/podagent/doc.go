@@ -37,4 +37,8 @@
 // with Config.Reap) it also reaps the orphans the server leaves. There is
 // no unauthenticated endpoint: a readiness probe is a TCP probe of the
 // listening port.
+//
+// `mcpbox agent --copy-to PATH` (CopySelf) is the init container of a pod
+// whose image lacks the agent: the agent of another image copies its own
+// executable into a volume the pod's other containers run it from.
 package podagent

@@ -17,6 +17,7 @@ import (
 //
 //	mcpbox agent --listen :8443 --cert pod.pem --key pod-key.pem --ca ca.pem \
 //	    --secrets-dir /run/mcpbox/secrets -- COMMAND [ARG...]
+//	mcpbox agent --copy-to /run/mcpbox/agent/mcpbox
 func Main(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpbox agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -30,6 +31,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", DefaultStopTimeout, "the server's grace on stop, before SIGTERM and again before SIGKILL")
 	fs.BoolVar(&cfg.Reap, "reap", false, "wait for the server's orphans (always on as PID 1)")
 	fs.BoolVar(&cfg.Once, "once", false, "run the command as a job (an install), not a server: exit with its status")
+	copyTo := fs.String("copy-to", "", "copy this executable to `PATH` (mode 0555, atomically) and exit: the init container that brings the agent into a pod")
 	fs.IntVar(&cfg.MaxMessage, "max-message", DefaultMaxMessage, "largest JSON-RPC message either way, in bytes")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpbox agent --cert FILE --key FILE --ca FILE [flags] -- COMMAND [ARG...]\n\nRuns a stdio MCP server in a pod for the gateway (Kubernetes backend).")
@@ -39,6 +41,13 @@ func Main(args []string, stderr io.Writer) int {
 		return 0
 	} else if err != nil {
 		return 2
+	}
+	if *copyTo != "" {
+		if err := CopySelf(*copyTo); err != nil {
+			fmt.Fprintf(stderr, "mcpbox agent: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	cfg.Command = fs.Args()
 	if len(cfg.Command) == 0 || cfg.CertFile == "" || cfg.KeyFile == "" || cfg.CAFile == "" {

@@ -64,12 +64,23 @@ func Resolve(ctx context.Context, ref Ref, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Accept(v, scheme, opts)
+}
+
+// Accept applies to a value read from source (a scheme, or a reference
+// that names no value) what every secret meets: surrounding white space
+// trimmed, not empty, at most MaxValue bytes and, unless
+// opts.AllowShort, at least MinValue. Resolve calls it; so does a
+// backend that reads a source of its own (a Kubernetes Secret).
+func Accept(v []byte, source string, opts Options) ([]byte, error) {
 	v = bytes.TrimSpace(v)
 	switch {
 	case len(v) == 0:
-		return nil, fmt.Errorf("secret from %s is empty", scheme)
+		return nil, fmt.Errorf("secret from %s is empty", source)
+	case len(v) > MaxValue:
+		return nil, fmt.Errorf("secret from %s: larger than %d bytes", source, MaxValue)
 	case len(v) < MinValue && !opts.AllowShort:
-		return nil, fmt.Errorf("secret from %s is shorter than %d bytes: redaction by value would hit ordinary text", scheme, MinValue)
+		return nil, fmt.Errorf("secret from %s is shorter than %d bytes: redaction by value would hit ordinary text", source, MinValue)
 	}
 	return v, nil
 }

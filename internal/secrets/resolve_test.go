@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -91,5 +92,36 @@ func TestErrorsCarryNoValue(t *testing.T) {
 	_, err := Resolve(context.Background(), ref("cmd:printf %s tiny42"), Options{})
 	if err == nil || strings.Contains(err.Error(), "tiny42") {
 		t.Fatalf("err = %v: want a refusal that does not repeat the value", err)
+	}
+}
+
+// TestAccept: a value from a source of a backend's own meets the limits
+// Resolve applies: trimmed, not empty, not too short or too long; its
+// errors name the source, never the value.
+func TestAccept(t *testing.T) {
+	long := bytes.Repeat([]byte("x"), MaxValue+1)
+	tests := []struct {
+		in      []byte
+		want    string
+		wantErr string
+	}{
+		{[]byte("  token-0123456789\n"), "token-0123456789", ""},
+		{[]byte(" \n\t"), "", "secret from kubernetes:s/k is empty"},
+		{[]byte("short12"), "", "shorter than 8 bytes"},
+		{long, "", "larger than"},
+	}
+	for _, tc := range tests {
+		got, err := Accept(tc.in, "kubernetes:s/k", Options{})
+		switch {
+		case tc.wantErr == "" && (err != nil || string(got) != tc.want):
+			t.Errorf("Accept(%.20q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("Accept(%.20q) error %v, want %q", tc.in, err, tc.wantErr)
+		case err != nil && strings.Contains(err.Error(), "short12"):
+			t.Errorf("the error repeats the value: %v", err)
+		}
+	}
+	if got, err := Accept([]byte("short"), "x", Options{AllowShort: true}); err != nil || string(got) != "short" {
+		t.Errorf("AllowShort: %q, %v", got, err)
 	}
 }

@@ -14,19 +14,19 @@ import (
 // backend fills in the per-start fields): its image, the agent's command
 // around the server's, its environment (no secrets), limits, volumes and
 // scheduling. On kubernetes an image server's args are its whole command:
-// the agent cannot read the image's entrypoint.
+// the agent cannot read the image's entrypoint. With backend.agent_image
+// an init container copies the agent into the pod (kube.AgentCopy), so
+// the server's image need not hold it.
 func KubePod(c *config.Config, s *config.Server) kube.PodOptions {
 	b := c.BackendOf(s)
 	img, cmd := b.Image, s.Command
 	if s.Image.Ref != "" {
 		img, cmd = s.Image.Ref, s.Args
 	}
-	agent := b.AgentPath
-	if agent == "" {
-		agent = config.DefaultAgentPath
-	}
+	agent, copied := KubeAgent(b)
 	lim := Limits(s)
 	po := kube.PodOptions{
+		Agent:            copied,
 		Image:            img,
 		Command:          kube.AgentCommand(agent, cmd),
 		Env:              map[string]string{},
@@ -51,6 +51,9 @@ func KubePod(c *config.Config, s *config.Server) kube.PodOptions {
 	if po.Output && b.StorageClass == "" {
 		po.Limits.EphemeralStorage += po.OutputSize
 	}
+	if copied != nil {
+		po.Limits.EphemeralStorage += kube.AgentVolumeSize
+	}
 	if b.NodeSelector != nil {
 		po.NodeSelector = map[string]string{}
 		for _, e := range b.NodeSelector {
@@ -62,6 +65,20 @@ func KubePod(c *config.Config, s *config.Server) kube.PodOptions {
 			Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
 	return po
+}
+
+// KubeAgent is where b's pods run the agent from, and how it gets there:
+// with agent_image, kube.AgentBin, copied from agent_path in that image;
+// else agent_path (or the default) in the pod's own image, and nil.
+func KubeAgent(b config.Backend) (string, *kube.AgentCopy) {
+	path := b.AgentPath
+	if path == "" {
+		path = config.DefaultAgentPath
+	}
+	if b.AgentImage == "" {
+		return path, nil
+	}
+	return kube.AgentBin, &kube.AgentCopy{Image: b.AgentImage, Path: path}
 }
 
 // KubeInstallSize caps a package server pod's installed tree (its
@@ -84,10 +101,7 @@ func KubePackagePod(c *config.Config, s *config.Server, p Package) (kube.PodOpti
 	if len(p.Args) == 0 {
 		return kube.PodOptions{}, fmt.Errorf("server %s: package %s is not installed", s.Name, s.Package)
 	}
-	agent := b.AgentPath
-	if agent == "" {
-		agent = config.DefaultAgentPath
-	}
+	agent, _ := KubeAgent(b)
 	po := KubePod(c, s)
 	po.Image = img
 	po.Command = kube.AgentCommand(agent, p.Args)

@@ -31,6 +31,24 @@
 // are private ranges) are refused as on a local host; names are resolved
 // by the proxy and dialed by the checked address.
 //
+// # Secrets added at the proxy
+//
+// A server's secrets.NAME.inject work through the shared proxy as
+// through a local sandbox's (package credinject): the pod holds
+// placeholders, and its egress.Proxy here intercepts the secrets' hosts
+// with its credinject.Set. The real values, the placeholders the gateway
+// gave the pod and the interception CA's key never go into Config (the
+// Secret, so etcd) or a pod's spec: the gateway sends them as a State
+// (register.go) to each replica's registration port (DefaultRegistryPort)
+// over mutual TLS (podagent.ServerTLS: a certificate from the gateway's
+// pod CA, and only the gateway's client certificate accepted), and the
+// replica holds them in memory. Config carries only each server's secret
+// hosts (ServerPolicy.Inject), so that a replica with no Registration of
+// a pod (it restarted; the gateway sends the State again every
+// ResendEvery) refuses the pod those hosts (egress.Options.Refuse) rather
+// than tunnel the placeholder. Each substitution and refusal is a Line
+// of Kind KindSecret, audited by the gateway as a local one.
+//
 // # Configuration and log
 //
 // The proxy reads Config (the key and each server's rules and limits) as

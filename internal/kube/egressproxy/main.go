@@ -10,8 +10,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
+
+	"mcpbox/internal/podagent"
 )
 
 // Where the proxy's pods find their config (the Secret's mount) and
@@ -32,27 +35,33 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", fmt.Sprintf(":%d", DefaultPort), "address to serve the pods on")
 	file := fs.String("config", DefaultConfigFile, "the proxy's config (JSON: key and allowlists)")
 	reload := fs.Duration("reload", 10*time.Second, "how often to look for a changed config")
+	var ro registryOptions
+	fs.StringVar(&ro.listen, "registry-listen", "", "address of the gateway's registration endpoint (mutual TLS; needs --tls-dir); empty: none")
+	fs.StringVar(&ro.tlsDir, "tls-dir", "", "directory of the endpoint's tls.crt, tls.key and ca.crt (from the gateway's pod CA)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpbox egress-proxy [--listen ADDR] [--config FILE]\n\nThe egress proxy of a gateway's Kubernetes pods (runs in the proxy's pods).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
-	} else if err != nil || fs.NArg() > 0 || *reload <= 0 {
+	} else if err != nil || fs.NArg() > 0 || *reload <= 0 || (ro.listen == "") != (ro.tlsDir == "") {
 		fs.Usage()
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, *listen, *file, *reload, stdout, stderr); err != nil {
+	if err := run(ctx, *listen, *file, *reload, ro, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "mcpbox egress-proxy: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
+// registryOptions are Main's flags of the registration endpoint.
+type registryOptions struct{ listen, tlsDir string }
+
 // run serves until ctx ends.
-func run(ctx context.Context, listen, file string, reload time.Duration, stdout, stderr io.Writer) error {
+func run(ctx context.Context, listen, file string, reload time.Duration, ro registryOptions, stdout, stderr io.Writer) error {
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("reading the config: %w", err)
@@ -71,8 +80,27 @@ func run(ctx context.Context, listen, file string, reload time.Duration, stdout,
 		return err
 	}
 	fmt.Fprintf(stderr, "mcpbox egress-proxy: serving %d servers' allowlists on %s\n", len(cfg.Servers), l.Addr())
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- p.Serve(l) }()
+	if ro.listen != "" {
+		conf, err := podagent.ServerTLS(filepath.Join(ro.tlsDir, "tls.crt"), filepath.Join(ro.tlsDir, "tls.key"), filepath.Join(ro.tlsDir, "ca.crt"))
+		if err != nil {
+			l.Close()
+			p.Close()
+			return fmt.Errorf("the registration endpoint: %w", err)
+		}
+		rl, err := net.Listen("tcp", ro.listen)
+		if err != nil {
+			l.Close()
+			p.Close()
+			return fmt.Errorf("the registration endpoint: %w", err)
+		}
+		defer rl.Close()
+		// A replica starts with no registration: until the gateway's
+		// next send, its pods' credential hosts are refused (fail closed).
+		fmt.Fprintf(stderr, "mcpbox egress-proxy: registration endpoint (mutual TLS) on %s; no pod registered until the gateway sends its state\n", rl.Addr())
+		go func() { served <- p.ServeRegistry(rl, conf, stderr) }()
+	}
 	tick := time.NewTicker(reload)
 	defer tick.Stop()
 	for {

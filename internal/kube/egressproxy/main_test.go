@@ -47,7 +47,7 @@ func TestRunServesAndReloads(t *testing.T) {
 	stdout, stderr := &lines{}, &lines{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, "127.0.0.1:0", file, 20*time.Millisecond, stdout, stderr) }()
+	go func() { done <- run(ctx, "127.0.0.1:0", file, 20*time.Millisecond, registryOptions{}, stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -1,6 +1,7 @@
 package egressproxy
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"mcpbox/internal/credinject"
 	"mcpbox/internal/egress"
 )
 
@@ -30,6 +32,10 @@ type Config struct {
 type ServerPolicy struct {
 	Rules  []egress.Rule `json:"rules"`
 	Limits egress.Limits `json:"limits"`
+	// Inject are the hosts (credinject host patterns) of the server's
+	// secrets added at the proxy, never their values: a pod of the
+	// server that has no Registration on a replica is refused them.
+	Inject []string `json:"inject,omitempty"`
 }
 
 // ParseConfig parses and checks a Config.
@@ -49,6 +55,9 @@ func (c Config) check() error {
 		// egress.New compiles and checks the rules; the proxy is discarded.
 		if _, err := egress.New(egress.Options{Rules: sp.Rules, Limits: sp.Limits}); err != nil {
 			return fmt.Errorf("egress proxy config: server %s: %w", name, err)
+		}
+		if _, err := credinject.ParseHosts(sp.Inject); err != nil {
+			return fmt.Errorf("egress proxy config: server %s: inject: %w", name, err)
 		}
 	}
 	return nil
@@ -84,6 +93,10 @@ type Proxy struct {
 	cfg   Config               // guarded by mu
 	pods  map[podKey]*podProxy // guarded by mu
 	swept time.Time            // guarded by mu; the last sweep
+	// The gateway's registrations (SetState), in memory only.
+	regs  map[string]*registered // guarded by mu; by pod
+	ca    *egress.CA             // guarded by mu; the interception CA
+	roots *x509.CertPool         // guarded by mu; the intercepted upstreams' roots
 }
 
 // sweepEvery spaces the sweeps of expired pods' proxies: a sweep walks
@@ -98,6 +111,7 @@ type podProxy struct {
 	p      *egress.Proxy
 	policy ServerPolicy
 	expiry time.Time
+	digest [32]byte // of the pod's Registration it was built with; zero: none
 }
 
 // New returns a proxy ready to Serve.
@@ -147,12 +161,17 @@ func (p *Proxy) authorize(pod, token string, from net.Addr) (*egress.Proxy, erro
 	if pp := p.pods[k]; pp != nil {
 		return pp.p, nil
 	}
-	ep, err := egress.New(egress.Options{SandboxID: pod, Rules: sp.Rules, Limits: sp.Limits,
-		Resolver: p.o.Resolver, Log: p.log.logger(server)})
+	eo := egress.Options{SandboxID: pod, Rules: sp.Rules, Limits: sp.Limits,
+		Resolver: p.o.Resolver, Log: p.log.logger(server)}
+	digest, err := p.injectOptions(&eo, pod, server, sp)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod, err)
 	}
-	p.pods[k] = &podProxy{p: ep, policy: sp, expiry: exp}
+	ep, err := egress.New(eo)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", pod, err)
+	}
+	p.pods[k] = &podProxy{p: ep, policy: sp, expiry: exp, digest: digest}
 	return ep, nil
 }
 
@@ -237,6 +256,21 @@ type Line struct {
 	Version    string  `json:"version,omitempty"`
 	// Dropped, on a line of its own, counts lines lost before it.
 	Dropped int64 `json:"dropped,omitempty"`
+	// Secret, on a line of Kind "secret", names the secret added at the
+	// proxy that Decision ("inject", "exfiltration", "refused") concerns;
+	// Where is where in the request ("header NAME", "body", ...). Never
+	// a value.
+	Secret string `json:"secret,omitempty"`
+	Where  string `json:"where,omitempty"`
+}
+
+// KindSecret is the Kind of a secret's line (Line.SecretEvent).
+const KindSecret = "secret"
+
+// SecretEvent is the credinject event a secret's line stands for.
+func (l Line) SecretEvent() credinject.Event {
+	return credinject.Event{Time: l.Time, SandboxID: l.Pod, Credential: l.Secret, Host: l.Host, Port: l.Port,
+		Kind: l.Decision, Where: l.Where, Reason: l.Reason}
 }
 
 // lineLog writes Lines from a goroutine of its own: egress calls Log on
@@ -295,6 +329,19 @@ func (l *lineLog) logger(server string) func(egress.Event) {
 		if ev.IP.IsValid() {
 			ln.IP = ev.IP.String()
 		}
+		select {
+		case l.ch <- ln:
+		default:
+			l.dropped.Add(1)
+		}
+	}
+}
+
+// secretLogger is logger for a server's secret events.
+func (l *lineLog) secretLogger(server string) func(credinject.Event) {
+	return func(ev credinject.Event) {
+		ln := Line{Time: ev.Time.UTC(), Server: server, Pod: ev.SandboxID, Kind: KindSecret, Host: ev.Host, Port: ev.Port,
+			Decision: ev.Kind, Reason: ev.Reason, Secret: ev.Credential, Where: ev.Where}
 		select {
 		case l.ch <- ln:
 		default:

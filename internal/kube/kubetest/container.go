@@ -73,7 +73,13 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 			return nil, err
 		}
 	}
-	outer, err := r.scripts(c, root, rw, priv)
+	without := r.n.imageWithout(c.Image)
+	for _, p := range without {
+		if !path.IsAbs(p) {
+			return nil, fmt.Errorf("container %s: image %s lacks %q, not an absolute path", c.Name, c.Image, p)
+		}
+	}
+	outer, err := r.scripts(c, root, rw, priv, without)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +173,7 @@ func (r *podRun) privileges(c corev1.Container) (privileges, error) {
 
 // scripts builds the outer script (the container's root) with the inner
 // one (volumes, privileges, exec) in it.
-func (r *podRun) scripts(c corev1.Container, root, rw string, pr privileges) (string, error) {
+func (r *podRun) scripts(c corev1.Container, root, rw string, pr privileges, without []string) (string, error) {
 	r.mu.Lock()
 	vols := r.vols
 	r.mu.Unlock()
@@ -176,7 +182,14 @@ func (r *podRun) scripts(c corev1.Container, root, rw string, pr privileges) (st
 	outer.WriteString(`mount -n -t tmpfs -o size=512m,mode=0755 kubetest "$W"
 mkdir "$W/upper" "$W/work"
 mount -n -t overlay kubetest -o lowerdir=/,upperdir="$W/upper",workdir="$W/work" "$R"
-mount -n --rbind /dev "$R/dev"
+`)
+	// What the image lacks: whiteouts in the overlay's upper layer, made
+	// in a chroot of the overlay before anything is mounted into it, so
+	// that neither a symlink of the root nor a mount reaches the host.
+	for _, p := range without {
+		fmt.Fprintf(&outer, "/usr/sbin/chroot \"$R\" /bin/rm -rf -- %s\n", shq(p))
+	}
+	outer.WriteString(`mount -n --rbind /dev "$R/dev"
 mount -n -t tmpfs -o nosuid,nodev,mode=1777,size=64m kubetest "$R/dev/shm"
 mount -n -t proc proc "$R/proc"
 for p in sys sysrq-trigger; do

@@ -14,8 +14,9 @@
 // NodeName, binds unscheduled pods whose nodeSelector matches its labels,
 // and runs each container's command and args as a local process in mount,
 // pid, uts and ipc namespaces of its own: the host's filesystem seen through a
-// copy-on-write overlay (there are no images), the pod's volumes at their
-// mountPaths (emptyDir, secret, configMap, projected with
+// copy-on-write overlay (there are no images: every image is the host's
+// root, less the paths Node.ImageWithout removed from it), the pod's
+// volumes at their mountPaths (emptyDir, secret, configMap, projected with
 // serviceAccountToken, downwardAPI, a PersistentVolumeClaim as a host
 // directory per claim, hostPath), env with fieldRef, secretKeyRef and
 // configMapKeyRef resolved, runAsUser/runAsGroup/fsGroup,

@@ -3,6 +3,7 @@ package kubetest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,5 +88,65 @@ func segments(size int) []string {
 func removeSegments(size int) {
 	for _, id := range segments(size) {
 		_ = exec.Command("ipcrm", "-m", id).Run()
+	}
+}
+
+// TestImageWithout: an image the node makes lack some paths runs
+// without them, another image still has them, and the host keeps its
+// files, also one the removal reaches through an absolute symlink of
+// the root (it resolves inside the container's root).
+func TestImageWithout(t *testing.T) {
+	c := Shared(t)
+	ns := "image-without"
+	c.CreateNamespace(t, ns)
+	dir, err := os.MkdirTemp("/var/tmp", "kubetest-image-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	victim := filepath.Join(dir, "target", "victim")
+	for _, p := range []string{filepath.Join(dir, "gone"), filepath.Join(dir, "kept"), victim} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	img := "kubetest.test/without-" + randomText(t)
+	c.Node.ImageWithout(img, filepath.Join(dir, "gone"), filepath.Join(dir, "link", "victim"))
+	t.Cleanup(func() { c.Node.ImageWithout(img) })
+	script := `cd ` + dir + `; for f in gone kept link/victim; do [ -e $f ] && echo "has $f"; done; echo done`
+	run := func(name, image string) string {
+		create(t, c, "/api/v1/namespaces/"+ns+"/pods", &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{
+				AutomountServiceAccountToken: new(false),
+				RestartPolicy:                corev1.RestartPolicyNever,
+				Containers:                   []corev1.Container{{Name: "c", Image: image, Command: []string{"/bin/sh", "-c", script}}},
+			},
+		})
+		c.WaitPod(t, ns, name, 30*time.Second, func(p *corev1.Pod) bool {
+			return p != nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+		})
+		logs, err := c.Node.Logs(ns, name, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logs
+	}
+	if got := run("without", img); got != "has kept\ndone\n" {
+		t.Errorf("a container of the image without gone and link/victim sees:\n%s", got)
+	}
+	if got := run("other", "kubetest.test/other"); got != "has gone\nhas kept\nhas link/victim\ndone\n" {
+		t.Errorf("a container of another image sees:\n%s", got)
+	}
+	for _, p := range []string{filepath.Join(dir, "gone"), victim} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("the host lost %s: %v", p, err)
+		}
 	}
 }

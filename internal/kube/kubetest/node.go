@@ -41,6 +41,7 @@ type Node struct {
 	mu     sync.Mutex
 	pods   map[types.UID]*podRun // guarded by mu
 	nextIP int                   // guarded by mu
+	images map[string][]string   // guarded by mu: image → the paths it lacks (ImageWithout)
 }
 
 func startNode(c *Cluster, opts Options) (*Node, error) {
@@ -50,6 +51,7 @@ func startNode(c *Cluster, opts Options) (*Node, error) {
 		maxGrace: opts.MaxGrace,
 		dir:      filepath.Join(c.Dir, "node"),
 		pods:     map[types.UID]*podRun{},
+		images:   map[string][]string{},
 	}
 	if n.maxGrace == 0 {
 		n.maxGrace = 10 * time.Second
@@ -327,4 +329,26 @@ func (n *Node) logPath(ns, pod, container string) string {
 // cluster and is shared by every pod that mounts the claim).
 func (n *Node) PVCDir(ns, claim string) string {
 	return filepath.Join(n.dir, "pvc", ns, claim)
+}
+
+// ImageWithout makes image (a reference as a container names it) lack
+// paths, absolute: its containers started from now on see the host's
+// root without them, as an image built without those files would be. No
+// paths: the image is the host's root again. Every other image is the
+// host's whole root.
+func (n *Node) ImageWithout(image string, paths ...string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(paths) == 0 {
+		delete(n.images, image)
+		return
+	}
+	n.images[image] = append([]string(nil), paths...)
+}
+
+// imageWithout is what ImageWithout removed from image.
+func (n *Node) imageWithout(image string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.images[image]
 }

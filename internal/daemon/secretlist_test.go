@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const kubeSecretsConfig = `version: 1
+backend: {kind: kubernetes, namespace: tools, kubeconfig: /k/config, image: r/b:1}
+servers:
+  a:
+    command: [a]
+    secrets:
+      GH: {from: "kubernetes:gh/token"}
+      CA: {from: "kubernetes:ca/pem", as: file}
+      L: {from: "env:L"}
+  b:
+    command: [b]
+    backend: {namespace: other}
+    secrets: {X: {from: "kubernetes:elsewhere/k"}}
+`
+
+func writeConfig(t *testing.T, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "mcpbox.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSecretListKube: `mcpbox secrets` shows a kubernetes: reference with
+// the namespace its Secret is read in.
+func TestSecretListKube(t *testing.T) {
+	p := writeConfig(t, kubeSecretsConfig)
+	c, err := loadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range SecretList(c, p) {
+		got[r.ID] = r.Source() + " as " + r.As
+	}
+	for id, want := range map[string]string{
+		"a/GH": "kubernetes:gh/token (namespace tools) as env",
+		"a/CA": "kubernetes:ca/pem (namespace tools) as file",
+		"a/L":  "env:L as env",
+		"b/X":  "kubernetes:elsewhere/k (namespace other) as env",
+	} {
+		if got[id] != want {
+			t.Errorf("%s: %q, want %q", id, got[id], want)
+		}
+	}
+}
+
+// TestKubeRBACConfig: with a config, the Role is in the config's
+// namespace and may get exactly the Secrets referenced there; without,
+// it gets none.
+func TestKubeRBACConfig(t *testing.T) {
+	p := writeConfig(t, kubeSecretsConfig)
+	y, err := KubeRBAC(p, "", "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(y)
+	if !strings.Contains(s, "namespace: tools") || !strings.Contains(s, "resourceNames:\n      - ca\n      - gh\n") || strings.Contains(s, "elsewhere") {
+		t.Errorf("the Role for tools:\n%s", s)
+	}
+	if y, err = KubeRBAC(p, "other", "gw"); err != nil || !strings.Contains(string(y), "      - elsewhere\n") || strings.Contains(string(y), "- gh\n") {
+		t.Errorf("the Role for other (%v):\n%s", err, y)
+	}
+	if y, err = KubeRBAC("", "", "gw"); err != nil || strings.Contains(string(y), "resourceNames") || !strings.Contains(string(y), "namespace: mcp") {
+		t.Errorf("the Role without a config (%v):\n%s", err, y)
+	}
+	if _, err := KubeRBAC(filepath.Join(t.TempDir(), "none.yaml"), "", "gw"); err == nil {
+		t.Error("a missing config gave a Role")
+	}
+}
