@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -203,12 +202,13 @@ func backendNode(b *Backend) *yaml.Node {
 	return m
 }
 
-// dnsLabel and dnsSubdomain are the Kubernetes name syntaxes.
+// dnsLabel and dnsSubdomain are the Kubernetes name syntaxes. Compiled on
+// first use (lazyRegexp): the bounded repetitions make large programs.
 var (
-	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-	labelKey     = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
-	labelVal     = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+	dnsLabel     = lazyRegexp(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	dnsSubdomain = lazyRegexp(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+	labelKey     = lazyRegexp(`^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelVal     = lazyRegexp(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
 )
 
 // checkBackend checks one backend mapping (p: its path) on its own.
@@ -227,7 +227,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 			}
 		}
 	}
-	if b.Meta.Has("namespace") && !dnsLabel.MatchString(b.Namespace) {
+	if b.Meta.Has("namespace") && !dnsLabel().MatchString(b.Namespace) {
 		r.errorf(at("namespace"), "%s.namespace: %q is not a namespace name (lowercase letters, digits and '-', at most 63)", p, b.Namespace)
 	}
 	if b.Kubeconfig != "" && b.InCluster {
@@ -236,16 +236,16 @@ func checkBackend(r *collector, b *Backend, p string) {
 	if b.Meta.Has("kubeconfig") {
 		hostPath(r, at("kubeconfig"), p+".kubeconfig", b.Kubeconfig)
 	}
-	if b.Meta.Has("runtime_class") && !dnsSubdomain.MatchString(b.RuntimeClass) {
+	if b.Meta.Has("runtime_class") && !dnsSubdomain().MatchString(b.RuntimeClass) {
 		r.errorf(at("runtime_class"), "%s.runtime_class: %q is not a RuntimeClass name", p, b.RuntimeClass)
 	}
 	for i, s := range b.ImagePullSecrets {
-		if !dnsSubdomain.MatchString(s) {
+		if !dnsSubdomain().MatchString(s) {
 			r.errorf(b.Meta.Elem("image_pull_secrets", i), "%s.image_pull_secrets[%d]: %q is not a Secret name", p, i, s)
 		}
 	}
 	for _, e := range b.NodeSelector {
-		if !labelKey.MatchString(e.Name) || !labelVal.MatchString(e.Value) {
+		if !labelKey().MatchString(e.Name) || !labelVal().MatchString(e.Value) {
 			r.errorf(e.Pos, "%s.node_selector: %q: %q is not a label and value", p, e.Name, e.Value)
 		}
 	}
@@ -287,7 +287,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 			r.errorf(b.Meta.Elem("gateway_cidrs", i), "%s.gateway_cidrs[%d]: %q: want a CIDR such as 10.1.2.0/24", p, i, cidr)
 		}
 	}
-	if b.Meta.Has("input_claim") && !dnsSubdomain.MatchString(b.InputClaim) {
+	if b.Meta.Has("input_claim") && !dnsSubdomain().MatchString(b.InputClaim) {
 		r.errorf(at("input_claim"), "%s.input_claim: %q is not a PersistentVolumeClaim name", p, b.InputClaim)
 	}
 	for _, e := range b.BaseImages {
@@ -301,7 +301,7 @@ func checkBackend(r *collector, b *Backend, p string) {
 			r.errorf(e.Pos, "%s.base_images.%s: %v", p, e.Name, err)
 		}
 	}
-	if b.Meta.Has("storage_class") && b.StorageClass != "default" && !dnsSubdomain.MatchString(b.StorageClass) {
+	if b.Meta.Has("storage_class") && b.StorageClass != "default" && !dnsSubdomain().MatchString(b.StorageClass) {
 		r.errorf(at("storage_class"), "%s.storage_class: %q is not a StorageClass name (or default)", p, b.StorageClass)
 	}
 }

@@ -87,7 +87,7 @@ func ParseKubeSecretRef(ref string) (r KubeSecretRef, ok bool, err error) {
 	switch {
 	case !found:
 		return KubeSecretRef{}, true, fmt.Errorf("kubernetes: want kubernetes:SECRET/KEY (a Secret in the server's backend namespace and a key of its data)")
-	case !dnsSubdomain.MatchString(name):
+	case !dnsSubdomain().MatchString(name):
 		return KubeSecretRef{}, true, fmt.Errorf("kubernetes: %q is not a Secret name (lowercase letters, digits, '-' and '.')", name)
 	case !kubeKeyRE().MatchString(key) || key == "." || key == "..":
 		return KubeSecretRef{}, true, fmt.Errorf("kubernetes: %q is not a key of a Secret (letters, digits, '-', '_' and '.')", key)

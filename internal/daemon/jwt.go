@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"sync"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
@@ -22,13 +23,13 @@ import (
 // has a '.', so none can be taken over by a token's claim.
 const jwtIdentityPrefix = "oidc."
 
-var plainClaim = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+var plainClaim = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`) })
 
 // jwtIdentity is the client identity of a claim value: oidc.VALUE, or
 // for a value that is no plain name (a directory of workspaces is named
 // after it) oidc.= and a hash of it.
 func jwtIdentity(v string) string {
-	if plainClaim.MatchString(v) {
+	if plainClaim().MatchString(v) {
 		return jwtIdentityPrefix + v
 	}
 	sum := sha256.Sum256([]byte(v))

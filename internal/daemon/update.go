@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/guard"
@@ -31,7 +32,7 @@ func isPackageServer(s *config.Server) bool {
 
 // exactRE is a plain version (npm semver or a PyPI release), which the
 // store would answer without asking the registry.
-var exactRE = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*([-+.]?[0-9A-Za-z.+-]+)?$`)
+var exactRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*([-+.]?[0-9A-Za-z.+-]+)?$`) })
 
 // pinText is a package pin as Update shows and compares it: the version,
 // the archive's integrity and the dependencies' lockfile hash.
@@ -70,7 +71,7 @@ func checkPackageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*
 	// An exact version as a range, so that the registry is asked even
 	// when the store holds the version (the registry may have new bytes).
 	src := ps.Source
-	if exactRE.MatchString(src.Version) {
+	if exactRE().MatchString(src.Version) {
 		src.Version = map[pkginstall.Ecosystem]string{pkginstall.NPM: "=", pkginstall.PyPI: "=="}[src.Ecosystem] + src.Version
 	}
 	pkg, err := in.Install(ctx, src, nil)

@@ -239,7 +239,7 @@ type poolKey struct {
 	modern bool
 }
 
-var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
+var prefixRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`) })
 
 // New checks the servers and returns a gateway for them.
 func New(servers []*Server, opts Options) (*Gateway, error) {
@@ -265,7 +265,7 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("server %d: missing or duplicate name %q", i, s.Name)
 		case s.Launch == nil:
 			return nil, fmt.Errorf("server %s: no launcher", s.Name)
-		case !prefixRE.MatchString(s.Prefix):
+		case !prefixRE().MatchString(s.Prefix):
 			return nil, fmt.Errorf("server %s: prefix %q: want up to 64 of A-Z a-z 0-9 _ . -", s.Name, s.Prefix)
 		}
 		seen[s.Name] = true

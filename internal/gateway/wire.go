@@ -124,19 +124,25 @@ func (c *lineConn) readLine() (line, head, tail []byte, tooLong bool, err error)
 
 var (
 	// A response that starts with its id ({"jsonrpc":"2.0","id":N,"result"...).
-	headIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"`)
+	headIDRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(?:result|error)"`)
+	})
 	// A response that starts with its result and ends with its id.
-	headResultRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:`)
-	tailIDRE     = regexp.MustCompile(`"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$`)
+	headResultRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:`)
+	})
+	tailIDRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$`)
+	})
 )
 
 // ResponseID reads the id of an oversized response from its first or
 // last bytes, wherever the writer put it (tail may be nil when only the
 // head was kept: then only an id written before the result is found).
 func ResponseID(head, tail []byte) (jsonrpc.ID, bool) {
-	m := headIDRE.FindSubmatch(head)
-	if m == nil && headResultRE.Match(head) {
-		m = tailIDRE.FindSubmatch(tail)
+	m := headIDRE().FindSubmatch(head)
+	if m == nil && headResultRE().Match(head) {
+		m = tailIDRE().FindSubmatch(tail)
 	}
 	if m == nil {
 		return jsonrpc.ID{}, false

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/redact"
@@ -163,7 +164,7 @@ func (im *converter) envVar(s *config.Server, orig, name, value string) {
 		s.Env = append(s.Env, config.EnvVar{Name: name, Value: value})
 		return
 	}
-	if !secretNameRE.MatchString(name) {
+	if !secretNameRE().MatchString(name) {
 		im.notef("server %q: env %s holds a credential but is no valid secret name: left out", orig, name)
 		return
 	}
@@ -237,17 +238,17 @@ func (im *converter) need(v, use string) {
 }
 
 var (
-	secretNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hostVarRE     = regexp.MustCompile(`^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}$`)
-	pathNameRE    = regexp.MustCompile(`(?i)(?:FILE|PATH|DIR)$`)
-	driveRE       = regexp.MustCompile(`^[A-Za-z]:[\\/]`)
-	notNameCharRE = regexp.MustCompile(`[^a-z0-9_-]+`)
+	secretNameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	hostVarRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}$`) })
+	pathNameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:FILE|PATH|DIR)$`) })
+	driveRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z]:[\\/]`) })
+	notNameCharRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9_-]+`) })
 )
 
 // hostVarRef returns VAR when v only refers to a host variable, as Claude
 // Code (${VAR}) and VS Code (${env:VAR}) write it.
 func hostVarRef(v string) (string, bool) {
-	m := hostVarRE.FindStringSubmatch(v)
+	m := hostVarRE().FindStringSubmatch(v)
 	if m == nil {
 		return "", false
 	}
@@ -271,7 +272,7 @@ func maskCredential(s string) (string, bool) {
 		}
 		q := u.Query()
 		for k := range q {
-			if config.CredentialName(k) && !pathNameRE.MatchString(k) {
+			if config.CredentialName(k) && !pathNameRE().MatchString(k) {
 				q[k], changed = []string{redacted}, true
 			}
 		}
@@ -298,7 +299,7 @@ func maskCredential(s string) (string, bool) {
 func (im *converter) scrubArgs(orig string, args []string) []string {
 	out := make([]string, len(args))
 	credFlag := func(f string) bool {
-		return strings.HasPrefix(f, "-") && config.CredentialName(f) && !pathNameRE.MatchString(f)
+		return strings.HasPrefix(f, "-") && config.CredentialName(f) && !pathNameRE().MatchString(f)
 	}
 	for i, a := range args {
 		flag, _, hasValue := strings.Cut(a, "=")
@@ -320,7 +321,7 @@ func (im *converter) scrubArgs(orig string, args []string) []string {
 // sanitizeName makes n a valid server name; "__" is avoided since it
 // separates the prefix from a tool name.
 func sanitizeName(n string) string {
-	n = notNameCharRE.ReplaceAllString(strings.ToLower(n), "-")
+	n = notNameCharRE().ReplaceAllString(strings.ToLower(n), "-")
 	for strings.Contains(n, "__") {
 		n = strings.ReplaceAll(n, "__", "_")
 	}
@@ -421,7 +422,7 @@ func hostPathHints(argv []string) []string {
 }
 
 func isHostPath(p string) bool {
-	if strings.HasPrefix(p, "~/") || driveRE.MatchString(p) {
+	if strings.HasPrefix(p, "~/") || driveRE().MatchString(p) {
 		return true
 	}
 	if !strings.HasPrefix(p, "/") {

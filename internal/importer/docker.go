@@ -197,7 +197,7 @@ func (d *dockerConv) flag(flag, val string) error {
 // env handles -e VAR (the host's or the entry's value) and -e VAR=VALUE.
 func (d *dockerConv) env(val string) error {
 	k, v, hasVal := strings.Cut(val, "=")
-	if !secretNameRE.MatchString(k) {
+	if !secretNameRE().MatchString(k) {
 		return fmt.Errorf("-e %s: not a variable name", k)
 	}
 	d.passed[k] = true

@@ -84,7 +84,7 @@ func rewriteHostDirs(s *config.Server) []string {
 		if !isFlag || !strings.HasPrefix(flag, "-") {
 			flag, val = "", a
 		}
-		if !isHostPath(val) || strings.Contains(path.Base(val), ".") || driveRE.MatchString(val) {
+		if !isHostPath(val) || strings.Contains(path.Base(val), ".") || driveRE().MatchString(val) {
 			continue // not a host path, or most likely a file, or Windows
 		}
 		base := sanitizeName(path.Base(path.Clean(val)))
@@ -109,7 +109,7 @@ func rewriteHostDirs(s *config.Server) []string {
 func moveHostFiles(s *config.Server) []string {
 	var hints []string
 	for i, v := range s.Env {
-		if !pathNameRE.MatchString(v.Name) || !isHostPath(v.Value) || !strings.Contains(path.Base(v.Value), ".") {
+		if !pathNameRE().MatchString(v.Name) || !isHostPath(v.Value) || !strings.Contains(path.Base(v.Value), ".") {
 			continue
 		}
 		to := "/workspace/output/" + path.Base(v.Value)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"sync"
 )
 
 // ErrImagePin rejects an image pin of the lock file that is malformed:
@@ -36,15 +37,15 @@ func (p ImagePin) Resolved() string {
 	return p.Digest
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 func (p ImagePin) check() error {
 	switch {
 	case p.Ref == "":
 		return fmt.Errorf("%w: no ref", ErrImagePin)
-	case !digestRE.MatchString(p.Digest):
+	case !digestRE().MatchString(p.Digest):
 		return fmt.Errorf("%w: digest %q (want sha256: and 64 hex digits)", ErrImagePin, p.Digest)
-	case p.Index != "" && !digestRE.MatchString(p.Index):
+	case p.Index != "" && !digestRE().MatchString(p.Index):
 		return fmt.Errorf("%w: index %q (want sha256: and 64 hex digits)", ErrImagePin, p.Index)
 	}
 	return nil

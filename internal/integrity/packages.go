@@ -3,6 +3,7 @@ package integrity
 import (
 	"fmt"
 	"regexp"
+	"sync"
 )
 
 // PackagePin is what mcpbox.lock records of a server's registry package
@@ -30,7 +31,7 @@ type PackagePin struct {
 func (p PackagePin) String() string { return p.Ecosystem + ":" + p.Name + "@" + p.Version }
 
 // sriRE is an SRI hash as the installers write them.
-var sriRE = regexp.MustCompile(`^sha(256|384|512)-[A-Za-z0-9+/]+={0,2}$`)
+var sriRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha(256|384|512)-[A-Za-z0-9+/]+={0,2}$`) })
 
 // check refuses a pin that cannot have been written by mcpbox.
 func (p PackagePin) check() error {
@@ -39,9 +40,9 @@ func (p PackagePin) check() error {
 		return fmt.Errorf("unknown ecosystem %q", p.Ecosystem)
 	case p.Name == "" || p.Version == "" || p.Source == "":
 		return fmt.Errorf("name, version and source are required")
-	case !sriRE.MatchString(p.Integrity):
+	case !sriRE().MatchString(p.Integrity):
 		return fmt.Errorf("integrity %q is not an SRI hash", p.Integrity)
-	case p.Lockfile != "" && !sriRE.MatchString(p.Lockfile):
+	case p.Lockfile != "" && !sriRE().MatchString(p.Lockfile):
 		return fmt.Errorf("lockfile %q is not an SRI hash", p.Lockfile)
 	}
 	return nil

@@ -1,6 +1,9 @@
 package integrity
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Word lists shared by several phrases.
 const (
@@ -17,56 +20,59 @@ const (
 		"token|tokens|access+token|password|passwords|passphrase|credential|credentials|secret|secrets|session+cookie|cookies|seed+phrase|mnemonic"
 )
 
-// phraseTable is every phrase rule; the severity of a phrase may be below
-// its rule's where the wording also has honest uses (documented in
-// docs/integrity.md).
-var phraseTable = []phrase{
-	// model-directive
-	parsePhrase(RuleModelDirective, SeverityHigh, "ignore|disregard|forget|skip [all|any|the|your] [of+the|of+your] "+prior+" "+orders),
-	parsePhrase(RuleModelDirective, SeverityHigh, "ignore|disregard|forget your|all+previous|all+prior "+orders),
-	parsePhrase(RuleModelDirective, SeverityHigh, "supersede|supersedes|override|overrides|overriding|take+precedence+over|takes+precedence+over|replace|replaces "+
-		"[all|any|the|your] ["+prior+"|other|user|user's] instructions|guidelines|system+prompt|directives"),
-	// "You must first log in" is a common error text: definitions only.
-	defOnly(parsePhrase(RuleModelDirective, SeverityLow, "you must|should|need+to|have+to first|immediately")),
-	defOnly(parsePhrase(RuleModelDirective, SeverityLow, "you first need+to|must|have+to|should")),
-	parsePhrase(RuleModelDirective, SeverityMedium, "before|prior+to using|calling|invoking|running|executing|you+use|you+call|you+run "+
-		"this|the|these|any tool|tools|function|functions|server *2 read|call|send|invoke|run|execute|fetch|open|cat|upload|pass|include|attach|copy|load|post|email|forward"),
-	parsePhrase(RuleModelDirective, SeverityMedium, "as an|a ai|llm|assistant|language+model|ai+assistant|ai+model|ai+language+model"),
-	parsePhrase(RuleModelDirective, SeverityHigh, "attention|note|message|instructions|instruction|reminder|notice|important to|for [the|all|any|every] "+aiNames),
-	parsePhrase(RuleModelDirective, SeverityHigh, "dear|hey|hello "+aiNames+"|model|agent"),
-	parsePhrase(RuleModelDirective, SeverityHigh, "the|this|dear|any "+aiNames+" must|should|shall|always|never|is+required+to|needs+to|has+to|will+need+to|may+not|is+instructed+to"),
-	parsePhrase(RuleModelDirective, SeverityMedium, "new|updated|revised|real|actual|true|hidden|secret system+prompt|system+instructions|system+message"),
-	parsePhrase(RuleModelDirective, SeverityHigh, "your real|actual|true|hidden|secret instructions|task|goal|objective|purpose|mission"),
-	parsePhrase(RuleModelDirective, SeverityMedium, "reveal|print|repeat|output|show|dump|leak|disclose|tell+me [me] [your|the] system+prompt|initial+instructions|hidden+instructions|developer+message"),
-	parsePhrase(RuleModelDirective, SeverityHigh, negation+" follow|obey|listen+to [the|any|your] user|user's|previous|prior|original|system"),
-	parsePhrase(RuleModelDirective, SeverityMedium, "from+now+on you|always|never|ignore|respond|reply|answer|act"),
+// phraseTable returns every phrase rule; the severity of a phrase may be
+// below its rule's where the wording also has honest uses (documented in
+// docs/integrity.md). A function, parsed on the first scan: every mcpbox
+// process, the sandbox init included, would parse it at start-up.
+func phraseTable() []phrase {
+	return []phrase{
+		// model-directive
+		parsePhrase(RuleModelDirective, SeverityHigh, "ignore|disregard|forget|skip [all|any|the|your] [of+the|of+your] "+prior+" "+orders),
+		parsePhrase(RuleModelDirective, SeverityHigh, "ignore|disregard|forget your|all+previous|all+prior "+orders),
+		parsePhrase(RuleModelDirective, SeverityHigh, "supersede|supersedes|override|overrides|overriding|take+precedence+over|takes+precedence+over|replace|replaces "+
+			"[all|any|the|your] ["+prior+"|other|user|user's] instructions|guidelines|system+prompt|directives"),
+		// "You must first log in" is a common error text: definitions only.
+		defOnly(parsePhrase(RuleModelDirective, SeverityLow, "you must|should|need+to|have+to first|immediately")),
+		defOnly(parsePhrase(RuleModelDirective, SeverityLow, "you first need+to|must|have+to|should")),
+		parsePhrase(RuleModelDirective, SeverityMedium, "before|prior+to using|calling|invoking|running|executing|you+use|you+call|you+run "+
+			"this|the|these|any tool|tools|function|functions|server *2 read|call|send|invoke|run|execute|fetch|open|cat|upload|pass|include|attach|copy|load|post|email|forward"),
+		parsePhrase(RuleModelDirective, SeverityMedium, "as an|a ai|llm|assistant|language+model|ai+assistant|ai+model|ai+language+model"),
+		parsePhrase(RuleModelDirective, SeverityHigh, "attention|note|message|instructions|instruction|reminder|notice|important to|for [the|all|any|every] "+aiNames),
+		parsePhrase(RuleModelDirective, SeverityHigh, "dear|hey|hello "+aiNames+"|model|agent"),
+		parsePhrase(RuleModelDirective, SeverityHigh, "the|this|dear|any "+aiNames+" must|should|shall|always|never|is+required+to|needs+to|has+to|will+need+to|may+not|is+instructed+to"),
+		parsePhrase(RuleModelDirective, SeverityMedium, "new|updated|revised|real|actual|true|hidden|secret system+prompt|system+instructions|system+message"),
+		parsePhrase(RuleModelDirective, SeverityHigh, "your real|actual|true|hidden|secret instructions|task|goal|objective|purpose|mission"),
+		parsePhrase(RuleModelDirective, SeverityMedium, "reveal|print|repeat|output|show|dump|leak|disclose|tell+me [me] [your|the] system+prompt|initial+instructions|hidden+instructions|developer+message"),
+		parsePhrase(RuleModelDirective, SeverityHigh, negation+" follow|obey|listen+to [the|any|your] user|user's|previous|prior|original|system"),
+		parsePhrase(RuleModelDirective, SeverityMedium, "from+now+on you|always|never|ignore|respond|reply|answer|act"),
 
-	// secrecy
-	parsePhrase(RuleSecrecy, SeverityHigh, negation+" "+tellVerbs+" *4 "+theUser),
-	parsePhrase(RuleSecrecy, SeverityHigh, negation+" mention|tell|reveal|disclose|admit|acknowledge this|that|it|anything|these"),
-	parsePhrase(RuleSecrecy, SeverityHigh, "without telling|informing|notifying|alerting|letting|showing|asking+permission+from [the|your|any] "+theUser),
-	parsePhrase(RuleSecrecy, SeverityHigh, "without the+user's|the+user|your+user's knowledge|knowing|noticing|consent|awareness"),
-	parsePhrase(RuleSecrecy, SeverityHigh, "user|users|human must|should|shall|needs+to|need+to|may not|never know|see|notice|find+out|learn|be+told|be+informed|be+aware|suspect|discover"),
-	parsePhrase(RuleSecrecy, SeverityHigh, "keep|keeping this|these|it|that|the+following [instructions|instruction|information|step|steps|note|part|request] [a] secret|hidden|confidential|between+us|to+yourself"),
-	parsePhrase(RuleSecrecy, SeverityHigh, "hide|hiding|conceal|concealing this|it|these|that|them [step|steps|instruction|instructions|action|actions|information|request|call] from [the|your] "+theUser),
-	parsePhrase(RuleSecrecy, SeverityHigh, "secretly|covertly|surreptitiously|stealthily|behind+the+user's+back"),
+		// secrecy
+		parsePhrase(RuleSecrecy, SeverityHigh, negation+" "+tellVerbs+" *4 "+theUser),
+		parsePhrase(RuleSecrecy, SeverityHigh, negation+" mention|tell|reveal|disclose|admit|acknowledge this|that|it|anything|these"),
+		parsePhrase(RuleSecrecy, SeverityHigh, "without telling|informing|notifying|alerting|letting|showing|asking+permission+from [the|your|any] "+theUser),
+		parsePhrase(RuleSecrecy, SeverityHigh, "without the+user's|the+user|your+user's knowledge|knowing|noticing|consent|awareness"),
+		parsePhrase(RuleSecrecy, SeverityHigh, "user|users|human must|should|shall|needs+to|need+to|may not|never know|see|notice|find+out|learn|be+told|be+informed|be+aware|suspect|discover"),
+		parsePhrase(RuleSecrecy, SeverityHigh, "keep|keeping this|these|it|that|the+following [instructions|instruction|information|step|steps|note|part|request] [a] secret|hidden|confidential|between+us|to+yourself"),
+		parsePhrase(RuleSecrecy, SeverityHigh, "hide|hiding|conceal|concealing this|it|these|that|them [step|steps|instruction|instructions|action|actions|information|request|call] from [the|your] "+theUser),
+		parsePhrase(RuleSecrecy, SeverityHigh, "secretly|covertly|surreptitiously|stealthily|behind+the+user's+back"),
 
-	// credential-access, phrase form (the paths are in credentialMarkers)
-	parsePhrase(RuleCredentialAccess, SeverityMedium, sendVerbs+" *3 your|all|any|their|the+user's|user's|users' *2 "+secrets),
+		// credential-access, phrase form (the paths are in credentialMarkers)
+		parsePhrase(RuleCredentialAccess, SeverityMedium, sendVerbs+" *3 your|all|any|their|the+user's|user's|users' *2 "+secrets),
 
-	// tool-shadowing
-	parsePhrase(RuleToolShadowing, SeverityHigh, "when|whenever|if|once|while|each+time|every+time|any+time|anytime [you|the+assistant|the+agent|the+model|the+ai|claude] "+
-		useVerbs+" [the] $T *6 "+overrides),
-	parsePhrase(RuleToolShadowing, SeverityHigh, "when|whenever|if|once|while *2 $T [tool|function] is|are|gets|get used|called|invoked|run|executed|available|present|enabled|loaded|active *6 "+overrides),
-	parsePhrase(RuleToolShadowing, SeverityHigh, "$T [tool|function] must|should|shall|always|never|has+to|have+to|needs+to|need+to|is+required+to|is+to|will+need+to"),
-	parsePhrase(RuleToolShadowing, SeverityHigh, "instead+of|in+place+of|rather+than [using|calling|invoking|running] [the] $T"),
-	parsePhrase(RuleToolShadowing, SeverityHigh, "before|after|whenever [you] using|calling|invoking|running|executing|use|call|invoke|run [the] $T *6 "+overrides),
-	parsePhrase(RuleToolShadowing, SeverityHigh, "side+effect|side+effects|effect|effects|impact on|upon *3 $T"),
-	parsePhrase(RuleToolShadowing, SeverityHigh, "override|overrides|overriding|redirect|redirects|intercept|intercepts|hijack|hijacks|modify|modifies|alter|alters|patch|patches "+
-		"[the] [behaviour|behavior|functionality|output|results|arguments|parameters|recipient|recipients] [of] [the] $T"),
+		// tool-shadowing
+		parsePhrase(RuleToolShadowing, SeverityHigh, "when|whenever|if|once|while|each+time|every+time|any+time|anytime [you|the+assistant|the+agent|the+model|the+ai|claude] "+
+			useVerbs+" [the] $T *6 "+overrides),
+		parsePhrase(RuleToolShadowing, SeverityHigh, "when|whenever|if|once|while *2 $T [tool|function] is|are|gets|get used|called|invoked|run|executed|available|present|enabled|loaded|active *6 "+overrides),
+		parsePhrase(RuleToolShadowing, SeverityHigh, "$T [tool|function] must|should|shall|always|never|has+to|have+to|needs+to|need+to|is+required+to|is+to|will+need+to"),
+		parsePhrase(RuleToolShadowing, SeverityHigh, "instead+of|in+place+of|rather+than [using|calling|invoking|running] [the] $T"),
+		parsePhrase(RuleToolShadowing, SeverityHigh, "before|after|whenever [you] using|calling|invoking|running|executing|use|call|invoke|run [the] $T *6 "+overrides),
+		parsePhrase(RuleToolShadowing, SeverityHigh, "side+effect|side+effects|effect|effects|impact on|upon *3 $T"),
+		parsePhrase(RuleToolShadowing, SeverityHigh, "override|overrides|overriding|redirect|redirects|intercept|intercepts|hijack|hijacks|modify|modifies|alter|alters|patch|patches "+
+			"[the] [behaviour|behavior|functionality|output|results|arguments|parameters|recipient|recipients] [of] [the] $T"),
+	}
 }
 
-var phraseIndex = newPhraseSet(phraseTable)
+var phraseIndex = sync.OnceValue(func() *phraseSet { return newPhraseSet(phraseTable()) })
 
 // phrases runs the phrase rules on one normalized text.
 func (s *scanner) phrases(f scanField, n normText) {
@@ -75,7 +81,7 @@ func (s *scanner) phrases(f scanField, n normText) {
 		return
 	}
 	m := &matcher{n: n, ws: ws, text: text, tools: s.tools}
-	m.run(phraseIndex, func(h phraseHit) {
+	m.run(phraseIndex(), func(h phraseHit) {
 		if s.result && (!resultRules[h.p.rule] || h.p.defOnly) {
 			return
 		}

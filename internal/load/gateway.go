@@ -44,7 +44,9 @@ type serveLog struct {
 	url  chan string
 }
 
-var servingRE = regexp.MustCompile(`(?m)^mcpbox: serving MCP on (http://[^\s]+/mcp)\r?$`)
+var servingRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^mcpbox: serving MCP on (http://[^\s]+/mcp)\r?$`)
+})
 
 func (l *serveLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -57,7 +59,7 @@ func (l *serveLog) Write(p []byte) (int, error) {
 	}
 	l.buf.Write(p)
 	if !l.sent {
-		if m := servingRE.FindSubmatch(l.buf.Bytes()); m != nil {
+		if m := servingRE().FindSubmatch(l.buf.Bytes()); m != nil {
 			l.sent = true
 			l.url <- string(m[1])
 		}

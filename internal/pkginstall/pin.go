@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 )
 
 // Pin is what mcpbox.lock records of an installed package: enough to
@@ -34,7 +35,9 @@ func (p Pin) Source() Source {
 }
 
 // pep440Exact is an exact PyPI version of the common shapes.
-var pep440Exact = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$`)
+var pep440Exact = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$`)
+})
 
 // Verify checks, against the registry, that the pinned version still
 // exists and that its metadata and its archive still hash to

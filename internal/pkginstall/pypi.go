@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"mcpbox/internal/sandbox"
 )
@@ -103,8 +104,8 @@ type wheelFile struct {
 	pure    bool // a py3-none-any style wheel
 }
 
-var anchorRE = regexp.MustCompile(`(?is)<a\s([^>]*)>([^<]*)</a>`)
-var hrefRE = regexp.MustCompile(`(?is)\bhref\s*=\s*"([^"]*)"`)
+var anchorRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)<a\s([^>]*)>([^<]*)</a>`) })
+var hrefRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)\bhref\s*=\s*"([^"]*)"`) })
 
 // pypiFiles reads the index page of a project: its wheels, with their
 // versions and hashes.
@@ -123,8 +124,8 @@ func (in *Installer) pypiFiles(ctx context.Context, name string) ([]wheelFile, *
 		return nil, idx, fmt.Errorf("fetching the index page of pypi package %s: %w", name, err)
 	}
 	var files []wheelFile
-	for _, m := range anchorRE.FindAllSubmatch(body, -1) {
-		href := hrefRE.FindSubmatch(m[1])
+	for _, m := range anchorRE().FindAllSubmatch(body, -1) {
+		href := hrefRE().FindSubmatch(m[1])
 		if href == nil {
 			continue
 		}
@@ -154,14 +155,14 @@ func (in *Installer) pypiFiles(ctx context.Context, name string) ([]wheelFile, *
 func pickWheel(name, spec string, files []wheelFile) (wheelFile, error) {
 	var best *wheelFile
 	for i, f := range files {
-		if !f.pure || !pep440Exact.MatchString(f.version) {
+		if !f.pure || !pep440Exact().MatchString(f.version) {
 			continue
 		}
 		ok := false
 		switch {
 		case spec == "latest":
 			ok = !f.yanked && !isPrerelease(f.version)
-		case pep440Exact.MatchString(spec):
+		case pep440Exact().MatchString(spec):
 			ok = pep440Compare(f.version, spec) == 0
 		default:
 			ok = !f.yanked && !isPrerelease(f.version) && matchSpecifiers(f.version, spec)

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Ecosystem names a package registry family.
@@ -41,10 +42,10 @@ func (s Source) String() string {
 
 // npmName is npm's rule for new package names: lower case, URL-safe, an
 // optional scope, at most 214 characters (checked apart).
-var npmName = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`)
+var npmName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$`) })
 
 // pypiName is PEP 508's project name.
-var pypiName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+var pypiName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`) })
 
 // check validates a Source built by hand as ParseSource would.
 func (s Source) check() error {
@@ -104,7 +105,7 @@ func parseNPMSpec(spec string) (Source, error) {
 }
 
 func checkNPMName(name string) error {
-	if len(name) > 214 || !npmName.MatchString(name) {
+	if len(name) > 214 || !npmName().MatchString(name) {
 		return fmt.Errorf("npm package name %q is not valid", name)
 	}
 	for _, part := range strings.Split(strings.TrimPrefix(name, "@"), "/") {
@@ -128,20 +129,22 @@ func parsePyPISpec(spec string) (Source, error) {
 	if strings.Contains(name, "[") {
 		return Source{}, fmt.Errorf("pypi package %q: extras are not supported", spec)
 	}
-	if !pypiName.MatchString(name) {
+	if !pypiName().MatchString(name) {
 		return Source{}, fmt.Errorf("pypi package name %q is not valid", name)
 	}
 	if version == "" {
 		version = "latest"
 	}
-	if version != "latest" && !pep440Exact.MatchString(version) && !pypiSpecifier.MatchString(version) {
+	if version != "latest" && !pep440Exact().MatchString(version) && !pypiSpecifier().MatchString(version) {
 		return Source{}, fmt.Errorf("pypi package %q: version %q is not a registry version or specifier", spec, version)
 	}
 	return Source{Ecosystem: PyPI, Name: name, Version: version}, nil
 }
 
 // pypiSpecifier is a PEP 440 version specifier list, e.g. ">=1.0,<2".
-var pypiSpecifier = regexp.MustCompile(`^(~=|==|!=|<=|>=|<|>)[0-9][0-9A-Za-z.*+!]*(,\s*(~=|==|!=|<=|>=|<|>)[0-9][0-9A-Za-z.*+!]*)*$`)
+var pypiSpecifier = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(~=|==|!=|<=|>=|<|>)[0-9][0-9A-Za-z.*+!]*(,\s*(~=|==|!=|<=|>=|<|>)[0-9][0-9A-Za-z.*+!]*)*$`)
+})
 
 // FromCommand recognises a server command that fetches and runs a package
 // at start: npx, npm exec, pnpm dlx, yarn dlx, bunx, uvx and pipx run. It

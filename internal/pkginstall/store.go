@@ -48,7 +48,7 @@ func checkPinPath(p Pin) error {
 			return err
 		}
 	case PyPI:
-		if !pypiName.MatchString(p.Name) {
+		if !pypiName().MatchString(p.Name) {
 			return fmt.Errorf("pypi package name %q is not valid", p.Name)
 		}
 	default:
@@ -66,7 +66,7 @@ func exactVersion(v string) bool {
 	if _, err := semver.StrictNewVersion(v); err == nil {
 		return !strings.ContainsAny(v, `/\`)
 	}
-	return pep440Exact.MatchString(v)
+	return pep440Exact().MatchString(v)
 }
 
 // readEntry reads the manifest of an installed entry; an entry that is

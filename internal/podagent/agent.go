@@ -325,11 +325,11 @@ func (a *agent) serveStart(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "{}\n")
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func (a *agent) checkStart(req StartRequest) error {
 	for k, v := range req.Env {
-		if !envNameRE.MatchString(k) || strings.HasPrefix(k, envPrefix) {
+		if !envNameRE().MatchString(k) || strings.HasPrefix(k, envPrefix) {
 			return fmt.Errorf("environment variable name %q is not allowed", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {

@@ -136,11 +136,13 @@ func readLine(r *bufio.Reader, max int) (line, head []byte, tooLong bool, err er
 }
 
 // reqIDRE finds the id of a request that begins with it.
-var reqIDRE = regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,`)
+var reqIDRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,`)
+})
 
 // requestID reads the id at the head of an oversized message.
 func requestID(head []byte) (jsonrpc.ID, bool) {
-	m := reqIDRE.FindSubmatch(head)
+	m := reqIDRE().FindSubmatch(head)
 	if m == nil {
 		return jsonrpc.ID{}, false
 	}

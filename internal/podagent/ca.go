@@ -53,7 +53,7 @@ var gatewayURI = &url.URL{Scheme: "mcpbox", Host: gatewayHost}
 
 // podNameRE is an RFC 1123 DNS label, as Kubernetes names pods: one label,
 // so that NAME.PodDomain is one name and no name can end in another's.
-var podNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var podNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // CA is the gateway's certificate authority for its pods: it signs each
 // pod's server certificate and the gateway's own client certificate, and
@@ -240,7 +240,7 @@ func (ca *CA) IssuePod(name string) (certPEM, keyPEM []byte, err error) {
 
 // IssuePodTTL is IssuePod with a validity of ttl.
 func (ca *CA) IssuePodTTL(name string, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
-	if !podNameRE.MatchString(name) {
+	if !podNameRE().MatchString(name) {
 		return nil, nil, fmt.Errorf("pod name %q is not a DNS label (lowercase letters, digits and '-', at most 63)", name)
 	}
 	if ttl <= 0 {

@@ -38,7 +38,7 @@ func Connect(ctx context.Context, addr, podName string, ca *CA, start StartReque
 // ConnectMax is Connect with a message size limit: maxMessage bytes (zero:
 // DefaultMaxMessage) for each message from the agent.
 func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRequest, maxMessage int) (mcp.Connection, error) {
-	if !podNameRE.MatchString(podName) {
+	if !podNameRE().MatchString(podName) {
 		return nil, fmt.Errorf("pod name %q is not a DNS label", podName)
 	}
 	if maxMessage <= 0 {
@@ -77,7 +77,7 @@ func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRe
 // Connect does; it returns once the agent accepted the start. The job's
 // end is the container's: the caller watches the pod.
 func StartJob(ctx context.Context, addr, podName string, ca *CA, start StartRequest) error {
-	if !podNameRE.MatchString(podName) {
+	if !podNameRE().MatchString(podName) {
 		return fmt.Errorf("pod name %q is not a DNS label", podName)
 	}
 	tr := &http.Transport{
