@@ -19,9 +19,16 @@ func TestExecStartsWithoutGC(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mcpboxBin, "exec", "--", "/bin/true")
 	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("mcpbox exec -- /bin/true: %v\n%s", err, out)
+	}
+	if took > 900*time.Millisecond {
+		// cmd/mcpbox's raised GC goal lasts the first second only: a run
+		// this slow (a loaded machine) may collect by design.
+		t.Skipf("mcpbox exec took %s, too close to the first second to judge", took)
 	}
 	if gc := regexp.MustCompile(`(?m)^gc \d+ @.*$`).Find(out); gc != nil {
 		t.Errorf("mcpbox exec -- /bin/true ran a garbage collection (%s): its start-up allocates more than the first collection's goal; make package-level state lazy or allocate less", gc)
