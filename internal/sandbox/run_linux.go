@@ -59,9 +59,11 @@ type Sandbox struct {
 	// spawn thread before Start reads it.
 	born bool
 	// ctl is the control socket of a prepared sandbox waiting for its
-	// workload, and copies the pumps of its non-file stdout and stderr
+	// workload, execR the read end of its forked workload's report pipe,
+	// and copies the pumps of its non-file stdout and stderr
 	// (warm_linux.go); nil and empty for Start.
 	ctl    *os.File
+	execR  *os.File
 	copies sync.WaitGroup
 
 	mu       sync.Mutex
@@ -176,11 +178,11 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err := sendConfig(ctl, cfgW, cfg, idmapFDs); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("sending sandbox config: %w", err)}
 	}
+	if spec.hold {
+		return sb, sb.awaitReady(ctl) // warm_linux.go: Prepared.Start goes on
+	}
 	if err := readReport(ctl); err != nil {
 		return nil, err
-	}
-	if spec.hold {
-		return sb, sb.keepControl(ctl) // warm_linux.go: Prepared.Start goes on
 	}
 	sb.watch(ctx)
 	return sb, nil

@@ -122,6 +122,12 @@ func (p *Prepared) ID() string { return p.sb.ID }
 func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
 	sb := p.sb
 	fail := func(err error) (*Sandbox, error) {
+		if sb.ctl != nil {
+			sb.ctl.Close()
+			sb.ctl = nil
+		}
+		sb.execR.Close()
+		sb.execR = nil
 		sb.Kill()
 		_, _ = sb.Wait()
 		var se *StartError
@@ -160,12 +166,15 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 		unix.Close(f)
 	}
 	if err == nil {
-		err = readReport(sb.ctl)
+		err = sb.awaitExec(spec)
 	}
 	sb.ctl.Close()
 	sb.ctl = nil
 	if err != nil {
 		return fail(err)
+	}
+	if ctx.Err() != nil { // killed meanwhile: the pipe's end told nothing
+		return fail(fmt.Errorf("starting sandbox: %w", context.Cause(ctx)))
 	}
 	sb.spec = spec
 	sb.start = time.Now()
@@ -195,17 +204,77 @@ func (p *Prepared) Close() {
 	}
 	p.sb.ctl.Close()
 	p.sb.ctl = nil
+	p.sb.execR.Close()
+	p.sb.execR = nil
 	p.sb.Kill()
 	_, _ = p.sb.Wait()
 }
 
-// keepControl keeps a copy of the control socket for Prepared.Start.
-func (sb *Sandbox) keepControl(ctl *os.File) error {
+// awaitReady reads the held init's report (readReport); Ready comes with
+// the read end of the forked workload's report pipe. It keeps that and a
+// copy of the control socket for Prepared.Start.
+func (sb *Sandbox) awaitReady(ctl *os.File) error {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	var fds []int
+	if err == nil && oobn > 0 {
+		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for _, m := range msgs {
+				if rights, rerr := unix.ParseUnixRights(&m); rerr == nil {
+					fds = append(fds, rights...)
+				}
+			}
+		}
+	}
+	if len(fds) == 1 {
+		sb.execR = os.NewFile(uintptr(fds[0]), "exec-report")
+	} else {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	if err != nil || n == 0 {
+		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
+	}
+	var r initReport
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
+	}
+	if !r.Ready {
+		return &StartError{Layer: r.Layer, Code: r.Code, Err: errors.New(r.Error)}
+	}
+	if sb.execR == nil {
+		return &StartError{Code: exitSetup, Err: errors.New("the sandbox init reported ready without the workload's report pipe")}
+	}
 	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("keeping the control socket: %w", err)}
 	}
 	sb.ctl = os.NewFile(uintptr(fd), "control")
+	return nil
+}
+
+// awaitExec waits until the workload forked ahead has executed spec's
+// command, or fails as a cold start would: the workload's report pipe
+// ends empty once the command runs, or carries the failed step. Then the
+// init's report says whether it handed the claim over (Started) or why
+// not; it comes before the pipe can end, since the child only goes on
+// with the claim and dies with the init.
+func (sb *Sandbox) awaitExec(spec Spec) error {
+	step, errno, err := readForkReport(sb.execR)
+	sb.execR.Close()
+	sb.execR = nil
+	if err != nil {
+		return &StartError{Code: exitSetup, Err: err}
+	}
+	if err := readReport(sb.ctl); err != nil {
+		return err
+	}
+	if step != 0 {
+		w := forkFailure(&workloadConfig{Args: spec.Args}, step, errno)
+		return &StartError{Layer: w.Layer, Code: w.Code, Err: errors.New(w.Msg)}
+	}
 	return nil
 }
 
@@ -265,56 +334,123 @@ func (sb *Sandbox) claimStdio(stdio Stdio) (fds [3]int, err error) {
 	return fds, nil
 }
 
-// awaitWorkload is the held init's side: it reports Ready, then takes the
-// workload's command and stdio from the control socket onto fds 0-2. The
-// host closing the socket instead ends the init.
-func awaitWorkload(ctl *os.File, w *workloadConfig) error {
-	if err := json.NewEncoder(ctl).Encode(initReport{Ready: true}); err != nil {
-		return err
+// holdWorkload is the held init's side of a prepared sandbox. It forks
+// the workload ahead, on the walled thread exactly as a cold start does
+// (no_new_privs, Landlock, no capabilities, a user namespace of its own,
+// its id maps); the child empties its capabilities, sets its process
+// limit, says it is armed and waits (fork_unsafe.go). Then the init
+// reports Ready, with the read end of the child's report pipe for the
+// host, and waits for the claim: the command, environment and directory
+// with the stdio. It looks the command up and hands all of it to the
+// child, which installs the seccomp filter and executes it. The host
+// learns from the pipe, not from the init, when the command runs or why
+// it does not: one wake-up fewer on the start path. The init returns the
+// workload's pid once it is handed over; the host closing the control
+// socket instead ends the init, and the kernel the child with it.
+func holdWorkload(ctl *os.File, c *workloadConfig) (int, *workloadError) {
+	setup := func(err error) (int, *workloadError) {
+		return 0, &workloadError{Msg: err.Error(), Code: exitSetup}
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return setup(fmt.Errorf("creating the workload's claim socket: %w", err))
+	}
+	defer unix.Close(sp[0])
+	var fs *forkSpec
+	pid, errR, werr := forkWalled(c, func(syncR, syncW, errW *os.File) (*forkSpec, error) {
+		fs, err = newAheadForkSpec(c, syncR, syncW, errW, sp[1], sp[0])
+		return fs, err
+	})
+	unix.Close(sp[1])
+	if werr != nil {
+		return 0, werr
+	}
+	defer errR.Close()
+	var armed [1]byte
+	if n, err := unix.Read(sp[0], armed[:]); n != 1 {
+		// It failed, and says why on its report pipe.
+		if werr := forkReport(c, errR); werr != nil {
+			return 0, werr
+		}
+		return setup(fmt.Errorf("arming the workload: %v", err))
+	}
+	claim, fds, err := awaitClaim(ctl, errR)
+	if err != nil {
+		return setup(fmt.Errorf("waiting for the workload: %w", err))
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	c.Args, c.Env, c.Dir = claim.Args, claim.Env, claim.Dir
+	path, werr := findCommand(c)
+	if werr != nil {
+		return 0, werr
+	}
+	msg, err := claimLayout(fs.claimBase(), path, c.Dir, c.Args, c.Env)
+	if err != nil {
+		return setup(err)
+	}
+	if err := unix.Sendmsg(sp[0], msg, unix.UnixRights(fds[:]...), nil, unix.MSG_NOSIGNAL); err != nil {
+		return setup(fmt.Errorf("handing the workload its command: %w", err))
+	}
+	// The init's own last words go where the workload's stderr does, as
+	// in a cold start; its stdin and stdout stay /dev/null.
+	_ = unix.Dup3(fds[2], 2, 0)
+	return pid, nil
+}
+
+// awaitClaim reports Ready with execR, then takes the workload's command and stdio
+// from the control socket (the caller closes the fds). The host closing
+// the socket instead is an error.
+func awaitClaim(ctl, execR *os.File) (c warmClaim, fds [3]int, err error) {
+	ready, err := json.Marshal(initReport{Ready: true})
+	if err != nil {
+		return c, fds, err
+	}
+	if err := unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(execR.Fd())), nil, 0); err != nil {
+		return c, fds, err
 	}
 	buf := make([]byte, warmMsgMax)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	n, oobn, flags, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
-		return err
+		return c, fds, err
 	}
-	if n == 0 {
-		return errors.New("the host went away")
-	}
-	if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
-		return errors.New("the workload message was cut short")
-	}
-	var fds []int
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		rights, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			return err
+	var got []int
+	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for _, m := range msgs {
+			if rights, rerr := unix.ParseUnixRights(&m); rerr == nil {
+				got = append(got, rights...)
+			}
 		}
-		fds = append(fds, rights...)
 	}
-	if len(fds) != 3 {
-		return fmt.Errorf("%d stdio fds, want 3", len(fds))
+	fail := func(err error) (warmClaim, [3]int, error) {
+		for _, fd := range got {
+			unix.Close(fd)
+		}
+		return c, fds, err
 	}
-	var c warmClaim
+	switch {
+	case n == 0:
+		return fail(errors.New("the host went away"))
+	case flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0:
+		return fail(errors.New("the workload message was cut short"))
+	case len(got) != 3:
+		return fail(fmt.Errorf("%d stdio fds, want 3", len(got)))
+	}
+	for i, fd := range got {
+		if fd <= 2 { // fds 0-2 are open (/dev/null), so never
+			return fail(fmt.Errorf("stdio %d arrived as fd %d", i, fd))
+		}
+	}
 	if err := json.Unmarshal(buf[:n], &c); err != nil {
-		return err
+		return fail(err)
 	}
 	if len(c.Args) == 0 || c.Args[0] == "" {
-		return errors.New("no command given")
+		return fail(errors.New("no command given"))
 	}
-	for i, fd := range fds {
-		if fd <= 2 { // fds 0-2 are open (/dev/null), so never: never lose one
-			return fmt.Errorf("stdio %d arrived as fd %d", i, fd)
-		}
-		if err := unix.Dup3(fd, i, 0); err != nil {
-			return fmt.Errorf("taking stdio %d: %w", i, err)
-		}
-		unix.Close(fd)
-	}
-	w.Args, w.Env, w.Dir = c.Args, c.Env, c.Dir
-	return nil
+	copy(fds[:], got)
+	return c, fds, nil
 }

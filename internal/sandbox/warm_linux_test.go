@@ -58,7 +58,10 @@ func TestPreparedStart(t *testing.T) {
 // new privileges, no capabilities, the sandbox's own pid namespace (the
 // init is pid 1 there), and no view of the host's root.
 func TestPreparedWorkloadIsWalled(t *testing.T) {
-	script := `grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; ` +
+	script := `grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; ` +
+		// The filter, installed before the workload's command arrives in a
+		// warm start, refuses a new user namespace.
+		`unshare -U true 2>/dev/null && echo userns-allowed || echo userns-refused; ` +
 		`echo "init=$(cat /proc/1/comm 2>&1)"; ls /root /home 2>&1 | head -2; [ $$ -lt 100 ] && echo own-pid-namespace; ` +
 		// Only Landlock's signal scope keeps a process of the init's
 		// kernel uid from signalling it: a warm workload must be under
@@ -78,7 +81,7 @@ func TestPreparedWorkloadIsWalled(t *testing.T) {
 	if out.String() != coldOut {
 		t.Fatalf("the warm workload sees\n%s\nthe cold one\n%s", out.String(), coldOut)
 	}
-	wants := []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "own-pid-namespace"}
+	wants := []string{"Seccomp:\t2", "Seccomp_filters:\t1", "userns-refused", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "own-pid-namespace"}
 	if landlock.ABI() >= 6 {
 		wants = append(wants, "init-unsignallable")
 	}
@@ -97,6 +100,43 @@ func runOut(t *testing.T, spec Spec) (*Result, string) {
 		t.Fatal(err)
 	}
 	return res, out.String()
+}
+
+// A workload that cannot start fails in a prepared sandbox as it does in
+// a cold one, with the same code and message, whether the init finds no
+// command (before the claim is handed over) or the forked workload fails
+// (its working directory, its execve), and the sandbox is gone.
+func TestPreparedStartFailsAsCold(t *testing.T) {
+	cases := map[string]func(*Spec){
+		"not-found":     func(s *Spec) { s.Args = []string{"no-such-command-here"} },
+		"no-dir":        func(s *Spec) { s.Args, s.Dir = []string{"/bin/true"}, "/no/such/dir" },
+		"not-exec":      func(s *Spec) { s.Args = []string{"/etc/hostname"} },
+		"not-exec-path": func(s *Spec) { s.Args = []string{"hostname"}; s.Env = []string{"PATH=/etc"} },
+	}
+	for name, edit := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := quick("true")
+			edit(&spec)
+			_, coldErr := Run(context.Background(), spec, Stdio{})
+			var cold *StartError
+			if !errors.As(coldErr, &cold) {
+				t.Fatalf("cold: %v, want a StartError", coldErr)
+			}
+			w := prepare(t, quick("true"))
+			pid := w.sb.cmd.Process.Pid
+			_, err := w.Start(context.Background(), spec, Stdio{})
+			var warm *StartError
+			if !errors.As(err, &warm) {
+				t.Fatalf("warm: %v, want a StartError", err)
+			}
+			if warm.Code != cold.Code || warm.Layer != cold.Layer || warm.Error() != cold.Error() {
+				t.Fatalf("warm: %d %q %v; cold: %d %q %v", warm.Code, warm.Layer, warm, cold.Code, cold.Layer, cold)
+			}
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("the failed sandbox's init %d is still there: %v", pid, err)
+			}
+		})
+	}
 }
 
 // Only a Spec equal but for the workload may use a prepared sandbox: any
