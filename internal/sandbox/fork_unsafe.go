@@ -54,23 +54,37 @@ type forkSpec struct {
 	emptySigmask uint64
 
 	// ahead: forked while the sandbox is prepared (warm_linux.go), before
-	// its command is known. The child drops its capabilities and sets its
-	// process limit, then waits on claimFD for the claim the init builds
-	// (claimLayout) in the child's copy of claim, at the same address,
+	// its command is known. The child puts up every wall, says it is
+	// armed and waits on claimFD for the claim the host lays out
+	// (claimLayout) for the child's copy of claim, at the same address,
 	// with the workload's stdin, stdout and stderr; path, dir, argv and
 	// envv above are unused.
 	ahead     bool
 	claimFD   uintptr // the child's end of the claim socket
-	claimPeer uintptr // the init's end, which the child closes
+	claimPeer uintptr // the other end, which the child closes
 	claim     *[claimWords]uint64
 	claimOOB  [32]byte // one SCM_RIGHTS message of 3 fds: CmsgSpace(12)
 	claimIov  unix.Iovec
 	claimMsg  unix.Msghdr
+	statx     unix.Statx_t
 }
 
-// claimWords is the size of the claim buffer in words: the largest claim
-// message (warmMsgMax) laid out for the child, pointers included.
-const claimWords = 2 * warmMsgMax / 8
+// atFDCWD is AT_FDCWD (-100) as a system call argument.
+const atFDCWD = ^uintptr(99)
+
+// claimWords is the size of the claim buffer in words: one workload
+// message (warmMsgMax), pointers included.
+const claimWords = warmMsgMax / 8
+
+// The claim's header words (claimLayout).
+const (
+	claimArgv = iota
+	claimEnvv
+	claimDir
+	claimCands  // the NULL-terminated candidate paths (lookCandidates)
+	claimDirect // 1: the one candidate is the command's own path
+	claimHeader
+)
 
 // The steps of the child, as it reports a failure.
 const (
@@ -82,12 +96,15 @@ const (
 	stepSeccomp
 	stepExec
 	stepClaim
+	stepLookup   // the stat of a command with a slash failed
+	stepNotFound // no candidate in PATH is an executable file
 )
 
 var stepNames = map[uint32]string{
 	stepSync: "waiting for the workload's id maps", stepBounding: "dropping capabilities from the bounding set",
 	stepCaps: "dropping capabilities", stepNproc: "limiting processes", stepChdir: "changing to the working directory",
 	stepSeccomp: "installing seccomp filter", stepExec: "executing", stepClaim: "receiving the workload's command",
+	stepLookup: "looking the command up", stepNotFound: "looking the command up",
 }
 
 func newForkSpec(path string, c *workloadConfig, syncR, syncW, errW *os.File) (*forkSpec, error) {
@@ -209,7 +226,8 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 		// allows the few calls left before execve.
 		childSeccomp(fs)
 		childSigDefault(fs)
-		path, dir, argv, envv = childClaim(fs)
+		dir, argv, envv = childClaim(fs)
+		path = childLookup(fs)
 	} else {
 		path, dir = uintptr(unsafe.Pointer(fs.path)), uintptr(unsafe.Pointer(fs.dir))
 		argv, envv = uintptr(unsafe.Pointer(&fs.argv[0])), uintptr(unsafe.Pointer(&fs.envv[0]))
@@ -254,24 +272,24 @@ func childSigDefault(fs *forkSpec) {
 }
 
 // childClaim is the child of an ahead fork waiting for its workload: it
-// receives the claim the init laid out for it (claimLayout) into its copy
+// receives the claim the host laid out for it (claimLayout) into its copy
 // of fs.claim, whose pointers are valid here, and the workload's stdio,
-// which it puts on fds 0-2. It returns the command's path, directory,
-// argv and envv. The init going away (EOF) ends the child.
+// which it puts on fds 0-2. It returns the command's directory, argv and
+// envv. The other end going away (EOF) ends the child.
 //
 //go:norace
 //go:nocheckptr
 //go:nosplit
-func childClaim(fs *forkSpec) (path, dir, argv, envv uintptr) {
+func childClaim(fs *forkSpec) (dir, argv, envv uintptr) {
 	syscall.RawSyscall6(unix.SYS_CLOSE, fs.claimPeer, 0, 0, 0, 0, 0)
-	// Armed: the walls before the claim are up (holdWorkload waits for
-	// this before the sandbox is ready).
-	armed := [1]byte{1}
-	if _, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fs.claimFD, uintptr(unsafe.Pointer(&armed[0])), 1, 0, 0, 0); errno != 0 {
+	// Armed: every wall is up (holdWorkload waits for this before the
+	// sandbox is ready).
+	b := [1]byte{1}
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fs.claimFD, uintptr(unsafe.Pointer(&b[0])), 1, 0, 0, 0); errno != 0 {
 		childFail(fs, stepClaim, errno)
 	}
 	n, _, errno := syscall.RawSyscall6(unix.SYS_RECVMSG, fs.claimFD, uintptr(unsafe.Pointer(&fs.claimMsg)), unix.MSG_CMSG_CLOEXEC, 0, 0, 0)
-	if errno != 0 || n < 4*8 || fs.claimMsg.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+	if errno != 0 || n < 8*claimHeader || fs.claimMsg.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 		childFail(fs, stepClaim, errno)
 	}
 	// One SCM_RIGHTS header (16 bytes on 64-bit) and 3 int32 fds.
@@ -287,59 +305,98 @@ func childClaim(fs *forkSpec) (path, dir, argv, envv uintptr) {
 			childFail(fs, stepClaim, errno)
 		}
 	}
-	syscall.RawSyscall6(unix.SYS_CLOSE, fs.claimFD, 0, 0, 0, 0, 0)
-	return uintptr(fs.claim[0]), uintptr(fs.claim[1]), uintptr(fs.claim[2]), uintptr(fs.claim[3])
+	return uintptr(fs.claim[claimDir]), uintptr(fs.claim[claimArgv]), uintptr(fs.claim[claimEnvv])
+}
+
+// childLookup is lookPath in the child: the same candidates, tried the
+// same way (a stat that follows symlinks, from the init's working
+// directory), before chdir as in the init. Once it has the command it
+// tells the host over the claim socket that the claim was taken (so that
+// the report pipe ending empty means an execve, not a child that died
+// waiting: awaitExec).
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childLookup(fs *forkSpec) uintptr {
+	base := uintptr(unsafe.Pointer(&fs.claim[0]))
+	first := (uintptr(fs.claim[claimCands]) - base) / 8
+	direct := fs.claim[claimDirect] != 0
+	path := uintptr(0)
+	for k := first; k < claimWords && fs.claim[k] != 0; k++ {
+		p := uintptr(fs.claim[k])
+		_, _, errno := syscall.RawSyscall6(unix.SYS_STATX, atFDCWD, p, 0, unix.STATX_TYPE|unix.STATX_MODE, uintptr(unsafe.Pointer(&fs.statx)), 0)
+		if direct {
+			if errno != 0 {
+				childFail(fs, stepLookup, errno)
+			}
+			path = p
+			break
+		}
+		if errno == 0 && fs.statx.Mode&unix.S_IFMT == unix.S_IFREG && fs.statx.Mode&0o111 != 0 {
+			path = p
+			break
+		}
+	}
+	if path == 0 {
+		childFail(fs, stepNotFound, 0)
+	}
+	b := [1]byte{1}
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fs.claimFD, uintptr(unsafe.Pointer(&b[0])), 1, 0, 0, 0); errno != 0 {
+		childFail(fs, stepClaim, errno)
+	}
+	return path
 }
 
 // claimLayout lays out a claim for the child of an ahead fork, whose copy
-// of the claim buffer is at base: four words (path, dir, argv and envv),
-// the two NULL-terminated pointer arrays, then the NUL-terminated
-// strings, all pointers into that copy. It fails if the claim does not
-// fit the buffer or a string holds a NUL.
-func claimLayout(base uintptr, path, dir string, args, env []string) ([]byte, error) {
-	n := 4 + len(args) + 1 + len(env) + 1
+// of the claim buffer is at base: the header words (claimArgv...), the
+// NULL-terminated pointer arrays of argv, envv and the candidate paths,
+// then the NUL-terminated strings, all pointers into that copy. It fails
+// if the claim does not fit the buffer or a string holds a NUL.
+func claimLayout(base uintptr, dir string, args, env, cands []string, direct bool) ([]byte, error) {
+	n := claimHeader + len(args) + 1 + len(env) + 1 + len(cands) + 1
+	if n > claimWords {
+		return nil, fmt.Errorf("the workload's command and environment have %d strings, more than %d", n, claimWords)
+	}
 	words := make([]uint64, n)
 	var strs []byte
-	off := uintptr(8 * n)
 	add := func(s string) (uint64, error) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return 0, fmt.Errorf("%q holds a NUL byte", s)
 		}
-		p := uint64(base + off + uintptr(len(strs)))
+		p := uint64(base + uintptr(8*n+len(strs)))
 		strs = append(append(strs, s...), 0)
 		return p, nil
 	}
-	i := 4
 	var err error
-	for k, s := range [2]string{path, dir} {
-		if words[k], err = add(s); err != nil {
-			return nil, err
-		}
+	if words[claimDir], err = add(dir); err != nil {
+		return nil, err
 	}
-	words[2] = uint64(base + uintptr(8*i))
-	for _, a := range args {
-		if words[i], err = add(a); err != nil {
-			return nil, err
-		}
-		i++
+	if direct {
+		words[claimDirect] = 1
 	}
-	i++ // NULL
-	words[3] = uint64(base + uintptr(8*i))
-	for _, e := range env {
-		if words[i], err = add(e); err != nil {
-			return nil, err
+	i := claimHeader
+	for _, list := range []struct {
+		head int
+		strs []string
+	}{{claimArgv, args}, {claimEnvv, env}, {claimCands, cands}} {
+		words[list.head] = uint64(base + uintptr(8*i))
+		for _, s := range list.strs {
+			if words[i], err = add(s); err != nil {
+				return nil, err
+			}
+			i++
 		}
-		i++
+		i++ // NULL
+	}
+	if size := 8*n + len(strs); size > 8*claimWords {
+		return nil, fmt.Errorf("the workload's command and environment take %d bytes, more than %d", size, 8*claimWords)
 	}
 	b := make([]byte, 0, 8*n+len(strs))
 	for _, w := range words {
 		b = binary.NativeEndian.AppendUint64(b, w)
 	}
-	b = append(b, strs...)
-	if len(b) > 8*claimWords {
-		return nil, fmt.Errorf("the workload's command and environment take %d bytes laid out, more than %d", len(b), 8*claimWords)
-	}
-	return b, nil
+	return append(b, strs...), nil
 }
 
 // childFail reports step and errno to the parent and exits the child.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"slices"
@@ -74,6 +73,9 @@ type initReport struct {
 	Error   string `json:"error,omitempty"`
 	Layer   Layer  `json:"layer,omitempty"`
 	Code    int    `json:"code,omitempty"` // the exit code the sandbox ends with
+	// ClaimBase, with Ready: the address of the workload's claim buffer
+	// (holdWorkload).
+	ClaimBase uint64 `json:"claim_base,omitempty"`
 }
 
 // Main runs the sandbox init (or the idmap holder, or the thaw guard) when the process was
@@ -155,12 +157,16 @@ func runInit() int {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
 		return werr.Code
 	}
-	_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
-	ctl.Close()
+	if !cfg.Hold { // held, it stays open and silent (holdWorkload)
+		_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
+		ctl.Close()
+	}
 	if !cfg.TTY {
 		releaseStdio()
 	}
-	return reap(child, sigs, cfg.TTY)
+	code := reap(child, sigs, cfg.TTY)
+	runtime.KeepAlive(ctl) // held, it must stay open until the end: no finalizer may close it
+	return code
 }
 
 // releaseStdio points the init's stdin and stdout at /dev/null once the
@@ -233,11 +239,7 @@ func startWalled(c *workloadConfig) (int, *workloadError) {
 func findCommand(c *workloadConfig) (string, *workloadError) {
 	path, err := lookPath(c.Args[0], c.Dir, c.Env)
 	if err != nil {
-		code := exitNotFound
-		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
-			code = exitNoExec
-		}
-		return "", &workloadError{Msg: err.Error(), Code: code}
+		return "", commandError(err)
 	}
 	return path, nil
 }

@@ -60,11 +60,13 @@ type Sandbox struct {
 	born bool
 	// ctl is the control socket of a prepared sandbox waiting for its
 	// workload, execR the read end of its forked workload's report pipe,
-	// and copies the pumps of its non-file stdout and stderr
+	// claim and claimBase where its claim goes, and copies the pumps of its non-file stdout and stderr
 	// (warm_linux.go); nil and empty for Start.
-	ctl    *os.File
-	execR  *os.File
-	copies sync.WaitGroup
+	ctl       *os.File
+	execR     *os.File
+	claim     *os.File // the host's end of the workload's claim socket
+	claimBase uintptr  // the address of the workload's claim buffer
+	copies    sync.WaitGroup
 
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer

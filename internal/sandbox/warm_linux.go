@@ -14,26 +14,21 @@ import (
 )
 
 // A prepared (warm) sandbox is Start cut in two. Prepare does everything
-// but the workload: the init in its namespaces and cgroup, the egress
-// proxy, the root built, hostname and loopback; then the init reports
-// Ready and waits on its control socket. Prepared.Start sends the
-// workload's command, environment and working directory with its stdin,
-// stdout and stderr (SCM_RIGHTS), and the init goes on exactly as after a
-// cold start: Landlock, capabilities, seccomp, exec. Every wall is the
-// Spec's, built before the workload exists; only what the workload runs
-// arrives late, which is why a Spec may only be started in a sandbox
-// prepared from an equal one (Matches).
+// but the command: the init in its namespaces and cgroup, the root built,
+// hostname and loopback, and the workload's process forked and walled
+// (Landlock, no_new_privs, no capabilities, its user namespace, its
+// process limit, seccomp), waiting (holdWorkload). Prepared.Start sends
+// that process its command, environment and working directory with its
+// stdin, stdout and stderr (SCM_RIGHTS); it looks the command up, changes
+// directory and executes it. Every wall is the Spec's, up before the
+// workload runs anything of its own; only what it runs arrives late,
+// which is why a Spec may only be started in a sandbox prepared from an
+// equal one (Matches).
 
-// warmMsgMax bounds the workload message (command, environment,
-// directory): one SOCK_SEQPACKET datagram.
+// warmMsgMax bounds the claim (command, environment, directory and the
+// lookup's candidate paths, laid out for the child: claimLayout): one
+// SOCK_SEQPACKET datagram.
 const warmMsgMax = 128 << 10
-
-// warmClaim is what Prepared.Start sends the init, with three fds.
-type warmClaim struct {
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
-}
 
 // Prepared is a sandbox waiting for its workload.
 type Prepared struct {
@@ -119,15 +114,16 @@ func (p *Prepared) ID() string { return p.sb.ID }
 // (Matches). Cancelling ctx kills the sandbox from then on. Stdio may be
 // any readers and writers, but not a terminal. On an error the sandbox
 // is gone; p is spent either way.
+//
+// The claim goes straight to the workload's process, forked and walled
+// while the sandbox was prepared (holdWorkload): its command, laid out
+// for it with the candidate paths of its lookup, and its stdio. The init
+// takes no part, and the start waits for two wake-ups: the child's, and
+// ours once it has executed the command.
 func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
 	sb := p.sb
 	fail := func(err error) (*Sandbox, error) {
-		if sb.ctl != nil {
-			sb.ctl.Close()
-			sb.ctl = nil
-		}
-		sb.execR.Close()
-		sb.execR = nil
+		sb.dropWarm()
 		sb.Kill()
 		_, _ = sb.Wait()
 		var se *StartError
@@ -151,29 +147,28 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	if spec.fileSizeLimit() > 0 {
 		stdio = pipeRegularFiles(stdio) // as Start does
 	}
+	env, dir := spec.environ(), spec.workdir()
+	cands, direct := lookCandidates(spec.Args[0], dir, env)
+	msg, err := claimLayout(sb.claimBase, dir, spec.Args, env, cands, direct)
+	if err != nil {
+		return fail(err)
+	}
 	fds, err := sb.claimStdio(stdio)
 	if err != nil {
 		return fail(err)
 	}
-	msg, err := json.Marshal(warmClaim{Args: spec.Args, Env: spec.environ(), Dir: spec.workdir()})
-	if err == nil && len(msg) > warmMsgMax {
-		err = fmt.Errorf("the workload's command and environment take %d bytes, more than %d", len(msg), warmMsgMax)
-	}
-	if err == nil {
-		err = unix.Sendmsg(int(sb.ctl.Fd()), msg, unix.UnixRights(fds[0], fds[1], fds[2]), nil, 0)
-	}
+	err = unix.Sendmsg(int(sb.claim.Fd()), msg, unix.UnixRights(fds[0], fds[1], fds[2]), nil, unix.MSG_NOSIGNAL)
 	for _, f := range fds {
 		unix.Close(f)
 	}
-	if err == nil {
-		err = sb.awaitExec(spec)
-	}
-	sb.ctl.Close()
-	sb.ctl = nil
 	if err != nil {
+		return fail(fmt.Errorf("handing the workload its command: %w", err))
+	}
+	if err := sb.awaitExec(spec.Args[0], cands); err != nil {
 		return fail(err)
 	}
-	if ctx.Err() != nil { // killed meanwhile: the pipe's end told nothing
+	sb.dropWarm()
+	if ctx.Err() != nil {
 		return fail(fmt.Errorf("starting sandbox: %w", context.Cause(ctx)))
 	}
 	sb.spec = spec
@@ -185,14 +180,14 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	return sb, nil
 }
 
-// alive reports whether p's init still waits for its workload: its end of
-// the control socket has not hung up and has sent nothing (the init
-// speaks only after the claim).
+// alive reports whether p still waits for its workload: neither its
+// init's end of the control socket nor its workload's of the claim
+// socket has hung up or sent anything (both are silent until the claim).
 func (p *Prepared) alive() bool {
 	if p.sb.ctl == nil {
 		return false
 	}
-	fds := []unix.PollFd{{Fd: int32(p.sb.ctl.Fd()), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(p.sb.ctl.Fd()), Events: unix.POLLIN}, {Fd: int32(p.sb.claim.Fd()), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n == 0
 }
@@ -202,20 +197,28 @@ func (p *Prepared) Close() {
 	if p.sb.ctl == nil {
 		return
 	}
-	p.sb.ctl.Close()
-	p.sb.ctl = nil
-	p.sb.execR.Close()
-	p.sb.execR = nil
+	p.sb.dropWarm()
 	p.sb.Kill()
 	_, _ = p.sb.Wait()
 }
 
-// awaitReady reads the held init's report (readReport); Ready comes with
-// the read end of the forked workload's report pipe. It keeps that and a
-// copy of the control socket for Prepared.Start.
+// dropWarm closes what a prepared sandbox keeps for its claim.
+func (sb *Sandbox) dropWarm() {
+	for _, f := range []**os.File{&sb.ctl, &sb.execR, &sb.claim} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+// awaitReady reads the held init's report (readReport). Ready comes with
+// the read end of the forked workload's report pipe and the host's end of
+// its claim socket, and the address of its claim buffer; it keeps them,
+// and a copy of the control socket, for Prepared.Start.
 func (sb *Sandbox) awaitReady(ctl *os.File) error {
 	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(2*4))
 	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	var fds []int
 	if err == nil && oobn > 0 {
@@ -227,8 +230,8 @@ func (sb *Sandbox) awaitReady(ctl *os.File) error {
 			}
 		}
 	}
-	if len(fds) == 1 {
-		sb.execR = os.NewFile(uintptr(fds[0]), "exec-report")
+	if len(fds) == 2 {
+		sb.execR, sb.claim = os.NewFile(uintptr(fds[0]), "exec-report"), os.NewFile(uintptr(fds[1]), "claim")
 	} else {
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -244,9 +247,10 @@ func (sb *Sandbox) awaitReady(ctl *os.File) error {
 	if !r.Ready {
 		return &StartError{Layer: r.Layer, Code: r.Code, Err: errors.New(r.Error)}
 	}
-	if sb.execR == nil {
-		return &StartError{Code: exitSetup, Err: errors.New("the sandbox init reported ready without the workload's report pipe")}
+	if sb.claim == nil || r.ClaimBase == 0 {
+		return &StartError{Code: exitSetup, Err: errors.New("the sandbox init reported ready without its workload's claim socket")}
 	}
+	sb.claimBase = uintptr(r.ClaimBase)
 	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("keeping the control socket: %w", err)}
@@ -255,27 +259,33 @@ func (sb *Sandbox) awaitReady(ctl *os.File) error {
 	return nil
 }
 
-// awaitExec waits until the workload forked ahead has executed spec's
-// command, or fails as a cold start would: the workload's report pipe
-// ends empty once the command runs, or carries the failed step. Then the
-// init's report says whether it handed the claim over (Started) or why
-// not; it comes before the pipe can end, since the child only goes on
-// with the claim and dies with the init.
-func (sb *Sandbox) awaitExec(spec Spec) error {
+// awaitExec waits until the workload forked ahead has executed the
+// command file (looked up among cands), or fails as a cold start would,
+// with the same code and message. The report pipe ends empty once the
+// command runs, or carries the failed step; the byte the child sends on
+// the claim socket once it has found the command tells an execve from a
+// child that died before it took the claim (with its sandbox).
+func (sb *Sandbox) awaitExec(file string, cands []string) error {
 	step, errno, err := readForkReport(sb.execR)
-	sb.execR.Close()
-	sb.execR = nil
 	if err != nil {
 		return &StartError{Code: exitSetup, Err: err}
 	}
-	if err := readReport(sb.ctl); err != nil {
-		return err
+	var w *workloadError
+	switch step {
+	case 0:
+		var b [1]byte
+		if n, _, err := unix.Recvfrom(int(sb.claim.Fd()), b[:], unix.MSG_DONTWAIT); n != 1 || err != nil {
+			return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
+		}
+		return nil
+	case stepLookup: // as lookPath's os.Stat
+		w = commandError(&os.PathError{Op: "stat", Path: cands[0], Err: errno})
+	case stepNotFound:
+		w = commandError(notInPath(file))
+	default:
+		w = forkFailure(&workloadConfig{Args: []string{file}}, step, errno)
 	}
-	if step != 0 {
-		w := forkFailure(&workloadConfig{Args: spec.Args}, step, errno)
-		return &StartError{Layer: w.Layer, Code: w.Code, Err: errors.New(w.Msg)}
-	}
-	return nil
+	return &StartError{Layer: w.Layer, Code: w.Code, Err: errors.New(w.Msg)}
 }
 
 // claimStdio returns fds for the workload's stdin, stdout and stderr
@@ -338,15 +348,13 @@ func (sb *Sandbox) claimStdio(stdio Stdio) (fds [3]int, err error) {
 // the workload ahead, on the walled thread exactly as a cold start does
 // (no_new_privs, Landlock, no capabilities, a user namespace of its own,
 // its id maps); the child empties its capabilities, sets its process
-// limit, says it is armed and waits (fork_unsafe.go). Then the init
-// reports Ready, with the read end of the child's report pipe for the
-// host, and waits for the claim: the command, environment and directory
-// with the stdio. It looks the command up and hands all of it to the
-// child, which installs the seccomp filter and executes it. The host
-// learns from the pipe, not from the init, when the command runs or why
-// it does not: one wake-up fewer on the start path. The init returns the
-// workload's pid once it is handed over; the host closing the control
-// socket instead ends the init, and the kernel the child with it.
+// limit, installs the seccomp filter, says it is armed and waits
+// (fork_unsafe.go). Then the init reports Ready with the read end of the
+// child's report pipe, the other end of its claim socket and the address
+// of its claim buffer, and returns the workload's pid: the host hands the
+// claim to the child itself (Prepared.Start). The init reaps from then
+// on, and keeps its end of the control socket open and silent: the host
+// tells a live prepared sandbox by it (Prepared.alive).
 func holdWorkload(ctl *os.File, c *workloadConfig) (int, *workloadError) {
 	setup := func(err error) (int, *workloadError) {
 		return 0, &workloadError{Msg: err.Error(), Code: exitSetup}
@@ -374,83 +382,12 @@ func holdWorkload(ctl *os.File, c *workloadConfig) (int, *workloadError) {
 		}
 		return setup(fmt.Errorf("arming the workload: %v", err))
 	}
-	claim, fds, err := awaitClaim(ctl, errR)
+	ready, err := json.Marshal(initReport{Ready: true, ClaimBase: uint64(fs.claimBase())})
+	if err == nil {
+		err = unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(errR.Fd()), sp[0]), nil, 0)
+	}
 	if err != nil {
-		return setup(fmt.Errorf("waiting for the workload: %w", err))
+		return setup(fmt.Errorf("reporting ready: %w", err))
 	}
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	c.Args, c.Env, c.Dir = claim.Args, claim.Env, claim.Dir
-	path, werr := findCommand(c)
-	if werr != nil {
-		return 0, werr
-	}
-	msg, err := claimLayout(fs.claimBase(), path, c.Dir, c.Args, c.Env)
-	if err != nil {
-		return setup(err)
-	}
-	if err := unix.Sendmsg(sp[0], msg, unix.UnixRights(fds[:]...), nil, unix.MSG_NOSIGNAL); err != nil {
-		return setup(fmt.Errorf("handing the workload its command: %w", err))
-	}
-	// The init's own last words go where the workload's stderr does, as
-	// in a cold start; its stdin and stdout stay /dev/null.
-	_ = unix.Dup3(fds[2], 2, 0)
 	return pid, nil
-}
-
-// awaitClaim reports Ready with execR, then takes the workload's command and stdio
-// from the control socket (the caller closes the fds). The host closing
-// the socket instead is an error.
-func awaitClaim(ctl, execR *os.File) (c warmClaim, fds [3]int, err error) {
-	ready, err := json.Marshal(initReport{Ready: true})
-	if err != nil {
-		return c, fds, err
-	}
-	if err := unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(execR.Fd())), nil, 0); err != nil {
-		return c, fds, err
-	}
-	buf := make([]byte, warmMsgMax)
-	oob := make([]byte, unix.CmsgSpace(3*4))
-	n, oobn, flags, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return c, fds, err
-	}
-	var got []int
-	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-		for _, m := range msgs {
-			if rights, rerr := unix.ParseUnixRights(&m); rerr == nil {
-				got = append(got, rights...)
-			}
-		}
-	}
-	fail := func(err error) (warmClaim, [3]int, error) {
-		for _, fd := range got {
-			unix.Close(fd)
-		}
-		return c, fds, err
-	}
-	switch {
-	case n == 0:
-		return fail(errors.New("the host went away"))
-	case flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0:
-		return fail(errors.New("the workload message was cut short"))
-	case len(got) != 3:
-		return fail(fmt.Errorf("%d stdio fds, want 3", len(got)))
-	}
-	for i, fd := range got {
-		if fd <= 2 { // fds 0-2 are open (/dev/null), so never
-			return fail(fmt.Errorf("stdio %d arrived as fd %d", i, fd))
-		}
-	}
-	if err := json.Unmarshal(buf[:n], &c); err != nil {
-		return fail(err)
-	}
-	if len(c.Args) == 0 || c.Args[0] == "" {
-		return fail(errors.New("no command given"))
-	}
-	copy(fds[:], got)
-	return c, fds, nil
 }

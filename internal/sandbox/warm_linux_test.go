@@ -103,15 +103,18 @@ func runOut(t *testing.T, spec Spec) (*Result, string) {
 }
 
 // A workload that cannot start fails in a prepared sandbox as it does in
-// a cold one, with the same code and message, whether the init finds no
-// command (before the claim is handed over) or the forked workload fails
-// (its working directory, its execve), and the sandbox is gone.
+// a cold one, with the same code and message, whether the lookup of its
+// command (done by the init in a cold start, by the forked workload in a
+// warm one) fails or its working directory or execve do, and the sandbox
+// is gone.
 func TestPreparedStartFailsAsCold(t *testing.T) {
 	cases := map[string]func(*Spec){
 		"not-found":     func(s *Spec) { s.Args = []string{"no-such-command-here"} },
 		"no-dir":        func(s *Spec) { s.Args, s.Dir = []string{"/bin/true"}, "/no/such/dir" },
 		"not-exec":      func(s *Spec) { s.Args = []string{"/etc/hostname"} },
 		"not-exec-path": func(s *Spec) { s.Args = []string{"hostname"}; s.Env = []string{"PATH=/etc"} },
+		"dir-in-path":   func(s *Spec) { s.Args = []string{"bin"}; s.Env = []string{"PATH=/usr::/nowhere"} },
+		"relative":      func(s *Spec) { s.Args, s.Dir = []string{"./nothing"}, "/tmp" },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {
