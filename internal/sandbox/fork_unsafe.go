@@ -361,8 +361,8 @@ func claimLayout(base uintptr, dir string, args, env, cands []string, direct boo
 	words := make([]uint64, n)
 	var strs []byte
 	add := func(s string) (uint64, error) {
-		if strings.IndexByte(s, 0) >= 0 {
-			return 0, fmt.Errorf("%q holds a NUL byte", s)
+		if strings.IndexByte(s, 0) >= 0 { // as newForkSpec's BytePtrFromString in a cold start
+			return 0, fmt.Errorf("preparing the workload: %w", unix.EINVAL)
 		}
 		p := uint64(base + uintptr(8*n+len(strs)))
 		strs = append(append(strs, s...), 0)

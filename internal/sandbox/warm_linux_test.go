@@ -115,6 +115,7 @@ func TestPreparedStartFailsAsCold(t *testing.T) {
 		"not-exec-path": func(s *Spec) { s.Args = []string{"hostname"}; s.Env = []string{"PATH=/etc"} },
 		"dir-in-path":   func(s *Spec) { s.Args = []string{"bin"}; s.Env = []string{"PATH=/usr::/nowhere"} },
 		"relative":      func(s *Spec) { s.Args, s.Dir = []string{"./nothing"}, "/tmp" },
+		"nul":           func(s *Spec) { s.Args = []string{"/bin/true", "a\x00b"} },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {
