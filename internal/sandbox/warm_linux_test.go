@@ -245,6 +245,52 @@ func TestPoolSkipsDeadPrepared(t *testing.T) {
 	}
 }
 
+// The workload's process, forked ahead, dying while it waits (an OOM
+// kill, a signal) makes the prepared sandbox dead too: the pool passes
+// over it, and a Start of it fails without running anything.
+func TestPoolSkipsDeadWaitingWorkload(t *testing.T) {
+	if err := probeHost().usernsErr; err != nil {
+		t.Skipf("user namespaces unavailable: %v", err)
+	}
+	killWaiting := func(t *testing.T, w *Prepared) {
+		t.Helper()
+		init := strconv.Itoa(w.sb.cmd.Process.Pid)
+		kids, err := os.ReadFile("/proc/" + init + "/task/" + init + "/children")
+		if err != nil || len(strings.Fields(string(kids))) != 1 {
+			t.Fatalf("the prepared init's children: %q, %v; want the waiting workload", kids, err)
+		}
+		pid, _ := strconv.Atoi(strings.Fields(string(kids))[0])
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(10 * time.Second); w.alive(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the prepared sandbox still looks alive 10 s after its workload was killed")
+			}
+		}
+	}
+	w := prepare(t, quick("true"))
+	killWaiting(t, w)
+	if _, err := w.Start(context.Background(), quick("echo", "ran"), Stdio{}); err == nil {
+		t.Fatal("a prepared sandbox whose workload died started")
+	}
+	p := NewPool(quick("true"), 1)
+	defer p.Close()
+	waitReady(t, p, 1)
+	p.mu.Lock()
+	w = p.ready[0]
+	p.mu.Unlock()
+	killWaiting(t, w)
+	var out bytes.Buffer
+	sb, err := p.Start(context.Background(), quick("echo", "served"), Stdio{Stdout: &out})
+	if err != nil {
+		t.Fatalf("start with a dead waiting workload in the pool: %v", err)
+	}
+	if _, err := sb.Wait(); err != nil || out.String() != "served\n" {
+		t.Fatalf("stdout %q, %v", out.String(), err)
+	}
+}
+
 func waitReady(t testing.TB, p *Pool, n int) {
 	t.Helper()
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
