@@ -37,9 +37,9 @@ type Prepared struct {
 	key  string // warmKey(spec)
 }
 
-// Prepare builds a sandbox for spec up to its workload (see Start, whose
-// errors it returns); spec.Args, Env and Dir are those of the workload
-// Start runs if it is not given others. Cancelling ctx kills it until
+// Prepare builds a sandbox for spec up to its workload's command (see
+// Start, whose errors it returns); spec.Args, Env and Dir are not used:
+// Prepared.Start gives the workload's. Cancelling ctx kills it until
 // Start re-arms the kill on its own context. Close a Prepared that is
 // never started.
 func Prepare(ctx context.Context, spec Spec) (*Prepared, error) {
