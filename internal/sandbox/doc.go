@@ -32,11 +32,14 @@
 // (initbin_linux.go). It saves the gateway's package inits on every start.
 //
 // Start may be cut in two (warm_linux.go): [Prepare] builds everything but
-// the workload (init, namespaces, cgroup, egress proxy, root, loopback)
-// and the init waits on its control socket; [Prepared.Start] sends the
-// command, environment, directory and stdio, and the init goes on as
-// after a cold start (Landlock, capabilities, seccomp, exec). Every wall
-// is the Spec's, so a Spec is only started in a sandbox prepared from an
+// the command (init, namespaces, cgroup, root, loopback) and forks the
+// workload's process ahead, exactly as a cold start forks it, with every
+// wall of its own up (no_new_privs, Landlock, capabilities, its user
+// namespace, process limit, seccomp); that process waits on a socket.
+// [Prepared.Start] sends it the command, environment, directory and
+// stdio; it looks the command up as the init would, changes directory
+// and executes it. Every wall is the Spec's, so a Spec is only started in
+// a sandbox prepared from an
 // equal one ([Prepared.Matches]: all but Args, Env, Dir and the secrets;
 // a Spec with an ID or a network is never prepared). [Pool] keeps a
 // bounded number prepared for serve's warm pool, refills in the

@@ -3,10 +3,12 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -50,7 +52,39 @@ type forkSpec struct {
 	fprog        unix.SockFprog
 	sigDefault   [4]uintptr // a struct sigaction: SIG_DFL, no flags, empty mask
 	emptySigmask uint64
+
+	// ahead: forked while the sandbox is prepared (warm_linux.go), before
+	// its command is known. The child puts up every wall, says it is
+	// armed and waits on claimFD for the claim the host lays out
+	// (claimLayout) for the child's copy of claim, at the same address,
+	// with the workload's stdin, stdout and stderr; path, dir, argv and
+	// envv above are unused.
+	ahead     bool
+	claimFD   uintptr // the child's end of the claim socket
+	claimPeer uintptr // the other end, which the child closes
+	claim     *[claimWords]uint64
+	claimOOB  [32]byte // one SCM_RIGHTS message of 3 fds: CmsgSpace(12)
+	claimIov  unix.Iovec
+	claimMsg  unix.Msghdr
+	statx     unix.Statx_t
 }
+
+// atFDCWD is AT_FDCWD (-100) as a system call argument.
+const atFDCWD = ^uintptr(99)
+
+// claimWords is the size of the claim buffer in words: one workload
+// message (warmMsgMax), pointers included.
+const claimWords = warmMsgMax / 8
+
+// The claim's header words (claimLayout).
+const (
+	claimArgv = iota
+	claimEnvv
+	claimDir
+	claimCands  // the NULL-terminated candidate paths (lookCandidates)
+	claimDirect // 1: the one candidate is the command's own path
+	claimHeader
+)
 
 // The steps of the child, as it reports a failure.
 const (
@@ -61,12 +95,16 @@ const (
 	stepChdir
 	stepSeccomp
 	stepExec
+	stepClaim
+	stepLookup   // the stat of a command with a slash failed
+	stepNotFound // no candidate in PATH is an executable file
 )
 
 var stepNames = map[uint32]string{
 	stepSync: "waiting for the workload's id maps", stepBounding: "dropping capabilities from the bounding set",
 	stepCaps: "dropping capabilities", stepNproc: "limiting processes", stepChdir: "changing to the working directory",
-	stepSeccomp: "installing seccomp filter", stepExec: "executing",
+	stepSeccomp: "installing seccomp filter", stepExec: "executing", stepClaim: "receiving the workload's command",
+	stepLookup: "looking the command up", stepNotFound: "looking the command up",
 }
 
 func newForkSpec(path string, c *workloadConfig, syncR, syncW, errW *os.File) (*forkSpec, error) {
@@ -84,9 +122,30 @@ func newForkSpec(path string, c *workloadConfig, syncR, syncW, errW *os.File) (*
 	if fs.envv, err = syscall.SlicePtrFromStrings(c.Env); err != nil {
 		return nil, err
 	}
+	return fs, fs.walls(c)
+}
+
+// newAheadForkSpec is newForkSpec for a workload forked ahead: its
+// command comes later, over claimFD (its peer is claimPeer).
+func newAheadForkSpec(c *workloadConfig, syncR, syncW, errW *os.File, claimFD, claimPeer int) (*forkSpec, error) {
+	fs := &forkSpec{syncR: syncR.Fd(), syncW: syncW.Fd(), errW: errW.Fd(), capHdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3},
+		ahead: true, claimFD: uintptr(claimFD), claimPeer: uintptr(claimPeer), claim: new([claimWords]uint64)}
+	fs.claimIov = unix.Iovec{Base: (*byte)(unsafe.Pointer(&fs.claim[0]))}
+	fs.claimIov.SetLen(8 * claimWords)
+	fs.claimMsg = unix.Msghdr{Iov: &fs.claimIov, Iovlen: 1, Control: &fs.claimOOB[0]}
+	fs.claimMsg.SetControllen(len(fs.claimOOB))
+	return fs, fs.walls(c)
+}
+
+// claimBase is the address of the claim buffer, the same in the child of
+// an ahead fork (claimLayout).
+func (fs *forkSpec) claimBase() uintptr { return uintptr(unsafe.Pointer(&fs.claim[0])) }
+
+// walls fills in what the child needs for its walls.
+func (fs *forkSpec) walls(c *workloadConfig) error {
 	last, err := lastCap()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fs.lastCap = uintptr(last)
 	if c.Nproc > 0 {
@@ -99,7 +158,7 @@ func newForkSpec(path string, c *workloadConfig, syncR, syncW, errW *os.File) (*
 		}
 		fs.fprog = unix.SockFprog{Len: uint16(len(fs.filter)), Filter: &fs.filter[0]}
 	}
-	return fs, nil
+	return nil
 }
 
 // forkWorkload clones the workload into new user and cgroup namespaces
@@ -160,23 +219,184 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 			childFail(fs, stepNproc, errno)
 		}
 	}
-	if _, _, errno = syscall.RawSyscall6(unix.SYS_CHDIR, uintptr(unsafe.Pointer(fs.dir)), 0, 0, 0, 0, 0); errno != 0 {
+	var path, dir, argv, envv uintptr
+	if fs.ahead {
+		// Forked ahead: the filter and the default dispositions go on
+		// before the wait, off the start path. The filter, a deny list,
+		// allows the few calls left before execve.
+		childSeccomp(fs)
+		childSigDefault(fs)
+		dir, argv, envv = childClaim(fs)
+		path = childLookup(fs)
+	} else {
+		path, dir = uintptr(unsafe.Pointer(fs.path)), uintptr(unsafe.Pointer(fs.dir))
+		argv, envv = uintptr(unsafe.Pointer(&fs.argv[0])), uintptr(unsafe.Pointer(&fs.envv[0]))
+	}
+	if _, _, errno = syscall.RawSyscall6(unix.SYS_CHDIR, dir, 0, 0, 0, 0, 0); errno != 0 {
 		childFail(fs, stepChdir, errno)
 	}
+	if !fs.ahead {
+		childSeccomp(fs)
+		childSigDefault(fs)
+	}
+	// The empty mask the workload starts with.
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&fs.emptySigmask)), 0, 8, 0, 0)
+	_, _, errno = syscall.RawSyscall6(unix.SYS_EXECVE, path, argv, envv, 0, 0, 0)
+	childFail(fs, stepExec, errno)
+	return 0, 0
+}
+
+// childSeccomp installs the workload's seccomp filter, if any.
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childSeccomp(fs *forkSpec) {
 	if fs.fprog.Len > 0 {
-		if _, _, errno = syscall.RawSyscall6(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fs.fprog)), 0, 0, 0); errno != 0 {
+		if _, _, errno := syscall.RawSyscall6(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fs.fprog)), 0, 0, 0); errno != 0 {
 			childFail(fs, stepSeccomp, errno)
 		}
 	}
-	// Default dispositions (SIGKILL and SIGSTOP refuse, harmlessly), then
-	// the empty mask the workload starts with.
+}
+
+// childSigDefault resets every signal to its default disposition
+// (SIGKILL and SIGSTOP refuse, harmlessly); the signals stay blocked.
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childSigDefault(fs *forkSpec) {
 	for sig := uintptr(1); sig <= 64; sig++ {
 		syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&fs.sigDefault[0])), 0, 8, 0, 0)
 	}
-	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&fs.emptySigmask)), 0, 8, 0, 0)
-	_, _, errno = syscall.RawSyscall6(unix.SYS_EXECVE, uintptr(unsafe.Pointer(fs.path)), uintptr(unsafe.Pointer(&fs.argv[0])), uintptr(unsafe.Pointer(&fs.envv[0])), 0, 0, 0)
-	childFail(fs, stepExec, errno)
-	return 0, 0
+}
+
+// childClaim is the child of an ahead fork waiting for its workload: it
+// receives the claim the host laid out for it (claimLayout) into its copy
+// of fs.claim, whose pointers are valid here, and the workload's stdio,
+// which it puts on fds 0-2. It returns the command's directory, argv and
+// envv. The other end going away (EOF) ends the child.
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childClaim(fs *forkSpec) (dir, argv, envv uintptr) {
+	syscall.RawSyscall6(unix.SYS_CLOSE, fs.claimPeer, 0, 0, 0, 0, 0)
+	// Armed: every wall is up (holdWorkload waits for this before the
+	// sandbox is ready).
+	b := [1]byte{1}
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fs.claimFD, uintptr(unsafe.Pointer(&b[0])), 1, 0, 0, 0); errno != 0 {
+		childFail(fs, stepClaim, errno)
+	}
+	n, _, errno := syscall.RawSyscall6(unix.SYS_RECVMSG, fs.claimFD, uintptr(unsafe.Pointer(&fs.claimMsg)), unix.MSG_CMSG_CLOEXEC, 0, 0, 0)
+	if errno != 0 || n < 8*claimHeader || fs.claimMsg.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		childFail(fs, stepClaim, errno)
+	}
+	// One SCM_RIGHTS header (16 bytes on 64-bit) and 3 int32 fds.
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&fs.claimOOB[0]))
+	if fs.claimMsg.Controllen < 16+12 || h.Len != 16+12 || h.Level != unix.SOL_SOCKET || h.Type != unix.SCM_RIGHTS {
+		childFail(fs, stepClaim, unix.EBADMSG)
+	}
+	fds := (*[3]int32)(unsafe.Pointer(&fs.claimOOB[16]))
+	for i := range uintptr(3) {
+		// A received fd is never 0-2 (they are open: /dev/null); the
+		// received ones are close-on-exec.
+		if _, _, errno = syscall.RawSyscall6(unix.SYS_DUP3, uintptr(fds[i]), i, 0, 0, 0, 0); errno != 0 {
+			childFail(fs, stepClaim, errno)
+		}
+	}
+	return uintptr(fs.claim[claimDir]), uintptr(fs.claim[claimArgv]), uintptr(fs.claim[claimEnvv])
+}
+
+// childLookup is lookPath in the child: the same candidates, tried the
+// same way (a stat that follows symlinks, from the init's working
+// directory), before chdir as in the init. Once it has the command it
+// tells the host over the claim socket that the claim was taken (so that
+// the report pipe ending empty means an execve, not a child that died
+// waiting: awaitExec).
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childLookup(fs *forkSpec) uintptr {
+	base := uintptr(unsafe.Pointer(&fs.claim[0]))
+	first := (uintptr(fs.claim[claimCands]) - base) / 8
+	direct := fs.claim[claimDirect] != 0
+	path := uintptr(0)
+	for k := first; k < claimWords && fs.claim[k] != 0; k++ {
+		p := uintptr(fs.claim[k])
+		_, _, errno := syscall.RawSyscall6(unix.SYS_STATX, atFDCWD, p, 0, unix.STATX_TYPE|unix.STATX_MODE, uintptr(unsafe.Pointer(&fs.statx)), 0)
+		if direct {
+			if errno != 0 {
+				childFail(fs, stepLookup, errno)
+			}
+			path = p
+			break
+		}
+		if errno == 0 && fs.statx.Mode&unix.S_IFMT == unix.S_IFREG && fs.statx.Mode&0o111 != 0 {
+			path = p
+			break
+		}
+	}
+	if path == 0 {
+		childFail(fs, stepNotFound, 0)
+	}
+	b := [1]byte{1}
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fs.claimFD, uintptr(unsafe.Pointer(&b[0])), 1, 0, 0, 0); errno != 0 {
+		childFail(fs, stepClaim, errno)
+	}
+	return path
+}
+
+// claimLayout lays out a claim for the child of an ahead fork, whose copy
+// of the claim buffer is at base: the header words (claimArgv...), the
+// NULL-terminated pointer arrays of argv, envv and the candidate paths,
+// then the NUL-terminated strings, all pointers into that copy. It fails
+// if the claim does not fit the buffer or a string holds a NUL.
+func claimLayout(base uintptr, dir string, args, env, cands []string, direct bool) ([]byte, error) {
+	n := claimHeader + len(args) + 1 + len(env) + 1 + len(cands) + 1
+	if n > claimWords {
+		return nil, fmt.Errorf("the workload's command and environment have %d strings, more than %d", n, claimWords)
+	}
+	words := make([]uint64, n)
+	var strs []byte
+	add := func(s string) (uint64, error) {
+		if strings.IndexByte(s, 0) >= 0 { // as newForkSpec's BytePtrFromString in a cold start
+			return 0, fmt.Errorf("preparing the workload: %w", unix.EINVAL)
+		}
+		p := uint64(base + uintptr(8*n+len(strs)))
+		strs = append(append(strs, s...), 0)
+		return p, nil
+	}
+	var err error
+	if words[claimDir], err = add(dir); err != nil {
+		return nil, err
+	}
+	if direct {
+		words[claimDirect] = 1
+	}
+	i := claimHeader
+	for _, list := range []struct {
+		head int
+		strs []string
+	}{{claimArgv, args}, {claimEnvv, env}, {claimCands, cands}} {
+		words[list.head] = uint64(base + uintptr(8*i))
+		for _, s := range list.strs {
+			if words[i], err = add(s); err != nil {
+				return nil, err
+			}
+			i++
+		}
+		i++ // NULL
+	}
+	if size := 8*n + len(strs); size > 8*claimWords {
+		return nil, fmt.Errorf("the workload's command and environment take %d bytes, more than %d", size, 8*claimWords)
+	}
+	b := make([]byte, 0, 8*n+len(strs))
+	for _, w := range words {
+		b = binary.NativeEndian.AppendUint64(b, w)
+	}
+	return append(b, strs...), nil
 }
 
 // childFail reports step and errno to the parent and exits the child.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"slices"
@@ -74,6 +73,9 @@ type initReport struct {
 	Error   string `json:"error,omitempty"`
 	Layer   Layer  `json:"layer,omitempty"`
 	Code    int    `json:"code,omitempty"` // the exit code the sandbox ends with
+	// ClaimBase, with Ready: the address of the workload's claim buffer
+	// (holdWorkload).
+	ClaimBase uint64 `json:"claim_base,omitempty"`
 }
 
 // Main runs the sandbox init (or the idmap holder, or the thaw guard) when the process was
@@ -144,22 +146,27 @@ func runInit() int {
 	// Never read: a signal the workload sends to one of our threads is
 	// taken here instead of ending the init (see straySignals).
 	signal.Notify(make(chan os.Signal, 1), straySignals...)
+	var child int
+	var werr *workloadError
 	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
-		if err := awaitWorkload(ctl, &cfg.Workload); err != nil {
-			return reportSetup(ctl, "", fmt.Errorf("waiting for the workload: %w", err))
-		}
+		child, werr = holdWorkload(ctl, &cfg.Workload)
+	} else {
+		child, werr = startWalled(&cfg.Workload)
 	}
-	child, werr := startWalled(&cfg.Workload)
 	if werr != nil {
 		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
 		return werr.Code
 	}
-	_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
-	ctl.Close()
+	if !cfg.Hold { // held, it stays open and silent (holdWorkload)
+		_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
+		ctl.Close()
+	}
 	if !cfg.TTY {
 		releaseStdio()
 	}
-	return reap(child, sigs, cfg.TTY)
+	code := reap(child, sigs, cfg.TTY)
+	runtime.KeepAlive(ctl) // held, it must stay open until the end: no finalizer may close it
+	return code
 }
 
 // releaseStdio points the init's stdin and stdout at /dev/null once the
@@ -211,31 +218,57 @@ var straySignals = []os.Signal{
 // outside the Landlock domain, which would refuse them; only then does
 // the child go on. It returns the workload's pid once it runs.
 func startWalled(c *workloadConfig) (int, *workloadError) {
-	setup := func(err error) (int, *workloadError) {
-		return 0, &workloadError{Msg: err.Error(), Code: exitSetup}
+	path, werr := findCommand(c)
+	if werr != nil {
+		return 0, werr
 	}
+	pid, errR, werr := forkWalled(c, func(syncR, syncW, errW *os.File) (*forkSpec, error) {
+		return newForkSpec(path, c, syncR, syncW, errW)
+	})
+	if werr != nil {
+		return 0, werr
+	}
+	defer errR.Close()
+	if werr := forkReport(c, errR); werr != nil {
+		return 0, werr
+	}
+	return pid, nil
+}
+
+// findCommand looks the workload's command up in its PATH.
+func findCommand(c *workloadConfig) (string, *workloadError) {
 	path, err := lookPath(c.Args[0], c.Dir, c.Env)
 	if err != nil {
-		code := exitNotFound
-		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
-			code = exitNoExec
-		}
-		return 0, &workloadError{Msg: err.Error(), Code: code}
+		return "", commandError(err)
+	}
+	return path, nil
+}
+
+// forkWalled forks the workload on a walled thread (startWorkload), with
+// the forkSpec spec makes, writes its id maps and lets it go on. It
+// returns the workload's pid and the read end of its report pipe
+// (forkReport); the caller closes it.
+func forkWalled(c *workloadConfig, spec func(syncR, syncW, errW *os.File) (*forkSpec, error)) (int, *os.File, *workloadError) {
+	setup := func(err error) (int, *os.File, *workloadError) {
+		return 0, nil, &workloadError{Msg: err.Error(), Code: exitSetup}
 	}
 	syncR, syncW, err := os.Pipe()
 	if err != nil {
 		return setup(fmt.Errorf("creating the workload's sync pipe: %w", err))
 	}
 	defer syncW.Close()
-	errR, errW, err := os.Pipe()
-	if err != nil {
+	// Blocking, without the poller: the one read of it is on the start
+	// path, and a blocked thread wakes sooner than a parked goroutine.
+	var ep [2]int
+	if err := unix.Pipe2(ep[:], unix.O_CLOEXEC); err != nil {
 		syncR.Close()
 		return setup(fmt.Errorf("creating the workload's report pipe: %w", err))
 	}
-	defer errR.Close()
-	fs, err := newForkSpec(path, c, syncR, syncW, errW)
+	errR, errW := os.NewFile(uintptr(ep[0]), "report"), os.NewFile(uintptr(ep[1]), "report-w")
+	fs, err := spec(syncR, syncW, errW)
 	if err != nil {
 		syncR.Close()
+		errR.Close()
 		errW.Close()
 		return setup(fmt.Errorf("preparing the workload: %w", err))
 	}
@@ -255,10 +288,15 @@ func startWalled(c *workloadConfig) (int, *workloadError) {
 	syncR.Close()
 	errW.Close()
 	if r.err != nil {
-		return 0, r.err
+		errR.Close()
+		return 0, nil, r.err
+	}
+	fail := func(err error) (int, *os.File, *workloadError) {
+		errR.Close()
+		return setup(err)
 	}
 	if err := writeIDMaps(r.pid); err != nil {
-		return setup(err)
+		return fail(err)
 	}
 	// The workload shares our kernel uid; non-dumpable keeps it from
 	// ptracing us or reading /proc/1/{environ,mem,exe} (its user namespace
@@ -266,19 +304,25 @@ func startWalled(c *workloadConfig) (int, *workloadError) {
 	// are /proc files of a copy of us, which a non-dumpable process would
 	// have owned by root.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return setup(fmt.Errorf("setting init non-dumpable: %w", err))
+		return fail(fmt.Errorf("setting init non-dumpable: %w", err))
 	}
 	if _, err := syncW.Write([]byte{0}); err != nil {
-		return setup(fmt.Errorf("starting the workload: %w", err))
+		return fail(fmt.Errorf("starting the workload: %w", err))
 	}
+	return r.pid, errR, nil
+}
+
+// forkReport waits until the workload forked by forkWalled has executed
+// its command, or says why it did not.
+func forkReport(c *workloadConfig, errR *os.File) *workloadError {
 	step, errno, err := readForkReport(errR)
 	if err != nil {
-		return setup(err)
+		return &workloadError{Msg: err.Error(), Code: exitSetup}
 	}
 	if step != 0 {
-		return 0, forkFailure(c, step, errno)
+		return forkFailure(c, step, errno)
 	}
-	return r.pid, nil
+	return nil
 }
 
 // writeIDMaps maps the sandbox uid and gid 1:1 into the workload's new

@@ -47,13 +47,17 @@ func NewPool(spec Spec, size int) *Pool {
 // start would be.
 func (p *Pool) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
 	defer p.refill() // after a take, or a failed Prepare forgotten
+	var key string
+	if p.key != "" {
+		key = warmKey(spec)
+	}
 	for {
-		w := p.take(ctx, spec)
+		w := p.take(ctx, key)
 		if w == nil {
 			return Start(ctx, spec, stdio)
 		}
 		if w.alive() {
-			return w.Start(ctx, spec, stdio)
+			return w.start(ctx, spec, key, stdio)
 		}
 		// Its init died while it waited (killed from outside, OOM): the
 		// start must not fail for it; the next one or a cold start serves.
@@ -61,11 +65,11 @@ func (p *Pool) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, err
 	}
 }
 
-// take removes a prepared sandbox from the pool if spec matches the
-// pool's, waiting for one being prepared if none is ready; nil: start
-// cold.
-func (p *Pool) take(ctx context.Context, spec Spec) *Prepared {
-	if p.key == "" || warmKey(spec) != p.key {
+// take removes a prepared sandbox from the pool if key, a Spec's
+// warmKey, is the pool's, waiting for one being prepared if none is
+// ready; nil: start cold.
+func (p *Pool) take(ctx context.Context, key string) *Prepared {
+	if p.key == "" || key != p.key {
 		return nil
 	}
 	for {

@@ -59,10 +59,14 @@ type Sandbox struct {
 	// spawn thread before Start reads it.
 	born bool
 	// ctl is the control socket of a prepared sandbox waiting for its
-	// workload, and copies the pumps of its non-file stdout and stderr
+	// workload, execR the read end of its forked workload's report pipe,
+	// claim and claimBase where its claim goes, and copies the pumps of its non-file stdout and stderr
 	// (warm_linux.go); nil and empty for Start.
-	ctl    *os.File
-	copies sync.WaitGroup
+	ctl       *os.File
+	execR     *os.File
+	claim     *os.File // the host's end of the workload's claim socket
+	claimBase uintptr  // the address of the workload's claim buffer
+	copies    sync.WaitGroup
 
 	mu       sync.Mutex
 	cg       *cgroup.Cgroup // guarded by mu: kill may run from ctx or the timer
@@ -176,11 +180,11 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 	if err := sendConfig(ctl, cfgW, cfg, idmapFDs); err != nil {
 		return nil, &StartError{Code: exitSetup, Err: fmt.Errorf("sending sandbox config: %w", err)}
 	}
+	if spec.hold {
+		return sb, sb.awaitReady(ctl) // warm_linux.go: Prepared.Start goes on
+	}
 	if err := readReport(ctl); err != nil {
 		return nil, err
-	}
-	if spec.hold {
-		return sb, sb.keepControl(ctl) // warm_linux.go: Prepared.Start goes on
 	}
 	sb.watch(ctx)
 	return sb, nil

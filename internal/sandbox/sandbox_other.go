@@ -89,6 +89,10 @@ func (p *Prepared) Start(context.Context, Spec, Stdio) (*Sandbox, error) {
 	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
 }
 
+func (p *Prepared) start(ctx context.Context, spec Spec, _ string, stdio Stdio) (*Sandbox, error) {
+	return p.Start(ctx, spec, stdio)
+}
+
 // Close is never reached outside Linux.
 func (p *Prepared) Close() {}
 

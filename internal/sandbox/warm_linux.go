@@ -14,40 +14,37 @@ import (
 )
 
 // A prepared (warm) sandbox is Start cut in two. Prepare does everything
-// but the workload: the init in its namespaces and cgroup, the egress
-// proxy, the root built, hostname and loopback; then the init reports
-// Ready and waits on its control socket. Prepared.Start sends the
-// workload's command, environment and working directory with its stdin,
-// stdout and stderr (SCM_RIGHTS), and the init goes on exactly as after a
-// cold start: Landlock, capabilities, seccomp, exec. Every wall is the
-// Spec's, built before the workload exists; only what the workload runs
-// arrives late, which is why a Spec may only be started in a sandbox
-// prepared from an equal one (Matches).
+// but the command: the init in its namespaces and cgroup, the root built,
+// hostname and loopback, and the workload's process forked and walled
+// (Landlock, no_new_privs, no capabilities, its user namespace, its
+// process limit, seccomp), waiting (holdWorkload). Prepared.Start sends
+// that process its command, environment and working directory with its
+// stdin, stdout and stderr (SCM_RIGHTS); it looks the command up, changes
+// directory and executes it. Every wall is the Spec's, up before the
+// workload runs anything of its own; only what it runs arrives late,
+// which is why a Spec may only be started in a sandbox prepared from an
+// equal one (Matches).
 
-// warmMsgMax bounds the workload message (command, environment,
-// directory): one SOCK_SEQPACKET datagram.
+// warmMsgMax bounds the claim (command, environment, directory and the
+// lookup's candidate paths, laid out for the child: claimLayout): one
+// SOCK_SEQPACKET datagram.
 const warmMsgMax = 128 << 10
-
-// warmClaim is what Prepared.Start sends the init, with three fds.
-type warmClaim struct {
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
-}
 
 // Prepared is a sandbox waiting for its workload.
 type Prepared struct {
 	sb   *Sandbox
 	spec Spec
+	key  string // warmKey(spec)
 }
 
-// Prepare builds a sandbox for spec up to its workload (see Start, whose
-// errors it returns); spec.Args, Env and Dir are those of the workload
-// Start runs if it is not given others. Cancelling ctx kills it until
+// Prepare builds a sandbox for spec up to its workload's command (see
+// Start, whose errors it returns); spec.Args, Env and Dir are not used:
+// Prepared.Start gives the workload's. Cancelling ctx kills it until
 // Start re-arms the kill on its own context. Close a Prepared that is
 // never started.
 func Prepare(ctx context.Context, spec Spec) (*Prepared, error) {
-	if warmKey(spec) == "" {
+	key := warmKey(spec)
+	if key == "" {
 		return nil, &StartError{Code: exitSetup, Err: errors.New("a sandbox with an ID or a network cannot be prepared")}
 	}
 	spec.hold = true
@@ -60,7 +57,7 @@ func Prepare(ctx context.Context, spec Spec) (*Prepared, error) {
 	// wait for it.
 	sb.cleaned = make(chan struct{})
 	close(sb.cleaned)
-	return &Prepared{sb: sb, spec: spec}, nil
+	return &Prepared{sb: sb, spec: spec, key: key}, nil
 }
 
 // Matches reports whether a sandbox started from spec would be the one p
@@ -68,7 +65,7 @@ func Prepare(ctx context.Context, spec Spec) (*Prepared, error) {
 // it gets in its environment is equal, and spec names no ID of its own.
 func (p *Prepared) Matches(spec Spec) bool {
 	k := warmKey(spec)
-	return k != "" && k == warmKey(p.spec)
+	return k != "" && k == p.key
 }
 
 // warmKey is spec without what a prepared sandbox takes late, encoded: two
@@ -119,9 +116,21 @@ func (p *Prepared) ID() string { return p.sb.ID }
 // (Matches). Cancelling ctx kills the sandbox from then on. Stdio may be
 // any readers and writers, but not a terminal. On an error the sandbox
 // is gone; p is spent either way.
+//
+// The claim goes straight to the workload's process, forked and walled
+// while the sandbox was prepared (holdWorkload): its command, laid out
+// for it with the candidate paths of its lookup, and its stdio. The init
+// takes no part, and the start waits for two wake-ups: the child's, and
+// ours once it has executed the command.
 func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox, error) {
+	return p.start(ctx, spec, warmKey(spec), stdio)
+}
+
+// start is Start for a spec whose warmKey is key.
+func (p *Prepared) start(ctx context.Context, spec Spec, key string, stdio Stdio) (*Sandbox, error) {
 	sb := p.sb
 	fail := func(err error) (*Sandbox, error) {
+		sb.dropWarm()
 		sb.Kill()
 		_, _ = sb.Wait()
 		var se *StartError
@@ -133,7 +142,7 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	if sb.ctl == nil {
 		return nil, &StartError{Code: exitSetup, Err: errors.New("prepared sandbox started twice")}
 	}
-	if !p.Matches(spec) {
+	if key == "" || key != p.key { // !p.Matches(spec)
 		return fail(errors.New("the spec differs from the prepared sandbox's"))
 	}
 	if err := spec.check(); err != nil {
@@ -145,27 +154,29 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	if spec.fileSizeLimit() > 0 {
 		stdio = pipeRegularFiles(stdio) // as Start does
 	}
+	env, dir := spec.environ(), spec.workdir()
+	cands, direct := lookCandidates(spec.Args[0], dir, env)
+	msg, err := claimLayout(sb.claimBase, dir, spec.Args, env, cands, direct)
+	if err != nil {
+		return fail(err)
+	}
 	fds, err := sb.claimStdio(stdio)
 	if err != nil {
 		return fail(err)
 	}
-	msg, err := json.Marshal(warmClaim{Args: spec.Args, Env: spec.environ(), Dir: spec.workdir()})
-	if err == nil && len(msg) > warmMsgMax {
-		err = fmt.Errorf("the workload's command and environment take %d bytes, more than %d", len(msg), warmMsgMax)
-	}
-	if err == nil {
-		err = unix.Sendmsg(int(sb.ctl.Fd()), msg, unix.UnixRights(fds[0], fds[1], fds[2]), nil, 0)
-	}
+	err = unix.Sendmsg(int(sb.claim.Fd()), msg, unix.UnixRights(fds[0], fds[1], fds[2]), nil, unix.MSG_NOSIGNAL)
 	for _, f := range fds {
 		unix.Close(f)
 	}
-	if err == nil {
-		err = readReport(sb.ctl)
-	}
-	sb.ctl.Close()
-	sb.ctl = nil
 	if err != nil {
+		return fail(fmt.Errorf("handing the workload its command: %w", err))
+	}
+	if err := sb.awaitExec(spec.Args[0], cands); err != nil {
 		return fail(err)
+	}
+	sb.dropWarm()
+	if ctx.Err() != nil {
+		return fail(fmt.Errorf("starting sandbox: %w", context.Cause(ctx)))
 	}
 	sb.spec = spec
 	sb.start = time.Now()
@@ -176,14 +187,14 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, stdio Stdio) (*Sandbox,
 	return sb, nil
 }
 
-// alive reports whether p's init still waits for its workload: its end of
-// the control socket has not hung up and has sent nothing (the init
-// speaks only after the claim).
+// alive reports whether p still waits for its workload: neither its
+// init's end of the control socket nor its workload's of the claim
+// socket has hung up or sent anything (both are silent until the claim).
 func (p *Prepared) alive() bool {
 	if p.sb.ctl == nil {
 		return false
 	}
-	fds := []unix.PollFd{{Fd: int32(p.sb.ctl.Fd()), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(p.sb.ctl.Fd()), Events: unix.POLLIN}, {Fd: int32(p.sb.claim.Fd()), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n == 0
 }
@@ -193,20 +204,95 @@ func (p *Prepared) Close() {
 	if p.sb.ctl == nil {
 		return
 	}
-	p.sb.ctl.Close()
-	p.sb.ctl = nil
+	p.sb.dropWarm()
 	p.sb.Kill()
 	_, _ = p.sb.Wait()
 }
 
-// keepControl keeps a copy of the control socket for Prepared.Start.
-func (sb *Sandbox) keepControl(ctl *os.File) error {
+// dropWarm closes what a prepared sandbox keeps for its claim.
+func (sb *Sandbox) dropWarm() {
+	for _, f := range []**os.File{&sb.ctl, &sb.execR, &sb.claim} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+// awaitReady reads the held init's report (readReport). Ready comes with
+// the read end of the forked workload's report pipe and the host's end of
+// its claim socket, and the address of its claim buffer; it keeps them,
+// and a copy of the control socket, for Prepared.Start.
+func (sb *Sandbox) awaitReady(ctl *os.File) error {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	var fds []int
+	if err == nil && oobn > 0 {
+		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for _, m := range msgs {
+				if rights, rerr := unix.ParseUnixRights(&m); rerr == nil {
+					fds = append(fds, rights...)
+				}
+			}
+		}
+	}
+	if len(fds) == 2 {
+		sb.execR, sb.claim = os.NewFile(uintptr(fds[0]), "exec-report"), os.NewFile(uintptr(fds[1]), "claim")
+	} else {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	if err != nil || n == 0 {
+		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
+	}
+	var r initReport
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
+	}
+	if !r.Ready {
+		return &StartError{Layer: r.Layer, Code: r.Code, Err: errors.New(r.Error)}
+	}
+	if sb.claim == nil || r.ClaimBase == 0 {
+		return &StartError{Code: exitSetup, Err: errors.New("the sandbox init reported ready without its workload's claim socket")}
+	}
+	sb.claimBase = uintptr(r.ClaimBase)
 	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("keeping the control socket: %w", err)}
 	}
 	sb.ctl = os.NewFile(uintptr(fd), "control")
 	return nil
+}
+
+// awaitExec waits until the workload forked ahead has executed the
+// command file (looked up among cands), or fails as a cold start would,
+// with the same code and message. The report pipe ends empty once the
+// command runs, or carries the failed step; the byte the child sends on
+// the claim socket once it has found the command tells an execve from a
+// child that died before it took the claim (with its sandbox).
+func (sb *Sandbox) awaitExec(file string, cands []string) error {
+	step, errno, err := readForkReport(sb.execR)
+	if err != nil {
+		return &StartError{Code: exitSetup, Err: err}
+	}
+	var w *workloadError
+	switch step {
+	case 0:
+		var b [1]byte
+		if n, _, err := unix.Recvfrom(int(sb.claim.Fd()), b[:], unix.MSG_DONTWAIT); n != 1 || err != nil {
+			return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
+		}
+		return nil
+	case stepLookup: // as lookPath's os.Stat
+		w = commandError(&os.PathError{Op: "stat", Path: cands[0], Err: errno})
+	case stepNotFound:
+		w = commandError(notInPath(file))
+	default:
+		w = forkFailure(&workloadConfig{Args: []string{file}}, step, errno)
+	}
+	return &StartError{Layer: w.Layer, Code: w.Code, Err: errors.New(w.Msg)}
 }
 
 // claimStdio returns fds for the workload's stdin, stdout and stderr
@@ -265,56 +351,50 @@ func (sb *Sandbox) claimStdio(stdio Stdio) (fds [3]int, err error) {
 	return fds, nil
 }
 
-// awaitWorkload is the held init's side: it reports Ready, then takes the
-// workload's command and stdio from the control socket onto fds 0-2. The
-// host closing the socket instead ends the init.
-func awaitWorkload(ctl *os.File, w *workloadConfig) error {
-	if err := json.NewEncoder(ctl).Encode(initReport{Ready: true}); err != nil {
-		return err
+// holdWorkload is the held init's side of a prepared sandbox. It forks
+// the workload ahead, on the walled thread exactly as a cold start does
+// (no_new_privs, Landlock, no capabilities, a user namespace of its own,
+// its id maps); the child empties its capabilities, sets its process
+// limit, installs the seccomp filter, says it is armed and waits
+// (fork_unsafe.go). Then the init reports Ready with the read end of the
+// child's report pipe, the other end of its claim socket and the address
+// of its claim buffer, and returns the workload's pid: the host hands the
+// claim to the child itself (Prepared.Start). The init reaps from then
+// on, and keeps its end of the control socket open and silent: the host
+// tells a live prepared sandbox by it (Prepared.alive).
+func holdWorkload(ctl *os.File, c *workloadConfig) (int, *workloadError) {
+	setup := func(err error) (int, *workloadError) {
+		return 0, &workloadError{Msg: err.Error(), Code: exitSetup}
 	}
-	buf := make([]byte, warmMsgMax)
-	oob := make([]byte, unix.CmsgSpace(3*4))
-	n, oobn, flags, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return setup(fmt.Errorf("creating the workload's claim socket: %w", err))
 	}
-	if n == 0 {
-		return errors.New("the host went away")
+	defer unix.Close(sp[0])
+	var fs *forkSpec
+	pid, errR, werr := forkWalled(c, func(syncR, syncW, errW *os.File) (*forkSpec, error) {
+		fs, err = newAheadForkSpec(c, syncR, syncW, errW, sp[1], sp[0])
+		return fs, err
+	})
+	unix.Close(sp[1])
+	if werr != nil {
+		return 0, werr
 	}
-	if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
-		return errors.New("the workload message was cut short")
+	defer errR.Close()
+	var armed [1]byte
+	if n, err := unix.Read(sp[0], armed[:]); n != 1 {
+		// It failed, and says why on its report pipe.
+		if werr := forkReport(c, errR); werr != nil {
+			return 0, werr
+		}
+		return setup(fmt.Errorf("arming the workload: %v", err))
 	}
-	var fds []int
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	ready, err := json.Marshal(initReport{Ready: true, ClaimBase: uint64(fs.claimBase())})
+	if err == nil {
+		err = unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(errR.Fd()), sp[0]), nil, 0)
+	}
 	if err != nil {
-		return err
+		return setup(fmt.Errorf("reporting ready: %w", err))
 	}
-	for _, m := range msgs {
-		rights, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			return err
-		}
-		fds = append(fds, rights...)
-	}
-	if len(fds) != 3 {
-		return fmt.Errorf("%d stdio fds, want 3", len(fds))
-	}
-	var c warmClaim
-	if err := json.Unmarshal(buf[:n], &c); err != nil {
-		return err
-	}
-	if len(c.Args) == 0 || c.Args[0] == "" {
-		return errors.New("no command given")
-	}
-	for i, fd := range fds {
-		if fd <= 2 { // fds 0-2 are open (/dev/null), so never: never lose one
-			return fmt.Errorf("stdio %d arrived as fd %d", i, fd)
-		}
-		if err := unix.Dup3(fd, i, 0); err != nil {
-			return fmt.Errorf("taking stdio %d: %w", i, err)
-		}
-		unix.Close(fd)
-	}
-	w.Args, w.Env, w.Dir = c.Args, c.Env, c.Dir
-	return nil
+	return pid, nil
 }

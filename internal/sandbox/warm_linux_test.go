@@ -58,7 +58,10 @@ func TestPreparedStart(t *testing.T) {
 // new privileges, no capabilities, the sandbox's own pid namespace (the
 // init is pid 1 there), and no view of the host's root.
 func TestPreparedWorkloadIsWalled(t *testing.T) {
-	script := `grep -E '^(Seccomp|NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; ` +
+	script := `grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; ` +
+		// The filter, installed before the workload's command arrives in a
+		// warm start, refuses a new user namespace.
+		`unshare -U true 2>/dev/null && echo userns-allowed || echo userns-refused; ` +
 		`echo "init=$(cat /proc/1/comm 2>&1)"; ls /root /home 2>&1 | head -2; [ $$ -lt 100 ] && echo own-pid-namespace; ` +
 		// Only Landlock's signal scope keeps a process of the init's
 		// kernel uid from signalling it: a warm workload must be under
@@ -78,7 +81,7 @@ func TestPreparedWorkloadIsWalled(t *testing.T) {
 	if out.String() != coldOut {
 		t.Fatalf("the warm workload sees\n%s\nthe cold one\n%s", out.String(), coldOut)
 	}
-	wants := []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "own-pid-namespace"}
+	wants := []string{"Seccomp:\t2", "Seccomp_filters:\t1", "userns-refused", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "own-pid-namespace"}
 	if landlock.ABI() >= 6 {
 		wants = append(wants, "init-unsignallable")
 	}
@@ -97,6 +100,47 @@ func runOut(t *testing.T, spec Spec) (*Result, string) {
 		t.Fatal(err)
 	}
 	return res, out.String()
+}
+
+// A workload that cannot start fails in a prepared sandbox as it does in
+// a cold one, with the same code and message, whether the lookup of its
+// command (done by the init in a cold start, by the forked workload in a
+// warm one) fails or its working directory or execve do, and the sandbox
+// is gone.
+func TestPreparedStartFailsAsCold(t *testing.T) {
+	cases := map[string]func(*Spec){
+		"not-found":     func(s *Spec) { s.Args = []string{"no-such-command-here"} },
+		"no-dir":        func(s *Spec) { s.Args, s.Dir = []string{"/bin/true"}, "/no/such/dir" },
+		"not-exec":      func(s *Spec) { s.Args = []string{"/etc/hostname"} },
+		"not-exec-path": func(s *Spec) { s.Args = []string{"hostname"}; s.Env = []string{"PATH=/etc"} },
+		"dir-in-path":   func(s *Spec) { s.Args = []string{"bin"}; s.Env = []string{"PATH=/usr::/nowhere"} },
+		"relative":      func(s *Spec) { s.Args, s.Dir = []string{"./nothing"}, "/tmp" },
+		"nul":           func(s *Spec) { s.Args = []string{"/bin/true", "a\x00b"} },
+	}
+	for name, edit := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := quick("true")
+			edit(&spec)
+			_, coldErr := Run(context.Background(), spec, Stdio{})
+			var cold *StartError
+			if !errors.As(coldErr, &cold) {
+				t.Fatalf("cold: %v, want a StartError", coldErr)
+			}
+			w := prepare(t, quick("true"))
+			pid := w.sb.cmd.Process.Pid
+			_, err := w.Start(context.Background(), spec, Stdio{})
+			var warm *StartError
+			if !errors.As(err, &warm) {
+				t.Fatalf("warm: %v, want a StartError", err)
+			}
+			if warm.Code != cold.Code || warm.Layer != cold.Layer || warm.Error() != cold.Error() {
+				t.Fatalf("warm: %d %q %v; cold: %d %q %v", warm.Code, warm.Layer, warm, cold.Code, cold.Layer, cold)
+			}
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("the failed sandbox's init %d is still there: %v", pid, err)
+			}
+		})
+	}
 }
 
 // Only a Spec equal but for the workload may use a prepared sandbox: any
@@ -195,6 +239,52 @@ func TestPoolSkipsDeadPrepared(t *testing.T) {
 	sb, err := p.Start(context.Background(), quick("echo", "served"), Stdio{Stdout: &out})
 	if err != nil {
 		t.Fatalf("start with a dead prepared sandbox in the pool: %v", err)
+	}
+	if _, err := sb.Wait(); err != nil || out.String() != "served\n" {
+		t.Fatalf("stdout %q, %v", out.String(), err)
+	}
+}
+
+// The workload's process, forked ahead, dying while it waits (an OOM
+// kill, a signal) makes the prepared sandbox dead too: the pool passes
+// over it, and a Start of it fails without running anything.
+func TestPoolSkipsDeadWaitingWorkload(t *testing.T) {
+	if err := probeHost().usernsErr; err != nil {
+		t.Skipf("user namespaces unavailable: %v", err)
+	}
+	killWaiting := func(t *testing.T, w *Prepared) {
+		t.Helper()
+		init := strconv.Itoa(w.sb.cmd.Process.Pid)
+		kids, err := os.ReadFile("/proc/" + init + "/task/" + init + "/children")
+		if err != nil || len(strings.Fields(string(kids))) != 1 {
+			t.Fatalf("the prepared init's children: %q, %v; want the waiting workload", kids, err)
+		}
+		pid, _ := strconv.Atoi(strings.Fields(string(kids))[0])
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(10 * time.Second); w.alive(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the prepared sandbox still looks alive 10 s after its workload was killed")
+			}
+		}
+	}
+	w := prepare(t, quick("true"))
+	killWaiting(t, w)
+	if _, err := w.Start(context.Background(), quick("echo", "ran"), Stdio{}); err == nil {
+		t.Fatal("a prepared sandbox whose workload died started")
+	}
+	p := NewPool(quick("true"), 1)
+	defer p.Close()
+	waitReady(t, p, 1)
+	p.mu.Lock()
+	w = p.ready[0]
+	p.mu.Unlock()
+	killWaiting(t, w)
+	var out bytes.Buffer
+	sb, err := p.Start(context.Background(), quick("echo", "served"), Stdio{Stdout: &out})
+	if err != nil {
+		t.Fatalf("start with a dead waiting workload in the pool: %v", err)
 	}
 	if _, err := sb.Wait(); err != nil || out.String() != "served\n" {
 		t.Fatalf("stdout %q, %v", out.String(), err)

@@ -102,15 +102,34 @@ func forkFailure(c *workloadConfig, step uint32, errno unix.Errno) *workloadErro
 
 // lookPath finds file in the PATH of the workload's environment; a
 // relative path with a slash is relative to the working directory dir.
+// (The child of an ahead fork tries the same candidates the same way:
+// childLookup in fork_unsafe.go.)
 func lookPath(file, dir string, env []string) (string, error) {
+	cands, direct := lookCandidates(file, dir, env)
+	if direct {
+		if _, err := os.Stat(cands[0]); err != nil {
+			return "", err
+		}
+		return cands[0], nil
+	}
+	for _, p := range cands {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", notInPath(file)
+}
+
+// lookCandidates returns the paths lookPath tries for file, in order,
+// and whether file names its one path itself (it has a slash): then the
+// error of its stat is the lookup's, else the first regular executable
+// file is taken.
+func lookCandidates(file, dir string, env []string) (cands []string, direct bool) {
 	if strings.Contains(file, "/") {
 		if !strings.HasPrefix(file, "/") {
 			file = dir + "/" + file
 		}
-		if _, err := os.Stat(file); err != nil {
-			return "", err
-		}
-		return file, nil
+		return []string{file}, true
 	}
 	path := ""
 	for _, kv := range env {
@@ -119,15 +138,22 @@ func lookPath(file, dir string, env []string) (string, error) {
 		}
 	}
 	for _, dir := range strings.Split(path, ":") {
-		if dir == "" {
-			continue
-		}
-		p := dir + "/" + file
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
+		if dir != "" {
+			cands = append(cands, dir+"/"+file)
 		}
 	}
-	return "", fmt.Errorf("%s: %w", file, exec.ErrNotFound)
+	return cands, false
+}
+
+func notInPath(file string) error { return fmt.Errorf("%s: %w", file, exec.ErrNotFound) }
+
+// commandError is the workload's error for a failed lookPath.
+func commandError(err error) *workloadError {
+	code := exitNotFound
+	if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
+		code = exitNoExec
+	}
+	return &workloadError{Msg: err.Error(), Code: code}
 }
 
 // dropCapabilities empties the calling thread's bounding and ambient sets,

@@ -11,8 +11,9 @@ import (
 )
 
 // sandbox.warm_pool: serve prepares a sandbox before any client comes,
-// the first session's server runs in it (the init that waited is the
-// server's parent), serve logs the start as pooled and ps --json marks
+// whose only process besides its init is the workload's, forked ahead
+// and running nothing yet; the first session's server runs in it (the
+// init that waited is the server's parent), serve logs the start as pooled and ps --json marks
 // the sandbox "prepared", the pool prepares the next one, and serve's
 // stop ends them all.
 func TestServeWarmPool(t *testing.T) {
@@ -45,8 +46,16 @@ func TestServeWarmPool(t *testing.T) {
 		t.Fatalf("%d sandboxes prepared before any client, want 1", len(prepared))
 	}
 	waiting := prepared[0]
-	if kids := childrenOf(t, waiting); len(kids) != 0 {
-		t.Fatalf("the prepared sandbox runs processes before it was used: %v", kids)
+	// Its one child, once forked ahead, is the workload's process waiting
+	// for its command: still a copy of the init, running nothing else.
+	if kids := childrenOf(t, waiting); len(kids) > 1 {
+		t.Fatalf("the prepared sandbox runs %d processes before it was used: %v", len(kids), kids)
+	}
+	for _, k := range childrenOf(t, waiting) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k))
+		if !strings.Contains(string(cmdline), "__mcpbox_init__") {
+			t.Fatalf("the prepared sandbox runs %q before it was used", cmdline)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
