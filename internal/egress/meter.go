@@ -11,7 +11,7 @@ import (
 
 // sessConn enforces a session's deadlines on a connection and, on the
 // upstream side, counts and limits bytes: BytesUp are bytes written to the
-// target, BytesDown bytes read from it.
+// target, BytesDown bytes read from it and passed on.
 type sessConn struct {
 	net.Conn // only net.Conn's methods: io.Copy must not bypass Read/Write
 	s        *session

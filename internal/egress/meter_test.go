@@ -122,3 +122,37 @@ func TestMeterBlockedReadHoldsNothing(t *testing.T) {
 		t.Errorf("BytesUp, BytesDown = %d, %d; want %d, 0", up, down, limit)
 	}
 }
+
+// BenchmarkMeter: the cost of one reservation and its settling, as a
+// splice pays it per call (per up to 256 KiB), limited against unlimited
+// in the same run.
+//
+//	go test ./internal/egress -run '^$' -bench Meter
+func BenchmarkMeter(b *testing.B) {
+	var base float64
+	for _, tc := range []struct {
+		name string
+		l    Limits
+	}{
+		{"unlimited", Limits{}},
+		{"limited", Limits{MaxBytesPerConn: 1 << 62, MaxBytesTotal: 1 << 62}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p, err := New(Options{Limits: tc.l})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := newSession(p, nil, time.Now())
+			start := time.Now()
+			for b.Loop() {
+				g := s.reserve(256<<10, true)
+				s.settle(g, g, true, &s.down)
+			}
+			per := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+			if base == 0 {
+				base = per
+			}
+			b.ReportMetric(per/base, "ratio")
+		})
+	}
+}
