@@ -20,8 +20,11 @@
 // A tunnel (CONNECT, SOCKS, forward) between two stream sockets, and a
 // plain-HTTP response body framed by Content-Length or by the end of the
 // connection, move by splice(2) through a pooled pipe: the bytes never
-// enter this process, and byte limits, counts and deadlines apply per
-// chunk as they do to copies. Elsewhere (another platform, a chunked body,
+// enter this process, and counts and deadlines apply per chunk as they
+// do to copies. Byte limits are exact on either path: each transfer
+// reserves its grant of the budget before it moves a byte (a splice for
+// one non-blocking call), so concurrent directions and connections never
+// spend the same remainder twice. Elsewhere (another platform, a chunked body,
 // an intercepted connection) bytes are copied.
 //
 // # Shared proxies

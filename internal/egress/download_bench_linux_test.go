@@ -48,6 +48,10 @@ func BenchmarkDownloadRelay(b *testing.B) {
 	port := startSource(b, size)
 	target := fmt.Sprintf("127.0.0.1:%d", port)
 	_, sock := startProxy(b, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}})
+	// Byte limits far above the transfer: every chunk takes and settles a
+	// reservation of the budget.
+	_, limitedSock := startProxy(b, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Limits: Limits{MaxBytesPerConn: 1 << 50, MaxBytesTotal: 1 << 50}})
 	read := func(b *testing.B, c net.Conn) time.Duration {
 		start := time.Now()
 		n, err := io.Copy(io.Discard, c)
@@ -79,6 +83,13 @@ func BenchmarkDownloadRelay(b *testing.B) {
 		}
 		return tunnel(b, c)
 	}
+	viaLimited := func(b *testing.B) net.Conn {
+		c, err := net.Dial("unix", limitedSock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tunnel(b, c)
+	}
 	for _, tc := range []struct {
 		name   string
 		dial   func(*testing.B) net.Conn
@@ -86,6 +97,8 @@ func BenchmarkDownloadRelay(b *testing.B) {
 	}{
 		{"unix-copy", viaUnix, false},
 		{"unix-splice", viaUnix, true},
+		{"unix-splice-limited", viaLimited, true},
+		{"unix-copy-limited", viaLimited, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			spliceRelays = tc.splice

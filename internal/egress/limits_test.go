@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -42,75 +43,111 @@ func TestMaxConns(t *testing.T) {
 	}
 }
 
+// TestByteLimits: an echo connection races its two directions for the
+// last bytes of the budget, with every chunk of one direction echoed back
+// into the other at once. The limits are exact: over splice (each
+// reservation lives for one non-blocking call) the connections end with
+// exactly the limit spent; over copies a write's reservation can still be
+// pending when the other direction ends the connection, so up to one copy
+// buffer (32 KiB) may stay unspent, never a byte more than the limit.
 func TestByteLimits(t *testing.T) {
 	checkNoLeak(t)
 	port := startEcho(t, "127.0.0.1:0")
 	target := fmt.Sprintf("127.0.0.1:%d", port)
 	tests := []struct {
-		name   string
-		limits Limits
-		conns  int
-		limit  int64 // bytes up+down that may pass over all conns
+		name    string
+		limits  Limits
+		conns   int
+		perConn int64 // MaxBytesPerConn, or 0
+		limit   int64 // bytes up+down that may pass over all conns
 		// refuseAfter: connections after this many are refused up front
 		// (the budget is gone); 0: none are.
 		refuseAfter int
 	}{
-		{name: "per connection", limits: Limits{MaxBytesPerConn: 100 << 10}, conns: 2, limit: 2 * 100 << 10},
+		{name: "per connection", limits: Limits{MaxBytesPerConn: 100 << 10}, conns: 2, perConn: 100 << 10, limit: 2 * 100 << 10},
 		{name: "total", limits: Limits{MaxBytesTotal: 150 << 10}, conns: 2, limit: 150 << 10, refuseAfter: 1},
+		{name: "both", limits: Limits{MaxBytesPerConn: 40<<10 + 1, MaxBytesTotal: 100 << 10}, conns: 3, perConn: 40<<10 + 1, limit: 100 << 10},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ev := newEvents()
-			_, sock := startProxy(t, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}, Limits: tt.limits, Log: ev.log})
-			var sum int64
-			for i := range tt.conns {
-				c, code, _ := connect(t, sock, target)
-				if tt.refuseAfter > 0 && i >= tt.refuseAfter {
-					if code != http.StatusForbidden {
-						t.Fatalf("CONNECT after the budget = %d, want 403", code)
-					}
-					c.Close()
-					if e := ev.next(t); e.Decision != "deny" || !strings.Contains(e.Reason, "budget") {
-						t.Errorf("event = %+v, want a budget denial", e)
-					}
-					continue
+	for _, splice := range []bool{true, false} {
+		for _, tt := range tests {
+			name := tt.name + "/copy"
+			if splice {
+				name = tt.name + "/splice"
+			}
+			t.Run(name, func(t *testing.T) {
+				spliceRelays = splice
+				defer func() { spliceRelays = true }()
+				// Over copies the end may leave one buffer unspent.
+				slack := int64(32 << 10)
+				if splice && runtime.GOOS == "linux" {
+					slack = 0
 				}
-				if code != http.StatusOK {
-					t.Fatalf("CONNECT = %d", code)
-				}
-				var wg sync.WaitGroup
-				wg.Add(1)
-				go func() { // the writer may block once the proxy stops reading
-					defer wg.Done()
-					chunk := make([]byte, 4096)
-					for i := 0; i < 256; i++ {
-						if _, err := c.Write(chunk); err != nil {
-							return
+				ev := newEvents()
+				p, sock := startProxy(t, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}, Limits: tt.limits, Log: ev.log})
+				var sum int64
+				for i := range tt.conns {
+					c, code, _ := connect(t, sock, target)
+					if tt.refuseAfter > 0 && i >= tt.refuseAfter {
+						if code != http.StatusForbidden {
+							t.Fatalf("CONNECT after the budget = %d, want 403", code)
 						}
+						c.Close()
+						if e := ev.next(t); e.Decision != "deny" || !strings.Contains(e.Reason, "budget") {
+							t.Errorf("event = %+v, want a budget denial", e)
+						}
+						continue
 					}
-				}()
-				n, err := io.Copy(io.Discard, c)
-				c.Close()
-				wg.Wait()
-				if err != nil && !isEOFOrReset(err) {
-					t.Fatalf("reading: %v", err)
+					if code != http.StatusOK {
+						t.Fatalf("CONNECT = %d", code)
+					}
+					var wg sync.WaitGroup
+					wg.Add(1)
+					go func() { // the writer may block once the proxy stops reading
+						defer wg.Done()
+						chunk := make([]byte, 4096)
+						for i := 0; i < 256; i++ {
+							if _, err := c.Write(chunk); err != nil {
+								return
+							}
+						}
+					}()
+					n, err := io.Copy(io.Discard, c)
+					c.Close()
+					wg.Wait()
+					if err != nil && !isEOFOrReset(err) {
+						t.Fatalf("reading: %v", err)
+					}
+					e := ev.next(t)
+					if e.Reason != ErrByteLimit.Error() {
+						t.Errorf("event = %+v, want byte limit", e)
+					}
+					// BytesDown counts bytes read from the target within the
+					// limits; the limit may cut the connection before the last
+					// of them reach the client (at most a pipe or a buffer).
+					if e.BytesDown < n || e.BytesDown > n+256<<10 {
+						t.Errorf("BytesDown = %d, client read %d", e.BytesDown, n)
+					}
+					// Each connection spends what is left of the budget, or
+					// its own limit.
+					want := tt.limit - sum
+					if tt.perConn > 0 {
+						want = min(want, tt.perConn)
+					}
+					got := e.BytesUp + e.BytesDown
+					if got > want || got < want-slack {
+						t.Errorf("connection %d moved %d bytes (up %d, down %d), want %d (less at most %d)",
+							i, got, e.BytesUp, e.BytesDown, want, slack)
+					}
+					sum += got
 				}
-				e := ev.next(t)
-				if e.Reason != ErrByteLimit.Error() {
-					t.Errorf("event = %+v, want byte limit", e)
+				if sum > tt.limit || sum < tt.limit-slack {
+					t.Errorf("bytes moved = %d, want %d (less at most %d)", sum, tt.limit, slack)
 				}
-				// BytesDown counts bytes read from the target; the limit may
-				// cut the connection before the last of them reach the client.
-				if e.BytesDown < n || e.BytesDown > n+32<<10 {
-					t.Errorf("BytesDown = %d, client read %d", e.BytesDown, n)
+				if tt.limits.MaxBytesTotal > 0 && p.total.Load() != sum {
+					t.Errorf("proxy total = %d, events sum to %d", p.total.Load(), sum)
 				}
-				sum += e.BytesUp + e.BytesDown
-			}
-			// Both directions of a connection may each overshoot by one buffer.
-			if sum > tt.limit+64<<10 || sum < tt.limit-64<<10 {
-				t.Errorf("bytes moved = %d, want about %d", sum, tt.limit)
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -5,34 +5,43 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
 // sessConn enforces a session's deadlines on a connection and, on the
 // upstream side, counts and limits bytes: BytesUp are bytes written to the
-// target, BytesDown bytes read from it.
+// target, BytesDown bytes read from it and passed on.
 type sessConn struct {
 	net.Conn // only net.Conn's methods: io.Copy must not bypass Read/Write
 	s        *session
 	upstream bool
 }
 
+// Read takes bytes from the upstream within the byte limits. The read
+// blocks, so it holds no reservation (the other direction could not move
+// while it waits): it asks for at most what is left, then commits what
+// arrived; if the other direction or another connection took part of that
+// meanwhile, the excess is dropped, never passed on nor counted, and the
+// connection ends with ErrByteLimit.
 func (c *sessConn) Read(b []byte) (int, error) {
 	for {
-		grant := len(b)
+		want := len(b)
 		if c.upstream {
-			if grant = c.s.budget(len(b)); grant == 0 {
+			if want = c.s.room(len(b)); want == 0 {
 				return 0, ErrByteLimit
 			}
 		}
 		if err := c.s.arm(c.Conn.SetReadDeadline); err != nil {
 			return 0, err
 		}
-		n, err := c.Conn.Read(b[:grant])
+		n, err := c.Conn.Read(b[:want])
 		if n > 0 {
 			c.s.touch()
 			if c.upstream {
-				c.s.account(&c.s.down, n)
+				if got := c.s.commit(n, &c.s.down); got < n {
+					return got, ErrByteLimit
+				}
 			}
 		}
 		if n == 0 && isTimeout(err) {
@@ -44,11 +53,14 @@ func (c *sessConn) Read(b []byte) (int, error) {
 	}
 }
 
+// Write sends b to the upstream within the byte limits: its bytes are in
+// hand, so it reserves them up front, holds the reservation while the
+// write blocks, and gives back what was not written.
 func (c *sessConn) Write(b []byte) (int, error) {
 	grant := len(b)
 	var endErr error
 	if c.upstream {
-		if grant = c.s.budget(len(b)); grant < len(b) {
+		if grant = c.s.reserve(len(b), false); grant < len(b) {
 			endErr = ErrByteLimit
 		}
 	}
@@ -62,9 +74,6 @@ func (c *sessConn) Write(b []byte) (int, error) {
 		written += n
 		if n > 0 {
 			c.s.touch()
-			if c.upstream {
-				c.s.account(&c.s.up, n)
-			}
 		}
 		if err != nil {
 			if isTimeout(err) {
@@ -76,27 +85,130 @@ func (c *sessConn) Write(b []byte) (int, error) {
 			break
 		}
 	}
+	if c.upstream {
+		c.s.settle(grant, written, false, &c.s.up)
+	}
 	return written, endErr
 }
 
-// budget returns how many of n bytes the byte limits still allow. Two
-// directions, and other connections for the total, may transfer at once,
-// so a limit can be overshot by at most one such concurrent transfer each.
-func (s *session) budget(n int) int {
-	l := s.p.limits
-	left := int64(n)
-	if l.MaxBytesPerConn > 0 {
-		left = min(left, l.MaxBytesPerConn-s.up.Load()-s.down.Load())
-	}
-	if l.MaxBytesTotal > 0 {
-		left = min(left, l.MaxBytesTotal-s.p.total.Load())
-	}
-	return int(max(left, 0))
+// The byte limits are exact: the bytes counted against Limits.MaxBytesPerConn
+// (BytesUp+BytesDown of a connection) and Limits.MaxBytesTotal (of all the
+// proxy's connections) never exceed them. Every transfer to or from an
+// upstream first takes its grant from the budget under the proxy's
+// meterMu (only when a byte limit is set), so two directions or two
+// connections can never both spend the same remainder:
+//
+//   - a splice (both directions) reserves its grant right before one
+//     non-blocking splice(2) and settles right after it: a reservation lives
+//     for one system call;
+//   - a write of bytes in hand (sessConn.Write) reserves them all and
+//     settles when the write returns;
+//   - a blocking read (sessConn.Read) reserves nothing while it waits; it
+//     commits what arrived and drops what no longer fits (see Read).
+//
+// A transfer that finds less room than it asks for while system-call
+// reservations are outstanding waits for them to settle (they may give
+// bytes back) rather than end its connection early. Bytes reserved by a
+// blocked write count as spent until it returns.
+
+// meter is a budget's state, guarded by Proxy.meterMu: for the proxy
+// (MaxBytesTotal) and for each session (MaxBytesPerConn).
+type meter struct {
+	spent   int64 // bytes moved
+	pending int64 // bytes reserved and not yet settled
+	short   int64 // the part of pending held across one non-blocking call
 }
 
-func (s *session) account(counter interface{ Add(int64) int64 }, n int) {
-	counter.Add(int64(n))
-	s.p.total.Add(int64(n))
+func (s *session) limited() bool {
+	return s.p.limits.MaxBytesPerConn > 0 || s.p.limits.MaxBytesTotal > 0
+}
+
+// roomLocked is how many of n bytes the limits leave unreserved, waiting
+// while fewer are left and short reservations may still give some back.
+func (s *session) roomLocked(n int) int {
+	p, l := s.p, s.p.limits
+	for {
+		left := int64(n)
+		if l.MaxBytesPerConn > 0 {
+			left = min(left, l.MaxBytesPerConn-s.meter.spent-s.meter.pending)
+		}
+		if l.MaxBytesTotal > 0 {
+			left = min(left, l.MaxBytesTotal-p.meter.spent-p.meter.pending)
+		}
+		left = max(left, 0)
+		if left == int64(n) || s.meter.short == 0 && (l.MaxBytesTotal <= 0 || p.meter.short == 0) {
+			return int(left)
+		}
+		p.meterWaiters++
+		p.meterCond.Wait()
+		p.meterWaiters--
+	}
+}
+
+// room reports how many of n bytes the limits allow now, reserving none.
+func (s *session) room(n int) int {
+	if !s.limited() {
+		return n
+	}
+	s.p.meterMu.Lock()
+	defer s.p.meterMu.Unlock()
+	return s.roomLocked(n)
+}
+
+// reserve takes up to n bytes of the budget for a transfer about to
+// start; short: it settles right after one non-blocking system call. The
+// caller must settle the grant, and must not reserve again before it did.
+func (s *session) reserve(n int, short bool) int {
+	if !s.limited() {
+		return n
+	}
+	p := s.p
+	p.meterMu.Lock()
+	defer p.meterMu.Unlock()
+	g := int64(s.roomLocked(n))
+	s.meter.pending += g
+	p.meter.pending += g
+	if short {
+		s.meter.short += g
+		p.meter.short += g
+	}
+	return int(g)
+}
+
+// settle ends a reservation of grant bytes of which moved were
+// transferred: those are counted in counter (BytesUp or BytesDown) and the
+// proxy's total, the rest go back to the budget.
+func (s *session) settle(grant, moved int, short bool, counter *atomic.Int64) {
+	if moved > 0 {
+		counter.Add(int64(moved))
+		s.p.total.Add(int64(moved))
+	}
+	if !s.limited() {
+		return
+	}
+	p := s.p
+	p.meterMu.Lock()
+	defer p.meterMu.Unlock()
+	g, m := int64(grant), int64(moved)
+	s.meter.pending -= g
+	p.meter.pending -= g
+	s.meter.spent += m
+	p.meter.spent += m
+	if short {
+		s.meter.short -= g
+		p.meter.short -= g
+	}
+	if p.meterWaiters > 0 {
+		p.meterCond.Broadcast()
+	}
+}
+
+// commit counts up to n bytes already transferred, as far as the limits
+// allow, and returns how many it counted.
+func (s *session) commit(n int, counter *atomic.Int64) int {
+	g := s.reserve(n, false)
+	s.settle(g, g, false, counter)
+	return g
 }
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

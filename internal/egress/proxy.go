@@ -28,7 +28,12 @@ const (
 
 // Limits bound one proxy, that is one sandbox. Zero fields take the
 // defaults above; negative fields mean no limit. The byte limits count
-// both directions; zero or negative means none.
+// both directions; zero or negative means none. They are exact: a
+// connection's BytesUp+BytesDown never exceed MaxBytesPerConn, nor their
+// sum over all the proxy's connections MaxBytesTotal, however its
+// directions and connections race for the last bytes (a connection that
+// reaches a limit ends with ErrByteLimit; bytes it had already taken from
+// the upstream beyond the limit are dropped, not delivered).
 type Limits struct {
 	MaxConns        int   // concurrent connections; zero: DefaultMaxConns
 	MaxBytesPerConn int64 // bytes up+down per connection
@@ -136,8 +141,14 @@ type Proxy struct {
 	icpt   *interceptor // nil without Options.Injector
 
 	active atomic.Int64 // open client connections
-	total  atomic.Int64 // bytes moved, for MaxBytesTotal
-	wg     sync.WaitGroup
+	total  atomic.Int64 // bytes moved, as reported
+
+	// The byte budget (meter.go), used only when a byte limit is set.
+	meterMu      sync.Mutex
+	meterCond    sync.Cond // on meterMu: a reservation was settled
+	meterWaiters int       // guarded by meterMu
+	meter        meter     // guarded by meterMu
+	wg           sync.WaitGroup
 
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
@@ -170,6 +181,7 @@ func New(opts Options) (*Proxy, error) {
 		sessions:  map[*session]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 	}
+	p.meterCond.L = &p.meterMu
 	if opts.Injector != nil {
 		if opts.CA == nil {
 			return nil, errors.New("creating egress proxy: an Injector needs a CA")

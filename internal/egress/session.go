@@ -33,6 +33,9 @@ type session struct {
 	last atomic.Int64
 	up   atomic.Int64
 	down atomic.Int64
+	// meter is this connection's share of the byte budget, guarded by
+	// p.meterMu.
+	meter meter
 
 	mu       sync.Mutex
 	closed   bool     // guarded by mu

@@ -15,9 +15,10 @@ import (
 
 // A tunnel between two stream sockets moves its bytes with splice(2)
 // through a pipe, so they never cross into this process: the relay costs
-// syscalls, not copies. Byte limits, accounting, idle and duration
-// deadlines are applied per chunk exactly as sessConn applies them per
-// Read and Write.
+// syscalls, not copies. Idle and duration deadlines apply per chunk as
+// sessConn applies them per Read and Write; the byte limits per splice(2)
+// call, each reserving its grant of the budget just before and settling
+// it just after (meter.go).
 
 // pipeSize is the capacity asked of each pipe: a chunk of a bulk
 // transfer. More than the 64 KiB default halves the syscalls per MiB; the
@@ -158,24 +159,34 @@ func (s *session) spliceChunks(d *spliceDir, p *pipe) (eof bool, err error) {
 	empty := true
 	defer func() { putPipe(p, empty) }()
 	for d.left != 0 {
-		grant := p.cap
+		want := p.cap
 		if d.left > 0 {
-			grant = int(min(int64(grant), d.left))
-		}
-		if d.fromUp {
-			if grant = s.budget(grant); grant == 0 {
-				return false, ErrByteLimit
-			}
+			want = int(min(int64(want), d.left))
 		}
 		var n int
 		var serr error
+		spent := false
 		if err := d.srcRC.Read(func(fd uintptr) bool {
+			// From the upstream the grant is reserved for this one
+			// non-blocking splice only (meter.go).
+			grant := want
+			if d.fromUp {
+				if grant = s.reserve(want, true); grant == 0 {
+					spent = true
+					return true
+				}
+			}
 			n, serr = splice(int(fd), p.w, grant)
+			if d.fromUp {
+				s.settle(grant, n, true, &s.down)
+			}
 			return true
 		}); err != nil {
 			return false, err
 		}
 		switch {
+		case spent:
+			return false, ErrByteLimit
 		case serr == unix.EAGAIN:
 			return false, nil // drained for now: wait without the pipe
 		case serr != nil:
@@ -185,9 +196,6 @@ func (s *session) spliceChunks(d *spliceDir, p *pipe) (eof bool, err error) {
 		}
 		empty = false
 		s.touch()
-		if d.fromUp {
-			s.account(&s.down, n)
-		}
 		if err := s.spliceOut(d, p, n); err != nil {
 			return false, err
 		}
@@ -202,21 +210,28 @@ func (s *session) spliceChunks(d *spliceDir, p *pipe) (eof bool, err error) {
 // spliceOut writes the n bytes in p to dst, within the byte limits when
 // dst is the upstream; the bytes beyond them stay unsent.
 func (s *session) spliceOut(d *spliceDir, p *pipe, n int) error {
-	grant := n
-	var endErr error
-	if !d.fromUp {
-		if grant = s.budget(n); grant < n {
-			endErr = ErrByteLimit
-		}
-	}
-	for written := 0; written < grant; {
+	toUp := !d.fromUp
+	for written := 0; written < n; {
 		if err := s.arm(d.dst.SetWriteDeadline); err != nil {
 			return err
 		}
 		var m int
 		var serr error
+		spent := false
 		err := d.dstRC.Write(func(fd uintptr) bool {
-			m, serr = splice(p.r, int(fd), grant-written)
+			// To the upstream the grant is reserved for this one
+			// non-blocking splice only, not while waiting to write.
+			grant := n - written
+			if toUp {
+				if grant = s.reserve(grant, true); grant == 0 {
+					spent = true
+					return true
+				}
+			}
+			m, serr = splice(p.r, int(fd), grant)
+			if toUp {
+				s.settle(grant, m, true, &s.up)
+			}
 			return serr != unix.EAGAIN
 		})
 		if err == nil {
@@ -226,9 +241,9 @@ func (s *session) spliceOut(d *spliceDir, p *pipe, n int) error {
 			written += m
 			d.moved += int64(m)
 			s.touch()
-			if !d.fromUp {
-				s.account(&s.up, m)
-			}
+		}
+		if spent {
+			return ErrByteLimit
 		}
 		if err != nil {
 			if isTimeout(err) {
@@ -239,7 +254,7 @@ func (s *session) spliceOut(d *spliceDir, p *pipe, n int) error {
 			return err
 		}
 	}
-	return endErr
+	return nil
 }
 
 // waitReadable blocks until src has bytes or its end to read, under the
