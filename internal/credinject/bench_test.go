@@ -82,7 +82,7 @@ func BenchmarkDownload(b *testing.B) {
 					b.Fatalf("got %d bytes, %v", n, err)
 				}
 				up, _ := suites.Load(u.hostPort())
-				if name == "connect" {
+				if name == "connect" || suite == 0 {
 					suite = resp.TLS.CipherSuite
 				}
 				if resp.TLS.CipherSuite != suite || up != suite {

@@ -75,6 +75,7 @@ type interception struct {
 	closed chan struct{}
 	once   sync.Once
 	tr     *http.Transport
+	cc     *clientConn
 	wg     sync.WaitGroup // handlers running
 
 	h1mu sync.Mutex
@@ -164,6 +165,7 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 	defer ic.tr.CloseIdleConnections()
 	defer ic.closeH1()
 	cc := &clientConn{Conn: s.client, s: s, pre: buffered}
+	ic.cc = cc
 	tc := tls.Server(cc, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
 		NextProtos:   []string{"h2", "http/1.1"},
@@ -343,7 +345,11 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	http.NewResponseController(w).Flush() // the head now, whatever the body does
-	if err := copyFlush(w, resp.Body); err != nil {
+	var cc *clientConn
+	if r.ProtoMajor == 1 {
+		cc = ic.cc
+	}
+	if err := copyFlush(w, resp.Body, cc); err != nil {
 		ic.setReason("relaying response: " + err.Error())
 		panic(http.ErrAbortHandler) // the client must not take a cut body for a whole one
 	}
@@ -409,9 +415,15 @@ var bigPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b 
 // copyFlush copies a response body, flushing whenever it has no more
 // bytes at hand, so streamed responses (server-sent events) are not held
 // back. Reading (upstream TLS, the Injector's filter) runs in a goroutine
-// of its own, so that it and writing (client TLS) use two cores.
-func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
+// of its own, so that it and writing (client TLS) use two cores. cc, if
+// not nil, is the HTTP/1.1 connection w writes to: it is corked while the
+// body is copied and flushed with w.
+func copyFlush(w http.ResponseWriter, body io.ReadCloser, cc *clientConn) error {
 	rc := http.NewResponseController(w)
+	if cc != nil {
+		cc.cork()
+		defer cc.uncork()
+	}
 	type chunk struct {
 		b *[]byte
 		n int
@@ -441,7 +453,9 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 	for c := range ch {
 		if werr == nil {
 			if _, werr = w.Write((*c.b)[:c.n]); werr == nil && len(ch) == 0 {
-				werr = rc.Flush()
+				if werr = rc.Flush(); werr == nil && cc != nil {
+					werr = cc.flush()
+				}
 			}
 			if werr != nil {
 				body.Close() // unblocks the reader; the rest is drained below
@@ -459,10 +473,21 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 // buffered after the CONNECT head first, then the connection. It leaves
 // deadlines to the http.Server (which uses them to abort reads), unlike
 // sessConn.
+//
+// While corked, writes (TLS records) gather in a buffer that goes out in
+// one system call when it is full or flushed: a response body relayed in
+// large pieces costs one write per buffer instead of one per 16 KiB
+// record. Only an HTTP/1.1 handler corks it, around writes it flushes
+// itself; HTTP/2 frames are written by the server's own goroutine.
 type clientConn struct {
 	net.Conn
 	s   *session
 	pre []byte
+
+	wmu    sync.Mutex
+	corked bool    // guarded by wmu
+	wbuf   *[]byte // guarded by wmu: from corkPool while corked
+	werr   error   // guarded by wmu: a failed flush fails every later write
 }
 
 func (c *clientConn) Read(b []byte) (int, error) {
@@ -479,11 +504,80 @@ func (c *clientConn) Read(b []byte) (int, error) {
 }
 
 func (c *clientConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.corked {
+		buf := *c.wbuf
+		if len(buf)+len(b) > cap(buf) {
+			if err := c.flushLocked(); err != nil {
+				return 0, err
+			}
+			buf = *c.wbuf
+		}
+		if len(buf)+len(b) <= cap(buf) {
+			*c.wbuf = append(buf, b...)
+			return len(b), nil
+		}
+	}
+	return c.write(b)
+}
+
+func (c *clientConn) write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if n > 0 {
 		c.s.touch()
 	}
 	return n, err
+}
+
+// corkPool holds cork buffers: 16 full TLS records and change.
+var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, 16*(16<<10+64)+4<<10); return &b }}
+
+// cork starts gathering writes.
+func (c *clientConn) cork() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.corked {
+		c.corked, c.wbuf = true, corkPool.Get().(*[]byte)
+	}
+}
+
+// flush writes out what was gathered.
+func (c *clientConn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.flushLocked()
+}
+
+func (c *clientConn) flushLocked() error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if !c.corked || len(*c.wbuf) == 0 {
+		return nil
+	}
+	_, err := c.write(*c.wbuf)
+	*c.wbuf = (*c.wbuf)[:0]
+	if err != nil {
+		c.werr = err
+	}
+	return err
+}
+
+// uncork flushes and stops gathering writes.
+func (c *clientConn) uncork() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	err := c.flushLocked()
+	if c.corked {
+		*c.wbuf = (*c.wbuf)[:0]
+		corkPool.Put(c.wbuf)
+		c.corked, c.wbuf = false, nil
+	}
+	return err
 }
 
 // chanListener is a net.Listener fed by push.
