@@ -173,3 +173,42 @@ func FuzzRedactBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHitRaw checks the prefilter on a text with line breaks (hitRaw)
+// against the prefilter on the same text with the breaks removed (hit):
+// the in-place path must find a form however breaks cut it. The text is
+// built from pieces, with breaks put in at positions the fuzzer picks.
+func FuzzHitRaw(f *testing.F) {
+	secrets := []redact.Secret{{Name: "A", Value: []byte("ghp_Secret0123456789abcdEFGH")}}
+	red, err := redact.New(secrets)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pf := newQgramFilter(red.Needles())
+	b64 := base64.StdEncoding.EncodeToString(secrets[0].Value)
+	pieces := [][]byte{secrets[0].Value, []byte(hex.EncodeToString(secrets[0].Value)), []byte(b64),
+		secrets[0].Value[:9], secrets[0].Value[9:], []byte("lorem ipsum "), []byte("g"), []byte("ghp_")}
+	f.Add([]byte{5, 0, 5}, []byte{3, 20})
+	f.Add([]byte{5, 3, 4, 5}, []byte{1, 1, 1, 200})
+	f.Add([]byte{7, 2, 5, 1}, []byte{0, 7, 7, 255})
+	f.Add([]byte{6, 6, 0}, []byte{12, 2, 2, 2, 2, 2, 2, 2})
+	f.Fuzz(func(t *testing.T, recipe, breaks []byte) {
+		var text []byte
+		for _, r := range recipe {
+			text = append(text, pieces[int(r)%len(pieces)]...)
+		}
+		// breaks: pairs of (gap, kind): LF, CR LF or CR after gap bytes.
+		var w []byte
+		for i := 0; i+1 < len(breaks) && len(text) > 0; i += 2 {
+			n := min(int(breaks[i]), len(text))
+			w = append(w, text[:n]...)
+			text = text[n:]
+			w = append(w, [][]byte{[]byte("\n"), []byte("\r\n"), []byte("\r")}[int(breaks[i+1])%3]...)
+		}
+		w = append(w, text...)
+		st := appendWithout(nil, appendWithout(nil, w, '\n'), '\r')
+		if got, want := pf.hitRaw(w), pf.hit(st); got != want {
+			t.Fatalf("hitRaw(%q) = %v, hit of it without breaks = %v", w, got, want)
+		}
+	})
+}
