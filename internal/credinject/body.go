@@ -425,9 +425,16 @@ func (f *qgramFilter) hitRaw(w []byte) bool {
 		return true
 	}
 	for q := 0; q < len(w); q += f.step {
-		g, at, ok := gramFrom(w, q)
-		if !ok {
-			return false // fewer than four bytes left, here and after
+		var g uint32
+		at := q
+		if q+gramLen <= len(w) {
+			g = gramOf(w[q:])
+		}
+		if q+gramLen > len(w) || hasBreak(g) {
+			var ok bool
+			if g, at, ok = gramFrom(w, q); !ok {
+				return false // fewer than four bytes left, here and after
+			}
 		}
 		h := gramHash(g)
 		if f.bits[h/64]&(1<<(h%64)) == 0 {
@@ -442,12 +449,17 @@ func (f *qgramFilter) hitRaw(w []byte) bool {
 	return false
 }
 
+// hasBreak reports whether a gram holds a line break: a byte of g^LF or
+// g^CR is zero.
+func hasBreak(g uint32) bool {
+	const ones, highs = 0x01010101, 0x80808080
+	lf, cr := g^0x0a0a0a0a, g^0x0d0d0d0d
+	return (lf-ones)&^lf&highs != 0 || (cr-ones)&^cr&highs != 0
+}
+
 // gramFrom returns the gram of the first four bytes other than line
 // breaks in w[q:] and the index of the first of them.
 func gramFrom(w []byte, q int) (g uint32, at int, ok bool) {
-	if q+gramLen <= len(w) && !isBreak(w[q]) && !isBreak(w[q+1]) && !isBreak(w[q+2]) && !isBreak(w[q+3]) {
-		return gramOf(w[q:]), q, true
-	}
 	var buf [gramLen]byte
 	n := 0
 	for j := q; j < len(w) && n < gramLen; j++ {
