@@ -22,6 +22,9 @@ import (
 // Every sub-benchmark after connect reports its speed against connect's
 // in the same run: x-connect (wall time) and cpu-x-connect (CPU time of
 // the whole process: client, proxy and server, which share the cores).
+// The client speaks HTTP/1.1 (and the proxy the same upstream), as most
+// bulk downloaders do; connect-h2 and intercept-h2 are the same with an
+// HTTP/2 client, intercept-h2 measured against connect-h2.
 // "crypto" is the least the intercepting path must add to connect: the
 // proxy opens and seals every record once more, here with nothing else
 // (AES-GCM with the key size of the suite the legs negotiated, 16 KiB
@@ -53,18 +56,18 @@ func BenchmarkDownload(b *testing.B) {
 	// the scan costs.
 	noscan := startRigInjector(b, pool(cred), []egress.Rule{{Host: "127.0.0.1", Ports: []int{cred.port}}}, noFilter{r.set})
 	var (
-		suite          uint16 // the connect leg's: every leg must match it
-		connWall, conn float64
-		connCPU        float64
+		suite uint16 // the connect leg's: every leg must match it
+		// connect's wall and CPU time per op, by client protocol
+		connWall, connCPU = map[bool]float64{}, map[bool]float64{}
 	)
-	ratios := func(b *testing.B, wall, cpu float64) {
-		if conn == 0 {
+	ratios := func(b *testing.B, h2 bool, wall, cpu float64) {
+		if connWall[h2] == 0 {
 			return
 		}
-		b.ReportMetric(connWall/wall, "x-connect")
-		b.ReportMetric(connCPU/cpu, "cpu-x-connect")
+		b.ReportMetric(connWall[h2]/wall, "x-connect")
+		b.ReportMetric(connCPU[h2]/cpu, "cpu-x-connect")
 	}
-	download := func(name string, u *upstream, c *http.Client) {
+	download := func(name string, u *upstream, c *http.Client, h2 bool) {
 		c.Timeout = 0
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(size)
@@ -82,8 +85,11 @@ func BenchmarkDownload(b *testing.B) {
 					b.Fatalf("got %d bytes, %v", n, err)
 				}
 				up, _ := suites.Load(u.hostPort())
-				if name == "connect" || suite == 0 {
+				if strings.HasPrefix(name, "connect") || suite == 0 {
 					suite = resp.TLS.CipherSuite
+				}
+				if resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+					b.Fatalf("client spoke HTTP/%d", resp.ProtoMajor)
 				}
 				if resp.TLS.CipherSuite != suite || up != suite {
 					b.Fatalf("cipher suites: client leg %s, server leg %s, connect %s: the comparison is not fair",
@@ -92,14 +98,14 @@ func BenchmarkDownload(b *testing.B) {
 			}
 			wall, cpu := float64(b.Elapsed())/float64(b.N), float64(cpuTime()-cpu0)/float64(b.N)
 			b.ReportMetric(cpu, "cpu-ns/op")
-			if name == "connect" {
-				connWall, connCPU, conn = wall, cpu, 1
+			if strings.HasPrefix(name, "connect") {
+				connWall[h2], connCPU[h2] = wall, cpu
 				return
 			}
-			ratios(b, wall, cpu)
+			ratios(b, h2, wall, cpu)
 		})
 	}
-	download("connect", plain, r.client(b, pool(plain), false))
+	download("connect", plain, r.client(b, pool(plain), false), false)
 	for _, workers := range []int{1, 2} {
 		name := "crypto"
 		if workers > 1 {
@@ -114,15 +120,17 @@ func BenchmarkDownload(b *testing.B) {
 			}
 			wall, cpu := float64(b.Elapsed())/float64(b.N), float64(cpuTime()-cpu0)/float64(b.N)
 			b.ReportMetric(cpu, "cpu-ns/op")
-			ratios(b, wall, cpu)
-			if conn != 0 {
-				b.ReportMetric(connWall/(connWall+wall), "bound")
-				b.ReportMetric(connCPU/(connCPU+cpu), "cpu-bound")
+			ratios(b, false, wall, cpu)
+			if cw := connWall[false]; cw != 0 {
+				b.ReportMetric(cw/(cw+wall), "bound")
+				b.ReportMetric(connCPU[false]/(connCPU[false]+cpu), "cpu-bound")
 			}
 		})
 	}
-	download("intercept", cred, r.client(b, nil, false))
-	download("intercept-noscan", cred, noscan.client(b, nil, false))
+	download("intercept", cred, r.client(b, nil, false), false)
+	download("intercept-noscan", cred, noscan.client(b, nil, false), false)
+	download("connect-h2", plain, r.client(b, pool(plain), true), true)
+	download("intercept-h2", cred, r.client(b, nil, true), true)
 }
 
 // newResealer returns a function that does the proxy's added TLS work for
