@@ -431,35 +431,68 @@ func sameAuthority(reqHost, host string, port int) bool {
 // fewer TLS records, chunk headers and system calls per byte.
 var bigPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
+const (
+	// relayBufs is how many bigPool buffers one response may hold.
+	relayBufs = 4
+	// minRelayRead is the least room a read is given: the Injector's
+	// filter passes clean bytes on in place only into 64 KiB or more.
+	minRelayRead = 64 << 10
+)
+
 // copyFlush copies a response body, flushing whenever it has no more
 // bytes at hand, so streamed responses (server-sent events) are not held
 // back. Reading (upstream TLS, the Injector's filter) runs in a goroutine
-// of its own, so that it and writing (client TLS) use two cores. cc, if
-// not nil, is the HTTP/1.1 connection w writes to: it is corked while the
-// body is copied and flushed with w.
+// of its own, so that it and writing (client TLS) use two cores. The
+// reader fills each buffer with successive reads (a TLS record's worth
+// each, often) and the writer writes what has piled up in one piece:
+// while it writes, the reader reads on, so the pieces grow with the
+// backlog, and a chunk header and TLS record go with each piece, not each
+// read. cc, if not nil, is the HTTP/1.1 connection w writes to: it is
+// corked while the body is copied and flushed with w.
 func copyFlush(w http.ResponseWriter, body io.ReadCloser, cc *clientConn) error {
 	rc := http.NewResponseController(w)
 	if cc != nil {
 		cc.cork()
 		defer cc.uncork()
 	}
-	type chunk struct {
-		b *[]byte
-		n int
+	// A piece is bytes read into buf at off, or, with release, the end of
+	// the reader's use of buf: once written, buf goes back to free.
+	type piece struct {
+		buf     *[]byte
+		off, n  int
+		release bool
 	}
-	ch := make(chan chunk, 4)
+	ch := make(chan piece, 64)
+	free := make(chan *[]byte, relayBufs)
 	rerrc := make(chan error, 1)
 	go func() {
 		defer close(ch)
+		held := 0
+		next := func() *[]byte {
+			select {
+			case b := <-free:
+				return b
+			default:
+			}
+			if held < relayBufs {
+				held++
+				return bigPool.Get().(*[]byte)
+			}
+			return <-free // the writer returns every released buffer
+		}
+		buf, off := next(), 0
 		for {
-			bp := bigPool.Get().(*[]byte)
-			n, err := body.Read(*bp)
+			if len(*buf)-off < minRelayRead {
+				ch <- piece{buf: buf, release: true}
+				buf, off = next(), 0
+			}
+			n, err := body.Read((*buf)[off:])
 			if n > 0 {
-				ch <- chunk{bp, n}
-			} else {
-				bigPool.Put(bp)
+				ch <- piece{buf: buf, off: off, n: n}
+				off += n
 			}
 			if err != nil {
+				ch <- piece{buf: buf, release: true}
 				if err == io.EOF {
 					err = nil
 				}
@@ -468,19 +501,47 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser, cc *clientConn) error 
 			}
 		}
 	}()
-	var werr error
-	for c := range ch {
-		if werr == nil {
-			if _, werr = w.Write((*c.b)[:c.n]); werr == nil && len(ch) == 0 {
+	var (
+		werr      error
+		pend      *[]byte // pend[from:to] is read and not yet written
+		from, to  int
+		unflushed bool
+	)
+	write := func() {
+		if pend != nil && werr == nil {
+			if _, werr = w.Write((*pend)[from:to]); werr != nil {
+				body.Close() // unblocks the reader; the rest is drained below
+			}
+			unflushed = true
+		}
+		pend = nil
+	}
+	for p := range ch {
+		switch {
+		case p.release:
+			write() // pend may lie in p.buf
+			free <- p.buf
+		case pend == p.buf && to == p.off:
+			to += p.n // contiguous: one write
+		default:
+			write()
+			pend, from, to = p.buf, p.off, p.off+p.n
+		}
+		if len(ch) == 0 {
+			write()
+			if unflushed && werr == nil {
 				if werr = rc.Flush(); werr == nil && cc != nil {
 					werr = cc.flush()
 				}
+				if werr != nil {
+					body.Close()
+				}
 			}
-			if werr != nil {
-				body.Close() // unblocks the reader; the rest is drained below
-			}
+			unflushed = false
 		}
-		bigPool.Put(c.b)
+	}
+	for len(free) > 0 {
+		bigPool.Put(<-free)
 	}
 	if rerr := <-rerrc; werr == nil {
 		return rerr
