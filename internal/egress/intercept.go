@@ -76,8 +76,8 @@ type interception struct {
 	once   sync.Once
 	tr     *http.Transport // HTTP/2 clients: h2 upstream where it offers it
 	tr1    *http.Transport // HTTP/1.1 clients: HTTP/1.1 upstream
-	cc     *clientConn
-	wg     sync.WaitGroup // handlers running
+	cc     *clientConn     // the client side, which HTTP/1.1 relays cork
+	wg     sync.WaitGroup  // handlers running
 
 	h1mu sync.Mutex
 	h1   *http.Transport // guarded by h1mu: HTTP/1.1 only, for upgrades
