@@ -205,18 +205,34 @@ func (b *redactBody) Read(p []byte) (int, error) {
 // cleanHead takes a window read into the caller's buffer with nothing
 // held back, as process would: with no form in it, it keeps the bytes that
 // may begin one in tail and returns the length of the head to pass on in
-// place; else it hands the window to process and returns 0.
+// place; else it hands the window to process and returns 0. The window is
+// checked as it is, breaks and all (hitRaw): a clean window is never
+// copied.
 func (b *redactBody) cleanHead(win []byte) int {
-	st := b.stripped(win)
-	if b.pf.hit(st) {
+	if b.pf.hitRaw(win) {
 		b.process(win)
 		return 0
 	}
-	cut := len(st) - b.pf.partial(st)
-	head := rawIndex(win, cut, len(st))
+	// Only a suffix shorter than the longest form can begin one.
+	end := b.stripped(win[rawSuffix(win, b.pf.maxLen-1):])
+	head := rawIndex(win, len(end)-b.pf.partial(end), len(end))
 	b.tail = append(b.tail[:0], win[head:]...)
 	return head
 }
+
+// rawSuffix returns the index in w where its last n bytes other than line
+// breaks begin (0 if it has fewer).
+func rawSuffix(w []byte, n int) int {
+	i := len(w)
+	for ; i > 0 && n > 0; i-- {
+		if !isBreak(w[i-1]) {
+			n--
+		}
+	}
+	return i
+}
+
+func isBreak(c byte) bool { return c == '\n' || c == '\r' }
 
 func (b *redactBody) process(c []byte) {
 	win := append(b.tail, c...)
@@ -397,4 +413,92 @@ func (f *qgramFilter) hit(s []byte) bool {
 		}
 	}
 	return false
+}
+
+// hitRaw is hit of w with its line breaks removed, without removing them.
+// It samples every step-th position of w and takes the gram of the four
+// bytes other than breaks from there: removing breaks only brings samples
+// closer together, so every occurrence still covers one. A gram of a
+// needle is checked by comparing the needle around it, skipping breaks.
+func (f *qgramFilter) hitRaw(w []byte) bool {
+	if f.step == 0 {
+		return true
+	}
+	for q := 0; q < len(w); q += f.step {
+		var g uint32
+		at := q
+		if q+gramLen <= len(w) {
+			g = gramOf(w[q:])
+		}
+		if q+gramLen > len(w) || hasBreak(g) {
+			var ok bool
+			if g, at, ok = gramFrom(w, q); !ok {
+				return false // fewer than four bytes left, here and after
+			}
+		}
+		h := gramHash(g)
+		if f.bits[h/64]&(1<<(h%64)) == 0 {
+			continue
+		}
+		for _, a := range f.at[g] {
+			if matchAround(w, at, f.needles[a.needle], a.off) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasBreak reports whether a gram holds a line break: a byte of g^LF or
+// g^CR is zero.
+func hasBreak(g uint32) bool {
+	const ones, highs = 0x01010101, 0x80808080
+	lf, cr := g^0x0a0a0a0a, g^0x0d0d0d0d
+	return (lf-ones)&^lf&highs != 0 || (cr-ones)&^cr&highs != 0
+}
+
+// gramFrom returns the gram of the first four bytes other than line
+// breaks in w[q:] and the index of the first of them.
+func gramFrom(w []byte, q int) (g uint32, at int, ok bool) {
+	var buf [gramLen]byte
+	n := 0
+	for j := q; j < len(w) && n < gramLen; j++ {
+		if !isBreak(w[j]) {
+			if n == 0 {
+				at = j
+			}
+			buf[n] = w[j]
+			n++
+		}
+	}
+	if n < gramLen {
+		return 0, 0, false
+	}
+	return gramOf(buf[:]), at, true
+}
+
+// matchAround reports whether w, line breaks skipped, holds needle n with
+// its byte off at index at (not a break).
+func matchAround(w []byte, at int, n []byte, off int) bool {
+	j := at
+	for k := off; k < len(n); k++ {
+		for j < len(w) && isBreak(w[j]) {
+			j++
+		}
+		if j == len(w) || w[j] != n[k] {
+			return false
+		}
+		j++
+	}
+	j = at - 1
+	for k := off - 1; k >= 0; k-- {
+		for j >= 0 && isBreak(w[j]) {
+			j--
+		}
+		if j < 0 || w[j] != n[k] {
+			return false
+		}
+		j--
+	}
+	return true
 }

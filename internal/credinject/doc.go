@@ -79,7 +79,12 @@
 // The server's messages have every value redacted: a message of up to 1
 // MiB in one frame stays one frame, longer or fragmented ones are
 // re-fragmented as they stream (RFC 6455 5.4 allows it without
-// extensions); control frames are redacted whole.
+// extensions); control frames are redacted whole. The data messages are
+// scanned as one stream, so a value split across messages is caught: no
+// message is held back for the next, so the end of a message that begins
+// a form goes out as it is if it is at most 7 bytes of the form (else it
+// is replaced by the mark), and the form's rest in the next messages is
+// replaced by the mark.
 //
 // # What it cannot do
 //

@@ -173,3 +173,116 @@ func FuzzRedactBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHitRaw checks the prefilter on a text with line breaks (hitRaw)
+// against the prefilter on the same text with the breaks removed (hit):
+// the in-place path must find a form however breaks cut it. The text is
+// built from pieces, with breaks put in at positions the fuzzer picks.
+func FuzzHitRaw(f *testing.F) {
+	secrets := []redact.Secret{{Name: "A", Value: []byte("ghp_Secret0123456789abcdEFGH")}}
+	red, err := redact.New(secrets)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pf := newQgramFilter(red.Needles())
+	b64 := base64.StdEncoding.EncodeToString(secrets[0].Value)
+	pieces := [][]byte{secrets[0].Value, []byte(hex.EncodeToString(secrets[0].Value)), []byte(b64),
+		secrets[0].Value[:9], secrets[0].Value[9:], []byte("lorem ipsum "), []byte("g"), []byte("ghp_")}
+	f.Add([]byte{5, 0, 5}, []byte{3, 20})
+	f.Add([]byte{5, 3, 4, 5}, []byte{1, 1, 1, 200})
+	f.Add([]byte{7, 2, 5, 1}, []byte{0, 7, 7, 255})
+	f.Add([]byte{6, 6, 0}, []byte{12, 2, 2, 2, 2, 2, 2, 2})
+	f.Fuzz(func(t *testing.T, recipe, breaks []byte) {
+		var text []byte
+		for _, r := range recipe {
+			text = append(text, pieces[int(r)%len(pieces)]...)
+		}
+		// breaks: pairs of (gap, kind): LF, CR LF or CR after gap bytes.
+		var w []byte
+		for i := 0; i+1 < len(breaks) && len(text) > 0; i += 2 {
+			n := min(int(breaks[i]), len(text))
+			w = append(w, text[:n]...)
+			text = text[n:]
+			w = append(w, [][]byte{[]byte("\n"), []byte("\r\n"), []byte("\r")}[int(breaks[i+1])%3]...)
+		}
+		w = append(w, text...)
+		st := appendWithout(nil, appendWithout(nil, w, '\n'), '\r')
+		if got, want := pf.hitRaw(w), pf.hit(st); got != want {
+			t.Fatalf("hitRaw(%q) = %v, hit of it without breaks = %v", w, got, want)
+		}
+	})
+}
+
+// FuzzWSRedact splits a stream of forms, text and breaks into messages
+// (and each message into reads) and checks wsRedact: the messages sent,
+// joined and without breaks, hold no form and never end in more than
+// maxSplitLeak bytes of one; and where no boundary falls in a begun form,
+// each message is what redacting it alone gives.
+func FuzzWSRedact(f *testing.F) {
+	secrets := []redact.Secret{{Name: "A", Value: []byte("ghp_Secret0123456789abcdEFGH")}, {Name: "B", Value: []byte("xoxb-another/secret+value==")}}
+	red, err := redact.New(secrets)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pf := newQgramFilter(red.Needles())
+	var pieces [][]byte
+	for _, s := range secrets {
+		b64 := base64.StdEncoding.EncodeToString(s.Value)
+		pieces = append(pieces, s.Value, []byte(hex.EncodeToString(s.Value)), []byte(b64), []byte(b64[:10]+"\n"+b64[10:]), s.Value[:7], s.Value[7:])
+	}
+	pieces = append(pieces, []byte("\n"), []byte("lorem ipsum dolor "), []byte("g"), []byte("x"))
+	f.Add([]byte{0, 12, 1, 0, 3}, []byte{10, 30, 5}, []byte{3})
+	f.Add([]byte{4, 5, 13, 4, 12, 5}, []byte{7, 21, 3, 3}, []byte{1, 2})
+	f.Add([]byte{2, 8, 9, 6, 7}, []byte{25, 2, 40}, []byte{200})
+	f.Fuzz(func(t *testing.T, recipe, cuts, sizes []byte) {
+		var data []byte
+		for _, r := range recipe {
+			data = append(data, pieces[int(r)%len(pieces)]...)
+		}
+		var msgs [][]byte
+		for _, c := range cuts {
+			n := min(int(c), len(data))
+			msgs, data = append(msgs, data[:n]), data[n:]
+		}
+		msgs = append(msgs, data)
+		w := &wsRedact{rb: &redactBody{red: red, pf: pf}}
+		var outs [][]byte
+		clean := true // no boundary inside a begun form
+		var sent []byte
+		for _, m := range msgs {
+			for rest, i := m, 0; len(rest) > 0; i++ {
+				n := len(rest)
+				if len(sizes) > 0 {
+					n = min(n, int(sizes[i%len(sizes)])+1)
+				}
+				w.feed(rest[:n])
+				rest = rest[n:]
+			}
+			w.end()
+			outs = append(outs, bytes.Clone(w.rb.out.Bytes()))
+			w.rb.out.Reset()
+			// What went out ends in at most maxSplitLeak bytes of a form.
+			if k := pf.partial(appendWithout(nil, appendWithout(nil, bytes.Join(outs, nil), '\n'), '\r')); k > maxSplitLeak {
+				t.Fatalf("the messages sent end in %d bytes of a form: %q", k, outs)
+			}
+			sent = append(sent, m...)
+			st := appendWithout(nil, appendWithout(nil, sent, '\n'), '\r')
+			if pf.partial(st) > 0 {
+				clean = false
+			}
+		}
+		joined := appendWithout(nil, appendWithout(nil, bytes.Join(outs, nil), '\n'), '\r')
+		for _, n := range red.Needles() {
+			if bytes.Contains(joined, n) {
+				t.Fatalf("form %q reached the client: %q", n, outs)
+			}
+		}
+		if clean {
+			for i, m := range msgs {
+				if want := red.Bytes(m); !bytes.Equal(outs[i], want) {
+					t.Fatalf("message %d: %q, redacted alone %q", i, outs[i], want)
+				}
+			}
+		}
+	})
+}

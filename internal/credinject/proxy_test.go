@@ -103,8 +103,8 @@ func TestInjectHeaderHTTP1AndHTTP2(t *testing.T) {
 	if len(got) != 2 || got[0].Header.Get("Authorization") != "Bearer "+realA {
 		t.Fatalf("upstream saw %+v", got)
 	}
-	if got[1].Proto != 2 {
-		t.Errorf("upstream proto for an h2 client = %d, want 2 (the proxy speaks h2 upstream)", got[1].Proto)
+	if got[0].Proto != 1 || got[1].Proto != 2 {
+		t.Errorf("upstream protos for an h1 and an h2 client = %d, %d, want 1, 2 (the proxy speaks the client's protocol upstream)", got[0].Proto, got[1].Proto)
 	}
 	inj := w.r.log.find("inject")
 	if len(inj) != 2 || inj[0].Credential != "GH" || inj[0].Where != "header Authorization" || inj[0].Host != "127.0.0.1" || inj[0].Port != w.a.port || inj[0].SandboxID != "sb1" {

@@ -373,10 +373,13 @@ func (c *wsConn) partial(win []byte) int {
 // serverLoop relays the server's frames to the client with every value
 // redacted: a message's payload streams through the redactor (a value cut
 // across its fragments is caught) and leaves as fragments of what is
-// ready; control frames are redacted whole.
+// ready; control frames are redacted whole. The data messages are scanned
+// as one stream (wsRedact), so a value split across messages is caught
+// too.
 func (c *wsConn) serverLoop(src *bufio.Reader) error {
 	buf := make([]byte, 32<<10)
-	rb := &redactBody{red: c.s.red, pf: c.s.pf}
+	wr := &wsRedact{rb: &redactBody{red: c.s.red, pf: c.s.pf}}
+	rb := wr.rb
 	var inMsg, started bool
 	var msgOp byte
 	emit := func(final bool) error {
@@ -425,7 +428,10 @@ func (c *wsConn) serverLoop(src *bufio.Reader) error {
 			if _, err := io.ReadFull(src, p); err != nil {
 				return noEOF(err)
 			}
-			if _, err := c.outUp.Write(frame(true, h.op, c.s.red.Bytes(p))); err != nil {
+			wr.feed(p)
+			wr.end()
+			msgOp, started = h.op, false
+			if err := emit(true); err != nil {
 				return err
 			}
 			continue
@@ -435,7 +441,7 @@ func (c *wsConn) serverLoop(src *bufio.Reader) error {
 		for rem := h.length; rem > 0; {
 			n, err := src.Read(buf[:min(rem, uint64(len(buf)))])
 			if n > 0 {
-				rb.process(buf[:n])
+				wr.feed(buf[:n])
 				rem -= uint64(n)
 				// One fragment out per fragment in, or per 64 KiB of a
 				// long one.
@@ -449,12 +455,106 @@ func (c *wsConn) serverLoop(src *bufio.Reader) error {
 			}
 		}
 		if h.fin {
-			rb.out.Write(rb.red.Bytes(rb.tail)) // the end: a begun form is none
-			rb.tail = nil
+			wr.end()
 			if err := emit(true); err != nil {
 				return err
 			}
 			inMsg = false
 		}
 	}
+}
+
+// maxSplitLeak is the most bytes (other than line breaks) of a form that
+// may pass at the end of a message: a message ending in a longer
+// beginning of a form has it replaced by the mark. Anything shorter than
+// a value (MinValueLen) could be chance; it is sent as it is, and the
+// rest of the form, in the next messages, is replaced.
+const maxSplitLeak = 7
+
+// wsRedact redacts the server's data messages of one connection as one
+// stream without holding a message back: at the end of a message, the
+// bytes that may begin a form are sent (or replaced, past maxSplitLeak)
+// but kept as context, and a form they begin that the next message ends
+// has its rest in that message replaced by the mark.
+type wsRedact struct {
+	rb   *redactBody // rb.tail: raw bytes held, the first skip of them already sent
+	skip int
+}
+
+// feed scans c, the next bytes of the current message, and adds to
+// rb.out what can be sent.
+func (w *wsRedact) feed(c []byte) {
+	if w.skip == 0 {
+		w.rb.process(c)
+		return
+	}
+	b := w.rb
+	win := append(b.tail, c...)
+	st := b.stripped(win)
+	cut := len(st) - b.pf.partial(st)
+	if b.pf.hit(st) {
+		cut = b.pf.unspanned(st, cut)
+	}
+	head := rawIndex(win, cut, len(st))
+	if head <= w.skip {
+		w.skip -= head // all of it went out with the last message
+	} else {
+		b.out.Write(w.after(win[:head]))
+		w.skip = 0
+	}
+	b.tail = append(b.tail[:0], win[head:]...)
+}
+
+// after returns text redacted from skip on: a form that began before
+// skip (in bytes already sent) and ends after it becomes the mark.
+func (w *wsRedact) after(text []byte) []byte {
+	pos := min(w.skip, len(text))
+	var out []byte
+	for _, s := range w.rb.red.Spans(text) {
+		switch {
+		case s.End <= pos:
+			continue
+		case s.Start > pos:
+			out = append(out, text[pos:s.Start]...)
+		}
+		out = append(out, s.Mark...)
+		pos = s.End
+	}
+	return append(out, text[pos:]...)
+}
+
+// end ends the current message: the bytes held are redacted, those that
+// may begin a form are sent, or replaced by the mark if they are more
+// than maxSplitLeak, and kept as the next message's context.
+func (w *wsRedact) end() {
+	b := w.rb
+	t := b.tail
+	last := 0
+	for _, s := range b.red.Spans(t) {
+		last = s.End
+	}
+	rest := t[last:]
+	st := b.stripped(rest)
+	k := b.pf.partial(st)
+	p := last + rawIndex(rest, len(st)-k, len(st)) // t[p:] may begin a form
+	b.out.Write(w.after(t[:p]))
+	if from := max(p, w.skip); from < len(t) {
+		if k > maxSplitLeak {
+			b.out.Write(w.markFor(st[len(st)-k:]))
+		} else {
+			b.out.Write(t[from:])
+		}
+	}
+	b.tail = append(b.tail[:0:0], t[p:]...)
+	w.skip = len(b.tail)
+}
+
+// markFor returns the mark of a form that begins with prefix.
+func (w *wsRedact) markFor(prefix []byte) []byte {
+	for _, n := range w.rb.pf.needles {
+		if bytes.HasPrefix(n, prefix) {
+			return w.rb.red.Bytes(n)
+		}
+	}
+	return []byte("[REDACTED]") // unreachable: prefix begins a form
 }

@@ -414,3 +414,69 @@ func TestWebSocketRefusalCloseFrame(t *testing.T) {
 		t.Fatalf("control frames %q, want one close with 1008", ctl)
 	}
 }
+
+// TestWebSocketValueSplitAcrossMessages: a value (or its base64) that the
+// server splits across messages, whole or fragmented, does not reach the
+// client: the rest in the later message is replaced by the mark, and so
+// is a beginning longer than maxSplitLeak at the end of the earlier one.
+// Messages that only look like the start of a value pass unchanged.
+func TestWebSocketValueSplitAcrossMessages(t *testing.T) {
+	const textOp, binOp = 1, 2
+	b64 := base64.StdEncoding.EncodeToString([]byte(realA))
+	addr, cert := rawWSServer(t, "",
+		frame(true, textOp, []byte("a "+realA[:12])), // long beginning: replaced
+		frame(true, textOp, []byte(realA[12:]+" b")),
+		frame(true, textOp, []byte("c "+realA[:5])), // short beginning: passes
+		frame(true, binOp, []byte(realA[5:]+" d")),
+		frame(true, textOp, []byte(realA[:4])), // over three messages
+		frame(true, textOp, []byte(realA[4:14])),
+		frame(true, textOp, []byte(realA[14:]+" e")),
+		frame(true, textOp, []byte("f "+realA[:20])), // the rest fragmented
+		frame(false, textOp, []byte(realA[20:25])),
+		frame(true, 9, []byte("ping")),
+		frame(true, opCont, []byte(realA[25:]+" g")),
+		frame(true, textOp, []byte("h "+realA[:1])), // looks like a start
+		frame(true, textOp, []byte("unrelated")),
+		frame(true, textOp, []byte("i "+b64[:20])),
+		frame(true, textOp, []byte(b64[20:]+" j")),
+		frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1000)),
+	)
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"})
+	tc := r.dialThrough(t, addr)
+	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	br := bufio.NewReader(tc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	msgs, _, _ := readFrames(t, br)
+	const mark = "[REDACTED:GH]"
+	want := []string{
+		"a " + mark, mark + " b",
+		"c " + realA[:5], mark + " d",
+		realA[:4], mark, mark + " e",
+		"f " + mark, mark + " g",
+		"h " + realA[:1], "unrelated",
+	}
+	if len(msgs) != len(want)+2 || fmt.Sprint(msgs[:len(want)]) != fmt.Sprint(want) {
+		t.Fatalf("messages\n %q\nwant\n %q and two more", msgs, want)
+	}
+	i, j := msgs[len(want)], msgs[len(want)+1]
+	if !strings.HasPrefix(i, "i "+mark) || !strings.Contains(j, mark) || !strings.HasSuffix(j, " j") {
+		t.Errorf("base64 split: %q, %q", i, j)
+	}
+	// However split, no 8 bytes of a form went out in one piece.
+	all := strings.Join(msgs, "")
+	for _, form := range []string{realA, b64} {
+		for k := 0; k+8 <= len(form); k++ {
+			if strings.Contains(all, form[k:k+8]) {
+				t.Fatalf("%q of a form reached the client: %q", form[k:k+8], msgs)
+			}
+		}
+	}
+}

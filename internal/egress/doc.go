@@ -50,7 +50,11 @@
 // virtual host), is shown to Injector.Request, and is sent over a new TLS
 // connection to the dialed address that verifies the server's certificate
 // for the host against Options.RootCAs or the host's trust store (else
-// 502); HTTP/2 is used upstream when the server offers it. Request and
+// 502). The upstream speaks the client's protocol, as through a tunnel:
+// HTTP/1.1 for an HTTP/1.1 client, HTTP/2 for an HTTP/2 client when the
+// server offers it. An HTTP/1.1 response body is relayed in pieces of up
+// to 256 KiB (read and written on two goroutines) with the client's
+// connection corked, so its TLS records leave 16 to a system call. Request and
 // response framing is redone by net/http, so a body the Injector rewrites
 // keeps correct Content-Length, chunked or DATA-frame framing; request
 // trailers are forwarded (and shown to the Injector's body at its end). A

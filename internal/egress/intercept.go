@@ -74,8 +74,10 @@ type interception struct {
 	port   int
 	closed chan struct{}
 	once   sync.Once
-	tr     *http.Transport
-	wg     sync.WaitGroup // handlers running
+	tr     *http.Transport // HTTP/2 clients: h2 upstream where it offers it
+	tr1    *http.Transport // HTTP/1.1 clients: HTTP/1.1 upstream
+	cc     *clientConn     // the client side, which HTTP/1.1 relays cork
+	wg     sync.WaitGroup  // handlers running
 
 	h1mu sync.Mutex
 	h1   *http.Transport // guarded by h1mu: HTTP/1.1 only, for upgrades
@@ -152,6 +154,10 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 	}
 	s.ev.Intercepted = true
 	ic := &interception{s: s, host: host, port: port, closed: make(chan struct{}), first: up}
+	// The upstream speaks the protocol the client chose, as it would
+	// through a tunnel: an HTTP/1.1 client's requests come one at a time,
+	// so HTTP/2 would multiplex nothing, and relaying its body would cost
+	// a frame layer, two copies and goroutine hand-offs more per byte.
 	ic.tr = &http.Transport{
 		DialTLSContext:     ic.dialTLS,
 		ForceAttemptHTTP2:  true,
@@ -161,9 +167,21 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 		WriteBufferSize:    64 << 10,
 		IdleConnTimeout:    s.p.limits.IdleTimeout,
 	}
+	ic.tr1 = &http.Transport{
+		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return ic.dialTLSProtos(ctx, []string{"http/1.1"})
+		},
+		DisableCompression: true,
+		MaxIdleConns:       4,
+		ReadBufferSize:     64 << 10,
+		WriteBufferSize:    64 << 10,
+		IdleConnTimeout:    s.p.limits.IdleTimeout,
+	}
 	defer ic.tr.CloseIdleConnections()
+	defer ic.tr1.CloseIdleConnections()
 	defer ic.closeH1()
 	cc := &clientConn{Conn: s.client, s: s, pre: buffered}
+	ic.cc = cc
 	tc := tls.Server(cc, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
 		NextProtos:   []string{"h2", "http/1.1"},
@@ -306,8 +324,11 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := ic.tr
-	if ws {
+	switch {
+	case ws:
 		tr = ic.h1Transport()
+	case r.ProtoMajor == 1:
+		tr = ic.tr1
 	}
 	resp, err := tr.RoundTrip(out)
 	if err != nil {
@@ -343,7 +364,11 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	http.NewResponseController(w).Flush() // the head now, whatever the body does
-	if err := copyFlush(w, resp.Body); err != nil {
+	var cc *clientConn
+	if r.ProtoMajor == 1 {
+		cc = ic.cc
+	}
+	if err := copyFlush(w, resp.Body, cc); err != nil {
 		ic.setReason("relaying response: " + err.Error())
 		panic(http.ErrAbortHandler) // the client must not take a cut body for a whole one
 	}
@@ -406,29 +431,68 @@ func sameAuthority(reqHost, host string, port int) bool {
 // fewer TLS records, chunk headers and system calls per byte.
 var bigPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
+const (
+	// relayBufs is how many bigPool buffers one response may hold.
+	relayBufs = 4
+	// minRelayRead is the least room a read is given: the Injector's
+	// filter passes clean bytes on in place only into 64 KiB or more.
+	minRelayRead = 64 << 10
+)
+
 // copyFlush copies a response body, flushing whenever it has no more
 // bytes at hand, so streamed responses (server-sent events) are not held
 // back. Reading (upstream TLS, the Injector's filter) runs in a goroutine
-// of its own, so that it and writing (client TLS) use two cores.
-func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
+// of its own, so that it and writing (client TLS) use two cores. The
+// reader fills each buffer with successive reads (a TLS record's worth
+// each, often) and the writer writes what has piled up in one piece:
+// while it writes, the reader reads on, so the pieces grow with the
+// backlog, and a chunk header and TLS record go with each piece, not each
+// read. cc, if not nil, is the HTTP/1.1 connection w writes to: it is
+// corked while the body is copied and flushed with w.
+func copyFlush(w http.ResponseWriter, body io.ReadCloser, cc *clientConn) error {
 	rc := http.NewResponseController(w)
-	type chunk struct {
-		b *[]byte
-		n int
+	if cc != nil {
+		cc.cork()
+		defer cc.uncork()
 	}
-	ch := make(chan chunk, 4)
+	// A piece is bytes read into buf at off, or, with release, the end of
+	// the reader's use of buf: once written, buf goes back to free.
+	type piece struct {
+		buf     *[]byte
+		off, n  int
+		release bool
+	}
+	ch := make(chan piece, 64)
+	free := make(chan *[]byte, relayBufs)
 	rerrc := make(chan error, 1)
 	go func() {
 		defer close(ch)
+		held := 0
+		next := func() *[]byte {
+			select {
+			case b := <-free:
+				return b
+			default:
+			}
+			if held < relayBufs {
+				held++
+				return bigPool.Get().(*[]byte)
+			}
+			return <-free // the writer returns every released buffer
+		}
+		buf, off := next(), 0
 		for {
-			bp := bigPool.Get().(*[]byte)
-			n, err := body.Read(*bp)
+			if len(*buf)-off < minRelayRead {
+				ch <- piece{buf: buf, release: true}
+				buf, off = next(), 0
+			}
+			n, err := body.Read((*buf)[off:])
 			if n > 0 {
-				ch <- chunk{bp, n}
-			} else {
-				bigPool.Put(bp)
+				ch <- piece{buf: buf, off: off, n: n}
+				off += n
 			}
 			if err != nil {
+				ch <- piece{buf: buf, release: true}
 				if err == io.EOF {
 					err = nil
 				}
@@ -437,17 +501,47 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 			}
 		}
 	}()
-	var werr error
-	for c := range ch {
-		if werr == nil {
-			if _, werr = w.Write((*c.b)[:c.n]); werr == nil && len(ch) == 0 {
-				werr = rc.Flush()
-			}
-			if werr != nil {
+	var (
+		werr      error
+		pend      *[]byte // pend[from:to] is read and not yet written
+		from, to  int
+		unflushed bool
+	)
+	write := func() {
+		if pend != nil && werr == nil {
+			if _, werr = w.Write((*pend)[from:to]); werr != nil {
 				body.Close() // unblocks the reader; the rest is drained below
 			}
+			unflushed = true
 		}
-		bigPool.Put(c.b)
+		pend = nil
+	}
+	for p := range ch {
+		switch {
+		case p.release:
+			write() // pend may lie in p.buf
+			free <- p.buf
+		case pend == p.buf && to == p.off:
+			to += p.n // contiguous: one write
+		default:
+			write()
+			pend, from, to = p.buf, p.off, p.off+p.n
+		}
+		if len(ch) == 0 {
+			write()
+			if unflushed && werr == nil {
+				if werr = rc.Flush(); werr == nil && cc != nil {
+					werr = cc.flush()
+				}
+				if werr != nil {
+					body.Close()
+				}
+			}
+			unflushed = false
+		}
+	}
+	for len(free) > 0 {
+		bigPool.Put(<-free)
 	}
 	if rerr := <-rerrc; werr == nil {
 		return rerr
@@ -459,10 +553,21 @@ func copyFlush(w http.ResponseWriter, body io.ReadCloser) error {
 // buffered after the CONNECT head first, then the connection. It leaves
 // deadlines to the http.Server (which uses them to abort reads), unlike
 // sessConn.
+//
+// While corked, writes (TLS records) gather in a buffer that goes out in
+// one system call when it is full or flushed: a response body relayed in
+// large pieces costs one write per buffer instead of one per 16 KiB
+// record. Only an HTTP/1.1 handler corks it, around writes it flushes
+// itself; HTTP/2 frames are written by the server's own goroutine.
 type clientConn struct {
 	net.Conn
 	s   *session
 	pre []byte
+
+	wmu    sync.Mutex
+	corked bool    // guarded by wmu
+	wbuf   *[]byte // guarded by wmu: from corkPool while corked
+	werr   error   // guarded by wmu: a failed flush fails every later write
 }
 
 func (c *clientConn) Read(b []byte) (int, error) {
@@ -479,11 +584,80 @@ func (c *clientConn) Read(b []byte) (int, error) {
 }
 
 func (c *clientConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.corked {
+		buf := *c.wbuf
+		if len(buf)+len(b) > cap(buf) {
+			if err := c.flushLocked(); err != nil {
+				return 0, err
+			}
+			buf = *c.wbuf
+		}
+		if len(buf)+len(b) <= cap(buf) {
+			*c.wbuf = append(buf, b...)
+			return len(b), nil
+		}
+	}
+	return c.write(b)
+}
+
+func (c *clientConn) write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if n > 0 {
 		c.s.touch()
 	}
 	return n, err
+}
+
+// corkPool holds cork buffers: 16 full TLS records and change.
+var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, 16*(16<<10+64)+4<<10); return &b }}
+
+// cork starts gathering writes.
+func (c *clientConn) cork() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.corked {
+		c.corked, c.wbuf = true, corkPool.Get().(*[]byte)
+	}
+}
+
+// flush writes out what was gathered.
+func (c *clientConn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.flushLocked()
+}
+
+func (c *clientConn) flushLocked() error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if !c.corked || len(*c.wbuf) == 0 {
+		return nil
+	}
+	_, err := c.write(*c.wbuf)
+	*c.wbuf = (*c.wbuf)[:0]
+	if err != nil {
+		c.werr = err
+	}
+	return err
+}
+
+// uncork flushes and stops gathering writes.
+func (c *clientConn) uncork() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	err := c.flushLocked()
+	if c.corked {
+		*c.wbuf = (*c.wbuf)[:0]
+		corkPool.Put(c.wbuf)
+		c.corked, c.wbuf = false, nil
+	}
+	return err
 }
 
 // chanListener is a net.Listener fed by push.

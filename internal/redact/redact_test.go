@@ -188,3 +188,34 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+// TestSpans: the text between the spans plus their marks is Bytes.
+func TestSpans(t *testing.T) {
+	r, err := New([]Secret{{Name: "A", Value: []byte("sk-live-0123456789")}, {Name: "B", Value: []byte("0123456789-tail")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{
+		"", "none here", "x sk-live-0123456789 y", "sk-live-0123456789-tail and 0123456789-tail",
+		"sk-live-01234\n56789!", "c2stbGl2ZS0wMTIzNDU2Nzg5 hex 736b2d6c6976652d30313233343536373839",
+	} {
+		b := []byte(in)
+		var got []byte
+		pos := 0
+		spans := r.Spans(b)
+		for _, s := range spans {
+			if s.Start < pos || s.End <= s.Start || s.End > len(b) {
+				t.Fatalf("%q: spans %+v out of order", in, spans)
+			}
+			got = append(append(got, b[pos:s.Start]...), s.Mark...)
+			pos = s.End
+		}
+		got = append(got, b[pos:]...)
+		if want := r.Bytes(b); string(got) != string(want) {
+			t.Errorf("%q: spans give %q, Bytes %q", in, got, want)
+		}
+		if n := strings.Count(string(r.Bytes(b)), "[REDACTED:"); n != len(spans) {
+			t.Errorf("%q: %d spans, %d marks", in, len(spans), n)
+		}
+	}
+}

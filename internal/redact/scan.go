@@ -143,6 +143,25 @@ func (r *Redactor) find(b []byte) []hit {
 	return hits
 }
 
+// Span is a form Bytes replaces: b[Start:End], line breaks inside it
+// included, becomes Mark.
+type Span struct {
+	Start, End int
+	Mark       []byte
+}
+
+// Spans returns the forms Bytes(b) replaces, in order: what lies between
+// them Bytes leaves as it is. A caller that has already passed on part of
+// b can so tell which forms reach past it.
+func (r *Redactor) Spans(b []byte) []Span {
+	hits := r.find(b)
+	out := make([]Span, len(hits))
+	for i, h := range hits {
+		out[i] = Span{h.start, h.end, r.repl[r.owner[h.needle]]}
+	}
+	return out
+}
+
 // Writer redacts a stream written to it and writes the result to an
 // underlying io.Writer. It holds back at most MaxHold bytes that may begin
 // a secret form; Flush or Close writes them. A Writer is not safe for
