@@ -21,7 +21,8 @@ import (
 // TestKubeInjectTrust: a pod whose server has secrets.T.inject trusts
 // the interception CA at the image's system bundle paths too, not only
 // through SSL_CERT_FILE and the like: its trust init container (on the
-// server's image, the test node's host root) wrote the image's own
+// server's image, the test node's host root without the agent, run by
+// the agent that backend.agent_image copied in) wrote the image's own
 // bundle followed by the CA, which the server sees at kube.TrustDir and
 // over /etc/ssl/certs/ca-certificates.crt, Alpine's /etc/ssl/cert.pem and
 // Fedora's ca-bundle.crt; a TLS client that trusts only one of those
@@ -45,14 +46,19 @@ func TestKubeInjectTrust(t *testing.T) {
 
 	k := kubeCluster(t)
 	agent, server := kubeBins(t)
+	// k's image lacks the agent: the trust container runs the copy the
+	// agent init container made (backend.agent_image).
+	upstream := "mcpbox.test/trust-" + k.ns + ":1"
+	k.cluster.Node.ImageWithout(upstream, agent)
+	t.Cleanup(func() { k.cluster.Node.ImageWithout(upstream) })
 	egress := []map[string]any{{"host": "127.0.0.1", "ports": []int{api.port}}}
 	c := map[string]any{
 		"version": 1, "state_dir": filepath.Join(k.dir, "state"),
 		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
 		"backend": map[string]any{"kind": "kubernetes", "namespace": k.ns, "kubeconfig": k.cluster.Kubeconfig,
-			"agent_path": agent, "image": "mcpbox.test/base:1"},
+			"agent_path": agent, "agent_image": "mcpbox.test/agent:1", "image": "mcpbox.test/base:1"},
 		"servers": map[string]any{
-			"k": map[string]any{"command": []string{server, "-name", "k"}, "tools": map[string]any{"allow": []string{"*"}},
+			"k": map[string]any{"image": upstream, "args": []string{server, "-name", "k"}, "tools": map[string]any{"allow": []string{"*"}},
 				"network": map[string]any{"egress": egress},
 				"secrets": map[string]any{"T": map[string]any{"from": "env:INJ_T",
 					"inject": map[string]any{"hosts": []string{fmt.Sprintf("127.0.0.1:%d", api.port)}, "header": "Authorization", "format": "Bearer {value}"}}}},
@@ -172,7 +178,7 @@ func TestKubeInjectTrust(t *testing.T) {
 }
 
 // kubeTrustContainer checks pod's trust init container: it ran the
-// agent with the CA certificate alone (no key) in its environment,
+// copied agent on the server's image with the CA certificate alone (no key) in its environment,
 // hardened as the server's container, and exited 0.
 func kubeTrustContainer(t *testing.T, pod corev1.Pod, proxyCA string) {
 	t.Helper()
@@ -184,6 +190,9 @@ func kubeTrustContainer(t *testing.T, pod corev1.Pod, proxyCA string) {
 	}
 	if tc == nil {
 		t.Fatalf("pod %s has no trust container", pod.Name)
+	}
+	if tc.Image != pod.Spec.Containers[0].Image || tc.Command[0] != kube.AgentBin {
+		t.Fatalf("the trust container runs %s on %s; want the copied agent on the server's image %s", tc.Command[0], tc.Image, pod.Spec.Containers[0].Image)
 	}
 	if len(tc.Env) != 1 || tc.Env[0].Value != proxyCA || strings.Contains(tc.Env[0].Value, "PRIVATE KEY") {
 		t.Fatalf("the trust container's env: %+v", tc.Env)
