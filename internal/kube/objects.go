@@ -176,6 +176,12 @@ type PodOptions struct {
 	// (AgentCopy) in the first init container: Command, and Install's,
 	// then run it as AgentBin. Nil: the image has the agent.
 	Agent *AgentCopy
+	// TrustCA, if set, is the egress proxy's interception CA certificate
+	// (PEM, public): an init container on Image, with the agent at
+	// Command[0], writes the image's system bundle followed by it into
+	// TrustDir, which the server's container sees read-only there and
+	// over SystemBundles (addTrust).
+	TrustCA []byte
 }
 
 // AgentCommand is the command of a server's container: the mcpbox agent
@@ -283,6 +289,9 @@ func Pod(o PodOptions) *corev1.Pod {
 	}
 	for _, s := range o.ImagePullSecrets {
 		p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	if len(o.TrustCA) > 0 {
+		addTrust(p, o)
 	}
 	if o.Install != nil {
 		addInstall(p, o)

@@ -227,6 +227,7 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 		if err := in.setupProxySecrets(ctx, proxied, env, files); err != nil {
 			return nil, fmt.Errorf("server %s: %w", k.o.Name, err)
 		}
+		po.TrustCA = k.o.Inject.CA.CertPEM()
 	}
 	if k.o.Install != nil {
 		inst := *po.Install

@@ -2,7 +2,6 @@ package launch
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"mcpbox/internal/credinject"
@@ -24,15 +23,11 @@ type KubeInject struct {
 	Unregister func(pod string)
 }
 
-// The pod's trust files, written by its agent into kube.SecretsDir.
-const (
-	kubeTrustBundle = "mcpbox-ca-bundle.pem" // the gateway host's roots and the interception CA
-	kubeTrustCA     = "mcpbox-proxy-ca.pem"  // the interception CA alone (NODE_EXTRA_CA_CERTS)
-)
-
 // setupProxySecrets makes the pod's placeholders for ps, puts them and
-// the trust (files and variables) into its start request (env, files),
-// and registers the pod's credentials with the egress proxy.
+// the trust variables into its start request (env, files), and
+// registers the pod's credentials with the egress proxy. The trust files
+// themselves are the pod's trust container's (PodOptions.TrustCA): the
+// image's own bundle with the CA, also over the system bundle paths.
 func (in *kubeInstance) setupProxySecrets(ctx context.Context, ps []ProxySecret, env map[string]string, files map[string][]byte) error {
 	ki := in.k.o.Inject
 	creds := make([]credinject.Credential, len(ps))
@@ -59,13 +54,7 @@ func (in *kubeInstance) setupProxySecrets(ctx context.Context, ps []ProxySecret,
 			env[p.Cred.Name] = ph
 		}
 	}
-	system, err := credinject.HostBundle()
-	if err != nil {
-		return fmt.Errorf("secret %s: the pod's trust bundle: %w", ps[0].Cred.Name, err)
-	}
-	files[kubeTrustBundle] = credinject.TrustBundle(system, ki.CA)
-	files[kubeTrustCA] = ki.CA.CertPEM()
-	for _, kv := range credinject.TrustEnv(kube.SecretsDir+"/"+kubeTrustBundle, kube.SecretsDir+"/"+kubeTrustCA) {
+	for _, kv := range credinject.TrustEnv(kube.TrustDir+"/"+kube.TrustBundleName, kube.TrustDir+"/"+kube.TrustCAName) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}

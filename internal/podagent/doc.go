@@ -41,4 +41,11 @@
 // `mcpbox agent --copy-to PATH` (CopySelf) is the init container of a pod
 // whose image lacks the agent: the agent of another image copies its own
 // executable into a volume the pod's other containers run it from.
+//
+// `mcpbox agent --trust-dir DIR` (WriteTrust) is the init container of a
+// pod whose server has secrets added at the egress proxy: on the server's
+// own image, it writes the image's system bundle (its links resolved
+// inside the image) followed by the interception CA's certificate into
+// DIR, which the server's container sees read-only over the system bundle
+// paths (kube.PodOptions.TrustCA).
 package podagent

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"mcpbox/internal/kube"
 )
 
 // Main is `mcpbox agent`: it parses args into a Config, runs the agent
@@ -18,6 +20,7 @@ import (
 //	mcpbox agent --listen :8443 --cert pod.pem --key pod-key.pem --ca ca.pem \
 //	    --secrets-dir /run/mcpbox/secrets -- COMMAND [ARG...]
 //	mcpbox agent --copy-to /run/mcpbox/agent/mcpbox
+//	MCPBOX_PROXY_CA=PEM mcpbox agent --trust-dir /run/mcpbox/trust
 func Main(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpbox agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -32,6 +35,7 @@ func Main(args []string, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Reap, "reap", false, "wait for the server's orphans (always on as PID 1)")
 	fs.BoolVar(&cfg.Once, "once", false, "run the command as a job (an install), not a server: exit with its status")
 	copyTo := fs.String("copy-to", "", "copy this executable to `PATH` (mode 0555, atomically) and exit: the init container that brings the agent into a pod")
+	trustDir := fs.String("trust-dir", "", "write the image's system bundle with the proxy CA (from $"+kube.TrustCAEnv+") into `DIR` and exit: the init container that makes a pod trust the egress proxy")
 	fs.IntVar(&cfg.MaxMessage, "max-message", DefaultMaxMessage, "largest JSON-RPC message either way, in bytes")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mcpbox agent --cert FILE --key FILE --ca FILE [flags] -- COMMAND [ARG...]\n\nRuns a stdio MCP server in a pod for the gateway (Kubernetes backend).")
@@ -47,6 +51,18 @@ func Main(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "mcpbox agent: %v\n", err)
 			return 1
 		}
+		return 0
+	}
+	if *trustDir != "" {
+		from, err := WriteTrust(*trustDir, "/", []byte(os.Getenv(kube.TrustCAEnv)), kube.SystemBundles)
+		if err != nil {
+			fmt.Fprintf(stderr, "mcpbox agent: %v\n", err)
+			return 1
+		}
+		if from == "" {
+			from = "none: the image has no system bundle"
+		}
+		fmt.Fprintf(stderr, "mcpbox agent: wrote the proxy CA and the image's bundle (%s) with it into %s\n", from, *trustDir)
 		return 0
 	}
 	cfg.Command = fs.Args()

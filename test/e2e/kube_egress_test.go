@@ -332,19 +332,24 @@ func TestKubeEgress(t *testing.T) {
 	}
 }
 
-// awaitProxyPort waits (bounded) until the host's port 3128 is free: the
-// test node's egress proxy pods bind it, and those of a test that just
-// ended go only once the garbage collector has deleted them. Anything
-// else holding the port skips the test.
+// awaitProxyPort waits (bounded) until the host's ports 3128 and 3129
+// are free: the test node's egress proxy pods bind them (the proxy and
+// its registration port, on every address), and those of a test that
+// just ended go only once the garbage collector has deleted them.
+// Anything else holding a port skips the test.
 func awaitProxyPort(t *testing.T) {
 	t.Helper()
 	var err error
 	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		var l net.Listener
+		var l, l2 net.Listener
 		if l, err = net.Listen("tcp", ":3128"); err == nil {
+			l2, err = net.Listen("tcp", ":3129")
 			l.Close()
-			return
+			if err == nil {
+				l2.Close()
+				return
+			}
 		}
 	}
-	t.Skipf("port 3128 is taken on this host (the test proxy binds it): %v", err)
+	t.Skipf("port 3128 or 3129 is taken on this host (the test proxy binds them): %v", err)
 }

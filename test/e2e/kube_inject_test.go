@@ -29,7 +29,7 @@ import (
 
 // TestKubeInject: a server in a pod with secrets.T.inject holds only a
 // placeholder (its variable, /proc/self/environ) and the interception
-// CA's trust (SSL_CERT_FILE under /run/secrets); it calls the loopback
+// CA's trust (SSL_CERT_FILE under kube.TrustDir); it calls the loopback
 // HTTPS API that requires the real token through the shared egress proxy
 // and succeeds, the echo of the token redacted; a second secret (as a
 // file) holds a placeholder too; the placeholder sent to another allowed
@@ -102,10 +102,10 @@ func TestKubeInject(t *testing.T) {
 	}
 	environ := call("read_any", map[string]any{"path": "/proc/self/environ"})
 	if strings.Contains(environ, realT) || !strings.Contains(environ, "T="+ph+"\n") ||
-		!strings.Contains(environ, "SSL_CERT_FILE="+kube.SecretsDir+"/mcpbox-ca-bundle.pem\n") {
+		!strings.Contains(environ, "SSL_CERT_FILE="+kube.TrustDir+"/"+kube.TrustBundleName+"\n") {
 		t.Fatalf("the pod's environment lacks the placeholder or the trust bundle, or holds the value:\n%s", environ)
 	}
-	proxyCA := call("read_any", map[string]any{"path": kube.SecretsDir + "/mcpbox-proxy-ca.pem"})
+	proxyCA := call("read_any", map[string]any{"path": kube.TrustDir + "/" + kube.TrustCAName})
 	if phU := call("read_any", map[string]any{"path": kube.SecretsDir + "/U"}); phU == realU || len(phU) != len(realU) {
 		t.Fatalf("%s/U = %q: want a placeholder", kube.SecretsDir, phU)
 	}

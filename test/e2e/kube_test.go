@@ -158,10 +158,12 @@ func (e *kubeEnv) keepLogs(t *testing.T) {
 				continue
 			}
 			for _, p := range l.Items {
-				if s, err := e.cluster.Node.Logs(e.ns, p.Name, "server"); err == nil && s != "" {
-					mu.Lock()
-					logs[p.Name] = s
-					mu.Unlock()
+				for _, cn := range []string{kube.ServerContainer, "proxy"} { // a server's, the egress proxy's
+					if s, err := e.cluster.Node.Logs(e.ns, p.Name, cn); err == nil && s != "" {
+						mu.Lock()
+						logs[p.Name] = s
+						mu.Unlock()
+					}
 				}
 			}
 		}
