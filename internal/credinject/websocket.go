@@ -465,8 +465,9 @@ func (c *wsConn) serverLoop(src *bufio.Reader) error {
 }
 
 // maxSplitLeak is the most bytes (other than line breaks) of a form that
-// may pass at the end of a message: a message ending in a longer
-// beginning of a form has it replaced by the mark. Anything shorter than
+// may pass at the end of a message, and a quarter of the form at most
+// (leakable): a message ending in a longer beginning of a form has it
+// replaced by the mark. Anything shorter than
 // a value (MinValueLen) could be chance; it is sent as it is, and the
 // rest of the form, in the next messages, is replaced.
 const maxSplitLeak = 7
@@ -539,7 +540,7 @@ func (w *wsRedact) end() {
 	p := last + rawIndex(rest, len(st)-k, len(st)) // t[p:] may begin a form
 	b.out.Write(w.after(t[:p]))
 	if from := max(p, w.skip); from < len(t) {
-		if k > maxSplitLeak {
+		if k > w.leakable(st[len(st)-k:]) {
 			b.out.Write(w.markFor(st[len(st)-k:]))
 		} else {
 			b.out.Write(t[from:])
@@ -547,6 +548,21 @@ func (w *wsRedact) end() {
 	}
 	b.tail = append(b.tail[:0:0], t[p:]...)
 	w.skip = len(b.tail)
+}
+
+// leakable is how many bytes of prefix, which begins a form at the end of
+// a message, may pass: maxSplitLeak, and no more than a quarter of the
+// shortest form it begins, so that what passes of a short value leaves
+// most of it to guess (the redactor itself tells a right guess: an echo
+// of it comes back marked).
+func (w *wsRedact) leakable(prefix []byte) int {
+	most := maxSplitLeak
+	for _, n := range w.rb.pf.needles {
+		if bytes.HasPrefix(n, prefix) {
+			most = min(most, len(n)/4)
+		}
+	}
+	return most
 }
 
 // markFor returns the mark of a form that begins with prefix.

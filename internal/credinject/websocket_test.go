@@ -480,3 +480,45 @@ func TestWebSocketValueSplitAcrossMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestWebSocketShortValueSplitLeaksLittle: the beginning of a value that
+// may pass at the end of a message is a small part of it: for a short
+// value (64 random bits and a few more in 16 letters and digits), the 7
+// bytes maxSplitLeak lets through would leave 9 to guess (through the redactor
+// itself: an echoed guess comes back marked only if it is right), so a
+// beginning of more than a quarter of the form is replaced as a longer
+// one is.
+func TestWebSocketShortValueSplitLeaksLittle(t *testing.T) {
+	const textOp, short = 1, "Zq3xK9pWm7TbR2vL"
+	var frames [][]byte
+	for k := 1; k < len(short); k++ {
+		frames = append(frames, frame(true, textOp, []byte("x "+short[:k])), frame(true, textOp, []byte(short[k:]+" y")))
+	}
+	frames = append(frames, frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1000)))
+	addr, cert := rawWSServer(t, "", frames...)
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+		Credential{Name: "K", Value: short, Hosts: []string{addr}, Header: "X-Key"})
+	tc := r.dialThrough(t, addr)
+	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	br := bufio.NewReader(tc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	msgs, _, _ := readFrames(t, br)
+	if len(msgs) != len(frames)-1 {
+		t.Fatalf("%d messages, want %d: %q", len(msgs), len(frames)-1, msgs)
+	}
+	most := len(short) / 4
+	for _, m := range msgs {
+		for k := 0; k+most+1 <= len(short); k++ {
+			if strings.Contains(m, short[k:k+most+1]) {
+				t.Fatalf("%q of the %d-byte value reached the client: %q", short[k:k+most+1], len(short), msgs)
+			}
+		}
+	}
+}

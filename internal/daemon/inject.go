@@ -12,7 +12,9 @@ import (
 
 // proxyCA is the gateway's one CA for the secrets its servers add at the
 // egress proxy (secrets.NAME.inject): made in memory, its key never
-// leaves this process; nil when no server injects.
+// written to disk; it leaves this process only to the Kubernetes egress
+// proxy's replicas (proxyRegistry, over mutual TLS, into their memory)
+// when a kubernetes server injects. nil when no server injects.
 func proxyCA(c *config.Config) (*egress.CA, error) {
 	for _, s := range c.Servers {
 		for _, sec := range s.Secrets {

@@ -45,6 +45,7 @@ type proxyRegistry struct {
 	pods    map[string]egressproxy.Registration // guarded by mu; by pod
 	quit    chan struct{}                       // guarded by mu; nil: not resending
 	done    chan struct{}
+	port    int  // the replicas' registration port; 0: kube.ProxyRegistryPort
 	warned  bool // guarded by mu; a failed resend was logged
 	stopped bool // guarded by mu; stop ran: no resending again
 }
@@ -170,6 +171,10 @@ func (r *proxyRegistry) send(ctx context.Context) (int, error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: r.pca.ClientTLS(name)},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer client.CloseIdleConnections()
+	port := kube.ProxyRegistryPort
+	if r.port != 0 {
+		port = r.port
+	}
 	ok, seen := 0, map[string]bool{}
 	var errs []error
 	for _, p := range pods.Items {
@@ -178,7 +183,7 @@ func (r *proxyRegistry) send(ctx context.Context) (int, error) {
 			continue
 		}
 		seen[ip] = true
-		u := "https://" + net.JoinHostPort(ip, strconv.Itoa(kube.ProxyRegistryPort)) + egressproxy.StatePath
+		u := "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + egressproxy.StatePath
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
 		resp, err := client.Do(req)
 		if err == nil {

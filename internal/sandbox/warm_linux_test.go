@@ -92,6 +92,35 @@ func TestPreparedWorkloadIsWalled(t *testing.T) {
 	}
 }
 
+// A workload started late holds nothing of its hand-over: only its
+// stdin, stdout and stderr are open (no claim socket, report pipe or
+// control socket of the init, nor the received copies of its stdio), as
+// in a cold start, and its environment is the claim's alone.
+func TestPreparedWorkloadHoldsOnlyItsStdio(t *testing.T) {
+	// ls lists its own: 0-2, 3 its reading of the directory, and what
+	// it inherited.
+	script := `echo fds $(ls /proc/self/fd); env | sort`
+	spec := quick("sh", "-c", script)
+	spec.Env = []string{"ONLY=this"}
+	cold, coldOut := runOut(t, spec)
+	w := prepare(t, quick("true"))
+	var out bytes.Buffer
+	sb, err := w.Start(context.Background(), spec, Stdio{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Wait()
+	if err != nil || res.ExitCode != cold.ExitCode || res.ExitCode != 0 {
+		t.Fatalf("warm: exit %v, %v; cold exit %d", res, err, cold.ExitCode)
+	}
+	if out.String() != coldOut {
+		t.Fatalf("the warm workload holds\n%s\nthe cold one\n%s", out.String(), coldOut)
+	}
+	if !strings.Contains(out.String(), "fds 0 1 2 3\n") || !strings.Contains(out.String(), "ONLY=this") {
+		t.Fatalf("want fds 0 1 2 3 and ONLY=this in\n%s", out.String())
+	}
+}
+
 func runOut(t *testing.T, spec Spec) (*Result, string) {
 	t.Helper()
 	var out bytes.Buffer
