@@ -127,31 +127,10 @@ func readRegular(f *os.File) ([]byte, bool, error) {
 	return data, true, nil
 }
 
-// writeFile writes data to dst with mode 0444: into a temporary file in
-// its directory, synced, then renamed over dst.
-func writeFile(dst string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
-	if err != nil {
+// writeFile writes data to dst with mode 0444, atomically (writeAtomic).
+func writeFile(dst string, data []byte) error {
+	if err := writeAtomic(dst, bytes.NewReader(data), 0o444); err != nil {
 		return fmt.Errorf("writing %s: %w", dst, err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			err = fmt.Errorf("writing %s: %w", dst, err)
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o444); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+	return nil
 }
