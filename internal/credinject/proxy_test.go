@@ -277,7 +277,7 @@ func TestQueryAndBasic(t *testing.T) {
 	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
 		_, pass, _ := r.BasicAuth()
 		if r.URL.Query().Get("key") != realA || pass != realB {
-			http.Error(w, "no", 401)
+			http.Error(w, "no", http.StatusUnauthorized)
 		}
 	})
 	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},

@@ -138,7 +138,9 @@ func tSign(r *http.Request, keyID, secret, token string, body []byte) {
 // whose body matches x-amz-content-sha256.
 func s3Verifier(keyID, secret, token string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		deny := func(why string) { http.Error(w, "<Error><Code>SignatureDoesNotMatch</Code>"+why+"</Error>", 403) }
+		deny := func(why string) {
+			http.Error(w, "<Error><Code>SignatureDoesNotMatch</Code>"+why+"</Error>", http.StatusForbidden)
+		}
 		auth := r.Header.Get("Authorization")
 		var cred, signedH, sig string
 		for _, f := range strings.Split(strings.TrimPrefix(auth, "AWS4-HMAC-SHA256 "), ", ") {

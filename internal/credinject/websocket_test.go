@@ -337,19 +337,9 @@ func TestWebSocketServerFramesRedacted(t *testing.T) {
 		frame(true, opCont, []byte(realA[30:]+" done")),
 		frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1000)),
 	)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+	r := wsRig(t, addr, cert,
 		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"})
-	tc := r.dialThrough(t, addr)
-	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
-	br := bufio.NewReader(tc)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("handshake: %v %v", resp, err)
-	}
+	_, br := r.wsUpgrade(t, addr)
 	msgs, ctl, frags := readFrames(t, br)
 	want := []string{"single [REDACTED:GH]", "frag one [REDACTED:GH] done"}
 	if fmt.Sprint(msgs) != fmt.Sprint(want) {
@@ -368,11 +358,7 @@ func TestWebSocketServerFramesRedacted(t *testing.T) {
 // answered 502, never switched.
 func TestWebSocketExtensionRefused(t *testing.T) {
 	addr, cert := rawWSServer(t, "permessage-deflate", frame(true, 1, []byte("x")))
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+	r := wsRig(t, addr, cert,
 		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"})
 	tc := r.dialThrough(t, addr)
 	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n", addr)
@@ -391,20 +377,11 @@ func TestWebSocketExtensionRefused(t *testing.T) {
 // violation) before the connection ends.
 func TestWebSocketRefusalCloseFrame(t *testing.T) {
 	addr, cert := rawWSServer(t, "")
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+	r := wsRig(t, addr, cert,
 		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"},
 		Credential{Name: "SLACK", Value: realB, Hosts: []string{"127.0.0.1:1"}, Header: "Authorization"})
 	phB, _ := r.set.Placeholder("SLACK")
-	tc := r.dialThrough(t, addr)
-	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
-	br := bufio.NewReader(tc)
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("handshake: %v %v", resp, err)
-	}
+	tc, br := r.wsUpgrade(t, addr)
 	payload := []byte("leak " + phB)
 	key := [4]byte{1, 2, 3, 4}
 	mask(payload, key, 0)
@@ -441,19 +418,9 @@ func TestWebSocketValueSplitAcrossMessages(t *testing.T) {
 		frame(true, textOp, []byte(b64[20:]+" j")),
 		frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1000)),
 	)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+	r := wsRig(t, addr, cert,
 		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"})
-	tc := r.dialThrough(t, addr)
-	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
-	br := bufio.NewReader(tc)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("handshake: %v %v", resp, err)
-	}
+	_, br := r.wsUpgrade(t, addr)
 	msgs, _, _ := readFrames(t, br)
 	const mark = "[REDACTED:GH]"
 	want := []string{
@@ -496,19 +463,9 @@ func TestWebSocketShortValueSplitLeaksLittle(t *testing.T) {
 	}
 	frames = append(frames, frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1000)))
 	addr, cert := rawWSServer(t, "", frames...)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
-	r := startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}},
+	r := wsRig(t, addr, cert,
 		Credential{Name: "K", Value: short, Hosts: []string{addr}, Header: "X-Key"})
-	tc := r.dialThrough(t, addr)
-	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
-	br := bufio.NewReader(tc)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("handshake: %v %v", resp, err)
-	}
+	_, br := r.wsUpgrade(t, addr)
 	msgs, _, _ := readFrames(t, br)
 	if len(msgs) != len(frames)-1 {
 		t.Fatalf("%d messages, want %d: %q", len(msgs), len(frames)-1, msgs)
@@ -521,4 +478,28 @@ func TestWebSocketShortValueSplitLeaksLittle(t *testing.T) {
 			}
 		}
 	}
+}
+
+// wsRig starts a rig whose egress allows the loopback port of addr, the
+// raw WebSocket server whose certificate is cert.
+func wsRig(t *testing.T, addr string, cert *x509.Certificate, creds ...Credential) *rig {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return startRig(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}}, creds...)
+}
+
+// wsUpgrade opens a connection through the proxy to addr and completes
+// a WebSocket handshake (no extensions) on it.
+func (r *rig) wsUpgrade(t *testing.T, addr string) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	tc := r.dialThrough(t, addr)
+	fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	br := bufio.NewReader(tc)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	return tc, br
 }
