@@ -67,8 +67,7 @@ func initCompiles(t *testing.T, file string) []string {
 		return nil
 	}
 	var found []string
-	var visit func(n ast.Node) bool
-	visit = func(n ast.Node) bool {
+	visit := func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.FuncLit:
 			return false
