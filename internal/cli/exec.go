@@ -221,10 +221,3 @@ func (d *degradedFlag) Set(v string) error {
 	}
 	return nil
 }
-
-// resolveSecret resolves a secret at startup (flags, config, client
-// tokens), before mcpbox handles signals: a signal then ends mcpbox. A
-// sandbox start resolves with its own context (launch.ResolveSecret).
-func resolveSecret(name, ref string, asFile bool) (sandbox.Secret, error) {
-	return launch.ResolveSecret(context.Background(), name, ref, asFile)
-}
