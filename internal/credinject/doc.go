@@ -82,9 +82,9 @@
 // extensions); control frames are redacted whole. The data messages are
 // scanned as one stream, so a value split across messages is caught: no
 // message is held back for the next, so the end of a message that begins
-// a form goes out as it is if it is at most 7 bytes and a quarter of the
-// form (else it is replaced by the mark), and the form's rest in the next messages is
-// replaced by the mark.
+// a form goes out as it is if it is at most 7 bytes and at most a quarter
+// of the form (else it is replaced by the mark), and the form's rest in
+// the next messages is replaced by the mark.
 //
 // # What it cannot do
 //
