@@ -42,8 +42,10 @@
 // are not.
 //
 // Secrets and client tokens are references (env:VAR, file:PATH,
-// cmd:COMMAND), never literal values; errors about them do not repeat the
-// offending text, which may be a pasted secret.
+// cmd:COMMAND, and for a secret of a server on the kubernetes backend
+// without inject, kubernetes:SECRET/KEY), never literal values; errors
+// about them do not repeat the offending text, which may be a pasted
+// secret.
 //
 // # Isolation layers
 //

@@ -14,7 +14,9 @@
 // later gateway which owners belong to gateways that died (gc.go).
 // SecretKey (secret.go) reads one key of an existing Secret, for a
 // server secret given as kubernetes:SECRET/KEY; the Role (rbac.go) grants
-// that get by name only. A pod whose server has secrets added at the
+// that get by name only. A pod whose image lacks the agent gets it from
+// an init container on another image (AgentCopy, agent.go:
+// backend.agent_image). A pod whose server has secrets added at the
 // egress proxy gets a trust init container (trust.go) that puts its
 // image's bundle with the proxy's CA read-only over the system bundle
 // paths.
