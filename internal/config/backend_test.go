@@ -33,14 +33,7 @@ func TestBackendKubernetes(t *testing.T) {
 	if eg := c.Server("a").Network.Egress; len(eg) != 1 || eg[0].Host != "api.example.com" {
 		t.Errorf("a's egress: %+v", eg)
 	}
-	out, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := Load("t.yaml", out)
-	if err != nil {
-		t.Fatalf("reloading %s: %v", out, err)
-	}
+	c2, out := reload(t, c)
 	if got := c2.BackendOf(c2.Server("b")); got.Namespace != "other" || got.RuntimeClass != "kata" || len(got.Tolerations) != 1 ||
 		got.AgentImage != "reg.example/agent:2" || c2.Backend.AgentImage != "reg.example/agent:1" {
 		t.Errorf("round trip: %+v\n%s", got, out)
@@ -63,14 +56,7 @@ func TestBackendPackageServer(t *testing.T) {
 	if got := c.BackendOf(c.Server("n")).BaseImage("npm"); got != "reg.example/node-agent:22" {
 		t.Errorf("n's npm base image %q", got)
 	}
-	out, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := Load("t.yaml", out)
-	if err != nil {
-		t.Fatalf("reloading %s: %v", out, err)
-	}
+	c2, out := reload(t, c)
 	if got := c2.BackendOf(c2.Server("n")).BaseImage("npm"); got != "reg.example/node-agent:22" {
 		t.Errorf("round trip: %q\n%s", got, out)
 	}
@@ -145,14 +131,7 @@ func TestKubeSecretRefs(t *testing.T) {
 	if o := c.KubeSecretRefs("other"); len(o) != 1 || o[0] != (KubeSecretRef{Secret: "elsewhere", Key: "k"}) {
 		t.Errorf("other's refs %v", o)
 	}
-	out, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := Load("t.yaml", out)
-	if err != nil {
-		t.Fatalf("reloading %s: %v", out, err)
-	}
+	c2, out := reload(t, c)
 	if len(c2.KubeSecretRefs("mcp")) != 3 {
 		t.Errorf("round trip lost references:\n%s", out)
 	}
@@ -191,4 +170,19 @@ func TestParseKubeSecretRef(t *testing.T) {
 	if _, err := ParseSecretRef("kubernetes:gh/token"); err == nil || !strings.Contains(err.Error(), "only for a server secret on the kubernetes backend") {
 		t.Errorf("ParseSecretRef(kubernetes:...) = %v, want a refusal", err)
 	}
+}
+
+// reload marshals c and loads the output again, as t.yaml; it returns
+// the loaded config and the YAML.
+func reload(t *testing.T, c *Config) (*Config, []byte) {
+	t.Helper()
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Load("t.yaml", out)
+	if err != nil {
+		t.Fatalf("reloading %s: %v", out, err)
+	}
+	return c2, out
 }

@@ -17,14 +17,7 @@ func TestImageServer(t *testing.T) {
 	if s.Image != want || !slices.Equal(s.Args, []string{"stdio", "--read-only"}) {
 		t.Fatalf("got image %+v args %q", s.Image, s.Args)
 	}
-	out, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := Load("t.yaml", out)
-	if err != nil {
-		t.Fatalf("reloading %s: %v", out, err)
-	}
+	c2, out := reload(t, c)
 	if c2.Servers[0].Image != want || !slices.Equal(c2.Servers[0].Args, s.Args) {
 		t.Fatalf("round trip lost the image: %s", out)
 	}

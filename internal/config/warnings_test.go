@@ -21,14 +21,7 @@ servers:
     secrets:
       U: {from: env:SHARED_TOKEN}
 `
-	c, err := Load("t.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, w := range Warnings(c) {
-		got = append(got, w.Error())
-	}
+	got := warningsOf(t, src)
 	want := []string{
 		`t.yaml:3:3: servers.a: no tools: key, so every tool is hidden (default deny); add  tools: {allow: ["*"]}  to expose them`,
 		`t.yaml:5:11: servers.a.env.GITHUB_TOKEN: looks like a credential in plain config; use secrets: {GITHUB_TOKEN: {from: env:VAR | file:PATH | cmd:COMMAND}}`,
@@ -73,14 +66,7 @@ servers:
     command: [x]
     tools: {default: approve}
 `
-	c, err := Load("t.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, w := range Warnings(c) {
-		got = append(got, w.Error())
-	}
+	got := warningsOf(t, src)
 	want := []string{
 		`t.yaml:3:3: servers.github: no tools: key, so every tool is hidden (default deny); add  tools: {allow: ["*"]}  to expose them`,
 		`t.yaml:7:12: servers.denyonly.tools: allows no tool (no allow, approve, allowing rule or default), so every tool is hidden; add  allow: ["*"]  or the tools to expose`,
@@ -142,14 +128,7 @@ servers:
     tools: {allow: ["*"]}
     env: {OPENAI_KEY: sk-x, GITHUB_PAT: p, PATH: /usr/bin, PATTERN: "*.go", SSH_KEY: ""}
 `
-	c, err := Load("t.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, w := range Warnings(c) {
-		got = append(got, w.Error())
-	}
+	got := warningsOf(t, src)
 	want := []string{
 		`t.yaml:6:11: servers.a.env.OPENAI_KEY: looks like a credential in plain config; use secrets: {OPENAI_KEY: {from: env:VAR | file:PATH | cmd:COMMAND}}`,
 		`t.yaml:6:29: servers.a.env.GITHUB_PAT: looks like a credential in plain config; use secrets: {GITHUB_PAT: {from: env:VAR | file:PATH | cmd:COMMAND}}`,
@@ -171,6 +150,16 @@ servers:
   here: {command: [srv], tools: {allow: ["*"]}, backend: {kind: local}}
   remote: {url: "https://x.example/mcp", tools: {allow: ["*"]}}
 `
+	got := warningsOf(t, src)
+	want := []string{`t.yaml:8:3: servers.plain: its pod runs the agent from its image at /usr/local/bin/mcpbox, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}
+
+// warningsOf loads src as t.yaml and returns its warnings as strings.
+func warningsOf(t *testing.T, src string) []string {
+	t.Helper()
 	c, err := Load("t.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -179,8 +168,5 @@ servers:
 	for _, w := range Warnings(c) {
 		got = append(got, w.Error())
 	}
-	want := []string{`t.yaml:8:3: servers.plain: its pod runs the agent from its image at /usr/local/bin/mcpbox, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it`}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("warnings (-want +got):\n%s", diff)
-	}
+	return got
 }
