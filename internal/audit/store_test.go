@@ -106,14 +106,7 @@ func TestAddQuery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%+v", tt.f), func(t *testing.T) {
-			got, err := s.Query(testCtx(t), tt.f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var seqs []int64
-			for _, r := range got {
-				seqs = append(seqs, r.Seq)
-			}
+			seqs := querySeqs(t, s, tt.f)
 			if diff := cmp.Diff(tt.want, seqs); diff != "" {
 				t.Errorf("seqs (-want +got):\n%s", diff)
 			}
@@ -376,14 +369,7 @@ func TestToolFilter(t *testing.T) {
 	for _, tt := range tests {
 		f := Filter{Limit: tt.limit}
 		f.SetTool(tt.arg)
-		got, err := s.Query(testCtx(t), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seqs []int64
-		for _, r := range got {
-			seqs = append(seqs, r.Seq)
-		}
+		seqs := querySeqs(t, s, f)
 		if diff := cmp.Diff(tt.want, seqs); diff != "" {
 			t.Errorf("--tool %q limit %d (-want +got):\n%s", tt.arg, tt.limit, diff)
 		}
@@ -406,4 +392,18 @@ func TestParseSince(t *testing.T) {
 			t.Errorf("ParseSince(%q) = %v, %v", tt.in, got, err)
 		}
 	}
+}
+
+// querySeqs runs f on s and returns the records' sequence numbers.
+func querySeqs(t *testing.T, s *Store, f Filter) []int64 {
+	t.Helper()
+	got, err := s.Query(testCtx(t), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, r := range got {
+		seqs = append(seqs, r.Seq)
+	}
+	return seqs
 }
