@@ -34,12 +34,12 @@ func parseMountinfo(t *testing.T, s string) []mountinfoLine {
 // each bind source: the output's and the mounts'.
 func TestMountinfoShowsNoHostLayout(t *testing.T) {
 	requireSandbox(t)
-	lower, ov := overlayDirs(t)
+	lower, _ := overlayDirs(t)
 	// Layer dirs and output where a gateway puts them: under the state
 	// dir, named after the agent.
 	state := filepath.Join(t.TempDir(), "state-marker")
 	layers := filepath.Join(state, "workspaces", "agent-marker", "srv")
-	ov = &Overlay{Upper: layers + "/overlay/upper", Work: layers + "/overlay/work"}
+	ov := &Overlay{Upper: layers + "/overlay/upper", Work: layers + "/overlay/work"}
 	out := filepath.Join(state, "workspaces", "agent-marker", "out-srv", "output")
 	for _, d := range []string{ov.Upper, ov.Work, out} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
