@@ -30,6 +30,7 @@ func TestUsage(t *testing.T) {
 	}{
 		{nil, exitUsage, "", "USAGE"},
 		{[]string{"help"}, 0, "COMMANDS", ""},
+		{[]string{"help"}, 0, "kube rbac", ""},
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
 		{[]string{"exec", "--help"}, 0, "--allow-degraded", ""},
 		{[]string{"exec"}, exitUsage, "", "no command given"},

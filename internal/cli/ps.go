@@ -27,7 +27,8 @@ pid in "id").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept); pause freezes it (nothing runs,
-memory is kept; the next call resumes it); resume thaws it now.
+memory is kept; the next call resumes it; a Kubernetes pod cannot be
+paused); resume thaws it now.
 `
 
 // sandboxRow is one sandbox as `mcpbox ps` shows it (and the admin
