@@ -30,8 +30,13 @@ func (e *env) doctor(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
-	if *backend == "kubernetes" {
+	switch *backend {
+	case "kubernetes":
 		return e.kubeDoctor(*cfg)
+	case "local":
+	default:
+		e.errorf("doctor: --backend %q: want local or kubernetes", *backend)
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		e.errorf("doctor: unexpected arguments %q", fs.Args())
