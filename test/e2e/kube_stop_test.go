@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,12 @@ func TestKubeStopCommand(t *testing.T) {
 	}
 	if id == "" {
 		t.Fatalf("mcpbox ps lists no running sandbox for pod %s:\n%s", before[0].Name, r.stdout)
+	}
+	// A pod's memory, pids and CPU are not measured: "-", not 0.
+	for _, l := range strings.Split(cli("ps").stdout, "\n") {
+		if strings.HasPrefix(l, id) && !regexp.MustCompile(`\s-\s+-\s+-\s+-\s`).MatchString(l) {
+			t.Errorf("mcpbox ps shows the pod's MEMORY, PIDS, CPU and EXIT as measured: %q", l)
+		}
 	}
 	if r := cli("pause", id); r.code == 0 || !strings.Contains(r.stderr, "cannot be paused") {
 		t.Errorf("mcpbox pause of a pod %s: want a clear refusal, got %s", id, r)
