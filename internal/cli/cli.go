@@ -33,6 +33,7 @@ COMMANDS
   doctor    report which isolation features this host supports
   policy    check a config file: mcpbox policy check FILE
   secrets   list a config's secret references (never values)
+  kube      kube rbac: the gateway's Role for backend kind: kubernetes
   import    turn a client's MCP config (Claude, Cursor, VS Code) into an
             mcpbox.yaml that runs every server sandboxed
   version   print the version

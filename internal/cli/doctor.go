@@ -18,7 +18,8 @@ Reports which isolation features this host supports for the current user
 sandbox running /bin/true as the proof that all layers apply together.
 Exits 0 when the default policy runs at full strength, 1 otherwise.
 With --backend kubernetes it checks the cluster of FILE's backend instead:
-API access, the Role of 'mcpbox kube rbac', NetworkPolicy, runtime class.
+API access, the Role of 'mcpbox kube rbac', NetworkPolicy, runtime class,
+each kubernetes: Secret FILE names, and where the pods get the agent.
 `
 
 func (e *env) doctor(args []string) int {
@@ -29,8 +30,13 @@ func (e *env) doctor(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
-	if *backend == "kubernetes" {
+	switch *backend {
+	case "kubernetes":
 		return e.kubeDoctor(*cfg)
+	case "local":
+	default:
+		e.errorf("doctor: --backend %q: want local or kubernetes", *backend)
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		e.errorf("doctor: unexpected arguments %q", fs.Args())

@@ -14,8 +14,12 @@ func (e *env) kubeCmd(args []string) int {
 	fs := e.newFlagSet("kube", kubeHelp)
 	cfgPath := fs.String("config", "", "the config `FILE` whose kubernetes: Secrets the Role may read")
 	ns := fs.String("namespace", "", "the namespace of the servers' pods (default: the config's, else mcp)")
-	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "who the gateway runs as")
+	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "who the gateway runs as (default: system:serviceaccount:mcp:mcpbox)")
 	if len(args) == 0 || args[0] != "rbac" {
+		if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
+			e.errorf("kube: unknown command %q (want kube rbac)", args[0])
+			return exitUsage
+		}
 		args = []string{"rbac", "--help"}
 	}
 	if code, stop := e.parse(fs, args[1:]); stop {

@@ -27,7 +27,8 @@ pid in "id").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept); pause freezes it (nothing runs,
-memory is kept; the next call resumes it); resume thaws it now.
+memory is kept; the next call resumes it; a Kubernetes pod cannot be
+paused); resume thaws it now.
 `
 
 // sandboxRow is one sandbox as `mcpbox ps` shows it (and the admin
@@ -82,12 +83,12 @@ func (e *env) ps(args []string) int {
 		if !s.LastCall.IsZero() {
 			last = now.Sub(s.LastCall).Round(time.Second).String() + " ago"
 		}
-		mem := "-"
+		mem, pids, cpu := "-", "-", "-" // not measured: a pod, an ended sandbox
 		if s.Memory > 0 {
-			mem = config.Size(int64(s.Memory)).String()
+			mem, pids, cpu = config.Size(int64(s.Memory)).String(), fmt.Sprint(s.Pids), fmt.Sprintf("%.1fs", s.CPU)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
-			s.Started.Local().Format("15:04:05"), last, mem, s.Pids, s.CPU, cmpOr(oneLine(s.Exit, 40), "-"), s.Instance, cmpOr(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
+			s.Started.Local().Format("15:04:05"), last, mem, pids, cpu, cmpOr(oneLine(s.Exit, 40), "-"), s.Instance, cmpOr(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
 	}
 	tw.Flush()
 	return 0

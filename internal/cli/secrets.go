@@ -22,7 +22,7 @@ Lists the secret references of every server in FILE and where each goes
 (variable, /run/secrets file, or the HTTP header of a remote server):
 never a value. A secret added at the egress proxy (inject) shows AS
 "proxy" and the HOSTS the proxy adds it for; the sandbox holds only a
-placeholder.
+placeholder. A kubernetes:SECRET/KEY reference shows its namespace.
 
 rotate asks the gateway running on that config's state dir to renew the
 sandboxes of every server with the secret: the reference is resolved

@@ -92,7 +92,7 @@ func TestBackendInvalid(t *testing.T) {
 		{"kube secret local", "version: 1\n" + srv + "    secrets: {T: {from: kubernetes:gh/token}}\n", "secrets.T.from: a kubernetes: Secret is read only for a server on backend kind: kubernetes (this one runs on this host)"},
 		{"kube secret local override", kubeTop + "  image: r/b:1\n" + srv + "    backend: {kind: local}\n    secrets: {T: {from: kubernetes:gh/token}}\n", "(this one runs on this host)"},
 		{"kube secret syntax", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: kubernetes:gh}}\n", "want kubernetes:SECRET/KEY"},
-		{"kube secret inject", kubeTop + "  image: r/b:1\n" + srv + "    network: {egress: [{host: a.example}]}\n    secrets: {T: {from: kubernetes:gh/token, inject: {hosts: [a.example], header: X}}}\n", "secrets.T.from: a kubernetes: Secret is not added at the egress proxy (inject)"},
+		{"kube secret inject", kubeTop + "  image: r/b:1\n" + srv + "    network: {egress: [{host: a.example}]}\n    secrets: {T: {from: kubernetes:gh/token, inject: {hosts: [a.example], header: X}}}\n", "secrets.T: a kubernetes: Secret is not added at the proxy (inject) yet"},
 		{"kube client token", "version: 1\nclients: [{name: a, token: {from: kubernetes:t/k}}]\n" + srv, "only for a server secret on the kubernetes backend"},
 		{"url kind", "version: 1\nservers:\n  s:\n    url: https://x.example/mcp\n    backend: {kind: kubernetes, namespace: x, in_cluster: true}\n", "a url server runs elsewhere already"},
 	}

@@ -320,10 +320,6 @@ func checkSecrets(r *collector, s *Server, p string) {
 		} else if _, ok, err := ParseKubeSecretRef(sec.From); ok {
 			if err != nil {
 				r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)
-			} else if sec.Inject != nil {
-				// The proxy's value is resolved as a local one is
-				// (launch.ResolveProxySecret), never through the API.
-				r.errorf(sec.Meta.At("from"), "%s.from: a kubernetes: Secret is not added at the egress proxy (inject); use env:, file: or cmd:", sp)
 			}
 		} else if _, err := ParseSecretRef(sec.From); err != nil {
 			r.errorf(sec.Meta.At("from"), "%s.from: %v", sp, err)

@@ -36,9 +36,12 @@ func KubeRBAC(path, ns, subject string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b, ok := kubeBackend(c); ok && ns == "" {
-			ns = b.Namespace
+		b, ok := kubeBackend(c)
+		if !ok {
+			// A Role for a config that runs no pod grants nothing it needs.
+			return nil, fmt.Errorf("%s has no backend of kind kubernetes (backend: {kind: kubernetes, namespace: NS, ...})", path)
 		}
+		ns = cmp.Or(ns, b.Namespace)
 		for _, r := range c.KubeSecretRefs(cmp.Or(ns, "mcp")) {
 			names = append(names, r.Secret)
 		}

@@ -77,4 +77,8 @@ func TestKubeRBACConfig(t *testing.T) {
 	if _, err := KubeRBAC(filepath.Join(t.TempDir(), "none.yaml"), "", "gw"); err == nil {
 		t.Error("a missing config gave a Role")
 	}
+	local := writeConfig(t, "version: 1\nservers:\n  a: {command: [a]}\n")
+	if y, err := KubeRBAC(local, "", "gw"); err == nil || !strings.Contains(err.Error(), "has no backend of kind kubernetes") {
+		t.Errorf("a config without a kubernetes backend: %v\n%s", err, y)
+	}
 }

@@ -26,6 +26,14 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 	for _, in := range gw.Instances() {
 		inst[key{in.Server, in.Scope}] = in
 	}
+	// An instance is a scope's newest sandbox: its last call and counts
+	// are not those of the scope's earlier, ended sandboxes.
+	newest := map[key]time.Time{}
+	for _, t := range g.tracks.All() {
+		if k := (key{t.Launcher(), t.Scope()}); t.Started.After(newest[k]) {
+			newest[k] = t.Started
+		}
+	}
 	var rows []admin.Sandbox
 	for _, t := range g.tracks.All() {
 		r := admin.Sandbox{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
@@ -35,7 +43,9 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 		}
 		for _, s := range g.serversOf(t.Launcher()) {
 			if in, ok := inst[key{s, t.Scope()}]; ok {
-				r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
+				if !t.Started.Before(newest[key{t.Launcher(), t.Scope()}]) {
+					r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
+				}
 				if r.Exit != "" {
 					r.Reason = in.Reason
 				}

@@ -408,7 +408,7 @@ func TestSecretKeyRBAC(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, key, want string }{
 		{"other", "token", "may not read it"},
-		{"gh", "nokey", `has no key "nokey"`},
+		{"gh", "nokey", `has no key "nokey" (its keys: token)`},
 		{"missing", "token", "does not exist"},
 	} {
 		if _, err := named.SecretKey(ctx, ns, tc.name, tc.key); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

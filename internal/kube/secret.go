@@ -1,8 +1,12 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -29,7 +33,12 @@ func (c *Client) SecretKey(ctx context.Context, ns, name, key string) ([]byte, e
 	}
 	v, ok := s.Data[key]
 	if !ok {
-		return nil, fmt.Errorf("kubernetes Secret %s/%s has no key %q", ns, name, key)
+		// The keys' names (never their values) show a misspelt KEY.
+		keys := slices.Sorted(maps.Keys(s.Data))
+		if len(keys) > 8 {
+			keys = append(keys[:8], "...")
+		}
+		return nil, fmt.Errorf("kubernetes Secret %s/%s has no key %q (its keys: %s)", ns, name, key, cmp.Or(strings.Join(keys, ", "), "none"))
 	}
 	return v, nil
 }

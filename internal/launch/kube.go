@@ -250,8 +250,9 @@ func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err 
 	var pod *corev1.Pod
 	if k.o.Install != nil {
 		pod, err = k.install(ctx, in.pod)
-	} else if pod, err = c.WatchPod(ctx, ns, in.pod, podReady); err != nil {
-		err = fmt.Errorf("starting server %s: %w", k.o.Name, err)
+	} else {
+		// Its errors name the pod; the gateway's say "starting server NAME".
+		pod, err = c.WatchPod(ctx, ns, in.pod, podReady)
 	}
 	if err != nil {
 		return nil, err

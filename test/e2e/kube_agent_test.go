@@ -22,7 +22,8 @@ import (
 // image and backend.agent_image; with backend.agent_image (an image that
 // has the agent) the pod's hardened init container copies the agent in,
 // the server's container runs that copy from a read-only mount, and the
-// server answers tools/call.
+// server answers tools/call; an agent image without the agent fails the
+// start with one line naming agent_path and that image.
 func TestKubeAgentImage(t *testing.T) {
 	e := kubeCluster(t)
 	agent, server := kubeBins(t)
@@ -120,6 +121,32 @@ func TestKubeAgentImage(t *testing.T) {
 		t.Errorf("the server container's %s is mounted %q, want read-only and not noexec", kube.AgentDir, opts)
 	}
 	gwClose(t, alice)
+	g.stop(t)
+	e.waitPods(t, 0, 60*time.Second)
+
+	// An agent image without mcpbox at agent_path: the init container's
+	// copy fails, and the one line says where the agent was looked for,
+	// naming the server once.
+	noAgent := "mcpbox.test/noagent-" + e.ns + ":1"
+	e.cluster.Node.ImageWithout(noAgent, agent)
+	t.Cleanup(func() { e.cluster.Node.ImageWithout(noAgent) })
+	write("noagent", noAgent)
+	g = e.serve(t)
+	if sess, err := gwConnectErr(ctx, g.url, hc, nil, gwLegacy); err == nil {
+		sess.Close()
+		t.Fatal("a session started with the only server's agent image lacking the agent")
+	}
+	want = fmt.Sprintf("init container agent exited with status 127; copying the agent: is mcpbox at backend.agent_path (%s) in backend.agent_image %s?", agent, noAgent)
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(g.logs.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's log does not say %q:\n%s", want, g.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Contains(g.logs.String(), "starting server k: starting server k") {
+		t.Errorf("the start's error repeats its prefix:\n%s", g.logs)
+	}
 	g.stop(t)
 	e.waitPods(t, 0, 60*time.Second)
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,12 @@ func TestKubeStopCommand(t *testing.T) {
 	if id == "" {
 		t.Fatalf("mcpbox ps lists no running sandbox for pod %s:\n%s", before[0].Name, r.stdout)
 	}
+	// A pod's memory, pids and CPU are not measured: "-", not 0.
+	for _, l := range strings.Split(cli("ps").stdout, "\n") {
+		if strings.HasPrefix(l, id) && !regexp.MustCompile(`\s-\s+-\s+-\s+-\s`).MatchString(l) {
+			t.Errorf("mcpbox ps shows the pod's MEMORY, PIDS, CPU and EXIT as measured: %q", l)
+		}
+	}
 	if r := cli("pause", id); r.code == 0 || !strings.Contains(r.stderr, "cannot be paused") {
 		t.Errorf("mcpbox pause of a pod %s: want a clear refusal, got %s", id, r)
 	}
@@ -58,5 +65,25 @@ func TestKubeStopCommand(t *testing.T) {
 	}
 	if after := e.waitPods(t, 1, 30*time.Second); after[0].Name == before[0].Name {
 		t.Errorf("the pod %s was not replaced after mcpbox stop", after[0].Name)
+	}
+	// ps: the stopped sandbox's last call is its own, not the new pod's.
+	var old, cur auRecord
+	for _, row := range auDecode(t, cli("ps", "--json").stdout) {
+		switch {
+		case row.str("id") == id:
+			old = row
+		case row.str("state") == "running":
+			cur = row
+		}
+	}
+	if old == nil || cur == nil {
+		t.Fatalf("mcpbox ps lists the stopped %s as %v and the running sandbox as %v", id, old, cur)
+	}
+	started, err := time.Parse(time.RFC3339Nano, cur.str("started"))
+	if err != nil {
+		t.Fatalf("the running sandbox's start %q: %v", cur.str("started"), err)
+	}
+	if lc, err := time.Parse(time.RFC3339Nano, old.str("last_call")); err == nil && !lc.Before(started) {
+		t.Errorf("the stopped sandbox's last call %s is not before the new one started (%s)", lc, started)
 	}
 }
