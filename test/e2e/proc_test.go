@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"mcpbox/internal/procgroup"
 )
 
 func fileUID(fi os.FileInfo) int {
@@ -41,3 +44,23 @@ func statusField(status, key string) []string {
 // killPid kills a process this test started inside a sandbox, found by a
 // unique marker in its command line.
 func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// runGroup runs cmd, which leads its own process group (Setpgid), then
+// kills what it left in that group. By a pidfd of the leader held from its
+// start: once Wait has reaped the leader, its number may lead another
+// program's group (a sandbox init, a benchmark under timeout(1)).
+func runGroup(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	g, err := procgroup.Open(cmd.Process)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	defer g.Close()
+	err = cmd.Wait()
+	_ = g.Kill()
+	return err
+}
