@@ -97,9 +97,19 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	g, err := startLeader(cmd)
+	p, err := startContainerProc(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("starting container %s: %w", c.Name, err)
+	}
+	return p, nil
+}
+
+// startContainerProc starts cmd (unshare, leading its own group) and
+// reaps it when it ends.
+func startContainerProc(cmd *exec.Cmd) (*containerProc, error) {
+	g, err := startLeader(cmd)
+	if err != nil {
+		return nil, err
 	}
 	p := &containerProc{cmd: cmd, group: g, done: make(chan struct{})}
 	go func() {
