@@ -24,8 +24,8 @@ type Group struct {
 
 // Open holds the group that p leads. Call it while p's pid is known to be
 // p's: for a child, after Start and before Wait returns (Wait reaps it).
-// p must lead its group (Setpgid), or Signal reaches whatever group has
-// the number p.Pid.
+// p must lead its group (Setpgid): otherwise Signal finds no group (or,
+// before Linux 6.9, whichever group has the number p.Pid).
 func Open(p *os.Process) (*Group, error) {
 	fd, err := unix.PidfdOpen(p.Pid, 0)
 	if err != nil {
