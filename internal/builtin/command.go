@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/procgroup"
 )
 
 type runArgs struct {
@@ -149,11 +152,12 @@ func (s *server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in runA
 	}
 	out := newCapBuf(s.o.OutputCap)
 	cmd.Stdout, cmd.Stderr = out, out
-	err = cmd.Start()
+	g, err := startGroup(cmd)
 	release()
 	if err != nil {
 		return nil, nil, startError(in.Argv[0], err)
 	}
+	defer g.Close()
 	waited := make(chan struct{})
 	go func() { cmd.Wait(); close(waited) }()
 	tctx, cancel := context.WithTimeout(ctx, timeout)
@@ -162,14 +166,14 @@ func (s *server) runCommand(ctx context.Context, _ *mcp.CallToolRequest, in runA
 	select {
 	case <-waited:
 	case <-tctx.Done():
-		killGroup(cmd.Process)
+		killGroup(g, cmd.Process)
 		<-waited
 		status = fmt.Sprintf("timed out after %s; process group killed\n", timeout)
 		if ctx.Err() != nil {
 			status = "cancelled; process group killed\n"
 		}
 	}
-	killGroup(cmd.Process) // background children left by the command
+	killGroup(g, cmd.Process) // background children left by the command
 	ps := cmd.ProcessState
 	if status == "" {
 		status = exitStatus(ps.ExitCode(), ps.String()) + "\n"
@@ -248,4 +252,29 @@ func (c *capBuf) String() string {
 		s += fmt.Sprintf("\n[output truncated: %d more bytes dropped]\n", dropped)
 	}
 	return s
+}
+
+// startGroup starts cmd, which setProcGroup made a group leader, and holds
+// its group by a pidfd of the leader: the kills after Wait (background
+// children left behind) then reach this group only, never one that
+// another program leads under the same number once the leader is reaped.
+func startGroup(cmd *exec.Cmd) (*procgroup.Group, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	g, err := procgroup.Open(cmd.Process)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	return g, nil
+}
+
+// killGroup kills the process group g, and its leader p in case it left
+// the group (by pidfd: harmless once reaped). A child that started its
+// own session escapes; the sandbox's pid namespace still ends it.
+func killGroup(g *procgroup.Group, p *os.Process) {
+	_ = g.Kill()
+	_ = p.Kill()
 }

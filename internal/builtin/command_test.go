@@ -132,6 +132,21 @@ func TestRunCommand(t *testing.T) {
 		}
 		waitGone(t, pid)
 	})
+	t.Run("exited command's background child killed", func(t *testing.T) {
+		// The command exits at once; Wait reaps it, and the kill of its
+		// group that follows (by a pidfd of the reaped leader) must still
+		// reach the child it left running.
+		got, _ := w.call(t, "run_command", map[string]any{
+			"argv": []string{"sh", "-c", "sleep 300 </dev/null >/dev/null 2>&1 & echo $!"}})
+		if !strings.HasPrefix(got, "exit code 0\n") {
+			t.Fatalf("got %q", got)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(got, "\n", 3)[1]))
+		if err != nil {
+			t.Fatalf("no child pid in %q", got)
+		}
+		waitGone(t, pid)
+	})
 	t.Run("shorter timeout", func(t *testing.T) {
 		start := time.Now()
 		got, _ := w.call(t, "run_command", map[string]any{"argv": []string{"sh", "-c", "exec sleep 30"}, "timeout_seconds": 1})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/procgroup"
 )
 
 type startArgs struct {
@@ -37,6 +39,7 @@ type job struct {
 	line    string
 	started time.Time
 	cmd     *exec.Cmd
+	group   *procgroup.Group // the command's process group, held by pidfd
 	out     *capBuf
 	done    chan struct{} // closed once the process is reaped
 
@@ -58,14 +61,14 @@ func (j *job) finished() bool {
 // kill ends a running job's process group, recording the first reason.
 func (j *job) kill(reason string) {
 	if j.finished() {
-		return // its pgid may belong to someone else by now
+		return
 	}
 	j.mu.Lock()
 	if j.reason == "" {
 		j.reason = reason
 	}
 	j.mu.Unlock()
-	killGroup(j.cmd.Process)
+	killGroup(j.group, j.cmd.Process)
 }
 
 // run reaps the job, killing it when its lifetime is up.
@@ -80,7 +83,8 @@ func (j *job) run(lifetime time.Duration) {
 		j.kill(fmt.Sprintf("killed: ran longer than the job lifetime (%s)", lifetime))
 		<-waited
 	}
-	killGroup(j.cmd.Process) // background children left by the command
+	killGroup(j.group, j.cmd.Process) // background children left by the command
+	_ = j.group.Close()
 	j.mu.Lock()
 	j.state, j.ended = j.cmd.ProcessState, time.Now()
 	j.mu.Unlock()
@@ -139,9 +143,11 @@ func (t *jobTable) start(ss *mcp.ServerSession, cmd *exec.Cmd, argv []string, ou
 		return nil, fmt.Errorf("too many jobs running (max %d); stop one first", t.max)
 	}
 	j := &job{owner: ss, line: strings.Join(argv, " "), cmd: cmd, out: out, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
+	g, err := startGroup(cmd)
+	if err != nil {
 		return nil, startError(argv[0], err)
 	}
+	j.group = g
 	t.next++
 	j.id = fmt.Sprintf("job-%d", t.next)
 	j.started = time.Now()

@@ -340,16 +340,6 @@ func setProcGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
-// killGroup kills the process group led by p, and p itself in case it
-// left the group. A child that started its own session escapes; the
-// sandbox's pid namespace still ends it.
-func killGroup(p *os.Process) {
-	if p != nil && p.Pid > 0 {
-		syscall.Kill(-p.Pid, syscall.SIGKILL)
-		p.Kill() // by pidfd: harmless once reaped
-	}
-}
-
 // procPath names the open directory for a child's chdir (Cmd.Dir): the
 // child resolves it in its own copy of the descriptor table.
 func (d *dirHandle) procPath() string { return fmt.Sprintf("/proc/self/fd/%d", d.fd) }

@@ -31,9 +31,3 @@ func writeFile(wpath, []byte) error                       { return errUnsupporte
 
 // setProcGroup is a no-op off Linux; only the direct child is killed.
 func setProcGroup(*exec.Cmd) {}
-
-func killGroup(p *os.Process) {
-	if p != nil {
-		p.Kill()
-	}
-}

@@ -120,15 +120,22 @@ func reclaim(dirs []string) error {
 			}
 		}
 	}
-	deadline := time.Now().Add(killTimeout)
-	for {
-		var left []int
+	list := func() ([]int, error) {
+		var all []int
 		for _, d := range dirs {
 			pids, err := readPids(d)
 			if err != nil {
-				return errors.Join(append(errs, err)...)
+				return nil, err
 			}
-			left = append(left, pids...)
+			all = append(all, pids...)
+		}
+		return all, nil
+	}
+	deadline := time.Now().Add(killTimeout)
+	for {
+		left, err := list()
+		if err != nil {
+			return errors.Join(append(errs, err)...)
 		}
 		if len(left) == 0 {
 			return errors.Join(errs...)
@@ -136,7 +143,7 @@ func reclaim(dirs []string) error {
 		if time.Now().After(deadline) {
 			return errors.Join(append(errs, fmt.Errorf("reclaiming frozen sandbox: %d processes left after %v", len(left), killTimeout))...)
 		}
-		if err := killPids(left); err != nil {
+		if err := killPids(left, list); err != nil {
 			errs = append(errs, err)
 		}
 		time.Sleep(killPoll)

@@ -239,13 +239,43 @@ func resources(l Limits) *cgroups.Resources {
 	return r
 }
 
-// killPids sends SIGKILL to each pid; one that is already gone is fine.
-// The pids come from cgroup.procs of a cgroup only mcpbox fills, read
-// just before, so a recycled pid would need a full pid wrap-around in
-// between.
-func killPids(pids []int) error {
+// killPids sends SIGKILL to each of pids, which list listed just before,
+// that is still in the cgroup; one that is already gone is fine. A pid
+// whose process exited and was reaped since (a thawed task dies at once)
+// may have been given to a process elsewhere, so each pid is opened as a
+// pidfd first and signalled only if list, run after the opens, still
+// names it: then the pidfd is that member, or a process that has died
+// since and takes no signal.
+func killPids(pids []int, list func() ([]int, error)) error {
+	fds := make(map[int]int, len(pids))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
 	for _, pid := range pids {
-		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("opening a pidfd of %d: %w", pid, err)
+		}
+		fds[pid] = fd
+	}
+	if len(fds) == 0 {
+		return nil
+	}
+	still, err := list()
+	if err != nil {
+		return err
+	}
+	for _, pid := range still {
+		fd, ok := fds[pid]
+		if !ok {
+			continue // forked since: the next round kills it
+		}
+		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("sending SIGKILL to %d: %w", pid, err)
 		}
 	}

@@ -168,7 +168,7 @@ func (b *v1) signalAll() error {
 	if err != nil {
 		return err
 	}
-	return killPids(pids)
+	return killPids(pids, b.procs)
 }
 
 func (b *v1) setFrozen(frozen bool) error {

@@ -221,7 +221,7 @@ func (b *v2) signalEach() error {
 	if err != nil {
 		return err
 	}
-	return killPids(pids)
+	return killPids(pids, b.procs)
 }
 
 func (b *v2) setFrozen(frozen bool) error {

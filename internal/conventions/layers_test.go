@@ -16,16 +16,21 @@ import (
 var layers = map[string]int{
 	// 0: leaves. Each does one thing and imports no other mcpbox package.
 	"internal/approval": 0, "internal/audit": 0, "internal/bearer": 0,
-	"internal/builtin": 0, "internal/cgroup": 0, "internal/config": 0,
-	"internal/egress": 0, "internal/gateway": 0, "internal/group": 0,
+	"internal/cgroup": 0, "internal/config": 0,
+	"internal/egress": 0, "internal/gateway": 0,
 	"internal/image": 0, "internal/instance": 0, "internal/kube": 0, "internal/landlock": 0,
 	"internal/oauth": 0, "internal/redact": 0, "internal/seccomp": 0,
 	"internal/secrets": 0, "internal/textdiff": 0,
 	// The OTLP trace exporter set up from the OTEL_* variables.
 	"internal/telemetry": 0,
+	// Signals a child's process group by pidfd, never a reused number.
+	"internal/procgroup": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
+	// The built-in tools and the group supervisor kill process groups
+	// through procgroup.
+	"internal/builtin": 1, "internal/group": 1,
 	// Prometheus metrics counted from the audit records.
 	"internal/metrics": 1,
 	// The agent in a Kubernetes pod, its mTLS CA and the gateway's client

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"mcpbox/internal/procgroup"
 )
 
 // Member is one server of a group as the supervisor runs it.
@@ -44,6 +46,7 @@ type supervisor struct {
 
 type child struct {
 	cmd   *exec.Cmd
+	group *procgroup.Group // the member's process group, held by pidfd
 	stdin *os.File
 	done  chan struct{}
 }
@@ -201,13 +204,23 @@ func (s *supervisor) start(i int) error {
 		stdin.Close()
 		return err
 	}
-	c := &child{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	// Held before anything can reap the member: stop's kill must reach
+	// its group only, never one that took the number after the reap.
+	g, err := procgroup.Open(cmd.Process)
+	if err != nil {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	c := &child{cmd: cmd, group: g, stdin: stdin, done: make(chan struct{})}
 	s.running[i] = c
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.pump(i, stdout)
 		err := cmd.Wait()
+		_ = g.Close()
 		close(c.done)
 		code := 0
 		var ee *exec.ExitError
@@ -279,7 +292,7 @@ func (s *supervisor) stop(i int) {
 		return
 	case <-ctx.Done():
 	}
-	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	_ = c.group.Kill()
 	<-c.done
 }
 

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"mcpbox/internal/procgroup"
 )
 
 const (
@@ -108,6 +110,9 @@ type agent struct {
 	mu      sync.Mutex
 	started bool    // guarded by mu
 	bridge  *bridge // guarded by mu; set once started
+	// group is the server's process group, held by pidfd; guarded by
+	// mu, set once started.
+	group   *procgroup.Group
 	startCh chan startResult
 	reaper  reaper
 }
@@ -272,10 +277,11 @@ func (a *agent) ended(cmd *exec.Cmd, err error) error {
 func (a *agent) stop(cmd *exec.Cmd, exited <-chan error) {
 	a.mu.Lock()
 	a.bridge.stdin.Close()
+	g := a.group
 	a.mu.Unlock()
 	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
 		if sig != 0 {
-			syscall.Kill(-cmd.Process.Pid, sig)
+			_ = g.Signal(sig)
 		}
 		select {
 		case <-exited:
@@ -395,6 +401,15 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		if err := cmd.Start(); err != nil {
 			return 0, err
 		}
+		// Held before anything can reap the server, so that stop
+		// signals its group and never one that took the number after.
+		g, err := procgroup.Open(cmd.Process)
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, err
+		}
+		a.group = g
 		return cmd.Process.Pid, nil
 	})
 	closeAll(inR, outW, errW)

@@ -28,6 +28,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"mcpbox/internal/procgroup"
 )
 
 // The test binary is the agent of the pods the tests start.
@@ -93,6 +95,9 @@ type pod struct {
 	stderr bytes.Buffer // guarded by mu
 	exited chan struct{}
 	code   int // set before exited closes
+	// server is the server's process group, held by pidfd from when its
+	// pid was logged; nil if never. Set before exited closes.
+	server *procgroup.Group
 }
 
 type podOpts struct {
@@ -165,6 +170,10 @@ func startAgent(t testing.TB, name string, o podOpts, command []string) *pod {
 				default:
 				}
 			}
+			if m := pidRE.FindSubmatch(sc.Bytes()); m != nil && p.server == nil {
+				n, _ := strconv.Atoi(string(m[1]))
+				p.server = holdServer(p.cmd.Process.Pid, n)
+			}
 		}
 		err := p.cmd.Wait()
 		p.code = 0
@@ -181,9 +190,11 @@ func startAgent(t testing.TB, name string, o podOpts, command []string) *pod {
 			<-p.exited
 		}
 		// The server is in its own process group; end it if it outlived
-		// the agent.
-		if pid := p.serverPID(); pid > 0 {
-			syscall.Kill(-pid, syscall.SIGKILL)
+		// the agent. By the pidfd held since it started: its number may
+		// lead another program's group by now.
+		if p.server != nil {
+			_ = p.server.Kill()
+			_ = p.server.Close()
 		}
 	})
 	select {
@@ -203,6 +214,33 @@ func (p *pod) log() string {
 }
 
 var pidRE = regexp.MustCompile(`started the server \(pid (\d+)\)`)
+
+// holdServer holds the process group of the server the agent agent
+// logged as pid, or returns nil if pid no longer names the agent's child.
+// The agent is not reaped yet (the caller reaps it later), so a process
+// whose parent is the agent after the pidfd was opened is the server, and
+// if the server died before, the pidfd names a dead process.
+func holdServer(agent, pid int) *procgroup.Group {
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return nil
+	}
+	g, err := procgroup.Open(proc)
+	if err != nil {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')') // the name may hold spaces or ')'
+	if err != nil || i < 0 {
+		_ = g.Close()
+		return nil
+	}
+	if f := strings.Fields(string(b[i+1:])); len(f) < 2 || f[1] != strconv.Itoa(agent) {
+		_ = g.Close()
+		return nil
+	}
+	return g
+}
 
 func (p *pod) serverPID() int {
 	m := pidRE.FindStringSubmatch(p.log())

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,9 +89,7 @@ func startPauser(t *testing.T) (*exec.Cmd, pauserReport) {
 				_ = cgroup.ThawFile(filepath.Join(d, f))
 			}
 		}
-		for _, pid := range rep.Procs {
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
+		killStillIn(rep.Procs, rep.Dirs)
 		waitPidsGone(t, rep.Procs, 10*time.Second)
 		for _, d := range rep.Dirs {
 			_ = os.Remove(d)
@@ -135,6 +134,30 @@ func waitPidsGone(t *testing.T, pids []int, d time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// killStillIn kills those of pids that are still in the sandbox's cgroup
+// dirs. Most have ended by the time a test cleans up, and their numbers
+// may have gone to other programs since (on a busy host with pid_max
+// 32768, within seconds): each pid is opened as a pidfd first and
+// signalled only if cgroup.procs, read after, still lists it.
+func killStillIn(pids []int, dirs map[string]string) {
+	fds := make(map[int]int)
+	for _, pid := range pids {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds[pid] = fd
+			defer unix.Close(fd)
+		}
+	}
+	for _, d := range dirs {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			if fd, ok := fds[pid]; ok {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			}
+		}
+	}
 }
 
 // guardOf returns the pid of the thaw guard pauser started.

@@ -97,10 +97,7 @@ func runElicitClient(t *testing.T, nodeModules, url, token, answer string) auEli
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 5 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err := cmd.Run()
-	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	err := runGroup(cmd)
 	if err != nil {
 		t.Fatalf("approve.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
 	}

@@ -304,7 +304,7 @@ func TestHostUIDNeverRoot(t *testing.T) {
 				t.Fatalf("host uid %d is in the range of real accounts", n)
 			}
 		}
-		_ = killPid(pid)
+		_ = killPid(pid, cmdlineEnds(pid, "sleep\x00"+marker+".5\x00"))
 		<-done
 	})
 }

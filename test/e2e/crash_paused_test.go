@@ -67,7 +67,7 @@ func TestServeKilledWhilePaused(t *testing.T) {
 				_ = os.WriteFile(filepath.Join(frozen, "freezer.state"), []byte("THAWED"), 0)
 				for _, p := range append(procs, guard) {
 					if p.alive() {
-						_ = killPid(p.pid)
+						_ = killPid(p.pid, p.alive)
 					}
 				}
 			})
@@ -82,7 +82,7 @@ func TestServeKilledWhilePaused(t *testing.T) {
 
 		t.Run("next start", func(t *testing.T) {
 			g, procs, guard := pausedGateway(t)
-			if err := killPid(guard.pid); err != nil {
+			if err := killPid(guard.pid, guard.alive); err != nil {
 				t.Fatal(err)
 			}
 			g.kill(t)

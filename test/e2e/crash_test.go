@@ -230,7 +230,7 @@ func crashWaitGone(t *testing.T, procs []crashProc) {
 		}
 	}
 	for _, p := range left {
-		_ = killPid(p.pid)
+		_ = killPid(p.pid, p.alive)
 	}
 	t.Fatalf("sandbox processes outlived the killed gateway by 10 s: %v", left)
 }

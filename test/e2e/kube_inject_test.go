@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -392,8 +391,8 @@ func kubeInjectRestart(t *testing.T, ctx context.Context, k *kubeEnv, gw string,
 	if pid == 0 {
 		t.Fatal("no serving proxy replica")
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	if !k.cluster.Node.KillContainer(k.ns, pod, "proxy") {
+		t.Fatalf("proxy pod %s's process ended before it was killed", pod)
 	}
 	t.Logf("killed proxy pod %s's process %d", pod, pid)
 	refused := 0

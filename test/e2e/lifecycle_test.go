@@ -141,7 +141,7 @@ func waitGone(t *testing.T, suffix string) {
 	}
 	pid := findProcess(suffix)
 	if pid > 0 {
-		_ = killPid(pid)
+		_ = killPid(pid, cmdlineEnds(pid, suffix))
 	}
 	t.Fatalf("sandboxed process %d outlived its sandbox", pid)
 }

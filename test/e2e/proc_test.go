@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/procgroup"
 )
 
 func fileUID(fi os.FileInfo) int {
@@ -39,5 +44,47 @@ func statusField(status, key string) []string {
 }
 
 // killPid kills a process this test started inside a sandbox, found by a
-// unique marker in its command line.
-func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+// scan of /proc, if still() holds once pid is open as a pidfd: by then the
+// process may have ended and its number gone to another program, which
+// still() (the same start time, the marker in the command line) tells
+// apart. A process that ends after the check takes the signal with it.
+func killPid(pid int, still func() bool) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if !still() {
+		return syscall.ESRCH
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// cmdlineEnds returns whether process pid's NUL-separated command line
+// ends with suffix.
+func cmdlineEnds(pid int, suffix string) func() bool {
+	return func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return err == nil && strings.HasSuffix(string(b), suffix)
+	}
+}
+
+// runGroup runs cmd, which leads its own process group (Setpgid), then
+// kills what it left in that group. By a pidfd of the leader held from its
+// start: once Wait has reaped the leader, its number may lead another
+// program's group (a sandbox init, a benchmark under timeout(1)).
+func runGroup(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	g, err := procgroup.Open(cmd.Process)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	defer g.Close()
+	err = cmd.Wait()
+	_ = g.Kill()
+	return err
+}

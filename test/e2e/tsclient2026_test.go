@@ -67,10 +67,7 @@ func ts26Run(m mode, script string, env []string, steps []tsStep, args ...string
 	if !m.root() {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(m.uid), Gid: uint32(m.uid), Groups: []uint32{}}
 	}
-	err = cmd.Run()
-	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	err = runGroup(cmd)
 	if err != nil || ctx.Err() != nil {
 		return nil, errb.String(), fmt.Errorf("%s %v: %v (ctx: %v)\nstdout:\n%s\nstderr:\n%s", filepath.Base(script), args, err, ctx.Err(), out.String(), errb.String())
 	}

@@ -114,11 +114,8 @@ func runTSClient(t *testing.T, m mode, nodeModules string, env []string, steps [
 	if !m.root() {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(m.uid), Gid: uint32(m.uid), Groups: []uint32{}}
 	}
-	err = cmd.Run()
-	if cmd.Process != nil {
-		// A client that timed out leaves its stdio child behind.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	// A client that timed out leaves its stdio child behind.
+	err = runGroup(cmd)
 	if err != nil || ctx.Err() != nil {
 		t.Fatalf("client.mjs %v: %v (ctx: %v)\nstdout:\n%s\nstderr:\n%s", args, err, ctx.Err(), out.String(), errb.String())
 	}

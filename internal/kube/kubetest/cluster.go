@@ -18,6 +18,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"mcpbox/internal/procgroup"
 )
 
 // The versions scripts/kube-bins.sh builds by default; TestVersionsMatchScript
@@ -389,11 +391,12 @@ func describePod(p *corev1.Pod) string {
 
 // process is one control-plane binary.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error // set before done is closed
+	name  string
+	cmd   *exec.Cmd
+	group *procgroup.Group // the process's group, held by pidfd
+	log   string
+	done  chan struct{}
+	err   error // set before done is closed
 }
 
 func (c *Cluster) run(bins, name string, args ...string) error {
@@ -409,10 +412,11 @@ func (c *Cluster) run(bins, name string, args ...string) error {
 	// Its own process group, and killed with the test binary should that
 	// die without running its cleanups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := startCmd(cmd); err != nil {
+	g, err := startLeader(cmd)
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, group: g, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -451,8 +455,11 @@ func (c *Cluster) stop(t testing.TB) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			// By pidfd: a process that ended earlier may have left
+			// its number to another program's group.
+			_ = p.group.Kill()
 			<-p.done
+			_ = p.group.Close()
 		}()
 	}
 	wg.Wait()

@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"mcpbox/internal/procgroup"
 )
 
 // A container runs as its command in new mount, uts, ipc and pid
@@ -37,8 +40,9 @@ import (
 // containerProc is one run of a container's process.
 type containerProc struct {
 	cmd      *exec.Cmd
-	done     chan struct{} // closed when the process has ended
-	exitCode int           // set before done closes: the exit code, or 128+signal
+	group    *procgroup.Group // unshare's process group, held by pidfd
+	done     chan struct{}    // closed when the process has ended
+	exitCode int              // set before done closes: the exit code, or 128+signal
 }
 
 // startContainer starts one run of a container.
@@ -93,12 +97,24 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := startCmd(cmd); err != nil {
+	p, err := startContainerProc(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("starting container %s: %w", c.Name, err)
 	}
-	p := &containerProc{cmd: cmd, done: make(chan struct{})}
+	return p, nil
+}
+
+// startContainerProc starts cmd (unshare, leading its own group) and
+// reaps it when it ends.
+func startContainerProc(cmd *exec.Cmd) (*containerProc, error) {
+	g, err := startLeader(cmd)
+	if err != nil {
+		return nil, err
+	}
+	p := &containerProc{cmd: cmd, group: g, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
+		_ = g.Close()
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		if ws.Signaled() {
 			p.exitCode = 128 + int(ws.Signal())
@@ -277,11 +293,16 @@ mkdir -m 0700 "$R/.kubetest"
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // mainPID is the container's pid 1 (unshare's child) as the host sees it,
-// or 0 if there is none (yet).
+// or 0 if there is none (yet, or any more). unshare is checked to be
+// unreaped before and after the read: once reaped, its number (and the
+// /proc entry by that number) may be another program's.
 func (p *containerProc) mainPID() int {
+	if !p.unreaped() {
+		return 0
+	}
 	pid := p.cmd.Process.Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
+	if err != nil || !p.unreaped() {
 		return 0
 	}
 	f := strings.Fields(string(b))
@@ -292,12 +313,53 @@ func (p *containerProc) mainPID() int {
 	return n
 }
 
+// unreaped reports whether unshare is running or a zombie, by its pidfd:
+// a reaped process can no longer be signalled.
+func (p *containerProc) unreaped() bool {
+	return p.cmd.Process.Signal(syscall.Signal(0)) == nil
+}
+
+// signalMain sends sig to the container's pid 1 and reports whether it
+// could. The pid is opened as a pidfd and then checked to still be
+// unshare's child while unshare is unreaped: a process that took the
+// number after pid 1 ended has another parent, and if pid 1 ended after
+// the check the pidfd names a dead process, so no other program is hit.
+func (p *containerProc) signalMain(sig syscall.Signal) bool {
+	pid := p.mainPID()
+	if pid <= 0 {
+		return false
+	}
+	proc, err := os.FindProcess(pid) // a pidfd
+	if err != nil {
+		return false
+	}
+	defer proc.Release()
+	if parentOf(pid) != p.cmd.Process.Pid || !p.unreaped() {
+		return false
+	}
+	return proc.Signal(sig) == nil
+}
+
+// parentOf returns the parent pid of process pid, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')') // the name may hold spaces or ')'
+	if err != nil || i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
 // terminate sends SIGTERM to the container's pid 1. As under a container
 // runtime, a pid 1 that does not handle SIGTERM ignores it.
 func (p *containerProc) terminate() {
 	for range 20 { // the fork may not have happened yet
-		if pid := p.mainPID(); pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
+		if p.signalMain(syscall.SIGTERM) {
 			return
 		}
 		select {
@@ -306,14 +368,14 @@ func (p *containerProc) terminate() {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM) // unshare dies and its child with it
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // unshare dies and its child with it
 }
 
-// kill ends the container: its pid 1, and unshare, whose death kills the
-// pid 1 (--kill-child) and with it the whole pid namespace.
+// kill ends the container: its pid 1, and unshare's group, whose death
+// kills the pid 1 (--kill-child) and with it the whole pid namespace.
+// Both by pidfd: a container that ended earlier may have left its numbers
+// to other programs.
 func (p *containerProc) kill() {
-	if pid := p.mainPID(); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.signalMain(syscall.SIGKILL)
+	_ = p.group.Kill()
 }

@@ -307,6 +307,15 @@ func (n *Node) ContainerPID(ns, pod, container string) int {
 	return r.pid(container)
 }
 
+// KillContainer sends SIGKILL to the running container's process (pid 1
+// of its pid namespace), as a crash would, and reports whether there was
+// one. Use it rather than a kill of ContainerPID's number: the process may
+// end in between and its number go to another program.
+func (n *Node) KillContainer(ns, pod, container string) bool {
+	r := n.run(ns, pod)
+	return r != nil && r.kill(container)
+}
+
 // Logs returns what a container of a pod wrote to stdout and stderr, all
 // its restarts together. The log outlives the pod (until the cluster
 // stops or a new pod of the same name starts), so a test can read what a

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -441,6 +442,19 @@ func qosClass(p *corev1.Pod) corev1.PodQOSClass {
 		return p.Status.QOSClass // the API server computes it at creation
 	}
 	return corev1.PodQOSBestEffort
+}
+
+// kill sends SIGKILL to a running container's main process, by pidfd (see
+// signalMain); false if it has none.
+func (r *podRun) kill(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.ctrs {
+		if c.spec.Name == name && c.proc != nil {
+			return c.proc.signalMain(syscall.SIGKILL)
+		}
+	}
+	return false
 }
 
 // pid is the host PID of a running container's main process, or 0.

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+
+	"mcpbox/internal/procgroup"
 )
 
 // Every process kubetest starts gets PDEATHSIG SIGKILL, so a test binary
@@ -30,4 +32,22 @@ func startCmd(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	spawnReqs <- func() { done <- cmd.Start() }
 	return <-done
+}
+
+// startLeader starts cmd, which leads its own process group (Setpgid), on
+// the spawn thread and holds that group by a pidfd of the leader, opened
+// before anything can reap it: the kills at the end reach this group only,
+// never one that another program (a sandbox init, timeout(1)) leads under
+// the same number after the leader was reaped.
+func startLeader(cmd *exec.Cmd) (*procgroup.Group, error) {
+	if err := startCmd(cmd); err != nil {
+		return nil, err
+	}
+	g, err := procgroup.Open(cmd.Process)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	return g, nil
 }
