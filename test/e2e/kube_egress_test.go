@@ -20,6 +20,7 @@ import (
 
 	"mcpbox/internal/kube"
 	"mcpbox/internal/kube/egressproxy"
+	"mcpbox/internal/kube/kubetest"
 )
 
 // kubeEgressAudit: the gateway followed the proxy pods' logs into its
@@ -339,6 +340,7 @@ func TestKubeEgress(t *testing.T) {
 // Anything else holding a port skips the test.
 func awaitProxyPort(t *testing.T) {
 	t.Helper()
+	awaitNoProxyReplicas(t)
 	var err error
 	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		var l, l2 net.Listener
@@ -352,4 +354,45 @@ func awaitProxyPort(t *testing.T) {
 		}
 	}
 	t.Skipf("port 3128 or 3129 is taken on this host (the test proxy binds them): %v", err)
+}
+
+// awaitNoProxyReplicas waits (bounded) until no egress proxy ReplicaSet
+// or pod of an earlier test is left in the shared cluster. While the
+// garbage collector deletes a stopped gateway's objects, its ReplicaSet
+// can still start a replica (one a test killed, say), which would bind
+// the test node's proxy ports after awaitProxyPort saw them free and
+// answer the next gateway's pods with another gateway's key (407).
+func awaitNoProxyReplicas(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return // no test node: nothing of ours can hold the ports
+	}
+	c := kubetest.Shared(t)
+	cfg, err := kube.LoadKubeconfig(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kube.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sel := kube.LabelRole + "=" + kube.RoleEgress
+	allRS := kube.Resource{API: "/apis/apps/v1", Plural: "replicasets", Cluster: true}
+	allPods := kube.Resource{API: "/api/v1", Plural: "pods", Cluster: true}
+	var left int
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var rs appsv1.ReplicaSetList
+		var pods corev1.PodList
+		err = cl.List(ctx, allRS, "", sel, &rs)
+		if err == nil {
+			err = cl.List(ctx, allPods, "", sel, &pods)
+		}
+		cancel()
+		if left = len(rs.Items) + len(pods.Items); err == nil && left == 0 {
+			return
+		}
+	}
+	t.Skipf("an earlier test's egress proxy is still in the cluster after 90s (%d ReplicaSets and pods): %v", left, err)
 }
