@@ -184,11 +184,7 @@ func TestKubePackageAgentImage(t *testing.T) {
 			"tools":   map[string]any{"allow": []string{"*"}},
 		}},
 	}
-	raw, _ := json.MarshalIndent(c, "", "  ")
-	e.config = filepath.Join(e.dir, "mcpbox.yaml")
-	if err := os.WriteFile(e.config, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.writeConfig(t, c)
 	g := gwServe(t, mode{uid: -1}, e.config, "TOK_ALICE=alice-token-0123456789abcdef", "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+e.dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -156,11 +156,8 @@ func TestKubeEgress(t *testing.T) {
 			"network": map[string]any{"egress": []map[string]any{{"host": "127.0.0.1", "ports": []int{portB}}}},
 		}},
 	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	e := &kubeEnv{cluster: cluster, client: client, ns: ns, dir: dir, config: filepath.Join(dir, "mcpbox.yaml")}
-	if err := os.WriteFile(e.config, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e := &kubeEnv{cluster: cluster, client: client, ns: ns, dir: dir}
+	e.writeConfig(t, c)
 	g := e.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -68,11 +68,7 @@ func TestKubeInject(t *testing.T) {
 					"inject": map[string]any{"hosts": []string{fmt.Sprintf("127.0.0.1:%d", other.port)}, "header": "X-Api-Key"}}},
 		}},
 	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	k.config = filepath.Join(k.dir, "mcpbox.yaml")
-	if err := os.WriteFile(k.config, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	k.writeConfig(t, c)
 	caFile := filepath.Join(k.dir, "upstream-ca.pem")
 	if err := os.WriteFile(caFile, []byte(caPEM), 0o644); err != nil {
 		t.Fatal(err)
@@ -81,18 +77,8 @@ func TestKubeInject(t *testing.T) {
 	g := gwServe(t, mode{uid: -1}, k.config, "TOK_ALICE=alice-token-0123456789abcdef", "INJ_T="+realT, "INJ_U="+realU, "SSL_CERT_FILE="+caFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	alice, err := gwConnectErr(ctx, g.url, &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}, nil, gwLegacy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(tool string, args map[string]any) string {
-		t.Helper()
-		got, err := gwCall(ctx, alice, tool, args)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		return got
-	}
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	call := kubeCaller(t, ctx, alice)
 
 	// What the pod holds: the placeholder and the trust, never the value.
 	ph := call("getenv", map[string]any{"text": "T"})

@@ -45,22 +45,8 @@ func TestKubePackageServer(t *testing.T) {
 	k := kubeCluster(t)
 	cluster, client, ns, dir := k.cluster, k.client, k.ns, k.dir
 	agent, _ := kubeBins(t)
-	c := map[string]any{
-		"version": 1, "state_dir": filepath.Join(dir, "state"),
-		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
-		"backend": map[string]any{"kind": "kubernetes", "namespace": ns, "kubeconfig": cluster.Kubeconfig,
-			"agent_path": agent, "base_images": map[string]string{"npm": "mcpbox.test/node:22"}},
-		"servers": map[string]any{"memory": map[string]any{
-			"package": "npm:@modelcontextprotocol/server-memory",
-			"env":     map[string]string{"MEMORY_FILE_PATH": "/tmp/memory.jsonl"},
-			"tools":   map[string]any{"allow": []string{"*"}},
-		}},
-	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	e := &kubeEnv{cluster: cluster, client: client, ns: ns, dir: dir, config: filepath.Join(dir, "mcpbox.yaml")}
-	if err := os.WriteFile(e.config, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e := &kubeEnv{cluster: cluster, client: client, ns: ns, dir: dir}
+	e.writeConfig(t, kubeMemoryConfig(e, agent))
 	env := []string{"TOK_ALICE=alice-token-0123456789abcdef", "NPM_CONFIG_REGISTRY=" + reg.url(), "HOME=" + dir}
 	dumpPods := func() {
 		var l corev1.PodList
@@ -221,22 +207,8 @@ func TestKubePackagePrivateRegistry(t *testing.T) {
 	k := kubeCluster(t)
 	cluster, client, ns, dir := k.cluster, k.client, k.ns, k.dir
 	agent, _ := kubeBins(t)
-	c := map[string]any{
-		"version": 1, "state_dir": filepath.Join(dir, "state"),
-		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
-		"backend": map[string]any{"kind": "kubernetes", "namespace": ns, "kubeconfig": cluster.Kubeconfig,
-			"agent_path": agent, "base_images": map[string]string{"npm": "mcpbox.test/node:22"}},
-		"servers": map[string]any{"memory": map[string]any{
-			"package": "npm:@modelcontextprotocol/server-memory",
-			"env":     map[string]string{"MEMORY_FILE_PATH": "/tmp/memory.jsonl"},
-			"tools":   map[string]any{"allow": []string{"*"}},
-		}},
-	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	cfgPath := filepath.Join(dir, "mcpbox.yaml")
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	k.writeConfig(t, kubeMemoryConfig(k, agent))
+	cfgPath := k.config
 	host := strings.TrimPrefix(strings.TrimSuffix(reg.url(), "/"), "http:")
 	if err := os.WriteFile(filepath.Join(dir, ".npmrc"), []byte(host+"/:_authToken=${NPM_TOKEN}\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -273,5 +245,22 @@ func TestKubePackagePrivateRegistry(t *testing.T) {
 	}
 	if strings.Contains(g.logs.String(), token) {
 		t.Error("the registry token is in the gateway's log")
+	}
+}
+
+// kubeMemoryConfig is a gateway config for e's namespace with one
+// client, alice, and one server, memory: npm's server-memory as a
+// package server on the test node's npm base image, agent at agent.
+func kubeMemoryConfig(e *kubeEnv, agent string) map[string]any {
+	return map[string]any{
+		"version": 1, "state_dir": filepath.Join(e.dir, "state"),
+		"clients": []map[string]any{{"name": "alice", "token": map[string]string{"from": "env:TOK_ALICE"}}},
+		"backend": map[string]any{"kind": "kubernetes", "namespace": e.ns, "kubeconfig": e.cluster.Kubeconfig,
+			"agent_path": agent, "base_images": map[string]string{"npm": "mcpbox.test/node:22"}},
+		"servers": map[string]any{"memory": map[string]any{
+			"package": "npm:@modelcontextprotocol/server-memory",
+			"env":     map[string]string{"MEMORY_FILE_PATH": "/tmp/memory.jsonl"},
+			"tools":   map[string]any{"allow": []string{"*"}},
+		}},
 	}
 }

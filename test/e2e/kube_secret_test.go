@@ -79,11 +79,7 @@ func TestKubeSecretRef(t *testing.T) {
 			"nosecret": srv("nosecret", map[string]any{"X": map[string]string{"from": "kubernetes:absent/token"}}),
 		},
 	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	e.config = filepath.Join(e.dir, "mcpbox.yaml")
-	if err := os.WriteFile(e.config, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e.writeConfig(t, c)
 	// The Role printed without --config reads no Secret: every start
 	// fails closed, saying why in one line.
 	e.applyRBAC(t, ctx, "kube", "rbac", "--namespace", e.ns, "--subject", user)

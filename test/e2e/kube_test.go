@@ -68,6 +68,13 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 			"agent_path": agent, "image": "mcpbox.test/base:1"},
 		"servers": map[string]any{"k": srv},
 	}
+	e.writeConfig(t, c)
+	return e
+}
+
+// writeConfig writes c as the gateway's config, e.config, in e.dir.
+func (e *kubeEnv) writeConfig(t *testing.T, c map[string]any) {
+	t.Helper()
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,19 @@ func kubeSetup(t *testing.T, idle string) *kubeEnv {
 	if err := os.WriteFile(e.config, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return e
+}
+
+// kubeCaller is a tool call through sess under ctx that fails the test
+// on an error and returns the result's text.
+func kubeCaller(t *testing.T, ctx context.Context, sess *mcp.ClientSession) func(tool string, args map[string]any) string {
+	return func(tool string, args map[string]any) string {
+		t.Helper()
+		got, err := gwCall(ctx, sess, tool, args)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return got
+	}
 }
 
 // kubeCluster returns the shared cluster with a namespace of this run's

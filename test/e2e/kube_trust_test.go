@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,11 +64,7 @@ func TestKubeInjectTrust(t *testing.T) {
 				"network": map[string]any{"egress": egress}},
 		},
 	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	k.config = filepath.Join(k.dir, "mcpbox.yaml")
-	if err := os.WriteFile(k.config, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	k.writeConfig(t, c)
 	caFile := filepath.Join(k.dir, "upstream-ca.pem")
 	if err := os.WriteFile(caFile, []byte(caPEM), 0o644); err != nil {
 		t.Fatal(err)
@@ -79,18 +73,8 @@ func TestKubeInjectTrust(t *testing.T) {
 	g := gwServe(t, mode{uid: -1}, k.config, "TOK_ALICE=alice-token-0123456789abcdef", "INJ_T="+realT, "SSL_CERT_FILE="+caFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	alice, err := gwConnectErr(ctx, g.url, &http.Client{Transport: gwBearer{token: "alice-token-0123456789abcdef", base: gwHTTP.Transport}}, nil, gwLegacy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(tool string, args map[string]any) string {
-		t.Helper()
-		got, err := gwCall(ctx, alice, tool, args)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		return got
-	}
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	call := kubeCaller(t, ctx, alice)
 	apiURL := fmt.Sprintf("https://127.0.0.1:%d/user", api.port)
 
 	// The trust files: the image's bundle, then the interception CA
