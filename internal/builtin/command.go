@@ -262,13 +262,7 @@ func startGroup(cmd *exec.Cmd) (*procgroup.Group, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	g, err := procgroup.Open(cmd.Process)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, err
-	}
-	return g, nil
+	return procgroup.OpenStarted(cmd)
 }
 
 // killGroup kills the process group g, and its leader p in case it left

@@ -206,11 +206,9 @@ func (s *supervisor) start(i int) error {
 	}
 	// Held before anything can reap the member: stop's kill must reach
 	// its group only, never one that took the number after the reap.
-	g, err := procgroup.Open(cmd.Process)
+	g, err := procgroup.OpenStarted(cmd)
 	if err != nil {
 		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		return err
 	}
 	c := &child{cmd: cmd, group: g, stdin: stdin, done: make(chan struct{})}

@@ -403,10 +403,8 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 		}
 		// Held before anything can reap the server, so that stop
 		// signals its group and never one that took the number after.
-		g, err := procgroup.Open(cmd.Process)
+		g, err := procgroup.OpenStarted(cmd)
 		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
 			return 0, err
 		}
 		a.group = g

@@ -43,11 +43,5 @@ func startLeader(cmd *exec.Cmd) (*procgroup.Group, error) {
 	if err := startCmd(cmd); err != nil {
 		return nil, err
 	}
-	g, err := procgroup.Open(cmd.Process)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, err
-	}
-	return g, nil
+	return procgroup.OpenStarted(cmd)
 }
