@@ -43,9 +43,18 @@ type kubeConn struct {
 	gw     *kube.Gateway
 	ns     string
 	key    string        // kubeConnKey
+	log    *slog.Logger  // the gateway's; nil: none
 	egress kubeEgress    // the pods' egress proxy, made at first need
 	audit  egressAudit   // its decisions into the audit
 	inject proxyRegistry // the secrets its replicas add for the pods
+}
+
+// logger is kc's log, or one that discards.
+func (kc *kubeConn) logger() *slog.Logger {
+	if kc.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return kc.log
 }
 
 // kubeConnKey names a backend's cluster and namespace.
@@ -96,7 +105,7 @@ func (k *kubeSetup) conn(ctx context.Context, b config.Backend) (*kubeConn, erro
 		c.Close()
 		return nil, err
 	}
-	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace, key: key}
+	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace, key: key, log: k.log}
 	k.conns[key] = kc
 	return kc, nil
 }
@@ -125,6 +134,7 @@ func (k *kubeSetup) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, kc := range k.conns {
+		kc.egress.stopRenewal()
 		kc.inject.stop()
 		kc.audit.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
