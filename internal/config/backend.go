@@ -423,11 +423,4 @@ func checkKubeServer(r *collector, s *Server, b Backend, p string, at Pos) {
 	if s.Exec.Allow != nil || s.Exec.Writable {
 		bad(s.Exec.Meta.Pos, "exec: the pod's root is read-only and /tmp is an emptyDir; exec rules are the local sandbox's")
 	}
-	for _, sec := range s.Secrets {
-		// The gateway resolves a secret added at the proxy as a local
-		// one (env:, file:, cmd:): it never reads a Secret for it.
-		if _, ok, _ := ParseKubeSecretRef(sec.From); ok && sec.Inject != nil {
-			bad(sec.Meta.At("from"), "secrets.%s: a kubernetes: Secret is not added at the proxy (inject) yet; use env:, file: or cmd:, or drop inject", sec.Name)
-		}
-	}
 }

@@ -92,7 +92,7 @@ func TestBackendInvalid(t *testing.T) {
 		{"kube secret local", "version: 1\n" + srv + "    secrets: {T: {from: kubernetes:gh/token}}\n", "secrets.T.from: a kubernetes: Secret is read only for a server on backend kind: kubernetes (this one runs on this host)"},
 		{"kube secret local override", kubeTop + "  image: r/b:1\n" + srv + "    backend: {kind: local}\n    secrets: {T: {from: kubernetes:gh/token}}\n", "(this one runs on this host)"},
 		{"kube secret syntax", kubeTop + "  image: r/b:1\n" + srv + "    secrets: {T: {from: kubernetes:gh}}\n", "want kubernetes:SECRET/KEY"},
-		{"kube secret inject", kubeTop + "  image: r/b:1\n" + srv + "    network: {egress: [{host: a.example}]}\n    secrets: {T: {from: kubernetes:gh/token, inject: {hosts: [a.example], header: X}}}\n", "secrets.T: a kubernetes: Secret is not added at the proxy (inject) yet"},
+		{"kube secret inject aws", kubeTop + "  image: r/b:1\n" + srv + "    network: {egress: [{host: a.example}]}\n    secrets: {T: {inject: {hosts: [a.example], aws: {access_key_id: kubernetes:aws/id, secret_access_key: env:S}}}}\n", "only for a server secret on the kubernetes backend"},
 		{"kube client token", "version: 1\nclients: [{name: a, token: {from: kubernetes:t/k}}]\n" + srv, "only for a server secret on the kubernetes backend"},
 		{"url kind", "version: 1\nservers:\n  s:\n    url: https://x.example/mcp\n    backend: {kind: kubernetes, namespace: x, in_cluster: true}\n", "a url server runs elsewhere already"},
 	}
@@ -109,13 +109,14 @@ func TestBackendInvalid(t *testing.T) {
 	}
 }
 
-// TestKubeSecretRefs: kubernetes:SECRET/KEY references are listed per
-// namespace (the Role's resourceNames), without repeats, and survive a
-// round trip.
+// TestKubeSecretRefs: kubernetes:SECRET/KEY references, added at the
+// proxy (inject) or not, are listed per namespace (the Role's
+// resourceNames), without repeats, and survive a round trip.
 func TestKubeSecretRefs(t *testing.T) {
 	src := kubeTop + "  image: r/b:1\nservers:\n" +
 		"  a:\n    command: [a]\n    secrets: {T: {from: kubernetes:gh/token}, U: {from: kubernetes:db.creds/pass-word_1, as: file}, V: {from: env:V}}\n" +
-		"  b:\n    command: [b]\n    secrets: {T: {from: kubernetes:gh/token}, W: {from: kubernetes:api/key}}\n" +
+		"  b:\n    command: [b]\n    network: {egress: [{host: api.example}]}\n" +
+		"    secrets: {T: {from: kubernetes:gh/token}, W: {from: kubernetes:api/key, inject: {hosts: [api.example], header: X-Key}}}\n" +
 		"  c:\n    command: [c]\n    backend: {namespace: other}\n    secrets: {T: {from: kubernetes:elsewhere/k}}\n"
 	c, err := Load("t.yaml", []byte(src))
 	if err != nil {

@@ -43,9 +43,18 @@ type kubeConn struct {
 	gw     *kube.Gateway
 	ns     string
 	key    string        // kubeConnKey
+	log    *slog.Logger  // the gateway's; nil: none
 	egress kubeEgress    // the pods' egress proxy, made at first need
 	audit  egressAudit   // its decisions into the audit
 	inject proxyRegistry // the secrets its replicas add for the pods
+}
+
+// logger is kc's log, or one that discards.
+func (kc *kubeConn) logger() *slog.Logger {
+	if kc.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return kc.log
 }
 
 // kubeConnKey names a backend's cluster and namespace.
@@ -96,7 +105,7 @@ func (k *kubeSetup) conn(ctx context.Context, b config.Backend) (*kubeConn, erro
 		c.Close()
 		return nil, err
 	}
-	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace, key: key}
+	kc := &kubeConn{client: c, gw: gw, ns: b.Namespace, key: key, log: k.log}
 	k.conns[key] = kc
 	return kc, nil
 }
@@ -125,6 +134,7 @@ func (k *kubeSetup) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, kc := range k.conns {
+		kc.egress.stopRenewal()
 		kc.inject.stop()
 		kc.audit.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -289,18 +299,44 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 	return nil
 }
 
-// KubeDoctor checks the cluster of c's kubernetes backend (the top-level
-// one, or the first server's that has one): API access, the RBAC Role of
-// `mcpbox kube rbac --config`, the Secrets its servers' kubernetes:
-// references read there, the NetworkPolicy API, the runtime class, where
-// the pods get the agent (kube.AgentCheck). base is
-// the config's dir. It prints one line per check on w and reports
-// whether all passed.
+// KubeDoctor checks each cluster and namespace c's servers run pods in
+// (the top-level kubernetes backend, and every server's backend of kind
+// kubernetes; each distinct kubeconfig and namespace once): API access,
+// the RBAC Role of `mcpbox kube rbac --config`, the Secrets its servers'
+// kubernetes: references read there, the NetworkPolicy API, the runtime
+// classes, where the pods get the agent (kube.AgentCheck). base is the
+// config's dir. It prints one line per check on w (under a line naming
+// the namespace when there are several) and reports whether all passed.
 func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer) (bool, error) {
-	b, ok := kubeBackend(c)
-	if !ok {
+	groups := kubeBackends(c)
+	if len(groups) == 0 {
 		return false, fmt.Errorf("the config has no backend of kind kubernetes")
 	}
+	ok := true
+	for _, g := range groups {
+		if len(groups) > 1 {
+			where := "in cluster"
+			if !g[0].InCluster {
+				where = "kubeconfig " + g[0].Kubeconfig
+			}
+			fmt.Fprintf(w, "namespace %s (%s):\n", g[0].Namespace, where)
+		}
+		for _, ch := range kubeDoctorChecks(ctx, c, base, g) {
+			status := "ok"
+			if !ch.OK {
+				status, ok = "FAILED", false
+			}
+			fmt.Fprintf(w, "%-14s %-7s %s\n", ch.Name, status, ch.Detail)
+		}
+	}
+	return ok, nil
+}
+
+// kubeDoctorChecks are the checks of one cluster and namespace, whose
+// backends are bs (same kubeconfig and namespace): kube.Doctor once,
+// then each other runtime class and each agent setting of bs.
+func kubeDoctorChecks(ctx context.Context, c *config.Config, base string, bs []config.Backend) []kube.Check {
+	b := bs[0]
 	var cfg kube.Config
 	var err error
 	if b.InCluster {
@@ -309,25 +345,57 @@ func KubeDoctor(ctx context.Context, c *config.Config, base string, w io.Writer)
 		cfg, err = kube.LoadKubeconfig(specconv.Resolve(base, b.Kubeconfig))
 	}
 	if err != nil {
-		return false, err
+		return []kube.Check{{Name: "api", Detail: err.Error()}}
 	}
 	cl, err := kube.New(cfg)
 	if err != nil {
-		return false, err
+		return []kube.Check{{Name: "api", Detail: err.Error()}}
 	}
 	defer cl.Close()
 	var refs []kube.SecretKeyRef
 	for _, r := range c.KubeSecretRefs(b.Namespace) {
 		refs = append(refs, kube.SecretKeyRef{Name: r.Secret, Key: r.Key})
 	}
-	ok = true
-	checks := append(kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs), kube.AgentCheck(b.AgentImage, b.AgentPath, config.DefaultAgentPath))
-	for _, ch := range checks {
-		status := "ok"
-		if !ch.OK {
-			status, ok = "FAILED", false
+	checks := kube.Doctor(ctx, cl, b.Namespace, b.RuntimeClass, refs)
+	noAPI := len(checks) == 1 && !checks[0].OK
+	classes := map[string]bool{b.RuntimeClass: true}
+	agents := map[kube.Check]bool{}
+	for _, o := range bs {
+		if o.RuntimeClass != "" && !classes[o.RuntimeClass] && !noAPI {
+			classes[o.RuntimeClass] = true
+			checks = append(checks, kube.RuntimeClassCheck(ctx, cl, o.RuntimeClass))
 		}
-		fmt.Fprintf(w, "%-14s %-7s %s\n", ch.Name, status, ch.Detail)
+		if a := kube.AgentCheck(o.AgentImage, o.AgentPath, config.DefaultAgentPath); !agents[a] {
+			agents[a] = true
+			checks = append(checks, a)
+		}
 	}
-	return ok, nil
+	return checks
+}
+
+// kubeBackends are the kubernetes backends of c that doctor checks,
+// grouped by cluster and namespace (kubeConnKey), in the config's order:
+// the top-level one, then each server's that runs pods.
+func kubeBackends(c *config.Config) [][]config.Backend {
+	var out [][]config.Backend
+	at := map[string]int{}
+	add := func(b config.Backend) {
+		if b.Kind != config.BackendKubernetes {
+			return
+		}
+		k := kubeConnKey(b)
+		if i, ok := at[k]; ok {
+			out[i] = append(out[i], b)
+			return
+		}
+		at[k] = len(out)
+		out = append(out, []config.Backend{b})
+	}
+	add(c.Backend)
+	for _, s := range c.Servers {
+		if s.URL == "" {
+			add(c.BackendOf(s))
+		}
+	}
+	return out
 }

@@ -36,30 +36,17 @@ func KubeRBAC(path, ns, subject string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, ok := kubeBackend(c)
-		if !ok {
+		groups := kubeBackends(c)
+		if len(groups) == 0 {
 			// A Role for a config that runs no pod grants nothing it needs.
 			return nil, fmt.Errorf("%s has no backend of kind kubernetes (backend: {kind: kubernetes, namespace: NS, ...})", path)
 		}
-		ns = cmp.Or(ns, b.Namespace)
+		ns = cmp.Or(ns, groups[0][0].Namespace)
 		for _, r := range c.KubeSecretRefs(cmp.Or(ns, "mcp")) {
 			names = append(names, r.Secret)
 		}
 	}
 	return kube.RBAC(cmp.Or(ns, "mcp"), subject, names...)
-}
-
-// kubeBackend is the kubernetes backend of c doctor checks: the top-level
-// one, or the first server's.
-func kubeBackend(c *config.Config) (config.Backend, bool) {
-	b := c.Backend
-	for _, s := range c.Servers {
-		if b.Kind == config.BackendKubernetes {
-			break
-		}
-		b = c.BackendOf(s)
-	}
-	return b, b.Kind == config.BackendKubernetes
 }
 
 func loadFile(path string) (*config.Config, error) {

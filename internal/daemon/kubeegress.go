@@ -29,9 +29,11 @@ import (
 // it is started again.
 const proxyTokenTTL = 7 * 24 * time.Hour
 
-// proxyCertTTL is the validity of the proxy's registration certificate:
-// the proxy lives as long as its gateway, whose registrations fail (and
-// the pods' credential hosts are refused) once it expired.
+// proxyCertTTL is the validity of the proxy's registration certificate.
+// The proxy lives as long as its gateway, so the gateway renews it when
+// a third of it is left (renewTLS): a gateway that ran past it would
+// otherwise fail every registration (and the pods' credential hosts be
+// refused).
 const proxyCertTTL = 90 * 24 * time.Hour
 
 // kubeEgress is this gateway's egress proxy in one namespace: its token
@@ -48,6 +50,11 @@ type kubeEgress struct {
 	// installs are the registry allowlists of package servers' installs,
 	// by server (installServer names them in the proxy's config).
 	installs map[string][]egress.Rule
+	// certTTL is the registration certificate's lifetime; zero:
+	// proxyCertTTL (tests shorten it).
+	certTTL time.Duration
+	// renewQuit ends the certificate's renewal (renewTLS); nil: none.
+	renewQuit, renewDone chan struct{}
 }
 
 // installServer is the proxy's name of server's package install: its
@@ -250,13 +257,11 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 	}
 	if e.registry {
 		po.TLSSecret, registryFrom = kube.ProxyTLSName(gw), kube.GatewayPeers(b.GatewayCIDRs)
-		cert, key, err := pca.IssuePodTTL(kube.ProxyName(gw), proxyCertTTL)
+		_, _, renewAt, err := e.issueTLS(ctx, kc, pca)
 		if err != nil {
-			return fmt.Errorf("the egress proxy's certificate: %w", err)
+			return err
 		}
-		if err := cl.Create(ctx, kube.Secrets, ns, kube.ProxyTLS(gw, owner, cert, key, pca.CAPEM()), nil); err != nil && !kube.IsAlreadyExists(err) {
-			return fmt.Errorf("the egress proxy's certificate: %w", err)
-		}
+		e.startRenewal(kc, pca, renewAt)
 	}
 	if err := cl.Create(ctx, kube.NetworkPolicies, ns, kube.ProxyNetworkPolicy(gw, owner, registryFrom), nil); err != nil && !kube.IsAlreadyExists(err) {
 		return fmt.Errorf("the egress proxy's network policy: %w", err)
@@ -300,4 +305,91 @@ func (e *kubeEgress) envTTL(book *redact.Book, pod, server string, ttl time.Dura
 		}
 	}
 	return egressproxy.ProxyEnv(addr, pod, tok), nil
+}
+
+// issueTLS issues the proxy's registration certificate, valid for
+// certTTL, into its TLS Secret (ProxyTLS), which a replica mounts when
+// it starts. A Secret that exists (a first start that failed after it,
+// or the certificate being renewed) is replaced, never reused: the
+// gateway's Role cannot read it, and the certificate the gateway knows
+// is the one whose renewal it schedules. It returns the certificate,
+// its key and when to renew it (two thirds into its life).
+func (e *kubeEgress) issueTLS(ctx context.Context, kc *kubeConn, pca *podagent.CA) (cert, key []byte, renewAt time.Time, err error) {
+	ttl := e.certTTL
+	if ttl == 0 {
+		ttl = proxyCertTTL
+	}
+	gw, owner, ns, cl := kc.gw.ID(), kc.gw.Ref(), kc.ns, kc.client
+	issued := time.Now()
+	if cert, key, err = pca.IssuePodTTL(kube.ProxyName(gw), ttl); err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("the egress proxy's certificate: %w", err)
+	}
+	sec := kube.ProxyTLS(gw, owner, cert, key, pca.CAPEM())
+	err = cl.Create(ctx, kube.Secrets, ns, sec, nil)
+	if kube.IsAlreadyExists(err) {
+		// The Role may delete and create Secrets, not update them: a
+		// replica that starts in between waits for the new one.
+		if err = cl.Delete(ctx, kube.Secrets, ns, sec.Name); err == nil || kube.IsNotFound(err) {
+			err = cl.Create(ctx, kube.Secrets, ns, sec, nil)
+		}
+	}
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("the egress proxy's certificate: %w", err)
+	}
+	return cert, key, issued.Add(ttl * 2 / 3), nil
+}
+
+// startRenewal renews the registration certificate at renewAt, and each
+// renewed one two thirds into its life, until stopRenewal: a new
+// certificate into the TLS Secret (for replicas that start later), then
+// to the running replicas in the registry's State (proxyRegistry.setTLS),
+// which serve it from their next handshake; the registrations stay. A
+// failed renewal is logged and tried again soon: the current certificate
+// still has a third of its life. e.mu is held.
+func (e *kubeEgress) startRenewal(kc *kubeConn, pca *podagent.CA, renewAt time.Time) {
+	if e.renewQuit != nil {
+		return
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	e.renewQuit, e.renewDone = quit, done
+	ttl := e.certTTL
+	if ttl == 0 {
+		ttl = proxyCertTTL
+	}
+	retry := min(time.Minute, ttl/20)
+	go func() {
+		defer close(done)
+		at := renewAt
+		for {
+			t := time.NewTimer(time.Until(at))
+			select {
+			case <-quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			cert, key, next, err := e.issueTLS(ctx, kc, pca)
+			cancel()
+			if err != nil {
+				kc.logger().Warn("renewing the egress proxy's registration certificate", "namespace", kc.ns, "err", err)
+				at = time.Now().Add(retry)
+				continue
+			}
+			kc.inject.setTLS(cert, key)
+			at = next
+		}
+	}()
+}
+
+// stopRenewal ends startRenewal's renewals.
+func (e *kubeEgress) stopRenewal() {
+	e.mu.Lock()
+	quit, done := e.renewQuit, e.renewDone
+	e.renewQuit = nil
+	e.mu.Unlock()
+	if quit != nil {
+		close(quit)
+		<-done
+	}
 }

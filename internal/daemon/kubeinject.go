@@ -48,6 +48,10 @@ type proxyRegistry struct {
 	port    int  // the replicas' registration port; 0: kube.ProxyRegistryPort
 	warned  bool // guarded by mu; a failed resend was logged
 	stopped bool // guarded by mu; stop ran: no resending again
+	// tlsCert and tlsKey are the proxy's renewed registration
+	// certificate (setTLS), sent in every State; nil: not renewed yet
+	// (the replicas serve the one they mounted).
+	tlsCert, tlsKey []byte // guarded by mu
 }
 
 // setup makes r the registry of kc's pods (once).
@@ -105,6 +109,29 @@ func (r *proxyRegistry) register(ctx context.Context, reg egressproxy.Registrati
 			return fmt.Errorf("registering pod %s's secrets with the egress proxy: no replica took them: %w", reg.Pod, err)
 		case <-time.After(250 * time.Millisecond):
 		}
+	}
+}
+
+// setTLS makes the State carry the proxy's renewed registration
+// certificate, and sends it now and every egressproxy.ResendEvery (a
+// replica that restarts before its mounted Secret is the new one gets it
+// too), while the old certificate is still good for a third of its life.
+func (r *proxyRegistry) setTLS(cert, key []byte) {
+	r.mu.Lock()
+	r.tlsCert, r.tlsKey = cert, key
+	ready := r.kc != nil
+	if ready && r.quit == nil && !r.stopped {
+		r.quit, r.done = make(chan struct{}), make(chan struct{})
+		go r.resend(r.quit, r.done)
+	}
+	r.mu.Unlock()
+	if !ready {
+		return // no registration to send: nothing uses the port yet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.send(ctx); err != nil {
+		r.log.Warn("sending the egress proxy its renewed registration certificate; sent again within seconds", "namespace", r.kc.ns, "err", err)
 	}
 }
 
@@ -222,6 +249,7 @@ func (r *proxyRegistry) state() ([]byte, error) {
 	for _, reg := range r.pods {
 		s.Pods = append(s.Pods, reg)
 	}
+	s.TLSCert, s.TLSKey = r.tlsCert, r.tlsKey
 	r.mu.Unlock()
 	slices.SortFunc(s.Pods, func(a, b egressproxy.Registration) int { return strings.Compare(a.Pod, b.Pod) })
 	return json.Marshal(s)

@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,9 +38,17 @@ import (
 type fakePodAPI struct {
 	mu   sync.Mutex
 	pods []corev1.Pod
+	// secrets are the Secrets created and not deleted, by name; a
+	// second create of one is 409 AlreadyExists.
+	secrets map[string][]byte
+	// secretCreates counts the Secrets created, by name.
+	secretCreates map[string]int
 }
 
 func (f *fakePodAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(r.URL.Path, "/secrets") && f.secret(w, r) {
+		return
+	}
 	switch {
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/pods"):
 		f.mu.Lock()
@@ -56,6 +66,40 @@ func (f *fakePodAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		_, _ = io.WriteString(w, "{}")
 	}
+}
+
+// secret answers a Secret's create and delete, and reports whether it did.
+func (f *fakePodAPI) secret(w http.ResponseWriter, r *http.Request) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.secrets == nil {
+		f.secrets, f.secretCreates = map[string][]byte{}, map[string]int{}
+	}
+	switch r.Method {
+	case http.MethodPost:
+		var sec corev1.Secret
+		if err := json.NewDecoder(r.Body).Decode(&sec); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return true
+		}
+		if _, ok := f.secrets[sec.Name]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+				Status: metav1.StatusFailure, Reason: metav1.StatusReasonAlreadyExists, Code: http.StatusConflict})
+			return true
+		}
+		f.secrets[sec.Name] = sec.Data["tls.crt"]
+		f.secretCreates[sec.Name]++
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(sec)
+		return true
+	case http.MethodDelete:
+		delete(f.secrets, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+		_, _ = io.WriteString(w, "{}")
+		return true
+	}
+	return false
 }
 
 // registryPeer is one listener at a proxy pod's registration address: it
@@ -260,5 +304,120 @@ func TestRegistrySendsToTheProxyOnly(t *testing.T) {
 		if !bytes.Equal(s.CAKey, caKey) || len(s.Pods) != 1 || s.Pods[0].Credentials[0].Value != value {
 			t.Errorf("%s: the state lacks the CA key or the value: %+v", what, s.Pods)
 		}
+	}
+}
+
+// TestProxyCertificateRenewed: the gateway renews the egress proxy's
+// registration certificate two thirds into its life (here a short one):
+// into the TLS Secret, replaced, and to the running replica in its
+// State, so that the replica still takes the gateway's registrations
+// once the first certificate expired, and keeps those it had.
+func TestProxyCertificateRenewed(t *testing.T) {
+	api := &fakePodAPI{}
+	srv := httptest.NewTLSServer(api)
+	t.Cleanup(srv.Close)
+	c, err := kube.New(kube.Config{Server: srv.URL, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	gw, err := kube.Register(ctx, c, "ns", "abcd0123", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Abandon)
+	pca, err := podagent.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ica, err := egress.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := &kubeConn{client: c, gw: gw, ns: "ns"}
+	kc.egress.certTTL = 3 * time.Second
+	// A Secret left by a first start that failed after it: replaced.
+	name := kube.ProxyTLSName(gw.ID())
+	api.mu.Lock()
+	api.secrets = map[string][]byte{name: []byte("stale")}
+	api.secretCreates = map[string]int{}
+	api.mu.Unlock()
+	kc.egress.mu.Lock()
+	cert, key, renewAt, err := kc.egress.issueTLS(ctx, kc, pca)
+	kc.egress.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(kc.egress.certTTL)
+
+	// The replica, serving the certificate it mounted.
+	p, err := egressproxy.New(egressproxy.Options{Config: egressproxy.Config{Key: bytes.Repeat([]byte{1}, 32),
+		Servers: map[string]egressproxy.ServerPolicy{"s": {Inject: []string{"api.example.com"}}}}, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	dir := t.TempDir()
+	for f, b := range map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": pca.CAPEM()} {
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf, err := podagent.ServerTLS(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := listenRegistry(t, 0)
+	served := make(chan error, 1)
+	go func() { served <- p.ServeRegistry(l, conf, io.Discard) }()
+	t.Cleanup(func() {
+		l.Close()
+		<-served
+	})
+	ip, port, _ := net.SplitHostPort(l.Addr().String())
+	ctrl := true
+	api.mu.Lock()
+	api.pods = []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "proxy-1", Labels: kube.Labels(gw.ID(), "", kube.RoleEgress),
+		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", Controller: &ctrl}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip}}}
+	api.mu.Unlock()
+
+	kc.inject.port, _ = strconv.Atoi(port)
+	kc.inject.setup(kc, pca, ica, nil)
+	t.Cleanup(kc.inject.stop)
+	kc.egress.mu.Lock()
+	kc.egress.startRenewal(kc, pca, renewAt)
+	kc.egress.mu.Unlock()
+	t.Cleanup(kc.egress.stopRenewal)
+	reg := func(pod string) egressproxy.Registration {
+		return egressproxy.Registration{Pod: pod, Server: "s",
+			Credentials: []credinject.Credential{{Name: "T", Value: "sk-0123456789abcdef0123", Hosts: []string{"api.example.com"}, Header: "X-Key"}}}
+	}
+	if err := kc.inject.register(ctx, reg("pod-1")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(expires.Add(1100 * time.Millisecond)))
+	if n := p.Registered(); n != 1 {
+		t.Errorf("%d pods registered after the renewal, want 1: a registration was dropped", n)
+	}
+	kc.inject.mu.Lock()
+	kc.inject.pods["pod-2"] = reg("pod-2")
+	kc.inject.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if n, err := kc.inject.send(sctx); n != 1 || err != nil {
+		t.Fatalf("after the first certificate expired: %d replicas took the state: %v", n, err)
+	}
+	if n := p.Registered(); n != 2 {
+		t.Errorf("%d pods registered, want 2", n)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if got := api.secretCreates[name]; got < 2 {
+		t.Errorf("the TLS Secret was created %d times, want the first and a renewal", got)
+	}
+	if now, _ := pem.Decode(api.secrets[name]); now == nil || bytes.Equal(api.secrets[name], cert) {
+		t.Errorf("the TLS Secret holds %q, not a renewed certificate", api.secrets[name])
 	}
 }

@@ -175,17 +175,22 @@ func Doctor(ctx context.Context, c *Client, ns, runtimeClass string, secrets []S
 		out = append(out, Check{"networkpolicy", true, "API served (enforced only if the cluster's network plugin implements it)"})
 	}
 	if runtimeClass != "" {
-		err := c.Get(ctx, RuntimeClasses, "", runtimeClass, nil)
-		switch {
-		case err == nil:
-			out = append(out, Check{"runtimeclass", true, runtimeClass + " exists"})
-		case IsForbidden(err):
-			out = append(out, Check{"runtimeclass", true, runtimeClass + ": not verifiable (no permission to read runtimeclasses); pods fail to schedule if it is missing"})
-		default:
-			out = append(out, Check{"runtimeclass", false, runtimeClass + ": " + err.Error()})
-		}
+		out = append(out, RuntimeClassCheck(ctx, c, runtimeClass))
 	}
 	return out
+}
+
+// RuntimeClassCheck checks that the runtime class name exists.
+func RuntimeClassCheck(ctx context.Context, c *Client, name string) Check {
+	err := c.Get(ctx, RuntimeClasses, "", name, nil)
+	switch {
+	case err == nil:
+		return Check{"runtimeclass", true, name + " exists"}
+	case IsForbidden(err):
+		return Check{"runtimeclass", true, name + ": not verifiable (no permission to read runtimeclasses); pods fail to schedule if it is missing"}
+	default:
+		return Check{"runtimeclass", false, name + ": " + err.Error()}
+	}
 }
 
 // namespaceCheck finds out whether ns exists with what the Role allows: a

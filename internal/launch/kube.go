@@ -403,7 +403,7 @@ func (k *Kube) resolveSecrets(ctx context.Context) (map[string]string, map[strin
 		if sec.Inject == nil {
 			continue
 		}
-		p, err := ResolveProxySecret(ctx, sec)
+		p, err := k.resolveProxySecret(ctx, sec)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
@@ -456,6 +456,25 @@ func (k *Kube) resolveSecret(ctx context.Context, sec config.Secret) (sandbox.Se
 		return sandbox.Secret{}, err
 	}
 	return sandbox.Secret{Name: sec.Name, Value: v, AsFile: asFile}, nil
+}
+
+// resolveProxySecret resolves a secret added at the proxy: its
+// kubernetes: reference read through the API as resolveSecret reads one
+// (at every start, checked, never in the pod), any other as a local
+// sandbox's is. The value goes to the proxy's replicas only.
+func (k *Kube) resolveProxySecret(ctx context.Context, sec config.Secret) (ProxySecret, error) {
+	if _, ok, _ := config.ParseKubeSecretRef(sec.From); !ok || sec.Inject.AWS != nil {
+		return ResolveProxySecret(ctx, sec)
+	}
+	v, err := k.resolveSecret(ctx, sec)
+	if err != nil {
+		return ProxySecret{}, err
+	}
+	local := sec
+	local.From = "" // resolved above
+	p, err := ResolveProxySecret(ctx, local)
+	p.Cred.Value = string(v.Value)
+	return p, err
 }
 
 // ensurePolicy creates the server's NetworkPolicy once; one that exists

@@ -119,3 +119,38 @@ func TestKubeResolveSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeResolveInjectedSecretRef: a kubernetes: reference added at the
+// proxy (inject) is read through the API at every start too: its value
+// goes to the proxy's registration (the Credential), never to the pod's
+// start request, and the book redacts it; a missing key fails the start.
+func TestKubeResolveInjectedSecretRef(t *testing.T) {
+	const tok = "sk-live-0123456789abcdef"
+	f := &fakeSecrets{data: map[string]map[string][]byte{}}
+	f.set("api", "key", tok)
+	in := &config.Inject{Hosts: []string{"api.example.com"}, Header: "X-Key"}
+	k := kubeWithSecrets(t, f, []config.Secret{{Name: "API_KEY", From: "kubernetes:api/key", Inject: in}})
+	ctx := context.Background()
+	env, files, proxied, err := k.resolveSecrets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(env) != 0 || len(files) != 0 {
+		t.Errorf("the pod's start request got %q %q", env, files)
+	}
+	if len(proxied) != 1 || proxied[0].Cred.Value != tok || proxied[0].Cred.Name != "API_KEY" ||
+		proxied[0].Cred.Header != "X-Key" || len(proxied[0].Cred.Hosts) != 1 {
+		t.Fatalf("proxied %+v", proxied)
+	}
+	if got := k.o.Book.String("echo " + tok); strings.Contains(got, tok) {
+		t.Errorf("the book does not redact the value: %q", got)
+	}
+	f.set("api", "key", "sk-live-rotated-9876543210")
+	if _, _, proxied, err = k.resolveSecrets(ctx); err != nil || proxied[0].Cred.Value != "sk-live-rotated-9876543210" {
+		t.Errorf("after the Secret changed: %v", err)
+	}
+	k = kubeWithSecrets(t, f, []config.Secret{{Name: "API_KEY", From: "kubernetes:api/nokey", Inject: in}})
+	if _, _, _, err := k.resolveSecrets(ctx); err == nil || !strings.HasPrefix(err.Error(), `secret API_KEY: kubernetes Secret ns/api has no key "nokey"`) {
+		t.Errorf("a missing key: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package podagent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -101,8 +102,9 @@ type pod struct {
 }
 
 type podOpts struct {
-	ca    *CA      // nil: a new one
-	flags []string // more agent flags
+	ca    *CA           // nil: a new one
+	flags []string      // more agent flags
+	ttl   time.Duration // the pod certificate's; zero: DefaultPodTTL
 }
 
 var listenRE = regexp.MustCompile(`listening on (\S+)`)
@@ -129,7 +131,7 @@ func startAgent(t testing.TB, name string, o podOpts, command []string) *pod {
 			t.Fatal(err)
 		}
 	}
-	certPEM, keyPEM, err := ca.IssuePod(name)
+	certPEM, keyPEM, err := ca.IssuePodTTL(name, cmp.Or(o.ttl, DefaultPodTTL))
 	if err != nil {
 		t.Fatal(err)
 	}

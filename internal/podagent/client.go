@@ -52,7 +52,14 @@ func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRe
 		MaxIdleConns:        4,
 		IdleConnTimeout:     90 * time.Second,
 		// A pod that vanishes (node lost, network cut) is noticed.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		// Every request waits for a stream of the one connection made
+		// at start rather than dial another past the agent's stream
+		// limit: the pod's certificate (DefaultPodTTL) is checked at
+		// that handshake only, so a pod that runs longer than it keeps
+		// its gateway. The connection's end ends the event stream, and
+		// with it the server (a new pod gets a new certificate).
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second,
+			StrictMaxConcurrentRequests: true},
 	}
 	// The pod is not trusted: a redirect would have the gateway send the
 	// start's secrets or its messages wherever the pod said (plain HTTP

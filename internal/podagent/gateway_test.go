@@ -1,6 +1,7 @@
 package podagent
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"sync"
@@ -68,5 +69,40 @@ func TestGatewayThroughAgent(t *testing.T) {
 				t.Errorf("the gateway launched %d pods for one agent", len(pods))
 			}
 		})
+	}
+}
+
+// TestPodOutlivesItsCertificate: a pod's certificate is checked at the
+// handshake of the gateway's one connection to it; a pod that runs past
+// the certificate's end (DefaultPodTTL, a day) keeps serving, many calls
+// at once included (the transport never dials a second connection, which
+// the expired certificate would fail).
+func TestPodOutlivesItsCertificate(t *testing.T) {
+	const ttl = 2 * time.Second
+	expires := time.Now().Add(ttl)
+	p := startPod(t, "pod-expiring", podOpts{ttl: ttl})
+	cs := session(t, connect(t, p, StartRequest{}), nil, "")
+	time.Sleep(time.Until(expires.Add(1100 * time.Millisecond)))
+	const n = 300
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := callText(t, cs, "slow", map[string]any{"ms": 1500})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	var first error
+	for err := range errs {
+		if err != nil {
+			failed++
+			first = cmp.Or(first, err)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d calls after the pod's certificate expired failed; the first: %v", failed, n, first)
 	}
 }

@@ -97,6 +97,9 @@ type Proxy struct {
 	regs  map[string]*registered // guarded by mu; by pod
 	ca    *egress.CA             // guarded by mu; the interception CA
 	roots *x509.CertPool         // guarded by mu; the intercepted upstreams' roots
+	// regTLS is the registration endpoint's certificate, renewed by
+	// the gateway (State.TLSCert).
+	regTLS registryTLS
 }
 
 // sweepEvery spaces the sweeps of expired pods' proxies: a sweep walks

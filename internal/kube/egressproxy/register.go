@@ -11,6 +11,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"mcpbox/internal/credinject"
@@ -53,6 +56,14 @@ type State struct {
 	// verified as a local sandbox's proxy verifies it.
 	UpstreamRoots []byte         `json:"upstream_roots,omitempty"`
 	Pods          []Registration `json:"pods"`
+	// TLSCert and TLSKey, if set, are the replica's renewed registration
+	// certificate and key (PEM, from the gateway's pod CA, naming the
+	// proxy as the mounted one does): served from the next handshake on,
+	// so that the registration port outlives the certificate the replica
+	// started with. The gateway sends them only once it renewed one (a
+	// replica of an older mcpbox refuses a State it does not know).
+	TLSCert []byte `json:"tls_cert,omitempty"`
+	TLSKey  []byte `json:"tls_key,omitempty"`
 }
 
 // registered is one pod's compiled Registration.
@@ -66,6 +77,13 @@ type registered struct {
 // upstream roots. A pod whose registration changed, came or went loses
 // its proxy (its next connection gets one built from the new state).
 func (p *Proxy) SetState(s State) error {
+	var cert *tls.Certificate
+	if len(s.TLSCert) > 0 || len(s.TLSKey) > 0 {
+		var err error
+		if cert, err = p.regTLS.check(s.TLSCert, s.TLSKey); err != nil {
+			return fmt.Errorf("the registration certificate: %w", err)
+		}
+	}
 	var ca *egress.CA
 	if len(s.CACert) > 0 || len(s.CAKey) > 0 {
 		var err error
@@ -125,6 +143,9 @@ func (p *Proxy) SetState(s State) error {
 		ca = p.ca // the same CA: keep its minted leaves
 	}
 	p.regs, p.ca, p.roots = regs, ca, roots
+	if cert != nil {
+		p.regTLS.cert.Store(cert)
+	}
 	return nil
 }
 
@@ -202,14 +223,84 @@ func (p *Proxy) Registry(log io.Writer) http.Handler {
 }
 
 // ServeRegistry serves Registry(log) on l over mutual TLS (conf:
-// ServerTLS) until l is closed.
+// ServerTLS) until l is closed. It serves conf's certificate until the
+// gateway sends a renewed one (State.TLSCert), which must chain to the
+// same CA (conf.ClientCAs: the pod CA signs both sides) and name the
+// same proxy.
 func (p *Proxy) ServeRegistry(l net.Listener, conf *tls.Config, log io.Writer) error {
+	if len(conf.Certificates) != 1 {
+		return errors.New("the registration endpoint needs one certificate")
+	}
+	if err := p.regTLS.init(conf.Certificates[0], conf.ClientCAs); err != nil {
+		return err
+	}
 	conf = conf.Clone()
 	conf.NextProtos = []string{"http/1.1"} // Serve speaks HTTP/1.1 on a TLS listener
+	conf.Certificates = nil
+	conf.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.regTLS.cert.Load(), nil }
 	srv := &http.Server{Handler: p.Registry(log), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
 	err := srv.Serve(tls.NewListener(l, conf))
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// registryTLS is the registration endpoint's certificate: the mounted
+// one, then each renewed one the gateway sends.
+type registryTLS struct {
+	cert  atomic.Pointer[tls.Certificate] // what the next handshake serves
+	mu    sync.Mutex
+	roots *x509.CertPool // guarded by mu; the pod CA; nil: not serving
+	names []string       // guarded by mu; the DNS names of the mounted certificate
+}
+
+// init sets the mounted certificate and the CA renewed ones must chain to.
+func (r *registryTLS) init(c tls.Certificate, roots *x509.CertPool) error {
+	leaf := c.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return fmt.Errorf("the registration certificate: %w", err)
+		}
+		c.Leaf = leaf
+	}
+	if roots == nil || len(leaf.DNSNames) == 0 {
+		return errors.New("the registration certificate: no CA or no DNS name")
+	}
+	r.mu.Lock()
+	r.roots, r.names = roots, slices.Clone(leaf.DNSNames)
+	r.mu.Unlock()
+	r.cert.Store(&c)
+	return nil
+}
+
+// check parses a renewed certificate and key: one that does not chain to
+// the pod CA for serving, names another host, or is not valid now is
+// refused (and the current one kept), so that a bad State cannot take
+// the endpoint down.
+func (r *registryTLS) check(certPEM, keyPEM []byte) (*tls.Certificate, error) {
+	r.mu.Lock()
+	roots, names := r.roots, r.names
+	r.mu.Unlock()
+	if roots == nil {
+		return nil, errors.New("this replica serves no registration endpoint")
+	}
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if c.Leaf == nil {
+		if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	if !slices.Equal(c.Leaf.DNSNames, names) {
+		return nil, fmt.Errorf("it names %v, not %v", c.Leaf.DNSNames, names)
+	}
+	if _, err := c.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: names[0],
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }

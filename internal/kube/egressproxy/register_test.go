@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"mcpbox/internal/credinject"
 	"mcpbox/internal/egress"
@@ -28,8 +29,14 @@ const proxyCertName = "mcpbox-egress-test"
 // certificate of ca, as a proxy pod does; it returns its address.
 func (r *rig) registry(t *testing.T, ca *podagent.CA) string {
 	t.Helper()
+	return r.registryTTL(t, ca, podagent.DefaultPodTTL)
+}
+
+// registryTTL is registry with a certificate valid for ttl.
+func (r *rig) registryTTL(t *testing.T, ca *podagent.CA, ttl time.Duration) string {
+	t.Helper()
 	dir := t.TempDir()
-	cert, key, err := ca.IssuePod(proxyCertName)
+	cert, key, err := ca.IssuePodTTL(proxyCertName, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,5 +267,90 @@ func TestRegistryNeedsTheGatewaysCertificate(t *testing.T) {
 	}
 	if n := r.p.Registered(); n != 1 {
 		t.Errorf("a refused state changed the registrations: %d", n)
+	}
+}
+
+// TestRegistryCertificateRenewed: the registration endpoint serves the
+// renewed certificate the gateway sends in its State, so that it still
+// takes the gateway's registrations once the certificate it started with
+// expired; a renewed certificate of another CA, of another name, or a
+// client one, is refused with the State, and the current one kept.
+func TestRegistryCertificateRenewed(t *testing.T) {
+	r := startRig(t, map[string]ServerPolicy{"s": {Rules: []egress.Rule{loopback(1)}}}, nil)
+	ca, err := podagent.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = 3 * time.Second
+	expires := time.Now().Add(first)
+	addr := r.registryTTL(t, ca, first)
+	ica, _ := egress.NewCA("test")
+	key, _ := ica.KeyPEM()
+	state := State{CACert: ica.CertPEM(), CAKey: key, Pods: []Registration{{Pod: "pod-1", Server: "s",
+		Credentials: []credinject.Credential{{Name: "T", Value: "sk-0123456789abcdef0123456789", Hosts: []string{"api.example.com"}, Header: "X-Key"}}}}}
+	put := func(s State) (int, string, error) { return putState(addr, ca.ClientTLS(proxyCertName), s) }
+
+	other, err := podagent.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(ca *podagent.CA, name string) (cert, key []byte) {
+		cert, key, err := ca.IssuePodTTL(name, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert, key
+	}
+	for what, pair := range map[string][2][]byte{
+		"another CA's": func() [2][]byte { c, k := issue(other, proxyCertName); return [2][]byte{c, k} }(),
+		"another name": func() [2][]byte { c, k := issue(ca, "some-pod"); return [2][]byte{c, k} }(),
+		"a key of another certificate": func() [2][]byte {
+			c, _ := issue(ca, proxyCertName)
+			_, k := issue(ca, proxyCertName)
+			return [2][]byte{c, k}
+		}(),
+	} {
+		bad := state
+		bad.TLSCert, bad.TLSKey = pair[0], pair[1]
+		if code, body, err := put(bad); err != nil || code != http.StatusBadRequest {
+			t.Errorf("%s certificate: %d %s %v, want 400", what, code, body, err)
+		}
+	}
+	if n := r.p.Registered(); n != 0 {
+		t.Fatalf("%d pods registered by refused states", n)
+	}
+	renewed := state
+	renewed.TLSCert, renewed.TLSKey = issue(ca, proxyCertName)
+	if code, body, err := put(renewed); err != nil || code != http.StatusNoContent {
+		t.Fatalf("renewing: %d %s %v", code, body, err)
+	}
+	time.Sleep(time.Until(expires.Add(1100 * time.Millisecond)))
+	renewed.Pods = nil
+	if code, body, err := put(renewed); err != nil || code != http.StatusNoContent {
+		t.Fatalf("after the first certificate expired: %d %s %v", code, body, err)
+	}
+	if n := r.p.Registered(); n != 0 {
+		t.Errorf("%d pods registered after the state without them", n)
+	}
+}
+
+// TestRegistryWithoutRenewalExpires is the control of
+// TestRegistryCertificateRenewed: without a renewed certificate the
+// endpoint refuses the gateway once its certificate expired.
+func TestRegistryWithoutRenewalExpires(t *testing.T) {
+	r := startRig(t, map[string]ServerPolicy{"s": {Rules: []egress.Rule{loopback(1)}}}, nil)
+	ca, err := podagent.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = 2 * time.Second
+	expires := time.Now().Add(first)
+	addr := r.registryTTL(t, ca, first)
+	if code, _, err := putState(addr, ca.ClientTLS(proxyCertName), State{}); err != nil || code != http.StatusNoContent {
+		t.Fatalf("before expiry: %d %v", code, err)
+	}
+	time.Sleep(time.Until(expires.Add(1100 * time.Millisecond)))
+	if _, _, err := putState(addr, ca.ClientTLS(proxyCertName), State{}); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("after expiry: %v, want an expired certificate", err)
 	}
 }
