@@ -17,6 +17,9 @@ var heavyInit = map[string]string{
 	"github.com/prometheus/client_golang/": "internal/metrics writes the text format itself",
 	"github.com/prometheus/procfs":         "internal/metrics reads /proc/self itself",
 	"expvar":                               "nothing of mcpbox's publishes expvars",
+	"google.golang.org/grpc":               "internal/telemetry exports OTLP/HTTP with its own exporter (otlptracehttp links gRPC)",
+	"go.opentelemetry.io/proto/otlp/":      "internal/telemetry encodes OTLP with protowire (the generated types register descriptors at init)",
+	"go.opentelemetry.io/otel/exporters/":  "internal/telemetry has its own OTLP/HTTP exporter",
 }
 
 // TestNoHeavyInitDependency: `go list -deps ./cmd/mcpbox` names none of
