@@ -20,6 +20,7 @@ var heavyInit = map[string]string{
 	"google.golang.org/grpc":               "internal/telemetry exports OTLP/HTTP with its own exporter (otlptracehttp links gRPC)",
 	"go.opentelemetry.io/proto/otlp/":      "internal/telemetry encodes OTLP with protowire (the generated types register descriptors at init)",
 	"go.opentelemetry.io/otel/exporters/":  "internal/telemetry has its own OTLP/HTTP exporter",
+	"github.com/Masterminds/semver":        "internal/pkginstall reads versions and ranges itself (semver.go; Masterminds compiles 6 regexps at init)",
 }
 
 // TestNoHeavyInitDependency: `go list -deps ./cmd/mcpbox` names none of
