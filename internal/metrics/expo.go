@@ -189,8 +189,12 @@ func write(w io.Writer, fams []*family) error {
 	return bw.Flush()
 }
 
-// escape escapes a HELP text (\ and newline) or a label value (also ").
+// escape escapes a HELP text (\ and newline) or a label value (also "),
+// and replaces what is not UTF-8, which the format does not allow (a
+// label value comes from a configured name or a listed tool: bounded,
+// but not checked for UTF-8).
 func escape(s string, quote bool) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if !strings.ContainsAny(s, "\\\n\"") {
 		return s
 	}

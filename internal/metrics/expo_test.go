@@ -23,14 +23,19 @@ import (
 // of the families come back from the Prometheus parser as written.
 func TestExpositionParses(t *testing.T) {
 	odd := "a\"b\\c\nd{e}=f,g é"
+	const notUTF8 = "bad\xff"
 	m := New(Options{
-		Servers:   []string{"fs", odd},
+		Servers:   []string{"fs", odd, notUTF8},
 		KnownTool: func(string, string) bool { return true },
 	})
 	for _, d := range []time.Duration{0, 5 * time.Millisecond, 7 * time.Millisecond, time.Hour} {
 		m.Observe(audit.Record{Event: audit.EventCall, Server: odd, Tool: odd, Decision: "allow", Outcome: audit.OutcomeOK, Duration: d})
 	}
+	m.Observe(audit.Record{Event: audit.EventSandboxStart, Server: notUTF8})
 	fams := scrape(t, m.Handler())
+	if got := value(fams, "mcpbox_sandbox_events_total", map[string]string{"server": "bad\uFFFD"}); got != 1 {
+		t.Errorf("a server name that is not UTF-8: %v events under its replacement", got)
+	}
 	f := fams["mcpbox_call_duration_seconds"]
 	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM || len(f.Metric) != 1 {
 		t.Fatalf("call duration: %v", f)
