@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,6 +80,16 @@ func TestExpositionParses(t *testing.T) {
 // TestRuntimeAndProcess: the Go and process metrics are there with values
 // this process can check.
 func TestRuntimeAndProcess(t *testing.T) {
+	// At least 50 ms of CPU, so that /proc's 10 ms ticks show some.
+	var ru syscall.Rusage
+	for end, x := time.Now().Add(5*time.Second), 0; time.Now().Before(end); x++ {
+		if x%100000 == 0 {
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			if time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) > 50*time.Millisecond {
+				break
+			}
+		}
+	}
 	fams := scrape(t, New(Options{}).Handler())
 	if got := value(fams, "go_goroutines", nil); got < 1 {
 		t.Errorf("go_goroutines %v", got)
