@@ -30,7 +30,9 @@ import (
 // 503 and 504 (honouring Retry-After) and on transport errors, with
 // backoff from 5 s up to 30 s, for at most a minute.
 type exporter struct {
-	url      string
+	url   string
+	shown string // url for errors: without a password
+
 	headers  map[string]string
 	gzip     bool
 	timeout  time.Duration
@@ -68,8 +70,9 @@ func newExporter(getenv func(string) string) (*exporter, error) {
 	e := &exporter{url: endpoint(getenv), timeout: defaultTimeout, maxRetry: retryElapsed, backoff: retryInitial}
 	u, err := url.Parse(e.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("the OTLP endpoint %q is not an http(s) URL", e.url)
+		return nil, errors.New("the OTLP endpoint is not an http(s) URL")
 	}
+	e.shown = u.Redacted()
 	if h := env("HEADERS"); h != "" {
 		if e.headers, err = parseHeaders(h); err != nil {
 			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %w", err)
@@ -194,7 +197,7 @@ func (e *exporter) post(ctx context.Context, body []byte) (retry bool, after tim
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return ctx.Err() == nil, 0, fmt.Errorf("posting spans to %s: %w", e.url, err)
+		return ctx.Err() == nil, 0, fmt.Errorf("posting spans to %s: %w", e.shown, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
@@ -208,7 +211,7 @@ func (e *exporter) post(ctx context.Context, body []byte) (retry bool, after tim
 		}
 		retry = true
 	}
-	return retry, after, fmt.Errorf("posting spans to %s: %s (%d bytes of body)", e.url, resp.Status, len(msg))
+	return retry, after, fmt.Errorf("posting spans to %s: %s (%d bytes of body)", e.shown, resp.Status, len(msg))
 }
 
 // Shutdown stops exporting; spans exported after it are dropped.

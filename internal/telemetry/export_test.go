@@ -268,3 +268,28 @@ func TestExporterConfig(t *testing.T) {
 		t.Errorf("parseHeaders = %v, %v", h, err)
 	}
 }
+
+// TestExportErrorHidesPassword: an endpoint's password is not in the
+// errors (they go to the log), whether the collector refuses or is gone.
+func TestExportErrorHidesPassword(t *testing.T) {
+	c := newCollector(t, 400)
+	for _, base := range []string{c.srv.URL, "http://127.0.0.1:1"} {
+		u := strings.Replace(base, "http://", "http://user:s3cret@", 1)
+		exp, err := newExporter(func(k string) string { return map[string]string{EnvEndpoint: u}[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp.maxRetry = 0
+		rec := &recorder{}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(rec))
+		_, s := tp.Tracer("t").Start(context.Background(), "s")
+		s.End()
+		err = exp.ExportSpans(context.Background(), rec.spans)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error %v; want one without the password", base, err)
+		}
+	}
+	if _, err := newExporter(func(k string) string { return map[string]string{EnvEndpoint: "ftp://u:s3cret@x"}[k] }); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad endpoint: %v", err)
+	}
+}
