@@ -1,65 +1,63 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
-
-var (
-	descPending = prometheus.NewDesc("mcpbox_approvals_pending",
-		"Approval requests waiting for a human.", nil, nil)
-	descOldest = prometheus.NewDesc("mcpbox_approval_oldest_wait_seconds",
-		"How long the oldest pending approval request has waited (0: none).", nil, nil)
-	descSandboxes = prometheus.NewDesc("mcpbox_sandboxes",
-		"Sandboxes by server and state.", []string{"server", "state"}, nil)
-	descMemory = prometheus.NewDesc("mcpbox_sandbox_memory_bytes",
-		"Memory of the sandboxes of a server, summed.", []string{"server"}, nil)
-	descPids = prometheus.NewDesc("mcpbox_sandbox_pids",
-		"Processes in the sandboxes of a server, summed.", []string{"server"}, nil)
+	"slices"
 )
 
 // states bounds the state label.
 var states = []string{"starting", "running", "paused", "stopped", "failed", "restarting"}
 
-// gaugeCollector reads Options.Gauges at each scrape.
-type gaugeCollector struct{ m *Metrics }
-
-func (c gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descPending
-	ch <- descOldest
-	ch <- descSandboxes
-	ch <- descMemory
-	ch <- descPids
-}
-
-func (c gaugeCollector) Collect(ch chan<- prometheus.Metric) {
-	g := c.m.opts.Gauges()
-	now := c.m.opts.Now()
+// gauges reads Options.Gauges for one scrape.
+func (m *Metrics) gauges() []*family {
+	g := m.opts.Gauges()
+	now := m.opts.Now()
 	var oldest float64
 	for _, t := range g.Pending {
 		oldest = max(oldest, now.Sub(t).Seconds())
 	}
-	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(len(g.Pending)))
-	ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
 	type key struct{ server, state string }
 	count := map[key]float64{}
 	mem, pids := map[string]float64{}, map[string]float64{}
 	for _, s := range g.Sandboxes {
-		server := c.m.server(s.Server)
+		server := m.server(s.Server)
 		count[key{server, bounded(s.State, states)}]++
 		mem[server] += float64(s.Memory)
 		pids[server] += float64(s.Pids)
 	}
-	for k, n := range count {
-		ch <- prometheus.MustNewConstMetric(descSandboxes, prometheus.GaugeValue, n, k.server, k.state)
+	sandboxes := &family{name: "mcpbox_sandboxes", help: "Sandboxes by server and state.", typ: typeGauge}
+	keys := make([]key, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
 	}
-	for s, v := range mem {
-		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, v, s)
+	slices.SortFunc(keys, func(a, b key) int { return slices.Compare([]string{a.server, a.state}, []string{b.server, b.state}) })
+	for _, k := range keys {
+		sandboxes.add("", count[k], label{"server", k.server}, label{"state", k.state})
 	}
-	for s, v := range pids {
-		ch <- prometheus.MustNewConstMetric(descPids, prometheus.GaugeValue, v, s)
+	fams := []*family{
+		gauge("mcpbox_approvals_pending", "Approval requests waiting for a human.", float64(len(g.Pending))),
+		gauge("mcpbox_approval_oldest_wait_seconds", "How long the oldest pending approval request has waited (0: none).", oldest),
 	}
+	for _, f := range []*family{
+		sandboxes,
+		byServer("mcpbox_sandbox_memory_bytes", "Memory of the sandboxes of a server, summed.", mem),
+		byServer("mcpbox_sandbox_pids", "Processes in the sandboxes of a server, summed.", pids),
+	} {
+		if len(f.samples) > 0 { // as client_golang: no samples, no family
+			fams = append(fams, f)
+		}
+	}
+	return fams
+}
+
+// byServer is a gauge family with a server label.
+func byServer(name, help string, v map[string]float64) *family {
+	f := &family{name: name, help: help, typ: typeGauge}
+	for _, s := range slices.Sorted(maps.Keys(v)) {
+		f.add("", v[s], label{"server", s})
+	}
+	return f
 }
 
 // Healthz answers 200 "ok" while the process serves HTTP at all.

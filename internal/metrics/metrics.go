@@ -5,10 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"mcpbox/internal/audit"
 )
 
@@ -57,126 +53,119 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Metrics holds the registry of one serve. Observe is safe for
-// concurrent use.
+// Metrics holds the metrics of one serve (not process-wide, so two
+// gateways in one test process do not collide). Observe and the handler
+// are safe for concurrent use.
 type Metrics struct {
 	opts Options
-	reg  *prometheus.Registry
 
-	calls        *prometheus.CounterVec
-	callDuration *prometheus.HistogramVec
-	approvals    *prometheus.CounterVec
-	egress       *prometheus.CounterVec
-	egressBytes  *prometheus.CounterVec
-	pins         *prometheus.CounterVec
-	restarts     *prometheus.CounterVec
-	sandboxes    *prometheus.CounterVec
-	records      *prometheus.CounterVec
-	approvalWait *prometheus.HistogramVec // the approval records' Duration
-	sandboxStart *prometheus.HistogramVec // the sandbox start records' Duration
+	calls        *vec
+	callDuration *vec
+	approvals    *vec
+	egress       *vec
+	egressBytes  *vec
+	pins         *vec
+	restarts     *vec
+	sandboxes    *vec
+	records      *vec
+	approvalWait *vec // the approval records' Duration
+	sandboxStart *vec // the sandbox start records' Duration
 }
 
-// New registers the metrics of one serve in a registry of its own (not
-// the process-wide default, so two gateways in one test process do not
-// collide), with the Go runtime and process collectors.
+// New makes the metrics of one serve; its handler also serves the Go
+// runtime's and the process's.
 func New(o Options) *Metrics {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	m := &Metrics{opts: o, reg: prometheus.NewRegistry()}
-	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_calls_total", Help: "Tool calls by server, tool, decision and outcome.",
-	}, []string{"server", "tool", "decision", "outcome"})
-	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "mcpbox_call_duration_seconds", Help: "Tool call latency, approval wait included.",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
-	}, []string{"server", "tool"})
-	m.approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_approvals_total", Help: "Approval requests decided, by server and decision.",
-	}, []string{"server", "decision"})
-	m.egress = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_egress_connections_total", Help: "Egress connections by server and decision.",
-	}, []string{"server", "decision"})
-	m.egressBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_egress_bytes_total", Help: "Egress bytes by server, decision and direction (up, down).",
-	}, []string{"server", "decision", "direction"})
-	m.pins = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_pin_changes_total", Help: "Pin events (new, changed, removed definitions) and trusts, by server.",
-	}, []string{"server", "decision"})
-	m.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_restarts_total", Help: "Restart policy decisions after a server ended (restart, give_up).",
-	}, []string{"server", "decision"})
-	m.sandboxes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_sandbox_events_total", Help: "Sandbox starts, stops, crashes, pauses and resumes, by server.",
-	}, []string{"server", "event"})
-	m.records = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpbox_audit_records_total", Help: "Audit records committed, by event.",
-	}, []string{"event"})
-	m.approvalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "mcpbox_approval_wait_seconds", Help: "How long approval requests waited for their decision, by server and decision.",
-		Buckets: []float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
-	}, []string{"server", "decision"})
-	m.sandboxStart = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "mcpbox_sandbox_start_seconds", Help: "Sandbox start latency (until the server runs), by server.",
-		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-	}, []string{"server"})
-	m.reg.MustRegister(m.calls, m.callDuration, m.approvals, m.egress, m.egressBytes, m.pins,
-		m.restarts, m.sandboxes, m.records, m.approvalWait, m.sandboxStart,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if o.Gauges != nil {
-		m.reg.MustRegister(gaugeCollector{m})
+	return &Metrics{
+		opts: o,
+		calls: newCounterVec("mcpbox_calls_total", "Tool calls by server, tool, decision and outcome.",
+			"server", "tool", "decision", "outcome"),
+		callDuration: newHistogramVec("mcpbox_call_duration_seconds", "Tool call latency, approval wait included.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}, "server", "tool"),
+		approvals: newCounterVec("mcpbox_approvals_total", "Approval requests decided, by server and decision.",
+			"server", "decision"),
+		egress: newCounterVec("mcpbox_egress_connections_total", "Egress connections by server and decision.",
+			"server", "decision"),
+		egressBytes: newCounterVec("mcpbox_egress_bytes_total", "Egress bytes by server, decision and direction (up, down).",
+			"server", "decision", "direction"),
+		pins: newCounterVec("mcpbox_pin_changes_total", "Pin events (new, changed, removed definitions) and trusts, by server.",
+			"server", "decision"),
+		restarts: newCounterVec("mcpbox_restarts_total", "Restart policy decisions after a server ended (restart, give_up).",
+			"server", "decision"),
+		sandboxes: newCounterVec("mcpbox_sandbox_events_total", "Sandbox starts, stops, crashes, pauses and resumes, by server.",
+			"server", "event"),
+		records: newCounterVec("mcpbox_audit_records_total", "Audit records committed, by event.", "event"),
+		approvalWait: newHistogramVec("mcpbox_approval_wait_seconds", "How long approval requests waited for their decision, by server and decision.",
+			[]float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}, "server", "decision"),
+		sandboxStart: newHistogramVec("mcpbox_sandbox_start_seconds", "Sandbox start latency (until the server runs), by server.",
+			[]float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "server"),
 	}
-	if o.Redactions != nil {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "mcpbox_redactions_total", Help: "Secrets redacted from what crossed the gateway.",
-		}, o.Redactions))
-	}
-	return m
 }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serve(w, r, m.families())
+	})
 }
 
-// Registry is the registry, for a caller that adds collectors (an
-// OpenTelemetry bridge, say).
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+// families snapshots every metric for one scrape.
+func (m *Metrics) families() []*family {
+	var fams []*family
+	for _, v := range []*vec{m.calls, m.callDuration, m.approvals, m.egress, m.egressBytes, m.pins,
+		m.restarts, m.sandboxes, m.records, m.approvalWait, m.sandboxStart} {
+		if f := v.family(); f != nil {
+			fams = append(fams, f)
+		}
+	}
+	if m.opts.Gauges != nil {
+		fams = append(fams, m.gauges()...)
+	}
+	if m.opts.Redactions != nil {
+		f := gauge("mcpbox_redactions_total", "Secrets redacted from what crossed the gateway.", m.opts.Redactions())
+		f.typ = typeCounter
+		fams = append(fams, f)
+	}
+	fams = append(fams, goFamilies()...)
+	return append(fams, processFamilies()...)
+}
 
 // Observe counts one committed audit record.
 func (m *Metrics) Observe(r audit.Record) {
-	m.records.WithLabelValues(bounded(r.Event, eventNames)).Inc()
+	m.records.inc(bounded(r.Event, eventNames))
 	server := m.server(r.Server)
 	switch r.Event {
 	case audit.EventCall:
 		tool := m.tool(r.Server, r.Tool)
-		m.calls.WithLabelValues(server, tool, decision(r.Decision), bounded(r.Outcome, audit.Outcomes)).Inc()
-		m.callDuration.WithLabelValues(server, tool).Observe(r.Duration.Seconds())
+		m.calls.inc(server, tool, decision(r.Decision), bounded(r.Outcome, audit.Outcomes))
+		m.callDuration.observe(r.Duration.Seconds(), server, tool)
 	case audit.EventApproval:
-		m.approvals.WithLabelValues(server, decision(r.Decision)).Inc()
+		m.approvals.inc(server, decision(r.Decision))
 		if r.Duration > 0 { // a decision on a request (not a revocation)
-			m.approvalWait.WithLabelValues(server, decision(r.Decision)).Observe(r.Duration.Seconds())
+			m.approvalWait.observe(r.Duration.Seconds(), server, decision(r.Decision))
 		}
 	case audit.EventEgress:
 		for _, d := range r.Domains {
 			dec := decision(cmpOr(d.Decision, r.Decision))
-			m.egress.WithLabelValues(server, dec).Inc()
-			m.egressBytes.WithLabelValues(server, dec, "up").Add(float64(max(d.BytesUp, 0)))
-			m.egressBytes.WithLabelValues(server, dec, "down").Add(float64(max(d.BytesDown, 0)))
+			m.egress.inc(server, dec)
+			m.egressBytes.add(float64(max(d.BytesUp, 0)), server, dec, "up")
+			m.egressBytes.add(float64(max(d.BytesDown, 0)), server, dec, "down")
 		}
 	case audit.EventPin, audit.EventTrust:
 		dec := r.Decision
 		if r.Event == audit.EventTrust {
 			dec = "trusted"
 		}
-		m.pins.WithLabelValues(server, decision(dec)).Inc()
+		m.pins.inc(server, decision(dec))
 	case audit.EventRestart:
-		m.restarts.WithLabelValues(server, decision(r.Decision)).Inc()
+		m.restarts.inc(server, decision(r.Decision))
 	case audit.EventSandboxStart, audit.EventSandboxStop, audit.EventSandboxCrash,
 		audit.EventSandboxPause, audit.EventSandboxResume:
-		m.sandboxes.WithLabelValues(server, r.Event).Inc()
+		m.sandboxes.inc(server, r.Event)
 		if r.Event == audit.EventSandboxStart && r.Duration > 0 {
-			m.sandboxStart.WithLabelValues(server).Observe(r.Duration.Seconds())
+			m.sandboxStart.observe(r.Duration.Seconds(), server)
 		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-
-	"github.com/Masterminds/semver/v3"
 )
 
 // Size bounds of what a registry may send; past them the fetch fails
@@ -149,19 +147,19 @@ func (p *packument) resolve(spec string) (npmVersion, error) {
 		}
 		return npmVersion{}, fmt.Errorf("npm package %s: dist-tag %s names %s, which the registry does not list", p.Name, spec, tag)
 	}
-	c, err := semver.NewConstraint(spec)
+	c, err := parseRange(spec)
 	if err != nil {
 		return npmVersion{}, fmt.Errorf("npm package %s: %q is neither a version, a dist-tag nor a range", p.Name, spec)
 	}
-	var best *semver.Version
+	var best *semVersion
 	var bestKey string
 	for k := range p.Versions {
-		v, err := semver.StrictNewVersion(k)
-		if err != nil || !c.Check(v) {
+		v, ok := parseVersion(k)
+		if !ok || !c.check(v) {
 			continue
 		}
-		if best == nil || v.GreaterThan(best) {
-			best, bestKey = v, k
+		if best == nil || v.compare(*best) > 0 {
+			best, bestKey = &v, k
 		}
 	}
 	if best == nil {

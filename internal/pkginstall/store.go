@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/Masterminds/semver/v3"
 )
 
 // manifestName is the file an entry of the store holds next to the
@@ -63,7 +61,7 @@ func checkPinPath(p Pin) error {
 // exactVersion reports whether v is one exact version that is safe as a
 // path component (semver; PyPI versions of the same shape pass too).
 func exactVersion(v string) bool {
-	if _, err := semver.StrictNewVersion(v); err == nil {
+	if _, ok := parseVersion(v); ok {
 		return !strings.ContainsAny(v, `/\`)
 	}
 	return pep440Exact().MatchString(v)

@@ -13,6 +13,9 @@
 // errors go to the log and never fail a call. [Provider.Shutdown] flushes
 // what is buffered.
 //
+// The exporter is its own (export.go, encode.go), not the SDK's
+// otlptracehttp, which links gRPC into every mcpbox process.
+//
 // It only builds the exporter and the tracer provider; what goes into a
 // span is the guard's (internal/guard/trace.go). It imports no other
 // mcpbox package.

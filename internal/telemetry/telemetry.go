@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -100,7 +99,7 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Provider, 
 	if err != nil || !on {
 		return nil, err
 	}
-	exp, err := otlptracehttp.New(ctx)
+	exp, err := newExporter(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("the OTLP trace exporter: %w", err)
 	}
