@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -282,6 +283,44 @@ func TestInitBornInCgroup(t *testing.T) {
 		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
 		if err == nil && string(b) != string(self) {
 			t.Errorf("host thread %s is in other cgroups than its process:\n%s\nvs\n%s", task.Name(), b, self)
+		}
+	}
+}
+
+// TestMountsHeldUntilReaped: the host holds the init's mount namespace
+// while the sandbox runs (holdMounts), so that its teardown is off Wait's
+// path, and lets it go once the init is reaped.
+func TestMountsHeldUntilReaped(t *testing.T) {
+	requireSandbox(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sb, err := Start(context.Background(), quick("cat"), Stdio{Stdin: r})
+	if err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	fd := sb.mntNS
+	held, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	want, _ := os.Readlink("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/ns/mnt")
+	w.Close()
+	if _, err := sb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if fd < 0 || held == "" || held != want {
+		t.Fatalf("held %q (fd %d), want the init's mount namespace %q", held, fd, want)
+	}
+	if sb.mntNS != -1 {
+		t.Errorf("mount namespace still held after Wait (fd %d)", sb.mntNS)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if l, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); l != want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox's mount namespace is still open 10 s after Wait")
 		}
 	}
 }
