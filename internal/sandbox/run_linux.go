@@ -246,7 +246,11 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 // descriptor is this process's alone, close-on-exec), and the kernel
 // closes it, at the latest, when this process exits. Without the
 // descriptor (the open failed), the init's exit tears the mounts down as
-// before.
+// before. What may notice: for the moment until the goroutine runs, the
+// sandbox's binds still pin the host file systems they came from, so
+// unmounting one of those on the host right as a sandbox ends can fail
+// with EBUSY. A sandbox with an input overlay lets go before Wait
+// returns (releaseMounts).
 //
 // Preconditions: the init is started and not yet reaped, so that its pid
 // names it.
@@ -258,14 +262,25 @@ func (sb *Sandbox) holdMounts() {
 }
 
 // releaseMounts lets the sandbox's mounts go (holdMounts), off the
-// caller's path.
+// caller's path, except with an input overlay: that is unmounted before
+// Wait returns, as without the descriptor, because Wait then walks its
+// upper dir (stripSetID) and the caller may mount the same upper and work
+// dirs again at once, which overlayfs refuses or warns about while the
+// old mount is there. close(2) tears the namespace down before it
+// returns.
 //
 // Preconditions: the init has been reaped.
 func (sb *Sandbox) releaseMounts() {
-	if fd := sb.mntNS; fd >= 0 {
-		sb.mntNS = -1
-		go unix.Close(fd)
+	fd := sb.mntNS
+	if fd < 0 {
+		return
 	}
+	sb.mntNS = -1
+	if sb.spec.InputOverlay != nil {
+		unix.Close(fd)
+		return
+	}
+	go unix.Close(fd)
 }
 
 // pumpStdin gives the init a pipe for a stdin that is not a file, and
