@@ -165,7 +165,9 @@ to_secs() { # 10m -> 630 (the limit plus a margin for the timeout(1) bound)
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-run exec internal/sandbox BenchmarkExecTrue "" "$exec_bt" "$exec_n"
+# Its mcpbox rows start the lean mcpbox-init: the one built above from the
+# clean clone if there is one, else the benchmark builds its own.
+run exec internal/sandbox BenchmarkExecTrue "" "$exec_bt" "$exec_n" ${lean_bin:+MCPBOX_BENCH_INIT="$lean_bin/mcpbox-init"}
 # The same through the CLI (`mcpbox exec`), with and without mcpbox-init.
 run spawn test/e2e BenchmarkExecCLI "" "$exec_bt" "$exec_n" ${lean_bin:+MCPBOX_BENCH_BIN="$lean_bin"}
 if [ $have_curl = 1 ]; then
@@ -257,7 +259,11 @@ row() { printf '| %s | %s | %s | %s | %s |\n' "$@"; }
 	row what "mcpbox now" "baseline (same run)" target "met?"
 	row --- --- --- --- ---
 
-	# exec /bin/true: library level (the test binary is the init).
+	# exec /bin/true: library level. Where BenchmarkExecTrue has a
+	# mcpbox-testinit variant, its mcpbox ones start the lean mcpbox-init,
+	# as `mcpbox exec` does; before, the test binary was the init.
+	lean_exec=0
+	grep -q '^BenchmarkExecTrue/mcpbox-testinit' "$out/exec.txt" 2>/dev/null && lean_exec=1
 	plain=$(med exec BenchmarkExecTrue/plain ns/op)
 	bwr=$(med exec BenchmarkExecTrue/bwrap ns/op)
 	base="plain exec not measured"
@@ -267,6 +273,20 @@ row() { printf '| %s | %s | %s | %s | %s |\n' "$@"; }
 	else
 		base+="; bwrap not measured"
 	fi
+	exec_fig() { # SUB: "N ms: +N ms over plain, N× bwrap; CPU N ms, N× bwrap's"
+		local ns over xb cpu cxb fig
+		ns=$(med exec "BenchmarkExecTrue/$1" ns/op)
+		[ -z "$ns" ] && return 0
+		over=$(med exec "BenchmarkExecTrue/$1" ms-over-plain)
+		xb=$(med exec "BenchmarkExecTrue/$1" x-bwrap)
+		cpu=$(med exec "BenchmarkExecTrue/$1" cpu-ms/op)
+		cxb=$(med exec "BenchmarkExecTrue/$1" cpu-x-bwrap)
+		fig="$(f 1 "$ns/1e6") ms: +$(f 1 "$over") ms over plain"
+		[ -n "$xb" ] && fig+=", $(f 2 "$xb")× bwrap"
+		fig+="; CPU $(f 1 "$cpu") ms"
+		[ -n "$cxb" ] && fig+=", $(f 2 "$cxb")× bwrap's"
+		echo "$fig"
+	}
 	for v in mcpbox mcpbox-nolimits; do
 		what="\`exec -- /bin/true\`, all layers and limits"
 		target="≤ bwrap, ≤ plain + 4 ms"
@@ -278,12 +298,14 @@ row() { printf '| %s | %s | %s | %s | %s |\n' "$@"; }
 		fi
 		over=$(med exec "BenchmarkExecTrue/$v" ms-over-plain)
 		xb=$(med exec "BenchmarkExecTrue/$v" x-bwrap)
-		cpu=$(med exec "BenchmarkExecTrue/$v" cpu-ms/op)
-		cxb=$(med exec "BenchmarkExecTrue/$v" cpu-x-bwrap)
-		now="$(f 1 "$ns/1e6") ms: +$(f 1 "$over") ms over plain"
-		[ -n "$xb" ] && now+=", $(f 2 "$xb")× bwrap"
-		now+="; CPU $(f 1 "$cpu") ms"
-		[ -n "$cxb" ] && now+=", $(f 2 "$cxb")× bwrap's"
+		now=$(exec_fig $v)
+		if [ $lean_exec = 1 ]; then
+			now+=" (mcpbox-init)"
+			ti=$(exec_fig mcpbox-testinit)
+			[ $v = mcpbox ] && [ -n "$ti" ] && now+="; the test binary as the init: $ti"
+		else
+			now+=" (the test binary as the init)"
+		fi
 		met=$(yesno le "$over" 4)
 		if [ -z "$xb" ]; then
 			met="? (no bwrap)"
@@ -451,7 +473,9 @@ row() { printf '| %s | %s | %s | %s | %s |\n' "$@"; }
 	if [ -n "$wl" ]; then
 		echo "The idle workload itself (the test MCP server): PSS $(f 2 "$wl") MiB per sandbox, not counted above."
 	fi
-	echo "The first two rows are the library's Run with the test binary as the sandbox init; the CLI rows are" \
+	first="The first two rows are the library's Run with mcpbox-init, the lean init, as the sandbox init (and, second, the test binary re-executed instead)"
+	[ $lean_exec = 1 ] || first="The first two rows are the library's Run with the test binary as the sandbox init"
+	echo "$first; the CLI rows are" \
 		"\`mcpbox exec\` with mcpbox-init next to it (built together from a clean clone of HEAD) and, second, the same" \
 		"mcpbox alone, re-executing itself as the init. Plain and bwrap are started in turn in every round of each."
 } >"$out/table.md"

@@ -184,9 +184,25 @@ func (c *Cgroup) Stats() (Stats, error) {
 
 // Destroy kills every process (bounded by killTimeout) and removes the
 // cgroup directories. It may be called again, also after an error.
+//
+// It tries the rmdirs first: the kernel refuses (EBUSY) to remove a
+// cgroup that still holds a process, here or below (a zombie has left
+// it already), so an empty one, the usual case once its sandbox has
+// exited, goes without the listing and killing of every directory,
+// some fifty system calls on v1. Only what is left is killed and
+// removed then.
 func (c *Cgroup) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	left := false
+	for _, dir := range c.b.dirs() {
+		if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
+			left = true
+		}
+	}
+	if !left {
+		return nil
+	}
 	killErr := c.kill(time.Now().Add(killTimeout))
 	var errs []error
 	if killErr != nil {

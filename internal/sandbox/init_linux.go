@@ -106,10 +106,21 @@ func Main() {
 // It runs as the sandbox uid with the capabilities it needs as ambient
 // ones (see initCommand); the workload gets none of them.
 func runInit() int {
+	ctl := os.NewFile(controlFD, "control")
+	// The main thread leads the init's thread group: a signal sent to the
+	// init goes to it, and only Landlock's signal scope keeps the
+	// workload, of the init's kernel uid, from sending one. So it must
+	// never be the walled thread (startWalled), which enters the
+	// workload's Landlock domain: locked to this goroutine for good, it
+	// runs no other goroutine. The main goroutine starts on the main
+	// thread (runtime.main); checked, not assumed.
+	runtime.LockOSThread()
+	if unix.Gettid() != unix.Getpid() {
+		return reportSetup(ctl, "", errors.New("the sandbox init is not on its main thread"))
+	}
 	// Started through a descriptor (initbin_linux.go), the init would be
 	// named after its number in ps.
 	setComm("mcpbox-init")
-	ctl := os.NewFile(controlFD, "control")
 	// Nothing the caller of mcpbox left open may reach the workload.
 	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return reportSetup(ctl, "", fmt.Errorf("marking inherited fds close-on-exec: %w", err))

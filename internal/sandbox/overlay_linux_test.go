@@ -415,3 +415,37 @@ stat -c '%n %A %s' tool trunc touched plain keep.txt new`)
 		}
 	}
 }
+
+// TestInputOverlayUnmountedByWait: the host holds a sandbox's mount
+// namespace past its init (holdMounts), but not one with an input
+// overlay: that is gone when Wait returns, before stripSetID walks the
+// upper dir and before the next sandbox mounts the same upper and work
+// dirs.
+func TestInputOverlayUnmountedByWait(t *testing.T) {
+	requireSandbox(t)
+	lower, ov := overlayDirs(t)
+	spec := quick("cat")
+	spec.Input, spec.InputOverlay = lower, ov
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sb, err := Start(context.Background(), spec, Stdio{Stdin: r})
+	if err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	fd := sb.mntNS
+	ns, _ := os.Readlink("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/ns/mnt")
+	w.Close()
+	if _, err := sb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if fd < 0 || ns == "" {
+		t.Fatalf("mount namespace not held (fd %d, %q)", fd, ns)
+	}
+	if l, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); l == ns {
+		t.Fatal("the overlay sandbox's mount namespace is still open after Wait")
+	}
+}

@@ -2,9 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,14 +25,19 @@ import (
 //
 // mcpbox has every layer (namespaces, rootfs, Landlock, seccomp) and the
 // CLI's default limits (1 GiB, 512 pids: a cgroup); mcpbox-nolimits has no
-// cgroup, like bubblewrap. Each mcpbox sub-benchmark reports its ratio to
+// cgroup, like bubblewrap. Both start the init users run: the lean
+// mcpbox-init (initbin_linux.go), built from this tree into a temp dir
+// when the benchmark starts (or MCPBOX_BENCH_INIT, a prebuilt one); the
+// same-build check is skipped for it, as a test build carries no VCS
+// stamp. mcpbox-testinit is mcpbox with the test binary re-executed as
+// the init instead, which links every test dependency and pays its
+// package inits. Each mcpbox sub-benchmark reports its ratio to
 // bwrap and its excess over plain in ms, measured side by side within the
 // sub-benchmark (one plain and one bwrap start per round), so load on the
 // host shifts both sides alike; cpu-ms/op and cpu-x-bwrap are the CPU time
 // it took (this process and its children), which other load does not
-// inflate. The sandbox init here is the test binary
-// re-executed; `mcpbox exec` re-executes the mcpbox binary, whose larger
-// start-up (package inits) adds to its figure (test/e2e's BenchmarkSpawn*).
+// inflate. `mcpbox exec` adds mcpbox's own start-up (test/e2e's
+// BenchmarkExecCLI).
 func BenchmarkExecTrue(b *testing.B) {
 	if err := probeHost().usernsErr; err != nil {
 		b.Skipf("user namespaces unavailable: %v", err)
@@ -75,15 +86,29 @@ func BenchmarkExecTrue(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+	lean, leanErr := benchLeanInit()
+	self := func() string { return "/proc/self/exe" }
 	for _, c := range []struct {
 		name   string
 		limits Limits
+		init   func() string // nil: the lean init
 	}{
-		{"mcpbox", Limits{Memory: 1 << 30, Pids: 512}},
-		{"mcpbox-nolimits", Limits{}},
+		{"mcpbox", Limits{Memory: 1 << 30, Pids: 512}, nil},
+		{"mcpbox-nolimits", Limits{}, nil},
+		{"mcpbox-testinit", Limits{Memory: 1 << 30, Pids: 512}, self},
 	} {
 		run := box(c.limits)
 		b.Run(c.name, func(b *testing.B) {
+			ip := c.init
+			if ip == nil {
+				if leanErr != nil {
+					b.Skipf("no lean init: %v", leanErr)
+				}
+				ip = func() string { return lean }
+			}
+			old := initPath
+			initPath = ip
+			defer func() { initPath = old }()
 			run(b) // warm: the first start probes the host
 			var own, base, bwrapT, ownCPU, bwrapCPU time.Duration
 			for b.Loop() {
@@ -123,6 +148,40 @@ func BenchmarkExecTrue(b *testing.B) {
 		})
 	}
 }
+
+// benchLeanInit builds cmd/mcpbox-init from this tree into a temp dir
+// (or takes MCPBOX_BENCH_INIT) and opens it as the product does
+// (openLeanInit), but without the same-build check: a test build carries
+// no VCS stamp. Built and opened once per process.
+var benchLeanInit = sync.OnceValues(func() (string, error) {
+	path := os.Getenv("MCPBOX_BENCH_INIT")
+	if path == "" {
+		dir, err := os.MkdirTemp("", "mcpbox-bench-init-")
+		if err != nil {
+			return "", err
+		}
+		// Opened below and kept open: the file may go at once.
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, InitName)
+		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(goBin); err != nil {
+			goBin = "go"
+		}
+		cmd := exec.Command(goBin, "build", "-o", path, "mcpbox/cmd/mcpbox-init")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build mcpbox/cmd/mcpbox-init: %v: %s", err, out)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return "", err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	return openLeanInit(path, self, func(*debug.BuildInfo) bool { return true })
+})
 
 // reapOrphans waits, up to 10 s, for every child this process has left:
 // the benchmark runs one command at a time, so these are orphans of the
@@ -224,6 +283,44 @@ func TestInitBornInCgroup(t *testing.T) {
 		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
 		if err == nil && string(b) != string(self) {
 			t.Errorf("host thread %s is in other cgroups than its process:\n%s\nvs\n%s", task.Name(), b, self)
+		}
+	}
+}
+
+// TestMountsHeldUntilReaped: the host holds the init's mount namespace
+// while the sandbox runs (holdMounts), so that its teardown is off Wait's
+// path, and lets it go once the init is reaped.
+func TestMountsHeldUntilReaped(t *testing.T) {
+	requireSandbox(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sb, err := Start(context.Background(), quick("cat"), Stdio{Stdin: r})
+	if err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	fd := sb.mntNS
+	held, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	want, _ := os.Readlink("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/ns/mnt")
+	w.Close()
+	if _, err := sb.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if fd < 0 || held == "" || held != want {
+		t.Fatalf("held %q (fd %d), want the init's mount namespace %q", held, fd, want)
+	}
+	if sb.mntNS != -1 {
+		t.Errorf("mount namespace still held after Wait (fd %d)", sb.mntNS)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if l, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); l != want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox's mount namespace is still open 10 s after Wait")
 		}
 	}
 }
