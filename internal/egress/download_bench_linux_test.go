@@ -96,6 +96,19 @@ func BenchmarkDownloadRelay(b *testing.B) {
 	handed := func(sock string) func(*testing.B) net.Conn {
 		return func(b *testing.B) net.Conn { return tunnel(b, handOver(b, sock, "")) }
 	}
+	// As the init did before: the workload's TCP connection relayed to
+	// the unix socket by a copy loop of its own (io.Copy, which splices).
+	relayed := func(b *testing.B) net.Conn {
+		d, a := tcpPair(b)
+		p := viaUnix(b)
+		go func() {
+			defer a.Close()
+			defer p.Close()
+			go io.Copy(p, a)
+			io.Copy(a, p)
+		}()
+		return d
+	}
 	for _, tc := range []struct {
 		name   string
 		dial   func(*testing.B) net.Conn
@@ -105,6 +118,7 @@ func BenchmarkDownloadRelay(b *testing.B) {
 		{"unix-splice", viaUnix, true},
 		{"unix-splice-limited", viaLimited, true},
 		{"unix-copy-limited", viaLimited, false},
+		{"init-relay-splice", relayed, true},
 		{"handover-splice", handed(sock), true},
 		{"handover-splice-limited", handed(limitedSock), true},
 	} {
