@@ -324,10 +324,12 @@ func TestHandOverAttacks(t *testing.T) {
 	}
 }
 
-// TestHandOverFloodAndSilentPeers: peers that send the first byte and
-// nothing more, or many descriptors at once on many connections, hold
-// neither the accept loop nor a descriptor: a real hand-over meanwhile is
-// served, and all end refused with the count back where it was.
+// TestHandOverFloodAndSilentPeers: peers that send nothing (held until the
+// head deadline), only the first byte of a hand-over (refused at once: a
+// hand-over comes in one message), or many descriptors at once on many
+// connections hold neither the accept loop nor a descriptor: a real
+// hand-over meanwhile is served, and all end refused with the count back
+// where it was.
 func TestHandOverFloodAndSilentPeers(t *testing.T) {
 	checkNoLeak(t)
 	port := startEcho(t, "127.0.0.1:0")
@@ -343,10 +345,12 @@ func TestHandOverFloodAndSilentPeers(t *testing.T) {
 	before := openFDs(t)
 	const silent, flood = 20, 100
 	var conns []net.Conn
-	for range silent {
+	for i := range silent {
 		p := dialUnix(t, sock)
-		if _, err := p.Write([]byte{0}); err != nil {
-			t.Fatal(err)
+		if i%2 == 1 {
+			if _, err := p.Write([]byte{0}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		conns = append(conns, p)
 	}
@@ -394,4 +398,46 @@ func TestHandOverFloodAndSilentPeers(t *testing.T) {
 		p.Close()
 	}
 	awaitFDs(t, before)
+}
+
+// TestHandOverByteLimit: a handed-over connection spends the byte budget
+// exactly as one on the socket does (TestByteLimits): the splice relay
+// ends it with exactly the limit moved.
+func TestHandOverByteLimit(t *testing.T) {
+	checkNoLeak(t)
+	port := startEcho(t, "127.0.0.1:0")
+	ev := newEvents()
+	const limit = 100 << 10
+	_, sock := startProxy(t, Options{
+		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Limits: Limits{MaxBytesPerConn: limit},
+		Log:    ev.log,
+	})
+	c := handOver(t, sock, "")
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	head := make([]byte, len("HTTP/1.1 200 Connection established\r\n\r\n"))
+	if _, err := io.ReadFull(c, head); err != nil || string(head[9:12]) != "200" {
+		t.Fatalf("CONNECT: %q %v", head, err)
+	}
+	done := make(chan struct{})
+	go func() { // the writer may block once the proxy stops reading
+		defer close(done)
+		chunk := make([]byte, 4096)
+		for range 256 {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	n, err := io.Copy(io.Discard, c)
+	c.Close()
+	<-done
+	if err != nil && !isEOFOrReset(err) {
+		t.Fatalf("reading: %v", err)
+	}
+	e := ev.next(t)
+	if e.Reason != ErrByteLimit.Error() || e.BytesUp+e.BytesDown != limit || n > e.BytesDown {
+		t.Errorf("event = %+v (client read %d), want the byte limit with exactly %d bytes moved", e, n, limit)
+	}
 }
