@@ -1,8 +1,9 @@
 // Package egress is the host-side egress proxy of mcpbox sandboxes. A
 // sandbox has an empty network namespace; its only way out is a unix socket
 // of its own on which a Proxy serves, so the proxy knows which sandbox and
-// policy is asking. (The sandbox side forwards 127.0.0.1:3128 inside the
-// sandbox to that socket; that is package sandbox's job.)
+// policy is asking. (The sandbox side listens on 127.0.0.1:3128 inside the
+// sandbox and hands each connection to that socket; that is package
+// sandbox's job.)
 //
 // # Protocols
 //
@@ -26,6 +27,25 @@
 // one non-blocking call), so concurrent directions and connections never
 // spend the same remainder twice. Elsewhere (another platform, a chunked body,
 // an intercepted connection) bytes are copied.
+//
+// # Hand-over
+//
+// On a unix socket a client may instead pass a connection (SendConn): a
+// message "\x00FD1 " TARGET "\n" of at most 512 bytes carrying exactly one
+// descriptor (SCM_RIGHTS), a connected TCP socket. The proxy then serves
+// that socket as the client in place of the unix connection, with the
+// same parsing, decisions, limits and Event; with a TARGET (a forward's
+// host:port) as a CONNECT to it that sends no reply. The sandbox init
+// hands over every connection it accepts, so the bytes go from the
+// upstream to the workload's socket by one splice and the init is out of
+// the path. The socket is the sandbox's to write to: a message that is
+// not exactly that (more or fewer descriptors, a descriptor that is not a
+// connected AF_INET/AF_INET6 SOCK_STREAM TCP socket, a listener, a
+// malformed or oversized message, none within Limits.HeaderTimeout) is
+// refused with a deny Event and closed with every descriptor it carried
+// (handover_linux.go). A hand-over is read in the connection's own
+// goroutine, never the accept loop's, and counts against MaxConns like
+// any connection. A front proxy (Options.Authorize) takes none.
 //
 // # Shared proxies
 //

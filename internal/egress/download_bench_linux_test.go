@@ -39,7 +39,8 @@ func startSource(b *testing.B, size int64) int {
 }
 
 // BenchmarkDownloadRelay: a download through a CONNECT tunnel, the client
-// on the unix socket as the sandbox init is, moved by splice or by copies,
+// on the unix socket (as the init was) or a TCP connection handed over (as
+// the init's are), moved by splice or by copies,
 // against the same download without the proxy in the same run.
 //
 //	go test ./internal/egress -run '^$' -bench DownloadRelay -count 6
@@ -90,6 +91,24 @@ func BenchmarkDownloadRelay(b *testing.B) {
 		}
 		return tunnel(b, c)
 	}
+	// As the init does since it stopped relaying: the workload's own TCP
+	// connection handed over, the proxy relaying to it directly.
+	handed := func(sock string) func(*testing.B) net.Conn {
+		return func(b *testing.B) net.Conn { return tunnel(b, handOver(b, sock, "")) }
+	}
+	// As the init did before: the workload's TCP connection relayed to
+	// the unix socket by a copy loop of its own (io.Copy, which splices).
+	relayed := func(b *testing.B) net.Conn {
+		d, a := tcpPair(b)
+		p := viaUnix(b)
+		go func() {
+			defer a.Close()
+			defer p.Close()
+			go io.Copy(p, a)
+			io.Copy(a, p)
+		}()
+		return d
+	}
 	for _, tc := range []struct {
 		name   string
 		dial   func(*testing.B) net.Conn
@@ -99,6 +118,9 @@ func BenchmarkDownloadRelay(b *testing.B) {
 		{"unix-splice", viaUnix, true},
 		{"unix-splice-limited", viaLimited, true},
 		{"unix-copy-limited", viaLimited, false},
+		{"init-relay-splice", relayed, true},
+		{"handover-splice", handed(sock), true},
+		{"handover-splice-limited", handed(limitedSock), true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			spliceRelays = tc.splice

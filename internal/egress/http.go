@@ -85,6 +85,31 @@ func (s *session) serveConnect(cc net.Conn, br *bufio.Reader, req *http.Request)
 	s.relay(cc, up, buffered)
 }
 
+// serveForward serves a handed-over forward connection (handover_linux.go)
+// as a CONNECT to target: the same decision, dial, log and relay, but no
+// reply on the connection, whose peer speaks the target's protocol. A
+// refusal or failed dial just closes it, as the init's CONNECT did.
+func (s *session) serveForward(cc net.Conn, target string) {
+	s.ev.Kind = "connect"
+	s.quiet = true
+	host, port, err := splitHostPort(target, 0)
+	if err != nil {
+		s.ev.Host = printableHost(target)
+		s.deny("CONNECT target: " + err.Error())
+		return
+	}
+	up := s.dialHTTP(host, port)
+	if up == nil {
+		return
+	}
+	s.headerUntil = time.Time{}
+	if inj := s.p.opts.Injector; inj != nil && s.ev.Kind == "connect" && inj.Intercepts(s.ev.Host, port) {
+		s.intercept(up, nil, s.ev.Host, port)
+		return
+	}
+	s.relay(cc, up, nil)
+}
+
 // hopHeaders are connection-specific (RFC 9110 7.6.1) and not forwarded.
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
@@ -205,6 +230,9 @@ func (s *session) writeError(code int, reason string) { s.writeErrorHeader(code,
 // writeErrorHeader is writeError with extra header lines (each ending in
 // CRLF).
 func (s *session) writeErrorHeader(code int, extra, reason string) {
+	if s.quiet {
+		return
+	}
 	body := "mcpbox egress: " + reason + "\n"
 	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n"+
 		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), extra, len(body), body)

@@ -26,6 +26,9 @@ type session struct {
 	// headerUntil, while non-zero, is the fixed read deadline of the
 	// request head; set and cleared before any relay goroutine starts.
 	headerUntil time.Time
+	// quiet: the client is a handed-over forward, which gets no HTTP
+	// replies (no error texts either).
+	quiet bool
 
 	// last is when the last byte moved either way, as nanoseconds since
 	// start on the monotonic clock: a wall-clock reading would let a clock
@@ -52,6 +55,19 @@ func newSession(p *Proxy, c net.Conn, start time.Time) *session {
 // serve handles the connection and returns its event.
 func (s *session) serve() Event {
 	s.headerUntil = s.start.Add(s.p.limits.HeaderTimeout)
+	if uc, ok := s.client.(*net.UnixConn); ok && s.p.opts.Authorize == nil {
+		h, handed, err := s.takeHandover(uc)
+		switch {
+		case err != nil:
+			s.deny(err.Error())
+			return s.end()
+		case handed && !s.swapClient(h.conn):
+			return s.end()
+		case handed && h.target != "":
+			s.serveForward(&sessConn{Conn: s.client, s: s}, h.target)
+			return s.end()
+		}
+	}
 	cc := &sessConn{Conn: s.client, s: s}
 	hr := &headerReader{r: cc, n: MaxHeaderBytes}
 	br := bufio.NewReaderSize(hr, 4096)
@@ -68,9 +84,29 @@ func (s *session) serve() Event {
 	default:
 		s.serveHTTP(cc, br, hr)
 	}
+	return s.end()
+}
+
+// end completes the session's event.
+func (s *session) end() Event {
 	s.ev.BytesUp, s.ev.BytesDown = s.up.Load(), s.down.Load()
 	s.ev.Duration = time.Since(s.start)
 	return s.ev
+}
+
+// swapClient makes c, a handed-over connection, the client in place of the
+// unix connection that carried it, which it closes; false (c closed) if
+// the session was closed meanwhile.
+func (s *session) swapClient(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.client.Close()
+	s.client = c
+	return true
 }
 
 // opened reports the decided target to Options.Opened.

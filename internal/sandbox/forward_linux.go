@@ -1,21 +1,21 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"strings"
-	"sync"
 	"time"
+
+	"mcpbox/internal/egress"
 )
 
-// The init serves proxyAddr on the sandbox's loopback and splices each
-// connection to the proxy socket, so programs use it through the usual
-// HTTP_PROXY variables; each forward rule gets a listener of its own whose
-// connections are tunnelled with a CONNECT to the rule's fixed target. The
-// proxy decides; the init only carries bytes.
+// The init serves proxyAddr on the sandbox's loopback, so programs use the
+// proxy through the usual HTTP_PROXY variables, and each forward rule gets
+// a listener of its own. It does not carry their bytes: it hands each
+// accepted connection's descriptor to the proxy over the proxy socket
+// (egress.SendConn), with the rule's fixed target for a forward, and
+// closes its own copy; the proxy decides and relays from the workload's
+// socket itself. The init takes no part after the accept.
 
 // forwardSpec is one network.forward rule as the init sees it.
 type forwardSpec struct {
@@ -30,14 +30,14 @@ func serveEgress(forwards []forwardSpec) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s for the egress proxy: %w", proxyAddr, err)
 	}
-	go acceptLoop(ln, func(c net.Conn) { splice(c, "") })
+	go acceptLoop(ln, func(c net.Conn) { handOver(c, "") })
 	for _, f := range forwards {
 		fl, err := net.Listen("tcp", f.Listen)
 		if err != nil {
 			return fmt.Errorf("listening on %s for forward to %s: %w", f.Listen, f.To, err)
 		}
 		to := f.To
-		go acceptLoop(fl, func(c net.Conn) { splice(c, to) })
+		go acceptLoop(fl, func(c net.Conn) { handOver(c, to) })
 	}
 	return nil
 }
@@ -63,65 +63,19 @@ func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 	}
 }
 
-// splice carries c to the proxy socket; with a tunnel target, it first
-// asks the proxy for a CONNECT to it and passes only the tunnel on.
-func splice(c net.Conn, tunnel string) {
+// handOver passes c to the proxy, with target for a forward, and closes
+// it. If the proxy cannot be reached the workload sees its connection
+// closed, as it would see a refusal.
+func handOver(c net.Conn, target string) {
 	defer c.Close()
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
 	p, err := net.DialTimeout("unix", proxySocket, 10*time.Second)
 	if err != nil {
 		return
 	}
 	defer p.Close()
-	var fromProxy io.Reader = p
-	if tunnel != "" {
-		br, err := connect(p, tunnel)
-		if err != nil {
-			return
-		}
-		fromProxy = br
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(p, c)
-		closeWrite(p)
-	}()
-	_, _ = io.Copy(c, fromProxy)
-	closeWrite(c)
-	wg.Wait()
-}
-
-// connect sends a CONNECT for target on p and reads the proxy's answer;
-// the returned reader holds any bytes that followed it.
-func connect(p net.Conn, target string) (*bufio.Reader, error) {
-	_ = p.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := fmt.Fprintf(p, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
-		return nil, err
-	}
-	br := bufio.NewReader(p)
-	status, err := br.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	if f := strings.Fields(status); len(f) < 2 || f[1] != "200" {
-		return nil, fmt.Errorf("proxy refused the forward to %s: %s", target, strings.TrimSpace(status))
-	}
-	for { // the rest of the response head
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		if line == "\r\n" || line == "\n" {
-			break
-		}
-	}
-	_ = p.SetDeadline(time.Time{})
-	return br, nil
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
+	_ = egress.SendConn(p.(*net.UnixConn), tc, target)
 }
