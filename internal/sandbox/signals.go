@@ -28,8 +28,10 @@ func ForwardSignals() *SignalForwarder {
 	return f
 }
 
-// To delivers every caught signal, those caught so far first, to sb
-// (a *Sandbox) until Stop.
+// To delivers every caught signal, those caught so far included, to sb
+// (a *Sandbox) until Stop. The order of two different signals that
+// arrive close together is not kept: Go's runtime may handle them on
+// different threads.
 func (f *SignalForwarder) To(sb interface{ Signal(os.Signal) error }) {
 	go func() {
 		for s := range f.sigs {
