@@ -306,7 +306,9 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 	}
 	if d.stdio {
 		wg.Go(func() {
-			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(d.o.Stdin), nopWriteCloser{d.o.Stdout}); err != nil {
+			in, release := clientInput(d.o.Stdin)
+			defer release()
+			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(in), nopWriteCloser{d.o.Stdout}); err != nil {
 				errs <- err
 			}
 			cancel() // the client that launched us is gone

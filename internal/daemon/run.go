@@ -80,8 +80,10 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	}
 	ctx, cancel := SignalContext(ctx)
 	defer cancel()
-	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(o.Stdin), nopWriteCloser{o.Stdout})
+	in, release := clientInput(o.Stdin)
+	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(in), nopWriteCloser{o.Stdout})
 	gw.Close()
+	release()
 	if err != nil && ctx.Err() == nil {
 		return err
 	}

@@ -442,7 +442,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	if !ok {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
 	}
-	params := withField(p, "name", tool)
+	params := toolCallParams(p, tool)
 	// The output limit is checked here, inside the hook's next, so that a
 	// call hook (the audit) sees the result withheld rather than passed.
 	forward := func(ctx context.Context) (json.RawMessage, error) {

@@ -344,21 +344,51 @@ func FuzzCallParams(f *testing.F) {
 			return
 		}
 		p := &mcp.CallToolParamsRaw{Name: "prefix__tool", Arguments: json.RawMessage(args)}
-		raw, err := json.Marshal(withField(p, "name", "tool"))
-		if err != nil {
-			t.Fatalf("encoding params: %v", err)
-		}
-		var got map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &got); err != nil {
-			t.Fatal(err)
-		}
-		if string(got["name"]) != `"tool"` {
-			t.Fatalf("name = %s", got["name"])
-		}
-		if a, b := decodeNumbers(t, got["arguments"]), decodeNumbers(t, []byte(args)); !reflect.DeepEqual(a, b) {
-			t.Fatalf("arguments changed:\n got %s\nwant %s", got["arguments"], args)
+		// The call path (toolCallParams) and the general one (withField).
+		for _, params := range []map[string]any{toolCallParams(p, "tool"), withField(p, "name", "tool")} {
+			raw, err := marshalParams(params)
+			if err != nil {
+				t.Fatalf("encoding params: %v", err)
+			}
+			var got map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got["name"]) != `"tool"` {
+				t.Fatalf("name = %s", got["name"])
+			}
+			if a, b := decodeNumbers(t, got["arguments"]), decodeNumbers(t, []byte(args)); !reflect.DeepEqual(a, b) {
+				t.Fatalf("arguments changed:\n got %s\nwant %s", got["arguments"], args)
+			}
 		}
 	})
+}
+
+// TestToolCallParamsMatchesWithField: the call path's shortcut builds
+// the params withField builds, whatever the call carries.
+func TestToolCallParamsMatchesWithField(t *testing.T) {
+	for _, p := range []*mcp.CallToolParamsRaw{
+		{Name: "s__t"},
+		{Name: "s__t", Arguments: json.RawMessage(`{"n":9007199254740993,"s":"<&>"}`)},
+		{Name: "s__t", Arguments: json.RawMessage(`null`)},
+		{Name: "s__t", Arguments: json.RawMessage(`[1, 2]`)},
+		{Name: "s__t", Meta: mcp.Meta{}, Arguments: json.RawMessage(`{}`)},
+		{Name: "s__t", Meta: mcp.Meta{"progressToken": 7.0}, Arguments: json.RawMessage(`{"a":1}`)},
+		{Name: "s__t", RequestState: "st", Arguments: json.RawMessage(`{"a":1}`)},
+		{Name: "s__t", InputResponses: mcp.InputResponseMap{"k": &mcp.ElicitResult{Action: "accept"}}},
+	} {
+		fast, err := marshalParams(toolCallParams(p, "t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow, err := marshalParams(withField(p, "name", "t"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := decodeNumbers(t, fast), decodeNumbers(t, slow); !reflect.DeepEqual(a, b) {
+			t.Errorf("%+v:\n toolCallParams %s\n withField      %s", p, fast, slow)
+		}
+	}
 }
 
 func decodeNumbers(t *testing.T, b []byte) any {

@@ -263,6 +263,24 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 	return d.forward(ctx, b, method, withField(p, "ref", ref))
 }
 
+// toolCallParams is withField(p, "name", tool) without its JSON round
+// trip, for the common call that carries nothing but a name and
+// arguments (no _meta, no input responses or request state): the
+// arguments stay the client's JSON text, as withField keeps them. Any
+// other call takes withField. TestToolCallParamsMatchesWithField holds
+// the two to the same output.
+func toolCallParams(p *mcp.CallToolParamsRaw, tool string) map[string]any {
+	if len(p.Meta) > 0 || len(p.InputResponses) > 0 || p.RequestState != "" {
+		return withField(p, "name", tool)
+	}
+	m := make(map[string]any, 2)
+	m["name"] = tool
+	if len(p.Arguments) > 0 {
+		m["arguments"] = p.Arguments
+	}
+	return m
+}
+
 // withField returns params as a JSON object with fields replaced
 // (name, value pairs). Every other field stays the JSON text it was
 // (a json.RawMessage): a call's arguments reach the server byte for byte

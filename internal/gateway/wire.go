@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -156,7 +157,7 @@ func ResponseID(head, tail []byte) (jsonrpc.ID, bool) {
 }
 
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := encodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("encoding message: %w", err)
 	}
@@ -199,3 +200,76 @@ const (
 	codeUnavailable = -32000 // the upstream server is not running
 	codeTimeout     = -32001 // call_timeout expired
 )
+
+// encodeMessage is jsonrpc.EncodeMessage without its reflection: the
+// envelope of a request, or of a response that is not an error, is
+// written by hand, and its params or result are compacted as the go-sdk
+// compacts them (json.Compact: validated, no HTML escaping). Anything
+// else (an error response, a string id or method that needs escaping, a
+// payload that is not valid JSON) goes to the go-sdk's encoder, so the
+// bytes and the errors stay the go-sdk's; TestEncodeMessageMatchesSDK
+// and FuzzEncodeMessage hold it to them.
+func encodeMessage(msg jsonrpc.Message) ([]byte, error) {
+	var id jsonrpc.ID
+	var method string
+	var payload json.RawMessage
+	field := ""
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		id, method, payload, field = m.ID, m.Method, m.Params, `,"params":`
+	case *jsonrpc.Response:
+		if m.Error != nil {
+			return jsonrpc.EncodeMessage(msg)
+		}
+		id, payload, field = m.ID, m.Result, `,"result":`
+	default:
+		return jsonrpc.EncodeMessage(msg)
+	}
+	if !plainString(method) {
+		return jsonrpc.EncodeMessage(msg)
+	}
+	buf := make([]byte, 0, len(payload)+len(method)+48)
+	buf = append(buf, `{"jsonrpc":"2.0"`...)
+	switch v := id.Raw().(type) {
+	case nil:
+	case int64:
+		buf = append(buf, `,"id":`...)
+		buf = strconv.AppendInt(buf, v, 10)
+	case string:
+		if !plainString(v) {
+			return jsonrpc.EncodeMessage(msg)
+		}
+		buf = append(buf, `,"id":"`...)
+		buf = append(buf, v...)
+		buf = append(buf, '"')
+	default:
+		return jsonrpc.EncodeMessage(msg)
+	}
+	if method != "" {
+		buf = append(buf, `,"method":"`...)
+		buf = append(buf, method...)
+		buf = append(buf, '"')
+	}
+	if len(payload) > 0 {
+		buf = append(buf, field...)
+		out := bytes.NewBuffer(buf)
+		if json.Compact(out, payload) != nil {
+			return jsonrpc.EncodeMessage(msg) // its error
+		}
+		buf = out.Bytes()
+	}
+	return append(buf, '}'), nil
+}
+
+// plainString reports whether s is written in JSON as it is: printable
+// ASCII without quotes, backslashes or the characters encoding/json
+// escapes.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"io"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// blocking reports whether f's open file is in blocking mode.
+func blocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int
+	sc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flags&unix.O_NONBLOCK == 0
+}
+
+// TestClientInputPipe: a client's pipe is read through a new open file of
+// it, the client's own stays blocking, and a hang-up is the end.
+func TestClientInputPipe(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	defer pr.Close()
+	pr.Fd() // blocking, as an inherited standard input is
+	in, release := clientInput(pr)
+	defer release()
+	nf, ok := in.(*os.File)
+	if !ok || nf == pr {
+		t.Fatalf("clientInput(pipe) = %T %v, want a new file", in, in)
+	}
+	if blocking(t, nf) || !blocking(t, pr) {
+		t.Fatalf("modes: new blocking %v, original blocking %v; want false, true", blocking(t, nf), blocking(t, pr))
+	}
+	if _, err := pw.Write([]byte("line\n")); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	got, err := io.ReadAll(in)
+	if err != nil || string(got) != "line\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+// TestClientInputSocket: a socket is read non-blocking while the session
+// lasts and is blocking again after.
+func TestClientInputSocket(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "ours"), os.NewFile(uintptr(fds[1]), "theirs")
+	defer ours.Close()
+	defer theirs.Close()
+	if !blocking(t, ours) {
+		t.Fatal("socketpair end is not blocking to begin with")
+	}
+	in, release := clientInput(ours)
+	if _, err := theirs.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if n, err := in.Read(buf); n != 1 || err != nil {
+		t.Fatalf("read %d, %v", n, err)
+	}
+	if blocking(t, ours) {
+		t.Fatal("socket still blocking while read through the poller")
+	}
+	release()
+	if !blocking(t, ours) {
+		t.Fatal("socket left non-blocking after release")
+	}
+}
+
+// TestClientInputOther: anything but a pipe or a socket is read as it is.
+func TestClientInputOther(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in, release := clientInput(f)
+	defer release()
+	if in != io.Reader(f) {
+		t.Fatalf("clientInput(file) = %v, want the file", in)
+	}
+}
