@@ -38,10 +38,26 @@ func checkPackage(r *collector, s *Server, p string) {
 		r.errorf(at, "%s.package: %q: want npm:NAME[@VERSION] or pypi:NAME[@VERSION]", p, s.Package)
 	case eco != "npm" && eco != "pypi":
 		r.errorf(at, "%s.package: unknown ecosystem %q (want npm or pypi)", p, eco)
-	case strings.ContainsAny(s.Package, " \t\n\x00"):
+	case strings.ContainsAny(s.Package, "\t\n\r\x00"):
+		r.errorf(at, "%s.package: %q must not contain spaces", p, s.Package)
+	case strings.Contains(unspaced(eco, name), " "):
 		r.errorf(at, "%s.package: %q must not contain spaces", p, s.Package)
 	}
 	if strings.HasPrefix(s.Placement, PlacementGroup) {
 		r.errorf(s.Meta.At("placement"), "%s.placement: a package server runs in a sandbox of its own (isolated)", p)
 	}
+}
+
+// unspaced is the part of a package value that must not hold a space: all
+// of it, except an npm version range, which npm writes with spaces
+// (">=1.2.0 <2", "1.2 - 1.4", "1.x || 2.x"); its blank is an error.
+func unspaced(eco, name string) string {
+	i := strings.LastIndex(name, "@")
+	if eco != "npm" || i <= 0 {
+		return name
+	}
+	if strings.TrimSpace(name[i+1:]) == "" {
+		return " " // "pkg@ ": a blank version
+	}
+	return name[:i]
 }

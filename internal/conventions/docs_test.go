@@ -79,3 +79,22 @@ func stripComments(s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestReadmeBuildOutputsIgnored: each binary the README has users build
+// in the checkout (go build -o NAME) is in .gitignore. An untracked one
+// marks every later build vcs.modified, and a mcpbox so stamped never
+// runs mcpbox-init as its sandbox init (its build cannot be shown to be
+// the same): a leftover mcpbox-init turned itself off at the next build.
+func TestReadmeBuildOutputsIgnored(t *testing.T) {
+	readme := readRepo(t, "README.md")
+	ignore := strings.Split(readRepo(t, ".gitignore"), "\n")
+	outs := regexp.MustCompile(`go build -o ([\w.-]+) `).FindAllStringSubmatch(readme, -1)
+	if len(outs) < 2 {
+		t.Fatalf("found %d `go build -o NAME` in README.md, want mcpbox and mcpbox-init: has its shape changed?", len(outs))
+	}
+	for _, o := range outs {
+		if !slices.Contains(ignore, "/"+o[1]) {
+			t.Errorf("README.md builds %s in the checkout, and .gitignore has no /%s", o[1], o[1])
+		}
+	}
+}

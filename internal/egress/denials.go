@@ -7,7 +7,8 @@ import (
 )
 
 // DenialPrinter returns a Log callback that hands each denial, as one
-// line ("egress denied: HOST:PORT: REASON"), to print. The proxy calls Log
+// line ("egress denied: HOST:PORT: REASON", or "egress denied: REASON"
+// for a connection refused before it named a target), to print. The proxy calls Log
 // on its own goroutines, some on the accept path, so the callback never
 // blocks: print runs on a goroutine of its own, and lines are dropped
 // when it does not keep up (a sandbox may flood the proxy on purpose).
@@ -22,12 +23,17 @@ func DenialPrinter(print func(line string)) func(Event) {
 		if ev.Decision == "allow" {
 			return
 		}
-		target := ev.Host
-		if ev.Port != 0 {
-			target = net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port))
+		line := "egress denied: " + ev.Reason
+		switch {
+		case ev.Port != 0:
+			line = fmt.Sprintf("egress denied: %s: %s", net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port)), ev.Reason)
+		case ev.Host != "":
+			line = fmt.Sprintf("egress denied: %s: %s", ev.Host, ev.Reason)
 		}
+		// A connection refused as it is accepted (the connection limit)
+		// has no target yet: its line is the reason alone, not ": REASON".
 		select {
-		case lines <- fmt.Sprintf("egress denied: %s: %s", target, ev.Reason):
+		case lines <- line:
 		default:
 		}
 	}

@@ -20,6 +20,16 @@ func TestDenialPrinter(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no line for a denial")
 	}
+	// Refused at accept (the connection limit): no target to show.
+	log(Event{Decision: "deny", Reason: "connection limit (4) reached"})
+	select {
+	case l := <-got:
+		if l != "egress denied: connection limit (4) reached" {
+			t.Fatalf("line %q for a denial without a target", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no line for a denial without a target")
+	}
 	select {
 	case l := <-got:
 		t.Fatalf("a second line %q (an allowed connection printed?)", l)

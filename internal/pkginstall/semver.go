@@ -3,6 +3,7 @@ package pkginstall
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,7 +20,9 @@ import (
 // ~, ~>, ^) and a partial version: 1, 1.2, 1.2.3, with x, X or * for any
 // part, an optional leading v, and a prerelease after a full version.
 // A prerelease version matches only a group with a comparator that names
-// a prerelease.
+// a prerelease of the same MAJOR.MINOR.PATCH: npm's rule (Masterminds lets
+// any prerelease comparator admit every prerelease, so ">=0.0.70-alpha"
+// picked 1.52.0-alpha where npm installs 0.0.83).
 
 // semVersion is a strict SemVer 2.0.0 version (the build metadata is
 // ignored: it does not order).
@@ -87,6 +90,9 @@ func identifiers(s string, pre bool) bool {
 	return true
 }
 
+// tuple is v without its prerelease.
+func (v semVersion) tuple() [3]uint64 { return [3]uint64{v.major, v.minor, v.patch} }
+
 // compare orders v and o by SemVer precedence.
 func (v semVersion) compare(o semVersion) int {
 	for _, d := range [][2]uint64{{v.major, o.major}, {v.minor, o.minor}, {v.patch, o.patch}} {
@@ -151,7 +157,7 @@ type comparator struct {
 // semRange is a parsed range: groups (or) of comparators (and).
 type semRange struct {
 	groups [][]comparator
-	pre    []bool // whether group i names a prerelease
+	pre    [][][3]uint64 // group i's comparators' MAJOR.MINOR.PATCH that name a prerelease
 }
 
 // errRange is the error of a range that does not parse.
@@ -172,9 +178,11 @@ func parseRange(s string) (*semRange, error) {
 		if err != nil {
 			return nil, err
 		}
-		pre := false
+		var pre [][3]uint64
 		for _, c := range group {
-			pre = pre || c.ver.pre != ""
+			if c.ver.pre != "" {
+				pre = append(pre, c.ver.tuple())
+			}
 		}
 		r.groups = append(r.groups, group)
 		r.pre = append(r.pre, pre)
@@ -283,7 +291,7 @@ func isX(s string) bool { return s == "x" || s == "X" || s == "*" }
 // check reports whether v satisfies r.
 func (r *semRange) check(v semVersion) bool {
 	for i, group := range r.groups {
-		if v.pre != "" && !r.pre[i] {
+		if v.pre != "" && !slices.Contains(r.pre[i], v.tuple()) {
 			continue
 		}
 		ok := true

@@ -2,6 +2,7 @@ package pkginstall
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,11 +10,14 @@ import (
 )
 
 // The reference for semver.go is github.com/Masterminds/semver/v3, which
-// mcpbox used before (now only here, in a test).
+// mcpbox used before (now only here, in a test), but for prerelease
+// versions, where semver.go follows npm (see agree).
 
 // agree fails t unless parseRange and parseVersion say what Masterminds
 // says of spec and ver: a range we accept is one it accepts, and it
-// holds for the same versions; a version we accept is one it accepts.
+// holds for the same versions (a prerelease version may be refused where
+// Masterminds admits it, by npm's rule); a version we accept is one it
+// accepts.
 func agree(t *testing.T, spec, ver string) {
 	t.Helper()
 	v, vok := parseVersion(ver)
@@ -29,9 +33,22 @@ func agree(t *testing.T, spec, ver string) {
 	if merr != nil {
 		t.Fatalf("range %q: ours parses, Masterminds: %v", spec, merr)
 	}
-	if vok && r.check(v) != mc.Check(mv) {
-		t.Fatalf("range %q, version %q: ours %v, Masterminds %v", spec, ver, r.check(v), mc.Check(mv))
+	if !vok || r.check(v) == mc.Check(mv) {
+		return
 	}
+	// The one difference allowed: npm's prerelease rule, stricter than
+	// Masterminds' (a prerelease version needs a prerelease comparator of
+	// its own MAJOR.MINOR.PATCH in the group); without it the version is
+	// refused where Masterminds admits it.
+	if v.pre != "" && !r.check(v) {
+		for _, g := range r.pre {
+			if slices.Contains(g, v.tuple()) {
+				t.Fatalf("range %q, version %q: ours false, Masterminds true, with a comparator of the version's own tuple", spec, ver)
+			}
+		}
+		return
+	}
+	t.Fatalf("range %q, version %q: ours %v, Masterminds %v", spec, ver, r.check(v), mc.Check(mv))
 }
 
 // genPartial makes a partial version of the range grammar (after an x
@@ -148,6 +165,13 @@ func TestRangeExamples(t *testing.T) {
 		{">=0.9 <1.1", "1.0.0", true}, {">=0.9, <1.1", "1.1.0", false}, {"*", "3.0.0", true},
 		{"^1.2.3", "1.3.0-beta", false}, {"^1.3.0-beta", "1.3.0-beta.2", true},
 		{"1.2 - 2.3", "2.3.7", true}, {"1.2 - 2.3", "2.4.0", false}, {"^0.1 || ^0.9", "0.9.1", true},
+		// npm's prerelease rule (npm view @playwright/mcp@'>=0.0.70-alpha'
+		// version: 0.0.83, not 1.52.0-alpha-2025-03-26): a prerelease
+		// matches only beside a prerelease comparator of its own tuple.
+		{">=0.0.70-alpha", "1.52.0-alpha-2025-03-26", false}, {">=0.0.70-alpha", "0.0.83", true},
+		{">=0.0.70-alpha", "0.0.70-alpha-2026-04-01", true}, {"^1.2.3-beta.1", "1.3.0-beta", false},
+		{"~1.2.3-beta.1", "1.2.4-alpha", false}, {">1.2.3-alpha <1.2.4", "1.2.4-alpha", false},
+		{"1.2.3-beta.1 - 2", "1.2.3-rc.1", true}, {"<1.2.3-rc.1", "0.0.70-alpha", false},
 	} {
 		r, err := parseRange(tc.spec)
 		v, ok := parseVersion(tc.ver)

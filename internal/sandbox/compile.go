@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -92,7 +93,7 @@ func (s *Spec) environ() []string {
 		env = append(env, "TERM="+t)
 	}
 	if s.Network.Enabled() {
-		env = append(env, proxyEnv(s.Network.Rules)...)
+		env = append(env, proxyEnv(s.Network.Rules, s.Network.Forwards)...)
 	}
 	var secrets []string
 	for _, sec := range s.Secrets {
@@ -180,7 +181,7 @@ const (
 // all_proxy is SOCKS5 with names resolved by the proxy (the sandbox has no
 // DNS). Loopback names stay direct (the sandbox's own services), except
 // those a rule names: "--allow-host 127.0.0.1:8080" means the host's.
-func proxyEnv(rules []egress.Rule) []string {
+func proxyEnv(rules []egress.Rule, forwards []egress.Forward) []string {
 	url := "http://" + proxyAddr
 	var env []string
 	for _, k := range []string{"http_proxy", "https_proxy"} {
@@ -190,6 +191,19 @@ func proxyEnv(rules []egress.Rule) []string {
 	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
 		if !namedByRule(h, rules) {
 			direct = append(direct, h)
+		}
+	}
+	// A forward's listener is inside the sandbox: a client must reach it
+	// directly, not ask the proxy for it (which refuses 127.0.0.2:8080
+	// unless a rule happens to name it), so its IP goes in NO_PROXY too,
+	// unless a rule names that IP (the proxy is then its way out).
+	for _, f := range forwards {
+		h, _, err := net.SplitHostPort(f.Listen)
+		if err != nil || slices.Contains(direct, h) || namedByRule(h, rules) {
+			continue
+		}
+		if ip, err := netip.ParseAddr(h); err == nil && ip.IsLoopback() {
+			direct = append(direct, ip.String())
 		}
 	}
 	noProxy := strings.Join(direct, ",")

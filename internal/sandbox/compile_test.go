@@ -139,14 +139,15 @@ func TestDegradable(t *testing.T) {
 }
 
 func TestProxyEnvNoProxy(t *testing.T) {
-	noProxy := func(rules []egress.Rule) string {
-		for _, kv := range proxyEnv(rules) {
+	noProxyFwd := func(rules []egress.Rule, fwd []egress.Forward) string {
+		for _, kv := range proxyEnv(rules, fwd) {
 			if v, ok := strings.CutPrefix(kv, "NO_PROXY="); ok {
 				return v
 			}
 		}
 		return "<unset>"
 	}
+	noProxy := func(rules []egress.Rule) string { return noProxyFwd(rules, nil) }
 	if got := noProxy([]egress.Rule{{Host: "api.example.com"}}); got != "localhost,127.0.0.1,::1" {
 		t.Errorf("NO_PROXY = %q, want the sandbox's loopback names", got)
 	}
@@ -156,5 +157,15 @@ func TestProxyEnvNoProxy(t *testing.T) {
 	}
 	if got := noProxy([]egress.Rule{{Host: "localhost"}, {CIDR: netip.MustParsePrefix("::1/128")}}); got != "127.0.0.1" {
 		t.Errorf("NO_PROXY = %q with rules for localhost and ::1", got)
+	}
+	// A forward listening on another loopback IP is reached directly (the
+	// proxy refuses 127.0.0.2:8080 when asked for it), once, unless a rule
+	// names that IP.
+	fwd := []egress.Forward{{Listen: "127.0.0.2:8080", To: "db:5432"}, {Listen: "127.0.0.2:8081", To: "db:5433"}, {Listen: "127.0.0.1:5432", To: "db:5432"}}
+	if got := noProxyFwd([]egress.Rule{{Host: "api.example.com"}}, fwd); got != "localhost,127.0.0.1,::1,127.0.0.2" {
+		t.Errorf("NO_PROXY = %q with forwards on 127.0.0.2", got)
+	}
+	if got := noProxyFwd([]egress.Rule{{Host: "127.0.0.2"}}, fwd); got != "localhost,127.0.0.1,::1" {
+		t.Errorf("NO_PROXY = %q with forwards on 127.0.0.2 and a rule naming it", got)
 	}
 }

@@ -37,7 +37,7 @@ const (
 // exporter. Shutdown flushes what is buffered and stops it.
 type Provider struct {
 	tp       *sdktrace.TracerProvider
-	Endpoint string // where spans go (for the log)
+	Endpoint string // where spans go, its password hidden (for the log)
 }
 
 // Tracer is mcpbox's tracer; a nil Provider gives nil (no tracing).
@@ -118,7 +118,9 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Provider, 
 	// The sampler is the SDK's: OTEL_TRACES_SAMPLER, by default
 	// parentbased_always_on (a client's unsampled trace stays unsampled).
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &Provider{tp: tp, Endpoint: endpoint(os.Getenv)}, nil
+	// exp.shown, not the URL: the endpoint may carry a password
+	// (http://user:pass@host), and Endpoint goes to the log.
+	return &Provider{tp: tp, Endpoint: exp.shown}, nil
 }
 
 func endpoint(getenv func(string) string) string {

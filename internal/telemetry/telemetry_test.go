@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEnabled: traces are off unless an OTLP endpoint is set; "none" and
@@ -49,5 +50,26 @@ func TestOffByDefault(t *testing.T) {
 	}
 	if p.Tracer() != nil || p.Shutdown(context.Background()) != nil {
 		t.Fatal("a nil provider traces")
+	}
+}
+
+// TestProviderEndpointHidesPassword: the endpoint the daemon logs at
+// start does not carry the password an OTLP endpoint URL may hold.
+func TestProviderEndpointHidesPassword(t *testing.T) {
+	for _, k := range []string{EnvTracesEndpoint, EnvExporter, EnvProtocol, EnvTracesProtocol, EnvSDKDisabled} {
+		t.Setenv(k, "")
+	}
+	t.Setenv(EnvEndpoint, "http://user:s3cret@127.0.0.1:1")
+	p, err := FromEnv(context.Background(), "v", nil)
+	if err != nil || p == nil {
+		t.Fatalf("FromEnv = %v, %v", p, err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	}()
+	if strings.Contains(p.Endpoint, "s3cret") || !strings.Contains(p.Endpoint, "127.0.0.1:1/v1/traces") {
+		t.Fatalf("Endpoint = %q; want the URL without its password", p.Endpoint)
 	}
 }
