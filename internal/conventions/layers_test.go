@@ -25,6 +25,9 @@ var layers = map[string]int{
 	"internal/telemetry": 0,
 	// Signals a child's process group by pidfd, never a reused number.
 	"internal/procgroup": 0,
+	// The sending side of the egress proxy's connection hand-over, apart
+	// so that the lean sandbox init does not link the proxy.
+	"internal/egress/handover": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
 	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,

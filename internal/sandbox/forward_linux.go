@@ -6,14 +6,14 @@ import (
 	"net"
 	"time"
 
-	"mcpbox/internal/egress"
+	"mcpbox/internal/egress/handover"
 )
 
 // The init serves proxyAddr on the sandbox's loopback, so programs use the
 // proxy through the usual HTTP_PROXY variables, and each forward rule gets
 // a listener of its own. It does not carry their bytes: it hands each
 // accepted connection's descriptor to the proxy over the proxy socket
-// (egress.SendConn), with the rule's fixed target for a forward, and
+// (handover.Send), with the rule's fixed target for a forward, and
 // closes its own copy; the proxy decides and relays from the workload's
 // socket itself. The init takes no part after the accept.
 
@@ -77,5 +77,5 @@ func handOver(c net.Conn, target string) {
 		return
 	}
 	defer p.Close()
-	_ = egress.SendConn(p.(*net.UnixConn), tc, target)
+	_ = handover.Send(p.(*net.UnixConn), tc, target)
 }
