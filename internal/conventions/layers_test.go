@@ -30,11 +30,11 @@ var layers = map[string]int{
 	"internal/egress/handover": 0,
 	// 1: mechanisms built on one or two leaves.
 	"internal/integrity": 1, "internal/policy": 1, "internal/sandbox": 1,
+	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
 	// The sandbox's init, a part of internal/sandbox split off so that the
 	// lean init binary links none of the host side (on landlock and
 	// egress/handover).
 	"internal/sandbox/initproc": 1,
-	"internal/workspace": 1, "internal/load": 1, "internal/credinject": 1,
 	// The built-in tools and the group supervisor kill process groups
 	// through procgroup.
 	"internal/builtin": 1, "internal/group": 1,

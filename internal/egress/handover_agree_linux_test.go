@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	send "mcpbox/internal/egress/handover"
 )
 
@@ -29,20 +31,35 @@ func TestHandoverSendAccepted(t *testing.T) {
 		Log:      ev.log,
 	})
 	d, a := tcpPair(t)
-	p := dialUnix(t, sock)
-	if err := send.Send(p.(*net.UnixConn), a, target); err != nil {
+	p, err := send.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send.Send(p, connFD(t, a), target); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
-	p.Close()
+	unix.Close(p)
 	echoOnce(t, d, "select 1")
 	d.Close()
 	if e := ev.next(t); e.Kind != "forward" || e.Decision != "allow" {
 		t.Errorf("event = %+v, want an allowed forward", e)
 	}
-	p = dialUnix(t, sock)
-	defer p.Close()
-	if err := send.Send(p.(*net.UnixConn), a, "x\ny"); err == nil {
+	if err := send.Send(-1, -1, "x\ny"); err == nil {
 		t.Error("handover.Send sent a target with a newline")
 	}
+}
+
+// connFD returns c's descriptor, valid while c is open.
+func connFD(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	if err := rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		t.Fatal(err)
+	}
+	return fd
 }

@@ -17,7 +17,7 @@ import (
 // but the command: the init in its namespaces and cgroup, the root built,
 // hostname and loopback, and the workload's process forked and walled
 // (Landlock, no_new_privs, no capabilities, its user namespace, its
-// process limit, seccomp), waiting (holdWorkload). Prepared.Start sends
+// process limit, seccomp), waiting (initproc's holdWorkload). Prepared.Start sends
 // that process its command, environment and working directory with its
 // stdin, stdout and stderr (SCM_RIGHTS); it looks the command up, changes
 // directory and executes it. Every wall is the Spec's, up before the
@@ -113,7 +113,7 @@ func (p *Prepared) ID() string { return p.sb.ID }
 // is gone; p is spent either way.
 //
 // The claim goes straight to the workload's process, forked and walled
-// while the sandbox was prepared (holdWorkload): its command, laid out
+// while the sandbox was prepared (initproc's holdWorkload): its command, laid out
 // for it with the candidate paths of its lookup, and its stdio. The init
 // takes no part, and the start waits for two wake-ups: the child's, and
 // ours once it has executed the command.

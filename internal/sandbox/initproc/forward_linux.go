@@ -1,10 +1,11 @@
 package initproc
 
 import (
-	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"mcpbox/internal/egress/handover"
 )
@@ -16,6 +17,11 @@ import (
 // (handover.Send), with the rule's fixed target for a forward, and
 // closes its own copy; the proxy decides and relays from the workload's
 // socket itself. The init takes no part after the accept.
+//
+// The listeners are raw blocking sockets, each accepting on a goroutine
+// (and so a thread) of its own, not package net: net's cgo DNS resolver
+// makes the binary dynamically linked, and loading libc costs every
+// sandbox start about 1 ms of CPU. The init resolves no name.
 
 // forwardSpec is one network.forward rule as the init sees it.
 type forwardSpec struct {
@@ -26,56 +32,112 @@ type forwardSpec struct {
 // serveEgress starts the proxy listener and the forward listeners. They
 // live as long as the init does.
 func serveEgress(forwards []forwardSpec) error {
-	ln, err := net.Listen("tcp", proxyAddr)
+	ln, err := listenTCP(proxyAddr)
 	if err != nil {
 		return fmt.Errorf("listening on %s for the egress proxy: %w", proxyAddr, err)
 	}
-	go acceptLoop(ln, func(c net.Conn) { handOver(c, "") })
+	go acceptLoop(acceptOn(ln), func(c int) { handOver(c, "") })
 	for _, f := range forwards {
-		fl, err := net.Listen("tcp", f.Listen)
+		fl, err := listenTCP(f.Listen)
 		if err != nil {
 			return fmt.Errorf("listening on %s for forward to %s: %w", f.Listen, f.To, err)
 		}
 		to := f.To
-		go acceptLoop(fl, func(c net.Conn) { handOver(c, to) })
+		go acceptLoop(acceptOn(fl), func(c int) { handOver(c, to) })
 	}
 	return nil
+}
+
+// listenBacklog is the listeners' backlog; the kernel caps it at
+// net.core.somaxconn, as package net asks for.
+const listenBacklog = 4096
+
+// listenTCP returns a blocking, close-on-exec TCP socket listening on
+// addr, an IP:PORT (the host accepts loopback addresses only; nothing is
+// resolved), with SO_REUSEADDR as package net sets it.
+func listenTCP(addr string) (int, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return -1, err
+	}
+	ip := ap.Addr().Unmap()
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if ip.Is4() {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ip.As4()}
+	} else {
+		if ip.Zone() != "" {
+			return -1, fmt.Errorf("%s: a zone is not supported", addr)
+		}
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ip.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if family == unix.AF_INET6 {
+		// Only the address asked for, as package net listens on an IPv6 one.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// acceptOn returns the accept of listener fd: a blocking accept4 of a
+// close-on-exec connection.
+func acceptOn(fd int) func() (int, error) {
+	return func() (int, error) {
+		c, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+		return c, err
+	}
 }
 
 // acceptRetry is the pause after a failed accept.
 const acceptRetry = 50 * time.Millisecond
 
-// acceptLoop serves ln until it is closed. Other accept errors (EMFILE
-// when the workload floods its own proxy, ENFILE, ENOBUFS) pass as
-// connections end: quitting on them would leave the sandbox without
-// egress for the rest of its life.
-func acceptLoop(ln net.Listener, handle func(net.Conn)) {
+// acceptLoop serves accept until its listener is closed (EBADF, EINVAL).
+// Other accept errors (EMFILE when the workload floods its own proxy,
+// ENFILE, ENOBUFS) pass as connections end: quitting on them would leave
+// the sandbox without egress for the rest of its life.
+func acceptLoop(accept func() (int, error), handle func(int)) {
 	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
+		c, err := accept()
+		switch err {
+		case nil:
+			go handle(c)
+		case unix.EINTR, unix.ECONNABORTED:
+		case unix.EBADF, unix.EINVAL, unix.ENOTSOCK:
+			return
+		default:
 			time.Sleep(acceptRetry)
-			continue
 		}
-		go handle(c)
 	}
 }
 
-// handOver passes c to the proxy, with target for a forward, and closes
-// it. If the proxy cannot be reached the workload sees its connection
-// closed, as it would see a refusal.
-func handOver(c net.Conn, target string) {
-	defer c.Close()
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return
-	}
-	p, err := net.DialTimeout("unix", proxySocket, 10*time.Second)
+// handOver passes the accepted connection c to the proxy, with target for
+// a forward, and closes it. If the proxy cannot be reached the workload
+// sees its connection closed, as it would see a refusal.
+func handOver(c int, target string) {
+	defer unix.Close(c)
+	p, err := handover.Dial(proxySocket)
 	if err != nil {
 		return
 	}
-	defer p.Close()
-	_ = handover.Send(p.(*net.UnixConn), tc, target)
+	defer unix.Close(p)
+	_ = handover.Send(p, c, target)
 }
