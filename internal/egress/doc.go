@@ -38,8 +38,14 @@
 // host:port) as a CONNECT to it that sends no reply. The sandbox init
 // hands over every connection it accepts, so the bytes go from the
 // upstream to the workload's socket by one splice and the init is out of
-// the path. The socket is the sandbox's to write to: a message that is
-// not exactly that (more or fewer descriptors, a descriptor that is not a
+// the path. Only that init may: a hand-over on a unix connection whose
+// peer (SO_PEERCRED) is not Options.HandoverPID is refused unread, its
+// descriptors never entering the proxy. A workload's own socket would
+// share its open file description with the proxy, which the workload
+// could then make blocking (O_NONBLOCK is the description's, and a
+// blocking read(2) is past every deadline), linger on close or read from;
+// the sockets the init accepts no workload holds. The socket is the
+// sandbox's to write to: a message that is not exactly that (more or fewer descriptors, a descriptor that is not a
 // connected AF_INET/AF_INET6 SOCK_STREAM TCP socket, a listener, a
 // malformed or oversized message, none within Limits.HeaderTimeout) is
 // refused with a deny Event and closed with every descriptor it carried

@@ -21,8 +21,11 @@ import (
 // is an attacker's message like any other: it is told apart by its first
 // byte (0x00, which starts neither an HTTP request nor SOCKS), read in one
 // bounded recvmsg under the request-head deadline in the connection's own
-// goroutine, and refused (the connection closed, every descriptor it
-// carried closed) unless it holds exactly one descriptor, and that is a
+// goroutine, and refused unread (the connection closed, and with it the
+// message and its descriptors) unless the unix socket's peer
+// (SO_PEERCRED) is the sandbox's init (Options.HandoverPID), and refused
+// (every descriptor it carried closed) unless it holds exactly one
+// descriptor, and that is a
 // connected TCP socket (AF_INET or AF_INET6, SOCK_STREAM, IPPROTO_TCP, not
 // listening). The socket then stands where the unix connection stood:
 // the same request parsing, policy, limits, metering and log line follow.
@@ -94,6 +97,13 @@ func (s *session) takeHandover(uc *net.UnixConn) (h handover, ok bool, err error
 	}); err != nil || serr != nil || n != 1 || first[0] != handoverMagic[0] {
 		return h, false, nil // the ordinary path reports it
 	}
+	// Only the init may hand over; the message of anyone else is refused
+	// unread, so none of its descriptors enters this process.
+	if pid := s.p.opts.HandoverPID; pid <= 0 {
+		return h, true, errors.New("connection hand-over refused: hand-overs are not enabled")
+	} else if cred, err := peerCred(rc); err != nil || int(cred.Pid) != pid {
+		return h, true, errors.New("connection hand-over refused: not from the sandbox's init")
+	}
 	buf := make([]byte, maxHandover)
 	oob := make([]byte, unix.CmsgSpace(maxHandoverFDs*4))
 	var oobn, flags int
@@ -138,6 +148,21 @@ func (s *session) takeHandover(uc *net.UnixConn) (h handover, ok bool, err error
 		return h, true, errors.New("connection hand-over refused: not a TCP connection")
 	}
 	return handover{conn: c, target: string(buf[len(handoverMagic) : n-1])}, true, nil
+}
+
+// peerCred returns the credentials of the process that connected the
+// unix socket, as of its connect(2): a workload cannot borrow the init's.
+func peerCred(rc interface {
+	Control(func(fd uintptr)) error
+}) (*unix.Ucred, error) {
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
 }
 
 // rightsOf returns every descriptor in the control messages of oob,

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -80,6 +81,9 @@ func (e *events) next(t *testing.T) Event {
 // path; cleanup closes the proxy and checks Serve returned.
 func startProxy(t testing.TB, opts Options) (*Proxy, string) {
 	t.Helper()
+	if opts.HandoverPID == 0 {
+		opts.HandoverPID = os.Getpid() // the tests play the init
+	}
 	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,16 @@ type Options struct {
 	// delays accepting. Hand events off quickly (to a buffered channel
 	// that drops or counts overflow, say).
 	Log func(Event)
+	// HandoverPID is the process (its pid as this process sees it) whose
+	// connections on a unix listener may hand a TCP connection over
+	// (handover_linux.go): the sandbox's init. Zero or negative: none may.
+	// A hand-over from any other process is refused before its
+	// descriptors are taken in: a workload that passed a socket of its
+	// own keeps a copy, shares its open file description with the proxy
+	// and can clear O_NONBLOCK (putting the proxy's reads past every
+	// deadline), set SO_LINGER or read from it; the init's accepted
+	// sockets no workload holds.
+	HandoverPID int
 	// Opened, if non-nil, receives a connection's event as soon as its
 	// target is decided (allowed or denied), before any byte moves, from
 	// the connection's goroutine: so that an audit can tie the connection

@@ -47,6 +47,8 @@ func (sb *Sandbox) startEgress() (Mount, error) {
 		SandboxID: sb.ID, Rules: n.Rules, Forwards: n.Forwards,
 		Limits: n.Limits, Resolver: n.Resolver, Log: n.Log, Opened: n.Opened,
 		Injector: n.Injector, CA: n.CA,
+		// Only the init hands connections over (it started before this).
+		HandoverPID: sb.cmd.Process.Pid,
 	})
 	if err != nil {
 		ln.Close()
