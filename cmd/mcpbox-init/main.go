@@ -3,18 +3,21 @@
 // would otherwise delay every sandbox start by milliseconds. Installed next
 // to mcpbox from the same build, mcpbox starts it instead of re-executing
 // itself (internal/sandbox/initbin_linux.go); it is not meant to be run by
-// hand.
+// hand. It links internal/sandbox/initproc, not internal/sandbox, so not
+// even the host side's packages (the egress proxy's net/http and TLS,
+// cgroups, build info) are initialised at each start
+// (internal/conventions: TestLeanInitDependencies).
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"mcpbox/internal/sandbox"
+	"mcpbox/internal/sandbox/initproc"
 )
 
 func main() {
-	sandbox.Main() // exits when started as the init
+	initproc.Main() // exits when started as the init
 	fmt.Fprintln(os.Stderr, "mcpbox-init: the sandbox init of mcpbox; mcpbox starts it, not you")
 	os.Exit(2)
 }

@@ -30,11 +30,12 @@
 //
 // # Hand-over
 //
-// On a unix socket a client may instead pass a connection (SendConn): a
-// message "\x00FD1 " TARGET "\n" of at most 512 bytes carrying exactly one
-// descriptor (SCM_RIGHTS), a connected TCP socket. The proxy then serves
-// that socket as the client in place of the unix connection, with the
-// same parsing, decisions, limits and Event; with a TARGET (a forward's
+// On a unix socket a client may instead pass a connection (SendConn, or
+// package handover, which the sandbox init sends with: it links no
+// net/http): a message "\x00FD1 " TARGET "\n" of at most 512 bytes
+// carrying exactly one descriptor (SCM_RIGHTS), a connected TCP socket.
+// The proxy then serves that socket as the client in place of the unix
+// connection, with the same parsing, decisions, limits and Event; with a TARGET (a forward's
 // host:port) as a CONNECT to it that sends no reply. The sandbox init
 // hands over every connection it accepts, so the bytes go from the
 // upstream to the workload's socket by one splice and the init is out of

@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"mcpbox/internal/egress"
+	"mcpbox/internal/sandbox/initproc"
 )
 
 // Paths inside every sandbox.
 const (
-	InputDir    = "/workspace/input"
+	InputDir    = initproc.InputDir
 	OutputDir   = "/workspace/output"
 	sandboxPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
@@ -148,34 +149,6 @@ func (s *Spec) landlockRules(system []string) []pathRule {
 	return rules
 }
 
-// The workload's identity inside the sandbox's user namespace.
-const (
-	sandboxUID  = 1000
-	sandboxUser = "mcpbox"
-	sandboxHome = "/tmp/home"
-)
-
-// pathRule grants access beneath Path.
-type pathRule struct {
-	Path  string `json:"path"`
-	Read  bool   `json:"read,omitempty"`
-	Write bool   `json:"write,omitempty"`
-	Exec  bool   `json:"exec,omitempty"`
-	// Ioctl allows ioctls on devices opened beneath Path (terminals).
-	Ioctl bool `json:"ioctl,omitempty"`
-	// Optional rules are dropped when Path does not exist in the sandbox
-	// (an exec.allow path for a tool the workload has not installed yet
-	// grants nothing to take away).
-	Optional bool `json:"optional,omitempty"`
-}
-
-// Inside the sandbox the only way out is the host's egress proxy, a unix
-// socket bind-mounted at proxySocket, which the init serves on proxyAddr.
-const (
-	proxySocket = "/run/mcpbox/egress.sock"
-	proxyAddr   = "127.0.0.1:3128"
-)
-
 // proxyEnv points the common runtimes at the in-sandbox proxy, in both
 // cases: curl reads only the lower-case http_proxy, others only upper case.
 // all_proxy is SOCKS5 with names resolved by the proxy (the sandbox has no
@@ -237,15 +210,6 @@ func (s *Spec) secretFiles() []secretFile {
 	}
 	return out
 }
-
-// secretFile is one /run/secrets file as the init gets it.
-type secretFile struct {
-	Name  string `json:"name"`
-	Value []byte `json:"value"`
-}
-
-// secretsDir holds the workload's file secrets.
-const secretsDir = "/run/secrets"
 
 // checkSecrets rejects names that are not plain identifiers (they become
 // file names and variable names) and names given twice or also in Env.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"mcpbox/internal/sandbox/initproc"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -85,7 +87,7 @@ func TestProcHostWideFilesMasked(t *testing.T) {
 		}
 	}()
 	script := `read go
-for f in ` + strings.Join(procMasked, " ") + `; do
+for f in ` + strings.Join(initproc.ProcMasked(), " ") + `; do
 	p=/proc/$f
 	if [ -d $p ]; then echo "$f $(ls -A $p | wc -l)"; elif [ -e $p ]; then echo "$f $(cat $p 2>&1 | wc -c)"; fi
 done
@@ -94,7 +96,7 @@ grep -c '^MemTotal:' /proc/meminfo
 grep -c '^processor' /proc/cpuinfo >/dev/null && echo cpuinfo-ok
 cat /proc/sys/kernel/cap_last_cap >/dev/null && echo sys-readable
 readlink /proc/self/exe
-for d in ` + strings.Join(procReadOnly, " ") + `; do
+for d in ` + strings.Join(initproc.ProcReadOnly(), " ") + `; do
 	awk -v m=/proc/$d '$5 == m { split($6, o, ","); print m, o[1] }' /proc/self/mountinfo
 done
 `
@@ -125,7 +127,7 @@ done
 	if strings.Contains(got, desc) {
 		t.Fatalf("the host's key is listed inside the sandbox:\n%s", got)
 	}
-	for _, f := range procMasked {
+	for _, f := range initproc.ProcMasked() {
 		if _, err := os.Stat("/proc/" + f); err != nil {
 			continue
 		}

@@ -521,9 +521,6 @@ func NewID() string {
 	return fmt.Sprintf("sbx_%x", b)
 }
 
-// maxFDs is how many idmapped mounts fit in one SCM_RIGHTS message.
-const maxFDs = 253
-
 // sendConfig writes the config to the init's pipe, and the idmapped mount
 // fds, if any, over the control socket (one message, possibly empty).
 func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {

@@ -4,29 +4,10 @@ import (
 	"fmt"
 	"io"
 	"mcpbox/internal/egress"
+	"mcpbox/internal/sandbox/initproc"
 	"strings"
 	"time"
 )
-
-// Layer names one isolation layer. The names appear in errors, in doctor's
-// output and in the config's sandbox.require list.
-type Layer string
-
-// The isolation layers a sandbox applies. Each one can be missing on a host;
-// a missing layer stops the sandbox unless the Spec accepts its degradation.
-const (
-	LayerUserns   Layer = "userns"   // user namespaces (required: nothing works without)
-	LayerSeccomp  Layer = "seccomp"  // the syscall filter
-	LayerLandlock Layer = "landlock" // the second filesystem wall
-	LayerCgroups  Layer = "cgroups"  // memory, pids and cpu limits
-	LayerIdmap    Layer = "idmap"    // idmapped mounts (host root only)
-)
-
-// LayerOverlay names a failure to mount the input overlay
-// (Spec.InputOverlay) in a StartError. It is not an isolation layer: it
-// is not in AllLayers and can never be degraded, since falling back to a
-// read-only or read-write bind would change what the workload may do.
-const LayerOverlay Layer = "overlay"
 
 // AllLayers lists every layer, in the order doctor reports them.
 var AllLayers = []Layer{LayerUserns, LayerSeccomp, LayerLandlock, LayerCgroups, LayerIdmap}
@@ -48,6 +29,26 @@ func layerList() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// Layer names one isolation layer. The names appear in errors, in doctor's
+// output and in the config's sandbox.require list.
+type Layer = initproc.Layer
+
+// The isolation layers a sandbox applies. Each one can be missing on a host;
+// a missing layer stops the sandbox unless the Spec accepts its degradation.
+const (
+	LayerUserns   = initproc.LayerUserns   // user namespaces (required: nothing works without)
+	LayerSeccomp  = initproc.LayerSeccomp  // the syscall filter
+	LayerLandlock = initproc.LayerLandlock // the second filesystem wall
+	LayerCgroups  = initproc.LayerCgroups  // memory, pids and cpu limits
+	LayerIdmap    = initproc.LayerIdmap    // idmapped mounts (host root only)
+)
+
+// LayerOverlay names a failure to mount the input overlay
+// (Spec.InputOverlay) in a StartError. It is not an isolation layer: it
+// is not in AllLayers and can never be degraded, since falling back to a
+// read-only or read-write bind would change what the workload may do.
+const LayerOverlay = initproc.LayerOverlay
 
 // Secret is one resolved secret of the workload.
 type Secret struct {

@@ -16,9 +16,6 @@ import (
 // terminal), and the init leaves those signals to the kernel rather than
 // deliver them a second time.
 
-// terminalSignals are the ones the kernel sends a foreground group.
-var terminalSignals = []os.Signal{unix.SIGINT, unix.SIGQUIT, unix.SIGWINCH}
-
 // foregroundTTY returns stdin's fd if it is the controlling terminal and
 // this process's group is its foreground group, else -1.
 func foregroundTTY(stdin any) int {

@@ -17,18 +17,13 @@ import (
 // but the command: the init in its namespaces and cgroup, the root built,
 // hostname and loopback, and the workload's process forked and walled
 // (Landlock, no_new_privs, no capabilities, its user namespace, its
-// process limit, seccomp), waiting (holdWorkload). Prepared.Start sends
+// process limit, seccomp), waiting (initproc's holdWorkload). Prepared.Start sends
 // that process its command, environment and working directory with its
 // stdin, stdout and stderr (SCM_RIGHTS); it looks the command up, changes
 // directory and executes it. Every wall is the Spec's, up before the
 // workload runs anything of its own; only what it runs arrives late,
 // which is why a Spec may only be started in a sandbox prepared from an
 // equal one (Matches).
-
-// warmMsgMax bounds the claim (command, environment, directory and the
-// lookup's candidate paths, laid out for the child: claimLayout): one
-// SOCK_SEQPACKET datagram.
-const warmMsgMax = 128 << 10
 
 // Prepared is a sandbox waiting for its workload.
 type Prepared struct {
@@ -118,7 +113,7 @@ func (p *Prepared) ID() string { return p.sb.ID }
 // is gone; p is spent either way.
 //
 // The claim goes straight to the workload's process, forked and walled
-// while the sandbox was prepared (holdWorkload): its command, laid out
+// while the sandbox was prepared (initproc's holdWorkload): its command, laid out
 // for it with the candidate paths of its lookup, and its stdio. The init
 // takes no part, and the start waits for two wake-ups: the child's, and
 // ours once it has executed the command.
@@ -349,52 +344,4 @@ func (sb *Sandbox) claimStdio(stdio Stdio) (fds [3]int, err error) {
 		}
 	}
 	return fds, nil
-}
-
-// holdWorkload is the held init's side of a prepared sandbox. It forks
-// the workload ahead, on the walled thread exactly as a cold start does
-// (no_new_privs, Landlock, no capabilities, a user namespace of its own,
-// its id maps); the child empties its capabilities, sets its process
-// limit, installs the seccomp filter, says it is armed and waits
-// (fork_unsafe.go). Then the init reports Ready with the read end of the
-// child's report pipe, the other end of its claim socket and the address
-// of its claim buffer, and returns the workload's pid: the host hands the
-// claim to the child itself (Prepared.Start). The init reaps from then
-// on, and keeps its end of the control socket open and silent: the host
-// tells a live prepared sandbox by it (Prepared.alive).
-func holdWorkload(ctl *os.File, c *workloadConfig) (int, *workloadError) {
-	setup := func(err error) (int, *workloadError) {
-		return 0, &workloadError{Msg: err.Error(), Code: exitSetup}
-	}
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return setup(fmt.Errorf("creating the workload's claim socket: %w", err))
-	}
-	defer unix.Close(sp[0])
-	var fs *forkSpec
-	pid, errR, werr := forkWalled(c, func(syncR, syncW, errW *os.File) (*forkSpec, error) {
-		fs, err = newAheadForkSpec(c, syncR, syncW, errW, sp[1], sp[0])
-		return fs, err
-	})
-	unix.Close(sp[1])
-	if werr != nil {
-		return 0, werr
-	}
-	defer errR.Close()
-	var armed [1]byte
-	if n, err := unix.Read(sp[0], armed[:]); n != 1 {
-		// It failed, and says why on its report pipe.
-		if werr := forkReport(c, errR); werr != nil {
-			return 0, werr
-		}
-		return setup(fmt.Errorf("arming the workload: %v", err))
-	}
-	ready, err := json.Marshal(initReport{Ready: true, ClaimBase: uint64(fs.claimBase())})
-	if err == nil {
-		err = unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(errR.Fd()), sp[0]), nil, 0)
-	}
-	if err != nil {
-		return setup(fmt.Errorf("reporting ready: %w", err))
-	}
-	return pid, nil
 }

@@ -1,4 +1,4 @@
-package sandbox
+package initproc
 
 import (
 	"errors"

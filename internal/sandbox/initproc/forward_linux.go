@@ -1,0 +1,143 @@
+package initproc
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/egress/handover"
+)
+
+// The init serves proxyAddr on the sandbox's loopback, so programs use the
+// proxy through the usual HTTP_PROXY variables, and each forward rule gets
+// a listener of its own. It does not carry their bytes: it hands each
+// accepted connection's descriptor to the proxy over the proxy socket
+// (handover.Send), with the rule's fixed target for a forward, and
+// closes its own copy; the proxy decides and relays from the workload's
+// socket itself. The init takes no part after the accept.
+//
+// The listeners are raw blocking sockets, each accepting on a goroutine
+// (and so a thread) of its own, not package net: net's cgo DNS resolver
+// makes the binary dynamically linked, and loading libc costs every
+// sandbox start about 1 ms of CPU. The init resolves no name.
+
+// forwardSpec is one network.forward rule as the init sees it.
+type forwardSpec struct {
+	Listen string `json:"listen"` // loopback address inside the sandbox
+	To     string `json:"to"`     // host:port the proxy connects to
+}
+
+// serveEgress starts the proxy listener and the forward listeners. They
+// live as long as the init does.
+func serveEgress(forwards []forwardSpec) error {
+	ln, err := listenTCP(proxyAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s for the egress proxy: %w", proxyAddr, err)
+	}
+	go acceptLoop(acceptOn(ln), func(c int) { handOver(c, "") })
+	for _, f := range forwards {
+		fl, err := listenTCP(f.Listen)
+		if err != nil {
+			return fmt.Errorf("listening on %s for forward to %s: %w", f.Listen, f.To, err)
+		}
+		to := f.To
+		go acceptLoop(acceptOn(fl), func(c int) { handOver(c, to) })
+	}
+	return nil
+}
+
+// listenBacklog is the listeners' backlog; the kernel caps it at
+// net.core.somaxconn, as package net asks for.
+const listenBacklog = 4096
+
+// listenTCP returns a blocking, close-on-exec TCP socket listening on
+// addr, an IP:PORT (the host accepts loopback addresses only; nothing is
+// resolved), with SO_REUSEADDR as package net sets it.
+func listenTCP(addr string) (int, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return -1, err
+	}
+	ip := ap.Addr().Unmap()
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if ip.Is4() {
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ip.As4()}
+	} else {
+		if ip.Zone() != "" {
+			return -1, fmt.Errorf("%s: a zone is not supported", addr)
+		}
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ip.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if family == unix.AF_INET6 {
+		// Only the address asked for, as package net listens on an IPv6 one.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// acceptOn returns the accept of listener fd: a blocking accept4 of a
+// close-on-exec connection.
+func acceptOn(fd int) func() (int, error) {
+	return func() (int, error) {
+		c, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+		return c, err
+	}
+}
+
+// acceptRetry is the pause after a failed accept.
+const acceptRetry = 50 * time.Millisecond
+
+// acceptLoop serves accept until its listener is closed (EBADF, EINVAL).
+// Other accept errors (EMFILE when the workload floods its own proxy,
+// ENFILE, ENOBUFS) pass as connections end: quitting on them would leave
+// the sandbox without egress for the rest of its life.
+func acceptLoop(accept func() (int, error), handle func(int)) {
+	for {
+		c, err := accept()
+		switch err {
+		case nil:
+			go handle(c)
+		case unix.EINTR, unix.ECONNABORTED:
+		case unix.EBADF, unix.EINVAL, unix.ENOTSOCK:
+			return
+		default:
+			time.Sleep(acceptRetry)
+		}
+	}
+}
+
+// handOver passes the accepted connection c to the proxy, with target for
+// a forward, and closes it. If the proxy cannot be reached the workload
+// sees its connection closed, as it would see a refusal.
+func handOver(c int, target string) {
+	defer unix.Close(c)
+	p, err := handover.Dial(proxySocket)
+	if err != nil {
+		return
+	}
+	defer unix.Close(p)
+	_ = handover.Send(p, c, target)
+}
