@@ -30,7 +30,7 @@
 //
 // # Hand-over
 //
-// On a unix socket a client may instead pass a connection (SendConn, or
+// On a unix socket a client may instead pass a connection (with
 // package handover, which the sandbox init sends with: it links no
 // net/http): a message "\x00FD1 " TARGET "\n" of at most 512 bytes
 // carrying exactly one descriptor (SCM_RIGHTS), a connected TCP socket.

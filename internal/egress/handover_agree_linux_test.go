@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -10,16 +11,35 @@ import (
 	send "mcpbox/internal/egress/handover"
 )
 
-// The init sends with package handover, the proxy receives here: the
-// message format must be one.
-func TestHandoverFormatAgrees(t *testing.T) {
-	if send.Magic != handoverMagic || send.MaxMessage != maxHandover {
-		t.Fatalf("send.Magic %q, MaxMessage %d; egress receives %q, %d", send.Magic, send.MaxMessage, handoverMagic, maxHandover)
+// SendConn hands c to the proxy on p as the sandbox init does, with
+// package handover's Send.
+func SendConn(p *net.UnixConn, c *net.TCPConn, target string) error {
+	fd := func(sc interface {
+		SyscallConn() (syscall.RawConn, error)
+	}) (int, error) {
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return -1, err
+		}
+		n := -1
+		if err := rc.Control(func(f uintptr) { n = int(f) }); err != nil {
+			return -1, err
+		}
+		return n, nil
 	}
+	pfd, err := fd(p)
+	if err != nil {
+		return err
+	}
+	cfd, err := fd(c)
+	if err != nil {
+		return err
+	}
+	return send.Send(pfd, cfd, target)
 }
 
-// A connection sent with handover.Send is served like one sent with
-// SendConn, and a target the receiver would refuse is not sent.
+// A connection sent with handover.Send over its own Dial is served, and
+// a target the receiver would refuse is not sent.
 func TestHandoverSendAccepted(t *testing.T) {
 	checkNoLeak(t)
 	port := startEcho(t, "127.0.0.1:0")

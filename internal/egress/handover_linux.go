@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	send "mcpbox/internal/egress/handover"
 )
 
 // A sandbox's init does not relay its workload's connections: it passes
@@ -30,43 +32,16 @@ import (
 // listening). The socket then stands where the unix connection stood:
 // the same request parsing, policy, limits, metering and log line follow.
 
-// handoverMagic starts a hand-over message: "\x00FD1 " TARGET "\n", where
-// TARGET is empty for the proxy port or the host:port of a forward, which
-// the proxy then serves as a CONNECT to it without the reply.
-const handoverMagic = "\x00FD1 "
-
-// maxHandover bounds a hand-over message: the magic, a host:port and the
-// newline.
-const maxHandover = 512
+// The message format is package handover's (imported as send), whose Send
+// the init uses.
+const (
+	handoverMagic = send.Magic
+	maxHandover   = send.MaxMessage
+)
 
 // maxHandoverFDs is the descriptors one recvmsg takes in; more than one is
 // refused, and any beyond this room the kernel closes itself (MSG_CTRUNC).
 const maxHandoverFDs = 8
-
-// SendConn hands c to the proxy on p: the init's side of the hand-over.
-// target is "" for the proxy port, or a forward's host:port. The caller
-// closes c and p afterwards; the proxy holds its own descriptor.
-func SendConn(p *net.UnixConn, c *net.TCPConn, target string) error {
-	if len(handoverMagic)+len(target)+1 >= maxHandover || bytes.ContainsAny([]byte(target), "\x00\r\n") {
-		return fmt.Errorf("handing over a connection: invalid target %q", target)
-	}
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var oob []byte
-	if err := rc.Control(func(fd uintptr) { oob = unix.UnixRights(int(fd)) }); err != nil {
-		return err
-	}
-	_ = p.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	// While oob is in flight the kernel holds its own reference to the
-	// socket: c may be closed as soon as this returns.
-	_, _, err = p.WriteMsgUnix([]byte(handoverMagic+target+"\n"), oob, nil)
-	if err != nil {
-		return fmt.Errorf("handing over a connection: %w", err)
-	}
-	return nil
-}
 
 // handover is a received hand-over.
 type handover struct {

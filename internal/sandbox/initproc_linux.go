@@ -1,10 +1,10 @@
 package sandbox
 
 import (
-	"golang.org/x/net/bpf"
 	"os"
 	"syscall"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"mcpbox/internal/sandbox/initproc"
