@@ -120,13 +120,24 @@ func (r *Reader) queryRecords(ctx context.Context, q string, args ...any) ([]Rec
 
 // Follow calls each for every record matching f, in seq order: first those
 // already stored, then new ones as they are committed, polling every
-// FollowInterval, until ctx ends (it then returns ctx.Err()) or each
+// FollowInterval (Store.Follow is also woken by its own commits), until ctx ends (it then returns ctx.Err()) or each
 // returns an error (which it returns).
 func (r *Reader) Follow(ctx context.Context, f Filter, each func(Record) error) error {
+	return r.follow(ctx, f, each, nil)
+}
+
+// follow is Follow, woken also by the channel wake returns (taken before
+// each query, so that a commit between the query and the wait is not
+// missed); wake may be nil.
+func (r *Reader) follow(ctx context.Context, f Filter, each func(Record) error, wake func() <-chan struct{}) error {
 	f.Limit = followPage
 	tick := time.NewTicker(FollowInterval)
 	defer tick.Stop()
 	for {
+		var woken <-chan struct{} // nil: never
+		if wake != nil {
+			woken = wake()
+		}
 		recs, err := r.Query(ctx, f)
 		if err != nil && ctx.Err() == nil {
 			return err
@@ -144,6 +155,7 @@ func (r *Reader) Follow(ctx context.Context, f Filter, each func(Record) error) 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+		case <-woken:
 		}
 	}
 }

@@ -75,6 +75,32 @@ type Store struct {
 	closeErr  error
 
 	stats counters
+
+	// commitMu guards commitSig, which is closed and replaced at each
+	// commit so that Follow in this process sees a record at once rather
+	// than at its next poll.
+	commitMu  sync.Mutex
+	commitSig chan struct{}
+}
+
+// committedSignal returns a channel closed at the next commit.
+func (s *Store) committedSignal() <-chan struct{} {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if s.commitSig == nil {
+		s.commitSig = make(chan struct{})
+	}
+	return s.commitSig
+}
+
+// signalCommit wakes the followers waiting on committedSignal.
+func (s *Store) signalCommit() {
+	s.commitMu.Lock()
+	if s.commitSig != nil {
+		close(s.commitSig)
+		s.commitSig = nil
+	}
+	s.commitMu.Unlock()
 }
 
 // item is what the queue carries: a record (with a ticket if submitted),
@@ -390,9 +416,10 @@ func (s *Store) Stats() Stats {
 // Query is Reader.Query on the store's file.
 func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) { return s.rd.Query(ctx, f) }
 
-// Follow is Reader.Follow on the store's file.
+// Follow is Reader.Follow on the store's file, woken at once by this
+// store's own commits (and by others', on the file, at the poll).
 func (s *Store) Follow(ctx context.Context, f Filter, each func(Record) error) error {
-	return s.rd.Follow(ctx, f, each)
+	return s.rd.follow(ctx, f, each, s.committedSignal)
 }
 
 // Verify is Reader.Verify on the store's file. Records still queued are

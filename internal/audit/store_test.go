@@ -407,3 +407,26 @@ func querySeqs(t *testing.T, s *Store, f Filter) []int64 {
 	}
 	return seqs
 }
+
+// TestCommitWakesFollow: a commit closes the channel a waiting Store.Follow
+// holds, so that a follower in this process (the metrics, the dashboard)
+// sees the record at once, not at its next poll.
+func TestCommitWakesFollow(t *testing.T) {
+	s := openTest(t, Options{})
+	woken := s.committedSignal()
+	select {
+	case <-woken:
+		t.Fatal("signalled before any commit")
+	default:
+	}
+	s.Add(callRecord(0))
+	flush(t, s)
+	select {
+	case <-woken:
+	default:
+		t.Fatal("a commit did not wake the followers")
+	}
+	if next := s.committedSignal(); next == woken {
+		t.Fatal("the next wait reuses the closed channel")
+	}
+}

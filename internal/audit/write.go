@@ -393,6 +393,7 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 		return err
 	}
 	w.s.stats.committed.Add(int64(len(recs)))
+	w.s.signalCommit()
 	return nil
 }
 
