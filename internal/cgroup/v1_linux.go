@@ -37,11 +37,47 @@ func needs(l Limits, ctrl string) bool {
 
 // v1Parent returns <mount>/<own cgroup>/mcpbox for ctrl.
 func v1Parent(ctrl string) (string, error) {
-	own, err := cgroups.GetOwnCgroupPath(ctrl)
+	own, err := ownV1Path(ctrl)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(own, parentName), nil
+}
+
+// ownCgroupFile is where ownV1Path reads the process's own v1 cgroups:
+// the calling thread's, not /proc/self/cgroup. On v1 a thread can be
+// elsewhere than its process, and /proc/self/cgroup shows the thread group
+// leader's cgroups, which is where the spawn thread stands, inside a
+// sandbox's cgroup, during a fork (SpawnInside) if the leader is that
+// thread. Read then, it made a concurrent Create nest the new sandbox's
+// cgroup in the other sandbox's (<sandbox>/mcpbox/<id>), whose
+// SpawnInside then "moved back" into the other sandbox for good; that
+// sandbox's Kill listed the process's pid and killed it. Every thread but
+// the spawn thread is where the process is, and the spawn thread is back
+// home whenever SpawnInside reads it (it moves back before returning, or
+// panics).
+var ownCgroupFile = "/proc/thread-self/cgroup"
+
+// ownV1Path is cgroups.GetOwnCgroupPath(ctrl) from ownCgroupFile:
+// <mount of ctrl>/<own cgroup for ctrl, relative to the mount's root>.
+func ownV1Path(ctrl string) (string, error) {
+	m, err := cgroups.ParseCgroupFile(ownCgroupFile)
+	if err != nil {
+		return "", err
+	}
+	rel, ok := m[ctrl]
+	if !ok {
+		return "", cgroups.NewNotFoundError(ctrl)
+	}
+	mnt, root, err := cgroups.FindCgroupMountpointAndRoot("", ctrl)
+	if err != nil {
+		return "", err
+	}
+	rel, err = filepath.Rel(root, rel)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(mnt, rel), nil
 }
 
 func createV1(id string, l Limits) (backend, error) {

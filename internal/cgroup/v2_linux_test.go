@@ -308,6 +308,8 @@ func runHelper(name string) int {
 	switch name {
 	case "enable":
 		return helperEnable(os.Args[1])
+	case leaderHelper:
+		return helperLeader()
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 	return 2
