@@ -310,6 +310,8 @@ func runHelper(name string) int {
 		return helperEnable(os.Args[1])
 	case leaderHelper:
 		return helperLeader()
+	case selfKillHelper:
+		return helperSelfKill()
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 	return 2
