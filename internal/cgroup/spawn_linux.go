@@ -91,16 +91,13 @@ func (b *v1) threadFiles() (into, back []*os.File, err error) {
 		if self[ctrl] == "" || thread[ctrl] != self[ctrl] {
 			return fail(fmt.Errorf("the calling thread is in %s cgroup %q, its process in %q", ctrl, thread[ctrl], self[ctrl]))
 		}
-		// Back is where the thread is: a cgroup made under another
-		// (a sandbox's, see ownCgroupFile) would leave it in that one.
+		// Back, where the directory was made, is where the thread is: a
+		// cgroup made elsewhere (in a sandbox's, see ownCgroupFile) would
+		// leave it there.
+		if thread[ctrl] != b.homes[ctrl] {
+			return fail(fmt.Errorf("the calling thread is in %s cgroup %q, and %s was made under %q", ctrl, thread[ctrl], dir, b.homes[ctrl]))
+		}
 		own := filepath.Dir(filepath.Dir(dir))
-		home, err := ownV1Path(ctrl)
-		if err != nil {
-			return fail(err)
-		}
-		if own != home {
-			return fail(fmt.Errorf("%s was made under %s, and the calling thread is in %s", dir, own, home))
-		}
 		for _, p := range []struct {
 			dir  string
 			list *[]*os.File
