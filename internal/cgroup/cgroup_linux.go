@@ -261,7 +261,7 @@ func resources(l Limits) *cgroups.Resources {
 // may have been given to a process elsewhere, so each pid is opened as a
 // pidfd first and signalled only if list, run after the opens, still
 // names it: then the pidfd is that member, or a process that has died
-// since and takes no signal.
+// since and takes no signal. This process is never signalled.
 func killPids(pids []int, list func() ([]int, error)) error {
 	fds := make(map[int]int, len(pids))
 	defer func() {
@@ -269,7 +269,14 @@ func killPids(pids []int, list func() ([]int, error)) error {
 			unix.Close(fd)
 		}
 	}()
+	self := os.Getpid()
 	for _, pid := range pids {
+		if pid == self {
+			// On v1 a cgroup lists the process of every thread in it: a
+			// thread of ours in a sandbox's cgroup (SpawnInside's, had it
+			// not come back) must not make the sandbox's kill ours.
+			continue
+		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if errors.Is(err, unix.ESRCH) {
 			continue

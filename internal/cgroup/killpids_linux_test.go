@@ -1,7 +1,10 @@
 package cgroup
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,4 +40,32 @@ func TestKillPidsChecksMembershipAfterOpening(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("killPids did not kill a pid the second listing named")
 	}
+}
+
+// selfKillHelper is the helper scenario of TestKillPidsSparesThisProcess.
+const selfKillHelper = "selfkill"
+
+// killPids never signals this process, though a cgroup listing names it
+// (on v1, for a thread of ours in the cgroup): in a helper process, which
+// would die of it.
+func TestKillPidsSparesThisProcess(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+selfKillHelper)
+	timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+	out, err := cmd.CombinedOutput()
+	timer.Stop()
+	if err != nil || strings.TrimSpace(string(out)) != "survived" {
+		t.Fatalf("killPids of a listing naming the helper itself: %v\n%s", err, out)
+	}
+}
+
+func helperSelfKill() int {
+	self := []int{os.Getpid()}
+	if err := killPids(self, func() ([]int, error) { return self, nil }); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	time.Sleep(100 * time.Millisecond) // a SIGKILL sent would have acted
+	fmt.Println("survived")
+	return 0
 }

@@ -34,7 +34,7 @@ func probeV1(version string) []ControllerReport {
 	var out []ControllerReport
 	for _, name := range reported {
 		cr := ControllerReport{Name: name}
-		parent, err := v1Parent(name)
+		parent, _, err := v1Parent(name)
 		switch {
 		case err != nil && version == "hybrid":
 			cr.Reason = "not mounted as a v1 hierarchy (this hybrid host's v2 mount is not used)"

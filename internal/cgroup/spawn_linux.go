@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
@@ -65,8 +64,9 @@ func (c *Cgroup) SpawnInside(start func() error) error {
 // directories and of the process's own cgroup in the same hierarchy, the
 // one the directory was made under (<own>/mcpbox/<id>). Opened up front, a
 // missing permission shows before the thread has moved anywhere. A thread
-// that is not where its process is (moved alone by someone) is refused:
-// SpawnInside could not put it back where it was.
+// that is not where its process is (moved alone by someone), or not where
+// the directory was made, is refused: SpawnInside could not put it back
+// where it was.
 func (b *v1) threadFiles() (into, back []*os.File, err error) {
 	self, err := cgroups.ParseCgroupFile("/proc/self/cgroup")
 	if err != nil {
@@ -91,10 +91,13 @@ func (b *v1) threadFiles() (into, back []*os.File, err error) {
 		if self[ctrl] == "" || thread[ctrl] != self[ctrl] {
 			return fail(fmt.Errorf("the calling thread is in %s cgroup %q, its process in %q", ctrl, thread[ctrl], self[ctrl]))
 		}
-		own := filepath.Dir(filepath.Dir(dir))
-		if rel := filepath.Clean(self[ctrl]); rel != "/" && !strings.HasSuffix(own, rel) {
-			return fail(fmt.Errorf("the process moved to %s cgroup %s since %s was made", ctrl, rel, dir))
+		// Back, where the directory was made, is where the thread is: a
+		// cgroup made elsewhere (in a sandbox's, see ownCgroupFile) would
+		// leave it there.
+		if thread[ctrl] != b.homes[ctrl] {
+			return fail(fmt.Errorf("the calling thread is in %s cgroup %q, and %s was made under %q", ctrl, thread[ctrl], dir, b.homes[ctrl]))
 		}
+		own := filepath.Dir(filepath.Dir(dir))
 		for _, p := range []struct {
 			dir  string
 			list *[]*os.File

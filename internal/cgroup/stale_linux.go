@@ -44,7 +44,7 @@ func parentDirs() ([]string, error) {
 	case "v1", "hybrid":
 		var parents []string
 		for _, ctrl := range v1Controllers {
-			if p, err := v1Parent(ctrl); err == nil && !slices.Contains(parents, p) {
+			if p, _, err := v1Parent(ctrl); err == nil && !slices.Contains(parents, p) {
 				parents = append(parents, p)
 			}
 		}

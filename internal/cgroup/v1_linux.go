@@ -20,6 +20,9 @@ var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
 // v1 is a sandbox cgroup on cgroup v1: one directory per hierarchy.
 type v1 struct {
 	paths map[string]string // controller -> directory; mounted ones only
+	// homes: controller -> the own cgroup, as ownCgroupFile names it, the
+	// directory was made under; SpawnInside moves its thread back there.
+	homes map[string]string
 }
 
 // needs reports whether l needs controller ctrl.
@@ -35,19 +38,56 @@ func needs(l Limits, ctrl string) bool {
 	return false
 }
 
-// v1Parent returns <mount>/<own cgroup>/mcpbox for ctrl.
-func v1Parent(ctrl string) (string, error) {
-	own, err := cgroups.GetOwnCgroupPath(ctrl)
+// v1Parent returns <mount>/<own cgroup>/mcpbox for ctrl, and the own
+// cgroup as ownCgroupFile names it.
+func v1Parent(ctrl string) (parent, own string, err error) {
+	path, own, err := ownV1(ctrl)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return filepath.Join(own, parentName), nil
+	return filepath.Join(path, parentName), own, nil
+}
+
+// ownCgroupFile is where ownV1 reads the process's own v1 cgroups: the
+// calling thread's, not /proc/self/cgroup. On v1 a thread can be elsewhere
+// than its process, and /proc/self/cgroup shows the thread group leader's
+// cgroups, which is where the spawn thread stands, inside a sandbox's
+// cgroup, during a fork (SpawnInside) if the leader is that thread. Read
+// then, it made a concurrent Create nest the new sandbox's cgroup in the
+// other sandbox's (<sandbox>/mcpbox/<id>), whose SpawnInside then "moved
+// back" into the other sandbox for good; that sandbox's Kill listed the
+// process's pid and killed it. Every thread but the spawn thread is where
+// the process is, and the spawn thread is back home whenever SpawnInside
+// reads it (it moves back before returning, or panics).
+var ownCgroupFile = "/proc/thread-self/cgroup"
+
+// ownV1 is cgroups.GetOwnCgroupPath(ctrl) from ownCgroupFile: <mount of
+// ctrl>/<own cgroup for ctrl, relative to the mount's root>; and the own
+// cgroup as the file names it.
+func ownV1(ctrl string) (path, own string, err error) {
+	m, err := cgroups.ParseCgroupFile(ownCgroupFile)
+	if err != nil {
+		return "", "", err
+	}
+	own, ok := m[ctrl]
+	if !ok {
+		return "", "", cgroups.NewNotFoundError(ctrl)
+	}
+	mnt, root, err := cgroups.FindCgroupMountpointAndRoot("", ctrl)
+	if err != nil {
+		return "", "", err
+	}
+	rel, err := filepath.Rel(root, own)
+	if err != nil {
+		return "", "", err
+	}
+	return filepath.Join(mnt, rel), own, nil
 }
 
 func createV1(id string, l Limits) (backend, error) {
-	b := &v1{paths: make(map[string]string)}
+	b := &v1{paths: make(map[string]string), homes: make(map[string]string)}
 	for _, ctrl := range v1Controllers {
-		parent, err := v1Parent(ctrl)
+		parent, home, err := v1Parent(ctrl)
 		if err != nil {
 			if needs(l, ctrl) {
 				return nil, fmt.Errorf("creating cgroup for %s: v1 controller %s: %w: %w", id, ctrl, ErrControllerMissing, err)
@@ -55,6 +95,7 @@ func createV1(id string, l Limits) (backend, error) {
 			continue
 		}
 		b.paths[ctrl] = filepath.Join(parent, id)
+		b.homes[ctrl] = home
 	}
 	if len(b.paths) == 0 {
 		return nil, fmt.Errorf("creating cgroup for %s: no usable v1 hierarchy: %w", id, ErrUnsupported)

@@ -308,6 +308,10 @@ func runHelper(name string) int {
 	switch name {
 	case "enable":
 		return helperEnable(os.Args[1])
+	case leaderHelper:
+		return helperLeader()
+	case selfKillHelper:
+		return helperSelfKill()
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 	return 2

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(pauserEnv) != "" {
 		os.Exit(runPauser())
 	}
+	if os.Getenv(spawnMainEnv) != "" {
+		os.Exit(spawnOnMain())
+	}
 	os.Exit(m.Run())
 }
 

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // The sandbox init is started with PDEATHSIG SIGKILL, so that it dies with
@@ -36,8 +38,21 @@ func onSpawnThread(start func() error) error {
 
 // spawnLoop runs the requests on its own thread. Never unlocked, and it
 // never returns: the thread lives as long as the process.
+//
+// Not on the main thread, which Go hands to goroutines like any other:
+// the thread group leader's cgroups are the ones /proc/PID/cgroup shows
+// and, on cgroup v1, the memory cgroup the whole process's memory is
+// charged to (the mm's owner); the spawn thread stands in a sandbox's
+// cgroups for each fork (cgroup.SpawnInside), which would charge the
+// gateway's allocations meanwhile to the sandbox, under its limit, and
+// make the gateway a candidate of the sandbox's OOM kills. Given the main
+// thread, spawnLoop keeps it, idle, and goes on from another.
 func spawnLoop(reqs <-chan func()) {
 	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		go spawnLoop(reqs)
+		select {}
+	}
 	for f := range reqs {
 		f()
 	}

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +81,57 @@ func startOnExitingThread(spec Spec) (*Sandbox, int, error) {
 	go start()
 	s := <-ch
 	return s.sb, s.tid, s.err
+}
+
+// spawnMainEnv makes the test binary run spawnOnMain (TestMain) instead
+// of the tests.
+const spawnMainEnv = "MCPBOX_SANDBOX_TEST_SPAWN_MAIN"
+
+func init() {
+	if os.Getenv(spawnMainEnv) != "" {
+		runtime.LockOSThread() // main runs on the main thread
+	}
+}
+
+// TestSpawnThreadIsNotMain: the spawn thread stands in each new
+// sandbox's cgroups for the fork (cgroup v1), and must not be the main
+// thread, whose cgroups are the process's as /proc/PID/cgroup shows them
+// and whose memory cgroup the process's memory is charged to. In a helper
+// process with one P, the first request comes from the main goroutine on
+// the main thread, which then blocks: the spawn goroutine, next to run,
+// gets the main thread.
+func TestSpawnThreadIsNotMain(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), spawnMainEnv+"=1")
+	timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+	out, err := cmd.CombinedOutput()
+	timer.Stop()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "spawn thread: not main" {
+		t.Errorf("helper says %q, want %q", got, "spawn thread: not main")
+	}
+}
+
+// spawnOnMain is TestSpawnThreadIsNotMain's helper: it makes the first
+// spawn request from the main thread and says which thread ran it.
+func spawnOnMain() int {
+	runtime.GOMAXPROCS(1)
+	runtime.UnlockOSThread() // still on it until it blocks
+	if unix.Gettid() != unix.Getpid() {
+		fmt.Println("not on the main thread")
+		return 1
+	}
+	var main bool
+	_ = onSpawnThread(func() error {
+		main = unix.Gettid() == unix.Getpid()
+		return nil
+	})
+	if main {
+		fmt.Println("spawn thread: main")
+	} else {
+		fmt.Println("spawn thread: not main")
+	}
+	return 0
 }
