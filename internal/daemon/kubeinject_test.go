@@ -336,7 +336,11 @@ func TestProxyCertificateRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc := &kubeConn{client: c, gw: gw, ns: "ns"}
-	kc.egress.certTTL = 3 * time.Second
+	// Short, but not so short that a loaded machine (CI under -race)
+	// slips the renewal, due at 6 s, past the first one's end at 9 s: the
+	// gateway could then no longer verify the replica to send it the new
+	// one (with the default 90 days, that margin is 30 days).
+	kc.egress.certTTL = 9 * time.Second
 	// A Secret left by a first start that failed after it: replaced.
 	name := kube.ProxyTLSName(gw.ID())
 	api.mu.Lock()

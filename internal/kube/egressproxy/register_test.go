@@ -281,7 +281,9 @@ func TestRegistryCertificateRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const first = 3 * time.Second
+	// Room for the refused states and the renewal before it expires, on
+	// a loaded machine too (CI under -race).
+	const first = 10 * time.Second
 	expires := time.Now().Add(first)
 	addr := r.registryTTL(t, ca, first)
 	ica, _ := egress.NewCA("test")
