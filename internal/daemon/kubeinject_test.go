@@ -195,6 +195,26 @@ func serverConf(t *testing.T, certPEM, keyPEM []byte) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequestClientCert, NextProtos: []string{"http/1.1"}}
 }
 
+// registerOnFakeAPI starts a fakePodAPI and registers a gateway "abcd0123"
+// in namespace "ns" on it, all removed at the test's end.
+func registerOnFakeAPI(t *testing.T) (*fakePodAPI, *kube.Client, *kube.Gateway) {
+	t.Helper()
+	api := &fakePodAPI{}
+	srv := httptest.NewTLSServer(api)
+	t.Cleanup(srv.Close)
+	c, err := kube.New(kube.Config{Server: srv.URL, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	gw, err := kube.Register(context.Background(), c, "ns", "abcd0123", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Abandon)
+	return api, c, gw
+}
+
 // TestRegistrySendsToTheProxyOnly attacks the gateway's side of the
 // registrations: the real values and the interception CA's key go to a
 // pod listed with the proxy's labels only if it proves it is the proxy
@@ -205,20 +225,8 @@ func serverConf(t *testing.T, certPEM, keyPEM []byte) *tls.Config {
 // value nor the CA's key, not even encrypted to them.
 func TestRegistrySendsToTheProxyOnly(t *testing.T) {
 	const value = "sk-live-0123456789abcdefghij"
-	api := &fakePodAPI{}
-	srv := httptest.NewTLSServer(api)
-	t.Cleanup(srv.Close)
-	c, err := kube.New(kube.Config{Server: srv.URL, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	api, c, gw := registerOnFakeAPI(t)
 	ctx := context.Background()
-	gw, err := kube.Register(ctx, c, "ns", "abcd0123", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Abandon)
 	pca, err := podagent.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -313,20 +321,8 @@ func TestRegistrySendsToTheProxyOnly(t *testing.T) {
 // State, so that the replica still takes the gateway's registrations
 // once the first certificate expired, and keeps those it had.
 func TestProxyCertificateRenewed(t *testing.T) {
-	api := &fakePodAPI{}
-	srv := httptest.NewTLSServer(api)
-	t.Cleanup(srv.Close)
-	c, err := kube.New(kube.Config{Server: srv.URL, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	api, c, gw := registerOnFakeAPI(t)
 	ctx := context.Background()
-	gw, err := kube.Register(ctx, c, "ns", "abcd0123", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Abandon)
 	pca, err := podagent.NewCA()
 	if err != nil {
 		t.Fatal(err)
