@@ -53,12 +53,16 @@ func TestKubeStopCommand(t *testing.T) {
 		t.Fatalf("mcpbox stop: %s", r)
 	}
 	e.waitPods(t, 0, 60*time.Second)
+	// The record is committed by the audit's writer, maybe after the pod
+	// is gone: read until it is there, within a bound.
 	var stopped bool
-	for _, rec := range auDecode(t, cli("logs", "--json", "--event", "sandbox_stop").stdout) {
-		stopped = stopped || rec.str("sandbox") == id
+	for end := time.Now().Add(15 * time.Second); !stopped && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		for _, rec := range auDecode(t, cli("logs", "--json", "--event", "sandbox_stop").stdout) {
+			stopped = stopped || rec.str("sandbox") == id
+		}
 	}
 	if !stopped {
-		t.Errorf("the audit has no sandbox_stop record of %s", id)
+		t.Errorf("the audit has no sandbox_stop record of %s within 15 s", id)
 	}
 	if got := gwMustCall(t, alice, "instance", nil, ""); got == first {
 		t.Errorf("the call after mcpbox stop ran in the stopped instance %q", got)
