@@ -1,0 +1,160 @@
+package credinject
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"mcpbox/internal/egress"
+)
+
+// h2RawBody is h2Raw (one request as hand-made HTTP/2 frames through the
+// proxy to target, the header block in one frame) returning the
+// response's :status and its body.
+func h2RawBody(t *testing.T, r *rig, target string, headers [][2]string) (string, string) {
+	t.Helper()
+	c, err := net.DialTimeout("unix", r.sock, waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(waitFor))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(r.ca.Certificate())
+	tc := tls.Client(c, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+	if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != "h2" {
+		t.Fatalf("TLS: %v, ALPN %q", err, tc.ConnectionState().NegotiatedProtocol)
+	}
+	tc.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(tc, tc)
+	fr.WriteSettings()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, h := range headers {
+		enc.WriteField(hpack.HeaderField{Name: h[0], Value: h[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	dec := hpack.NewDecoder(4096, nil)
+	var status string
+	var body bytes.Buffer
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading frames: %v (status %q, body so far %q)", err, status, body.String())
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.HeadersFrame:
+			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, hf := range fields {
+				if hf.Name == ":status" {
+					status = hf.Value
+				}
+			}
+			if f.StreamEnded() {
+				return status, body.String()
+			}
+		case *http2.DataFrame:
+			body.Write(f.Data())
+			if f.StreamEnded() {
+				return status, body.String()
+			}
+		case *http2.RSTStreamFrame:
+			return status, body.String()
+		case *http2.GoAwayFrame:
+			return status, body.String()
+		}
+	}
+}
+
+// TestOpaqueURLErrorLeaksNoValue: an HTTP/2 request whose :path is an
+// absolute URI without "//" (https:x?key=PLACEHOLDER) parses as an
+// opaque URL; the query parameter is substituted, and the upstream
+// transport refuses the request with an error that quotes the whole
+// :path, the real value in it. The refusal the workload reads, and the
+// proxy's event, must not carry the value (in any of its usual forms).
+func TestOpaqueURLErrorLeaksNoValue(t *testing.T) {
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {})
+	lg := &evlog{}
+	set, err := New(Options{SandboxID: "sb1", Events: lg.cred, Credentials: []Credential{
+		{Name: "Q", Value: realA, Hosts: []string{u.hostPort()}, Query: "key"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRigLog(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}}, set, lg)
+	r.set = set
+	ph, _ := set.Placeholder("Q")
+	forms := []string{realA, url.QueryEscape(realA), base64.StdEncoding.EncodeToString([]byte(realA)), hex.EncodeToString([]byte(realA))}
+	for _, path := range []string{"https:x?key=" + ph, "x:y?key=" + ph, "https:?key=" + ph} {
+		status, body := h2RawBody(t, r, u.hostPort(), [][2]string{
+			{":method", "GET"}, {":scheme", "https"}, {":authority", u.hostPort()}, {":path", path},
+		})
+		if status != "400" && !strings.HasPrefix(path, "https:?") { // that one is "/?key=..."
+			t.Errorf(":path %q: status %s (%q), want 400: the target is not a path", path, status, body)
+		}
+		for _, f := range forms {
+			if strings.Contains(body, f) {
+				t.Errorf(":path %q: status %s, the response carries the real value: %q", path, status, body)
+			}
+		}
+	}
+	for _, ev := range lg.egs {
+		for _, f := range forms {
+			if strings.Contains(fmt.Sprint(ev), f) {
+				t.Errorf("an egress event carries the real value: %+v", ev)
+			}
+		}
+	}
+	for _, s := range u.requests() {
+		if !strings.HasPrefix(s.URI, "/") {
+			t.Errorf("the upstream got a request for %q", s.URI)
+		}
+	}
+}
+
+// TestScrub: the proxy's refusal and failure reasons pass through Scrub,
+// which must take out every form of a real value (the second wall behind
+// the origin-form check above).
+func TestScrub(t *testing.T) {
+	set, err := New(Options{SandboxID: "sb1", Credentials: []Credential{
+		{Name: "Q", Value: realA, Hosts: []string{"api.example.com"}, Query: "key"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{realA, url.QueryEscape(realA + "/+"), base64.StdEncoding.EncodeToString([]byte(realA)), hex.EncodeToString([]byte(realA))} {
+		text := `http2: invalid request :path "x?key=` + f + `"`
+		if got := set.Scrub(text); strings.Contains(got, f) || !strings.Contains(got, "invalid request") {
+			t.Errorf("Scrub(%q) = %q", text, got)
+		}
+	}
+	var empty Set
+	if got := empty.Scrub("a text"); got != "a text" {
+		t.Errorf("a Set without values changed a text: %q", got)
+	}
+}
