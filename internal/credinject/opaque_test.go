@@ -8,9 +8,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +159,87 @@ func TestScrub(t *testing.T) {
 	var empty Set
 	if got := empty.Scrub("a text"); got != "a text" {
 		t.Errorf("a Set without values changed a text: %q", got)
+	}
+}
+
+// longValue is a credential value longer than the 64 bytes of a header
+// value a refusal quotes: a cut copy of it would not be redacted whole.
+const longValue = "sk-live-Q7vN2kXw9RtB4mLp8ZcY3hJd6FgS1aUe5WoI0qTnKbVx7MrCyHs2LfDg9PjA4ZwE"
+
+// sharesPart reports whether text holds n or more bytes in a row of v.
+func sharesPart(text, v string, n int) bool {
+	for i := 0; i+n <= len(v); i++ {
+		if strings.Contains(text, v[i:i+n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWebSocketRefusalQuotesNoValue: a listed host that echoes the
+// handshake's Authorization into its 101's Upgrade or
+// Sec-WebSocket-Extensions header is refused (502); the refusal, which
+// quotes the header, must not carry the value, not even its first 64
+// bytes (Scrub on the whole refusal cannot see a value cut short). It
+// passed before Scrub too: the filter redacts the response header first.
+func TestWebSocketRefusalQuotesNoValue(t *testing.T) {
+	for _, header := range []string{"Upgrade", "Sec-WebSocket-Extensions"} {
+		t.Run(header, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				echo := r.Header.Get("Authorization")
+				conn, brw, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				up := "websocket"
+				if header == "Upgrade" {
+					up = echo
+				}
+				fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n", up)
+				if header != "Upgrade" {
+					fmt.Fprintf(brw, "%s: %s\r\n", header, echo)
+				}
+				brw.WriteString("\r\n")
+				brw.Flush()
+				conn.SetReadDeadline(time.Now().Add(waitFor))
+				io.Copy(io.Discard, conn)
+			}))
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			addr := srv.Listener.Addr().String()
+			lg := &evlog{}
+			set, err := New(Options{SandboxID: "sb1", Events: lg.cred, Credentials: []Credential{
+				{Name: "K", Value: longValue, Hosts: []string{addr}, Header: "Authorization", Format: "{value}"},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			roots := x509.NewCertPool()
+			roots.AddCert(srv.Certificate())
+			_, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			r := startRigLog(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}}, set, lg)
+			r.set = set
+			ph, _ := set.Placeholder("K")
+			tc := r.dialThrough(t, addr)
+			fmt.Fprintf(tc, "GET /ws HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr, ph)
+			resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Errorf("status %d %q, want 502", resp.StatusCode, body)
+			}
+			if sharesPart(string(body), longValue, 12) {
+				t.Errorf("the refusal carries part of the value: %q", body)
+			}
+			for _, ev := range lg.egs {
+				if sharesPart(fmt.Sprint(ev), longValue, 12) {
+					t.Errorf("an egress event carries part of the value: %+v", ev)
+				}
+			}
+		})
 	}
 }
