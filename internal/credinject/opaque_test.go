@@ -243,3 +243,49 @@ func TestWebSocketRefusalQuotesNoValue(t *testing.T) {
 		})
 	}
 }
+
+// TestMalformedEchoLeaksNoValue: a listed host that answers with the
+// request it got, not HTTP (an echo service), makes Go's HTTP/1.1
+// transport fail with "malformed HTTP response" quoting that line, the
+// filled-in query in it; the 502's text passes Scrub.
+func TestMalformedEchoLeaksNoValue(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(brw, "%s %s\r\n\r\n", r.Method, r.RequestURI) // not a status line
+		brw.Flush()
+	}))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	lg := &evlog{}
+	set, err := New(Options{SandboxID: "sb1", Events: lg.cred, Credentials: []Credential{
+		{Name: "Q", Value: realA, Hosts: []string{addr}, Query: "key"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	r := startRigLog(t, roots, []egress.Rule{{Host: "127.0.0.1", Ports: []int{p}}}, set, lg)
+	r.set = set
+	ph, _ := set.Placeholder("Q")
+	req := newReq(t, "GET", "https://"+addr+"/x?key="+ph, nil)
+	code, body, _ := do(t, r.client(t, nil, false), req)
+	if code != http.StatusBadGateway {
+		t.Errorf("status %d %q, want 502", code, body)
+	}
+	if strings.Contains(body, realA) {
+		t.Errorf("the 502 carries the value: %q", body)
+	}
+	for _, ev := range lg.egs {
+		if strings.Contains(fmt.Sprint(ev), realA) {
+			t.Errorf("an egress event carries the value: %+v", ev)
+		}
+	}
+}
