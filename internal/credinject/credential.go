@@ -415,3 +415,13 @@ func (s *Set) emit(ev Event) {
 	ev.Time, ev.SandboxID = time.Now(), s.opts.SandboxID
 	s.opts.Events(ev)
 }
+
+// Scrub implements egress.Scrubber: text with every form of the Set's
+// real values replaced, for the proxy's refusal and failure reasons (an
+// upstream transport's error may quote a request the Set filled in).
+func (s *Set) Scrub(text string) string {
+	if s.red == nil {
+		return text
+	}
+	return s.red.String(text)
+}

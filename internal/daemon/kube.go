@@ -267,13 +267,13 @@ func (w wiring) kubeInstall(ko *launch.KubeOptions, kc *kubeConn, s *config.Serv
 	if err != nil {
 		return fmt.Errorf("server %s: the pinned lockfile: %w", s.Name, err)
 	}
-	rules, err := pkginstall.LockfileRegistryRules(lock)
-	if err != nil {
-		return fmt.Errorf("server %s: %w", s.Name, err)
-	}
 	npm, err := pkginstall.LoadNPMConfig(os.Getenv, w.opts.Base)
 	if err != nil {
 		return fmt.Errorf("server %s: reading the npm configuration: %w", s.Name, err)
+	}
+	rules, err := npm.LockfileRegistryRules(lock)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
 	}
 	// The registries' credentials go to the install over its agent's
 	// channel (a file in its memory-backed dir), never into the pod's

@@ -106,14 +106,23 @@ func TestKubeEgressInstall(t *testing.T) {
 	lock := []byte(`{"lockfileVersion":3,"packages":{"":{"name":"w"},` +
 		`"node_modules/@modelcontextprotocol/server-memory":{"resolved":"http://127.0.0.1:4873/@modelcontextprotocol/server-memory/-/server-memory-2025.4.25.tgz"},` +
 		`"node_modules/zod":{"resolved":"https://registry.npmjs.org/zod/-/zod-3.0.0.tgz"},"node_modules/linked":{"link":true}}}`)
-	rules, err := pkginstall.LockfileRegistryRules(lock)
+	npm := pkginstall.NPMConfig{Registry: "http://127.0.0.1:4873/"}
+	rules, err := npm.LockfileRegistryRules(lock)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The registry is not trusted: a resolved URL at an address no
+	// configured registry has (cloud metadata, the host's loopback
+	// services) would become an address rule of the pod install's proxy.
+	for _, bad := range []string{"http://169.254.169.254/latest/meta-data/x.tgz", "http://127.0.0.1:6379/x.tgz", "http://[::ffff:a9fe:a9fe]/x.tgz"} {
+		if r, err := npm.LockfileRegistryRules([]byte(`{"packages":{"node_modules/x":{"resolved":"` + bad + `"}}}`)); err == nil {
+			t.Errorf("a lockfile resolving to %s gave rules %+v", bad, r)
+		}
 	}
 	if len(rules) != 2 || rules[0].Host != "127.0.0.1" || rules[0].Ports[0] != 4873 || rules[1].Host != "registry.npmjs.org" || rules[1].Ports[0] != 443 {
 		t.Fatalf("rules = %+v", rules)
 	}
-	if _, err := pkginstall.LockfileRegistryRules([]byte(`{"packages":{"node_modules/x":{"resolved":"file:../x"}}}`)); err == nil {
+	if _, err := npm.LockfileRegistryRules([]byte(`{"packages":{"node_modules/x":{"resolved":"file:../x"}}}`)); err == nil {
 		t.Error("a lockfile resolving to a file: URL was accepted")
 	}
 	e := &kubeEgress{addr: "10.96.0.9:3128"}

@@ -52,6 +52,13 @@ type Injector interface {
 	Request(r *http.Request, t Target) (filter func(*http.Response) error, err error)
 }
 
+// Scrubber is an Injector that can take the values it adds out of a
+// text: every refusal and failure reason of an intercepted request
+// passes through Scrub before the client or the proxy's event sees it.
+type Scrubber interface {
+	Scrub(text string) string
+}
+
 // ErrRefused wraps an Injector's refusal of a request.
 var ErrRefused = errors.New("egress request refused")
 
@@ -227,9 +234,18 @@ func (s *session) intercept(up net.Conn, buffered []byte, host string, port int)
 // (HTTP/2 streams) run concurrently; the session copies the last reason
 // into its event when they are done.
 func (ic *interception) setReason(reason string) {
+	reason = ic.scrub(reason)
 	ic.rmu.Lock()
 	ic.reason = reason
 	ic.rmu.Unlock()
+}
+
+// scrub takes the values the Injector adds out of text (Scrubber).
+func (ic *interception) scrub(text string) string {
+	if sc, ok := ic.s.p.opts.Injector.(Scrubber); ok {
+		return sc.Scrub(text)
+	}
+	return text
 }
 
 func (ic *interception) lastReason() string {
@@ -296,6 +312,15 @@ func (it *interceptor) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// A Host other than the CONNECT target could reach another virtual
 		// host (domain fronting) with the credential of this one.
 		ic.refuse(w, http.StatusForbidden, fmt.Sprintf("Host %s does not match the CONNECT target %s", printableHost(r.Host), ic.authority()))
+		return
+	}
+	if !originForm(r) {
+		// An absolute URI without "//" (https:x?key=...) parses as an
+		// opaque URL: the Injector would substitute its query, and the
+		// HTTP/2 transport then refuses the request with an error that
+		// quotes the whole :path, the real value in it. No origin
+		// server's request has such a target.
+		ic.refuse(w, http.StatusBadRequest, "the request target is not a path (origin form)")
 		return
 	}
 	out := r.Clone(r.Context())
@@ -394,8 +419,25 @@ func refusalText(err error) string {
 	return msg
 }
 
+// originForm reports whether r's target is a path (or the asterisk of
+// OPTIONS *), as a request to an origin server's own authority has it:
+// not an opaque URL.
+func originForm(r *http.Request) bool {
+	if r.URL == nil || r.URL.Opaque != "" {
+		return false
+	}
+	if r.Method == http.MethodOptions && r.URL.Path == "*" {
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, "/") || r.URL.Path == ""
+}
+
+// refuse answers the client code and reason, which is also the event's.
+// The reason passes through the Injector's Scrub, when it has one: an
+// upstream transport's error may quote the request it refused, with the
+// values the Injector put in.
 func (ic *interception) refuse(w http.ResponseWriter, code int, reason string) {
-	reason = printable(reason, 512)
+	reason = printable(ic.scrub(reason), 512)
 	ic.setReason(reason)
 	http.Error(w, "mcpbox egress: "+reason, code)
 }

@@ -164,7 +164,7 @@ func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, 
 			regs = append(regs, u)
 		}
 	}
-	if u, err := url.Parse(v.Dist.Tarball); err == nil {
+	if u, err := url.Parse(v.Dist.Tarball); err == nil && checkArtifactURL(u, in.NPM.registries()) == nil {
 		regs = append(regs, u)
 	}
 	rules, err := registryRules(regs)
@@ -517,10 +517,20 @@ func (c NPMConfig) LockfileNPMRC(lock []byte) (rc []byte, values []string, err e
 // lock (a package-lock.json) downloads from: each package's resolved
 // URL's host and port. A package without one (a link, a bundled
 // dependency) needs none.
-func LockfileRegistryRules(lock []byte) ([]egress.Rule, error) {
+//
+// The lockfile's URLs came from registries, which are not trusted: one
+// whose host is an address other than a registry of npm's configuration
+// c (checkArtifactURL) is refused.
+func (c NPMConfig) LockfileRegistryRules(lock []byte) ([]egress.Rule, error) {
 	regs, err := lockfileURLs(lock)
 	if err != nil {
 		return nil, err
+	}
+	trusted := c.registries()
+	for _, u := range regs {
+		if err := checkArtifactURL(u, trusted); err != nil {
+			return nil, fmt.Errorf("the lockfile: %w", err)
+		}
 	}
 	return registryRules(regs)
 }

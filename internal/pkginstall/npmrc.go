@@ -40,7 +40,17 @@ type Credential struct {
 // else HOME/.npmrc), the project's .npmrc in projectDir (if not empty),
 // then the environment (npm_config_registry, either case). getenv looks
 // up environment variables (os.Getenv in production); `${VAR}` in a value
-// is expanded through it as npm does. A missing file is no error.
+// of the user config is expanded through it as npm does. A missing file
+// is no error.
+//
+// The project is not trusted, and what its .npmrc names is fetched from
+// the host with the user's credentials: a `${VAR}` there would send the
+// user's environment (a cloud key, a secret mcpbox resolves from env:)
+// to a registry of the project's choosing, as a token or in the
+// registry's URL. So the project's .npmrc may name registries and carry
+// literal tokens, but a `${` in one of its values is refused, naming the
+// line; such a line belongs in the user config. (npm expands them, and
+// running npm in a hostile checkout leaks the same way.)
 func LoadNPMConfig(getenv func(string) string, projectDir string) (NPMConfig, error) {
 	c := NPMConfig{Scopes: map[string]string{}, Auth: map[string]Credential{}}
 	env := func(k string) string {
@@ -53,23 +63,34 @@ func LoadNPMConfig(getenv func(string) string, projectDir string) (NPMConfig, er
 	if user == "" && getenv("HOME") != "" {
 		user = filepath.Join(getenv("HOME"), ".npmrc")
 	}
-	files := []string{user}
+	type file struct {
+		path    string
+		trusted bool // the user's: ${VAR} is expanded
+	}
+	files := []file{{user, true}}
 	if projectDir != "" {
-		files = append(files, filepath.Join(projectDir, ".npmrc"))
+		p := filepath.Join(projectDir, ".npmrc")
+		if !sameFile(p, user) { // the home dir as the project: the user's own
+			files = append(files, file{p, false})
+		}
 	}
 	for _, f := range files {
-		if f == "" {
+		if f.path == "" {
 			continue
 		}
-		data, err := os.ReadFile(f)
+		data, err := os.ReadFile(f.path)
 		if os.IsNotExist(err) {
 			continue
 		}
 		if err != nil {
 			return c, fmt.Errorf("reading npm config: %w", err)
 		}
-		if err := c.parse(data, getenv); err != nil {
-			return c, fmt.Errorf("reading npm config %s: %w", f, err)
+		expand := getenv
+		if !f.trusted {
+			expand = nil
+		}
+		if err := c.parse(data, expand); err != nil {
+			return c, fmt.Errorf("reading npm config %s: %w", f.path, err)
 		}
 	}
 	if r := env("npm_config_registry"); r != "" {
@@ -83,7 +104,19 @@ func LoadNPMConfig(getenv func(string) string, projectDir string) (NPMConfig, er
 	return c, nil
 }
 
-// parse reads one .npmrc (ini lines; ';' and '#' comments).
+// sameFile reports whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	if b == "" {
+		return false
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// parse reads one .npmrc (ini lines; ';' and '#' comments). getenv
+// expands ${VAR} in values; nil: the file is the project's, and a value
+// with "${" is refused (LoadNPMConfig).
 func (c *NPMConfig) parse(data []byte, getenv func(string) string) error {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
@@ -96,7 +129,14 @@ func (c *NPMConfig) parse(data []byte, getenv func(string) string) error {
 			continue // npm reads a bare key as "true"; none matters here
 		}
 		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"`)
-		v = expandEnv(v, getenv)
+		if getenv == nil {
+			if strings.Contains(v, "${") && npmKeyUsed(k) {
+				return fmt.Errorf("line %d (%s): the project's .npmrc may not expand environment variables: "+
+					"the project is not trusted with your environment; put this line in your own ~/.npmrc (or NPM_CONFIG_USERCONFIG)", n, k)
+			}
+		} else {
+			v = expandEnv(v, getenv)
+		}
 		switch {
 		case k == "registry":
 			c.Registry = v
@@ -115,6 +155,13 @@ func (c *NPMConfig) parse(data []byte, getenv func(string) string) error {
 		}
 	}
 	return sc.Err()
+}
+
+// npmKeyUsed reports whether parse uses key k (the others are npm's
+// own business: mcpbox never reads them).
+func npmKeyUsed(k string) bool {
+	return k == "registry" || strings.HasPrefix(k, "@") && strings.HasSuffix(k, ":registry") ||
+		strings.HasPrefix(k, "//") && (strings.HasSuffix(k, ":_authToken") || strings.HasSuffix(k, ":_auth"))
 }
 
 // nerfDart gives a per-registry key its trailing slash, as npm does.

@@ -123,6 +123,10 @@ func (in *Installer) pypiFiles(ctx context.Context, name string) ([]wheelFile, *
 	if err != nil {
 		return nil, idx, fmt.Errorf("fetching the index page of pypi package %s: %w", name, err)
 	}
+	trusted := []*url.URL{idx}
+	for _, h := range in.PyPI.FileHosts {
+		trusted = append(trusted, &url.URL{Scheme: "https", Host: h})
+	}
 	var files []wheelFile
 	for _, m := range anchorRE().FindAllSubmatch(body, -1) {
 		href := hrefRE().FindSubmatch(m[1])
@@ -133,6 +137,9 @@ func (in *Installer) pypiFiles(ctx context.Context, name string) ([]wheelFile, *
 		u, err := page.Parse(html.UnescapeString(string(href[1])))
 		if err != nil || !strings.HasSuffix(fname, ".whl") || strings.ContainsAny(fname, `/\`) {
 			continue // sdists are never installed: building one runs its code
+		}
+		if checkArtifactURL(u, trusted) != nil {
+			continue // an address the index is not on (checkArtifactURL)
 		}
 		f := wheelFile{name: fname, url: u, yanked: bytes.Contains(bytes.ToLower(m[1]), []byte("data-yanked"))}
 		if h, ok := strings.CutPrefix(u.Fragment, "sha256="); ok {

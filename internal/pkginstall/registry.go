@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -183,6 +185,9 @@ func (r *registry) tarball(ctx context.Context, name string, v npmVersion, want 
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("npm package %s@%s: tarball URL %q is not http(s)", name, v.Version, v.Dist.Tarball)
 	}
+	if err := checkArtifactURL(u, r.cfg.registries()); err != nil {
+		return nil, fmt.Errorf("npm package %s@%s: tarball: %w", name, v.Version, err)
+	}
 	data, err := r.get(ctx, u, "", maxTarball)
 	if err != nil {
 		return nil, fmt.Errorf("downloading npm package %s@%s: %w", name, v.Version, err)
@@ -198,4 +203,48 @@ func redactURL(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery, c.Fragment = nil, "", ""
 	return c.String()
+}
+
+// checkArtifactURL refuses an archive URL that registry data named (a
+// packument's dist.tarball, a lockfile's resolved URL, an index page's
+// file link) whose host is an IP address other than a configured
+// registry's own host and port (trusted: the user's configuration). The
+// registry is not trusted, and the host fetches that URL itself, and the
+// install sandbox's egress allows its host: an address rule would let it
+// reach this host's loopback services, the LAN or cloud metadata
+// (169.254.169.254), which the egress proxy refuses to a name that
+// resolves there.
+func checkArtifactURL(u *url.URL, trusted []*url.URL) error {
+	host := u.Hostname()
+	if _, err := netip.ParseAddr(host); err != nil {
+		return nil // a name: the egress proxy checks what it resolves to
+	}
+	port := effectivePort(u)
+	for _, t := range trusted {
+		if t != nil && t.Hostname() == host && effectivePort(t) == port {
+			return nil
+		}
+	}
+	return fmt.Errorf("the registry names %s, an address that is no configured registry's: refused (an address could reach this host's network or cloud metadata)", redactURL(u))
+}
+
+// effectivePort is u's port, or its scheme's.
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return map[string]string{"http": "80", "https": "443"}[u.Scheme]
+}
+
+// registries are the npm registries the user's configuration names (the
+// default one included): the only hosts an artifact's URL may name by
+// address.
+func (c NPMConfig) registries() []*url.URL {
+	var out []*url.URL
+	for _, r := range append([]string{DefaultNPMRegistry, c.Registry}, slices.Collect(maps.Values(c.Scopes))...) {
+		if u, err := registryURL(r); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
 }

@@ -114,8 +114,25 @@ func newExporter(getenv func(string) string) (*exporter, error) {
 		}
 		tr.TLSClientConfig.Certificates = []tls.Certificate{pair}
 	}
-	e.client = &http.Client{Transport: tr}
+	e.client = &http.Client{Transport: tr, CheckRedirect: sameOrigin}
 	return e, nil
+}
+
+// errOtherOrigin refuses a redirect off the endpoint's origin.
+var errOtherOrigin = errors.New("the collector redirected to another origin; not followed")
+
+// sameOrigin follows a redirect only within the endpoint's scheme, host
+// and port: net/http would carry OTEL_EXPORTER_OTLP_HEADERS (API keys)
+// to any other origin too, stripping only Authorization and cookies.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return errOtherOrigin
+	}
+	return nil
 }
 
 // parseHeaders parses the W3C baggage-like list key=value,key=value, the

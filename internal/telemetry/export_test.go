@@ -293,3 +293,80 @@ func TestExportErrorHidesPassword(t *testing.T) {
 		t.Errorf("a bad endpoint: %v", err)
 	}
 }
+
+// TestExportRedirectKeepsHeaders: a collector that redirects to another
+// origin does not get the exporter to send there the headers of
+// OTEL_EXPORTER_OTLP_HEADERS (API keys; net/http strips only
+// Authorization and cookies on such a redirect) or the spans.
+func TestExportRedirectKeepsHeaders(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+	}))
+	t.Cleanup(other.Close)
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusFound} {
+		redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/v1/traces", code)
+		}))
+		t.Cleanup(redirect.Close)
+		exp, err := newExporter(func(k string) string {
+			return map[string]string{EnvTracesEndpoint: redirect.URL + "/v1/traces", "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=s3cret"}[k]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp.maxRetry = 0
+		rec := &recorder{}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(rec))
+		_, s := tp.Tracer("t").Start(context.Background(), "s")
+		s.End()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = exp.ExportSpans(ctx, rec.spans)
+		cancel()
+		if err == nil {
+			t.Errorf("%d to another origin: exported", code)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range got {
+		if h.Get("X-Api-Key") != "" {
+			t.Errorf("the other origin got the exporter's header: %v", h)
+		}
+	}
+	if len(got) != 0 {
+		t.Errorf("the other origin got %d requests", len(got))
+	}
+}
+
+// TestExportRedirectSameOrigin: a redirect within the endpoint's origin
+// is still followed, headers and all.
+func TestExportRedirectSameOrigin(t *testing.T) {
+	var key string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/traces" {
+			http.Redirect(w, r, "/v1/traces/", http.StatusPermanentRedirect)
+			return
+		}
+		key = r.Header.Get("X-Api-Key")
+	}))
+	t.Cleanup(srv.Close)
+	exp, err := newExporter(func(k string) string {
+		return map[string]string{EnvTracesEndpoint: srv.URL + "/v1/traces", "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=s3cret"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(rec))
+	_, s := tp.Tracer("t").Start(context.Background(), "s")
+	s.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := exp.ExportSpans(ctx, rec.spans); err != nil || key != "s3cret" {
+		t.Errorf("ExportSpans = %v, header at the redirect's target %q", err, key)
+	}
+}

@@ -1,0 +1,81 @@
+package pkginstall
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// internalService stands in for what an address reaches from this host:
+// cloud metadata, a loopback service, the LAN. It counts its requests.
+func internalService(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		fmt.Fprint(w, "ami-id\ninstance-id\n")
+	}))
+	t.Cleanup(s.Close)
+	return s, &n
+}
+
+// TestTarballAtAnAddressRefused: a registry (not trusted) whose packument
+// puts a version's tarball at an address (http://169.254.169.254/...,
+// here another loopback port) does not get the host to fetch it, nor the
+// fetching sandbox's egress to allow it.
+func TestTarballAtAnAddressRefused(t *testing.T) {
+	svc, hits := internalService(t)
+	reg := newFakeRegistry(t, "")
+	cfg := NPMConfig{Registry: reg.url()}
+	r := &registry{cfg: cfg, client: &http.Client{Timeout: 10 * time.Second}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tarball := range []string{svc.URL + "/latest/meta-data/x.tgz", "http://169.254.169.254/latest/meta-data/x.tgz", "http://[::ffff:169.254.169.254]/x.tgz"} {
+		v := npmVersion{Version: "1.0.0"}
+		v.Dist.Tarball = tarball
+		if _, err := r.tarball(ctx, "x", v, "sha512-AAAA"); err == nil || !strings.Contains(err.Error(), "no configured registry") {
+			t.Errorf("%s: %v, want a refusal", tarball, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the internal service got %d requests", n)
+	}
+	// The registry's own host and port (here an address) stay fine.
+	v := npmVersion{Version: "1.0.0"}
+	v.Dist.Tarball = reg.url() + "x/-/x-1.0.0.tgz"
+	if _, err := r.tarball(ctx, "x", v, "sha512-AAAA"); err != nil && strings.Contains(err.Error(), "no configured registry") {
+		t.Errorf("the registry's own tarball refused: %v", err)
+	}
+}
+
+// TestWheelAtAnAddressSkipped: an index page's link to a wheel at an
+// address other than the index's is not taken.
+func TestWheelAtAnAddressSkipped(t *testing.T) {
+	svc, hits := internalService(t)
+	sum := sha256.Sum256([]byte("w"))
+	var idx *httptest.Server
+	idx = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<a href="%s/x-1.0-py3-none-any.whl#sha256=%s">x-1.0-py3-none-any.whl</a>`+"\n", svc.URL, hex.EncodeToString(sum[:]))
+		fmt.Fprintf(w, `<a href="%s/files/x-0.9-py3-none-any.whl#sha256=%s">x-0.9-py3-none-any.whl</a>`+"\n", idx.URL, hex.EncodeToString(sum[:]))
+	}))
+	t.Cleanup(idx.Close)
+	in := &Installer{PyPI: PyPIConfig{IndexURL: idx.URL + "/simple/"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	files, _, err := in.pypiFiles(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].version != "0.9" {
+		t.Errorf("files %+v: want only the index's own 0.9", files)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the internal service got %d requests", n)
+	}
+}
