@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command mcpbox-init is the sandbox init alone: what mcpbox runs as pid 1
 // of each sandbox, without the gateway's packages, whose initialization
 // would otherwise delay every sandbox start by milliseconds. Installed next

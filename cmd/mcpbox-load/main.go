@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command mcpbox-load drives `mcpbox serve --http` with many concurrent MCP
 // clients and reports throughput, latency, errors, the gateway's resources
 // over time and the audit check. See docs/reliability.md and package

@@ -18,5 +18,6 @@
 // plain data types that internal/guard implements (Guard.Admin) and
 // internal/daemon attaches (Instance.Attach).
 // It must not import internal/cli or the call pipeline; the syscalls of
-// the sockets (umask, SO_PEERCRED) live here so that the CLI has none.
+// the sockets (umask, SO_PEERCRED; LOCAL_PEERCRED on macOS) live here so
+// that the CLI has none.
 package admin

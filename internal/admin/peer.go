@@ -42,23 +42,21 @@ func checkPeer(conn *net.UnixConn) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+	if cred.uid != 0 && int(cred.uid) != os.Getuid() {
 		return 0, errPermission
 	}
 	// Root, seen from an unprivileged gateway, is no sandbox of it (they run
 	// as the gateway's user); and such a gateway may not read root's
 	// namespaces below.
-	if cred.Uid == 0 && os.Getuid() != 0 {
+	if cred.uid == 0 && os.Getuid() != 0 {
 		return 0, nil
 	}
 	// A sandbox of this gateway runs as its user too (unprivileged mode),
 	// but in a user namespace of its own: it may not steer the gateway.
-	mine, err1 := os.Readlink("/proc/self/ns/user")
-	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", cred.Pid))
-	if err1 != nil || err2 != nil || mine != theirs {
+	if !sameUserNS(cred.pid) {
 		return 0, errPermission
 	}
-	return cred.Uid, nil
+	return cred.uid, nil
 }
 
 // peerListener accepts only connections checkPeer admits.
@@ -84,23 +82,14 @@ func peerUID(conn *net.UnixConn) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return cred.Uid, nil
+	return cred.uid, nil
 }
 
-// peerCred is the SO_PEERCRED of conn: who is at the other end.
-func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cred, cerr
+// peer is who is at the other end of a unix socket connection
+// (peer_*.go: how the kernel tells differs by system).
+type peer struct {
+	uid uint32
+	pid int
 }
 
 // trustedPeer reports whether a gateway running as uid may answer for the

@@ -77,12 +77,13 @@ type fileID struct {
 	mtime, ctime syscall.Timespec
 }
 
+// idOf is fi's fileID (fileid_*.go: the stat fields differ by system).
 func idOf(fi fs.FileInfo) fileID {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fileID{}
 	}
-	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+	return statID(st)
 }
 
 // read opens path without following a symlink and without blocking on a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,8 @@ const execHelp = `USAGE
 Runs CMD in a fresh sandbox. Standard input, output and error are passed
 through; mcpbox exits with CMD's exit status (128+N when it was killed by
 signal N, 124 when --timeout expired, 125 when the sandbox could not be set
-up, 126/127 when CMD could not be executed or found).
+up, 126/127 when CMD could not be executed or found, 2 on macOS: local
+sandboxes need Linux).
 
 Inside: /workspace/input (--input, read-only), /workspace/output (--output,
 read-write, bounded by --output-size; the working directory when given),
@@ -77,12 +79,29 @@ func (e *env) exec(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
+	if code, stop := e.localOnly("exec"); stop {
+		return code
+	}
 	argv, spec, ok := e.commandSpec(fs, &f, "exec", "no command given")
 	if !ok {
 		return exitUsage
 	}
 	spec.Args = argv
 	return e.runSandbox(spec)
+}
+
+// goos is the system mcpbox runs on; a test sets another (the macOS
+// build is only cross-compiled in CI).
+var goos = runtime.GOOS
+
+// localOnly refuses cmd, which needs a local sandbox, where none can run
+// (macOS), before a flag is acted on (a --secret cmd: would run).
+func (e *env) localOnly(cmd string) (int, bool) {
+	if err := sandbox.LocalSupported(goos); err != nil {
+		e.errorf("%s: %v", cmd, err)
+		return sandbox.ExitNeedsLinux, true
+	}
+	return 0, false
 }
 
 // commandSpec reads the command after the flags ("--" optional) and

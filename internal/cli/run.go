@@ -44,6 +44,9 @@ func (e *env) run(args []string) int {
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}
+	if code, stop := e.localOnly("run"); stop {
+		return code
+	}
 	argv, spec, ok := e.commandSpec(fs, &f, "run", "no server command given")
 	if !ok {
 		return exitUsage

@@ -7,7 +7,7 @@ const uiHelp = `USAGE
 
 Opens the dashboard (/ui/) of the project's running mcpbox serve: prints
 a one-time login URL (5 minutes, one use) and opens a browser where
-xdg-open exists; --print-url only prints it.
+xdg-open (macOS: open) exists; --print-url only prints it.
 `
 
 func (e *env) ui(args []string) int {

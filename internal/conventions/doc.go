@@ -4,6 +4,6 @@
 // unsafe only in *_unsafe.go files, import rules for packages that must
 // stay plain data, the layer table (no package imports up; the table in
 // docs/architecture.md matches), a thin internal/cli (TestCLIIsWiring),
-// and the docs' own checks (every config key documented, examples that
-// parse).
+// the docs' own checks (every config key documented, examples that
+// parse), and the macOS cross build of cmd/mcpbox (TestCrossBuild).
 package conventions

@@ -56,7 +56,8 @@ func (d *daemon) closeWarm() {
 // Run serves o.Config until ctx ends, a signal (SIGTERM, SIGINT,
 // SIGHUP) arrives, or the stdio client goes away; a clean stop returns
 // nil. Before serving it refuses what cannot be served: a *ConfigError
-// for the config or options, a *CgroupsError for a server the host
+// for the config or options (a server of the local backend on a system
+// without local sandboxes too: checkPlatform), a *CgroupsError for a server the host
 // cannot limit; other errors (the state dir, the token file, the
 // transports, joined when both fail) are the host's.
 func Run(ctx context.Context, o Options) error {
@@ -71,6 +72,9 @@ func Run(ctx context.Context, o Options) error {
 // transports and the HTTP credentials, in the order serve always has.
 func prepare(o Options) (*daemon, error) {
 	d := &daemon{o: o, c: o.Config, stdio: o.Stdio, addr: o.HTTPAddr}
+	if err := checkPlatform(d.c, goos); err != nil {
+		return nil, err
+	}
 	AcceptDegraded(d.c, o.AllowAllDegraded, o.AllowDegraded)
 	if err := checkCgroups(d.c); err != nil {
 		return nil, err

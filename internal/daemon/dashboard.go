@@ -375,5 +375,6 @@ func loopbackBase(base string) string {
 	return base
 }
 
-// OpenBrowser opens u with xdg-open where there is one (mcpbox ui).
+// OpenBrowser opens u with xdg-open (macOS: open) where there is one
+// (mcpbox ui).
 func OpenBrowser(u string) { openBrowser(u) }

@@ -248,10 +248,14 @@ func Login(ctx context.Context, o LoginOptions) error {
 	return nil
 }
 
-// openBrowser opens u with xdg-open, if there is one; the URL is printed
-// anyway, so a failure only means the user copies it.
+// openBrowser opens u with xdg-open (macOS: open), if there is one; the
+// URL is printed anyway, so a failure only means the user copies it.
 func openBrowser(u string) {
-	p, err := exec.LookPath("xdg-open")
+	opener := "xdg-open"
+	if goos == "darwin" {
+		opener = "open"
+	}
+	p, err := exec.LookPath(opener)
 	if err != nil {
 		return
 	}

@@ -57,6 +57,9 @@ func NewLister(o ListOptions) (*Lister, error) { return newLister(o, nil) }
 
 // newLister is NewLister with a change to the wiring (nil: none).
 func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
+	if err := checkPlatform(o.Config, goos); err != nil {
+		return nil, err
+	}
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
 	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)

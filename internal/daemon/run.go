@@ -44,8 +44,12 @@ type ServerOptions struct {
 
 // RunServer serves one sandboxed server over stdio until the client goes
 // away, ctx ends or a signal arrives (then it returns nil). A gateway
-// that cannot be built is a *ConfigError.
+// that cannot be built is a *ConfigError, and so is a system without
+// local sandboxes (sandbox.ErrNeedsLinux: macOS).
 func RunServer(ctx context.Context, o ServerOptions) error {
+	if err := sandbox.LocalSupported(goos); err != nil {
+		return configError(err)
+	}
 	if err := runPackage(ctx, &o); err != nil {
 		return err
 	}

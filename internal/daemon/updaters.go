@@ -66,6 +66,9 @@ func CheckUpdate(ctx context.Context, o ListOptions, server string) (*Update, er
 	if s == nil {
 		return nil, configError(fmt.Errorf("no server %q in the config", server))
 	}
+	if err := checkPlatform(&config.Config{Servers: []*config.Server{s}, Backend: o.Config.Backend}, goos); err != nil {
+		return nil, err
+	}
 	pins, err := integrity.OpenPins(guard.DefaultLockPath(o.ConfigPath, o.StateDir))
 	if err != nil {
 		return nil, err

@@ -64,18 +64,7 @@ func TestGuardAuditOnFailureAllow(t *testing.T) {
 // record cannot be committed, so its result is withheld; the next is
 // refused before it runs; once space is freed calls pass again.
 func TestGuardAuditDiskFullWithholdsResult(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		t.Skipf("mounting a tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := smallTmpfs(t, "1m")
 	c, err := config.Load("guard.yaml", []byte(guardTestConfig))
 	if err != nil {
 		t.Fatal(err)

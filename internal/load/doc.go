@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package load drives a running `mcpbox serve --http` with many concurrent
 // MCP clients and measures what it does under that load: throughput,
 // per-call latency (p50, p99, p99.9) against an idle baseline, failed calls

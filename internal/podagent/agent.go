@@ -1,9 +1,10 @@
+//go:build linux
+
 package podagent
 
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,17 +77,6 @@ type Config struct {
 	// its ExitError otherwise, so that the container completes or fails
 	// as the job did.
 	Once bool
-}
-
-// StartRequest is what the gateway sends to /v1/start: the server's
-// secrets, which reach the pod only this way (never through the pod spec,
-// so never etcd).
-type StartRequest struct {
-	// Env is added to the server's environment (over the agent's own).
-	Env map[string]string `json:"env,omitempty"`
-	// Files maps a file name (one path element) to its content, written
-	// 0400 under the agent's SecretsDir before the server starts.
-	Files map[string][]byte `json:"files,omitempty"`
 }
 
 // ExitError is Run's error when the server ended on its own: the agent
@@ -489,50 +479,6 @@ func (a *agent) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.serveMCP(w, r)
-}
-
-// gatewayOnly refuses a request without the gateway's verified client
-// certificate. The TLS handshake already requires one that chains to the
-// CA; this holds even if that configuration is ever loosened.
-func gatewayOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || !isGateway(r.TLS.VerifiedChains[0][0]) {
-			http.Error(w, "forbidden", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// serverTLS is the pod's TLS configuration: its certificate, and a client
-// certificate required that chains to the CA, allows client
-// authentication and names the gateway.
-func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading the pod certificate: %w", err)
-	}
-	caPEM, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading the CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("no certificate in %s", caFile)
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
-		NextProtos:   []string{"h2", "http/1.1"},
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.VerifiedChains) == 0 || !isGateway(cs.VerifiedChains[0][0]) {
-				return errors.New("the client certificate is not the gateway's")
-			}
-			return nil
-		},
-	}, nil
 }
 
 // handshakeFilter drops the http.Server's log lines about TLS handshakes

@@ -20,6 +20,17 @@ import (
 	"mcpbox/internal/gateway"
 )
 
+// StartRequest is what the gateway sends to /v1/start: the server's
+// secrets, which reach the pod only this way (never through the pod spec,
+// so never etcd).
+type StartRequest struct {
+	// Env is added to the server's environment (over the agent's own).
+	Env map[string]string `json:"env,omitempty"`
+	// Files maps a file name (one path element) to its content, written
+	// 0400 under the agent's SecretsDir before the server starts.
+	Files map[string][]byte `json:"files,omitempty"`
+}
+
 // ErrStreamEnded is the error of a connection's Read once the agent's
 // event stream ended: the server or its pod is gone.
 var ErrStreamEnded = errors.New("the pod agent's event stream ended")

@@ -48,4 +48,9 @@
 // inside the image) followed by the interception CA's certificate into
 // DIR, which the server's container sees read-only over the system bundle
 // paths (kube.PodOptions.TrustCA).
+//
+// The agent's side (Run, Main, CopySelf, WriteTrust: reaping, Pdeathsig,
+// /proc/self/exe, openat2) is built for Linux, where pods run; the
+// gateway's side (Connect, StartJob, the CA, ServerTLS) for every system
+// the gateway runs on, macOS too, where Main refuses (ErrAgentNeedsLinux).
 package podagent

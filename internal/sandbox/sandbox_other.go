@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -13,7 +12,7 @@ import (
 )
 
 // ErrUnsupported is returned on systems without Linux namespaces.
-var ErrUnsupported = errors.New("sandboxes need Linux")
+var ErrUnsupported = ErrNeedsLinux
 
 // Main does nothing outside Linux.
 func Main() {}
@@ -25,9 +24,9 @@ type Sandbox struct {
 	Prepared bool
 }
 
-// Start fails outside Linux.
+// Start fails outside Linux (LocalSupported).
 func Start(context.Context, Spec, Stdio) (*Sandbox, error) {
-	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
+	return nil, Local()
 }
 
 // Run fails outside Linux.
@@ -64,7 +63,7 @@ func (sb *Sandbox) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, errNoF
 // Doctor reports that nothing is available.
 func Doctor() []Check {
 	return []Check{{Name: "linux", Required: true, Layer: LayerUserns, Detail: ErrUnsupported.Error(),
-		Degrades: "mcpbox sandboxes run on Linux only"}}
+		Degrades: "the local backend runs on Linux only; check a cluster with mcpbox doctor --backend kubernetes --config FILE"}}
 }
 
 // NewID returns a sandbox id.
@@ -73,9 +72,9 @@ func NewID() string { return "sbx_" + time.Now().Format("150405.000000") }
 // Prepared is never made outside Linux.
 type Prepared struct{}
 
-// Prepare fails outside Linux.
+// Prepare fails outside Linux (LocalSupported).
 func Prepare(context.Context, Spec) (*Prepared, error) {
-	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
+	return nil, Local()
 }
 
 // Matches is never reached outside Linux.
@@ -86,7 +85,7 @@ func (p *Prepared) ID() string { return "" }
 
 // Start is never reached outside Linux.
 func (p *Prepared) Start(context.Context, Spec, Stdio) (*Sandbox, error) {
-	return nil, &StartError{Layer: LayerUserns, Code: 125, Err: ErrUnsupported}
+	return nil, Local()
 }
 
 func (p *Prepared) start(ctx context.Context, spec Spec, _ string, stdio Stdio) (*Sandbox, error) {

@@ -29,19 +29,9 @@ func MakeHostDir(trusted, rel string, perm os.FileMode) (string, error) {
 }
 
 func hostPath(trusted, rel string, create bool, perm os.FileMode) (string, error) {
-	root, err := filepath.EvalSymlinks(trusted)
+	root, rel, err := hostRoot(trusted, rel)
 	if err != nil {
 		return "", err
-	}
-	if root, err = filepath.Abs(root); err != nil {
-		return "", err
-	}
-	rel = filepath.Clean(rel)
-	if rel == "." {
-		rel = ""
-	}
-	if filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("%s is not beneath %s: %w", rel, root, ErrUnsafeEntry)
 	}
 	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

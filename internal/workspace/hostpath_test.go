@@ -15,6 +15,10 @@ import (
 // one); MakeHostDir refuses it, names link and target, and makes nothing
 // at the target.
 func TestMakeHostDirRefusesSymlinks(t *testing.T) {
+	forEachHostPath(t, testMakeHostDirRefusesSymlinks)
+}
+
+func testMakeHostDirRefusesSymlinks(t *testing.T, HostPath hostPathFunc, MakeHostDir makeHostDirFunc) {
 	for _, tc := range []struct {
 		name   string
 		link   string // planted in the project, pointing at the victim dir
@@ -62,6 +66,10 @@ func TestMakeHostDirRefusesSymlinks(t *testing.T) {
 // TestMakeHostDir: plain dirs are made (or found) and their real path is
 // returned; the trusted root itself may be reached through a symlink.
 func TestMakeHostDir(t *testing.T) {
+	forEachHostPath(t, testMakeHostDir)
+}
+
+func testMakeHostDir(t *testing.T, HostPath hostPathFunc, MakeHostDir makeHostDirFunc) {
 	outer := t.TempDir()
 	real := filepath.Join(outer, "real")
 	if err := os.Mkdir(real, 0o755); err != nil {
@@ -97,4 +105,22 @@ func TestMakeHostDir(t *testing.T) {
 			t.Errorf("MakeHostDir(%s) = %q, %v; want ErrUnsafeEntry", rel, p, err)
 		}
 	}
+}
+
+type (
+	hostPathFunc    func(trusted, rel string) (string, error)
+	makeHostDirFunc func(trusted, rel string, perm os.FileMode) (string, error)
+)
+
+// forEachHostPath runs test against HostPath and MakeHostDir (openat2)
+// and against hostPathNoFollow, macOS's build of them, which cannot run
+// there in CI: it must refuse every case the Linux build refuses.
+func forEachHostPath(t *testing.T, test func(*testing.T, hostPathFunc, makeHostDirFunc)) {
+	t.Run("openat2", func(t *testing.T) { test(t, HostPath, MakeHostDir) })
+	t.Run("nofollow", func(t *testing.T) {
+		test(t, func(trusted, rel string) (string, error) { return hostPathNoFollow(trusted, rel, false, 0) },
+			func(trusted, rel string, perm os.FileMode) (string, error) {
+				return hostPathNoFollow(trusted, rel, true, perm)
+			})
+	})
 }

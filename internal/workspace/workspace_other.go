@@ -2,10 +2,7 @@
 
 package workspace
 
-import (
-	"io"
-	"os"
-)
+import "io"
 
 // Seed needs Linux; see the Linux build.
 func Seed(dst, template string) error { return ErrUnsupported }
@@ -32,9 +29,3 @@ func Files(root string, fn func(FileInfo) bool) error { return ErrUnsupported }
 
 // HashFile needs Linux; see the Linux build.
 func HashFile(root string, fi FileInfo, max int64) (string, error) { return "", ErrUnsupported }
-
-// HostPath needs Linux (openat2); see the Linux build.
-func HostPath(trusted, rel string) (string, error) { return "", ErrUnsupported }
-
-// MakeHostDir needs Linux (openat2); see the Linux build.
-func MakeHostDir(trusted, rel string, perm os.FileMode) (string, error) { return "", ErrUnsupported }

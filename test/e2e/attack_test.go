@@ -424,7 +424,7 @@ func TestHostKernelBudgetsKept(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "inotify-hog: holding") {
 		t.Fatalf("hog did not start: %q %v", line, err)
 	}
-	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	fd, err := inotifyInit()
 	if err != nil {
 		t.Fatalf("host root cannot create an inotify instance while a sandbox is %s: %v", strings.TrimSpace(line), err)
 	}

@@ -31,11 +31,11 @@ func TestAuditDiskFullFailsClosed(t *testing.T) {
 		if err := os.Mkdir(s.state, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Mount("tmpfs", s.state, "tmpfs", 0, opts); err != nil {
+		if err := mountTmpfs(s.state, opts); err != nil {
 			t.Skipf("mounting a tmpfs on %s: %v", s.state, err)
 		}
 		t.Cleanup(func() {
-			if err := syscall.Unmount(s.state, syscall.MNT_DETACH); err != nil {
+			if err := unmountDetach(s.state); err != nil {
 				t.Errorf("unmounting %s: %v", s.state, err)
 			}
 		})

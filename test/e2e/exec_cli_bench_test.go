@@ -38,10 +38,10 @@ import (
 //	MCPBOX_BENCH_BIN=DIR go test ./test/e2e -run '^$' -bench ExecCLI -count 5
 func BenchmarkExecCLI(b *testing.B) {
 	bwrap, _ := exec.LookPath("bwrap")
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := setSubreaper(true); err != nil {
 		b.Fatalf("becoming a child subreaper: %v", err)
 	}
-	b.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	b.Cleanup(func() { _ = setSubreaper(false) })
 	leanDir := os.Getenv("MCPBOX_BENCH_BIN")
 	alone := mcpboxBin
 	if leanDir != "" {
@@ -145,7 +145,7 @@ func reapOrphans(b *testing.B) time.Duration {
 	for end := time.Now().Add(10 * time.Second); ; {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, &ru)
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|waitAll, &ru)
 		switch {
 		case err == unix.ECHILD:
 			return cpu

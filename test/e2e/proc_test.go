@@ -7,8 +7,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"mcpbox/internal/procgroup"
 )
 
@@ -41,23 +39,6 @@ func statusField(status, key string) []string {
 		}
 	}
 	return nil
-}
-
-// killPid kills a process this test started inside a sandbox, found by a
-// scan of /proc, if still() holds once pid is open as a pidfd: by then the
-// process may have ended and its number gone to another program, which
-// still() (the same start time, the marker in the command line) tells
-// apart. A process that ends after the check takes the signal with it.
-func killPid(pid int, still func() bool) error {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if !still() {
-		return syscall.ESRCH
-	}
-	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 }
 
 // cmdlineEnds returns whether process pid's NUL-separated command line

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,6 +117,9 @@ func StartWith(t testing.TB, opts Options) *Cluster {
 // cannot run.
 func requireBins(t testing.TB, opts Options) string {
 	t.Helper()
+	if !hostSupported {
+		t.Skip("kubetest: the test cluster runs Linux binaries, its node Linux namespaces")
+	}
 	bins := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(bins, b)); err != nil {
@@ -411,7 +413,7 @@ func (c *Cluster) run(bins, name string, args ...string) error {
 	cmd.Dir = c.Dir
 	// Its own process group, and killed with the test binary should that
 	// die without running its cleanups.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = groupDiesWithParent()
 	g, err := startLeader(cmd)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)

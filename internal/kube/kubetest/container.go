@@ -96,7 +96,7 @@ func (r *podRun) startContainer(c corev1.Container) (*containerProc, error) {
 	cmd := exec.Command("/usr/bin/unshare", args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = groupDiesWithParent()
 	p, err := startContainerProc(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("starting container %s: %w", c.Name, err)

@@ -1,0 +1,41 @@
+package conventions
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// crossTargets are the systems mcpbox is built for besides Linux: the
+// macOS gateway of the Kubernetes backend (README "macOS",
+// docs/kubernetes.md), whose local sandboxes refuse to start
+// (sandbox.ErrNeedsLinux). It is cross-built here, not run: CI has no Mac.
+var crossTargets = []struct{ goos, goarch string }{
+	{"darwin", "arm64"},
+	{"darwin", "amd64"},
+}
+
+// TestCrossBuild: `go build ./cmd/mcpbox` succeeds for every crossTargets
+// entry, so that a Linux-only call in a file without a build constraint
+// (unix.O_PATH, openat2, Pdeathsig, Stat_t.Mtim) fails CI, not a macOS
+// user. The build cache keeps it to seconds after the first run.
+func TestCrossBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go build")
+	}
+	for _, tc := range crossTargets {
+		t.Run(tc.goos+"_"+tc.goarch, func(t *testing.T) {
+			t.Parallel() // each mostly waits for its link
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "go", "build", "-o", os.DevNull, "./cmd/mcpbox")
+			cmd.Dir = "../.."
+			cmd.Env = append(os.Environ(), "GOOS="+tc.goos, "GOARCH="+tc.goarch, "CGO_ENABLED=0", "GOFLAGS=")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("GOOS=%s GOARCH=%s go build ./cmd/mcpbox: %v\n%s", tc.goos, tc.goarch, err, out)
+			}
+		})
+	}
+}
