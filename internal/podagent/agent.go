@@ -430,7 +430,7 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 	}
 	env := req.Env
 	if req.Proxy != nil {
-		f, err := newEgressFront(*req.Proxy, a.logf)
+		f, err := newEgressFront(*req.Proxy)
 		if err != nil {
 			return nil, nil, err
 		}

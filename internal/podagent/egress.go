@@ -85,7 +85,6 @@ type egressFront struct {
 	// localUser and localPass are the credential the server must
 	// send: only the server is given them.
 	localUser, localPass string
-	logf     func(string, ...any)
 
 	mu    sync.Mutex
 	token string
@@ -103,7 +102,7 @@ const frontHeadTimeout = 30 * time.Second
 // frontMaxHead bounds a request head from the server.
 const frontMaxHead = 64 << 10
 
-func newEgressFront(p Proxy, logf func(string, ...any)) (*egressFront, error) {
+func newEgressFront(p Proxy) (*egressFront, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -115,7 +114,7 @@ func newEgressFront(p Proxy, logf func(string, ...any)) (*egressFront, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the egress proxy's listener: %w", err)
 	}
-	f := &egressFront{ln: ln, upstream: p.Addr, user: p.User, token: p.Token, logf: logf,
+	f := &egressFront{ln: ln, upstream: p.Addr, user: p.User, token: p.Token,
 		localUser: "mcpbox", localPass: hex.EncodeToString(secret), conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.serve()
