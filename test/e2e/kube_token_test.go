@@ -101,7 +101,7 @@ func TestKubeEgressTokenRenewed(t *testing.T) {
 	defer gwClose(t, alice)
 
 	urlA := fmt.Sprintf("http://127.0.0.1:%d/a", portA)
-	get := func() (string, error) { return gwCall(ctx, alice, "k__http_get", map[string]any{"url": urlA}) }
+	get := func() (string, error) { return gwCall(ctx, alice, "http_get", map[string]any{"url": urlA}) }
 	// The first pod with egress waits for a proxy pod; a few tries more
 	// cover the moment between its Ready and its listen.
 	var got string
@@ -116,7 +116,7 @@ func TestKubeEgressTokenRenewed(t *testing.T) {
 	}
 	// The pod's first token was issued before this first call.
 	firstEnd := time.Now().Add(shortTokenTTL)
-	environ, err := gwCall(ctx, alice, "k__read_any", map[string]any{"path": "/proc/self/environ"})
+	environ, err := gwCall(ctx, alice, "read_any", map[string]any{"path": "/proc/self/environ"})
 	if err != nil {
 		t.Fatal(err)
 	}
