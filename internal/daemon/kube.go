@@ -178,7 +178,19 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 			return cert, key, ca.CAPEM(), err
 		},
 		Connect: func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) (mcp.Connection, error) {
-			return podagent.Connect(ctx, addr, pod, ca, podagent.StartRequest{Env: env, Files: files})
+			start := podagent.StartRequest{Env: env, Files: files}
+			var o podagent.ConnectOptions
+			if len(s.Network.Egress) > 0 {
+				// The agent fronts the proxy for the server: the
+				// server's requests leave with a token it never
+				// holds, renewed while the pod runs.
+				kc.egress.waitReady(ctx, kc, w.log)
+				var err error
+				if start.Proxy, o.Renew, err = kc.egress.agentProxy(pod, s.Name, w.log); err != nil {
+					return nil, fmt.Errorf("the egress proxy: %w", err)
+				}
+			}
+			return podagent.ConnectWith(ctx, addr, pod, ca, start, o)
 		},
 	}
 	startJob := func(ctx context.Context, addr, pod string, env map[string]string, files map[string][]byte) error {
@@ -197,11 +209,9 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 		}
 	}
 	if len(s.Network.Egress) > 0 {
+		// Its pods may reach the proxy; Connect gives their agents
+		// what they need.
 		ko.Proxy = true
-		ko.ProxyEnv = func(ctx context.Context, pod string) (map[string]string, error) {
-			kc.egress.waitReady(ctx, kc, w.log)
-			return kc.egress.env(w.book, pod, s.Name)
-		}
 	}
 	if len(injectHosts(s)) > 0 && ko.Proxy && w.ca != nil {
 		if !kc.egress.hasRegistry() {

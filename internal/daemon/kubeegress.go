@@ -24,10 +24,19 @@ import (
 	"mcpbox/internal/specconv"
 )
 
-// proxyTokenTTL is how long a pod's egress proxy token is good for: a
-// pod that lives longer loses its egress (the proxy answers 407) until
-// it is started again.
-const proxyTokenTTL = 7 * 24 * time.Hour
+// proxyTokenTTL is how long a pod's egress proxy token is good for. The
+// token never reaches the server: the pod's agent holds it and adds it
+// to the server's requests (podagent.Proxy), and the gateway sends the
+// agent a new one every third of a token's life over the agent's
+// mutual-TLS channel (podagent.Renewal), so a pod that runs longer keeps
+// its egress, and a token taken from a pod is good for an hour at most.
+const proxyTokenTTL = time.Hour
+
+// testProxyTokenTTL, set at link time by the end-to-end tests
+// (-ldflags -X mcpbox/internal/daemon.testProxyTokenTTL=6s), shortens
+// proxyTokenTTL to a duration of at least a second; a release build
+// leaves it empty.
+var testProxyTokenTTL string
 
 // proxyCertTTL is the validity of the proxy's registration certificate.
 // The proxy lives as long as its gateway, so the gateway renews it when
@@ -53,6 +62,9 @@ type kubeEgress struct {
 	// certTTL is the registration certificate's lifetime; zero:
 	// proxyCertTTL (tests shorten it).
 	certTTL time.Duration
+	// tokenTTL is the pods' tokens' lifetime; zero: proxyTokenTTL
+	// (tests shorten it).
+	tokenTTL time.Duration
 	// renewQuit ends the certificate's renewal (renewTLS); nil: none.
 	renewQuit, renewDone chan struct{}
 }
@@ -284,13 +296,56 @@ func (e *kubeEgress) create(ctx context.Context, kc *kubeConn, c *config.Config,
 	return nil
 }
 
-// env returns pod's proxy environment for server, its token taught to
-// book so that a server that prints it is redacted.
-func (e *kubeEgress) env(book *redact.Book, pod, server string) (map[string]string, error) {
-	return e.envTTL(book, pod, server, proxyTokenTTL)
+// tokenLife is how long a pod's token is good for.
+func (e *kubeEgress) tokenLife() time.Duration {
+	e.mu.Lock()
+	ttl := e.tokenTTL
+	e.mu.Unlock()
+	if ttl > 0 {
+		return ttl
+	}
+	if d, err := time.ParseDuration(testProxyTokenTTL); err == nil && d >= time.Second && d < proxyTokenTTL {
+		return d
+	}
+	return proxyTokenTTL
 }
 
-// envTTL is env with a token good for ttl.
+// agentProxy is what pod's agent needs to front the proxy for server's
+// server (its address and a first token), and how its connection renews
+// the token: a new one every third of a token's life, after a failure
+// again within a twentieth (at most a minute), each failure logged. The
+// tokens reach the agent only, never the server, so the book need not
+// learn them.
+func (e *kubeEgress) agentProxy(pod, server string, log *slog.Logger) (*podagent.Proxy, *podagent.Renewal, error) {
+	ttl := e.tokenLife()
+	sign := func() (string, error) {
+		e.mu.Lock()
+		key := e.key
+		e.mu.Unlock()
+		if key == nil {
+			return "", fmt.Errorf("the egress proxy is not set up")
+		}
+		return egressproxy.Sign(key, pod, server, time.Now().Add(ttl)), nil
+	}
+	tok, err := sign()
+	if err != nil {
+		return nil, nil, err
+	}
+	e.mu.Lock()
+	addr := e.addr
+	e.mu.Unlock()
+	r := &podagent.Renewal{Every: ttl / 3, Retry: max(time.Second, min(time.Minute, ttl/20)), Token: sign,
+		Failed: func(err error) {
+			if log != nil {
+				log.Warn("renewing a pod's egress proxy token", "server", server, "pod", pod, "err", err)
+			}
+		}}
+	return &podagent.Proxy{Addr: addr, User: pod, Token: tok}, r, nil
+}
+
+// envTTL returns pod's proxy environment for server (a run-once job's:
+// a package install), with a token good for ttl taught to book so that
+// the job's output is redacted of it.
 func (e *kubeEgress) envTTL(book *redact.Book, pod, server string, ttl time.Duration) (map[string]string, error) {
 	e.mu.Lock()
 	key, addr := e.key, e.addr

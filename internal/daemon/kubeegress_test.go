@@ -12,13 +12,12 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/kube/egressproxy"
 	"mcpbox/internal/pkginstall"
-	"mcpbox/internal/redact"
 )
 
 // TestKubeEgressPolicyAndEnv: the proxy's config holds exactly the
 // kubernetes servers of its namespace that have an allowlist, with their
-// rules; a pod's environment names the proxy and carries a token for its
-// own server that the proxy verifies, and the book redacts it.
+// rules; a pod's agent gets the proxy's address and a token for its own
+// server that the proxy verifies, and renews it with fresh ones.
 func TestKubeEgressPolicyAndEnv(t *testing.T) {
 	src := "version: 1\nbackend:\n  kind: kubernetes\n  namespace: mcp\n  kubeconfig: /k/config\n  image: r/b:1\n" +
 		"servers:\n" +
@@ -53,26 +52,38 @@ func TestKubeEgressPolicyAndEnv(t *testing.T) {
 	}
 
 	e := &kubeEgress{addr: "10.96.0.9:3128"}
-	if _, err := e.env(nil, "p", "a"); err == nil {
-		t.Error("env before the proxy exists")
+	if _, _, err := e.agentProxy("p", "a", nil); err == nil {
+		t.Error("a token before the proxy exists")
 	}
 	e.key, _ = egressproxy.NewKey()
-	book := &redact.Book{}
-	env, err := e.env(book, "mcpbox-a-1234", "a")
+	p, r, err := e.agentProxy("mcpbox-a-1234", "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(env["HTTPS_PROXY"])
-	if err != nil || u.Host != "10.96.0.9:3128" || u.User.Username() != "mcpbox-a-1234" || env["http_proxy"] != env["HTTPS_PROXY"] {
-		t.Fatalf("env = %v", env)
+	if p.Addr != "10.96.0.9:3128" || p.User != "mcpbox-a-1234" {
+		t.Fatalf("proxy = %+v", p)
 	}
-	tok, _ := u.User.Password()
-	srv, exp, err := egressproxy.Verify(e.key, "mcpbox-a-1234", tok, time.Now())
-	if err != nil || srv != "a" || exp.Before(time.Now().Add(proxyTokenTTL-time.Minute)) {
+	srv, exp, err := egressproxy.Verify(e.key, "mcpbox-a-1234", p.Token, time.Now())
+	if err != nil || srv != "a" || exp.Before(time.Now().Add(proxyTokenTTL-time.Minute)) || exp.After(time.Now().Add(proxyTokenTTL+time.Second)) {
 		t.Errorf("token: %q %v %v", srv, exp, err)
 	}
-	if out := book.String("proxy is " + env["HTTP_PROXY"]); strings.Contains(out, tok) {
-		t.Errorf("the book does not redact the token: %s", out)
+	// Renewed every third of a token's life, retried within a minute;
+	// each renewal a token of its own for the same pod and server.
+	if r.Every != proxyTokenTTL/3 || r.Retry != time.Minute {
+		t.Errorf("renewal every %s, retry %s", r.Every, r.Retry)
+	}
+	e.tokenTTL = 3 * time.Second
+	_, r, _ = e.agentProxy("mcpbox-a-1234", "a", nil)
+	time.Sleep(1100 * time.Millisecond) // a later expiry, in seconds
+	tok, err := r.Token()
+	if err != nil || tok == p.Token {
+		t.Fatalf("renewed token %q, %v", tok, err)
+	}
+	if srv, exp2, err := egressproxy.Verify(e.key, "mcpbox-a-1234", tok, time.Now()); err != nil || srv != "a" || exp2.After(time.Now().Add(3*time.Second)) {
+		t.Errorf("renewed token: %q %v %v", srv, exp2, err)
+	}
+	if _, _, err := egressproxy.Verify(e.key, "mcpbox-b-1234", tok, time.Now()); err == nil {
+		t.Error("a pod's renewed token opens another pod's proxy")
 	}
 }
 

@@ -36,7 +36,15 @@ func (s *session) serveHTTP(cc net.Conn, br *bufio.Reader, hr *headerReader) {
 	if req.Method == http.MethodConnect {
 		s.ev.Kind = "connect" // before authorize, so a refusal logs it too
 	}
+	front := s.p
 	if s.p.opts.Authorize != nil && !s.authorize(req) {
+		return
+	}
+	if req.Method == http.MethodConnect && front.opts.RenewTarget != "" && req.Host == front.opts.RenewTarget {
+		// A credential presented, no connection asked for.
+		s.renewal = true
+		s.client.SetWriteDeadline(time.Now().Add(s.p.limits.HeaderTimeout))
+		io.WriteString(s.client, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
 		return
 	}
 	if req.Method == http.MethodConnect {

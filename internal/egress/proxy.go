@@ -119,6 +119,13 @@ type Options struct {
 	// error's text (never the password), as does a missing header. SOCKS
 	// carries no credentials and is refused.
 	Authorize Authorize
+	// RenewTarget, with Authorize, is a CONNECT target that is never
+	// dialed: a CONNECT to it whose credentials Authorize accepts is
+	// answered 204 and ends, unlogged. A client presents a renewed
+	// credential with it (the Kubernetes pod agent its new proxy
+	// token), so that Authorize sees it without a connection of its
+	// own being made. Empty: none.
+	RenewTarget string
 }
 
 // Event records one client connection.
@@ -282,7 +289,9 @@ func (p *Proxy) accept(c net.Conn) {
 		p.active.Add(-1)
 		if owner := s.p; owner != p {
 			// Adopted (Options.Authorize): the client's proxy logs it.
-			owner.log(ev)
+			if !s.renewal {
+				owner.log(ev)
+			}
 			owner.release(s)
 			return
 		}

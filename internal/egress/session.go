@@ -29,6 +29,9 @@ type session struct {
 	// quiet: the client is a handed-over forward, which gets no HTTP
 	// replies (no error texts either).
 	quiet bool
+	// renewal: the session only presented a credential
+	// (Options.RenewTarget); it is not logged.
+	renewal bool
 
 	// last is when the last byte moved either way, as nanoseconds since
 	// start on the monotonic clock: a wall-clock reading would let a clock

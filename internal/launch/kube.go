@@ -52,7 +52,10 @@ type KubeOptions struct {
 	// (egressproxy.ProxyEnv: the proxy's address and the pod's token),
 	// sent to its agent with the secrets at start, never in the pod's
 	// spec. It is called once per pod, with the start's context and the
-	// pod's name.
+	// pod's name. Nil: none; the gateway leaves it nil, its Connect
+	// having the agent front the proxy for the server (podagent.Proxy),
+	// so that the token, renewed while the pod runs, never reaches the
+	// server.
 	ProxyEnv func(ctx context.Context, pod string) (map[string]string, error)
 	// GatewayCIDRs, if set, are the addresses the NetworkPolicy admits
 	// the gateway from; nil: pods labelled mcpbox.dev/role=gateway.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -102,7 +103,10 @@ type agent struct {
 	bridge  *bridge // guarded by mu; set once started
 	// group is the server's process group, held by pidfd; guarded by
 	// mu, set once started.
-	group   *procgroup.Group
+	group *procgroup.Group
+	// front is the server's egress proxy front; guarded by mu, set once
+	// started with a StartRequest.Proxy.
+	front   *egressFront
 	startCh chan startResult
 	reaper  reaper
 }
@@ -153,6 +157,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv, served := a.serve(ln, tlsConf, logger)
 	defer func() {
+		a.mu.Lock()
+		f := a.front
+		a.mu.Unlock()
+		if f != nil {
+			f.close()
+		}
+	}()
+	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if srv.Shutdown(sctx) != nil {
@@ -182,6 +194,7 @@ func Run(ctx context.Context, cfg Config) error {
 func (a *agent) serve(ln net.Listener, conf *tls.Config, logger *log.Logger) (srv *http.Server, served <-chan error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/start", a.serveStart)
+	mux.HandleFunc("/v1/proxy-token", a.serveProxyToken)
 	mux.HandleFunc("/mcp", a.serveMCP)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	srv = &http.Server{
@@ -321,6 +334,45 @@ func (a *agent) serveStart(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "{}\n")
 }
 
+// serveProxyToken is /v1/proxy-token: the gateway replaces the pod's
+// egress proxy token before it expires; the agent presents it to the
+// proxy at once. Only a started server with a Proxy has one.
+func (a *agent) serveProxyToken(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	var req TokenRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "reading the token request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := checkToken(req.Token); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	f := a.front
+	a.mu.Unlock()
+	if f == nil {
+		http.Error(w, "the server has no egress proxy", http.StatusConflict)
+		return
+	}
+	if err := f.setToken(req.Token); err != nil {
+		// The agent uses the new token anyway: the proxy may come
+		// back before the old one ends.
+		a.logf("renewed the egress proxy token; %v", err)
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	a.logf("renewed the egress proxy token")
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, "{}\n")
+}
+
 var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func (a *agent) checkStart(req StartRequest) error {
@@ -330,6 +382,11 @@ func (a *agent) checkStart(req StartRequest) error {
 		}
 		if strings.IndexByte(v, 0) >= 0 {
 			return fmt.Errorf("environment variable %s holds a NUL byte", k)
+		}
+	}
+	if req.Proxy != nil {
+		if err := req.Proxy.check(); err != nil {
+			return err
 		}
 	}
 	if len(req.Files) > 0 && a.cfg.SecretsDir == "" {
@@ -357,8 +414,21 @@ func (a *agent) start(req StartRequest) (*exec.Cmd, *bridge, error) {
 			return nil, nil, err
 		}
 	}
+	env := req.Env
+	if req.Proxy != nil {
+		f, err := newEgressFront(*req.Proxy)
+		if err != nil {
+			return nil, nil, err
+		}
+		a.front = f
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, f.env())
+	}
 	cmd := exec.Command(a.cfg.Command[0], a.cfg.Command[1:]...)
-	cmd.Env = serverEnv(os.Environ(), req.Env)
+	cmd.Env = serverEnv(os.Environ(), env)
 	cmd.Stderr = a.cfg.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The server's stderr reaches the pod's log with the start's secrets

@@ -29,6 +29,10 @@ type StartRequest struct {
 	// Files maps a file name (one path element) to its content, written
 	// 0400 under the agent's SecretsDir before the server starts.
 	Files map[string][]byte `json:"files,omitempty"`
+	// Proxy, if set, is the egress proxy the agent fronts for the server
+	// (egress.go): the server's HTTP_PROXY, HTTPS_PROXY (and lower case)
+	// name the agent's loopback listener, over Env's.
+	Proxy *Proxy `json:"proxy,omitempty"`
 }
 
 // ErrStreamEnded is the error of a connection's Read once the agent's
@@ -49,6 +53,34 @@ func Connect(ctx context.Context, addr, podName string, ca *CA, start StartReque
 // ConnectMax is Connect with a message size limit: maxMessage bytes (zero:
 // DefaultMaxMessage) for each message from the agent.
 func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRequest, maxMessage int) (mcp.Connection, error) {
+	return ConnectWith(ctx, addr, podName, ca, start, ConnectOptions{MaxMessage: maxMessage})
+}
+
+// ConnectOptions are Connect's options.
+type ConnectOptions struct {
+	// MaxMessage bounds each message from the agent; zero:
+	// DefaultMaxMessage.
+	MaxMessage int
+	// Renew, with a StartRequest.Proxy, replaces the pod's egress proxy
+	// token while the connection lives; nil: never.
+	Renew *Renewal
+}
+
+// Renewal is how a connection renews its pod's egress proxy token: every
+// Every it asks Token for a new one and posts it to the agent
+// (/v1/proxy-token) over the connection's mutual TLS; a failure is
+// reported to Failed and tried again after Retry. The caller picks Every
+// well inside a token's life, so that a few failures in a row still
+// leave the pod its egress.
+type Renewal struct {
+	Every, Retry time.Duration
+	Token        func() (string, error)
+	Failed       func(error)
+}
+
+// ConnectWith is Connect with options.
+func ConnectWith(ctx context.Context, addr, podName string, ca *CA, start StartRequest, o ConnectOptions) (mcp.Connection, error) {
+	maxMessage := o.MaxMessage
 	if !podNameRE().MatchString(podName) {
 		return nil, fmt.Errorf("pod name %q is not a DNS label", podName)
 	}
@@ -87,7 +119,73 @@ func ConnectMax(ctx context.Context, addr, podName string, ca *CA, start StartRe
 		return nil, fmt.Errorf("connecting to pod %s: %w", podName, err)
 	}
 	c.transport = tr
+	if r := o.Renew; r != nil && start.Proxy != nil && r.Every > 0 && r.Token != nil {
+		go c.renew(client, base+"/v1/proxy-token", *r)
+	}
 	return c, nil
+}
+
+// renew posts a new token every r.Every (r.Retry after a failure) until
+// the connection ends.
+func (c *conn) renew(client *http.Client, url string, r Renewal) {
+	if r.Retry <= 0 || r.Retry > r.Every {
+		r.Retry = r.Every
+	}
+	wait := r.Every
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-c.failed:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		err := c.postToken(client, url, r)
+		if err == nil {
+			wait = r.Every
+			continue
+		}
+		if r.Failed != nil {
+			r.Failed(err)
+		}
+		wait = r.Retry
+	}
+}
+
+// postToken sends one new token; the request ends with the connection.
+func (c *conn) postToken(client *http.Client, url string, r Renewal) error {
+	tok, err := r.Token()
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(TokenRequest{Token: tok})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.failed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("renewing the egress proxy token: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("renewing the egress proxy token: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
 }
 
 // StartJob starts the job of a pod's run-once agent (Config.Once: an

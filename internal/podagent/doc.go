@@ -27,6 +27,15 @@
 // answer in the agent's place): Connect follows no redirect and reads no
 // answer past the message limit.
 //
+// With a StartRequest.Proxy (a server with egress on the Kubernetes
+// backend) the agent fronts the gateway's egress proxy for the server
+// (egress.go): the server's proxy variables name a loopback listener of
+// the agent's, with a random credential of its own, and the agent sends
+// each connection's request on with the pod's token, which the server
+// never holds. The gateway replaces the token before it ends (POST
+// /v1/proxy-token, ConnectOptions.Renew), so the server keeps its egress
+// however long it runs.
+//
 // The server's stderr reaches the pod's log with the start's secrets
 // redacted (the node keeps that log, and who may read it need not be
 // allowed the secrets).

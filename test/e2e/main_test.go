@@ -87,6 +87,8 @@ type mode struct {
 	uid  int // -1: the test's own user
 	// extra flags every sandbox of this mode needs on this host
 	flags []string
+	// bin is the mcpbox to run; "": mcpboxBin
+	bin string
 }
 
 func (m mode) root() bool { return m.uid < 0 }
@@ -122,7 +124,11 @@ func (r result) String() string {
 
 // command prepares an mcpbox invocation in mode m.
 func (m mode) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, mcpboxBin, args...)
+	bin := mcpboxBin
+	if m.bin != "" {
+		bin = m.bin
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "LANG=C.UTF-8"}
 	cmd.WaitDelay = 5 * time.Second
 	if !m.root() {

@@ -8,10 +8,19 @@
 // name for it (network plugins may masquerade; addresses are reused), so
 // each pod proves who it is with a token: at start the gateway hands the
 // pod's agent, over its mutual-TLS start request (never in the pod's
-// spec, so never in etcd), the proxy variables HTTP_PROXY, HTTPS_PROXY
-// (and lower case) = http://POD:TOKEN@PROXY:3128 (ProxyEnv). TOKEN is
-// Sign's HMAC-SHA256, under a key only the gateway and the proxy hold,
-// over the pod's name, its server and an expiry. The proxy requires
+// spec, so never in etcd), the proxy's address and a token
+// (podagent.Proxy); the agent fronts the proxy for its server on
+// loopback and adds Proxy-Authorization: Basic POD:TOKEN to each request
+// it relays, so the server never holds the token. TOKEN is Sign's
+// HMAC-SHA256, under a key only the gateway and the proxy hold, over the
+// pod's name, its server and an expiry. The gateway sends the agent a
+// new token before the last one ends, and the agent presents it at once
+// with a CONNECT to podagent.ProxyRenewTarget (answered 204, never
+// dialed, not logged: egress.Options.RenewTarget), so that the pod's
+// proxy and its open connections live until the newest token's end,
+// however long the pod runs, and a token taken from a pod still ends.
+// ProxyEnv (the token in the variables themselves) is for a run-once
+// job's short token: a package install. The proxy requires
 // Proxy-Authorization: Basic on every CONNECT and plain-HTTP request
 // (egress.Options.Authorize), checks the HMAC in constant time and the
 // expiry (Verify), and hands the request to the pod's own egress.Proxy,

@@ -101,6 +101,14 @@ func run(ctx context.Context, listen, file string, reload time.Duration, ro regi
 		fmt.Fprintf(stderr, "mcpbox egress-proxy: registration endpoint (mutual TLS) on %s; no pod registered until the gateway sends its state\n", rl.Addr())
 		go func() { served <- p.ServeRegistry(rl, conf, stderr) }()
 	}
+	// The registration certificate as mounted: the kubelet refreshes
+	// the TLS Secret's volume when the gateway renews it, which is how a
+	// replica whose certificate expired (the gateway could not verify it
+	// to send the renewed one) gets the new one.
+	var tlsSeen []byte
+	if ro.listen != "" {
+		tlsSeen, _ = readTLS(ro.tlsDir)
+	}
 	tick := time.NewTicker(reload)
 	defer tick.Stop()
 	for {
@@ -111,6 +119,9 @@ func run(ctx context.Context, listen, file string, reload time.Duration, ro regi
 			p.Close()
 			return err
 		case <-tick.C:
+			if ro.listen != "" {
+				tlsSeen = reloadTLS(p, ro.tlsDir, tlsSeen, stderr)
+			}
 			// A mounted Secret changes by a symlink swap; reading the
 			// file again sees the new one. A bad new config keeps the
 			// old one in force.
@@ -126,4 +137,36 @@ func run(ctx context.Context, listen, file string, reload time.Duration, ro regi
 			}
 		}
 	}
+}
+
+// readTLS reads the mounted certificate and key, for comparison.
+func readTLS(dir string) ([]byte, error) {
+	cert, err := os.ReadFile(filepath.Join(dir, "tls.crt"))
+	if err != nil {
+		return nil, err
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "tls.key"))
+	if err != nil {
+		return nil, err
+	}
+	return append(append(cert, 0), key...), nil
+}
+
+// reloadTLS serves the mounted certificate if it changed since seen
+// (Proxy.ReloadRegistryTLS) and returns what it read: said once per
+// change. A pair read across the kubelet's swap does not match and is
+// tried again when the mount next differs.
+func reloadTLS(p *Proxy, dir string, seen []byte, stderr io.Writer) []byte {
+	b, err := readTLS(dir)
+	if err != nil || bytes.Equal(b, seen) {
+		return seen
+	}
+	cert, key, _ := bytes.Cut(b, []byte{0})
+	switch changed, err := p.ReloadRegistryTLS(cert, key); {
+	case err != nil:
+		fmt.Fprintf(stderr, "mcpbox egress-proxy: keeping the registration certificate: the mounted one: %v\n", err)
+	case changed:
+		fmt.Fprintf(stderr, "mcpbox egress-proxy: registration certificate reloaded from %s\n", dir)
+	}
+	return b
 }

@@ -15,6 +15,7 @@ import (
 
 	"mcpbox/internal/credinject"
 	"mcpbox/internal/egress"
+	"mcpbox/internal/podagent"
 )
 
 // Config is what the proxy enforces: the key of the pods' tokens and each
@@ -108,8 +109,8 @@ const sweepEvery = time.Minute
 
 type podKey struct{ pod, server string }
 
-// podProxy is one pod's egress.Proxy, kept until the pod's token expires
-// or its server's policy changes.
+// podProxy is one pod's egress.Proxy, kept until the newest token the
+// pod presented expires or its server's policy changes.
 type podProxy struct {
 	p      *egress.Proxy
 	policy ServerPolicy
@@ -130,7 +131,8 @@ func New(o Options) (*Proxy, error) {
 	// the pod's own proxy (whose MaxConns then counts them): its own
 	// bound is the whole proxy's, well above one sandbox's default.
 	front, err := egress.New(egress.Options{SandboxID: "", Log: p.log.logger(""), Resolver: o.Resolver,
-		Limits: egress.Limits{MaxConns: FrontMaxConns, HeaderTimeout: o.HeaderTimeout}, Authorize: p.authorize})
+		Limits: egress.Limits{MaxConns: FrontMaxConns, HeaderTimeout: o.HeaderTimeout}, Authorize: p.authorize,
+		RenewTarget: podagent.ProxyRenewTarget})
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +164,12 @@ func (p *Proxy) authorize(pod, token string, from net.Addr) (*egress.Proxy, erro
 	p.sweepLocked(now)
 	k := podKey{pod, server}
 	if pp := p.pods[k]; pp != nil {
+		// A renewed token (the gateway gives a running pod a new one
+		// before the last ends) keeps the pod's proxy, and its open
+		// connections, until the newest one's end.
+		if exp.After(pp.expiry) {
+			pp.expiry = exp
+		}
 		return pp.p, nil
 	}
 	eo := egress.Options{SandboxID: pod, Rules: sp.Rules, Limits: sp.Limits,
@@ -178,9 +186,9 @@ func (p *Proxy) authorize(pod, token string, from net.Addr) (*egress.Proxy, erro
 	return ep, nil
 }
 
-// sweepLocked closes the proxies of pods whose token expired, at most
-// once per sweepEvery: a pod's connections end with its token (a new one
-// is refused at once by Verify).
+// sweepLocked closes the proxies of pods whose newest token expired, at
+// most once per sweepEvery: a pod's connections end with its tokens (a
+// new one is refused at once by Verify).
 func (p *Proxy) sweepLocked(now time.Time) {
 	if now.Sub(p.swept) < sweepEvery {
 		return

@@ -3,6 +3,7 @@ package egressproxy
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"mcpbox/internal/egress"
+	"mcpbox/internal/podagent"
 )
 
 const waitFor = 10 * time.Second
@@ -383,5 +385,123 @@ func TestVerify(t *testing.T) {
 		t.Errorf("ProxyURL: %v %v", u, err)
 	} else if pw, _ := u.User.Password(); pw != tok || strings.Contains(u.String(), "%") {
 		t.Errorf("ProxyURL escaped the token: %s", u)
+	}
+}
+
+// TestRenewedTokenKeepsConnections: a pod's agent presents each renewed
+// token at once (CONNECT podagent.ProxyRenewTarget: 204, never dialed,
+// not logged), so that the pod's proxy — and a tunnel opened with the
+// first token — lives on past the first token's end, while the first
+// token itself is refused from then on; once the newest token has
+// ended too, the pod's tunnel is closed as before. A renewal target with
+// a bad token gets 407 like any request.
+func TestRenewedTokenKeepsConnections(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	port := echo.Addr().(*net.TCPAddr).Port
+	r := startRig(t, map[string]ServerPolicy{"a": {Rules: []egress.Rule{loopback(port)}}}, nil)
+	t0 := r.clk.Now()
+	first := Sign(r.key, "pod-1", "a", t0.Add(10*time.Second))
+
+	// connect sends a CONNECT with tok; the status, and the connection
+	// if it is a tunnel.
+	connect := func(target, tok string) (int, net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", r.addr, waitFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(waitFor))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target,
+			base64.StdEncoding.EncodeToString([]byte("pod-1:"+tok)))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			c.Close()
+			return resp.StatusCode, nil, nil
+		}
+		t.Cleanup(func() { c.Close() })
+		return resp.StatusCode, c, br
+	}
+	echoes := func(c net.Conn, br *bufio.Reader, msg string) bool {
+		c.SetDeadline(time.Now().Add(waitFor))
+		if _, err := io.WriteString(c, msg+"\n"); err != nil {
+			return false
+		}
+		got, err := br.ReadString('\n')
+		return err == nil && got == msg+"\n"
+	}
+	code, tunnel, br := connect(echo.Addr().String(), first)
+	if code != http.StatusOK || !echoes(tunnel, br, "one") {
+		t.Fatalf("the tunnel with the first token: %d", code)
+	}
+	renewed := Sign(r.key, "pod-1", "a", t0.Add(100*time.Second))
+	if code, _, _ := connect(podagent.ProxyRenewTarget, renewed); code != http.StatusNoContent {
+		t.Fatalf("presenting the renewed token: %d, want 204", code)
+	}
+	if code, _, _ := connect(podagent.ProxyRenewTarget, "v1.forged.1.x"); code != http.StatusProxyAuthRequired {
+		t.Errorf("presenting a forged token: %d, want 407", code)
+	}
+	// Past the first token's end and a sweep (any request sweeps once a
+	// minute has passed): the tunnel still carries.
+	r.clk.add(70 * time.Second)
+	if code, _, _ := connect(podagent.ProxyRenewTarget, renewed); code != http.StatusNoContent {
+		t.Fatalf("the renewed token after the first one's end: %d", code)
+	}
+	if !echoes(tunnel, br, "two") {
+		t.Error("the tunnel opened with the first token ended at its end, though a renewed token was presented")
+	}
+	if code, _, _ := connect(echo.Addr().String(), first); code != http.StatusProxyAuthRequired {
+		t.Errorf("the first token after its end: %d, want 407", code)
+	}
+	// Past the renewed token's end, a sweep: the pod's tunnel goes.
+	r.clk.add(100 * time.Second)
+	later := Sign(r.key, "pod-2", "a", r.clk.Now().Add(time.Hour))
+	c, err := net.DialTimeout("tcp", r.addr, waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", podagent.ProxyRenewTarget, podagent.ProxyRenewTarget,
+		base64.StdEncoding.EncodeToString([]byte("pod-2:"+later)))
+	c.SetDeadline(time.Now().Add(waitFor))
+	io.Copy(io.Discard, c)
+	c.Close()
+	closed := false
+	for end := time.Now().Add(waitFor); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if !echoes(tunnel, br, "three") {
+			closed = true
+			break
+		}
+	}
+	if !closed {
+		t.Error("the tunnel outlived the pod's newest token")
+	}
+	// No presentation is logged: every line naming pod-1 is of its
+	// tunnel (a refused request's line names no pod). The lines of the
+	// pod-2 step are in, so the earlier ones are too.
+	r.log.wait(t, "pod-2's presentation's sweep", func(l Line) bool { return true })
+	time.Sleep(200 * time.Millisecond)
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	for _, s := range strings.Split(strings.TrimSpace(r.log.buf.String()), "\n") {
+		var ln Line
+		if json.Unmarshal([]byte(s), &ln) == nil && ln.Pod != "" && ln.Port != port {
+			t.Errorf("a presented token was logged: %s", s)
+		}
 	}
 }

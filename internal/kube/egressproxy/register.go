@@ -246,8 +246,30 @@ func (p *Proxy) ServeRegistry(l net.Listener, conf *tls.Config, log io.Writer) e
 	return err
 }
 
+// ReloadRegistryTLS serves certPEM and keyPEM (the mounted TLS Secret,
+// read again after the kubelet refreshed it) from the next handshake, if
+// check takes them and they end later than the certificate served now:
+// so a replica whose certificate expired before the gateway could send
+// it the renewed one (the gateway no longer verifies it) takes the
+// renewed one from its mount, and a mount that lags behind a renewal the
+// gateway sent never brings an older one back. It reports whether the
+// certificate changed.
+func (p *Proxy) ReloadRegistryTLS(certPEM, keyPEM []byte) (bool, error) {
+	c, err := p.regTLS.check(certPEM, keyPEM)
+	if err != nil {
+		return false, err
+	}
+	p.mu.Lock() // as SetState's store
+	defer p.mu.Unlock()
+	if cur := p.regTLS.cert.Load(); cur != nil && cur.Leaf != nil && !c.Leaf.NotAfter.After(cur.Leaf.NotAfter) {
+		return false, nil
+	}
+	p.regTLS.cert.Store(c)
+	return true, nil
+}
+
 // registryTLS is the registration endpoint's certificate: the mounted
-// one, then each renewed one the gateway sends.
+// one, then each renewed one the gateway sends or the mount shows.
 type registryTLS struct {
 	cert  atomic.Pointer[tls.Certificate] // what the next handshake serves
 	mu    sync.Mutex
