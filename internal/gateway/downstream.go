@@ -31,6 +31,7 @@ type downstream struct {
 	done   chan struct{} // closed by close
 	// Set before the session is served (ServeStdio, Handler), then only read.
 	swaps *swapTable    // set when the session runs on stdioTransport
+	fast  *fastCalls    // likewise, unless the fast path is off (fastcall.go)
 	idle  time.Duration // HTTP: close after this long without a request; zero: never
 	// modern: the session serves 2026-07-28 requests (see modern.go): the
 	// HTTP gateway session of a client identity (set before it is
@@ -272,11 +273,13 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	}
 	go func() {
 		ss.Wait()
+		d.fast.wait()
 		d.close()
 	}()
 	if ir, ok := res.(*mcp.InitializeResult); ok {
 		ir.Capabilities, ir.Instructions = d.capabilities()
 	}
+	d.fast.initialized()
 	return res, nil
 }
 
