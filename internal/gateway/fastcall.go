@@ -72,8 +72,22 @@ type fastCalls struct {
 	calls   map[jsonrpc.ID]context.CancelCauseFunc // fast calls in flight
 	sdk     map[jsonrpc.ID]struct{}                // calls the SDK has, until it answers
 	stopped bool                                   // no more responses are written
+	idle    []chan fastJob                         // workers waiting for a call
 	wg      sync.WaitGroup
 }
+
+// fastJob is one call for a worker.
+type fastJob struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	id     jsonrpc.ID
+	p      *mcp.CallToolParamsRaw
+}
+
+// maxIdle bounds the workers kept waiting for calls. A worker is kept
+// because a new goroutine's stack grows (is copied) two or three times
+// on the way down a call, which was a tenth of a small call's CPU.
+const maxIdle = 4
 
 // fastOff: the SDK's compatibility switches change its error shapes.
 var fastOff = os.Getenv("MCPGODEBUG") != ""
@@ -122,8 +136,38 @@ func (f *fastCalls) take(msg jsonrpc.Message) bool {
 	f.calls[req.ID] = cancel
 	f.wg.Add(1)
 	f.d.gw.fastCalls.Add(1)
-	go f.serve(ctx, cancel, req.ID, p)
+	job := fastJob{ctx, cancel, req.ID, p}
+	if n := len(f.idle); n > 0 {
+		w := f.idle[n-1]
+		f.idle = f.idle[:n-1]
+		w <- job // buffered: never blocks
+	} else {
+		go f.work(job)
+	}
 	return true
+}
+
+// work serves job, then waits for more calls while there are few idle
+// workers and the connection is up.
+func (f *fastCalls) work(job fastJob) {
+	var next chan fastJob
+	for {
+		f.serve(job.ctx, job.cancel, job.id, job.p)
+		f.mu.Lock()
+		if f.stopped || len(f.idle) >= maxIdle {
+			f.mu.Unlock()
+			return
+		}
+		if next == nil {
+			next = make(chan fastJob, 1)
+		}
+		f.idle = append(f.idle, next)
+		f.mu.Unlock()
+		var ok bool
+		if job, ok = <-next; !ok {
+			return
+		}
+	}
 }
 
 // fastParams decodes tools/call params as the SDK does (its checks for
@@ -244,6 +288,10 @@ func (f *fastCalls) initialized() {
 func (f *fastCalls) stop(cause error) {
 	f.mu.Lock()
 	f.stopped = true
+	for _, w := range f.idle {
+		close(w)
+	}
+	f.idle = nil
 	var cancels []context.CancelCauseFunc
 	if cause != nil {
 		for _, c := range f.calls {
