@@ -53,6 +53,12 @@ import (
 //     response before they stop counting, so quiesce waits for them;
 //     the session is closed only after they have returned (wait).
 //
+// One difference in timing is left: the SDK handles a client's
+// notification before it starts a call that came after it, and a fast
+// call does not wait for the SDK's goroutine. No notification a client
+// sends (initialized, roots/list_changed, progress) changes how a call
+// is answered; cancellation is seen here first.
+//
 // TestFastCallsMatchSDK holds the two paths to the same bytes;
 // TestFastCallsTaken fails if calls silently stop taking this path.
 // With MCPGODEBUG set (the SDK's compatibility switches), or
@@ -235,11 +241,9 @@ func fastNext(context.Context, string, mcp.Request) (mcp.Result, error) {
 }
 
 // cancel cancels the fast call that notifications/cancelled names, as
-// the SDK's preempter cancels its own (no cause).
+// the SDK's preempter cancels its own (its type, its parser, no cause).
 func (f *fastCalls) cancel(params json.RawMessage) {
-	var c struct {
-		RequestID any `json:"requestId"`
-	}
+	var c mcp.CancelledParams
 	if checkDepth(params, maxDepth) != nil {
 		return
 	}
