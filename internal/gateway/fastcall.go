@@ -73,7 +73,7 @@ type fastCalls struct {
 	ready atomic.Bool
 
 	mu      sync.Mutex
-	initID  jsonrpc.ID                             // the first initialize request's
+	initID  jsonrpc.ID                             // the initialize request's
 	inited  bool                                   // its handler finished binding the session
 	calls   map[jsonrpc.ID]context.CancelCauseFunc // fast calls in flight
 	sdk     map[jsonrpc.ID]struct{}                // calls the SDK has, until it answers
@@ -127,8 +127,8 @@ func (f *fastCalls) take(msg jsonrpc.Message) bool {
 	if _, dup := f.calls[req.ID]; dup {
 		return true // the SDK drops a request whose id is in use, unanswered
 	}
-	if req.Method == "initialize" && !f.initID.IsValid() {
-		f.initID = req.ID
+	if req.Method == "initialize" && !f.inited {
+		f.initID = req.ID // the last before one succeeds
 	}
 	var p *mcp.CallToolParamsRaw
 	if _, sdkHas := f.sdk[req.ID]; !sdkHas && !f.stopped && req.Method == "tools/call" && f.ready.Load() {

@@ -307,6 +307,8 @@ func TestFastCallsTaken(t *testing.T) {
 		t.Skip("MCPGODEBUG is set: the fast path is off")
 	}
 	c := newFastClient(t, false)
+	// A refused initialize first: the one that succeeds makes it ready.
+	c.send(`{"jsonrpc":"2.0","id":"i","method":"initialize","params":5}`, `"i"`)
 	c.send(fastInit, "0")
 	for i := range 5 {
 		got := c.send(fastCall(fmt.Sprint(100+i), `{"name":"raw_t","arguments":{}}`), fmt.Sprint(100+i))
