@@ -8,10 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	sjson "github.com/segmentio/encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // fastServer answers by tool name, so that one script covers what a
@@ -319,4 +324,44 @@ func TestFastCallsTaken(t *testing.T) {
 	if n := c.gw.fastCalls.Load(); n != 5 {
 		t.Fatalf("%d of 5 calls took the fast path", n)
 	}
+}
+
+// FuzzFastParams: the fast path takes exactly the tools/call params the
+// SDK would decode (its Unmarshal: a depth check, then a decoder with
+// exact key matching, into its type), and decodes them to the same
+// value; what it leaves, the SDK answers.
+func FuzzFastParams(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"t","arguments":{"x":1}}`, `{"name":"t"}`, `null`, `[1]`, `{"name":5}`,
+		`{"Name":"t"}`, `{"name":"t","_meta":{"progressToken":1}}`, ` {"name":"t"} `,
+		`{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`,
+		`{"name":"t","arguments":"x","requestState":"s","inputResponses":{"a":{}}}`,
+		`{"name":"t","_meta":5}`, `{"name":"\u0074","x":[[[]]]}`, `"s"`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return // a message's params are always one valid value
+		}
+		var want *mcp.CallToolParamsRaw
+		sdkErr := checkDepth(raw, maxDepth)
+		if sdkErr == nil {
+			dec := sjson.NewDecoder(bytes.NewReader(raw))
+			dec.DontMatchCaseInsensitiveStructFields()
+			sdkErr = dec.Decode(&want)
+		}
+		got := fastParams(raw)
+		take := sdkErr == nil && want != nil
+		if take {
+			_, modern := want.Meta[mcp.MetaKeyProtocolVersion]
+			take = !modern
+		}
+		if take != (got != nil) {
+			t.Fatalf("%q: fast path takes it %v, the SDK decodes it %v (%v)", raw, got != nil, want != nil, sdkErr)
+		}
+		if take && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: fast %#v, SDK %#v", raw, got, want)
+		}
+	})
 }
