@@ -601,8 +601,10 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
 	if err == nil && input {
-		// No byte-level shortcut: a server could escape the key or value
-		// past it, and a 2025 client would answer the round itself.
+		// No byte-level shortcut but mayRequireInput's (which sends
+		// any escaped value to the parse): a server could escape the key
+		// or value past one, and a 2025 client would answer the round
+		// itself.
 		if modernOf(ctx) == nil {
 			// A 2025 client cannot be handed the round (mrtr2025.go).
 			raw, err = d.answerInputs(callCtx, b, p, method, params, raw, in.events)
