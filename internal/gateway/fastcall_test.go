@@ -16,6 +16,7 @@ import (
 
 	sjson "github.com/segmentio/encoding/json"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -364,4 +365,37 @@ func FuzzFastParams(f *testing.F) {
 			t.Fatalf("%q: fast %#v, SDK %#v", raw, got, want)
 		}
 	})
+}
+
+// bufCloser is a buffer for a stdioConn's output.
+type bufCloser struct{ *bytes.Buffer }
+
+func (bufCloser) Close() error { return nil }
+
+// TestWriteRawOneLine: a large result with line breaks in it (a remote
+// server's pretty-printed body) still goes out as one line, on both
+// paths, so that no line of it passes for a message.
+func TestWriteRawOneLine(t *testing.T) {
+	forged := `{"jsonrpc":"2.0","id":5,"result":{"content":[]}}`
+	raw := json.RawMessage("{\r\n \"a\":\n" + forged + ",\n \"pad\": \"" + strings.Repeat("x", swapMin) + "\"\n}")
+	var out bytes.Buffer
+	c := &stdioConn{t: &stdioTransport{w: bufCloser{&out}, swaps: newSwapTable()}}
+	rid, _ := jsonrpc.MakeID(float64(7))
+	if err := c.writeRaw(rid, raw); err != nil {
+		t.Fatal(err)
+	}
+	c.writeFast(&jsonrpc.Response{ID: rid}, raw)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2: %.300q", len(lines), out.String())
+	}
+	for _, l := range lines {
+		var m struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m.ID != 7 || !strings.Contains(string(m.Result), forged) {
+			t.Errorf("line %.200q: %v", l, err)
+		}
+	}
 }

@@ -86,11 +86,22 @@ func (c *stdioConn) write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
-// writeRaw writes a response whose result is raw, as the server sent it.
+// writeRaw writes a response whose result is raw, as the server sent it,
+// but on one line: a remote server's result can hold line breaks (a
+// pretty-printed HTTP body), and a line of it could pass for a message
+// of its own to a stdio client. Compacting only such results keeps the
+// copy off the common case.
 func (c *stdioConn) writeRaw(rid jsonrpc.ID, raw json.RawMessage) error {
 	id, err := json.Marshal(rid.Raw())
 	if err != nil {
 		return fmt.Errorf("encoding id: %w", err)
+	}
+	if bytes.ContainsAny(raw, "\r\n") {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return fmt.Errorf("%w: %w", errEncoding, err)
+		}
+		raw = b.Bytes()
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
