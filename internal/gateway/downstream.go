@@ -31,6 +31,7 @@ type downstream struct {
 	done   chan struct{} // closed by close
 	// Set before the session is served (ServeStdio, Handler), then only read.
 	swaps *swapTable    // set when the session runs on stdioTransport
+	fast  *fastCalls    // likewise, unless the fast path is off (fastcall.go)
 	idle  time.Duration // HTTP: close after this long without a request; zero: never
 	// modern: the session serves 2026-07-28 requests (see modern.go): the
 	// HTTP gateway session of a client identity (set before it is
@@ -272,11 +273,13 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	}
 	go func() {
 		ss.Wait()
+		d.fast.wait()
 		d.close()
 	}()
 	if ir, ok := res.(*mcp.InitializeResult); ok {
 		ir.Capabilities, ir.Instructions = d.capabilities()
 	}
+	d.fast.initialized()
 	return res, nil
 }
 
@@ -598,8 +601,10 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	}
 	raw, err := p.callWith(callCtx, method, params, in.events)
 	if err == nil && input {
-		// No byte-level shortcut: a server could escape the key or value
-		// past it, and a 2025 client would answer the round itself.
+		// No byte-level shortcut but mayRequireInput's (which sends
+		// any escaped value to the parse): a server could escape the key
+		// or value past one, and a 2025 client would answer the round
+		// itself.
 		if modernOf(ctx) == nil {
 			// A 2025 client cannot be handed the round (mrtr2025.go).
 			raw, err = d.answerInputs(callCtx, b, p, method, params, raw, in.events)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -85,6 +86,38 @@ func BenchmarkEncodeMessage(b *testing.B) {
 	for b.Loop() {
 		if _, err := encodeMessage(m); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestMarshalCallParamsMatchesEncoder: the hand-written params of a plain
+// tools/call are the encoder's bytes, and what it cannot write the
+// encoder gets.
+func TestMarshalCallParamsMatchesEncoder(t *testing.T) {
+	for _, m := range []map[string]any{
+		{"name": "t"},
+		{"name": "t", "arguments": json.RawMessage(`{"x":1}`)},
+		{"name": "t", "arguments": json.RawMessage(` { "x" : [1, 2], "s":"<a & b>\u003c" } `)},
+		{"name": "t", "arguments": json.RawMessage(`9007199254740993`)},
+		{"name": "t", "arguments": json.RawMessage(`{"x":`)},
+		{"name": "t", "arguments": json.RawMessage(nil)},
+		{"name": "t", "arguments": map[string]any{"x": 1}},
+		{"name": "a<b", "arguments": json.RawMessage(`{}`)},
+		{"name": "q\"", "arguments": json.RawMessage(`{}`)},
+		{"name": "é", "arguments": json.RawMessage(`{}`)},
+		{"name": "t", "x": json.RawMessage(`{}`)},
+		{"name": "t", "arguments": json.RawMessage(`{}`), "_meta": map[string]any{"progressToken": 1}},
+		{"name": 5},
+		{},
+	} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		encErr := enc.Encode(m)
+		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		got, err := marshalParams(m)
+		if (err != nil) != (encErr != nil) || (err == nil && !bytes.Equal(got, want)) {
+			t.Errorf("%v: got %s, %v; the encoder %s, %v", m, got, err, want, encErr)
 		}
 	}
 }

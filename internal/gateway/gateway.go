@@ -228,6 +228,12 @@ type Gateway struct {
 	// schemaWarned holds the "server" and "server\x00tool" keys already
 	// warned about by clientTool, so that each list does not repeat it.
 	schemaWarned sync.Map
+
+	// fastCalls counts the tools/call requests answered by the stdio
+	// fast path (fastcall.go), so that a test notices when calls stop
+	// taking it; slowStdio (tests) sends every request through the SDK.
+	fastCalls atomic.Int64
+	slowStdio bool
 }
 
 type poolKey struct {
@@ -362,7 +368,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 		return err
 	}
 	d.swaps = newSwapTable()
-	ss, err := d.server.Connect(ctx, &stdioTransport{r: r, w: w, swaps: d.swaps, log: g.log}, nil)
+	ss, err := d.server.Connect(ctx, &stdioTransport{r: r, w: w, swaps: d.swaps, log: g.log, d: d}, nil)
 	if err != nil {
 		d.close()
 		return fmt.Errorf("connecting stdio session: %w", err)
@@ -371,10 +377,12 @@ func (g *Gateway) ServeStdio(ctx context.Context, agent string, r io.ReadCloser,
 		if d.cancelCalls(ErrShutdown) {
 			d.quiesce()
 		}
+		d.fast.closing()
 		ss.Close()
 	})
 	defer stop()
 	err = ss.Wait()
+	d.fast.wait() // the SDK does not wait for the calls it did not see
 	d.close()
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -41,10 +42,24 @@ type inputRequiredResult struct {
 	RequestState *string `json:"requestState"`
 }
 
+// mayRequireInput reports whether raw could decode to a resultType of
+// "input_required" (every final result is parsed for it otherwise: a
+// full parse of each result, however large). Only if the bytes hold
+// the value as written or hold a \u escape: no other JSON escape
+// decodes to a letter or "_", and invalid UTF-8 decodes to U+FFFD, so a
+// server cannot escape the value past this. TestMayRequireInput holds
+// it to the parse.
+func mayRequireInput(raw []byte) bool {
+	return bytes.Contains(raw, []byte("input_required")) || bytes.Contains(raw, []byte(`\u`))
+}
+
 // answerInputs answers the input_required rounds of a 2026 server's
 // result for a 2025 client (see above) and returns the final result.
 func (d *downstream) answerInputs(ctx context.Context, b *bound, p *peer, method string, params map[string]any, raw json.RawMessage, events <-chan func()) (json.RawMessage, error) {
 	for range inputRounds {
+		if !mayRequireInput(raw) {
+			return raw, nil
+		}
 		var res inputRequiredResult
 		if json.Unmarshal(raw, &res) != nil || res.ResultType != "input_required" {
 			return raw, nil

@@ -341,3 +341,43 @@ func mustBeGateway(t *testing.T, what string, meta mcp.Meta) {
 		t.Fatalf("%s: serverInfo in _meta %s, want the gateway's", what, b)
 	}
 }
+
+// TestMayRequireInput: whenever the parse would find an input_required
+// result, the byte check lets it be parsed, escaped forms included.
+func TestMayRequireInput(t *testing.T) {
+	for _, raw := range []string{
+		`{"resultType":"input_required","inputRequests":{}}`,
+		`{"RESULTTYPE":"input_required"}`,
+		`{"resultType":"input\u005frequired"}`,
+		`{"resultType":"\u0069nput_required"}`,
+		`{"result\u0054ype":"input_required"}`,
+		`{"content":[],"resultType":"complete"}`,
+		`{"content":[{"type":"text","text":"a\nb \"q\" \/ \\ \t"}]}`,
+		`{"resultType":"input_requirEd"}`,
+		`{"resultType":"input_require\u0064"}`,
+		`{"resultType":"input_required\u0000"}`,
+	} {
+		var res inputRequiredResult
+		parsed := json.Unmarshal([]byte(raw), &res) == nil && res.ResultType == "input_required"
+		if parsed && !mayRequireInput([]byte(raw)) {
+			t.Errorf("%s: input_required, but the byte check skips it", raw)
+		}
+	}
+	if mayRequireInput([]byte(`{"content":[{"type":"text","text":"a\nb \"q\""}],"resultType":"complete"}`)) {
+		t.Error("an ordinary result is parsed")
+	}
+}
+
+// FuzzMayRequireInput: no result that parses as input_required is
+// skipped by the byte check.
+func FuzzMayRequireInput(f *testing.F) {
+	f.Add([]byte(`{"resultType":"input\u005frequired"}`))
+	f.Add([]byte(`{"resultType":"input_required"}`))
+	f.Add([]byte(`{"x":"\ud800","resultType":"inpu\u0074_required"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var res inputRequiredResult
+		if json.Unmarshal(raw, &res) == nil && res.ResultType == "input_required" && !mayRequireInput(raw) {
+			t.Fatalf("%q: input_required, but the byte check skips it", raw)
+		}
+	})
+}

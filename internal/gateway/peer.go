@@ -168,6 +168,10 @@ func marshalParams(params any) (json.RawMessage, error) {
 		return nil, nil
 	case json.RawMessage:
 		return v, nil
+	case map[string]any:
+		if raw, ok := marshalCallParams(v); ok {
+			return raw, nil
+		}
 	}
 	// Without HTML escaping: strings the client sent with "<" or "&"
 	// reach the server as they were written.
@@ -178,6 +182,41 @@ func marshalParams(params any) (json.RawMessage, error) {
 		return nil, fmt.Errorf("encoding params: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// marshalCallParams encodes the params of a plain tools/call
+// (toolCallParams: a name, and arguments as the client's JSON text)
+// without reflection, in the bytes the encoder below writes: keys
+// sorted, the arguments compacted, nothing HTML-escaped. Anything else,
+// and anything it would have to escape or could not compact, is the
+// encoder's (ok false). TestMarshalCallParamsMatchesEncoder holds it to
+// the encoder.
+func marshalCallParams(m map[string]any) (json.RawMessage, bool) {
+	name, ok := m["name"].(string)
+	if !ok || !plainString(name) || len(m) > 2 {
+		return nil, false
+	}
+	args, has := m["arguments"]
+	if len(m) == 2 && !has {
+		return nil, false
+	}
+	buf := make([]byte, 0, 64+len(name))
+	buf = append(buf, '{')
+	if has {
+		raw, ok := args.(json.RawMessage)
+		if !ok || raw == nil {
+			return nil, false
+		}
+		buf = append(buf, `"arguments":`...)
+		out := bytes.NewBuffer(buf)
+		if json.Compact(out, raw) != nil {
+			return nil, false
+		}
+		buf = append(out.Bytes(), ',')
+	}
+	buf = append(buf, `"name":"`...)
+	buf = append(buf, name...)
+	return append(buf, `"}`...), true
 }
 
 // close ends the session; pending calls fail with errClosed.

@@ -121,6 +121,7 @@ func (d *downstream) finish(busy bool) {
 	ss := d.ss
 	d.mu.Unlock()
 	if ss != nil {
+		d.fast.closing()
 		ss.Close()
 	}
 	d.close()

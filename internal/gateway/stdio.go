@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,47 +24,116 @@ type stdioTransport struct {
 	w     io.WriteCloser
 	swaps *swapTable
 	log   *slog.Logger
+	d     *downstream // the session served: its tools/calls take the fast path (fastcall.go)
 }
 
-func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c := &stdioConn{t: t}
 	c.lines = newLineConn(t.r, t.w, closeBoth{t.r, t.w}, "the client", DefaultMaxMessage, func(reason string, _ []byte) {
 		t.log.Warn("dropped a message from the client", "reason", reason)
 	})
+	if d := t.d; d != nil && !fastOff && !d.gw.slowStdio {
+		c.fast = newFastCalls(ctx, d, c)
+		d.fast = c.fast // before the SDK reads the first message
+	}
 	return c, nil
 }
 
 type stdioConn struct {
 	t     *stdioTransport
 	lines *lineConn
+	fast  *fastCalls // nil: every message goes to the SDK
 	wmu   sync.Mutex
 }
 
-func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) { return c.lines.Read(ctx) }
+// Read returns the next message for the SDK; the calls the fast path
+// takes are answered without it.
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.lines.Read(ctx)
+		if err != nil {
+			if c.fast != nil {
+				c.fast.stop(err) // as the SDK cancels its calls when reading ends
+			}
+			return nil, err
+		}
+		if c.fast == nil || !c.fast.take(msg) {
+			return msg, nil
+		}
+	}
+}
 
 func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	resp, _ := msg.(*jsonrpc.Response)
+	if resp != nil && c.fast != nil {
+		c.fast.answered(resp)
+	}
+	return c.write(ctx, msg)
+}
+
+func (c *stdioConn) write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil {
 		if raw, ok := c.t.swaps.take(resp.Result); ok {
-			id, err := json.Marshal(resp.ID.Raw())
-			if err != nil {
-				return fmt.Errorf("encoding id: %w", err)
-			}
-			c.wmu.Lock()
-			defer c.wmu.Unlock()
-			// One write, so that a message is never torn.
-			buf := make([]byte, 0, len(raw)+len(id)+40)
-			buf = append(buf, `{"jsonrpc":"2.0","id":`...)
-			buf = append(buf, id...)
-			buf = append(buf, `,"result":`...)
-			buf = append(buf, raw...)
-			buf = append(buf, "}\n"...)
-			_, err = c.t.w.Write(buf)
-			return err
+			return c.writeRaw(resp.ID, raw)
 		}
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	return c.lines.Write(ctx, msg)
+	err := c.lines.Write(ctx, msg)
+	if err != nil && c.fast != nil && !errors.Is(err, errEncoding) {
+		c.fast.stop(fmt.Errorf("%w: %v", errServerClosing, err)) // as the SDK does on a failed write
+	}
+	return err
+}
+
+// writeRaw writes a response whose result is raw, as the server sent it,
+// but on one line: a remote server's result can hold line breaks (a
+// pretty-printed HTTP body), and a line of it could pass for a message
+// of its own to a stdio client. Compacting only such results keeps the
+// copy off the common case.
+func (c *stdioConn) writeRaw(rid jsonrpc.ID, raw json.RawMessage) error {
+	id, err := json.Marshal(rid.Raw())
+	if err != nil {
+		return fmt.Errorf("encoding id: %w", err)
+	}
+	if bytes.ContainsAny(raw, "\r\n") {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return fmt.Errorf("%w: %w", errEncoding, err)
+		}
+		raw = b.Bytes()
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	// One write, so that a message is never torn.
+	buf := make([]byte, 0, len(raw)+len(id)+40)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, id...)
+	buf = append(buf, `,"result":`...)
+	buf = append(buf, raw...)
+	buf = append(buf, "}\n"...)
+	if _, err = c.t.w.Write(buf); err != nil && c.fast != nil {
+		c.fast.stop(fmt.Errorf("%w: %v", errServerClosing, err))
+	}
+	return err
+}
+
+// writeFast writes the response of a fast call: resp, with raw as its
+// result if resp has no error, in the bytes the SDK's path writes (its
+// marshalling compacts a result; one of swapMin bytes or more goes out
+// as it came, as through the swap table). A result that is not valid
+// JSON is not answered, as the SDK does not answer it.
+func (c *stdioConn) writeFast(resp *jsonrpc.Response, raw json.RawMessage) {
+	if resp.Error == nil {
+		if len(raw) >= swapMin {
+			c.writeRaw(resp.ID, raw)
+			return
+		}
+		resp.Result = raw
+	}
+	if err := c.write(context.Background(), resp); errors.Is(err, errEncoding) {
+		c.t.log.Error("jsonrpc2 internal error", "error", fmt.Errorf("tools/call returned a malformed result: %w", err))
+	}
 }
 
 func (c *stdioConn) Close() error      { return c.lines.Close() }

@@ -156,10 +156,13 @@ func ResponseID(head, tail []byte) (jsonrpc.ID, bool) {
 	return id, err == nil
 }
 
+// errEncoding: a message could not be encoded (nothing was written).
+var errEncoding = errors.New("encoding message")
+
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	data, err := encodeMessage(msg)
 	if err != nil {
-		return fmt.Errorf("encoding message: %w", err)
+		return fmt.Errorf("%w: %w", errEncoding, err)
 	}
 	data = append(data, '\n')
 	c.wmu.Lock()
