@@ -324,3 +324,29 @@ func TestMountsHeldUntilReaped(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleDue: starts remove crash leftovers at most once per staleEvery,
+// the first start of a process included, and a clock that went back does
+// not stop them for good.
+func TestStaleDue(t *testing.T) {
+	old := staleLast.Load()
+	t.Cleanup(func() { staleLast.Store(old) })
+	staleLast.Store(0)
+	t0 := time.Now()
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, true}, // the first start
+		{time.Millisecond, false},
+		{staleEvery - time.Millisecond, false},
+		{staleEvery, true},
+		{staleEvery + time.Second, false},
+		{-time.Hour, true}, // the clock went back
+		{-time.Hour + time.Second, false},
+	} {
+		if got := staleDue(t0.Add(c.at)); got != c.want {
+			t.Errorf("staleDue(t0%+v) = %v, want %v", c.at, got, c.want)
+		}
+	}
+}
