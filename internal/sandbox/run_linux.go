@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -563,7 +562,7 @@ func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {
 	if err := unix.Sendmsg(int(ctl.Fd()), []byte{byte(len(fds))}, oob, nil, 0); err != nil {
 		return err
 	}
-	err := json.NewEncoder(cfgW).Encode(cfg)
+	_, err := cfgW.Write(encodeConfig(cfg))
 	if cerr := cfgW.Close(); err == nil {
 		err = cerr
 	}
@@ -576,8 +575,8 @@ func readReport(ctl *os.File) error {
 	if err != nil || n == 0 {
 		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
 	}
-	var r initReport
-	if err := json.Unmarshal(buf[:n], &r); err != nil {
+	r, err := decodeReport(buf[:n])
+	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
 	}
 	if !r.Started && !r.Ready {
