@@ -89,20 +89,6 @@ func runInit() int {
 	if unix.Gettid() != unix.Getpid() {
 		return reportSetup(ctl, "", errors.New("the sandbox init is not on its main thread"))
 	}
-	// Catching signals costs the runtime a round trip to its signal-mask
-	// thread per signal, ~0.2-0.3 ms for all of them: done on another
-	// thread while this one waits for the config and builds the root.
-	// Caught from now on, a forwarded signal waits in sigs for the
-	// workload (reap) instead of ending the init before it runs.
-	sigs := make(chan os.Signal, 16)
-	caught := make(chan struct{})
-	go func() {
-		signal.Notify(sigs, forwardedSignals...)
-		// Never read: a signal the workload sends to one of our threads
-		// is taken here instead of ending the init (see straySignals).
-		signal.Notify(make(chan os.Signal, 1), straySignals...)
-		close(caught)
-	}()
 	// Started through a descriptor (initbin_linux.go), the init would be
 	// named after its number in ps.
 	setComm("mcpbox-init")
@@ -137,7 +123,11 @@ func runInit() int {
 			return reportSetup(ctl, "", err)
 		}
 	}
-	<-caught // before there is a workload to send one
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
+	// Never read: a signal the workload sends to one of our threads is
+	// taken here instead of ending the init (see straySignals).
+	signal.Notify(make(chan os.Signal, 1), straySignals...)
 	var child int
 	var werr *workloadError
 	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
