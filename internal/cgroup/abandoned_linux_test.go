@@ -1,7 +1,10 @@
 package cgroup
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -118,4 +121,68 @@ func TestV2FrozenDiesOfSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wait(t, 5*time.Second)
+}
+
+// TestCleanupStaleNested is the leftover of a fixed cgroup v1 bug: a
+// sandbox's cgroup made inside another sandbox's, as
+// mcpbox/<outer>/mcpbox/<inner>, frozen, with its task told to die (its
+// gateway gone). CleanupStale must find the nested sandbox, thaw it, let
+// its task die and remove it, and then the outer one it kept from going.
+func TestCleanupStaleNested(t *testing.T) {
+	requireControllers(t, "freezer")
+	outer := create(t, Limits{})
+	if len(outer.ThawFiles()) == 0 {
+		t.Skip("no v1 freezer: the bug and its leftovers were v1's")
+	}
+	inner := testID()
+	var nested []string // the inner sandbox's directories, one per hierarchy
+	for _, d := range dirsOf(outer) {
+		nested = append(nested, filepath.Join(d, parentName, inner))
+	}
+	for _, d := range nested {
+		mkdirTemp(t, filepath.Dir(d))
+		mkdirTemp(t, d)
+	}
+	freezer := filepath.Join(filepath.Dir(outer.ThawFiles()[0]), parentName, inner)
+	p := startGated(t, "sleep 30")
+	// Runs before the process's kill and the directories' removal
+	// (cleanups run last first): a frozen task would not die.
+	t.Cleanup(func() { _ = ThawFile(filepath.Join(freezer, "freezer.state")) })
+	for _, d := range nested {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(p.cmd.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.release(t)
+	if err := os.WriteFile(filepath.Join(freezer, "freezer.state"), []byte("FROZEN"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !pollUntil(5*time.Second, func() bool { return readFile(t, filepath.Join(freezer, "freezer.state")) == "FROZEN" }) {
+		t.Fatalf("%s did not freeze", freezer)
+	}
+	if err := unix.Kill(p.cmd.Process.Pid, unix.SIGKILL); err != nil { // as PDEATHSIG does
+		t.Fatal(err)
+	}
+	if !pollUntil(time.Second, func() bool { return killPending(p.cmd.Process.Pid) }) {
+		t.Fatal("killPending does not see the SIGKILL held by the freezer")
+	}
+	for _, d := range nested {
+		ageDirs(t, d, filepath.Dir(d))
+	}
+	ageDirs(t, dirsOf(outer)...)
+
+	removed, err := CleanupStale()
+	if err != nil {
+		t.Fatalf("CleanupStale: %v", err)
+	}
+	p.wait(t, 5*time.Second)
+	// (Or another mcpbox's cleanup, on this host, took them first.)
+	if !slices.Contains(removed, inner) && exists(nested[0]) {
+		t.Errorf("CleanupStale removed %v, want the nested %s among them", removed, inner)
+	}
+	for _, d := range append(nested, dirsOf(outer)...) {
+		if exists(d) {
+			t.Errorf("%s still exists", d)
+		}
+	}
 }

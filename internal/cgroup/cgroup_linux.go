@@ -85,7 +85,11 @@ func Create(id string, l Limits) (*Cgroup, error) {
 }
 
 // version tells how cgroups are mounted: "v2", "v1", "hybrid" or "".
-func version() string {
+// Asked once per process: the library reads the mount table once too,
+// and each answer cost a parse of /proc/self/cgroup (every Create).
+var version = sync.OnceValue(mountedVersion)
+
+func mountedVersion() string {
 	if cgroups.IsCgroup2UnifiedMode() {
 		return "v2"
 	}

@@ -1,11 +1,13 @@
 package cgroup
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -24,6 +26,13 @@ const staleGrace = 5 * time.Second
 // thawed, killed and removed too. Any other sandbox with a live process in
 // any of its directories is left whole, as is anything outside mcpbox/ and
 // any entry that is not a valid sandbox id. It returns the ids removed.
+//
+// It also looks into each sandbox cgroup for an mcpbox/<id> of its own:
+// a cgroup v1 bug, fixed since, made sandboxes while mcpbox's thread was
+// in another sandbox's cgroup, as mcpbox/<X>/mcpbox/<Y> in some
+// hierarchies. Such a nested sandbox is judged by the same rules as the
+// others, and before the one it is nested in, whose processes (as
+// counted, recursively) it would otherwise include.
 func CleanupStale() ([]string, error) {
 	parents, err := parentDirs()
 	if err != nil {
@@ -53,13 +62,27 @@ func parentDirs() ([]string, error) {
 	return nil, fmt.Errorf("finding stale cgroups: no cgroup file system mounted: %w", ErrUnsupported)
 }
 
-// cleanupStale removes the sandboxes under parents that are idle and were
-// created before cutoff.
+// maxNesting bounds how many sandbox cgroups deep cleanupStale looks for
+// nested ones (CleanupStale); the bug made one level per sandbox started
+// from within another's cgroup, and a few levels cover any leftover.
+const maxNesting = 4
+
+// cleanupStale removes the sandboxes under parents, or nested in one
+// (CleanupStale), that are idle and were created before cutoff.
 func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 	var errs []error
-	var ids []string
+	depth := map[string]int{} // id -> how deep its deepest directory is nested
+	type parent struct {
+		dir   string
+		depth int
+	}
+	queue := make([]parent, 0, len(parents))
 	for _, p := range parents {
-		ents, err := os.ReadDir(p)
+		queue = append(queue, parent{p, 0})
+	}
+	for i := 0; i < len(queue); i++ {
+		p := queue[i]
+		ents, err := os.ReadDir(p.dir)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -68,18 +91,40 @@ func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 			continue
 		}
 		for _, e := range ents {
-			if e.IsDir() && validateID(e.Name()) == nil && !slices.Contains(ids, e.Name()) {
-				ids = append(ids, e.Name())
+			if !e.IsDir() || validateID(e.Name()) != nil {
+				continue
+			}
+			if d, ok := depth[e.Name()]; !ok || p.depth > d {
+				depth[e.Name()] = p.depth
+			}
+			nested := filepath.Join(p.dir, e.Name(), parentName)
+			if fi, err := os.Lstat(nested); err == nil && fi.IsDir() && p.depth < maxNesting {
+				queue = append(queue, parent{nested, p.depth + 1})
 			}
 		}
 	}
-	slices.Sort(ids)
+	ids := make([]string, 0, len(depth))
+	for id := range depth {
+		ids = append(ids, id)
+	}
+	// The most deeply nested first: a sandbox's cgroup can go only once
+	// those nested in it are gone.
+	slices.SortFunc(ids, func(a, b string) int {
+		if c := cmp.Compare(depth[b], depth[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 
 	var removed []string
 	for _, id := range ids {
+		// One directory per hierarchy, nested or not: the bug nested a
+		// sandbox in some hierarchies only.
 		var dirs []string
-		for _, p := range parents {
-			dirs = append(dirs, filepath.Join(p, id))
+		for _, p := range queue {
+			if d := filepath.Join(p.dir, id); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
 		}
 		young, busy, err := inUse(dirs, cutoff)
 		if err != nil {

@@ -41,7 +41,16 @@ func needs(l Limits, ctrl string) bool {
 // v1Parent returns <mount>/<own cgroup>/mcpbox for ctrl, and the own
 // cgroup as ownCgroupFile names it.
 func v1Parent(ctrl string) (parent, own string, err error) {
-	path, own, err := ownV1(ctrl)
+	m, err := cgroups.ParseCgroupFile(ownCgroupFile)
+	if err != nil {
+		return "", "", err
+	}
+	return v1ParentOf(m, ctrl)
+}
+
+// v1ParentOf is v1Parent with ownCgroupFile already parsed into m.
+func v1ParentOf(m map[string]string, ctrl string) (parent, own string, err error) {
+	path, own, err := ownV1(m, ctrl)
 	if err != nil {
 		return "", "", err
 	}
@@ -61,14 +70,10 @@ func v1Parent(ctrl string) (parent, own string, err error) {
 // reads it (it moves back before returning, or panics).
 var ownCgroupFile = "/proc/thread-self/cgroup"
 
-// ownV1 is cgroups.GetOwnCgroupPath(ctrl) from ownCgroupFile: <mount of
-// ctrl>/<own cgroup for ctrl, relative to the mount's root>; and the own
-// cgroup as the file names it.
-func ownV1(ctrl string) (path, own string, err error) {
-	m, err := cgroups.ParseCgroupFile(ownCgroupFile)
-	if err != nil {
-		return "", "", err
-	}
+// ownV1 is cgroups.GetOwnCgroupPath(ctrl) from m, ownCgroupFile parsed:
+// <mount of ctrl>/<own cgroup for ctrl, relative to the mount's root>;
+// and the own cgroup as the file names it.
+func ownV1(m map[string]string, ctrl string) (path, own string, err error) {
 	own, ok := m[ctrl]
 	if !ok {
 		return "", "", cgroups.NewNotFoundError(ctrl)
@@ -86,8 +91,13 @@ func ownV1(ctrl string) (path, own string, err error) {
 
 func createV1(id string, l Limits) (backend, error) {
 	b := &v1{paths: make(map[string]string), homes: make(map[string]string)}
+	// Read once for all hierarchies: one look at where this thread is.
+	own, ownErr := cgroups.ParseCgroupFile(ownCgroupFile)
 	for _, ctrl := range v1Controllers {
-		parent, home, err := v1Parent(ctrl)
+		parent, home, err := "", "", ownErr
+		if ownErr == nil {
+			parent, home, err = v1ParentOf(own, ctrl)
+		}
 		if err != nil {
 			if needs(l, ctrl) {
 				return nil, fmt.Errorf("creating cgroup for %s: v1 controller %s: %w: %w", id, ctrl, ErrControllerMissing, err)

@@ -55,6 +55,9 @@ func lookCandidates(file, dir string, env []string) ([]string, bool) {
 	return initproc.LookCandidates(file, dir, env)
 }
 
+func encodeConfig(c *initConfig) []byte          { return initproc.EncodeConfig(c) }
+func decodeReport(b []byte) (*initReport, error) { return initproc.DecodeReport(b) }
+
 func notInPath(file string) error             { return initproc.NotInPath(file) }
 func commandError(err error) *workloadError   { return initproc.CommandError(err) }
 func regularNoSymlinks(path string) error     { return initproc.RegularNoSymlinks(path) }

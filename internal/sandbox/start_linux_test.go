@@ -38,9 +38,19 @@ import (
 // it took (this process and its children), which other load does not
 // inflate. `mcpbox exec` adds mcpbox's own start-up (test/e2e's
 // BenchmarkExecCLI).
+//
+// MCPBOX_BENCH_HEAP_MB=N gives this process a heap of N MiB, every page
+// written, as a gateway's may be: the init's clone copies the page tables
+// of the process that starts it (plain exec and bubblewrap's starts share
+// them: CLONE_VM), and the process's next write to each page faults.
 func BenchmarkExecTrue(b *testing.B) {
 	if err := probeHost().usernsErr; err != nil {
 		b.Skipf("user namespaces unavailable: %v", err)
+	}
+	if mb, _ := strconv.Atoi(os.Getenv("MCPBOX_BENCH_HEAP_MB")); mb > 0 {
+		benchHeap = make([]byte, mb<<20)
+		touchHeap()
+		b.Cleanup(func() { benchHeap = nil })
 	}
 	bwrap, _ := exec.LookPath("bwrap")
 	// bwrap exits without reaping the sandbox's pid 1, which tears down
@@ -110,8 +120,19 @@ func BenchmarkExecTrue(b *testing.B) {
 			initPath = ip
 			defer func() { initPath = old }()
 			run(b) // warm: the first start probes the host
-			var own, base, bwrapT, ownCPU, bwrapCPU time.Duration
+			var own, base, bwrapT, ownCPU, bwrapCPU, cow time.Duration
 			for b.Loop() {
+				// A live process writes its heap: each page the last
+				// clone made copy-on-write faults once. Untimed, but
+				// the first pass's excess over a second one is what the
+				// clone's copy-on-write cost: cow-ms/op.
+				if benchHeap != nil {
+					h0 := time.Now()
+					touchHeap()
+					h1 := time.Now()
+					touchHeap()
+					cow += h1.Sub(h0) - time.Since(h1)
+				}
 				// Wall times end when the command returns; CPU times
 				// also count the orphans it left (reapOrphans).
 				t0, c0 := time.Now(), cpuTime()
@@ -141,11 +162,24 @@ func BenchmarkExecTrue(b *testing.B) {
 			n := float64(b.N)
 			b.ReportMetric((own-base).Seconds()*1e3/n, "ms-over-plain")
 			b.ReportMetric(ownCPU.Seconds()*1e3/n, "cpu-ms/op")
+			if benchHeap != nil {
+				b.ReportMetric(cow.Seconds()*1e3/n, "cow-ms/op")
+			}
 			if bwrap != "" {
 				b.ReportMetric(float64(own)/float64(bwrapT), "x-bwrap")
 				b.ReportMetric(float64(ownCPU)/float64(bwrapCPU), "cpu-x-bwrap")
 			}
 		})
+	}
+}
+
+// benchHeap is the heap MCPBOX_BENCH_HEAP_MB asks BenchmarkExecTrue for.
+var benchHeap []byte
+
+// touchHeap writes a byte of each page of benchHeap.
+func touchHeap() {
+	for i := 0; i < len(benchHeap); i += 4096 {
+		benchHeap[i]++
 	}
 }
 
@@ -321,6 +355,32 @@ func TestMountsHeldUntilReaped(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the sandbox's mount namespace is still open 10 s after Wait")
+		}
+	}
+}
+
+// TestStaleDue: starts remove crash leftovers at most once per staleEvery,
+// the first start of a process included, and a clock that went back does
+// not stop them for good.
+func TestStaleDue(t *testing.T) {
+	old := staleLast.Load()
+	t.Cleanup(func() { staleLast.Store(old) })
+	staleLast.Store(0)
+	t0 := time.Now()
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, true}, // the first start
+		{time.Millisecond, false},
+		{staleEvery - time.Millisecond, false},
+		{staleEvery, true},
+		{staleEvery + time.Second, false},
+		{-time.Hour, true}, // the clock went back
+		{-time.Hour + time.Second, false},
+	} {
+		if got := staleDue(t0.Add(c.at)); got != c.want {
+			t.Errorf("staleDue(t0%+v) = %v, want %v", c.at, got, c.want)
 		}
 	}
 }

@@ -242,8 +242,8 @@ func (sb *Sandbox) awaitReady(ctl *os.File) error {
 	if err != nil || n == 0 {
 		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
 	}
-	var r initReport
-	if err := json.Unmarshal(buf[:n], &r); err != nil {
+	r, err := decodeReport(buf[:n])
+	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("reading sandbox init report: %w", err)}
 	}
 	if !r.Ready {

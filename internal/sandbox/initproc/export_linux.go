@@ -123,3 +123,9 @@ func PackFilter(prog []bpf.RawInstruction) []byte { return packFilter(prog) }
 // makes read-only, for the tests that attack them.
 func ProcMasked() []string   { return procMasked }
 func ProcReadOnly() []string { return procReadOnly }
+
+// EncodeConfig is c as the init reads it (codec_linux.go).
+func EncodeConfig(c *Config) []byte { return encodeConfig(c) }
+
+// DecodeReport reads a report as the init sends it (codec_linux.go).
+func DecodeReport(b []byte) (*Report, error) { return decodeReport(b) }

@@ -1,7 +1,6 @@
 package initproc
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -46,11 +45,8 @@ func holdWorkload(ctl *os.File, c *workloadConfig) (int, *workloadError) {
 		}
 		return setup(fmt.Errorf("arming the workload: %v", err))
 	}
-	ready, err := json.Marshal(initReport{Ready: true, ClaimBase: uint64(fs.claimBase())})
-	if err == nil {
-		err = unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(errR.Fd()), sp[0]), nil, 0)
-	}
-	if err != nil {
+	ready := encodeReport(&initReport{Ready: true, ClaimBase: uint64(fs.claimBase())})
+	if err := unix.Sendmsg(int(ctl.Fd()), ready, unix.UnixRights(int(errR.Fd()), sp[0]), nil, 0); err != nil {
 		return setup(fmt.Errorf("reporting ready: %w", err))
 	}
 	return pid, nil

@@ -1,7 +1,6 @@
 package initproc
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -137,11 +136,11 @@ func runInit() int {
 		child, werr = startWalled(&cfg.Workload)
 	}
 	if werr != nil {
-		_ = json.NewEncoder(ctl).Encode(initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
+		_ = writeReport(ctl, initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
 		return werr.Code
 	}
 	if !cfg.Hold { // held, it stays open and silent (holdWorkload)
-		_ = json.NewEncoder(ctl).Encode(initReport{Started: true})
+		_ = writeReport(ctl, initReport{Started: true})
 		ctl.Close()
 	}
 	if !cfg.TTY {
@@ -346,9 +345,12 @@ func readInitConfig(ctl, cfgR *os.File) (*initConfig, []int, error) {
 			fds = append(fds, rights...)
 		}
 	}
-	var cfg initConfig
-	err = json.NewDecoder(cfgR).Decode(&cfg)
+	b, err := readAll(cfgR)
 	cfgR.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := decodeConfig(b)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -357,11 +359,11 @@ func readInitConfig(ctl, cfgR *os.File) (*initConfig, []int, error) {
 			return nil, nil, fmt.Errorf("mount %s: no idmapped mount %d", b.Target, b.IdmapFD)
 		}
 	}
-	return &cfg, fds, nil
+	return cfg, fds, nil
 }
 
 func reportSetup(ctl *os.File, layer Layer, err error) int {
-	_ = json.NewEncoder(ctl).Encode(initReport{Error: err.Error(), Layer: layer, Code: exitSetup})
+	_ = writeReport(ctl, initReport{Error: err.Error(), Layer: layer, Code: exitSetup})
 	return exitSetup
 }
 
