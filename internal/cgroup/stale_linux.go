@@ -43,18 +43,10 @@ func parentDirs() ([]string, error) {
 		}
 		return []string{filepath.Join(base, parentName)}, nil
 	case "v1", "hybrid":
-		// The own cgroups read once for all controllers (v1Parent reads
-		// them per controller): every sandbox start sweeps.
-		own, err := cgroups.ParseCgroupFile(ownCgroupFile)
 		var parents []string
 		for _, ctrl := range v1Controllers {
-			if err != nil {
-				break
-			}
-			if path, _, err := ownV1In(own, ctrl); err == nil {
-				if p := filepath.Join(path, parentName); !slices.Contains(parents, p) {
-					parents = append(parents, p)
-				}
+			if p, _, err := v1Parent(ctrl); err == nil && !slices.Contains(parents, p) {
+				parents = append(parents, p)
 			}
 		}
 		return parents, nil

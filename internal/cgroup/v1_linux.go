@@ -69,12 +69,6 @@ func ownV1(ctrl string) (path, own string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	return ownV1In(m, ctrl)
-}
-
-// ownV1In is ownV1 from m, ownCgroupFile as parsed once for several
-// controllers.
-func ownV1In(m map[string]string, ctrl string) (path, own string, err error) {
 	own, ok := m[ctrl]
 	if !ok {
 		return "", "", cgroups.NewNotFoundError(ctrl)
