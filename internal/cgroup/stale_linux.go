@@ -165,8 +165,14 @@ func cleanupStale(parents []string, cutoff time.Time) ([]string, error) {
 
 // inUse reports whether any of dirs was created after cutoff (young) or
 // holds a process, here or in a descendant (busy); missing dirs count as
-// neither.
+// neither. A young sandbox is skipped whatever it holds, so busy is not
+// looked at then; else the first process found answers. Every sandbox
+// start sweeps while its workload runs and finds its own cgroup, young,
+// and every running sandbox's on the host (issue 19: 5 stats instead of 5
+// stats and 5 directory walks for its own, one read instead of 5 walks
+// for a running one).
 func inUse(dirs []string, cutoff time.Time) (young, busy bool, err error) {
+	present := make([]string, 0, len(dirs))
 	for _, d := range dirs {
 		fi, err := os.Stat(d)
 		if errors.Is(err, os.ErrNotExist) {
@@ -176,15 +182,26 @@ func inUse(dirs []string, cutoff time.Time) (young, busy bool, err error) {
 			return false, true, err
 		}
 		if fi.ModTime().After(cutoff) {
-			young = true
+			return true, false, nil
 		}
-		pids, err := readPids(d)
-		if err != nil {
-			return young, true, err
-		}
-		if len(pids) > 0 {
-			busy = true
+		present = append(present, d)
+	}
+	for _, d := range present {
+		busy, err := hasProcess(d)
+		if err != nil || busy {
+			return false, true, err
 		}
 	}
-	return young, busy, nil
+	return false, false, nil
+}
+
+// hasProcess reports whether dir or a descendant holds a process. The
+// dir's own cgroup.procs first: a running sandbox's processes are there,
+// and reading it spares the walk over every file of every descendant.
+func hasProcess(dir string) (bool, error) {
+	if procs, err := cgroups.ReadFile(dir, "cgroup.procs"); err == nil && strings.TrimSpace(procs) != "" {
+		return true, nil
+	}
+	pids, err := readPids(dir)
+	return len(pids) > 0, err
 }
