@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,5 +179,36 @@ func TestRestartErrorText(t *testing.T) {
 	want := "server github is restarting after it exited with status 1 (restart 2 of 5); try again in 2s"
 	if e.Error() != want {
 		t.Fatalf("got %q, want %q", e.Error(), want)
+	}
+}
+
+// TestStartCrashSaysHow: a server that exits before it answers
+// initialize (a bad config, a missing module) is reported with how it
+// ended, not only "initialize: server connection ended: EOF".
+func TestStartCrashSaysHow(t *testing.T) {
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		go func() {
+			// Reads initialize, then exits without answering.
+			_, _ = bufio.NewReader(inR).ReadBytes('\n')
+			outW.Close()
+		}()
+		return &Process{
+			Stdin: inW, Stdout: outR,
+			Stop:     func() { inW.Close(); inR.Close(); outR.Close() },
+			Describe: func() string { return "exited with status 3" },
+		}, nil
+	}
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	e, _ := c.init["error"].(map[string]any)
+	want := "no server could start: server raw: exited with status 3 before it answered (initialize: server connection ended: EOF)"
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), want) {
+		t.Fatalf("initialize: %v, want error %q", c.init, want)
 	}
 }

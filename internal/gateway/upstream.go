@@ -292,6 +292,14 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, relaunch, err := u.open(ctx, p, proc)
+	if err != nil && !relaunch && ended(p) {
+		// The server went away before it answered (it crashed at start):
+		// "initialize: server connection ended: EOF" alone hides how, so
+		// say it as watch does for a later end (its exit status, a kill).
+		if d := proc.describe(); d != "" {
+			err = fmt.Errorf("%s before it answered (%w)", d, err)
+		}
+	}
 	if err != nil || relaunch {
 		p.close()
 		proc.stop()
