@@ -4,8 +4,13 @@ package daemon
 // the lock file pins of each server (the CLI prints one line of it).
 
 import (
+	"context"
+	"fmt"
+	"strings"
+
 	"mcpbox/internal/config"
 	"mcpbox/internal/integrity"
+	"mcpbox/internal/launch"
 )
 
 // Summary is the startup summary of a config.
@@ -52,5 +57,48 @@ func lockOf(lock *integrity.Lock, server string) *integrity.ServerLock {
 // "nothing pinned yet".
 func summarize(c *config.Config, lockPath string) Summary {
 	lock, _ := integrity.ReadLock(lockPath)
-	return Summarize(c, lock)
+	sum := Summarize(c, lock)
+	sum.Warnings = append(sum.Warnings, secretWarnings(c)...)
+	return sum
+}
+
+// secretWarnings flags each env: and file: reference of a server's
+// secrets and headers that cannot be read now (an unset variable, a
+// missing file, a value too short): every start of that server would
+// fail on it, and without this serve would say so only when a client
+// connects, after a start-up line saying "no warnings". Only the cheap,
+// side-effect-free kinds are read, the way a start reads them; cmd:
+// references are not run here (they may prompt or take time), and
+// kubernetes: ones are read from the cluster at each start. A warning
+// names the reference, never a value.
+func secretWarnings(c *config.Config) config.Errors {
+	var ws config.Errors
+	check := func(s *config.Server, pos config.Pos, what, ref string) {
+		if ref == "" || !(strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:")) {
+			return
+		}
+		if _, err := launch.ResolveSecret(context.Background(), what, ref, false); err != nil {
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start until it can be read", s.Name, what, err, s.Name)})
+		}
+	}
+	for _, s := range c.Servers {
+		if s == nil {
+			continue
+		}
+		for _, sec := range s.Secrets {
+			what := "secrets." + sec.Name
+			if in := sec.Inject; in != nil && in.AWS != nil {
+				check(s, sec.Meta.Pos, what+".inject.aws.access_key_id", in.AWS.AccessKeyID)
+				check(s, sec.Meta.Pos, what+".inject.aws.secret_access_key", in.AWS.SecretAccessKey)
+				check(s, sec.Meta.Pos, what+".inject.aws.session_token", in.AWS.SessionToken)
+				continue
+			}
+			check(s, sec.Meta.Pos, what, sec.From)
+		}
+		for _, h := range s.Headers {
+			check(s, h.Meta.Pos, "headers."+h.Name, h.From)
+		}
+	}
+	return ws
 }
