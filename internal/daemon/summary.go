@@ -6,11 +6,15 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/launch"
+	"mcpbox/internal/pkginstall"
+	"mcpbox/internal/sandbox"
 )
 
 // Summary is the startup summary of a config.
@@ -59,6 +63,7 @@ func summarize(c *config.Config, lockPath string) Summary {
 	lock, _ := integrity.ReadLock(lockPath)
 	sum := Summarize(c, lock)
 	sum.Warnings = append(sum.Warnings, secretWarnings(c)...)
+	sum.Warnings = append(sum.Warnings, commandWarnings(c)...)
 	return sum
 }
 
@@ -101,4 +106,60 @@ func secretWarnings(c *config.Config) config.Errors {
 		}
 	}
 	return ws
+}
+
+// commandWarnings flags a local server whose program is not where its
+// sandbox will look: a bare name in none of the sandbox PATH's
+// directories (the host's own, seen read-only), or an absolute path
+// under the host's system directories that does not exist. Such a server
+// fails every start with "executable file not found", which serve would
+// otherwise report only when a client connects. Commands the sandbox
+// resolves elsewhere are not judged: an image's root, a package runner
+// (npx, uvx: installed by mcpbox), a PATH of the server's own env, an
+// absolute path into a mount, a pod.
+func commandWarnings(c *config.Config) config.Errors {
+	var ws config.Errors
+	for _, s := range c.Servers {
+		if s == nil || len(s.Command) == 0 || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes {
+			continue
+		}
+		if _, _, ok, _ := pkginstall.FromCommand(s.Command); ok {
+			continue
+		}
+		ownPATH := false
+		for _, e := range s.Env {
+			ownPATH = ownPATH || e.Name == "PATH"
+		}
+		if prog := s.Command[0]; !ownPATH && !hostProgram(prog) {
+			pos := s.Meta.At("command")
+			msg := fmt.Sprintf("servers.%s.command: %s is in none of the sandbox's PATH directories (%s, the host's, read-only): server %s cannot start; install it there, or give its absolute path inside a mount", s.Name, prog, sandbox.DefaultPATH, s.Name)
+			if strings.Contains(prog, "/") {
+				msg = fmt.Sprintf("servers.%s.command: %s does not exist on the host, whose system directories the sandbox shows read-only: server %s cannot start", s.Name, prog, s.Name)
+			}
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: msg})
+		}
+	}
+	return ws
+}
+
+// hostProgram reports whether prog is, or may be, a program the sandbox
+// finds: a bare name in a directory of sandbox.DefaultPATH, an absolute
+// path under a system directory that exists, or any other path (a
+// mount's, a relative one: not judged here).
+func hostProgram(prog string) bool {
+	if !strings.Contains(prog, "/") {
+		for _, dir := range filepath.SplitList(sandbox.DefaultPATH) {
+			if fi, err := os.Stat(filepath.Join(dir, prog)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, sys := range []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"} {
+		if strings.HasPrefix(prog, sys) {
+			_, err := os.Stat(prog)
+			return err == nil
+		}
+	}
+	return true
 }

@@ -72,3 +72,56 @@ servers:
 		t.Errorf("a config without secrets: warnings %v", ws)
 	}
 }
+
+// TestSummaryWarnsMissingCommand: a local server whose program the
+// sandbox cannot find (a typo, a tool not installed) is named at start;
+// programs that are there, package runners, images, a PATH of the
+// server's own and paths into mounts are not.
+func TestSummaryWarnsMissingCommand(t *testing.T) {
+	dir := t.TempDir()
+	src := `version: 1
+servers:
+  typo:
+    command: [mcp-server-doesnotexist-t6, --stdio]
+    tools: {allow: ["*"]}
+  gone:
+    command: [/usr/bin/mcp-server-doesnotexist-t6]
+    tools: {allow: ["*"]}
+  shell:
+    command: [sh, -c, "exit 0"]
+    tools: {allow: ["*"]}
+  abs:
+    command: [/bin/sh]
+    tools: {allow: ["*"]}
+  npx:
+    command: [npx, -y, "@modelcontextprotocol/server-memory"]
+    tools: {allow: ["*"]}
+  mounted:
+    command: [/opt/tools/server]
+    tools: {allow: ["*"]}
+  ownpath:
+    command: [my-server]
+    env: {PATH: /opt/tools}
+    tools: {allow: ["*"]}
+`
+	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range summarize(c, filepath.Join(dir, "mcpbox.lock")).Warnings {
+		got = append(got, w.Error())
+	}
+	want := []string{
+		":4:14: servers.typo.command: mcp-server-doesnotexist-t6 is in none of the sandbox's PATH directories",
+		":7:14: servers.gone.command: /usr/bin/mcp-server-doesnotexist-t6 does not exist on the host",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
+		}
+	}
+}
