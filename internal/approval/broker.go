@@ -125,6 +125,7 @@ type Broker struct {
 
 	mu       sync.Mutex
 	pending  map[string]*waiter        // guarded by mu
+	settling map[string]*waiter        // taken out of pending, decision being recorded; guarded by mu
 	sessions map[sessionKey]Remembered // guarded by mu
 	closed   bool                      // guarded by mu
 }
@@ -155,6 +156,7 @@ func New(opts Options) (*Broker, error) {
 		onDecision: opts.OnDecision,
 		now:        opts.Now,
 		pending:    map[string]*waiter{},
+		settling:   map[string]*waiter{},
 		sessions:   map[sessionKey]Remembered{},
 	}
 	if b.now == nil {
@@ -340,6 +342,14 @@ func (b *Broker) Decide(id string, d Decision) error {
 	if err := b.settle(id, d); !errors.Is(err, ErrUnknown) {
 		return err
 	}
+	// Being decided right now (its call cancelled, a timeout, another
+	// channel): once that is recorded, the store says which.
+	b.mu.Lock()
+	w := b.settling[id]
+	b.mu.Unlock()
+	if w != nil {
+		<-w.done
+	}
 	st, reason, err := b.store.status(context.Background(), id)
 	switch {
 	case err != nil:
@@ -378,11 +388,17 @@ func (b *Broker) settle(id string, d Decision) error {
 	b.mu.Lock()
 	w, ok := b.pending[id]
 	delete(b.pending, id)
+	if ok {
+		b.settling[id] = w
+	}
 	b.mu.Unlock()
 	if !ok {
 		return ErrUnknown
 	}
 	b.finish(w, d)
+	b.mu.Lock()
+	delete(b.settling, id)
+	b.mu.Unlock()
 	return w.err
 }
 

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -423,5 +424,54 @@ func TestCancelledCannotBeApproved(t *testing.T) {
 				t.Errorf("OnDecision saw %+v, want one cancel with its reason", got)
 			}
 		})
+	}
+}
+
+// TestDecideWhileCancelling: an approve that comes while a cancelled
+// request is being recorded (out of the pending list, not yet stored as
+// cancelled) waits for that, and fails saying it was cancelled, not
+// "already decided" (the window TestGuardApprovalCancelledByClient hit).
+func TestDecideWhileCancelling(t *testing.T) {
+	db := openDB(t)
+	var armed atomic.Bool
+	inFinish, release := make(chan struct{}), make(chan struct{})
+	b, err := New(Options{DB: db, Timeout: wait, Now: func() time.Time {
+		if armed.CompareAndSwap(true, false) {
+			close(inFinish) // the cancellation's finish: the store not yet written
+			<-release
+		}
+		return time.Now()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan string, 1)
+	ch := askAsync(ctx, b, callReq(), signal(started))
+	recv(t, started)
+	id := b.Pending()[0].ID
+	armed.Store(true)
+	cancel()
+	select {
+	case <-inFinish:
+	case <-time.After(wait):
+		t.Fatal("the cancellation did not reach its finish")
+	}
+	decided := make(chan error, 1)
+	go func() { decided <- b.Decide(id, Decision{Allow: true, By: "cli:uid=0"}) }()
+	time.Sleep(50 * time.Millisecond) // let Decide find the request settling
+	close(release)
+	select {
+	case err := <-decided:
+		if !errors.Is(err, ErrCancelled) {
+			t.Fatalf("Decide during the cancellation = %v, want %v", err, ErrCancelled)
+		}
+	case <-time.After(wait):
+		t.Fatal("Decide did not return")
+	}
+	if got := recv(t, ch); got.D.Allow || got.D.By != ByCancelled {
+		t.Fatalf("Ask = %+v, want the cancellation", got)
 	}
 }

@@ -402,6 +402,20 @@ func (d *daemon) warnLogins() {
 		if s.OAuth == nil || s.URL == "" || slices.ContainsFunc(states, func(l LoginState) bool { return l.Server == s.Name }) {
 			continue
 		}
-		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s` before using it", s.Name, s.Name))
+		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s%s` before using it", s.Name, s.Name, configFlag(d.o.ConfigPath)))
 	}
+}
+
+// configFlag is " --config PATH" (absolute) for a hint to run another
+// command on this config: serve's stderr is often a client's log, read
+// far from the project, where a bare `mcpbox login NAME` would find no
+// config. "" for the embedded default.
+func configFlag(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return " --config " + path
 }

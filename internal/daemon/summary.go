@@ -4,8 +4,17 @@ package daemon
 // the lock file pins of each server (the CLI prints one line of it).
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
 	"mcpbox/internal/config"
 	"mcpbox/internal/integrity"
+	"mcpbox/internal/launch"
+	"mcpbox/internal/pkginstall"
+	"mcpbox/internal/sandbox"
 )
 
 // Summary is the startup summary of a config.
@@ -52,5 +61,105 @@ func lockOf(lock *integrity.Lock, server string) *integrity.ServerLock {
 // "nothing pinned yet".
 func summarize(c *config.Config, lockPath string) Summary {
 	lock, _ := integrity.ReadLock(lockPath)
-	return Summarize(c, lock)
+	sum := Summarize(c, lock)
+	sum.Warnings = append(sum.Warnings, secretWarnings(c)...)
+	sum.Warnings = append(sum.Warnings, commandWarnings(c)...)
+	return sum
+}
+
+// secretWarnings flags each env: and file: reference of a server's
+// secrets and headers that cannot be read now (an unset variable, a
+// missing file, a value too short): every start of that server would
+// fail on it, and without this serve would say so only when a client
+// connects, after a start-up line saying "no warnings". Only the cheap,
+// side-effect-free kinds are read, the way a start reads them; cmd:
+// references are not run here (they may prompt or take time), and
+// kubernetes: ones are read from the cluster at each start. A warning
+// names the reference, never a value.
+func secretWarnings(c *config.Config) config.Errors {
+	var ws config.Errors
+	check := func(s *config.Server, pos config.Pos, what, ref string) {
+		if ref == "" || !(strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:")) {
+			return
+		}
+		if _, err := launch.ResolveSecret(context.Background(), what, ref, false); err != nil {
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start until it can be read", s.Name, what, err, s.Name)})
+		}
+	}
+	for _, s := range c.Servers {
+		if s == nil {
+			continue
+		}
+		for _, sec := range s.Secrets {
+			what := "secrets." + sec.Name
+			if in := sec.Inject; in != nil && in.AWS != nil {
+				check(s, sec.Meta.Pos, what+".inject.aws.access_key_id", in.AWS.AccessKeyID)
+				check(s, sec.Meta.Pos, what+".inject.aws.secret_access_key", in.AWS.SecretAccessKey)
+				check(s, sec.Meta.Pos, what+".inject.aws.session_token", in.AWS.SessionToken)
+				continue
+			}
+			check(s, sec.Meta.Pos, what, sec.From)
+		}
+		for _, h := range s.Headers {
+			check(s, h.Meta.Pos, "headers."+h.Name, h.From)
+		}
+	}
+	return ws
+}
+
+// commandWarnings flags a local server whose program is not where its
+// sandbox will look: a bare name in none of the sandbox PATH's
+// directories (the host's own, seen read-only), or an absolute path
+// under the host's system directories that does not exist. Such a server
+// fails every start with "executable file not found", which serve would
+// otherwise report only when a client connects. Commands the sandbox
+// resolves elsewhere are not judged: an image's root, a package runner
+// (npx, uvx: installed by mcpbox), a PATH of the server's own env, an
+// absolute path into a mount, a pod.
+func commandWarnings(c *config.Config) config.Errors {
+	var ws config.Errors
+	for _, s := range c.Servers {
+		if s == nil || len(s.Command) == 0 || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes {
+			continue
+		}
+		if _, _, ok, _ := pkginstall.FromCommand(s.Command); ok {
+			continue
+		}
+		ownPATH := false
+		for _, e := range s.Env {
+			ownPATH = ownPATH || e.Name == "PATH"
+		}
+		if prog := s.Command[0]; !ownPATH && !hostProgram(prog) {
+			pos := s.Meta.At("command")
+			msg := fmt.Sprintf("servers.%s.command: %s is in none of the sandbox's PATH directories (%s, the host's, read-only): server %s cannot start; install it there, or give its absolute path inside a mount", s.Name, prog, sandbox.DefaultPATH, s.Name)
+			if strings.Contains(prog, "/") {
+				msg = fmt.Sprintf("servers.%s.command: %s does not exist on the host, whose system directories the sandbox shows read-only: server %s cannot start", s.Name, prog, s.Name)
+			}
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: msg})
+		}
+	}
+	return ws
+}
+
+// hostProgram reports whether prog is, or may be, a program the sandbox
+// finds: a bare name in a directory of sandbox.DefaultPATH, an absolute
+// path under a system directory that exists, or any other path (a
+// mount's, a relative one: not judged here).
+func hostProgram(prog string) bool {
+	if !strings.Contains(prog, "/") {
+		for _, dir := range filepath.SplitList(sandbox.DefaultPATH) {
+			if fi, err := os.Stat(filepath.Join(dir, prog)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, sys := range []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"} {
+		if strings.HasPrefix(prog, sys) {
+			_, err := os.Stat(prog)
+			return err == nil
+		}
+	}
+	return true
 }

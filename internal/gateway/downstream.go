@@ -641,6 +641,11 @@ func (d *downstream) clientError(b *bound, err error) error {
 		return &out
 	case errors.Is(err, ErrCallTimeout):
 		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, d.gw.callTimeout(b.srv))
+	case errors.As(err, new(*cancelCause)):
+		// Cancelled by the gateway (shutting down, the session closed),
+		// not by the client, which still waits for an answer: a plain
+		// error would reach it with code 0 ("MCP error 0: ...").
+		return rpcError(codeUnavailable, "%s", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, new(*RestartError)):

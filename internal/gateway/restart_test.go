@@ -1,13 +1,19 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // callUntilBack calls tool t until the server answers, for at most 10 s;
@@ -177,5 +183,91 @@ func TestRestartErrorText(t *testing.T) {
 	want := "server github is restarting after it exited with status 1 (restart 2 of 5); try again in 2s"
 	if e.Error() != want {
 		t.Fatalf("got %q, want %q", e.Error(), want)
+	}
+}
+
+// TestStartCrashSaysHow: a server that exits before it answers
+// initialize (a bad config, a missing module) is reported with how it
+// ended, not only "initialize: server connection ended: EOF".
+func TestStartCrashSaysHow(t *testing.T) {
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		go func() {
+			// Reads initialize, then exits without answering.
+			_, _ = bufio.NewReader(inR).ReadBytes('\n')
+			outW.Close()
+		}()
+		return &Process{
+			Stdin: inW, Stdout: outR,
+			Stop:     func() { inW.Close(); inR.Close(); outR.Close() },
+			Describe: func() string { return "exited with status 3" },
+		}, nil
+	}
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	e, _ := c.init["error"].(map[string]any)
+	want := "no server could start: server raw: exited with status 3 before it answered (initialize: server connection ended: EOF)"
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), want) {
+		t.Fatalf("initialize: %v, want error %q", c.init, want)
+	}
+}
+
+// unreachableConn is a remote server's connection whose every request
+// fails in the transport, as the go-sdk reports a DNS failure.
+type unreachableConn struct{ closed chan struct{} }
+
+func (c *unreachableConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-c.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *unreachableConn) Write(context.Context, jsonrpc.Message) error {
+	// As the go-sdk wraps http.Client.Do's error.
+	return fmt.Errorf("sending \"initialize\": %w: %w", &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"},
+		&url.Error{Op: "Post", URL: "https://mcp.example.com/mcp", Err: errors.New("dial tcp: lookup mcp.example.com: no such host")})
+}
+
+func (c *unreachableConn) Close() error {
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	return nil
+}
+
+func (c *unreachableConn) SessionID() string { return "" }
+
+// TestUnreachableRemoteTriedOnce: a remote server that cannot be reached
+// is connected to once per start, and its error says so; it is not taken
+// for a server that refused initialize (which is then asked
+// server/discover on a fresh connection, and initialize again).
+func TestUnreachableRemoteTriedOnce(t *testing.T) {
+	var launches atomic.Int32
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		launches.Add(1)
+		return &Process{Conn: &unreachableConn{closed: make(chan struct{})}}, nil
+	}
+	gw, err := New([]*Server{{Name: "remote", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	e, _ := c.init["error"].(map[string]any)
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), "no such host") {
+		t.Fatalf("initialize: %v, want the transport error", c.init)
+	}
+	if n := launches.Load(); n != 1 {
+		t.Fatalf("the unreachable server was connected to %d times for one start, want 1", n)
 	}
 }

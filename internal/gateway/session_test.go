@@ -474,8 +474,9 @@ func TestStdioShutdownAnswersCall(t *testing.T) {
 	}
 	select {
 	case got := <-out:
-		if !strings.Contains(got, `"id":2`) || !strings.Contains(got, ErrShutdown.Error()) {
-			t.Fatalf("the client read %q, want call 2 answered with %q", got, ErrShutdown)
+		want := `{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"` + ErrShutdown.Error() + `"}}`
+		if !strings.Contains(got, want) {
+			t.Fatalf("the client read %q, want call 2 answered with %s (code -32000, not 0)", got, want)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the output did not end")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -292,6 +293,14 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, relaunch, err := u.open(ctx, p, proc)
+	if err != nil && !relaunch && ended(p) {
+		// The server went away before it answered (it crashed at start):
+		// "initialize: server connection ended: EOF" alone hides how, so
+		// say it as watch does for a later end (its exit status, a kill).
+		if d := proc.describe(); d != "" {
+			err = fmt.Errorf("%s before it answered (%w)", d, err)
+		}
+	}
 	if err != nil || relaunch {
 		p.close()
 		proc.stop()
@@ -355,8 +364,8 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 func (u *upstream) open(ctx context.Context, p *peer, proc *Process) (info initInfo, relaunch bool, err error) {
 	if (u.modern || u.modernOnly.Load()) && !u.legacyOnly.Load() {
 		info, err = u.discover(ctx, p)
-		if err == nil {
-			return info, false, nil
+		if err == nil || unreached(err) {
+			return info, false, err
 		}
 		// Not a server of the new revision: the session-based one,
 		// translated (mrtr.go).
@@ -375,7 +384,7 @@ func (u *upstream) open(ctx context.Context, p *peer, proc *Process) (info initI
 		return info, false, nil
 	}
 	var werr *jsonrpc.Error
-	if u.legacyOnly.Load() || !errors.As(err, &werr) {
+	if u.legacyOnly.Load() || !errors.As(err, &werr) || unreached(err) {
 		return info, false, err
 	}
 	// The server answered initialize with an error: perhaps it speaks
@@ -392,6 +401,24 @@ func (u *upstream) open(ctx context.Context, p *peer, proc *Process) (info initI
 	u.modernOnly.Store(false)
 	u.legacyOnly.Store(true)
 	return initInfo{}, false, err
+}
+
+// codeRejected is the go-sdk's "rejected by transport" (its
+// jsonrpc2.ErrRejected): a remote server's request that failed in the
+// client's transport.
+const codeRejected = -32005
+
+// unreached reports whether err is a request that did not reach the
+// server, rather than the server's refusal: no reason to try the other
+// revision (and to start the server again twice, logging that it
+// "refused initialize" when it was never reached).
+// The go-sdk rejects an HTTP error status with the same code, so the
+// *url.Error of http.Client.Do (DNS, dial, TLS, a timeout) is what tells
+// "not reached" from a refusal (say, 400 for server/discover).
+func unreached(err error) bool {
+	var werr *jsonrpc.Error
+	var uerr *url.Error
+	return errors.As(err, &werr) && werr.Code == codeRejected && errors.As(err, &uerr)
 }
 
 // ended reports whether the session with the server is over.

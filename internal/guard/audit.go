@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"mcpbox/internal/audit"
 )
@@ -28,7 +29,18 @@ func (g *Guard) auditFailing(tool string, rec *audit.Record) (json.RawMessage, b
 // the log (allow). rec is still queued and committed late if the store
 // recovers.
 func (g *Guard) commit(ctx context.Context, rec audit.Record, res json.RawMessage, err error) (json.RawMessage, error) {
-	werr := g.store.Submit(rec).Wait(ctx)
+	ticket := g.store.Submit(rec)
+	werr := ticket.Wait(ctx)
+	if werr != nil && ctx.Err() != nil {
+		// The call was cancelled (Ctrl-C on serve, its client gone): the
+		// record is queued all the same, and committed in a moment by a
+		// healthy store. Wait that moment, so that the outcome (often the
+		// cancellation's own error) is passed on rather than a refusal
+		// blaming the audit log.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelledCommitWait)
+		werr = ticket.Wait(wctx)
+		cancel()
+	}
 	if werr == nil || rec.Outcome == audit.OutcomeAuditFailing { // not run: already refused
 		return res, err
 	}
@@ -42,6 +54,14 @@ func (g *Guard) commit(ctx context.Context, rec audit.Record, res json.RawMessag
 		g.log.Error("audit record not committed; the call's result is withheld",
 			"server", rec.Server, "tool", cmpOr(rec.Name, rec.Tool), "client", rec.Client, "err", werr)
 	}
+	if ctx.Err() != nil && (errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded)) {
+		return refusal(fmt.Sprintf("mcpbox: the result of %s is withheld: the call was cancelled (%v) before its audit record was committed",
+			cmpOr(rec.Name, rec.Tool), context.Cause(ctx)), nil)
+	}
 	return refusal(fmt.Sprintf("mcpbox: the result of %s is withheld: its audit record could not be written (%s)",
 		cmpOr(rec.Name, rec.Tool), audit.Problem(werr)), nil)
 }
+
+// cancelledCommitWait bounds how long a cancelled call's outcome waits
+// for its record: a healthy store commits within milliseconds.
+const cancelledCommitWait = 2 * time.Second

@@ -130,3 +130,28 @@ func TestGuardAuditDiskFullWithholdsResult(t *testing.T) {
 		t.Fatalf("call after space was freed: %s", out)
 	}
 }
+
+// TestGuardCancelledCallNotBlamedOnAudit: a call cancelled while it runs
+// (Ctrl-C on serve, whose calls end with "the gateway is shutting
+// down") still has its record committed, and then its outcome passed
+// on; it is never refused as "its audit record could not be written (a
+// write error)", which sent users looking at a healthy audit log.
+func TestGuardCancelledCallNotBlamedOnAudit(t *testing.T) {
+	r := newGuardRigWith(t, "version: 1\nservers:\n  echo:\n    command: [echo-server]\n    tools: {allow: [echo]}\n", nil)
+	shutdown := errors.New("the gateway is shutting down")
+	for i := range 20 { // the race between the commit and ctx.Done, many times
+		ctx, cancel := context.WithCancelCause(context.Background())
+		res, err := r.g.call(ctx, &gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)},
+			func(context.Context) (json.RawMessage, error) {
+				cancel(shutdown)
+				return nil, shutdown
+			})
+		if strings.Contains(string(res), "could not be written") || err == nil || !errors.Is(err, shutdown) {
+			t.Fatalf("call %d cancelled by shutdown: %s, %v; want the shutdown error passed on", i, res, err)
+		}
+	}
+	recs := r.records(t)
+	if len(recs) != 20 || recs[0].Error != shutdown.Error() {
+		t.Fatalf("%d records (first %+v), want 20 calls ended by the shutdown", len(recs), recs[0])
+	}
+}

@@ -17,6 +17,9 @@ const (
 	InputDir    = initproc.InputDir
 	OutputDir   = "/workspace/output"
 	sandboxPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// DefaultPATH is the workload's PATH unless its environment sets one:
+	// directories of the host's read-only system view (without an image).
+	DefaultPATH = sandboxPATH
 )
 
 // allBinds lists the workspace mounts and the extra ones, in mount order.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -97,7 +98,17 @@ func fromEnv(name string, opts Options) ([]byte, error) {
 	return []byte(v), nil
 }
 
+// fromFile reads PATH; a leading "~/" is the user's home directory, as
+// the config reference's file:~/.config/tok example has it (no shell
+// ever expands it here, in a config or in exec's --secret NAME=file:~/x).
 func fromFile(path string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("secret from file %s: %w", path, err)
+		}
+		path = filepath.Join(home, rest)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("secret from file: %w", err)

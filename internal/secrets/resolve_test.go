@@ -28,6 +28,7 @@ func TestResolve(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, MaxValue+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("HOME", dir)
 	env := map[string]string{"GH_TOKEN": "env-secret-value", "SHORT": "abc"}
 	opts := Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	tests := []struct {
@@ -35,6 +36,8 @@ func TestResolve(t *testing.T) {
 	}{
 		{ref: "env:GH_TOKEN", want: "env-secret-value"},
 		{ref: "file:" + file, want: "file-secret-value"},
+		{ref: "file:~/token", want: "file-secret-value"}, // the home directory, as config.md's example
+		{ref: "file:~/nope", wantErr: filepath.Join(dir, "nope") + ": no such file"},
 		{ref: "cmd:printf %s cmd-secret-value", want: "cmd-secret-value"},
 		{ref: "env:MISSING", wantErr: "not set"},
 		{ref: "env:SHORT", wantErr: "shorter than 8"},

@@ -145,7 +145,7 @@ func oaNeedsLogin(t *testing.T, ctx context.Context, m mode, cfg, when string) {
 	if !strings.Contains(err.Error(), "needs authorization: run `mcpbox login r`") {
 		t.Errorf("%s: %v; want an error naming `mcpbox login r`\n%s", when, err, logs)
 	}
-	if !strings.Contains(logs.String(), "server r is not logged in: run `mcpbox login r` before using it") {
+	if !strings.Contains(logs.String(), "server r is not logged in: run `mcpbox login r --config "+cfg+"` before using it") {
 		t.Errorf("%s: serve did not warn about the missing login at start:\n%s", when, logs)
 	}
 }
