@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -131,6 +133,57 @@ func TestFastCallsStorm(t *testing.T) {
 			}
 		case <-deadline:
 			t.Fatalf("no answer to the last ping (%d answers)", len(seen))
+		}
+	}
+}
+
+// TestFilteredResultStaysJSON: a filter (the redactor) that breaks a
+// result's JSON (a secret whose value is JSON text, matched across the
+// result's structure: `{"":"\"a` in `{"":"\"a"}`) never sends the
+// client a line that is not JSON, nor leaves the call unanswered: on
+// both paths, small (the SDK's marshalling refused it and the call got
+// no answer) and large (written as is: an invalid line on the wire), the
+// client gets an error; a server's error whose data is broken so goes
+// out without its data.
+func TestFilteredResultStaysJSON(t *testing.T) {
+	server := func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"small","inputSchema":{"type":"object"}},{"name":"big","inputSchema":{"type":"object"}},{"name":"rpcerr","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			params, _ := msg["params"].(map[string]any)
+			if params["name"] == "rpcerr" {
+				id, _ := json.Marshal(msg["id"])
+				s.send(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32602,"message":"bad","data":{"k":"SECRET","j":"\"],\"x\":1}"}}}`)
+				return
+			}
+			pad := ""
+			if params["name"] == "big" {
+				pad = strings.Repeat("p", 8<<10)
+			}
+			s.reply(msg, `{"content":[{"type":"text","text":"`+pad+`"}],"structuredContent":{"k":"SECRET","j":"\"],\"x\":1}"}}`)
+		}
+	}
+	hooks := Hooks{Filter: func(_ string, raw []byte) []byte {
+		return bytes.ReplaceAll(raw, []byte(`"SECRET","j":"`), []byte(`[REDACTED:T]`))
+	}}
+	for _, slow := range []bool{false, true} {
+		c := newFastClientWith(t, slow, server, hooks)
+		c.send(fastInit, "0")
+		for i, name := range []string{"big", "small", "rpcerr"} {
+			id := fmt.Sprint(10 + i)
+			got := c.send(fastCall(id, `{"name":"raw_`+name+`","arguments":{}}`), id)
+			for _, l := range got {
+				var m struct {
+					Error *struct{ Message string } `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("slow=%v %s: a line that is not JSON reached the client: %.200q", slow, name, l)
+				}
+				if m.Error == nil || strings.Contains(l, "SECRET") {
+					t.Fatalf("slow=%v %s: %.300q, want an error", slow, name, l)
+				}
+			}
 		}
 	}
 }
