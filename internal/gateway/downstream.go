@@ -623,7 +623,11 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	if p.meta != nil && modernOf(ctx) == nil {
 		raw = d.gw.ownServerInfo(raw)
 	}
-	return d.gw.filter(b.srv.Name, raw), nil
+	out, ok := d.gw.filterJSON(b.srv.Name, raw)
+	if !ok {
+		return nil, rpcError(jsonrpc.CodeInternalError, "mcpbox: the result of server %s is not JSON once redacted", b.srv.Name)
+	}
+	return out, nil
 }
 
 // clientError turns an error into what the client may see: the server's
@@ -637,7 +641,7 @@ func (d *downstream) clientError(b *bound, err error) error {
 	case errors.As(err, &werr):
 		out := *werr
 		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))
-		out.Data = d.gw.filter(b.srv.Name, werr.Data)
+		out.Data, _ = d.gw.filterJSON(b.srv.Name, werr.Data) // not JSON once redacted: none
 		return &out
 	case errors.Is(err, ErrCallTimeout):
 		return rpcError(codeTimeout, "%s: call timed out after %s", b.srv.Name, d.gw.callTimeout(b.srv))

@@ -96,8 +96,14 @@ type fastClient struct {
 }
 
 func newFastClient(t *testing.T, slowStdio bool) *fastClient {
-	launch, started := rawLauncher(t, fastServer)
-	gw, err := New([]*Server{{Name: "raw", Prefix: "raw_", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test", Hooks: fastHooks()})
+	return newFastClientWith(t, slowStdio, fastServer, fastHooks())
+}
+
+// newFastClientWith is newFastClient with a server and hooks of the
+// test's.
+func newFastClientWith(t *testing.T, slowStdio bool, handle func(*rawServer, map[string]any), hooks Hooks) *fastClient {
+	launch, started := rawLauncher(t, handle)
+	gw, err := New([]*Server{{Name: "raw", Prefix: "raw_", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test", Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -304,6 +305,20 @@ func (g *Gateway) filter(server string, raw []byte) []byte {
 		return raw
 	}
 	return g.opts.Hooks.Filter(server, raw)
+}
+
+// filterJSON is filter for a JSON value a client is sent: false if the
+// filter left it no longer JSON (a redacted secret whose value is JSON
+// text, matched across the value's structure), which the client must
+// not get. A large result goes out as is (stdioConn.writeRaw, the SDK's
+// encoder would refuse a small one and leave the call unanswered), and
+// could then shift its strings' quotes. Only a changed value is parsed.
+func (g *Gateway) filterJSON(server string, raw json.RawMessage) (json.RawMessage, bool) {
+	out := g.filter(server, raw)
+	if bytes.Equal(out, raw) || json.Valid(out) {
+		return out, true
+	}
+	return nil, false
 }
 
 // callTimeout is the time limit of one request to srv.

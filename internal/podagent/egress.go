@@ -247,6 +247,10 @@ func (f *egressFront) handle(c net.Conn) {
 		answer(c, http.StatusProxyAuthRequired, "the agent's proxy credentials are missing or wrong")
 		return
 	}
+	if reservedTarget(req) {
+		answer(c, http.StatusForbidden, "the token renewal name is the agent's")
+		return
+	}
 	f.mu.Lock()
 	tok := f.token
 	f.mu.Unlock()
@@ -281,6 +285,24 @@ func (f *egressFront) handle(c net.Conn) {
 	}
 	closeWrite(up)
 	<-done
+}
+
+// reservedTarget reports whether req names ProxyRenewTarget's host (any
+// port, case or trailing dot, as its target or its Host): the server
+// never gets to present the pod's token there, so the renewal name
+// stays the agent's alone whatever the egress proxy does with it.
+func reservedTarget(req *http.Request) bool {
+	reserved, _, _ := net.SplitHostPort(ProxyRenewTarget)
+	for _, hp := range []string{req.Host, req.URL.Host} {
+		h := hp
+		if host, _, err := net.SplitHostPort(hp); err == nil {
+			h = host
+		}
+		if strings.EqualFold(strings.TrimSuffix(h, "."), reserved) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeAll(w io.Writer, b []byte) error {

@@ -75,6 +75,10 @@ func Main(args []string, stderr io.Writer) int {
 	if f, ok := stderr.(*os.File); ok {
 		cfg.Stderr = f
 	}
+	if err := hideMemory(); err != nil {
+		fmt.Fprintf(stderr, "mcpbox agent: %v\n", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err := Run(ctx, cfg)
