@@ -297,16 +297,8 @@ func (a *agent) stop(cmd *exec.Cmd, exited <-chan error) {
 
 // serveStart is /v1/start: write the files, start the server, once.
 func (a *agent) serveStart(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	var req StartRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStartBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		http.Error(w, "reading the start request: "+err.Error(), http.StatusBadRequest)
+	if !decodePost(w, r, maxStartBody, &req, "the start request") {
 		return
 	}
 	if err := a.checkStart(req); err != nil {
@@ -338,16 +330,8 @@ func (a *agent) serveStart(w http.ResponseWriter, r *http.Request) {
 // egress proxy token before it expires; the agent presents it to the
 // proxy at once. Only a started server with a Proxy has one.
 func (a *agent) serveProxyToken(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	var req TokenRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		http.Error(w, "reading the token request: "+err.Error(), http.StatusBadRequest)
+	if !decodePost(w, r, 4<<10, &req, "the token request") {
 		return
 	}
 	if err := checkToken(req.Token); err != nil {
@@ -371,6 +355,24 @@ func (a *agent) serveProxyToken(w http.ResponseWriter, r *http.Request) {
 	a.logf("renewed the egress proxy token")
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, "{}\n")
+}
+
+// decodePost reads a POST's JSON body of at most limit bytes into v, no
+// unknown fields; it answers the request itself and returns false when
+// it cannot.
+func decodePost(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		http.Error(w, "reading "+what+": "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
 }
 
 var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
