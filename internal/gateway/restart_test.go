@@ -217,6 +217,38 @@ func TestStartCrashSaysHow(t *testing.T) {
 	}
 }
 
+// TestStartCrashBeforeReadSaysHow: a server that exits before it reads
+// initialize fails the gateway's write first (a closed pipe), while the
+// end of its output comes a moment later; the error still says how it
+// ended, not only "broken pipe" (this raced in CI).
+func TestStartCrashBeforeReadSaysHow(t *testing.T) {
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		inR.Close() // gone before it reads: the write fails
+		go func() {
+			time.Sleep(50 * time.Millisecond) // its output ends later
+			outW.Close()
+		}()
+		return &Process{
+			Stdin: inW, Stdout: outR,
+			Stop:     func() { inW.Close(); outR.Close() },
+			Describe: func() string { return "exited with status 3" },
+		}, nil
+	}
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	e, _ := c.init["error"].(map[string]any)
+	want := "no server could start: server raw: exited with status 3 before it answered"
+	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), want) {
+		t.Fatalf("initialize: %v, want error %q", c.init, want)
+	}
+}
+
 // unreachableConn is a remote server's connection whose every request
 // fails in the transport, as the go-sdk reports a DNS failure.
 type unreachableConn struct{ closed chan struct{} }

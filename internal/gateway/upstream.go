@@ -293,10 +293,13 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, relaunch, err := u.open(ctx, p, proc)
-	if err != nil && !relaunch && ended(p) {
+	if err != nil && !relaunch && ctx.Err() == nil && !answered(err) && endedWithin(p, time.Second) {
 		// The server went away before it answered (it crashed at start):
 		// "initialize: server connection ended: EOF" alone hides how, so
 		// say it as watch does for a later end (its exit status, a kill).
+		// A server that exits before it reads may fail the write first
+		// (broken pipe) while its output's end is still on the way,
+		// hence the wait.
 		if d := proc.describe(); d != "" {
 			err = fmt.Errorf("%s before it answered (%w)", d, err)
 		}
@@ -429,6 +432,25 @@ func ended(p *peer) bool {
 	default:
 		return false
 	}
+}
+
+// endedWithin reports whether p's connection ends within d.
+func endedWithin(p *peer, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// answered reports whether err is the server's own JSON-RPC error: a
+// server that answered is not gone.
+func answered(err error) bool {
+	var werr *jsonrpc.Error
+	return errors.As(err, &werr)
 }
 
 // restore gives a restarted session-based server the session's log level
