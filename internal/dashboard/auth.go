@@ -219,6 +219,11 @@ func csrfOK(r *http.Request, s *session) bool {
 
 // decodeB64 decodes the parts of a login token: unpadded base64url, with
 // the unused trailing bits zero, so that each token has one spelling.
+// encoding/base64 skips \r and \n even in strict mode, so they are
+// refused here.
 func decodeB64(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, base64.CorruptInputError(strings.IndexAny(s, "\r\n"))
+	}
 	return base64.RawURLEncoding.Strict().DecodeString(s)
 }
