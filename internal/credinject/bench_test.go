@@ -5,11 +5,14 @@ import (
 	"crypto/cipher"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"mcpbox/internal/egress"
 )
@@ -32,7 +35,13 @@ import (
 // "crypto-copy" adds the receive and send copies, see newResealer). Its bound metric
 // is connect / (connect + crypto): the best ratio the intercepting path
 // can reach if that work cannot run beside connect's (cpu-bound: the same
-// in CPU time).
+// in CPU time). "relay-splice" and "relay-copy" add what the kernel does
+// more when the proxy reads and writes the bytes instead of splicing them
+// (no TLS, see newRelay); relay-copy's cpu-bound counts it with crypto's
+// passes, and its cpu-legs is the ratio if the proxy's two TLS legs cost
+// what the client's and the server's cost together (connect less its bare
+// relay): what a proxy built on crypto/tls, as the client and the server
+// are, can expect.
 func BenchmarkDownload(b *testing.B) {
 	const size = 256 << 20
 	chunk := []byte(strings.Repeat("The quick brown fox jumps over the lazy dog 0123456789 {}\":,.\n", 1024))
@@ -60,6 +69,7 @@ func BenchmarkDownload(b *testing.B) {
 		suite uint16 // the connect leg's: every leg must match it
 		// connect's wall and CPU time per op, by client protocol
 		connWall, connCPU = map[bool]float64{}, map[bool]float64{}
+		cryptoCPU         float64 // crypto's CPU time per op
 	)
 	ratios := func(b *testing.B, h2 bool, wall, cpu float64) {
 		if connWall[h2] == 0 {
@@ -122,9 +132,41 @@ func BenchmarkDownload(b *testing.B) {
 			wall, cpu := float64(b.Elapsed())/float64(b.N), float64(cpuTime()-cpu0)/float64(b.N)
 			b.ReportMetric(cpu, "cpu-ns/op")
 			ratios(b, false, wall, cpu)
+			if v.name == "crypto" {
+				cryptoCPU = cpu
+			}
 			if cw := connWall[false]; cw != 0 {
 				b.ReportMetric(cw/(cw+wall), "bound")
 				b.ReportMetric(connCPU[false]/(connCPU[false]+cpu), "cpu-bound")
+			}
+		})
+	}
+	// The least the intercepting path adds in the kernel: the same relay
+	// as connect's without TLS, spliced and copied through user space.
+	relayCPU := map[bool]float64{}
+	for _, copies := range []bool{false, true} {
+		name := "relay-splice"
+		if copies {
+			name = "relay-copy"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(size)
+			relay := newRelay(b, copies)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				relay(size)
+			}
+			cpu := float64(cpuTime()-cpu0) / float64(b.N)
+			b.ReportMetric(cpu, "cpu-ns/op")
+			relayCPU[copies] = cpu
+			if c, cr := connCPU[false], cryptoCPU; copies && c != 0 && cr != 0 && relayCPU[false] != 0 {
+				// connect's work plus the two passes plus what the copies
+				// cost the kernel over splice.
+				b.ReportMetric(c/(c+cr+cpu-relayCPU[false]), "cpu-bound")
+				// The ratio if the proxy's two TLS legs cost what the
+				// client's and the server's do together (connect less its
+				// bare relay), plus those copies.
+				b.ReportMetric(c/(c+c-relayCPU[false]+cpu-relayCPU[false]), "cpu-legs")
 			}
 		})
 	}
@@ -195,6 +237,90 @@ func newResealer(b *testing.B, suite uint16, copies bool) func(size, workers int
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// newRelay returns a function that moves size bytes from a TCP server
+// through a relay to a unix-socket client, as connect's tunnel does but
+// without TLS: the server writes record-sized pieces, the relay splices
+// them (io.Copy from a TCPConn to a UnixConn) or, with copies, reads and
+// writes them through a 256 KiB buffer in user space. The difference is
+// what the kernel's receive and send copies cost the intercepting path.
+func newRelay(b *testing.B, copies bool) func(size int) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tl.Close() })
+	ul, err := net.Listen("unix", filepath.Join(b.TempDir(), "relay"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ul.Close() })
+	return func(size int) {
+		errc := make(chan error, 2)
+		go func() { // server
+			c, err := tl.Accept()
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer c.Close()
+			rec := make([]byte, 16<<10+22) // a TLS 1.3 record, header and tag
+			for sent := 0; sent < size; sent += len(rec) {
+				if _, err := c.Write(rec[:min(len(rec), size-sent)]); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+		go func() { // relay
+			up, err := net.Dial("tcp", tl.Addr().String())
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer up.Close()
+			down, err := ul.Accept()
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer down.Close()
+			if copies {
+				_, err = io.CopyBuffer(struct{ io.Writer }{down}, struct{ io.Reader }{up}, make([]byte, 256<<10))
+			} else {
+				_, err = io.Copy(down, up)
+			}
+			errc <- err
+		}()
+		c, err := net.Dial("unix", ul.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * waitFor)) // a relay that fails leaves c open
+		buf := make([]byte, 64<<10)
+		n := 0
+		for {
+			k, err := c.Read(buf)
+			n += k
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range 2 {
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n != size {
+			b.Fatalf("relayed %d bytes of %d", n, size)
+		}
 	}
 }
 

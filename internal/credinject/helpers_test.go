@@ -94,6 +94,14 @@ type evlog struct {
 func (l *evlog) egress(ev egress.Event) { l.mu.Lock(); l.egs = append(l.egs, ev); l.mu.Unlock() }
 func (l *evlog) cred(ev Event)          { l.mu.Lock(); l.crs = append(l.crs, ev); l.mu.Unlock() }
 
+// egresses returns the egress events so far: the proxy logs them from
+// its own goroutines.
+func (l *evlog) egresses() []egress.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]egress.Event(nil), l.egs...)
+}
+
 func (l *evlog) creds() []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()

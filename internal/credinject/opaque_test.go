@@ -126,7 +126,7 @@ func TestOpaqueURLErrorLeaksNoValue(t *testing.T) {
 			}
 		}
 	}
-	for _, ev := range lg.egs {
+	for _, ev := range lg.egresses() {
 		for _, f := range forms {
 			if strings.Contains(fmt.Sprint(ev), f) {
 				t.Errorf("an egress event carries the real value: %+v", ev)
@@ -235,7 +235,7 @@ func TestWebSocketRefusalQuotesNoValue(t *testing.T) {
 			if sharesPart(string(body), longValue, 12) {
 				t.Errorf("the refusal carries part of the value: %q", body)
 			}
-			for _, ev := range lg.egs {
+			for _, ev := range lg.egresses() {
 				if sharesPart(fmt.Sprint(ev), longValue, 12) {
 					t.Errorf("an egress event carries part of the value: %+v", ev)
 				}
@@ -283,7 +283,7 @@ func TestMalformedEchoLeaksNoValue(t *testing.T) {
 	if strings.Contains(body, realA) {
 		t.Errorf("the 502 carries the value: %q", body)
 	}
-	for _, ev := range lg.egs {
+	for _, ev := range lg.egresses() {
 		if strings.Contains(fmt.Sprint(ev), realA) {
 			t.Errorf("an egress event carries the value: %+v", ev)
 		}
