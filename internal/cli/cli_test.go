@@ -67,6 +67,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"exec", "--timeout", "5", "--", "true"}, exitUsage, "", "want a duration such as 30s"},
 		{[]string{"help", "serve"}, 0, "--print-config", ""},
 		{[]string{"help", "run"}, 0, "--allow-tool", ""},
+		{[]string{"pin", "--help"}, 0, "--allow-degraded", ""},
+		{[]string{"pin", "--allow-degraded=selinux"}, exitUsage, "", "unknown isolation layer"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
