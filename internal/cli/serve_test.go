@@ -39,3 +39,22 @@ func TestServeNamesTheUnusedProjectConfig(t *testing.T) {
 		t.Fatalf("serve beside an mcpbox.yaml, stderr:\n%s", errs)
 	}
 }
+
+// TestSecretsReadsTheProjectConfig: mcpbox secrets with no FILE, run
+// beside an mcpbox.yaml, lists that config's references, as the other
+// admin commands find the project; elsewhere it asks for the FILE.
+func TestSecretsReadsTheProjectConfig(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if code, _, errs := runCLI("secrets"); code != exitUsage || !strings.Contains(errs, "want a config FILE") {
+		t.Fatalf("secrets without a config: exit %d, stderr %s", code, errs)
+	}
+	cfg := "version: 1\nservers:\n  s:\n    command: [true]\n    secrets:\n      TOKEN_T: {from: env:MCPBOX_T7_UNSET}\n    tools: {allow: [\"*\"]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "mcpbox.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("secrets")
+	if code != 0 || !strings.Contains(out, "TOKEN_T") || !strings.Contains(out, "env:MCPBOX_T7_UNSET") {
+		t.Fatalf("secrets beside an mcpbox.yaml: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+}
