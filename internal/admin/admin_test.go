@@ -281,3 +281,25 @@ func TestWebStopWaitsForRequests(t *testing.T) {
 		t.Error("the approvals socket is still there after stop")
 	}
 }
+
+// TestProjectConfig: the project config of a directory is the first of
+// mcpbox.yaml and mcpbox.yml that is a regular file; none is "".
+func TestProjectConfig(t *testing.T) {
+	dir := t.TempDir()
+	if got := ProjectConfig(dir); got != "" {
+		t.Fatalf("ProjectConfig(empty dir) = %q, want \"\"", got)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "mcpbox.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := ProjectConfig(dir); got != "" {
+		t.Fatalf("ProjectConfig(dir with a directory mcpbox.yaml) = %q, want \"\"", got)
+	}
+	yml := filepath.Join(dir, "mcpbox.yml")
+	if err := os.WriteFile(yml, []byte("version: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := ProjectConfig(dir); got != yml {
+		t.Fatalf("ProjectConfig = %q, want %q", got, yml)
+	}
+}

@@ -12,6 +12,20 @@ import (
 // the current directory and its parents.
 var projectConfigs = []string{"mcpbox.yaml", "mcpbox.yml"}
 
+// ProjectConfig is the path of the project config in dir that the admin
+// commands would read there (mcpbox.yaml, mcpbox.yml; the user's own or
+// root's), "" if there is none: serve without --config names it, since
+// it serves the embedded default instead.
+func ProjectConfig(dir string) string {
+	for _, name := range projectConfigs {
+		path := filepath.Join(dir, name)
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && ownedByMe(fi) {
+			return path
+		}
+	}
+	return ""
+}
+
 // ConfigStateDir gives the state dir the config file at path (in the
 // directory dir) names, absolute; "" if it names none (its project state
 // dir applies); ok false if path is no valid config.

@@ -11,7 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"time"
+
+	"mcpbox/internal/config"
 
 	"mcpbox/internal/kube/egressproxy"
 	"mcpbox/internal/podagent"
@@ -112,6 +116,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "mcpbox", Version)
 		return 0
 	case "help", "-h", "--help":
+		if len(args) > 1 && slices.Contains(commands, args[1]) { // mcpbox help serve
+			return Main([]string{args[1], "--help"}, stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "logs":
@@ -143,10 +150,21 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "login", "logout":
 		return env.login(args[0], args[1:])
 	default:
-		fmt.Fprintf(stderr, "mcpbox: unknown command %q\n\n%s", args[0], usage)
+		// Not the whole usage: it would push the one line that matters
+		// off the screen.
+		msg := fmt.Sprintf("mcpbox: unknown command %q", args[0])
+		if best := config.Closest(args[0], commands); best != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", best)
+		}
+		fmt.Fprintf(stderr, "%s\nRun 'mcpbox --help' for the commands.\n", msg)
 		return exitUsage
 	}
 }
+
+// commands are the names Main dispatches, for "did you mean" and help.
+var commands = []string{"exec", "run", "serve", "doctor", "policy", "secrets", "kube", "import",
+	"version", "logs", "approvals", "approve", "deny", "pin", "trust", "update", "ps", "stop",
+	"pause", "resume", "snapshot", "diff", "token", "ui", "login", "logout"}
 
 // env carries the standard streams to the subcommands.
 type env struct {
@@ -204,13 +222,46 @@ func (e *env) parse(fs *flag.FlagSet, args []string) (int, bool) {
 			return 0, true
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	// The flag package would print the error and then the whole help,
+	// which pushes the error off the screen: the error, a hint, a pointer.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, true
 		}
+		e.errorf("%s: %s\nRun 'mcpbox %s --help' for its flags.", fs.Name(), flagError(fs, err), fs.Name())
 		return exitUsage, true
 	}
 	return 0, false
+}
+
+// flagError is a flag package error as a user wants it: an unknown flag
+// with the one meant, a bad duration with the form wanted.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		msg = "flag provided but not defined: --" + name
+		if best := config.Closest(strings.TrimPrefix(name, "-"), names); best != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", best)
+		}
+		return msg
+	}
+	if _, rest, ok := strings.Cut(msg, " for flag -"); ok {
+		name, _, _ := strings.Cut(rest, ":")
+		if f := fs.Lookup(name); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, ok := g.Get().(time.Duration); ok {
+					msg += " (want a duration such as 30s, 10m or 1h)"
+				}
+			}
+		}
+	}
+	return msg
 }
 
 // listFlag collects a repeatable string flag.

@@ -60,6 +60,15 @@ func TestUsage(t *testing.T) {
 		{[]string{"run", "--timeout", "1s", "--", "true"}, exitUsage, "", "--call-timeout"},
 		{[]string{"run", "--output-limit", "big", "--", "true"}, exitUsage, "", "--output-limit"},
 		{[]string{"version"}, 0, "mcpbox", ""},
+		{[]string{"serv"}, exitUsage, "", "(did you mean serve?)"},
+		{[]string{"sreve"}, exitUsage, "", "(did you mean serve?)"},
+		{[]string{"serve", "--htpp", "127.0.0.1:0"}, exitUsage, "", "--htpp (did you mean --http?)"},
+		{[]string{"logs", "--folow"}, exitUsage, "", "did you mean --follow?"},
+		{[]string{"exec", "--timeout", "5", "--", "true"}, exitUsage, "", "want a duration such as 30s"},
+		{[]string{"help", "serve"}, 0, "--print-config", ""},
+		{[]string{"help", "run"}, 0, "--allow-tool", ""},
+		{[]string{"pin", "--help"}, 0, "--allow-degraded", ""},
+		{[]string{"pin", "--allow-degraded=selinux"}, exitUsage, "", "unknown isolation layer"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -68,6 +77,28 @@ func TestUsage(t *testing.T) {
 				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tt.code, out, errs)
 			}
 		})
+	}
+}
+
+// TestUsageErrorsAreShort: a mistyped command or flag gets its error and a
+// pointer to the help, not the whole help, which pushed the error off the
+// screen.
+func TestUsageErrorsAreShort(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"serve", "--htpp", "x"}, {"exec", "--timeout", "5", "--", "true"}, {"run", "--input"}} {
+		code, _, errs := runCLI(args...)
+		if code != exitUsage || strings.Count(errs, "\n") > 2 || !strings.Contains(errs, "--help") {
+			t.Errorf("mcpbox %s: exit %d, stderr (want at most 2 lines naming --help):\n%s", strings.Join(args, " "), code, errs)
+		}
+	}
+}
+
+// TestCommandsAreDispatched: every name the "did you mean" and "help CMD"
+// offer is a command Main runs.
+func TestCommandsAreDispatched(t *testing.T) {
+	for _, c := range commands {
+		if _, _, errs := runCLI(c, "--help"); strings.Contains(errs, "unknown command") {
+			t.Errorf("commands lists %q, which Main does not run: %s", c, errs)
+		}
 	}
 }
 

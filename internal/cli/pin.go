@@ -17,7 +17,7 @@ import (
 )
 
 const pinHelp = `USAGE
-  mcpbox pin [--check] [--config FILE] [--state-dir DIR] [SERVER...]
+  mcpbox pin [--check] [--config FILE] [--state-dir DIR] [--allow-degraded LAYERS] [SERVER...]
 
 Starts each server of the config (every one, or those named) in its
 sandbox, lists its tools, prompts and resource templates and notes its
@@ -31,7 +31,9 @@ gateway running on the same state dir reloads the lock file.
 definition compares with the lock file ("not yet pinned" for a server or
 kind the lock does not have), and exits 1 when there is a finding or a
 difference. A server that cannot start is reported, the others are still
-scanned, checked or pinned, and the exit status is 1.
+scanned, checked or pinned, and the exit status is 1. --allow-degraded
+starts them without the isolation layers serve --allow-degraded accepts
+(such as cgroups for a user without a delegated cgroup).
 `
 
 func (e *env) pin(args []string) int {
@@ -39,6 +41,8 @@ func (e *env) pin(args []string) int {
 	cfgPath := fs.String("config", "", "the config `FILE` (default: the embedded default)")
 	stateFlag := fs.String("state-dir", "", "the state `DIR` (default: the config's)")
 	check := fs.Bool("check", false, "scan and compare only; record nothing")
+	var degraded degradedFlag
+	fs.Var(&degraded, "allow-degraded", "start the servers even when the isolation `LAYERS` (comma list of seccomp,\nlandlock, cgroups, idmap; bare flag: any) are unavailable, as serve's flag")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
@@ -47,6 +51,7 @@ func (e *env) pin(args []string) int {
 		e.errorf("pin: %v", err)
 		return exitUsage
 	}
+	daemon.AcceptDegraded(c, degraded.all, degraded.layers)
 	names := fs.Args()
 	for _, n := range names {
 		if c.Server(n) == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -56,8 +57,13 @@ func (e *env) secrets(args []string) int {
 	case fs.NArg() == 1:
 		*cfgPath = fs.Arg(0)
 	case *cfgPath == "":
-		e.errorf("secrets: want a config FILE (mcpbox secrets FILE)")
-		return exitUsage
+		if wd, err := os.Getwd(); err == nil { // in a project: its config, as the admin commands read it
+			*cfgPath = admin.ProjectConfig(wd)
+		}
+		if *cfgPath == "" {
+			e.errorf("secrets: want a config FILE (mcpbox secrets FILE), or run it beside an mcpbox.yaml")
+			return exitUsage
+		}
 	}
 	c, err := loadConfig(*cfgPath)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
@@ -92,6 +93,9 @@ func (e *env) serve(args []string) int {
 			if o.Base, err = os.Getwd(); err != nil {
 				e.errorf("serve: %v", err)
 				return 1
+			}
+			if p := admin.ProjectConfig(o.Base); p != "" { // a config the user wrote, silently unused
+				e.errorf("note: serving the embedded default, not %s: mcpbox serve --config %[1]s serves that", filepath.Base(p))
 			}
 		}
 	} else {

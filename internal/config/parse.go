@@ -255,16 +255,28 @@ func (d *decoder) unknownKey(kv pair, path string, fields []field) {
 	if path == "" {
 		msg = fmt.Sprintf("unknown top-level key %q", kv.name)
 	}
-	best, bestDist := "", 3
-	for _, f := range fields {
-		if dist := editDistance(kv.name, f.key); dist < bestDist && dist < len(kv.name) {
-			best, bestDist = f.key, dist
-		}
+	keys := make([]string, len(fields))
+	for i, f := range fields {
+		keys[i] = f.key
 	}
-	if best != "" {
+	if best := Closest(kv.name, keys); best != "" {
 		msg += fmt.Sprintf("; did you mean %q?", best)
 	}
 	d.errorf(pos(kv.key), "%s", msg)
+}
+
+// Closest is the candidate nearest to name, within an edit distance of 2
+// and less than name's length; "" if there is none. It is the "did you
+// mean" of an unknown key, and of the command line's unknown commands and
+// flags.
+func Closest(name string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if dist := editDistance(name, c); dist < bestDist && dist < len(name) {
+			best, bestDist = c, dist
+		}
+	}
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b, in bytes.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -310,9 +309,11 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 	}
 	if d.stdio {
 		wg.Go(func() {
-			in, release := clientInput(d.o.Stdin)
-			defer release()
-			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(in), nopWriteCloser{d.o.Stdout}); err != nil {
+			// Closed by the session when ctx ends (a signal): a client
+			// still attached does not keep serve reading.
+			in := clientInput(d.o.Stdin)
+			defer in.Close()
+			if err := gw.ServeStdio(ctx, gateway.LocalAgent, in, nopWriteCloser{d.o.Stdout}); err != nil {
 				errs <- err
 			}
 			cancel() // the client that launched us is gone

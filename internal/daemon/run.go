@@ -84,10 +84,12 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	}
 	ctx, cancel := SignalContext(ctx)
 	defer cancel()
-	in, release := clientInput(o.Stdin)
-	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(in), nopWriteCloser{o.Stdout})
+	// The session closes in when ctx ends, which ends a read that waits
+	// for a client still attached.
+	in := clientInput(o.Stdin)
+	err = gw.ServeStdio(ctx, gateway.LocalAgent, in, nopWriteCloser{o.Stdout})
 	gw.Close()
-	release()
+	in.Close()
 	if err != nil && ctx.Err() == nil {
 		return err
 	}

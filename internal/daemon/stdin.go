@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// clientInput is what a stdio gateway reads its client from, and a
-// function that releases it once the session is over.
+// clientInput is what a stdio gateway reads its client from. Closing it
+// ends a read that waits for the client, so that a gateway told to stop
+// (SIGTERM, Ctrl-C) stops while its client still holds the pipe open; it
+// may be closed more than once.
 //
 // Standard input as a process inherits it is blocking, so Go reads it
 // with a thread parked in read(2), and while that thread waits the
@@ -19,19 +22,20 @@ import (
 //   - a pipe (what most clients give) is opened again through
 //     /proc/self/fd, a new open file of the same pipe that alone is
 //     non-blocking: the client's end, and anyone else sharing ours, keep
-//     their mode;
+//     their mode; closing it closes only that new file;
 //   - a socket (Node's child_process) cannot be opened again: a copy of
-//     it is made non-blocking, and blocking again when the session ends.
+//     it is made non-blocking, and blocking again before it is closed.
 //
-// Anything else (a terminal, a file), and any failure, reads r as it is.
-func clientInput(r io.Reader) (io.Reader, func()) {
+// Anything else (a terminal, a file), and any failure, reads r as it is,
+// and its Close does nothing: standard input itself stays open.
+func clientInput(r io.Reader) io.ReadCloser {
 	f, ok := r.(*os.File)
 	if !ok {
-		return r, func() {}
+		return io.NopCloser(r)
 	}
 	sc, err := f.SyscallConn()
 	if err != nil {
-		return r, func() {}
+		return io.NopCloser(r)
 	}
 	var st unix.Stat_t
 	var fd int
@@ -39,7 +43,7 @@ func clientInput(r io.Reader) (io.Reader, func()) {
 		fd = int(u)
 		err = unix.Fstat(fd, &st)
 	}); cerr != nil || err != nil {
-		return r, func() {}
+		return io.NopCloser(r)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFIFO:
@@ -47,26 +51,40 @@ func clientInput(r io.Reader) (io.Reader, func()) {
 		// writer, which a client that has already hung up is not.
 		nf, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_RDONLY|unix.O_NONBLOCK, 0)
 		if err != nil {
-			return r, func() {}
+			return io.NopCloser(r)
 		}
-		return nf, func() { nf.Close() }
+		return &onceCloser{Reader: nf, close: nf.Close}
 	case unix.S_IFSOCK:
 		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
-			return r, func() {}
+			return io.NopCloser(r)
 		}
 		if err := unix.SetNonblock(dup, true); err != nil {
 			unix.Close(dup)
-			return r, func() {}
+			return io.NopCloser(r)
 		}
 		nf := os.NewFile(uintptr(dup), f.Name()) // non-blocking: polled
-		return nf, func() {
+		return &onceCloser{Reader: nf, close: func() error {
 			// Before Close: the mode belongs to the shared socket.
 			if sc, err := nf.SyscallConn(); err == nil {
 				sc.Control(func(u uintptr) { unix.SetNonblock(int(u), false) })
 			}
-			nf.Close()
-		}
+			return nf.Close()
+		}}
 	}
-	return r, func() {}
+	return io.NopCloser(r)
+}
+
+// onceCloser is a reader whose close runs once, however often Close is
+// called: by the session that ends, and by the gateway after it.
+type onceCloser struct {
+	io.Reader
+	once  sync.Once
+	close func() error
+}
+
+func (c *onceCloser) Close() error {
+	var err error
+	c.once.Do(func() { err = c.close() })
+	return err
 }

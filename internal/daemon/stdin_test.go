@@ -35,9 +35,13 @@ func TestClientInputPipe(t *testing.T) {
 	defer pw.Close()
 	defer pr.Close()
 	pr.Fd() // blocking, as an inherited standard input is
-	in, release := clientInput(pr)
-	defer release()
-	nf, ok := in.(*os.File)
+	in := clientInput(pr)
+	defer in.Close()
+	oc, ok := in.(*onceCloser)
+	if !ok {
+		t.Fatalf("clientInput(pipe) = %T, want a new file", in)
+	}
+	nf, ok := oc.Reader.(*os.File)
 	if !ok || nf == pr {
 		t.Fatalf("clientInput(pipe) = %T %v, want a new file", in, in)
 	}
@@ -67,7 +71,7 @@ func TestClientInputSocket(t *testing.T) {
 	if !blocking(t, ours) {
 		t.Fatal("socketpair end is not blocking to begin with")
 	}
-	in, release := clientInput(ours)
+	in := clientInput(ours)
 	if _, err := theirs.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +82,8 @@ func TestClientInputSocket(t *testing.T) {
 	if blocking(t, ours) {
 		t.Fatal("socket still blocking while read through the poller")
 	}
-	release()
+	in.Close()
+	in.Close() // the session and the gateway both close it
 	if !blocking(t, ours) {
 		t.Fatal("socket left non-blocking after release")
 	}
@@ -91,9 +96,18 @@ func TestClientInputOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in, release := clientInput(f)
-	defer release()
-	if in != io.Reader(f) {
-		t.Fatalf("clientInput(file) = %v, want the file", in)
+	in := clientInput(f)
+	if _, ok := in.(*onceCloser); ok {
+		t.Fatalf("clientInput(file) = %T, want the file as it is", in)
+	}
+	if _, err := f.WriteString("x"); err != nil {
+		t.Fatal(err)
+	}
+	in.Close() // does not close standard input itself
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatalf("the file after Close: %v", err)
+	}
+	if got, err := io.ReadAll(in); err != nil || string(got) != "x" {
+		t.Fatalf("read %q, %v; want the file's content", got, err)
 	}
 }
