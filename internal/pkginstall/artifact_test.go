@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"mcpbox/internal/egress"
 )
 
 // internalService stands in for what an address reaches from this host:
@@ -77,5 +80,47 @@ func TestWheelAtAnAddressSkipped(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the internal service got %d requests", n)
+	}
+}
+
+// TestTarballAtAPrivateNameRefused: a registry whose packument puts a
+// tarball at a host NAME that resolves to a loopback address (localhost
+// here, as 169.254.169.254 would be for a name the attacker's DNS
+// answers), or that redirects its own tarball URL to such an address,
+// does not get the host to fetch it. The configured registry itself, on
+// loopback, stays reachable.
+func TestTarballAtAPrivateNameRefused(t *testing.T) {
+	svc, hits := internalService(t)
+	_, svcPort, _ := strings.Cut(strings.TrimPrefix(svc.URL, "http://"), ":")
+	reg := newFakeRegistry(t, "")
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, svc.URL+"/latest/meta-data/x.tgz", http.StatusFound)
+	}))
+	t.Cleanup(redirect.Close)
+	in := &Installer{NPM: NPMConfig{Registry: reg.url(), Scopes: map[string]string{"@r": redirect.URL + "/"}}}
+	r := in.registry()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tarball := range []string{
+		"http://localhost:" + svcPort + "/latest/meta-data/x.tgz",
+		redirect.URL + "/@r/x/-/x-1.0.0.tgz", // a configured registry redirecting to an address
+	} {
+		v := npmVersion{Version: "1.0.0"}
+		v.Dist.Tarball = tarball
+		_, err := r.tarball(ctx, "x", v, "sha512-AAAA")
+		if !errors.Is(err, egress.ErrPrivateAddress) {
+			t.Errorf("%s: %v, want a refusal of the address", tarball, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the internal service got %d requests", n)
+	}
+	// The configured registry's own host and port, an address, stay fine.
+	reg.add(t, testPkg{name: "x", version: "1.0.0"})
+	tp := reg.url() + "x/-/x-1.0.0.tgz"
+	v := npmVersion{Version: "1.0.0"}
+	v.Dist.Tarball = tp
+	if _, err := r.tarball(ctx, "x", v, sri(reg.tarballs["/x/-/x-1.0.0.tgz"])); err != nil {
+		t.Errorf("the registry's own tarball: %v", err)
 	}
 }
