@@ -124,3 +124,32 @@ func TestTarballAtAPrivateNameRefused(t *testing.T) {
 		t.Errorf("the registry's own tarball: %v", err)
 	}
 }
+
+// TestArtifactAddressSpelledAsName: an archive URL whose host the egress
+// proxy reads as an address (a trailing dot, inet_aton forms) is an
+// address here too. Before, 169.254.169.254. or 2130706433 passed as a
+// "name" and became an address rule of the install's egress (a lockfile
+// of the project's, for `npm ci` and pod installs, or a packument's
+// tarball for the fetching sandbox). A configured registry's own address,
+// however spelled, stays trusted.
+func TestArtifactAddressSpelledAsName(t *testing.T) {
+	cfg := NPMConfig{Registry: "http://127.0.0.1:4873/"}
+	for _, bad := range []string{
+		"http://169.254.169.254./latest/meta-data/x.tgz",
+		"http://127.0.0.1.:6379/x.tgz",
+		"http://2130706433:6379/x.tgz",
+		"http://0x7f.1:6379/x.tgz",
+		"http://127.1:6379/x.tgz",
+		"http://0251.0376.0251.0376/x.tgz",
+		"http://2852039166/x.tgz",
+	} {
+		lock := []byte(`{"packages":{"node_modules/x":{"resolved":"` + bad + `"}}}`)
+		if r, err := cfg.LockfileRegistryRules(lock); err == nil || !strings.Contains(err.Error(), "no configured registry") {
+			t.Errorf("a lockfile resolving to %s: rules %+v, %v; want a refusal", bad, r, err)
+		}
+	}
+	lock := []byte(`{"packages":{"node_modules/x":{"resolved":"http://127.0.0.1.:4873/x/-/x-1.0.0.tgz"}}}`)
+	if _, err := cfg.LockfileRegistryRules(lock); err != nil {
+		t.Errorf("the configured registry's address with a trailing dot: %v", err)
+	}
+}
