@@ -152,3 +152,14 @@ func checkHostName(h string, labels []string) error {
 	}
 	return nil
 }
+
+// ParseHost is how the proxy reads a target host: either a host name
+// (lowercased, one trailing dot removed) or, when the proxy takes it as
+// one, an IP address, in any spelling it accepts (brackets, a trailing
+// dot, inet_aton forms such as 2130706433, 0x7f.1, 127.1, 0251.0376.0.1).
+// A check elsewhere that decides "address or name" before handing a host
+// to the proxy must decide it the same way.
+func ParseHost(host string) (name string, ip netip.Addr, err error) {
+	name, ip, err = parseHost(host)
+	return name, ip.Unmap(), err
+}

@@ -89,9 +89,12 @@ func (k *mrtrKeys) verify(state string, now time.Time) (stateClaims, error) {
 	if !ok || !ok2 {
 		return stateClaims{}, errors.New("malformed")
 	}
-	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
-	sig, err2 := base64.RawURLEncoding.DecodeString(s64)
-	if err1 != nil || err2 != nil {
+	// One spelling per state: strict (no stray bits in the last
+	// character), and no \r or \n, which encoding/base64 skips even
+	// when strict.
+	payload, err1 := base64.RawURLEncoding.Strict().DecodeString(p64)
+	sig, err2 := base64.RawURLEncoding.Strict().DecodeString(s64)
+	if err1 != nil || err2 != nil || strings.ContainsAny(rest, "\r\n") {
 		return stateClaims{}, errors.New("malformed")
 	}
 	m := hmac.New(sha256.New, k.key[:])

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -80,24 +81,40 @@ func (c netClass) String() string {
 }
 
 // dialGuard refuses connections to addresses of a class above its
-// anchor's: the anchor's own addresses decide (a server on the private
+// anchor's: the anchor's own address decides (a server on the private
 // network may use an authorization server there; one on the internet may
 // not send mcpbox into the private network). Connections to a proxy of
 // the environment (HTTPS_PROXY, ...) are the user's choice and not
 // checked; the proxy resolves the names then.
+//
+// The anchor's name is the user's choice but its DNS answers are not:
+// they are the remote server's. So the anchor's class is learned from
+// the first connection made to it (the address the dialer connected to,
+// not a lookup of its own, which a rebinding name could answer
+// differently), and every later connection, to the anchor too, is
+// checked against it. Before any connection to the anchor, the class is
+// the lowest (most public) of its looked-up addresses: a name listing a
+// loopback address beside a public one does not open loopback.
 type dialGuard struct {
 	anchor  string // host of the configured URL
 	proxies map[string]bool
+	// resolver and dial, if non-nil, replace net.DefaultResolver's
+	// lookup and the first dial to the anchor (tests).
+	resolver func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu       sync.Mutex
 	resolved bool     // guarded by mu
+	learned  bool     // guarded by mu: limit is the class of a connection made to the anchor
 	limit    netClass // guarded by mu
 }
 
-// anchorLimit is the highest class among the anchor's addresses,
-// resolved once; public (the strictest) while it does not resolve, and
-// tried again at the next connection then (a long-lived client, such as
-// the JWT validator's, must not keep a passing DNS failure).
+// anchorLimit is the anchor's class: the class of the first connection
+// made to it, or until then the lowest class among its looked-up
+// addresses (resolved once); public (the strictest) while it does not
+// resolve, and tried again at the next connection then (a long-lived
+// client, such as the JWT validator's, must not keep a passing DNS
+// failure).
 func (g *dialGuard) anchorLimit() netClass {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -105,24 +122,57 @@ func (g *dialGuard) anchorLimit() netClass {
 		return g.limit
 	}
 	if ip, err := netip.ParseAddr(g.anchor); err == nil {
-		g.limit, g.resolved = classOf(ip), true
+		g.limit, g.resolved, g.learned = classOf(ip), true, true
 		return g.limit
 	}
 	if g.anchor == "localhost" {
-		g.limit, g.resolved = classLoopback, true
+		g.limit, g.resolved, g.learned = classLoopback, true, true
 		return g.limit
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", g.anchor)
+	lookup := g.resolver
+	if lookup == nil {
+		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	ips, err := lookup(ctx, g.anchor)
 	if err != nil || len(ips) == 0 {
 		return classPublic
 	}
+	g.limit = classLoopback
 	for _, ip := range ips {
-		g.limit = max(g.limit, classOf(ip))
+		g.limit = min(g.limit, classOf(ip))
 	}
 	g.resolved = true
 	return g.limit
+}
+
+// learn sets the anchor's class from the address a connection to it was
+// made to, once.
+func (g *dialGuard) learn(remote net.Addr) {
+	ap, err := netip.ParseAddrPort(remote.String())
+	if err != nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.learned {
+		g.limit, g.resolved, g.learned = classOf(ap.Addr()), true, true
+	}
+}
+
+// firstToAnchor says whether addr is the anchor and its class is still to
+// be learned from a connection.
+func (g *dialGuard) firstToAnchor(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !strings.EqualFold(strings.TrimSuffix(host, "."), g.anchor) {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.learned
 }
 
 // control is the net.Dialer Control: address is the IP and port about
@@ -138,23 +188,43 @@ func (g *dialGuard) control(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// dialContext dials addr: a proxy of the environment as it is; the
+// anchor, the first time, wherever it resolves (the user named it), its
+// class learned from the connection; anything else checked by control.
+func (g *dialGuard) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if g.proxies[addr] {
+		return (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+	}
+	if g.firstToAnchor(addr) {
+		dial := g.dial
+		if dial == nil {
+			dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		}
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			g.learn(c.RemoteAddr())
+			// A concurrent first dial may have learned another class.
+			if ap, perr := netip.ParseAddrPort(c.RemoteAddr().String()); perr != nil || g.control(network, ap.String(), nil) != nil {
+				c.Close()
+				return nil, fmt.Errorf("refusing to connect to %s: the anchor %s was first reached at a more public address", c.RemoteAddr(), g.anchor)
+			}
+		}
+		return c, err
+	}
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
+	return d.DialContext(ctx, network, addr)
+}
+
 // guardedClient is the default client of a flow anchored at rawURL (the
 // server or issuer the user configured).
 func guardedClient(rawURL string) *http.Client {
 	host := ""
 	if u, err := url.Parse(rawURL); err == nil {
-		host = u.Hostname()
+		host = strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 	}
 	g := &dialGuard{anchor: host, proxies: envProxies()}
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
-	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if g.proxies[addr] {
-			return plain.DialContext(ctx, network, addr)
-		}
-		return d.DialContext(ctx, network, addr)
-	}
+	t.DialContext = g.dialContext
 	return &http.Client{Transport: t, Timeout: 30 * time.Second}
 }
 

@@ -1,6 +1,8 @@
 package oauth
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -79,5 +81,63 @@ func TestDialGuardProxy(t *testing.T) {
 	t.Setenv("HTTP_PROXY", "")
 	if p := envProxies(); !p["127.0.0.1:3128"] {
 		t.Errorf("proxies %v, want 127.0.0.1:3128", p)
+	}
+}
+
+// remoteConn is a connection whose peer is remote (the address a dial
+// reached), without any traffic.
+type remoteConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestDialGuardAnchorListsLoopback: the anchor's name is the user's, its
+// DNS answers are the remote server's. A name that lists a loopback (or
+// link-local, private) address beside its public one does not widen the
+// flow to loopback: the anchor's class is the lowest of its addresses.
+func TestDialGuardAnchorListsLoopback(t *testing.T) {
+	g := &dialGuard{anchor: "mcp.attacker.test", resolver: func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254")}, nil
+	}}
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:443": false, "169.254.169.254:80": false, "10.0.0.1:443": false, "93.184.216.34:443": true,
+	} {
+		if err := g.control("tcp", addr, nil); (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", addr, err, ok)
+		}
+	}
+}
+
+// TestDialGuardAnchorRebinds: the anchor's class is that of the address
+// the flow's first connection to it reached, not of a lookup of the
+// guard's own, which a rebinding name answers with a loopback address
+// (the dial's lookup got the public one).
+func TestDialGuardAnchorRebinds(t *testing.T) {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	g := &dialGuard{
+		anchor: "mcp.attacker.test",
+		resolver: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+		dial: func(context.Context, string, string) (net.Conn, error) {
+			return remoteConn{a, &net.TCPAddr{IP: net.ParseIP("93.184.216.34"), Port: 443}}, nil
+		},
+	}
+	// Another host first (a token endpoint): the lookup, lowest class.
+	if err := g.control("tcp", "127.0.0.1:443", nil); err != nil {
+		t.Fatalf("before any connection to the anchor, its lookup says loopback: %v", err)
+	}
+	c, err := g.dialContext(context.Background(), "tcp", "MCP.attacker.test.:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for addr, ok := range map[string]bool{"127.0.0.1:443": false, "169.254.169.254:80": false, "93.184.216.34:443": true} {
+		if err := g.control("tcp", addr, nil); (err == nil) != ok {
+			t.Errorf("after the anchor was reached at a public address, %s: %v, want allowed %v", addr, err, ok)
+		}
 	}
 }

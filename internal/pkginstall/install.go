@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,7 +31,11 @@ type Installer struct {
 	// value is PyPI without credentials.
 	PyPI PyPIConfig
 	// Client fetches metadata and archives from the host. Nil means a
-	// client with a 5-minute timeout and the environment's proxy.
+	// client with a 5-minute timeout and the environment's proxy that
+	// connects to a loopback, private or link-local address only when it
+	// is a configured registry's or index's host and port
+	// (egress.HostFetch): a registry chooses its archives' URLs and
+	// redirects. A non-nil Client is used as it is.
 	Client *http.Client
 	// Limits bound each install sandbox; zero fields are none, except
 	// Timeout (10 minutes) and TmpSize (1 GiB: npm's cache lives on
@@ -201,9 +206,25 @@ func (in *Installer) fromStore(src Source, pin *Pin) (*Package, error) {
 func (in *Installer) registry() *registry {
 	c := in.Client
 	if c == nil {
-		c = &http.Client{Timeout: 5 * time.Minute}
+		c = &http.Client{Timeout: 5 * time.Minute, Transport: in.hostFetch().Transport()}
 	}
 	return &registry{cfg: in.NPM, client: c}
+}
+
+// hostFetch guards the host's own fetches: only the registries and
+// indexes the user's configuration names may be at a non-public address.
+func (in *Installer) hostFetch() *egress.HostFetch {
+	var trusted []string
+	for _, u := range in.NPM.registries() {
+		trusted = append(trusted, egress.URLHostPort(u))
+	}
+	if idx, err := in.PyPI.index(); err == nil {
+		trusted = append(trusted, egress.URLHostPort(idx))
+	}
+	for _, h := range in.PyPI.FileHosts {
+		trusted = append(trusted, egress.URLHostPort(&url.URL{Scheme: "https", Host: h}))
+	}
+	return &egress.HostFetch{Trusted: trusted}
 }
 
 func (in *Installer) progress(format string, args ...any) {

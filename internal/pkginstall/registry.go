@@ -9,10 +9,11 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+
+	"mcpbox/internal/egress"
 )
 
 // Size bounds of what a registry may send; past them the fetch fails
@@ -214,14 +215,22 @@ func redactURL(u *url.URL) string {
 // reach this host's loopback services, the LAN or cloud metadata
 // (169.254.169.254), which the egress proxy refuses to a name that
 // resolves there.
+//
+// "Address" is decided as the egress proxy decides it (egress.ParseHost):
+// 169.254.169.254. (a trailing dot), 2130706433 or 0x7f.1 are addresses
+// there, and were names here, so they became address rules of the
+// install's egress. A host the proxy cannot read is refused too.
 func checkArtifactURL(u *url.URL, trusted []*url.URL) error {
-	host := u.Hostname()
-	if _, err := netip.ParseAddr(host); err != nil {
+	_, ip, err := egress.ParseHost(u.Hostname())
+	if err == nil && !ip.IsValid() {
 		return nil // a name: the egress proxy checks what it resolves to
 	}
 	port := effectivePort(u)
 	for _, t := range trusted {
-		if t != nil && t.Hostname() == host && effectivePort(t) == port {
+		if t == nil || effectivePort(t) != port {
+			continue
+		}
+		if _, tip, terr := egress.ParseHost(t.Hostname()); err == nil && terr == nil && tip.IsValid() && tip == ip {
 			return nil
 		}
 	}

@@ -2,10 +2,13 @@ package specconv
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/image"
 	"mcpbox/internal/sandbox"
 )
@@ -15,15 +18,36 @@ import (
 func ImageStore(stateDir string) string { return filepath.Join(stateDir, "images") }
 
 // ImageOptions are the pull options of image server s: the state dir's
-// store, the server's platform and plain-HTTP setting, and progress
-// (nil: silent).
+// store, the server's platform and plain-HTTP setting, progress (nil:
+// silent), and a transport whose connections go only to public
+// addresses or to the image's own registry (egress.HostFetch): the
+// registry is the config's choice, but its token server and redirects
+// (blobs on a CDN) are the registry's, which is not trusted, and the
+// pull runs on the host, outside any sandbox and its proxy.
 func ImageOptions(s *config.Server, stateDir string, progress func(string)) image.Options {
 	return image.Options{
-		Store:    ImageStore(stateDir),
-		Platform: s.Image.Platform,
-		Insecure: s.Image.Insecure,
-		Progress: progress,
+		Store:     ImageStore(stateDir),
+		Platform:  s.Image.Platform,
+		Insecure:  s.Image.Insecure,
+		Progress:  progress,
+		Transport: registryFetch(s),
 	}
+}
+
+// registryFetch is the host fetch of s's image registry: the registry's
+// host and port (scheme default when absent) trusted, every other
+// connection checked on the address it is made to. A reference that does
+// not parse trusts nothing (the pull fails on it anyway).
+func registryFetch(s *config.Server) http.RoundTripper {
+	hf := &egress.HostFetch{}
+	if r, err := image.ParseRef(s.Image.Ref); err == nil {
+		scheme := "https"
+		if s.Image.Insecure {
+			scheme = "http"
+		}
+		hf.Trusted = []string{egress.URLHostPort(&url.URL{Scheme: scheme, Host: r.Registry})}
+	}
+	return hf.Transport()
 }
 
 // ApplyImage makes spec (server s's, from Server) run the pulled image

@@ -375,6 +375,16 @@ func TestVerify(t *testing.T) {
 			}
 		}
 	}
+	// Nor is another spelling of it: encoding/base64 skips \r and \n
+	// even when strict, in the MAC as in the server's name.
+	for i := range tok {
+		for _, c := range []string{"\n", "\r", "\r\n"} {
+			bad := tok[:i] + c + tok[i:]
+			if s, _, err := Verify(key, "p", bad, now); err == nil {
+				t.Fatalf("Verify accepted %q (from %q) as %q", bad, tok, s)
+			}
+		}
+	}
 	if _, _, err := Verify(key[:16], "p", tok, now); err == nil {
 		t.Error("a short key verified")
 	}
