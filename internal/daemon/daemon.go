@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -310,9 +309,9 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 	}
 	if d.stdio {
 		wg.Go(func() {
-			in, release := clientInput(d.o.Stdin)
+			in, out, release := clientStdio(d.o.Stdin, d.o.Stdout)
 			defer release()
-			if err := gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(in), nopWriteCloser{d.o.Stdout}); err != nil {
+			if err := gw.ServeStdio(ctx, gateway.LocalAgent, in, out); err != nil {
 				errs <- err
 			}
 			cancel() // the client that launched us is gone

@@ -84,8 +84,8 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	}
 	ctx, cancel := SignalContext(ctx)
 	defer cancel()
-	in, release := clientInput(o.Stdin)
-	err = gw.ServeStdio(ctx, gateway.LocalAgent, io.NopCloser(in), nopWriteCloser{o.Stdout})
+	in, out, release := clientStdio(o.Stdin, o.Stdout)
+	err = gw.ServeStdio(ctx, gateway.LocalAgent, in, out)
 	gw.Close()
 	release()
 	if err != nil && ctx.Err() == nil {

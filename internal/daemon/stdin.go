@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/gateway"
 )
 
 // clientInput is what a stdio gateway reads its client from, and a
@@ -69,4 +71,53 @@ func clientInput(r io.Reader) (io.Reader, func()) {
 		}
 	}
 	return r, func() {}
+}
+
+// clientOutput is what a stdio gateway writes its client's messages to,
+// and a function that releases it once the session is over. Standard
+// output as a process inherits it is blocking, and a blocking write
+// cannot take the gateway's raw path (gateway.StdioFile): a pipe is
+// opened again through /proc/self/fd, non-blocking, as clientInput does.
+// Anything else (a socket, whose mode the client shares; a terminal, a
+// file), and any failure, is written as it is.
+func clientOutput(w io.Writer) (io.Writer, func()) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return w, func() {}
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return w, func() {}
+	}
+	var st unix.Stat_t
+	var fd int
+	if cerr := sc.Control(func(u uintptr) {
+		fd = int(u)
+		err = unix.Fstat(fd, &st)
+	}); cerr != nil || err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return w, func() {}
+	}
+	// O_NONBLOCK: without a reader (the client gone) the open fails
+	// rather than waiting for one.
+	nf, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_WRONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return w, func() {}
+	}
+	return nf, func() { nf.Close() }
+}
+
+// clientStdio is a stdio gateway's client input and output, as ServeStdio
+// takes them (never closed by it), and a function that releases them.
+func clientStdio(r io.Reader, w io.Writer) (io.ReadCloser, io.WriteCloser, func()) {
+	in, releaseIn := clientInput(r)
+	out, releaseOut := clientOutput(w)
+	var rc io.ReadCloser = io.NopCloser(in)
+	if f, ok := in.(*os.File); ok {
+		rc = gateway.StdioFile(f)
+	}
+	var wc io.WriteCloser = nopWriteCloser{out}
+	if f, ok := out.(*os.File); ok {
+		wc = gateway.StdioFile(f)
+	}
+	return rc, wc, func() { releaseOut(); releaseIn() }
 }
