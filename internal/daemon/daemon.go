@@ -309,11 +309,11 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 	}
 	if d.stdio {
 		wg.Go(func() {
-			// Closed by the session when ctx ends (a signal): a client
-			// still attached does not keep serve reading.
-			in := clientInput(d.o.Stdin)
-			defer in.Close()
-			if err := gw.ServeStdio(ctx, gateway.LocalAgent, in, nopWriteCloser{d.o.Stdout}); err != nil {
+			// The input is closed by the session when ctx ends (a
+			// signal): a client still attached does not keep serve reading.
+			in, out, release := clientStdio(d.o.Stdin, d.o.Stdout)
+			defer release()
+			if err := gw.ServeStdio(ctx, gateway.LocalAgent, in, out); err != nil {
 				errs <- err
 			}
 			cancel() // the client that launched us is gone

@@ -86,10 +86,10 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	defer cancel()
 	// The session closes in when ctx ends, which ends a read that waits
 	// for a client still attached.
-	in := clientInput(o.Stdin)
-	err = gw.ServeStdio(ctx, gateway.LocalAgent, in, nopWriteCloser{o.Stdout})
+	in, out, release := clientStdio(o.Stdin, o.Stdout)
+	err = gw.ServeStdio(ctx, gateway.LocalAgent, in, out)
 	gw.Close()
-	in.Close()
+	release()
 	if err != nil && ctx.Err() == nil {
 		return err
 	}

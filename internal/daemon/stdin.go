@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/gateway"
 )
 
 // clientInput is what a stdio gateway reads its client from. Closing it
@@ -87,4 +89,58 @@ func (c *onceCloser) Close() error {
 	var err error
 	c.once.Do(func() { err = c.close() })
 	return err
+}
+
+// clientOutput is what a stdio gateway writes its client's messages to,
+// and a function that releases it once the session is over. Standard
+// output as a process inherits it is blocking, and a blocking write
+// cannot take the gateway's raw path (gateway.StdioFile): a pipe is
+// opened again through /proc/self/fd, non-blocking, as clientInput does.
+// Anything else (a socket, whose mode the client shares; a terminal, a
+// file), and any failure, is written as it is.
+func clientOutput(w io.Writer) (io.Writer, func()) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return w, func() {}
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return w, func() {}
+	}
+	var st unix.Stat_t
+	var fd int
+	if cerr := sc.Control(func(u uintptr) {
+		fd = int(u)
+		err = unix.Fstat(fd, &st)
+	}); cerr != nil || err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return w, func() {}
+	}
+	// O_NONBLOCK: without a reader (the client gone) the open fails
+	// rather than waiting for one.
+	nf, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_WRONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return w, func() {}
+	}
+	return nf, func() { nf.Close() }
+}
+
+// clientStdio is a stdio gateway's client input and output, as ServeStdio
+// takes them, and a function that releases them. The input is closed by
+// the session when it ends (clientInput: a waiting read ends with it);
+// the output is never closed by it.
+func clientStdio(r io.Reader, w io.Writer) (io.ReadCloser, io.WriteCloser, func()) {
+	in := clientInput(r)
+	if oc, ok := in.(*onceCloser); ok {
+		if f, ok := oc.Reader.(*os.File); ok {
+			// Raw reads; closing still closes f, which ends a read
+			// waiting in the poller.
+			oc.Reader = gateway.StdioFile(f)
+		}
+	}
+	out, releaseOut := clientOutput(w)
+	var wc io.WriteCloser = nopWriteCloser{out}
+	if f, ok := out.(*os.File); ok {
+		wc = gateway.StdioFile(f)
+	}
+	return in, wc, func() { releaseOut(); in.Close() }
 }

@@ -111,3 +111,59 @@ func TestClientInputOther(t *testing.T) {
 		t.Fatalf("read %q, %v; want the file's content", got, err)
 	}
 }
+
+// TestClientOutputPipe: a client's pipe is written through a new,
+// non-blocking open file of it (what the gateway's raw writes need), the
+// client's own stays blocking, and what is written arrives whole.
+func TestClientOutputPipe(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	pw.Fd() // blocking, as an inherited standard output is
+	out, release := clientOutput(pw)
+	nf, ok := out.(*os.File)
+	if !ok || nf == pw {
+		release()
+		t.Fatalf("clientOutput(pipe) = %T %v, want a new file", out, out)
+	}
+	if blocking(t, nf) || !blocking(t, pw) {
+		release()
+		t.Fatalf("modes: new blocking %v, original blocking %v; want false, true", blocking(t, nf), blocking(t, pw))
+	}
+	// More than a pipe holds, through the gateway's writer: the rest
+	// waits for room.
+	msg := make([]byte, 1<<20)
+	for i := range msg {
+		msg[i] = byte('a' + i%26)
+	}
+	_, w, release2 := clientStdio(nil, pw)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Write(msg)
+		release2()
+		release()
+		pw.Close()
+		done <- err
+	}()
+	got, err := io.ReadAll(pr)
+	if werr := <-done; werr != nil || err != nil || string(got) != string(msg) {
+		t.Fatalf("wrote %v; read %d bytes (want %d), %v", werr, len(got), len(msg), err)
+	}
+}
+
+// TestClientOutputOther: anything but a pipe is written as it is.
+func TestClientOutputOther(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, release := clientOutput(f)
+	defer release()
+	if out != io.Writer(f) {
+		t.Fatalf("clientOutput(file) = %v, want the file", out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 
@@ -194,3 +195,18 @@ func (s *swapTable) take(placeholder json.RawMessage) (json.RawMessage, bool) {
 	delete(s.m, n)
 	return raw, ok
 }
+
+// StdioFile is f as ServeStdio's r or w: the gateway never closes it
+// (its owner does) and, when f is non-blocking, reads and writes it with
+// raw system calls, which keep the runtime's monitor asleep between
+// calls (rawfile_unsafe.go). A blocking f is read and written as it is.
+func StdioFile(f *os.File) io.ReadWriteCloser {
+	if rf := newRawFile(f); rf != nil {
+		return stdioFile{rf}
+	}
+	return stdioFile{f}
+}
+
+type stdioFile struct{ io.ReadWriter }
+
+func (stdioFile) Close() error { return nil }

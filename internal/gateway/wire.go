@@ -44,6 +44,7 @@ type lineConn struct {
 	who  string // the other end, for errors: "server NAME"
 	drop func(reason string, sample []byte)
 
+	raw    *rawFile // w without the runtime's syscall bookkeeping, when w is a non-blocking file
 	wmu    sync.Mutex
 	closer io.Closer // closes both directions
 	once   sync.Once
@@ -53,7 +54,16 @@ func newLineConn(r io.Reader, w io.Writer, closer io.Closer, who string, max int
 	if max <= 0 {
 		max = DefaultMaxMessage
 	}
-	return &lineConn{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, who: who, drop: drop, closer: closer}
+	if f, ok := r.(*os.File); ok {
+		if rf := newRawFile(f); rf != nil {
+			r = rf
+		}
+	}
+	c := &lineConn{r: bufio.NewReaderSize(r, 64<<10), w: w, max: max, who: who, drop: drop, closer: closer}
+	if f, ok := w.(*os.File); ok {
+		c.raw = newRawFile(f)
+	}
+	return c
 }
 
 // Read returns the next well-formed message. It blocks until one arrives
@@ -167,6 +177,14 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	data = append(data, '\n')
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.raw != nil {
+		// Most messages fit at once: no deadline to set and clear.
+		n := c.raw.tryWrite(data)
+		if n == len(data) {
+			return nil
+		}
+		data = data[n:]
+	}
 	if f, ok := c.w.(*os.File); ok {
 		deadline := time.Now().Add(writeTimeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

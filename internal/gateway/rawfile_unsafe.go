@@ -1,0 +1,110 @@
+//go:build linux
+
+package gateway
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawFile reads and writes a non-blocking pipe or socket with raw system
+// calls, waiting through Go's poller only when there is nothing to read
+// or no room to write (issue 19: the gateway's CPU on a small call).
+//
+// Why: os.File's Read and Write enter the system call through the
+// runtime's bookkeeping (entersyscall), which wakes the runtime's monitor
+// (sysmon) from its deep sleep whenever the process was idle; once awake
+// it polls every 20 µs until every processor is idle again. A proxied
+// call makes four such calls after an idle gap (the client's request, the
+// server's answer, each read and written), and the monitor's wake-ups
+// were a quarter of `mcpbox run`'s CPU per call. A read or write of a
+// non-blocking descriptor never blocks, so it needs none of that
+// bookkeeping: RawSyscall skips it, and the monitor stays asleep.
+//
+// Only a descriptor with O_NONBLOCK set takes this path (a blocking one
+// would hold its processor while it waits); anything unusual (an error,
+// a closed file, a deadline) is handed to the os.File, so that errors
+// keep their os wrapping and meaning.
+type rawFile struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// newRawFile returns f's raw reader and writer, or nil if f is blocking
+// or cannot be reached (then f is used as it is).
+func newRawFile(f *os.File) *rawFile {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	nonblock := false
+	if rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nonblock = err == nil && fl&unix.O_NONBLOCK != 0
+	}) != nil || !nonblock {
+		return nil
+	}
+	return &rawFile{f: f, rc: rc}
+}
+
+// Read reads as os.File.Read does.
+func (r *rawFile) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return r.f.Read(p)
+	}
+	var n int
+	var errno syscall.Errno
+	err := r.rc.Read(func(fd uintptr) bool {
+		for {
+			m, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			if e == syscall.EINTR {
+				continue
+			}
+			n, errno = int(m), e
+			return e != syscall.EAGAIN // else wait for input through the poller
+		}
+	})
+	switch {
+	case err != nil || errno != 0:
+		return r.f.Read(p) // the os.File's error (closed, a deadline, EIO ...)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// tryWrite writes what it can of p without waiting, and returns how
+// much it wrote; an error is left for the os.File's Write to report.
+func (r *rawFile) tryWrite(p []byte) int {
+	n := 0
+	r.rc.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
+			if e == syscall.EINTR {
+				continue
+			}
+			if e != 0 {
+				break
+			}
+			n += int(m)
+		}
+		return true // never wait here
+	})
+	return n
+}
+
+// Write writes as os.File.Write does: what does not fit at once (or
+// fails) goes through the os.File, which waits for room through the
+// poller, with its deadline, and reports its errors.
+func (r *rawFile) Write(p []byte) (int, error) {
+	n := r.tryWrite(p)
+	if n == len(p) {
+		return n, nil
+	}
+	m, err := r.f.Write(p[n:])
+	return n + m, err
+}
