@@ -264,8 +264,8 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 
 // newGateway builds the servers' launchers and the gateway over them.
 // Unless the options are strict, a server that cannot be set up (failed:
-// its package did not install) is left unavailable in st, to be retried
-// with po (d.setups).
+// its package did not install; its image does not pull) is left
+// unavailable (d.setups), its package retried with po.
 func (d *daemon) newGateway(ctx context.Context, g *guard.Guard, po packageOptions, failed map[string]error) (*gateway.Gateway, error) {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{

@@ -110,7 +110,11 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 	for _, s := range w.c.Servers {
 		gs := gatewayServer(w.c, s)
 		err := w.server(groups, gs, s)
-		if se := (*SetupError)(nil); errors.As(err, &se) && w.setups != nil {
+		// A group's sandbox is built for all its members at once (and
+		// would run a failed npx member's command as written): a group
+		// member is never left out.
+		inGroup := strings.HasPrefix(s.Placement, config.PlacementGroup)
+		if se := (*SetupError)(nil); errors.As(err, &se) && w.setups != nil && !inGroup {
 			w.setups.unavailable(gs, se, w.retry(s))
 			setupErrs = append(setupErrs, se)
 			err = nil
@@ -152,7 +156,8 @@ func (w wiring) server(groups *launch.Groups, gs *gateway.Server, s *config.Serv
 
 // retry sets s up again for a pending server (setup.go): its package
 // installed now if it did not at the start, its image pulled. Only a
-// server with a sandbox of its own is set up anew; nil for the others.
+// local server with a sandbox of its own is set up anew; nil for the
+// others (a Kubernetes one: restart serve).
 func (w wiring) retry(s *config.Server) func(context.Context) (*gateway.Server, error) {
 	if s.URL != "" || w.c.IsKubernetes(s) || strings.HasPrefix(s.Placement, config.PlacementGroup) {
 		return nil

@@ -189,3 +189,33 @@ servers:
 		t.Errorf("strict: %v, want typo's *SetupError", err)
 	}
 }
+
+// TestWiringKeepsGroupsWhole: a group member whose package did not
+// install is no unavailable member: the group's sandbox is built for all
+// its members, so serve fails at its start as before.
+func TestWiringKeepsGroupsWhole(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  a:
+    command: [sh, -c, "sleep 1"]
+    placement: group:g
+    tools: {allow: ["*"]}
+  b:
+    command: [npx, -y, "@x/not-published"]
+    placement: group:g
+    tools: {allow: ["*"]}
+  c:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := wiring{c: c, opts: specconv.Options{Base: t.TempDir(), StateDir: t.TempDir()},
+		failed: map[string]error{"b": errors.New("server b: npm package @x/not-published: not found")}}
+	w.setups = newSetupRig().st
+	var se *SetupError
+	if _, err := w.servers(); !errors.As(err, &se) || se.Server != "b" {
+		t.Fatalf("servers: %v, want b's *SetupError", err)
+	}
+}
