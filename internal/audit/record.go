@@ -31,6 +31,12 @@ const (
 	// (Detail: why); Error says how it ended.
 	EventRestart = "restart"
 
+	// EventServerUnavailable is a server serve could not set up (its
+	// package did not install, its image did not pull): Error says why,
+	// Detail "phase" is "start" or "retry". Decision "recovered" marks a
+	// retry that set it up.
+	EventServerUnavailable = "server_unavailable"
+
 	// EventRetention is written by the store itself when it prunes old
 	// records; Detail says how many and up to which seq.
 	EventRetention = "retention"

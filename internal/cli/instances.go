@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 
@@ -42,4 +44,9 @@ func (e *env) printInstances(views []admin.View, asJSON bool) {
 			r.Transport, cmpOr(r.URL, "-"), r.Started.Local().Format("15:04:05"), n, r.StateDir)
 	}
 	tw.Flush()
+	for _, v := range views {
+		for _, name := range slices.Sorted(maps.Keys(v.Record.Unavailable)) {
+			fmt.Fprintf(e.stdout, "instance %d: server %s is unavailable: %s\n", v.Record.PID, name, v.Record.Unavailable[name])
+		}
+	}
 }

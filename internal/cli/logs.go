@@ -27,7 +27,8 @@ FILTERS
   --tool NAME   a tool as clients call it (github__create_issue), its
                 server's own name for it (create_issue), or SERVER/TOOL
   --event call|session_start|session_end|sandbox_start|sandbox_stop|
-          sandbox_crash|restart|egress|approval|policy_reload|pin|trust|scan
+          sandbox_crash|restart|egress|approval|policy_reload|pin|trust|scan|
+          server_unavailable
   --decision allow|deny|approved|denied|rate_limited|...
   --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
 

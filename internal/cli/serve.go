@@ -18,7 +18,7 @@ import (
 )
 
 const serveHelp = `USAGE
-  mcpbox serve [--config FILE] [--stdio] [--http ADDR] [--no-auth]
+  mcpbox serve [--config FILE] [--stdio] [--http ADDR] [--no-auth] [--strict]
   mcpbox serve --print-config
 
 Without --config, serves the embedded default: the built-in workspace
@@ -54,6 +54,16 @@ servers and what the lock file pins of each). A user whose sandboxes
 cannot get cgroups (see mcpbox doctor) is told what to do and serve exits
 1: run it under systemd-run --user --scope -p Delegate=yes, or accept
 no cgroup limits with --allow-degraded=cgroups.
+
+A server that cannot be set up at the start (its package does not
+install, its image does not pull) does not stop the others: serve says
+so on stderr and runs without it. Its tools are absent, a call naming it
+gets an error saying why, mcpbox ps and the dashboard list it as
+unavailable, the audit log has a server_unavailable record, and each new
+session retries its setup (at most every 10s). --strict exits 1 instead,
+as does a start at which no server can be set up. A server that crashes
+at its start is left out of the session it started for; the next
+session starts it again.
 `
 
 func (e *env) serve(args []string) int {
@@ -67,6 +77,7 @@ func (e *env) serve(args []string) int {
 	fs.StringVar(&o.ConfigPath, "config", "", "the config `FILE` (mcpbox.yaml)")
 	fs.BoolVar(&o.Stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&o.HTTPAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
+	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any server cannot be set up (its package does not install, its image does not pull)\ninstead of serving the others without it")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve HTTP without a bearer token (loopback only; any local process can call the tools)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "also serve /metrics, /healthz, /readyz without credentials on loopback `ADDR`")
 	fs.StringVar(&o.StateDir, "state-dir", "", "state `DIR` (overrides the config's state_dir)")
@@ -114,6 +125,9 @@ func (e *env) serve(args []string) int {
 // serveOutput gives serve's callbacks: what a person sees when it starts.
 func (e *env) serveOutput(o *daemon.Options) {
 	o.Summary = e.startupSummary
+	o.Unavailable = func(u daemon.Unavailable) {
+		e.errorf("warning: server %s is unavailable, serving the others without it: %s (a new session retries it; --strict makes this an error)", u.Server, u.Reason)
+	}
 	o.NoAuthWarning = func(addr string) {
 		e.errorf("warning: --no-auth: HTTP on %s has no token: any local process or user can call the tools", addr)
 	}

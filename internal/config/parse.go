@@ -40,6 +40,9 @@ func Load(filename string, data []byte) (*Config, error) {
 
 type decoder struct {
 	collector
+	// keyOf is where the key is whose value a node is, for the mappings
+	// that errors about a whole block point at (Meta.Pos).
+	keyOf map[*yaml.Node]Pos
 }
 
 // syntaxLine pulls the line out of yaml's syntax errors; they carry no column.
@@ -55,7 +58,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node) {
 		return nil
 	}
 	if err != nil {
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil
 	}
 	var extra yaml.Node
@@ -64,7 +67,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node) {
 		d.errorf(Pos{extra.Line, extra.Column}, "more than one YAML document; want exactly one")
 		return nil
 	case err != io.EOF:
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil
 	}
 	if len(doc.Content) != 1 {
@@ -94,9 +97,13 @@ func safeDecode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 	return dec.Decode(n)
 }
 
-// syntaxError reports a YAML syntax error. The library gives a line but no
-// column, so the column is 1.
-func (d *decoder) syntaxError(err error) {
+// syntaxError reports a YAML syntax error in data: where the problem is
+// (locateSyntax), or else at the line yaml.v3 gives, column 1.
+func (d *decoder) syntaxError(err error, data []byte) {
+	if p, msg, ok := locateSyntax(data); ok {
+		d.errorf(p, "invalid YAML: %s", msg)
+		return
+	}
 	p, msg := Pos{1, 1}, err.Error()
 	if m := syntaxLine().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
@@ -230,15 +237,37 @@ func (d *decoder) key(k *yaml.Node, path string) (string, bool) {
 // positions in m. Unknown keys are errors.
 func (d *decoder) mapping(n *yaml.Node, path string, m *Meta, fields []field) {
 	m.Pos = pos(n)
+	if p, ok := d.keyOf[n]; ok {
+		m.Pos = p
+	}
 	for _, kv := range d.pairs(n, path) {
 		f, ok := findField(fields, kv.name)
 		if !ok {
 			d.unknownKey(kv, path, fields)
 			continue
 		}
-		m.set(kv.name, pos(kv.val))
+		m.set(kv.name, valuePos(kv))
+		if d.keyOf == nil {
+			d.keyOf = make(map[*yaml.Node]Pos)
+		}
+		d.keyOf[kv.val] = valuePos(kv)
 		f.dec(kv.val, join(path, kv.name))
 	}
+}
+
+// valuePos is where an error about kv's value points: a scalar or a flow
+// collection ({...}, [...]) where it is written; a block mapping or list,
+// or nothing, at its key: the line that names the block, not the first
+// line inside it.
+func valuePos(kv pair) Pos {
+	v := kv.val
+	switch {
+	case v.Kind == yaml.AliasNode, v.Kind == yaml.ScalarNode && !isNull(v):
+		return pos(v)
+	case (v.Kind == yaml.MappingNode || v.Kind == yaml.SequenceNode) && v.Style&yaml.FlowStyle != 0:
+		return pos(v)
+	}
+	return pos(kv.key)
 }
 
 func findField(fields []field, key string) (field, bool) {

@@ -11,13 +11,16 @@ import (
 // bookkeeping, not policy: compare configs with Meta (and Pos) ignored.
 // The zero Meta (a config built in code) makes every position unknown.
 type Meta struct {
-	// Pos is where the mapping starts; for entries of a named mapping
-	// (servers, secrets) it is where the name is.
+	// Pos is where the key that introduces the mapping is (for entries of
+	// a named mapping such as servers and secrets, where the name is); for
+	// a list element or the top level, where the mapping starts.
 	Pos  Pos
 	keys map[string]Pos
 }
 
-// At returns where the value of key starts, or m.Pos if key is absent.
+// At returns where the value of key starts (a scalar), or where key is (a
+// mapping or list: the line that names the block), or m.Pos if key is
+// absent.
 func (m Meta) At(key string) Pos {
 	if p, ok := m.keys[key]; ok {
 		return p

@@ -73,11 +73,17 @@ func checkRunTarget(r *collector, s *Server, p string) {
 	if !builtin && s.Meta.Has("commands") {
 		r.errorf(s.Meta.At("commands"), "%s.commands: only the built-in workspace server takes commands", p)
 	}
-	for _, g := range append(append(append([]string{}, s.Commands.Allow...), s.Commands.Deny...), s.Commands.Approve...) {
-		if g == "" {
-			r.errorf(s.Meta.At("commands"), "%s.commands: empty glob", p)
-		} else if _, err := path.Match(g, ""); err != nil {
-			r.errorf(s.Meta.At("commands"), "%s.commands: bad glob %q: %v", p, g, err)
+	cm := &s.Commands.Meta
+	for _, l := range []struct {
+		key   string
+		globs []string
+	}{{"allow", s.Commands.Allow}, {"deny", s.Commands.Deny}, {"approve", s.Commands.Approve}} {
+		for i, g := range l.globs {
+			if g == "" {
+				r.errorf(cm.Elem(l.key, i), "%s.commands.%s[%d]: empty glob", p, l.key, i)
+			} else if _, err := path.Match(g, ""); err != nil {
+				r.errorf(cm.Elem(l.key, i), "%s.commands.%s[%d]: bad glob %q: %v", p, l.key, i, g, err)
+			}
 		}
 	}
 	if remote {

@@ -43,6 +43,9 @@ type daemon struct {
 	tracer   trace.Tracer // the calls' spans (telemetry.go); nil: none
 	// warm ends the servers' warm pools (sandbox.warm_pool).
 	warm []func()
+	// setups are the servers serve could not set up (setup.go); made
+	// with the guard.
+	setups *setups
 }
 
 // closeWarm ends the sandboxes the warm pools keep prepared.
@@ -174,6 +177,7 @@ func (d *daemon) serve(parent context.Context) error {
 		return configError(err)
 	}
 	defer g.Close()
+	d.setups = d.newSetups(g, inst)
 	defer d.stopTelemetry(tel) // after the gateway closed, before the guard
 	// The dashboard's and metrics' audit follower starts from the head
 	// before any call, and stops before the guard closes.
@@ -182,7 +186,8 @@ func (d *daemon) serve(parent context.Context) error {
 		return err
 	}
 	defer w.stop()
-	if err := d.installPackages(ctx, g); err != nil {
+	po, failed, err := d.installPackages(ctx, g)
+	if err != nil {
 		return err
 	}
 	if d.o.Summary != nil {
@@ -191,11 +196,15 @@ func (d *daemon) serve(parent context.Context) error {
 	defer d.closeWarm() // after the gateway closed, and if it could not be built
 	d.kubes = newKubeSetup(d.o.Base, d.dir, d.log)
 	defer d.kubes.close() // after the gateway has stopped every pod
-	gw, err := d.newGateway(ctx, g)
+	gw, err := d.newGateway(ctx, g, po, failed)
+	if se := (*SetupError)(nil); errors.As(err, &se) {
+		return err // the servers' own, not the config's
+	}
 	if err != nil {
 		return configError(err)
 	}
 	defer gw.Close()
+	d.reportUnavailable()
 	g.Attach(gw)
 	// The extra listeners' handlers use the gateway: they stop before it.
 	defer w.closeListeners()
@@ -253,7 +262,10 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 }
 
 // newGateway builds the servers' launchers and the gateway over them.
-func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gateway, error) {
+// Unless the options are strict, a server that cannot be set up (failed:
+// its package did not install; its image does not pull) is left
+// unavailable (d.setups), its package retried with po.
+func (d *daemon) newGateway(ctx context.Context, g *guard.Guard, po packageOptions, failed map[string]error) (*gateway.Gateway, error) {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
@@ -261,8 +273,12 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard) (*gateway.Gatew
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
-		warm:  &d.warm,
-		kubes: d.kubes,
+		warm:   &d.warm,
+		kubes:  d.kubes,
+		failed: failed, install: po.retryInstall,
+	}
+	if !d.o.Strict {
+		w.setups = d.setups
 	}
 	var err error
 	if w.ca, err = proxyCA(d.c); err != nil {

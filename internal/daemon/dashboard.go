@@ -152,7 +152,7 @@ func (d *daemon) newUI(w *web, g *guard.Guard, tokens *loginTokens, hosts []stri
 		LoginSecret:  tokens.token,
 		Hosts:        hosts,
 		Secure:       secure,
-		Servers:      func() []dashboard.Server { return dashboardServers(d.c) },
+		Servers:      func() []dashboard.Server { return dashboardServers(d.c, d.setups.Down()) },
 	})
 }
 
@@ -268,11 +268,15 @@ func listenHosts(addr string) []string {
 	return []string{host}
 }
 
-// dashboardServers are the servers page's rows, from the config.
-func dashboardServers(c *config.Config) []dashboard.Server {
+// dashboardServers are the servers page's rows, from the config, with
+// the servers serve could not set up (down) marked unavailable.
+func dashboardServers(c *config.Config, down map[string]string) []dashboard.Server {
 	var out []dashboard.Server
 	for _, s := range c.Servers {
 		row := dashboard.Server{Name: s.Name, Placement: s.Placement, Transport: "stdio", Package: s.Image.Ref}
+		if why, ok := down[s.Name]; ok {
+			row.Status, row.Error = dashboard.StatusUnavailable, why
+		}
 		switch {
 		case s.URL != "":
 			row.Transport = "http"

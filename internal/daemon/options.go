@@ -49,6 +49,13 @@ type Options struct {
 	AllowAllDegraded bool
 	AllowDegraded    []sandbox.Layer
 
+	// Strict ends serve at its start when any server cannot be set up
+	// (its package does not install, its image does not pull); false:
+	// serve runs the others, and that server is unavailable until a new
+	// session's retry sets it up (setup.go). Serve ends either way when
+	// no server can be set up.
+	Strict bool
+
 	// Stdin and Stdout carry the stdio session.
 	Stdin  io.Reader
 	Stdout io.Writer
@@ -63,6 +70,9 @@ type Options struct {
 	// Summary, if non-nil, is given the config's warnings and what the
 	// lock file pins, once the guard runs and before any server starts.
 	Summary func(Summary)
+	// Unavailable, if non-nil, is told each server serve could not set
+	// up, once the gateway runs with the others; nil: the log says it.
+	Unavailable func(Unavailable)
 	// NoAuthWarning, if non-nil, is called when HTTP on addr is to go
 	// without a token (NoAuth).
 	NoAuthWarning func(addr string)
@@ -79,4 +89,10 @@ type Listening struct {
 	Token string
 	// StateDir holds the token file (bearer.Path).
 	StateDir string
+}
+
+// Unavailable is a server serve runs without: it could not be set up.
+type Unavailable struct {
+	Server string
+	Reason string // one line, redacted
 }

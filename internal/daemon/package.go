@@ -89,6 +89,9 @@ type packageOptions struct {
 	// repin re-resolves these servers' packages, ignoring their pins
 	// (mcpbox update).
 	repin map[string]bool
+	// keepGoing leaves a server whose package cannot be installed out
+	// (installPackages' failed) instead of failing the whole install.
+	keepGoing bool
 	// trustHint says how to trust new bytes; "": mcpbox update SERVER.
 	trustHint string
 	// egress, if non-nil, gets each connection of server's install
@@ -130,42 +133,63 @@ func (po packageOptions) installer(s *config.Server) (*pkginstall.Installer, err
 // returns how to run each (specconv.Options.Packages) and the pins it
 // wrote. A pinned package is installed exactly as pinned, without network
 // when the store has it; a registry that now serves other bytes for it is
-// refused with an error naming the server.
-func installPackages(ctx context.Context, po packageOptions) (map[string]specconv.Package, []PackageChange, error) {
+// refused with an error naming the server. With po.keepGoing, a server
+// whose package cannot be installed is left out of the result and its
+// error is in failed (by server name); else the first such error ends it.
+func installPackages(ctx context.Context, po packageOptions) (pkgs map[string]specconv.Package, changes []PackageChange, failed map[string]error, err error) {
 	pss, err := PackageServers(po.c)
 	if err != nil || len(pss) == 0 {
-		return nil, nil, err
-	}
-	var lock *integrity.Lock
-	if lock, err = integrity.ReadLock(po.lockPath); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	out := map[string]specconv.Package{}
-	var changes []PackageChange
 	for _, ps := range pss {
-		in, err := po.installer(ps.Server)
+		pkg, change, err := po.installOne(ctx, ps)
+		if err != nil && po.keepGoing {
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[ps.Server.Name] = err
+			continue
+		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		if err := in.CleanStaging(stagingAge); err != nil && po.log != nil {
-			po.log.Warn("cleaning the package store", "err", err)
-		}
-		old, pinned := lock.Packages[ps.Server.Name]
-		if pinned && (old.Source != ps.Source.String() || po.repin[ps.Server.Name]) {
-			pinned = false // the config names another package or range, or update
-		}
-		pkg, err := po.install(ctx, in, ps, old, pinned)
-		if err != nil {
-			return nil, nil, err
-		}
-		out[ps.Server.Name] = specconv.Package{Dir: pkg.Dir,
-			Args: pkg.Command(specconv.PackageTarget, ps.Args), Env: pkg.Env(specconv.PackageTarget)}
-		if !pinned {
-			np := lockPin(pkg.Pin, ps.Source)
-			changes = append(changes, PackageChange{Server: ps.Server.Name, Old: old, New: np, pkg: pkg})
+		out[ps.Server.Name] = pkg
+		if change != nil {
+			changes = append(changes, *change)
 		}
 	}
-	return out, changes, nil
+	return out, changes, failed, nil
+}
+
+// installOne installs one package server's package (by its pin if the
+// lock file has one for it) and returns how to run it, and the pin to
+// write if it is new.
+func (po packageOptions) installOne(ctx context.Context, ps PackageServer) (specconv.Package, *PackageChange, error) {
+	lock, err := integrity.ReadLock(po.lockPath)
+	if err != nil {
+		return specconv.Package{}, nil, err
+	}
+	in, err := po.installer(ps.Server)
+	if err != nil {
+		return specconv.Package{}, nil, err
+	}
+	if err := in.CleanStaging(stagingAge); err != nil && po.log != nil {
+		po.log.Warn("cleaning the package store", "err", err)
+	}
+	old, pinned := lock.Packages[ps.Server.Name]
+	if pinned && (old.Source != ps.Source.String() || po.repin[ps.Server.Name]) {
+		pinned = false // the config names another package or range, or update
+	}
+	pkg, err := po.install(ctx, in, ps, old, pinned)
+	if err != nil {
+		return specconv.Package{}, nil, err
+	}
+	run := specconv.Package{Dir: pkg.Dir, Args: pkg.Command(specconv.PackageTarget, ps.Args), Env: pkg.Env(specconv.PackageTarget)}
+	if pinned {
+		return run, nil, nil
+	}
+	return run, &PackageChange{Server: ps.Server.Name, Old: old, New: lockPin(pkg.Pin, ps.Source), pkg: pkg}, nil
 }
 
 // install installs one package server's package, by its pin if pinned.
@@ -232,22 +256,25 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 
 // installPackages installs the config's packages before any server
 // starts, printing progress to stderr on a first install, and pins what
-// they resolved to.
-func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) error {
+// they resolved to. A server whose package cannot be installed is left
+// for the gateway to report and retry (setup.go), unless the options are
+// strict; it returns the packages' install options for those retries.
+func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOptions, map[string]error, error) {
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
-	pkgs, changes, err := installPackages(ctx, packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir,
-		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g)})
+	po := packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir,
+		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g), keepGoing: !d.o.Strict}
+	pkgs, changes, failed, err := installPackages(ctx, po)
 	if err != nil {
-		return err
+		return po, nil, err
 	}
 	d.packages = pkgs
-	return writePackagePins(lockPath, changes)
+	return po, failed, writePackagePins(lockPath, changes)
 }
 
 // listerPackages installs and pins the config's packages for `mcpbox
 // pin`, asking the registry whether existing pins still hold.
 func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (map[string]specconv.Package, error) {
-	pkgs, changes, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
+	pkgs, changes, _, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
 		stateDir: o.StateDir, lockPath: lockPath, progress: o.Stderr, log: log, verify: true})
 	if err != nil || o.NoRecord {
 		return pkgs, err

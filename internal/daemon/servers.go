@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -81,6 +83,14 @@ type wiring struct {
 	// kubes runs the servers of the kubernetes backend (kube.go); nil:
 	// such servers are refused (only serve runs them).
 	kubes *kubeSetup
+	// setups, if non-nil, makes a server that cannot be set up (a
+	// *SetupError) unavailable instead of failing them all (setup.go);
+	// nil: the first such error is returned (pin, update, --strict).
+	setups *setups
+	// failed are the servers whose package did not install, with why;
+	// install retries one (nil: no retry).
+	failed  map[string]error
+	install func(ctx context.Context, s *config.Server) (specconv.Package, error)
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -89,6 +99,7 @@ type wiring struct {
 // paths (opts.Protected), with a guard or without (pin).
 func (w wiring) servers() ([]*gateway.Server, error) {
 	var out []*gateway.Server
+	var setupErrs []error
 	groups := launch.NewGroups(w.c, w.opts, func(first *config.Server) launch.LocalOptions {
 		lo := w.localOptions()
 		if first.Filesystem.Output != nil && first.Filesystem.Output.Source == "" {
@@ -98,22 +109,82 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 	})
 	for _, s := range w.c.Servers {
 		gs := gatewayServer(w.c, s)
-		var err error
-		if s.URL != "" {
-			w.remote(gs, s)
-		} else if w.c.IsKubernetes(s) {
-			err = w.kube(gs, s)
-		} else if g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
-			err = member(groups, gs, g, s)
-		} else {
-			err = w.local(gs, s)
+		err := w.server(groups, gs, s)
+		// A group's sandbox is built for all its members at once (and
+		// would run a failed npx member's command as written): a group
+		// member is never left out.
+		inGroup := strings.HasPrefix(s.Placement, config.PlacementGroup)
+		if se := (*SetupError)(nil); errors.As(err, &se) && w.setups != nil && !inGroup {
+			w.setups.unavailable(gs, se, w.retry(s))
+			setupErrs = append(setupErrs, se)
+			err = nil
 		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, gs)
 	}
+	if len(out) > 0 && len(setupErrs) == len(out) {
+		// Not one server could be set up: a gateway with nothing to serve
+		// is no use to a client, and a client (or its supervisor) sees a
+		// server that exits at once, saying why, more clearly than one
+		// that refuses every session.
+		return nil, errors.Join(setupErrs...)
+	}
 	return out, nil
+}
+
+// server sets gs up to launch s.
+func (w wiring) server(groups *launch.Groups, gs *gateway.Server, s *config.Server) error {
+	if err := w.failed[s.Name]; err != nil {
+		// Never the command as written: an npx server would install
+		// inside its sandbox.
+		return &SetupError{Server: s.Name, Err: err}
+	}
+	switch g, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); {
+	case s.URL != "":
+		w.remote(gs, s)
+		return nil
+	case w.c.IsKubernetes(s):
+		return w.kube(gs, s)
+	case ok:
+		return member(groups, gs, g, s)
+	default:
+		return w.local(gs, s)
+	}
+}
+
+// retry sets s up again for a pending server (setup.go): its package
+// installed now if it did not at the start, its image pulled. Only a
+// local server with a sandbox of its own is set up anew; nil for the
+// others (a Kubernetes one: restart serve).
+func (w wiring) retry(s *config.Server) func(context.Context) (*gateway.Server, error) {
+	if s.URL != "" || w.c.IsKubernetes(s) || strings.HasPrefix(s.Placement, config.PlacementGroup) {
+		return nil
+	}
+	return func(ctx context.Context) (*gateway.Server, error) {
+		rw := w
+		rw.ctx, rw.warm = ctx, nil // no warm pool for a late server: closeWarm may have run
+		if w.failed[s.Name] != nil {
+			if w.install == nil {
+				return nil, w.failed[s.Name]
+			}
+			pkg, err := w.install(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			rw.opts.Packages = maps.Clone(w.opts.Packages)
+			if rw.opts.Packages == nil {
+				rw.opts.Packages = map[string]specconv.Package{}
+			}
+			rw.opts.Packages[s.Name] = pkg
+		}
+		gs := gatewayServer(w.c, s)
+		if err := rw.local(gs, s); err != nil {
+			return nil, err
+		}
+		return gs, nil
+	}
 }
 
 // gatewayServer is the gateway's settings for s, without its launcher.
@@ -174,7 +245,7 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 	}
 	if s.Image.Ref != "" {
 		if err := w.applyImage(s, &spec); err != nil {
-			return err
+			return &SetupError{Server: s.Name, Err: err}
 		}
 	}
 	lo := w.localOptions()

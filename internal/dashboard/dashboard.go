@@ -36,7 +36,14 @@ type Server struct {
 	Package   string   `json:"package,omitempty"` // package or image with its pinned version or digest
 	Command   []string `json:"command,omitempty"` // redacted
 	Egress    []string `json:"egress,omitempty"`  // the allowed destinations
+	// Status is StatusUnavailable for a server serve could not set up
+	// (Error says why); "": it is served.
+	Status string `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
+
+// StatusUnavailable is Server.Status of a server serve could not set up.
+const StatusUnavailable = "unavailable"
 
 // Options configure New.
 type Options struct {

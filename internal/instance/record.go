@@ -27,6 +27,9 @@ type Record struct {
 	URL       string    `json:"url,omitempty"` // the HTTP endpoint once it listens
 	// Approvals is the unix socket of its approvals endpoint; "" if none.
 	Approvals string `json:"approvals_socket,omitempty"`
+	// Unavailable are the servers it could not set up (their package did
+	// not install, their image did not pull), by name, with why.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
 
 // Socket is the admin socket of the instance.

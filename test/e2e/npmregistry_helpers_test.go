@@ -232,3 +232,22 @@ func (r *npmRegistry) unpublish(name, version string) {
 	defer r.mu.Unlock()
 	delete(r.versions[name], version)
 }
+
+// publishNamed publishes the package in dir under another name (its
+// version kept): a package that appears in the registry later.
+func (r *npmRegistry) publishNamed(t *testing.T, dir, name string) {
+	t.Helper()
+	var pj map[string]any
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &pj)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pj["name"] = name
+	data, _ = json.MarshalIndent(pj, "", "  ")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versions[name] = map[string]npmVersion{pj["version"].(string): {pkgJSON: data, tarball: npmPack(t, dir, map[string]string{"package.json": string(data)})}}
+}

@@ -225,7 +225,8 @@ async function servers(main) {
   const d = await api("servers");
   main.append(el("h2", {}, "Servers"), table(["server", "transport", "placement", "package / image", "sandboxes", "restarts", "egress"], d.servers.map((s) =>
     el("tr", {}, el("td", {}, s.name), el("td", {}, s.transport || ""), el("td", {}, s.placement || ""), el("td", {}, s.package || (s.command || []).join(" ")),
-      el("td", {}, s.sandboxes.map((x) => x.id + " " + x.state).join(", ")), el("td", {}, s.restarts), el("td", {}, (s.egress || []).join(", "))))));
+      el("td", s.status ? { class: "error" } : {}, s.status ? s.status + ": " + (s.error || "") : s.sandboxes.map((x) => x.id + " " + x.state).join(", ")),
+      el("td", {}, s.restarts), el("td", {}, (s.egress || []).join(", "))))));
 }
 
 const pages = { approvals, calls, sandboxes, egress, integrity, servers };

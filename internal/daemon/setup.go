@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"log/slog"
+
+	"mcpbox/internal/admin"
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/instance"
+	"mcpbox/internal/specconv"
+)
+
+// A server that serve cannot set up at its start (its package does not
+// install, its image does not pull) does not end serve: the gateway
+// starts with the other servers, and the broken one is unavailable. Its
+// tools are absent, a call naming it gets an error saying why (the
+// gateway's "did not start for this session"), and the start, the log,
+// the audit, `mcpbox ps` and the dashboard say so. Each new session
+// retries the setup (at most once per retryEvery), so a registry that
+// was unreachable or a package published since brings the server up
+// without a restart. With Options.Strict, serve fails at its start
+// instead, as it did before; when every server fails, it fails too.
+
+// retryEvery is how often an unavailable server's setup is retried at
+// most: a burst of sessions does not make a burst of registry requests.
+const retryEvery = 10 * time.Second
+
+// SetupError is a server that could not be set up: its package did not
+// install or its image did not pull.
+type SetupError struct {
+	Server string
+	Err    error
+}
+
+// Error is the underlying error, which names the server.
+func (e *SetupError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// setups keeps which servers are unavailable and why, and tells the
+// audit and the admin record when that changes.
+type setups struct {
+	// record writes an audit record; nil: none.
+	record func(audit.Record)
+	// redact makes a reason safe to show and store.
+	redact func(string) string
+	// log gets the retries' outcomes; nil: none.
+	log *slog.Logger
+	// changed is called with the unavailable servers after each change,
+	// outside mu; nil: none.
+	changed func(down map[string]string)
+	now     func() time.Time
+
+	mu   sync.Mutex
+	down map[string]string // guarded by mu; server name to why, one line
+}
+
+// fail marks server unavailable for err; phase is "start" or "retry".
+func (st *setups) fail(server string, err error, phase string) {
+	why := st.reason(server, err)
+	st.mu.Lock()
+	if st.down == nil {
+		st.down = map[string]string{}
+	}
+	st.down[server] = why
+	down := maps.Clone(st.down)
+	st.mu.Unlock()
+	if st.record != nil {
+		st.record(audit.Record{Event: audit.EventServerUnavailable, Server: server, Error: why,
+			Detail: map[string]string{"phase": phase}})
+	}
+	if st.changed != nil {
+		st.changed(down)
+	}
+}
+
+// ok marks server available again after a retry set it up.
+func (st *setups) ok(server string) {
+	st.mu.Lock()
+	delete(st.down, server)
+	down := maps.Clone(st.down)
+	st.mu.Unlock()
+	if st.record != nil {
+		st.record(audit.Record{Event: audit.EventServerUnavailable, Server: server, Decision: "recovered",
+			Detail: map[string]string{"phase": "retry"}})
+	}
+	if st.changed != nil {
+		st.changed(down)
+	}
+}
+
+// Down returns the unavailable servers and why; nil st has none.
+func (st *setups) Down() map[string]string {
+	if st == nil {
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return maps.Clone(st.down)
+}
+
+// reason is err on one line, redacted, without the "server NAME: " the
+// context already gives.
+func (st *setups) reason(server string, err error) string {
+	msg := strings.TrimPrefix(oneLine(err), "server "+server+": ")
+	if st.redact != nil {
+		msg = st.redact(msg)
+	}
+	return msg
+}
+
+// names lists the servers of down in order.
+func names(down map[string]string) []string {
+	out := make([]string, 0, len(down))
+	for n := range down {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pending is the gateway server of an unavailable server: its Launch
+// retries the setup (at most once per retryEvery, under the start's
+// context) and, once that succeeds, launches what it set up.
+type pending struct {
+	name string
+	st   *setups
+	// setup sets the server up as serve's start would have: its launcher
+	// and release. nil: no retry in this serve (restart serve).
+	setup func(ctx context.Context) (*gateway.Server, error)
+
+	mu    sync.Mutex
+	ready *gateway.Server // guarded by mu; nil until a setup succeeded
+	err   error           // guarded by mu; why the last setup failed
+	tried time.Time       // guarded by mu; when it was tried last
+}
+
+// unavailable makes gs the pending server for name, which failed with err.
+func (st *setups) unavailable(gs *gateway.Server, err error, setup func(context.Context) (*gateway.Server, error)) {
+	p := &pending{name: gs.Name, st: st, setup: setup, err: err, tried: st.now()}
+	st.fail(gs.Name, err, "start")
+	gs.Launch, gs.Release = p.launch, p.release
+}
+
+func (p *pending) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
+	gs, err := p.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gs.Launch(ctx, scope)
+}
+
+// get returns the set-up server, retrying the setup if it is due.
+func (p *pending) get(ctx context.Context) (*gateway.Server, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready != nil {
+		return p.ready, nil
+	}
+	if p.setup != nil && p.st.now().Sub(p.tried) >= retryEvery {
+		p.tried = p.st.now()
+		gs, err := p.setup(ctx)
+		if err == nil {
+			p.ready = gs
+			p.st.ok(p.name)
+			if p.st.log != nil {
+				p.st.log.Info("server set up on retry: available again", "server", p.name)
+			}
+			return gs, nil
+		}
+		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			p.err = err
+			p.st.fail(p.name, err, "retry")
+			if p.st.log != nil {
+				p.st.log.Warn("server still unavailable: its setup failed again", "server", p.name, "err", p.st.reason(p.name, err))
+			}
+		}
+	}
+	return nil, p.unavailableError()
+}
+
+// unavailableError is what a start of the server fails with: why, and
+// when it is tried again.
+func (p *pending) unavailableError() error {
+	retry := "a new session retries it"
+	if p.setup == nil {
+		retry = "restart mcpbox serve to retry"
+	}
+	return fmt.Errorf("unavailable: serve could not set it up (%s): %s", retry, p.st.reason(p.name, p.err))
+}
+
+func (p *pending) release(scope gateway.Scope) {
+	p.mu.Lock()
+	gs := p.ready
+	p.mu.Unlock()
+	if gs != nil && gs.Release != nil {
+		gs.Release(scope)
+	}
+}
+
+// newSetups is serve's record of its unavailable servers: in the audit,
+// in the instance record (mcpbox ps), in the log for retries.
+func (d *daemon) newSetups(g *guard.Guard, inst *admin.Instance) *setups {
+	st := &setups{record: g.Record, redact: d.book.String, log: d.log, now: time.Now}
+	if inst != nil {
+		st.changed = func(down map[string]string) {
+			inst.Update(func(r *instance.Record) { r.Unavailable = down })
+		}
+	}
+	return st
+}
+
+// reportUnavailable tells the person who started serve which servers it
+// runs without, once the gateway runs with the others.
+func (d *daemon) reportUnavailable() {
+	down := d.setups.Down()
+	for _, name := range names(down) {
+		if d.o.Unavailable != nil {
+			d.o.Unavailable(Unavailable{Server: name, Reason: down[name]})
+		} else {
+			d.log.Warn("server unavailable: serve could not set it up; a new session retries it", "server", name, "err", down[name])
+		}
+	}
+}
+
+// retryInstall installs s's package again for a pending server, and pins
+// it as serve's start would have.
+func (po packageOptions) retryInstall(ctx context.Context, s *config.Server) (specconv.Package, error) {
+	pss, err := PackageServers(&config.Config{File: po.c.File, Servers: []*config.Server{s}})
+	if err != nil {
+		return specconv.Package{}, err
+	}
+	if len(pss) != 1 {
+		return specconv.Package{}, fmt.Errorf("server %s is not a package server", s.Name)
+	}
+	pkg, change, err := po.installOne(ctx, pss[0])
+	if err != nil {
+		return specconv.Package{}, err
+	}
+	if change != nil {
+		if err := writePackagePins(po.lockPath, []PackageChange{*change}); err != nil {
+			return specconv.Package{}, err
+		}
+	}
+	return pkg, nil
+}

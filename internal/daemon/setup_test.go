@@ -1,0 +1,221 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/specconv"
+)
+
+// setupRig is a setups with a clock the test moves and the audit
+// records and admin-record changes it made.
+type setupRig struct {
+	st      *setups
+	mu      sync.Mutex
+	clock   time.Time
+	records []audit.Record
+	down    []map[string]string
+}
+
+func newSetupRig() *setupRig {
+	r := &setupRig{clock: time.Unix(1_800_000_000, 0)}
+	r.st = &setups{
+		record:  func(rec audit.Record) { r.mu.Lock(); r.records = append(r.records, rec); r.mu.Unlock() },
+		redact:  func(s string) string { return strings.ReplaceAll(s, "s3cret", "[REDACTED]") },
+		changed: func(d map[string]string) { r.mu.Lock(); r.down = append(r.down, d); r.mu.Unlock() },
+		now:     func() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.clock },
+	}
+	return r
+}
+
+func (r *setupRig) advance(d time.Duration) { r.mu.Lock(); r.clock = r.clock.Add(d); r.mu.Unlock() }
+
+// TestPendingServerRetries: an unavailable server fails every start with
+// why (redacted, without its own name again); a start retries the setup
+// only once retryEvery has passed since the last try; a setup that
+// succeeds makes the server available and later starts launch it.
+func TestPendingServerRetries(t *testing.T) {
+	r := newSetupRig()
+	gs := &gateway.Server{Name: "broken"}
+	cause := errors.New("server broken: npm package @x/y: not found at https://user:s3cret@registry.example/")
+	var setups int
+	var fixed bool
+	launched := 0
+	setup := func(ctx context.Context) (*gateway.Server, error) {
+		setups++
+		if !fixed {
+			return nil, errors.New("server broken: npm package @x/y: still not found")
+		}
+		return &gateway.Server{Name: "broken", Launch: func(context.Context, gateway.Scope) (*gateway.Process, error) {
+			launched++
+			return nil, nil
+		}}, nil
+	}
+	r.st.unavailable(gs, &SetupError{Server: "broken", Err: cause}, setup)
+
+	ctx := context.Background()
+	_, err := gs.Launch(ctx, gateway.Scope{})
+	if err == nil || !strings.Contains(err.Error(), "unavailable") || !strings.Contains(err.Error(), "npm package @x/y: not found at https://user:[REDACTED]@") ||
+		strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "server broken:") || !strings.Contains(err.Error(), "a new session retries it") {
+		t.Fatalf("first start: %v", err)
+	}
+	if setups != 0 {
+		t.Fatalf("the setup was retried %d times within retryEvery of the start", setups)
+	}
+	if why := r.st.Down()["broken"]; why != "npm package @x/y: not found at https://user:[REDACTED]@registry.example/" {
+		t.Errorf("Down: %q", why)
+	}
+
+	r.advance(retryEvery)
+	if _, err := gs.Launch(ctx, gateway.Scope{}); err == nil || !strings.Contains(err.Error(), "still not found") {
+		t.Fatalf("start after retryEvery: %v, want the retry's error", err)
+	}
+	if setups != 1 {
+		t.Fatalf("setups after retryEvery: %d, want 1", setups)
+	}
+	r.advance(retryEvery / 2)
+	gs.Launch(ctx, gateway.Scope{})
+	if setups != 1 {
+		t.Fatalf("a start within retryEvery of the last retry retried (%d setups)", setups)
+	}
+
+	fixed = true
+	r.advance(retryEvery)
+	if _, err := gs.Launch(ctx, gateway.Scope{}); err != nil || launched != 1 {
+		t.Fatalf("start once the setup works: %v, launched %d", err, launched)
+	}
+	if _, err := gs.Launch(ctx, gateway.Scope{}); err != nil || launched != 2 || setups != 2 {
+		t.Fatalf("start after the setup: %v, launched %d, setups %d", err, launched, setups)
+	}
+	if len(r.st.Down()) != 0 {
+		t.Errorf("Down after the successful retry: %v", r.st.Down())
+	}
+
+	var phases []string
+	for _, rec := range r.records {
+		if rec.Event != audit.EventServerUnavailable || rec.Server != "broken" || strings.Contains(rec.Error, "s3cret") {
+			t.Errorf("audit record %+v", rec)
+		}
+		phases = append(phases, rec.Detail["phase"]+":"+rec.Decision)
+	}
+	if got := strings.Join(phases, " "); got != "start: retry: retry:recovered" {
+		t.Errorf("audit records' phase:decision = %q", got)
+	}
+	if n := len(r.down); n != 3 || len(r.down[n-1]) != 0 {
+		t.Errorf("admin record changes: %v", r.down)
+	}
+}
+
+// TestPendingServerCancelledRetry: a retry the start's context cut short
+// is no new failure to record.
+func TestPendingServerCancelledRetry(t *testing.T) {
+	r := newSetupRig()
+	gs := &gateway.Server{Name: "s"}
+	r.st.unavailable(gs, &SetupError{Server: "s", Err: errors.New("server s: registry down")}, func(ctx context.Context) (*gateway.Server, error) {
+		return nil, ctx.Err()
+	})
+	r.advance(retryEvery)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := gs.Launch(ctx, gateway.Scope{}); err == nil || !strings.Contains(err.Error(), "registry down") {
+		t.Fatalf("cancelled retry: %v, want the last real reason", err)
+	}
+	if len(r.records) != 1 {
+		t.Errorf("a cancelled retry was recorded: %+v", r.records)
+	}
+}
+
+// TestWiringLeavesOutFailedPackage: a server whose package did not
+// install is unavailable, never run as its command says (npx would
+// install inside the sandbox); the others are wired. When no server can
+// be set up, wiring fails with each server's error.
+func TestWiringLeavesOutFailedPackage(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  typo:
+    command: [npx, -y, "@x/not-published"]
+    tools: {allow: ["*"]}
+  good:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	failed := map[string]error{"typo": errors.New("server typo: npm package @x/not-published: not found")}
+	installs := 0
+	w := wiring{c: c, opts: specconv.Options{Base: base, StateDir: t.TempDir()}, failed: failed,
+		install: func(context.Context, *config.Server) (specconv.Package, error) {
+			installs++
+			return specconv.Package{}, errors.New("server typo: npm package @x/not-published: not found")
+		}}
+	r := newSetupRig()
+	w.setups = r.st
+	servers, err := w.servers()
+	if err != nil || len(servers) != 2 {
+		t.Fatalf("servers: %d, %v", len(servers), err)
+	}
+	if down := r.st.Down(); len(down) != 1 || !strings.Contains(down["typo"], "not found") {
+		t.Fatalf("Down: %v", down)
+	}
+	r.advance(retryEvery)
+	_, err = servers[0].Launch(context.Background(), gateway.Scope{})
+	if err == nil || !strings.Contains(err.Error(), "unavailable") || installs != 1 {
+		t.Fatalf("typo's start: %v after %d installs; want the retried install's failure", err, installs)
+	}
+
+	w.failed = map[string]error{"typo": failed["typo"], "good": errors.New("server good: image: pull refused")}
+	w.setups = newSetupRig().st
+	_, err = w.servers()
+	if err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), "pull refused") {
+		t.Fatalf("no server set up: %v, want both reasons", err)
+	}
+	var se *SetupError
+	if !errors.As(err, &se) {
+		t.Errorf("no server set up: %T, want a *SetupError inside", err)
+	}
+
+	w.setups = nil // --strict
+	w.failed = map[string]error{"typo": failed["typo"]}
+	if _, err := w.servers(); !errors.As(err, &se) || se.Server != "typo" {
+		t.Errorf("strict: %v, want typo's *SetupError", err)
+	}
+}
+
+// TestWiringKeepsGroupsWhole: a group member whose package did not
+// install is no unavailable member: the group's sandbox is built for all
+// its members, so serve fails at its start as before.
+func TestWiringKeepsGroupsWhole(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  a:
+    command: [sh, -c, "sleep 1"]
+    placement: group:g
+    tools: {allow: ["*"]}
+  b:
+    command: [npx, -y, "@x/not-published"]
+    placement: group:g
+    tools: {allow: ["*"]}
+  c:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := wiring{c: c, opts: specconv.Options{Base: t.TempDir(), StateDir: t.TempDir()},
+		failed: map[string]error{"b": errors.New("server b: npm package @x/not-published: not found")}}
+	w.setups = newSetupRig().st
+	var se *SetupError
+	if _, err := w.servers(); !errors.As(err, &se) || se.Server != "b" {
+		t.Fatalf("servers: %v, want b's *SetupError", err)
+	}
+}
