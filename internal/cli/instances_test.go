@@ -159,7 +159,7 @@ func TestPSShowsEveryInstance(t *testing.T) {
 	}
 	owners := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var row sandboxRow
+		var row admin.Sandbox
 		if err := json.Unmarshal([]byte(line), &row); err != nil {
 			t.Fatalf("ps --json line %q: %v", line, err)
 		}

@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"mcpbox/internal/admin"
-	"mcpbox/internal/config"
 )
 
 const psHelp = `USAGE
@@ -30,10 +27,6 @@ starts a new one, with the workspace kept); pause freezes it (nothing runs,
 memory is kept; the next call resumes it; a Kubernetes pod cannot be
 paused); resume thaws it now.
 `
-
-// sandboxRow is one sandbox as `mcpbox ps` shows it (and the admin
-// protocol carries it).
-type sandboxRow = admin.Sandbox
 
 func (e *env) ps(args []string) int {
 	fs := e.newFlagSet("ps", psHelp)
@@ -59,38 +52,14 @@ func (e *env) ps(args []string) int {
 		return 1
 	}
 	if *only {
-		e.printInstances(views, *asJSON)
+		admin.WriteInstances(e.stdout, views, *asJSON)
 		return 0
 	}
-	var sandboxes []sandboxRow
-	for _, v := range views {
-		sandboxes = append(sandboxes, v.Sandboxes...)
+	if !*asJSON {
+		admin.WriteInstances(e.stdout, views, false)
+		fmt.Fprintln(e.stdout)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		for _, s := range sandboxes {
-			_ = enc.Encode(s)
-		}
-		return 0
-	}
-	e.printInstances(views, false)
-	fmt.Fprintln(e.stdout)
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD")
-	now := time.Now()
-	for _, s := range sandboxes {
-		last := "-"
-		if !s.LastCall.IsZero() {
-			last = now.Sub(s.LastCall).Round(time.Second).String() + " ago"
-		}
-		mem, pids, cpu := "-", "-", "-" // not measured: a pod, an ended sandbox
-		if s.Memory > 0 {
-			mem, pids, cpu = config.Size(int64(s.Memory)).String(), fmt.Sprint(s.Pids), fmt.Sprintf("%.1fs", s.CPU)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
-			s.Started.Local().Format("15:04:05"), last, mem, pids, cpu, cmpOr(oneLine(s.Exit, 40), "-"), s.Instance, cmpOr(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
-	}
-	tw.Flush()
+	admin.WriteSandboxes(e.stdout, views, *asJSON, time.Now())
 	return 0
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -131,14 +132,14 @@ func (e *env) approvals(args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
 	for _, p := range r.Pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmpOr(p.Name, p.Tool), p.Rule, oneLine(p.Summary, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, admin.OneLine(p.Summary, 80))
 	}
 	tw.Flush()
 	// Every argument of every waiting call, keys quoted, long values
 	// folded (--json has them whole): the summary column is cut.
 	for _, p := range r.Pending {
 		if len(p.Arguments) > 0 {
-			fmt.Fprintf(e.stdout, "\n%s %s arguments:\n%s\n", p.ID, cmpOr(p.Name, p.Server+"/"+p.Tool), approval.Show(p.Arguments))
+			fmt.Fprintf(e.stdout, "\n%s %s arguments:\n%s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), approval.Show(p.Arguments))
 		}
 	}
 	if len(r.Remembered) > 0 {
@@ -146,7 +147,7 @@ func (e *env) approvals(args []string) int {
 		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSCOPE\tCLIENT\tSERVER\tTOOL\tBY")
 		for _, m := range r.Remembered {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, cmpOr(m.Name, m.Tool), m.By)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, cmp.Or(m.Name, m.Tool), m.By)
 		}
 		tw.Flush()
 	}
@@ -242,7 +243,7 @@ func (e *env) trust(args []string) int {
 			server, key = c.Server, c.Key
 		}
 		hashes = append(hashes, c.NewHash)
-		fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", c.Status, c.Kind, cmpOr(c.Name, c.Server+"/"+c.Key), c.Diff)
+		fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", c.Status, c.Kind, cmp.Or(c.Name, c.Server+"/"+c.Key), c.Diff)
 	}
 	if len(hashes) == 0 {
 		fmt.Fprintf(e.stdout, "%s: nothing pending\n", fs.Arg(0))
@@ -258,13 +259,4 @@ func (e *env) trust(args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(trusted))
 	return 0
-}
-
-// oneLine shortens s to n runes on one line, for tables.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -45,7 +46,7 @@ func (e *env) update(args []string) int {
 		fmt.Fprintf(e.stdout, "%s: %s %s is up to date (%s)\n", u.Server, u.Kind, u.What, u.New)
 		return 0
 	} else if err == nil {
-		fmt.Fprintf(e.stdout, "%s: %s %s: %s -> %s\n", u.Server, u.Kind, u.What, cmpOr(u.Old, "(not pinned)"), u.New)
+		fmt.Fprintf(e.stdout, "%s: %s %s: %s -> %s\n", u.Server, u.Kind, u.What, cmp.Or(u.Old, "(not pinned)"), u.New)
 		defs := map[string]*gateway.Definitions{u.Server: u.Definitions}
 		if e.printFindings(c, defs); e.compareWithLock(c, u.Pins, defs) >= 0 && *check {
 			return 1

@@ -1,0 +1,100 @@
+package admin
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/instance"
+)
+
+// instanceJSON is an instance as `ps --instances --json` prints it.
+type instanceJSON struct {
+	ID string `json:"id"`
+	instance.Record
+	Sandboxes int    `json:"sandboxes"`
+	Error     string `json:"error,omitempty"`
+}
+
+// WriteInstances prints the gateways of views, as a table (with a line
+// for each server one of them could not set up) or, asJSON, one object
+// per line.
+func WriteInstances(w io.Writer, views []View, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, v := range views {
+			j := instanceJSON{ID: strconv.Itoa(v.Record.PID), Record: v.Record, Sandboxes: len(v.Sandboxes)}
+			if v.Err != nil {
+				j.Error = v.Err.Error()
+			}
+			_ = enc.Encode(j)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tPROJECT\tCONFIG\tTRANSPORT\tURL\tSTARTED\tSANDBOXES\tSTATE DIR")
+	for _, v := range views {
+		r := v.Record
+		n := strconv.Itoa(len(v.Sandboxes))
+		if v.Err != nil {
+			n = "? (" + OneLine(v.Err.Error(), 40) + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, r.Project, cmp.Or(r.Config, "(default)"),
+			r.Transport, cmp.Or(r.URL, "-"), r.Started.Local().Format("15:04:05"), n, r.StateDir)
+	}
+	tw.Flush()
+	for _, v := range views {
+		for _, name := range slices.Sorted(maps.Keys(v.Record.Unavailable)) {
+			fmt.Fprintf(w, "instance %d: server %s is unavailable: %s\n", v.Record.PID, name, v.Record.Unavailable[name])
+		}
+	}
+}
+
+// WriteSandboxes prints the sandboxes of views, as a table or, asJSON,
+// one object per line; now dates their last calls.
+func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
+	var sandboxes []Sandbox
+	for _, v := range views {
+		sandboxes = append(sandboxes, v.Sandboxes...)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, s := range sandboxes {
+			_ = enc.Encode(s)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD")
+	for _, s := range sandboxes {
+		last := "-"
+		if !s.LastCall.IsZero() {
+			last = now.Sub(s.LastCall).Round(time.Second).String() + " ago"
+		}
+		mem, pids, cpu := "-", "-", "-" // not measured: a pod, an ended sandbox
+		if s.Memory > 0 {
+			mem, pids, cpu = config.Size(int64(s.Memory)).String(), fmt.Sprint(s.Pids), fmt.Sprintf("%.1fs", s.CPU)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
+			s.Started.Local().Format("15:04:05"), last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
+	}
+	tw.Flush()
+}
+
+// OneLine is s on one line (runs of white space as one space), cut to n
+// runes with an ellipsis.
+func OneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,8 +1,0 @@
-package cli
-
-func cmpOr(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
