@@ -215,9 +215,9 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 	}
 	sb.cmd = initCommand(sb, stdio, child, cfgR)
 	// sb.cmd is read at the call: spawnInCgroup may replace it.
-	start := func() error { return sb.cmd.Start() }
+	start := func() error { return startCommand(sb.cmd) }
 	if sb.root {
-		start = func() error { return asHostID(sb.hostUID, func() error { return sb.cmd.Start() }) }
+		start = func() error { return asHostID(sb.hostUID, func() error { return startCommand(sb.cmd) }) }
 	}
 	if err := onSpawnThread(sb.spawnInCgroup(start)); err != nil {
 		ctl.Close()
