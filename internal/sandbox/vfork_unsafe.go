@@ -140,7 +140,9 @@ func startVfork(c *exec.Cmd) error {
 	pid, errno := vforkExec(fs)
 	unix.Close(p[1])
 	if errno != 0 {
-		return os.NewSyscallError("clone", errno)
+		// A kernel that refuses this clone (CLONE_VM with the namespaces,
+		// or clone3) gets os/exec's, which reports its own error.
+		return fmt.Errorf("%w: %w", errNoVfork, os.NewSyscallError("clone", errno))
 	}
 	var rep [8]byte
 	n, _ := readFull(errR, rep[:])
