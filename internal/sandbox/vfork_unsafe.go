@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -96,6 +97,12 @@ var vstepNames = [...]string{
 	vstepFDs: "arranging descriptors", vstepExec: "executing",
 }
 
+// vforkNamespaces are the clone flags startVfork takes from a command:
+// new namespaces only. Another (CLONE_FILES, CLONE_SIGHAND) would let the
+// child's steps change the host's descriptors or handlers.
+const vforkNamespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+
 // errNoVfork: the command needs something startVfork does not do; it is
 // started by os/exec instead.
 var errNoVfork = errors.New("not startable by vfork")
@@ -139,10 +146,14 @@ func startVfork(c *exec.Cmd) error {
 	}
 	pid, errno := vforkExec(fs)
 	unix.Close(p[1])
-	if errno != 0 {
+	switch errno {
+	case 0:
+	case unix.EINVAL, unix.ENOSYS, unix.EPERM, unix.E2BIG:
 		// A kernel that refuses this clone (CLONE_VM with the namespaces,
 		// or clone3) gets os/exec's, which reports its own error.
 		return fmt.Errorf("%w: %w", errNoVfork, os.NewSyscallError("clone", errno))
+	default: // a limit (EAGAIN, ENOSPC, ENOMEM): a second clone would meet it too
+		return os.NewSyscallError("clone", errno)
 	}
 	var rep [8]byte
 	n, _ := readFull(errR, rep[:])
@@ -189,7 +200,9 @@ func readFull(f *os.File, b []byte) (int, error) {
 // the stdio c leaves nil (the caller closes it).
 func newVforkSpec(c *exec.Cmd) (*vforkSpec, *os.File, error) {
 	a := c.SysProcAttr
-	if a == nil || a.Cloneflags&unix.CLONE_NEWUSER == 0 || a.Unshareflags != 0 || a.Setsid || a.Setctty || a.Noctty ||
+	if a == nil || a.Cloneflags&unix.CLONE_NEWUSER == 0 || a.Cloneflags&^vforkNamespaces != 0 || a.Pgid != 0 ||
+		c.Cancel != nil || c.Err != nil || slices.ContainsFunc(a.AmbientCaps, func(c uintptr) bool { return c >= 64 }) ||
+		a.Unshareflags != 0 || a.Setsid || a.Setctty || a.Noctty ||
 		a.Foreground || a.Ptrace || a.Chroot != "" || a.PidFD != nil || a.GidMappingsEnableSetgroups || c.Dir != "" ||
 		len(a.UidMappings) != 1 || len(a.GidMappings) != 1 || a.UidMappings[0].Size != 1 || a.GidMappings[0].Size != 1 ||
 		a.Credential == nil || !a.Credential.NoSetGroups || len(a.Credential.Groups) != 0 || c.Process != nil {
@@ -293,6 +306,9 @@ func vforkExec(fs *vforkSpec) (uintptr, syscall.Errno) {
 // The parent returns at once, not to share a frame with the child beyond
 // rawVfork's results, which it writes after the child is gone.
 //
+// Never inlined: the child must not run in vforkExec's live frame.
+//
+//go:noinline
 //go:norace
 //go:nocheckptr
 //go:nosplit
@@ -329,7 +345,6 @@ func vforkChild(fs *vforkSpec) {
 			syscall.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&fs.sigDfl)), 0, 8, 0, 0)
 		}
 	}
-	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&fs.oldMask)), 0, 8, 0, 0)
 	if len(fs.ambient) > 0 {
 		if _, _, e := syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1, 0, 0, 0, 0); e != 0 {
 			vforkFail(fs, vstepKeepCaps, e)
@@ -406,6 +421,9 @@ func vforkChild(fs *vforkSpec) {
 			vforkFail(fs, vstepFDs, e)
 		}
 	}
+	// Signals blocked until here: not one reaches the child while it is
+	// still in the host's process group, or half set up.
+	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&fs.oldMask)), 0, 8, 0, 0)
 	_, _, e := syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(fs.path)), uintptr(unsafe.Pointer(&fs.argv[0])), uintptr(unsafe.Pointer(&fs.envv[0])))
 	vforkFail(fs, vstepExec, e)
 }
