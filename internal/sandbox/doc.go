@@ -17,7 +17,10 @@
 //	                           seccomp, RLIMIT_NPROC without a cgroup
 //
 // The init is this binary re-executed with a hidden argument (runc's "init"
-// trick): the program's main must call [Main] first. It puts the walls up
+// trick): the program's main must call [Main] first. On amd64 its clone
+// shares the host's address space until its execve (CLONE_VM|CLONE_VFORK),
+// and the child writes its own id maps (vfork_unsafe.go): os/exec forks,
+// copying the host's page tables, whenever it makes a user namespace. It puts the walls up
 // on its own OS thread and forks the workload from it into the nested user
 // namespace, which owns none of the sandbox's other namespaces: no
 // capability the workload could come by there counts over the sandbox's

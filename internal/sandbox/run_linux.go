@@ -215,9 +215,9 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 	}
 	sb.cmd = initCommand(sb, stdio, child, cfgR)
 	// sb.cmd is read at the call: spawnInCgroup may replace it.
-	start := func() error { return sb.cmd.Start() }
+	start := func() error { return startCommand(sb.cmd) }
 	if sb.root {
-		start = func() error { return asHostID(sb.hostUID, func() error { return sb.cmd.Start() }) }
+		start = func() error { return asHostID(sb.hostUID, func() error { return startCommand(sb.cmd) }) }
 	}
 	if err := onSpawnThread(sb.spawnInCgroup(start)); err != nil {
 		ctl.Close()
@@ -569,8 +569,21 @@ func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {
 	return err
 }
 
+// reportMax is the largest init report the host reads (readReport,
+// awaitReady); a longer one is cut short and refused.
+const reportMax = 64 << 10
+
+// reportBufs holds the buffers the host reads reports into. A fresh one
+// per start was, zeroed, half of what a start allocated, and 16 more
+// pages for the copy-on-write faults the init's clone leaves on the
+// host's written memory (see docs/performance.md); a reused one is
+// written only as far as the report goes. Decoding copies what it keeps.
+var reportBufs = sync.Pool{New: func() any { return new([reportMax]byte) }}
+
 func readReport(ctl *os.File) error {
-	buf := make([]byte, 64<<10)
+	bp := reportBufs.Get().(*[reportMax]byte)
+	defer reportBufs.Put(bp)
+	buf := bp[:]
 	n, err := unix.Read(int(ctl.Fd()), buf)
 	if err != nil || n == 0 {
 		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}

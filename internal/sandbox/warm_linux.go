@@ -219,7 +219,9 @@ func (sb *Sandbox) dropWarm() {
 // its claim socket, and the address of its claim buffer; it keeps them,
 // and a copy of the control socket, for Prepared.Start.
 func (sb *Sandbox) awaitReady(ctl *os.File) error {
-	buf := make([]byte, 64<<10)
+	bp := reportBufs.Get().(*[reportMax]byte)
+	defer reportBufs.Put(bp)
+	buf := bp[:]
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	var fds []int

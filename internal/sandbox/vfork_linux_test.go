@@ -1,0 +1,91 @@
+//go:build linux && amd64
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStartLeavesHostMemoryWritable: the init's clone shares the host's
+// address space (vfork_unsafe.go), so a start leaves none of the host's
+// pages write-protected. A fork would: the host's next write to each page
+// it had written before the start would fault.
+func TestStartLeavesHostMemoryWritable(t *testing.T) {
+	requireSandbox(t)
+	const pages = 2048
+	buf := make([]byte, pages*4096)
+	touch := func() {
+		for i := 0; i < len(buf); i += 4096 {
+			buf[i]++
+		}
+	}
+	touch()
+	touch() // every page present and written
+	res, err := Run(context.Background(), quick("true"), Stdio{})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("sandbox: %v %+v", err, res)
+	}
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	touch()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	// Other goroutines of the test may fault a little meanwhile.
+	if faults := after.Minflt - before.Minflt; faults > pages/8 {
+		t.Fatalf("writing %d pages after a start took %d page faults: the start write-protected the host's memory", pages, faults)
+	}
+}
+
+// TestVforkReportsChildFailure: a step that fails in the clone's child
+// (here its execve) comes back as the start's error, with the child
+// reaped and no process set; a command asking for what the child does
+// not do (a clone flag that is not a namespace) is left to os/exec.
+func TestVforkReportsChildFailure(t *testing.T) {
+	if err := probeHost().usernsErr; err != nil {
+		t.Skipf("user namespaces unavailable: %v", err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	cmd := func(path string, flags uintptr) *exec.Cmd {
+		c := exec.Command(path)
+		c.ExtraFiles = []*os.File{null, null} // the init's two: startVfork takes five descriptors
+		c.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  flags,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
+			Credential:  &syscall.Credential{NoSetGroups: true},
+		}
+		return c
+	}
+	runtime.LockOSThread() // startVfork's precondition
+	defer runtime.UnlockOSThread()
+	c := cmd("/nonexistent/mcpbox-init", unix.CLONE_NEWUSER)
+	err = startVfork(c)
+	if err == nil || errors.Is(err, errNoVfork) || !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "executing") {
+		t.Fatalf("start of a missing binary: %v, want the child's execve error", err)
+	}
+	if c.Process != nil {
+		t.Fatalf("process set after a failed start: %v", c.Process)
+	}
+	c = cmd("/bin/true", unix.CLONE_NEWUSER)
+	if err := startVfork(c); err != nil {
+		t.Fatalf("start of /bin/true: %v", err)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("/bin/true: %v", err)
+	}
+	if err := startVfork(cmd("/bin/true", unix.CLONE_NEWUSER|unix.CLONE_FILES)); !errors.Is(err, errNoVfork) {
+		t.Fatalf("CLONE_FILES: %v, want errNoVfork", err)
+	}
+}
