@@ -6,10 +6,6 @@ import (
 	"unicode/utf8"
 )
 
-// yamlBreaks turns every line break yaml.v3 counts (CR LF, CR, NEL, LS,
-// PS; editors differ on the last three) into LF.
-var yamlBreaks = strings.NewReplacer("\r\n", "\n", "\r", "\n", "\u0085", "\n", "\u2028", "\n", "\u2029", "\n")
-
 // FuzzLoadPositions loads (parses and validates) arbitrary YAML. Property:
 // every error names the file, and a positioned error points inside the
 // input: a line that exists and a column at most one past its end.

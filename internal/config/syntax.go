@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	yaml4 "go.yaml.in/yaml/v4"
 )
@@ -44,7 +46,24 @@ func locateSyntax(data []byte) (p Pos, msg string, ok bool) {
 		if le.ContextMsg != "" && le.ContextMark.Line > 0 && le.ContextMark != le.Mark {
 			msg += fmt.Sprintf(" (%s that starts at line %d, column %d)", le.ContextMsg, le.ContextMark.Line, le.ContextMark.Column)
 		}
-		return Pos{le.Mark.Line, max(le.Mark.Column, 1)}, msg, true
+		return clampPos(data, Pos{le.Mark.Line, max(le.Mark.Column, 1)}), msg, true
 	}
 	return Pos{}, "", false
+}
+
+// yamlBreaks turns every line break YAML counts (CR LF, CR, NEL, LS, PS)
+// into LF.
+var yamlBreaks = strings.NewReplacer("\r\n", "\n", "\r", "\n", "\u0085", "\n", "\u2028", "\n", "\u2029", "\n")
+
+// clampPos keeps p inside data: a problem found past the last line (an
+// input ending without a line break) is at the end of the last line.
+func clampPos(data []byte, p Pos) Pos {
+	lines := strings.Split(yamlBreaks.Replace(string(data)), "\n")
+	if p.Line > len(lines) {
+		p = Pos{len(lines), utf8.RuneCountInString(lines[len(lines)-1]) + 1}
+	}
+	if w := utf8.RuneCountInString(lines[p.Line-1]); p.Col > w+1 {
+		p.Col = w + 1
+	}
+	return p
 }
