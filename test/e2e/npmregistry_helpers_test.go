@@ -211,31 +211,19 @@ func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 // (a dependency's new release that its dependents' ranges accept).
 func (r *npmRegistry) publishAs(t *testing.T, dir, version string) {
 	t.Helper()
-	var pj map[string]any
-	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &pj)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	pj["version"] = version
-	data, _ = json.MarshalIndent(pj, "", "  ")
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.versions[pj["name"].(string)][version] = npmVersion{pkgJSON: data, tarball: npmPack(t, dir, map[string]string{"package.json": string(data)})}
-}
-
-// unpublish removes one version of name.
-func (r *npmRegistry) unpublish(name, version string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.versions[name], version)
+	r.publishEdited(t, dir, "version", version)
 }
 
 // publishNamed publishes the package in dir under another name (its
 // version kept): a package that appears in the registry later.
 func (r *npmRegistry) publishNamed(t *testing.T, dir, name string) {
+	t.Helper()
+	r.publishEdited(t, dir, "name", name)
+}
+
+// publishEdited publishes the package in dir with one field of its
+// package.json set to value.
+func (r *npmRegistry) publishEdited(t *testing.T, dir, field, value string) {
 	t.Helper()
 	var pj map[string]any
 	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
@@ -245,9 +233,20 @@ func (r *npmRegistry) publishNamed(t *testing.T, dir, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pj["name"] = name
+	pj[field] = value
 	data, _ = json.MarshalIndent(pj, "", "  ")
+	name, version := pj["name"].(string), pj["version"].(string)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.versions[name] = map[string]npmVersion{pj["version"].(string): {pkgJSON: data, tarball: npmPack(t, dir, map[string]string{"package.json": string(data)})}}
+	if r.versions[name] == nil {
+		r.versions[name] = map[string]npmVersion{}
+	}
+	r.versions[name][version] = npmVersion{pkgJSON: data, tarball: npmPack(t, dir, map[string]string{"package.json": string(data)})}
+}
+
+// unpublish removes one version of name.
+func (r *npmRegistry) unpublish(name, version string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.versions[name], version)
 }
