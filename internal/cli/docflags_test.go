@@ -93,3 +93,36 @@ func documentedFlags(doc string) []flagUse {
 	}
 	return uses
 }
+
+// TestDashboardNamesRealCommands: a command line the dashboard's pages
+// tell the user to run (<code>mcpbox ...</code>) is one mcpbox runs as
+// written: no unknown command, missing subcommand or unknown flag.
+func TestDashboardNamesRealCommands(t *testing.T) {
+	static, err := filepath.Abs("../dashboard/static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, _ := filepath.Glob(filepath.Join(static, "*.html"))
+	t.Chdir(t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_STATE_HOME", "")
+	n := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`<code>mcpbox ([^<]+)</code>`).FindAllStringSubmatch(string(b), -1) {
+			n++
+			_, _, errs := runCLI(strings.Fields(m[1])...)
+			for _, bad := range []string{"unknown command", "want a subcommand", "flag provided but not defined", "unexpected arguments"} {
+				if strings.Contains(errs, bad) {
+					t.Errorf("%s tells the user to run `mcpbox %s`, which says: %s", filepath.Base(page), m[1], errs)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no <code>mcpbox ...</code> in the dashboard's pages: has their shape changed?")
+	}
+}
