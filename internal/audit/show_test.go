@@ -40,7 +40,7 @@ func hostileRecord(seq int64, s string) Record {
 		Domains:    []Domain{{Host: s, Port: 443, Decision: s, Ambiguous: true}},
 		Packages:   []Package{{Name: s, Version: s, Host: s}},
 		ExitStatus: s, Artifacts: []string{s}, Findings: []string{s, s}, Error: s,
-		Detail:   map[string]string{s + "k": s},
+		Detail:   map[string]string{s + "k": s, "reason": s},
 		ArgShape: json.RawMessage(`{"z":"string","a":[1e400]}`),
 		PrevHash: s, Hash: s,
 	}
@@ -85,6 +85,13 @@ func TestLineOneLinePerRecord(t *testing.T) {
 		Files: []File{{Path: "out/report.md", Size: 12}}})
 	if !strings.Contains(plain, " tool=fs/read_file ") || !strings.Contains(plain, " file=out/report.md(12)") {
 		t.Errorf("plain fields quoted: %q", plain)
+	}
+	// An egress refusal says why, and so what to change.
+	why := "no rule allows example.com:443 (to allow it: ...)"
+	refused := Line(Record{Seq: 2, Event: EventEgress, Server: "fs", Decision: "deny",
+		Domains: []Domain{{Host: "example.com", Port: 443, Decision: "deny"}}, Detail: map[string]string{"reason": why}})
+	if !strings.Contains(refused, " reason="+strconv.Quote(why)) {
+		t.Errorf("an egress refusal's line does not give its reason: %q", refused)
 	}
 	if line := Line(hostileRecord(1, hostile[0])); !strings.Contains(line, ` file="a\n999 2026`) {
 		t.Errorf("a file name with a newline is not quoted: %q", line)

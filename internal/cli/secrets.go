@@ -17,17 +17,19 @@ import (
 const secretsHelp = `USAGE
   mcpbox secrets [--json] FILE
   mcpbox secrets [--json] --config FILE
-  mcpbox secrets rotate NAME|SERVER/NAME (--config FILE | --state-dir DIR)
+  mcpbox secrets rotate NAME|SERVER/NAME [--config FILE | --state-dir DIR]
 
-Lists the secret references of every server in FILE and where each goes
+Lists the secret references of every server in FILE (default: the
+mcpbox.yaml of the current directory) and where each goes
 (variable, /run/secrets file, or the HTTP header of a remote server):
 never a value. A secret added at the egress proxy (inject) shows AS
 "proxy" and the HOSTS the proxy adds it for; the sandbox holds only a
 placeholder. A kubernetes:SECRET/KEY reference shows its namespace.
 
-rotate asks the gateway running on that config's state dir to renew the
-sandboxes of every server with the secret: the reference is resolved
-again and new sandboxes take over; calls in flight finish on the old ones.
+rotate asks the gateways running on that config's state dir (with
+neither flag: the current project's) to renew the sandboxes of every
+server with the secret: the reference is resolved again and new
+sandboxes take over; calls in flight finish on the old ones.
 `
 
 func (e *env) secrets(args []string) int {
@@ -94,11 +96,17 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 		return exitUsage
 	}
 	dir := stateFlag
-	if dir == "" {
-		if cfgPath == "" {
-			e.errorf("secrets rotate: --config FILE or --state-dir DIR is required")
+	if dir == "" && cfgPath == "" { // the project's, as the admin commands find it
+		wd, err := os.Getwd()
+		if err == nil {
+			dir, err = findStateDir(wd)
+		}
+		if err != nil {
+			e.errorf("secrets rotate: %v", err)
 			return exitUsage
 		}
+	}
+	if dir == "" {
 		c, err := loadConfig(cfgPath)
 		if err != nil {
 			fmt.Fprintln(e.stderr, err)

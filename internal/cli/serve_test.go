@@ -58,3 +58,22 @@ func TestSecretsReadsTheProjectConfig(t *testing.T) {
 		t.Fatalf("secrets beside an mcpbox.yaml: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 }
+
+// TestSecretsRotateFindsTheProject: secrets rotate, like the other admin
+// commands, reaches the current project's gateways with no flag.
+func TestSecretsRotateFindsTheProject(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := "version: 1\nstate_dir: ./st\nservers:\n  s:\n    command: [true]\n    secrets:\n      TOKEN_T: {from: env:MCPBOX_T8_UNSET}\n    tools: {allow: [\"*\"]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "mcpbox.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "st"), 0o700); err != nil { // as a serve that ran leaves it
+		t.Fatal(err)
+	}
+	_, _, want := runCLI("secrets", "rotate", "TOKEN_T", "--state-dir", filepath.Join(dir, "st"))
+	code, _, errs := runCLI("secrets", "rotate", "TOKEN_T")
+	if code != 1 || errs != want {
+		t.Errorf("secrets rotate in the project: exit %d, stderr %q; want exit 1 and what --state-dir of its state dir says: %q", code, errs, want)
+	}
+}

@@ -68,6 +68,62 @@ func TestDocExamplesParse(t *testing.T) {
 	}
 }
 
+// TestDocFragmentsParse: every config example in the docs is valid as a
+// user would paste it: a whole one (version: 1) as it is, a partial one
+// (a yaml block of top-level keys, such as the reference's `servers:` and
+// `listen:` snippets) once it is made a whole config, with "version: 1"
+// before it and a minimal server when it has none. Blocks indented in a
+// list item count too; a digest written "sha256:..." stands for a real one.
+func TestDocFragmentsParse(t *testing.T) {
+	docs, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	docs = append(docs, filepath.Join("..", "..", "README.md"))
+	placeholder := strings.NewReplacer("sha256:...", "sha256:"+strings.Repeat("0", 64))
+	n := 0
+	for _, path := range docs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, body := range yamlBlocks(string(b)) {
+			whole := placeholder.Replace(stripComments(body))
+			if !strings.HasPrefix(strings.TrimSpace(whole), "version: 1") {
+				whole = "version: 1\n" + whole
+				if !regexp.MustCompile(`(?m)^servers:`).MatchString(whole) {
+					whole += "\nservers:\n  s: {url: \"https://mcp.example.com/mcp\", tools: {allow: [\"*\"]}}\n"
+				}
+			}
+			n++
+			if _, err := config.Load(filepath.Base(path), []byte(whole)); err != nil {
+				t.Errorf("%s, yaml block %d: %v\n%s", filepath.Base(path), i+1, err, body)
+			}
+		}
+	}
+	if n < 40 {
+		t.Errorf("found only %d config examples in the docs: has their shape changed?", n)
+	}
+}
+
+// yamlBlocks returns the bodies of a markdown text's yaml code blocks,
+// those indented in a list item with their indent taken off.
+func yamlBlocks(text string) []string {
+	var blocks []string
+	var cur []string
+	indent, in := "", false
+	for _, l := range strings.Split(text, "\n") {
+		trimmed := strings.TrimLeft(l, " ")
+		switch {
+		case !in && (trimmed == "```yaml" || trimmed == "```yml"):
+			in, indent, cur = true, l[:len(l)-len(trimmed)], nil
+		case in && trimmed == "```":
+			in = false
+			blocks = append(blocks, strings.Join(cur, "\n")+"\n")
+		case in:
+			cur = append(cur, strings.TrimPrefix(l, indent))
+		}
+	}
+	return blocks
+}
+
 // stripComments drops leading comment lines.
 func stripComments(s string) string {
 	var out []string

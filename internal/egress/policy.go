@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // metadataNames are cloud instance-metadata host names. They are refused
@@ -118,11 +119,28 @@ func (p *policy) decide(host string, port int) plan {
 	}
 	switch {
 	case len(pl.cands) == 0:
-		pl.deny = "no rule allows " + net.JoinHostPort(name, strconv.Itoa(port))
+		pl.deny = noRule(name, port)
 	case metadataNames[name] && !explicit:
 		pl.deny = "cloud metadata host name"
 	}
 	return pl
+}
+
+// noRule is why a target no rule names is refused, with the rule that
+// would allow it, as a config and as exec's and run's flag write it: the
+// person reading the refusal (serve's log, mcpbox logs, the dashboard, a
+// plain-HTTP client's 403) learns what to change.
+func noRule(host string, port int) string {
+	target := net.JoinHostPort(host, strconv.Itoa(port))
+	rule, flag := "{host: "+host+"}", host
+	if strings.Contains(host, ":") { // IPv6: quoted in YAML, bracketed on the command line
+		rule, flag = "{host: \""+host+"\"}", "["+host+"]"
+	}
+	if port != 443 && port != 80 { // a rule without ports allows those two
+		rule = strings.TrimSuffix(rule, "}") + ", ports: [" + strconv.Itoa(port) + "]}"
+		flag = target
+	}
+	return "no rule allows " + target + " (to allow it: network.egress: [" + rule + "] in the server's config, or --allow-host " + flag + ")"
 }
 
 func (p *policy) decideIP(pl plan) plan {
@@ -147,7 +165,7 @@ func (p *policy) decideIP(pl plan) plan {
 	}
 	switch {
 	case !matched:
-		pl.deny = "no rule allows " + netip.AddrPortFrom(pl.ip, uint16(pl.port)).String()
+		pl.deny = noRule(pl.ip.String(), pl.port)
 	case reason != "":
 		pl.rule, pl.deny = "", "blocked "+reason+" "+pl.ip.String()
 	}

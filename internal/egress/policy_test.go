@@ -1,12 +1,16 @@
 package egress
 
 import (
+	"net"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"mcpbox/internal/config"
 )
 
 func TestMatchesName(t *testing.T) {
@@ -222,5 +226,50 @@ func TestCheckAddrs(t *testing.T) {
 		if pl := pol.decide(h, 443); pl.deny == "" {
 			t.Errorf("decide(%s) allowed by %d candidate rules", h, len(pl.cands))
 		}
+	}
+}
+
+// TestNoRuleNamesTheRule: a target no rule allows is refused with the
+// rule that would allow it, as config YAML and as the --allow-host flag;
+// each, added, allows that target.
+func TestNoRuleNamesTheRule(t *testing.T) {
+	for _, target := range []struct {
+		host string
+		port int
+	}{{"example.com", 443}, {"example.com", 80}, {"api.example.com", 8443}, {"127.0.0.1", 18998}, {"203.0.113.9", 443}, {"::1", 443}, {"2001:db8::1", 9000}} {
+		t.Run(net.JoinHostPort(target.host, strconv.Itoa(target.port)), func(t *testing.T) {
+			p, err := compilePolicy([]Rule{{Host: "other.example"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			asked := target.host
+			if strings.Contains(asked, ":") {
+				asked = "[" + asked + "]"
+			}
+			deny := p.decide(asked, target.port).deny
+			m := regexp.MustCompile(`^no rule allows \S+ \(to allow it: network\.egress: \[(.+)\] in the server's config, or --allow-host (\S+)\)$`).FindStringSubmatch(deny)
+			if m == nil {
+				t.Fatalf("refused with %q, want the rule that allows it named", deny)
+			}
+			flagRule, err := ParseHostPort(m[2])
+			if err != nil {
+				t.Fatalf("--allow-host %s: %v", m[2], err)
+			}
+			cfg, err := config.Load("t.yaml", []byte("version: 1\nservers:\n  s:\n    command: [x]\n    network:\n      egress: ["+m[1]+"]\n"))
+			if err != nil {
+				t.Fatalf("network.egress: [%s]: %v", m[1], err)
+			}
+			e := cfg.Server("s").Network.Egress[0]
+			yamlRule := Rule{Host: e.Host, Ports: e.Ports}
+			for _, r := range []Rule{flagRule, yamlRule} {
+				p, err := compilePolicy([]Rule{r}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pl := p.decide(asked, target.port); pl.deny != "" {
+					t.Errorf("with the rule %+v named in the refusal, %s is still refused: %s", r, asked, pl.deny)
+				}
+			}
+		})
 	}
 }

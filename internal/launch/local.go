@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -537,6 +538,9 @@ func (in *sandboxInstance) Stop() {
 // Pause freezes the sandbox (Server.Idle's IdlePause).
 func (in *sandboxInstance) Pause() error {
 	if err := in.sb.Pause(); err != nil {
+		if errors.Is(err, cgroup.ErrUnsupported) { // err names the sandbox package's id, not the one ps shows
+			return fmt.Errorf("this sandbox cannot be paused: it has no cgroup freezer (%w on this host or for this user; see mcpbox doctor): mcpbox stop ends it, and its next call starts it again", cgroup.ErrUnsupported)
+		}
 		return err
 	}
 	in.rec.SetState(gateway.StatePaused)
