@@ -69,6 +69,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "run"}, 0, "--allow-tool", ""},
 		{[]string{"pin", "--help"}, 0, "--allow-degraded", ""},
 		{[]string{"pin", "--allow-degraded=selinux"}, exitUsage, "", "unknown isolation layer"},
+		{[]string{"update", "--help"}, 0, "--allow-degraded", ""},
+		{[]string{"update", "--allow-degraded=selinux", "srv"}, exitUsage, "", "unknown isolation layer"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
