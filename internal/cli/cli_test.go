@@ -44,6 +44,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"exec", "--secret", "T=env:MCPBOX_TEST_UNSET_VAR", "--", "true"}, exitUsage, "", "variable is not set"},
 		{[]string{"exec", "--secret", "T=literal-value-here", "--", "true"}, exitUsage, "", "must be a reference"},
 		{[]string{"policy", "check"}, exitUsage, "", "usage"},
+		{[]string{"policy", "check", "/nonexistent/mcpbox.yaml"}, 1, "", "mcpbox: policy check: reading config: open /nonexistent/mcpbox.yaml: "},
 		{[]string{"ps", "--all", "--state-dir", "/x"}, exitUsage, "", "one at a time"},
 		{[]string{"ps", "extra", "--state-dir", "/x"}, exitUsage, "", "unexpected arguments"},
 		{[]string{"stop", "x1"}, exitUsage, "", "want one sandbox ID"},
