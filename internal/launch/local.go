@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -534,9 +535,14 @@ func (in *sandboxInstance) Stop() {
 	in.lines.Close()
 }
 
-// Pause freezes the sandbox (Server.Idle's IdlePause).
+// Pause freezes the sandbox (Server.Idle's IdlePause). A sandbox without
+// a freezer is an error wrapping cgroup.ErrUnsupported that names it as
+// `mcpbox ps` does and says what to do instead.
 func (in *sandboxInstance) Pause() error {
-	if err := in.sb.Pause(); err != nil {
+	if err := in.sb.Pause(); errors.Is(err, cgroup.ErrUnsupported) {
+		return fmt.Errorf("sandbox %s cannot be paused: it has no cgroup freezer (%w; mcpbox doctor says what this host lacks); mcpbox stop %[1]s ends it instead, and its next call starts a new one",
+			in.rec.ID, cgroup.ErrUnsupported)
+	} else if err != nil {
 		return err
 	}
 	in.rec.SetState(gateway.StatePaused)
