@@ -52,10 +52,34 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 	}
 	tw.Flush()
 	for _, v := range views {
-		for _, name := range slices.Sorted(maps.Keys(v.Record.Unavailable)) {
-			fmt.Fprintf(w, "instance %d: server %s is unavailable: %s\n", v.Record.PID, name, v.Record.Unavailable[name])
+		for _, line := range unavailable(v) {
+			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// unavailable is a line for each server v's instance could not set up.
+func unavailable(v View) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(v.Record.Unavailable)) {
+		out = append(out, fmt.Sprintf("instance %d: server %s is unavailable: %s", v.Record.PID, name, v.Record.Unavailable[name]))
+	}
+	return out
+}
+
+// Notes are what the sandbox lines of `ps --json` cannot carry, one line
+// each, for stderr: an instance that did not list its sandboxes (so none
+// of them is printed), and the servers an instance could not set up (as
+// WriteInstances prints them below its table).
+func Notes(views []View) []string {
+	var out []string
+	for _, v := range views {
+		if v.Err != nil {
+			out = append(out, fmt.Sprintf("instance %d (%s): its sandboxes could not be listed: %s", v.Record.PID, v.Record.Project, OneLine(v.Err.Error(), 200)))
+		}
+		out = append(out, unavailable(v)...)
+	}
+	return out
 }
 
 // WriteSandboxes prints the sandboxes of views, as a table or, asJSON,

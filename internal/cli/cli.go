@@ -87,84 +87,90 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	env := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	switch args[0] {
-	case "exec":
-		return env.exec(args[1:])
-	case "doctor":
-		return env.doctor(args[1:])
-	case "policy":
-		return env.policy(args[1:])
-	case "secrets":
-		return env.secrets(args[1:])
-	case "run":
-		return env.run(args[1:])
-	case "import":
-		return env.importConfig(args[1:])
-	case "__builtin":
-		return env.builtinMain(args[1:])
-	case "__group":
-		return env.groupMain(args[1:])
-	case "agent": // in a Kubernetes pod; see internal/podagent
-		return podagent.Main(args[1:], stderr)
-	case "egress-proxy": // in the egress proxy's pods (Kubernetes backend)
-		return egressproxy.Main(args[1:], stdout, stderr)
-	case "serve":
-		return env.serve(args[1:])
-	case "kube":
-		return env.kubeCmd(args[1:])
-	case "version", "--version":
-		fmt.Fprintln(stdout, "mcpbox", Version)
-		return 0
-	case "help", "-h", "--help":
-		if len(args) > 1 && slices.Contains(commands, args[1]) { // mcpbox help serve
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 && listed(args[1]) { // mcpbox help serve
 			return Main([]string{args[1], "--help"}, stdin, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return 0
-	case "logs":
-		return env.logs(args[1:])
-	case "approvals":
-		return env.approvals(args[1:])
-	case "approve":
-		return env.decide(args[1:], true)
-	case "deny":
-		return env.decide(args[1:], false)
-	case "pin":
-		return env.pin(args[1:])
-	case "trust":
-		return env.trust(args[1:])
-	case "update":
-		return env.update(args[1:])
-	case "ps":
-		return env.ps(args[1:])
-	case "stop", "pause", "resume":
-		return env.control(args[0], args[1:])
-	case "snapshot":
-		return env.snapshotCmd(args[1:])
-	case "diff":
-		return env.diff(args[1:])
-	case "token":
-		return env.token(args[1:])
-	case "ui":
-		return env.ui(args[1:])
-	case "login", "logout":
-		return env.login(args[0], args[1:])
-	default:
-		// Not the whole usage: it would push the one line that matters
-		// off the screen.
-		msg := fmt.Sprintf("mcpbox: unknown command %q", args[0])
-		if best := config.Closest(args[0], commands); best != "" {
-			msg += fmt.Sprintf(" (did you mean %s?)", best)
-		}
-		fmt.Fprintf(stderr, "%s\nRun 'mcpbox --help' for the commands.\n", msg)
-		return exitUsage
 	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(env, args[1:])
+		}
+	}
+	// Not the whole usage: it would push the one line that matters off
+	// the screen.
+	msg := fmt.Sprintf("mcpbox: unknown command %q", args[0])
+	var names []string
+	for _, c := range commands {
+		if !c.hidden {
+			names = append(names, c.name)
+		}
+	}
+	if best := config.Closest(args[0], names); best != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", best)
+	}
+	fmt.Fprintf(stderr, "%s\nRun 'mcpbox --help' for the commands.\n", msg)
+	return exitUsage
 }
 
-// commands are the names Main dispatches, for "did you mean" and help.
-var commands = []string{"exec", "run", "serve", "doctor", "policy", "secrets", "kube", "import",
-	"version", "logs", "approvals", "approve", "deny", "pin", "trust", "update", "ps", "stop",
-	"pause", "resume", "snapshot", "diff", "token", "ui", "login", "logout"}
+// command is one command Main runs.
+type command struct {
+	name string
+	run  func(e *env, args []string) int
+	// hidden: not offered by "did you mean" or help (the sandbox's and
+	// the pods' own entry points).
+	hidden bool
+}
+
+// commands are the commands Main runs besides help: the one list of
+// them, for dispatch, "did you mean" and "help CMD".
+var commands = []command{
+	{name: "version", run: (*env).version},
+	{name: "--version", run: (*env).version, hidden: true},
+	{name: "exec", run: (*env).exec},
+	{name: "run", run: (*env).run},
+	{name: "serve", run: (*env).serve},
+	{name: "doctor", run: (*env).doctor},
+	{name: "policy", run: (*env).policy},
+	{name: "secrets", run: (*env).secrets},
+	{name: "kube", run: (*env).kubeCmd},
+	{name: "import", run: (*env).importConfig},
+	{name: "logs", run: (*env).logs},
+	{name: "approvals", run: (*env).approvals},
+	{name: "approve", run: func(e *env, args []string) int { return e.decide(args, true) }},
+	{name: "deny", run: func(e *env, args []string) int { return e.decide(args, false) }},
+	{name: "pin", run: (*env).pin},
+	{name: "trust", run: (*env).trust},
+	{name: "update", run: (*env).update},
+	{name: "ps", run: (*env).ps},
+	{name: "stop", run: func(e *env, args []string) int { return e.control("stop", args) }},
+	{name: "pause", run: func(e *env, args []string) int { return e.control("pause", args) }},
+	{name: "resume", run: func(e *env, args []string) int { return e.control("resume", args) }},
+	{name: "snapshot", run: (*env).snapshotCmd},
+	{name: "diff", run: (*env).diff},
+	{name: "token", run: (*env).token},
+	{name: "ui", run: (*env).ui},
+	{name: "login", run: func(e *env, args []string) int { return e.login("login", args) }},
+	{name: "logout", run: func(e *env, args []string) int { return e.login("logout", args) }},
+	{name: "__builtin", run: (*env).builtinMain, hidden: true},
+	{name: "__group", run: (*env).groupMain, hidden: true},
+	// In a Kubernetes pod (internal/podagent) and in the egress proxy's
+	// pods (Kubernetes backend).
+	{name: "agent", run: func(e *env, args []string) int { return podagent.Main(args, e.stderr) }, hidden: true},
+	{name: "egress-proxy", run: func(e *env, args []string) int { return egressproxy.Main(args, e.stdout, e.stderr) }, hidden: true},
+}
+
+func (e *env) version([]string) int {
+	fmt.Fprintln(e.stdout, "mcpbox", Version)
+	return 0
+}
+
+// listed reports whether name is a command help offers.
+func listed(name string) bool {
+	return slices.ContainsFunc(commands, func(c command) bool { return c.name == name && !c.hidden })
+}
 
 // env carries the standard streams to the subcommands.
 type env struct {

@@ -44,6 +44,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"exec", "--secret", "T=env:MCPBOX_TEST_UNSET_VAR", "--", "true"}, exitUsage, "", "variable is not set"},
 		{[]string{"exec", "--secret", "T=literal-value-here", "--", "true"}, exitUsage, "", "must be a reference"},
 		{[]string{"policy", "check"}, exitUsage, "", "usage"},
+		{[]string{"policy", "check", "/nonexistent/mcpbox.yaml"}, 1, "", "mcpbox: policy check: reading config: open /nonexistent/mcpbox.yaml: "},
 		{[]string{"ps", "--all", "--state-dir", "/x"}, exitUsage, "", "one at a time"},
 		{[]string{"ps", "extra", "--state-dir", "/x"}, exitUsage, "", "unexpected arguments"},
 		{[]string{"stop", "x1"}, exitUsage, "", "want one sandbox ID"},
@@ -69,6 +70,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "run"}, 0, "--allow-tool", ""},
 		{[]string{"pin", "--help"}, 0, "--allow-degraded", ""},
 		{[]string{"pin", "--allow-degraded=selinux"}, exitUsage, "", "unknown isolation layer"},
+		{[]string{"update", "--help"}, 0, "--allow-degraded", ""},
+		{[]string{"update", "--allow-degraded=selinux", "srv"}, exitUsage, "", "unknown isolation layer"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -92,13 +95,41 @@ func TestUsageErrorsAreShort(t *testing.T) {
 	}
 }
 
-// TestCommandsAreDispatched: every name the "did you mean" and "help CMD"
-// offer is a command Main runs.
-func TestCommandsAreDispatched(t *testing.T) {
+// TestCommandsMatchUsage: the one command table (dispatch, "did you
+// mean", "help CMD") and the usage text name the same commands: each
+// command the usage lists at the start of a line is in the table, each
+// command of the table the user may run is in the usage, and "did you
+// mean" does not offer the hidden ones.
+func TestCommandsMatchUsage(t *testing.T) {
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(usage, func(r rune) bool { return !('a' <= r && r <= 'z' || r == '-' || r == '_') }) {
+		words[w] = true
+	}
 	for _, c := range commands {
-		if _, _, errs := runCLI(c, "--help"); strings.Contains(errs, "unknown command") {
-			t.Errorf("commands lists %q, which Main does not run: %s", c, errs)
+		if !c.hidden && !words[c.name] {
+			t.Errorf("command %s is not in the usage text", c.name)
 		}
+	}
+	section := ""
+	for _, line := range strings.Split(usage, "\n") {
+		if line != "" && 'A' <= line[0] && line[0] <= 'Z' {
+			section, _, _ = strings.Cut(line, " ")
+			continue
+		}
+		if section != "COMMANDS" && section != "ADMIN" || !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue
+		}
+		if name := strings.Fields(line)[0]; !listed(name) {
+			t.Errorf("the usage lists %q, which is no command Main runs", name)
+		}
+	}
+	for _, name := range []string{"serve", "pause", "logout", "version"} {
+		if code, out, _ := runCLI("help", name); code != 0 || !strings.Contains(out, "USAGE") && name != "version" {
+			t.Errorf("mcpbox help %s: exit %d\n%s", name, code, out)
+		}
+	}
+	if _, _, errs := runCLI("agnet"); strings.Contains(errs, "did you mean agent") {
+		t.Errorf("a hidden command was offered: %s", errs)
 	}
 }
 

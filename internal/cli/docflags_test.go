@@ -24,7 +24,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, use := range documentedFlags(string(b)) {
-			if !slices.Contains(commands, use.cmd) {
+			if !slices.ContainsFunc(commands, func(c command) bool { return c.name == use.cmd && !c.hidden }) {
 				continue // the hidden agent and egress-proxy, or prose ("mcpbox is")
 			}
 			help, ok := helps[use.cmd]

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,6 +185,54 @@ func TestPSShowsEveryInstance(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), `"id":`); n != 3 {
 		t.Errorf("ps --all --instances lists %d instances, want 3:\n%s", n, out.String())
+	}
+}
+
+// TestPSJSONNotes: ps --json prints sandbox lines only; what they cannot
+// carry, a server an instance could not set up and an instance that did
+// not list its sandboxes, is on stderr, where it used to be dropped.
+func TestPSJSONNotes(t *testing.T) {
+	state := filepath.Join(shortTemp(t), "s")
+	fakeGateway(t, state, 201, "sbx_a")
+	rec := instance.Record{PID: 201, Started: time.Now(), StateDir: state, Project: "/psbx_a", Transport: "stdio",
+		Unavailable: map[string]string{"gh": "installing npm:nope@1: not found"}}
+	if err := instance.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	// An instance that takes the connection and answers nothing.
+	ln, err := net.Listen("unix", instance.SocketPath(state, 202))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := instance.Write(instance.Record{PID: 202, Started: time.Now(), StateDir: state, Project: "/mute", Transport: "http"}); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errb bytes.Buffer
+	if code := Main([]string{"ps", "--json", "--state-dir", state}, nil, &out, &errb); code != 0 {
+		t.Fatalf("ps --json: %d %s", code, errb.String())
+	}
+	var row admin.Sandbox
+	if err := json.Unmarshal(out.Bytes(), &row); err != nil || row.ID != "sbx_a" || row.Instance != 201 {
+		t.Errorf("ps --json stdout: %v %+v, want the one sandbox line:\n%s", err, row, out.String())
+	}
+	for _, want := range []string{
+		"mcpbox: ps: instance 201: server gh is unavailable: installing npm:nope@1: not found\n",
+		"mcpbox: ps: instance 202 (/mute): its sandboxes could not be listed: ",
+	} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("ps --json stderr lacks %q:\n%s", want, errb.String())
+		}
 	}
 }
 

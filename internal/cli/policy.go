@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,7 +37,10 @@ func (e *env) policy(args []string) int {
 		return exitUsage
 	}
 	c, err := loadConfig(rest[1])
-	if err != nil {
+	if errors.Is(err, errReading) {
+		e.errorf("policy check: %v", err) // no FILE:LINE:COL to give
+		return 1
+	} else if err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return 1
 	}
@@ -58,11 +62,14 @@ func (e *env) policy(args []string) int {
 	return 0
 }
 
+// errReading marks loadConfig's error when the file could not be read.
+var errReading = errors.New("reading config")
+
 // loadConfig reads, parses and validates a config file.
 func loadConfig(path string) (*config.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
+		return nil, fmt.Errorf("%w: %w", errReading, err)
 	}
 	return config.Load(path, data)
 }

@@ -17,10 +17,13 @@ directory is in (or of that config or state dir; --all: every instance of
 this user), with their pid, project, transport and URL, and their
 sandboxes: running and paused ones, and the last ones that ended, with
 their owner (client, session), server, state, start time, last call,
-resource use and (kubernetes backend) pod and its phase. --json prints the sandboxes, one object per line, with the
-pid ("instance") and project of the instance that runs each;
---instances only the instances (with --json: one object per line, the
-pid in "id").
+resource use and (kubernetes backend) pod and its phase. --json prints
+the sandboxes, one object per line, with the pid ("instance") and
+project of the instance that runs each; on stderr, what those lines
+cannot carry: an instance that did not list its sandboxes, a server an
+instance could not set up. --instances only the instances (with --json:
+one object per line, the pid in "id", the servers it could not set up
+in "unavailable", an instance that did not answer with "error").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept); pause freezes it (nothing runs,
@@ -60,6 +63,11 @@ func (e *env) ps(args []string) int {
 		fmt.Fprintln(e.stdout)
 	}
 	admin.WriteSandboxes(e.stdout, views, *asJSON, time.Now())
+	if *asJSON { // the table has them in its instances' part
+		for _, n := range admin.Notes(views) {
+			e.errorf("ps: %s", n)
+		}
+	}
 	return 0
 }
 

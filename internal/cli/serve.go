@@ -168,8 +168,9 @@ func (e *env) serveExit(err error, args []string) int {
 }
 
 // printBanner tells the person who started the default how to connect.
-// The token is shown here, for the person who started serve; the log
-// redacts it.
+// The token is shown only on a terminal: stderr that is not one (a
+// service manager's journal, a file) may be kept and read by others,
+// so it gets where the token is instead. The log redacts it.
 func (e *env) printBanner(url, token, dir string, c *config.Config, base string) {
 	out := "./mcpbox-out"
 	if s := c.Servers[0]; s.Filesystem.Output != nil && s.Filesystem.Output.Source != "" {
@@ -179,6 +180,11 @@ func (e *env) printBanner(url, token, dir string, c *config.Config, base string)
 			out = real
 		}
 	}
+	shown, kept, with := token, fmt.Sprintf("(kept in %s across restarts; mcpbox token rotate makes a new one)", bearer.Path(dir)), ""
+	if !daemon.IsTerminal(e.stderr) {
+		shown, kept = "in "+bearer.Path(dir), "(mode 0600; shown only when stderr is a terminal, since a log may keep it;\n           kept across restarts; mcpbox token rotate makes a new one)"
+		token, with = "TOKEN", ", TOKEN the token in "+bearer.Path(dir)
+	}
 	client, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{"mcpbox": map[string]any{
 		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token},
 	}}}, "  ", "  ")
@@ -186,13 +192,13 @@ func (e *env) printBanner(url, token, dir string, c *config.Config, base string)
   mcpbox workspace server
   URL:     %s
   Token:   %s
-           (kept in %s across restarts; mcpbox token rotate makes a new one)
+           %s
   Input:   %s (read-only)
   Output:  %s
-  Client config (e.g. .mcp.json):
+  Client config (e.g. .mcp.json%s):
   %s
 
-`, url, token, bearer.Path(dir), base, out, client)
+`, url, shown, kept, base, out, with, client)
 }
 
 // isTerminal reports whether r is a character device (a terminal): then a

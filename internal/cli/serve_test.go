@@ -1,10 +1,19 @@
 package cli
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/bearer"
+	"mcpbox/internal/config"
 )
 
 // TestServeDefaultLoadError: when the embedded default does not load,
@@ -75,5 +84,77 @@ func TestSecretsRotateFindsTheProject(t *testing.T) {
 	code, _, errs := runCLI("secrets", "rotate", "TOKEN_T")
 	if code != 1 || errs != want {
 		t.Errorf("secrets rotate in the project: exit %d, stderr %q; want exit 1 and what --state-dir of its state dir says: %q", code, errs, want)
+	}
+}
+
+// TestBannerTokenOnlyOnTerminal: the embedded default's banner shows the
+// bearer token only when stderr is a terminal; anywhere else (a service
+// manager's journal, a file: stdin /dev/null and stderr captured) it
+// says where the token is kept, and its client config has a placeholder.
+func TestBannerTokenOnlyOnTerminal(t *testing.T) {
+	c, err := config.Load("(embedded default)", defaultConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, base := t.TempDir(), t.TempDir()
+	const token = "mcpbox_bannertesttoken0123456789"
+	banner := func(stderr *os.File) {
+		e := &env{stdout: io.Discard, stderr: stderr}
+		e.printBanner("http://127.0.0.1:8765/mcp", token, dir, c, base)
+	}
+
+	logFile, err := os.CreateTemp(t.TempDir(), "journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	banner(logFile)
+	logged, err := os.ReadFile(logFile.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(logged), token) || !strings.Contains(string(logged), "Token:   in "+bearer.Path(dir)) ||
+		!strings.Contains(string(logged), `"Authorization": "Bearer TOKEN"`) {
+		t.Errorf("banner on a file shows the token or not where it is:\n%s", logged)
+	}
+
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlocking the pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	banner(pts) // fits the pty's buffer: the write does not wait for the read
+	shown := make(chan string, 1)
+	go func() {
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("Client config")) || !bytes.Contains(got, []byte("}\r\n")) {
+			k, err := ptmx.Read(buf)
+			if err != nil {
+				break
+			}
+			got = append(got, buf[:k]...)
+		}
+		shown <- string(got)
+	}()
+	select {
+	case got := <-shown:
+		if !strings.Contains(got, "Token:   "+token) || !strings.Contains(got, `"Authorization": "Bearer `+token+`"`) {
+			t.Errorf("banner on a terminal lacks the token:\n%s", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("read nothing of the banner from the terminal in 10s")
 	}
 }

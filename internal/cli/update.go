@@ -11,12 +11,14 @@ import (
 )
 
 const updateHelp = `USAGE
-  mcpbox update [--check] [--config FILE] [--state-dir DIR] SERVER
+  mcpbox update [--check] [--config FILE] [--state-dir DIR] [--allow-degraded LAYERS] SERVER
 
 Re-resolves SERVER's pinned image or package (package:, npx, uvx, ...); when
 it moved, starts the server from the new one, shows the digests (for a
 package: version, archive and lockfile hashes), findings and definition
 diffs, then pins them (--check: pins nothing and exits 1).
+--allow-degraded starts it (and its install) without the isolation
+layers serve --allow-degraded accepts, as pin does.
 `
 
 func (e *env) update(args []string) int {
@@ -24,6 +26,8 @@ func (e *env) update(args []string) int {
 	cfgPath := fs.String("config", "", "the config `FILE` (default: the embedded default)")
 	stateFlag := fs.String("state-dir", "", "the state `DIR` (default: the config's)")
 	check := fs.Bool("check", false, "show the change; pin nothing")
+	var degraded degradedFlag
+	fs.Var(&degraded, "allow-degraded", "start the server even when the isolation `LAYERS` (comma list of seccomp,\nlandlock, cgroups, idmap; bare flag: any) are unavailable, as serve's flag")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
@@ -35,6 +39,7 @@ func (e *env) update(args []string) int {
 		e.errorf("update: %v", err)
 		return exitUsage
 	}
+	daemon.AcceptDegraded(c, degraded.all, degraded.layers)
 	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
 	dir, err := specconv.StateDir(c, *cfgPath, base, *stateFlag)

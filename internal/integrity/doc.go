@@ -27,8 +27,9 @@
 // changed items until a human trusts them with [Pins.Trust]; [Pins.Verify]
 // repeats the check for one item at call time. Writers in different
 // processes (the gateway and `mcpbox pin`) take an exclusive flock on
-// PATH.flock and re-read the file before changing it, so neither loses the
-// other's pins. [Diff] renders a change as a unified diff for humans.
+// PATH.flock (a file that exists only while one writes: see acquireFlock)
+// and re-read the file before changing it, so neither loses the other's
+// pins. [Diff] renders a change as a unified diff for humans.
 //
 // # Description scanning
 //

@@ -417,6 +417,15 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 	if len(l.Servers) != writers*servers {
 		t.Errorf("file holds %d servers, want %d", len(l.Servers), writers*servers)
 	}
+	// Nothing but the lock itself is left in its directory (a project's
+	// repository, beside mcpbox.yaml).
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the lock's directory holds %v, want mcpbox.lock only", names)
+	}
 }
 
 func BenchmarkCheck100Tools(b *testing.B) {

@@ -535,12 +535,14 @@ func (in *sandboxInstance) Stop() {
 	in.lines.Close()
 }
 
-// Pause freezes the sandbox (Server.Idle's IdlePause).
+// Pause freezes the sandbox (Server.Idle's IdlePause). A sandbox without
+// a freezer is an error wrapping cgroup.ErrUnsupported that names it as
+// `mcpbox ps` does and says what to do instead.
 func (in *sandboxInstance) Pause() error {
-	if err := in.sb.Pause(); err != nil {
-		if errors.Is(err, cgroup.ErrUnsupported) { // err names the sandbox package's id, not the one ps shows
-			return fmt.Errorf("this sandbox cannot be paused: it has no cgroup freezer (%w on this host or for this user; see mcpbox doctor): mcpbox stop ends it, and its next call starts it again", cgroup.ErrUnsupported)
-		}
+	if err := in.sb.Pause(); errors.Is(err, cgroup.ErrUnsupported) {
+		return fmt.Errorf("sandbox %s cannot be paused: it has no cgroup freezer (%w; mcpbox doctor says what this host lacks); mcpbox stop %[1]s ends it instead, and its next call starts a new one",
+			in.rec.ID, cgroup.ErrUnsupported)
+	} else if err != nil {
 		return err
 	}
 	in.rec.SetState(gateway.StatePaused)

@@ -190,26 +190,47 @@ func procsWith(s string) []string {
 	return pids
 }
 
-// defaultBanner is what the default prints on stderr when serving HTTP.
-var defaultBannerRE = regexp.MustCompile(`(?s)\n  URL: +(\S+)\n  Token: +(\S+)\n.*\n  Client config \(e\.g\. \.mcp\.json\):\n(.*?)\n\n`)
+// defaultBannerRE is what the default prints on stderr when serving
+// HTTP, stderr not being a terminal: where its token is, not the token.
+var defaultBannerRE = regexp.MustCompile(`(?s)\n  URL: +(\S+)\n  Token: +in (\S+)\n.*\n  Client config \(e\.g\. \.mcp\.json, TOKEN the token in (\S+)\):\n(.*?)\n\n`)
 
-// defaultServeHTTP starts `mcpbox serve --http 127.0.0.1:0` with no config
-// in dir as root, waits for its banner and returns the serving line's URL,
-// the banner's URL, token and client config. It stops serve with SIGTERM
-// at cleanup, expecting exit code 0.
-func defaultServeHTTP(t *testing.T, dir, state string) (served, url, token, client string) {
+// defaultBanner waits for the banner of g, an embedded default serving
+// HTTP, and returns its URL, the token kept in the file it names, and its
+// client config. The token itself must not be in serve's output.
+func defaultBanner(t *testing.T, g *gwGateway) (url, token, client string) {
 	t.Helper()
-	g := gwServeIn(t, mode{name: "root", uid: -1}, dir, []string{"--state-dir", state})
-	// The banner follows the serving line.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if bm := defaultBannerRE.FindStringSubmatch(g.logs.String()); bm != nil {
-			return g.url, bm[1], bm[2], bm[3]
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		bm := defaultBannerRE.FindStringSubmatch(g.logs.String())
+		if bm != nil {
+			if bm[2] != bm[3] {
+				t.Errorf("the banner names two token files: %s and %s", bm[2], bm[3])
+			}
+			b, err := os.ReadFile(bm[2])
+			if err != nil {
+				t.Fatalf("the banner's token file: %v", err)
+			}
+			token = strings.TrimSpace(string(b))
+			if !strings.HasPrefix(token, "mcpbox_") || strings.Contains(g.logs.String(), token) {
+				t.Errorf("token %q: want mcpbox_..., and not in serve's output (stderr is no terminal):\n%s", token, g.logs)
+			}
+			return bm[1], token, bm[4]
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("mcpbox serve printed no banner within 30 s\n%s", g.logs)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// defaultServeHTTP starts `mcpbox serve --http 127.0.0.1:0` with no config
+// in dir as root, waits for its banner and returns the serving line's URL,
+// the banner's URL, the token and the client config. It stops serve with
+// SIGTERM at cleanup, expecting exit code 0.
+func defaultServeHTTP(t *testing.T, dir, state string) (served, url, token, client string) {
+	t.Helper()
+	g := gwServeIn(t, mode{name: "root", uid: -1}, dir, []string{"--state-dir", state})
+	// The banner follows the serving line.
+	url, token, client = defaultBanner(t, g)
+	return g.url, url, token, client
 }
 
 // rewrittenServer returns the command and args of the one server of a

@@ -131,3 +131,32 @@ func TestLifecycleIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestPauseWithoutCgroups: where sandboxes have no cgroup (the
+// unprivileged user here), mcpbox pause ID fails naming that ID, as ps
+// lists it, and mcpbox stop ID as what to do; resume ID does nothing; the
+// sandbox keeps serving.
+func TestPauseWithoutCgroups(t *testing.T) {
+	ms := modes(t)
+	m := ms[len(ms)-1]
+	if m.root() {
+		t.Skip("needs the unprivileged mode, whose sandboxes have no cgroup")
+	}
+	s := auConfig(t, m, "", "    tools: {allow: [\"*\"]}\n")
+	g := s.serve(t)
+	sess := s.connect(t, g, nil)
+	first := gwMustCall(t, sess, "instance", nil, "")
+	row := s.waitPS(t, "running")
+	r := s.cli(t, "pause", row.ID, "--config", s.cfg)
+	if r.code != 1 || !strings.Contains(r.stderr, "sandbox "+row.ID+" cannot be paused: it has no cgroup freezer") ||
+		!strings.Contains(r.stderr, "mcpbox stop "+row.ID+" ends it instead") || strings.Count(r.stderr, "sbx_") != 2 {
+		t.Fatalf("mcpbox pause %s without cgroups: want exit 1 naming it and mcpbox stop:\n%s", row.ID, r)
+	}
+	if r := s.cli(t, "resume", row.ID, "--config", s.cfg); r.code != 0 {
+		t.Errorf("mcpbox resume of a sandbox that is not paused:\n%s", r)
+	}
+	if got := gwMustCall(t, sess, "instance", nil, ""); got != first {
+		t.Errorf("after the refused pause the instance is %q, want the same process %q", got, first)
+	}
+	gwClose(t, sess)
+}

@@ -168,14 +168,8 @@ func tokenWaitLog(logs *gwLog, s string) bool {
 // token.
 func bannerToken(t *testing.T, g *gwGateway) string {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if bm := defaultBannerRE.FindStringSubmatch(g.logs.String()); bm != nil {
-			return bm[2]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcpbox serve printed no banner within 30 s\n%s", g.logs)
-		}
-	}
+	_, token, _ := defaultBanner(t, g)
+	return token
 }
 
 // tokenStatus POSTs an initialize with token ("": none) and checks the
