@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"time"
 
 	"mcpbox/internal/gateway"
@@ -54,6 +56,7 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 		return err
 	}
 	gatewayGC()
+	defer runProcs(o.Spec.Network)()
 	// The spec's secrets are resolved already: the book learns them now.
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
@@ -94,4 +97,22 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 		return err
 	}
 	return nil
+}
+
+// runProcs runs the Go code of a `mcpbox run` whose sandbox has no way
+// out on one processor (issue 19: the gateway's overhead on a small
+// call). Such a process has one client and one server and no egress
+// proxy, and a call is a chain of goroutines each woken by the last
+// (the client's reader, the call's worker, the server's reader). With
+// an idle processor at hand every one of those wake-ups also wakes an
+// idle thread, which finds nothing to run and sleeps again; with one
+// processor the goroutine woken runs next on the same thread. A sandbox
+// with egress keeps the default: its proxy relays in this process.
+// GOMAXPROCS overrides it. The returned function restores the setting.
+func runProcs(n sandbox.Network) (restore func()) {
+	if os.Getenv("GOMAXPROCS") != "" || n.Enabled() {
+		return func() {}
+	}
+	prev := runtime.GOMAXPROCS(1)
+	return func() { runtime.GOMAXPROCS(prev) }
 }
