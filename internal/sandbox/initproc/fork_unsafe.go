@@ -52,6 +52,10 @@ type forkSpec struct {
 	fprog        unix.SockFprog
 	sigDefault   [4]uintptr // a struct sigaction: SIG_DFL, no flags, empty mask
 	emptySigmask uint64
+	// clone3: the fork is a clone3 with cloneArgs, into the workload's
+	// cgroup (cgroupClone), not a clone.
+	clone3    bool
+	cloneArgs cloneArgs
 
 	// ahead: forked while the sandbox is prepared (warm_linux.go), before
 	// its command is known. The child puts up every wall, says it is
@@ -68,6 +72,14 @@ type forkSpec struct {
 	claimMsg  unix.Msghdr
 	statx     unix.Statx_t
 }
+
+// cloneArgs is struct clone_args (clone3(2)), version 2.
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
+}
+
+// workloadCloneFlags are the namespaces the workload's fork makes.
+const workloadCloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWCGROUP
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
 const atFDCWD = ^uintptr(99)
@@ -152,6 +164,10 @@ func (fs *forkSpec) walls(c *workloadConfig) error {
 		fs.nproc = unix.Rlimit{Cur: uint64(c.Nproc), Max: uint64(c.Nproc)}
 		fs.setNproc = true
 	}
+	if c.Cgroup == cgroupClone {
+		fs.clone3 = true
+		fs.cloneArgs = cloneArgs{flags: workloadCloneFlags | unix.CLONE_INTO_CGROUP, exitSignal: uint64(unix.SIGCHLD), cgroup: uint64(c.CgroupFD)}
+	}
 	if prog := unpackFilter(c.Seccomp); len(prog) > 0 {
 		for _, in := range prog {
 			fs.filter = append(fs.filter, unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K})
@@ -176,6 +192,9 @@ func forkWorkload(fs *forkSpec) (int, error) {
 	}
 	pid, errno := rawFork(fs)
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+	if errno != 0 && fs.clone3 {
+		return 0, fmt.Errorf("creating the workload's user namespace in its cgroup: %w", errno)
+	}
 	if errno != 0 {
 		return 0, fmt.Errorf("creating the workload's user namespace: %w", errno)
 	}
@@ -194,7 +213,13 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 	// filter knows. (Elsewhere, s390x, the namespace would be missing and
 	// the id maps refused: the start fails.) No new stack: without
 	// CLONE_VM the child has a copy of this one.
-	pid, _, errno := syscall.RawSyscall6(unix.SYS_CLONE, uintptr(unix.CLONE_NEWUSER|unix.CLONE_NEWCGROUP|unix.SIGCHLD), 0, 0, 0, 0, 0)
+	var pid uintptr
+	var errno syscall.Errno
+	if fs.clone3 {
+		pid, _, errno = syscall.RawSyscall6(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&fs.cloneArgs)), unsafe.Sizeof(fs.cloneArgs), 0, 0, 0, 0)
+	} else {
+		pid, _, errno = syscall.RawSyscall6(unix.SYS_CLONE, uintptr(workloadCloneFlags|unix.SIGCHLD), 0, 0, 0, 0, 0)
+	}
 	if errno != 0 || pid != 0 {
 		return pid, errno
 	}
