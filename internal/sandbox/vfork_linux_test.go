@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,5 +88,64 @@ func TestVforkReportsChildFailure(t *testing.T) {
 	}
 	if err := startVfork(cmd("/bin/true", unix.CLONE_NEWUSER|unix.CLONE_FILES)); !errors.Is(err, errNoVfork) {
 		t.Fatalf("CLONE_FILES: %v, want errNoVfork", err)
+	}
+}
+
+// nofileChildEnv carries, to the test run again under a lowered soft
+// limit on open files, that limit.
+const nofileChildEnv = "MCPBOX_TEST_NOFILE_SOFT"
+
+// TestWorkloadGetsTheNofileLimit: a workload gets the soft limit on open
+// files that a plain child of the host gets, which os/exec restores to
+// what the host started with (Go raised its own), whether the init was
+// started by the vfork clone or by os/exec: both the init's start and the
+// init's fork of the workload put it back. The test runs itself again
+// under a soft limit below the hard one.
+func TestWorkloadGetsTheNofileLimit(t *testing.T) {
+	requireSandbox(t)
+	want := os.Getenv(nofileChildEnv)
+	if want == "" {
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		const soft = 300
+		if lim.Max < soft+2 {
+			t.Skipf("hard limit on open files %d: no room below it", lim.Max)
+		}
+		cmd := exec.Command("/bin/sh", "-c", `ulimit -Sn `+strconv.Itoa(soft)+` && exec "$0" -test.run '^TestWorkloadGetsTheNofileLimit$' -test.v`, os.Args[0])
+		cmd.Env = append(os.Environ(), nofileChildEnv+"="+strconv.Itoa(soft))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if strings.Contains(string(out), "--- SKIP") {
+			t.Skipf("%s", out)
+		}
+		return
+	}
+	var now syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &now); err != nil || strconv.FormatUint(now.Cur, 10) == want {
+		t.Fatalf("limit now %d (%v): Go did not raise the soft limit %s it started with", now.Cur, err, want)
+	}
+	plain, err := exec.Command("/bin/sh", "-c", "ulimit -Sn").Output()
+	if err != nil || strings.TrimSpace(string(plain)) != want {
+		t.Fatalf("a plain child's soft limit %q (%v), want %s", plain, err, want)
+	}
+	defer func() { testNoVfork = false }()
+	for _, noVfork := range []bool{false, true} {
+		testNoVfork = noVfork
+		// A file: startVfork takes files only, and leaves other stdio
+		// to os/exec.
+		out, err := os.CreateTemp(t.TempDir(), "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(context.Background(), quick("sh", "-c", "ulimit -Sn"), Stdio{Stdout: out})
+		out.Close()
+		got, _ := os.ReadFile(out.Name())
+		if err != nil || res.ExitCode != 0 || strings.TrimSpace(string(got)) != want {
+			t.Errorf("init started by os/exec %v: the workload's soft limit %q (%v, %+v), want a plain child's %s", noVfork, got, err, res, want)
+		}
 	}
 }

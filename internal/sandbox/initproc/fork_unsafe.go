@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/nofile"
 )
 
 // The workload runs in a user namespace of its own, nested in the init's
@@ -32,9 +34,10 @@ import (
 // child, a copy of the init with one thread, makes raw system calls only —
 // no allocation, no stack growth, no runtime — on memory the parent
 // prepared: wait for its id maps (written by another init thread, outside
-// the Landlock domain), empty its capability sets, set RLIMIT_NPROC, change
-// directory, install the seccomp filter, reset signal handlers, unblock
-// signals and execve. Its failures come back over a close-on-exec pipe as
+// the Landlock domain), empty its capability sets, set RLIMIT_NPROC, put
+// back the limit on open files the init started with (internal/nofile),
+// change directory, install the seccomp filter, reset signal handlers,
+// unblock signals and execve. Its failures come back over a close-on-exec pipe as
 // a step and an errno, the way os/exec reports a failed execve.
 
 // forkSpec is everything the forked child uses, prepared by the parent.
@@ -56,6 +59,12 @@ type forkSpec struct {
 	// cgroup (cgroupClone), not a clone.
 	clone3    bool
 	cloneArgs cloneArgs
+	// nofile, if restoreNofile, is the limit on open files the init
+	// started with, before Go raised it; the child puts it back, as
+	// os/exec does, if the limit is still the one Go set (read into
+	// nofileNow).
+	nofile, nofileNow unix.Rlimit
+	restoreNofile     bool
 
 	// ahead: forked while the sandbox is prepared (warm_linux.go), before
 	// its command is known. The child puts up every wall, says it is
@@ -164,6 +173,9 @@ func (fs *forkSpec) walls(c *workloadConfig) error {
 		fs.nproc = unix.Rlimit{Cur: uint64(c.Nproc), Max: uint64(c.Nproc)}
 		fs.setNproc = true
 	}
+	if soft, hard, ok := nofile.Start(); ok {
+		fs.nofile, fs.restoreNofile = unix.Rlimit{Cur: soft, Max: hard}, true
+	}
 	if c.Cgroup == cgroupClone {
 		fs.clone3 = true
 		fs.cloneArgs = cloneArgs{flags: workloadCloneFlags | unix.CLONE_INTO_CGROUP, exitSignal: uint64(unix.SIGCHLD), cgroup: uint64(c.CgroupFD)}
@@ -242,6 +254,12 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 	if fs.setNproc {
 		if _, _, errno = syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&fs.nproc)), 0, 0, 0); errno != 0 {
 			childFail(fs, stepNproc, errno)
+		}
+	}
+	if fs.restoreNofile {
+		_, _, e := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&fs.nofileNow)), 0, 0)
+		if e != 0 || fs.nofileNow.Cur == fs.nofile.Max-1 && fs.nofileNow.Max == fs.nofile.Max {
+			syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&fs.nofile)), 0, 0, 0)
 		}
 	}
 	var path, dir, argv, envv uintptr
