@@ -5,13 +5,16 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -89,6 +92,111 @@ func TestVforkReportsChildFailure(t *testing.T) {
 	if err := startVfork(cmd("/bin/true", unix.CLONE_NEWUSER|unix.CLONE_FILES)); !errors.Is(err, errNoVfork) {
 		t.Fatalf("CLONE_FILES: %v, want errNoVfork", err)
 	}
+}
+
+// TestVforkClonesIntoV2Cgroup: the vfork start's clone3 with
+// CLONE_INTO_CGROUP, which sandboxes take on cgroup v2 only (a hybrid
+// host's use v1), puts the init in the cgroup from its first
+// instruction. The test makes a v2 cgroup of its own beside this process
+// on the v2 mount (a clone into it needs no controller) and starts the
+// sandbox init as initCommand makes it for a user who is not root, by
+// startVfork itself, so that no fallback to os/exec can hide a failure.
+func TestVforkClonesIntoV2Cgroup(t *testing.T) {
+	requireSandbox(t)
+	mnt, own := v2Mount(t)
+	dir := filepath.Join(mnt, own, fmt.Sprintf("mcpbox-vfork-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	var c *exec.Cmd
+	t.Cleanup(func() {
+		if c != nil && c.Process != nil && c.ProcessState == nil {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+		// A process that just exited may hold it for a moment.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			err := unix.Rmdir(dir)
+			if err == nil || err == unix.ENOENT {
+				break
+			}
+			if err != unix.EBUSY || time.Now().After(deadline) {
+				t.Errorf("removing %s: %v", dir, err)
+				break
+			}
+		}
+	})
+	cgFD, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cgFD.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, child := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-child")
+	defer ctl.Close()
+	defer child.Close()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	sb := &Sandbox{spec: quick("true")} // root false: the init's ids are this process's
+	c = initCommand(sb, Stdio{}, child, cfgR)
+	c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, int(cgFD.Fd())
+	runtime.LockOSThread() // startVfork's precondition; the init's parent-death signal follows it
+	defer runtime.UnlockOSThread()
+	if err := startVfork(c); err != nil {
+		t.Fatalf("starting the init into %s: %v", dir, err)
+	}
+	pid := strconv.Itoa(c.Process.Pid)
+	// The init waits for its config meanwhile.
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil || strings.TrimSpace(string(procs)) != pid {
+		t.Errorf("%s holds %q (%v), want the init %s alone", dir, procs, err, pid)
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	want := "0::" + filepath.Join("/", own, filepath.Base(dir)) + "\n"
+	if err != nil || !strings.Contains(string(b), want) {
+		t.Errorf("the init's /proc/PID/cgroup:\n%s(%v), want the line %q", b, err, want)
+	}
+	ctl.Close()
+	cfgW.Close()
+	err = c.Wait() // the init gives up without its config
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitSetup {
+		t.Errorf("the init without a config: %v, want exit %d", err, exitSetup)
+	}
+}
+
+// v2Mount returns the cgroup v2 mount (a v2 host's or a hybrid host's)
+// and this process's cgroup in it, or skips.
+func v2Mount(t *testing.T) (mnt, own string) {
+	t.Helper()
+	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(m, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			mnt = m
+			break
+		}
+	}
+	if mnt == "" {
+		t.Skip("no cgroup v2 mount")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return mnt, p
+		}
+	}
+	t.Skip("no cgroup v2 entry in /proc/self/cgroup")
+	return "", ""
 }
 
 // nofileChildEnv carries, to the test run again under a lowered soft
