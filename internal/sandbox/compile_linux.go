@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mcpbox/internal/cgroup"
 	"mcpbox/internal/seccomp"
 )
 
@@ -28,6 +29,11 @@ var workloadFilter = sync.OnceValues(func() ([]byte, error) {
 // sent: tests take walls down to show that the others hold alone. Nil
 // outside tests.
 var testHookWorkload func(*workloadConfig)
+
+// testHookWorkloadCgroup, if non-nil, opens the workload cgroup's files
+// instead of the sandbox cgroup's Workload: tests take the init through
+// the other cgroup version's way. Nil outside tests.
+var testHookWorkloadCgroup func(uid int) (*cgroup.WorkloadFiles, error)
 
 // initConfig compiles the Spec into what the init needs. As host root it
 // also prepares an idmapped, detached clone of every user mount (returned
@@ -141,7 +147,11 @@ func (sb *Sandbox) workloadCgroup(w *workloadConfig, fds *[]int) error {
 	if sb.root {
 		uid = sb.hostUID
 	}
-	files, err := cg.Workload(uid)
+	open := cg.Workload
+	if testHookWorkloadCgroup != nil {
+		open = testHookWorkloadCgroup
+	}
+	files, err := open(uid)
 	if err != nil {
 		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: err}
 	}

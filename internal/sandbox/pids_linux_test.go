@@ -2,12 +2,18 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/cgroup"
 )
 
 // forkLoop forks sleeps in the background, one line per fork that
@@ -88,5 +94,103 @@ func TestForkBombSparesTheInit(t *testing.T) {
 	if res.ExitCode != 0 || !res.PidsExhausted || got["forked"] != pids-1 || got["refused"] != 100-(pids-1) {
 		t.Fatalf("fork bomb under --pids %d: exit %d, %+v, %v, want %d forked and the rest refused\nstderr: %s",
 			pids, res.ExitCode, res, got, pids-1, errb.String())
+	}
+}
+
+// v2Mount returns the cgroup v2 mount (a v2 host's or a hybrid host's)
+// and this process's cgroup in it, or skips.
+func v2Mount(t *testing.T) (mnt, own string) {
+	t.Helper()
+	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(m, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			mnt = m
+			break
+		}
+	}
+	if mnt == "" {
+		t.Skip("no cgroup v2 mount")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return mnt, p
+		}
+	}
+	t.Skip("no cgroup v2 entry in /proc/self/cgroup")
+	return "", ""
+}
+
+// TestWorkloadClonedIntoCgroupV2: the init's way on cgroup v2, a clone
+// with CLONE_INTO_CGROUP into the workload's cgroup (a hybrid host's
+// sandboxes take the v1 way). The test hands the init a cgroup of its own
+// on the v2 mount (a clone into it needs no controller) in place of the
+// workload cgroup, and finds the workload there, its cgroup namespace
+// rooted at it.
+func TestWorkloadClonedIntoCgroupV2(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for cgroups on this kind of host")
+	}
+	mnt, own := v2Mount(t)
+	dir := filepath.Join(mnt, own, fmt.Sprintf("mcpbox-workload-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			err := unix.Rmdir(dir)
+			if err == nil || err == unix.ENOENT {
+				break
+			}
+			if err != unix.EBUSY || time.Now().After(deadline) {
+				t.Errorf("removing %s: %v", dir, err)
+				break
+			}
+		}
+	})
+	testHookWorkloadCgroup = func(uid int) (*cgroup.WorkloadFiles, error) {
+		if uid != -1 { // the init's uid, as for the sandbox's own cgroup
+			if err := os.Chown(filepath.Join(dir, "cgroup.procs"), uid, -1); err != nil {
+				return nil, err
+			}
+			if err := os.Chown(filepath.Join(filepath.Dir(dir), "cgroup.procs"), uid, -1); err != nil {
+				return nil, err
+			}
+		}
+		d, err := os.Open(dir)
+		return &cgroup.WorkloadFiles{Dir: d}, err
+	}
+	defer func() { testHookWorkloadCgroup = nil }()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spec := Spec{Args: []string{"sh", "-c", "cat /proc/self/cgroup; read _; exit 0"}, Limits: Limits{Memory: 256 << 20, Pids: 8, Timeout: time.Minute}}
+	var out syncBuffer
+	sb, err := Start(context.Background(), spec, Stdio{Stdin: r, Stdout: &out})
+	if err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	var procs []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(out.String(), "\n0::"); time.Sleep(10 * time.Millisecond) {
+	}
+	procs, _ = os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	w.Close()
+	res, err := sb.Wait()
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("sandbox: %v %+v", err, res)
+	}
+	// sh, and cat or read's sh: the workload's processes only.
+	if n := len(strings.Fields(string(procs))); n == 0 || n > 2 {
+		t.Errorf("%s holds %q, want the workload", dir, procs)
+	}
+	if !strings.Contains(out.String(), "0::/\n") {
+		t.Errorf("the workload's /proc/self/cgroup:\n%s\nwant its v2 cgroup as its namespace's root, 0::/", out.String())
 	}
 }

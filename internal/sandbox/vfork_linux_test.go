@@ -172,33 +172,6 @@ func TestVforkClonesIntoV2Cgroup(t *testing.T) {
 	}
 }
 
-// v2Mount returns the cgroup v2 mount (a v2 host's or a hybrid host's)
-// and this process's cgroup in it, or skips.
-func v2Mount(t *testing.T) (mnt, own string) {
-	t.Helper()
-	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var st unix.Statfs_t
-		if unix.Statfs(m, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-			mnt = m
-			break
-		}
-	}
-	if mnt == "" {
-		t.Skip("no cgroup v2 mount")
-	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return mnt, p
-		}
-	}
-	t.Skip("no cgroup v2 entry in /proc/self/cgroup")
-	return "", ""
-}
-
 // nofileChildEnv carries, to the test run again under a lowered soft
 // limit on open files, that limit.
 const nofileChildEnv = "MCPBOX_TEST_NOFILE_SOFT"
