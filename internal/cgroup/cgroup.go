@@ -16,6 +16,13 @@ type Limits struct {
 	Memory int64
 	// Pids is the maximum number of processes and threads; 0 means no limit.
 	Pids int64
+	// WorkloadPids, if positive, is the pids limit of a cgroup nested in
+	// this one for the sandbox's workload (Cgroup.Workload): the
+	// workload's processes and threads count against it and against Pids,
+	// so that the rest of the cgroup (the sandbox's init) always keeps
+	// Pids - WorkloadPids for itself, however many the workload forks. It
+	// needs a Pids limit at least as large.
+	WorkloadPids int64
 	// CPU is the CPU bandwidth in cores: 1.0 is a quota of 100ms per 100ms
 	// period, 0.5 half a core. 0 means no limit; the smallest limit is 0.01.
 	CPU float64
@@ -30,6 +37,8 @@ func (l Limits) validate() error {
 		return fmt.Errorf("memory limit %d is negative", l.Memory)
 	case l.Pids < 0:
 		return fmt.Errorf("pids limit %d is negative", l.Pids)
+	case l.WorkloadPids < 0 || l.WorkloadPids > 0 && l.Pids < l.WorkloadPids:
+		return fmt.Errorf("workload pids limit %d is negative or above the pids limit %d", l.WorkloadPids, l.Pids)
 	case math.IsNaN(l.CPU) || math.IsInf(l.CPU, 0) || l.CPU < 0:
 		return fmt.Errorf("cpu limit %v is not a non-negative number", l.CPU)
 	case l.CPU > 0 && l.cpuQuota() < 1000:

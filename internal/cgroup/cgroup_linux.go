@@ -23,6 +23,14 @@ const (
 	selfLeaf = "mcpbox-self"
 	// v2Root is where the unified hierarchy is mounted on a pure v2 host.
 	v2Root = "/sys/fs/cgroup"
+	// workloadLeaf is the cgroup nested in a sandbox's for its workload
+	// (Limits.WorkloadPids): on v1 in the pids hierarchy only, on v2 next
+	// to initLeaf, where the sandbox's init is (a v2 cgroup that hands
+	// the pids controller to its children may hold no process itself).
+	// Neither is a directory CleanupStale takes for a sandbox: those live
+	// in parentName directories only.
+	workloadLeaf = "workload"
+	initLeaf     = "init"
 
 	// killTimeout bounds Kill and the kill in Destroy.
 	killTimeout = 5 * time.Second
@@ -54,6 +62,14 @@ type backend interface {
 	setFrozen(frozen bool) error
 	stats() (Stats, error)
 	dirs() map[string]string
+	// nested lists the cgroups made inside those of dirs, which go first
+	// when they are removed.
+	nested() []string
+	// pidsLimitHits counts the forks a pids limit refused in the cgroup,
+	// nested ones included; 0 without the pids controller.
+	pidsLimitHits() uint64
+	// workload opens the files of WorkloadFiles.
+	workload(uid int) (*WorkloadFiles, error)
 }
 
 // Create makes the cgroup for sandbox id under mcpbox's parent cgroup and
@@ -106,9 +122,10 @@ func mountedVersion() string {
 // ID returns the sandbox id the cgroup was created for.
 func (c *Cgroup) ID() string { return c.id }
 
-// Add moves process pid (with all its threads) into the cgroup. Children
-// it forks afterwards are born inside. Add the sandbox init before it
-// starts the payload.
+// Add moves process pid (with all its threads) into the cgroup (on v2
+// with a workload cgroup, into the init's beside it). Children it forks
+// afterwards are born inside. Add the sandbox init before it starts the
+// payload.
 func (c *Cgroup) Add(pid int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -199,6 +216,11 @@ func (c *Cgroup) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	left := false
+	for _, dir := range c.b.nested() {
+		if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
+			left = true
+		}
+	}
 	for _, dir := range c.b.dirs() {
 		if err := unix.Rmdir(dir); err != nil && err != unix.ENOENT {
 			left = true
@@ -213,6 +235,7 @@ func (c *Cgroup) Destroy() error {
 		errs = append(errs, killErr)
 	}
 	for _, dir := range c.b.dirs() {
+		// RemovePath removes the nested cgroups first.
 		if err := cgroups.RemovePath(dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dir, err))
 		}
@@ -311,27 +334,22 @@ func killPids(pids []int, list func() ([]int, error)) error {
 
 // ExitStats returns the part of Stats that tells how a sandbox ended:
 // MemoryPeak, OOMKills and PidsLimitHits; the other fields are 0. It reads
-// three files where Stats reads every controller's statistics, a cost a
-// sandbox's exit waits for.
+// three files (four with a workload cgroup on v1, five on v2) where Stats
+// reads every controller's statistics, a cost a sandbox's exit waits for.
 func (c *Cgroup) ExitStats() (Stats, error) {
 	var s Stats
 	var errs []error
-	var mem, pids string
 	switch b := c.b.(type) {
 	case *v1:
-		mem, pids = b.paths["memory"], b.paths["pids"]
-		if mem != "" {
+		if mem := b.paths["memory"]; mem != "" {
 			s.MemoryPeak, errs = readUint(mem, "memory.max_usage_in_bytes", errs)
 			s.OOMKills = optional(fs.OOMKillCount(mem))
 		}
 	case *v2:
-		mem, pids = b.dir, b.dir
-		s.MemoryPeak = optional(fscommon.GetCgroupParamUint(mem, "memory.peak"))
-		s.OOMKills = optional(fs2.OOMKillCount(mem))
+		s.MemoryPeak = optional(fscommon.GetCgroupParamUint(b.dir, "memory.peak"))
+		s.OOMKills = optional(fs2.OOMKillCount(b.dir))
 	}
-	if pids != "" {
-		s.PidsLimitHits = optional(fscommon.GetValueByKey(pids, "pids.events", "max"))
-	}
+	s.PidsLimitHits = c.b.pidsLimitHits()
 	if err := errors.Join(errs...); err != nil {
 		return s, fmt.Errorf("reading exit stats of cgroup %s: %w", c.id, err)
 	}
@@ -344,4 +362,57 @@ func readUint(dir, file string, errs []error) (uint64, []error) {
 		errs = append(errs, err)
 	}
 	return v, errs
+}
+
+// pidsHits reads the "max" line of dir's pids.events: forks refused by a
+// pids limit, 0 where the file is missing.
+func pidsHits(dir string) uint64 {
+	if dir == "" {
+		return 0
+	}
+	return optional(fscommon.GetValueByKey(dir, "pids.events", "max"))
+}
+
+// WorkloadFiles is how the sandbox's init puts its workload into the
+// cgroup nested for it (Limits.WorkloadPids): exactly one of the ways is
+// set. The init holds no capability over the cgroup file system, and
+// sees none of it: the files are opened here.
+type WorkloadFiles struct {
+	// Into and Back (cgroup v1) are the tasks files of the workload's
+	// pids cgroup and of the sandbox's: the thread that forks the
+	// workload writes "0" to Into, which moves that thread alone, forks,
+	// and writes "0" to Back. The child is born inside. The thread counts
+	// against the limit while inside, so the cgroup starts with room for
+	// it: once back, it writes Pids, the workload's own limit, to Max
+	// (pids.max), before the workload runs.
+	Into, Back, Max *os.File
+	Pids            int64
+	// Dir (cgroup v2) is the workload cgroup's directory, for a clone
+	// with CLONE_INTO_CGROUP.
+	Dir *os.File
+}
+
+// Close closes the files that are set.
+func (w *WorkloadFiles) Close() {
+	for _, f := range []*os.File{w.Into, w.Back, w.Max, w.Dir} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Workload opens the files that put a process into the workload's
+// nested cgroup; the cgroup must have been created with a WorkloadPids
+// limit. On cgroup v2 a clone into the nested cgroup needs write access
+// to the sandbox cgroup's cgroup.procs (the common ancestor of where the
+// init is and where the child goes) for the cloning process's own uid:
+// uid, if not -1, is the host uid the sandbox's init runs as, and the file
+// is given to it when it is not this process's. The caller closes the
+// files.
+func (c *Cgroup) Workload(uid int) (*WorkloadFiles, error) {
+	w, err := c.b.workload(uid)
+	if err != nil {
+		return nil, fmt.Errorf("opening the workload cgroup of %s: %w", c.id, err)
+	}
+	return w, nil
 }

@@ -15,8 +15,15 @@
 //	v1: <mount of C>/<own cgroup for C>/mcpbox/<id>   for C in memory, pids, cpu, cpuacct, freezer
 //	v2: <own cgroup>/mcpbox/<id>
 //
-// Destroy removes <id>; the mcpbox directory stays, so concurrent Creates
-// never race with its removal.
+// With a workload pids limit (Limits.WorkloadPids) the sandbox's workload
+// gets a cgroup of its own inside, so that its forks cannot take what the
+// sandbox's limit leaves to the rest (Cgroup.Workload):
+//
+//	v1: <mount of pids>/<own cgroup for pids>/mcpbox/<id>/workload
+//	v2: <own cgroup>/mcpbox/<id>/workload, and .../<id>/init for the rest
+//
+// Destroy removes <id>, nested cgroups first; the mcpbox directory stays,
+// so concurrent Creates never race with its removal.
 //
 // # cgroup v2: delegation and the no-internal-processes rule
 //

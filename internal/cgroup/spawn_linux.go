@@ -130,7 +130,8 @@ func closeAll(fs []*os.File) {
 	}
 }
 
-// DirFD opens the cgroup's directory for CLONE_INTO_CGROUP
+// DirFD opens the cgroup's directory (the init's, with a workload cgroup)
+// for CLONE_INTO_CGROUP
 // (syscall.SysProcAttr.CgroupFD), which starts a process inside it. It is
 // for cgroup v2; on v1 it returns an error wrapping ErrUnsupported (use
 // SpawnInside). The caller closes the file.
@@ -139,7 +140,11 @@ func (c *Cgroup) DirFD() (*os.File, error) {
 	if !ok {
 		return nil, fmt.Errorf("opening cgroup %s for clone: not cgroup v2: %w", c.id, ErrUnsupported)
 	}
-	f, err := os.OpenFile(b.dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dir := b.dir
+	if b.initDir != "" {
+		dir = b.initDir
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroup %s for clone: %w", c.id, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fscommon"
+	"golang.org/x/sys/unix"
 )
 
 // v1Controllers are the hierarchies a v1 sandbox joins: the three that
@@ -23,6 +24,12 @@ type v1 struct {
 	// homes: controller -> the own cgroup, as ownCgroupFile names it, the
 	// directory was made under; SpawnInside moves its thread back there.
 	homes map[string]string
+	// wdir is the pids hierarchy's cgroup nested for the workload
+	// (Limits.WorkloadPids), or "". The other hierarchies have none: the
+	// workload shares the sandbox's memory, cpu and freezer cgroups with
+	// the init, as before.
+	wdir  string
+	wpids int64 // the workload's limit, WorkloadPids
 }
 
 // needs reports whether l needs controller ctrl.
@@ -131,6 +138,20 @@ func createV1(id string, l Limits) (backend, error) {
 	if err := b.set(l); err != nil {
 		undo()
 		return nil, fmt.Errorf("setting limits of %s: %w", id, err)
+	}
+	if l.WorkloadPids > 0 {
+		// The pids hierarchy is there: the Pids limit needs it.
+		dir := filepath.Join(b.paths["pids"], workloadLeaf)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			undo()
+			return nil, fmt.Errorf("creating cgroup for %s: %w", id, err)
+		}
+		b.wdir, b.wpids = dir, l.WorkloadPids
+		p := l.WorkloadPids + 1 // and the forking thread (WorkloadFiles)
+		if err := (&fs.PidsGroup{}).Set(dir, &cgroups.Resources{PidsLimit: &p}); err != nil {
+			undo()
+			return nil, fmt.Errorf("setting limits of %s: %w", id, err)
+		}
 	}
 	return b, nil
 }
@@ -261,7 +282,8 @@ func (b *v1) stats() (Stats, error) {
 		s.OOMKills = optional(fs.OOMKillCount(p))
 	}
 	if p, ok := b.paths["pids"]; ok {
-		s.PidsCurrent, s.PidsPeak, s.PidsLimitHits = pidsStats(p, &errs)
+		s.PidsCurrent, s.PidsPeak, _ = pidsStats(p, &errs)
+		s.PidsLimitHits = b.pidsLimitHits()
 	}
 	if p, ok := b.paths["cpu"]; ok {
 		errs = append(errs, (&fs.CpuGroup{}).GetStats(p, st))
@@ -294,3 +316,38 @@ func optional(v uint64, err error) uint64 {
 }
 
 func (b *v1) dirs() map[string]string { return b.paths }
+
+func (b *v1) nested() []string {
+	if b.wdir == "" {
+		return nil
+	}
+	return []string{b.wdir}
+}
+
+// pidsLimitHits adds the sandbox's and the workload's: a v1 pids cgroup
+// counts the forks refused to its own tasks, whichever limit refused them.
+func (b *v1) pidsLimitHits() uint64 {
+	return pidsHits(b.paths["pids"]) + pidsHits(b.wdir)
+}
+
+func (b *v1) workload(uid int) (*WorkloadFiles, error) {
+	if b.wdir == "" {
+		return nil, errors.New("no workload cgroup")
+	}
+	w := &WorkloadFiles{Pids: b.wpids}
+	for _, f := range []struct {
+		f    **os.File
+		path string
+	}{
+		{&w.Into, filepath.Join(b.wdir, "tasks")},
+		{&w.Back, filepath.Join(b.paths["pids"], "tasks")},
+		{&w.Max, filepath.Join(b.wdir, "pids.max")},
+	} {
+		var err error
+		if *f.f, err = os.OpenFile(f.path, os.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}

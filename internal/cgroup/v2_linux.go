@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,10 @@ var v2Controllers = []string{"memory", "pids", "cpu"}
 type v2 struct {
 	dir string
 	mgr *fs2.Manager
+	// With a workload cgroup (Limits.WorkloadPids), dir holds no process
+	// and hands the pids controller to two children: initDir, where the
+	// init goes (Add, DirFD), and wdir, the workload's. Both "" without.
+	initDir, wdir string
 }
 
 // ownV2Cgroup returns this process's cgroup v2 path, relative to the mount.
@@ -87,11 +92,34 @@ func createV2(root, id string, l Limits, want []string) (backend, error) {
 		return nil, fmt.Errorf("creating cgroup for %s: %w", id, err)
 	}
 	b, err := setV2(dir, l)
+	if err == nil && l.WorkloadPids > 0 {
+		err = b.nest(l.WorkloadPids)
+	}
 	if err != nil {
 		_ = cgroups.RemovePath(dir)
 		return nil, fmt.Errorf("setting limits of %s: %w", id, err)
 	}
 	return b, nil
+}
+
+// nest makes the init's and the workload's cgroups in b.dir, the
+// workload's with the pids limit pids. Preconditions: b.dir holds no
+// process yet, and the pids controller is available in it.
+func (b *v2) nest(pids int64) error {
+	if err := writeSubtreeControl(b.dir, []string{"pids"}); err != nil {
+		return err
+	}
+	initDir, wdir := filepath.Join(b.dir, initLeaf), filepath.Join(b.dir, workloadLeaf)
+	for _, d := range []string{initDir, wdir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := cgroups.WriteFile(wdir, "pids.max", strconv.FormatInt(pids, 10)); err != nil {
+		return err
+	}
+	b.initDir, b.wdir = initDir, wdir
+	return nil
 }
 
 func setV2(dir string, l Limits) (*v2, error) {
@@ -193,7 +221,12 @@ func readList(dir, file string) ([]string, error) {
 	return strings.Fields(s), nil
 }
 
-func (b *v2) add(pid int) error { return b.mgr.AddPid("", pid) }
+func (b *v2) add(pid int) error {
+	if b.initDir != "" {
+		return cgroups.WriteCgroupProc(b.initDir, pid)
+	}
+	return b.mgr.AddPid("", pid)
+}
 
 func (b *v2) procs() ([]int, error) {
 	pids, err := readPids(b.dir)
@@ -249,7 +282,8 @@ func (b *v2) stats() (Stats, error) {
 		CPUThrottled:  time.Duration(st.CpuStats.ThrottlingData.ThrottledTime),
 	}
 	if cgroups.PathExists(filepath.Join(b.dir, "pids.current")) {
-		s.PidsCurrent, s.PidsPeak, s.PidsLimitHits = pidsStats(b.dir, &errs)
+		s.PidsCurrent, s.PidsPeak, _ = pidsStats(b.dir, &errs)
+		s.PidsLimitHits = b.pidsLimitHits()
 	} else {
 		// Without the pids controller the library counts cgroup.procs:
 		// processes, not threads.
@@ -259,3 +293,39 @@ func (b *v2) stats() (Stats, error) {
 }
 
 func (b *v2) dirs() map[string]string { return map[string]string{"unified": b.dir} }
+
+func (b *v2) nested() []string {
+	if b.wdir == "" {
+		return nil
+	}
+	return []string{b.initDir, b.wdir}
+}
+
+// pidsLimitHits: on kernels with pids.events.local, pids.events counts
+// hierarchically, where the limit was hit and above (the sandbox's then
+// has them all); before, in the cgroup of the task whose fork was
+// refused (the init's and the workload's, the sandbox's holding none).
+func (b *v2) pidsLimitHits() uint64 {
+	return max(pidsHits(b.dir), pidsHits(b.initDir)+pidsHits(b.wdir))
+}
+
+func (b *v2) workload(uid int) (*WorkloadFiles, error) {
+	if b.wdir == "" {
+		return nil, errors.New("no workload cgroup")
+	}
+	if uid != -1 && uid != os.Geteuid() {
+		// The clone checks write access to the target's cgroup.procs
+		// and to the common ancestor's (the sandbox's, which holds no
+		// process and takes none: it hands out a controller).
+		for _, d := range []string{b.wdir, b.dir} {
+			if err := os.Chown(filepath.Join(d, "cgroup.procs"), uid, -1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	d, err := os.OpenFile(b.wdir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &WorkloadFiles{Dir: d}, nil
+}

@@ -25,6 +25,9 @@ var layers = map[string]int{
 	"internal/telemetry": 0,
 	// Signals a child's process group by pidfd, never a reused number.
 	"internal/procgroup": 0,
+	// The limit on open files the process started with, before Go
+	// raised it: what the sandbox's children get back.
+	"internal/nofile": 0,
 	// The sending side of the egress proxy's connection hand-over, apart
 	// so that the lean sandbox init does not link the proxy.
 	"internal/egress/handover": 0,

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"mcpbox/internal/cgroup"
 	"mcpbox/internal/seccomp"
 )
 
@@ -28,6 +29,11 @@ var workloadFilter = sync.OnceValues(func() ([]byte, error) {
 // sent: tests take walls down to show that the others hold alone. Nil
 // outside tests.
 var testHookWorkload func(*workloadConfig)
+
+// testHookWorkloadCgroup, if non-nil, opens the workload cgroup's files
+// instead of the sandbox cgroup's Workload: tests take the init through
+// the other cgroup version's way. Nil outside tests.
+var testHookWorkloadCgroup func(uid int) (*cgroup.WorkloadFiles, error)
 
 // initConfig compiles the Spec into what the init needs. As host root it
 // also prepares an idmapped, detached clone of every user mount (returned
@@ -122,7 +128,57 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 			return nil, fds, &StartError{Code: exitSetup, Err: fmt.Errorf("root %s is not a directory", s.Root)}
 		}
 	}
+	if err := sb.workloadCgroup(&cfg.Workload, &fds); err != nil {
+		return nil, fds, err
+	}
 	return cfg, fds, nil
+}
+
+// workloadCgroup tells the init how to start the workload in the cgroup
+// nested for it (cgroup.Limits.WorkloadPids), with the files it needs
+// added to fds: without it the workload's forks could take the pids the
+// init keeps for its threads (initTasks).
+func (sb *Sandbox) workloadCgroup(w *workloadConfig, fds *[]int) error {
+	cg := sb.cgroup()
+	if cg == nil || sb.spec.Limits.Pids <= 0 {
+		return nil
+	}
+	uid := -1
+	if sb.root {
+		uid = sb.hostUID
+	}
+	open := cg.Workload
+	if testHookWorkloadCgroup != nil {
+		open = testHookWorkloadCgroup
+	}
+	files, err := open(uid)
+	if err != nil {
+		return &StartError{Layer: LayerCgroups, Code: exitSetup, Err: err}
+	}
+	defer files.Close()
+	// Copies, which the caller closes with the others once they are sent.
+	add := func(f *os.File) (int, error) {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return 0, &StartError{Layer: LayerCgroups, Code: exitSetup, Err: fmt.Errorf("passing the workload's cgroup: %w", err)}
+		}
+		*fds = append(*fds, fd)
+		return len(*fds), nil // 1-based, as IdmapFD
+	}
+	if files.Dir != nil {
+		w.Cgroup = cgroupClone
+		w.CgroupFD, err = add(files.Dir)
+		return err
+	}
+	w.Cgroup, w.CgroupPids = cgroupMoveThread, files.Pids
+	if w.CgroupFD, err = add(files.Into); err != nil {
+		return err
+	}
+	if w.CgroupBackFD, err = add(files.Back); err != nil {
+		return err
+	}
+	w.CgroupMaxFD, err = add(files.Max)
+	return err
 }
 
 // vetBind opens m's source and describes its bind; as host root it adds

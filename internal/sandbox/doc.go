@@ -14,7 +14,10 @@
 //	   └─ CMD                  the workload: its own user namespace (uid
 //	                           1000 mapped 1:1 to the init's), no
 //	                           capabilities, no_new_privs, Landlock,
-//	                           seccomp, RLIMIT_NPROC without a cgroup
+//	                           seccomp; a pids cgroup of its own, nested
+//	                           in the sandbox's (the init keeps its
+//	                           threads: initTasks), RLIMIT_NPROC without
+//	                           a cgroup
 //
 // The init is this binary re-executed with a hidden argument (runc's "init"
 // trick): the program's main must call [Main] first. On amd64 its clone

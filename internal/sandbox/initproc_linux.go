@@ -30,6 +30,9 @@ const (
 	stepNotFound = initproc.StepNotFound
 	stageLower   = initproc.StageLower
 	stageLayers  = initproc.StageLayers
+
+	cgroupMoveThread = initproc.CgroupMoveThread
+	cgroupClone      = initproc.CgroupClone
 )
 
 var (

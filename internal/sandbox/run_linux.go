@@ -319,7 +319,7 @@ func (sb *Sandbox) createCgroup() error {
 	if pids > 0 {
 		pids += initTasks
 	}
-	cg, err := cgroup.Create(sb.ID, cgroup.Limits{Memory: l.Memory, Pids: pids, CPU: l.CPU})
+	cg, err := cgroup.Create(sb.ID, cgroup.Limits{Memory: l.Memory, Pids: pids, WorkloadPids: l.Pids, CPU: l.CPU})
 	if err != nil {
 		if sb.spec.degradable(LayerCgroups) {
 			sb.Degraded = appendOnce(sb.Degraded, LayerCgroups)
@@ -445,9 +445,13 @@ func (sb *Sandbox) watch(ctx context.Context) {
 	}()
 }
 
-// initTasks is what the sandbox init itself may use of the pids limit: a
-// Go runtime with GOMAXPROCS=1 runs up to 7 threads. Limits.Pids counts the
-// workload's processes and threads only.
+// initTasks is what the sandbox init itself may use of the sandbox
+// cgroup's pids limit: a Go runtime with GOMAXPROCS=1 runs up to 7
+// threads. Limits.Pids counts the workload's processes and threads only:
+// the workload is born in a cgroup nested in the sandbox's with that
+// limit (cgroup.Limits.WorkloadPids), so however many it forks, these
+// stay the init's, which a Go runtime that cannot start a thread would
+// die for.
 const initTasks = 8
 
 func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
@@ -553,7 +557,7 @@ func NewID() string {
 // fds, if any, over the control socket (one message, possibly empty).
 func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {
 	if len(fds) > maxFDs {
-		return fmt.Errorf("%d idmapped mounts: at most %d are supported", len(fds), maxFDs)
+		return fmt.Errorf("%d descriptors for the init (idmapped mounts, the workload's cgroup): at most %d are supported", len(fds), maxFDs)
 	}
 	var oob []byte
 	if len(fds) > 0 {

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/nofile"
 )
 
 // Go's os/exec makes a new user namespace with a plain fork: the child
@@ -33,7 +35,8 @@ import (
 // here, with every signal blocked until it has reset its handlers; the
 // same rules as syscall.forkAndExecInChild1, whose steps it repeats for
 // the attributes initCommand sets (in its order: process group, ids,
-// ambient capabilities, parent-death signal, descriptors, execve).
+// ambient capabilities, parent-death signal, descriptors, the limit on
+// open files, execve).
 
 // rawVfork is syscall.rawVforkSyscall (vfork_linux_amd64.s).
 func rawVfork(trap, a1, a2, a3 uintptr) (r1, errno uintptr)
@@ -61,6 +64,13 @@ type vforkSpec struct {
 	sigDfl  kSigaction // SIG_DFL
 	oldMask uint64
 	report  [2]uint32 // the failed step and its errno
+
+	// nofile, if restoreNofile, is the limit on open files this process
+	// started with (soft, hard), which the child puts back if the limit
+	// is still the one Go raised it to, as os/exec does; nofileNow is
+	// where it reads that.
+	nofile, nofileNow [2]uint64
+	restoreNofile     bool
 }
 
 // cloneArgs is struct clone_args (clone3(2)), version 2.
@@ -107,11 +117,18 @@ const vforkNamespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPI
 // started by os/exec instead.
 var errNoVfork = errors.New("not startable by vfork")
 
+// testNoVfork, set by tests only, has startCommand start every command
+// by os/exec.
+var testNoVfork bool
+
 // startCommand starts c, the sandbox init, by startVfork where it can, by
 // c.Start otherwise. Either way c.Wait then waits for it.
 //
 // Preconditions: as for startVfork.
 func startCommand(c *exec.Cmd) error {
+	if testNoVfork {
+		return c.Start()
+	}
 	err := startVfork(c)
 	if errors.Is(err, errNoVfork) {
 		return c.Start()
@@ -280,6 +297,9 @@ func newVforkSpec(c *exec.Cmd) (*vforkSpec, *os.File, error) {
 	fs.deny = []byte("deny")
 	fs.uidMap = idMapLine(a.UidMappings[0])
 	fs.gidMap = idMapLine(a.GidMappings[0])
+	if soft, hard, ok := nofile.Start(); ok {
+		fs.nofile, fs.restoreNofile = [2]uint64{soft, hard}, true
+	}
 	return fs, devNull, nil
 }
 
@@ -419,6 +439,15 @@ func vforkChild(fs *vforkSpec) {
 		}
 		if _, _, e := syscall.RawSyscall(unix.SYS_DUP3, uintptr(fs.fds[i]), uintptr(i), 0); e != 0 {
 			vforkFail(fs, vstepFDs, e)
+		}
+	}
+	// The limit on open files this process started with, as os/exec
+	// puts it back (syscall.forkAndExecInChild1): unless the limit was
+	// changed since Go raised it.
+	if fs.restoreNofile {
+		_, _, e := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&fs.nofileNow)), 0, 0)
+		if e != 0 || fs.nofileNow[0] == fs.nofile[1]-1 && fs.nofileNow[1] == fs.nofile[1] {
+			syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&fs.nofile)), 0, 0, 0)
 		}
 	}
 	// Signals blocked until here: not one reaches the child while it is

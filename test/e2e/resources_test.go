@@ -25,14 +25,19 @@ func TestForkBomb(t *testing.T) {
 	}
 }
 
-// TestPidsLimitCountsTheWorkload: --pids is the command's own budget; the
-// init's threads come on top, so a tiny limit still starts.
+// TestPidsLimitCountsTheWorkload: --pids is the command's own budget,
+// exactly; the init's threads come on top, so a tiny limit still starts,
+// and a command that forks up to its limit cannot take them.
 func TestPidsLimitCountsTheWorkload(t *testing.T) {
 	m := rootMode(t)
 	want(t, m.sh(t, "echo started", "--pids", "2"), 0, "started")
-	r := m.sh(t, "for i in 1 2 3 4 5 6; do sleep 1 & done; wait; echo done", "--pids", "3")
+	r := m.sh(t, "for i in 1 2 3 4 5 6; do sleep 1 & echo forked; done; wait; echo done", "--pids", "3")
 	if !strings.Contains(r.stderr, "process limit") {
 		t.Fatalf("6 background processes under --pids 3 were not refused:\n%s", r)
+	}
+	// The shell and two sleeps; the shell gives up at the refused fork.
+	if n := strings.Count(r.stdout, "forked\n"); n != 2 {
+		t.Fatalf("under --pids 3 the shell forked %d sleeps, want 2:\n%s", n, r)
 	}
 }
 

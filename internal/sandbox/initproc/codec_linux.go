@@ -202,6 +202,11 @@ func encodeConfig(c *initConfig) []byte {
 	e.bytes(w.Seccomp)
 	e.int(w.FileSize)
 	e.int(w.Nproc)
+	e.int(int64(w.Cgroup))
+	e.int(int64(w.CgroupFD))
+	e.int(int64(w.CgroupBackFD))
+	e.int(int64(w.CgroupMaxFD))
+	e.int(w.CgroupPids)
 	e.strs(c.InputMasks)
 	e.bool(c.Hold)
 	return e.b
@@ -268,6 +273,11 @@ func decodeConfig(b []byte) (*initConfig, error) {
 	w.Seccomp = d.bytes()
 	w.FileSize = d.int()
 	w.Nproc = d.int()
+	w.Cgroup = d.intVal()
+	w.CgroupFD = d.intVal()
+	w.CgroupBackFD = d.intVal()
+	w.CgroupMaxFD = d.intVal()
+	w.CgroupPids = d.int()
 	c.InputMasks = d.strs()
 	c.Hold = d.bool()
 	if d.err == nil && len(d.b) > 0 {

@@ -46,6 +46,12 @@ const (
 	StepNotFound = stepNotFound
 )
 
+// How the init starts the workload in its nested cgroup (Workload.Cgroup).
+const (
+	CgroupMoveThread = cgroupMoveThread
+	CgroupClone      = cgroupClone
+)
+
 type (
 	// Config is what the host sends the init.
 	Config = initConfig

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"mcpbox/internal/nofile"
 )
 
 // The workload runs in a user namespace of its own, nested in the init's
@@ -32,9 +34,10 @@ import (
 // child, a copy of the init with one thread, makes raw system calls only —
 // no allocation, no stack growth, no runtime — on memory the parent
 // prepared: wait for its id maps (written by another init thread, outside
-// the Landlock domain), empty its capability sets, set RLIMIT_NPROC, change
-// directory, install the seccomp filter, reset signal handlers, unblock
-// signals and execve. Its failures come back over a close-on-exec pipe as
+// the Landlock domain), empty its capability sets, set RLIMIT_NPROC, put
+// back the limit on open files the init started with (internal/nofile),
+// change directory, install the seccomp filter, reset signal handlers,
+// unblock signals and execve. Its failures come back over a close-on-exec pipe as
 // a step and an errno, the way os/exec reports a failed execve.
 
 // forkSpec is everything the forked child uses, prepared by the parent.
@@ -52,6 +55,16 @@ type forkSpec struct {
 	fprog        unix.SockFprog
 	sigDefault   [4]uintptr // a struct sigaction: SIG_DFL, no flags, empty mask
 	emptySigmask uint64
+	// clone3: the fork is a clone3 with cloneArgs, into the workload's
+	// cgroup (cgroupClone), not a clone.
+	clone3    bool
+	cloneArgs cloneArgs
+	// nofile, if restoreNofile, is the limit on open files the init
+	// started with, before Go raised it; the child puts it back, as
+	// os/exec does, if the limit is still the one Go set (read into
+	// nofileNow).
+	nofile, nofileNow unix.Rlimit
+	restoreNofile     bool
 
 	// ahead: forked while the sandbox is prepared (warm_linux.go), before
 	// its command is known. The child puts up every wall, says it is
@@ -68,6 +81,14 @@ type forkSpec struct {
 	claimMsg  unix.Msghdr
 	statx     unix.Statx_t
 }
+
+// cloneArgs is struct clone_args (clone3(2)), version 2.
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
+}
+
+// workloadCloneFlags are the namespaces the workload's fork makes.
+const workloadCloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWCGROUP
 
 // atFDCWD is AT_FDCWD (-100) as a system call argument.
 const atFDCWD = ^uintptr(99)
@@ -152,6 +173,13 @@ func (fs *forkSpec) walls(c *workloadConfig) error {
 		fs.nproc = unix.Rlimit{Cur: uint64(c.Nproc), Max: uint64(c.Nproc)}
 		fs.setNproc = true
 	}
+	if soft, hard, ok := nofile.Start(); ok {
+		fs.nofile, fs.restoreNofile = unix.Rlimit{Cur: soft, Max: hard}, true
+	}
+	if c.Cgroup == cgroupClone {
+		fs.clone3 = true
+		fs.cloneArgs = cloneArgs{flags: workloadCloneFlags | unix.CLONE_INTO_CGROUP, exitSignal: uint64(unix.SIGCHLD), cgroup: uint64(c.CgroupFD)}
+	}
 	if prog := unpackFilter(c.Seccomp); len(prog) > 0 {
 		for _, in := range prog {
 			fs.filter = append(fs.filter, unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K})
@@ -176,6 +204,9 @@ func forkWorkload(fs *forkSpec) (int, error) {
 	}
 	pid, errno := rawFork(fs)
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+	if errno != 0 && fs.clone3 {
+		return 0, fmt.Errorf("creating the workload's user namespace in its cgroup: %w", errno)
+	}
 	if errno != 0 {
 		return 0, fmt.Errorf("creating the workload's user namespace: %w", errno)
 	}
@@ -194,7 +225,13 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 	// filter knows. (Elsewhere, s390x, the namespace would be missing and
 	// the id maps refused: the start fails.) No new stack: without
 	// CLONE_VM the child has a copy of this one.
-	pid, _, errno := syscall.RawSyscall6(unix.SYS_CLONE, uintptr(unix.CLONE_NEWUSER|unix.CLONE_NEWCGROUP|unix.SIGCHLD), 0, 0, 0, 0, 0)
+	var pid uintptr
+	var errno syscall.Errno
+	if fs.clone3 {
+		pid, _, errno = syscall.RawSyscall6(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&fs.cloneArgs)), unsafe.Sizeof(fs.cloneArgs), 0, 0, 0, 0)
+	} else {
+		pid, _, errno = syscall.RawSyscall6(unix.SYS_CLONE, uintptr(workloadCloneFlags|unix.SIGCHLD), 0, 0, 0, 0, 0)
+	}
 	if errno != 0 || pid != 0 {
 		return pid, errno
 	}
@@ -217,6 +254,12 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 	if fs.setNproc {
 		if _, _, errno = syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&fs.nproc)), 0, 0, 0); errno != 0 {
 			childFail(fs, stepNproc, errno)
+		}
+	}
+	if fs.restoreNofile {
+		_, _, e := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&fs.nofileNow)), 0, 0)
+		if e != 0 || fs.nofileNow.Cur == fs.nofile.Max-1 && fs.nofileNow.Max == fs.nofile.Max {
+			syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&fs.nofile)), 0, 0, 0)
 		}
 	}
 	var path, dir, argv, envv uintptr

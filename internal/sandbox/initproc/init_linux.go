@@ -359,6 +359,21 @@ func readInitConfig(ctl, cfgR *os.File) (*initConfig, []int, error) {
 			return nil, nil, fmt.Errorf("mount %s: no idmapped mount %d", b.Target, b.IdmapFD)
 		}
 	}
+	w := &cfg.Workload
+	for _, f := range []struct {
+		fd   *int
+		need bool
+	}{{&w.CgroupFD, w.Cgroup != 0}, {&w.CgroupBackFD, w.Cgroup == cgroupMoveThread}, {&w.CgroupMaxFD, w.Cgroup == cgroupMoveThread}} {
+		if i := *f.fd; i < 0 || i > len(fds) || f.need != (i > 0) || w.Cgroup < 0 || w.Cgroup > cgroupClone {
+			return nil, nil, fmt.Errorf("the workload's cgroup: no descriptor %d for way %d", i, w.Cgroup)
+		}
+		if *f.fd > 0 {
+			*f.fd = fds[*f.fd-1]
+		}
+	}
+	if w.Cgroup == cgroupMoveThread && w.CgroupPids <= 0 {
+		return nil, nil, fmt.Errorf("the workload's cgroup: pids limit %d", w.CgroupPids)
+	}
 	return cfg, fds, nil
 }
 

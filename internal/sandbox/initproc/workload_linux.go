@@ -36,7 +36,33 @@ type workloadConfig struct {
 	// Nproc, if positive, is the workload's RLIMIT_NPROC: its pids limit
 	// when it has no cgroup to hold it.
 	Nproc int64 `json:"nproc,omitempty"`
+	// Cgroup says how the workload is started in the cgroup nested for
+	// it, whose pids limit is the workload's alone (cgroupMoveThread,
+	// cgroupClone; 0: it stays in the init's). CgroupFD, CgroupBackFD
+	// and CgroupMaxFD name, 1-based, the received descriptors it uses:
+	// for cgroupMoveThread the tasks files to move the forking thread
+	// into the workload's cgroup and back, and its pids.max, which has
+	// room for that thread until CgroupPids is written to it; for
+	// cgroupClone the workload cgroup's directory. readInitConfig
+	// replaces them by the descriptors themselves.
+	Cgroup       int   `json:"cgroup,omitempty"`
+	CgroupFD     int   `json:"cgroup_fd,omitempty"`
+	CgroupBackFD int   `json:"cgroup_back_fd,omitempty"`
+	CgroupMaxFD  int   `json:"cgroup_max_fd,omitempty"`
+	CgroupPids   int64 `json:"cgroup_pids,omitempty"`
 }
+
+// How the init starts the workload in its nested cgroup
+// (workloadConfig.Cgroup).
+const (
+	// cgroupMoveThread (cgroup v1): the forking thread moves itself alone
+	// into the workload's pids cgroup, forks, moves back and sets the
+	// workload's limit before the workload runs, so that only the
+	// workload counts there, against its own limit.
+	cgroupMoveThread = 1
+	// cgroupClone (cgroup v2): a clone with CLONE_INTO_CGROUP.
+	cgroupClone = 2
+)
 
 // workloadError says why the workload did not start.
 type workloadError struct {
@@ -77,9 +103,32 @@ func startWorkload(c *workloadConfig, fs *forkSpec) (int, *workloadError) {
 	if err := dropCapabilities(); err != nil {
 		return fail(exitSetup, "", fmt.Errorf("dropping capabilities: %w", err))
 	}
+	if c.Cgroup == cgroupMoveThread {
+		// The tasks files were opened by the host, whose credentials
+		// the kernel checks; "0" is the writing thread, alone.
+		if _, err := unix.Write(c.CgroupFD, []byte("0")); err != nil {
+			return fail(exitSetup, LayerCgroups, fmt.Errorf("moving into the workload's cgroup: %w", err))
+		}
+	}
 	pid, err := forkWorkload(fs)
+	if c.Cgroup == cgroupMoveThread {
+		// Back, and the limit set, before the workload runs (it waits
+		// for its id maps): the workload's limit counts the workload
+		// alone. A child that started is left waiting; the init gives up
+		// and the pid namespace goes with it.
+		if _, berr := unix.Write(c.CgroupBackFD, []byte("0")); berr != nil && err == nil {
+			return fail(exitSetup, LayerCgroups, fmt.Errorf("moving out of the workload's cgroup: %w", berr))
+		}
+		if _, merr := unix.Write(c.CgroupMaxFD, []byte(strconv.FormatInt(c.CgroupPids, 10))); merr != nil && err == nil {
+			return fail(exitSetup, LayerCgroups, fmt.Errorf("limiting the workload's processes: %w", merr))
+		}
+	}
 	if err != nil {
-		return fail(exitSetup, LayerUserns, err)
+		layer := LayerUserns
+		if c.Cgroup == cgroupClone {
+			layer = "" // the clone into the cgroup, or the namespace
+		}
+		return fail(exitSetup, layer, err)
 	}
 	return pid, nil
 }
