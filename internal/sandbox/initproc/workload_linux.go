@@ -90,6 +90,8 @@ func forkFailure(c *workloadConfig, step uint32, errno unix.Errno) *workloadErro
 	switch step {
 	case stepSeccomp:
 		return &workloadError{Msg: err.Error(), Layer: LayerSeccomp, Code: exitSetup}
+	case stepLandlock:
+		return &workloadError{Msg: err.Error(), Layer: LayerLandlock, Code: exitSetup}
 	case stepChdir, stepExec:
 		code := exitNoExec
 		if errno == unix.ENOENT {
