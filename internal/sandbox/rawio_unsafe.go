@@ -16,7 +16,7 @@ import (
 // while another one idles, and then the runtime's monitor thread (sysmon)
 // does not go back to its deep sleep: it polls every 20 µs, then at
 // doubling intervals, for as long as the call blocks, about fifty
-// wake-ups in the first millisecond (docs/performance.md, "The host
+// wake-ups in the first millisecond (docs/performance.md, "... the host
 // waits in the poller"). These waits go through Go's poller instead, on
 // non-blocking descriptors, with the reads themselves made raw, as the
 // gateway reads its pipes (internal/gateway/rawfile_unsafe.go): the
