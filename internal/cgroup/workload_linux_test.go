@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -38,20 +39,32 @@ func TestWorkloadCgroup(t *testing.T) {
 			t.Errorf("v1 workload pids.max before the fork = %s, want room for the forking thread, %d", got, own+1)
 		}
 		done := make(chan error, 1)
+		// Back is the sandbox's cgroup, where an init's thread comes
+		// from, not this process's: the thread goes home after it, where
+		// the sandbox's directory was made. Left in the sandbox's, it
+		// would keep the cgroup busy: a goroutine that ends locked ends
+		// its thread, but not the main thread, which the runtime parks.
+		home, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(wdir))), "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer home.Close()
 		go func() {
-			// Back is the sandbox's cgroup, where an init's thread comes
-			// from, not this process's: never unlocked, the thread ends
-			// with the goroutine, as the init's does.
 			runtime.LockOSThread()
 			if _, err := w.Into.Write([]byte("0")); err != nil {
 				done <- err
-				return
+				return // locked: the thread ends with the goroutine
 			}
 			err := cmd.Start()
 			if _, berr := w.Back.Write([]byte("0")); berr != nil {
 				done <- berr
 				return
 			}
+			if _, herr := home.Write([]byte("0")); herr != nil {
+				done <- herr
+				return
+			}
+			runtime.UnlockOSThread()
 			done <- err
 		}()
 		if err := <-done; err != nil {

@@ -36,25 +36,11 @@ var abiOnce = sync.OnceValue(func() int {
 //
 // Returns an error wrapping [ErrUnsupported] when [ABI] is 0.
 func Restrict(p Policy) (abi int, err error) {
-	abi = ABI()
-	if abi == 0 {
-		return 0, fmt.Errorf("restricting thread: %w", ErrUnsupported)
-	}
-	fd, err := newRuleset(p, abi)
+	fd, abi, err := Ruleset(p)
 	if err != nil {
 		return abi, err
 	}
 	defer unix.Close(fd)
-	for _, r := range p.Rules {
-		if err := addPathRule(fd, r, abi); err != nil {
-			return abi, err
-		}
-	}
-	if p.Net != nil && abi >= 4 {
-		if err := addNetRules(fd, p.Net); err != nil {
-			return abi, err
-		}
-	}
 	// Locked before the domain exists so no other goroutine ever runs on a
 	// restricted thread; the lock is released only if nothing was applied.
 	runtime.LockOSThread()
@@ -63,6 +49,35 @@ func Restrict(p Policy) (abi int, err error) {
 		return abi, restrictError(err)
 	}
 	return abi, nil
+}
+
+// Ruleset builds p's ruleset, as Restrict does, without enforcing it:
+// for a process that enforces it on itself with landlock_restrict_self(2)
+// (fd, flags 0), such as a raw child between its clone and its execve.
+// The descriptor is close-on-exec; the caller closes it. It returns the
+// ABI in use, and an error as Restrict's.
+func Ruleset(p Policy) (fd, abi int, err error) {
+	abi = ABI()
+	if abi == 0 {
+		return -1, 0, fmt.Errorf("restricting thread: %w", ErrUnsupported)
+	}
+	fd, err = newRuleset(p, abi)
+	if err != nil {
+		return -1, abi, err
+	}
+	for _, r := range p.Rules {
+		if err := addPathRule(fd, r, abi); err != nil {
+			unix.Close(fd)
+			return -1, abi, err
+		}
+	}
+	if p.Net != nil && abi >= 4 {
+		if err := addNetRules(fd, p.Net); err != nil {
+			unix.Close(fd)
+			return -1, abi, err
+		}
+	}
+	return fd, abi, nil
 }
 
 func newRuleset(p Policy, abi int) (int, error) {

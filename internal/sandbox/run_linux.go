@@ -196,12 +196,10 @@ func Start(ctx context.Context, spec Spec, stdio Stdio) (_ *Sandbox, err error) 
 // startInit starts the sandbox init. It returns the host's end of the
 // control socket (fds and the init's report) and of the config pipe.
 func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	ctl, child, err := controlSocket()
 	if err != nil {
 		return nil, nil, &StartError{Code: exitSetup, Err: fmt.Errorf("creating control socket: %w", err)}
 	}
-	ctl = os.NewFile(uintptr(fds[0]), "control")
-	child := os.NewFile(uintptr(fds[1]), "control-child")
 	defer child.Close()
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
@@ -232,6 +230,22 @@ func (sb *Sandbox) startInit(stdio Stdio) (ctl, cfgW *os.File, err error) {
 		return nil, nil, &StartError{Layer: LayerUserns, Code: exitSetup, Err: fmt.Errorf("creating namespaces: %w", err)}
 	}
 	return ctl, cfgW, nil
+}
+
+// controlSocket returns the host's end and the init's of a new control
+// socket. The host's end is non-blocking: the host waits for the init's
+// report in the poller (readRaw).
+func controlSocket() (host, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setNonblock(fds[0]); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-child"), nil
 }
 
 // holdMounts opens the init's mount namespace, so that the init's exit
@@ -563,10 +577,23 @@ func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	if err := unix.Sendmsg(int(ctl.Fd()), []byte{byte(len(fds))}, oob, nil, 0); err != nil {
+	// The socket is non-blocking (controlSocket): room is waited for in
+	// the poller.
+	rc, err := ctl.SyscallConn()
+	if err != nil {
 		return err
 	}
-	_, err := cfgW.Write(encodeConfig(cfg))
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), []byte{byte(len(fds))}, oob, nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	_, err = cfgW.Write(encodeConfig(cfg))
 	if cerr := cfgW.Close(); err == nil {
 		err = cerr
 	}
@@ -588,7 +615,7 @@ func readReport(ctl *os.File) error {
 	bp := reportBufs.Get().(*[reportMax]byte)
 	defer reportBufs.Put(bp)
 	buf := bp[:]
-	n, err := unix.Read(int(ctl.Fd()), buf)
+	n, err := readRaw(ctl, buf)
 	if err != nil || n == 0 {
 		return &StartError{Code: exitSetup, Err: errors.New("sandbox init exited before starting the workload")}
 	}
@@ -652,6 +679,7 @@ func (sb *Sandbox) expire() {
 // and clears setuid and setgid bits in the input overlay's upper dir
 // (stripSetID). Every process of the sandbox is gone when it returns.
 func (sb *Sandbox) Wait() (*Result, error) {
+	awaitExit(sb.cmd.Process.Pid) // in the poller: see rawio_unsafe.go
 	err := sb.cmd.Wait()
 	sb.releaseMounts()
 	sb.copies.Wait()

@@ -223,7 +223,7 @@ func (sb *Sandbox) awaitReady(ctl *os.File) error {
 	defer reportBufs.Put(bp)
 	buf := bp[:]
 	oob := make([]byte, unix.CmsgSpace(2*4))
-	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, err := recvmsgWait(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	var fds []int
 	if err == nil && oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
@@ -255,7 +255,7 @@ func (sb *Sandbox) awaitReady(ctl *os.File) error {
 		return &StartError{Code: exitSetup, Err: errors.New("the sandbox init reported ready without its workload's claim socket")}
 	}
 	sb.claimBase = uintptr(r.ClaimBase)
-	fd, err := unix.FcntlInt(ctl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	fd, err := dupControl(ctl)
 	if err != nil {
 		return &StartError{Code: exitSetup, Err: fmt.Errorf("keeping the control socket: %w", err)}
 	}

@@ -39,6 +39,11 @@ import (
 // change directory, install the seccomp filter, reset signal handlers,
 // unblock signals and execve. Its failures come back over a close-on-exec pipe as
 // a step and an errno, the way os/exec reports a failed execve.
+//
+// On amd64 a cold start's child is cloned sharing the init's memory
+// instead, and puts up its walls itself (vfork_unsafe.go); this fork
+// serves the workload forked ahead (hold_linux.go), and cold starts
+// elsewhere.
 
 // forkSpec is everything the forked child uses, prepared by the parent.
 type forkSpec struct {
@@ -80,6 +85,17 @@ type forkSpec struct {
 	claimIov  unix.Iovec
 	claimMsg  unix.Msghdr
 	statx     unix.Statx_t
+
+	// vfork: the child shares the init's memory (vfork_unsafe.go). It
+	// writes its own id maps (the paths and lines below), turns the init
+	// non-dumpable and enforces landlockFD itself (none: ^0); a failure
+	// goes to report, not to errW. oldMask is the parent's signal mask.
+	vfork                                 bool
+	landlockFD                            uintptr
+	setgroupsPath, uidMapPath, gidMapPath *byte
+	deny, uidMap, gidMap                  []byte
+	report                                [2]uint32
+	oldMask                               uint64
 }
 
 // cloneArgs is struct clone_args (clone3(2)), version 2.
@@ -119,6 +135,10 @@ const (
 	stepClaim
 	stepLookup   // the stat of a command with a slash failed
 	stepNotFound // no candidate in PATH is an executable file
+	stepIDMaps   // a vfork child writing its own id maps
+	stepDumpable
+	stepNoNewPrivs
+	stepLandlock
 )
 
 var stepNames = map[uint32]string{
@@ -126,10 +146,14 @@ var stepNames = map[uint32]string{
 	stepCaps: "dropping capabilities", stepNproc: "limiting processes", stepChdir: "changing to the working directory",
 	stepSeccomp: "installing seccomp filter", stepExec: "executing", stepClaim: "receiving the workload's command",
 	stepLookup: "looking the command up", stepNotFound: "looking the command up",
+	stepIDMaps: "writing the workload's id maps", stepDumpable: "setting init non-dumpable",
+	stepNoNewPrivs: "setting no_new_privs", stepLandlock: "enforcing landlock ruleset",
 }
 
-func newForkSpec(path string, c *workloadConfig, syncR, syncW, errW *os.File) (*forkSpec, error) {
-	fs := &forkSpec{syncR: syncR.Fd(), syncW: syncW.Fd(), errW: errW.Fd(), capHdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}}
+// newForkSpec prepares a cold start's child: the command at path, and
+// the walls of c. The caller sets the descriptors its fork needs.
+func newForkSpec(path string, c *workloadConfig) (*forkSpec, error) {
+	fs := &forkSpec{capHdr: unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}}
 	var err error
 	if fs.path, err = unix.BytePtrFromString(path); err != nil {
 		return nil, err
@@ -243,25 +267,7 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 	if errno != 0 || n != 1 {
 		childFail(fs, stepSync, errno)
 	}
-	for c := uintptr(0); c <= fs.lastCap; c++ {
-		if _, _, errno = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0, 0, 0, 0); errno != 0 && errno != unix.EINVAL {
-			childFail(fs, stepBounding, errno)
-		}
-	}
-	if _, _, errno = syscall.RawSyscall6(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&fs.capHdr)), uintptr(unsafe.Pointer(&fs.capData[0])), 0, 0, 0, 0); errno != 0 {
-		childFail(fs, stepCaps, errno)
-	}
-	if fs.setNproc {
-		if _, _, errno = syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&fs.nproc)), 0, 0, 0); errno != 0 {
-			childFail(fs, stepNproc, errno)
-		}
-	}
-	if fs.restoreNofile {
-		_, _, e := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&fs.nofileNow)), 0, 0)
-		if e != 0 || fs.nofileNow.Cur == fs.nofile.Max-1 && fs.nofileNow.Max == fs.nofile.Max {
-			syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&fs.nofile)), 0, 0, 0)
-		}
-	}
+	childCaps(fs)
 	var path, dir, argv, envv uintptr
 	if fs.ahead {
 		// Forked ahead: the filter and the default dispositions go on
@@ -287,6 +293,35 @@ func rawFork(fs *forkSpec) (uintptr, syscall.Errno) {
 	_, _, errno = syscall.RawSyscall6(unix.SYS_EXECVE, path, argv, envv, 0, 0, 0)
 	childFail(fs, stepExec, errno)
 	return 0, 0
+}
+
+// childCaps empties the child's capability sets, the bounding set first
+// (that needs CAP_SETPCAP), sets its process limit and puts back the
+// limit on open files the init started with.
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childCaps(fs *forkSpec) {
+	for c := uintptr(0); c <= fs.lastCap; c++ {
+		if _, _, errno := syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0, 0, 0, 0); errno != 0 && errno != unix.EINVAL {
+			childFail(fs, stepBounding, errno)
+		}
+	}
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&fs.capHdr)), uintptr(unsafe.Pointer(&fs.capData[0])), 0, 0, 0, 0); errno != 0 {
+		childFail(fs, stepCaps, errno)
+	}
+	if fs.setNproc {
+		if _, _, errno := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NPROC, uintptr(unsafe.Pointer(&fs.nproc)), 0, 0, 0); errno != 0 {
+			childFail(fs, stepNproc, errno)
+		}
+	}
+	if fs.restoreNofile {
+		_, _, e := syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&fs.nofileNow)), 0, 0)
+		if e != 0 || fs.nofileNow.Cur == fs.nofile.Max-1 && fs.nofileNow.Max == fs.nofile.Max {
+			syscall.RawSyscall6(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&fs.nofile)), 0, 0, 0)
+		}
+	}
 }
 
 // childSeccomp installs the workload's seccomp filter, if any.
@@ -442,14 +477,17 @@ func claimLayout(base uintptr, dir string, args, env, cands []string, direct boo
 	return append(b, strs...), nil
 }
 
-// childFail reports step and errno to the parent and exits the child.
+// childFail reports step and errno to the parent and exits the child: in
+// fs.report, which the parent of a vfork shares, else on errW.
 //
 //go:norace
 //go:nocheckptr
 //go:nosplit
 func childFail(fs *forkSpec, step uint32, errno syscall.Errno) {
-	msg := [2]uint32{step, uint32(errno)}
-	syscall.RawSyscall6(unix.SYS_WRITE, fs.errW, uintptr(unsafe.Pointer(&msg[0])), 8, 0, 0, 0)
+	fs.report = [2]uint32{step, uint32(errno)}
+	if !fs.vfork {
+		syscall.RawSyscall6(unix.SYS_WRITE, fs.errW, uintptr(unsafe.Pointer(&fs.report[0])), 8, 0, 0, 0)
+	}
 	for {
 		syscall.RawSyscall6(unix.SYS_EXIT_GROUP, exitSetup, 0, 0, 0, 0, 0)
 	}

@@ -133,7 +133,7 @@ func runInit() int {
 	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
 		child, werr = holdWorkload(ctl, &cfg.Workload)
 	} else {
-		child, werr = startWalled(&cfg.Workload)
+		child, werr = startCold(&cfg.Workload)
 	}
 	if werr != nil {
 		_ = writeReport(ctl, initReport{Error: werr.Msg, Layer: werr.Layer, Code: werr.Code})
@@ -198,14 +198,19 @@ var straySignals = []os.Signal{
 // PDEATHSIG tied to that thread: when the init exits, the kernel kills the
 // whole pid namespace. The workload's id maps are written from here,
 // outside the Landlock domain, which would refuse them; only then does
-// the child go on. It returns the workload's pid once it runs.
+// the child go on. It returns the workload's pid once it runs. (On amd64
+// a cold start takes startCold's clone instead, vfork_unsafe.go.)
 func startWalled(c *workloadConfig) (int, *workloadError) {
 	path, werr := findCommand(c)
 	if werr != nil {
 		return 0, werr
 	}
 	pid, errR, werr := forkWalled(c, func(syncR, syncW, errW *os.File) (*forkSpec, error) {
-		return newForkSpec(path, c, syncR, syncW, errW)
+		fs, err := newForkSpec(path, c)
+		if err == nil {
+			fs.syncR, fs.syncW, fs.errW = syncR.Fd(), syncW.Fd(), errW.Fd()
+		}
+		return fs, err
 	})
 	if werr != nil {
 		return 0, werr

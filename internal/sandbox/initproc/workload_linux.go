@@ -139,6 +139,8 @@ func forkFailure(c *workloadConfig, step uint32, errno unix.Errno) *workloadErro
 	switch step {
 	case stepSeccomp:
 		return &workloadError{Msg: err.Error(), Layer: LayerSeccomp, Code: exitSetup}
+	case stepLandlock:
+		return &workloadError{Msg: err.Error(), Layer: LayerLandlock, Code: exitSetup}
 	case stepChdir, stepExec:
 		code := exitNoExec
 		if errno == unix.ENOENT {
@@ -226,12 +228,22 @@ func dropCapabilities() error {
 	return unix.Capset(&hdr, &data[0])
 }
 
+// lastCap reads the highest capability number the kernel knows, in raw
+// system calls: os.ReadFile opens the file for the poller first (writeFile
+// says what that costs).
 func lastCap() (int, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	const path = "/proc/sys/kernel/cap_last_cap"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, err
+		return 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
+	defer unix.Close(fd)
+	var b [16]byte
+	n, err := unix.Read(fd, b[:])
+	if err != nil {
+		return 0, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b[:n])))
 }
 
 func landlockPolicy(rules []pathRule) landlock.Policy {
