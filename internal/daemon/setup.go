@@ -112,13 +112,36 @@ func (st *setups) Down() map[string]string {
 }
 
 // reason is err on one line, redacted, without the "server NAME: " the
-// context already gives.
+// context already gives, its control characters escaped: a registry's
+// text (a version it lists, an error npm or an image registry quotes)
+// is in it, and it is printed on terminals (serve's warning, mcpbox ps),
+// where an escape sequence or a carriage return could rewrite what is
+// shown.
 func (st *setups) reason(server string, err error) string {
 	msg := strings.TrimPrefix(oneLine(err), "server "+server+": ")
 	if st.redact != nil {
 		msg = st.redact(msg)
 	}
-	return msg
+	return escapeControls(msg)
+}
+
+// escapeControls writes s's control characters (C0, DEL, C1) and the
+// Unicode ones that reorder or break a line (bidi controls, LS, PS) as
+// \xNN or \uNNNN; a byte that is not UTF-8 becomes U+FFFD.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0x80 && r < 0xa0, r == 0x061c, r == 0x200e, r == 0x200f,
+			r >= 0x2028 && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // names lists the servers of down in order.

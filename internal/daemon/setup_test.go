@@ -219,3 +219,35 @@ servers:
 		t.Fatalf("servers: %v, want b's *SetupError", err)
 	}
 }
+
+// TestUnavailableReasonIsTerminalSafe: why a server is unavailable quotes
+// a registry's text (here versions it lists) and is printed on terminals
+// (serve's warning, mcpbox ps): its control characters are escaped, so no
+// escape sequence (a clipboard write, a cleared line) or carriage return
+// reaches the terminal, and the text is still there to read.
+func TestUnavailableReasonIsTerminalSafe(t *testing.T) {
+	r := newSetupRig()
+	gs := &gateway.Server{Name: "broken"}
+	listed := "1.0.0\r\x1b[2K\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\u202e, 1.0.1\u009b31m\x7f"
+	cause := errors.New(`server broken: npm package x: no version matches "^2" (latest listed: ` + listed + ")")
+	r.st.unavailable(gs, &SetupError{Server: "broken", Err: cause}, nil)
+	_, err := gs.Launch(context.Background(), gateway.Scope{})
+	if err == nil {
+		t.Fatal("an unavailable server started")
+	}
+	why := r.st.Down()["broken"]
+	r.mu.Lock()
+	shown := []string{why, err.Error(), r.records[0].Error}
+	r.mu.Unlock()
+	for _, s := range shown {
+		for _, c := range s {
+			if c < 0x20 || c == 0x7f || c >= 0x80 && c < 0xa0 || c == '\u202e' {
+				t.Errorf("control character %U in %q", c, s)
+				break
+			}
+		}
+	}
+	if want := `1.0.0\x0d\x1b[2K\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\u202e, 1.0.1\u009b31m\x7f`; !strings.Contains(why, want) {
+		t.Errorf("reason %q, want the listed versions escaped: %s", why, want)
+	}
+}

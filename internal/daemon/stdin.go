@@ -96,8 +96,14 @@ func (c *onceCloser) Close() error {
 // output as a process inherits it is blocking, and a blocking write
 // cannot take the gateway's raw path (gateway.StdioFile): a pipe is
 // opened again through /proc/self/fd, non-blocking, as clientInput does.
-// Anything else (a socket, whose mode the client shares; a terminal, a
-// file), and any failure, is written as it is.
+// A socket gets a copy of its own, left in the mode the socket has: when
+// it is the one socket standard input is too (inetd, socat's EXEC,
+// socket-activated services), clientInput has made it non-blocking, and
+// os.Stdout, made when it was blocking, would fail a write that does not
+// fit at once with EAGAIN, mid-message, where the copy, made since,
+// waits for room. Anything else (a terminal, a file), and any failure,
+// is written as it is; only a file made here is new (the raw path is
+// not for a file others share the mode of).
 func clientOutput(w io.Writer) (io.Writer, func()) {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -112,16 +118,27 @@ func clientOutput(w io.Writer) (io.Writer, func()) {
 	if cerr := sc.Control(func(u uintptr) {
 		fd = int(u)
 		err = unix.Fstat(fd, &st)
-	}); cerr != nil || err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+	}); cerr != nil || err != nil {
 		return w, func() {}
 	}
-	// O_NONBLOCK: without a reader (the client gone) the open fails
-	// rather than waiting for one.
-	nf, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_WRONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return w, func() {}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		// O_NONBLOCK: without a reader (the client gone) the open fails
+		// rather than waiting for one.
+		nf, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_WRONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return w, func() {}
+		}
+		return nf, func() { nf.Close() }
+	case unix.S_IFSOCK:
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return w, func() {}
+		}
+		nf := os.NewFile(uintptr(dup), f.Name()) // polled if non-blocking now
+		return nf, func() { nf.Close() }
 	}
-	return nf, func() { nf.Close() }
+	return w, func() {}
 }
 
 // clientStdio is a stdio gateway's client input and output, as ServeStdio
@@ -139,7 +156,7 @@ func clientStdio(r io.Reader, w io.Writer) (io.ReadCloser, io.WriteCloser, func(
 	}
 	out, releaseOut := clientOutput(w)
 	var wc io.WriteCloser = nopWriteCloser{out}
-	if f, ok := out.(*os.File); ok {
+	if f, ok := out.(*os.File); ok && out != w { // a file of its own (not a terminal's)
 		wc = gateway.StdioFile(f)
 	}
 	return in, wc, func() { releaseOut(); in.Close() }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -154,7 +155,8 @@ func TestClientOutputPipe(t *testing.T) {
 	}
 }
 
-// TestClientOutputOther: anything but a pipe is written as it is.
+// TestClientOutputOther: a file (anything but a pipe or a socket) is
+// written as it is.
 func TestClientOutputOther(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
@@ -165,5 +167,57 @@ func TestClientOutputOther(t *testing.T) {
 	defer release()
 	if out != io.Writer(f) {
 		t.Fatalf("clientOutput(file) = %v, want the file", out)
+	}
+}
+
+// TestClientStdioOneSocket: standard input and output are one socket
+// (inetd, socat's EXEC, a socket-activated service), blocking as
+// inherited. clientInput makes it non-blocking for its reads, which the
+// output shares: a message larger than the socket holds must still be
+// written whole, waiting for the client to read, not fail with EAGAIN
+// halfway (os.Stdout, made while it was blocking, cannot wait).
+func TestClientStdioOneSocket(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "stdio") // blocking: not polled, as os.Stdout
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		t.Fatal(err)
+	}
+	peer := os.NewFile(uintptr(fds[1]), "client") // polled: its read deadline holds
+	defer f.Close()
+	defer peer.Close()
+	in, out, release := clientStdio(f, f)
+	msg := make([]byte, 4<<20)
+	for i := range msg {
+		msg[i] = byte('a' + i%26)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := out.Write(msg)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the socket fills up first
+	got := make([]byte, len(msg))
+	peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Errorf("the client read: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("writing %d bytes: %v", len(msg), err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write did not end")
+	}
+	if string(got) != string(msg) {
+		t.Error("the client read other bytes than were written")
+	}
+	release()
+	in.Close()
+	if !blocking(t, f) {
+		t.Error("the socket stays non-blocking after the session")
 	}
 }

@@ -31,10 +31,13 @@ var ErrPrivateAddress = errors.New("refusing a host-side fetch of a non-public a
 // rebinding one, `localhost`, an odd IPv4 spelling the resolver accepts)
 // and no redirect gets past it.
 //
-// The zero value trusts nothing. The range checks are the proxy's
-// (blockedReason); the host's own public addresses and its LAN networks,
-// which the proxy also refuses, are not: a registry mirror may live on the
-// host's network.
+// The zero value trusts nothing. The checks are the proxy's: the ranges
+// (blockedReason), and the host's own addresses and the networks of its
+// interfaces whatever their range (localAddrs): a registry that sees the
+// host's public address as the fetch's source could otherwise name it,
+// and reach every service the host binds to 0.0.0.0. A registry mirror
+// on the host's network is reached by naming it in the configuration
+// (Trusted).
 type HostFetch struct {
 	// Trusted are "host:port" pairs the user's configuration names (a
 	// registry, an index, an image's registry): a connection to one is
@@ -46,7 +49,8 @@ type HostFetch struct {
 	// Resolver, if non-nil, resolves names; nil means net.DefaultResolver.
 	Resolver *net.Resolver
 
-	proxies sync.Map // "host:port" of the environment's proxies, trusted (the user's)
+	proxies sync.Map   // "host:port" of the environment's proxies, trusted (the user's)
+	local   localAddrs // the host's own addresses and networks
 }
 
 // hostPortKey is the case-folded "host:port" of addr, "" if addr is not one.
@@ -88,7 +92,7 @@ func (h *HostFetch) trusted(addr string) bool {
 func (h *HostFetch) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Resolver: h.Resolver}
 	if !h.trusted(addr) {
-		d.Control = func(_, address string, _ syscall.RawConn) error { return checkDialed(addr, address) }
+		d.Control = func(_, address string, _ syscall.RawConn) error { return h.check(addr, address) }
 	}
 	return d.DialContext(ctx, network, addr)
 }
@@ -102,6 +106,18 @@ func checkDialed(name, address string) error {
 	}
 	if r := blockedReason(ap.Addr()); r != "" {
 		return fmt.Errorf("%w: %s is %s, a %s (only a registry the configuration names may be one)", ErrPrivateAddress, name, ap.Addr(), r)
+	}
+	return nil
+}
+
+// check is checkDialed, and refuses the host's own addresses and
+// networks too.
+func (h *HostFetch) check(name, address string) error {
+	if err := checkDialed(name, address); err != nil {
+		return err
+	}
+	if ap, _ := netip.ParseAddrPort(address); h.local.has(ap.Addr()) {
+		return fmt.Errorf("%w: %s is %s, an address of this host or its network (only a registry the configuration names may be one)", ErrPrivateAddress, name, ap.Addr())
 	}
 	return nil
 }
@@ -132,7 +148,7 @@ func wrapEnvProxy(h *HostFetch, env func(*http.Request) (*url.URL, error)) func(
 		}
 		target := URLHostPort(req.URL)
 		if ip, perr := netip.ParseAddr(req.URL.Hostname()); perr == nil && !h.trusted(target) {
-			if err := checkDialed(target, netip.AddrPortFrom(ip, 0).String()); err != nil {
+			if err := h.check(target, netip.AddrPortFrom(ip, 0).String()); err != nil {
 				return nil, err
 			}
 		}

@@ -196,3 +196,28 @@ func TestHostFetchProxyTrusted(t *testing.T) {
 		t.Errorf("the proxy got %d requests, want 1", n)
 	}
 }
+
+// TestHostFetchRefusesThisHost: an address of this host, or on one of
+// its interfaces' networks, is refused whatever its range (a public
+// address reaches every service the host binds to 0.0.0.0), as the
+// proxy refuses it; other public addresses are not. Pure: the
+// interfaces are given, nothing is dialed.
+func TestHostFetchRefusesThisHost(t *testing.T) {
+	h := &HostFetch{}
+	h.local.list = func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("198.51.100.7"), Mask: net.CIDRMask(28, 32)},
+			&net.IPNet{IP: net.ParseIP("2001:db8:5::7"), Mask: net.CIDRMask(64, 128)},
+		}, nil
+	}
+	for _, a := range []string{"198.51.100.7:22", "198.51.100.1:80", "[::ffff:198.51.100.7]:80", "[2001:db8:5::7]:443", "[2001:db8:5::1]:80"} {
+		if err := h.check("registry.example:443", a); !errors.Is(err, ErrPrivateAddress) {
+			t.Errorf("%s: %v, want a refusal", a, err)
+		}
+	}
+	for _, a := range []string{"198.51.100.77:443", "[2001:db8:6::1]:443", "93.184.215.14:443"} {
+		if err := h.check("registry.example:443", a); err != nil {
+			t.Errorf("%s: %v, want it allowed", a, err)
+		}
+	}
+}

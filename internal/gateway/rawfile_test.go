@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,4 +152,80 @@ func mustID(t *testing.T, v any) jsonrpc.ID {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestRawSocketNeverBlocks: a socket's mode is its open file's, shared
+// with whoever else holds it (the client's parent, the daemon making
+// standard input blocking again at the session's end). Made blocking
+// under a raw reader or writer, a read with nothing to read and a write
+// with no room must not wait in the raw system call, where the thread
+// holds its processor and cannot be preempted: the runtime's
+// stop-the-world (a garbage collection) would wait for the client, and
+// the whole gateway with it. The read waits in the poller, here until its
+// deadline; the raw write returns what fitted at once. Run in a process
+// of its own, which such a wait hangs for good (the runtime's preemption
+// signals keep restarting it).
+func TestRawSocketNeverBlocks(t *testing.T) {
+	if os.Getenv("MCPBOX_TEST_RAWSOCK") == "1" {
+		rawSocketNeverBlocks(t)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRawSocketNeverBlocks$", "-test.v")
+	cmd.Env = append(os.Environ(), "MCPBOX_TEST_RAWSOCK=1")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("a raw read or write waited in the kernel: the process hung, killed after 60s\n%s", out)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func rawSocketNeverBlocks(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "client") // non-blocking: polled
+	peer := os.NewFile(uintptr(fds[1]), "peer")
+	defer f.Close()
+	defer peer.Close()
+	rf := newRawFile(f)
+	if rf == nil {
+		t.Fatal("a non-blocking socket is not read raw")
+	}
+	// Another holder of the open file makes it blocking. A wait in the
+	// kernel that no signal interrupts ends after 3s.
+	other, err := syscall.Dup(fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(other)
+	if err := syscall.SetNonblock(other, false); err != nil {
+		t.Fatal(err)
+	}
+	tv := syscall.Timeval{Sec: 3}
+	for _, opt := range []int{syscall.SO_RCVTIMEO, syscall.SO_SNDTIMEO} {
+		if err := syscall.SetsockoptTimeval(fds[0], syscall.SOL_SOCKET, opt, &tv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	f.SetReadDeadline(start.Add(200 * time.Millisecond))
+	if _, err := rf.Read(make([]byte, 512)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a read with nothing to read: %v, want its deadline", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a read with nothing to read waited %v in the kernel", d.Round(time.Millisecond))
+	}
+	start = time.Now()
+	n := rf.tryWrite(make([]byte, 16<<20))
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a write with no room waited %v in the kernel", d.Round(time.Millisecond))
+	}
+	if n <= 0 || n >= 16<<20 {
+		t.Errorf("the raw write took %d bytes, want what fitted", n)
+	}
 }

@@ -29,9 +29,21 @@ import (
 // would hold its processor while it waits); anything unusual (an error,
 // a closed file, a deadline) is handed to the os.File, so that errors
 // keep their os wrapping and meaning.
+//
+// The mode belongs to the open file, which a socket shares with whoever
+// else holds it (the client's standard input and output may be one
+// socket, which the parent may hold too, and a session's end makes it
+// blocking again: daemon.clientInput). A raw read or write of a socket
+// made blocking since would hold its processor, unpreemptible, until the
+// peer acts, and the runtime's stop-the-world would wait for it: so a
+// socket is read and written with MSG_DONTWAIT, which never waits,
+// whatever its mode. A pipe's mode is its own open file's; the gateway
+// takes the raw path only on pipes it opened itself (os.Pipe, the
+// daemon's reopened standard input and output).
 type rawFile struct {
-	f  *os.File
-	rc syscall.RawConn
+	f    *os.File
+	rc   syscall.RawConn
+	sock bool // recv and send with MSG_DONTWAIT
 }
 
 // newRawFile returns f's raw reader and writer, or nil if f is blocking
@@ -41,14 +53,37 @@ func newRawFile(f *os.File) *rawFile {
 	if err != nil {
 		return nil
 	}
-	nonblock := false
+	nonblock, sock := false, false
 	if rc.Control(func(fd uintptr) {
 		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 		nonblock = err == nil && fl&unix.O_NONBLOCK != 0
+		var st unix.Stat_t
+		sock = unix.Fstat(int(fd), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK
 	}) != nil || !nonblock {
 		return nil
 	}
-	return &rawFile{f: f, rc: rc}
+	return &rawFile{f: f, rc: rc, sock: sock}
+}
+
+// read is read(2), or recv(2) with MSG_DONTWAIT for a socket.
+func (r *rawFile) read(fd uintptr, p []byte) (uintptr, syscall.Errno) {
+	if r.sock {
+		m, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_DONTWAIT, 0, 0)
+		return m, e
+	}
+	m, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	return m, e
+}
+
+// write is write(2), or send(2) with MSG_DONTWAIT for a socket (and
+// MSG_NOSIGNAL: a peer gone is EPIPE, as for the os.File).
+func (r *rawFile) write(fd uintptr, p []byte) (uintptr, syscall.Errno) {
+	if r.sock {
+		m, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+		return m, e
+	}
+	m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	return m, e
 }
 
 // Read reads as os.File.Read does.
@@ -60,7 +95,7 @@ func (r *rawFile) Read(p []byte) (int, error) {
 	var errno syscall.Errno
 	err := r.rc.Read(func(fd uintptr) bool {
 		for {
-			m, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			m, e := r.read(fd, p)
 			if e == syscall.EINTR {
 				continue
 			}
@@ -83,12 +118,12 @@ func (r *rawFile) tryWrite(p []byte) int {
 	n := 0
 	r.rc.Write(func(fd uintptr) bool {
 		for n < len(p) {
-			m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
+			m, e := r.write(fd, p[n:])
 			if e == syscall.EINTR {
 				continue
 			}
-			if e != 0 {
-				break
+			if e != 0 || m == 0 || int(m) > len(p)-n {
+				break // the os.File's Write tells what it is
 			}
 			n += int(m)
 		}

@@ -158,15 +158,7 @@ func (in *Installer) buildNPM(ctx context.Context, stage string, got, pin *Pin, 
 // them in a secret file. No package code runs in it: scripts are off.
 func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, reg *url.URL, v npmVersion, ci bool) error {
 	in.progress("installing %s and its dependencies (network: registry only)", pin)
-	regs := []*url.URL{reg}
-	for _, s := range in.NPM.Scopes {
-		if u, err := registryURL(s); err == nil {
-			regs = append(regs, u)
-		}
-	}
-	if u, err := url.Parse(v.Dist.Tarball); err == nil && checkArtifactURL(u, in.NPM.registries()) == nil {
-		regs = append(regs, u)
-	}
+	regs := in.fetchRegistries(reg, v.Dist.Tarball)
 	rules, err := registryRules(regs)
 	if err != nil {
 		return err
@@ -183,6 +175,30 @@ func (in *Installer) npmFetch(ctx context.Context, pin Pin, tree, cache string, 
 	spec.Secrets = []sandbox.Secret{{Name: "npmrc", Value: in.NPM.npmrc(regs), AsFile: true}}
 	spec.Env = append(spec.Env, "npm_config_userconfig=/run/secrets/npmrc")
 	return in.runNPM(ctx, pin, "fetching", spec)
+}
+
+// fetchRegistries are what an npm fetch from reg may reach (its egress
+// rules, the registries its npmrc has credentials for): the registries
+// (reg, the scopes') and the package's tarball. One whose host is an
+// address is left out unless the user's configuration names that
+// registry (checkArtifactURL): the project's .npmrc is not trusted with
+// an address rule (registries); a name is left to the egress proxy,
+// which refuses one resolving to a non-public address.
+func (in *Installer) fetchRegistries(reg *url.URL, tarball string) []*url.URL {
+	trusted := in.NPM.registries()
+	regs := []*url.URL{}
+	if checkArtifactURL(reg, trusted) == nil {
+		regs = append(regs, reg)
+	}
+	for _, s := range in.NPM.Scopes {
+		if u, err := registryURL(s); err == nil && checkArtifactURL(u, trusted) == nil {
+			regs = append(regs, u)
+		}
+	}
+	if u, err := url.Parse(tarball); err == nil && checkArtifactURL(u, trusted) == nil {
+		regs = append(regs, u)
+	}
+	return regs
 }
 
 // npmScripts runs the packages' install scripts (`npm rebuild`) in a

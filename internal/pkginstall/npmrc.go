@@ -27,6 +27,12 @@ type NPMConfig struct {
 	// that registry only, and hands it to npm in the fetching sandbox as a
 	// secret file; it never reaches install scripts or a server sandbox.
 	Auth map[string]Credential
+
+	// project maps "registry" and the scopes ("@scope") whose registry
+	// the project's .npmrc names to that URL; user, the registry URLs the
+	// user's own configuration names to their key: a registry the project
+	// alone names is not trusted at a non-public address (registries).
+	project, user map[string]string
 }
 
 // Credential is one registry's authentication.
@@ -95,6 +101,7 @@ func LoadNPMConfig(getenv func(string) string, projectDir string) (NPMConfig, er
 	}
 	if r := env("npm_config_registry"); r != "" {
 		c.Registry = r
+		c.named("registry", r, false)
 	}
 	if c.Registry != "" {
 		if _, err := registryURL(c.Registry); err != nil {
@@ -140,8 +147,11 @@ func (c *NPMConfig) parse(data []byte, getenv func(string) string) error {
 		switch {
 		case k == "registry":
 			c.Registry = v
+			c.named(k, v, getenv == nil)
 		case strings.HasPrefix(k, "@") && strings.HasSuffix(k, ":registry"):
-			c.Scopes[strings.TrimSuffix(k, ":registry")] = v
+			scope := strings.TrimSuffix(k, ":registry")
+			c.Scopes[scope] = v
+			c.named(scope, v, getenv == nil)
 		case strings.HasPrefix(k, "//") && strings.HasSuffix(k, ":_authToken"):
 			nerf := nerfDart(strings.TrimSuffix(k, ":_authToken"))
 			cr := c.Auth[nerf]
@@ -155,6 +165,28 @@ func (c *NPMConfig) parse(data []byte, getenv func(string) string) error {
 		}
 	}
 	return sc.Err()
+}
+
+// named records who named url as the registry of key ("registry" or a
+// scope) last: the project's .npmrc (byProject) or the user.
+func (c *NPMConfig) named(key, url string, byProject bool) {
+	if c.project == nil {
+		c.project, c.user = map[string]string{}, map[string]string{}
+	}
+	if byProject {
+		c.project[key] = url
+		return
+	}
+	delete(c.project, key)
+	c.user[url] = key
+}
+
+// byUser reports whether the registry of key, url, is one the user's
+// configuration names (or one made without LoadNPMConfig).
+func (c NPMConfig) byUser(key, url string) bool {
+	_, byProject := c.project[key]
+	_, named := c.user[url]
+	return !byProject || named
 }
 
 // npmKeyUsed reports whether parse uses key k (the others are npm's

@@ -2,15 +2,20 @@ package pkginstall
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"mcpbox/internal/egress"
 )
 
 // TestProjectNPMRCGetsNoEnvironment: the project is not trusted, and its
@@ -92,5 +97,87 @@ func TestUserNPMRCExpandsEnvironment(t *testing.T) {
 	os.WriteFile(filepath.Join(project, ".npmrc"), []byte("//127.0.0.1:4873/:_authToken=literal\n"), 0o600)
 	if c, err := LoadNPMConfig(get, project); err != nil || c.Auth["//127.0.0.1:4873/"].Token != "literal" {
 		t.Errorf("a project's literal token: %v, %+v", err, c.Auth)
+	}
+}
+
+// TestProjectRegistryAtAnInsideAddress: the project may name registries,
+// but it is not trusted with a non-public address. Its .npmrc naming a
+// registry (or a scope's) on this host's loopback, standing in for cloud
+// metadata or a LAN service, must not get the host to fetch from it (at
+// a path of the project's choosing), nor the fetching sandbox's egress an
+// address rule for it, nor a lockfile resolving there a rule. The same
+// registry in the user's own .npmrc is trusted, as before.
+func TestProjectRegistryAtAnInsideAddress(t *testing.T) {
+	svc, hits := internalService(t)
+	rc := "registry=" + svc.URL + "/latest/meta-data/\n@p:registry=" + svc.URL + "/\n"
+	home, project := t.TempDir(), t.TempDir()
+	get := func(k string) string { return map[string]string{"HOME": home}[k] }
+	if err := os.WriteFile(filepath.Join(project, ".npmrc"), []byte(rc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadNPMConfig(get, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Installer{NPM: c}
+	r := in.registry() // the host's fetches, as serve and run make them
+	for _, name := range []string{"iam", "@p/y"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, _, ferr := r.packument(ctx, name)
+		cancel()
+		if !errors.Is(ferr, egress.ErrPrivateAddress) {
+			t.Errorf("packument of %s from the project's registry: %v, want a refusal of the address", name, ferr)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the internal service got %d requests from the host", n)
+	}
+	svcHost := strings.TrimPrefix(svc.URL, "http://")
+	host, _, _ := strings.Cut(svcHost, ":")
+	reg, _ := url.Parse(svc.URL + "/")
+	rules, err := registryRules(in.fetchRegistries(reg, svc.URL+"/p/-/p-1.0.0.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range rules {
+		if rule.Host == host {
+			t.Errorf("the fetching sandbox's egress allows %+v, an address only the project names", rule)
+		}
+	}
+	lock := []byte(`{"packages":{"node_modules/p":{"resolved":"` + svc.URL + `/p/-/p-1.0.0.tgz"}}}`)
+	if rules, err := c.LockfileRegistryRules(lock); err == nil {
+		t.Errorf("a lockfile resolving to the project's registry address: rules %+v, want a refusal", rules)
+	}
+
+	// The user's own .npmrc naming it: trusted, also where the project's
+	// names it again.
+	if err := os.WriteFile(filepath.Join(home, ".npmrc"), []byte(rc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uc, err := LoadNPMConfig(get, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uin := &Installer{NPM: uc}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, ferr := uin.registry().packument(ctx, "iam"); errors.Is(ferr, egress.ErrPrivateAddress) || hits.Load() == 0 {
+		t.Errorf("the user's registry: %v, %d requests; want it fetched", ferr, hits.Load())
+	}
+	if rules, err := registryRules(uin.fetchRegistries(reg, svc.URL+"/p/-/p-1.0.0.tgz")); err != nil || !slices.ContainsFunc(rules, func(r egress.Rule) bool { return r.Host == host }) {
+		t.Errorf("the user's registry: rules %+v, %v; want one for %s", rules, err, host)
+	}
+	if _, err := uc.LockfileRegistryRules(lock); err != nil {
+		t.Errorf("a lockfile resolving to the user's registry: %v", err)
+	}
+	// npm_config_registry is the user's too, over the project's .npmrc.
+	os.Remove(filepath.Join(home, ".npmrc"))
+	env := map[string]string{"HOME": home, "npm_config_registry": svc.URL + "/"}
+	ec, err := LoadNPMConfig(func(k string) string { return env[k] }, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ec.LockfileRegistryRules(lock); err != nil {
+		t.Errorf("a lockfile resolving to npm_config_registry: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestLoadNPMConfig(t *testing.T) {
@@ -39,7 +40,7 @@ save-exact=true
 			"//127.0.0.1:4873/":   {Token: "proj"},
 		},
 	}
-	if diff := cmp.Diff(want, c); diff != "" {
+	if diff := cmp.Diff(want, c, cmpopts.IgnoreUnexported(NPMConfig{})); diff != "" { // who named what: TestProjectRegistryAtAnInsideAddress
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -248,9 +247,28 @@ func effectivePort(u *url.URL) string {
 // registries are the npm registries the user's configuration names (the
 // default one included): the only hosts an artifact's URL may name by
 // address.
+//
+// A registry only the project's .npmrc names is not one of them: the
+// project is not trusted, and what it names may be used only where it
+// resolves to a public address (the host's fetches are checked at dial
+// time, egress.HostFetch; the fetching sandbox's egress gets no rule
+// for it if it is an address, fetchRegistries). Else a cloned repository's
+// `registry=http://169.254.169.254/latest/meta-data/` would have the
+// host fetch cloud metadata, or its loopback services, at paths of its
+// choosing. The user's own .npmrc (or npm_config_registry) names a
+// registry on loopback or the LAN.
 func (c NPMConfig) registries() []*url.URL {
+	rs := []string{DefaultNPMRegistry}
+	if c.byUser("registry", c.Registry) {
+		rs = append(rs, c.Registry)
+	}
+	for scope, r := range c.Scopes {
+		if c.byUser(scope, r) {
+			rs = append(rs, r)
+		}
+	}
 	var out []*url.URL
-	for _, r := range append([]string{DefaultNPMRegistry, c.Registry}, slices.Collect(maps.Values(c.Scopes))...) {
+	for _, r := range rs {
 		if u, err := registryURL(r); err == nil {
 			out = append(out, u)
 		}
