@@ -9,6 +9,11 @@
 // change where the parent returns; the results are written after the
 // system call returns, in the parent after the child has executed or
 // exited. The same as syscall.rawVforkSyscall.
+//
+// internal/sandbox and internal/sandbox/initproc each keep a copy: a call
+// from another package would reach this ABI0 function through a compiler
+// wrapper, whose return address the child can overwrite on the shared
+// stack before the parent returns through it.
 TEXT ·rawVfork(SB),NOSPLIT|NOFRAME,$0-48
 	MOVQ	a1+8(FP), DI
 	MOVQ	a2+16(FP), SI
