@@ -374,25 +374,25 @@ func vforkChild(fs *vforkSpec) {
 	vforkWrite(fs, fs.uidMapPath, fs.uidMap, vstepUIDMap)
 	vforkWrite(fs, fs.gidMapPath, fs.gidMap, vstepGIDMap)
 	if fs.setpgid {
-		if _, _, e := syscall.RawSyscall(unix.SYS_SETPGID, 0, 0, 0); e != 0 {
+		if _, _, e := syscall.RawSyscall6(unix.SYS_SETPGID, 0, 0, 0, 0, 0, 0); e != 0 {
 			vforkFail(fs, vstepPgid, e)
 		}
 	}
-	if _, _, e := syscall.RawSyscall(unix.SYS_SETGID, fs.gid, 0, 0); e != 0 {
+	if _, _, e := syscall.RawSyscall6(unix.SYS_SETGID, fs.gid, 0, 0, 0, 0, 0); e != 0 {
 		vforkFail(fs, vstepGID, e)
 	}
-	if _, _, e := syscall.RawSyscall(unix.SYS_SETUID, fs.uid, 0, 0); e != 0 {
+	if _, _, e := syscall.RawSyscall6(unix.SYS_SETUID, fs.uid, 0, 0, 0, 0, 0); e != 0 {
 		vforkFail(fs, vstepUID, e)
 	}
 	if len(fs.ambient) > 0 {
-		if _, _, e := syscall.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&fs.capHdr)), uintptr(unsafe.Pointer(&fs.capData[0])), 0); e != 0 {
+		if _, _, e := syscall.RawSyscall6(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&fs.capHdr)), uintptr(unsafe.Pointer(&fs.capData[0])), 0, 0, 0, 0); e != 0 {
 			vforkFail(fs, vstepCaps, e)
 		}
 		for _, c := range fs.ambient {
 			fs.capData[c>>5].Permitted |= 1 << (c & 31)
 			fs.capData[c>>5].Inheritable |= 1 << (c & 31)
 		}
-		if _, _, e := syscall.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&fs.capHdr)), uintptr(unsafe.Pointer(&fs.capData[0])), 0); e != 0 {
+		if _, _, e := syscall.RawSyscall6(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&fs.capHdr)), uintptr(unsafe.Pointer(&fs.capData[0])), 0, 0, 0, 0); e != 0 {
 			vforkFail(fs, vstepCaps, e)
 		}
 		for _, c := range fs.ambient {
@@ -413,7 +413,7 @@ func vforkChild(fs *vforkSpec) {
 	// overwritten before it is used moves above them all, then each goes
 	// to its place, without close-on-exec.
 	if fs.errW < len(fs.fds) {
-		r, _, e := syscall.RawSyscall(unix.SYS_DUP3, uintptr(fs.errW), uintptr(fs.nextfd), unix.O_CLOEXEC)
+		r, _, e := syscall.RawSyscall6(unix.SYS_DUP3, uintptr(fs.errW), uintptr(fs.nextfd), unix.O_CLOEXEC, 0, 0, 0)
 		if e != 0 {
 			vforkFail(fs, vstepFDs, e)
 		}
@@ -422,7 +422,7 @@ func vforkChild(fs *vforkSpec) {
 	}
 	for i := 0; i < len(fs.fds); i++ {
 		if fs.fds[i] < i {
-			r, _, e := syscall.RawSyscall(unix.SYS_DUP3, uintptr(fs.fds[i]), uintptr(fs.nextfd), unix.O_CLOEXEC)
+			r, _, e := syscall.RawSyscall6(unix.SYS_DUP3, uintptr(fs.fds[i]), uintptr(fs.nextfd), unix.O_CLOEXEC, 0, 0, 0)
 			if e != 0 {
 				vforkFail(fs, vstepFDs, e)
 			}
@@ -432,12 +432,12 @@ func vforkChild(fs *vforkSpec) {
 	}
 	for i := 0; i < len(fs.fds); i++ {
 		if fs.fds[i] == i {
-			if _, _, e := syscall.RawSyscall(unix.SYS_FCNTL, uintptr(i), unix.F_SETFD, 0); e != 0 {
+			if _, _, e := syscall.RawSyscall6(unix.SYS_FCNTL, uintptr(i), unix.F_SETFD, 0, 0, 0, 0); e != 0 {
 				vforkFail(fs, vstepFDs, e)
 			}
 			continue
 		}
-		if _, _, e := syscall.RawSyscall(unix.SYS_DUP3, uintptr(fs.fds[i]), uintptr(i), 0); e != 0 {
+		if _, _, e := syscall.RawSyscall6(unix.SYS_DUP3, uintptr(fs.fds[i]), uintptr(i), 0, 0, 0, 0); e != 0 {
 			vforkFail(fs, vstepFDs, e)
 		}
 	}
@@ -453,7 +453,7 @@ func vforkChild(fs *vforkSpec) {
 	// Signals blocked until here: not one reaches the child while it is
 	// still in the host's process group, or half set up.
 	syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&fs.oldMask)), 0, 8, 0, 0)
-	_, _, e := syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(fs.path)), uintptr(unsafe.Pointer(&fs.argv[0])), uintptr(unsafe.Pointer(&fs.envv[0])))
+	_, _, e := syscall.RawSyscall6(unix.SYS_EXECVE, uintptr(unsafe.Pointer(fs.path)), uintptr(unsafe.Pointer(&fs.argv[0])), uintptr(unsafe.Pointer(&fs.envv[0])), 0, 0, 0)
 	vforkFail(fs, vstepExec, e)
 }
 
@@ -465,10 +465,10 @@ func vforkWrite(fs *vforkSpec, path *byte, b []byte, step uint32) {
 	if e != 0 {
 		vforkFail(fs, step, e)
 	}
-	if _, _, e := syscall.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))); e != 0 {
+	if _, _, e := syscall.RawSyscall6(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0); e != 0 {
 		vforkFail(fs, step, e)
 	}
-	syscall.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+	syscall.RawSyscall6(unix.SYS_CLOSE, fd, 0, 0, 0, 0, 0)
 }
 
 // vforkFail reports step and errno on errW and exits. The report lives in
@@ -479,9 +479,9 @@ func vforkWrite(fs *vforkSpec, path *byte, b []byte, step uint32) {
 //go:nosplit
 func vforkFail(fs *vforkSpec, step uint32, e syscall.Errno) {
 	fs.report = [2]uint32{step, uint32(e)}
-	syscall.RawSyscall(unix.SYS_WRITE, uintptr(fs.errW), uintptr(unsafe.Pointer(&fs.report[0])), 8)
+	syscall.RawSyscall6(unix.SYS_WRITE, uintptr(fs.errW), uintptr(unsafe.Pointer(&fs.report[0])), 8, 0, 0, 0)
 	for {
-		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 253, 0, 0)
+		syscall.RawSyscall6(unix.SYS_EXIT_GROUP, 253, 0, 0, 0, 0, 0)
 	}
 }
 

@@ -172,7 +172,7 @@ func vforkChild(fs *forkSpec) {
 		childFail(fs, stepNoNewPrivs, errno)
 	}
 	if fs.landlockFD != ^uintptr(0) {
-		if _, _, errno := syscall.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fs.landlockFD, 0, 0); errno != 0 {
+		if _, _, errno := syscall.RawSyscall6(unix.SYS_LANDLOCK_RESTRICT_SELF, fs.landlockFD, 0, 0, 0, 0, 0); errno != 0 {
 			childFail(fs, stepLandlock, errno)
 		}
 	}
@@ -197,8 +197,8 @@ func childWrite(fs *forkSpec, path *byte, b []byte) {
 	if errno != 0 {
 		childFail(fs, stepIDMaps, errno)
 	}
-	if _, _, errno := syscall.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))); errno != 0 {
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0); errno != 0 {
 		childFail(fs, stepIDMaps, errno)
 	}
-	syscall.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+	syscall.RawSyscall6(unix.SYS_CLOSE, fd, 0, 0, 0, 0, 0)
 }
