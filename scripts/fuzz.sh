@@ -4,6 +4,8 @@
 # corpus size and coverage bits (at the start -> at the end) per target.
 # A target that fails leaves its input in its package's testdata/fuzz/ (to
 # be committed as a regression case once fixed); the script then exits 1.
+# A target whose fuzzing build fails (e.g. a nosplit function over the
+# stack limit once instrumented) finds nothing by chance: exit 3.
 #
 # usage: scripts/fuzz.sh [-parallel N] [-run REGEX] [-minimize M] [BUDGET]
 #   BUDGET       -fuzztime per target: a duration or Nx (default 60s)
@@ -63,7 +65,7 @@ trap 'rm -rf "$logs"' EXIT
 row() { printf '%-24s %-22s %-5s %12s %8s %5s %7s %s\n' "$@"; }
 echo "fuzz: $(printf '%s\n' "$targets" | wc -l) targets, -fuzztime $budget, -parallel $parallel, -fuzzminimizetime $minimize"
 row TARGET PACKAGE RESULT EXECS EXECS/S NEW CORPUS "COV BITS"
-failed=0 start=$SECONDS
+failed=0 broken=0 start=$SECONDS
 while read -r pkg name; do
 	log=$logs/$name.log
 	result=ok
@@ -75,6 +77,9 @@ while read -r pkg name; do
 	if [ $result = FAIL ] && ! grep -q 'Failing input written to\|panic:' "$log" &&
 		grep -q 'context deadline exceeded' "$log"; then
 		result=deadline
+	fi
+	if [ $result = FAIL ] && grep -qE '\[(build|setup) failed\]' "$log"; then
+		result=build
 	fi
 	# fuzz: elapsed: 20s, execs: 243 (12/sec), new interesting: 6 (total: 19)
 	status=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -1 || true)
@@ -91,10 +96,11 @@ while read -r pkg name; do
 	rate=-
 	if [ -n "$execs" ] && [ "${elapsed:-0}" -gt 0 ]; then rate=$(( execs / elapsed )); fi
 	row "$name" "${pkg#mcpbox/}" "$result" "${execs:--}" "$rate" "${new:--}" "${corpus:--}" "${bits0:--} -> ${bits1:-${bits0:--}}"
-	if [ $result = FAIL ]; then
-		failed=1
+	if [ $result = FAIL ] || [ $result = build ]; then
+		if [ $result = FAIL ]; then failed=1; else broken=1; fi
 		grep -vE '^fuzz: elapsed| DEBUG ' "$log" | tail -40 | sed 's/^/    /'
 	fi
 done <<<"$targets"
 echo "fuzz: done in $(( SECONDS - start ))s"
+if [ $broken = 1 ]; then exit 3; fi
 exit $failed
