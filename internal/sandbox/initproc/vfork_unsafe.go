@@ -40,7 +40,10 @@ func rawVfork(trap, a1, a2, a3 uintptr) (r1, errno uintptr)
 // reaps; it returns once the workload has executed its command.
 //
 // Preconditions: the calling goroutine is the init's main goroutine,
-// locked to the main thread (runInit), and the root is built.
+// locked to the main thread (runInit), and the root is built; the
+// workload has no cgroupMoveThread cgroup (runInit takes startWalled for
+// it: a vfork-style parent could set that limit only once the workload
+// runs).
 func startCold(c *workloadConfig) (int, *workloadError) {
 	path, werr := findCommand(c)
 	if werr != nil {
@@ -80,26 +83,7 @@ func startCold(c *workloadConfig) (int, *workloadError) {
 		// v2: born in the workload's cgroup (walls set cloneArgs).
 		fs.cloneArgs.flags |= unix.CLONE_VM | unix.CLONE_VFORK
 	}
-	if c.Cgroup == cgroupMoveThread {
-		// v1: this thread alone into the workload's pids cgroup.
-		if _, err := unix.Write(c.CgroupFD, []byte("0")); err != nil {
-			return fail(LayerCgroups, fmt.Errorf("moving into the workload's cgroup: %w", err))
-		}
-	}
 	pid, err := vforkWorkload(fs)
-	if c.Cgroup == cgroupMoveThread {
-		// The workload already runs (the clone returns after its execve):
-		// its own limit first, while this thread still takes the extra
-		// place, then out. Any failure ends the init, and the sandbox.
-		_, merr := unix.Write(c.CgroupMaxFD, []byte(strconv.FormatInt(c.CgroupPids, 10)))
-		_, berr := unix.Write(c.CgroupBackFD, []byte("0"))
-		if err == nil && merr != nil {
-			return fail(LayerCgroups, fmt.Errorf("limiting the workload's processes: %w", merr))
-		}
-		if err == nil && berr != nil {
-			return fail(LayerCgroups, fmt.Errorf("moving out of the workload's cgroup: %w", berr))
-		}
-	}
 	if err != nil {
 		return fail(LayerUserns, err)
 	}
