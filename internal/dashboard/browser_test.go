@@ -76,6 +76,33 @@ func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 	return v
 }
 
+// click clicks the first element sel matches, as a user would. The page
+// re-renders on live events (an audit record, the 5 s sandbox refresh), so
+// the node found can be replaced before the click lands ("Could not find
+// node with given id"); then it looks again, a bounded number of times. A
+// node that vanished was not clicked, so a retry cannot click twice.
+func click(t *testing.T, ctx context.Context, what, sel string) {
+	t.Helper()
+	var err error
+	for range 5 {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = chromedp.Do(sctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil || !staleNode(err) {
+			break
+		}
+	}
+	if err != nil {
+		fail(t, ctx, what, err)
+	}
+}
+
+// staleNode reports whether err says a node found was replaced before use.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "Node is detached")
+}
+
 // fail saves a screenshot of the page and fails the test.
 func fail(t *testing.T, ctx context.Context, what string, err error) {
 	t.Helper()
@@ -151,8 +178,8 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	step(t, ctx, "approve", chromedp.Click(chromedp.CSS(`.approval .approve-once`)),
-		chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
+	click(t, ctx, "approve", `.approval .approve-once`)
+	step(t, ctx, "approved", chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
 	select {
 	case out := <-res:
 		if out != "review "+hostile {
@@ -165,13 +192,13 @@ func TestBrowserDashboard(t *testing.T) {
 	// The call's sandbox: paused, resumed and stopped from the page.
 	step(t, ctx, "sandboxes page",
 		chromedp.Navigate(r.srv.URL+"/ui/#sandboxes"),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)),
-		chromedp.Click(chromedp.CSS(`tr[data-id] .pause`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .resume`)),
-		chromedp.Click(chromedp.CSS(`tr[data-id] .resume`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)),
-		chromedp.Click(chromedp.CSS(`tr[data-id] .stop`)),
-		chromedp.WaitNotPresent(chromedp.CSS(`tr[data-id] .stop`)))
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)))
+	click(t, ctx, "pause", `tr[data-id] .pause`)
+	step(t, ctx, "paused", chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .resume`)))
+	click(t, ctx, "resume", `tr[data-id] .resume`)
+	step(t, ctx, "resumed", chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)))
+	click(t, ctx, "stop", `tr[data-id] .stop`)
+	step(t, ctx, "stopped", chromedp.WaitNotPresent(chromedp.CSS(`tr[data-id] .stop`)))
 	if recs := r.records(t, "sandbox_pause"); len(recs) != 1 || recs[0].Detail["by"] != "admin" {
 		t.Errorf("pause records %+v", recs)
 	}
@@ -186,8 +213,8 @@ func TestBrowserDashboard(t *testing.T) {
 	if !strings.Contains(refused, "deny") {
 		t.Errorf("refused row %q", refused)
 	}
-	step(t, ctx, "open the record", chromedp.Click(chromedp.CSS(`tr.refused`)),
-		chromedp.WaitVisible(chromedp.CSS(`#record-json`)))
+	click(t, ctx, "open the record", `tr.refused`)
+	step(t, ctx, "the record", chromedp.WaitVisible(chromedp.CSS(`#record-json`)))
 
 	// A refused connection, live on the egress page.
 	step(t, ctx, "egress page", chromedp.Navigate(r.srv.URL+"/ui/#egress"), chromedp.WaitReady(chromedp.CSS(`main[data-page=egress]`)))
@@ -212,8 +239,8 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("pin change %q, added %q, removed %q", name, added, removed)
 	}
 	noScriptRan(t, ctx, "integrity")
-	step(t, ctx, "trust", chromedp.Click(chromedp.CSS(`.pin-change .trust`)),
-		chromedp.WaitVisible(chromedp.CSS(`#no-changes`)))
+	click(t, ctx, "trust", `.pin-change .trust`)
+	step(t, ctx, "trusted", chromedp.WaitVisible(chromedp.CSS(`#no-changes`)))
 	if recs := r.records(t, "trust"); len(recs) != 1 || recs[0].Approver != "web:admin" {
 		t.Errorf("trust records %+v", recs)
 	}

@@ -233,7 +233,6 @@ const pages = { approvals, calls, sandboxes, egress, integrity, servers };
 
 async function render() {
   const page = (location.hash || "#approvals").slice(1);
-  const main = document.getElementById("main");
   const fresh = el("main", { id: "main", "data-page": page });
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === "#" + page);
   try {
@@ -241,9 +240,11 @@ async function render() {
   } catch (e) {
     fresh.append(el("p", { class: "error" }, e.message));
   }
-  document.getElementById("main").replaceWith(fresh);
+  // A live refresh that changed nothing keeps the page as it is: a node
+  // replaced between a user's mouse-down and mouse-up swallows the click.
+  const current = document.getElementById("main");
+  if (current.dataset.page !== page || current.innerHTML !== fresh.innerHTML) current.replaceWith(fresh);
   state.page = page;
-  void main;
 }
 
 let pendingRender = 0;
