@@ -57,5 +57,12 @@
 // [ErrControllerMissing] for a memory limit without the memory controller,
 // but a sandbox without limits works with whatever is there.
 //
+// A hybrid host whose controllers were moved to its v2 mount (a kernel
+// booted with cgroup_no_v1=pids, say) is still used as v1: a sandbox is
+// never split across the two, so a limit whose controller is on no v1
+// hierarchy fails with [ErrControllerMissing] (mcpbox's default pids limit
+// among them), and [Probe] reports that controller "not mounted as a v1
+// hierarchy".
+//
 // On other systems every function returns [ErrUnsupported].
 package cgroup

@@ -312,6 +312,8 @@ func runHelper(name string) int {
 		return helperLeader()
 	case selfKillHelper:
 		return helperSelfKill()
+	case hybridNoPidsHelper:
+		return helperHybridNoPids()
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 	return 2
