@@ -184,6 +184,7 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	mux.Handle("GET /readyz", ready)
 	w.closers = append(w.closers, serveLoopback(ln, mux))
 	w.uiURL = "http://" + ln.Addr().String()
+	g.SetDashboard(w.uiURL + "/ui/")
 	d.log.Info("dashboard listening (mcpbox ui)", "url", w.uiURL+"/ui/")
 	return w.uiURL, nil
 }
