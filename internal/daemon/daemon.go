@@ -13,6 +13,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
+	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
@@ -351,7 +352,12 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 // listening records the URL and tells the caller.
 func (d *daemon) listening(inst *admin.Instance, url string) {
 	if inst != nil {
-		inst.Update(func(r *instance.Record) { r.URL = url })
+		inst.Update(func(r *instance.Record) {
+			r.URL = url
+			if d.token != "" {
+				r.TokenFile = bearer.Path(d.dir)
+			}
+		})
 	}
 	if b, ok := strings.CutSuffix(url, gateway.EndpointPath); ok && d.g != nil && d.hopts.Extra["/ui/"] != nil {
 		d.g.SetDashboard(loopbackBase(b) + "/ui/")
