@@ -25,6 +25,9 @@ const AllStateDirs = "\x00all"
 type Client struct {
 	// StateDir is the state dir whose instances answer, or AllStateDirs.
 	StateDir string
+	// PID, if not 0, is the one instance that answers (mcpbox ui
+	// --instance); the others are not asked.
+	PID int
 }
 
 // Approvals is the pending requests and remembered decisions.
@@ -142,6 +145,12 @@ func (c Client) instances() ([]instance.Record, error) {
 	recs, err := instancesFor(c.StateDir)
 	if err != nil {
 		return nil, err
+	}
+	if c.PID != 0 {
+		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID != c.PID })
+		if len(recs) == 0 {
+			return nil, fmt.Errorf("no mcpbox serve with pid %d is running on %s (mcpbox ps --instances lists them)", c.PID, c.StateDir)
+		}
 	}
 	if len(recs) == 0 {
 		if c.StateDir == AllStateDirs {

@@ -52,6 +52,11 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 	}
 	tw.Flush()
 	for _, v := range views {
+		if f := v.Record.TokenFile; f != "" {
+			fmt.Fprintf(w, "instance %d: its HTTP endpoint wants \"Authorization: Bearer TOKEN\" with the token in %s (mcpbox token rotate makes a new one)\n", v.Record.PID, f)
+		}
+	}
+	for _, v := range views {
 		for _, line := range unavailable(v) {
 			fmt.Fprintln(w, line)
 		}

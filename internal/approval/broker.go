@@ -92,6 +92,12 @@ type Options struct {
 	// request (including remembered answers, timeouts and cancellations),
 	// before Ask returns. It is the audit hook and must not block long.
 	OnDecision func(Request, Decision)
+	// Waiting, if non-nil, is called once a request starts waiting for a
+	// human (not for one a remembered decision answers), with its ID
+	// set, before Ask blocks; elicited says whether the calling client
+	// is asked too. It tells the operator how to decide it and must not
+	// block long.
+	Waiting func(req Request, elicited bool)
 	// Now, if non-nil, stamps requests and decisions; nil means time.Now.
 	// Timeouts always run on the real clock.
 	Now func() time.Time
@@ -121,6 +127,7 @@ type Broker struct {
 	store      *store
 	timeout    time.Duration
 	onDecision func(Request, Decision)
+	waiting    func(Request, bool)
 	now        func() time.Time
 
 	mu       sync.Mutex
@@ -154,6 +161,7 @@ func New(opts Options) (*Broker, error) {
 	b := &Broker{
 		timeout:    cmp.Or(opts.Timeout, DefaultTimeout),
 		onDecision: opts.OnDecision,
+		waiting:    opts.Waiting,
 		now:        opts.Now,
 		pending:    map[string]*waiter{},
 		settling:   map[string]*waiter{},
@@ -214,6 +222,9 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 	if !b.hold(w) {
 		b.finish(w, Decision{Scope: ScopeOnce, By: ByCancelled, Reason: "approval broker closed"})
 		return w.decision, w.err
+	}
+	if b.waiting != nil {
+		b.waiting(w.req, elicit != nil)
 	}
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()

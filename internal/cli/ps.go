@@ -14,7 +14,9 @@ const psHelp = `USAGE
 
 ps lists the running mcpbox serve instances of the project the current
 directory is in (or of that config or state dir; --all: every instance of
-this user), with their pid, project, transport and URL, and their
+this user), with their pid, project, transport and URL (and the file
+holding the bearer token an HTTP endpoint without clients wants: the
+path, never the token), and their
 sandboxes: running and paused ones, and the last ones that ended, with
 their owner (client, session), server, state, start time, last call,
 resource use and (kubernetes backend) pod and its phase. --json prints

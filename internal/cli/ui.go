@@ -3,17 +3,20 @@ package cli
 import "mcpbox/internal/daemon"
 
 const uiHelp = `USAGE
-  mcpbox ui [--print-url] [--config FILE | --state-dir DIR]
+  mcpbox ui [--print-url] [--instance PID] [--config FILE | --state-dir DIR]
 
 Opens the dashboard (/ui/) of the project's running mcpbox serve: prints
 a one-time login URL (5 minutes, one use) and opens a browser where
-xdg-open (macOS: open) exists; --print-url only prints it.
+xdg-open (macOS: open) exists; --print-url only prints it. Each instance
+has its own dashboard: when several run on the state dir, ui lists them
+and --instance PID (the INSTANCE column of mcpbox ps) chooses one.
 `
 
 func (e *env) ui(args []string) int {
 	fs := e.newFlagSet("ui", uiHelp)
 	af := registerAdminFlags(fs)
 	printOnly := fs.Bool("print-url", false, "print the login URL and exit")
+	pid := fs.Int("instance", 0, "the instance `PID` whose dashboard to open, when several run (see mcpbox ps)")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
@@ -25,7 +28,11 @@ func (e *env) ui(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	u, err := daemon.UILoginURL(dir)
+	if *pid < 0 {
+		e.errorf("ui: --instance %d: want a pid", *pid)
+		return exitUsage
+	}
+	u, err := daemon.UILoginURL(dir, *pid)
 	if err != nil {
 		e.errorf("ui: %v", err)
 		return 1

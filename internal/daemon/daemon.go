@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
+	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
@@ -46,6 +48,8 @@ type daemon struct {
 	// setups are the servers serve could not set up (setup.go); made
 	// with the guard.
 	setups *setups
+	// g is the guard, once made (listening tells it the dashboard's URL).
+	g *guard.Guard
 }
 
 // closeWarm ends the sandboxes the warm pools keep prepared.
@@ -177,6 +181,7 @@ func (d *daemon) serve(parent context.Context) error {
 		return configError(err)
 	}
 	defer g.Close()
+	d.g = g
 	d.setups = d.newSetups(g, inst)
 	defer d.stopTelemetry(tel) // after the gateway closed, before the guard
 	// The dashboard's and metrics' audit follower starts from the head
@@ -347,7 +352,15 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 // listening records the URL and tells the caller.
 func (d *daemon) listening(inst *admin.Instance, url string) {
 	if inst != nil {
-		inst.Update(func(r *instance.Record) { r.URL = url })
+		inst.Update(func(r *instance.Record) {
+			r.URL = url
+			if d.token != "" {
+				r.TokenFile = bearer.Path(d.dir)
+			}
+		})
+	}
+	if b, ok := strings.CutSuffix(url, gateway.EndpointPath); ok && d.g != nil && d.hopts.Extra["/ui/"] != nil {
+		d.g.SetDashboard(loopbackBase(b) + "/ui/")
 	}
 	if d.o.Listening != nil {
 		d.o.Listening(Listening{URL: url, Token: d.token, StateDir: d.dir})

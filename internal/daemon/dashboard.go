@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -184,6 +186,7 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	mux.Handle("GET /readyz", ready)
 	w.closers = append(w.closers, serveLoopback(ln, mux))
 	w.uiURL = "http://" + ln.Addr().String()
+	g.SetDashboard(w.uiURL + "/ui/")
 	d.log.Info("dashboard listening (mcpbox ui)", "url", w.uiURL+"/ui/")
 	return w.uiURL, nil
 }
@@ -329,7 +332,7 @@ func serveLoopback(ln net.Listener, mux http.Handler) func() {
 
 // UILoginURL is a one-time login URL (valid 5 minutes, one use) of the
 // dashboard of the serve instance running on stateDir (`mcpbox ui`).
-func UILoginURL(stateDir string) (string, error) {
+func UILoginURL(stateDir string, pid int) (string, error) {
 	if stateDir == admin.AllStateDirs {
 		return "", errors.New("--all: the dashboard is one instance's; run mcpbox ui in the project, or pass --config or --state-dir")
 	}
@@ -339,6 +342,22 @@ func UILoginURL(stateDir string) (string, error) {
 	}
 	if len(recs) == 0 {
 		return "", fmt.Errorf("no mcpbox serve is running on %s: start one with mcpbox serve --http 127.0.0.1:8765", stateDir)
+	}
+	if pid != 0 {
+		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID != pid })
+		if len(recs) == 0 {
+			return "", fmt.Errorf("no mcpbox serve with pid %d is running on %s (mcpbox ps --instances lists them)", pid, stateDir)
+		}
+	}
+	if len(recs) > 1 {
+		// Each has its own dashboard: guessing would show the wrong
+		// one's sandboxes and approvals.
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d mcpbox serve instances run on %s; choose one with --instance PID:", len(recs), stateDir)
+		for _, r := range recs {
+			fmt.Fprintf(&b, "\n  %d  %s  %s  %s", r.PID, r.Transport, cmp.Or(r.URL, "-"), r.Project)
+		}
+		return "", errors.New(b.String())
 	}
 	base := ""
 	for _, r := range recs {
@@ -352,7 +371,7 @@ func UILoginURL(stateDir string) (string, error) {
 	}
 	if base == "" {
 		// A stdio-only serve starts the dashboard on demand.
-		if base, err = (admin.Client{StateDir: stateDir}).UI(); err != nil {
+		if base, err = (admin.Client{StateDir: stateDir, PID: recs[0].PID}).UI(); err != nil {
 			return "", fmt.Errorf("starting the dashboard of the running mcpbox serve (pid %d): %w", recs[0].PID, err)
 		}
 	}

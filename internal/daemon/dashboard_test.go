@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/bearer"
@@ -140,7 +142,7 @@ func TestUILoginURL(t *testing.T) {
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := UILoginURL(state); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running") {
+	if _, err := UILoginURL(state, 0); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running") {
 		t.Fatalf("no instance: %v", err)
 	}
 	tok, err := bearer.Load(state)
@@ -177,20 +179,50 @@ func TestUILoginURL(t *testing.T) {
 			}
 		}
 	}
-	u, err := UILoginURL(state)
+	u, err := UILoginURL(state, 0)
 	if err != nil {
 		t.Fatalf("stdio-only instance: %v", err)
 	}
 	check(u, "127.0.0.1:4567")
 	inst.Update(func(r *instance.Record) { r.Transport = "stdio+http" })
-	if _, err := UILoginURL(state); err == nil || !strings.Contains(err.Error(), "not listening on HTTP yet") {
+	if _, err := UILoginURL(state, 0); err == nil || !strings.Contains(err.Error(), "not listening on HTTP yet") {
 		t.Fatalf("an instance whose HTTP is not up yet: %v", err)
 	}
 	inst.Update(func(r *instance.Record) { r.URL = "http://0.0.0.0:4321/mcp" })
-	if u, err = UILoginURL(state); err != nil {
+	if u, err = UILoginURL(state, 0); err != nil {
 		t.Fatal(err)
 	}
 	check(u, "127.0.0.1:4321")
+
+	// A second instance on the state dir (another serve over HTTP): ui
+	// does not guess, it lists both and --instance picks one.
+	const other = 4194305 // above pid_max: no real process's
+	srv, err := admin.Serve(ctx, instance.SocketPath(state, other), admin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := instance.Write(instance.Record{PID: other, Started: time.Now(), StateDir: state, Project: tmp,
+		Transport: "http", URL: "http://127.0.0.1:5555/mcp"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = UILoginURL(state, 0)
+	for _, want := range []string{"--instance PID", strconv.Itoa(os.Getpid()), strconv.Itoa(other), "http://127.0.0.1:5555/mcp"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("two instances, none chosen: %v, want an error listing them (%q)", err, want)
+		}
+	}
+	if u, err = UILoginURL(state, other); err != nil {
+		t.Fatal(err)
+	}
+	check(u, "127.0.0.1:5555")
+	if u, err = UILoginURL(state, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	check(u, "127.0.0.1:4321")
+	if _, err = UILoginURL(state, other+1); err == nil || !strings.Contains(err.Error(), "no mcpbox serve with pid") {
+		t.Fatalf("an instance that does not run: %v", err)
+	}
 }
 
 // nopBackend and nopAudit fill the dashboard's required options; the

@@ -239,6 +239,15 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("pin change %q, added %q, removed %q", name, added, removed)
 	}
 	noScriptRan(t, ctx, "integrity")
+	// The pin events list the change; the first-use pin is folded into a
+	// closed count per server.
+	step(t, ctx, "first-use fold", chromedp.WaitVisible(chromedp.CSS(`.first-use-pins summary`)))
+	fold := get(t, ctx, "first-use fold", chromedp.Evaluate[string](`(() => { const d = document.querySelector(".first-use-pins");
+		return d.dataset.server + "|" + d.open + "|" + d.querySelector("summary").textContent; })()`))
+	events := get(t, ctx, "pin events", chromedp.Evaluate[string](`[...document.querySelectorAll("main table tr")].filter(tr => !tr.closest(".first-use-pins")).map(tr => tr.textContent).join("\n")`))
+	if fold != "tools|false|tools: 1 definition pinned on first use" || !strings.Contains(events, "changed") || strings.Contains(events, "pinned") {
+		t.Errorf("first-use fold %q; pin events outside it:\n%s", fold, events)
+	}
 	click(t, ctx, "trust", `.pin-change .trust`)
 	step(t, ctx, "trusted", chromedp.WaitVisible(chromedp.CSS(`#no-changes`)))
 	if recs := r.records(t, "trust"); len(recs) != 1 || recs[0].Approver != "web:admin" {

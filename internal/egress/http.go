@@ -60,7 +60,7 @@ func (s *session) dialHTTP(host string, port int) net.Conn {
 	up, deny, err := s.dial(host, port)
 	switch {
 	case deny != "":
-		s.writeError(http.StatusForbidden, deny)
+		s.writeRefusal(s.ev.Reason)
 	case err != nil:
 		s.ev.Reason = err.Error()
 		s.writeError(http.StatusBadGateway, err.Error())
@@ -235,15 +235,38 @@ func splitHostPort(hostport string, defPort int) (string, int, error) {
 // writeError answers an HTTP client with a short text reason and closes.
 func (s *session) writeError(code int, reason string) { s.writeErrorHeader(code, "", reason) }
 
+// RefusedHeader names the kind of an egress policy refusal (refusalCode)
+// in the proxy's 403, beside the reason in its status line and body: a
+// CONNECT client (any HTTPS one) rarely shows a refused tunnel's body,
+// but most show its status line or let it be read.
+const RefusedHeader = "X-Mcpbox-Refused"
+
+// writeRefusal answers a target the policy refuses: 403 with the reason
+// (already printable: session.deny) in the status line, the body and,
+// as its kind, RefusedHeader. The reason names the target as the policy
+// read it, never anything the client sent verbatim beyond that, and no
+// secret: the policy holds none.
+func (s *session) writeRefusal(reason string) {
+	reason = printable(reason, 512) // no CR, LF or other control byte reaches the head
+	s.writeErrorStatus(http.StatusForbidden, "Forbidden (mcpbox egress: "+reason+")",
+		RefusedHeader+": "+refusalCode(reason)+"\r\n", reason)
+}
+
 // writeErrorHeader is writeError with extra header lines (each ending in
 // CRLF).
 func (s *session) writeErrorHeader(code int, extra, reason string) {
+	s.writeErrorStatus(code, http.StatusText(code), extra, reason)
+}
+
+// writeErrorStatus is writeErrorHeader with the status line's reason
+// phrase, which must be printable ASCII.
+func (s *session) writeErrorStatus(code int, phrase, extra, reason string) {
 	if s.quiet {
 		return
 	}
 	body := "mcpbox egress: " + reason + "\n"
 	msg := fmt.Sprintf("HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n"+
-		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), extra, len(body), body)
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s", code, phrase, extra, len(body), body)
 	s.client.SetWriteDeadline(time.Now().Add(s.p.limits.HeaderTimeout))
 	io.WriteString(s.client, msg)
 }

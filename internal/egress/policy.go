@@ -143,6 +143,24 @@ func noRule(host string, port int) string {
 	return "no rule allows " + target + " (to allow it: network.egress: [" + rule + "] in the server's config, or --allow-host " + flag + ")"
 }
 
+// refusalCode is the kind of a refusal reason, for RefusedHeader: a
+// fixed token, whatever host the reason names.
+func refusalCode(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "no rule allows "):
+		return "no-rule"
+	case strings.HasPrefix(reason, "blocked "), strings.Contains(reason, " resolves to blocked "):
+		return "blocked-address"
+	case reason == "cloud metadata host name":
+		return "metadata-host"
+	case strings.HasPrefix(reason, "the sandbox's egress byte budget"):
+		return "byte-budget"
+	case strings.HasSuffix(reason, " has no addresses"):
+		return "no-address"
+	}
+	return "policy"
+}
+
 func (p *policy) decideIP(pl plan) plan {
 	reason := p.blocked(pl.ip)
 	u := pl.ip.Unmap() // a rule for 10.0.0.5 also names [::ffff:10.0.0.5]

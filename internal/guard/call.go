@@ -184,7 +184,11 @@ func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) 
 	}
 	if err != nil || !dec.Allow {
 		rec.Decision, rec.Outcome = "denied", audit.OutcomeDenied
-		res, _ = refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)", rec.Name, approvalWhy(dec, err)), nil)
+		how := ""
+		if err == nil && dec.By == "timeout" {
+			how = g.approvalHowTo()
+		}
+		res, _ = refusal(fmt.Sprintf("mcpbox: %s needs approval and was not approved (%s)%s", rec.Name, approvalWhy(dec, err), how), nil)
 		return res, true
 	}
 	rec.Decision = "approved"
@@ -204,10 +208,67 @@ func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 	if g.channels[config.ChannelElicitation] && c.Elicit != nil {
 		ask = approval.Elicitor(c.Elicit)
 	}
-	if ask == nil {
-		g.log.Warn("a call waits for approval: see `mcpbox approvals`", "server", c.Server, "tool", req.Name, "client", c.Agent, "rule", d.Rule)
-	}
 	return g.broker.Ask(ctx, req, ask)
+}
+
+// SetDashboard tells the guard the dashboard's URL once it listens: the
+// approval hints name it. The URL carries no login secret.
+func (g *Guard) SetDashboard(url string) { g.dashboard.Store(&url) }
+
+// approvalWaiting tells the operator, as soon as a call starts waiting,
+// which approval it is and how to decide it: a client without
+// elicitation otherwise just waits, silently, until the timeout. The
+// hints name the state dir and the dashboard's URL, never a token.
+func (g *Guard) approvalWaiting(req approval.Request, elicited bool) {
+	if req.Kind != approval.KindCall {
+		return
+	}
+	args := []any{"id", req.ID, "server", req.Server, "tool", cmpOr(req.Name, req.Tool), "client", req.Client, "rule", req.Rule,
+		"timeout", g.c.Approvals.EffectiveTimeout().String()}
+	if g.channels[config.ChannelCLI] {
+		dir := shellQuote(g.dir)
+		args = append(args, "approve", "mcpbox approve "+req.ID+" --state-dir "+dir,
+			"deny", "mcpbox deny "+req.ID+" --state-dir "+dir)
+	}
+	if u := g.dashboard.Load(); u != nil && g.channels[config.ChannelWeb] {
+		args = append(args, "dashboard", *u)
+	}
+	msg := "a call waits for approval (mcpbox approvals lists it)"
+	if elicited {
+		msg = "a call waits for approval; its client is asked too"
+		g.log.Info(msg, args...)
+		return
+	}
+	g.log.Warn(msg, args...)
+}
+
+// shellQuote quotes s for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// approvalHowTo tells whoever reads a refusal for lack of approval how a
+// human approves such a call while it waits. It is addressed to the
+// operator: the calling client cannot decide (the CLI and the dashboard
+// are the operator's, behind the state dir's owner and its login).
+func (g *Guard) approvalHowTo() string {
+	var ways []string
+	if g.channels[config.ChannelCLI] {
+		ways = append(ways, "`mcpbox approvals` lists waiting calls and `mcpbox approve ID` lets one run (--state-dir "+shellQuote(g.dir)+")")
+	}
+	if g.channels[config.ChannelWeb] {
+		ways = append(ways, "the dashboard (`mcpbox ui`) shows them too")
+	}
+	if len(ways) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; to approve it next time, retry and have a human decide within %v: %s",
+		g.c.Approvals.EffectiveTimeout(), strings.Join(ways, "; "))
 }
 
 func approvalWhy(d approval.Decision, err error) string {

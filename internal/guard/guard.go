@@ -49,6 +49,10 @@ type Guard struct {
 	unaudited      atomic.Int64
 
 	gw atomic.Pointer[gateway.Gateway]
+	// dir is the state dir, which the admin commands are pointed at.
+	dir string
+	// dashboard is the dashboard's URL once it listens (SetDashboard).
+	dashboard atomic.Pointer[string]
 
 	// handle is the call pipeline (see pipeline), built once by New.
 	handle handler
@@ -135,6 +139,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		asking:         map[string]bool{},
 		denied:         map[string]string{},
 		tracer:         o.Tracer,
+		dir:            o.StateDir,
 	}
 	g.handle = g.pipeline()
 	channels := c.Approvals.Channels
@@ -192,6 +197,7 @@ func (g *Guard) openStores(c *config.Config, o Options) error {
 		DB:         g.store.DB(),
 		Timeout:    c.Approvals.EffectiveTimeout(),
 		OnDecision: g.approvalDecided,
+		Waiting:    g.approvalWaiting,
 		Shared:     o.Shared,
 	})
 	if err != nil {

@@ -25,6 +25,9 @@ type Record struct {
 	StateDir  string    `json:"state_dir"`
 	Transport string    `json:"transport"`     // stdio, http or stdio+http
 	URL       string    `json:"url,omitempty"` // the HTTP endpoint once it listens
+	// TokenFile is the file holding the bearer token its HTTP endpoint
+	// wants (a config without clients); "" if none. Never the token.
+	TokenFile string `json:"token_file,omitempty"`
 	// Approvals is the unix socket of its approvals endpoint; "" if none.
 	Approvals string `json:"approvals_socket,omitempty"`
 	// Unavailable are the servers it could not set up (their package did

@@ -3,11 +3,14 @@ package pkginstall
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"mcpbox/internal/egress"
 )
 
 // DefaultNPMRegistry is npm's public registry.
@@ -187,6 +190,25 @@ func (c NPMConfig) byUser(key, url string) bool {
 	_, byProject := c.project[key]
 	_, named := c.user[url]
 	return !byProject || named
+}
+
+// projectRegistryHint is what to do when the host refused to fetch
+// package name's metadata from a non-public address that only the
+// project's .npmrc names: that setting belongs in the user's own
+// ~/.npmrc, which is trusted with it. "" for any other error.
+func (c NPMConfig) projectRegistryHint(name string, err error) string {
+	if !errors.Is(err, egress.ErrPrivateAddress) {
+		return ""
+	}
+	key, u := "registry", c.Registry
+	if scope, _, ok := strings.Cut(name, "/"); ok && strings.HasPrefix(scope, "@") && c.Scopes[scope] != "" {
+		key, u = scope+":registry", c.Scopes[scope]
+	}
+	if c.byUser(strings.TrimSuffix(key, ":registry"), u) {
+		return ""
+	}
+	return fmt.Sprintf(" (the project's .npmrc names this registry, and the project is not trusted with a non-public address: "+
+		"move its %s= line to your own ~/.npmrc (or NPM_CONFIG_USERCONFIG), the host's trusted config)", key)
 }
 
 // npmKeyUsed reports whether parse uses key k (the others are npm's

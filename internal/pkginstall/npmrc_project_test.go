@@ -128,6 +128,10 @@ func TestProjectRegistryAtAnInsideAddress(t *testing.T) {
 		if !errors.Is(ferr, egress.ErrPrivateAddress) {
 			t.Errorf("packument of %s from the project's registry: %v, want a refusal of the address", name, ferr)
 		}
+		// The refusal says where the setting is trusted.
+		if ferr == nil || !strings.Contains(ferr.Error(), "~/.npmrc") {
+			t.Errorf("packument of %s: %v, want a hint to move the registry setting to ~/.npmrc", name, ferr)
+		}
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the internal service got %d requests from the host", n)

@@ -124,7 +124,7 @@ func (r *registry) packument(ctx context.Context, name string) (*packument, *url
 		return nil, reg, fmt.Errorf("npm package %s: %w at %s", name, ErrNotFound, redactURL(reg))
 	}
 	if err != nil {
-		return nil, reg, fmt.Errorf("fetching npm metadata of %s: %w", name, err)
+		return nil, reg, fmt.Errorf("fetching npm metadata of %s: %w%s", name, err, r.cfg.projectRegistryHint(name, err))
 	}
 	var p packument
 	if err := json.Unmarshal(body, &p); err != nil {

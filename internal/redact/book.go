@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -28,16 +29,32 @@ func (b *Book) count(changed bool) {
 	}
 }
 
-// Add records a value; adding a known value again does nothing.
+// SharedName is the label of a value that was added under more than one
+// name: one book serves every server of a gateway, and a server's output
+// must not be labelled with a secret name of another server's that
+// happens to hold the same value.
+const SharedName = "shared_secret"
+
+// Add records a value; adding a known value again under its name does
+// nothing, under another name relabels it SharedName.
 func (b *Book) Add(name string, value []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, s := range b.secrets {
-		if bytes.Equal(s.Value, value) {
+	var next []Secret
+	for i, s := range b.secrets {
+		if !bytes.Equal(s.Value, value) {
+			continue
+		}
+		if s.Name == name || s.Name == SharedName {
 			return nil
 		}
+		next = slices.Clone(b.secrets)
+		next[i].Name = SharedName
+		break
 	}
-	next := append(b.secrets[:len(b.secrets):len(b.secrets)], Secret{Name: name, Value: bytes.Clone(value)})
+	if next == nil {
+		next = append(b.secrets[:len(b.secrets):len(b.secrets)], Secret{Name: name, Value: bytes.Clone(value)})
+	}
 	r, err := New(next)
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ func TestBook(t *testing.T) {
 	if err := b.Add("TOKEN", []byte("rotated-value-456")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Add("OTHER", []byte("first-value-123")); err != nil { // known: no-op
+	if err := b.Add("TOKEN", []byte("first-value-123")); err != nil { // known: no-op
 		t.Fatal(err)
 	}
 	got := b.String("a first-value-123 b rotated-value-456 c")
@@ -67,5 +67,30 @@ func TestBookCountsRedactions(t *testing.T) {
 	b.JSON([]byte(`{"a":"s3cr3t-token-value"}`))
 	if n := b.Redactions(); n != 3 {
 		t.Fatalf("%d redactions, want 3 (one per piece of text)", n)
+	}
+}
+
+// TestBookSharedValue: one value feeding two servers' secrets (server a's
+// GITHUB_TOKEN, server b's GH_PAT) is labelled neutrally, in whichever
+// order they were added: server b's output must not name server a's
+// secret. Its other values keep their names.
+func TestBookSharedValue(t *testing.T) {
+	for _, order := range [][2]string{{"GITHUB_TOKEN", "GH_PAT"}, {"GH_PAT", "GITHUB_TOKEN"}} {
+		var b Book
+		for _, name := range order {
+			if err := b.Add(name, []byte("ghp_shared-value-123")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Add("OTHER", []byte("other-value-456")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Add(order[0], []byte("ghp_shared-value-123")); err != nil { // again: still shared
+			t.Fatal(err)
+		}
+		got := b.String("b says ghp_shared-value-123 and other-value-456")
+		if want := "b says [REDACTED:" + SharedName + "] and [REDACTED:OTHER]"; got != want {
+			t.Errorf("added as %v: got %q, want %q", order, got, want)
+		}
 	}
 }

@@ -180,6 +180,30 @@ func TestApprovalCLI(t *testing.T) {
 			t.Fatalf("the call returned before any decision: %+v", c)
 		default:
 		}
+		// serve's log says at once which call waits, with its ID, the
+		// commands that decide it and the dashboard; never the token.
+		dashboard := strings.TrimSuffix(g.url, "/mcp") + "/ui/"
+		wantLog := []string{"a call waits for approval", p.str("id"), "mcpbox approve " + p.str("id") + " --state-dir",
+			"mcpbox deny " + p.str("id"), dashboard}
+		var logs string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			logs = g.logs.String()
+			missing := ""
+			for _, w := range wantLog {
+				if !strings.Contains(logs, w) {
+					missing = w
+				}
+			}
+			if missing == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve's log lacks %q while the call waits:\n%s", missing, logs)
+			}
+		}
+		if strings.Contains(logs, s.token) {
+			t.Errorf("serve's log shows the bearer token:\n%s", logs)
+		}
 		if r := s.cli(t, "approve", p.str("id"), "--config", s.cfg); r.code != 0 {
 			t.Fatalf("mcpbox approve:\n%s", r)
 		}
@@ -220,7 +244,11 @@ func TestApprovalTimeout(t *testing.T) {
 		g := s.serve(t)
 		sess := s.connect(t, g, nil)
 		c := await(t, callAsync(sess, "whoami", nil))
-		wantRefused(t, c, "needs approval and was not approved")
+		// The refusal tells how a human approves it next time.
+		wantRefused(t, c, "needs approval and was not approved", "next time", "mcpbox approve ID", "mcpbox ui")
+		if strings.Contains(gwText(c.res), s.token) {
+			t.Errorf("the refusal shows the bearer token: %s", gwText(c.res))
+		}
 		if c.took < 900*time.Millisecond || c.took > 15*time.Second {
 			t.Errorf("refused after %v, want about the 1 s timeout", c.took)
 		}

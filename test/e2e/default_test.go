@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -185,7 +186,13 @@ func TestDefaultServeHTTP(t *testing.T) {
 			t.Skip("the embedded default needs cgroups, which the unprivileged user lacks here")
 		}
 		p := newDefaultProject(t, m)
-		served, url, token, client := defaultServeHTTP(t, p.dir, m.dir(t))
+		state := m.dir(t)
+		served, url, token, client := defaultServeHTTP(t, p.dir, state)
+		// ps names the token file (never the token) of the instance.
+		ps := m.mcpbox(t, 60*time.Second, "", "ps", "--instances", "--state-dir", state)
+		if tf := filepath.Join(state, "token"); ps.code != 0 || !strings.Contains(ps.stdout, "token in "+tf) || strings.Contains(ps.stdout+ps.stderr, token) {
+			t.Errorf("mcpbox ps --instances: want the token file %s named, never the token:\n%s", tf, ps)
+		}
 		if url != served || !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/mcp") {
 			t.Errorf("banner URL %q, serving line %q: want the same http://127.0.0.1:PORT/mcp", url, served)
 		}

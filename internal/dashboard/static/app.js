@@ -215,9 +215,24 @@ async function integrity(main) {
   }
   main.append(el("h2", {}, "Scanner findings"), table(["time", "server", "definition", "findings", "action"], d.findings.map((r) =>
     el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, (r.findings || []).join(", ")), el("td", {}, r.decision || "")))));
-  main.append(el("h2", {}, "Pin events"), table(["time", "server", "definition", "event", "detail"], d.pins.map((r) =>
-    el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, r.decision || ""),
-      el("td", {}, Object.entries(r.detail || {}).map(([k, v]) => k + "=" + v).join(" "))))));
+  // Changes (changed, new, removed, ...) are listed; definitions pinned
+  // on first use, unchanged since, are folded into a count per server.
+  const pinRow = (r) => el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, r.decision || ""),
+    el("td", {}, Object.entries(r.detail || {}).map(([k, v]) => k + "=" + v).join(" ")));
+  const pinHead = ["time", "server", "definition", "event", "detail"];
+  const changed = d.pins.filter((r) => r.decision !== "pinned");
+  const firstUse = new Map();
+  for (const r of d.pins) {
+    if (r.decision !== "pinned") continue;
+    if (!firstUse.has(r.server)) firstUse.set(r.server, []);
+    firstUse.get(r.server).push(r);
+  }
+  main.append(el("h2", {}, "Pin events"), changed.length ? table(pinHead, changed.map(pinRow)) : el("p", { class: "muted", id: "no-pin-changes" }, "No pin changes."));
+  for (const [server, rs] of firstUse) {
+    main.append(el("details", { class: "first-use-pins", "data-server": server },
+      el("summary", {}, server + ": " + rs.length + (rs.length === 1 ? " definition" : " definitions") + " pinned on first use"),
+      table(pinHead, rs.map(pinRow))));
+  }
 }
 
 // ---- servers
