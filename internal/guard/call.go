@@ -252,23 +252,17 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// approvalHowTo tells whoever reads a refusal for lack of approval how a
-// human approves such a call while it waits. It is addressed to the
-// operator: the calling client cannot decide (the CLI and the dashboard
-// are the operator's, behind the state dir's owner and its login).
+// approvalHowTo tells the client, and through it the person behind the
+// agent, that a person must decide such a call. It names no command: the
+// reader is the agent under review, which may have a shell as the same
+// user, and a refusal that spelled out "mcpbox approve ID" would invite
+// it to approve itself. Serve's log gives the operator the commands.
 func (g *Guard) approvalHowTo() string {
-	var ways []string
-	if g.channels[config.ChannelCLI] {
-		ways = append(ways, "`mcpbox approvals` lists waiting calls and `mcpbox approve ID` lets one run (--state-dir "+shellQuote(g.dir)+")")
-	}
-	if g.channels[config.ChannelWeb] {
-		ways = append(ways, "the dashboard (`mcpbox ui`) shows them too")
-	}
-	if len(ways) == 0 {
+	if !g.channels[config.ChannelCLI] && !g.channels[config.ChannelWeb] {
 		return ""
 	}
-	return fmt.Sprintf("; to approve it next time, retry and have a human decide within %v: %s",
-		g.c.Approvals.EffectiveTimeout(), strings.Join(ways, "; "))
+	return fmt.Sprintf("; a person, not the agent, must approve it within %v: ask the user to decide it where mcpbox shows waiting calls (its log names them), then retry",
+		g.c.Approvals.EffectiveTimeout())
 }
 
 func approvalWhy(d approval.Decision, err error) string {

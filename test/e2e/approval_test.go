@@ -244,10 +244,11 @@ func TestApprovalTimeout(t *testing.T) {
 		g := s.serve(t)
 		sess := s.connect(t, g, nil)
 		c := await(t, callAsync(sess, "whoami", nil))
-		// The refusal tells how a human approves it next time.
-		wantRefused(t, c, "needs approval and was not approved", "next time", "mcpbox approve ID", "mcpbox ui")
-		if strings.Contains(gwText(c.res), s.token) {
-			t.Errorf("the refusal shows the bearer token: %s", gwText(c.res))
+		// The refusal asks for a person's decision and names no command
+		// the agent could run to approve itself.
+		wantRefused(t, c, "needs approval and was not approved", "a person, not the agent", "ask the user")
+		if txt := gwText(c.res); strings.Contains(txt, s.token) || strings.Contains(txt, "mcpbox approve") {
+			t.Errorf("the refusal shows the bearer token or an approve command: %s", txt)
 		}
 		if c.took < 900*time.Millisecond || c.took > 15*time.Second {
 			t.Errorf("refused after %v, want about the 1 s timeout", c.took)
