@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -337,4 +338,68 @@ func (c *countingLog) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// TestLongBulkTransferIsNotIdle: a download that streams without a pause
+// for many idle timeouts, read slowly enough that the upstream always has
+// bytes ready, ends cleanly with every byte. The spliced relay once kept
+// the read deadline its wait for the first bytes set, and the splice
+// loop's next read after it failed with the deadline's error: the
+// connection ended mid-transfer, with no reason.
+func TestLongBulkTransferIsNotIdle(t *testing.T) {
+	checkNoLeak(t)
+	const size, idle = 12 << 20, 500 * time.Millisecond
+	payload := bytes.Repeat([]byte("d"), size)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		// Only once asked: bytes sent before the CONNECT reply is read
+		// would arrive with it.
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			return
+		}
+		c.Write(payload)
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	ev := newEvents()
+	_, sock := startProxy(t, Options{
+		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Limits: Limits{IdleTimeout: idle},
+		Log:    ev.log,
+	})
+	c, _, _ := connect(t, sock, fmt.Sprintf("127.0.0.1:%d", port))
+	start := time.Now()
+	if _, err := io.WriteString(c, "g"); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // at most ~6 MiB/s: about 2 s in all
+	}
+	took := time.Since(start)
+	c.Close() // else its silent upload direction ends idle
+	<-served
+	e := ev.next(t)
+	if got != size || e.Reason != "" || e.BytesDown != size {
+		t.Errorf("after %v (idle timeout %v): %d of %d bytes, event %+v; want them all and a clean end", took, idle, got, size, e)
+	}
+	if took < 3*idle {
+		t.Logf("the transfer took %v, under 3 idle timeouts: it did not test much", took)
+	}
 }
