@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -162,17 +163,19 @@ func TestTimeouts(t *testing.T) {
 		want    error
 	}{
 		{name: "idle", limits: Limits{IdleTimeout: 200 * time.Millisecond}, want: ErrIdle},
-		{name: "max duration", limits: Limits{IdleTimeout: 200 * time.Millisecond, MaxDuration: 600 * time.Millisecond}, trickle: true, want: ErrMaxDuration},
+		// The idle timeout far above the trickle's 50 ms gaps: a loaded
+		// host stalled one past 200 ms, and idle ended it first.
+		{name: "max duration", limits: Limits{IdleTimeout: time.Second, MaxDuration: 1500 * time.Millisecond}, trickle: true, want: ErrMaxDuration},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := newEvents()
 			_, sock := startProxy(t, Options{Rules: []Rule{{Host: "127.0.0.1", Ports: []int{port}}}, Limits: tt.limits, Log: ev.log})
+			start := time.Now() // before the proxy accepts, where MaxDuration starts
 			c, code, _ := connect(t, sock, target)
 			if code != http.StatusOK {
 				t.Fatalf("CONNECT = %d", code)
 			}
-			start := time.Now()
 			var err error
 			for err == nil {
 				if tt.trickle {
@@ -189,10 +192,10 @@ func TestTimeouts(t *testing.T) {
 			if e := ev.next(t); e.Reason != tt.want.Error() {
 				t.Errorf("event reason = %q, want %q", e.Reason, tt.want)
 			}
-			if d := time.Since(start); d > 3*time.Second {
+			if d := time.Since(start); d > waitFor {
 				t.Errorf("ended after %v", d)
 			}
-			if tt.trickle && time.Since(start) < 500*time.Millisecond {
+			if tt.trickle && time.Since(start) < tt.limits.MaxDuration {
 				t.Errorf("trickling connection ended after %v, before its max duration", time.Since(start))
 			}
 		})
@@ -204,6 +207,10 @@ func TestTimeouts(t *testing.T) {
 // the client times out again and again.
 func TestOneDirectionActiveIsNotIdle(t *testing.T) {
 	checkNoLeak(t)
+	// A tick every 100 ms for 2.4 s under a 600 ms idle timeout: the
+	// client's side times out again and again, and only a stall of
+	// 500 ms in the ticks (a loaded host's, not the proxy's) ends it.
+	const ticks, every, idle = 24, 100 * time.Millisecond, 600 * time.Millisecond
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +224,8 @@ func TestOneDirectionActiveIsNotIdle(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		for range 8 {
-			time.Sleep(60 * time.Millisecond)
+		for range ticks {
+			time.Sleep(every)
 			if _, err := c.Write([]byte("t")); err != nil {
 				return
 			}
@@ -228,18 +235,18 @@ func TestOneDirectionActiveIsNotIdle(t *testing.T) {
 	ev := newEvents()
 	_, sock := startProxy(t, Options{
 		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
-		Limits: Limits{IdleTimeout: 150 * time.Millisecond},
+		Limits: Limits{IdleTimeout: idle},
 		Log:    ev.log,
 	})
 	c, _, _ := connect(t, sock, fmt.Sprintf("127.0.0.1:%d", port))
 	got, err := io.ReadAll(c)
-	if err != nil || string(got) != "tttttttt" {
-		t.Errorf("download = %q, %v; want 8 ticks", got, err)
+	if err != nil || string(got) != strings.Repeat("t", ticks) {
+		t.Errorf("download = %q, %v; want %d ticks", got, err, ticks)
 	}
 	c.Close()
 	<-served
-	if e := ev.next(t); e.Reason != "" || e.BytesDown != 8 {
-		t.Errorf("event = %+v, want a clean end with 8 bytes down", e)
+	if e := ev.next(t); e.Reason != "" || e.BytesDown != ticks {
+		t.Errorf("event = %+v, want a clean end with %d bytes down", e, ticks)
 	}
 }
 
@@ -337,4 +344,68 @@ func (c *countingLog) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// TestLongBulkTransferIsNotIdle: a download that streams without a pause
+// for many idle timeouts, read slowly enough that the upstream always has
+// bytes ready, ends cleanly with every byte. The spliced relay once kept
+// the read deadline its wait for the first bytes set, and the splice
+// loop's next read after it failed with the deadline's error: the
+// connection ended mid-transfer, with no reason.
+func TestLongBulkTransferIsNotIdle(t *testing.T) {
+	checkNoLeak(t)
+	const size, idle = 12 << 20, 500 * time.Millisecond
+	payload := bytes.Repeat([]byte("d"), size)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		// Only once asked: bytes sent before the CONNECT reply is read
+		// would arrive with it.
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			return
+		}
+		c.Write(payload)
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	ev := newEvents()
+	_, sock := startProxy(t, Options{
+		Rules:  []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
+		Limits: Limits{IdleTimeout: idle},
+		Log:    ev.log,
+	})
+	c, _, _ := connect(t, sock, fmt.Sprintf("127.0.0.1:%d", port))
+	start := time.Now()
+	if _, err := io.WriteString(c, "g"); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // at most ~6 MiB/s: about 2 s in all
+	}
+	took := time.Since(start)
+	c.Close() // else its silent upload direction ends idle
+	<-served
+	e := ev.next(t)
+	if got != size || e.Reason != "" || e.BytesDown != size {
+		t.Errorf("after %v (idle timeout %v): %d of %d bytes, event %+v; want them all and a clean end", took, idle, got, size, e)
+	}
+	if took < 3*idle {
+		t.Logf("the transfer took %v, under 3 idle timeouts: it did not test much", took)
+	}
 }

@@ -182,6 +182,14 @@ func (s *session) spliceChunks(d *spliceDir, p *pipe) (eof bool, err error) {
 			}
 			return true
 		}); err != nil {
+			if isTimeout(err) {
+				// The read deadline is the one waitReadable set before
+				// the first chunk; a transfer that kept src readable
+				// since has outlived it without being idle. Wait again:
+				// waitReadable sets a new one (or ends the connection
+				// at its maximum duration) and sees the bytes ready.
+				return false, nil
+			}
 			return false, err
 		}
 		switch {

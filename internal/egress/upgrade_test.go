@@ -58,7 +58,9 @@ func TestInterceptUpgrade(t *testing.T) {
 	p, sock := startProxy(t, Options{
 		Rules:    []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
 		Injector: fakeInjector{port: port}, CA: ca, RootCAs: roots, Log: ev.log,
-		Limits: Limits{MaxDuration: 700 * time.Millisecond},
+		// Long enough for both handshakes and the two messages on a
+		// loaded host, which all run inside the session's maximum.
+		Limits: Limits{MaxDuration: 3 * time.Second},
 	})
 	caPool := x509.NewCertPool()
 	caPool.AddCert(ca.Certificate())
@@ -151,7 +153,9 @@ func TestInterceptUpgradeIdle(t *testing.T) {
 	p, sock := startProxy(t, Options{
 		Rules:    []Rule{{Host: "127.0.0.1", Ports: []int{port}}},
 		Injector: fakeInjector{port: port}, CA: ca, RootCAs: roots, Log: ev.log,
-		Limits: Limits{IdleTimeout: 300 * time.Millisecond},
+		// Above a loaded host's pause while the proxy makes the leaf
+		// certificate mid-handshake, when nothing moves either.
+		Limits: Limits{IdleTimeout: 2 * time.Second},
 	})
 	caPool := x509.NewCertPool()
 	caPool.AddCert(ca.Certificate())

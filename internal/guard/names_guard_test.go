@@ -15,7 +15,7 @@ import (
 )
 
 const prefixedConfig = `version: 1
-approvals: {timeout: 5s}
+approvals: {timeout: 30s}
 servers:
   echo:
     command: [echo-server]
