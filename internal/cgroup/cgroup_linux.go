@@ -384,7 +384,9 @@ type WorkloadFiles struct {
 	// and writes "0" to Back. The child is born inside. The thread counts
 	// against the limit while inside, so the cgroup starts with room for
 	// it: once back, it writes Pids, the workload's own limit, to Max
-	// (pids.max), before the workload runs.
+	// (pids.max), before the workload runs. (A cold start's clone on
+	// amd64 writes Pids to Max first and its child writes "0" to Into
+	// itself: Back goes unused.)
 	Into, Back, Max *os.File
 	Pids            int64
 	// Dir (cgroup v2) is the workload cgroup's directory, for a clone

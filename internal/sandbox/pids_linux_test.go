@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -192,5 +193,134 @@ func TestWorkloadClonedIntoCgroupV2(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "0::/\n") {
 		t.Errorf("the workload's /proc/self/cgroup:\n%s\nwant its v2 cgroup as its namespace's root, 0::/", out.String())
+	}
+}
+
+// TestWorkloadInItsV1PidsCgroup: on cgroup v1 the workload, and only it,
+// is in its sandbox's nested pids cgroup, under its own limit exactly
+// (no room left there for a thread of the init), and its cgroup
+// namespace is rooted there, as a child born inside would have it.
+func TestWorkloadInItsV1PidsCgroup(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for cgroups on this kind of host")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spec := Spec{Args: []string{"sh", "-c", "cat /proc/self/cgroup; read _; exit 0"}, Limits: Limits{Memory: 256 << 20, Pids: 8, Timeout: time.Minute}}
+	var out syncBuffer
+	sb, err := Start(context.Background(), spec, Stdio{Stdin: r, Stdout: &out})
+	if err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	defer func() {
+		w.Close()
+		_, _ = sb.Wait()
+	}()
+	cg := sb.cgroup()
+	if cg == nil {
+		t.Fatal("no cgroup")
+	}
+	dir, ok := cg.Paths()["pids"]
+	if !ok {
+		t.Skip("no v1 pids hierarchy on this host")
+	}
+	leaf := filepath.Join(dir, "workload")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(out.String(), ":pids:"); time.Sleep(10 * time.Millisecond) {
+	}
+	tasks, err := os.ReadFile(filepath.Join(leaf, "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := strconv.Itoa(sb.cmd.Process.Pid)
+	initTasks, _ := os.ReadDir("/proc/" + init + "/task")
+	for _, tid := range strings.Fields(string(tasks)) {
+		for _, it := range initTasks {
+			if it.Name() == tid {
+				t.Errorf("%s holds the init's thread %s: %q", leaf, tid, tasks)
+			}
+		}
+	}
+	// sh, and cat or read's sh: the workload's processes only.
+	if n := len(strings.Fields(string(tasks))); n == 0 || n > 2 {
+		t.Errorf("%s holds %q, want the workload", leaf, tasks)
+	}
+	if max, _ := os.ReadFile(filepath.Join(leaf, "pids.max")); strings.TrimSpace(string(max)) != "8" {
+		t.Errorf("%s: pids.max %q, want the workload's limit 8", leaf, max)
+	}
+	if !strings.Contains(out.String(), ":pids:/\n") {
+		t.Errorf("the workload's /proc/self/cgroup:\n%s\nwant its pids cgroup as its namespace's root, :pids:/", out.String())
+	}
+}
+
+// TestWorkloadCgroupMoveFailsClosed: when the workload cannot be put
+// into its nested v1 pids cgroup (here the tasks file handed to the init
+// is not writable), the start fails, as a cgroups failure, and no
+// workload runs outside its limit.
+func TestWorkloadCgroupMoveFailsClosed(t *testing.T) {
+	requireSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for cgroups on this kind of host")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "pids" {
+			own = f[2]
+		}
+	}
+	mnt := "/sys/fs/cgroup/pids"
+	var st unix.Statfs_t
+	if own == "" || unix.Statfs(mnt, &st) != nil || st.Type != unix.CGROUP_SUPER_MAGIC {
+		t.Skip("no v1 pids hierarchy")
+	}
+	dir := filepath.Join(mnt, own, fmt.Sprintf("mcpbox-wfail-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no writable v1 pids cgroup here: %v", err)
+	}
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			err := unix.Rmdir(dir)
+			if err == nil || err == unix.ENOENT {
+				break
+			}
+			if err != unix.EBUSY || time.Now().After(deadline) {
+				t.Errorf("removing %s: %v", dir, err)
+				break
+			}
+		}
+	})
+	testHookWorkloadCgroup = func(int) (*cgroup.WorkloadFiles, error) {
+		w := &cgroup.WorkloadFiles{Pids: 4}
+		var err error
+		if w.Into, err = os.Open(filepath.Join(dir, "tasks")); err != nil { // read-only
+			return nil, err
+		}
+		if w.Back, err = os.OpenFile(filepath.Join(filepath.Dir(dir), "tasks"), os.O_WRONLY, 0); err != nil {
+			w.Close()
+			return nil, err
+		}
+		if w.Max, err = os.OpenFile(filepath.Join(dir, "pids.max"), os.O_WRONLY, 0); err != nil {
+			w.Close()
+			return nil, err
+		}
+		return w, nil
+	}
+	defer func() { testHookWorkloadCgroup = nil }()
+	spec := Spec{Args: []string{"true"}, Limits: Limits{Memory: 256 << 20, Pids: 4, Timeout: time.Minute}}
+	res, err := Run(context.Background(), spec, Stdio{})
+	var se *StartError
+	if !errors.As(err, &se) || se.Layer != LayerCgroups || !strings.Contains(err.Error(), "moving into the workload's cgroup") {
+		t.Fatalf("start with an unwritable tasks file: %v, %+v; want a cgroups start error moving into the workload's cgroup", err, res)
+	}
+	if tasks, _ := os.ReadFile(filepath.Join(dir, "tasks")); len(strings.TrimSpace(string(tasks))) != 0 {
+		t.Errorf("%s holds %q after the failed start", dir, tasks)
 	}
 }

@@ -460,13 +460,18 @@ func (sb *Sandbox) watch(ctx context.Context) {
 }
 
 // initTasks is what the sandbox init itself may use of the sandbox
-// cgroup's pids limit: a Go runtime with GOMAXPROCS=1 runs up to 7
-// threads. Limits.Pids counts the workload's processes and threads only:
-// the workload is born in a cgroup nested in the sandbox's with that
-// limit (cgroup.Limits.WorkloadPids), so however many it forks, these
-// stay the init's, which a Go runtime that cannot start a thread would
-// die for.
-const initTasks = 8
+// cgroup's pids limit. Its Go runtime, with GOMAXPROCS=1, keeps the
+// threads it made (idle ones park in futex; sysmon; the reaper waits in
+// wait4): the test binary as the init was counted at up to 9 and 10
+// threads with the cold start's clone on a loaded 2-core host, 8 with
+// the older fork, and with 8 here a workload's last forks under a small
+// --pids were refused by the sandbox's limit, not its own. Limits.Pids
+// counts the workload's processes and threads only: the workload runs
+// in a cgroup nested in the sandbox's with that limit
+// (cgroup.Limits.WorkloadPids), so however many it forks, these stay
+// the init's, which a Go runtime that cannot start a thread would die
+// for.
+const initTasks = 16
 
 func (l Limits) hasCgroupLimits() bool { return l.Memory > 0 || l.Pids > 0 || l.CPU > 0 }
 

@@ -96,6 +96,12 @@ type forkSpec struct {
 	deny, uidMap, gidMap                  []byte
 	report                                [2]uint32
 	oldMask                               uint64
+	// moveSelf (cgroup v1, cgroupMoveThread): the vfork child writes
+	// self, "0", to cgroupTasks, the workload cgroup's tasks file, and
+	// only then makes its cgroup namespace (childMoveSelf).
+	moveSelf    bool
+	cgroupTasks uintptr
+	self        [1]byte
 }
 
 // cloneArgs is struct clone_args (clone3(2)), version 2.
@@ -139,6 +145,8 @@ const (
 	stepDumpable
 	stepNoNewPrivs
 	stepLandlock
+	stepCgroup   // a vfork child moving itself into the workload's cgroup
+	stepCgroupNS // then making its cgroup namespace
 )
 
 var stepNames = map[uint32]string{
@@ -148,6 +156,7 @@ var stepNames = map[uint32]string{
 	stepLookup: "looking the command up", stepNotFound: "looking the command up",
 	stepIDMaps: "writing the workload's id maps", stepDumpable: "setting init non-dumpable",
 	stepNoNewPrivs: "setting no_new_privs", stepLandlock: "enforcing landlock ruleset",
+	stepCgroup: "moving into the workload's cgroup", stepCgroupNS: "creating the workload's cgroup namespace",
 }
 
 // newForkSpec prepares a cold start's child: the command at path, and

@@ -132,13 +132,6 @@ func runInit() int {
 	var werr *workloadError
 	if cfg.Hold { // after the signals' set-up: hundreds of sigactions
 		child, werr = holdWorkload(ctl, &cfg.Workload)
-	} else if cfg.Workload.Cgroup == cgroupMoveThread {
-		// cgroup v1 with the workload's own pids cgroup: the fork whose
-		// child waits for its id maps lets this thread step out and set
-		// the workload's limit before the workload runs. A vfork-style
-		// parent resumes only once the workload runs, so its limit would
-		// be off by one for a moment, which a fast first fork can meet.
-		child, werr = startWalled(&cfg.Workload)
 	} else {
 		child, werr = startCold(&cfg.Workload)
 	}

@@ -22,7 +22,9 @@ import (
 //
 // The init's thread waits, stopped, until the child has executed the
 // workload or exited, so the child does what other threads did for the
-// copy: it writes its own id maps (one line mapping its own effective
+// copy: on cgroup v1 it moves itself into the workload's pids cgroup and
+// only then makes its cgroup namespace (childMoveSelf), it writes its
+// own id maps (one line mapping its own effective
 // ids, setgroups denied: what the namespace's creator may write), and it
 // puts up no_new_privs and Landlock on itself, then empties its
 // capabilities, sets its process limit, changes directory, installs the
@@ -40,10 +42,7 @@ func rawVfork(trap, a1, a2, a3 uintptr) (r1, errno uintptr)
 // reaps; it returns once the workload has executed its command.
 //
 // Preconditions: the calling goroutine is the init's main goroutine,
-// locked to the main thread (runInit), and the root is built; the
-// workload has no cgroupMoveThread cgroup (runInit takes startWalled for
-// it: a vfork-style parent could set that limit only once the workload
-// runs).
+// locked to the main thread (runInit), and the root is built.
 func startCold(c *workloadConfig) (int, *workloadError) {
 	path, werr := findCommand(c)
 	if werr != nil {
@@ -82,6 +81,17 @@ func startCold(c *workloadConfig) (int, *workloadError) {
 	if fs.clone3 {
 		// v2: born in the workload's cgroup (walls set cloneArgs).
 		fs.cloneArgs.flags |= unix.CLONE_VM | unix.CLONE_VFORK
+	}
+	if c.Cgroup == cgroupMoveThread {
+		// v1: no thread of the init ever enters the workload's pids
+		// cgroup here, so it needs no room for one: its own limit goes
+		// on now, while it is empty, and the child moves itself in
+		// (vforkChild). A vfork-style parent could step out only once
+		// the workload runs, its limit one off until then.
+		if _, err := unix.Write(c.CgroupMaxFD, []byte(strconv.FormatInt(c.CgroupPids, 10))); err != nil {
+			return fail(LayerCgroups, fmt.Errorf("limiting the workload's processes: %w", err))
+		}
+		fs.moveSelf, fs.cgroupTasks, fs.self = true, uintptr(c.CgroupFD), [1]byte{'0'}
 	}
 	pid, err := vforkWorkload(fs)
 	if err != nil {
@@ -125,6 +135,9 @@ func vforkClone(fs *forkSpec) (uintptr, syscall.Errno) {
 	var pid, errno uintptr
 	if fs.clone3 {
 		pid, errno = rawVfork(unix.SYS_CLONE3, uintptr(unsafe.Pointer(&fs.cloneArgs)), unsafe.Sizeof(fs.cloneArgs), 0)
+	} else if fs.moveSelf {
+		// The cgroup namespace once the child is in its cgroup.
+		pid, errno = rawVfork(unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|unix.CLONE_NEWUSER|uintptr(unix.SIGCHLD), 0, 0)
 	} else {
 		pid, errno = rawVfork(unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_VFORK|unix.CLONE_NEWUSER|unix.CLONE_NEWCGROUP|uintptr(unix.SIGCHLD), 0, 0)
 	}
@@ -142,6 +155,9 @@ func vforkClone(fs *forkSpec) (uintptr, syscall.Errno) {
 //go:nocheckptr
 //go:nosplit
 func vforkChild(fs *forkSpec) {
+	if fs.moveSelf {
+		childMoveSelf(fs)
+	}
 	childWrite(fs, fs.setgroupsPath, fs.deny)
 	childWrite(fs, fs.uidMapPath, fs.uidMap)
 	childWrite(fs, fs.gidMapPath, fs.gidMap)
@@ -185,4 +201,28 @@ func childWrite(fs *forkSpec, path *byte, b []byte) {
 		childFail(fs, stepIDMaps, errno)
 	}
 	syscall.RawSyscall6(unix.SYS_CLOSE, fd, 0, 0, 0, 0, 0)
+}
+
+// childMoveSelf moves the child alone into the workload's v1 pids
+// cgroup, whose limit startCold has set, through the tasks file the host
+// opened (the kernel checks its opener's credentials, and "0", the
+// writing thread itself, needs none of the locks another task's would),
+// then makes the child's cgroup namespace there, as a child born inside
+// would have had it. Either failing, it exits: no workload runs outside
+// its limit.
+//
+//go:norace
+//go:nocheckptr
+//go:nosplit
+func childMoveSelf(fs *forkSpec) {
+	n, _, errno := syscall.RawSyscall6(unix.SYS_WRITE, fs.cgroupTasks, uintptr(unsafe.Pointer(&fs.self[0])), 1, 0, 0, 0)
+	if errno != 0 || n != 1 {
+		if errno == 0 {
+			errno = unix.EIO
+		}
+		childFail(fs, stepCgroup, errno)
+	}
+	if _, _, errno := syscall.RawSyscall6(unix.SYS_UNSHARE, unix.CLONE_NEWCGROUP, 0, 0, 0, 0, 0); errno != 0 {
+		childFail(fs, stepCgroupNS, errno)
+	}
 }

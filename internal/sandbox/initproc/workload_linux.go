@@ -58,7 +58,9 @@ const (
 	// cgroupMoveThread (cgroup v1): the forking thread moves itself alone
 	// into the workload's pids cgroup, forks, moves back and sets the
 	// workload's limit before the workload runs, so that only the
-	// workload counts there, against its own limit.
+	// workload counts there, against its own limit (startWorkload). A
+	// cold start's clone on amd64 sets the limit first and its child
+	// moves itself in instead (startCold): no thread of the init enters.
 	cgroupMoveThread = 1
 	// cgroupClone (cgroup v2): a clone with CLONE_INTO_CGROUP.
 	cgroupClone = 2
@@ -141,6 +143,8 @@ func forkFailure(c *workloadConfig, step uint32, errno unix.Errno) *workloadErro
 		return &workloadError{Msg: err.Error(), Layer: LayerSeccomp, Code: exitSetup}
 	case stepLandlock:
 		return &workloadError{Msg: err.Error(), Layer: LayerLandlock, Code: exitSetup}
+	case stepCgroup:
+		return &workloadError{Msg: err.Error(), Layer: LayerCgroups, Code: exitSetup}
 	case stepChdir, stepExec:
 		code := exitNoExec
 		if errno == unix.ENOENT {
