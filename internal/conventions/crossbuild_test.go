@@ -28,7 +28,9 @@ func TestCrossBuild(t *testing.T) {
 	for _, tc := range crossTargets {
 		t.Run(tc.goos+"_"+tc.goarch, func(t *testing.T) {
 			t.Parallel() // each mostly waits for its link
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			// Only against a hang: a cold build cache under a loaded
+			// test run took over 5 minutes (.ci/run warms it first).
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "go", "build", "-o", os.DevNull, "./cmd/mcpbox")
 			cmd.Dir = "../.."
