@@ -143,7 +143,7 @@ func forkFailure(c *workloadConfig, step uint32, errno unix.Errno) *workloadErro
 		return &workloadError{Msg: err.Error(), Layer: LayerSeccomp, Code: exitSetup}
 	case stepLandlock:
 		return &workloadError{Msg: err.Error(), Layer: LayerLandlock, Code: exitSetup}
-	case stepCgroup:
+	case stepCgroup, stepCgroupNS:
 		return &workloadError{Msg: err.Error(), Layer: LayerCgroups, Code: exitSetup}
 	case stepChdir, stepExec:
 		code := exitNoExec
