@@ -65,11 +65,19 @@ type setups struct {
 
 	mu   sync.Mutex
 	down map[string]string // guarded by mu; server name to why, one line
+
+	// order is held from a change of down to the end of its record and
+	// its call of changed, so that two changes (two servers' retries)
+	// reach the audit and the admin record in the order they were made:
+	// the last list `mcpbox ps` gets is the current one.
+	order sync.Mutex
 }
 
 // fail marks server unavailable for err; phase is "start" or "retry".
 func (st *setups) fail(server string, err error, phase string) {
 	why := st.reason(server, err)
+	st.order.Lock()
+	defer st.order.Unlock()
 	st.mu.Lock()
 	if st.down == nil {
 		st.down = map[string]string{}
@@ -88,6 +96,8 @@ func (st *setups) fail(server string, err error, phase string) {
 
 // ok marks server available again after a retry set it up.
 func (st *setups) ok(server string) {
+	st.order.Lock()
+	defer st.order.Unlock()
 	st.mu.Lock()
 	delete(st.down, server)
 	down := maps.Clone(st.down)

@@ -197,6 +197,56 @@ func TestPendingServerRetryUnderWay(t *testing.T) {
 	}
 }
 
+// TestUnavailableChangesArriveInOrder: two servers' changes made at once
+// reach the admin record in the order they were made, so the list it
+// keeps last is the current one (each change is a whole list).
+func TestUnavailableChangesArriveInOrder(t *testing.T) {
+	r := newSetupRig()
+	var mu sync.Mutex
+	var got []map[string]string
+	blocked, release := make(chan struct{}), make(chan struct{})
+	delivered := make(chan struct{}, 2)
+	first := true
+	r.st.changed = func(d map[string]string) {
+		mu.Lock()
+		wait := first
+		first = false
+		mu.Unlock()
+		if wait { // hold the first change's delivery
+			close(blocked)
+			<-release
+		}
+		mu.Lock()
+		got = append(got, d)
+		mu.Unlock()
+		delivered <- struct{}{}
+	}
+	go r.st.fail("a", errors.New("server a: down"), "start")
+	<-blocked
+	go r.st.fail("b", errors.New("server b: down"), "start")
+	// Unordered, b's list would be delivered now, before a's; give it
+	// the chance, then let a's go.
+	n := 0
+	select {
+	case <-delivered:
+		n++
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	for ; n < 2; n++ {
+		select {
+		case <-delivered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a change was never delivered")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := got[len(got)-1]; len(last) != 2 {
+		t.Errorf("the admin record's last list is %v, want both servers (changes delivered %v)", last, got)
+	}
+}
+
 // TestWiringLeavesOutFailedPackage: a server whose package did not
 // install is unavailable, never run as its command says (npx would
 // install inside the sandbox); the others are wired. When no server can
