@@ -65,11 +65,19 @@ type setups struct {
 
 	mu   sync.Mutex
 	down map[string]string // guarded by mu; server name to why, one line
+
+	// order is held from a change of down to the end of its record and
+	// its call of changed, so that two changes (two servers' retries)
+	// reach the audit and the admin record in the order they were made:
+	// the last list `mcpbox ps` gets is the current one.
+	order sync.Mutex
 }
 
 // fail marks server unavailable for err; phase is "start" or "retry".
 func (st *setups) fail(server string, err error, phase string) {
 	why := st.reason(server, err)
+	st.order.Lock()
+	defer st.order.Unlock()
 	st.mu.Lock()
 	if st.down == nil {
 		st.down = map[string]string{}
@@ -88,6 +96,8 @@ func (st *setups) fail(server string, err error, phase string) {
 
 // ok marks server available again after a retry set it up.
 func (st *setups) ok(server string) {
+	st.order.Lock()
+	defer st.order.Unlock()
 	st.mu.Lock()
 	delete(st.down, server)
 	down := maps.Clone(st.down)
@@ -168,6 +178,11 @@ type pending struct {
 	ready *gateway.Server // guarded by mu; nil until a setup succeeded
 	err   error           // guarded by mu; why the last setup failed
 	tried time.Time       // guarded by mu; when it was tried last
+	// retrying is closed when the retry under way ends; nil when none
+	// is. Guarded by mu. The retry runs without mu: an install can take
+	// minutes, and the other sessions' starts wait for its outcome only
+	// as long as their own contexts let them.
+	retrying chan struct{}
 }
 
 // unavailable makes gs the pending server for name, which failed with err.
@@ -185,30 +200,65 @@ func (p *pending) launch(ctx context.Context, scope gateway.Scope) (*gateway.Pro
 	return gs.Launch(ctx, scope)
 }
 
-// get returns the set-up server, retrying the setup if it is due.
+// get returns the set-up server, retrying the setup if it is due. A
+// start while another's retry is under way waits for that retry's
+// outcome, or for its own ctx, rather than starting one of its own.
 func (p *pending) get(ctx context.Context) (*gateway.Server, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ready != nil {
-		return p.ready, nil
-	}
-	if p.setup != nil && p.st.now().Sub(p.tried) >= retryEvery {
-		p.tried = p.st.now()
-		gs, err := p.setup(ctx)
-		if err == nil {
-			p.ready = gs
-			p.st.ok(p.name)
-			if p.st.log != nil {
-				p.st.log.Info("server set up on retry: available again", "server", p.name)
-			}
+	for {
+		p.mu.Lock()
+		if p.ready != nil {
+			gs := p.ready
+			p.mu.Unlock()
 			return gs, nil
 		}
-		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-			p.err = err
-			p.st.fail(p.name, err, "retry")
-			if p.st.log != nil {
-				p.st.log.Warn("server still unavailable: its setup failed again", "server", p.name, "err", p.st.reason(p.name, err))
+		if wait := p.retrying; wait != nil {
+			p.mu.Unlock()
+			select {
+			case <-wait:
+				continue // its outcome is this start's too
+			case <-ctx.Done():
+				p.mu.Lock()
+				err := p.unavailableError()
+				p.mu.Unlock()
+				return nil, err
 			}
+		}
+		if p.setup == nil || p.st.now().Sub(p.tried) < retryEvery {
+			err := p.unavailableError()
+			p.mu.Unlock()
+			return nil, err
+		}
+		p.tried = p.st.now()
+		done := make(chan struct{})
+		p.retrying = done
+		p.mu.Unlock()
+		return p.retry(ctx, done)
+	}
+}
+
+// retry runs the setup once for get, then ends the retry under way
+// (done) with its outcome.
+func (p *pending) retry(ctx context.Context, done chan struct{}) (*gateway.Server, error) {
+	gs, err := p.setup(ctx)
+	p.mu.Lock()
+	defer func() {
+		p.retrying = nil
+		close(done)
+		p.mu.Unlock()
+	}()
+	if err == nil {
+		p.ready = gs
+		p.st.ok(p.name)
+		if p.st.log != nil {
+			p.st.log.Info("server set up on retry: available again", "server", p.name)
+		}
+		return gs, nil
+	}
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+		p.err = err
+		p.st.fail(p.name, err, "retry")
+		if p.st.log != nil {
+			p.st.log.Warn("server still unavailable: its setup failed again", "server", p.name, "err", p.st.reason(p.name, err))
 		}
 	}
 	return nil, p.unavailableError()

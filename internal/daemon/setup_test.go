@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,120 @@ func TestPendingServerCancelledRetry(t *testing.T) {
 	}
 	if len(r.records) != 1 {
 		t.Errorf("a cancelled retry was recorded: %+v", r.records)
+	}
+}
+
+// TestPendingServerRetryUnderWay: while one session's retry runs (a slow
+// install), another session's start waits for its outcome without a
+// retry of its own, and gives up when its own context ends instead of
+// hanging until the install is done.
+func TestPendingServerRetryUnderWay(t *testing.T) {
+	r := newSetupRig()
+	gs := &gateway.Server{Name: "slow"}
+	release := make(chan struct{})
+	var setups atomic.Int32
+	started := make(chan struct{}, 1)
+	r.st.unavailable(gs, &SetupError{Server: "slow", Err: errors.New("server slow: registry down")}, func(ctx context.Context) (*gateway.Server, error) {
+		setups.Add(1)
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+			return nil, errors.New("never released")
+		}
+		return &gateway.Server{Name: "slow", Launch: func(context.Context, gateway.Scope) (*gateway.Process, error) { return nil, nil }}, nil
+	})
+	r.advance(retryEvery)
+
+	launch := func(ctx context.Context) <-chan error {
+		ch := make(chan error, 1)
+		go func() { _, err := gs.Launch(ctx, gateway.Scope{}); ch <- err }()
+		return ch
+	}
+	first := launch(context.Background())
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first start did not retry the setup")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := launch(ctx)
+	waiting := launch(context.Background())
+	cancel()
+	select {
+	case err := <-gone:
+		if err == nil || !strings.Contains(err.Error(), "registry down") {
+			t.Errorf("a start whose context ended during another's retry: %v, want the last reason", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("a start whose context ended still waited for another session's retry")
+	}
+
+	close(release)
+	for name, ch := range map[string]<-chan error{"the retrying start": first, "the waiting start": waiting} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("%s: %v, want the server the retry set up", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not return after the retry ended", name)
+		}
+	}
+	if n := setups.Load(); n != 1 {
+		t.Errorf("%d setups for one retry due, want 1", n)
+	}
+}
+
+// TestUnavailableChangesArriveInOrder: two servers' changes made at once
+// reach the admin record in the order they were made, so the list it
+// keeps last is the current one (each change is a whole list).
+func TestUnavailableChangesArriveInOrder(t *testing.T) {
+	r := newSetupRig()
+	var mu sync.Mutex
+	var got []map[string]string
+	blocked, release := make(chan struct{}), make(chan struct{})
+	delivered := make(chan struct{}, 2)
+	first := true
+	r.st.changed = func(d map[string]string) {
+		mu.Lock()
+		wait := first
+		first = false
+		mu.Unlock()
+		if wait { // hold the first change's delivery
+			close(blocked)
+			<-release
+		}
+		mu.Lock()
+		got = append(got, d)
+		mu.Unlock()
+		delivered <- struct{}{}
+	}
+	go r.st.fail("a", errors.New("server a: down"), "start")
+	<-blocked
+	go r.st.fail("b", errors.New("server b: down"), "start")
+	// Unordered, b's list would be delivered now, before a's; give it
+	// the chance, then let a's go.
+	n := 0
+	select {
+	case <-delivered:
+		n++
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	for ; n < 2; n++ {
+		select {
+		case <-delivered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a change was never delivered")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := got[len(got)-1]; len(last) != 2 {
+		t.Errorf("the admin record's last list is %v, want both servers (changes delivered %v)", last, got)
 	}
 }
 

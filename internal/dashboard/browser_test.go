@@ -240,16 +240,23 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	noScriptRan(t, ctx, "integrity")
 	// The pin events list the change; the first-use pin is folded into a
-	// closed count per server.
-	step(t, ctx, "first-use fold", chromedp.WaitVisible(chromedp.CSS(`.first-use-pins summary`)))
-	fold := get(t, ctx, "first-use fold", chromedp.Evaluate[string](`(() => { const d = document.querySelector(".first-use-pins");
+	// closed count per server ("tools" here; the call above may have
+	// pinned "echo"'s tools on first use too, in its own fold).
+	step(t, ctx, "first-use fold", chromedp.WaitVisible(chromedp.CSS(`.first-use-pins[data-server=tools] summary`)))
+	fold := get(t, ctx, "first-use fold", chromedp.Evaluate[string](`(() => { const d = document.querySelector(".first-use-pins[data-server=tools]");
 		return d.dataset.server + "|" + d.open + "|" + d.querySelector("summary").textContent; })()`))
 	events := get(t, ctx, "pin events", chromedp.Evaluate[string](`[...document.querySelectorAll("main table tr")].filter(tr => !tr.closest(".first-use-pins")).map(tr => tr.textContent).join("\n")`))
 	if fold != "tools|false|tools: 1 definition pinned on first use" || !strings.Contains(events, "changed") || strings.Contains(events, "pinned") {
 		t.Errorf("first-use fold %q; pin events outside it:\n%s", fold, events)
 	}
+	// An opened fold stays open when the page refreshes live (the trust
+	// below changes the page).
+	click(t, ctx, "open the fold", `.first-use-pins[data-server=tools] summary`)
 	click(t, ctx, "trust", `.pin-change .trust`)
 	step(t, ctx, "trusted", chromedp.WaitVisible(chromedp.CSS(`#no-changes`)))
+	if open := get(t, ctx, "fold after the refresh", chromedp.Evaluate[bool](`document.querySelector(".first-use-pins[data-server=tools]").open`)); !open {
+		t.Errorf("the opened first-use fold closed when the page refreshed")
+	}
 	if recs := r.records(t, "trust"); len(recs) != 1 || recs[0].Approver != "web:admin" {
 		t.Errorf("trust records %+v", recs)
 	}

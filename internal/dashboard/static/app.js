@@ -229,7 +229,7 @@ async function integrity(main) {
   }
   main.append(el("h2", {}, "Pin events"), changed.length ? table(pinHead, changed.map(pinRow)) : el("p", { class: "muted", id: "no-pin-changes" }, "No pin changes."));
   for (const [server, rs] of firstUse) {
-    main.append(el("details", { class: "first-use-pins", "data-server": server },
+    main.append(el("details", { class: "first-use-pins", "data-server": server, "data-fold": "first-use:" + server },
       el("summary", {}, server + ": " + rs.length + (rs.length === 1 ? " definition" : " definitions") + " pinned on first use"),
       table(pinHead, rs.map(pinRow))));
   }
@@ -257,7 +257,14 @@ async function render() {
   }
   // A live refresh that changed nothing keeps the page as it is: a node
   // replaced between a user's mouse-down and mouse-up swallows the click.
+  // A fold (details[data-fold]) keeps the state the user left it in.
   const current = document.getElementById("main");
+  if (current.dataset.page === page) {
+    for (const d of current.querySelectorAll("details[data-fold]")) {
+      const f = fresh.querySelector('details[data-fold="' + CSS.escape(d.dataset.fold) + '"]');
+      if (f) f.open = d.open;
+    }
+  }
   if (current.dataset.page !== page || current.innerHTML !== fresh.innerHTML) current.replaceWith(fresh);
   state.page = page;
 }
