@@ -269,23 +269,8 @@ func gwRelay(b *testing.B, ctx context.Context, server string) (*mcp.ClientSessi
 	if out, err := exec.CommandContext(ctx, cc, "-O2", "-o", bin, "testdata/relay/relay.c").CombinedOutput(); err != nil {
 		b.Fatalf("building the relay: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, server, "-name", "solo")
-	cmd.Stderr = os.Stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "gateway-e2e", Version: "1"}, nil)
-	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: gwLegacy})
-	if err != nil {
-		if cmd.Process != nil {
-			_ = cmd.Process.Kill()
-		}
-		gwReap(cmd)
-		b.Fatalf("connecting through the relay: %v", err)
-	}
-	b.Cleanup(func() {
-		gwClose(b, sess) // the relay ends when the server does
-		_ = cmd.Process.Kill()
-		gwReap(cmd)
-	})
-	return sess, cmd
+	cmd := exec.Command(bin, server, "-name", "solo") // the relay ends when the server does
+	return gwConnectCmd(b, ctx, cmd, nil, gwLegacy), cmd
 }
 
 // procCPU is the user and system CPU time a process has used.

@@ -368,7 +368,13 @@ const gwLegacy = "2025-11-25"
 // gwDirect runs the test server as a plain child process.
 func gwDirect(tb testing.TB, ctx context.Context, bin string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	tb.Helper()
-	cmd := exec.Command(bin, "-name", "solo")
+	return gwConnectCmd(tb, ctx, exec.Command(bin, "-name", "solo"), opts, version)
+}
+
+// gwConnectCmd starts cmd, a stdio MCP server, and connects to it; the
+// session is closed and cmd killed and reaped at cleanup.
+func gwConnectCmd(tb testing.TB, ctx context.Context, cmd *exec.Cmd, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	tb.Helper()
 	cmd.Stderr = os.Stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "gateway-e2e", Version: "1"}, opts)
 	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -377,7 +383,7 @@ func gwDirect(tb testing.TB, ctx context.Context, bin string, opts *mcp.ClientOp
 			_ = cmd.Process.Kill()
 		}
 		gwReap(cmd)
-		tb.Fatalf("connecting to %s: %v", bin, err)
+		tb.Fatalf("connecting to %s: %v", cmd.Path, err)
 	}
 	tb.Cleanup(func() {
 		gwClose(tb, sess)
