@@ -7,6 +7,7 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/guard"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/specconv"
 )
 
@@ -21,8 +22,10 @@ printed on standard output; a running serve on that state dir accepts it
 from its next request and refuses the old one, so update the
 Authorization header of your client config.
 
-Without --config or --state-dir: the state dir of the embedded default,
-as mcpbox serve with no flags would use it in the current directory.
+Without --config or --state-dir: the state dir of the project the
+current directory is in, found as mcpbox ps finds it (from the current
+directory upwards, the one of a running serve first); where no serve has
+run yet, the state dir mcpbox serve with no flags would use here.
 A config with clients has its tokens in the config (clients[].token):
 they are not rotated here.
 `
@@ -64,12 +67,18 @@ func (e *env) token(args []string) int {
 		return 1
 	}
 	fmt.Fprintln(e.stdout, tok)
-	e.errorf("new token in %s: a running serve on %s accepts it from its next request and refuses the old one; update your client config", bearer.Path(dir), dir)
+	if recs, _ := instance.List(dir); len(recs) > 0 {
+		e.errorf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config", bearer.Path(dir), dir, recs[0].PID)
+	} else {
+		e.errorf("new token in %s: no serve runs on %s now; the next one there accepts it; update your client config", bearer.Path(dir), dir)
+	}
 	return 0
 }
 
 // tokenStateDir is the state dir the flags name, or without flags the
-// embedded default's, as serve would use it here.
+// current project's, as the other admin commands find it (so the token
+// rotated is the one the serve mcpbox ps shows here wants); where no
+// serve has run, the embedded default's, as serve would use it here.
 func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 	if *af.all {
 		e.errorf("token rotate: --all: a token is one state dir's; run it in the project or pass --config or --state-dir")
@@ -89,12 +98,15 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 	if *af.config != "" || *af.stateDir != "" {
 		return af.dir(e, "token rotate")
 	}
-	c, err := config.Load("(embedded default)", defaultConfig)
+	cwd, err := os.Getwd()
 	if err != nil {
 		e.errorf("token rotate: %v", err)
 		return "", false
 	}
-	cwd, err := os.Getwd()
+	if dir, err := findStateDir(cwd); err == nil {
+		return dir, true
+	}
+	c, err := config.Load("(embedded default)", defaultConfig)
 	if err != nil {
 		e.errorf("token rotate: %v", err)
 		return "", false

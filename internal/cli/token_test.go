@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"mcpbox/internal/bearer"
+	"mcpbox/internal/specconv"
 )
 
 func TestTokenRotateCommand(t *testing.T) {
@@ -71,3 +73,70 @@ func TestLoginStatusNoOAuth(t *testing.T) {
 		t.Fatalf("login --status = %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// TestTokenRotateFindsProject: without flags, token rotate in a project
+// (or below it) whose serve runs with --config rotates the token that
+// serve wants (the one mcpbox ps names), not the embedded default's of
+// the current directory; where nothing has run it keeps to the default's.
+func TestTokenRotateFindsProject(t *testing.T) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	proj := filepath.Join(tmp, "proj")
+	sub := filepath.Join(proj, "src")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(sub)
+	// Nothing has run: the embedded default's state dir of sub.
+	subDef, err := specconv.ProjectStateDir("", sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("token", "rotate")
+	if code != 0 {
+		t.Fatalf("token rotate with nothing run: exit %d: %s", code, errOut)
+	}
+	if kept, _ := bearer.Read(subDef); kept != strings.TrimSpace(out) {
+		t.Errorf("token rotate with nothing run wrote %q into %s, printed %q", kept, subDef, out)
+	}
+	if !strings.Contains(errOut, "no serve runs on") {
+		t.Errorf("token rotate with nothing run does not say no serve uses it: %s", errOut)
+	}
+
+	cfg := filepath.Join(proj, "mcpbox.yaml")
+	if err := os.WriteFile(cfg, []byte("version: 1\nservers:\n  fs:\n    command: [node, s.js]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := specconv.ProjectStateDir(cfg, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(keyed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := bearer.Load(keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := liveFake(t, keyed, proj)
+	for _, wd := range []string{proj, sub} {
+		t.Chdir(wd)
+		code, out, errOut := runCLI("token", "rotate")
+		if code != 0 {
+			t.Fatalf("token rotate in %s: exit %d: %s", wd, code, errOut)
+		}
+		tok := strings.TrimSpace(out)
+		if kept, _ := bearer.Read(keyed); kept != tok || tok == old {
+			t.Errorf("token rotate in %s printed %q; the running serve's token file %s holds %q (old %q)", wd, tok, keyed, kept, old)
+		}
+		if !strings.Contains(errOut, fmt.Sprintf("pid %d", rec.PID)) {
+			t.Errorf("token rotate in %s does not name the running serve: %s", wd, errOut)
+		}
+		old = tok
+	}
+	if def, _ := specconv.ProjectStateDir("", proj); fileExists(bearer.Path(def)) {
+		t.Errorf("token rotate in the project made a token for the embedded default's state dir %s, which no serve uses", def)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
