@@ -35,7 +35,9 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "start_job",
 		Description: fmt.Sprintf("Start a command in the background and return its job id. At most %d jobs run "+
-			"at once; a job's process group is killed after %s and when this session ends; a session sees only its own jobs.", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
+			"at once; a job's process group is killed after %s and when this server stops. Jobs belong to this server, "+
+			"not to a client session: every client session that shares it sees the same jobs and can read or stop them, "+
+			"and a job outlives the session that started it.", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
 		Annotations: mutating("Start job", false),
 	}, s.startJob)
 	mcp.AddTool(srv, &mcp.Tool{

@@ -189,3 +189,28 @@ func bothResolvers(t *testing.T, f func(t *testing.T)) {
 		f(t)
 	})
 }
+
+// TestStartJobDescriptionJobsShared: the built-in server runs behind the
+// gateway's one connection to its sandbox, which every client session
+// of that sandbox shares (docs/config.md, "builtin and commands"), so
+// start_job must not tell the agent that its session alone sees its jobs
+// or that they end with it: another session can read and stop them.
+func TestStartJobDescriptionJobsShared(t *testing.T) {
+	w := newWorkspace(t, Options{})
+	res, err := w.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name != "start_job" {
+			continue
+		}
+		d := tool.Description
+		if strings.Contains(d, "sees only its own jobs") || strings.Contains(d, "when this session ends") ||
+			!strings.Contains(d, "every client session that shares it sees the same jobs") {
+			t.Errorf("start_job description promises jobs per client session: %q", d)
+		}
+		return
+	}
+	t.Fatal("no start_job tool")
+}
