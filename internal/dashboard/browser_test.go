@@ -296,3 +296,36 @@ func TestBrowserViewer(t *testing.T) {
 }
 
 func approvalDeny() approval.Decision { return approval.Decision{Allow: false, By: "test"} }
+
+// TestBrowserApprovalInvisible: a character that renders as nothing or
+// reorders the text (a bidi override, a zero-width space, an escape) in
+// a call's arguments is shown escaped, as mcpbox approvals and the
+// elicitation form show it, so that "report<U+202E>fdp.sh" cannot look
+// like "report"hs.pdf" to the person approving it.
+func TestBrowserApprovalInvisible(t *testing.T) {
+	r := newRig(t)
+	ctx := newBrowser(t)
+	login, err := LoginURL(r.srv.URL, adminToken, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
+	res := make(chan string, 1)
+	go func() { out, _ := r.call(t, "review report\u202efdp.sh a\u200bb \x1b[31m"); res <- out }()
+	step(t, ctx, "see the approval", chromedp.WaitVisible(chromedp.CSS(`.approval .deny`)))
+	args := get(t, ctx, "arguments", chromedp.Evaluate[string](`document.querySelector(".approval-args").textContent`))
+	if strings.ContainsAny(args, "\u202e\u200b\x1b") {
+		t.Errorf("the arguments shown hold invisible characters raw: %q", args)
+	}
+	for _, want := range []string{`report\u{202E}fdp.sh`, `a\u{200B}b`} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the arguments shown %q, want %s in them", args, want)
+		}
+	}
+	click(t, ctx, "deny", `.approval .deny`)
+	select {
+	case <-res:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call did not end")
+	}
+}

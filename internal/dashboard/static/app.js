@@ -5,7 +5,19 @@
 
 const state = { csrf: "", role: "", page: "", before: 0, detail: null };
 
-// el builds an element; string and number children become text nodes.
+// visible writes the characters that render as nothing or reorder the
+// text around them (controls but tab and newline, format characters such
+// as bidi overrides, zero-width spaces and tag characters, line and
+// paragraph separators) as \u{XXXX}, as the scanner writes them (mcpbox
+// approvals and the elicitation form escape them too): an argument
+// "report\u{202E}fdp.sh" must not read as "report"hs.pdf" to the approver.
+const invisible = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+function visible(s) {
+  return s.replace(invisible, (c) => (c === "\n" || c === "\t" ? c : "\\u{" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "}"));
+}
+
+// el builds an element; string and number children become text nodes,
+// with visible() applied.
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -16,7 +28,7 @@ function el(tag, attrs, ...kids) {
   }
   for (const k of kids.flat()) {
     if (k === undefined || k === null) continue;
-    e.append(typeof k === "string" || typeof k === "number" ? document.createTextNode(String(k)) : k);
+    e.append(typeof k === "string" || typeof k === "number" ? document.createTextNode(visible(String(k))) : k);
   }
   return e;
 }
