@@ -67,6 +67,7 @@ type Report struct {
 	Records     int64    // records checked
 	First, Last int64    // seq of the first and last record; 0 if none
 	Anchor      int64    // seq of the last pruned record; 0 if none
+	Head        string   // hash of the last record, to anchor elsewhere; "" if none
 	Problems    []string // each names a seq and what is wrong; empty: intact
 }
 
@@ -105,6 +106,7 @@ func verify(ctx context.Context, db *sql.DB, path string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	rep.Head = last.Hash
 	checkHead(&rep, "meta head", meta.head, last)
 	switch {
 	case !haveFile && last.Seq > 0:

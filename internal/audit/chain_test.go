@@ -67,6 +67,15 @@ func TestVerifyClean(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Records != 20 || rep.First != 1 || rep.Last != 20 {
 		t.Fatalf("Verify: %+v, %v", rep, err)
 	}
+	// The head hash, which docs/config.md says to copy elsewhere as an
+	// anchor, is the head file's.
+	head, err := os.ReadFile(headPath(s.opts.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "00000000000000000020 " + rep.Head; rep.Head == "" || strings.TrimSpace(string(head)) != want {
+		t.Fatalf("Verify's head %q, the head file holds %q", rep.Head, head)
+	}
 	empty := openTest(t, Options{})
 	if p := verifyProblems(t, empty); len(p) != 0 {
 		t.Fatalf("empty store: %q", p)

@@ -33,7 +33,9 @@ FILTERS
   --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
 
 verify checks the hash chain: it exits 1 and names the records when one
-was edited or deleted.
+was edited or deleted; when it is intact, it prints the head hash (copy it
+elsewhere: someone who can rewrite the database and its head file can
+forge a consistent history, but not one that ends in your copy).
 `
 
 func (e *env) logs(args []string) int {
@@ -133,7 +135,11 @@ func (e *env) verifyLog(ctx context.Context, r *audit.Reader) int {
 		fmt.Fprintf(e.stdout, "audit log: %d problem(s) in %d records\n", len(rep.Problems), rep.Records)
 		return 1
 	}
-	fmt.Fprintf(e.stdout, "audit log: %d records, chain intact (seq %d..%d)\n", rep.Records, rep.First, rep.Last)
+	if rep.Head == "" {
+		fmt.Fprintf(e.stdout, "audit log: %d records, chain intact (seq %d..%d)\n", rep.Records, rep.First, rep.Last)
+		return 0
+	}
+	fmt.Fprintf(e.stdout, "audit log: %d records, chain intact (seq %d..%d), head %s (keep a copy elsewhere to anchor it)\n", rep.Records, rep.First, rep.Last, rep.Head)
 	return 0
 }
 

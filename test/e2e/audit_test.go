@@ -286,8 +286,16 @@ func TestAuditTamper(t *testing.T) {
 		}
 		gwClose(t, sess)
 		g.stop(t)
-		if r := s.cli(t, "logs", "verify", "--config", s.cfg); r.code != 0 || !strings.Contains(r.stdout, "chain intact") {
+		r := s.cli(t, "logs", "verify", "--config", s.cfg)
+		if r.code != 0 || !strings.Contains(r.stdout, "chain intact") {
 			t.Fatalf("logs verify of the untouched log:\n%s", r)
+		}
+		// It prints the head hash, which docs/config.md says to copy
+		// elsewhere to anchor the chain.
+		if head, err := os.ReadFile(filepath.Join(s.state, "audit.db.head")); err != nil {
+			t.Fatal(err)
+		} else if _, hash, _ := strings.Cut(strings.TrimSpace(string(head)), " "); hash == "" || !strings.Contains(r.stdout, "head "+hash) {
+			t.Fatalf("logs verify does not print the head hash %q:\n%s", hash, r)
 		}
 		calls := s.calls(t, "echo")
 		all := s.logs(t)
