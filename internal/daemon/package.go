@@ -272,14 +272,25 @@ func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOp
 }
 
 // listerPackages installs and pins the config's packages for `mcpbox
-// pin`, asking the registry whether existing pins still hold.
-func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (map[string]specconv.Package, error) {
-	pkgs, changes, _, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
-		stateDir: o.StateDir, lockPath: lockPath, progress: o.Stderr, log: log, verify: true})
-	if err != nil || o.NoRecord {
-		return pkgs, err
+// pin`, asking the registry whether existing pins still hold. A server
+// whose package does not install is left out with why (failed), so that
+// pin still reports the others, unless it is a group member: a group's
+// sandbox is built for all its members, as serve does (wiring.servers).
+func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (pkgs map[string]specconv.Package, failed map[string]error, err error) {
+	pkgs, changes, failed, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
+		stateDir: o.StateDir, lockPath: lockPath, progress: o.Stderr, log: log, verify: true, keepGoing: true})
+	if err != nil {
+		return nil, nil, err
 	}
-	return pkgs, writePackagePins(lockPath, changes)
+	for _, s := range o.Config.Servers {
+		if err := failed[s.Name]; err != nil && strings.HasPrefix(s.Placement, config.PlacementGroup) {
+			return nil, nil, err
+		}
+	}
+	if o.NoRecord {
+		return pkgs, failed, nil
+	}
+	return pkgs, failed, writePackagePins(lockPath, changes)
 }
 
 // PackageOf is pkginstall.FromCommand in the config's terms, for `mcpbox

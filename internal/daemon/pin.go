@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -48,6 +49,9 @@ type ListOptions struct {
 type Lister struct {
 	gw    *gateway.Gateway
 	kubes *kubeSetup // the kubernetes servers' registrations
+	// failed are the servers whose package did not install, with why:
+	// their Definitions are that error.
+	failed map[string]error
 }
 
 // NewLister builds the servers' launchers and a gateway over them; no
@@ -63,15 +67,25 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
 	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
-	pkgs := o.packages
+	pkgs, c := o.packages, o.Config
+	var failed map[string]error
 	if pkgs == nil {
 		var err error
-		if pkgs, err = listerPackages(o, lockPath, log); err != nil {
+		if pkgs, failed, err = listerPackages(o, lockPath, log); err != nil {
 			return nil, err
+		}
+		if len(failed) > 0 {
+			if c = withoutServers(o.Config, failed); len(c.Servers) == 0 {
+				var errs []error
+				for _, s := range o.Config.Servers {
+					errs = append(errs, failed[s.Name])
+				}
+				return nil, errors.Join(errs...)
+			}
 		}
 	}
 	w := wiring{
-		c: o.Config, log: log, book: book, stderr: o.Stderr,
+		c: c, log: log, book: book, stderr: o.Stderr,
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
@@ -91,13 +105,35 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		w.kubes.close()
 		return nil, configError(err)
 	}
-	return &Lister{gw: gw, kubes: w.kubes}, nil
+	return &Lister{gw: gw, kubes: w.kubes, failed: failed}, nil
+}
+
+// withoutServers is c without the servers in drop, each other server
+// keeping the prefix it has in c (a config of one server has none).
+func withoutServers(c *config.Config, drop map[string]error) *config.Config {
+	cc := *c
+	cc.Servers = nil
+	for _, s := range c.Servers {
+		if drop[s.Name] != nil {
+			continue
+		}
+		sc := *s
+		if sc.Prefix == nil {
+			p := c.EffectivePrefix(s)
+			sc.Prefix = &p
+		}
+		cc.Servers = append(cc.Servers, &sc)
+	}
+	return &cc
 }
 
 // Definitions starts server (as the local agent's) and returns its tools,
 // prompts, resource templates and instructions, redacted; it gives up
 // after two minutes.
 func (l *Lister) Definitions(ctx context.Context, server string) (*gateway.Definitions, error) {
+	if err := l.failed[server]; err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	return l.gw.Definitions(ctx, server, gateway.Scope{Agent: gateway.LocalAgent})

@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"mcpbox/internal/config"
+)
+
+// TestListerLeavesOutFailedPackage: a server whose package does not
+// install (the registry answers 404, as registry.npmjs.org does for a
+// typo) does not stop mcpbox pin from starting the others: the Lister is
+// built without it, and its Definitions are why. A group member's
+// failure still fails the Lister (the group's sandbox is built for all
+// its members), and so does a config of which no server is left.
+func TestListerLeavesOutFailedPackage(t *testing.T) {
+	reg := httptest.NewServer(http.NotFoundHandler())
+	defer reg.Close()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("NPM_CONFIG_USERCONFIG", "")
+	t.Setenv("npm_config_registry", "")
+	t.Setenv("NPM_CONFIG_REGISTRY", reg.URL+"/")
+	lister := func(yaml string) (*Lister, error) {
+		t.Helper()
+		c, err := config.Load("mcpbox.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		return NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir,
+			StateDir: t.TempDir(), NoRecord: true})
+	}
+
+	l, err := lister(`version: 1
+servers:
+  typo:
+    command: [npx, -y, "@x/not-published"]
+    tools: {allow: ["*"]}
+  good:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`)
+	if err != nil {
+		t.Fatalf("NewLister with one package that does not install: %v; want the others listed", err)
+	}
+	defer l.Close()
+	if _, err := l.Definitions(context.Background(), "typo"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("typo's Definitions: %v; want why its package did not install", err)
+	}
+
+	_, err = lister(`version: 1
+servers:
+  typo:
+    command: [npx, -y, "@x/not-published"]
+    placement: group:g
+    tools: {allow: ["*"]}
+  good:
+    command: [sh, -c, "sleep 1"]
+    placement: group:g
+    tools: {allow: ["*"]}
+`)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a group member's package does not install: %v; want the Lister refused with why", err)
+	}
+
+	_, err = lister(`version: 1
+servers:
+  typo:
+    package: npm:@x/not-published
+    tools: {allow: ["*"]}
+`)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("no server left: %v; want the Lister refused with why", err)
+	}
+}
+
+// TestWithoutServersKeepsPrefixes: the Lister's config without the
+// servers that could not be set up gives the others the prefixes they
+// have in the whole config, and leaves that config as it was.
+func TestWithoutServersKeepsPrefixes(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  typo:
+    command: [npx, -y, "@x/not-published"]
+    tools: {allow: ["*"]}
+  good:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := withoutServers(c, map[string]error{"typo": errors.New("not found")})
+	if len(kept.Servers) != 1 || kept.Servers[0].Name != "good" || kept.EffectivePrefix(kept.Servers[0]) != "good__" {
+		t.Fatalf("withoutServers: %d servers; want good alone with its prefix good__", len(kept.Servers))
+	}
+	if len(c.Servers) != 2 || c.Server("good").Prefix != nil {
+		t.Errorf("withoutServers changed the config it was given")
+	}
+}
