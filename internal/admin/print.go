@@ -112,7 +112,11 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		if s.Memory > 0 {
 			mem, pids, cpu = config.Size(int64(s.Memory)).String(), fmt.Sprint(s.Pids), fmt.Sprintf("%.1fs", s.CPU)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, s.Client,
+		client := s.Client
+		if s.Era != "" {
+			client = strings.TrimSpace(client + " (" + s.Era + ")")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, client,
 			s.Started.Local().Format("15:04:05"), last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
 	}
 	tw.Flush()

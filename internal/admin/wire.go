@@ -84,11 +84,16 @@ func Changes(cs []integrity.Change) []PinChange {
 
 // Sandbox is one sandbox as `mcpbox ps` shows it.
 type Sandbox struct {
-	ID        string    `json:"id"`
-	State     string    `json:"state"`
-	Server    string    `json:"server"`
-	Client    string    `json:"client,omitempty"`
-	Session   string    `json:"session,omitempty"`
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Server  string `json:"server"`
+	Client  string `json:"client,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Era is "2026-07-28" for a sandbox that serves clients of that
+	// revision: a server speaks one revision per connection, so the two
+	// eras' clients of one scope get a sandbox each. "": the session-based
+	// revisions'.
+	Era       string    `json:"era,omitempty"`
 	Workspace string    `json:"workspace,omitempty"`
 	Started   time.Time `json:"started"`
 	LastCall  time.Time `json:"last_call,omitzero"`

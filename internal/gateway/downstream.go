@@ -464,7 +464,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		d.mu.Lock()
 		mcpID := d.mcpID
 		d.mu.Unlock()
-		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d.agent, d.id), Tool: tool, Name: p.Name,
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d), Tool: tool, Name: p.Name,
 			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor(), Trace: traceOf(p.Meta)}
 		if modernOf(ctx) != nil {
 			c.Elicit = d.modernElicitor(ctx)

@@ -83,6 +83,11 @@ const (
 type Scope struct {
 	Agent   string // the client identity; "" for a shared instance
 	Session string // the MCP session, for ScopeSession; else ""
+	// Modern: the instance serves 2026-07-28 clients. A server speaks one
+	// revision per connection, so the clients of the two eras get
+	// separate instances (and sandboxes) of a server in the same scope
+	// (see modern.go); a launcher keeps one workspace for both.
+	Modern bool
 }
 
 // Hooks are the seams for policy, redaction and audit. Nil fields do nothing.
@@ -239,11 +244,7 @@ type Gateway struct {
 
 type poolKey struct {
 	server string
-	scope  Scope
-	// modern: the instance serves 2026-07-28 clients. A server speaks one
-	// revision per connection, so clients of the two eras get separate
-	// instances of a server (see modern.go).
-	modern bool
+	scope  Scope // with the era (Scope.Modern)
 }
 
 var prefixRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`) })
@@ -329,34 +330,33 @@ func (g *Gateway) callTimeout(srv *Server) time.Duration {
 	return g.opts.CallTimeout
 }
 
-// scopeOf is the scope of srv's instance that serves a session (the
-// gateway's id) of agent.
-func (srv *Server) scopeOf(agent, session string) Scope {
+// scopeOf is the scope of srv's instance that serves downstream session
+// d: by srv's scope, d's agent and id, and d's era.
+func (srv *Server) scopeOf(d *downstream) Scope {
+	d.mu.Lock()
+	modern := d.modern
+	d.mu.Unlock()
 	switch srv.Scope {
 	case ScopeShared:
-		return Scope{}
+		return Scope{Modern: modern}
 	case ScopeSession:
-		return Scope{Agent: agent, Session: session}
+		return Scope{Agent: d.agent, Session: d.id, Modern: modern}
 	}
-	return Scope{Agent: agent}
+	return Scope{Agent: d.agent, Modern: modern}
 }
 
 // upstream returns the instance of srv that serves d, creating it.
 func (g *Gateway) upstream(srv *Server, d *downstream, caps json.RawMessage) (*upstream, error) {
-	scope := srv.scopeOf(d.agent, d.id)
+	scope := srv.scopeOf(d)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return nil, errStopped
 	}
-	d.mu.Lock()
-	modern := d.modern
-	d.mu.Unlock()
-	key := poolKey{srv.Name, scope, modern}
+	key := poolKey{srv.Name, scope}
 	u := g.pool[key]
 	if u == nil {
 		u = newUpstream(g, srv, scope)
-		u.modern = modern
 		g.pool[key] = u
 	}
 	u.attach(d, caps)
@@ -369,7 +369,7 @@ func (g *Gateway) release(u *upstream, d *downstream, subs []string) {
 		return
 	}
 	g.mu.Lock()
-	delete(g.pool, poolKey{u.srv.Name, u.scope, u.modern})
+	delete(g.pool, poolKey{u.srv.Name, u.scope})
 	g.mu.Unlock()
 	u.stop()
 	u.release()

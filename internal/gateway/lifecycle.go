@@ -119,10 +119,7 @@ func (g *Gateway) Stop(server string, scope Scope) error {
 func (g *Gateway) lookup(server string, scope Scope) *upstream {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if u := g.pool[poolKey{server, scope, false}]; u != nil {
-		return u
-	}
-	return g.pool[poolKey{server, scope, true}]
+	return g.pool[poolKey{server, scope}]
 }
 
 // lifecycleTick is how often the gateway looks for idle and old

@@ -425,10 +425,10 @@ func TestModernUpstreamEras(t *testing.T) {
 		}
 	}
 	want := map[poolKey]string{
-		{"n", Scope{Agent: LocalAgent}, true}:  ModernVersion,
-		{"o", Scope{Agent: LocalAgent}, true}:  "2025-11-25",
-		{"n", Scope{Agent: LocalAgent}, false}: "2025-11-25",
-		{"o", Scope{Agent: LocalAgent}, false}: "2025-11-25",
+		{"n", Scope{Agent: LocalAgent, Modern: true}}: ModernVersion,
+		{"o", Scope{Agent: LocalAgent, Modern: true}}: "2025-11-25",
+		{"n", Scope{Agent: LocalAgent}}:               "2025-11-25",
+		{"o", Scope{Agent: LocalAgent}}:               "2025-11-25",
 	}
 	gw.mu.Lock()
 	defer gw.mu.Unlock()

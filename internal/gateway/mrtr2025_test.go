@@ -205,7 +205,7 @@ func TestLegacyClientModernOnlyServer(t *testing.T) {
 	mustBeGateway(t, "2026 m__whoami", res2.Meta)
 
 	gw.mu.Lock()
-	u := gw.pool[poolKey{"m", Scope{Agent: LocalAgent}, false}]
+	u := gw.pool[poolKey{"m", Scope{Agent: LocalAgent}}]
 	gw.mu.Unlock()
 	if u == nil {
 		t.Fatal("no legacy instance")
@@ -263,7 +263,7 @@ func TestLegacyClientInputRequiredFromInitializedServer(t *testing.T) {
 		t.Fatalf("m__ask = %q, want the sandbox's roots", got)
 	}
 	gw.mu.Lock()
-	u := gw.pool[poolKey{"m", Scope{Agent: LocalAgent}, false}]
+	u := gw.pool[poolKey{"m", Scope{Agent: LocalAgent}}]
 	gw.mu.Unlock()
 	if got := u.info().Protocol; got != "2025-11-25" {
 		t.Fatalf("instance speaks %q, want the session-based revision", got)

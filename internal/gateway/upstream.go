@@ -38,14 +38,14 @@ const (
 // its MCP session) at a time, restarted per Server.Restart.
 type upstream struct {
 	// Set by newUpstream, then only read.
-	gw    *Gateway
-	srv   *Server
+	gw  *Gateway
+	srv *Server
+	// scope: whom it serves, and in which era: an instance of 2026-07-28
+	// clients (Scope.Modern) is spoken to in that revision when the server
+	// supports it (open).
 	scope Scope
-	// modern: the instance of 2026-07-28 clients; it is spoken to in that
-	// revision when the server supports it (handshake).
-	modern bool
-	log    *slog.Logger
-	warns  warnings // rate-limits warnings the server can cause at will; has its own lock
+	log   *slog.Logger
+	warns warnings // rate-limits warnings the server can cause at will; has its own lock
 	// life ends when the upstream is stopped: background restarts and
 	// refreshes run under it.
 	life    context.Context
@@ -365,7 +365,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 // which would carry one revision's version header into the other's
 // opening request.
 func (u *upstream) open(ctx context.Context, p *peer, proc *Process) (info initInfo, relaunch bool, err error) {
-	if (u.modern || u.modernOnly.Load()) && !u.legacyOnly.Load() {
+	if (u.scope.Modern || u.modernOnly.Load()) && !u.legacyOnly.Load() {
 		info, err = u.discover(ctx, p)
 		if err == nil || unreached(err) {
 			return info, false, err

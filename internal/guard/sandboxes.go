@@ -38,6 +38,9 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 	for _, t := range g.tracks.All() {
 		r := admin.Sandbox{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
 			Session: t.Scope().Session, Workspace: t.Workspace, Started: t.Started, Exit: t.Exit(), Pod: t.Pod, Prepared: t.Prepared}
+		if t.Scope().Modern {
+			r.Era = gateway.ModernVersion
+		}
 		if t.Phase != nil && r.Exit == "" {
 			r.Phase = t.Phase()
 		}

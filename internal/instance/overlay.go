@@ -16,7 +16,7 @@ const OverlayLockWait = 3 * time.Second
 
 // ErrOverlayBusy: another running sandbox (of another serve instance on
 // the state dir) has the same input overlay mounted.
-var ErrOverlayBusy = errors.New("the input overlay is in use by another mcpbox serve on this state dir")
+var ErrOverlayBusy = errors.New("the input overlay is in use by another mcpbox serve on this state dir, or by this serve's sandbox for clients of the other MCP revision")
 
 // LockOverlay takes the flock of the overlay workspace base (BASE/
 // overlay.lock) for as long as a sandbox has it mounted: overlayfs leaves

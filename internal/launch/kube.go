@@ -532,7 +532,9 @@ func (k *Kube) ensureClaim(ctx context.Context, scope gateway.Scope, hash string
 	return name, nil
 }
 
-// scopeKey is a scope's identity as text.
+// scopeKey is a scope's identity as text, without its era: the pods of
+// both eras' instances (gateway.Scope.Modern) share the scope's label and
+// workspace claim, as local sandboxes share the workspace.
 func scopeKey(s gateway.Scope) string { return "agent=" + s.Agent + "\x00session=" + s.Session }
 
 func randHex(n int) string {

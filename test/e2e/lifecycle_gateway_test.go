@@ -10,8 +10,8 @@ import (
 
 // psRow is one line of `mcpbox ps --json`.
 type psRow struct {
-	ID, State, Server, Client, Exit string
-	Memory                          int64 `json:"memory_bytes"`
+	ID, State, Server, Client, Exit, Era string
+	Memory                               int64 `json:"memory_bytes"`
 }
 
 // ps lists the gateway's sandboxes.
