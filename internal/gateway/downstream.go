@@ -413,6 +413,22 @@ func (d *downstream) instructions(b *bound, text string) string {
 	return ""
 }
 
+// unknownTool refuses a tools/call of a tool the client was not given,
+// telling Hooks.Unknown; b is the server the name routes to, if any.
+func (d *downstream) unknownTool(p *mcp.CallToolParamsRaw, b *bound, tool, why string) (mcp.Result, error) {
+	if hook := d.gw.opts.Hooks.Unknown; hook != nil {
+		d.mu.Lock()
+		mcpID := d.mcpID
+		d.mu.Unlock()
+		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Tool: tool, Name: p.Name, Arguments: p.Arguments, Trace: traceOf(p.Meta)}
+		if b != nil {
+			c.Server, c.Scope = b.srv.Name, b.srv.scopeOf(d)
+		}
+		hook(c, why)
+	}
+	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+}
+
 // route finds the server a prefixed name belongs to.
 func (d *downstream) route(name string, usable func(*bound) bool) (*bound, string, bool) {
 	d.mu.Lock()
@@ -435,15 +451,18 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 			return nil, rpcError(jsonrpc.CodeInternalError, "server %s did not start for this session: %s", b.srv.Name, d.safe(b.err))
 		}
 	}
-	if !ok || !b.srv.allowed(tool) {
-		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+	switch {
+	case !ok:
+		return d.unknownTool(p, nil, "", UnknownNoServer)
+	case !b.srv.allowed(tool):
+		return d.unknownTool(p, b, tool, UnknownHidden)
 	}
 	def, ok, err := d.lookup(ctx, b, KindTools, tool)
 	if err != nil {
 		return nil, d.clientError(b, err)
 	}
 	if !ok {
-		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+		return d.unknownTool(p, b, tool, UnknownUnlisted)
 	}
 	params := toolCallParams(p, tool)
 	// The output limit is checked here, inside the hook's next, so that a

@@ -120,7 +120,20 @@ type Hooks struct {
 	// a server's process ended or failed to start: a restart after a
 	// delay, or giving up on it for that scope.
 	Restart func(ev RestartEvent)
+	// Unknown, if set, is told of each tools/call refused as an unknown
+	// tool before Call saw it: a name no server's prefix routes (Server
+	// ""), a tool its server's Allow/Deny hides, or one the List hook
+	// hides or the server does not list. why says which. The audit
+	// records these too: a client trying hidden tools is worth knowing.
+	Unknown func(c *Call, why string)
 }
+
+// Why a tools/call was refused as an unknown tool (Hooks.Unknown).
+const (
+	UnknownNoServer = "no server's prefix routes the name"
+	UnknownHidden   = "the server's tool filter hides it (mcpbox run --allow-tool/--deny-tool)"
+	UnknownUnlisted = "not in the tools/list this client was given"
+)
 
 // List kinds, as Hooks.List sees them.
 const (

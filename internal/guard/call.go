@@ -100,6 +100,32 @@ func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	return g.handle(ctx, st)
 }
 
+// maxUnknownName bounds the name of an unknown tool in its record: the
+// client chose it, and it may be anything.
+const maxUnknownName = 200
+
+// unknown is the Unknown hook: a call refused as an unknown tool (hidden
+// by the config or a pin, or not offered at all) gets a denied record,
+// so that an agent probing for hidden tools shows in the audit.
+func (g *Guard) unknown(c *gateway.Call, why string) {
+	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
+		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
+	}
+	name := g.book.String(c.Name)
+	if r := []rune(name); len(r) > maxUnknownName {
+		name = string(r[:maxUnknownName-1]) + "…"
+	}
+	rec := audit.Record{Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server,
+		Tool: c.Tool, Name: name, ArgShape: audit.Shape(c.Arguments), Decision: "deny", Outcome: audit.OutcomeDenied, Rule: "unknown tool: " + why}
+	if c.Trace != "" {
+		rec.Detail = map[string]string{audit.DetailTraceparent: g.book.String(c.Trace)}
+	}
+	if g.payloads {
+		rec.Payload = capPayload(g.book.JSON(c.Arguments))
+	}
+	g.Record(rec)
+}
+
 // audited commits the call's record and passes the outcome on only once
 // it is durable (see commit); a call does not start while the store
 // cannot write (auditFailing).

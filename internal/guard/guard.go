@@ -235,6 +235,7 @@ func (g *Guard) Hooks() gateway.Hooks {
 		List:    g.list,
 		Session: g.session,
 		Restart: g.restarted,
+		Unknown: g.unknown,
 	}
 }
 

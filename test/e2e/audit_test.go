@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -271,6 +273,46 @@ func TestAuditRateLimit(t *testing.T) {
 			t.Errorf("%d session_start and %d session_end records, want one each", starts, ends)
 		}
 	})
+}
+
+// TestAuditUnknownTool: a call of a tool the config hides, and of one the
+// server does not offer, is refused as an unknown tool, never reaches the
+// server, and each gets a denied record that says why.
+func TestAuditUnknownTool(t *testing.T) {
+	m := modes(t)[0]
+	s := auConfig(t, m, "", `    tools:
+      allow: ["*"]
+      deny: [whoami]
+`)
+	g := s.serve(t)
+	sess := s.connect(t, g, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{"whoami", "no_such_tool"} {
+		if _, err := gwCall(ctx, sess, name, map[string]any{"k": "v"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+			t.Fatalf("calling %s: %v, want an unknown tool error", name, err)
+		}
+	}
+	gwMustCall(t, sess, "echo", map[string]any{"text": "after"}, "after")
+	gwClose(t, sess)
+	g.stop(t)
+
+	rules := map[string]string{}
+	for _, r := range s.logs(t, "--event", "call") {
+		if r.str("outcome") == "denied" {
+			if r.str("decision") != "deny" || r.str("client") != auClient || r.str("server") != auServer {
+				t.Errorf("unknown-tool record %v: want decision deny, client %s, server %s", r, auClient, auServer)
+			}
+			rules[r.str("name")] = r.str("rule")
+		}
+	}
+	want := map[string]string{
+		"whoami":       "unknown tool: the policy hides it from this client (tools.allow/deny, clients[].tools)",
+		"no_such_tool": "unknown tool: not in the tools/list this client was given",
+	}
+	if !maps.Equal(rules, want) {
+		t.Fatalf("denied call records (name: rule) %v, want %v", rules, want)
+	}
 }
 
 // TestAuditTamper edits and deletes rows of a copy of the audit database
