@@ -22,7 +22,9 @@ FILE: STATE_DIR/snapshots/ID-TIME.tar.gz. 'mcpbox serve --from-snapshot
 FILE' (or the server's filesystem.template) seeds new workspaces from it.
 
 diff prints what sandbox ID changed in its overlaid /workspace/input, as
-a unified diff against the input source: the agent's patch.
+a patch in git's format against the input source: the agent's patch (in
+the source: mcpbox diff ID | git apply). Binary files, symlinks and
+changes under .git are named on lines of their own, not patched.
 `
 
 func (e *env) snapshotCmd(args []string) int {

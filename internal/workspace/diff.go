@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -19,17 +20,24 @@ import (
 // changed without content.
 const maxDiffFile = 8 << 20
 
-// Diff writes to w a unified diff (like `diff -ruN`, paths a/REL and
-// b/REL, no timestamps) of what the overlay upper dir makes of its lower
-// dir: changed and new files as line diffs with 3 lines of context,
-// binary ones (holding a NUL byte) as "Binary files a/X and b/X differ",
-// files over 8 MiB as "Files a/X and b/X differ", and deletions (whiteouts,
-// opaque directories, a directory replacing a file or the reverse) as the
-// removal of every lower file. Symlinks are compared by target and never
-// followed ("Symbolic links a/X -> T and b/X -> U differ", with /dev/null
-// for a missing side); other special files in upper get a "Special file"
-// line. Entries come in path order, a directory's names sorted. A file
-// copied up unchanged shows nothing.
+// Diff writes to w a patch in git's format (`diff --git a/REL b/REL`
+// headers, "new file mode" and "deleted file mode" with /dev/null for the
+// missing side, "old mode"/"new mode" when the executable bit changed;
+// 3 lines of context), so that `git apply` or `patch -p1` in the source
+// makes of it what the overlay upper dir makes of its lower dir: changed,
+// new and deleted files (whiteouts, opaque directories, a directory
+// replacing a file or the reverse remove every lower file), empty ones
+// included. What a text patch cannot carry gets a line of its own, which
+// git apply and patch skip: binary files (holding a NUL byte) as "Binary
+// files a/X and b/X differ", files over 8 MiB as "Files a/X and b/X
+// differ" (/dev/null for a missing side), symlinks by target, never
+// followed ("Symbolic links a/X -> T and b/X -> U differ"), other special
+// files in upper as "Special file b/X not compared". Changes under a
+// directory or file named .git are git's own files, which git apply
+// refuses and which must not reach a repository unread: they are left
+// out of the patch, and one line per .git names them ("Changes under
+// .git not shown: ..."). Entries come in path order, a directory's names
+// sorted. A file copied up unchanged shows nothing.
 func Diff(w io.Writer, lower, upper string) error {
 	lfd, err := openRoot(lower)
 	if err != nil {
@@ -48,7 +56,15 @@ func Diff(w io.Writer, lower, upper string) error {
 	return d.w.Flush()
 }
 
-type differ struct{ w *bufio.Writer }
+type differ struct {
+	w *bufio.Writer
+	// collect, when set, takes the paths that changed instead of w (a
+	// .git subtree, see gitDir).
+	collect *[]string
+}
+
+// maxGitNames is how many changed paths under a .git the note names.
+const maxGitNames = 10
 
 // side is one path's entry in lower or upper; !ok means absent.
 type side struct {
@@ -89,11 +105,49 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int, opaque bool) error {
 	}
 	for _, name := range names {
 		l, u := stat(lfd, name), stat(ufd, name)
+		if name == ".git" && d.collect == nil {
+			if err := d.gitDir(l, u, joinRel(rel, name), depth+1, opaque); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := d.entry(l, u, joinRel(rel, name), depth+1, opaque); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gitDir notes the changes under a .git (a repository's, or a worktree's
+// .git file) on one line instead of diffing them.
+func (d *differ) gitDir(l, u side, rel string, depth int, opaque bool) error {
+	var changed []string
+	sub := &differ{w: d.w, collect: &changed}
+	if err := sub.entry(l, u, rel, depth, opaque); err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	more := ""
+	if len(changed) > maxGitNames {
+		more = fmt.Sprintf(" and %d more", len(changed)-maxGitNames)
+		changed = changed[:maxGitNames]
+	}
+	for i, c := range changed {
+		changed[i] = quoteName(c)
+	}
+	fmt.Fprintf(d.w, "Changes under %s not shown (git's own files; git apply refuses them): %s%s\n", quoteName(rel), strings.Join(changed, ", "), more)
+	return nil
+}
+
+// changed reports that rel differs, to collect if set; false: write it.
+func (d *differ) changed(rel string) bool {
+	if d.collect == nil {
+		return false
+	}
+	*d.collect = append(*d.collect, rel)
+	return true
 }
 
 func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
@@ -117,7 +171,9 @@ func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
 	case unix.S_IFLNK:
 		return d.symlink(l, u, rel)
 	}
-	fmt.Fprintf(d.w, "Special file b/%s not compared\n", quoteName(rel))
+	if !d.changed(rel) {
+		fmt.Fprintf(d.w, "Special file b/%s not compared\n", quoteName(rel))
+	}
 	return nil
 }
 
@@ -194,17 +250,51 @@ func (d *differ) file(l, u side, rel string) error {
 	if err != nil {
 		return err
 	}
+	same := bytes.Equal(a, b) && !abig && !bbig
+	if l.ok && u.ok && same && gitMode(l) == gitMode(u) || d.changed(rel) {
+		return nil
+	}
+	name := quoteName(rel)
+	from, to := "a/"+name, "b/"+name
+	if !l.ok {
+		from = "/dev/null"
+	}
+	if !u.ok {
+		to = "/dev/null"
+	}
 	switch {
 	case abig || bbig:
-		fmt.Fprintf(d.w, "Files a/%s and b/%s differ\n", quoteName(rel), quoteName(rel))
-	case bytes.Equal(a, b): // as with diff -N, an empty file made or removed shows nothing
+		fmt.Fprintf(d.w, "Files %s and %s differ\n", from, to)
+		return nil
 	case bytes.IndexByte(a, 0) >= 0 || bytes.IndexByte(b, 0) >= 0:
-		fmt.Fprintf(d.w, "Binary files a/%s and b/%s differ\n", quoteName(rel), quoteName(rel))
-	default:
-		fmt.Fprintf(d.w, "--- a/%s\n+++ b/%s\n", quoteName(rel), quoteName(rel))
+		if !same {
+			fmt.Fprintf(d.w, "Binary files %s and %s differ\n", from, to)
+			return nil
+		}
+	}
+	fmt.Fprintf(d.w, "diff --git a/%s b/%s\n", name, name)
+	switch {
+	case !l.ok:
+		fmt.Fprintf(d.w, "new file mode %06o\n", gitMode(u))
+	case !u.ok:
+		fmt.Fprintf(d.w, "deleted file mode %06o\n", gitMode(l))
+	case gitMode(l) != gitMode(u):
+		fmt.Fprintf(d.w, "old mode %06o\nnew mode %06o\n", gitMode(l), gitMode(u))
+	}
+	if !same {
+		fmt.Fprintf(d.w, "--- %s\n+++ %s\n", from, to)
 		writeHunks(d.w, textdiff.Lines(splitLines(string(a)), splitLines(string(b)), maxLCSCells))
 	}
 	return nil
+}
+
+// gitMode is a regular file's mode as git records it: 100755 when anyone
+// may execute it, else 100644.
+func gitMode(s side) uint32 {
+	if s.st.Mode&0o111 != 0 {
+		return 0o100755
+	}
+	return 0o100644
 }
 
 func (d *differ) symlink(l, u side, rel string) error {
@@ -223,7 +313,7 @@ func (d *differ) symlink(l, u side, rel string) error {
 		}
 		b = "b/" + quoteName(rel) + " -> " + quoteName(tb)
 	}
-	if l.ok && u.ok && ta == tb {
+	if l.ok && u.ok && ta == tb || d.changed(rel) {
 		return nil
 	}
 	fmt.Fprintf(d.w, "Symbolic links %s and %s differ\n", a, b)

@@ -3,7 +3,9 @@
 package workspace
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,6 +36,19 @@ func TestDiff(t *testing.T) {
 	write(t, filepath.Join(lower, "bin.dat"), "\x00\x01", 0o644)
 	write(t, filepath.Join(lower, "tofile/inner"), "inner\n", 0o644)
 	symlink(t, "a", filepath.Join(lower, "link"))
+	write(t, filepath.Join(lower, "emptied.txt"), "x\n", 0o644)
+	write(t, filepath.Join(lower, "gone-empty"), "", 0o644)
+	write(t, filepath.Join(lower, "run.sh"), "echo\n", 0o644)
+	write(t, filepath.Join(lower, ".git/config"), "[core]\n", 0o644)
+	write(t, filepath.Join(lower, ".git/HEAD"), "ref: refs/heads/main\n", 0o644)
+
+	write(t, filepath.Join(upper, "emptied.txt"), "", 0o644)
+	write(t, filepath.Join(upper, "new-empty"), "", 0o644)
+	write(t, filepath.Join(upper, "run.sh"), "echo\n", 0o755)
+	write(t, filepath.Join(upper, ".git/config"), "[core]\nfsmonitor = evil\n", 0o644)
+	write(t, filepath.Join(upper, ".git/hooks/pre-commit"), "evil\n", 0o755)
+	write(t, filepath.Join(upper, "sub/.git"), "gitdir: /elsewhere\n", 0o644)
+	mknodWhiteout(t, filepath.Join(upper, "gone-empty"))
 
 	write(t, filepath.Join(upper, "changed.txt"), strings.Replace(numbered(1, 11), "5\n", "five\n", 1), 0o644)
 	write(t, filepath.Join(upper, "same.txt"), "same\n", 0o600)
@@ -58,8 +73,10 @@ func TestDiff(t *testing.T) {
 	mknodWhiteout(t, filepath.Join(upper, "orphan"))
 	setOpaque(t, filepath.Join(upper, "opq"))
 
-	want := `Files a/big and b/big differ
+	want := `Changes under .git not shown (git's own files; git apply refuses them): .git/config, .git/hooks/pre-commit
+Files /dev/null and b/big differ
 Binary files a/bin.dat and b/bin.dat differ
+diff --git a/changed.txt b/changed.txt
 --- a/changed.txt
 +++ b/changed.txt
 @@ -2,9 +2,10 @@
@@ -74,49 +91,81 @@ Binary files a/bin.dat and b/bin.dat differ
  9
  10
 +11
+diff --git a/emptied.txt b/emptied.txt
+--- a/emptied.txt
++++ b/emptied.txt
+@@ -1 +0,0 @@
+-x
+diff --git a/gone-empty b/gone-empty
+deleted file mode 100644
+diff --git a/gone.txt b/gone.txt
+deleted file mode 100644
 --- a/gone.txt
-+++ b/gone.txt
++++ /dev/null
 @@ -1 +0,0 @@
 -bye
+diff --git a/gonedir/x b/gonedir/x
+deleted file mode 100644
 --- a/gonedir/x
-+++ b/gonedir/x
++++ /dev/null
 @@ -1 +0,0 @@
 -x1
+diff --git a/gonedir/y b/gonedir/y
+deleted file mode 100644
 --- a/gonedir/y
-+++ b/gonedir/y
++++ /dev/null
 @@ -1,2 +0,0 @@
 -y1
 -y2
 Symbolic links a/link -> a and b/link -> b differ
---- a/new.txt
+diff --git a/new-empty b/new-empty
+new file mode 100644
+diff --git a/new.txt b/new.txt
+new file mode 100644
+--- /dev/null
 +++ b/new.txt
 @@ -0,0 +1,2 @@
 +hello
 +world
 \ No newline at end of file
---- a/newdir/f
+diff --git a/newdir/f b/newdir/f
+new file mode 100644
+--- /dev/null
 +++ b/newdir/f
 @@ -0,0 +1 @@
 +n
---- a/opq/fresh.txt
+diff --git a/opq/fresh.txt b/opq/fresh.txt
+new file mode 100644
+--- /dev/null
 +++ b/opq/fresh.txt
 @@ -0,0 +1 @@
 +fresh
+diff --git a/opq/kept.txt b/opq/kept.txt
 --- a/opq/kept.txt
 +++ b/opq/kept.txt
 @@ -1 +1 @@
 -lower kept
 +upper kept
+diff --git a/opq/old.txt b/opq/old.txt
+deleted file mode 100644
 --- a/opq/old.txt
-+++ b/opq/old.txt
++++ /dev/null
 @@ -1 +0,0 @@
 -old
 Special file b/pipe not compared
+diff --git a/run.sh b/run.sh
+old mode 100644
+new mode 100755
+Changes under sub/.git not shown (git's own files; git apply refuses them): sub/.git
+diff --git a/tofile/inner b/tofile/inner
+deleted file mode 100644
 --- a/tofile/inner
-+++ b/tofile/inner
++++ /dev/null
 @@ -1 +0,0 @@
 -inner
---- a/tofile
+diff --git a/tofile b/tofile
+new file mode 100644
+--- /dev/null
 +++ b/tofile
 @@ -0,0 +1 @@
 +now a file
@@ -130,6 +179,84 @@ Special file b/pipe not compared
 	}
 }
 
+// TestDiffApplies: the patch, applied to a copy of the source by git
+// apply and by patch -p1 -f (without -f, patch asks before it deletes
+// an empty file), makes of it what the overlay made: deleted
+// files gone (not left empty), empty files made and removed, the
+// executable bit changed, and .git untouched.
+func TestDiffApplies(t *testing.T) {
+	lower, upper := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(lower, "changed.txt"), numbered(1, 10), 0o644)
+	write(t, filepath.Join(lower, "gone.txt"), "bye\n", 0o644)
+	write(t, filepath.Join(lower, "gone-empty"), "", 0o644)
+	write(t, filepath.Join(lower, "emptied.txt"), "x\n", 0o644)
+	write(t, filepath.Join(lower, "run.sh"), "echo\n", 0o644)
+	write(t, filepath.Join(lower, "dir/a"), "a\n", 0o644)
+	write(t, filepath.Join(lower, ".git/config"), "[core]\n", 0o644)
+
+	write(t, filepath.Join(upper, "changed.txt"), strings.Replace(numbered(1, 10), "5\n", "five\n", 1), 0o644)
+	write(t, filepath.Join(upper, "emptied.txt"), "", 0o644)
+	write(t, filepath.Join(upper, "run.sh"), "echo\n", 0o755)
+	write(t, filepath.Join(upper, "new.txt"), "hello\nworld", 0o644)
+	write(t, filepath.Join(upper, "new-empty"), "", 0o644)
+	write(t, filepath.Join(upper, "dir/b"), "b\n", 0o644)
+	write(t, filepath.Join(upper, ".git/config"), "[core]\nfsmonitor = evil\n", 0o644)
+	mknodWhiteout(t, filepath.Join(upper, "gone.txt"))
+	mknodWhiteout(t, filepath.Join(upper, "gone-empty"))
+	mknodWhiteout(t, filepath.Join(upper, "dir/a"))
+	var patch strings.Builder
+	if err := Diff(&patch, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"changed.txt": "644 " + strings.Replace(numbered(1, 10), "5\n", "five\n", 1),
+		"emptied.txt": "644 ",
+		"run.sh":      "755 echo\n",
+		"new.txt":     "644 hello\nworld",
+		"new-empty":   "644 ",
+		"dir/b":       "644 b\n",
+		".git/config": "644 [core]\n",
+	}
+	for _, tool := range [][]string{{"git", "apply", "-"}, {"patch", "-p1", "-s", "-f"}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Fatalf("%s: %v (the test needs it; .ci/run installs it)", tool[0], err)
+		}
+		dir := t.TempDir()
+		if out, err := exec.Command("cp", "-a", lower+"/.", dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v %s", err, out)
+		}
+		cmd := exec.Command(tool[0], tool[1:]...)
+		cmd.Dir, cmd.Stdin = dir, strings.NewReader(patch.String())
+		cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s\npatch:\n%s", tool, err, out, patch.String())
+		}
+		got := map[string]string{}
+		err := filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, path)
+			got[rel] = fmt.Sprintf("%o %s", fi.Mode().Perm(), b)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%v of the patch (-want +got):\n%s\npatch:\n%s", tool, diff, patch.String())
+		}
+	}
+}
+
 // TestDiffHunks checks hunk splitting and merging on line lists.
 func TestDiffHunks(t *testing.T) {
 	lower, upper := t.TempDir(), t.TempDir()
@@ -137,7 +264,8 @@ func TestDiffHunks(t *testing.T) {
 	cur := strings.Replace(strings.Replace(old, "\n3\n", "\nthree\n", 1), "\n25\n", "\n", 1)
 	write(t, filepath.Join(lower, "f"), old, 0o644)
 	write(t, filepath.Join(upper, "f"), cur, 0o644)
-	want := `--- a/f
+	want := `diff --git a/f b/f
+--- a/f
 +++ b/f
 @@ -1,6 +1,6 @@
  1

@@ -128,8 +128,8 @@ func TestBuiltinOverlayWriteDiff(t *testing.T) {
 			t.Fatalf("mcpbox diff: %s", r)
 		}
 		wsLines(t, r.stdout,
-			"--- a/a.txt", "+++ b/a.txt", " one", "-two", "+TWO",
-			"--- a/new/x.txt", "+++ b/new/x.txt", "+fresh")
+			"diff --git a/a.txt b/a.txt", "--- a/a.txt", "+++ b/a.txt", " one", "-two", "+TWO",
+			"diff --git a/new/x.txt b/new/x.txt", "new file mode 100644", "--- /dev/null", "+++ b/new/x.txt", "+fresh")
 		for _, not := range []string{"mcpbox-out", "planted", "report", "keep"} {
 			if strings.Contains(r.stdout, not) {
 				t.Errorf("the diff names %s:\n%s", not, r.stdout)

@@ -53,10 +53,10 @@ func TestWorkspaceOverlayDiff(t *testing.T) {
 			t.Fatalf("mcpbox diff: %s", r)
 		}
 		wsLines(t, r.stdout,
-			"--- a/a.txt", "+++ b/a.txt", " one", "-two", "+TWO", " three",
-			"--- a/new.txt", "+++ b/new.txt", "+fresh", "+lines",
-			"--- a/gone.txt", "+++ b/gone.txt", "-bye",
-			"--- a/sub/keep.txt", "+++ b/sub/keep.txt", "-keep",
+			"diff --git a/a.txt b/a.txt", "--- a/a.txt", "+++ b/a.txt", " one", "-two", "+TWO", " three",
+			"diff --git a/new.txt b/new.txt", "new file mode 100644", "--- /dev/null", "+++ b/new.txt", "+fresh", "+lines",
+			"diff --git a/gone.txt b/gone.txt", "deleted file mode 100644", "--- a/gone.txt", "+++ /dev/null", "-bye",
+			"diff --git a/sub/keep.txt b/sub/keep.txt", "deleted file mode 100644", "--- a/sub/keep.txt", "+++ /dev/null", "-keep",
 			"Symbolic links /dev/null and b/evil -> /etc/passwd differ",
 			"Symbolic links /dev/null and b/sub -> /etc differ")
 		for _, host := range []string{"root:x:", "nologin", "/bin/sh"} {

@@ -171,7 +171,7 @@ async function showDiff(main, id) {
   try { text = await api("sandboxes/" + encodeURIComponent(id) + "/diff"); } catch (e) { status(e.message); return; }
   const pre = el("pre", { class: "diff", id: "workspace-diff" });
   for (const line of String(text).split("\n")) {
-    const cls = line.startsWith("+++") || line.startsWith("---") ? "hdr" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
+    const cls = line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff --git ") ? "hdr" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
     pre.append(el("span", { class: cls }, line + "\n"));
   }
   main.append(el("h3", {}, "Workspace diff of " + id), el("div", { class: "card" }, text ? pre : el("p", { class: "muted" }, "No changes.")));
