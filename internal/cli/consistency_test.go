@@ -149,6 +149,13 @@ servers:
 	if got := summaryLine(unpinned); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
 		t.Errorf("summary without a lock file: %q", got)
 	}
+	// A server serve could not set up: named so, and the line does not
+	// say "no warnings" above the warning that says why.
+	unpinned.Servers[1].Unavailable = true
+	want = "mcpbox.yaml: 3 servers: github (tools not yet pinned), docs (unavailable), raw (pinning off); no config warnings; why 1 server could not be set up below"
+	if got := summaryLine(unpinned); got != want {
+		t.Errorf("summary with an unavailable server\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestCommandLine: the advice's command can be pasted back into a shell.

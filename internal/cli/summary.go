@@ -21,11 +21,18 @@ func (e *env) startupSummary(sum daemon.Summary) {
 }
 
 // summaryLine is e.g. "mcpbox.yaml: 2 servers: github (12 tools pinned),
-// docs (tools not yet pinned); 1 warning above".
+// docs (tools not yet pinned); 1 warning above", or with a server that
+// could not be set up "... docs (unavailable); no config warnings; why 1
+// server could not be set up below".
 func summaryLine(sum daemon.Summary) string {
 	parts := make([]string, 0, len(sum.Servers))
+	down := 0
 	for _, s := range sum.Servers {
-		parts = append(parts, fmt.Sprintf("%s (%s)", s.Name, pinState(s)))
+		state := pinState(s)
+		if s.Unavailable {
+			state, down = "unavailable", down+1
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", s.Name, state))
 	}
 	w := "no warnings"
 	switch n := len(sum.Warnings); {
@@ -33,6 +40,10 @@ func summaryLine(sum daemon.Summary) string {
 		w = "1 warning above"
 	case n > 1:
 		w = fmt.Sprintf("%d warnings above", n)
+	}
+	if down > 0 {
+		// Their warnings follow this line: "no warnings" would deny them.
+		w = strings.Replace(w, "warning", "config warning", 1) + "; why " + summaryCount(down, "server") + " could not be set up below"
 	}
 	return fmt.Sprintf("%s: %s: %s; %s", sum.File, summaryCount(len(sum.Servers), "server"), strings.Join(parts, ", "), w)
 }

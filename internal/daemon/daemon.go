@@ -195,13 +195,20 @@ func (d *daemon) serve(parent context.Context) error {
 	if err != nil {
 		return err
 	}
-	if d.o.Summary != nil {
-		d.o.Summary(summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir)))
-	}
 	defer d.closeWarm() // after the gateway closed, and if it could not be built
 	d.kubes = newKubeSetup(d.o.Base, d.dir, d.log)
 	defer d.kubes.close() // after the gateway has stopped every pod
 	gw, err := d.newGateway(ctx, g, po, failed)
+	if d.o.Summary != nil {
+		// After the servers were set up, so that it names the ones that
+		// could not be (reportUnavailable says why, below it).
+		sum := summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir))
+		down := d.setups.Down()
+		for i := range sum.Servers {
+			_, sum.Servers[i].Unavailable = down[sum.Servers[i].Name]
+		}
+		d.o.Summary(sum)
+	}
 	if se := (*SetupError)(nil); errors.As(err, &se) {
 		return err // the servers' own, not the config's
 	}

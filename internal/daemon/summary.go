@@ -34,6 +34,10 @@ type ServerPins struct {
 	// Pinned: the lock has the server's tools, Tools of them.
 	Pinned bool
 	Tools  int
+	// Unavailable: serve could not set it up (its package did not
+	// install, its image did not pull); a warning after the summary says
+	// why, and a new session retries it.
+	Unavailable bool
 }
 
 // Summarize is the summary of c against lock (nil: nothing pinned yet).

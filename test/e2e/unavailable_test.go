@@ -47,6 +47,11 @@ servers:
 		!strings.Contains(g.logs.String(), notFound) {
 		t.Errorf("serve's start did not say %q ... %q:\n%s", want, notFound, g.logs)
 	}
+	// The summary line, above that warning, names it and does not say
+	// "no warnings".
+	if want := "memory (tools not yet pinned), broken (unavailable); no config warnings; why 1 server could not be set up below"; !strings.Contains(g.logs.String(), want) {
+		t.Errorf("serve's start-up summary does not say %q:\n%s", want, g.logs)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
