@@ -330,6 +330,9 @@ func serveLoopback(ln net.Listener, mux http.Handler) func() {
 	}
 }
 
+// ErrNoServe is UILoginURL's error when no serve runs on the state dir.
+var ErrNoServe = errors.New("no mcpbox serve is running")
+
 // UILoginURL is a one-time login URL (valid 5 minutes, one use) of the
 // dashboard of the serve instance running on stateDir (`mcpbox ui`).
 func UILoginURL(stateDir string, pid int) (string, error) {
@@ -341,7 +344,7 @@ func UILoginURL(stateDir string, pid int) (string, error) {
 		return "", err
 	}
 	if len(recs) == 0 {
-		return "", fmt.Errorf("no mcpbox serve is running on %s: start one with mcpbox serve --http 127.0.0.1:8765", stateDir)
+		return "", fmt.Errorf("%w on %s", ErrNoServe, stateDir)
 	}
 	if pid != 0 {
 		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID != pid })
