@@ -97,6 +97,18 @@ func TestManyInstances(t *testing.T) {
 			t.Errorf("ps --all lists %v, want %v", got, sorted(pidA1, pidA2, pidAH, pidB1))
 		}
 
+		// snapshot --all, from anywhere, finds the instance that runs the
+		// sandbox; the snapshot goes under that instance's state dir.
+		if boxesB := instPS(t, m, projB, env); len(boxesB) == 1 && len(instsB) == 1 {
+			r := instRun(t, m, home, env, "snapshot", "--all", boxesB[0]["id"].(string))
+			want := filepath.Join(instsB[0]["state_dir"].(string), "snapshots", boxesB[0]["id"].(string)+"-")
+			if got := strings.TrimSpace(r.stdout); r.code != 0 || !strings.HasPrefix(got, want) {
+				t.Errorf("snapshot --all of project B's sandbox: %s; want a file %s...", r, want)
+			}
+		} else {
+			t.Errorf("project B: sandboxes %v, instances %v; want one of each", boxesB, instsB)
+		}
+
 		// A port taken by an instance: the error names its project and
 		// offers port 0.
 		hostPort := strings.TrimSuffix(strings.TrimPrefix(h.url, "http://"), "/mcp")
@@ -133,7 +145,7 @@ func instConfig(t *testing.T, m mode, dir, name string) string {
 	bin := goBuild(t, gwServerPkg)
 	cfg := map[string]any{"version": 1, "servers": map[string]any{name: map[string]any{
 		"command":    []string{"/opt/bin/mcpserver", "-name", name},
-		"filesystem": map[string]any{"mounts": []map[string]string{{"source": bin, "target": "/opt/bin", "mode": "ro"}}},
+		"filesystem": map[string]any{"mounts": []map[string]string{{"source": bin, "target": "/opt/bin", "mode": "ro"}}, "output": map[string]any{}},
 		"tools":      map[string]any{"allow": []string{"*"}},
 	}}}
 	if !m.root() {
