@@ -191,11 +191,16 @@ func (e *env) newFlagSet(name, help string) *flag.FlagSet {
 		fmt.Fprint(fs.Output(), help)
 		fmt.Fprintln(fs.Output(), "\nFLAGS")
 		fs.VisitAll(func(f *flag.Flag) {
-			fmt.Fprintf(fs.Output(), "  %s\n      %s\n", flagSynopsis(f), strings.ReplaceAll(flagText(f), "\n", "\n      "))
+			if f.Usage != hiddenFlag {
+				fmt.Fprintf(fs.Output(), "  %s\n      %s\n", flagSynopsis(f), strings.ReplaceAll(flagText(f), "\n", "\n      "))
+			}
 		})
 	}
 	return fs
 }
+
+// hiddenFlag is the usage of a flag the help does not list.
+const hiddenFlag = "(hidden)"
 
 // flagSynopsis is how the help shows a flag: "-o FILE" for a one-letter
 // flag, as the usage lines write it, "--config FILE" otherwise, and a

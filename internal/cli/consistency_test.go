@@ -166,3 +166,17 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("commandLine = %s, want %s", got, want)
 	}
 }
+
+// TestOneDirCommandsHideAll: the commands that work on one state dir do
+// not offer --all in their help, and say why when given it.
+func TestOneDirCommandsHideAll(t *testing.T) {
+	for _, cmd := range [][]string{{"logs"}, {"token", "rotate"}, {"ui"}} {
+		_, help, _ := runCLI(append(cmd, "--help")...)
+		if !strings.Contains(help, "--config FILE") || strings.Contains(help, "--all") {
+			t.Errorf("%v --help: want --config and no --all:\n%s", cmd, help)
+		}
+		if code, _, errOut := runCLI(append(cmd, "--all")...); code != exitUsage && code != 1 || !strings.Contains(errOut, "--all: ") {
+			t.Errorf("%v --all: exit %d, %q; want a refusal saying why", cmd, code, errOut)
+		}
+	}
+}

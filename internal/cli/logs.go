@@ -40,7 +40,7 @@ forge a consistent history, but not one that ends in your copy).
 
 func (e *env) logs(args []string) int {
 	fs := e.newFlagSet("logs", logsHelp)
-	af := registerAdminFlags(fs)
+	af := registerOneDirFlags(fs)
 	var f audit.Filter
 	fs.StringVar(&f.Client, "client", "", "only records of client `NAME`")
 	fs.StringVar(&f.Server, "server", "", "only records of server `NAME`")

@@ -47,6 +47,15 @@ func registerAdminFlags(fs *flag.FlagSet) adminFlags {
 	}
 }
 
+// registerOneDirFlags is registerAdminFlags for a command that works on
+// one state dir (logs, token rotate, ui): --all is accepted only to say
+// why it is refused, and the help does not list it.
+func registerOneDirFlags(fs *flag.FlagSet) adminFlags {
+	af := registerAdminFlags(fs)
+	fs.Lookup("all").Usage = hiddenFlag
+	return af
+}
+
 // dir is the state dir the flags name: --state-dir, the state_dir of
 // --config, allStateDirs for --all, or with none of them the state dir
 // of the project the current directory is in (findStateDir).

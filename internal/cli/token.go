@@ -38,7 +38,7 @@ func (e *env) printTokenNote(dir string) {
 
 func (e *env) token(args []string) int {
 	fs := e.newFlagSet("token rotate", tokenHelp)
-	af := registerAdminFlags(fs)
+	af := registerOneDirFlags(fs)
 	if len(args) == 0 || args[0] != "rotate" {
 		if code, stop := e.parse(fs, args); stop {
 			return code // --help

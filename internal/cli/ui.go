@@ -19,7 +19,7 @@ and --instance PID (the INSTANCE column of mcpbox ps) chooses one.
 
 func (e *env) ui(args []string) int {
 	fs := e.newFlagSet("ui", uiHelp)
-	af := registerAdminFlags(fs)
+	af := registerOneDirFlags(fs)
 	printOnly := fs.Bool("print-url", false, "print the login URL and exit")
 	pid := fs.Int("instance", 0, "the instance `PID` whose dashboard to open, when several run (see mcpbox ps)")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
