@@ -86,7 +86,7 @@ func (u *upstream) decideLocked(err error, clean bool) RestartEvent {
 		u.failed = fmt.Errorf("server %s exited with status 0; restart is on-failure", u.srv.Name)
 	case len(u.crashes) > crashLoopMax:
 		ev.Why = fmt.Sprintf("it ended %d times within %s", len(u.crashes), crashWindow)
-		u.failed = fmt.Errorf("server %s ended %d times within %s; giving up (last: it %s)", u.srv.Name, len(u.crashes), crashWindow, ev.Reason)
+		u.failed = fmt.Errorf("server %s ended %d times within %s; giving up until serve restarts (last: it %s)", u.srv.Name, len(u.crashes), crashWindow, ev.Reason)
 	}
 	ev.GaveUp = u.failed != nil
 	if !ev.GaveUp {

@@ -225,6 +225,9 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 		undo = append(undo, in.unlockOverlay)
 	}
 	in.trackWritable()
+	if err := in.roomLeft(); err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	if err := in.startSandbox(ctx); err != nil {
 		return nil, err
@@ -384,6 +387,26 @@ func (in *sandboxInstance) setupOverlay() error {
 	}
 	rec.AddWritable(ov.Upper, "/workspace/input")
 	return nil
+}
+
+// roomLeft refuses to start a sandbox on a workspace dir already over its
+// size limit (an output filled by an earlier sandbox and kept): the size
+// watcher would stop it at once, at every start, and the client would
+// hear only of /workspace/output. The log names the host dir; the error
+// the client gets says what an admin can do.
+func (in *sandboxInstance) roomLeft() error {
+	se := in.spec.OverSize()
+	if se == nil {
+		return nil
+	}
+	key := "filesystem.output.size"
+	if se.Dir == sandbox.InputDir {
+		key = "filesystem.input.size"
+	}
+	in.l.log.Error("not starting the server: its workspace dir is over its size limit; remove files from it, or raise "+key,
+		"server", in.l.name, "dir", se.Host, "holds", config.Size(se.Used).String(), "limit", config.Size(se.Limit).String())
+	return fmt.Errorf("%s holds %s, over its size limit of %s, so the sandbox was not started: remove files from it "+
+		"(serve's log names the host dir) or raise %s", se.Dir, config.Size(se.Used), config.Size(se.Limit), key)
 }
 
 // trackWritable lists the host dirs the sandbox may write, for the files

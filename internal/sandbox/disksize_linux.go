@@ -82,10 +82,25 @@ func checkSizes(ls []sizeLimit) *SizeError {
 	for _, l := range ls {
 		used, err := diskUsage(l.host)
 		if err != nil {
-			return &SizeError{Dir: l.dir, Limit: l.limit, Err: err}
+			return &SizeError{Dir: l.dir, Host: l.host, Limit: l.limit, Err: err}
 		}
 		if used > l.limit {
-			return &SizeError{Dir: l.dir, Limit: l.limit, Used: used}
+			return &SizeError{Dir: l.dir, Host: l.host, Limit: l.limit, Used: used}
+		}
+	}
+	return nil
+}
+
+// OverSize measures the Spec's size-limited dirs (the output, an input
+// overlay's upper dir) and returns the first that already holds more than
+// its limit, or nil. A sandbox started on it would be stopped at its
+// watcher's first measurement, as every later one would: a launcher asks
+// before the start, to refuse it with what to do instead. A dir that
+// cannot be measured is left to the watcher.
+func (s *Spec) OverSize() *SizeError {
+	for _, l := range s.sizeLimits() {
+		if used, err := diskUsage(l.host); err == nil && used > l.limit {
+			return &SizeError{Dir: l.dir, Host: l.host, Limit: l.limit, Used: used}
 		}
 	}
 	return nil

@@ -271,6 +271,7 @@ type Result struct {
 // otherwise.
 type SizeError struct {
 	Dir   string // where the sandbox sees it: /workspace/output or /workspace/input
+	Host  string // where the host has it (for the operator's log; not for clients)
 	Limit int64  // bytes
 	Used  int64  // bytes measured on the host; zero when Err is set
 	Err   error

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"io/fs"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -91,6 +93,44 @@ func TestServeOutputSizeLimit(t *testing.T) {
 		if used := duBytes(t, out); used > limit+slack {
 			t.Fatalf("workspace output holds %d bytes, over the limit %d plus slack %d", used, limit, slack)
 		}
+
+		// The full output is kept: a new sandbox is not started on it (it
+		// would be stopped at once, every time); the client hears why and
+		// what to do, serve's log names the host dir.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		// With one server, the session itself cannot start.
+		hc := &http.Client{Transport: gwBearer{token: s.token, base: &http.Transport{}}}
+		sess2, err := gwConnectErr(ctx, g.url, hc, nil, gwLegacy)
+		if err == nil {
+			_, err = gwCall(ctx, sess2, "note_read", map[string]any{"name": "n0"})
+			gwClose(t, sess2)
+		}
+		if err == nil || !strings.Contains(err.Error(), "/workspace/output holds") || !strings.Contains(err.Error(), "so the sandbox was not started") ||
+			!strings.Contains(err.Error(), "raise filesystem.output.size") {
+			t.Fatalf("a call on the full workspace: %v; want why the sandbox did not start and what to do", err)
+		}
+		if strings.Contains(err.Error(), out) {
+			t.Errorf("the client's error names the host dir %s: %v", out, err)
+		}
+		if logs := g.logs.String(); !strings.Contains(logs, "over its size limit") || !strings.Contains(logs, out) {
+			t.Errorf("serve's log does not name the full host dir %s:\n%s", out, logs)
+		}
+		// Made room, and serve restarted (the refused starts count as ends
+		// of the server, and it was given up on): the sandbox starts.
+		entries, err := os.ReadDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.stop(t)
+		g = s.serve(t)
+		sess3 := s.connect(t, g, nil)
+		gwMustCall(t, sess3, "note_write", map[string]any{"name": "after", "text": "room again"}, "ok")
 	})
 }
 
