@@ -187,7 +187,8 @@ func (g *Guard) decided(next handler) handler {
 		case config.ActionAllow:
 		default:
 			rec.Outcome = audit.OutcomeDenied
-			return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s)", rec.Name, d.Rule), nil)
+			// Reason never holds an argument value (internal/policy).
+			return refusal(fmt.Sprintf("mcpbox: the policy denies %s (%s: %s)", rec.Name, policy.RuleName(d.Rule), d.Reason), nil)
 		}
 		return next(ctx, st)
 	}

@@ -46,7 +46,7 @@ func (k *compiler) server(s *config.Server) *serverPolicy {
 }
 
 func (k *compiler) rule(r *config.Rule, rp string) rule {
-	out := rule{tool: r.Tool, action: r.Action, loc: rp}
+	out := rule{tool: r.Tool, action: r.Action, name: rp, loc: rp}
 	if p := r.Meta.Pos; p.Line > 0 {
 		out.loc = fmt.Sprintf("%s (%s)", rp, posString(k.file, p))
 	}

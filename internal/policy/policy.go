@@ -51,7 +51,8 @@ type serverPolicy struct {
 type rule struct {
 	tool, action string
 	when         *whenProgram // nil: always
-	loc          string       // "servers.NAME.tools.rules[I] (FILE:L:C)"
+	name         string       // "servers.NAME.tools.rules[I]", for reasons a client may read
+	loc          string       // name and " (FILE:L:C)", for Rule (the audit, the operator)
 }
 
 type clientPolicy struct {
@@ -130,6 +131,14 @@ func (e *Engine) Visible(client, server, tool string) bool {
 	return sp.globs(tool).Action != config.ActionDeny
 }
 
+// RuleName is a Decision's Rule without the config file position a rule
+// has ("servers.fs.tools.rules[0] (/home/me/mcpbox.yaml:12:9)"), for a
+// message to a client, which has no business with the operator's paths.
+func RuleName(rule string) string {
+	name, _, _ := strings.Cut(rule, " (")
+	return name
+}
+
 // client returns the client's policy (nil: none) and false for a name the
 // config does not list. A name with a '.' is an identity an OAuth issuer
 // vouched for (oidc.NAME, listen.http.oauth; no clients: name has one):
@@ -165,6 +174,7 @@ func (sp *serverPolicy) rulesDecide(in *Input) (Decision, bool) {
 		act     *activation
 		ctx     context.Context
 		skipped string
+		unmet   string // the first rule whose when was false
 	)
 	for _, r := range sp.rules {
 		if !match(r.tool, in.Tool) {
@@ -190,11 +200,18 @@ func (sp *serverPolicy) rulesDecide(in *Input) (Decision, bool) {
 				Reason: fmt.Sprintf("when failed (%v); %s rule applied (fail closed)%s", err, r.action, skipped)}, false
 		case err != nil:
 			if skipped == "" {
-				skipped = fmt.Sprintf("; skipped %s: when failed (%v)", r.loc, err)
+				skipped = fmt.Sprintf("; skipped %s: when failed (%v)", r.name, err)
 			}
 		case ok:
 			return Decision{Action: r.action, Rule: r.loc, Reason: "rule matched" + skipped}, r.action == config.ActionAllow
+		case unmet == "":
+			unmet = r.name
 		}
+	}
+	if unmet != "" {
+		// A caller refused by the default wants to know that a rule for
+		// the tool exists and what kept it from applying.
+		skipped += "; the when of " + unmet + " does not hold for these arguments"
 	}
 	return Decision{Reason: skipped}, false
 }

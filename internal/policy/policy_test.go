@@ -107,11 +107,12 @@ func TestDecide(t *testing.T) {
 		{"json.Number", Input{Server: "gh", Tool: "merge", Args: args("count", json.Number("7"))}, config.ActionDeny, r("gh", 4, "count > 5"), ""},
 		{"nested json.Number", Input{Server: "gh", Tool: "merge", Args: args("count", json.Number("1"), "deep", []any{map[string]any{"n": json.Number("2.5")}})}, config.ActionAllow, "servers.gh.tools.allow", "skipped"},
 		{"strings extension", Input{Server: "gh", Tool: "edit", Args: args("path", "docs/README.MD")}, config.ActionAllow, r("gh", 6, "lowerAscii"), ""},
-		{"strings extension false", Input{Server: "gh", Tool: "edit", Args: args("path", "main.go")}, config.ActionDeny, "servers.gh.tools.default", ""},
+		{"strings extension false", Input{Server: "gh", Tool: "edit", Args: args("path", "main.go")}, config.ActionDeny, "servers.gh.tools.default",
+			"; the when of " + RuleName(r("gh", 6, "lowerAscii")) + " does not hold for these arguments"},
 
 		// Evaluation errors: a deny rule matches, others are skipped.
 		{"eval error on deny rule", Input{Server: "gh", Tool: "create_issue"}, config.ActionDeny, r("gh", 0, "'locked'"), "missing key"},
-		{"eval error on allow rule skipped", Input{Server: "gh", Tool: "create_pr"}, config.ActionApprove, r("gh", 2, "action: approve}"), "skipped " + r("gh", 1, "pub-")},
+		{"eval error on allow rule skipped", Input{Server: "gh", Tool: "create_pr"}, config.ActionApprove, r("gh", 2, "action: approve}"), "skipped " + RuleName(r("gh", 1, "pub-")) + ": when failed"},
 		{"type error on deny rule", Input{Server: "gh", Tool: "merge", Args: args("count", "many")}, config.ActionDeny, r("gh", 4, "count > 5"), "type mismatch"},
 		{"eval error skips to glob", Input{Server: "gh", Tool: "merge", Args: args("count", 1.0)}, config.ActionAllow, "servers.gh.tools.allow", "missing key"},
 
@@ -160,6 +161,11 @@ func TestDecide(t *testing.T) {
 			}
 			if !strings.Contains(d.Reason, tt.reason) {
 				t.Errorf("Reason = %q, want it to contain %q", d.Reason, tt.reason)
+			}
+			// A client reads Reason and RuleName(Rule): not the
+			// operator's config path.
+			if strings.Contains(d.Reason+RuleName(d.Rule), "p.yaml") {
+				t.Errorf("Reason %q or RuleName %q names the config file", d.Reason, RuleName(d.Rule))
 			}
 		})
 	}

@@ -54,7 +54,7 @@ func TestAuditCallRecord(t *testing.T) {
 		okPath := "ok/dl-" + gwHex(4) + ".tgz"
 		wantOK(t, await(t, callAsync(sess, "fetch_write", map[string]any{"url": url, "path": okPath})), strconv.Itoa(len(body)))
 		wantRefused(t, await(t, callAsync(sess, "fetch_write", map[string]any{"url": url, "path": "bad/x"})),
-			"the policy denies fetch_write")
+			"the policy denies fetch_write", "the when of servers.box.tools.rules[0] does not hold for these arguments")
 		gwClose(t, sess)
 		g.stop(t)
 
