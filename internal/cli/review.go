@@ -138,8 +138,14 @@ func (e *env) approvals(args []string) int {
 		}
 		return 0
 	}
+	if len(r.Pending) == 0 {
+		// Not a bare header, which reads like output cut short.
+		fmt.Fprintln(e.stdout, "no calls or definition changes wait for approval")
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
+	if len(r.Pending) > 0 {
+		fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
+	}
 	for _, p := range r.Pending {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, admin.OneLine(p.Summary, 80))
 	}

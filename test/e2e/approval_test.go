@@ -219,6 +219,10 @@ func TestApprovalCLI(t *testing.T) {
 		if r := s.cli(t, "approve", p2.str("id"), "--config", s.cfg); r.code == 0 {
 			t.Errorf("approving an already denied request succeeded:\n%s", r)
 		}
+		// Nothing waits now: a sentence, not a bare table header.
+		if r := s.cli(t, "approvals", "--config", s.cfg); r.code != 0 || r.stdout != "no calls or definition changes wait for approval\n" {
+			t.Errorf("mcpbox approvals with nothing waiting:\n%s", r)
+		}
 		g.stop(t)
 
 		who := fmt.Sprintf("cli:uid=%d", cliUID(m))
