@@ -18,9 +18,12 @@ const logsHelp = `USAGE
 
 Prints the audit log of the gateway that uses that state dir (running or
 not; with neither flag, the state dir of the project the current
-directory is in, which every instance of the project shares), oldest first: one line per record, or with --json one JSON object
-per line (its sequence number in "id"). --follow keeps printing new
-records until interrupted.
+directory is in, which every instance of the project shares), in the
+order the records were written: one line per record, or with --json one
+JSON object per line (its sequence number in "id"). A record's time is
+when what it records began, and a call or an egress connection is
+written when it ends: a long one shows an earlier time than the records
+before it. --follow keeps printing new records until interrupted.
 
 FILTERS
   --client NAME --server NAME --sandbox ID --session ID
