@@ -1,6 +1,7 @@
 package specconv
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/workspace"
 )
 
 // Options say where a config's relative paths lead and what its sandboxes
@@ -128,6 +130,12 @@ func filesystemSpec(c *config.Config, s *config.Server, base string, spec *sandb
 	protected := protectedPlaces(spec.Input, configStateDir(c, base))
 	if fsys.Output != nil && fsys.Output.Source != "" {
 		if spec.Output, err = outputDir(base, spec.Input, fsys.Output.Source, 0o755, protected); err != nil {
+			if errors.Is(err, workspace.ErrSymlink) {
+				// A repository can ship the output dir as a link (to ~/.ssh,
+				// say): say what to do, not only what was refused.
+				return fmt.Errorf("server %s: filesystem.output: %w; if you did not make that link, it came with the project: "+
+					"look at it, remove the link (not what it points to) and start again, or set filesystem.output.source to a directory", s.Name, err)
+			}
 			return fmt.Errorf("server %s: filesystem.output: %w", s.Name, err)
 		}
 	}

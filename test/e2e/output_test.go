@@ -68,6 +68,10 @@ func TestServeRefusesProjectSymlinks(t *testing.T) {
 				if strings.Contains(r.stdout, `"result"`) {
 					t.Errorf("serve answered the client:\n%s", r.stdout)
 				}
+				// The default's output: what to do about it, too.
+				if tc.name == "default output" && !strings.Contains(r.stderr, "remove the link (not what it points to)") {
+					t.Errorf("the refusal of a linked mcpbox-out does not say to remove the link:\n%s", r)
+				}
 				if after := dirNames(t, p.hostDir); !slices.Equal(before, after) {
 					t.Errorf("the link's target holds %v, had %v", after, before)
 				}
