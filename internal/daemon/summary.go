@@ -68,6 +68,7 @@ func summarize(c *config.Config, lockPath string) Summary {
 	sum := Summarize(c, lock)
 	sum.Warnings = append(sum.Warnings, secretWarnings(c)...)
 	sum.Warnings = append(sum.Warnings, commandWarnings(c)...)
+	sum.Warnings = append(sum.Warnings, nodeProxyWarnings(c, hostNodeVersion)...)
 	return sum
 }
 

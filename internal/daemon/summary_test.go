@@ -125,3 +125,65 @@ servers:
 		}
 	}
 }
+
+// TestSummaryWarnsNodeIgnoresProxy: a Node server (npx, an npm package,
+// node itself) with egress is warned about, at its egress key, when the
+// host's Node ignores proxy variables; a Python one, one without egress
+// and a newer Node are not. The host's own node is asked for real.
+func TestSummaryWarnsNodeIgnoresProxy(t *testing.T) {
+	src := `version: 1
+servers:
+  fetcher:
+    command: [npx, -y, "@scope/fetcher"]
+    network:
+      egress: [{host: api.example.com}]
+    tools: {allow: ["*"]}
+  pkg:
+    package: npm:other-server
+    network: {egress: [{host: api.example.com}]}
+    tools: {allow: ["*"]}
+  plain:
+    command: [node, /opt/s.js]
+    network: {egress: [{host: api.example.com}]}
+    tools: {allow: ["*"]}
+  offline:
+    command: [npx, -y, offline-server]
+    tools: {allow: ["*"]}
+  py:
+    command: [uvx, py-server]
+    network: {egress: [{host: api.example.com}]}
+    tools: {allow: ["*"]}
+`
+	c, err := config.Load("mcpbox.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := nodeProxyWarnings(c, func() string { return "v20.20.2" })
+	var got []string
+	for _, w := range ws {
+		got = append(got, strings.SplitN(w.Msg, ":", 2)[0])
+		if !strings.Contains(w.Msg, "Node v20.20.2") || !strings.Contains(w.Msg, "EAI_AGAIN") {
+			t.Errorf("warning %q: want the version and the symptom", w.Msg)
+		}
+	}
+	if want := "servers.fetcher.network.egress servers.pkg.network.egress servers.plain.network.egress"; strings.Join(got, " ") != want {
+		t.Errorf("warned about %q, want %q", got, want)
+	}
+	if len(ws) > 0 && ws[0].Line != 6 {
+		t.Errorf("the fetcher warning is at line %d, want 6 (its egress)", ws[0].Line)
+	}
+	for _, v := range []string{"v22.21.0", "v24.1.0", "v25.0.0", "garbage"} {
+		if ws := nodeProxyWarnings(c, func() string { return v }); len(ws) != 0 {
+			t.Errorf("Node %s: warnings %v, want none", v, ws)
+		}
+	}
+	for _, v := range []string{"v18.19.0", "v22.20.0", "v23.11.0"} {
+		if ws := nodeProxyWarnings(c, func() string { return v }); len(ws) != 3 {
+			t.Errorf("Node %s: %d warnings, want 3", v, len(ws))
+		}
+	}
+	// The host's node, asked for real: a version string when it has one.
+	if v := hostNodeVersion(); v != "" && !strings.HasPrefix(v, "v") {
+		t.Errorf("hostNodeVersion = %q", v)
+	}
+}

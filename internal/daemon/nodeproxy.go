@@ -1,0 +1,97 @@
+package daemon
+
+// A start-up warning for Node servers that are given egress the host's
+// Node cannot use: Node's fetch and http ignore HTTP(S)_PROXY before
+// 22.21 and 24, which read NODE_USE_ENV_PROXY (set in every sandbox), and
+// the sandbox resolves no names and has no route but the proxy. Such a
+// server's requests fail with EAI_AGAIN, which looks like a broken
+// network rather than a runtime that ignores the proxy.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/pkginstall"
+	"mcpbox/internal/sandbox"
+)
+
+// nodeProxyWarnings flags each local Node server with network.egress when
+// the host's node (the one its sandbox runs) ignores proxy variables.
+// version returns the host's node version ("v20.20.2"), "" if none.
+func nodeProxyWarnings(c *config.Config, version func() string) config.Errors {
+	var ws config.Errors
+	v := ""
+	for _, s := range c.Servers {
+		if s == nil || len(s.Network.Egress) == 0 || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes || !runsNode(s) {
+			continue
+		}
+		if v == "" {
+			if v = version(); v == "" {
+				return nil
+			}
+		}
+		if nodeReadsProxyEnv(v) {
+			return nil
+		}
+		pos := s.Network.Meta.At("egress")
+		ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf(
+			"servers.%s.network.egress: the host's Node %s, which the sandbox runs, ignores the proxy mcpbox gives it in fetch and http "+
+				"(Node 22.21 and 24 read NODE_USE_ENV_PROXY, which mcpbox sets): unless server %s reads HTTPS_PROXY itself, "+
+				"its requests fail (getaddrinfo EAI_AGAIN); install a newer Node on the host", s.Name, v, s.Name)})
+	}
+	return ws
+}
+
+// runsNode reports whether s runs under the host's node: an npm package,
+// an npx-style command, or node itself.
+func runsNode(s *config.Server) bool {
+	if strings.HasPrefix(s.Package, "npm:") {
+		return true
+	}
+	if src, _, ok, _ := pkginstall.FromCommand(s.Command); ok {
+		return src.Ecosystem == pkginstall.NPM
+	}
+	return len(s.Command) > 0 && path.Base(s.Command[0]) == "node"
+}
+
+// nodeReadsProxyEnv reports whether Node version v ("v22.21.0") honours
+// NODE_USE_ENV_PROXY: 22.21 and later 22s, 24 and later. An unreadable
+// version is given the benefit of the doubt.
+func nodeReadsProxyEnv(v string) bool {
+	parts := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(v), "v"), ".", 3)
+	if len(parts) < 2 {
+		return true
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return major >= 24 || major == 22 && minor >= 21
+}
+
+// hostNodeVersion runs the node the sandbox's PATH finds, for at most
+// two seconds; "" if there is none or it does not answer.
+func hostNodeVersion() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, dir := range strings.Split(sandbox.DefaultPATH, ":") {
+		bin := path.Join(dir, "node")
+		if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		out, err := exec.CommandContext(ctx, bin, "--version").Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	return ""
+}
