@@ -49,15 +49,24 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 // these are the upstreams'. It fails closed: a call it cannot check (its
 // server's tool list cannot be had, the tool is not in it, its schema or
 // arguments cannot be read, an argument object names a key twice) is
-// refused. A name no server serves passes: the call is refused as an
-// unknown tool and nothing runs.
+// refused. A name no server serves, or a tool this client was not given,
+// passes: the call is refused as an unknown tool and nothing runs.
 func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, name string, rawArgs json.RawMessage) error {
 	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
-	if !ok {
+	if !ok || !b.srv.allowed(tool) {
+		return nil
+	}
+	// A tool this client was not given passes too, whether it exists or
+	// not: callTool answers "unknown tool" and audits it, the same for
+	// both, so that a header error tells no client which hidden tools
+	// exist (nor their x-mcp-header parameters).
+	if _, given, err := d.lookup(ctx, b, KindTools, tool); err != nil {
+		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
+	} else if !given {
 		return nil
 	}
 	// The server's own definition: the List hook (lookup) may pass an
-	// item without it, and a tool it hides is refused later anyway.
+	// item without it.
 	l, err := b.u.listing(ctx, KindTools)
 	if err != nil {
 		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)

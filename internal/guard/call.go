@@ -101,8 +101,17 @@ func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 }
 
 // maxUnknownName bounds the name of an unknown tool in its record: the
-// client chose it, and it may be anything.
+// client chose it, and it may be anything up to a request's size.
 const maxUnknownName = 200
+
+// clientName is a name a client chose, redacted and cut for the audit.
+func (g *Guard) clientName(s string) string {
+	s = g.book.String(s)
+	if r := []rune(s); len(r) > maxUnknownName {
+		s = string(r[:maxUnknownName-1]) + "…"
+	}
+	return s
+}
 
 // unknown is the Unknown hook: a call refused as an unknown tool (hidden
 // by the config or a pin, or not offered at all) gets a denied record,
@@ -111,12 +120,8 @@ func (g *Guard) unknown(c *gateway.Call, why string) {
 	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
 		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
 	}
-	name := g.book.String(c.Name)
-	if r := []rune(name); len(r) > maxUnknownName {
-		name = string(r[:maxUnknownName-1]) + "…"
-	}
 	rec := audit.Record{Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server,
-		Tool: c.Tool, Name: name, ArgShape: audit.Shape(c.Arguments), Decision: "deny", Outcome: audit.OutcomeDenied, Rule: "unknown tool: " + why}
+		Tool: g.clientName(c.Tool), Name: g.clientName(c.Name), ArgShape: audit.Shape(c.Arguments), Decision: "deny", Outcome: audit.OutcomeDenied, Rule: "unknown tool: " + why}
 	if c.Trace != "" {
 		rec.Detail = map[string]string{audit.DetailTraceparent: g.book.String(c.Trace)}
 	}

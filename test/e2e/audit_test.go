@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -285,33 +286,44 @@ func TestAuditUnknownTool(t *testing.T) {
       deny: [whoami]
 `)
 	g := s.serve(t)
-	sess := s.connect(t, g, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, name := range []string{"whoami", "no_such_tool"} {
-		if _, err := gwCall(ctx, sess, name, map[string]any{"k": "v"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
-			t.Fatalf("calling %s: %v, want an unknown tool error", name, err)
+	hc := &http.Client{Transport: gwBearer{token: s.token, base: &http.Transport{}}}
+	// Both eras: a 2026 client's call passes the Mcp-Param header check
+	// first, which must not answer differently for a hidden tool and a
+	// missing one (nor skip the record).
+	for _, version := range []string{gwLegacy, "2026-07-28"} {
+		sess := gwConnect(t, ctx, g.url, hc, nil, version)
+		var errs []string
+		for _, name := range []string{"whoami", "no_such_tool"} {
+			_, err := gwCall(ctx, sess, name, map[string]any{"k": "v"})
+			if err == nil || !strings.Contains(err.Error(), "unknown tool") {
+				t.Fatalf("%s: calling %s: %v, want an unknown tool error", version, name, err)
+			}
+			errs = append(errs, strings.ReplaceAll(err.Error(), name, "NAME"))
 		}
+		if errs[0] != errs[1] {
+			t.Errorf("%s: a hidden and a missing tool get different answers: %q", version, errs)
+		}
+		gwMustCall(t, sess, "echo", map[string]any{"text": "after"}, "after")
+		gwClose(t, sess)
 	}
-	gwMustCall(t, sess, "echo", map[string]any{"text": "after"}, "after")
-	gwClose(t, sess)
 	g.stop(t)
 
-	rules := map[string]string{}
+	rules := map[string][]string{}
 	for _, r := range s.logs(t, "--event", "call") {
 		if r.str("outcome") == "denied" {
 			if r.str("decision") != "deny" || r.str("client") != auClient || r.str("server") != auServer {
 				t.Errorf("unknown-tool record %v: want decision deny, client %s, server %s", r, auClient, auServer)
 			}
-			rules[r.str("name")] = r.str("rule")
+			rules[r.str("name")] = append(rules[r.str("name")], r.str("rule"))
 		}
 	}
-	want := map[string]string{
-		"whoami":       "unknown tool: the policy hides it from this client (tools.allow/deny, clients[].tools)",
-		"no_such_tool": "unknown tool: not in the tools/list this client was given",
-	}
-	if !maps.Equal(rules, want) {
-		t.Fatalf("denied call records (name: rule) %v, want %v", rules, want)
+	hidden := "unknown tool: the policy hides it from this client (tools.allow/deny, clients[].tools)"
+	missing := "unknown tool: not in the tools/list this client was given"
+	want := map[string][]string{"whoami": {hidden, hidden}, "no_such_tool": {missing, missing}}
+	if !maps.EqualFunc(rules, want, slices.Equal) {
+		t.Fatalf("denied call records (name: rules) %v, want %v (one per era)", rules, want)
 	}
 }
 
