@@ -7,8 +7,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -105,7 +105,7 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int, opaque bool) error {
 	}
 	for _, name := range names {
 		l, u := stat(lfd, name), stat(ufd, name)
-		if name == ".git" && d.collect == nil {
+		if d.collect == nil && isGitName(name) {
 			if err := d.gitDir(l, u, joinRel(rel, name), depth+1, opaque); err != nil {
 				return err
 			}
@@ -135,10 +135,30 @@ func (d *differ) gitDir(l, u side, rel string, depth int, opaque bool) error {
 		changed = changed[:maxGitNames]
 	}
 	for i, c := range changed {
-		changed[i] = quoteName(c)
+		changed[i] = quotePath("", c)
 	}
-	fmt.Fprintf(d.w, "Changes under %s not shown (git's own files; git apply refuses them): %s%s\n", quoteName(rel), strings.Join(changed, ", "), more)
+	fmt.Fprintf(d.w, "Changes under %s not shown (git's own files; git apply refuses them): %s%s\n", quotePath("", rel), strings.Join(changed, ", "), more)
 	return nil
+}
+
+// isGitName reports whether a path component is one git refuses in a
+// patch as its own directory: ".git" in any case, with trailing spaces or
+// dots, or with characters HFS+ ignores, and NTFS's short name "git~1"
+// (git's verify_path with core.protectNTFS and protectHFS). On a
+// case-insensitive file system ".GIT/hooks/x" is a hook too.
+func isGitName(name string) bool {
+	name = strings.Map(func(r rune) rune {
+		if hfsIgnored(r) {
+			return -1
+		}
+		return r
+	}, name)
+	return strings.EqualFold(strings.TrimRight(name, " ."), ".git") || strings.EqualFold(name, "git~1")
+}
+
+// hfsIgnored: the code points HFS+ drops when it compares names.
+func hfsIgnored(r rune) bool {
+	return r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff
 }
 
 // changed reports that rel differs, to collect if set; false: write it.
@@ -172,7 +192,7 @@ func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
 		return d.symlink(l, u, rel)
 	}
 	if !d.changed(rel) {
-		fmt.Fprintf(d.w, "Special file b/%s not compared\n", quoteName(rel))
+		fmt.Fprintf(d.w, "Special file %s not compared\n", quotePath("b/", rel))
 	}
 	return nil
 }
@@ -211,10 +231,22 @@ func (d *differ) deleted(l side, rel string, depth int) error {
 		}
 		defer unix.Close(fd)
 		return walk(fd, rel, depth, func(n *node) error {
+			l := side{dir: n.dir, name: n.name, st: n.st, ok: true}
+			if d.collect == nil && isGitName(n.name) {
+				// A repository inside the removed dir: its files are
+				// git's own, noted, not patched.
+				if err := d.gitDir(l, side{}, n.rel, n.depth, true); err != nil {
+					return err
+				}
+				if n.typ() == unix.S_IFDIR {
+					return errSkip
+				}
+				return nil
+			}
 			if n.typ() == unix.S_IFDIR {
 				return nil
 			}
-			return d.deleted(side{dir: n.dir, name: n.name, st: n.st, ok: true}, n.rel, n.depth)
+			return d.deleted(l, n.rel, n.depth)
 		})
 	}
 	return nil
@@ -254,8 +286,8 @@ func (d *differ) file(l, u side, rel string) error {
 	if l.ok && u.ok && same && gitMode(l) == gitMode(u) || d.changed(rel) {
 		return nil
 	}
-	name := quoteName(rel)
-	from, to := "a/"+name, "b/"+name
+	a0, b0 := quotePath("a/", rel), quotePath("b/", rel)
+	from, to := a0, b0
 	if !l.ok {
 		from = "/dev/null"
 	}
@@ -272,7 +304,7 @@ func (d *differ) file(l, u side, rel string) error {
 			return nil
 		}
 	}
-	fmt.Fprintf(d.w, "diff --git a/%s b/%s\n", name, name)
+	fmt.Fprintf(d.w, "diff --git %s %s\n", a0, b0)
 	switch {
 	case !l.ok:
 		fmt.Fprintf(d.w, "new file mode %06o\n", gitMode(u))
@@ -305,13 +337,13 @@ func (d *differ) symlink(l, u side, rel string) error {
 		if ta, err = readlinkAt(l.dir, l.name); err != nil {
 			return fmt.Errorf("reading link %q: %w", rel, err)
 		}
-		a = "a/" + quoteName(rel) + " -> " + quoteName(ta)
+		a = quotePath("a/", rel) + " -> " + quotePath("", ta)
 	}
 	if u.ok {
 		if tb, err = readlinkAt(u.dir, u.name); err != nil {
 			return fmt.Errorf("reading link %q: %w", rel, err)
 		}
-		b = "b/" + quoteName(rel) + " -> " + quoteName(tb)
+		b = quotePath("b/", rel) + " -> " + quotePath("", tb)
 	}
 	if l.ok && u.ok && ta == tb || d.changed(rel) {
 		return nil
@@ -336,15 +368,65 @@ func mergeSorted(a, b []string) []string {
 	return out
 }
 
-// quoteName writes a name (or link target) the sandbox chose as a Go
-// quoted string when it holds a control character or invalid UTF-8, as
-// git quotes paths: a newline in a name must not forge a "+++ b/..."
-// header, an escape sequence must not repaint the reader's terminal.
-func quoteName(name string) string {
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError || r == '"' {
-			return strconv.Quote(name)
+// quotePath is prefix+name as git writes a path in a patch: as it is,
+// or, when name holds a space, a control character, '"', '\\', invalid
+// UTF-8 or a character that renders as nothing or reorders the text
+// (format characters such as bidi overrides), the whole in double quotes
+// with C escapes and other bytes in octal. Both git apply and patch -p1
+// read that form; unquoted, patch ends a name at its first space (so
+// "sub/.git x" would patch sub/.git), a newline in a name would forge a
+// header, an escape sequence would repaint the reader's terminal.
+func quotePath(prefix, name string) string {
+	if !needsQuote(name) {
+		return prefix + name
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	p := prefix + name
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if c < 0x20 || c == 0x7f || c >= 0x80 && !printableAt(p, i) {
+				fmt.Fprintf(&b, "\\%03o", c)
+			} else {
+				b.WriteByte(c)
+			}
 		}
 	}
-	return name
+	b.WriteByte('"')
+	return b.String()
+}
+
+// needsQuote reports whether quotePath must quote name.
+func needsQuote(name string) bool {
+	if !utf8.ValidString(name) {
+		return true
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == ' ' || r == '"' || r == '\\' || r >= 0x80 && (!unicode.IsGraphic(r) || unicode.Is(unicode.Cf, r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// printableAt reports whether the byte at i of s begins or continues a
+// printable non-ASCII character, which quotePath keeps as it is.
+func printableAt(s string, i int) bool {
+	start := i
+	for start > 0 && !utf8.RuneStart(s[start]) && i-start < utf8.UTFMax {
+		start--
+	}
+	r, size := utf8.DecodeRuneInString(s[start:])
+	return r != utf8.RuneError && start+size > i && unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r)
 }

@@ -204,6 +204,22 @@ func TestDiffApplies(t *testing.T) {
 	mknodWhiteout(t, filepath.Join(upper, "gone.txt"))
 	mknodWhiteout(t, filepath.Join(upper, "gone-empty"))
 	mknodWhiteout(t, filepath.Join(upper, "dir/a"))
+	// Names a hostile sandbox picks: unquoted, patch would end a name at
+	// its first space ("sub/.git x" would patch sub/.git, "Makefile x"
+	// chmod the Makefile); git refuses .git in any case, with trailing
+	// dots, or as git~1, and a removed dir's repository is git's too.
+	write(t, filepath.Join(lower, "Makefile"), "all:\n", 0o644)
+	write(t, filepath.Join(lower, "nested/file"), "f\n", 0o644)
+	write(t, filepath.Join(lower, "nested/.git/config"), "[core]\n", 0o644)
+	write(t, filepath.Join(upper, "a b"), "spaced\n", 0o644)
+	write(t, filepath.Join(upper, "sub/.git x"), "gitdir: ../evil\n", 0o644)
+	write(t, filepath.Join(upper, "Makefile x"), "x\n", 0o755)
+	write(t, filepath.Join(upper, "t\tab\"q\\"), "odd\n", 0o644)
+	write(t, filepath.Join(upper, "caf\u00e9"), "accent\n", 0o644)
+	write(t, filepath.Join(upper, ".GIT/hooks/pre-commit"), "evil\n", 0o755)
+	write(t, filepath.Join(upper, "deep/.git./config"), "evil\n", 0o644)
+	write(t, filepath.Join(upper, "deep/GIT~1/config"), "evil\n", 0o644)
+	mknodWhiteout(t, filepath.Join(upper, "nested"))
 	var patch strings.Builder
 	if err := Diff(&patch, lower, upper); err != nil {
 		t.Fatal(err)
@@ -216,6 +232,14 @@ func TestDiffApplies(t *testing.T) {
 		"new-empty":   "644 ",
 		"dir/b":       "644 b\n",
 		".git/config": "644 [core]\n",
+
+		"Makefile":           "644 all:\n",
+		"Makefile x":         "755 x\n",
+		"a b":                "644 spaced\n",
+		"sub/.git x":         "644 gitdir: ../evil\n",
+		"t\tab\"q\\":         "644 odd\n",
+		"caf\u00e9":          "644 accent\n",
+		"nested/.git/config": "644 [core]\n",
 	}
 	for _, tool := range [][]string{{"git", "apply", "-"}, {"patch", "-p1", "-s", "-f"}} {
 		if _, err := exec.LookPath(tool[0]); err != nil {
