@@ -119,6 +119,21 @@ type View struct {
 	Err       error     // the instance did not answer
 }
 
+// StateDirOf is the state dir of the instance that has sandbox id
+// (running or recently ended), for a command given --all that writes
+// under it; "" if none has.
+func (c Client) StateDirOf(id string) string {
+	views, _ := c.Views()
+	for _, v := range views {
+		for _, s := range v.Sandboxes {
+			if s.ID == id {
+				return v.Record.StateDir
+			}
+		}
+	}
+	return ""
+}
+
 // Views asks every instance for its sandboxes; an instance that does not
 // answer is a View with Err.
 func (c Client) Views() ([]View, error) {

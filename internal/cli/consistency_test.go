@@ -139,21 +139,21 @@ servers:
 		tools[n] = integrity.Pin{}
 	}
 	lock := &integrity.Lock{Servers: map[string]*integrity.ServerLock{"github": {Tools: tools}}}
-	got := summaryLine(daemon.Summarize(c, lock))
+	got := daemon.Summarize(c, lock).Line()
 	want := "mcpbox.yaml: 3 servers: github (3 tools pinned), docs (tools not yet pinned), raw (pinning off); 1 warning above"
 	if got != want {
 		t.Errorf("summary\n got %q\nwant %q", got, want)
 	}
 	unpinned := daemon.Summarize(c, nil)
 	unpinned.Warnings = nil
-	if got := summaryLine(unpinned); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
+	if got := unpinned.Line(); !strings.Contains(got, "github (tools not yet pinned)") || !strings.HasSuffix(got, "; no warnings") {
 		t.Errorf("summary without a lock file: %q", got)
 	}
 	// A server serve could not set up: named so, and the line does not
 	// say "no warnings" above the warning that says why.
 	unpinned.Servers[1].Unavailable = true
 	want = "mcpbox.yaml: 3 servers: github (tools not yet pinned), docs (unavailable), raw (pinning off); no config warnings; why 1 server could not be set up below"
-	if got := summaryLine(unpinned); got != want {
+	if got := unpinned.Line(); got != want {
 		t.Errorf("summary with an unavailable server\n got %q\nwant %q", got, want)
 	}
 }

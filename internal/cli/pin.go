@@ -174,7 +174,7 @@ func definitionCount(n int, kind string) string {
 	if kind == integrity.KindInstructions {
 		return "instructions"
 	}
-	return summaryCount(n, kind)
+	return daemon.Plural(n, kind)
 }
 
 // loadConfigOrDefault loads FILE, or the embedded default when path is

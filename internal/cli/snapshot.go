@@ -46,7 +46,7 @@ func (e *env) snapshotCmd(args []string) int {
 	if path == "" && dir == allStateDirs {
 		// The default goes under the state dir of the serve that runs the
 		// sandbox: find it.
-		if dir = sandboxStateDir(fs.Arg(0)); dir == "" {
+		if dir = (admin.Client{StateDir: allStateDirs}).StateDirOf(fs.Arg(0)); dir == "" {
 			e.errorf("snapshot: no running mcpbox serve of this user has sandbox %s (mcpbox ps --all lists them)", fs.Arg(0))
 			return 1
 		}
@@ -100,18 +100,4 @@ func (e *env) diff(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// sandboxStateDir is the state dir of the running serve that has sandbox
-// id, for snapshot --all; "" if none has.
-func sandboxStateDir(id string) string {
-	views, _ := admin.Client{StateDir: allStateDirs}.Views()
-	for _, v := range views {
-		for _, s := range v.Sandboxes {
-			if s.ID == id {
-				return v.Record.StateDir
-			}
-		}
-	}
-	return ""
 }

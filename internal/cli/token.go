@@ -6,8 +6,7 @@ import (
 
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
-	"mcpbox/internal/guard"
-	"mcpbox/internal/instance"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/specconv"
 )
 
@@ -57,21 +56,13 @@ func (e *env) token(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	if err := guard.StateDirOwned(dir); err != nil {
-		e.errorf("token rotate: %v", err)
-		return 1
-	}
-	tok, err := bearer.Rotate(dir)
+	tok, note, err := daemon.RotateToken(dir)
 	if err != nil {
 		e.errorf("token rotate: %v", err)
 		return 1
 	}
 	fmt.Fprintln(e.stdout, tok)
-	if recs, _ := instance.List(dir); len(recs) > 0 {
-		e.errorf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config", bearer.Path(dir), dir, recs[0].PID)
-	} else {
-		e.errorf("new token in %s: no serve runs on %s now; the next one there accepts it; update your client config", bearer.Path(dir), dir)
-	}
+	e.errorf("%s", note)
 	return 0
 }
 

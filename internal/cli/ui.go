@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"os"
 
 	"mcpbox/internal/daemon"
 )
@@ -39,7 +38,7 @@ func (e *env) ui(args []string) int {
 	}
 	u, err := daemon.UILoginURL(dir, *pid)
 	if errors.Is(err, daemon.ErrNoServe) {
-		e.errorf("ui: %v: start one with %s", err, serveHint(af))
+		e.errorf("ui: %v: start one with %s", err, commandLine("serve", daemon.UIServeArgs(*af.config, *af.stateDir)))
 		return 1
 	}
 	if err != nil {
@@ -51,22 +50,4 @@ func (e *env) ui(args []string) int {
 		daemon.OpenBrowser(u)
 	}
 	return 0
-}
-
-// serveHint is the serve command whose dashboard mcpbox ui with these
-// flags would open: with the config named, or the one in the current
-// directory that a user who ran no serve yet means.
-func serveHint(af adminFlags) string {
-	var args []string
-	switch {
-	case *af.config != "":
-		args = []string{"--config", *af.config}
-	case *af.stateDir != "":
-		args = []string{"--state-dir", *af.stateDir}
-	default:
-		if _, err := os.Stat("mcpbox.yaml"); err == nil {
-			args = []string{"--config", "mcpbox.yaml"}
-		}
-	}
-	return commandLine("serve", append(args, "--http", "127.0.0.1:8765"))
 }

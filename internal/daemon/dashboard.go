@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -328,6 +329,25 @@ func serveLoopback(ln net.Listener, mux http.Handler) func() {
 		}
 		wg.Wait()
 	}
+}
+
+// UIServeArgs are the arguments of the serve whose dashboard mcpbox ui,
+// given configPath or stateDir, would open: with the config it named, or
+// the ./mcpbox.yaml a user who ran no serve yet means, and an HTTP
+// listener.
+func UIServeArgs(configPath, stateDir string) []string {
+	var args []string
+	switch {
+	case configPath != "":
+		args = []string{"--config", configPath}
+	case stateDir != "":
+		args = []string{"--state-dir", stateDir}
+	default:
+		if _, err := os.Stat("mcpbox.yaml"); err == nil {
+			args = []string{"--config", "mcpbox.yaml"}
+		}
+	}
+	return append(args, "--http", "127.0.0.1:8765")
 }
 
 // ErrNoServe is UILoginURL's error when no serve runs on the state dir.

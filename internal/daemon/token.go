@@ -5,6 +5,8 @@ import (
 
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/guard"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/redact"
 )
 
@@ -47,4 +49,22 @@ func localToken(hopts *gateway.HTTPOptions, dir, addr string, noAuth bool, book 
 		return []gateway.Client{{Name: gateway.LocalAgent, Token: []byte(tok)}}, changed, err
 	}
 	return tok, nil
+}
+
+// RotateToken makes a new bearer token for the serve instances on
+// stateDir (mcpbox token rotate), and says what happens next: whether a
+// serve runs there to take it up from its next request.
+func RotateToken(stateDir string) (token, note string, err error) {
+	if err := guard.StateDirOwned(stateDir); err != nil {
+		return "", "", err
+	}
+	if token, err = bearer.Rotate(stateDir); err != nil {
+		return "", "", err
+	}
+	if recs, _ := instance.List(stateDir); len(recs) > 0 {
+		return token, fmt.Sprintf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config",
+			bearer.Path(stateDir), stateDir, recs[0].PID), nil
+	}
+	return token, fmt.Sprintf("new token in %s: no serve runs on %s now; the next one there accepts it; update your client config",
+		bearer.Path(stateDir), stateDir), nil
 }
