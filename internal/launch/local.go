@@ -225,9 +225,6 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 		undo = append(undo, in.unlockOverlay)
 	}
 	in.trackWritable()
-	if err := in.roomLeft(); err != nil {
-		return nil, err
-	}
 	began := time.Now()
 	if err := in.startSandbox(ctx); err != nil {
 		return nil, err
@@ -389,26 +386,6 @@ func (in *sandboxInstance) setupOverlay() error {
 	return nil
 }
 
-// roomLeft refuses to start a sandbox on a workspace dir already over its
-// size limit (an output filled by an earlier sandbox and kept): the size
-// watcher would stop it at once, at every start, and the client would
-// hear only of /workspace/output. The log names the host dir; the error
-// the client gets says what an admin can do.
-func (in *sandboxInstance) roomLeft() error {
-	se := in.spec.OverSize()
-	if se == nil {
-		return nil
-	}
-	key := "filesystem.output.size"
-	if se.Dir == sandbox.InputDir {
-		key = "filesystem.input.size"
-	}
-	in.l.log.Error("not starting the server: its workspace dir is over its size limit; remove files from it, or raise "+key,
-		"server", in.l.name, "dir", se.Host, "holds", config.Size(se.Used).String(), "limit", config.Size(se.Limit).String())
-	return fmt.Errorf("%s holds %s, over its size limit of %s, so the sandbox was not started: remove files from it "+
-		"(serve's log names the host dir) or raise %s", se.Dir, config.Size(se.Used), config.Size(se.Limit), key)
-}
-
 // trackWritable lists the host dirs the sandbox may write, for the files
 // a call changed.
 func (in *sandboxInstance) trackWritable() {
@@ -470,6 +447,16 @@ func (in *sandboxInstance) wait(untrack func()) {
 	}
 	in.status, in.clean = exitStatus(res, err)
 	rec.SetExit(in.status)
+	if se := res.SizeExceeded; err == nil && se != nil && se.AtStart {
+		// The client hears of /workspace/output; the operator needs
+		// the host dir to clean up.
+		key := "filesystem.output.size"
+		if se.Dir == sandbox.InputDir {
+			key = "filesystem.input.size"
+		}
+		l.log.Error("the server's workspace dir was over its size limit when its sandbox started, which was stopped: remove files from it, or raise "+key,
+			"server", l.name, "dir", se.Host, "holds", config.Size(se.Used).String(), "limit", config.Size(se.Limit).String())
+	}
 	if l.artifacts != nil && in.spec.Output != "" {
 		rec.Artifacts = l.exportArtifacts(in.spec.Output, in.scope, rec.ID)
 	}
@@ -509,6 +496,15 @@ func exitStatus(res *sandbox.Result, err error) (string, bool) {
 func SizeReport(se *sandbox.SizeError) string {
 	if se.Err != nil {
 		return fmt.Sprintf("%s could not be measured against its size limit of %s: %v", se.Dir, config.Size(se.Limit), se.Err)
+	}
+	if se.AtStart {
+		key := "filesystem.output.size"
+		if se.Dir == sandbox.InputDir {
+			key = "filesystem.input.size"
+		}
+		return fmt.Sprintf("%s held %d bytes when the sandbox started, over its size limit of %s (kept from an earlier sandbox): "+
+			"every start is stopped until files are removed from it (serve's log names the host dir) or %s is raised",
+			se.Dir, se.Used, config.Size(se.Limit), key)
 	}
 	return fmt.Sprintf("%s holds %d bytes, over its size limit of %s (what was written stays on the host)",
 		se.Dir, se.Used, config.Size(se.Limit))

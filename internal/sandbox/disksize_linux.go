@@ -91,21 +91,6 @@ func checkSizes(ls []sizeLimit) *SizeError {
 	return nil
 }
 
-// OverSize measures the Spec's size-limited dirs (the output, an input
-// overlay's upper dir) and returns the first that already holds more than
-// its limit, or nil. A sandbox started on it would be stopped at its
-// watcher's first measurement, as every later one would: a launcher asks
-// before the start, to refuse it with what to do instead. A dir that
-// cannot be measured is left to the watcher.
-func (s *Spec) OverSize() *SizeError {
-	for _, l := range s.sizeLimits() {
-		if used, err := diskUsage(l.host); err == nil && used > l.limit {
-			return &SizeError{Dir: l.dir, Host: l.host, Limit: l.limit, Used: used}
-		}
-	}
-	return nil
-}
-
 // watchSizes measures the limited dirs until stop is closed, and kills
 // the sandbox at the first one over its limit. It closes done when it
 // returns.
@@ -113,6 +98,7 @@ func (sb *Sandbox) watchSizes(ls []sizeLimit, stop <-chan struct{}, done chan<- 
 	defer close(done)
 	t := time.NewTimer(0)
 	defer t.Stop()
+	first := true
 	for {
 		select {
 		case <-stop:
@@ -125,11 +111,12 @@ func (sb *Sandbox) watchSizes(ls []sizeLimit, stop <-chan struct{}, done chan<- 
 		}
 		began := time.Now()
 		if e := checkSizes(ls); e != nil {
-			e.Stopped = true
+			e.Stopped, e.AtStart = true, first && e.Err == nil
 			sb.setSizeErr(e)
 			sb.Kill()
 			return
 		}
+		first = false
 		t.Reset(nextMeasure(time.Since(began)))
 	}
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,8 +89,33 @@ func checkFlood(t *testing.T, spec Spec, host, dir string) {
 	if e == nil || e.Dir != dir || e.Limit != testSizeLimit || e.Err != nil || e.Used <= testSizeLimit || !e.Stopped {
 		t.Fatalf("size error %#v, want %s over its limit %d", e, dir, testSizeLimit)
 	}
+	if e.AtStart || e.Host != host {
+		t.Errorf("size error %#v: want it found during the run, not at the start, in host dir %s", e, host)
+	}
 	if used > testSizeLimit+testSizeSlack {
 		t.Fatalf("host %s holds %d bytes, over the limit %d plus slack %d", dir, used, testSizeLimit, testSizeSlack)
+	}
+}
+
+// TestOutputSizeFullAtStart: an output already over its limit (kept from
+// an earlier sandbox) stops the sandbox at its first measurement, which
+// says so (AtStart), whatever the workload does.
+func TestOutputSizeFullAtStart(t *testing.T) {
+	requireSandbox(t)
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "old"), bytes.Repeat([]byte("x"), 2<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := quick("sleep", "30")
+	spec.Output, spec.Limits.OutputSize = out, 1<<20
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := Run(ctx, spec, Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res.SizeExceeded; e == nil || !e.AtStart || !e.Stopped || e.Host != out || e.Used < 2<<20 {
+		t.Fatalf("size error %#v (exit %d), want the dir %s found full at the start", e, res.ExitCode, out)
 	}
 }
 
@@ -224,5 +250,27 @@ func TestUnreadableDirStops(t *testing.T) {
 	e := res.SizeExceeded
 	if e == nil || e.Err == nil || !strings.Contains(e.Error(), "hidden") || time.Since(start) > 15*time.Second {
 		t.Fatalf("size error %v after %s, want the unreadable dir named at once", e, time.Since(start))
+	}
+}
+
+// BenchmarkDiskUsage is one measurement of the size watcher (and of
+// serve's check after a sandbox ends): a walk of a dir of 100 and of
+// 10,000 small files. It runs beside the workload, every 50 ms or ten
+// times its own duration (nextMeasure), never before the start.
+func BenchmarkDiskUsage(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			out := b.TempDir()
+			for i := range n {
+				if err := os.WriteFile(filepath.Join(out, fmt.Sprintf("f%05d", i)), []byte("x\n"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if _, err := diskUsage(out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

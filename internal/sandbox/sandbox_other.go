@@ -98,6 +98,3 @@ func (p *Prepared) Close() {}
 func (p *Prepared) alive() bool { return false }
 
 func warmKey(Spec) string { return "" }
-
-// OverSize finds nothing outside Linux, where no sandbox starts.
-func (s *Spec) OverSize() *SizeError { return nil }

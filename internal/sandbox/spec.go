@@ -278,6 +278,10 @@ type SizeError struct {
 	// Stopped says the sandbox was killed for it; false when the final
 	// measurement found it after the workload had exited on its own.
 	Stopped bool
+	// AtStart: the first measurement, right after the start, found the
+	// dir over its limit: it was full before this sandbox (a workspace an
+	// earlier one filled), and every new one on it would be stopped too.
+	AtStart bool
 }
 
 func (e *SizeError) Error() string {

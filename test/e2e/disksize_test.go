@@ -94,9 +94,9 @@ func TestServeOutputSizeLimit(t *testing.T) {
 			t.Fatalf("workspace output holds %d bytes, over the limit %d plus slack %d", used, limit, slack)
 		}
 
-		// The full output is kept: a new sandbox is not started on it (it
-		// would be stopped at once, every time); the client hears why and
-		// what to do, serve's log names the host dir.
+		// The full output is kept: a new sandbox on it is stopped at its
+		// first measurement, every time; the client hears why and what
+		// to do, serve's log names the host dir.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		// With one server, the session itself cannot start.
@@ -106,8 +106,8 @@ func TestServeOutputSizeLimit(t *testing.T) {
 			_, err = gwCall(ctx, sess2, "note_read", map[string]any{"name": "n0"})
 			gwClose(t, sess2)
 		}
-		if err == nil || !strings.Contains(err.Error(), "/workspace/output holds") || !strings.Contains(err.Error(), "so the sandbox was not started") ||
-			!strings.Contains(err.Error(), "raise filesystem.output.size") {
+		if err == nil || !strings.Contains(err.Error(), "/workspace/output held") || !strings.Contains(err.Error(), "when the sandbox started") ||
+			!strings.Contains(err.Error(), "filesystem.output.size is raised") {
 			t.Fatalf("a call on the full workspace: %v; want why the sandbox did not start and what to do", err)
 		}
 		if strings.Contains(err.Error(), out) {
@@ -116,7 +116,7 @@ func TestServeOutputSizeLimit(t *testing.T) {
 		if logs := g.logs.String(); !strings.Contains(logs, "over its size limit") || !strings.Contains(logs, out) {
 			t.Errorf("serve's log does not name the full host dir %s:\n%s", out, logs)
 		}
-		// Made room, and serve restarted (the refused starts count as ends
+		// Made room, and serve restarted (the stopped starts count as ends
 		// of the server, and it was given up on): the sandbox starts.
 		entries, err := os.ReadDir(out)
 		if err != nil {
