@@ -5,6 +5,7 @@ package workspace
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -106,7 +107,7 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int, opaque bool) error {
 	for _, name := range names {
 		l, u := stat(lfd, name), stat(ufd, name)
 		if d.collect == nil && isGitName(name) {
-			if err := d.gitDir(l, u, joinRel(rel, name), depth+1, opaque); err != nil {
+			if err := d.notShown(l, u, joinRel(rel, name), depth+1, opaque, whyGit); err != nil {
 				return err
 			}
 			continue
@@ -118,9 +119,17 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int, opaque bool) error {
 	return nil
 }
 
-// gitDir notes the changes under a .git (a repository's, or a worktree's
-// .git file) on one line instead of diffing them.
-func (d *differ) gitDir(l, u side, rel string, depth int, opaque bool) error {
+// Why changes are not shown in the patch (notShown).
+const (
+	whyGit  = "git's own files; git apply refuses them"
+	whyLink = "it replaces a symlink, which a patch cannot remove: patch -p1 would write through it"
+	whyRepo = "it replaces a directory that holds a git repository, which the patch leaves in place"
+)
+
+// notShown notes the changes of an entry (and beneath it) on one line
+// instead of diffing them, saying why: a .git (a repository's, or a
+// worktree's .git file), or a replacement a patch cannot make safely.
+func (d *differ) notShown(l, u side, rel string, depth int, opaque bool, why string) error {
 	var changed []string
 	sub := &differ{w: d.w, collect: &changed}
 	if err := sub.entry(l, u, rel, depth, opaque); err != nil {
@@ -137,9 +146,30 @@ func (d *differ) gitDir(l, u side, rel string, depth int, opaque bool) error {
 	for i, c := range changed {
 		changed[i] = quotePath("", c)
 	}
-	fmt.Fprintf(d.w, "Changes under %s not shown (git's own files; git apply refuses them): %s%s\n", quotePath("", rel), strings.Join(changed, ", "), more)
+	fmt.Fprintf(d.w, "Changes under %s not shown (%s): %s%s\n", quotePath("", rel), why, strings.Join(changed, ", "), more)
 	return nil
 }
+
+// holdsGit reports whether the lower directory l holds a .git anywhere.
+func holdsGit(l side, rel string, depth int) (bool, error) {
+	fd, err := openDirAt(l.dir, l.name)
+	if err != nil {
+		return false, fmt.Errorf("opening lower %q: %w", rel, err)
+	}
+	defer unix.Close(fd)
+	err = walk(fd, rel, depth, func(n *node) error {
+		if isGitName(n.name) {
+			return errFoundGit
+		}
+		return nil
+	})
+	if errors.Is(err, errFoundGit) {
+		return true, nil
+	}
+	return false, err
+}
+
+var errFoundGit = errors.New("found a .git")
 
 // isGitName reports whether a path component is one git refuses in a
 // patch as its own directory: ".git" in any case, with trailing spaces or
@@ -153,7 +183,13 @@ func isGitName(name string) bool {
 		}
 		return r
 	}, name)
-	return strings.EqualFold(strings.TrimRight(name, " ."), ".git") || strings.EqualFold(name, "git~1")
+	// NTFS ends a name at a stream (":$INDEX_ALLOCATION") and reads '\\'
+	// as a separator; trailing dots and spaces fall away.
+	if i := strings.IndexAny(name, `\:`); i >= 0 {
+		name = name[:i]
+	}
+	name = strings.TrimRight(name, " .")
+	return strings.EqualFold(name, ".git") || strings.EqualFold(name, "git~1")
 }
 
 // hfsIgnored: the code points HFS+ drops when it compares names.
@@ -176,7 +212,25 @@ func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
 		return nil
 	case !u.ok || u.whiteout():
 		return d.deleted(l, rel, depth)
-	case u.typ() == unix.S_IFDIR:
+	}
+	if d.collect == nil && l.ok && l.typ() != u.typ() {
+		// A patch removes files, not symlinks, and cannot replace a
+		// directory it leaves a repository in: say so rather than let
+		// patch -p1 write through the link, or git apply stop half-way.
+		if l.typ() == unix.S_IFLNK {
+			return d.notShown(l, u, rel, depth, opaque, whyLink)
+		}
+		if l.typ() == unix.S_IFDIR {
+			git, err := holdsGit(l, rel, depth)
+			if err != nil {
+				return err
+			}
+			if git {
+				return d.notShown(l, u, rel, depth, opaque, whyRepo)
+			}
+		}
+	}
+	if u.typ() == unix.S_IFDIR {
 		return d.upperDir(l, u, rel, depth, opaque)
 	}
 	if l.ok && l.typ() != u.typ() || l.ok && l.typ() == unix.S_IFDIR {
@@ -235,7 +289,7 @@ func (d *differ) deleted(l side, rel string, depth int) error {
 			if d.collect == nil && isGitName(n.name) {
 				// A repository inside the removed dir: its files are
 				// git's own, noted, not patched.
-				if err := d.gitDir(l, side{}, n.rel, n.depth, true); err != nil {
+				if err := d.notShown(l, side{}, n.rel, n.depth, true, whyGit); err != nil {
 					return err
 				}
 				if n.typ() == unix.S_IFDIR {

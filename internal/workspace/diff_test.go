@@ -220,6 +220,17 @@ func TestDiffApplies(t *testing.T) {
 	write(t, filepath.Join(upper, "deep/.git./config"), "evil\n", 0o644)
 	write(t, filepath.Join(upper, "deep/GIT~1/config"), "evil\n", 0o644)
 	mknodWhiteout(t, filepath.Join(upper, "nested"))
+	write(t, filepath.Join(upper, ".git::$INDEX_ALLOCATION/x"), "evil\n", 0o644)
+	write(t, filepath.Join(upper, ".git\\hooks\\pre-commit"), "evil\n", 0o755)
+	// A patch cannot remove a symlink (patch -p1 would write through
+	// githooks into .git/hooks) nor a directory it leaves a repository in
+	// (git apply would stop half-way): neither is in the patch.
+	write(t, filepath.Join(lower, ".git/hooks/sample"), "s\n", 0o644)
+	symlink(t, ".git/hooks", filepath.Join(lower, "githooks"))
+	write(t, filepath.Join(upper, "githooks/pre-commit"), "evil\n", 0o755)
+	write(t, filepath.Join(lower, "vendor/lib/.git/config"), "[core]\n", 0o644)
+	write(t, filepath.Join(lower, "vendor/lib/src.c"), "int x;\n", 0o644)
+	write(t, filepath.Join(upper, "vendor/lib"), "now a file\n", 0o644)
 	var patch strings.Builder
 	if err := Diff(&patch, lower, upper); err != nil {
 		t.Fatal(err)
@@ -233,13 +244,17 @@ func TestDiffApplies(t *testing.T) {
 		"dir/b":       "644 b\n",
 		".git/config": "644 [core]\n",
 
-		"Makefile":           "644 all:\n",
-		"Makefile x":         "755 x\n",
-		"a b":                "644 spaced\n",
-		"sub/.git x":         "644 gitdir: ../evil\n",
-		"t\tab\"q\\":         "644 odd\n",
-		"caf\u00e9":          "644 accent\n",
-		"nested/.git/config": "644 [core]\n",
+		"Makefile":               "644 all:\n",
+		"Makefile x":             "755 x\n",
+		"a b":                    "644 spaced\n",
+		"sub/.git x":             "644 gitdir: ../evil\n",
+		"t\tab\"q\\":             "644 odd\n",
+		"caf\u00e9":              "644 accent\n",
+		"nested/.git/config":     "644 [core]\n",
+		".git/hooks/sample":      "644 s\n",
+		"githooks":               "link .git/hooks",
+		"vendor/lib/.git/config": "644 [core]\n",
+		"vendor/lib/src.c":       "644 int x;\n",
 	}
 	for _, tool := range [][]string{{"git", "apply", "-"}, {"patch", "-p1", "-s", "-f"}} {
 		if _, err := exec.LookPath(tool[0]); err != nil {
@@ -260,6 +275,12 @@ func TestDiffApplies(t *testing.T) {
 			if err != nil || e.IsDir() {
 				return err
 			}
+			rel, _ := filepath.Rel(dir, path)
+			if e.Type()&os.ModeSymlink != 0 {
+				target, err := os.Readlink(path)
+				got[rel] = "link " + target
+				return err
+			}
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return err
@@ -268,7 +289,6 @@ func TestDiffApplies(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			rel, _ := filepath.Rel(dir, path)
 			got[rel] = fmt.Sprintf("%o %s", fi.Mode().Perm(), b)
 			return nil
 		})
