@@ -154,7 +154,7 @@ async function sandboxes(main) {
   main.append(table(["id", "server", "client", "state", "memory", "pids", "cpu s", "idle", "restarts", ""], d.sandboxes.map((s) => {
     const idle = s.last_call ? Math.round((now - new Date(s.last_call)) / 1000) + " s" : "";
     const id = encodeURIComponent(s.id);
-    return el("tr", { "data-id": s.id }, el("td", {}, s.id), el("td", {}, s.server), el("td", {}, s.client || ""),
+    return el("tr", { "data-id": s.id }, el("td", {}, s.id), el("td", {}, s.server), el("td", {}, (s.client || "") + (s.era ? " (" + s.era + ")" : "")),
       el("td", { class: s.state === "failed" ? "refused" : "" }, s.state), el("td", {}, bytes(s.memory_bytes)), el("td", {}, s.pids || ""),
       el("td", {}, s.cpu_seconds ? s.cpu_seconds.toFixed(2) : ""), el("td", {}, idle), el("td", {}, s.restarts || ""),
       el("td", {}, el("div", { class: "actions" },
