@@ -450,11 +450,7 @@ func (in *sandboxInstance) wait(untrack func()) {
 	if se := res.SizeExceeded; err == nil && se != nil && se.AtStart {
 		// The client hears of /workspace/output; the operator needs
 		// the host dir to clean up.
-		key := "filesystem.output.size"
-		if se.Dir == sandbox.InputDir {
-			key = "filesystem.input.size"
-		}
-		l.log.Error("the server's workspace dir was over its size limit when its sandbox started, which was stopped: remove files from it, or raise "+key,
+		l.log.Error("the server's workspace dir was over its size limit when its sandbox started, which was stopped: remove files from it, or raise "+sizeKey(se),
 			"server", l.name, "dir", se.Host, "holds", config.Size(se.Used).String(), "limit", config.Size(se.Limit).String())
 	}
 	if l.artifacts != nil && in.spec.Output != "" {
@@ -498,16 +494,20 @@ func SizeReport(se *sandbox.SizeError) string {
 		return fmt.Sprintf("%s could not be measured against its size limit of %s: %v", se.Dir, config.Size(se.Limit), se.Err)
 	}
 	if se.AtStart {
-		key := "filesystem.output.size"
-		if se.Dir == sandbox.InputDir {
-			key = "filesystem.input.size"
-		}
 		return fmt.Sprintf("%s held %d bytes when the sandbox started, over its size limit of %s (kept from an earlier sandbox): "+
 			"every start is stopped until files are removed from it (serve's log names the host dir) or %s is raised",
-			se.Dir, se.Used, config.Size(se.Limit), key)
+			se.Dir, se.Used, config.Size(se.Limit), sizeKey(se))
 	}
 	return fmt.Sprintf("%s holds %d bytes, over its size limit of %s (what was written stays on the host)",
 		se.Dir, se.Used, config.Size(se.Limit))
+}
+
+// sizeKey is the config key of the limit se broke.
+func sizeKey(se *sandbox.SizeError) string {
+	if se.Dir == sandbox.InputDir {
+		return "filesystem.input.size"
+	}
+	return "filesystem.output.size"
 }
 
 // process is what the gateway holds of the instance.
