@@ -138,12 +138,11 @@ func (e *env) approvals(args []string) int {
 		}
 		return 0
 	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	if len(r.Pending) == 0 {
 		// Not a bare header, which reads like output cut short.
-		fmt.Fprintln(e.stdout, "no calls or definition changes wait for approval")
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	if len(r.Pending) > 0 {
+		fmt.Fprintln(tw, "no calls or definition changes wait for approval")
+	} else {
 		fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
 	}
 	for _, p := range r.Pending {

@@ -10,7 +10,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/pkginstall"
-	"mcpbox/internal/sandbox"
 )
 
 // nodeProxyWarnings flags each local Node server with network.egress when
@@ -80,18 +78,15 @@ func nodeReadsProxyEnv(v string) bool {
 // hostNodeVersion runs the node the sandbox's PATH finds, for at most
 // two seconds; "" if there is none or it does not answer.
 func hostNodeVersion() string {
+	bin := sandboxLookPath("node")
+	if bin == "" {
+		return ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, dir := range strings.Split(sandbox.DefaultPATH, ":") {
-		bin := path.Join(dir, "node")
-		if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			continue
-		}
-		out, err := exec.CommandContext(ctx, bin, "--version").Output()
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSpace(string(out))
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return ""
 	}
-	return ""
+	return strings.TrimSpace(string(out))
 }

@@ -147,18 +147,26 @@ func commandWarnings(c *config.Config) config.Errors {
 	return ws
 }
 
+// sandboxLookPath is the host path of the executable name that the
+// sandbox's PATH (sandbox.DefaultPATH, the host's dirs read-only) finds,
+// or "".
+func sandboxLookPath(name string) string {
+	for _, dir := range filepath.SplitList(sandbox.DefaultPATH) {
+		bin := filepath.Join(dir, name)
+		if fi, err := os.Stat(bin); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return bin
+		}
+	}
+	return ""
+}
+
 // hostProgram reports whether prog is, or may be, a program the sandbox
 // finds: a bare name in a directory of sandbox.DefaultPATH, an absolute
 // path under a system directory that exists, or any other path (a
 // mount's, a relative one: not judged here).
 func hostProgram(prog string) bool {
 	if !strings.Contains(prog, "/") {
-		for _, dir := range filepath.SplitList(sandbox.DefaultPATH) {
-			if fi, err := os.Stat(filepath.Join(dir, prog)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-				return true
-			}
-		}
-		return false
+		return sandboxLookPath(prog) != ""
 	}
 	for _, sys := range []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"} {
 		if strings.HasPrefix(prog, sys) {
@@ -183,16 +191,18 @@ func (sum Summary) Line() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s)", s.Name, state))
 	}
-	w := "no warnings"
-	switch n := len(sum.Warnings); {
-	case n == 1:
-		w = "1 warning above"
-	case n > 1:
-		w = fmt.Sprintf("%d warnings above", n)
+	// With servers down, whose warnings follow this line, a bare "no
+	// warnings" would deny them: the count is of the config's.
+	noun := "warning"
+	if down > 0 {
+		noun = "config warning"
+	}
+	w := "no " + noun + "s"
+	if n := len(sum.Warnings); n > 0 {
+		w = Plural(n, noun) + " above"
 	}
 	if down > 0 {
-		// Their warnings follow this line: "no warnings" would deny them.
-		w = strings.Replace(w, "warning", "config warning", 1) + "; why " + Plural(down, "server") + " could not be set up below"
+		w += "; why " + Plural(down, "server") + " could not be set up below"
 	}
 	return fmt.Sprintf("%s: %s: %s; %s", sum.File, Plural(len(sum.Servers), "server"), strings.Join(parts, ", "), w)
 }
