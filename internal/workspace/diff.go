@@ -33,12 +33,14 @@ const maxDiffFile = 8 << 20
 // files a/X and b/X differ", files over 8 MiB as "Files a/X and b/X
 // differ" (/dev/null for a missing side), symlinks by target, never
 // followed ("Symbolic links a/X -> T and b/X -> U differ"), other special
-// files in upper as "Special file b/X not compared". Changes under a
-// directory or file named .git are git's own files, which git apply
-// refuses and which must not reach a repository unread: they are left
-// out of the patch, and one line per .git names them ("Changes under
-// .git not shown: ..."). Entries come in path order, a directory's names
-// sorted. A file copied up unchanged shows nothing.
+// files in upper as "Special file b/X not compared". Names are quoted as
+// git quotes them (quotePath). Left out of the patch, each named on one
+// line ("Changes under X not shown (why): ..."), are what must not reach
+// a repository through it: changes under a .git as git reads the name
+// (isGitName), a symlink replaced by something else (patch -p1 would
+// write through it) and a directory holding a repository replaced by a
+// file. Entries come in path order, a directory's names sorted. A file
+// copied up unchanged shows nothing.
 func Diff(w io.Writer, lower, upper string) error {
 	lfd, err := openRoot(lower)
 	if err != nil {
@@ -59,13 +61,13 @@ func Diff(w io.Writer, lower, upper string) error {
 
 type differ struct {
 	w *bufio.Writer
-	// collect, when set, takes the paths that changed instead of w (a
-	// .git subtree, see gitDir).
+	// collect, when set, takes the paths that changed instead of w (an
+	// entry left out of the patch, see notShown).
 	collect *[]string
 }
 
-// maxGitNames is how many changed paths under a .git the note names.
-const maxGitNames = 10
+// maxNotShown is how many changed paths a notShown line names.
+const maxNotShown = 10
 
 // side is one path's entry in lower or upper; !ok means absent.
 type side struct {
@@ -139,9 +141,9 @@ func (d *differ) notShown(l, u side, rel string, depth int, opaque bool, why str
 		return nil
 	}
 	more := ""
-	if len(changed) > maxGitNames {
-		more = fmt.Sprintf(" and %d more", len(changed)-maxGitNames)
-		changed = changed[:maxGitNames]
+	if len(changed) > maxNotShown {
+		more = fmt.Sprintf(" and %d more", len(changed)-maxNotShown)
+		changed = changed[:maxNotShown]
 	}
 	for i, c := range changed {
 		changed[i] = quotePath("", c)
@@ -426,36 +428,37 @@ func mergeSorted(a, b []string) []string {
 // or, when name holds a space, a control character, '"', '\\', invalid
 // UTF-8 or a character that renders as nothing or reorders the text
 // (format characters such as bidi overrides), the whole in double quotes
-// with C escapes and other bytes in octal. Both git apply and patch -p1
-// read that form; unquoted, patch ends a name at its first space (so
-// "sub/.git x" would patch sub/.git), a newline in a name would forge a
-// header, an escape sequence would repaint the reader's terminal.
+// with C escapes and the bytes of such characters in octal. Both git
+// apply and patch -p1 read that form; unquoted, patch ends a name at its
+// first space (so "sub/.git x" would patch sub/.git), a newline in a name
+// would forge a header, an escape sequence would repaint the reader's
+// terminal.
 func quotePath(prefix, name string) string {
 	if !needsQuote(name) {
 		return prefix + name
 	}
 	var b strings.Builder
 	b.WriteByte('"')
-	p := prefix + name
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch c {
-		case '"', '\\':
+	for p := prefix + name; p != ""; {
+		r, size := utf8.DecodeRuneInString(p)
+		switch {
+		case r == '"' || r == '\\':
 			b.WriteByte('\\')
-			b.WriteByte(c)
-		case '\t':
+			b.WriteRune(r)
+		case r == '\t':
 			b.WriteString(`\t`)
-		case '\n':
+		case r == '\n':
 			b.WriteString(`\n`)
-		case '\r':
+		case r == '\r':
 			b.WriteString(`\r`)
+		case plainRune(r) && !(r == utf8.RuneError && size == 1):
+			b.WriteString(p[:size])
 		default:
-			if c < 0x20 || c == 0x7f || c >= 0x80 && !printableAt(p, i) {
-				fmt.Fprintf(&b, "\\%03o", c)
-			} else {
-				b.WriteByte(c)
+			for i := range size {
+				fmt.Fprintf(&b, "\\%03o", p[i])
 			}
 		}
+		p = p[size:]
 	}
 	b.WriteByte('"')
 	return b.String()
@@ -467,20 +470,15 @@ func needsQuote(name string) bool {
 		return true
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == ' ' || r == '"' || r == '\\' || r >= 0x80 && (!unicode.IsGraphic(r) || unicode.Is(unicode.Cf, r)) {
+		if r == ' ' || r == '"' || r == '\\' || !plainRune(r) {
 			return true
 		}
 	}
 	return false
 }
 
-// printableAt reports whether the byte at i of s begins or continues a
-// printable non-ASCII character, which quotePath keeps as it is.
-func printableAt(s string, i int) bool {
-	start := i
-	for start > 0 && !utf8.RuneStart(s[start]) && i-start < utf8.UTFMax {
-		start--
-	}
-	r, size := utf8.DecodeRuneInString(s[start:])
-	return r != utf8.RuneError && start+size > i && unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r)
+// plainRune: r renders as itself (not a control, format or other
+// invisible character), so a patch may show it as it is.
+func plainRune(r rune) bool {
+	return unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r)
 }
