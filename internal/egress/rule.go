@@ -43,7 +43,7 @@ func (r Rule) String() string {
 		b.WriteString(r.CIDR.String())
 	}
 	b.WriteByte(':')
-	for i, p := range r.ports() {
+	for i, p := range r.AllowedPorts() {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -52,7 +52,8 @@ func (r Rule) String() string {
 	return b.String()
 }
 
-func (r Rule) ports() []int {
+// AllowedPorts are the ports r allows: Ports, or 443 and 80.
+func (r Rule) AllowedPorts() []int {
 	if len(r.Ports) == 0 {
 		return defaultPorts
 	}
@@ -136,7 +137,7 @@ func parseHostStrict(h string) (string, netip.Addr, error) {
 	return "", ip, nil
 }
 
-func (r *rule) allowsPort(port int) bool { return slices.Contains(r.ports(), port) }
+func (r *rule) allowsPort(port int) bool { return slices.Contains(r.AllowedPorts(), port) }
 
 // matchesName reports whether the rule's host pattern covers the
 // normalized host name. The suffix must be strictly below: "*.example.com"
