@@ -134,9 +134,12 @@
 // or Host inside the tunnel to a server that hosts several names (domain
 // fronting), so allowing a shared front end (a CDN) allows what it fronts.
 // Allowed hosts can carry data out; the byte limits bound how much. The
-// sandbox has no resolver and no route, and programs that ignore the proxy
-// settings get connection refused; names are resolved only here, by the
-// host's resolver, for names a rule allows. With an exact-name rule no
+// sandbox has no route out and no resolver but the sandbox init's, which
+// forwards no lookup: it gives each name an address of its own and hands
+// connections to it here as a CONNECT to the name (a hand-over with a
+// target), so programs that ignore the proxy settings are decided as
+// CONNECTs. Names are resolved only here, by the host's resolver, for
+// names a rule allows. With an exact-name rule no
 // chosen name reaches a resolver; with "*.suffix" or "*" the sandbox
 // chooses names below the suffix (or any), and their lookups reach that
 // suffix's name servers even when the connection is then refused: DNS

@@ -68,6 +68,7 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 		SecretFiles:  s.secretFiles(),
 		InputMasks:   s.InputMasks(),
 		Forwards:     forwardSpecs(s.Network.Forwards),
+		Transparent:  s.Network.TransparentPorts(),
 		Hold:         s.hold,
 		Workload: workloadConfig{
 			Args:       s.Args,

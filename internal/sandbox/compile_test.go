@@ -169,3 +169,28 @@ func TestProxyEnvNoProxy(t *testing.T) {
 		t.Errorf("NO_PROXY = %q with forwards on 127.0.0.2 and a rule naming it", got)
 	}
 }
+
+func TestTransparentPorts(t *testing.T) {
+	cases := []struct {
+		name string
+		n    Network
+		want []int
+	}{
+		{"no rules", Network{}, nil},
+		{"forwards alone", Network{Forwards: []egress.Forward{{Listen: "127.0.0.1:5432", To: "db:5432"}}}, nil},
+		{"a rule without ports", Network{Rules: []egress.Rule{{Host: "example.com"}}}, []int{80, 443}},
+		{"ports of all rules, low ones once, never 53", Network{Rules: []egress.Rule{
+			{Host: "a.example", Ports: []int{443, 8443, 22}},
+			{Host: "b.example", Ports: []int{22, 53, 1023, 1024}},
+		}}, []int{22, 443, 1023}},
+		{"a port a forward listens on", Network{
+			Rules:    []egress.Rule{{Host: "example.com"}},
+			Forwards: []egress.Forward{{Listen: "127.0.0.2:80", To: "web:80"}},
+		}, []int{443}},
+	}
+	for _, c := range cases {
+		if diff := cmp.Diff(c.want, c.n.TransparentPorts()); diff != "" {
+			t.Errorf("%s: (-want +got)\n%s", c.name, diff)
+		}
+	}
+}

@@ -508,6 +508,10 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	if sb.spec.InputOverlay != nil {
 		attr.AmbientCaps = append(attr.AmbientCaps, overlayCaps...)
 	}
+	if len(sb.spec.Network.TransparentPorts()) > 0 {
+		// The init's DNS on port 53 and its transparent listeners.
+		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_BIND_SERVICE)
+	}
 	return &exec.Cmd{
 		Path: initPath(), // this binary, or a lean init of the same build
 		Args: []string{"mcpbox-init", initArg},

@@ -3,10 +3,13 @@ package sandbox
 import (
 	"fmt"
 	"io"
-	"mcpbox/internal/egress"
-	"mcpbox/internal/sandbox/initproc"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
+
+	"mcpbox/internal/egress"
+	"mcpbox/internal/sandbox/initproc"
 )
 
 // AllLayers lists every layer, in the order doctor reports them.
@@ -151,6 +154,35 @@ type Network struct {
 
 // Enabled reports whether the sandbox gets the egress proxy.
 func (n Network) Enabled() bool { return len(n.Rules) > 0 || len(n.Forwards) > 0 }
+
+// TransparentPorts are the ports on which a program that ignores the
+// proxy variables still reaches allowed hosts by name, through the
+// sandbox's own DNS and the proxy (initproc's transparent_linux.go): the
+// ports the rules name (443 and 80 for a rule without ports) below 1024,
+// which the workload cannot bind itself, except 53 and a port a forward
+// listens on. Sorted; none without rules.
+func (n Network) TransparentPorts() []int {
+	var ports []int
+	for _, r := range n.Rules {
+		for _, p := range r.AllowedPorts() {
+			if p > 0 && p < 1024 && p != 53 && !slices.Contains(ports, p) && !n.forwardListensOn(p) {
+				ports = append(ports, p)
+			}
+		}
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// forwardListensOn reports whether a forward listens on port.
+func (n Network) forwardListensOn(port int) bool {
+	for _, f := range n.Forwards {
+		if ap, err := netip.ParseAddrPort(f.Listen); err == nil && int(ap.Port()) == port {
+			return true
+		}
+	}
+	return false
+}
 
 // Spec describes one sandbox. It is plain data: the CLI and the gateway
 // build it from flags and config; Run enforces it.

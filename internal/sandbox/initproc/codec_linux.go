@@ -165,6 +165,10 @@ func encodeConfig(c *initConfig) []byte {
 		e.str(f.Listen)
 		e.str(f.To)
 	}
+	e.uint(uint64(len(c.Transparent)))
+	for _, p := range c.Transparent {
+		e.int(int64(p))
+	}
 	e.bool(c.TTY)
 	e.int(c.TmpSize)
 	e.bool(c.ExecWritable)
@@ -239,6 +243,7 @@ func decodeConfig(b []byte) (*initConfig, error) {
 		f.Listen = d.str()
 		f.To = d.str()
 	})
+	c.Transparent = slice(d, func(d *decoder, p *int) { *p = int(d.int()) })
 	c.TTY = d.bool()
 	c.TmpSize = d.int()
 	c.ExecWritable = d.bool()

@@ -29,9 +29,10 @@ type forwardSpec struct {
 	To     string `json:"to"`     // host:port the proxy connects to
 }
 
-// serveEgress starts the proxy listener and the forward listeners. They
-// live as long as the init does.
-func serveEgress(forwards []forwardSpec) error {
+// serveEgress starts the proxy listener, the forward listeners and, with
+// transparent ports, the DNS socket and their listeners
+// (transparent_linux.go). They live as long as the init does.
+func serveEgress(forwards []forwardSpec, transparent []int) error {
 	ln, err := listenTCP(proxyAddr)
 	if err != nil {
 		return fmt.Errorf("listening on %s for the egress proxy: %w", proxyAddr, err)
@@ -44,6 +45,13 @@ func serveEgress(forwards []forwardSpec) error {
 		}
 		to := f.To
 		go acceptLoop(acceptOn(fl), func(c int) { handOver(c, to) })
+	}
+	if len(transparent) > 0 {
+		ts, err := listenTransparent(transparent)
+		if err != nil {
+			return fmt.Errorf("transparent egress: %w", err)
+		}
+		go ts.serve()
 	}
 	return nil
 }

@@ -34,6 +34,10 @@ type initConfig struct {
 	// Egress: serve the proxy socket on 127.0.0.1:3128, and Forwards.
 	Egress   bool          `json:"egress,omitempty"`
 	Forwards []forwardSpec `json:"forwards,omitempty"`
+	// Transparent: with Egress, the ports (below 1024) on which programs
+	// that ignore the proxy variables reach hosts by name, and the DNS
+	// that gives them the names (transparent_linux.go).
+	Transparent []int `json:"transparent,omitempty"`
 	// TTY: the sandbox is the terminal's foreground group, and the kernel
 	// delivers terminal signals to the workload itself.
 	TTY          bool       `json:"tty,omitempty"`
@@ -119,7 +123,7 @@ func runInit() int {
 		return reportSetup(ctl, "", fmt.Errorf("bringing up loopback: %w", err))
 	}
 	if cfg.Egress {
-		if err := serveEgress(cfg.Forwards); err != nil {
+		if err := serveEgress(cfg.Forwards, cfg.Transparent); err != nil {
 			return reportSetup(ctl, "", err)
 		}
 	}

@@ -256,6 +256,11 @@ func buildEtc(c *initConfig, _ []int) error {
 		// through a proxy that resolves names itself.
 		"resolv.conf": "# mcpbox: no DNS inside the sandbox\noptions timeout:1 attempts:1\n",
 	}
+	if c.Egress && len(c.Transparent) > 0 {
+		// The init's own DNS, which gives names addresses that lead to
+		// the proxy (transparent_linux.go).
+		files["resolv.conf"] = "# mcpbox: names lead to the egress proxy\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
+	}
 	for name, content := range files {
 		if err := writeFile(etc+"/"+name, []byte(content), 0o644); err != nil {
 			return err

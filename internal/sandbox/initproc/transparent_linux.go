@@ -1,0 +1,354 @@
+package initproc
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Transparent egress: programs that ignore HTTP_PROXY (Node before 22.21,
+// Go programs with a transport of their own, raw sockets) still reach
+// allowed hosts through the proxy, by name, on the privileged ports the
+// egress rules name (80 and 443 by default).
+//
+// The sandbox's resolv.conf names 127.0.0.1, where the init answers every
+// A query with an address of its own in fakeNet, one per name, and every
+// other query with no record (so clients use IPv4). It asks no one: the
+// name goes nowhere, so a lookup cannot carry data out. The init listens
+// on 0.0.0.0 on each transparent port; a connection to a fake address is
+// handed to the proxy with the name and port as its target, exactly as a
+// forward's (handOver), and the proxy decides it as it decides a CONNECT
+// to that name: the allowlist, the resolution on the host, the checks of
+// every address, the log line, the byte budget. A connection to any other
+// address of the sandbox on those ports is closed. The ports are below
+// 1024, which the workload, without capabilities, cannot bind itself, so
+// the listeners take nothing from it.
+//
+// One goroutine serves the DNS socket and the listeners with poll(2), so
+// the whole feature costs the init one thread; each hand-over runs on its
+// own goroutine, as the proxy port's do.
+
+// fakeNet holds the addresses the init gives names: 127.128.0.0/9, on the
+// sandbox's loopback (the whole of 127/8 is local), away from 127.0.0.1
+// and the low addresses forwards listen on.
+var fakeNet = netip.MustParsePrefix("127.128.0.0/9")
+
+// maxNames bounds the names one sandbox may look up; past it the init
+// answers SERVFAIL, and the table (at most a few hundred KiB) stops growing.
+const maxNames = 4096
+
+// nameTable maps looked-up names to fake addresses and back. Only the
+// serving goroutine uses it.
+type nameTable struct {
+	byName map[string]uint32 // name -> index; the address is fakeNet's base + index
+	names  []string          // index-1 -> name
+}
+
+// addr returns name's fake address, giving it the next one if it has
+// none; false once maxNames names have one.
+func (t *nameTable) addr(name string) (netip.Addr, bool) {
+	i, ok := t.byName[name]
+	if !ok {
+		if len(t.names) >= maxNames {
+			return netip.Addr{}, false
+		}
+		if t.byName == nil {
+			t.byName = map[string]uint32{}
+		}
+		t.names = append(t.names, name)
+		i = uint32(len(t.names))
+		t.byName[name] = i
+	}
+	base := fakeNet.Addr().As4()
+	v := binary.BigEndian.Uint32(base[:]) + i
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], v)
+	return netip.AddrFrom4(a), true
+}
+
+// name returns the name that was given address a, if any.
+func (t *nameTable) name(a netip.Addr) (string, bool) {
+	a = a.Unmap()
+	if !a.Is4() || !fakeNet.Contains(a) {
+		return "", false
+	}
+	b, base := a.As4(), fakeNet.Addr().As4()
+	i := binary.BigEndian.Uint32(b[:]) - binary.BigEndian.Uint32(base[:])
+	if i == 0 || i > uint32(len(t.names)) {
+		return "", false
+	}
+	return t.names[i-1], true
+}
+
+// DNS message constants (RFC 1035 4.1).
+const (
+	dnsHeaderLen = 12
+	dnsTypeA     = 1
+	dnsClassIN   = 1
+	dnsTTL       = 60 // seconds; a name keeps its address for the sandbox's life
+
+	rcodeOK       = 0
+	rcodeFormErr  = 1
+	rcodeServFail = 2
+	rcodeNXDomain = 3
+	rcodeNotImp   = 4
+)
+
+// maxDNSMessage is the largest query read; a UDP query without EDNS is
+// at most 512 bytes, and a question fits in far less.
+const maxDNSMessage = 512
+
+// dnsAnswer returns the reply to query q, or nil if q is not worth one
+// (too short for a header, or itself a reply). Every name gets an
+// address in t (A) or no record (any other type); a malformed question
+// gets FORMERR, an unsupported opcode NOTIMP, a name that is not a host
+// name NXDOMAIN, and a full table SERVFAIL. It reads nothing past q.
+func dnsAnswer(q []byte, t *nameTable) []byte {
+	if len(q) < dnsHeaderLen || len(q) > maxDNSMessage || q[2]&0x80 != 0 {
+		return nil
+	}
+	opcode := q[2] >> 3 & 0x0f
+	if opcode != 0 {
+		return dnsReply(q[:dnsHeaderLen], nil, rcodeNotImp, nil)
+	}
+	if binary.BigEndian.Uint16(q[4:]) != 1 {
+		return dnsReply(q[:dnsHeaderLen], nil, rcodeFormErr, nil)
+	}
+	name, end, ok := dnsName(q, dnsHeaderLen)
+	if !ok || end+4 > len(q) {
+		return dnsReply(q[:dnsHeaderLen], nil, rcodeFormErr, nil)
+	}
+	question := q[dnsHeaderLen : end+4]
+	qtype, qclass := binary.BigEndian.Uint16(q[end:]), binary.BigEndian.Uint16(q[end+2:])
+	if name == "" || !hostName(name) {
+		return dnsReply(q[:dnsHeaderLen], question, rcodeNXDomain, nil)
+	}
+	if qtype != dnsTypeA || qclass != dnsClassIN {
+		return dnsReply(q[:dnsHeaderLen], question, rcodeOK, nil)
+	}
+	a, ok := t.addr(name)
+	if !ok {
+		return dnsReply(q[:dnsHeaderLen], question, rcodeServFail, nil)
+	}
+	ip := a.As4()
+	return dnsReply(q[:dnsHeaderLen], question, rcodeOK, ip[:])
+}
+
+// dnsReply builds a reply to header h carrying question (nil: none) and,
+// if ip is set, one A record for the question's name.
+func dnsReply(h, question []byte, rcode byte, ip []byte) []byte {
+	r := make([]byte, 0, dnsHeaderLen+len(question)+16)
+	r = append(r, h[0], h[1])
+	// QR, the query's opcode, AA; the query's RD; RA; rcode.
+	r = append(r, 0x80|h[2]&0x78|0x04|h[2]&0x01, 0x80|rcode)
+	qd, an := 0, 0
+	if question != nil {
+		qd = 1
+	}
+	if ip != nil {
+		an = 1
+	}
+	r = binary.BigEndian.AppendUint16(r, uint16(qd))
+	r = binary.BigEndian.AppendUint16(r, uint16(an))
+	r = append(r, 0, 0, 0, 0) // no authority, no additional records
+	r = append(r, question...)
+	if ip != nil {
+		r = append(r, 0xc0, dnsHeaderLen) // the name: a pointer to the question's
+		r = binary.BigEndian.AppendUint16(r, dnsTypeA)
+		r = binary.BigEndian.AppendUint16(r, dnsClassIN)
+		r = binary.BigEndian.AppendUint32(r, dnsTTL)
+		r = binary.BigEndian.AppendUint16(r, 4)
+		r = append(r, ip...)
+	}
+	return r
+}
+
+// dnsName reads the uncompressed name at q[off:] (a question's name has
+// no pointers) and returns it in lower case without the root's dot, and
+// the offset just past it.
+func dnsName(q []byte, off int) (name string, end int, ok bool) {
+	var b []byte
+	for {
+		if off >= len(q) {
+			return "", 0, false
+		}
+		n := int(q[off])
+		off++
+		if n == 0 {
+			break
+		}
+		if n > 63 || off+n > len(q) || len(b)+n+1 > 254 {
+			return "", 0, false // a pointer, a reserved label type, too long
+		}
+		if len(b) > 0 {
+			b = append(b, '.')
+		}
+		for _, c := range q[off : off+n] {
+			if c == '.' {
+				return "", 0, false // a label with a dot would read as two
+			}
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b = append(b, c)
+		}
+		off += n
+	}
+	if len(b) > 253 {
+		return "", 0, false
+	}
+	return string(b), off, true
+}
+
+// hostName reports whether name is one a client may connect to by name:
+// labels of letters, digits, '-' and '_', not all of it digits and dots
+// (an address, which clients do not look up). Anything else would only
+// be refused by the proxy later, or could not travel as a hand-over's
+// target.
+func hostName(name string) bool {
+	digits := true
+	label := 0
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '.':
+			if label == 0 {
+				return false
+			}
+			label = 0
+			continue
+		case 'a' <= c && c <= 'z', c == '-', c == '_':
+			digits = false
+		case '0' <= c && c <= '9':
+		default:
+			return false
+		}
+		label++
+	}
+	return label > 0 && !digits
+}
+
+// transparentSockets are the DNS socket and the transparent listeners.
+type transparentSockets struct {
+	dns   int
+	ports []int // listening sockets on 0.0.0.0, one per port
+}
+
+// listenTransparent opens the DNS socket on 127.0.0.1:53 and a listener
+// on 0.0.0.0:PORT for each of ports. The init needs CAP_NET_BIND_SERVICE
+// in the sandbox's user namespace for them (the ports are below 1024).
+func listenTransparent(ports []int) (*transparentSockets, error) {
+	dns, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(dns, &unix.SockaddrInet4{Port: 53, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(dns)
+		return nil, &addrError{"127.0.0.1:53 (udp)", err}
+	}
+	ts := &transparentSockets{dns: dns}
+	for _, p := range ports {
+		ln, err := listenTCP("0.0.0.0:" + strconv.Itoa(p))
+		if err == nil {
+			err = unix.SetNonblock(ln, true)
+		}
+		if err != nil {
+			ts.close()
+			return nil, &addrError{"0.0.0.0:" + strconv.Itoa(p), err}
+		}
+		ts.ports = append(ts.ports, ln)
+	}
+	return ts, nil
+}
+
+func (ts *transparentSockets) close() {
+	unix.Close(ts.dns)
+	for _, ln := range ts.ports {
+		unix.Close(ln)
+	}
+}
+
+// addrError names the address a transparent socket could not have.
+type addrError struct {
+	addr string
+	err  error
+}
+
+func (e *addrError) Error() string { return "listening on " + e.addr + ": " + e.err.Error() }
+func (e *addrError) Unwrap() error { return e.err }
+
+// serve answers DNS queries and hands over connections to fake addresses
+// for as long as the init lives. Errors of one query or one accept pass:
+// quitting would leave the sandbox without egress.
+func (ts *transparentSockets) serve() {
+	var names nameTable
+	fds := make([]unix.PollFd, 0, 1+len(ts.ports))
+	fds = append(fds, unix.PollFd{Fd: int32(ts.dns), Events: unix.POLLIN})
+	for _, ln := range ts.ports {
+		fds = append(fds, unix.PollFd{Fd: int32(ln), Events: unix.POLLIN})
+	}
+	buf := make([]byte, maxDNSMessage+1)
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+			return
+		}
+		for i := range fds {
+			if fds[i].Revents == 0 {
+				continue
+			}
+			if fds[i].Revents&unix.POLLNVAL != 0 {
+				return
+			}
+			if i == 0 {
+				ts.answer(buf, &names)
+			} else {
+				ts.accept(ts.ports[i-1], &names)
+			}
+		}
+	}
+}
+
+// answer replies to the queries waiting on the DNS socket.
+func (ts *transparentSockets) answer(buf []byte, names *nameTable) {
+	for range 64 { // then poll again, so the listeners are not starved
+		n, from, err := unix.Recvfrom(ts.dns, buf, unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if r := dnsAnswer(buf[:n], names); r != nil && from != nil {
+			_ = unix.Sendto(ts.dns, r, unix.MSG_DONTWAIT, from)
+		}
+	}
+}
+
+// accept takes the connections waiting on listener ln: one to a fake
+// address goes to the proxy with its name and port, any other is closed.
+func (ts *transparentSockets) accept(ln int, names *nameTable) {
+	for range 64 {
+		c, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)
+		if err == unix.EINTR || err == unix.ECONNABORTED {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		sa, err := unix.Getsockname(c)
+		in4, ok := sa.(*unix.SockaddrInet4)
+		if err != nil || !ok {
+			unix.Close(c)
+			continue
+		}
+		name, known := names.name(netip.AddrFrom4(in4.Addr))
+		if !known {
+			unix.Close(c)
+			continue
+		}
+		target := name + ":" + strconv.Itoa(in4.Port)
+		go handOver(c, target)
+	}
+}
