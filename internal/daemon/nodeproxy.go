@@ -2,16 +2,19 @@ package daemon
 
 // A start-up warning for Node servers that are given egress the host's
 // Node cannot use: Node's fetch and http ignore HTTP(S)_PROXY before
-// 22.21 and 24, which read NODE_USE_ENV_PROXY (set in every sandbox), and
-// the sandbox resolves no names and has no route but the proxy. Such a
-// server's requests fail with EAI_AGAIN, which looks like a broken
-// network rather than a runtime that ignores the proxy.
+// 22.21 and 24, which read NODE_USE_ENV_PROXY (set in every sandbox).
+// Such requests still reach allowed hosts by name on ports below 1024
+// (the sandbox's transparent egress), but not on a higher port a rule
+// allows: nothing listens there, and the request fails with
+// ECONNREFUSED, which looks like a broken network rather than a runtime
+// that ignores the proxy.
 
 import (
 	"context"
 	"fmt"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,14 +23,19 @@ import (
 	"mcpbox/internal/pkginstall"
 )
 
-// nodeProxyWarnings flags each local Node server with network.egress when
-// the host's node (the one its sandbox runs) ignores proxy variables.
-// version returns the host's node version ("v20.20.2"), "" if none.
+// nodeProxyWarnings flags each local Node server whose network.egress
+// allows a port above 1023 when the host's node (the one its sandbox
+// runs) ignores proxy variables. version returns the host's node version
+// ("v20.20.2"), "" if none.
 func nodeProxyWarnings(c *config.Config, version func() string) config.Errors {
 	var ws config.Errors
 	v := ""
 	for _, s := range c.Servers {
-		if s == nil || len(s.Network.Egress) == 0 || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes || !runsNode(s) {
+		if s == nil || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes || !runsNode(s) {
+			continue
+		}
+		high := highPorts(s.Network.Egress)
+		if len(high) == 0 {
 			continue
 		}
 		if v == "" {
@@ -41,10 +49,37 @@ func nodeProxyWarnings(c *config.Config, version func() string) config.Errors {
 		pos := s.Network.Meta.At("egress")
 		ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf(
 			"servers.%s.network.egress: the host's Node %s, which the sandbox runs, ignores the proxy mcpbox gives it in fetch and http "+
-				"(Node 22.21 and 24 read NODE_USE_ENV_PROXY, which mcpbox sets): unless server %s reads HTTPS_PROXY itself, "+
-				"its requests fail (getaddrinfo EAI_AGAIN); install a newer Node on the host", s.Name, v, s.Name)})
+				"(Node 22.21 and 24 read NODE_USE_ENV_PROXY, which mcpbox sets), and without the proxy a sandbox reaches allowed hosts "+
+				"on ports below 1024 only: unless server %s reads HTTPS_PROXY itself, its requests to %s fail (connect ECONNREFUSED); "+
+				"install a newer Node on the host", s.Name, v, s.Name, joinPorts(high))})
 	}
 	return ws
+}
+
+// highPorts are the ports above 1023 that rules allow, sorted, once each.
+func highPorts(rules []config.Egress) []int {
+	var ps []int
+	for _, r := range rules {
+		for _, p := range r.Ports {
+			if p > 1023 && !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// joinPorts writes ports as "port 8443" or "ports 8443, 9000".
+func joinPorts(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(s) == 1 {
+		return "port " + s[0]
+	}
+	return "ports " + strings.Join(s, ", ")
 }
 
 // runsNode reports whether s runs under the host's node: an npm package,

@@ -127,31 +127,37 @@ servers:
 }
 
 // TestSummaryWarnsNodeIgnoresProxy: a Node server (npx, an npm package,
-// node itself) with egress is warned about, at its egress key, when the
-// host's Node ignores proxy variables; a Python one, one without egress
-// and a newer Node are not. The host's own node is asked for real.
+// node itself) whose egress allows a port above 1023 is warned about, at
+// its egress key, when the host's Node ignores proxy variables (it gets
+// there by name on ports below 1024 only); a Python one, one without
+// egress, one with low ports only and a newer Node are not. The host's
+// own node is asked for real.
 func TestSummaryWarnsNodeIgnoresProxy(t *testing.T) {
 	src := `version: 1
 servers:
   fetcher:
     command: [npx, -y, "@scope/fetcher"]
     network:
-      egress: [{host: api.example.com}]
+      egress: [{host: api.example.com, ports: [443, 9000]}, {host: b.example.com, ports: [8443, 9000]}]
     tools: {allow: ["*"]}
   pkg:
     package: npm:other-server
-    network: {egress: [{host: api.example.com}]}
+    network: {egress: [{host: api.example.com, ports: [8080]}]}
     tools: {allow: ["*"]}
   plain:
     command: [node, /opt/s.js]
-    network: {egress: [{host: api.example.com}]}
+    network: {egress: [{host: api.example.com, ports: [1024]}]}
+    tools: {allow: ["*"]}
+  lowports:
+    command: [npx, -y, "@scope/web"]
+    network: {egress: [{host: api.example.com}, {host: git.example.com, ports: [22, 1023]}]}
     tools: {allow: ["*"]}
   offline:
     command: [npx, -y, offline-server]
     tools: {allow: ["*"]}
   py:
     command: [uvx, py-server]
-    network: {egress: [{host: api.example.com}]}
+    network: {egress: [{host: api.example.com, ports: [8443]}]}
     tools: {allow: ["*"]}
 `
 	c, err := config.Load("mcpbox.yaml", []byte(src))
@@ -162,7 +168,7 @@ servers:
 	var got []string
 	for _, w := range ws {
 		got = append(got, strings.SplitN(w.Msg, ":", 2)[0])
-		if !strings.Contains(w.Msg, "Node v20.20.2") || !strings.Contains(w.Msg, "EAI_AGAIN") {
+		if !strings.Contains(w.Msg, "Node v20.20.2") || !strings.Contains(w.Msg, "ECONNREFUSED") {
 			t.Errorf("warning %q: want the version and the symptom", w.Msg)
 		}
 	}
@@ -171,6 +177,9 @@ servers:
 	}
 	if len(ws) > 0 && ws[0].Line != 6 {
 		t.Errorf("the fetcher warning is at line %d, want 6 (its egress)", ws[0].Line)
+	}
+	if len(ws) > 0 && !strings.Contains(ws[0].Msg, "to ports 8443, 9000 fail") {
+		t.Errorf("the fetcher warning %q does not name its high ports", ws[0].Msg)
 	}
 	for _, v := range []string{"v22.21.0", "v24.1.0", "v25.0.0", "garbage"} {
 		if ws := nodeProxyWarnings(c, func() string { return v }); len(ws) != 0 {
