@@ -84,6 +84,12 @@ func injServe(t *testing.T, cert *tls.Certificate, h func(w http.ResponseWriter,
 // returns the CA's PEM and the leaf.
 func injCA(t *testing.T) (string, *tls.Certificate) {
 	t.Helper()
+	return injCAFor(t, "127.0.0.1")
+}
+
+// injCAFor is injCA with a certificate for host, an IP or a DNS name.
+func injCAFor(t *testing.T, host string) (string, *tls.Certificate) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "inject e2e CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
@@ -94,9 +100,14 @@ func injCA(t *testing.T) (string, *tls.Certificate) {
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if ip := net.ParseIP(host); ip != nil {
+		leaf.IPAddresses = []net.IP{ip}
+	} else {
+		leaf.DNSNames = []string{host}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
