@@ -86,7 +86,9 @@ func (u *upstream) decideLocked(err error, clean bool) RestartEvent {
 		u.failed = fmt.Errorf("server %s exited with status 0; restart is on-failure", u.srv.Name)
 	case len(u.crashes) > crashLoopMax:
 		ev.Why = fmt.Sprintf("it ended %d times within %s", len(u.crashes), crashWindow)
-		u.failed = fmt.Errorf("server %s ended %d times within %s; giving up until serve restarts (last: it %s)", u.srv.Name, len(u.crashes), crashWindow, ev.Reason)
+		u.gaveUpAt = time.Now()
+		u.failed = fmt.Errorf("server %s ended %d times within %s; giving up on it for %s (a request after %s starts it again; last: it %s)",
+			u.srv.Name, len(u.crashes), crashWindow, giveUpFor, u.gaveUpAt.Add(giveUpFor).Format(time.TimeOnly), ev.Reason)
 	}
 	ev.GaveUp = u.failed != nil
 	if !ev.GaveUp {
@@ -95,6 +97,17 @@ func (u *upstream) decideLocked(err error, clean bool) RestartEvent {
 		u.restartErr = &RestartError{Server: u.srv.Name, Reason: ev.Reason, Restart: ev.Restart, Max: ev.Max}
 	}
 	return ev
+}
+
+// giveUpLapsedLocked reports whether a crash loop's give-up has run its
+// giveUpFor, and if so forgets it and the ends that led to it, so that
+// the caller starts the server afresh. Called with u.mu held.
+func (u *upstream) giveUpLapsedLocked() bool {
+	if u.gaveUpAt.IsZero() || time.Since(u.gaveUpAt) < giveUpFor {
+		return false
+	}
+	u.failed, u.gaveUpAt, u.crashes, u.restartErr = nil, time.Time{}, nil, nil
+	return true
 }
 
 // announce passes a restart decision to Hooks.Restart.

@@ -122,6 +122,79 @@ func TestRestartErrorSaysWhat(t *testing.T) {
 	}
 }
 
+// TestGiveUpLapses: a server given up on after a crash loop (here: its
+// sandbox cannot start, as with a full output dir) is started afresh by
+// the first request once giveUpFor has passed, so that mending the cause
+// needs no serve restart; before that, requests are refused without a
+// start.
+func TestGiveUpLapses(t *testing.T) {
+	old := giveUpFor
+	giveUpFor = 300 * time.Millisecond
+	t.Cleanup(func() { giveUpFor = old })
+	var mended atomic.Bool
+	raw, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			if !mended.Load() {
+				s.out.Close() // dies without answering
+				return
+			}
+			s.reply(msg, `{"content":[{"type":"text","text":"back"}]}`)
+		}
+	})
+	// The first start works (the session's); every later one fails until
+	// the cause is mended.
+	var launches atomic.Int32
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		if launches.Add(1) > 1 && !mended.Load() {
+			return nil, errors.New("its output dir is full")
+		}
+		return raw(ctx, sc)
+	}
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Restart: RestartOnFailure}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	refusal := func() string {
+		resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+		e, _ := resp["error"].(map[string]any)
+		return fmt.Sprint(e["message"])
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt == 40 {
+			t.Fatal("not given up on after 40 calls")
+		}
+		msg := refusal()
+		if strings.Contains(msg, "giving up on it for 300ms") {
+			break
+		}
+		if _, wait, ok := strings.Cut(msg, "try again in "); ok {
+			d, err := time.ParseDuration(strings.Fields(wait)[0])
+			if err != nil || d > 10*time.Second {
+				t.Fatalf("refusal %q: want a short delay", msg)
+			}
+			time.Sleep(d)
+		}
+	}
+	n := launches.Load()
+	if msg := refusal(); !strings.Contains(msg, "giving up") || launches.Load() != n {
+		t.Fatalf("a call right after the give-up: %q, %d launches (before: %d); want the refusal and no start", msg, launches.Load(), n)
+	}
+	if ins := gw.Instances(); len(ins) != 1 || ins[0].State != StateFailed {
+		t.Fatalf("instances after the give-up: %+v, want one failed", ins)
+	}
+	mended.Store(true)
+	time.Sleep(giveUpFor + 50*time.Millisecond)
+	resp, _ := c.call("tools/call", map[string]any{"name": "t"})
+	if !strings.Contains(fmt.Sprint(resp["result"]), "back") || launches.Load() != n+1 {
+		t.Fatalf("a call after the give-up lapsed: %v (%d launches, want %d)", resp, launches.Load(), n+1)
+	}
+	if ins := gw.Instances(); len(ins) != 1 || ins[0].State != StateRunning {
+		t.Fatalf("instances after the lapse: %+v, want one running", ins)
+	}
+}
+
 // TestNoRestartSaysSo: with restart off the error says the server ended
 // and that restart is off, and the hook hears that it gave up.
 func TestNoRestartSaysSo(t *testing.T) {

@@ -34,6 +34,14 @@ const (
 	restartMax   = 30 * time.Second
 )
 
+// giveUpFor is how long a crash loop's give-up holds: the first request
+// after it starts the server afresh (its ends forgotten), since what broke
+// it may be mended meanwhile (a full output dir emptied, a token renewed)
+// without a serve restart. A server that still fails is given up on again
+// after as many ends, so it starts at most crashLoopMax+1 times per
+// giveUpFor, and only when requests ask for it. A variable for tests.
+var giveUpFor = crashWindow
+
 // upstream is one server for one scope: at most one running process (and
 // its MCP session) at a time, restarted per Server.Restart.
 type upstream struct {
@@ -71,7 +79,8 @@ type upstream struct {
 	// tools only to clients that can serve them. Guarded by mu.
 	clientCaps json.RawMessage
 	crashes    []time.Time // guarded by mu
-	failed     error       // permanent: restart is off or the crash loop limit hit; guarded by mu
+	failed     error       // restart is off, or the crash loop limit hit; guarded by mu
+	gaveUpAt   time.Time   // when the crash loop limit set failed (zero: it did not); guarded by mu
 	// After an end the restart policy restarts (restart.go): when the new
 	// process may start, what requests are told until then, the session
 	// that ended last and how many restarts there have been. Guarded by mu.
@@ -196,9 +205,12 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 			}
 		}
 		if u.failed != nil {
-			err := u.failed
-			u.mu.Unlock()
-			return nil, err
+			if !u.giveUpLapsedLocked() {
+				err := u.failed
+				u.mu.Unlock()
+				return nil, err
+			}
+			u.log.Info("starting the server again: its crash loop's give-up has lapsed", "after", giveUpFor)
 		}
 		if wait := u.starting; wait != nil {
 			u.mu.Unlock()
