@@ -117,7 +117,8 @@ func TestServeOutputSizeLimit(t *testing.T) {
 			t.Errorf("serve's log does not name the full host dir %s:\n%s", out, logs)
 		}
 		// Made room, and serve restarted (the stopped starts count as ends
-		// of the server, and it was given up on): the sandbox starts.
+		// of the server, which may have been given up on; a restart does
+		// not wait out the give-up's 2 minutes): the sandbox starts.
 		entries, err := os.ReadDir(out)
 		if err != nil {
 			t.Fatal(err)
