@@ -125,6 +125,7 @@ func TestLeanInit(t *testing.T) {
 	}
 	exe, _ := os.Readlink("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/exe")
 	comm, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/comm")
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/cmdline")
 	w.Close()
 	res, err := sb.Wait()
 	if err != nil || res.ExitCode != 0 {
@@ -135,6 +136,9 @@ func TestLeanInit(t *testing.T) {
 	}
 	if strings.TrimSpace(string(comm)) != "mcpbox-init" {
 		t.Errorf("the init is named %q, want mcpbox-init", comm)
+	}
+	if args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"); len(args) != 3 || args[0] != "mcpbox-init" || args[2] != sb.ID {
+		t.Errorf("the init's command line is %q, want mcpbox-init, the marker and the sandbox's ID %s", args, sb.ID)
 	}
 	got := out.String()
 	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000"} {

@@ -514,7 +514,9 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	}
 	return &exec.Cmd{
 		Path: initPath(), // this binary, or a lean init of the same build
-		Args: []string{"mcpbox-init", initArg},
+		// The sandbox's ID after the marker tells, in ps, which init is
+		// which sandbox's (mcpbox ps lists the IDs).
+		Args: []string{"mcpbox-init", initArg, sb.ID},
 		// One P is plenty for the init, and each P costs page faults at
 		// start-up (the workload gets its own environment).
 		Env:         []string{"GOMAXPROCS=1"},
