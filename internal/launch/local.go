@@ -446,7 +446,7 @@ func (in *sandboxInstance) wait(untrack func()) {
 		in.unlockOverlay()
 	}
 	in.status, in.clean = exitStatus(res, err)
-	rec.SetExit(in.status)
+	rec.SetExit(stoppedStatus(in.status, rec.State() == track.StateStopping, in.killed.Load()))
 	if se := res.SizeExceeded; err == nil && se != nil && se.AtStart {
 		// The client hears of /workspace/output; the operator needs
 		// the host dir to clean up.
@@ -486,6 +486,20 @@ func exitStatus(res *sandbox.Result, err error) (string, bool) {
 		return fmt.Sprintf("exited with status %d after hitting its process limit", res.ExitCode), false
 	}
 	return fmt.Sprintf("exited with status %d", res.ExitCode), res.ExitCode == 0
+}
+
+// stoppedStatus is how ps shows the end of a sandbox: status, or, when
+// mcpbox stopped it (stop, idle timeout, the session's end, shutdown),
+// that first, since its server's "exited with status 0" then only means
+// it obeyed.
+func stoppedStatus(status string, stopping, killed bool) string {
+	switch {
+	case !stopping:
+		return status
+	case killed:
+		return fmt.Sprintf("stopped by mcpbox (killed: it did not exit within %s)", stopGrace)
+	}
+	return "stopped by mcpbox (" + status + ")"
 }
 
 // SizeReport says why a sandbox was stopped for a workspace dir's size.

@@ -95,7 +95,10 @@ func TestLifecycleIdle(t *testing.T) {
 			}
 		}
 		// idle_stop (or idle without a freezer) ends it; a call starts anew.
-		s.waitPS(t, "stopped")
+		// ps says mcpbox stopped it, not only that its server exited 0.
+		if row := s.waitPS(t, "stopped"); !strings.HasPrefix(row.Exit, "stopped by mcpbox (") {
+			t.Errorf("the idle-stopped sandbox's end reads %q, want it to say mcpbox stopped it", row.Exit)
+		}
 		second := gwMustCall(t, sess, "instance", nil, "")
 		if second == first {
 			t.Fatalf("the call after the idle stop ran in the same process %q", first)
