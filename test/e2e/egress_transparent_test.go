@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -218,4 +221,116 @@ servers:
 			t.Fatalf("want the API's answer with the echoed token redacted:\n%s", got)
 		}
 	})
+}
+
+// floodConnections opens N non-blocking connections to HOST:PORT (a name
+// or an address) and holds them, then prints "done N".
+const floodConnections = `import resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+addr, port, n = socket.gethostbyname(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+time.sleep(0.5)
+socks = []
+for i in range(n):
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect((addr, port))
+    except OSError:
+        pass
+    socks.append(s)
+time.sleep(2)
+print("done", len(socks))
+`
+
+// TestEgressHandoverFlood: a flood of connections while the proxy does
+// not accept (mcpbox stopped with SIGSTOP, as a busy host may stall it)
+// leaves the init within its thread budget: each hand-over blocks a
+// thread in connect(2) once the proxy socket's backlog is full, so the
+// init hands over at most a few at once and lets the rest wait in its
+// listeners' backlogs. Before, it started one per connection and died
+// when the sandbox's pids limit refused a thread (the workload's whole
+// sandbox ended: "fatal error: newosproc"). Both kinds of listener: the
+// proxy port and a transparent one.
+func TestEgressHandoverFlood(t *testing.T) {
+	upstream := lowPortServer(t, "127.0.0.2")
+	_, port, _ := net.SplitHostPort(upstream)
+	m := mode{name: "root", uid: -1}
+	hm := withHosts(t, m, "127.0.0.2 upstream.test\n")
+	dir := m.dir(t)
+	cfg := filepath.Join(dir, "mcpbox.yaml")
+	m.writeFile(t, cfg, fmt.Sprintf(`version: 1
+servers:
+  x:
+    command: [x]
+    network:
+      egress: [{host: upstream.test, cidr: 127.0.0.0/8, ports: [%s]}]
+`, port), 0o644)
+	m.writeFile(t, filepath.Join(dir, "flood.py"), floodConnections, 0o644)
+	for name, target := range map[string][]string{
+		"transparent port": {"upstream.test", port},
+		"proxy port":       {"127.0.0.1", "3128"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := hm.command(ctx, "exec", "--policy", cfg, "--input", dir, "--",
+				"python3", "/workspace/input/flood.py", target[0], target[1], "6000")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, io.Discard
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// The wrapper execs mcpbox in its own process: cmd's pid is
+			// mcpbox's, the init its child.
+			pid := cmd.Process.Pid
+			var init int
+			for deadline := time.Now().Add(10 * time.Second); init == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				init = childNamed(t, pid, "mcpbox-init")
+			}
+			if init == 0 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatal("no mcpbox-init under mcpbox within 10s")
+			}
+			time.Sleep(600 * time.Millisecond) // the flood begins
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			peak := 0
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+				n, ok := taskCount(init)
+				if !ok {
+					break
+				}
+				peak = max(peak, n)
+			}
+			syscall.Kill(pid, syscall.SIGCONT)
+			err := cmd.Wait()
+			t.Logf("the init's threads peaked at %d; %s", peak, strings.TrimSpace(out.String()))
+			if peak > 16 { // initTasks: the init's share of the pids limit
+				t.Errorf("the init ran %d threads, over the 16 it keeps under the sandbox's pids limit", peak)
+			}
+			if err != nil || !strings.Contains(out.String(), "done 6000") {
+				t.Errorf("the flooding workload did not finish: %v, %q", err, out.String())
+			}
+		})
+	}
+}
+
+// childNamed returns the pid of a child of pid whose comm is name, or 0.
+func childNamed(t *testing.T, pid int, name string) int {
+	for _, c := range childrenOf(t, pid) {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c))
+		if strings.TrimSpace(string(comm)) == name {
+			return c
+		}
+	}
+	return 0
+}
+
+// taskCount is the number of threads of pid; false once it is gone.
+func taskCount(pid int) (int, bool) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return len(ents), err == nil
 }

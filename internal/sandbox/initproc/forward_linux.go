@@ -121,13 +121,20 @@ const acceptRetry = 50 * time.Millisecond
 // acceptLoop serves accept until its listener is closed (EBADF, EINVAL).
 // Other accept errors (EMFILE when the workload floods its own proxy,
 // ENFILE, ENOBUFS) pass as connections end: quitting on them would leave
-// the sandbox without egress for the rest of its life.
+// the sandbox without egress for the rest of its life. Each connection
+// is handled once a hand-over slot is free; until then the loop waits,
+// and further connections wait in the listener's backlog, not in the
+// init's threads.
 func acceptLoop(accept func() (int, error), handle func(int)) {
 	for {
 		c, err := accept()
 		switch err {
 		case nil:
-			go handle(c)
+			handoverSlots <- struct{}{}
+			go func() {
+				defer func() { <-handoverSlots }()
+				handle(c)
+			}()
 		case unix.EINTR, unix.ECONNABORTED:
 		case unix.EBADF, unix.EINVAL, unix.ENOTSOCK:
 			return
@@ -137,9 +144,23 @@ func acceptLoop(accept func() (int, error), handle func(int)) {
 	}
 }
 
+// maxHandovers bounds the hand-overs under way at once, over all of the
+// init's listeners. Each one blocks a thread in connect(2) and sendmsg(2)
+// to the proxy socket (up to handover.Timeout when the proxy is slow to
+// accept), and the init's threads count against the sandbox's pids limit,
+// which leaves the init only initTasks above the workload's own: a
+// thread it cannot make is a fatal error of the Go runtime, the
+// sandbox's end. A hand-over takes tens of microseconds, so four carry
+// thousands of connections a second.
+const maxHandovers = 4
+
+// handoverSlots holds a token per hand-over under way.
+var handoverSlots = make(chan struct{}, maxHandovers)
+
 // handOver passes the accepted connection c to the proxy, with target for
 // a forward, and closes it. If the proxy cannot be reached the workload
-// sees its connection closed, as it would see a refusal.
+// sees its connection closed, as it would see a refusal. The caller holds
+// a hand-over slot.
 func handOver(c int, target string) {
 	defer unix.Close(c)
 	p, err := handover.Dial(proxySocket)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,8 +28,9 @@ import (
 // the listeners take nothing from it.
 //
 // One goroutine serves the DNS socket and the listeners with poll(2), so
-// the whole feature costs the init one thread; each hand-over runs on its
-// own goroutine, as the proxy port's do.
+// the feature costs the init one thread at rest; hand-overs run on
+// goroutines of their own, at most maxHandovers at once over all of the
+// init's listeners (forward_linux.go).
 
 // fakeNet holds the addresses the init gives names: 127.128.0.0/9, on the
 // sandbox's loopback (the whole of 127/8 is local), away from 127.0.0.1
@@ -36,7 +38,9 @@ import (
 var fakeNet = netip.MustParsePrefix("127.128.0.0/9")
 
 // maxNames bounds the names one sandbox may look up; past it the init
-// answers SERVFAIL, and the table (at most a few hundred KiB) stops growing.
+// answers SERVFAIL for new names, and the table (at most about 1 MiB of
+// names) stops growing. Names are never evicted: a client may hold an
+// address for as long as it likes, and it must keep leading to its name.
 const maxNames = 4096
 
 // nameTable maps looked-up names to fake addresses and back. Only the
@@ -281,34 +285,55 @@ func (e *addrError) Unwrap() error { return e.err }
 
 // serve answers DNS queries and hands over connections to fake addresses
 // for as long as the init lives. Errors of one query or one accept pass:
-// quitting would leave the sandbox without egress.
+// quitting would leave the sandbox without egress. A listener is left out
+// of the poll while every hand-over slot is taken (the connections wait
+// in its backlog) and for acceptRetry after an accept error such as
+// EMFILE, which would otherwise leave it readable and the loop spinning.
 func (ts *transparentSockets) serve() {
 	var names nameTable
-	fds := make([]unix.PollFd, 0, 1+len(ts.ports))
-	fds = append(fds, unix.PollFd{Fd: int32(ts.dns), Events: unix.POLLIN})
-	for _, ln := range ts.ports {
-		fds = append(fds, unix.PollFd{Fd: int32(ln), Events: unix.POLLIN})
-	}
 	buf := make([]byte, maxDNSMessage+1)
+	resting := make([]time.Time, len(ts.ports)) // a listener's pause after an error
+	fds := make([]unix.PollFd, 0, 1+len(ts.ports))
+	idx := make([]int, 0, len(ts.ports)) // fds[i+1] is ts.ports[idx[i]]
 	for {
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+		now := time.Now()
+		full := len(handoverSlots) == cap(handoverSlots)
+		fds, idx = append(fds[:0], unix.PollFd{Fd: int32(ts.dns), Events: unix.POLLIN}), idx[:0]
+		timeout := -1
+		for i, ln := range ts.ports {
+			switch {
+			case full:
+				timeout = pollRecheck
+			case now.Before(resting[i]):
+				timeout = pollRecheck
+			default:
+				fds = append(fds, unix.PollFd{Fd: int32(ln), Events: unix.POLLIN})
+				idx = append(idx, i)
+			}
+		}
+		if _, err := unix.Poll(fds, timeout); err != nil {
+			if err != unix.EINTR {
+				time.Sleep(acceptRetry)
+			}
+			continue
+		}
+		if fds[0].Revents&unix.POLLNVAL != 0 {
 			return
 		}
-		for i := range fds {
-			if fds[i].Revents == 0 {
-				continue
-			}
-			if fds[i].Revents&unix.POLLNVAL != 0 {
-				return
-			}
-			if i == 0 {
-				ts.answer(buf, &names)
-			} else {
-				ts.accept(ts.ports[i-1], &names)
+		if fds[0].Revents != 0 {
+			ts.answer(buf, &names)
+		}
+		for j, fd := range fds[1:] {
+			if fd.Revents != 0 && !ts.accept(ts.ports[idx[j]], &names) {
+				resting[idx[j]] = time.Now().Add(acceptRetry)
 			}
 		}
 	}
 }
+
+// pollRecheck is how often serve looks again for a free hand-over slot or
+// the end of a listener's pause.
+const pollRecheck = 10 // milliseconds
 
 // answer replies to the queries waiting on the DNS socket.
 func (ts *transparentSockets) answer(buf []byte, names *nameTable) {
@@ -326,29 +351,53 @@ func (ts *transparentSockets) answer(buf []byte, names *nameTable) {
 	}
 }
 
-// accept takes the connections waiting on listener ln: one to a fake
-// address goes to the proxy with its name and port, any other is closed.
-func (ts *transparentSockets) accept(ln int, names *nameTable) {
+// accept takes the connections waiting on listener ln while hand-over
+// slots are free: one to a fake address goes to the proxy with its name
+// and port, any other is closed. It returns false after an accept error
+// other than an empty backlog, after which the listener rests.
+func (ts *transparentSockets) accept(ln int, names *nameTable) bool {
 	for range 64 {
+		select {
+		case handoverSlots <- struct{}{}:
+		default:
+			return true // all taken: the rest wait in the backlog
+		}
 		c, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)
-		if err == unix.EINTR || err == unix.ECONNABORTED {
-			continue
-		}
 		if err != nil {
-			return
+			<-handoverSlots
+			switch err {
+			case unix.EINTR, unix.ECONNABORTED:
+				continue
+			case unix.EAGAIN:
+				return true
+			}
+			return false
 		}
-		sa, err := unix.Getsockname(c)
-		in4, ok := sa.(*unix.SockaddrInet4)
-		if err != nil || !ok {
+		target, ok := ts.target(c, names)
+		if !ok {
+			<-handoverSlots
 			unix.Close(c)
 			continue
 		}
-		name, known := names.name(netip.AddrFrom4(in4.Addr))
-		if !known {
-			unix.Close(c)
-			continue
-		}
-		target := name + ":" + strconv.Itoa(in4.Port)
-		go handOver(c, target)
+		go func() {
+			defer func() { <-handoverSlots }()
+			handOver(c, target)
+		}()
 	}
+	return true
+}
+
+// target is the hand-over target of connection c: the name its local
+// address was given and the port; false for an address no name has.
+func (ts *transparentSockets) target(c int, names *nameTable) (string, bool) {
+	sa, err := unix.Getsockname(c)
+	in4, ok := sa.(*unix.SockaddrInet4)
+	if err != nil || !ok {
+		return "", false
+	}
+	name, known := names.name(netip.AddrFrom4(in4.Addr))
+	if !known {
+		return "", false
+	}
+	return name + ":" + strconv.Itoa(in4.Port), true
 }
