@@ -67,3 +67,7 @@ func regularNoSymlinks(path string) error     { return initproc.RegularNoSymlink
 func openNoSymlinks(path string) (int, error) { return initproc.OpenNoSymlinks(path) }
 
 func packFilter(prog []bpf.RawInstruction) []byte { return initproc.PackFilter(prog) }
+
+// fakeNet holds the addresses the init's DNS gives names; no forward may
+// listen there.
+var fakeNet = initproc.FakeNet

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mcpbox/internal/egress"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"mcpbox/internal/cgroup"
+	"mcpbox/internal/egress"
 )
 
 // Sandbox is one running sandbox.
@@ -508,8 +508,7 @@ func initCommand(sb *Sandbox, stdio Stdio, ctl, cfg *os.File) *exec.Cmd {
 	if sb.spec.InputOverlay != nil {
 		attr.AmbientCaps = append(attr.AmbientCaps, overlayCaps...)
 	}
-	if len(sb.spec.Network.TransparentPorts()) > 0 {
-		// The init's DNS on port 53 and its transparent listeners.
+	if sb.spec.Network.bindsLowPorts() {
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_BIND_SERVICE)
 	}
 	return &exec.Cmd{
@@ -768,8 +767,12 @@ func (s *Spec) check() error {
 		return errors.New("no command given")
 	}
 	for _, f := range s.Network.Forwards {
-		if ap, err := netip.ParseAddrPort(f.Listen); err != nil || !ap.Addr().IsLoopback() || f.Listen == proxyAddr {
+		ap, err := netip.ParseAddrPort(f.Listen)
+		if err != nil || !ap.Addr().IsLoopback() || f.Listen == proxyAddr {
 			return fmt.Errorf("forward %s -> %s: listen must be a loopback IP:PORT other than %s", f.Listen, f.To, proxyAddr)
+		}
+		if fakeNet.Contains(ap.Addr().Unmap()) {
+			return fmt.Errorf("forward %s -> %s: listen must not be in %s, where the sandbox's DNS gives names their addresses", f.Listen, f.To, fakeNet)
 		}
 	}
 	if err := s.checkSecrets(); err != nil {

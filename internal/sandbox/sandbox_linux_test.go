@@ -67,6 +67,7 @@ func TestStartErrors(t *testing.T) {
 	}{
 		{"no command", Spec{}, exitSetup, "no command"},
 		{"forward off loopback", Spec{Args: []string{"true"}, Network: Network{Forwards: []egress.Forward{{Listen: "0.0.0.0:80", To: "db:5432"}}}}, exitSetup, "loopback"},
+		{"forward in the DNS's range", Spec{Args: []string{"true"}, Network: Network{Forwards: []egress.Forward{{Listen: "127.128.0.1:8080", To: "db:5432"}}}}, exitSetup, "127.128.0.0/9"},
 		{"not found", quick("no-such-program-anywhere"), exitNotFound, "not found"},
 		{"not executable", quick("/etc/passwd"), exitNoExec, "permission denied"},
 		{"relative mount", Spec{Args: []string{"true"}, Mounts: []Mount{{Source: "rel", Target: "/data"}}}, exitSetup, "absolute"},

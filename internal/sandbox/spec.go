@@ -174,6 +174,21 @@ func (n Network) TransparentPorts() []int {
 	return ports
 }
 
+// bindsLowPorts reports whether the init listens on a port below 1024
+// (the DNS and the transparent ports, or a forward's), which needs
+// CAP_NET_BIND_SERVICE in the sandbox's user namespace.
+func (n Network) bindsLowPorts() bool {
+	if len(n.TransparentPorts()) > 0 {
+		return true
+	}
+	for _, f := range n.Forwards {
+		if ap, err := netip.ParseAddrPort(f.Listen); err == nil && ap.Port() < 1024 {
+			return true
+		}
+	}
+	return false
+}
+
 // forwardListensOn reports whether a forward listens on port.
 func (n Network) forwardListensOn(port int) bool {
 	for _, f := range n.Forwards {

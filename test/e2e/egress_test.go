@@ -141,6 +141,17 @@ servers:
       forward: [{listen: "127.0.0.1:15432", to: %q}]
 `, target), 0o644)
 		want(t, m.exec(t, "", "--policy", cfg, "--input", attackDir, "--", "/workspace/input/attack", "echo", "127.0.0.1:15432"), 0, `echoed "echo:ping\n"`)
+		// A forward may listen below 1024 without any egress rule (the
+		// init then holds CAP_NET_BIND_SERVICE for it alone).
+		low := filepath.Join(dir, "low.yaml")
+		m.writeFile(t, low, fmt.Sprintf(`version: 1
+servers:
+  db:
+    command: [x]
+    network:
+      forward: [{listen: "127.0.0.1:443", to: %q}]
+`, target), 0o644)
+		want(t, m.exec(t, "", "--policy", low, "--input", attackDir, "--", "/workspace/input/attack", "echo", "127.0.0.1:443"), 0, `echoed "echo:ping\n"`)
 		// The forward reaches its target only: the proxy itself allows
 		// nothing else.
 		r := m.exec(t, "", "--policy", cfg, "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_connect}", "--proxytunnel", "--max-time", "10", "http://"+other+"/")

@@ -29,6 +29,10 @@ const (
 	StageLayers = stageLayers
 )
 
+// FakeNet holds the addresses the init's DNS gives names
+// (transparent_linux.go); nothing else in the sandbox may listen there.
+var FakeNet = fakeNet
+
 // Main runs the sandbox init when the process was started as one (os.Args[1]
 // is Arg), and returns otherwise; the lean init's main calls it first.
 func Main() {
