@@ -186,13 +186,7 @@ servers:
 func TestEgressTransparentInject(t *testing.T) {
 	caPEM, cert := injCAFor(t, "api.test")
 	realT := injToken(t)
-	api := lowPortServe(t, "127.0.0.2", cert, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+realT {
-			http.Error(w, "want the real token", http.StatusUnauthorized)
-			return
-		}
-		fmt.Fprintf(w, "hello; you sent %s", r.Header.Get("Authorization"))
-	})
+	api := lowPortServe(t, "127.0.0.2", cert, injAPIHandler(realT))
 	_, port, _ := net.SplitHostPort(api)
 	forEachMode(t, func(t *testing.T, m mode) {
 		hm := withHosts(t, m, "127.0.0.2 api.test\n")

@@ -134,13 +134,18 @@ func injToken(t *testing.T) string {
 // Authorization it got, which the proxy must redact before the sandbox
 // sees it.
 func injAPI(t *testing.T, cert *tls.Certificate, real string) *injService {
-	return injServe(t, cert, func(w http.ResponseWriter, r *http.Request) {
+	return injServe(t, cert, injAPIHandler(real))
+}
+
+// injAPIHandler answers a request with the real token by echoing it.
+func injAPIHandler(real string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+real {
 			http.Error(w, "want the real token", http.StatusUnauthorized)
 			return
 		}
 		fmt.Fprintf(w, "hello; you sent %s", r.Header.Get("Authorization"))
-	})
+	}
 }
 
 // TestInjectGateway: a server in a sandbox of `mcpbox serve` holds only a
