@@ -217,13 +217,19 @@ servers:
 	})
 }
 
-// floodConnections opens N non-blocking connections to HOST:PORT (a name
-// or an address) and holds them, then prints "done N".
-const floodConnections = `import resource, socket, sys, time
+// floodConnections waits for /workspace/input/go, opens N non-blocking
+// connections to HOST:PORT (a name or an address) and holds them for 2 s,
+// prints "done N", closes them, and fetches http://upstream.test:UPORT/
+// through PROXY ("" for none) and prints the answer.
+const floodConnections = `import os, resource, socket, sys, time, urllib.request
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-addr, port, n = socket.gethostbyname(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-time.sleep(0.5)
+host, port, n, uport, proxy = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+addr = socket.gethostbyname(host)
+for i in range(400):
+    if os.path.exists("/workspace/input/go"):
+        break
+    time.sleep(0.05)
 socks = []
 for i in range(n):
     s = socket.socket()
@@ -234,42 +240,52 @@ for i in range(n):
         pass
     socks.append(s)
 time.sleep(2)
-print("done", len(socks))
+print("done", len(socks), flush=True)
+for s in socks:
+    s.close()
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy} if proxy else {}))
+print(opener.open("http://upstream.test:" + uport + "/", timeout=20).read().decode())
 `
 
 // TestEgressHandoverFlood: a flood of connections while the proxy does
 // not accept (mcpbox stopped with SIGSTOP, as a busy host may stall it)
-// leaves the init within its thread budget: each hand-over blocks a
-// thread in connect(2) once the proxy socket's backlog is full, so the
-// init hands over at most a few at once and lets the rest wait in its
-// listeners' backlogs. Before, it started one per connection and died
-// when the sandbox's pids limit refused a thread (the workload's whole
+// leaves the init within its thread budget, with six forwards: each
+// hand-over blocks a thread in connect(2) once the proxy socket's backlog
+// is full, so the init hands over at most a few at once and lets the rest
+// wait in its listeners' backlogs, and one goroutine serves every
+// listener. Before, it started one thread per connection and one per
+// forward, and died when the sandbox's pids limit refused one (the whole
 // sandbox ended: "fatal error: newosproc"). Both kinds of listener: the
-// proxy port and a transparent one.
+// proxy port and a transparent one. Egress works again afterwards.
 func TestEgressHandoverFlood(t *testing.T) {
 	upstream := lowPortServer(t, "127.0.0.2")
 	_, port, _ := net.SplitHostPort(upstream)
 	m := mode{name: "root", uid: -1}
 	hm := withHosts(t, m, "127.0.0.2 upstream.test\n")
-	dir := m.dir(t)
-	cfg := filepath.Join(dir, "mcpbox.yaml")
-	m.writeFile(t, cfg, fmt.Sprintf(`version: 1
+	for name, target := range map[string][]string{
+		"transparent port": {"upstream.test", port, ""},
+		"proxy port":       {"127.0.0.1", "3128", "http://127.0.0.1:3128"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := m.dir(t)
+			cfg := filepath.Join(dir, "mcpbox.yaml")
+			var forwards []string
+			for i := range 6 {
+				forwards = append(forwards, fmt.Sprintf(`{listen: "127.0.0.%d:5432", to: %q}`, 10+i, upstream))
+			}
+			m.writeFile(t, cfg, fmt.Sprintf(`version: 1
 servers:
   x:
     command: [x]
     network:
       egress: [{host: upstream.test, cidr: 127.0.0.0/8, ports: [%s]}]
-`, port), 0o644)
-	m.writeFile(t, filepath.Join(dir, "flood.py"), floodConnections, 0o644)
-	for name, target := range map[string][]string{
-		"transparent port": {"upstream.test", port},
-		"proxy port":       {"127.0.0.1", "3128"},
-	} {
-		t.Run(name, func(t *testing.T) {
+      forward: [%s]
+`, port, strings.Join(forwards, ", ")), 0o644)
+			m.writeFile(t, filepath.Join(dir, "flood.py"), floodConnections, 0o644)
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			cmd := hm.command(ctx, "exec", "--policy", cfg, "--input", dir, "--",
-				"python3", "/workspace/input/flood.py", target[0], target[1], "6000")
+				"python3", "/workspace/input/flood.py", target[0], target[1], "6000", port, target[2])
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, io.Discard
 			if err := cmd.Start(); err != nil {
@@ -287,29 +303,46 @@ servers:
 				cmd.Wait()
 				t.Fatal("no mcpbox-init under mcpbox within 10s")
 			}
-			time.Sleep(600 * time.Millisecond) // the flood begins
 			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			peak := 0
+			m.writeFile(t, filepath.Join(dir, "go"), "", 0o644) // the flood begins
+			peak, blocked := 0, false
 			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 				n, ok := taskCount(init)
 				if !ok {
 					break
 				}
 				peak = max(peak, n)
+				blocked = blocked || waitsForProxy(init)
 			}
 			syscall.Kill(pid, syscall.SIGCONT)
 			err := cmd.Wait()
 			t.Logf("the init's threads peaked at %d; %s", peak, strings.TrimSpace(out.String()))
+			if !blocked {
+				t.Errorf("no hand-over waited for the stopped proxy: the flood did not test the bound")
+			}
 			if peak > 16 { // initTasks: the init's share of the pids limit
 				t.Errorf("the init ran %d threads, over the 16 it keeps under the sandbox's pids limit", peak)
 			}
-			if err != nil || !strings.Contains(out.String(), "done 6000") {
-				t.Errorf("the flooding workload did not finish: %v, %q", err, out.String())
+			if err != nil || !strings.Contains(out.String(), "done 6000") || !strings.Contains(out.String(), "hello from") {
+				t.Errorf("the flooding workload did not finish, or its fetch after the flood failed: %v, %q", err, out.String())
 			}
 		})
 	}
+}
+
+// waitsForProxy reports whether a thread of pid waits in connect(2) for
+// room in a unix socket's backlog: a hand-over to a proxy that does not
+// accept.
+func waitsForProxy(pid int) bool {
+	chans, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+	for _, f := range chans {
+		if b, _ := os.ReadFile(f); string(b) == "unix_wait_for_peer" {
+			return true
+		}
+	}
+	return false
 }
 
 // childNamed returns the pid of a child of pid whose comm is name, or 0.

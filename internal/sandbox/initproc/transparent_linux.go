@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,10 +26,9 @@ import (
 // 1024, which the workload, without capabilities, cannot bind itself, so
 // the listeners take nothing from it.
 //
-// One goroutine serves the DNS socket and the listeners with poll(2), so
-// the feature costs the init one thread at rest; hand-overs run on
-// goroutines of their own, at most maxHandovers at once over all of the
-// init's listeners (forward_linux.go).
+// The DNS socket and the transparent listeners are served by the init's
+// one egress goroutine, with the proxy port and the forwards
+// (forward_linux.go).
 
 // fakeNet holds the addresses the init gives names: 127.128.0.0/9, on the
 // sandbox's loopback (the whole of 127/8 is local), away from 127.0.0.1
@@ -234,111 +232,24 @@ func hostName(name string) bool {
 	return label > 0 && !digits
 }
 
-// transparentSockets are the DNS socket and the transparent listeners.
-type transparentSockets struct {
-	dns   int
-	ports []int // listening sockets on 0.0.0.0, one per port
-}
-
-// listenTransparent opens the DNS socket on 127.0.0.1:53 and a listener
-// on 0.0.0.0:PORT for each of ports. The init needs CAP_NET_BIND_SERVICE
-// in the sandbox's user namespace for them (the ports are below 1024).
-func listenTransparent(ports []int) (*transparentSockets, error) {
-	dns, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+// listenDNS opens the DNS socket on 127.0.0.1:53, non-blocking. The init
+// needs CAP_NET_BIND_SERVICE in the sandbox's user namespace for it.
+func listenDNS() (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	if err := unix.Bind(dns, &unix.SockaddrInet4{Port: 53, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(dns)
-		return nil, &addrError{"127.0.0.1:53 (udp)", err}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: 53, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
-	ts := &transparentSockets{dns: dns}
-	for _, p := range ports {
-		ln, err := listenTCP("0.0.0.0:" + strconv.Itoa(p))
-		if err == nil {
-			err = unix.SetNonblock(ln, true)
-		}
-		if err != nil {
-			ts.close()
-			return nil, &addrError{"0.0.0.0:" + strconv.Itoa(p), err}
-		}
-		ts.ports = append(ts.ports, ln)
-	}
-	return ts, nil
+	return fd, nil
 }
 
-func (ts *transparentSockets) close() {
-	unix.Close(ts.dns)
-	for _, ln := range ts.ports {
-		unix.Close(ln)
-	}
-}
-
-// addrError names the address a transparent socket could not have.
-type addrError struct {
-	addr string
-	err  error
-}
-
-func (e *addrError) Error() string { return "listening on " + e.addr + ": " + e.err.Error() }
-func (e *addrError) Unwrap() error { return e.err }
-
-// serve answers DNS queries and hands over connections to fake addresses
-// for as long as the init lives. Errors of one query or one accept pass:
-// quitting would leave the sandbox without egress. A listener is left out
-// of the poll while every hand-over slot is taken (the connections wait
-// in its backlog) and for acceptRetry after an accept error such as
-// EMFILE, which would otherwise leave it readable and the loop spinning.
-func (ts *transparentSockets) serve() {
-	var names nameTable
-	buf := make([]byte, maxDNSMessage+1)
-	resting := make([]time.Time, len(ts.ports)) // a listener's pause after an error
-	fds := make([]unix.PollFd, 0, 1+len(ts.ports))
-	idx := make([]int, 0, len(ts.ports)) // fds[i+1] is ts.ports[idx[i]]
-	for {
-		now := time.Now()
-		full := len(handoverSlots) == cap(handoverSlots)
-		fds, idx = append(fds[:0], unix.PollFd{Fd: int32(ts.dns), Events: unix.POLLIN}), idx[:0]
-		timeout := -1
-		for i, ln := range ts.ports {
-			switch {
-			case full:
-				timeout = pollRecheck
-			case now.Before(resting[i]):
-				timeout = pollRecheck
-			default:
-				fds = append(fds, unix.PollFd{Fd: int32(ln), Events: unix.POLLIN})
-				idx = append(idx, i)
-			}
-		}
-		if _, err := unix.Poll(fds, timeout); err != nil {
-			if err != unix.EINTR {
-				time.Sleep(acceptRetry)
-			}
-			continue
-		}
-		if fds[0].Revents&unix.POLLNVAL != 0 {
-			return
-		}
-		if fds[0].Revents != 0 {
-			ts.answer(buf, &names)
-		}
-		for j, fd := range fds[1:] {
-			if fd.Revents != 0 && !ts.accept(ts.ports[idx[j]], &names) {
-				resting[idx[j]] = time.Now().Add(acceptRetry)
-			}
-		}
-	}
-}
-
-// pollRecheck is how often serve looks again for a free hand-over slot or
-// the end of a listener's pause.
-const pollRecheck = 10 // milliseconds
-
-// answer replies to the queries waiting on the DNS socket.
-func (ts *transparentSockets) answer(buf []byte, names *nameTable) {
+// answerDNS replies to the queries waiting on the DNS socket fd.
+func answerDNS(fd int, buf []byte, names *nameTable) {
 	for range 64 { // then poll again, so the listeners are not starved
-		n, from, err := unix.Recvfrom(ts.dns, buf, unix.MSG_DONTWAIT)
+		n, from, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
 		if err == unix.EINTR {
 			continue
 		}
@@ -346,50 +257,15 @@ func (ts *transparentSockets) answer(buf []byte, names *nameTable) {
 			return
 		}
 		if r := dnsAnswer(buf[:n], names); r != nil && from != nil {
-			_ = unix.Sendto(ts.dns, r, unix.MSG_DONTWAIT, from)
+			_ = unix.Sendto(fd, r, unix.MSG_DONTWAIT, from)
 		}
 	}
 }
 
-// accept takes the connections waiting on listener ln while hand-over
-// slots are free: one to a fake address goes to the proxy with its name
-// and port, any other is closed. It returns false after an accept error
-// other than an empty backlog, after which the listener rests.
-func (ts *transparentSockets) accept(ln int, names *nameTable) bool {
-	for range 64 {
-		select {
-		case handoverSlots <- struct{}{}:
-		default:
-			return true // all taken: the rest wait in the backlog
-		}
-		c, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)
-		if err != nil {
-			<-handoverSlots
-			switch err {
-			case unix.EINTR, unix.ECONNABORTED:
-				continue
-			case unix.EAGAIN:
-				return true
-			}
-			return false
-		}
-		target, ok := ts.target(c, names)
-		if !ok {
-			<-handoverSlots
-			unix.Close(c)
-			continue
-		}
-		go func() {
-			defer func() { <-handoverSlots }()
-			handOver(c, target)
-		}()
-	}
-	return true
-}
-
-// target is the hand-over target of connection c: the name its local
-// address was given and the port; false for an address no name has.
-func (ts *transparentSockets) target(c int, names *nameTable) (string, bool) {
+// transparentTarget is the hand-over target of connection c accepted on
+// a transparent port: the name its local address was given, and the
+// port; false for an address no name has.
+func transparentTarget(c int, names *nameTable) (string, bool) {
 	sa, err := unix.Getsockname(c)
 	in4, ok := sa.(*unix.SockaddrInet4)
 	if err != nil || !ok {
