@@ -141,6 +141,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"egress cidr invalid", egressAt(`cidr: 10.0.0.0/33`), `t.yaml:7:18: servers.s.network.egress[0].cidr: invalid CIDR "10.0.0.0/33"`},
 		{"network limit zero", base + "    network:\n      limits: {connections: 0}\n", `t.yaml:6:29: servers.s.network.limits.connections: must be positive (leave it out for the default)`},
 		{"forward not loopback", forwardAt(`listen: "0.0.0.0:5432", to: "db:5432"`), `t.yaml:7:20: servers.s.network.forward[0].listen: 0.0.0.0 is not a loopback address`},
+		{"forward proxy port, mapped", forwardAt(`listen: "[::ffff:127.0.0.1]:3128", to: "db:5432"`), `t.yaml:7:20: servers.s.network.forward[0].listen: 127.0.0.1:3128 is taken by the egress proxy forwarder`},
+		{"forward twice, once mapped", base + "    network:\n      forward:\n        - {listen: \"127.0.0.1:5432\", to: \"db:5432\"}\n        - {listen: \"[::ffff:127.0.0.1]:5432\", to: \"db:5432\"}\n", `t.yaml:8:20: servers.s.network.forward[1].listen: 127.0.0.1:5432 is already forwarded`},
 		{"forward in the DNS's range", forwardAt(`listen: "127.200.0.1:5432", to: "db:5432"`), `t.yaml:7:20: servers.s.network.forward[0].listen: 127.200.0.1 is in 127.128.0.0/9, which the sandbox's DNS gives names (use 127.0.0.1 or another address below 127.128.0.0)`},
 		{"forward proxy port", forwardAt(`listen: "127.0.0.1:3128", to: "db:5432"`), `t.yaml:7:20: servers.s.network.forward[0].listen: 127.0.0.1:3128 is taken by the egress proxy forwarder`},
 		{"forward host name listen", forwardAt(`listen: "localhost:80", to: "db:5432"`), `t.yaml:7:20: servers.s.network.forward[0].listen: invalid address "localhost:80" (want IP:PORT on loopback, e.g. 127.0.0.1:5432)`},

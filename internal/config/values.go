@@ -280,6 +280,8 @@ func checkForward(r *collector, s *Server, p string) {
 		f := &s.Network.Forward[i]
 		fp := fmt.Sprintf("%s.network.forward[%d]", p, i)
 		ap, err := netip.ParseAddrPort(f.Listen)
+		// [::ffff:127.0.0.1]:3128 is 127.0.0.1:3128 to the kernel.
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 		switch {
 		case err != nil || ap.Addr().Zone() != "":
 			r.errorf(f.Meta.At("listen"), "%s.listen: invalid address %q (want IP:PORT on loopback, e.g. 127.0.0.1:5432)", fp, f.Listen)

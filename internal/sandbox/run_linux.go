@@ -768,10 +768,11 @@ func (s *Spec) check() error {
 	}
 	for _, f := range s.Network.Forwards {
 		ap, err := netip.ParseAddrPort(f.Listen)
-		if err != nil || !ap.Addr().IsLoopback() || f.Listen == proxyAddr {
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) // as the kernel binds it
+		if err != nil || !ap.Addr().IsLoopback() || ap.String() == proxyAddr {
 			return fmt.Errorf("forward %s -> %s: listen must be a loopback IP:PORT other than %s", f.Listen, f.To, proxyAddr)
 		}
-		if fakeNet.Contains(ap.Addr().Unmap()) {
+		if fakeNet.Contains(ap.Addr()) {
 			return fmt.Errorf("forward %s -> %s: listen must not be in %s, where the sandbox's DNS gives names their addresses", f.Listen, f.To, fakeNet)
 		}
 	}

@@ -67,6 +67,7 @@ func TestStartErrors(t *testing.T) {
 	}{
 		{"no command", Spec{}, exitSetup, "no command"},
 		{"forward off loopback", Spec{Args: []string{"true"}, Network: Network{Forwards: []egress.Forward{{Listen: "0.0.0.0:80", To: "db:5432"}}}}, exitSetup, "loopback"},
+		{"forward on the proxy port, mapped", Spec{Args: []string{"true"}, Network: Network{Forwards: []egress.Forward{{Listen: "[::ffff:127.0.0.1]:3128", To: "db:5432"}}}}, exitSetup, "other than"},
 		{"forward in the DNS's range", Spec{Args: []string{"true"}, Network: Network{Forwards: []egress.Forward{{Listen: "127.128.0.1:8080", To: "db:5432"}}}}, exitSetup, "127.128.0.0/9"},
 		{"not found", quick("no-such-program-anywhere"), exitNotFound, "not found"},
 		{"not executable", quick("/etc/passwd"), exitNoExec, "permission denied"},
