@@ -39,18 +39,7 @@ func TestEgressLoopOutlivesEMFILE(t *testing.T) {
 	}
 	start := time.Now()
 	stop := runLoop(t, l)
-	sa, err := unix.Getsockname(ln)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(c)
-	if err := unix.Connect(c, sa); err != nil {
-		t.Fatal(err)
-	}
+	dialListener(t, ln)
 	select {
 	case h := <-handled:
 		if h.target != "db:5432" {
@@ -65,6 +54,24 @@ func TestEgressLoopOutlivesEMFILE(t *testing.T) {
 		t.Errorf("handled after %v and %d accepts, want at least %v and at most 5 (no spinning)", d, n, 3*acceptRetry)
 	}
 	stop()
+}
+
+// dialListener connects to the IPv4 listener ln; the connection closes
+// when the test ends.
+func dialListener(t *testing.T, ln int) {
+	t.Helper()
+	sa, err := unix.Getsockname(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(c) })
+	if err := unix.Connect(c, sa); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // runLoop serves l on a goroutine, with a pipe in the DNS socket's place
@@ -120,16 +127,9 @@ func TestEgressLoopSlots(t *testing.T) {
 		unix.Close(c)
 		handled <- struct{}{}
 	}
-	sa, _ := unix.Getsockname(l.listeners[0].fd)
+	ln := l.listeners[0].fd // read before serve runs: it writes l.listeners
 	defer runLoop(t, l)()
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(c)
-	if err := unix.Connect(c, sa); err != nil {
-		t.Fatal(err)
-	}
+	dialListener(t, ln)
 	select {
 	case <-handled:
 		t.Fatal("handed over with every slot taken")
