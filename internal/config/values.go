@@ -271,7 +271,9 @@ func checkCIDR(c, host string) error {
 const egressForwarder = "127.0.0.1:3128"
 
 // sandboxDNSNet holds the addresses the sandbox's DNS gives names
-// (transparent egress); a forward may not listen there.
+// (transparent egress); a forward may not listen there. The same range as
+// initproc's fakeNet, which this cross-platform package cannot import;
+// the sandbox checks forwards against that one again at start.
 var sandboxDNSNet = netip.MustParsePrefix("127.128.0.0/9")
 
 func checkForward(r *collector, s *Server, p string) {
@@ -291,7 +293,7 @@ func checkForward(r *collector, s *Server, p string) {
 			r.errorf(f.Meta.At("listen"), "%s.listen: port must be 1-65535", fp)
 		case ap.String() == egressForwarder:
 			r.errorf(f.Meta.At("listen"), "%s.listen: %s is taken by the egress proxy forwarder", fp, egressForwarder)
-		case sandboxDNSNet.Contains(ap.Addr().Unmap()):
+		case sandboxDNSNet.Contains(ap.Addr()):
 			r.errorf(f.Meta.At("listen"), "%s.listen: %s is in %s, which the sandbox's DNS gives names (use 127.0.0.1 or another address below 127.128.0.0)", fp, ap.Addr(), sandboxDNSNet)
 		case seen[ap]:
 			r.errorf(f.Meta.At("listen"), "%s.listen: %s is already forwarded", fp, ap)

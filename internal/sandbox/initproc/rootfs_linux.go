@@ -256,7 +256,7 @@ func buildEtc(c *initConfig, _ []int) error {
 		// through a proxy that resolves names itself.
 		"resolv.conf": "# mcpbox: no DNS inside the sandbox\noptions timeout:1 attempts:1\n",
 	}
-	if c.Egress && len(c.Transparent) > 0 {
+	if len(c.Transparent) > 0 { // only with Egress
 		// The init's own DNS, which gives names addresses that lead to
 		// the proxy (transparent_linux.go).
 		files["resolv.conf"] = "# mcpbox: names lead to the egress proxy\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
