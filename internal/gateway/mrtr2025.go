@@ -55,7 +55,7 @@ func mayRequireInput(raw []byte) bool {
 
 // answerInputs answers the input_required rounds of a 2026 server's
 // result for a 2025 client (see above) and returns the final result.
-func (d *downstream) answerInputs(ctx context.Context, b *bound, p *peer, method string, params map[string]any, raw json.RawMessage, events <-chan func()) (json.RawMessage, error) {
+func (d *downstream) answerInputs(ctx context.Context, b *bound, p *peer, method string, params map[string]any, raw json.RawMessage, evs *events) (json.RawMessage, error) {
 	for range inputRounds {
 		if !mayRequireInput(raw) {
 			return raw, nil
@@ -99,7 +99,7 @@ func (d *downstream) answerInputs(ctx context.Context, b *bound, p *peer, method
 			delete(params, "requestState")
 		}
 		var err error
-		if raw, err = p.callWith(ctx, method, params, events); err != nil {
+		if raw, err = p.callWith(ctx, method, params, evs); err != nil {
 			return nil, err
 		}
 	}

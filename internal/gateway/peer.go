@@ -71,10 +71,10 @@ func (p *peer) call(ctx context.Context, method string, params any) (json.RawMes
 	return p.callWith(ctx, method, params, nil)
 }
 
-// callWith is call that, while it waits, runs the functions arriving on
-// events (the notifications the server sends for this request), so that
-// they reach the client before the response.
-func (p *peer) callWith(ctx context.Context, method string, params any, events <-chan func()) (json.RawMessage, error) {
+// callWith is call that, while it waits, runs the functions queued on
+// evs (the notifications the server sends for this request), so that they
+// reach the client before the response. evs may be nil.
+func (p *peer) callWith(ctx context.Context, method string, params any, evs *events) (json.RawMessage, error) {
 	raw, err := marshalParams(params)
 	if err != nil {
 		return nil, err
@@ -107,18 +107,11 @@ func (p *peer) callWith(ctx context.Context, method string, params any, events <
 	}
 	for {
 		select {
-		case f := <-events:
-			f()
+		case <-evs.signal():
+			evs.run()
 			continue
 		case resp := <-ch:
-			for drained := false; !drained; {
-				select {
-				case f := <-events:
-					f()
-				default:
-					drained = true
-				}
-			}
+			evs.run()
 			if resp.Error != nil {
 				return nil, resp.Error
 			}

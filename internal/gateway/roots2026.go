@@ -95,7 +95,7 @@ func rootsOnly(raw json.RawMessage) (keys []string, state *string, ok bool) {
 
 // answerRoots answers the roots-only rounds of a 2026 server's result
 // itself (see above) and returns the first result that is not one.
-func (d *downstream) answerRoots(ctx context.Context, b *bound, p *peer, method string, params map[string]any, raw json.RawMessage, events <-chan func()) (json.RawMessage, error) {
+func (d *downstream) answerRoots(ctx context.Context, b *bound, p *peer, method string, params map[string]any, raw json.RawMessage, evs *events) (json.RawMessage, error) {
 	for range rootsRounds {
 		keys, state, ok := rootsOnly(raw)
 		if !ok {
@@ -113,7 +113,7 @@ func (d *downstream) answerRoots(ctx context.Context, b *bound, p *peer, method 
 			delete(params, "requestState")
 		}
 		var err error
-		if raw, err = p.callWith(ctx, method, params, events); err != nil {
+		if raw, err = p.callWith(ctx, method, params, evs); err != nil {
 			return nil, err
 		}
 	}

@@ -154,8 +154,7 @@ type inflight struct {
 	ctx    context.Context // the downstream handler's context
 	token  any             // the client's progress token, nil if none
 	gwTok  string          // the token the upstream sees
-	events chan func()
-	queued atomic.Int64 // bytes waiting in events
+	events *events
 }
 
 func newUpstream(gw *Gateway, srv *Server, scope Scope) *upstream {

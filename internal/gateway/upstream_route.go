@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -13,7 +14,7 @@ import (
 // begin registers a forwarded request; the returned token replaces the
 // client's progress token (nil: the client asked for no progress).
 func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any) *inflight {
-	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: make(chan func(), 256)}
+	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: newEvents()}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if token != nil {
@@ -62,17 +63,76 @@ func (u *upstream) agentsLocked() int {
 
 // queue hands f to the request's handler; when the client is too slow to
 // keep up, the notification is dropped rather than stalling the server.
-func (in *inflight) queue(size int, f func()) bool {
-	if in.queued.Add(int64(size)) > queueBytes {
-		in.queued.Add(-int64(size))
+func (in *inflight) queue(size int, f func()) bool { return in.events.put(size, f) }
+
+// events carries the notifications a server sends for one request from
+// its reader to the request's handler, in order. It is a slice and a
+// one-token signal rather than a buffered channel: most calls see no
+// notification, and a channel deep enough for a burst cost every call
+// 2 KiB.
+type events struct {
+	ready chan struct{} // holds a token while something may be queued
+	mu    sync.Mutex
+	queue []event
+	bytes int
+}
+
+type event struct {
+	size int
+	f    func()
+}
+
+// maxEvents bounds how many notifications wait for one request.
+const maxEvents = 256
+
+func newEvents() *events { return &events{ready: make(chan struct{}, 1)} }
+
+// put queues f, of size bytes, or reports false when the request already
+// has maxEvents or queueBytes waiting. It never blocks.
+func (e *events) put(size int, f func()) bool {
+	e.mu.Lock()
+	if len(e.queue) >= maxEvents || e.bytes+size > queueBytes {
+		e.mu.Unlock()
 		return false
 	}
+	e.queue = append(e.queue, event{size, f})
+	e.bytes += size
+	e.mu.Unlock()
 	select {
-	case in.events <- func() { in.queued.Add(-int64(size)); f() }:
-		return true
-	default:
-		in.queued.Add(-int64(size))
-		return false
+	case e.ready <- struct{}{}:
+	default: // a token is already there
+	}
+	return true
+}
+
+// signal is readable once something was queued: then run. Nil (never
+// readable) for a nil e, a request that takes no notifications.
+func (e *events) signal() <-chan struct{} {
+	if e == nil {
+		return nil
+	}
+	return e.ready
+}
+
+// run runs what is queued, oldest first, until nothing is. A function's
+// bytes stop counting when it starts, as it then leaves the queue.
+func (e *events) run() {
+	if e == nil {
+		return
+	}
+	for {
+		e.mu.Lock()
+		if len(e.queue) == 0 {
+			e.queue = e.queue[:0]
+			e.mu.Unlock()
+			return
+		}
+		ev := e.queue[0]
+		e.queue[0] = event{}
+		e.queue = e.queue[1:]
+		e.bytes -= ev.size
+		e.mu.Unlock()
+		ev.f()
 	}
 }
 
