@@ -145,15 +145,24 @@ func (p *peer) notify(ctx context.Context, method string, params any) error {
 // version header of a message that names none from the context, so a
 // 2026-07-28 client's version would reach a remote server that speaks an
 // older one, which refuses it. release ends it; call it once the answer
-// is in (the transport reads the response on this context).
+// is in (the transport reads the response on this context). A stdio
+// server's line connection reads neither values nor cancellation, only a
+// deadline, which this context never had (a message half written cannot
+// be abandoned; the write timeout bounds it): it gets Background, which
+// saves every call two contexts.
 func (p *peer) writeContext(ctx context.Context) (context.Context, func()) {
 	if p.meta != nil {
-		return ctx, func() {}
+		return ctx, nop
+	}
+	if _, lines := p.conn.(*lineConn); lines {
+		return context.Background(), nop
 	}
 	out, cancel := context.WithCancelCause(context.Background())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	return out, func() { stop(); cancel(context.Canceled) }
 }
+
+func nop() {}
 
 func marshalParams(params any) (json.RawMessage, error) {
 	switch v := params.(type) {
