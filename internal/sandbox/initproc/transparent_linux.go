@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,53 +36,125 @@ import (
 // and the low addresses forwards listen on.
 var fakeNet = netip.MustParsePrefix("127.128.0.0/9")
 
-// maxNames bounds the names one sandbox may look up; past it the init
-// answers SERVFAIL for new names, and the table (at most about 1 MiB of
-// names) stops growing. Names are never evicted: a client may hold an
-// address for as long as it likes, and it must keep leading to its name.
+// maxNames bounds the names the table holds at once (at most about 1 MiB
+// of names). A full table makes room by forgetting the name used least
+// recently, if it has rested for evictAfter; otherwise (a flood of
+// lookups) new names get SERVFAIL until one has. A forgotten name's
+// address then leads nowhere; looked up again, the name gets a new one.
 const maxNames = 4096
 
-// nameTable maps looked-up names to fake addresses and back. Only the
-// serving goroutine uses it.
+// evictAfter is how long a name must have gone unused (no lookup, no
+// connection to its address) before a full table may forget it: five
+// times the TTL of its answers, so that a client that honours the TTL,
+// or overstays it a while, still reaches its name.
+const evictAfter = 5 * dnsTTL * time.Second
+
+// fakeSpan is the number of addresses in fakeNet; index 0 (the network's
+// own address) and the last (127.255.255.255, loopback's broadcast
+// address, which TCP cannot reach) are never given.
+const fakeSpan = 1 << (32 - 9)
+
+// nameTable maps looked-up names to fake addresses and back. Addresses
+// are handed out in turn over the whole of fakeNet, so an address given
+// to a name that was forgotten is not given again for millions of
+// lookups: a client holding a stale address is refused, not led to
+// another name. Only the serving goroutine uses it; it must not be
+// copied once used (lru points at itself).
 type nameTable struct {
-	byName map[string]uint32 // name -> index; the address is fakeNet's base + index
-	names  []string          // index-1 -> name
+	byName map[string]*nameEntry
+	byAddr map[uint32]*nameEntry // by index: the address is fakeNet's base + index
+	last   uint32                // the index given last
+	// lru links the entries from the most recently used (lru.next) to
+	// the least (lru.prev); lru itself is no entry.
+	lru nameEntry
+	now func() time.Time // time.Now; tests set it
 }
 
-// addr returns name's fake address, giving it the next one if it has
-// none; false once maxNames names have one.
+type nameEntry struct {
+	name       string
+	index      uint32
+	used       time.Time
+	prev, next *nameEntry
+}
+
+// addr returns name's fake address, giving it one if it has none; false
+// when the table is full of names used within evictAfter.
 func (t *nameTable) addr(name string) (netip.Addr, bool) {
-	i, ok := t.byName[name]
-	if !ok {
-		if len(t.names) >= maxNames {
+	now := t.clock()
+	if e, ok := t.byName[name]; ok {
+		t.touch(e, now)
+		return fakeAddr(e.index), true
+	}
+	if t.byName == nil {
+		t.byName, t.byAddr = map[string]*nameEntry{}, map[uint32]*nameEntry{}
+		t.lru.prev, t.lru.next = &t.lru, &t.lru
+	}
+	if len(t.byName) >= maxNames {
+		old := t.lru.prev
+		if now.Sub(old.used) < evictAfter {
 			return netip.Addr{}, false
 		}
-		if t.byName == nil {
-			t.byName = map[string]uint32{}
-		}
-		t.names = append(t.names, name)
-		i = uint32(len(t.names))
-		t.byName[name] = i
+		t.unlink(old)
+		delete(t.byName, old.name)
+		delete(t.byAddr, old.index)
 	}
-	base := fakeNet.Addr().As4()
-	v := binary.BigEndian.Uint32(base[:]) + i
-	var a [4]byte
-	binary.BigEndian.PutUint32(a[:], v)
-	return netip.AddrFrom4(a), true
+	for {
+		t.last = t.last%(fakeSpan-2) + 1 // 1 .. fakeSpan-2, in turn
+		if t.byAddr[t.last] == nil {     // at most maxNames are taken
+			break
+		}
+	}
+	e := &nameEntry{name: name, index: t.last}
+	t.byName[name], t.byAddr[e.index] = e, e
+	t.touch(e, now)
+	return fakeAddr(e.index), true
 }
 
-// name returns the name that was given address a, if any.
+// name returns the name that was given address a, if the table still
+// holds it; a connection to it counts as a use.
 func (t *nameTable) name(a netip.Addr) (string, bool) {
 	a = a.Unmap()
 	if !a.Is4() || !fakeNet.Contains(a) {
 		return "", false
 	}
 	b, base := a.As4(), fakeNet.Addr().As4()
-	i := binary.BigEndian.Uint32(b[:]) - binary.BigEndian.Uint32(base[:])
-	if i == 0 || i > uint32(len(t.names)) {
+	e := t.byAddr[binary.BigEndian.Uint32(b[:])-binary.BigEndian.Uint32(base[:])]
+	if e == nil {
 		return "", false
 	}
-	return t.names[i-1], true
+	t.touch(e, t.clock())
+	return e.name, true
+}
+
+func (t *nameTable) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+// touch marks e used at now: the front of the list.
+func (t *nameTable) touch(e *nameEntry, now time.Time) {
+	e.used = now
+	if e.prev != nil {
+		t.unlink(e)
+	}
+	e.prev, e.next = &t.lru, t.lru.next
+	t.lru.next.prev = e
+	t.lru.next = e
+}
+
+func (t *nameTable) unlink(e *nameEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+// fakeAddr is fakeNet's address at index i.
+func fakeAddr(i uint32) netip.Addr {
+	base := fakeNet.Addr().As4()
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(base[:])+i)
+	return netip.AddrFrom4(a)
 }
 
 // DNS message constants (RFC 1035 4.1).
@@ -89,7 +162,7 @@ const (
 	dnsHeaderLen = 12
 	dnsTypeA     = 1
 	dnsClassIN   = 1
-	dnsTTL       = 60 // seconds; a name keeps its address for the sandbox's life
+	dnsTTL       = 60 // seconds; a name keeps its address while it is used (nameTable)
 
 	rcodeOK       = 0
 	rcodeFormErr  = 1

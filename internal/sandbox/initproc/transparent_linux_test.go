@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -79,8 +80,8 @@ func TestDNSAnswer(t *testing.T) {
 			t.Fatalf("type %v: %+v", typ, m)
 		}
 	}
-	if len(names.names) != 2 {
-		t.Fatalf("table holds %q, want the two names looked up by A", names.names)
+	if len(names.byName) != 2 {
+		t.Fatalf("table holds %d names, want the two looked up by A", len(names.byName))
 	}
 
 	// Names that are no host names.
@@ -158,30 +159,101 @@ func longName(h []byte, n int) []byte {
 }
 
 func TestNameTableFull(t *testing.T) {
-	var names nameTable
-	var last netip.Addr
+	now := time.Unix(1e9, 0)
+	names := nameTable{now: func() time.Time { return now }}
+	name := func(i int) string {
+		return "n" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + "-" + strconv.Itoa(i)
+	}
+	addrs := map[netip.Addr]int{}
 	for i := range maxNames {
-		a, ok := names.addr("n" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + "-" + strconv.Itoa(i))
+		a, ok := names.addr(name(i))
 		if !ok {
 			t.Fatalf("name %d refused", i)
 		}
-		last = a
+		if !fakeNet.Contains(a) {
+			t.Fatalf("address %v outside %v", a, fakeNet)
+		}
+		if j, dup := addrs[a]; dup {
+			t.Fatalf("names %d and %d share %v", j, i, a)
+		}
+		addrs[a] = i
 	}
-	if !fakeNet.Contains(last) {
-		t.Fatalf("last address %v outside %v", last, fakeNet)
-	}
+	first, _ := names.addr(name(0)) // name 0 is now the most recently used
+
+	// Full of names used within evictAfter: a new name is refused, known
+	// names still answer.
+	now = now.Add(evictAfter - time.Second)
 	m := parse(t, dnsAnswer(query(t, 3, "one-more.example.", dnsmessage.TypeA), &names))
 	if m.RCode != dnsmessage.RCodeServerFailure || len(m.Answers) != 0 {
-		t.Fatalf("a full table answered %+v", m)
+		t.Fatalf("a full table of recent names answered %+v", m)
 	}
-	// Known names still answer, and addresses outside the table lead nowhere.
-	if _, ok := names.addr("n" + "a" + "-0"); !ok {
-		t.Fatal("a known name refused once the table is full")
+	if a, ok := names.addr(name(0)); !ok || a != first {
+		t.Fatalf("a known name in a full table: %v, %v; want %v", a, ok, first)
 	}
+
+	// Once the least recently used name (name 1: name 0 was used since)
+	// has rested evictAfter, a new name takes its place: a new address,
+	// and the old one leads nowhere.
+	old := fakeAddr(names.byName[name(1)].index)
+	now = time.Unix(1e9, 0).Add(evictAfter)
+	a, ok := names.addr("one-more.example")
+	if !ok {
+		t.Fatal("a new name refused after the oldest rested evictAfter")
+	}
+	if _, taken := addrs[a]; taken || a == old {
+		t.Fatalf("the new name got %v, an address given before", a)
+	}
+	if n, ok := names.name(old); ok {
+		t.Fatalf("a forgotten name's address %v leads to %q", old, n)
+	}
+	if _, ok := names.byName[name(1)]; ok {
+		t.Fatalf("evicted %d names, but not the least recently used", maxNames+1-len(names.byName))
+	}
+	if n, ok := names.name(first); !ok || n != name(0) {
+		t.Fatalf("name 0's address leads to %q, %v", n, ok)
+	}
+	if len(names.byName) != maxNames || len(names.byAddr) != maxNames {
+		t.Fatalf("table holds %d names, %d addresses; want %d", len(names.byName), len(names.byAddr), maxNames)
+	}
+
+	// A connection counts as a use: name 2, connected to, outlives name 3.
+	now = now.Add(evictAfter)
+	if _, ok := names.name(fakeAddr(names.byName[name(2)].index)); !ok {
+		t.Fatal("name 2 lost")
+	}
+	if _, ok := names.addr("two-more.example"); !ok {
+		t.Fatal("second new name refused")
+	}
+	if _, ok := names.byName[name(2)]; !ok {
+		t.Fatal("a name just connected to was forgotten")
+	}
+	if _, ok := names.byName[name(3)]; ok {
+		t.Fatal("name 3, unused longest, was kept")
+	}
+
+	// Addresses outside the table lead nowhere.
 	for _, a := range []string{"127.128.0.0", "127.0.0.1", "10.0.0.1", "::1", "127.255.255.255"} {
 		if n, ok := names.name(netip.MustParseAddr(a)); ok {
 			t.Errorf("%s leads to %q", a, n)
 		}
+	}
+}
+
+// Addresses are given in turn over all of fakeNet and wrap around past
+// its end, skipping the network's own and broadcast addresses and any
+// still taken.
+func TestNameTableWraps(t *testing.T) {
+	var names nameTable
+	a, _ := names.addr("kept.example") // index 1, kept
+	if a != fakeAddr(1) {
+		t.Fatalf("first address %v, want %v", a, fakeAddr(1))
+	}
+	names.last = fakeSpan - 3
+	if b, _ := names.addr("b.example"); b != fakeAddr(fakeSpan-2) || b != netip.MustParseAddr("127.255.255.254") {
+		t.Fatalf("last index: %v", b)
+	}
+	if c, _ := names.addr("c.example"); c != fakeAddr(2) {
+		t.Fatalf("after the wrap: %v, want %v (index 0 is the network's, 1 is taken)", c, fakeAddr(2))
 	}
 }
 
