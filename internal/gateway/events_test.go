@@ -50,6 +50,38 @@ func TestEventsBoundedAndOrdered(t *testing.T) {
 	none.run()
 }
 
+// run runs only what was queued when it began: a server that keeps
+// sending must not keep the call from seeing its timeout.
+func TestEventsRunIsBounded(t *testing.T) {
+	e := newEvents()
+	ran := 0
+	var again func()
+	again = func() {
+		ran++
+		if !e.put(1, again) {
+			t.Error("put refused")
+		}
+	}
+	e.put(1, again)
+	<-e.signal()
+	e.run()
+	if ran != 1 {
+		t.Fatalf("one run ran %d notifications, want the 1 queued when it began", ran)
+	}
+	select {
+	case <-e.signal():
+	default:
+		t.Fatal("no signal for the notification queued during run")
+	}
+	e.run()
+	if ran != 2 {
+		t.Fatalf("ran %d, want 2", ran)
+	}
+	if n := len(e.queue) - e.head; n != 1 {
+		t.Fatalf("%d waiting, want 1", n)
+	}
+}
+
 // Concurrent puts are all run once, whatever the interleaving with run.
 func TestEventsConcurrent(t *testing.T) {
 	e := newEvents()

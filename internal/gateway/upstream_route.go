@@ -73,7 +73,8 @@ func (in *inflight) queue(size int, f func()) bool { return in.events.put(size, 
 type events struct {
 	ready chan struct{} // holds a token while something may be queued
 	mu    sync.Mutex
-	queue []event
+	queue []event // queue[head:] waits
+	head  int
 	bytes int
 }
 
@@ -91,7 +92,7 @@ func newEvents() *events { return &events{ready: make(chan struct{}, 1)} }
 // has maxEvents or queueBytes waiting. It never blocks.
 func (e *events) put(size int, f func()) bool {
 	e.mu.Lock()
-	if len(e.queue) >= maxEvents || e.bytes+size > queueBytes {
+	if len(e.queue)-e.head >= maxEvents || e.bytes+size > queueBytes {
 		e.mu.Unlock()
 		return false
 	}
@@ -114,22 +115,25 @@ func (e *events) signal() <-chan struct{} {
 	return e.ready
 }
 
-// run runs what is queued, oldest first, until nothing is. A function's
-// bytes stop counting when it starts, as it then leaves the queue.
+// run runs what was queued when it was called, oldest first, and no
+// more: a server that keeps sending cannot hold the call in here past
+// its timeout or its client's cancellation. A function's bytes stop
+// counting when it starts, as it then leaves the queue.
 func (e *events) run() {
 	if e == nil {
 		return
 	}
-	for {
+	e.mu.Lock()
+	n := len(e.queue) - e.head
+	e.mu.Unlock()
+	for range n {
 		e.mu.Lock()
-		if len(e.queue) == 0 {
-			e.queue = e.queue[:0]
-			e.mu.Unlock()
-			return
+		ev := e.queue[e.head]
+		e.queue[e.head] = event{}
+		e.head++
+		if e.head == len(e.queue) {
+			e.queue, e.head = e.queue[:0], 0
 		}
-		ev := e.queue[0]
-		e.queue[0] = event{}
-		e.queue = e.queue[1:]
 		e.bytes -= ev.size
 		e.mu.Unlock()
 		ev.f()
