@@ -146,16 +146,17 @@ func (p *peer) notify(ctx context.Context, method string, params any) error {
 // 2026-07-28 client's version would reach a remote server that speaks an
 // older one, which refuses it. release ends it; call it once the answer
 // is in (the transport reads the response on this context). A stdio
-// server's line connection reads neither values nor cancellation, only a
-// deadline, which this context never had (a message half written cannot
-// be abandoned; the write timeout bounds it): it gets Background, which
-// saves every call two contexts.
+// server's line connection, in either revision, reads neither values nor
+// cancellation, only a deadline, and a call's deadline must not cut a
+// message half written (that closes the connection; the write timeout
+// bounds the write): it gets Background, which saves every call two
+// contexts.
 func (p *peer) writeContext(ctx context.Context) (context.Context, func()) {
-	if p.meta != nil {
-		return ctx, nop
-	}
 	if _, lines := p.conn.(*lineConn); lines {
 		return context.Background(), nop
+	}
+	if p.meta != nil {
+		return ctx, nop
 	}
 	out, cancel := context.WithCancelCause(context.Background())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
