@@ -51,15 +51,17 @@ const evictAfter = 5 * dnsTTL * time.Second
 
 // fakeSpan is the number of addresses in fakeNet; index 0 (the network's
 // own address) and the last (127.255.255.255, loopback's broadcast
-// address, which TCP cannot reach) are never given.
+// address, which TCP cannot reach) are never given, so a sandbox's names
+// get at most fakeSpan-2 addresses in its life.
 const fakeSpan = 1 << (32 - 9)
 
-// nameTable maps looked-up names to fake addresses and back. Addresses
-// are handed out in turn over the whole of fakeNet, so an address given
-// to a name that was forgotten is not given again for millions of
-// lookups: a client holding a stale address is refused, not led to
-// another name. Only the serving goroutine uses it; it must not be
-// copied once used (lru points at itself).
+// nameTable maps looked-up names to fake addresses and back. Each address
+// is given once in the sandbox's life, in turn over fakeNet: a client
+// holding the address of a name that was forgotten is refused, never led
+// to another name. Once all are given (over 8 million names; at the
+// fastest rate evictAfter allows, 4,096 new names per 5 minutes, about a
+// week), new names get SERVFAIL. Only the serving goroutine uses it; it
+// must not be copied once used (lru points at itself).
 type nameTable struct {
 	byName map[string]*nameEntry
 	byAddr map[uint32]*nameEntry // by index: the address is fakeNet's base + index
@@ -78,7 +80,8 @@ type nameEntry struct {
 }
 
 // addr returns name's fake address, giving it one if it has none; false
-// when the table is full of names used within evictAfter.
+// when the table is full of names used within evictAfter, or every
+// address has been given.
 func (t *nameTable) addr(name string) (netip.Addr, bool) {
 	now := t.clock()
 	if e, ok := t.byName[name]; ok {
@@ -89,6 +92,9 @@ func (t *nameTable) addr(name string) (netip.Addr, bool) {
 		t.byName, t.byAddr = map[string]*nameEntry{}, map[uint32]*nameEntry{}
 		t.lru.prev, t.lru.next = &t.lru, &t.lru
 	}
+	if t.last >= fakeSpan-2 {
+		return netip.Addr{}, false
+	}
 	if len(t.byName) >= maxNames {
 		old := t.lru.prev
 		if now.Sub(old.used) < evictAfter {
@@ -98,12 +104,7 @@ func (t *nameTable) addr(name string) (netip.Addr, bool) {
 		delete(t.byName, old.name)
 		delete(t.byAddr, old.index)
 	}
-	for {
-		t.last = t.last%(fakeSpan-2) + 1 // 1 .. fakeSpan-2, in turn
-		if t.byAddr[t.last] == nil {     // at most maxNames are taken
-			break
-		}
-	}
+	t.last++
 	e := &nameEntry{name: name, index: t.last}
 	t.byName[name], t.byAddr[e.index] = e, e
 	t.touch(e, now)

@@ -207,7 +207,7 @@ func TestNameTableFull(t *testing.T) {
 		t.Fatalf("a forgotten name's address %v leads to %q", old, n)
 	}
 	if _, ok := names.byName[name(1)]; ok {
-		t.Fatalf("evicted %d names, but not the least recently used", maxNames+1-len(names.byName))
+		t.Fatal("the least recently used name was kept")
 	}
 	if n, ok := names.name(first); !ok || n != name(0) {
 		t.Fatalf("name 0's address leads to %q, %v", n, ok)
@@ -231,6 +231,8 @@ func TestNameTableFull(t *testing.T) {
 		t.Fatal("name 3, unused longest, was kept")
 	}
 
+	checkLRU(t, &names)
+
 	// Addresses outside the table lead nowhere.
 	for _, a := range []string{"127.128.0.0", "127.0.0.1", "10.0.0.1", "::1", "127.255.255.255"} {
 		if n, ok := names.name(netip.MustParseAddr(a)); ok {
@@ -239,21 +241,53 @@ func TestNameTableFull(t *testing.T) {
 	}
 }
 
-// Addresses are given in turn over all of fakeNet and wrap around past
-// its end, skipping the network's own and broadcast addresses and any
-// still taken.
-func TestNameTableWraps(t *testing.T) {
-	var names nameTable
-	a, _ := names.addr("kept.example") // index 1, kept
-	if a != fakeAddr(1) {
-		t.Fatalf("first address %v, want %v", a, fakeAddr(1))
+// checkLRU walks the table's list both ways: every entry once, each
+// linked back, most recent first.
+func checkLRU(t *testing.T, names *nameTable) {
+	t.Helper()
+	n := 0
+	for e := names.lru.next; e != &names.lru; e = e.next {
+		if e.next.prev != e || e.prev.next != e {
+			t.Fatalf("entry %q badly linked", e.name)
+		}
+		if e.next != &names.lru && e.next.used.After(e.used) {
+			t.Fatalf("%q, used %v, before %q, used later", e.name, e.used, e.next.name)
+		}
+		if names.byName[e.name] != e || names.byAddr[e.index] != e {
+			t.Fatalf("entry %q not the table's", e.name)
+		}
+		if n++; n > len(names.byName) {
+			t.Fatal("the list is longer than the table")
+		}
+	}
+	if n != len(names.byName) {
+		t.Fatalf("the list holds %d entries, the table %d", n, len(names.byName))
+	}
+}
+
+// Each address is given once: past the last, new names are refused,
+// even with forgettable names in the table, and known names still answer.
+func TestNameTableExhausted(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	names := nameTable{now: func() time.Time { return now }}
+	a, ok := names.addr("kept.example")
+	if !ok || a != fakeAddr(1) || a != netip.MustParseAddr("127.128.0.1") {
+		t.Fatalf("first address %v, %v; want 127.128.0.1", a, ok)
 	}
 	names.last = fakeSpan - 3
-	if b, _ := names.addr("b.example"); b != fakeAddr(fakeSpan-2) || b != netip.MustParseAddr("127.255.255.254") {
-		t.Fatalf("last index: %v", b)
+	b, ok := names.addr("b.example")
+	if !ok || b != fakeAddr(fakeSpan-2) || b != netip.MustParseAddr("127.255.255.254") {
+		t.Fatalf("last address %v, %v; want 127.255.255.254", b, ok)
 	}
-	if c, _ := names.addr("c.example"); c != fakeAddr(2) {
-		t.Fatalf("after the wrap: %v, want %v (index 0 is the network's, 1 is taken)", c, fakeAddr(2))
+	now = now.Add(evictAfter)
+	if c, ok := names.addr("c.example"); ok {
+		t.Fatalf("a name past the last address got %v", c)
+	}
+	if x, ok := names.addr("kept.example"); !ok || x != a {
+		t.Fatalf("a known name: %v, %v; want %v", x, ok, a)
+	}
+	if n, ok := names.name(b); !ok || n != "b.example" {
+		t.Fatalf("%v leads to %q, %v", b, n, ok)
 	}
 }
 
