@@ -151,6 +151,9 @@ func runInit() int {
 		releaseStdio()
 	}
 	code := reap(child, sigs, cfg.TTY)
+	if code > 0 && code < 128 && !cfg.Egress {
+		hintNoNetwork() // nethint_linux.go
+	}
 	runtime.KeepAlive(ctl) // held, it must stay open until the end: no finalizer may close it
 	return code
 }

@@ -1,0 +1,101 @@
+package initproc
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// A sandbox without egress rules has no network: a name lookup fails at
+// once ("Could not resolve host", EAI_AGAIN), a connection to an address
+// finds no route. Programs rarely say why, and a user new to mcpbox reads
+// it as a broken network. When such a sandbox's command fails (exits
+// with a status from 1 to 127; an end by a signal is someone's stop), the
+// init reads its network namespace's own counters (fresh with the
+// sandbox, so only the workload moved them) and, if the command tried the
+// network, says so on its stderr: the terminal for `mcpbox exec`, the
+// server's stderr lines in serve's log. Nothing is read while the command
+// runs or when it succeeds, so it costs a start nothing.
+
+// netHint is the line to print after a failed command in a sandbox with
+// no network, or "" when the command did not try to use the network.
+// snmp and snmp6 are /proc/net/snmp and /proc/net/snmp6.
+func netHint(snmp, snmp6 []byte) string {
+	// A lookup is a UDP query to 127.0.0.1:53 (resolv.conf names no
+	// server), where nothing listens: NoPorts (any datagram to a closed
+	// port of the sandbox's loopback counts; in practice, DNS). A
+	// connection or datagram to any other address finds no route:
+	// OutNoRoutes.
+	queries := snmpValue(snmp, "Udp", "NoPorts") + snmp6Value(snmp6, "Udp6NoPorts")
+	noRoute := snmpValue(snmp, "Ip", "OutNoRoutes") + snmp6Value(snmp6, "Ip6OutNoRoutes")
+	if queries == 0 && noRoute == 0 {
+		return ""
+	}
+	var what []string
+	if queries > 0 {
+		what = append(what, plural(queries, "DNS query", "DNS queries"))
+	}
+	if noRoute > 0 {
+		what = append(what, plural(noRoute, "packet", "packets")+" with no route")
+	}
+	return "mcpbox: the command tried the network (" + strings.Join(what, ", ") +
+		"), but this sandbox has none (to allow a host: --allow-host HOST, or network.egress in the server's config)\n"
+}
+
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatUint(n, 10) + " " + many
+}
+
+// snmpValue reads a counter of /proc/net/snmp, where each protocol has a
+// line of names followed by a line of values: "Udp: InDatagrams NoPorts
+// ..." then "Udp: 0 4 ...". 0 when absent or malformed.
+func snmpValue(snmp []byte, proto, name string) uint64 {
+	var names []string
+	sc := bufio.NewScanner(bytes.NewReader(snmp))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || fields[0] != proto+":" {
+			continue
+		}
+		if names == nil {
+			names = fields
+			continue
+		}
+		for i, n := range names {
+			if n == name && i < len(fields) {
+				v, _ := strconv.ParseUint(fields[i], 10, 64)
+				return v
+			}
+		}
+		return 0
+	}
+	return 0
+}
+
+// snmp6Value reads a counter of /proc/net/snmp6: "Udp6NoPorts  4" lines.
+func snmp6Value(snmp6 []byte, name string) uint64 {
+	sc := bufio.NewScanner(bytes.NewReader(snmp6))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 2 && fields[0] == name {
+			v, _ := strconv.ParseUint(fields[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// hintNoNetwork prints netHint for the sandbox's namespace, if any. Best
+// effort: a counter that cannot be read says nothing.
+func hintNoNetwork() {
+	snmp, _ := os.ReadFile("/proc/net/snmp")
+	snmp6, _ := os.ReadFile("/proc/net/snmp6")
+	if h := netHint(snmp, snmp6); h != "" {
+		_, _ = os.Stderr.WriteString(h)
+	}
+}
