@@ -41,3 +41,27 @@ func TestCrossBuild(t *testing.T) {
 		})
 	}
 }
+
+// debugGCFlags are the flags of a build for a debugger (docs/architecture.md,
+// "Debugging"): every package unoptimised but the sandbox's, which are
+// only kept from inlining. Its clone children run on their parent's stack
+// in nosplit functions, whose unoptimised frames exceed the linker's 792
+// bytes for a nosplit chain.
+var debugGCFlags = []string{"-gcflags=all=-N -l", "-gcflags=mcpbox/internal/sandbox/...=-l"}
+
+// TestDebugBuild: the build docs/architecture.md gives for a debugger
+// links, for mcpbox and for mcpbox-init.
+func TestDebugBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go build")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	args := append(append([]string{"build"}, debugGCFlags...), "-o", t.TempDir(), "./cmd/mcpbox", "./cmd/mcpbox-init")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %q: %v\n%s", args, err, out)
+	}
+}
