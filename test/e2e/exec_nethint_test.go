@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestExecNoNetworkHint: a command that fails in a sandbox without
@@ -61,5 +66,80 @@ func TestExecNoNetworkHint(t *testing.T) {
 				t.Fatalf("want one hint naming %q:\n%s", c.hint, stderr)
 			}
 		})
+	}
+}
+
+// tostopScript takes the terminal from the sandbox init: with TOSTOP set
+// and its own process group in the foreground, a write by the init (now
+// in the background) makes the kernel stop it with SIGTTOU and restart
+// it, for ever unless the init ignores the signal. Then it tries the
+// network and fails.
+const tostopScript = `
+import os, signal, socket, sys, termios
+a = termios.tcgetattr(2); a[3] |= termios.TOSTOP; termios.tcsetattr(2, termios.TCSANOW, a)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+os.setpgid(0, 0)
+os.tcsetpgrp(2, os.getpgrp())
+try:
+    socket.getaddrinfo("example.com", 80)
+except OSError:
+    pass
+sys.exit(1)
+`
+
+// TestExecNoNetworkHintTerminal: on a terminal the workload owns, the
+// init's hint can neither hang the sandbox's end nor be lost.
+func TestExecNoNetworkHintTerminal(t *testing.T) {
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlocking the pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	var out bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			k, err := ptmx.Read(buf)
+			out.Write(buf[:k])
+			if err != nil {
+				return // EIO once the last slave end is closed
+			}
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mcpboxBin, "exec", "--", "python3", "-c", tostopScript)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	err = cmd.Run()
+	pts.Close()
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the terminal stayed open after mcpbox exited")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("mcpbox exec hung on the terminal the workload took (killed after 30 s):\n%s", out.String())
+	}
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("mcpbox exec: %v, want exit 1\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "mcpbox: the command tried the network") {
+		t.Fatalf("no hint on the terminal:\n%s", out.String())
 	}
 }

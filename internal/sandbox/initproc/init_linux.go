@@ -150,8 +150,8 @@ func runInit() int {
 	if !cfg.TTY {
 		releaseStdio()
 	}
-	code := reap(child, sigs, cfg.TTY)
-	if code > 0 && code < 128 && !cfg.Egress {
+	code, stopped := reap(child, sigs, cfg.TTY)
+	if code > 0 && code < 128 && !stopped && !cfg.Egress {
 		hintNoNetwork() // nethint_linux.go
 	}
 	runtime.KeepAlive(ctl) // held, it must stay open until the end: no finalizer may close it
@@ -181,6 +181,9 @@ var forwardedSignals = []os.Signal{
 	unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
 	unix.SIGABRT, unix.SIGALRM, unix.SIGWINCH, unix.SIGCONT,
 }
+
+// stopSignals are the forwarded signals that ask the workload to end.
+var stopSignals = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT}
 
 // straySignals are the other signals whose default or Go action would end
 // the init. While the walled thread forks the workload (startWalled), the
@@ -415,8 +418,10 @@ func loopbackUp() error {
 
 // reap forwards signals to the workload and reaps every child (pid 1 adopts
 // orphans) until the workload itself exits; its status becomes ours, with
-// 128+signal for a killed workload.
-func reap(pid int, sigs chan os.Signal, tty bool) int {
+// 128+signal for a killed workload. stopped tells whether it passed on a
+// signal that asks the workload to end (SIGTERM, SIGINT, SIGHUP,
+// SIGQUIT): then whatever status follows is the stop's.
+func reap(pid int, sigs chan os.Signal, tty bool) (code int, stopped bool) {
 	done := make(chan int, 1)
 	go func() {
 		for {
@@ -446,8 +451,9 @@ func reap(pid int, sigs chan os.Signal, tty bool) int {
 	for {
 		select {
 		case code := <-done:
-			return code
+			return code, stopped
 		case s := <-sigs:
+			stopped = stopped || slices.Contains(stopSignals, s)
 			// With the terminal, the kernel has sent terminal signals to
 			// the workload already. (Caught, not ignored: an ignored
 			// disposition would pass to the workload through exec.)

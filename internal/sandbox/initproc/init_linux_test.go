@@ -55,24 +55,47 @@ func TestReapForwarding(t *testing.T) {
 		}
 		sigs := make(chan os.Signal, 2)
 		sigs <- syscall.SIGINT
-		done := make(chan int, 1)
-		go func() { done <- reap(child.Process.Pid, sigs, tty) }()
+		done := make(chan reaped, 1)
+		go func() { code, stopped := reap(child.Process.Pid, sigs, tty); done <- reaped{code, stopped} }()
 		select {
-		case code := <-done:
+		case r := <-done:
 			if tty {
-				t.Fatalf("tty: the init forwarded a terminal signal (workload exited %d)", code)
+				t.Fatalf("tty: the init forwarded a terminal signal (workload exited %d)", r.code)
 			}
-			if code != 128+int(syscall.SIGINT) {
-				t.Fatalf("no tty: workload exited %d, want 130", code)
+			if r.code != 128+int(syscall.SIGINT) || !r.stopped {
+				t.Fatalf("no tty: workload exited %d, stopped %v; want 130, true", r.code, r.stopped)
 			}
 		case <-time.After(500 * time.Millisecond):
 			if !tty {
 				t.Fatal("no tty: SIGINT was not forwarded")
 			}
 			sigs <- syscall.SIGTERM // not a terminal signal: forwarded either way
-			if code := <-done; code != 128+int(syscall.SIGTERM) {
-				t.Fatalf("tty: SIGTERM not forwarded (exit %d)", code)
+			if r := <-done; r.code != 128+int(syscall.SIGTERM) || !r.stopped {
+				t.Fatalf("tty: SIGTERM not forwarded (exit %d, stopped %v)", r.code, r.stopped)
 			}
 		}
+	}
+}
+
+type reaped struct {
+	code    int
+	stopped bool
+}
+
+// A workload that ends by itself was not stopped, even if it was passed
+// a signal that does not ask it to end.
+func TestReapNotStopped(t *testing.T) {
+	child := exec.Command("sh", "-c", `trap "" USR1; sleep 0.3; exit 3`)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sigs := make(chan os.Signal, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // once the trap is set
+		sigs <- syscall.SIGUSR1
+	}()
+	code, stopped := reap(child.Process.Pid, sigs, false)
+	if code != 3 || stopped {
+		t.Fatalf("exit %d, stopped %v; want 3, false", code, stopped)
 	}
 }

@@ -4,16 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A sandbox without egress rules has no network: a name lookup fails at
 // once ("Could not resolve host", EAI_AGAIN), a connection to an address
 // finds no route. Programs rarely say why, and a user new to mcpbox reads
 // it as a broken network. When such a sandbox's command fails (exits
-// with a status from 1 to 127; an end by a signal is someone's stop), the
-// init reads its network namespace's own counters (fresh with the
+// with a status from 1 to 127, and the init passed on no SIGTERM, SIGINT,
+// SIGHUP or SIGQUIT: those ends are someone's stop), the init reads its network namespace's own counters (fresh with the
 // sandbox, so only the workload moved them) and, if the command tried the
 // network, says so on its stderr: the terminal for `mcpbox exec`, the
 // server's stderr lines in serve's log. Nothing is read while the command
@@ -90,12 +94,34 @@ func snmp6Value(snmp6 []byte, name string) uint64 {
 	return 0
 }
 
+// hintWait bounds the hint's write: the init must exit whatever the
+// workload left its stderr in (a pipe no one reads, a terminal whose
+// output it stopped).
+const hintWait = 200 * time.Millisecond
+
 // hintNoNetwork prints netHint for the sandbox's namespace, if any. Best
-// effort: a counter that cannot be read says nothing.
+// effort: a counter that cannot be read says nothing, and a write that
+// does not finish within hintWait is left behind at the init's exit.
+// SIGTTOU is ignored first: a workload that made its own process group
+// the terminal's foreground, with TOSTOP set, would otherwise have the
+// kernel stop the write and restart it for ever.
 func hintNoNetwork() {
 	snmp, _ := os.ReadFile("/proc/net/snmp")
 	snmp6, _ := os.ReadFile("/proc/net/snmp6")
-	if h := netHint(snmp, snmp6); h != "" {
+	h := netHint(snmp, snmp6)
+	if h == "" {
+		return
+	}
+	signal.Ignore(unix.SIGTTOU)
+	done := make(chan struct{})
+	go func() {
 		_, _ = os.Stderr.WriteString(h)
+		close(done)
+	}()
+	t := time.NewTimer(hintWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
