@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
+	"mcpbox/internal/ptytest"
 )
 
 // TestServeDefaultLoadError: when the embedded default does not load,
@@ -118,23 +116,7 @@ func TestBannerTokenOnlyOnTerminal(t *testing.T) {
 		t.Errorf("banner on a file shows the token or not where it is:\n%s", logged)
 	}
 
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlocking the pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("pty number: %v", err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
+	ptmx, pts := ptytest.Open(t)
 	banner(pts) // fits the pty's buffer: the write does not wait for the read
 	shown := make(chan string, 1)
 	go func() {

@@ -28,6 +28,9 @@ var layers = map[string]int{
 	// The limit on open files the process started with, before Go
 	// raised it: what the sandbox's children get back.
 	"internal/nofile": 0,
+	// Pseudo-terminals for tests (serve's transport, the banner, a
+	// workload that takes its terminal).
+	"internal/ptytest": 0,
 	// The sending side of the egress proxy's connection hand-over, apart
 	// so that the lean sandbox init does not link the proxy.
 	"internal/egress/handover": 0,

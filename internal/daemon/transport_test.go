@@ -5,35 +5,13 @@ package daemon
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"mcpbox/internal/ptytest"
+
 	"golang.org/x/sys/unix"
 )
-
-// openPTY returns the two ends of a new pseudo-terminal.
-func openPTY(t *testing.T) (ptmx, pts *os.File) {
-	t.Helper()
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	t.Cleanup(func() { ptmx.Close() })
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlocking the pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("pty number: %v", err)
-	}
-	pts, err = os.OpenFile(filepath.Join("/dev/pts", strconv.Itoa(n)), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pts.Close() })
-	return ptmx, pts
-}
 
 // TestStdinIsClient: serve speaks stdio to a pipe, a socket or a file,
 // and HTTP to a person's terminal, to /dev/null (a service manager) and
@@ -44,7 +22,7 @@ func TestStdinIsClient(t *testing.T) {
 		stdin func(t *testing.T) *os.File
 		want  bool
 	}{
-		{"terminal", func(t *testing.T) *os.File { _, pts := openPTY(t); return pts }, false},
+		{"terminal", func(t *testing.T) *os.File { _, pts := ptytest.Open(t); return pts }, false},
 		{"/dev/null", func(t *testing.T) *os.File { return openT(t, os.DevNull) }, false},
 		{"pipe", func(t *testing.T) *os.File {
 			r, w, err := os.Pipe()

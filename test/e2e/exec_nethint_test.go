@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"mcpbox/internal/ptytest"
 )
 
 // TestExecNoNetworkHint: a command that fails in a sandbox without
@@ -90,23 +88,7 @@ sys.exit(1)
 // TestExecNoNetworkHintTerminal: on a terminal the workload owns, the
 // init's hint can neither hang the sandbox's end nor be lost.
 func TestExecNoNetworkHintTerminal(t *testing.T) {
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlocking the pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("pty number: %v", err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
+	ptmx, pts := ptytest.Open(t)
 	var out bytes.Buffer
 	read := make(chan struct{})
 	go func() {
@@ -126,7 +108,7 @@ func TestExecNoNetworkHintTerminal(t *testing.T) {
 	cmd := exec.CommandContext(ctx, mcpboxBin, "exec", "--", "python3", "-c", tostopScript)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	err = cmd.Run()
+	err := cmd.Run()
 	pts.Close()
 	select {
 	case <-read:
