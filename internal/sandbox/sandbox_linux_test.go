@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,6 +108,62 @@ func TestSignalForwarded(t *testing.T) {
 	}
 	if res.ExitCode != 0 || !strings.Contains(out.String(), "got-term") {
 		t.Fatalf("exit %d, output %q: SIGTERM not forwarded to the workload", res.ExitCode, out.String())
+	}
+}
+
+// The sandbox init survives every signal but SIGKILL and SIGSTOP, sent to
+// the process and to each of its threads (as a workload without Landlock's
+// signal scope, or a host process, could), and still forwards SIGTERM
+// after them. The workload ignores whatever the init forwards, so the test
+// needs no list of the init's: a signal that Go's runtime would die or
+// crash of, or one that stops the init, fails it.
+func TestInitSurvivesSignals(t *testing.T) {
+	requireSandbox(t)
+	var ignore []string
+	for sig := 1; sig <= 64; sig++ {
+		if s := unix.Signal(sig); s != unix.SIGKILL && s != unix.SIGSTOP && s != unix.SIGTERM {
+			ignore = append(ignore, strconv.Itoa(sig))
+		}
+	}
+	script := "trap '' " + strings.Join(ignore, " ") + "; trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+	spec := quick("sh", "-c", script)
+	spec.Limits.Timeout = 10 * time.Second
+	var out syncBuffer
+	sb, err := Start(context.Background(), spec, Stdio{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "ready") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	pid := sb.cmd.Process.Pid
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sig := unix.Signal(1); sig <= 64; sig++ {
+		if sig == unix.SIGKILL || sig == unix.SIGSTOP || sig == unix.SIGTERM {
+			continue
+		}
+		if err := unix.Kill(pid, sig); err != nil {
+			t.Fatalf("kill %d %v: %v", pid, sig, err)
+		}
+		for _, task := range tasks {
+			tid, _ := strconv.Atoi(task.Name())
+			if err := unix.Tgkill(pid, tid, sig); err != nil && err != unix.ESRCH {
+				t.Fatalf("tgkill %d %d %v: %v", pid, tid, sig, err)
+			}
+		}
+	}
+	if err := sb.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(out.String(), "got-term") {
+		t.Fatalf("exit %d (timed out: %v), output %q: the init did not survive the signals to forward SIGTERM", res.ExitCode, res.TimedOut, out.String())
 	}
 }
 
