@@ -14,7 +14,7 @@ import (
 )
 
 // A cold start forks the workload with a clone that shares the init's
-// address space (CLONE_VM|CLONE_VFORK), from the init's main thread,
+// address space (CLONE_VM|CLONE_VFORK), from the init's main goroutine,
 // instead of the copy startWalled makes on a walled thread: no page
 // tables copied, no copy-on-write faults in the init afterwards, no
 // thread made and ended for the walls (docs/performance.md, "The
@@ -35,14 +35,21 @@ import (
 // back at their defaults. A failure is left in fs.report, which the
 // parent reads once the clone returns.
 
+// forksInPlace tells whether startCold forks the workload without a
+// walled thread.
+const forksInPlace = true
+
 // rawVfork is syscall.rawVforkSyscall (vfork_linux_amd64.s).
 func rawVfork(trap, a1, a2, a3 uintptr) (r1, errno uintptr)
 
 // startCold starts the workload of a cold start, which the init then
 // reaps; it returns once the workload has executed its command.
 //
-// Preconditions: the calling goroutine is the init's main goroutine,
-// locked to the main thread (runInit), and the root is built.
+// Preconditions: the calling goroutine is the init's main goroutine
+// (runInit), and the root is built. It need not be on the main thread, as
+// no thread enters the workload's Landlock domain; vforkWorkload blocks
+// every signal on whichever thread it runs, and nothing between that and
+// the restore of the mask can preempt it.
 func startCold(c *workloadConfig) (int, *workloadError) {
 	path, werr := findCommand(c)
 	if werr != nil {
