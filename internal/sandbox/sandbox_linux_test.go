@@ -167,6 +167,30 @@ func TestInitSurvivesSignals(t *testing.T) {
 	}
 }
 
+// The no-network hint, written to a stderr whose reader is gone, neither
+// ends the init nor changes the workload's exit status: Go makes a
+// process whose write to its own stderr, through os.File, fails with
+// EPIPE raise SIGPIPE unless it catches it, and the init catches no
+// SIGPIPE.
+func TestHintToBrokenStderr(t *testing.T) {
+	requireSandbox(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	// The lookup asks the sandbox's loopback, where nothing listens:
+	// the init's hint follows the workload's exit.
+	res, err := Run(context.Background(), quick("sh", "-c", "getent hosts example.com >/dev/null; exit 3"), Stdio{Stderr: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 {
+		t.Fatalf("exit %d, want the workload's 3", res.ExitCode)
+	}
+}
+
 func TestContextCancelKills(t *testing.T) {
 	requireSandbox(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -115,7 +115,10 @@ func hintNoNetwork() {
 	signal.Ignore(unix.SIGTTOU)
 	done := make(chan struct{})
 	go func() {
-		_, _ = os.Stderr.WriteString(h)
+		// Not through os.Stderr: on EPIPE (no reader left) Go raises
+		// SIGPIPE for a write to stderr, and with SIGPIPE not caught the
+		// init would exit with status 2 instead of the workload's.
+		_, _ = unix.Write(2, []byte(h))
 		close(done)
 	}()
 	t := time.NewTimer(hintWait)
