@@ -91,14 +91,32 @@ func TestStartErrors(t *testing.T) {
 
 func TestSignalForwarded(t *testing.T) {
 	requireSandbox(t)
-	var out syncBuffer
-	sb, err := Start(context.Background(), quick("sh", "-c", "trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done"), Stdio{Stdout: &out})
+	sb, out := startTermTrap(t, "", 30*time.Second)
+	wantTermForwarded(t, sb, out, "SIGTERM not forwarded to the workload")
+}
+
+// startTermTrap starts a shell that runs setup, answers SIGTERM with
+// got-term and status 0, and otherwise loops until timeout; it returns
+// once the shell has said it is ready.
+func startTermTrap(t *testing.T, setup string, timeout time.Duration) (*Sandbox, *syncBuffer) {
+	t.Helper()
+	spec := quick("sh", "-c", setup+"trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done")
+	spec.Limits.Timeout = timeout
+	out := &syncBuffer{}
+	sb, err := Start(context.Background(), spec, Stdio{Stdout: out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "ready") && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+	return sb, out
+}
+
+// wantTermForwarded sends SIGTERM to the sandbox of startTermTrap and
+// wants its workload to have caught it.
+func wantTermForwarded(t *testing.T, sb *Sandbox, out *syncBuffer, failure string) {
+	t.Helper()
 	if err := sb.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +125,7 @@ func TestSignalForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.ExitCode != 0 || !strings.Contains(out.String(), "got-term") {
-		t.Fatalf("exit %d, output %q: SIGTERM not forwarded to the workload", res.ExitCode, out.String())
+		t.Fatalf("exit %d (timed out: %v), output %q: %s", res.ExitCode, res.TimedOut, out.String(), failure)
 	}
 }
 
@@ -119,32 +137,21 @@ func TestSignalForwarded(t *testing.T) {
 // crash of, or one that stops the init, fails it.
 func TestInitSurvivesSignals(t *testing.T) {
 	requireSandbox(t)
+	var sigs []unix.Signal
 	var ignore []string
-	for sig := 1; sig <= 64; sig++ {
-		if s := unix.Signal(sig); s != unix.SIGKILL && s != unix.SIGSTOP && s != unix.SIGTERM {
-			ignore = append(ignore, strconv.Itoa(sig))
+	for sig := unix.Signal(1); sig <= 64; sig++ {
+		if sig != unix.SIGKILL && sig != unix.SIGSTOP && sig != unix.SIGTERM {
+			sigs = append(sigs, sig)
+			ignore = append(ignore, strconv.Itoa(int(sig)))
 		}
 	}
-	script := "trap '' " + strings.Join(ignore, " ") + "; trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
-	spec := quick("sh", "-c", script)
-	spec.Limits.Timeout = 10 * time.Second
-	var out syncBuffer
-	sb, err := Start(context.Background(), spec, Stdio{Stdout: &out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "ready") && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	sb, out := startTermTrap(t, "trap '' "+strings.Join(ignore, " ")+"; ", 10*time.Second)
 	pid := sb.cmd.Process.Pid
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for sig := unix.Signal(1); sig <= 64; sig++ {
-		if sig == unix.SIGKILL || sig == unix.SIGSTOP || sig == unix.SIGTERM {
-			continue
-		}
+	for _, sig := range sigs {
 		if err := unix.Kill(pid, sig); err != nil {
 			t.Fatalf("kill %d %v: %v", pid, sig, err)
 		}
@@ -155,16 +162,7 @@ func TestInitSurvivesSignals(t *testing.T) {
 			}
 		}
 	}
-	if err := sb.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	res, err := sb.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != 0 || !strings.Contains(out.String(), "got-term") {
-		t.Fatalf("exit %d (timed out: %v), output %q: the init did not survive the signals to forward SIGTERM", res.ExitCode, res.TimedOut, out.String())
-	}
+	wantTermForwarded(t, sb, out, "the init did not survive the signals to forward SIGTERM")
 }
 
 // The no-network hint, written to a stderr whose reader is gone, neither
