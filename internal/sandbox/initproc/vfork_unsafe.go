@@ -4,6 +4,7 @@ package initproc
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -47,9 +48,8 @@ func rawVfork(trap, a1, a2, a3 uintptr) (r1, errno uintptr)
 //
 // Preconditions: the calling goroutine is the init's main goroutine
 // (runInit), and the root is built. It need not be on the main thread, as
-// no thread enters the workload's Landlock domain; vforkWorkload blocks
-// every signal on whichever thread it runs, and nothing between that and
-// the restore of the mask can preempt it.
+// no thread enters the workload's Landlock domain; vforkWorkload keeps
+// to whichever thread it starts on until the child is gone.
 func startCold(c *workloadConfig) (int, *workloadError) {
 	path, werr := findCommand(c)
 	if werr != nil {
@@ -113,8 +113,12 @@ func startCold(c *workloadConfig) (int, *workloadError) {
 
 // vforkWorkload blocks every signal on the thread, clones and, in the
 // child, runs vforkChild; the parent restores its mask once the child has
-// executed or exited.
+// executed or exited. Locked to its thread meanwhile: nothing between the
+// two masks may let the goroutine move today (raw, nosplit calls, with
+// the runtime's preemption signal blocked), and the lock keeps it so.
 func vforkWorkload(fs *forkSpec) (uintptr, error) {
+	runtime.LockOSThread() // nested in runInit's lock where that is held
+	defer runtime.UnlockOSThread()
 	all := ^uint64(0)
 	if _, _, e := syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&all)), uintptr(unsafe.Pointer(&fs.oldMask)), 8, 0, 0); e != 0 {
 		return 0, fmt.Errorf("blocking signals: %w", e)
