@@ -91,48 +91,71 @@ func TestStartErrors(t *testing.T) {
 
 func TestSignalForwarded(t *testing.T) {
 	requireSandbox(t)
-	sb, out := startTermTrap(t, "", 30*time.Second)
-	wantTermForwarded(t, sb, out, "SIGTERM not forwarded to the workload")
+	startTermTrap(t, "", 30*time.Second).wantTermForwarded(t, "SIGTERM not forwarded to the workload")
+}
+
+// termTrap is a sandboxed shell that answers SIGTERM with got-term and
+// status 0 (startTermTrap).
+type termTrap struct {
+	sb   *Sandbox
+	out  syncBuffer
+	once sync.Once
+	res  *Result
+	err  error
 }
 
 // startTermTrap starts a shell that runs setup, answers SIGTERM with
 // got-term and status 0, and otherwise loops until timeout; it returns
-// once the shell has said it is ready.
-func startTermTrap(t *testing.T, setup string, timeout time.Duration) (*Sandbox, *syncBuffer) {
+// once the shell has said it is ready. The sandbox is killed and waited
+// for at the test's end, whatever happened.
+func startTermTrap(t *testing.T, setup string, timeout time.Duration) *termTrap {
 	t.Helper()
 	spec := quick("sh", "-c", setup+"trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.05; done")
 	spec.Limits.Timeout = timeout
-	out := &syncBuffer{}
-	sb, err := Start(context.Background(), spec, Stdio{Stdout: out})
+	tr := &termTrap{}
+	sb, err := Start(context.Background(), spec, Stdio{Stdout: &tr.out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "ready") && time.Now().Before(deadline); {
+	tr.sb = sb
+	t.Cleanup(func() {
+		sb.Kill()
+		_, _ = tr.wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(tr.out.String(), "ready"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell never said it was ready: %q", tr.out.String())
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return sb, out
+	return tr
 }
 
-// wantTermForwarded sends SIGTERM to the sandbox of startTermTrap and
-// wants its workload to have caught it.
-func wantTermForwarded(t *testing.T, sb *Sandbox, out *syncBuffer, failure string) {
+func (tr *termTrap) wait() (*Result, error) {
+	tr.once.Do(func() { tr.res, tr.err = tr.sb.Wait() })
+	return tr.res, tr.err
+}
+
+// wantTermForwarded sends SIGTERM to the sandbox and wants its shell to
+// have caught it.
+func (tr *termTrap) wantTermForwarded(t *testing.T, failure string) {
 	t.Helper()
-	if err := sb.Signal(syscall.SIGTERM); err != nil {
+	if err := tr.sb.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	res, err := sb.Wait()
+	res, err := tr.wait()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != 0 || !strings.Contains(out.String(), "got-term") {
-		t.Fatalf("exit %d (timed out: %v), output %q: %s", res.ExitCode, res.TimedOut, out.String(), failure)
+	if res.ExitCode != 0 || !strings.Contains(tr.out.String(), "got-term") {
+		t.Fatalf("exit %d (timed out: %v), output %q: %s", res.ExitCode, res.TimedOut, tr.out.String(), failure)
 	}
 }
 
-// The sandbox init survives every signal but SIGKILL and SIGSTOP, sent to
-// the process and to each of its threads (as a workload without Landlock's
-// signal scope, or a host process, could), and still forwards SIGTERM
-// after them. The workload ignores whatever the init forwards, so the test
+// The sandbox init survives every signal but SIGKILL, SIGSTOP and
+// SIGTERM, sent to the process and to each of its threads (as a workload
+// without Landlock's signal scope, or a host process, could), and still
+// forwards SIGTERM, sent last. The workload ignores whatever the init forwards, so the test
 // needs no list of the init's: a signal that Go's runtime would die or
 // crash of, or one that stops the init, fails it.
 func TestInitSurvivesSignals(t *testing.T) {
@@ -145,13 +168,14 @@ func TestInitSurvivesSignals(t *testing.T) {
 			ignore = append(ignore, strconv.Itoa(int(sig)))
 		}
 	}
-	sb, out := startTermTrap(t, "trap '' "+strings.Join(ignore, " ")+"; ", 10*time.Second)
-	pid := sb.cmd.Process.Pid
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := startTermTrap(t, "trap '' "+strings.Join(ignore, " ")+"; ", 10*time.Second)
+	pid := tr.sb.cmd.Process.Pid
 	for _, sig := range sigs {
+		// Read again for each: the init may start threads as it goes.
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatalf("the init's threads, before %v: %v", sig, err)
+		}
 		if err := unix.Kill(pid, sig); err != nil {
 			t.Fatalf("kill %d %v: %v", pid, sig, err)
 		}
@@ -162,7 +186,7 @@ func TestInitSurvivesSignals(t *testing.T) {
 			}
 		}
 	}
-	wantTermForwarded(t, sb, out, "the init did not survive the signals to forward SIGTERM")
+	tr.wantTermForwarded(t, "the init did not survive the signals to forward SIGTERM")
 }
 
 // The no-network hint, written to a stderr whose reader is gone, neither
@@ -172,15 +196,20 @@ func TestInitSurvivesSignals(t *testing.T) {
 // SIGPIPE.
 func TestHintToBrokenStderr(t *testing.T) {
 	requireSandbox(t)
+	// The lookup asks the sandbox's loopback, where nothing listens:
+	// the init's hint follows the workload's exit.
+	spec := quick("sh", "-c", "getent hosts example.com >/dev/null 2>&1; exit 3")
+	var hint bytes.Buffer
+	if res, err := Run(context.Background(), spec, Stdio{Stderr: &hint}); err != nil || res.ExitCode != 3 || !strings.Contains(hint.String(), "tried the network") {
+		t.Fatalf("with a stderr read: %v, %+v, stderr %q; want exit 3 and the hint", err, res, hint.String())
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Close()
 	defer w.Close()
-	// The lookup asks the sandbox's loopback, where nothing listens:
-	// the init's hint follows the workload's exit.
-	res, err := Run(context.Background(), quick("sh", "-c", "getent hosts example.com >/dev/null; exit 3"), Stdio{Stderr: w})
+	res, err := Run(context.Background(), spec, Stdio{Stderr: w})
 	if err != nil {
 		t.Fatal(err)
 	}
