@@ -155,9 +155,9 @@ func (tr *termTrap) wantTermForwarded(t *testing.T, failure string) {
 // The sandbox init survives every signal but SIGKILL, SIGSTOP and
 // SIGTERM, sent to the process and to each of its threads (as a workload
 // without Landlock's signal scope, or a host process, could), and still
-// forwards SIGTERM, sent last. The workload ignores whatever the init forwards, so the test
-// needs no list of the init's: a signal that Go's runtime would die or
-// crash of, or one that stops the init, fails it.
+// forwards SIGTERM, sent last. The workload ignores whatever the init
+// forwards, so the test needs no list of the init's: a signal that Go's
+// runtime would die or crash of, or one that stops the init, fails it.
 func TestInitSurvivesSignals(t *testing.T) {
 	requireSandbox(t)
 	var sigs []unix.Signal
