@@ -208,14 +208,15 @@ var stopSignals = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQU
 // drops when no channel wants them; SIGTSTP, SIGTTIN and SIGTTOU, left at
 // their default, which the kernel never applies to a pid namespace's init;
 // SIGCHLD, SIGURG and SIGPROF, Go's own; SIGKILL and SIGSTOP, which the
-// kernel never delivers to that init from inside its namespace. (So the
-// init never writes its stdout or stderr through os.File: Go raises
-// SIGPIPE itself when such a write fails with EPIPE, and exits of it
-// when no channel takes it; see hintNoNetwork.)
+// kernel never delivers to that init from inside its namespace.
 // TestInitSurvivesSignals (package sandbox) sends them all. Listing one
 // would not be free: catching a signal Go merely notifies is a round trip
 // to the runtime's signal-mask thread, 50-100 µs of every start on a busy
 // machine.
+//
+// So the init never writes its stdout or stderr through os.File: Go
+// raises SIGPIPE itself when such a write fails with EPIPE, and exits of
+// it when no channel takes it (hintNoNetwork, TestHintToBrokenStderr).
 var straySignals = []os.Signal{
 	unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSYS, unix.SIGSTKFLT,
 }

@@ -17,10 +17,11 @@ import (
 // finds no route. Programs rarely say why, and a user new to mcpbox reads
 // it as a broken network. When such a sandbox's command fails (exits
 // with a status from 1 to 127, and the init passed on no SIGTERM, SIGINT,
-// SIGHUP or SIGQUIT: those ends are someone's stop), the init reads its network namespace's own counters (fresh with the
-// sandbox, so only the workload moved them) and, if the command tried the
-// network, says so on its stderr: the terminal for `mcpbox exec`, the
-// server's stderr lines in serve's log. Nothing is read while the command
+// SIGHUP or SIGQUIT: those ends are someone's stop), the init reads its
+// network namespace's own counters (fresh with the sandbox, so only the
+// workload moved them) and, if the command tried the network, says so on
+// its stderr: the terminal for `mcpbox exec`, the server's stderr lines in
+// serve's log. Nothing is read while the command
 // runs or when it succeeds, so it costs a start nothing.
 
 // netHint is the line to print after a failed command in a sandbox with
