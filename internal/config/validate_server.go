@@ -262,9 +262,10 @@ func CheckMountTarget(t string) error {
 	return nil
 }
 
-// within reports whether clean absolute path a is b or below b.
+// within reports whether clean absolute path a is b or below b (/ holds
+// every path).
 func within(a, b string) bool {
-	return a == b || strings.HasPrefix(a, b+"/")
+	return a == b || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/")
 }
 
 // sandboxPath checks a path inside the sandbox: absolute and clean, since

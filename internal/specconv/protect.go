@@ -36,7 +36,6 @@ func hideStateDir(spec *sandbox.Spec, stateDir string) error {
 	if err != nil {
 		return err
 	}
-	within := func(a, b string) bool { return a == b || strings.HasPrefix(a, b+string(filepath.Separator)) }
 	sources := []string{spec.Input, spec.Output}
 	for _, m := range spec.Mounts {
 		sources = append(sources, m.Source)
@@ -73,7 +72,7 @@ func protectFiles(spec *sandbox.Spec, paths []string) error {
 			real = filepath.Join(r, filepath.Base(p))
 		}
 		for _, w := range writable {
-			if real == w || strings.HasPrefix(real, w+string(filepath.Separator)) {
+			if within(real, w) {
 				return fmt.Errorf("the writable mount %s contains %s (the lock file, config or audit copy): a server could rewrite it; keep them outside what servers may write", w, p)
 			}
 		}
@@ -156,4 +155,10 @@ func ProjectStateDir(configPath, base string) (string, error) {
 		return "", err
 	}
 	return instance.ProjectStateDir(root, configPath, base)
+}
+
+// within reports whether clean absolute path a is b or lies beneath it; b
+// may be /, which holds every path.
+func within(a, b string) bool {
+	return a == b || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/")
 }

@@ -61,6 +61,8 @@ func TestHideStateDir(t *testing.T) {
 		{"input above the state dir", sandbox.Spec{Input: filepath.Join(root, "home")}, false},
 		{"mount inside it", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(state, "workspaces")}}}, false},
 		{"output is it", sandbox.Spec{Output: state}, false},
+		{"input is /", sandbox.Spec{Input: "/"}, false},
+		{"mount of /", sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/", Target: "/host"}}}, false},
 		{"elsewhere", sandbox.Spec{Input: filepath.Join(root, "project"), Output: filepath.Join(root, "home", "out")}, true},
 	}
 	for _, tt := range tests {
@@ -92,6 +94,8 @@ func TestProtectFiles(t *testing.T) {
 		{"output is the project", sandbox.Spec{Output: filepath.Dir(cfg)}, false},
 		{"rw mount above the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: dir, Target: "/data", Writable: true}}}, false},
 		{"ro mount of the project", sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Dir(cfg), Target: "/data"}}}, true},
+		{"output is /", sandbox.Spec{Output: "/"}, false},
+		{"rw mount of /", sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/", Target: "/host", Writable: true}}}, false},
 	}
 	for _, tt := range tests {
 		if err := protectFiles(&tt.spec, protected); (err == nil) != tt.ok {
