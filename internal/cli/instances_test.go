@@ -35,14 +35,24 @@ func shortTemp(t *testing.T) string {
 // liveFake starts a real instance (admin socket and record) on state.
 func liveFake(t *testing.T, state, project string) instance.Record {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	rec := admin.NewRecord(state, "", project, true, "")
+	stop := startFake(t, rec)
+	t.Cleanup(stop)
+	return rec
+}
+
+// startFake starts a real instance (admin socket and record) of rec and
+// returns what stops it; a test that starts another on the same state
+// dir stops this one first (a record is keyed by the test's own pid).
+func startFake(t *testing.T, rec instance.Record) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	inst, err := admin.Start(ctx, rec, admin.InstanceOptions{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { inst.Close(); cancel() })
-	return rec
+	return func() { inst.Close(); cancel() }
 }
 
 // TestFindStateDir: with no flags, an admin command in a project (or

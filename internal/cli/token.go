@@ -7,6 +7,7 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/specconv"
 )
 
@@ -26,7 +27,10 @@ current directory is in, found as mcpbox ps finds it (from the current
 directory upwards, the one of a running serve first); where no serve has
 run yet, the state dir mcpbox serve with no flags would use here.
 A config with clients has its tokens in the config (clients[].token):
-they are not rotated here.
+they are not rotated here, and token rotate refuses, changing nothing,
+where the serve running on the state dir serves HTTP without the token
+file (clients, --no-auth), or, with none running, in a project whose
+config has clients.
 `
 
 // printTokenNote tells where the token of a config without clients is;
@@ -94,7 +98,18 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 		e.errorf("token rotate: %v", err)
 		return "", false
 	}
-	if dir, err := findStateDir(cwd); err == nil {
+	withClients := map[string]string{} // state dir → a project config with clients that uses it
+	if dir, err := findStateDirSeeing(cwd, func(path string, c *config.Config, sd string) {
+		if len(c.Clients) > 0 && withClients[sd] == "" {
+			withClients[sd] = path
+		}
+	}); err == nil {
+		// With a serve running, daemon.RotateToken asks its record
+		// whether it reads the token file.
+		if recs, _ := instance.List(dir); len(recs) == 0 && withClients[dir] != "" {
+			e.errorf("token rotate: %s has clients: their tokens come from the config (clients[].token.from), not from a token file", withClients[dir])
+			return "", false
+		}
 		return dir, true
 	}
 	c, err := config.Load("(embedded default)", defaultConfig)

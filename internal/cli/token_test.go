@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/specconv"
 )
@@ -140,3 +141,58 @@ func TestTokenRotateFindsProject(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// TestTokenRotateNotUsed: without flags, token rotate refuses, changing
+// nothing, where the token file guards nothing: in a project whose config
+// has clients (nothing running), and where the serve running there
+// listens over HTTP without the token file (clients, --no-auth). It
+// rotates where a running serve reads the file, and names that serve.
+func TestTokenRotateNotUsed(t *testing.T) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	proj := filepath.Join(tmp, "proj")
+	cfg := filepath.Join(proj, "mcpbox.yaml")
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("version: 1\nclients: [{name: a, token: {from: env:X}}]\nservers: {s: {command: [x], tools: {allow: ['*']}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state, err := specconv.ProjectStateDir(cfg, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(proj)
+	if code, _, errOut := runCLI("token", "rotate"); code != exitUsage || !strings.Contains(errOut, cfg+" has clients") {
+		t.Errorf("token rotate in a stopped project with clients: exit %d: %s", code, errOut)
+	}
+	if fileExists(bearer.Path(state)) {
+		t.Fatalf("token rotate in a project with clients made a token file %s", bearer.Path(state))
+	}
+
+	rec := admin.NewRecord(state, cfg, proj, false, "127.0.0.1:1")
+	rec.URL = "http://127.0.0.1:1/mcp"
+	stop := startFake(t, rec)
+	code, _, errOut := runCLI("token", "rotate")
+	stop()
+	if code != 1 || !strings.Contains(errOut, "does not use the token file") || !strings.Contains(errOut, fmt.Sprintf("pid %d", rec.PID)) {
+		t.Errorf("token rotate with a serve without the token file: exit %d: %s", code, errOut)
+	}
+	if fileExists(bearer.Path(state)) {
+		t.Fatalf("token rotate with a serve without the token file made %s", bearer.Path(state))
+	}
+
+	rec.TokenFile = bearer.Path(state)
+	stop = startFake(t, rec)
+	defer stop()
+	code, out, errOut := runCLI("token", "rotate")
+	if code != 0 || !strings.Contains(errOut, "accepts it from its next request") {
+		t.Fatalf("token rotate with a serve that reads the token file: exit %d: %s", code, errOut)
+	}
+	if kept, _ := bearer.Read(state); kept != strings.TrimSpace(out) {
+		t.Errorf("token rotate printed %q; %s holds %q", out, bearer.Path(state), kept)
+	}
+}

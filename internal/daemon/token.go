@@ -53,18 +53,41 @@ func localToken(hopts *gateway.HTTPOptions, dir, addr string, noAuth bool, book 
 
 // RotateToken makes a new bearer token for the serve instances on
 // stateDir (mcpbox token rotate), and says what happens next: whether a
-// serve runs there to take it up from its next request.
+// running serve takes it up from its next request. It refuses, changing
+// nothing, where serves run over HTTP and none of them reads the token
+// file (their clients' tokens come from the config, or they run with
+// --no-auth): a rotation there would revoke nothing.
 func RotateToken(stateDir string) (token, note string, err error) {
 	if err := guard.StateDirOwned(stateDir); err != nil {
 		return "", "", err
 	}
+	recs, _ := instance.List(stateDir)
+	var reader, tokenless *instance.Record
+	for i, r := range recs {
+		switch {
+		case r.TokenFile != "" && reader == nil:
+			reader = &recs[i]
+		case r.TokenFile == "" && r.URL != "" && tokenless == nil:
+			tokenless = &recs[i]
+		}
+	}
+	if reader == nil && tokenless != nil {
+		return "", "", fmt.Errorf("the running serve on %s (pid %d, %s) does not use the token file: its HTTP clients' tokens come from its config (clients[].token), or it runs with --no-auth or OAuth; nothing was rotated",
+			stateDir, tokenless.PID, tokenless.URL)
+	}
 	if token, err = bearer.Rotate(stateDir); err != nil {
 		return "", "", err
 	}
-	if recs, _ := instance.List(stateDir); len(recs) > 0 {
-		return token, fmt.Sprintf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config",
-			bearer.Path(stateDir), stateDir, recs[0].PID), nil
+	switch {
+	case reader != nil:
+		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config",
+			bearer.Path(stateDir), stateDir, reader.PID)
+	case len(recs) > 0:
+		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %d) serves no HTTP with it now; the next serve with HTTP there accepts it; update your client config",
+			bearer.Path(stateDir), stateDir, recs[0].PID)
+	default:
+		note = fmt.Sprintf("new token in %s: no serve runs on %s now; the next one there accepts it; update your client config",
+			bearer.Path(stateDir), stateDir)
 	}
-	return token, fmt.Sprintf("new token in %s: no serve runs on %s now; the next one there accepts it; update your client config",
-		bearer.Path(stateDir), stateDir), nil
+	return token, note, nil
 }
