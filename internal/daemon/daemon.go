@@ -281,6 +281,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard, po packageOptio
 	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
+		loginFlags: func(agent string) string { return loginFlags(d.o.ConfigPath, d.o.StateDir, agent) },
 		opts: specconv.Options{Base: d.o.Base, StateDir: d.dir, Packages: d.packages,
 			Protected: specconv.ProtectedFiles(d.c, d.o.Base, d.o.ConfigPath, lockPath)},
 		snapshot: d.o.Snapshot, snapshotServer: d.snapshotServer,

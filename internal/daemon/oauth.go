@@ -90,7 +90,7 @@ func (w wiring) remoteOAuth(s *config.Server) *launch.RemoteOAuth {
 	if s.OAuth == nil {
 		return nil
 	}
-	return &launch.RemoteOAuth{Name: s.Name, Store: oauthStores(w.c, w.opts.StateDir), Reauthorize: reauthorize(s)}
+	return &launch.RemoteOAuth{Name: s.Name, LoginFlags: w.loginFlags, Store: oauthStores(w.c, w.opts.StateDir), Reauthorize: reauthorize(s)}
 }
 
 // reauthorize is serve's silent login for s: with the configured scopes
@@ -402,20 +402,42 @@ func (d *daemon) warnLogins() {
 		if s.OAuth == nil || s.URL == "" || slices.ContainsFunc(states, func(l LoginState) bool { return l.Server == s.Name }) {
 			continue
 		}
-		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s%s` before using it", s.Name, s.Name, configFlag(d.o.ConfigPath)))
+		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s%s` before using it", s.Name, s.Name, loginFlags(d.o.ConfigPath, d.o.StateDir, "")))
 	}
 }
 
-// configFlag is " --config PATH" (absolute) for a hint to run another
-// command on this config: serve's stderr is often a client's log, read
-// far from the project, where a bare `mcpbox login NAME` would find no
-// config. "" for the embedded default.
-func configFlag(path string) string {
-	if path == "" {
-		return ""
+// loginFlags is what follows `mcpbox login NAME` in a hint to log in
+// for this gateway: " --config PATH" (absolute) and " --state-dir DIR"
+// (serve's flag, if given), and " --client NAME" for agent, a client
+// identity other than the local user. serve's stderr and a client's error
+// are often read far from the project, where a bare `mcpbox login NAME`
+// would find the embedded default. "" for the embedded default's
+// local user.
+func loginFlags(configPath, stateDir, agent string) string {
+	var b strings.Builder
+	for _, f := range []struct{ flag, path string }{{"--config", configPath}, {"--state-dir", stateDir}} {
+		if f.path == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(f.path); err == nil {
+			f.path = abs
+		}
+		b.WriteString(" " + f.flag + " " + shellWord(f.path))
 	}
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
+	if agent != "" && agent != gateway.LocalAgent {
+		b.WriteString(" --client " + shellWord(agent))
 	}
-	return " --config " + path
+	return b.String()
+}
+
+// shellWord is s as one word of a command to paste into a shell: as it
+// is when it holds nothing a shell reads specially, else single-quoted.
+func shellWord(s string) string {
+	special := func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@+:=,/_", r))
+	}
+	if s != "" && !strings.ContainsFunc(s, special) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
 	"mcpbox/internal/oauth"
 )
 
@@ -182,5 +183,31 @@ func TestReauthOptions(t *testing.T) {
 	s.OAuth.Scopes, s.OAuth.StepUpScopes = nil, []string{"write"}
 	if lo, _ := reauthOptions(ctx, s, nil, ch, true); lo.Scopes != nil || strings.Join(lo.SilentScopes, " ") != "write" {
 		t.Errorf("unconfigured scopes %q, bound %q; want none (the challenge's scope is used) bounded by step_up_scopes", lo.Scopes, lo.SilentScopes)
+	}
+}
+
+// TestLoginFlags: the command a login hint names reaches the gateway's
+// config, its --state-dir and the client identity's token store, and
+// pastes into a shell as it is.
+func TestLoginFlags(t *testing.T) {
+	for _, tt := range []struct {
+		config, stateDir, agent, want string
+	}{
+		{"", "", "", ""},
+		{"", "", gateway.LocalAgent, ""},
+		{"/p/mcpbox.yaml", "", "", " --config /p/mcpbox.yaml"},
+		{"/p/mcpbox.yaml", "/s", "alice", " --config /p/mcpbox.yaml --state-dir /s --client alice"},
+		{"/my project/mcpbox.yaml", "", "o'hara $(x)", ` --config '/my project/mcpbox.yaml' --client 'o'\''hara $(x)'`},
+	} {
+		if got := loginFlags(tt.config, tt.stateDir, tt.agent); got != tt.want {
+			t.Errorf("loginFlags(%q, %q, %q) = %q, want %q", tt.config, tt.stateDir, tt.agent, got, tt.want)
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loginFlags("mcpbox.yaml", "", ""), " --config "+filepath.Join(wd, "mcpbox.yaml"); got != want {
+		t.Errorf("a relative config: %q, want %q", got, want)
 	}
 }

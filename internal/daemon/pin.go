@@ -86,6 +86,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	w := wiring{
 		c: c, log: log, book: book, stderr: o.Stderr,
+		loginFlags: func(agent string) string { return loginFlags(o.ConfigPath, "", agent) },
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},

@@ -59,10 +59,13 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 
 // wiring is what turning a config's servers into gateway servers needs.
 type wiring struct {
-	c    *config.Config
-	opts specconv.Options // Base, StateDir, Protected
-	log  *slog.Logger
-	book *redact.Book
+	c *config.Config
+	// loginFlags follow `mcpbox login NAME` in the error that asks an
+	// agent to log in to a remote server (loginFlags); nil: none.
+	loginFlags func(agent string) string
+	opts       specconv.Options // Base, StateDir, Protected
+	log        *slog.Logger
+	book       *redact.Book
 	// stderr gets the servers' stderr, line-prefixed.
 	stderr io.Writer
 	// guard observes the sandboxes' lifecycle; nil: none (pin).

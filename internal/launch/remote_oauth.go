@@ -17,6 +17,11 @@ import (
 type RemoteOAuth struct {
 	// Name is the server's name, for the error that asks for a login.
 	Name string
+	// LoginFlags, if set, gives what follows `mcpbox login NAME` in
+	// that error for the client identity agent ("": the shared scope),
+	// so that its login reaches this gateway's config and state dir and
+	// that identity's token store (" --config PATH --client NAME").
+	LoginFlags func(agent string) string
 	// Store returns the grant store of a client identity (the scope's
 	// agent; "" for the shared scope): one store per identity, so that one
 	// client's token is never sent for another.
@@ -39,6 +44,10 @@ const ReauthorizeBackoff = time.Minute
 // the client and the log (it names no token).
 type AuthError struct {
 	Server string
+	// Flags follow `mcpbox login SERVER` in the command the error names:
+	// the gateway's config and state dir, the client identity whose
+	// token it is (RemoteOAuth.LoginFlags, --client).
+	Flags  string
 	StepUp bool
 	Scope  string // the scope the server asked for, if it said
 }
@@ -46,7 +55,7 @@ type AuthError struct {
 func (e *AuthError) Error() string {
 	if e.StepUp && e.Scope != "" {
 		// mcpbox login alone would ask for the scope of a plain 401 again.
-		return fmt.Sprintf("server %s needs more scope: run `mcpbox login %s --scope %q`", e.Server, e.Server, e.Scope)
+		return fmt.Sprintf("server %s needs more scope: run `mcpbox login %s%s --scope %q`", e.Server, e.Server, e.Flags, e.Scope)
 	}
 	what := "needs authorization"
 	if e.StepUp {
@@ -55,7 +64,7 @@ func (e *AuthError) Error() string {
 	if e.Scope != "" {
 		what += fmt.Sprintf(" (scope %q)", e.Scope)
 	}
-	return fmt.Sprintf("server %s %s: run `mcpbox login %s`", e.Server, what, e.Server)
+	return fmt.Sprintf("server %s %s: run `mcpbox login %s%s`", e.Server, what, e.Server, e.Flags)
 }
 
 // ClientMessage is the error's text: it is safe for the client
@@ -74,7 +83,11 @@ func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper, sse
 	if l.oauth.Reauthorize != nil {
 		t.Authorize = (&reauthorizer{server: l.url, store: bs, do: l.oauth.Reauthorize}).authorize
 	}
-	return authErrors{t, l.oauth.Name}, nil
+	var flags string
+	if l.oauth.LoginFlags != nil {
+		flags = l.oauth.LoginFlags(scope.Agent)
+	}
+	return authErrors{t, l.oauth.Name, flags}, nil
 }
 
 // reauthorizer is a connection's oauth.AuthorizeFunc: a silent login,
@@ -110,13 +123,14 @@ func (r *reauthorizer) authorize(ctx context.Context, ch oauth.Challenge, step b
 type authErrors struct {
 	next   http.RoundTripper
 	server string
+	flags  string // AuthError.Flags
 }
 
 func (t authErrors) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	var ae *oauth.AuthRequiredError
 	if errors.As(err, &ae) {
-		return nil, &AuthError{Server: t.server, StepUp: ae.StepUp, Scope: ae.Challenge.Scope}
+		return nil, &AuthError{Server: t.server, Flags: t.flags, StepUp: ae.StepUp, Scope: ae.Challenge.Scope}
 	}
 	return resp, err
 }
@@ -157,3 +171,4 @@ func (s bookStore) Save(ctx context.Context, g *oauth.Grant) error {
 	}
 	return s.Store.Save(ctx, g)
 }
+

@@ -142,7 +142,7 @@ func oaNeedsLogin(t *testing.T, ctx context.Context, m mode, cfg, when string) {
 			t.Fatalf("%s: whoami gave %q, want an error", when, out)
 		}
 	}
-	if !strings.Contains(err.Error(), "needs authorization: run `mcpbox login r`") {
+	if !strings.Contains(err.Error(), "needs authorization: run `mcpbox login r --config "+cfg+"`") {
 		t.Errorf("%s: %v; want an error naming `mcpbox login r`\n%s", when, err, logs)
 	}
 	if !strings.Contains(logs.String(), "server r is not logged in: run `mcpbox login r --config "+cfg+"` before using it") {
@@ -206,7 +206,7 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		// A step-up that needs a person: serve's silent re-authorization
 		// gets login_required, and the client is told the command.
 		as.needPerson()
-		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --scope \"admin\"`") {
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --config "+cfg+" --scope \"admin\"`") {
 			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r --scope", out, err)
 		}
 		gwClose(t, sess)
@@ -493,7 +493,7 @@ func TestOAuthStepUpBound(t *testing.T) {
 		before := len(as.authzRequests())
 		sess, _ := oaServeStdio(t, m, cfg)
 		gwMustCall(t, sess, "whoami", nil, "user alice")
-		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --scope \"admin\"`") {
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --config "+cfg+" --scope \"admin\"`") {
 			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r --scope", out, err)
 		}
 		gwClose(t, sess)
