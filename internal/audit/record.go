@@ -46,6 +46,16 @@ const (
 	EventIntegrity = "integrity"
 )
 
+// Events lists every event a record may have, for those who filter by one
+// (mcpbox logs --event).
+var Events = []string{
+	EventCall, EventSessionStart, EventSessionEnd,
+	EventSandboxStart, EventSandboxStop, EventSandboxCrash, EventSandboxPause, EventSandboxResume, EventSnapshot,
+	EventEgress, EventSecretInject, EventSecretExfiltration, EventSecretRefused,
+	EventApproval, EventPolicyReload, EventPin, EventTrust, EventScan,
+	EventRestart, EventServerUnavailable, EventRetention, EventIntegrity,
+}
+
 // Outcomes of a call record (Record.Outcome): what became of the call.
 const (
 	OutcomeOK            = "ok"             // the server answered

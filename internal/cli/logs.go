@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"mcpbox/internal/audit"
@@ -30,8 +32,10 @@ FILTERS
   --tool NAME   a tool as clients call it (github__create_issue), its
                 server's own name for it (create_issue), or SERVER/TOOL
   --event call|session_start|session_end|sandbox_start|sandbox_stop|
-          sandbox_crash|restart|egress|approval|policy_reload|pin|trust|scan|
-          server_unavailable
+          sandbox_crash|sandbox_pause|sandbox_resume|snapshot|egress|
+          secret_inject|secret_exfiltration|secret_refused|approval|
+          policy_reload|pin|trust|scan|restart|server_unavailable|
+          retention|integrity
   --decision allow|deny|approved|denied|rate_limited|...
   --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
 
@@ -65,6 +69,10 @@ func (e *env) logs(args []string) int {
 	}
 	if fs.NArg() != 0 {
 		e.errorf("logs: unexpected arguments %q", fs.Args())
+		return exitUsage
+	}
+	if f.Event != "" && !slices.Contains(audit.Events, f.Event) {
+		e.errorf("logs: --event %q: no record has it; the events are %s", f.Event, strings.Join(audit.Events, ", "))
 		return exitUsage
 	}
 	f.SetTool(*tool)
