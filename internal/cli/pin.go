@@ -70,7 +70,7 @@ func (e *env) pin(args []string) int {
 		return 1
 	}
 	lister, err := daemon.NewLister(daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base,
-		StateDir: dir, Stderr: e.stderr, Version: Version, NoRecord: *check})
+		StateDir: dir, Stderr: e.stderr, Version: version(), NoRecord: *check})
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage

@@ -67,7 +67,7 @@ func (e *env) run(args []string) int {
 	err := daemon.RunServer(context.Background(), daemon.ServerOptions{
 		Name: filepath.Base(argv[0]), Spec: *spec, Allow: allow, Deny: deny,
 		CallTimeout: callTimeout, MaxOutput: int64(maxOut),
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Version: Version, StateDir: f.stateDir,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Version: version(), StateDir: f.stateDir,
 	})
 	var ce *daemon.ConfigError
 	switch {

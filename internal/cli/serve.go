@@ -117,7 +117,7 @@ func (e *env) serve(args []string) int {
 		return exitUsage
 	}
 	o.NoAuth, o.AllowAllDegraded, o.AllowDegraded = noAuth, degraded.all, degraded.layers
-	o.Stdin, o.Stdout, o.Stderr, o.Version = e.stdin, e.stdout, e.stderr, Version
+	o.Stdin, o.Stdout, o.Stderr, o.Version = e.stdin, e.stdout, e.stderr, version()
 	e.serveOutput(&o)
 	return e.serveExit(daemon.Run(context.Background(), o), args)
 }
