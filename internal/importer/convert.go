@@ -183,8 +183,11 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		im.notef("server %q: its url held a credential, replaced by %s: fix the url by hand", orig, redacted)
 	}
 	s := &config.Server{Name: name, URL: u, Tools: config.Tools{Allow: []string{"*"}}}
-	if strings.ToLower(ent.Type) == "sse" {
+	switch strings.ToLower(ent.Type) {
+	case "sse":
 		s.Transport = config.TransportSSE // the legacy HTTP+SSE transport
+	case "auto":
+		s.Transport = config.TransportAuto // an mcp-remote wrapper's fallback
 	}
 	headers, err := members(ent.Headers)
 	if err != nil {

@@ -47,17 +47,32 @@ func mcpRemote(ent *mcpEntry) (*mcpEntry, bool) {
 	if len(args) == 0 || !strings.Contains(args[0], "://") {
 		return nil, false
 	}
-	r := &mcpEntry{Type: "http", URL: args[0]}
+	// mcp-remote's default transport, http-first, falls back to HTTP+SSE
+	// where Streamable HTTP fails: mcpbox's auto.
+	r := &mcpEntry{Type: "auto", URL: args[0]}
 	headers := map[string]string{}
 	for i := 1; i < len(args); i++ {
-		var h string
+		var h, transport string
 		switch {
 		case args[i] == "--header" && i+1 < len(args):
 			h, i = args[i+1], i+1
 		case strings.HasPrefix(args[i], "--header="):
 			h = strings.TrimPrefix(args[i], "--header=")
+		case args[i] == "--transport" && i+1 < len(args):
+			transport, i = args[i+1], i+1
+		case strings.HasPrefix(args[i], "--transport="):
+			transport = strings.TrimPrefix(args[i], "--transport=")
 		default:
-			continue // --transport, --allow-http, ...: mcpbox chooses itself
+			continue // --allow-http, ...: mcpbox chooses itself
+		}
+		switch transport {
+		case "http-only":
+			r.Type = "http"
+		case "sse-only":
+			r.Type = "sse"
+		}
+		if h == "" {
+			continue
 		}
 		if name, val, ok := strings.Cut(h, ":"); ok && strings.TrimSpace(name) != "" {
 			headers[strings.TrimSpace(name)] = strings.TrimSpace(val)
