@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,5 +29,28 @@ func TestDefaultConfigRecovers(t *testing.T) {
 		if r := s.Lifecycle.EffectiveRestart(); r != config.RestartOnFailure {
 			t.Errorf("server %s: restart %q, want %q", s.Name, r, config.RestartOnFailure)
 		}
+	}
+}
+
+// TestDefaultConfigDocumented: docs/config.md quotes the embedded default
+// as --print-config prints it, word for word.
+func TestDefaultConfigDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "\n## The embedded default\n")
+	if !ok {
+		t.Fatal(`docs/config.md has no section "The embedded default"`)
+	}
+	_, block, ok := strings.Cut(rest, "```yaml\n")
+	if ok {
+		block, _, ok = strings.Cut(block, "```\n")
+	}
+	if !ok {
+		t.Fatal(`docs/config.md's "The embedded default" quotes no YAML block`)
+	}
+	if block != string(defaultConfig) {
+		t.Errorf("docs/config.md's embedded default differs from internal/cli/default.yaml:\n%s", block)
 	}
 }
