@@ -11,13 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 
 	"mcpbox/internal/kube/egressproxy"
 	"mcpbox/internal/podagent"
@@ -79,36 +79,10 @@ EXIT STATUS
 // Version is set at build time with -ldflags "-X mcpbox/internal/cli.Version=...".
 var Version = "dev"
 
-// version is Version or, for a build that did not set it, "dev+" and the
-// commit the go command stamped into the binary (a build in a git
-// checkout), its first 12 digits, "-dirty" for uncommitted changes: what
-// mcpbox version prints and clients see in serverInfo.
-var version = sync.OnceValue(func() string {
-	bi, _ := debug.ReadBuildInfo()
-	return stampedVersion(Version, bi)
-})
-
-// stampedVersion is v, or for "dev" with bi's VCS stamp, "dev+REV".
-func stampedVersion(v string, bi *debug.BuildInfo) string {
-	if v != "dev" || bi == nil {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value[:min(12, len(s.Value))]
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return v
-	}
-	return v + "+" + rev + dirty
-}
+// version is Version, or "dev+REV" for a build that did not set it
+// (daemon.StampedVersion): what mcpbox version prints and clients see
+// in serverInfo.
+var version = sync.OnceValue(func() string { return daemon.StampedVersion(Version) })
 
 // exitUsage is returned for bad flags and arguments.
 const exitUsage = 2

@@ -7,8 +7,6 @@ import (
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
-	"mcpbox/internal/instance"
-	"mcpbox/internal/specconv"
 )
 
 const tokenHelp = `USAGE
@@ -98,29 +96,13 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 		e.errorf("token rotate: %v", err)
 		return "", false
 	}
-	withClients := map[string]string{} // state dir → a project config with clients that uses it
-	if dir, err := findStateDirSeeing(cwd, func(path string, c *config.Config, sd string) {
-		if len(c.Clients) > 0 && withClients[sd] == "" {
-			withClients[sd] = path
-		}
-	}); err == nil {
-		// With a serve running, daemon.RotateToken asks its record
-		// whether it reads the token file.
-		if recs, _ := instance.List(dir); len(recs) == 0 && withClients[dir] != "" {
-			e.errorf("token rotate: %s has clients: their tokens come from the config (clients[].token.from), not from a token file", withClients[dir])
-			return "", false
-		}
-		return dir, true
-	}
 	c, err := config.Load("(embedded default)", defaultConfig)
-	if err != nil {
-		e.errorf("token rotate: %v", err)
-		return "", false
+	if err == nil {
+		var dir string
+		if dir, err = daemon.TokenStateDir(cwd, c); err == nil {
+			return dir, true
+		}
 	}
-	dir, err := specconv.StateDir(c, "", cwd, "")
-	if err != nil {
-		e.errorf("token rotate: %v", err)
-		return "", false
-	}
-	return dir, true
+	e.errorf("token rotate: %v", err)
+	return "", false
 }

@@ -171,4 +171,3 @@ func (s bookStore) Save(ctx context.Context, g *oauth.Grant) error {
 	}
 	return s.Store.Save(ctx, g)
 }
-
