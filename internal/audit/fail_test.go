@@ -274,3 +274,20 @@ func TestOpenCorrupt(t *testing.T) {
 		t.Fatal("Open changed the corrupt file")
 	}
 }
+
+// TestRetryWait: a failing store's retries back off to retryMax and stay
+// there, however long it fails (the shift once overflowed at attempt 38
+// into a wait of zero, and the loop spun).
+func TestRetryWait(t *testing.T) {
+	prev := time.Duration(0)
+	for attempt := 1; attempt <= 200; attempt++ {
+		w := retryWait(attempt)
+		if w <= 0 || w > retryMax || w < prev {
+			t.Fatalf("retryWait(%d) = %v after %v; want it in (0, %v] and not shorter than before", attempt, w, prev, retryMax)
+		}
+		prev = w
+	}
+	if prev != retryMax {
+		t.Errorf("retryWait settles at %v, want %v", prev, retryMax)
+	}
+}

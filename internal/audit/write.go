@@ -277,15 +277,17 @@ func (w *writer) fail(batch []item, recs []*Record, err error) {
 	closingTries := 0
 	for attempt := 1; ; attempt++ {
 		s.stats.writeErrors.Add(1)
-		s.log.Error("writing audit records; calls are refused until a write succeeds",
-			"records", len(pending), "attempt", attempt, "err", err)
+		if attempt <= 5 || attempt%30 == 0 { // then about once a minute
+			s.log.Error("writing audit records; calls are refused until a write succeeds",
+				"records", len(pending), "attempt", attempt, "err", err)
+		}
 		if s.closing.Load() {
 			if closingTries++; closingTries > closeRetries {
 				s.stats.lost.Add(int64(len(pending)) + lost)
 				return
 			}
 		}
-		wait := min(50*time.Millisecond<<attempt, retryMax)
+		wait := retryWait(attempt)
 		if s.closing.Load() {
 			wait = 50 * time.Millisecond
 		}
@@ -304,6 +306,14 @@ func (w *writer) fail(batch []item, recs []*Record, err error) {
 		}
 		ferr = s.setFailing(err)
 	}
+}
+
+// retryWait is the wait after the failed attempt of that number (from
+// 1): 100 ms, doubling up to retryMax. The shift stops early: 50 ms
+// shifted by 38 or more overflows into a wait of zero or less, which
+// spun the loop (and its log) after about 70 s of failing.
+func retryWait(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt, 8), retryMax)
 }
 
 // retryMax is the longest wait between two attempts of a failing store:
