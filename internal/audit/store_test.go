@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -428,5 +429,31 @@ func TestCommitWakesFollow(t *testing.T) {
 	}
 	if next := s.committedSignal(); next == woken {
 		t.Fatal("the next wait reuses the closed channel")
+	}
+}
+
+// TestJSONLNotThroughLink: a symlink at the JSONL copy's name (one a
+// project ships beside its config) is refused, naming the link and what
+// it points to, and nothing is appended to its target.
+func TestJSONLNotThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "bashrc")
+	if err := os.WriteFile(target, []byte("# the user's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "audit.jsonl")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Path: filepath.Join(dir, "audit.db"), JSONL: link, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open wrote the JSONL copy through a symlink")
+	}
+	if !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("Open: %v; want a refusal naming the link and its target", err)
+	}
+	if data, _ := os.ReadFile(target); string(data) != "# the user's\n" {
+		t.Errorf("the link's target now holds %q", data)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -70,9 +71,14 @@ func newWriter(s *Store) (*writer, error) {
 		return nil, fmt.Errorf("opening head file: %w", err)
 	}
 	if s.opts.JSONL != "" {
-		w.jsonl, err = os.OpenFile(s.opts.JSONL, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		// Not through a link: one planted at the name would have the
+		// records appended to whatever file it points to.
+		w.jsonl, err = os.OpenFile(s.opts.JSONL, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			w.close()
+			if target, lerr := os.Readlink(s.opts.JSONL); lerr == nil {
+				return nil, fmt.Errorf("opening JSONL mirror: %s is a symlink (to %s); the audit does not append through a link: remove the link (not what it points to)", s.opts.JSONL, target)
+			}
 			return nil, fmt.Errorf("opening JSONL mirror: %w", err)
 		}
 		w.jbuf = bufio.NewWriterSize(w.jsonl, 64<<10)

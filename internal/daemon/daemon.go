@@ -267,7 +267,10 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 	}
 	jsonl := d.c.Audit.JSONL
 	if jsonl != "" {
-		jsonl = specconv.Resolve(d.o.Base, jsonl)
+		var err error
+		if jsonl, err = specconv.HostFile(d.o.Base, jsonl); err != nil {
+			return nil, fmt.Errorf("audit.jsonl: %w", err)
+		}
 	}
 	return guard.New(d.c, guard.Options{StateDir: d.dir, LockPath: guard.DefaultLockPath(d.o.ConfigPath, d.dir),
 		JSONL: jsonl, Source: source, Shared: inst != nil && inst.Shared(), Tracer: d.tracer}, d.log, d.book)

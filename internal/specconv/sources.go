@@ -16,6 +16,23 @@ import (
 	"mcpbox/internal/workspace"
 )
 
+// HostFile is the host path of a file mcpbox appends to, named p in a
+// config at base (the audit's JSONL copy): its directory is made (mode
+// 0700) and walked as hostSource walks a dir mcpbox creates, so that a
+// symlink the project ships cannot choose where it is written. The
+// caller opens the file itself without following a link (O_NOFOLLOW).
+func HostFile(base, p string) (string, error) {
+	abs, err := filepath.Abs(Resolve(base, p))
+	if err != nil {
+		return "", err
+	}
+	dir, err := hostSource(base, "", filepath.Dir(abs), 0o700)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
 // hostSource resolves the source p (as written in a config at base, or
 // given as a flag: see flagBase) to a real host path. A name
 // beneath base or beneath the input in (a real path, or "") is the

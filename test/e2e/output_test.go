@@ -13,7 +13,8 @@ import (
 // TestServeRefusesProjectSymlinks: a hostile project ships a symlink where
 // the default (or its own config) names a host dir of the sandbox: the
 // output itself, a dir on the output's way, a mount source in the input,
-// the workspace template, the artifacts dir.
+// the workspace template, the artifacts dir; or where it names the
+// audit's JSONL copy (the file, a dir on its way).
 // serve refuses to start, naming the link and its target, and nothing is
 // made or written at the target.
 func TestServeRefusesProjectSymlinks(t *testing.T) {
@@ -38,6 +39,11 @@ func TestServeRefusesProjectSymlinks(t *testing.T) {
 			{"artifacts dir", "artifacts", func(cfg string) string {
 				return strings.Replace(cfg, "    limits:", "    artifacts: {dir: ./artifacts, include: [\"*\"]}\n    limits:", 1)
 			}},
+			// The audit's JSONL copy: records (with names a client
+			// chooses) appended to a file of the link's choosing, such
+			// as ~/.bashrc, are commands for the user's next shell.
+			{"audit copy", "audit.jsonl", func(cfg string) string { return cfg + "audit: {jsonl: ./audit.jsonl}\n" }},
+			{"audit copy's dir", "logs", func(cfg string) string { return cfg + "audit: {jsonl: ./logs/audit.jsonl}\n" }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := newDefaultProject(t, m)
