@@ -122,11 +122,11 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 	for p, x := range o.Authed {
 		mux.Handle(p, x)
 	}
-	var authed http.Handler = mux
+	var authed http.Handler = accepted(mux)
 	if len(o.Clients) > 0 || o.Verify != nil {
 		// One check, one client set (Refresh is called serially) for the
 		// endpoint and the Authed handlers.
-		authed = o.requireAuth(g, mux)
+		authed = o.requireAuth(g, accepted(mux))
 	}
 	mux.Handle(EndpointPath, h)
 	top := http.NewServeMux()
@@ -217,6 +217,12 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 		origins = append(origins, og)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Until a request is let through (accepted), its answer ends the
+		// connection: net/http would first read what is left of a
+		// refused request's body (up to 256 KiB), and a client that sends
+		// it slowly, without a token, would hold the connection (and a
+		// file descriptor) for as long as it liked.
+		w.Header().Set("Connection", "close")
 		if !hostAllowed(bindHost, r.Host) {
 			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
 			return
@@ -225,6 +231,15 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 			return
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// accepted marks a request that passed guard and the bearer check: its
+// connection is kept alive as usual.
+func accepted(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("Connection")
 		next.ServeHTTP(w, r)
 	})
 }

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -367,5 +370,62 @@ func TestHostAndOriginRules(t *testing.T) {
 	}
 	if _, err := parseOrigin("localhost:3000"); err == nil {
 		t.Error("origin without scheme accepted")
+	}
+}
+
+// TestRefusalDoesNotWaitForBody: a request refused before it is let in
+// (no token, a foreign Host) is answered at once and its connection
+// closed, however slowly its body comes: net/http would otherwise read
+// the rest of the body before it answered, and a client could hold a
+// connection open without a token for as long as it liked. An accepted
+// request keeps its connection alive.
+func TestRefusalDoesNotWaitForBody(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {})
+	_, c := newHTTPGateway(t, &Server{Name: "s", Launch: launch, Allow: []string{"*"}}, Options{}, HTTPOptions{})
+	u, err := url.Parse(c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, host, auth string }{
+		{"no token", u.Host, ""},
+		{"wrong token", u.Host, "Authorization: Bearer not-the-token-0123456789\r\n"},
+		{"foreign host", "evil.example", "Authorization: Bearer " + testToken + "\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// 5 of the 1000 bytes announced, and no more.
+			req := "POST " + EndpointPath + " HTTP/1.1\r\nHost: " + tc.host + "\r\n" + tc.auth +
+				"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jso"
+			if _, err := conn.Write([]byte(req)); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer while the body is unfinished: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+				t.Errorf("status %d, want 401 or 403", resp.StatusCode)
+			}
+			if !resp.Close {
+				t.Errorf("the refusal keeps the connection alive (Connection: %q)", resp.Header.Get("Connection"))
+			}
+		})
+	}
+	// Accepted: no Connection: close.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, _, err := c.do(ctx, http.MethodPost, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+		"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Close || resp.Header.Get("Connection") == "close" {
+		t.Errorf("an accepted request's answer closes the connection (status %d)", resp.StatusCode)
 	}
 }
