@@ -459,6 +459,11 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	}
 	def, ok, err := d.lookup(ctx, b, KindTools, tool)
 	if err != nil {
+		why := UnknownUnlistable
+		if ctx.Err() != nil {
+			why = UnknownCancelled
+		}
+		d.unknownTool(p, b, tool, why) // audited; the client gets err
 		return nil, d.clientError(b, err)
 	}
 	if !ok {

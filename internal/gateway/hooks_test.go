@@ -212,3 +212,44 @@ func TestListHookGen(t *testing.T) {
 		t.Errorf("call scope %+v, want the session's own (agent and gateway session id)", scopes)
 	}
 }
+
+// TestUnknownHookCancelledBeforeLookup: a call cancelled while its
+// server's tools are still being listed never reaches the server, and the
+// Unknown hook is told (UnknownCancelled), so that the audit has its one
+// record per call.
+func TestUnknownHookCancelledBeforeLookup(t *testing.T) {
+	launch, started := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.reply(msg, `{"content":[]}`)
+		} // tools/list is never answered
+	})
+	whys := make(chan string, 4)
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
+		List: func(_, _, _ string, _ uint64, items []Item) []Item { return items },
+		Unknown: func(c *Call, why string) {
+			whys <- c.Server + "/" + c.Tool + ": " + why
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	c.w.Write([]byte(`{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"probe","arguments":{}}}` + "\n"))
+	time.Sleep(50 * time.Millisecond) // the call waits for tools/list
+	c.notify("notifications/cancelled", map[string]any{"requestId": 100})
+	select {
+	case got := <-whys:
+		if want := "raw/probe: " + UnknownCancelled; got != want {
+			t.Errorf("Unknown hook: %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call reached no hook")
+	}
+	if n := len(started()[0].received("tools/call")); n != 0 {
+		t.Errorf("the server saw %d calls", n)
+	}
+	if resp, _ := c.call("ping", nil); resp["result"] == nil {
+		t.Errorf("ping after the cancelled call: %v", resp)
+	}
+}

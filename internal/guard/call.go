@@ -115,13 +115,21 @@ func (g *Guard) clientName(s string) string {
 
 // unknown is the Unknown hook: a call refused as an unknown tool (hidden
 // by the config or a pin, or not offered at all) gets a denied record,
-// so that an agent probing for hidden tools shows in the audit.
+// so that an agent probing for hidden tools shows in the audit; one that
+// ended before its tool was looked up gets a record of what became of it
+// (cancelled, or an error: its server's tools could not be listed).
 func (g *Guard) unknown(c *gateway.Call, why string) {
 	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
 		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
 	}
 	rec := audit.Record{Event: audit.EventCall, Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server,
 		Tool: g.clientName(c.Tool), Name: g.clientName(c.Name), ArgShape: audit.Shape(c.Arguments), Decision: "deny", Outcome: audit.OutcomeDenied, Rule: "unknown tool: " + why}
+	switch why {
+	case gateway.UnknownCancelled:
+		rec.Decision, rec.Outcome, rec.Rule = "cancelled", audit.OutcomeCancelled, "not run: "+why
+	case gateway.UnknownUnlistable:
+		rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeError, "not run: "+why
+	}
 	if c.Trace != "" {
 		rec.Detail = map[string]string{audit.DetailTraceparent: g.book.String(c.Trace)}
 	}

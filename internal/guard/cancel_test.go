@@ -11,6 +11,7 @@ import (
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
+	"mcpbox/internal/gateway"
 )
 
 // TestGuardApprovalCancelledByClient attacks an approval that outlives its
@@ -70,5 +71,27 @@ func TestGuardApprovalCancelledByClient(t *testing.T) {
 	}
 	if len(apr) != 1 || apr[0].Decision != "cancelled" || apr[0].Detail["reason"] == "" || apr[0].Detail["id"] != id {
 		t.Fatalf("approval records %+v, want one cancelled of %s with a reason", apr, id)
+	}
+}
+
+// TestGuardRecordsCallsNeverRun: a call that ended before its tool could
+// be looked up (cancelled while its server's tools were being listed, or
+// a listing that failed) ran nothing, and still gets its record, with
+// what became of it.
+func TestGuardRecordsCallsNeverRun(t *testing.T) {
+	r := newGuardRig(t, nil)
+	hooks := r.g.Hooks()
+	for _, why := range []string{gateway.UnknownCancelled, gateway.UnknownUnlistable} {
+		hooks.Unknown(&gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Name: "echo", Arguments: []byte(`{"text":"x"}`)}, why)
+	}
+	recs := r.records(t)
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2: %+v", len(recs), recs)
+	}
+	for i, want := range []struct{ decision, outcome string }{{"cancelled", audit.OutcomeCancelled}, {"deny", audit.OutcomeError}} {
+		rec := recs[i]
+		if rec.Decision != want.decision || rec.Outcome != want.outcome || !strings.HasPrefix(rec.Rule, "not run: ") || rec.Tool != "echo" {
+			t.Errorf("record %d: decision %q, outcome %q, rule %q, tool %q; want %s, %s, not run", i, rec.Decision, rec.Outcome, rec.Rule, rec.Tool, want.decision, want.outcome)
+		}
 	}
 }
