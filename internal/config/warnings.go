@@ -36,11 +36,23 @@ func Warnings(c *Config) Errors {
 		warnSecretsWithBroadEgress(r, s)
 		warnInjectAnywhere(r, s)
 		warnKubeAgent(r, c, s)
+		warnTemplateFixedOutput(r, s)
 	}
 	if err := r.err(); err != nil {
 		return err.(Errors)
 	}
 	return nil
+}
+
+// warnTemplateFixedOutput flags a template that seeds nothing: it fills
+// the workspaces made per scope (output: {}), not a fixed output dir.
+func warnTemplateFixedOutput(r *collector, s *Server) {
+	fs := &s.Filesystem
+	if fs.Template == "" || fs.Output == nil || fs.Output.Source == "" {
+		return
+	}
+	r.errorf(fs.Meta.At("template"), "servers.%s.filesystem.template: seeds only the workspaces made per scope (output: {}); with output.source %s it is not used: copy its files there yourself, or drop output.source",
+		s.Name, fs.Output.Source)
 }
 
 // warnNoTools flags a server that offers no tool to anyone: tools: absent

@@ -170,3 +170,16 @@ func warningsOf(t *testing.T, src string) []string {
 	}
 	return got
 }
+
+// TestWarnTemplateFixedOutput: a template beside a fixed output dir seeds
+// nothing, and policy check says so; with output: {} it is quiet.
+func TestWarnTemplateFixedOutput(t *testing.T) {
+	got := warningsOf(t, "version: 1\nservers:\n  a:\n    command: [x]\n    tools: {allow: ['*']}\n    filesystem: {output: {source: ./out}, template: ./tmpl}\n")
+	want := []string{"t.yaml:6:53: servers.a.filesystem.template: seeds only the workspaces made per scope (output: {}); with output.source ./out it is not used: copy its files there yourself, or drop output.source"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if got := warningsOf(t, "version: 1\nservers:\n  a:\n    command: [x]\n    tools: {allow: ['*']}\n    filesystem: {output: {}, template: ./tmpl}\n"); len(got) != 0 {
+		t.Errorf("a template of workspaces warns: %q", got)
+	}
+}

@@ -137,8 +137,19 @@ func (d *daemon) readSnapshot() error {
 	if err != nil {
 		return err
 	}
-	if d.c.Server(meta.Server) == nil {
+	s := d.c.Server(meta.Server)
+	if s == nil {
 		return fmt.Errorf("the snapshot is of server %q, which the config does not have", meta.Server)
+	}
+	if out := s.Filesystem.Output; out == nil || out.Source != "" {
+		// Only a workspace made per scope is seeded: a fixed output dir
+		// (the embedded default's ./mcpbox-out) would silently stay as it is.
+		where := "no output"
+		if out != nil {
+			where = "the fixed output dir " + out.Source
+		}
+		return fmt.Errorf("the snapshot seeds the workspaces made per scope (filesystem.output: {}), and server %s has %s: unpack it there yourself (tar -xf %s -C DIR), or give the server output: {}",
+			meta.Server, where, d.o.Snapshot)
 	}
 	d.snapshotServer = meta.Server
 	return nil

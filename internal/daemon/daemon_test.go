@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/workspace"
 )
 
 // TestRunRefusesBeforeServing: what the config and options cannot serve
@@ -26,6 +28,19 @@ func TestRunRefusesBeforeServing(t *testing.T) {
 		return c
 	}
 	clients := "clients: [{name: a, token: {from: env:MCPBOX_TEST_CLIENT_TOKEN}}]\n"
+	// A snapshot of server s, for a config where s writes to a fixed dir.
+	snap := filepath.Join(t.TempDir(), "s.tar.gz")
+	var buf bytes.Buffer
+	if err := workspace.Snapshot(&buf, workspace.Meta{Server: "s"}, map[string]string{"output": t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(snap, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fixedOut, err := config.Load("mcpbox.yaml", []byte("version: 1\nsandbox: {require: [userns]}\nservers:\n  s: {command: [x], filesystem: {output: {source: ./out}}, tools: {allow: ['*']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		o    Options
@@ -35,6 +50,9 @@ func TestRunRefusesBeforeServing(t *testing.T) {
 		{"no-auth with clients", Options{Config: load(t, clients), HTTPAddr: "127.0.0.1:0", NoAuth: true}, "has clients"},
 		{"no-auth exposed", Options{Config: load(t, ""), HTTPAddr: "0.0.0.0:0", NoAuth: true}, "only a loopback address"},
 		{"missing snapshot", Options{Config: load(t, ""), Stdio: true, Snapshot: filepath.Join(t.TempDir(), "none.tar.gz")}, "--from-snapshot"},
+		// It would seed nothing: the server's output is a fixed dir.
+		{"snapshot of a fixed output", Options{Config: fixedOut, Stdio: true, Snapshot: snap}, "the fixed output dir ./out"},
+		{"snapshot of no output", Options{Config: load(t, ""), Stdio: true, Snapshot: snap}, "has no output"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
