@@ -28,6 +28,25 @@ func checkReach(spec *sandbox.Spec, o Options) error {
 	return protectFiles(spec, o.Protected)
 }
 
+// inputHidesState refuses server s when its input shows the state dir
+// (serve started in $HOME), before serverSpec makes its output dir: the
+// refusal must leave nothing behind. checkReach checks the whole spec
+// after.
+func inputHidesState(s *config.Server, o Options) error {
+	in := s.Filesystem.Input
+	if in == nil || o.StateDir == "" {
+		return nil
+	}
+	src, err := hostSourceDir(o.base(), "", in.Source, 0)
+	if err != nil {
+		return nil // serverSpec says what is wrong with it
+	}
+	if err := hideStateDir(&sandbox.Spec{Input: src}, o.StateDir); err != nil {
+		return fmt.Errorf("server %s: %w", s.Name, err)
+	}
+	return nil
+}
+
 // hideStateDir refuses a spec that would show the state dir (other agents'
 // workspaces, the admin socket) inside the sandbox, or put a host dir of
 // the sandbox inside it.

@@ -126,3 +126,25 @@ func TestConfigStateDir(t *testing.T) {
 		t.Errorf("looking made the project's state dir: %v", err)
 	}
 }
+
+// TestRefusedInputMakesNoOutput: a server whose input shows the state dir
+// (the default started in $HOME) is refused before its output dir is
+// made: the refusal leaves nothing behind.
+func TestRefusedInputMakesNoOutput(t *testing.T) {
+	home := t.TempDir()
+	state := filepath.Join(home, ".local", "state", "mcpbox")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  s:\n    command: [x]\n    filesystem: {input: {source: .}, output: {source: ./mcpbox-out}}\n    tools: {allow: ['*']}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Server(c, c.Server("s"), Options{Base: home, StateDir: state})
+	if err == nil || !strings.Contains(err.Error(), "would show mcpbox's state dir") {
+		t.Fatalf("Server with the state dir in its input: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(home, "mcpbox-out")); err == nil {
+		t.Error("the refused server's output dir was made")
+	}
+}
