@@ -269,7 +269,24 @@ func flagError(fs *flag.FlagSet, err error) string {
 		}
 		return msg
 	}
-	if _, rest, ok := strings.Cut(msg, " for flag -"); ok {
+	// The flag package names flags with one dash; the docs use two. A
+	// flag that takes a value but may stand alone (--allow-degraded) is
+	// a bool to it, whose "invalid boolean value" would mislead.
+	msg = strings.Replace(msg, "flag needs an argument: -", "flag needs an argument: --", 1)
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		val, name, _ := strings.Cut(rest, " for -")
+		name, why, _ := strings.Cut(name, ": ")
+		msg = fmt.Sprintf("invalid value %s for flag -%s: %s", val, name, why)
+		if f := fs.Lookup(name); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, ok := g.Get().(bool); ok {
+					msg = fmt.Sprintf("invalid boolean value %s for flag -%s: %s", val, name, why)
+				}
+			}
+		}
+	}
+	msg = strings.Replace(msg, " for flag -", " for flag --", 1)
+	if _, rest, ok := strings.Cut(msg, " for flag --"); ok {
 		name, _, _ := strings.Cut(rest, ":")
 		if f := fs.Lookup(name); f != nil {
 			if g, ok := f.Value.(flag.Getter); ok {
