@@ -253,3 +253,46 @@ func TestUnknownHookCancelledBeforeLookup(t *testing.T) {
 		t.Errorf("ping after the cancelled call: %v", resp)
 	}
 }
+
+// TestOversizedRequestAnswered: a request over the message limit is not
+// passed on, and its sender gets an error under its id (read from the
+// line's start or end) instead of waiting for ever; the session goes on.
+func TestOversizedRequestAnswered(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {})
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	big := strings.Repeat("A", DefaultMaxMessage)
+	for id, line := range map[int]string{
+		50: `{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"t","arguments":{"x":"` + big + `"}}}`,
+		51: `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t","arguments":{"x":"` + big + `"}},"id":51}`,
+	} {
+		go c.w.Write([]byte(line + "\n"))
+		deadline := time.After(20 * time.Second)
+	wait:
+		for {
+			select {
+			case msg, ok := <-c.lines:
+				<-c.rawLn
+				if !ok {
+					t.Fatal("the connection closed")
+				}
+				if v, _ := msg["id"].(float64); int(v) == id {
+					e, _ := msg["error"].(map[string]any)
+					if e == nil || !strings.Contains(fmt.Sprint(e["message"]), "larger than") {
+						t.Errorf("id %d: %v, want an error about the size", id, msg)
+					}
+					break wait
+				}
+			case <-deadline:
+				t.Fatalf("no answer to the oversized request %d", id)
+			}
+		}
+	}
+	if resp, _ := c.call("ping", nil); resp["result"] == nil {
+		t.Errorf("ping after the oversized requests: %v", resp)
+	}
+}

@@ -33,6 +33,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c.lines = newLineConn(t.r, t.w, closeBoth{t.r, t.w}, "the client", DefaultMaxMessage, func(reason string, _ []byte) {
 		t.log.Warn("dropped a message from the client", "reason", reason)
 	})
+	c.lines.oversized = func(id jsonrpc.ID) {
+		_ = c.write(ctx, &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInvalidRequest, "the request is larger than the %d-byte message limit", DefaultMaxMessage)})
+	}
 	if d := t.d; d != nil && !fastOff && !d.gw.slowStdio {
 		c.fast = newFastCalls(ctx, d, c)
 		d.fast = c.fast // before the SDK reads the first message

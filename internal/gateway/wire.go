@@ -43,6 +43,9 @@ type lineConn struct {
 	max  int
 	who  string // the other end, for errors: "server NAME"
 	drop func(reason string, sample []byte)
+	// oversized, if set, is told the id of a request dropped for its
+	// size, so that its sender can be answered rather than left waiting.
+	oversized func(id jsonrpc.ID)
 
 	raw    *rawFile // w without the runtime's syscall bookkeeping, when w is a non-blocking file
 	wmu    sync.Mutex
@@ -76,6 +79,11 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 		line, head, tail, tooLong, err := c.readLine()
 		if tooLong {
 			c.drop(fmt.Sprintf("message larger than %d bytes", c.max), head)
+			if c.oversized != nil {
+				if id, ok := requestID(head, tail); ok {
+					c.oversized(id)
+				}
+			}
 			if id, ok := ResponseID(head, tail); ok {
 				return &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "the server's response is larger than the %d-byte message limit", c.max)}, nil
 			}
@@ -144,6 +152,12 @@ var (
 	})
 	tailIDRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$`)
+	})	// The same for a request: its id before its method, or at its end.
+	headReqIDRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"method"`)
+	})
+	headMethodRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"method"\s*:`)
 	})
 )
 
@@ -151,8 +165,19 @@ var (
 // last bytes, wherever the writer put it (tail may be nil when only the
 // head was kept: then only an id written before the result is found).
 func ResponseID(head, tail []byte) (jsonrpc.ID, bool) {
-	m := headIDRE().FindSubmatch(head)
-	if m == nil && headResultRE().Match(head) {
+	return messageID(head, tail, headIDRE(), headResultRE())
+}
+
+// requestID is ResponseID for an oversized request.
+func requestID(head, tail []byte) (jsonrpc.ID, bool) {
+	return messageID(head, tail, headReqIDRE(), headMethodRE())
+}
+
+// messageID reads an id that headID finds in head, or, when head is what
+// headNoID matches (the id is not first), the id that ends tail.
+func messageID(head, tail []byte, headID, headNoID *regexp.Regexp) (jsonrpc.ID, bool) {
+	m := headID.FindSubmatch(head)
+	if m == nil && headNoID.Match(head) {
 		m = tailIDRE().FindSubmatch(tail)
 	}
 	if m == nil {
