@@ -152,7 +152,8 @@ var (
 	})
 	tailIDRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$`)
-	})	// The same for a request: its id before its method, or at its end.
+	})
+	// The same for a request: its id before its method, or at its end.
 	headReqIDRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"method"`)
 	})
