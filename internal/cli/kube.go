@@ -13,8 +13,8 @@ kubernetes:SECRET/KEY references name in NS; without, it reads no Secret.
 func (e *env) kubeCmd(args []string) int {
 	fs := e.newFlagSet("kube", kubeHelp)
 	cfgPath := fs.String("config", "", "the config `FILE` whose kubernetes: Secrets the Role may read")
-	ns := fs.String("namespace", "", "the namespace of the servers' pods (default: the config's, else mcp)")
-	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "who the gateway runs as (default: system:serviceaccount:mcp:mcpbox)")
+	ns := fs.String("namespace", "", "the namespace `NS` of the servers' pods (default: the config's, else mcp)")
+	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "the `SUBJECT` the gateway runs as: USER or system:serviceaccount:NS:NAME (default: system:serviceaccount:mcp:mcpbox)")
 	if len(args) == 0 || args[0] != "rbac" {
 		if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
 			e.errorf("kube: unknown command %q (want kube rbac)", args[0])
