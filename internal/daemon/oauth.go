@@ -407,13 +407,17 @@ func (d *daemon) warnLogins() {
 }
 
 // loginFlags is what follows `mcpbox login NAME` in a hint to log in
-// for this gateway: " --config PATH" (absolute) and " --state-dir DIR"
-// (serve's flag, if given), and " --client NAME" for agent, a client
-// identity other than the local user. serve's stderr and a client's error
-// are often read far from the project, where a bare `mcpbox login NAME`
-// would find the embedded default. "" for the embedded default's
-// local user.
+// for this gateway: for the local user (agent "" or the local agent),
+// " --config PATH" (absolute) and " --state-dir DIR" (serve's flag, if
+// given): serve's stderr and a client's error are often read far from
+// the project, where a bare `mcpbox login NAME` would find the embedded
+// default. For another client identity, only " --client NAME": its error
+// goes to a client that may be another user's or another host's, which
+// this host's paths are none of; the gateway's operator runs the login.
 func loginFlags(configPath, stateDir, agent string) string {
+	if agent != "" && agent != gateway.LocalAgent {
+		return " --client " + launch.ShellWord(agent)
+	}
 	var b strings.Builder
 	for _, f := range []struct{ flag, path string }{{"--config", configPath}, {"--state-dir", stateDir}} {
 		if f.path == "" {
@@ -422,22 +426,7 @@ func loginFlags(configPath, stateDir, agent string) string {
 		if abs, err := filepath.Abs(f.path); err == nil {
 			f.path = abs
 		}
-		b.WriteString(" " + f.flag + " " + shellWord(f.path))
-	}
-	if agent != "" && agent != gateway.LocalAgent {
-		b.WriteString(" --client " + shellWord(agent))
+		b.WriteString(" " + f.flag + " " + launch.ShellWord(f.path))
 	}
 	return b.String()
-}
-
-// shellWord is s as one word of a command to paste into a shell: as it
-// is when it holds nothing a shell reads specially, else single-quoted.
-func shellWord(s string) string {
-	special := func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@+:=,/_", r))
-	}
-	if s != "" && !strings.ContainsFunc(s, special) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -187,8 +187,9 @@ func TestReauthOptions(t *testing.T) {
 }
 
 // TestLoginFlags: the command a login hint names reaches the gateway's
-// config, its --state-dir and the client identity's token store, and
-// pastes into a shell as it is.
+// config and its --state-dir for the local user, the token store of
+// another client identity (and no host path), and pastes into a shell as
+// it is.
 func TestLoginFlags(t *testing.T) {
 	for _, tt := range []struct {
 		config, stateDir, agent, want string
@@ -196,8 +197,11 @@ func TestLoginFlags(t *testing.T) {
 		{"", "", "", ""},
 		{"", "", gateway.LocalAgent, ""},
 		{"/p/mcpbox.yaml", "", "", " --config /p/mcpbox.yaml"},
-		{"/p/mcpbox.yaml", "/s", "alice", " --config /p/mcpbox.yaml --state-dir /s --client alice"},
-		{"/my project/mcpbox.yaml", "", "o'hara $(x)", ` --config '/my project/mcpbox.yaml' --client 'o'\''hara $(x)'`},
+		{"/p/mcpbox.yaml", "/s", "", " --config /p/mcpbox.yaml --state-dir /s"},
+		{"/my project/mcpbox.yaml", "", "", ` --config '/my project/mcpbox.yaml'`},
+		// Another identity's client is told no host path.
+		{"/p/mcpbox.yaml", "/s", "alice", " --client alice"},
+		{"/p/mcpbox.yaml", "", "o'hara $(x)", ` --client 'o'\''hara $(x)'`},
 	} {
 		if got := loginFlags(tt.config, tt.stateDir, tt.agent); got != tt.want {
 			t.Errorf("loginFlags(%q, %q, %q) = %q, want %q", tt.config, tt.stateDir, tt.agent, got, tt.want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"mcpbox/internal/gateway"
@@ -55,7 +56,9 @@ type AuthError struct {
 func (e *AuthError) Error() string {
 	if e.StepUp && e.Scope != "" {
 		// mcpbox login alone would ask for the scope of a plain 401 again.
-		return fmt.Sprintf("server %s needs more scope: run `mcpbox login %s%s --scope %q`", e.Server, e.Server, e.Flags, e.Scope)
+		// The scope is the server's: quoted so that pasting the command
+		// runs nothing it holds ($(...), backquotes).
+		return fmt.Sprintf("server %s needs more scope: run `mcpbox login %s%s --scope %s`", e.Server, e.Server, e.Flags, ShellWord(e.Scope))
 	}
 	what := "needs authorization"
 	if e.StepUp {
@@ -170,4 +173,16 @@ func (s bookStore) Save(ctx context.Context, g *oauth.Grant) error {
 		return err
 	}
 	return s.Store.Save(ctx, g)
+}
+
+// ShellWord is s as one word of a command to paste into a shell: as it
+// is when it holds nothing a shell reads specially, else single-quoted.
+func ShellWord(s string) string {
+	special := func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@+:=,/_", r))
+	}
+	if s != "" && !strings.ContainsFunc(s, special) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

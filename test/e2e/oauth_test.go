@@ -206,7 +206,7 @@ func TestOAuthRemoteLogin(t *testing.T) {
 		// A step-up that needs a person: serve's silent re-authorization
 		// gets login_required, and the client is told the command.
 		as.needPerson()
-		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --config "+cfg+" --scope \"admin\"`") {
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --config "+cfg+" --scope admin`") {
 			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r --scope", out, err)
 		}
 		gwClose(t, sess)
@@ -493,7 +493,7 @@ func TestOAuthStepUpBound(t *testing.T) {
 		before := len(as.authzRequests())
 		sess, _ := oaServeStdio(t, m, cfg)
 		gwMustCall(t, sess, "whoami", nil, "user alice")
-		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --config "+cfg+" --scope \"admin\"`") {
+		if out, err := gwCall(ctx, sess, "admin_only", nil); err == nil || !strings.Contains(err.Error(), "server r needs more scope: run `mcpbox login r --config "+cfg+" --scope admin`") {
 			t.Errorf("admin_only gave %q, %v; want the step-up error naming mcpbox login r --scope", out, err)
 		}
 		gwClose(t, sess)
