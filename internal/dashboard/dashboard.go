@@ -138,14 +138,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 	if !hostAllowed(r, h.opts.Hosts) {
-		http.Error(w, "dashboard: host "+r.Host+" is not allowed (loopback names or the configured ones)", http.StatusForbidden)
+		refuse(w, "dashboard: host "+r.Host+" is not allowed (loopback names or the configured ones)")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !originOK(r) {
-		http.Error(w, "dashboard: cross-origin request refused (Origin must be this host)", http.StatusForbidden)
+		refuse(w, "dashboard: cross-origin request refused (Origin must be this host)")
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// refuse answers 403 with msg and ends the connection without reading
+// the rest of the request's body: net/http would read it first, and it
+// may come as slowly as the client likes.
+func refuse(w http.ResponseWriter, msg string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, http.StatusForbidden)
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // page serves the application page, or sends a browser without a session
@@ -184,8 +193,14 @@ func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 	h.static(w, "login.html")
 }
 
+// loginReadWait bounds the reading of a login form's body, which comes
+// from anyone who can reach the listener.
+var loginReadWait = 10 * time.Second
+
 // serveLoginForm logs in with the token typed into the form.
 func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
+	// Before any login: a body sent slowly must not hold the connection.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(loginReadWait))
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	tok := r.PostFormValue("token")
 	role, ok := h.opts.Authenticate(tok)

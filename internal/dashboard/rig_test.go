@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -315,4 +316,32 @@ func echoLauncher(context.Context, gateway.Scope) (*gateway.Process, error) {
 		outR.Close()
 		<-done
 	}}, nil
+}
+
+// TestLoginFormSlowBody: a login form's body, which anyone who reaches
+// the listener may send, is read within loginReadWait, and a request the
+// dashboard refuses (no Origin) is answered without reading its body:
+// one sent slowly does not hold the connection.
+func TestLoginFormSlowBody(t *testing.T) {
+	defer func(d time.Duration) { loginReadWait = d }(loginReadWait)
+	loginReadWait = 200 * time.Millisecond
+	r := newRig(t)
+	host := strings.TrimPrefix(r.srv.URL, "http://")
+	for name, origin := range map[string]string{"login": "Origin: " + r.srv.URL + "\r\n", "refused": ""} {
+		conn, err := net.DialTimeout("tcp", host, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// 6 of the 8000 bytes announced, and no more.
+		req := "POST /ui/login HTTP/1.1\r\nHost: " + host + "\r\n" + origin +
+			"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 8000\r\n\r\ntoken="
+		if _, err := conn.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if got, err := io.ReadAll(conn); err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 ") {
+			t.Errorf("%s: the connection is still held after 5s: %v (read %q)", name, err, got)
+		}
+	}
 }

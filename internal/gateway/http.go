@@ -129,15 +129,19 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		authed = o.requireAuth(g, accepted(mux))
 	}
 	mux.Handle(EndpointPath, h)
+	authed = refusing(authed)
 	top := http.NewServeMux()
 	top.Handle(EndpointPath, authed)
 	for p := range o.Authed {
 		top.Handle(p, authed)
 	}
 	for p, x := range o.Extra {
-		top.Handle(p, x)
+		top.Handle(p, x) // their own checks; a login form bounds its read
 	}
-	return guard(o, top), nil
+	if _, ok := o.Extra["/"]; !ok && o.Authed["/"] == nil {
+		top.Handle("/", refusing(http.NotFoundHandler()))
+	}
+	return unreadBody(guard(o, top)), nil
 }
 
 func checkClients(clients []Client) error {
@@ -217,17 +221,13 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 		origins = append(origins, og)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Until a request is let through (accepted), its answer ends the
-		// connection: net/http would first read what is left of a
-		// refused request's body (up to 256 KiB), and a client that sends
-		// it slowly, without a token, would hold the connection (and a
-		// file descriptor) for as long as it liked.
-		w.Header().Set("Connection", "close")
 		if !hostAllowed(bindHost, r.Host) {
+			closeAfter(w)
 			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) && !originAllowed(origins, o) {
+			closeAfter(w)
 			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 			return
 		}
@@ -235,8 +235,36 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 	})
 }
 
-// accepted marks a request that passed guard and the bearer check: its
-// connection is kept alive as usual.
+// closeAfter has the answer to a refused request end its connection
+// (Connection: close), and unreadBody keeps net/http from reading the
+// rest of its body: it would read up to 256 KiB before the answer and
+// again before it closes, and a client that sends it slowly, without a
+// token, would hold the connection (and a file descriptor) for as long
+// as it liked.
+func closeAfter(w http.ResponseWriter) { w.Header().Set("Connection", "close") }
+
+// unreadBody stops reading a request's body once its handler has
+// answered it with Connection: close.
+func unreadBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if w.Header().Get("Connection") == "close" {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// refusing answers with Connection: close unless the request gets past
+// the bearer check (accepted): a 401 ends its connection at once.
+func refusing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		closeAfter(w)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// accepted marks a request that passed the bearer check: its connection
+// is kept alive as usual.
 func accepted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Del("Connection")
