@@ -144,9 +144,10 @@ func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 // TestTokenRotateNotUsed: without flags, token rotate refuses, changing
 // nothing, where the token file guards nothing: in a project whose config
-// has clients (nothing running), and where the serve running there
-// listens over HTTP without the token file (clients, --no-auth). It
-// rotates where a running serve reads the file, and names that serve.
+// has clients (nothing running, or a stdio serve of it), and where the
+// serve running on the state dir listens over HTTP without the token
+// file (clients, --no-auth). It rotates where a running serve reads the
+// file, and names that serve.
 func TestTokenRotateNotUsed(t *testing.T) {
 	tmp := shortTemp(t)
 	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
@@ -173,10 +174,19 @@ func TestTokenRotateNotUsed(t *testing.T) {
 		t.Fatalf("token rotate in a project with clients made a token file %s", bearer.Path(state))
 	}
 
+	// A stdio serve of that config: the token file guards nothing there.
+	stop := startFake(t, admin.NewRecord(state, cfg, proj, true, ""))
+	code, _, errOut := runCLI("token", "rotate")
+	stop()
+	if code != exitUsage || !strings.Contains(errOut, cfg+" has clients") {
+		t.Errorf("token rotate with a stdio serve of a config with clients: exit %d: %s", code, errOut)
+	}
+
 	rec := admin.NewRecord(state, cfg, proj, false, "127.0.0.1:1")
 	rec.URL = "http://127.0.0.1:1/mcp"
-	stop := startFake(t, rec)
-	code, _, errOut := runCLI("token", "rotate")
+	stop = startFake(t, rec)
+	// Named by --state-dir, so that the running serve's record decides.
+	code, _, errOut = runCLI("token", "rotate", "--state-dir", state)
 	stop()
 	if code != 1 || !strings.Contains(errOut, "does not use the token file") || !strings.Contains(errOut, fmt.Sprintf("pid %d", rec.PID)) {
 		t.Errorf("token rotate with a serve without the token file: exit %d: %s", code, errOut)

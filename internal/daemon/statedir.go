@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
@@ -48,9 +49,9 @@ func FindStateDir(wd string, seen func(path string, c *config.Config, stateDir s
 // without flags replaces for the directory wd: the project's, as
 // FindStateDir finds it (so the token rotated is the one the serve
 // mcpbox ps shows there wants), or where no serve has run, the state dir
-// of def (the embedded default) served in wd. It refuses a stopped
-// project whose config has clients, whose tokens are in the config; with
-// a serve running, RotateToken asks its record.
+// of def (the embedded default) served in wd. It refuses a project whose
+// config has clients, whose tokens are in the config, unless a serve
+// running there reads the token file (its record says so).
 func TokenStateDir(wd string, def *config.Config) (string, error) {
 	withClients := map[string]string{} // state dir → a project config with clients that uses it
 	dir, err := FindStateDir(wd, func(path string, c *config.Config, sd string) {
@@ -61,8 +62,10 @@ func TokenStateDir(wd string, def *config.Config) (string, error) {
 	if err != nil {
 		return specconv.StateDir(def, "", wd, "")
 	}
-	if recs, _ := instance.List(dir); len(recs) == 0 && withClients[dir] != "" {
-		return "", fmt.Errorf("%s has clients: their tokens come from the config (clients[].token.from), not from a token file", withClients[dir])
+	recs, _ := instance.List(dir)
+	reads := slices.ContainsFunc(recs, func(r instance.Record) bool { return r.TokenFile != "" })
+	if p := withClients[dir]; p != "" && !reads {
+		return "", fmt.Errorf("%s has clients: their tokens come from the config (clients[].token.from), not from a token file", p)
 	}
 	return dir, nil
 }
