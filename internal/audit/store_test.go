@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -455,5 +456,31 @@ func TestJSONLNotThroughLink(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(target); string(data) != "# the user's\n" {
 		t.Errorf("the link's target now holds %q", data)
+	}
+}
+
+// TestJSONLNotAFIFO: a FIFO at the JSONL copy's name (a project could
+// ship one) neither stops Open, waiting for a reader, nor is written to.
+func TestJSONLNotAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "audit.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		s, err := Open(Options{Path: filepath.Join(dir, "audit.db"), JSONL: fifo, Logger: slog.New(slog.DiscardHandler)})
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("Open with a FIFO as the JSONL copy: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open waits on the FIFO") // the goroutine stays: the test binary ends
 	}
 }

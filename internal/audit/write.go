@@ -73,11 +73,21 @@ func newWriter(s *Store) (*writer, error) {
 	if s.opts.JSONL != "" {
 		// Not through a link: one planted at the name would have the
 		// records appended to whatever file it points to.
-		w.jsonl, err = os.OpenFile(s.opts.JSONL, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		// O_NONBLOCK: a FIFO at the name must not stop the open.
+		w.jsonl, err = os.OpenFile(s.opts.JSONL, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+		if err == nil {
+			if fi, serr := w.jsonl.Stat(); serr != nil || !fi.Mode().IsRegular() {
+				w.close()
+				return nil, fmt.Errorf("opening JSONL mirror: %s is not a regular file", s.opts.JSONL)
+			}
+		}
 		if err != nil {
 			w.close()
 			if target, lerr := os.Readlink(s.opts.JSONL); lerr == nil {
 				return nil, fmt.Errorf("opening JSONL mirror: %s is a symlink (to %s); the audit does not append through a link: remove the link (not what it points to)", s.opts.JSONL, target)
+			}
+			if fi, lerr := os.Lstat(s.opts.JSONL); lerr == nil && !fi.Mode().IsRegular() {
+				return nil, fmt.Errorf("opening JSONL mirror: %s is not a regular file", s.opts.JSONL)
 			}
 			return nil, fmt.Errorf("opening JSONL mirror: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/launch"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/specconv"
 	"mcpbox/internal/workspace"
@@ -149,7 +150,7 @@ func (d *daemon) readSnapshot() error {
 			where = "the fixed output dir " + out.Source
 		}
 		return fmt.Errorf("the snapshot seeds the workspaces made per scope (filesystem.output: {}), and server %s has %s: unpack it there yourself (tar -xf %s -C DIR), or give the server output: {}",
-			meta.Server, where, d.o.Snapshot)
+			meta.Server, where, launch.ShellWord(d.o.Snapshot))
 	}
 	d.snapshotServer = meta.Server
 	return nil
