@@ -384,7 +384,7 @@ func loginWords(st LoginState, now time.Time) string {
 	case st.Refreshable:
 		what += ", expired " + st.Expiry.UTC().Format(time.RFC3339) + ", refreshed at next use"
 	default:
-		what = fmt.Sprintf("needs login (%s, issuer %s, expired %s): run `mcpbox login %s`", st.Client, st.Issuer, st.Expiry.UTC().Format(time.RFC3339), st.Server)
+		what = fmt.Sprintf("needs login (%s, issuer %s, expired %s): run `mcpbox login %s%s`", st.Client, st.Issuer, st.Expiry.UTC().Format(time.RFC3339), st.Server, loginFlags("", "", st.Client))
 	}
 	return what
 }

@@ -161,6 +161,12 @@ func TestLoginWords(t *testing.T) {
 			t.Errorf("expiry %v refreshable %v: %q, want %q", c.expiry, c.refreshable, got, c.want)
 		}
 	}
+	// Another identity's login is that identity's to redo.
+	alice := base
+	alice.Client, alice.Expiry = "alice", now.Add(-time.Hour)
+	if got, want := loginWords(alice, now), "run `mcpbox login lin --client alice`"; !strings.HasSuffix(got, want) {
+		t.Errorf("an expired login of alice: %q, want it to end %q", got, want)
+	}
 }
 
 // TestReauthOptions: serve's re-authorization is silent, takes the
