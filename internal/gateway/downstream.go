@@ -416,17 +416,24 @@ func (d *downstream) instructions(b *bound, text string) string {
 // unknownTool refuses a tools/call of a tool the client was not given,
 // telling Hooks.Unknown; b is the server the name routes to, if any.
 func (d *downstream) unknownTool(p *mcp.CallToolParamsRaw, b *bound, tool, why string) (mcp.Result, error) {
-	if hook := d.gw.opts.Hooks.Unknown; hook != nil {
-		d.mu.Lock()
-		mcpID := d.mcpID
-		d.mu.Unlock()
-		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Tool: tool, Name: p.Name, Arguments: p.Arguments, Trace: traceOf(p.Meta)}
-		if b != nil {
-			c.Server, c.Scope = b.srv.Name, b.srv.scopeOf(d)
-		}
-		hook(c, why)
-	}
+	d.tellUnknown(p, b, tool, why)
 	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+}
+
+// tellUnknown tells Hooks.Unknown of a call that does not run, and why.
+func (d *downstream) tellUnknown(p *mcp.CallToolParamsRaw, b *bound, tool, why string) {
+	hook := d.gw.opts.Hooks.Unknown
+	if hook == nil {
+		return
+	}
+	d.mu.Lock()
+	mcpID := d.mcpID
+	d.mu.Unlock()
+	c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Tool: tool, Name: p.Name, Arguments: p.Arguments, Trace: traceOf(p.Meta)}
+	if b != nil {
+		c.Server, c.Scope = b.srv.Name, b.srv.scopeOf(d)
+	}
+	hook(c, why)
 }
 
 // route finds the server a prefixed name belongs to.
@@ -447,7 +454,8 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	if !ok {
 		// Not "unknown tool" when its server is known to be down: the
 		// client would go looking for a typo.
-		if b, _, down := d.route(p.Name, func(b *bound) bool { return !b.ok }); down {
+		if b, tool, down := d.route(p.Name, func(b *bound) bool { return !b.ok }); down {
+			d.tellUnknown(p, b, tool, UnknownNotStarted) // audited
 			return nil, rpcError(jsonrpc.CodeInternalError, "server %s did not start for this session: %s", b.srv.Name, d.safe(b.err))
 		}
 	}
@@ -463,7 +471,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		if ctx.Err() != nil {
 			why = UnknownCancelled
 		}
-		d.unknownTool(p, b, tool, why) // audited; the client gets err
+		d.tellUnknown(p, b, tool, why) // audited; the client gets err
 		return nil, d.clientError(b, err)
 	}
 	if !ok {

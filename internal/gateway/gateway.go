@@ -126,8 +126,8 @@ type Hooks struct {
 	// hides or the server does not list. why says which. The audit
 	// records these too: a client trying hidden tools is worth knowing.
 	// It is also told of a call that ended before its tool could be
-	// looked up (UnknownCancelled, UnknownUnlistable): nothing ran, and
-	// the audit still has one record per call.
+	// looked up (UnknownCancelled, UnknownUnlistable, UnknownNotStarted):
+	// nothing ran, and the audit still has one record per call.
 	Unknown func(c *Call, why string)
 }
 
@@ -136,10 +136,12 @@ const (
 	UnknownNoServer = "no server's prefix routes the name"
 	UnknownHidden   = "the server's tool filter hides it (mcpbox run --allow-tool/--deny-tool)"
 	UnknownUnlisted = "not in the tools/list this client was given"
-	// Not unknown, but never run: the call was cancelled, or its server's
-	// tools could not be listed, before its definition was found.
+	// Not unknown, but never run: the call was cancelled, its server's
+	// tools could not be listed, or its server is down for the session,
+	// before its definition was found.
 	UnknownCancelled  = "cancelled before its server's tools were listed"
 	UnknownUnlistable = "its server's tools could not be listed"
+	UnknownNotStarted = "its server did not start for this session"
 )
 
 // List kinds, as Hooks.List sees them.

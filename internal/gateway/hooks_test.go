@@ -296,3 +296,37 @@ func TestOversizedRequestAnswered(t *testing.T) {
 		t.Errorf("ping after the oversized requests: %v", resp)
 	}
 }
+
+// TestUnknownHookServerNotStarted: a call to a server that did not start
+// for the session runs nothing, and the Unknown hook is told
+// (UnknownNotStarted), so that the audit has its record.
+func TestUnknownHookServerNotStarted(t *testing.T) {
+	okLaunch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[]}`)
+		}
+	})
+	down := func(context.Context, Scope) (*Process, error) { return nil, fmt.Errorf("no such program") }
+	whys := make(chan string, 4)
+	gw, err := New([]*Server{
+		{Name: "up", Prefix: "up__", Launch: okLaunch, Allow: []string{"*"}},
+		{Name: "down", Prefix: "down__", Launch: down, Allow: []string{"*"}},
+	}, Options{Hooks: Hooks{Unknown: func(c *Call, why string) { whys <- c.Server + "/" + c.Tool + ": " + why }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	resp, _ := c.call("tools/call", map[string]any{"name": "down__probe"})
+	if e, _ := resp["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "did not start") {
+		t.Fatalf("calling a tool of a server that did not start: %v", resp)
+	}
+	select {
+	case got := <-whys:
+		if want := "down/probe: " + UnknownNotStarted; got != want {
+			t.Errorf("Unknown hook: %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call reached no hook")
+	}
+}

@@ -127,7 +127,7 @@ func (g *Guard) unknown(c *gateway.Call, why string) {
 	switch why {
 	case gateway.UnknownCancelled:
 		rec.Decision, rec.Outcome, rec.Rule = "cancelled", audit.OutcomeCancelled, "not run: "+why
-	case gateway.UnknownUnlistable:
+	case gateway.UnknownUnlistable, gateway.UnknownNotStarted:
 		rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeError, "not run: "+why
 	}
 	if c.Trace != "" {

@@ -76,19 +76,19 @@ func TestGuardApprovalCancelledByClient(t *testing.T) {
 
 // TestGuardRecordsCallsNeverRun: a call that ended before its tool could
 // be looked up (cancelled while its server's tools were being listed, or
-// a listing that failed) ran nothing, and still gets its record, with
-// what became of it.
+// a listing that failed, a server that did not start for the session)
+// ran nothing, and still gets its record, with what became of it.
 func TestGuardRecordsCallsNeverRun(t *testing.T) {
 	r := newGuardRig(t, nil)
 	hooks := r.g.Hooks()
-	for _, why := range []string{gateway.UnknownCancelled, gateway.UnknownUnlistable} {
+	for _, why := range []string{gateway.UnknownCancelled, gateway.UnknownUnlistable, gateway.UnknownNotStarted} {
 		hooks.Unknown(&gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Name: "echo", Arguments: []byte(`{"text":"x"}`)}, why)
 	}
 	recs := r.records(t)
-	if len(recs) != 2 {
-		t.Fatalf("%d records, want 2: %+v", len(recs), recs)
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
 	}
-	for i, want := range []struct{ decision, outcome string }{{"cancelled", audit.OutcomeCancelled}, {"deny", audit.OutcomeError}} {
+	for i, want := range []struct{ decision, outcome string }{{"cancelled", audit.OutcomeCancelled}, {"deny", audit.OutcomeError}, {"deny", audit.OutcomeError}} {
 		rec := recs[i]
 		if rec.Decision != want.decision || rec.Outcome != want.outcome || !strings.HasPrefix(rec.Rule, "not run: ") || rec.Tool != "echo" {
 			t.Errorf("record %d: decision %q, outcome %q, rule %q, tool %q; want %s, %s, not run", i, rec.Decision, rec.Outcome, rec.Rule, rec.Tool, want.decision, want.outcome)
