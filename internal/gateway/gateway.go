@@ -126,8 +126,10 @@ type Hooks struct {
 	// hides or the server does not list. why says which. The audit
 	// records these too: a client trying hidden tools is worth knowing.
 	// It is also told of a call that ended before its tool could be
-	// looked up (UnknownCancelled, UnknownUnlistable, UnknownNotStarted):
-	// nothing ran, and the audit still has one record per call.
+	// looked up (UnknownCancelled, UnknownUnlistable, UnknownNotStarted),
+	// and of a 2026 call over HTTP refused because its Mcp-Param-* headers
+	// do not match its arguments (UnknownHeaderMismatch): nothing ran, and
+	// the audit still has one record per call.
 	Unknown func(c *Call, why string)
 }
 
@@ -142,6 +144,10 @@ const (
 	UnknownCancelled  = "cancelled before its server's tools were listed"
 	UnknownUnlistable = "its server's tools could not be listed"
 	UnknownNotStarted = "its server did not start for this session"
+	// Refused, not unknown: the tool was given, but the call's
+	// Mcp-Param-* headers do not match its arguments or cannot be checked
+	// against them (SEP-2243).
+	UnknownHeaderMismatch = "its Mcp-Param headers do not match its arguments or cannot be checked"
 )
 
 // List kinds, as Hooks.List sees them.

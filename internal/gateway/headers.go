@@ -25,11 +25,8 @@ import (
 // closed.
 func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, body []byte) error {
 	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"params"`
+		Method string                `json:"method"`
+		Params mcp.CallToolParamsRaw `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
 		return nil
@@ -37,7 +34,7 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 	if _, _, ok := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil }); !ok {
 		return nil
 	}
-	return d.paramHeaderCheck(ctx, header, msg.Params.Name, msg.Params.Arguments)
+	return d.paramHeaderCheck(ctx, header, &msg.Params)
 }
 
 // paramHeaderCheck checks the Mcp-Param-* headers of a 2026 tools/call of
@@ -50,17 +47,29 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 // server's tool list cannot be had, the tool is not in it, its schema or
 // arguments cannot be read, an argument object names a key twice) is
 // refused. A name no server serves, or a tool this client was not given,
-// passes: the call is refused as an unknown tool and nothing runs.
-func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, name string, rawArgs json.RawMessage) error {
+// passes: the call is refused as an unknown tool and nothing runs. A call
+// it refuses is told to Hooks.Unknown, so that the audit has its record.
+func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p *mcp.CallToolParamsRaw) (err error) {
+	name, rawArgs := p.Name, p.Arguments
 	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
 	if !ok || !b.srv.allowed(tool) {
 		return nil
 	}
+	why := UnknownHeaderMismatch
+	defer func() {
+		if err != nil {
+			if why == UnknownUnlistable && ctx.Err() != nil {
+				why = UnknownCancelled
+			}
+			d.tellUnknown(p, b, tool, why)
+		}
+	}()
 	// A tool this client was not given passes too, whether it exists or
 	// not: callTool answers "unknown tool" and audits it, the same for
 	// both, so that a header error tells no client which hidden tools
 	// exist (nor their x-mcp-header parameters).
 	if _, given, err := d.lookup(ctx, b, KindTools, tool); err != nil {
+		why = UnknownUnlistable
 		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
 	} else if !given {
 		return nil
@@ -69,6 +78,7 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, n
 	// item without it.
 	l, err := b.u.listing(ctx, KindTools)
 	if err != nil {
+		why = UnknownUnlistable
 		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
 	}
 	i := slices.IndexFunc(l.items, func(it Item) bool { return it.Key == tool })
@@ -141,7 +151,7 @@ func (d *downstream) checkModernCall(ctx context.Context, req mcp.Request) error
 	if extra == nil || extra.Header == nil {
 		return nil // not over HTTP: there are no headers to check
 	}
-	if err := d.paramHeaderCheck(ctx, extra.Header, p.Name, p.Arguments); err != nil {
+	if err := d.paramHeaderCheck(ctx, extra.Header, p); err != nil {
 		return rpcError(codeHeaderMismatch, "%s", err.Error())
 	}
 	return nil

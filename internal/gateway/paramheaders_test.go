@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -104,5 +105,49 @@ func TestDuplicateKey(t *testing.T) {
 		if dup != (want != "") || k != want {
 			t.Errorf("duplicateKey(%s) = %q %v, want %q", raw, k, dup, want)
 		}
+	}
+}
+
+// TestParamHeaderRefusalToldUnknown: a 2026 call refused by the Mcp-Param
+// check, on a session's first request (checked after binding) or a later
+// one (checked before the SDK reads it), is told to Hooks.Unknown once,
+// so that the audit has its record; a call whose headers match is not.
+func TestParamHeaderRefusalToldUnknown(t *testing.T) {
+	whys := make(chan string, 8)
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return hiddenServer("a") }, nil, nil), Allow: []string{"*"}}
+	gw, err := New([]*Server{a}, Options{Hooks: Hooks{Unknown: func(c *Call, why string) { whys <- c.Server + "/" + c.Tool + ": " + why }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	url := serveHTTP(t, gw, HTTPOptions{})
+	call := func(region string) (int, string) {
+		return post(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a__route","arguments":{"region":"eu"},`+modernMeta+`}}`,
+			map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__route", "Mcp-Param-Region": region})
+	}
+	told := func(t *testing.T) {
+		t.Helper()
+		select {
+		case got := <-whys:
+			if want := "a/route: " + UnknownHeaderMismatch; got != want {
+				t.Errorf("Unknown hook: %q, want %q", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the refused call reached no hook")
+		}
+	}
+	for i := range 2 { // the first binds the session, the second finds it bound
+		if status, body := call("us"); !strings.Contains(body, "-32020") {
+			t.Fatalf("call %d with a mismatched header: %d %s", i, status, body)
+		}
+		told(t)
+	}
+	if status, body := call("eu"); status != http.StatusOK || strings.Contains(body, "-32020") {
+		t.Fatalf("call with a matching header: %d %s", status, body)
+	}
+	select {
+	case got := <-whys:
+		t.Errorf("Unknown hook told of a call that ran, or twice of a refused one: %q", got)
+	default:
 	}
 }

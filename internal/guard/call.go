@@ -117,7 +117,8 @@ func (g *Guard) clientName(s string) string {
 // by the config or a pin, or not offered at all) gets a denied record,
 // so that an agent probing for hidden tools shows in the audit; one that
 // ended before its tool was looked up gets a record of what became of it
-// (cancelled, or an error: its server's tools could not be listed).
+// (cancelled, or an error: its server's tools could not be listed); one
+// whose Mcp-Param headers do not match its arguments is denied.
 func (g *Guard) unknown(c *gateway.Call, why string) {
 	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
 		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
@@ -129,6 +130,8 @@ func (g *Guard) unknown(c *gateway.Call, why string) {
 		rec.Decision, rec.Outcome, rec.Rule = "cancelled", audit.OutcomeCancelled, "not run: "+why
 	case gateway.UnknownUnlistable, gateway.UnknownNotStarted:
 		rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeError, "not run: "+why
+	case gateway.UnknownHeaderMismatch:
+		rec.Rule = "refused: " + why
 	}
 	if c.Trace != "" {
 		rec.Detail = map[string]string{audit.DetailTraceparent: g.book.String(c.Trace)}

@@ -76,22 +76,29 @@ func TestGuardApprovalCancelledByClient(t *testing.T) {
 
 // TestGuardRecordsCallsNeverRun: a call that ended before its tool could
 // be looked up (cancelled while its server's tools were being listed, or
-// a listing that failed, a server that did not start for the session)
-// ran nothing, and still gets its record, with what became of it.
+// a listing that failed, a server that did not start for the session),
+// or that its Mcp-Param headers refused, ran nothing, and still gets its
+// record, with what became of it.
 func TestGuardRecordsCallsNeverRun(t *testing.T) {
 	r := newGuardRig(t, nil)
 	hooks := r.g.Hooks()
-	for _, why := range []string{gateway.UnknownCancelled, gateway.UnknownUnlistable, gateway.UnknownNotStarted} {
-		hooks.Unknown(&gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Name: "echo", Arguments: []byte(`{"text":"x"}`)}, why)
+	cases := []struct{ why, decision, outcome, rule string }{
+		{gateway.UnknownCancelled, "cancelled", audit.OutcomeCancelled, "not run: "},
+		{gateway.UnknownUnlistable, "deny", audit.OutcomeError, "not run: "},
+		{gateway.UnknownNotStarted, "deny", audit.OutcomeError, "not run: "},
+		{gateway.UnknownHeaderMismatch, "deny", audit.OutcomeDenied, "refused: "},
+	}
+	for _, c := range cases {
+		hooks.Unknown(&gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Name: "echo", Arguments: []byte(`{"text":"x"}`)}, c.why)
 	}
 	recs := r.records(t)
-	if len(recs) != 3 {
-		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
+	if len(recs) != len(cases) {
+		t.Fatalf("%d records, want %d: %+v", len(recs), len(cases), recs)
 	}
-	for i, want := range []struct{ decision, outcome string }{{"cancelled", audit.OutcomeCancelled}, {"deny", audit.OutcomeError}, {"deny", audit.OutcomeError}} {
+	for i, want := range cases {
 		rec := recs[i]
-		if rec.Decision != want.decision || rec.Outcome != want.outcome || !strings.HasPrefix(rec.Rule, "not run: ") || rec.Tool != "echo" {
-			t.Errorf("record %d: decision %q, outcome %q, rule %q, tool %q; want %s, %s, not run", i, rec.Decision, rec.Outcome, rec.Rule, rec.Tool, want.decision, want.outcome)
+		if rec.Decision != want.decision || rec.Outcome != want.outcome || rec.Rule != want.rule+want.why || rec.Tool != "echo" {
+			t.Errorf("record %d: decision %q, outcome %q, rule %q, tool %q; want %s, %s, %s%s", i, rec.Decision, rec.Outcome, rec.Rule, rec.Tool, want.decision, want.outcome, want.rule, want.why)
 		}
 	}
 }
