@@ -297,6 +297,54 @@ func TestOversizedRequestAnswered(t *testing.T) {
 	}
 }
 
+// TestInvalidLinesAnswered: a line from a stdio client that is not a
+// JSON-RPC message is answered as JSON-RPC 2.0 asks (-32700 for what is
+// not JSON, -32600 for a batch or an object that is not a request, under
+// its id when it has one, else null) instead of leaving the client
+// waiting; the session goes on.
+func TestInvalidLinesAnswered(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {})
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	for _, tc := range []struct {
+		line, id string
+		code     float64
+	}{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/list"`, "null", -32700}, // truncated
+		{`not json`, "null", -32700},
+		{`[{"jsonrpc":"2.0","id":8,"method":"ping"}]`, "null", -32600},
+		{`{"jsonrpc":"1.0","id":"v1","method":"ping"}`, `"v1"`, -32600},
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, "null", -32600},
+		{`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, "9", -32600},
+	} {
+		c.w.Write([]byte(tc.line + "\n"))
+		select {
+		case msg, ok := <-c.lines:
+			raw := <-c.rawLn
+			if !ok {
+				t.Fatal("the connection closed")
+			}
+			var got struct {
+				ID    json.RawMessage        `json:"id"`
+				Error struct{ Code float64 } `json:"error"`
+			}
+			json.Unmarshal(raw, &got)
+			if string(got.ID) != tc.id || got.Error.Code != tc.code {
+				t.Errorf("%.60s: answered %s (%v), want id %s, code %v", tc.line, raw, msg, tc.id, tc.code)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%.60s: no answer", tc.line)
+		}
+	}
+	if resp, _ := c.call("ping", nil); resp["result"] == nil {
+		t.Errorf("ping after the invalid lines: %v", resp)
+	}
+}
+
 // TestUnknownHookServerNotStarted: a call to a server that did not start
 // for the session runs nothing, and the Unknown hook is told
 // (UnknownNotStarted), so that the audit has its record.

@@ -36,6 +36,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c.lines.oversized = func(id jsonrpc.ID) {
 		_ = c.write(ctx, &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInvalidRequest, "the request is larger than the %d-byte message limit", DefaultMaxMessage)})
 	}
+	c.lines.invalid = c.answerInvalid
 	if d := t.d; d != nil && !fastOff && !d.gw.slowStdio {
 		c.fast = newFastCalls(ctx, d, c)
 		d.fast = c.fast // before the SDK reads the first message
@@ -107,16 +108,49 @@ func (c *stdioConn) writeRaw(rid jsonrpc.ID, raw json.RawMessage) error {
 		}
 		raw = b.Bytes()
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	// One write, so that a message is never torn.
 	buf := make([]byte, 0, len(raw)+len(id)+40)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, id...)
 	buf = append(buf, `,"result":`...)
 	buf = append(buf, raw...)
 	buf = append(buf, "}\n"...)
-	if _, err = c.t.w.Write(buf); err != nil && c.fast != nil {
+	return c.writeLine(buf)
+}
+
+// answerInvalid answers a line from the client that is not a JSON-RPC
+// message, as JSON-RPC 2.0 asks, rather than leaving the client waiting:
+// -32700 if it is not JSON, else -32600 (a batch, which MCP no longer
+// has, or an object that is not a request), under the id the line names
+// when that can be read, else null. It is written raw: the SDK's encoder
+// omits a null id.
+func (c *stdioConn) answerInvalid(line []byte) {
+	id := []byte("null")
+	code, msg := int64(jsonrpc.CodeInvalidRequest), "not a JSON-RPC 2.0 request"
+	switch t := scanTop(line); {
+	case !json.Valid(line):
+		code, msg = jsonrpc.CodeParseError, "parse error: the line is not JSON"
+	case !t.object:
+		if line[0] == '[' {
+			msg = "batches are not supported: send one JSON-RPC message per line"
+		}
+	case t.id != nil && validID(t.id):
+		id = t.id
+	}
+	text, _ := json.Marshal(msg)
+	buf := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`+"\n", id, code, text)
+	if err := c.writeLine(buf); err != nil {
+		c.t.log.Warn("answering an invalid message", "error", err)
+	}
+}
+
+// writeLine writes one message of ours, already encoded and ending in a
+// newline.
+func (c *stdioConn) writeLine(buf []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	// One write, so that a message is never torn.
+	_, err := c.t.w.Write(buf)
+	if err != nil && c.fast != nil {
 		c.fast.stop(fmt.Errorf("%w: %v", errServerClosing, err))
 	}
 	return err

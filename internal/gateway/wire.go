@@ -46,6 +46,9 @@ type lineConn struct {
 	// oversized, if set, is told the id of a request dropped for its
 	// size, so that its sender can be answered rather than left waiting.
 	oversized func(id jsonrpc.ID)
+	// invalid, if set, is told each line that is neither a message nor a
+	// malformed response, so that its sender can be answered too.
+	invalid func(line []byte)
 
 	raw    *rawFile // w without the runtime's syscall bookkeeping, when w is a non-blocking file
 	wmu    sync.Mutex
@@ -104,6 +107,9 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 			}
 			// Not derr's text: it quotes the line, unredacted.
 			c.drop("not a JSON-RPC message", line)
+			if c.invalid != nil {
+				c.invalid(line)
+			}
 		}
 		if err != nil {
 			return nil, err
