@@ -294,12 +294,17 @@ func (d *decoder) unknownKey(kv pair, path string, fields []field) {
 	d.errorf(pos(kv.key), "%s", msg)
 }
 
-// Closest is the candidate nearest to name, within an edit distance of 2
-// and less than name's length; "" if there is none. It is the "did you
-// mean" of an unknown key, and of the command line's unknown commands and
-// flags.
+// Closest is the candidate nearest to name, within an edit distance of 1
+// for a name of 2 to 5 bytes and 2 for a longer one; "" if there is
+// none. It is the "did you mean" of an unknown key, and of the command
+// line's unknown commands and flags. A short name two edits away from a
+// candidate is as near to many others: "bogus" is not a typo of "logs".
 func Closest(name string, candidates []string) string {
-	best, bestDist := "", 3
+	limit := 1
+	if len(name) > 5 {
+		limit = 2
+	}
+	best, bestDist := "", limit+1
 	for _, c := range candidates {
 		if dist := editDistance(name, c); dist < bestDist && dist < len(name) {
 			best, bestDist = c, dist
@@ -308,10 +313,12 @@ func Closest(name string, candidates []string) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b, in bytes.
+// editDistance is the number of edits (a byte inserted, deleted or
+// replaced, or two neighbours swapped) between a and b: the optimal
+// string alignment distance, so that "sevre" is one edit from "serve".
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	// Three rows of the table: i-2, i-1 and i.
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}
@@ -323,8 +330,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }
