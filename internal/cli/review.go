@@ -11,7 +11,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
-	"mcpbox/internal/specconv"
+	"mcpbox/internal/daemon"
 )
 
 const approvalsHelp = `USAGE
@@ -70,26 +70,16 @@ func (f adminFlags) dir(e *env, cmd string) (string, bool) {
 	if *f.stateDir != "" {
 		return *f.stateDir, true
 	}
-	if *f.config == "" {
-		wd, err := os.Getwd()
-		if err == nil {
-			var dir string
-			if dir, err = findStateDir(wd); err == nil {
-				return dir, true
-			}
-		}
+	wd, err := os.Getwd()
+	var dir string
+	if err == nil {
+		dir, err = daemon.AdminStateDir(*f.config, wd)
+	}
+	if err != nil {
 		e.errorf("%s: %v", cmd, err)
 		return "", false
 	}
-	c, err := loadConfig(*f.config)
-	if err == nil {
-		var dir string
-		if dir, err = specconv.ConfigStateDir(c, *f.config); err == nil {
-			return dir, true
-		}
-	}
-	e.errorf("%s: %v", cmd, err)
-	return "", false
+	return dir, true
 }
 
 func (e *env) approvals(args []string) int {

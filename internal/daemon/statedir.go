@@ -12,6 +12,24 @@ import (
 	"mcpbox/internal/specconv"
 )
 
+// AdminStateDir is the state dir an admin command given --config FILE
+// (configPath) finds: that config's state_dir; or, given neither
+// --config nor --state-dir, FindStateDir's for the directory wd.
+func AdminStateDir(configPath, wd string) (string, error) {
+	if configPath == "" {
+		return FindStateDir(wd, nil)
+	}
+	data, err := os.ReadFile(configPath)
+	if err != nil {
+		return "", fmt.Errorf("reading config: %w", err)
+	}
+	c, err := config.Load(configPath, data)
+	if err != nil {
+		return "", err
+	}
+	return specconv.ConfigStateDir(c, configPath)
+}
+
 // FindStateDir is the state dir of the project the directory wd is in,
 // for admin commands given neither --config nor --state-dir (see
 // admin.FindStateDir): a project config's state_dir, resolved against
