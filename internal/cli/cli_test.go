@@ -32,6 +32,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"help"}, 0, "COMMANDS", ""},
 		{[]string{"help"}, 0, "kube rbac", ""},
 		{[]string{"kube", "role"}, exitUsage, "", `kube: unknown command "role" (want kube rbac)`},
+		{[]string{"kube"}, exitUsage, "", "kube: want a subcommand: rbac"},
 		{[]string{"kube", "--help"}, 0, "(default: system:serviceaccount:mcp:mcpbox)", ""},
 		{[]string{"doctor", "--backend", "k8s"}, exitUsage, "", `--backend "k8s": want local or kubernetes`},
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},

@@ -15,12 +15,15 @@ func (e *env) kubeCmd(args []string) int {
 	cfgPath := fs.String("config", "", "the config `FILE` whose kubernetes: Secrets the Role may read")
 	ns := fs.String("namespace", "", "the namespace `NS` of the servers' pods (default: the config's, else mcp)")
 	subject := fs.String("subject", "system:serviceaccount:mcp:mcpbox", "the `SUBJECT` the gateway runs as: USER or system:serviceaccount:NS:NAME (default: system:serviceaccount:mcp:mcpbox)")
-	if len(args) == 0 || args[0] != "rbac" {
-		if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
-			e.errorf("kube: unknown command %q (want kube rbac)", args[0])
-			return exitUsage
-		}
+	switch {
+	case len(args) == 0:
+		e.errorf("kube: want a subcommand: rbac")
+		return exitUsage
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		args = []string{"rbac", "--help"}
+	case args[0] != "rbac":
+		e.errorf("kube: unknown command %q (want kube rbac)", args[0])
+		return exitUsage
 	}
 	if code, stop := e.parse(fs, args[1:]); stop {
 		return code
