@@ -46,6 +46,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"exec", "--secret", "T=literal-value-here", "--", "true"}, exitUsage, "", "must be a reference"},
 		{[]string{"policy", "check"}, exitUsage, "", "usage"},
 		{[]string{"policy", "check", "/nonexistent/mcpbox.yaml"}, 1, "", "mcpbox: policy check: reading config: open /nonexistent/mcpbox.yaml: "},
+		{[]string{"serve", "--config", "/nonexistent/mcpbox.yaml"}, exitUsage, "", "mcpbox: serve: reading config: open /nonexistent/mcpbox.yaml: "},
 		{[]string{"ps", "--all", "--state-dir", "/x"}, exitUsage, "", "one at a time"},
 		{[]string{"ps", "extra", "--state-dir", "/x"}, exitUsage, "", "unexpected arguments"},
 		{[]string{"stop", "x1"}, exitUsage, "", "want one sandbox ID"},

@@ -112,7 +112,10 @@ func (e *env) serve(args []string) int {
 	} else {
 		o.Config, err = loadConfig(o.ConfigPath)
 	}
-	if err != nil {
+	if errors.Is(err, errReading) {
+		e.errorf("serve: %v", err) // no FILE:LINE:COL to give
+		return exitUsage
+	} else if err != nil {
 		e.errorf("%v", err)
 		return exitUsage
 	}
