@@ -13,6 +13,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/oauth"
+	"mcpbox/internal/specconv"
 )
 
 func loadTestConfig(t *testing.T, y string) *config.Config {
@@ -219,5 +220,32 @@ func TestLoginFlags(t *testing.T) {
 	}
 	if got, want := loginFlags("mcpbox.yaml", "", ""), " --config "+filepath.Join(wd, "mcpbox.yaml"); got != want {
 		t.Errorf("a relative config: %q, want %q", got, want)
+	}
+}
+
+// TestListerStateDirFlag: pin's and update's login hint names
+// --state-dir when the state dir was given as one, not when the config
+// alone finds it.
+func TestListerStateDirFlag(t *testing.T) {
+	base := t.TempDir()
+	path := filepath.Join(base, "mcpbox.yaml")
+	src := []byte("version: 1\nsandbox: {require: [userns]}\nservers:\n  s: {command: [x], tools: {allow: ['*']}}\n")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := specconv.StateDir(c, path, base, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(base, "elsewhere")
+	for dir, want := range map[string]string{own: "", other: other} {
+		o := ListOptions{Config: c, ConfigPath: path, Base: base, StateDir: dir}
+		if got := o.stateDirFlag(); got != want {
+			t.Errorf("state dir %s: flag %q, want %q", dir, got, want)
+		}
 	}
 }

@@ -59,6 +59,15 @@ type Lister struct {
 // *ConfigError.
 func NewLister(o ListOptions) (*Lister, error) { return newLister(o, nil) }
 
+// stateDirFlag is the --state-dir that finds o.StateDir given the config
+// (a hint to log in must name it), or "" if the config alone finds it.
+func (o ListOptions) stateDirFlag() string {
+	if dir, err := specconv.StateDir(o.Config, o.ConfigPath, o.Base, ""); err == nil && dir == o.StateDir {
+		return ""
+	}
+	return o.StateDir
+}
+
 // newLister is NewLister with a change to the wiring (nil: none).
 func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	if err := checkPlatform(o.Config, goos); err != nil {
@@ -86,7 +95,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	w := wiring{
 		c: c, log: log, book: book, stderr: o.Stderr,
-		loginFlags: func(agent string) string { return loginFlags(o.ConfigPath, "", agent) },
+		loginFlags: func(agent string) string { return loginFlags(o.ConfigPath, o.stateDirFlag(), agent) },
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
