@@ -118,8 +118,18 @@ func hintNoNetwork() {
 	go func() {
 		// Not through os.Stderr: on EPIPE (no reader left) Go raises
 		// SIGPIPE for a write to stderr, and with SIGPIPE not caught the
-		// init would exit with status 2 instead of the workload's.
-		_, _ = unix.Write(2, []byte(h))
+		// init would exit with status 2 instead of the workload's. A
+		// terminal may take less than the whole hint at a time.
+		for b := []byte(h); len(b) > 0; {
+			n, err := unix.Write(2, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n <= 0 {
+				break
+			}
+			b = b[n:]
+		}
 		close(done)
 	}()
 	t := time.NewTimer(hintWait)
