@@ -225,11 +225,20 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 		undo = append(undo, in.unlockOverlay)
 	}
 	in.trackWritable()
+	// One id everywhere: ps, the audit, the sandbox's cgroup and the
+	// cleanup log that names a leftover one. The sandbox takes the
+	// record's, unless a prepared sandbox of the warm pool may serve: the
+	// record takes that one's id (or a cold start's) below. A sandbox with
+	// a network, whose events name the record from its start, is never
+	// prepared.
+	if l.pool == nil || in.spec.Network.Enabled() {
+		in.spec.ID = in.rec.ID
+	}
 	began := time.Now()
 	if err := in.startSandbox(ctx); err != nil {
 		return nil, err
 	}
-	in.rec.Prepared = in.sb.Prepared
+	in.rec.ID, in.rec.Prepared = in.sb.ID, in.sb.Prepared
 	if l.pool != nil {
 		// Whether the warm pool served, and what it saved, is otherwise
 		// visible nowhere.

@@ -42,7 +42,8 @@ func (s *syncBuffer) String() string {
 // TestWarmPoolStartLogged: a start that took a prepared sandbox of the
 // warm pool is logged at info as such, with the server's name and the
 // start time, and one the pool could not serve as cold; the track (what
-// `mcpbox ps --json` shows) says which.
+// `mcpbox ps --json` shows) says which, and names the sandbox by its own
+// id either way.
 func TestWarmPoolStartLogged(t *testing.T) {
 	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
 		t.Skip("no user namespaces")
@@ -76,8 +77,13 @@ func TestWarmPoolStartLogged(t *testing.T) {
 		}
 		t.Cleanup(in.Stop)
 		// What ps --json shows (admin.Sandbox.Prepared, from the track).
-		if got := in.(*sandboxInstance).rec.Prepared; got != prepared {
+		si := in.(*sandboxInstance)
+		if got := si.rec.Prepared; got != prepared {
 			t.Errorf("agent %s: the track's Prepared = %v, want %v", agent, got, prepared)
+		}
+		// One id: what ps lists is the sandbox's (its cgroup's).
+		if si.rec.ID != si.sb.ID {
+			t.Errorf("agent %s: the track names the sandbox %s, the sandbox is %s", agent, si.rec.ID, si.sb.ID)
 		}
 	}
 	start("a", true)
