@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	sjson "github.com/segmentio/encoding/json"
 
@@ -17,7 +18,8 @@ import (
 // with the same parser and flags (exact key match, no case folding: a
 // "Method" key is not "method"), the same nesting bound, and builds the
 // same messages; TestDecodeMessageMatchesSDK and FuzzDecodeMessage hold
-// it to the go-sdk's.
+// it to the go-sdk's. It differs on one point: it refuses a numeric id
+// that the go-sdk would change (errInexactID).
 func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	if err := checkDepth(data, maxDepth); err != nil {
 		return nil, err
@@ -28,6 +30,13 @@ func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	}
 	if msg.VersionTag != "2.0" {
 		return nil, fmt.Errorf("invalid message version tag %q; expected %q", msg.VersionTag, "2.0")
+	}
+	// The go-sdk's MakeID truncates a number to an int64 through a
+	// float64: an id of 1.5, or one past 2^53, would be answered under
+	// another. Such a message is refused (and answered under its own id,
+	// answerInvalid), where the go-sdk would take it.
+	if f, ok := msg.ID.(float64); ok && (f != math.Trunc(f) || math.Abs(f) >= 1<<53) {
+		return nil, errInexactID
 	}
 	id, err := jsonrpc.MakeID(msg.ID)
 	if err != nil {
@@ -62,6 +71,10 @@ type wireDecode struct {
 }
 
 var errInvalidRequest = errors.New("JSON RPC invalid request")
+
+// errInexactID refuses a numeric id that is not an integer below 2^53 in
+// magnitude.
+var errInexactID = errors.New("an id must be a string or an integer below 2^53")
 
 // maxDepth is the go-sdk's bound on JSON nesting.
 const maxDepth = 1000

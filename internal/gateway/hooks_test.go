@@ -301,7 +301,7 @@ func TestOversizedRequestAnswered(t *testing.T) {
 // JSON-RPC message is answered as JSON-RPC 2.0 asks (-32700 for what is
 // not JSON, -32600 for a batch or an object that is not a request, under
 // its id when it has one, else null) instead of leaving the client
-// waiting; the session goes on.
+// waiting, or answering under another id; the session goes on.
 func TestInvalidLinesAnswered(t *testing.T) {
 	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {})
 	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}}, Options{})
@@ -319,6 +319,9 @@ func TestInvalidLinesAnswered(t *testing.T) {
 		{`[{"jsonrpc":"2.0","id":8,"method":"ping"}]`, "null", -32600},
 		{`{"jsonrpc":"1.0","id":"v1","method":"ping"}`, `"v1"`, -32600},
 		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, "null", -32600},
+		// Ids the go-sdk would change: answered under their own.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "1.5", -32600},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "9007199254740993", -32600},
 		{`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, "9", -32600},
 	} {
 		c.w.Write([]byte(tc.line + "\n"))

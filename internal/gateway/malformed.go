@@ -162,7 +162,7 @@ func parseID(raw []byte) (jsonrpc.ID, bool) {
 	} else {
 		// MakeID takes numbers as float64: exact up to 2^53.
 		n, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil || n > 1<<53 || n < -(1<<53) {
+		if err != nil || n >= 1<<53 || n <= -(1<<53) {
 			return jsonrpc.ID{}, false
 		}
 		v = float64(n)

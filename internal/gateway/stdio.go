@@ -135,6 +135,9 @@ func (c *stdioConn) answerInvalid(line []byte) {
 		}
 	case t.id != nil && validID(t.id):
 		id = t.id
+		if _, exact := parseID(t.id); !exact {
+			msg = errInexactID.Error()
+		}
 	}
 	text, _ := json.Marshal(msg)
 	buf := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`+"\n", id, code, text)
