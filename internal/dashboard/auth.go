@@ -37,6 +37,18 @@ type session struct {
 	role    string
 	csrf    string
 	expires time.Time
+	// secret is what the login secret was when the session began: a
+	// session ends when it changes (mcpbox token rotate), so that one
+	// begun with a leaked token does not outlive its rotation.
+	secret [sha256.Size]byte
+}
+
+// secretSum is the digest of the login secret as it is now.
+func (h *Handler) secretSum() [sha256.Size]byte {
+	if h.opts.LoginSecret == nil {
+		return sha256.Sum256(nil)
+	}
+	return sha256.Sum256([]byte(h.opts.LoginSecret()))
 }
 
 // loginKey derives the MAC key of one-time logins from the shared secret,
@@ -126,7 +138,7 @@ func (h *Handler) redeem(tok string) bool {
 // newSession starts a session of role and sets its cookie.
 func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string) bool {
 	id, csrf := rand.Text()+rand.Text(), rand.Text()
-	now := h.opts.Now()
+	now, sum := h.opts.Now(), h.secretSum()
 	h.mu.Lock()
 	for k, s := range h.sessions {
 		if now.After(s.expires) {
@@ -135,7 +147,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string
 	}
 	full := len(h.sessions) >= maxSessions
 	if !full {
-		h.sessions[id] = &session{role: role, csrf: csrf, expires: now.Add(h.opts.SessionTTL)}
+		h.sessions[id] = &session{role: role, csrf: csrf, expires: now.Add(h.opts.SessionTTL), secret: sum}
 	}
 	h.mu.Unlock()
 	if full {
@@ -156,10 +168,11 @@ func (h *Handler) session(r *http.Request) (string, *session) {
 	if err != nil {
 		return "", nil
 	}
+	sum := h.secretSum()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.sessions[c.Value]
-	if s == nil || h.opts.Now().After(s.expires) {
+	if s == nil || h.opts.Now().After(s.expires) || s.secret != sum {
 		delete(h.sessions, c.Value)
 		return "", nil
 	}
@@ -176,10 +189,11 @@ func (h *Handler) endSession(id string) {
 // alive says whether session id still exists (an open event stream ends
 // when its session does).
 func (h *Handler) alive(id string) bool {
+	sum := h.secretSum()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.sessions[id]
-	return s != nil && !h.opts.Now().After(s.expires)
+	return s != nil && !h.opts.Now().After(s.expires) && s.secret == sum
 }
 
 // hostAllowed says whether r's Host is a loopback name or one of hosts:

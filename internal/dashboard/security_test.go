@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -277,4 +278,36 @@ func (r *rig) browserLoggedIn(t *testing.T) *browser {
 	b := r.browser(t)
 	b.login(adminToken)
 	return b
+}
+
+// TestSessionsEndOnRotation: a session, begun with the form or a login
+// URL, ends when the login secret changes (mcpbox token rotate): one
+// begun with a leaked token does not keep its rights past the rotation.
+func TestSessionsEndOnRotation(t *testing.T) {
+	r := newRig(t)
+	var secret atomic.Value
+	secret.Store(adminToken)
+	r.h.opts.LoginSecret = func() string { return secret.Load().(string) } // before any request
+	form, link := r.browser(t), r.browser(t)
+	form.login(adminToken)
+	u, err := LoginURL(r.srv.URL, adminToken, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.do("GET", strings.TrimPrefix(u, r.srv.URL), nil, nil).Body.Close()
+	var s struct{ Role string }
+	for name, b := range map[string]*browser{"form": form, "link": link} {
+		if code := b.getJSON("/ui/api/session", &s); code != 200 || s.Role != RoleAdmin {
+			t.Fatalf("%s: session before the rotation: %d %+v", name, code, s)
+		}
+	}
+	secret.Store("mcpbox_rotated000000000000000")
+	for name, b := range map[string]*browser{"form": form, "link": link} {
+		if code := b.getJSON("/ui/api/session", &s); code == 200 {
+			t.Errorf("%s: the session outlived the rotation: %+v", name, s)
+		}
+		if code, _ := b.post("/ui/api/sandboxes/sbx_x/pause", b.csrf, nil); code != http.StatusUnauthorized && code != http.StatusForbidden {
+			t.Errorf("%s: an action after the rotation: %d, want 401 or 403", name, code)
+		}
+	}
 }
