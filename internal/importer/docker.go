@@ -277,28 +277,50 @@ func protectedSource(src string) string {
 	if !strings.HasPrefix(src, "/") && !strings.HasPrefix(src, "~") && !strings.HasPrefix(src, ".") && !strings.HasPrefix(src, "$") {
 		return "a named docker volume, which only the docker daemon has"
 	}
-	clean := path.Clean(strings.ReplaceAll(strings.ReplaceAll(src, "${HOME}", "~"), "$HOME", "~"))
+	abs := path.Clean(strings.ReplaceAll(strings.ReplaceAll(src, "${HOME}", "~"), "$HOME", "~"))
+	clean := homeRelative(abs)
 	base := path.Base(clean)
 	if strings.HasSuffix(base, ".sock") && (strings.Contains(base, "docker") || strings.Contains(base, "podman") || strings.Contains(base, "containerd")) ||
 		strings.Contains(clean, "/docker.sock") || strings.HasSuffix(clean, "/podman/podman.sock") {
 		return "the container daemon's socket is root on the host: never mount it"
 	}
-	for _, p := range protectedHostDirs {
-		if clean == p {
-			return clean + " holds the host's system, credentials or other users' files"
+	for _, c := range []string{clean, abs} {
+		for _, p := range protectedHostDirs {
+			if c == p {
+				return c + " holds the host's system, credentials or other users' files"
+			}
 		}
-	}
-	for _, p := range protectedHostTrees {
-		if clean == p || strings.HasPrefix(clean, p+"/") {
-			return clean + " holds credentials or the host's kernel interfaces"
+		for _, p := range protectedHostTrees {
+			if c == p || strings.HasPrefix(c, p+"/") {
+				return c + " holds credentials or the host's kernel interfaces"
+			}
 		}
 	}
 	return ""
 }
 
+// homeRelative writes a path in a home directory as ~/...: a client's
+// config names home directories absolutely (JSON has no ~), as Linux
+// (/home/NAME) and macOS (/Users/NAME) place them; root's, /root, is
+// protected whole. (The package reads nothing of the host, $HOME
+// included.)
+func homeRelative(p string) string {
+	for _, root := range []string{"/home/", "/Users/"} {
+		rest, ok := strings.CutPrefix(p, root)
+		if !ok || rest == "" {
+			continue
+		}
+		if _, sub, found := strings.Cut(rest, "/"); found {
+			return "~/" + sub
+		}
+		return "~"
+	}
+	return p
+}
+
 // protectedHostDirs may not be mounted whole; protectedHostTrees not even
 // in part.
 var (
-	protectedHostDirs  = []string{"/", "/etc", "/usr", "/var", "/run", "/var/run", "/home", "/root", "/boot", "~", "/tmp"}
+	protectedHostDirs  = []string{"/", "/etc", "/usr", "/var", "/run", "/var/run", "/home", "/Users", "/root", "/boot", "~", "/tmp"}
 	protectedHostTrees = []string{"/proc", "/sys", "/dev", "/root", "/etc/shadow", "/var/lib/docker", "/run/containerd", "/var/run/docker", "/run/docker", "~/.ssh", "~/.docker", "~/.aws", "~/.kube", "~/.gnupg", "~/.config/gcloud", "~/.azure"}
 )

@@ -115,6 +115,9 @@ func TestProtectedSource(t *testing.T) {
 		"/run/containerd/containerd.sock": true, "/": true, "/etc": true, "/etc/": true, "~": true, "$HOME/.ssh": true,
 		"${HOME}/.aws/credentials": true, "/proc/1": true, "/root/x": true, "/home": true, "vol": true,
 		"/home/me/project": false, "./data": false, "~/notes": false, "/srv/data": false, "/etc/ssl/certs": false,
+		// A home named absolutely, as JSON configs must.
+		"/home/alice": true, "/home/alice/": true, "/home/alice/.ssh": true, "/home/alice/.aws/credentials": true,
+		"/Users/bob": true, "/Users/bob/.kube/config": true, "/Users": true, "/Users/bob/code": false,
 	} {
 		if got := protectedSource(src) != ""; got != bad {
 			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src), bad)

@@ -87,6 +87,10 @@ func rewriteHostDirs(s *config.Server) []string {
 		if !isHostPath(val) || strings.Contains(path.Base(val), ".") || driveRE().MatchString(val) {
 			continue // not a host path, or most likely a file, or Windows
 		}
+		if why := protectedSource(val); why != "" {
+			hints = append(hints, fmt.Sprintf("%s is not mounted: %s; give the server a directory of its own instead.", val, why))
+			continue
+		}
 		base := sanitizeName(path.Base(path.Clean(val)))
 		target := "/data/" + base
 		for n := 2; taken[target]; n++ {

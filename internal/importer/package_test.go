@@ -25,7 +25,7 @@ func fakePackageOf(argv []string) (string, []string, bool, error) {
 
 func TestConvertPackages(t *testing.T) {
 	cf, err := ParseClientFile("claude.json", []byte(`{"mcpServers": {
-  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt"]},
+  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt", "/home/alice", "/home/alice/.ssh", "/"]},
   "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/home/alice/memory.jsonl", "LOG_LEVEL": "info"}},
   "mem2": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
   "sh": {"command": "npx", "args": ["-c", "echo hi"]},
@@ -47,7 +47,7 @@ func TestConvertPackages(t *testing.T) {
 	}
 	fs := c.Server("fs")
 	if fs.Package != "npm:@modelcontextprotocol/server-filesystem@latest" || fs.Command != nil ||
-		!slices.Equal(fs.Args, []string{"/data/src", "--root=/data/data", "/home/alice/a.txt"}) {
+		!slices.Equal(fs.Args, []string{"/data/src", "--root=/data/data", "/home/alice/a.txt", "/home/alice", "/home/alice/.ssh", "/"}) {
 		t.Errorf("fs: package %q command %q args %q", fs.Package, fs.Command, fs.Args)
 	}
 	want := []config.Mount{{Source: "/home/alice/src", Target: "/data/src", Mode: "ro"}, {Source: "/srv/data", Target: "/data/data", Mode: "ro"}}
@@ -78,6 +78,13 @@ func TestConvertPackages(t *testing.T) {
 		t.Errorf("bin: %+v", b)
 	}
 	text := string(out)
+	// The home and / are not mounted, and say so (nor is .ssh, taken
+	// for a file: the mounts are checked above).
+	for _, dir := range []string{"/home/alice is not mounted", "/ is not mounted"} {
+		if !strings.Contains(text, dir) {
+			t.Errorf("no hint %q in:\n%s", dir, text)
+		}
+	}
 	for _, s := range []string{
 		"# Was: npx -y @modelcontextprotocol/server-filesystem /home/alice/src",
 		"# /home/alice/src is mounted read-only at /data/src",
