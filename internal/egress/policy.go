@@ -118,10 +118,11 @@ func (p *policy) decide(host string, port int) plan {
 		}
 	}
 	switch {
+	case metadataNames[name] && !explicit:
+		// Before noRule, whose hint would show how to allow it.
+		pl.deny = "cloud metadata host name"
 	case len(pl.cands) == 0:
 		pl.deny = noRule(name, port)
-	case metadataNames[name] && !explicit:
-		pl.deny = "cloud metadata host name"
 	}
 	return pl
 }
@@ -182,7 +183,7 @@ func (p *policy) decideIP(pl plan) plan {
 		}
 	}
 	switch {
-	case !matched:
+	case !matched && !strings.Contains(reason, "cloud metadata"):
 		pl.deny = noRule(pl.ip.String(), pl.port)
 	case reason != "":
 		pl.rule, pl.deny = "", "blocked "+reason+" "+pl.ip.String()

@@ -273,3 +273,19 @@ func TestNoRuleNamesTheRule(t *testing.T) {
 		})
 	}
 }
+
+// TestMetadataRefusalHasNoHint: the cloud metadata endpoint, by address
+// or by name, is refused as such when no rule names it, without the hint
+// that shows how to allow a target no rule names.
+func TestMetadataRefusalHasNoHint(t *testing.T) {
+	p, err := compilePolicy([]Rule{{Host: "other.example"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"169.254.169.254", "metadata.google.internal", "[::ffff:169.254.169.254]"} {
+		deny := p.decide(host, 80).deny
+		if !strings.Contains(deny, "metadata") || strings.Contains(deny, "to allow it") || refusalCode(deny) == "no-rule" {
+			t.Errorf("%s: refused with %q (%s), want a metadata refusal without a hint", host, deny, refusalCode(deny))
+		}
+	}
+}
