@@ -165,8 +165,16 @@ func (g *Guard) audited(next handler) handler {
 func (g *Guard) checkArgKeys(next handler) handler {
 	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
 		if why := argKeys(st.c.Arguments); why != "" {
-			st.rec.Decision, st.rec.Outcome, st.rec.Rule = "deny", audit.OutcomeDenied, "arguments repeat a key"
-			return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; send each key once, in one spelling", st.rec.Name, why)), nil)
+			// The rule is fixed text: why may quote a key the client chose.
+			rule, fix := "arguments repeat a key", "send each key once, in one spelling"
+			switch {
+			case strings.HasPrefix(why, "nest deeper"):
+				rule, fix = "arguments nest too deep", "send flatter arguments"
+			case strings.HasPrefix(why, "are not valid JSON"):
+				rule, fix = "arguments are not valid JSON", "send a JSON object"
+			}
+			st.rec.Decision, st.rec.Outcome, st.rec.Rule = "deny", audit.OutcomeDenied, rule
+			return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; %s", st.rec.Name, why, fix)), nil)
 		}
 		return next(ctx, st)
 	}

@@ -251,18 +251,21 @@ func TestArgKeys(t *testing.T) {
 
 // TestGuardRefusesCaseVariantKeys: a rule allows only calls whose text
 // is "hello"; a second key "TEXT", which a case-insensitive server would
-// bind instead, gets the call refused before the policy or the server.
+// bind instead, gets the call refused before the policy or the server,
+// and so do arguments nested too deep to check, each with its own rule.
 func TestGuardRefusesCaseVariantKeys(t *testing.T) {
 	r := newGuardRig(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, args := range []string{
-		`{"text":"hello","TEXT":"forbidden-zone"}`,
-		`{"text":"hello","n":1,"Text":"forbidden-zone"}`,
-	} {
-		res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(args)})
+	cases := []struct{ args, says, rule string }{
+		{`{"text":"hello","TEXT":"forbidden-zone"}`, "differ only in case", "arguments repeat a key"},
+		{`{"text":"hello","n":1,"Text":"forbidden-zone"}`, "differ only in case", "arguments repeat a key"},
+		{`{"text":"hello","n":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "nest deeper", "arguments nest too deep"},
+	}
+	for _, tc := range cases {
+		res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(tc.args)})
 		if err != nil {
-			t.Fatalf("call %s: %v", args, err)
+			t.Fatalf("call %.60s: %v", tc.args, err)
 		}
 		var out string
 		for _, c := range res.Content {
@@ -270,17 +273,17 @@ func TestGuardRefusesCaseVariantKeys(t *testing.T) {
 				out += tc.Text
 			}
 		}
-		if !res.IsError || !strings.Contains(out, "differ only in case") {
-			t.Errorf("call %s: %q (isError %v), want a refusal naming the keys", args, out, res.IsError)
+		if !res.IsError || !strings.Contains(out, tc.says) {
+			t.Errorf("call %.60s: %q (isError %v), want a refusal that says %q", tc.args, out, res.IsError, tc.says)
 		}
 	}
 	recs := r.records(t)
-	if len(recs) != 2 {
-		t.Fatalf("%d call records, want 2: %+v", len(recs), recs)
+	if len(recs) != len(cases) {
+		t.Fatalf("%d call records, want %d: %+v", len(recs), len(cases), recs)
 	}
-	for _, rec := range recs {
-		if rec.Decision != "deny" || rec.Outcome != "denied" || rec.ResultSize != 0 {
-			t.Errorf("record %+v: want denied before the server ran", rec)
+	for i, rec := range recs {
+		if rec.Decision != "deny" || rec.Outcome != "denied" || rec.ResultSize != 0 || rec.Rule != cases[i].rule {
+			t.Errorf("record %+v: want denied before the server ran, rule %q", rec, cases[i].rule)
 		}
 	}
 }
