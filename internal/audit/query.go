@@ -174,6 +174,9 @@ func (f *Filter) SetTool(arg string) {
 // RFC 3339 time.
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q: a duration ago cannot be negative (1h is an hour ago)", s)
+		}
 		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)

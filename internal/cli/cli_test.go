@@ -67,6 +67,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"sreve"}, exitUsage, "", "(did you mean serve?)"},
 		{[]string{"serve", "--htpp", "127.0.0.1:0"}, exitUsage, "", "--htpp (did you mean --http?)"},
 		{[]string{"logs", "--folow"}, exitUsage, "", "did you mean --follow?"},
+		{[]string{"logs", "--limit", "-3"}, exitUsage, "", "logs: --limit -3: want a number of records"},
+		{[]string{"logs", "--since", "-5m"}, exitUsage, "", "logs: --since: \"-5m\": a duration ago cannot be negative"},
 		{[]string{"exec", "--timeout", "5", "--", "true"}, exitUsage, "", "want a duration such as 30s"},
 		{[]string{"exec", "--timeout"}, exitUsage, "", "flag needs an argument: --timeout"},
 		{[]string{"exec", "--allow-degraded=bogus", "--", "true"}, exitUsage, "", `invalid value "bogus" for flag --allow-degraded: unknown isolation layer`},

@@ -75,6 +75,10 @@ func (e *env) logs(args []string) int {
 		e.errorf("logs: --event %q: no record has it; the events are %s", f.Event, strings.Join(audit.Events, ", "))
 		return exitUsage
 	}
+	if *limit < 0 {
+		e.errorf("logs: --limit %d: want a number of records (0: all)", *limit)
+		return exitUsage
+	}
 	f.SetTool(*tool)
 	if *since != "" {
 		t, err := audit.ParseSince(*since, time.Now())
