@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -243,7 +244,11 @@ func member(groups *launch.Groups, gs *gateway.Server, g string, s *config.Serve
 // local launches gs as a sandbox of its own for s.
 func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 	spec, err := specconv.Server(w.c, s, w.opts)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		// A mount source or input not made yet: the host's state, not a
+		// mistake in the config, and it may be there at the next session.
+		return &SetupError{Server: s.Name, Err: err}
+	} else if err != nil {
 		return err
 	}
 	if s.Image.Ref != "" {

@@ -366,3 +366,46 @@ func TestUnavailableReasonIsTerminalSafe(t *testing.T) {
 		t.Errorf("reason %q, want the listed versions escaped: %s", why, want)
 	}
 }
+
+// TestMissingMountSourceUnavailable: a server whose mount source or
+// input does not exist is unavailable, and the others are served; a
+// start of it says why.
+func TestMissingMountSourceUnavailable(t *testing.T) {
+	base := t.TempDir()
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+sandbox: {require: [userns]}
+servers:
+  a:
+    command: [sh, -c, "sleep 1"]
+    filesystem: {mounts: [{source: ./not-made-yet, target: /data/docs, mode: ro}]}
+    tools: {allow: ["*"]}
+  b:
+    command: [sh, -c, "sleep 1"]
+    filesystem: {input: {source: ./no-input}}
+    tools: {allow: ["*"]}
+  c:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := wiring{c: c, opts: specconv.Options{Base: base, StateDir: t.TempDir()}}
+	w.setups = newSetupRig().st
+	gss, err := w.servers()
+	if err != nil || len(gss) != 3 {
+		t.Fatalf("servers: %d, %v; want all three, a and b unavailable", len(gss), err)
+	}
+	down := w.setups.Down()
+	for _, name := range []string{"a", "b"} {
+		if !strings.Contains(down[name], "no such file or directory") {
+			t.Errorf("server %s: down %q, want why", name, down[name])
+		}
+	}
+	if _, ok := down["c"]; ok {
+		t.Errorf("server c is down: %q", down["c"])
+	}
+	if _, err := gss[0].Launch(context.Background(), gateway.Scope{Agent: "x"}); err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Errorf("a start of a: %v, want it unavailable", err)
+	}
+}
