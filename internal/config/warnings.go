@@ -89,9 +89,24 @@ var credNameRE = lazyRegexp(`(?i)TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|(?:
 // them into secrets.
 func CredentialName(name string) bool { return credNameRE().MatchString(name) }
 
+// credValueRE matches values that carry a credential whatever their
+// name: an authorization scheme and its token (also inside a JSON header
+// map), a password in a connection string, a URL's user info of 8 or
+// more characters (a DSN's key, a git token; not ssh://git@), and token
+// formats with a prefix of their own
+// (Notion, Hugging Face, sk- keys).
+var credValueRE = lazyRegexp(`(?i)\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}` +
+	`|(?:^|[;&?\s])(?:password|passwd|pwd)\s*=\s*[^;&\s]` +
+	`|^[a-z][a-z0-9+.-]*://[^/@\s]{8,}@` +
+	`|\b(?:ntn|secret|hf)_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{20,}`)
+
+// CredentialValue reports whether v looks like it holds a credential,
+// by its shape (see credValueRE), whatever its variable is called.
+func CredentialValue(v string) bool { return credValueRE().MatchString(v) }
+
 func warnPlainEnv(r *collector, s *Server) {
 	for _, e := range s.Env {
-		if CredentialName(e.Name) && e.Value != "" {
+		if (CredentialName(e.Name) || CredentialValue(e.Value)) && e.Value != "" {
 			r.errorf(e.Pos, "servers.%s.env.%s: looks like a credential in plain config; use secrets: {%s: {from: env:VAR | file:PATH | cmd:COMMAND}}",
 				s.Name, e.Name, e.Name)
 		}

@@ -260,7 +260,7 @@ func hostVarRef(v string) (string, bool) {
 
 func credentialValue(v string) bool {
 	_, masked := maskCredential(v)
-	return masked
+	return masked || config.CredentialValue(v)
 }
 
 // maskCredential replaces the credentials in s: a URL's password, the

@@ -425,6 +425,12 @@ func TestCredentialDetection(t *testing.T) {
 		{"SOME_VALUE", githubToken, true},
 		{"DATABASE_URL", "postgres://u:pw@h/db", true},
 		{"ENDPOINT", "https://h/x?access_token=abc", true},
+		// By shape alone, under names that say nothing.
+		{"OPENAPI_MCP_HEADERS", `{"Authorization": "Bearer ntn_1234567890abcdefghijklmnopqrstuvwxyzABCDEFGH", "Notion-Version": "2022-06-28"}`, true},
+		{"HF_AUTH", "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", true},
+		{"SENTRY_DSN", "https://0123456789abcdef0123456789abcdef@o123.ingest.sentry.io/456", true},
+		{"CONN", "Server=db;User Id=sa;Password=Hunter2Hunter2;", true},
+		{"MYCONF", "Bearer " + githubToken, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
