@@ -127,9 +127,11 @@ type Hooks struct {
 	// records these too: a client trying hidden tools is worth knowing.
 	// It is also told of a call that ended before its tool could be
 	// looked up (UnknownCancelled, UnknownUnlistable, UnknownNotStarted),
-	// and of a 2026 call over HTTP refused because its Mcp-Param-* headers
-	// do not match its arguments (UnknownHeaderMismatch): nothing ran, and
-	// the audit still has one record per call.
+	// and of a 2026 call refused because its Mcp-Param-* headers do not
+	// match its arguments (UnknownHeaderMismatch), its requestState was
+	// refused (UnknownStateRefused) or too many calls wait for input
+	// (UnknownTooManyWaiting): nothing ran, and the audit still has one
+	// record per call.
 	Unknown func(c *Call, why string)
 }
 
@@ -148,6 +150,12 @@ const (
 	// Mcp-Param-* headers do not match its arguments or cannot be checked
 	// against them (SEP-2243).
 	UnknownHeaderMismatch = "its Mcp-Param headers do not match its arguments or cannot be checked"
+	// Refused before it ran: a 2026 retry whose requestState is not one
+	// the gateway issued for this call and round (tampered, replayed,
+	// expired, for other arguments), or a new call while too many of the
+	// session's calls wait for input.
+	UnknownStateRefused   = "its requestState was refused"
+	UnknownTooManyWaiting = "too many of the session's calls were waiting for input"
 )
 
 // List kinds, as Hooks.List sees them.

@@ -502,10 +502,16 @@ func modernCall(t *testing.T, url, token, tool, args, extra string) (result, rpc
 // TestModernRequestState: the requestState of a translated round trip is
 // the gateway's, and a tampered, replayed, expired, or rebound one (other
 // arguments, other client) is refused without touching the waiting call,
-// which the right state then completes.
+// which the right state then completes. Each refused retry is told to
+// Hooks.Unknown, so that the audit has its record.
 func TestModernRequestState(t *testing.T) {
 	o := &Server{Name: "o", Prefix: "o__", Launch: sdkLauncher(func(Scope) *mcp.Server { return legacyOnly("o") }, nil, nil), Allow: []string{"*"}}
-	gw := newGateway(t, o)
+	whys := make(chan string, 32)
+	gw, err := New([]*Server{o}, Options{Version: "test", Hooks: Hooks{Unknown: func(c *Call, why string) { whys <- c.Tool + ": " + why }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
 	const alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
 	url := serveHTTP(t, gw, HTTPOptions{Clients: []Client{{Name: "alice", Token: []byte(alice)}, {Name: "bob", Token: []byte(bob)}}})
 
@@ -534,6 +540,14 @@ func TestModernRequestState(t *testing.T) {
 		res, rerr := modernCall(t, url, token, "o__elicit", args, answer(st))
 		if rerr == nil || !strings.Contains(fmt.Sprint(rerr["message"]), "requestState refused") {
 			t.Fatalf("%s: result %v error %v, want the state refused", name, res, rerr)
+		}
+		select {
+		case got := <-whys:
+			if want := "elicit: " + UnknownStateRefused; got != want {
+				t.Errorf("%s: Unknown hook told %q, want %q", name, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the refused retry reached no hook", name)
 		}
 	}
 
@@ -576,6 +590,11 @@ func TestModernRequestState(t *testing.T) {
 	}
 	// Single use.
 	refused("replayed", alice, `{"text":"x"}`, state)
+	select {
+	case got := <-whys:
+		t.Errorf("Unknown hook told of a call that was not refused: %q", got)
+	default:
+	}
 }
 
 // TestModernParkedExpiry: a call whose client never comes back is
@@ -920,5 +939,43 @@ func TestValidID(t *testing.T) {
 		if got := validID(json.RawMessage(raw)); got != want {
 			t.Errorf("validID(%q) = %v, want %v", raw, got, want)
 		}
+	}
+}
+
+// TestModernTooManyWaitingAudited: a new call while maxParked of the
+// client's calls wait for input (here an approval) is refused, runs
+// nothing, and is told to Hooks.Unknown, so that the audit has its record.
+func TestModernTooManyWaitingAudited(t *testing.T) {
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}}
+	whys := make(chan string, 8)
+	approve := func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+		if _, err := c.Elicit(ctx, "run "+c.Name+"?", []string{"allow", "deny"}); err != nil {
+			return nil, err
+		}
+		return next(ctx)
+	}
+	gw, err := New([]*Server{a}, Options{Version: "test", Hooks: Hooks{Call: approve, Unknown: func(c *Call, why string) { whys <- c.Tool + ": " + why }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	const alice = "alice-token-0123456789"
+	url := serveHTTP(t, gw, HTTPOptions{Clients: []Client{{Name: "alice", Token: []byte(alice)}}})
+	for i := range maxParked {
+		if res, rerr := modernCall(t, url, alice, "a__echo", fmt.Sprintf(`{"text":"%d"}`, i), ""); rerr != nil || res["resultType"] != "input_required" {
+			t.Fatalf("call %d: result %v error %v, want it waiting for input", i, res, rerr)
+		}
+	}
+	res, rerr := modernCall(t, url, alice, "a__echo", `{"text":"one more"}`, "")
+	if rerr == nil || !strings.Contains(fmt.Sprint(rerr["message"]), "too many calls waiting") {
+		t.Fatalf("call %d: result %v error %v, want it refused", maxParked, res, rerr)
+	}
+	select {
+	case got := <-whys:
+		if want := "echo: " + UnknownTooManyWaiting; got != want {
+			t.Errorf("Unknown hook told %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused call reached no hook")
 	}
 }

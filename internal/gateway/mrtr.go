@@ -219,17 +219,26 @@ func cmpOr(a, b string) string {
 // a new call is parked and run; a retry carrying the gateway's
 // requestState resumes its parked call with the answers. It returns the
 // call's raw result, or an input_required result while the call waits.
-func (d *downstream) mrtrCall(ctx context.Context, method, name string, args json.RawMessage, state string, responses mcp.InputResponseMap, exec func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+// refused, if not nil, is told why (UnknownStateRefused,
+// UnknownTooManyWaiting) of a request refused before anything ran.
+func (d *downstream) mrtrCall(ctx context.Context, method, name string, args json.RawMessage, state string, responses mcp.InputResponseMap,
+	exec func(context.Context) (json.RawMessage, error), refused func(why string)) (json.RawMessage, error) {
 	bind := bindHash(method, name, args)
 	if strings.HasPrefix(state, mrtrPrefix) {
 		p, err := d.resume(state, bind, responses)
 		if err != nil {
+			if refused != nil {
+				refused(UnknownStateRefused)
+			}
 			return nil, err
 		}
 		return d.await(ctx, p)
 	}
 	p, err := d.park(ctx, bind, exec)
 	if err != nil {
+		if refused != nil {
+			refused(UnknownTooManyWaiting)
+		}
 		return nil, err
 	}
 	return d.await(ctx, p)

@@ -118,7 +118,8 @@ func (g *Guard) clientName(s string) string {
 // so that an agent probing for hidden tools shows in the audit; one that
 // ended before its tool was looked up gets a record of what became of it
 // (cancelled, or an error: its server's tools could not be listed); one
-// whose Mcp-Param headers do not match its arguments is denied.
+// refused for its Mcp-Param headers, its requestState or too many calls
+// waiting is denied.
 func (g *Guard) unknown(c *gateway.Call, why string) {
 	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
 		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
@@ -130,7 +131,7 @@ func (g *Guard) unknown(c *gateway.Call, why string) {
 		rec.Decision, rec.Outcome, rec.Rule = "cancelled", audit.OutcomeCancelled, "not run: "+why
 	case gateway.UnknownUnlistable, gateway.UnknownNotStarted:
 		rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeError, "not run: "+why
-	case gateway.UnknownHeaderMismatch:
+	case gateway.UnknownHeaderMismatch, gateway.UnknownStateRefused, gateway.UnknownTooManyWaiting:
 		rec.Rule = "refused: " + why
 	}
 	if c.Trace != "" {

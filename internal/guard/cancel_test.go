@@ -87,6 +87,8 @@ func TestGuardRecordsCallsNeverRun(t *testing.T) {
 		{gateway.UnknownUnlistable, "deny", audit.OutcomeError, "not run: "},
 		{gateway.UnknownNotStarted, "deny", audit.OutcomeError, "not run: "},
 		{gateway.UnknownHeaderMismatch, "deny", audit.OutcomeDenied, "refused: "},
+		{gateway.UnknownStateRefused, "deny", audit.OutcomeDenied, "refused: "},
+		{gateway.UnknownTooManyWaiting, "deny", audit.OutcomeDenied, "refused: "},
 	}
 	for _, c := range cases {
 		hooks.Unknown(&gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Name: "echo", Arguments: []byte(`{"text":"x"}`)}, c.why)
