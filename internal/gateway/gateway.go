@@ -127,8 +127,8 @@ type Hooks struct {
 	// records these too: a client trying hidden tools is worth knowing.
 	// It is also told of a call that ended before its tool could be
 	// looked up (UnknownCancelled, UnknownUnlistable, UnknownNotStarted),
-	// and of a 2026 call refused because its Mcp-Param-* headers do not
-	// match its arguments (UnknownHeaderMismatch), its requestState was
+	// and of a 2026 call refused because its Mcp-* headers do not match
+	// its body (UnknownHeaderMismatch), its requestState was
 	// refused (UnknownStateRefused) or too many calls wait for input
 	// (UnknownTooManyWaiting): nothing ran, and the audit still has one
 	// record per call.
@@ -146,10 +146,10 @@ const (
 	UnknownCancelled  = "cancelled before its server's tools were listed"
 	UnknownUnlistable = "its server's tools could not be listed"
 	UnknownNotStarted = "its server did not start for this session"
-	// Refused, not unknown: the tool was given, but the call's
-	// Mcp-Param-* headers do not match its arguments or cannot be checked
-	// against them (SEP-2243).
-	UnknownHeaderMismatch = "its Mcp-Param headers do not match its arguments or cannot be checked"
+	// Refused, not unknown: the call's Mcp-Method, Mcp-Name or
+	// Mcp-Param-* headers are missing, do not match its body, or cannot be
+	// checked against it (SEP-2243).
+	UnknownHeaderMismatch = "its Mcp-* headers do not match its body or cannot be checked"
 	// Refused before it ran: a 2026 retry whose requestState is not one
 	// the gateway issued for this call and round (tampered, replayed,
 	// expired, for other arguments), or a new call while too many of the

@@ -286,6 +286,27 @@ func primitiveText(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
+// methodHeaderRefused tells Hooks.Unknown of a tools/call whose Mcp-Method
+// or Mcp-Name header the SDK is about to refuse (missing, or not the
+// body's), so that the audit has its record; it says whether it did.
+// The test is the SDK's (validateMcpHeaders), on the same decode of the
+// body (the last of two equal keys wins).
+func (d *downstream) methodHeaderRefused(header http.Header, body []byte) bool {
+	var msg struct {
+		Method string                `json:"method"`
+		Params mcp.CallToolParamsRaw `json:"params"`
+	}
+	if !bytes.Contains(body, []byte("tools/call")) || json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+		return false
+	}
+	if header.Get("Mcp-Method") == msg.Method && header.Get("Mcp-Name") != "" && header.Get("Mcp-Name") == msg.Params.Name {
+		return false
+	}
+	b, tool, _ := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	d.tellUnknown(&msg.Params, b, tool, UnknownHeaderMismatch)
+	return true
+}
+
 // codeHeaderMismatch is SEP-2243's error code for headers that do not
 // match the body.
 const codeHeaderMismatch = -32020
@@ -294,14 +315,20 @@ const codeHeaderMismatch = -32020
 // not match its arguments with 400 and codeHeaderMismatch, before the
 // SDK reads it.
 func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" {
-		return true
+	if r.Method != http.MethodPost || r.Header.Get("MCP-Protocol-Version") < ModernVersion {
+		return true // the SDK checks no header either
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil || int64(len(body)) > maxBody {
 		return true // the SDK refuses it
+	}
+	if d.methodHeaderRefused(r.Header, body) {
+		return true // the SDK answers it
+	}
+	if r.Header.Get("Mcp-Method") != "tools/call" {
+		return true
 	}
 	if err := d.checkParamHeaders(r.Context(), r.Header, body); err != nil {
 		var id struct {

@@ -110,8 +110,9 @@ func TestDuplicateKey(t *testing.T) {
 
 // TestParamHeaderRefusalToldUnknown: a 2026 call refused by the Mcp-Param
 // check, on a session's first request (checked after binding) or a later
-// one (checked before the SDK reads it), is told to Hooks.Unknown once,
-// so that the audit has its record; a call whose headers match is not.
+// one (checked before the SDK reads it), or refused by the SDK for its
+// Mcp-Method or Mcp-Name header, is told to Hooks.Unknown once, so that
+// the audit has its record; a call whose headers match is not.
 func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 	whys := make(chan string, 8)
 	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return hiddenServer("a") }, nil, nil), Allow: []string{"*"}}
@@ -121,10 +122,11 @@ func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 	}
 	t.Cleanup(func() { gw.Close() })
 	url := serveHTTP(t, gw, HTTPOptions{})
-	call := func(region string) (int, string) {
+	callWith := func(method, name, region string) (int, string) {
 		return post(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a__route","arguments":{"region":"eu"},`+modernMeta+`}}`,
-			map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__route", "Mcp-Param-Region": region})
+			map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": method, "Mcp-Name": name, "Mcp-Param-Region": region})
 	}
+	call := func(region string) (int, string) { return callWith("tools/call", "a__route", region) }
 	told := func(t *testing.T) {
 		t.Helper()
 		select {
@@ -139,6 +141,14 @@ func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 	for i := range 2 { // the first binds the session, the second finds it bound
 		if status, body := call("us"); !strings.Contains(body, "-32020") {
 			t.Fatalf("call %d with a mismatched header: %d %s", i, status, body)
+		}
+		told(t)
+	}
+	// Mcp-Method or Mcp-Name other than the body's, or missing: the SDK
+	// refuses it.
+	for _, h := range [][2]string{{"tools/list", "a__route"}, {"tools/call", "a__other"}, {"tools/call", ""}} {
+		if status, body := callWith(h[0], h[1], "eu"); !strings.Contains(body, "-32020") {
+			t.Fatalf("Mcp-Method %q, Mcp-Name %q: %d %s", h[0], h[1], status, body)
 		}
 		told(t)
 	}
