@@ -583,7 +583,7 @@ func (in *kubeInstance) followStderr() {
 	lines := &lineWriter{w: k.o.Stderr, prefix: "mcpbox: server " + k.o.Name + ": "}
 	var out io.WriteCloser = lines
 	if r := k.o.Book.Redactor(); r != nil {
-		out = r.Writer(lines)
+		out = r.QuietWriter(lines, stderrQuiet)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

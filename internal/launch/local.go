@@ -171,7 +171,7 @@ type sandboxInstance struct {
 	// lines and redactor carry the server's stderr to the log; redactor
 	// is nil when there is no secret to redact.
 	lines    *lineWriter
-	redactor *redact.Writer
+	redactor *redact.QuietWriter
 	// endLife ends the context the sandbox lives under.
 	endLife context.CancelFunc
 	// unlockOverlay releases the input overlay's lock once the sandbox
@@ -298,9 +298,14 @@ func (in *sandboxInstance) resolveSecrets(ctx context.Context) ([]ProxySecret, e
 func (in *sandboxInstance) setupStderr() {
 	in.lines = &lineWriter{w: in.l.stderr, prefix: "mcpbox: server " + in.l.name + ": "}
 	if r := in.l.book.Redactor(); r != nil {
-		in.redactor = r.Writer(in.lines)
+		in.redactor = r.QuietWriter(in.lines, stderrQuiet)
 	}
 }
+
+// stderrQuiet is how long a server's stderr must be quiet before the
+// redactor writes what it holds back (the start of what could be a
+// secret's form): the last line before a server hangs shows then.
+const stderrQuiet = time.Second
 
 func (in *sandboxInstance) stderrWriter() io.Writer {
 	if in.redactor != nil {
