@@ -102,6 +102,7 @@ func Line(r Record) string {
 	if len(r.Findings) > 0 {
 		add("findings", tok(strings.Join(r.Findings, ",")))
 	}
+	add("phase", tok(r.Detail["phase"]))   // "package install": not the server's own connection
 	add("reason", tok(r.Detail["reason"])) // why a connection or approval was refused
 	add("error", tok(r.Error))
 	return b.String()

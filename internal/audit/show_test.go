@@ -137,3 +137,13 @@ func TestJSONLineRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestLineShowsPhase: an installer's egress record says so in the text
+// line, apart from the server's own connections.
+func TestLineShowsPhase(t *testing.T) {
+	r := Record{Event: EventEgress, Server: "github", Decision: "allow", Detail: map[string]string{"phase": "package install"},
+		Domains: []Domain{{Host: "registry.npmjs.org", Port: 443, Decision: "allow"}}}
+	if got := Line(r); !strings.Contains(got, `phase="package install"`) {
+		t.Errorf("Line = %q, want the phase", got)
+	}
+}

@@ -270,10 +270,16 @@ func (h *Handler) apiEgress(w http.ResponseWriter, r *http.Request) {
 	servers := map[string]*egressServer{}
 	hosts := map[key]*egressHost{}
 	for _, rec := range recs {
-		s := servers[rec.Server]
+		name := rec.Server
+		if phase := rec.Detail["phase"]; phase != "" {
+			// An installer's connections, not the server's own (whose
+			// sandbox may have no network at all).
+			name += " (" + phase + ")"
+		}
+		s := servers[name]
 		if s == nil {
-			s = &egressServer{Server: rec.Server}
-			servers[rec.Server] = s
+			s = &egressServer{Server: name}
+			servers[name] = s
 		}
 		for _, d := range rec.Domains {
 			dec := cmp.Or(d.Decision, rec.Decision)
@@ -282,7 +288,7 @@ func (h *Handler) apiEgress(w http.ResponseWriter, r *http.Request) {
 			} else {
 				s.Refused++
 			}
-			k := key{rec.Server, d.Host, dec, d.Port}
+			k := key{name, d.Host, dec, d.Port}
 			eh := hosts[k]
 			if eh == nil {
 				eh = &egressHost{Host: d.Host, Port: d.Port, Decision: dec, Last: rec.Time, Reason: rec.Detail["reason"]}

@@ -76,16 +76,22 @@ func TestCallsPage(t *testing.T) {
 }
 
 // TestEgressPage: refused connections per server, counted from the
-// audit's egress records, refused first.
+// audit's egress records, refused first; a package installer's
+// connections apart from the server's own.
 func TestEgressPage(t *testing.T) {
 	r := newRig(t)
 	b := r.browserLoggedIn(t)
 	refusedEgress(r, "evil.example")
 	refusedEgress(r, "evil.example")
+	r.g.Record(audit.Record{Event: audit.EventEgress, Server: "echo", Decision: "allow", Detail: map[string]string{"phase": "package install"},
+		Domains: []audit.Domain{{Host: "registry.npmjs.org", Port: 443, Decision: "allow"}}})
 	r.flush(t)
 	var page struct{ Servers []egressServer }
-	if code := b.getJSON("/ui/api/egress", &page); code != 200 || len(page.Servers) != 1 {
+	if code := b.getJSON("/ui/api/egress", &page); code != 200 || len(page.Servers) != 2 {
 		t.Fatalf("egress: %d %+v", code, page)
+	}
+	if in := page.Servers[1]; in.Server != "echo (package install)" || in.Allowed != 1 || len(in.Hosts) != 1 || in.Hosts[0].Host != "registry.npmjs.org" {
+		t.Errorf("the installer's egress: %+v", in)
 	}
 	s := page.Servers[0]
 	if s.Server != "echo" || s.Allowed != 2 || s.Refused != 2 || len(s.Hosts) != 2 ||
