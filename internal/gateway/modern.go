@@ -415,19 +415,40 @@ func (d *downstream) setLevelWithoutMeta(w http.ResponseWriter, body []byte) boo
 	return true
 }
 
-// traceOf is the W3C traceparent in a request's _meta, if well-formed
-// enough to record (printable, bounded).
+// traceOf is the W3C traceparent in a request's _meta if it is one
+// (Trace Context level 1: version-traceid-parentid-flags, lower-case hex,
+// neither id all zeros, version ff invalid; a later version may add
+// fields after a "-"), bounded; else "". What it returns is recorded in
+// the audit and parents the call's span, so junk is neither.
 func traceOf(meta mcp.Meta) string {
 	tp, _ := meta["traceparent"].(string)
-	if len(tp) == 0 || len(tp) > 128 {
+	if len(tp) < 55 || len(tp) > 128 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
 		return ""
 	}
-	for _, c := range tp {
+	version, trace, parent, flags := tp[:2], tp[3:35], tp[36:52], tp[53:55]
+	switch {
+	case !lowerHex(version) || version == "ff" || !lowerHex(trace) || !lowerHex(parent) || !lowerHex(flags),
+		strings.Trim(trace, "0") == "", strings.Trim(parent, "0") == "",
+		version == "00" && len(tp) != 55,
+		len(tp) > 55 && tp[55] != '-':
+		return ""
+	}
+	for _, c := range tp[55:] {
 		if c < 0x21 || c > 0x7e {
 			return ""
 		}
 	}
 	return tp
+}
+
+// lowerHex reports whether s is lower-case hex digits only.
+func lowerHex(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // validID reports whether raw is a JSON-RPC request id (a string or a

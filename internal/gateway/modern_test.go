@@ -979,3 +979,30 @@ func TestModernTooManyWaitingAudited(t *testing.T) {
 		t.Fatal("the refused call reached no hook")
 	}
 }
+
+// TestTraceOf: only a W3C traceparent is taken from a request's _meta
+// (for the audit and the call's span); junk is not.
+func TestTraceOf(t *testing.T) {
+	const good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for tp, want := range map[string]bool{
+		good: true,
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future": true,
+		"": false,
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01": false,
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01": false,
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": false,
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01": false,
+		good + "-extra": false, // version 00 has four fields
+		good[:54]:       false,
+		good + "\n":     false,
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\x1b[2J": false,
+		strings.Repeat("a", 200): false,
+	} {
+		if got := traceOf(mcp.Meta{"traceparent": tp}) == tp && tp != ""; got != want {
+			t.Errorf("traceOf(%q) taken = %v, want %v", tp, got, want)
+		}
+	}
+	if got := traceOf(mcp.Meta{"traceparent": map[string]any{"x": 1}}); got != "" {
+		t.Errorf("an object: %q", got)
+	}
+}
