@@ -381,3 +381,15 @@ func TestUnknownHookServerNotStarted(t *testing.T) {
 		t.Fatal("the call reached no hook")
 	}
 }
+
+// TestAllowedToolNamesWithSlash: the gateway's tool filter takes "/" in a
+// tool's name as an ordinary character, as the policy does: "*" lets
+// "files/read" through (serve's filter is "*"), and a deny glob covers it.
+func TestAllowedToolNamesWithSlash(t *testing.T) {
+	srv := &Server{Allow: []string{"*"}, Deny: []string{"write*"}}
+	for tool, want := range map[string]bool{"files/read": true, "read": true, "write/file": false, "../a__echo": true} {
+		if got := srv.allowed(tool); got != want {
+			t.Errorf("allowed(%q) = %v, want %v", tool, got, want)
+		}
+	}
+}

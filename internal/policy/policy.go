@@ -118,7 +118,7 @@ func (e *Engine) Visible(client, server, tool string) bool {
 		return false
 	}
 	for _, r := range sp.rules {
-		if !match(r.tool, tool) {
+		if !matchTool(r.tool, tool) {
 			continue
 		}
 		if r.action != config.ActionDeny {
@@ -177,7 +177,7 @@ func (sp *serverPolicy) rulesDecide(in *Input) (Decision, bool) {
 		unmet   string // the first rule whose when was false
 	)
 	for _, r := range sp.rules {
-		if !match(r.tool, in.Tool) {
+		if !matchTool(r.tool, in.Tool) {
 			continue
 		}
 		if r.when == nil {
@@ -222,7 +222,7 @@ func (sp *serverPolicy) globs(tool string) Decision {
 		action string
 		globs  []string
 	}{{config.ActionDeny, sp.deny}, {config.ActionApprove, sp.approve}, {config.ActionAllow, sp.allow}} {
-		if g, ok := matchAny(l.globs, tool); ok {
+		if g, ok := matchAny(l.globs, tool, matchTool); ok {
 			return Decision{Action: l.action, Rule: sp.path + "." + l.action,
 				Reason: fmt.Sprintf("the tool matches %q", g)}
 		}
@@ -249,7 +249,7 @@ func (cp *clientPolicy) decide(name string) (Decision, bool) {
 		action string
 		globs  []string
 	}{{config.ActionDeny, cp.deny}, {config.ActionApprove, cp.approve}, {config.ActionAllow, cp.allow}} {
-		if g, ok := matchAny(l.globs, name); ok {
+		if g, ok := matchAny(l.globs, name, match); ok {
 			return Decision{Action: l.action, Rule: cp.path + "." + l.action,
 				Reason: fmt.Sprintf("client policy: %q matches %q", name, g)}, true
 		}
@@ -269,13 +269,22 @@ func rank(action string) int {
 	return 2
 }
 
-// match is path.Match; Compile rejected malformed patterns.
+// match is path.Match; Compile rejected malformed patterns. It is the
+// match of a client's globs over "SERVER/TOOL", where "/" separates.
 func match(glob, name string) bool {
 	ok, err := path.Match(glob, name)
 	return ok && err == nil
 }
 
-func matchAny(globs []string, name string) (string, bool) {
+// matchTool is match over a tool's own name, in which "/" is an ordinary
+// character (tool names may hold it): "*" is every tool, and "fs_*"
+// matches "fs_a/b".
+func matchTool(glob, tool string) bool {
+	// NUL is ordinary to path.Match, where "/" is not.
+	return match(strings.ReplaceAll(glob, "/", "\x00"), strings.ReplaceAll(tool, "/", "\x00"))
+}
+
+func matchAny(globs []string, name string, match func(glob, name string) bool) (string, bool) {
 	i := slices.IndexFunc(globs, func(g string) bool { return match(g, name) })
 	if i < 0 {
 		return "", false

@@ -290,3 +290,36 @@ func TestComprehension(t *testing.T) {
 		}
 	}
 }
+
+// TestToolNamesWithSlash: "/" is an ordinary character of a tool's name:
+// allow "*" allows "files/read", a deny glob covers it, a rule's tool
+// glob matches it; a client's globs over SERVER/TOOL keep "/" as the
+// separator.
+func TestToolNamesWithSlash(t *testing.T) {
+	e := mustEngine(t, `version: 1
+clients:
+  - {name: bob, token: {from: env:B}, tools: {allow: ["fs/files/*"]}}
+servers:
+  fs:
+    command: [fs]
+    tools:
+      rules:
+        - {tool: "admin*", action: deny}
+      deny: ["write*"]
+      allow: ["*"]
+`)
+	for _, tt := range []struct {
+		client, tool string
+		want         bool
+	}{
+		{"", "files/read", true},
+		{"", "write/file", false},
+		{"", "admin/reset", false},
+		{"bob", "files/read", true},
+		{"bob", "read", false},
+	} {
+		if got := e.Visible(tt.client, "fs", tt.tool); got != tt.want {
+			t.Errorf("Visible(%q, fs, %q) = %v, want %v", tt.client, tt.tool, got, tt.want)
+		}
+	}
+}
