@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,5 +146,21 @@ func TestLineShowsPhase(t *testing.T) {
 		Domains: []Domain{{Host: "registry.npmjs.org", Port: 443, Decision: "allow"}}}
 	if got := Line(r); !strings.Contains(got, `phase="package install"`) {
 		t.Errorf("Line = %q, want the phase", got)
+	}
+}
+
+// TestShapeOfTooManyMembers: arguments with more members than MaxMembers
+// are summarised by their count, not decoded; Members counts colons
+// outside strings only.
+func TestShapeOfTooManyMembers(t *testing.T) {
+	if n := Members([]byte(`{"a:b":"c:d","e":{"f\":":1},"g":[{"h":2}]}`)); n != 5 {
+		t.Errorf("Members = %d, want 5", n)
+	}
+	big := []byte(`{` + strings.Repeat(`"k":1,`, MaxMembers) + `"k":1}`)
+	if got := string(Shape(big)); got != fmt.Sprintf(`{"members":%d}`, MaxMembers+1) {
+		t.Errorf("Shape of %d members = %s", MaxMembers+1, got)
+	}
+	if got := string(Shape([]byte(`{"path":"/a:b"}`))); !strings.Contains(got, `"path"`) {
+		t.Errorf("Shape of a small object = %s", got)
 	}
 }

@@ -165,10 +165,19 @@ func (g *Guard) audited(next handler) handler {
 // checkArgKeys refuses arguments that repeat a key (see argKeys).
 func (g *Guard) checkArgKeys(next handler) handler {
 	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
-		if why := argKeys(st.c.Arguments); why != "" {
+		var why string
+		if n := audit.Members(st.c.Arguments); n > audit.MaxMembers {
+			// Before argKeys builds its map of every key.
+			why = fmt.Sprintf("hold %d keys, more than %d", n, audit.MaxMembers)
+		} else {
+			why = argKeys(st.c.Arguments)
+		}
+		if why != "" {
 			// The rule is fixed text: why may quote a key the client chose.
 			rule, fix := "arguments repeat a key", "send each key once, in one spelling"
 			switch {
+			case strings.HasPrefix(why, "hold ") && strings.Contains(why, " keys, more than "):
+				rule, fix = "arguments hold too many keys", "send fewer"
 			case strings.HasPrefix(why, "nest deeper"):
 				rule, fix = "arguments nest too deep", "send flatter arguments"
 			case strings.HasPrefix(why, "are not valid JSON"):
