@@ -549,16 +549,8 @@ func (srv *Server) filter(items []Item) []Item {
 
 // allowed reports whether srv exposes tool.
 func (srv *Server) allowed(tool string) bool {
-	// "/" is an ordinary character of a tool's name (as in the policy's
-	// tool globs): "*" is every tool.
-	name := strings.ReplaceAll(tool, "/", "\x00")
 	match := func(globs []string) bool {
-		for _, g := range globs {
-			if ok, _ := path.Match(strings.ReplaceAll(g, "/", "\x00"), name); ok {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(globs, func(g string) bool { return MatchTool(g, tool) })
 	}
 	return match(srv.Allow) && !match(srv.Deny)
 }

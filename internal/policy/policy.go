@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
 )
 
 // Input is one tool call to decide.
@@ -276,13 +277,9 @@ func match(glob, name string) bool {
 	return ok && err == nil
 }
 
-// matchTool is match over a tool's own name, in which "/" is an ordinary
-// character (tool names may hold it): "*" is every tool, and "fs_*"
-// matches "fs_a/b".
-func matchTool(glob, tool string) bool {
-	// NUL is ordinary to path.Match, where "/" is not.
-	return match(strings.ReplaceAll(glob, "/", "\x00"), strings.ReplaceAll(tool, "/", "\x00"))
-}
+// matchTool is the match of a tool-name glob: "/" is an ordinary
+// character of a tool's name (gateway.MatchTool).
+func matchTool(glob, tool string) bool { return gateway.MatchTool(glob, tool) }
 
 func matchAny(globs []string, name string, match func(glob, name string) bool) (string, bool) {
 	i := slices.IndexFunc(globs, func(g string) bool { return match(g, name) })
