@@ -181,14 +181,24 @@ func (f *fastCalls) work(job fastJob) {
 // returns nil for whatever the SDK should see: a failure, null params,
 // and a 2026-07-28 request.
 func fastParams(raw json.RawMessage) *mcp.CallToolParamsRaw {
+	p := callParams(raw)
+	if p == nil {
+		return nil
+	}
+	if _, modern := p.Meta[mcp.MetaKeyProtocolVersion]; modern {
+		return nil
+	}
+	return p
+}
+
+// callParams decodes tools/call params as the SDK does, or returns nil
+// where the SDK would fail.
+func callParams(raw json.RawMessage) *mcp.CallToolParamsRaw {
 	if len(raw) == 0 || checkDepth(raw, maxDepth) != nil {
 		return nil
 	}
 	var p *mcp.CallToolParamsRaw
-	if _, err := sjson.Parse(raw, &p, sjson.DontMatchCaseInsensitiveStructFields); err != nil || p == nil {
-		return nil
-	}
-	if _, modern := p.Meta[mcp.MetaKeyProtocolVersion]; modern {
+	if _, err := sjson.Parse(raw, &p, sjson.DontMatchCaseInsensitiveStructFields); err != nil {
 		return nil
 	}
 	return p

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -24,17 +25,30 @@ import (
 // dispatcher's own decode of the same request, is the check that fails
 // closed.
 func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, body []byte) error {
-	var msg struct {
-		Method string                `json:"method"`
-		Params mcp.CallToolParamsRaw `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+	p := sdkToolCall(body)
+	if p == nil {
 		return nil
 	}
-	if _, _, ok := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil }); !ok {
+	if _, _, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil }); !ok {
 		return nil
 	}
-	return d.paramHeaderCheck(ctx, header, &msg.Params)
+	return d.paramHeaderCheck(ctx, header, p)
+}
+
+// sdkToolCall is the params of body if the SDK will read it as a
+// tools/call request (its parser and flags: exact key match, the last of
+// two equal keys), else nil: the checks before the SDK see the name and
+// arguments it will.
+func sdkToolCall(body []byte) *mcp.CallToolParamsRaw {
+	if !bytes.Contains(body, []byte("tools/call")) {
+		return nil
+	}
+	msg, err := decodeMessage(body)
+	req, ok := msg.(*jsonrpc.Request)
+	if err != nil || !ok || req.Method != "tools/call" || !req.ID.IsValid() {
+		return nil
+	}
+	return callParams(req.Params)
 }
 
 // paramHeaderCheck checks the Mcp-Param-* headers of a 2026 tools/call of
@@ -289,21 +303,18 @@ func primitiveText(raw json.RawMessage) (string, bool) {
 // methodHeaderRefused tells Hooks.Unknown of a tools/call whose Mcp-Method
 // or Mcp-Name header the SDK is about to refuse (missing, or not the
 // body's), so that the audit has its record; it says whether it did.
-// The test is the SDK's (validateMcpHeaders), on the same decode of the
-// body (the last of two equal keys wins).
+// The test is the SDK's (validateMcpHeaders), on the SDK's decode of the
+// body (sdkToolCall).
 func (d *downstream) methodHeaderRefused(header http.Header, body []byte) bool {
-	var msg struct {
-		Method string                `json:"method"`
-		Params mcp.CallToolParamsRaw `json:"params"`
-	}
-	if !bytes.Contains(body, []byte("tools/call")) || json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+	p := sdkToolCall(body)
+	if p == nil {
 		return false
 	}
-	if header.Get("Mcp-Method") == msg.Method && header.Get("Mcp-Name") != "" && header.Get("Mcp-Name") == msg.Params.Name {
+	if header.Get("Mcp-Method") == "tools/call" && header.Get("Mcp-Name") != "" && header.Get("Mcp-Name") == p.Name {
 		return false
 	}
-	b, tool, _ := d.route(msg.Params.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
-	d.tellUnknown(&msg.Params, b, tool, UnknownHeaderMismatch)
+	b, tool, _ := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	d.tellUnknown(p, b, tool, UnknownHeaderMismatch)
 	return true
 }
 

@@ -152,6 +152,12 @@ func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 		}
 		told(t)
 	}
+	// A key that differs from "name" only in case is not the name to the
+	// SDK, nor to the check: the call runs, with one record (its own).
+	if status, body := post(t, url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a__route","Name":"a__zzz","arguments":{"region":"eu"},`+modernMeta+`}}`,
+		map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__route", "Mcp-Param-Region": "eu"}); status != http.StatusOK || strings.Contains(body, "-32020") {
+		t.Fatalf("a case-variant Name key: %d %s", status, body)
+	}
 	if status, body := call("eu"); status != http.StatusOK || strings.Contains(body, "-32020") {
 		t.Fatalf("call with a matching header: %d %s", status, body)
 	}
