@@ -31,10 +31,10 @@ func Shape(args json.RawMessage) json.RawMessage {
 	if !json.Valid(args) {
 		return invalidShape(len(args))
 	}
-	if n := Members(args); n > MaxMembers {
-		// Not decoded: a map of every key would cost tens of times the
+	if n := Values(args); n > MaxValues {
+		// Not decoded: a value for each would cost tens of times the
 		// request's size (the guard refuses such a call).
-		return json.RawMessage(`{"members":` + strconv.Itoa(n) + `}`)
+		return json.RawMessage(`{"values":` + strconv.Itoa(n) + `}`)
 	}
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
@@ -49,15 +49,17 @@ func Shape(args json.RawMessage) json.RawMessage {
 	return out
 }
 
-// MaxMembers is the most object members a call's arguments may hold, at
-// every depth together (a batch of 10,000 rows of 10 fields fits): each
-// costs the gateway far more than its bytes (maps, policy values, the
-// shape), and a few calls of 300,000 keys at once took gigabytes.
-const MaxMembers = 100_000
+// MaxValues is the most JSON values a call's arguments may hold, at every
+// depth together, as Values counts them (a batch of 10,000 rows of 10
+// fields fits): each costs the gateway far more than its bytes (maps,
+// policy values, the shape), and a few calls of 300,000 keys at once took
+// gigabytes.
+const MaxValues = 250_000
 
-// Members counts the object members in raw JSON (the colons outside
-// strings) without decoding it.
-func Members(raw []byte) int {
+// Values counts the containers, members and elements in raw JSON (each
+// '{', '[', ':' and ',' outside strings) without decoding it: about the
+// number of values a decode would make, never fewer.
+func Values(raw []byte) int {
 	n, inString, escaped := 0, false, false
 	for _, c := range raw {
 		switch {
@@ -67,7 +69,7 @@ func Members(raw []byte) int {
 			escaped = true
 		case c == '"':
 			inString = !inString
-		case !inString && c == ':':
+		case !inString && (c == '{' || c == '[' || c == ':' || c == ','):
 			n++
 		}
 	}

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,16 +148,20 @@ func TestLineShowsPhase(t *testing.T) {
 	}
 }
 
-// TestShapeOfTooManyMembers: arguments with more members than MaxMembers
-// are summarised by their count, not decoded; Members counts colons
-// outside strings only.
-func TestShapeOfTooManyMembers(t *testing.T) {
-	if n := Members([]byte(`{"a:b":"c:d","e":{"f\":":1},"g":[{"h":2}]}`)); n != 5 {
-		t.Errorf("Members = %d, want 5", n)
+// TestShapeOfTooManyValues: arguments with more values than MaxValues
+// are summarised by their count, not decoded, whether keys or elements;
+// Values counts outside strings only.
+func TestShapeOfTooManyValues(t *testing.T) {
+	if n := Values([]byte(`{"a:b":"c:d,[{","e":{"f\"":1},"g":[{"h":2},3]}`)); n != 12 {
+		t.Errorf("Values = %d, want 12", n)
 	}
-	big := []byte(`{` + strings.Repeat(`"k":1,`, MaxMembers) + `"k":1}`)
-	if got := string(Shape(big)); got != fmt.Sprintf(`{"members":%d}`, MaxMembers+1) {
-		t.Errorf("Shape of %d members = %s", MaxMembers+1, got)
+	for _, big := range [][]byte{
+		[]byte(`{` + strings.Repeat(`"k":1,`, MaxValues/2) + `"k":1}`),
+		[]byte(`{"a":[` + strings.Repeat(`{},`, MaxValues/2) + `{}]}`),
+	} {
+		if got := string(Shape(big)); !strings.HasPrefix(got, `{"values":`) {
+			t.Errorf("Shape of %d values = %.80s", Values(big), got)
+		}
 	}
 	if got := string(Shape([]byte(`{"path":"/a:b"}`))); !strings.Contains(got, `"path"`) {
 		t.Errorf("Shape of a small object = %s", got)

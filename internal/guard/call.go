@@ -166,9 +166,9 @@ func (g *Guard) audited(next handler) handler {
 func (g *Guard) checkArgKeys(next handler) handler {
 	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
 		var why string
-		if n := audit.Members(st.c.Arguments); n > audit.MaxMembers {
+		if n := audit.Values(st.c.Arguments); n > audit.MaxValues {
 			// Before argKeys builds its map of every key.
-			why = fmt.Sprintf("hold %d keys, more than %d", n, audit.MaxMembers)
+			why = fmt.Sprintf("hold %d values, more than %d", n, audit.MaxValues)
 		} else {
 			why = argKeys(st.c.Arguments)
 		}
@@ -176,8 +176,8 @@ func (g *Guard) checkArgKeys(next handler) handler {
 			// The rule is fixed text: why may quote a key the client chose.
 			rule, fix := "arguments repeat a key", "send each key once, in one spelling"
 			switch {
-			case strings.HasPrefix(why, "hold ") && strings.Contains(why, " keys, more than "):
-				rule, fix = "arguments hold too many keys", "send fewer"
+			case strings.HasPrefix(why, "hold ") && strings.Contains(why, " values, more than "):
+				rule, fix = "arguments hold too many values", "send fewer"
 			case strings.HasPrefix(why, "nest deeper"):
 				rule, fix = "arguments nest too deep", "send flatter arguments"
 			case strings.HasPrefix(why, "are not valid JSON"):

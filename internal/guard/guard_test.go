@@ -261,7 +261,8 @@ func TestGuardRefusesCaseVariantKeys(t *testing.T) {
 		{`{"text":"hello","TEXT":"forbidden-zone"}`, "differ only in case", "arguments repeat a key"},
 		{`{"text":"hello","n":1,"Text":"forbidden-zone"}`, "differ only in case", "arguments repeat a key"},
 		{`{"text":"hello","n":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, "nest deeper", "arguments nest too deep"},
-		{`{"text":"hello","m":{` + strings.Repeat(`"k":1,`, audit.MaxMembers) + `"k":1}}`, "more than", "arguments hold too many keys"},
+		{`{"text":"hello","m":{` + strings.Repeat(`"k":1,`, audit.MaxValues/2) + `"k":1}}`, "more than", "arguments hold too many values"},
+		{`{"text":"hello","a":[` + strings.Repeat(`{},`, audit.MaxValues/2) + `{}]}`, "more than", "arguments hold too many values"},
 	}
 	for _, tc := range cases {
 		res, err := r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(tc.args)})
