@@ -135,10 +135,12 @@ func (h *Handler) redeem(tok string) bool {
 	return true
 }
 
-// newSession starts a session of role and sets its cookie.
-func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string) bool {
+// newSession starts a session of role and sets its cookie; sum is the
+// login secret's digest as it was before the login was checked, so that
+// a rotation during the check ends the session too.
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string, sum [sha256.Size]byte) bool {
 	id, csrf := rand.Text()+rand.Text(), rand.Text()
-	now, sum := h.opts.Now(), h.secretSum()
+	now := h.opts.Now()
 	h.mu.Lock()
 	for k, s := range h.sessions {
 		if now.After(s.expires) {

@@ -180,11 +180,12 @@ func (h *Handler) static(w http.ResponseWriter, name string) {
 // serveLoginPage redeems a one-time login URL (?t=), or shows the form.
 func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 	if t := r.URL.Query().Get("t"); t != "" {
+		sum := h.secretSum() // before the check: a rotation after it ends the session
 		if !h.redeem(t) {
 			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
 			return
 		}
-		if h.newSession(w, r, RoleAdmin) {
+		if h.newSession(w, r, RoleAdmin, sum) {
 			// A redirect, so the token leaves the address bar and history.
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 		}
@@ -203,6 +204,7 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(loginReadWait))
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	tok := r.PostFormValue("token")
+	sum := h.secretSum() // before the check: a rotation after it ends the session
 	role, ok := h.opts.Authenticate(tok)
 	if tok == "" {
 		ok = false // whatever Authenticate makes of it
@@ -211,7 +213,7 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	if h.newSession(w, r, role) {
+	if h.newSession(w, r, role, sum) {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	}
 }
