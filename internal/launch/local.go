@@ -238,7 +238,12 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 	if err := in.startSandbox(ctx); err != nil {
 		return nil, err
 	}
-	in.rec.ID, in.rec.Prepared = in.sb.ID, in.sb.Prepared
+	if in.rec.ID != in.sb.ID {
+		// Only where the pool may serve, so never with a network: no
+		// egress event reads the record yet.
+		in.rec.ID = in.sb.ID
+	}
+	in.rec.Prepared = in.sb.Prepared
 	if l.pool != nil {
 		// Whether the warm pool served, and what it saved, is otherwise
 		// visible nowhere.
