@@ -91,13 +91,13 @@ func CredentialName(name string) bool { return credNameRE().MatchString(name) }
 
 // credValueRE matches values that carry a credential whatever their
 // name: an authorization scheme and its token (also inside a JSON header
-// map), a password in a connection string, a URL's user info of 8 or
-// more characters (a DSN's key, a git token; not ssh://git@), and token
-// formats with a prefix of their own
+// map), a password in a connection string, a URL's password or a user
+// name of 16 or more characters (a DSN's key, a git token; not
+// ssh://git@ or postgres://postgres@), and token formats with a prefix of their own
 // (Notion, Hugging Face, sk- keys).
 var credValueRE = lazyRegexp(`(?i)\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}` +
 	`|(?:^|[;&?\s])(?:password|passwd|pwd)\s*=\s*[^;&\s]` +
-	`|^[a-z][a-z0-9+.-]*://[^/@\s]{8,}@` +
+	`|^[a-z][a-z0-9+.-]*://(?:[^/@\s:]{16,}|[^/@\s:]*:[^/@\s]+)@` +
 	`|\b(?:ntn|secret|hf)_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{20,}`)
 
 // CredentialValue reports whether v looks like it holds a credential,

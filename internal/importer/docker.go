@@ -278,13 +278,20 @@ func protectedSource(src string) string {
 		return "a named docker volume, which only the docker daemon has"
 	}
 	abs := path.Clean(strings.ReplaceAll(strings.ReplaceAll(src, "${HOME}", "~"), "$HOME", "~"))
-	clean := homeRelative(abs)
+	if strings.HasPrefix(src, "~") || strings.HasPrefix(src, "$") {
+		if abs != "~" && !strings.HasPrefix(abs, "~/") {
+			return src + " climbs out of the home directory"
+		}
+	}
+	// A home of macOS is case-insensitive: ~/.SSH is ~/.ssh there.
+	clean := strings.ToLower(homeRelative(abs))
 	base := path.Base(clean)
 	if strings.HasSuffix(base, ".sock") && (strings.Contains(base, "docker") || strings.Contains(base, "podman") || strings.Contains(base, "containerd")) ||
 		strings.Contains(clean, "/docker.sock") || strings.HasSuffix(clean, "/podman/podman.sock") {
 		return "the container daemon's socket is root on the host: never mount it"
 	}
 	for _, c := range []string{clean, abs} {
+		// (protectedHostDirs and protectedHostTrees are lower case.)
 		for _, p := range protectedHostDirs {
 			if c == p {
 				return c + " holds the host's system, credentials or other users' files"

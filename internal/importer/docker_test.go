@@ -118,6 +118,7 @@ func TestProtectedSource(t *testing.T) {
 		// A home named absolutely, as JSON configs must.
 		"/home/alice": true, "/home/alice/": true, "/home/alice/.ssh": true, "/home/alice/.aws/credentials": true,
 		"/Users/bob": true, "/Users/bob/.kube/config": true, "/Users": true, "/Users/bob/code": false,
+		"/Users/bob/.SSH": true, "$HOME/..": true, "~/../bob/.ssh": true, "~/../../etc": true,
 	} {
 		if got := protectedSource(src) != ""; got != bad {
 			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src), bad)
