@@ -250,7 +250,7 @@ func (cp *clientPolicy) decide(name string) (Decision, bool) {
 		action string
 		globs  []string
 	}{{config.ActionDeny, cp.deny}, {config.ActionApprove, cp.approve}, {config.ActionAllow, cp.allow}} {
-		if g, ok := matchAny(l.globs, name, match); ok {
+		if g, ok := matchAny(l.globs, name, matchClient); ok {
 			return Decision{Action: l.action, Rule: cp.path + "." + l.action,
 				Reason: fmt.Sprintf("client policy: %q matches %q", name, g)}, true
 		}
@@ -270,11 +270,23 @@ func rank(action string) int {
 	return 2
 }
 
-// match is path.Match; Compile rejected malformed patterns. It is the
-// match of a client's globs over "SERVER/TOOL", where "/" separates.
+// match is path.Match; Compile rejected malformed patterns.
 func match(glob, name string) bool {
 	ok, err := path.Match(glob, name)
 	return ok && err == nil
+}
+
+// matchClient is the match of a client's glob over "SERVER/TOOL": the
+// part before the first "/" matches the server's name, the rest the
+// tool's (matchTool: "github/*" is every tool of github, "files/read"
+// too).
+func matchClient(glob, name string) bool {
+	gs, gt, ok := strings.Cut(glob, "/")
+	if !ok {
+		return match(glob, name)
+	}
+	server, tool, _ := strings.Cut(name, "/")
+	return match(gs, server) && matchTool(gt, tool)
 }
 
 // matchTool is the match of a tool-name glob: "/" is an ordinary

@@ -293,12 +293,13 @@ func TestComprehension(t *testing.T) {
 
 // TestToolNamesWithSlash: "/" is an ordinary character of a tool's name:
 // allow "*" allows "files/read", a deny glob covers it, a rule's tool
-// glob matches it; a client's globs over SERVER/TOOL keep "/" as the
-// separator.
+// glob matches it; a client's globs over SERVER/TOOL split at the first
+// "/", and their tool part takes "/" as ordinary too.
 func TestToolNamesWithSlash(t *testing.T) {
 	e := mustEngine(t, `version: 1
 clients:
   - {name: bob, token: {from: env:B}, tools: {allow: ["fs/files/*"]}}
+  - {name: dan, token: {from: env:D}, tools: {allow: ["f*/*"], deny: ["fs/files/secret*"]}}
 servers:
   fs:
     command: [fs]
@@ -317,6 +318,8 @@ servers:
 		{"", "admin/reset", false},
 		{"bob", "files/read", true},
 		{"bob", "read", false},
+		{"dan", "files/read", true},        // a client's tool glob takes "/" in the tool too
+		{"dan", "files/secret/key", false}, // so does its deny
 	} {
 		if got := e.Visible(tt.client, "fs", tt.tool); got != tt.want {
 			t.Errorf("Visible(%q, fs, %q) = %v, want %v", tt.client, tt.tool, got, tt.want)
