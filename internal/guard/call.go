@@ -162,27 +162,25 @@ func (g *Guard) audited(next handler) handler {
 	}
 }
 
-// checkArgKeys refuses arguments that repeat a key (see argKeys).
+// checkArgKeys refuses arguments that hold more than audit.MaxValues
+// values (before anything decodes them), or that repeat a key, nest too
+// deep or are not JSON (see argKeys).
 func (g *Guard) checkArgKeys(next handler) handler {
 	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
-		var why string
+		// The rule is fixed text: why may quote a key the client chose.
+		var why, rule, fix string
 		if n := audit.Values(st.c.Arguments); n > audit.MaxValues {
-			// Before argKeys builds its map of every key.
-			why = fmt.Sprintf("hold %d values, more than %d", n, audit.MaxValues)
-		} else {
-			why = argKeys(st.c.Arguments)
-		}
-		if why != "" {
-			// The rule is fixed text: why may quote a key the client chose.
-			rule, fix := "arguments repeat a key", "send each key once, in one spelling"
+			why, rule, fix = fmt.Sprintf("hold %d values, more than %d", n, audit.MaxValues), "arguments hold too many values", "send fewer"
+		} else if why = argKeys(st.c.Arguments); why != "" {
+			rule, fix = "arguments repeat a key", "send each key once, in one spelling"
 			switch {
-			case strings.HasPrefix(why, "hold ") && strings.Contains(why, " values, more than "):
-				rule, fix = "arguments hold too many values", "send fewer"
 			case strings.HasPrefix(why, "nest deeper"):
 				rule, fix = "arguments nest too deep", "send flatter arguments"
 			case strings.HasPrefix(why, "are not valid JSON"):
 				rule, fix = "arguments are not valid JSON", "send a JSON object"
 			}
+		}
+		if why != "" {
 			st.rec.Decision, st.rec.Outcome, st.rec.Rule = "deny", audit.OutcomeDenied, rule
 			return refusal(g.book.String(fmt.Sprintf("mcpbox: the arguments of %s %s; %s", st.rec.Name, why, fix)), nil)
 		}
