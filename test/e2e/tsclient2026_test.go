@@ -269,8 +269,10 @@ func TestTSClient2026Serve(t *testing.T) {
 
 				// The audit has the three calls that ran or were refused
 				// by their answer, decided through the client's input
-				// request: once, deny, and the hand-driven once. The
-				// refused states ran nothing, so they add no record.
+				// request: once, deny, and the hand-driven once; and one
+				// denied record for each of the four retries whose
+				// requestState was refused (other arguments, payload,
+				// replay, signature), which ran nothing.
 				if g != nil {
 					g.stop(t)
 				}
@@ -278,7 +280,20 @@ func TestTSClient2026Serve(t *testing.T) {
 				if lr.code != 0 {
 					t.Fatalf("mcpbox logs:\n%s", lr)
 				}
-				recs := auDecode(t, lr.stdout)
+				var recs, refused []auRecord
+				for _, rec := range auDecode(t, lr.stdout) {
+					if strings.HasPrefix(rec.str("rule"), "refused: its requestState") {
+						refused = append(refused, rec)
+						if rec.str("decision") != "deny" || rec.str("outcome") != "denied" || rec.str("approver") != "" {
+							t.Errorf("refused retry's record %v: want denied, no approver", rec)
+						}
+						continue
+					}
+					recs = append(recs, rec)
+				}
+				if len(refused) != 4 {
+					t.Errorf("%d records of refused retries, want 4: %v", len(refused), refused)
+				}
 				want := [][2]string{{"approved", "ok"}, {"denied", "denied"}, {"approved", "ok"}}
 				if len(recs) != len(want) {
 					t.Fatalf("%d write_file call records, want %d: %v", len(recs), len(want), recs)
