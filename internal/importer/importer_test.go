@@ -306,7 +306,7 @@ func TestImportEdgeCases(t *testing.T) {
 			input: `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:` + dbPassword + `@localhost/db", "--api-key", "plain-key-value", "--password=hunter2", "--token-file", "/run/secrets/t"]}, "r": {"url": "https://mcp.example.com/mcp?api_key=` + dbPassword + `&team=x"}}}`,
 			want: []*config.Server{
 				sandboxed("pg", "npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:REDACTED@localhost/db", "--api-key", "REDACTED", "--password=REDACTED", "--token-file", "/run/secrets/t"),
-				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", Tools: config.Tools{Allow: []string{"*"}}},
 			},
 			absent: []string{dbPassword, "plain-key-value", "hunter2"},
 		},
@@ -322,7 +322,7 @@ func TestImportEdgeCases(t *testing.T) {
 			absent: []string{dbPassword, `"one"`, `"two"`, "one\n", "two\n"},
 		},
 		{
-			name: "remote entries and mcp-remote wrappers get oauth unless they send Authorization",
+			name: "remote entries and mcp-remote wrappers get oauth unless they send Authorization or a key",
 			input: `{"mcpServers": {
 				"linear": {"type": "http", "url": "https://mcp.linear.app/mcp"},
 				"old": {"type": "sse", "url": "https://mcp.example.com/sse"},
@@ -330,6 +330,7 @@ func TestImportEdgeCases(t *testing.T) {
 				"keyed": {"command": "npx", "args": ["mcp-remote", "https://mcp.example.org/mcp", "--header", "Authorization: Bearer ${AUTH_TOKEN}"], "env": {"AUTH_TOKEN": "` + dbPassword + `"}},
 				"legacy": {"command": "npx", "args": ["-y", "mcp-remote", "https://mcp.example.org/sse", "--transport=sse-only"]},
 				"static": {"url": "https://api.example.net/mcp", "headers": {"Authorization": "Bearer ${GH}"}},
+				"apikey": {"url": "https://mcp.context7.com/mcp", "headers": {"CONTEXT7_API_KEY": "${C7}"}},
 				"other": {"command": "npx", "args": ["-y", "some-server", "https://example.com"]}}}`,
 			want: []*config.Server{
 				{Name: "linear", URL: "https://mcp.linear.app/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
@@ -338,6 +339,7 @@ func TestImportEdgeCases(t *testing.T) {
 				{Name: "keyed", URL: "https://mcp.example.org/mcp", Transport: config.TransportAuto, Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_KEYED_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "legacy", URL: "https://mcp.example.org/sse", Transport: config.TransportSSE, OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "static", URL: "https://api.example.net/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_STATIC_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "apikey", URL: "https://mcp.context7.com/mcp", Headers: []config.Header{{Name: "CONTEXT7_API_KEY", From: "env:C7"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				sandboxed("other", "npx", "-y", "some-server", "https://example.com"),
 			},
 			absent:  []string{dbPassword},

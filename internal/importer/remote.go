@@ -2,6 +2,7 @@ package importer
 
 import (
 	"encoding/json"
+	"net/url"
 	"path"
 	"strings"
 
@@ -14,12 +15,21 @@ import (
 // (npx mcp-remote URL) are that remote server, which mcpbox reaches
 // itself.
 
-// oauthFor turns OAuth on for remote server s unless it sends its own
-// Authorization header, and returns the comment that says to log in.
+// oauthFor turns OAuth on for remote server s unless it sends a
+// credential of its own (an Authorization header, a header or URL query
+// parameter named like a key: X-Api-Key, ?api_key=), and returns the
+// comment that says to log in.
 func oauthFor(s *config.Server) []string {
 	for _, h := range s.Headers {
-		if strings.EqualFold(h.Name, "Authorization") {
+		if strings.EqualFold(h.Name, "Authorization") || config.CredentialName(h.Name) {
 			return nil
+		}
+	}
+	if u, err := url.Parse(s.URL); err == nil {
+		for k := range u.Query() {
+			if config.CredentialName(k) {
+				return nil
+			}
 		}
 	}
 	s.OAuth = &config.ServerOAuth{}
