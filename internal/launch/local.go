@@ -620,6 +620,16 @@ func (in *sandboxInstance) describe() string {
 	if !in.endedWithin(stopGrace) {
 		return ""
 	}
+	// The sandbox has ended and Wait has copied all of its stderr: what
+	// the redactor holds and a last line without a newline can go out,
+	// and the last line says why a server failed at start.
+	if in.redactor != nil {
+		_ = in.redactor.Flush()
+	}
+	in.lines.Close()
+	if last := in.lines.Last(); last != "" {
+		return in.status + " (its stderr's last line: '" + last + "')"
+	}
 	return in.status
 }
 

@@ -35,6 +35,18 @@ type lineWriter struct {
 	w      io.Writer
 	prefix string
 	buf    []byte
+	last   string // the last line written, cut to maxLastLine
+}
+
+// maxLastLine bounds the last line Last keeps.
+const maxLastLine = 200
+
+// Last is the last line written (after the redactor, its controls
+// replaced), for the error of a server that ended before it answered.
+func (lw *lineWriter) Last() string {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.last
 }
 
 const maxLogLine = 4096
@@ -78,5 +90,9 @@ func (lw *lineWriter) flush() {
 		return r
 	}, lw.buf)
 	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
+	if r := []rune(string(line)); len(r) > maxLastLine {
+		line = []byte(string(r[:maxLastLine-1]) + "…")
+	}
+	lw.last = string(line)
 	lw.buf = lw.buf[:0]
 }

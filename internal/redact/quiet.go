@@ -42,12 +42,17 @@ func (q *QuietWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (q *QuietWriter) flush() {
+func (q *QuietWriter) flush() { _ = q.Flush() } // a failure sticks: the next Write reports it
+
+// Flush writes what is held back now, treating this point as the end of
+// the stream (see Writer.Flush): for when the stream has ended.
+func (q *QuietWriter) Flush() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.closed {
-		_ = q.w.Flush() // a failure sticks: the next Write reports it
+	if q.closed {
+		return ErrClosed
 	}
+	return q.w.Flush()
 }
 
 // Close flushes and makes further writes fail. It does not close the

@@ -50,12 +50,13 @@ servers:
 	if err == nil || !strings.Contains(err.Error(), "no server could start") {
 		t.Fatalf("connecting with no server able to start: %v, want it refused", err)
 	}
-	want := "server crash: exited with status 3 before it answered"
+	// The server's last stderr line says why: in the log and to the client.
+	want := "server crash: exited with status 3 (its stderr's last line: 'boom: bad config') before it answered"
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(g.logs.String(), want) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(g.logs.String(), want) || !strings.Contains(err.Error(), "exited with status 3") {
+	if !strings.Contains(g.logs.String(), want) || !strings.Contains(err.Error(), "exited with status 3") || !strings.Contains(err.Error(), "boom: bad config") {
 		t.Errorf("the crash at start: client error %v; want %q in it and in the log:\n%s", err, want, g.logs)
 	}
 }
