@@ -307,6 +307,10 @@ func (in *sandboxInstance) setupStderr() {
 	}
 }
 
+// lastLineRecent is how recent a server's last stderr line must be to
+// be quoted in how it ended.
+const lastLineRecent = 5 * time.Second
+
 // stderrQuiet is how long a server's stderr must be quiet before the
 // redactor writes what it holds back (the start of what could be a
 // secret's form): the last line before a server hangs shows then.
@@ -627,7 +631,7 @@ func (in *sandboxInstance) describe() string {
 		_ = in.redactor.Flush()
 	}
 	in.lines.Close()
-	if last := in.lines.Last(); last != "" {
+	if last := in.lines.Last(lastLineRecent); last != "" {
 		return in.status + " (its stderr's last line: '" + last + "')"
 	}
 	return in.status

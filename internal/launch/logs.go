@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"mcpbox/internal/egress"
 	"mcpbox/internal/redact"
@@ -35,17 +36,22 @@ type lineWriter struct {
 	w      io.Writer
 	prefix string
 	buf    []byte
-	last   string // the last line written, cut to maxLastLine
+	last   string    // the last line written, cut to maxLastLine
+	lastAt time.Time // when it was written
 }
 
 // maxLastLine bounds the last line Last keeps.
 const maxLastLine = 200
 
 // Last is the last line written (after the redactor, its controls
-// replaced), for the error of a server that ended before it answered.
-func (lw *lineWriter) Last() string {
+// replaced) if it was written within recent, for the error of a server
+// that ended: an older line (a start-up banner) would say nothing of why.
+func (lw *lineWriter) Last(recent time.Duration) string {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if time.Since(lw.lastAt) > recent {
+		return ""
+	}
 	return lw.last
 }
 
@@ -93,6 +99,6 @@ func (lw *lineWriter) flush() {
 	if r := []rune(string(line)); len(r) > maxLastLine {
 		line = []byte(string(r[:maxLastLine-1]) + "…")
 	}
-	lw.last = string(line)
+	lw.last, lw.lastAt = string(line), time.Now()
 	lw.buf = lw.buf[:0]
 }
