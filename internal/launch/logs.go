@@ -96,8 +96,12 @@ func (lw *lineWriter) flush() {
 		return r
 	}, lw.buf)
 	fmt.Fprintf(lw.w, "%s%s\n", lw.prefix, line)
-	if r := []rune(string(line)); len(r) > maxLastLine {
-		line = []byte(string(r[:maxLastLine-1]) + "…")
+	// A line of at most maxLastLine bytes has no more runes: only a
+	// longer one is decoded to be cut.
+	if len(line) > maxLastLine {
+		if r := []rune(string(line)); len(r) > maxLastLine {
+			line = []byte(string(r[:maxLastLine-1]) + "…")
+		}
 	}
 	lw.last, lw.lastAt = string(line), time.Now()
 	lw.buf = lw.buf[:0]
