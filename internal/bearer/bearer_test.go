@@ -12,21 +12,21 @@ import (
 
 func TestLoadKeepsToken(t *testing.T) {
 	dir := t.TempDir()
-	first, err := Load(dir)
+	first, err := Token.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(first, Prefix) || len(first) != len(Prefix)+26 {
 		t.Errorf("token %q: want %s and 26 random characters", first, Prefix)
 	}
-	again, err := Load(dir)
+	again, err := Token.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again != first {
 		t.Errorf("second Load = %q, want the kept %q", again, first)
 	}
-	fi, err := os.Lstat(Path(dir))
+	fi, err := os.Lstat(Token.Path(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLoadKeepsToken(t *testing.T) {
 		t.Errorf("token file mode %v, want a regular file 0600", fi.Mode())
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("state dir holds %v, want only %s (no temporary file left)", ents, FileName)
+		t.Errorf("state dir holds %v, want only %s (no temporary file left)", ents, string(Token))
 	}
 }
 
@@ -42,11 +42,11 @@ func TestLoadUnderUmask(t *testing.T) {
 	old := syscall.Umask(0o377)
 	defer syscall.Umask(old)
 	dir := t.TempDir()
-	tok, err := Load(dir)
+	tok, err := Token.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := Load(dir); err != nil || again != tok {
+	if again, err := Token.Load(dir); err != nil || again != tok {
 		t.Fatalf("Load under umask 0377: %q, %v; want %q", again, err, tok)
 	}
 }
@@ -59,7 +59,7 @@ func TestLoadRacers(t *testing.T) {
 	toks := make([]string, 16)
 	errs := make([]error, len(toks))
 	for i := range toks {
-		wg.Go(func() { toks[i], errs[i] = Load(dir) })
+		wg.Go(func() { toks[i], errs[i] = Token.Load(dir) })
 	}
 	wg.Wait()
 	for i := range toks {
@@ -104,26 +104,55 @@ func TestLoadRefusesUnsafeFile(t *testing.T) {
 		{"huge", func(t *testing.T, path, _ string) { writeMode(t, path, strings.Repeat("a", maxFile+1), 0o600) }, ErrBadToken},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			outside := filepath.Join(t.TempDir(), "chosen")
-			tt.plant(t, Path(dir), outside)
-			before, _ := os.Lstat(Path(dir))
-			tok, err := Load(dir)
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Load = %q, %v; want %v", tok, err, tt.want)
-			}
-			if !strings.Contains(err.Error(), Path(dir)) {
-				t.Errorf("error %q does not name %s", err, Path(dir))
-			}
-			after, _ := os.Lstat(Path(dir))
-			if !os.SameFile(before, after) || before.Mode() != after.Mode() {
-				t.Errorf("the planted file was replaced or changed")
-			}
-			if _, err := os.Stat(outside); tt.name == "dangling symlink" && err == nil {
-				t.Errorf("Load created the symlink's target %s", outside)
-			}
-		})
+		for _, f := range []File{Token, Dashboard} {
+			t.Run(string(f)+"/"+tt.name, func(t *testing.T) {
+				dir := t.TempDir()
+				outside := filepath.Join(t.TempDir(), "chosen")
+				tt.plant(t, f.Path(dir), outside)
+				before, _ := os.Lstat(f.Path(dir))
+				tok, err := f.Load(dir)
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("Load = %q, %v; want %v", tok, err, tt.want)
+				}
+				if !strings.Contains(err.Error(), f.Path(dir)) {
+					t.Errorf("error %q does not name %s", err, f.Path(dir))
+				}
+				after, _ := os.Lstat(f.Path(dir))
+				if !os.SameFile(before, after) || before.Mode() != after.Mode() {
+					t.Errorf("the planted file was replaced or changed")
+				}
+				if _, err := os.Stat(outside); tt.name == "dangling symlink" && err == nil {
+					t.Errorf("Load created the symlink's target %s", outside)
+				}
+			})
+		}
+	}
+}
+
+// TestFilesApart: the dashboard's secret is a file and a token of its
+// own; making or rotating one leaves the other as it was.
+func TestFilesApart(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := Token.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dashboard.Read(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dashboard secret before one was made: %v", err)
+	}
+	secret, err := Dashboard.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret == tok || Dashboard.Path(dir) == Token.Path(dir) {
+		t.Fatalf("the dashboard secret is the token (%s, %s)", Dashboard.Path(dir), Token.Path(dir))
+	}
+	rotated, err := Dashboard.Rotate(dir)
+	if err != nil || rotated == secret {
+		t.Fatalf("Rotate = %q, %v", rotated, err)
+	}
+	if again, err := Token.Read(dir); err != nil || again != tok {
+		t.Errorf("the token after the secret's rotation: %q, %v; want %q", again, err, tok)
 	}
 }
 
@@ -134,11 +163,11 @@ func TestLoadRefusesOtherOwner(t *testing.T) {
 		t.Skip("needs root to make a file of another user")
 	}
 	dir := t.TempDir()
-	writeMode(t, Path(dir), New()+"\n", 0o600)
-	if err := os.Lchown(Path(dir), 65534, 65534); err != nil {
+	writeMode(t, Token.Path(dir), New()+"\n", 0o600)
+	if err := os.Lchown(Token.Path(dir), 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := Load(dir)
+	tok, err := Token.Load(dir)
 	if !errors.Is(err, ErrUnsafeFile) || !strings.Contains(err.Error(), "uid 65534") {
 		t.Fatalf("Load = %q, %v; want %v naming uid 65534", tok, err, ErrUnsafeFile)
 	}
@@ -146,21 +175,21 @@ func TestLoadRefusesOtherOwner(t *testing.T) {
 
 func TestRotate(t *testing.T) {
 	dir := t.TempDir()
-	old, err := Load(dir)
+	old, err := Token.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := Rotate(dir)
+	tok, err := Token.Rotate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tok == old || !strings.HasPrefix(tok, Prefix) {
 		t.Fatalf("Rotate = %q, old %q: want a new token", tok, old)
 	}
-	if got, err := Load(dir); err != nil || got != tok {
+	if got, err := Token.Load(dir); err != nil || got != tok {
 		t.Fatalf("Load after Rotate = %q, %v; want %q", got, err, tok)
 	}
-	fi, _ := os.Lstat(Path(dir))
+	fi, _ := os.Lstat(Token.Path(dir))
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("rotated file mode %v, want 0600", fi.Mode().Perm())
 	}
@@ -172,22 +201,22 @@ func TestRotateReplacesSymlink(t *testing.T) {
 	dir := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "victim")
 	writeMode(t, outside, "keep\n", 0o600)
-	symlink(t, outside, Path(dir))
-	tok, err := Rotate(dir)
+	symlink(t, outside, Token.Path(dir))
+	tok, err := Token.Rotate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(outside); string(b) != "keep\n" {
 		t.Errorf("the symlink's target now holds %q", b)
 	}
-	if got, err := Read(dir); err != nil || got != tok {
+	if got, err := Token.Read(dir); err != nil || got != tok {
 		t.Errorf("Read = %q, %v; want %q", got, err, tok)
 	}
 }
 
 func TestWatchRefresh(t *testing.T) {
 	dir := t.TempDir()
-	w, err := NewWatch(dir)
+	w, err := Token.Watch(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +224,7 @@ func TestWatchRefresh(t *testing.T) {
 	if tok, changed, err := w.Refresh(); err != nil || changed || tok != first {
 		t.Fatalf("Refresh of an unchanged file = %q, %v, %v", tok, changed, err)
 	}
-	next, err := Rotate(dir)
+	next, err := Token.Rotate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +232,10 @@ func TestWatchRefresh(t *testing.T) {
 		t.Fatalf("Refresh after Rotate = %q, %v, %v; want %q, true", tok, changed, err, next)
 	}
 	// A file made unsafe is not taken; the last good token stays.
-	if err := os.Remove(Path(dir)); err != nil {
+	if err := os.Remove(Token.Path(dir)); err != nil {
 		t.Fatal(err)
 	}
-	writeMode(t, Path(dir), New()+"\n", 0o644)
+	writeMode(t, Token.Path(dir), New()+"\n", 0o644)
 	if tok, changed, err := w.Refresh(); !errors.Is(err, ErrUnsafeFile) || changed || tok != next {
 		t.Fatalf("Refresh of an unsafe file = %q, %v, %v; want %q, false, %v", tok, changed, err, next, ErrUnsafeFile)
 	}

@@ -183,10 +183,10 @@ func (e *env) printBanner(url, token, dir string, c *config.Config, base string)
 			out = real
 		}
 	}
-	shown, kept, with := token, fmt.Sprintf("(kept in %s across restarts; mcpbox token rotate makes a new one)", bearer.Path(dir)), ""
+	shown, kept, with := token, fmt.Sprintf("(kept in %s across restarts; mcpbox token rotate makes a new one)", bearer.Token.Path(dir)), ""
 	if !daemon.IsTerminal(e.stderr) {
-		shown, kept = "in "+bearer.Path(dir), "(mode 0600; shown only when stderr is a terminal, since a log may keep it;\n           kept across restarts; mcpbox token rotate makes a new one)"
-		token, with = "TOKEN", ", TOKEN the token in "+bearer.Path(dir)
+		shown, kept = "in "+bearer.Token.Path(dir), "(mode 0600; shown only when stderr is a terminal, since a log may keep it;\n           kept across restarts; mcpbox token rotate makes a new one)"
+		token, with = "TOKEN", ", TOKEN the token in "+bearer.Token.Path(dir)
 	}
 	client, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{"mcpbox": map[string]any{
 		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + token},

@@ -111,7 +111,7 @@ func TestBannerTokenOnlyOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(logged), token) || !strings.Contains(string(logged), "Token:   in "+bearer.Path(dir)) ||
+	if strings.Contains(string(logged), token) || !strings.Contains(string(logged), "Token:   in "+bearer.Token.Path(dir)) ||
 		!strings.Contains(string(logged), `"Authorization": "Bearer TOKEN"`) {
 		t.Errorf("banner on a file shows the token or not where it is:\n%s", logged)
 	}

@@ -34,7 +34,7 @@ config has clients.
 // printTokenNote tells where the token of a config without clients is;
 // the token itself is not printed (stderr may be a service's log).
 func (e *env) printTokenNote(dir string) {
-	e.errorf("every request needs \"Authorization: Bearer TOKEN\" with the token in %s (kept across restarts; mcpbox token rotate makes a new one; --no-auth serves without)", bearer.Path(dir))
+	e.errorf("every request needs \"Authorization: Bearer TOKEN\" with the token in %s (kept across restarts; mcpbox token rotate makes a new one; --no-auth serves without)", bearer.Token.Path(dir))
 }
 
 func (e *env) token(args []string) int {

@@ -14,7 +14,7 @@ import (
 
 func TestTokenRotateCommand(t *testing.T) {
 	dir := t.TempDir()
-	old, err := bearer.Load(dir)
+	old, err := bearer.Token.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,10 +23,10 @@ func TestTokenRotateCommand(t *testing.T) {
 		t.Fatalf("token rotate: exit %d: %s", code, errOut)
 	}
 	tok := strings.TrimSpace(out)
-	if kept, err := bearer.Read(dir); err != nil || kept != tok || tok == old {
+	if kept, err := bearer.Token.Read(dir); err != nil || kept != tok || tok == old {
 		t.Fatalf("token rotate printed %q; file holds %q (%v); old %q", tok, kept, err, old)
 	}
-	if !strings.Contains(errOut, bearer.Path(dir)) {
+	if !strings.Contains(errOut, bearer.Token.Path(dir)) {
 		t.Errorf("token rotate does not say where the token is: %s", errOut)
 	}
 
@@ -36,7 +36,7 @@ func TestTokenRotateCommand(t *testing.T) {
 	if code, _, errOut := runCLI("token", "rotate", "--config", cfg); code != exitUsage || !strings.Contains(errOut, "has clients") {
 		t.Errorf("token rotate on a config with clients: exit %d: %s", code, errOut)
 	}
-	if kept, _ := bearer.Read(dir); kept != tok {
+	if kept, _ := bearer.Token.Read(dir); kept != tok {
 		t.Errorf("token rotate on a config with clients changed the token file")
 	}
 	for _, args := range [][]string{{"token"}, {"token", "renew"}, {"token", "rotate", "extra", "--state-dir", dir}} {
@@ -56,7 +56,7 @@ func TestTokenRotateRefusesOthersDir(t *testing.T) {
 	if code, _, errOut := runCLI("token", "rotate", "--state-dir", dir); code != 1 || !strings.Contains(errOut, "writable by others") {
 		t.Errorf("token rotate in a world-writable dir: exit %d: %s", code, errOut)
 	}
-	if _, err := os.Lstat(bearer.Path(dir)); err == nil {
+	if _, err := os.Lstat(bearer.Token.Path(dir)); err == nil {
 		t.Error("token rotate wrote a token into a world-writable dir")
 	}
 }
@@ -97,7 +97,7 @@ func TestTokenRotateFindsProject(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("token rotate with nothing run: exit %d: %s", code, errOut)
 	}
-	if kept, _ := bearer.Read(subDef); kept != strings.TrimSpace(out) {
+	if kept, _ := bearer.Token.Read(subDef); kept != strings.TrimSpace(out) {
 		t.Errorf("token rotate with nothing run wrote %q into %s, printed %q", kept, subDef, out)
 	}
 	if !strings.Contains(errOut, "no serve runs on") {
@@ -115,7 +115,7 @@ func TestTokenRotateFindsProject(t *testing.T) {
 	if err := os.MkdirAll(keyed, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	old, err := bearer.Load(keyed)
+	old, err := bearer.Token.Load(keyed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestTokenRotateFindsProject(t *testing.T) {
 			t.Fatalf("token rotate in %s: exit %d: %s", wd, code, errOut)
 		}
 		tok := strings.TrimSpace(out)
-		if kept, _ := bearer.Read(keyed); kept != tok || tok == old {
+		if kept, _ := bearer.Token.Read(keyed); kept != tok || tok == old {
 			t.Errorf("token rotate in %s printed %q; the running serve's token file %s holds %q (old %q)", wd, tok, keyed, kept, old)
 		}
 		if !strings.Contains(errOut, fmt.Sprintf("pid %d", rec.PID)) {
@@ -135,7 +135,7 @@ func TestTokenRotateFindsProject(t *testing.T) {
 		}
 		old = tok
 	}
-	if def, _ := specconv.ProjectStateDir("", proj); fileExists(bearer.Path(def)) {
+	if def, _ := specconv.ProjectStateDir("", proj); fileExists(bearer.Token.Path(def)) {
 		t.Errorf("token rotate in the project made a token for the embedded default's state dir %s, which no serve uses", def)
 	}
 }
@@ -170,8 +170,8 @@ func TestTokenRotateNotUsed(t *testing.T) {
 	if code, _, errOut := runCLI("token", "rotate"); code != exitUsage || !strings.Contains(errOut, cfg+" has clients") {
 		t.Errorf("token rotate in a stopped project with clients: exit %d: %s", code, errOut)
 	}
-	if fileExists(bearer.Path(state)) {
-		t.Fatalf("token rotate in a project with clients made a token file %s", bearer.Path(state))
+	if fileExists(bearer.Token.Path(state)) {
+		t.Fatalf("token rotate in a project with clients made a token file %s", bearer.Token.Path(state))
 	}
 
 	// A stdio serve of that config: the token file guards nothing there.
@@ -191,18 +191,18 @@ func TestTokenRotateNotUsed(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "does not use the token file") || !strings.Contains(errOut, fmt.Sprintf("pid %d", rec.PID)) {
 		t.Errorf("token rotate with a serve without the token file: exit %d: %s", code, errOut)
 	}
-	if fileExists(bearer.Path(state)) {
-		t.Fatalf("token rotate with a serve without the token file made %s", bearer.Path(state))
+	if fileExists(bearer.Token.Path(state)) {
+		t.Fatalf("token rotate with a serve without the token file made %s", bearer.Token.Path(state))
 	}
 
-	rec.TokenFile = bearer.Path(state)
+	rec.TokenFile = bearer.Token.Path(state)
 	stop = startFake(t, rec)
 	defer stop()
 	code, out, errOut := runCLI("token", "rotate")
 	if code != 0 || !strings.Contains(errOut, "accepts it from its next request") {
 		t.Fatalf("token rotate with a serve that reads the token file: exit %d: %s", code, errOut)
 	}
-	if kept, _ := bearer.Read(state); kept != strings.TrimSpace(out) {
-		t.Errorf("token rotate printed %q; %s holds %q", out, bearer.Path(state), kept)
+	if kept, _ := bearer.Token.Read(state); kept != strings.TrimSpace(out) {
+		t.Errorf("token rotate printed %q; %s holds %q", out, bearer.Token.Path(state), kept)
 	}
 }

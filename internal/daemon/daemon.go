@@ -378,7 +378,7 @@ func (d *daemon) listening(inst *admin.Instance, url string) {
 		inst.Update(func(r *instance.Record) {
 			r.URL = url
 			if d.token != "" {
-				r.TokenFile = bearer.Path(d.dir)
+				r.TokenFile = bearer.Token.Path(d.dir)
 			}
 		})
 	}

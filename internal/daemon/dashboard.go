@@ -133,7 +133,7 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin
 		}
 		return nil
 	}
-	ui, err := d.newUI(w, g, &loginTokens{dir: d.dir}, listenHosts(d.addr), d.cert != "")
+	ui, err := d.newUI(w, g, listenHosts(d.addr), d.cert != "")
 	if err != nil {
 		return err
 	}
@@ -148,11 +148,12 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin
 }
 
 // newUI is the dashboard handler of this serve.
-func (d *daemon) newUI(w *web, g *guard.Guard, tokens *loginTokens, hosts []string, secure bool) (*dashboard.Handler, error) {
+func (d *daemon) newUI(w *web, g *guard.Guard, hosts []string, secure bool) (*dashboard.Handler, error) {
+	secret := &secretFile{dir: d.dir, file: bearer.Dashboard}
 	return dashboard.New(dashboard.Options{
 		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
-		Authenticate: d.dashboardRoles(tokens),
-		LoginSecret:  tokens.token,
+		Authenticate: d.dashboardRoles(secret),
+		LoginSecret:  secret.token,
 		Hosts:        hosts,
 		Secure:       secure,
 		Servers:      func() []dashboard.Server { return dashboardServers(d.c, d.setups.Down()) },
@@ -161,7 +162,8 @@ func (d *daemon) newUI(w *web, g *guard.Guard, tokens *loginTokens, hosts []stri
 
 // uiOnDemand starts, once, the dashboard of a serve without an HTTP
 // listener on 127.0.0.1 (a free port): /ui/, /metrics behind the state
-// dir's token, /healthz and /readyz; it returns the base URL.
+// dir's dashboard secret (a serve without HTTP has no token file),
+// /healthz and /readyz; it returns the base URL.
 func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -171,8 +173,7 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	case w.uiURL != "":
 		return w.uiURL, nil
 	}
-	tokens := &loginTokens{dir: d.dir}
-	ui, err := d.newUI(w, g, tokens, nil, false)
+	ui, err := d.newUI(w, g, nil, false)
 	if err != nil {
 		return "", err
 	}
@@ -182,7 +183,7 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", ui)
-	mux.Handle("GET /metrics", requireToken(tokens, w.m.Handler()))
+	mux.Handle("GET /metrics", requireToken(&secretFile{dir: d.dir, file: bearer.Dashboard}, w.m.Handler()))
 	mux.Handle("GET /healthz", metrics.Healthz())
 	mux.Handle("GET /readyz", ready)
 	w.closers = append(w.closers, serveLoopback(ln, mux))
@@ -192,11 +193,13 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 	return w.uiURL, nil
 }
 
-// loginTokens follows the state dir's token file for the dashboard
-// without making it: a serve with clients, with --no-auth or without HTTP
-// may have none until `mcpbox ui` makes it (UILoginURL).
-type loginTokens struct {
-	dir string
+// secretFile follows a secret file of the state dir (the token, or the
+// dashboard's login secret) without making it: a serve with clients,
+// with --no-auth or without HTTP may have no token file, and the
+// dashboard secret is made by `mcpbox ui` (UILoginURL).
+type secretFile struct {
+	dir  string
+	file bearer.File
 
 	mu sync.Mutex
 	w  *bearer.Watch // guarded by mu; nil until the file exists
@@ -204,14 +207,14 @@ type loginTokens struct {
 
 // token is the file's token as it is now (rotation applies); "" while
 // there is no usable file.
-func (l *loginTokens) token() string {
+func (l *secretFile) token() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.w == nil {
-		if _, err := bearer.Read(l.dir); err != nil {
+		if _, err := l.file.Read(l.dir); err != nil {
 			return ""
 		}
-		w, err := bearer.NewWatch(l.dir)
+		w, err := l.file.Watch(l.dir)
 		if err != nil {
 			return ""
 		}
@@ -221,11 +224,11 @@ func (l *loginTokens) token() string {
 	return tok
 }
 
-// requireToken lets through requests bearing the state dir's token (as
-// it is now: rotation applies); others get 401.
-func requireToken(tokens *loginTokens, next http.Handler) http.Handler {
+// requireToken lets through requests bearing the secret as it is now
+// (rotation applies); others get 401.
+func requireToken(secret *secretFile, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := tokens.token()
+		tok := secret.token()
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
@@ -236,10 +239,12 @@ func requireToken(tokens *loginTokens, next http.Handler) http.Handler {
 	})
 }
 
-// dashboardRoles is the dashboard's login check: the state dir's token
-// (the local user's, as it is now: rotation applies) is an admin; a
-// client's token has the client's role (clients[].role), none without.
-func (d *daemon) dashboardRoles(tokens *loginTokens) func(string) (string, bool) {
+// dashboardRoles is the dashboard's login check: the state dir's
+// dashboard secret (the local user's, as it is now: rotation applies) is
+// an admin; a client's token has the client's role (clients[].role), none
+// without. The state dir's token is not one of them: client configs hold
+// it, and so may the agents they run.
+func (d *daemon) dashboardRoles(secret *secretFile) func(string) (string, bool) {
 	type cand struct{ token, role string }
 	var clients []cand
 	for _, cl := range d.hopts.Clients {
@@ -250,7 +255,7 @@ func (d *daemon) dashboardRoles(tokens *loginTokens) func(string) (string, bool)
 		}
 	}
 	return func(token string) (string, bool) {
-		local := tokens.token()
+		local := secret.token()
 		role := ""
 		for _, c := range append([]cand{{local, dashboard.RoleAdmin}}, clients...) {
 			if subtle.ConstantTimeCompare([]byte(token), []byte(c.token)) == 1 && c.token != "" {
@@ -398,12 +403,11 @@ func UILoginURL(stateDir string, pid int) (string, error) {
 			return "", fmt.Errorf("starting the dashboard of the running mcpbox serve (pid %d): %w", recs[0].PID, err)
 		}
 	}
-	// A serve with clients, --no-auth or only stdio may have no token
-	// file yet: it reads the one made here at the login.
+	// The serve reads the secret made here at the login.
 	if err := guard.StateDirOwned(stateDir); err != nil {
 		return "", err
 	}
-	tok, err := bearer.Load(stateDir)
+	tok, err := bearer.Dashboard.Load(stateDir)
 	if err != nil {
 		return "", fmt.Errorf("the dashboard's login secret: %w", err)
 	}

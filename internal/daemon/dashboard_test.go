@@ -41,20 +41,27 @@ servers:
 		{Name: "watcher", Token: []byte("watcher-token-0123456789")},
 		{Name: "agent", Token: []byte("agent-token-0123456789")},
 	}}}
-	lt := &loginTokens{dir: dir}
-	auth := d.dashboardRoles(lt)
+	secret := &secretFile{dir: dir, file: bearer.Dashboard}
+	auth := d.dashboardRoles(secret)
 	if _, ok := auth(""); ok {
-		t.Error("an empty token logs in while there is no token file")
+		t.Error("an empty token logs in while there is no dashboard secret")
 	}
-	if lt.token() != "" {
-		t.Error("the dashboard made a token file")
+	if secret.token() != "" {
+		t.Error("the dashboard made its secret file")
 	}
-	local, err := bearer.Load(dir) // as mcpbox ui does
+	local, err := bearer.Dashboard.Load(dir) // as mcpbox ui does
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gateway's token is in client configs: an agent reading its
+	// client's config must not log in and approve its own calls.
+	mcpToken, err := bearer.Token.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ token, role string }{
 		{local, dashboard.RoleAdmin},
+		{mcpToken, ""},
 		{"boss-token-0123456789", dashboard.RoleAdmin},
 		{"watcher-token-0123456789", dashboard.RoleViewer},
 		{"agent-token-0123456789", ""},
@@ -66,15 +73,15 @@ servers:
 			t.Errorf("token %q: role %q %v, want %q", c.token, role, ok, c.role)
 		}
 	}
-	rotated, err := bearer.Rotate(dir)
+	rotated, err := bearer.Dashboard.Rotate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := auth(local); ok {
-		t.Error("the rotated-away local token still logs in")
+		t.Error("the rotated-away dashboard secret still logs in")
 	}
 	if role, _ := auth(rotated); role != dashboard.RoleAdmin {
-		t.Errorf("the rotated local token: role %q, want admin", role)
+		t.Errorf("the rotated dashboard secret: role %q, want admin", role)
 	}
 }
 
@@ -145,7 +152,7 @@ func TestUILoginURL(t *testing.T) {
 	if _, err := UILoginURL(state, 0); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running") {
 		t.Fatalf("no instance: %v", err)
 	}
-	tok, err := bearer.Load(state)
+	mcpToken, err := bearer.Token.Load(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,9 +171,14 @@ func TestUILoginURL(t *testing.T) {
 		if err != nil || p.Host != host || p.Path != "/ui/login" || p.Query().Get("t") == "" {
 			t.Fatalf("login URL %q (%v), want one on %s", u, err, host)
 		}
-		// Signed with the state dir's token: a dashboard with that login
-		// secret takes it, one with another does not.
-		for secret, want := range map[string]int{tok: http.StatusSeeOther, bearer.New(): http.StatusForbidden} {
+		// Signed with the state dir's dashboard secret (made by the
+		// first UILoginURL): a dashboard with that login secret takes it,
+		// one with another (the gateway's token) does not.
+		tok, err := bearer.Dashboard.Read(state)
+		if err != nil {
+			t.Fatalf("no dashboard secret after UILoginURL: %v", err)
+		}
+		for secret, want := range map[string]int{tok: http.StatusSeeOther, mcpToken: http.StatusForbidden, bearer.New(): http.StatusForbidden} {
 			h, err := dashboard.New(dashboard.Options{Backend: nopBackend{}, Audit: nopAudit{},
 				Authenticate: func(string) (string, bool) { return "", false }, LoginSecret: func() string { return secret }})
 			if err != nil {

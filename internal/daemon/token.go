@@ -28,7 +28,7 @@ func localToken(hopts *gateway.HTTPOptions, dir, addr string, noAuth bool, book 
 		}
 		return "", nil
 	}
-	w, err := bearer.NewWatch(dir)
+	w, err := bearer.Token.Watch(dir)
 	if err != nil {
 		return "", err
 	}
@@ -75,19 +75,19 @@ func RotateToken(stateDir string) (token, note string, err error) {
 		return "", "", fmt.Errorf("the running serve on %s (pid %d, %s) does not use the token file: its HTTP clients' tokens come from its config (clients[].token), or it runs with --no-auth or OAuth; nothing was rotated",
 			stateDir, tokenless.PID, tokenless.URL)
 	}
-	if token, err = bearer.Rotate(stateDir); err != nil {
+	if token, err = bearer.Token.Rotate(stateDir); err != nil {
 		return "", "", err
 	}
 	switch {
 	case reader != nil:
 		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config",
-			bearer.Path(stateDir), stateDir, reader.PID)
+			bearer.Token.Path(stateDir), stateDir, reader.PID)
 	case len(recs) > 0:
 		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %d) serves no HTTP with it now; the next serve with HTTP there accepts it; update your client config",
-			bearer.Path(stateDir), stateDir, recs[0].PID)
+			bearer.Token.Path(stateDir), stateDir, recs[0].PID)
 	default:
 		note = fmt.Sprintf("new token in %s: no serve runs on %s now; the next one there accepts it; update your client config",
-			bearer.Path(stateDir), stateDir)
+			bearer.Token.Path(stateDir), stateDir)
 	}
 	return token, note, nil
 }

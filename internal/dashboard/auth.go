@@ -38,8 +38,8 @@ type session struct {
 	csrf    string
 	expires time.Time
 	// secret is what the login secret was when the session began: a
-	// session ends when it changes (mcpbox token rotate), so that one
-	// begun with a leaked token does not outlive its rotation.
+	// session ends when it changes (its file replaced), so that one
+	// begun with a leaked secret does not outlive its rotation.
 	secret [sha256.Size]byte
 }
 
@@ -52,7 +52,7 @@ func (h *Handler) secretSum() [sha256.Size]byte {
 }
 
 // loginKey derives the MAC key of one-time logins from the shared secret,
-// so that the bearer token itself never keys anything else.
+// so that the secret itself never keys anything else.
 func loginKey(secret string) []byte {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte("mcpbox ui login v1"))
@@ -60,8 +60,9 @@ func loginKey(secret string) []byte {
 }
 
 // MintLogin returns a one-time login token for the dashboard of the serve
-// whose login secret (Options.LoginSecret: its bearer token) is secret,
-// valid until now+ttl (at most MaxLoginTTL) and for one login.
+// whose login secret (Options.LoginSecret: the state dir's dashboard
+// secret) is secret, valid until now+ttl (at most MaxLoginTTL) and for
+// one login.
 func MintLogin(secret string, now time.Time, ttl time.Duration) (string, error) {
 	if secret == "" {
 		return "", errors.New("minting a login token: no secret")

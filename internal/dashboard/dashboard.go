@@ -59,8 +59,8 @@ type Options struct {
 	// compare in constant time.
 	Authenticate func(token string) (role string, ok bool)
 	// LoginSecret, if non-nil, is the secret one-time login URLs are
-	// signed with (the bearer token; see LoginURL); they log in as
-	// RoleAdmin. Nil: only the form logs in.
+	// signed with (the state dir's dashboard secret; see LoginURL); they
+	// log in as RoleAdmin. Nil: only the form logs in.
 	LoginSecret func() string
 	// Hosts are host names besides the loopback ones the page may be
 	// reached by (a configured listen name); anything else is refused.

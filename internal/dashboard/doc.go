@@ -16,8 +16,10 @@
 // The page holds the power to approve calls and stop sandboxes, and it
 // shows what servers and workloads wrote, so:
 //
-//   - Authentication: a session starts only from the bearer token (the
-//     login form, Options.Authenticate) or a one-time login URL
+//   - Authentication: a session starts only from a secret the serve
+//     accepts (the login form, Options.Authenticate: mcpbox's own
+//     dashboard secret, never a token client configs hold unless the
+//     config gives that client a role) or a one-time login URL
 //     (LoginURL: signed with a key the CLI and the serve share, single
 //     use, expiring within MaxLoginTTL). The session cookie is HttpOnly,
 //     SameSite=Strict, Path=/ui/, Secure on TLS listeners; sessions live

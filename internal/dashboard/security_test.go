@@ -281,8 +281,8 @@ func (r *rig) browserLoggedIn(t *testing.T) *browser {
 }
 
 // TestSessionsEndOnRotation: a session, begun with the form or a login
-// URL, ends when the login secret changes (mcpbox token rotate): one
-// begun with a leaked token does not keep its rights past the rotation.
+// URL, ends when the login secret changes (its file replaced): one
+// begun with a leaked secret does not keep its rights past the rotation.
 func TestSessionsEndOnRotation(t *testing.T) {
 	r := newRig(t)
 	var secret atomic.Value

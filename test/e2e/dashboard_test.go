@@ -26,7 +26,8 @@ import (
 // browser-like client follows it once (a second time is refused), reads
 // the pages' API and sees a call made through MCP in the calls list;
 // /metrics needs the bearer token and counts that call; /healthz and
-// /readyz need nothing.
+// /readyz need nothing. The bearer token does not log in: the dashboard
+// has its own secret, which mcpbox ui makes.
 func TestDashboardServe(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		p := newDefaultProject(t, m)
@@ -61,11 +62,24 @@ func TestDashboardServe(t *testing.T) {
 		dashStatus(t, nil, base+"/ui/api/calls", "", http.StatusUnauthorized)
 		// The bearer token does not open the dashboard's API: only a session.
 		dashStatus(t, nil, base+"/ui/api/calls", token, http.StatusUnauthorized)
+		// Nor does it log in: client configs hold it, and an agent that
+		// reads its client's config must not approve its own calls.
+		if role := dashFormLogin(t, base, token); role != "" {
+			t.Errorf("the gateway's bearer token logs in to the dashboard as %q", role)
+		}
 
 		r := runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url")
 		login := strings.TrimSpace(r.stdout)
 		if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") || strings.Contains(login, token) {
 			t.Fatalf("mcpbox ui --print-url (serving %s):\n%s", base, r)
+		}
+		// mcpbox ui made the dashboard's own secret: it logs in as admin.
+		b, err = os.ReadFile(filepath.Join(filepath.Dir(files[0]), "dashboard-secret"))
+		if err != nil {
+			t.Fatalf("mcpbox ui made no dashboard secret: %v", err)
+		}
+		if secret := strings.TrimSpace(string(b)); secret == token || dashFormLogin(t, base, secret) != "admin" {
+			t.Errorf("the dashboard secret does not log in as admin, or is the gateway's token")
 		}
 		jar, _ := cookiejar.New(nil)
 		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
@@ -152,6 +166,29 @@ func TestDashboardServe(t *testing.T) {
 		}
 		dashGet(t, browser, base+"/ui/api/calls", http.StatusUnauthorized)
 	})
+}
+
+// dashFormLogin logs in to the dashboard at base with token typed into
+// the login form and returns the session's role, "" when refused.
+func dashFormLogin(t *testing.T, base, token string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !strings.HasSuffix(resp.Request.URL.String(), "/ui/") {
+		return ""
+	}
+	var s struct{ Role string }
+	dashJSON(t, hc, base+"/ui/api/session", &s)
+	return s.Role
 }
 
 // dashStatus GETs u with token ("": none) and checks the status.
@@ -263,8 +300,8 @@ func dashFreeAddr(t *testing.T) string {
 
 // TestDashboardStdioOnDemand: `mcpbox ui --print-url` for a stdio-only
 // serve has it start the dashboard on a loopback listener, whose login
-// URL works once, whose /metrics needs the state dir's token, and which
-// ends with serve. --metrics-addr beyond loopback is refused.
+// URL works once, whose /metrics needs the state dir's dashboard secret,
+// and which ends with serve. --metrics-addr beyond loopback is refused.
 func TestDashboardStdioOnDemand(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		p := newDefaultProject(t, m)
@@ -333,24 +370,24 @@ func TestDashboardStdioOnDemand(t *testing.T) {
 		if b2, _, _ := strings.Cut(strings.TrimSpace(r2.stdout), "/ui/login?t="); r2.code != 0 || b2 != base {
 			t.Errorf("second mcpbox ui --print-url (first on %s):\n%s", base, r2)
 		}
-		files, _ := filepath.Glob(filepath.Join(strings.TrimPrefix(env, "HOME="), ".local", "state", "mcpbox", "projects", "*", "token"))
+		files, _ := filepath.Glob(filepath.Join(strings.TrimPrefix(env, "HOME="), ".local", "state", "mcpbox", "projects", "*", "dashboard-secret"))
 		if len(files) != 1 {
-			t.Fatalf("token files: %v, want one", files)
+			t.Fatalf("dashboard secret files: %v, want one", files)
 		}
 		b, _ := os.ReadFile(files[0])
-		token := strings.TrimSpace(string(b))
+		secret := strings.TrimSpace(string(b))
 		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
-		dashScrape(t, base+"/metrics", token)
+		dashScrape(t, base+"/metrics", secret)
 		dashStatus(t, nil, base+"/healthz", "", http.StatusOK)
-		dashStatus(t, nil, base+"/mcp", token, http.StatusNotFound)
+		dashStatus(t, nil, base+"/mcp", secret, http.StatusNotFound)
 	})
 }
 
 // TestDashboardClientRoles: with clients, a client's token logs in to the
 // dashboard with its role (clients[].role) and one without a role not at
 // all, though it reads /metrics like /mcp; `mcpbox ui` makes the state
-// dir's token file for the admin login, and that token does not open
-// /mcp.
+// dir's dashboard secret for the admin login (and no token file), and
+// that secret does not open /mcp.
 func TestDashboardClientRoles(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		cfg := gwConfigWith(t, m, gwConfigOpts{servers: []string{"solo"},
@@ -377,37 +414,17 @@ func TestDashboardClientRoles(t *testing.T) {
 		g := gwServeIn(t, m, "", []string{"--config", cfg},
 			"BOSS_TOKEN="+toks["boss"], "WATCH_TOKEN="+toks["watcher"], "AGENT_TOKEN="+toks["agent"])
 		base := strings.TrimSuffix(g.url, "/mcp")
-		tokenFile := filepath.Join(filepath.Dir(cfg), "state", "token")
-		if _, err := os.Lstat(tokenFile); err == nil {
+		stateDir := filepath.Join(filepath.Dir(cfg), "state")
+		if _, err := os.Lstat(filepath.Join(stateDir, "token")); err == nil {
 			t.Errorf("serve with clients made a token file")
 		}
-		formLogin := func(token string) string {
-			t.Helper()
-			jar, _ := cookiejar.New(nil)
-			hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-			req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Origin", base)
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if !strings.HasSuffix(resp.Request.URL.String(), "/ui/") {
-				return ""
-			}
-			var s struct{ Role string }
-			dashJSON(t, hc, base+"/ui/api/session", &s)
-			return s.Role
-		}
 		for name, want := range map[string]string{"boss": "admin", "watcher": "viewer", "agent": ""} {
-			if got := formLogin(toks[name]); got != want {
+			if got := dashFormLogin(t, base, toks[name]); got != want {
 				t.Errorf("client %s logs in to the dashboard as %q, want %q", name, got, want)
 			}
 			dashStatus(t, nil, base+"/metrics", toks[name], http.StatusOK)
 		}
-		if got := formLogin("wrong-token-0123456789"); got != "" {
+		if got := dashFormLogin(t, base, "wrong-token-0123456789"); got != "" {
 			t.Errorf("an unknown token logs in as %q", got)
 		}
 		dashStatus(t, nil, base+"/metrics", "", http.StatusUnauthorized)
@@ -425,15 +442,18 @@ func TestDashboardClientRoles(t *testing.T) {
 		if s.Role != "admin" {
 			t.Errorf("the login URL's session: role %q, want admin", s.Role)
 		}
-		b, err = os.ReadFile(tokenFile)
+		if _, err := os.Lstat(filepath.Join(stateDir, "token")); err == nil {
+			t.Errorf("mcpbox ui made a token file")
+		}
+		b, err = os.ReadFile(filepath.Join(stateDir, "dashboard-secret"))
 		if err != nil {
-			t.Fatalf("mcpbox ui made no token file: %v", err)
+			t.Fatalf("mcpbox ui made no dashboard secret: %v", err)
 		}
 		local := strings.TrimSpace(string(b))
 		tokenStatus(t, g.url, local, http.StatusUnauthorized)
 		dashStatus(t, nil, base+"/metrics", local, http.StatusUnauthorized)
-		if got := formLogin(local); got != "admin" {
-			t.Errorf("the token file's token logs in as %q, want admin", got)
+		if got := dashFormLogin(t, base, local); got != "admin" {
+			t.Errorf("the dashboard secret logs in as %q, want admin", got)
 		}
 	})
 }
