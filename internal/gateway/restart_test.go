@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,5 +376,82 @@ func TestUnreachableRemoteTriedOnce(t *testing.T) {
 	}
 	if n := launches.Load(); n != 1 {
 		t.Fatalf("the unreachable server was connected to %d times for one start, want 1", n)
+	}
+}
+
+// TestUnansweredStartGivesUp: a server that starts but never answers
+// initialize holds a session's initialize for startTimeout; after hangMax
+// such starts in a row it is given up on, so the next sessions go on
+// without it at once and a call to its tool says why. After the give-up
+// lapses, one more unanswered start gives up again.
+func TestUnansweredStartGivesUp(t *testing.T) {
+	oldStart, oldGiveUp := startTimeout, giveUpFor
+	startTimeout, giveUpFor = time.Second, 2*time.Second
+	t.Cleanup(func() { startTimeout, giveUpFor = oldStart, oldGiveUp })
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	var hung atomic.Int32
+	mute := func(ctx context.Context, _ Scope) (*Process, error) {
+		hung.Add(1)
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan struct{})
+		go func() { // reads, never answers
+			defer close(done)
+			io.Copy(io.Discard, inR)
+			outW.Close()
+		}()
+		return &Process{Stdin: inW, Stdout: outR, Stop: func() {
+			inW.Close()
+			outR.Close()
+			<-done
+		}}, nil
+	}
+	gw, err := New([]*Server{
+		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+		{Name: "mute", Prefix: "mute_", Launch: mute, Allow: []string{"*"}, Restart: RestartOnFailure},
+	}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	session := func() (time.Duration, string) {
+		t.Helper()
+		begin := time.Now()
+		c := newRawClient(t, gw)
+		took := time.Since(begin)
+		if c.init["result"] == nil {
+			t.Fatalf("initialize with one good server: %v", c.init)
+		}
+		resp, _ := c.call("tools/call", map[string]any{"name": "mute_x"})
+		e, _ := resp["error"].(map[string]any)
+		return took, fmt.Sprint(e["message"])
+	}
+	for i := 1; i <= hangMax; i++ {
+		took, msg := session()
+		if took < startTimeout || !strings.Contains(msg, "did not answer initialize within 1s") {
+			t.Fatalf("session %d: initialize took %v, the call said %q; want a wait of %v and the reason", i, took, msg, startTimeout)
+		}
+	}
+	if n := hung.Load(); n != hangMax {
+		t.Fatalf("%d starts of the mute server, want %d", n, hangMax)
+	}
+	took, msg := session()
+	want := fmt.Sprintf("did not answer initialize within 1s, %d times in a row; giving up on it for 2s", hangMax)
+	if took >= startTimeout || !strings.Contains(msg, want) || hung.Load() != hangMax {
+		t.Fatalf("the session after the give-up: initialize took %v, the call said %q, %d starts; want it at once, %q, no start", took, msg, hung.Load(), want)
+	}
+	if ins := gw.Instances(); !slices.ContainsFunc(ins, func(in Instance) bool { return in.Server == "mute" && in.State == StateFailed }) {
+		t.Errorf("instances after the give-up: %+v, want mute failed", ins)
+	}
+	time.Sleep(giveUpFor + 50*time.Millisecond)
+	if _, msg := session(); !strings.Contains(msg, "did not answer initialize") || hung.Load() != hangMax+1 {
+		t.Fatalf("after the lapse: %q, %d starts; want one more start", msg, hung.Load())
+	}
+	if took, msg := session(); took >= startTimeout || !strings.Contains(msg, "giving up") || hung.Load() != hangMax+1 {
+		t.Fatalf("after one more unanswered start: initialize took %v, the call said %q, %d starts; want the give-up at once", took, msg, hung.Load())
 	}
 }

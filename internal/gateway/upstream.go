@@ -21,8 +21,22 @@ import (
 const upstreamProtocol = "2025-11-25"
 
 // startTimeout bounds launching a server and its initialize handshake
-// (node servers in a fresh sandbox take a while on a loaded host).
-const startTimeout = 60 * time.Second
+// (node servers in a fresh sandbox take a while on a loaded host). A
+// variable for tests.
+var startTimeout = 60 * time.Second
+
+// hangMax is how many starts in a row may go unanswered (errNoAnswer)
+// before the server is given up on for giveUpFor: every session of its
+// scope waits a whole startTimeout for a server that never answers, so
+// after two such waits the next sessions go on without it at once. Two,
+// not one: on a host so loaded that one start took that long, the next
+// may not. After a give-up lapses, one more unanswered start gives up
+// again: the count is reset only by a start that is answered.
+const hangMax = 2
+
+// errNoAnswer: a started server did not answer its opening request
+// (initialize or server/discover) within startTimeout.
+var errNoAnswer = errors.New("it did not answer initialize")
 
 // Restart limits: a server that ends more than crashLoopMax times within
 // crashWindow is given up on; between attempts the delay doubles from
@@ -79,8 +93,9 @@ type upstream struct {
 	// tools only to clients that can serve them. Guarded by mu.
 	clientCaps json.RawMessage
 	crashes    []time.Time // guarded by mu
-	failed     error       // restart is off, or the crash loop limit hit; guarded by mu
-	gaveUpAt   time.Time   // when the crash loop limit set failed (zero: it did not); guarded by mu
+	hangs      int         // starts in a row that went unanswered (errNoAnswer); guarded by mu
+	failed     error       // restart is off, or the crash loop or hangMax limit hit; guarded by mu
+	gaveUpAt   time.Time   // when either limit set failed (zero: neither did); guarded by mu
 	// After an end the restart policy restarts (restart.go): when the new
 	// process may start, what requests are told until then, the session
 	// that ended last and how many restarts there have been. Guarded by mu.
@@ -235,6 +250,9 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		var ev *RestartEvent
 		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
 			// Not when the requester gave up: that is no fault of the server.
+			if errors.Is(err, errNoAnswer) {
+				u.hangs++
+			}
 			e := u.recordFailureLocked(fmt.Errorf("failed to start: %w", err), false)
 			ev = &e
 		}
@@ -279,8 +297,8 @@ func (u *upstream) recordFailureLocked(err error, clean bool) RestartEvent {
 
 // start launches the server, runs the initialize handshake and restores
 // the log level and subscriptions an earlier process had.
-func (u *upstream) start(ctx context.Context, delay time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+func (u *upstream) start(parent context.Context, delay time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
 	if delay > 0 {
 		t := time.NewTimer(delay)
@@ -304,6 +322,9 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	}
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, relaunch, err := u.open(ctx, p, proc)
+	if err != nil && !relaunch && errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+		err = fmt.Errorf("%w within %s", errNoAnswer, startTimeout)
+	}
 	if err != nil && !relaunch && ctx.Err() == nil && !answered(err) && endedWithin(p, time.Second) {
 		// The server went away before it answered (it crashed at start):
 		// "initialize: server connection ended: EOF" alone hides how, so
@@ -335,6 +356,7 @@ func (u *upstream) start(ctx context.Context, delay time.Duration) error {
 	u.peer, u.proc, u.init = p, proc, info
 	u.startedAt, u.used, u.paused = time.Now(), time.Now(), false
 	u.starts++
+	u.hangs = 0
 	u.stale = nil
 	watched := make(chan struct{})
 	u.watched = watched
