@@ -188,7 +188,7 @@ func loadConfigOrDefault(path string) (*config.Config, string, error) {
 		wd, err := os.Getwd()
 		return c, wd, err
 	}
-	c, err := loadConfig(path)
+	c, err := daemon.LoadConfig(path)
 	if err != nil {
 		return nil, "", err
 	}

@@ -36,8 +36,8 @@ func (e *env) policy(args []string) int {
 		e.errorf("policy: usage: mcpbox policy check FILE")
 		return exitUsage
 	}
-	c, err := loadConfig(rest[1])
-	if errors.Is(err, errReading) {
+	c, err := daemon.LoadConfig(rest[1])
+	if errors.Is(err, daemon.ErrReadingConfig) {
 		e.errorf("policy check: %v", err) // no FILE:LINE:COL to give
 		return 1
 	} else if err != nil {
@@ -62,22 +62,10 @@ func (e *env) policy(args []string) int {
 	return 0
 }
 
-// errReading marks loadConfig's error when the file could not be read.
-var errReading = errors.New("reading config")
-
-// loadConfig reads, parses and validates a config file.
-func loadConfig(path string) (*config.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errReading, err)
-	}
-	return config.Load(path, data)
-}
-
 // specFromPolicy fills spec with the sandbox policy of the first server in
 // the config at path (specconv.Policy), its secrets resolved.
 func specFromPolicy(path string, spec *sandbox.Spec) error {
-	c, err := loadConfig(path)
+	c, err := daemon.LoadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func (e *env) secrets(args []string) int {
 			return exitUsage
 		}
 	}
-	c, err := loadConfig(*cfgPath)
+	c, err := daemon.LoadConfig(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(e.stderr, err)
 		return 1
@@ -110,7 +110,7 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 		}
 	}
 	if dir == "" {
-		c, err := loadConfig(cfgPath)
+		c, err := daemon.LoadConfig(cfgPath)
 		if err != nil {
 			fmt.Fprintln(e.stderr, err)
 			return 1

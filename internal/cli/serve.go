@@ -110,9 +110,9 @@ func (e *env) serve(args []string) int {
 			}
 		}
 	} else {
-		o.Config, err = loadConfig(o.ConfigPath)
+		o.Config, err = daemon.LoadConfig(o.ConfigPath)
 	}
-	if errors.Is(err, errReading) {
+	if errors.Is(err, daemon.ErrReadingConfig) {
 		e.errorf("serve: %v", err) // no FILE:LINE:COL to give
 		return exitUsage
 	} else if err != nil {

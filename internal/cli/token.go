@@ -78,7 +78,7 @@ func (e *env) tokenStateDir(af adminFlags) (string, bool) {
 		return "", false
 	}
 	if *af.config != "" {
-		c, err := loadConfig(*af.config)
+		c, err := daemon.LoadConfig(*af.config)
 		if err != nil {
 			e.errorf("token rotate: %v", err)
 			return "", false

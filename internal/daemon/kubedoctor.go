@@ -5,18 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
-	"mcpbox/internal/config"
 	"mcpbox/internal/kube"
 )
 
 // KubeDoctorFile is KubeDoctor for the config file at path, bounded by a
 // minute: `mcpbox doctor --backend kubernetes --config FILE`.
 func KubeDoctorFile(path string, w io.Writer) (bool, error) {
-	c, err := loadFile(path)
+	c, err := LoadConfig(path)
 	if err != nil {
 		return false, err
 	}
@@ -32,7 +30,7 @@ func KubeDoctorFile(path string, w io.Writer) (bool, error) {
 func KubeRBAC(path, ns, subject string) ([]byte, error) {
 	var names []string
 	if path != "" {
-		c, err := loadFile(path)
+		c, err := LoadConfig(path)
 		if err != nil {
 			return nil, err
 		}
@@ -47,12 +45,4 @@ func KubeRBAC(path, ns, subject string) ([]byte, error) {
 		}
 	}
 	return kube.RBAC(cmp.Or(ns, "mcp"), subject, names...)
-}
-
-func loadFile(path string) (*config.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	return config.Load(path, data)
 }

@@ -35,7 +35,7 @@ func writeConfig(t *testing.T, src string) string {
 // the namespace its Secret is read in.
 func TestSecretListKube(t *testing.T) {
 	p := writeConfig(t, kubeSecretsConfig)
-	c, err := loadFile(p)
+	c, err := LoadConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,19 @@ import (
 	"mcpbox/internal/specconv"
 )
 
+// ErrReadingConfig marks LoadConfig's error when the file could not be
+// read (rather than parsed or checked).
+var ErrReadingConfig = errors.New("reading config")
+
+// LoadConfig reads, parses and checks the config file at path.
+func LoadConfig(path string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReadingConfig, err)
+	}
+	return config.Load(path, data)
+}
+
 // AdminStateDir is the state dir an admin command given --config FILE
 // (configPath) finds: that config's state_dir; or, given neither
 // --config nor --state-dir, FindStateDir's for the directory wd.
@@ -19,11 +33,7 @@ func AdminStateDir(configPath, wd string) (string, error) {
 	if configPath == "" {
 		return FindStateDir(wd, nil)
 	}
-	data, err := os.ReadFile(configPath)
-	if err != nil {
-		return "", fmt.Errorf("reading config: %w", err)
-	}
-	c, err := config.Load(configPath, data)
+	c, err := LoadConfig(configPath)
 	if err != nil {
 		return "", err
 	}
@@ -38,11 +48,7 @@ func AdminStateDir(configPath, wd string) (string, error) {
 // config's serve uses.
 func FindStateDir(wd string, seen func(path string, c *config.Config, stateDir string)) (string, error) {
 	return admin.FindStateDir(wd, func(path, dir string) (string, bool) {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return "", false
-		}
-		c, err := config.Load(path, data)
+		c, err := LoadConfig(path)
 		if err != nil {
 			return "", false
 		}
