@@ -21,8 +21,9 @@ import (
 	"mcpbox/internal/instance"
 )
 
-// TestDashboardRoles: the state dir's token logs in as an admin (the
-// rotated one from the rotation on, the old one no more); a client's
+// TestDashboardRoles: the state dir's dashboard secret logs in as an
+// admin (the rotated one from the rotation on, the old one no more), its
+// token (which client configs hold) not at all; a client's
 // token with its role; a client without a role, an unknown or empty
 // token not at all.
 func TestDashboardRoles(t *testing.T) {
@@ -139,7 +140,7 @@ func TestMetricsListenerRefusesOtherHosts(t *testing.T) {
 }
 
 // TestUILoginURL: the URL of a listening instance logs in with the state
-// dir's token; a stdio-only instance is asked to start its dashboard's
+// dir's dashboard secret (not its token); a stdio-only instance is asked to start its dashboard's
 // listener; with none running, or HTTP not up yet, the error says what
 // to do.
 func TestUILoginURL(t *testing.T) {

@@ -87,7 +87,7 @@ type Listening struct {
 	// Token is the state dir's bearer token that guards the endpoint;
 	// "" when the config's clients do, or with NoAuth.
 	Token string
-	// StateDir holds the token file (bearer.Path).
+	// StateDir holds the token file (bearer.Token.Path).
 	StateDir string
 }
 

@@ -78,8 +78,12 @@ func TestDashboardServe(t *testing.T) {
 		if err != nil {
 			t.Fatalf("mcpbox ui made no dashboard secret: %v", err)
 		}
-		if secret := strings.TrimSpace(string(b)); secret == token || dashFormLogin(t, base, secret) != "admin" {
+		secret := strings.TrimSpace(string(b))
+		if secret == token || dashFormLogin(t, base, secret) != "admin" {
 			t.Errorf("the dashboard secret does not log in as admin, or is the gateway's token")
+		}
+		if role := dashFormLogin(t, base, token); role != "" {
+			t.Errorf("with the dashboard secret made, the gateway's bearer token logs in as %q", role)
 		}
 		jar, _ := cookiejar.New(nil)
 		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
@@ -165,6 +169,28 @@ func TestDashboardServe(t *testing.T) {
 			resp.Body.Close()
 		}
 		dashGet(t, browser, base+"/ui/api/calls", http.StatusUnauthorized)
+
+		// A new dashboard secret (the file deleted, mcpbox ui makes
+		// another) ends the sessions begun with the old one, and the old
+		// one no longer logs in.
+		jar3, _ := cookiejar.New(nil)
+		browser3 := &http.Client{Jar: jar3, Timeout: 30 * time.Second}
+		dashGet(t, browser3, strings.TrimSpace(runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url").stdout), http.StatusOK)
+		dashJSON(t, browser3, base+"/ui/api/session", &sess)
+		secretFile := filepath.Join(filepath.Dir(files[0]), "dashboard-secret")
+		if err := os.Remove(secretFile); err != nil {
+			t.Fatal(err)
+		}
+		if r := runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url"); r.code != 0 {
+			t.Fatalf("mcpbox ui after the secret was deleted:\n%s", r)
+		}
+		if b, err := os.ReadFile(secretFile); err != nil || strings.TrimSpace(string(b)) == secret {
+			t.Fatalf("mcpbox ui made no new dashboard secret (%v)", err)
+		}
+		dashGet(t, browser3, base+"/ui/api/session", http.StatusUnauthorized)
+		if role := dashFormLogin(t, base, secret); role != "" {
+			t.Errorf("the replaced dashboard secret still logs in as %q", role)
+		}
 	})
 }
 
