@@ -220,14 +220,21 @@ func serverNode(s *Server) *yaml.Node {
 	if s.Prefix != nil {
 		addKV(m, "prefix", scalar("!!str", *s.Prefix))
 	}
-	if s.Headers != nil {
+	for _, kv := range []struct {
+		key string
+		hs  []Header
+	}{{"headers", s.Headers}, {"query", s.Query}} {
+		key, hs := kv.key, kv.hs
+		if hs == nil {
+			continue
+		}
 		hm := mapNode()
-		for _, h := range s.Headers {
+		for _, h := range hs {
 			e := mapNode()
 			addStr(e, "from", h.From)
 			addKV(hm, h.Name, e)
 		}
-		addKV(m, "headers", flowIfEmpty(hm))
+		addKV(m, key, flowIfEmpty(hm))
 	}
 	if s.OAuth != nil {
 		addKV(m, "oauth", serverOAuthNode(s.OAuth))

@@ -144,6 +144,7 @@ func (d *decoder) server(n *node, path string, s *Server) {
 		{"scope", func(v *node, p string) { s.Scope = d.str(v, p) }},
 		{"prefix", func(v *node, p string) { pre := d.str(v, p); s.Prefix = &pre }},
 		{"headers", func(v *node, p string) { s.Headers = d.headers(v, p) }},
+		{"query", func(v *node, p string) { s.Query = d.headers(v, p) }},
 		{"transport", func(v *node, p string) { s.Transport = d.str(v, p) }},
 		{"oauth", func(v *node, p string) { s.OAuth = d.serverOAuth(v, p) }},
 		{"filesystem", func(v *node, p string) { d.filesystem(v, p, &s.Filesystem) }},

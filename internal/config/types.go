@@ -255,6 +255,10 @@ type Server struct {
 	// Headers are sent with every request to a remote server (url), e.g.
 	// Authorization; their values come from secret references.
 	Headers []Header
+	// Query parameters are added to every request's URL to a remote
+	// server (url), e.g. api_key; their values come from secret
+	// references (Header.Name is the parameter's name).
+	Query []Header
 	// OAuth, if set, makes mcpbox the OAuth client of the remote server.
 	OAuth      *ServerOAuth
 	Filesystem Filesystem
@@ -307,7 +311,7 @@ const BuiltinWorkspace = "workspace"
 
 // Header is an HTTP header for a remote server.
 type Header struct {
-	Name string // an HTTP header name
+	Name string // an HTTP header name, or a URL query parameter's (Server.Query)
 	From string // env:VAR, file:PATH or cmd:COMMAND; the header's value
 	Meta Meta
 }

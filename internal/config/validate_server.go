@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -173,11 +174,38 @@ func checkHeaders(r *collector, s *Server, p string) {
 		if !headerRE().MatchString(h.Name) {
 			r.errorf(h.Meta.Pos, "%s: invalid HTTP header name", hp)
 		}
-		if h.From == "" {
-			r.errorf(h.Meta.Pos, "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", hp)
-		} else if _, err := ParseSecretRef(h.From); err != nil {
-			r.errorf(h.Meta.At("from"), "%s.from: %v", hp, err)
+		checkHeaderRef(r, h, hp)
+	}
+	if s.Query != nil && s.URL == "" && !s.Meta.Has("url") {
+		r.errorf(s.Meta.At("query"), "%s.query: only a remote server (url) takes query parameters; a local server gets secrets", p)
+	}
+	var inURL url.Values
+	if u, err := url.Parse(s.URL); err == nil {
+		inURL = u.Query()
+	}
+	for _, q := range s.Query {
+		qp := p + ".query." + q.Name
+		switch {
+		case !queryNameRE().MatchString(q.Name):
+			r.errorf(q.Meta.Pos, "%s: invalid query parameter name (want up to 128 of A-Z a-z 0-9 _ . - ~ [ ])", qp)
+		case inURL.Has(q.Name):
+			r.errorf(q.Meta.Pos, "%s: the url has this parameter too; keep it in one place (here, if it is a credential)", qp)
 		}
+		checkHeaderRef(r, q, qp)
+	}
+}
+
+// queryNameRE: the query parameter names query takes, which need no
+// escaping (unreserved characters, and brackets for name[] forms).
+var queryNameRE = lazyRegexp(`^[A-Za-z0-9_.~\[\]-]{1,128}$`)
+
+// checkHeaderRef checks the secret reference of a header or query
+// parameter at path hp.
+func checkHeaderRef(r *collector, h Header, hp string) {
+	if h.From == "" {
+		r.errorf(h.Meta.Pos, "%s.from: missing reference (env:VAR, file:PATH or cmd:COMMAND)", hp)
+	} else if _, err := ParseSecretRef(h.From); err != nil {
+		r.errorf(h.Meta.At("from"), "%s.from: %v", hp, err)
 	}
 }
 

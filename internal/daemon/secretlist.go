@@ -33,11 +33,12 @@ func (r SecretRow) Source() string {
 // The AS of a listed secret that is neither env nor file.
 const (
 	SecretAsHeader = "header" // a remote server's header
+	SecretAsQuery  = "query"  // a remote server's URL query parameter
 	SecretAsProxy  = "proxy"  // added at the egress proxy (inject)
 )
 
 // SecretList lists every server's secrets of c, the remote servers'
-// headers (references resolved at every connection: secrets by another
+// headers and query parameters (references resolved at every connection: secrets by another
 // name) and their OAuth logins (LoginSummary; configPath is the
 // config's file).
 func SecretList(c *config.Config, configPath string) []SecretRow {
@@ -52,6 +53,9 @@ func SecretList(c *config.Config, configPath string) []SecretRow {
 		}
 		for _, h := range s.Headers {
 			rows = append(rows, SecretRow{ID: s.Name + "/" + h.Name, Server: s.Name, Name: h.Name, From: h.From, As: SecretAsHeader})
+		}
+		for _, q := range s.Query {
+			rows = append(rows, SecretRow{ID: s.Name + "/" + q.Name, Server: s.Name, Name: q.Name, From: q.From, As: SecretAsQuery})
 		}
 	}
 	for _, l := range LoginSummary(c, configPath, "") {

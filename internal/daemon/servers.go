@@ -220,11 +220,15 @@ func gatewayServer(c *config.Config, s *config.Server) *gateway.Server {
 
 // remote launches gs as a connection to the remote server s.
 func (w wiring) remote(gs *gateway.Server, s *config.Server) {
-	headers := map[string]string{}
+	headers, query := map[string]string{}, map[string]string{}
 	for _, h := range s.Headers {
 		headers[h.Name] = h.From
 	}
-	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, SSE: s.Transport == config.TransportSSE, Detect: s.Transport == config.TransportAuto, Headers: headers, Book: w.book, OAuth: w.remoteOAuth(s)}))
+	for _, q := range s.Query {
+		query[q.Name] = q.From
+	}
+	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, SSE: s.Transport == config.TransportSSE, Detect: s.Transport == config.TransportAuto,
+		Headers: headers, Query: query, Book: w.book, OAuth: w.remoteOAuth(s)}))
 	// A dropped connection is reconnected at the next request
 	// (remote servers take no lifecycle settings).
 	gs.Restart = gateway.RestartOnFailure

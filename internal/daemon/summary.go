@@ -109,6 +109,9 @@ func secretWarnings(c *config.Config) config.Errors {
 		for _, h := range s.Headers {
 			check(s, h.Meta.Pos, "headers."+h.Name, h.From)
 		}
+		for _, q := range s.Query {
+			check(s, q.Meta.Pos, "query."+q.Name, q.From)
+		}
 	}
 	return ws
 }

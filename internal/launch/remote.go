@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -33,9 +34,13 @@ type RemoteOptions struct {
 	// Headers maps header names (e.g. Authorization) to the secret
 	// references of their values, resolved at each connect; nil: none.
 	Headers map[string]string
-	// Book learns the header values (and the token of "Bearer TOKEN"), so
-	// that the gateway redacts them if the server echoes them. Nil: no
-	// book learns them.
+	// Query maps URL query parameter names (e.g. api_key) to the secret
+	// references of their values, resolved at each connect and set on
+	// every request (of URL's origin only); nil: none.
+	Query map[string]string
+	// Book learns the header and query values (and the token of "Bearer
+	// TOKEN"), so that the gateway redacts them if the server echoes
+	// them. Nil: no book learns them.
 	Book *redact.Book
 	// OAuth, if set, adds the token of a login (see RemoteOAuth).
 	OAuth *RemoteOAuth
@@ -48,6 +53,7 @@ type Remote struct {
 	sse     bool
 	detect  bool
 	headers map[string]string // header name → secret reference
+	query   map[string]string // query parameter name → secret reference
 	book    *redact.Book
 	oauth   *RemoteOAuth
 
@@ -56,7 +62,7 @@ type Remote struct {
 
 // NewRemote returns the backend of a remote server.
 func NewRemote(opts RemoteOptions) *Remote {
-	return &Remote{url: opts.URL, sse: opts.SSE, detect: opts.Detect, headers: opts.Headers, book: opts.Book, oauth: opts.OAuth}
+	return &Remote{url: opts.URL, sse: opts.SSE, detect: opts.Detect, headers: opts.Headers, query: opts.Query, book: opts.Book, oauth: opts.OAuth}
 }
 
 // remoteInstance is one connection to a remote server.
@@ -86,14 +92,15 @@ func (l *Remote) Release(gateway.Scope) {}
 // List returns the connections open.
 func (l *Remote) List() []Instance { return l.live.list() }
 
-// connect resolves the headers' secrets with ctx and connects.
+// connect resolves the headers' and query parameters' secrets with ctx
+// and connects.
 func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInstance, error) {
-	h, err := l.header(ctx)
+	h, q, err := l.credentials(ctx)
 	if err != nil {
 		return nil, err
 	}
 	version := new(atomic.Value)
-	base := headerTransport{h, version, gateway.BoundedBodies(http.DefaultTransport, gateway.DefaultMaxMessage+1024, "server")}
+	base := headerTransport{h, q, version, gateway.BoundedBodies(http.DefaultTransport, gateway.DefaultMaxMessage+1024, "server")}
 	sse := l.sse
 	if l.detect {
 		rt, err := l.withOAuth(scope, base, false)
@@ -234,28 +241,45 @@ func detectSSE(ctx context.Context, hc *http.Client, u string) (bool, error) {
 	return false, nil
 }
 
-// header resolves the headers and teaches the book their values.
-func (l *Remote) header(ctx context.Context) (http.Header, error) {
+// credentials resolves the headers and query parameters and teaches the
+// book their values.
+func (l *Remote) credentials(ctx context.Context) (http.Header, url.Values, error) {
 	h := http.Header{}
 	for name, ref := range l.headers {
 		v, err := ResolveSecret(ctx, name, ref, false)
 		if err != nil {
-			return nil, fmt.Errorf("header %s: %w", name, err)
+			return nil, nil, fmt.Errorf("header %s: %w", name, err)
 		}
 		if l.book != nil {
 			if err := l.book.Add(name, v.Value); err != nil {
-				return nil, fmt.Errorf("header %s: %w", name, err)
+				return nil, nil, fmt.Errorf("header %s: %w", name, err)
 			}
 			// The token of "Bearer TOKEN" may show up alone.
 			if scheme, token, ok := strings.Cut(string(v.Value), " "); ok && len(token) >= redact.MinValueLen && !strings.ContainsAny(scheme, "=:") {
 				if err := l.book.Add(name, []byte(token)); err != nil {
-					return nil, fmt.Errorf("header %s: %w", name, err)
+					return nil, nil, fmt.Errorf("header %s: %w", name, err)
 				}
 			}
 		}
 		h.Set(name, string(v.Value))
 	}
-	return h, nil
+	var q url.Values
+	for name, ref := range l.query {
+		v, err := ResolveSecret(ctx, name, ref, false)
+		if err != nil {
+			return nil, nil, fmt.Errorf("query parameter %s: %w", name, err)
+		}
+		if l.book != nil {
+			if err := l.book.Add(name, v.Value); err != nil {
+				return nil, nil, fmt.Errorf("query parameter %s: %w", name, err)
+			}
+		}
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set(name, string(v.Value))
+	}
+	return h, q, nil
 }
 
 // Scope is the scope the connection serves.
@@ -317,6 +341,7 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // its initialize agreed on.
 type headerTransport struct {
 	h       http.Header
+	q       url.Values    // set on every request's URL
 	version *atomic.Value // string, set by Process.Negotiated
 	next    http.RoundTripper
 }
@@ -325,6 +350,20 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range t.h {
 		r.Header[k] = v
+	}
+	if len(t.q) > 0 {
+		// On the clone's URL: the caller's (which errors quote) stays
+		// without the values. The server's own query is kept as it is
+		// written unless it names one of the parameters.
+		q := r.URL.Query()
+		if slices.ContainsFunc(slices.Collect(maps.Keys(t.q)), q.Has) {
+			maps.Copy(q, t.q)
+			r.URL.RawQuery = q.Encode()
+		} else if r.URL.RawQuery == "" {
+			r.URL.RawQuery = t.q.Encode()
+		} else {
+			r.URL.RawQuery += "&" + t.q.Encode()
+		}
 	}
 	if v, _ := t.version.Load().(string); v != "" && r.Header.Get("Mcp-Protocol-Version") == "" {
 		r.Header.Set("Mcp-Protocol-Version", v)

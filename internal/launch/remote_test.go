@@ -2,9 +2,11 @@ package launch
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,7 +87,7 @@ func TestHeaderTransportVersion(t *testing.T) {
 	}))
 	defer srv.Close()
 	version := new(atomic.Value)
-	c := &http.Client{Transport: headerTransport{http.Header{"X-A": {"1"}}, version, http.DefaultTransport}}
+	c := &http.Client{Transport: headerTransport{h: http.Header{"X-A": {"1"}}, version: version, next: http.DefaultTransport}}
 	send := func(header string) string {
 		req, _ := http.NewRequest("POST", srv.URL, nil)
 		if header != "" {
@@ -107,5 +109,69 @@ func TestHeaderTransportVersion(t *testing.T) {
 	}
 	if v := send("2026-07-28"); v != "2026-07-28" {
 		t.Errorf("a request's own version replaced: %q", v)
+	}
+}
+
+// TestRemoteQuery: a remote server's query parameters (servers.*.query)
+// are resolved from secret references and set on every request, beside
+// the url's own parameters; a server echoing the value has it redacted,
+// and a connection error does not quote the URL with it.
+func TestRemoteQuery(t *testing.T) {
+	const key = "sk-query-secret-0123456789"
+	t.Setenv("MCPBOX_TEST_REMOTE_KEY", key)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + key}}}, nil, nil
+	})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var seen, refused atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		if q := r.URL.Query(); q.Get("api_key") != key || q.Get("profile") != "p 1" {
+			refused.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+
+	book := &redact.Book{}
+	l := NewRemote(RemoteOptions{URL: hs.URL + "/mcp?profile=p+1", Query: map[string]string{"api_key": "env:MCPBOX_TEST_REMOTE_KEY"}, Book: book})
+	opts := gateway.Options{Logger: slog.New(slog.DiscardHandler), Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}}
+	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: On(l), Allow: []string{"*"}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- gw.ServeStdio(ctx, gateway.LocalAgent, inR, outW) }()
+	defer func() { inW.Close(); cancel(); <-served }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong [REDACTED:api_key]" {
+		t.Errorf("the echoed key: got %q", got)
+	}
+	if seen.Load() == 0 || refused.Load() != 0 {
+		t.Errorf("%d requests, %d without the query parameters", seen.Load(), refused.Load())
+	}
+
+	// A server that is not there (the transport probe, auto, is the
+	// first request): the error names the URL, not the key.
+	hs.Close()
+	_, err = NewRemote(RemoteOptions{URL: hs.URL + "/mcp", Detect: true, Query: map[string]string{"api_key": "env:MCPBOX_TEST_REMOTE_KEY"}}).connect(ctx, gateway.Scope{})
+	if err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), hs.URL+"/mcp") {
+		t.Errorf("connecting to a closed server: %v; want an error that quotes the url without the key", err)
 	}
 }

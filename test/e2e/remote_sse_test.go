@@ -19,8 +19,9 @@ import (
 // TestRemoteSSEEverything: a real npm server that speaks only the legacy
 // HTTP+SSE transport (@modelcontextprotocol/server-everything in its sse
 // mode: GET /sse, POST /message) is a remote server with transport: sse;
-// a loopback proxy in front of it checks that the configured header is on
-// the event stream and on every message.
+// a loopback proxy in front of it checks that the configured header and
+// query parameter (servers.*.query) are on the event stream and on every
+// message, and serve's log does not show the parameter's value.
 func TestRemoteSSEEverything(t *testing.T) {
 	modules := requireNode(t)
 	node, err := exec.LookPath("node")
@@ -61,14 +62,14 @@ func TestRemoteSSEEverything(t *testing.T) {
 		t.Fatal("server-everything sse did not start within 30 s")
 	}
 
-	const header = "sse-header-value-0123456789"
+	const header, key = "sse-header-value-0123456789", "sse-query-key-0123456789"
 	var seen, refused atomic.Int32
 	target, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(port))
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1 // the event stream
 	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
-		if r.Header.Get("X-Test-Auth") != header {
+		if r.Header.Get("X-Test-Auth") != header || r.URL.Query().Get("api_key") != key {
 			refused.Add(1)
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
@@ -84,11 +85,13 @@ func TestRemoteSSEEverything(t *testing.T) {
 
 	forEachMode(t, func(t *testing.T, m mode) {
 		dir := gwDir(t, m)
-		ref := filepath.Join(dir, "hdr")
+		ref, keyRef := filepath.Join(dir, "hdr"), filepath.Join(dir, "key")
 		m.writeFile(t, ref, header, 0o600)
+		m.writeFile(t, keyRef, key, 0o600)
 		cfg, _ := oaConfig(t, m, map[string]any{"servers": map[string]any{
 			"e": map[string]any{"url": "http://" + pl.Addr().String() + "/sse", "transport": "sse", "pin": "off",
 				"headers": map[string]any{"X-Test-Auth": map[string]string{"from": "file:" + ref}},
+				"query":   map[string]any{"api_key": map[string]string{"from": "file:" + keyRef}},
 				"tools":   map[string]any{"allow": []string{"echo"}}},
 		}})
 		before := seen.Load()
@@ -99,7 +102,10 @@ func TestRemoteSSEEverything(t *testing.T) {
 		}
 		gwClose(t, sess)
 		if n := refused.Load(); n != 0 {
-			t.Errorf("%d requests reached the proxy without the header", n)
+			t.Errorf("%d requests reached the proxy without the header or the query parameter", n)
+		}
+		if strings.Contains(logs.String(), key) {
+			t.Errorf("serve's log shows the query parameter's value:\n%s", logs)
 		}
 		if n := seen.Load() - before; n < 3 { // the stream, initialize, the call at least
 			t.Errorf("the proxy saw %d requests, want the stream and the messages", n)
