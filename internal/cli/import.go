@@ -29,9 +29,10 @@ start (npx, uvx, ...) and names host paths the sandbox does not see.
 Credentials are never copied: an env value whose name contains TOKEN, KEY,
 SECRET, PASSWORD, CREDENTIAL or PAT, or that has the shape of a token,
 becomes a secret read from the environment variable of the same name; a
-remote (url) server's header values become references to variables named
-MCPBOX_SERVER_HEADER. A credential inside an argument or URL is replaced
-by REDACTED. The variables to set are listed on standard error.
+remote (url) server's header values and credential query parameters
+become references to variables named MCPBOX_SERVER_NAME (headers:, query:).
+Another credential inside an argument or URL is replaced by REDACTED. The
+variables to set are listed on standard error.
 
 With --rewrite-client-config, prints FILE's JSON instead, with all its
 servers replaced by one entry "mcpbox" that runs

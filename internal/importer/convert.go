@@ -178,11 +178,12 @@ func (im *converter) envVar(s *config.Server, orig, name, value string) {
 }
 
 func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
-	u, masked := maskCredential(ent.URL)
+	s := &config.Server{Name: name, Tools: config.Tools{Allow: []string{"*"}}}
+	u, masked := maskCredential(im.queryCredentials(s, ent.URL))
 	if masked {
 		im.notef("server %q: its url held a credential, replaced by %s: fix the url by hand", orig, redacted)
 	}
-	s := &config.Server{Name: name, URL: u, Tools: config.Tools{Allow: []string{"*"}}}
+	s.URL = u
 	switch strings.ToLower(ent.Type) {
 	case "sse":
 		s.Transport = config.TransportSSE // the legacy HTTP+SSE transport
@@ -208,6 +209,42 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
 	}
 	return s, oauthFor(s), nil
+}
+
+// queryCredentials moves the credentials among raw's query parameters
+// (named like one, or shaped like a token) to s.Query, each read from an
+// environment variable, and returns raw without them.
+func (im *converter) queryCredentials(s *config.Server, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.RawQuery == "" {
+		return raw
+	}
+	q := u.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		v := q[k]
+		// Names that need escaping (config refuses them) and repeated
+		// parameters stay for maskCredential.
+		if len(v) != 1 || k == "" || len(k) > 128 || url.QueryEscape(k) != k {
+			continue
+		}
+		if !(config.CredentialName(k) && !pathNameRE().MatchString(k)) && !config.CredentialValue(v[0]) && len(redact.Detect([]byte(v[0]))) == 0 {
+			continue
+		}
+		use := fmt.Sprintf("servers.%s.query.%s", s.Name, k)
+		ref, ok := hostVarRef(v[0])
+		if ok {
+			im.need(ref, use)
+		} else {
+			ref = im.claim("MCPBOX_"+envName(s.Name)+"_"+envName(k), "", s.Name, use)
+		}
+		s.Query = append(s.Query, config.Header{Name: k, From: "env:" + ref})
+		delete(q, k)
+	}
+	if len(s.Query) == 0 {
+		return raw
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // claim returns the variable that will hold value: want, unless another

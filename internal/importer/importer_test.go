@@ -299,16 +299,31 @@ func TestImportEdgeCases(t *testing.T) {
 		input   string
 		want    []*config.Server
 		absent  []string // must appear neither in stdout nor stderr
-		present []string // in stdout
+		present []string // in stdout or stderr (the variables to set)
 	}{
 		{
 			name:  "credentials in arguments and url",
 			input: `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:` + dbPassword + `@localhost/db", "--api-key", "plain-key-value", "--password=hunter2", "--token-file", "/run/secrets/t"]}, "r": {"url": "https://mcp.example.com/mcp?api_key=` + dbPassword + `&team=x"}}}`,
 			want: []*config.Server{
 				sandboxed("pg", "npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:REDACTED@localhost/db", "--api-key", "REDACTED", "--password=REDACTED", "--token-file", "/run/secrets/t"),
-				{Name: "r", URL: "https://mcp.example.com/mcp?api_key=REDACTED&team=x", Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "r", URL: "https://mcp.example.com/mcp?team=x", Query: []config.Header{{Name: "api_key", From: "env:MCPBOX_R_API_KEY"}}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
-			absent: []string{dbPassword, "plain-key-value", "hunter2"},
+			absent:  []string{dbPassword, "plain-key-value", "hunter2"},
+			present: []string{"MCPBOX_R_API_KEY\tservers.r.query.api_key"},
+		},
+		{
+			name: "url query credentials move to query: by name, by shape, or a host variable",
+			input: `{"mcpServers": {
+				"smith": {"type": "http", "url": "https://server.smithery.ai/@o/s/mcp?api_key=` + dbPassword + `&profile=p1"},
+				"shaped": {"url": "https://x.example.com/mcp?k=ghp_0123456789abcdefghijABCDEFGHIJ012345"},
+				"hostvar": {"url": "https://y.example.com/mcp?token=${GH_TOKEN}&lang=en"}}}`,
+			want: []*config.Server{
+				{Name: "smith", URL: "https://server.smithery.ai/@o/s/mcp?profile=p1", Query: []config.Header{{Name: "api_key", From: "env:MCPBOX_SMITH_API_KEY"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "shaped", URL: "https://x.example.com/mcp", Query: []config.Header{{Name: "k", From: "env:MCPBOX_SHAPED_K"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "hostvar", URL: "https://y.example.com/mcp?lang=en", Query: []config.Header{{Name: "token", From: "env:GH_TOKEN"}}, Tools: config.Tools{Allow: []string{"*"}}},
+			},
+			absent:  []string{dbPassword, "ghp_0123456789", "REDACTED", "mcpbox login"},
+			present: []string{"MCPBOX_SMITH_API_KEY\tservers.smith.query.api_key", "GH_TOKEN\tservers.hostvar.query.token"},
 		},
 		{
 			name:  "same variable, different values",
@@ -367,8 +382,8 @@ func TestImportEdgeCases(t *testing.T) {
 				}
 			}
 			for _, s := range tt.present {
-				if !strings.Contains(out, s) {
-					t.Errorf("%q not in the output:\n%s", s, out)
+				if !strings.Contains(out, s) && !strings.Contains(errs, s) {
+					t.Errorf("%q not in the output:\n%s\n%s", s, out, errs)
 				}
 			}
 		})

@@ -17,9 +17,12 @@ import (
 
 // oauthFor turns OAuth on for remote server s unless it sends a
 // credential of its own (an Authorization header, a header or URL query
-// parameter named like a key: X-Api-Key, ?api_key=), and returns the
-// comment that says to log in.
+// parameter named like a key: X-Api-Key, ?api_key=, or one moved to
+// query), and returns the comment that says to log in.
 func oauthFor(s *config.Server) []string {
+	if len(s.Query) > 0 {
+		return nil
+	}
 	for _, h := range s.Headers {
 		if strings.EqualFold(h.Name, "Authorization") || config.CredentialName(h.Name) {
 			return nil
