@@ -23,6 +23,8 @@ func TestCheckNoAuth(t *testing.T) {
 		{plain, ":8765", "only a loopback address"},
 		{plain, "192.168.1.5:8765", "only a loopback address"},
 		{plain, "localhost.evil.example:80", "only a loopback address"},
+		{plain, "8080", "want HOST:PORT; for this host only: --http 127.0.0.1:8080"},
+		{plain, "localhost", "want HOST:PORT, e.g. 127.0.0.1:8080"},
 		{withClients, "127.0.0.1:8765", "has clients"},
 		{&config.Config{Listen: config.Listen{HTTP: config.HTTP{OAuth: &config.HTTPOAuth{}}}}, "127.0.0.1:8765", "listen.http.oauth"},
 	}

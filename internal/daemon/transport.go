@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -66,9 +67,9 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 	if addr == "" {
 		return opts, cert, key, nil
 	}
-	host, _, err := net.SplitHostPort(addr)
+	host, err := listenHost(addr)
 	if err != nil {
-		return opts, "", "", fmt.Errorf("--http %s: %w", addr, err)
+		return opts, "", "", err
 	}
 	ip := net.ParseIP(host)
 	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
@@ -76,6 +77,19 @@ func httpOptions(c *config.Config, base, addr string) (gateway.HTTPOptions, stri
 		return opts, "", "", fmt.Errorf("refusing to serve on %s without TLS (listen.http.tls) and client tokens (clients); bind 127.0.0.1 instead", addr)
 	}
 	return opts, cert, key, nil
+}
+
+// listenHost is the host of --http's HOST:PORT; its error says what
+// --http takes (a bare port is a common slip).
+func listenHost(addr string) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err == nil {
+		return host, nil
+	}
+	if _, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+		return "", fmt.Errorf("--http %s: want HOST:PORT; for this host only: --http 127.0.0.1:%s", addr, addr)
+	}
+	return "", fmt.Errorf("--http %s: want HOST:PORT, e.g. 127.0.0.1:8080 (port 0: a free one)", addr)
 }
 
 // checkNoAuth refuses --no-auth where it cannot apply: with clients,
@@ -90,9 +104,9 @@ func checkNoAuth(c *config.Config, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
+	host, err := listenHost(addr)
 	if err != nil {
-		return fmt.Errorf("--http %s: %w", addr, err)
+		return err
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("--no-auth: refusing to serve %s without a token: only a loopback address (127.0.0.1, [::1], localhost) may go without", addr)
