@@ -246,40 +246,43 @@ func detectSSE(ctx context.Context, hc *http.Client, u string) (bool, error) {
 func (l *Remote) credentials(ctx context.Context) (http.Header, url.Values, error) {
 	h := http.Header{}
 	for name, ref := range l.headers {
-		v, err := ResolveSecret(ctx, name, ref, false)
+		v, err := l.learn(ctx, "header", name, ref)
 		if err != nil {
-			return nil, nil, fmt.Errorf("header %s: %w", name, err)
+			return nil, nil, err
 		}
-		if l.book != nil {
-			if err := l.book.Add(name, v.Value); err != nil {
+		// The token of "Bearer TOKEN" may show up alone.
+		if scheme, token, ok := strings.Cut(v, " "); l.book != nil && ok && len(token) >= redact.MinValueLen && !strings.ContainsAny(scheme, "=:") {
+			if err := l.book.Add(name, []byte(token)); err != nil {
 				return nil, nil, fmt.Errorf("header %s: %w", name, err)
 			}
-			// The token of "Bearer TOKEN" may show up alone.
-			if scheme, token, ok := strings.Cut(string(v.Value), " "); ok && len(token) >= redact.MinValueLen && !strings.ContainsAny(scheme, "=:") {
-				if err := l.book.Add(name, []byte(token)); err != nil {
-					return nil, nil, fmt.Errorf("header %s: %w", name, err)
-				}
-			}
 		}
-		h.Set(name, string(v.Value))
+		h.Set(name, v)
 	}
 	var q url.Values
 	for name, ref := range l.query {
-		v, err := ResolveSecret(ctx, name, ref, false)
+		v, err := l.learn(ctx, "query parameter", name, ref)
 		if err != nil {
-			return nil, nil, fmt.Errorf("query parameter %s: %w", name, err)
-		}
-		if l.book != nil {
-			if err := l.book.Add(name, v.Value); err != nil {
-				return nil, nil, fmt.Errorf("query parameter %s: %w", name, err)
-			}
+			return nil, nil, err
 		}
 		if q == nil {
 			q = url.Values{}
 		}
-		q.Set(name, string(v.Value))
+		q.Set(name, v)
 	}
 	return h, q, nil
+}
+
+// learn resolves ref, the value of the header or query parameter
+// (what) name, and teaches the book the value.
+func (l *Remote) learn(ctx context.Context, what, name, ref string) (string, error) {
+	v, err := ResolveSecret(ctx, name, ref, false)
+	if err == nil && l.book != nil {
+		err = l.book.Add(name, v.Value)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	return string(v.Value), nil
 }
 
 // Scope is the scope the connection serves.
