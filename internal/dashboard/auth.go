@@ -26,8 +26,20 @@ const (
 // a later expiry is refused.
 const MaxLoginTTL = 10 * time.Minute
 
-// cookieName is the session cookie.
-const cookieName = "mcpbox_ui"
+// cookieBase starts the session cookie's name (see cookieName).
+const cookieBase = "mcpbox_ui"
+
+// cookieName is the session cookie of the dashboard r reached:
+// cookieBase and the port r names. Browsers keep cookies per host, not
+// per port, so two serve on 127.0.0.1 would otherwise overwrite each
+// other's session at every login.
+func cookieName(r *http.Request) string {
+	_, port, err := net.SplitHostPort(r.Host)
+	if err != nil || port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return cookieBase
+	}
+	return cookieBase + "_" + port
+}
 
 // maxSessions bounds the sessions held in memory.
 const maxSessions = 256
@@ -158,7 +170,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string
 		return false
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: id, Path: "/ui/", HttpOnly: true,
+		Name: cookieName(r), Value: id, Path: "/ui/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: h.opts.Secure || r.TLS != nil,
 		MaxAge: int(h.opts.SessionTTL.Seconds()),
 	})
@@ -167,7 +179,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string
 
 // session is the live session of r's cookie, or nil.
 func (h *Handler) session(r *http.Request) (string, *session) {
-	c, err := r.Cookie(cookieName)
+	c, err := r.Cookie(cookieName(r))
 	if err != nil {
 		return "", nil
 	}

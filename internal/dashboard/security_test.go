@@ -58,7 +58,7 @@ func TestLoginAndSessions(t *testing.T) {
 	resp = b.login(adminToken)
 	var cookie *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == cookieName {
+		if strings.HasPrefix(c.Name, cookieBase+"_") {
 			cookie = c
 		}
 	}
@@ -309,5 +309,32 @@ func TestSessionsEndOnRotation(t *testing.T) {
 		if code, _ := b.post("/ui/api/sandboxes/sbx_x/pause", b.csrf, nil); code != http.StatusUnauthorized && code != http.StatusForbidden {
 			t.Errorf("%s: an action after the rotation: %d, want 401 or 403", name, code)
 		}
+	}
+}
+
+// TestTwoDashboardsOneHost: a browser logged in to two dashboards on one
+// host (two serve on 127.0.0.1, other ports) keeps both sessions: cookies
+// are kept per host, not per port, so each port has its own cookie name.
+func TestTwoDashboardsOneHost(t *testing.T) {
+	a, b := newRig(t), newRig(t)
+	ba, bb := a.browser(t), b.browser(t)
+	bb.c.Jar = ba.c.Jar // one browser
+	ba.login(adminToken)
+	bb.login(adminToken)
+	var s struct{ Role string }
+	for name, br := range map[string]*browser{"first": ba, "second": bb} {
+		if code := br.getJSON("/ui/api/session", &s); code != 200 || s.Role != RoleAdmin {
+			t.Errorf("the %s dashboard's session after both logins: %d %+v", name, code, s)
+		}
+	}
+	// Logging out of one leaves the other.
+	if code, _ := bb.post("/ui/api/logout", bb.csrf, nil); code != 200 {
+		t.Fatalf("logout: %d", code)
+	}
+	if code := ba.getJSON("/ui/api/session", &s); code != 200 {
+		t.Errorf("the first dashboard's session after the second's logout: %d", code)
+	}
+	if code := bb.getJSON("/ui/api/session", &s); code != http.StatusUnauthorized {
+		t.Errorf("the second dashboard's session after its logout: %d", code)
 	}
 }
