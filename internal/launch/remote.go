@@ -143,10 +143,13 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 			// What a Streamable HTTP server answers a GET without a session.
 			return nil, fmt.Errorf("connecting to %s over HTTP+SSE (transport: sse): %w; a Streamable HTTP server takes transport: streamable (the default) or auto", l.url, err)
 		}
+		if gs != nil {
+			err = fmt.Errorf("%w%s", err, l.refusedHint(gs.status.Load()))
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
 	}
-	if !sse && !l.detect {
-		c = hintConn{c, post}
+	if !sse {
+		c = hintConn{c, post, !l.detect, l.refusedHint}
 	}
 	in := &remoteInstance{l: l, scope: scope, conn: c, version: version, cancel: cancel}
 	l.live.add(in)
@@ -178,20 +181,53 @@ func (g *firstStatus) is(codes ...int) bool {
 }
 
 // hintConn adds to a failed write of a Streamable HTTP connection whose
-// first POST the server answered as one of the HTTP+SSE transport would
-// (a 4xx other than 401 and 403: the spec's backwards-compatibility
-// test, as detectSSE), naming the transport to configure.
+// first POST the server answered with 401 or 403 which credentials it was
+// sent (refused), and, with transport, one it answered as one of the
+// HTTP+SSE transport would (a 4xx other than 401 and 403: the spec's
+// backwards-compatibility test, as detectSSE), naming the transport to
+// configure.
 type hintConn struct {
 	mcp.Connection
-	post *firstStatus
+	post      *firstStatus
+	transport bool
+	refused   func(status int32) string
 }
 
 func (c hintConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, m)
-	if st := c.post.status.Load(); err != nil && st >= 400 && st < 500 && st != http.StatusUnauthorized && st != http.StatusForbidden {
+	if err == nil {
+		return nil
+	}
+	switch st := c.post.status.Load(); {
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return fmt.Errorf("%w%s", err, c.refused(st))
+	case c.transport && st >= 400 && st < 500:
 		return fmt.Errorf("%w (if it speaks the HTTP+SSE transport of 2024-11-05, it takes transport: sse, or auto)", err)
 	}
 	return err
+}
+
+// refusedHint says, for a 401 or 403 of the server, which credentials it
+// was sent (their references, never their values), so that the user
+// knows what to check; "" for another status.
+func (l *Remote) refusedHint(status int32) string {
+	if status != http.StatusUnauthorized && status != http.StatusForbidden {
+		return ""
+	}
+	var sent []string
+	for _, n := range slices.Sorted(maps.Keys(l.headers)) {
+		sent = append(sent, "header "+n+" from "+l.headers[n])
+	}
+	for _, n := range slices.Sorted(maps.Keys(l.query)) {
+		sent = append(sent, "query parameter "+n+" from "+l.query[n])
+	}
+	if l.oauth != nil {
+		sent = append(sent, "the token of its login (mcpbox login)")
+	}
+	if len(sent) == 0 {
+		return " (the server wants credentials: give it headers, query or oauth in the config)"
+	}
+	return " (the server refused the credentials it was sent: check " + strings.Join(sent, ", ") + ")"
 }
 
 // withOAuth wraps rt with the OAuth token of the scope's agent, if the

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/gateway"
@@ -165,6 +166,19 @@ func TestRemoteQuery(t *testing.T) {
 	}
 	if seen.Load() == 0 || refused.Load() != 0 {
 		t.Errorf("%d requests, %d without the query parameters", seen.Load(), refused.Load())
+	}
+
+	// A wrong key: the error names the reference to check, not a value.
+	t.Setenv("MCPBOX_TEST_WRONG_KEY", "sk-wrong-key-0123456789")
+	in, err := NewRemote(RemoteOptions{URL: hs.URL + "/mcp?profile=p+1", Query: map[string]string{"api_key": "env:MCPBOX_TEST_WRONG_KEY"}}).connect(ctx, gateway.Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := jsonrpc.MakeID(float64(1))
+	err = in.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "initialize", Params: []byte(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)})
+	in.Stop()
+	if err == nil || !strings.Contains(err.Error(), "check query parameter api_key from env:MCPBOX_TEST_WRONG_KEY") || strings.Contains(err.Error(), "sk-wrong") {
+		t.Errorf("initialize with a wrong key: %v; want the reference to check", err)
 	}
 
 	// A server that is not there (the transport probe, auto, is the
