@@ -23,9 +23,11 @@ input) and prints an mcpbox.yaml that runs each of them behind mcpbox:
 Comments and trailing commas (JSONC) are accepted.
 
 A local (command) server runs in its own sandbox with no network, an empty
-/workspace/input, a fresh /workspace/output and every tool allowed. A
-comment suggests the egress rule where the command fetches its package at
-start (npx, uvx, ...) and names host paths the sandbox does not see.
+/workspace/input, a fresh /workspace/output and every tool allowed; an
+npx, uvx, pnpm dlx or pipx run entry becomes a package: server (installed
+outside the sandbox, pinned in mcpbox.lock), its host directory arguments
+read-only mounts. A comment says what changed and names host paths the
+sandbox does not see.
 Credentials are never copied: an env value whose name contains TOKEN, KEY,
 SECRET, PASSWORD, CREDENTIAL or PAT, or that has the shape of a token,
 becomes a secret read from the environment variable of the same name; a

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -227,7 +228,7 @@ func (im *converter) queryCredentials(s *config.Server, raw string) string {
 		if len(v) != 1 || k == "" || len(k) > 128 || url.QueryEscape(k) != k {
 			continue
 		}
-		if !(config.CredentialName(k) && !pathNameRE().MatchString(k)) && !config.CredentialValue(v[0]) && len(redact.Detect([]byte(v[0]))) == 0 {
+		if !(config.CredentialName(k) && !pathNameRE().MatchString(k)) && !config.CredentialValue(v[0]) && len(redact.Detect([]byte(v[0]))) == 0 && !encodedCredential(v[0]) {
 			continue
 		}
 		use := fmt.Sprintf("servers.%s.query.%s", s.Name, k)
@@ -245,6 +246,46 @@ func (im *converter) queryCredentials(s *config.Server, raw string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// encodedCredential reports whether v is base64 of a JSON object that
+// holds a credential (a key named like one with a value, or a value
+// shaped like one), as Smithery's config= parameter does.
+func encodedCredential(v string) bool {
+	v = strings.ReplaceAll(v, " ", "+") // a '+' the query decoding turned into a space
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		b, err := enc.DecodeString(v)
+		var obj map[string]any
+		if err == nil && json.Unmarshal(b, &obj) == nil {
+			return holdsCredential(obj, 0)
+		}
+	}
+	return false
+}
+
+// holdsCredential walks a decoded JSON value (to depth 8) for a key named
+// like a credential with a non-empty value, or a value shaped like one.
+func holdsCredential(v any, depth int) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if s, ok := e.(string); ok && s != "" && config.CredentialName(k) && !pathNameRE().MatchString(k) {
+				return true
+			}
+			if depth < 8 && holdsCredential(e, depth+1) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if depth < 8 && holdsCredential(e, depth+1) {
+				return true
+			}
+		}
+	case string:
+		return config.CredentialValue(v) || len(redact.Detect([]byte(v))) > 0
+	}
+	return false
 }
 
 // claim returns the variable that will hold value: want, unless another

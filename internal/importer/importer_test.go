@@ -312,17 +312,21 @@ func TestImportEdgeCases(t *testing.T) {
 			present: []string{"MCPBOX_R_API_KEY\tservers.r.query.api_key"},
 		},
 		{
-			name: "url query credentials move to query: by name, by shape, or a host variable",
+			name: "url query credentials move to query: by name, by shape, encoded, or a host variable",
 			input: `{"mcpServers": {
 				"smith": {"type": "http", "url": "https://server.smithery.ai/@o/s/mcp?api_key=` + dbPassword + `&profile=p1"},
 				"shaped": {"url": "https://x.example.com/mcp?k=ghp_0123456789abcdefghijABCDEFGHIJ012345"},
-				"hostvar": {"url": "https://y.example.com/mcp?token=${GH_TOKEN}&lang=en"}}}`,
+				"hostvar": {"url": "https://y.example.com/mcp?token=${GH_TOKEN}&lang=en"},
+				"encoded": {"url": "https://z.example.com/mcp?config=eyJhcGlLZXkiOiAic2stbGl2ZS1hYmNkZWYwMTIzNDU2Nzg5In0%3D&theme=eyJ0aGVtZSI6ICJkYXJrIn0="}}}`,
 			want: []*config.Server{
 				{Name: "smith", URL: "https://server.smithery.ai/@o/s/mcp?profile=p1", Query: []config.Header{{Name: "api_key", From: "env:MCPBOX_SMITH_API_KEY"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "shaped", URL: "https://x.example.com/mcp", Query: []config.Header{{Name: "k", From: "env:MCPBOX_SHAPED_K"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "hostvar", URL: "https://y.example.com/mcp?lang=en", Query: []config.Header{{Name: "token", From: "env:GH_TOKEN"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				// Smithery's config=: base64 of JSON with a key; a JSON
+				// without one stays in the url.
+				{Name: "encoded", URL: "https://z.example.com/mcp?theme=eyJ0aGVtZSI6ICJkYXJrIn0%3D", Query: []config.Header{{Name: "config", From: "env:MCPBOX_ENCODED_CONFIG"}}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
-			absent:  []string{dbPassword, "ghp_0123456789", "REDACTED", "mcpbox login"},
+			absent:  []string{dbPassword, "ghp_0123456789", "REDACTED", "mcpbox login", "eyJhcGlLZXki"},
 			present: []string{"MCPBOX_SMITH_API_KEY\tservers.smith.query.api_key", "GH_TOKEN\tservers.hostvar.query.token"},
 		},
 		{
