@@ -14,6 +14,9 @@ a one-time login URL (5 minutes, one use) and opens a browser where
 xdg-open (macOS: open) exists; --print-url only prints it. Each instance
 has its own dashboard: when several run on the state dir, ui lists them
 and --instance PID (the INSTANCE column of mcpbox ps) chooses one.
+The URL is signed with the state dir's dashboard-secret file (made here
+when there is none; it also logs in pasted at /ui/, as an admin). To
+revoke it, delete the file and run ui again. The /mcp token does not log in.
 `
 
 func (e *env) ui(args []string) int {
