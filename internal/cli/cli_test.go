@@ -176,6 +176,15 @@ func TestPolicyCheck(t *testing.T) {
 	if code, out, errs := runCLI("policy", "check", warn); code != 0 || !strings.Contains(out, "ok") || !strings.HasPrefix(errs, warn+":5:11: warning:") {
 		t.Fatalf("warning config: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
+	// What serve would warn about on this host: a variable not set.
+	unset := filepath.Join(dir, "unset.yaml")
+	write(t, unset, "version: 1\nservers:\n  r:\n    url: https://mcp.example.com/mcp\n    query: {api_key: {from: env:MCPBOX_TEST_UNSET_VAR}}\n    tools: {allow: [\"*\"]}\n")
+	t.Setenv("MCPBOX_TEST_UNSET_VAR", "")
+	os.Unsetenv("MCPBOX_TEST_UNSET_VAR")
+	if code, out, errs := runCLI("policy", "check", unset); code != 0 || !strings.Contains(out, "ok") ||
+		!strings.HasPrefix(errs, unset+":5:13: warning: servers.r.query.api_key:") || !strings.Contains(errs, "cannot start until it can be read") {
+		t.Fatalf("config with an unset variable: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
 	code, _, errs := runCLI("policy", "check", bad)
 	if code != 1 || !strings.HasPrefix(errs, bad+":5:") || !strings.Contains(errs, "memroy") {
 		t.Fatalf("bad config: exit %d, stderr %q; want %s:5:COL naming the key", code, errs, bad)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"mcpbox/internal/config"
@@ -66,25 +67,32 @@ func lockOf(lock *integrity.Lock, server string) *integrity.ServerLock {
 func summarize(c *config.Config, lockPath string) Summary {
 	lock, _ := integrity.ReadLock(lockPath)
 	sum := Summarize(c, lock)
-	sum.Warnings = append(sum.Warnings, secretWarnings(c)...)
+	sum.Warnings = append(sum.Warnings, secretWarnings(c, "env:", "file:")...)
 	sum.Warnings = append(sum.Warnings, commandWarnings(c)...)
 	sum.Warnings = append(sum.Warnings, nodeProxyWarnings(c, hostNodeVersion)...)
 	return sum
 }
 
-// secretWarnings flags each env: and file: reference of a server's
-// secrets and headers that cannot be read now (an unset variable, a
-// missing file, a value too short): every start of that server would
+// EnvWarnings flags each env: reference of c's servers whose variable is
+// not set (or too short) here, as serve's start-up does; policy check
+// prints them. It reads the environment only: no file, no command, so
+// that checking a config one was sent stays harmless.
+func EnvWarnings(c *config.Config) config.Errors { return secretWarnings(c, "env:") }
+
+// secretWarnings flags each reference of a kind in kinds ("env:",
+// "file:") of a server's secrets, headers and query parameters that
+// cannot be read now (an unset variable, a missing file, a value too
+// short): every start of that server would
 // fail on it, and without this serve would say so only when a client
 // connects, after a start-up line saying "no warnings". Only the cheap,
 // side-effect-free kinds are read, the way a start reads them; cmd:
 // references are not run here (they may prompt or take time), and
 // kubernetes: ones are read from the cluster at each start. A warning
 // names the reference, never a value.
-func secretWarnings(c *config.Config) config.Errors {
+func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 	var ws config.Errors
 	check := func(s *config.Server, pos config.Pos, what, ref string) {
-		if ref == "" || !(strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:")) {
+		if ref == "" || !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(ref, k) }) {
 			return
 		}
 		if _, err := launch.ResolveSecret(context.Background(), what, ref, false); err != nil {
