@@ -156,6 +156,7 @@ func (d *daemon) newUI(w *web, g *guard.Guard, hosts []string, secure bool) (*da
 		LoginSecret:  secret.token,
 		Hosts:        hosts,
 		Secure:       secure,
+		Logger:       d.log,
 		Servers:      func() []dashboard.Server { return dashboardServers(d.c, d.setups.Down()) },
 	})
 }

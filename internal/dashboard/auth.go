@@ -177,6 +177,34 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string
 	return true
 }
 
+// logLogin tells the logger of a session begun with method ("form",
+// "link").
+func (h *Handler) logLogin(r *http.Request, role, method string) {
+	if h.opts.Logger != nil {
+		h.opts.Logger.Info("dashboard login", "role", role, "with", method, "from", r.RemoteAddr)
+	}
+}
+
+// logRefused counts a refused login and tells the logger at most once a
+// minute, with the count since the last time: whoever can reach the page
+// can try, and must not flood the log.
+func (h *Handler) logRefused(r *http.Request, method string) {
+	if h.opts.Logger == nil {
+		return
+	}
+	h.mu.Lock()
+	h.refused++
+	n, now := h.refused, h.opts.Now()
+	due := now.Sub(h.refusedAt) >= time.Minute
+	if due {
+		h.refused, h.refusedAt = 0, now
+	}
+	h.mu.Unlock()
+	if due {
+		h.opts.Logger.Warn("dashboard login refused", "with", method, "from", r.RemoteAddr, "refused", n)
+	}
+}
+
 // session is the live session of r's cookie, or nil.
 func (h *Handler) session(r *http.Request) (string, *session) {
 	c, err := r.Cookie(cookieName(r))

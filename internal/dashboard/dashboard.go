@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -82,6 +83,9 @@ type Options struct {
 	// ApprovalPoll is how often an open event stream checks the pending
 	// approvals (they are not audit records until decided). Zero: 500 ms.
 	ApprovalPoll time.Duration
+	// Logger, if non-nil, is told of each login and, at most once a
+	// minute with their count, of refused ones; nil: nothing is logged.
+	Logger *slog.Logger
 }
 
 // maxStreams bounds the open event streams.
@@ -93,9 +97,11 @@ type Handler struct {
 	mux     *http.ServeMux
 	streams chan struct{} // a slot per open event stream
 
-	mu       sync.Mutex
-	sessions map[string]*session  // guarded by mu
-	used     map[string]time.Time // one-time login nonces burnt, until they expire; guarded by mu
+	mu        sync.Mutex
+	sessions  map[string]*session  // guarded by mu
+	used      map[string]time.Time // one-time login nonces burnt, until they expire; guarded by mu
+	refused   int                  // logins refused since the last logged; guarded by mu
+	refusedAt time.Time            // when a refused login was last logged; guarded by mu
 }
 
 // New returns the dashboard handler, to be mounted at /ui/ of the
@@ -182,10 +188,12 @@ func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 	if t := r.URL.Query().Get("t"); t != "" {
 		sum := h.secretSum() // before the check: a rotation after it ends the session
 		if !h.redeem(t) {
+			h.logRefused(r, "link")
 			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
 			return
 		}
 		if h.newSession(w, r, RoleAdmin, sum) {
+			h.logLogin(r, RoleAdmin, "link")
 			// A redirect, so the token leaves the address bar and history.
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 		}
@@ -210,10 +218,12 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 		ok = false // whatever Authenticate makes of it
 	}
 	if !ok || (role != RoleAdmin && role != RoleViewer) {
+		h.logRefused(r, "form")
 		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
 		return
 	}
 	if h.newSession(w, r, role, sum) {
+		h.logLogin(r, role, "form")
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	}
 }

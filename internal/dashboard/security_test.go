@@ -2,10 +2,14 @@ package dashboard
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,4 +341,42 @@ func TestTwoDashboardsOneHost(t *testing.T) {
 	if code := bb.getJSON("/ui/api/session", &s); code != http.StatusUnauthorized {
 		t.Errorf("the second dashboard's session after its logout: %d", code)
 	}
+}
+
+// TestLoginsLogged: a login is logged with its role and method; refused
+// ones are counted and logged at most once a minute, so that whoever can
+// reach the page cannot flood the log; no secret is logged.
+func TestLoginsLogged(t *testing.T) {
+	r := newRig(t)
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	r.h.opts.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)) // before any request
+	b := r.browser(t)
+	for range 5 {
+		b.login("mcpbox_wrong-token-0000000")
+	}
+	b.login(adminToken)
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if n := strings.Count(out, "dashboard login refused"); n != 1 || !strings.Contains(out, "refused=1") {
+		t.Errorf("5 refused logins logged %d times (want once, the first):\n%s", n, out)
+	}
+	if !strings.Contains(out, "dashboard login") || !strings.Contains(out, "role=admin with=form") {
+		t.Errorf("the admin login is not logged:\n%s", out)
+	}
+	if strings.Contains(out, adminToken) || strings.Contains(out, "wrong-token") {
+		t.Errorf("a secret in the log:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
