@@ -86,15 +86,15 @@ var credNameRE = lazyRegexp(`(?i)TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|(?:
 // CredentialName reports whether name (an environment variable, a URL
 // query parameter or a command-line flag) usually holds a credential.
 // Warnings flags such env values in plain config; the importer turns
-// them into secrets.
+// them into secrets (and such query parameters into query).
 func CredentialName(name string) bool { return credNameRE().MatchString(name) }
 
 // credValueRE matches values that carry a credential whatever their
 // name: an authorization scheme and its token (also inside a JSON header
 // map), a password in a connection string, a URL's password or a user
 // name of 16 or more characters (a DSN's key, a git token; not
-// ssh://git@ or postgres://postgres@), and token formats with a prefix of their own
-// (Notion, Hugging Face, sk- keys).
+// ssh://git@ or postgres://postgres@), and token formats with a prefix
+// of their own (Notion, Hugging Face, sk- keys).
 var credValueRE = lazyRegexp(`(?i)\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}` +
 	`|(?:^|[;&?\s])(?:password|passwd|pwd)\s*=\s*[^;&\s]` +
 	`|^[a-z][a-z0-9+.-]*://(?:[^/@\s:]{16,}|[^/@\s:]*:[^/@\s]+)@` +
