@@ -1,6 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -103,6 +107,73 @@ var credValueRE = lazyRegexp(`(?i)\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{
 // CredentialValue reports whether v looks like it holds a credential,
 // by its shape (see credValueRE), whatever its variable is called.
 func CredentialValue(v string) bool { return credValueRE().MatchString(v) }
+
+// EncodedCredentials returns the credentials inside v when v is JSON, or
+// base64 of JSON (Smithery's config= parameter): the values of keys
+// named like a credential (strings, and numbers as written), and the
+// strings that CredentialValue or shaped (nil: none) says are one, in
+// JSON held in a string too, to depth 16. Nil when v is neither or holds
+// none.
+func EncodedCredentials(v string, shaped func(string) bool) []string {
+	var doc any
+	if decodeNumbers([]byte(v), &doc) != nil {
+		v = strings.ReplaceAll(v, " ", "+") // a '+' the query decoding turned into a space
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			if b, err := enc.DecodeString(v); err == nil && decodeNumbers(b, &doc) == nil {
+				break
+			}
+		}
+	}
+	var out []string
+	var walk func(v any, named bool, depth int)
+	walk = func(v any, named bool, depth int) {
+		if depth > 16 {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(e, CredentialName(k), depth+1)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e, named, depth+1)
+			}
+		case json.Number:
+			if named {
+				out = append(out, v.String())
+			}
+		case string:
+			var inner any
+			switch {
+			case v == "":
+			case named || CredentialValue(v) || (shaped != nil && shaped(v)):
+				out = append(out, v)
+			case (v[0] == '{' || v[0] == '[') && decodeNumbers([]byte(v), &inner) == nil:
+				walk(inner, false, depth+1)
+			}
+		}
+	}
+	switch doc.(type) {
+	case map[string]any, []any:
+		walk(doc, false, 0)
+	}
+	return out
+}
+
+// decodeNumbers decodes one JSON value into v, numbers as json.Number
+// (a numeric key keeps every digit).
+func decodeNumbers(b []byte, v *any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
 
 func warnPlainEnv(r *collector, s *Server) {
 	for _, e := range s.Env {

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"encoding/base64"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -181,5 +184,36 @@ func TestWarnTemplateFixedOutput(t *testing.T) {
 	}
 	if got := warningsOf(t, "version: 1\nservers:\n  a:\n    command: [x]\n    tools: {allow: ['*']}\n    filesystem: {output: {}, template: ./tmpl}\n"); len(got) != 0 {
 		t.Errorf("a template of workspaces warns: %q", got)
+	}
+}
+
+// TestEncodedCredentials: the credentials inside JSON, or base64 of JSON,
+// are found by key name or shape, in arrays, in JSON held in a string, and
+// as numbers with every digit; other JSON and other strings give none.
+func TestEncodedCredentials(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	shaped := func(s string) bool { return strings.HasPrefix(s, "tok_") }
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{b64(`{"apiKey":"k-0123456789","profile":"work"}`), []string{"k-0123456789"}},
+		{`{"apiKey":"k-0123456789"}`, []string{"k-0123456789"}},
+		{b64(`[{"token":"t-0123456789"}]`), []string{"t-0123456789"}},
+		{b64(`{"cfg":"{\"secret\":\"s-0123456789\"}"}`), []string{"s-0123456789"}},
+		{b64(`{"apiKey":12345678901234567890}`), []string{"12345678901234567890"}},
+		{b64(`{"x":"tok_abc","y":"Bearer abcdefghijklmnop1234"}`), []string{"tok_abc", "Bearer abcdefghijklmnop1234"}},
+		{b64(`{"theme":"dark"}`), nil},
+		{"plain-value", nil},
+		{b64(`"apiKey"`), nil},
+		{"", nil},
+	} {
+		got := EncodedCredentials(c.in, shaped)
+		slices.Sort(got)
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("EncodedCredentials(%q) = %q, want %q", c.in, got, want)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -220,15 +219,15 @@ func (im *converter) queryCredentials(s *config.Server, raw string) string {
 	if err != nil || u.Scheme == "" || u.Host == "" || u.RawQuery == "" {
 		return raw
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return raw // maskCredential masks a query it cannot read whole
+	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		v := q[k]
 		// Names that need escaping (config refuses them) and repeated
 		// parameters stay for maskCredential.
-		if len(v) != 1 || k == "" || len(k) > 128 || url.QueryEscape(k) != k {
-			continue
-		}
-		if !(config.CredentialName(k) && !pathNameRE().MatchString(k)) && !config.CredentialValue(v[0]) && len(redact.Detect([]byte(v[0]))) == 0 && !encodedCredential(v[0]) {
+		if len(v) != 1 || k == "" || len(k) > 128 || url.QueryEscape(k) != k || !credentialParam(k, v[0]) {
 			continue
 		}
 		use := fmt.Sprintf("servers.%s.query.%s", s.Name, k)
@@ -248,45 +247,16 @@ func (im *converter) queryCredentials(s *config.Server, raw string) string {
 	return u.String()
 }
 
-// encodedCredential reports whether v is base64 of a JSON object that
-// holds a credential (a key named like one with a value, or a value
-// shaped like one), as Smithery's config= parameter does.
-func encodedCredential(v string) bool {
-	v = strings.ReplaceAll(v, " ", "+") // a '+' the query decoding turned into a space
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		b, err := enc.DecodeString(v)
-		var obj map[string]any
-		if err == nil && json.Unmarshal(b, &obj) == nil {
-			return holdsCredential(obj, 0)
-		}
-	}
-	return false
+// credentialParam reports whether query parameter k=v carries a
+// credential: by its name, by its value's shape, or inside the JSON (or
+// base64 of JSON, as Smithery's config=) it holds.
+func credentialParam(k, v string) bool {
+	return (config.CredentialName(k) && !pathNameRE().MatchString(k)) || config.CredentialValue(v) ||
+		tokenShaped(v) || len(config.EncodedCredentials(v, tokenShaped)) > 0
 }
 
-// holdsCredential walks a decoded JSON value (to depth 8) for a key named
-// like a credential with a non-empty value, or a value shaped like one.
-func holdsCredential(v any, depth int) bool {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			if s, ok := e.(string); ok && s != "" && config.CredentialName(k) && !pathNameRE().MatchString(k) {
-				return true
-			}
-			if depth < 8 && holdsCredential(e, depth+1) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range v {
-			if depth < 8 && holdsCredential(e, depth+1) {
-				return true
-			}
-		}
-	case string:
-		return config.CredentialValue(v) || len(redact.Detect([]byte(v))) > 0
-	}
-	return false
-}
+// tokenShaped reports whether s has the shape of a known token format.
+func tokenShaped(s string) bool { return len(redact.Detect([]byte(s))) > 0 }
 
 // claim returns the variable that will hold value: want, unless another
 // server uses want for a different value, then one named after server.
@@ -351,14 +321,19 @@ func maskCredential(s string) (string, bool) {
 		if _, ok := u.User.Password(); ok {
 			u.User, changed = url.UserPassword(u.User.Username(), redacted), true
 		}
-		q := u.Query()
-		for k := range q {
-			if config.CredentialName(k) && !pathNameRE().MatchString(k) {
-				q[k], changed = []string{redacted}, true
-			}
+		// A query that does not parse whole (a ';', a bad escape) would
+		// lose pairs on the way: it is masked whole.
+		if q, err := url.ParseQuery(u.RawQuery); err != nil {
+			u.RawQuery, changed = redacted, true
+		} else if masked, ok := maskParams(q); ok {
+			u.RawQuery, changed = masked, true
+		}
+		if q, err := url.ParseQuery(u.Fragment); u.Fragment != "" && (err != nil || config.CredentialValue(u.Fragment)) {
+			u.Fragment, changed = redacted, true
+		} else if masked, ok := maskParams(q); ok {
+			u.Fragment, changed = masked, true
 		}
 		if changed {
-			u.RawQuery = q.Encode()
 			out = u.String()
 		}
 	}
@@ -372,6 +347,19 @@ func maskCredential(s string) (string, bool) {
 		out = b.String() + out[prev:]
 	}
 	return out, out != s
+}
+
+// maskParams replaces the values of q's parameters that carry a
+// credential (credentialParam, any of a repeated one's values) and
+// returns the encoded query, or false when none does.
+func maskParams(q url.Values) (string, bool) {
+	changed := false
+	for k, vs := range q {
+		if slices.ContainsFunc(vs, func(v string) bool { return credentialParam(k, v) }) {
+			q[k], changed = []string{redacted}, true
+		}
+	}
+	return q.Encode(), changed
 }
 
 // scrubArgs replaces credentials in a command's arguments: token-shaped

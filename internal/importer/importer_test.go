@@ -3,6 +3,7 @@ package importer
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -511,6 +512,45 @@ func TestHostPathHints(t *testing.T) {
 			}
 			if len(h) == 0 || !strings.Contains(h[0], tt.want+":") {
 				t.Errorf("hint %q does not name %s", h, tt.want)
+			}
+		})
+	}
+}
+
+// TestImportURLCredentialsNeverCopied: a credential in a remote URL
+// reaches neither the config nor the messages, whatever form its query
+// takes (a review's list): a query that does not parse whole, repeated
+// and escaped names, base64 JSON as an array, in a string, or a number,
+// and a fragment.
+func TestImportURLCredentialsNeverCopied(t *testing.T) {
+	const (
+		obj    = "eyJhcGlLZXkiOiAic2stbGl2ZS1hYmNkZWYwMTIzNDU2Nzg5In0="                     // {"apiKey": "sk-live-..."}
+		arr    = "W3siYXBpS2V5IjogInNrLWxpdmUtYWJjZGVmMDEyMzQ1Njc4OSJ9XQ=="                 // [{"apiKey": ...}]
+		nested = "eyJjZmciOiAie1wiYXBpS2V5XCI6IFwic2stbGl2ZS1hYmNkZWYwMTIzNDU2Nzg5XCJ9In0=" // {"cfg": "{\"apiKey\": ...}"}
+		number = "eyJhcGlLZXkiOiAxMjM0NTY3ODkwMTIzNDU2Nzg5MH0="                             // {"apiKey": 12345678901234567890}
+	)
+	for name, u := range map[string]string{
+		"semicolon":    "https://h.example/mcp?api_key=" + dbPassword + ";v=1",
+		"bad escape":   "https://h.example/mcp?api_key=" + dbPassword + "%zz",
+		"repeated b64": "https://h.example/mcp?config=" + obj + "&config=" + obj,
+		"escaped name": "https://h.example/mcp?c%21g=" + obj,
+		"repeated key": "https://h.example/mcp?k=ntn_0123456789abcdefghijABCDE&k=1",
+		"array":        "https://h.example/mcp?config=" + arr,
+		"nested":       "https://h.example/mcp?config=" + nested,
+		"number":       "https://h.example/mcp?config=" + number,
+		"fragment":     "https://h.example/mcp#api_key=" + dbPassword,
+		"plain json":   "https://h.example/mcp?config=" + url.QueryEscape(`{"apiKey":"sk-live-abcdef0123456789"}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			input, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"r": map[string]any{"url": u}}})
+			out, msgs := importYAML(t, string(input))
+			if _, err := config.Load("mcpbox.yaml", []byte(out)); err != nil {
+				t.Fatalf("output does not load: %v\n%s", err, out)
+			}
+			for _, secret := range []string{dbPassword, "sk-live-abcdef", "12345678901234567890", "ntn_0123456789", obj[:20], arr[:20], nested[:20], number[:20]} {
+				if strings.Contains(out, secret) || strings.Contains(msgs, secret) {
+					t.Errorf("%q copied:\n%s\n%s", secret, out, msgs)
+				}
 			}
 		})
 	}
