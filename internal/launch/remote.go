@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/cgroup"
+	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
 )
@@ -299,6 +300,16 @@ func (l *Remote) credentials(ctx context.Context) (http.Header, url.Values, erro
 		v, err := l.learn(ctx, "query parameter", name, ref)
 		if err != nil {
 			return nil, nil, err
+		}
+		// A key inside the value (base64 JSON, as Smithery's config=)
+		// may come back alone.
+		for _, inner := range config.EncodedCredentials(v, func(s string) bool { return len(redact.Detect([]byte(s))) > 0 }) {
+			if l.book == nil || len(inner) < redact.MinValueLen {
+				continue
+			}
+			if err := l.book.Add(name, []byte(inner)); err != nil {
+				return nil, nil, fmt.Errorf("query parameter %s: %w", name, err)
+			}
 		}
 		if q == nil {
 			q = url.Values{}

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http"
@@ -187,5 +188,22 @@ func TestRemoteQuery(t *testing.T) {
 	_, err = NewRemote(RemoteOptions{URL: hs.URL + "/mcp", Detect: true, Query: map[string]string{"api_key": "env:MCPBOX_TEST_REMOTE_KEY"}}).connect(ctx, gateway.Scope{})
 	if err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), hs.URL+"/mcp") {
 		t.Errorf("connecting to a closed server: %v; want an error that quotes the url without the key", err)
+	}
+}
+
+// TestRemoteQueryEncodedKey: a query value that is base64 of JSON holding
+// a key (Smithery's config=) teaches the book the key inside too, so a
+// server that echoes its decoded config has the key redacted.
+func TestRemoteQueryEncodedKey(t *testing.T) {
+	const key = "sk-live-abcdef0123456789"
+	t.Setenv("MCPBOX_TEST_CONFIG", base64.StdEncoding.EncodeToString([]byte(`{"apiKey":"`+key+`","profile":"work"}`)))
+	book := &redact.Book{}
+	l := NewRemote(RemoteOptions{URL: "https://h.example/mcp", Query: map[string]string{"config": "env:MCPBOX_TEST_CONFIG"}, Book: book})
+	if _, _, err := l.credentials(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := book.String(`error: bad config {"apiKey":"` + key + `"} for profile work`)
+	if strings.Contains(got, key) || !strings.Contains(got, "[REDACTED:config]") || !strings.Contains(got, "profile work") {
+		t.Errorf("the echoed config: %q; want the key redacted, the rest kept", got)
 	}
 }
