@@ -149,7 +149,13 @@ func (d *daemon) attach(w *web, g *guard.Guard, gw *gateway.Gateway, inst *admin
 
 // newUI is the dashboard handler of this serve.
 func (d *daemon) newUI(w *web, g *guard.Guard, hosts []string, secure bool) (*dashboard.Handler, error) {
-	secret := &secretFile{dir: d.dir, file: bearer.Dashboard}
+	// The secret is never sent anywhere; should a log or an answer ever
+	// carry it, it is redacted there like the bearer token.
+	secret := &secretFile{dir: d.dir, file: bearer.Dashboard, learn: func(tok string) {
+		if d.book != nil {
+			d.book.Add("dashboard_secret", []byte(tok))
+		}
+	}}
 	return dashboard.New(dashboard.Options{
 		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
 		Authenticate: d.dashboardRoles(secret),
@@ -201,9 +207,13 @@ func (d *daemon) uiOnDemand(w *web, g *guard.Guard, ready http.Handler) (string,
 type secretFile struct {
 	dir  string
 	file bearer.File
+	// learn, if non-nil, is told each new token (the redaction book
+	// learns it), under mu.
+	learn func(token string)
 
-	mu sync.Mutex
-	w  *bearer.Watch // guarded by mu; nil until the file exists
+	mu   sync.Mutex
+	w    *bearer.Watch // guarded by mu; nil until the file exists
+	last string        // the token learn was last told; guarded by mu
 }
 
 // token is the file's token as it is now (rotation applies); "" while
@@ -222,6 +232,10 @@ func (l *secretFile) token() string {
 		l.w = w
 	}
 	tok, _, _ := l.w.Refresh()
+	if l.learn != nil && tok != l.last {
+		l.learn(tok)
+		l.last = tok
+	}
 	return tok
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,7 +43,8 @@ servers:
 		{Name: "watcher", Token: []byte("watcher-token-0123456789")},
 		{Name: "agent", Token: []byte("agent-token-0123456789")},
 	}}}
-	secret := &secretFile{dir: dir, file: bearer.Dashboard}
+	var learned []string // what the redaction book would learn
+	secret := &secretFile{dir: dir, file: bearer.Dashboard, learn: func(tok string) { learned = append(learned, tok) }}
 	auth := d.dashboardRoles(secret)
 	if _, ok := auth(""); ok {
 		t.Error("an empty token logs in while there is no dashboard secret")
@@ -83,6 +85,9 @@ servers:
 	}
 	if role, _ := auth(rotated); role != dashboard.RoleAdmin {
 		t.Errorf("the rotated dashboard secret: role %q, want admin", role)
+	}
+	if !slices.Equal(learned, []string{local, rotated}) {
+		t.Errorf("the book learned %d secrets, want the first and the rotated one, once each", len(learned))
 	}
 }
 
