@@ -93,7 +93,7 @@ type upstream struct {
 	// tools only to clients that can serve them. Guarded by mu.
 	clientCaps json.RawMessage
 	crashes    []time.Time // guarded by mu
-	hangs      int         // starts in a row that went unanswered (errNoAnswer); guarded by mu
+	hangs      int         // the last starts that went unanswered (errNoAnswer), in a row; guarded by mu
 	failed     error       // restart is off, or the crash loop or hangMax limit hit; guarded by mu
 	gaveUpAt   time.Time   // when either limit set failed (zero: neither did); guarded by mu
 	// After an end the restart policy restarts (restart.go): when the new
@@ -252,6 +252,8 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 			// Not when the requester gave up: that is no fault of the server.
 			if errors.Is(err, errNoAnswer) {
 				u.hangs++
+			} else {
+				u.hangs = 0 // "in a row": another failure breaks the run
 			}
 			e := u.recordFailureLocked(fmt.Errorf("failed to start: %w", err), false)
 			ev = &e
