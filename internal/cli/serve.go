@@ -198,6 +198,7 @@ func (e *env) printBanner(url, token, dir string, c *config.Config, base string)
            %s
   Input:   %s (read-only)
   Output:  %s
+  Dashboard: mcpbox ui (approvals, calls, sandboxes; run it here)
   Client config (e.g. .mcp.json%s):
   %s
 
