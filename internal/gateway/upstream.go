@@ -302,6 +302,12 @@ func (u *upstream) recordFailureLocked(err error, clean bool) RestartEvent {
 func (u *upstream) start(parent context.Context, delay time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
+	return u.startWithin(ctx, parent, delay)
+}
+
+// startWithin is start under ctx, parent's with startTimeout: a relaunch
+// shares that time, and an answer it misses counts as errNoAnswer too.
+func (u *upstream) startWithin(ctx, parent context.Context, delay time.Duration) error {
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -342,7 +348,7 @@ func (u *upstream) start(parent context.Context, delay time.Duration) error {
 		p.close()
 		proc.stop()
 		if relaunch {
-			return u.start(ctx, 0)
+			return u.startWithin(ctx, parent, 0)
 		}
 		return fmt.Errorf("server %s: %w", u.srv.Name, err)
 	}
