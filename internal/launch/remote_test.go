@@ -62,7 +62,19 @@ func TestRemoteServer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
+	if got := callPing(t, ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}); got != "pong [REDACTED:Authorization]" {
+		t.Fatalf("got %q", got)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Fatalf("%d requests reached the remote server without the header", n)
+	}
+}
+
+// callPing connects a client over tr, calls the tool ping and returns
+// its text.
+func callPing(t *testing.T, ctx context.Context, tr mcp.Transport) string {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +83,7 @@ func TestRemoteServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong [REDACTED:Authorization]" {
-		t.Fatalf("got %q", got)
-	}
-	if n := refused.Load(); n != 0 {
-		t.Fatalf("%d requests reached the remote server without the header", n)
-	}
+	return res.Content[0].(*mcp.TextContent).Text
 }
 
 // TestHeaderTransportVersion: once the gateway's initialize has agreed on
@@ -153,16 +160,7 @@ func TestRemoteQuery(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- gw.ServeStdio(ctx, gateway.LocalAgent, inR, outW) }()
 	defer func() { inW.Close(); cancel(); <-served }()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != "pong [REDACTED:api_key]" {
+	if got := callPing(t, ctx, &mcp.IOTransport{Reader: outR, Writer: inW}); got != "pong [REDACTED:api_key]" {
 		t.Errorf("the echoed key: got %q", got)
 	}
 	if seen.Load() == 0 || refused.Load() != 0 {
