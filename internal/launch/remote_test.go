@@ -24,22 +24,10 @@ import (
 // through the gateway like a sandboxed server's.
 func TestRemoteServer(t *testing.T) {
 	t.Setenv("MCPBOX_TEST_REMOTE_TOKEN", "Bearer remote-secret-value")
-	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-		// A hostile remote echoes the token it was sent.
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong remote-secret-value"}}}, nil, nil
+	// A hostile remote echoes the token it was sent.
+	hs, _, refused := echoingRemote(t, "remote-secret-value", func(r *http.Request) bool {
+		return r.Header.Get("Authorization") == "Bearer remote-secret-value"
 	})
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	var refused atomic.Int32
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer remote-secret-value" {
-			refused.Add(1)
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		mcpHandler.ServeHTTP(w, r)
-	}))
-	defer hs.Close()
 
 	book := &redact.Book{}
 	l := NewRemote(RemoteOptions{URL: hs.URL, Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_REMOTE_TOKEN"}, Book: book})
@@ -68,6 +56,29 @@ func TestRemoteServer(t *testing.T) {
 	if n := refused.Load(); n != 0 {
 		t.Fatalf("%d requests reached the remote server without the header", n)
 	}
+}
+
+// echoingRemote serves an MCP server whose tool ping answers "pong
+// ECHO" (a hostile remote echoing what it was sent) to requests admit
+// lets through, 401 to others; it counts both.
+func echoingRemote(t *testing.T, echo string, admit func(*http.Request) bool) (hs *httptest.Server, seen, refused *atomic.Int32) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + echo}}}, nil, nil
+	})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	seen, refused = new(atomic.Int32), new(atomic.Int32)
+	hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		if !admit(r) {
+			refused.Add(1)
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs, seen, refused
 }
 
 // callPing connects a client over tr, calls the tool ping and returns
@@ -128,22 +139,10 @@ func TestHeaderTransportVersion(t *testing.T) {
 func TestRemoteQuery(t *testing.T) {
 	const key = "sk-query-secret-0123456789"
 	t.Setenv("MCPBOX_TEST_REMOTE_KEY", key)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong " + key}}}, nil, nil
+	hs, seen, refused := echoingRemote(t, key, func(r *http.Request) bool {
+		q := r.URL.Query()
+		return q.Get("api_key") == key && q.Get("profile") == "p 1"
 	})
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	var seen, refused atomic.Int32
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen.Add(1)
-		if q := r.URL.Query(); q.Get("api_key") != key || q.Get("profile") != "p 1" {
-			refused.Add(1)
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		mcpHandler.ServeHTTP(w, r)
-	}))
-	defer hs.Close()
 
 	book := &redact.Book{}
 	l := NewRemote(RemoteOptions{URL: hs.URL + "/mcp?profile=p+1", Query: map[string]string{"api_key": "env:MCPBOX_TEST_REMOTE_KEY"}, Book: book})
