@@ -252,11 +252,8 @@ func (im *converter) queryCredentials(s *config.Server, raw string) string {
 // base64 of JSON, as Smithery's config=) it holds.
 func credentialParam(k, v string) bool {
 	return (config.CredentialName(k) && !pathNameRE().MatchString(k)) || config.CredentialValue(v) ||
-		tokenShaped(v) || len(config.EncodedCredentials(v, tokenShaped)) > 0
+		redact.Shaped(v) || len(config.EncodedCredentials(v, redact.Shaped)) > 0
 }
-
-// tokenShaped reports whether s has the shape of a known token format.
-func tokenShaped(s string) bool { return len(redact.Detect([]byte(s))) > 0 }
 
 // claim returns the variable that will hold value: want, unless another
 // server uses want for a different value, then one named after server.

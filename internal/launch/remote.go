@@ -303,7 +303,7 @@ func (l *Remote) credentials(ctx context.Context) (http.Header, url.Values, erro
 		}
 		// A key inside the value (base64 JSON, as Smithery's config=)
 		// may come back alone.
-		for _, inner := range config.EncodedCredentials(v, func(s string) bool { return len(redact.Detect([]byte(s))) > 0 }) {
+		for _, inner := range config.EncodedCredentials(v, redact.Shaped) {
 			if l.book == nil || len(inner) < redact.MinValueLen {
 				continue
 			}

@@ -69,6 +69,18 @@ func rules() []*regexp.Regexp {
 	return compiled
 }
 
+// Shaped reports whether s holds a credential-shaped string (one Detect
+// would find).
+func Shaped(s string) bool {
+	b := []byte(s)
+	for i, re := range rules() {
+		if containsAny(b, keywords[i]) && re.Match(b) {
+			return true
+		}
+	}
+	return false
+}
+
 // Detect returns the credential-shaped strings in b, by position, without
 // overlaps (the earliest, then the longest, wins).
 func Detect(b []byte) []Finding {

@@ -37,6 +37,9 @@ func TestDetectRules(t *testing.T) {
 		t.Run(tt.rule, func(t *testing.T) {
 			text := "before " + tt.text + " after"
 			f := Detect([]byte(text))
+			if !Shaped(text) {
+				t.Errorf("Shaped(%q) = false, Detect finds %+v", text, f)
+			}
 			if len(f) != 1 || f[0].Rule != tt.rule || f[0].Start != len("before ") || !strings.HasPrefix(text[f[0].Start:f[0].End], tt.text) {
 				t.Fatalf("Detect = %+v, want one %s over the sample", f, tt.rule)
 			}
@@ -66,8 +69,8 @@ func TestDetectLeavesOrdinaryText(t *testing.T) {
 		"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 		"-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----",
 	} {
-		if f := Detect([]byte(text)); len(f) != 0 {
-			t.Errorf("%q: findings %+v", text, f)
+		if f := Detect([]byte(text)); len(f) != 0 || Shaped(text) {
+			t.Errorf("%q: findings %+v, Shaped %v", text, f, Shaped(text))
 		}
 	}
 }
