@@ -194,6 +194,17 @@ func auditNode(a *Audit) *yaml.Node {
 	return m
 }
 
+// refsNode is headers or query: NAME: {from: REF} each.
+func refsNode(hs []Header) *yaml.Node {
+	m := mapNode()
+	for _, h := range hs {
+		e := mapNode()
+		addStr(e, "from", h.From)
+		addKV(m, h.Name, e)
+	}
+	return flowIfEmpty(m)
+}
+
 func serverNode(s *Server) *yaml.Node {
 	m := mapNode()
 	addStrs(m, "command", s.Command)
@@ -220,21 +231,11 @@ func serverNode(s *Server) *yaml.Node {
 	if s.Prefix != nil {
 		addKV(m, "prefix", scalar("!!str", *s.Prefix))
 	}
-	for _, kv := range []struct {
-		key string
-		hs  []Header
-	}{{"headers", s.Headers}, {"query", s.Query}} {
-		key, hs := kv.key, kv.hs
-		if hs == nil {
-			continue
-		}
-		hm := mapNode()
-		for _, h := range hs {
-			e := mapNode()
-			addStr(e, "from", h.From)
-			addKV(hm, h.Name, e)
-		}
-		addKV(m, key, flowIfEmpty(hm))
+	if s.Headers != nil {
+		addKV(m, "headers", refsNode(s.Headers))
+	}
+	if s.Query != nil {
+		addKV(m, "query", refsNode(s.Query))
 	}
 	if s.OAuth != nil {
 		addKV(m, "oauth", serverOAuthNode(s.OAuth))

@@ -31,7 +31,8 @@ var startTimeout = 60 * time.Second
 // after two such waits the next sessions go on without it at once. Two,
 // not one: on a host so loaded that one start took that long, the next
 // may not. After a give-up lapses, one more unanswered start gives up
-// again: the count is reset only by a start that is answered.
+// again: the count is reset only by a start that is answered or that
+// fails otherwise.
 const hangMax = 2
 
 // errNoAnswer: a started server did not answer its opening request
