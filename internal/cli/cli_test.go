@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -184,6 +185,16 @@ func TestPolicyCheck(t *testing.T) {
 	if code, out, errs := runCLI("policy", "check", unset); code != 0 || !strings.Contains(out, "ok") ||
 		!strings.HasPrefix(errs, unset+":5:13: warning: servers.r.query.api_key:") || !strings.Contains(errs, "cannot start until it can be read") {
 		t.Fatalf("config with an unset variable: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	// It reads no file a reference names: a FIFO there would hang it.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fileRef := filepath.Join(dir, "fileref.yaml")
+	write(t, fileRef, "version: 1\nservers:\n  r:\n    url: https://mcp.example.com/mcp\n    query: {api_key: {from: \"file:"+fifo+"\"}}\n    tools: {allow: [\"*\"]}\n")
+	if code, out, errs := runCLI("policy", "check", fileRef); code != 0 || !strings.Contains(out, "ok") || errs != "" {
+		t.Fatalf("config with a file: reference: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 	code, _, errs := runCLI("policy", "check", bad)
 	if code != 1 || !strings.HasPrefix(errs, bad+":5:") || !strings.Contains(errs, "memroy") {
