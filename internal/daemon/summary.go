@@ -82,9 +82,10 @@ func EnvWarnings(c *config.Config) config.Errors { return secretWarnings(c, "env
 // secretWarnings flags each reference of a kind in kinds ("env:",
 // "file:") of a server's secrets, headers and query parameters that
 // cannot be read now (an unset variable, a missing file, a value too
-// short): every start of that server would
-// fail on it, and without this serve would say so only when a client
-// connects, after a start-up line saying "no warnings". Only the cheap,
+// short; a named pipe is only looked up, see secrets.Check): every start
+// of that server would fail on it, and without this serve would say so
+// only when a client connects, after a start-up line saying "no
+// warnings". Only the cheap,
 // side-effect-free kinds are read, the way a start reads them; cmd:
 // references are not run here (they may prompt or take time), and
 // kubernetes: ones are read from the cluster at each start. A warning
@@ -95,7 +96,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		if ref == "" || !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(ref, k) }) {
 			return
 		}
-		if _, err := launch.ResolveSecret(context.Background(), what, ref, false); err != nil {
+		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
 				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start until it can be read", s.Name, what, err, s.Name)})
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"mcpbox/internal/config"
@@ -17,6 +18,13 @@ func TestSummaryWarnsUnreadableSecrets(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "tok")
 	if err := os.WriteFile(good, []byte("file-secret-value-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A named pipe (a password manager's) is looked up, not opened: an
+	// open would block until some program writes it, and a read would
+	// take the value the server's start needs.
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("T6_SET", "env-secret-value-1")
@@ -33,6 +41,7 @@ servers:
       D: {from: env:T6_SHORT}
       E: {from: "cmd:false"}
       F: {from: env:T6_SET}
+      G: {from: "file:` + fifo + `"}
     tools: {allow: ["*"]}
   docs:
     url: https://docs.example.com/mcp
@@ -51,7 +60,7 @@ servers:
 		":6:7: servers.gh.secrets.A: secret from env:T6_UNSET: the variable is not set: server gh cannot start",
 		":8:7: servers.gh.secrets.C: secret from file: open " + filepath.Join(dir, "missing") + ": no such file",
 		":9:7: servers.gh.secrets.D: secret from env is shorter than 8 bytes",
-		":15:15: servers.docs.headers.Authorization: secret from env:T6_UNSET: the variable is not set: server docs cannot start",
+		":16:15: servers.docs.headers.Authorization: secret from env:T6_UNSET: the variable is not set: server docs cannot start",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))

@@ -26,6 +26,16 @@ func ResolveSecret(ctx context.Context, name, ref string, asFile bool) (sandbox.
 	return sandbox.Secret{Name: name, Value: v, AsFile: asFile}, nil
 }
 
+// CheckSecret says whether ref could be resolved now, as secrets.Check
+// does: a named pipe is looked up, never opened.
+func CheckSecret(ctx context.Context, ref string) error {
+	r, err := config.ParseSecretRef(ref)
+	if err != nil {
+		return err
+	}
+	return secrets.Check(ctx, secrets.Ref(r), secrets.Options{})
+}
+
 // SecretFlag reads a --secret flag, NAME=REF[,as=env|file], and resolves
 // REF with ctx. The value stays in memory; errors name the flag's NAME,
 // never the reference's value.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -26,7 +27,8 @@ const (
 
 // Options tunes Resolve. The zero value is the default.
 type Options struct {
-	// Timeout bounds a cmd: provider; zero means DefaultCmdTimeout.
+	// Timeout bounds a cmd: provider, and the wait for the writer of a
+	// file: reference that is a named pipe; zero means DefaultCmdTimeout.
 	Timeout time.Duration
 	// AllowShort accepts values shorter than MinValue.
 	AllowShort bool
@@ -56,7 +58,7 @@ func Resolve(ctx context.Context, ref Ref, opts Options) ([]byte, error) {
 	case "env":
 		v, err = fromEnv(arg, opts)
 	case "file":
-		v, err = fromFile(arg)
+		v, err = fromFile(ctx, arg, opts)
 	case "cmd":
 		v, err = fromCmd(ctx, arg, opts)
 	default:
@@ -98,20 +100,52 @@ func fromEnv(name string, opts Options) ([]byte, error) {
 	return []byte(v), nil
 }
 
-// fromFile reads PATH; a leading "~/" is the user's home directory, as
+// Check says whether Resolve would succeed now, without taking a value
+// that reading would use up: a file: reference to anything but a regular
+// file (a named pipe that a password manager writes one value into when
+// it is opened) is only looked up, neither opened nor read. Start-up
+// warnings call it, so that checking cannot hang on a pipe nobody writes
+// or take the value the server's start needs.
+func Check(ctx context.Context, ref Ref, opts Options) error {
+	if ref.Scheme == "file" {
+		path, err := expandHome(ref.Arg)
+		if err != nil {
+			return err
+		}
+		if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil
+		}
+	}
+	_, err := Resolve(ctx, ref, opts)
+	return err
+}
+
+// expandHome replaces a leading "~/" with the user's home directory, as
 // the config reference's file:~/.config/tok example has it (no shell
 // ever expands it here, in a config or in exec's --secret NAME=file:~/x).
-func fromFile(path string) ([]byte, error) {
-	if rest, ok := strings.CutPrefix(path, "~/"); ok {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil, fmt.Errorf("secret from file %s: %w", path, err)
-		}
-		path = filepath.Join(home, rest)
+func expandHome(path string) (string, error) {
+	rest, ok := strings.CutPrefix(path, "~/")
+	if !ok {
+		return path, nil
 	}
-	f, err := os.Open(path)
+	home, err := os.UserHomeDir()
 	if err != nil {
-		return nil, fmt.Errorf("secret from file: %w", err)
+		return "", fmt.Errorf("secret from file %s: %w", path, err)
+	}
+	return filepath.Join(home, rest), nil
+}
+
+// fromFile reads PATH (see expandHome). A named pipe is opened only
+// within opts.Timeout: opening one blocks until a writer comes, and a
+// pipe nobody writes would otherwise hang the start for good.
+func fromFile(ctx context.Context, path string, opts Options) ([]byte, error) {
+	path, err := expandHome(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openFile(ctx, path, opts)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	v, err := io.ReadAll(io.LimitReader(f, MaxValue+1))
@@ -122,6 +156,66 @@ func fromFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("secret from file %s: larger than %d bytes", path, MaxValue)
 	}
 	return v, nil
+}
+
+// openFile opens path for reading. A named pipe is opened in a goroutine
+// that is given up on when ctx ends or opts.Timeout passes: an open(2)
+// of a pipe cannot be interrupted, so the giving up opens the pipe's
+// write end itself, which lets the blocked open return (it then reads
+// nothing and is closed), and no goroutine is left behind.
+func openFile(ctx context.Context, path string, opts Options) (*os.File, error) {
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("secret from file: %w", err)
+		}
+		return f, nil
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultCmdTimeout
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		done <- opened{f, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var why error
+	select {
+	case o := <-done:
+		if o.err != nil {
+			return nil, fmt.Errorf("secret from file: %w", o.err)
+		}
+		return o.f, nil
+	case <-ctx.Done():
+		why = fmt.Errorf("secret from file %s: %w", path, context.Cause(ctx))
+	case <-timer.C:
+		why = fmt.Errorf("secret from file %s: a named pipe that no program wrote within %s", path, timeout)
+	}
+	// Unblock the open. O_NONBLOCK: with no reader (the goroutine not in
+	// its open yet, or out of it because a writer came) this fails with
+	// ENXIO instead of blocking in turn; it is then tried again, a
+	// bounded number of times.
+	for range 100 {
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		select {
+		case o := <-done:
+			if o.f != nil {
+				o.f.Close()
+			}
+			return nil, why
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil, why
 }
 
 // fromCmd runs PROGRAM ARGS without a shell (words split on white space)

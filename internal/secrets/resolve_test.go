@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -126,5 +127,101 @@ func TestAccept(t *testing.T) {
 	}
 	if got, err := Accept([]byte("short"), "x", Options{AllowShort: true}); err != nil || string(got) != "short" {
 		t.Errorf("AllowShort: %q, %v", got, err)
+	}
+}
+
+// A file: reference to a named pipe reads what its writer writes (a
+// password manager's one-time pipe), and one that no program writes is
+// given up on within the timeout, or at once when ctx ends, instead of
+// hanging the start in open(2) for good.
+func TestResolveNamedPipe(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const value = "pipe-secret-value-1234"
+	wrote := make(chan error, 1)
+	go func() {
+		// Blocks until Resolve opens the read end.
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString(value + "\n")
+			f.Close()
+		}
+		wrote <- err
+	}()
+	v, err := Resolve(context.Background(), ref("file:"+fifo), Options{Timeout: 10 * time.Second})
+	if err != nil || string(v) != value {
+		t.Fatalf("Resolve(pipe with a writer) = %q, %v; want %q", v, err, value)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	_, err = Resolve(context.Background(), ref("file:"+fifo), Options{Timeout: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "no program wrote within 200ms") {
+		t.Fatalf("Resolve(pipe with no writer) err = %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("giving up on a pipe took %s", d)
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(100*time.Millisecond, func() { cancel(errors.New("shutting down")) })
+	_, err = Resolve(ctx, ref("file:"+fifo), Options{Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("Resolve(pipe, cancelled) err = %v, want the cancellation's cause", err)
+	}
+	// No reader is left blocked on the pipe: a writer finds none.
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		w.Close()
+		t.Fatal("a reader of the pipe is still open after Resolve gave up")
+	}
+}
+
+// Check looks a named pipe up without opening it, so that nothing
+// blocks and no value is used up; other references it resolves.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("a-long-enough-value"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Check(context.Background(), ref("file:"+fifo), Options{Timeout: time.Minute}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Check(pipe) = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		// Unblock the open the test just caught, then fail.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("Check opened a named pipe")
+	}
+	for _, tt := range []struct {
+		ref  string
+		fail bool
+	}{
+		{"file:" + good, false},
+		{"file:" + short, true},
+		{"file:" + filepath.Join(dir, "missing"), true},
+		{"file:" + dir, true},
+	} {
+		if err := Check(context.Background(), ref(tt.ref), Options{}); (err != nil) != tt.fail {
+			t.Errorf("Check(%s) = %v, want failure %v", tt.ref, err, tt.fail)
+		}
 	}
 }
