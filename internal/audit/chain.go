@@ -74,6 +74,18 @@ type Report struct {
 // OK reports whether Verify found nothing wrong.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
 
+// String is the report's one-line conclusion, as logs verify prints it
+// after the problems.
+func (r Report) String() string {
+	switch {
+	case !r.OK():
+		return fmt.Sprintf("audit log: %d problem(s) in %d records", len(r.Problems), r.Records)
+	case r.Head == "":
+		return fmt.Sprintf("audit log: %d records, chain intact (seq %d..%d)", r.Records, r.First, r.Last)
+	}
+	return fmt.Sprintf("audit log: %d records, chain intact (seq %d..%d), head %s (keep a copy elsewhere to anchor it)", r.Records, r.First, r.Last, r.Head)
+}
+
 func (r *Report) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }

@@ -93,6 +93,29 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 	return r.queryRecords(ctx, q, args...)
 }
 
+// Decisions returns the distinct decisions of the stored records, sorted
+// (none: ""), so that a filter on one that no record has can say which
+// there are: decisions are written by many parts and are not one set.
+func (r *Reader) Decisions(ctx context.Context) ([]string, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT DISTINCT decision FROM audit_records WHERE decision != '' ORDER BY decision`)
+	if err != nil {
+		return nil, fmt.Errorf("querying audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("querying audit log: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("querying audit log: %w", err)
+	}
+	return out, nil
+}
+
 // queryRecords runs q, a SELECT of rowColumns, and decodes its rows.
 func (r *Reader) queryRecords(ctx context.Context, q string, args ...any) ([]Record, error) {
 	rows, err := r.db.QueryContext(ctx, q, args...)

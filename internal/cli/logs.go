@@ -118,6 +118,11 @@ func (e *env) logs(args []string) int {
 		e.errorf("logs: %v", err)
 		return 1
 	}
+	if len(recs) == 0 && f.Decision != "" {
+		if ds, err := r.Decisions(ctx); err == nil && !slices.Contains(ds, f.Decision) {
+			e.errorf("logs: --decision %q: no record has it yet; the decisions in this log are %s", f.Decision, strings.Join(ds, ", "))
+		}
+	}
 	if *limit > 0 && len(recs) > *limit {
 		recs = recs[len(recs)-*limit:]
 	}
@@ -143,18 +148,13 @@ func (e *env) verifyLog(ctx context.Context, r *audit.Reader) int {
 		e.errorf("logs verify: %v", err)
 		return 1
 	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(e.stdout, p)
+	}
+	fmt.Fprintln(e.stdout, rep)
 	if !rep.OK() {
-		for _, p := range rep.Problems {
-			fmt.Fprintln(e.stdout, p)
-		}
-		fmt.Fprintf(e.stdout, "audit log: %d problem(s) in %d records\n", len(rep.Problems), rep.Records)
 		return 1
 	}
-	if rep.Head == "" {
-		fmt.Fprintf(e.stdout, "audit log: %d records, chain intact (seq %d..%d)\n", rep.Records, rep.First, rep.Last)
-		return 0
-	}
-	fmt.Fprintf(e.stdout, "audit log: %d records, chain intact (seq %d..%d), head %s (keep a copy elsewhere to anchor it)\n", rep.Records, rep.First, rep.Last, rep.Head)
 	return 0
 }
 

@@ -1,8 +1,14 @@
 package cli
 
 import (
+	"context"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"mcpbox/internal/audit"
 )
 
 // TestLogsUnknownEvent: a mistyped --event is refused, naming the events,
@@ -11,5 +17,41 @@ func TestLogsUnknownEvent(t *testing.T) {
 	code, out, errOut := runCLI("logs", "--event", "sesion_start", "--state-dir", t.TempDir())
 	if code != exitUsage || out != "" || !strings.Contains(errOut, `--event "sesion_start"`) || !strings.Contains(errOut, "session_start") {
 		t.Errorf("logs --event sesion_start: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestLogsUnknownDecision: decisions are not one enumerated set, so a
+// --decision that no record has is not refused, but it is named with
+// the decisions the log does have, rather than looking like a log with
+// no such records; a decision that is there, or a filter that matches
+// for another reason, prints no such line.
+func TestLogsUnknownDecision(t *testing.T) {
+	state := t.TempDir()
+	s, err := audit.Open(audit.Options{Path: filepath.Join(state, "audit.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(audit.Record{Event: audit.EventCall, Server: "gh", Tool: "a", Decision: "allow"})
+	s.Add(audit.Record{Event: audit.EventCall, Server: "gh", Tool: "b", Decision: "deny"})
+	s.Add(audit.Record{Event: audit.EventSessionStart})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("logs", "--decision", "denied", "--state-dir", state)
+	if code != 0 || out != "" || !strings.Contains(errOut, `--decision "denied": no record has it yet; the decisions in this log are allow, deny`) {
+		t.Errorf("logs --decision denied: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI("logs", "--decision", "deny", "--state-dir", state)
+	if code != 0 || strings.Count(out, "\n") != 1 || errOut != "" {
+		t.Errorf("logs --decision deny: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI("logs", "--decision", "deny", "--tool", "a", "--state-dir", state)
+	if code != 0 || out != "" || errOut != "" {
+		t.Errorf("logs --decision deny --tool a: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
