@@ -31,7 +31,7 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, v := range views {
-			j := instanceJSON{ID: strconv.Itoa(v.Record.PID), Record: v.Record, Sandboxes: len(v.Sandboxes)}
+			j := instanceJSON{ID: strconv.Itoa(v.Record.PID), Record: v.Record, Sandboxes: v.sandboxCount()}
 			if v.Err != nil {
 				j.Error = v.Err.Error()
 			}
@@ -43,7 +43,7 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 	fmt.Fprintln(tw, "INSTANCE\tPROJECT\tCONFIG\tTRANSPORT\tURL\tSTARTED\tSANDBOXES\tSTATE DIR")
 	for _, v := range views {
 		r := v.Record
-		n := strconv.Itoa(len(v.Sandboxes))
+		n := strconv.Itoa(v.sandboxCount())
 		if v.Err != nil {
 			n = "? (" + OneLine(v.Err.Error(), 40) + ")"
 		}
@@ -61,6 +61,18 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// sandboxCount counts v's sandboxes, not its connections to remote
+// servers.
+func (v View) sandboxCount() int {
+	n := 0
+	for _, s := range v.Sandboxes {
+		if s.Remote == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // unavailable is a line for each server v's instance could not set up.
@@ -102,7 +114,7 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD")
+	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD / REMOTE")
 	for _, s := range sandboxes {
 		last := "-"
 		if !s.LastCall.IsZero() {
@@ -116,8 +128,12 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		if s.Era != "" {
 			client = strings.TrimSpace(client + " (" + s.Era + ")")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.State, s.Restarts, s.Server, client,
-			s.Started.Local().Format("15:04:05"), last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), "-"))
+		started := "-" // a remote server's connection not open now
+		if !s.Started.IsZero() {
+			started = s.Started.Local().Format("15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cmp.Or(s.ID, "-"), s.State, s.Restarts, s.Server, client,
+			started, last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), OneLine(s.Reason, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), s.Remote, "-"))
 	}
 	tw.Flush()
 }

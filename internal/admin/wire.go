@@ -82,7 +82,8 @@ func Changes(cs []integrity.Change) []PinChange {
 	return out
 }
 
-// Sandbox is one sandbox as `mcpbox ps` shows it.
+// Sandbox is one sandbox as `mcpbox ps` shows it, or (Remote) one
+// connection of the gateway to a remote server.
 type Sandbox struct {
 	ID      string `json:"id"`
 	State   string `json:"state"`
@@ -105,6 +106,10 @@ type Sandbox struct {
 	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
 	Pod       string    `json:"pod,omitempty"`    // kubernetes backend: the pod that runs it
 	Phase     string    `json:"phase,omitempty"`  // and the pod's phase (Pending, Running, ...)
+	// Remote is a remote server's origin (scheme://host:port): the row
+	// is the gateway's connection to it for this owner, which has no
+	// sandbox and so no ID. "": a sandbox.
+	Remote string `json:"remote,omitempty"`
 	// Prepared: it started from a sandbox its server's warm pool had
 	// prepared (sandbox.warm_pool), not cold.
 	Prepared bool `json:"prepared,omitempty"`

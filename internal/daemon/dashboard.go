@@ -100,6 +100,9 @@ func (w *web) gauges() metrics.Gauges {
 		out.Pending = append(out.Pending, r.Time)
 	}
 	for _, s := range w.backend.Sandboxes() {
+		if s.Remote != "" { // a connection, not a sandbox
+			continue
+		}
 		out.Sandboxes = append(out.Sandboxes, metrics.Sandbox{Server: s.Server, State: s.State, Memory: s.Memory, Pids: s.Pids})
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,10 @@ type guardServer struct {
 	results      string
 	credentials  string
 	builtin      bool
+	// remote is a remote server's origin (scheme://host:port), which ps
+	// shows; "" for a server mcpbox runs. Never the path or the query:
+	// some services put their key there.
+	remote string
 }
 
 type memoKey struct{ agent, server, kind string }
@@ -167,6 +172,9 @@ func newGuardServer(c *config.Config, s *config.Server) *guardServer {
 	}
 	if grp, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
 		gs.launcher = track.GroupLauncher(grp)
+	}
+	if u, err := url.Parse(s.URL); err == nil && s.URL != "" {
+		gs.remote = u.Scheme + "://" + u.Host
 	}
 	switch {
 	case gs.pin == "" && gs.builtin:

@@ -4,9 +4,11 @@ package guard
 // ps`, stop, pause, resume, snapshot and diff.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"mcpbox/internal/admin"
@@ -22,8 +24,9 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 		server string
 		scope  gateway.Scope
 	}
+	all := gw.Instances()
 	inst := map[key]gateway.Instance{}
-	for _, in := range gw.Instances() {
+	for _, in := range all {
 		inst[key{in.Server, in.Scope}] = in
 	}
 	// An instance is a scope's newest sandbox: its last call and counts
@@ -61,6 +64,32 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 		}
 		rows = append(rows, r)
 	}
+	return append(rows, g.remoteRows(all)...)
+}
+
+// remoteRows are the rows of remote servers, which run no sandbox: the
+// gateway's connections to them, one per scope, with no ID (nothing of
+// theirs can be stopped, paused or snapshotted), in a stable order.
+func (g *Guard) remoteRows(inst []gateway.Instance) []admin.Sandbox {
+	var rows []admin.Sandbox
+	for _, in := range inst {
+		gs := g.servers[in.Server]
+		if gs == nil || gs.remote == "" {
+			continue
+		}
+		r := admin.Sandbox{State: in.State, Server: in.Server, Client: in.Scope.Agent, Session: in.Scope.Session,
+			Started: in.Started, LastCall: in.LastUse, Starts: in.Starts, Restarts: in.Restarts, Remote: gs.remote}
+		if in.Scope.Modern {
+			r.Era = gateway.ModernVersion
+		}
+		if in.State != gateway.StateRunning {
+			r.Reason = in.Reason // a failed connection's error, a 401's hint
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b admin.Sandbox) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Client, b.Client), cmp.Compare(a.Session, b.Session), cmp.Compare(a.Era, b.Era))
+	})
 	return rows
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -99,6 +100,27 @@ func TestRemoteSSEEverything(t *testing.T) {
 		got := gwMustCall(t, sess, "echo", map[string]any{"message": "over the old transport"}, "")
 		if !strings.Contains(got, "over the old transport") {
 			t.Errorf("echo gave %q\n%s", got, logs)
+		}
+		// ps shows the connection: no ID, the origin, never the query
+		// parameter; the instance counts no sandbox for it.
+		r := m.mcpbox(t, 30*time.Second, "", "ps", "--json", "--config", cfg)
+		var rows []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var row map[string]any
+			if json.Unmarshal([]byte(line), &row) == nil {
+				rows = append(rows, row)
+			}
+		}
+		if len(rows) != 1 || rows[0]["id"] != "" || rows[0]["server"] != "e" || rows[0]["state"] != "running" ||
+			rows[0]["remote"] != "http://"+pl.Addr().String() || rows[0]["started"] == "0001-01-01T00:00:00Z" {
+			t.Errorf("ps --json: want one row of server e's running connection from http://%s:\n%s", pl.Addr(), r)
+		}
+		r = m.mcpbox(t, 30*time.Second, "", "ps", "--config", cfg)
+		if !strings.Contains(r.stdout, "http://"+pl.Addr().String()) || strings.Contains(r.stdout, key) || strings.Contains(r.stdout, "/sse") {
+			t.Errorf("ps: want the connection's origin and nothing more of its URL:\n%s", r)
+		}
+		if r = m.mcpbox(t, 30*time.Second, "", "ps", "--instances", "--json", "--config", cfg); !strings.Contains(r.stdout, `"sandboxes":0`) {
+			t.Errorf("ps --instances --json: want no sandbox counted for a connection:\n%s", r)
 		}
 		gwClose(t, sess)
 		if n := refused.Load(); n != 0 {

@@ -154,15 +154,17 @@ async function sandboxes(main) {
   main.append(table(["id", "server", "client", "state", "memory", "pids", "cpu s", "idle", "restarts", ""], d.sandboxes.map((s) => {
     const idle = s.last_call ? Math.round((now - new Date(s.last_call)) / 1000) + " s" : "";
     const id = encodeURIComponent(s.id);
-    return el("tr", { "data-id": s.id }, el("td", {}, s.id), el("td", {}, s.server), el("td", {}, (s.client || "") + (s.era ? " (" + s.era + ")" : "")),
+    // A remote server's row is the gateway's connection to it: no sandbox, nothing to control.
+    const ctl = admin() && !s.remote;
+    return el("tr", { "data-id": s.id }, el("td", {}, s.remote ? "remote " + s.remote : s.id), el("td", {}, s.server), el("td", {}, (s.client || "") + (s.era ? " (" + s.era + ")" : "")),
       el("td", { class: s.state === "failed" ? "refused" : "" }, s.state), el("td", {}, bytes(s.memory_bytes)), el("td", {}, s.pids || ""),
       el("td", {}, s.cpu_seconds ? s.cpu_seconds.toFixed(2) : ""), el("td", {}, idle), el("td", {}, s.restarts || ""),
       el("td", {}, el("div", { class: "actions" },
-        admin() && s.state === "running" ? el("button", { class: "pause", onclick: act("sandboxes/" + id + "/pause") }, "Pause") : null,
-        admin() && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
-        admin() && s.state !== "stopped" ? el("button", { class: "danger stop", onclick: act("sandboxes/" + id + "/stop") }, "Stop") : null,
-        admin() ? el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff") : null,
-        admin() ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1", download: "" }, "patch") : null)));
+        ctl && s.state === "running" ? el("button", { class: "pause", onclick: act("sandboxes/" + id + "/pause") }, "Pause") : null,
+        ctl && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
+        ctl && s.state !== "stopped" ? el("button", { class: "danger stop", onclick: act("sandboxes/" + id + "/stop") }, "Stop") : null,
+        ctl ? el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff") : null,
+        ctl ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1", download: "" }, "patch") : null)));
   })));
 }
 
@@ -252,7 +254,7 @@ async function servers(main) {
   const d = await api("servers");
   main.append(el("h2", {}, "Servers"), table(["server", "transport", "placement", "package / image", "sandboxes", "restarts", "egress"], d.servers.map((s) =>
     el("tr", {}, el("td", {}, s.name), el("td", {}, s.transport || ""), el("td", {}, s.placement || ""), el("td", {}, s.package || (s.command || []).join(" ")),
-      el("td", s.status ? { class: "error" } : {}, s.status ? s.status + ": " + (s.error || "") : s.sandboxes.map((x) => x.id + " " + x.state).join(", ")),
+      el("td", s.status ? { class: "error" } : {}, s.status ? s.status + ": " + (s.error || "") : s.sandboxes.map((x) => (x.id || "connection") + " " + x.state).join(", ")),
       el("td", {}, s.restarts), el("td", {}, (s.egress || []).join(", "))))));
 }
 

@@ -1,0 +1,60 @@
+package admin
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"mcpbox/internal/instance"
+)
+
+// TestWriteSandboxesRemote: a remote server's connection is a row with
+// "-" for its ID, its origin under POD / REMOTE and why it failed under
+// EXIT; the instance's SANDBOXES counts sandboxes only.
+func TestWriteSandboxesRemote(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.Local)
+	views := []View{{
+		Record: instance.Record{PID: 42, Project: "/p", StateDir: "/s", Transport: "stdio"},
+		Sandboxes: []Sandbox{
+			{ID: "sbx_1", State: "running", Server: "fs", Started: now.Add(-time.Minute), Instance: 42},
+			{State: "running", Server: "docs", Started: now.Add(-time.Minute), LastCall: now.Add(-5 * time.Second), Remote: "https://mcp.example.com", Instance: 42},
+			{State: "failed", Server: "api", Remote: "https://api.example.com:8443", Reason: "401 Unauthorized: check header Authorization from env:API_KEY", Instance: 42},
+		},
+	}, {Record: instance.Record{PID: 43, Project: "/q"}, Err: errors.New("no answer")}}
+	var out bytes.Buffer
+	WriteSandboxes(&out, views, false, now)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "POD / REMOTE") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+	for i, want := range [][]string{
+		{"sbx_1 ", "running", "fs", "42", "-"},
+		{"- ", "running", "docs", "5s ago", "https://mcp.example.com"},
+		{"- ", "failed", "api", "401 Unauthorized", "https://api.example.com:8443"},
+	} {
+		f := lines[i+1]
+		if !strings.HasPrefix(f, want[0]) || !strings.HasSuffix(f, want[len(want)-1]) {
+			t.Errorf("row %d: %q, want it to begin %q and end %q", i, f, want[0], want[len(want)-1])
+		}
+		for _, w := range want[1:] {
+			if !strings.Contains(f, w) {
+				t.Errorf("row %d: %q, want %q in it", i, f, w)
+			}
+		}
+	}
+	if strings.Count(lines[3], " - ") < 4 || strings.Contains(lines[3], "00:00:00") {
+		t.Errorf("a connection never opened shows a start time or resource use: %q", lines[3])
+	}
+	out.Reset()
+	WriteInstances(&out, views, false)
+	if row := strings.Fields(strings.Split(out.String(), "\n")[1]); row[6] != "1" {
+		t.Errorf("instance 42 counts %s sandboxes, want 1:\n%s", row[6], out.String())
+	}
+	out.Reset()
+	WriteInstances(&out, views[:1], true)
+	if !strings.Contains(out.String(), `"sandboxes":1`) {
+		t.Errorf("ps --instances --json: %s; want 1 sandbox", out.String())
+	}
+}
