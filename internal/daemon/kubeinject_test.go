@@ -333,10 +333,12 @@ func TestProxyCertificateRenewed(t *testing.T) {
 	}
 	kc := &kubeConn{client: c, gw: gw, ns: "ns"}
 	// Short, but not so short that a loaded machine (CI under -race)
-	// slips the renewal, due at 6 s, past the first one's end at 9 s: the
-	// gateway could then no longer verify the replica to send it the new
-	// one (with the default 90 days, that margin is 30 days).
-	kc.egress.certTTL = 9 * time.Second
+	// slips the renewal, due at 10 s, past the first one's end at 15 s:
+	// the gateway could then no longer verify the replica to send it the
+	// new one (with the default 90 days, that margin is 30 days). 9 s,
+	// with 3 s of margin, was once missed on a machine loaded by other
+	// tests.
+	kc.egress.certTTL = 15 * time.Second
 	// A Secret left by a first start that failed after it: replaced.
 	name := kube.ProxyTLSName(gw.ID())
 	api.mu.Lock()
