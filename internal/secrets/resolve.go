@@ -135,19 +135,26 @@ func expandHome(path string) (string, error) {
 	return filepath.Join(home, rest), nil
 }
 
-// fromFile reads PATH (see expandHome). A named pipe is opened only
-// within opts.Timeout: opening one blocks until a writer comes, and a
-// pipe nobody writes would otherwise hang the start for good.
+// fromFile reads PATH (see expandHome). A named pipe must be written
+// within opts.Timeout: it is opened without waiting for a writer (see
+// openPipe), so that one nobody writes cannot hang the start.
 func fromFile(ctx context.Context, path string, opts Options) ([]byte, error) {
 	path, err := expandHome(path)
 	if err != nil {
 		return nil, err
 	}
-	f, err := openFile(ctx, path, opts)
+	// O_NONBLOCK: an open of a pipe with no writer would block; for a
+	// regular file it changes nothing.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secret from file: %w", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		if err := awaitPipe(ctx, f, opts); err != nil {
+			return nil, fmt.Errorf("secret from file %s: %w", path, err)
+		}
+	}
 	v, err := io.ReadAll(io.LimitReader(f, MaxValue+1))
 	if err != nil {
 		return nil, fmt.Errorf("secret from file %s: %w", path, err)
@@ -158,64 +165,40 @@ func fromFile(ctx context.Context, path string, opts Options) ([]byte, error) {
 	return v, nil
 }
 
-// openFile opens path for reading. A named pipe is opened in a goroutine
-// that is given up on when ctx ends or opts.Timeout passes: an open(2)
-// of a pipe cannot be interrupted, so the giving up opens the pipe's
-// write end itself, which lets the blocked open return (it then reads
-// nothing and is closed), and no goroutine is left behind.
-func openFile(ctx context.Context, path string, opts Options) (*os.File, error) {
-	if fi, err := os.Stat(path); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("secret from file: %w", err)
-		}
-		return f, nil
-	}
+// awaitPipe waits until the pipe f, open for reading without blocking,
+// has something to read or its writer has come and gone, and bounds the
+// reads that follow, all within opts.Timeout or until ctx ends. Reading
+// at once would find no writer yet and take that for the end of the
+// value: a password manager opens its end when it sees a reader.
+func awaitPipe(ctx context.Context, f *os.File, opts Options) error {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCmdTimeout
 	}
-	type opened struct {
-		f   *os.File
-		err error
+	if err := f.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return err
 	}
-	done := make(chan opened, 1)
-	go func() {
-		f, err := os.Open(path)
-		done <- opened{f, err}
-	}()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var why error
-	select {
-	case o := <-done:
-		if o.err != nil {
-			return nil, fmt.Errorf("secret from file: %w", o.err)
-		}
-		return o.f, nil
-	case <-ctx.Done():
-		why = fmt.Errorf("secret from file %s: %w", path, context.Cause(ctx))
-	case <-timer.C:
-		why = fmt.Errorf("secret from file %s: a named pipe that no program wrote within %s", path, timeout)
+	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	defer stop()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
 	}
-	// Unblock the open. O_NONBLOCK: with no reader (the goroutine not in
-	// its open yet, or out of it because a writer came) this fails with
-	// ENXIO instead of blocking in turn; it is then tried again, a
-	// bounded number of times.
-	for range 100 {
-		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			w.Close()
-		}
-		select {
-		case o := <-done:
-			if o.f != nil {
-				o.f.Close()
-			}
-			return nil, why
-		case <-time.After(10 * time.Millisecond):
-		}
+	waited := false
+	err = rc.Read(func(uintptr) bool {
+		// The first call asks the poller to wait for readiness; the
+		// second comes once it is there.
+		done := waited
+		waited = true
+		return done
+	})
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("a named pipe that no program wrote within %s", timeout)
 	}
-	return nil, why
+	return err
 }
 
 // fromCmd runs PROGRAM ARGS without a shell (words split on white space)
