@@ -7,7 +7,7 @@ import (
 )
 
 const uiHelp = `USAGE
-  mcpbox ui [--print-url] [--instance PID] [--config FILE | --state-dir DIR]
+  mcpbox ui [--print-url] [--rotate] [--instance PID] [--config FILE | --state-dir DIR]
 
 Opens the dashboard (/ui/) of the project's running mcpbox serve: prints
 a one-time login URL (5 minutes, one use) and opens a browser where
@@ -15,14 +15,17 @@ xdg-open (macOS: open) exists; --print-url only prints it. Each instance
 has its own dashboard: when several run on the state dir, ui lists them
 and --instance PID (the INSTANCE column of mcpbox ps) chooses one.
 The URL is signed with the state dir's dashboard-secret file (made here
-when there is none; it also logs in pasted at /ui/, as an admin). To
-revoke it, delete the file and run ui again. The /mcp token does not log in.
+when there is none; it also logs in pasted at /ui/, as an admin).
+--rotate replaces it first: every dashboard session and login URL made
+before ends, on every serve using the state dir. The /mcp token does
+not log in.
 `
 
 func (e *env) ui(args []string) int {
 	fs := e.newFlagSet("ui", uiHelp)
 	af := registerOneDirFlags(fs)
 	printOnly := fs.Bool("print-url", false, "print the login URL and exit")
+	rotate := fs.Bool("rotate", false, "replace the dashboard secret first, ending every session")
 	pid := fs.Int("instance", 0, "the instance `PID` whose dashboard to open, when several run (see mcpbox ps)")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
@@ -39,7 +42,7 @@ func (e *env) ui(args []string) int {
 		e.errorf("ui: --instance %d: want a pid", *pid)
 		return exitUsage
 	}
-	u, err := daemon.UILoginURL(dir, *pid)
+	u, err := daemon.UILoginURL(dir, *pid, *rotate)
 	if errors.Is(err, daemon.ErrNoServe) {
 		e.errorf("ui: %v: start one with %s", err, commandLine("serve", daemon.UIServeArgs(*af.config, *af.stateDir)))
 		return 1

@@ -378,13 +378,27 @@ var ErrNoServe = errors.New("no mcpbox serve is running")
 
 // UILoginURL is a one-time login URL (valid 5 minutes, one use) of the
 // dashboard of the serve instance running on stateDir (`mcpbox ui`).
-func UILoginURL(stateDir string, pid int) (string, error) {
+// rotate replaces the state dir's dashboard secret first, running serve
+// or not: every dashboard session and login URL made before ends (the
+// serves watch the file).
+func UILoginURL(stateDir string, pid int, rotate bool) (string, error) {
 	if stateDir == admin.AllStateDirs {
 		return "", errors.New("--all: the dashboard is one instance's; run mcpbox ui in the project, or pass --config or --state-dir")
+	}
+	if rotate {
+		if err := guard.StateDirOwned(stateDir); err != nil {
+			return "", err
+		}
+		if _, err := bearer.Dashboard.Rotate(stateDir); err != nil {
+			return "", fmt.Errorf("replacing the dashboard's login secret: %w", err)
+		}
 	}
 	recs, err := instance.List(stateDir)
 	if err != nil {
 		return "", err
+	}
+	if len(recs) == 0 && rotate {
+		return "", fmt.Errorf("%w on %s (the dashboard secret is replaced)", ErrNoServe, stateDir)
 	}
 	if len(recs) == 0 {
 		return "", fmt.Errorf("%w on %s", ErrNoServe, stateDir)

@@ -155,8 +155,20 @@ func TestUILoginURL(t *testing.T) {
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := UILoginURL(state, 0); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running") {
+	if _, err := UILoginURL(state, 0, false); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running") {
 		t.Fatalf("no instance: %v", err)
+	}
+	// --rotate replaces the dashboard secret even when no serve runs, so
+	// that the next one does not take login URLs made with the old one.
+	before, err := bearer.Dashboard.Load(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UILoginURL(state, 0, true); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running") || !strings.Contains(err.Error(), "secret is replaced") {
+		t.Fatalf("--rotate, no instance: %v", err)
+	}
+	if after, err := bearer.Dashboard.Read(state); err != nil || after == before {
+		t.Fatalf("--rotate with no serve left the secret as it was (%v)", err)
 	}
 	mcpToken, err := bearer.Token.Load(state)
 	if err != nil {
@@ -197,17 +209,26 @@ func TestUILoginURL(t *testing.T) {
 			}
 		}
 	}
-	u, err := UILoginURL(state, 0)
+	u, err := UILoginURL(state, 0, false)
 	if err != nil {
 		t.Fatalf("stdio-only instance: %v", err)
 	}
 	check(u, "127.0.0.1:4567")
+	// With a serve: a new secret signs the new URL (check reads the file).
+	before, _ = bearer.Dashboard.Read(state)
+	if u, err = UILoginURL(state, 0, true); err != nil {
+		t.Fatalf("--rotate: %v", err)
+	}
+	if after, _ := bearer.Dashboard.Read(state); after == before {
+		t.Fatal("--rotate left the secret as it was")
+	}
+	check(u, "127.0.0.1:4567")
 	inst.Update(func(r *instance.Record) { r.Transport = "stdio+http" })
-	if _, err := UILoginURL(state, 0); err == nil || !strings.Contains(err.Error(), "not listening on HTTP yet") {
+	if _, err := UILoginURL(state, 0, false); err == nil || !strings.Contains(err.Error(), "not listening on HTTP yet") {
 		t.Fatalf("an instance whose HTTP is not up yet: %v", err)
 	}
 	inst.Update(func(r *instance.Record) { r.URL = "http://0.0.0.0:4321/mcp" })
-	if u, err = UILoginURL(state, 0); err != nil {
+	if u, err = UILoginURL(state, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	check(u, "127.0.0.1:4321")
@@ -224,21 +245,21 @@ func TestUILoginURL(t *testing.T) {
 		Transport: "http", URL: "http://127.0.0.1:5555/mcp"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = UILoginURL(state, 0)
+	_, err = UILoginURL(state, 0, false)
 	for _, want := range []string{"--instance PID", strconv.Itoa(os.Getpid()), strconv.Itoa(other), "http://127.0.0.1:5555/mcp"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("two instances, none chosen: %v, want an error listing them (%q)", err, want)
 		}
 	}
-	if u, err = UILoginURL(state, other); err != nil {
+	if u, err = UILoginURL(state, other, false); err != nil {
 		t.Fatal(err)
 	}
 	check(u, "127.0.0.1:5555")
-	if u, err = UILoginURL(state, os.Getpid()); err != nil {
+	if u, err = UILoginURL(state, os.Getpid(), false); err != nil {
 		t.Fatal(err)
 	}
 	check(u, "127.0.0.1:4321")
-	if _, err = UILoginURL(state, other+1); err == nil || !strings.Contains(err.Error(), "no mcpbox serve with pid") {
+	if _, err = UILoginURL(state, other+1, false); err == nil || !strings.Contains(err.Error(), "no mcpbox serve with pid") {
 		t.Fatalf("an instance that does not run: %v", err)
 	}
 }

@@ -191,6 +191,27 @@ func TestDashboardServe(t *testing.T) {
 		if role := dashFormLogin(t, base, secret); role != "" {
 			t.Errorf("the replaced dashboard secret still logs in as %q", role)
 		}
+
+		// ui --rotate does the same in one step, and its URL logs in.
+		b, err = os.ReadFile(secretFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := strings.TrimSpace(string(b))
+		jar4, _ := cookiejar.New(nil)
+		browser4 := &http.Client{Jar: jar4, Timeout: 30 * time.Second}
+		dashGet(t, browser4, strings.TrimSpace(runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url").stdout), http.StatusOK)
+		dashJSON(t, browser4, base+"/ui/api/session", &sess)
+		r = runIn(t, m, p.dir, "", []string{env}, "ui", "--rotate", "--print-url")
+		if b, err := os.ReadFile(secretFile); r.code != 0 || err != nil || strings.TrimSpace(string(b)) == second {
+			t.Fatalf("mcpbox ui --rotate made no new dashboard secret (%v):\n%s", err, r)
+		}
+		dashGet(t, browser4, base+"/ui/api/session", http.StatusUnauthorized)
+		if role := dashFormLogin(t, base, second); role != "" {
+			t.Errorf("the rotated dashboard secret still logs in as %q", role)
+		}
+		dashGet(t, browser4, strings.TrimSpace(r.stdout), http.StatusOK)
+		dashJSON(t, browser4, base+"/ui/api/session", &sess)
 	})
 }
 
