@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"mcpbox/internal/admin"
@@ -46,7 +44,7 @@ func (e *env) pin(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	c, base, err := loadConfigOrDefault(*cfgPath)
+	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage
@@ -175,22 +173,4 @@ func definitionCount(n int, kind string) string {
 		return "instructions"
 	}
 	return daemon.Plural(n, kind)
-}
-
-// loadConfigOrDefault loads FILE, or the embedded default when path is
-// empty; base is the directory relative paths are resolved against.
-func loadConfigOrDefault(path string) (*config.Config, string, error) {
-	if path == "" {
-		c, err := config.Load("(embedded default)", defaultConfig)
-		if err != nil {
-			return nil, "", err
-		}
-		wd, err := os.Getwd()
-		return c, wd, err
-	}
-	c, err := daemon.LoadConfig(path)
-	if err != nil {
-		return nil, "", err
-	}
-	return c, filepath.Dir(path), nil
 }

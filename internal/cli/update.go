@@ -31,7 +31,7 @@ func (e *env) update(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	c, base, err := loadConfigOrDefault(*cfgPath)
+	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig)
 	if err == nil && fs.NArg() != 1 {
 		err = fmt.Errorf("name one SERVER (mcpbox update --help)")
 	}

@@ -26,6 +26,24 @@ func LoadConfig(path string) (*config.Config, error) {
 	return config.Load(path, data)
 }
 
+// LoadConfigOrDefault loads the config file at path, or, when path is
+// empty, def (the embedded default, named so in errors). base is the
+// directory the config's relative paths are resolved against: the
+// file's, or for the default the current directory.
+func LoadConfigOrDefault(path string, def []byte) (c *config.Config, base string, err error) {
+	if path == "" {
+		if c, err = config.Load("(embedded default)", def); err != nil {
+			return nil, "", err
+		}
+		base, err = os.Getwd()
+		return c, base, err
+	}
+	if c, err = LoadConfig(path); err != nil {
+		return nil, "", err
+	}
+	return c, filepath.Dir(path), nil
+}
+
 // AdminStateDir is the state dir an admin command given --config FILE
 // (configPath) finds: that config's state_dir; or, given neither
 // --config nor --state-dir, FindStateDir's for the directory wd.
