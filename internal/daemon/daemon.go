@@ -118,6 +118,9 @@ func prepare(o Options) (*daemon, error) {
 			return nil, configError(fmt.Errorf("client %s: token: %w", cl.Name, err))
 		}
 	}
+	if err := learnURLKeys(d.book, d.c); err != nil {
+		return nil, configError(err)
+	}
 	d.log = newLogger(o.Stderr, o.LogLevel, d.book)
 	if err := guard.StateDirOwned(d.dir); err != nil {
 		return nil, err

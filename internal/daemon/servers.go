@@ -218,6 +218,27 @@ func gatewayServer(c *config.Config, s *config.Server) *gateway.Server {
 	return gs
 }
 
+// learnURLKeys teaches book what of each remote server's url looks like
+// a key (config.URLKeys): a key in a URL's path cannot be a secret
+// reference, so it is written out in the config, and this keeps it out
+// of the log, the audit, errors and results, like a secret's value.
+func learnURLKeys(book *redact.Book, c *config.Config) error {
+	for _, s := range c.Servers {
+		if s == nil || s.URL == "" {
+			continue
+		}
+		for _, k := range config.URLKeys(s.URL, redact.Shaped) {
+			if len(k) < redact.MinValueLen {
+				continue // too short to redact without hitting ordinary text
+			}
+			if err := book.Add("url_"+s.Name, []byte(k)); err != nil {
+				return fmt.Errorf("servers.%s.url: %w", s.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // remote launches gs as a connection to the remote server s.
 func (w wiring) remote(gs *gateway.Server, s *config.Server) {
 	headers, query := map[string]string{}, map[string]string{}

@@ -134,3 +134,35 @@ func TestRemoteSSEEverything(t *testing.T) {
 		}
 	})
 }
+
+// TestRemoteURLPathKeyRedacted: a key in a remote server's URL path
+// (https://host/s/KEY/mcp, which cannot be a secret reference) is
+// redacted like a secret: the error a client gets when the server cannot
+// be reached, which quotes the URL, and serve's log show the rest of the
+// URL but not the key.
+func TestRemoteURLPathKeyRedacted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there now: every connect is refused
+	const key = "Zk9hY3Rpb25LZXk2NDIxOTg3NjU0MzIx"
+	forEachMode(t, func(t *testing.T, m mode) {
+		cfg, _ := oaConfig(t, m, map[string]any{"servers": map[string]any{
+			"zap": map[string]any{"url": "http://" + closed + "/api/mcp/s/" + key + "/mcp", "pin": "off",
+				"tools": map[string]any{"allow": []string{"*"}}},
+		}})
+		sess, logs := oaServeStdio(t, m, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err := gwCall(ctx, sess, "zap__anything", map[string]any{})
+		if err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "[REDACTED:url_zap]") {
+			t.Errorf("a call to the unreachable server: %v; want an error with the key redacted", err)
+		}
+		gwClose(t, sess)
+		if strings.Contains(logs.String(), key) {
+			t.Errorf("serve's log shows the URL's key:\n%s", logs)
+		}
+	})
+}
