@@ -184,6 +184,9 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		im.notef("server %q: its url held a credential, replaced by %s: fix the url by hand", orig, redacted)
 	}
 	s.URL = u
+	if pathKey(u) {
+		im.notef("server %q: its url's path holds what looks like a key; a path cannot take a secret reference, so the key is in the config: keep the file private (serve redacts the key from its log, the audit and errors)", orig)
+	}
 	switch strings.ToLower(ent.Type) {
 	case "sse":
 		s.Transport = config.TransportSSE // the legacy HTTP+SSE transport

@@ -366,6 +366,18 @@ func TestImportEdgeCases(t *testing.T) {
 			present: []string{"run `mcpbox login linear --config FILE`", "run `mcpbox login wrapped --config FILE`"},
 		},
 		{
+			name: "a key in the url's path stays (it cannot be a reference), noted, and needs no oauth",
+			input: `{"mcpServers": {
+				"zapier": {"type": "http", "url": "https://mcp.zapier.com/api/mcp/s/NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1/mcp"},
+				"plain": {"type": "http", "url": "https://mcp.example.com/v1/2025-06-18/mcp"}}}`,
+			want: []*config.Server{
+				{Name: "zapier", URL: "https://mcp.zapier.com/api/mcp/s/NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1/mcp", Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "plain", URL: "https://mcp.example.com/v1/2025-06-18/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+			},
+			absent:  []string{"mcpbox login zapier", `server "plain": its url`},
+			present: []string{`server "zapier": its url's path holds what looks like a key`, "mcpbox login plain"},
+		},
+		{
 			name:  "claude code projects, names",
 			input: `{"mcpServers": {"My Server!": {"command": "x"}}, "projects": {"/p1": {"mcpServers": {"dup": {"command": "d"}, "my-server": {"command": "y"}}}, "/p2": {"mcpServers": {"dup": {"command": "d"}}}}}`,
 			want:  []*config.Server{sandboxed("my-server", "x"), sandboxed("dup", "d"), sandboxed("my-server-2", "y")},

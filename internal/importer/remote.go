@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/redact"
 )
 
 // This file maps remote servers to OAuth: an entry that reaches a remote
@@ -17,10 +18,11 @@ import (
 
 // oauthFor turns OAuth on for remote server s unless it sends a
 // credential of its own (an Authorization header, a header or URL query
-// parameter named like a key: X-Api-Key, ?api_key=, or one moved to
-// query), and returns the comment that says to log in.
+// parameter named like a key: X-Api-Key, ?api_key=, one moved to query,
+// or a key in the URL's path: a per-user URL), and returns the comment
+// that says to log in.
 func oauthFor(s *config.Server) []string {
-	if len(s.Query) > 0 {
+	if len(s.Query) > 0 || pathKey(s.URL) {
 		return nil
 	}
 	for _, h := range s.Headers {
@@ -37,6 +39,16 @@ func oauthFor(s *config.Server) []string {
 	}
 	s.OAuth = &config.ServerOAuth{}
 	return []string{"OAuth (the server's own login): run `mcpbox login " + s.Name + " --config FILE` once before serve"}
+}
+
+// pathKey reports whether the path of URL raw holds what looks like a
+// key (config.URLKeys), as per-user URLs do (https://host/s/KEY/mcp).
+func pathKey(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	return len(config.URLKeys((&url.URL{Path: u.Path, RawPath: u.RawPath}).String(), redact.Shaped)) > 0
 }
 
 // mcpRemote returns the remote entry an mcp-remote wrapper stands for:
