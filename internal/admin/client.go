@@ -126,7 +126,7 @@ func (c Client) StateDirOf(id string) string {
 	views, _ := c.Views()
 	for _, v := range views {
 		for _, s := range v.Sandboxes {
-			if s.ID == id {
+			if s.ID == id && id != "" { // "": a remote server's connection
 				return v.Record.StateDir
 			}
 		}

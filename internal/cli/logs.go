@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,7 +121,7 @@ func (e *env) logs(args []string) int {
 	}
 	if len(recs) == 0 && f.Decision != "" {
 		if ds, err := r.Decisions(ctx); err == nil && !slices.Contains(ds, f.Decision) {
-			e.errorf("logs: --decision %q: no record has it yet; the decisions in this log are %s", f.Decision, strings.Join(ds, ", "))
+			e.errorf("logs: --decision %q: no record has it yet; the decisions in this log are %s", f.Decision, cmp.Or(strings.Join(ds, ", "), "none"))
 		}
 	}
 	if *limit > 0 && len(recs) > *limit {

@@ -26,22 +26,8 @@ func TestLogsUnknownEvent(t *testing.T) {
 // no such records; a decision that is there, or a filter that matches
 // for another reason, prints no such line.
 func TestLogsUnknownDecision(t *testing.T) {
-	state := t.TempDir()
-	s, err := audit.Open(audit.Options{Path: filepath.Join(state, "audit.db"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Add(audit.Record{Event: audit.EventCall, Server: "gh", Tool: "a", Decision: "allow"})
-	s.Add(audit.Record{Event: audit.EventCall, Server: "gh", Tool: "b", Decision: "deny"})
-	s.Add(audit.Record{Event: audit.EventSessionStart})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	state := logWith(t, audit.Record{Event: audit.EventCall, Server: "gh", Tool: "a", Decision: "allow"},
+		audit.Record{Event: audit.EventCall, Server: "gh", Tool: "b", Decision: "deny"}, audit.Record{Event: audit.EventSessionStart})
 	code, out, errOut := runCLI("logs", "--decision", "denied", "--state-dir", state)
 	if code != 0 || out != "" || !strings.Contains(errOut, `--decision "denied": no record has it yet; the decisions in this log are allow, deny`) {
 		t.Errorf("logs --decision denied: exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -54,4 +40,30 @@ func TestLogsUnknownDecision(t *testing.T) {
 	if code != 0 || out != "" || errOut != "" {
 		t.Errorf("logs --decision deny --tool a: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	code, _, errOut = runCLI("logs", "--decision", "deny", "--state-dir", logWith(t, audit.Record{Event: audit.EventSessionStart}))
+	if code != 0 || !strings.Contains(errOut, "the decisions in this log are none") {
+		t.Errorf("logs --decision deny, a log without decisions: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// logWith is a state dir whose audit log holds recs.
+func logWith(t *testing.T, recs ...audit.Record) string {
+	t.Helper()
+	state := t.TempDir()
+	s, err := audit.Open(audit.Options{Path: filepath.Join(state, "audit.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		s.Add(r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return state
 }

@@ -53,7 +53,7 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 					r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
 				}
 				if r.Exit != "" {
-					r.Reason = in.Reason
+					r.Reason = g.book.String(in.Reason)
 				}
 			}
 		}
@@ -83,7 +83,9 @@ func (g *Guard) remoteRows(inst []gateway.Instance) []admin.Sandbox {
 			r.Era = gateway.ModernVersion
 		}
 		if in.State != gateway.StateRunning {
-			r.Reason = in.Reason // a failed connection's error, a 401's hint
+			// A failed connection's error, a 401's hint: an error may
+			// quote the URL, whose keys the book knows.
+			r.Reason = g.book.String(in.Reason)
 		}
 		rows = append(rows, r)
 	}

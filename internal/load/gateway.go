@@ -213,8 +213,9 @@ func (g *gateway) admin(op string, reply any) error {
 
 // sandbox is a row of `mcpbox ps --json`, as much as the driver reads.
 type sandbox struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Remote string `json:"remote"` // set: a remote server's connection, no sandbox
 }
 
 func (g *gateway) sandboxes() ([]sandbox, error) {

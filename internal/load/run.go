@@ -467,7 +467,7 @@ func (r *runner) sample() Sample {
 	if err == nil {
 		s.Sandboxes = 0
 		for _, sb := range sbs {
-			if live(sb.State) {
+			if live(sb.State) && sb.Remote == "" {
 				s.Sandboxes++
 			}
 		}

@@ -138,8 +138,8 @@ func TestRemoteSSEEverything(t *testing.T) {
 // TestRemoteURLPathKeyRedacted: a key in a remote server's URL path
 // (https://host/s/KEY/mcp, which cannot be a secret reference) is
 // redacted like a secret: the error a client gets when the server cannot
-// be reached, which quotes the URL, and serve's log show the rest of the
-// URL but not the key.
+// be reached, which quotes the URL, serve's log and the reason ps gives
+// for the connection show the rest of the URL but not the key.
 func TestRemoteURLPathKeyRedacted(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -159,6 +159,11 @@ func TestRemoteURLPathKeyRedacted(t *testing.T) {
 		_, err := gwCall(ctx, sess, "zap__anything", map[string]any{})
 		if err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "[REDACTED:url_zap]") {
 			t.Errorf("a call to the unreachable server: %v; want an error with the key redacted", err)
+		}
+		// ps and the dashboard give the connection's error as its reason.
+		r := m.mcpbox(t, 30*time.Second, "", "ps", "--json", "--config", cfg)
+		if r.code != 0 || strings.Contains(r.stdout+r.stderr, key) || !strings.Contains(r.stdout, "[REDACTED:url_zap]") {
+			t.Errorf("ps --json: want the connection's error with the key redacted:\n%s", r)
 		}
 		gwClose(t, sess)
 		if strings.Contains(logs.String(), key) {
