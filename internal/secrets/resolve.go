@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits of a resolution: secrets are tokens and keys, not files.
@@ -101,18 +103,21 @@ func fromEnv(name string, opts Options) ([]byte, error) {
 }
 
 // Check says whether Resolve would succeed now, without taking a value
-// that reading would use up: a file: reference to anything but a regular
-// file (a named pipe that a password manager writes one value into when
-// it is opened) is only looked up, neither opened nor read. Start-up
-// warnings call it, so that checking cannot hang on a pipe nobody writes
-// or take the value the server's start needs.
+// that reading would use up or wait for: a file: reference to a named
+// pipe (one that a password manager writes a value into when it is
+// opened) or a device is only looked up and checked for read permission,
+// neither opened nor read. Start-up warnings call it, so that checking
+// cannot wait on a program or take the value the server's start needs.
 func Check(ctx context.Context, ref Ref, opts Options) error {
 	if ref.Scheme == "file" {
 		path, err := expandHome(ref.Arg)
 		if err != nil {
 			return err
 		}
-		if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0 {
+			if err := unix.Access(path, unix.R_OK); err != nil {
+				return fmt.Errorf("secret from file %s: %w", path, err)
+			}
 			return nil
 		}
 	}
@@ -135,70 +140,75 @@ func expandHome(path string) (string, error) {
 	return filepath.Join(home, rest), nil
 }
 
-// fromFile reads PATH (see expandHome). A named pipe must be written
-// within opts.Timeout: it is opened without waiting for a writer (see
-// openPipe), so that one nobody writes cannot hang the start.
+// fromFile reads PATH (see expandHome). What is not a regular file (a
+// named pipe, a terminal) is read within opts.Timeout and until ctx ends:
+// its reads wait on another program, which might never write.
 func fromFile(ctx context.Context, path string, opts Options) ([]byte, error) {
 	path, err := expandHome(path)
 	if err != nil {
 		return nil, err
 	}
 	// O_NONBLOCK: an open of a pipe with no writer would block; for a
-	// regular file it changes nothing.
+	// regular file it changes nothing. A pollable file so opened is read
+	// through Go's poller, which keeps its read deadline.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("secret from file: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
-		if err := awaitPipe(ctx, f, opts); err != nil {
-			return nil, fmt.Errorf("secret from file %s: %w", path, err)
-		}
-	}
-	v, err := io.ReadAll(io.LimitReader(f, MaxValue+1))
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("secret from file %s: %w", path, err)
+		return nil, fmt.Errorf("secret from file: %w", err)
 	}
-	if len(v) > MaxValue {
-		return nil, fmt.Errorf("secret from file %s: larger than %d bytes", path, MaxValue)
-	}
-	return v, nil
-}
-
-// awaitPipe waits until the pipe f, open for reading without blocking,
-// has something to read or its writer has come and gone, and bounds the
-// reads that follow, all within opts.Timeout or until ctx ends. Reading
-// at once would find no writer yet and take that for the end of the
-// value: a password manager opens its end when it sees a reader.
-func awaitPipe(ctx context.Context, f *os.File, opts Options) error {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCmdTimeout
 	}
-	if err := f.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return err
+	if !fi.Mode().IsRegular() {
+		// A file that is not pollable (/dev/null) does not wait: ErrNoDeadline.
+		if f.SetReadDeadline(time.Now().Add(timeout)) == nil {
+			stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+			defer stop()
+		}
+		if fi.Mode()&os.ModeNamedPipe != 0 {
+			err = awaitWriter(f)
+		}
 	}
-	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
-	defer stop()
+	var v []byte
+	if err == nil {
+		v, err = io.ReadAll(io.LimitReader(f, MaxValue+1))
+	}
+	switch {
+	case err == nil && len(v) > MaxValue:
+		return nil, fmt.Errorf("secret from file %s: larger than %d bytes", path, MaxValue)
+	case err == nil:
+		return v, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("secret from file %s: %w", path, context.Cause(ctx))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, fmt.Errorf("secret from file %s: no program wrote it to its end within %s", path, timeout)
+	}
+	return nil, fmt.Errorf("secret from file: %w", err)
+}
+
+// awaitWriter waits, within f's read deadline, until the pipe f (open
+// for reading without blocking) has something to read or its writer has
+// come and gone. Reading at once would find no writer yet and take that
+// for the end of the value: a password manager opens its end only when
+// it sees a reader.
+func awaitWriter(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
 	waited := false
-	err = rc.Read(func(uintptr) bool {
+	return rc.Read(func(uintptr) bool {
 		// The first call asks the poller to wait for readiness; the
 		// second comes once it is there.
 		done := waited
 		waited = true
 		return done
 	})
-	switch {
-	case ctx.Err() != nil:
-		return context.Cause(ctx)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("a named pipe that no program wrote within %s", timeout)
-	}
-	return err
 }
 
 // fromCmd runs PROGRAM ARGS without a shell (words split on white space)

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ref splits a reference the way config.ParseSecretRef does for a valid
@@ -160,7 +163,7 @@ func TestResolveNamedPipe(t *testing.T) {
 
 	start := time.Now()
 	_, err = Resolve(context.Background(), ref("file:"+fifo), Options{Timeout: 200 * time.Millisecond})
-	if err == nil || !strings.Contains(err.Error(), "no program wrote within 200ms") {
+	if err == nil || !strings.Contains(err.Error(), "no program wrote it to its end within 200ms") {
 		t.Fatalf("Resolve(pipe with no writer) err = %v, want a timeout", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -223,5 +226,60 @@ func TestCheck(t *testing.T) {
 		if err := Check(context.Background(), ref(tt.ref), Options{}); (err != nil) != tt.fail {
 			t.Errorf("Check(%s) = %v, want failure %v", tt.ref, err, tt.fail)
 		}
+	}
+}
+
+// A writer that writes part of a value and keeps the pipe open does not
+// hold the start past a cancellation, and a terminal (which may never
+// be written) is read within the timeout.
+func TestResolveWaitsBounded(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		f.WriteString("a-long-secret-")
+		<-release
+	}()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(200*time.Millisecond, func() { cancel(errors.New("shutting down")) })
+	start := time.Now()
+	_, err := Resolve(ctx, ref("file:"+fifo), Options{Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("Resolve(a pipe written in part, cancelled) err = %v, want the cancellation's cause", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a cancelled read of a pipe took %s", d)
+	}
+
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Skipf("unlocking the pseudo-terminal: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Skipf("the pseudo-terminal's number: %v", err)
+	}
+	start = time.Now()
+	_, err = Resolve(context.Background(), ref(fmt.Sprintf("file:/dev/pts/%d", n)), Options{Timeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "within 300ms") {
+		t.Errorf("Resolve(a terminal nobody types into) err = %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("reading a terminal took %s", d)
+	}
+	if err := Check(context.Background(), ref(fmt.Sprintf("file:/dev/pts/%d", n)), Options{}); err != nil {
+		t.Errorf("Check(a terminal) = %v, want it looked up only", err)
 	}
 }
