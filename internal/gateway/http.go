@@ -228,7 +228,7 @@ func guard(o HTTPOptions, next http.Handler) http.Handler {
 		}
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) && !originAllowed(origins, o) {
 			closeAfter(w)
-			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+			http.Error(w, "Forbidden: cross-origin request refused (Origin must be this endpoint's own, or one in listen.http.allowed_origins)", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
