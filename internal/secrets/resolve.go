@@ -29,8 +29,9 @@ const (
 
 // Options tunes Resolve. The zero value is the default.
 type Options struct {
-	// Timeout bounds a cmd: provider, and the wait for the writer of a
-	// file: reference that is a named pipe; zero means DefaultCmdTimeout.
+	// Timeout bounds a cmd: provider, and the read of a file: reference
+	// that is not a regular file (a named pipe, a terminal); zero means
+	// DefaultCmdTimeout.
 	Timeout time.Duration
 	// AllowShort accepts values shorter than MinValue.
 	AllowShort bool
