@@ -57,8 +57,10 @@ func URLKeys(raw string, shaped func(string) bool) []string {
 
 // RandomToken reports whether s looks like a random identifier handed
 // out as a key: a UUID, 32 or more hex digits, or 20 or more characters
-// of [A-Za-z0-9_=.~+-] that mix upper and lower case letters and digits
-// (base64 or base62). A word, a slug or a date is none of these.
+// of [A-Za-z0-9_=.~+-] that either mix upper and lower case letters and
+// digits (base64, base62) or switch between letters and digits at least
+// six times (a lower-case base36 or base32 key). A word, a slug, a date
+// or a name with a version in it is none of these.
 func RandomToken(s string) bool {
 	if uuidRE().MatchString(s) || hexKeyRE().MatchString(s) {
 		return true
@@ -66,8 +68,28 @@ func RandomToken(s string) bool {
 	if len(s) < 20 || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_=.~+-") != "" {
 		return false
 	}
-	return strings.ContainsAny(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") && strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz") &&
+	upper, lower, digit := strings.ContainsAny(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"), strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz"),
 		strings.ContainsAny(s, "0123456789")
+	if upper && lower && digit {
+		return true
+	}
+	switches, prev := 0, byte(0) // prev: 'a' after a letter, '0' after a digit
+	for i := range len(s) {
+		class := byte(0)
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			class = '0'
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			class = 'a'
+		}
+		if class != 0 && prev != 0 && class != prev {
+			switches++
+		}
+		if class != 0 {
+			prev = class
+		}
+	}
+	return switches >= 6
 }
 
 var (

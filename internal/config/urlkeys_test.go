@@ -21,6 +21,7 @@ func TestURLKeys(t *testing.T) {
 		{"https://mcp.pipedream.net/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0/github", []string{"0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"}},
 		{"https://host/k/0123456789abcdef0123456789abcdef/mcp", []string{"0123456789abcdef0123456789abcdef"}},
 		{"https://host/t/ghp_short/mcp", []string{"ghp_short"}},
+		{"https://mcp.zapier.com/api/mcp/s/k3j4h5g6f7d8s9a0q1w2e3r4t5y6u7i8o9p0/mcp", []string{"k3j4h5g6f7d8s9a0q1w2e3r4t5y6u7i8o9p0"}},
 		{"https://host/s/abc%2BDEF123ghi456JKL789/mcp", []string{"abc+DEF123ghi456JKL789", "abc%2BDEF123ghi456JKL789"}},
 		{"https://user:hunter2hunter2@host/mcp", []string{"hunter2hunter2"}},
 		{"https://host/mcp?api_key=abc123def456&profile=work", []string{"abc123def456"}},
@@ -51,6 +52,9 @@ func TestRandomToken(t *testing.T) {
 		"2025-06-18":                             false,
 		"ABCDEFGHIJKLMNOPQRSTUVWXYZ012345":       false, // no lower case
 		"abc/DEF123ghi456JKL789":                 false, // a '/'
+		"k3j4h5g6f7d8s9a0q1w2e3r4t5y6u7i8o9p0":   true,  // lower case and digits, base36
+		"mcpbox_b2q7xk4m9tz3w6ry8n5s1hv":         true,  // base32
+		"modelcontextprotocol2025":               false, // one switch
 	} {
 		if got := RandomToken(s); got != want {
 			t.Errorf("RandomToken(%q) = %v, want %v", s, got, want)

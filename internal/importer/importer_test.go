@@ -369,13 +369,15 @@ func TestImportEdgeCases(t *testing.T) {
 			name: "a key in the url's path stays (it cannot be a reference), noted, and needs no oauth",
 			input: `{"mcpServers": {
 				"zapier": {"type": "http", "url": "https://mcp.zapier.com/api/mcp/s/NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1/mcp"},
+				"lower": {"type": "http", "url": "https://mcp.example.org/s/k3j4h5g6f7d8s9a0q1w2e3r4t5y6u7i8o9p0/mcp"},
 				"plain": {"type": "http", "url": "https://mcp.example.com/v1/2025-06-18/mcp"}}}`,
 			want: []*config.Server{
 				{Name: "zapier", URL: "https://mcp.zapier.com/api/mcp/s/NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1/mcp", Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "lower", URL: "https://mcp.example.org/s/k3j4h5g6f7d8s9a0q1w2e3r4t5y6u7i8o9p0/mcp", Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "plain", URL: "https://mcp.example.com/v1/2025-06-18/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
-			absent:  []string{"mcpbox login zapier", `server "plain": its url`},
-			present: []string{`server "zapier": its url's path holds what looks like a key`, "mcpbox login plain"},
+			absent:  []string{"mcpbox login zapier", "mcpbox login lower", `server "plain": its url`},
+			present: []string{`server "zapier": its url's path holds what looks like a key`, `server "lower": its url's path`, "mcpbox login plain"},
 		},
 		{
 			name:  "claude code projects, names",
