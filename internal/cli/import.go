@@ -28,13 +28,14 @@ npx, uvx, pnpm dlx or pipx run entry becomes a package: server (installed
 outside the sandbox, pinned in mcpbox.lock), its host directory arguments
 read-only mounts. A comment says what changed and names host paths the
 sandbox does not see.
-Credentials are never copied: an env value whose name contains TOKEN, KEY,
+Credentials are not copied: an env value whose name contains TOKEN, KEY,
 SECRET, PASSWORD, CREDENTIAL or PAT, or that has the shape of a token,
 becomes a secret read from the environment variable of the same name; a
 remote (url) server's header values and credential query parameters
 become references to variables named MCPBOX_SERVER_NAME (headers:, query:).
-Another credential inside an argument or URL is replaced by REDACTED. The
-variables to set are listed on standard error.
+Another credential inside an argument or a URL's password is replaced by
+REDACTED. A key in a URL's path stays (a path takes no reference; serve
+redacts it): a note says so. The variables to set are listed on stderr.
 
 With --rewrite-client-config, prints FILE's JSON instead, with all its
 servers replaced by one entry "mcpbox" that runs

@@ -211,7 +211,11 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		}
 		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
 	}
-	return s, oauthFor(s), nil
+	hints := oauthFor(s)
+	if pathKey(s.URL) {
+		hints = append(hints, "its url's path holds a key (a path takes no secret reference): keep this file private; serve redacts the key from its outputs")
+	}
+	return s, hints, nil
 }
 
 // queryCredentials moves the credentials among raw's query parameters
