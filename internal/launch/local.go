@@ -631,7 +631,10 @@ func (in *sandboxInstance) describe() string {
 		_ = in.redactor.Flush()
 	}
 	in.lines.Close()
-	if last := in.lines.Last(lastLineRecent); last != "" {
+	switch last, errLine := in.lines.Last(lastLineRecent); {
+	case errLine != "":
+		return in.status + " (its stderr's last error: '" + errLine + "'; last line: '" + last + "')"
+	case last != "":
 		return in.status + " (its stderr's last line: '" + last + "')"
 	}
 	return in.status

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"sync"
 	"time"
 
@@ -38,6 +39,12 @@ type lineWriter struct {
 	buf    []byte
 	last   string    // the last line written, cut to maxLastLine
 	lastAt time.Time // when it was written
+	// lastErr is the last line that reads like an error (errorLine), cut
+	// to maxLastLine, and lastErrAt when it was written: a runtime's own
+	// last words (Node's "Node.js v20.20.2", a stack's last frame) say
+	// less than the error above them.
+	lastErr   string
+	lastErrAt time.Time
 }
 
 // maxLastLine bounds the last line Last keeps.
@@ -46,14 +53,29 @@ const maxLastLine = 200
 // Last is the last line written (after the redactor, its controls
 // replaced) if it was written within recent, for the error of a server
 // that ended: an older line (a start-up banner) would say nothing of why.
-func (lw *lineWriter) Last(recent time.Duration) string {
+// errLine is the last line that reads like an error, if it was written
+// within recent and is not the last line ("" otherwise).
+func (lw *lineWriter) Last(recent time.Duration) (last, errLine string) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if time.Since(lw.lastAt) > recent {
-		return ""
+		return "", ""
 	}
-	return lw.last
+	if time.Since(lw.lastErrAt) <= recent && lw.lastErr != lw.last {
+		errLine = lw.lastErr
+	}
+	return lw.last, errLine
 }
+
+// errorLine matches a line that reports an error: Node's "Error
+// [ERR_MODULE_NOT_FOUND]: ...", Python's "ModuleNotFoundError: ...",
+// Go's "panic: ...", "fatal: ...", "error: ...". A stack frame
+// ("    at f (file:1:2)") is not one.
+// Compiled at first use: every mcpbox process, exec's too, pays for a
+// regexp compiled at init.
+var errorLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:[A-Za-z_][\w.]*(?:Error|Exception)\b|(?i:error|fatal|panic)\b)`)
+})
 
 const maxLogLine = 4096
 
@@ -104,5 +126,8 @@ func (lw *lineWriter) flush() {
 		}
 	}
 	lw.last, lw.lastAt = string(line), time.Now()
+	if errorLine().Match(line) {
+		lw.lastErr, lw.lastErrAt = lw.last, lw.lastAt
+	}
 	lw.buf = lw.buf[:0]
 }

@@ -1,9 +1,11 @@
 package launch
 
 import (
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"mcpbox/internal/egress"
 	"mcpbox/internal/redact"
@@ -18,6 +20,31 @@ func TestLineWriter(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if len(lines) != 4 || lines[0] != "p: one" || lines[1] != "p: two?[31m??" || len(lines[2]) != len("p: ")+maxLogLine || lines[3] != "p: last" {
 		t.Fatalf("lines = %q", lines)
+	}
+}
+
+// TestLastErrorLine: the error above a runtime's last words is kept
+// beside the last line (Node prints its version last, Go a stack frame);
+// when the last line is the error, or none reads like one, there is none.
+func TestLastErrorLine(t *testing.T) {
+	for _, tt := range []struct{ out, last, errLine string }{
+		{"node:internal/modules/esm/resolve:873\n  throw new ERR_MODULE_NOT_FOUND(packageName, fileURLToPath(base), null);\n        ^\n\n" +
+			"Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@modelcontextprotocol/sdk' imported from /opt/nm/index.js\n" +
+			"    at packageResolve (node:internal/modules/esm/resolve:873:9) {\n  code: 'ERR_MODULE_NOT_FOUND'\n}\n\nNode.js v20.20.2\n",
+			"Node.js v20.20.2", "Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@modelcontextprotocol/sdk' imported from /opt/nm/index.js"},
+		{"Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nModuleNotFoundError: No module named 'mcp'\n",
+			"ModuleNotFoundError: No module named 'mcp'", ""},
+		{"panic: runtime error: index out of range [3] with length 3\n\ngoroutine 1 [running]:\nmain.main()\n\t/src/main.go:9 +0x1d\n",
+			"\t/src/main.go:9 +0x1d", "panic: runtime error: index out of range [3] with length 3"},
+		{"listening on stdio\nboom: bad config\n", "boom: bad config", ""},
+		{"an error happened\nexiting\n", "exiting", ""},
+	} {
+		lw := &lineWriter{w: io.Discard}
+		lw.Write([]byte(tt.out))
+		last, errLine := lw.Last(time.Minute)
+		if last != tt.last || errLine != tt.errLine {
+			t.Errorf("Last() = %q, %q; want %q, %q", last, errLine, tt.last, tt.errLine)
+		}
 	}
 }
 
