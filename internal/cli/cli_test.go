@@ -69,6 +69,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"serve", "--htpp", "127.0.0.1:0"}, exitUsage, "", "--htpp (did you mean --http?)"},
 		{[]string{"logs", "--folow"}, exitUsage, "", "did you mean --follow?"},
 		{[]string{"logs", "--limit", "-3"}, exitUsage, "", "logs: --limit -3: want a number of records"},
+		{[]string{"logs", "verify", "--json", "--state-dir", "/nonexistent"}, exitUsage, "", "logs verify: --json: verify checks the whole log"},
 		{[]string{"logs", "--since", "-5m"}, exitUsage, "", "logs: --since: \"-5m\": a duration ago cannot be negative"},
 		{[]string{"exec", "--timeout", "5", "--", "true"}, exitUsage, "", "want a duration such as 30s"},
 		{[]string{"exec", "--timeout"}, exitUsage, "", "flag needs an argument: --timeout"},

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,6 +71,16 @@ func (e *env) logs(args []string) int {
 	}
 	if fs.NArg() != 0 {
 		e.errorf("logs: unexpected arguments %q", fs.Args())
+		return exitUsage
+	}
+	var listing []string // flags verify, which checks the whole log, does not take
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name != "config" && fl.Name != "state-dir" {
+			listing = append(listing, "--"+fl.Name)
+		}
+	})
+	if verify && len(listing) > 0 {
+		e.errorf("logs verify: %s: verify checks the whole log and takes only --config or --state-dir", strings.Join(listing, " "))
 		return exitUsage
 	}
 	if f.Event != "" && !slices.Contains(audit.Events, f.Event) {
