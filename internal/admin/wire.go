@@ -96,7 +96,7 @@ type Sandbox struct {
 	// revisions'.
 	Era       string    `json:"era,omitempty"`
 	Workspace string    `json:"workspace,omitempty"`
-	Started   time.Time `json:"started"`
+	Started   time.Time `json:"started,omitzero"` // zero: a remote server's connection not open
 	LastCall  time.Time `json:"last_call,omitzero"`
 	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
 	Memory    uint64    `json:"memory_bytes,omitempty"`

@@ -63,6 +63,10 @@ func (u *upstream) instance() Instance {
 		in.State = StateStarting
 	case u.peer == nil:
 		in.State = StateStopped
+		if in.Reason == "" && u.restartErr != nil {
+			// The restart delay has passed: why the last start failed.
+			in.Reason = u.restartErr.Reason
+		}
 	case u.paused:
 		in.State, in.Started = StatePaused, u.startedAt
 	default:

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,5 +195,20 @@ func TestCloseWaitsForLifecycle(t *testing.T) {
 	case <-gw.lifeDone:
 	default:
 		t.Fatal("Close returned before the lifecycle goroutine")
+	}
+}
+
+// TestInstanceStoppedSaysWhy: once the restart delay after a failed
+// start has passed with no request to start it again, the instance is
+// stopped and still says why the last start failed (ps shows it).
+func TestInstanceStoppedSaysWhy(t *testing.T) {
+	u := &upstream{srv: &Server{Name: "zap"}, restartErr: &RestartError{Server: "zap", Reason: "failed to start: connection refused", Restart: 1, Max: 5},
+		restartAt: time.Now().Add(-time.Second)}
+	if in := u.instance(); in.State != StateStopped || in.Reason != "failed to start: connection refused" {
+		t.Errorf("instance = %+v, want stopped, saying why the last start failed", in)
+	}
+	u.restartAt = time.Now().Add(time.Minute)
+	if in := u.instance(); in.State != StateRestarting || !strings.Contains(in.Reason, "try again in") {
+		t.Errorf("during the delay: %+v, want restarting", in)
 	}
 }
