@@ -112,7 +112,7 @@ func TestRemoteSSEEverything(t *testing.T) {
 			}
 		}
 		if len(rows) != 1 || rows[0]["id"] != "" || rows[0]["server"] != "e" || rows[0]["state"] != "running" ||
-			rows[0]["remote"] != "http://"+pl.Addr().String() || rows[0]["started"] == "0001-01-01T00:00:00Z" {
+			rows[0]["remote"] != "http://"+pl.Addr().String() || rows[0]["started"] == nil {
 			t.Errorf("ps --json: want one row of server e's running connection from http://%s:\n%s", pl.Addr(), r)
 		}
 		r = m.mcpbox(t, 30*time.Second, "", "ps", "--config", cfg)
