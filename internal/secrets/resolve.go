@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +36,14 @@ type Options struct {
 	AllowShort bool
 	// LookupEnv reads mcpbox's environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+}
+
+// timeout is Timeout, or DefaultCmdTimeout when that is zero.
+func (o Options) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return DefaultCmdTimeout
+	}
+	return o.Timeout
 }
 
 // Ref is where a secret comes from, as config.ParseSecretRef parses the
@@ -152,7 +159,7 @@ func fromFile(ctx context.Context, path string, opts Options) ([]byte, error) {
 	// O_NONBLOCK: an open of a pipe with no writer would block; for a
 	// regular file it changes nothing. A pollable file so opened is read
 	// through Go's poller, which keeps its read deadline.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("secret from file: %w", err)
 	}
@@ -161,10 +168,7 @@ func fromFile(ctx context.Context, path string, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret from file: %w", err)
 	}
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = DefaultCmdTimeout
-	}
+	timeout := opts.timeout()
 	if !fi.Mode().IsRegular() {
 		// A file that is not pollable (/dev/null) does not wait: ErrNoDeadline.
 		if f.SetReadDeadline(time.Now().Add(timeout)) == nil {
@@ -217,10 +221,7 @@ func awaitWriter(f *os.File) error {
 // echo the value.
 func fromCmd(ctx context.Context, command string, opts Options) ([]byte, error) {
 	argv := strings.Fields(command)
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = DefaultCmdTimeout
-	}
+	timeout := opts.timeout()
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
