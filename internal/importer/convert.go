@@ -184,7 +184,8 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		im.notef("server %q: its url held a credential, replaced by %s: fix the url by hand", orig, redacted)
 	}
 	s.URL = u
-	if pathKey(u) {
+	keyed := pathKey(u)
+	if keyed {
 		im.notef("server %q: its url's path holds what looks like a key; a path cannot take a secret reference, so the key is in the config: keep the file private (serve redacts the key from its log, the audit and errors)", orig)
 	}
 	switch strings.ToLower(ent.Type) {
@@ -212,7 +213,7 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
 	}
 	hints := oauthFor(s)
-	if pathKey(s.URL) {
+	if keyed {
 		hints = append(hints, "its url's path holds a key (a path takes no secret reference): keep this file private; serve redacts the key from its outputs")
 	}
 	return s, hints, nil
