@@ -397,11 +397,12 @@ func UILoginURL(stateDir string, pid int, rotate bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(recs) == 0 && rotate {
-		return "", fmt.Errorf("%w on %s (the dashboard secret is replaced)", ErrNoServe, stateDir)
-	}
 	if len(recs) == 0 {
-		return "", fmt.Errorf("%w on %s", ErrNoServe, stateDir)
+		done := ""
+		if rotate {
+			done = " (the dashboard secret is replaced)"
+		}
+		return "", fmt.Errorf("%w on %s%s", ErrNoServe, stateDir, done)
 	}
 	if pid != 0 {
 		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID != pid })

@@ -82,14 +82,13 @@ func EnvWarnings(c *config.Config) config.Errors { return secretWarnings(c, "env
 // secretWarnings flags each reference of a kind in kinds ("env:",
 // "file:") of a server's secrets, headers and query parameters that
 // cannot be read now (an unset variable, a missing file, a value too
-// short; a named pipe is only looked up, see secrets.Check): every start
-// of that server would fail on it, and without this serve would say so
-// only when a client connects, after a start-up line saying "no
-// warnings". Only the cheap,
-// side-effect-free kinds are read, the way a start reads them; cmd:
-// references are not run here (they may prompt or take time), and
-// kubernetes: ones are read from the cluster at each start. A warning
-// names the reference, never a value.
+// short): every start of that server would fail on it, and without this
+// serve would say so only when a client connects, after a start-up line
+// saying "no warnings". Only the cheap, side-effect-free kinds are read,
+// the way a start reads them (a named pipe or a device is only looked
+// up, see secrets.Check); cmd: references are not run here (they may
+// prompt or take time), and kubernetes: ones are read from the cluster
+// at each start. A warning names the reference, never a value.
 func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 	var ws config.Errors
 	check := func(s *config.Server, pos config.Pos, what, ref string) {

@@ -70,9 +70,8 @@ func (lw *lineWriter) Last(recent time.Duration) (last, errLine string) {
 // errorLine matches a line that reports an error: Node's "Error
 // [ERR_MODULE_NOT_FOUND]: ...", Python's "ModuleNotFoundError: ...",
 // Go's "panic: ...", "fatal: ...", "error: ...". A stack frame
-// ("    at f (file:1:2)") is not one.
-// Compiled at first use: every mcpbox process, exec's too, pays for a
-// regexp compiled at init.
+// ("    at f (file:1:2)") is not one. It is compiled at first use, not
+// at init, which every mcpbox process (exec's too) would pay for.
 var errorLine = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^(?:[A-Za-z_][\w.]*(?:Error|Exception)\b|(?i:error|fatal|panic)\b)`)
 })

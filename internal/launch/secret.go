@@ -27,7 +27,7 @@ func ResolveSecret(ctx context.Context, name, ref string, asFile bool) (sandbox.
 }
 
 // CheckSecret says whether ref could be resolved now, as secrets.Check
-// does: a named pipe is looked up, never opened.
+// does: a named pipe or a device is looked up, never opened.
 func CheckSecret(ctx context.Context, ref string) error {
 	r, err := config.ParseSecretRef(ref)
 	if err != nil {
