@@ -206,13 +206,14 @@ func awaitWriter(f *os.File) error {
 	if err != nil {
 		return err
 	}
-	waited := false
-	return rc.Read(func(uintptr) bool {
-		// The first call asks the poller to wait for readiness; the
-		// second comes once it is there.
-		done := waited
-		waited = true
-		return done
+	return rc.Read(func(fd uintptr) bool {
+		// Ask the pipe itself: what came before this call (the writer
+		// may have written and gone already) is no longer a readiness
+		// the poller waits for, only what comes after. POLLHUP comes
+		// only once a writer has been and gone.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return n > 0 || err != nil && err != unix.EINTR
 	})
 }
 

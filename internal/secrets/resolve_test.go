@@ -183,6 +183,30 @@ func TestResolveNamedPipe(t *testing.T) {
 	}
 }
 
+// awaitWriter returns at once when the writer wrote and left before it
+// was called: the poller reports only readiness that comes after a wait
+// begins, and a writer woken by the reader's open can be that fast.
+func TestAwaitWriterAfterTheWriter(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.WriteFile(fifo, []byte("written-before-the-wait"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitWriter(r); err != nil {
+		t.Fatalf("awaitWriter after the writer wrote and left: %v", err)
+	}
+}
+
 // Check looks a named pipe up without opening it, so that nothing
 // blocks and no value is used up; other references it resolves.
 func TestCheck(t *testing.T) {
