@@ -84,11 +84,16 @@ func (u *upstream) decideLocked(err error, clean bool) RestartEvent {
 	case clean && u.srv.Restart == RestartOnFailure:
 		ev.Why = "it exited with status 0 and restart is on-failure"
 		u.failed = fmt.Errorf("server %s exited with status 0; restart is on-failure", u.srv.Name)
-	case u.hangs >= hangMax:
+	case u.hangs >= hangMax && errors.Is(err, errNoAnswer):
 		ev.Why = fmt.Sprintf("it did not answer initialize within %s, %d times in a row", startTimeout, u.hangs)
 		u.gaveUpAt = time.Now()
 		u.failed = fmt.Errorf("server %s did not answer initialize within %s, %d times in a row; giving up on it for %s (a request after %s starts it again)",
 			u.srv.Name, startTimeout, u.hangs, giveUpFor, u.gaveUpAt.Add(giveUpFor).Format(time.TimeOnly))
+	case u.hangs >= hangMax:
+		ev.Why = fmt.Sprintf("its start failed only after %s or more, %d times in a row", slowFail, u.hangs)
+		u.gaveUpAt = time.Now()
+		u.failed = fmt.Errorf("server %s failed to start only after %s or more, %d times in a row; giving up on it for %s (a request after %s starts it again; last: it %s)",
+			u.srv.Name, slowFail, u.hangs, giveUpFor, u.gaveUpAt.Add(giveUpFor).Format(time.TimeOnly), ev.Reason)
 	case len(u.crashes) > crashLoopMax:
 		ev.Why = fmt.Sprintf("it ended %d times within %s", len(u.crashes), crashWindow)
 		u.gaveUpAt = time.Now()

@@ -455,3 +455,60 @@ func TestUnansweredStartGivesUp(t *testing.T) {
 		t.Fatalf("after one more unanswered start: initialize took %v, the call said %q, %d starts; want the give-up at once", took, msg, hung.Load())
 	}
 }
+
+// TestSlowFailingStartGivesUp: a start that fails only after slowFail (a
+// secret's pipe nobody writes) holds each session's initialize that long;
+// after hangMax of them in a row the server is given up on, so the next
+// session goes on without it at once, and a call to its tool says why
+// and how the last start failed.
+func TestSlowFailingStartGivesUp(t *testing.T) {
+	oldSlow, oldGiveUp := slowFail, giveUpFor
+	slowFail, giveUpFor = 300*time.Millisecond, time.Minute
+	t.Cleanup(func() { slowFail, giveUpFor = oldSlow, oldGiveUp })
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	var starts atomic.Int32
+	slow := func(ctx context.Context, _ Scope) (*Process, error) {
+		starts.Add(1)
+		select {
+		case <-time.After(slowFail):
+			return nil, errors.New("secret TOKEN: no program wrote it to its end within 300ms")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	gw, err := New([]*Server{
+		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+		{Name: "slow", Prefix: "slow_", Launch: slow, Allow: []string{"*"}},
+	}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	session := func() (time.Duration, string) {
+		t.Helper()
+		begin := time.Now()
+		c := newRawClient(t, gw)
+		took := time.Since(begin)
+		if c.init["result"] == nil {
+			t.Fatalf("initialize with one good server: %v", c.init)
+		}
+		resp, _ := c.call("tools/call", map[string]any{"name": "slow_x"})
+		e, _ := resp["error"].(map[string]any)
+		return took, fmt.Sprint(e["message"])
+	}
+	for i := 1; i <= hangMax; i++ {
+		if took, _ := session(); took < slowFail {
+			t.Fatalf("session %d: initialize took %v, want the slow start's %v", i, took, slowFail)
+		}
+	}
+	took, msg := session()
+	want := fmt.Sprintf("failed to start only after 300ms or more, %d times in a row; giving up on it for 1m0s", hangMax)
+	if took >= slowFail || !strings.Contains(msg, want) || !strings.Contains(msg, "no program wrote it") || starts.Load() != hangMax {
+		t.Fatalf("the session after %d slow failures: initialize took %v, the call said %q, %d starts; want it at once, %q and the last error, no start",
+			hangMax, took, msg, starts.Load(), want)
+	}
+}

@@ -25,15 +25,21 @@ const upstreamProtocol = "2025-11-25"
 // variable for tests.
 var startTimeout = 60 * time.Second
 
-// hangMax is how many starts in a row may go unanswered (errNoAnswer)
-// before the server is given up on for giveUpFor: every session of its
-// scope waits a whole startTimeout for a server that never answers, so
-// after two such waits the next sessions go on without it at once. Two,
-// not one: on a host so loaded that one start took that long, the next
-// may not. After a give-up lapses, one more unanswered start gives up
-// again: the count is reset only by a start that is answered or that
-// fails otherwise.
+// hangMax is how many slow starts in a row (unanswered, errNoAnswer, or
+// failed only after slowFail) may go by before the server is given up on
+// for giveUpFor: every session of its scope waits for such a start, so
+// after two such waits the next sessions go on without it at once,
+// instead of after the crash loop's limit of fast ends. Two, not one: on
+// a host so loaded that one start took that long, the next may not.
+// After a give-up lapses, one more slow start gives up again: the count
+// is reset only by a start that is answered or that fails fast.
 const hangMax = 2
+
+// slowFail is how long a failed start must have taken to count toward
+// hangMax: a start that waits for something that does not come (a
+// secret's named pipe nobody writes, a cmd: provider that waits for a
+// login) fails only after its own timeout. A variable for tests.
+var slowFail = 5 * time.Second
 
 // errNoAnswer: a started server did not answer its opening request
 // (initialize or server/discover) within startTimeout.
@@ -94,7 +100,7 @@ type upstream struct {
 	// tools only to clients that can serve them. Guarded by mu.
 	clientCaps json.RawMessage
 	crashes    []time.Time // guarded by mu
-	hangs      int         // the last starts that went unanswered (errNoAnswer), in a row; guarded by mu
+	hangs      int         // the last starts that were slow (see hangMax), in a row; guarded by mu
 	failed     error       // restart is off, or the crash loop or hangMax limit hit; guarded by mu
 	gaveUpAt   time.Time   // when either limit set failed (zero: neither did); guarded by mu
 	// After an end the restart policy restarts (restart.go): when the new
@@ -244,14 +250,16 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		u.starting = done
 		u.mu.Unlock()
 
+		began := time.Now()
 		err := u.start(ctx, delay)
+		took := time.Since(began) - max(delay, 0)
 
 		u.mu.Lock()
 		u.starting = nil
 		var ev *RestartEvent
 		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
 			// Not when the requester gave up: that is no fault of the server.
-			if errors.Is(err, errNoAnswer) {
+			if errors.Is(err, errNoAnswer) || took >= slowFail {
 				u.hangs++
 			} else {
 				u.hangs = 0 // "in a row": another failure breaks the run
