@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	sjson "github.com/segmentio/encoding/json"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -301,21 +303,42 @@ func primitiveText(raw json.RawMessage) (string, bool) {
 }
 
 // methodHeaderRefused tells Hooks.Unknown of a tools/call whose Mcp-Method
-// or Mcp-Name header the SDK is about to refuse (missing, or not the
-// body's), so that the audit has its record; it says whether it did.
+// or Mcp-Name header the SDK is about to refuse (missing, not the body's,
+// or a name it cannot read from the params: not a string, params not an
+// object), so that the audit has its record; it says whether it did.
 // The test is the SDK's (validateMcpHeaders), on the SDK's decode of the
-// body (sdkToolCall).
+// body (exact keys; the last of two equal keys wins).
 func (d *downstream) methodHeaderRefused(header http.Header, body []byte) bool {
-	p := sdkToolCall(body)
-	if p == nil {
+	msg, err := decodeMessage(body)
+	req, ok := msg.(*jsonrpc.Request)
+	if err != nil || !ok || req.Method != "tools/call" {
 		return false
 	}
-	if header.Get("Mcp-Method") == "tools/call" && header.Get("Mcp-Name") != "" && header.Get("Mcp-Name") == p.Name {
+	p := callParams(req.Params)
+	if p != nil && header.Get("Mcp-Method") == req.Method && header.Get("Mcp-Name") != "" && header.Get("Mcp-Name") == p.Name {
 		return false
+	}
+	if p == nil {
+		p = unreadableCall(req.Params)
 	}
 	b, tool, _ := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
 	d.tellUnknown(p, b, tool, UnknownHeaderMismatch)
 	return true
+}
+
+// unreadableCall is what the audit can say of tools/call params the SDK
+// cannot read, when they are an object: their "name" (the raw JSON of one
+// that is not a string: `5`, `{...}`) and their "arguments".
+func unreadableCall(params json.RawMessage) *mcp.CallToolParamsRaw {
+	var keys map[string]json.RawMessage
+	if _, err := sjson.Parse(params, &keys, 0); err != nil {
+		return &mcp.CallToolParamsRaw{}
+	}
+	p := &mcp.CallToolParamsRaw{Name: string(keys["name"]), Arguments: keys["arguments"]}
+	if _, err := sjson.Parse(keys["name"], &p.Name, 0); err != nil {
+		p.Name = string(keys["name"])
+	}
+	return p
 }
 
 // codeHeaderMismatch is SEP-2243's error code for headers that do not

@@ -152,6 +152,26 @@ func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 		}
 		told(t)
 	}
+	// Params the SDK cannot read a name from (not a string): it refuses
+	// the call for its Mcp-Name header.
+	for _, c := range [][3]string{
+		{`{"name":5,"arguments":{"region":"eu"},` + modernMeta + `}`, "5", "/"},
+		{`{"name":{"n":"a__route"},` + modernMeta + `}`, "a__route", "/"},
+	} {
+		status, body := post(t, url, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":`+c[0]+`}`,
+			map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": c[1], "Mcp-Param-Region": "eu"})
+		if !strings.Contains(body, "-32020") {
+			t.Fatalf("params %s: %d %s", c[0], status, body)
+		}
+		select {
+		case got := <-whys:
+			if want := c[2] + ": " + UnknownHeaderMismatch; got != want {
+				t.Errorf("params %s: Unknown hook: %q, want %q", c[0], got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("params %s: the refused call reached no hook", c[0])
+		}
+	}
 	// A key that differs from "name" only in case is not the name to the
 	// SDK, nor to the check: the call runs, with one record (its own).
 	if status, body := post(t, url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a__route","Name":"a__zzz","arguments":{"region":"eu"},`+modernMeta+`}}`,
