@@ -120,7 +120,13 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		if !isModern(req) {
 			return d.dispatch(ctx, method, req, next)
 		}
+		if method == "tools/call" && !takePosted(ctx) {
+			return nil, rpcError(jsonrpc.CodeInternalError, "the call was answered before it reached the gateway's session")
+		}
 		if err := d.bindModern(ctx, req); err != nil {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
+				d.tellUnknown(p, nil, "", UnknownNoSession)
+			}
 			return nil, err
 		}
 		ctx = modernContext(ctx, req)

@@ -128,8 +128,10 @@ type Hooks struct {
 	// It is also told of a call that ended before its tool could be
 	// looked up (UnknownCancelled, UnknownUnlistable, UnknownNotStarted),
 	// and of a 2026 call refused because its Mcp-* headers do not match
-	// its body (UnknownHeaderMismatch), its requestState was
-	// refused (UnknownStateRefused) or too many calls wait for input
+	// its body (UnknownHeaderMismatch), the go-sdk refused it for its
+	// _meta (UnknownProtocolRefused), its session could not be opened
+	// (UnknownNoSession), its requestState was refused
+	// (UnknownStateRefused) or too many calls wait for input
 	// (UnknownTooManyWaiting): nothing ran, and the audit still has one
 	// record per call.
 	Unknown func(c *Call, why string)
@@ -156,6 +158,13 @@ const (
 	// session's calls wait for input.
 	UnknownStateRefused   = "its requestState was refused"
 	UnknownTooManyWaiting = "too many of the session's calls were waiting for input"
+	// Refused before the gateway's session received it: the go-sdk
+	// answered a 2026 call itself (no protocol version in its _meta, or
+	// not the one of its MCP-Protocol-Version header).
+	UnknownProtocolRefused = "the MCP layer refused it: its _meta or MCP-Protocol-Version"
+	// Never run: a 2026 client's gateway session could not be opened
+	// (too many sessions for the client, no server started) or has ended.
+	UnknownNoSession = "the client's gateway session could not be opened or has ended"
 )
 
 // List kinds, as Hooks.List sees them.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	sjson "github.com/segmentio/encoding/json"
 
@@ -20,37 +21,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// checkParamHeaders is the early form of paramHeaderCheck, run on the raw
-// body before the SDK reads it so that a mismatch is answered with 400 as
-// SEP-2243 asks. It decodes the body itself and checks nothing for a
-// session not bound yet (it knows no tools); paramHeaderCheck, on the
-// dispatcher's own decode of the same request, is the check that fails
-// closed.
-func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, body []byte) error {
-	p := sdkToolCall(body)
-	if p == nil {
-		return nil
-	}
+// checkParamHeaders is the early form of paramHeaderCheck, run on the
+// call as the SDK will read it from the raw body (postedCall), before it
+// does, so that a mismatch is answered with 400 as SEP-2243 asks. It
+// checks nothing for a session not bound yet (it knows no tools);
+// paramHeaderCheck, on the dispatcher's own decode of the same request,
+// is the check that fails closed.
+func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, p *mcp.CallToolParamsRaw) error {
 	if _, _, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil }); !ok {
 		return nil
 	}
 	return d.paramHeaderCheck(ctx, header, p)
-}
-
-// sdkToolCall is the params of body if the SDK will read it as a
-// tools/call request (its parser and flags: exact key match, the last of
-// two equal keys), else nil: the checks before the SDK see the name and
-// arguments it will.
-func sdkToolCall(body []byte) *mcp.CallToolParamsRaw {
-	if !bytes.Contains(body, []byte("tools/call")) {
-		return nil
-	}
-	msg, err := decodeMessage(body)
-	req, ok := msg.(*jsonrpc.Request)
-	if err != nil || !ok || req.Method != "tools/call" || !req.ID.IsValid() {
-		return nil
-	}
-	return callParams(req.Params)
 }
 
 // paramHeaderCheck checks the Mcp-Param-* headers of a 2026 tools/call of
@@ -302,28 +283,66 @@ func primitiveText(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
-// methodHeaderRefused tells Hooks.Unknown of a tools/call whose Mcp-Method
-// or Mcp-Name header the SDK is about to refuse (missing, not the body's,
-// or a name it cannot read from the params: not a string, params not an
-// object), so that the audit has its record; it says whether it did.
-// The test is the SDK's (validateMcpHeaders), on the SDK's decode of the
-// body (exact keys; the last of two equal keys wins).
-func (d *downstream) methodHeaderRefused(header http.Header, body []byte) bool {
+// posted is a 2026 tools/call POST on its way to the SDK, which answers
+// some such calls itself before the gateway's session sees them (a
+// missing or mismatched Mcp-Method, Mcp-Name or MCP-Protocol-Version, no
+// protocol version in _meta). Whoever is first claims it: the session's
+// receive middleware when the call reaches it (takePosted), or, once the
+// SDK has answered, tellUnclaimed, which tells Hooks.Unknown of it, so
+// that the audit has one record for every such call and a call the SDK
+// answered never runs after.
+type posted struct {
+	p     *mcp.CallToolParamsRaw
+	why   string       // the refusal the headers foretell, or ""
+	claim atomic.Int32 // 0 open; 1 the session's; 2 told as refused
+}
+
+type postedKey struct{}
+
+// postedCall returns the tools/call request with an id that the SDK will
+// read from body (its decode: exact keys, the last of two equal keys),
+// or nil. Its why is UnknownHeaderMismatch when the SDK will refuse its
+// Mcp-Method or Mcp-Name header (validateMcpHeaders: missing, not the
+// body's, or a name it cannot read from the params, such as a number).
+func postedCall(header http.Header, body []byte) *posted {
 	msg, err := decodeMessage(body)
 	req, ok := msg.(*jsonrpc.Request)
-	if err != nil || !ok || req.Method != "tools/call" {
-		return false
+	if err != nil || !ok || req.Method != "tools/call" || !req.ID.IsValid() {
+		return nil
 	}
-	p := callParams(req.Params)
-	if p != nil && header.Get("Mcp-Method") == req.Method && header.Get("Mcp-Name") != "" && header.Get("Mcp-Name") == p.Name {
-		return false
+	c := &posted{p: callParams(req.Params)}
+	if c.p == nil || header.Get("Mcp-Method") != req.Method || header.Get("Mcp-Name") == "" || header.Get("Mcp-Name") != c.p.Name {
+		c.why = UnknownHeaderMismatch
 	}
-	if p == nil {
-		p = unreadableCall(req.Params)
+	if c.p == nil {
+		c.p = unreadableCall(req.Params)
 	}
-	b, tool, _ := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
-	d.tellUnknown(p, b, tool, UnknownHeaderMismatch)
-	return true
+	return c
+}
+
+// takePosted claims the request of ctx for the session, and reports
+// false when the SDK has answered it already (it was told as refused).
+func takePosted(ctx context.Context) bool {
+	c, ok := ctx.Value(postedKey{}).(*posted)
+	return !ok || c.claim.CompareAndSwap(0, 1)
+}
+
+// tellUnclaimed tells Hooks.Unknown of c if the SDK has answered it
+// without the session taking it.
+func (d *downstream) tellUnclaimed(c *posted, r *http.Request) {
+	if !c.claim.CompareAndSwap(0, 2) {
+		return
+	}
+	why := c.why
+	switch {
+	case why != "":
+	case r.Context().Err() != nil:
+		why = UnknownCancelled
+	default:
+		why = UnknownProtocolRefused
+	}
+	b, tool, _ := d.route(c.p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	d.tellUnknown(c.p, b, tool, why)
 }
 
 // unreadableCall is what the audit can say of tools/call params the SDK
@@ -347,24 +366,23 @@ const codeHeaderMismatch = -32020
 
 // paramHeaderGuard answers a 2026 tools/call whose Mcp-Param-* headers do
 // not match its arguments with 400 and codeHeaderMismatch, before the
-// SDK reads it.
-func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.ResponseWriter, r *http.Request) bool {
+// SDK reads it; it reports false when it did. Otherwise it returns the
+// tools/call the SDK will read, if any, for tellUnclaimed.
+func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.ResponseWriter, r *http.Request) (*posted, bool) {
 	if r.Method != http.MethodPost || r.Header.Get("MCP-Protocol-Version") < ModernVersion {
-		return true // the SDK checks no header either
+		return nil, true // the SDK checks no header either
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil || int64(len(body)) > maxBody {
-		return true // the SDK refuses it
+		return nil, true // the SDK refuses it
 	}
-	if d.methodHeaderRefused(r.Header, body) {
-		return true // the SDK answers it
+	c := postedCall(r.Header, body)
+	if c == nil || c.why != "" {
+		return c, true // the SDK answers it
 	}
-	if r.Header.Get("Mcp-Method") != "tools/call" {
-		return true
-	}
-	if err := d.checkParamHeaders(r.Context(), r.Header, body); err != nil {
+	if err := d.checkParamHeaders(r.Context(), r.Header, c.p); err != nil {
 		var id struct {
 			ID json.RawMessage `json:"id"`
 		}
@@ -376,7 +394,7 @@ func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.Response
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id.ID, codeHeaderMismatch, msg)
-		return false
+		return nil, false
 	}
-	return true
+	return c, true
 }

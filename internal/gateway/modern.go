@@ -360,8 +360,13 @@ func (g *Gateway) modernHandler(o HTTPOptions) http.Handler {
 			if d, _ := g.modernDownstream(agentOf(r), func(d *downstream) { d.idle = o.SessionIdle }); d != nil {
 				d.busy(1)
 				defer d.busy(-1)
-				if !g.paramHeaderGuard(d, o.MaxBody, w, r) {
+				c, ok := g.paramHeaderGuard(d, o.MaxBody, w, r)
+				if !ok {
 					return
+				}
+				if c != nil {
+					r = r.WithContext(context.WithValue(r.Context(), postedKey{}, c))
+					defer d.tellUnclaimed(c, r)
 				}
 				if r.Header.Get("Mcp-Method") == "logging/setLevel" || r.Header.Get("Mcp-Method") == "" {
 					body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBody+1))

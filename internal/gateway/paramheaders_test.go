@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -172,6 +173,26 @@ func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 			t.Fatalf("params %s: the refused call reached no hook", c[0])
 		}
 	}
+	// The go-sdk answers a call with no protocol version in its _meta, or
+	// not the header's, before the session sees it: told after its answer.
+	for _, c := range [][2]string{
+		{`{"name":"a__route","arguments":{"region":"eu"}}`, "no _meta"},
+		{`{"name":"a__route","arguments":{"region":"eu"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}`, "another version"},
+	} {
+		status, body := post(t, url, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":`+c[0]+`}`,
+			map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__route", "Mcp-Param-Region": "eu"})
+		if status != http.StatusBadRequest || !strings.Contains(body, `"error"`) {
+			t.Fatalf("%s: %d %s", c[1], status, body)
+		}
+		select {
+		case got := <-whys:
+			if want := "a/route: " + UnknownProtocolRefused; got != want {
+				t.Errorf("%s: Unknown hook: %q, want %q", c[1], got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the refused call reached no hook", c[1])
+		}
+	}
 	// A key that differs from "name" only in case is not the name to the
 	// SDK, nor to the check: the call runs, with one record (its own).
 	if status, body := post(t, url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a__route","Name":"a__zzz","arguments":{"region":"eu"},`+modernMeta+`}}`,
@@ -181,9 +202,44 @@ func TestParamHeaderRefusalToldUnknown(t *testing.T) {
 	if status, body := call("eu"); status != http.StatusOK || strings.Contains(body, "-32020") {
 		t.Fatalf("call with a matching header: %d %s", status, body)
 	}
+	// A refused call is told after the SDK's answer (tellUnclaimed), so a
+	// wrong tell may come just after the response: wait for it a little.
 	select {
 	case got := <-whys:
 		t.Errorf("Unknown hook told of a call that ran, or twice of a refused one: %q", got)
-	default:
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestModernCallNoSessionToldUnknown: a 2026 tools/call that opens the
+// client's gateway session, whose only server cannot start, is refused
+// and told to Hooks.Unknown once.
+func TestModernCallNoSessionToldUnknown(t *testing.T) {
+	whys := make(chan string, 8)
+	broken := func(context.Context, Scope) (*Process, error) { return nil, errors.New("no such command") }
+	a := &Server{Name: "a", Prefix: "a__", Launch: broken, Allow: []string{"*"}, Restart: RestartNo}
+	gw, err := New([]*Server{a}, Options{Hooks: Hooks{Unknown: func(c *Call, why string) { whys <- c.Name + ": " + why }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	url := serveHTTP(t, gw, HTTPOptions{})
+	status, body := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a__route","arguments":{},`+modernMeta+`}}`,
+		map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__route"})
+	if !strings.Contains(body, `"error"`) || !strings.Contains(body, "no such command") {
+		t.Fatalf("a call whose session cannot open: %d %s", status, body)
+	}
+	select {
+	case got := <-whys:
+		if want := "a__route: " + UnknownNoSession; got != want {
+			t.Errorf("Unknown hook: %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused call reached no hook")
+	}
+	select {
+	case got := <-whys:
+		t.Errorf("Unknown hook told twice: %q", got)
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -117,9 +117,9 @@ func (g *Guard) clientName(s string) string {
 // by the config or a pin, or not offered at all) gets a denied record,
 // so that an agent probing for hidden tools shows in the audit; one that
 // ended before its tool was looked up gets a record of what became of it
-// (cancelled, or an error: its server's tools could not be listed); one
-// refused for its Mcp-Param headers, its requestState or too many calls
-// waiting is denied.
+// (cancelled, or an error: its server's tools could not be listed, its
+// session could not be opened); one refused for its Mcp-* headers, its
+// _meta, its requestState or too many calls waiting is denied.
 func (g *Guard) unknown(c *gateway.Call, why string) {
 	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
 		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
@@ -129,9 +129,9 @@ func (g *Guard) unknown(c *gateway.Call, why string) {
 	switch why {
 	case gateway.UnknownCancelled:
 		rec.Decision, rec.Outcome, rec.Rule = "cancelled", audit.OutcomeCancelled, "not run: "+why
-	case gateway.UnknownUnlistable, gateway.UnknownNotStarted:
+	case gateway.UnknownUnlistable, gateway.UnknownNotStarted, gateway.UnknownNoSession:
 		rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeError, "not run: "+why
-	case gateway.UnknownHeaderMismatch, gateway.UnknownStateRefused, gateway.UnknownTooManyWaiting:
+	case gateway.UnknownHeaderMismatch, gateway.UnknownStateRefused, gateway.UnknownTooManyWaiting, gateway.UnknownProtocolRefused:
 		rec.Rule = "refused: " + why
 	}
 	if c.Trace != "" {
