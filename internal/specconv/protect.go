@@ -28,10 +28,10 @@ func checkReach(spec *sandbox.Spec, o Options) error {
 	return protectFiles(spec, o.Protected)
 }
 
-// inputHidesState refuses server s when its input shows the state dir
-// (serve started in $HOME), before serverSpec makes its output dir: the
-// refusal must leave nothing behind. checkReach checks the whole spec
-// after.
+// inputHidesState refuses server s when its input shows the user's home
+// dir, credentials and all (serve started in $HOME or /), or the state
+// dir, before serverSpec makes its output dir: the refusal must leave
+// nothing behind. checkReach checks the whole spec after.
 func inputHidesState(s *config.Server, o Options) error {
 	in := s.Filesystem.Input
 	if in == nil || o.StateDir == "" {
@@ -40,6 +40,11 @@ func inputHidesState(s *config.Server, o Options) error {
 	src, err := hostSourceDir(o.base(), "", in.Source, 0)
 	if err != nil {
 		return nil // serverSpec says what is wrong with it
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		if real, err := filepath.EvalSymlinks(home); err == nil && real != "/" && within(real, src) { // HOME=/ in a container: no home
+			return fmt.Errorf("server %s: its input %s is or holds your home directory %s: the sandbox would see ~/.ssh, ~/.aws and the like; run mcpbox from a project directory (the embedded default serves the current one), or set filesystem.input.source to one", s.Name, src, real)
+		}
 	}
 	if err := hideStateDir(&sandbox.Spec{Input: src}, o.StateDir); err != nil {
 		return fmt.Errorf("server %s: %w", s.Name, err)

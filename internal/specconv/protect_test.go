@@ -148,3 +148,32 @@ func TestRefusedInputMakesNoOutput(t *testing.T) {
 		t.Error("the refused server's output dir was made")
 	}
 }
+
+// TestInputHoldingHomeRefused: an input that is the home dir or a parent
+// of it (the default started in ~ or /) is refused for what it would
+// show (~/.ssh), even with the state dir elsewhere; a dir in the home dir
+// is not.
+func TestInputHoldingHomeRefused(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	state := filepath.Join(tmp, "state")
+	for _, d := range []string{filepath.Join(home, "proj"), state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  s:\n    command: [x]\n    filesystem: {input: {source: .}}\n    tools: {allow: ['*']}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{home, tmp} {
+		_, err := Server(c, c.Server("s"), Options{Base: base, StateDir: state})
+		if err == nil || !strings.Contains(err.Error(), "is or holds your home directory") || !strings.Contains(err.Error(), "~/.ssh") {
+			t.Errorf("input %s: %v, want the home directory refused", base, err)
+		}
+	}
+	if err := inputHidesState(c.Server("s"), Options{Base: filepath.Join(home, "proj"), StateDir: state}); err != nil {
+		t.Errorf("a project dir in the home dir: %v", err)
+	}
+}
