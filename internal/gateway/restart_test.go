@@ -379,6 +379,36 @@ func TestUnreachableRemoteTriedOnce(t *testing.T) {
 	}
 }
 
+// beside serves bad beside a server that starts, and returns the gateway
+// and a function that opens a session, says how long its initialize
+// took, and calls a tool of bad (its prefix + "x"), returning the error's
+// message.
+func beside(t *testing.T, bad *Server) (*Gateway, func() (time.Duration, string)) {
+	t.Helper()
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	gw, err := New([]*Server{{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}}, bad}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return gw, func() (time.Duration, string) {
+		t.Helper()
+		begin := time.Now()
+		c := newRawClient(t, gw)
+		took := time.Since(begin)
+		if c.init["result"] == nil {
+			t.Fatalf("initialize with one good server: %v", c.init)
+		}
+		resp, _ := c.call("tools/call", map[string]any{"name": bad.Prefix + "x"})
+		e, _ := resp["error"].(map[string]any)
+		return took, fmt.Sprint(e["message"])
+	}
+}
+
 // TestUnansweredStartGivesUp: a server that starts but never answers
 // initialize holds a session's initialize for startTimeout; after hangMax
 // such starts in a row it is given up on, so the next sessions go on
@@ -388,11 +418,6 @@ func TestUnansweredStartGivesUp(t *testing.T) {
 	oldStart, oldGiveUp := startTimeout, giveUpFor
 	startTimeout, giveUpFor = time.Second, 2*time.Second
 	t.Cleanup(func() { startTimeout, giveUpFor = oldStart, oldGiveUp })
-	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
-		if msg["method"] == "tools/list" {
-			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
-		}
-	})
 	var hung atomic.Int32
 	mute := func(ctx context.Context, _ Scope) (*Process, error) {
 		hung.Add(1)
@@ -410,26 +435,7 @@ func TestUnansweredStartGivesUp(t *testing.T) {
 			<-done
 		}}, nil
 	}
-	gw, err := New([]*Server{
-		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
-		{Name: "mute", Prefix: "mute_", Launch: mute, Allow: []string{"*"}, Restart: RestartOnFailure},
-	}, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	session := func() (time.Duration, string) {
-		t.Helper()
-		begin := time.Now()
-		c := newRawClient(t, gw)
-		took := time.Since(begin)
-		if c.init["result"] == nil {
-			t.Fatalf("initialize with one good server: %v", c.init)
-		}
-		resp, _ := c.call("tools/call", map[string]any{"name": "mute_x"})
-		e, _ := resp["error"].(map[string]any)
-		return took, fmt.Sprint(e["message"])
-	}
+	gw, session := beside(t, &Server{Name: "mute", Prefix: "mute_", Launch: mute, Allow: []string{"*"}, Restart: RestartOnFailure})
 	for i := 1; i <= hangMax; i++ {
 		took, msg := session()
 		if took < startTimeout || !strings.Contains(msg, "did not answer initialize within 1s") {
@@ -465,11 +471,6 @@ func TestSlowFailingStartGivesUp(t *testing.T) {
 	oldSlow, oldGiveUp := slowFail, giveUpFor
 	slowFail, giveUpFor = 300*time.Millisecond, time.Minute
 	t.Cleanup(func() { slowFail, giveUpFor = oldSlow, oldGiveUp })
-	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
-		if msg["method"] == "tools/list" {
-			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
-		}
-	})
 	var starts atomic.Int32
 	slow := func(ctx context.Context, _ Scope) (*Process, error) {
 		starts.Add(1)
@@ -480,26 +481,7 @@ func TestSlowFailingStartGivesUp(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	}
-	gw, err := New([]*Server{
-		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
-		{Name: "slow", Prefix: "slow_", Launch: slow, Allow: []string{"*"}},
-	}, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	session := func() (time.Duration, string) {
-		t.Helper()
-		begin := time.Now()
-		c := newRawClient(t, gw)
-		took := time.Since(begin)
-		if c.init["result"] == nil {
-			t.Fatalf("initialize with one good server: %v", c.init)
-		}
-		resp, _ := c.call("tools/call", map[string]any{"name": "slow_x"})
-		e, _ := resp["error"].(map[string]any)
-		return took, fmt.Sprint(e["message"])
-	}
+	_, session := beside(t, &Server{Name: "slow", Prefix: "slow_", Launch: slow, Allow: []string{"*"}})
 	for i := 1; i <= hangMax; i++ {
 		if took, _ := session(); took < slowFail {
 			t.Fatalf("session %d: initialize took %v, want the slow start's %v", i, took, slowFail)
