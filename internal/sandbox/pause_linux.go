@@ -95,17 +95,21 @@ func (sb *Sandbox) Stats() (cgroup.Stats, error) {
 
 // end marks the sandbox as ended (Kill ran, or the init exited) so that
 // Pause refuses from now on, and reports whether it was paused. It waits
-// for a Pause or Resume in progress, which the freezer bounds.
+// for a Pause or Resume in progress, which the freezer bounds. The thaw
+// guard still watches a paused sandbox: the caller tells it (unwatch)
+// once the sandbox is thawed or gone, so that if mcpbox dies before, the
+// guard thaws it and its pending SIGKILLs act.
 func (sb *Sandbox) end() (wasPaused bool) {
-	cg := sb.cgroup()
 	sb.pmu.Lock()
 	defer sb.pmu.Unlock()
 	sb.ended = true
-	wasPaused = sb.paused.Swap(false)
-	if wasPaused && cg != nil {
-		// Kill thaws it next; if mcpbox dies first, the SIGKILLs are
-		// pending and cgroup.CleanupStale reclaims it.
+	return sb.paused.Swap(false)
+}
+
+// unwatch tells the thaw guard that the sandbox, paused when it ended,
+// is thawed or gone.
+func (sb *Sandbox) unwatch() {
+	if cg := sb.cgroup(); cg != nil {
 		guard.unwatch(cg.ThawFiles())
 	}
-	return wasPaused
 }

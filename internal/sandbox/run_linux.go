@@ -673,6 +673,9 @@ func (sb *Sandbox) Kill() {
 			_ = cg.Thaw()
 		}
 	}
+	if paused {
+		sb.unwatch() // only now: the guard thaws it if mcpbox dies before
+	}
 }
 
 // Signal sends sig to the sandbox init, which forwards it to the workload.
@@ -693,7 +696,9 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	err := sb.cmd.Wait()
 	sb.releaseMounts()
 	sb.copies.Wait()
-	sb.end()
+	if sb.end() {
+		sb.unwatch() // its init has exited: nothing is left to thaw
+	}
 	sb.stopEgress()
 	if sb.ttyFD >= 0 {
 		_ = setForeground(sb.ttyFD, unix.Getpgrp())
