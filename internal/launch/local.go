@@ -574,9 +574,14 @@ func (in *sandboxInstance) endedWithin(d time.Duration) bool {
 func (in *sandboxInstance) Scope() gateway.Scope { return in.scope }
 
 // Stop closes the server's stdin, gives it stopGrace to exit, kills the
-// sandbox if it does not, and frees the rest once it has ended.
+// sandbox if it does not, and frees the rest once it has ended. A paused
+// sandbox is thawed first: frozen, its server could not read the end of
+// its input, and every stop of it took the whole grace and a kill.
 func (in *sandboxInstance) Stop() {
 	in.rec.MarkStopping()
+	if in.sb.Paused() {
+		_ = in.sb.Resume() // a failure leaves it to the kill
+	}
 	in.stdin.Close()
 	if !in.endedWithin(stopGrace) {
 		in.killed.Store(true)
