@@ -177,7 +177,14 @@ func (d *daemon) serve(parent context.Context) error {
 	// This instance's admin socket and record come first: other instances
 	// of this state dir may run (package instance), and what crashed ones
 	// left goes before this one opens the audit store or starts sandboxes.
-	ctx, cancel := SignalContext(parent)
+	// Two contexts: cancel ends serving (a signal, the stdio client gone),
+	// while the signals stay caught until everything is down. The stop of
+	// signal.NotifyContext unregisters them, so a SIGTERM after the client
+	// closed stdin (the TypeScript SDK sends one 2 s later) would kill
+	// serve half-way through stopping its sandboxes.
+	sigCtx, stopSignals := SignalContext(parent)
+	defer stopSignals()
+	ctx, cancel := context.WithCancel(sigCtx)
 	defer cancel()
 	inst, err := d.startInstance(ctx)
 	if err != nil {
