@@ -25,7 +25,52 @@ func checkReach(spec *sandbox.Spec, o Options) error {
 	if err := hideStateDir(spec, o.StateDir); err != nil {
 		return err
 	}
+	if err := hideHome(spec); err != nil {
+		return err
+	}
 	return protectFiles(spec, o.Protected)
+}
+
+// hideHome refuses a spec whose input or a mount is the user's home dir
+// or holds it (~, /home, /), or that would show mcpbox's state root: with
+// state_dir set elsewhere such a mount still showed ~/.ssh and every
+// other project's state dir (its bearer token, its dashboard secret). A
+// dir inside the home dir, ~/.ssh included, is the config's own choice.
+func hideHome(spec *sandbox.Spec) error {
+	sources := []string{spec.Input}
+	for _, m := range spec.Mounts {
+		sources = append(sources, m.Source)
+	}
+	home := realHome()
+	root, err := instance.Root()
+	if err == nil {
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
+	}
+	for _, src := range sources {
+		switch {
+		case src == "":
+		case home != "" && within(home, src):
+			return fmt.Errorf("%s is or holds your home directory %s: the sandbox would see ~/.ssh, ~/.aws and the like; mount the directories the server needs instead", src, home)
+		case root != "" && (within(root, src) || within(src, root)):
+			return fmt.Errorf("%s would show mcpbox's state root %s (every project's state: bearer tokens, dashboard secrets, audit) in the sandbox; mount a directory that does not hold it", src, root)
+		}
+	}
+	return nil
+}
+
+// realHome is the user's home dir with symlinks resolved, or "" when
+// there is none to protect (unknown, or / in a container without one).
+func realHome() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	if home, err = filepath.EvalSymlinks(home); err != nil || home == "/" {
+		return ""
+	}
+	return home
 }
 
 // inputHidesState refuses server s when its input shows the user's home
@@ -41,10 +86,8 @@ func inputHidesState(s *config.Server, o Options) error {
 	if err != nil {
 		return nil // serverSpec says what is wrong with it
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if real, err := filepath.EvalSymlinks(home); err == nil && real != "/" && within(real, src) { // HOME=/ in a container: no home
-			return fmt.Errorf("server %s: its input %s is or holds your home directory %s: the sandbox would see ~/.ssh, ~/.aws and the like; run mcpbox from a project directory (the embedded default serves the current one), or set filesystem.input.source to one", s.Name, src, real)
-		}
+	if home := realHome(); home != "" && within(home, src) {
+		return fmt.Errorf("server %s: its input %s is or holds your home directory %s: the sandbox would see ~/.ssh, ~/.aws and the like; run mcpbox from a project directory (the embedded default serves the current one), or set filesystem.input.source to one", s.Name, src, home)
 	}
 	if err := hideStateDir(&sandbox.Spec{Input: src}, o.StateDir); err != nil {
 		return fmt.Errorf("server %s: %w", s.Name, err)

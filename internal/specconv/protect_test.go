@@ -177,3 +177,37 @@ func TestInputHoldingHomeRefused(t *testing.T) {
 		t.Errorf("a project dir in the home dir: %v", err)
 	}
 }
+
+// TestHideHome: a mount that is or holds the home dir, or that shows
+// mcpbox's state root (every project's state dir), is refused with the
+// state dir elsewhere; a dir in the home dir (~/.ssh, mounted on purpose)
+// and one beside the state root are not.
+func TestHideHome(t *testing.T) {
+	tmp := t.TempDir()
+	home, xdg := filepath.Join(tmp, "home"), filepath.Join(tmp, "xdg")
+	for _, d := range []string{filepath.Join(home, ".ssh"), filepath.Join(xdg, "mcpbox", "projects"), filepath.Join(tmp, "other")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", xdg)
+	mount := func(src string) *sandbox.Spec {
+		return &sandbox.Spec{Mounts: []sandbox.Mount{{Source: src, Target: "/data"}}}
+	}
+	for _, tt := range []struct {
+		src, want string
+	}{
+		{home, "is or holds your home directory"},
+		{tmp, "is or holds your home directory"},
+		{xdg, "mcpbox's state root"},
+		{filepath.Join(xdg, "mcpbox", "projects"), "mcpbox's state root"},
+		{filepath.Join(home, ".ssh"), ""},
+		{filepath.Join(tmp, "other"), ""},
+	} {
+		err := hideHome(mount(tt.src))
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("mount of %s: %v, want %q", tt.src, err, tt.want)
+		}
+	}
+}
