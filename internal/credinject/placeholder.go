@@ -31,6 +31,20 @@ var knownPrefixes = []string{
 	"xapp-", "npm_", "hf_", "pypi-", "sk_live_", "sk_test_", "rk_live_", "AKIA", "ASIA", "sk-",
 }
 
+// CheckValue reports whether value can be injected with shape ("" or
+// "jwt"): whether a placeholder of its shape carries enough randomness
+// that a sandbox cannot guess another's. New refuses such a value.
+func CheckValue(value, shape string) error {
+	var err error
+	switch shape {
+	case "":
+		_, err = placeholderFor(value)
+	case "jwt":
+		_, err = jwtPlaceholderFor(value)
+	}
+	return err
+}
+
 // placeholderFor returns a value shaped like real: the same length, a
 // known prefix (or the leading run up to a first '_' or '-' in the first 12
 // bytes) kept, every other letter or digit replaced by a random one of the
@@ -40,7 +54,9 @@ func placeholderFor(real string) (string, error) {
 	keep := prefixLen(real)
 	out, bits := randomizeClasses(real[keep:], hexOnly(real[keep:]))
 	if bits < minPlaceholderBits {
-		return "", fmt.Errorf("value too short to mask: a placeholder would carry %.0f bits, want %d", bits, minPlaceholderBits)
+		// The kept prefix is not quoted: it is part of the value.
+		return "", fmt.Errorf("value too short to mask: past its first %d characters (kept as they are), its letters and digits give a placeholder of its shape %.0f random bits, want %d; it needs about %d more of them (a hex digit carries 4 bits), or the secret no inject (then it is only redacted)",
+			keep, bits, minPlaceholderBits, int(math.Ceil((minPlaceholderBits-bits)/4)))
 	}
 	p := real[:keep] + out
 	if p == real {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/credinject"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/launch"
 	"mcpbox/internal/pkginstall"
@@ -113,6 +114,16 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 				continue
 			}
 			check(s, sec.Meta.Pos, what, sec.From)
+			if sec.Inject != nil && strings.HasPrefix(sec.From, "env:") && slices.Contains(kinds, "env:") {
+				// Added at the proxy: a value too short for a placeholder
+				// fails every start (credinject.New).
+				if v, err := launch.ResolveSecret(context.Background(), sec.Name, sec.From, false); err == nil {
+					if err := credinject.CheckValue(string(v.Value), sec.Inject.Shape); err != nil {
+						ws = append(ws, &config.Error{File: c.File, Line: sec.Meta.Pos.Line, Col: sec.Meta.Pos.Col,
+							Msg: fmt.Sprintf("servers.%s.%s.inject: %s: %v: server %s cannot start with it", s.Name, what, sec.From, err, s.Name)})
+					}
+				}
+			}
 		}
 		for _, h := range s.Headers {
 			check(s, h.Meta.Pos, "headers."+h.Name, h.From)

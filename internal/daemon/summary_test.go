@@ -205,3 +205,34 @@ servers:
 		t.Errorf("hostNodeVersion = %q", v)
 	}
 }
+
+// TestSummaryWarnsUnmaskableInject: an env: secret added at the proxy
+// whose value is too short for a placeholder (a start would refuse it)
+// is flagged, without its value or its kept prefix; one long enough is
+// not.
+func TestSummaryWarnsUnmaskableInject(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("T7_SHORT", "s3cr3tValue-ABCDEF123456")
+	t.Setenv("T7_LONG", "tok_Zq8Lm2Xv9Rt4Wp7Ks3Nd")
+	src := `version: 1
+servers:
+  gh:
+    command: [sh]
+    secrets:
+      S: {from: env:T7_SHORT, inject: {hosts: [api.example.com], header: Authorization}}
+      L: {from: env:T7_LONG, inject: {hosts: [api.example.com], header: X-Key}}
+    network: {egress: [{host: api.example.com, ports: [443]}]}
+    tools: {allow: ["*"]}
+`
+	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := EnvWarnings(c)
+	if len(ws) != 1 || !strings.Contains(ws[0].Error(), "servers.gh.secrets.S.inject: env:T7_SHORT: value too short to mask") {
+		t.Fatalf("warnings: %v, want one for S", ws)
+	}
+	if msg := ws[0].Error(); strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "ABCDEF") {
+		t.Errorf("the warning shows the value: %s", msg)
+	}
+}
