@@ -469,7 +469,11 @@ func (in *sandboxInstance) wait(untrack func()) {
 		in.unlockOverlay()
 	}
 	in.status, in.clean = exitStatus(res, err)
-	rec.SetExit(stoppedStatus(in.status, rec.State() == track.StateStopping, in.killed.Load()))
+	code := -1
+	if res != nil {
+		code = res.ExitCode
+	}
+	rec.SetExit(stoppedStatus(in.status, code, rec.State() == track.StateStopping, in.killed.Load()))
 	if se := res.SizeExceeded; err == nil && se != nil && se.AtStart {
 		// The client hears of /workspace/output; the operator needs
 		// the host dir to clean up.
@@ -514,10 +518,13 @@ func exitStatus(res *sandbox.Result, err error) (string, bool) {
 // stoppedStatus is how ps shows the end of a sandbox: status, or, when
 // mcpbox stopped it (stop, idle timeout, the session's end, shutdown),
 // that first, since its server's "exited with status 0" then only means
-// it obeyed.
-func stoppedStatus(status string, stopping, killed bool) string {
+// it obeyed. A death by a signal (code 128+N) that mcpbox did not send is
+// no stop of mcpbox's, even when the gateway, seeing the server gone,
+// asked for one: a stop only closes the server's input, and the kill
+// after the grace sets killed.
+func stoppedStatus(status string, code int, stopping, killed bool) string {
 	switch {
-	case !stopping:
+	case !stopping, !killed && code > 128:
 		return status
 	case killed:
 		return fmt.Sprintf("stopped by mcpbox (killed: it did not exit within %s)", stopGrace)

@@ -85,3 +85,26 @@ func TestExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedStatus: ps says mcpbox stopped a sandbox only when it did: a
+// server killed by a signal mcpbox did not send (kill -9 from outside, a
+// crash) keeps its own status, also when the gateway asked for a stop on
+// seeing it gone.
+func TestStoppedStatus(t *testing.T) {
+	for _, tt := range []struct {
+		status           string
+		code             int
+		stopping, killed bool
+		want             string
+	}{
+		{"exited with status 0", 0, true, false, "stopped by mcpbox (exited with status 0)"},
+		{"exited with status 1", 1, true, false, "stopped by mcpbox (exited with status 1)"},
+		{"exited with status 137", 137, true, true, "stopped by mcpbox (killed: it did not exit within 2s)"},
+		{"exited with status 137", 137, true, false, "exited with status 137"},
+		{"exited with status 139", 139, false, false, "exited with status 139"},
+	} {
+		if got := stoppedStatus(tt.status, tt.code, tt.stopping, tt.killed); got != tt.want {
+			t.Errorf("stoppedStatus(%q, %d, stopping %v, killed %v) = %q, want %q", tt.status, tt.code, tt.stopping, tt.killed, got, tt.want)
+		}
+	}
+}
