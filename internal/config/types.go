@@ -595,3 +595,16 @@ const (
 	ChannelCLI         = "cli"
 	ChannelWeb         = "web"
 )
+
+// PinMode is the server's pin in effect: its pin, else PinOff for a
+// built-in server (mcpbox's own, which changes only with mcpbox), else
+// PinTOFU.
+func (s *Server) PinMode() string {
+	switch {
+	case s.Pin != "":
+		return s.Pin
+	case s.Builtin != "":
+		return PinOff
+	}
+	return PinTOFU
+}

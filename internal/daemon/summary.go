@@ -46,7 +46,7 @@ type ServerPins struct {
 func Summarize(c *config.Config, lock *integrity.Lock) Summary {
 	sum := Summary{File: c.File, Warnings: config.Warnings(c)}
 	for _, s := range c.Servers {
-		p := ServerPins{Name: s.Name, PinOff: s.Pin == config.PinOff}
+		p := ServerPins{Name: s.Name, PinOff: s.PinMode() == config.PinOff}
 		if sl := lockOf(lock, s.Name); sl != nil && sl.Tools != nil {
 			p.Pinned, p.Tools = true, len(sl.Tools)
 		}

@@ -236,3 +236,18 @@ servers:
 		t.Errorf("the warning shows the value: %s", msg)
 	}
 }
+
+// TestSummaryBuiltinPinningOff: the start-up line says what the guard
+// does: a built-in server without a pin is not pinned (its tools change
+// only with mcpbox), so it reads "pinning off", not "not yet pinned".
+func TestSummaryBuiltinPinningOff(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte("version: 1\nservers:\n  workspace:\n    builtin: workspace\n    tools: {allow: [\"*\"]}\n  other:\n    command: [sh]\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := summarize(c, filepath.Join(dir, "mcpbox.lock")).Line()
+	if !strings.Contains(line, "workspace (pinning off)") || !strings.Contains(line, "other (tools not yet pinned)") {
+		t.Errorf("summary line: %q", line)
+	}
+}

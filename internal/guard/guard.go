@@ -167,7 +167,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 func newGuardServer(c *config.Config, s *config.Server) *guardServer {
 	gs := &guardServer{
 		name: s.Name, prefix: c.EffectivePrefix(s), launcher: s.Name,
-		pin: s.Pin, scan: s.Scan, results: s.ResultsScan, credentials: s.Credentials,
+		pin: s.PinMode(), scan: s.Scan, results: s.ResultsScan, credentials: s.Credentials,
 		builtin: s.Builtin != "",
 	}
 	if grp, ok := strings.CutPrefix(s.Placement, config.PlacementGroup); ok {
@@ -175,13 +175,6 @@ func newGuardServer(c *config.Config, s *config.Server) *guardServer {
 	}
 	if u, err := url.Parse(s.URL); err == nil && s.URL != "" {
 		gs.remote = u.Scheme + "://" + u.Host
-	}
-	switch {
-	case gs.pin == "" && gs.builtin:
-		// mcpbox's own server changes only with mcpbox itself.
-		gs.pin = config.PinOff
-	case gs.pin == "":
-		gs.pin = config.PinTOFU
 	}
 	return gs
 }
