@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"mcpbox/internal/gateway"
@@ -60,6 +62,11 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	// The spec's secrets are resolved already: the book learns them now.
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
+	if len(o.Spec.Args) > 0 && !slices.ContainsFunc(o.Spec.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) && !hostProgram(o.Spec.Args[0]) {
+		// As serve's start-up line does: else every start fails, said only
+		// once a client is connected (and to no one when it has gone).
+		log.Warn(missingProgram(o.Spec.Args[0]) + ": the server cannot start")
+	}
 	l := launch.NewLocal(launch.LocalOptions{
 		Name: o.Name, Spec: o.Spec, Log: log, Book: book,
 		Stderr: o.Stderr,

@@ -3,9 +3,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,4 +45,46 @@ func TestRunServerStopsWithClientAttached(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("RunServer still serving 10 s after its context ended, its client's pipe open")
 	}
+}
+
+// TestRunServerWarnsMissingCommand: mcpbox run says at once that its
+// command is nowhere the sandbox looks, as serve's start-up line does;
+// before, it said nothing unless a client stayed to hear the start fail.
+func TestRunServerWarnsMissingCommand(t *testing.T) {
+	for _, tt := range []struct {
+		prog string
+		warn bool
+	}{{"no-such-server-bin-7f3a", true}, {"true", false}} {
+		var stderr safeBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := RunServer(ctx, ServerOptions{
+			Name: "x", Spec: sandbox.Spec{Args: []string{tt.prog}},
+			Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr,
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("RunServer %s: %v", tt.prog, err)
+		}
+		if got := strings.Contains(stderr.String(), tt.prog+" is in none of the sandbox's PATH directories"); got != tt.warn {
+			t.Errorf("RunServer %s: warned %v, want %v; stderr:\n%s", tt.prog, got, tt.warn, stderr.String())
+		}
+	}
+}
+
+// safeBuffer is a bytes.Buffer for writers on several goroutines.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -159,14 +159,23 @@ func commandWarnings(c *config.Config) config.Errors {
 		}
 		if prog := s.Command[0]; !ownPATH && !hostProgram(prog) {
 			pos := s.Meta.At("command")
-			msg := fmt.Sprintf("servers.%s.command: %s is in none of the sandbox's PATH directories (%s, the host's, read-only): server %s cannot start; install it there, or give its absolute path inside a mount", s.Name, prog, sandbox.DefaultPATH, s.Name)
-			if strings.Contains(prog, "/") {
-				msg = fmt.Sprintf("servers.%s.command: %s does not exist on the host, whose system directories the sandbox shows read-only: server %s cannot start", s.Name, prog, s.Name)
+			msg := fmt.Sprintf("servers.%s.command: %s: server %s cannot start", s.Name, missingProgram(prog), s.Name)
+			if !strings.Contains(prog, "/") {
+				msg += "; install it there, or give its absolute path inside a mount"
 			}
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: msg})
 		}
 	}
 	return ws
+}
+
+// missingProgram says why the sandbox will not find prog, for which
+// hostProgram is false.
+func missingProgram(prog string) string {
+	if strings.Contains(prog, "/") {
+		return prog + " does not exist on the host, whose system directories the sandbox shows read-only"
+	}
+	return fmt.Sprintf("%s is in none of the sandbox's PATH directories (%s, the host's, read-only)", prog, sandbox.DefaultPATH)
 }
 
 // sandboxLookPath is the host path of the executable name that the
