@@ -494,3 +494,52 @@ func TestSlowFailingStartGivesUp(t *testing.T) {
 			hangMax, took, msg, starts.Load(), want)
 	}
 }
+
+// TestSessionGoesOnWithoutHungServer: a session's initialize waits for a
+// server that never answers only sessionStartWait, not its whole
+// startTimeout, and goes on with the others; the hung start goes on in
+// the background, so that its failure still counts, and after hangMax of
+// them the server is given up on.
+func TestSessionGoesOnWithoutHungServer(t *testing.T) {
+	oldStart, oldWait := startTimeout, sessionStartWait
+	startTimeout, sessionStartWait = 2*time.Second, 200*time.Millisecond
+	t.Cleanup(func() { startTimeout, sessionStartWait = oldStart, oldWait })
+	var hung, stopped atomic.Int32
+	mute := func(ctx context.Context, _ Scope) (*Process, error) {
+		hung.Add(1)
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan struct{})
+		go func() { // reads, never answers
+			defer close(done)
+			io.Copy(io.Discard, inR)
+			outW.Close()
+		}()
+		return &Process{Stdin: inW, Stdout: outR, Stop: func() {
+			inW.Close()
+			outR.Close()
+			<-done
+			stopped.Add(1)
+		}}, nil
+	}
+	_, session := beside(t, &Server{Name: "mute", Prefix: "mute_", Launch: mute, Allow: []string{"*"}, Restart: RestartOnFailure})
+	for i := 1; i <= hangMax; i++ {
+		took, msg := session()
+		if took >= startTimeout || !strings.Contains(msg, "is still starting after 200ms: this session goes on without it") {
+			t.Fatalf("session %d: initialize took %v, the call said %q; want it within %v, before the start's timeout", i, took, msg, startTimeout)
+		}
+		// The start goes on, and fails at its own timeout.
+		for deadline := time.Now().Add(10 * time.Second); stopped.Load() < int32(i); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("session %d: the hung start did not end within 10 s", i)
+			}
+		}
+	}
+	took, msg := session()
+	if want := "did not answer initialize within 2s, 2 times in a row; giving up"; took >= sessionStartWait || !strings.Contains(msg, want) {
+		t.Fatalf("the session after %d hung starts: initialize took %v, the call said %q; want it at once and %q", hangMax, took, msg, want)
+	}
+	if n := hung.Load(); n != hangMax {
+		t.Errorf("%d starts of the mute server, want %d", n, hangMax)
+	}
+}
