@@ -29,9 +29,15 @@ func (g *Guard) SecretEvent(launcher string, scope gateway.Scope, t *track.Sandb
 		event = audit.EventSecretRefused
 	}
 	decision := "allow"
-	if event != audit.EventSecretInject {
+	switch {
+	case event != audit.EventSecretInject:
 		decision = "deny"
-	} else if t != nil {
+		if t != nil {
+			// The call in flight lists it, and the domain as denied
+			// (track.DetailSecretsRefused).
+			t.SecretRefused(ev.Credential, ev.Host, ev.Port, ev.Time)
+		}
+	case t != nil:
 		// The call in flight lists it too (track.DetailSecrets).
 		t.SecretInjected(ev.Credential, ev.Host, ev.Port, ev.Time)
 	}

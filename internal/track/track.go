@@ -2,6 +2,7 @@ package track
 
 import (
 	"crypto/rand"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,13 +270,16 @@ func (s *Sandbox) Finish(m *Call, rec *audit.Record) {
 		ambiguous = true // events of this call may have been dropped
 	}
 	rec.ExitStatus = s.exit
-	s.secretsDuring(m.start, end, rec)
+	refused := s.secretsDuring(m.start, end, rec)
 	s.mu.Unlock()
 
 	rec.Sandbox, rec.Workspace = s.ID, s.Workspace
 	rec.Domains, rec.Packages = joinConns(conns, ended)
-	for i := range rec.Domains {
+	for i, d := range rec.Domains {
 		rec.Domains[i].Ambiguous = ambiguous
+		if refused[fmt.Sprintf("%s:%d", d.Host, d.Port)] {
+			rec.Domains[i].Decision = "deny" // a request in it was refused
+		}
 	}
 	rec.DomainsAmbiguous = ambiguous && len(rec.Domains) > 0
 	rec.Files = m.before.changed(s.rw)
