@@ -546,6 +546,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		if modernOf(ctx) != nil {
 			c.Elicit = d.modernElicitor(ctx)
 		}
+		defer b.u.hold()()
 		return hook(ctx, c, forward)
 	}
 	var raw json.RawMessage

@@ -181,7 +181,7 @@ func (u *upstream) checkIdle(now time.Time) {
 		u.park(p, fmt.Sprintf("max_lifetime %s reached", s.MaxLifetime))
 		return
 	}
-	if len(u.calls) > 0 {
+	if len(u.calls) > 0 || u.held > 0 {
 		u.used = now
 		paused := u.paused
 		u.mu.Unlock()
@@ -219,7 +219,7 @@ func (u *upstream) pause(p *peer, proc *Process, reason string, force bool) erro
 	u.freeze.Lock()
 	defer u.freeze.Unlock()
 	u.mu.Lock()
-	busy := len(u.calls) > 0 || (!force && time.Since(u.used) < u.srv.Idle)
+	busy := len(u.calls) > 0 || (!force && (u.held > 0 || time.Since(u.used) < u.srv.Idle))
 	if u.peer != p || u.paused || busy {
 		u.mu.Unlock()
 		if busy && force {

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,5 +213,50 @@ func TestInstanceStoppedSaysWhy(t *testing.T) {
 	u.restartAt = time.Now().Add(time.Minute)
 	if in := u.instance(); in.State != StateRestarting || !strings.Contains(in.Reason, "try again in") {
 		t.Errorf("during the delay: %+v, want restarting", in)
+	}
+}
+
+// TestIdleHeldByCallHook: a call waiting in the call hook (a human's
+// approval) keeps its server from idling: no pause while it waits, and
+// the call then runs.
+func TestIdleHeldByCallHook(t *testing.T) {
+	launch, _, pauses, _ := pausable(t)
+	release := make(chan struct{})
+	var gw *Gateway
+	var during atomic.Int32
+	paused := func() bool {
+		return slices.ContainsFunc(gw.Instances(), func(in Instance) bool { return in.State == StatePaused })
+	}
+	hook := func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+		// Paused before the call came, a held server is thawed.
+		for deadline := time.Now().Add(5 * time.Second); paused(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, errors.New("the held server stayed paused")
+			}
+		}
+		before := pauses.Load()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		during.Store(pauses.Load() - before)
+		return next(ctx)
+	}
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}, Idle: 50 * time.Millisecond, IdleAction: IdlePause}},
+		Options{Version: "test", Hooks: Hooks{Call: hook}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	go func() {
+		time.Sleep(500 * time.Millisecond) // ten idle periods
+		close(release)
+	}()
+	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
+		t.Fatalf("held call: %v", resp)
+	}
+	if n := during.Load(); n != 0 {
+		t.Errorf("%d pauses while the call waited in the hook, want 0", n)
 	}
 }

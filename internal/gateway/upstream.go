@@ -99,6 +99,7 @@ type upstream struct {
 	listGen  int                      // bumped when the server announces a change; guarded by mu
 	sessions map[*downstream]struct{} // guarded by mu
 	calls    []*inflight              // in flight, oldest first; guarded by mu
+	held     int                      // calls in the call hook (a policy check, an approval wait): not idle; guarded by mu
 	tokens   map[string]*inflight     // guarded by mu
 	subs     map[string]int           // resource URI → downstream subscriptions; guarded by mu
 	level    string                   // most recent logging/setLevel; guarded by mu
@@ -171,6 +172,22 @@ type capabilities struct {
 	} `json:"resources"`
 	Logging     *struct{} `json:"logging"`
 	Completions *struct{} `json:"completions"`
+}
+
+// hold keeps the server from idling while a call to it is in the call
+// hook, before it is forwarded (a human's approval may take minutes: the
+// sandbox must not pause or stop under the call it is about to serve).
+// The returned function ends the hold.
+func (u *upstream) hold() func() {
+	u.mu.Lock()
+	u.held++
+	u.mu.Unlock()
+	return func() {
+		u.mu.Lock()
+		u.held--
+		u.used = time.Now()
+		u.mu.Unlock()
+	}
 }
 
 // inflight is a request a downstream session forwarded and is waiting on.
