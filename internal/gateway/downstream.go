@@ -313,28 +313,13 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 		bs[i] = &bound{srv: srv, u: u}
 	}
 	errs := make([]error, len(bs))
-	// The starts are bound to the session, not to this request: one that
-	// outlasts the wait goes on, so that its server runs for the next
-	// sessions, or its failure counts toward the give-up (hangMax).
-	startCtx, cancelStarts := context.WithCancelCause(context.WithoutCancel(ctx))
-	stopWithSession := context.AfterFunc(d.ctx, func() { cancelStarts(context.Cause(d.ctx)) })
-	var wg, starts sync.WaitGroup
+	var wg sync.WaitGroup
 	for i, b := range bs {
-		got := make(chan error, 1)
-		starts.Go(func() {
-			_, err := b.u.get(startCtx)
-			got <- err
-		})
 		wg.Go(func() {
-			errs[i] = d.awaitStart(ctx, b.srv, got)
+			_, errs[i] = b.u.get(ctx)
 			b.ok, b.err = errs[i] == nil, errs[i]
 		})
 	}
-	go func() {
-		starts.Wait()
-		stopWithSession()
-		cancelStarts(nil)
-	}()
 	wg.Wait()
 	d.mu.Lock()
 	d.bound = bs
@@ -351,30 +336,6 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 		return rpcError(jsonrpc.CodeInternalError, "no server could start: %s", d.safe(errors.Join(errs...)))
 	}
 	return nil
-}
-
-// awaitStart waits for the start of a server of the session (got), at
-// most sessionStartWait when that is shorter than startTimeout: a server
-// that hangs must not hold the client's initialize past the client's own
-// timeout (60 s in the TypeScript SDK), which would fail the whole
-// session rather than that one server. Not for a server of scope session:
-// its instance would serve no later session, so that one slower to start
-// than the wait would never serve any.
-func (d *downstream) awaitStart(ctx context.Context, srv *Server, got <-chan error) error {
-	var late <-chan time.Time
-	if sessionStartWait < startTimeout && srv.Scope != ScopeSession {
-		t := time.NewTimer(sessionStartWait)
-		defer t.Stop()
-		late = t.C
-	}
-	select {
-	case err := <-got:
-		return err
-	case <-late:
-		return fmt.Errorf("server %s is still starting after %s: this session goes on without it (its start goes on; a later session gets it once it runs)", srv.Name, sessionStartWait)
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // upstreamCaps are the client capabilities a server is told: the

@@ -25,13 +25,6 @@ const upstreamProtocol = "2025-11-25"
 // variable for tests.
 var startTimeout = 60 * time.Second
 
-// sessionStartWait bounds how long a session's opening request waits for
-// one of its servers to start: the session goes on without a server still
-// starting after that (downstream.awaitStart), under the 60 s the
-// TypeScript SDK gives a request and the 30 s of other clients, while the
-// start itself has startTimeout. A variable for tests.
-var sessionStartWait = 25 * time.Second
-
 // hangMax is how many slow starts in a row (unanswered, errNoAnswer, or
 // failed only after slowFail) may go by before the server is given up on
 // for giveUpFor: every session of its scope waits for such a start, so
