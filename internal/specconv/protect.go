@@ -31,13 +31,14 @@ func checkReach(spec *sandbox.Spec, o Options) error {
 	return protectFiles(spec, o.Protected)
 }
 
-// hideHome refuses a spec whose input or a mount is the user's home dir
-// or holds it (~, /home, /), or that would show mcpbox's state root: with
-// state_dir set elsewhere such a mount still showed ~/.ssh and every
-// other project's state dir (its bearer token, its dashboard secret). A
-// dir inside the home dir, ~/.ssh included, is the config's own choice.
+// hideHome refuses a spec whose input, output or a mount is the user's
+// home dir or holds it (~, /home, /), or that would show mcpbox's state
+// root: with state_dir set elsewhere such a mount still showed ~/.ssh and
+// every other project's state dir (its bearer token, its dashboard
+// secret). A dir inside the home dir, ~/.ssh included, is the config's
+// own choice (an output there is checked by workspace.Protected).
 func hideHome(spec *sandbox.Spec) error {
-	sources := []string{spec.Input}
+	sources := []string{spec.Input, spec.Output}
 	for _, m := range spec.Mounts {
 		sources = append(sources, m.Source)
 	}

@@ -209,5 +209,30 @@ func TestHideHome(t *testing.T) {
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("mount of %s: %v, want %q", tt.src, err, tt.want)
 		}
+		err = hideHome(&sandbox.Spec{Output: tt.src})
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("output %s: %v, want %q", tt.src, err, tt.want)
+		}
+	}
+	// A writable output is refused before it is made, with the config's
+	// state dir elsewhere too (workspace.Protected.Root).
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nstate_dir: ./state\nservers:\n  s:\n    command: [x]\n    filesystem: {output: {source: "+filepath.Join(xdg, "mcpbox", "new")+"}}\n    tools: {allow: ['*']}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Server(c, c.Server("s"), Options{Base: filepath.Join(tmp, "other"), StateDir: filepath.Join(tmp, "other")}); err == nil || !strings.Contains(err.Error(), "mcpbox's state root") {
+		t.Errorf("an output in the state root: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(xdg, "mcpbox", "new")); err == nil {
+		t.Error("the refused output dir was made")
+	}
+	// exec --policy and run --policy refuse the same.
+	cfg := filepath.Join(home, "mcpbox.yaml")
+	c, err = config.Load(cfg, []byte("version: 1\nservers:\n  s:\n    command: [x]\n    filesystem: {input: {source: .}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Policy(c, cfg); err == nil || !strings.Contains(err.Error(), "is or holds your home directory") {
+		t.Errorf("--policy with the home dir as input: %v", err)
 	}
 }

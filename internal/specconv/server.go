@@ -88,6 +88,9 @@ func Policy(c *config.Config, path string) (sandbox.Spec, []config.Secret, error
 	if err := serverSpec(c, s, filepath.Dir(path), &spec); err != nil {
 		return spec, nil, err
 	}
+	if err := hideHome(&spec); err != nil {
+		return spec, nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
 	for _, sec := range s.Secrets {
 		if sec.TTL != 0 {
 			return spec, nil, fmt.Errorf("server %s: secret %s: ttl (refreshing a running sandbox) needs the gateway; mcpbox exec resolves secrets once", s.Name, sec.Name)

@@ -103,7 +103,8 @@ func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
 // state dir, "" if unknown.
 func protectedPlaces(in, stateDir string) workspace.Protected {
 	home, _ := os.UserHomeDir()
-	return workspace.Protected{Home: home, StateDir: stateDir, Input: in}
+	root, _ := instance.Root()
+	return workspace.Protected{Home: home, StateDir: stateDir, Root: root, Input: in}
 }
 
 // configStateDir is the state dir c names, or the root of every

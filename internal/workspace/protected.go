@@ -28,6 +28,10 @@ type Protected struct {
 	// StateDir is mcpbox's state dir: it, a parent and anything in it are
 	// refused (other agents' workspaces, the admin socket, the audit).
 	StateDir string
+	// Root is mcpbox's state root, which holds every project's default
+	// state dir (their tokens, dashboard secrets, audits, sockets):
+	// refused alike, also when StateDir lies elsewhere.
+	Root string
 	// Input is the sandbox's input: it and a parent are refused, or the
 	// read-only input would be writable through the output.
 	Input string
@@ -61,6 +65,11 @@ func (p Protected) Check(dir string) error {
 	for _, st := range resolvedAll(p.StateDir) {
 		if overlaps(dir, st) {
 			return refuse(st, "mcpbox's state dir")
+		}
+	}
+	for _, r := range resolvedAll(p.Root) {
+		if overlaps(dir, r) {
+			return refuse(r, "mcpbox's state root, every project's state")
 		}
 	}
 	for _, in := range resolvedAll(p.Input) {
