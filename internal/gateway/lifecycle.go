@@ -219,7 +219,9 @@ func (u *upstream) pause(p *peer, proc *Process, reason string, force bool) erro
 	u.freeze.Lock()
 	defer u.freeze.Unlock()
 	u.mu.Lock()
-	busy := len(u.calls) > 0 || (!force && (u.held > 0 || time.Since(u.used) < u.srv.Idle))
+	// A call held in the call hook counts for a forced pause too: the
+	// idle check would thaw it again at once.
+	busy := len(u.calls) > 0 || u.held > 0 || (!force && time.Since(u.used) < u.srv.Idle)
 	if u.peer != p || u.paused || busy {
 		u.mu.Unlock()
 		if busy && force {

@@ -235,6 +235,10 @@ func TestIdleHeldByCallHook(t *testing.T) {
 			}
 		}
 		before := pauses.Load()
+		// An admin's pause is refused too: the idle check would undo it.
+		if err := gw.Pause("raw", c.Scope); err == nil {
+			return nil, errors.New("an admin's pause of the held server succeeded")
+		}
 		select {
 		case <-release:
 		case <-time.After(10 * time.Second):
