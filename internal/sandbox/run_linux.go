@@ -667,13 +667,14 @@ func (sb *Sandbox) cgroup() *cgroup.Cgroup {
 func (sb *Sandbox) Kill() {
 	paused := sb.end()
 	_ = sb.cmd.Process.Signal(unix.SIGKILL)
+	thawed := !paused
 	if cg := sb.cgroup(); cg != nil {
 		_ = cg.Kill()
 		if paused {
-			_ = cg.Thaw()
+			thawed = cg.Thaw() == nil
 		}
 	}
-	if paused {
+	if paused && thawed {
 		sb.unwatch() // only now: the guard thaws it if mcpbox dies before
 	}
 }
