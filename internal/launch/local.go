@@ -474,7 +474,7 @@ func (in *sandboxInstance) wait(untrack func()) {
 		code = res.ExitCode
 	}
 	rec.SetExit(stoppedStatus(in.status, code, rec.State() == track.StateStopping, in.killed.Load()))
-	if se := res.SizeExceeded; err == nil && se != nil && se.AtStart {
+	if se := sizeExceeded(res); err == nil && se != nil && se.AtStart {
 		// The client hears of /workspace/output; the operator needs
 		// the host dir to clean up.
 		l.log.Error("the server's workspace dir was over its size limit when its sandbox started, which was stopped: remove files from it, or raise "+sizeKey(se),
@@ -544,6 +544,14 @@ func SizeReport(se *sandbox.SizeError) string {
 	}
 	return fmt.Sprintf("%s holds %d bytes, over its size limit of %s (what was written stays on the host)",
 		se.Dir, se.Used, config.Size(se.Limit))
+}
+
+// sizeExceeded is res's SizeExceeded; nil without a result (Wait failed).
+func sizeExceeded(res *sandbox.Result) *sandbox.SizeError {
+	if res == nil {
+		return nil
+	}
+	return res.SizeExceeded
 }
 
 // sizeKey is the config key of the limit se broke.
