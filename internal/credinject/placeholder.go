@@ -54,9 +54,10 @@ func placeholderFor(real string) (string, error) {
 	keep := prefixLen(real)
 	out, bits := randomizeClasses(real[keep:], hexOnly(real[keep:]))
 	if bits < minPlaceholderBits {
-		// The kept prefix is not quoted: it is part of the value.
-		return "", fmt.Errorf("value too short to mask: past its first %d characters (kept as they are), its letters and digits give a placeholder of its shape %.0f random bits, want %d; it needs about %d more of them (a hex digit carries 4 bits), or the secret no inject (then it is only redacted)",
-			keep, bits, minPlaceholderBits, int(math.Ceil((minPlaceholderBits-bits)/4)))
+		// Nothing of the value's own shape is told (its prefix, its
+		// length, its bits): only what a value must have.
+		return "", fmt.Errorf("value too short to mask: a placeholder of its shape would carry fewer than the %d random bits that keep one sandbox from guessing another's; inject needs about 16 hex digits or 14 letters past any prefix (a known one such as ghp_, or the text up to a first _ or - in the first 12 characters), else give the secret no inject (then it is only redacted)",
+			minPlaceholderBits)
 	}
 	p := real[:keep] + out
 	if p == real {
