@@ -160,8 +160,9 @@ const (
 	UnknownTooManyWaiting = "too many of the session's calls were waiting for input"
 	// Refused before the gateway's session received it: the go-sdk
 	// answered a 2026 call itself (no protocol version in its _meta, or
-	// not the one of its MCP-Protocol-Version header).
-	UnknownProtocolRefused = "the MCP layer refused it: its _meta or MCP-Protocol-Version"
+	// not the one of its MCP-Protocol-Version header; an Accept or
+	// Content-Type it does not take).
+	UnknownProtocolRefused = "the MCP layer refused it before the session saw it (its _meta or its HTTP headers)"
 	// Never run: a 2026 client's gateway session could not be opened
 	// (too many sessions for the client, no server started) or has ended.
 	UnknownNoSession = "the client's gateway session could not be opened or has ended"
