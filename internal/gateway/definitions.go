@@ -41,9 +41,8 @@ func (g *Gateway) Definitions(ctx context.Context, server string, scope Scope) (
 	if info.Instructions != "" {
 		d.Lists[KindInstructions] = []Item{InstructionsItem(info.Instructions)}
 	}
-	b := &bound{srv: srv, u: u, ok: true}
 	for _, kind := range []string{KindTools, KindPrompts, KindTemplates} {
-		if !b.has(kind) {
+		if !u.has(kind) {
 			continue
 		}
 		items, err := u.list(ctx, kind)

@@ -19,7 +19,10 @@
 // notifications/cancelled and calls waiting for approval are withdrawn,
 // and only then is the protocol session closed, which waits for its
 // handlers. A session's slot under Options.MaxSessions is reserved before
-// any server starts for it.
+// any server starts for it. A session waits for its servers' starts at
+// most sessionStartWait once one of them runs; one still starting then
+// joins the session when it runs, announced by list_changed
+// (sessionstart.go).
 //
 // A server may send as much as it likes; what it sends must not multiply
 // on the way: list_changed notifications are coalesced per client and

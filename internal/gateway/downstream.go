@@ -41,13 +41,15 @@ type downstream struct {
 
 	bindMu sync.Mutex // serializes bindModern
 
-	queued atomic.Int64 // bytes waiting in out
-	lists  listNotes    // list_changed waiting, coalesced (flood.go); has its own lock
+	queued   atomic.Int64 // bytes waiting in out
+	starting atomic.Int32 // servers still starting for the session (bound.state nil)
+	lists    listNotes    // list_changed waiting, coalesced (flood.go); has its own lock
 
 	mu         sync.Mutex
 	ss         *mcp.ServerSession   // guarded by mu
 	mcpID      string               // the transport's session id (Mcp-Session-Id), once known; guarded by mu
-	bound      []*bound             // guarded by mu; its elements are not changed once published
+	bound      []*bound             // guarded by mu; its elements are fixed once published, but for bound.state
+	told       bool                 // the client was answered (start): a start ending later joins late; guarded by mu
 	subs       map[string]*upstream // resource URI → the upstream it was subscribed on; guarded by mu
 	level      string               // guarded by mu
 	out        chan func()          // set once, at initialize; guarded by mu
@@ -60,14 +62,6 @@ type downstream struct {
 	handlers   int                  // requests being handled (bind); guarded by mu
 	timer      *time.Timer          // the idle clock, once initialized over HTTP; guarded by mu
 	once       sync.Once            // for close
-}
-
-// bound is a server as one session sees it.
-type bound struct {
-	srv *Server
-	u   *upstream
-	ok  bool  // started when the session initialized
-	err error // why not, if !ok
 }
 
 // outboxSize bounds the notifications queued for one slow client; more
@@ -118,6 +112,7 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx, unbind := d.bind(ctx)
 		defer unbind()
 		if !isModern(req) {
+			d.awaitServer(ctx, req)
 			return d.dispatch(ctx, method, req, next)
 		}
 		if method == "tools/call" && !takePosted(ctx) {
@@ -129,6 +124,7 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return nil, err
 		}
+		d.awaitServer(ctx, req)
 		ctx = modernContext(ctx, req)
 		if err := d.checkModernCall(ctx, req); err != nil {
 			return nil, err
@@ -173,7 +169,7 @@ func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Reques
 		if p == nil {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, "missing params")
 		}
-		b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Prompts != nil })
+		b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Prompts != nil })
 		if !ok {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
 		}
@@ -229,7 +225,7 @@ func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Reques
 		bs := d.bound
 		d.mu.Unlock()
 		for _, b := range bs {
-			if b.ok {
+			if b.ok() {
 				b.u.setLevel(ctx, string(p.Level))
 			}
 		}
@@ -298,46 +294,6 @@ func clientName(req mcp.Request) string {
 	return strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 }
 
-// start binds the session to an upstream per server and starts them. A
-// server that cannot start is left out, unless none can.
-func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
-	bs := make([]*bound, len(d.gw.servers))
-	for i, srv := range d.gw.servers {
-		u, err := d.gw.upstream(srv, d, caps)
-		if err != nil {
-			for _, b := range bs[:i] {
-				d.gw.release(b.u, d, nil)
-			}
-			return err
-		}
-		bs[i] = &bound{srv: srv, u: u}
-	}
-	errs := make([]error, len(bs))
-	var wg sync.WaitGroup
-	for i, b := range bs {
-		wg.Go(func() {
-			_, errs[i] = b.u.get(ctx)
-			b.ok, b.err = errs[i] == nil, errs[i]
-		})
-	}
-	wg.Wait()
-	d.mu.Lock()
-	d.bound = bs
-	d.mu.Unlock()
-	var started int
-	for i, err := range errs {
-		if err == nil {
-			started++
-			continue
-		}
-		d.gw.log.Error("server did not start", "server", bs[i].srv.Name, "agent", d.agent, "err", err)
-	}
-	if started == 0 {
-		return rpcError(jsonrpc.CodeInternalError, "no server could start: %s", d.safe(errors.Join(errs...)))
-	}
-	return nil
-}
-
 // upstreamCaps are the client capabilities a server is told: the
 // client's own, except that roots never change (the gateway answers
 // roots/list with the sandbox's mounts).
@@ -367,7 +323,17 @@ func (d *downstream) capabilities() (*mcp.ServerCapabilities, string) {
 	bs := d.bound
 	d.mu.Unlock()
 	for _, b := range bs {
-		if !b.ok {
+		if b.state.Load() == nil {
+			// Still starting: it may join the session with any list, and
+			// the client must take list_changed for them.
+			caps.Tools = &mcp.ToolCapabilities{ListChanged: true}
+			caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+			if caps.Resources == nil {
+				caps.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+			}
+			continue
+		}
+		if !b.ok() {
 			continue
 		}
 		info := b.u.info()
@@ -456,13 +422,13 @@ func (d *downstream) route(name string, usable func(*bound) bool) (*bound, strin
 }
 
 func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error) {
-	b, tool, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	b, tool, ok := d.route(p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil })
 	if !ok {
 		// Not "unknown tool" when its server is known to be down: the
 		// client would go looking for a typo.
-		if b, tool, down := d.route(p.Name, func(b *bound) bool { return !b.ok }); down {
+		if b, tool, down := d.route(p.Name, func(b *bound) bool { return !b.ok() }); down {
 			d.tellUnknown(p, b, tool, UnknownNotStarted) // audited
-			return nil, rpcError(jsonrpc.CodeInternalError, "server %s did not start for this session: %s", b.srv.Name, d.safe(b.err))
+			return nil, notStarted(d, b)
 		}
 	}
 	switch {

@@ -532,7 +532,7 @@ func (g *Gateway) ListChanged(server string) {
 		bs := d.bound
 		d.mu.Unlock()
 		for _, b := range bs {
-			if b.ok && (server == "" || b.srv.Name == server) {
+			if b.ok() && (server == "" || b.srv.Name == server) {
 				d.listChanged(b.u, b.u.info().caps)
 			}
 		}

@@ -28,7 +28,7 @@ import (
 // paramHeaderCheck, on the dispatcher's own decode of the same request,
 // is the check that fails closed.
 func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, p *mcp.CallToolParamsRaw) error {
-	if _, _, ok := d.route(p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil }); !ok {
+	if _, _, ok := d.route(p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil }); !ok {
 		return nil
 	}
 	return d.paramHeaderCheck(ctx, header, p)
@@ -43,12 +43,19 @@ func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, 
 // these are the upstreams'. It fails closed: a call it cannot check (its
 // server's tool list cannot be had, the tool is not in it, its schema or
 // arguments cannot be read, an argument object names a key twice) is
-// refused. A name no server serves, or a tool this client was not given,
-// passes: the call is refused as an unknown tool and nothing runs. A call
-// it refuses is told to Hooks.Unknown, so that the audit has its record.
+// refused, and so is a call that may be for a server still starting. A
+// name no server serves, or a tool this client was not given, passes:
+// the call is refused as an unknown tool and nothing runs. A call it
+// refuses is told to Hooks.Unknown, so that the audit has its record.
 func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p *mcp.CallToolParamsRaw) (err error) {
 	name, rawArgs := p.Name, p.Arguments
-	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	if b, tool, starting := d.route(name, func(b *bound) bool { return b.state.Load() == nil }); starting {
+		// Its tools are not known yet, so the call cannot be checked; and
+		// it must not run on a server that joined after the check.
+		d.tellUnknown(p, b, tool, UnknownNotStarted)
+		return fmt.Errorf("server %s is still starting: the call cannot be checked yet; try again shortly", b.srv.Name)
+	}
+	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil })
 	if !ok || !b.srv.allowed(tool) {
 		return nil
 	}
@@ -341,7 +348,7 @@ func (d *downstream) tellUnclaimed(c *posted, r *http.Request) {
 	default:
 		why = UnknownProtocolRefused
 	}
-	b, tool, _ := d.route(c.p.Name, func(b *bound) bool { return b.ok && b.u.info().caps.Tools != nil })
+	b, tool, _ := d.route(c.p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil })
 	d.tellUnknown(c.p, b, tool, why)
 }
 

@@ -409,17 +409,10 @@ func beside(t *testing.T, bad *Server) (*Gateway, func() (time.Duration, string)
 	}
 }
 
-// TestUnansweredStartGivesUp: a server that starts but never answers
-// initialize holds a session's initialize for startTimeout; after hangMax
-// such starts in a row it is given up on, so the next sessions go on
-// without it at once and a call to its tool says why. After the give-up
-// lapses, one more unanswered start gives up again.
-func TestUnansweredStartGivesUp(t *testing.T) {
-	oldStart, oldGiveUp := startTimeout, giveUpFor
-	startTimeout, giveUpFor = time.Second, 2*time.Second
-	t.Cleanup(func() { startTimeout, giveUpFor = oldStart, oldGiveUp })
-	var hung atomic.Int32
-	mute := func(ctx context.Context, _ Scope) (*Process, error) {
+// muteLauncher starts a server that reads and never answers, counting
+// its starts in hung.
+func muteLauncher(hung *atomic.Int32) func(context.Context, Scope) (*Process, error) {
+	return func(ctx context.Context, _ Scope) (*Process, error) {
 		hung.Add(1)
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
@@ -435,7 +428,19 @@ func TestUnansweredStartGivesUp(t *testing.T) {
 			<-done
 		}}, nil
 	}
-	gw, session := beside(t, &Server{Name: "mute", Prefix: "mute_", Launch: mute, Allow: []string{"*"}, Restart: RestartOnFailure})
+}
+
+// TestUnansweredStartGivesUp: a server that starts but never answers
+// initialize holds a session's initialize for startTimeout; after hangMax
+// such starts in a row it is given up on, so the next sessions go on
+// without it at once and a call to its tool says why. After the give-up
+// lapses, one more unanswered start gives up again.
+func TestUnansweredStartGivesUp(t *testing.T) {
+	oldStart, oldGiveUp := startTimeout, giveUpFor
+	startTimeout, giveUpFor = time.Second, 2*time.Second
+	t.Cleanup(func() { startTimeout, giveUpFor = oldStart, oldGiveUp })
+	var hung atomic.Int32
+	gw, session := beside(t, &Server{Name: "mute", Prefix: "mute_", Launch: muteLauncher(&hung), Allow: []string{"*"}, Restart: RestartOnFailure})
 	for i := 1; i <= hangMax; i++ {
 		took, msg := session()
 		if took < startTimeout || !strings.Contains(msg, "did not answer initialize within 1s") {

@@ -31,7 +31,7 @@ func (d *downstream) list(ctx context.Context, kind, cursor string) (mcp.Result,
 	d.mu.Unlock()
 	var all []json.RawMessage
 	for _, b := range bs {
-		if !b.ok || !b.has(kind) {
+		if !b.ok() || !b.has(kind) {
 			continue
 		}
 		l, err := b.u.listing(ctx, kind)
@@ -124,8 +124,11 @@ func (d *downstream) lookup(ctx context.Context, b *bound, kind, key string) (It
 	return Item{}, false, nil
 }
 
-func (b *bound) has(kind string) bool {
-	c := b.u.info().caps
+func (b *bound) has(kind string) bool { return b.u.has(kind) }
+
+// has reports whether the server offers kind's list.
+func (u *upstream) has(kind string) bool {
+	c := u.info().caps
 	switch kind {
 	case "tools":
 		return c.Tools != nil
@@ -160,7 +163,7 @@ func (d *downstream) resourceServer(ctx context.Context, uri string) (*bound, er
 	d.mu.Unlock()
 	var withResources []*bound
 	for _, b := range bs {
-		if b.ok && b.has("resources") {
+		if b.ok() && b.has("resources") {
 			withResources = append(withResources, b)
 		}
 	}
@@ -237,7 +240,7 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 	case "ref/prompt":
 		var name string
 		var ok bool
-		b, name, ok = d.route(p.Ref.Name, func(b *bound) bool { return b.ok && b.has("prompts") })
+		b, name, ok = d.route(p.Ref.Name, func(b *bound) bool { return b.ok() && b.has("prompts") })
 		if !ok {
 			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Ref.Name)
 		}

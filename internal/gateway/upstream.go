@@ -25,6 +25,13 @@ const upstreamProtocol = "2025-11-25"
 // variable for tests.
 var startTimeout = 60 * time.Second
 
+// sessionStartWait bounds how long a session's opening request waits for
+// its servers once one runs (downstream.start): well under the 60 s the
+// TypeScript SDK gives a request, and the 30 s of other clients, while a
+// start itself has startTimeout. A server still starting then joins the
+// session late. A variable for tests.
+var sessionStartWait = 20 * time.Second
+
 // hangMax is how many slow starts in a row (unanswered, errNoAnswer, or
 // failed only after slowFail) may go by before the server is given up on
 // for giveUpFor: every session of its scope waits for such a start, so
@@ -756,12 +763,13 @@ func (u *upstream) release() {
 	}
 }
 
-// stop ends the server for good.
+// stop ends the server for good, and returns once a start under way has
+// ended too.
 func (u *upstream) stop() {
 	u.endLife()
 	u.mu.Lock()
 	u.stopped = true
-	p, proc := u.peer, u.proc
+	p, proc, starting := u.peer, u.proc, u.starting
 	u.peer, u.proc = nil, nil
 	u.mu.Unlock()
 	if p != nil {
@@ -769,6 +777,12 @@ func (u *upstream) stop() {
 	}
 	if proc != nil {
 		proc.stop()
+	}
+	if starting != nil {
+		// A start under way stops what it launched once its context ends
+		// (its session's, which ends before its servers stop) or it sees
+		// stopped: wait for that, so that no sandbox outlives the gateway.
+		<-starting
 	}
 }
 

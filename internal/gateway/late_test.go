@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// lateWait sets sessionStartWait (and startTimeout) for one test.
+func lateWait(t *testing.T, wait, start time.Duration) {
+	t.Helper()
+	oldWait, oldStart := sessionStartWait, startTimeout
+	sessionStartWait, startTimeout = wait, start
+	t.Cleanup(func() { sessionStartWait, startTimeout = oldWait, oldStart })
+}
+
+// gated returns a Launch that starts a server with tool "y" (its call
+// answers "late ran") only once gate is closed.
+func gated(t *testing.T, gate <-chan struct{}) func(context.Context, Scope) (*Process, error) {
+	inner, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"y","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			s.reply(msg, `{"content":[{"type":"text","text":"late ran"}]}`)
+		}
+	})
+	return func(ctx context.Context, scope Scope) (*Process, error) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return inner(ctx, scope)
+	}
+}
+
+// withLate serves late beside a server "ok" (tool ok_t) that starts at
+// once; unknown records what Hooks.Unknown is told.
+func withLate(t *testing.T, late func(context.Context, Scope) (*Process, error)) (*Gateway, func() []string) {
+	t.Helper()
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	var mu sync.Mutex
+	var told []string
+	gw, err := New([]*Server{
+		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+		{Name: "late", Prefix: "late_", Launch: late, Allow: []string{"*"}},
+	}, Options{Version: "test", Hooks: Hooks{Unknown: func(c *Call, why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, c.Name+": "+why)
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return gw, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), told...)
+	}
+}
+
+// listedTools is the names in a raw tools/list response.
+func listedTools(resp map[string]any) []string {
+	res, _ := resp["result"].(map[string]any)
+	tools, _ := res["tools"].([]any)
+	var names []string
+	for _, tl := range tools {
+		m, _ := tl.(map[string]any)
+		names = append(names, fmt.Sprint(m["name"]))
+	}
+	return names
+}
+
+// TestLateServerJoins: a server still starting after sessionStartWait
+// does not hold the session's initialize once another server runs. The
+// client is told it may offer tools, a call to it is refused as still
+// starting (and audited), and once it runs the client gets
+// tools/list_changed, its tools, and its calls.
+func TestLateServerJoins(t *testing.T) {
+	lateWait(t, 300*time.Millisecond, 30*time.Second)
+	gate := make(chan struct{})
+	gw, told := withLate(t, gated(t, gate))
+	begin := time.Now()
+	c := newRawClient(t, gw)
+	if took := time.Since(begin); took < sessionStartWait || took > 10*time.Second {
+		t.Fatalf("initialize took %v, want the wait of %v", took, sessionStartWait)
+	}
+	res, _ := c.init["result"].(map[string]any)
+	caps, _ := res["capabilities"].(map[string]any)
+	if tools, _ := caps["tools"].(map[string]any); tools["listChanged"] != true {
+		t.Fatalf("initialize: %v, want tools with listChanged", c.init)
+	}
+	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t]" {
+		t.Fatalf("tools/list before the late server runs: %v", resp)
+	}
+	resp, _ := c.call("tools/call", map[string]any{"name": "late_y"})
+	e, _ := resp["error"].(map[string]any)
+	if msg := fmt.Sprint(e["message"]); !strings.Contains(msg, "server late is still starting") {
+		t.Fatalf("a call to the server still starting: %v", resp)
+	}
+	if got := told(); fmt.Sprint(got) != "[late_y: "+UnknownNotStarted+"]" {
+		t.Fatalf("told Hooks.Unknown %q, want the refused call once", got)
+	}
+
+	close(gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for !hasNote(c.notes, "notifications/tools/list_changed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tools/list_changed after the late server started; notes %v", c.notes)
+		}
+		time.Sleep(20 * time.Millisecond)
+		c.call("ping", nil)
+	}
+	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t late_y]" {
+		t.Fatalf("tools/list once the late server runs: %v", resp)
+	}
+	if resp, raw := c.call("tools/call", map[string]any{"name": "late_y"}); !strings.Contains(string(raw), "late ran") {
+		t.Fatalf("a call to the late server once it runs: %v", resp)
+	}
+}
+
+// TestCallWaitsForLateServer: a call to a server that is still starting
+// waits for it (at most sessionStartWait) and runs once it does.
+func TestCallWaitsForLateServer(t *testing.T) {
+	lateWait(t, 2*time.Second, 30*time.Second)
+	gate := make(chan struct{})
+	var launched atomic.Bool
+	late := gated(t, gate)
+	gw, _ := withLate(t, func(ctx context.Context, scope Scope) (*Process, error) {
+		launched.Store(true)
+		return late(ctx, scope)
+	})
+	c := newRawClient(t, gw)
+	if !launched.Load() {
+		t.Fatal("the late server was not launched")
+	}
+	time.AfterFunc(100*time.Millisecond, func() { close(gate) })
+	if resp, raw := c.call("tools/call", map[string]any{"name": "late_y"}); !strings.Contains(string(raw), "late ran") {
+		t.Fatalf("a call made while its server starts: %v", resp)
+	}
+}
+
+// TestOnlyServerWaitedFor: a session whose one server is slower than
+// sessionStartWait waits for it (up to startTimeout), rather than going on
+// with no server.
+func TestOnlyServerWaitedFor(t *testing.T) {
+	lateWait(t, 200*time.Millisecond, 30*time.Second)
+	gate := make(chan struct{})
+	gw, err := New([]*Server{{Name: "slow", Launch: gated(t, gate), Allow: []string{"*"}}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	time.AfterFunc(3*sessionStartWait, func() { close(gate) })
+	c := newRawClient(t, gw)
+	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[y]" {
+		t.Fatalf("initialize %v; tools/list %v: want the slow server's tool", c.init, resp)
+	}
+}
+
+// TestLateHangGivesUp: a start that outlasts the session's wait goes on
+// without the request that made it, so that its failure still counts
+// toward the give-up: after hangMax unanswered starts, each seen only
+// late, the next session is told at once.
+func TestLateHangGivesUp(t *testing.T) {
+	lateWait(t, 200*time.Millisecond, time.Second)
+	var hung atomic.Int32
+	gw, _ := withLate(t, muteLauncher(&hung))
+	callLate := func(c *rawClient) string {
+		resp, _ := c.call("tools/call", map[string]any{"name": "late_y"})
+		e, _ := resp["error"].(map[string]any)
+		return fmt.Sprint(e["message"])
+	}
+	for i := 1; i <= hangMax; i++ {
+		begin := time.Now()
+		c := newRawClient(t, gw)
+		if took := time.Since(begin); took >= startTimeout {
+			t.Fatalf("session %d: initialize took %v, want only the wait of %v", i, took, sessionStartWait)
+		}
+		msg := callLate(c)
+		for deadline := time.Now().Add(10 * time.Second); strings.Contains(msg, "still starting") && time.Now().Before(deadline); {
+			msg = callLate(c) // each waits for the start, at most sessionStartWait
+		}
+		if !strings.Contains(msg, "did not answer initialize within 1s") {
+			t.Fatalf("session %d: the late start's failure was not seen: %q", i, msg)
+		}
+	}
+	begin := time.Now()
+	c := newRawClient(t, gw)
+	took := time.Since(begin)
+	msg := callLate(c)
+	want := fmt.Sprintf("%d times in a row; giving up on it", hangMax)
+	if took >= sessionStartWait || !strings.Contains(msg, want) || hung.Load() != hangMax {
+		t.Fatalf("after %d late hangs: initialize took %v, the call said %q, %d starts; want it at once, %q", hangMax, took, msg, hung.Load(), want)
+	}
+}
+
+// TestModernLateServerChecked: a 2026 call over HTTP to a server still
+// starting is refused, not run unchecked: its tools' Mcp-Param headers
+// cannot be checked before it runs. Once it has joined, its calls are
+// checked like any other.
+func TestModernLateServerChecked(t *testing.T) {
+	lateWait(t, 300*time.Millisecond, 30*time.Second)
+	gate := make(chan struct{})
+	late := sdkLauncher(func(Scope) *mcp.Server { return hiddenServer("late") }, nil, nil)
+	gw := newGateway(t,
+		&Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}},
+		&Server{Name: "late", Prefix: "late__", Allow: []string{"*"}, Launch: func(ctx context.Context, scope Scope) (*Process, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return late(ctx, scope)
+		}})
+	url := serveHTTP(t, gw, HTTPOptions{})
+	call := func(region string) (int, string) {
+		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late__route","arguments":{"region":"eu"},` + modernMeta + `}}`
+		return post(t, url, body, map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "late__route", "Mcp-Param-Region": region})
+	}
+	if status, body := call("us"); strings.Contains(body, "routed") || !strings.Contains(body, "-32020") || !strings.Contains(body, "server late is still starting") {
+		t.Fatalf("a call while its server starts: %d %s; want it refused as not checkable yet", status, body)
+	}
+	close(gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body := call("us")
+		if strings.Contains(body, "routed") {
+			t.Fatalf("a call whose header does not match, once its server runs: %d %s; want it refused", status, body)
+		}
+		if strings.Contains(body, "-32020") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the late server did not join: %d %s", status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status, body := call("eu"); status != http.StatusOK || !strings.Contains(string(sseResult(t, body)), "routed") {
+		t.Fatalf("a matching call once the server runs: %d %s", status, body)
+	}
+}
+
+// TestCloseWaitsForLateStart: Close returns only once a start still under
+// way (a server that joins late) has stopped what it launched, so that no
+// sandbox outlives the gateway.
+func TestCloseWaitsForLateStart(t *testing.T) {
+	lateWait(t, 200*time.Millisecond, 30*time.Second)
+	var hung atomic.Int32
+	var stopped atomic.Bool
+	mute := muteLauncher(&hung)
+	gw, _ := withLate(t, func(ctx context.Context, scope Scope) (*Process, error) {
+		p, err := mute(ctx, scope)
+		if err == nil {
+			stop := p.Stop
+			p.Stop = func() {
+				time.Sleep(100 * time.Millisecond) // a sandbox takes a while to stop
+				stop()
+				stopped.Store(true)
+			}
+		}
+		return p, err
+	})
+	newRawClient(t, gw)
+	if hung.Load() != 1 {
+		t.Fatalf("%d starts of the late server, want 1", hung.Load())
+	}
+	gw.Close()
+	if !stopped.Load() {
+		t.Fatal("Close returned while the late server's process ran")
+	}
+}
