@@ -325,12 +325,14 @@ func (d *downstream) capabilities() (*mcp.ServerCapabilities, string) {
 	for _, b := range bs {
 		if b.state.Load() == nil {
 			// Still starting: it may join the session with any list, and
-			// the client must take list_changed for them.
+			// the client must take list_changed for them. (Whether it
+			// takes subscriptions is not known until it runs.)
 			caps.Tools = &mcp.ToolCapabilities{ListChanged: true}
 			caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 			if caps.Resources == nil {
 				caps.Resources = &mcp.ResourceCapabilities{ListChanged: true}
 			}
+			caps.Completions = &mcp.CompletionCapabilities{}
 			continue
 		}
 		if !b.ok() {

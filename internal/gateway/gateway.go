@@ -274,6 +274,10 @@ type Gateway struct {
 	// after the gateway (and what its hooks write to) is gone.
 	lifeDone chan struct{}
 
+	// stopping counts the instances stopped by a session's end whose
+	// start was under way (release): Close waits for them too.
+	stopping sync.WaitGroup
+
 	// listSeq numbers the server lists fetched: the gen Hooks.List sees.
 	listSeq atomic.Uint64
 
@@ -417,7 +421,24 @@ func (g *Gateway) release(u *upstream, d *downstream, subs []string) {
 	g.mu.Lock()
 	delete(g.pool, poolKey{u.srv.Name, u.scope})
 	g.mu.Unlock()
-	u.stop()
+	if started := u.stop(); started != nil {
+		// A start under way ends soon (stop ended its context). Not
+		// waited for here, where a session's end (a DELETE, a hang-up)
+		// is answered; Close waits for it.
+		g.mu.Lock()
+		if !g.closed {
+			g.stopping.Add(1)
+			g.mu.Unlock()
+			go func() {
+				defer g.stopping.Done()
+				<-started
+				u.release()
+			}()
+			return
+		}
+		g.mu.Unlock()
+		<-started
+	}
 	u.release()
 }
 
@@ -478,11 +499,14 @@ func (g *Gateway) Close() error {
 	var wg sync.WaitGroup
 	for _, u := range ups {
 		wg.Go(func() {
-			u.stop()
+			if started := u.stop(); started != nil {
+				<-started
+			}
 			u.release()
 		})
 	}
 	wg.Wait()
+	g.stopping.Wait()
 	for i, d := range sessions {
 		wg.Go(func() { d.finish(busy[i]) })
 	}

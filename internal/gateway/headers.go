@@ -24,11 +24,15 @@ import (
 // checkParamHeaders is the early form of paramHeaderCheck, run on the
 // call as the SDK will read it from the raw body (postedCall), before it
 // does, so that a mismatch is answered with 400 as SEP-2243 asks. It
-// checks nothing for a session not bound yet (it knows no tools);
-// paramHeaderCheck, on the dispatcher's own decode of the same request,
-// is the check that fails closed.
+// checks nothing for a session not bound yet (it knows no tools), nor
+// for a call that may be for a server still starting; paramHeaderCheck,
+// on the dispatcher's own decode of the same request, is the check that
+// fails closed.
 func (d *downstream) checkParamHeaders(ctx context.Context, header http.Header, p *mcp.CallToolParamsRaw) error {
 	if _, _, ok := d.route(p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil }); !ok {
+		return nil
+	}
+	if _, _, starting := d.route(p.Name, func(b *bound) bool { return b.state.Load() == nil }); starting {
 		return nil
 	}
 	return d.paramHeaderCheck(ctx, header, p)
@@ -53,7 +57,7 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 		// Its tools are not known yet, so the call cannot be checked; and
 		// it must not run on a server that joined after the check.
 		d.tellUnknown(p, b, tool, UnknownNotStarted)
-		return fmt.Errorf("server %s is still starting: the call cannot be checked yet; try again shortly", b.srv.Name)
+		return rpcError(codeUnavailable, "server %s is still starting: the call cannot be checked before it runs; try again shortly", b.srv.Name)
 	}
 	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil })
 	if !ok || !b.srv.allowed(tool) {
@@ -156,6 +160,9 @@ func (d *downstream) checkModernCall(ctx context.Context, req mcp.Request) error
 		return nil // not over HTTP: there are no headers to check
 	}
 	if err := d.paramHeaderCheck(ctx, extra.Header, p); err != nil {
+		if we := (*jsonrpc.Error)(nil); errors.As(err, &we) {
+			return err // not about the headers: a server still starting
+		}
 		return rpcError(codeHeaderMismatch, "%s", err.Error())
 	}
 	return nil

@@ -172,37 +172,30 @@ func TestOnlyServerWaitedFor(t *testing.T) {
 }
 
 // TestLateHangGivesUp: a start that outlasts the session's wait goes on
-// without the request that made it, so that its failure still counts
-// toward the give-up: after hangMax unanswered starts, each seen only
-// late, the next session is told at once.
+// without the request that made it, and without the session, so that its
+// failure still counts toward the give-up: after hangMax unanswered
+// starts, each for a session that ended before it failed, the next
+// session is told at once.
 func TestLateHangGivesUp(t *testing.T) {
 	lateWait(t, 200*time.Millisecond, time.Second)
 	var hung atomic.Int32
 	gw, _ := withLate(t, muteLauncher(&hung))
-	callLate := func(c *rawClient) string {
-		resp, _ := c.call("tools/call", map[string]any{"name": "late_y"})
-		e, _ := resp["error"].(map[string]any)
-		return fmt.Sprint(e["message"])
-	}
 	for i := 1; i <= hangMax; i++ {
 		begin := time.Now()
 		c := newRawClient(t, gw)
 		if took := time.Since(begin); took >= startTimeout {
 			t.Fatalf("session %d: initialize took %v, want only the wait of %v", i, took, sessionStartWait)
 		}
-		msg := callLate(c)
-		for deadline := time.Now().Add(10 * time.Second); strings.Contains(msg, "still starting") && time.Now().Before(deadline); {
-			msg = callLate(c) // each waits for the start, at most sessionStartWait
-		}
-		if !strings.Contains(msg, "did not answer initialize within 1s") {
-			t.Fatalf("session %d: the late start's failure was not seen: %q", i, msg)
-		}
+		c.w.Close() // the session ends; the start goes on
+		time.Sleep(time.Until(begin.Add(startTimeout + 300*time.Millisecond)))
 	}
 	begin := time.Now()
 	c := newRawClient(t, gw)
 	took := time.Since(begin)
-	msg := callLate(c)
-	want := fmt.Sprintf("%d times in a row; giving up on it", hangMax)
+	resp, _ := c.call("tools/call", map[string]any{"name": "late_y"})
+	e, _ := resp["error"].(map[string]any)
+	msg := fmt.Sprint(e["message"])
+	want := fmt.Sprintf("did not answer initialize within 1s, %d times in a row; giving up on it", hangMax)
 	if took >= sessionStartWait || !strings.Contains(msg, want) || hung.Load() != hangMax {
 		t.Fatalf("after %d late hangs: initialize took %v, the call said %q, %d starts; want it at once, %q", hangMax, took, msg, hung.Load(), want)
 	}
@@ -231,7 +224,7 @@ func TestModernLateServerChecked(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late__route","arguments":{"region":"eu"},` + modernMeta + `}}`
 		return post(t, url, body, map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "late__route", "Mcp-Param-Region": region})
 	}
-	if status, body := call("us"); strings.Contains(body, "routed") || !strings.Contains(body, "-32020") || !strings.Contains(body, "server late is still starting") {
+	if status, body := call("us"); strings.Contains(body, "routed") || !strings.Contains(body, "-32000") || !strings.Contains(body, "server late is still starting") {
 		t.Fatalf("a call while its server starts: %d %s; want it refused as not checkable yet", status, body)
 	}
 	close(gate)
@@ -256,30 +249,58 @@ func TestModernLateServerChecked(t *testing.T) {
 
 // TestCloseWaitsForLateStart: Close returns only once a start still under
 // way (a server that joins late) has stopped what it launched, so that no
-// sandbox outlives the gateway.
+// sandbox outlives the gateway; also the start of a session-scope server
+// whose session ended first, which the session's end does not wait for.
 func TestCloseWaitsForLateStart(t *testing.T) {
-	lateWait(t, 200*time.Millisecond, 30*time.Second)
-	var hung atomic.Int32
-	var stopped atomic.Bool
-	mute := muteLauncher(&hung)
-	gw, _ := withLate(t, func(ctx context.Context, scope Scope) (*Process, error) {
-		p, err := mute(ctx, scope)
-		if err == nil {
-			stop := p.Stop
-			p.Stop = func() {
-				time.Sleep(100 * time.Millisecond) // a sandbox takes a while to stop
-				stop()
-				stopped.Store(true)
+	for _, scope := range []string{ScopeShared, ScopeSession} {
+		t.Run(scope, func(t *testing.T) {
+			lateWait(t, 200*time.Millisecond, 30*time.Second)
+			var hung atomic.Int32
+			var stopped atomic.Bool
+			mute := muteLauncher(&hung)
+			ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+				if msg["method"] == "tools/list" {
+					s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+				}
+			})
+			gw, err := New([]*Server{
+				{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+				{Name: "late", Prefix: "late_", Scope: scope, Allow: []string{"*"}, Launch: func(ctx context.Context, sc Scope) (*Process, error) {
+					p, err := mute(ctx, sc)
+					if err == nil {
+						stop := p.Stop
+						p.Stop = func() {
+							time.Sleep(200 * time.Millisecond) // a sandbox takes a while to stop
+							stop()
+							stopped.Store(true)
+						}
+					}
+					return p, err
+				}},
+			}, Options{Version: "test"})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		return p, err
-	})
-	newRawClient(t, gw)
-	if hung.Load() != 1 {
-		t.Fatalf("%d starts of the late server, want 1", hung.Load())
-	}
-	gw.Close()
-	if !stopped.Load() {
-		t.Fatal("Close returned while the late server's process ran")
+			t.Cleanup(func() { gw.Close() })
+			c := newRawClient(t, gw)
+			if hung.Load() != 1 {
+				t.Fatalf("%d starts of the late server, want 1", hung.Load())
+			}
+			if scope == ScopeSession {
+				c.w.Close()
+				waitFor(t, 5*time.Second, "the session's end", func() bool {
+					gw.mu.Lock()
+					defer gw.mu.Unlock()
+					return len(gw.sessions) == 0
+				})
+				if stopped.Load() {
+					t.Fatal("the session's end waited for the late server's stop")
+				}
+			}
+			gw.Close()
+			if !stopped.Load() {
+				t.Fatal("Close returned while the late server's process ran")
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,7 +62,9 @@ func (b *bound) err() error {
 // SDK), which would fail the whole session, not only that server. So
 // the starts are bound to the session, not to this request: one that
 // outlasts the wait goes on, and its failure still counts toward the
-// give-up (hangMax).
+// give-up (hangMax), also when the session has ended by then. Each start
+// runs in its instance's life, which its stop ends (a session-scope
+// instance's at the session's end; the others' at the gateway's).
 func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	bs := make([]*bound, len(d.gw.servers))
 	for i, srv := range d.gw.servers {
@@ -82,22 +83,14 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	d.bound = bs
 	d.mu.Unlock()
 	d.starting.Add(int32(len(bs)))
-	startCtx, cancelStarts := context.WithCancelCause(context.WithoutCancel(ctx))
-	stopWithSession := context.AfterFunc(d.ctx, func() { cancelStarts(context.Cause(d.ctx)) })
-	var starts sync.WaitGroup
 	settled := make(chan *bound, len(bs))
 	for _, b := range bs {
-		starts.Go(func() {
-			_, err := b.u.get(startCtx)
+		go func() {
+			_, err := b.u.get(b.u.life)
 			d.settle(b, err)
 			settled <- b
-		})
+		}()
 	}
-	go func() {
-		starts.Wait()
-		stopWithSession()
-		cancelStarts(nil)
-	}()
 	wait := time.NewTimer(sessionStartWait)
 	defer wait.Stop()
 	ran, ended, late := 0, 0, false
@@ -145,12 +138,24 @@ func (d *downstream) settle(b *bound, err error) {
 	close(b.settled)
 	d.starting.Add(-1)
 	switch {
-	case err != nil && d.ctx.Err() == nil:
+	case d.ctx.Err() != nil:
+		// The session has ended: its client hears nothing more.
+	case err != nil:
 		d.gw.log.Error("server did not start", "server", b.srv.Name, "agent", d.agent, "err", err)
-	case err == nil && late:
+	case late:
 		d.gw.log.Info("server joined the session late", "server", b.srv.Name, "agent", d.agent, "wait", sessionStartWait)
-		if level != "" {
+		// Again while the level changed meanwhile: a logging/setLevel
+		// that saw the server running sends its own, which this one's
+		// could otherwise overtake.
+		for level != "" {
 			b.u.setLevel(d.ctx, level)
+			d.mu.Lock()
+			now := d.level
+			d.mu.Unlock()
+			if now == level {
+				break
+			}
+			level = now
 		}
 		d.listChanged(b.u, b.u.info().caps)
 	}

@@ -763,14 +763,19 @@ func (u *upstream) release() {
 	}
 }
 
-// stop ends the server for good, and returns once a start under way has
-// ended too.
-func (u *upstream) stop() {
+// stop ends the server for good. A start under way stops what it
+// launched once it sees its context (u.life) end; stop returns the
+// channel closed when it has, nil if there is none. Wait for it before
+// the instance's release, so that no sandbox outlives the gateway.
+func (u *upstream) stop() (started <-chan struct{}) {
 	u.endLife()
 	u.mu.Lock()
 	u.stopped = true
-	p, proc, starting := u.peer, u.proc, u.starting
+	p, proc := u.peer, u.proc
 	u.peer, u.proc = nil, nil
+	if u.starting != nil {
+		started = u.starting
+	}
 	u.mu.Unlock()
 	if p != nil {
 		p.close()
@@ -778,12 +783,7 @@ func (u *upstream) stop() {
 	if proc != nil {
 		proc.stop()
 	}
-	if starting != nil {
-		// A start under way stops what it launched once its context ends
-		// (its session's, which ends before its servers stop) or it sees
-		// stopped: wait for that, so that no sandbox outlives the gateway.
-		<-starting
-	}
+	return started
 }
 
 // dropped records a message the server sent that was not forwarded.
