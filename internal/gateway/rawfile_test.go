@@ -229,3 +229,39 @@ func rawSocketNeverBlocks(t *testing.T) {
 		t.Errorf("the raw write took %d bytes, want what fitted", n)
 	}
 }
+
+// TestHungUp: a client's output is gone once the reader of a pipe, or
+// the peer of a socket, has closed its end; not before, and not when the
+// peer only shut down its own sending side (it still reads).
+func TestHungUp(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if hungUp(StdioFile(w)) || hungUp(w) {
+		t.Fatal("a pipe with its reader open taken as hung up")
+	}
+	r.Close()
+	if !hungUp(StdioFile(w)) || !hungUp(w) {
+		t.Fatal("a pipe whose reader closed not taken as hung up")
+	}
+
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, peer := os.NewFile(uintptr(fds[0]), "ours"), os.NewFile(uintptr(fds[1]), "peer")
+	defer ours.Close()
+	syscall.Shutdown(fds[1], syscall.SHUT_WR)
+	if hungUp(ours) {
+		t.Fatal("a socket whose peer only stopped sending taken as hung up")
+	}
+	peer.Close()
+	if !hungUp(ours) {
+		t.Fatal("a socket whose peer closed not taken as hung up")
+	}
+	if hungUp(io.Discard) {
+		t.Fatal("a writer that is no file taken as hung up")
+	}
+}

@@ -143,3 +143,33 @@ func (r *rawFile) Write(p []byte) (int, error) {
 	m, err := r.f.Write(p[n:])
 	return n + m, err
 }
+
+// hungUp reports whether the reader at w's other end is gone: a poll that
+// asks for nothing still reports POLLERR for a pipe whose read end is
+// closed, and POLLHUP for a socket or terminal hung up. A w that is not a
+// file is taken as open.
+func hungUp(w io.Writer) bool {
+	var f *os.File
+	switch x := w.(type) {
+	case stdioFile:
+		return hungUp(x.ReadWriter)
+	case *rawFile:
+		f = x.f
+	case *os.File:
+		f = x
+	default:
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd)}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			gone = fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+		}
+	})
+	return gone
+}

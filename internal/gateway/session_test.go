@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -392,10 +393,12 @@ func TestCloseCancelsWaitingCalls(t *testing.T) {
 	}
 }
 
-// TestStdioHangUpCancelsCall: a stdio client that hangs up during a
-// hanging call ends its session at once; the server is told
+// TestStdioHangUpCancelsCall: a stdio client that closes its input during
+// a hanging call, and still reads, keeps its session until the answer (a
+// script that pipes its requests in); once it hangs up, closing its
+// output too, the session ends at once and the server is told
 // notifications/cancelled. (The SDK cancels the requests of a connection
-// whose reader ended; this keeps it so.)
+// whose reader ended; the gateway waits for them first, inFlight.drain.)
 func TestStdioHangUpCancelsCall(t *testing.T) {
 	launch, started := hangingLauncher(t)
 	gw, err := New([]*Server{{Name: "s", Launch: launch, Allow: []string{"*"}}}, Options{})
@@ -403,9 +406,19 @@ func TestStdioHangUpCancelsCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	defer outR.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range []*os.File{inR, inW, outR, outW} {
+			f.Close()
+		}
+	}()
 	go io.Copy(io.Discard, outR)
 	served := make(chan error, 1)
 	go func() { served <- gw.ServeStdio(context.Background(), LocalAgent, inR, outW) }()
@@ -420,6 +433,12 @@ func TestStdioHangUpCancelsCall(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the call reaching the server", func() bool { return receivedAll(started(), "tools/call") == 1 })
 	inW.Close()
+	select {
+	case <-served:
+		t.Fatal("ServeStdio returned at the end of the input, with a call in flight and the client still reading")
+	case <-time.After(3 * gonePoll):
+	}
+	outR.Close()
 	select {
 	case <-served:
 	case <-time.After(2 * time.Second):

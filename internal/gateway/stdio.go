@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,7 +30,7 @@ type stdioTransport struct {
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c := &stdioConn{t: t}
+	c := &stdioConn{t: t, closed: make(chan struct{})}
 	c.lines = newLineConn(t.r, t.w, closeBoth{t.r, t.w}, "the client", DefaultMaxMessage, func(reason string, _ []byte) {
 		t.log.Warn("dropped a message from the client", "reason", reason)
 	})
@@ -45,23 +46,32 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 }
 
 type stdioConn struct {
-	t     *stdioTransport
-	lines *lineConn
-	fast  *fastCalls // nil: every message goes to the SDK
-	wmu   sync.Mutex
+	t      *stdioTransport
+	lines  *lineConn
+	fast   *fastCalls // nil: every message goes to the SDK
+	wmu    sync.Mutex
+	open   inFlight      // what the client asked, and was asked, not answered yet
+	closed chan struct{} // closed by Close
+	once   sync.Once
 }
 
 // Read returns the next message for the SDK; the calls the fast path
-// takes are answered without it.
+// takes are answered without it. At the end of the client's input it
+// waits for the answers to what the client asked (inFlight.drain):
+// reading's end makes the SDK cancel every request in flight.
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.lines.Read(ctx)
 		if err != nil {
+			if errors.Is(err, io.EOF) && !c.open.drain(ctx, c.closed, func() bool { return hungUp(c.t.w) }) {
+				c.t.log.Warn("the client's input ended before it was answered; the requests still in flight are cancelled")
+			}
 			if c.fast != nil {
 				c.fast.stop(err) // as the SDK cancels its calls when reading ends
 			}
 			return nil, err
 		}
+		c.open.read(msg)
 		if c.fast == nil || !c.fast.take(msg) {
 			return msg, nil
 		}
@@ -73,18 +83,25 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp != nil && c.fast != nil {
 		c.fast.answered(resp)
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		c.open.asking(req.ID)
+	}
 	return c.write(ctx, msg)
 }
 
-func (c *stdioConn) write(ctx context.Context, msg jsonrpc.Message) error {
-	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil {
+func (c *stdioConn) write(ctx context.Context, msg jsonrpc.Message) (err error) {
+	resp, _ := msg.(*jsonrpc.Response)
+	if resp != nil {
+		defer func() { c.open.answered(resp.ID, err) }()
+	}
+	if resp != nil && resp.Error == nil {
 		if raw, ok := c.t.swaps.take(resp.Result); ok {
 			return c.writeRaw(resp.ID, raw)
 		}
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	err := c.lines.Write(ctx, msg)
+	err = c.lines.Write(ctx, msg)
 	if err != nil && c.fast != nil && !errors.Is(err, errEncoding) {
 		c.fast.stop(fmt.Errorf("%w: %v", errServerClosing, err)) // as the SDK does on a failed write
 	}
@@ -167,7 +184,7 @@ func (c *stdioConn) writeLine(buf []byte) error {
 func (c *stdioConn) writeFast(resp *jsonrpc.Response, raw json.RawMessage) {
 	if resp.Error == nil {
 		if len(raw) >= swapMin {
-			c.writeRaw(resp.ID, raw)
+			c.open.answered(resp.ID, c.writeRaw(resp.ID, raw))
 			return
 		}
 		resp.Result = raw
@@ -177,8 +194,127 @@ func (c *stdioConn) writeFast(resp *jsonrpc.Response, raw json.RawMessage) {
 	}
 }
 
-func (c *stdioConn) Close() error      { return c.lines.Close() }
+func (c *stdioConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.lines.Close()
+}
 func (c *stdioConn) SessionID() string { return "" }
+
+// drainMax bounds how long the end of a stdio client's input waits for
+// the answers to what it asked: a call's own timeout ends it sooner,
+// unless a server answers with what cannot be written.
+const drainMax = 2 * time.Minute
+
+// gonePoll is how often a drain looks whether the client has gone.
+const gonePoll = 100 * time.Millisecond
+
+// inFlight keeps the requests a stdio client sent and has not been
+// answered, and those it was sent and has not answered, so that the end
+// of its input does not cancel them: a client may write its requests
+// and close its input at once (a script piping them in), and still read
+// every answer. The zero value is ready to use.
+type inFlight struct {
+	mu     sync.Mutex
+	asked  map[jsonrpc.ID]struct{} // by the client; guarded by mu
+	ours   map[jsonrpc.ID]struct{} // of the client; guarded by mu
+	broken bool                    // a write failed: no more answers get out; guarded by mu
+	kick   chan struct{}           // made by drain; guarded by mu
+}
+
+// read notes a message from the client: a request to answer, an answer
+// to a request of ours, or the cancellation of a request (which the
+// client then no longer waits for).
+func (f *inFlight) read(msg jsonrpc.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			if f.asked == nil {
+				f.asked = map[jsonrpc.ID]struct{}{}
+			}
+			f.asked[m.ID] = struct{}{}
+		} else if m.Method == "notifications/cancelled" {
+			var p struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+					delete(f.asked, id)
+				}
+			}
+		}
+	case *jsonrpc.Response:
+		delete(f.ours, m.ID)
+	}
+	f.kickLocked()
+}
+
+// asking notes a request of ours to the client.
+func (f *inFlight) asking(id jsonrpc.ID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ours == nil {
+		f.ours = map[jsonrpc.ID]struct{}{}
+	}
+	f.ours[id] = struct{}{}
+	f.kickLocked()
+}
+
+// answered notes the answer to the client's request id, written or not.
+func (f *inFlight) answered(id jsonrpc.ID, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.asked, id)
+	f.broken = f.broken || (err != nil && !errors.Is(err, errEncoding))
+	f.kickLocked()
+}
+
+func (f *inFlight) kickLocked() {
+	select {
+	case f.kick <- struct{}{}:
+	default: // nil (no drain yet), or a wake-up is pending
+	}
+}
+
+// drain waits, once the client's input has ended, until every request it
+// sent has been answered, and reports whether that happened. It gives up
+// when the client is gone (gone, checked every gonePoll: it closed its
+// output too, as a client that quits does, rather than only its input),
+// when it is being asked something (it can no longer answer, and the
+// call that asks would wait for nothing), when a write failed, when
+// closed is closed or ctx ends, and after drainMax.
+func (f *inFlight) drain(ctx context.Context, closed <-chan struct{}, gone func() bool) bool {
+	f.mu.Lock()
+	kick := make(chan struct{}, 1)
+	f.kick = kick
+	f.mu.Unlock()
+	limit := time.NewTimer(drainMax)
+	defer limit.Stop()
+	poll := time.NewTicker(gonePoll)
+	defer poll.Stop()
+	for {
+		f.mu.Lock()
+		done, stuck := len(f.asked) == 0, len(f.ours) > 0 || f.broken
+		f.mu.Unlock()
+		switch {
+		case done:
+			return true
+		case stuck || gone():
+			return false
+		}
+		select {
+		case <-poll.C:
+		case <-kick:
+		case <-closed:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-limit.C:
+			return false
+		}
+	}
+}
 
 type closeBoth struct {
 	r io.Closer

@@ -79,6 +79,39 @@ func TestStdioServeShutdown(t *testing.T) {
 		}
 		sandboxStop(t, m, cfg)
 	})
+
+	t.Run("piped script", func(t *testing.T) {
+		// A script writes its requests and closes serve's input at once:
+		// every request still gets its answer, a slow call's too, and
+		// serve exits 0 after them (before, the end of the input
+		// cancelled them all, initialize included).
+		cfg, _ := config(t, map[string]any{"command": []string{"/opt/bin/mcpserver", "-name", "agent"}})
+		s := startStdioServe(t, m, cfg)
+		script := strings.Join([]string{
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{"ms":500}}}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`,
+		}, "\n") + "\n"
+		if _, err := io.WriteString(s.in, script); err != nil {
+			t.Fatal(err)
+		}
+		s.in.Close()
+		read := make(chan []byte, 1)
+		go func() { // ends with serve's output, at the latest when the cleanup kills it
+			b, _ := io.ReadAll(s.out)
+			read <- b
+		}()
+		if code := s.wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("serve exited with %d after a piped script\n%s", code, s.logs)
+		}
+		out := <-read
+		for _, want := range []string{`"id":1,"result"`, `"id":2,"result"`, `"id":3,"result"`} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("no %s in serve's output:\n%s\n%s", want, out, s.logs)
+			}
+		}
+	})
 }
 
 // stdioServe is `mcpbox serve --stdio` driven through raw pipes.
