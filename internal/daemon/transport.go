@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,10 +22,44 @@ import (
 )
 
 // SignalContext is parent until SIGTERM, SIGINT or SIGHUP arrives: how
-// mcpbox's long-running commands stop cleanly.
+// mcpbox's long-running commands stop cleanly. A second such signal, while
+// the stop has not finished, ends the process at once (status 128 + the
+// signal's number), as a second Ctrl-C does elsewhere: a stop that hangs
+// needed SIGKILL before. Its sandboxes die with it (their inits have the
+// gateway's death signal), and the next serve of the state dir removes
+// what they left. Until the returned function is called.
 func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "mcpbox: %v again while stopping: exiting now, without waiting for the stop to finish\n", s)
+			n, _ := s.(syscall.Signal)
+			forceExit(128 + int(n))
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+		})
+		cancel()
+	}
 }
+
+// forceExit ends the process; a variable for tests.
+var forceExit = os.Exit
 
 // stdinIsClient reports whether serve's standard input is a client's
 // stream, so that serve speaks MCP on stdio: a pipe, a socket (what

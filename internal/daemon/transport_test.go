@@ -3,10 +3,13 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"mcpbox/internal/ptytest"
 
@@ -74,4 +77,40 @@ func openT(t *testing.T, p string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestSecondSignalExits: the first signal ends the context (a clean
+// stop); a second one while that stop runs ends the process, with 128 +
+// the signal's number.
+func TestSecondSignalExits(t *testing.T) {
+	exits := make(chan int, 1)
+	old := forceExit
+	forceExit = func(code int) { exits <- code }
+	t.Cleanup(func() { forceExit = old })
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first signal did not end the context")
+	}
+	select {
+	case code := <-exits:
+		t.Fatalf("the first signal ended the process (%d)", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-exits:
+		if code != 128+int(syscall.SIGHUP) {
+			t.Fatalf("exit status %d after a second SIGHUP, want %d", code, 128+int(syscall.SIGHUP))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a second signal while stopping did not end the process")
+	}
 }
