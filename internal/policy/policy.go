@@ -132,6 +132,38 @@ func (e *Engine) Visible(client, server, tool string) bool {
 	return sp.globs(tool).Action != config.ActionDeny
 }
 
+// Unmatched returns the keys and globs of server's tools.allow,
+// tools.deny, tools.approve and rules that match none of tools (the
+// server's tool names): "servers.NAME.tools.allow: \"raed_*\"". Such a
+// glob is most likely a typo, which hides a tool meant to be given or
+// lets one through that was meant to be denied.
+func (e *Engine) Unmatched(server string, tools []string) []string {
+	sp := e.servers[server]
+	if sp == nil {
+		return nil
+	}
+	none := func(glob string) bool {
+		return !slices.ContainsFunc(tools, func(t string) bool { return matchTool(glob, t) })
+	}
+	var out []string
+	for _, l := range []struct {
+		key   string
+		globs []string
+	}{{"allow", sp.allow}, {"deny", sp.deny}, {"approve", sp.approve}} {
+		for _, g := range l.globs {
+			if none(g) {
+				out = append(out, fmt.Sprintf("%s.%s: %q", sp.path, l.key, g))
+			}
+		}
+	}
+	for _, r := range sp.rules {
+		if none(r.tool) {
+			out = append(out, fmt.Sprintf("%s: tool %q", r.name, r.tool))
+		}
+	}
+	return out
+}
+
 // RuleName is a Decision's Rule without the config file position a rule
 // has ("servers.fs.tools.rules[0] (/home/me/mcpbox.yaml:12:9)"), for a
 // message to a client, which has no business with the operator's paths.
