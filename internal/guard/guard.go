@@ -62,13 +62,14 @@ type Guard struct {
 	// (a trust, a reload), so that remembered answers are not reused.
 	gen atomic.Int64
 
-	mu       sync.Mutex
-	memo     map[memoKey]memoEntry          // guarded by mu
-	scans    map[string][]integrity.Finding // definition sha256 → findings; guarded by mu
-	names    map[string][]string            // server → its tools as the model sees them; guarded by mu
-	reported map[string]bool                // pin changes already logged; guarded by mu
-	asking   map[string]bool                // definitions (server, kind, key) with a trust request open; guarded by mu
-	denied   map[string]string              // definition → the hash a human refused to trust; guarded by mu
+	mu        sync.Mutex
+	memo      map[memoKey]memoEntry          // guarded by mu
+	scans     map[string][]integrity.Finding // definition sha256 → findings; guarded by mu
+	names     map[string][]string            // server → its tools as the model sees them; guarded by mu
+	reported  map[string]bool                // pin changes already logged; guarded by mu
+	unmatched map[string]bool                // tools globs matching no tool already warned of; guarded by mu
+	asking    map[string]bool                // definitions (server, kind, key) with a trust request open; guarded by mu
+	denied    map[string]string              // definition → the hash a human refused to trust; guarded by mu
 }
 
 // guardServer is one server's guard settings.
@@ -141,6 +142,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		scans:          map[string][]integrity.Finding{},
 		names:          map[string][]string{},
 		reported:       map[string]bool{},
+		unmatched:      map[string]bool{},
 		asking:         map[string]bool{},
 		denied:         map[string]string{},
 		tracer:         o.Tracer,

@@ -197,14 +197,35 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 }
 
 // noteNames remembers a server's tool names, for the shadowing rule.
+// It warns, once each, of the server's tools globs that match none of
+// them (policy.Engine.Unmatched): a typo there is silent otherwise, the
+// tool meant simply never shows, or a deny never applies.
 func (g *Guard) noteNames(gs *guardServer, items []gateway.Item) {
 	names := make([]string, 0, len(items))
 	for _, it := range items {
 		names = append(names, it.Key)
 	}
+	unmatched := g.engine.Unmatched(gs.name, names)
 	g.mu.Lock()
 	g.names[gs.name] = names
+	var news []string
+	for _, u := range unmatched {
+		if !g.unmatched[u] {
+			g.unmatched[u] = true
+			news = append(news, u)
+		}
+	}
 	g.mu.Unlock()
+	if len(news) == 0 {
+		return
+	}
+	shown := slices.Sorted(slices.Values(names))
+	if len(shown) > 10 {
+		shown = append(shown[:10], "...")
+	}
+	for _, u := range news {
+		g.log.Warn(fmt.Sprintf("%s matches none of server %s's %d tools (a typo?): %s", u, gs.name, len(names), strings.Join(shown, ", ")), "server", gs.name)
+	}
 }
 
 // otherNames are the tool names of the other servers, bare and prefixed.

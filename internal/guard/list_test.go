@@ -1,8 +1,10 @@
 package guard
 
 import (
+	"bytes"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"mcpbox/internal/config"
@@ -50,5 +52,54 @@ func TestListRemembersByGen(t *testing.T) {
 	// Gen 0 names no list: never remembered.
 	if none := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("reads a file")); len(none) != 1 {
 		t.Errorf("gen 0 with the pinned definition: %q, want it shown", keys(none))
+	}
+}
+
+// TestUnmatchedGlobsWarned: a tools glob (allow, deny, approve, a rule's
+// tool) that matches none of the server's tools is warned of, once,
+// with the tools it has; globs that match are not.
+func TestUnmatchedGlobsWarned(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte(`version: 1
+servers:
+  fs:
+    command: [srv]
+    tools:
+      allow: [read_*, raed_file]
+      deny: [delete_*]
+      approve: [write_file]
+      rules:
+        - {tool: wirte_*, action: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // list logs synchronously
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	items := []gateway.Item{
+		{Key: "read_file", Raw: []byte(`{"name":"read_file","inputSchema":{"type":"object"}}`)},
+		{Key: "write_file", Raw: []byte(`{"name":"write_file","inputSchema":{"type":"object"}}`)},
+	}
+	g.list(gateway.LocalAgent, "fs", gateway.KindTools, 1, items)
+	g.list("other", "fs", gateway.KindTools, 2, items)
+	out := logs.String()
+	for _, want := range []string{
+		`servers.fs.tools.allow: \"raed_file\" matches none of server fs's 2 tools (a typo?): read_file, write_file`,
+		`servers.fs.tools.deny: \"delete_*\" matches none`,
+		`servers.fs.tools.rules[0]: tool \"wirte_*\" matches none`,
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("want once in the log: %s\nlog:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{`"read_*"`, `"write_file"`} {
+		if strings.Contains(out, not) {
+			t.Errorf("a glob that matches was warned of: %s\nlog:\n%s", not, out)
+		}
 	}
 }
