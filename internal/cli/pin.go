@@ -21,8 +21,9 @@ Starts each server of the config (every one, or those named) in its
 sandbox, lists its tools, prompts and resource templates and notes its
 initialize instructions, runs the
 description scanner over them and prints its findings, then records the
-definitions in the lock file mcpbox.lock beside the config (in the state
-dir for the embedded default), replacing that server's earlier pins. A
+definitions in the lock file beside the config (mcpbox.lock for
+mcpbox.yaml, NAME.lock for NAME.yaml; in the state dir for the embedded
+default), replacing that server's earlier pins. A
 gateway running on the same state dir reloads the lock file.
 
 --check records nothing: it prints the scanner's findings and how each
@@ -74,7 +75,12 @@ func (e *env) pin(args []string) int {
 		return exitUsage
 	}
 	defer lister.Close()
-	pins, err := integrity.OpenPins(guard.DefaultLockPath(*cfgPath, dir))
+	lockPath, err := guard.LockPath(*cfgPath, dir)
+	if err != nil {
+		e.errorf("pin: %v", err)
+		return 1
+	}
+	pins, err := integrity.OpenPins(lockPath)
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1

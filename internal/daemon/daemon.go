@@ -29,6 +29,7 @@ type daemon struct {
 	o    Options
 	c    *config.Config
 	dir  string // the state dir
+	lock string // the pins' lock file (guard.LockPath), once the guard is made
 	book *redact.Book
 	log  *slog.Logger
 	// The transports: stdio, and HTTP on addr when not "".
@@ -224,7 +225,7 @@ func (d *daemon) serve(parent context.Context) error {
 	if d.o.Summary != nil {
 		// After the servers were set up, so that it names the ones that
 		// could not be (reportUnavailable says why, below it).
-		sum := summarize(d.c, guard.DefaultLockPath(d.o.ConfigPath, d.dir))
+		sum := summarize(d.c, d.lock)
 		down := d.setups.Down()
 		for i := range sum.Servers {
 			_, sum.Servers[i].Unavailable = down[sum.Servers[i].Name]
@@ -294,7 +295,12 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 			return nil, fmt.Errorf("audit.jsonl: %w", err)
 		}
 	}
-	return guard.New(d.c, guard.Options{StateDir: d.dir, LockPath: guard.DefaultLockPath(d.o.ConfigPath, d.dir),
+	lock, err := guard.LockPath(d.o.ConfigPath, d.dir)
+	if err != nil {
+		return nil, err
+	}
+	d.lock = lock
+	return guard.New(d.c, guard.Options{StateDir: d.dir, LockPath: lock,
 		JSONL: jsonl, Source: source, Shared: inst != nil && inst.Shared(), Tracer: d.tracer}, d.log, d.book)
 }
 
@@ -303,7 +309,7 @@ func (d *daemon) newGuard(inst *admin.Instance) (*guard.Guard, error) {
 // its package did not install; its image does not pull) is left
 // unavailable (d.setups), its package retried with po.
 func (d *daemon) newGateway(ctx context.Context, g *guard.Guard, po packageOptions, failed map[string]error) (*gateway.Gateway, error) {
-	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
+	lockPath := d.lock
 	w := wiring{
 		c: d.c, log: d.log, book: d.book, stderr: d.o.Stderr, guard: g,
 		loginFlags: func(agent string) string { return loginFlags(d.o.ConfigPath, d.o.StateDir, agent) },

@@ -152,7 +152,10 @@ func init() {
 // now and, when that is not the pinned image, pulls it (by the digest it
 // resolved to) and lists the server's definitions run from it.
 func checkImageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*Update, error) {
-	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	is := imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr}
 	opts := specconv.ImageOptions(s, o.StateDir, is.progress(s.Name))
 	ref, err := image.ParseRef(s.Image.Ref)

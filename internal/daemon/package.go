@@ -260,7 +260,7 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 // for the gateway to report and retry (setup.go), unless the options are
 // strict; it returns the packages' install options for those retries.
 func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOptions, map[string]error, error) {
-	lockPath := guard.DefaultLockPath(d.o.ConfigPath, d.dir)
+	lockPath := d.lock
 	po := packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir,
 		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g), keepGoing: !d.o.Strict}
 	pkgs, changes, failed, err := installPackages(ctx, po)

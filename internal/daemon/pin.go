@@ -75,7 +75,10 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
-	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	pkgs, c := o.packages, o.Config
 	var failed map[string]error
 	if pkgs == nil {

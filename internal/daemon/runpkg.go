@@ -34,7 +34,7 @@ func runPackage(ctx context.Context, o *ServerOptions) error {
 	if err != nil {
 		return err
 	}
-	lockPath := guard.DefaultLockPath("", dir)
+	lockPath, _ := guard.LockPath("", dir) // the state dir's: nothing to start it from
 	key := "run:" + string(src.Ecosystem) + ":" + src.Name
 	old, pinned, err := integrity.ReadPackagePin(lockPath, key)
 	if err != nil {

@@ -54,7 +54,10 @@ func checkPackageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*
 		return nil, configError(fmt.Errorf("server %s is not a package server", s.Name))
 	}
 	ps := pss[0]
-	lockPath := guard.DefaultLockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	old, pinned, err := integrity.ReadPackagePin(lockPath, s.Name)
 	if err != nil {
 		return nil, err

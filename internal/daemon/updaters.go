@@ -69,7 +69,11 @@ func CheckUpdate(ctx context.Context, o ListOptions, server string) (*Update, er
 	if err := checkPlatform(&config.Config{Servers: []*config.Server{s}, Backend: o.Config.Backend}, goos); err != nil {
 		return nil, err
 	}
-	pins, err := integrity.OpenPins(guard.DefaultLockPath(o.ConfigPath, o.StateDir))
+	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	pins, err := integrity.OpenPins(lockPath)
 	if err != nil {
 		return nil, err
 	}

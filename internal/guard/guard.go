@@ -102,8 +102,8 @@ type Options struct {
 	// StateDir holds the audit store (audit.db) and the approvals; it
 	// must be set.
 	StateDir string
-	// LockPath is the lock file (mcpbox.lock) of the pins; it must be
-	// set (DefaultLockPath).
+	// LockPath is the lock file of the pins; it must be set
+	// (LockPath).
 	LockPath string
 	// Source is the config's text, for error positions inside rules; nil:
 	// errors name no position.
@@ -208,15 +208,6 @@ func (g *Guard) openStores(c *config.Config, o Options) error {
 		return fmt.Errorf("opening the approval store: %w", err)
 	}
 	return nil
-}
-
-// DefaultLockPath is mcpbox.lock beside the config, or in the state dir
-// for the embedded default.
-func DefaultLockPath(configPath, stateDir string) string {
-	if configPath == "" {
-		return filepath.Join(stateDir, "mcpbox.lock")
-	}
-	return filepath.Join(filepath.Dir(configPath), "mcpbox.lock")
 }
 
 // Attach gives the guard its gateway (for list_changed after a trust).

@@ -7,8 +7,8 @@
 // the user approved it: the approved text asked for a file name, the new
 // text tells the model to send ~/.ssh/id_rsa along. The gateway pins every
 // tool, prompt and resource template, and each server's initialize
-// instructions ([KindInstructions]), in a lock file, mcpbox.lock beside
-// the config. Per server the file holds the server's name and version and,
+// instructions ([KindInstructions]), in a lock file beside the config
+// (mcpbox.lock, or NAME.lock for NAME.yaml). Per server the file holds the server's name and version and,
 // per item, the sha256 of the RFC 8785 (JCS) canonical JSON of its members
 // (all but _meta, icons and execution: a client may read members mcpbox
 // does not know), together with that canonical definition itself, so a

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +273,10 @@ func igWaitTrust(t *testing.T, m mode, cfg, tool string) string {
 	}
 	t.Fatalf("no pending trust request for rugpull/%s within 20 s; approvals: %+v", tool, seen)
 	return ""
+}
+
+// lockBeside is the lock file of the config at cfg, as mcpbox keeps it:
+// NAME.lock beside NAME.yaml (mcpbox.lock beside mcpbox.yaml).
+func lockBeside(cfg string) string {
+	return strings.TrimSuffix(cfg, filepath.Ext(cfg)) + ".lock"
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +37,7 @@ func TestIntegrityInstructionsRugPull(t *testing.T) {
 		if got := igInstructions(t, m, cfg); got != igInstrBenign {
 			t.Fatalf("first run: instructions %q, want %q (pinned on first sight)", got, igInstrBenign)
 		}
-		lock, err := os.ReadFile(filepath.Join(dir, "mcpbox.lock"))
+		lock, err := os.ReadFile(lockBeside(cfg))
 		if err != nil || !strings.Contains(string(lock), igInstrBenign) {
 			t.Fatalf("the lock file lacks the instructions (%v):\n%s", err, lock)
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +19,7 @@ import (
 func TestIntegrityRugPull(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		cfg := igConfig(t, m, igOpts{})
-		lock := filepath.Join(filepath.Dir(cfg), "mcpbox.lock")
+		lock := lockBeside(cfg)
 		if _, err := os.Stat(lock); err == nil {
 			t.Fatal("a lock file exists before the first serve")
 		}
@@ -199,7 +198,7 @@ func TestIntegrityEnforce(t *testing.T) {
 		for _, how := range []string{"pin", "trust"} {
 			t.Run(how, func(t *testing.T) {
 				cfg := igConfig(t, m, igOpts{fields: map[string]any{"pin": "enforce"}})
-				lock := filepath.Join(filepath.Dir(cfg), "mcpbox.lock")
+				lock := lockBeside(cfg)
 				_, sess, rec, ctx := igSession(t, m, cfg)
 				if tools := igList(t, ctx, sess); len(tools) != 0 {
 					t.Fatalf("a quarantined server lists %v", igNames(tools))
@@ -281,7 +280,7 @@ func TestIntegrityLockStable(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		dir := gwDir(t, m)
 		cfg := igConfigIn(t, m, dir, igOpts{})
-		lock := filepath.Join(dir, "mcpbox.lock")
+		lock := lockBeside(cfg)
 		read := func() []byte {
 			t.Helper()
 			b, err := os.ReadFile(lock)

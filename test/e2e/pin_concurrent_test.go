@@ -31,7 +31,7 @@ func TestPinConcurrent(t *testing.T) {
 			t.Errorf("mcpbox pin %s:\n%s", names[i], r)
 		}
 	}
-	lock, err := integrity.ReadLock(filepath.Join(filepath.Dir(cfg), "mcpbox.lock"))
+	lock, err := integrity.ReadLock(lockBeside(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestPinConcurrent(t *testing.T) {
 			t.Errorf("the lock file has no tools of %s: %+v", name, s)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(filepath.Dir(cfg), "mcpbox.lock.flock")); !os.IsNotExist(err) {
-		t.Errorf("pin left mcpbox.lock.flock beside the lock: %v", err)
+	if _, err := os.Lstat(lockBeside(cfg) + ".flock"); !os.IsNotExist(err) {
+		t.Errorf("pin left %s.flock beside the lock: %v", filepath.Base(lockBeside(cfg)), err)
 	}
 }
