@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"mcpbox/internal/instance"
 )
@@ -33,8 +34,9 @@ type ConfigStateDir func(path, dir string) (stateDir string, ok bool)
 
 // FindStateDir is the state dir of the project the directory wd is in,
 // for admin commands given neither --config nor --state-dir. From wd up
-// to /, each directory's project config (its state_dir, given by
-// configStateDir, or its project state dir) and the embedded default's
+// to /, each directory's configs (configsIn: mcpbox.yaml first; each
+// one's state_dir, given by configStateDir, or its project state dir)
+// and the embedded default's
 // project state dir for that directory are candidates; the first with a
 // live instance wins. With none live, the nearest candidate that exists
 // (a stopped project's audit log is still read).
@@ -59,19 +61,42 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 	return "", fmt.Errorf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps --all lists every running instance)", wd)
 }
 
+// maxConfigSize bounds the YAML files discovery reads as configs: a
+// project directory may hold large YAML that is no mcpbox config.
+const maxConfigSize = 1 << 20
+
+// configsIn are the config files in dir that discovery considers, in
+// order: mcpbox.yaml, mcpbox.yml, then the other *.yaml and *.yml files
+// by name (a project may keep several configs, each served with
+// --config; a file that is no mcpbox config is passed over by
+// configStateDir). Only the user's own (or root's) regular files: a
+// parent dir such as /tmp may hold one another user planted.
+func configsIn(dir string) []string {
+	names := slices.Clone(projectConfigs)
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); (ext == ".yaml" || ext == ".yml") && !slices.Contains(projectConfigs, e.Name()) {
+				names = append(names, e.Name()) // ReadDir sorts by name
+			}
+		}
+	}
+	var out []string
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path)
+		if err == nil && fi.Mode().IsRegular() && fi.Size() <= maxConfigSize && ownedByMe(fi) {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
 // stateDirCandidates are the state dirs a project in dir may use,
-// without creating them: its config's, then the embedded default's.
+// without creating them: its configs', then the embedded default's.
 func stateDirCandidates(dir string, configStateDir ConfigStateDir) []string {
 	root, rerr := instance.Root()
 	var out []string
-	for _, name := range projectConfigs {
-		path := filepath.Join(dir, name)
-		// Only the user's own (or root's) config: a parent dir such as
-		// /tmp may hold one another user planted.
-		fi, err := os.Stat(path)
-		if err != nil || !fi.Mode().IsRegular() || !ownedByMe(fi) {
-			continue
-		}
+	for _, path := range configsIn(dir) {
 		sd, ok := configStateDir(path, dir)
 		switch {
 		case !ok:

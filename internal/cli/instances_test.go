@@ -109,6 +109,26 @@ func TestFindStateDir(t *testing.T) {
 	if got, err := findStateDir(sub); err != nil || got != own {
 		t.Errorf("findStateDir with state_dir ./st = %q, %v; want %s", got, err, own)
 	}
+	// A config of another name, served with --config, beside YAML that is
+	// no mcpbox config.
+	proj2 := filepath.Join(tmp, "proj2")
+	os.Mkdir(proj2, 0o700)
+	claude := filepath.Join(proj2, "claude.yaml")
+	if err := os.WriteFile(claude, []byte("version: 1\nservers:\n  fs:\n    command: [node, s.js]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj2, "compose.yaml"), []byte("services: {web: {image: nginx}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claudeDir, err := specconv.ProjectStateDir(claude, proj2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveFake(t, claudeDir, proj2)
+	if got, err := findStateDir(proj2); err != nil || got != claudeDir {
+		t.Errorf("findStateDir with claude.yaml served = %q, %v; want its %s", got, err, claudeDir)
+	}
+
 	// The main: two projects never share a state dir.
 	other := filepath.Join(tmp, "other")
 	os.Mkdir(other, 0o700)
