@@ -29,6 +29,10 @@ type downstream struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed by close
+	// leaving is closed by inputEnded: the client closed its input
+	// (Call.Leaving).
+	leaving   chan struct{}
+	leaveOnce sync.Once
 	// Set before the session is served (ServeStdio, Handler), then only read.
 	swaps *swapTable    // set when the session runs on stdioTransport
 	fast  *fastCalls    // likewise, unless the fast path is off (fastcall.go)
@@ -78,7 +82,7 @@ func (g *Gateway) newDownstream(agent string) (*downstream, error) {
 	g.mu.Unlock()
 	// Random, so that a session never meets a leftover of an earlier run.
 	id := "s" + strings.ToLower(rand.Text()[:16])
-	d := &downstream{gw: g, agent: agent, id: id, subs: map[string]*upstream{}, done: make(chan struct{})}
+	d := &downstream{gw: g, agent: agent, id: id, subs: map[string]*upstream{}, done: make(chan struct{}), leaving: make(chan struct{})}
 	d.ctx, d.cancel = context.WithCancelCause(context.Background())
 	d.server = mcp.NewServer(&mcp.Implementation{Name: "mcpbox", Version: g.opts.Version}, &mcp.ServerOptions{
 		// A superset, so that the SDK lets every notification through;
@@ -285,6 +289,11 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 	return res, nil
 }
 
+// inputEnded tells the session's calls that the client is leaving: it
+// closed its input (stdioConn.Read), and reads only the answers to what
+// it asked (Call.Leaving).
+func (d *downstream) inputEnded() { d.leaveOnce.Do(func() { close(d.leaving) }) }
+
 // clientName is "name version" of the client from its initialize request.
 func clientName(req mcp.Request) string {
 	p, ok := req.GetParams().(*mcp.InitializeParams)
@@ -471,7 +480,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		mcpID := d.mcpID
 		d.mu.Unlock()
 		c := &Call{Agent: d.agent, Session: d.id, MCPSession: mcpID, Server: b.srv.Name, Scope: b.srv.scopeOf(d), Tool: tool, Name: p.Name,
-			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor(), Trace: traceOf(p.Meta)}
+			Arguments: p.Arguments, Definition: def.Raw, Elicit: d.elicitor(), Trace: traceOf(p.Meta), Leaving: d.leaving}
 		if modernOf(ctx) != nil {
 			c.Elicit = d.modernElicitor(ctx)
 		}

@@ -239,6 +239,7 @@ func (f *fastCalls) serve(ctx context.Context, cancel context.CancelCauseFunc, i
 	r, ok := res.(rawResultValue)
 	if !ok {
 		d.gw.log.Error("fast tools/call: unexpected result type", "type", fmt.Sprintf("%T", res))
+		f.conn.writeFast(&jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "mcpbox: the call's result could not be written")}, nil)
 		return
 	}
 	f.conn.writeFast(&jsonrpc.Response{ID: id}, r.raw)

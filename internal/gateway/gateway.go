@@ -232,6 +232,11 @@ type Call struct {
 	// Trace is the W3C trace context the client sent with the call
 	// (_meta traceparent), "" if none: for the audit record.
 	Trace string
+	// Leaving is closed when the client is leaving (a stdio client closed
+	// its input): its calls still run to their answers, which it reads,
+	// but one waiting to run (for a human's approval) should be withdrawn,
+	// with ErrInputEnded: nobody would see its result. Nil: never.
+	Leaving <-chan struct{}
 }
 
 // Options configure a Gateway.

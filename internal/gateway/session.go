@@ -22,6 +22,10 @@ var (
 	ErrSessionIdle error = &cancelCause{"the client session was idle too long"}
 	// ErrShutdown: the gateway is closing.
 	ErrShutdown error = &cancelCause{"the gateway is shutting down"}
+	// ErrInputEnded: a stdio client closed its input (it is leaving):
+	// the calls it made still run to their answers, but one that waits
+	// to run, for a human's approval, is withdrawn (Call.Leaving).
+	ErrInputEnded error = &cancelCause{"the client closed its input"}
 )
 
 // cancelCause is a cancellation with its reason.

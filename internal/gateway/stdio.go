@@ -63,8 +63,13 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.lines.Read(ctx)
 		if err != nil {
-			if errors.Is(err, io.EOF) && !c.open.drain(ctx, c.closed, func() bool { return hungUp(c.t.w) }) {
-				c.t.log.Warn("the client's input ended before it was answered; the requests still in flight are cancelled")
+			if errors.Is(err, io.EOF) {
+				if c.t.d != nil {
+					c.t.d.inputEnded() // a call waiting for approval is withdrawn
+				}
+				if !c.open.drain(ctx, c.closed, func() bool { return hungUp(c.t.w) }) {
+					c.t.log.Warn("the client's input ended before it was answered; the requests still in flight are cancelled")
+				}
 			}
 			if c.fast != nil {
 				c.fast.stop(err) // as the SDK cancels its calls when reading ends
@@ -83,8 +88,8 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp != nil && c.fast != nil {
 		c.fast.answered(resp)
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		c.open.asking(req.ID)
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		c.open.sent(req)
 	}
 	return c.write(ctx, msg)
 }
@@ -235,13 +240,8 @@ func (f *inFlight) read(msg jsonrpc.Message) {
 			}
 			f.asked[m.ID] = struct{}{}
 		} else if m.Method == "notifications/cancelled" {
-			var p struct {
-				RequestID any `json:"requestId"`
-			}
-			if json.Unmarshal(m.Params, &p) == nil {
-				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
-					delete(f.asked, id)
-				}
+			if id, ok := cancelledID(m); ok {
+				delete(f.asked, id)
 			}
 		}
 	case *jsonrpc.Response:
@@ -250,15 +250,35 @@ func (f *inFlight) read(msg jsonrpc.Message) {
 	f.kickLocked()
 }
 
-// asking notes a request of ours to the client.
-func (f *inFlight) asking(id jsonrpc.ID) {
+// sent notes a request of ours to the client, or our cancellation of
+// one, after which the client answers it no more.
+func (f *inFlight) sent(req *jsonrpc.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ours == nil {
-		f.ours = map[jsonrpc.ID]struct{}{}
+	switch {
+	case req.IsCall():
+		if f.ours == nil {
+			f.ours = map[jsonrpc.ID]struct{}{}
+		}
+		f.ours[req.ID] = struct{}{}
+	case req.Method == "notifications/cancelled":
+		if id, ok := cancelledID(req); ok {
+			delete(f.ours, id)
+		}
 	}
-	f.ours[id] = struct{}{}
 	f.kickLocked()
+}
+
+// cancelledID is the request a notifications/cancelled names.
+func cancelledID(req *jsonrpc.Request) (jsonrpc.ID, bool) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	return id, err == nil
 }
 
 // answered notes the answer to the client's request id, written or not.

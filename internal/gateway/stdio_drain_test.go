@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // drainServer answers "later" after a while, and for "ask" asks the
@@ -109,5 +112,56 @@ func TestStdioInputEndNoWaitForClient(t *testing.T) {
 				t.Fatalf("the client was not asked: %q", got)
 			}
 		})
+	}
+}
+
+// TestInFlightTracks: what the client asked is open until answered or
+// cancelled by the client; a request of ours to it stops a drain until
+// answered or cancelled by us (the client then answers it no more).
+func TestInFlightTracks(t *testing.T) {
+	never := func() bool { return false }
+	closed := make(chan struct{})
+	id := func(v any) jsonrpc.ID {
+		id, err := jsonrpc.MakeID(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	call := func(n float64, method string) *jsonrpc.Request {
+		return &jsonrpc.Request{ID: id(n), Method: method}
+	}
+	cancelled := func(id any) *jsonrpc.Request {
+		p, _ := json.Marshal(map[string]any{"requestId": id})
+		return &jsonrpc.Request{Method: "notifications/cancelled", Params: p}
+	}
+	var f inFlight
+	f.read(call(1, "tools/call"))
+	f.read(call(2, "tools/call"))
+	f.answered(id(float64(1)), nil)
+	f.read(cancelled(2))
+	if !f.drain(context.Background(), closed, never) {
+		t.Fatal("a drain with every request answered or cancelled did not end answered")
+	}
+
+	var g inFlight
+	g.read(call(3, "tools/call"))
+	g.sent(&jsonrpc.Request{ID: id("q1"), Method: "elicitation/create"})
+	if g.drain(context.Background(), closed, never) {
+		t.Fatal("a drain while the client is asked something reported every answer written")
+	}
+	g.sent(cancelled("q1"))
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		g.answered(id(float64(3)), nil)
+	}()
+	if !g.drain(context.Background(), closed, never) {
+		t.Fatal("once our request was cancelled, the drain still gave up")
+	}
+
+	var h inFlight
+	h.read(call(4, "tools/call"))
+	if h.drain(context.Background(), closed, func() bool { return true }) {
+		t.Fatal("a drain for a client gone reported every answer written")
 	}
 }

@@ -231,6 +231,20 @@ func (g *Guard) decided(next handler) handler {
 func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) (res json.RawMessage, refused bool) {
 	rec := st.rec
 	actx, spanEnd := g.span(ctx, SpanApproval)
+	if st.c.Leaving != nil {
+		// A client that is leaving reads its answers but will not see
+		// this one run: withdrawn, rather than approved for nobody.
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(actx)
+		defer cancel(nil) // ends the watch below
+		go func() {
+			select {
+			case <-st.c.Leaving:
+				cancel(gateway.ErrInputEnded)
+			case <-actx.Done():
+			}
+		}()
+	}
 	dec, err := g.approve(actx, st.c, d, rec.Sandbox)
 	defer func() { spanEnd(attribute.String(AttrDecision, rec.Decision)) }()
 	rec.Approver = dec.By

@@ -1,8 +1,12 @@
 package guard
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +15,9 @@ import (
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
+	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/redact"
 )
 
 // TestGuardApprovalCancelledByClient attacks an approval that outlives its
@@ -102,5 +108,84 @@ func TestGuardRecordsCallsNeverRun(t *testing.T) {
 		if rec.Decision != want.decision || rec.Outcome != want.outcome || rec.Rule != want.rule+want.why || rec.Tool != "echo" {
 			t.Errorf("record %d: decision %q, outcome %q, rule %q, tool %q; want %s, %s, %s%s", i, rec.Decision, rec.Outcome, rec.Rule, rec.Tool, want.decision, want.outcome, want.rule, want.why)
 		}
+	}
+}
+
+// TestGuardApprovalWithdrawnAtInputEnd: a stdio client that closes its
+// input still reads the answers to what it asked, but a call of it that
+// waits for approval is withdrawn at once, not left to be approved for
+// nobody: its answer says so, nothing is pending, the call never runs,
+// and its audit record is cancelled with the reason.
+func TestGuardApprovalWithdrawnAtInputEnd(t *testing.T) {
+	c, err := config.Load("guard.yaml", []byte(guardTestConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, log, &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	gw, err := gateway.New([]*gateway.Server{{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: echoLauncher}},
+		gateway.Options{Logger: log, Hooks: g.Hooks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	g.Attach(gw)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	served := make(chan error, 1)
+	go func() { served <- gw.ServeStdio(context.Background(), gateway.LocalAgent, inR, outW) }()
+	answer := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), `{"jsonrpc":"2.0","id":2,`) {
+				answer <- sc.Text()
+			}
+		}
+	}()
+	for _, m := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"review"}}}`,
+	} {
+		if _, err := io.WriteString(inW, m+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(g.broker.Pending()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not wait for approval")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	inW.Close()
+	select {
+	case a := <-answer:
+		if !strings.Contains(a, "cancelled while waiting for approval (the client closed its input)") {
+			t.Fatalf("the call's answer: %s", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call waiting for approval was not withdrawn at the end of the input")
+	}
+	if p := g.broker.Pending(); len(p) != 0 {
+		t.Fatalf("still pending: %+v", p)
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeStdio did not return after the answer")
+	}
+	r := &guardRig{g: g}
+	recs := r.records(t)
+	if len(recs) != 1 || recs[0].Decision != "cancelled" || !strings.Contains(recs[0].Error, "closed its input") {
+		t.Fatalf("call records %+v, want one cancelled with the reason", recs)
 	}
 }
