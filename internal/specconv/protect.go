@@ -45,9 +45,7 @@ func hideHome(spec *sandbox.Spec) error {
 	home := realHome()
 	root, err := instance.Root()
 	if err == nil {
-		if r, err := filepath.EvalSymlinks(root); err == nil {
-			root = r
-		}
+		root = workspace.ResolveExisting(root)
 	}
 	for _, src := range sources {
 		switch {

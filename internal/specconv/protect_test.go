@@ -236,3 +236,24 @@ func TestHideHome(t *testing.T) {
 		t.Errorf("--policy with the home dir as input: %v", err)
 	}
 }
+
+// TestHideHomeStateRootNotMadeYet: with the home dir a symlink and no
+// state root made yet, a mount of the real place that would hold it is
+// refused too.
+func TestHideHomeStateRootNotMadeYet(t *testing.T) {
+	tmp := t.TempDir()
+	real := filepath.Join(tmp, "disk", "me")
+	if err := os.MkdirAll(filepath.Join(real, ".local"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(tmp, "home")
+	if err := os.Symlink(real, home); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	err := hideHome(&sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(real, ".local"), Target: "/data"}}})
+	if err == nil || !strings.Contains(err.Error(), "mcpbox's state root") {
+		t.Fatalf("a mount of the real dir that will hold the state root: %v", err)
+	}
+}

@@ -80,17 +80,34 @@ func (p Protected) Check(dir string) error {
 	return nil
 }
 
-// resolvedAll returns p as given and with symlinks resolved (if they
-// resolve), cleaned; none for "".
+// resolvedAll returns p as given and with symlinks resolved
+// (ResolveExisting), cleaned; none for "".
 func resolvedAll(p string) []string {
 	if p == "" {
 		return nil
 	}
 	out := []string{filepath.Clean(p)}
-	if r, err := filepath.EvalSymlinks(p); err == nil && r != out[0] {
+	if r := ResolveExisting(p); r != out[0] {
 		out = append(out, r)
 	}
 	return out
+}
+
+// ResolveExisting is p with the symlinks of its longest existing prefix
+// resolved, the rest kept: a place not made yet (a state root before the
+// first serve) is compared where it will be, also when a directory above
+// it is a symlink (a home dir on another disk).
+func ResolveExisting(p string) string {
+	rest := ""
+	for d := filepath.Clean(p); ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if d == filepath.Dir(d) {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+	}
 }
 
 // within reports whether a is b or beneath b.

@@ -67,3 +67,32 @@ func TestProtectedCheck(t *testing.T) {
 		t.Errorf("the zero Protected refuses a home path: %v", err)
 	}
 }
+
+// TestProtectedNotMadeYet: a protected place that does not exist yet
+// (the state root before the first serve) is compared where it will be,
+// also below a symlinked directory (a home dir on another disk): a
+// writable dir reached by the real path is refused.
+func TestProtectedNotMadeYet(t *testing.T) {
+	tmp := t.TempDir()
+	real := filepath.Join(tmp, "disk", "me")
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(tmp, "home")
+	if err := os.Symlink(real, home); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(home, ".local", "state", "mcpbox") // not made
+	if got, want := ResolveExisting(root), filepath.Join(real, ".local", "state", "mcpbox"); got != want {
+		t.Fatalf("ResolveExisting(%s) = %s, want %s", root, got, want)
+	}
+	p := Protected{Root: root}
+	for _, dir := range []string{filepath.Join(real, ".local"), filepath.Join(real, ".local", "state", "mcpbox", "projects")} {
+		if err := p.Check(dir); !errors.Is(err, ErrProtected) {
+			t.Errorf("Check(%s) = %v, want it refused: it would show the state root once made", dir, err)
+		}
+	}
+	if err := p.Check(filepath.Join(real, "work")); err != nil {
+		t.Errorf("Check of a dir beside the state root: %v", err)
+	}
+}
