@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"mcpbox/internal/gateway"
@@ -75,6 +77,10 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	if len(allow) == 0 {
 		allow = []string{"*"}
 	}
+	// Whether the server ever ran for a session, and how its last start
+	// failed: a run whose server never started exits with that reason.
+	var ran atomic.Bool
+	var failed atomic.Pointer[string]
 	gw, err := gateway.New([]*gateway.Server{{
 		Name: o.Name, Scope: gateway.ScopeAgent, Launch: launch.On(l),
 		Allow: allow, Deny: o.Deny, CallTimeout: o.CallTimeout, MaxOutput: o.MaxOutput,
@@ -87,6 +93,16 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 			// anything else sees it.
 			Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) },
 			Call:   guard.CredentialCheck(log, nil),
+			Session: func(ev gateway.SessionEvent) {
+				if !ev.End {
+					ran.Store(true) // its one server started for it
+				}
+			},
+			Restart: func(ev gateway.RestartEvent) {
+				if strings.HasPrefix(ev.Reason, "failed to start") {
+					failed.Store(&ev.Reason)
+				}
+			},
 		},
 	})
 	if err != nil {
@@ -102,6 +118,9 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	release()
 	if err != nil && ctx.Err() == nil {
 		return err
+	}
+	if why := failed.Load(); why != nil && !ran.Load() {
+		return fmt.Errorf("server %s never started: it %s", o.Name, book.String(*why))
 	}
 	return nil
 }

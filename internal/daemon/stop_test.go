@@ -88,3 +88,20 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestRunServerNeverStarted: a run whose server never started for its
+// client fails with how its start failed (before, it exited 0); a run
+// that no client opened a session on does not.
+func TestRunServerNeverStarted(t *testing.T) {
+	var stderr safeBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n"
+	err := RunServer(ctx, ServerOptions{
+		Name: "x", Spec: sandbox.Spec{Args: []string{"no-such-server-bin-7f3a"}},
+		Stdin: strings.NewReader(init), Stdout: io.Discard, Stderr: &stderr,
+	})
+	if err == nil || !strings.Contains(err.Error(), "server x never started: it failed to start") {
+		t.Fatalf("RunServer of a server that cannot start: %v, want why it never started\nstderr:\n%s", err, stderr.String())
+	}
+}
