@@ -183,6 +183,11 @@ func (p *policy) decideIP(pl plan) plan {
 		}
 	}
 	switch {
+	case !matched && u.IsUnspecified():
+		// No hint to allow it: connecting to it reaches the host's own
+		// services, whatever port they listen on.
+		pl.deny = "no rule allows " + net.JoinHostPort(pl.ip.String(), strconv.Itoa(pl.port)) +
+			": the unspecified address reaches this host's own services; name the host or address meant"
 	case !matched && !strings.Contains(reason, "cloud metadata"):
 		pl.deny = noRule(pl.ip.String(), pl.port)
 	case reason != "":

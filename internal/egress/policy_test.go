@@ -274,6 +274,22 @@ func TestNoRuleNamesTheRule(t *testing.T) {
 	}
 }
 
+// TestUnspecifiedRefusalHasNoHint: 0.0.0.0 and ::, which reach the host's
+// own services, are refused saying so, without the hint that shows how to
+// allow a target no rule names.
+func TestUnspecifiedRefusalHasNoHint(t *testing.T) {
+	p, err := compilePolicy([]Rule{{Host: "other.example"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"0.0.0.0", "[::]", "[::ffff:0.0.0.0]"} {
+		deny := p.decide(host, 8080).deny
+		if !strings.Contains(deny, "this host's own services") || strings.Contains(deny, "to allow it") {
+			t.Errorf("%s: refused with %q, want it named the host's own, without a hint", host, deny)
+		}
+	}
+}
+
 // TestMetadataRefusalHasNoHint: the cloud metadata endpoint, by address
 // or by name, is refused as such when no rule names it, without the hint
 // that shows how to allow a target no rule names.
