@@ -308,7 +308,7 @@ func primitiveText(raw json.RawMessage) (string, bool) {
 type posted struct {
 	p     *mcp.CallToolParamsRaw
 	why   string       // the refusal the headers foretell, or ""
-	claim atomic.Int32 // 0 open; 1 the session's; 2 told as refused
+	claim atomic.Int32 // claimOpen, then claimSession or claimRefused
 }
 
 type postedKey struct{}
@@ -334,17 +334,25 @@ func postedCall(header http.Header, body []byte) *posted {
 	return c
 }
 
+// The states of posted.claim: whoever moves it from claimOpen first has
+// the call.
+const (
+	claimOpen    = iota // answered by nobody yet
+	claimSession        // the session's middleware runs it (takePosted)
+	claimRefused        // told to Hooks.Unknown as refused (tellUnclaimed)
+)
+
 // takePosted claims the request of ctx for the session, and reports
 // false when the SDK has answered it already (it was told as refused).
 func takePosted(ctx context.Context) bool {
 	c, ok := ctx.Value(postedKey{}).(*posted)
-	return !ok || c.claim.CompareAndSwap(0, 1)
+	return !ok || c.claim.CompareAndSwap(claimOpen, claimSession)
 }
 
 // tellUnclaimed tells Hooks.Unknown of c if the SDK has answered it
 // without the session taking it.
 func (d *downstream) tellUnclaimed(c *posted, r *http.Request) {
-	if !c.claim.CompareAndSwap(0, 2) {
+	if !c.claim.CompareAndSwap(claimOpen, claimRefused) {
 		return
 	}
 	why := c.why
