@@ -33,8 +33,13 @@ func writeLockfile(lockPath, server string, pkg *pkginstall.Package) error {
 		return fmt.Errorf("server %s: reading the installed lockfile: %w", server, err)
 	}
 	dir := filepath.Dir(lockfilePath(lockPath, server))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("server %s: keeping the lockfile: %w", server, err)
+	}
+	// The project's, which a hostile repository may have made a symlink
+	// to a place of the user's.
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("server %s: keeping the lockfile: %s is not a directory (a symlink?)", server, dir)
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp*")
 	if err != nil {

@@ -3,10 +3,12 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // sharedLock is the lock file's name beside mcpbox.yaml, which every
@@ -36,9 +38,12 @@ func lockPathOf(configPath, stateDir string) string {
 //
 // Until each config had its own, every config in a directory used the
 // directory's mcpbox.lock. A config other than mcpbox.yaml whose own lock
-// does not exist yet starts from a copy of that one and of its kept
-// lockfiles (mcpbox.lock.d), so that nothing it pinned is trusted afresh;
-// mcpbox.lock stays mcpbox.yaml's. Only a regular file is copied.
+// does not exist yet starts from a copy of that one and of its kept npm
+// lockfiles (mcpbox.lock.d/*.package-lock.json), so that nothing it
+// pinned is trusted afresh; mcpbox.lock stays mcpbox.yaml's. The project
+// directory is the repository's, which may be hostile: no symlink is
+// followed on either side (a lock that is one is an error, not a fresh
+// start), and only regular files are copied, mode 0644.
 func LockPath(configPath, stateDir string) (string, error) {
 	path := lockPathOf(configPath, stateDir)
 	if configPath == "" {
@@ -51,11 +56,17 @@ func LockPath(configPath, stateDir string) (string, error) {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		return path, nil // there already (or unreadable: its use says why)
 	}
-	if fi, err := os.Lstat(shared); err != nil || !fi.Mode().IsRegular() {
-		return path, nil
+	fi, err := os.Lstat(shared)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, nil // nothing pinned yet
+	case err != nil:
+		return "", err
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file (a symlink?), so %s cannot start from its pins: replace it with the file, or remove it to pin afresh", shared, path)
 	}
 	// The kept lockfiles first: the lock's existence marks the copy done.
-	if err := copyDir(shared+".d", path+".d"); err != nil {
+	if err := copyLockfiles(shared+".d", path+".d"); err != nil {
 		return "", fmt.Errorf("starting %s from %s: %w", path+".d", shared+".d", err)
 	}
 	if err := copyNew(shared, path); err != nil {
@@ -64,21 +75,30 @@ func LockPath(configPath, stateDir string) (string, error) {
 	return path, nil
 }
 
-// copyDir copies the regular files of src, if it exists, into dst, each
-// unless dst has it already.
-func copyDir(src, dst string) error {
-	entries, err := os.ReadDir(src)
-	if errors.Is(err, fs.ErrNotExist) {
+// copyLockfiles copies the npm lockfiles of src, if it is a directory,
+// into dst, each unless dst has it already. Neither may be a symlink.
+func copyLockfiles(src, dst string) error {
+	fi, err := os.Lstat(src)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory (a symlink?)", src)
 	}
+	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	if fi, err := os.Lstat(dst); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (a symlink?)", dst)
+	}
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".package-lock.json") {
 			continue
 		}
 		if err := copyNew(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
@@ -88,29 +108,26 @@ func copyDir(src, dst string) error {
 	return nil
 }
 
-// copyNew copies the regular file src to dst, with its mode, unless dst
-// exists (another process copied it meanwhile): written aside and linked
-// into place, dst is never seen half written.
+// copyNew copies the regular file src (not through a symlink) to dst,
+// mode 0644, unless dst exists (another process copied it meanwhile):
+// written aside and linked into place, dst is never seen half written.
 func copyNew(src, dst string) error {
-	fi, err := os.Lstat(src)
+	f, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
-	if !fi.Mode().IsRegular() {
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", src)
-	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-lock-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
+	_, err = io.Copy(tmp, f)
 	if err == nil {
-		err = tmp.Chmod(fi.Mode().Perm())
+		err = tmp.Chmod(0o644)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

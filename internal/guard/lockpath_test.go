@@ -3,6 +3,7 @@ package guard
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ import (
 // the embedded default one in its state dir. A config whose lock does not
 // exist yet starts from a copy of the directory's mcpbox.lock and its
 // kept lockfiles, which every config there shared before; once, never
-// over a lock of its own, and never from a symlink.
+// over a lock of its own, and never through a symlink.
 func TestLockPath(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode) {
@@ -52,7 +53,8 @@ func TestLockPath(t *testing.T) {
 	}
 
 	write("mcpbox.lock", "shared pins", 0o600)
-	write("mcpbox.lock.d/srv.package-lock.json", "kept lockfile", 0o644)
+	write("mcpbox.lock.d/srv.package-lock.json", "kept lockfile", 0o755)
+	write("mcpbox.lock.d/notes.txt", "not a lockfile", 0o644)
 	if got := lockPath("mcpbox.yaml"); got != "mcpbox.lock" {
 		t.Errorf("lock of mcpbox.yaml: %q", got)
 	}
@@ -62,8 +64,13 @@ func TestLockPath(t *testing.T) {
 	if read("other.lock") != "shared pins" || read("other.lock.d/srv.package-lock.json") != "kept lockfile" || read("mcpbox.lock") != "shared pins" {
 		t.Error("other.lock was not started from mcpbox.lock and its lockfiles, or mcpbox.lock changed")
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "other.lock")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("other.lock's mode: %v, %v; want mcpbox.lock's 0600", fi.Mode(), err)
+	if _, err := os.Lstat(filepath.Join(dir, "other.lock.d", "notes.txt")); !os.IsNotExist(err) {
+		t.Errorf("a file that is no lockfile was copied: %v", err)
+	}
+	for _, name := range []string{"other.lock", "other.lock.d/srv.package-lock.json"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v, %v; want 0644, whatever the original's", name, fi.Mode(), err)
+		}
 	}
 	write("other.lock", "its own pins", 0o600)
 	lockPath("other.yaml")
@@ -75,11 +82,42 @@ func TestLockPath(t *testing.T) {
 		t.Errorf("lock of a config named pins.lock: %q, want it beside, not it", got)
 	}
 
+	// A hostile repository: a symlinked lockfile dir on either side is
+	// refused, and nothing is written or read outside.
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "dev.lock.d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockPath(filepath.Join(dir, "dev.yaml"), "/state"); err == nil {
+		t.Error("a symlinked dev.lock.d was written through")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("files written outside the project: %v", entries)
+	}
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "id.package-lock.json"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "mcpbox.lock.d"))
+	if err := os.Symlink(secrets, filepath.Join(dir, "mcpbox.lock.d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockPath(filepath.Join(dir, "fourth.yaml"), "/state"); err == nil {
+		t.Error("a symlinked mcpbox.lock.d was copied from")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "fourth.lock.d", "id.package-lock.json")); !os.IsNotExist(err) {
+		t.Errorf("a file read through a symlink was copied into the project: %v", err)
+	}
+
+	// A symlinked mcpbox.lock is an error, not a start with no pins.
+	os.Remove(filepath.Join(dir, "mcpbox.lock.d"))
 	os.Remove(filepath.Join(dir, "mcpbox.lock"))
 	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "mcpbox.lock")); err != nil {
 		t.Fatal(err)
 	}
-	lockPath("third.yaml")
+	if _, err := LockPath(filepath.Join(dir, "third.yaml"), "/state"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a symlinked mcpbox.lock: %v, want an error", err)
+	}
 	if _, err := os.Lstat(filepath.Join(dir, "third.lock")); !os.IsNotExist(err) {
 		t.Errorf("a lock started from a symlinked mcpbox.lock: %v", err)
 	}
