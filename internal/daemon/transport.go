@@ -22,16 +22,24 @@ import (
 )
 
 // SignalContext is parent until SIGTERM, SIGINT or SIGHUP arrives: how
-// mcpbox's long-running commands stop cleanly. A second such signal, while
-// the stop has not finished, ends the process at once (status 128 + the
-// signal's number), as a second Ctrl-C does elsewhere: a stop that hangs
-// needed SIGKILL before. Its sandboxes die with it (their inits have the
-// gateway's death signal), and the next serve of the state dir removes
-// what they left. Until the returned function is called.
+// mcpbox's long-running commands stop cleanly. A second such signal, at
+// least repeatGap after the first and while the stop has not finished,
+// ends the process at once (status 128 + the signal's number), as a
+// second Ctrl-C does elsewhere: a stop that hangs needed SIGKILL before.
+// (One act can deliver two at once: a closed terminal's SIGHUP from the
+// shell and the kernel both, npm passing on the SIGINT its child got
+// too.) A local sandbox dies with the process (its init has the
+// gateway's death signal) and the next serve of the state dir removes
+// what it left. SIGHUP is left alone when it is ignored (nohup). Until
+// the returned function is called.
 func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	caught := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	if !signal.Ignored(syscall.SIGHUP) {
+		caught = append(caught, syscall.SIGHUP)
+	}
+	signal.Notify(sigs, caught...)
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -40,12 +48,25 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 		case <-done:
 			return
 		}
-		select {
-		case s := <-sigs:
-			fmt.Fprintf(os.Stderr, "mcpbox: %v again while stopping: exiting now, without waiting for the stop to finish\n", s)
-			n, _ := s.(syscall.Signal)
-			forceExit(128 + int(n))
-		case <-done:
+		first := time.Now()
+		for {
+			select {
+			case s := <-sigs:
+				select {
+				case <-done:
+					return // the stop is over
+				default:
+				}
+				if time.Since(first) < repeatGap {
+					continue // the same act, delivered twice
+				}
+				fmt.Fprintf(os.Stderr, "mcpbox: %v again while stopping: exiting now, without waiting for the stop to finish\n", s)
+				n, _ := s.(syscall.Signal)
+				forceExit(128 + int(n))
+				return
+			case <-done:
+				return
+			}
 		}
 	}()
 	var once sync.Once
@@ -60,6 +81,10 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 
 // forceExit ends the process; a variable for tests.
 var forceExit = os.Exit
+
+// repeatGap is how long after the first signal a second one counts as
+// another act rather than the same delivered twice; a variable for tests.
+var repeatGap = time.Second
 
 // stdinIsClient reports whether serve's standard input is a client's
 // stream, so that serve speaks MCP on stdio: a pipe, a socket (what
