@@ -197,9 +197,9 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 }
 
 // noteNames remembers a server's tool names, for the shadowing rule.
-// It warns, once each, of the server's tools globs that match none of
-// them (policy.Engine.Unmatched): a typo there is silent otherwise, the
-// tool meant simply never shows, or a deny never applies.
+// It warns, once each, of the server's allow and approve globs that
+// match none of them (policy.Engine.Unmatched): a typo there is silent
+// otherwise, the tool meant simply never shows.
 func (g *Guard) noteNames(gs *guardServer, items []gateway.Item) {
 	names := make([]string, 0, len(items))
 	for _, it := range items {
@@ -223,8 +223,13 @@ func (g *Guard) noteNames(gs *guardServer, items []gateway.Item) {
 	if len(shown) > 10 {
 		shown = append(shown[:10], "...")
 	}
+	for i, n := range shown {
+		if len(n) > 64 { // a server's name, of any length
+			shown[i] = n[:64] + "..."
+		}
+	}
 	for _, u := range news {
-		g.log.Warn(fmt.Sprintf("%s matches none of server %s's %d tools (a typo?): %s", u, gs.name, len(names), strings.Join(shown, ", ")), "server", gs.name)
+		g.log.Warn(fmt.Sprintf("%s matches none of server %s's %d tools (a typo, or a tool it does not offer yet?): %s", u, gs.name, len(names), strings.Join(shown, ", ")), "server", gs.name)
 	}
 }
 

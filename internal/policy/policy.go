@@ -133,10 +133,12 @@ func (e *Engine) Visible(client, server, tool string) bool {
 }
 
 // Unmatched returns the keys and globs of server's tools.allow,
-// tools.deny, tools.approve and rules that match none of tools (the
-// server's tool names): "servers.NAME.tools.allow: \"raed_*\"". Such a
-// glob is most likely a typo, which hides a tool meant to be given or
-// lets one through that was meant to be denied.
+// tools.approve and rules that allow or approve, that match none of
+// tools (the server's tool names): "servers.NAME.tools.allow:
+// \"raed_*\"". Such a glob is most likely a typo, which hides a tool
+// meant to be given. Deny globs and deny rules are left out: written
+// ahead for tools a server may add ("*delete*"), they are meant to match
+// nothing yet.
 func (e *Engine) Unmatched(server string, tools []string) []string {
 	sp := e.servers[server]
 	if sp == nil {
@@ -149,7 +151,7 @@ func (e *Engine) Unmatched(server string, tools []string) []string {
 	for _, l := range []struct {
 		key   string
 		globs []string
-	}{{"allow", sp.allow}, {"deny", sp.deny}, {"approve", sp.approve}} {
+	}{{"allow", sp.allow}, {"approve", sp.approve}} {
 		for _, g := range l.globs {
 			if none(g) {
 				out = append(out, fmt.Sprintf("%s.%s: %q", sp.path, l.key, g))
@@ -157,7 +159,7 @@ func (e *Engine) Unmatched(server string, tools []string) []string {
 		}
 	}
 	for _, r := range sp.rules {
-		if none(r.tool) {
+		if r.action != config.ActionDeny && none(r.tool) {
 			out = append(out, fmt.Sprintf("%s: tool %q", r.name, r.tool))
 		}
 	}
