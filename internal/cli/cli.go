@@ -48,7 +48,7 @@ ADMIN (run in a project they find its running mcpbox serve instances;
 --all: every instance of this user; --config FILE or --state-dir DIR: that one)
   logs       the audit log: filters, --follow, --json; logs verify
   approvals  calls waiting for a human decision; approve ID, deny ID
-  pin        record the servers' tool definitions in mcpbox.lock
+  pin        record the servers' tool definitions in the config's lock file
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
   update     re-resolve a server's pinned image or package, show what changes, pin it
   ps         the gateway's sandboxes; stop ID, pause ID, resume ID

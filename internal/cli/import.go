@@ -25,7 +25,7 @@ Comments and trailing commas (JSONC) are accepted.
 A local (command) server runs in its own sandbox with no network, an empty
 /workspace/input, a fresh /workspace/output and every tool allowed; an
 npx, uvx, pnpm dlx or pipx run entry becomes a package: server (installed
-outside the sandbox, pinned in mcpbox.lock), its host directory arguments
+outside the sandbox, pinned in the lock file), its host directory arguments
 read-only mounts. A comment says what changed and names host paths the
 sandbox does not see.
 Credentials are not copied: an env value whose name contains TOKEN, KEY,

@@ -206,7 +206,7 @@ const trustHelp = `USAGE
 
 Shows, as a diff against the lock file, the tool (prompt, template)
 definitions of SERVER that changed or appeared since they were pinned and
-are hidden from clients for that reason, then pins them in mcpbox.lock so
+are hidden from clients for that reason, then pins them in the lock file so
 that clients see them again (they get list_changed). NAME is a tool name,
 prompt:NAME or template:URI; without it every pending change of SERVER is
 trusted. A tool may also be named as clients see it, with its server's

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/guard"
@@ -20,11 +22,12 @@ import (
 type ImageChangedError struct {
 	Server, Ref string
 	Pinned, Now string // digests
+	Lock        string // the lock file's name (mcpbox.lock, NAME.lock)
 }
 
 func (e *ImageChangedError) Error() string {
-	return fmt.Sprintf("server %s: image %s now points to %s, but mcpbox.lock pins %s: refusing to run an image nobody reviewed; `mcpbox update %s` shows what changes and pins the new image",
-		e.Server, e.Ref, e.Now, e.Pinned, e.Server)
+	return fmt.Sprintf("server %s: image %s now points to %s, but %s pins %s: refusing to run an image nobody reviewed; `mcpbox update %s` shows what changes and pins the new image",
+		e.Server, e.Ref, e.Now, cmp.Or(e.Lock, "the lock file"), e.Pinned, e.Server)
 }
 
 // imageSetup is what preparing image servers needs.
@@ -36,8 +39,7 @@ type imageSetup struct {
 	noRecord bool
 }
 
-// pinnedImage is the image server s runs: the one mcpbox.lock pins for
-// it, pulled by its digest (no network when the store has it). A tag
+// pinnedImage is the image server s runs: the one its lock pins for it, pulled by its digest (no network when the store has it). A tag
 // that now points elsewhere is an *ImageChangedError; a registry that
 // cannot be asked leaves the pinned image in force, with a note. With no
 // pin (or one for another reference or platform) the reference is pulled
@@ -61,7 +63,7 @@ func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.
 		now, err := image.Resolve(ctx, s.Image.Ref, opts)
 		switch {
 		case err == nil && now != pin.Resolved():
-			return nil, &ImageChangedError{Server: s.Name, Ref: s.Image.Ref, Pinned: pin.Resolved(), Now: now}
+			return nil, &ImageChangedError{Server: s.Name, Ref: s.Image.Ref, Pinned: pin.Resolved(), Now: now, Lock: filepath.Base(is.lockPath)}
 		case errors.Is(err, image.ErrInsecure):
 			return nil, fmt.Errorf("server %s: %w", s.Name, err)
 		case err != nil:

@@ -47,8 +47,9 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 		if pkg == "" {
 			res.Hints[s.Name] = append([]string{
 				"mcpbox installs this command's package outside the sandbox at the first",
-				"start, pins it in mcpbox.lock and runs the named bin read-only with no",
-				"network (it stays a command: package: runs a package's own bin).",
+				"start, pins it in the lock file beside this config and runs the named",
+				"bin read-only with no network (it stays a command: package: runs a",
+				"package's own bin).",
 			}, hostPathHints(s.Command)...)
 			continue
 		}
@@ -56,7 +57,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 		hints := []string{
 			"Was: " + orig,
 			"mcpbox installs the package outside the sandbox at the first start",
-			"(stderr shows progress), pins its version and hashes in mcpbox.lock,",
+			"(stderr shows progress), pins its version and hashes in the lock file,",
 			"and runs it read-only with no network. Its own directory is read-only:",
 			"a server that writes files needs them under /workspace/output or /tmp.",
 		}

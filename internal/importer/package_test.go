@@ -92,7 +92,7 @@ func TestConvertPackages(t *testing.T) {
 		"# env MEMORY_FILE_PATH was /home/alice/memory.jsonl, now /workspace/output/memory.jsonl",
 		"# env MEMORY_FILE_PATH=/workspace/output/memory.jsonl: the package writes beside its code by default, which is read-only here.",
 		"# npx -c runs a shell command",
-		"# network (it stays a command: package: runs a package's own bin).",
+		"# bin read-only with no network (it stays a command: package: runs a",
 	} {
 		if !strings.Contains(text, s) {
 			t.Errorf("rendered config lacks %q:\n%s", s, text)

@@ -37,7 +37,8 @@ func Render(res *Result, source string) ([]byte, error) {
 		"Calls of tools a server marks destructive or open-world wait for your",
 		"approval (your client asks you, or: mcpbox approvals); add",
 		"approve_annotations: [] under tools to run them unreviewed.",
-		"Tool descriptions are pinned in mcpbox.lock on first use; a server that",
+		"Tool descriptions are pinned in the lock file beside this config",
+		"(mcpbox.lock for mcpbox.yaml) on first use; a server that",
 		"changes them later has those tools hidden until 'mcpbox trust'.",
 	}, "\n")
 	addHints(doc.Content[0], res.Hints)
