@@ -75,12 +75,7 @@ func (e *env) pin(args []string) int {
 		return exitUsage
 	}
 	defer lister.Close()
-	lockPath, err := guard.LockPath(*cfgPath, dir)
-	if err != nil {
-		e.errorf("pin: %v", err)
-		return 1
-	}
-	pins, err := integrity.OpenPins(lockPath)
+	pins, err := integrity.OpenPins(lister.LockPath())
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return 1

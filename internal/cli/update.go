@@ -45,7 +45,7 @@ func (e *env) update(args []string) int {
 	dir, err := specconv.StateDir(c, *cfgPath, base, *stateFlag)
 	var u *daemon.Update
 	if err == nil {
-		u, err = daemon.CheckUpdate(ctx, daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base, StateDir: dir, Stderr: e.stderr, Version: version()}, fs.Arg(0))
+		u, err = daemon.CheckUpdate(ctx, daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base, StateDir: dir, Stderr: e.stderr, Version: version(), NoRecord: *check}, fs.Arg(0))
 	}
 	if err == nil && !u.Changed() {
 		fmt.Fprintf(e.stdout, "%s: %s %s is up to date (%s)\n", u.Server, u.Kind, u.What, u.New)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/guard"
 	"mcpbox/internal/image"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/sandbox"
@@ -154,7 +153,7 @@ func init() {
 // now and, when that is not the pinned image, pulls it (by the digest it
 // resolved to) and lists the server's definitions run from it.
 func checkImageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*Update, error) {
-	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := o.lockPath()
 	if err != nil {
 		return nil, err
 	}

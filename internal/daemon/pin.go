@@ -36,8 +36,9 @@ type ListOptions struct {
 	// Version is what the gateway tells the servers it is.
 	Version string
 	// NoRecord leaves the lock file's image and package pins as they are
-	// (pin --check): an image or package not pinned yet is pulled or
-	// installed but not pinned.
+	// (pin --check, update --check): an image or package not pinned yet is
+	// pulled or installed but not pinned, and a config's own lock file is
+	// not made.
 	NoRecord bool
 	// packages, if set, are the installed packages of the config's package
 	// servers (mcpbox update's new one), installed by the caller.
@@ -52,7 +53,12 @@ type Lister struct {
 	// failed are the servers whose package did not install, with why:
 	// their Definitions are that error.
 	failed map[string]error
+	lock   string // the lock file, as ListOptions.lockPath found it
 }
+
+// LockPath is the lock file whose pins the config has: its own, or with
+// NoRecord the one that it starts from while it has none.
+func (l *Lister) LockPath() string { return l.lock }
 
 // NewLister builds the servers' launchers and a gateway over them; no
 // server starts yet. A config whose servers cannot be built is a
@@ -68,6 +74,16 @@ func (o ListOptions) stateDirFlag() string {
 	return o.StateDir
 }
 
+// lockPath is the lock file holding the config's pins: with NoRecord the
+// one they are read from, which the config's own lock starts from while
+// it does not exist yet (a check makes no file).
+func (o ListOptions) lockPath() (string, error) {
+	if o.NoRecord {
+		return guard.LockToRead(o.ConfigPath, o.StateDir)
+	}
+	return guard.LockPath(o.ConfigPath, o.StateDir)
+}
+
 // newLister is NewLister with a change to the wiring (nil: none).
 func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	if err := checkPlatform(o.Config, goos); err != nil {
@@ -75,7 +91,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
-	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := o.lockPath()
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +134,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		w.kubes.close()
 		return nil, configError(err)
 	}
-	return &Lister{gw: gw, kubes: w.kubes, failed: failed}, nil
+	return &Lister{gw: gw, kubes: w.kubes, failed: failed, lock: lockPath}, nil
 }
 
 // withoutServers is c without the servers in drop, each other server

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"mcpbox/internal/config"
-	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/pkginstall"
 	"mcpbox/internal/specconv"
@@ -54,7 +53,7 @@ func checkPackageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*
 		return nil, configError(fmt.Errorf("server %s is not a package server", s.Name))
 	}
 	ps := pss[0]
-	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := o.lockPath()
 	if err != nil {
 		return nil, err
 	}

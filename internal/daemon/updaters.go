@@ -6,7 +6,6 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
-	"mcpbox/internal/guard"
 	"mcpbox/internal/integrity"
 )
 
@@ -69,7 +68,7 @@ func CheckUpdate(ctx context.Context, o ListOptions, server string) (*Update, er
 	if err := checkPlatform(&config.Config{Servers: []*config.Server{s}, Backend: o.Config.Backend}, goos); err != nil {
 		return nil, err
 	}
-	lockPath, err := guard.LockPath(o.ConfigPath, o.StateDir)
+	lockPath, err := o.lockPath()
 	if err != nil {
 		return nil, err
 	}

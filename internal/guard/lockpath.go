@@ -45,34 +45,56 @@ func lockPathOf(configPath, stateDir string) string {
 // followed on either side (a lock that is one is an error, not a fresh
 // start), and only regular files are copied, mode 0644.
 func LockPath(configPath, stateDir string) (string, error) {
-	path := lockPathOf(configPath, stateDir)
+	path, from, err := lockSource(configPath, stateDir)
+	if err != nil || from == "" {
+		return path, err
+	}
+	// The kept lockfiles first: the lock's existence marks the copy done.
+	if err := copyLockfiles(from+".d", path+".d"); err != nil {
+		return "", fmt.Errorf("starting %s from %s: %w", path+".d", from+".d", err)
+	}
+	if err := copyNew(from, path); err != nil {
+		return "", fmt.Errorf("starting %s from %s: %w", path, from, err)
+	}
+	return path, nil
+}
+
+// LockToRead is the lock file that holds the pins of the config at
+// configPath for a command that writes none (pin --check, update
+// --check): LockPath's, or, while that does not exist yet, the one
+// LockPath would start it from, which it leaves uncopied.
+func LockToRead(configPath, stateDir string) (string, error) {
+	path, from, err := lockSource(configPath, stateDir)
+	if from != "" {
+		return from, err
+	}
+	return path, err
+}
+
+// lockSource is the config's lock file and, if that does not exist yet
+// and the directory's shared one does, the shared one to start it from.
+func lockSource(configPath, stateDir string) (path, from string, err error) {
+	path = lockPathOf(configPath, stateDir)
 	if configPath == "" {
-		return path, nil
+		return path, "", nil
 	}
 	shared := filepath.Join(filepath.Dir(configPath), sharedLock)
 	if path == shared {
-		return path, nil
+		return path, "", nil
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		return path, nil // there already (or unreadable: its use says why)
+		return path, "", nil // there already (or unreadable: its use says why)
 	}
 	fi, err := os.Lstat(shared)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return path, nil // nothing pinned yet
+		return path, "", nil // nothing pinned yet
 	case err != nil:
-		return "", err
+		return "", "", err
 	case !fi.Mode().IsRegular():
-		return "", fmt.Errorf("%s is not a regular file (a symlink?), so %s cannot start from its pins: replace it with the file, or remove it to pin afresh", shared, path)
+		return "", "", fmt.Errorf("%s is not a regular file (a symlink?), so %s cannot start from its pins: replace it with the file, or remove it to pin afresh", shared, path)
 	}
-	// The kept lockfiles first: the lock's existence marks the copy done.
-	if err := copyLockfiles(shared+".d", path+".d"); err != nil {
-		return "", fmt.Errorf("starting %s from %s: %w", path+".d", shared+".d", err)
-	}
-	if err := copyNew(shared, path); err != nil {
-		return "", fmt.Errorf("starting %s from %s: %w", path, shared, err)
-	}
-	return path, nil
+	return path, shared, nil
 }
 
 // copyLockfiles copies the npm lockfiles of src, if it is a directory,

@@ -55,6 +55,15 @@ func TestLockPath(t *testing.T) {
 	write("mcpbox.lock", "shared pins", 0o600)
 	write("mcpbox.lock.d/srv.package-lock.json", "kept lockfile", 0o755)
 	write("mcpbox.lock.d/notes.txt", "not a lockfile", 0o644)
+	// A command that writes no pins reads mcpbox.lock's and copies none.
+	if got, err := LockToRead(filepath.Join(dir, "check.yaml"), "/state"); err != nil || got != filepath.Join(dir, "mcpbox.lock") {
+		t.Errorf("LockToRead of check.yaml: %q, %v; want mcpbox.lock", got, err)
+	}
+	for _, name := range []string{"check.lock", "check.lock.d"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("LockToRead made %s: %v", name, err)
+		}
+	}
 	if got := lockPath("mcpbox.yaml"); got != "mcpbox.lock" {
 		t.Errorf("lock of mcpbox.yaml: %q", got)
 	}
@@ -71,6 +80,9 @@ func TestLockPath(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s: mode %v, %v; want 0644, whatever the original's", name, fi.Mode(), err)
 		}
+	}
+	if got, err := LockToRead(filepath.Join(dir, "other.yaml"), "/state"); err != nil || got != filepath.Join(dir, "other.lock") {
+		t.Errorf("LockToRead of other.yaml once it has its own: %q, %v", got, err)
 	}
 	write("other.lock", "its own pins", 0o600)
 	lockPath("other.yaml")
@@ -117,6 +129,9 @@ func TestLockPath(t *testing.T) {
 	}
 	if _, err := LockPath(filepath.Join(dir, "third.yaml"), "/state"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a symlinked mcpbox.lock: %v, want an error", err)
+	}
+	if _, err := LockToRead(filepath.Join(dir, "third.yaml"), "/state"); err == nil {
+		t.Error("LockToRead read through a symlinked mcpbox.lock")
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "third.lock")); !os.IsNotExist(err) {
 		t.Errorf("a lock started from a symlinked mcpbox.lock: %v", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -309,6 +310,21 @@ func TestIntegrityLockStable(t *testing.T) {
 		}
 		if !bytes.Equal(first, read()) {
 			t.Fatal("pin --check changed the lock file")
+		}
+
+		// A config with no lock of its own yet is checked against the
+		// directory's mcpbox.lock, which its own would start from, and
+		// the check makes no lock.
+		if err := os.Rename(lock, filepath.Join(filepath.Dir(cfg), "mcpbox.lock")); err != nil {
+			t.Fatal(err)
+		}
+		r = igCLI(t, m, "pin", "--check", "--config", cfg)
+		want(t, r, 1, " tool fetch_data\n")
+		if strings.Contains(r.stdout, "not yet pinned") {
+			t.Errorf("pin --check did not read mcpbox.lock's pins:\n%s", r)
+		}
+		if _, err := os.Lstat(lock); !os.IsNotExist(err) {
+			t.Errorf("pin --check made %s: %v", lock, err)
 		}
 	})
 }
