@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"mcpbox/internal/instance"
 )
@@ -37,19 +38,31 @@ type ConfigStateDir func(path, dir string) (stateDir string, ok bool)
 // to /, each directory's configs (configsIn: mcpbox.yaml first; each
 // one's state_dir, given by configStateDir, or its project state dir)
 // and the embedded default's
-// project state dir for that directory are candidates; the first with a
-// live instance wins. With none live, the nearest candidate that exists
-// (a stopped project's audit log is still read).
+// project state dir for that directory are candidates; the nearest
+// directory with a live instance decides: its one state dir with live
+// instances, or, where instances of several configs run, a
+// *ManyInstancesError (a command must not act on one of them by chance).
+// With none live, the nearest candidate that exists (a stopped project's
+// audit log is still read).
 func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 	var existing []string
 	for d := wd; ; d = filepath.Dir(d) {
+		var live []instance.Record // one per state dir
 		for _, cand := range stateDirCandidates(d, configStateDir) {
-			if recs, _ := instance.List(cand); len(recs) > 0 {
-				return cand, nil
+			if recs, _ := instance.List(cand); len(recs) > 0 && !slices.ContainsFunc(live, func(r instance.Record) bool { return r.StateDir == cand }) {
+				rec := recs[0]
+				rec.StateDir = cand
+				live = append(live, rec)
 			}
 			if fi, err := os.Stat(cand); err == nil && fi.IsDir() {
 				existing = append(existing, cand)
 			}
+		}
+		switch {
+		case len(live) == 1:
+			return live[0].StateDir, nil
+		case len(live) > 1:
+			return "", &ManyInstancesError{Dir: d, Live: live}
 		}
 		if d == filepath.Dir(d) {
 			break
@@ -59,6 +72,25 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 		return existing[0], nil
 	}
 	return "", fmt.Errorf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps --all lists every running instance)", wd)
+}
+
+// ManyInstancesError is FindStateDir's answer in a directory where
+// instances of more than one config run: the command must be told which.
+type ManyInstancesError struct {
+	Dir  string
+	Live []instance.Record // one of each state dir with live instances
+}
+
+func (e *ManyInstancesError) Error() string {
+	var each []string
+	for _, r := range e.Live {
+		what := "the embedded default"
+		if r.Config != "" {
+			what = r.Config
+		}
+		each = append(each, fmt.Sprintf("%s (state dir %s)", what, r.StateDir))
+	}
+	return fmt.Sprintf("instances of %d configs run for %s: %s; say which with --config FILE or --state-dir DIR", len(e.Live), e.Dir, strings.Join(each, ", "))
 }
 
 // maxConfigSize bounds the YAML files discovery reads as configs: a

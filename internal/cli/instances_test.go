@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -76,7 +77,8 @@ func TestFindStateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveFake(t, def, proj)
+	stopDef := startFake(t, admin.NewRecord(def, "", proj, true, ""))
+	t.Cleanup(func() { stopDef() })
 	for _, wd := range []string{proj, sub} {
 		if got, err := findStateDir(wd); err != nil || got != def {
 			t.Errorf("findStateDir(%s) = %q, %v; want the default's %s", wd, got, err, def)
@@ -96,6 +98,13 @@ func TestFindStateDir(t *testing.T) {
 		t.Errorf("findStateDir before the config's gateway runs = %q, want the live default's", got)
 	}
 	liveFake(t, keyed, proj)
+	// Both run: a command must be told which.
+	var many *admin.ManyInstancesError
+	if got, err := findStateDir(sub); !errors.As(err, &many) || !strings.Contains(err.Error(), keyed) || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "--config") {
+		t.Errorf("findStateDir with the default and the config both served = %q, %v; want an error naming both state dirs", got, err)
+	}
+	stopDef()
+	stopDef = func() {}
 	if got, err := findStateDir(sub); err != nil || got != keyed {
 		t.Errorf("findStateDir = %q, %v; want the config's %s", got, err, keyed)
 	}

@@ -135,8 +135,20 @@ func TestTokenRotateFindsProject(t *testing.T) {
 		}
 		old = tok
 	}
-	if def, _ := specconv.ProjectStateDir("", proj); fileExists(bearer.Token.Path(def)) {
+	def, _ := specconv.ProjectStateDir("", proj)
+	if fileExists(bearer.Token.Path(def)) {
 		t.Errorf("token rotate in the project made a token for the embedded default's state dir %s, which no serve uses", def)
+	}
+
+	// The embedded default served there too: which token is meant is not
+	// for token rotate to guess; it changes neither.
+	liveFake(t, def, proj)
+	code, _, errOut = runCLI("token", "rotate")
+	if code != exitUsage || !strings.Contains(errOut, def) || !strings.Contains(errOut, keyed) {
+		t.Errorf("token rotate with two configs served: exit %d: %s; want a refusal naming both state dirs", code, errOut)
+	}
+	if kept, _ := bearer.Token.Read(keyed); kept != old || fileExists(bearer.Token.Path(def)) {
+		t.Error("token rotate with two configs served changed a token")
 	}
 }
 

@@ -101,6 +101,9 @@ func TokenStateDir(wd string, def *config.Config) (string, error) {
 			withClients[sd] = path
 		}
 	})
+	if many := (*admin.ManyInstancesError)(nil); errors.As(err, &many) {
+		return "", err
+	}
 	if err != nil {
 		return specconv.StateDir(def, "", wd, "")
 	}
