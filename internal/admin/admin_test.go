@@ -90,28 +90,6 @@ s.sendall(b'{"op":"rotate","secret":"NONE"}\n'); print(s.recv(4096).decode())`
 	}
 }
 
-// TestTrustedPeer: an admin command talks only to a gateway of its own
-// user, of root, or (run by root) of the state dir's owner.
-func TestTrustedPeer(t *testing.T) {
-	dir := t.TempDir()
-	me := uint32(os.Geteuid())
-	if !trustedPeer(me, dir) || !trustedPeer(0, dir) {
-		t.Fatal("refused this user or root")
-	}
-	if trustedPeer(54321, dir) {
-		t.Fatal("trusted a stranger answering on our state dir")
-	}
-	if me != 0 {
-		t.Skip("not root: cannot give the dir to another user")
-	}
-	if err := os.Chown(dir, 54321, 54321); err != nil {
-		t.Fatal(err)
-	}
-	if !trustedPeer(54321, dir) || trustedPeer(54322, dir) {
-		t.Fatal("root: the dir owner's gateway must be trusted, nobody else's")
-	}
-}
-
 // blockingBackend is a back-end whose Approvals waits for release, over
 // a "store" that must not be used once closed.
 type blockingBackend struct {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"syscall"
@@ -271,12 +270,11 @@ func callSocket(dir, sock string, req request) (reply, error) {
 		return reply{}, err
 	}
 	defer conn.Close()
-	// Whoever answers must be this user (or root): not a socket another
-	// user left in a state dir we were pointed at.
-	if uc, ok := conn.(*net.UnixConn); ok {
-		if uid, err := peerUID(uc); err != nil || !trustedPeer(uid, dir) {
-			return reply{}, fmt.Errorf("the admin socket in %s is not this user's gateway", dir)
-		}
+	// Whoever answers must be this user (or root), outside any sandbox:
+	// not a socket another user, or a sandbox that can write the state
+	// dir, left where we were pointed.
+	if !instance.Serves(conn, dir) {
+		return reply{}, fmt.Errorf("the admin socket in %s is not this user's gateway", dir)
 	}
 	conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a renewal starts sandboxes
 	if err := json.NewEncoder(conn).Encode(req); err != nil {

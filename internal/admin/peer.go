@@ -38,25 +38,25 @@ func listenPrivate(path, what string) (*net.UnixListener, error) {
 // checkPeer admits the gateway's own user and root, and returns the
 // peer's uid (who decided, for the audit).
 func checkPeer(conn *net.UnixConn) (uint32, error) {
-	cred, err := peerCred(conn)
+	cred, err := instance.PeerOf(conn)
 	if err != nil {
 		return 0, err
 	}
-	if cred.uid != 0 && int(cred.uid) != os.Getuid() {
+	if cred.UID != 0 && int(cred.UID) != os.Getuid() {
 		return 0, errPermission
 	}
 	// Root, seen from an unprivileged gateway, is no sandbox of it (they run
 	// as the gateway's user); and such a gateway may not read root's
 	// namespaces below.
-	if cred.uid == 0 && os.Getuid() != 0 {
+	if cred.UID == 0 && os.Getuid() != 0 {
 		return 0, nil
 	}
 	// A sandbox of this gateway runs as its user too (unprivileged mode),
 	// but in a user namespace of its own: it may not steer the gateway.
-	if !sameUserNS(cred.pid) {
+	if !instance.SameUserNS(cred.PID) {
 		return 0, errPermission
 	}
-	return cred.uid, nil
+	return cred.UID, nil
 }
 
 // peerListener accepts only connections checkPeer admits.
@@ -74,37 +74,6 @@ func (l peerListener) Accept() (net.Conn, error) {
 		}
 		return c, nil
 	}
-}
-
-// peerUID is the uid of the process at the other end of conn.
-func peerUID(conn *net.UnixConn) (uint32, error) {
-	cred, err := peerCred(conn)
-	if err != nil {
-		return 0, err
-	}
-	return cred.uid, nil
-}
-
-// peer is who is at the other end of a unix socket connection
-// (peer_*.go: how the kernel tells differs by system).
-type peer struct {
-	uid uint32
-	pid int
-}
-
-// trustedPeer reports whether a gateway running as uid may answer for the
-// state dir: it is this user or root, or (for root) the dir's owner.
-func trustedPeer(uid uint32, dir string) bool {
-	me := os.Geteuid()
-	if uid == 0 || int(uid) == me {
-		return true
-	}
-	fi, err := os.Stat(dir)
-	if err != nil || me != 0 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Uid == uid
 }
 
 // ownedByMe reports whether fi belongs to this user or root.

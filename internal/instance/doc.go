@@ -17,7 +17,8 @@
 // only while an instance starts (it removes what dead instances left, and
 // decides whether it is alone and may remove session workspaces).
 //
-// A record counts as live while something answers on its socket: a record
+// A record counts as live while a process of this user (or root),
+// outside every sandbox, answers on its socket (Serves): a record
 // is written after its socket listens and removed before it closes, so a
 // record whose socket refuses connections was left by a process that died
 // (RemoveStale removes it at the next start).

@@ -95,11 +95,27 @@ func List(stateDir string) ([]Record, error) {
 	}
 	var live []Record
 	for _, r := range recs {
-		if Alive(r.Socket()) {
+		if answers(stateDir, r.Socket()) {
 			live = append(live, r)
 		}
 	}
 	return live, nil
+}
+
+// answers reports whether an instance of stateDir answers on the socket
+// sock: a socket, not a link to one elsewhere (a record planted beside
+// a link to a real gateway's socket would pass for that gateway's), on
+// which a process Serves admits listens.
+func answers(stateDir, sock string) bool {
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return false
+	}
+	conn, err := Dial(sock, time.Second)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	return Serves(conn, stateDir)
 }
 
 func read(stateDir string) ([]Record, error) {

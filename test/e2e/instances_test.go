@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -155,6 +157,58 @@ func instConfig(t *testing.T, m mode, dir, name string) string {
 	path := filepath.Join(dir, "mcpbox.yaml")
 	m.writeFile(t, path, string(b), 0o644)
 	return path
+}
+
+// TestSandboxCannotPoseAsGateway: a repository's config (never served)
+// names as its state_dir a directory that a sandbox writes, where a
+// process in the sandbox writes an instance record and listens on its
+// admin socket, as the same host uid in unprivileged mode. Admin commands
+// in the project see the real serve only: the fake is no live instance
+// (its peer is in another user namespace), so it can neither hide the
+// real one nor answer for it.
+func TestSandboxCannotPoseAsGateway(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		home := m.dir(t)
+		env := []string{"HOME=" + home, "XDG_STATE_HOME=" + filepath.Join(home, "xdg")}
+		proj := m.dir(t)
+		cfg := filepath.Join(proj, "zz.yaml") // after the hostile aa.yaml
+		if err := os.Rename(instConfig(t, m, proj, "alpha"), cfg); err != nil {
+			t.Fatal(err)
+		}
+		m.writeFile(t, filepath.Join(proj, "aa.yaml"), "version: 1\nstate_dir: ./out/st\nservers: {x: {command: [x]}}\n", 0o644)
+		out := filepath.Join(proj, "out")
+		m.mkdir(t, out)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sess, pid := instStdio(t, ctx, m, proj, env, "--config", cfg)
+		gwMustCall(t, sess, "whoami", nil, "alpha")
+
+		fake := m.command(ctx, append(append([]string{"exec"}, m.flags...), "--input", attackDir, "--output", out, "--",
+			"/workspace/input/attack", "fake-instance", "/workspace/output/st")...)
+		stdin, err := fake.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := fake.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fake.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { stdin.Close(); _ = fake.Wait() }()
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "fake-instance: listening\n" {
+			t.Fatalf("the fake instance did not start: %q, %v", line, err)
+		}
+
+		insts := instPS(t, m, proj, env, "--instances")
+		if got := instPIDs(insts); !slices.Equal(got, []int{pid}) {
+			t.Errorf("ps --instances in the project lists pids %v, want only the real serve's %d", got, pid)
+		}
+		if r := instRun(t, m, proj, env, "ps", "--instances", "--state-dir", filepath.Join(out, "st")); r.code != 1 || !strings.Contains(r.stderr, "no mcpbox serve is running") || strings.Contains(r.stdout, "4242") {
+			t.Errorf("ps --instances on the sandbox's state dir shows the fake:\n%s", r)
+		}
+	})
 }
 
 // instStdio starts `mcpbox serve --stdio ARGS` in dir as a client would

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -58,6 +59,43 @@ var attacks = map[string]func(args []string) error{
 		return errnoErr(e)
 	},
 	"setuid0": func([]string) error { return unix.Setuid(0) },
+	// fake-instance poses as a running gateway (pid 4242) in the state dir
+	// args[0], which a hostile config may point into the sandbox's output:
+	// its record and an admin socket that answers every request, until
+	// its input ends or a minute has passed.
+	"fake-instance": func(args []string) error {
+		dir := filepath.Join(args[0], "instances")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		ln, err := net.Listen("unix", filepath.Join(dir, "4242.sock"))
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		rec := fmt.Sprintf(`{"pid":4242,"started":%q,"project":"/workspace","state_dir":%q,"transport":"stdio"}`, time.Now().Format(time.RFC3339), args[0])
+		if err := os.WriteFile(filepath.Join(dir, "4242.json"), []byte(rec), 0o600); err != nil {
+			return err
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("{}\n"))
+				c.Close()
+			}
+		}()
+		fmt.Println("fake-instance: listening")
+		done := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+		}
+		return nil
+	},
 	"connect": func(args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()

@@ -1,4 +1,4 @@
-package admin
+package instance
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 // struct xucred this code reads.
 const xucredVersion = 0
 
-// peerCred is the LOCAL_PEERCRED of conn (the peer's effective uid when
+// PeerOf is the LOCAL_PEERCRED of conn (the peer's effective uid when
 // it connected) and its LOCAL_PEERPID.
-func peerCred(conn *net.UnixConn) (peer, error) {
+func PeerOf(conn *net.UnixConn) (Peer, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return peer{}, err
+		return Peer{}, err
 	}
 	var cred *unix.Xucred
 	var pid int
@@ -25,21 +25,21 @@ func peerCred(conn *net.UnixConn) (peer, error) {
 		cred, cerr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
 		pid, perr = unix.GetsockoptInt(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERPID)
 	}); err != nil {
-		return peer{}, err
+		return Peer{}, err
 	}
 	if cerr != nil {
-		return peer{}, cerr
+		return Peer{}, cerr
 	}
 	if perr != nil {
-		return peer{}, perr
+		return Peer{}, perr
 	}
 	if cred.Version != xucredVersion {
-		return peer{}, fmt.Errorf("peer credentials of unknown version %d", cred.Version)
+		return Peer{}, fmt.Errorf("peer credentials of unknown version %d", cred.Version)
 	}
-	return peer{uid: cred.Uid, pid: pid}, nil
+	return Peer{UID: cred.Uid, PID: pid}, nil
 }
 
-// sameUserNS is true: macOS has no user namespaces, and no local
+// SameUserNS is true: macOS has no user namespaces, and no local
 // sandbox runs there (sandbox.ErrNeedsLinux), so a process of the
 // gateway's uid is that user's, not a sandbox of the gateway.
-func sameUserNS(int) bool { return true }
+func SameUserNS(int) bool { return true }
