@@ -22,8 +22,10 @@ Authorization header of your client config.
 
 Without --config or --state-dir: the state dir of the project the
 current directory is in, found as mcpbox ps finds it (from the current
-directory upwards, the one of a running serve first); where no serve has
-run yet, the state dir mcpbox serve with no flags would use here.
+directory upwards, the one of a running serve first; where serves of
+two configs run there, it names them and rotates nothing); where no
+serve has run yet, the state dir mcpbox serve with no flags would use
+here.
 A config with clients has its tokens in the config (clients[].token):
 they are not rotated here, and token rotate refuses, changing nothing,
 where the serve running on the state dir serves HTTP without the token
