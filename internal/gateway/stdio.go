@@ -90,6 +90,9 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok {
 		c.open.sent(req)
+		if req.IsCall() {
+			defer c.open.written()
+		}
 	}
 	return c.write(ctx, msg)
 }
@@ -223,7 +226,11 @@ type inFlight struct {
 	asked  map[jsonrpc.ID]struct{} // by the client; guarded by mu
 	ours   map[jsonrpc.ID]struct{} // of the client; guarded by mu
 	broken bool                    // a write failed: no more answers get out; guarded by mu
-	kick   chan struct{}           // made by drain; guarded by mu
+	// writing counts the requests of ours in ours still being written: a
+	// drain that gives up on them waits until they are out, so that
+	// the client sees what it was asked. Guarded by mu.
+	writing int
+	kick    chan struct{} // made by drain; guarded by mu
 }
 
 // read notes a message from the client: a request to answer, an answer
@@ -261,11 +268,20 @@ func (f *inFlight) sent(req *jsonrpc.Request) {
 			f.ours = map[jsonrpc.ID]struct{}{}
 		}
 		f.ours[req.ID] = struct{}{}
+		f.writing++
 	case req.Method == "notifications/cancelled":
 		if id, ok := cancelledID(req); ok {
 			delete(f.ours, id)
 		}
 	}
+	f.kickLocked()
+}
+
+// written notes that a request sent noted has been written (or failed).
+func (f *inFlight) written() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writing--
 	f.kickLocked()
 }
 
@@ -315,7 +331,7 @@ func (f *inFlight) drain(ctx context.Context, closed <-chan struct{}, gone func(
 	defer poll.Stop()
 	for {
 		f.mu.Lock()
-		done, stuck := len(f.asked) == 0, len(f.ours) > 0 || f.broken
+		done, stuck := len(f.asked) == 0, (len(f.ours) > 0 && f.writing == 0) || f.broken
 		f.mu.Unlock()
 		switch {
 		case done:

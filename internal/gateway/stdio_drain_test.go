@@ -147,8 +147,17 @@ func TestInFlightTracks(t *testing.T) {
 	var g inFlight
 	g.read(call(3, "tools/call"))
 	g.sent(&jsonrpc.Request{ID: id("q1"), Method: "elicitation/create"})
+	// Until our request is out, the drain waits for it to be.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		g.written()
+	}()
+	begin := time.Now()
 	if g.drain(context.Background(), closed, never) {
 		t.Fatal("a drain while the client is asked something reported every answer written")
+	}
+	if time.Since(begin) < 40*time.Millisecond {
+		t.Error("the drain gave up before our request to the client was written")
 	}
 	g.sent(cancelled("q1"))
 	go func() {
