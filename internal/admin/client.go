@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -141,17 +143,39 @@ func (c Client) Views() ([]View, error) {
 		return nil, err
 	}
 	views := make([]View, 0, len(recs))
-	for _, r := range recs {
-		v := View{Record: r}
-		rep, err := callSocket(r.StateDir, r.Socket(), request{Op: opPS})
-		v.Err = err
-		for _, row := range rep.Sandboxes {
+	for i, a := range askEach(recs, request{Op: opPS}) {
+		r := recs[i]
+		v := View{Record: r, Err: a.err}
+		for _, row := range a.rep.Sandboxes {
 			row.Instance, row.Project = r.PID, r.Project
 			v.Sandboxes = append(v.Sandboxes, row)
 		}
 		views = append(views, v)
 	}
 	return views, nil
+}
+
+// answer is one instance's reply to a request, or why there is none.
+type answer struct {
+	rep reply
+	err error
+}
+
+// askEach sends req to every instance at once, so that one that does
+// not answer (stopped by SIGSTOP, stuck) delays the others by nothing;
+// the answers are in the order of recs.
+func askEach(recs []instance.Record, req request) []answer {
+	out := make([]answer, len(recs))
+	var wg sync.WaitGroup
+	for i, r := range recs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].rep, out[i].err = callSocket(r.StateDir, r.Socket(), req)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // instances lists the live instances, at least one.
@@ -208,13 +232,12 @@ func (c Client) gather(req request) (reply, error) {
 	}
 	out := reply{OK: true}
 	var errs []error
-	for _, r := range recs {
-		rep, err := callSocket(r.StateDir, r.Socket(), req)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("instance %d (%s): %w", r.PID, r.Project, err))
+	for i, a := range askEach(recs, req) {
+		if a.err != nil {
+			errs = append(errs, fmt.Errorf("instance %d (%s): %w", recs[i].PID, recs[i].Project, a.err))
 			continue
 		}
-		merge(&out, rep)
+		merge(&out, a.rep)
 	}
 	if len(errs) == len(recs) {
 		return out, errors.Join(errs...)
@@ -259,6 +282,22 @@ func ownerError(errs []error) error {
 	return errs[0]
 }
 
+// listingWait bounds how long a listing may take an instance to answer:
+// it reads what the instance holds, so a longer wait means the instance
+// is stopped or stuck, and `ps --all` must not wait minutes for it.
+var listingWait = 10 * time.Second
+
+// answerWait is how long callSocket waits for the answer to op: a
+// listing's listingWait; a change may start sandboxes (a renewal, a
+// resume), which takes longer.
+func answerWait(op string) time.Duration {
+	switch op {
+	case opPS, opStats, opApprovals, opPins:
+		return listingWait
+	}
+	return 2 * time.Minute
+}
+
 // callSocket sends one request to the instance answering on sock in the
 // state dir dir.
 func callSocket(dir, sock string, req request) (reply, error) {
@@ -276,12 +315,15 @@ func callSocket(dir, sock string, req request) (reply, error) {
 	if !instance.Serves(conn, dir) {
 		return reply{}, fmt.Errorf("the admin socket in %s is not this user's gateway", dir)
 	}
-	conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a renewal starts sandboxes
+	wait := answerWait(req.Op)
+	conn.SetDeadline(time.Now().Add(wait))
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		return reply{}, err
 	}
 	var r reply
-	if err := json.NewDecoder(conn).Decode(&r); err != nil {
+	if err := json.NewDecoder(conn).Decode(&r); errors.Is(err, os.ErrDeadlineExceeded) {
+		return reply{}, fmt.Errorf("no answer in %v: stopped or stuck", wait)
+	} else if err != nil {
 		return reply{}, fmt.Errorf("reading the gateway's answer: %w", err)
 	}
 	if r.Error != "" {

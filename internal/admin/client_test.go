@@ -194,3 +194,61 @@ func TestAddrInUseNamesTheInstance(t *testing.T) {
 		t.Errorf("another error became %v", got)
 	}
 }
+
+// TestListingBoundedByStuckInstance: an instance that takes connections
+// but never answers (stopped by SIGSTOP: the kernel still accepts for
+// it) costs a listing listingWait, once, not minutes per instance; the
+// others are listed, and the stuck one is named as such.
+func TestListingBoundedByStuckInstance(t *testing.T) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	state := filepath.Join(tmp, "s")
+	fakeGateway(t, state, 101, "sbx_a", "apr_a")
+	for _, pid := range []int{102, 103} {
+		ln, err := net.Listen("unix", instance.SocketPath(state, pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() }) // held, never answered
+			}
+		}()
+		if err := instance.Write(instance.Record{PID: pid, Started: time.Now(), StateDir: state, Project: "/stuck", Transport: "stdio"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := listingWait
+	listingWait = time.Second
+	defer func() { listingWait = old }()
+
+	begin := time.Now()
+	views, err := Client{StateDir: state}.Views()
+	took := time.Since(begin)
+	if err != nil || len(views) != 3 {
+		t.Fatalf("views: %+v, %v", views, err)
+	}
+	if took > listingWait*8/5 { // one after the other would take two
+		t.Errorf("listing took %v behind two stuck instances; want about %v", took, listingWait)
+	}
+	for _, v := range views {
+		switch v.Record.PID {
+		case 101:
+			if v.Err != nil || len(v.Sandboxes) != 1 {
+				t.Errorf("the live instance: %+v", v)
+			}
+		default:
+			if v.Err == nil || !strings.Contains(v.Err.Error(), "no answer in") {
+				t.Errorf("stuck instance %d: %v, want it named as not answering", v.Record.PID, v.Err)
+			}
+		}
+	}
+	if a, err := (Client{StateDir: state}).Approvals(); err != nil || len(a.Pending) != 1 {
+		t.Errorf("approvals behind stuck instances: %+v, %v; want the live one's", a, err)
+	}
+}
