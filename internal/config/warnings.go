@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -42,10 +43,43 @@ func Warnings(c *Config) Errors {
 		warnKubeAgent(r, c, s)
 		warnTemplateFixedOutput(r, s)
 	}
+	warnClientGlobs(r, c)
 	if err := r.err(); err != nil {
 		return err.(Errors)
 	}
 	return nil
+}
+
+// warnClientGlobs flags a client's tool glob whose server part (before
+// the first "/") matches none of the config's servers: unlike a tool's
+// name, every server is known here, so it is a typo or a server since
+// renamed. An allow that matches nothing hides tools the client was
+// meant to have; a deny that matches nothing denies nothing.
+func warnClientGlobs(r *collector, c *Config) {
+	var names []string
+	for _, s := range c.Servers {
+		if s != nil {
+			names = append(names, s.Name)
+		}
+	}
+	for i := range c.Clients {
+		t := &c.Clients[i].Tools
+		for _, l := range []struct {
+			key   string
+			globs []string
+		}{{"allow", t.Allow}, {"deny", t.Deny}, {"approve", t.Approve}} {
+			for j, g := range l.globs {
+				server, _, ok := strings.Cut(g, "/")
+				if !ok {
+					r.errorf(t.Meta.Elem(l.key, j), "clients[%d].tools.%s[%d]: %q has no \"/\", so it matches no SERVER/TOOL; write SERVER/TOOL (e.g. */%s)", i, l.key, j, g, g)
+					continue
+				}
+				if !slices.ContainsFunc(names, func(n string) bool { ok, _ := path.Match(server, n); return ok }) {
+					r.errorf(t.Meta.Elem(l.key, j), "clients[%d].tools.%s[%d]: %q matches no server of this config (%s)", i, l.key, j, g, strings.Join(names, ", "))
+				}
+			}
+		}
+	}
 }
 
 // warnTemplateFixedOutput flags a template that seeds nothing: it fills

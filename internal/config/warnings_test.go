@@ -217,3 +217,33 @@ func TestEncodedCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestWarningsClientGlobs: a client's glob whose server part names no
+// server of the config (a typo, a renamed server), or that has no "/"
+// at all, matches nothing and is flagged; globs over real servers are
+// not.
+func TestWarningsClientGlobs(t *testing.T) {
+	src := `version: 1
+clients:
+  - name: alice
+    token: {from: env:A}
+    tools:
+      allow: ["github/*", "nosuchserver/*", "git*/read_*", "read_file"]
+      deny: ["gitlab/*"]
+servers:
+  github:
+    command: [x]
+    tools: {allow: ["*"]}
+  files:
+    command: [y]
+    tools: {allow: ["*"]}
+`
+	want := []string{
+		`t.yaml:6:27: clients[0].tools.allow[1]: "nosuchserver/*" matches no server of this config (github, files)`,
+		`t.yaml:6:60: clients[0].tools.allow[3]: "read_file" has no "/", so it matches no SERVER/TOOL; write SERVER/TOOL (e.g. */read_file)`,
+		`t.yaml:7:14: clients[0].tools.deny[0]: "gitlab/*" matches no server of this config (github, files)`,
+	}
+	if diff := cmp.Diff(want, warningsOf(t, src)); diff != "" {
+		t.Fatalf("warnings (-want +got):\n%s", diff)
+	}
+}

@@ -132,6 +132,18 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 			check(s, q.Meta.Pos, "query."+q.Name, q.From)
 		}
 	}
+	// A client's token: serve over HTTP does not start without it.
+	for i, cl := range c.Clients {
+		ref := cl.Token.From
+		if ref == "" || !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(ref, k) }) {
+			continue
+		}
+		if err := launch.CheckSecret(context.Background(), ref); err != nil {
+			pos := cl.Token.Meta.At("from")
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start until it can be read", i, err)})
+		}
+	}
 	return ws
 }
 

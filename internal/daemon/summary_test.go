@@ -251,3 +251,27 @@ func TestSummaryBuiltinPinningOff(t *testing.T) {
 		t.Errorf("summary line: %q", line)
 	}
 }
+
+// TestEnvWarningsClientToken: a client token from an unset variable is
+// flagged by policy check (serve over HTTP would exit on it), naming the
+// reference, not a value; one that is set is not.
+func TestEnvWarningsClientToken(t *testing.T) {
+	t.Setenv("T8_SET", "tok_Zq8Lm2Xv9Rt4Wp7Ks3Nd")
+	src := `version: 1
+clients:
+  - {name: alice, token: {from: env:T8_SET}}
+  - {name: bob, token: {from: env:T8_UNSET_FOR_TEST}}
+servers:
+  s:
+    command: [sh]
+    tools: {allow: ["*"]}
+`
+	c, err := config.Load(filepath.Join(t.TempDir(), "mcpbox.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := EnvWarnings(c)
+	if len(ws) != 1 || !strings.Contains(ws[0].Error(), "clients[1].token.from: ") || !strings.Contains(ws[0].Error(), "T8_UNSET_FOR_TEST") {
+		t.Fatalf("warnings: %v, want one for bob's token", ws)
+	}
+}
