@@ -97,7 +97,23 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 // (none: ""), so that a filter on one that no record has can say which
 // there are: decisions are written by many parts and are not one set.
 func (r *Reader) Decisions(ctx context.Context) ([]string, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT DISTINCT decision FROM audit_records WHERE decision != '' ORDER BY decision`)
+	return r.distinct(ctx, `SELECT DISTINCT decision FROM audit_records WHERE decision != '' ORDER BY decision`)
+}
+
+// Servers returns the distinct servers of the stored records, sorted,
+// for the same reason: a log outlives its config's servers.
+func (r *Reader) Servers(ctx context.Context) ([]string, error) {
+	return r.distinct(ctx, `SELECT DISTINCT server FROM audit_records WHERE server != '' ORDER BY server`)
+}
+
+// Clients returns the distinct clients of the stored records, sorted.
+func (r *Reader) Clients(ctx context.Context) ([]string, error) {
+	return r.distinct(ctx, `SELECT DISTINCT client FROM audit_records WHERE client != '' ORDER BY client`)
+}
+
+// distinct runs q, a SELECT of one text column, and returns its values.
+func (r *Reader) distinct(ctx context.Context, q string) ([]string, error) {
+	rows, err := r.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("querying audit log: %w", err)
 	}

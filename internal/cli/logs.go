@@ -130,9 +130,17 @@ func (e *env) logs(args []string) int {
 		e.errorf("logs: %v", err)
 		return 1
 	}
-	if len(recs) == 0 && f.Decision != "" {
-		if ds, err := r.Decisions(ctx); err == nil && !slices.Contains(ds, f.Decision) {
-			e.errorf("logs: --decision %q: no record has it yet; the decisions in this log are %s", f.Decision, cmp.Or(strings.Join(ds, ", "), "none"))
+	if len(recs) == 0 {
+		for _, fl := range []struct {
+			name, value string
+			all         func(context.Context) ([]string, error)
+		}{{"decision", f.Decision, r.Decisions}, {"server", f.Server, r.Servers}, {"client", f.Client, r.Clients}} {
+			if fl.value == "" {
+				continue
+			}
+			if ds, err := fl.all(ctx); err == nil && !slices.Contains(ds, fl.value) {
+				e.errorf("logs: --%s %q: no record has it yet; the %ss in this log are %s", fl.name, fl.value, fl.name, cmp.Or(strings.Join(ds, ", "), "none"))
+			}
 		}
 	}
 	if *limit > 0 && len(recs) > *limit {

@@ -46,6 +46,25 @@ func TestLogsUnknownDecision(t *testing.T) {
 	}
 }
 
+// TestLogsUnknownServerOrClient: a --server or --client that no record
+// has is named with those the log has, as --decision is, rather than
+// printing nothing.
+func TestLogsUnknownServerOrClient(t *testing.T) {
+	state := logWith(t, audit.Record{Event: audit.EventCall, Server: "gh", Client: "alice", Tool: "a", Decision: "allow"},
+		audit.Record{Event: audit.EventCall, Server: "files", Client: "bob", Tool: "b", Decision: "allow"})
+	code, out, errOut := runCLI("logs", "--server", "nosuch", "--state-dir", state)
+	if code != 0 || out != "" || !strings.Contains(errOut, `--server "nosuch": no record has it yet; the servers in this log are files, gh`) {
+		t.Errorf("logs --server nosuch: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, _, errOut = runCLI("logs", "--client", "carol", "--state-dir", state)
+	if code != 0 || !strings.Contains(errOut, `--client "carol": no record has it yet; the clients in this log are alice, bob`) {
+		t.Errorf("logs --client carol: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, errOut = runCLI("logs", "--server", "gh", "--client", "bob", "--state-dir", state); code != 0 || out != "" || errOut != "" {
+		t.Errorf("logs --server gh --client bob (both there, no record of both): exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 // logWith is a state dir whose audit log holds recs.
 func logWith(t *testing.T, recs ...audit.Record) string {
 	t.Helper()
