@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,22 +95,25 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 	return r.queryRecords(ctx, q, args...)
 }
 
-// Decisions returns the distinct decisions of the stored records, sorted
-// (none: ""), so that a filter on one that no record has can say which
-// there are: decisions are written by many parts and are not one set.
-func (r *Reader) Decisions(ctx context.Context) ([]string, error) {
-	return r.distinct(ctx, `SELECT DISTINCT decision FROM audit_records WHERE decision != '' ORDER BY decision`)
-}
-
-// Servers returns the distinct servers of the stored records, sorted,
-// for the same reason: a log outlives its config's servers.
-func (r *Reader) Servers(ctx context.Context) ([]string, error) {
-	return r.distinct(ctx, `SELECT DISTINCT server FROM audit_records WHERE server != '' ORDER BY server`)
-}
-
-// Clients returns the distinct clients of the stored records, sorted.
-func (r *Reader) Clients(ctx context.Context) ([]string, error) {
-	return r.distinct(ctx, `SELECT DISTINCT client FROM audit_records WHERE client != '' ORDER BY client`)
+// Unknown names each of f's decision, server and client that no record
+// has, with those the log does have, so that a filter on one (a typo, a
+// server since renamed) does not look like a log with no such records.
+// Decisions are not refused up front: many parts write them, and they
+// are not one set.
+func (r *Reader) Unknown(ctx context.Context, f Filter) []string {
+	var out []string
+	for _, fl := range []struct{ name, column, value string }{
+		{"decision", "decision", f.Decision}, {"server", "server", f.Server}, {"client", "client", f.Client},
+	} {
+		if fl.value == "" {
+			continue
+		}
+		have, err := r.distinct(ctx, `SELECT DISTINCT `+fl.column+` FROM audit_records WHERE `+fl.column+` != '' ORDER BY `+fl.column)
+		if err == nil && !slices.Contains(have, fl.value) {
+			out = append(out, fmt.Sprintf("--%s %q: no record has it yet; the %ss in this log are %s", fl.name, fl.value, fl.name, cmp.Or(strings.Join(have, ", "), "none")))
+		}
+	}
+	return out
 }
 
 // distinct runs q, a SELECT of one text column, and returns its values.

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -131,16 +130,8 @@ func (e *env) logs(args []string) int {
 		return 1
 	}
 	if len(recs) == 0 {
-		for _, fl := range []struct {
-			name, value string
-			all         func(context.Context) ([]string, error)
-		}{{"decision", f.Decision, r.Decisions}, {"server", f.Server, r.Servers}, {"client", f.Client, r.Clients}} {
-			if fl.value == "" {
-				continue
-			}
-			if ds, err := fl.all(ctx); err == nil && !slices.Contains(ds, fl.value) {
-				e.errorf("logs: --%s %q: no record has it yet; the %ss in this log are %s", fl.name, fl.value, fl.name, cmp.Or(strings.Join(ds, ", "), "none"))
-			}
+		for _, msg := range r.Unknown(ctx, f) {
+			e.errorf("logs: %s", msg)
 		}
 	}
 	if *limit > 0 && len(recs) > *limit {
