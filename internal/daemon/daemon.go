@@ -52,6 +52,8 @@ type daemon struct {
 	setups *setups
 	// g is the guard, once made (listening tells it the dashboard's URL).
 	g *guard.Guard
+	// startOnce writes the start's audit record (started).
+	startOnce sync.Once
 }
 
 // closeWarm ends the sandboxes the warm pools keep prepared.
@@ -258,8 +260,15 @@ func (d *daemon) serve(parent context.Context) error {
 	if stop := d.serveWeb(ctx, g, inst); stop != nil {
 		defer stop()
 	}
-	g.Record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(d.o.ConfigPath, "(embedded default)"), "reason": "start"}})
 	return d.serveTransports(ctx, cancel, gw, inst)
+}
+
+// started records the start in the audit log, once serve takes clients:
+// a serve whose port is taken has not started.
+func (d *daemon) started() {
+	d.startOnce.Do(func() {
+		d.g.Record(audit.Record{Event: audit.EventPolicyReload, Detail: map[string]string{"config": cmpOr(d.o.ConfigPath, "(embedded default)"), "reason": "start"}})
+	})
 }
 
 // startInstance opens this serve's admin socket and writes its record
@@ -359,7 +368,7 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 	errs := make(chan error, 2)
 	if d.addr != "" {
 		h := httpServer{gw: gw, addr: d.addr, opts: d.hopts, tlsCert: d.cert, tlsKey: d.key,
-			onListen: func(url string) { d.listening(inst, url) }}
+			onListen: func(url string) { d.started(); d.listening(inst, url) }}
 		wg.Go(func() {
 			if err := h.serve(ctx); err != nil {
 				errs <- err
@@ -373,6 +382,9 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 			// signal): a client still attached does not keep serve reading.
 			in, out, release := clientStdio(d.o.Stdin, d.o.Stdout)
 			defer release()
+			if d.addr == "" {
+				d.started() // with HTTP too, once it listens
+			}
 			if err := gw.ServeStdio(ctx, gateway.LocalAgent, in, out); err != nil {
 				errs <- err
 			}

@@ -113,10 +113,18 @@ func TestManyInstances(t *testing.T) {
 
 		// A port taken by an instance: the error names its project and
 		// offers port 0.
+		// It has not started: the audit log records no start of it.
+		starts := func() int {
+			return strings.Count(instRun(t, m, projB, env, "logs", "--event", "policy_reload", "--json").stdout, `"reason":"start"`)
+		}
+		before := starts()
 		hostPort := strings.TrimSuffix(strings.TrimPrefix(h.url, "http://"), "/mcp")
 		if r := instRun(t, m, projB, env, "serve", "--config", cfgB, "--http", hostPort); r.code == 0 ||
 			!strings.Contains(r.stderr, fmt.Sprintf("mcpbox serve pid %d of project %s", pidAH, projA)) || !strings.Contains(r.stderr, "--http 127.0.0.1:0") {
 			t.Errorf("serve on the port of instance %d: want an error naming it and --http 127.0.0.1:0\n%s", pidAH, r)
+		}
+		if after := starts(); before != 1 || after != before {
+			t.Errorf("project B's log records %d starts before a serve that could not listen, %d after; want 1, 1", before, after)
 		}
 
 		// stop ID finds the instance that owns the sandbox; its client's
