@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/procgroup"
@@ -31,6 +32,7 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 		Description: fmt.Sprintf("Run a command to completion and return its exit code and output. "+
 			"Times out after %s at most; its process group is killed (a process that leaves the group, e.g. with setsid, lives until the sandbox ends).", s.o.CommandTimeout) + cmdNote,
 		Annotations: mutating("Run command", false),
+		InputSchema: argvSchema[runArgs](),
 	}, s.runCommand)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "start_job",
@@ -39,6 +41,7 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 			"not to a client session: every client session that shares it sees the same jobs and can read or stop them, "+
 			"and a job outlives the session that started it.", s.o.MaxJobs, s.o.JobLifetime) + cmdNote,
 		Annotations: mutating("Start job", false),
+		InputSchema: argvSchema[startArgs](),
 	}, s.startJob)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "job_status",
@@ -55,6 +58,20 @@ func (s *server) addCommandTools(srv *mcp.Server) {
 		Description: "Kill a job and its child processes.",
 		Annotations: mutating("Stop job", true),
 	}, s.stopJob)
+}
+
+// argvSchema is T's inferred input schema with its argv an array:
+// inferred from a Go slice it would allow null too, which the tool
+// refuses, so a client that trusts the schema would send what fails. (An
+// empty array passes the schema, for the tool's own "argv is empty".)
+func argvSchema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err) // T is ours: a test catches it
+	}
+	argv := s.Properties["argv"]
+	argv.Type, argv.Types = "array", nil
+	return s
 }
 
 // prepare checks argv against the policy and builds the command, in its

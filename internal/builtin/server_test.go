@@ -214,3 +214,38 @@ func TestStartJobDescriptionJobsShared(t *testing.T) {
 	}
 	t.Fatal("no start_job tool")
 }
+
+// TestArgvSchemaIsAnArray: run_command's and start_job's argv is an
+// array in their schemas: a client that trusts
+// the schema must not be told it may send null (inferred from a Go
+// slice it was ["null","array"]), which the tools refuse; the SDK's
+// validation names what is wrong.
+func TestArgvSchemaIsAnArray(t *testing.T) {
+	w := newWorkspace(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := w.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, tool := range res.Tools {
+		if tool.Name != "run_command" && tool.Name != "start_job" {
+			continue
+		}
+		seen++
+		schema, _ := tool.InputSchema.(map[string]any)
+		props, _ := schema["properties"].(map[string]any)
+		argv, _ := props["argv"].(map[string]any)
+		if argv["type"] != "array" {
+			t.Errorf("%s: argv schema %v; want type array", tool.Name, argv)
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("found %d of run_command and start_job", seen)
+	}
+	r, err := w.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"argv": nil}})
+	if err == nil && !r.IsError {
+		t.Fatalf("run_command with argv null ran: %+v", r)
+	}
+}
