@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -459,6 +460,12 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 	}
 	if !ok {
 		return d.unknownTool(p, b, tool, UnknownUnlisted)
+	}
+	if a := bytes.TrimSpace(p.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		// The server's SDK would answer with its decoder's message
+		// (Go type names), as a tool's error.
+		d.tellUnknown(p, b, tool, UnknownBadArguments)
+		return nil, rpcError(jsonrpc.CodeInvalidParams, `invalid params: "arguments" must be an object`)
 	}
 	params := toolCallParams(p, tool)
 	// The output limit is checked here, inside the hook's next, so that a

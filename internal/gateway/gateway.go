@@ -166,6 +166,8 @@ const (
 	// Never run: a 2026 client's gateway session could not be opened
 	// (too many sessions for the client, no server started) or has ended.
 	UnknownNoSession = "the client's gateway session could not be opened or has ended"
+	// Refused before it ran: its arguments are not a JSON object.
+	UnknownBadArguments = "its arguments are not a JSON object"
 )
 
 // List kinds, as Hooks.List sees them.

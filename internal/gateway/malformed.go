@@ -170,3 +170,27 @@ func parseID(raw []byte) (jsonrpc.ID, bool) {
 	id, err := jsonrpc.MakeID(v)
 	return id, err == nil
 }
+
+// sdkMethods are the methods the go-sdk's server takes from a client (its
+// serverMethodInfos). A call of any other is refused as unknown; one whose
+// params do not decode is answered by its decoder, with Go type names.
+var sdkMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+}
+
+// badParams answers a call of a known method whose params are there but
+// are no JSON object, which MCP's always are: the go-sdk would answer with
+// its decoder's message naming Go types, and for initialize with code 0.
+func badParams(req *jsonrpc.Request) *jsonrpc.Error {
+	p := bytes.TrimSpace(req.Params)
+	if !req.IsCall() || !sdkMethods[req.Method] || len(p) == 0 || p[0] == '{' || string(p) == "null" {
+		return nil
+	}
+	return rpcError(jsonrpc.CodeInvalidParams, `invalid params: "params" must be an object`)
+}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestMalformedResponseFailsCall: a server that answers a call with a
@@ -155,4 +157,40 @@ func FuzzScanTop(f *testing.F) {
 			t.Fatalf("%s: %+v", b, got)
 		}
 	})
+}
+
+// TestStdioBadParams: over stdio, initialize params and tools/call
+// arguments that are no object get -32602 with a message that names no
+// Go type, and the call is told to Hooks.Unknown.
+func TestStdioBadParams(t *testing.T) {
+	whys := make(chan string, 8)
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return testServer("a") }, nil, nil), Allow: []string{"*"}}
+	gw, err := New([]*Server{a}, Options{Hooks: Hooks{Unknown: func(c *Call, why string) { whys <- c.Server + "/" + c.Tool + ": " + why }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	for _, tt := range []struct {
+		method string
+		params any
+		want   string
+	}{
+		{"initialize", "x", `"params" must be an object`},
+		{"tools/call", map[string]any{"name": "a__echo", "arguments": "f.txt"}, `"arguments" must be an object`},
+	} {
+		resp, _ := c.call(tt.method, tt.params)
+		e, _ := resp["error"].(map[string]any)
+		if e == nil || e["code"] != float64(-32602) || !strings.Contains(e["message"].(string), tt.want) {
+			t.Fatalf("%s: %v, want -32602 with %q", tt.method, resp, tt.want)
+		}
+	}
+	select {
+	case got := <-whys:
+		if want := "a/echo: " + UnknownBadArguments; got != want {
+			t.Errorf("Unknown hook: %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused call reached no hook")
+	}
 }

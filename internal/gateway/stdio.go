@@ -77,6 +77,12 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, err
 		}
 		c.open.read(msg)
+		if req, ok := msg.(*jsonrpc.Request); ok {
+			if e := badParams(req); e != nil {
+				_ = c.write(ctx, &jsonrpc.Response{ID: req.ID, Error: e})
+				continue
+			}
+		}
 		if c.fast == nil || !c.fast.take(msg) {
 			return msg, nil
 		}

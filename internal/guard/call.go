@@ -119,7 +119,8 @@ func (g *Guard) clientName(s string) string {
 // ended before its tool was looked up gets a record of what became of it
 // (cancelled, or an error: its server's tools could not be listed, its
 // session could not be opened); one refused for its Mcp-* headers, its
-// _meta, its requestState or too many calls waiting is denied.
+// _meta, its requestState, its arguments or too many calls waiting is
+// denied.
 func (g *Guard) unknown(c *gateway.Call, why string) {
 	if why == gateway.UnknownUnlisted && g.servers[c.Server] != nil && !g.engine.Visible(policyClient(c.Agent), c.Server, c.Tool) {
 		why = "the policy hides it from this client (tools.allow/deny, clients[].tools)"
@@ -131,7 +132,8 @@ func (g *Guard) unknown(c *gateway.Call, why string) {
 		rec.Decision, rec.Outcome, rec.Rule = "cancelled", audit.OutcomeCancelled, "not run: "+why
 	case gateway.UnknownUnlistable, gateway.UnknownNotStarted, gateway.UnknownNoSession:
 		rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeError, "not run: "+why
-	case gateway.UnknownHeaderMismatch, gateway.UnknownStateRefused, gateway.UnknownTooManyWaiting, gateway.UnknownProtocolRefused:
+	case gateway.UnknownHeaderMismatch, gateway.UnknownStateRefused, gateway.UnknownTooManyWaiting, gateway.UnknownProtocolRefused,
+		gateway.UnknownBadArguments:
 		rec.Rule = "refused: " + why
 	}
 	if c.Trace != "" {

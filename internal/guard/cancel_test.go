@@ -95,6 +95,7 @@ func TestGuardRecordsCallsNeverRun(t *testing.T) {
 		{gateway.UnknownHeaderMismatch, "deny", audit.OutcomeDenied, "refused: "},
 		{gateway.UnknownStateRefused, "deny", audit.OutcomeDenied, "refused: "},
 		{gateway.UnknownTooManyWaiting, "deny", audit.OutcomeDenied, "refused: "},
+		{gateway.UnknownBadArguments, "deny", audit.OutcomeDenied, "refused: "},
 	}
 	for _, c := range cases {
 		hooks.Unknown(&gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Name: "echo", Arguments: []byte(`{"text":"x"}`)}, c.why)
