@@ -118,6 +118,7 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		}
 		legacy.ServeHTTP(w, r)
 	})
+	h = g.checkPOST(o.MaxBody, h)
 	mux := http.NewServeMux()
 	for p, x := range o.Authed {
 		mux.Handle(p, x)

@@ -194,3 +194,11 @@ func badParams(req *jsonrpc.Request) *jsonrpc.Error {
 	}
 	return rpcError(jsonrpc.CodeInvalidParams, `invalid params: "params" must be an object`)
 }
+
+// noMessage reports whether msg, decoded from b, is an object with an id
+// and neither a method nor a result or error: no request, notification or
+// response. The go-sdk takes it for a response to nothing and drops it.
+func noMessage(msg jsonrpc.Message, b []byte) bool {
+	r, ok := msg.(*jsonrpc.Response)
+	return ok && r.Result == nil && r.Error == nil && !scanTop(b).response
+}

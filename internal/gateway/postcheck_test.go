@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rpcAnswer is the one JSON-RPC response in an SSE or JSON body.
+type rpcAnswer struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// postRPC sends one message to url and returns the status, the
+// Content-Type, the Mcp-Session-Id and the JSON-RPC answer, if any.
+func postRPC(t *testing.T, url, body string, headers map[string]string) (status int, ctype, sid string, a rpcAnswer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	data := string(b)
+	for line := range strings.Lines(data) {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.TrimSpace(d) != "" {
+			data = d
+		}
+	}
+	json.Unmarshal([]byte(data), &a)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Mcp-Session-Id"), a
+}
+
+// TestHTTPInvalidAnsweredAsJSONRPC: over Streamable HTTP, a message the
+// go-sdk would drop (an id and nothing else), a call of an unknown
+// method, params or arguments that are no object and a call without the
+// session's Mcp-Session-Id are each answered with a JSON-RPC error under
+// the request's id, with its proper code and no Go type names, in both
+// eras where they apply; the session goes on.
+func TestHTTPInvalidAnsweredAsJSONRPC(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	const legacy = "2025-11-25"
+	status, _, sid, a := postRPC(t, url, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+legacy+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+	if status != http.StatusOK || sid == "" || a.Result == nil {
+		t.Fatalf("initialize: status %d, session %q, %+v", status, sid, a)
+	}
+	inSession := map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": legacy}
+	if status, _, _, _ := postRPC(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, inSession); status != http.StatusAccepted {
+		t.Fatalf("initialized: status %d", status)
+	}
+	modern := map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__echo"}
+	tests := []struct {
+		name    string
+		body    string
+		headers map[string]string
+		status  int // 0: the SDK's to choose
+		code    int64
+		want    string // in the message
+	}{
+		{"id only", `{"jsonrpc":"2.0","id":7}`, inSession, 400, -32600, "not a JSON-RPC 2.0 request"},
+		{"id only, 2026", `{"jsonrpc":"2.0","id":7}`, modern, 400, -32600, "not a JSON-RPC 2.0 request"},
+		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`, inSession, 400, -32601, `"foo/bar"`},
+		{"initialize params a string", `{"jsonrpc":"2.0","id":7,"method":"initialize","params":"x"}`, nil, 200, -32602, `"params" must be an object`},
+		{"tools/list params an array", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[1]}`, inSession, 200, -32602, `"params" must be an object`},
+		{"arguments a string", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a__echo","arguments":"f.txt"}}`, inSession, 200, -32602, `"arguments" must be an object`},
+		{"arguments a string, 2026", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a__echo","arguments":"f.txt",` + modernMeta + `}}`, modern, 0, -32602, `"arguments" must be an object`},
+		{"no session header", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, map[string]string{"MCP-Protocol-Version": legacy}, 400, -32600, "Mcp-Session-Id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, ctype, _, a := postRPC(t, url, tt.body, tt.headers)
+			if (tt.status != 0 && status != tt.status) || a.Error == nil || a.Error.Code != tt.code || !strings.Contains(a.Error.Message, tt.want) || string(a.ID) != "7" {
+				t.Fatalf("status %d (%s), %s %+v; want %d, error %d with %q under id 7", status, ctype, a.ID, a.Error, tt.status, tt.code, tt.want)
+			}
+			if strings.Contains(a.Error.Message, "Go ") || strings.Contains(a.Error.Message, "mcp.") {
+				t.Fatalf("the message names Go types: %q", a.Error.Message)
+			}
+		})
+	}
+	status, _, _, a = postRPC(t, url, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a__echo","arguments":{"text":"hi"}}}`, inSession)
+	if status != http.StatusOK || !strings.Contains(string(a.Result), "a:hi") {
+		t.Fatalf("a call after them: status %d, %+v", status, a)
+	}
+}
+
+// TestHTTPUnknownMethodOnUnknownSession: a call of an unknown method on a
+// session that does not exist is still the SDK's 404, which tells a client
+// to start a new session.
+func TestHTTPUnknownMethodOnUnknownSession(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	status, _, _, _ := postRPC(t, url, `{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`, map[string]string{"Mcp-Session-Id": "NOPE", "MCP-Protocol-Version": "2025-11-25"})
+	if status != http.StatusNotFound {
+		t.Fatalf("status %d, want 404", status)
+	}
+}
