@@ -162,6 +162,13 @@ func TestModernTraceAndMetaUpstream(t *testing.T) {
 // status and body.
 func post(t *testing.T, url, body string, headers map[string]string) (int, string) {
 	t.Helper()
+	status, _, b := postFull(t, url, body, headers)
+	return status, b
+}
+
+// postFull is post, with the response's headers.
+func postFull(t *testing.T, url, body string, headers map[string]string) (int, http.Header, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
@@ -176,7 +183,7 @@ func post(t *testing.T, url, body string, headers map[string]string) (int, strin
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`

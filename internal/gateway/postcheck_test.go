@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // rpcAnswer is the one JSON-RPC response in an SSE or JSON body.
@@ -24,28 +21,14 @@ type rpcAnswer struct {
 // Content-Type, the Mcp-Session-Id and the JSON-RPC answer, if any.
 func postRPC(t *testing.T, url, body string, headers map[string]string) (status int, ctype, sid string, a rpcAnswer) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	data := string(b)
+	status, h, data := postFull(t, url, body, headers)
 	for line := range strings.Lines(data) {
 		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.TrimSpace(d) != "" {
 			data = d
 		}
 	}
 	json.Unmarshal([]byte(data), &a)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Mcp-Session-Id"), a
+	return status, h.Get("Content-Type"), h.Get("Mcp-Session-Id"), a
 }
 
 // TestHTTPInvalidAnsweredAsJSONRPC: over Streamable HTTP, a message the
