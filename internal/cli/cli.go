@@ -44,8 +44,8 @@ COMMANDS
             mcpbox.yaml that runs every server sandboxed
   version   print the version
 
-ADMIN (run in a project they find its running mcpbox serve instances;
---all: every instance of this user; --config FILE or --state-dir DIR: that one)
+ADMIN (in a project they reach its running mcpbox serve instances;
+--all: every instance of yours; --config FILE or --state-dir DIR: that one's)
   logs       the audit log: filters, --follow, --json; logs verify
   approvals  calls waiting for a human decision; approve ID, deny ID
   pin        record the servers' tool definitions in the config's lock file
@@ -196,10 +196,11 @@ func (e *env) newFlagSet(name, help string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), help)
-		fmt.Fprintln(fs.Output(), "\nFLAGS")
+		heading := "\nFLAGS\n" // only above a flag
 		fs.VisitAll(func(f *flag.Flag) {
 			if f.Usage != hiddenFlag {
-				fmt.Fprintf(fs.Output(), "  %s\n      %s\n", flagSynopsis(f), strings.ReplaceAll(flagText(f), "\n", "\n      "))
+				fmt.Fprintf(fs.Output(), "%s  %s\n      %s\n", heading, flagSynopsis(f), strings.ReplaceAll(flagText(f), "\n", "\n      "))
+				heading = ""
 			}
 		})
 	}

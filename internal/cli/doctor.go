@@ -25,8 +25,8 @@ each kubernetes: Secret FILE names, and where the pods get the agent.
 func (e *env) doctor(args []string) int {
 	fs := e.newFlagSet("doctor", doctorHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object per check")
-	backend := fs.String("backend", "local", "local or kubernetes")
-	cfg := fs.String("config", "mcpbox.yaml", "the config whose backend to check (kubernetes)")
+	backend := fs.String("backend", "local", "the `BACKEND` to check: local or kubernetes")
+	cfg := fs.String("config", "mcpbox.yaml", "the config `FILE` whose backend to check (kubernetes)")
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}

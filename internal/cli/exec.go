@@ -67,7 +67,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.pids, "pids", -1, "process and thread `limit` of the command (default "+strconv.Itoa(specconv.DefaultPids)+"; 0 = none)")
 	fs.Float64Var(&f.cpu, "cpu", 0, "CPU limit in `cores`, e.g. 1.0 (default: none)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "kill the sandbox after `DURATION`, e.g. 10m (default: none)")
-	fs.StringVar(&f.stateDir, "state-dir", "", "run: the state `DIR` of a package server's store and pins (npx -y PKG, uvx PKG;\ndefault: the current dir's project state dir); exec: unused")
+	fs.StringVar(&f.stateDir, "state-dir", "", "the state `DIR` of a package server's store and pins (npx -y PKG, uvx PKG;\ndefault: the current dir's project state dir)")
 	fs.BoolVar(&f.execWritable, "exec-writable", false, "allow executing files from /tmp, /workspace/output and rw mounts")
 	fs.Var(&f.degraded, "allow-degraded", "start even when the `LAYERS` (comma list of seccomp, landlock,\ncgroups, idmap; bare flag: any) are unavailable")
 }
@@ -76,6 +76,7 @@ func (e *env) exec(args []string) int {
 	fs := e.newFlagSet("exec", execHelp)
 	var f sandboxFlags
 	f.register(fs)
+	fs.Lookup("state-dir").Usage = hiddenFlag // run's: exec has no package store
 	if code, stop := e.parse(fs, args); stop {
 		return code
 	}

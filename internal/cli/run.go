@@ -32,6 +32,7 @@ func (e *env) run(args []string) int {
 	fs := e.newFlagSet("run", runHelp)
 	var f sandboxFlags
 	f.register(fs)
+	fs.Lookup("timeout").Usage = hiddenFlag // exec's: refused below, naming --call-timeout
 	var (
 		callTimeout time.Duration
 		outputLimit string

@@ -39,8 +39,9 @@ standard input is a pipe, a socket or a file (a client started serve),
 else (a terminal, /dev/null) HTTP on the config's listen.http.addr
 (default 127.0.0.1:8765). HTTP binds loopback unless the config has
 clients (bearer tokens) and TLS. HTTP also serves the dashboard (/ui/:
-mcpbox ui), /metrics (the same token) and /healthz, /readyz. SIGTERM or
-SIGINT stops every sandbox and exits 0.
+mcpbox ui), /metrics (the same token) and /healthz, /readyz. SIGTERM,
+SIGINT or SIGHUP stops every sandbox and exits 0; a second one while it
+stops exits at once.
 
 HTTP needs a bearer token. With clients, theirs. Without (the embedded
 default too), the state dir's token file (DIR/token, mode 0600, made at
