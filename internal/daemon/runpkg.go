@@ -67,6 +67,6 @@ func runPackage(ctx context.Context, o *ServerOptions) error {
 	o.Name = path.Base(src.Name) // the server, not npx
 	o.Spec.Args = pkg.Command(specconv.PackageTarget, args)
 	o.Spec.Env = append(o.Spec.Env, pkg.Env(specconv.PackageTarget)...)
-	o.Spec.Mounts = append(o.Spec.Mounts, sandbox.Mount{Source: pkg.Dir, Target: specconv.PackageTarget, Exec: true})
+	o.Spec.Mounts = append(o.Spec.Mounts, sandbox.Mount{Source: pkg.Dir, Target: specconv.PackageTarget, Exec: true, Internal: true})
 	return nil
 }

@@ -683,6 +683,11 @@ func roots(spec *sandbox.Spec) []gateway.Root {
 		rs = append(rs, gateway.Root{URI: "file:///workspace/output", Name: "output"})
 	}
 	for _, m := range spec.Mounts {
+		if m.Internal {
+			// The package store or mcpbox's binary: offered as a root, it
+			// led a filesystem server to list and serve its own code.
+			continue
+		}
 		rs = append(rs, gateway.Root{URI: "file://" + m.Target, Name: filepath.Base(m.Target)})
 	}
 	return rs

@@ -73,6 +73,11 @@ type Mount struct {
 	// Exec allows executing files from this mount. Read-only mounts are
 	// executable by default; writable ones only when the Spec sets ExecWritable.
 	Exec bool
+	// Internal marks a mount of mcpbox's own (a package server's installed
+	// tree, mcpbox's binary) rather than one the user asked for. The
+	// sandbox mounts it like any other; the gateway leaves it out of the
+	// server's roots, which name the user's files.
+	Internal bool
 }
 
 // Overlay names the writable layers of an overlay mount: two host

@@ -44,7 +44,7 @@ func packageSpec(s *config.Server, o Options, spec *sandbox.Spec) error {
 	}
 	spec.Args = p.Args
 	spec.Env = append(spec.Env, p.Env...)
-	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: p.Dir, Target: PackageTarget, Exec: true})
+	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: p.Dir, Target: PackageTarget, Exec: true, Internal: true})
 	return nil
 }
 

@@ -35,7 +35,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sandbox.Mount{Source: dir, Target: PackageTarget, Exec: true}
+	want := sandbox.Mount{Source: dir, Target: PackageTarget, Exec: true, Internal: true}
 	if !slices.Equal(spec.Args, o.Packages["mem"].Args) || !slices.Contains(spec.Mounts, want) || !slices.Contains(spec.Env, "A=b") {
 		t.Errorf("mem: args %q mounts %+v env %q", spec.Args, spec.Mounts, spec.Env)
 	}

@@ -33,7 +33,7 @@ func selfMount() (sandbox.Mount, error) {
 	if err != nil {
 		return sandbox.Mount{}, fmt.Errorf("finding the mcpbox binary: %w", err)
 	}
-	return sandbox.Mount{Source: exe, Target: selfTarget, Exec: true}, nil
+	return sandbox.Mount{Source: exe, Target: selfTarget, Exec: true, Internal: true}, nil
 }
 
 // builtinSpec turns spec (the server's sandbox) into one that runs the
