@@ -110,8 +110,14 @@ func (c *stdioConn) write(ctx context.Context, msg jsonrpc.Message) (err error) 
 	}
 	if resp != nil && resp.Error == nil {
 		if raw, ok := c.t.swaps.take(resp.Result); ok {
+			if c.open.cancelled(resp.ID) {
+				return nil
+			}
 			return c.writeRaw(resp.ID, raw)
 		}
+	}
+	if resp != nil && c.open.cancelled(resp.ID) {
+		return nil
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -198,7 +204,11 @@ func (c *stdioConn) writeLine(buf []byte) error {
 func (c *stdioConn) writeFast(resp *jsonrpc.Response, raw json.RawMessage) {
 	if resp.Error == nil {
 		if len(raw) >= swapMin {
-			c.open.answered(resp.ID, c.writeRaw(resp.ID, raw))
+			var err error
+			if !c.open.cancelled(resp.ID) {
+				err = c.writeRaw(resp.ID, raw)
+			}
+			c.open.answered(resp.ID, err)
 			return
 		}
 		resp.Result = raw
@@ -228,10 +238,17 @@ const gonePoll = 100 * time.Millisecond
 // and close its input at once (a script piping them in), and still read
 // every answer. The zero value is ready to use.
 type inFlight struct {
-	mu     sync.Mutex
-	asked  map[jsonrpc.ID]struct{} // by the client; guarded by mu
-	ours   map[jsonrpc.ID]struct{} // of the client; guarded by mu
-	broken bool                    // a write failed: no more answers get out; guarded by mu
+	mu    sync.Mutex
+	asked map[jsonrpc.ID]struct{} // by the client; guarded by mu
+	// dropped holds what the client asked and then cancelled, until its
+	// answer comes, which is not written: the receiver of a cancellation
+	// does not answer (MCP's cancellation utility), and the SDK would
+	// answer "context canceled" with code 0. Only ids still in asked go
+	// in, so that a cancellation racing its answer cannot silence a
+	// later request under the same id. Guarded by mu.
+	dropped map[jsonrpc.ID]struct{}
+	ours    map[jsonrpc.ID]struct{} // of the client; guarded by mu
+	broken  bool                    // a write failed: no more answers get out; guarded by mu
 	// writing counts the requests of ours in ours still being written: a
 	// drain that gives up on them waits until they are out, so that
 	// the client sees what it was asked. Guarded by mu.
@@ -254,7 +271,13 @@ func (f *inFlight) read(msg jsonrpc.Message) {
 			f.asked[m.ID] = struct{}{}
 		} else if m.Method == "notifications/cancelled" {
 			if id, ok := cancelledID(m); ok {
-				delete(f.asked, id)
+				if _, open := f.asked[id]; open {
+					delete(f.asked, id)
+					if f.dropped == nil {
+						f.dropped = map[jsonrpc.ID]struct{}{}
+					}
+					f.dropped[id] = struct{}{}
+				}
 			}
 		}
 	case *jsonrpc.Response:
@@ -308,8 +331,18 @@ func (f *inFlight) answered(id jsonrpc.ID, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.asked, id)
+	delete(f.dropped, id)
 	f.broken = f.broken || (err != nil && !errors.Is(err, errEncoding))
 	f.kickLocked()
+}
+
+// cancelled reports whether the client cancelled its request id, which
+// is then not to be answered.
+func (f *inFlight) cancelled(id jsonrpc.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.dropped[id]
+	return ok
 }
 
 func (f *inFlight) kickLocked() {
