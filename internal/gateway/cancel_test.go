@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +57,32 @@ func TestCancelledNotAnswered(t *testing.T) {
 			}
 			<-errs
 		})
+	}
+}
+
+// TestCancelledHTTPNoCodeZero: a call the HTTP client cancels ends at
+// once; whatever the SDK writes for it carries a JSON-RPC error code,
+// not 0 ("MCP error 0: context canceled").
+func TestCancelledHTTPNoCodeZero(t *testing.T) {
+	launch, started := hangingLauncher(t)
+	_, c := newHTTPGateway(t, &Server{Name: "s", Launch: launch, Allow: []string{"*"}}, Options{}, HTTPOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sid, body := c.initialize(ctx)
+	if sid == "" {
+		t.Fatalf("initialize: %s", body)
+	}
+	answer := c.callAsync(ctx, sid, "hang")
+	waitFor(t, 10*time.Second, "the call reaching the server", func() bool { return receivedAll(started(), "tools/call") == 1 })
+	if _, _, err := c.do(ctx, http.MethodPost, sid, map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 2}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case body := <-answer:
+		if strings.Contains(body, `"code":0`) {
+			t.Errorf("the cancelled call was answered with code 0: %s", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call's request did not end")
 	}
 }

@@ -675,7 +675,11 @@ func (d *downstream) clientError(b *bound, err error) error {
 		// error would reach it with code 0 ("MCP error 0: ...").
 		return rpcError(codeUnavailable, "%s", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
+		// Cancelled by the client. A stdio client is sent nothing
+		// (inFlight.cancelled), but the SDK's HTTP transport answers
+		// every request, and a plain error reaches the client with code
+		// 0, which JSON-RPC has no meaning for.
+		return rpcError(codeCancelled, "request cancelled: %v", err)
 	case errors.As(err, new(*RestartError)):
 		return rpcError(codeUnavailable, "%s", d.safe(err)) // it names the server
 	}

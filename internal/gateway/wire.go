@@ -252,6 +252,7 @@ func rpcError(code int64, format string, args ...any) *jsonrpc.Error {
 const (
 	codeUnavailable = -32000 // the upstream server is not running
 	codeTimeout     = -32001 // call_timeout expired
+	codeCancelled   = -32800 // the client cancelled the request (LSP's RequestCancelled)
 )
 
 // encodeMessage is jsonrpc.EncodeMessage without its reflection: the
