@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -124,7 +125,8 @@ func (p *Pins) Reload() error {
 //     item is pending as "quarantined".
 //
 // Pinned items the server no longer offers are reported as "removed".
-// Each call replaces the pending set of server and kind. An item whose
+// Each call replaces the pending state of the items it lists (see
+// setPending for the others). An item whose
 // definition cannot be pinned (too large, duplicate keys, key not its
 // name) or two items with one key fail the whole list: the caller must
 // then show nothing.
@@ -157,8 +159,34 @@ func (p *Pins) Check(server, mode, kind string, items []Item) (visible []Item, c
 	if mode == ModeWarn {
 		visible = items
 	}
-	p.pending[sc] = pend
+	p.setPending(sc, items, pend)
 	return visible, p.withVersion(server, changes), nil
+}
+
+// maxPending bounds the pending changes kept of one server and kind.
+const maxPending = 1024
+
+// setPending records what one list found pending. The items listed
+// replace their pending state; the others keep theirs, because a server
+// may list different items to different clients (by the capabilities
+// each declared), and a change one client saw stays pending, and can be
+// trusted, after another client listed without it. Past maxPending (a
+// server churning names) only this list's changes are kept.
+//
+// Preconditions: p.mu held.
+func (p *Pins) setPending(sc scope, items []Item, pend map[string]Change) {
+	m := p.pending[sc]
+	for _, it := range items {
+		delete(m, it.Key)
+	}
+	if len(m)+len(pend) > maxPending {
+		m = nil
+	}
+	if m == nil {
+		p.pending[sc] = pend
+		return
+	}
+	maps.Copy(m, pend)
 }
 
 // compare sorts items into visible ones and changes against pins (nil:

@@ -108,9 +108,36 @@ func TestTOFU(t *testing.T) {
 	again, _ := ReadLock(path)
 	expect(t, "file after rug pull", onDisk, again)
 
-	// A later list replaces the pending set.
+	// A later list replaces the pending state of what it lists.
 	check(t, p, ModeTOFU, tools(a, b, d))
 	expect(t, "pending after revert", []string{"tool/d:new"}, statuses(p.Pending("")))
+
+	// A list without d (the server offers it to some clients only) leaves
+	// it pending: the change another client saw can still be trusted.
+	check(t, p, ModeTOFU, tools(a, b))
+	expect(t, "pending after a list without it", []string{"tool/d:new"}, statuses(p.Pending("")))
+	trusted, err := p.Trust("srv", "d", []string{ch[2].NewHash}) // d as the rug pull's list showed it
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "trusted", []string{"tool/d:new"}, statuses(trusted))
+	expect(t, "pending after trust", []string{}, statuses(p.Pending("")))
+}
+
+// TestPendingBounded: a server listing a new name each time cannot grow
+// the pending set without bound.
+func TestPendingBounded(t *testing.T) {
+	p := openPins(t, filepath.Join(t.TempDir(), "mcpbox.lock"))
+	a := toolDef("a", "Adds.")
+	check(t, p, ModeTOFU, tools(a)) // pins a
+	most := 0
+	for i := range maxPending + 10 {
+		check(t, p, ModeTOFU, tools(a, toolDef(fmt.Sprintf("n%d", i), "New.")))
+		most = max(most, len(p.Pending("")))
+	}
+	if most != maxPending {
+		t.Errorf("at most %d pending, want %d (kept across lists, bounded)", most, maxPending)
+	}
 }
 
 func TestEnforceQuarantine(t *testing.T) {
