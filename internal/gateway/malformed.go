@@ -171,8 +171,9 @@ func parseID(raw []byte) (jsonrpc.ID, bool) {
 	return id, err == nil
 }
 
-// sdkMethods are the methods the go-sdk's server takes from a client (its
-// serverMethodInfos). A call of any other is refused as unknown; one whose
+// sdkMethods are the calls the go-sdk's server takes from a client (the
+// requests among its serverMethodInfos; no use here asks about a
+// notification). A call of any other is refused as unknown; one whose
 // params do not decode is answered by its decoder, with Go type names.
 var sdkMethods = map[string]bool{
 	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
@@ -180,8 +181,6 @@ var sdkMethods = map[string]bool{
 	"resources/list": true, "resources/templates/list": true, "resources/read": true,
 	"resources/subscribe": true, "resources/unsubscribe": true,
 	"completion/complete": true, "logging/setLevel": true,
-	"notifications/initialized": true, "notifications/cancelled": true,
-	"notifications/progress": true, "notifications/roots/list_changed": true,
 }
 
 // badParams answers a call of a known method whose params are there but
