@@ -65,7 +65,7 @@ type Request struct {
 type Decision struct {
 	Allow  bool   `json:"allow"`
 	Scope  string `json:"scope"` // ScopeOnce, ScopeSession or ScopeAlways; "" means once; a deny is always once
-	By     string `json:"by"`    // who: "cli:uid=1000", "elicitation:CLIENT", "web", "timeout", "remembered:ID", ByCancelled
+	By     string `json:"by"`    // who: "cli:uid=1000", "elicitation:CLIENT", "web", "timeout", "remembered:ID", ByCancelled, ByNoChannel
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -74,6 +74,10 @@ type Decision struct {
 // down) or whose broker closed: a deny, stored as status "cancelled" with
 // the reason.
 const ByCancelled = "cancelled"
+
+// ByNoChannel denies at once a request that no channel can put to a
+// person (Options.ElicitationOnly, and no Elicitor).
+const ByNoChannel = "no-channel"
 
 // Elicitor asks the calling client to choose one of choices (see Ask).
 // An empty choice or an error means no answer from this channel; the
@@ -106,6 +110,12 @@ type Options struct {
 	// are not expired at New. False: they were left by a process that
 	// ended, and are marked expired.
 	Shared bool
+	// ElicitationOnly: the calling client's elicitation is the only
+	// channel (no CLI, no web), so nobody else can decide. A request
+	// without an Elicitor is denied at once (By ByNoChannel), and one
+	// whose client dismisses the question or fails to answer is denied
+	// then (By "elicitation:CLIENT"), rather than at the timeout.
+	ElicitationOnly bool
 }
 
 // Remembered is a decision that answers later requests without a human.
@@ -129,6 +139,8 @@ type Broker struct {
 	onDecision func(Request, Decision)
 	waiting    func(Request, bool)
 	now        func() time.Time
+	// elicitOnly is Options.ElicitationOnly.
+	elicitOnly bool
 
 	mu       sync.Mutex
 	pending  map[string]*waiter        // guarded by mu
@@ -163,6 +175,7 @@ func New(opts Options) (*Broker, error) {
 		onDecision: opts.OnDecision,
 		waiting:    opts.Waiting,
 		now:        opts.Now,
+		elicitOnly: opts.ElicitationOnly,
 		pending:    map[string]*waiter{},
 		settling:   map[string]*waiter{},
 		sessions:   map[sessionKey]Remembered{},
@@ -212,6 +225,12 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 		if err != nil {
 			return Decision{Scope: ScopeOnce, Reason: "reading remembered approvals failed"}, err
 		}
+		b.onDecision(req, d)
+		return d, nil
+	}
+	if b.elicitOnly && elicit == nil {
+		d := Decision{Scope: ScopeOnce, By: ByNoChannel,
+			Reason: "no approval channel reaches a person: the client cannot be asked (no elicitation), and approvals.channels has neither cli nor web"}
 		b.onDecision(req, d)
 		return d, nil
 	}
@@ -327,18 +346,22 @@ func cancelReason(ctx context.Context) string {
 // elicit asks the calling client and settles w with its answer, if any.
 func (b *Broker) elicit(ctx context.Context, w *waiter, elicit Elicitor) {
 	choice, err := elicit(ctx, b.Message(w.req), slices.Clone(elicitChoices))
-	if err != nil {
-		return
-	}
 	by := "elicitation:" + w.req.Client
-	switch choice {
-	case ScopeOnce, ScopeSession:
+	switch {
+	case err == nil && (choice == ScopeOnce || choice == ScopeSession):
 		b.settle(w.req.ID, Decision{Allow: true, Scope: choice, By: by})
-	case "deny":
+	case err == nil && choice == "deny":
 		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: by})
+	case b.elicitOnly && ctx.Err() == nil:
+		// No answer (dismissed, failed, or "always", which was not
+		// offered), and nobody else can give one.
+		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: by, Reason: NoAnswer})
 	}
-	// Anything else, "always" included, was not offered: no answer.
 }
+
+// NoAnswer is the Reason of a request denied because the calling client,
+// the only channel, gave no answer (Options.ElicitationOnly).
+const NoAnswer = "the client gave no answer, and no other approval channel is on"
 
 // Decide answers the pending request id. It returns ErrUnknown if there is
 // no such request, ErrCancelled if its call was cancelled (its client gave

@@ -176,6 +176,59 @@ func TestElicitorNoAnswerFallsBackToDecide(t *testing.T) {
 	}
 }
 
+// With the client's elicitation as the only channel, a request nobody can
+// answer is denied at once, not after the timeout (wait, 10 s here).
+func TestElicitationOnlyDeniesWithoutAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		elicit   Elicitor
+		by, why  string
+		recorded bool // stored as a request (the client was asked)
+	}{
+		{"no elicitor", nil, ByNoChannel, "no approval channel", false},
+		{"error", answerWith(t, "", errors.New("client went away")), "elicitation:claude-desktop", NoAnswer, true},
+		{"dismissed", answerWith(t, "", nil), "elicitation:claude-desktop", NoAnswer, true},
+		{"always is not offered", answerWith(t, "always", nil), "elicitation:claude-desktop", NoAnswer, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t)
+			a := &audit{}
+			b, err := New(Options{DB: db, Timeout: wait, OnDecision: a.hook, ElicitationOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(b.Close)
+			start := time.Now()
+			got := recv(t, askAsync(context.Background(), b, callReq(), tc.elicit))
+			if got.Err != nil || got.D.Allow || got.D.By != tc.by || !strings.Contains(got.D.Reason, tc.why) {
+				t.Fatalf("Ask = %+v, want a deny by %s (%s)", got, tc.by, tc.why)
+			}
+			if el := time.Since(start); el > wait/2 {
+				t.Errorf("denied after %v: waited for the timeout", el)
+			}
+			if n := len(a.list()); n != 1 {
+				t.Errorf("OnDecision called %d times, want 1", n)
+			}
+			var rows int
+			if err := db.QueryRow(`SELECT count(*) FROM approval_requests WHERE status = ?`, statusDenied).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if (rows == 1) != tc.recorded {
+				t.Errorf("%d requests stored as denied, want recorded %v", rows, tc.recorded)
+			}
+		})
+	}
+	// An answer still counts.
+	b, err := New(Options{DB: openDB(t), Timeout: wait, ElicitationOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if got := recv(t, askAsync(context.Background(), b, callReq(), answerWith(t, ScopeOnce, nil))); !got.D.Allow {
+		t.Errorf("Ask with an answer = %+v", got)
+	}
+}
+
 // The elicitor and Decide answer at the same moment: exactly one wins, the
 // audit hook runs once, and the loser learns it lost.
 func TestRaceElicitorDecide(t *testing.T) {

@@ -346,6 +346,8 @@ func approvalWhy(d approval.Decision, err error) string {
 		return err.Error()
 	case d.By == "timeout":
 		return "no answer in time"
+	case d.By == approval.ByNoChannel, d.Reason == approval.NoAnswer:
+		return d.Reason
 	case d.By != "":
 		return "denied by " + d.By
 	}

@@ -202,6 +202,9 @@ func (g *Guard) openStores(c *config.Config, o Options) error {
 		OnDecision: g.approvalDecided,
 		Waiting:    g.approvalWaiting,
 		Shared:     o.Shared,
+		// Nobody but the calling client can decide: do not wait out the
+		// timeout when it cannot or did not answer.
+		ElicitationOnly: !g.channels[config.ChannelCLI] && !g.channels[config.ChannelWeb],
 	})
 	if err != nil {
 		g.store.Close()

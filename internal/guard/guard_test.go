@@ -18,6 +18,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
 	"mcpbox/internal/redact"
 )
 
@@ -191,6 +192,69 @@ func TestGuardApprovalByElicitation(t *testing.T) {
 	if len(recs) != 3 || recs[0].Decision != "approved" || !strings.HasPrefix(recs[0].Approver, "elicitation") ||
 		recs[1].Decision != "denied" || !strings.HasPrefix(recs[2].Approver, "elicitation") {
 		t.Fatalf("records: %+v", recs)
+	}
+}
+
+// TestGuardElicitationOnly: with elicitation the only channel, a client
+// that cannot be asked, or dismisses the question, is refused at once
+// and told why, not after the 30 s approval timeout.
+func TestGuardElicitationOnly(t *testing.T) {
+	conf := strings.Replace(guardTestConfig, "approvals: {timeout: 30s}", "approvals: {timeout: 30s, channels: [elicitation]}", 1)
+	dismiss := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}}
+	for name, tc := range map[string]struct {
+		opts    *mcp.ClientOptions
+		why, by string
+	}{
+		"no elicitation": {nil, "no approval channel reaches a person", approval.ByNoChannel},
+		"dismissed":      {dismiss, approval.NoAnswer, "elicitation:"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newGuardRigWith(t, conf, tc.opts)
+			start := time.Now()
+			out, isErr := r.call(t, "review")
+			if !isErr || !strings.Contains(out, "not approved ("+tc.why) || time.Since(start) > 15*time.Second {
+				t.Fatalf("call: %q %v after %s", out, isErr, time.Since(start))
+			}
+			recs := r.records(t)
+			if len(recs) != 1 || recs[0].Decision != "denied" || !strings.HasPrefix(recs[0].Approver, tc.by) {
+				t.Fatalf("records: %+v", recs)
+			}
+		})
+	}
+}
+
+// TestTrustOfferedOnlyToPeople: a changed definition is offered for
+// approval where the CLI or web channel can answer, and not otherwise.
+func TestTrustOfferedOnlyToPeople(t *testing.T) {
+	ch := integrity.Change{Server: "echo", Kind: integrity.KindTool, Key: "echo", Status: integrity.StatusNew, NewHash: "h1"}
+	for conf, want := range map[string]int{
+		guardTestConfig: 1,
+		strings.Replace(guardTestConfig, "{timeout: 30s}", "{timeout: 30s, channels: [elicitation]}", 1): 0,
+	} {
+		r := newGuardRigWith(t, conf, nil)
+		r.g.offerTrust([]integrity.Change{ch})
+		wait := 2 * time.Second
+		if want == 0 {
+			wait = 300 * time.Millisecond // long enough to see one appear
+		}
+		deadline := time.Now().Add(wait)
+		for len(r.g.broker.Pending()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := len(r.g.broker.Pending()); got != want {
+			t.Errorf("channels %v: %d trust requests pending, want %d", r.g.channels, got, want)
+		}
+		if want == 0 {
+			// Not asked, so not denied either: no approval record.
+			if err := r.g.store.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if recs, err := r.g.store.Query(context.Background(), audit.Filter{Event: audit.EventApproval}); err != nil || len(recs) != 0 {
+				t.Errorf("approval records %+v, %v; want none", recs, err)
+			}
+		}
 	}
 }
 

@@ -288,6 +288,9 @@ func (g *Guard) trust(server, key, who string, want []string) ([]integrity.Chang
 // is not being asked about already: a request that timed out is offered
 // again at the next list, as long as the change is pending.
 func (g *Guard) offerTrust(changes []integrity.Change) {
+	if !g.channels[config.ChannelCLI] && !g.channels[config.ChannelWeb] {
+		return // a trust request goes to neither client: nobody could answer
+	}
 	for _, ch := range changes {
 		if ch.Status != "new" && ch.Status != "changed" {
 			continue
