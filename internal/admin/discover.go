@@ -42,10 +42,11 @@ type ConfigStateDir func(path, dir string) (stateDir string, ok bool)
 // directory with a live instance decides: its one state dir with live
 // instances, or, where instances of several configs run, a
 // *ManyInstancesError (a command must not act on one of them by chance).
-// With none live, the nearest candidate that exists (a stopped project's
-// audit log is still read).
+// With none live, the nearest candidate that exists and that a serve has
+// used (served, below): a stopped project's audit log is still read.
 func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 	var existing []string
+	served := servedStateDirs()
 	for d := wd; ; d = filepath.Dir(d) {
 		var live []instance.Record // one per state dir
 		for _, cand := range stateDirCandidates(d, configStateDir) {
@@ -54,7 +55,7 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 				rec.StateDir = cand
 				live = append(live, rec)
 			}
-			if fi, err := os.Stat(cand); err == nil && fi.IsDir() {
+			if fi, err := os.Stat(cand); err == nil && fi.IsDir() && served(cand) {
 				existing = append(existing, cand)
 			}
 		}
@@ -72,6 +73,22 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 		return existing[0], nil
 	}
 	return "", fmt.Errorf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps --all lists every running instance)", wd)
+}
+
+// servedStateDirs reports whether a state dir is one a serve has used:
+// registered (instance.Register), or under the instance root, where the
+// project state dirs are. Any directory a config names is not enough:
+// a config planted in a project (a cloned repository, a sandbox's
+// writable output) may name a directory whose audit log it wrote itself.
+func servedStateDirs() func(dir string) bool {
+	root, err := instance.Root()
+	if err != nil {
+		return func(string) bool { return false }
+	}
+	registered, _ := instance.StateDirs(root)
+	return func(dir string) bool {
+		return strings.HasPrefix(dir, root+string(filepath.Separator)) || slices.Contains(registered, dir)
+	}
 }
 
 // ManyInstancesError is FindStateDir's answer in a directory where

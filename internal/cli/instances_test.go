@@ -138,6 +138,26 @@ func TestFindStateDir(t *testing.T) {
 		t.Errorf("findStateDir with claude.yaml served = %q, %v; want its %s", got, err, claudeDir)
 	}
 
+	// Stopped: the nearest state dir a serve used is still found (its
+	// audit log is read); one that a planted config names, made by
+	// whoever planted it, is not.
+	proj3 := filepath.Join(tmp, "proj3")
+	planted := filepath.Join(proj3, "out", "st")
+	if err := os.MkdirAll(planted, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj3, "evil.yaml"), []byte("version: 1\nstate_dir: ./out/st\nservers:\n  fs:\n    command: [node, s.js]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findStateDir(proj3); err == nil {
+		t.Errorf("findStateDir beside a planted config = %q; want none found", got)
+	}
+	stop := startFake(t, admin.NewRecord(planted, "", proj3, true, "")) // a serve of it, once
+	stop()
+	if got, err := findStateDir(proj3); err != nil || got != planted {
+		t.Errorf("findStateDir of a stopped project = %q, %v; want %s", got, err, planted)
+	}
+
 	// The main: two projects never share a state dir.
 	other := filepath.Join(tmp, "other")
 	os.Mkdir(other, 0o700)

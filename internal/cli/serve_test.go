@@ -11,6 +11,7 @@ import (
 
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/config"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/ptytest"
 )
 
@@ -75,7 +76,15 @@ func TestSecretsRotateFindsTheProject(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mcpbox.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "xdg"))
 	if err := os.Mkdir(filepath.Join(dir, "st"), 0o700); err != nil { // as a serve that ran leaves it
+		t.Fatal(err)
+	}
+	root, err := instance.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := instance.Register(root, filepath.Join(dir, "st")); err != nil {
 		t.Fatal(err)
 	}
 	_, _, want := runCLI("secrets", "rotate", "TOKEN_T", "--state-dir", filepath.Join(dir, "st"))
