@@ -2,7 +2,9 @@ package importer
 
 import (
 	"fmt"
+	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,8 +73,61 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 			}
 		}
 		hints = append(hints, hostPathHints(rest)...)
+		hints = append(hints, networkHints(s)...)
 		res.Hints[s.Name] = hints
 	}
+}
+
+// packageHosts are the API hosts of well-known packages that call one
+// by default.
+var packageHosts = map[string]string{
+	"npm:@modelcontextprotocol/server-github":       "api.github.com",
+	"npm:@modelcontextprotocol/server-gitlab":       "gitlab.com",
+	"npm:@modelcontextprotocol/server-slack":        "slack.com",
+	"npm:@modelcontextprotocol/server-brave-search": "api.search.brave.com",
+	"npm:@modelcontextprotocol/server-google-maps":  "maps.googleapis.com",
+	"npm:@notionhq/notion-mcp-server":               "api.notion.com",
+}
+
+// networkHints say which hosts a package server will want to reach (its
+// package's API host, and those of the http(s) URLs in its env, such as
+// GITLAB_API_URL), and the egress rule to allow them: the sandbox has
+// no network, and the server's calls would fail with connection errors.
+func networkHints(s *config.Server) []string {
+	var hosts []string
+	add := func(h string) {
+		if h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	for _, v := range s.Env {
+		if u, err := url.Parse(v.Value); err == nil && (u.Scheme == "https" || u.Scheme == "http") {
+			add(u.Hostname())
+		}
+	}
+	if len(hosts) == 0 { // an API URL in the env replaces the default host
+		add(packageHosts[packageName(s.Package)])
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	var rules []string
+	for _, h := range hosts {
+		rules = append(rules, "{host: "+h+"}")
+	}
+	return []string{
+		"The sandbox has no network, and this server calls " + strings.Join(hosts, ", ") + ".",
+		"To allow it, uncomment:",
+		"network: {egress: [" + strings.Join(rules, ", ") + "]}",
+	}
+}
+
+// packageName is a package reference without its version.
+func packageName(ref string) string {
+	if i := strings.LastIndex(ref, "@"); i > strings.Index(ref, ":")+1 {
+		return ref[:i]
+	}
+	return ref
 }
 
 // rewriteHostDirs mounts the host directories s's args name (read-only,
@@ -134,11 +189,7 @@ var packageWrites = map[string]config.EnvVar{
 // defaultWrites sets the env of packageWrites for s's package unless the
 // client config set that variable already.
 func defaultWrites(s *config.Server) []string {
-	name := s.Package
-	if i := strings.LastIndex(name, "@"); i > strings.Index(name, ":")+1 {
-		name = name[:i]
-	}
-	w, ok := packageWrites[name]
+	w, ok := packageWrites[packageName(s.Package)]
 	if !ok {
 		return nil
 	}

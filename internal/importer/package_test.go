@@ -102,3 +102,37 @@ func TestConvertPackages(t *testing.T) {
 		t.Errorf("a package server still gets the registry egress hint:\n%s", text)
 	}
 }
+
+// TestPackageNetworkHints: a package server that calls an API (a
+// well-known package's host, or a URL in its env) gets the egress rule
+// to allow it, as a comment that loads when uncommented; others none.
+func TestPackageNetworkHints(t *testing.T) {
+	cf, err := ParseClientFile("claude.json", []byte(`{"mcpServers": {
+  "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_0123456789abcdefghijABCDEFGHIJ012345"}},
+  "gitlab": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-gitlab"], "env": {"GITLAB_API_URL": "https://git.example.com/api/v4"}},
+  "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf)
+	ConvertPackages(res, fakePackageOf)
+	out, err := Render(res, "claude.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, s := range []string{
+		"# The sandbox has no network, and this server calls api.github.com.",
+		"# network: {egress: [{host: api.github.com}]}",
+		"# network: {egress: [{host: git.example.com}]}", // the env's URL, not gitlab.com
+	} {
+		if !strings.Contains(text, s) {
+			t.Errorf("rendered config lacks %q:\n%s", s, text)
+		}
+	}
+	if strings.Contains(text, "gitlab.com") || strings.Count(text, "# network:") != 2 {
+		t.Errorf("want exactly the github and git.example.com rules:\n%s", text)
+	}
+	checkUncomment(t, text, "network: {egress: [{host: api.github.com}]}")
+}
