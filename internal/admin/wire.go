@@ -71,6 +71,11 @@ type PinChange struct {
 	NewHash string `json:"new_hash,omitempty"`
 	Diff    string `json:"diff,omitempty"`
 	Name    string `json:"name,omitempty"` // as clients see it
+	// Findings are the description scanner's, in the new definition:
+	// "RULE [SEVERITY] at WHERE: MESSAGE". Blocked: the server has
+	// scan: block, so the definition stays hidden even once trusted.
+	Findings []string `json:"findings,omitempty"`
+	Blocked  bool     `json:"blocked,omitempty"`
 }
 
 // Changes renders pin changes with their diffs (Name left empty).

@@ -15,6 +15,7 @@ import (
 	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
+	"mcpbox/internal/integrity"
 )
 
 // maxBody bounds an action's JSON body.
@@ -91,18 +92,40 @@ type pendingRow struct {
 	approval.Request
 	Annotations map[string]any `json:"annotations,omitempty"`
 	Pin         string         `json:"pin,omitempty"`
+	// Change is, for a trust request, the pending change it is about
+	// (its diff and the scanner's findings), nil once none is pending.
+	Change *admin.PinChange `json:"change,omitempty"`
 }
 
 func (h *Handler) apiApprovals(w http.ResponseWriter, r *http.Request) {
 	pending, remembered := h.opts.Backend.Approvals()
 	rows := make([]pendingRow, len(pending))
+	changes := map[string][]admin.PinChange{} // by server
 	for i, p := range pending {
 		rows[i].Request = p
-		if h.opts.ToolInfo != nil && p.Kind != approval.KindTrust {
+		if p.Kind == approval.KindTrust {
+			if _, ok := changes[p.Server]; !ok {
+				changes[p.Server] = h.opts.Backend.Pins(p.Server)
+			}
+			rows[i].Change = changeOf(changes[p.Server], p.Tool)
+			continue
+		}
+		if h.opts.ToolInfo != nil {
 			rows[i].Annotations, rows[i].Pin = h.opts.ToolInfo(p.Server, p.Tool)
 		}
 	}
 	writeJSON(w, map[string]any{"pending": rows, "remembered": nonNil(remembered)})
+}
+
+// changeOf finds the change a trust request names (its Tool is the key
+// `mcpbox trust` takes: the tool's name, or KIND:KEY).
+func changeOf(cs []admin.PinChange, key string) *admin.PinChange {
+	for i, c := range cs {
+		if c.Kind == integrity.KindTool && c.Key == key || c.Kind+":"+c.Key == key {
+			return &cs[i]
+		}
+	}
+	return nil
 }
 
 // decideBody is an approval decision.

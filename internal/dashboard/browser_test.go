@@ -239,6 +239,21 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("pin change %q, added %q, removed %q", name, added, removed)
 	}
 	noScriptRan(t, ctx, "integrity")
+	if f := get(t, ctx, "findings", chromedp.Text(chromedp.CSS(`.pin-change .findings`))); !strings.Contains(f, "credential-access") {
+		t.Errorf("the change's findings %q", f)
+	}
+	// Its trust request on the approvals page shows the same diff and
+	// findings, with a button that says what it does.
+	step(t, ctx, "approvals page: the trust request",
+		chromedp.Navigate(r.srv.URL+"/ui/#approvals"),
+		chromedp.WaitVisible(chromedp.CSS(`.approval .change .pin-diff`)))
+	card := get(t, ctx, "trust request", chromedp.Text(chromedp.CSS(`.approval`)))
+	if !strings.Contains(card, "credential-access") || !strings.Contains(card, "id_rsa") || !strings.Contains(card, "Trust this definition") {
+		t.Errorf("trust request card %q", card)
+	}
+	step(t, ctx, "back to integrity",
+		chromedp.Navigate(r.srv.URL+"/ui/#integrity"),
+		chromedp.WaitVisible(chromedp.CSS(`.pin-change .trust`)))
 	// The pin events list the change; the first-use pin is folded into a
 	// closed count per server ("tools" here; the call above may have
 	// pinned "echo"'s tools on first use too, in its own fold).

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
@@ -123,6 +125,21 @@ func TestIntegrityPage(t *testing.T) {
 	}
 	if c == nil || c.Status != "changed" || !strings.Contains(c.Diff, "+") || !strings.Contains(c.Diff, "id_rsa") || c.NewHash == "" {
 		t.Fatalf("changes %+v", page.Changes)
+	}
+	if f := strings.Join(c.Findings, "\n"); !strings.Contains(f, "credential-access") {
+		t.Errorf("the change's scanner findings: %q", f)
+	}
+	// The approvals page shows its trust request with the same diff and
+	// findings, not only a hash.
+	var appr struct{ Pending []pendingRow }
+	deadline := time.Now().Add(10 * time.Second)
+	for len(appr.Pending) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		b.getJSON("/ui/api/approvals", &appr)
+	}
+	if len(appr.Pending) != 1 || appr.Pending[0].Kind != "trust" || appr.Pending[0].Change == nil ||
+		appr.Pending[0].Change.Diff != c.Diff || !slices.Equal(appr.Pending[0].Change.Findings, c.Findings) {
+		t.Errorf("approvals: %+v", appr.Pending)
 	}
 	v := r.browser(t)
 	v.login(viewerToken)

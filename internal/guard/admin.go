@@ -55,11 +55,13 @@ func (a adminBackend) Trust(server, key, by string, hashes []string) ([]admin.Pi
 	return a.named(changes), nil
 }
 
-// named renders pin changes with their diffs and client-visible names.
+// named renders pin changes with their diffs, client-visible names and
+// the scanner's findings in them.
 func (a adminBackend) named(cs []integrity.Change) []admin.PinChange {
 	out := admin.Changes(cs)
 	for i := range out {
 		out[i].Name = a.g.ItemName(out[i].Server, out[i].Kind, out[i].Key)
+		out[i].Findings, out[i].Blocked = a.g.changeFindings(cs[i])
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -113,6 +114,47 @@ func TestGuardInstructionsScanBlock(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(recs[0].Findings, ","), "@") {
 				t.Errorf("findings %v", recs[0].Findings)
+			}
+		})
+	}
+}
+
+// TestChangeScannedBeforeTrust: a changed tool definition, hidden until
+// trusted, is scanned when it is offered (logged and audited), and what
+// trust shows a person carries the findings; with scan: block it says
+// the definition stays hidden even once trusted.
+func TestChangeScannedBeforeTrust(t *testing.T) {
+	tool := func(desc string) []gateway.Item {
+		raw, _ := json.Marshal(map[string]any{"name": "add", "description": desc, "inputSchema": map[string]any{"type": "object"}})
+		return []gateway.Item{{Key: "add", Raw: raw}}
+	}
+	for _, scan := range []string{config.ScanWarn, config.ScanBlock} {
+		t.Run(scan, func(t *testing.T) {
+			dir := t.TempDir()
+			c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  srv:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n    scan: "+scan+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.DiscardHandler), &redact.Book{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds two numbers.")); len(got) != 1 {
+				t.Fatalf("first sight: %v", got)
+			}
+			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds. "+poisoned)); len(got) != 0 {
+				t.Fatalf("the changed definition is shown: %v", got)
+			}
+			pins := adminBackend{g: g}.Pins("srv")
+			if len(pins) != 1 || len(pins[0].Findings) == 0 || pins[0].Blocked != (scan == config.ScanBlock) {
+				t.Fatalf("pending change as trust shows it: %+v", pins)
+			}
+			if f := strings.Join(pins[0].Findings, "\n"); !strings.Contains(f, "hidden-tag") || !strings.Contains(f, " at description: ") {
+				t.Errorf("findings %q", f)
+			}
+			recs := instrRecords(t, g, dir, audit.EventScan)
+			if len(recs) != 1 || recs[0].Tool != "add" || len(recs[0].Findings) == 0 {
+				t.Fatalf("scan records before any trust: %+v", recs)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"unicode"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
@@ -31,7 +32,7 @@ func (g *Guard) list(agent, server, kind string, gen uint64, items []gateway.Ite
 	if kind == gateway.KindInstructions {
 		// Asked once per session, and an empty list counts: it pins "no
 		// instructions", so text that appears later is new.
-		return g.scanned(gs, pk, g.pinned(gs, pk, items))
+		return g.scanned(gs, pk, items, g.pinned(gs, pk, items))
 	}
 	if len(items) == 0 {
 		return items
@@ -45,8 +46,7 @@ func (g *Guard) list(agent, server, kind string, gen uint64, items []gateway.Ite
 	}
 	g.mu.Unlock()
 
-	out := g.pinned(gs, pk, items)
-	out = g.scanned(gs, pk, out)
+	out := g.scanned(gs, pk, items, g.pinned(gs, pk, items))
 	if kind == gateway.KindTools {
 		out = slices.DeleteFunc(slices.Clone(out), func(it gateway.Item) bool {
 			return !g.engine.Visible(policyClient(agent), server, it.Key)
@@ -144,17 +144,23 @@ func trustKey(ch integrity.Change) string {
 	return ch.Kind + ":" + ch.Key
 }
 
-// scanned runs the description scanner; with scan: block, a definition
-// with findings is hidden.
-func (g *Guard) scanned(gs *guardServer, kind string, items []gateway.Item) []gateway.Item {
+// scanned runs the description scanner over every definition the server
+// offered, and returns those of visible without findings or, unless
+// scan: block, with them. The hidden ones are scanned too: a change
+// waiting for trust is logged and audited with its findings before a
+// person decides, not after.
+func (g *Guard) scanned(gs *guardServer, kind string, offered, visible []gateway.Item) []gateway.Item {
 	others := g.otherNames(gs)
 	// The shadowing rule depends on the other servers' names, which come
 	// in as they are listed: a result holds only for the names it saw.
 	sorted := slices.Sorted(slices.Values(others))
 	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
 	othersKey := hex.EncodeToString(sum[:8])
+	for _, it := range offered {
+		g.scanOne(gs, kind, it, others, othersKey) // remembered for the loop below
+	}
 	var out []gateway.Item
-	for _, it := range items {
+	for _, it := range visible {
 		findings := g.scanOne(gs, kind, it, others, othersKey)
 		if len(findings) > 0 && gs.scan == config.ScanBlock {
 			continue
@@ -331,6 +337,31 @@ func (g *Guard) offerTrust(changes []integrity.Change) {
 	}
 }
 
+// changeFindings are the description scanner's findings in a change's
+// new definition, for the person who decides on it; blocked says that
+// the server's scan: block hides it even once trusted.
+func (g *Guard) changeFindings(ch integrity.Change) (findings []string, blocked bool) {
+	gs := g.servers[ch.Server]
+	if gs == nil || ch.New == nil {
+		return nil, false
+	}
+	for _, f := range integrity.ScanDefinition(ch.Kind, ch.New, g.otherNames(gs)) {
+		// Where holds the definition's own property names: printed
+		// to a terminal, so without control or format characters.
+		findings = append(findings, strings.Map(printable, fmt.Sprintf("%s [%s] at %s: %s", f.Rule, f.Severity, f.Where, f.Message)))
+	}
+	return findings, len(findings) > 0 && gs.scan == config.ScanBlock
+}
+
+// printable maps control and format characters (bidirectional overrides,
+// zero-width ones) to '?'.
+func printable(r rune) rune {
+	if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		return '?'
+	}
+	return r
+}
+
 // maxTrustRequests bounds the open trust requests of one server.
 const maxTrustRequests = 16
 
@@ -347,8 +378,14 @@ const (
 // stays hidden.
 func (g *Guard) askTrust(ch integrity.Change) int {
 	key := trustKey(ch)
-	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
-		Summary: fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)}
+	summary := fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)
+	if findings, blocked := g.changeFindings(ch); len(findings) > 0 {
+		summary += "; the description scanner finds: " + strings.Join(findings, "; ")
+		if blocked {
+			summary += " (scan: block: it stays hidden even if trusted)"
+		}
+	}
+	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key), Summary: summary}
 	d, err := g.broker.Ask(context.Background(), req, nil)
 	switch {
 	case err == nil && !d.Allow && d.By == "timeout":

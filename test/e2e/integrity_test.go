@@ -76,6 +76,10 @@ func TestIntegrityRugPull(t *testing.T) {
 		if strings.Contains(r.stdout, "trusted") {
 			t.Errorf("trust --dry-run says it trusted:\n%s", r)
 		}
+		// With the scanner's findings in it, before anyone trusts it.
+		if !strings.Contains(r.stdout, "\n  scanner: hidden-tag [") || !strings.Contains(r.stdout, "\n  scanner: credential-access [") {
+			t.Errorf("trust --dry-run shows no scanner findings:\n%s", r)
+		}
 		if igList(t, ctx, sess)["fetch_data"] != nil {
 			t.Fatal("fetch_data visible after trust --dry-run")
 		}

@@ -82,8 +82,9 @@ async function approvals(main) {
   main.append(el("h2", {}, "Pending approvals"));
   if (!d.pending.length) main.append(el("p", { class: "muted", id: "no-pending" }, "Nothing is waiting for you."));
   for (const p of d.pending) {
+    const trust = p.kind === "trust";
     const buttons = admin() ? el("div", { class: "actions" },
-      el("button", { class: "primary approve-once", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "once" }) }, "Approve once"),
+      el("button", { class: "primary approve-once", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "once" }) }, trust ? "Trust this definition" : "Approve once"),
       p.kind === "trust" ? null : el("button", { class: "approve-session", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "session" }) }, "For the session"),
       p.kind === "trust" ? null : el("button", { class: "approve-always", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "allow", scope: "always" }) }, "Always"),
       el("button", { class: "danger deny", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "deny" }) }, "Deny")) : el("p", { class: "muted" }, "viewer: read only");
@@ -93,6 +94,8 @@ async function approvals(main) {
       p.pin || p.annotations ? el("p", { class: "muted approval-tool-info" }, p.pin ? "pin: " + p.pin : "",
         p.annotations ? " · annotations (the server's claims): " + Object.entries(p.annotations).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ") : "") : null,
       el("pre", { class: "approval-args" }, pretty(p.arguments) || p.summary || ""),
+      trust && p.change ? changeView(p.change) : null,
+      trust && !p.change ? el("p", { class: "muted" }, "No change of this definition is pending any more.") : null,
       buttons));
   }
   main.append(el("h2", {}, "Remembered decisions"));
@@ -217,6 +220,15 @@ function sideBySide(diff) {
   return grid;
 }
 
+// changeView is a pending definition change: the scanner's findings in
+// it (and whether scan: block keeps it hidden), then its diff.
+function changeView(c) {
+  return el("div", { class: "change" },
+    (c.findings || []).length ? el("ul", { class: "findings error" }, c.findings.map((f) => el("li", {}, "scanner: " + f))) : null,
+    c.blocked ? el("p", { class: "error blocked" }, "The server has scan: block: this definition stays hidden even if trusted.") : null,
+    sideBySide(c.diff));
+}
+
 async function integrity(main) {
   const d = await api("integrity");
   main.append(el("h2", {}, "Changed definitions"));
@@ -224,7 +236,7 @@ async function integrity(main) {
   for (const c of d.changes) {
     main.append(el("div", { class: "card pin-change", "data-key": c.key },
       el("h3", { class: "pin-name" }, c.server + " · " + c.kind + " · " + (c.name || c.key) + " — " + c.status),
-      sideBySide(c.diff),
+      changeView(c),
       admin() && c.new_hash ? el("div", { class: "actions" }, el("button", { class: "primary trust", onclick: act("integrity/trust", { server: c.server, key: c.kind === "tool" ? c.key : c.kind + ":" + c.key, hashes: [c.new_hash] }) }, "Trust this definition")) : null));
   }
   main.append(el("h2", {}, "Scanner findings"), table(["time", "server", "definition", "findings", "action"], d.findings.map((r) =>
