@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -64,8 +65,10 @@ type Pins struct {
 	path string
 
 	mu sync.Mutex
-	// lock is the file's content as last read or written. guarded by mu
+	// lock is the file's content as last read or written, and read the
+	// file as it was then (nil if missing). guarded by mu
 	lock *Lock
+	read os.FileInfo
 	// pending holds the latest unapproved changes per server and kind.
 	// guarded by mu
 	pending map[scope]map[string]Change
@@ -77,11 +80,12 @@ type scope struct{ server, kind string }
 
 // OpenPins reads the lock file at path (missing: empty).
 func OpenPins(path string) (*Pins, error) {
+	fi, _ := os.Stat(path) // before reading: a write in between is read again
 	l, err := ReadLock(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Pins{path: path, lock: l, pending: map[scope]map[string]Change{}, seen: map[string]ServerInfo{}}, nil
+	return &Pins{path: path, lock: l, read: fi, pending: map[scope]map[string]Change{}, seen: map[string]ServerInfo{}}, nil
 }
 
 // Path returns the lock file's path.
@@ -100,15 +104,37 @@ func (p *Pins) SetInfo(server string, info ServerInfo) {
 // Reload re-reads the file, after `mcpbox pin` or `mcpbox trust` wrote it
 // from another process. On error the previous pins stay in force.
 func (p *Pins) Reload() error {
+	fi, _ := os.Stat(p.path)
 	l, err := ReadLock(p.path)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.lock = l
+	p.lock, p.read = l, fi
 	p.prunePending()
 	return nil
+}
+
+// fresh re-reads the file if another writer replaced it since it was
+// read or written here (another gateway's trust, from its dashboard;
+// mcpbox pin; a checkout), so that what is pending here, and what this
+// gateway hides, follow it. Writers replace the file (a rename), so a
+// new file or another size or time says it changed. On error the pins
+// in memory stay, as with Reload.
+//
+// Preconditions: p.mu held.
+func (p *Pins) fresh() {
+	fi, err := os.Stat(p.path)
+	if err != nil || p.read != nil && os.SameFile(p.read, fi) && fi.Size() == p.read.Size() && fi.ModTime().Equal(p.read.ModTime()) {
+		return
+	}
+	l, err := ReadLock(p.path)
+	if err != nil {
+		return
+	}
+	p.lock, p.read = l, fi
+	p.prunePending()
 }
 
 // Check compares server's current list of one kind with the lock under
@@ -147,6 +173,7 @@ func (p *Pins) Check(server, mode, kind string, items []Item) (visible []Item, c
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.fresh()
 	if p.pinsOf(server, kind) == nil && mode != ModeEnforce {
 		if changes, err = p.pinFirst(server, kind, items, cur); err != nil {
 			return nil, nil, err
@@ -299,6 +326,7 @@ func (p *Pins) Verify(server, mode, kind string, it Item) (ok bool, reason strin
 func (p *Pins) Pending(server string) []Change {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.fresh()
 	var out []Change
 	for sc, m := range p.pending {
 		if server != "" && sc.server != server {
@@ -325,6 +353,7 @@ func (p *Pins) Trust(server, key string, want []string) ([]Change, error) {
 	kind, name := parseTrustKey(key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.fresh()
 	var trusted []Change
 	for sc, m := range p.pending {
 		if sc.server != server || (kind != "" && sc.kind != kind) {
@@ -421,6 +450,7 @@ func (p *Pins) update(server string, fn func(*ServerLock) bool) error {
 		return err
 	}
 	defer release()
+	fi, _ := os.Stat(p.path)
 	l, err := ReadLock(p.path)
 	if err != nil {
 		return err
@@ -433,8 +463,9 @@ func (p *Pins) update(server string, fn func(*ServerLock) bool) error {
 		if err := WriteLock(p.path, l); err != nil {
 			return err
 		}
+		fi, _ = os.Stat(p.path) // ours, under the flock
 	}
-	p.lock = l
+	p.lock, p.read = l, fi
 	p.prunePending()
 	return nil
 }

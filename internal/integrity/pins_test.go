@@ -476,3 +476,23 @@ func BenchmarkCheck100Tools(b *testing.B) {
 		}
 	}
 }
+
+// TestOtherWriterSeen: what another gateway on the same lock file trusts
+// (from its dashboard, without telling this one) is no longer pending
+// here, and this gateway shows it, without a Reload.
+func TestOtherWriterSeen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpbox.lock")
+	a, b := openPins(t, path), openPins(t, path)
+	x, y := toolDef("x", "Does x."), toolDef("y", "Does y.")
+	check(t, a, ModeTOFU, tools(x)) // pins x
+	check(t, b, ModeTOFU, tools(x))
+	check(t, a, ModeTOFU, tools(x, y))
+	_, changes := check(t, b, ModeTOFU, tools(x, y))
+	expect(t, "pending at a", []string{"tool/y:new"}, statuses(a.Pending("")))
+	if _, err := b.Trust("srv", "y", []string{changes[0].NewHash}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "pending at a after b trusted", []string{}, statuses(a.Pending("")))
+	vis, _ := check(t, a, ModeTOFU, tools(x, y))
+	expect(t, "visible at a", []string{"x", "y"}, vis)
+}
