@@ -202,9 +202,9 @@ func New(opts Options) (*Broker, error) {
 // tool definition is reviewed every time. Otherwise the request is stored
 // as pending, elicit (if non-nil) is asked concurrently with the choices
 // "once", "session" and "deny", and Decide (the CLI, the web endpoint) may
-// answer; the first decision wins. After Options.Timeout the call is denied
-// (By "timeout"); when ctx is done or the broker closes, it is denied (By
-// "cancelled"). A session or always scoped allow is remembered; a deny
+// answer; the first decision wins. After Options.Timeout a call is denied
+// (By "timeout"; a trust request has no timeout: nothing waits on it);
+// when ctx is done or the broker closes, it is denied (By "cancelled"). A session or always scoped allow is remembered; a deny
 // never outlives its request.
 //
 // Ask cleans control characters out of req's text fields, cuts Summary
@@ -314,13 +314,18 @@ func (b *Broker) hold(w *waiter) bool {
 	return true
 }
 
-// wait blocks until w is decided, deciding it on timeout or cancellation.
+// wait blocks until w is decided, deciding it on timeout (a call's only:
+// no caller waits on a trust request) or cancellation.
 func (b *Broker) wait(ctx context.Context, w *waiter) (Decision, error) {
-	timer := time.NewTimer(b.timeout)
-	defer timer.Stop()
+	var expired <-chan time.Time
+	if w.req.Kind == KindCall {
+		timer := time.NewTimer(b.timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	select {
 	case <-w.done:
-	case <-timer.C:
+	case <-expired:
 		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: "timeout", Reason: fmt.Sprintf("no decision within %v", b.timeout)})
 	case <-ctx.Done():
 		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: ByCancelled, Reason: cancelReason(ctx)})

@@ -528,3 +528,22 @@ func TestDecideWhileCancelling(t *testing.T) {
 		t.Fatalf("Ask = %+v, want the cancellation", got)
 	}
 }
+
+// TestTrustRequestHasNoTimeout: no call waits on a trust request, so it
+// stays until decided (here: past several call timeouts).
+func TestTrustRequestHasNoTimeout(t *testing.T) {
+	b, _ := newBroker(t, openDB(t), 20*time.Millisecond)
+	req := Request{Kind: KindTrust, Server: "github", Tool: "create_issue", Summary: "tool definition changed"}
+	ch := askAsync(context.Background(), b, req, nil)
+	time.Sleep(200 * time.Millisecond)
+	p := b.Pending()
+	if len(p) != 1 {
+		t.Fatalf("Pending() = %+v after 10 call timeouts, want the trust request", p)
+	}
+	if err := b.Decide(p[0].ID, Decision{Allow: true, By: "cli:uid=0"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, ch); !got.D.Allow || got.D.By != "cli:uid=0" {
+		t.Fatalf("Ask = %+v", got)
+	}
+}

@@ -68,7 +68,7 @@ type Guard struct {
 	names     map[string][]string            // server → its tools as the model sees them; guarded by mu
 	reported  map[string]bool                // pin changes already logged; guarded by mu
 	unmatched map[string]bool                // tools globs matching no tool already warned of; guarded by mu
-	asking    map[string]bool                // definitions (server, kind, key) with a trust request open; guarded by mu
+	asking    map[string]*trustAsk           // definitions (server, kind, key) with a trust request open; guarded by mu
 	denied    map[string]string              // definition → the hash a human refused to trust; guarded by mu
 }
 
@@ -143,7 +143,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		names:          map[string][]string{},
 		reported:       map[string]bool{},
 		unmatched:      map[string]bool{},
-		asking:         map[string]bool{},
+		asking:         map[string]*trustAsk{},
 		denied:         map[string]string{},
 		tracer:         o.Tracer,
 		dir:            o.StateDir,
@@ -435,6 +435,7 @@ func (g *Guard) ReloadPins() error {
 	if err := g.pins.Reload(); err != nil {
 		return err
 	}
+	g.withdrawStale()
 	g.changed("")
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
@@ -157,5 +158,63 @@ func TestChangeScannedBeforeTrust(t *testing.T) {
 				t.Fatalf("scan records before any trust: %+v", recs)
 			}
 		})
+	}
+}
+
+// TestTrustRequestWithdrawn: a trust request leaves the approvals once
+// its change is trusted another way, or changes again (then the new
+// definition is offered instead), audited as cancelled; it is not denied
+// by a timeout meanwhile.
+func TestTrustRequestWithdrawn(t *testing.T) {
+	tool := func(desc string) []gateway.Item {
+		raw, _ := json.Marshal(map[string]any{"name": "add", "description": desc, "inputSchema": map[string]any{"type": "object"}})
+		return []gateway.Item{{Key: "add", Raw: raw}}
+	}
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte("version: 1\napprovals: {timeout: 1s}\nservers:\n  srv:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.DiscardHandler), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// waitPending waits for the one trust request to offer hash.
+	waitPending := func(what, hash string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p := g.broker.Pending()
+			if len(p) == 1 && (hash == "" || strings.Contains(p[0].Summary, hash)) || hash == "none" && len(p) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: pending %+v", what, p)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds."))
+	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds two numbers."))
+	first := g.pins.Pending("srv")[0].NewHash
+	waitPending("offered", first)
+	time.Sleep(1500 * time.Millisecond) // past approvals.timeout: still there
+	waitPending("after the call timeout", first)
+
+	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds three numbers."))
+	second := g.pins.Pending("srv")[0].NewHash
+	waitPending("changed again: the new one offered", second)
+
+	if _, err := g.trust("srv", "add", "cli:uid=0", []string{second}); err != nil {
+		t.Fatal(err)
+	}
+	waitPending("trusted by mcpbox trust", "none")
+	recs := instrRecords(t, g, dir, audit.EventApproval)
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Decision)
+	}
+	if !slices.Equal(got, []string{"cancelled", "cancelled"}) {
+		t.Errorf("approval records %q, want the two requests cancelled", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -286,22 +287,40 @@ func (g *Guard) trust(server, key, who string, want []string) ([]integrity.Chang
 			Approver: who, Decision: "trusted",
 			Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}
+	g.withdrawStale()
 	g.changed(server)
 	return changes, nil
 }
 
+// trustAsk is an open trust request: the hash of the definition it
+// offers, and what withdraws it.
+type trustAsk struct {
+	hash   string
+	cancel context.CancelCauseFunc
+}
+
+// errTrustWithdrawn withdraws a trust request whose change is no longer
+// pending as offered.
+var errTrustWithdrawn = errors.New("the definition was trusted meanwhile, or changed again")
+
+func trustID(ch integrity.Change) string { return ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key }
+
 // offerTrust asks the approval channels about each pending change that
-// is not being asked about already: a request that timed out is offered
-// again at the next list, as long as the change is pending.
+// is not being asked about already. A trust request has no timeout (no
+// call waits on it): it stays until someone decides it, or is withdrawn
+// when its change is no longer pending as offered (withdrawStale).
 func (g *Guard) offerTrust(changes []integrity.Change) {
 	if !g.channels[config.ChannelCLI] && !g.channels[config.ChannelWeb] {
 		return // a trust request goes to neither client: nobody could answer
 	}
+	g.withdrawStale()
 	for _, ch := range changes {
-		if ch.Status != "new" && ch.Status != "changed" {
+		switch ch.Status {
+		case integrity.StatusNew, integrity.StatusChanged, integrity.StatusQuarantined:
+		default:
 			continue
 		}
-		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key
+		id := trustID(ch)
 		g.mu.Lock()
 		open := 0
 		for k := range g.asking {
@@ -311,18 +330,25 @@ func (g *Guard) offerTrust(changes []integrity.Change) {
 		}
 		// One request per definition, a few per server: a server that
 		// churns its definitions must not bury the calls waiting for review.
-		skip := g.asking[id] || g.denied[id] == ch.NewHash || open >= maxTrustRequests
+		skip := g.asking[id] != nil || g.denied[id] == ch.NewHash || open >= maxTrustRequests
+		var ask *trustAsk
+		var ctx context.Context
 		if !skip {
-			g.asking[id] = true
+			ask = &trustAsk{hash: ch.NewHash}
+			ctx, ask.cancel = context.WithCancelCause(context.Background())
+			g.asking[id] = ask
 		}
 		g.mu.Unlock()
 		if skip {
 			continue
 		}
 		go func() {
-			outcome := g.askTrust(ch)
+			outcome := g.askTrust(ctx, ch)
+			ask.cancel(nil)
 			g.mu.Lock()
-			delete(g.asking, id)
+			if g.asking[id] == ask {
+				delete(g.asking, id)
+			}
 			if outcome == trustDenied {
 				if len(g.denied) >= maxRemembered {
 					clear(g.denied)
@@ -330,10 +356,32 @@ func (g *Guard) offerTrust(changes []integrity.Change) {
 				g.denied[id] = ch.NewHash
 			}
 			g.mu.Unlock()
-			if outcome == trustAgain {
+			switch outcome {
+			case trustAgain:
 				g.gen.Add(1) // the next list checks the pins again, and re-offers
+			case trustWithdrawn:
+				g.offerTrust(g.pins.Pending(ch.Server)) // what is pending now, if anything
 			}
 		}()
+	}
+}
+
+// withdrawStale withdraws the open trust requests whose definition is no
+// longer pending with the hash they offer: trusted by `mcpbox trust`, the
+// dashboard or another gateway, or changed again. Their requests leave
+// `mcpbox approvals`, audited as cancelled, rather than linger until
+// someone approves a change that is gone.
+func (g *Guard) withdrawStale() {
+	pending := map[string]string{}
+	for _, ch := range g.pins.Pending("") {
+		pending[trustID(ch)] = ch.NewHash
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, a := range g.asking {
+		if pending[id] != a.hash {
+			a.cancel(errTrustWithdrawn)
+		}
 	}
 }
 
@@ -367,16 +415,17 @@ const maxTrustRequests = 16
 
 // Outcomes of a trust request.
 const (
-	trustDone   = iota // trusted
-	trustDenied        // a human said no: not asked again for this definition
-	trustAgain         // nobody answered, or the definition changed meanwhile
+	trustDone      = iota // trusted
+	trustDenied           // a human said no: not asked again for this definition
+	trustAgain            // nobody answered, or the definition changed meanwhile
+	trustWithdrawn        // its change is no longer pending as offered
 )
 
 // askTrust offers a changed definition to the approval channels (the
 // CLI and web: no client is calling): approved, it is trusted as by
 // `mcpbox trust`, if it is still the definition offered; otherwise it
 // stays hidden.
-func (g *Guard) askTrust(ch integrity.Change) int {
+func (g *Guard) askTrust(ctx context.Context, ch integrity.Change) int {
 	key := trustKey(ch)
 	summary := fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)
 	if findings, blocked := g.changeFindings(ch); len(findings) > 0 {
@@ -386,9 +435,11 @@ func (g *Guard) askTrust(ch integrity.Change) int {
 		}
 	}
 	req := approval.Request{Kind: "trust", Server: ch.Server, Tool: key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key), Summary: summary}
-	d, err := g.broker.Ask(context.Background(), req, nil)
+	d, err := g.broker.Ask(ctx, req, nil)
 	switch {
-	case err == nil && !d.Allow && d.By == "timeout":
+	case err == nil && d.By == approval.ByCancelled && errors.Is(context.Cause(ctx), errTrustWithdrawn):
+		return trustWithdrawn
+	case err == nil && !d.Allow && (d.By == "timeout" || d.By == approval.ByCancelled):
 		return trustAgain
 	case err != nil || !d.Allow:
 		return trustDenied
