@@ -275,7 +275,7 @@ func merge(out *reply, rep reply) {
 func ownerError(errs []error) error {
 	for _, err := range errs {
 		msg := err.Error()
-		if !strings.Contains(msg, "no sandbox") && !strings.Contains(msg, "no such approval") && !strings.Contains(msg, "already decided") {
+		if !strings.Contains(msg, "no sandbox") && !strings.Contains(msg, "no such approval") && !strings.Contains(msg, "already decided") && !strings.Contains(msg, "held by another instance") {
 			return err
 		}
 	}

@@ -371,6 +371,7 @@ const NoAnswer = "the client gave no answer, and no other approval channel is on
 // Decide answers the pending request id. It returns ErrUnknown if there is
 // no such request, ErrCancelled if its call was cancelled (its client gave
 // up, its session ended), ErrDecided if it was decided or expired already,
+// ErrElsewhere if another broker on the same database holds it,
 // and the storage error if the decision could not be recorded (the call is
 // then denied).
 func (b *Broker) Decide(id string, d Decision) error {
@@ -398,9 +399,12 @@ func (b *Broker) Decide(id string, d Decision) error {
 	case st == statusCancelled:
 		// Its call is gone: an allow now would run it for nobody.
 		return fmt.Errorf("request %s was cancelled (%s); nothing is left to decide: %w", id, reason, ErrCancelled)
+	case st == statusPending:
+		// Stored as pending, held by no one here: another gateway on
+		// this state dir holds it.
+		return fmt.Errorf("deciding %s: it waits at another instance of this state dir (mcpbox approve reaches every one): %w", id, ErrElsewhere)
 	default:
-		// Stored but not held here: decided, expired, or (briefly) being
-		// decided by another channel.
+		// Stored but not held here: decided or expired.
 		return fmt.Errorf("deciding %s: %w", id, ErrDecided)
 	}
 }

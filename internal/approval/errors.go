@@ -15,6 +15,11 @@ var (
 	// decided (by another channel, a timeout, a cancellation) or expired.
 	ErrDecided = errors.New("approval already decided")
 
+	// ErrElsewhere is returned by Decide for a request that waits at
+	// another broker on the same database (another gateway on the state
+	// dir, Options.Shared): only that one can release its call.
+	ErrElsewhere = errors.New("approval held by another instance")
+
 	// ErrCancelled is returned by Decide when the request's call was
 	// cancelled (its client gave up or ended its session, the gateway
 	// shut down): there is no call left to let run.

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -23,6 +24,11 @@ func TestSharedStoreKeepsOthersPending(t *testing.T) {
 	defer b.Close()
 	if st, _, err := a.store.status(ctx, id); err != nil || st != statusPending {
 		t.Fatalf("after a shared broker opened, %s is %q (%v), want pending", id, st, err)
+	}
+	// b cannot release a's call, and says where it waits (not that it
+	// was decided).
+	if err := b.Decide(id, Decision{Allow: true, By: "web:admin"}); !errors.Is(err, ErrElsewhere) {
+		t.Errorf("deciding at the other broker: %v, want ErrElsewhere", err)
 	}
 	if err := a.Decide(id, Decision{Allow: true, By: "cli:uid=0"}); err != nil {
 		t.Fatal(err)
