@@ -61,7 +61,8 @@ func serveRevoke(_ *Server, c *call) (reply, error) {
 }
 
 func servePins(_ *Server, c *call) (reply, error) {
-	return reply{Changes: c.b.Pins(c.req.Server)}, nil
+	changes, err := c.b.Pins(c.req.Server)
+	return reply{Changes: changes}, err
 }
 
 func serveTrust(_ *Server, c *call) (reply, error) {

@@ -38,7 +38,7 @@ type Backend interface {
 	// Revoke forgets the remembered decision id.
 	Revoke(id, by string) error
 	// Pins lists the pending definition changes of server ("" for all).
-	Pins(server string) []PinChange
+	Pins(server string) ([]PinChange, error)
 	// Trust accepts the pending changes of server (key "" for all) whose
 	// new hashes are among hashes, and returns them.
 	Trust(server, key, by string, hashes []string) ([]PinChange, error)

@@ -105,7 +105,7 @@ func (h *Handler) apiApprovals(w http.ResponseWriter, r *http.Request) {
 		rows[i].Request = p
 		if p.Kind == approval.KindTrust {
 			if _, ok := changes[p.Server]; !ok {
-				changes[p.Server] = h.opts.Backend.Pins(p.Server)
+				changes[p.Server], _ = h.opts.Backend.Pins(p.Server) // none: no change shown
 			}
 			rows[i].Change = changeOf(changes[p.Server], p.Tool)
 			continue
@@ -355,7 +355,12 @@ func (h *Handler) apiIntegrity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, map[string]any{"changes": nonNil(h.opts.Backend.Pins("")), "findings": nonNil(scans), "pins": nonNil(pins)})
+	changes, err := h.opts.Backend.Pins("")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, map[string]any{"changes": nonNil(changes), "findings": nonNil(scans), "pins": nonNil(pins)})
 }
 
 // trustBody trusts pending definition changes.

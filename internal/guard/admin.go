@@ -2,6 +2,7 @@ package guard
 
 import (
 	"errors"
+	"fmt"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
@@ -43,8 +44,12 @@ func (a adminBackend) Revoke(id, by string) error {
 	return nil
 }
 
-func (a adminBackend) Pins(server string) []admin.PinChange {
-	return a.named(a.g.PendingChanges(server))
+func (a adminBackend) Pins(name string) ([]admin.PinChange, error) {
+	changes, ok := a.g.PendingChanges(name)
+	if !ok {
+		return nil, fmt.Errorf("no server or tool %q in this gateway", name)
+	}
+	return a.named(changes), nil
 }
 
 func (a adminBackend) Trust(server, key, by string, hashes []string) ([]admin.PinChange, error) {

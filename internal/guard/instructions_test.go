@@ -146,7 +146,10 @@ func TestChangeScannedBeforeTrust(t *testing.T) {
 			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds. "+poisoned)); len(got) != 0 {
 				t.Fatalf("the changed definition is shown: %v", got)
 			}
-			pins := adminBackend{g: g}.Pins("srv")
+			pins, err := adminBackend{g: g}.Pins("srv")
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(pins) != 1 || len(pins[0].Findings) == 0 || pins[0].Blocked != (scan == config.ScanBlock) {
 				t.Fatalf("pending change as trust shows it: %+v", pins)
 			}

@@ -71,14 +71,15 @@ func (g *Guard) prefixes() map[string]string {
 
 // PendingChanges are the pending definition changes of what an admin
 // named: a server (all of its changes), or one tool by its
-// client-visible name.
-func (g *Guard) PendingChanges(name string) []integrity.Change {
+// client-visible name; known false if name is neither (a typo must not
+// read as "nothing pending").
+func (g *Guard) PendingChanges(name string) (changes []integrity.Change, known bool) {
 	if _, ok := g.servers[name]; ok || name == "" {
-		return g.pins.Pending(name)
+		return g.pins.Pending(name), true
 	}
 	server, tool, ok := resolveTool(name, g.prefixes())
 	if !ok {
-		return nil
+		return nil, false
 	}
 	var out []integrity.Change
 	for _, ch := range g.pins.Pending(server) {
@@ -86,7 +87,8 @@ func (g *Guard) PendingChanges(name string) []integrity.Change {
 			out = append(out, ch)
 		}
 	}
-	return out
+	// A tool's name: one the server offers, or offered changed.
+	return out, len(out) > 0 || g.KnownTool(server, tool)
 }
 
 // Approvals are the pending and remembered approvals, each with its

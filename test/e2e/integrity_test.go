@@ -76,6 +76,11 @@ func TestIntegrityRugPull(t *testing.T) {
 		if strings.Contains(r.stdout, "trusted") {
 			t.Errorf("trust --dry-run says it trusted:\n%s", r)
 		}
+		// A name the gateway does not know is an error, not "nothing pending".
+		r2 := igCLI(t, m, "trust", "rugpul", "--config", cfg)
+		if want(t, r2, 1); !strings.Contains(r2.stderr, `no server or tool "rugpul"`) {
+			t.Errorf("trust of an unknown server:\n%s", r2)
+		}
 		// With the scanner's findings in it, before anyone trusts it.
 		if !strings.Contains(r.stdout, "\n  scanner: hidden-tag [") || !strings.Contains(r.stdout, "\n  scanner: credential-access [") {
 			t.Errorf("trust --dry-run shows no scanner findings:\n%s", r)
