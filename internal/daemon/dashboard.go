@@ -262,25 +262,25 @@ func requireToken(secret *secretFile, next http.Handler) http.Handler {
 // an admin; a client's token has the client's role (clients[].role), none
 // without. The state dir's token is not one of them: client configs hold
 // it, and so may the agents they run.
-func (d *daemon) dashboardRoles(secret *secretFile) func(string) (string, bool) {
-	type cand struct{ token, role string }
+func (d *daemon) dashboardRoles(secret *secretFile) func(string) (string, string, bool) {
+	type cand struct{ token, role, who string }
 	var clients []cand
 	for _, cl := range d.hopts.Clients {
 		for _, c := range d.c.Clients {
 			if c.Name == cl.Name && c.Role != "" {
-				clients = append(clients, cand{string(cl.Token), c.Role})
+				clients = append(clients, cand{string(cl.Token), c.Role, c.Name})
 			}
 		}
 	}
-	return func(token string) (string, bool) {
+	return func(token string) (string, string, bool) {
 		local := secret.token()
-		role := ""
-		for _, c := range append([]cand{{local, dashboard.RoleAdmin}}, clients...) {
+		role, who := "", ""
+		for _, c := range append([]cand{{local, dashboard.RoleAdmin, ""}}, clients...) {
 			if subtle.ConstantTimeCompare([]byte(token), []byte(c.token)) == 1 && c.token != "" {
-				role = c.role
+				role, who = c.role, c.who
 			}
 		}
-		return role, role != ""
+		return role, who, role != ""
 	}
 }
 

@@ -46,7 +46,7 @@ servers:
 	var learned []string // what the redaction book would learn
 	secret := &secretFile{dir: dir, file: bearer.Dashboard, learn: func(tok string) { learned = append(learned, tok) }}
 	auth := d.dashboardRoles(secret)
-	if _, ok := auth(""); ok {
+	if _, _, ok := auth(""); ok {
 		t.Error("an empty token logs in while there is no dashboard secret")
 	}
 	if secret.token() != "" {
@@ -62,28 +62,28 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ token, role string }{
-		{local, dashboard.RoleAdmin},
-		{mcpToken, ""},
-		{"boss-token-0123456789", dashboard.RoleAdmin},
-		{"watcher-token-0123456789", dashboard.RoleViewer},
-		{"agent-token-0123456789", ""},
-		{"", ""},
-		{"wrong-token-0123456789", ""},
+	for _, c := range []struct{ token, role, who string }{
+		{local, dashboard.RoleAdmin, ""},
+		{mcpToken, "", ""},
+		{"boss-token-0123456789", dashboard.RoleAdmin, "boss"},
+		{"watcher-token-0123456789", dashboard.RoleViewer, "watcher"},
+		{"agent-token-0123456789", "", ""},
+		{"", "", ""},
+		{"wrong-token-0123456789", "", ""},
 	} {
-		role, ok := auth(c.token)
-		if role != c.role || ok != (c.role != "") {
-			t.Errorf("token %q: role %q %v, want %q", c.token, role, ok, c.role)
+		role, who, ok := auth(c.token)
+		if role != c.role || who != c.who || ok != (c.role != "") {
+			t.Errorf("token %q: role %q of %q %v, want %q of %q", c.token, role, who, ok, c.role, c.who)
 		}
 	}
 	rotated, err := bearer.Dashboard.Rotate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := auth(local); ok {
+	if _, _, ok := auth(local); ok {
 		t.Error("the rotated-away dashboard secret still logs in")
 	}
-	if role, _ := auth(rotated); role != dashboard.RoleAdmin {
+	if role, _, _ := auth(rotated); role != dashboard.RoleAdmin {
 		t.Errorf("the rotated dashboard secret: role %q, want admin", role)
 	}
 	if !slices.Equal(learned, []string{local, rotated}) {
@@ -198,7 +198,7 @@ func TestUILoginURL(t *testing.T) {
 		}
 		for secret, want := range map[string]int{tok: http.StatusSeeOther, mcpToken: http.StatusForbidden, bearer.New(): http.StatusForbidden} {
 			h, err := dashboard.New(dashboard.Options{Backend: nopBackend{}, Audit: nopAudit{},
-				Authenticate: func(string) (string, bool) { return "", false }, LoginSecret: func() string { return secret }})
+				Authenticate: func(string) (string, string, bool) { return "", "", false }, LoginSecret: func() string { return secret }})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -144,7 +144,7 @@ func (h *Handler) apiDecide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "decision must be allow or deny, scope once, session or always")
 		return
 	}
-	d := approval.Decision{Allow: b.Decision == "allow", Scope: scope, By: "web:" + sessionOf(r).s.role}
+	d := approval.Decision{Allow: b.Decision == "allow", Scope: scope, By: sessionOf(r).s.by()}
 	if err := h.opts.Backend.Decide(r.PathValue("id"), d); err != nil {
 		writeError(w, http.StatusConflict, err.Error())
 		return
@@ -379,7 +379,7 @@ func (h *Handler) apiTrust(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "trust needs a server and the hashes shown")
 		return
 	}
-	changes, err := h.opts.Backend.Trust(b.Server, b.Key, "web:"+sessionOf(r).s.role, b.Hashes)
+	changes, err := h.opts.Backend.Trust(b.Server, b.Key, sessionOf(r).s.by(), b.Hashes)
 	if err != nil {
 		writeError(w, http.StatusConflict, err.Error())
 		return

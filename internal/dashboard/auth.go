@@ -47,6 +47,7 @@ const maxSessions = 256
 // session is one logged-in browser.
 type session struct {
 	role    string
+	who     string // Options.Authenticate's who: a client's name, or ""
 	csrf    string
 	expires time.Time
 	// secret is what the login secret was when the session began: a
@@ -148,10 +149,10 @@ func (h *Handler) redeem(tok string) bool {
 	return true
 }
 
-// newSession starts a session of role and sets its cookie; sum is the
+// newSession starts a session of role for who and sets its cookie; sum is the
 // login secret's digest as it was before the login was checked, so that
 // a rotation during the check ends the session too.
-func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string, sum [sha256.Size]byte) bool {
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who string, sum [sha256.Size]byte) bool {
 	id, csrf := rand.Text()+rand.Text(), rand.Text()
 	now := h.opts.Now()
 	h.mu.Lock()
@@ -162,7 +163,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string
 	}
 	full := len(h.sessions) >= maxSessions
 	if !full {
-		h.sessions[id] = &session{role: role, csrf: csrf, expires: now.Add(h.opts.SessionTTL), secret: sum}
+		h.sessions[id] = &session{role: role, who: who, csrf: csrf, expires: now.Add(h.opts.SessionTTL), secret: sum}
 	}
 	h.mu.Unlock()
 	if full {
@@ -179,10 +180,24 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role string
 
 // logLogin tells the logger of a session begun with method ("form",
 // "link").
-func (h *Handler) logLogin(r *http.Request, role, method string) {
-	if h.opts.Logger != nil {
-		h.opts.Logger.Info("dashboard login", "role", role, "with", method, "from", r.RemoteAddr)
+func (h *Handler) logLogin(r *http.Request, role, who, method string) {
+	if h.opts.Logger == nil {
+		return
 	}
+	args := []any{"role", role, "with", method, "from", r.RemoteAddr}
+	if who != "" {
+		args = append(args, "client", who)
+	}
+	h.opts.Logger.Info("dashboard login", args...)
+}
+
+// by is who decides in the session, as audit records name them:
+// "web:ROLE", and ":CLIENT" for a session begun with a client's token.
+func (s *session) by() string {
+	if s.who == "" {
+		return "web:" + s.role
+	}
+	return "web:" + s.role + ":" + s.who
 }
 
 // logRefused counts a refused login and tells the logger at most once a

@@ -56,9 +56,11 @@ type Options struct {
 	// FollowAudit); nil: pages poll.
 	Events *Events
 	// Authenticate maps a token typed into the login form to a role
-	// (RoleAdmin or RoleViewer); ok false refuses it. Required. It must
-	// compare in constant time.
-	Authenticate func(token string) (role string, ok bool)
+	// (RoleAdmin or RoleViewer) and who logs in with it (a client's
+	// name; "" for the dashboard's own secret), which the audit records
+	// of the session's decisions name; ok false refuses it. Required.
+	// It must compare in constant time.
+	Authenticate func(token string) (role, who string, ok bool)
 	// LoginSecret, if non-nil, is the secret one-time login URLs are
 	// signed with (the state dir's dashboard secret; see LoginURL); they
 	// log in as RoleAdmin. Nil: only the form logs in.
@@ -192,8 +194,8 @@ func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
 			return
 		}
-		if h.newSession(w, r, RoleAdmin, sum) {
-			h.logLogin(r, RoleAdmin, "link")
+		if h.newSession(w, r, RoleAdmin, "", sum) {
+			h.logLogin(r, RoleAdmin, "", "link")
 			// A redirect, so the token leaves the address bar and history.
 			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 		}
@@ -213,7 +215,7 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	tok := r.PostFormValue("token")
 	sum := h.secretSum() // before the check: a rotation after it ends the session
-	role, ok := h.opts.Authenticate(tok)
+	role, who, ok := h.opts.Authenticate(tok)
 	if tok == "" {
 		ok = false // whatever Authenticate makes of it
 	}
@@ -222,8 +224,8 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	if h.newSession(w, r, role, sum) {
-		h.logLogin(r, role, "form")
+	if h.newSession(w, r, role, who, sum) {
+		h.logLogin(r, role, who, "form")
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	}
 }

@@ -45,6 +45,7 @@ servers:
 const (
 	adminToken  = "mcpbox_admintoken0123456789"
 	viewerToken = "mcpbox_viewertoken012345678"
+	bossToken   = "mcpbox_bosstoken01234567890"
 )
 
 // rig is a real guard and gateway around an in-process echo server, the
@@ -94,14 +95,16 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 	go func() { FollowAudit(ctx, g.AuditStore(), head, ev, obs...); close(followed) }()
 	h, err := New(Options{
 		Backend: g.WebAdmin(gw), Audit: g.AuditStore(), Events: ev,
-		Authenticate: func(tok string) (string, bool) {
+		Authenticate: func(tok string) (string, string, bool) {
 			switch {
 			case subtle.ConstantTimeCompare([]byte(tok), []byte(adminToken)) == 1:
-				return RoleAdmin, true
+				return RoleAdmin, "", true
 			case subtle.ConstantTimeCompare([]byte(tok), []byte(viewerToken)) == 1:
-				return RoleViewer, true
+				return RoleViewer, "viewer-client", true
+			case subtle.ConstantTimeCompare([]byte(tok), []byte(bossToken)) == 1:
+				return RoleAdmin, "boss", true // a client with role: admin
 			}
-			return "", false
+			return "", "", false
 		},
 		LoginSecret:  func() string { return adminToken },
 		ToolInfo:     g.ToolInfo,

@@ -380,3 +380,21 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestDecisionNamesClient: a decision made in a session begun with a
+// client's token (clients[].role: admin) is audited with that client's
+// name, not only the role the dashboard's own secret has too.
+func TestDecisionNamesClient(t *testing.T) {
+	r := newRig(t)
+	b := r.browser(t)
+	b.login(bossToken)
+	id, res := pendingCall(t, r, b, "review boss")
+	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "deny"}); code != 200 {
+		t.Fatalf("deny: %d %s", code, body)
+	}
+	<-res
+	recs := r.records(t, "approval")
+	if len(recs) != 1 || recs[0].Approver != "web:admin:boss" {
+		t.Errorf("approval records %+v, want one by web:admin:boss", recs)
+	}
+}
