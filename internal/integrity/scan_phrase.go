@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -22,8 +23,11 @@ type phrase struct {
 	rule    string
 	sev     string
 	defOnly bool // not applied to tool results
-	src     string
-	elems   []elem
+	// notAfter are words that, right before a match, make it prose
+	// about the phrase rather than the phrase (see notAfter).
+	notAfter []string
+	src      string
+	elems    []elem
 }
 
 type elem struct {
@@ -194,6 +198,9 @@ type phraseHit struct {
 func (m *matcher) run(set *phraseSet, hit func(phraseHit)) {
 	for i, w := range m.text {
 		for _, p := range set.byWord[w] {
+			if i > 0 && slices.Contains(p.notAfter, m.text[i-1]) {
+				continue
+			}
 			if end := m.match(i, p.elems); end > i {
 				hit(phraseHit{p, i, end})
 			}

@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -37,7 +38,10 @@ func phraseTable() []phrase {
 		parsePhrase(RuleModelDirective, SeverityMedium, "before|prior+to using|calling|invoking|running|executing|you+use|you+call|you+run "+
 			"this|the|these|any tool|tools|function|functions|server *2 read|call|send|invoke|run|execute|fetch|open|cat|upload|pass|include|attach|copy|load|post|email|forward"),
 		parsePhrase(RuleModelDirective, SeverityMedium, "as an|a ai|llm|assistant|language+model|ai+assistant|ai+model|ai+language+model"),
-		parsePhrase(RuleModelDirective, SeverityHigh, "attention|note|message|instructions|instruction|reminder|notice|important to|for [the|all|any|every] "+aiNames),
+		// "Note to the AI: ..." addresses the model; "the client passed
+		// server instructions to the LLM" only speaks of it.
+		notAfter(parsePhrase(RuleModelDirective, SeverityHigh, "attention|note|message|instructions|instruction|reminder|notice|important to|for [the|all|any|every] "+aiNames),
+			"server|server's|its|their|pass|passes|passed|passing|send|sends|sent|sending|give|gives|gave|provide|provides|provided|forward|forwards|forwarded"),
 		parsePhrase(RuleModelDirective, SeverityHigh, "dear|hey|hello "+aiNames+"|model|agent"),
 		parsePhrase(RuleModelDirective, SeverityHigh, "the|this|dear|any "+aiNames+" must|should|shall|always|never|is+required+to|needs+to|has+to|will+need+to|may+not|is+instructed+to"),
 		parsePhrase(RuleModelDirective, SeverityMedium, "new|updated|revised|real|actual|true|hidden|secret system+prompt|system+instructions|system+message"),
@@ -112,6 +116,12 @@ func phraseMessage(rule, hit string) string {
 }
 
 // defOnly marks a phrase ScanResult skips.
+// notAfter makes p not match right after one of words ("a|b|c").
+func notAfter(p phrase, words string) phrase {
+	p.notAfter = strings.Split(words, "|")
+	return p
+}
+
 func defOnly(p phrase) phrase {
 	p.defOnly = true
 	return p

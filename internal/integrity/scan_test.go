@@ -232,6 +232,7 @@ type referenceServer struct {
 	Tools             []json.RawMessage `json:"tools"`
 	Prompts           []json.RawMessage `json:"prompts"`
 	ResourceTemplates []json.RawMessage `json:"resourceTemplates"`
+	Instructions      json.RawMessage   `json:"instructions"`
 }
 
 // loadReference returns server -> kind -> definitions.
@@ -256,6 +257,9 @@ func loadReference(t *testing.T) map[string]map[string][]json.RawMessage {
 		}
 		name := strings.TrimSuffix(filepath.Base(path), ".json")
 		out[name] = map[string][]json.RawMessage{"tool": rs.Tools, "prompt": rs.Prompts, "template": rs.ResourceTemplates}
+		if rs.Instructions != nil {
+			out[name]["instructions"] = []json.RawMessage{rs.Instructions}
+		}
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"mcpbox/internal/gateway"
 	"mcpbox/internal/integrity"
 )
 
@@ -27,6 +28,9 @@ type scanLists struct {
 	Tools             []json.RawMessage `json:"tools"`
 	Prompts           []json.RawMessage `json:"prompts"`
 	ResourceTemplates []json.RawMessage `json:"resourceTemplates"`
+	// Instructions are the initialize result's, as the gateway scans
+	// them (gateway.InstructionsItem); absent when the server has none.
+	Instructions json.RawMessage `json:"instructions,omitempty"`
 }
 
 // TestIntegrityScanReferenceServers starts the reference MCP servers
@@ -60,7 +64,11 @@ func TestIntegrityScanReferenceServers(t *testing.T) {
 	all := scanToolNames(lists)
 	total := 0
 	for name, l := range lists {
-		for kind, defs := range map[string][]json.RawMessage{"tool": l.Tools, "prompt": l.Prompts, "template": l.ResourceTemplates} {
+		kinds := map[string][]json.RawMessage{"tool": l.Tools, "prompt": l.Prompts, "template": l.ResourceTemplates}
+		if l.Instructions != nil {
+			kinds["instructions"] = []json.RawMessage{l.Instructions}
+		}
+		for kind, defs := range kinds {
 			for _, def := range defs {
 				total++
 				others := all
@@ -106,6 +114,9 @@ func scanListServer(t *testing.T, argv []string) scanLists {
 	}
 	defer sess.Close()
 	var out scanLists
+	if text := sess.InitializeResult().Instructions; text != "" {
+		out.Instructions = gateway.InstructionsItem(text).Raw
+	}
 	caps := sess.InitializeResult().Capabilities
 	out.Tools = scanCollect(t, argv, sess.Tools(ctx, nil))
 	if caps.Prompts != nil {
