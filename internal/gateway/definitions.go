@@ -16,6 +16,13 @@ type Definitions struct {
 	Lists map[string][]Item
 }
 
+// definitionsCaps are the client capabilities Definitions declares: every
+// one a client may, so that a server that offers some tools only to
+// clients that can sample, elicit or give roots lists them all, and the
+// lock pins what any client may see (a server's requests for them get
+// errors: no client is there to answer).
+var definitionsCaps = json.RawMessage(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{"form":{}}}`)
+
 // Definitions starts server for scope outside any client session, lists
 // its tools, prompts and resource templates, notes its instructions, and
 // stops it again: what
@@ -33,6 +40,7 @@ func (g *Gateway) Definitions(ctx context.Context, server string, scope Scope) (
 	}
 	u := newUpstream(g, srv, scope)
 	defer u.stop()
+	u.clientCaps = definitionsCaps
 	if _, err := u.get(ctx); err != nil {
 		return nil, err
 	}

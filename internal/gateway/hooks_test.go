@@ -149,6 +149,19 @@ func TestDefinitions(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server still runs after Definitions")
 	}
+	// It declares every client capability: a server that offers some
+	// tools only to clients that sample, elicit or give roots lists them.
+	srv := started()[0]
+	srv.mu.Lock()
+	init, _ := json.Marshal(srv.seen[0]["params"])
+	srv.mu.Unlock()
+	var p struct{ Capabilities map[string]any }
+	json.Unmarshal(init, &p)
+	for _, c := range []string{"roots", "sampling", "elicitation"} {
+		if p.Capabilities[c] == nil {
+			t.Errorf("initialize declared no %s: %s", c, init)
+		}
+	}
 	if _, err := gw.Definitions(context.Background(), "nope", Scope{}); err == nil {
 		t.Fatal("Definitions of an unknown server succeeded")
 	}
