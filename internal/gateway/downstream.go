@@ -116,36 +116,43 @@ func (d *downstream) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ctx, unbind := d.bind(ctx)
 		defer unbind()
-		if !isModern(req) {
-			d.awaitServer(ctx, req)
-			return d.dispatch(ctx, method, req, next)
-		}
-		if method == "tools/call" && !takePosted(ctx) {
-			return nil, rpcError(jsonrpc.CodeInternalError, "the call was answered before it reached the gateway's session")
-		}
-		if err := d.bindModern(ctx, req); err != nil {
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
-				d.tellUnknown(p, nil, "", UnknownNoSession)
-			}
-			return nil, err
-		}
-		d.awaitServer(ctx, req)
-		ctx = modernContext(ctx, req)
-		if err := d.checkModernCall(ctx, req); err != nil {
-			return nil, err
-		}
-		switch req.GetParams().(type) {
-		case *mcp.DiscoverParams:
-			return d.discover(ctx, method, req, next)
-		case *mcp.SubscriptionsListenParams:
-			return d.serveListen(ctx, method, req, next)
-		}
-		res, err := d.dispatch(ctx, method, req, next)
-		if err != nil {
-			return nil, err
-		}
-		return d.modernResult(method, res), nil
+		return d.handle(ctx, method, req, next)
 	}
+}
+
+// handle is receive behind bind: ctx is already cancelled when the
+// session ends, and the request counted as handled (the fast path binds
+// its calls itself: fastCalls.serve).
+func (d *downstream) handle(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	if !isModern(req) {
+		d.awaitServer(ctx, req)
+		return d.dispatch(ctx, method, req, next)
+	}
+	if method == "tools/call" && !takePosted(ctx) {
+		return nil, rpcError(jsonrpc.CodeInternalError, "the call was answered before it reached the gateway's session")
+	}
+	if err := d.bindModern(ctx, req); err != nil {
+		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
+			d.tellUnknown(p, nil, "", UnknownNoSession)
+		}
+		return nil, err
+	}
+	d.awaitServer(ctx, req)
+	ctx = modernContext(ctx, req)
+	if err := d.checkModernCall(ctx, req); err != nil {
+		return nil, err
+	}
+	switch req.GetParams().(type) {
+	case *mcp.DiscoverParams:
+		return d.discover(ctx, method, req, next)
+	case *mcp.SubscriptionsListenParams:
+		return d.serveListen(ctx, method, req, next)
+	}
+	res, err := d.dispatch(ctx, method, req, next)
+	if err != nil {
+		return nil, err
+	}
+	return d.modernResult(method, res), nil
 }
 
 // dispatch answers one request of either era.

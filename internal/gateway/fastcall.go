@@ -28,10 +28,12 @@ import (
 //
 // What must stay identical, and how it does:
 //   - The pipeline: the request goes to the session's own receive
-//     middleware (d.receive: bind, dispatch, callTool), so every check
-//     (Hooks.Call: policy, pins, approval, audit; routing; the output
-//     limit; Hooks.Filter on the result and on errors; the call timeout;
-//     progress; restart errors) is the one the SDK path runs.
+//     middleware (d.handle, what receive runs once bound: dispatch,
+//     callTool), so every check (Hooks.Call: policy, pins, approval,
+//     audit; routing; the output limit; Hooks.Filter on the result and
+//     on errors; the call timeout; progress; restart errors) is the one
+//     the SDK path runs. serve binds the call to the session as bind
+//     does.
 //   - What is taken: a call (with an id) of tools/call, once initialize
 //     has finished (ready), whose params are present, decode with the
 //     SDK's parser and flags into the SDK's type, and carry no protocol
@@ -211,7 +213,7 @@ func (f *fastCalls) serve(ctx context.Context, cancel context.CancelCauseFunc, i
 	defer cancel(nil)
 	d := f.d
 	// Counted as handled until its response is written (receive's bind
-	// counts it only until the result is in): quiesce waits for both.
+	// counts the SDK's only until the result is in): quiesce waits for it.
 	d.mu.Lock()
 	ss := d.ss
 	d.handlers++
@@ -221,7 +223,12 @@ func (f *fastCalls) serve(ctx context.Context, cancel context.CancelCauseFunc, i
 		d.handlers--
 		d.mu.Unlock()
 	}()
-	res, err := d.receive(fastNext)(ctx, "tools/call", &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Session: ss, Params: p})
+	// Bound to the session as receive's bind binds the SDK's requests:
+	// cancelled with the session's cause when it ends. It is done on the
+	// call's own context rather than on a second one made under it.
+	stop := context.AfterFunc(d.ctx, func() { cancel(context.Cause(d.ctx)) })
+	res, err := d.handle(ctx, "tools/call", &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Session: ss, Params: p}, fastNext)
+	stop()
 	if err != nil && errors.Is(err, errMethodNotFound) {
 		err = fmt.Errorf("%w: %q", errMethodNotFound, "tools/call")
 	}
