@@ -616,11 +616,20 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 		m["progressToken"] = in.gwTok
 		params["_meta"] = m
 	}
+	// The timeout: a context under ctx, or for a stdio server, whose
+	// line connection writes on no context of the call's (writeContext),
+	// a deadline for callUntil's wait, which spares each call a context
+	// registered under its parent (issue 19).
 	callCtx := ctx
+	var deadline time.Time
 	if timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeoutCause(ctx, timeout, ErrCallTimeout)
-		defer cancel()
+		if p.lines() {
+			deadline = time.Now().Add(timeout)
+		} else {
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithTimeoutCause(ctx, timeout, ErrCallTimeout)
+			defer cancel()
+		}
 	}
 	// Multi round-trip: from a server spoken to in the 2026 revision, or
 	// one initialized in the old one that still passes an input_required
@@ -630,8 +639,16 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	if input {
 		b.upstreamRoots(params) // roots2026.go
 	}
-	raw, err := p.callWith(callCtx, method, params, in.events)
+	raw, err := p.callUntil(callCtx, deadline, method, params, in.events)
 	if err == nil && input {
+		if !deadline.IsZero() && mayRequireInput(raw) {
+			// Rounds of input may follow, under the same deadline
+			// (answerInputs and answerRoots look at ctx only for a
+			// result that mayRequireInput).
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithDeadlineCause(ctx, deadline, ErrCallTimeout)
+			defer cancel()
+		}
 		// No byte-level shortcut but mayRequireInput's (which sends
 		// any escaped value to the parse): a server could escape the key
 		// or value past one, and a 2025 client would answer the round

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -75,6 +76,14 @@ func (p *peer) call(ctx context.Context, method string, params any) (json.RawMes
 // evs (the notifications the server sends for this request), so that they
 // reach the client before the response. evs may be nil.
 func (p *peer) callWith(ctx context.Context, method string, params any, evs *events) (json.RawMessage, error) {
+	return p.callUntil(ctx, time.Time{}, method, params, evs)
+}
+
+// callUntil is callWith that, unless deadline is zero, gives up at
+// deadline as if ctx had it, with ErrCallTimeout as the cause: for a
+// stdio server (lines) a timer here costs a call less than a context
+// with a deadline (downstream.call).
+func (p *peer) callUntil(ctx context.Context, deadline time.Time, method string, params any, evs *events) (json.RawMessage, error) {
 	raw, err := marshalParams(params)
 	if err != nil {
 		return nil, err
@@ -102,6 +111,12 @@ func (p *peer) callWith(ctx context.Context, method string, params any, evs *eve
 	id, _ := jsonrpc.MakeID(float64(n))
 	wctx, release := p.writeContext(ctx)
 	defer release()
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 	if err := p.conn.Write(wctx, &jsonrpc.Request{ID: id, Method: method, Params: raw}); err != nil {
 		return nil, fmt.Errorf("sending %s: %w", method, err)
 	}
@@ -117,14 +132,22 @@ func (p *peer) callWith(ctx context.Context, method string, params any, evs *eve
 			}
 			return resp.Result, nil
 		case <-ctx.Done():
-			cancelled, _ := json.Marshal(map[string]any{"requestId": n, "reason": context.Cause(ctx).Error()})
-			// Best effort, bounded by the write timeout: the caller is leaving.
-			_ = p.conn.Write(context.WithoutCancel(wctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
-			return nil, context.Cause(ctx)
+			return nil, p.abandon(wctx, n, context.Cause(ctx))
+		case <-expired:
+			return nil, p.abandon(wctx, n, ErrCallTimeout)
 		case <-p.done:
 			return nil, p.err
 		}
 	}
+}
+
+// abandon tells the server that the caller of request n has left, for
+// cause, and returns cause.
+func (p *peer) abandon(wctx context.Context, n int64, cause error) error {
+	cancelled, _ := json.Marshal(map[string]any{"requestId": n, "reason": cause.Error()})
+	// Best effort, bounded by the write timeout: the caller is leaving.
+	_ = p.conn.Write(context.WithoutCancel(wctx), &jsonrpc.Request{Method: "notifications/cancelled", Params: cancelled})
+	return cause
 }
 
 // notify sends a notification.
@@ -152,7 +175,7 @@ func (p *peer) notify(ctx context.Context, method string, params any) error {
 // bounds the write): it gets Background, which saves every call two
 // contexts.
 func (p *peer) writeContext(ctx context.Context) (context.Context, func()) {
-	if _, lines := p.conn.(*lineConn); lines {
+	if p.lines() {
 		return context.Background(), nop
 	}
 	if p.meta != nil {
@@ -164,6 +187,12 @@ func (p *peer) writeContext(ctx context.Context) (context.Context, func()) {
 }
 
 func nop() {}
+
+// lines reports whether p is a stdio server's line connection.
+func (p *peer) lines() bool {
+	_, ok := p.conn.(*lineConn)
+	return ok
+}
 
 func marshalParams(params any) (json.RawMessage, error) {
 	switch v := params.(type) {
