@@ -32,8 +32,8 @@ import (
 //     callTool), so every check (Hooks.Call: policy, pins, approval,
 //     audit; routing; the output limit; Hooks.Filter on the result and
 //     on errors; the call timeout; progress; restart errors) is the one
-//     the SDK path runs. serve binds the call to the session as bind
-//     does.
+//     the SDK path runs. A call's context ends with the session's, as
+//     bind's does (sessionEnded).
 //   - What is taken: a call (with an id) of tools/call, once initialize
 //     has finished (ready), whose params are present, decode with the
 //     SDK's parser and flags into the SDK's type, and carry no protocol
@@ -81,6 +81,7 @@ type fastCalls struct {
 	sdk     map[jsonrpc.ID]struct{}                // calls the SDK has, until it answers
 	stopped bool                                   // no more responses are written
 	idle    []chan fastJob                         // workers waiting for a call
+	ended   error                                  // the session's cause, once its context has ended
 	wg      sync.WaitGroup
 }
 
@@ -107,8 +108,30 @@ var (
 )
 
 func newFastCalls(ctx context.Context, d *downstream, c *stdioConn) *fastCalls {
-	return &fastCalls{d: d, conn: c, base: context.WithoutCancel(ctx),
+	f := &fastCalls{d: d, conn: c, base: context.WithoutCancel(ctx),
 		calls: map[jsonrpc.ID]context.CancelCauseFunc{}, sdk: map[jsonrpc.ID]struct{}{}}
+	// Released when the session's context ends, which closing the
+	// session always does (downstream.close).
+	context.AfterFunc(d.ctx, f.sessionEnded)
+	return f
+}
+
+// sessionEnded cancels the fast calls with the session's cause when its
+// context ends, as receive's bind cancels the SDK's requests, and marks
+// the calls taken after it to be cancelled at once: one watch of the
+// session's context for the connection instead of one per call.
+func (f *fastCalls) sessionEnded() {
+	cause := context.Cause(f.d.ctx)
+	f.mu.Lock()
+	f.ended = cause
+	cancels := make([]context.CancelCauseFunc, 0, len(f.calls))
+	for _, c := range f.calls {
+		cancels = append(cancels, c)
+	}
+	f.mu.Unlock()
+	for _, c := range cancels {
+		c(cause)
+	}
 }
 
 // take handles msg if it is a call for the fast path, and reports
@@ -141,6 +164,9 @@ func (f *fastCalls) take(msg jsonrpc.Message) bool {
 		return false
 	}
 	ctx, cancel := context.WithCancelCause(f.base)
+	if f.ended != nil {
+		cancel(f.ended) // the session has ended (sessionEnded)
+	}
 	f.calls[req.ID] = cancel
 	f.wg.Add(1)
 	f.d.gw.fastCalls.Add(1)
@@ -223,12 +249,9 @@ func (f *fastCalls) serve(ctx context.Context, cancel context.CancelCauseFunc, i
 		d.handlers--
 		d.mu.Unlock()
 	}()
-	// Bound to the session as receive's bind binds the SDK's requests:
-	// cancelled with the session's cause when it ends. It is done on the
-	// call's own context rather than on a second one made under it.
-	stop := context.AfterFunc(d.ctx, func() { cancel(context.Cause(d.ctx)) })
+	// ctx is bound to the session as receive's bind binds the SDK's
+	// requests: sessionEnded cancels it with the session's cause.
 	res, err := d.handle(ctx, "tools/call", &mcp.ServerRequest[*mcp.CallToolParamsRaw]{Session: ss, Params: p}, fastNext)
-	stop()
 	if err != nil && errors.Is(err, errMethodNotFound) {
 		err = fmt.Errorf("%w: %q", errMethodNotFound, "tools/call")
 	}
