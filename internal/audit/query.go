@@ -295,9 +295,18 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// metaQuery reads audit_meta.
+const metaQuery = `SELECT key, value FROM audit_meta`
+
 // readMeta reads audit_meta and checks the schema version.
 func readMeta(ctx context.Context, q querier) (metaState, error) {
-	rows, err := q.QueryContext(ctx, `SELECT key, value FROM audit_meta`)
+	rows, err := q.QueryContext(ctx, metaQuery)
+	return scanMeta(rows, err)
+}
+
+// scanMeta reads the rows of metaQuery (or returns err, the query's) and
+// checks the schema version. It closes rows.
+func scanMeta(rows *sql.Rows, err error) (metaState, error) {
 	if err != nil {
 		return metaState{}, fmt.Errorf("reading audit meta: %w", err)
 	}

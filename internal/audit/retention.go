@@ -46,7 +46,7 @@ func (w *writer) prune() error {
 			"through_seq": strconv.FormatInt(p.anchor.Seq, 10),
 			"reason":      strings.Join(p.reasons, ","),
 		}
-		return setMeta(tx, metaAnchorSeq, strconv.FormatInt(p.anchor.Seq, 10), metaAnchorHash, p.anchor.Hash)
+		return w.setMeta(tx, metaAnchorSeq, strconv.FormatInt(p.anchor.Seq, 10), metaAnchorHash, p.anchor.Hash)
 	})
 	if errors.Is(err, errNothingToPrune) {
 		return nil

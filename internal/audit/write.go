@@ -36,12 +36,15 @@ const (
 // writer is the state of the writer goroutine; only it touches the fields
 // (newWriter runs before it starts).
 type writer struct {
-	s        *Store
-	insert   *sql.Stmt
-	head     link     // the last committed record
-	headFile *os.File // PATH.head, rewritten in place after each commit
-	jsonl    *os.File // nil: no mirror
-	jbuf     *bufio.Writer
+	s      *Store
+	insert *sql.Stmt
+	// metaRead (metaQuery) and metaSet (metaUpsert) are prepared once:
+	// every commit reads the head and moves it.
+	metaRead, metaSet *sql.Stmt
+	head              link     // the last committed record
+	headFile          *os.File // PATH.head, rewritten in place after each commit
+	jsonl             *os.File // nil: no mirror
+	jbuf              *bufio.Writer
 	// integrity describes a head mismatch found by newWriter; "" if none.
 	integrity string
 	// file is the database file as opened: a commit checks that Path
@@ -64,6 +67,14 @@ func newWriter(s *Store) (*writer, error) {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return nil, fmt.Errorf("preparing insert: %w", err)
+	}
+	if w.metaRead, err = s.db.Prepare(metaQuery); err != nil {
+		w.close()
+		return nil, fmt.Errorf("preparing meta query: %w", err)
+	}
+	if w.metaSet, err = s.db.Prepare(metaUpsert); err != nil {
+		w.close()
+		return nil, fmt.Errorf("preparing meta update: %w", err)
 	}
 	w.headFile, err = os.OpenFile(headPath(s.opts.Path), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -130,8 +141,10 @@ func (w *writer) close() error {
 	if w.headFile != nil {
 		errs = append(errs, w.headFile.Close())
 	}
-	if w.insert != nil {
-		errs = append(errs, w.insert.Close())
+	for _, st := range []*sql.Stmt{w.insert, w.metaRead, w.metaSet} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -407,7 +420,7 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 		}
 		head = link{r.Seq, r.Hash}
 	}
-	if err := setMeta(tx, metaHeadSeq, fmt.Sprint(head.Seq), metaHeadHash, head.Hash); err != nil {
+	if err := w.setMeta(tx, metaHeadSeq, strconv.FormatInt(head.Seq, 10), metaHeadHash, head.Hash); err != nil {
 		return fmt.Errorf("writing %s: %w", w.s.opts.Path, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -430,7 +443,8 @@ func (w *writer) commit(recs []*Record, pre func(*sql.Tx) error) error {
 // ahead of the database's is kept from memory: reconcileHead continues
 // after a deleted end.
 func (w *writer) chainHead(tx *sql.Tx) (link, error) {
-	meta, err := readMeta(context.Background(), tx)
+	ctx := context.Background()
+	meta, err := scanMeta(tx.StmtContext(ctx, w.metaRead).QueryContext(ctx))
 	if err != nil {
 		return link{}, err
 	}
@@ -465,14 +479,14 @@ func chainRecord(r *Record, prev link) []byte {
 	return body
 }
 
-func setMeta(tx *sql.Tx, kv ...string) error {
-	for i := 0; i+1 < len(kv); i += 2 {
-		if _, err := tx.Exec(`INSERT INTO audit_meta (key, value) VALUES (?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, kv[i], kv[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
+// metaUpsert sets two keys of audit_meta (a link's seq and hash).
+const metaUpsert = `INSERT INTO audit_meta (key, value) VALUES (?, ?), (?, ?)
+	ON CONFLICT (key) DO UPDATE SET value = excluded.value`
+
+// setMeta sets two keys of audit_meta in tx.
+func (w *writer) setMeta(tx *sql.Tx, k1, v1, k2, v2 string) error {
+	_, err := tx.Stmt(w.metaSet).Exec(k1, v1, k2, v2)
+	return err
 }
 
 // mirror writes the head side file and appends recs to the JSONL mirror.
