@@ -117,7 +117,7 @@ func (g *Guard) noteChanges(changes []integrity.Change) {
 			}
 			counts[k]++
 		}
-		g.log.Log(context.Background(), level, "tool definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
+		g.log.Log(context.Background(), level, ch.Kind+" definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
 			"hint", hintFor(ch))
 		g.Record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
 			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
