@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"mcpbox/internal/admin"
@@ -414,11 +415,13 @@ func UILoginURL(stateDir string, pid int, rotate bool) (string, error) {
 		// Each has its own dashboard: guessing would show the wrong
 		// one's sandboxes and approvals.
 		var b strings.Builder
-		fmt.Fprintf(&b, "%d mcpbox serve instances run on %s; choose one with --instance PID:", len(recs), stateDir)
+		fmt.Fprintf(&b, "%d mcpbox serve instances run on %s; choose one with --instance PID:\n", len(recs), stateDir)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, r := range recs {
-			fmt.Fprintf(&b, "\n  %d  %s  %s  %s", r.PID, r.Transport, cmp.Or(r.URL, "-"), r.Project)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", r.PID, r.Transport, cmp.Or(r.URL, "-"), r.Project)
 		}
-		return "", errors.New(b.String())
+		tw.Flush()
+		return "", errors.New(strings.TrimSuffix(b.String(), "\n"))
 	}
 	base := ""
 	for _, r := range recs {
