@@ -147,3 +147,31 @@ func OneLine(s string, n int) string {
 	}
 	return s
 }
+
+// WriteChange prints a pending definition change as `mcpbox trust`
+// shows it: what changed, its diff, the scanner's findings, and whether
+// scan: block keeps it hidden once trusted.
+func WriteChange(w io.Writer, c PinChange) {
+	fmt.Fprintf(w, "%s %s %s\n%s\n", c.Status, c.Kind, cmp.Or(c.Name, c.Server+"/"+c.Key), c.Diff)
+	for _, f := range c.Findings {
+		fmt.Fprintf(w, "  scanner: %s\n", f)
+	}
+	if c.Blocked {
+		fmt.Fprintf(w, "  the server has scan: block: this definition stays hidden even if trusted\n")
+	}
+}
+
+// WriteTrusted says what a trust did: how many definitions it pinned,
+// and how many of them scan: block keeps hidden all the same.
+func WriteTrusted(w io.Writer, trusted []PinChange) {
+	fmt.Fprintf(w, "trusted %d definition(s); clients were told their lists changed\n", len(trusted))
+	blocked := 0
+	for _, c := range trusted {
+		if c.Blocked {
+			blocked++
+		}
+	}
+	if blocked > 0 {
+		fmt.Fprintf(w, "%d of them stay hidden: the scanner finds what is shown above in them and the server has scan: block\n", blocked)
+	}
+}

@@ -58,3 +58,27 @@ func TestWriteSandboxesRemote(t *testing.T) {
 		t.Errorf("ps --instances --json: %s; want 1 sandbox", out.String())
 	}
 }
+
+// TestWriteChangeAndTrusted: trust shows a change's findings below its
+// diff, and says how many trusted definitions scan: block still hides.
+func TestWriteChangeAndTrusted(t *testing.T) {
+	c := PinChange{Server: "rug", Kind: "tool", Key: "add", Status: "changed", Diff: "-a\n+b",
+		Findings: []string{"hidden-tag [high] at description: markup"}, Blocked: true}
+	var b strings.Builder
+	WriteChange(&b, c)
+	want := "changed tool rug/add\n-a\n+b\n  scanner: hidden-tag [high] at description: markup\n" +
+		"  the server has scan: block: this definition stays hidden even if trusted\n"
+	if b.String() != want {
+		t.Errorf("WriteChange:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	WriteTrusted(&b, []PinChange{c, {Server: "rug", Key: "sub"}})
+	if got := b.String(); !strings.HasPrefix(got, "trusted 2 definition(s)") || !strings.Contains(got, "\n1 of them stay hidden") {
+		t.Errorf("WriteTrusted: %q", got)
+	}
+	b.Reset()
+	WriteTrusted(&b, []PinChange{{Server: "rug", Key: "sub"}})
+	if strings.Contains(b.String(), "hidden") {
+		t.Errorf("WriteTrusted with nothing blocked: %q", b.String())
+	}
+}

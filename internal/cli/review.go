@@ -237,7 +237,6 @@ func (e *env) trust(args []string) int {
 		return 1
 	}
 	var hashes []string
-	blocked := 0
 	for _, c := range changes {
 		if key != "" && c.Key != key && c.Kind+":"+c.Key != key {
 			continue
@@ -248,14 +247,7 @@ func (e *env) trust(args []string) int {
 			server, key = c.Server, c.Key
 		}
 		hashes = append(hashes, c.NewHash)
-		fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", c.Status, c.Kind, cmp.Or(c.Name, c.Server+"/"+c.Key), c.Diff)
-		for _, f := range c.Findings {
-			fmt.Fprintf(e.stdout, "  scanner: %s\n", f)
-		}
-		if c.Blocked {
-			blocked++
-			fmt.Fprintf(e.stdout, "  the server has scan: block: this definition stays hidden even if trusted\n")
-		}
+		admin.WriteChange(e.stdout, c)
 	}
 	if len(hashes) == 0 {
 		fmt.Fprintf(e.stdout, "%s: nothing pending\n", fs.Arg(0))
@@ -269,9 +261,6 @@ func (e *env) trust(args []string) int {
 		e.errorf("trust: %v", err)
 		return 1
 	}
-	fmt.Fprintf(e.stdout, "trusted %d definition(s); clients were told their lists changed\n", len(trusted))
-	if blocked > 0 {
-		fmt.Fprintf(e.stdout, "%d of them stay hidden: the scanner finds the above in them and the server has scan: block\n", blocked)
-	}
+	admin.WriteTrusted(e.stdout, trusted)
 	return 0
 }
