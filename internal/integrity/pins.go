@@ -74,6 +74,27 @@ type Pins struct {
 	pending map[scope]map[string]Change
 	// seen is the serverInfo each server reported (SetInfo). guarded by mu
 	seen map[string]ServerInfo
+	// had are the servers and kinds that had pins at some point in this
+	// process. A file that later lacks them (replaced by a checkout of
+	// an older branch, say) does not make Check pin what the server
+	// offers now on first use: that would let a rug-pulled definition,
+	// hidden while it waited for trust, through unreviewed. guarded by mu
+	had map[scope]bool
+}
+
+// setLock makes l, read from the file as fi describes it, the pins in
+// force, and notes which servers and kinds have pins.
+//
+// Preconditions: p.mu held, or p not yet shared.
+func (p *Pins) setLock(l *Lock, fi os.FileInfo) {
+	p.lock, p.read = l, fi
+	for name, s := range l.Servers {
+		for _, k := range pinKinds {
+			if s.pins(k) != nil {
+				p.had[scope{name, k}] = true
+			}
+		}
+	}
 }
 
 type scope struct{ server, kind string }
@@ -85,7 +106,9 @@ func OpenPins(path string) (*Pins, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pins{path: path, lock: l, read: fi, pending: map[scope]map[string]Change{}, seen: map[string]ServerInfo{}}, nil
+	p := &Pins{path: path, pending: map[scope]map[string]Change{}, seen: map[string]ServerInfo{}, had: map[scope]bool{}}
+	p.setLock(l, fi)
+	return p, nil
 }
 
 // Path returns the lock file's path.
@@ -111,7 +134,7 @@ func (p *Pins) Reload() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.lock, p.read = l, fi
+	p.setLock(l, fi)
 	p.prunePending()
 	return nil
 }
@@ -133,7 +156,7 @@ func (p *Pins) fresh() {
 	if err != nil {
 		return
 	}
-	p.lock, p.read = l, fi
+	p.setLock(l, fi)
 	p.prunePending()
 }
 
@@ -174,7 +197,7 @@ func (p *Pins) Check(server, mode, kind string, items []Item) (visible []Item, c
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fresh()
-	if p.pinsOf(server, kind) == nil && mode != ModeEnforce {
+	if p.pinsOf(server, kind) == nil && mode != ModeEnforce && !p.had[sc] {
 		if changes, err = p.pinFirst(server, kind, items, cur); err != nil {
 			return nil, nil, err
 		}
@@ -190,15 +213,21 @@ func (p *Pins) Check(server, mode, kind string, items []Item) (visible []Item, c
 	return visible, p.withVersion(server, changes), nil
 }
 
-// maxPending bounds the pending changes kept of one server and kind.
-const maxPending = 1024
+// maxPending and maxPendingBytes bound the pending changes kept of one
+// server and kind, in number and in the bytes of their definitions (as
+// much as one list may hold: gateway's listBytes).
+const (
+	maxPending      = 1024
+	maxPendingBytes = 32 << 20
+)
 
 // setPending records what one list found pending. The items listed
 // replace their pending state; the others keep theirs, because a server
 // may list different items to different clients (by the capabilities
 // each declared), and a change one client saw stays pending, and can be
-// trusted, after another client listed without it. Past maxPending (a
-// server churning names) only this list's changes are kept.
+// trusted, after another client listed without it. Past maxPending or
+// maxPendingBytes (a server churning names or sending large
+// definitions) only this list's changes are kept.
 //
 // Preconditions: p.mu held.
 func (p *Pins) setPending(sc scope, items []Item, pend map[string]Change) {
@@ -206,7 +235,7 @@ func (p *Pins) setPending(sc scope, items []Item, pend map[string]Change) {
 	for _, it := range items {
 		delete(m, it.Key)
 	}
-	if len(m)+len(pend) > maxPending {
+	if len(m)+len(pend) > maxPending || pendingBytes(m)+pendingBytes(pend) > maxPendingBytes {
 		m = nil
 	}
 	if m == nil {
@@ -214,6 +243,15 @@ func (p *Pins) setPending(sc scope, items []Item, pend map[string]Change) {
 		return
 	}
 	maps.Copy(m, pend)
+}
+
+// pendingBytes is the size of the definitions m holds.
+func pendingBytes(m map[string]Change) int {
+	n := 0
+	for _, c := range m {
+		n += len(c.New) + len(c.Old)
+	}
+	return n
 }
 
 // compare sorts items into visible ones and changes against pins (nil:
@@ -350,7 +388,7 @@ func (p *Pins) Pending(server string) []Change {
 // human: a pending change with another hash (the server changed it again
 // since) is an error wrapping ErrChanged, and nothing is trusted.
 func (p *Pins) Trust(server, key string, want []string) ([]Change, error) {
-	kind, name := parseTrustKey(key)
+	kind, name := ParseTrustKey(key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fresh()
@@ -394,9 +432,9 @@ func (p *Pins) Trust(server, key string, want []string) ([]Change, error) {
 	return trusted, nil
 }
 
-// parseTrustKey splits a Trust key into kind ("" with an empty key) and
+// ParseTrustKey splits a Trust key into kind ("" with an empty key) and
 // name.
-func parseTrustKey(key string) (kind, name string) {
+func ParseTrustKey(key string) (kind, name string) {
 	if key == "" {
 		return "", ""
 	}
@@ -406,6 +444,16 @@ func parseTrustKey(key string) (kind, name string) {
 		}
 	}
 	return KindTool, key
+}
+
+// TrustKey is the Trust key of the definition kind, key: the tool's
+// name, or KIND:KEY for the other kinds and for a tool whose name starts
+// like one ("tool:prompt:x"), so that ParseTrustKey gives them back.
+func TrustKey(kind, key string) string {
+	if k, _ := ParseTrustKey(key); kind == KindTool && k == KindTool && !strings.HasPrefix(key, KindTool+":") {
+		return key
+	}
+	return kind + ":" + key
 }
 
 // Record replaces server's pins with lists (kind to items), as `mcpbox pin`
@@ -465,7 +513,7 @@ func (p *Pins) update(server string, fn func(*ServerLock) bool) error {
 		}
 		fi, _ = os.Stat(p.path) // ours, under the flock
 	}
-	p.lock, p.read = l, fi
+	p.setLock(l, fi)
 	p.prunePending()
 	return nil
 }
