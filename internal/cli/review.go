@@ -12,6 +12,7 @@ import (
 	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
 	"mcpbox/internal/daemon"
+	"mcpbox/internal/integrity"
 )
 
 const approvalsHelp = `USAGE
@@ -238,13 +239,13 @@ func (e *env) trust(args []string) int {
 	}
 	var hashes []string
 	for _, c := range changes {
-		if key != "" && c.Key != key && c.Kind+":"+c.Key != key {
+		if k, n := integrity.ParseTrustKey(key); key != "" && (c.Kind != k || c.Key != n) {
 			continue
 		}
 		if c.Server != server {
 			// The gateway resolved a tool's client-visible name: its
 			// changes are that tool's, and name the server.
-			server, key = c.Server, c.Key
+			server, key = c.Server, integrity.TrustKey(c.Kind, c.Key)
 		}
 		hashes = append(hashes, c.NewHash)
 		admin.WriteChange(e.stdout, c)

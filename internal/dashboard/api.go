@@ -118,10 +118,11 @@ func (h *Handler) apiApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 // changeOf finds the change a trust request names (its Tool is the key
-// `mcpbox trust` takes: the tool's name, or KIND:KEY).
+// `mcpbox trust` takes: integrity.TrustKey).
 func changeOf(cs []admin.PinChange, key string) *admin.PinChange {
+	kind, name := integrity.ParseTrustKey(key)
 	for i, c := range cs {
-		if c.Kind == integrity.KindTool && c.Key == key || c.Kind+":"+c.Key == key {
+		if c.Kind == kind && c.Key == name {
 			return &cs[i]
 		}
 	}

@@ -138,12 +138,7 @@ func hintFor(ch integrity.Change) string {
 
 // trustKey is the key `mcpbox trust SERVER/KEY` takes for a change: the
 // tool name, or KIND:KEY for the other kinds.
-func trustKey(ch integrity.Change) string {
-	if ch.Kind == integrity.KindTool {
-		return ch.Key
-	}
-	return ch.Kind + ":" + ch.Key
-}
+func trustKey(ch integrity.Change) string { return integrity.TrustKey(ch.Kind, ch.Key) }
 
 // scanned runs the description scanner over every definition the server
 // offered, and returns those of visible without findings or, unless
@@ -151,12 +146,7 @@ func trustKey(ch integrity.Change) string {
 // waiting for trust is logged and audited with its findings before a
 // person decides, not after.
 func (g *Guard) scanned(gs *guardServer, kind string, offered, visible []gateway.Item) []gateway.Item {
-	others := g.otherNames(gs)
-	// The shadowing rule depends on the other servers' names, which come
-	// in as they are listed: a result holds only for the names it saw.
-	sorted := slices.Sorted(slices.Values(others))
-	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
-	othersKey := hex.EncodeToString(sum[:8])
+	others, othersKey := g.othersOf(gs)
 	for _, it := range offered {
 		g.scanOne(gs, kind, it, others, othersKey) // remembered for the loop below
 	}
@@ -169,6 +159,16 @@ func (g *Guard) scanned(gs *guardServer, kind string, offered, visible []gateway
 		out = append(out, it)
 	}
 	return out
+}
+
+// othersOf are the other servers' tool names (the shadowing rule's
+// candidates) and a key of them: they come in as the servers are listed,
+// so a scan's result holds only for the names it saw.
+func (g *Guard) othersOf(gs *guardServer) ([]string, string) {
+	others := g.otherNames(gs)
+	sorted := slices.Sorted(slices.Values(others))
+	sum := sha256.Sum256([]byte(strings.Join(sorted, "\x00")))
+	return others, hex.EncodeToString(sum[:8])
 }
 
 // scanOne scans a definition once per content and logs what it finds.
@@ -393,7 +393,23 @@ func (g *Guard) changeFindings(ch integrity.Change) (findings []string, blocked 
 	if gs == nil || ch.New == nil {
 		return nil, false
 	}
-	for _, f := range integrity.ScanDefinition(ch.Kind, ch.New, g.otherNames(gs)) {
+	// Remembered, as scanOne's results are: every view of the pending
+	// changes (the dashboard refreshes on each approval event) asks.
+	others, othersKey := g.othersOf(gs)
+	h := "change:" + ch.Kind + ":" + ch.NewHash + ":" + othersKey
+	g.mu.Lock()
+	found, ok := g.scans[h]
+	g.mu.Unlock()
+	if !ok {
+		found = integrity.ScanDefinition(ch.Kind, ch.New, others)
+		g.mu.Lock()
+		if len(g.scans) >= maxRemembered {
+			clear(g.scans)
+		}
+		g.scans[h] = found
+		g.mu.Unlock()
+	}
+	for _, f := range found {
 		// Where holds the definition's own property names: printed
 		// to a terminal, so without control or format characters.
 		findings = append(findings, strings.Map(printable, fmt.Sprintf("%s [%s] at %s: %s", f.Rule, f.Severity, f.Where, f.Message)))

@@ -237,7 +237,7 @@ async function integrity(main) {
     main.append(el("div", { class: "card pin-change", "data-key": c.key },
       el("h3", { class: "pin-name" }, c.server + " · " + c.kind + " · " + (c.name || c.key) + " — " + c.status),
       changeView(c),
-      admin() && c.new_hash ? el("div", { class: "actions" }, el("button", { class: "primary trust", onclick: act("integrity/trust", { server: c.server, key: c.kind === "tool" ? c.key : c.kind + ":" + c.key, hashes: [c.new_hash] }) }, "Trust this definition")) : null));
+      admin() && c.new_hash ? el("div", { class: "actions" }, el("button", { class: "primary trust", onclick: act("integrity/trust", { server: c.server, key: c.kind + ":" + c.key, hashes: [c.new_hash] }) }, "Trust this definition")) : null));
   }
   main.append(el("h2", {}, "Scanner findings"), table(["time", "server", "definition", "findings", "action"], d.findings.map((r) =>
     el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, (r.findings || []).join(", ")), el("td", {}, r.decision || "")))));
