@@ -120,30 +120,41 @@ func TestGuardInstructionsScanBlock(t *testing.T) {
 	}
 }
 
+// addTool is server srv's list of one tool "add" described as desc.
+func addTool(desc string) []gateway.Item {
+	raw, _ := json.Marshal(map[string]any{"name": "add", "description": desc, "inputSchema": map[string]any{"type": "object"}})
+	return []gateway.Item{{Key: "add", Raw: raw}}
+}
+
+// newToolGuard is a guard over one server "srv" that allows every tool,
+// with conf's YAML added at the top level (approvals) and srvConf at the
+// server's (scan), its lock file and audit in dir.
+func newToolGuard(t *testing.T, dir, conf, srvConf string) *Guard {
+	t.Helper()
+	c, err := config.Load("guard.yaml", []byte("version: 1\n"+conf+"servers:\n  srv:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"+srvConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.DiscardHandler), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // TestChangeScannedBeforeTrust: a changed tool definition, hidden until
 // trusted, is scanned when it is offered (logged and audited), and what
 // trust shows a person carries the findings; with scan: block it says
 // the definition stays hidden even once trusted.
 func TestChangeScannedBeforeTrust(t *testing.T) {
-	tool := func(desc string) []gateway.Item {
-		raw, _ := json.Marshal(map[string]any{"name": "add", "description": desc, "inputSchema": map[string]any{"type": "object"}})
-		return []gateway.Item{{Key: "add", Raw: raw}}
-	}
 	for _, scan := range []string{config.ScanWarn, config.ScanBlock} {
 		t.Run(scan, func(t *testing.T) {
 			dir := t.TempDir()
-			c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  srv:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n    scan: "+scan+"\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.DiscardHandler), &redact.Book{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds two numbers.")); len(got) != 1 {
+			g := newToolGuard(t, dir, "", "    scan: "+scan+"\n")
+			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, addTool("Adds two numbers.")); len(got) != 1 {
 				t.Fatalf("first sight: %v", got)
 			}
-			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds. "+poisoned)); len(got) != 0 {
+			if got := g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, addTool("Adds. "+poisoned)); len(got) != 0 {
 				t.Fatalf("the changed definition is shown: %v", got)
 			}
 			pins, err := adminBackend{g: g}.Pins("srv")
@@ -169,19 +180,8 @@ func TestChangeScannedBeforeTrust(t *testing.T) {
 // definition is offered instead), audited as cancelled; it is not denied
 // by a timeout meanwhile.
 func TestTrustRequestWithdrawn(t *testing.T) {
-	tool := func(desc string) []gateway.Item {
-		raw, _ := json.Marshal(map[string]any{"name": "add", "description": desc, "inputSchema": map[string]any{"type": "object"}})
-		return []gateway.Item{{Key: "add", Raw: raw}}
-	}
 	dir := t.TempDir()
-	c, err := config.Load("guard.yaml", []byte("version: 1\napprovals: {timeout: 1s}\nservers:\n  srv:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.DiscardHandler), &redact.Book{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newToolGuard(t, dir, "approvals: {timeout: 1s}\n", "")
 	// waitPending waits for the one trust request to offer hash.
 	waitPending := func(what, hash string) {
 		t.Helper()
@@ -197,14 +197,14 @@ func TestTrustRequestWithdrawn(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds."))
-	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds two numbers."))
+	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, addTool("Adds."))
+	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, addTool("Adds two numbers."))
 	first := g.pins.Pending("srv")[0].NewHash
 	waitPending("offered", first)
 	time.Sleep(1500 * time.Millisecond) // past approvals.timeout: still there
 	waitPending("after the call timeout", first)
 
-	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, tool("Adds three numbers."))
+	g.list(gateway.LocalAgent, "srv", gateway.KindTools, 0, addTool("Adds three numbers."))
 	second := g.pins.Pending("srv")[0].NewHash
 	waitPending("changed again: the new one offered", second)
 
