@@ -68,10 +68,7 @@ func TestCancelledHTTPNoCodeZero(t *testing.T) {
 	_, c := newHTTPGateway(t, &Server{Name: "s", Launch: launch, Allow: []string{"*"}}, Options{}, HTTPOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sid, body := c.initialize(ctx)
-	if sid == "" {
-		t.Fatalf("initialize: %s", body)
-	}
+	sid := c.mustInitialize(t, ctx)
 	answer := c.callAsync(ctx, sid, "hang")
 	waitFor(t, 10*time.Second, "the call reaching the server", func() bool { return receivedAll(started(), "tools/call") == 1 })
 	if _, _, err := c.do(ctx, http.MethodPost, sid, map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 2}}); err != nil {

@@ -84,10 +84,7 @@ func TestNotificationsBeforeResultHTTP(t *testing.T) {
 	_, c := newHTTPGateway(t, &Server{Name: "s", Launch: launch, Allow: []string{"*"}}, Options{}, HTTPOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sid, body := c.initialize(ctx)
-	if sid == "" {
-		t.Fatalf("initialize: %s", body)
-	}
+	sid := c.mustInitialize(t, ctx)
 	for i := 1; i <= 20; i++ {
 		_, b, err := c.do(ctx, http.MethodPost, sid, map[string]any{"jsonrpc": "2.0", "id": i, "method": "tools/call",
 			"params": map[string]any{"name": "burst", "arguments": map[string]any{}, "_meta": map[string]any{"progressToken": i}}})

@@ -104,6 +104,16 @@ func (c httpClient) initialize(ctx context.Context) (string, string) {
 	return sid, string(body)
 }
 
+// mustInitialize is initialize that fails the test without a session.
+func (c httpClient) mustInitialize(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	sid, body := c.initialize(ctx)
+	if sid == "" {
+		t.Fatalf("initialize: %s", body)
+	}
+	return sid
+}
+
 // callAsync starts a tools/call of the session and returns its answer body.
 func (c httpClient) callAsync(ctx context.Context, sid, tool string) <-chan string {
 	ch := make(chan string, 1)
@@ -200,10 +210,7 @@ func TestDeleteCancelsCall(t *testing.T) {
 	_, c := newHTTPGateway(t, &Server{Name: "s", Launch: launch, Allow: []string{"*"}}, Options{}, HTTPOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sid, body := c.initialize(ctx)
-	if sid == "" {
-		t.Fatalf("initialize: %s", body)
-	}
+	sid := c.mustInitialize(t, ctx)
 	answer := c.callAsync(ctx, sid, "hang")
 	waitFor(t, 10*time.Second, "the call reaching the server", func() bool { return receivedAll(started(), "tools/call") == 1 })
 	status, took := c.deleteSession(sid)
@@ -261,10 +268,7 @@ func TestDeleteWithdrawsApproval(t *testing.T) {
 	_, c := newHTTPGateway(t, &Server{Name: "s", Launch: launch, Allow: []string{"*"}}, Options{Hooks: hooks}, HTTPOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sid, body := c.initialize(ctx)
-	if sid == "" {
-		t.Fatalf("initialize: %s", body)
-	}
+	sid := c.mustInitialize(t, ctx)
 	c.callAsync(ctx, sid, "held")
 	waitFor(t, 10*time.Second, "the call waiting for approval", func() bool { return len(b.Pending()) == 1 })
 	id := b.Pending()[0].ID
@@ -324,10 +328,7 @@ func TestIdleCloseCancelsCall(t *testing.T) {
 		HTTPOptions{SessionIdle: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sid, body := c.initialize(ctx)
-	if sid == "" {
-		t.Fatalf("initialize: %s", body)
-	}
+	sid := c.mustInitialize(t, ctx)
 	callCtx, abandon := context.WithCancel(ctx)
 	answer := c.callAsync(callCtx, sid, "hang")
 	waitFor(t, 10*time.Second, "the call reaching the server", func() bool { return receivedAll(started(), "tools/call") == 1 })
