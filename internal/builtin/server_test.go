@@ -129,14 +129,20 @@ func writeHost(t *testing.T, p, content string) {
 	}
 }
 
-func TestToolsAndAnnotations(t *testing.T) {
-	w := newWorkspace(t, Options{})
+// listTools lists the tools of w's server.
+func listTools(t *testing.T, w *workspace) *mcp.ListToolsResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := w.cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+func TestToolsAndAnnotations(t *testing.T) {
+	res := listTools(t, newWorkspace(t, Options{}))
 	type hints struct {
 		ReadOnly, Destructive, Idempotent, OpenWorld bool
 		Required                                     []string
@@ -222,12 +228,9 @@ func TestStartJobDescriptionJobsShared(t *testing.T) {
 // validation names what is wrong.
 func TestArgvSchemaIsAnArray(t *testing.T) {
 	w := newWorkspace(t, Options{})
+	res := listTools(t, w)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := w.cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := 0
 	for _, tool := range res.Tools {
 		if tool.Name != "run_command" && tool.Name != "start_job" {
