@@ -23,15 +23,11 @@ func fakePackageOf(argv []string) (string, []string, bool, error) {
 	return "npm:" + argv[2] + "@latest", argv[3:], true, nil
 }
 
-func TestConvertPackages(t *testing.T) {
-	cf, err := ParseClientFile("claude.json", []byte(`{"mcpServers": {
-  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt", "/home/alice", "/home/alice/.ssh", "/"]},
-  "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/home/alice/memory.jsonl", "LOG_LEVEL": "info"}},
-  "mem2": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
-  "sh": {"command": "npx", "args": ["-c", "echo hi"]},
-  "plain": {"command": "node", "args": ["/opt/server.js"]},
-  "bin": {"command": "npx", "args": ["-p", "some-pkg", "some-bin"]}
-}}`))
+// renderPackages converts the client file clientJSON, packages
+// included (fakePackageOf), and renders it as mcpbox.yaml.
+func renderPackages(t *testing.T, clientJSON string) []byte {
+	t.Helper()
+	cf, err := ParseClientFile("claude.json", []byte(clientJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +37,18 @@ func TestConvertPackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+func TestConvertPackages(t *testing.T) {
+	out := renderPackages(t, `{"mcpServers": {
+  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/alice/src", "--root=/srv/data", "/home/alice/a.txt", "/home/alice", "/home/alice/.ssh", "/"]},
+  "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {"MEMORY_FILE_PATH": "/home/alice/memory.jsonl", "LOG_LEVEL": "info"}},
+  "mem2": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
+  "sh": {"command": "npx", "args": ["-c", "echo hi"]},
+  "plain": {"command": "node", "args": ["/opt/server.js"]},
+  "bin": {"command": "npx", "args": ["-p", "some-pkg", "some-bin"]}
+}}`)
 	c, err := config.Load("mcpbox.yaml", out)
 	if err != nil {
 		t.Fatal(err)
@@ -107,20 +115,11 @@ func TestConvertPackages(t *testing.T) {
 // well-known package's host, or a URL in its env) gets the egress rule
 // to allow it, as a comment that loads when uncommented; others none.
 func TestPackageNetworkHints(t *testing.T) {
-	cf, err := ParseClientFile("claude.json", []byte(`{"mcpServers": {
+	out := renderPackages(t, `{"mcpServers": {
   "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_0123456789abcdefghijABCDEFGHIJ012345"}},
   "gitlab": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-gitlab"], "env": {"GITLAB_API_URL": "https://git.example.com/api/v4"}},
   "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
-}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := Convert(cf)
-	ConvertPackages(res, fakePackageOf)
-	out, err := Render(res, "claude.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+}}`)
 	text := string(out)
 	for _, s := range []string{
 		"# The sandbox has no network, and this server calls api.github.com.",
