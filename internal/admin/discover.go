@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"mcpbox/internal/instance"
 )
@@ -85,9 +86,13 @@ func servedStateDirs() func(dir string) bool {
 	if err != nil {
 		return func(string) bool { return false }
 	}
-	registered, _ := instance.StateDirs(root)
+	// The registry is read only for a dir outside the root, once.
+	registered := sync.OnceValue(func() []string {
+		dirs, _ := instance.StateDirs(root)
+		return dirs
+	})
 	return func(dir string) bool {
-		return strings.HasPrefix(dir, root+string(filepath.Separator)) || slices.Contains(registered, dir)
+		return strings.HasPrefix(dir, root+string(filepath.Separator)) || slices.Contains(registered(), dir)
 	}
 }
 
