@@ -133,12 +133,9 @@ func hintFor(ch integrity.Change) string {
 	case "pinned", "removed":
 		return ""
 	}
-	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, trustKey(ch))
+	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, integrity.TrustKey(ch.Kind, ch.Key))
 }
 
-// trustKey is the key `mcpbox trust SERVER/KEY` takes for a change: the
-// tool name, or KIND:KEY for the other kinds.
-func trustKey(ch integrity.Change) string { return integrity.TrustKey(ch.Kind, ch.Key) }
 
 // scanned runs the description scanner over every definition the server
 // offered, and returns those of visible without findings or, unless
@@ -442,7 +439,7 @@ const (
 // `mcpbox trust`, if it is still the definition offered; otherwise it
 // stays hidden.
 func (g *Guard) askTrust(ctx context.Context, ch integrity.Change) int {
-	key := trustKey(ch)
+	key := integrity.TrustKey(ch.Kind, ch.Key)
 	summary := fmt.Sprintf("%s definition %s (%s); `mcpbox trust %s/%s` shows the diff", ch.Kind, ch.Status, ch.NewHash, ch.Server, key)
 	if findings, blocked := g.changeFindings(ch); len(findings) > 0 {
 		summary += "; the description scanner finds: " + strings.Join(findings, "; ")
