@@ -13,6 +13,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
 	"mcpbox/internal/redact"
 )
 
@@ -219,5 +220,24 @@ func TestTrustRequestWithdrawn(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"cancelled", "cancelled"}) {
 		t.Errorf("approval records %q, want the two requests cancelled", got)
+	}
+}
+
+// TestChangeFindingsPrintable: a finding names where it hit by the
+// definition's own property names; what trust prints of it carries no
+// control or bidirectional-override character a server chose (the
+// scanner escapes them).
+func TestChangeFindingsPrintable(t *testing.T) {
+	g := newToolGuard(t, t.TempDir(), "", "")
+	raw, _ := json.Marshal(map[string]any{"name": "add", "description": "Adds.", "inputSchema": map[string]any{"type": "object",
+		"properties": map[string]any{"x\u202e\x1b[2Jy": map[string]any{"type": "string", "description": poisoned}}}})
+	findings, _ := g.changeFindings(integrity.Change{Server: "srv", Kind: integrity.KindTool, Key: "add", NewHash: "h", New: raw})
+	if len(findings) == 0 {
+		t.Fatal("no findings in a poisoned property description")
+	}
+	for _, f := range findings {
+		if strings.ContainsAny(f, "\u202e\x1b") || !strings.Contains(f, `x\u{202E}\u{001B}[2Jy`) {
+			t.Errorf("finding %q", f)
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"unicode"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
@@ -135,7 +134,6 @@ func hintFor(ch integrity.Change) string {
 	}
 	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, integrity.TrustKey(ch.Kind, ch.Key))
 }
-
 
 // scanned runs the description scanner over every definition the server
 // offered, and returns those of visible without findings or, unless
@@ -407,20 +405,11 @@ func (g *Guard) changeFindings(ch integrity.Change) (findings []string, blocked 
 		g.mu.Unlock()
 	}
 	for _, f := range found {
-		// Where holds the definition's own property names: printed
-		// to a terminal, so without control or format characters.
-		findings = append(findings, strings.Map(printable, fmt.Sprintf("%s [%s] at %s: %s", f.Rule, f.Severity, f.Where, f.Message)))
+		// Where and Message come escaped (the definition's own property
+		// names included): fit for a terminal.
+		findings = append(findings, fmt.Sprintf("%s [%s] at %s: %s", f.Rule, f.Severity, f.Where, f.Message))
 	}
 	return findings, len(findings) > 0 && gs.scan == config.ScanBlock
-}
-
-// printable maps control and format characters (bidirectional overrides,
-// zero-width ones) to '?'.
-func printable(r rune) rune {
-	if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-		return '?'
-	}
-	return r
 }
 
 // maxTrustRequests bounds the open trust requests of one server.

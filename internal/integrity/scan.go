@@ -16,6 +16,7 @@ type Finding struct {
 	// Where is the JSON path inside the definition or result, e.g.
 	// "description" or "inputSchema.properties.path.description"; array
 	// elements are written "arguments[0]", and "$" is the whole document.
+	// Keys are escaped as Excerpt is.
 	Where string
 	// Excerpt is at most MaxExcerptBytes of the text around the hit, with
 	// invisible and control characters shown as \u{XXXX}.
