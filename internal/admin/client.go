@@ -44,10 +44,14 @@ func (c Client) Approvals() (Approvals, error) {
 }
 
 // Decide allows or denies the pending request id for scope (once,
-// session or always; "" is once).
-func (c Client) Decide(id string, allow bool, scope string) error {
-	_, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope})
-	return err
+// session or always; "" is once), and returns the request as the
+// instance listed it (its ID alone if it no longer did).
+func (c Client) Decide(id string, allow bool, scope string) (approval.Request, error) {
+	r, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope})
+	if err != nil || len(r.Pending) != 1 {
+		return approval.Request{ID: id}, err
+	}
+	return r.Pending[0], nil
 }
 
 // Revoke forgets the remembered decision id.

@@ -105,8 +105,8 @@ func TestClientFindsTheOwner(t *testing.T) {
 	if err := c.Control("stop", "sbx_none"); err == nil || !strings.Contains(err.Error(), `no sandbox "sbx_none"`) {
 		t.Errorf("stop of an unknown sandbox: %v", err)
 	}
-	if err := c.Decide("apr_b", true, ""); err != nil {
-		t.Errorf("decide apr_b: %v", err)
+	if req, err := c.Decide("apr_b", true, ""); err != nil || req.ID != "apr_b" {
+		t.Errorf("decide apr_b: %+v, %v", req, err)
 	}
 	a, err := c.Approvals()
 	if err != nil || len(a.Pending) != 2 || len(a.Remembered) != 1 {

@@ -53,7 +53,16 @@ func serveDecide(_ *Server, c *call) (reply, error) {
 	if scope == "" {
 		scope = approval.ScopeOnce
 	}
-	return reply{}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: c.who})
+	// The request as it waits goes back with the answer: the CLI words
+	// the approval of a trust request apart from a call's.
+	var decided []approval.Request
+	pending, _ := c.b.Approvals()
+	for _, p := range pending {
+		if p.ID == c.req.ID {
+			decided = append(decided, p)
+		}
+	}
+	return reply{Pending: decided}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: c.who})
 }
 
 func serveRevoke(_ *Server, c *call) (reply, error) {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"mcpbox/internal/approval"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 )
@@ -174,4 +175,16 @@ func WriteTrusted(w io.Writer, trusted []PinChange) {
 	if blocked > 0 {
 		fmt.Fprintf(w, "%d of them stay hidden: the scanner finds what is shown above in them and the server has scan: block\n", blocked)
 	}
+}
+
+// Decided says what `mcpbox approve` or `mcpbox deny` did to req (as the
+// instance listed it when deciding; its ID alone if it no longer did).
+func Decided(req approval.Request, allow bool, scope string) string {
+	switch {
+	case !allow:
+		return "denied " + req.ID
+	case req.Kind == approval.KindTrust:
+		return fmt.Sprintf("approved %s: the changed definition %s/%s is trusted", req.ID, req.Server, req.Tool)
+	}
+	return "approved (" + cmp.Or(scope, approval.ScopeOnce) + ") " + req.ID
 }

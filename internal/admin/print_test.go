@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"mcpbox/internal/approval"
 	"mcpbox/internal/instance"
 )
 
@@ -80,5 +81,27 @@ func TestWriteChangeAndTrusted(t *testing.T) {
 	WriteTrusted(&b, []PinChange{{Server: "rug", Key: "sub"}})
 	if strings.Contains(b.String(), "hidden") {
 		t.Errorf("WriteTrusted with nothing blocked: %q", b.String())
+	}
+}
+
+// TestDecided: approve names the scope of a call's approval and the
+// definition a trust request trusted; deny says denied.
+func TestDecided(t *testing.T) {
+	call := approval.Request{ID: "apr_1", Server: "gh", Tool: "create_issue"}
+	trust := approval.Request{ID: "apr_2", Kind: approval.KindTrust, Server: "rug", Tool: "add"}
+	for _, tc := range []struct {
+		req   approval.Request
+		allow bool
+		scope string
+		want  string
+	}{
+		{call, true, "", "approved (once) apr_1"},
+		{call, true, approval.ScopeAlways, "approved (always) apr_1"},
+		{trust, true, "", "approved apr_2: the changed definition rug/add is trusted"},
+		{trust, false, "", "denied apr_2"},
+	} {
+		if got := Decided(tc.req, tc.allow, tc.scope); got != tc.want {
+			t.Errorf("Decided(%+v, %v, %q) = %q, want %q", tc.req, tc.allow, tc.scope, got, tc.want)
+		}
 	}
 }

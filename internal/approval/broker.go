@@ -417,7 +417,7 @@ func normalize(d Decision) (Decision, error) {
 	switch d.Scope {
 	case ScopeOnce, ScopeSession, ScopeAlways:
 	default:
-		return d, fmt.Errorf("deciding with scope %q: %w", d.Scope, ErrBadScope)
+		return d, fmt.Errorf("deciding with scope %q (once, session or always): %w", d.Scope, ErrBadScope)
 	}
 	if !d.Allow {
 		d.Scope = ScopeOnce
@@ -430,6 +430,11 @@ func normalize(d Decision) (Decision, error) {
 func (b *Broker) settle(id string, d Decision) error {
 	b.mu.Lock()
 	w, ok := b.pending[id]
+	if ok && w.req.Kind == KindTrust && d.Allow && d.Scope != ScopeOnce {
+		// Refused before it is taken: the request stays for a right answer.
+		b.mu.Unlock()
+		return fmt.Errorf("deciding %s: a trust request pins one definition, scope %q is for calls: %w", id, d.Scope, ErrBadScope)
+	}
 	delete(b.pending, id)
 	if ok {
 		b.settling[id] = w

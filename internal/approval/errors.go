@@ -26,8 +26,9 @@ var (
 	ErrCancelled = errors.New("approval request cancelled")
 
 	// ErrBadScope rejects a decision whose scope is not once, session or
-	// always.
-	ErrBadScope = errors.New("approval scope is not once, session or always")
+	// always, or an allow of a trust request for longer than once (a
+	// trust pins one definition; nothing is remembered).
+	ErrBadScope = errors.New("approval scope does not apply")
 
 	// ErrBadKind rejects a request whose kind is not call or trust.
 	ErrBadKind = errors.New("approval kind is not call or trust")

@@ -125,12 +125,23 @@ func TestDenyNotRemembered(t *testing.T) {
 	mustPend(t, b, callReq())
 }
 
+// TestTrustNotRemembered: a trust request is allowed once; a session or
+// always allow is refused and leaves the request for a right answer, and
+// nothing is remembered either way.
 func TestTrustNotRemembered(t *testing.T) {
 	b, _ := newBroker(t, openDB(t), wait)
 	req := callReq()
 	req.Kind = KindTrust
 	id, ch := holdOne(t, b, req)
-	if err := b.Decide(id, Decision{Allow: true, Scope: ScopeAlways, By: "web"}); err != nil {
+	for _, scope := range []string{ScopeSession, ScopeAlways} {
+		if err := b.Decide(id, Decision{Allow: true, Scope: scope, By: "web"}); !errors.Is(err, ErrBadScope) {
+			t.Fatalf("Decide(%s) = %v, want ErrBadScope", scope, err)
+		}
+	}
+	if p := b.Pending(); len(p) != 1 || p[0].ID != id {
+		t.Fatalf("Pending() = %+v after refused scopes, want %s still", p, id)
+	}
+	if err := b.Decide(id, Decision{Allow: true, By: "web"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := recv(t, ch); !got.D.Allow || got.D.Scope != ScopeOnce {

@@ -91,7 +91,7 @@ func writeDecideResult(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrCancelled):
 		writeError(w, http.StatusGone, "approval request cancelled: its call is gone")
 	case errors.Is(err, ErrBadScope):
-		writeError(w, http.StatusBadRequest, `scope must be "once", "session" or "always"`)
+		writeError(w, http.StatusBadRequest, err.Error()) // the scope, and why it does not apply
 	default:
 		// Storage failure: the call was denied. No detail for the client.
 		writeError(w, http.StatusInternalServerError, "recording the decision failed; the call was denied")

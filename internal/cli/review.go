@@ -190,15 +190,12 @@ func (e *env) decide(args []string, allow bool) int {
 	if !ok {
 		return exitUsage
 	}
-	if err := (admin.Client{StateDir: dir}).Decide(fs.Arg(0), allow, scope); err != nil {
+	req, err := (admin.Client{StateDir: dir}).Decide(fs.Arg(0), allow, scope)
+	if err != nil {
 		e.errorf("%s: %v", name, err)
 		return 1
 	}
-	verb := "denied"
-	if allow {
-		verb = "approved (" + scope + ")"
-	}
-	fmt.Fprintf(e.stdout, "%s %s\n", verb, fs.Arg(0))
+	fmt.Fprintln(e.stdout, admin.Decided(req, allow, scope))
 	return 0
 }
 

@@ -159,7 +159,11 @@ func TestIntegrityTrustApproval(t *testing.T) {
 			t.Fatal("fetch_data visible while its trust request waits")
 		}
 		igDrain(rec)
-		want(t, igCLI(t, m, "approve", id, "--config", cfg), 0, id)
+		// A trust pins one definition: --always is refused, the request waits on.
+		if r := igCLI(t, m, "approve", "--always", id, "--config", cfg); r.code != 1 || !strings.Contains(r.stderr, "a trust request pins one definition") {
+			t.Fatalf("approve --always of a trust request: %s", r)
+		}
+		want(t, igCLI(t, m, "approve", id, "--config", cfg), 0, id+": the changed definition", "/fetch_data is trusted")
 		igWaitChanged(t, rec, "approving the trust request")
 		tools := igPoll(t, ctx, sess, "fetch_data again", func(tl map[string]*mcp.Tool) bool { return tl["fetch_data"] != nil })
 		if d := tools["fetch_data"].Description; d != igBenign+igPoison {
