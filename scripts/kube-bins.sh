@@ -60,23 +60,13 @@ ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags="$ldflags -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 done
-mkdir -p "$BUILD/out"
-for cmd in kube-apiserver kube-controller-manager; do
-	echo "kube-bins: building $cmd $K8S_VERSION (several minutes on a fresh machine)" >&2
-	go build -trimpath -ldflags "$ldflags" -o "$BUILD/out/$cmd" "./cmd/$cmd"
-done
-
-echo "kube-bins: building etcd $ETCD_VERSION" >&2
-mkdir "$BUILD/etcd"
-cd "$BUILD/etcd"
-cat >go.mod <<EOF
-module mcpboxetcd
-
-go 1.26
-
-require go.etcd.io/etcd/server/v3 $ETCD_VERSION
-EOF
-cat >main.go <<'EOF'
+# etcd is built from a main of our own inside the same module, so that it
+# links the versions k8s.io/kubernetes pins (it requires etcd/server) and
+# shares their compiled packages (gRPC, protobuf, the etcd client).
+pinned=$(sed -n 's#^\tgo\.etcd\.io/etcd/server/v3 \(v[^ ]*\).*#\1#p' go.mod)
+[ "$pinned" = "$ETCD_VERSION" ] || { echo "kube-bins: k8s.io/kubernetes@$K8S_VERSION pins etcd/server $pinned, not $ETCD_VERSION" >&2; exit 1; }
+mkdir -p cmd/mcpbox-etcd "$BUILD/out"
+cat >cmd/mcpbox-etcd/main.go <<'EOF'
 // Command etcd runs a single-member etcd from go.etcd.io/etcd/server/v3/embed for the
 // Kubernetes tests: flags for data dir and the client and peer URLs, nothing else.
 package main
@@ -127,8 +117,12 @@ func main() {
 	e.Close()
 }
 EOF
-go mod tidy >&2
-go build -trimpath -ldflags "-s -w" -o "$BUILD/out/etcd" .
+# One build of all three: their shared packages compile once and the links
+# run side by side. No DWARF (-dwarf=false, -w): nobody debugs these, and
+# generating it is compile time.
+echo "kube-bins: building kube-apiserver, kube-controller-manager $K8S_VERSION and etcd $ETCD_VERSION (minutes on a fresh machine)" >&2
+go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$BUILD/out/" ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/mcpbox-etcd
+mv "$BUILD/out/mcpbox-etcd" "$BUILD/out/etcd"
 
 touch "$BUILD/out/COMPLETE"
 rm -rf "$OUT"
