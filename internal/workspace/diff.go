@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -39,8 +40,12 @@ const maxDiffFile = 8 << 20
 // a repository through it: changes under a .git as git reads the name
 // (isGitName), a symlink replaced by something else (patch -p1 would
 // write through it) and a directory holding a repository replaced by a
-// file. Entries come in path order, a directory's names sorted. A file
-// copied up unchanged shows nothing.
+// file. Left out too, each on a line of its own naming the agent's copy
+// in upper, is a change to a file the project changed after the agent's
+// last write to it (the lower file's mtime is the later): the agent
+// worked on an older copy, and the patch would undo the project's change.
+// Entries come in path order, a directory's names sorted. A file copied
+// up unchanged shows nothing.
 func Diff(w io.Writer, lower, upper string) error {
 	lfd, err := openRoot(lower)
 	if err != nil {
@@ -52,7 +57,7 @@ func Diff(w io.Writer, lower, upper string) error {
 		return fmt.Errorf("diffing: %w", err)
 	}
 	defer unix.Close(ufd)
-	d := &differ{w: bufio.NewWriter(w)}
+	d := &differ{w: bufio.NewWriter(w), upper: upper}
 	if err := d.dir(lfd, ufd, "", 0, false); err != nil {
 		return fmt.Errorf("diffing %s over %s: %w", upper, lower, err)
 	}
@@ -60,7 +65,8 @@ func Diff(w io.Writer, lower, upper string) error {
 }
 
 type differ struct {
-	w *bufio.Writer
+	w     *bufio.Writer
+	upper string // the upper dir's path, to name the agent's copy of a stale file
 	// collect, when set, takes the paths that changed instead of w (an
 	// entry left out of the patch, see notShown).
 	collect *[]string
@@ -121,12 +127,27 @@ func (d *differ) dir(lfd, ufd int, rel string, depth int, opaque bool) error {
 	return nil
 }
 
-// Why changes are not shown in the patch (notShown).
+// Why changes are not shown in the patch (notShown, stale).
 const (
-	whyGit  = "git's own files; git apply refuses them"
-	whyLink = "it replaces a symlink, which a patch cannot remove: patch -p1 would write through it"
-	whyRepo = "it replaces a directory that holds a git repository, which the patch leaves in place"
+	whyGit   = "git's own files; git apply refuses them"
+	whyLink  = "it replaces a symlink, which a patch cannot remove: patch -p1 would write through it"
+	whyRepo  = "it replaces a directory that holds a git repository, which the patch leaves in place"
+	whyStale = "the project changed it after the agent's last write to it: the agent worked on an older copy, and the patch would undo the project's change"
 )
+
+// stale reports whether the project changed the lower file l after the
+// agent last wrote u, its copy in upper (or u's whiteout): overlayfs
+// copies a file up with the lower's mtime and a write moves it on, so a
+// later lower mtime is a change the agent never saw.
+func stale(l, u side) bool {
+	return l.ok && u.ok && l.typ() == unix.S_IFREG &&
+		(l.st.Mtim.Sec > u.st.Mtim.Sec || l.st.Mtim.Sec == u.st.Mtim.Sec && l.st.Mtim.Nsec > u.st.Mtim.Nsec)
+}
+
+// staleLine notes a stale file's change instead of diffing it.
+func (d *differ) staleLine(rel string) {
+	fmt.Fprintf(d.w, "Changes to %s not shown (%s); the agent's copy is %s\n", quotePath("", rel), whyStale, quotePath("", filepath.Join(d.upper, rel)))
+}
 
 // notShown notes the changes of an entry (and beneath it) on one line
 // instead of diffing them, saying why: a .git (a repository's, or a
@@ -211,6 +232,9 @@ func (d *differ) changed(rel string) bool {
 func (d *differ) entry(l, u side, rel string, depth int, opaque bool) error {
 	switch {
 	case !u.ok && !opaque, !l.ok && u.whiteout():
+		return nil
+	case u.whiteout() && stale(l, u) && d.collect == nil:
+		d.staleLine(rel)
 		return nil
 	case !u.ok || u.whiteout():
 		return d.deleted(l, rel, depth)
@@ -340,6 +364,10 @@ func (d *differ) file(l, u side, rel string) error {
 	}
 	same := bytes.Equal(a, b) && !abig && !bbig
 	if l.ok && u.ok && same && gitMode(l) == gitMode(u) || d.changed(rel) {
+		return nil
+	}
+	if stale(l, u) {
+		d.staleLine(rel)
 		return nil
 	}
 	a0, b0 := quotePath("a/", rel), quotePath("b/", rel)

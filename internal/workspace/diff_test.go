@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -348,5 +349,43 @@ func BenchmarkDiff(b *testing.B) {
 		if err := Diff(&strings.Builder{}, lower, upper); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDiffStale: a file the project changed after the agent's last write
+// to it (the lower mtime is later) is named, not patched: the agent's
+// copy is older, and its patch would undo the project's change. The same
+// for a file the agent deleted. A file changed on both sides with the
+// agent's write last, and one the project made equal to the agent's copy
+// (the patch applied), diff as before.
+func TestDiffStale(t *testing.T) {
+	lower, upper := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(upper, "edited.txt"), "one\nTWO\n", 0o644)
+	write(t, filepath.Join(upper, "applied.txt"), "agent\n", 0o644)
+	write(t, filepath.Join(upper, "fresh.txt"), "agent's, later\n", 0o644)
+	mknodWhiteout(t, filepath.Join(upper, "deleted.txt"))
+	write(t, filepath.Join(lower, "edited.txt"), "one\nTWO\nthree by the user\n", 0o644)
+	write(t, filepath.Join(lower, "applied.txt"), "agent\n", 0o644)
+	write(t, filepath.Join(lower, "deleted.txt"), "changed by the user\n", 0o644)
+	write(t, filepath.Join(lower, "fresh.txt"), "user's, earlier\n", 0o644)
+	later := time.Now().Add(time.Second)
+	for _, f := range []string{"edited.txt", "applied.txt", "deleted.txt"} {
+		if err := os.Chtimes(filepath.Join(lower, f), later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(filepath.Join(upper, "fresh.txt"), later.Add(time.Second), later.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Diff(&b, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	why := " not shown (" + whyStale + "); the agent's copy is "
+	want := "Changes to deleted.txt" + why + filepath.Join(upper, "deleted.txt") + "\n" +
+		"Changes to edited.txt" + why + filepath.Join(upper, "edited.txt") + "\n" +
+		"diff --git a/fresh.txt b/fresh.txt\n--- a/fresh.txt\n+++ b/fresh.txt\n@@ -1 +1 @@\n-user's, earlier\n+agent's, later\n"
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("Diff (-want +got):\n%s", diff)
 	}
 }

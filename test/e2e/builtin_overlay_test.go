@@ -135,5 +135,18 @@ func TestBuiltinOverlayWriteDiff(t *testing.T) {
 				t.Errorf("the diff names %s:\n%s", not, r.stdout)
 			}
 		}
+
+		// The user changes a.txt after the agent's edit (here: applies it
+		// and adds a line). The agent's copy is older: a patch of it would
+		// undo the user's line, so the diff names it instead.
+		m.writeFile(t, filepath.Join(project, "a.txt"), "one\nTWO\nthree by the user\n", 0o644)
+		r = s.cli(t, "diff", row.ID, "--config", s.cfg)
+		if r.code != 0 {
+			t.Fatalf("mcpbox diff: %s", r)
+		}
+		wsLines(t, r.stdout, "diff --git a/new/x.txt b/new/x.txt", "+fresh")
+		if !strings.Contains(r.stdout, "Changes to a.txt not shown (the project changed it after the agent's last write") || strings.Contains(r.stdout, "three by the user") {
+			t.Errorf("the diff after the user's change to a.txt:\n%s", r.stdout)
+		}
 	})
 }
