@@ -169,16 +169,42 @@ func commandWarnings(c *config.Config) config.Errors {
 		for _, e := range s.Env {
 			ownPATH = ownPATH || e.Name == "PATH"
 		}
-		if prog := s.Command[0]; !ownPATH && !hostProgram(prog) {
-			pos := s.Meta.At("command")
-			msg := fmt.Sprintf("servers.%s.command: %s: server %s cannot start", s.Name, missingProgram(prog), s.Name)
+		prog := s.Command[0]
+		why := ""
+		switch {
+		case !ownPATH && !hostProgram(prog):
+			why = missingProgram(prog)
 			if !strings.Contains(prog, "/") {
-				msg += "; install it there, or give its absolute path inside a mount"
+				why += "; install it there, or give its absolute path inside a mount"
 			}
-			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: msg})
+		case filepath.IsAbs(prog) && !inSandboxView(s, filepath.Clean(prog)):
+			why = prog + " is a host path the sandbox does not show: it sees the host's system directories (read-only), /workspace/input, /workspace/output, a /tmp of its own and the server's filesystem.mounts; mount the program's directory and name it by its path there"
+		}
+		if why != "" {
+			pos := s.Meta.At("command")
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.command: %s: server %s cannot start", s.Name, why, s.Name)})
 		}
 	}
 	return ws
+}
+
+// inSandboxView reports whether the clean absolute path p may lie in what
+// server s's sandbox shows: its system directories and /etc, its
+// workspace, a mount, or the kernel's file systems. /tmp is the sandbox's
+// own, empty at start.
+func inSandboxView(s *config.Server, p string) bool {
+	for _, dir := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/workspace", "/proc", "/dev", "/run"} {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	for _, m := range s.Filesystem.Mounts {
+		if p == m.Target || strings.HasPrefix(p, strings.TrimSuffix(m.Target, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // missingProgram says why the sandbox will not find prog, for which

@@ -85,7 +85,8 @@ servers:
 // TestSummaryWarnsMissingCommand: a local server whose program the
 // sandbox cannot find (a typo, a tool not installed) is named at start;
 // programs that are there, package runners, images, a PATH of the
-// server's own and paths into mounts are not.
+// server's own and paths into mounts are not. A host path the sandbox
+// does not show (a script in the project, outside every mount) is.
 func TestSummaryWarnsMissingCommand(t *testing.T) {
 	dir := t.TempDir()
 	src := `version: 1
@@ -107,6 +108,13 @@ servers:
     tools: {allow: ["*"]}
   mounted:
     command: [/opt/tools/server]
+    filesystem: {mounts: [{source: ` + dir + `, target: /opt/tools}]}
+    tools: {allow: ["*"]}
+  inworkspace:
+    command: [/workspace/input/server.sh]
+    tools: {allow: ["*"]}
+  hostonly:
+    command: [` + dir + `/server.sh]
     tools: {allow: ["*"]}
   ownpath:
     command: [my-server]
@@ -124,6 +132,7 @@ servers:
 	want := []string{
 		":4:14: servers.typo.command: mcp-server-doesnotexist-t6 is in none of the sandbox's PATH directories",
 		":7:14: servers.gone.command: /usr/bin/mcp-server-doesnotexist-t6 does not exist on the host",
+		":26:14: servers.hostonly.command: " + dir + "/server.sh is a host path the sandbox does not show",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
