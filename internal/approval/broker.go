@@ -469,6 +469,31 @@ func (b *Broker) finish(w *waiter, d Decision) {
 	w.decision, w.err = d, err
 	b.onDecision(w.req, d)
 	close(w.done)
+	if err == nil && d.Allow && d.Scope != ScopeOnce {
+		b.settleCovered(w.req, d.Scope)
+	}
+}
+
+// settleCovered allows the calls already waiting that an allow of req for
+// scope now covers (same client, server and tool; same session for
+// ScopeSession), as recall allows the ones that come after it: a person
+// who chose "for the session" should not have to answer them again.
+// Each is recorded as allowed once, by "remembered:" and req's ID.
+func (b *Broker) settleCovered(req Request, scope string) {
+	var ids []string
+	b.mu.Lock()
+	for id, o := range b.pending {
+		r := o.req
+		if r.Kind == KindCall && r.Client == req.Client && r.Server == req.Server && r.Tool == req.Tool &&
+			(scope == ScopeAlways || r.Session != "" && r.Session == req.Session) {
+			ids = append(ids, id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		// ErrUnknown: decided meanwhile by someone else, which stands.
+		_ = b.settle(id, Decision{Allow: true, Scope: ScopeOnce, By: "remembered:" + req.ID})
+	}
 }
 
 func (b *Broker) remember(req Request, d Decision, now time.Time) error {

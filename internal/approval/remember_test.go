@@ -158,3 +158,79 @@ func TestTrustNotRemembered(t *testing.T) {
 	recv(t, ch)
 	mustPend(t, b, req)
 }
+
+// TestScopedAllowSettlesWaitingCalls: an allow for the session also
+// allows the same tool's calls already waiting in that session (recorded
+// once, by remembered:ID); always also those of other sessions of the
+// client. Another tool's and another client's calls keep waiting.
+func TestScopedAllowSettlesWaitingCalls(t *testing.T) {
+	db := openDB(t)
+	b, _ := newBroker(t, db, wait)
+	reqs := map[string]Request{}
+	for name, edit := range map[string]func(*Request){
+		"first": func(*Request) {}, "same": func(*Request) {},
+		"other-session": func(r *Request) { r.Session = "s2" },
+		"other-tool":    func(r *Request) { r.Tool = "merge_pull_request" },
+		"other-client":  func(r *Request) { r.Client = "cursor" },
+	} {
+		r := callReq()
+		r.Summary = name
+		edit(&r)
+		reqs[name] = r
+	}
+	started := make(chan string, len(reqs))
+	answers := map[string]<-chan answer{}
+	for name, r := range reqs {
+		answers[name] = askAsync(context.Background(), b, r, signal(started))
+	}
+	for range reqs {
+		recv(t, started)
+	}
+	ids := map[string]string{}
+	for _, p := range b.Pending() {
+		ids[p.Summary] = p.ID
+	}
+	if len(ids) != len(reqs) {
+		t.Fatalf("pending: %v", ids)
+	}
+	waiting := func(names ...string) {
+		t.Helper()
+		got := map[string]bool{}
+		for _, p := range b.Pending() {
+			got[p.Summary] = true
+		}
+		if len(got) != len(names) {
+			t.Fatalf("waiting: %v, want %v", got, names)
+		}
+		for _, n := range names {
+			if !got[n] {
+				t.Fatalf("waiting: %v, want %v", got, names)
+			}
+		}
+	}
+
+	if err := b.Decide(ids["first"], Decision{Allow: true, Scope: ScopeSession, By: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := recv(t, answers["same"]); !a.D.Allow || a.D.Scope != ScopeOnce || a.D.By != "remembered:"+ids["first"] {
+		t.Fatalf("the same session's waiting call: %+v", a)
+	}
+	if st, by := storedStatus(t, db, ids["same"]); by != "remembered:"+ids["first"] {
+		t.Errorf("stored %s by %s", st, by)
+	}
+	waiting("other-session", "other-tool", "other-client")
+
+	id, ch := ids["other-session"], answers["other-session"]
+	r := callReq()
+	r.Session = "s3"
+	ch3 := askAsync(context.Background(), b, r, signal(started))
+	recv(t, started)
+	if err := b.Decide(id, Decision{Allow: true, Scope: ScopeAlways, By: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, ch)
+	if a := recv(t, ch3); !a.D.Allow || a.D.By != "remembered:"+id {
+		t.Fatalf("another session's waiting call after always: %+v", a)
+	}
+	waiting("other-tool", "other-client")
+}
