@@ -108,16 +108,25 @@ func (g *Guard) noteChanges(changes []integrity.Change) {
 			continue
 		}
 		level := slog.LevelWarn
-		if ch.Status == integrity.StatusPinned {
+		switch ch.Status {
+		case integrity.StatusPinned:
 			level = slog.LevelDebug
 			k := firstPin{ch.Server, ch.Kind}
 			if counts[k] == 0 {
 				pinned = append(pinned, k)
 			}
 			counts[k]++
+		case integrity.StatusRemoved:
+			// Nothing is hidden or changed for a client: the server no
+			// longer lists it, or not to this client (servers list by
+			// the client's capabilities).
+			level = slog.LevelInfo
 		}
-		g.log.Log(context.Background(), level, ch.Kind+" definition "+ch.Status, "server", ch.Server, "kind", ch.Kind, "name", ch.Key,
-			"hint", hintFor(ch))
+		attrs := []any{"server", ch.Server, "kind", ch.Kind, "name", ch.Key}
+		if h := hintFor(ch); h != "" {
+			attrs = append(attrs, "hint", h)
+		}
+		g.log.Log(context.Background(), level, ch.Kind+" definition "+ch.Status, attrs...)
 		g.Record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
 			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}

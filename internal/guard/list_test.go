@@ -106,3 +106,34 @@ servers:
 		}
 	}
 }
+
+// TestRemovedDefinitionLoggedAsInfo: a pinned tool a later list lacks
+// (servers list by the client's capabilities) is logged at info, without
+// an empty hint; a changed one still warns with what to do.
+func TestRemovedDefinitionLoggedAsInfo(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  fs:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // list logs synchronously
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	read := gateway.Item{Key: "read_file", Raw: []byte(`{"name":"read_file","inputSchema":{"type":"object"}}`)}
+	write := gateway.Item{Key: "write_file", Raw: []byte(`{"name":"write_file","inputSchema":{"type":"object"}}`)}
+	g.list(gateway.LocalAgent, "fs", gateway.KindTools, 1, []gateway.Item{read, write})
+	read.Raw = []byte(`{"name":"read_file","description":"changed","inputSchema":{"type":"object"}}`)
+	g.list(gateway.LocalAgent, "fs", gateway.KindTools, 2, []gateway.Item{read})
+	out := logs.String()
+	for _, want := range []string{
+		`level=INFO msg="tool definition removed" server=fs kind=tool name=write_file` + "\n",
+		`level=WARN msg="tool definition changed" server=fs kind=tool name=read_file hint=`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
