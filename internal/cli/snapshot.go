@@ -23,8 +23,9 @@ FILE' (or the server's filesystem.template) seeds new workspaces from it.
 
 diff prints what sandbox ID changed in its overlaid /workspace/input, as
 a patch in git's format against the input source: the agent's patch (in
-the source: mcpbox diff ID | git apply). Binary files, symlinks and
-changes under .git are named on lines of their own, not patched.
+the source: mcpbox diff ID | git apply). Binary files, symlinks, changes
+under .git and files the source changed after the agent's last write to
+them are named on lines of their own, not patched.
 `
 
 func (e *env) snapshotCmd(args []string) int {
