@@ -150,6 +150,9 @@ func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []
 		}
 		im.envVar(s, orig, m.key, v)
 	}
+	if paths := hostPaths(s.Command); len(paths) > 0 {
+		im.notef("server %q names host paths its sandbox does not see (%s): it cannot start until they are mounted (see the comment above it)", orig, strings.Join(paths, ", "))
+	}
 	return s, append(launcherHints(s.Command), hostPathHints(s.Command)...), nil
 }
 
@@ -474,8 +477,9 @@ func launcherHints(argv []string) []string {
 // its own; its /tmp is a fresh tmpfs, so a host path there is not seen.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/workspace", "/dev", "/proc", "/run/secrets"}
 
-// hostPathHints name the paths in argv that the sandbox does not see.
-func hostPathHints(argv []string) []string {
+// hostPaths are (up to 5 of) the paths in argv that the sandbox does
+// not see, quoted.
+func hostPaths(argv []string) []string {
 	var paths []string
 	for _, a := range argv {
 		if f, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(f, "-") {
@@ -485,6 +489,12 @@ func hostPathHints(argv []string) []string {
 			paths = append(paths, strconv.Quote(a))
 		}
 	}
+	return paths
+}
+
+// hostPathHints name the paths in argv that the sandbox does not see.
+func hostPathHints(argv []string) []string {
+	paths := hostPaths(argv)
 	if len(paths) == 0 {
 		return nil
 	}

@@ -125,3 +125,18 @@ func TestProtectedSource(t *testing.T) {
 		}
 	}
 }
+
+// TestImportNotesHostPaths: a local server that names host paths gets a
+// note (the terminal's), not only the comment in the config: it cannot
+// start until they are mounted. One without does not.
+func TestImportNotesHostPaths(t *testing.T) {
+	res, _ := dockerEntry(t, "node", []string{"/srv/npm/server/index.js", "/srv/data"}, nil)
+	want := `server "srv" names host paths its sandbox does not see ("/srv/npm/server/index.js", "/srv/data")`
+	if notes := strings.Join(res.Notes, "\n"); !strings.Contains(notes, want) {
+		t.Errorf("notes %q lack %q", notes, want)
+	}
+	res, _ = dockerEntry(t, "node", []string{"/workspace/input/index.js"}, nil)
+	if notes := strings.Join(res.Notes, "\n"); strings.Contains(notes, "host paths") {
+		t.Errorf("notes of a server with no host path: %q", notes)
+	}
+}
