@@ -3,7 +3,9 @@ package importer
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +66,9 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 			"a server that writes files needs them under /workspace/output or /tmp.",
 		}
 		hints = append(hints, rewriteHostDirs(s)...)
-		hints = append(hints, moveHostFiles(s)...)
+		moved, notes := moveHostFiles(s)
+		hints = append(hints, moved...)
+		res.Notes = append(res.Notes, notes...)
 		hints = append(hints, defaultWrites(s)...)
 		var rest []string // host paths not rewritten (files)
 		for _, a := range s.Args {
@@ -165,9 +169,9 @@ func rewriteHostDirs(s *config.Server) []string {
 }
 
 // moveHostFiles points env values that name host files into the server's
-// output, which is kept per agent.
-func moveHostFiles(s *config.Server) []string {
-	var hints []string
+// output, which is kept per agent. notes name the files that exist and
+// hold data, which the server no longer sees.
+func moveHostFiles(s *config.Server) (hints, notes []string) {
 	for i, v := range s.Env {
 		if !pathNameRE().MatchString(v.Name) || !isHostPath(v.Value) || !strings.Contains(path.Base(v.Value), ".") {
 			continue
@@ -175,8 +179,16 @@ func moveHostFiles(s *config.Server) []string {
 		to := "/workspace/output/" + path.Base(v.Value)
 		hints = append(hints, fmt.Sprintf("env %s was %s, now %s (in the server's output).", v.Name, v.Value, to))
 		s.Env[i].Value = to
+		host := v.Value
+		if rest, ok := strings.CutPrefix(host, "~/"); ok {
+			home, _ := os.UserHomeDir()
+			host = filepath.Join(home, rest)
+		}
+		if fi, err := os.Stat(host); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+			notes = append(notes, fmt.Sprintf("server %q: %s (env %s) holds data the sandboxed server will not see: it starts with an empty %s; to keep the data, copy the file into the server's output dir (STATE_DIR/workspaces/AGENT/%s/output, AGENT _local over stdio)", s.Name, v.Value, v.Name, to, s.Name))
+		}
 	}
-	return hints
+	return hints, notes
 }
 
 // packageWrites are env settings that keep well-known packages from
