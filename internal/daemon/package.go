@@ -309,6 +309,20 @@ func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
 	return src.String(), args, true, nil
 }
 
+// HoldsData is importer.HoldsData: whether the host file path ("~/" for
+// the home directory) is a regular file with data in it.
+func HoldsData(path string) bool {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return false
+		}
+		path = filepath.Join(home, rest)
+	}
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
+}
+
 // installEgress audits the connections of the install sandboxes as
 // egress records of the server, marked with detail phase "package
 // install" (a server's own connections have no phase).

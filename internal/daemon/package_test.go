@@ -91,3 +91,24 @@ func TestRunRefusesUnpinnableRunner(t *testing.T) {
 		t.Error("the state dir was made before the refusal")
 	}
 }
+
+// TestHoldsData: a regular file with data holds data, at its path or
+// under "~/"; an empty file, a directory and a missing path do not.
+func TestHoldsData(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.WriteFile(filepath.Join(home, "memory.jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "empty.jsonl"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{
+		"~/memory.jsonl": true, filepath.Join(home, "memory.jsonl"): true,
+		"~/empty.jsonl": false, "~/gone.jsonl": false, home: false,
+	} {
+		if got := HoldsData(p); got != want {
+			t.Errorf("HoldsData(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -3,9 +3,7 @@ package importer
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,14 +21,19 @@ import (
 // does not import its neighbours.
 type PackageOf func(argv []string) (pkg string, args []string, ok bool, err error)
 
+// HoldsData reports whether the host file path, as a client config names
+// it ("~/" for the home directory), exists and holds data. The caller
+// supplies it (daemon.HoldsData): importer reads no files.
+type HoldsData func(path string) bool
+
 // ConvertPackages turns res's servers whose command pkgOf recognises into
 // package servers (package: + args), so that the config says what runs;
 // `mcpbox serve` would recognise the command anyway. Arguments naming host
 // directories become read-only mounts under /data with the argument
 // rewritten, and env values naming host files (MEMORY_FILE_PATH=...) move
 // into the server's output. The hints above each server say what was
-// changed.
-func ConvertPackages(res *Result, pkgOf PackageOf) {
+// changed; res.Notes name the moved files that hold data (holds).
+func ConvertPackages(res *Result, pkgOf PackageOf, holds HoldsData) {
 	for _, s := range res.Config.Servers {
 		if s.Command == nil {
 			continue
@@ -66,7 +69,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf) {
 			"a server that writes files needs them under /workspace/output or /tmp.",
 		}
 		hints = append(hints, rewriteHostDirs(s)...)
-		moved, notes := moveHostFiles(s)
+		moved, notes := moveHostFiles(s, holds)
 		hints = append(hints, moved...)
 		res.Notes = append(res.Notes, notes...)
 		hints = append(hints, defaultWrites(s)...)
@@ -171,7 +174,7 @@ func rewriteHostDirs(s *config.Server) []string {
 // moveHostFiles points env values that name host files into the server's
 // output, which is kept per agent. notes name the files that exist and
 // hold data, which the server no longer sees.
-func moveHostFiles(s *config.Server) (hints, notes []string) {
+func moveHostFiles(s *config.Server, holds HoldsData) (hints, notes []string) {
 	for i, v := range s.Env {
 		if !pathNameRE().MatchString(v.Name) || !isHostPath(v.Value) || !strings.Contains(path.Base(v.Value), ".") {
 			continue
@@ -179,12 +182,7 @@ func moveHostFiles(s *config.Server) (hints, notes []string) {
 		to := "/workspace/output/" + path.Base(v.Value)
 		hints = append(hints, fmt.Sprintf("env %s was %s, now %s (in the server's output).", v.Name, v.Value, to))
 		s.Env[i].Value = to
-		host := v.Value
-		if rest, ok := strings.CutPrefix(host, "~/"); ok {
-			home, _ := os.UserHomeDir()
-			host = filepath.Join(home, rest)
-		}
-		if fi, err := os.Stat(host); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+		if holds(v.Value) {
 			notes = append(notes, fmt.Sprintf("server %q: %s (env %s) holds data the sandboxed server will not see: it starts with an empty %s; to keep the data, copy the file into the server's output dir (STATE_DIR/workspaces/AGENT/%s/output, AGENT _local over stdio)", s.Name, v.Value, v.Name, to, s.Name))
 		}
 	}

@@ -3,8 +3,6 @@ package importer
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +33,7 @@ func renderPackages(t *testing.T, clientJSON string) []byte {
 		t.Fatal(err)
 	}
 	res := Convert(cf)
-	ConvertPackages(res, fakePackageOf)
+	ConvertPackages(res, fakePackageOf, func(string) bool { return false })
 	out, err := Render(res, "claude.json")
 	if err != nil {
 		t.Fatal(err)
@@ -140,37 +138,33 @@ func TestPackageNetworkHints(t *testing.T) {
 }
 
 // TestMovedHostFileNoted: a server's data file (MEMORY_FILE_PATH) that
-// exists and holds data is named in the notes, with where to copy it:
-// the server starts with an empty one in its output. An empty or missing
-// file is not.
+// holds data is named in the notes, with where to copy it: the server
+// starts with an empty one in its output. One without data is not.
 func TestMovedHostFileNoted(t *testing.T) {
-	dir := t.TempDir()
-	full, empty := filepath.Join(dir, "memory.jsonl"), filepath.Join(dir, "empty.jsonl")
-	if err := os.WriteFile(full, []byte(`{"type":"entity","name":"x"}`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(empty, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
-		"mem":   map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-memory"}, "env": map[string]string{"MEMORY_FILE_PATH": full}},
-		"empty": map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-memory"}, "env": map[string]string{"MEMORY_FILE_PATH": empty}},
-		"gone":  map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-memory"}, "env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "gone.jsonl")}},
+		"mem":   map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-memory"}, "env": map[string]string{"MEMORY_FILE_PATH": "~/memory.jsonl"}},
+		"empty": map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-memory"}, "env": map[string]string{"MEMORY_FILE_PATH": "/srv/empty.jsonl"}},
 	}})
 	cf, err := ParseClientFile("claude.json", raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := Convert(cf)
-	ConvertPackages(res, fakePackageOf)
+	var asked []string
+	ConvertPackages(res, fakePackageOf, func(p string) bool {
+		asked = append(asked, p)
+		return p == "~/memory.jsonl"
+	})
 	notes := strings.Join(res.Notes, "\n")
-	want := `server "mem": ` + full + ` (env MEMORY_FILE_PATH) holds data the sandboxed server will not see`
+	want := `server "mem": ~/memory.jsonl (env MEMORY_FILE_PATH) holds data the sandboxed server will not see`
 	if !strings.Contains(notes, want) || !strings.Contains(notes, "workspaces/AGENT/mem/output") {
 		t.Errorf("notes %q lack %q", notes, want)
 	}
-	for _, not := range []string{`"empty"`, `"gone"`} {
-		if strings.Contains(notes, not) {
-			t.Errorf("notes name %s: %q", not, notes)
-		}
+	if strings.Contains(notes, `"empty"`) {
+		t.Errorf("notes name a file without data: %q", notes)
+	}
+	slices.Sort(asked)
+	if !slices.Equal(asked, []string{"/srv/empty.jsonl", "~/memory.jsonl"}) {
+		t.Errorf("asked about %q", asked)
 	}
 }
