@@ -312,14 +312,7 @@ func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
 // HoldsData is importer.HoldsData: whether the host file path ("~/" for
 // the home directory) is a regular file with data in it.
 func HoldsData(path string) bool {
-	if rest, ok := strings.CutPrefix(path, "~/"); ok {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return false
-		}
-		path = filepath.Join(home, rest)
-	}
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(specconv.Resolve("", path))
 	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
 }
 
