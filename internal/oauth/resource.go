@@ -74,11 +74,18 @@ type Validator struct {
 	opts ValidatorOptions
 	hc   *http.Client
 
+	// fetchMu lets one JWKS fetch run at a time, without holding mu:
+	// tokens of a known key are checked meanwhile.
+	fetchMu sync.Mutex
+
 	mu      sync.Mutex // guards the fields below
 	jwksURI string
 	keys    *jose.JSONWebKeySet
 	fetched time.Time // last JWKS fetch
 }
+
+// jwksFetchTimeout bounds one fetch of the issuer's metadata and keys.
+const jwksFetchTimeout = 30 * time.Second
 
 // NewValidator checks opts and returns a Validator. Keys are fetched on
 // first use.
@@ -206,15 +213,28 @@ func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey,
 	return k, err
 }
 
+// refetch fetches the JWKS unless another caller did within RefetchGap.
+// The fetch runs on a context of its own, not the request's: the fetch
+// a token with an unknown kid causes is the only one that RefetchGap
+// allows, and a client that sent such a token and hung up must not spend
+// it on a cancelled fetch (the keys an issuer rotated to would stay
+// unknown for as long as it kept that up).
 func (v *Validator) refetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	// Another caller may have fetched while this one waited.
 	if v.keys != nil && v.opts.Now().Sub(v.fetched) < v.opts.RefetchGap {
+		defer v.mu.Unlock()
 		return v.keys, nil
 	}
 	v.fetched = v.opts.Now() // rate-limits failures too
-	if v.jwksURI == "" {
+	jwksURI := v.jwksURI
+	v.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksFetchTimeout)
+	defer cancel()
+	if jwksURI == "" {
 		urls, err := serverMetadataURLs(v.opts.Issuer)
 		if err != nil {
 			return nil, err
@@ -226,22 +246,24 @@ func (v *Validator) refetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 		if sm.JWKSURI == "" {
 			return nil, fmt.Errorf("token validator: metadata of %s has no jwks_uri", v.opts.Issuer)
 		}
-		v.jwksURI = sm.JWKSURI
+		jwksURI = sm.JWKSURI
 	}
 	var set jose.JSONWebKeySet
-	if err := getJSON(ctx, v.hc, v.jwksURI, &set); err != nil {
+	if err := getJSON(ctx, v.hc, jwksURI, &set); err != nil {
 		return nil, fmt.Errorf("token validator: %w", err)
 	}
 	// Only public signing keys: a symmetric or private key in a JWKS is
 	// a misconfiguration that must not become a verification key.
-	var pub jose.JSONWebKeySet
+	pub := &jose.JSONWebKeySet{}
 	for _, k := range set.Keys {
 		if k.IsPublic() && k.Valid() && (k.Use == "" || k.Use == "sig") {
 			pub.Keys = append(pub.Keys, k)
 		}
 	}
-	v.keys = &pub
-	return v.keys, nil
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.jwksURI, v.keys = jwksURI, pub
+	return pub, nil
 }
 
 // pick chooses the key for kid (the only key if kid is empty and there is

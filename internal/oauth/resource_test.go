@@ -226,6 +226,40 @@ func TestValidatorKeyRotationAndRefetchLimit(t *testing.T) {
 	}
 }
 
+// TestValidatorRefetchOutlivesRequest: the one JWKS fetch per gap that a
+// token of an unknown kid causes runs to its end although that token's
+// request was cancelled (its client hung up at once), so a client without
+// credentials cannot keep the issuer's rotated key unknown by sending
+// such a token once per gap.
+func TestValidatorRefetchOutlivesRequest(t *testing.T) {
+	as := newTestAS(t, nil)
+	clock := time.Now()
+	v := newValidator(t, as, func(o *ValidatorOptions) {
+		o.RefetchGap = time.Minute
+		o.Now = func() time.Time { return clock }
+	})
+	c := claims(as, nil)
+	if _, err := v.Validate(context.Background(), signJWT(t, as.key, as.kid, jose.ES256, c)); err != nil {
+		t.Fatal(err)
+	}
+	as.rotate(t, "k2")
+	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for gap := range 2 {
+		clock = clock.Add(61 * time.Second)
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := v.Validate(gone, signJWT(t, stranger, "x", jose.ES256, c)); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("gap %d: a stranger's token: %v", gap, err)
+		}
+		if _, err := v.Validate(context.Background(), signJWT(t, as.key, "k2", jose.ES256, c)); err != nil {
+			t.Errorf("gap %d: a token of the rotated key after a cancelled request's fetch: %v", gap, err)
+		}
+	}
+	if n := as.fetches(); n != 3 {
+		t.Errorf("%d JWKS fetches, want 3 (at the start, then the one of each gap)", n)
+	}
+}
+
 func TestValidatorIgnoresSymmetricJWKS(t *testing.T) {
 	// An issuer that (wrongly) publishes an oct key: an HS256 token made
 	// with it must not verify.
