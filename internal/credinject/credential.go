@@ -181,6 +181,8 @@ type Set struct {
 	needle []needle // every placeholder, for scanning
 	red    *redact.Redactor
 	pf     *qgramFilter // prefilter over red's forms
+	// lowerForms are red's forms in lower case, for header names.
+	lowerForms []string
 }
 
 // needle is one placeholder string and the value it stands for.
@@ -234,6 +236,11 @@ func New(opts Options) (*Set, error) {
 		}
 		s.red = red
 		s.pf = newQgramFilter(red.Needles())
+		for _, n := range red.Needles() {
+			if len(n) > 0 {
+				s.lowerForms = append(s.lowerForms, strings.ToLower(string(n)))
+			}
+		}
 	}
 	return s, nil
 }

@@ -63,8 +63,10 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 		return nil, nil
 	}
 	// The response is scanned for the values; compressed bodies would
-	// hide them (and filter refuses them). A signed Accept-Encoding stays.
-	if !strings.Contains(strings.ToLower(r.Header.Get("Authorization")), "accept-encoding") {
+	// hide them (and filter refuses them). Only a SigV4 signature over
+	// Accept-Encoding keeps the sandbox's (resign already signed ours
+	// over identity); a response it gets compressed is refused.
+	if !signsAcceptEncoding(r.Header.Get("Authorization")) {
 		r.Header.Set("Accept-Encoding", "identity")
 	}
 	head := r.Method == http.MethodHead
@@ -284,8 +286,9 @@ func (s *Set) trailers(t egress.Target, own func(*cred) bool) func(http.Header) 
 // filter redacts every credential value from a response of t.
 func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
 	s.redactHeader(resp.Header)
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return fmt.Errorf("response from %s is %s-encoded and cannot be scanned for credential values", authority(t), ce)
+	s.redactHeader(resp.Trailer) // the names announced; values come at the end
+	if ce := encoded(resp.Header); ce != "" {
+		return fmt.Errorf("response from %s has content coding %s and cannot be scanned for credential values", authority(t), ce)
 	}
 	if head || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
@@ -301,11 +304,44 @@ func authority(t egress.Target) string {
 	return net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
 }
 
-// redactHeader redacts every value of h in place.
+// encoded returns the first content coding of h that is not identity,
+// or "": any one of them, on any Content-Encoding line, would hide the
+// values from the scan.
+func encoded(h http.Header) string {
+	for _, line := range h.Values("Content-Encoding") {
+		for _, ce := range strings.Split(line, ",") {
+			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+				return printable(ce)
+			}
+		}
+	}
+	return ""
+}
+
+// redactHeader redacts every value of h in place and drops every field
+// whose name holds a credential's value. Names are compared without
+// case: on the way they are re-cased (Go's canonical form, HTTP/2's
+// lower case), which the redactor's exact match would miss.
 func (s *Set) redactHeader(h http.Header) {
-	for _, vv := range h {
+	for name, vv := range h {
+		if s.inName(name) {
+			delete(h, name)
+			continue
+		}
 		for i, v := range vv {
 			vv[i] = s.red.String(v)
 		}
 	}
+}
+
+// inName reports whether a header name holds one of the values, in any
+// of the redactor's forms, in any case.
+func (s *Set) inName(name string) bool {
+	name = strings.ToLower(name)
+	for _, n := range s.lowerForms {
+		if strings.Contains(name, n) {
+			return true
+		}
+	}
+	return false
 }

@@ -65,6 +65,13 @@ func parseSigV4(h string) (sigV4Auth, error) {
 	return a, nil
 }
 
+// signsAcceptEncoding reports whether auth is a SigV4 signature over
+// Accept-Encoding, which changing the header would break.
+func signsAcceptEncoding(auth string) bool {
+	sa, err := parseSigV4(auth)
+	return err == nil && slices.Contains(sa.signed, "accept-encoding")
+}
+
 // printable keeps request text in errors harmless.
 func printable(s string) string {
 	if len(s) > 64 {
@@ -145,6 +152,11 @@ func (s *Set) resign(r *http.Request, c *cred, t egress.Target) error {
 	case tok != "":
 		r.Header.Del(tokenHeader)
 		signed = slices.DeleteFunc(slices.Clone(signed), func(h string) bool { return h == "x-amz-security-token" })
+	}
+	if slices.Contains(signed, "accept-encoding") {
+		// Signed over by the sandbox, so kept by the caller; ours is
+		// signed over identity, so that the response can be scanned.
+		r.Header.Set("Accept-Encoding", "identity")
 	}
 	real := sa
 	real.keyID, real.signed = a.AccessKeyID, signed
