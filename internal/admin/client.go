@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -96,6 +97,23 @@ func (c Client) Control(op, id string) error {
 func (c Client) Snapshot(id, path string) error {
 	_, err := c.one(request{Op: opSnapshot, ID: id, Path: path})
 	return err
+}
+
+// SnapshotPath is where `mcpbox snapshot ID` writes when given no file:
+// STATE_DIR/snapshots/ID-TIME.tar.gz, the dir made (0700) under c's state
+// dir or, for AllStateDirs, under that of the instance that runs id.
+func (c Client) SnapshotPath(id string, now time.Time) (string, error) {
+	dir := c.StateDir
+	if dir == AllStateDirs {
+		if dir = c.StateDirOf(id); dir == "" {
+			return "", fmt.Errorf("no running mcpbox serve of this user has sandbox %s (mcpbox ps --all lists them)", id)
+		}
+	}
+	snaps := filepath.Join(dir, "snapshots")
+	if err := os.MkdirAll(snaps, 0o700); err != nil {
+		return "", err
+	}
+	return filepath.Join(snaps, fmt.Sprintf("%s-%s.tar.gz", id, now.UTC().Format("20060102T150405Z"))), nil
 }
 
 // Diff is the input source and overlay upper dir of the sandbox id.

@@ -43,33 +43,22 @@ func (e *env) snapshotCmd(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	path := *out
-	if path == "" && dir == allStateDirs {
-		// The default goes under the state dir of the serve that runs the
-		// sandbox: find it.
-		if dir = (admin.Client{StateDir: allStateDirs}).StateDirOf(fs.Arg(0)); dir == "" {
-			e.errorf("snapshot: no running mcpbox serve of this user has sandbox %s (mcpbox ps --all lists them)", fs.Arg(0))
-			return 1
-		}
-	}
+	path, err := *out, error(nil)
 	if path == "" {
-		snaps := filepath.Join(dir, "snapshots")
-		if err := os.MkdirAll(snaps, 0o700); err != nil {
-			e.errorf("snapshot: %v", err)
-			return 1
-		}
-		path = filepath.Join(snaps, fmt.Sprintf("%s-%s.tar.gz", fs.Arg(0), time.Now().UTC().Format("20060102T150405Z")))
+		path, err = admin.Client{StateDir: dir}.SnapshotPath(fs.Arg(0), time.Now())
 	}
-	abs, err := filepath.Abs(path)
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
 	if err != nil {
 		e.errorf("snapshot: %v", err)
 		return 1
 	}
-	if err := (admin.Client{StateDir: dir}).Snapshot(fs.Arg(0), abs); err != nil {
+	if err := (admin.Client{StateDir: dir}).Snapshot(fs.Arg(0), path); err != nil {
 		e.errorf("snapshot: %v", err)
 		return 1
 	}
-	fmt.Fprintln(e.stdout, abs)
+	fmt.Fprintln(e.stdout, path)
 	return 0
 }
 
