@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"mcpbox/internal/admin"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/workspace"
 )
 
 const snapshotHelp = `USAGE
   mcpbox snapshot ID [-o FILE] [--all | --config FILE | --state-dir DIR]
   mcpbox diff ID [--all | --config FILE | --state-dir DIR]
+  mcpbox diff --server NAME [--agent AGENT] [--config FILE]
 
 snapshot writes the workspace of sandbox ID (its /workspace/output and,
 with filesystem.input.mode overlay, the overlay's changes) as a .tar.gz
@@ -25,7 +27,9 @@ diff prints what sandbox ID changed in its overlaid /workspace/input, as
 a patch in git's format against the input source: the agent's patch (in
 the source: mcpbox diff ID | git apply). Binary files, symlinks, changes
 under .git and files the source changed after the agent's last write to
-them are named on lines of their own, not patched.
+them are named on lines of their own, not patched. --server: the overlay
+NAME's sandboxes left in the config's state dir (its one agent's, or
+AGENT's), read with no serve running (a stdio client's ends with it).
 `
 
 func (e *env) snapshotCmd(args []string) int {
@@ -65,18 +69,27 @@ func (e *env) snapshotCmd(args []string) int {
 func (e *env) diff(args []string) int {
 	fs := e.newFlagSet("diff", snapshotHelp)
 	af := registerAdminFlags(fs)
+	server := fs.String("server", "", "the overlay server `NAME`'s sandboxes left, with no serve running")
+	agent := fs.String("agent", "", "with --server: whose overlay, if several `AGENT`s have one")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	if fs.NArg() != 1 {
-		e.errorf("diff: want one sandbox ID (see mcpbox ps)")
+	var lower, upper string
+	var err error
+	switch {
+	case *server != "" && fs.NArg() == 0 && *af.stateDir == "" && !*af.all:
+		wd, _ := os.Getwd()
+		lower, upper, err = daemon.LeftOverlay(*af.config, wd, *server, *agent)
+	case *server == "" && *agent == "" && fs.NArg() == 1:
+		dir, ok := af.dir(e, "diff")
+		if !ok {
+			return exitUsage
+		}
+		lower, upper, err = admin.Client{StateDir: dir}.Diff(fs.Arg(0))
+	default:
+		e.errorf("diff: want one sandbox ID (see mcpbox ps), or --server NAME [--agent AGENT] [--config FILE]")
 		return exitUsage
 	}
-	dir, ok := af.dir(e, "diff")
-	if !ok {
-		return exitUsage
-	}
-	lower, upper, err := admin.Client{StateDir: dir}.Diff(fs.Arg(0))
 	if err != nil {
 		e.errorf("diff: %v", err)
 		return 1

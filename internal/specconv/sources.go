@@ -183,3 +183,12 @@ func Resolve(base, p string) string {
 	}
 	return filepath.Join(base, p)
 }
+
+// InputDir is the host dir server s's filesystem.input shows, its paths
+// resolved against base as for its sandbox; "" if it has no input.
+func InputDir(s *config.Server, base string) (string, error) {
+	if s.Filesystem.Input == nil {
+		return "", nil
+	}
+	return hostSourceDir(base, "", s.Filesystem.Input.Source, 0)
+}

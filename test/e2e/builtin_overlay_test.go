@@ -148,5 +148,14 @@ func TestBuiltinOverlayWriteDiff(t *testing.T) {
 		if !strings.Contains(r.stdout, "Changes to a.txt not shown (the project changed it after the agent's last write") || strings.Contains(r.stdout, "three by the user") {
 			t.Errorf("the diff after the user's change to a.txt:\n%s", r.stdout)
 		}
+
+		// Once the serve has stopped (a stdio client's ends with the
+		// client), --server reads the overlay it left: the same diff.
+		gwClose(t, sess)
+		g.stop(t)
+		left := s.cli(t, "diff", "--server", "ws", "--config", s.cfg)
+		if left.code != 0 || left.stdout != r.stdout {
+			t.Errorf("mcpbox diff --server ws after the serve stopped: %s\nwant the stdout of mcpbox diff %s:\n%s", left, row.ID, r.stdout)
+		}
 	})
 }

@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"mcpbox/internal/admin"
+	"mcpbox/internal/config"
+	"mcpbox/internal/specconv"
+	"mcpbox/internal/workspace"
+)
+
+// LeftOverlay finds the input overlay that server's sandboxes left in the
+// state dir of a config, for `mcpbox diff --server` once the serve that
+// ran them has stopped (a stdio client's serve ends with the client). It
+// returns the input source (lower) and the overlay's upper dir.
+// configPath "" is the project config of wd or its nearest parent that
+// has one. agent "" is the one agent whose workspace has an overlay;
+// with several, the error names them.
+func LeftOverlay(configPath, wd, server, agent string) (lower, upper string, err error) {
+	if configPath == "" {
+		if configPath = projectConfigUp(wd); configPath == "" {
+			return "", "", fmt.Errorf("no mcpbox.yaml in %s or a parent directory: pass --config FILE", wd)
+		}
+	}
+	if configPath, err = filepath.Abs(configPath); err != nil {
+		return "", "", err
+	}
+	c, err := LoadConfig(configPath)
+	if err != nil {
+		return "", "", err
+	}
+	s := c.Server(server)
+	switch {
+	case s == nil:
+		return "", "", fmt.Errorf("%s has no server %q", configPath, server)
+	case s.Filesystem.Input == nil || s.Filesystem.Input.Mode != config.ModeOverlay:
+		return "", "", fmt.Errorf("server %s has no input overlay (filesystem.input.mode: overlay)", server)
+	}
+	if lower, err = specconv.InputDir(s, filepath.Dir(configPath)); err != nil {
+		return "", "", fmt.Errorf("server %s: filesystem.input: %w", server, err)
+	}
+	stateDir, err := specconv.ConfigStateDir(c, configPath)
+	if err != nil {
+		return "", "", err
+	}
+	root := filepath.Join(stateDir, "workspaces")
+	agents := overlayAgents(root, server)
+	switch {
+	case agent != "" && (strings.ContainsRune(agent, '/') || agent == "." || agent == ".."):
+		return "", "", fmt.Errorf("--agent %q: not an agent name", agent)
+	case agent != "" && !slices.Contains(agents, agent):
+		return "", "", fmt.Errorf("no overlay of server %s for agent %s in %s (agents with one: %s)", server, agent, root, listOrNone(agents))
+	case agent == "" && len(agents) == 0:
+		return "", "", fmt.Errorf("no overlay of server %s in %s: no sandbox of it has written to /workspace/input", server, root)
+	case agent == "" && len(agents) > 1:
+		return "", "", fmt.Errorf("server %s has overlays for several agents (%s): pass --agent AGENT", server, strings.Join(agents, ", "))
+	case agent == "":
+		agent = agents[0]
+	}
+	return lower, filepath.Join(workspace.Base(root, workspace.Scope{Server: server, Agent: agent}), "overlay", "upper"), nil
+}
+
+// overlayAgents are the agents (dir names: _shared, _local, ...) that have
+// an input overlay of server under root, sorted. Only real dirs count: a
+// sandbox wrote in this tree, and a link must not lead the diff elsewhere.
+func overlayAgents(root, server string) []string {
+	entries, _ := os.ReadDir(root)
+	var agents []string
+	for _, e := range entries {
+		if realDirs(root, e.Name(), server, "overlay", "upper") {
+			agents = append(agents, e.Name())
+		}
+	}
+	return agents
+}
+
+// realDirs reports whether each of dir/parts[0], dir/parts[0]/parts[1],
+// ... is a directory, not a link to one.
+func realDirs(dir string, parts ...string) bool {
+	for _, p := range parts {
+		dir = filepath.Join(dir, p)
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// projectConfigUp is the project config of dir or its nearest parent
+// that has one (admin.ProjectConfig), "" if none has.
+func projectConfigUp(dir string) string {
+	for {
+		if p := admin.ProjectConfig(dir); p != "" {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
