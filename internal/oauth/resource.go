@@ -74,18 +74,22 @@ type Validator struct {
 	opts ValidatorOptions
 	hc   *http.Client
 
-	// fetchMu lets one JWKS fetch run at a time, without holding mu:
-	// tokens of a known key are checked meanwhile.
-	fetchMu sync.Mutex
-
-	mu      sync.Mutex // guards the fields below
-	jwksURI string
-	keys    *jose.JSONWebKeySet
-	fetched time.Time // last JWKS fetch
+	mu       sync.Mutex // guards the fields below
+	jwksURI  string
+	keys     *jose.JSONWebKeySet
+	fetched  time.Time     // start of the last JWKS fetch
+	fetching chan struct{} // closed when the running fetch ends; nil if none runs
+	fetchErr error         // why the last fetch failed; nil if it did not
 }
 
 // jwksFetchTimeout bounds one fetch of the issuer's metadata and keys.
-const jwksFetchTimeout = 30 * time.Second
+// keysRetry is the least time between two fetches while no keys have
+// been fetched yet (an issuer not up yet, or down): shorter than
+// RefetchGap, since until then every token is refused.
+const (
+	jwksFetchTimeout = 30 * time.Second
+	keysRetry        = 10 * time.Second
+)
 
 // NewValidator checks opts and returns a Validator. Keys are fetched on
 // first use.
@@ -183,29 +187,54 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 	return id, nil
 }
 
-// key returns the verification key for kid and alg, fetching the JWKS on
-// first use and again, at most once per RefetchGap, for an unknown kid
-// (key rotation).
+// key returns the verification key for kid and alg. The JWKS is fetched
+// on first use, and again for an unknown kid (key rotation), at most once
+// per RefetchGap (keysRetry until a fetch has succeeded), failures
+// included. One fetch runs at a time, on a context of its own: a token
+// that comes while it runs waits for its keys, and a client that sent a
+// token of an unknown kid and hung up cannot cut short the gap's one
+// fetch (the keys an issuer rotated to would stay unknown).
 func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey, error) {
 	v.mu.Lock()
-	keys := v.keys
-	stale := keys == nil || v.opts.Now().Sub(v.fetched) >= v.opts.RefetchGap
-	v.mu.Unlock()
+	keys, fetching := v.keys, v.fetching
 	if keys != nil {
 		if k, err := pick(keys, kid, alg); k != nil || err != nil {
+			v.mu.Unlock()
 			return k, err
 		}
 	}
-	if !stale {
-		if keys == nil {
-			return nil, fmt.Errorf("%w: the issuer's keys are unavailable", ErrInvalidToken)
+	gap := v.opts.RefetchGap
+	if keys == nil {
+		gap = min(gap, keysRetry)
+	}
+	if fetching == nil && (v.fetched.IsZero() || v.opts.Now().Sub(v.fetched) >= gap) {
+		fetching = make(chan struct{})
+		v.fetching, v.fetched = fetching, v.opts.Now()
+		go v.fetch(fetching)
+	}
+	v.mu.Unlock()
+	if fetching != nil {
+		select {
+		case <-fetching:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrInvalidToken, ctx.Err())
 		}
-		return nil, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
+		v.mu.Lock()
+		keys, err := v.keys, v.fetchErr
+		v.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return pickKnown(keys, kid, alg)
 	}
-	keys, err := v.refetch(ctx)
-	if err != nil {
-		return nil, err
+	if keys == nil {
+		return nil, fmt.Errorf("%w: the issuer's keys are unavailable", ErrInvalidToken)
 	}
+	return pickKnown(keys, kid, alg)
+}
+
+// pickKnown is pick, with an unknown kid an error.
+func pickKnown(keys *jose.JSONWebKeySet, kid, alg string) (*jose.JSONWebKey, error) {
 	k, err := pick(keys, kid, alg)
 	if k == nil && err == nil {
 		err = fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
@@ -213,28 +242,28 @@ func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey,
 	return k, err
 }
 
-// refetch fetches the JWKS unless another caller did within RefetchGap.
-// The fetch runs on a context of its own, not the request's: the fetch
-// a token with an unknown kid causes is the only one that RefetchGap
-// allows, and a client that sent such a token and hung up must not spend
-// it on a cancelled fetch (the keys an issuer rotated to would stay
-// unknown for as long as it kept that up).
-func (v *Validator) refetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
+// fetch fetches the issuer's JWKS (and, the first time, its metadata),
+// keeps the keys or why it failed, and closes done.
+func (v *Validator) fetch(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
+	defer cancel()
 	v.mu.Lock()
-	// Another caller may have fetched while this one waited.
-	if v.keys != nil && v.opts.Now().Sub(v.fetched) < v.opts.RefetchGap {
-		defer v.mu.Unlock()
-		return v.keys, nil
-	}
-	v.fetched = v.opts.Now() // rate-limits failures too
 	jwksURI := v.jwksURI
 	v.mu.Unlock()
+	keys, err := v.fetchKeys(ctx, &jwksURI)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err == nil {
+		v.keys, v.jwksURI = keys, jwksURI
+	}
+	v.fetchErr, v.fetching = err, nil
+	close(done)
+}
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksFetchTimeout)
-	defer cancel()
-	if jwksURI == "" {
+// fetchKeys fetches the public signing keys of the JWKS at *jwksURI,
+// first finding it in the issuer's metadata if it is "".
+func (v *Validator) fetchKeys(ctx context.Context, jwksURI *string) (*jose.JSONWebKeySet, error) {
+	if *jwksURI == "" {
 		urls, err := serverMetadataURLs(v.opts.Issuer)
 		if err != nil {
 			return nil, err
@@ -246,10 +275,10 @@ func (v *Validator) refetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 		if sm.JWKSURI == "" {
 			return nil, fmt.Errorf("token validator: metadata of %s has no jwks_uri", v.opts.Issuer)
 		}
-		jwksURI = sm.JWKSURI
+		*jwksURI = sm.JWKSURI
 	}
 	var set jose.JSONWebKeySet
-	if err := getJSON(ctx, v.hc, jwksURI, &set); err != nil {
+	if err := getJSON(ctx, v.hc, *jwksURI, &set); err != nil {
 		return nil, fmt.Errorf("token validator: %w", err)
 	}
 	// Only public signing keys: a symmetric or private key in a JWKS is
@@ -260,9 +289,6 @@ func (v *Validator) refetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 			pub.Keys = append(pub.Keys, k)
 		}
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.jwksURI, v.keys = jwksURI, pub
 	return pub, nil
 }
 

@@ -11,10 +11,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,21 +245,122 @@ func TestValidatorRefetchOutlivesRequest(t *testing.T) {
 	if _, err := v.Validate(context.Background(), signJWT(t, as.key, as.kid, jose.ES256, c)); err != nil {
 		t.Fatal(err)
 	}
-	as.rotate(t, "k2")
 	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	for gap := range 2 {
+		kid := fmt.Sprintf("k%d", gap+2)
+		as.rotate(t, kid)
 		clock = clock.Add(61 * time.Second)
 		gone, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := v.Validate(gone, signJWT(t, stranger, "x", jose.ES256, c)); !errors.Is(err, ErrInvalidToken) {
 			t.Errorf("gap %d: a stranger's token: %v", gap, err)
 		}
-		if _, err := v.Validate(context.Background(), signJWT(t, as.key, "k2", jose.ES256, c)); err != nil {
+		if _, err := v.Validate(context.Background(), signJWT(t, as.key, kid, jose.ES256, c)); err != nil {
 			t.Errorf("gap %d: a token of the rotated key after a cancelled request's fetch: %v", gap, err)
 		}
 	}
 	if n := as.fetches(); n != 3 {
 		t.Errorf("%d JWKS fetches, want 3 (at the start, then the one of each gap)", n)
+	}
+}
+
+// gatedJWKS holds each JWKS request until the test releases it, and
+// fails them while failing is set.
+type gatedJWKS struct {
+	entered, release chan struct{}
+	failing          atomic.Bool
+	fetches          atomic.Int32
+}
+
+func (g *gatedJWKS) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(r.URL.Path, "/jwks") {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	g.fetches.Add(1)
+	if g.failing.Load() {
+		return nil, errors.New("issuer down")
+	}
+	if g.entered != nil {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestValidatorWaitsForRunningFetch: a token of the rotated key that
+// comes while the fetch for another one runs waits for that fetch's keys
+// instead of being refused as unknown within the gap.
+func TestValidatorWaitsForRunningFetch(t *testing.T) {
+	as := newTestAS(t, nil)
+	g := &gatedJWKS{}
+	clock := time.Now()
+	var clockMu sync.Mutex
+	v := newValidator(t, as, func(o *ValidatorOptions) {
+		o.HTTPClient = &http.Client{Transport: g}
+		o.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	})
+	c := claims(as, nil)
+	if _, err := v.Validate(context.Background(), signJWT(t, as.key, as.kid, jose.ES256, c)); err != nil {
+		t.Fatal(err)
+	}
+	as.rotate(t, "k2")
+	clockMu.Lock()
+	clock = clock.Add(2 * time.Minute)
+	clockMu.Unlock()
+	g.entered, g.release = make(chan struct{}), make(chan struct{})
+	tok := signJWT(t, as.key, "k2", jose.ES256, c)
+	errs := make(chan error, 2)
+	validate := func() { _, err := v.Validate(context.Background(), tok); errs <- err }
+	go validate()
+	select {
+	case <-g.entered: // the first token's fetch runs, held
+	case <-time.After(10 * time.Second):
+		t.Fatal("no JWKS fetch for the rotated key")
+	}
+	go validate()
+	// A refusal of the second token would come at once: let it.
+	time.Sleep(100 * time.Millisecond)
+	close(g.release)
+	for i := range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("token %d of the rotated key: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a validation did not end")
+		}
+	}
+	if n := g.fetches.Load(); n != 2 {
+		t.Errorf("%d JWKS fetches, want 2 (at the start, and one for the rotation)", n)
+	}
+}
+
+// TestValidatorRetriesUnreachableIssuer: while no keys have been fetched
+// (the issuer down), fetches are rate-limited too, at keysRetry, not
+// made again for every token.
+func TestValidatorRetriesUnreachableIssuer(t *testing.T) {
+	as := newTestAS(t, nil)
+	g := &gatedJWKS{}
+	g.failing.Store(true)
+	clock := time.Now()
+	v := newValidator(t, as, func(o *ValidatorOptions) {
+		o.HTTPClient = &http.Client{Transport: g}
+		o.Now = func() time.Time { return clock }
+	})
+	tok := signJWT(t, as.key, as.kid, jose.ES256, claims(as, nil))
+	for range 20 {
+		if _, err := v.Validate(context.Background(), tok); err == nil {
+			t.Fatal("a token validated without keys")
+		}
+	}
+	if n := g.fetches.Load(); n != 1 {
+		t.Errorf("%d JWKS fetches for 20 tokens with the issuer down, want 1", n)
+	}
+	g.failing.Store(false)
+	clock = clock.Add(keysRetry)
+	if _, err := v.Validate(context.Background(), tok); err != nil {
+		t.Errorf("after keysRetry, with the issuer back: %v", err)
 	}
 }
 
