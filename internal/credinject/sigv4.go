@@ -65,11 +65,19 @@ func parseSigV4(h string) (sigV4Auth, error) {
 	return a, nil
 }
 
-// signsAcceptEncoding reports whether auth is a SigV4 signature over
-// Accept-Encoding, which changing the header would break.
+// signsAcceptEncoding reports whether auth is a SigV4 (or SigV4a)
+// signature over Accept-Encoding, which changing the header would break.
 func signsAcceptEncoding(auth string) bool {
-	sa, err := parseSigV4(auth)
-	return err == nil && slices.Contains(sa.signed, "accept-encoding")
+	scheme, rest, _ := strings.Cut(auth, " ")
+	if !strings.HasPrefix(scheme, "AWS4-") {
+		return false
+	}
+	for _, f := range strings.Split(rest, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(f), "SignedHeaders="); ok {
+			return slices.Contains(strings.Split(v, ";"), "accept-encoding")
+		}
+	}
+	return false
 }
 
 // printable keeps request text in errors harmless.

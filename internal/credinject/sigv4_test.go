@@ -293,3 +293,21 @@ func TestSigV4UnsupportedFormsRefused(t *testing.T) {
 		t.Errorf("%d refused events, want %d", n, len(forms))
 	}
 }
+
+// TestSignsAcceptEncoding: only a SigV4 or SigV4a signature whose signed
+// headers list accept-encoding keeps the sandbox's Accept-Encoding; the
+// name anywhere else in an Authorization does not.
+func TestSignsAcceptEncoding(t *testing.T) {
+	for auth, want := range map[string]bool{
+		"AWS4-HMAC-SHA256 Credential=AKIA/20260101/us-east-1/s3/aws4_request, SignedHeaders=accept-encoding;host, Signature=ab": true,
+		"AWS4-ECDSA-P256-SHA256 Credential=AKIA/20260101/s3/aws4_request, SignedHeaders=accept-encoding;host, Signature=30":     true,
+		"AWS4-HMAC-SHA256 Credential=AKIA/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=accept-encoding":    false,
+		"x accept-encoding":                    false,
+		"Bearer SignedHeaders=accept-encoding": false,
+		"":                                     false,
+	} {
+		if got := signsAcceptEncoding(auth); got != want {
+			t.Errorf("signsAcceptEncoding(%q) = %v", auth, got)
+		}
+	}
+}
