@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -193,9 +194,28 @@ func FromCommand(argv []string) (src Source, args []string, ok bool, err error) 
 var npxFlags = map[string]bool{
 	"-y": false, "--yes": false, "--no": false, "-q": false, "--quiet": false,
 	"--silent": false, "-s": false, "--prefer-online": false, "--prefer-offline": false,
-	"--no-install": false, "--bun": false, "--registry": true, "--loglevel": true,
+	"--no-install": false, "--bun": false, "--loglevel": true,
 	"--allow-build": true, "--cache": true,
 }
+
+// Flags that name another registry or index are refused, not skipped:
+// installed from the default one instead, an unscoped private name would
+// resolve to whatever the public registry has under it (dependency
+// confusion).
+var (
+	npmRegistryFlags  = []string{"--registry"}
+	pypiRegistryFlags = []string{"--index-url", "-i", "--default-index", "--index", "--extra-index-url", "--find-links", "-f"}
+)
+
+// registryFlagError is the refusal of a flag that names a registry.
+func registryFlagError(tool, flag, where string) error {
+	return fmt.Errorf("%s %s is not honoured: mcpbox installs from the registry that %s; set yours there and drop the flag (docs/config.md, package and args)", tool, flag, where)
+}
+
+const (
+	npmRegistryConfig  = "npm's config names (NPM_CONFIG_REGISTRY, ~/.npmrc or the project's .npmrc)"
+	pypiRegistryConfig = "pip's config names (PIP_INDEX_URL or UV_DEFAULT_INDEX)"
+)
 
 func fromNPX(tool string, rest []string) (Source, []string, error) {
 	var pkgs []string
@@ -220,6 +240,8 @@ func fromNPX(tool string, rest []string) (Source, []string, error) {
 			pkgs = append(pkgs, val)
 		case name == "-c" || name == "--call":
 			return Source{}, nil, fmt.Errorf("%s %s runs a shell command; name the package and its bin instead", tool, name)
+		case slices.Contains(npmRegistryFlags, name):
+			return Source{}, nil, registryFlagError(tool, name, npmRegistryConfig)
 		default:
 			takes, known := npxFlags[name]
 			if !known {
@@ -256,8 +278,7 @@ func fromNPX(tool string, rest []string) (Source, []string, error) {
 var uvxFlags = map[string]bool{
 	"-q": false, "--quiet": false, "-v": false, "--verbose": false, "--isolated": false,
 	"--no-cache": false, "--refresh": false, "--offline": false, "-n": false,
-	"--python": true, "-p": true, "--index-url": true, "-i": true, "--default-index": true,
-	"--index": true, "--cache-dir": true, "--python-preference": true,
+	"--python": true, "-p": true, "--cache-dir": true, "--python-preference": true,
 }
 
 func fromUVX(rest []string) (Source, []string, error) {
@@ -280,6 +301,8 @@ func fromUVX(rest []string) (Source, []string, error) {
 			from = val
 		case name == "--with" || name == "-w" || name == "--with-requirements" || name == "--with-editable":
 			return Source{}, nil, fmt.Errorf("uvx %s adds packages; only one package per server is supported", name)
+		case slices.Contains(pypiRegistryFlags, name):
+			return Source{}, nil, registryFlagError("uvx", name, pypiRegistryConfig)
 		default:
 			takes, known := uvxFlags[name]
 			if !known {
@@ -322,7 +345,11 @@ func fromPipx(rest []string) (Source, []string, error) {
 			}
 			spec = val
 		case "--no-cache", "-q", "--quiet", "-v", "--verbose":
-		case "--python", "--index-url", "-i", "--pip-args":
+		case "--index-url", "-i":
+			return Source{}, nil, registryFlagError("pipx run", name, pypiRegistryConfig)
+		case "--pip-args":
+			return Source{}, nil, fmt.Errorf("pipx run --pip-args passes flags to pip (an index among them) that a pinned install does not take; drop it")
+		case "--python":
 			if !hasVal {
 				rest = rest[1:]
 			}

@@ -107,6 +107,17 @@ func TestFromCommand(t *testing.T) {
 		{argv: []string{"uvx", "--with", "numpy", "x"}, ok: true, err: "only one package"},
 		{argv: []string{"uvx", "--from", "git+https://github.com/a/b", "b"}, ok: true, err: "not valid"},
 		{argv: []string{"pipx", "run"}, ok: true, err: "without a package"},
+
+		// Another registry or index: refused, not installed from the
+		// default one under the same name (dependency confusion).
+		{argv: []string{"npx", "-y", "--registry", "https://npm.corp.example/", "corp-mcp-server"}, ok: true, err: "npx --registry is not honoured"},
+		{argv: []string{"npm", "exec", "--registry=https://npm.corp.example/", "corp-mcp-server"}, ok: true, err: "--registry is not honoured"},
+		{argv: []string{"uvx", "--index-url", "https://pypi.corp.example/simple", "corp-mcp-server"}, ok: true, err: "uvx --index-url is not honoured"},
+		{argv: []string{"uvx", "-i", "https://pypi.corp.example/simple", "corp-mcp-server"}, ok: true, err: "not honoured"},
+		{argv: []string{"uvx", "--default-index=https://pypi.corp.example/simple", "corp-mcp-server"}, ok: true, err: "not honoured"},
+		{argv: []string{"uvx", "--extra-index-url", "https://pypi.corp.example/simple", "corp-mcp-server"}, ok: true, err: "not honoured"},
+		{argv: []string{"pipx", "run", "--index-url", "https://pypi.corp.example/simple", "corp-mcp-server"}, ok: true, err: "pipx run --index-url is not honoured"},
+		{argv: []string{"pipx", "run", "--pip-args=--index-url=https://x/", "corp-mcp-server"}, ok: true, err: "--pip-args"},
 	} {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
 			got, args, ok, err := FromCommand(tt.argv)
