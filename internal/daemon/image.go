@@ -3,10 +3,10 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/image"
@@ -36,7 +36,15 @@ type imageSetup struct {
 	stderr io.Writer
 	// noRecord pulls an image not pinned yet without pinning it.
 	noRecord bool
+	// askTimeout bounds asking the registry where a pinned tag points
+	// now; zero means defaultAskTimeout.
+	askTimeout time.Duration
 }
+
+// defaultAskTimeout: a registry that accepts connections but does not
+// answer must not hold up the start of a server whose image is pinned and
+// stored (nor serve's, for ever).
+const defaultAskTimeout = 20 * time.Second
 
 // pinnedImage is the image server s runs: the one its lock pins for it, pulled by its digest (no network when the store has it). A tag
 // that now points elsewhere is an *ImageChangedError; a registry that
@@ -59,13 +67,16 @@ func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.
 		return is.pullAndPin(ctx, s, s.Image.Ref, opts)
 	}
 	if ref.Digest == "" {
-		now, err := image.Resolve(ctx, s.Image.Ref, opts)
+		actx, cancel := context.WithTimeout(ctx, cmp.Or(is.askTimeout, defaultAskTimeout))
+		now, err := image.Resolve(actx, s.Image.Ref, opts)
+		cancel()
 		switch {
 		case err == nil && now != pin.Resolved():
 			return nil, &ImageChangedError{Server: s.Name, Ref: s.Image.Ref, Pinned: pin.Resolved(), Now: now, Lock: filepath.Base(is.lockPath)}
-		case errors.Is(err, image.ErrInsecure):
-			return nil, fmt.Errorf("server %s: %w", s.Name, err)
 		case err != nil:
+			// Down, hung, or only answering in plain HTTP (which is
+			// refused): the pinned digest, checked against the store,
+			// is what ran before.
 			is.printf("mcpbox: server %s: cannot ask the registry where %s points now (%v); running the pinned %s\n", s.Name, s.Image.Ref, err, pin.Digest)
 		}
 	}

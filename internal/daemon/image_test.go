@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -19,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/image"
 	"mcpbox/internal/integrity"
 )
 
@@ -50,10 +54,18 @@ func pushRandom(t *testing.T, ref string) string {
 	return d.String()
 }
 
+func digestIs(img *image.Image, want string) error {
+	if img == nil || img.Digest != want {
+		return fmt.Errorf("image %+v, want digest %s", img, want)
+	}
+	return nil
+}
+
 // TestPinnedImage: the first start pulls and pins; later starts run the
 // pin; a moved tag is refused naming both digests; another reference in
 // the config is pinned anew; with the registry gone the pinned image runs
-// from the store, with a note.
+// from the store, with a note, and so it does with a registry that only
+// answers in plain HTTP or does not answer at all.
 func TestPinnedImage(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
@@ -107,13 +119,59 @@ func TestPinnedImage(t *testing.T) {
 		t.Fatalf("back to v1, pinned anew at what it points to now: %v, lock %+v", err, pinned())
 	}
 
+	// Only plain HTTP, which a server without image_insecure refuses: the
+	// pin runs, as with a registry that cannot be asked.
+	plain := *s
+	plain.Image.Insecure = false
+	stderr.Reset()
+	if img, err = is.pinnedImage(ctx, &plain); err != nil || img.Digest != second || !strings.Contains(stderr.String(), "image_insecure: true") {
+		t.Fatalf("registry in plain HTTP only: %v, %+v\n%s", err, img, stderr.String())
+	}
+
 	srv.Close()
 	stderr.Reset()
 	if img, err = is.pinnedImage(ctx, s); err != nil || img.Digest != second || !strings.Contains(stderr.String(), "cannot ask the registry") {
 		t.Fatalf("registry gone: %v, %+v\n%s", err, img, stderr.String())
 	}
+
 	missing := &config.Server{Name: "nope", Image: config.ImageSource{Ref: host + "/t/none:v1", Insecure: true}}
 	if _, err = is.pinnedImage(ctx, missing); err == nil || !strings.HasPrefix(err.Error(), "server nope: ") {
 		t.Fatalf("an image that cannot be pulled: %v, want an error naming the server", err)
+	}
+
+	// A registry that accepts connections and never answers: asking it
+	// gives up after askTimeout, and the pin runs.
+	ln, err := net.Listen("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	hung := is
+	hung.askTimeout = 300 * time.Millisecond
+	stderr.Reset()
+	done := make(chan error, 1)
+	go func() { img, err := hung.pinnedImage(ctx, s); done <- errors.Join(err, digestIs(img, second)) }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(stderr.String(), "cannot ask the registry") {
+			t.Fatalf("hung registry: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a hung registry held the start for 30 s")
 	}
 }

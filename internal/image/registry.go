@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -33,10 +34,19 @@ type schemeGuard struct {
 
 func (g schemeGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "https" && !(g.insecure && loopbackHost(req.URL.Host)) {
-		return nil, fmt.Errorf("refusing plain HTTP to %s (only a loopback registry, with the insecure option): %w", req.URL.Host, ErrInsecure)
+		return nil, fmt.Errorf("refusing plain HTTP to %s (only to a loopback registry with image_insecure: true): %w", req.URL.Host, ErrInsecure)
 	}
 	return g.base.RoundTrip(req)
 }
+
+// defaultTransport is http.DefaultTransport with a bound on the wait for
+// a response's header: a registry that accepts a connection and never
+// answers must not hang a pull, or serve's start, for ever.
+var defaultTransport = func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	return t
+}()
 
 func newRegistry(ctx context.Context, r Ref, o Options) (*repoClient, error) {
 	if o.Insecure && !r.Loopback() {
@@ -58,7 +68,7 @@ func newRegistry(ctx context.Context, r Ref, o Options) (*repoClient, error) {
 	}
 	base := o.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		base = defaultTransport
 	}
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, schemeGuard{base: base, insecure: o.Insecure},
 		[]string{repo.Scope(transport.PullScope)})
