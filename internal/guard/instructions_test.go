@@ -213,6 +213,19 @@ func TestTrustRequestWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPending("trusted by mcpbox trust", "none")
+	// A request leaves Pending before its decision is audited: wait until
+	// both asks have returned (OnDecision runs before Ask returns).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g.mu.Lock()
+		open := len(g.asking)
+		g.mu.Unlock()
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d trust requests still asking", open)
+		}
+	}
 	recs := instrRecords(t, g, dir, audit.EventApproval)
 	var got []string
 	for _, r := range recs {
