@@ -150,8 +150,10 @@ func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []
 		}
 		im.envVar(s, orig, m.key, v)
 	}
-	if paths := hostPaths(s.Command); len(paths) > 0 {
-		im.notef("server %q names host paths its sandbox does not see (%s): it cannot start until they are mounted (see the comment above it)", orig, strings.Join(paths, ", "))
+	// A package runner's paths are noted by ConvertPackages, once it has
+	// mounted the directories among them.
+	if _, rule := launcher(s.Command); rule == "" {
+		im.notes = append(im.notes, hostPathNote(orig, hostPaths(s.Command))...)
 	}
 	return s, append(launcherHints(s.Command), hostPathHints(s.Command)...), nil
 }
@@ -441,15 +443,15 @@ const (
 	pypiEgress = "network: {egress: [{host: pypi.org}, {host: files.pythonhosted.org}]}"
 )
 
-// launcherHints are the comments for a command that needs a registry.
-func launcherHints(argv []string) []string {
-	base := strings.ToLower(filepath.Base(strings.ReplaceAll(argv[0], `\`, "/")))
+// launcher is argv's program in lower case without .exe or .cmd, and the
+// egress rule of the registry it fetches from if it is a package runner.
+func launcher(argv []string) (base, rule string) {
+	base = strings.ToLower(filepath.Base(strings.ReplaceAll(argv[0], `\`, "/")))
 	base = strings.TrimSuffix(strings.TrimSuffix(base, ".exe"), ".cmd")
 	sub := ""
 	if len(argv) > 1 {
 		sub = argv[1]
 	}
-	var rule string
 	switch {
 	case base == "npx" || base == "bunx" || base == "npm" && sub == "exec" || base == "pnpm" && sub == "dlx":
 		rule = npmEgress
@@ -457,13 +459,21 @@ func launcherHints(argv []string) []string {
 		rule = yarnEgress
 	case base == "uvx" || base == "pipx" && sub == "run" || base == "uv" && (sub == "tool" || sub == "run"):
 		rule = pypiEgress
+	}
+	return base, rule
+}
+
+// launcherHints are the comments for a command that needs a registry.
+func launcherHints(argv []string) []string {
+	base, rule := launcher(argv)
+	switch {
 	case base == "docker" || base == "podman":
 		return []string{
 			base + " starts the server in a container of the host's daemon, which the sandbox",
 			"cannot reach (its socket is root on the host: do not mount it). Run the image's",
 			"server command directly instead, or keep this server out of mcpbox.",
 		}
-	default:
+	case rule == "":
 		return nil
 	}
 	return []string{
@@ -476,6 +486,15 @@ func launcherHints(argv []string) []string {
 // systemDirs are the host directories the sandbox shows (read-only), or
 // its own; its /tmp is a fresh tmpfs, so a host path there is not seen.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/workspace", "/dev", "/proc", "/run/secrets"}
+
+// hostPathNote is the note for server name's command naming paths, the
+// host paths its sandbox does not see; none if there are none.
+func hostPathNote(name string, paths []string) []string {
+	if len(paths) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("server %q names host paths its sandbox does not see (%s): it cannot start until they are mounted (see the comment above it)", name, strings.Join(paths, ", "))}
+}
 
 // hostPaths are (up to 5 of) the paths in argv that the sandbox does
 // not see, quoted.

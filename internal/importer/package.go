@@ -40,6 +40,11 @@ func ConvertPackages(res *Result, pkgOf PackageOf, holds HoldsData) {
 		}
 		orig := strings.Join(s.Command, " ")
 		pkg, args, ok, err := pkgOf(s.Command)
+		if _, rule := launcher(s.Command); rule != "" && (err != nil || !ok || pkg == "") {
+			// Not turned into a package: its paths stay as written
+			// (local() left the note of a package runner to here).
+			res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(s.Command))...)
+		}
 		if err != nil {
 			res.Hints[s.Name] = append([]string{
 				"mcpbox cannot run this command as a pinned package, and serve refuses it:",
@@ -80,6 +85,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, holds HoldsData) {
 			}
 		}
 		hints = append(hints, hostPathHints(rest)...)
+		res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
 		hints = append(hints, networkHints(s)...)
 		res.Hints[s.Name] = hints
 	}

@@ -168,3 +168,30 @@ func TestMovedHostFileNoted(t *testing.T) {
 		t.Errorf("asked about %q", asked)
 	}
 }
+
+// TestPackageHostPathsNoted: the note about host paths names only what
+// the converted package server still cannot see: not a directory it got
+// mounted at /data, but a file argument; a runner command that stays a
+// command (refused) is noted with all its paths.
+func TestPackageHostPathsNoted(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"fs":    map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/me/proj/docs"}},
+		"file":  map[string]any{"command": "npx", "args": []string{"-y", "some-server", "/home/me/notes.txt"}},
+		"shell": map[string]any{"command": "npx", "args": []string{"-c", "/home/me/site/run.sh"}},
+	}})
+	cf, err := ParseClientFile("claude.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf)
+	ConvertPackages(res, fakePackageOf, func(string) bool { return false })
+	notes := strings.Join(res.Notes, "\n")
+	if strings.Contains(notes, "/home/me/proj/docs") {
+		t.Errorf("a mounted directory is noted as unseen:\n%s", notes)
+	}
+	for _, want := range []string{`server "file" names host paths its sandbox does not see ("/home/me/notes.txt")`, `server "shell" names host paths`} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+}
