@@ -442,7 +442,8 @@ func chooseBin(src Source, bins map[string]string) (string, error) {
 	case 1:
 		return names[0], nil
 	}
-	return "", fmt.Errorf("%s package %s has %d bins (%s); name one", src.Ecosystem, src.Name, len(names), strings.Join(names, ", "))
+	return "", fmt.Errorf("%s package %s has %d bins (%s); name one, as npx does: command: [npx, -y, -p, %q, %s]",
+		src.Ecosystem, src.Name, len(names), strings.Join(names, ", "), src.Name+"@"+src.Version, names[0])
 }
 
 // tailBuffer keeps the last few KiB written to it, for error messages.

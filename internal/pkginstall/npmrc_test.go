@@ -178,7 +178,7 @@ func TestChooseBin(t *testing.T) {
 		{Source{Name: "@s/server-memory"}, two, "server-memory", ""},
 		{Source{Name: "@s/other", Bin: "a"}, two, "a", ""},
 		{Source{Name: "@s/other"}, map[string]string{"only": "z"}, "only", ""},
-		{Source{Name: "@s/other"}, two, "", "has 2 bins (a, server-memory); name one"},
+		{Source{Name: "@s/other", Version: "1.2.3"}, two, "", `has 2 bins (a, server-memory); name one, as npx does: command: [npx, -y, -p, "@s/other@1.2.3", a]`},
 		{Source{Name: "@s/other", Bin: "c"}, two, "", `no bin "c"`},
 		{Source{Name: "@s/other"}, nil, "", "declares no bin"},
 	} {
