@@ -68,9 +68,15 @@ func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.
 	}
 	if ref.Digest == "" {
 		actx, cancel := context.WithTimeout(ctx, cmp.Or(is.askTimeout, defaultAskTimeout))
-		now, err := image.Resolve(actx, s.Image.Ref, opts)
+		now, plat, err := image.ResolvePlatform(actx, s.Image.Ref, opts)
 		cancel()
 		switch {
+		case err == nil && now != pin.Resolved() && plat == pin.Digest:
+			// A multi-arch index published again (another platform's
+			// image changed, an attestation added): this platform's
+			// image is the pinned one, byte for byte.
+			is.printf("mcpbox: server %s: %s now points to %s, whose image for %s is the pinned %s: running it ('mcpbox update %s' records the new index)\n",
+				s.Name, s.Image.Ref, now, pin.Platform, pin.Digest, s.Name)
 		case err == nil && now != pin.Resolved():
 			return nil, &ImageChangedError{Server: s.Name, Ref: s.Image.Ref, Pinned: pin.Resolved(), Now: now, Lock: filepath.Base(is.lockPath)}
 		case err != nil:

@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -30,19 +32,7 @@ import (
 // ref and returns its digest.
 func pushRandom(t *testing.T, ref string) string {
 	t.Helper()
-	img, err := random.Image(256, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
+	img := hostImage(t)
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -173,5 +163,79 @@ func TestPinnedImage(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("a hung registry held the start for 30 s")
+	}
+}
+
+// pushIndex pushes, as ref, a multi-arch index of host (an image of the
+// host's platform) and a random image for linux/other, and returns the
+// index's digest and host's.
+func pushIndex(t *testing.T, ref string, host v1.Image) (string, string) {
+	t.Helper()
+	other, err := random.Image(128, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: host, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}},
+		mutate.IndexAddendum{Add: other, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "other"}}})
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(r, idx); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := idx.Digest()
+	h, _ := host.Digest()
+	return d.String(), h.String()
+}
+
+// hostImage is a random one-layer image of the host's platform.
+func hostImage(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestPinnedIndexRepublished: a multi-arch index published again with
+// only another platform's image changed still runs the pinned image of
+// this platform, with a note; one whose image for this platform changed
+// is refused.
+func TestPinnedIndexRepublished(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	var stderr bytes.Buffer
+	is := imageSetup{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock"), stderr: &stderr}
+	s := &config.Server{Name: "img", Image: config.ImageSource{Ref: host + "/t/multi:v1", Insecure: true}}
+	ctx := context.Background()
+
+	mine := hostImage(t)
+	_, want := pushIndex(t, s.Image.Ref, mine)
+	if img, err := is.pinnedImage(ctx, s); err != nil || img.Digest != want {
+		t.Fatalf("first start: %v, %+v", err, img)
+	}
+	idx2, _ := pushIndex(t, s.Image.Ref, mine) // the other platform's image is new
+	stderr.Reset()
+	if img, err := is.pinnedImage(ctx, s); err != nil || img.Digest != want || !strings.Contains(stderr.String(), idx2) || !strings.Contains(stderr.String(), "is the pinned "+want) {
+		t.Fatalf("index republished, this platform's image unchanged: %v, %+v\n%s", err, img, stderr.String())
+	}
+	pushIndex(t, s.Image.Ref, hostImage(t))
+	var ce *ImageChangedError
+	if _, err := is.pinnedImage(ctx, s); !errors.As(err, &ce) {
+		t.Fatalf("this platform's image changed: %v, want an ImageChangedError", err)
 	}
 }
