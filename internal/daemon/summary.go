@@ -159,7 +159,19 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 func commandWarnings(c *config.Config) config.Errors {
 	var ws config.Errors
 	for _, s := range c.Servers {
-		if s == nil || len(s.Command) == 0 || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes {
+		if s == nil || s.URL != "" || s.Image.Ref != "" || c.BackendOf(s).Kind == config.BackendKubernetes {
+			continue
+		}
+		key, args := "command", s.Command[min(1, len(s.Command)):]
+		if len(s.Command) == 0 {
+			key, args = "args", s.Args
+		}
+		if paths := hostPathArgs(s, args); len(paths) > 0 {
+			pos := s.Meta.At(key)
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.%s: %s: host paths the sandbox does not show; give a directory as filesystem.input (seen as /workspace/input) or in filesystem.mounts, and name it by its path there", s.Name, key, strings.Join(paths, ", "))})
+		}
+		if len(s.Command) == 0 {
 			continue
 		}
 		if _, _, ok, _ := pkginstall.FromCommand(s.Command); ok {
@@ -187,6 +199,30 @@ func commandWarnings(c *config.Config) config.Errors {
 		}
 	}
 	return ws
+}
+
+// hostPathArgs are the arguments of server s (in its own --flag=PATH
+// form too) that name a path that exists on the host outside what its
+// sandbox shows: a client config's `npx server-filesystem /home/me/docs`
+// passes every check and then fails inside the sandbox.
+func hostPathArgs(s *config.Server, args []string) []string {
+	var paths []string
+	for _, a := range args {
+		if f, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(f, "-") {
+			a = v
+		}
+		if !filepath.IsAbs(a) {
+			continue
+		}
+		p := filepath.Clean(a)
+		if p == "/" || inSandboxView(s, p) {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	return paths
 }
 
 // inSandboxView reports whether the clean absolute path p may lie in what

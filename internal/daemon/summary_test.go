@@ -120,6 +120,17 @@ servers:
     command: [my-server]
     env: {PATH: /opt/tools}
     tools: {allow: ["*"]}
+  fsdocs:
+    command: [npx, -y, "@modelcontextprotocol/server-filesystem", ` + dir + `, /workspace/input, /nonexistent-t6]
+    tools: {allow: ["*"]}
+  pkgarg:
+    package: npm:some-server@1.0.0
+    args: ["--root=` + dir + `", /usr/share]
+    tools: {allow: ["*"]}
+  mountedarg:
+    command: [/bin/sh, /var/lib/x.sh, /var/lib]
+    filesystem: {mounts: [{source: ` + dir + `, target: /var/lib}]}
+    tools: {allow: ["*"]}
 `
 	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte(src))
 	if err != nil {
@@ -133,6 +144,8 @@ servers:
 		":4:14: servers.typo.command: mcp-server-doesnotexist-t6 is in none of the sandbox's PATH directories",
 		":7:14: servers.gone.command: /usr/bin/mcp-server-doesnotexist-t6 does not exist on the host",
 		":26:14: servers.hostonly.command: " + dir + "/server.sh is a host path the sandbox does not show",
+		":33:14: servers.fsdocs.command: " + dir + ": host paths the sandbox does not show",
+		":37:11: servers.pkgarg.args: " + dir + ": host paths the sandbox does not show",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
