@@ -66,8 +66,8 @@ type Options struct {
 	// each layer fetched, then the unpacking. Nil says nothing.
 	Progress func(msg string)
 	// Transport, if non-nil, carries the registry's HTTP requests (under
-	// the HTTPS rule above); nil means http.DefaultTransport with a 60 s
-	// bound on each response's header.
+	// the HTTPS rule above); nil means http.DefaultTransport with
+	// ResponseHeaderTimeout, which a caller's should set too.
 	Transport http.RoundTripper
 }
 

@@ -39,12 +39,16 @@ func (g schemeGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return g.base.RoundTrip(req)
 }
 
-// defaultTransport is http.DefaultTransport with a bound on the wait for
-// a response's header: a registry that accepts a connection and never
-// answers must not hang a pull, or serve's start, for ever.
+// ResponseHeaderTimeout bounds the wait for each response of a registry
+// to begin, in defaultTransport and in the transport callers give: a
+// registry that accepts a connection and never answers must not hang a
+// pull, or serve's start, for ever.
+const ResponseHeaderTimeout = 60 * time.Second
+
+// defaultTransport is http.DefaultTransport with ResponseHeaderTimeout.
 var defaultTransport = func() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = 60 * time.Second
+	t.ResponseHeaderTimeout = ResponseHeaderTimeout
 	return t
 }()
 

@@ -47,7 +47,9 @@ func registryFetch(s *config.Server) http.RoundTripper {
 		}
 		hf.Trusted = []string{egress.URLHostPort(&url.URL{Scheme: scheme, Host: r.Registry})}
 	}
-	return hf.Transport()
+	t := hf.Transport()
+	t.ResponseHeaderTimeout = image.ResponseHeaderTimeout
+	return t
 }
 
 // ApplyImage makes spec (server s's, from Server) run the pulled image

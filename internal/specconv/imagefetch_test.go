@@ -83,3 +83,18 @@ func TestImagePullRefusesRedirectInside(t *testing.T) {
 		t.Errorf("the loopback service got %d requests", n)
 	}
 }
+
+// TestImageFetchBoundsResponseWait: the transport serve pulls through
+// waits a bounded time for each response of the registry, so a registry
+// that accepts the connection and never answers cannot hang a first pull
+// for ever.
+func TestImageFetchBoundsResponseWait(t *testing.T) {
+	opts := ImageOptions(&config.Server{Name: "s", Image: config.ImageSource{Ref: "registry.example.com/a/b:1"}}, t.TempDir(), nil)
+	tr, ok := opts.Transport.(*http.Transport)
+	if !ok {
+		t.Fatalf("transport %T, want an *http.Transport", opts.Transport)
+	}
+	if tr.ResponseHeaderTimeout != image.ResponseHeaderTimeout || tr.ResponseHeaderTimeout <= 0 {
+		t.Errorf("ResponseHeaderTimeout %v; want %v", tr.ResponseHeaderTimeout, image.ResponseHeaderTimeout)
+	}
+}
