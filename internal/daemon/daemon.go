@@ -189,6 +189,12 @@ func (d *daemon) serve(parent context.Context) error {
 	defer stopSignals()
 	ctx, cancel := context.WithCancel(sigCtx)
 	defer cancel()
+	stopWatch := func() {}
+	if d.stdio {
+		// A client that hangs up during the set-up ends it too.
+		stopWatch = watchHangup(d.o.Stdin, cancel)
+		defer stopWatch()
+	}
 	inst, err := d.startInstance(ctx)
 	if err != nil {
 		// The gateway works without it; only the admin commands do not.
@@ -217,6 +223,9 @@ func (d *daemon) serve(parent context.Context) error {
 	}
 	defer w.stop()
 	po, failed, err := d.installPackages(ctx, g)
+	if ctx.Err() != nil {
+		return nil // stopped while installing, as below
+	}
 	if err != nil {
 		return err
 	}
@@ -224,6 +233,14 @@ func (d *daemon) serve(parent context.Context) error {
 	d.kubes = newKubeSetup(d.o.Base, d.dir, d.log)
 	defer d.kubes.close() // after the gateway has stopped every pod
 	gw, err := d.newGateway(ctx, g, po, failed)
+	if ctx.Err() != nil {
+		// Stopped while setting up (a signal, the stdio client gone,
+		// watchHangup): a clean stop, not servers that failed to set up.
+		if err == nil {
+			gw.Close()
+		}
+		return nil
+	}
 	if d.o.Summary != nil {
 		// After the servers were set up, so that it names the ones that
 		// could not be (reportUnavailable says why, below it).
@@ -260,6 +277,7 @@ func (d *daemon) serve(parent context.Context) error {
 	if stop := d.serveWeb(ctx, g, inst); stop != nil {
 		defer stop()
 	}
+	stopWatch() // the session reads the client from here on
 	return d.serveTransports(ctx, cancel, gw, inst)
 }
 

@@ -56,7 +56,16 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	if err := sandbox.LocalSupported(goos); err != nil {
 		return configError(err)
 	}
-	if err := runPackage(ctx, &o); err != nil {
+	setupCtx, endSetup := context.WithCancel(ctx)
+	stopWatch := watchHangup(o.Stdin, endSetup) // a client that hangs up during an install
+	err := runPackage(setupCtx, &o)
+	stopWatch()
+	gone := setupCtx.Err() != nil // ctx ended or the client hung up
+	endSetup()
+	if gone {
+		return nil // nothing to serve
+	}
+	if err != nil {
 		return err
 	}
 	gatewayGC()
