@@ -57,6 +57,8 @@ type Guard struct {
 
 	// handle is the call pipeline (see pipeline), built once by New.
 	handle handler
+	// readOnly tells of a server's writes refused as read-only.
+	readOnly *ReadOnlyHint
 
 	// gen changes whenever what the List hook lets through may change
 	// (a trust, a reload), so that remembered answers are not reused.
@@ -147,6 +149,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		denied:         map[string]string{},
 		tracer:         o.Tracer,
 		dir:            o.StateDir,
+		readOnly:       NewReadOnlyHint(log),
 	}
 	g.handle = g.pipeline()
 	channels := c.Approvals.Channels
@@ -227,13 +230,21 @@ func (g *Guard) Close() {
 // Hooks are the gateway hooks of the guard.
 func (g *Guard) Hooks() gateway.Hooks {
 	return gateway.Hooks{
-		Filter:  func(_ string, raw []byte) []byte { return g.book.JSON(raw) },
+		Filter:  g.filter,
 		Call:    g.call,
 		List:    g.list,
 		Session: g.session,
 		Restart: g.restarted,
 		Unknown: g.unknown,
 	}
+}
+
+// filter redacts every payload a server sends before anything else sees
+// it, and looks at it for writes the sandbox refused (ReadOnlyHint).
+func (g *Guard) filter(server string, raw []byte) []byte {
+	raw = g.book.JSON(raw)
+	g.readOnly.See(server, raw)
+	return raw
 }
 
 // Record adds an audit record, stamped now if it has no time.
