@@ -86,6 +86,7 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	if len(allow) == 0 {
 		allow = []string{"*"}
 	}
+	readOnly := guard.NewReadOnlyHint(log)
 	// Whether the server ever ran for a session, and how its last start
 	// failed: a run whose server never started exits with that reason.
 	var ran atomic.Bool
@@ -100,8 +101,12 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 		Hooks: gateway.Hooks{
 			// Every payload that leaves the server is redacted before
 			// anything else sees it.
-			Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) },
-			Call:   guard.CredentialCheck(log, nil),
+			Filter: func(server string, raw []byte) []byte {
+				raw = book.JSON(raw)
+				readOnly.See(server, raw)
+				return raw
+			},
+			Call: guard.CredentialCheck(log, nil),
 			Session: func(ev gateway.SessionEvent) {
 				if !ev.End {
 					ran.Store(true) // its one server started for it
