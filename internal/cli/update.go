@@ -33,7 +33,7 @@ func (e *env) update(args []string) int {
 	}
 	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig)
 	if err == nil && fs.NArg() != 1 {
-		err = fmt.Errorf("name one SERVER (mcpbox update --help)")
+		err = daemon.UpdateUsage(c)
 	}
 	if err != nil {
 		e.errorf("update: %v", err)

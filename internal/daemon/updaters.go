@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
@@ -89,6 +91,25 @@ func CheckUpdate(ctx context.Context, o ListOptions, server string) (*Update, er
 		return up, err
 	}
 	return nil, configError(fmt.Errorf("server %s has nothing to update: only servers with a pinned source (%v) do", server, kinds))
+}
+
+// UpdateUsage is `mcpbox update`'s error for a command line that names
+// no server or several: it names the config's servers that one can
+// update, those with a pinned source.
+func UpdateUsage(c *config.Config) error {
+	var names, kinds []string
+	for _, u := range updaters {
+		kinds = append(kinds, u.kind)
+	}
+	for _, s := range c.Servers {
+		if slices.ContainsFunc(updaters, func(u updater) bool { return u.match(s) }) {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("name one SERVER (mcpbox update --help); this config has no server with a pinned source (%s)", strings.Join(kinds, " or "))
+	}
+	return fmt.Errorf("name one SERVER of those with a pinned source: %s (mcpbox update --help)", strings.Join(names, ", "))
 }
 
 // definitionsWith starts server s alone, from its pulled image when img
