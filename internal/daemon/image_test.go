@@ -44,6 +44,18 @@ func pushRandom(t *testing.T, ref string) string {
 	return d.String()
 }
 
+// imageRig starts a loopback registry (host) and an image set-up over a
+// fresh state dir, whose messages go to stderr.
+func imageRig(t *testing.T) (srv *httptest.Server, host string, is imageSetup, stderr *bytes.Buffer) {
+	t.Helper()
+	srv = httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	stderr = &bytes.Buffer{}
+	is = imageSetup{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock"), stderr: stderr}
+	return srv, strings.TrimPrefix(srv.URL, "http://"), is, stderr
+}
+
 func digestIs(img *image.Image, want string) error {
 	if img == nil || img.Digest != want {
 		return fmt.Errorf("image %+v, want digest %s", img, want)
@@ -57,12 +69,7 @@ func digestIs(img *image.Image, want string) error {
 // from the store, with a note, and so it does with a registry that only
 // answers in plain HTTP or does not answer at all.
 func TestPinnedImage(t *testing.T) {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
-	dir := t.TempDir()
-	var stderr bytes.Buffer
-	is := imageSetup{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock"), stderr: &stderr}
+	srv, host, is, stderr := imageRig(t)
 	s := &config.Server{Name: "img", Image: config.ImageSource{Ref: host + "/t/app:v1", Insecure: true}}
 	ctx := context.Background()
 	pinned := func() integrity.ImagePin {
@@ -214,12 +221,7 @@ func hostImage(t *testing.T) v1.Image {
 // this platform, with a note; one whose image for this platform changed
 // is refused.
 func TestPinnedIndexRepublished(t *testing.T) {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
-	dir := t.TempDir()
-	var stderr bytes.Buffer
-	is := imageSetup{stateDir: dir, lockPath: filepath.Join(dir, "mcpbox.lock"), stderr: &stderr}
+	_, host, is, stderr := imageRig(t)
 	s := &config.Server{Name: "img", Image: config.ImageSource{Ref: host + "/t/multi:v1", Insecure: true}}
 	ctx := context.Background()
 
