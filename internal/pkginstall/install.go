@@ -203,10 +203,19 @@ func (in *Installer) fromStore(src Source, pin *Pin) (*Package, error) {
 	return &Package{Pin: m.Pin, Dir: dir, Bins: m.Bins, Bin: bin, FromStore: true}, nil
 }
 
+// responseWait bounds the wait for each response of a registry or index
+// to begin (not for its body: a large tarball may take minutes): one that
+// accepts the connection and never answers fails the install within it,
+// instead of holding it, and serve's start, for the client's 5 minutes.
+// A variable for the tests.
+var responseWait = 60 * time.Second
+
 func (in *Installer) registry() *registry {
 	c := in.Client
 	if c == nil {
-		c = &http.Client{Timeout: 5 * time.Minute, Transport: in.hostFetch().Transport()}
+		t := in.hostFetch().Transport()
+		t.ResponseHeaderTimeout = responseWait
+		c = &http.Client{Timeout: 5 * time.Minute, Transport: t}
 	}
 	return &registry{cfg: in.NPM, client: c}
 }

@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // testPkg is one version of a package the loopback registry serves.
@@ -156,4 +159,40 @@ func pkgJSON(name, version string, extra map[string]any) string {
 	}
 	data, _ := json.MarshalIndent(m, "", "  ")
 	return string(data)
+}
+
+// TestRegistryBoundsResponseWait: a registry that accepts connections
+// and never answers fails the install within responseWait, naming the
+// registry, instead of holding it for the client's whole timeout.
+func TestRegistryBoundsResponseWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	})
+	defer func(w time.Duration) { responseWait = w }(responseWait)
+	responseWait = 300 * time.Millisecond
+	in := &Installer{NPM: NPMConfig{Registry: "http://" + ln.Addr().String() + "/"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err = in.registry().packument(ctx, "some-server")
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("packument from a registry that never answers: %v after %s, want a timeout naming it", err, time.Since(start))
+	}
 }
