@@ -22,9 +22,9 @@ Parses and validates a config file. Every problem is printed as
 FILE:LINE:COL: message; the exit status is 1 when there is any. Things a
 reviewer should see in a valid config (a server with no tools: key, whose
 tools are all hidden, a credential in plain env, one secret shared by
-several servers, secrets beside broad egress, an env: reference whose
-variable is not set here) are printed as FILE:LINE:COL: warning: message,
-with exit status 0.
+several servers, secrets beside broad egress, an env: reference unset
+here, a program or host path the sandbox lacks, a mount of ~/.ssh or the
+like) are printed as FILE:LINE:COL: warning: message, with exit status 0.
 `
 
 func (e *env) policy(args []string) int {
@@ -56,7 +56,7 @@ func (e *env) policy(args []string) int {
 		fmt.Fprintln(e.stderr, err)
 		return 1
 	}
-	for _, w := range append(config.Warnings(c), daemon.EnvWarnings(c)...) {
+	for _, w := range append(config.Warnings(c), daemon.CheckWarnings(c, rest[1])...) {
 		fmt.Fprintf(e.stderr, "%s:%d:%d: warning: %s\n", w.File, w.Line, w.Col, w.Msg)
 	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", rest[1])

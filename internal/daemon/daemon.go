@@ -244,7 +244,7 @@ func (d *daemon) serve(parent context.Context) error {
 	if d.o.Summary != nil {
 		// After the servers were set up, so that it names the ones that
 		// could not be (reportUnavailable says why, below it).
-		sum := summarize(d.c, d.lock)
+		sum := summarize(d.c, d.lock, d.o.Base)
 		down := d.setups.Down()
 		for i := range sum.Servers {
 			_, sum.Servers[i].Unavailable = down[sum.Servers[i].Name]

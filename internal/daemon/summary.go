@@ -17,6 +17,8 @@ import (
 	"mcpbox/internal/launch"
 	"mcpbox/internal/pkginstall"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/specconv"
+	"mcpbox/internal/workspace"
 )
 
 // Summary is the startup summary of a config.
@@ -65,13 +67,68 @@ func lockOf(lock *integrity.Lock, server string) *integrity.ServerLock {
 // summarize is the summary of c against the lock file at lockPath. An
 // unreadable lock file stops the guard before this; here it only means
 // "nothing pinned yet".
-func summarize(c *config.Config, lockPath string) Summary {
+func summarize(c *config.Config, lockPath, base string) Summary {
 	lock, _ := integrity.ReadLock(lockPath)
 	sum := Summarize(c, lock)
 	sum.Warnings = append(sum.Warnings, secretWarnings(c, "env:", "file:")...)
 	sum.Warnings = append(sum.Warnings, commandWarnings(c)...)
+	sum.Warnings = append(sum.Warnings, credentialWarnings(c, base)...)
 	sum.Warnings = append(sum.Warnings, nodeProxyWarnings(c, hostNodeVersion)...)
 	return sum
+}
+
+// CheckWarnings are the warnings of serve's start that `policy check`
+// prints for the config c read from path: the env: references that cannot
+// be read (EnvWarnings), the programs and host paths a sandbox will not
+// find (commandWarnings), and the credential dirs a server would see or
+// that serve refuses to mount writable (credentialWarnings). It reads the
+// environment and looks paths up: no file is read, no command run, so
+// that checking a config one was sent stays harmless.
+func CheckWarnings(c *config.Config, path string) config.Errors {
+	ws := append(EnvWarnings(c), commandWarnings(c)...)
+	return append(ws, credentialWarnings(c, filepath.Dir(path))...)
+}
+
+// credentialWarnings flags each host source of a server's filesystem
+// (base: the config's directory) that shows one of the home dir's
+// credential dirs (~/.ssh, ~/.aws, ~/.config, ...; workspace.CredentialDir):
+// read-only, the config's choice, but a cloned repository's config can
+// make it, and the server could send the keys out; writable, what serve
+// refuses at the start, named here with the config's position.
+func credentialWarnings(c *config.Config, base string) config.Errors {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "/" {
+		return nil
+	}
+	var ws config.Errors
+	warn := func(s *config.Server, key string, meta config.Meta, src string, writable bool) {
+		real := workspace.ResolveExisting(specconv.Resolve(base, src))
+		msg := ""
+		if writable {
+			if err := (workspace.Protected{Home: home}).Check(real); err != nil {
+				msg = fmt.Sprintf("serve refuses it: %v", err)
+			}
+		} else if cred := workspace.CredentialDir(home, real); cred != "" {
+			msg = fmt.Sprintf("%s shows %s to the sandbox: credentials the server can read, and send wherever its network reaches; mount it only if the server needs them", src, cred)
+		}
+		if msg != "" {
+			pos := meta.At("source")
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf("servers.%s.filesystem.%s.source: %s", s.Name, key, msg)})
+		}
+	}
+	for _, s := range c.Servers {
+		fs := s.Filesystem
+		if in := fs.Input; in != nil && in.Source != "" {
+			warn(s, "input", in.Meta, in.Source, false)
+		}
+		if out := fs.Output; out != nil && out.Source != "" {
+			warn(s, "output", out.Meta, out.Source, true)
+		}
+		for i, m := range fs.Mounts {
+			warn(s, fmt.Sprintf("mounts[%d]", i), m.Meta, m.Source, m.Mode == config.ModeRW)
+		}
+	}
+	return ws
 }
 
 // EnvWarnings flags each env: reference of c's servers whose variable is

@@ -53,7 +53,7 @@ servers:
 		t.Fatal(err)
 	}
 	var got []string
-	for _, w := range summarize(c, filepath.Join(dir, "mcpbox.lock")).Warnings {
+	for _, w := range summarize(c, filepath.Join(dir, "mcpbox.lock"), dir).Warnings {
 		got = append(got, w.Error())
 	}
 	want := []string{
@@ -77,7 +77,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws := summarize(c, filepath.Join(dir, "mcpbox.lock")).Warnings; len(ws) != 0 {
+	if ws := summarize(c, filepath.Join(dir, "mcpbox.lock"), dir).Warnings; len(ws) != 0 {
 		t.Errorf("a config without secrets: warnings %v", ws)
 	}
 }
@@ -137,7 +137,7 @@ servers:
 		t.Fatal(err)
 	}
 	var got []string
-	for _, w := range summarize(c, filepath.Join(dir, "mcpbox.lock")).Warnings {
+	for _, w := range summarize(c, filepath.Join(dir, "mcpbox.lock"), dir).Warnings {
 		got = append(got, w.Error())
 	}
 	want := []string{
@@ -268,7 +268,7 @@ func TestSummaryBuiltinPinningOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := summarize(c, filepath.Join(dir, "mcpbox.lock")).Line()
+	line := summarize(c, filepath.Join(dir, "mcpbox.lock"), dir).Line()
 	if !strings.Contains(line, "workspace (pinning off)") || !strings.Contains(line, "other (tools not yet pinned)") {
 		t.Errorf("summary line: %q", line)
 	}
@@ -295,5 +295,69 @@ servers:
 	ws := EnvWarnings(c)
 	if len(ws) != 1 || !strings.Contains(ws[0].Error(), "clients[1].token.from: ") || !strings.Contains(ws[0].Error(), "T8_UNSET_FOR_TEST") {
 		t.Fatalf("warnings: %v, want one for bob's token", ws)
+	}
+}
+
+// TestCredentialWarnings: a server that would see one of the home dir's
+// credential dirs (by ~/, a relative path, or a link outside the
+// project) is named at start and by policy check, with its position; a
+// writable one, which serve refuses, too; project dirs are not. Policy
+// check warns of a program the sandbox will not find, as serve does.
+func TestCredentialWarnings(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, d := range []string{".ssh", ".aws", ".config/gh", "proj/data", "keys-elsewhere"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(home, "keys")); err != nil {
+		t.Fatal(err)
+	}
+	proj := filepath.Join(home, "proj")
+	src := `version: 1
+servers:
+  a:
+    command: [sh]
+    filesystem:
+      input: {source: ~/.ssh}
+      output: {source: ../.config/gh}
+      mounts:
+        - {source: ../.aws, target: /aws}
+        - {source: ~/keys, target: /keys}
+        - {source: ~/.ssh, target: /rw, mode: rw}
+        - {source: data, target: /data}
+        - {source: ~/keys-elsewhere, target: /k, mode: rw}
+    tools: {allow: ["*"]}
+  b:
+    command: [no-such-server-bin-7f3a]
+    tools: {allow: ["*"]}
+`
+	cfg := filepath.Join(proj, "mcpbox.yaml")
+	c, err := config.Load(cfg, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		":16:14: servers.b.command: no-such-server-bin-7f3a is in none of the sandbox's PATH directories",
+		":6:23: servers.a.filesystem.input.source: ~/.ssh shows " + filepath.Join(home, ".ssh") + " to the sandbox: credentials",
+		":7:24: servers.a.filesystem.output.source: serve refuses it: " + filepath.Join(home, ".config/gh") + " would let a sandbox write",
+		":9:20: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
+		":10:20: servers.a.filesystem.mounts[1].source: ~/keys shows " + filepath.Join(home, ".ssh"),
+		":11:20: servers.a.filesystem.mounts[2].source: serve refuses it: ",
+	}
+	for _, ws := range []config.Errors{summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, CheckWarnings(c, cfg)} {
+		var got []string
+		for _, w := range ws {
+			got = append(got, w.Error())
+		}
+		if len(got) != len(want) {
+			t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+		}
+		for i, w := range want {
+			if !strings.Contains(got[i], w) {
+				t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
+			}
+		}
 	}
 }

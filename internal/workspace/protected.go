@@ -17,6 +17,23 @@ var systemDirs = []string{
 // run code at login: no sandbox may write to them or to a parent of them.
 var homeSecrets = []string{".ssh", ".gnupg", ".aws", ".config", ".kube", ".docker"}
 
+// CredentialDir is the credential dir of home (~/.ssh, ~/.aws, ...: the
+// ones Protected keeps writable mounts out of) that dir, a real path, is
+// or lies in, or "". A read-only mount of one is the config's choice (a
+// git server may need ~/.ssh) but is worth a warning: the server reads
+// the keys, and with a network may send them out.
+func CredentialDir(home, dir string) string {
+	dir = filepath.Clean(dir)
+	for _, h := range resolvedAll(home) {
+		for _, s := range homeSecrets {
+			if within(dir, filepath.Join(h, s)) {
+				return filepath.Join(h, s)
+			}
+		}
+	}
+	return ""
+}
+
 // Protected describes the host places a writable mount (an output, a rw
 // mount) must stay clear of. Paths are resolved (symlinks followed) by
 // Check; an empty field protects nothing.
