@@ -53,8 +53,10 @@ type current struct {
 	s  *session
 }
 
-// authed wraps f: a live session is required; for an action (or an
-// admin-only read), the admin role too. POSTs always need the CSRF token.
+// authed wraps f: a live session (its cookie) and its key (csrfOK) are
+// required, on reads too: a cookie that reached another port of the host
+// (pageAfterLogin) reads nothing. For an action (or an admin-only read),
+// the admin role too.
 func (h *Handler) authed(f http.HandlerFunc, action bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, s := h.session(r)
@@ -62,8 +64,9 @@ func (h *Handler) authed(f http.HandlerFunc, action bool) http.Handler {
 			writeError(w, http.StatusUnauthorized, "not logged in")
 			return
 		}
-		if r.Method == http.MethodPost && !csrfOK(r, s) {
-			writeError(w, http.StatusForbidden, "missing or wrong CSRF token")
+		if !csrfOK(r, s) {
+			// 401: the page logs in again (its storage lost the key).
+			writeError(w, http.StatusUnauthorized, "missing or wrong session key (X-CSRF-Token): log in again")
 			return
 		}
 		if action && s.role != RoleAdmin {
@@ -78,7 +81,7 @@ func sessionOf(r *http.Request) current { c, _ := r.Context().Value(ctxKey{}).(c
 
 func (h *Handler) apiSession(w http.ResponseWriter, r *http.Request) {
 	c := sessionOf(r)
-	writeJSON(w, map[string]any{"role": c.s.role, "csrf": c.s.csrf})
+	writeJSON(w, map[string]any{"role": c.s.role}) // never the key: the page has it
 }
 
 func (h *Handler) apiLogout(w http.ResponseWriter, r *http.Request) {

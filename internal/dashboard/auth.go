@@ -152,7 +152,7 @@ func (h *Handler) redeem(tok string) bool {
 // newSession starts a session of role for who and sets its cookie; sum is the
 // login secret's digest as it was before the login was checked, so that
 // a rotation during the check ends the session too.
-func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who string, sum [sha256.Size]byte) bool {
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who string, sum [sha256.Size]byte) (key string, ok bool) {
 	id, csrf := rand.Text()+rand.Text(), rand.Text()
 	now := h.opts.Now()
 	h.mu.Lock()
@@ -168,15 +168,24 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who s
 	h.mu.Unlock()
 	if full {
 		http.Error(w, "too many dashboard sessions; log out elsewhere or restart serve", http.StatusServiceUnavailable)
-		return false
+		return "", false
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName(r), Value: id, Path: "/ui/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: h.opts.Secure || r.TLS != nil,
 		MaxAge: int(h.opts.SessionTTL.Seconds()),
 	})
-	return true
+	return csrf, true
 }
+
+// pageAfterLogin is where a new session's browser goes: the page, with
+// the session's key in the fragment, which only the page reads (no
+// request carries a fragment) and keeps in its origin's storage. The
+// cookie alone does not make a request: browsers send a host's cookies to
+// every port of it, so another local user's web server on the same
+// loopback address gets the cookie when the browser visits it; the key,
+// in storage of this origin (scheme, host and port), it never sees.
+func pageAfterLogin(key string) string { return "/ui/#key=" + url.QueryEscape(key) }
 
 // logLogin tells the logger of a session begun with method ("form",
 // "link").
@@ -283,9 +292,15 @@ func originOK(r *http.Request) bool {
 	return strings.EqualFold(u.Host, r.Host)
 }
 
-// csrfOK checks the request's X-CSRF-Token against the session's.
+// csrfOK checks the request's session key (X-CSRF-Token, the page's copy
+// of the key pageAfterLogin gave it) against the session's. A GET may
+// carry it as the query parameter key instead: an EventSource and a
+// download link cannot set a header.
 func csrfOK(r *http.Request, s *session) bool {
 	got := r.Header.Get("X-CSRF-Token")
+	if got == "" && r.Method == http.MethodGet {
+		got = r.URL.Query().Get("key")
+	}
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1
 }
 

@@ -151,9 +151,17 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#no-pending`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)))
 	loc := get(t, ctx, "location", chromedp.Location())
-	if strings.Contains(loc, "t=") {
-		t.Errorf("the login token stayed in the address bar: %s", loc)
+	if strings.Contains(loc, "t=") || strings.Contains(loc, "key=") {
+		t.Errorf("the login token or the session key stayed in the address bar: %s", loc)
 	}
+	// The key stays in the origin's storage: a new load of the page is
+	// still logged in.
+	step(t, ctx, "load the page again",
+		chromedp.Navigate(r.srv.URL+"/ui/#calls"),
+		chromedp.WaitVisible(chromedp.CSS(`main[data-page="calls"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)),
+		chromedp.Navigate(r.srv.URL+"/ui/#approvals"),
+		chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
 
 	// A call waits for approval; the page shows it without a reload.
 	res := make(chan string, 1)

@@ -194,10 +194,10 @@ func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
 			return
 		}
-		if h.newSession(w, r, RoleAdmin, "", sum) {
+		if key, ok := h.newSession(w, r, RoleAdmin, "", sum); ok {
 			h.logLogin(r, RoleAdmin, "", "link")
 			// A redirect, so the token leaves the address bar and history.
-			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+			http.Redirect(w, r, pageAfterLogin(key), http.StatusSeeOther)
 		}
 		return
 	}
@@ -224,8 +224,8 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	if h.newSession(w, r, role, who, sum) {
+	if key, ok := h.newSession(w, r, role, who, sum); ok {
 		h.logLogin(r, role, who, "form")
-		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+		http.Redirect(w, r, pageAfterLogin(key), http.StatusSeeOther)
 	}
 }

@@ -24,10 +24,16 @@
 //     use, expiring within MaxLoginTTL). The session cookie is HttpOnly,
 //     SameSite=Strict, Path=/ui/, Secure on TLS listeners; sessions live
 //     in memory and end at logout, expiry or restart.
-//   - Cross-site requests: every state-changing request needs the
-//     session's CSRF token in a header (X-CSRF-Token, which a form cannot
-//     send and a cross-origin script cannot read) and an Origin header
-//     naming this very host; login forms need the Origin too.
+//   - Other ports of the host: browsers send the cookie to every port of
+//     127.0.0.1, another local user's web server included. So every API
+//     request, reads too, also needs the session's key (X-CSRF-Token, or
+//     ?key= where a page cannot set a header), which the login hands the
+//     page in its URL's fragment and the page keeps in its origin's
+//     storage (pageAfterLogin): the cookie alone reads and decides nothing.
+//   - Cross-site requests: a form cannot send that header and a
+//     cross-origin script cannot read the key; every state-changing
+//     request also needs an Origin header naming this very host; login
+//     forms need the Origin too.
 //   - DNS rebinding: every request's Host must be a loopback name or one
 //     of Options.Hosts; anything else is refused before routing.
 //   - Injection: every asset is embedded (go:embed), there is no inline

@@ -191,6 +191,9 @@ func (b *browser) do(method, path string, body io.Reader, hdr map[string]string)
 	if b.origin != "" && method != "GET" {
 		req.Header.Set("Origin", b.origin)
 	}
+	if b.csrf != "" && method == "GET" {
+		req.Header.Set("X-CSRF-Token", b.csrf) // as the page sends it
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
@@ -201,17 +204,25 @@ func (b *browser) do(method, path string, body io.Reader, hdr map[string]string)
 	return resp
 }
 
-// login logs in with the form and reads the CSRF token.
+// login logs in with the form and takes the session's key from where
+// the login sends the page (pageAfterLogin), as the page does.
 func (b *browser) login(token string) *http.Response {
 	b.t.Helper()
 	resp := b.do("POST", "/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()),
 		map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 	resp.Body.Close()
-	var s struct{ CSRF, Role string }
-	if code := b.getJSON("/ui/api/session", &s); code == 200 {
-		b.csrf = s.CSRF
-	}
+	b.csrf = keyOf(resp)
 	return resp
+}
+
+// keyOf is the session key in a login's redirect, or "".
+func keyOf(resp *http.Response) string {
+	u, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		return ""
+	}
+	k, _ := strings.CutPrefix(u.Fragment, "key=")
+	return k
 }
 
 func (b *browser) getJSON(path string, v any) int {

@@ -97,11 +97,11 @@ func TestActionsNeedCSRFOriginAndAdmin(t *testing.T) {
 	id, res := pendingCall(t, r, b, "review please")
 	decide := map[string]string{"decision": "allow", "scope": "once"}
 	path := "/ui/api/approvals/" + id
-	if code, _ := b.post(path, "", decide); code != http.StatusForbidden {
-		t.Errorf("no CSRF token: %d, want 403", code)
+	if code, _ := b.post(path, "", decide); code != http.StatusUnauthorized {
+		t.Errorf("no CSRF token: %d, want 401", code)
 	}
-	if code, _ := b.post(path, b.csrf+"x", decide); code != http.StatusForbidden {
-		t.Errorf("wrong CSRF token: %d, want 403", code)
+	if code, _ := b.post(path, b.csrf+"x", decide); code != http.StatusUnauthorized {
+		t.Errorf("wrong CSRF token: %d, want 401", code)
 	}
 	b.origin = "http://evil.example"
 	if code, _ := b.post(path, b.csrf, decide); code != http.StatusForbidden {
@@ -133,8 +133,8 @@ func TestActionsNeedCSRFOriginAndAdmin(t *testing.T) {
 		t.Errorf("viewer stops a sandbox: %d, want 403", code)
 	}
 	// A viewer's CSRF token is no admin's.
-	if code, _ := b.post(path, v.csrf, decide); code != http.StatusForbidden {
-		t.Errorf("another session's CSRF token: %d, want 403", code)
+	if code, _ := b.post(path, v.csrf, decide); code != http.StatusUnauthorized {
+		t.Errorf("another session's CSRF token: %d, want 401", code)
 	}
 	select {
 	case out := <-res:
@@ -194,8 +194,9 @@ func TestOneTimeLogin(t *testing.T) {
 	}
 	path := strings.TrimPrefix(u, r.srv.URL)
 	b := r.browser(t)
-	if resp := b.do("GET", path, nil, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
-		t.Fatalf("first use: %s", resp.Status)
+	resp := b.do("GET", path, nil, nil)
+	if b.csrf = keyOf(resp); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/#key=") || b.csrf == "" {
+		t.Fatalf("first use: %s, to %s", resp.Status, resp.Header.Get("Location"))
 	}
 	var s struct{ Role string }
 	if code := b.getJSON("/ui/api/session", &s); code != 200 || s.Role != RoleAdmin {
@@ -233,7 +234,8 @@ func TestEventsStream(t *testing.T) {
 	b.login(adminToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events", nil)
+	// As the page's EventSource asks: the key in the query.
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events?key="+b.csrf, nil)
 	b.c.Timeout = 0
 	resp, err := b.c.Do(req)
 	if err != nil {
@@ -298,7 +300,9 @@ func TestSessionsEndOnRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link.do("GET", strings.TrimPrefix(u, r.srv.URL), nil, nil).Body.Close()
+	resp := link.do("GET", strings.TrimPrefix(u, r.srv.URL), nil, nil)
+	resp.Body.Close()
+	link.csrf = keyOf(resp)
 	var s struct{ Role string }
 	for name, b := range map[string]*browser{"form": form, "link": link} {
 		if code := b.getJSON("/ui/api/session", &s); code != 200 || s.Role != RoleAdmin {
@@ -397,4 +401,45 @@ func TestDecisionNamesClient(t *testing.T) {
 	if len(recs) != 1 || recs[0].Approver != "web:admin:boss" {
 		t.Errorf("approval records %+v, want one by web:admin:boss", recs)
 	}
+}
+
+// TestCookieAloneDoesNothing: the session cookie without the session's
+// key, as another local user's web server on another port of 127.0.0.1
+// gets it from the browser (cookies are per host, not per port), reads
+// nothing and decides nothing, with the page's Origin forged too; the
+// key is never served, and the call stays pending.
+func TestCookieAloneDoesNothing(t *testing.T) {
+	r := newRig(t)
+	b := r.browserLoggedIn(t)
+	id, res := pendingCall(t, r, b, "review please")
+	thief := r.browser(t) // the victim's cookie, not its key
+	u, _ := url.Parse(r.srv.URL + "/ui/")
+	if len(b.c.Jar.Cookies(u)) == 0 {
+		t.Fatal("the page has no cookie to steal")
+	}
+	thief.c.Jar.SetCookies(u, b.c.Jar.Cookies(u))
+	for _, p := range []string{"/ui/api/session", "/ui/api/approvals", "/ui/api/calls", "/ui/api/events", "/ui/api/sandboxes/sbx_x/diff?download=1", "/ui/api/approvals?key=" + b.csrf + "x"} {
+		resp := thief.do("GET", p, nil, nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), b.csrf) {
+			t.Errorf("GET %s with the cookie alone: %d %s, want 401", p, resp.StatusCode, body)
+		}
+	}
+	if code, body := thief.post("/ui/api/approvals/"+id, "", map[string]string{"decision": "allow", "scope": "always"}); code != http.StatusUnauthorized {
+		t.Errorf("a decision with the cookie alone: %d %s, want 401", code, body)
+	}
+	var s map[string]any
+	if code := b.getJSON("/ui/api/session", &s); code != 200 || s["csrf"] != nil || s["role"] != RoleAdmin {
+		t.Errorf("the page's session: %d %v, want its role and never the key", code, s)
+	}
+	select {
+	case out := <-res:
+		t.Fatalf("the call ended: %q", out)
+	default:
+	}
+	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "deny"}); code != 200 {
+		t.Fatalf("the page decides: %d %s", code, body)
+	}
+	<-res
 }

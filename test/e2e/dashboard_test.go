@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,24 +86,25 @@ func TestDashboardServe(t *testing.T) {
 		if role := dashFormLogin(t, base, token); role != "" {
 			t.Errorf("with the dashboard secret made, the gateway's bearer token logs in as %q", role)
 		}
-		jar, _ := cookiejar.New(nil)
-		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-		if final := dashGet(t, browser, login, http.StatusOK); !strings.HasSuffix(final, "/ui/") {
-			t.Errorf("the login URL led to %s, want /ui/ (the token out of the address bar)", final)
+		browser := dashBrowser()
+		if final, _ := strings.CutSuffix(dashGet(t, browser, login, http.StatusOK), "#key="+dashKeyOf(browser)); !strings.HasSuffix(final, "/ui/") {
+			t.Errorf("the login URL led to %s, want /ui/ (the token out of the address bar) and the session key in the fragment", final)
 		}
 		u, _ := url.Parse(base + "/ui/")
-		if len(jar.Cookies(u)) == 0 {
+		if len(browser.Jar.Cookies(u)) == 0 {
 			t.Fatal("no session cookie after the login URL")
 		}
 		// One use: a second browser following the same URL is refused.
-		jar2, _ := cookiejar.New(nil)
-		dashGet(t, &http.Client{Jar: jar2, Timeout: 30 * time.Second}, login, http.StatusForbidden)
+		dashGet(t, dashBrowser(), login, http.StatusForbidden)
 
-		var sess struct{ Role, CSRF string }
+		var sess struct{ Role string }
 		dashJSON(t, browser, base+"/ui/api/session", &sess)
-		if sess.Role != "admin" || sess.CSRF == "" {
-			t.Errorf("session %+v, want the admin role and a CSRF token", sess)
+		if sess.Role != "admin" || dashKeyOf(browser) == "" {
+			t.Errorf("session %+v, key %q: want the admin role and a session key", sess, dashKeyOf(browser))
 		}
+		// The cookie alone (what another port of 127.0.0.1 gets from the
+		// browser) reads nothing.
+		dashGet(t, &http.Client{Jar: browser.Jar, Timeout: 30 * time.Second}, base+"/ui/api/approvals", http.StatusUnauthorized)
 		var pending map[string]any
 		dashJSON(t, browser, base+"/ui/api/approvals", &pending)
 
@@ -151,18 +153,17 @@ func TestDashboardServe(t *testing.T) {
 			}
 		}
 
-		// Logout needs the CSRF token and the page's Origin; then the
+		// Logout needs the session key and the page's Origin; then the
 		// session is gone.
 		req, _ := http.NewRequest("POST", base+"/ui/api/logout", nil)
 		req.Header.Set("Origin", base)
-		if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-			t.Errorf("logout without the CSRF token: %v %v, want 403", resp, err)
+		if resp, err := (&http.Client{Jar: browser.Jar, Timeout: 30 * time.Second}).Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("logout without the session key: %v %v, want 401", resp, err)
 		} else {
 			resp.Body.Close()
 		}
 		req, _ = http.NewRequest("POST", base+"/ui/api/logout", nil)
 		req.Header.Set("Origin", base)
-		req.Header.Set("X-CSRF-Token", sess.CSRF)
 		if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("logout: %v %v, want 200", resp, err)
 		} else {
@@ -173,8 +174,7 @@ func TestDashboardServe(t *testing.T) {
 		// A new dashboard secret (the file deleted, mcpbox ui makes
 		// another) ends the sessions begun with the old one, and the old
 		// one no longer logs in.
-		jar3, _ := cookiejar.New(nil)
-		browser3 := &http.Client{Jar: jar3, Timeout: 30 * time.Second}
+		browser3 := dashBrowser()
 		dashGet(t, browser3, strings.TrimSpace(runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url").stdout), http.StatusOK)
 		dashJSON(t, browser3, base+"/ui/api/session", &sess)
 		secretFile := filepath.Join(filepath.Dir(files[0]), "dashboard-secret")
@@ -198,8 +198,7 @@ func TestDashboardServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		second := strings.TrimSpace(string(b))
-		jar4, _ := cookiejar.New(nil)
-		browser4 := &http.Client{Jar: jar4, Timeout: 30 * time.Second}
+		browser4 := dashBrowser()
 		dashGet(t, browser4, strings.TrimSpace(runIn(t, m, p.dir, "", []string{env}, "ui", "--print-url").stdout), http.StatusOK)
 		dashJSON(t, browser4, base+"/ui/api/session", &sess)
 		r = runIn(t, m, p.dir, "", []string{env}, "ui", "--rotate", "--print-url")
@@ -219,8 +218,7 @@ func TestDashboardServe(t *testing.T) {
 // the login form and returns the session's role, "" when refused.
 func dashFormLogin(t *testing.T, base, token string) string {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	hc := dashBrowser()
 	req, _ := http.NewRequest("POST", base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", base)
@@ -230,12 +228,47 @@ func dashFormLogin(t *testing.T, base, token string) string {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if !strings.HasSuffix(resp.Request.URL.String(), "/ui/") {
+	if u := resp.Request.URL; !strings.HasSuffix(u.Scheme+"://"+u.Host+u.Path, "/ui/") {
 		return ""
 	}
 	var s struct{ Role string }
 	dashJSON(t, hc, base+"/ui/api/session", &s)
 	return s.Role
+}
+
+// dashBrowser is an HTTP client that acts as the dashboard's page: its
+// jar keeps the session cookie, and the session key a login sends the
+// page in its URL's fragment (#key=...) it sends with every API request,
+// as the page does from its storage.
+func dashBrowser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	k := &dashKeyTransport{base: http.DefaultTransport}
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: k,
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			if key, ok := strings.CutPrefix(req.URL.Fragment, "key="); ok {
+				k.key.Store(key)
+			}
+			return nil
+		}}
+}
+
+// dashKeyOf is the session key dashBrowser hc holds, or "".
+func dashKeyOf(hc *http.Client) string {
+	k, _ := hc.Transport.(*dashKeyTransport).key.Load().(string)
+	return k
+}
+
+type dashKeyTransport struct {
+	base http.RoundTripper
+	key  atomic.Value // string
+}
+
+func (k *dashKeyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if key, _ := k.key.Load().(string); key != "" && strings.Contains(r.URL.Path, "/ui/api/") && r.Header.Get("X-CSRF-Token") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-CSRF-Token", key)
+	}
+	return k.base.RoundTrip(r)
 }
 
 // dashStatus GETs u with token ("": none) and checks the status.
@@ -400,10 +433,9 @@ func TestDashboardStdioOnDemand(t *testing.T) {
 		if r.code != 0 || !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
 			t.Fatalf("mcpbox ui --print-url for a stdio serve:\n%s\nserve:\n%s", r, logs)
 		}
-		jar, _ := cookiejar.New(nil)
-		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		browser := dashBrowser()
 		dashGet(t, browser, login, http.StatusOK)
-		var sess struct{ Role, CSRF string }
+		var sess struct{ Role string }
 		dashJSON(t, browser, base+"/ui/api/session", &sess)
 		if sess.Role != "admin" {
 			t.Errorf("session %+v, want admin", sess)
@@ -481,8 +513,7 @@ func TestDashboardClientRoles(t *testing.T) {
 		if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") {
 			t.Fatalf("mcpbox ui --print-url --config:\n%s", r)
 		}
-		jar, _ := cookiejar.New(nil)
-		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		browser := dashBrowser()
 		dashGet(t, browser, login, http.StatusOK)
 		var s struct{ Role string }
 		dashJSON(t, browser, base+"/ui/api/session", &s)

@@ -5,6 +5,18 @@
 
 const state = { csrf: "", role: "", page: "", before: 0, detail: null };
 
+// The session's key comes once, in the fragment of the page a login
+// sends the browser to (#key=...), and is kept in this origin's storage:
+// the session cookie reaches every port of the host, the key only this
+// page, which sends it with every request (X-CSRF-Token, or ?key= where a
+// header cannot go).
+const keyItem = "mcpbox-ui-key";
+if (location.hash.startsWith("#key=")) {
+  localStorage.setItem(keyItem, decodeURIComponent(location.hash.slice(5)));
+  history.replaceState(null, "", "/ui/#approvals");
+}
+state.csrf = localStorage.getItem(keyItem) || "";
+
 // visible writes the characters that render as nothing or reorder the
 // text around them (controls but tab and newline, format characters such
 // as bidi overrides, zero-width spaces and tag characters, line and
@@ -45,7 +57,9 @@ function status(msg) {
 }
 
 async function api(path, opts) {
-  const r = await fetch("/ui/api/" + path, Object.assign({ credentials: "same-origin" }, opts));
+  const o = Object.assign({ credentials: "same-origin" }, opts);
+  o.headers = Object.assign({ "X-CSRF-Token": state.csrf }, o.headers);
+  const r = await fetch("/ui/api/" + path, o);
   if (r.status === 401) { location.href = "/ui/login"; throw new Error("not logged in"); }
   const ct = r.headers.get("Content-Type") || "";
   const body = ct.startsWith("application/json") ? await r.json() : await r.text();
@@ -54,7 +68,7 @@ async function api(path, opts) {
 }
 
 function post(path, body) {
-  return api(path, { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": state.csrf }, body: JSON.stringify(body || {}) });
+  return api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body || {}) });
 }
 
 function act(path, body, done) {
@@ -167,7 +181,7 @@ async function sandboxes(main) {
         ctl && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
         ctl && s.state !== "stopped" ? el("button", { class: "danger stop", onclick: act("sandboxes/" + id + "/stop") }, "Stop") : null,
         ctl ? el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff") : null,
-        ctl ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1", download: "" }, "patch") : null)));
+        ctl ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1&key=" + encodeURIComponent(state.csrf), download: "" }, "patch") : null)));
   })));
 }
 
@@ -302,7 +316,7 @@ function soon() {
 }
 
 function live() {
-  const es = new EventSource("/ui/api/events");
+  const es = new EventSource("/ui/api/events?key=" + encodeURIComponent(state.csrf));
   const ind = document.getElementById("live");
   es.onopen = () => { ind.textContent = "live"; ind.classList.add("on"); };
   es.onerror = () => { ind.textContent = "reconnecting"; ind.classList.remove("on"); };
@@ -314,12 +328,13 @@ function live() {
 }
 
 async function start() {
+  if (!state.csrf) { location.href = "/ui/login"; return; }
   const s = await api("session");
-  state.csrf = s.csrf;
   state.role = s.role;
   document.getElementById("who").textContent = s.role;
   document.getElementById("logout").addEventListener("click", async () => {
     try { await post("logout"); } catch (e) { /* gone already */ }
+    localStorage.removeItem(keyItem);
     location.href = "/ui/login";
   });
   window.addEventListener("hashchange", () => { state.detail = null; state.before = 0; render(); });
