@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,13 +30,21 @@ func LoadConfig(path string) (*config.Config, error) {
 // LoadConfigOrDefault loads the config file at path, or, when path is
 // empty, def (the embedded default, named so in errors). base is the
 // directory the config's relative paths are resolved against: the
-// file's, or for the default the current directory.
-func LoadConfigOrDefault(path string, def []byte) (c *config.Config, base string, err error) {
+// file's, or for the default the current directory. With the default,
+// a config the user wrote in the current directory, which the admin
+// commands (ps, approvals) find there but cmd does not use, is named in a
+// note on stderr, as serve names it: `mcpbox update --check memory` said
+// only that the config has no server memory.
+func LoadConfigOrDefault(path string, def []byte, cmd string, stderr io.Writer) (c *config.Config, base string, err error) {
 	if path == "" {
 		if c, err = config.Load("(embedded default)", def); err != nil {
 			return nil, "", err
 		}
-		base, err = os.Getwd()
+		if base, err = os.Getwd(); err == nil && stderr != nil {
+			if p := admin.ProjectConfig(base); p != "" {
+				fmt.Fprintf(stderr, "mcpbox: note: %s uses the embedded default, not %s: mcpbox %[1]s --config %[2]s uses that\n", cmd, filepath.Base(p))
+			}
+		}
 		return c, base, err
 	}
 	if c, err = LoadConfig(path); err != nil {
