@@ -511,6 +511,32 @@ func hostPaths(argv []string) []string {
 	return paths
 }
 
+// isRelativePath reports whether the argument p is a relative path by
+// its spelling (".", "..", "./x", "../x"): the client resolved it against
+// its own working directory, which the config does not say, and the
+// sandbox resolves it against its own (/workspace/output or /workspace).
+func isRelativePath(p string) bool {
+	return p == "." || p == ".." || strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../")
+}
+
+// relativePathNote is the note for server name's arguments that are
+// relative paths; none if there are none.
+func relativePathNote(name string, args []string) []string {
+	var rel []string
+	for _, a := range args {
+		if f, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(f, "-") {
+			a = v
+		}
+		if isRelativePath(a) {
+			rel = append(rel, strconv.Quote(a))
+		}
+	}
+	if len(rel) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("server %q: %s: relative paths, which the client resolved against its own working directory; in the sandbox they name paths under /workspace/output (or /workspace), likely empty: write the directory meant as an absolute path in the args (import mounts it read-only) or give it as filesystem.input", name, strings.Join(rel, ", "))}
+}
+
 // hostPathHints name the paths in argv that the sandbox does not see.
 func hostPathHints(argv []string) []string {
 	paths := hostPaths(argv)
@@ -525,7 +551,7 @@ func hostPathHints(argv []string) []string {
 }
 
 func isHostPath(p string) bool {
-	if strings.HasPrefix(p, "~/") || driveRE().MatchString(p) {
+	if p == "~" || strings.HasPrefix(p, "~/") || driveRE().MatchString(p) {
 		return true
 	}
 	if !strings.HasPrefix(p, "/") {

@@ -86,6 +86,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, holds HoldsData) {
 		}
 		hints = append(hints, hostPathHints(rest)...)
 		res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
+		res.Notes = append(res.Notes, relativePathNote(s.Name, s.Args)...)
 		hints = append(hints, networkHints(s)...)
 		res.Hints[s.Name] = hints
 	}
@@ -152,6 +153,10 @@ func rewriteHostDirs(s *config.Server) []string {
 		flag, val, isFlag := strings.Cut(a, "=")
 		if !isFlag || !strings.HasPrefix(flag, "-") {
 			flag, val = "", a
+		}
+		if isRelativePath(val) {
+			hints = append(hints, fmt.Sprintf("%s is a relative path: the client resolved it against its own working directory, the sandbox against /workspace/output; write the directory meant as an absolute path (then import mounts it) or give it as filesystem.input.", val))
+			continue
 		}
 		if !isHostPath(val) || strings.Contains(path.Base(val), ".") || driveRE().MatchString(val) {
 			continue // not a host path, or most likely a file, or Windows

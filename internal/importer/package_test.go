@@ -195,3 +195,39 @@ func TestPackageHostPathsNoted(t *testing.T) {
 		}
 	}
 }
+
+// TestPackageRelativeAndHomeArgs: a relative path in a package server's
+// arguments (a Cursor project's "server-filesystem .") is named, in the
+// config and in a note, since the sandbox resolves it elsewhere; the
+// bare home "~" is not mounted, and says why.
+func TestPackageRelativeAndHomeArgs(t *testing.T) {
+	cf, err := ParseClientFile("mcp.json", []byte(`{"mcpServers": {
+  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", ".", "--dir=../docs", "~", "notapath"]}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf)
+	ConvertPackages(res, fakePackageOf, func(string) bool { return false })
+	out, err := Render(res, "mcp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, s := range []string{
+		"# . is a relative path: the client resolved it against its own working directory",
+		"# ../docs is a relative path",
+		"# ~ is not mounted: ",
+	} {
+		if !strings.Contains(text, s) {
+			t.Errorf("rendered config lacks %q:\n%s", s, text)
+		}
+	}
+	note := strings.Join(res.Notes, "\n")
+	if !strings.Contains(note, `server "fs": ".", "../docs": relative paths`) || strings.Contains(note, "notapath") {
+		t.Errorf("notes: %q", res.Notes)
+	}
+	if c, err := config.Load("mcpbox.yaml", out); err != nil || len(c.Server("fs").Filesystem.Mounts) != 0 {
+		t.Errorf("the config: %v; want no mounts", err)
+	}
+}
