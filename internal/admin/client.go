@@ -200,6 +200,10 @@ func askEach(recs []instance.Record, req request) []answer {
 	return out
 }
 
+// ErrNoInstance is the error of a request to a state dir on which no
+// serve runs.
+var ErrNoInstance = errors.New("no mcpbox serve is running")
+
 // instances lists the live instances, at least one.
 func (c Client) instances() ([]instance.Record, error) {
 	recs, err := instancesFor(c.StateDir)
@@ -214,9 +218,9 @@ func (c Client) instances() ([]instance.Record, error) {
 	}
 	if len(recs) == 0 {
 		if c.StateDir == AllStateDirs {
-			return nil, errors.New("no mcpbox serve is running")
+			return nil, ErrNoInstance
 		}
-		return nil, fmt.Errorf("no mcpbox serve is running on the state dir %s", c.StateDir)
+		return nil, fmt.Errorf("%w on the state dir %s", ErrNoInstance, c.StateDir)
 	}
 	return recs, nil
 }
@@ -326,7 +330,7 @@ func callSocket(dir, sock string, req request) (reply, error) {
 	conn, err := instance.Dial(sock, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return reply{}, fmt.Errorf("no mcpbox serve is running on the state dir %s", dir)
+			return reply{}, fmt.Errorf("%w on the state dir %s", ErrNoInstance, dir)
 		}
 		return reply{}, err
 	}

@@ -28,7 +28,7 @@ the table (keys quoted, values over 200 characters folded; --json prints
 them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
 that client, server and tool (--always, kept across restarts until
-revoked). deny refuses it. A call nobody decides is denied after
+revoked; listed and revoked while no gateway runs too). deny refuses it. A call nobody decides is denied after
 approvals.timeout (default 50s). A call whose client gave up on it (cancelled
 it, ended its session) or whose gateway stopped is withdrawn: approving it
 then fails, since nothing would be left to run it for.
@@ -103,7 +103,7 @@ func (e *env) approvals(args []string) int {
 			e.errorf("approvals revoke: want one ID")
 			return exitUsage
 		}
-		if err := (admin.Client{StateDir: dir}).Revoke(fs.Arg(0)); err != nil {
+		if err := daemon.Revoke(dir, fs.Arg(0)); err != nil {
 			e.errorf("approvals revoke: %v", err)
 			return 1
 		}
@@ -114,7 +114,7 @@ func (e *env) approvals(args []string) int {
 		e.errorf("approvals: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
-	r, err := admin.Client{StateDir: dir}.Approvals()
+	r, err := daemon.Approvals(dir, e.stderr)
 	if err != nil {
 		e.errorf("approvals: %v", err)
 		return 1

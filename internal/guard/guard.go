@@ -184,11 +184,15 @@ func newGuardServer(c *config.Config, s *config.Server) *guardServer {
 	return gs
 }
 
+// auditFile is the audit store's file in the state dir, which holds the
+// approvals too.
+const auditFile = "audit.db"
+
 // openStores opens the audit store and the approval broker on it.
 func (g *Guard) openStores(c *config.Config, o Options) error {
 	var err error
 	g.store, err = audit.Open(audit.Options{
-		Path:            filepath.Join(o.StateDir, "audit.db"),
+		Path:            filepath.Join(o.StateDir, auditFile),
 		JSONL:           o.JSONL,
 		MaxAge:          time.Duration(c.Audit.Retention.MaxAge),
 		MaxSize:         int64(c.Audit.Retention.MaxSize),

@@ -340,6 +340,43 @@ func TestApprovalRemembered(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("whoami call records:\n got %v\nwant %v", got, want)
 		}
+
+		// While no serve runs, a decision remembered for always is
+		// listed, with a note saying so, and revoked: the next serve asks
+		// again. Before, both needed a running serve, which honoured it.
+		g = s.serve(t)
+		sess4 := s.connect(t, g, nil)
+		call = callAsync(sess4, "whoami", nil)
+		p5 := s.pendingFor(t, "whoami", p1.str("id"), p2.str("id"), p4.str("id"))
+		if r := s.cli(t, "approve", "--always", p5.str("id"), "--config", s.cfg); r.code != 0 {
+			t.Fatalf("mcpbox approve --always:\n%s", r)
+		}
+		wantOK(t, await(t, call), auServer)
+		gwClose(t, sess4)
+		g.stop(t)
+		if r := s.cli(t, "approvals", "--config", s.cfg); r.code != 0 || !strings.Contains(r.stdout, p5.str("id")) || !strings.Contains(r.stderr, "no mcpbox serve is running") {
+			t.Fatalf("mcpbox approvals while no serve runs:\n%s", r)
+		}
+		if r := s.cli(t, "approvals", "revoke", p5.str("id"), "--config", s.cfg); r.code != 0 {
+			t.Fatalf("mcpbox approvals revoke while no serve runs:\n%s", r)
+		}
+		g = s.serve(t)
+		sess5 := s.connect(t, g, nil)
+		call = callAsync(sess5, "whoami", nil)
+		p6 := s.pendingFor(t, "whoami", p1.str("id"), p2.str("id"), p4.str("id"), p5.str("id"))
+		if r := s.cli(t, "deny", p6.str("id"), "--config", s.cfg); r.code != 0 {
+			t.Fatalf("mcpbox deny:\n%s", r)
+		}
+		wantRefused(t, await(t, call), "not approved")
+		gwClose(t, sess5)
+		g.stop(t)
+		revoked := false
+		for _, r := range s.logs(t, "--event", "approval") {
+			revoked = revoked || r.str("decision") == "revoked" && strings.Contains(r.String(), p5.str("id"))
+		}
+		if !revoked {
+			t.Errorf("no audit record of the revoke while no serve ran")
+		}
 	})
 }
 

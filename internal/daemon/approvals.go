@@ -1,0 +1,42 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"mcpbox/internal/admin"
+	"mcpbox/internal/guard"
+)
+
+// Approvals is `mcpbox approvals`: the pending requests and remembered
+// decisions of the serve instances on stateDir; while none runs there,
+// the decisions remembered for always, which the next serve would honour
+// (guard.RememberedAt), so that they can be seen without starting it,
+// with a note on stderr that says so. With none of those either, the
+// error says no serve runs.
+func Approvals(stateDir string, stderr io.Writer) (admin.Approvals, error) {
+	r, err := admin.Client{StateDir: stateDir}.Approvals()
+	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs {
+		return r, err
+	}
+	rem, oerr := guard.RememberedAt(stateDir)
+	if oerr != nil || len(rem) == 0 {
+		return r, errors.Join(err, oerr)
+	}
+	fmt.Fprintf(stderr, "mcpbox: note: %v: these are the decisions it keeps for always, which the next serve honours (mcpbox approvals revoke ID forgets one)\n", err)
+	return admin.Approvals{Remembered: rem}, nil
+}
+
+// Revoke is `mcpbox approvals revoke ID`: through the serve instances on
+// stateDir, or, while none runs there, in its store (guard.RevokeAt), so
+// that a decision remembered for always can be revoked before the next
+// serve honours it.
+func Revoke(stateDir, id string) error {
+	err := admin.Client{StateDir: stateDir}.Revoke(id)
+	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs {
+		return err
+	}
+	return guard.RevokeAt(stateDir, id, fmt.Sprintf("cli:uid=%d", os.Getuid()))
+}
