@@ -375,6 +375,9 @@ const NoAnswer = "the client gave no answer, and no other approval channel is on
 // and the storage error if the decision could not be recorded (the call is
 // then denied).
 func (b *Broker) Decide(id string, d Decision) error {
+	if id == "" {
+		return fmt.Errorf("deciding: no request ID given (mcpbox approvals lists them): %w", ErrUnknown)
+	}
 	d, err := normalize(d)
 	if err != nil {
 		return err
@@ -390,7 +393,7 @@ func (b *Broker) Decide(id string, d Decision) error {
 	if w != nil {
 		<-w.done
 	}
-	st, reason, err := b.store.status(context.Background(), id)
+	st, by, reason, err := b.store.status(context.Background(), id)
 	switch {
 	case err != nil:
 		return err
@@ -403,9 +406,12 @@ func (b *Broker) Decide(id string, d Decision) error {
 		// Stored as pending, held by no one here: another gateway on
 		// this state dir holds it.
 		return fmt.Errorf("deciding %s: it waits at another instance of this state dir (mcpbox approve reaches every one): %w", id, ErrElsewhere)
+	case by == "timeout":
+		return fmt.Errorf("request %s timed out (%s) and its call was denied; nothing is left to decide: %w", id, reason, ErrDecided)
+	case st == statusExpired:
+		return fmt.Errorf("request %s expired (%s); nothing is left to decide: %w", id, reason, ErrDecided)
 	default:
-		// Stored but not held here: decided or expired.
-		return fmt.Errorf("deciding %s: %w", id, ErrDecided)
+		return fmt.Errorf("deciding %s: %w (%s by %s)", id, ErrDecided, st, by)
 	}
 }
 

@@ -56,8 +56,12 @@ func TestTimeoutDenies(t *testing.T) {
 	if st, by := storedStatus(t, db, got[0].Req.ID); st != statusDenied || by != "timeout" {
 		t.Errorf("stored %q by %q", st, by)
 	}
-	if err := b.Decide(got[0].Req.ID, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) {
-		t.Errorf("Decide after timeout = %v, want ErrDecided", err)
+	// Deciding it after says it timed out, not only "already decided".
+	if err := b.Decide(got[0].Req.ID, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) || !strings.Contains(err.Error(), " timed out (no decision within 50ms) and its call was denied") {
+		t.Errorf("Decide after timeout = %v, want ErrDecided saying it timed out", err)
+	}
+	if err := b.Decide("", Decision{Allow: true, By: "web"}); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "no request ID given") {
+		t.Errorf("Decide of no ID = %v", err)
 	}
 }
 
@@ -323,8 +327,8 @@ func TestPendingExpiredOnNew(t *testing.T) {
 	if st, by := storedStatus(t, db, id); st != statusExpired || by != "restart" {
 		t.Errorf("after New: %q by %q, want expired", st, by)
 	}
-	if err := b.Decide(id, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) {
-		t.Errorf("Decide of an expired request = %v, want ErrDecided", err)
+	if err := b.Decide(id, Decision{Allow: true, By: "web"}); !errors.Is(err, ErrDecided) || !strings.Contains(err.Error(), "expired (the process that held the call ended)") {
+		t.Errorf("Decide of an expired request = %v, want ErrDecided saying why", err)
 	}
 	if p := b.Pending(); len(p) != 0 {
 		t.Errorf("new broker has pending %+v", p)

@@ -22,7 +22,7 @@ func TestSharedStoreKeepsOthersPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if st, _, err := a.store.status(ctx, id); err != nil || st != statusPending {
+	if st, _, _, err := a.store.status(ctx, id); err != nil || st != statusPending {
 		t.Fatalf("after a shared broker opened, %s is %q (%v), want pending", id, st, err)
 	}
 	// b cannot release a's call, and says where it waits (not that it
@@ -46,7 +46,7 @@ func TestSharedStoreKeepsOthersPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if st, _, _ := c.store.status(ctx, "apr_left"); st != statusExpired {
+	if st, _, _, _ := c.store.status(ctx, "apr_left"); st != statusExpired {
 		t.Errorf("a request left pending is %q after a lone broker opened, want expired", st)
 	}
 }

@@ -178,16 +178,15 @@ func (s *store) finish(ctx context.Context, id string, d Decision, now time.Time
 
 // status returns the stored status of a request and the reason of its
 // decision, or "" if there is none.
-func (s *store) status(ctx context.Context, id string) (string, string, error) {
-	var st, reason string
-	err := s.db.QueryRowContext(ctx, `SELECT status, reason FROM approval_requests WHERE id = ?`, id).Scan(&st, &reason)
+func (s *store) status(ctx context.Context, id string) (st, by, reason string, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT status, decided_by, reason FROM approval_requests WHERE id = ?`, id).Scan(&st, &by, &reason)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", nil
+		return "", "", "", nil
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("reading approval %s: %w", id, err)
+		return "", "", "", fmt.Errorf("reading approval %s: %w", id, err)
 	}
-	return st, reason, nil
+	return st, by, reason, nil
 }
 
 // remember stores an always-scoped allow, replacing an earlier one for the
