@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -101,7 +102,7 @@ func safeDecode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 // (locateSyntax), or else at the line yaml.v3 gives, column 1.
 func (d *decoder) syntaxError(err error, data []byte) {
 	if p, msg, ok := locateSyntax(data); ok {
-		d.errorf(p, "invalid YAML: %s", msg)
+		d.errorf(p, "invalid YAML: %s%s", msg, syntaxHint(data, p, msg))
 		return
 	}
 	p, msg := Pos{1, 1}, err.Error()
@@ -111,7 +112,27 @@ func (d *decoder) syntaxError(err error, data []byte) {
 	} else if len(msg) > 6 && msg[:6] == "yaml: " {
 		msg = msg[6:]
 	}
-	d.errorf(p, "invalid YAML: %s", msg)
+	d.errorf(p, "invalid YAML: %s%s", msg, syntaxHint(data, p, msg))
+}
+
+// syntaxHint names the likely cause of a syntax error at p in data when
+// the parser's words (msg) do not: a tab in the line's indentation (YAML
+// indents with spaces), or a bare * in the line (it starts an alias:
+// tools: {allow: [*]} means to quote it).
+func syntaxHint(data []byte, p Pos, msg string) string {
+	lines := strings.Split(yamlBreaks.Replace(string(data)), "\n")
+	if p.Line < 1 || p.Line > len(lines) {
+		return ""
+	}
+	line := lines[p.Line-1]
+	indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	switch {
+	case strings.Contains(indent, "\t") && !strings.Contains(msg, "tab"):
+		return "; the line is indented with a tab: YAML indents with spaces"
+	case strings.Contains(line, "[*") || strings.Contains(line, ", *") || strings.Contains(line, ": *"):
+		return `; a bare * starts a YAML alias: quote it ("*")`
+	}
+	return ""
 }
 
 func pos(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
@@ -283,6 +304,9 @@ func (d *decoder) unknownKey(kv pair, path string, fields []field) {
 	msg := fmt.Sprintf("unknown key %q in %s", kv.name, path)
 	if path == "" {
 		msg = fmt.Sprintf("unknown top-level key %q", kv.name)
+		if kv.name == "mcpServers" {
+			msg += "; this is an MCP client's config (Claude Desktop, Cursor): mcpbox import FILE turns it into an mcpbox config"
+		}
 	}
 	keys := make([]string, len(fields))
 	for i, f := range fields {
