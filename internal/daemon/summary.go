@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"mcpbox/internal/launch"
 	"mcpbox/internal/pkginstall"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/secrets"
 	"mcpbox/internal/specconv"
 	"mcpbox/internal/workspace"
 )
@@ -131,6 +133,15 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 	return ws
 }
 
+// untilUsable says what a start that fails on the secret error err needs:
+// a value it can read, or, read already, a usable one.
+func untilUsable(err error) string {
+	if ve := (*secrets.ValueError)(nil); errors.As(err, &ve) {
+		return "until it has a usable value"
+	}
+	return "until it can be read"
+}
+
 // EnvWarnings flags each env: reference of c's servers whose variable is
 // not set (or too short) here, as serve's start-up does; policy check
 // prints them. It reads the environment only: no file, no command, so
@@ -155,7 +166,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		}
 		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start until it can be read", s.Name, what, err, s.Name)})
+				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err))})
 		}
 	}
 	for _, s := range c.Servers {
@@ -198,7 +209,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			pos := cl.Token.Meta.At("from")
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start until it can be read", i, err)})
+				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start %s", i, err, untilUsable(err))})
 		}
 	}
 	return ws

@@ -89,14 +89,20 @@ func Accept(v []byte, source string, opts Options) ([]byte, error) {
 	v = bytes.TrimSpace(v)
 	switch {
 	case len(v) == 0:
-		return nil, fmt.Errorf("secret from %s is empty", source)
+		return nil, &ValueError{fmt.Sprintf("secret from %s is empty", source)}
 	case len(v) > MaxValue:
-		return nil, fmt.Errorf("secret from %s: larger than %d bytes", source, MaxValue)
+		return nil, &ValueError{fmt.Sprintf("secret from %s: larger than %d bytes", source, MaxValue)}
 	case len(v) < MinValue && !opts.AllowShort:
-		return nil, fmt.Errorf("secret from %s is shorter than %d bytes: redaction by value would hit ordinary text", source, MinValue)
+		return nil, &ValueError{fmt.Sprintf("secret from %s is shorter than %d bytes: redaction by value would hit ordinary text", source, MinValue)}
 	}
 	return v, nil
 }
+
+// ValueError is Accept's error: a value that was read and cannot be used
+// (empty, too large, too short), as against one that cannot be read.
+type ValueError struct{ msg string }
+
+func (e *ValueError) Error() string { return e.msg }
 
 func fromEnv(name string, opts Options) ([]byte, error) {
 	lookup := opts.LookupEnv
