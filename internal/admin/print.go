@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"mcpbox/internal/approval"
-	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 )
 
@@ -123,7 +122,7 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		}
 		mem, pids, cpu := "-", "-", "-" // not measured: a pod, an ended sandbox
 		if s.Memory > 0 {
-			mem, pids, cpu = config.Size(int64(s.Memory)).String(), fmt.Sprint(s.Pids), fmt.Sprintf("%.1fs", s.CPU)
+			mem, pids, cpu = HumanBytes(s.Memory), fmt.Sprint(s.Pids), fmt.Sprintf("%.1fs", s.CPU)
 		}
 		client := s.Client
 		if s.Era != "" {
@@ -137,6 +136,21 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 			started, last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), OneLine(s.Reason, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), s.Remote, "-"))
 	}
 	tw.Flush()
+}
+
+// HumanBytes writes n bytes for a person: in the largest binary unit
+// that leaves at least 1, with one decimal below 10 (32956416 is
+// "31Mi", 1610612736 "1.5Gi"), not config.Size's exact "32184Ki".
+func HumanBytes(n uint64) string {
+	units := []string{"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
+	v, i := float64(n), 0
+	for ; v >= 1024 && i < len(units)-1; i++ {
+		v /= 1024
+	}
+	if i > 0 && v < 10 {
+		return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + units[i]
 }
 
 // OneLine is s on one line (runs of white space as one space), cut to n

@@ -105,3 +105,15 @@ func TestDecided(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanBytes: memory in ps reads in the largest unit, one decimal
+// below 10.
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0", 1000: "1000", 1024: "1.0Ki", 32956416: "31Mi", 1610612736: "1.5Gi", 10 << 30: "10Gi",
+	} {
+		if got := HumanBytes(n); got != want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
