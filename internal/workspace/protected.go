@@ -24,14 +24,25 @@ var homeSecrets = []string{".ssh", ".gnupg", ".aws", ".config", ".kube", ".docke
 // the keys, and with a network may send them out.
 func CredentialDir(home, dir string) string {
 	dir = filepath.Clean(dir)
-	for _, h := range resolvedAll(home) {
-		for _, s := range homeSecrets {
-			if within(dir, filepath.Join(h, s)) {
-				return filepath.Join(h, s)
-			}
+	for _, c := range credentialDirs(home) {
+		if within(dir, c) {
+			return c
 		}
 	}
 	return ""
+}
+
+// credentialDirs are home's credential dirs (homeSecrets), each as it is
+// named and, when it is a link (a dotfile manager's ~/.ssh ->
+// ~/dotfiles/ssh), where it leads: the keys are there.
+func credentialDirs(home string) []string {
+	var out []string
+	for _, h := range resolvedAll(home) {
+		for _, s := range homeSecrets {
+			out = append(out, resolvedAll(filepath.Join(h, s))...)
+		}
+	}
+	return out
 }
 
 // Protected describes the host places a writable mount (an output, a rw
@@ -72,10 +83,10 @@ func (p Protected) Check(dir string) error {
 			if within(h, dir) {
 				return refuse(h, "the home directory")
 			}
-			for _, s := range homeSecrets {
-				if overlaps(dir, filepath.Join(h, s)) {
-					return refuse(filepath.Join(h, s), "credentials or login code")
-				}
+		}
+		for _, c := range credentialDirs(p.Home) {
+			if overlaps(dir, c) {
+				return refuse(c, "credentials or login code")
 			}
 		}
 	}

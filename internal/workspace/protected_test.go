@@ -96,3 +96,33 @@ func TestProtectedNotMadeYet(t *testing.T) {
 		t.Errorf("Check of a dir beside the state root: %v", err)
 	}
 }
+
+// TestCredentialDirLinked: a credential dir that is a link (a dotfile
+// manager's ~/.ssh -> ~/dotfiles/ssh) is protected where it leads too:
+// a writable mount of the target, or of a dir holding it, is refused,
+// and a read-only one is named.
+func TestCredentialDirLinked(t *testing.T) {
+	home := t.TempDir()
+	target := filepath.Join(home, "dotfiles", "ssh")
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(home, ".ssh")); err != nil {
+		t.Fatal(err)
+	}
+	p := Protected{Home: home}
+	for _, dir := range []string{target, filepath.Join(home, "dotfiles"), filepath.Join(target, "keys")} {
+		if err := p.Check(dir); !errors.Is(err, ErrProtected) {
+			t.Errorf("Check(%s) = %v, want ErrProtected", dir, err)
+		}
+		if got := CredentialDir(home, dir); got == "" && dir != filepath.Join(home, "dotfiles") {
+			t.Errorf("CredentialDir(%s) = none", dir)
+		}
+	}
+	if err := p.Check(filepath.Join(home, "proj")); err != nil {
+		t.Errorf("a project dir: %v", err)
+	}
+	if got := CredentialDir(home, filepath.Join(home, "proj")); got != "" {
+		t.Errorf("CredentialDir of a project dir = %s", got)
+	}
+}
