@@ -102,32 +102,40 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 	if err != nil || home == "/" {
 		return nil
 	}
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs // a config named by a relative path: "."
+	}
+	realHome := workspace.ResolveExisting(home)
 	var ws config.Errors
-	warn := func(s *config.Server, key string, meta config.Meta, src string, writable bool) {
+	warn := func(s *config.Server, key string, pos config.Pos, src string, writable bool) {
 		real := workspace.ResolveExisting(specconv.Resolve(base, src))
 		msg := ""
 		if writable {
 			if err := (workspace.Protected{Home: home}).Check(real); err != nil {
 				msg = fmt.Sprintf("serve refuses it: %v", err)
 			}
+		} else if strings.HasPrefix(realHome+"/", strings.TrimSuffix(real, "/")+"/") {
+			msg = fmt.Sprintf("serve refuses it: %s is or holds your home directory %s, ~/.ssh and all", src, home)
 		} else if cred := workspace.CredentialDir(home, real); cred != "" {
 			msg = fmt.Sprintf("%s shows %s to the sandbox: credentials the server can read, and send wherever its network reaches; mount it only if the server needs them", src, cred)
 		}
 		if msg != "" {
-			pos := meta.At("source")
-			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf("servers.%s.filesystem.%s.source: %s", s.Name, key, msg)})
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf("servers.%s.filesystem.%s: %s", s.Name, key, msg)})
 		}
 	}
 	for _, s := range c.Servers {
 		fs := s.Filesystem
 		if in := fs.Input; in != nil && in.Source != "" {
-			warn(s, "input", in.Meta, in.Source, false)
+			warn(s, "input.source", in.Meta.At("source"), in.Source, false)
 		}
 		if out := fs.Output; out != nil && out.Source != "" {
-			warn(s, "output", out.Meta, out.Source, true)
+			warn(s, "output.source", out.Meta.At("source"), out.Source, true)
 		}
 		for i, m := range fs.Mounts {
-			warn(s, fmt.Sprintf("mounts[%d]", i), m.Meta, m.Source, m.Mode == config.ModeRW)
+			warn(s, fmt.Sprintf("mounts[%d].source", i), m.Meta.At("source"), m.Source, m.Mode == config.ModeRW)
+		}
+		if fs.Template != "" { // copied into a workspace the server writes
+			warn(s, "template", fs.Meta.At("template"), fs.Template, false)
 		}
 	}
 	return ws

@@ -361,3 +361,52 @@ servers:
 		}
 	}
 }
+
+// TestCredentialWarningsRelativeConfig: a config named by a relative path
+// (policy check mcpbox.yaml, serve --config mcpbox.yaml) is checked as
+// one named absolutely; a mount of the home dir, which serve refuses, and
+// a template from a credential dir, copied into a workspace, are named.
+func TestCredentialWarningsRelativeConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, d := range []string{".aws", "proj"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(filepath.Join(home, "proj"))
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  a:
+    command: [sh]
+    filesystem:
+      output: {}
+      template: ~/.aws
+      mounts:
+        - {source: ../.aws, target: /aws}
+        - {source: .., target: /home}
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"mcpbox.yaml:9:20: warning: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
+		"mcpbox.yaml:10:20: warning: servers.a.filesystem.mounts[1].source: serve refuses it: .. is or holds your home directory",
+		"mcpbox.yaml:7:17: warning: servers.a.filesystem.template: ~/.aws shows " + filepath.Join(home, ".aws"),
+	}
+	for _, ws := range []config.Errors{CheckWarnings(c, "mcpbox.yaml"), summarize(c, "mcpbox.lock", ".").Warnings} {
+		var got []string
+		for _, w := range ws {
+			got = append(got, w.Error())
+		}
+		if len(got) != len(want) {
+			t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+		}
+		for i, w := range want {
+			if !strings.Contains(got[i], strings.Replace(w, "warning: ", "", 1)) {
+				t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
+			}
+		}
+	}
+}
