@@ -192,7 +192,7 @@ func (d *daemon) serve(parent context.Context) error {
 	stopWatch := func() {}
 	if d.stdio {
 		// A client that hangs up during the set-up ends it too.
-		stopWatch = watchHangup(d.o.Stdin, cancel)
+		stopWatch = watchHangup(d.o.Stdin, d.o.Stdout, cancel)
 		defer stopWatch()
 	}
 	inst, err := d.startInstance(ctx)

@@ -18,52 +18,74 @@ import (
 	"mcpbox/internal/sandbox"
 )
 
-// TestWatchHangup: a client's pipe or socket that hangs up with nothing
-// left to read is gone; one that left messages, or is still there, is
+// TestWatchHangup: a client whose requests' pipe or socket hangs up with
+// nothing left to read is gone, and so is one that no longer reads the
+// answers, whatever it wrote (an editor that crashed with its initialize
+// unread); one that left requests and still reads, or is still there, is
 // not, and nothing is read from it.
 func TestWatchHangup(t *testing.T) {
-	pipe := func(t *testing.T) (ours, theirs *os.File) {
+	// Each opens the gateway's ends of the requests and the answers, and
+	// the client's.
+	pipe := func(t *testing.T) (in, out, clientIn, clientOut *os.File) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { r.Close(); w.Close() })
-		return r, w
+		ar, aw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close(); w.Close(); ar.Close(); aw.Close() })
+		return r, aw, w, ar
 	}
-	socket := func(t *testing.T) (ours, theirs *os.File) {
+	socket := func(t *testing.T) (in, out, clientIn, clientOut *os.File) {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o, th := os.NewFile(uintptr(fds[0]), "ours"), os.NewFile(uintptr(fds[1]), "theirs")
 		t.Cleanup(func() { o.Close(); th.Close() })
-		return o, th
+		return o, o, th, th // one socket both ways, as inetd gives it
+	}
+	write := func(t *testing.T, f *os.File) {
+		if _, err := f.Write([]byte("{}\n")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tt := range []struct {
-		name   string
-		open   func(*testing.T) (*os.File, *os.File)
-		client func(*testing.T, *os.File) // what the client does
+		name string
+		open func(*testing.T) (in, out, clientIn, clientOut *os.File)
+		// What the client does to its ends of the requests and answers.
+		client func(t *testing.T, in, out *os.File)
 		gone   bool
 		left   int // bytes the client left to read
 	}{
-		{"pipe closed", pipe, func(t *testing.T, w *os.File) { w.Close() }, true, 0},
-		{"pipe written and closed", pipe, func(t *testing.T, w *os.File) { w.Write([]byte("{}\n")); w.Close() }, false, 3},
-		{"pipe open", pipe, func(*testing.T, *os.File) {}, false, 0},
-		{"pipe written", pipe, func(t *testing.T, w *os.File) { w.Write([]byte("{}\n")) }, false, 3},
-		{"socket closed", socket, func(t *testing.T, w *os.File) { w.Close() }, true, 0},
-		{"socket shut for writing", socket, func(t *testing.T, w *os.File) {
-			if err := unix.Shutdown(int(w.Fd()), unix.SHUT_WR); err != nil {
+		{"pipe closed", pipe, func(t *testing.T, in, _ *os.File) { in.Close() }, true, 0},
+		{"pipe written and closed", pipe, func(t *testing.T, in, _ *os.File) { write(t, in); in.Close() }, false, 3},
+		{"pipe written, both closed", pipe, func(t *testing.T, in, out *os.File) { write(t, in); in.Close(); out.Close() }, true, 0},
+		{"answers unread", pipe, func(t *testing.T, _, out *os.File) { out.Close() }, true, 0},
+		{"pipe open", pipe, func(*testing.T, *os.File, *os.File) {}, false, 0},
+		{"pipe written", pipe, func(t *testing.T, in, _ *os.File) { write(t, in) }, false, 3},
+		{"socket closed", socket, func(t *testing.T, in, _ *os.File) { in.Close() }, true, 0},
+		{"socket shut for writing", socket, func(t *testing.T, in, _ *os.File) {
+			if err := unix.Shutdown(int(in.Fd()), unix.SHUT_WR); err != nil {
 				t.Fatal(err)
 			}
 		}, true, 0},
-		{"socket written and closed", socket, func(t *testing.T, w *os.File) { w.Write([]byte("{}\n")); w.Close() }, false, 3},
+		{"socket written and shut for writing", socket, func(t *testing.T, in, _ *os.File) {
+			write(t, in)
+			if err := unix.Shutdown(int(in.Fd()), unix.SHUT_WR); err != nil {
+				t.Fatal(err)
+			}
+		}, false, 3},
+		{"socket written and closed", socket, func(t *testing.T, in, _ *os.File) { write(t, in); in.Close() }, true, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ours, theirs := tt.open(t)
+			ours, answers, theirs, client := tt.open(t)
 			called := make(chan struct{})
-			stop := watchHangup(ours, func() { close(called) })
+			stop := watchHangup(ours, answers, func() { close(called) })
 			defer stop()
-			tt.client(t, theirs)
+			tt.client(t, theirs, client)
 			select {
 			case <-called:
 				if !tt.gone {
@@ -71,7 +93,7 @@ func TestWatchHangup(t *testing.T) {
 				}
 			case <-time.After(500 * time.Millisecond):
 				if tt.gone {
-					t.Fatal("a client that hung up is not gone after 500 ms")
+					t.Fatal("a client that went away is not gone after 500 ms")
 				}
 			}
 			stop()
@@ -93,7 +115,7 @@ func TestWatchHangup(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		stop := watchHangup(f, func() { t.Error("a file is gone") })
+		stop := watchHangup(f, io.Discard, func() { t.Error("a file is gone") })
 		stop()
 	})
 }
@@ -129,10 +151,11 @@ func hungRegistry(t *testing.T) string {
 	return "http://" + ln.Addr().String() + "/"
 }
 
-// TestSetupEndsWhenClientHangsUp: a stdio client that hangs up while
-// serve (or run) installs a package from a registry that hangs ends the
-// install and the gateway, with no error: before, they went on for the
-// install's five minutes, for no one.
+// TestSetupEndsWhenClientHangsUp: a stdio client that goes away while
+// serve (or run) installs a package from a registry that hangs, its
+// initialize written and unread (a client that timed out, an editor that
+// crashed), ends the install and the gateway, with no error: before,
+// they went on until the install gave up, for no one.
 func TestSetupEndsWhenClientHangsUp(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("NPM_CONFIG_REGISTRY", hungRegistry(t))
@@ -149,18 +172,28 @@ func TestSetupEndsWhenClientHangsUp(t *testing.T) {
 			}
 			defer r.Close()
 			defer w.Close()
+			ar, aw, err := os.Pipe() // the answers
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ar.Close()
+			defer aw.Close()
+			init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n"
+			if _, err := w.Write([]byte(init)); err != nil {
+				t.Fatal(err)
+			}
 			state := filepath.Join(t.TempDir(), "state")
 			var installing atomic.Bool
 			done := make(chan error, 1)
 			go func() {
 				if what == "serve" {
-					done <- Run(context.Background(), Options{Config: c, Stdio: true, Stdin: r, Stdout: io.Discard,
+					done <- Run(context.Background(), Options{Config: c, Stdio: true, Stdin: r, Stdout: aw,
 						Stderr: progressSeen(&installing), StateDir: state, Base: t.TempDir()})
 					return
 				}
 				done <- RunServer(context.Background(), ServerOptions{Name: "hangs",
 					Spec:  sandbox.Spec{Args: []string{"npx", "-y", "@mcpbox-e2e/hangs"}},
-					Stdin: r, Stdout: io.Discard, Stderr: progressSeen(&installing), StateDir: state})
+					Stdin: r, Stdout: aw, Stderr: progressSeen(&installing), StateDir: state})
 			}()
 			for i := 0; !installing.Load(); i++ {
 				if i == 300 {
@@ -169,7 +202,8 @@ func TestSetupEndsWhenClientHangsUp(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			time.Sleep(300 * time.Millisecond) // waiting for the registry
-			w.Close()                          // the client gives up
+			w.Close()                          // the client goes away
+			ar.Close()
 			select {
 			case err := <-done:
 				if err != nil {
