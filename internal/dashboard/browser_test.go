@@ -352,3 +352,36 @@ func TestBrowserApprovalInvisible(t *testing.T) {
 		t.Fatal("the call did not end")
 	}
 }
+
+// TestBrowserSessionKey: a page any site sends the browser to with a
+// #key= of its own does not replace the working key (nor log the user
+// out), and a login in a second tab does not send the first one to the
+// login page: it takes the new key.
+func TestBrowserSessionKey(t *testing.T) {
+	r := newRig(t)
+	ctx := newBrowser(t)
+	login := func(what string, ctx context.Context) {
+		u, err := LoginURL(r.srv.URL, adminToken, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(t, ctx, what, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
+	}
+	login("log in", ctx)
+	step(t, ctx, "follow a link with a key of another's",
+		chromedp.Navigate("about:blank"), // a page of another origin sends the browser here
+		chromedp.Navigate(r.srv.URL+"/ui/#key=NOTTHEKEY"),
+		chromedp.WaitVisible(chromedp.CSS(`#no-pending`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)))
+	if loc := get(t, ctx, "location", chromedp.Location()); strings.Contains(loc, "/ui/login") || strings.Contains(loc, "key=") {
+		t.Errorf("after a foreign key: %s", loc)
+	}
+	tab, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	login("log in in a second tab", tab)
+	get(t, ctx, "go to the calls", chromedp.Evaluate[string](`location.hash = "#calls"`))
+	step(t, ctx, "the first tab goes on", chromedp.WaitVisible(chromedp.CSS(`main[data-page="calls"]`)))
+	if loc := get(t, ctx, "location", chromedp.Location()); strings.Contains(loc, "/ui/login") {
+		t.Errorf("the first tab was sent to %s after a login in the second", loc)
+	}
+}

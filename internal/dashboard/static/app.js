@@ -9,10 +9,13 @@ const state = { csrf: "", role: "", page: "", before: 0, detail: null };
 // sends the browser to (#key=...), and is kept in this origin's storage:
 // the session cookie reaches every port of the host, the key only this
 // page, which sends it with every request (X-CSRF-Token, or ?key= where a
-// header cannot go).
+// header cannot go). A key in the fragment is kept only once the gateway
+// takes it (start): any page can send the browser here with a #key= of
+// its own, which must not replace a working one.
 const keyItem = "mcpbox-ui-key";
+let offered = "";
 if (location.hash.startsWith("#key=")) {
-  localStorage.setItem(keyItem, decodeURIComponent(location.hash.slice(5)));
+  offered = decodeURIComponent(location.hash.slice(5));
   history.replaceState(null, "", "/ui/#approvals");
 }
 state.csrf = localStorage.getItem(keyItem) || "";
@@ -60,7 +63,17 @@ async function api(path, opts) {
   const o = Object.assign({ credentials: "same-origin" }, opts);
   o.headers = Object.assign({ "X-CSRF-Token": state.csrf }, o.headers);
   const r = await fetch("/ui/api/" + path, o);
-  if (r.status === 401) { location.href = "/ui/login"; throw new Error("not logged in"); }
+  if (r.status === 401) {
+    // A login in another tab replaced the session and the stored key:
+    // take the new key once before giving up.
+    const stored = localStorage.getItem(keyItem) || "";
+    if (stored && stored !== state.csrf && !opts?.retried) {
+      state.csrf = stored;
+      return api(path, Object.assign({}, opts, { retried: true }));
+    }
+    location.href = "/ui/login";
+    throw new Error("not logged in");
+  }
   const ct = r.headers.get("Content-Type") || "";
   const body = ct.startsWith("application/json") ? await r.json() : await r.text();
   if (!r.ok) throw new Error((body && body.error) || r.statusText);
@@ -316,10 +329,16 @@ function soon() {
 }
 
 function live() {
-  const es = new EventSource("/ui/api/events?key=" + encodeURIComponent(state.csrf));
+  const key = state.csrf;
+  const es = new EventSource("/ui/api/events?key=" + encodeURIComponent(key));
   const ind = document.getElementById("live");
   es.onopen = () => { ind.textContent = "live"; ind.classList.add("on"); };
-  es.onerror = () => { ind.textContent = "reconnecting"; ind.classList.remove("on"); };
+  es.onerror = () => {
+    ind.textContent = "reconnecting"; ind.classList.remove("on");
+    // The key changed (a login in another tab): reconnect with the new one.
+    const stored = localStorage.getItem(keyItem) || "";
+    if (stored && stored !== key) { es.close(); state.csrf = stored; live(); }
+  };
   es.addEventListener("approvals", () => {
     api("approvals").then((d) => { document.getElementById("pending-count").textContent = d.pending.length ? String(d.pending.length) : ""; });
     if (state.page === "approvals") soon();
@@ -327,7 +346,17 @@ function live() {
   es.addEventListener("record", () => { if (state.page !== "approvals") soon(); });
 }
 
+// keyWorks says whether the gateway takes key for this browser's session.
+async function keyWorks(key) {
+  const r = await fetch("/ui/api/session", { credentials: "same-origin", headers: { "X-CSRF-Token": key } });
+  return r.ok;
+}
+
 async function start() {
+  if (offered && offered !== state.csrf && await keyWorks(offered)) {
+    localStorage.setItem(keyItem, offered);
+    state.csrf = offered;
+  }
   if (!state.csrf) { location.href = "/ui/login"; return; }
   const s = await api("session");
   state.role = s.role;
