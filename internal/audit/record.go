@@ -112,10 +112,13 @@ type Record struct {
 	Approver  string          `json:"approver,omitempty"`
 	Duration  time.Duration   `json:"duration_ms"` // marshalled as float milliseconds
 	// Outcome is one of Outcomes (a call record only).
-	Outcome    string   `json:"outcome,omitempty"`
-	ResultSize int64    `json:"result_size,omitempty"`
-	Files      []File   `json:"files,omitempty"`
-	Domains    []Domain `json:"domains,omitempty"`
+	Outcome    string `json:"outcome,omitempty"`
+	ResultSize int64  `json:"result_size,omitempty"`
+	Files      []File `json:"files,omitempty"`
+	// FilesAmbiguous: concurrent calls in one sandbox wrote meanwhile, so
+	// a file of Files may be another call's.
+	FilesAmbiguous bool     `json:"files_ambiguous,omitempty"`
+	Domains        []Domain `json:"domains,omitempty"`
 	// DomainsAmbiguous: concurrent calls in one sandbox made attribution
 	// of Domains to this call uncertain.
 	DomainsAmbiguous bool      `json:"domains_ambiguous,omitempty"`
@@ -144,6 +147,9 @@ type File struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256,omitempty"`
+	// Ambiguous: another call ran in the same sandbox meanwhile and may
+	// have written it (FilesAmbiguous).
+	Ambiguous bool `json:"ambiguous,omitempty"`
 }
 
 // Domain is one egress destination seen during a call.

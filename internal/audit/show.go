@@ -86,7 +86,11 @@ func Line(r Record) string {
 		}
 	}
 	for _, f := range r.Files {
-		add("file", fmt.Sprintf("%s(%d)", tok(f.Path), f.Size))
+		v := fmt.Sprintf("%s(%d)", tok(f.Path), f.Size)
+		if f.Ambiguous {
+			v += "?"
+		}
+		add("file", v)
 	}
 	for _, d := range r.Domains {
 		v := fmt.Sprintf("%s:%d(%s)", tok(d.Host), d.Port, tok(d.Decision))

@@ -283,6 +283,10 @@ func (s *Sandbox) Finish(m *Call, rec *audit.Record) {
 	}
 	rec.DomainsAmbiguous = ambiguous && len(rec.Domains) > 0
 	rec.Files = m.before.changed(s.rw)
+	for i := range rec.Files {
+		rec.Files[i].Ambiguous = m.ambiguous // the other call's writes land in the same dirs
+	}
+	rec.FilesAmbiguous = m.ambiguous && len(rec.Files) > 0
 }
 
 // joinConns makes the audit's domain list from the connections a call

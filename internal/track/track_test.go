@@ -68,16 +68,26 @@ func TestCallJoinsFilesAndConnections(t *testing.T) {
 		t.Errorf("record %+v", rec)
 	}
 
-	// Two calls at once: a connection of either is marked ambiguous on both.
+	if rec.FilesAmbiguous {
+		t.Errorf("a call alone: files ambiguous")
+	}
+
+	// Two calls at once: a connection or file of either is marked
+	// ambiguous on both (a file written by one shows in the other's
+	// record too: the sandbox cannot tell whose it was).
 	m1 := s.Begin()
 	m2 := s.Begin()
 	s.Opened(egress.Event{Time: time.Now(), Host: "x.example", Port: 443, Decision: "allow"})
+	write("par.txt", "one call's")
 	var r1, r2 audit.Record
 	s.Finish(m1, &r1)
 	s.Finish(m2, &r2)
 	for _, r := range []audit.Record{r1, r2} {
 		if !r.DomainsAmbiguous || len(r.Domains) != 1 || !r.Domains[0].Ambiguous {
 			t.Errorf("overlapping call: %+v", r)
+		}
+		if !r.FilesAmbiguous || len(r.Files) != 1 || !r.Files[0].Ambiguous {
+			t.Errorf("overlapping call's files: %+v", r.Files)
 		}
 	}
 	// A call after them is alone again, and sees no earlier connection.
