@@ -76,6 +76,14 @@ func Line(r Record) string {
 		add("argv", tok(strings.Join(r.Argv, " ")))
 	}
 	add("decision", tok(r.Decision))
+	if r.Event == EventApproval {
+		// Which request or remembered decision, and for how long: an
+		// "always" allow reads apart from a "once".
+		add("id", tok(r.Detail["id"]))
+		if r.Detail["scope"] != "" && r.Detail["scope"] != "once" {
+			add("scope", tok(r.Detail["scope"]))
+		}
+	}
 	add("rule", tok(r.Rule))
 	add("approver", tok(r.Approver))
 	add("outcome", tok(r.Outcome))

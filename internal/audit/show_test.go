@@ -148,6 +148,26 @@ func TestLineShowsPhase(t *testing.T) {
 	}
 }
 
+// TestLineShowsApproval: an approval's line names the request or the
+// remembered decision and a scope other than once; a file of an
+// overlapping call is marked.
+func TestLineShowsApproval(t *testing.T) {
+	for _, tt := range []struct {
+		r          Record
+		want, none string
+	}{
+		{Record{Event: EventApproval, Decision: "approved", Approver: "cli:uid=0", Detail: map[string]string{"id": "apr_abc", "scope": "always"}}, "decision=approved id=apr_abc scope=always approver=cli:uid=0", ""},
+		{Record{Event: EventApproval, Decision: "approved", Detail: map[string]string{"id": "apr_abc", "scope": "once"}}, "id=apr_abc", "scope="},
+		{Record{Event: EventApproval, Decision: "revoked", Approver: "cli:uid=0", Detail: map[string]string{"id": "apr_abc"}}, "decision=revoked id=apr_abc", ""},
+		{Record{Event: EventCall, Files: []File{{Path: "/workspace/output/a", Size: 3, Ambiguous: true}}}, "file=/workspace/output/a(3)?", ""},
+	} {
+		got := Line(tt.r)
+		if !strings.Contains(got, tt.want) || tt.none != "" && strings.Contains(got, tt.none) {
+			t.Errorf("Line = %q, want %q", got, tt.want)
+		}
+	}
+}
+
 // TestShapeOfTooManyValues: arguments with more values than MaxValues
 // are summarised by their count, not decoded, whether keys or elements;
 // Values counts outside strings only.
