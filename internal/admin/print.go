@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/instance"
@@ -189,6 +190,68 @@ func WriteTrusted(w io.Writer, trusted []PinChange) {
 	if blocked > 0 {
 		fmt.Fprintf(w, "%d of them stay hidden: the scanner finds what is shown above in them and the server has scan: block\n", blocked)
 	}
+}
+
+// WriteApprovals prints the pending requests and remembered decisions of
+// r as `mcpbox approvals` shows them: a table of each, every argument of
+// a waiting call below the first (keys quoted, long values folded: the
+// summary column is cut), and a trust request's summary whole (its
+// scanner findings); asJSON, one object per line, whole and redacted.
+func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, p := range r.Pending {
+			_ = enc.Encode(map[string]any{"id": p.ID, "state": "pending", "request": p})
+		}
+		for _, m := range r.Remembered {
+			_ = enc.Encode(map[string]any{"id": m.ID, "state": "remembered", "decision": m})
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.Pending) == 0 {
+		// Not a bare header, which reads like output cut short.
+		fmt.Fprintln(tw, "no calls or definition changes wait for approval")
+	} else {
+		fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
+	}
+	for _, p := range r.Pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, OneLine(escapeHidden(p.Summary), 80))
+	}
+	tw.Flush()
+	for _, p := range r.Pending {
+		switch {
+		case len(p.Arguments) > 0:
+			fmt.Fprintf(w, "\n%s %s arguments:\n%s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), approval.Show(p.Arguments))
+		case p.Kind == approval.KindTrust && len([]rune(OneLine(escapeHidden(p.Summary), 1<<20))) > 80:
+			fmt.Fprintf(w, "\n%s %s change:\n  %s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), escapeHidden(p.Summary))
+		}
+	}
+	if len(r.Remembered) > 0 {
+		fmt.Fprintln(w, "\nREMEMBERED")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSCOPE\tCLIENT\tSERVER\tTOOL\tBY")
+		for _, m := range r.Remembered {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, cmp.Or(m.Name, m.Tool), m.By)
+		}
+		tw.Flush()
+	}
+}
+
+// escapeHidden writes each character of s that does not show as itself
+// (controls, line breaks, bidi overrides, zero-width and tag characters)
+// as \u{XXXX}, as the scanner does: a summary cannot move the cursor or
+// reorder what the approver reads.
+func escapeHidden(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if r == ' ' || unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r) {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, `\u{%04X}`, r)
+		}
+	}
+	return b.String()
 }
 
 // Decided says what `mcpbox approve` or `mcpbox deny` did to req (as the

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -115,5 +116,28 @@ func TestHumanBytes(t *testing.T) {
 		if got := HumanBytes(n); got != want {
 			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestWriteApprovals: a call's arguments and a trust request's summary
+// (its scanner findings), cut in the table, are shown whole below it,
+// control and bidi characters escaped.
+func TestWriteApprovals(t *testing.T) {
+	long := "tool add changed: description gained text; scanner: hidden-tag@description, model-directive@description, credential-access@description \u202e"
+	short := "re\u202eport"
+	var b strings.Builder
+	WriteApprovals(&b, Approvals{Pending: []approval.Request{
+		{ID: "apr_1", Kind: approval.KindCall, Server: "fs", Tool: "write_file", Summary: `{"path": "a"}`, Arguments: json.RawMessage(`{"path":"a"}`)},
+		{ID: "apr_2", Kind: approval.KindTrust, Server: "rug", Tool: "add", Summary: long},
+		{ID: "apr_3", Kind: approval.KindTrust, Server: "rug", Tool: "sub", Summary: short},
+	}}, false)
+	out := b.String()
+	for _, want := range []string{"apr_1 fs/write_file arguments:\n", "apr_2 rug/add change:\n", `re\u{202E}port`, "credential-access@description \\u{202E}"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\u202e") {
+		t.Errorf("a bidi override printed as it is:\n%s", out)
 	}
 }

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
@@ -119,43 +116,7 @@ func (e *env) approvals(args []string) int {
 		e.errorf("approvals: %v", err)
 		return 1
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		for _, p := range r.Pending {
-			_ = enc.Encode(map[string]any{"id": p.ID, "state": "pending", "request": p})
-		}
-		for _, m := range r.Remembered {
-			_ = enc.Encode(map[string]any{"id": m.ID, "state": "remembered", "decision": m})
-		}
-		return 0
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	if len(r.Pending) == 0 {
-		// Not a bare header, which reads like output cut short.
-		fmt.Fprintln(tw, "no calls or definition changes wait for approval")
-	} else {
-		fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
-	}
-	for _, p := range r.Pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, admin.OneLine(p.Summary, 80))
-	}
-	tw.Flush()
-	// Every argument of every waiting call, keys quoted, long values
-	// folded (--json has them whole): the summary column is cut.
-	for _, p := range r.Pending {
-		if len(p.Arguments) > 0 {
-			fmt.Fprintf(e.stdout, "\n%s %s arguments:\n%s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), approval.Show(p.Arguments))
-		}
-	}
-	if len(r.Remembered) > 0 {
-		fmt.Fprintln(e.stdout, "\nREMEMBERED")
-		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSCOPE\tCLIENT\tSERVER\tTOOL\tBY")
-		for _, m := range r.Remembered {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Scope, m.Client, m.Server, cmp.Or(m.Name, m.Tool), m.By)
-		}
-		tw.Flush()
-	}
+	admin.WriteApprovals(e.stdout, r, *asJSON)
 	return 0
 }
 
