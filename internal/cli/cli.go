@@ -7,6 +7,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -115,12 +116,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			names = append(names, c.name)
 		}
 	}
-	if best := config.Closest(args[0], names); best != "" {
+	if best := cmp.Or(otherNames[args[0]], config.Closest(args[0], names)); best != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", best)
 	}
 	fmt.Fprintf(stderr, "%s\nRun 'mcpbox --help' for the commands.\n", msg)
 	return exitUsage
 }
+
+// otherNames are what other tools call a command.
+var otherNames = map[string]string{"status": "ps", "list": "ps", "ls": "ps", "-v": "version", "-version": "version", "start": "serve", "audit": "logs"}
 
 // command is one command Main runs.
 type command struct {

@@ -37,6 +37,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"kube", "--help"}, 0, "(default: system:serviceaccount:mcp:mcpbox)", ""},
 		{[]string{"doctor", "--backend", "k8s"}, exitUsage, "", `--backend "k8s": want local or kubernetes`},
 		{[]string{"bogus"}, exitUsage, "", `unknown command "bogus"`},
+		{[]string{"status"}, exitUsage, "", `unknown command "status" (did you mean ps?)`},
+		{[]string{"-v"}, exitUsage, "", `unknown command "-v" (did you mean version?)`},
 		{[]string{"exec", "--help"}, 0, "--allow-degraded", ""},
 		{[]string{"exec"}, exitUsage, "", "no command given"},
 		{[]string{"exec", "--nope", "--", "true"}, exitUsage, "", "flag provided but not defined"},
