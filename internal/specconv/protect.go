@@ -22,10 +22,12 @@ func checkReach(spec *sandbox.Spec, o Options) error {
 	if o.StateDir == "" {
 		return errors.New("no state dir to keep out of the sandbox")
 	}
-	if err := hideStateDir(spec, o.StateDir); err != nil {
+	// The home first: a mount of it also shows the state dir, and
+	// moving state_dir away, as that error says, would not help.
+	if err := hideHome(spec); err != nil {
 		return err
 	}
-	if err := hideHome(spec); err != nil {
+	if err := hideStateDir(spec, o.StateDir); err != nil {
 		return err
 	}
 	return protectFiles(spec, o.Protected)

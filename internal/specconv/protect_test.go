@@ -214,6 +214,15 @@ func TestHideHome(t *testing.T) {
 			t.Errorf("output %s: %v, want %q", tt.src, err, tt.want)
 		}
 	}
+	// A mount of the home, which holds the state dir too, is refused for
+	// the home: moving state_dir away would not make it pass.
+	inHome := filepath.Join(home, "state")
+	if err := os.MkdirAll(inHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkReach(mount(home), Options{StateDir: inHome}); err == nil || !strings.Contains(err.Error(), "is or holds your home directory") {
+		t.Errorf("a mount of the home holding the state dir: %v, want the home named", err)
+	}
 	// A writable output is refused before it is made, with the config's
 	// state dir elsewhere too (workspace.Protected.Root).
 	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nstate_dir: ./state\nservers:\n  s:\n    command: [x]\n    filesystem: {output: {source: "+filepath.Join(xdg, "mcpbox", "new")+"}}\n    tools: {allow: ['*']}\n"))
