@@ -130,19 +130,13 @@ func filesystemSpec(c *config.Config, s *config.Server, base string, spec *sandb
 	fsys := s.Filesystem
 	if fsys.Input != nil {
 		if spec.Input, err = hostSourceDir(base, "", fsys.Input.Source, 0); err != nil {
-			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, err)
+			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, linkAdvice(err, "filesystem.input.source"))
 		}
 	}
 	protected := protectedPlaces(spec.Input, configStateDir(c, base))
 	if fsys.Output != nil && fsys.Output.Source != "" {
 		if spec.Output, err = outputDir(base, spec.Input, fsys.Output.Source, 0o755, protected); err != nil {
-			if errors.Is(err, workspace.ErrSymlink) {
-				// A repository can ship the output dir as a link (to ~/.ssh,
-				// say): say what to do, not only what was refused.
-				return fmt.Errorf("server %s: filesystem.output: %w; if you did not make that link, it came with the project: "+
-					"look at it, remove the link (not what it points to) and start again, or set filesystem.output.source to a directory", s.Name, err)
-			}
-			return fmt.Errorf("server %s: filesystem.output: %w", s.Name, err)
+			return fmt.Errorf("server %s: filesystem.output: %w", s.Name, linkAdvice(err, "filesystem.output.source"))
 		}
 	}
 	spec.Limits.TmpSize = int64(fsys.Tmp.Size)
@@ -158,11 +152,22 @@ func filesystemSpec(c *config.Config, s *config.Server, base string, spec *sandb
 			err = protected.Check(mnt.Source)
 		}
 		if err != nil {
-			return fmt.Errorf("server %s: mount %s: %w", s.Name, m.Target, err)
+			return fmt.Errorf("server %s: mount %s: %w", s.Name, m.Target, linkAdvice(err, "the mount's source"))
 		}
 		spec.Mounts = append(spec.Mounts, mnt)
 	}
 	return nil
+}
+
+// linkAdvice adds to a refused symlink what to do: a repository can ship
+// a source dir as a link (to ~/.ssh, say), so say so, not only what was
+// refused; where names the key to set instead. Other errors are err.
+func linkAdvice(err error, where string) error {
+	if !errors.Is(err, workspace.ErrSymlink) {
+		return err
+	}
+	return fmt.Errorf("%w; if you did not make that link, it came with the project: "+
+		"look at it, remove the link (not what it points to) and start again, or set %s to a directory", err, where)
 }
 
 // configMount is the sandbox mount of a config mount, built from its

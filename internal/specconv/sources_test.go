@@ -45,6 +45,10 @@ func TestServerSpecRefusesProjectSymlinks(t *testing.T) {
 			if !errors.Is(err, workspace.ErrSymlink) || !strings.Contains(err.Error(), link) || !strings.Contains(err.Error(), victim) {
 				t.Fatalf("Policy = %v (spec %+v), want ErrSymlink naming %s and %s", err, spec, link, victim)
 			}
+			// Each says what to do about a link the project brought.
+			if !strings.Contains(err.Error(), "if you did not make that link, it came with the project") {
+				t.Errorf("Policy = %v, want what to do about the link", err)
+			}
 			if names, _ := os.ReadDir(victim); len(names) > 0 {
 				t.Errorf("the victim dir now holds %v", names)
 			}
