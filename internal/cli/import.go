@@ -78,7 +78,7 @@ func (e *env) importConfig(args []string) int {
 	}
 	res := importer.Convert(cf)
 	importer.ConvertPackages(res, daemon.PackageOf, daemon.HoldsData)
-	e.importNotes(res.Notes)
+	e.importNotes(append(res.Notes, daemon.ImportNotes(res.Config)...))
 	if len(res.Config.Servers) == 0 {
 		e.errorf("import: no server of %s could be imported", files[0])
 		return exitUsage

@@ -4,6 +4,8 @@ package daemon
 // with --allow-degraded, or refused before serving.
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -31,6 +33,20 @@ func AcceptDegraded(c *config.Config, all bool, layers []sandbox.Layer) {
 		}
 		s.Sandbox.Require = req
 	}
+}
+
+// ImportNotes are what `mcpbox import` says about the host it runs on
+// for the imported config c: that serve will refuse its servers here
+// until this user's sandboxes can get cgroups (checkCgroups), and how to
+// start it, since a client that launches serve shows only that the
+// connection closed.
+func ImportNotes(c *config.Config) []string {
+	var ce *CgroupsError
+	if !errors.As(checkCgroups(c), &ce) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%v: serve will exit 1 at once here, and the client will only say the connection closed; "+
+		"have the client run mcpbox under systemd-run --user --scope -p Delegate=yes (see mcpbox doctor), or add --allow-degraded=cgroups to its args (no memory or process limits)", ce)}
 }
 
 // checkCgroups returns a *CgroupsError for the first local server that
