@@ -22,9 +22,10 @@ import (
 // Instance is this serve among the instances of its state dir: its admin
 // server and its record.
 type Instance struct {
-	srv    *Server
-	log    *slog.Logger
-	shared bool
+	srv     *Server
+	log     *slog.Logger
+	shared  bool
+	crashed []int // pids of instances that ended without stopping
 
 	mu  sync.Mutex
 	rec instance.Record // guarded by mu
@@ -87,7 +88,7 @@ func Start(ctx context.Context, rec instance.Record, opts InstanceOptions) (*Ins
 		return nil, err
 	}
 	defer unlock()
-	shared := removeDead(dir, log)
+	shared, crashed := removeDead(dir, log)
 	if opts.Leftovers != nil {
 		opts.Leftovers(shared)
 	}
@@ -102,12 +103,14 @@ func Start(ctx context.Context, rec instance.Record, opts InstanceOptions) (*Ins
 			log.Debug("registering the state dir for mcpbox ps --all", "err", err)
 		}
 	}
-	return &Instance{srv: srv, log: log, shared: shared, rec: rec}, nil
+	return &Instance{srv: srv, log: log, shared: shared, crashed: crashed, rec: rec}, nil
 }
 
 // removeDead removes the records and sockets of dead instances of dir,
-// and reports whether others are live (or it could not tell).
-func removeDead(dir string, log *slog.Logger) (shared bool) {
+// and reports whether others are live (or it could not tell) and the
+// pids of the dead: an instance that stops removes its own, so these
+// ended without stopping (killed, crashed).
+func removeDead(dir string, log *slog.Logger) (shared bool, gone []int) {
 	gone, err := instance.RemoveStale(dir)
 	for _, pid := range gone {
 		log.Info("removed a dead instance's record and socket", "pid", pid)
@@ -119,8 +122,14 @@ func removeDead(dir string, log *slog.Logger) (shared bool) {
 	if err != nil {
 		log.Warn("listing the other instances", "err", err)
 	}
-	return len(others) > 0 || err != nil
+	return len(others) > 0 || err != nil, gone
 }
+
+// Crashed lists the pids of the instances of the state dir that had
+// ended without stopping when this one started (their records were
+// left): the audit says so, since the calls they had in flight have no
+// record.
+func (i *Instance) Crashed() []int { return i.crashed }
 
 // Shared reports whether other instances of the state dir were live when
 // this one started.

@@ -37,6 +37,12 @@ const (
 	// retry that set it up.
 	EventServerUnavailable = "server_unavailable"
 
+	// EventGatewayCrash is a serve of the state dir that ended without
+	// stopping (killed, crashed), written by the next serve that finds
+	// what it left: Detail "pid". The calls it had in flight have no call
+	// record, and its sandboxes no sandbox_stop.
+	EventGatewayCrash = "gateway_crash"
+
 	// EventRetention is written by the store itself when it prunes old
 	// records; Detail says how many and up to which seq.
 	EventRetention = "retention"
@@ -53,7 +59,7 @@ var Events = []string{
 	EventSandboxStart, EventSandboxStop, EventSandboxCrash, EventSandboxPause, EventSandboxResume, EventSnapshot,
 	EventEgress, EventSecretInject, EventSecretExfiltration, EventSecretRefused,
 	EventApproval, EventPolicyReload, EventPin, EventTrust, EventScan,
-	EventRestart, EventServerUnavailable, EventRetention, EventIntegrity,
+	EventRestart, EventServerUnavailable, EventRetention, EventIntegrity, EventGatewayCrash,
 }
 
 // Outcomes of a call record (Record.Outcome): what became of the call.

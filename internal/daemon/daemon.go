@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -213,6 +214,12 @@ func (d *daemon) serve(parent context.Context) error {
 	}
 	defer g.Close()
 	d.g = g
+	if inst != nil {
+		for _, pid := range inst.Crashed() {
+			g.Record(audit.Record{Event: audit.EventGatewayCrash, Detail: map[string]string{"pid": strconv.Itoa(pid)},
+				Error: "a serve of this state dir ended without stopping: the calls it had in flight have no record"})
+		}
+	}
 	d.setups = d.newSetups(g, inst)
 	defer d.stopTelemetry(tel) // after the gateway closed, before the guard
 	// The dashboard's and metrics' audit follower starts from the head

@@ -81,6 +81,11 @@ func TestServeKilled(t *testing.T) {
 		if b, err := os.ReadFile(keep); err != nil || string(b) != "the agent's file" {
 			t.Errorf("the agent workspace's file after the restart: %q, %v; want it kept", b, err)
 		}
+		// The audit says a serve ended without stopping, by its pid.
+		logs := m.mcpbox(t, 60*time.Second, "", "logs", "--json", "--event", "gateway_crash", "--config", cfg)
+		if want := fmt.Sprintf(`"pid":"%d"`, g.cmd.Process.Pid); logs.code != 0 || !strings.Contains(logs.stdout, want) {
+			t.Errorf("no gateway_crash record naming %s:\n%s", want, logs)
+		}
 	})
 }
 
