@@ -136,25 +136,13 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, w := range summarize(c, filepath.Join(dir, "mcpbox.lock"), dir).Warnings {
-		got = append(got, w.Error())
-	}
-	want := []string{
+	wantWarnings(t, summarize(c, filepath.Join(dir, "mcpbox.lock"), dir).Warnings, []string{
 		":4:14: servers.typo.command: mcp-server-doesnotexist-t6 is in none of the sandbox's PATH directories",
 		":7:14: servers.gone.command: /usr/bin/mcp-server-doesnotexist-t6 does not exist on the host",
 		":26:14: servers.hostonly.command: " + dir + "/server.sh is a host path the sandbox does not show",
 		":33:14: servers.fsdocs.command: " + dir + ": host paths the sandbox does not show",
 		":37:11: servers.pkgarg.args: " + dir + ": host paths the sandbox does not show",
-	}
-	if len(got) != len(want) {
-		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
-	}
-	for i, w := range want {
-		if !strings.Contains(got[i], w) {
-			t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
-		}
-	}
+	})
 }
 
 // TestSummaryWarnsNodeIgnoresProxy: a Node server (npx, an npm package,
@@ -346,20 +334,8 @@ servers:
 		":10:20: servers.a.filesystem.mounts[1].source: ~/keys shows " + filepath.Join(home, ".ssh"),
 		":11:20: servers.a.filesystem.mounts[2].source: serve refuses it: ",
 	}
-	for _, ws := range []config.Errors{summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, CheckWarnings(c, cfg)} {
-		var got []string
-		for _, w := range ws {
-			got = append(got, w.Error())
-		}
-		if len(got) != len(want) {
-			t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
-		}
-		for i, w := range want {
-			if !strings.Contains(got[i], w) {
-				t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
-			}
-		}
-	}
+	wantWarnings(t, summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, want)
+	wantWarnings(t, CheckWarnings(c, cfg), want)
 }
 
 // TestCredentialWarningsRelativeConfig: a config named by a relative path
@@ -391,22 +367,28 @@ servers:
 		t.Fatal(err)
 	}
 	want := []string{
-		"mcpbox.yaml:9:20: warning: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
-		"mcpbox.yaml:10:20: warning: servers.a.filesystem.mounts[1].source: serve refuses it: .. is or holds your home directory",
-		"mcpbox.yaml:7:17: warning: servers.a.filesystem.template: ~/.aws shows " + filepath.Join(home, ".aws"),
+		"mcpbox.yaml:9:20: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
+		"mcpbox.yaml:10:20: servers.a.filesystem.mounts[1].source: serve refuses it: .. is or holds your home directory",
+		"mcpbox.yaml:7:17: servers.a.filesystem.template: ~/.aws shows " + filepath.Join(home, ".aws"),
 	}
-	for _, ws := range []config.Errors{CheckWarnings(c, "mcpbox.yaml"), summarize(c, "mcpbox.lock", ".").Warnings} {
-		var got []string
-		for _, w := range ws {
-			got = append(got, w.Error())
-		}
-		if len(got) != len(want) {
-			t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
-		}
-		for i, w := range want {
-			if !strings.Contains(got[i], strings.Replace(w, "warning: ", "", 1)) {
-				t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
-			}
+	wantWarnings(t, CheckWarnings(c, "mcpbox.yaml"), want)
+	wantWarnings(t, summarize(c, "mcpbox.lock", ".").Warnings, want)
+}
+
+// wantWarnings checks that ws are as many as want, each containing its
+// counterpart.
+func wantWarnings(t *testing.T, ws config.Errors, want []string) {
+	t.Helper()
+	var got []string
+	for _, w := range ws {
+		got = append(got, w.Error())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("warning %d: %q, want it to contain %q", i, got[i], w)
 		}
 	}
 }

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestImportNotesNoCgroups: importing as a user whose sandboxes cannot
@@ -20,16 +18,7 @@ func TestImportNotesNoCgroups(t *testing.T) {
 	const note = "serve will exit 1 at once here"
 	for _, m := range []mode{{name: "root"}, {name: "unprivileged", uid: nobody}} {
 		t.Run(m.name, func(t *testing.T) {
-			cgroups := false
-			for _, l := range strings.Split(m.mcpbox(t, 60*time.Second, "", "doctor", "--json").stdout, "\n") {
-				var c struct {
-					Name string `json:"name"`
-					OK   bool   `json:"ok"`
-				}
-				if json.Unmarshal([]byte(l), &c) == nil && c.Name == "cgroups" {
-					cgroups = c.OK
-				}
-			}
+			cgroups := doctorCgroups(t, m)
 			dir := m.dir(t)
 			in := filepath.Join(dir, "claude_desktop_config.json")
 			m.writeFile(t, in, `{"mcpServers": {"mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}}}`, 0o644)

@@ -21,15 +21,8 @@ func TestUpdateAllowDegraded(t *testing.T) {
 		t.Skipf("server-memory not installed: %v", err)
 	}
 	m := mode{name: "unprivileged", uid: nobody}
-	d := m.mcpbox(t, 60*time.Second, "", "doctor", "--json")
-	for _, l := range strings.Split(d.stdout, "\n") {
-		var c struct {
-			Name string `json:"name"`
-			OK   bool   `json:"ok"`
-		}
-		if json.Unmarshal([]byte(l), &c) == nil && c.Name == "cgroups" && c.OK {
-			t.Skip("doctor: this host gives the unprivileged user cgroups, so there is nothing to degrade")
-		}
+	if doctorCgroups(t, m) {
+		t.Skip("doctor: this host gives the unprivileged user cgroups, so there is nothing to degrade")
 	}
 	reg := newNPMRegistry(t, modules)
 	dir := m.dir(t)
@@ -56,4 +49,20 @@ func TestUpdateAllowDegraded(t *testing.T) {
 	if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); !strings.Contains(string(lock), "server-memory") {
 		t.Errorf("the lock file does not pin the package:\n%s", lock)
 	}
+}
+
+// doctorCgroups reports whether mcpbox doctor finds cgroups usable by
+// the user of mode m.
+func doctorCgroups(t *testing.T, m mode) bool {
+	t.Helper()
+	for _, l := range strings.Split(m.mcpbox(t, 60*time.Second, "", "doctor", "--json").stdout, "\n") {
+		var c struct {
+			Name string `json:"name"`
+			OK   bool   `json:"ok"`
+		}
+		if json.Unmarshal([]byte(l), &c) == nil && c.Name == "cgroups" {
+			return c.OK
+		}
+	}
+	return false
 }
