@@ -33,7 +33,7 @@ func (b *ownerBackend) Approvals() ([]approval.Request, []approval.Remembered) {
 	return []approval.Request{{ID: b.apr}}, []approval.Remembered{{ID: "apr_always"}}
 }
 
-func (b *ownerBackend) Control(op, id string) error {
+func (b *ownerBackend) Control(op, id, _ string) error {
 	if id != b.sbx {
 		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
 	}

@@ -95,7 +95,7 @@ func serveStats(*Server, *call) (reply, error) {
 }
 
 func serveControl(_ *Server, c *call) (reply, error) {
-	return reply{}, c.b.Control(c.req.Op, c.req.ID)
+	return reply{}, c.b.Control(c.req.Op, c.req.ID, c.who)
 }
 
 func serveSnapshot(_ *Server, c *call) (reply, error) {

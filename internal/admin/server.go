@@ -47,8 +47,8 @@ type Backend interface {
 	// Sandboxes lists the sandboxes.
 	Sandboxes() []Sandbox
 	// Control pauses, resumes or stops (op "pause", "resume", "stop") the
-	// sandbox id.
-	Control(op, id string) error
+	// sandbox id; by is who asked, for the sandbox's record.
+	Control(op, id, by string) error
 	// Snapshot writes the output of the sandbox id to the file path.
 	Snapshot(id, path string) error
 	// Overlay is the input source and overlay upper dir of the sandbox id

@@ -114,6 +114,7 @@ func Line(r Record) string {
 	if len(r.Findings) > 0 {
 		add("findings", tok(strings.Join(r.Findings, ",")))
 	}
+	add("by", tok(r.Detail["by"]))         // who paused, resumed or stopped a sandbox
 	add("phase", tok(r.Detail["phase"]))   // "package install": not the server's own connection
 	add("reason", tok(r.Detail["reason"])) // why a connection or approval was refused
 	add("error", tok(r.Error))

@@ -215,7 +215,7 @@ func (h *Handler) apiControl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown sandbox action "+strconv.Quote(op))
 		return
 	}
-	if err := h.opts.Backend.Control(op, r.PathValue("id")); err != nil {
+	if err := h.opts.Backend.Control(op, r.PathValue("id"), sessionOf(r).s.by()); err != nil {
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	}

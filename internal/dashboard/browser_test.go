@@ -207,7 +207,7 @@ func TestBrowserDashboard(t *testing.T) {
 	step(t, ctx, "resumed", chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)))
 	click(t, ctx, "stop", `tr[data-id] .stop`)
 	step(t, ctx, "stopped", chromedp.WaitNotPresent(chromedp.CSS(`tr[data-id] .stop`)))
-	if recs := r.records(t, "sandbox_pause"); len(recs) != 1 || recs[0].Detail["by"] != "admin" {
+	if recs := r.records(t, "sandbox_pause"); len(recs) != 1 || recs[0].Detail["by"] != "web:admin" {
 		t.Errorf("pause records %+v", recs)
 	}
 

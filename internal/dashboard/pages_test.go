@@ -234,7 +234,7 @@ func TestSandboxControls(t *testing.T) {
 	}
 	for _, ev := range []string{audit.EventSandboxPause, audit.EventSandboxResume, audit.EventSandboxStop} {
 		recs := r.records(t, ev)
-		if len(recs) != 1 || recs[0].Sandbox != id || recs[0].Detail["by"] != "admin" {
+		if len(recs) != 1 || recs[0].Sandbox != id || recs[0].Detail["by"] != "web:admin" {
 			t.Errorf("%s records %+v", ev, recs)
 		}
 	}

@@ -81,7 +81,7 @@ func (a adminBackend) Reload(by string) error {
 
 func (a adminBackend) Sandboxes() []admin.Sandbox { return a.g.SandboxRows(a.gw) }
 
-func (a adminBackend) Control(op, id string) error { return a.g.Control(a.gw, op, id) }
+func (a adminBackend) Control(op, id, by string) error { return a.g.Control(a.gw, op, id, by) }
 
 func (a adminBackend) Snapshot(id, path string) error { return a.g.Snapshot(a.gw, id, path) }
 

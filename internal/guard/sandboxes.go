@@ -112,8 +112,8 @@ func (g *Guard) serversOf(launcher string) []string {
 
 // Control pauses, resumes or stops (op) the sandbox id through the
 // gateway, which keeps its own view of the instance (a paused one is
-// resumed by the next call).
-func (g *Guard) Control(gw *gateway.Gateway, op, id string) error {
+// resumed by the next call); by is who asked ("cli:uid=N", "web:admin").
+func (g *Guard) Control(gw *gateway.Gateway, op, id, by string) error {
 	t := g.tracks.Find(id)
 	if t == nil {
 		return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
@@ -122,7 +122,7 @@ func (g *Guard) Control(gw *gateway.Gateway, op, id string) error {
 		return fmt.Errorf("sandbox %s has ended", id)
 	}
 	// The sandbox's own pause, resume or end record says who asked.
-	t.SetBy("admin")
+	t.SetBy(cmp.Or(by, "admin"))
 	var errs []error
 	for _, s := range g.serversOf(t.Launcher()) {
 		var err error

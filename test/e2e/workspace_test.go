@@ -317,8 +317,8 @@ func TestWorkspaceArtifacts(t *testing.T) {
 		// One record for the stop, marked as asked by an admin.
 		if stops := s.logs(t, "--event", "sandbox_stop", "--sandbox", row.ID); len(stops) != 1 {
 			t.Errorf("%d sandbox_stop records for one admin stop, want 1: %v", len(stops), stops)
-		} else if d, _ := stops[0]["detail"].(map[string]any); d["by"] != "admin" {
-			t.Errorf("the admin stop's record has detail %v, want by=admin", stops[0]["detail"])
+		} else if d, _ := stops[0]["detail"].(map[string]any); d["by"] != fmt.Sprintf("cli:uid=%d", cliUID(m)) {
+			t.Errorf("the admin stop's record has detail %v, want by=cli:uid=%d", stops[0]["detail"], cliUID(m))
 		}
 
 		// The next call starts another sandbox on the same workspace; a
