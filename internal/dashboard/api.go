@@ -36,6 +36,7 @@ func (h *Handler) routes() {
 	read("/ui/api/integrity", h.apiIntegrity)
 	read("/ui/api/servers", h.apiServers)
 	act("/ui/api/approvals/{id}", h.apiDecide)
+	act("/ui/api/approvals/remembered/{id}/revoke", h.apiRevoke)
 	act("/ui/api/sandboxes/{id}/{op}", h.apiControl)
 	act("/ui/api/integrity/trust", h.apiTrust)
 	// A workspace diff shows file contents as they are, unredacted (as
@@ -150,6 +151,16 @@ func (h *Handler) apiDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	d := approval.Decision{Allow: b.Decision == "allow", Scope: scope, By: sessionOf(r).s.by()}
 	if err := h.opts.Backend.Decide(r.PathValue("id"), d); err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	writeJSON(w, map[string]any{"ok": true})
+}
+
+// apiRevoke forgets a remembered decision (the Revoke button): the next
+// such call waits for a person again.
+func (h *Handler) apiRevoke(w http.ResponseWriter, r *http.Request) {
+	if err := h.opts.Backend.Revoke(r.PathValue("id"), sessionOf(r).s.by()); err != nil {
 		writeError(w, http.StatusConflict, err.Error())
 		return
 	}

@@ -385,3 +385,25 @@ func TestBrowserSessionKey(t *testing.T) {
 		t.Errorf("the first tab was sent to %s after a login in the second", loc)
 	}
 }
+
+// TestBrowserRevoke: the Revoke button of a remembered decision forgets it.
+func TestBrowserRevoke(t *testing.T) {
+	r := newRig(t)
+	b := r.browserLoggedIn(t)
+	id, res := pendingCall(t, r, b, "review and remember")
+	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "allow", "scope": "always"}); code != 200 {
+		t.Fatalf("approve always: %d %s", code, body)
+	}
+	<-res
+	ctx := newBrowser(t)
+	login, err := LoginURL(r.srv.URL, adminToken, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`button.revoke`)))
+	click(t, ctx, "revoke", `button.revoke`)
+	step(t, ctx, "revoked", chromedp.WaitNotPresent(chromedp.CSS(`button.revoke`)))
+	if p, m := r.g.WebAdmin(r.gw).Approvals(); len(p) != 0 || len(m) != 0 {
+		t.Errorf("after the revoke: pending %+v, remembered %+v", p, m)
+	}
+}

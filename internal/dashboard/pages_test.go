@@ -239,3 +239,41 @@ func TestSandboxControls(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokeRemembered: an admin revokes a decision remembered for
+// always from the page, with an audit record naming who; a viewer cannot.
+func TestRevokeRemembered(t *testing.T) {
+	r := newRig(t)
+	b := r.browserLoggedIn(t)
+	id, res := pendingCall(t, r, b, "review and remember")
+	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "allow", "scope": "always"}); code != 200 {
+		t.Fatalf("approve always: %d %s", code, body)
+	}
+	<-res
+	var a struct{ Remembered []struct{ ID string } }
+	if code := b.getJSON("/ui/api/approvals", &a); code != 200 || len(a.Remembered) != 1 {
+		t.Fatalf("remembered: %d %+v", code, a)
+	}
+	path := "/ui/api/approvals/remembered/" + a.Remembered[0].ID + "/revoke"
+	v := r.browser(t)
+	v.login(viewerToken)
+	if code, _ := v.post(path, v.csrf, nil); code != http.StatusForbidden {
+		t.Errorf("a viewer revokes: %d, want 403", code)
+	}
+	if code, body := b.post(path, b.csrf, nil); code != 200 {
+		t.Fatalf("revoke: %d %s", code, body)
+	}
+	if code := b.getJSON("/ui/api/approvals", &a); code != 200 || len(a.Remembered) != 0 {
+		t.Errorf("remembered after the revoke: %+v", a)
+	}
+	if code, _ := b.post(path, b.csrf, nil); code != http.StatusConflict {
+		t.Errorf("revoking it again: %d, want 409", code)
+	}
+	found := false
+	for _, rec := range r.records(t, audit.EventApproval) {
+		found = found || rec.Decision == "revoked" && rec.Approver == "web:admin"
+	}
+	if !found {
+		t.Error("no audit record of the revoke by web:admin")
+	}
+}

@@ -126,8 +126,9 @@ async function approvals(main) {
       buttons));
   }
   main.append(el("h2", {}, "Remembered decisions"));
-  main.append(table(["client", "tool", "scope", "by", "since"], d.remembered.map((m) =>
-    el("tr", {}, el("td", {}, m.client), el("td", {}, toolOf(m)), el("td", {}, m.scope), el("td", {}, m.by), el("td", {}, when(m.time))))));
+  main.append(table(["client", "tool", "scope", "by", "since", ""], d.remembered.map((m) =>
+    el("tr", { "data-id": m.id }, el("td", {}, m.client), el("td", {}, toolOf(m)), el("td", {}, m.scope), el("td", {}, m.by), el("td", {}, when(m.time)),
+      el("td", {}, admin() ? el("button", { class: "danger revoke", onclick: act("approvals/remembered/" + encodeURIComponent(m.id) + "/revoke") }, "Revoke") : null)))));
 }
 
 // ---- calls
