@@ -281,3 +281,40 @@ func TestProjectConfig(t *testing.T) {
 		t.Fatalf("ProjectConfig = %q, want %q", got, yml)
 	}
 }
+
+// TestStartWhileAnotherStops: an instance that starts while another of
+// its state dir is stopping (its context ended, its Close not yet run:
+// an editor restarting the server) sees it live, not crashed: it does not
+// take its record for a crash's, nor think itself alone and remove the
+// session workspaces the other still uses. A record whose instance is
+// gone is a crash's.
+func TestStartWhileAnotherStops(t *testing.T) {
+	state := shortTemp(t)
+	rec := NewRecord(state, "", state, true, "")
+	rec.PID = 424242 // not this process: a second instance of the dir
+	ctx, cancel := context.WithCancel(context.Background())
+	stopping, err := Start(ctx, rec, InstanceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // stopping: its sandboxes and guard close before Close
+	second, err := Start(context.Background(), NewRecord(state, "", state, true, ""), InstanceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Shared() || len(second.Crashed()) != 0 {
+		t.Errorf("started while another stopped: shared %v, crashed %v; want shared, none crashed", second.Shared(), second.Crashed())
+	}
+	second.Close()
+	// The first ends without Close (killed): its socket gone, its record
+	// left. The next start names it.
+	stopping.srv.Close()
+	third, err := Start(context.Background(), NewRecord(state, "", state, true, ""), InstanceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if third.Shared() || len(third.Crashed()) != 1 || third.Crashed()[0] != 424242 {
+		t.Errorf("after a crash: shared %v, crashed %v; want alone and 424242", third.Shared(), third.Crashed())
+	}
+}

@@ -78,7 +78,11 @@ func Start(ctx context.Context, rec instance.Record, opts InstanceOptions) (*Ins
 	if err := instance.MakeDir(dir); err != nil {
 		return nil, err
 	}
-	srv, err := Serve(ctx, rec.Socket(), Options{Config: opts.Config, Logger: log})
+	// Not ctx: the socket answers until Close removes the record, so that
+	// an instance starting while this one stops sees it live (shared),
+	// neither a crashed one nor gone: it would take its record for a
+	// crash's and remove the session workspaces still in use.
+	srv, err := Serve(context.WithoutCancel(ctx), rec.Socket(), Options{Config: opts.Config, Logger: log})
 	if err != nil {
 		return nil, err
 	}
