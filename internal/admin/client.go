@@ -36,12 +36,16 @@ type Client struct {
 type Approvals struct {
 	Pending    []approval.Request
 	Remembered []approval.Remembered
+	// Where names, when several instances answered (--all, or instances
+	// of several configs), the instance holding each pending request by
+	// its ID: "PROJECT (pid N)".
+	Where map[string]string
 }
 
 // Approvals lists the pending requests and remembered decisions.
 func (c Client) Approvals() (Approvals, error) {
 	r, err := c.gather(request{Op: opApprovals})
-	return Approvals{Pending: r.Pending, Remembered: r.Remembered}, err
+	return Approvals{Pending: r.Pending, Remembered: r.Remembered, Where: r.where}, err
 }
 
 // Decide allows or denies the pending request id for scope (once,
@@ -264,6 +268,12 @@ func (c Client) gather(req request) (reply, error) {
 			continue
 		}
 		merge(&out, a.rep)
+		for _, p := range a.rep.Pending {
+			if out.where == nil {
+				out.where = map[string]string{}
+			}
+			out.where[p.ID] = fmt.Sprintf("%s (pid %d)", recs[i].Project, recs[i].PID)
+		}
 	}
 	if len(errs) == len(recs) {
 		return out, errors.Join(errs...)

@@ -201,7 +201,11 @@ func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, p := range r.Pending {
-			_ = enc.Encode(map[string]any{"id": p.ID, "state": "pending", "request": p})
+			line := map[string]any{"id": p.ID, "state": "pending", "request": p}
+			if r.Where[p.ID] != "" {
+				line["instance"] = r.Where[p.ID]
+			}
+			_ = enc.Encode(line)
 		}
 		for _, m := range r.Remembered {
 			_ = enc.Encode(map[string]any{"id": m.ID, "state": "remembered", "decision": m})
@@ -209,14 +213,22 @@ func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	where := ""
+	if len(r.Where) > 0 {
+		where = "\tINSTANCE" // several answered: whose is each
+	}
 	if len(r.Pending) == 0 {
 		// Not a bare header, which reads like output cut short.
 		fmt.Fprintln(tw, "no calls or definition changes wait for approval")
 	} else {
-		fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE\tSUMMARY")
+		fmt.Fprintln(tw, "ID\tKIND\tCLIENT\tSERVER\tTOOL\tRULE"+where+"\tSUMMARY")
 	}
 	for _, p := range r.Pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, OneLine(escapeHidden(p.Summary), 80))
+		inst := ""
+		if where != "" {
+			inst = "\t" + cmp.Or(r.Where[p.ID], "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, inst, OneLine(escapeHidden(p.Summary), 80))
 	}
 	tw.Flush()
 	for _, p := range r.Pending {

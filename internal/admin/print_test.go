@@ -141,3 +141,26 @@ func TestWriteApprovals(t *testing.T) {
 		t.Errorf("a bidi override printed as it is:\n%s", out)
 	}
 }
+
+// TestWriteApprovalsWhere: with several instances answering, each
+// pending request names the instance that holds it, in the table and
+// the JSON lines.
+func TestWriteApprovalsWhere(t *testing.T) {
+	r := Approvals{Pending: []approval.Request{{ID: "apr_1", Server: "fs", Tool: "write_file"}, {ID: "apr_2", Server: "fs", Tool: "read_file"}},
+		Where: map[string]string{"apr_1": "/home/me/a (pid 10)", "apr_2": "/home/me/b (pid 20)"}}
+	var b strings.Builder
+	WriteApprovals(&b, r, false)
+	if out := b.String(); !strings.Contains(out, "INSTANCE") || !strings.Contains(out, "/home/me/a (pid 10)") || !strings.Contains(out, "/home/me/b (pid 20)") {
+		t.Errorf("table:\n%s", out)
+	}
+	b.Reset()
+	WriteApprovals(&b, r, true)
+	if out := b.String(); !strings.Contains(out, `"instance":"/home/me/b (pid 20)"`) {
+		t.Errorf("json:\n%s", out)
+	}
+	b.Reset()
+	WriteApprovals(&b, Approvals{Pending: r.Pending}, false)
+	if strings.Contains(b.String(), "INSTANCE") {
+		t.Errorf("one instance: %s", b.String())
+	}
+}

@@ -60,6 +60,10 @@ type reply struct {
 	Goroutines int `json:"goroutines,omitempty"`
 	// ui: the base URL of the dashboard's loopback listener.
 	UI string `json:"ui,omitempty"`
+
+	// where is gather's, not the wire's: the instance that listed each
+	// pending request, by its ID, when several answered.
+	where map[string]string
 }
 
 // PinChange is a definition change as the admin commands show it.
