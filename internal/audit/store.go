@@ -173,6 +173,14 @@ func Open(opts Options) (*Store, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
 	}
+	// Not through a link: a state dir that another can shape (a cloned
+	// repository's state_dir) could plant audit.db or its head file as a
+	// link to a file of the user's, which the store would then write.
+	for _, p := range []string{opts.Path, headPath(opts.Path)} {
+		if target, err := os.Readlink(p); err == nil {
+			return nil, fmt.Errorf("opening audit store: %s is a symlink (to %s); the audit does not write through a link: remove the link (not what it points to)", p, target)
+		}
+	}
 	s := &Store{opts: opts, log: opts.Logger, queue: make(chan item, opts.QueueSize), done: make(chan struct{})}
 	if err := s.open(); err != nil {
 		s.closeFiles()

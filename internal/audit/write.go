@@ -76,7 +76,9 @@ func newWriter(s *Store) (*writer, error) {
 		w.close()
 		return nil, fmt.Errorf("preparing meta update: %w", err)
 	}
-	w.headFile, err = os.OpenFile(headPath(s.opts.Path), os.O_RDWR|os.O_CREATE, 0o600)
+	// O_NOFOLLOW: a link planted at the name between Open's check and
+	// here is not written through either.
+	w.headFile, err = os.OpenFile(headPath(s.opts.Path), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		w.close()
 		return nil, fmt.Errorf("opening head file: %w", err)
