@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver for callers and tests; pure Go, no cgo
@@ -236,6 +237,17 @@ func (s *store) listRemembered(ctx context.Context) ([]Remembered, error) {
 		return nil, fmt.Errorf("listing remembered approvals: %w", err)
 	}
 	return out, nil
+}
+
+// RememberedIn lists the decisions remembered for always in db, which
+// it only reads (a state dir's audit store while no serve runs, opened
+// read-only): none when the store has no approval tables yet.
+func RememberedIn(ctx context.Context, db *sql.DB) ([]Remembered, error) {
+	out, err := (&store{db: db}).listRemembered(ctx)
+	if err != nil && strings.Contains(err.Error(), "no such table") {
+		return nil, nil
+	}
+	return out, err
 }
 
 // forget deletes a remembered decision; false if there was none.

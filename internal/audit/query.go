@@ -63,6 +63,10 @@ func OpenReader(path string) (*Reader, error) {
 	return r, nil
 }
 
+// DB is the reader's database handle, read-only (query_only): for the
+// approval tables that share the file (approval.RememberedIn).
+func (r *Reader) DB() *sql.DB { return r.db }
+
 // dsn is the driver's name for path: a file: URI (so "?" or "#" in the
 // path cannot be taken for parameters) with the given parameters.
 func dsn(path string, params ...string) string {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,17 +18,22 @@ import (
 // remembered for a session end with their serve.
 
 // RememberedAt lists the decisions remembered for always in the state
-// dir, oldest first; none when it has no audit store yet.
+// dir, oldest first; none when it has no audit store yet. It only reads:
+// the store is opened read-only.
 func RememberedAt(stateDir string) ([]approval.Remembered, error) {
-	var out []approval.Remembered
-	err := withStores(stateDir, func(_ *audit.Store, b *approval.Broker) error {
-		out = b.Remembered()
-		return nil
-	})
-	if errors.Is(err, os.ErrNotExist) {
+	path := filepath.Join(stateDir, auditFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	return out, err
+	if err := StateDirOwned(stateDir); err != nil {
+		return nil, err
+	}
+	r, err := audit.OpenReader(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return approval.RememberedIn(context.Background(), r.DB())
 }
 
 // RevokeAt forgets the decision id remembered in the state dir, with the
@@ -54,6 +60,11 @@ func RevokeAt(stateDir, id, by string) error {
 func withStores(stateDir string, f func(*audit.Store, *approval.Broker) error) error {
 	path := filepath.Join(stateDir, auditFile)
 	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	// As serve does: not a state dir others may write (audit.Open also
+	// refuses its files as links).
+	if err := StateDirOwned(stateDir); err != nil {
 		return err
 	}
 	st, err := audit.Open(audit.Options{Path: path})

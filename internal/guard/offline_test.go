@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,37 @@ func TestRevokeWhileNoServeRuns(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no audit record of the revoke in %+v", recs)
+	}
+}
+
+// TestOfflineStoreNotThroughLinks: a state dir shaped by someone else (a
+// cloned repository's state_dir with its audit files planted as links)
+// is not written through: revoking there is refused and the link's target
+// stays as it was.
+func TestOfflineStoreNotThroughLinks(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, auditFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, auditFile+".head")); err != nil {
+		t.Fatal(err)
+	}
+	if err := RevokeAt(dir, "apr_aaaaaaaaaaaa", "cli:uid=0"); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("revoking through a planted link: %v, want a refusal", err)
+	}
+	RememberedAt(dir) // reads only, whatever it finds
+	if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
+		t.Errorf("the link's target now holds %q", b)
+	}
+	// A state dir others may write is refused as serve refuses it.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RememberedAt(dir); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Errorf("a state dir writable by others: %v", err)
 	}
 }
