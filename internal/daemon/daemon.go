@@ -177,7 +177,7 @@ func (d *daemon) chooseTransports() {
 
 // serve starts this instance, the guard, the servers and the gateway,
 // serves the transports, and takes everything down in order.
-func (d *daemon) serve(parent context.Context) error {
+func (d *daemon) serve(parent context.Context) (err error) {
 	// This instance's admin socket and record come first: other instances
 	// of this state dir may run (package instance), and what crashed ones
 	// left goes before this one opens the audit store or starts sandboxes.
@@ -190,10 +190,17 @@ func (d *daemon) serve(parent context.Context) error {
 	defer stopSignals()
 	ctx, cancel := context.WithCancel(sigCtx)
 	defer cancel()
+	defer func() {
+		// Stopped while setting up (a signal, the client gone): what the
+		// stop cut short is no error. (Before cancel runs: ctx says why.)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	}()
 	stopWatch := func() {}
 	if d.stdio {
 		// A client that hangs up during the set-up ends it too.
-		stopWatch = watchHangup(d.o.Stdin, d.o.Stdout, cancel)
+		stopWatch = watchHangup(d.o.Stdout, cancel)
 		defer stopWatch()
 	}
 	inst, err := d.startInstance(ctx)

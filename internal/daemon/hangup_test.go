@@ -18,11 +18,11 @@ import (
 	"mcpbox/internal/sandbox"
 )
 
-// TestWatchHangup: a client whose requests' pipe or socket hangs up with
-// nothing left to read is gone, and so is one that no longer reads the
-// answers, whatever it wrote (an editor that crashed with its initialize
-// unread); one that left requests and still reads, or is still there, is
-// not, and nothing is read from it.
+// TestWatchHangup: a client that no longer reads the answers is gone,
+// whatever it wrote (an editor that crashed with its initialize unread);
+// one whose requests merely ended (a script, serve --stdio < /dev/null
+// to see the start-up's errors) or that is still there is not, and
+// nothing is read from its requests.
 func TestWatchHangup(t *testing.T) {
 	// Each opens the gateway's ends of the requests and the answers, and
 	// the client's.
@@ -52,6 +52,11 @@ func TestWatchHangup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	shutWrite := func(t *testing.T, f *os.File) {
+		if err := unix.Shutdown(int(f.Fd()), unix.SHUT_WR); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tt := range []struct {
 		name string
 		open func(*testing.T) (in, out, clientIn, clientOut *os.File)
@@ -60,30 +65,21 @@ func TestWatchHangup(t *testing.T) {
 		gone   bool
 		left   int // bytes the client left to read
 	}{
-		{"pipe closed", pipe, func(t *testing.T, in, _ *os.File) { in.Close() }, true, 0},
-		{"pipe written and closed", pipe, func(t *testing.T, in, _ *os.File) { write(t, in); in.Close() }, false, 3},
-		{"pipe written, both closed", pipe, func(t *testing.T, in, out *os.File) { write(t, in); in.Close(); out.Close() }, true, 0},
+		{"still there", pipe, func(*testing.T, *os.File, *os.File) {}, false, 0},
+		{"requests written", pipe, func(t *testing.T, in, _ *os.File) { write(t, in) }, false, 3},
+		{"requests ended", pipe, func(t *testing.T, in, _ *os.File) { in.Close() }, false, 0},
+		{"requests written and ended", pipe, func(t *testing.T, in, _ *os.File) { write(t, in); in.Close() }, false, 3},
 		{"answers unread", pipe, func(t *testing.T, _, out *os.File) { out.Close() }, true, 0},
-		{"pipe open", pipe, func(*testing.T, *os.File, *os.File) {}, false, 0},
-		{"pipe written", pipe, func(t *testing.T, in, _ *os.File) { write(t, in) }, false, 3},
+		{"requests written, both closed", pipe, func(t *testing.T, in, out *os.File) { write(t, in); in.Close(); out.Close() }, true, 3},
 		{"socket closed", socket, func(t *testing.T, in, _ *os.File) { in.Close() }, true, 0},
-		{"socket shut for writing", socket, func(t *testing.T, in, _ *os.File) {
-			if err := unix.Shutdown(int(in.Fd()), unix.SHUT_WR); err != nil {
-				t.Fatal(err)
-			}
-		}, true, 0},
-		{"socket written and shut for writing", socket, func(t *testing.T, in, _ *os.File) {
-			write(t, in)
-			if err := unix.Shutdown(int(in.Fd()), unix.SHUT_WR); err != nil {
-				t.Fatal(err)
-			}
-		}, false, 3},
-		{"socket written and closed", socket, func(t *testing.T, in, _ *os.File) { write(t, in); in.Close() }, true, 0},
+		{"socket written and closed", socket, func(t *testing.T, in, _ *os.File) { write(t, in); in.Close() }, true, 3},
+		{"socket shut for writing", socket, func(t *testing.T, in, _ *os.File) { shutWrite(t, in) }, false, 0},
+		{"socket written and shut for writing", socket, func(t *testing.T, in, _ *os.File) { write(t, in); shutWrite(t, in) }, false, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ours, answers, theirs, client := tt.open(t)
 			called := make(chan struct{})
-			stop := watchHangup(ours, answers, func() { close(called) })
+			stop := watchHangup(answers, func() { close(called) })
 			defer stop()
 			tt.client(t, theirs, client)
 			select {
@@ -98,9 +94,6 @@ func TestWatchHangup(t *testing.T) {
 			}
 			stop()
 			stop()
-			if tt.gone {
-				return
-			}
 			// Nothing was read: the session gets every byte.
 			if n, err := unix.IoctlGetInt(int(ours.Fd()), unix.TIOCINQ); err != nil {
 				t.Fatal(err)
@@ -110,12 +103,12 @@ func TestWatchHangup(t *testing.T) {
 		})
 	}
 	t.Run("file", func(t *testing.T) {
-		f, err := os.Open(os.DevNull)
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		stop := watchHangup(f, io.Discard, func() { t.Error("a file is gone") })
+		stop := watchHangup(f, func() { t.Error("a file is gone") })
 		stop()
 	})
 }
