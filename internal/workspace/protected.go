@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -34,16 +36,40 @@ func CredentialDir(home, dir string) string {
 
 // credentialDirs are home's credential dirs (homeSecrets), each as it is
 // named and, when it is a link (a dotfile manager's ~/.ssh ->
-// ~/dotfiles/ssh), where it leads: the keys are there.
+// ~/dotfiles/ssh), where it leads, and where the links directly in it
+// lead (stow's ~/.ssh/config -> ~/dotfiles/ssh/config, ~/.config/gh ->
+// ~/dotfiles/gh): the keys are there. A link that leads to the home or
+// above it is not followed: the home has its own rules, and following it
+// would make every path a credential dir.
 func credentialDirs(home string) []string {
 	var out []string
+	add := func(h, p string) {
+		if r := ResolveExisting(p); within(h, r) {
+			out = append(out, filepath.Clean(p)) // to the home or above
+		} else {
+			out = append(out, resolvedAll(p)...)
+		}
+	}
 	for _, h := range resolvedAll(home) {
 		for _, s := range homeSecrets {
-			out = append(out, resolvedAll(filepath.Join(h, s))...)
+			dir := filepath.Join(h, s)
+			add(h, dir)
+			ents, _ := os.ReadDir(ResolveExisting(dir))
+			for i, e := range ents {
+				if i == maxLinksRead {
+					break
+				}
+				if e.Type()&fs.ModeSymlink != 0 {
+					add(h, filepath.Join(dir, e.Name()))
+				}
+			}
 		}
 	}
 	return out
 }
+
+// maxLinksRead bounds the entries of a credential dir looked at for links.
+const maxLinksRead = 4096
 
 // Protected describes the host places a writable mount (an output, a rw
 // mount) must stay clear of. Paths are resolved (symlinks followed) by

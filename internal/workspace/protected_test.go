@@ -126,3 +126,43 @@ func TestCredentialDirLinked(t *testing.T) {
 		t.Errorf("CredentialDir of a project dir = %s", got)
 	}
 }
+
+// TestCredentialLinksInside: links directly in a credential dir (stow's
+// ~/.ssh/config -> ~/dotfiles/ssh/config, ~/.config/gh -> ~/dotfiles/gh)
+// are protected where they lead; a credential dir linked to the home or
+// above (~/.kube -> /) does not make every path a credential dir.
+func TestCredentialLinksInside(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{".ssh", ".config", "dotfiles/ssh", "dotfiles/gh", "proj"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "dotfiles/ssh/config"), []byte("Host *\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{".ssh/config": "dotfiles/ssh/config", ".config/gh": "dotfiles/gh", ".kube": "/"} {
+		dst := target
+		if !filepath.IsAbs(target) {
+			dst = filepath.Join(home, target)
+		}
+		if err := os.Symlink(dst, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := Protected{Home: home}
+	for _, dir := range []string{"dotfiles", "dotfiles/ssh", "dotfiles/gh"} {
+		if err := p.Check(filepath.Join(home, dir)); !errors.Is(err, ErrProtected) {
+			t.Errorf("Check(~/%s) = %v, want ErrProtected", dir, err)
+		}
+	}
+	if got := CredentialDir(home, filepath.Join(home, "dotfiles/gh/hosts.yml")); got == "" {
+		t.Error("a file where ~/.config/gh leads is no credential")
+	}
+	if err := p.Check(filepath.Join(home, "proj")); err != nil {
+		t.Errorf("a project dir with ~/.kube -> /: %v", err)
+	}
+	if got := CredentialDir(home, "/srv/data"); got != "" {
+		t.Errorf("CredentialDir(/srv/data) = %s with ~/.kube -> /", got)
+	}
+}
