@@ -199,7 +199,7 @@ func (d *daemon) serve(parent context.Context) (err error) {
 	}()
 	stopWatch := func() {}
 	if d.stdio {
-		// A client that hangs up during the set-up ends it too.
+		// A client that stops reading during the set-up ends it too.
 		stopWatch = watchHangup(d.o.Stdout, cancel)
 		defer stopWatch()
 	}

@@ -57,7 +57,7 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 		return configError(err)
 	}
 	setupCtx, endSetup := context.WithCancel(ctx)
-	stopWatch := watchHangup(o.Stdout, endSetup) // a client that hangs up during an install
+	stopWatch := watchHangup(o.Stdout, endSetup) // a client that stops reading during an install
 	err := runPackage(setupCtx, &o)
 	stopWatch()
 	gone := setupCtx.Err() != nil // ctx ended or the client hung up
