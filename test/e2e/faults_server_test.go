@@ -197,8 +197,11 @@ func TestServeServerFaults(t *testing.T) {
 
 // faultRSSBound is how much the gateway may grow while servers misbehave:
 // a few of the largest messages it reads (16 MiB) in flight, and the
-// garbage collector's lag; not the hundreds of MiB the servers write.
-const faultRSSBound = 256 << 20
+// garbage collector's lag, which the gateway's GOGC of 400 (gatewayGC)
+// makes up to four times the live heap, and more while other tests load
+// the machine (a CI run measured 280 MiB, runs alone 120-190 MiB); not
+// the gigabytes the servers write.
+const faultRSSBound = 384 << 20
 
 // rssSampler records the peak resident memory of a process every 50 ms.
 type rssSampler struct {
