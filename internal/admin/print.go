@@ -11,10 +11,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/integrity"
 )
 
 // instanceJSON is an instance as `ps --instances --json` prints it.
@@ -228,15 +228,15 @@ func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 		if where != "" {
 			inst = "\t" + cmp.Or(r.Where[p.ID], "-")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, inst, OneLine(escapeHidden(p.Summary), 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, inst, OneLine(integrity.Escaped(p.Summary), 80))
 	}
 	tw.Flush()
 	for _, p := range r.Pending {
 		switch {
 		case len(p.Arguments) > 0:
 			fmt.Fprintf(w, "\n%s %s arguments:\n%s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), approval.Show(p.Arguments))
-		case p.Kind == approval.KindTrust && len([]rune(OneLine(escapeHidden(p.Summary), 1<<20))) > 80:
-			fmt.Fprintf(w, "\n%s %s change:\n  %s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), escapeHidden(p.Summary))
+		case p.Kind == approval.KindTrust && len([]rune(OneLine(integrity.Escaped(p.Summary), 1<<20))) > 80:
+			fmt.Fprintf(w, "\n%s %s change:\n  %s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), integrity.Escaped(p.Summary))
 		}
 	}
 	if len(r.Remembered) > 0 {
@@ -248,22 +248,6 @@ func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 		}
 		tw.Flush()
 	}
-}
-
-// escapeHidden writes each character of s that does not show as itself
-// (controls, line breaks, bidi overrides, zero-width and tag characters)
-// as \u{XXXX}, as the scanner does: a summary cannot move the cursor or
-// reorder what the approver reads.
-func escapeHidden(s string) string {
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if r == ' ' || unicode.IsGraphic(r) && !unicode.Is(unicode.Cf, r) {
-			b.WriteRune(r)
-		} else {
-			fmt.Fprintf(&b, `\u{%04X}`, r)
-		}
-	}
-	return b.String()
 }
 
 // Decided says what `mcpbox approve` or `mcpbox deny` did to req (as the

@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"fmt"
+	"math"
 	"unicode"
 	"unicode/utf8"
 )
@@ -157,6 +158,12 @@ func appendEscaped(b []byte, r rune, size int) []byte {
 	}
 	return utf8.AppendRune(b, r)
 }
+
+// Escaped is s as the scanner shows it: every character that does not
+// show as itself (controls, line breaks, bidi overrides, zero-width and
+// tag characters, variation selectors) written as \u{XXXX}, so that it
+// cannot move a terminal's cursor or reorder what a reviewer reads.
+func Escaped(s string) string { return escapeText(s, math.MaxInt) }
 
 // escapeText escapes s and cuts it to at most limit bytes on a character
 // boundary.
