@@ -390,11 +390,7 @@ func TestBrowserSessionKey(t *testing.T) {
 func TestBrowserRevoke(t *testing.T) {
 	r := newRig(t)
 	b := r.browserLoggedIn(t)
-	id, res := pendingCall(t, r, b, "review and remember")
-	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "allow", "scope": "always"}); code != 200 {
-		t.Fatalf("approve always: %d %s", code, body)
-	}
-	<-res
+	rememberAlways(t, r, b)
 	ctx := newBrowser(t)
 	login, err := LoginURL(r.srv.URL, adminToken, time.Minute)
 	if err != nil {

@@ -245,11 +245,7 @@ func TestSandboxControls(t *testing.T) {
 func TestRevokeRemembered(t *testing.T) {
 	r := newRig(t)
 	b := r.browserLoggedIn(t)
-	id, res := pendingCall(t, r, b, "review and remember")
-	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "allow", "scope": "always"}); code != 200 {
-		t.Fatalf("approve always: %d %s", code, body)
-	}
-	<-res
+	rememberAlways(t, r, b)
 	var a struct{ Remembered []struct{ ID string } }
 	if code := b.getJSON("/ui/api/approvals", &a); code != 200 || len(a.Remembered) != 1 {
 		t.Fatalf("remembered: %d %+v", code, a)

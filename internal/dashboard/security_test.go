@@ -38,6 +38,17 @@ func pendingCall(t *testing.T, r *rig, b *browser, text string) (string, chan st
 	return id, res
 }
 
+// rememberAlways has b approve a call for always, so that a decision is
+// remembered.
+func rememberAlways(t *testing.T, r *rig, b *browser) {
+	t.Helper()
+	id, res := pendingCall(t, r, b, "review and remember")
+	if code, body := b.post("/ui/api/approvals/"+id, b.csrf, map[string]string{"decision": "allow", "scope": "always"}); code != 200 {
+		t.Fatalf("approve always: %d %s", code, body)
+	}
+	<-res
+}
+
 // TestLoginAndSessions: no session, no page or API; a wrong token logs
 // nobody in; the right one sets a strict, HttpOnly cookie on /ui/.
 func TestLoginAndSessions(t *testing.T) {
