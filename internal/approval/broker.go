@@ -81,7 +81,7 @@ const ByNoChannel = "no-channel"
 
 // Elicitor asks the calling client to choose one of choices (see Ask).
 // An empty choice or an error means no answer from this channel; the
-// others still count.
+// others still count. A choice that is not one of choices denies.
 type Elicitor func(ctx context.Context, message string, choices []string) (choice string, err error)
 
 // Options configure a Broker.
@@ -357,9 +357,14 @@ func (b *Broker) elicit(ctx context.Context, w *waiter, elicit Elicitor) {
 		b.settle(w.req.ID, Decision{Allow: true, Scope: choice, By: by})
 	case err == nil && choice == "deny":
 		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: by})
+	case err == nil && choice != "":
+		// An answer, but not to this question ("always", which was not
+		// offered, or garbage): the person acted, so waiting for another
+		// channel would leave them without word until the timeout.
+		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: by, Reason: fmt.Sprintf(
+			"the client answered %q, which is not one of %s", cut(clean(choice), 40), strings.Join(elicitChoices, ", "))})
 	case b.elicitOnly && ctx.Err() == nil:
-		// No answer (dismissed, failed, or "always", which was not
-		// offered), and nobody else can give one.
+		// No answer (dismissed or failed), and nobody else can give one.
 		b.settle(w.req.ID, Decision{Scope: ScopeOnce, By: by, Reason: NoAnswer})
 	}
 }

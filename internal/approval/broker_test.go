@@ -141,8 +141,8 @@ func TestElicitorAnswers(t *testing.T) {
 	}
 }
 
-// An elicitor that fails, answers nothing, or answers what it was not
-// offered leaves the decision to the other channels.
+// An elicitor that fails or answers nothing leaves the decision to the
+// other channels.
 func TestElicitorNoAnswerFallsBackToDecide(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -151,8 +151,6 @@ func TestElicitorNoAnswerFallsBackToDecide(t *testing.T) {
 	}{
 		{"error", "", errors.New("client does not support elicitation")},
 		{"empty", "", nil},
-		{"always is not offered", "always", nil},
-		{"garbage", "yes please", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := newBroker(t, openDB(t), wait)
@@ -180,6 +178,35 @@ func TestElicitorNoAnswerFallsBackToDecide(t *testing.T) {
 	}
 }
 
+// An answer that is not one of the choices ("always" was not offered;
+// garbage) denies at once, with the answer in the reason, rather than
+// leaving the person who gave it without word until the timeout.
+func TestElicitorAnswerOutsideChoicesDenies(t *testing.T) {
+	for _, choice := range []string{"always", "yes please", "null", "once\x1b[2J"} {
+		t.Run(choice, func(t *testing.T) {
+			b, a := newBroker(t, openDB(t), wait)
+			start := time.Now()
+			got := recv(t, askAsync(context.Background(), b, callReq(), answerWith(t, choice, nil)))
+			if got.Err != nil || got.D.Allow || got.D.By != "elicitation:claude-desktop" ||
+				!strings.Contains(got.D.Reason, "which is not one of once, session, deny") {
+				t.Fatalf("Ask = %+v, want a deny by the elicitation naming the choices", got)
+			}
+			if strings.ContainsRune(got.D.Reason, 0x1b) {
+				t.Errorf("reason %q carries the answer's control character", got.D.Reason)
+			}
+			if el := time.Since(start); el > wait/2 {
+				t.Errorf("denied after %v: waited for the timeout", el)
+			}
+			if n := len(a.list()); n != 1 {
+				t.Errorf("OnDecision called %d times, want 1", n)
+			}
+			if len(b.Remembered()) != 0 {
+				t.Errorf("something was remembered")
+			}
+		})
+	}
+}
+
 // With the client's elicitation as the only channel, a request nobody can
 // answer is denied at once, not after the timeout (wait, 10 s here).
 func TestElicitationOnlyDeniesWithoutAnswer(t *testing.T) {
@@ -192,7 +219,7 @@ func TestElicitationOnlyDeniesWithoutAnswer(t *testing.T) {
 		{"no elicitor", nil, ByNoChannel, "no approval channel", false},
 		{"error", answerWith(t, "", errors.New("client went away")), "elicitation:claude-desktop", NoAnswer, true},
 		{"dismissed", answerWith(t, "", nil), "elicitation:claude-desktop", NoAnswer, true},
-		{"always is not offered", answerWith(t, "always", nil), "elicitation:claude-desktop", NoAnswer, true},
+		{"always is not offered", answerWith(t, "always", nil), "elicitation:claude-desktop", `answered "always", which is not one of once, session, deny`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := openDB(t)

@@ -13,7 +13,9 @@ import (
 // one of a few answers through a form elicitation, or nil when the client
 // did not declare form elicitation (or negotiated a protocol without it).
 // Declining the form is the answer "deny" when that is a choice;
-// dismissing it (cancel) is no answer.
+// dismissing it (cancel) is no answer. An accepted form's decision is
+// returned as the client gave it, a choice or not (a value that is no
+// string as its JSON): whoever asked judges it.
 func (d *downstream) elicitor() func(ctx context.Context, message string, choices []string) (string, error) {
 	d.mu.Lock()
 	ss := d.ss
@@ -55,11 +57,14 @@ func choose(elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, 
 		case res.Action != "accept":
 			return "", nil // dismissed: no answer
 		}
-		choice, _ := res.Content["decision"].(string)
-		if !slices.Contains(choices, choice) {
-			return "", fmt.Errorf("elicitation answer %q is not one of the choices", choice)
+		if choice, ok := res.Content["decision"].(string); ok {
+			return choice, nil
 		}
-		return choice, nil
+		b, err := json.Marshal(res.Content["decision"])
+		if err != nil {
+			return "", fmt.Errorf("elicitation answer: %w", err)
+		}
+		return string(b), nil
 	}
 }
 
