@@ -606,7 +606,7 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 			params["_meta"] = m
 		}
 	}
-	in := b.u.begin(d, p, ctx, token)
+	in := b.u.begin(d, p, ctx, token, method == "tools/call")
 	defer b.u.end(in)
 	if in.gwTok != "" {
 		m := make(map[string]any, len(meta))

@@ -24,7 +24,9 @@ type Instance struct {
 	Scope   Scope
 	State   string
 	Started time.Time // of the running process; zero when none runs
-	LastUse time.Time // the last request
+	LastUse time.Time // the last request (what idle counts from)
+	// LastCall is when the last tools/call was sent to the server.
+	LastCall time.Time
 	// Starts counts the processes started for this scope; Reason says why
 	// the last one stopped or failed.
 	Starts int
@@ -51,7 +53,7 @@ func (g *Gateway) Instances() []Instance {
 func (u *upstream) instance() Instance {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	in := Instance{Server: u.srv.Name, Scope: u.scope, LastUse: u.used, Starts: u.starts, Reason: u.reason, Restarts: u.restarts}
+	in := Instance{Server: u.srv.Name, Scope: u.scope, LastUse: u.used, LastCall: u.called, Starts: u.starts, Reason: u.reason, Restarts: u.restarts}
 	switch {
 	case u.failed != nil:
 		in.State, in.Reason = StateFailed, u.failed.Error()

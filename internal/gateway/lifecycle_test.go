@@ -264,3 +264,25 @@ func TestIdleHeldByCallHook(t *testing.T) {
 		t.Errorf("%d pauses while the call waited in the hook, want 0", n)
 	}
 }
+
+// LastCall is the last tools/call, not any request: listing the tools
+// uses the instance (idle counts from it) but calls nothing.
+func TestInstanceLastCallIsAToolCall(t *testing.T) {
+	launch, _, _, _ := pausable(t)
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}})
+	c := newRawClient(t, gw)
+	if resp, _ := c.call("tools/list", nil); resp["error"] != nil {
+		t.Fatalf("tools/list: %v", resp)
+	}
+	in := waitState(t, gw, StateRunning)
+	if in.LastUse.IsZero() || !in.LastCall.IsZero() {
+		t.Fatalf("after tools/list: LastUse %v, LastCall %v; want a use and no call", in.LastUse, in.LastCall)
+	}
+	before := time.Now()
+	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
+		t.Fatalf("tools/call: %v", resp)
+	}
+	if in := waitState(t, gw, StateRunning); in.LastCall.Before(before) {
+		t.Fatalf("after tools/call: LastCall %v, before the call at %v", in.LastCall, before)
+	}
+}

@@ -126,6 +126,7 @@ type upstream struct {
 	// one stopped. Guarded by mu.
 	startedAt time.Time
 	used      time.Time
+	called    time.Time // the last tools/call begun
 	paused    bool
 	starts    int
 	reason    string

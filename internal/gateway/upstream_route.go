@@ -11,12 +11,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// begin registers a forwarded request; the returned token replaces the
-// client's progress token (nil: the client asked for no progress).
-func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any) *inflight {
+// begin registers a forwarded request, a tools/call if tool; the returned
+// token replaces the client's progress token (nil: the client asked for
+// no progress).
+func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any, tool bool) *inflight {
 	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: newEvents()}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if tool {
+		u.called = time.Now()
+	}
 	if token != nil {
 		u.nextTok++
 		in.gwTok = fmt.Sprintf("mcpbox-%d", u.nextTok)

@@ -50,7 +50,7 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 		for _, s := range g.serversOf(t.Launcher()) {
 			if in, ok := inst[key{s, t.Scope()}]; ok {
 				if !t.Started.Before(newest[key{t.Launcher(), t.Scope()}]) {
-					r.LastCall, r.Starts, r.Restarts = in.LastUse, in.Starts, in.Restarts
+					r.LastCall, r.Starts, r.Restarts = in.LastCall, in.Starts, in.Restarts
 				}
 				if r.Exit != "" {
 					r.Reason = g.book.String(in.Reason)
@@ -78,7 +78,7 @@ func (g *Guard) remoteRows(inst []gateway.Instance) []admin.Sandbox {
 			continue
 		}
 		r := admin.Sandbox{State: in.State, Server: in.Server, Client: in.Scope.Agent, Session: in.Scope.Session,
-			Started: in.Started, LastCall: in.LastUse, Starts: in.Starts, Restarts: in.Restarts, Remote: gs.remote}
+			Started: in.Started, LastCall: in.LastCall, Starts: in.Starts, Restarts: in.Restarts, Remote: gs.remote}
 		if in.Scope.Modern {
 			r.Era = gateway.ModernVersion
 		}
