@@ -332,6 +332,9 @@ func TestInvalidLinesAnswered(t *testing.T) {
 		{`[{"jsonrpc":"2.0","id":8,"method":"ping"}]`, "null", -32600},
 		{`{"jsonrpc":"1.0","id":"v1","method":"ping"}`, `"v1"`, -32600},
 		{`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, "null", -32600},
+		// An id alone: no request, and no response either (over HTTP too).
+		{`{"jsonrpc":"2.0","id":"only"}`, `"only"`, -32600},
+		{`{"jsonrpc":"2.0","id":12}`, "12", -32600},
 		// Ids the go-sdk would change: answered under their own.
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "1.5", -32600},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "9007199254740993", -32600},

@@ -98,8 +98,16 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 		line = bytes.TrimSpace(line)
 		if len(line) > 0 {
 			msg, derr := decodeMessage(line)
-			if derr == nil {
+			// A client's id alone is neither a request nor a response:
+			// it is answered as an invalid request, as over HTTP, and
+			// taken as a malformed response below, so that a request
+			// of ours under that id, if any, fails now.
+			idOnly := derr == nil && c.invalid != nil && noMessage(msg, line)
+			if derr == nil && !idOnly {
 				return msg, nil
+			}
+			if idOnly {
+				c.invalid(line)
 			}
 			if resp, ok := malformedResponse(c.who, line); ok {
 				c.drop(resp.Error.Error(), line)
@@ -107,7 +115,7 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 			}
 			// Not derr's text: it quotes the line, unredacted.
 			c.drop("not a JSON-RPC message", line)
-			if c.invalid != nil {
+			if c.invalid != nil && !idOnly {
 				c.invalid(line)
 			}
 		}
