@@ -63,6 +63,10 @@
 // line breaks after it, delivers those bytes with the next ones (a JSON
 // server-sent event, ending in "}", is not delayed). Requests ask for Accept-Encoding: identity; a
 // compressed response is refused (502), since it could not be scanned.
+// They ask for no range (Range and If-Range are removed) either: a part
+// of a response can hold a part of a value, too short to be known, and a
+// sandbox could read an echoed value a few bytes at a time. A part sent
+// anyway (206) is refused.
 //
 // # WebSocket
 //

@@ -395,6 +395,55 @@ func TestCompressedResponseRefused(t *testing.T) {
 	}
 }
 
+// A listed host that echoes the request and honours Range (here
+// http.ServeContent) would hand the sandbox the injected value a few
+// bytes at a time, each part too short for the scan to know. The proxy
+// asks for the whole response, which is redacted; a part the server
+// sends anyway is refused.
+func TestRangeOfEchoedValueRefused(t *testing.T) {
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/always-partial" {
+			w.Header().Set("Content-Range", "bytes 0-3/40")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write([]byte(r.Header.Get("Authorization")[:4]))
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		http.ServeContent(w, r, "echo", time.Time{}, strings.NewReader("you sent "+r.Header.Get("Authorization")))
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
+	ph, _ := r.set.Placeholder("GH")
+	c := r.client(t, nil, false)
+	var parts strings.Builder
+	for from := 0; from < len("you sent ")+len(realA); from += 8 {
+		req := newReq(t, "GET", "https://"+u.hostPort()+"/", nil)
+		req.Header.Set("Authorization", ph)
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", from, from+7))
+		if from == 0 {
+			req.Header.Set("If-Range", `"any"`)
+		}
+		code, body, _ := do(t, c, req)
+		if code != http.StatusOK || body != "you sent [REDACTED:GH]" {
+			t.Fatalf("range from %d: status %d %q, want the whole echo, redacted", from, code, body)
+		}
+		parts.WriteString(body)
+	}
+	for _, seen := range u.requests() {
+		if seen.Header.Get("Range") != "" || seen.Header.Get("If-Range") != "" {
+			t.Errorf("the server was asked for a range: %v", seen.Header)
+		}
+	}
+	req := newReq(t, "GET", "https://"+u.hostPort()+"/always-partial", nil)
+	req.Header.Set("Authorization", ph)
+	if code, body, _ := do(t, c, req); code != http.StatusBadGateway || !strings.Contains(body, "(206)") || strings.Contains(body, realA[:4]) {
+		t.Errorf("a part sent unasked: status %d %q, want 502", code, body)
+	}
+	if strings.Contains(parts.String(), realA[:8]) {
+		t.Errorf("the value came through: %q", parts.String())
+	}
+}
+
 func TestIntercepts(t *testing.T) {
 	s, err := New(Options{Credentials: []Credential{
 		{Name: "A", Value: realA, Hosts: []string{"api.github.com", "*.example.com", "127.0.0.1:8443", "[::1]:9443"}, Header: "Authorization"},

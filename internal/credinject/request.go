@@ -69,6 +69,7 @@ func (s *Set) Request(r *http.Request, t egress.Target) (func(*http.Response) er
 	if !signsAcceptEncoding(r.Header.Get("Authorization")) {
 		r.Header.Set("Accept-Encoding", "identity")
 	}
+	unranged(r)
 	head := r.Method == http.MethodHead
 	if isWebSocketRequest(r) {
 		// Compressed frames could not be scanned either way.
@@ -290,6 +291,9 @@ func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
 	if ce := encoded(resp.Header); ce != "" {
 		return fmt.Errorf("response from %s has content coding %s and cannot be scanned for credential values", authority(t), ce)
 	}
+	if resp.StatusCode == http.StatusPartialContent {
+		return fmt.Errorf("response from %s is a part of one (206) and cannot be scanned for credential values", authority(t))
+	}
 	if head || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
@@ -298,6 +302,24 @@ func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
 	return nil
+}
+
+// rangeHeaders ask for a part of a response.
+var rangeHeaders = []string{"Range", "If-Range"}
+
+// unranged asks for the whole response: a part could hold a part of a
+// value, which the scan cannot tell from other bytes, and a sandbox could
+// read an echoed value a few bytes at a time. A server may answer any
+// range request with the whole; a part it sends anyway is refused
+// (filter). Only a SigV4 signature over them that mcpbox does not
+// re-sign keeps the sandbox's (resign signed ours without them).
+func unranged(r *http.Request) {
+	auth := r.Header.Get("Authorization")
+	for _, h := range rangeHeaders {
+		if !signsHeader(auth, strings.ToLower(h)) {
+			r.Header.Del(h)
+		}
+	}
 }
 
 func authority(t egress.Target) string {

@@ -67,14 +67,18 @@ func parseSigV4(h string) (sigV4Auth, error) {
 
 // signsAcceptEncoding reports whether auth is a SigV4 (or SigV4a)
 // signature over Accept-Encoding, which changing the header would break.
-func signsAcceptEncoding(auth string) bool {
+func signsAcceptEncoding(auth string) bool { return signsHeader(auth, "accept-encoding") }
+
+// signsHeader reports whether auth is a SigV4 (or SigV4a) signature over
+// the header name (lower case).
+func signsHeader(auth, name string) bool {
 	scheme, rest, _ := strings.Cut(auth, " ")
 	if !strings.HasPrefix(scheme, "AWS4-") {
 		return false
 	}
 	for _, f := range strings.Split(rest, ",") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(f), "SignedHeaders="); ok {
-			return slices.Contains(strings.Split(v, ";"), "accept-encoding")
+			return slices.Contains(strings.Split(v, ";"), name)
 		}
 	}
 	return false
@@ -160,6 +164,13 @@ func (s *Set) resign(r *http.Request, c *cred, t egress.Target) error {
 	case tok != "":
 		r.Header.Del(tokenHeader)
 		signed = slices.DeleteFunc(slices.Clone(signed), func(h string) bool { return h == "x-amz-security-token" })
+	}
+	// Ours asks for the whole response (see unranged).
+	for _, h := range rangeHeaders {
+		if slices.Contains(signed, strings.ToLower(h)) {
+			r.Header.Del(h)
+			signed = slices.DeleteFunc(slices.Clone(signed), func(s string) bool { return s == strings.ToLower(h) })
+		}
 	}
 	if slices.Contains(signed, "accept-encoding") {
 		// Signed over by the sandbox, so kept by the caller; ours is
