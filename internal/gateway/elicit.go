@@ -15,7 +15,7 @@ import (
 // Declining the form is the answer "deny" when that is a choice;
 // dismissing it (cancel) is no answer. An accepted form's decision is
 // returned as the client gave it, a choice or not (a value that is no
-// string as its JSON): whoever asked judges it.
+// string, or the empty one, as its JSON): whoever asked judges it.
 func (d *downstream) elicitor() func(ctx context.Context, message string, choices []string) (string, error) {
 	d.mu.Lock()
 	ss := d.ss
@@ -57,7 +57,7 @@ func choose(elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, 
 		case res.Action != "accept":
 			return "", nil // dismissed: no answer
 		}
-		if choice, ok := res.Content["decision"].(string); ok {
+		if choice, ok := res.Content["decision"].(string); ok && choice != "" {
 			return choice, nil
 		}
 		b, err := json.Marshal(res.Content["decision"])

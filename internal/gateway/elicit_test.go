@@ -22,6 +22,7 @@ func TestChooseAnswers(t *testing.T) {
 		{"not offered", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "always"}}, "always"},
 		{"no string", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": 42.0}}, "42"},
 		{"missing", &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, "null"},
+		{"empty", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": ""}}, `""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ask := choose(func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error) { return tc.res, nil })
