@@ -395,6 +395,38 @@ func TestCompressedResponseRefused(t *testing.T) {
 	}
 }
 
+// A listed host that echoes the value the way other JSON writers escape
+// it (PHP's \/, .NET's \u002B, Gson's \u003d) gets it redacted as well
+// as encoding/json's form.
+func TestEscapedEchoOfValueRedacted(t *testing.T) {
+	const value = "Ab3/Xy9+Qw7zLm4/Pk8tRt5sNv2Hq6Dc=="
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch r.URL.Path {
+		case "/php":
+			tok = strings.ReplaceAll(tok, "/", `\/`)
+		case "/dotnet":
+			tok = strings.ReplaceAll(tok, "+", `\u002B`)
+		case "/gson":
+			tok = strings.ReplaceAll(tok, "=", `\u003d`)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"error":"invalid token","token":"%s"}`, tok)
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "API", Value: value, Hosts: []string{u.hostPort()}, Header: "Authorization", Format: "Bearer {value}"})
+	ph, _ := r.set.Placeholder("API")
+	c := r.client(t, nil, false)
+	for _, path := range []string{"/php", "/dotnet", "/gson"} {
+		req := newReq(t, "GET", "https://"+u.hostPort()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+ph)
+		code, body, _ := do(t, c, req)
+		if code != 200 || body != `{"error":"invalid token","token":"[REDACTED:API]"}` {
+			t.Errorf("%s: status %d %q", path, code, body)
+		}
+	}
+}
+
 // A listed host that echoes the request and honours Range (here
 // http.ServeContent) would hand the sandbox the injected value a few
 // bytes at a time, each part too short for the scan to know. The proxy

@@ -10,7 +10,12 @@
 // padding when the stream ends with the value; percent-encoding as
 // url.QueryEscape and url.PathEscape write it (and with lower-case hex
 // digits); and the value escaped inside a JSON string as encoding/json
-// writes it, with and without HTML escaping. Line breaks (CR, LF) are
+// writes it, with and without HTML escaping, and as writers that escape
+// more of what JSON needs no escape for write it: each set of the
+// characters / + = < > & ' ` that it holds (the writers' own sets only,
+// for a value with more than four of them) escaped as \u00XX in lower- or
+// upper-case hex, / as \/ too (PHP's json_encode, .NET's System.Text.Json,
+// Gson). Line breaks (CR, LF) are
 // skipped while matching, so a form wrapped over lines — MIME base64 as
 // base64(1) writes it every 76 columns, PEM every 64 — is caught, and so is
 // a value that holds breaks itself, however it is rewrapped; the
@@ -37,7 +42,7 @@
 //     caught only as a line break).
 //   - Other encodings and transformations: base32, compression, encryption,
 //     reversal, case changes other than hex, base64 of hex, partial
-//     escapes, a JSON string escaped with \u for ordinary characters,
+//     escapes, a JSON string escaped with \u for letters and digits,
 //     percent-encoding of characters that need none. (Bytes does not see
 //     through nested escapes; Redactor.JSON does: it also redacts each
 //     escaped JSON string of a message decoded, up to four levels deep.)

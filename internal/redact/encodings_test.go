@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -19,6 +20,7 @@ var testValues = []string{
 	"ghp_abcdefghijklmnopqrstuvwxyz0123456789",
 	"\xff\xfe\xfd\x80binary-ish",
 	"12345678",
+	"Ab3/Xy9+Qw7zLm4/Pk8tRt5sNv2Hq6Dc==", // base64: each of /, + and = escaped by some writer
 }
 
 // stableBase64 returns the characters of enc's encoding of buf that depend
@@ -43,6 +45,36 @@ func jsonEscaped(t *testing.T, v string, html bool) string {
 	}
 	s := strings.TrimSpace(b.String())
 	return s[1 : len(s)-1]
+}
+
+// lowerHexDigits writes the hex digits of each %XX in s in lower case,
+// and nothing else.
+func lowerHexDigits(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLowerHex(b[i+1]), toLowerHex(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+// escapeLike escapes each character of set in s, as a JSON writer that
+// escapes them does: as \u00 and hexFmt of it, or / as slash if set.
+func escapeLike(s, set, hexFmt, slash string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		switch {
+		case !strings.ContainsRune(set, rune(c)):
+			b.WriteByte(c)
+		case c == '/' && slash != "":
+			b.WriteString(slash)
+		default:
+			b.WriteString(`\u00` + fmt.Sprintf(hexFmt, c))
+		}
+	}
+	return b.String()
 }
 
 // TestEncodings embeds each value in random surroundings, encodes the
@@ -73,10 +105,24 @@ func TestEncodings(t *testing.T) {
 			tc{"HEX", "h=" + strings.ToUpper(hex.EncodeToString([]byte("a"+v))), strings.ToUpper(hex.EncodeToString([]byte(v))), true},
 			tc{"query", "q=" + url.QueryEscape("a b"+v+"c d"), url.QueryEscape(v), false},
 			tc{"path", "/p/" + url.PathEscape("a/"+v+"/b"), url.PathEscape(v), false},
-			tc{"query-lower", "q=" + strings.ToLower(url.QueryEscape(v)), strings.ToLower(url.QueryEscape(v)), true},
+			tc{"query-lower", "q=" + lowerHexDigits(url.QueryEscape(v)), lowerHexDigits(url.QueryEscape(v)), true},
 			tc{"json", `{"k":"` + jsonEscaped(t, "<"+v+">", true) + `"}`, jsonEscaped(t, v, true), false},
 			tc{"json-nohtml", `{"k":"` + jsonEscaped(t, "<"+v+">", false) + `"}`, jsonEscaped(t, v, false), false},
 		)
+		// Other JSON writers escape more of what JSON needs no escape for.
+		for _, w := range []struct{ name, set, hex, slash string }{
+			{"php", "/", "", `\/`},             // json_encode
+			{"laravel", "<>&'/", "%02X", `\/`}, // JSON_HEX_TAG|AMP|APOS
+			{"dotnet", "+<>&'`", "%02X", ""},   // System.Text.Json
+			{"gson", "=<>&'", "%02x", ""},      // Gson, HTML-safe
+			{"escaped-slash", "/", "%02x", ""}, // \u002f
+		} {
+			form := escapeLike(jsonEscaped(t, v, false), w.set, w.hex, w.slash)
+			if form == jsonEscaped(t, v, false) {
+				continue // nothing of the set in v
+			}
+			cases = append(cases, tc{"json-" + w.name, `{"token":"` + escapeLike(jsonEscaped(t, "a/+="+v+"=/+b", false), w.set, w.hex, w.slash) + `"}`, form, false})
+		}
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 			for k := range 3 {
 				for _, after := range []int{0, 1, 2, 5} {

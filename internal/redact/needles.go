@@ -115,8 +115,10 @@ func toLowerHex(c byte) byte {
 	return c
 }
 
-// jsonForms returns v escaped as encoding/json writes it inside a string,
-// with and without HTML escaping of <, > and &.
+// jsonForms returns v escaped as JSON writers write it inside a string:
+// encoding/json, with and without HTML escaping of <, > and &, and the
+// writers that escape more of the characters JSON needs no escape for
+// (escapable).
 func jsonForms(v []byte) [][]byte {
 	var out [][]byte
 	for _, html := range []bool{true, false} {
@@ -128,6 +130,87 @@ func jsonForms(v []byte) [][]byte {
 		}
 		s := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 		out = append(out, bytes.Clone(s[1:len(s)-1]))
+	}
+	return append(out, escapedForms(out[len(out)-1])...)
+}
+
+// escapable are the characters that some JSON writers escape although
+// JSON needs no escape for them, each writer all of those it escapes:
+// PHP's json_encode writes / as \/ (and, with Laravel's and Symfony's
+// flags, <, >, & and ' as \u003C ...); .NET's System.Text.Json + as
+// \u002B, with <, >, &, ' and `; Gson = as \u003d, with <, >, & and ';
+// encoding/json <, > and & as \u003c. A value escaped by any of them
+// would pass a redactor that knows encoding/json's forms only. In
+// encoding/json's output without HTML escaping they appear as themselves,
+// and never inside an escape sequence.
+const escapable = "/+=<>&'`"
+
+// maxEscapableSets bounds escapedForms: a value with more distinct
+// escapable characters than this gets the writers' sets only, not every
+// set of them.
+const maxEscapableSets = 4
+
+// escapableSets are the sets of escapable characters the writers above
+// escape, for values with too many distinct ones to try every set.
+var escapableSets = []string{"/", "<>&", "<>&'/", "+<>&'`", "=<>&'"}
+
+// escapedForms returns s, the value as encoding/json writes it without
+// HTML escaping, with each set of the escapable characters it holds
+// escaped as \u00XX (lower- and upper-case hex) or, for /, as \/ too.
+func escapedForms(s []byte) [][]byte {
+	var present []byte
+	for _, c := range []byte(escapable) {
+		if bytes.IndexByte(s, c) >= 0 {
+			present = append(present, c)
+		}
+	}
+	var sets [][]byte
+	if len(present) <= maxEscapableSets {
+		for mask := 1; mask < 1<<len(present); mask++ {
+			var set []byte
+			for i, c := range present {
+				if mask&(1<<i) != 0 {
+					set = append(set, c)
+				}
+			}
+			sets = append(sets, set)
+		}
+	} else {
+		for _, w := range escapableSets {
+			sets = append(sets, []byte(w))
+		}
+	}
+	var out [][]byte
+	for _, set := range sets {
+		for _, upper := range []bool{false, true} {
+			for _, slashU := range []bool{false, true} {
+				if !slashU && bytes.IndexByte(set, '/') < 0 {
+					continue // the same form as with slashU
+				}
+				out = append(out, escapeSet(s, set, upper, slashU))
+			}
+		}
+	}
+	return out
+}
+
+// escapeSet escapes every byte of s in set: as \u00XX (upper-case hex if
+// upper), or / as \/ unless slashU.
+func escapeSet(s, set []byte, upper, slashU bool) []byte {
+	digits := "0123456789abcdef"
+	if upper {
+		digits = "0123456789ABCDEF"
+	}
+	out := make([]byte, 0, len(s)+8)
+	for _, c := range s {
+		switch {
+		case bytes.IndexByte(set, c) < 0:
+			out = append(out, c)
+		case c == '/' && !slashU:
+			out = append(out, '\\', '/')
+		default:
+			out = append(out, '\\', 'u', '0', '0', digits[c>>4], digits[c&0xf])
+		}
 	}
 	return out
 }
