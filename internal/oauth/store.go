@@ -45,6 +45,9 @@ type Grant struct {
 	AccessToken  string    `json:"access_token"`
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
+	// Issued is when the access token was obtained: with Expiry, its
+	// lifetime, which bounds how early it is refreshed.
+	Issued time.Time `json:"issued,omitzero"`
 	// Scope is the granted (or, if the server did not say, requested)
 	// space-separated scope.
 	Scope string `json:"scope,omitempty"`
@@ -78,6 +81,21 @@ type Store interface {
 	Save(ctx context.Context, g *Grant) error
 	Delete(ctx context.Context, server string) error
 }
+
+// Locker is a Store that can keep every other refresher of a server's
+// grant waiting, in this process and in others: a rotating refresh
+// token is good for one refresh, and at many servers a second use of it
+// revokes the whole grant. Transport refreshes under the lock, after
+// loading the grant again (another holder may have refreshed it).
+type Locker interface {
+	// LockGrant waits (within ctx) until it holds server's grant, and
+	// returns the function that lets go of it.
+	LockGrant(ctx context.Context, server string) (unlock func(), err error)
+}
+
+// lockWait bounds how long LockGrant waits for another refresher: a
+// refresh is one request, bounded by the HTTP client's timeout.
+const lockWait = time.Minute
 
 // KeySource supplies the 32-byte AES-256 key that a FileStore seals
 // grants with.
@@ -260,6 +278,37 @@ func (s *FileStore) Save(ctx context.Context, g *Grant) error {
 		return fmt.Errorf("saving grant for %s: %w", g.Resource, err)
 	}
 	return nil
+}
+
+// LockGrant implements Locker with an flock on a file beside the grant's
+// (PATH.lock, kept): processes on one state dir, and each connection's
+// own open file in one process, exclude each other.
+func (s *FileStore) LockGrant(ctx context.Context, server string) (func(), error) {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("locking grant for %s: %w", server, err)
+	}
+	f, err := os.OpenFile(s.path(server)+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("locking grant for %s: %w", server, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing lets go
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("locking grant for %s: %w", server, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("locking grant for %s: another refresh held it: %w", server, context.Cause(ctx))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Load opens the grant of server; ErrNoToken if there is none,

@@ -109,7 +109,7 @@ func requestToken(ctx context.Context, hc *http.Client, g *Grant, form url.Value
 	if tr.RefreshToken != "" {
 		g.RefreshToken = tr.RefreshToken
 	}
-	g.Expiry = time.Time{}
+	g.Expiry, g.Issued = time.Time{}, now
 	if tr.ExpiresIn > 0 {
 		g.Expiry = now.Add(time.Duration(tr.ExpiresIn) * time.Second)
 	}

@@ -32,8 +32,10 @@ type AuthorizeFunc func(ctx context.Context, ch Challenge, step bool) error
 // A request is sent again only if its body can be replayed (GetBody),
 // and at most twice more: once after a refresh, once after Authorize. A
 // server that keeps asking for more scope gets its last answer passed
-// on, not a loop. Authorize runs under the transport's lock: concurrent
-// requests wait for the one login instead of starting their own.
+// on, not a loop. Refreshes and Authorize run under the transport's lock
+// and, with a Locker store, the grant's: concurrent requests, of this
+// transport, of other connections and of other processes, wait for the
+// one refresh or login and take its token instead of starting their own.
 type Transport struct {
 	// Server is the MCP server URL; requests to its origin whose path is
 	// at or under its path get the token.
@@ -91,7 +93,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base().RoundTrip(req) // never a token for another host or path
 	}
 	ctx := req.Context()
-	g, err := t.grant(ctx, false)
+	g, err := t.grant(ctx, "")
 	var cause error // why the stored grant is not used, for the error
 	var oe *oauthError
 	switch {
@@ -122,9 +124,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	drain(resp)
 
+	refused := "" // the access token the server refused
+	if g != nil {
+		refused = g.AccessToken
+	}
 	// A 401 with a refresh token: try a refresh first.
 	if !step && g != nil && g.RefreshToken != "" {
-		if ng, err := t.grant(ctx, true); err == nil {
+		if ng, err := t.grant(ctx, g.AccessToken); err == nil {
+			refused = ng.AccessToken
 			if resp, err = t.retry(req, ng); err != nil {
 				return nil, err
 			}
@@ -141,17 +148,36 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if step && g != nil {
 		ch.Scope = unionScope(g.Scope, ch.Scope)
 	}
-	t.mu.Lock()
-	err = t.Authorize(ctx, ch, step)
-	t.mu.Unlock()
-	if err != nil {
-		return nil, &AuthRequiredError{Resource: t.Server, Challenge: ch, StepUp: step, Err: err}
-	}
-	ng, err := t.grant(ctx, false)
+	ng, err := t.authorize(ctx, ch, step, refused)
 	if err != nil {
 		return nil, &AuthRequiredError{Resource: t.Server, Challenge: ch, StepUp: step, Err: err}
 	}
 	return t.retry(req, ng)
+}
+
+// authorize runs Authorize under the transport's lock and the store's
+// (Locker), unless another connection or process authorized meanwhile:
+// a usable grant whose access token is not the refused one (and, for a
+// step-up, holds the scope asked for) is taken as it is. Without that,
+// connections refused together each logged in anew, each registering a
+// client of its own.
+func (t *Transport) authorize(ctx context.Context, ch Challenge, step bool, refused string) (*Grant, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l, ok := t.Store.(Locker); ok {
+		unlock, err := l.LockGrant(ctx, t.Server)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	if g, err := t.usable(t.load(ctx)); err == nil && g.AccessToken != refused && (!step || holds(g.Scope, ch.Scope)) {
+		return g, nil
+	}
+	if err := t.Authorize(ctx, ch, step); err != nil {
+		return nil, err
+	}
+	return t.usable(t.load(ctx))
 }
 
 func (t *Transport) retry(req *http.Request, g *Grant) (*http.Response, error) {
@@ -178,11 +204,48 @@ func (t *Transport) send(req *http.Request, g *Grant) (*http.Response, error) {
 }
 
 // grant loads the grant, checks it is bound to this transport's
-// resource, and refreshes it when it is due (or when force is set and it
-// has a refresh token), saving the result.
-func (t *Transport) grant(ctx context.Context, force bool) (*Grant, error) {
+// resource, and refreshes it when it is due or when its access token is
+// stale (one the server refused; "": none), saving the result. The
+// refresh runs under the store's lock (Locker), on the grant as it is
+// then: another connection or process may have refreshed it already.
+func (t *Transport) grant(ctx context.Context, stale string) (*Grant, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	g, err := t.load(ctx)
+	if err != nil || !t.refreshing(g, stale) {
+		return t.usable(g, err)
+	}
+	if l, ok := t.Store.(Locker); ok {
+		unlock, err := l.LockGrant(ctx, t.Server)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		if g, err = t.load(ctx); err != nil || !t.refreshing(g, stale) {
+			return t.usable(g, err)
+		}
+	}
+	spent := g.RefreshToken
+	if err := Refresh(ctx, t.HTTPClient, g); err != nil {
+		// Refused: the store may hold the successor of a refresh token
+		// that a holder of the grant outside the lock spent.
+		var oe *oauthError
+		if errors.As(err, &oe) {
+			if ng, lerr := t.load(ctx); lerr == nil && ng.RefreshToken != spent && !t.refreshing(ng, stale) {
+				return ng, nil
+			}
+		}
+		return nil, err
+	}
+	if err := t.Store.Save(ctx, g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// load loads the grant and checks it is bound to this transport's
+// resource.
+func (t *Transport) load(ctx context.Context) (*Grant, error) {
 	g, err := t.Store.Load(ctx, t.Server)
 	if err != nil {
 		return nil, err
@@ -190,24 +253,54 @@ func (t *Transport) grant(ctx context.Context, force bool) (*Grant, error) {
 	if g.Server != t.Server || !resourceCovers(g.Resource, t.Server) {
 		return nil, fmt.Errorf("grant for %s is bound to %s: %w", t.Server, g.Resource, ErrTokenCorrupt)
 	}
+	return g, nil
+}
+
+// refreshing says whether g is to be refreshed: it has a refresh token,
+// and its access token is stale or due.
+func (t *Transport) refreshing(g *Grant, stale string) bool {
+	return g.RefreshToken != "" && ((stale != "" && g.AccessToken == stale) || t.due(g))
+}
+
+// usable returns g unless its access token has expired (one that is due
+// but not expired, with no refresh token, is still sent).
+func (t *Transport) usable(g *Grant, err error) (*Grant, error) {
+	if err != nil {
+		return nil, err
+	}
+	if !g.Expiry.IsZero() && !t.now().Before(g.Expiry) {
+		return nil, fmt.Errorf("token for %s expired and cannot be refreshed: %w", t.Server, ErrNoToken)
+	}
+	return g, nil
+}
+
+// due says whether g's access token is within the refresh margin of its
+// expiry. The margin is RefreshMargin (DefaultRefreshMargin), but at
+// most half the token's lifetime, so that a token of a minute or less is
+// not refreshed on every request.
+func (t *Transport) due(g *Grant) bool {
+	if g.Expiry.IsZero() {
+		return false
+	}
 	margin := t.RefreshMargin
 	if margin <= 0 {
 		margin = DefaultRefreshMargin
 	}
-	due := !g.Expiry.IsZero() && t.now().Add(margin).After(g.Expiry)
-	if (!due && !force) || g.RefreshToken == "" {
-		if due {
-			return nil, fmt.Errorf("token for %s expired and cannot be refreshed: %w", t.Server, ErrNoToken)
+	if !g.Issued.IsZero() && g.Expiry.After(g.Issued) {
+		margin = min(margin, g.Expiry.Sub(g.Issued)/2)
+	}
+	return t.now().Add(margin).After(g.Expiry)
+}
+
+// holds says whether the scope held has every scope of need.
+func holds(held, need string) bool {
+	h := strings.Fields(held)
+	for _, s := range strings.Fields(need) {
+		if !slices.Contains(h, s) {
+			return false
 		}
-		return g, nil
 	}
-	if err := Refresh(ctx, t.HTTPClient, g); err != nil {
-		return nil, err
-	}
-	if err := t.Store.Save(ctx, g); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return true
 }
 
 func unionScope(held, need string) string {

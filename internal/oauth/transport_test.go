@@ -339,3 +339,120 @@ func TestTransportConcurrentRefreshOnce(t *testing.T) {
 		t.Errorf("%d refreshes for 8 concurrent calls, want 1", n)
 	}
 }
+
+// Connections of several processes (each its own Transport and
+// FileStore on one dir) share one grant whose refresh token rotates: one
+// refreshes, the others wait for it and take its token. Each refreshed
+// with the refresh token it had loaded before, and all but one were
+// refused (invalid_grant).
+func TestTransportsOfManyProcessesRefreshOnce(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	as.expiresIn = 7200 // the refreshed token is not due on the shifted clock
+	before := as.tokensIssued
+	as.mu.Unlock()
+	ahead := func() time.Time { return time.Now().Add(59*time.Minute + 30*time.Second) }
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		tr := &Transport{Server: rs.url, Store: &FileStore{Dir: store.Dir, Keys: store.Keys}, Now: ahead}
+		wg.Go(func() {
+			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if n := as.tokensIssued - before; n != 1 {
+		t.Errorf("%d refreshes for 8 connections, want 1", n)
+	}
+}
+
+// Connections refused together (a revoked token, no refresh token) log
+// in once: the others take the grant the first one left.
+func TestTransportsAuthorizeOnce(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, _ := store.Load(ctx, rs.url)
+	g.AccessToken, g.RefreshToken = "revoked", ""
+	if err := store.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		s := &FileStore{Dir: store.Dir, Keys: store.Keys}
+		tr := &Transport{Server: rs.url, Store: s, Authorize: loginFor(t, rs, s, &n)}
+		wg.Go(func() {
+			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n.Load() != 1 {
+		t.Errorf("authorized %d times for 6 connections refused together, want 1", n.Load())
+	}
+}
+
+// A token of a minute or less: without a refresh token it is sent until
+// it expires (it was taken for expired a minute early, so a login could
+// never be used), and with one it is not refreshed on every request.
+func TestTransportShortLivedToken(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true; a.expiresIn = 45 })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	as.mu.Lock()
+	before := as.tokensIssued
+	as.mu.Unlock()
+	tr := &Transport{Server: rs.url, Store: store}
+	for range 3 {
+		if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+			t.Fatalf("call with a refresh token: %d %q %v", code, body, err)
+		}
+	}
+	as.mu.Lock()
+	if n := as.tokensIssued - before; n != 0 {
+		t.Errorf("%d refreshes of a fresh 45 s token in 3 calls, want 0", n)
+	}
+	as.mu.Unlock()
+
+	ctx := context.Background()
+	g, _ := store.Load(ctx, rs.url)
+	g.RefreshToken = ""
+	if err := store.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+		t.Fatalf("call without a refresh token: %d %q %v", code, body, err)
+	}
+	// Past its expiry it is not sent.
+	late := &Transport{Server: rs.url, Store: store, Now: func() time.Time { return time.Now().Add(time.Minute) }}
+	if _, _, err := call(t, late, rs.url); !errors.Is(err, ErrNoToken) {
+		t.Errorf("call with an expired token: %v, want ErrNoToken", err)
+	}
+}
