@@ -19,6 +19,7 @@ import (
 const (
 	DefaultLeeway        = 30 * time.Second
 	DefaultRefetchGap    = time.Minute
+	DefaultKeysMaxAge    = time.Hour
 	DefaultIdentityClaim = "sub"
 )
 
@@ -50,8 +51,13 @@ type ValidatorOptions struct {
 	// DefaultLeeway.
 	Leeway time.Duration
 	// RefetchGap is the least time between two JWKS fetches caused by an
-	// unknown key id; zero means DefaultRefetchGap.
+	// unknown key id, a signature that does not verify or keys past
+	// KeysMaxAge; zero means DefaultRefetchGap.
 	RefetchGap time.Duration
+	// KeysMaxAge is how long fetched keys are used before a token waits
+	// for them to be fetched again, so that a key the issuer withdrew
+	// stops verifying; zero means DefaultKeysMaxAge.
+	KeysMaxAge time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -77,6 +83,7 @@ type Validator struct {
 	mu       sync.Mutex // guards the fields below
 	jwksURI  string
 	keys     *jose.JSONWebKeySet
+	keysAt   time.Time     // when keys were fetched
 	fetched  time.Time     // start of the last JWKS fetch
 	fetching chan struct{} // closed when the running fetch ends; nil if none runs
 	fetchErr error         // why the last fetch failed; nil if it did not
@@ -108,6 +115,9 @@ func NewValidator(opts ValidatorOptions) (*Validator, error) {
 	}
 	if opts.RefetchGap <= 0 {
 		opts.RefetchGap = DefaultRefetchGap
+	}
+	if opts.KeysMaxAge <= 0 {
+		opts.KeysMaxAge = DefaultKeysMaxAge
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -145,14 +155,19 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 	if err := v.checkType(h.ExtraHeaders[jose.HeaderType]); err != nil {
 		return nil, err
 	}
-	key, err := v.key(ctx, h.KeyID, h.Algorithm)
+	key, err := v.key(ctx, h.KeyID, h.Algorithm, nil)
 	if err != nil {
 		return nil, err
 	}
 	var std jwt.Claims
 	var extra map[string]any
 	if err := tok.Claims(key.Key, &std, &extra); err != nil {
-		return nil, fmt.Errorf("%w: signature does not verify", ErrInvalidToken)
+		// The issuer may have put a new key under the id: its keys
+		// again (once per RefetchGap), and the token checked once more.
+		again, kerr := v.key(ctx, h.KeyID, h.Algorithm, key)
+		if kerr != nil || tok.Claims(again.Key, &std, &extra) != nil {
+			return nil, fmt.Errorf("%w: signature does not verify", ErrInvalidToken)
+		}
 	}
 	if std.Expiry == nil {
 		return nil, fmt.Errorf("%w: no exp claim", ErrInvalidToken)
@@ -188,16 +203,21 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 }
 
 // key returns the verification key for kid and alg. The JWKS is fetched
-// on first use, and again for an unknown kid (key rotation), at most once
-// per RefetchGap (keysRetry until a fetch has succeeded), failures
-// included. One fetch runs at a time, on a context of its own: a token
-// that comes while it runs waits for its keys, and a client that sent a
-// token of an unknown kid and hung up cannot cut short the gap's one
-// fetch (the keys an issuer rotated to would stay unknown).
-func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey, error) {
+// on first use, and again for an unknown kid (key rotation), for keys
+// older than KeysMaxAge (an issuer withdraws a key by leaving it out),
+// and when the key held is the refused one (its signature did not
+// verify: an issuer may rotate a key under its id), at most once per
+// RefetchGap (keysRetry until a fetch has succeeded), failures included.
+// A failed fetch keeps the keys held: one of them still verifies (an
+// issuer that is down locks nobody out), an unknown kid is refused. One
+// fetch runs at a time, on a context of its own: a token that comes
+// while it runs waits for its keys, and a client that sent a token of an
+// unknown kid and hung up cannot cut short the gap's one fetch (the keys
+// an issuer rotated to would stay unknown).
+func (v *Validator) key(ctx context.Context, kid, alg string, refused *jose.JSONWebKey) (*jose.JSONWebKey, error) {
 	v.mu.Lock()
 	keys, fetching := v.keys, v.fetching
-	if keys != nil {
+	if keys != nil && refused == nil && v.opts.Now().Sub(v.keysAt) < v.opts.KeysMaxAge {
 		if k, err := pick(keys, kid, alg); k != nil || err != nil {
 			v.mu.Unlock()
 			return k, err
@@ -220,17 +240,27 @@ func (v *Validator) key(ctx context.Context, kid, alg string) (*jose.JSONWebKey,
 			return nil, fmt.Errorf("%w: %v", ErrInvalidToken, ctx.Err())
 		}
 		v.mu.Lock()
-		keys, err := v.keys, v.fetchErr
+		var err error
+		keys, err = v.keys, v.fetchErr
 		v.mu.Unlock()
 		if err != nil {
-			return nil, err
+			if k, _ := pickOf(keys, kid, alg); k == nil {
+				return nil, err
+			}
 		}
-		return pickKnown(keys, kid, alg)
 	}
 	if keys == nil {
 		return nil, fmt.Errorf("%w: the issuer's keys are unavailable", ErrInvalidToken)
 	}
 	return pickKnown(keys, kid, alg)
+}
+
+// pickOf is pick of a set that may be nil.
+func pickOf(keys *jose.JSONWebKeySet, kid, alg string) (*jose.JSONWebKey, error) {
+	if keys == nil {
+		return nil, nil
+	}
+	return pick(keys, kid, alg)
 }
 
 // pickKnown is pick, with an unknown kid an error.
@@ -254,7 +284,7 @@ func (v *Validator) fetch(done chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err == nil {
-		v.keys, v.jwksURI = keys, jwksURI
+		v.keys, v.jwksURI, v.keysAt = keys, jwksURI, v.opts.Now()
 	}
 	v.fetchErr, v.fetching = err, nil
 	close(done)

@@ -229,6 +229,62 @@ func TestValidatorKeyRotationAndRefetchLimit(t *testing.T) {
 	}
 }
 
+// A key the issuer withdraws (leaves out of its JWKS) stops verifying
+// once the keys held are KeysMaxAge old, and a key the issuer replaced
+// under the same id verifies after one refetch (once per gap): before,
+// the keys of a known kid were never fetched again.
+func TestValidatorKeysExpireAndReplaceUnderTheirID(t *testing.T) {
+	as := newTestAS(t, nil)
+	ctx := context.Background()
+	clock := time.Now()
+	v := newValidator(t, as, func(o *ValidatorOptions) {
+		o.RefetchGap = time.Minute
+		o.Now = func() time.Time { return clock }
+	})
+	// Claims valid at the test's clock.
+	at := func() map[string]any {
+		return claims(as, func(m map[string]any) { m["iat"], m["exp"] = clock.Unix(), clock.Add(time.Hour).Unix() })
+	}
+	old, oldKid := as.key, as.kid
+	if _, err := v.Validate(ctx, signJWT(t, old, oldKid, jose.ES256, at())); err != nil {
+		t.Fatal(err)
+	}
+	// The issuer replaces the key under its id.
+	as.rotate(t, oldKid)
+	clock = clock.Add(2 * time.Minute)
+	if _, err := v.Validate(ctx, signJWT(t, as.key, oldKid, jose.ES256, at())); err != nil {
+		t.Errorf("a new key under the old id: %v", err)
+	}
+	if as.fetches() != 2 {
+		t.Errorf("%d JWKS fetches, want 2", as.fetches())
+	}
+	// The withdrawn key, within the gap and the max age: refused (the
+	// refetch above dropped it), and no fetch for a bad signature again.
+	if _, err := v.Validate(ctx, signJWT(t, old, oldKid, jose.ES256, at())); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("the replaced key: %v", err)
+	}
+	if as.fetches() != 2 {
+		t.Errorf("%d JWKS fetches within the gap, want 2", as.fetches())
+	}
+	// A key withdrawn while its id goes on: still held until the keys
+	// are KeysMaxAge old, then fetched again and refused.
+	current := as.key
+	as.rotate(t, "k-next")
+	if _, err := v.Validate(ctx, signJWT(t, current, oldKid, jose.ES256, at())); err != nil {
+		t.Errorf("within the max age: %v", err)
+	}
+	clock = clock.Add(DefaultKeysMaxAge)
+	if _, err := v.Validate(ctx, signJWT(t, current, oldKid, jose.ES256, at())); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("a withdrawn key after the max age: %v", err)
+	}
+	if _, err := v.Validate(ctx, signJWT(t, as.key, "k-next", jose.ES256, at())); err != nil {
+		t.Errorf("the issuer's current key: %v", err)
+	}
+	if as.fetches() != 3 {
+		t.Errorf("%d JWKS fetches, want 3", as.fetches())
+	}
+}
+
 // TestValidatorRefetchOutlivesRequest: the one JWKS fetch per gap that a
 // token of an unknown kid causes runs to its end although that token's
 // request was cancelled (its client hung up at once), so a client without
