@@ -28,6 +28,10 @@ func (g *Guard) SecretEvent(launcher string, scope gateway.Scope, t *track.Sandb
 	if !ok {
 		event = audit.EventSecretRefused
 	}
+	// The host the sandbox named, lower-cased: it may carry a value.
+	if g.book != nil {
+		ev.Host, ev.Reason = g.book.Folded(ev.Host), g.book.Folded(ev.Reason)
+	}
 	decision := "allow"
 	switch {
 	case event != audit.EventSecretInject:

@@ -568,6 +568,7 @@ func (k *Kube) Egress(pod string, ev egress.Event) bool {
 	if in == nil {
 		return false
 	}
+	ev = redactEvent(k.o.Book, ev)
 	in.rec.Opened(ev)
 	in.rec.Closed(ev)
 	k.obs().EgressEvent(k.o.Name, in.scope, in.rec, ev)

@@ -336,14 +336,15 @@ func (in *sandboxInstance) setupEgress() {
 	if l.observer != nil {
 		allowLevel = slog.LevelDebug
 	}
-	logEv := egressLogger(l.log, l.name, l.book, allowLevel)
+	logEv := egressLogger(l.log, l.name, allowLevel)
 	obs := l.obs()
 	in.spec.Network.Log = func(ev egress.Event) {
+		ev = redactEvent(l.book, ev)
 		logEv(ev)
 		rec.Closed(ev)
 		obs.EgressEvent(l.name, in.scope, rec, ev)
 	}
-	in.spec.Network.Opened = rec.Opened
+	in.spec.Network.Opened = func(ev egress.Event) { rec.Opened(redactEvent(l.book, ev)) }
 }
 
 // setupWorkspace makes the scope's output dir, seeded from the template

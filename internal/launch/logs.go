@@ -17,17 +17,29 @@ import (
 )
 
 // egressLogger logs the proxy's decisions, allowed connections at
-// allowLevel and the others as warnings; host names are redacted, since a
-// server may try to carry a secret out in a DNS name.
-func egressLogger(log *slog.Logger, server string, book *redact.Book, allowLevel slog.Level) func(egress.Event) {
+// allowLevel and the others as warnings. The event is redacted
+// (redactEvent) by the caller.
+func egressLogger(log *slog.Logger, server string, allowLevel slog.Level) func(egress.Event) {
 	return func(ev egress.Event) {
 		level := allowLevel
 		if ev.Decision != "allow" {
 			level = slog.LevelWarn
 		}
 		log.Log(context.Background(), level, "egress", "server", server, "decision", ev.Decision,
-			"host", book.String(ev.Host), "port", ev.Port, "reason", book.String(ev.Reason))
+			"host", ev.Host, "port", ev.Port, "reason", ev.Reason)
 	}
+}
+
+// redactEvent redacts the host name and reason of an egress event before
+// they reach the log, the audit or a call's record: a server may try to
+// carry a secret out in a DNS name, which the proxy has lower-cased
+// (redact.Book.Folded).
+func redactEvent(book *redact.Book, ev egress.Event) egress.Event {
+	if book == nil {
+		return ev
+	}
+	ev.Host, ev.Reason = book.Folded(ev.Host), book.Folded(ev.Reason)
+	return ev
 }
 
 // lineWriter prefixes every line a server writes to stderr and caps its

@@ -1,14 +1,20 @@
 package launch
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"mcpbox/internal/audit"
 	"mcpbox/internal/egress"
+	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/sandbox"
+	"mcpbox/internal/track"
 )
 
 func TestLineWriter(t *testing.T) {
@@ -54,7 +60,7 @@ func TestLastErrorLine(t *testing.T) {
 func TestEgressLogLevels(t *testing.T) {
 	var buf strings.Builder
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	logEv := egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)
+	logEv := egressLogger(log, "srv", slog.LevelDebug)
 	logEv(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
 	logEv(egress.Event{Host: "refused.example", Port: 443, Decision: "deny", Reason: "not in the allowlist"})
 	out := buf.String()
@@ -63,8 +69,54 @@ func TestEgressLogLevels(t *testing.T) {
 	}
 	buf.Reset()
 	log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	egressLogger(log, "srv", &redact.Book{}, slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
+	egressLogger(log, "srv", slog.LevelDebug)(egress.Event{Host: "allowed.example", Port: 443, Decision: "allow"})
 	if !strings.Contains(buf.String(), "allowed.example") {
 		t.Errorf("at debug: the allowed connection is missing:\n%s", buf.String())
+	}
+}
+
+// egressObserver keeps the egress events a launcher reports.
+type egressObserver struct {
+	recordingObserver
+	mu  sync.Mutex
+	evs []egress.Event
+}
+
+func (o *egressObserver) EgressEvent(_ string, _ gateway.Scope, _ *track.Sandbox, ev egress.Event) {
+	o.mu.Lock()
+	o.evs = append(o.evs, ev)
+	o.mu.Unlock()
+}
+
+// A server that carries a secret out in a DNS name finds it lower-cased
+// by the proxy; the log, the audit's egress record and the call's
+// domains get the name redacted all the same (before, only an exact-case
+// match was, and an upper-case key id came back whole).
+func TestEgressHostRedactedInAnyCase(t *testing.T) {
+	const keyID = "AKIAZ7Q3XR5TW2PL9MVK"
+	book := &redact.Book{}
+	if err := book.Add("AWS_KEY", []byte(keyID)); err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	obs := &egressObserver{}
+	l := NewLocal(LocalOptions{Log: log, Book: book, Observer: obs})
+	in := &sandboxInstance{l: l, rec: track.NewSandbox(),
+		spec: sandbox.Spec{Network: sandbox.Network{Rules: []egress.Rule{{Host: "api.example.com"}}}}}
+	in.setupEgress()
+	host := strings.ToLower(keyID) + ".evil.test"
+	call := in.rec.Begin()
+	ev := egress.Event{Time: time.Now(), Host: host, Port: 443, Decision: "deny", Reason: "no rule allows " + host + ":443"}
+	in.spec.Network.Opened(ev)
+	in.spec.Network.Log(ev)
+	var rec audit.Record
+	in.rec.Finish(call, &rec)
+	seen := buf.String() + fmt.Sprint(obs.evs) + fmt.Sprint(rec.Domains)
+	if strings.Contains(strings.ToLower(seen), strings.ToLower(keyID)) {
+		t.Errorf("the key id came through:\n%s", seen)
+	}
+	if len(obs.evs) != 1 || obs.evs[0].Host != "[REDACTED:AWS_KEY].evil.test" || len(rec.Domains) != 1 || rec.Domains[0].Host != "[REDACTED:AWS_KEY].evil.test" {
+		t.Errorf("audited %+v, call domains %+v", obs.evs, rec.Domains)
 	}
 }

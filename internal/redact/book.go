@@ -80,6 +80,17 @@ func (b *Book) Bytes(p []byte) []byte {
 	return p
 }
 
+// Folded is Redactor.Folded with the current values; s itself when none
+// are known.
+func (b *Book) Folded(s string) string {
+	if r := b.r.Load(); r != nil {
+		out := r.Folded(s)
+		b.count(out != s)
+		return out
+	}
+	return s
+}
+
 // String is Bytes for strings.
 func (b *Book) String(s string) string {
 	if r := b.r.Load(); r != nil {

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 )
 
 // MinValueLen is the shortest secret value New accepts without
@@ -30,6 +31,9 @@ type Redactor struct {
 	needles [][]byte
 	owner   []int
 	repl    [][]byte
+	// folded is the Redactor of the forms in lower case (Folded), made
+	// on first use.
+	folded atomic.Pointer[Redactor]
 }
 
 // New returns a Redactor for secrets with the default Options.
@@ -115,6 +119,62 @@ func (r *Redactor) Needles() [][]byte {
 	out := make([][]byte, len(r.needles))
 	for i, n := range r.needles {
 		out[i] = bytes.Clone(n)
+	}
+	return out
+}
+
+// Folded redacts s as String does, but finds the forms in any ASCII
+// case: for text that someone may have re-cased, a host name above all
+// (DNS names are case-insensitive, and the egress proxy lower-cases
+// them), where a value no longer matches as written. A value without
+// lower-case letters (an AWS key id, upper-case hex) comes back from
+// lower case exactly, and a mixed-case one nearly.
+func (r *Redactor) Folded(s string) string {
+	f := r.folded.Load()
+	if f == nil {
+		f = r.fold()
+		r.folded.Store(f)
+	}
+	b := []byte(s)
+	spans := f.Spans(asciiLower(b))
+	if len(spans) == 0 {
+		return s
+	}
+	out := make([]byte, 0, len(b))
+	last := 0
+	for _, sp := range spans {
+		out = append(append(out, b[last:sp.Start]...), sp.Mark...)
+		last = sp.End
+	}
+	return string(append(out, b[last:]...))
+}
+
+// fold returns a Redactor of r's forms in lower case.
+func (r *Redactor) fold() *Redactor {
+	f := &Redactor{repl: r.repl}
+	seen := map[string]bool{}
+	for i, n := range r.needles {
+		l := asciiLower(n)
+		if seen[string(l)] {
+			continue
+		}
+		seen[string(l)] = true
+		f.needles = append(f.needles, l)
+		f.owner = append(f.owner, r.owner[i])
+	}
+	f.a = build(f.needles)
+	return f
+}
+
+// asciiLower returns a copy of b with A-Z in lower case: every other
+// byte, and so every offset, stays.
+func asciiLower(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
 	}
 	return out
 }

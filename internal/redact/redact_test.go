@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"go/parser"
 	"go/token"
@@ -216,6 +217,29 @@ func TestSpans(t *testing.T) {
 		}
 		if n := strings.Count(string(r.Bytes(b)), "[REDACTED:"); n != len(spans) {
 			t.Errorf("%q: %d spans, %d marks", in, len(spans), n)
+		}
+	}
+}
+
+// Folded finds a value however a peer re-cased it (a host name the egress
+// proxy lower-cased), keeps the rest as written, and leaves alone what
+// holds none.
+func TestFolded(t *testing.T) {
+	r, err := New([]Secret{{Name: "AWS", Value: []byte("AKIAZ7Q3XR5TW2PL9MVK")}, {Name: "TOK", Value: []byte("zq7Kp2Lm9Xv4Rt8Wn3Yb6Hc1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"akiaz7q3xr5tw2pl9mvk.evil.test", "[REDACTED:AWS].evil.test"},
+		{"AKIAZ7Q3XR5TW2PL9MVK.Evil.Test", "[REDACTED:AWS].Evil.Test"},
+		{"ZQ7KP2LM9XV4RT8WN3YB6HC1.example.com:443", "[REDACTED:TOK].example.com:443"},
+		{"no rule allows é-zq7kp2lm9xv4rt8wn3yb6hc1.example.com:443", "no rule allows é-[REDACTED:TOK].example.com:443"},
+		// A lower-cased hex form of the value.
+		{strings.ToLower(hex.EncodeToString([]byte("AKIAZ7Q3XR5TW2PL9MVK"))) + ".evil.test", "[REDACTED:AWS].evil.test"},
+		{"api.example.com", "api.example.com"},
+	} {
+		if got := r.Folded(tc.in); got != tc.want {
+			t.Errorf("Folded(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
