@@ -7,20 +7,24 @@
 # A target whose fuzzing build fails (e.g. a nosplit function over the
 # stack limit once instrumented) finds nothing by chance: exit 3.
 #
-# usage: scripts/fuzz.sh [-parallel N] [-run REGEX] [-minimize M] [BUDGET]
+# usage: scripts/fuzz.sh [-parallel N] [-run REGEX] [-part K/N] [-minimize M] [BUDGET]
 #   BUDGET       -fuzztime per target: a duration or Nx (default 60s)
 #   -parallel N  fuzzing workers per target (default 1)
 #   -run REGEX   only the targets whose "pkg.FuzzName" matches (grep -E)
+#   -part K/N    only the targets of every Nth package with fuzz targets,
+#                from the Kth (0-based): the fuzzing build of a package
+#                compiles it and its dependencies again, instrumented
 #   -minimize M  -fuzzminimizetime (default 100x: minimizing each new
 #                input for the default 60s would eat a short budget)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-budget=60s parallel=1 run=. minimize=100x
+budget=60s parallel=1 run=. minimize=100x part=0/1
 while [ $# -gt 0 ]; do
 	case $1 in
 	-parallel) parallel=$2; shift 2 ;;
 	-run) run=$2; shift 2 ;;
+	-part) part=$2; shift 2 ;;
 	-minimize) minimize=$2; shift 2 ;;
 	-h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "fuzz.sh: unknown flag $1" >&2; exit 2 ;;
@@ -47,6 +51,16 @@ if [ -z "$dirs" ]; then
 	echo "fuzz.sh: no fuzz targets" >&2
 	exit 2
 fi
+case $part in
+[0-9]*/[1-9]*) k=${part%/*} n=${part#*/} ;;
+*) echo "fuzz.sh: -part wants K/N, got $part" >&2; exit 2 ;;
+esac
+case $k$n in *[!0-9]*) echo "fuzz.sh: -part wants K/N, got $part" >&2; exit 2 ;; esac
+if [ "$k" -ge "$n" ]; then
+	echo "fuzz.sh: -part $part: K must be below N" >&2
+	exit 2
+fi
+dirs=$(printf '%s\n' $dirs | awk -v k="$k" -v n="$n" '(NR - 1) % n == k')
 # shellcheck disable=SC2086 # one word per directory
 targets=$(go test -list '^Fuzz' $dirs | awk '
 	/^Fuzz/ { names[n++] = $1; next }
