@@ -3,7 +3,10 @@ package oauth
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Errors of this package never carry a token, a code, a
@@ -88,14 +91,27 @@ type oauthError struct {
 func (e *oauthError) Error() string {
 	s := fmt.Sprintf("%s answered %d", e.Endpoint, e.Status)
 	if e.Code != "" {
-		s += " " + e.Code
+		s += " " + shown(e.Code)
 	}
 	if e.Description != "" {
 		d := e.Description
 		if len(d) > 200 {
 			d = d[:200]
 		}
-		s += ": " + d
+		s += ": " + shown(d)
 	}
 	return s
+}
+
+// shown is a server's text as an error may print it: quoted, with
+// escapes, when it holds a character that does not show as itself (an
+// escape sequence for the terminal, a line break that would forge a line
+// of mcpbox's own, a bidi control). The text comes from an authorization
+// server that an untrusted remote server may have named.
+func shown(s string) string {
+	hidden := func(r rune) bool { return r == utf8.RuneError || !unicode.IsGraphic(r) }
+	if strings.IndexFunc(s, hidden) < 0 {
+		return s
+	}
+	return strconv.QuoteToGraphic(s)
 }

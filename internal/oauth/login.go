@@ -101,6 +101,13 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if err := checkEndpoint(opts.Server); err != nil {
 		return nil, fmt.Errorf("login: server URL %w", err)
 	}
+	if kc, ok := opts.Store.(interface{ CheckKey(context.Context) error }); ok {
+		// Before a person authorizes: tokens a store cannot keep would
+		// be thrown away (and stay valid at the server).
+		if err := kc.CheckKey(ctx); err != nil {
+			return nil, fmt.Errorf("login to %s: the token store: %w", opts.Server, err)
+		}
+	}
 	hc := orDefault(opts.HTTPClient, opts.Server)
 	ch := opts.Challenge
 	if ch == (Challenge{}) {

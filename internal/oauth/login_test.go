@@ -616,3 +616,22 @@ func TestRedirectRules(t *testing.T) {
 		t.Error("a sixth redirect was followed")
 	}
 }
+
+// A store whose key cannot be had fails the login before anyone is sent
+// to authorize: after it, the tokens issued would be thrown away.
+func TestLoginChecksStoreKeyFirst(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := &FileStore{Dir: t.TempDir(), Keys: KeyFunc(func(context.Context) ([]byte, error) {
+		return nil, errors.New("MCPBOX_OAUTH_KEY is shorter than 8 bytes")
+	})}
+	opened := false
+	_, err := Login(context.Background(), LoginOptions{Server: rs.url, Store: store, Wait: time.Second,
+		OpenURL: func(string) error { opened = true; return nil }})
+	if err == nil || !strings.Contains(err.Error(), "token store") || !strings.Contains(err.Error(), "shorter than 8 bytes") {
+		t.Errorf("login: %v, want the store's key error", err)
+	}
+	if opened {
+		t.Error("the authorization URL was opened")
+	}
+}

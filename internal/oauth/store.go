@@ -226,6 +226,13 @@ func (s *FileStore) path(server string) string {
 	return filepath.Join(s.Dir, hex.EncodeToString(sum[:16])+recordExt)
 }
 
+// CheckKey reports whether the store's key can be had and is usable, so
+// that a login fails before its authorization rather than after it.
+func (s *FileStore) CheckKey(ctx context.Context) error {
+	_, err := s.aead(ctx)
+	return err
+}
+
 func (s *FileStore) aead(ctx context.Context) (cipher.AEAD, error) {
 	if s.Keys == nil {
 		return nil, errors.New("token store has no key source")

@@ -456,3 +456,19 @@ func TestTransportShortLivedToken(t *testing.T) {
 		t.Errorf("call with an expired token: %v, want ErrNoToken", err)
 	}
 }
+
+// An authorization server's error text is printed quoted, with escapes,
+// when it holds what does not show as itself: a terminal escape, a line
+// break forging a line of mcpbox's own, a bidi control.
+func TestServerErrorTextShownHarmless(t *testing.T) {
+	for _, tc := range []struct{ code, desc, want string }{
+		{"access_denied", "the user said no", "authorization endpoint answered 302 access_denied: the user said no"},
+		{"access_denied", "\x1b[31mFAKE\nmcpbox: logged in", `authorization endpoint answered 302 access_denied: "\x1b[31mFAKE\nmcpbox: logged in"`},
+		{"x\u202eyz", "ok", `authorization endpoint answered 302 "x\u202eyz": ok`},
+	} {
+		e := &oauthError{Endpoint: "authorization endpoint", Status: 302, Code: tc.code, Description: tc.desc}
+		if got := e.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
