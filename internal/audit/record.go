@@ -43,6 +43,13 @@ const (
 	// record, and its sandboxes no sandbox_stop.
 	EventGatewayCrash = "gateway_crash"
 
+	// EventOAuthReauthorized is serve's silent login to a remote server
+	// (a 401 no refresh cured, a step-up to more scope, a new
+	// authorization server): Server, Client (the identity), Detail
+	// "issuer", "scope" (granted) and "step_up". No person agreed to
+	// this token; the record says what it holds.
+	EventOAuthReauthorized = "oauth_reauthorized"
+
 	// EventRetention is written by the store itself when it prunes old
 	// records; Detail says how many and up to which seq.
 	EventRetention = "retention"
@@ -60,6 +67,7 @@ var Events = []string{
 	EventEgress, EventSecretInject, EventSecretExfiltration, EventSecretRefused,
 	EventApproval, EventPolicyReload, EventPin, EventTrust, EventScan,
 	EventRestart, EventServerUnavailable, EventRetention, EventIntegrity, EventGatewayCrash,
+	EventOAuthReauthorized,
 }
 
 // Outcomes of a call record (Record.Outcome): what became of the call.

@@ -36,7 +36,7 @@ FILTERS
           sandbox_crash|sandbox_pause|sandbox_resume|snapshot|egress|
           secret_inject|secret_exfiltration|secret_refused|approval|
           policy_reload|pin|trust|scan|restart|server_unavailable|
-          retention|integrity
+          retention|integrity|gateway_crash|oauth_reauthorized
   --decision allow|deny|approved|denied|rate_limited|...
   --since 1h | 2026-12-01T10:00:00Z      --limit N (the newest N)
 

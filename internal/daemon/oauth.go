@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
@@ -90,21 +93,34 @@ func (w wiring) remoteOAuth(s *config.Server) *launch.RemoteOAuth {
 	if s.OAuth == nil {
 		return nil
 	}
-	return &launch.RemoteOAuth{Name: s.Name, LoginFlags: w.loginFlags, Store: oauthStores(w.c, w.opts.StateDir), Reauthorize: reauthorize(s)}
+	return &launch.RemoteOAuth{Name: s.Name, LoginFlags: w.loginFlags, Store: oauthStores(w.c, w.opts.StateDir), Reauthorize: w.reauthorize(s)}
 }
 
 // reauthorize is serve's silent login for s: with the configured scopes
 // (and, on a step-up, the scope asked for), where the authorization
 // server grants without a person; otherwise the client is told to run
-// mcpbox login.
-func reauthorize(s *config.Server) func(context.Context, oauth.Store, oauth.Challenge, bool) error {
-	return func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error {
+// mcpbox login. A token got so is logged and audited
+// (audit.EventOAuthReauthorized): no person saw it asked for.
+func (w wiring) reauthorize(s *config.Server) func(context.Context, string, oauth.Store, oauth.Challenge, bool) error {
+	return func(ctx context.Context, agent string, store oauth.Store, ch oauth.Challenge, step bool) error {
 		lo, err := reauthOptions(ctx, s, store, ch, step)
 		if err != nil {
 			return err
 		}
-		_, err = oauth.Login(ctx, lo)
-		return err
+		g, err := oauth.Login(ctx, lo)
+		if err != nil {
+			return err
+		}
+		client := cmp.Or(agent, gateway.LocalAgent)
+		if w.log != nil {
+			w.log.Info("oauth: re-authorized without a person", "server", s.Name, "client", client,
+				"issuer", g.Issuer, "scope", g.Scope, "step_up", step)
+		}
+		if w.guard != nil {
+			w.guard.Record(audit.Record{Event: audit.EventOAuthReauthorized, Server: s.Name, Client: client,
+				Detail: map[string]string{"issuer": g.Issuer, "scope": g.Scope, "step_up": strconv.FormatBool(step)}})
+		}
+		return nil
 	}
 }
 

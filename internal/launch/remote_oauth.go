@@ -31,9 +31,10 @@ type RemoteOAuth struct {
 	// (a silent login, oauth.LoginOptions.Silent) when the server asks
 	// for more scope (step is set; ch.Scope is the held scope and the one
 	// asked for) or refuses a stored token (e.g. its authorization server
-	// changed). It is not called for an identity that never logged in,
-	// nor again within ReauthorizeBackoff of a failure.
-	Reauthorize func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error
+	// changed), for the client identity agent ("": the shared scope). It
+	// is not called for an identity that never logged in, nor again
+	// within ReauthorizeBackoff of a failure.
+	Reauthorize func(ctx context.Context, agent string, store oauth.Store, ch oauth.Challenge, step bool) error
 }
 
 // ReauthorizeBackoff is how long a connection waits after a failed
@@ -84,7 +85,10 @@ func (l *Remote) oauthTransport(scope gateway.Scope, next http.RoundTripper, sse
 	bs := bookStore{store, l.book}
 	t := &oauth.Transport{Server: l.url, Store: bs, Base: next, SameOrigin: sse}
 	if l.oauth.Reauthorize != nil {
-		t.Authorize = (&reauthorizer{server: l.url, store: bs, do: l.oauth.Reauthorize}).authorize
+		do := l.oauth.Reauthorize
+		t.Authorize = (&reauthorizer{server: l.url, store: bs, do: func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error {
+			return do(ctx, scope.Agent, store, ch, step)
+		}}).authorize
 	}
 	var flags string
 	if l.oauth.LoginFlags != nil {
@@ -166,6 +170,15 @@ func (s bookStore) Load(ctx context.Context, server string) (*oauth.Grant, error
 		return nil, err
 	}
 	return g, s.learn(g)
+}
+
+// LockGrant passes on the store's lock (oauth.Locker): without it, every
+// connection refreshed a rotating refresh token of its own accord.
+func (s bookStore) LockGrant(ctx context.Context, server string) (func(), error) {
+	if l, ok := s.Store.(oauth.Locker); ok {
+		return l.LockGrant(ctx, server)
+	}
+	return func() {}, nil
 }
 
 func (s bookStore) Save(ctx context.Context, g *oauth.Grant) error {

@@ -191,6 +191,38 @@ func TestReauthorizer(t *testing.T) {
 	}
 }
 
+// The store a remote connection's transport gets (bookStore around the
+// identity's FileStore) passes on the grant's lock: two connections'
+// stores exclude each other, so that only one spends a rotating refresh
+// token.
+func TestBookStoreLocksGrant(t *testing.T) {
+	dir := t.TempDir()
+	files := func() *oauth.FileStore {
+		return &oauth.FileStore{Dir: filepath.Join(dir, "oauth"), Keys: oauth.KeyFile(filepath.Join(dir, "oauth.key"))}
+	}
+	var a, b oauth.Store = bookStore{files(), &redact.Book{}}, bookStore{files(), &redact.Book{}}
+	la, ok := a.(oauth.Locker)
+	if !ok {
+		t.Fatal("bookStore is no oauth.Locker")
+	}
+	const server = "https://mcp.example.com/mcp"
+	unlock, err := la.LockGrant(context.Background(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := b.(oauth.Locker).LockGrant(ctx, server); err == nil {
+		t.Fatal("a second connection took the grant's lock while the first held it")
+	}
+	unlock()
+	unlock2, err := b.(oauth.Locker).LockGrant(context.Background(), server)
+	if err != nil {
+		t.Fatalf("after the first let go: %v", err)
+	}
+	unlock2()
+}
+
 // TestRemoteTransportAuto: with Detect, an SSE-only server is spoken to
 // over SSE and a Streamable HTTP server over Streamable HTTP, whose probe
 // session is deleted.

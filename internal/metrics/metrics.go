@@ -176,7 +176,7 @@ var eventNames = []string{
 	audit.EventSandboxStop, audit.EventSandboxCrash, audit.EventSandboxPause, audit.EventSandboxResume,
 	audit.EventSnapshot, audit.EventEgress, audit.EventApproval, audit.EventPolicyReload, audit.EventPin,
 	audit.EventTrust, audit.EventScan, audit.EventRestart, audit.EventRetention, audit.EventIntegrity,
-	audit.EventServerUnavailable, audit.EventGatewayCrash,
+	audit.EventServerUnavailable, audit.EventGatewayCrash, audit.EventOAuthReauthorized,
 }
 
 func (m *Metrics) server(s string) string { return bounded(s, m.opts.Servers) }

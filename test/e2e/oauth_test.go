@@ -285,7 +285,7 @@ func TestOAuthRemoteRefresh(t *testing.T) {
 	m := modes(t)[0]
 	as := newOAAS(t)
 	as.mu.Lock()
-	as.ttl = 30 * time.Second // within the minute before expiry: refreshed at once
+	as.ttl = 2 * time.Second // past half its life by the first call (below): refreshed then
 	as.mu.Unlock()
 	rs := newOARS(t, as)
 	cfg, state := oaConfig(t, m, map[string]any{"servers": map[string]any{
@@ -299,6 +299,7 @@ func TestOAuthRemoteRefresh(t *testing.T) {
 		t.Fatalf("grant files %v", grant)
 	}
 	before, _ := os.ReadFile(grant[0])
+	time.Sleep(time.Second)
 	sess, logs := oaServeStdio(t, m, cfg)
 	gwMustCall(t, sess, "whoami", nil, "user alice")
 	leak, err := gwCall(context.Background(), sess, "leak", nil)
@@ -310,7 +311,7 @@ func TestOAuthRemoteRefresh(t *testing.T) {
 	refreshes := as.refreshes
 	as.mu.Unlock()
 	if refreshes == 0 {
-		t.Fatal("serve did not refresh a token that expires within the refresh margin")
+		t.Fatal("serve did not refresh a token past half its life")
 	}
 	after, _ := os.ReadFile(grant[0])
 	if bytes.Equal(before, after) {
@@ -514,6 +515,16 @@ func TestOAuthStepUpBound(t *testing.T) {
 		got := as.authzRequests()[before:]
 		if len(got) != 1 || got[0].Get("prompt") != "none" || got[0].Get("scope") != "admin" {
 			t.Errorf("silent step-up sent %v, want one prompt=none request with scope admin", got)
+		}
+		// No person saw that token asked for: the audit says what it holds.
+		r := m.mcpbox(t, 30*time.Second, "", "logs", "--json", "--config", cfg, "--event", "oauth_reauthorized")
+		var rec struct {
+			Server, Client string
+			Detail         map[string]string
+		}
+		if r.code != 0 || json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &rec) != nil ||
+			rec.Server != "r" || rec.Detail["step_up"] != "true" || !strings.Contains(rec.Detail["scope"], "admin") || rec.Detail["issuer"] == "" {
+			t.Errorf("the silent step-up's audit record: %+v\n%s", rec, r)
 		}
 	})
 }
