@@ -133,7 +133,26 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 			return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 		}
 	}
-	cb, err := listenCallback(opts.RedirectPort)
+	// A silent login at the authorization server of the login it renews
+	// is that login's client again, on its redirect: a client registered
+	// a moment ago has no consent to renew, and each registration stays
+	// at the server.
+	var again *Grant
+	port := opts.RedirectPort
+	if opts.Silent && opts.ClientID == "" && opts.Store != nil {
+		if old, err := opts.Store.Load(ctx, opts.Server); err == nil && old.Issuer == d.Server.Issuer && old.ClientID != "" && old.RedirectURI != "" {
+			if u, err := url.Parse(old.RedirectURI); err == nil {
+				if p, err := strconv.Atoi(u.Port()); err == nil {
+					again, port = old, p
+				}
+			}
+		}
+	}
+	cb, err := listenCallback(port)
+	if err != nil && again != nil {
+		again = nil // its port is taken: a client of its own
+		cb, err = listenCallback(opts.RedirectPort)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
@@ -146,7 +165,10 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 		TokenEndpoint:      d.Server.TokenEndpoint,
 		RevocationEndpoint: d.Server.RevocationEndpoint,
 	}
-	if err := register(ctx, hc, &opts, &d.Server, cb.redirectURI, g); err != nil {
+	g.RedirectURI = cb.redirectURI
+	if again != nil {
+		g.ClientID, g.ClientSecret, g.AuthMethod = again.ClientID, again.ClientSecret, again.AuthMethod
+	} else if err := register(ctx, hc, &opts, &d.Server, cb.redirectURI, g); err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
 	if len(opts.Scopes) == 0 && slices.Contains(d.Server.ScopesSupported, "offline_access") &&

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -633,5 +635,46 @@ func TestLoginChecksStoreKeyFirst(t *testing.T) {
 	}
 	if opened {
 		t.Error("the authorization URL was opened")
+	}
+}
+
+// A silent login at the authorization server of the login it renews
+// uses that login's client and redirect again, instead of registering
+// a client (with no consent to renew) each time; with the redirect's
+// port taken it registers one of its own.
+func TestLoginSilentReusesClient(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	first, err := login(t, as, rs, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent := func(o *LoginOptions) { o.OpenURL, o.Silent = nil, true }
+	for range 2 {
+		g, err := login(t, as, rs, store, silent)
+		if err != nil {
+			t.Fatalf("silent login: %v", err)
+		}
+		if g.ClientID != first.ClientID || g.RedirectURI != first.RedirectURI || as.lastAuthz(t).Get("client_id") != first.ClientID {
+			t.Errorf("silent login as client %q on %q, want the login's %q on %q", g.ClientID, g.RedirectURI, first.ClientID, first.RedirectURI)
+		}
+	}
+	as.mu.Lock()
+	n := as.registrations
+	as.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d registrations for a login and two silent renewals, want 1", n)
+	}
+
+	u, _ := url.Parse(first.RedirectURI)
+	ln, err := net.Listen("tcp4", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	g, err := login(t, as, rs, store, silent)
+	if err != nil || g.ClientID == first.ClientID || g.RedirectURI == first.RedirectURI {
+		t.Errorf("silent login with the redirect's port taken: %v, client %q on %q", err, g.ClientID, g.RedirectURI)
 	}
 }

@@ -37,6 +37,10 @@ type Grant struct {
 	// endpoint (a dynamically registered confidential client).
 	ClientSecret string `json:"client_secret,omitempty"`
 	AuthMethod   string `json:"auth_method,omitempty"`
+	// RedirectURI is the loopback redirect of the login: a silent login
+	// at the same authorization server uses it (its port) again with
+	// the client registered for it.
+	RedirectURI string `json:"redirect_uri,omitempty"`
 	// TokenEndpoint and RevocationEndpoint are the server's, from its
 	// metadata at login.
 	TokenEndpoint      string `json:"token_endpoint"`
