@@ -36,9 +36,10 @@
 //     between the parts, or parts redacted separately): by value it cannot
 //     be recognised. Within one JSON message, Redactor.JSON does catch a
 //     value split over string values that a reader joins in order (the
-//     text items of a tool result, fields of its structuredContent), but
-//     not one split over member names, over values read out of order, or
-//     joined with a separator (a space or line break between the parts is
+//     text items of a tool result, whatever lies between them, fields of
+//     its structuredContent), but not one split over member names, over
+//     values read out of order or with another value between them (but
+//     for text items), or joined with a separator (a space or line break between the parts is
 //     caught only as a line break).
 //   - Other encodings and transformations: base32, compression, encryption,
 //     reversal, case changes other than hex, base64 of hex, partial

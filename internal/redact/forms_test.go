@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -165,6 +166,36 @@ func TestJSONSplitValue(t *testing.T) {
 		}
 		if leaks(joinValues(t, out)) {
 			t.Fatalf("cut %d: joined values of %s leak", cut, out)
+		}
+	}
+	// Text items with more between them than "type": a client joins the
+	// text all the same.
+	for name, mid := range map[string]string{
+		"annotations": `,"annotations":{"audience":["user"]}`,
+		"_meta":       `,"_meta":{"id":"x"}`,
+	} {
+		for _, between := range []string{
+			`{"type":"text","text":"%s"` + mid + `},{"type":"text","text":"%s"}`,
+			`{"type":"text","text":"%s"},{"type":"image","data":"aGVsbG8=","mimeType":"image/png"},{"type":"text","text":"%s"}`,
+			`{"type":"text","text":"%s"},{"type":"resource_link","uri":"file:///x","name":"x"},{"type":"text","text":"%s"}`,
+		} {
+			for _, cut := range []int{4, 12, 20} {
+				msg := []byte(fmt.Sprintf(`{"result":{"content":[`+between+`]}}`, secret[:cut], secret[cut:]))
+				out := r.JSON(msg)
+				var res struct {
+					Result struct{ Content []struct{ Text string } }
+				}
+				if err := json.Unmarshal(out, &res); err != nil {
+					t.Fatalf("%s: %v: %s", name, err, out)
+				}
+				joined := ""
+				for _, c := range res.Result.Content {
+					joined += c.Text
+				}
+				if leaks(joined) {
+					t.Errorf("%s, cut %d: the text items join to %q", name, cut, joined)
+				}
+			}
 		}
 	}
 	// Two values that merely sit next to each other are left alone.

@@ -160,30 +160,47 @@ type literal struct {
 	start, end int
 	text       []byte
 	typ        bool // the value of a member named "type"
+	txt        bool // the value of a member named "text"
 }
 
 // joined redacts the values that span two or more string values when the
 // message's string values are read in order and joined without a
-// separator, as clients join the text items of a result. It looks at two
-// sequences: every string value, and every string value but those of
+// separator, as clients join the text items of a result. It looks at
+// three sequences: every string value; every string value but those of
 // members named "type" (which stand between the text of two content
-// items). Each part of such a value is replaced by the marker; a value
-// inside one string was replaced before.
+// items); and the values of members named "text" alone (the text items,
+// whatever else an item carries or lies between them: annotations,
+// _meta, an image or a resource link). Each part of such a value is
+// replaced by the marker; a value inside one string was replaced before.
 func (r *Redactor) joined(b []byte) []byte {
 	lits := stringValues(b)
 	if len(lits) < 2 {
 		return b
 	}
-	anyType := slices.ContainsFunc(lits, func(l literal) bool { return l.typ })
-	repl := map[int][]span{} // literal index -> parts to replace
-	for _, skipType := range []bool{false, true} {
-		if skipType && !anyType {
-			break // the same sequence again
+	count := func(f func(literal) bool) int {
+		n := 0
+		for _, l := range lits {
+			if f(l) {
+				n++
+			}
 		}
+		return n
+	}
+	typed := count(func(l literal) bool { return l.typ })
+	texts := count(func(l literal) bool { return l.txt })
+	sequences := []func(literal) bool{func(literal) bool { return true }}
+	if typed > 0 {
+		sequences = append(sequences, func(l literal) bool { return !l.typ })
+	}
+	if texts >= 2 && texts < len(lits)-typed {
+		sequences = append(sequences, func(l literal) bool { return l.txt })
+	}
+	repl := map[int][]span{} // literal index -> parts to replace
+	for _, in := range sequences {
 		var cat []byte
 		var seq, starts []int // seq[k]: literal of the k-th part, starting at cat[starts[k]]
 		for k, l := range lits {
-			if skipType && l.typ {
+			if !in(l) {
 				continue
 			}
 			seq = append(seq, k)
@@ -284,7 +301,7 @@ func stringValues(b []byte) []literal {
 				}
 				text = s
 			}
-			lits = append(lits, literal{start: i, end: end + 1, text: text, typ: string(key) == `"type"`})
+			lits = append(lits, literal{start: i, end: end + 1, text: text, typ: string(key) == `"type"`, txt: string(key) == `"text"`})
 			key = nil
 		}
 		i = end
