@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -86,7 +87,7 @@ func (e *env) secrets(args []string) int {
 	tw := tabwriter.NewWriter(workspace.TermSafe(e.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tNAME\tFROM\tAS\tTTL\tHOSTS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Server, r.Name, r.Source(), r.As, r.TTL, strings.Join(r.Hosts, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cmp.Or(r.Server, "-"), r.Name, r.Source(), r.As, r.TTL, strings.Join(r.Hosts, ","))
 	}
 	tw.Flush()
 	return 0

@@ -35,6 +35,10 @@ const (
 	SecretAsHeader = "header" // a remote server's header
 	SecretAsQuery  = "query"  // a remote server's URL query parameter
 	SecretAsProxy  = "proxy"  // added at the egress proxy (inject)
+	// A remote server's pre-registered OAuth client, and the key that
+	// seals every stored login (oauth.store_key).
+	SecretAsOAuthClient = "oauth client"
+	SecretAsOAuthKey    = "oauth store key"
 )
 
 // SecretList lists every server's secrets of c, the remote servers'
@@ -57,6 +61,19 @@ func SecretList(c *config.Config, configPath string) []SecretRow {
 		for _, q := range s.Query {
 			rows = append(rows, SecretRow{ID: s.Name + "/" + q.Name, Server: s.Name, Name: q.Name, From: q.From, As: SecretAsQuery})
 		}
+		if o := s.OAuth; o != nil {
+			for _, t := range []struct {
+				name string
+				ref  config.Token
+			}{{"client_id", o.ClientID}, {"client_secret", o.ClientSecret}} {
+				if t.ref.From != "" {
+					rows = append(rows, SecretRow{ID: s.Name + "/oauth." + t.name, Server: s.Name, Name: "oauth." + t.name, From: t.ref.From, As: SecretAsOAuthClient})
+				}
+			}
+		}
+	}
+	if k := c.OAuth.StoreKey.From; k != "" {
+		rows = append(rows, SecretRow{ID: "oauth.store_key", Name: "oauth.store_key", From: k, As: SecretAsOAuthKey})
 	}
 	for _, l := range LoginSummary(c, configPath, "") {
 		rows = append(rows, SecretRow{ID: l.Server + "/oauth", Server: l.Server, Name: "oauth", From: "mcpbox login", As: l.State})

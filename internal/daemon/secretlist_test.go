@@ -55,6 +55,38 @@ func TestSecretListKube(t *testing.T) {
 	}
 }
 
+// TestSecretListOAuth: the references of a remote server's pre-registered
+// OAuth client and of the token store's key are listed with the rest.
+func TestSecretListOAuth(t *testing.T) {
+	p := writeConfig(t, `version: 1
+oauth: {store_key: {from: "env:MCPBOX_OAUTH_KEY"}}
+servers:
+  r:
+    url: https://mcp.example.com/mcp
+    oauth:
+      issuer: https://as.example.com
+      client_id: {from: "env:DEMO_CID"}
+      client_secret: {from: "file:/run/demo-secret"}
+`)
+	c, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range SecretList(c, p) {
+		got[r.ID] = r.Source() + " as " + r.As
+	}
+	for id, want := range map[string]string{
+		"r/oauth.client_id":     "env:DEMO_CID as oauth client",
+		"r/oauth.client_secret": "file:/run/demo-secret as oauth client",
+		"oauth.store_key":       "env:MCPBOX_OAUTH_KEY as oauth store key",
+	} {
+		if got[id] != want {
+			t.Errorf("%s: %q, want %q (all: %v)", id, got[id], want, got)
+		}
+	}
+}
+
 // TestKubeRBACConfig: with a config, the Role is in the config's
 // namespace and may get exactly the Secrets referenced there; without,
 // it gets none.
