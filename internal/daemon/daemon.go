@@ -132,7 +132,6 @@ func prepare(o Options) (*daemon, error) {
 	if d.token, err = localToken(&d.hopts, d.dir, d.addr, o.NoAuth, d.book, o.NoAuthWarning); err != nil {
 		return nil, err
 	}
-	d.warnLogins()
 	return d, nil
 }
 
@@ -259,6 +258,7 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		// After the servers were set up, so that it names the ones that
 		// could not be (reportUnavailable says why, below it).
 		sum := summarize(d.c, d.lock, d.o.Base)
+		sum.Warnings = append(sum.Warnings, d.loginWarnings()...)
 		down := d.setups.Down()
 		for i := range sum.Servers {
 			_, sum.Servers[i].Unavailable = down[sum.Servers[i].Name]

@@ -405,21 +405,25 @@ func loginWords(st LoginState, now time.Time) string {
 	return what
 }
 
-// warnLogins warns at start about each remote server with oauth that
-// nobody has logged in to yet: its sessions would fail until
-// `mcpbox login SERVER`.
-func (d *daemon) warnLogins() {
+// loginWarnings are the start's warnings of each remote server with
+// oauth that nobody has logged in to yet: its sessions would fail until
+// `mcpbox login SERVER`. They are among the summary's warnings, which
+// said "no warnings" below them when they were logged apart.
+func (d *daemon) loginWarnings() config.Errors {
 	states, err := LoginStates(d.c, d.dir)
 	if err != nil {
-		d.log.Warn("reading the OAuth logins", "err", err)
-		return
+		return config.Errors{&config.Error{File: d.c.File, Msg: fmt.Sprintf("reading the OAuth logins: %v", err)}}
 	}
+	var ws config.Errors
 	for _, s := range d.c.Servers {
 		if s.OAuth == nil || s.URL == "" || slices.ContainsFunc(states, func(l LoginState) bool { return l.Server == s.Name }) {
 			continue
 		}
-		d.log.Warn(fmt.Sprintf("server %s is not logged in: run `mcpbox login %s%s` before using it", s.Name, s.Name, loginFlags(d.o.ConfigPath, d.o.StateDir, "")))
+		pos := s.Meta.At("oauth")
+		ws = append(ws, &config.Error{File: d.c.File, Line: pos.Line, Col: pos.Col,
+			Msg: fmt.Sprintf("servers.%s.oauth: server %s is not logged in: run `mcpbox login %s%s` before using it", s.Name, s.Name, s.Name, loginFlags(d.o.ConfigPath, d.o.StateDir, ""))})
 	}
+	return ws
 }
 
 // loginFlags is what follows `mcpbox login NAME` in a hint to log in

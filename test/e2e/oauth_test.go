@@ -148,6 +148,9 @@ func oaNeedsLogin(t *testing.T, ctx context.Context, m mode, cfg, when string) {
 	if !strings.Contains(logs.String(), "server r is not logged in: run `mcpbox login r --config "+cfg+"` before using it") {
 		t.Errorf("%s: serve did not warn about the missing login at start:\n%s", when, logs)
 	}
+	if strings.Contains(logs.String(), "no warnings") {
+		t.Errorf("%s: the start-up summary says no warnings below the missing login's:\n%s", when, logs)
+	}
 }
 
 // oaNoToken fails if any token appears in data (raw, or base64 of it).
