@@ -229,11 +229,41 @@ func (o LoginOptions) loginTarget() (*config.Server, oauth.Store, error) {
 	return s, store, err
 }
 
+// knownIdentity checks that a login's --client names an identity serve
+// can give a session of c: the local user (""), a configured client, or
+// with listen.http.oauth an "oidc." one. A login for any other would
+// never be used. (Logout takes any: a client removed since still has
+// its tokens.)
+func knownIdentity(c *config.Config, client string) error {
+	if client == "" || client == gateway.LocalAgent || slices.ContainsFunc(c.Clients, func(cl config.Client) bool { return cl.Name == client }) {
+		return nil
+	}
+	oidc := c.Listen.HTTP.OAuth != nil
+	if oidc && strings.HasPrefix(client, jwtIdentityPrefix) && len(client) > len(jwtIdentityPrefix) {
+		return nil
+	}
+	var names []string
+	for _, cl := range c.Clients {
+		names = append(names, cl.Name)
+	}
+	known := "the local user (no --client)"
+	if len(names) > 0 {
+		known += ", " + strings.Join(names, ", ")
+	}
+	if oidc {
+		known += " or " + jwtIdentityPrefix + "CLAIM (listen.http.oauth)"
+	}
+	return fmt.Errorf("--client %q is no client identity of this config, so its login would never be used: the identities are %s", client, known)
+}
+
 // Login runs the authorization of a remote server (mcpbox login): it
 // prints the authorization URL as the first line of o.Stdout, opens a
 // browser unless o.NoBrowser, waits for the redirect on its loopback
 // listener and stores the tokens.
 func Login(ctx context.Context, o LoginOptions) error {
+	if err := knownIdentity(o.Config, o.Client); err != nil {
+		return configError(err)
+	}
 	s, store, err := o.loginTarget()
 	if err != nil {
 		return err

@@ -114,3 +114,44 @@ func TestKubeRBACConfig(t *testing.T) {
 		t.Errorf("a config without a kubernetes backend: %v\n%s", err, y)
 	}
 }
+
+// A login's --client must name an identity serve can give a session:
+// the local user, a configured client, an oidc. one with
+// listen.http.oauth; any other login would never be used.
+func TestLoginKnownIdentity(t *testing.T) {
+	plain, err := LoadConfig(writeConfig(t, "version: 1\nservers:\n  r: {url: https://mcp.example.com/mcp, oauth: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		client string
+		ok     bool
+	}{{"", true}, {"_local", true}, {"nobody", false}, {"oidc.", false}, {"oidc.alice", false}} {
+		if err := knownIdentity(plain, tc.client); (err == nil) != tc.ok {
+			t.Errorf("without clients, --client %q: %v", tc.client, err)
+		}
+	}
+	jwt, err := LoadConfig(writeConfig(t, `version: 1
+clients: [{name: a, token: {from: env:MCPBOX_TEST_CLIENT_TOKEN}}]
+listen:
+  http:
+    oauth: {issuer: https://idp.example.com, resource: https://gw.example.com/mcp}
+servers:
+  r: {url: https://mcp.example.com/mcp, oauth: {}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		client string
+		ok     bool
+	}{{"", true}, {"a", true}, {"b", false}, {"oidc.alice", true}, {"oidc.", false}} {
+		if err := knownIdentity(jwt, tc.client); (err == nil) != tc.ok {
+			t.Errorf("with clients and JWTs, --client %q: %v", tc.client, err)
+		}
+	}
+	err = knownIdentity(plain, "nobody")
+	if err == nil || !strings.Contains(err.Error(), "the local user (no --client)") {
+		t.Errorf("the refusal does not name the identities: %v", err)
+	}
+}
