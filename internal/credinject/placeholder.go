@@ -46,8 +46,8 @@ func CheckValue(value, shape string) error {
 }
 
 // placeholderFor returns a value shaped like real: the same length, a
-// known prefix (or the leading run up to a first '_' or '-' in the first 12
-// bytes) kept, every other letter or digit replaced by a random one of the
+// known prefix (or up to 8 letters of one case before a first '_' or
+// '-') kept, every other letter or digit replaced by a random one of the
 // same class (hex digits stay hex), punctuation kept. The result differs
 // from real and carries at least minPlaceholderBits of randomness.
 func placeholderFor(real string) (string, error) {
@@ -56,7 +56,7 @@ func placeholderFor(real string) (string, error) {
 	if bits < minPlaceholderBits {
 		// Nothing of the value's own shape is told (its prefix, its
 		// length, its bits): only what a value must have.
-		return "", fmt.Errorf("value too short to mask: a placeholder of its shape would carry fewer than the %d random bits that keep one sandbox from guessing another's; inject needs about 16 hex digits or 14 letters past any prefix (a known one such as ghp_, or the text up to a first _ or - in the first 12 characters), else give the secret no inject (then it is only redacted)",
+		return "", fmt.Errorf("value too short to mask: a placeholder of its shape would carry fewer than the %d random bits that keep one sandbox from guessing another's; inject needs about 16 hex digits or 14 letters past any prefix (a known one such as ghp_, or up to 8 letters of one case before a first _ or -), else give the secret no inject (then it is only redacted)",
 			minPlaceholderBits)
 	}
 	p := real[:keep] + out
@@ -72,10 +72,23 @@ func prefixLen(v string) int {
 			return len(p)
 		}
 	}
-	if i := strings.IndexAny(v, "_-"); i > 0 && i < 12 {
+	// Another prefix is kept only where it reads as a kind rather than
+	// as part of the value: up to 8 letters of one case before a first
+	// '_' or '-' (mytoken_, pk-). A run with digits or mixed case, as a
+	// random value may begin, is replaced like the rest: any run of up
+	// to 11 characters was kept before, and so told to the sandbox.
+	if i := strings.IndexAny(v, "_-"); i > 0 && i <= maxTagLen && oneCaseLetters(v[:i]) {
 		return i + 1
 	}
 	return 0
+}
+
+// maxTagLen is the longest unknown prefix placeholderFor keeps.
+const maxTagLen = 8
+
+// oneCaseLetters reports whether s is letters of one case only.
+func oneCaseLetters(s string) bool {
+	return strings.Trim(s, lowerChars) == "" || strings.Trim(s, upperChars) == ""
 }
 
 // hexOnly reports whether s's letters are all hex digits of one case and

@@ -28,6 +28,7 @@ func TestPlaceholderShape(t *testing.T) {
 		{"xoxb-1234567890-0987654321-REALslackTOKENvalue", "xoxb-"},
 		{"glpat-abcdefghij0123456789", "glpat-"},
 		{"mytoken_ABCDEFabcdef0123456789xyzXYZ", "mytoken_"},
+		{"PK-ABCDEFabcdef0123456789xyzXYZ", "PK-"},
 	} {
 		seen := map[string]bool{}
 		for range 20 {
@@ -139,6 +140,27 @@ func TestNewRejects(t *testing.T) {
 	} {
 		if _, err := New(Options{Credentials: []Credential{tc.c}}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+// A value that begins with a random-looking run before a '_' or '-'
+// keeps none of it: the run is the value's own, and was told to the
+// sandbox (up to 11 characters) when any run was kept.
+func TestPlaceholderKeepsNoRandomRun(t *testing.T) {
+	for _, real := range []string{
+		"Q7xK2mP9zL4_abcdefghijklmnopqrstuvwxyz0123",
+		"QxKmPzLw_abcdefghijklmnopqrstuvwxyz0123",
+		"abcdefghi_jklmnopqrstuvwxyz0123456789ABCD",
+		"a1b2c3-abcdefghijklmnopqrstuvwxyz0123",
+	} {
+		p, err := placeholderFor(real)
+		if err != nil {
+			t.Fatalf("%s: %v", real, err)
+		}
+		head := real[:strings.IndexAny(real, "_-")]
+		if strings.HasPrefix(p, head) {
+			t.Errorf("placeholder %q keeps the value's run %q", p, head)
 		}
 	}
 }
