@@ -28,9 +28,10 @@ func (g *Guard) SecretEvent(launcher string, scope gateway.Scope, t *track.Sandb
 	if !ok {
 		event = audit.EventSecretRefused
 	}
-	// The host the sandbox named, lower-cased: it may carry a value.
+	// The host the sandbox named, lower-cased, and a header name,
+	// re-cased: either may carry a value.
 	if g.book != nil {
-		ev.Host, ev.Reason = g.book.Folded(ev.Host), g.book.Folded(ev.Reason)
+		ev.Host, ev.Where, ev.Reason = g.book.Host(ev.Host), g.book.Folded(ev.Where), g.book.Folded(ev.Reason)
 	}
 	decision := "allow"
 	switch {

@@ -181,6 +181,7 @@ func (in *sandboxInstance) setupProxySecrets(ps []ProxySecret) error {
 	logEv := SecretEventLogger(l.log, l.name)
 	so, _ := l.observer.(SecretObserver)
 	return ApplyProxySecrets(&in.spec, ps, rec.ID, l.ca, func(ev credinject.Event) {
+		ev = redactSecretEvent(l.book, ev)
 		logEv(ev)
 		if so != nil {
 			so.SecretEvent(l.name, in.scope, rec, ev)

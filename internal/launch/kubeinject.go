@@ -77,6 +77,7 @@ func (k *Kube) SecretEvent(pod string, ev credinject.Event) bool {
 		return false
 	}
 	ev.SandboxID = in.rec.ID
+	ev = redactSecretEvent(k.o.Book, ev)
 	SecretEventLogger(k.log, k.o.Name)(ev)
 	if so, ok := k.obs().(SecretObserver); ok {
 		so.SecretEvent(k.o.Name, in.scope, in.rec, ev)

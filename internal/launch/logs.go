@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"mcpbox/internal/credinject"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/redact"
 )
@@ -32,13 +33,24 @@ func egressLogger(log *slog.Logger, server string, allowLevel slog.Level) func(e
 
 // redactEvent redacts the host name and reason of an egress event before
 // they reach the log, the audit or a call's record: a server may try to
-// carry a secret out in a DNS name, which the proxy has lower-cased
-// (redact.Book.Folded).
+// carry a secret out in a DNS name, which the proxy has lower-cased, and
+// split into labels if the value is long (redact.Book.Host, Folded).
 func redactEvent(book *redact.Book, ev egress.Event) egress.Event {
 	if book == nil {
 		return ev
 	}
-	ev.Host, ev.Reason = book.Folded(ev.Host), book.Folded(ev.Reason)
+	ev.Host, ev.Reason = book.Host(ev.Host), book.Folded(ev.Reason)
+	return ev
+}
+
+// redactSecretEvent is redactEvent for an event of a secret added at the
+// proxy, whose host the sandbox named and whose where holds a header
+// name (re-cased on the way).
+func redactSecretEvent(book *redact.Book, ev credinject.Event) credinject.Event {
+	if book == nil {
+		return ev
+	}
+	ev.Host, ev.Where, ev.Reason = book.Host(ev.Host), book.Folded(ev.Where), book.Folded(ev.Reason)
 	return ev
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"mcpbox/internal/audit"
+	"mcpbox/internal/credinject"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/redact"
@@ -118,5 +119,24 @@ func TestEgressHostRedactedInAnyCase(t *testing.T) {
 	}
 	if len(obs.evs) != 1 || obs.evs[0].Host != "[REDACTED:AWS_KEY].evil.test" || len(rec.Domains) != 1 || rec.Domains[0].Host != "[REDACTED:AWS_KEY].evil.test" {
 		t.Errorf("audited %+v, call domains %+v", obs.evs, rec.Domains)
+	}
+}
+
+// A secret event's host (lower-cased, split into labels) and where (a
+// header name, re-cased) are redacted before the log and the audit.
+func TestSecretEventRedactedInAnyCase(t *testing.T) {
+	const keyID = "AKIAZ7Q3XR5TW2PL9MVK"
+	book := &redact.Book{}
+	if err := book.Add("AWS_KEY", []byte(keyID)); err != nil {
+		t.Fatal(err)
+	}
+	ev := redactSecretEvent(book, credinject.Event{Kind: "exfiltration", Credential: "GH",
+		Host:  strings.ToLower(keyID[:10]) + "." + strings.ToLower(keyID[10:]) + ".files.example.com",
+		Where: "header Akiaz7q3xr5tw2pl9mvk", Reason: "placeholder of GH in header Akiaz7q3xr5tw2pl9mvk"})
+	var buf strings.Builder
+	SecretEventLogger(slog.New(slog.NewTextHandler(&buf, nil)), "srv")(ev)
+	if strings.Contains(strings.ToLower(buf.String()+fmt.Sprint(ev)), strings.ToLower(keyID)) ||
+		strings.Contains(strings.ToLower(buf.String()), strings.ToLower(keyID[:10])) {
+		t.Errorf("the key id came through: %+v\n%s", ev, buf.String())
 	}
 }

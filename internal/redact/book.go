@@ -91,6 +91,17 @@ func (b *Book) Folded(s string) string {
 	return s
 }
 
+// Host is Redactor.Host with the current values; s itself when none are
+// known.
+func (b *Book) Host(s string) string {
+	if r := b.r.Load(); r != nil {
+		out := r.Host(s)
+		b.count(out != s)
+		return out
+	}
+	return s
+}
+
 // String is Bytes for strings.
 func (b *Book) String(s string) string {
 	if r := b.r.Load(); r != nil {

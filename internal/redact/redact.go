@@ -31,9 +31,10 @@ type Redactor struct {
 	needles [][]byte
 	owner   []int
 	repl    [][]byte
-	// folded is the Redactor of the forms in lower case (Folded), made
-	// on first use.
-	folded atomic.Pointer[Redactor]
+	// folded is the Redactor of the forms in lower case (Folded), and
+	// dotless that of the forms in lower case without dots (Host); each
+	// made on first use.
+	folded, dotless atomic.Pointer[Redactor]
 }
 
 // New returns a Redactor for secrets with the default Options.
@@ -132,29 +133,65 @@ func (r *Redactor) Needles() [][]byte {
 func (r *Redactor) Folded(s string) string {
 	f := r.folded.Load()
 	if f == nil {
-		f = r.fold()
+		f = r.fold(false)
 		r.folded.Store(f)
 	}
 	b := []byte(s)
-	spans := f.Spans(asciiLower(b))
+	return replaceSpans(b, f.Spans(asciiLower(b)), nil)
+}
+
+// Host is Folded for a host name, dots skipped as well: a DNS label holds
+// at most 63 bytes, so a longer value (a github_pat_ token, a JWT) can
+// only be carried out in a name split into labels.
+func (r *Redactor) Host(s string) string {
+	f := r.dotless.Load()
+	if f == nil {
+		f = r.fold(true)
+		r.dotless.Store(f)
+	}
+	b := []byte(s)
+	// at[i] is the offset in s of the i-th byte that is no dot.
+	compact, at := make([]byte, 0, len(b)), make([]int, 0, len(b))
+	for i, c := range asciiLower(b) {
+		if c != '.' {
+			compact, at = append(compact, c), append(at, i)
+		}
+	}
+	return replaceSpans(b, f.Spans(compact), at)
+}
+
+// replaceSpans replaces spans of b by their marks; with at, the spans are
+// of a text whose i-th byte is b[at[i]].
+func replaceSpans(b []byte, spans []Span, at []int) string {
 	if len(spans) == 0 {
-		return s
+		return string(b)
 	}
 	out := make([]byte, 0, len(b))
 	last := 0
 	for _, sp := range spans {
-		out = append(append(out, b[last:sp.Start]...), sp.Mark...)
-		last = sp.End
+		start, end := sp.Start, sp.End
+		if at != nil {
+			start, end = at[sp.Start], at[sp.End-1]+1
+		}
+		out = append(append(out, b[last:start]...), sp.Mark...)
+		last = end
 	}
 	return string(append(out, b[last:]...))
 }
 
-// fold returns a Redactor of r's forms in lower case.
-func (r *Redactor) fold() *Redactor {
+// fold returns a Redactor of r's forms in lower case, without dots if
+// dotless.
+func (r *Redactor) fold(dotless bool) *Redactor {
 	f := &Redactor{repl: r.repl}
 	seen := map[string]bool{}
 	for i, n := range r.needles {
 		l := asciiLower(n)
+		if dotless {
+			l = bytes.ReplaceAll(l, []byte("."), nil)
+		}
+		if len(l) == 0 {
+			continue
+		}
 		if seen[string(l)] {
 			continue
 		}

@@ -243,3 +243,27 @@ func TestFolded(t *testing.T) {
 		}
 	}
 }
+
+// Host finds a value carried in a host name split into labels (a label
+// holds at most 63 bytes) in any case, and one with dots of its own.
+func TestHost(t *testing.T) {
+	const pat = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlMDEyMzQ1Njc4OQ"
+	r, err := New([]Secret{{Name: "PAT", Value: []byte(pat)}, {Name: "JWT", Value: []byte(jwt)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := strings.ToLower(pat[:40] + "." + pat[40:] + ".evil.test")
+	for _, tc := range []struct{ in, want string }{
+		{split, "[REDACTED:PAT].evil.test"},
+		{"x." + strings.ToLower(jwt) + ".evil.test", "x.[REDACTED:JWT].evil.test"},
+		{"api.example.com", "api.example.com"},
+	} {
+		if got := r.Host(tc.in); got != tc.want {
+			t.Errorf("Host(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := r.Folded(split); strings.Contains(got, "REDACTED") {
+		t.Errorf("Folded caught the split name (the test's premise is wrong): %q", got)
+	}
+}
