@@ -15,7 +15,8 @@
 // characters / + = < > & ' ` that it holds (the writers' own sets only,
 // for a value with more than four of them) escaped as \u00XX in lower- or
 // upper-case hex, / as \/ too (PHP's json_encode, .NET's System.Text.Json,
-// Gson). Line breaks (CR, LF) are
+// Gson); the base64 and percent forms also with each of / + = escaped
+// that way (a Basic credential echoed through such a writer). Line breaks (CR, LF) are
 // skipped while matching, so a form wrapped over lines — MIME base64 as
 // base64(1) writes it every 76 columns, PEM every 64 — is caught, and so is
 // a value that holds breaks itself, however it is rewrapped; the

@@ -137,6 +137,17 @@ func TestEncodings(t *testing.T) {
 				}
 			}
 		}
+		// The base64 and query forms as JSON writers that escape + / =
+		// write them (a Basic credential echoed by .NET's encoder).
+		for _, w := range []struct{ set, hex, slash string }{{"+", "%02X", ""}, {"/", "", `\/`}, {"=", "%02x", ""}, {"/", "%02x", ""}} {
+			for _, text := range []string{base64.StdEncoding.EncodeToString([]byte(v)), url.QueryEscape(v)} {
+				esc := escapeLike(text, w.set, w.hex, w.slash)
+				if esc == text {
+					continue
+				}
+				cases = append(cases, tc{"escaped-" + w.set, `{"basic":"` + esc + `"}`, esc, false})
+			}
+		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				if !strings.Contains(c.text, c.forbidden) || c.forbidden == "" {

@@ -13,16 +13,40 @@ func forms(v []byte) [][]byte {
 	out := [][]byte{v}
 	lower := []byte(hex.EncodeToString(v))
 	out = append(out, lower, bytes.ToUpper(lower))
+	var encoded [][]byte
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for k := range 3 {
-			out = append(out, base64Forms(enc, v, k)...)
+			encoded = append(encoded, base64Forms(enc, v, k)...)
 		}
 	}
 	for _, esc := range []func([]byte) []byte{queryEscape, pathEscape} {
 		e := esc(v)
-		out = append(out, e, lowerPercent(e))
+		encoded = append(encoded, e, lowerPercent(e))
+	}
+	for _, e := range encoded {
+		out = append(append(out, e), escapedEncoding(e)...)
 	}
 	return append(out, jsonForms(v)...)
+}
+
+// escapedEncoding returns an encoded form e (base64: + / =; a query
+// escape: +) as JSON writers that escape those write it inside a string,
+// each writer one of them: / as \/ (PHP) or \u002f, + as \u002B (.NET),
+// = as \u003d (Gson), in either case of hex. A listed host echoing a
+// Basic credential through .NET's encoder handed out its base64 so.
+func escapedEncoding(e []byte) [][]byte {
+	var out [][]byte
+	for _, c := range []byte("/+=") {
+		if bytes.IndexByte(e, c) < 0 {
+			continue
+		}
+		set := []byte{c}
+		out = append(out, escapeSet(e, set, false, true), escapeSet(e, set, true, true))
+		if c == '/' {
+			out = append(out, escapeSet(e, set, false, false))
+		}
+	}
+	return out
 }
 
 // base64Forms returns the parts of enc's encoding of v that do not depend
