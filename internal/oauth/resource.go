@@ -204,10 +204,11 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 
 // key returns the verification key for kid and alg. The JWKS is fetched
 // on first use, and again for an unknown kid (key rotation), for keys
-// older than KeysMaxAge (an issuer withdraws a key by leaving it out),
-// and when the key held is the refused one (its signature did not
-// verify: an issuer may rotate a key under its id), at most once per
-// RefetchGap (keysRetry until a fetch has succeeded), failures included.
+// older than KeysMaxAge (an issuer withdraws a key by leaving it out; in
+// the background, the keys held still verify until it ends), and when
+// the key held is the refused one (its signature did not verify: an
+// issuer may rotate a key under its id), at most once per RefetchGap
+// (keysRetry until a fetch has succeeded), failures included.
 // A failed fetch keeps the keys held: one of them still verifies (an
 // issuer that is down locks nobody out), an unknown kid is refused. One
 // fetch runs at a time, on a context of its own: a token that comes
@@ -217,21 +218,30 @@ func (v *Validator) Validate(ctx context.Context, raw string) (*Identity, error)
 func (v *Validator) key(ctx context.Context, kid, alg string, refused *jose.JSONWebKey) (*jose.JSONWebKey, error) {
 	v.mu.Lock()
 	keys, fetching := v.keys, v.fetching
-	if keys != nil && refused == nil && v.opts.Now().Sub(v.keysAt) < v.opts.KeysMaxAge {
-		if k, err := pick(keys, kid, alg); k != nil || err != nil {
-			v.mu.Unlock()
-			return k, err
-		}
-	}
 	gap := v.opts.RefetchGap
 	if keys == nil {
 		gap = min(gap, keysRetry)
 	}
-	if fetching == nil && (v.fetched.IsZero() || v.opts.Now().Sub(v.fetched) >= gap) {
-		fetching = make(chan struct{})
-		v.fetching, v.fetched = fetching, v.opts.Now()
-		go v.fetch(fetching)
+	start := func() {
+		if fetching == nil && (v.fetched.IsZero() || v.opts.Now().Sub(v.fetched) >= gap) {
+			fetching = make(chan struct{})
+			v.fetching, v.fetched = fetching, v.opts.Now()
+			go v.fetch(fetching)
+		}
 	}
+	if keys != nil && refused == nil {
+		if k, err := pick(keys, kid, alg); k != nil || err != nil {
+			if v.opts.Now().Sub(v.keysAt) >= v.opts.KeysMaxAge {
+				// Aged: read again, without waiting: a token is checked
+				// with the keys held until the fetch has ended, so an
+				// issuer that hangs stalls nobody.
+				start()
+			}
+			v.mu.Unlock()
+			return k, err
+		}
+	}
+	start()
 	v.mu.Unlock()
 	if fetching != nil {
 		select {

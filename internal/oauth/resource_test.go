@@ -274,6 +274,12 @@ func TestValidatorKeysExpireAndReplaceUnderTheirID(t *testing.T) {
 		t.Errorf("within the max age: %v", err)
 	}
 	clock = clock.Add(DefaultKeysMaxAge)
+	// Past the max age the keys held still verify while they are read
+	// again in the background; once read, the withdrawn key does not.
+	if _, err := v.Validate(ctx, signJWT(t, current, oldKid, jose.ES256, at())); err != nil {
+		t.Errorf("while the aged keys are read again: %v", err)
+	}
+	waitFetched(t, v)
 	if _, err := v.Validate(ctx, signJWT(t, current, oldKid, jose.ES256, at())); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("a withdrawn key after the max age: %v", err)
 	}
@@ -282,6 +288,65 @@ func TestValidatorKeysExpireAndReplaceUnderTheirID(t *testing.T) {
 	}
 	if as.fetches() != 3 {
 		t.Errorf("%d JWKS fetches, want 3", as.fetches())
+	}
+}
+
+// waitFetched waits until no JWKS fetch of v runs.
+func waitFetched(t *testing.T, v *Validator) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v.mu.Lock()
+		running := v.fetching != nil
+		v.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the JWKS fetch did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hangingJWKS holds every request for the JWKS while hang is set, until
+// the request's context ends; other requests go through.
+type hangingJWKS struct{ hang atomic.Bool }
+
+func (h *hangingJWKS) RoundTrip(r *http.Request) (*http.Response, error) {
+	if h.hang.Load() && strings.HasSuffix(r.URL.Path, "/jwks") {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// An issuer that hangs when the keys held are aged stalls no token: it
+// is checked with the keys held while they are read again.
+func TestValidatorAgedKeysServeWhileIssuerHangs(t *testing.T) {
+	as := newTestAS(t, nil)
+	clock := time.Now()
+	h := &hangingJWKS{}
+	v := newValidator(t, as, func(o *ValidatorOptions) {
+		o.Now = func() time.Time { return clock }
+		o.HTTPClient = &http.Client{Transport: h}
+	})
+	at := func() map[string]any {
+		return claims(as, func(m map[string]any) { m["iat"], m["exp"] = clock.Unix(), clock.Add(time.Hour).Unix() })
+	}
+	if _, err := v.Validate(context.Background(), signJWT(t, as.key, as.kid, jose.ES256, at())); err != nil {
+		t.Fatal(err)
+	}
+	h.hang.Store(true)
+	clock = clock.Add(DefaultKeysMaxAge + time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := v.Validate(ctx, signJWT(t, as.key, as.kid, jose.ES256, at())); err != nil {
+		t.Errorf("a valid token while the issuer hangs: %v", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("the token waited %v for the hanging issuer", el)
 	}
 }
 
