@@ -232,7 +232,18 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 		return nil, fmt.Errorf("login to %s: exchanging the code: %w", opts.Server, err)
 	}
 	if opts.Store != nil {
-		if err := opts.Store.Save(ctx, g); err != nil {
+		// A person's login saves under the grant's lock, so that a
+		// serve's refresh of the grant it replaces does not overwrite
+		// it. A silent login runs under that lock already (Transport).
+		unlock := func() {}
+		if !opts.Silent {
+			if unlock, err = lockGrant(ctx, opts.Store, opts.Server); err != nil {
+				return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
+			}
+		}
+		err := opts.Store.Save(ctx, g)
+		unlock()
+		if err != nil {
 			return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 		}
 	}

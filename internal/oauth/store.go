@@ -298,9 +298,16 @@ func (s *FileStore) LockGrant(ctx context.Context, server string) (func(), error
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("locking grant for %s: %w", server, err)
 	}
-	f, err := os.OpenFile(s.path(server)+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	path := s.path(server) + ".lock"
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("locking grant for %s: %w", server, err)
+	}
+	// As the grants: a file of this user's, not one another user made
+	// to hold the lock and so stop every refresh.
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		f.Close()
+		return nil, fmt.Errorf("locking grant for %s: %s is not a regular file of this user", server, path)
 	}
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()

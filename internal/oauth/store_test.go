@@ -215,3 +215,33 @@ func TestKeyFunc(t *testing.T) {
 		t.Errorf("failing provider: %v", err)
 	}
 }
+
+// The grant lock's file must be this user's regular file: one another
+// user made (in a dir they could write) would let them hold the lock,
+// and stop every refresh.
+func TestLockGrantRefusesForeignFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a file of another user needs root")
+	}
+	s := testStore(t)
+	const server = "https://mcp.example.com/mcp"
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock := s.path(server) + ".lock"
+	if err := os.WriteFile(lock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(lock, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LockGrant(context.Background(), server); err == nil || !strings.Contains(err.Error(), "not a regular file of this user") {
+		t.Errorf("LockGrant with another user's lock file: %v", err)
+	}
+	os.Remove(lock)
+	unlock, err := s.LockGrant(context.Background(), server)
+	if err != nil {
+		t.Fatalf("LockGrant: %v", err)
+	}
+	unlock()
+}

@@ -165,6 +165,14 @@ func Revoke(ctx context.Context, hc *http.Client, g *Grant) (bool, error) {
 // allows it and removes it from store. The grant is removed even if revocation fails;
 // the error then says so.
 func Logout(ctx context.Context, hc *http.Client, store Store, server string) (revoked bool, err error) {
+	// Under the grant's lock: a serve refreshing meanwhile would save the
+	// successor of the refresh token revoked here, and the login would
+	// be back.
+	unlock, err := lockGrant(ctx, store, server)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	g, err := store.Load(ctx, server)
 	if errors.Is(err, ErrNoToken) {
 		return false, err
@@ -180,6 +188,14 @@ func Logout(ctx context.Context, hc *http.Client, store Store, server string) (r
 		return false, err // corrupt record: deleted, nothing to revoke
 	}
 	return revoked, rerr
+}
+
+// lockGrant takes server's grant lock if store is a Locker.
+func lockGrant(ctx context.Context, store Store, server string) (func(), error) {
+	if l, ok := store.(Locker); ok {
+		return l.LockGrant(ctx, server)
+	}
+	return func() {}, nil
 }
 
 // orDefault returns a copy of hc (or of a default client with a 30 s

@@ -95,6 +95,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	g, err := t.grant(ctx, "")
 	var cause error // why the stored grant is not used, for the error
+	refused := ""   // the access token the server refused, or held back
 	var oe *oauthError
 	switch {
 	case err == nil:
@@ -102,8 +103,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cause = err
 	case errors.As(err, &oe):
 		// The server refused the refresh (expired or revoked refresh
-		// token): authorize anew, as if there were no grant.
+		// token): authorize anew, as if there were no grant. Its access
+		// token counts as refused: authorize must not take it for one
+		// another connection got meanwhile.
 		g, cause = nil, err
+		if sg, lerr := t.load(ctx); lerr == nil {
+			refused = sg.AccessToken
+		}
 	default:
 		return nil, err
 	}
@@ -124,7 +130,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	drain(resp)
 
-	refused := "" // the access token the server refused
 	if g != nil {
 		refused = g.AccessToken
 	}

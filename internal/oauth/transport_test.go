@@ -472,3 +472,83 @@ func TestServerErrorTextShownHarmless(t *testing.T) {
 		}
 	}
 }
+
+// A refresh refused while the stored access token has not expired (but
+// the server refuses it too): the token is no answer, and the transport
+// authorizes anew instead of sending it again.
+func TestTransportRefusedRefreshAuthorizes(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, _ := store.Load(ctx, rs.url)
+	g.AccessToken, g.RefreshToken = "revoked-access", "rt-revoked"
+	g.Expiry, g.Issued = time.Now().Add(30*time.Second), time.Time{}
+	if err := store.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	tr := &Transport{Server: rs.url, Store: store, Authorize: loginFor(t, rs, store, &n)}
+	if code, body, err := call(t, tr, rs.url); err != nil || code != 200 || n.Load() != 1 {
+		t.Errorf("call: %d %q %v, authorize ran %d times, want 200 after one", code, body, err, n.Load())
+	}
+}
+
+// heldTokens holds the answer to each token request, which the server
+// has seen, until release is closed, telling held when one has come.
+type heldTokens struct {
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *heldTokens) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if strings.HasSuffix(r.URL.Path, "/token") {
+		h.once.Do(func() { close(h.held) })
+		<-h.release
+	}
+	return resp, err
+}
+
+// A logout while a serve refreshes the grant waits for the refresh and
+// revokes and deletes what it saved: before, the refresh saved the
+// successor of the revoked refresh token, and the login was back.
+func TestLogoutDuringRefresh(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr = true; a.revocation = true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	h := &heldTokens{held: make(chan struct{}), release: make(chan struct{})}
+	tr := &Transport{Server: rs.url, Store: &FileStore{Dir: store.Dir, Keys: store.Keys},
+		HTTPClient: &http.Client{Transport: h}, Now: func() time.Time { return time.Now().Add(time.Hour) }}
+	called := make(chan error, 1)
+	go func() { _, _, err := call(t, tr, rs.url); called <- err }()
+	select {
+	case <-h.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no refresh")
+	}
+	loggedOut := make(chan error, 1)
+	go func() {
+		_, err := Logout(context.Background(), nil, &FileStore{Dir: store.Dir, Keys: store.Keys}, rs.url)
+		loggedOut <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the logout reaches the lock (or, before, did its work)
+	close(h.release)
+	for _, ch := range []chan error{called, loggedOut} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the refresh or the logout did not end")
+		}
+	}
+	if _, err := store.Load(context.Background(), rs.url); !errors.Is(err, ErrNoToken) {
+		t.Errorf("after the logout the store holds a grant (%v)", err)
+	}
+}
