@@ -232,11 +232,11 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 		return nil, fmt.Errorf("login to %s: exchanging the code: %w", opts.Server, err)
 	}
 	if opts.Store != nil {
-		// A person's login saves under the grant's lock, so that a
-		// serve's refresh of the grant it replaces does not overwrite
-		// it. A silent login runs under that lock already (Transport).
+		// Saved under the grant's lock, so that a serve's refresh of the
+		// grant it replaces does not overwrite it; a login a Transport
+		// runs (its Authorize) holds that lock already.
 		unlock := func() {}
-		if !opts.Silent {
+		if ctx.Value(grantLocked{}) != opts.Server {
 			if unlock, err = lockGrant(ctx, opts.Store, opts.Server); err != nil {
 				return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 			}

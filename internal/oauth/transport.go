@@ -179,11 +179,16 @@ func (t *Transport) authorize(ctx context.Context, ch Challenge, step bool, refu
 	if g, err := t.usable(t.load(ctx)); err == nil && g.AccessToken != refused && (!step || holds(g.Scope, ch.Scope)) {
 		return g, nil
 	}
-	if err := t.Authorize(ctx, ch, step); err != nil {
+	if err := t.Authorize(context.WithValue(ctx, grantLocked{}, t.Server), ch, step); err != nil {
 		return nil, err
 	}
 	return t.usable(t.load(ctx))
 }
+
+// grantLocked is the context key under which authorize tells Login that
+// the grant of the server (the value) is locked already: a second flock
+// of it, on another file description, would wait for the first.
+type grantLocked struct{}
 
 func (t *Transport) retry(req *http.Request, g *Grant) (*http.Response, error) {
 	r := req
