@@ -100,7 +100,13 @@ func (k *kubeSetup) conn(ctx context.Context, b config.Backend) (*kubeConn, erro
 	}
 	idb := make([]byte, 4)
 	_, _ = rand.Read(idb)
-	gw, err := kube.Register(ctx, c, b.Namespace, hex.EncodeToString(idb), 0)
+	gw, err := kube.Register(ctx, c, b.Namespace, hex.EncodeToString(idb), 0, func(msg string, err error) {
+		if err != nil {
+			k.log.Warn(msg, "namespace", b.Namespace, "err", err)
+		} else {
+			k.log.Info(msg, "namespace", b.Namespace)
+		}
+	})
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -207,7 +207,7 @@ func registerOnFakeAPI(t *testing.T) (*fakePodAPI, *kube.Client, *kube.Gateway) 
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	gw, err := kube.Register(context.Background(), c, "ns", "abcd0123", 0)
+	gw, err := kube.Register(context.Background(), c, "ns", "abcd0123", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 func TestObjectsOnAPIServer(t *testing.T) {
 	_, c, ns := clusterClient(t)
 	ctx := ctxT(t, 2*time.Minute)
-	gw, err := kube.Register(ctx, c, ns, "gw1", 0)
+	gw, err := kube.Register(ctx, c, ns, "gw1", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +171,12 @@ func waitGone(t *testing.T, c *kube.Client, ns, gateway string, d time.Duration)
 func TestCollectExpired(t *testing.T) {
 	_, c, ns := clusterClient(t)
 	ctx := ctxT(t, 2*time.Minute)
-	dead, err := kube.Register(ctx, c, ns, "dead", 2*time.Second)
+	dead, err := kube.Register(ctx, c, ns, "dead", 2*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead.Abandon()
-	live, err := kube.Register(ctx, c, ns, "live", 2*time.Second)
+	live, err := kube.Register(ctx, c, ns, "live", 2*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +200,46 @@ func TestCollectExpired(t *testing.T) {
 	}
 }
 
+// TestLostRegistration: a gateway whose lease another gateway deleted
+// (after it lapsed: the API out of reach) says so (Err, and its warn
+// hook) instead of going on as if its objects were there.
+func TestLostRegistration(t *testing.T) {
+	_, c, ns := clusterClient(t)
+	ctx := ctxT(t, time.Minute)
+	var mu sync.Mutex
+	var warned []string
+	gw, err := kube.Register(ctx, c, ns, "lost", 2*time.Second, func(msg string, err error) {
+		mu.Lock()
+		warned = append(warned, fmt.Sprint(msg, ": ", err))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close(context.Background()) })
+	if err := gw.Err(); err != nil {
+		t.Fatalf("a fresh registration: %v", err)
+	}
+	if err := c.Delete(ctx, kube.Leases, ns, kube.LeaseName("lost")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for gw.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not notice its lease was deleted")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(gw.Err().Error(), "restart mcpbox serve") {
+		t.Errorf("Err() = %v", gw.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warned) == 0 || !strings.Contains(warned[len(warned)-1], "lease is gone") {
+		t.Errorf("warned %q", warned)
+	}
+}
+
 // TestRBACSuffices: a user bound to exactly the Role of RBAC can do all
 // the backend does and doctor finds nothing missing; without it, doctor
 // reports the permissions missing and a create is forbidden.
@@ -211,7 +251,7 @@ func TestRBACSuffices(t *testing.T) {
 	if ok(checks, "rbac") {
 		t.Fatalf("a user with no role passed the RBAC check: %+v", checks)
 	}
-	if _, err := kube.Register(ctx, user, ns, "nope", 0); !kube.IsForbidden(err) {
+	if _, err := kube.Register(ctx, user, ns, "nope", 0, nil); !kube.IsForbidden(err) {
 		t.Fatalf("register without the role: %v, want forbidden", err)
 	}
 	// Apply exactly what `mcpbox kube rbac` prints.
@@ -243,7 +283,7 @@ func TestRBACSuffices(t *testing.T) {
 		}
 	}
 	// Everything the backend does, as that user.
-	gw, err := kube.Register(ctx, user, ns, "gw", 0)
+	gw, err := kube.Register(ctx, user, ns, "gw", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -22,9 +23,26 @@ type Gateway struct {
 	// object.
 	Owner *corev1.ConfigMap
 
+	// warn is told of a renewal that failed (the first of a run of
+	// them), of one that works again, and of the loss (Err); nil: none.
+	warn func(msg string, err error)
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+	lost atomic.Pointer[error] // see Err
+}
+
+// Err is nil while the gateway's registration stands, and says why once
+// it is lost: its lease was found deleted, which another gateway does
+// after the lease lapsed (this one could not reach the API for longer
+// than the TTL: a sleeping laptop, a network cut), taking every object
+// of this gateway with it. Nothing it made is left to start pods with.
+func (g *Gateway) Err() error {
+	if p := g.lost.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // DefaultLeaseTTL is how long a gateway's lease lasts unrenewed.
@@ -32,12 +50,13 @@ const DefaultLeaseTTL = 30 * time.Second
 
 // Register creates gateway id's owner object and its Lease (owned by the
 // owner, so it goes with it) and renews the lease every ttl/3 until
-// Close. Zero ttl: DefaultLeaseTTL.
-func Register(ctx context.Context, c *Client, ns, id string, ttl time.Duration) (*Gateway, error) {
+// Close, telling warn (if not nil) of renewals that fail. Zero ttl:
+// DefaultLeaseTTL.
+func Register(ctx context.Context, c *Client, ns, id string, ttl time.Duration, warn func(msg string, err error)) (*Gateway, error) {
 	if ttl == 0 {
 		ttl = DefaultLeaseTTL
 	}
-	g := &Gateway{c: c, ns: ns, id: id, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &Gateway{c: c, ns: ns, id: id, ttl: ttl, warn: warn, stop: make(chan struct{}), done: make(chan struct{})}
 	var owner corev1.ConfigMap
 	if err := c.Create(ctx, ConfigMaps, ns, Owner(id), &owner); err != nil {
 		return nil, fmt.Errorf("registering gateway %s: %w", id, err)
@@ -71,6 +90,7 @@ func (g *Gateway) renew() {
 	defer close(g.done)
 	t := time.NewTicker(g.ttl / 3)
 	defer t.Stop()
+	failing := 0 // renewals failed in a row
 	for {
 		select {
 		case <-g.stop:
@@ -79,8 +99,26 @@ func (g *Gateway) renew() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), g.ttl/3)
 		now := metav1.NewMicroTime(time.Now())
-		_ = g.c.Patch(ctx, Leases, g.ns, LeaseName(g.id), map[string]any{"spec": map[string]any{"renewTime": now}}, nil)
+		err := g.c.Patch(ctx, Leases, g.ns, LeaseName(g.id), map[string]any{"spec": map[string]any{"renewTime": now}}, nil)
 		cancel()
+		switch {
+		case IsNotFound(err):
+			lost := fmt.Errorf("kubernetes namespace %s: this gateway's objects (pods, egress proxy, secrets) were deleted: its lease was not renewed for over %v (the API was out of reach), and another gateway collected them; restart mcpbox serve", g.ns, g.ttl)
+			g.lost.Store(&lost)
+			if g.warn != nil {
+				g.warn("the gateway's lease is gone", lost)
+			}
+			return
+		case err != nil && failing == 0 && g.warn != nil:
+			g.warn(fmt.Sprintf("renewing the gateway's lease failed; once it lapses (%v unrenewed) another gateway starting in namespace %s will delete this one's pods", g.ttl, g.ns), err)
+		case err == nil && failing > 0 && g.warn != nil:
+			g.warn(fmt.Sprintf("renewing the gateway's lease works again after %d failures", failing), nil)
+		}
+		if err != nil {
+			failing++
+		} else {
+			failing = 0
+		}
 	}
 }
 

@@ -190,6 +190,9 @@ type kubeInstance struct {
 // hands the agent the server's secrets. A failed start deletes what it
 // made.
 func (k *Kube) Start(ctx context.Context, scope gateway.Scope) (_ Instance, err error) {
+	if err := k.o.Gateway.Err(); err != nil {
+		return nil, err // its objects are gone: nothing starts until serve does
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.o.StartTimeout)
 	defer cancel()
 	env, files, proxied, err := k.resolveSecrets(ctx)

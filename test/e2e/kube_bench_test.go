@@ -45,7 +45,7 @@ func BenchmarkKubeStart(b *testing.B) {
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	gw, err := kube.Register(ctx, client, ns, "bench", 0)
+	gw, err := kube.Register(ctx, client, ns, "bench", 0, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
