@@ -185,6 +185,7 @@ func (d *daemon) serve(parent context.Context) (err error) {
 	// signal.NotifyContext unregisters them, so a SIGTERM after the client
 	// closed stdin (the TypeScript SDK sends one 2 s later) would kill
 	// serve half-way through stopping its sandboxes.
+	surviveBrokenPipes()
 	sigCtx, stopSignals := SignalContext(parent)
 	defer stopSignals()
 	ctx, cancel := context.WithCancel(sigCtx)

@@ -122,6 +122,7 @@ func RunServer(ctx context.Context, o ServerOptions) error {
 	if err != nil {
 		return configError(err)
 	}
+	surviveBrokenPipes()
 	ctx, cancel := SignalContext(ctx)
 	defer cancel()
 	// The session closes in when ctx ends, which ends a read that waits

@@ -79,6 +79,17 @@ func SignalContext(parent context.Context) (context.Context, context.CancelFunc)
 	}
 }
 
+// surviveBrokenPipes makes a write to a closed stdout or stderr (serve's
+// log piped into `head`, a log reader that went away, a client gone) an
+// error, EPIPE, for the rest of the process, instead of Go's default for
+// fds 1 and 2, SIGPIPE, which ended serve before it cleaned up (its
+// sandboxes, its pods). For the long-running commands only: a listing
+// piped into `head` should end. SIGPIPE is caught, not ignored, so the
+// servers get the default back when they are started.
+func surviveBrokenPipes() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
 // forceExit ends the process; a variable for tests.
 var forceExit = os.Exit
 
