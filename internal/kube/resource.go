@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -149,6 +151,7 @@ func (c *Client) WatchPod(ctx context.Context, ns, name string, done func(*corev
 		return &pod, err
 	}
 	rv := pod.ResourceVersion
+	seen := &pod // the pod as last seen, for the error of a wait that ends
 	for {
 		var last *corev1.Pod
 		newRV, err := c.watchOnce(ctx, Pods, ns, "metadata.name="+name, rv, 60*time.Second, func(typ string, raw json.RawMessage) (bool, error) {
@@ -162,17 +165,59 @@ func (c *Client) WatchPod(ctx context.Context, ns, name string, done func(*corev
 			last = &p
 			return done(&p)
 		})
+		if last != nil {
+			seen = last
+		}
 		if err == nil {
 			return last, nil
+		}
+		if ctx.Err() != nil {
+			// Why it is not there yet, as the cluster says: unschedulable,
+			// an image pulling, a container waiting.
+			return last, fmt.Errorf("waiting for pod %s (%s): %w", name, PodState(seen), context.Cause(ctx))
 		}
 		if !errors.Is(err, errWatchEnded) {
 			return last, err
 		}
-		if ctx.Err() != nil {
-			return last, fmt.Errorf("waiting for pod %s: %w", name, context.Cause(ctx))
-		}
 		rv = newRV
 	}
+}
+
+// PodState says where a pod stands, as the cluster reports it: its phase,
+// its conditions that do not hold (with their reason and message: the
+// scheduler's "0/3 nodes are available: ..."), and its containers that
+// wait (ContainerCreating, ImagePullBackOff, ...). Cut to 400 bytes.
+func PodState(p *corev1.Pod) string {
+	parts := []string{"phase " + cmp.Or(string(p.Status.Phase), "unknown")}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionFalse || c.Reason == "" {
+			continue
+		}
+		s := fmt.Sprintf("%s: %s", c.Type, c.Reason)
+		if c.Message != "" {
+			s += ": " + c.Message
+		}
+		parts = append(parts, s)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			s := fmt.Sprintf("container %s waiting: %s", cs.Name, w.Reason)
+			if w.Message != "" {
+				s += ": " + w.Message
+			}
+			parts = append(parts, s)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if len(s) > 400 {
+		s = s[:400] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // watchOnce runs one watch request from rv; it returns nil when each said
