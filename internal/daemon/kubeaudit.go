@@ -29,6 +29,7 @@ type egressAudit struct {
 	sinks  map[string][]*launch.Kube // guarded by mu; by server name (a reload adds one)
 	cancel context.CancelFunc        // guarded by mu; nil: not following
 	done   chan struct{}
+	denied sync.Once // the warning that the Role lacks pods/log
 }
 
 // add makes k the audit of its server's decisions, and starts following
@@ -52,9 +53,17 @@ func (a *egressAudit) add(kc *kubeConn, server string, k *launch.Kube, log *slog
 			Accept: isProxyPod,
 			Line:   func(pod string, b []byte) { a.line(pod, b, log) },
 			Errors: func(pod string, err error) {
-				if log != nil {
-					log.Debug("following the egress proxy's log", "namespace", kc.ns, "pod", pod, "err", err)
+				if log == nil {
+					return
 				}
+				if kube.IsForbidden(err) {
+					// Silent, the egress audit would stay empty.
+					a.denied.Do(func() {
+						log.Warn("the egress proxy's decisions cannot be audited: the gateway may not read pod logs (get on pods/log); apply `mcpbox kube rbac`", "namespace", kc.ns, "err", err)
+					})
+					return
+				}
+				log.Debug("following the egress proxy's log", "namespace", kc.ns, "pod", pod, "err", err)
 			},
 		})
 	}()

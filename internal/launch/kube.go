@@ -110,6 +110,8 @@ type Kube struct {
 	policyOnce sync.Once
 	policyErr  error
 
+	logDenied sync.Once // the warning that the Role lacks pods/log
+
 	live liveSet
 
 	podsMu sync.Mutex
@@ -596,6 +598,12 @@ func (in *kubeInstance) followStderr() {
 		k.o.Client.FollowPodLog(ctx, kube.FollowOptions{Namespace: k.o.Namespace, Container: kube.ServerContainer,
 			Line: func(_ string, b []byte) { out.Write(append(b, '\n')) },
 			Errors: func(pod string, err error) {
+				if kube.IsForbidden(err) {
+					k.logDenied.Do(func() {
+						k.log.Warn("the server's stderr cannot be shown: the gateway may not read pod logs (get on pods/log); apply `mcpbox kube rbac`", "server", k.o.Name, "err", err)
+					})
+					return
+				}
 				k.log.Debug("following a pod's log", "server", k.o.Name, "pod", pod, "err", err)
 			}}, in.pod)
 	}()
