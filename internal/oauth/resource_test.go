@@ -241,10 +241,7 @@ func TestValidatorKeysExpireAndReplaceUnderTheirID(t *testing.T) {
 		o.RefetchGap = time.Minute
 		o.Now = func() time.Time { return clock }
 	})
-	// Claims valid at the test's clock.
-	at := func() map[string]any {
-		return claims(as, func(m map[string]any) { m["iat"], m["exp"] = clock.Unix(), clock.Add(time.Hour).Unix() })
-	}
+	at := func() map[string]any { return claimsAt(as, clock) }
 	old, oldKid := as.key, as.kid
 	if _, err := v.Validate(ctx, signJWT(t, old, oldKid, jose.ES256, at())); err != nil {
 		t.Fatal(err)
@@ -291,6 +288,11 @@ func TestValidatorKeysExpireAndReplaceUnderTheirID(t *testing.T) {
 	}
 }
 
+// claimsAt are claims valid at the time now (a test's clock).
+func claimsAt(as *testAS, now time.Time) map[string]any {
+	return claims(as, func(m map[string]any) { m["iat"], m["exp"] = now.Unix(), now.Add(time.Hour).Unix() })
+}
+
 // waitFetched waits until no JWKS fetch of v runs.
 func waitFetched(t *testing.T, v *Validator) {
 	t.Helper()
@@ -331,9 +333,7 @@ func TestValidatorAgedKeysServeWhileIssuerHangs(t *testing.T) {
 		o.Now = func() time.Time { return clock }
 		o.HTTPClient = &http.Client{Transport: h}
 	})
-	at := func() map[string]any {
-		return claims(as, func(m map[string]any) { m["iat"], m["exp"] = clock.Unix(), clock.Add(time.Hour).Unix() })
-	}
+	at := func() map[string]any { return claimsAt(as, clock) }
 	if _, err := v.Validate(context.Background(), signJWT(t, as.key, as.kid, jose.ES256, at())); err != nil {
 		t.Fatal(err)
 	}

@@ -319,11 +319,27 @@ func TestTransportConcurrentRefreshOnce(t *testing.T) {
 	as.mu.Unlock()
 	// 59.5 minutes ahead: the login's one-hour token is within the margin.
 	tr := &Transport{Server: rs.url, Store: store, Now: func() time.Time { return time.Now().Add(59*time.Minute + 30*time.Second) }}
+	trs := make([]*Transport, 8)
+	for i := range trs {
+		trs[i] = tr // one transport, eight requests at once
+	}
+	callAll(t, rs.url, trs)
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if n := as.tokensIssued - before; n != 1 {
+		t.Errorf("%d refreshes for 8 concurrent calls, want 1", n)
+	}
+}
+
+// callAll sends a request to url through each transport at once, and
+// fails t for each that does not get 200.
+func callAll(t *testing.T, url string, trs []*Transport) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, len(trs))
+	for _, tr := range trs {
 		wg.Go(func() {
-			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
+			if code, body, err := call(t, tr, url); err != nil || code != 200 {
 				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
 			}
 		})
@@ -332,11 +348,6 @@ func TestTransportConcurrentRefreshOnce(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-	as.mu.Lock()
-	defer as.mu.Unlock()
-	if n := as.tokensIssued - before; n != 1 {
-		t.Errorf("%d refreshes for 8 concurrent calls, want 1", n)
 	}
 }
 
@@ -357,21 +368,11 @@ func TestTransportsOfManyProcessesRefreshOnce(t *testing.T) {
 	before := as.tokensIssued
 	as.mu.Unlock()
 	ahead := func() time.Time { return time.Now().Add(59*time.Minute + 30*time.Second) }
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		tr := &Transport{Server: rs.url, Store: &FileStore{Dir: store.Dir, Keys: store.Keys}, Now: ahead}
-		wg.Go(func() {
-			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
-				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
-			}
-		})
+	trs := make([]*Transport, 8)
+	for i := range trs {
+		trs[i] = &Transport{Server: rs.url, Store: &FileStore{Dir: store.Dir, Keys: store.Keys}, Now: ahead}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	callAll(t, rs.url, trs)
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	if n := as.tokensIssued - before; n != 1 {
@@ -395,22 +396,12 @@ func TestTransportsAuthorizeOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, 6)
-	for range 6 {
+	trs := make([]*Transport, 6)
+	for i := range trs {
 		s := &FileStore{Dir: store.Dir, Keys: store.Keys}
-		tr := &Transport{Server: rs.url, Store: s, Authorize: loginFor(t, rs, s, &n)}
-		wg.Go(func() {
-			if code, body, err := call(t, tr, rs.url); err != nil || code != 200 {
-				errs <- fmt.Errorf("call: %d %q %v", code, body, err)
-			}
-		})
+		trs[i] = &Transport{Server: rs.url, Store: s, Authorize: loginFor(t, rs, s, &n)}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	callAll(t, rs.url, trs)
 	if n.Load() != 1 {
 		t.Errorf("authorized %d times for 6 connections refused together, want 1", n.Load())
 	}
