@@ -684,12 +684,40 @@ func (in *kubeInstance) deleteObjects(ctx context.Context) {
 		in.k.o.Inject.Unregister(in.pod)
 	}
 	c, ns := in.k.o.Client, in.k.o.Namespace
-	if err := c.Delete(ctx, kube.Pods, ns, in.pod); err != nil {
-		in.k.log.Warn("deleting a pod", "server", in.k.o.Name, "pod", in.pod, "err", err)
+	for _, o := range []struct {
+		r          kube.Resource
+		name, what string
+	}{{kube.Pods, in.pod, "a pod"}, {kube.Secrets, in.tls, "a pod's TLS secret"}} {
+		err := c.Delete(ctx, o.r, ns, o.name)
+		if err == nil || kube.IsNotFound(err) {
+			continue
+		}
+		in.k.log.Warn("deleting "+o.what+"; trying again for "+deleteRetry.String(), "server", in.k.o.Name, "name", o.name, "err", err)
+		// A pod left running holds the server's secrets: the API out
+		// of reach for a while must not leave it until serve ends.
+		go in.k.deleteLater(o.r, o.name, o.what)
 	}
-	if err := c.Delete(ctx, kube.Secrets, ns, in.tls); err != nil {
-		in.k.log.Warn("deleting a pod's TLS secret", "server", in.k.o.Name, "secret", in.tls, "err", err)
+}
+
+// deleteRetry bounds how long a failed delete of a pod or its secret is
+// tried again, every deleteEvery; variables for tests.
+var deleteRetry, deleteEvery = 5 * time.Minute, 10 * time.Second
+
+// deleteLater tries to delete the object again until it is gone or
+// deleteRetry has passed.
+func (k *Kube) deleteLater(r kube.Resource, name, what string) {
+	deadline := time.Now().Add(deleteRetry)
+	for time.Now().Before(deadline) {
+		time.Sleep(deleteEvery)
+		ctx, cancel := context.WithTimeout(context.Background(), deleteEvery)
+		err := k.o.Client.Delete(ctx, r, k.o.Namespace, name)
+		cancel()
+		if err == nil || kube.IsNotFound(err) {
+			k.log.Info("deleted "+what+" at a later try", "server", k.o.Name, "name", name)
+			return
+		}
 	}
+	k.log.Warn("could not delete "+what+"; it goes when serve stops (its owner) or another gateway collects it", "server", k.o.Name, "name", name)
 }
 
 // Pause is not a freeze on Kubernetes: an idle pod is stopped (scaled to
