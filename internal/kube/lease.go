@@ -39,6 +39,9 @@ type Gateway struct {
 // than the TTL: a sleeping laptop, a network cut), taking every object
 // of this gateway with it. Nothing it made is left to start pods with.
 func (g *Gateway) Err() error {
+	if g == nil {
+		return nil
+	}
 	if p := g.lost.Load(); p != nil {
 		return *p
 	}
