@@ -191,7 +191,7 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		}
 		switch {
 		case err == io.EOF:
-			b.out.Write(b.red.Bytes(b.tail)) // the end: a begun form is none
+			b.out.Write(b.endTail())
 			b.tail = nil
 			b.atEOF()
 			b.done = true
@@ -200,6 +200,54 @@ func (b *redactBody) Read(p []byte) (int, error) {
 		}
 	}
 	return b.out.Read(p)
+}
+
+// endTail is the held-back tail redacted at the end of the body: its
+// forms become marks, and bytes at its end that begin a form pass if they
+// are few (leakable), else become the mark: a listed host that cuts its
+// echo of the value (an error quoting the first N bytes of a header)
+// handed out the value's beginning, padded to any length the sandbox
+// chose.
+func (b *redactBody) endTail() []byte {
+	t := b.tail
+	last := 0
+	for _, s := range b.red.Spans(t) {
+		last = s.End
+	}
+	rest := t[last:]
+	st := b.stripped(rest)
+	k := b.pf.partial(st)
+	p := last + rawIndex(rest, len(st)-k, len(st)) // t[p:] may begin a form
+	out := b.red.Bytes(t[:p])
+	if k > b.leakable(st[len(st)-k:]) {
+		return append(out, b.markFor(st[len(st)-k:])...)
+	}
+	return append(out, t[p:]...)
+}
+
+// leakable is how many bytes of prefix, which begins a form at the end of
+// a message or a body, may pass: maxSplitLeak, and no more than a quarter of the
+// shortest form it begins, so that what passes of a short value leaves
+// most of it to guess (the redactor itself tells a right guess: an echo
+// of it comes back marked).
+func (b *redactBody) leakable(prefix []byte) int {
+	most := maxSplitLeak
+	for _, n := range b.pf.needles {
+		if bytes.HasPrefix(n, prefix) {
+			most = min(most, len(n)/4)
+		}
+	}
+	return most
+}
+
+// markFor returns the mark of a form that begins with prefix.
+func (b *redactBody) markFor(prefix []byte) []byte {
+	for _, n := range b.pf.needles {
+		if bytes.HasPrefix(n, prefix) {
+			return b.red.Bytes(n)
+		}
+	}
+	return []byte("[REDACTED]") // unreachable: prefix begins a form
 }
 
 // cleanHead takes a window read into the caller's buffer with nothing

@@ -66,7 +66,10 @@
 // They ask for no range (Range and If-Range are removed) either: a part
 // of a response can hold a part of a value, too short to be known, and a
 // sandbox could read an echoed value a few bytes at a time. A part sent
-// anyway (206) is refused.
+// anyway (206) is refused. For the same reason a body that ends in the
+// beginning of a form has it replaced by the mark if it is more than 7
+// bytes or a quarter of the form (a host that cuts its echo short), as a
+// WebSocket message's end below.
 //
 // # WebSocket
 //

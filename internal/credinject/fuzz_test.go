@@ -145,6 +145,9 @@ func FuzzRedactBody(f *testing.F) {
 		for _, r := range recipe {
 			data = append(data, pieces[int(r)%len(pieces)]...)
 		}
+		// Not ending in a form's beginning, which the body replaces past
+		// a few bytes where Bytes leaves it (TestTruncatedEchoAtEndRedacted).
+		data = append(data, " end"...)
 		rb := newRedactBody(io.NopCloser(&bigChunky{chunky{data: bytes.Clone(data), sizes: sizes}}), red, pf, func() {})
 		got, err := io.ReadAll(rb)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -423,6 +424,36 @@ func TestEscapedEchoOfValueRedacted(t *testing.T) {
 		code, body, _ := do(t, c, req)
 		if code != 200 || body != `{"error":"invalid token","token":"[REDACTED:API]"}` {
 			t.Errorf("%s: status %d %q", path, code, body)
+		}
+	}
+}
+
+// A listed host that echoes the value cut short at the end of its
+// answer (an error quoting the first N bytes of a header) handed out the
+// value's beginning, as long as the sandbox liked: held back as what may
+// begin a form, it was sent as it was at the end. Past a few bytes it is
+// the mark now; a few bytes still pass.
+func TestTruncatedEchoAtEndRedacted(t *testing.T) {
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		fmt.Fprintf(w, "bad header: %s", r.Header.Get("Authorization")[:n])
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
+	ph, _ := r.set.Placeholder("GH")
+	c := r.client(t, nil, false)
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{31, "bad header: [REDACTED:GH]"},
+		{12, "bad header: [REDACTED:GH]"},
+		{5, "bad header: " + realA[:5]},
+	} {
+		req := newReq(t, "GET", fmt.Sprintf("https://%s/?n=%d", u.hostPort(), tc.n), nil)
+		req.Header.Set("Authorization", ph)
+		if code, body, _ := do(t, c, req); code != 200 || body != tc.want {
+			t.Errorf("echo cut to %d bytes: status %d %q, want %q", tc.n, code, body, tc.want)
 		}
 	}
 }

@@ -540,37 +540,12 @@ func (w *wsRedact) end() {
 	p := last + rawIndex(rest, len(st)-k, len(st)) // t[p:] may begin a form
 	b.out.Write(w.after(t[:p]))
 	if from := max(p, w.skip); from < len(t) {
-		if k > w.leakable(st[len(st)-k:]) {
-			b.out.Write(w.markFor(st[len(st)-k:]))
+		if k > b.leakable(st[len(st)-k:]) {
+			b.out.Write(b.markFor(st[len(st)-k:]))
 		} else {
 			b.out.Write(t[from:])
 		}
 	}
 	b.tail = append(b.tail[:0:0], t[p:]...)
 	w.skip = len(b.tail)
-}
-
-// leakable is how many bytes of prefix, which begins a form at the end of
-// a message, may pass: maxSplitLeak, and no more than a quarter of the
-// shortest form it begins, so that what passes of a short value leaves
-// most of it to guess (the redactor itself tells a right guess: an echo
-// of it comes back marked).
-func (w *wsRedact) leakable(prefix []byte) int {
-	most := maxSplitLeak
-	for _, n := range w.rb.pf.needles {
-		if bytes.HasPrefix(n, prefix) {
-			most = min(most, len(n)/4)
-		}
-	}
-	return most
-}
-
-// markFor returns the mark of a form that begins with prefix.
-func (w *wsRedact) markFor(prefix []byte) []byte {
-	for _, n := range w.rb.pf.needles {
-		if bytes.HasPrefix(n, prefix) {
-			return w.rb.red.Bytes(n)
-		}
-	}
-	return []byte("[REDACTED]") // unreachable: prefix begins a form
 }
