@@ -16,7 +16,9 @@
 // for a value with more than four of them) escaped as \u00XX in lower- or
 // upper-case hex, / as \/ too (PHP's json_encode, .NET's System.Text.Json,
 // Gson); the base64 and percent forms also with each of / + = escaped
-// that way (a Basic credential echoed through such a writer). Line breaks (CR, LF) are
+// that way (a Basic credential echoed through such a writer); and a value
+// with characters past ASCII as writers of ASCII only write it (each as
+// \uXXXX, Python's json.dumps; with .NET's set and " too). Line breaks (CR, LF) are
 // skipped while matching, so a form wrapped over lines — MIME base64 as
 // base64(1) writes it every 76 columns, PEM every 64 — is caught, and so is
 // a value that holds breaks itself, however it is rewrapped; the

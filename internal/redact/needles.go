@@ -5,6 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // forms returns every encoded form of v that the redactor looks for, raw
@@ -155,7 +160,54 @@ func jsonForms(v []byte) [][]byte {
 		s := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 		out = append(out, bytes.Clone(s[1:len(s)-1]))
 	}
-	return append(out, escapedForms(out[len(out)-1])...)
+	out = append(out, escapedForms(out[len(out)-1])...)
+	return append(out, asciiForms(v)...)
+}
+
+// asciiForms returns v as JSON writers that write ASCII only write it,
+// for a value with other characters (a password with an umlaut): each
+// as \uXXXX (a UTF-16 surrogate pair past U+FFFF) in either case of hex,
+// as Python's json.dumps does by default; and so with .NET's set
+// (+ < > & ' ` and " as \u0022), as System.Text.Json does by default.
+func asciiForms(v []byte) [][]byte {
+	if !utf8.Valid(v) || !slices.ContainsFunc([]rune(string(v)), func(r rune) bool { return r >= utf8.RuneSelf }) {
+		return nil
+	}
+	var out [][]byte
+	for _, extra := range []string{"", "+<>&'`\""} {
+		for _, upper := range []bool{false, true} {
+			out = append(out, asciiJSON(v, extra, upper))
+		}
+	}
+	return out
+}
+
+// asciiJSON escapes v inside a JSON string with every character past
+// ASCII and every one of extra as \uXXXX, the rest as encoding/json
+// does without HTML escaping.
+func asciiJSON(v []byte, extra string, upper bool) []byte {
+	format := "\\u%04x"
+	if upper {
+		format = "\\u%04X"
+	}
+	var b bytes.Buffer
+	for _, r := range string(v) {
+		switch {
+		case r >= utf8.RuneSelf:
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(&b, format, u)
+			}
+		case strings.ContainsRune(extra, r):
+			fmt.Fprintf(&b, format, r)
+		default:
+			e, _ := json.Marshal(string(r))
+			e = bytes.ReplaceAll(e, []byte(`\u003c`), []byte("<"))
+			e = bytes.ReplaceAll(e, []byte(`\u003e`), []byte(">"))
+			e = bytes.ReplaceAll(e, []byte(`\u0026`), []byte("&"))
+			b.Write(e[1 : len(e)-1])
+		}
+	}
+	return b.Bytes()
 }
 
 // escapable are the characters that some JSON writers escape although

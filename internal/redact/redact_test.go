@@ -267,3 +267,24 @@ func TestHost(t *testing.T) {
 		t.Errorf("Folded caught the split name (the test's premise is wrong): %q", got)
 	}
 }
+
+// A value with characters past ASCII, as writers that write ASCII only
+// write it inside a JSON string: Python's json.dumps (lower-case hex),
+// .NET's System.Text.Json (upper case, with " as \u0022), and past U+FFFF
+// as a surrogate pair. (The forms are as those writers print them.)
+func TestASCIIOnlyJSONForms(t *testing.T) {
+	for _, tc := range []struct{ value, written string }{
+		{"Pässwörd-0123456789", `P\u00e4ssw\u00f6rd-0123456789`},
+		{"Pässwörd-0123456789", `P\u00E4ssw\u00F6rd-0123456789`},
+		{`Grüße"+key-0123`, `Gr\u00FC\u00DFe\u0022\u002Bkey-0123`},
+		{"key🔑-0123456789", `key\ud83d\udd11-0123456789`},
+	} {
+		r, err := New([]Secret{{Name: "S", Value: []byte(tc.value)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.String(`{"password":"` + tc.written + `"}`); got != `{"password":"[REDACTED:S]"}` {
+			t.Errorf("%q written %s: %s", tc.value, tc.written, got)
+		}
+	}
+}
