@@ -178,6 +178,8 @@ func TestJSONSplitValue(t *testing.T) {
 			`{"type":"text","text":"%s"` + mid + `},{"type":"text","text":"%s"}`,
 			`{"type":"text","text":"%s"},{"type":"image","data":"aGVsbG8=","mimeType":"image/png"},{"type":"text","text":"%s"}`,
 			`{"type":"text","text":"%s"},{"type":"resource_link","uri":"file:///x","name":"x"},{"type":"text","text":"%s"}`,
+			// A key a client decodes to "text".
+			`{"type":"text","text":"%s"},{"type":"image","data":"aGVsbG8=","mimeType":"image/png"},{"type":"text","te\u0078t":"%s"}`,
 		} {
 			for _, cut := range []int{4, 12, 20} {
 				msg := []byte(fmt.Sprintf(`{"result":{"content":[`+between+`]}}`, secret[:cut], secret[cut:]))
