@@ -275,7 +275,7 @@ func (r *Redactor) replaceSpans(text []byte, spans []span) []byte {
 // it found before the fault.
 func stringValues(b []byte) []literal {
 	var lits []literal
-	var key string // the last member name, decoded
+	var key []byte // the last member name, decoded
 	for i := 0; i < len(b); i++ {
 		if b[i] != '"' {
 			continue
@@ -291,10 +291,10 @@ func stringValues(b []byte) []literal {
 		}
 		if j < len(b) && b[j] == ':' {
 			// As a client reads it: "te\u0078t" is "text".
-			key = string(lit[1 : len(lit)-1])
+			key = lit[1 : len(lit)-1]
 			if bytes.IndexByte(lit, '\\') >= 0 {
 				if s, ok := unquote(lit); ok {
-					key = string(s)
+					key = s
 				}
 			}
 		} else {
@@ -307,8 +307,8 @@ func stringValues(b []byte) []literal {
 				}
 				text = s
 			}
-			lits = append(lits, literal{start: i, end: end + 1, text: text, typ: key == "type", txt: key == "text"})
-			key = ""
+			lits = append(lits, literal{start: i, end: end + 1, text: text, typ: string(key) == "type", txt: string(key) == "text"})
+			key = nil
 		}
 		i = end
 	}
