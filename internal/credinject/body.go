@@ -210,6 +210,18 @@ func (b *redactBody) Read(p []byte) (int, error) {
 // chose.
 func (b *redactBody) endTail() []byte {
 	t := b.tail
+	p, prefix := b.beginning(t)
+	out := b.red.Bytes(t[:p])
+	if len(prefix) > b.leakable(prefix) {
+		return append(out, b.markFor(prefix)...)
+	}
+	return append(out, t[p:]...)
+}
+
+// beginning splits t, held back at the end of a body or a message, where
+// what may begin a form starts: t[p:], past the forms t holds, and prefix,
+// those bytes without line breaks ("" if none).
+func (b *redactBody) beginning(t []byte) (p int, prefix []byte) {
 	last := 0
 	for _, s := range b.red.Spans(t) {
 		last = s.End
@@ -217,12 +229,7 @@ func (b *redactBody) endTail() []byte {
 	rest := t[last:]
 	st := b.stripped(rest)
 	k := b.pf.partial(st)
-	p := last + rawIndex(rest, len(st)-k, len(st)) // t[p:] may begin a form
-	out := b.red.Bytes(t[:p])
-	if k > b.leakable(st[len(st)-k:]) {
-		return append(out, b.markFor(st[len(st)-k:])...)
-	}
-	return append(out, t[p:]...)
+	return last + rawIndex(rest, len(st)-k, len(st)), st[len(st)-k:]
 }
 
 // leakable is how many bytes of prefix, which begins a form at the end of

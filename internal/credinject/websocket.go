@@ -530,18 +530,11 @@ func (w *wsRedact) after(text []byte) []byte {
 func (w *wsRedact) end() {
 	b := w.rb
 	t := b.tail
-	last := 0
-	for _, s := range b.red.Spans(t) {
-		last = s.End
-	}
-	rest := t[last:]
-	st := b.stripped(rest)
-	k := b.pf.partial(st)
-	p := last + rawIndex(rest, len(st)-k, len(st)) // t[p:] may begin a form
+	p, prefix := b.beginning(t)
 	b.out.Write(w.after(t[:p]))
 	if from := max(p, w.skip); from < len(t) {
-		if k > b.leakable(st[len(st)-k:]) {
-			b.out.Write(b.markFor(st[len(st)-k:]))
+		if len(prefix) > b.leakable(prefix) {
+			b.out.Write(b.markFor(prefix))
 		} else {
 			b.out.Write(t[from:])
 		}
