@@ -18,7 +18,9 @@ var secretEvents = map[string]string{
 
 // SecretEvent audits one substitution or refusal of a secret added at the
 // egress proxy (launch.SecretObserver): the secret's name, host, port and
-// where, never a value. Refusals are recorded with Decision "deny". A nil
+// where, never a value: the launcher redacted the event's host, where
+// and reason, in any case (launch.redactSecretEvent), as it does an
+// egress event's. Refusals are recorded with Decision "deny". A nil
 // guard does nothing.
 func (g *Guard) SecretEvent(launcher string, scope gateway.Scope, t *track.Sandbox, ev credinject.Event) {
 	if g == nil {
@@ -27,11 +29,6 @@ func (g *Guard) SecretEvent(launcher string, scope gateway.Scope, t *track.Sandb
 	event, ok := secretEvents[ev.Kind]
 	if !ok {
 		event = audit.EventSecretRefused
-	}
-	// The host the sandbox named, lower-cased, and a header name,
-	// re-cased: either may carry a value.
-	if g.book != nil {
-		ev.Host, ev.Where, ev.Reason = g.book.Host(ev.Host), g.book.Folded(ev.Where), g.book.Folded(ev.Reason)
 	}
 	decision := "allow"
 	switch {
