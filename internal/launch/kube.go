@@ -643,16 +643,7 @@ func (in *kubeInstance) Stop() {
 		in.rec.MarkStopping()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		in.status, in.expected = "stopped", true
-		var pod corev1.Pod
-		if err := k.o.Client.Get(ctx, kube.Pods, k.o.Namespace, in.pod, &pod); err == nil &&
-			(pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded) {
-			in.status = podStatus(&pod)
-			in.exited0 = pod.Status.Phase == corev1.PodSucceeded
-			in.expected = in.exited0
-		} else if kube.IsNotFound(err) {
-			in.status, in.expected = "the pod was deleted", false
-		}
+		in.status, in.expected, in.exited0 = in.ending(ctx)
 		in.deleteObjects(ctx)
 		if in.stopStderr != nil {
 			in.stopStderr()
@@ -675,6 +666,46 @@ func (in *kubeInstance) Stop() {
 		})
 		close(in.ended)
 	})
+}
+
+// endWait bounds how long Stop waits, once the connection to a pod ended
+// on its own, for the pod's status to show how its server ended (the
+// kubelet reports it within a few seconds); a variable for tests.
+var endWait = 15 * time.Second
+
+// ending reads how the pod's server ended, and whether that was a stop
+// (expected) and an exit with status 0 (exited0): a pod that exited 0 or
+// still ran when mcpbox stopped it was stopped; one that failed or was
+// deleted was not, nor one whose connection ended while it ran (the
+// agent exits when its server does, and the pod's status shows that a
+// moment later: the reason to wait).
+func (in *kubeInstance) ending(ctx context.Context) (status string, expected, exited0 bool) {
+	var ended bool
+	var connErr error
+	if c, ok := in.conn.(interface{ Ended() (bool, error) }); ok {
+		ended, connErr = c.Ended()
+	}
+	deadline := time.Now().Add(endWait)
+	for {
+		var pod corev1.Pod
+		err := in.k.o.Client.Get(ctx, kube.Pods, in.k.o.Namespace, in.pod, &pod)
+		switch {
+		case err == nil && (pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded):
+			ok := pod.Status.Phase == corev1.PodSucceeded
+			return podStatus(&pod), ok, ok
+		case kube.IsNotFound(err):
+			return "the pod was deleted", false, false
+		case !ended:
+			return "stopped", true, false
+		case time.Now().After(deadline):
+			return fmt.Sprintf("its connection ended while the pod ran: %v", connErr), false, false
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("its connection ended: %v", connErr), false, false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // deleteObjects deletes the pod and its TLS Secret, and takes its

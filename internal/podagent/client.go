@@ -367,10 +367,13 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.inner.Write(ctx, msg)
 }
 
+// errClosed is a connection's error once Close ended it.
+var errClosed = errors.New("connection closed")
+
 // Close ends the connection; the server keeps running until its pod goes.
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
-		c.fail(errors.New("connection closed"))
+		c.fail(errClosed)
 		c.inner.Close()
 		c.cancel()
 		if c.transport != nil {
@@ -378,6 +381,18 @@ func (c *conn) Close() error {
 		}
 	})
 	return nil
+}
+
+// Ended reports whether the connection ended on its own (the agent's
+// event stream ended or a read failed: the server or its pod is gone, or
+// the way to it) before it was closed, and with what error.
+func (c *conn) Ended() (bool, error) {
+	select {
+	case <-c.failed:
+		return c.err != errClosed, c.err
+	default:
+		return false, nil
+	}
 }
 
 // SessionID is empty: the agent keeps no sessions.

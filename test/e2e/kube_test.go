@@ -399,6 +399,47 @@ func TestKubeIdleWake(t *testing.T) {
 	}
 }
 
+// TestKubeServerCrash: a server that exits with status 3 in its pod is
+// audited as a crash with that status, and the call it ended says so, as
+// for a local sandbox; the next call gets a new pod. (Its connection
+// ends a moment before the pod's status shows the exit: the gateway took
+// the still running pod for a stop.)
+func TestKubeServerCrash(t *testing.T) {
+	e := kubeSetup(t, "")
+	b, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["servers"].(map[string]any)["k"].(map[string]any)["tools"] = map[string]any{"allow": []string{"*"}}
+	e.writeConfig(t, c)
+	g := e.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	alice := kubeSession(t, ctx, g, "alice-token-0123456789abcdef")
+	first := gwMustCall(t, alice, "instance", nil, "")
+	pod := e.waitPods(t, 1, 30*time.Second)[0].Name
+	_, err = gwCall(ctx, alice, "crash", nil)
+	if err == nil || !strings.Contains(err.Error(), "exited with status 3") {
+		t.Fatalf("the call the crash ended: %v, want an error saying it exited with status 3", err)
+	}
+	if again, err := gwCall(ctx, alice, "instance", nil); err != nil || again == first {
+		t.Fatalf("the call after the crash: %q, %v (before: %q)", again, err, first)
+	}
+	var ends []string
+	for _, r := range auDecode(t, mode{uid: -1}.mcpbox(t, 60*time.Second, "", "logs", "--json", "--config", e.config, "--server", "k").stdout) {
+		if ev := r.str("event"); ev == "sandbox_stop" || ev == "sandbox_crash" {
+			ends = append(ends, ev+": "+r.str("exit_status"))
+		}
+	}
+	if len(ends) == 0 || !strings.HasPrefix(ends[0], "sandbox_crash: ") || !strings.Contains(ends[0], "status 3") {
+		t.Errorf("the end of pod %s audited as %q, want a sandbox_crash with status 3", pod, ends)
+	}
+}
+
 // TestKubeCrashCleanup: a gateway killed with SIGKILL leaves its pods;
 // once its lease has expired (here: its renew time set 5 minutes back,
 // as if the gateway had been dead that long) the next gateway to start in
