@@ -255,6 +255,9 @@ func (w wiring) kube(gs *gateway.Server, s *config.Server) error {
 	}
 	gs.Launch = launch.On(l)
 	gs.Release = l.Release
+	// The pod's start (an image pulled) has its own bound; the server's
+	// initialize then gets the minute a local sandbox's start has.
+	gs.StartTimeout = l.StartTimeout() + time.Minute
 	return nil
 }
 

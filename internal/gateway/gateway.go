@@ -34,9 +34,13 @@ type Server struct {
 	// CallTimeout bounds each request to the server: tools/call, the other
 	// forwarded requests, and the lists and subscriptions the gateway asks for.
 	CallTimeout time.Duration // zero: Options.CallTimeout
-	MaxOutput   int64         // largest result passed back; zero: no limit
-	MaxMessage  int           // largest message read from the server; zero: DefaultMaxMessage
-	Restart     string        // RestartNo, RestartOnFailure or RestartAlways
+	// StartTimeout bounds a launch and the server's opening handshake
+	// together; zero: 60 s. A backend whose own start may take longer (a
+	// pod's image pulled) sets its bound plus the handshake's.
+	StartTimeout time.Duration
+	MaxOutput    int64  // largest result passed back; zero: no limit
+	MaxMessage   int    // largest message read from the server; zero: DefaultMaxMessage
+	Restart      string // RestartNo, RestartOnFailure or RestartAlways
 	// Release, if set, is called once an instance's scope is over (its
 	// session ended, or the gateway closed) and its process stopped: the
 	// place to remove what belonged to that scope only.

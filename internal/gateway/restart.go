@@ -85,10 +85,10 @@ func (u *upstream) decideLocked(err error, clean bool) RestartEvent {
 		ev.Why = "it exited with status 0 and restart is on-failure"
 		u.failed = fmt.Errorf("server %s exited with status 0; restart is on-failure", u.srv.Name)
 	case u.hangs >= hangMax && errors.Is(err, errNoAnswer):
-		ev.Why = fmt.Sprintf("it did not answer initialize within %s, %d times in a row", startTimeout, u.hangs)
+		ev.Why = fmt.Sprintf("it did not answer initialize within %s, %d times in a row", u.startWait(), u.hangs)
 		u.gaveUpAt = time.Now()
 		u.failed = fmt.Errorf("server %s did not answer initialize within %s, %d times in a row; giving up on it for %s (a request after %s starts it again)",
-			u.srv.Name, startTimeout, u.hangs, giveUpFor, u.gaveUpAt.Add(giveUpFor).Format(time.TimeOnly))
+			u.srv.Name, u.startWait(), u.hangs, giveUpFor, u.gaveUpAt.Add(giveUpFor).Format(time.TimeOnly))
 	case u.hangs >= hangMax:
 		ev.Why = fmt.Sprintf("its start failed only after %s or more, %d times in a row", slowFail, u.hangs)
 		u.gaveUpAt = time.Now()
@@ -157,7 +157,7 @@ func (u *upstream) restartingLocked() error {
 // background: clients waiting for notifications need not send a request
 // first, and a request that was told to try again finds it running.
 func (u *upstream) restartNow() {
-	ctx, cancel := context.WithTimeout(u.life, startTimeout+restartMax)
+	ctx, cancel := context.WithTimeout(u.life, u.startWait()+restartMax)
 	defer cancel()
 	if _, err := u.get(ctx); err != nil && !errors.Is(err, errStopped) {
 		u.log.Warn("restart failed", "err", err)

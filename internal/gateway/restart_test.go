@@ -499,3 +499,43 @@ func TestSlowFailingStartGivesUp(t *testing.T) {
 			hangMax, took, msg, starts.Load(), want)
 	}
 }
+
+// TestServerStartTimeout: a server's own StartTimeout bounds its start
+// in place of startTimeout (a pod whose image is pulled takes longer
+// than a local sandbox); without it, the same start is cut off.
+func TestServerStartTimeout(t *testing.T) {
+	old := startTimeout
+	startTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { startTimeout = old })
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"x","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			s.reply(msg, `{"content":[{"type":"text","text":"started"}]}`)
+		}
+	})
+	slow := func(ctx context.Context, sc Scope) (*Process, error) {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return ok(ctx, sc)
+	}
+	for _, tt := range []struct {
+		start time.Duration
+		want  string
+	}{{0, "deadline exceeded"}, {5 * time.Second, `"text":"started"`}} {
+		gw, err := New([]*Server{{Name: "pod", Prefix: "pod_", Launch: slow, Allow: []string{"*"}, StartTimeout: tt.start}}, Options{Version: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gw.Close() })
+		c := newRawClient(t, gw)
+		_, raw := c.call("tools/call", map[string]any{"name": "pod_x"})
+		if got := fmt.Sprintf("%v %s", c.init, raw); !strings.Contains(got, tt.want) {
+			t.Errorf("StartTimeout %v: initialize and the call answered %s, want %q in it", tt.start, got, tt.want)
+		}
+	}
+}

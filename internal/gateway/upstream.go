@@ -21,8 +21,8 @@ import (
 const upstreamProtocol = "2025-11-25"
 
 // startTimeout bounds launching a server and its initialize handshake
-// (node servers in a fresh sandbox take a while on a loaded host). A
-// variable for tests.
+// (node servers in a fresh sandbox take a while on a loaded host) unless
+// its Server.StartTimeout says otherwise. A variable for tests.
 var startTimeout = 60 * time.Second
 
 // sessionStartWait bounds how long a session's opening request waits for
@@ -334,12 +334,21 @@ func (u *upstream) recordFailureLocked(err error, clean bool) RestartEvent {
 // start launches the server, runs the initialize handshake and restores
 // the log level and subscriptions an earlier process had.
 func (u *upstream) start(parent context.Context, delay time.Duration) error {
-	ctx, cancel := context.WithTimeout(parent, startTimeout)
+	ctx, cancel := context.WithTimeout(parent, u.startWait())
 	defer cancel()
 	return u.startWithin(ctx, parent, delay)
 }
 
-// startWithin is start under ctx, parent's with startTimeout: a relaunch
+// startWait is how long a start may take: Server.StartTimeout, or
+// startTimeout.
+func (u *upstream) startWait() time.Duration {
+	if u.srv.StartTimeout > 0 {
+		return u.srv.StartTimeout
+	}
+	return startTimeout
+}
+
+// startWithin is start under ctx, parent's with startWait: a relaunch
 // shares that time, and an answer it misses counts as errNoAnswer too.
 func (u *upstream) startWithin(ctx, parent context.Context, delay time.Duration) error {
 	if delay > 0 {
@@ -365,7 +374,7 @@ func (u *upstream) startWithin(ctx, parent context.Context, delay time.Duration)
 	p := newPeer(c, u.onRequest, u.onNotify)
 	info, relaunch, err := u.open(ctx, p, proc)
 	if err != nil && !relaunch && errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
-		err = fmt.Errorf("%w within %s", errNoAnswer, startTimeout)
+		err = fmt.Errorf("%w within %s", errNoAnswer, u.startWait())
 	}
 	if err != nil && !relaunch && ctx.Err() == nil && !answered(err) && endedWithin(p, time.Second) {
 		// The server went away before it answered (it crashed at start):
@@ -727,7 +736,7 @@ func (u *upstream) refresh(p *peer) bool {
 	u.stale = p
 	u.mu.Unlock()
 	u.log.Info("renewing the server's sandbox (secret ttl or rotation)")
-	ctx, cancel := context.WithTimeout(u.life, startTimeout)
+	ctx, cancel := context.WithTimeout(u.life, u.startWait())
 	defer cancel()
 	if _, err := u.get(ctx); err != nil {
 		u.log.Warn("renewal failed", "err", err)

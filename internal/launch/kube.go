@@ -154,6 +154,9 @@ func NewKube(o KubeOptions) (*Kube, error) {
 	return k, nil
 }
 
+// StartTimeout is what bounds a pod's start (KubeOptions.StartTimeout).
+func (k *Kube) StartTimeout() time.Duration { return k.o.StartTimeout }
+
 func (k *Kube) obs() Observer {
 	if k.o.Observer == nil {
 		return noObserver{}
