@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -250,6 +251,11 @@ func TestRBACSuffices(t *testing.T) {
 	checks := kube.Doctor(ctx, user, ns, "", nil)
 	if ok(checks, "rbac") {
 		t.Fatalf("a user with no role passed the RBAC check: %+v", checks)
+	}
+	if !slices.ContainsFunc(checks, func(c kube.Check) bool {
+		return strings.Contains(c.Detail, "`mcpbox kube rbac --config FILE --subject gateway`")
+	}) {
+		t.Errorf("doctor's hint does not bind the user it ran as: %+v", checks)
 	}
 	if _, err := kube.Register(ctx, user, ns, "nope", 0, nil); !kube.IsForbidden(err) {
 		t.Fatalf("register without the role: %v, want forbidden", err)

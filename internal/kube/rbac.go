@@ -114,6 +114,21 @@ func (c *Client) canI(ctx context.Context, ns, group, resource, name, verb strin
 	return r.Status.Allowed, nil
 }
 
+// whoAmI is the user name the API server knows c by (a
+// SelfSubjectReview, Kubernetes 1.28 and later); "" when it does not say.
+func (c *Client) whoAmI(ctx context.Context) string {
+	r := map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+	var out struct {
+		Status struct {
+			UserInfo struct{ Username string } `json:"userInfo"`
+		}
+	}
+	if err := c.Create(ctx, SelfReviews, "", r, &out); err != nil {
+		return ""
+	}
+	return out.Status.UserInfo.Username
+}
+
 // Check is one line of `mcpbox doctor --backend kubernetes`.
 type Check struct {
 	Name   string
@@ -158,7 +173,13 @@ func Doctor(ctx context.Context, c *Client, ns, runtimeClass string, secrets []S
 	}
 	out = append(out, namespaceCheck(ctx, c, ns))
 	if missing != nil {
-		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `mcpbox kube rbac --config FILE`)", ns, strings.Join(missing, ", "))})
+		// The Role binds the user doctor runs as, whom the default
+		// --subject (the in-cluster service account) need not name.
+		apply := "mcpbox kube rbac --config FILE"
+		if who := c.whoAmI(ctx); who != "" {
+			apply += " --subject " + who
+		}
+		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `%s`)", ns, strings.Join(missing, ", "), apply)})
 	} else {
 		out = append(out, Check{"rbac", true, "namespace " + ns + ": every permission of `mcpbox kube rbac`"})
 	}

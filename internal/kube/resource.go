@@ -41,6 +41,7 @@ var (
 	Leases          = Resource{API: "/apis/coordination.k8s.io/v1", Plural: "leases"}
 	RuntimeClasses  = Resource{API: "/apis/node.k8s.io/v1", Plural: "runtimeclasses", Cluster: true}
 	AccessReviews   = Resource{API: "/apis/authorization.k8s.io/v1", Plural: "selfsubjectaccessreviews", Cluster: true}
+	SelfReviews     = Resource{API: "/apis/authentication.k8s.io/v1", Plural: "selfsubjectreviews", Cluster: true}
 )
 
 func (r Resource) path(ns, name string) string {
