@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	sjson "github.com/segmentio/encoding/json"
 
@@ -36,6 +39,11 @@ func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	// another. Such a message is refused (and answered under its own id,
 	// answerInvalid), where the go-sdk would take it.
 	if f, ok := msg.ID.(float64); ok && (f != math.Trunc(f) || math.Abs(f) >= 1<<53) {
+		return nil, errInexactID
+	}
+	// A string id is decoded with invalid UTF-8 and lone surrogates
+	// replaced by U+FFFD: answered, it would come back as another.
+	if str, ok := msg.ID.(string); ok && strings.ContainsRune(str, utf8.RuneError) && !exactString(scanTop(data).id) {
 		return nil, errInexactID
 	}
 	id, err := jsonrpc.MakeID(msg.ID)
@@ -72,9 +80,57 @@ type wireDecode struct {
 
 var errInvalidRequest = errors.New("JSON RPC invalid request")
 
-// errInexactID refuses a numeric id that is not an integer below 2^53 in
-// magnitude.
-var errInexactID = errors.New("an id must be a string or an integer below 2^53")
+// errInexactID refuses an id that would be answered as another: a
+// number that is not an integer below 2^53 in magnitude, a string that
+// is not valid Unicode.
+var errInexactID = errors.New("an id must be a string of valid Unicode or an integer below 2^53")
+
+// exactString reports whether raw, a JSON string literal, decodes
+// without a replacement: its bytes are UTF-8 and each escaped surrogate
+// is one of a pair.
+func exactString(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || !utf8.Valid(raw) {
+		return false
+	}
+	s := string(raw[1 : len(raw)-1])
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(s) || s[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(s[i+1:])
+		if !ok {
+			return false
+		}
+		i += 4
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return false // a low surrogate with no high one before it
+		case r >= 0xd800 && r <= 0xdbff:
+			if len(s) < i+7 || s[i+1] != '\\' || s[i+2] != 'u' {
+				return false
+			}
+			lo, ok := hex4(s[i+3:])
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return false
+			}
+			i += 6
+		}
+	}
+	return true
+}
+
+// hex4 reads the four hex digits a \u escape starts s with.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s[:4], 16, 32)
+	return rune(n), err == nil
+}
 
 // maxDepth is the go-sdk's bound on JSON nesting.
 const maxDepth = 1000

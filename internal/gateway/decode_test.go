@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -28,6 +29,10 @@ var decodeSamples = []string{
 	`{"jsonrpc":"2.0","ID":1,"Method":"ping"}`,
 	`{"jsonrpc":"2.0","id":1,"METHOD":"tools/call","method":"ping"}`,
 	`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`,
+	`{"jsonrpc":"2.0","id":"a\udc00\ud800b","method":"ping"}`,
+	`{"jsonrpc":"2.0","id":"\ud83d\ude00 \ufffd \\ud800","method":"ping"}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
 	`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`,
 	`{"jsonrpc":"2.0","id":-9007199254740992,"result":{}}`,
 	`{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}`,
@@ -71,6 +76,13 @@ func checkDecode(t *testing.T, data []byte) {
 	got, gerr := decodeMessage(append([]byte(nil), data...))
 	if errors.Is(gerr, errInexactID) {
 		// The one difference: refused where the go-sdk changes the id.
+		if raw := scanTop(data).id; len(raw) > 0 && raw[0] == '"' {
+			var m struct{ ID string }
+			if exactString(raw) || json.Unmarshal(data, &m) != nil || !strings.ContainsRune(m.ID, utf8.RuneError) {
+				t.Fatalf("decoding %q: refused the exact id %s", data, raw)
+			}
+			return
+		}
 		var m struct{ ID json.Number }
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()

@@ -338,6 +338,8 @@ func TestInvalidLinesAnswered(t *testing.T) {
 		// Ids the go-sdk would change: answered under their own.
 		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "1.5", -32600},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "9007199254740993", -32600},
+		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, `"\ud800"`, -32600},
+		{`{"jsonrpc":"2.0","id":"x\udc00","method":"ping"}`, `"x\udc00"`, -32600},
 		{`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, "9", -32600},
 	} {
 		c.w.Write([]byte(tc.line + "\n"))

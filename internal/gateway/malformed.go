@@ -147,7 +147,8 @@ func malformedResponse(who string, line []byte) (*jsonrpc.Response, bool) {
 	return &jsonrpc.Response{ID: id, Error: rpcError(jsonrpc.CodeInternalError, "%s sent a malformed response: %s", who, reason)}, true
 }
 
-// parseID reads a raw JSON-RPC id: a string or an integer.
+// parseID reads a raw JSON-RPC id: a string of valid Unicode or an
+// integer below 2^53 in magnitude (what is answered under the same id).
 func parseID(raw []byte) (jsonrpc.ID, bool) {
 	if len(raw) == 0 {
 		return jsonrpc.ID{}, false
@@ -155,7 +156,7 @@ func parseID(raw []byte) (jsonrpc.ID, bool) {
 	var v any
 	if raw[0] == '"' {
 		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		if !exactString(raw) || json.Unmarshal(raw, &s) != nil {
 			return jsonrpc.ID{}, false
 		}
 		v = s

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -37,6 +39,12 @@ func (g *Gateway) checkPOST(maxBody int64, next http.Handler) http.Handler {
 			return
 		}
 		msg, err := decodeMessage(body)
+		if errors.Is(err, errInexactID) {
+			// The SDK would take it and answer under another id: refused
+			// under the request's own, written as it came.
+			writeRawError(w, scanTop(body).id, jsonrpc.CodeInvalidRequest, err.Error())
+			return
+		}
 		if err != nil {
 			next.ServeHTTP(w, r) // not JSON, or a batch: the SDK's
 			return
@@ -116,6 +124,18 @@ func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, e *jsonrpc.
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(data)
+}
+
+// writeRawError answers 400 with a JSON-RPC error under id as the
+// request wrote it (JSON), which jsonrpc.ID could not hold.
+func writeRawError(w http.ResponseWriter, id []byte, code int64, msg string) {
+	if len(id) == 0 {
+		id = []byte("null")
+	}
+	text, _ := json.Marshal(msg)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, code, text)
 }
 
 // notFound turns the SDK's plain-text 400 for a call of a method it does

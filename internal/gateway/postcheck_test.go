@@ -83,6 +83,39 @@ func TestHTTPInvalidAnsweredAsJSONRPC(t *testing.T) {
 	}
 }
 
+// TestHTTPInexactIDRefused: over HTTP, as on stdio, a call whose id the
+// go-sdk would change (a fraction, past 2^53, a lone surrogate) is
+// refused under its own id and not run; it ran and was answered under
+// another (1.5 as 1), which a client cannot match. A surrogate pair is
+// an id like any other.
+func TestHTTPInexactIDRefused(t *testing.T) {
+	_, url := modernGateway(t, HTTPOptions{})
+	const legacy = "2025-11-25"
+	_, _, sid, a := postRPC(t, url, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+legacy+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+	if sid == "" || a.Result == nil {
+		t.Fatalf("initialize: session %q, %+v", sid, a)
+	}
+	inSession := map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": legacy}
+	postRPC(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, inSession)
+	modern := map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__echo"}
+	for _, id := range []string{`1.5`, `9007199254740993`, `-9007199254740993`, `"\ud800"`, `"x\udc00"`} {
+		for era, h := range map[string]map[string]string{"2025": inSession, "2026": modern} {
+			meta := ""
+			if era == "2026" {
+				meta = "," + modernMeta
+			}
+			status, _, _, a := postRPC(t, url, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"a__echo","arguments":{"text":"hi"}`+meta+`}}`, h)
+			if status != http.StatusBadRequest || a.Result != nil || a.Error == nil || a.Error.Code != -32600 || string(a.ID) != id {
+				t.Errorf("id %s (%s): status %d, answered under id %s: result %s, error %+v; want 400, -32600 under the request's id", id, era, status, a.ID, a.Result, a.Error)
+			}
+		}
+	}
+	status, _, _, a := postRPC(t, url, `{"jsonrpc":"2.0","id":"\ud83d\ude00","method":"tools/call","params":{"name":"a__echo","arguments":{"text":"hi"}}}`, inSession)
+	if status != http.StatusOK || !strings.Contains(string(a.Result), "a:hi") {
+		t.Fatalf("a call with a surrogate pair id: status %d, %+v", status, a)
+	}
+}
+
 // TestHTTPUnknownMethodOnUnknownSession: a call of an unknown method on a
 // session that does not exist is still the SDK's 404, which tells a client
 // to start a new session.
