@@ -174,11 +174,16 @@ func Open(opts Options) (*Store, error) {
 		opts.BusyTimeout = DefaultBusyTimeout
 	}
 	// Not through a link: a state dir that another can shape (a cloned
-	// repository's state_dir) could plant audit.db or its head file as a
-	// link to a file of the user's, which the store would then write.
-	for _, p := range []string{opts.Path, headPath(opts.Path)} {
+	// repository's state_dir) could plant audit.db, SQLite's side files
+	// or the head file as a link to a file of the user's, which the store
+	// would then write; nor into a FIFO or device, which hangs or fails
+	// with no word of why.
+	for _, p := range []string{opts.Path, headPath(opts.Path), opts.Path + "-wal", opts.Path + "-shm", opts.Path + "-journal"} {
 		if target, err := os.Readlink(p); err == nil {
 			return nil, fmt.Errorf("opening audit store: %s is a symlink (to %s); the audit does not write through a link: remove the link (not what it points to)", p, target)
+		}
+		if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("opening audit store: %s is not a regular file (%s); remove it", p, fi.Mode().Type())
 		}
 	}
 	s := &Store{opts: opts, log: opts.Logger, queue: make(chan item, opts.QueueSize), done: make(chan struct{})}
