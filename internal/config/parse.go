@@ -18,7 +18,10 @@ import (
 func Parse(filename string, data []byte) (*Config, error) {
 	d := &decoder{collector: collector{file: filename}}
 	var c *Config
-	if root := d.document(data); root != nil {
+	if len(data) > MaxFile {
+		// Decoding costs many times the text in memory: 35 MB took 1.8 GB.
+		d.errorf(Pos{1, 1}, "the config is larger than the %d MiB a config may have", MaxFile>>20)
+	} else if root := d.document(data); root != nil {
 		c = d.config(root)
 	}
 	if err := d.err(); err != nil {
@@ -26,6 +29,10 @@ func Parse(filename string, data []byte) (*Config, error) {
 	}
 	return c, nil
 }
+
+// MaxFile bounds a config's size: a config of hundreds of servers is a
+// few hundred KiB.
+const MaxFile = 4 << 20
 
 // Load parses and validates a config.
 func Load(filename string, data []byte) (*Config, error) {

@@ -296,3 +296,16 @@ func TestRecoveryDefaults(t *testing.T) {
 		t.Errorf("approvals.timeout 3m: %v", d)
 	}
 }
+
+// TestParseRefusesHugeFile: a config past MaxFile is refused before it is
+// decoded (35 MB of env took 1.8 GB to decode); one just inside is not.
+func TestParseRefusesHugeFile(t *testing.T) {
+	head := "version: 1\n"
+	pad := func(n int) []byte { return []byte(head + "#" + strings.Repeat("x", n-len(head)-2) + "\n") }
+	if _, err := Parse("big.yaml", pad(MaxFile+1)); err == nil || !strings.Contains(err.Error(), "larger than the 4 MiB") {
+		t.Errorf("a config of MaxFile+1 bytes: %v, want a refusal", err)
+	}
+	if _, err := Parse("big.yaml", pad(MaxFile)); err != nil {
+		t.Errorf("a config of MaxFile bytes: %v", err)
+	}
+}

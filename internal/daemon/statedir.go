@@ -20,7 +20,13 @@ var ErrReadingConfig = errors.New("reading config")
 
 // LoadConfig reads, parses and checks the config file at path.
 func LoadConfig(path string) (*config.Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReadingConfig, err)
+	}
+	defer f.Close()
+	// Read no more than Parse takes (a config named /dev/zero, a log).
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReadingConfig, err)
 	}

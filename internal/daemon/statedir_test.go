@@ -43,3 +43,14 @@ func TestLoadConfigOrDefault(t *testing.T) {
 		t.Errorf("a missing file: %v; want ErrReadingConfig", err)
 	}
 }
+
+// TestLoadConfigEndless: a config path that never ends (/dev/zero) is
+// read no further than a config may be, and refused.
+func TestLoadConfigEndless(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	if _, err := LoadConfig("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("LoadConfig(/dev/zero): %v, want a refusal", err)
+	}
+}
