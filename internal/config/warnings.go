@@ -21,6 +21,7 @@ import (
 func Warnings(c *Config) Errors {
 	r := &collector{file: c.File}
 	users := map[string][]string{} // secret reference -> servers
+	tagged := map[string]bool{}    // image references warned of
 	for _, s := range c.Servers {
 		if s == nil {
 			continue
@@ -41,6 +42,7 @@ func Warnings(c *Config) Errors {
 		warnSecretsWithBroadEgress(r, s)
 		warnInjectAnywhere(r, s)
 		warnKubeAgent(r, c, s)
+		warnKubeTags(r, c, s, tagged)
 		warnTemplateFixedOutput(r, s)
 	}
 	warnClientGlobs(r, c)
@@ -281,4 +283,49 @@ func warnKubeAgent(r *collector, c *Config, s *Server) {
 	}
 	r.errorf(s.Meta.Pos, "servers.%s: its pod runs the agent from its image at %s, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it",
 		s.Name, DefaultAgentPath)
+}
+
+// warnKubeTags flags the images a server's pods run by tag rather than
+// digest (agent_image, image, base_images, an image server's own): the
+// node pulls the tag, whatever it names at that moment, so a pushed tag
+// changes the pods (the agent among them, which holds the server's
+// secrets) with no mcpbox.lock to notice, as it would on this host. Each
+// reference once; the default base image is the user's to pin and
+// too common to flag.
+func warnKubeTags(r *collector, c *Config, s *Server, warned map[string]bool) {
+	b := c.BackendOf(s)
+	if b.Kind != BackendKubernetes || s.URL != "" || s.Builtin != "" {
+		return
+	}
+	at := func(key string) Pos {
+		if s.Backend != nil && s.Backend.Meta.Has(key) {
+			return s.Backend.Meta.At(key)
+		}
+		return c.Backend.Meta.At(key)
+	}
+	type ref struct {
+		key, ref string
+		pos      Pos
+	}
+	refs := []ref{{"backend.agent_image", b.AgentImage, at("agent_image")}}
+	switch {
+	case s.Image.Ref != "":
+		refs = append(refs, ref{"servers." + s.Name + ".image", s.Image.Ref, s.Meta.At("image")})
+	case s.Package != "":
+		for _, e := range b.BaseImages {
+			if strings.HasPrefix(s.Package, e.Name+":") {
+				refs = append(refs, ref{"backend.base_images." + e.Name, e.Value, at("base_images")})
+			}
+		}
+	default:
+		refs = append(refs, ref{"backend.image", b.Image, at("image")})
+	}
+	for _, x := range refs {
+		if x.ref == "" || strings.Contains(x.ref, "@sha256:") || warned[x.ref] {
+			continue
+		}
+		warned[x.ref] = true
+		r.errorf(x.pos, "%s %s is a tag: the pods run whatever it names when a node pulls it (mcpbox.lock does not pin a pod's images); pin it by digest (%s@sha256:...)",
+			x.key, x.ref, x.ref)
+	}
 }

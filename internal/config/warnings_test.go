@@ -145,10 +145,10 @@ servers:
 // its image at the default path is flagged; agent_image, an explicit
 // agent_path, a url server and a local override are not.
 func TestWarningsKubeAgent(t *testing.T) {
-	src := kubeTop + `  image: r/base:1
+	src := kubeTop + `  image: r/base@sha256:` + digest + `
 servers:
   plain: {command: [srv], tools: {allow: ["*"]}}
-  copied: {command: [srv], tools: {allow: ["*"]}, backend: {agent_image: r/agent:1}}
+  copied: {command: [srv], tools: {allow: ["*"]}, backend: {agent_image: r/agent@sha256:` + digest + `}}
   derived: {command: [srv], tools: {allow: ["*"]}, backend: {agent_path: /app/mcpbox}}
   here: {command: [srv], tools: {allow: ["*"]}, backend: {kind: local}}
   remote: {url: "https://x.example/mcp", tools: {allow: ["*"]}}
@@ -159,6 +159,38 @@ servers:
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }
+
+// TestWarningsKubeTags: each image a server's pods run by tag is flagged
+// once, where it is set (agent_image, image, base_images, an image
+// server's own), and not when pinned by digest or on this host (where
+// mcpbox.lock pins it).
+func TestWarningsKubeTags(t *testing.T) {
+	src := kubeTop + `  image: r/base:1
+  agent_image: r/agent:1
+  base_images: {npm: r/node:22}
+servers:
+  cmd1: {command: [srv], tools: {allow: ["*"]}}
+  cmd2: {command: [srv], tools: {allow: ["*"]}}
+  img: {image: r/img:2, args: [/srv], tools: {allow: ["*"]}, backend: {agent_image: "r/agent@sha256:` + digest + `"}}
+  pkg: {package: "npm:x@1.0.0", tools: {allow: ["*"]}}
+  pinned: {image: "r/img@sha256:` + digest + `", args: [/srv], tools: {allow: ["*"]}}
+  here: {image: r/here:1, args: [/srv], tools: {allow: ["*"]}, backend: {kind: local}}
+`
+	var got []string
+	for _, w := range warningsOf(t, src) {
+		if strings.Contains(w, "is a tag") {
+			got = append(got, w[:strings.Index(w, " is a tag")])
+		}
+	}
+	want := []string{"t.yaml:6:10: backend.image r/base:1", "t.yaml:7:16: backend.agent_image r/agent:1",
+		"t.yaml:8:16: backend.base_images.npm r/node:22", "t.yaml:12:16: servers.img.image r/img:2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tag warnings (-want +got):\n%s", diff)
+	}
+}
+
+// digest is a well-formed sha256 digest for image references in tests.
+var digest = strings.Repeat("ab", 32)
 
 // warningsOf loads src as t.yaml and returns its warnings as strings.
 func warningsOf(t *testing.T, src string) []string {
