@@ -21,7 +21,7 @@ import (
 func Warnings(c *Config) Errors {
 	r := &collector{file: c.File}
 	users := map[string][]string{} // secret reference -> servers
-	tagged := map[string]bool{}    // image references warned of
+	tagged := map[string]bool{}    // image references and kubeconfigs warned of
 	for _, s := range c.Servers {
 		if s == nil {
 			continue
@@ -43,6 +43,7 @@ func Warnings(c *Config) Errors {
 		warnInjectAnywhere(r, s)
 		warnKubeAgent(r, c, s)
 		warnKubeTags(r, c, s, tagged)
+		warnKubeOutside(r, c, s, tagged)
 		warnTemplateFixedOutput(r, s)
 	}
 	warnClientGlobs(r, c)
@@ -328,4 +329,25 @@ func warnKubeTags(r *collector, c *Config, s *Server, warned map[string]bool) {
 		r.errorf(x.pos, "%s %s is a tag: the pods run whatever it names when a node pulls it (mcpbox.lock does not pin a pod's images); pin it by digest (%s@sha256:...)",
 			x.key, x.ref, x.ref)
 	}
+}
+
+// warnKubeOutside flags a backend that reaches the cluster from outside
+// (a kubeconfig) with no gateway_cidrs: the servers' NetworkPolicy then
+// admits only pods labelled as the gateway, so where policies are
+// enforced this gateway cannot reach its pods, and each start times out.
+func warnKubeOutside(r *collector, c *Config, s *Server, warned map[string]bool) {
+	b := c.BackendOf(s)
+	if b.Kind != BackendKubernetes || s.URL != "" || b.InCluster || b.Kubeconfig == "" || len(b.GatewayCIDRs) > 0 {
+		return
+	}
+	key := "kubeconfig " + b.Kubeconfig + " " + b.Namespace
+	if warned[key] {
+		return
+	}
+	warned[key] = true
+	pos := c.Backend.Meta.At("kubeconfig")
+	if s.Backend != nil && s.Backend.Meta.Has("kubeconfig") {
+		pos = s.Backend.Meta.At("kubeconfig")
+	}
+	r.errorf(pos, "backend: a gateway outside the cluster (kubeconfig) needs backend.gateway_cidrs, the addresses it connects from: the servers' NetworkPolicy admits only pods labelled mcpbox.dev/role=gateway, so where policies are enforced it cannot reach its pods (in the cluster, label the gateway's pod and use in_cluster: true)")
 }

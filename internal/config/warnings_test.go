@@ -146,6 +146,7 @@ servers:
 // agent_path, a url server and a local override are not.
 func TestWarningsKubeAgent(t *testing.T) {
 	src := kubeTop + `  image: r/base@sha256:` + digest + `
+  gateway_cidrs: [10.0.0.0/8]
 servers:
   plain: {command: [srv], tools: {allow: ["*"]}}
   copied: {command: [srv], tools: {allow: ["*"]}, backend: {agent_image: r/agent@sha256:` + digest + `}}
@@ -154,7 +155,7 @@ servers:
   remote: {url: "https://x.example/mcp", tools: {allow: ["*"]}}
 `
 	got := warningsOf(t, src)
-	want := []string{`t.yaml:8:3: servers.plain: its pod runs the agent from its image at /usr/local/bin/mcpbox, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it`}
+	want := []string{`t.yaml:9:3: servers.plain: its pod runs the agent from its image at /usr/local/bin/mcpbox, which no stock image has; set backend.agent_image (an image with mcpbox) to copy the agent in, or backend.agent_path if the image has it`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
@@ -186,6 +187,30 @@ servers:
 		"t.yaml:8:16: backend.base_images.npm r/node:22", "t.yaml:12:16: servers.img.image r/img:2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tag warnings (-want +got):\n%s", diff)
+	}
+}
+
+// TestWarningsKubeOutside: a backend reached through a kubeconfig with
+// no gateway_cidrs is flagged once per kubeconfig and namespace; one in
+// the cluster, or with gateway_cidrs, is not.
+func TestWarningsKubeOutside(t *testing.T) {
+	src := kubeTop + `  image: "r/base@sha256:` + digest + `"
+  agent_image: "r/agent@sha256:` + digest + `"
+servers:
+  a: {command: [srv], tools: {allow: ["*"]}}
+  b: {command: [srv], tools: {allow: ["*"]}}
+  c: {command: [srv], tools: {allow: ["*"]}, backend: {namespace: other, gateway_cidrs: [10.0.0.0/8]}}
+  d: {command: [srv], tools: {allow: ["*"]}, backend: {kubeconfig: /k/other}}
+  e: {command: [srv], tools: {allow: ["*"]}, backend: {in_cluster: true}}
+`
+	var got []string
+	for _, w := range warningsOf(t, src) {
+		if strings.Contains(w, "gateway_cidrs") {
+			got = append(got, w[:strings.Index(w, ": backend:")])
+		}
+	}
+	if diff := cmp.Diff([]string{"t.yaml:5:15", "t.yaml:12:68"}, got); diff != "" {
+		t.Errorf("gateway_cidrs warnings at (-want +got):\n%s", diff)
 	}
 }
 
