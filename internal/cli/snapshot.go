@@ -15,7 +15,7 @@ import (
 const snapshotHelp = `USAGE
   mcpbox snapshot ID [-o FILE] [--all | --config FILE | --state-dir DIR]
   mcpbox diff ID [--all | --config FILE | --state-dir DIR]
-  mcpbox diff --server NAME [--agent AGENT] [--config FILE]
+  mcpbox diff --server NAME [--agent AGENT] [--session ID] [--config FILE]
 
 snapshot writes the workspace of sandbox ID (its /workspace/output and,
 with filesystem.input.mode overlay, the overlay's changes) as a .tar.gz
@@ -29,7 +29,9 @@ the source: mcpbox diff ID | git apply). Binary files, symlinks, changes
 under .git and files the source changed after the agent's last write to
 them are named on lines of their own, not patched. --server: the overlay
 NAME's sandboxes left in the config's state dir (its one agent's, or
-AGENT's), read with no serve running (a stdio client's ends with it).
+AGENT's), read with no serve running (a stdio client's ends with it);
+with scope: session, or --session, the overlay of an ended session that
+changed its input, kept when the session ended (the newest 20 are kept).
 `
 
 func (e *env) snapshotCmd(args []string) int {
@@ -71,6 +73,7 @@ func (e *env) diff(args []string) int {
 	af := registerAdminFlags(fs)
 	server := fs.String("server", "", "the overlay server `NAME`'s sandboxes left, with no serve running")
 	agent := fs.String("agent", "", "with --server: whose overlay, if several `AGENT`s have one")
+	session := fs.String("session", "", "with --server: the overlay ended session `ID` kept (scope: session)")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
@@ -79,15 +82,15 @@ func (e *env) diff(args []string) int {
 	switch {
 	case *server != "" && fs.NArg() == 0 && *af.stateDir == "" && !*af.all:
 		wd, _ := os.Getwd()
-		lower, upper, err = daemon.LeftOverlay(*af.config, wd, *server, *agent)
-	case *server == "" && *agent == "" && fs.NArg() == 1:
+		lower, upper, err = daemon.LeftOverlay(*af.config, wd, *server, *agent, *session)
+	case *server == "" && *agent == "" && *session == "" && fs.NArg() == 1:
 		dir, ok := af.dir(e, "diff")
 		if !ok {
 			return exitUsage
 		}
 		lower, upper, err = admin.Client{StateDir: dir}.Diff(fs.Arg(0))
 	default:
-		e.errorf("diff: want one sandbox ID (see mcpbox ps), or --server NAME [--agent AGENT] [--config FILE]")
+		e.errorf("diff: want one sandbox ID (see mcpbox ps), or --server NAME [--agent AGENT] [--session ID] [--config FILE]")
 		return exitUsage
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
@@ -19,8 +20,10 @@ import (
 // returns the input source (lower) and the overlay's upper dir.
 // configPath "" is the project config of wd or its nearest parent that
 // has one. agent "" is the one agent whose workspace has an overlay;
-// with several, the error names them.
-func LeftOverlay(configPath, wd, server, agent string) (lower, upper string, err error) {
+// with several, the error names them. With session, or for a server of
+// scope session, it is an ended session's kept overlay
+// (workspace.ReleaseSession): session "" is the one kept.
+func LeftOverlay(configPath, wd, server, agent, session string) (lower, upper string, err error) {
 	if configPath == "" {
 		if configPath = projectConfigUp(wd); configPath == "" {
 			return "", "", fmt.Errorf("no mcpbox.yaml in %s or a parent directory: pass --config FILE", wd)
@@ -48,10 +51,17 @@ func LeftOverlay(configPath, wd, server, agent string) (lower, upper string, err
 		return "", "", err
 	}
 	root := filepath.Join(stateDir, "workspaces")
+	switch {
+	case !pathElement(agent):
+		return "", "", fmt.Errorf("--agent %q: not an agent name", agent)
+	case !pathElement(session):
+		return "", "", fmt.Errorf("--session %q: not a session id", session)
+	case session != "" || s.Scope == config.ScopeSession:
+		upper, err := keptOverlay(root, server, agent, session)
+		return lower, upper, err
+	}
 	agents := overlayAgents(root, server)
 	switch {
-	case agent != "" && (strings.ContainsRune(agent, '/') || agent == "." || agent == ".."):
-		return "", "", fmt.Errorf("--agent %q: not an agent name", agent)
 	case agent != "" && !slices.Contains(agents, agent):
 		return "", "", fmt.Errorf("no overlay of server %s for agent %s in %s (agents with one: %s)", server, agent, root, listOrNone(agents))
 	case agent == "" && len(agents) == 0:
@@ -62,6 +72,52 @@ func LeftOverlay(configPath, wd, server, agent string) (lower, upper string, err
 		agent = agents[0]
 	}
 	return lower, filepath.Join(workspace.Base(root, workspace.Scope{Server: server, Agent: agent}), "overlay", "upper"), nil
+}
+
+// pathElement reports whether name, if set, is one path element.
+func pathElement(name string) bool {
+	return !strings.ContainsRune(name, '/') && name != "." && name != ".."
+}
+
+// keptOverlay is the upper dir of the overlay an ended session of server
+// left (of agent, if set): the session's, or, for session "", the one
+// kept; with several, the error names the newest.
+func keptOverlay(root, server, agent, session string) (string, error) {
+	type kept struct {
+		agent string
+		workspace.Ended
+	}
+	var all []kept
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if (agent != "" && e.Name() != agent) || !realDirs(root, e.Name(), server, "sessions") {
+			continue
+		}
+		for _, s := range workspace.EndedSessions(filepath.Join(root, e.Name(), server, "sessions")) {
+			if session == "" || s.ID == session {
+				all = append(all, kept{e.Name(), s})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b kept) int { return a.Ended.Ended.Compare(b.Ended.Ended) })
+	switch {
+	case len(all) == 0 && session != "":
+		return "", fmt.Errorf("no ended session %s of server %s kept changes to its input overlay in %s (a running session's: mcpbox diff ID, see mcpbox ps)", session, server, root)
+	case len(all) == 0:
+		return "", fmt.Errorf("no ended session of server %s (scope: session) kept changes to its input overlay in %s (a running session's: mcpbox diff ID, see mcpbox ps)", server, root)
+	case len(all) > 1:
+		var names []string
+		for _, k := range all[max(0, len(all)-5):] {
+			names = append(names, fmt.Sprintf("%s (agent %s, ended %s)", k.ID, k.agent, k.Ended.Ended.Format(time.DateTime)))
+		}
+		slices.Reverse(names)
+		return "", fmt.Errorf("%d ended sessions of server %s kept changes to their input overlay: pass --session ID (the newest: %s)", len(all), server, strings.Join(names, ", "))
+	}
+	k := all[0]
+	if !realDirs(root, k.agent, server, "sessions", k.ID, "overlay", "upper") {
+		return "", fmt.Errorf("the overlay of session %s of server %s is not a directory", k.ID, server)
+	}
+	return filepath.Join(root, k.agent, server, "sessions", k.ID, "overlay", "upper"), nil
 }
 
 // overlayAgents are the agents (dir names: _shared, _local, ...) that have

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLeftOverlay: `mcpbox diff --server` finds the overlay a stopped
@@ -40,7 +41,7 @@ servers:
 	}
 	wantErr := func(agent, want string) {
 		t.Helper()
-		if _, _, err := LeftOverlay("", wd, "fs", agent); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := LeftOverlay("", wd, "fs", agent, ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("agent %q: err %v, want one with %q", agent, err, want)
 		}
 	}
@@ -50,7 +51,7 @@ servers:
 		t.Fatal(err)
 	}
 	// The project's config, found from a subdir without --config.
-	lower, up, err := LeftOverlay("", wd, "fs", "")
+	lower, up, err := LeftOverlay("", wd, "fs", "", "")
 	if err != nil || lower != src || up != upper("_local") {
 		t.Errorf("one agent: %q %q %v, want %q %q", lower, up, err, src, upper("_local"))
 	}
@@ -59,7 +60,7 @@ servers:
 	if err := os.Symlink(filepath.Join(root, "_local"), filepath.Join(root, "evil")); err != nil {
 		t.Fatal(err)
 	}
-	if _, up, err := LeftOverlay(cfg, "/", "fs", ""); err != nil || up != upper("_local") {
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "", ""); err != nil || up != upper("_local") {
 		t.Errorf("with a link beside: %q %v", up, err)
 	}
 	wantErr("evil", "no overlay of server fs for agent evil")
@@ -69,17 +70,71 @@ servers:
 		t.Fatal(err)
 	}
 	wantErr("", "several agents (_local, alice)")
-	if _, up, err := LeftOverlay(cfg, "/", "fs", "alice"); err != nil || up != upper("alice") {
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "alice", ""); err != nil || up != upper("alice") {
 		t.Errorf("--agent alice: %q %v", up, err)
 	}
 
-	if _, _, err := LeftOverlay(cfg, "/", "ro", ""); err == nil || !strings.Contains(err.Error(), "has no input overlay") {
+	if _, _, err := LeftOverlay(cfg, "/", "ro", "", ""); err == nil || !strings.Contains(err.Error(), "has no input overlay") {
 		t.Errorf("read-only input: %v", err)
 	}
-	if _, _, err := LeftOverlay(cfg, "/", "nope", ""); err == nil || !strings.Contains(err.Error(), `no server "nope"`) {
+	if _, _, err := LeftOverlay(cfg, "/", "nope", "", ""); err == nil || !strings.Contains(err.Error(), `no server "nope"`) {
 		t.Errorf("unknown server: %v", err)
 	}
-	if _, _, err := LeftOverlay("", t.TempDir(), "fs", ""); err == nil || !strings.Contains(err.Error(), "pass --config") {
+	if _, _, err := LeftOverlay("", t.TempDir(), "fs", "", ""); err == nil || !strings.Contains(err.Error(), "pass --config") {
 		t.Errorf("no project config: %v", err)
 	}
+}
+
+// TestLeftOverlaySessions: for a server of scope session, `mcpbox diff
+// --server` reads the overlay an ended session kept: the one, or the one
+// --session names; with several it names the newest, with none it says
+// so. A live session's dir (no ended mark) is not one.
+func TestLeftOverlaySessions(t *testing.T) {
+	project := t.TempDir()
+	cfg := filepath.Join(project, "mcpbox.yaml")
+	if err := os.Mkdir(filepath.Join(project, "src"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("version: 1\nstate_dir: state\nservers:\n  fs:\n    command: [a]\n    scope: session\n    filesystem: {input: {source: src, mode: overlay}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(project, "state", "workspaces")
+	session := func(agent, id string, ended bool) string {
+		base := filepath.Join(root, agent, "fs", "sessions", id)
+		if err := os.MkdirAll(filepath.Join(base, "overlay", "upper"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if ended {
+			if err := os.WriteFile(filepath.Join(base, "ended"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return filepath.Join(base, "overlay", "upper")
+	}
+	wantErr := func(agent, id, want string) {
+		t.Helper()
+		if _, _, err := LeftOverlay(cfg, "/", "fs", agent, id); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("agent %q session %q: %v, want an error with %q", agent, id, err, want)
+		}
+	}
+	session("alice", "live", false)
+	wantErr("", "", "no ended session of server fs (scope: session) kept changes")
+	first := session("alice", "s1", true)
+	past := time.Now().Add(-time.Minute) // the marks' order, whatever the clock's grain
+	if err := os.Chtimes(filepath.Join(root, "alice", "fs", "sessions", "s1", "ended"), past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "", ""); err != nil || up != first {
+		t.Errorf("one kept: %q %v, want %q", up, err, first)
+	}
+	second := session("bob", "s2", true)
+	wantErr("", "", "2 ended sessions of server fs kept changes to their input overlay: pass --session ID (the newest: s2 (agent bob")
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "", "s2"); err != nil || up != second {
+		t.Errorf("--session s2: %q %v, want %q", up, err, second)
+	}
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "alice", ""); err != nil || up != first {
+		t.Errorf("--agent alice: %q %v, want %q", up, err, first)
+	}
+	wantErr("", "live", "no ended session live of server fs")
+	wantErr("", "../x", "not a session id")
 }

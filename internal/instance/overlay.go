@@ -38,7 +38,7 @@ func LockOverlay(base string) (release func(), err error) {
 		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
 			f.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%w (%s): one overlay per agent and server; give each client its own with scope: session, or stop the other (mcpbox ps)", ErrOverlayBusy, base)
+				return nil, fmt.Errorf("%w (%s): one overlay per agent and server; give each client its own with scope: session (a session's changes are kept when it ends: mcpbox diff --server NAME --session ID), or stop the other (mcpbox ps)", ErrOverlayBusy, base)
 			}
 			return nil, fmt.Errorf("locking the input overlay: %w", err)
 		}

@@ -661,16 +661,24 @@ func (in *sandboxInstance) describe() string {
 	return in.status
 }
 
-// Release removes a session's workspace when the session is over; agent
-// and shared workspaces stay (they are the agent's files).
+// Release removes a session's workspace when the session is over, but
+// for an input overlay it changed (workspace.ReleaseSession): agent and
+// shared workspaces stay (they are the agent's files), and so do a
+// session's edits to its input.
 func (l *Local) Release(scope gateway.Scope) {
 	if scope.Session == "" {
 		return
 	}
-	for _, root := range []string{l.workspaces, l.overlays} {
-		if root != "" {
-			workspace.Remove(workspace.Base(root, wsScope(scope, l.name)))
+	ws := wsScope(scope, l.name)
+	if l.overlays != "" {
+		kept, pruned := workspace.ReleaseSession(workspace.Base(l.overlays, ws))
+		if kept {
+			l.log.Info("the session's changes to its input overlay are kept (mcpbox diff --server "+l.name+" --session "+scope.Session+" prints them)",
+				"server", l.name, "session", scope.Session, "removed_oldest", pruned)
 		}
+	}
+	if l.workspaces != "" && l.workspaces != l.overlays {
+		workspace.Remove(workspace.Base(l.workspaces, ws))
 	}
 }
 

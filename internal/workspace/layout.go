@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 )
 
 // Scope names the workspace of one server for one agent, or one session of
@@ -92,6 +94,66 @@ func mkdirBeneath(root, dir string) (string, error) {
 func Remove(base string) {
 	_ = os.Chmod(filepath.Join(base, "overlay", "work", "work"), 0o700)
 	os.RemoveAll(base)
+}
+
+// KeptOverlays bounds the ended sessions' overlays kept per agent and
+// server (ReleaseSession): the oldest go first.
+const KeptOverlays = 20
+
+// endedMark, in a session's workspace, says the session has ended and
+// its overlay was kept for its changes.
+const endedMark = "ended"
+
+// ReleaseSession removes an ended session's workspace (base, under the
+// workspaces root), except an input overlay the session changed: the
+// agent's edits to the input are not thrown away with the session. That
+// overlay stays, marked ended, for `mcpbox diff --server --session`; of
+// the scope's kept overlays the newest KeptOverlays stay. It reports
+// whether it kept one, and the ones it removed to stay within the bound.
+func ReleaseSession(base string) (kept bool, pruned []string) {
+	upper := filepath.Join(base, "overlay", "upper")
+	if entries, err := os.ReadDir(upper); err != nil || len(entries) == 0 {
+		Remove(base)
+		return false, nil
+	}
+	os.RemoveAll(filepath.Join(base, "output"))
+	if err := os.WriteFile(filepath.Join(base, endedMark), nil, 0o600); err != nil {
+		return true, nil
+	}
+	sessions := filepath.Dir(base)
+	ended := EndedSessions(sessions)
+	for len(ended) > KeptOverlays {
+		Remove(filepath.Join(sessions, ended[0].ID))
+		pruned = append(pruned, ended[0].ID)
+		ended = ended[1:]
+	}
+	return true, pruned
+}
+
+// Ended is an ended session whose input overlay was kept.
+type Ended struct {
+	ID    string
+	Ended time.Time
+}
+
+// EndedSessions lists the ended sessions with a kept overlay in dir (a
+// scope's sessions/), oldest first. Only real dirs count, as a sandbox
+// made them: a link must not lead a diff elsewhere.
+func EndedSessions(dir string) []Ended {
+	entries, _ := os.ReadDir(dir)
+	var out []Ended
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(dir, e.Name(), endedMark))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, Ended{ID: e.Name(), Ended: fi.ModTime()})
+	}
+	slices.SortFunc(out, func(a, b Ended) int { return a.Ended.Compare(b.Ended) })
+	return out
 }
 
 // IsSnapshot reports whether path is an mcpbox snapshot (an archive with

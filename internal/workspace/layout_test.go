@@ -4,10 +4,14 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestLayout(t *testing.T) {
@@ -58,5 +62,59 @@ func TestWorkspaceDirRefusesPlantedSymlinks(t *testing.T) {
 				t.Errorf("the victim dir now holds %v", names)
 			}
 		})
+	}
+}
+
+// TestReleaseSession: an ended session's workspace goes, but for an
+// input overlay it changed, which stays marked ended; past KeptOverlays
+// the oldest kept go.
+func TestReleaseSession(t *testing.T) {
+	root := t.TempDir()
+	sessions := filepath.Join(root, "alice", "fs", "sessions")
+	session := func(id string, changed bool) string {
+		base := filepath.Join(sessions, id)
+		for _, d := range []string{"output", "overlay/upper", "overlay/work"} {
+			if err := os.MkdirAll(filepath.Join(base, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if changed {
+			if err := os.WriteFile(filepath.Join(base, "overlay", "upper", "a.txt"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return base
+	}
+	if kept, _ := ReleaseSession(session("idle", false)); kept {
+		t.Error("a session that changed nothing was kept")
+	}
+	if _, err := os.Stat(filepath.Join(sessions, "idle")); !os.IsNotExist(err) {
+		t.Errorf("the unchanged session's workspace: %v, want it gone", err)
+	}
+	var ids []string
+	for i := range KeptOverlays + 2 {
+		id := fmt.Sprintf("s%02d", i)
+		ids = append(ids, id)
+		base := session(id, true)
+		kept, pruned := ReleaseSession(base)
+		if !kept {
+			t.Fatalf("session %s with a change was not kept", id)
+		}
+		if _, err := os.Stat(filepath.Join(base, "output")); !os.IsNotExist(err) {
+			t.Errorf("session %s's output: %v, want it gone", id, err)
+		}
+		if want := max(0, i+1-KeptOverlays); len(pruned) != min(1, want) {
+			t.Errorf("after %d sessions: pruned %v", i+1, pruned)
+		}
+		// Marks made within a moment: a second apart, in the past, orders
+		// them as made.
+		os.Chtimes(filepath.Join(base, endedMark), time.Time{}, time.Now().Add(time.Duration(i-100)*time.Second))
+	}
+	var got []string
+	for _, e := range EndedSessions(sessions) {
+		got = append(got, e.ID)
+	}
+	if d := cmp.Diff(ids[2:], got); d != "" {
+		t.Errorf("kept sessions (-want +got):\n%s", d)
 	}
 }

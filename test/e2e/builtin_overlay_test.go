@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -158,4 +160,66 @@ func TestBuiltinOverlayWriteDiff(t *testing.T) {
 			t.Errorf("mcpbox diff --server ws after the serve stopped: %s\nwant the stdout of mcpbox diff %s:\n%s", left, row.ID, r.stdout)
 		}
 	})
+}
+
+// TestBuiltinOverlaySessionKept: with scope session (what the overlay's
+// lock advises for a second client), a session's edits to its input are
+// kept when the session ends, for `mcpbox diff --server`; before, they
+// went with the session, unannounced. A session that changed nothing
+// leaves nothing; with several kept, --session picks one.
+func TestBuiltinOverlaySessionKept(t *testing.T) {
+	m := mode{name: "root", uid: -1}
+	s, _ := builtinOverlaySetup(t, m)
+	b, err := os.ReadFile(s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.writeFile(t, s.cfg, strings.Replace(string(b), "    builtin: workspace\n", "    builtin: workspace\n    scope: session\n", 1), 0o644)
+	g := s.serve(t)
+	defer g.stop(t)
+	diff := func(args ...string) result {
+		return s.cli(t, append([]string{"diff", "--server", "ws", "--config", s.cfg}, args...)...)
+	}
+	// waitKept waits for the diff of the one kept session to show want.
+	waitKept := func(want string) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := diff()
+			if r.code == 0 && strings.Contains(r.stdout, want) {
+				return r.stdout
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("mcpbox diff --server ws after the session ended: %s; want %q in it", r, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	sess := s.connect(t, g, nil)
+	gwMustCall(t, sess, "read_file", map[string]any{"path": "input/a.txt"}, "one\ntwo\n")
+	gwClose(t, sess)
+	sess = s.connect(t, g, nil)
+	gwMustCall(t, sess, "edit_file", map[string]any{"path": "input/a.txt", "old": "two", "new": "TWO"}, "edited input/a.txt")
+	gwClose(t, sess)
+	first := waitKept("+TWO")
+	wsLines(t, first, "diff --git a/a.txt b/a.txt", "-two", "+TWO")
+
+	sess = s.connect(t, g, nil)
+	gwMustCall(t, sess, "write_file", map[string]any{"path": "input/second.txt", "content": "second\n"}, "")
+	gwClose(t, sess)
+	var several result
+	deadline := time.Now().Add(30 * time.Second)
+	for several = diff(); several.code == 0 && time.Now().Before(deadline); several = diff() {
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, newest, ok := strings.Cut(several.stderr, "the newest: ")
+	if several.code == 0 || !strings.Contains(several.stderr, "2 ended sessions of server ws kept changes") || !ok {
+		t.Fatalf("mcpbox diff --server ws with two sessions kept: %s; want an error naming them (a session that changed nothing keeps nothing)", several)
+	}
+	id, _, _ := strings.Cut(newest, " ")
+	r := diff("--session", id)
+	if r.code != 0 || !strings.Contains(r.stdout, "+second") || strings.Contains(r.stdout, "TWO") {
+		t.Errorf("mcpbox diff --server ws --session %s: %s; want the second session's diff only", id, r)
+	}
 }
