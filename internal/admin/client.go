@@ -30,6 +30,9 @@ type Client struct {
 	// PID, if not 0, is the one instance that answers (mcpbox ui
 	// --instance); the others are not asked.
 	PID int
+	// Self, if not 0, is the caller's own instance, which is not asked: a
+	// dashboard asking about what waits at the others.
+	Self int
 }
 
 // Approvals is the pending requests and remembered decisions.
@@ -52,7 +55,14 @@ func (c Client) Approvals() (Approvals, error) {
 // session or always; "" is once), and returns the request as the
 // instance listed it (its ID alone if it no longer did).
 func (c Client) Decide(id string, allow bool, scope string) (approval.Request, error) {
-	r, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope})
+	return c.DecideFor(id, allow, scope, "")
+}
+
+// DecideFor is Decide passed on for by, who asked the caller (a
+// dashboard's user): the instance records the decision as the caller's
+// for them.
+func (c Client) DecideFor(id string, allow bool, scope, by string) (approval.Request, error) {
+	r, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope, For: by})
 	if err != nil || len(r.Pending) != 1 {
 		return approval.Request{ID: id}, err
 	}
@@ -214,6 +224,9 @@ func (c Client) instances() ([]instance.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Self != 0 {
+		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID == c.Self })
+	}
 	if c.PID != 0 {
 		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID != c.PID })
 		if len(recs) == 0 {
@@ -257,7 +270,7 @@ func (c Client) gather(req request) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	if len(recs) == 1 {
+	if len(recs) == 1 && c.Self == 0 {
 		return callSocket(recs[0].StateDir, recs[0].Socket(), req)
 	}
 	out := reply{OK: true}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"unicode"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/config"
@@ -62,7 +63,11 @@ func serveDecide(_ *Server, c *call) (reply, error) {
 			decided = append(decided, p)
 		}
 	}
-	return reply{Pending: decided}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: c.who})
+	by := c.who
+	if c.req.For != "" {
+		by += " for " + printable(c.req.For, 80)
+	}
+	return reply{Pending: decided}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: by})
 }
 
 func serveRevoke(_ *Server, c *call) (reply, error) {
@@ -159,4 +164,22 @@ func serversWithSecret(c *config.Config, secret string) []string {
 		}
 	}
 	return out
+}
+
+// printable is s without control and format characters (it goes into
+// the audit and onto terminals), cut to max runes.
+func printable(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == max {
+			break
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }

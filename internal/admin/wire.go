@@ -33,6 +33,10 @@ type request struct {
 	Secret string `json:"secret,omitempty"` // rotate: NAME or SERVER/NAME
 	ID     string `json:"id,omitempty"`     // decide, revoke: an approval or remembered decision
 	Allow  bool   `json:"allow,omitempty"`  // decide
+	// For, in a decide, is who asked the instance that passes it on (a
+	// dashboard's user): the decider's record names them after the
+	// socket's peer, which is who is known to have asked.
+	For    string `json:"for,omitempty"`
 	Scope  string `json:"scope,omitempty"`  // decide: once, session or always
 	Server string `json:"server,omitempty"` // pins, trust
 	Key    string `json:"key,omitempty"`    // trust: a tool, "prompt:NAME" or "template:URI"; "" for all

@@ -59,6 +59,9 @@ type Request struct {
 	// at most MaxArguments bytes. Every channel shows all of them (see
 	// Show); nil for a trust request.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Where, in a listing of another instance's requests (a dashboard's),
+	// names the instance that holds it: "PROJECT (pid N)". Not stored.
+	Where string `json:"where,omitempty"`
 }
 
 // Decision answers a Request.

@@ -2,7 +2,10 @@ package guard
 
 import (
 	"errors"
+	"os"
 	"slices"
+	"sync"
+	"time"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/approval"
@@ -34,11 +37,70 @@ func (g *Guard) WebAdmin(gw *gateway.Gateway) admin.Backend {
 
 type webBackend struct{ adminBackend }
 
+// Approvals are this instance's pending requests and those waiting at
+// the state dir's other instances (each with its Where): a stdio
+// client's call waits at its own serve, whose dashboard nobody may have
+// open.
+func (w webBackend) Approvals() ([]approval.Request, []approval.Remembered) {
+	pending, remembered := w.adminBackend.Approvals()
+	return append(pending, w.g.othersPending(pending)...), remembered
+}
+
+// Decide decides a request of this instance, or passes the decision on
+// to the other instance that holds it (as the cli channel there, for
+// the dashboard's user).
 func (w webBackend) Decide(id string, d approval.Decision) error {
 	if !w.g.ChannelOn(config.ChannelWeb) {
 		return errors.New("the web approval channel is off (approvals.channels)")
 	}
-	return w.g.Broker().Decide(id, d)
+	err := w.g.Broker().Decide(id, d)
+	if errors.Is(err, approval.ErrElsewhere) {
+		_, err = admin.Client{StateDir: w.g.dir, Self: os.Getpid()}.DecideFor(id, d.Allow, d.Scope, d.By)
+		w.g.others.forget()
+	}
+	return err
+}
+
+// othersTTL is how long a listing of the other instances' requests is
+// reused: every open dashboard page polls twice a second.
+const othersTTL = 2 * time.Second
+
+// othersCache is the last listing of the other instances' requests.
+type othersCache struct {
+	mu      sync.Mutex
+	at      time.Time
+	pending []approval.Request
+}
+
+func (c *othersCache) forget() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+// othersPending are the requests waiting at the state dir's other
+// instances, but for those of own (a request this instance holds is
+// also in the shared store).
+func (g *Guard) othersPending(own []approval.Request) []approval.Request {
+	c := &g.others
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) >= othersTTL {
+		c.pending = nil
+		a, _ := admin.Client{StateDir: g.dir, Self: os.Getpid()}.Approvals() // none running: none
+		for _, p := range a.Pending {
+			p.Where = a.Where[p.ID]
+			c.pending = append(c.pending, p)
+		}
+		c.at = time.Now()
+	}
+	var out []approval.Request
+	for _, p := range c.pending {
+		if !slices.ContainsFunc(own, func(o approval.Request) bool { return o.ID == p.ID }) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ToolInfo is what the approvals page shows of the tool a request calls:

@@ -54,6 +54,9 @@ type Guard struct {
 	dir string
 	// dashboard is the dashboard's URL once it listens (SetDashboard).
 	dashboard atomic.Pointer[string]
+	// others caches what waits at the state dir's other instances, for
+	// the dashboard (othersPending).
+	others othersCache
 
 	// handle is the call pipeline (see pipeline), built once by New.
 	handle handler

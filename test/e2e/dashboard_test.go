@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -534,4 +535,62 @@ func TestDashboardClientRoles(t *testing.T) {
 			t.Errorf("the dashboard secret logs in as %q, want admin", got)
 		}
 	})
+}
+
+// TestDashboardOtherInstanceApprovals: a call held for approval at a
+// stdio serve shows on the dashboard of an HTTP serve of the same config,
+// which names where it waits, and deciding it there releases the call at
+// the other; the record names the dashboard's user. Before, that
+// dashboard showed nothing pending, and the call was denied after 50 s.
+func TestDashboardOtherInstanceApprovals(t *testing.T) {
+	m := mode{name: "root", uid: -1}
+	s := auConfig(t, m, "", auApproveBox)
+	g := s.serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stdio, pid := instStdio(t, ctx, m, s.dir, []string{auTokenEnv + "=" + s.token}, "--config", s.cfg)
+	call := callAsync(stdio, "whoami", nil)
+
+	base := strings.TrimSuffix(g.url, "/mcp")
+	r := s.cli(t, "ui", "--print-url", "--instance", strconv.Itoa(g.cmd.Process.Pid), "--config", s.cfg)
+	login := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") {
+		t.Fatalf("mcpbox ui --print-url --instance %d: %s", g.cmd.Process.Pid, r)
+	}
+	browser := dashBrowser()
+	dashGet(t, browser, login, http.StatusOK)
+	type pending struct{ ID, Tool, Where string }
+	var held pending
+	for deadline := time.Now().Add(30 * time.Second); held.ID == ""; time.Sleep(200 * time.Millisecond) {
+		var d struct{ Pending []pending }
+		dashJSON(t, browser, base+"/ui/api/approvals", &d)
+		for _, p := range d.Pending {
+			if p.Tool == "whoami" {
+				held = p
+			}
+		}
+		if held.ID == "" && time.Now().After(deadline) {
+			t.Fatalf("the HTTP serve's dashboard lists no whoami call waiting at the stdio serve (pid %d) within 30 s: %+v", pid, d)
+		}
+	}
+	if want := fmt.Sprintf("(pid %d)", pid); !strings.HasSuffix(held.Where, want) {
+		t.Errorf("the request's where: %q, want it to end in %q", held.Where, want)
+	}
+	req, _ := http.NewRequest("POST", base+"/ui/api/approvals/"+held.ID, strings.NewReader(`{"decision":"allow","scope":"once"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", base)
+	resp, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("allowing %s on the dashboard: %s %s", held.ID, resp.Status, body)
+	}
+	wantOK(t, await(t, call), auServer)
+	recs := s.calls(t, "whoami")
+	if len(recs) != 1 || recs[0].str("decision") != "approved" || !strings.Contains(recs[0].str("approver"), " for web") {
+		t.Errorf("the call's records %v, want one approved for the dashboard's user", recs)
+	}
 }

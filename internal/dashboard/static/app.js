@@ -117,7 +117,8 @@ async function approvals(main) {
       el("button", { class: "danger deny", onclick: act("approvals/" + encodeURIComponent(p.id), { decision: "deny" }) }, "Deny")) : el("p", { class: "muted" }, "viewer: read only");
     main.append(el("div", { class: "card approval", "data-id": p.id },
       el("h3", { class: "approval-tool" }, (p.kind === "trust" ? "Trust a changed definition: " : "") + toolOf(p)),
-      el("p", { class: "muted" }, "client ", el("b", {}, p.client || "(local)"), p.rule ? " · rule " + p.rule : "", p.sandbox ? " · sandbox " + p.sandbox : "", " · asked ", when(p.time)),
+      el("p", { class: "muted" }, "client ", el("b", {}, p.client || "(local)"), p.rule ? " · rule " + p.rule : "", p.sandbox ? " · sandbox " + p.sandbox : "", " · asked ", when(p.time),
+        p.where ? el("span", { class: "approval-where" }, " · waits at another mcpbox serve: " + p.where) : null),
       p.pin || p.annotations ? el("p", { class: "muted approval-tool-info" }, p.pin ? "pin: " + p.pin : "",
         p.annotations ? " · annotations (the server's claims): " + Object.entries(p.annotations).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ") : "") : null,
       el("pre", { class: "approval-args" }, pretty(p.arguments) || p.summary || ""),
