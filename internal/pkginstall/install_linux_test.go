@@ -596,3 +596,59 @@ func TestNPMSandboxSeesHostBundle(t *testing.T) {
 		t.Fatalf("reading %s in the install sandbox: exit %d, %d bytes (host: %d): %s", want, res.ExitCode, out.Len(), len(host), errOut.String())
 	}
 }
+
+// addonC is a Node-API add-on in C: hello() returns "native hello".
+const addonC = `#include <node_api.h>
+static napi_value hello(napi_env env, napi_callback_info info) {
+  napi_value s;
+  napi_create_string_utf8(env, "native hello", NAPI_AUTO_LENGTH, &s);
+  return s;
+}
+NAPI_MODULE_INIT() {
+  napi_value fn;
+  napi_create_function(env, "hello", NAPI_AUTO_LENGTH, hello, NULL, &fn);
+  napi_set_named_property(env, exports, "hello", fn);
+  return exports;
+}
+`
+
+// TestInstallBuildsNativeAddon: an add-on with no prebuilt binary is
+// built from source by its install script (node-gyp), offline, against
+// the host node's headers; node-gyp went to nodejs.org for them, which
+// the scripts sandbox cannot reach, and the install failed.
+func TestInstallBuildsNativeAddon(t *testing.T) {
+	if nodeHeaders("node") == "" {
+		t.Skip("the host's node has no headers under /usr (PREFIX/include/node/common.gypi)")
+	}
+	for _, tool := range []string{"make", "g++", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s to build an add-on with", tool)
+		}
+	}
+	w := newWorld(t)
+	ctx := ctxT(t)
+	w.reg.add(t, testPkg{name: "native-addon", version: "1.0.0", files: map[string]string{
+		"package.json": pkgJSON("native-addon", "1.0.0", map[string]any{"bin": map[string]string{"native": "bin/run.js"}}),
+		"binding.gyp":  `{"targets": [{"target_name": "addon", "sources": ["addon.c"]}]}`,
+		"addon.c":      addonC,
+		"bin/run.js":   "#!/usr/bin/env node\nconsole.log(require('../build/Release/addon.node').hello());\n",
+	}})
+	pkg, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "native-addon", Version: "1.0.0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const target = "/opt/mcpbox/pkg"
+	var out, errOut bytes.Buffer
+	res, err := sandbox.Run(ctx, sandbox.Spec{
+		Args:          pkg.Command(target, nil),
+		Mounts:        []sandbox.Mount{pkg.Mount(target)},
+		AllowDegraded: allowDegraded,
+		Limits:        sandbox.Limits{Timeout: time.Minute},
+	}, sandbox.Stdio{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); res.ExitCode != 0 || got != "native hello" {
+		t.Fatalf("the add-on's bin exited %d, said %q: %s", res.ExitCode, got, errOut.String())
+	}
+}

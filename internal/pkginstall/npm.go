@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -212,7 +213,36 @@ func (in *Installer) npmScripts(ctx context.Context, pin Pin, tree, cache string
 	// prebuilt binaries): the sandbox, not noexec, contains them here.
 	spec.ExecWritable = true
 	spec.Env = append(spec.Env, "npm_config_userconfig=/nonexistent/.npmrc")
+	if dir := nodeHeaders("node"); dir != "" {
+		// An add-on with no prebuilt binary at hand (fetching one needs
+		// the network) is built from source: against the host node's
+		// own headers, which node-gyp would download.
+		spec.Env = append(spec.Env, "npm_config_nodedir="+dir)
+	}
 	return in.runNPM(ctx, pin, "running install scripts of", spec)
+}
+
+// nodeHeaders is the install prefix of node (a command name or path)
+// when it has the headers node-gyp builds add-ons against
+// (PREFIX/include/node/common.gypi, as Node's own and the distributions'
+// packages install them) and the sandbox shows it (under /usr); ""
+// otherwise.
+func nodeHeaders(node string) string {
+	p, err := exec.LookPath(node)
+	if err != nil {
+		return ""
+	}
+	if p, err = filepath.EvalSymlinks(p); err != nil {
+		return ""
+	}
+	prefix := filepath.Dir(filepath.Dir(p))
+	if prefix != "/usr" && !strings.HasPrefix(prefix, "/usr/") {
+		return ""
+	}
+	if fi, err := os.Stat(filepath.Join(prefix, "include", "node", "common.gypi")); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return prefix
 }
 
 func (in *Installer) npmSpec(tree, cache string, args ...string) sandbox.Spec {
