@@ -92,8 +92,10 @@ type packageOptions struct {
 	// keepGoing leaves a server whose package cannot be installed out
 	// (installPackages' failed) instead of failing the whole install.
 	keepGoing bool
-	// trustHint says how to trust new bytes; "": mcpbox update SERVER.
-	trustHint string
+	// trustHint says how to trust new bytes; "": mcpbox update SERVER
+	// (with --config configPath when set).
+	trustHint  string
+	configPath string
 	// egress, if non-nil, gets each connection of server's install
 	// sandboxes (for the audit log).
 	egress func(server string, ev egress.Event)
@@ -222,7 +224,7 @@ func (po packageOptions) install(ctx context.Context, in *pkginstall.Installer, 
 // registry no longer serves as pinned.
 func (po packageOptions) pinError(server string, pin pkginstall.Pin, err error) error {
 	var ie *pkginstall.IntegrityError
-	if errors.Is(err, pkginstall.ErrPinMismatch) || errors.As(err, &ie) {
+	if errors.Is(err, pkginstall.ErrPinMismatch) || errors.Is(err, pkginstall.ErrLockfileMismatch) || errors.As(err, &ie) {
 		msg := oneLine(err)
 		for _, pre := range []string{"installing " + pin.String() + ": ", "pinned " + pin.String() + ": "} {
 			msg = strings.TrimPrefix(msg, pre)
@@ -230,6 +232,9 @@ func (po packageOptions) pinError(server string, pin pkginstall.Pin, err error) 
 		hint := po.trustHint
 		if hint == "" {
 			hint = "mcpbox update " + server
+			// The update must read the config serve read, which the
+			// project's default need not be (as a login's hint names it).
+			hint += loginFlags(po.configPath, "", "")
 		}
 		return fmt.Errorf("server %s: refusing pinned package %s: %s (if the new bytes are trusted: %s)", server, pin, msg, hint)
 	}
@@ -261,7 +266,7 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 // strict; it returns the packages' install options for those retries.
 func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOptions, map[string]error, error) {
 	lockPath := d.lock
-	po := packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir,
+	po := packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir, configPath: d.o.ConfigPath,
 		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g), keepGoing: !d.o.Strict}
 	pkgs, changes, failed, err := installPackages(ctx, po)
 	if err != nil {
@@ -278,7 +283,7 @@ func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOp
 // sandbox is built for all its members, as serve does (wiring.servers).
 func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (pkgs map[string]specconv.Package, failed map[string]error, err error) {
 	pkgs, changes, failed, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
-		stateDir: o.StateDir, lockPath: lockPath, progress: o.Stderr, log: log, verify: true, keepGoing: true})
+		stateDir: o.StateDir, configPath: o.ConfigPath, lockPath: lockPath, progress: o.Stderr, log: log, verify: true, keepGoing: true})
 	if err != nil {
 		return nil, nil, err
 	}

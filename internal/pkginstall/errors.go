@@ -12,6 +12,10 @@ var ErrNotFound = errors.New("not found")
 // than those pinned.
 var ErrPinMismatch = errors.New("registry serves different bytes than pinned")
 
+// ErrLockfileMismatch is InstallLocked's error for a kept lockfile that
+// is not the one its pin names (edited, or another's).
+var ErrLockfileMismatch = errors.New("the kept lockfile is not the one pinned")
+
 // RegistryError is a registry answering a request with an error status
 // (a refusal: 401, 403, 5xx, ...).
 type RegistryError struct {

@@ -150,7 +150,7 @@ func (in *Installer) InstallLocked(ctx context.Context, pin Pin, lockfile []byte
 		return nil, fmt.Errorf("installing %s from a lockfile: only npm is supported", pin)
 	}
 	if got := sri(lockfile); pin.Lockfile == "" || got != pin.Lockfile {
-		return nil, fmt.Errorf("installing %s: the lockfile hashes to %s, pinned %q", pin, got, pin.Lockfile)
+		return nil, fmt.Errorf("installing %s: %w: it hashes to %s, pinned %q", pin, ErrLockfileMismatch, got, pin.Lockfile)
 	}
 	if p, err := in.fromStore(src, &pin); p != nil || err != nil {
 		return p, err

@@ -545,8 +545,8 @@ func TestInstallLockedReproducesDeps(t *testing.T) {
 	if _, err := fresh.Install(ctx, pkg.Pin.Source(), &pkg.Pin); !errors.Is(err, ErrPinMismatch) || !strings.Contains(err.Error(), "dependencies now resolve") {
 		t.Fatalf("install of the pin after its dependency moved: %v, want ErrPinMismatch", err)
 	}
-	if _, err := fresh.InstallLocked(ctx, pkg.Pin, append([]byte(" "), lock...)); err == nil {
-		t.Fatal("InstallLocked accepted a lockfile not matching the pin")
+	if _, err := fresh.InstallLocked(ctx, pkg.Pin, append([]byte(" "), lock...)); !errors.Is(err, ErrLockfileMismatch) {
+		t.Fatalf("InstallLocked with a lockfile not matching the pin: %v, want ErrLockfileMismatch", err)
 	}
 	again, err := fresh.InstallLocked(ctx, pkg.Pin, lock)
 	if err != nil {

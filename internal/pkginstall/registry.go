@@ -165,15 +165,26 @@ func (p *packument) resolve(spec string) (npmVersion, error) {
 		}
 	}
 	if best == nil {
-		known := make([]string, 0, len(p.Versions))
+		type listed struct {
+			v    semVersion
+			name string
+		}
+		var known []listed
 		for k := range p.Versions {
-			known = append(known, k)
+			if v, ok := parseVersion(k); ok {
+				known = append(known, listed{v, k})
+			}
 		}
-		slices.Sort(known)
+		slices.SortFunc(known, func(a, b listed) int { return b.v.compare(a.v) }) // the newest first
+		var newest []string
+		for _, l := range known[:min(5, len(known))] {
+			newest = append(newest, l.name)
+		}
+		more := ""
 		if len(known) > 5 {
-			known = append(known[len(known)-5:], "...")
+			more = ", ..."
 		}
-		return npmVersion{}, fmt.Errorf("npm package %s: no version matches %q (latest listed: %s)", p.Name, spec, strings.Join(known, ", "))
+		return npmVersion{}, fmt.Errorf("npm package %s: no version matches %q (the newest listed: %s%s)", p.Name, spec, strings.Join(newest, ", "), more)
 	}
 	return p.Versions[bestKey], nil
 }

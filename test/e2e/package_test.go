@@ -224,6 +224,11 @@ func TestPackageServerNPX(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, errLine) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 3 {
 			t.Errorf("start with changed registry bytes:\n%s", r)
 		}
+		// Its hint names the config serve read: a bare "mcpbox update
+		// memory" in the project reads the embedded default.
+		if hint := "(if the new bytes are trusted: mcpbox update memory --config " + cfgPath + ")"; !strings.Contains(r.stderr, hint) {
+			t.Errorf("the refusal lacks %q:\n%s", hint, r.stderr)
+		}
 		if ents, _ := os.ReadDir(filepath.Join(state, "packages", "npm")); len(ents) != 0 {
 			t.Errorf("a refused install left %d entries in the store", len(ents))
 		}
