@@ -52,6 +52,15 @@ const defaultAskTimeout = 20 * time.Second
 // pin (or one for another reference or platform) the reference is pulled
 // and pinned.
 func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.Image, error) {
+	if s.Image.Platform != "" {
+		// Before anything is pulled or pinned: an image of another
+		// architecture pinned, then failed with "exec format error".
+		if p, err := image.ParsePlatform(s.Image.Platform); err == nil {
+			if err := image.CanRun(p); err != nil {
+				return nil, fmt.Errorf("server %s: image_platform: %w", s.Name, err)
+			}
+		}
+	}
 	opts := specconv.ImageOptions(s, is.stateDir, is.progress(s.Name))
 	ref, err := image.ParseRef(s.Image.Ref)
 	if err != nil {

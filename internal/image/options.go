@@ -1,9 +1,11 @@
 package image
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -86,6 +88,32 @@ func (p Platform) String() string {
 
 // HostPlatform is the platform Pull picks by default.
 func HostPlatform() Platform { return Platform{OS: "linux", Architecture: runtime.GOARCH} }
+
+// binfmtNames are the names binfmt_misc handlers (qemu-user-static's
+// qemu-NAME) have for the architectures GOARCH names.
+var binfmtNames = map[string]string{"amd64": "x86_64", "arm64": "aarch64", "arm": "arm", "386": "i386",
+	"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64", "mips64le": "mips64el", "loong64": "loongarch64"}
+
+// CanRun says why this host cannot run the programs of an image built
+// for p, nil if it can: p is the host's platform (or one its CPU runs
+// too), or binfmt_misc has an enabled handler for p's architecture (the
+// kernel runs them with it, as qemu-user-static registers).
+func CanRun(p Platform) error {
+	host := HostPlatform()
+	switch {
+	case p.OS != host.OS:
+		return fmt.Errorf("platform %s: only %s images run here", p, host.OS)
+	case p.Architecture == host.Architecture,
+		host.Architecture == "amd64" && p.Architecture == "386",
+		host.Architecture == "arm64" && p.Architecture == "arm":
+		return nil
+	}
+	name := cmp.Or(binfmtNames[p.Architecture], p.Architecture)
+	if b, err := os.ReadFile("/proc/sys/fs/binfmt_misc/qemu-" + name); err == nil && strings.HasPrefix(string(b), "enabled") {
+		return nil
+	}
+	return fmt.Errorf("platform %s is not this host's (%s) and no binfmt_misc handler for it (qemu-%s, as qemu-user-static registers) is enabled: its programs cannot run here", p, host, name)
+}
 
 // ParsePlatform parses "os/arch[/variant]".
 func ParsePlatform(s string) (Platform, error) {

@@ -369,3 +369,33 @@ func TestImageHostileLayerRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestImageForeignPlatformRefused: an image server whose image_platform
+// this host cannot run (no binfmt_misc handler) is refused before its
+// image is pulled or pinned, naming the platform; it was pinned, then
+// failed to start with "exec format error".
+func TestImageForeignPlatformRefused(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/fs/binfmt_misc/qemu-s390x"); err == nil {
+		t.Skip("this host runs s390x programs (binfmt_misc)")
+	}
+	m := mode{name: "root", uid: -1}
+	dir := m.dir(t)
+	cfg := filepath.Join(dir, "mcpbox.yaml")
+	m.writeFile(t, cfg, fmt.Sprintf(`version: 1
+state_dir: %q
+servers:
+  s:
+    image: 127.0.0.1:9/test/none:v1
+    image_insecure: true
+    image_platform: linux/s390x
+    args: [/srv]
+    tools: {allow: ["*"]}
+`, filepath.Join(dir, "state")), 0o644)
+	r := m.mcpbox(t, 60*time.Second, dir, "pin", "--config", cfg)
+	if r.code == 0 || !strings.Contains(r.stderr, "server s: image_platform: platform linux/s390x is not this host's") {
+		t.Errorf("mcpbox pin of an s390x image: %s; want a refusal naming the platform", r)
+	}
+	if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); strings.Contains(string(lock), "images") {
+		t.Errorf("the refused image was pinned:\n%s", lock)
+	}
+}
