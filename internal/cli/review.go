@@ -153,6 +153,10 @@ func (e *env) decide(args []string, allow bool) int {
 	}
 	req, err := (admin.Client{StateDir: dir}).Decide(fs.Arg(0), allow, scope)
 	if err != nil {
+		if strings.HasSuffix(err.Error(), approval.ErrUnknown.Error()) && !*af.all { // the instance's error, as text
+			// The one the person read may wait in another project.
+			err = fmt.Errorf("%w (mcpbox approvals --all lists every project's; %s ID --all decides there)", err, name)
+		}
 		e.errorf("%s: %v", name, err)
 		return 1
 	}

@@ -223,6 +223,10 @@ func TestApprovalCLI(t *testing.T) {
 		if r := s.cli(t, "approvals", "--config", s.cfg); r.code != 0 || r.stdout != "no calls or definition changes wait for approval\n" {
 			t.Errorf("mcpbox approvals with nothing waiting:\n%s", r)
 		}
+		// An ID this project does not know may wait in another's.
+		if r := s.cli(t, "deny", "apr_nope", "--config", s.cfg); r.code != 1 || !strings.Contains(r.stderr, "no such approval (mcpbox approvals --all lists every project's; deny ID --all decides there)") {
+			t.Errorf("mcpbox deny of an unknown ID:\n%s", r)
+		}
 		g.stop(t)
 
 		who := fmt.Sprintf("cli:uid=%d", cliUID(m))
