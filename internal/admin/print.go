@@ -64,12 +64,13 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 	}
 }
 
-// sandboxCount counts v's sandboxes, not its connections to remote
-// servers.
+// sandboxCount counts v's sandboxes that are there (running, paused,
+// starting), not the ones stopped or given up on that ps still lists,
+// nor its connections to remote servers.
 func (v View) sandboxCount() int {
 	n := 0
 	for _, s := range v.Sandboxes {
-		if s.Remote == "" {
+		if s.Remote == "" && s.State != "stopped" && s.State != "failed" { // gateway.StateStopped, StateFailed
 			n++
 		}
 	}

@@ -14,13 +14,15 @@ import (
 
 // TestWriteSandboxesRemote: a remote server's connection is a row with
 // "-" for its ID, its origin under POD / REMOTE and why it failed under
-// EXIT; the instance's SANDBOXES counts sandboxes only.
+// EXIT; the instance's SANDBOXES counts the sandboxes there only (not a
+// stopped one, nor connections).
 func TestWriteSandboxesRemote(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.Local)
 	views := []View{{
 		Record: instance.Record{PID: 42, Project: "/p", StateDir: "/s", Transport: "stdio"},
 		Sandboxes: []Sandbox{
 			{ID: "sbx_1", State: "running", Server: "fs", Started: now.Add(-time.Minute), Instance: 42},
+			{ID: "sbx_0", State: "stopped", Server: "fs", Started: now.Add(-time.Hour), Instance: 42},
 			{State: "running", Server: "docs", Started: now.Add(-time.Minute), LastCall: now.Add(-5 * time.Second), Remote: "https://mcp.example.com", Instance: 42},
 			{State: "failed", Server: "api", Remote: "https://api.example.com:8443", Reason: "401 Unauthorized: check header Authorization from env:API_KEY", Instance: 42},
 		},
@@ -28,11 +30,12 @@ func TestWriteSandboxesRemote(t *testing.T) {
 	var out bytes.Buffer
 	WriteSandboxes(&out, views, false, now)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "POD / REMOTE") {
+	if len(lines) != 5 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "POD / REMOTE") {
 		t.Fatalf("table:\n%s", out.String())
 	}
 	for i, want := range [][]string{
 		{"sbx_1 ", "running", "fs", "42", "-"},
+		{"sbx_0 ", "stopped", "fs", "42", "-"},
 		{"- ", "running", "docs", "5s ago", "https://mcp.example.com"},
 		{"- ", "failed", "api", "401 Unauthorized", "https://api.example.com:8443"},
 	} {
@@ -46,8 +49,8 @@ func TestWriteSandboxesRemote(t *testing.T) {
 			}
 		}
 	}
-	if strings.Count(lines[3], " - ") < 4 || strings.Contains(lines[3], "00:00:00") {
-		t.Errorf("a connection never opened shows a start time or resource use: %q", lines[3])
+	if strings.Count(lines[4], " - ") < 4 || strings.Contains(lines[4], "00:00:00") {
+		t.Errorf("a connection never opened shows a start time or resource use: %q", lines[4])
 	}
 	out.Reset()
 	WriteInstances(&out, views, false)
