@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -216,5 +217,16 @@ func TestTokenRotateNotUsed(t *testing.T) {
 	}
 	if kept, _ := bearer.Token.Read(state); kept != strings.TrimSpace(out) {
 		t.Errorf("token rotate printed %q; %s holds %q", out, bearer.Token.Path(state), kept)
+	}
+
+	// Two serves read it: both are named (an instance is known by its
+	// socket; the pid only names it).
+	other := rec
+	other.PID = rec.PID + 1<<20
+	stopOther := startFake(t, other)
+	defer stopOther()
+	if code, _, errOut := runCLI("token", "rotate"); code != 0 || !strings.Contains(errOut, fmt.Sprintf("the running serves on %s (pids ", state)) ||
+		!strings.Contains(errOut, strconv.Itoa(rec.PID)) || !strings.Contains(errOut, strconv.Itoa(other.PID)) {
+		t.Errorf("token rotate with two serves that read the token file: exit %d: %s", code, errOut)
 	}
 }

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"mcpbox/internal/bearer"
 	"mcpbox/internal/gateway"
@@ -62,16 +64,17 @@ func RotateToken(stateDir string) (token, note string, err error) {
 		return "", "", err
 	}
 	recs, _ := instance.List(stateDir)
-	var reader, tokenless *instance.Record
+	var readers []string // the pids of the serves that read the token file, in the records' order
+	var tokenless *instance.Record
 	for i, r := range recs {
 		switch {
-		case r.TokenFile != "" && reader == nil:
-			reader = &recs[i]
-		case r.TokenFile == "" && r.URL != "" && tokenless == nil:
+		case r.TokenFile != "":
+			readers = append(readers, strconv.Itoa(r.PID))
+		case r.URL != "" && tokenless == nil:
 			tokenless = &recs[i]
 		}
 	}
-	if reader == nil && tokenless != nil {
+	if readers == nil && tokenless != nil {
 		return "", "", fmt.Errorf("the running serve on %s (pid %d, %s) does not use the token file: its HTTP clients' tokens come from its config (clients[].token), or it runs with --no-auth or OAuth; nothing was rotated",
 			stateDir, tokenless.PID, tokenless.URL)
 	}
@@ -79,9 +82,12 @@ func RotateToken(stateDir string) (token, note string, err error) {
 		return "", "", err
 	}
 	switch {
-	case reader != nil:
-		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %d) accepts it from its next request and refuses the old one; update your client config",
-			bearer.Token.Path(stateDir), stateDir, reader.PID)
+	case len(readers) == 1:
+		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %s) accepts it from its next request and refuses the old one; update your client config",
+			bearer.Token.Path(stateDir), stateDir, readers[0])
+	case len(readers) > 1:
+		note = fmt.Sprintf("new token in %s: the running serves on %s (pids %s) accept it from their next request and refuse the old one; update your client config",
+			bearer.Token.Path(stateDir), stateDir, strings.Join(readers, ", "))
 	case len(recs) > 0:
 		note = fmt.Sprintf("new token in %s: the running serve on %s (pid %d) serves no HTTP with it now; the next serve with HTTP there accepts it; update your client config",
 			bearer.Token.Path(stateDir), stateDir, recs[0].PID)
