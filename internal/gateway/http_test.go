@@ -283,18 +283,19 @@ func TestClientsAreIsolated(t *testing.T) {
 
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	tests := []struct {
-		name    string
-		headers map[string]string
-		want    int
+		name      string
+		headers   map[string]string
+		want      int
+		challenge string // the 401's WWW-Authenticate (RFC 6750 §3)
 	}{
-		{"no token", nil, http.StatusUnauthorized},
-		{"wrong token", map[string]string{"Authorization": "Bearer alice-token-0123456780"}, http.StatusUnauthorized},
-		{"bad host", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Host": "evil.example"}, http.StatusForbidden},
-		{"bad origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://evil.example"}, http.StatusForbidden},
-		{"good origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://localhost:3000"}, http.StatusOK},
-		{"same origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": strings.TrimSuffix(url, EndpointPath)}, http.StatusOK},
-		{"same host other port", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://127.0.0.1:1"}, http.StatusForbidden},
-		{"bob with alice's session", map[string]string{"Authorization": "Bearer bob-token-0123456789ab", "Mcp-Session-Id": alice.ID()}, http.StatusForbidden},
+		{"no token", nil, http.StatusUnauthorized, "Bearer"},
+		{"wrong token", map[string]string{"Authorization": "Bearer alice-token-0123456780"}, http.StatusUnauthorized, `Bearer error="invalid_token"`},
+		{"bad host", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Host": "evil.example"}, http.StatusForbidden, ""},
+		{"bad origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://evil.example"}, http.StatusForbidden, ""},
+		{"good origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://localhost:3000"}, http.StatusOK, ""},
+		{"same origin", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": strings.TrimSuffix(url, EndpointPath)}, http.StatusOK, ""},
+		{"same host other port", map[string]string{"Authorization": "Bearer alice-token-0123456789", "Origin": "http://127.0.0.1:1"}, http.StatusForbidden, ""},
+		{"bob with alice's session", map[string]string{"Authorization": "Bearer bob-token-0123456789ab", "Mcp-Session-Id": alice.ID()}, http.StatusForbidden, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,6 +321,9 @@ func TestClientsAreIsolated(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.want && !(tt.want == http.StatusForbidden && resp.StatusCode == http.StatusNotFound) {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.want, b)
+			}
+			if got := resp.Header.Get("WWW-Authenticate"); got != tt.challenge {
+				t.Errorf("WWW-Authenticate %q, want %q", got, tt.challenge)
 			}
 		})
 	}

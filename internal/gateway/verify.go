@@ -36,10 +36,50 @@ func (o HTTPOptions) requireAuth(g *Gateway, h http.Handler) http.Handler {
 			return &auth.TokenInfo{UserID: name}, nil
 		}
 	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
+	// The middleware gets a challengeWriter, which it passes on to the
+	// handler once the token checks out: the handler gets the real one.
+	passed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cw, ok := w.(*challengeWriter); ok {
+			w = cw.ResponseWriter
+		}
+		h.ServeHTTP(w, r)
+	})
+	mw := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
 		AllowMissingExpiration: true,
 		ResourceMetadataURL:    o.ResourceMetadataURL,
-	})(h)
+	})(passed)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mw.ServeHTTP(&challengeWriter{ResponseWriter: w, r: r, metadata: o.ResourceMetadataURL}, r)
+	})
+}
+
+// challengeWriter gives a 401 the challenge RFC 6750 (§3) asks for, which
+// the go-sdk's middleware leaves out: "Bearer" always (it sent no
+// WWW-Authenticate without resource metadata), error="invalid_token"
+// when a token was sent and refused (a client then renews its token
+// rather than asking its person again), and the resource metadata.
+type challengeWriter struct {
+	http.ResponseWriter
+	r        *http.Request
+	metadata string
+}
+
+func (c *challengeWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		var params []string
+		if scheme, tok, ok := strings.Cut(c.r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") && strings.TrimSpace(tok) != "" {
+			params = append(params, `error="invalid_token"`)
+		}
+		if c.metadata != "" {
+			params = append(params, `resource_metadata="`+c.metadata+`"`)
+		}
+		v := "Bearer"
+		if len(params) > 0 {
+			v += " " + strings.Join(params, ", ")
+		}
+		c.Header().Set("WWW-Authenticate", v)
+	}
+	c.ResponseWriter.WriteHeader(code)
 }
 
 // verifiedName: an identity from Verify must be a name no client

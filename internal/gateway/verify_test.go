@@ -66,8 +66,12 @@ func TestVerifyAdmitsIdentities(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("token %q: status %d, want 401", tok, resp.StatusCode)
 		}
-		if h := resp.Header.Get("WWW-Authenticate"); !strings.Contains(h, `resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"`) {
-			t.Errorf("token %q: WWW-Authenticate %q", tok, h)
+		want := `Bearer error="invalid_token", resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"`
+		if tok == "" {
+			want = `Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"`
+		}
+		if h := resp.Header.Values("WWW-Authenticate"); len(h) != 1 || h[0] != want {
+			t.Errorf("token %q: WWW-Authenticate %q, want %q", tok, h, want)
 		}
 		if strings.Contains(string(b), "signature") {
 			t.Errorf("token %q: the refusal's reason reached the client: %s", tok, b)
