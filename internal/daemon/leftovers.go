@@ -13,6 +13,7 @@ import (
 	"mcpbox/internal/cgroup"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/workspace"
 )
 
 // staleCgroupRetry is when cleanLeftovers looks at the sandbox cgroups a
@@ -90,9 +91,12 @@ func removeStaleCgroups(log *slog.Logger) error {
 	return err
 }
 
-// removeSessionWorkspaces removes root/AGENT/SERVER/sessions/*. Only
-// real directories are descended into: the walk never leaves root through
-// a symlink, whoever planted it.
+// removeSessionWorkspaces removes root/AGENT/SERVER/sessions/*, the
+// workspaces of sessions a killed serve left, but for an input overlay
+// with changes, which is kept as an ended session's is
+// (workspace.ReleaseSession), and the ones kept so already. Only real
+// directories are descended into: the walk never leaves root through a
+// symlink, whoever planted it.
 func removeSessionWorkspaces(root string, log *slog.Logger) error {
 	var errs []error
 	for _, agent := range subdirs(root, &errs) {
@@ -107,17 +111,29 @@ func removeSessionWorkspaces(root string, log *slog.Logger) error {
 				errs = append(errs, fmt.Errorf("listing session workspaces: %w", err))
 				continue
 			}
-			n := 0
+			n, kept := 0, 0
 			for _, e := range ents {
-				// RemoveAll unlinks a symlink; it does not follow it.
-				if err := os.RemoveAll(filepath.Join(sessions, e.Name())); err != nil {
-					errs = append(errs, fmt.Errorf("removing session workspace: %w", err))
-					continue
+				p := filepath.Join(sessions, e.Name())
+				switch {
+				case !e.IsDir():
+					// RemoveAll unlinks a symlink; it does not follow it.
+					if err := os.RemoveAll(p); err != nil {
+						errs = append(errs, fmt.Errorf("removing session workspace: %w", err))
+						continue
+					}
+					n++
+				case workspace.IsEnded(p):
+				default:
+					if k, _ := workspace.ReleaseSession(p); k {
+						kept++
+					} else {
+						n++
+					}
 				}
-				n++
 			}
-			if n > 0 {
-				log.Info("removed leftover session workspaces", "agent", filepath.Base(agent), "server", filepath.Base(server), "count", n)
+			if n > 0 || kept > 0 {
+				log.Info("removed leftover session workspaces", "agent", filepath.Base(agent), "server", filepath.Base(server), "count", n,
+					"kept_overlays", kept)
 			}
 		}
 	}

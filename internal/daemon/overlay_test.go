@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"mcpbox/internal/workspace"
 )
 
 // TestLeftOverlay: `mcpbox diff --server` finds the overlay a stopped
@@ -137,4 +141,49 @@ func TestLeftOverlaySessions(t *testing.T) {
 	}
 	wantErr("", "live", "no ended session live of server fs")
 	wantErr("", "../x", "not a session id")
+}
+
+// TestLeftoversKeepChangedOverlays: a serve's start removes the session
+// workspaces a killed serve left, but keeps an overlay with changes (as a
+// session's end does) and the overlays kept already; it removed every
+// one, a kept one too.
+func TestLeftoversKeepChangedOverlays(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "workspaces")
+	base := func(id string) string {
+		return workspace.Base(root, workspace.Scope{Server: "fs", Agent: "_local", Session: id})
+	}
+	session := func(id string, changed bool) {
+		for _, d := range []string{"output", "overlay/upper"} {
+			if err := os.MkdirAll(filepath.Join(base(id), d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if changed {
+			if err := os.WriteFile(filepath.Join(base(id), "overlay", "upper", "a.txt"), []byte("edit"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	session("ended", true)
+	if kept, _ := workspace.ReleaseSession(base("ended")); !kept {
+		t.Fatal("the ended session's overlay was not kept")
+	}
+	session("crashed", true)
+	session("idle", false)
+	if err := removeSessionWorkspaces(root, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range workspace.EndedSessions(filepath.Dir(base("x"))) {
+		got = append(got, e.ID)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"crashed", "ended"}) {
+		t.Errorf("kept overlays after the start: %v, want crashed and ended", got)
+	}
+	for _, gone := range []string{filepath.Join(base("crashed"), "output"), base("idle")} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s: %v, want it gone", gone, err)
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Scope names the workspace of one server for one agent, or one session of
@@ -117,9 +119,11 @@ func ReleaseSession(base string) (kept bool, pruned []string) {
 		return false, nil
 	}
 	os.RemoveAll(filepath.Join(base, "output"))
-	if err := os.WriteFile(filepath.Join(base, endedMark), nil, 0o600); err != nil {
-		return true, nil
+	f, err := os.OpenFile(filepath.Join(base, endedMark), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return !errors.Is(err, os.ErrExist) || IsEnded(base), nil
 	}
+	f.Close()
 	sessions := filepath.Dir(base)
 	ended := EndedSessions(sessions)
 	for len(ended) > KeptOverlays {
@@ -128,6 +132,13 @@ func ReleaseSession(base string) (kept bool, pruned []string) {
 		ended = ended[1:]
 	}
 	return true, pruned
+}
+
+// IsEnded reports whether base is an ended session's workspace whose
+// overlay ReleaseSession kept.
+func IsEnded(base string) bool {
+	fi, err := os.Lstat(filepath.Join(base, endedMark))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // Ended is an ended session whose input overlay was kept.
@@ -150,7 +161,7 @@ func EndedSessions(dir string) []Ended {
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
-		out = append(out, Ended{ID: e.Name(), Ended: fi.ModTime()})
+		out = append(out, Ended{ID: e.Name(), Ended: fi.ModTime()}) // IsEnded, with the time
 	}
 	slices.SortFunc(out, func(a, b Ended) int { return a.Ended.Compare(b.Ended) })
 	return out

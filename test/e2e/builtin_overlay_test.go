@@ -176,7 +176,6 @@ func TestBuiltinOverlaySessionKept(t *testing.T) {
 	}
 	m.writeFile(t, s.cfg, strings.Replace(string(b), "    builtin: workspace\n", "    builtin: workspace\n    scope: session\n", 1), 0o644)
 	g := s.serve(t)
-	defer g.stop(t)
 	diff := func(args ...string) result {
 		return s.cli(t, append([]string{"diff", "--server", "ws", "--config", s.cfg}, args...)...)
 	}
@@ -221,5 +220,12 @@ func TestBuiltinOverlaySessionKept(t *testing.T) {
 	r := diff("--session", id)
 	if r.code != 0 || !strings.Contains(r.stdout, "+second") || strings.Contains(r.stdout, "TWO") {
 		t.Errorf("mcpbox diff --server ws --session %s: %s; want the second session's diff only", id, r)
+	}
+	// The next serve's start (a stdio client's, each time it connects)
+	// cleans up what a killed serve left, not the kept overlays.
+	g.stop(t)
+	s.serve(t)
+	if again := diff("--session", id); again.code != 0 || again.stdout != r.stdout {
+		t.Errorf("mcpbox diff --server ws --session %s after the next serve's start: %s; want the same diff", id, again)
 	}
 }
