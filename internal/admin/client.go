@@ -55,14 +55,15 @@ func (c Client) Approvals() (Approvals, error) {
 // session or always; "" is once), and returns the request as the
 // instance listed it (its ID alone if it no longer did).
 func (c Client) Decide(id string, allow bool, scope string) (approval.Request, error) {
-	return c.DecideFor(id, allow, scope, "")
+	return c.DecideFor(id, allow, scope, "", "")
 }
 
-// DecideFor is Decide passed on for by, who asked the caller (a
-// dashboard's user): the instance records the decision as the caller's
-// for them.
-func (c Client) DecideFor(id string, allow bool, scope, by string) (approval.Request, error) {
-	r, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope, For: by})
+// DecideFor is Decide passed on for by, who asked the caller in its
+// channel via (a dashboard's user, "web"): the instance records the
+// decision as the caller's for them, and takes it only if its channels
+// allow via as well as the cli.
+func (c Client) DecideFor(id string, allow bool, scope, via, by string) (approval.Request, error) {
+	r, err := c.one(request{Op: opDecide, ID: id, Allow: allow, Scope: scope, Via: via, For: by})
 	if err != nil || len(r.Pending) != 1 {
 		return approval.Request{ID: id}, err
 	}

@@ -67,7 +67,7 @@ func serveDecide(_ *Server, c *call) (reply, error) {
 	if c.req.For != "" {
 		by += " for " + printable(c.req.For, 80)
 	}
-	return reply{Pending: decided}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: by})
+	return reply{Pending: decided}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: by, Via: c.req.Via})
 }
 
 func serveRevoke(_ *Server, c *call) (reply, error) {

@@ -36,7 +36,10 @@ type request struct {
 	// For, in a decide, is who asked the instance that passes it on (a
 	// dashboard's user): the decider's record names them after the
 	// socket's peer, which is who is known to have asked.
-	For    string `json:"for,omitempty"`
+	For string `json:"for,omitempty"`
+	// Via, with For, is the channel the passing instance took the
+	// decision in ("web"), which this one's channels must allow too.
+	Via    string `json:"via,omitempty"`
 	Scope  string `json:"scope,omitempty"`  // decide: once, session or always
 	Server string `json:"server,omitempty"` // pins, trust
 	Key    string `json:"key,omitempty"`    // trust: a tool, "prompt:NAME" or "template:URI"; "" for all

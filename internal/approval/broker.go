@@ -70,6 +70,10 @@ type Decision struct {
 	Scope  string `json:"scope"` // ScopeOnce, ScopeSession or ScopeAlways; "" means once; a deny is always once
 	By     string `json:"by"`    // who: "cli:uid=1000", "elicitation:CLIENT", "web", "timeout", "remembered:ID", ByCancelled, ByNoChannel
 	Reason string `json:"reason,omitempty"`
+	// Via is the channel another instance took the decision in before
+	// passing it on ("web": its dashboard's), which this instance's
+	// approvals.channels must allow too; "" for a decision made here.
+	Via string `json:"-"`
 }
 
 // ByCancelled decides a request whose call was cancelled (its context

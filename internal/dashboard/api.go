@@ -107,6 +107,11 @@ func (h *Handler) apiApprovals(w http.ResponseWriter, r *http.Request) {
 	changes := map[string][]admin.PinChange{} // by server
 	for i, p := range pending {
 		rows[i].Request = p
+		if p.Where != "" {
+			// Another instance's: its pins and findings are its own,
+			// which this one's must not stand in for.
+			continue
+		}
 		if p.Kind == approval.KindTrust {
 			if _, ok := changes[p.Server]; !ok {
 				changes[p.Server], _ = h.opts.Backend.Pins(p.Server) // none: no change shown

@@ -33,6 +33,9 @@ func (a adminBackend) Decide(id string, d approval.Decision) error {
 	if !a.g.ChannelOn(config.ChannelCLI) {
 		return errors.New("the cli approval channel is off (approvals.channels)")
 	}
+	if d.Via != "" && !a.g.ChannelOn(d.Via) {
+		return fmt.Errorf("the %s approval channel is off at the instance that holds the request (its approvals.channels)", d.Via)
+	}
 	return a.g.Broker().Decide(id, d)
 }
 

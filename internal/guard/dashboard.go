@@ -43,7 +43,7 @@ type webBackend struct{ adminBackend }
 // open.
 func (w webBackend) Approvals() ([]approval.Request, []approval.Remembered) {
 	pending, remembered := w.adminBackend.Approvals()
-	return append(pending, w.g.othersPending(pending)...), remembered
+	return append(pending, w.g.othersPending()...), remembered
 }
 
 // Decide decides a request of this instance, or passes the decision on
@@ -55,21 +55,23 @@ func (w webBackend) Decide(id string, d approval.Decision) error {
 	}
 	err := w.g.Broker().Decide(id, d)
 	if errors.Is(err, approval.ErrElsewhere) {
-		_, err = admin.Client{StateDir: w.g.dir, Self: os.Getpid()}.DecideFor(id, d.Allow, d.Scope, d.By)
+		_, err = admin.Client{StateDir: w.g.dir, Self: os.Getpid()}.DecideFor(id, d.Allow, d.Scope, config.ChannelWeb, d.By)
 		w.g.others.forget()
 	}
 	return err
 }
 
 // othersTTL is how long a listing of the other instances' requests is
-// reused: every open dashboard page polls twice a second.
+// used before it is read again: every open dashboard page polls twice a
+// second.
 const othersTTL = 2 * time.Second
 
 // othersCache is the last listing of the other instances' requests.
 type othersCache struct {
-	mu      sync.Mutex
-	at      time.Time
-	pending []approval.Request
+	mu         sync.Mutex
+	at         time.Time // when pending was read
+	refreshing bool      // a reading is under way
+	pending    []approval.Request
 }
 
 func (c *othersCache) forget() {
@@ -79,28 +81,28 @@ func (c *othersCache) forget() {
 }
 
 // othersPending are the requests waiting at the state dir's other
-// instances, but for those of own (a request this instance holds is
-// also in the shared store).
-func (g *Guard) othersPending(own []approval.Request) []approval.Request {
+// instances, as last read: an older listing is read again in the
+// background, so that an instance slow to answer (stopped, stuck: up to
+// admin's listing wait) holds up no page and no event stream.
+func (g *Guard) othersPending() []approval.Request {
 	c := &g.others
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) >= othersTTL {
-		c.pending = nil
-		a, _ := admin.Client{StateDir: g.dir, Self: os.Getpid()}.Approvals() // none running: none
-		for _, p := range a.Pending {
-			p.Where = a.Where[p.ID]
-			c.pending = append(c.pending, p)
-		}
-		c.at = time.Now()
+	if time.Since(c.at) >= othersTTL && !c.refreshing {
+		c.refreshing = true
+		go func() {
+			a, _ := admin.Client{StateDir: g.dir, Self: os.Getpid()}.Approvals() // none running: none
+			var pending []approval.Request
+			for _, p := range a.Pending {
+				p.Where = a.Where[p.ID]
+				pending = append(pending, p)
+			}
+			c.mu.Lock()
+			c.pending, c.at, c.refreshing = pending, time.Now(), false
+			c.mu.Unlock()
+		}()
 	}
-	var out []approval.Request
-	for _, p := range c.pending {
-		if !slices.ContainsFunc(own, func(o approval.Request) bool { return o.ID == p.ID }) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return slices.Clone(c.pending)
 }
 
 // ToolInfo is what the approvals page shows of the tool a request calls:

@@ -460,3 +460,36 @@ func TestGuardRecordsTraceparent(t *testing.T) {
 		t.Errorf("untraced call's record has traceparent %q", got)
 	}
 }
+
+// TestPassedOnDecisionNeedsItsChannel: a decision another instance's
+// dashboard passes on (Via web) is taken only where the web channel is
+// on too, not on the cli channel alone; the cli's own decision is.
+func TestPassedOnDecisionNeedsItsChannel(t *testing.T) {
+	conf := strings.Replace(guardTestConfig, "approvals: {timeout: 30s}", "approvals: {timeout: 30s, channels: [cli]}", 1)
+	r := newGuardRigWith(t, conf, nil)
+	type answer struct {
+		out   string
+		isErr bool
+	}
+	done := make(chan answer, 1)
+	go func() { out, isErr := r.call(t, "review"); done <- answer{out, isErr} }()
+	var id string
+	for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		if p, _ := r.g.Approvals(); len(p) == 1 {
+			id = p[0].ID
+		} else if time.Now().After(deadline) {
+			t.Fatal("no call waits for approval")
+		}
+	}
+	b := r.g.Admin(nil)
+	err := b.Decide(id, approval.Decision{Allow: true, By: "cli:uid=0 for web:admin", Via: config.ChannelWeb})
+	if err == nil || !strings.Contains(err.Error(), "the web approval channel is off") {
+		t.Fatalf("a decision passed on from a dashboard: %v, want a refusal (web is off here)", err)
+	}
+	if err := b.Decide(id, approval.Decision{Allow: true, By: "cli:uid=0"}); err != nil {
+		t.Fatalf("the cli's own decision: %v", err)
+	}
+	if a := <-done; a.isErr {
+		t.Errorf("the call after the cli's approval: %q", a.out)
+	}
+}
