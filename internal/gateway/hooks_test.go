@@ -340,6 +340,8 @@ func TestInvalidLinesAnswered(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, "9007199254740993", -32600},
 		{`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`, `"\ud800"`, -32600},
 		{`{"jsonrpc":"2.0","id":"x\udc00","method":"ping"}`, `"x\udc00"`, -32600},
+		{`{"jsonrpc":"2.0","id":7,"\u0069d":7.5,"method":"ping"}`, "7.5", -32600}, // the last id, its name escaped
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}", "null", -32600},
 		{`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, "9", -32600},
 	} {
 		c.w.Write([]byte(tc.line + "\n"))

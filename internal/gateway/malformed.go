@@ -54,7 +54,16 @@ func scanTop(line []byte) topLevel {
 		i = skipSpace(line, i+1)
 		start = i
 		i = t.skipValue(line, i)
-		switch string(key) {
+		// The member's name as a decoder reads it ("\u0069d" is "id"),
+		// and of two "id" members the last, as the decoder keeps.
+		name := string(key)
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(key, &s) == nil {
+				name = strconv.Quote(s)
+			}
+		}
+		switch name {
 		case `"id"`:
 			t.id = bytes.TrimSpace(line[start:i])
 		case `"method"`:

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -127,9 +128,10 @@ func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, e *jsonrpc.
 }
 
 // writeRawError answers 400 with a JSON-RPC error under id as the
-// request wrote it (JSON), which jsonrpc.ID could not hold.
+// request wrote it (JSON), which jsonrpc.ID could not hold; null unless
+// it is a string or number in valid UTF-8.
 func writeRawError(w http.ResponseWriter, id []byte, code int64, msg string) {
-	if len(id) == 0 {
+	if !utf8.Valid(id) || !validID(id) {
 		id = []byte("null")
 	}
 	text, _ := json.Marshal(msg)

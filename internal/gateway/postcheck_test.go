@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // rpcAnswer is the one JSON-RPC response in an SSE or JSON body.
@@ -108,6 +109,21 @@ func TestHTTPInexactIDRefused(t *testing.T) {
 			if status != http.StatusBadRequest || a.Result != nil || a.Error == nil || a.Error.Code != -32600 || string(a.ID) != id {
 				t.Errorf("id %s (%s): status %d, answered under id %s: result %s, error %+v; want 400, -32600 under the request's id", id, era, status, a.ID, a.Result, a.Error)
 			}
+		}
+	}
+	// The id a decoder reads is the last "id" member, its name escaped or
+	// not; one that is not valid UTF-8 is answered under null.
+	call := `,"method":"tools/call","params":{"name":"a__echo","arguments":{"text":"hi"}}}`
+	for _, tt := range []struct{ body, id string }{
+		{`{"jsonrpc":"2.0","id":"ok","\u0069d":"\ud800"` + call, `"\ud800"`},
+		{`{"jsonrpc":"2.0","id":7,"\u0069d":7.5` + call, `7.5`},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\"" + call, `null`},
+	} {
+		status, _, data := postFull(t, url, tt.body, inSession)
+		var a rpcAnswer
+		json.Unmarshal([]byte(data), &a)
+		if status != http.StatusBadRequest || !utf8.ValidString(data) || string(a.ID) != tt.id || a.Error == nil {
+			t.Errorf("%q: status %d, answer %s; want 400 and an error under id %s", tt.body, status, data, tt.id)
 		}
 	}
 	status, _, _, a := postRPC(t, url, `{"jsonrpc":"2.0","id":"\ud83d\ude00","method":"tools/call","params":{"name":"a__echo","arguments":{"text":"hi"}}}`, inSession)

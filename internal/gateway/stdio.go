@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -170,7 +171,7 @@ func (c *stdioConn) answerInvalid(line []byte) {
 		if line[0] == '[' {
 			msg = "batches are not supported: send one JSON-RPC message per line"
 		}
-	case t.id != nil && validID(t.id):
+	case t.id != nil && utf8.Valid(t.id) && validID(t.id):
 		id = t.id
 		if _, exact := parseID(t.id); !exact {
 			msg = errInexactID.Error()
