@@ -46,20 +46,31 @@ type imageSetup struct {
 // stored (nor serve's, for ever).
 const defaultAskTimeout = 20 * time.Second
 
+// runnable refuses an image server whose image_platform this host
+// cannot run, before anything is pulled or pinned: such an image was
+// pinned, then failed with "exec format error".
+func runnable(s *config.Server) error {
+	if s.Image.Platform == "" {
+		return nil
+	}
+	p, err := image.ParsePlatform(s.Image.Platform)
+	if err == nil {
+		err = image.CanRun(p)
+	}
+	if err != nil {
+		return fmt.Errorf("server %s: image_platform: %w", s.Name, err)
+	}
+	return nil
+}
+
 // pinnedImage is the image server s runs: the one its lock pins for it, pulled by its digest (no network when the store has it). A tag
 // that now points elsewhere is an *ImageChangedError; a registry that
 // cannot be asked leaves the pinned image in force, with a note. With no
 // pin (or one for another reference or platform) the reference is pulled
 // and pinned.
 func (is imageSetup) pinnedImage(ctx context.Context, s *config.Server) (*image.Image, error) {
-	if s.Image.Platform != "" {
-		// Before anything is pulled or pinned: an image of another
-		// architecture pinned, then failed with "exec format error".
-		if p, err := image.ParsePlatform(s.Image.Platform); err == nil {
-			if err := image.CanRun(p); err != nil {
-				return nil, fmt.Errorf("server %s: image_platform: %w", s.Name, err)
-			}
-		}
+	if err := runnable(s); err != nil {
+		return nil, err
 	}
 	opts := specconv.ImageOptions(s, is.stateDir, is.progress(s.Name))
 	ref, err := image.ParseRef(s.Image.Ref)
@@ -179,6 +190,9 @@ func init() {
 // now and, when that is not the pinned image, pulls it (by the digest it
 // resolved to) and lists the server's definitions run from it.
 func checkImageUpdate(ctx context.Context, o ListOptions, s *config.Server) (*Update, error) {
+	if err := runnable(s); err != nil {
+		return nil, err
+	}
 	lockPath, err := o.lockPath()
 	if err != nil {
 		return nil, err

@@ -26,3 +26,33 @@ func TestCanRun(t *testing.T) {
 		t.Errorf("an image for %s: %v, want a refusal naming the handler", foreign, err)
 	}
 }
+
+// TestCanRunHandlers: a foreign architecture runs with an enabled
+// handler that has the F flag; one without it, or disabled, is refused
+// with why.
+func TestCanRunHandlers(t *testing.T) {
+	host := Platform{OS: "linux", Architecture: "amd64"}
+	arm := Platform{OS: "linux", Architecture: "arm64"}
+	for _, tt := range []struct {
+		entry string // qemu-aarch64's; "": none
+		want  string // in the error; "": runs
+	}{
+		{"enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: POCF\noffset 0\n", ""},
+		{"enabled\ninterpreter /usr/bin/qemu-aarch64-static\nflags: OC\noffset 0\n", "lacks the F flag"},
+		{"disabled\ninterpreter /usr/bin/qemu-aarch64-static\nflags: F\n", "no binfmt_misc handler for it (qemu-aarch64"},
+		{"", "no binfmt_misc handler for it (qemu-aarch64"},
+	} {
+		err := canRun(arm, host, func(name string) ([]byte, error) {
+			if name != "qemu-aarch64" || tt.entry == "" {
+				return nil, os.ErrNotExist
+			}
+			return []byte(tt.entry), nil
+		})
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("handler %q: %v, want %q", tt.entry, err, tt.want)
+		}
+	}
+	if err := canRun(Platform{OS: "linux", Architecture: "386"}, host, nil); err != nil {
+		t.Errorf("386 on amd64: %v", err)
+	}
+}

@@ -95,22 +95,33 @@ var binfmtNames = map[string]string{"amd64": "x86_64", "arm64": "aarch64", "arm"
 	"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64", "mips64le": "mips64el", "loong64": "loongarch64"}
 
 // CanRun says why this host cannot run the programs of an image built
-// for p, nil if it can: p is the host's platform (or one its CPU runs
-// too), or binfmt_misc has an enabled handler for p's architecture (the
-// kernel runs them with it, as qemu-user-static registers).
+// for p, nil if it can: p is the host's platform (386 on amd64 too), or
+// binfmt_misc has an enabled handler for p's architecture, named as
+// qemu-user-static names it, with the F flag (its interpreter opened
+// when registered: in the sandbox, where the image is the whole file
+// system, the interpreter's path would not be found).
 func CanRun(p Platform) error {
-	host := HostPlatform()
+	return canRun(p, HostPlatform(), func(name string) ([]byte, error) {
+		return os.ReadFile("/proc/sys/fs/binfmt_misc/" + name)
+	})
+}
+
+// canRun is CanRun on host, with handler reading a binfmt_misc entry.
+func canRun(p, host Platform, handler func(name string) ([]byte, error)) error {
 	switch {
 	case p.OS != host.OS:
 		return fmt.Errorf("platform %s: only %s images run here", p, host.OS)
-	case p.Architecture == host.Architecture,
-		host.Architecture == "amd64" && p.Architecture == "386",
-		host.Architecture == "arm64" && p.Architecture == "arm":
+	case p.Architecture == host.Architecture, host.Architecture == "amd64" && p.Architecture == "386":
 		return nil
 	}
 	name := cmp.Or(binfmtNames[p.Architecture], p.Architecture)
-	if b, err := os.ReadFile("/proc/sys/fs/binfmt_misc/qemu-" + name); err == nil && strings.HasPrefix(string(b), "enabled") {
-		return nil
+	if b, err := handler("qemu-" + name); err == nil && strings.HasPrefix(string(b), "enabled") {
+		for line := range strings.Lines(string(b)) {
+			if flags, ok := strings.CutPrefix(line, "flags:"); ok && strings.Contains(flags, "F") {
+				return nil
+			}
+		}
+		return fmt.Errorf("platform %s is not this host's (%s), and its binfmt_misc handler qemu-%s lacks the F flag (register it fix-binary, as qemu-user-static's packages do): in a sandbox its interpreter is not found", p, host, name)
 	}
 	return fmt.Errorf("platform %s is not this host's (%s) and no binfmt_misc handler for it (qemu-%s, as qemu-user-static registers) is enabled: its programs cannot run here", p, host, name)
 }

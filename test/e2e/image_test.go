@@ -398,4 +398,7 @@ servers:
 	if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); strings.Contains(string(lock), "images") {
 		t.Errorf("the refused image was pinned:\n%s", lock)
 	}
+	if r := m.mcpbox(t, 60*time.Second, dir, "update", "--config", cfg, "s"); r.code == 0 || !strings.Contains(r.stderr, "platform linux/s390x is not this host's") {
+		t.Errorf("mcpbox update of an s390x image: %s; want the same refusal", r)
+	}
 }
