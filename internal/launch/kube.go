@@ -644,9 +644,13 @@ func (in *kubeInstance) Stop() {
 	in.once.Do(func() {
 		k := in.k
 		in.rec.MarkStopping()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), endWait+5*time.Second)
 		in.status, in.expected, in.exited0 = in.ending(ctx)
+		cancel()
+		// Its own bound: the wait for the pod's status must not eat the
+		// delete's (a pod left running holds the server's secrets).
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		in.deleteObjects(ctx)
 		if in.stopStderr != nil {
 			in.stopStderr()
@@ -671,6 +675,14 @@ func (in *kubeInstance) Stop() {
 	})
 }
 
+// endedConn is the connection podagent.Connect returns: it tells
+// whether it ended on its own before it was closed. KubeOptions.Connect
+// must return it as it is, not wrapped, for a crash to be told from a
+// stop.
+type endedConn interface {
+	Ended() (bool, error)
+}
+
 // endWait bounds how long Stop waits, once the connection to a pod ended
 // on its own, for the pod's status to show how its server ended (the
 // kubelet reports it within a few seconds); a variable for tests.
@@ -685,7 +697,7 @@ var endWait = 15 * time.Second
 func (in *kubeInstance) ending(ctx context.Context) (status string, expected, exited0 bool) {
 	var ended bool
 	var connErr error
-	if c, ok := in.conn.(interface{ Ended() (bool, error) }); ok {
+	if c, ok := in.conn.(endedConn); ok {
 		ended, connErr = c.Ended()
 	}
 	deadline := time.Now().Add(endWait)

@@ -323,11 +323,43 @@ func (c *conn) readInner(ctx context.Context) {
 			c.fail(err)
 			return
 		}
+		if r, ok := msg.(*jsonrpc.Response); ok && terminated(r) {
+			go c.deliverTerminated(r)
+			continue
+		}
 		select {
 		case c.in <- msg:
 		case <-c.failed:
 			return
 		}
+	}
+}
+
+// terminatedWait is how long the go-sdk's "request terminated without
+// response" waits for the event stream to end too.
+const terminatedWait = 2 * time.Second
+
+// terminated reports whether r is the go-sdk's own answer to a call whose
+// POST ended without one (not an error the server sent).
+func terminated(r *jsonrpc.Response) bool {
+	var wire *jsonrpc.Error
+	return r.Error != nil && !errors.As(r.Error, &wire) && r.Error.Error() == "request terminated without response"
+}
+
+// deliverTerminated passes r on unless the event stream ends within
+// terminatedWait: a call's POST ends without an answer when the server
+// exits, a moment before the agent does, and the call should fail with
+// the connection's end, which the gateway describes (the exit status),
+// not with this.
+func (c *conn) deliverTerminated(r *jsonrpc.Response) {
+	select {
+	case <-c.failed:
+		return
+	case <-time.After(terminatedWait):
+	}
+	select {
+	case c.in <- r:
+	case <-c.failed:
 	}
 }
 
