@@ -166,8 +166,9 @@ func serversWithSecret(c *config.Config, secret string) []string {
 	return out
 }
 
-// printable is s without control and format characters (it goes into
-// the audit and onto terminals), cut to max runes.
+// printable is s without control, format and line or paragraph
+// separator characters (it goes into the audit, onto terminals and to
+// the agent whose call it decides), cut to max runes.
 func printable(s string, max int) string {
 	var b strings.Builder
 	n := 0
@@ -175,7 +176,7 @@ func printable(s string, max int) string {
 		if n == max {
 			break
 		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
 			continue
 		}
 		b.WriteRune(r)

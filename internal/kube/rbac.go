@@ -114,6 +114,15 @@ func (c *Client) canI(ctx context.Context, ns, group, resource, name, verb strin
 	return r.Status.Allowed, nil
 }
 
+// shellWord is s as one word of a shell command to copy: quoted unless
+// it is made of characters no shell treats specially.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // whoAmI is the user name the API server knows c by (a
 // SelfSubjectReview, Kubernetes 1.28 and later); "" when it does not say.
 func (c *Client) whoAmI(ctx context.Context) string {
@@ -177,7 +186,7 @@ func Doctor(ctx context.Context, c *Client, ns, runtimeClass string, secrets []S
 		// --subject (the in-cluster service account) need not name.
 		apply := "mcpbox kube rbac --config FILE"
 		if who := c.whoAmI(ctx); who != "" {
-			apply += " --subject " + who
+			apply += " --subject " + shellWord(who)
 		}
 		out = append(out, Check{"rbac", false, fmt.Sprintf("namespace %s: may not %s (apply `%s`)", ns, strings.Join(missing, ", "), apply)})
 	} else {
