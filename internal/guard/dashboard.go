@@ -47,8 +47,9 @@ func (w webBackend) Approvals() ([]approval.Request, []approval.Remembered) {
 }
 
 // Decide decides a request of this instance, or passes the decision on
-// to the other instance that holds it (as the cli channel there, for
-// the dashboard's user).
+// to the other instance that holds it, through its admin socket (its
+// cli channel) for the dashboard's user, Via web: that instance's
+// channels must allow both.
 func (w webBackend) Decide(id string, d approval.Decision) error {
 	if !w.g.ChannelOn(config.ChannelWeb) {
 		return errors.New("the web approval channel is off (approvals.channels)")

@@ -685,8 +685,8 @@ type endedConn interface {
 
 // endWait bounds how long Stop waits, once the connection to a pod ended
 // on its own, for the pod's status to show how its server ended (the
-// kubelet reports it within a few seconds); a variable for tests.
-var endWait = 15 * time.Second
+// kubelet reports it within a few seconds).
+const endWait = 15 * time.Second
 
 // ending reads how the pod's server ended, and whether that was a stop
 // (expected) and an exit with status 0 (exited0): a pod that exited 0 or
