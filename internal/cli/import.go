@@ -77,7 +77,7 @@ func (e *env) importConfig(args []string) int {
 		return exitUsage
 	}
 	res := importer.Convert(cf)
-	importer.ConvertPackages(res, daemon.PackageOf, daemon.HoldsData)
+	importer.ConvertPackages(res, daemon.PackageOf, importer.Host{HoldsData: daemon.HoldsData, IsDir: daemon.IsDir})
 	e.importNotes(append(res.Notes, daemon.ImportNotes(res.Config)...))
 	if len(res.Config.Servers) == 0 {
 		e.errorf("import: no server of %s could be imported", files[0])

@@ -314,11 +314,18 @@ func PackageOf(argv []string) (pkg string, args []string, ok bool, err error) {
 	return src.String(), args, true, nil
 }
 
-// HoldsData is importer.HoldsData: whether the host file path ("~/" for
-// the home directory) is a regular file with data in it.
+// HoldsData is importer.Host's HoldsData: whether the host file path
+// ("~/" for the home directory) is a regular file with data in it.
 func HoldsData(path string) bool {
 	fi, err := os.Stat(specconv.Resolve("", path))
 	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
+}
+
+// IsDir is importer.Host's IsDir: whether the host path ("~/" for the
+// home directory) is a directory.
+func IsDir(path string) bool {
+	fi, err := os.Stat(specconv.Resolve("", path))
+	return err == nil && fi.IsDir()
 }
 
 // installEgress audits the connections of the install sandboxes as

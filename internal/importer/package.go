@@ -21,10 +21,18 @@ import (
 // does not import its neighbours.
 type PackageOf func(argv []string) (pkg string, args []string, ok bool, err error)
 
-// HoldsData reports whether the host file path, as a client config names
-// it ("~/" for the home directory), exists and holds data. The caller
-// supplies it (daemon.HoldsData): importer reads no files.
-type HoldsData func(path string) bool
+// Host answers what ConvertPackages asks of the host's files, for paths
+// as a client config names them ("~/" for the home directory). The
+// caller supplies it (daemon.HoldsData, daemon.IsDir): importer reads no
+// files.
+type Host struct {
+	// HoldsData reports whether the file path exists and holds data.
+	// Nil: none does.
+	HoldsData func(path string) bool
+	// IsDir reports whether path is a directory: a name with a dot in it
+	// (my.repo) is taken for a file unless it is. Nil: none is.
+	IsDir func(path string) bool
+}
 
 // ConvertPackages turns res's servers whose command pkgOf recognises into
 // package servers (package: + args), so that the config says what runs;
@@ -32,8 +40,8 @@ type HoldsData func(path string) bool
 // directories become read-only mounts under /data with the argument
 // rewritten, and env values naming host files (MEMORY_FILE_PATH=...) move
 // into the server's output. The hints above each server say what was
-// changed; res.Notes name the moved files that hold data (holds).
-func ConvertPackages(res *Result, pkgOf PackageOf, holds HoldsData) {
+// changed; res.Notes name the moved files that hold data (host).
+func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 	for _, s := range res.Config.Servers {
 		if s.Command == nil {
 			continue
@@ -73,8 +81,8 @@ func ConvertPackages(res *Result, pkgOf PackageOf, holds HoldsData) {
 			"and runs it read-only with no network. Its own directory is read-only:",
 			"a server that writes files needs them under /workspace/output or /tmp.",
 		}
-		hints = append(hints, rewriteHostDirs(s)...)
-		moved, notes := moveHostFiles(s, holds)
+		hints = append(hints, rewriteHostDirs(s, host.IsDir)...)
+		moved, notes := moveHostFiles(s, host.HoldsData)
 		hints = append(hints, moved...)
 		res.Notes = append(res.Notes, notes...)
 		hints = append(hints, defaultWrites(s)...)
@@ -145,8 +153,9 @@ func packageName(ref string) string {
 }
 
 // rewriteHostDirs mounts the host directories s's args name (read-only,
-// at /data/NAME) and rewrites the args to match.
-func rewriteHostDirs(s *config.Server) []string {
+// at /data/NAME) and rewrites the args to match. A name with a dot is
+// taken for a file unless isDir says it is a directory.
+func rewriteHostDirs(s *config.Server, isDir func(string) bool) []string {
 	var hints []string
 	taken := map[string]bool{}
 	for i, a := range s.Args {
@@ -158,8 +167,9 @@ func rewriteHostDirs(s *config.Server) []string {
 			hints = append(hints, fmt.Sprintf("%s is a relative path: the client resolved it against its own working directory, the sandbox against /workspace/output; write the directory meant as an absolute path (then import mounts it) or give it as filesystem.input.", val))
 			continue
 		}
-		if !isHostPath(val) || strings.Contains(path.Base(val), ".") || driveRE().MatchString(val) {
-			continue // not a host path, or most likely a file, or Windows
+		if !isHostPath(val) || driveRE().MatchString(val) ||
+			strings.Contains(path.Base(val), ".") && (isDir == nil || !isDir(val)) {
+			continue // not a host path, Windows, or most likely a file
 		}
 		if why := protectedSource(val); why != "" {
 			hints = append(hints, fmt.Sprintf("%s is not mounted: %s; give the server a directory of its own instead.", val, why))
@@ -185,7 +195,7 @@ func rewriteHostDirs(s *config.Server) []string {
 // moveHostFiles points env values that name host files into the server's
 // output, which is kept per agent. notes name the files that exist and
 // hold data, which the server no longer sees.
-func moveHostFiles(s *config.Server, holds HoldsData) (hints, notes []string) {
+func moveHostFiles(s *config.Server, holds func(string) bool) (hints, notes []string) {
 	for i, v := range s.Env {
 		if !pathNameRE().MatchString(v.Name) || !isHostPath(v.Value) || !strings.Contains(path.Base(v.Value), ".") {
 			continue
@@ -193,7 +203,7 @@ func moveHostFiles(s *config.Server, holds HoldsData) (hints, notes []string) {
 		to := "/workspace/output/" + path.Base(v.Value)
 		hints = append(hints, fmt.Sprintf("env %s was %s, now %s (in the server's output).", v.Name, v.Value, to))
 		s.Env[i].Value = to
-		if holds(v.Value) {
+		if holds != nil && holds(v.Value) {
 			notes = append(notes, fmt.Sprintf("server %q: %s (env %s) holds data the sandboxed server will not see: it starts with an empty %s; to keep the data, copy the file into the server's output dir (STATE_DIR/workspaces/AGENT/%s/output, AGENT _local over stdio)", s.Name, v.Value, v.Name, to, s.Name))
 		}
 	}

@@ -33,7 +33,7 @@ func renderPackages(t *testing.T, clientJSON string) []byte {
 		t.Fatal(err)
 	}
 	res := Convert(cf)
-	ConvertPackages(res, fakePackageOf, func(string) bool { return false })
+	ConvertPackages(res, fakePackageOf, Host{})
 	out, err := Render(res, "claude.json")
 	if err != nil {
 		t.Fatal(err)
@@ -151,10 +151,10 @@ func TestMovedHostFileNoted(t *testing.T) {
 	}
 	res := Convert(cf)
 	var asked []string
-	ConvertPackages(res, fakePackageOf, func(p string) bool {
+	ConvertPackages(res, fakePackageOf, Host{HoldsData: func(p string) bool {
 		asked = append(asked, p)
 		return p == "~/memory.jsonl"
-	})
+	}})
 	notes := strings.Join(res.Notes, "\n")
 	want := `server "mem": ~/memory.jsonl (env MEMORY_FILE_PATH) holds data the sandboxed server will not see`
 	if !strings.Contains(notes, want) || !strings.Contains(notes, "workspaces/AGENT/mem/output") {
@@ -184,7 +184,7 @@ func TestPackageHostPathsNoted(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := Convert(cf)
-	ConvertPackages(res, fakePackageOf, func(string) bool { return false })
+	ConvertPackages(res, fakePackageOf, Host{})
 	notes := strings.Join(res.Notes, "\n")
 	if strings.Contains(notes, "/home/me/proj/docs") {
 		t.Errorf("a mounted directory is noted as unseen:\n%s", notes)
@@ -208,7 +208,7 @@ func TestPackageRelativeAndHomeArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := Convert(cf)
-	ConvertPackages(res, fakePackageOf, func(string) bool { return false })
+	ConvertPackages(res, fakePackageOf, Host{})
 	out, err := Render(res, "mcp.json")
 	if err != nil {
 		t.Fatal(err)
@@ -229,5 +229,25 @@ func TestPackageRelativeAndHomeArgs(t *testing.T) {
 	}
 	if c, err := config.Load("mcpbox.yaml", out); err != nil || len(c.Server("fs").Filesystem.Mounts) != 0 {
 		t.Errorf("the config: %v; want no mounts", err)
+	}
+}
+
+// TestDottedDirMounted: an argument whose name has a dot is mounted when
+// the host says it is a directory (a checkout named my.repo); it was
+// taken for a file and left unseen. A file with a dot is not.
+func TestDottedDirMounted(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"fs": map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-filesystem", "/x/my.repo", "/x/notes.txt"}},
+	}})
+	cf, err := ParseClientFile("cursor.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf)
+	ConvertPackages(res, fakePackageOf, Host{IsDir: func(p string) bool { return p == "/x/my.repo" }})
+	fs := res.Config.Server("fs")
+	if !slices.Equal(fs.Args, []string{"/data/my-repo", "/x/notes.txt"}) ||
+		len(fs.Filesystem.Mounts) != 1 || fs.Filesystem.Mounts[0].Source != "/x/my.repo" {
+		t.Errorf("args %q, mounts %+v; want /x/my.repo mounted at /data/my-repo and the file left", fs.Args, fs.Filesystem.Mounts)
 	}
 }
