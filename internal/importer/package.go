@@ -48,7 +48,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 		}
 		orig := strings.Join(s.Command, " ")
 		pkg, args, ok, err := pkgOf(s.Command)
-		if _, rule := launcher(s.Command); rule != "" && (err != nil || !ok || pkg == "") {
+		if _, rule := launcher(s.Command); rule != "" && (err != nil || !ok) {
 			// Not turned into a package: its paths stay as written
 			// (local() left the note of a package runner to here).
 			res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(s.Command))...)
@@ -65,12 +65,20 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 			continue
 		}
 		if pkg == "" {
-			res.Hints[s.Name] = append([]string{
+			// It stays a command (npx -p PKG BIN, uvx --from PKG BIN); its
+			// host directories are mounted as a package server's are.
+			hints := []string{
 				"mcpbox installs this command's package outside the sandbox at the first",
 				"start, pins it in the lock file beside this config and runs the named",
 				"bin read-only with no network (it stays a command: package: runs a",
 				"package's own bin).",
-			}, hostPathHints(s.Command)...)
+			}
+			argv := &config.Server{Args: s.Command[1:], Filesystem: s.Filesystem}
+			hints = append(hints, rewriteHostDirs(argv, host.IsDir)...)
+			s.Command, s.Filesystem.Mounts = append(s.Command[:1:1], argv.Args...), argv.Filesystem.Mounts
+			rest := unmounted(s.Command)
+			res.Hints[s.Name] = append(hints, hostPathHints(rest)...)
+			res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
 			continue
 		}
 		s.Package, s.Args, s.Command = pkg, args, nil
@@ -86,12 +94,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 		hints = append(hints, moved...)
 		res.Notes = append(res.Notes, notes...)
 		hints = append(hints, defaultWrites(s)...)
-		var rest []string // host paths not rewritten (files)
-		for _, a := range s.Args {
-			if !strings.HasPrefix(a, "/data/") && !strings.Contains(a, "=/data/") {
-				rest = append(rest, a)
-			}
-		}
+		rest := unmounted(s.Args) // host paths not rewritten (files)
 		hints = append(hints, hostPathHints(rest)...)
 		res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
 		res.Notes = append(res.Notes, relativePathNote(s.Name, s.Args)...)
@@ -150,6 +153,17 @@ func packageName(ref string) string {
 		return ref[:i]
 	}
 	return ref
+}
+
+// unmounted are the arguments rewriteHostDirs did not point at a mount.
+func unmounted(args []string) []string {
+	var rest []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "/data/") && !strings.Contains(a, "=/data/") {
+			rest = append(rest, a)
+		}
+	}
+	return rest
 }
 
 // rewriteHostDirs mounts the host directories s's args name (read-only,

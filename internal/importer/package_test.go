@@ -251,3 +251,27 @@ func TestDottedDirMounted(t *testing.T) {
 		t.Errorf("args %q, mounts %+v; want /x/my.repo mounted at /data/my-repo and the file left", fs.Args, fs.Filesystem.Mounts)
 	}
 }
+
+// TestBinFormMountsDirs: `npx -p PKG BIN DIR` stays a command (the named
+// bin), and its host directory is mounted and rewritten as a package
+// server's is; it was left as written, unseen by the sandbox.
+func TestBinFormMountsDirs(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"multi": map[string]any{"command": "npx", "args": []string{"-p", "@s/multi", "beta", "/x/docs", "/x/a.txt"}},
+	}})
+	cf, err := ParseClientFile("cursor.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf)
+	ConvertPackages(res, fakePackageOf, Host{})
+	s := res.Config.Server("multi")
+	if !slices.Equal(s.Command, []string{"npx", "-p", "@s/multi", "beta", "/data/docs", "/x/a.txt"}) ||
+		len(s.Filesystem.Mounts) != 1 || s.Filesystem.Mounts[0].Source != "/x/docs" || s.Filesystem.Mounts[0].Target != "/data/docs" {
+		t.Errorf("command %q, mounts %+v; want /x/docs mounted at /data/docs", s.Command, s.Filesystem.Mounts)
+	}
+	notes := strings.Join(res.Notes, "\n")
+	if !strings.Contains(notes, `"/x/a.txt"`) || strings.Contains(notes, "/x/docs") {
+		t.Errorf("notes: %q; want the file named as unseen, not the mounted dir", notes)
+	}
+}
