@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -195,6 +196,11 @@ func (e *env) trust(args []string) int {
 	// Show first, then trust exactly what was shown: a definition the
 	// server changes in between is refused, not trusted unseen.
 	changes, err := admin.Client{StateDir: dir}.Pins(server)
+	if errors.Is(err, admin.ErrNoInstance) {
+		// A change waits in a running serve; with none (a stdio client's
+		// ends with it), pin shows and pins what the servers offer now.
+		err = fmt.Errorf("%w (with none running, mcpbox pin shows and pins what the servers offer now; mcpbox update SERVER for a moved image or package)", err)
+	}
 	if err != nil {
 		e.errorf("trust: %v", err)
 		return 1
