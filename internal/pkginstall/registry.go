@@ -22,6 +22,12 @@ const (
 	maxTarball  = 512 << 20 // one package tarball
 )
 
+// tooLarge is the error for what u sends past limit: mcpbox's bound,
+// not the registry's.
+func tooLarge(u *url.URL, limit int64) error {
+	return fmt.Errorf("%s is larger than the %d MiB mcpbox reads from a registry for it", redactURL(u), limit>>20)
+}
+
 // npmVersion is the part of a packument's version entry an install needs.
 type npmVersion struct {
 	Version string `json:"version"`
@@ -90,12 +96,15 @@ func (r *registry) fetch(ctx context.Context, u *url.URL, accept, auth string, l
 	if resp.StatusCode != http.StatusOK {
 		return nil, &RegistryError{URL: redactURL(u), Status: resp.Status}
 	}
+	if resp.ContentLength > limit { // said before it is read
+		return nil, tooLarge(u, limit)
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%s sent more than %d bytes", redactURL(u), limit)
+		return nil, tooLarge(u, limit)
 	}
 	return body, nil
 }

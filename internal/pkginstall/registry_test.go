@@ -6,11 +6,13 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,5 +196,28 @@ func TestRegistryBoundsResponseWait(t *testing.T) {
 	_, _, err = in.registry().packument(ctx, "some-server")
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Fatalf("packument from a registry that never answers: %v after %s, want a timeout naming it", err, time.Since(start))
+	}
+}
+
+// TestRegistryBoundsBody: a body past the limit is refused as mcpbox's
+// bound, before it is read when its length is said, and after limit+1
+// bytes when it is not (chunked).
+func TestRegistryBoundsBody(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chunked" {
+			w.(http.Flusher).Flush() // no Content-Length
+		} else {
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		}
+		io.WriteString(w, big)
+	}))
+	defer srv.Close()
+	r := &registry{client: &http.Client{Timeout: 10 * time.Second}}
+	for _, p := range []string{"/said", "/chunked"} {
+		u, _ := url.Parse(srv.URL + p)
+		if _, err := r.get(context.Background(), u, "", 2<<20); err == nil || !strings.Contains(err.Error(), "is larger than the 2 MiB mcpbox reads from a registry for it") {
+			t.Errorf("%s: %v, want mcpbox's bound named", p, err)
+		}
 	}
 }
