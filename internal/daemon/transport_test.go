@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"mcpbox/internal/config"
 	"mcpbox/internal/ptytest"
 
 	"golang.org/x/sys/unix"
@@ -117,5 +118,41 @@ func TestSecondSignalExits(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a second signal while stopping did not end the process")
+	}
+}
+
+// TestImplicitStdioSaid: serve that took a pipe on its standard input for
+// a client says so when a person watches its standard error (cmd | mcpbox
+// serve printed nothing but the summary); a client's stderr is not told.
+func TestImplicitStdioSaid(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	ptmx, pts := ptytest.Open(t)
+	d := &daemon{o: Options{Stdin: r, Stderr: pts}, c: &config.Config{}}
+	d.chooseTransports()
+	if !d.stdio {
+		t.Fatal("a pipe was not taken for a client")
+	}
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 512)
+		n, _ := ptmx.Read(buf)
+		got <- string(buf[:n])
+	}()
+	select {
+	case s := <-got:
+		if !strings.Contains(s, "speaking MCP on standard input and output") || !strings.Contains(s, "--http ADDR") {
+			t.Errorf("the terminal read %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reached the terminal")
+	}
+	var quiet strings.Builder
+	d = &daemon{o: Options{Stdin: r, Stderr: &quiet}, c: &config.Config{}}
+	if d.chooseTransports(); !d.stdio || quiet.Len() != 0 {
+		t.Errorf("stdio %v; a client's stderr was told %q", d.stdio, quiet.String())
 	}
 }
