@@ -223,21 +223,11 @@ func TestInstallNPMRunsInServerSandbox(t *testing.T) {
 
 	// The server sandbox: the tree read-only at a path of its own, no
 	// network, the host's node on the bin.
-	const target = "/opt/mcpbox/pkg"
-	var out, errOut bytes.Buffer
-	res, err := sandbox.Run(ctx, sandbox.Spec{
-		Args:          pkg.Command(target, []string{"a", "b"}),
-		Mounts:        []sandbox.Mount{pkg.Mount(target)},
-		AllowDegraded: allowDegraded,
-		Limits:        sandbox.Limits{Timeout: time.Minute},
-	}, sandbox.Stdio{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errOut})
-	if err != nil {
-		t.Fatal(err)
+	code, out, errOut := runInstalled(t, ctx, pkg, []string{"a", "b"})
+	if code != 0 {
+		t.Fatalf("server exited %d: %s", code, errOut)
 	}
-	if res.ExitCode != 0 {
-		t.Fatalf("server exited %d: %s", res.ExitCode, errOut.String())
-	}
-	if got, want := strings.TrimSpace(out.String()), "hello from @test/server dep-a 2.1.0 args=a,b write=ERR EROFS"; got != want {
+	if got, want := out, "hello from @test/server dep-a 2.1.0 args=a,b write=ERR EROFS"; got != want {
 		t.Fatalf("server said %q, want %q", got, want)
 	}
 }
@@ -637,10 +627,21 @@ func TestInstallBuildsNativeAddon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if code, got, errOut := runInstalled(t, ctx, pkg, nil); code != 0 || got != "native hello" {
+		t.Fatalf("the add-on's bin exited %d, said %q: %s", code, got, errOut)
+	}
+}
+
+// runInstalled runs pkg's bin with args in a server sandbox: the tree
+// read-only at a path of its own, no network, the host's interpreter;
+// it returns the exit code and the trimmed stdout, and stderr.
+func runInstalled(t *testing.T, ctx context.Context, pkg *Package, args []string) (code int, stdout, stderr string) {
+	t.Helper()
 	const target = "/opt/mcpbox/pkg"
 	var out, errOut bytes.Buffer
 	res, err := sandbox.Run(ctx, sandbox.Spec{
-		Args:          pkg.Command(target, nil),
+		Args:          pkg.Command(target, args),
+		Env:           pkg.Env(target),
 		Mounts:        []sandbox.Mount{pkg.Mount(target)},
 		AllowDegraded: allowDegraded,
 		Limits:        sandbox.Limits{Timeout: time.Minute},
@@ -648,7 +649,5 @@ func TestInstallBuildsNativeAddon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(out.String()); res.ExitCode != 0 || got != "native hello" {
-		t.Fatalf("the add-on's bin exited %d, said %q: %s", res.ExitCode, got, errOut.String())
-	}
+	return res.ExitCode, strings.TrimSpace(out.String()), errOut.String()
 }

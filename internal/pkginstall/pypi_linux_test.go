@@ -179,20 +179,9 @@ func TestInstallPyPI(t *testing.T) {
 		t.Fatalf("installed %+v bin %q, want 1.0.0 (not the rc) with its hashes", pkg.Pin, pkg.Bin)
 	}
 
-	const target = "/opt/mcpbox/pkg"
-	var out, errOut bytes.Buffer
-	res, err := sandbox.Run(ctx, sandbox.Spec{
-		Args:          pkg.Command(target, args),
-		Env:           pkg.Env(target),
-		Mounts:        []sandbox.Mount{pkg.Mount(target)},
-		AllowDegraded: allowDegraded,
-		Limits:        sandbox.Limits{Timeout: time.Minute},
-	}, sandbox.Stdio{Stdin: bytes.NewReader(nil), Stdout: &out, Stderr: &errOut})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := strings.TrimSpace(out.String()), "hello from hello-mcp dep-b 1.1.0 args=a,b write=ERR OSError"; res.ExitCode != 0 || got != want {
-		t.Fatalf("server exited %d saying %q, want %q; stderr: %s", res.ExitCode, got, want, errOut.String())
+	code, got, errOut := runInstalled(t, ctx, pkg, args)
+	if want := "hello from hello-mcp dep-b 1.1.0 args=a,b write=ERR OSError"; code != 0 || got != want {
+		t.Fatalf("server exited %d saying %q, want %q; stderr: %s", code, got, want, errOut)
 	}
 
 	// Nothing of the index credentials lands in the store.
