@@ -15,7 +15,8 @@ import (
 // a server whose tools are all hidden by default deny, secret-looking
 // values in plain env, one secret shared by several servers, and secrets
 // beside broad egress, a pod that runs the agent from an image that
-// likely lacks it. They carry FILE:LINE:COL like errors; `mcpbox
+// likely lacks it, images pods run by tag, a gateway outside the cluster
+// its pods' NetworkPolicy does not admit. They carry FILE:LINE:COL like errors; `mcpbox
 // policy check` prints them and still succeeds, `mcpbox serve` prints them
 // at startup.
 func Warnings(c *Config) Errors {
