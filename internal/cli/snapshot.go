@@ -26,7 +26,7 @@ FILE' (or the server's filesystem.template) seeds new workspaces from it.
 diff prints what sandbox ID changed in its overlaid /workspace/input, as
 a patch in git's format against the input source: the agent's patch (in
 the source: mcpbox diff ID | git apply). Binary files, symlinks, changes
-under .git and files the source changed after the agent's last write to
+under .git and files the source changed after the agent copied
 them are named on lines of their own, not patched. --server: the overlay
 NAME's sandboxes left in the config's state dir (its one agent's, or
 AGENT's), read with no serve running (a stdio client's ends with it);

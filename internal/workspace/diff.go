@@ -132,16 +132,26 @@ const (
 	whyGit   = "git's own files; git apply refuses them"
 	whyLink  = "it replaces a symlink, which a patch cannot remove: patch -p1 would write through it"
 	whyRepo  = "it replaces a directory that holds a git repository, which the patch leaves in place"
-	whyStale = "the project changed it after the agent's last write to it: the agent worked on an older copy, and the patch would undo the project's change"
+	whyStale = "the project changed it after the agent copied it: the agent worked on an older copy, and the patch would undo the project's change"
 )
 
 // stale reports whether the project changed the lower file l after the
-// agent last wrote u, its copy in upper (or u's whiteout): overlayfs
-// copies a file up with the lower's mtime and a write moves it on, so a
-// later lower mtime is a change the agent never saw.
+// agent's copy u in upper (or u's whiteout) was made: the agent then
+// worked on an older copy. The copy was made when u was born (overlayfs
+// copies a file up at its first write); where the file system keeps no
+// birth time, u's mtime stands in: a copy-up keeps the lower's mtime and
+// a write moves it on, which misses a change between the agent's first
+// and last write.
 func stale(l, u side) bool {
-	return l.ok && u.ok && l.typ() == unix.S_IFREG &&
-		(l.st.Mtim.Sec > u.st.Mtim.Sec || l.st.Mtim.Sec == u.st.Mtim.Sec && l.st.Mtim.Nsec > u.st.Mtim.Nsec)
+	if !l.ok || !u.ok || l.typ() != unix.S_IFREG {
+		return false
+	}
+	since := u.st.Mtim
+	var stx unix.Statx_t
+	if unix.Statx(u.dir, u.name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		since = unix.Timespec{Sec: stx.Btime.Sec, Nsec: int64(stx.Btime.Nsec)}
+	}
+	return l.st.Mtim.Sec > since.Sec || l.st.Mtim.Sec == since.Sec && l.st.Mtim.Nsec > since.Nsec
 }
 
 // staleLine notes a stale file's change instead of diffing it.

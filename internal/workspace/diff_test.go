@@ -352,6 +352,37 @@ func BenchmarkDiff(b *testing.B) {
 	}
 }
 
+// TestDiffStaleBetweenWrites: a file the project changed after the
+// agent's copy was made but before the agent's last write to it is named
+// too: the agent's copy does not hold the project's change either, and
+// the patch would undo it (the re-trial: git apply removed the user's
+// line). It needs the upper file's birth time.
+func TestDiffStaleBetweenWrites(t *testing.T) {
+	lower, upper := t.TempDir(), t.TempDir()
+	u := filepath.Join(upper, "a.txt")
+	write(t, u, "HELLO agent-edit-1\n", 0o644) // the copy-up and first write
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, u, 0, unix.STATX_BTIME, &stx); err != nil || stx.Mask&unix.STATX_BTIME == 0 {
+		t.Skipf("the file system of %s keeps no birth time", upper)
+	}
+	write(t, filepath.Join(lower, "a.txt"), "HELLO\nuser line\n", 0o644)
+	userAt, agentAt := time.Now().Add(time.Second), time.Now().Add(2*time.Second)
+	if err := os.Chtimes(filepath.Join(lower, "a.txt"), userAt, userAt); err != nil {
+		t.Fatal(err)
+	}
+	write(t, u, "HELLO agent-edit-2\n", 0o644) // the agent's last write
+	if err := os.Chtimes(u, agentAt, agentAt); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Diff(&b, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Changes to a.txt not shown (" + whyStale + "); the agent's copy is " + u + "\n"; b.String() != want {
+		t.Errorf("Diff = %q, want %q", b.String(), want)
+	}
+}
+
 // TestDiffStale: a file the project changed after the agent's last write
 // to it (the lower mtime is later) is named, not patched: the agent's
 // copy is older, and its patch would undo the project's change. The same
@@ -368,6 +399,10 @@ func TestDiffStale(t *testing.T) {
 	write(t, filepath.Join(lower, "applied.txt"), "agent\n", 0o644)
 	write(t, filepath.Join(lower, "deleted.txt"), "changed by the user\n", 0o644)
 	write(t, filepath.Join(lower, "fresh.txt"), "user's, earlier\n", 0o644)
+	// Before the agent's copy was made (the upper file's birth).
+	if earlier := time.Now().Add(-time.Minute); os.Chtimes(filepath.Join(lower, "fresh.txt"), earlier, earlier) != nil {
+		t.Fatal("setting fresh.txt's time")
+	}
 	later := time.Now().Add(time.Second)
 	for _, f := range []string{"edited.txt", "applied.txt", "deleted.txt"} {
 		if err := os.Chtimes(filepath.Join(lower, f), later, later); err != nil {

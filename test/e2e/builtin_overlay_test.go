@@ -147,7 +147,7 @@ func TestBuiltinOverlayWriteDiff(t *testing.T) {
 			t.Fatalf("mcpbox diff: %s", r)
 		}
 		wsLines(t, r.stdout, "diff --git a/new/x.txt b/new/x.txt", "+fresh")
-		if !strings.Contains(r.stdout, "Changes to a.txt not shown (the project changed it after the agent's last write") || strings.Contains(r.stdout, "three by the user") {
+		if !strings.Contains(r.stdout, "Changes to a.txt not shown (the project changed it after the agent copied it") || strings.Contains(r.stdout, "three by the user") {
 			t.Errorf("the diff after the user's change to a.txt:\n%s", r.stdout)
 		}
 
