@@ -57,15 +57,16 @@ func (w webBackend) Decide(id string, d approval.Decision) error {
 	err := w.g.Broker().Decide(id, d)
 	if errors.Is(err, approval.ErrElsewhere) {
 		_, err = admin.Client{StateDir: w.g.dir, Self: os.Getpid()}.DecideFor(id, d.Allow, d.Scope, config.ChannelWeb, d.By)
-		w.g.others.forget()
+		w.g.others.decided(id)
 	}
 	return err
 }
 
 // othersTTL is how long a listing of the other instances' requests is
-// used before it is read again: every open dashboard page polls twice a
-// second.
-const othersTTL = 2 * time.Second
+// used before it is read again, in the background: every open dashboard
+// page polls twice a second. One older than othersStale (a quiet spell:
+// no page open) is read again before it is used.
+const othersTTL, othersStale = 2 * time.Second, 10 * time.Second
 
 // othersCache is the last listing of the other instances' requests.
 type othersCache struct {
@@ -75,34 +76,47 @@ type othersCache struct {
 	pending    []approval.Request
 }
 
-func (c *othersCache) forget() {
+// decided drops id, which this instance passed a decision on for, and
+// has the listing read again.
+func (c *othersCache) decided(id string) {
 	c.mu.Lock()
+	c.pending = slices.DeleteFunc(c.pending, func(p approval.Request) bool { return p.ID == id })
 	c.at = time.Time{}
 	c.mu.Unlock()
 }
 
 // othersPending are the requests waiting at the state dir's other
-// instances, as last read: an older listing is read again in the
-// background, so that an instance slow to answer (stopped, stuck: up to
-// admin's listing wait) holds up no page and no event stream.
+// instances, as last read: a listing older than othersTTL is read again
+// in the background, so that an instance slow to answer (stopped, stuck:
+// up to admin's listing wait) holds up no page and no event stream; one
+// older than othersStale, before it is used.
 func (g *Guard) othersPending() []approval.Request {
 	c := &g.others
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) >= othersTTL && !c.refreshing {
-		c.refreshing = true
-		go func() {
-			a, _ := admin.Client{StateDir: g.dir, Self: os.Getpid()}.Approvals() // none running: none
-			var pending []approval.Request
-			for _, p := range a.Pending {
-				p.Where = a.Where[p.ID]
-				pending = append(pending, p)
-			}
-			c.mu.Lock()
-			c.pending, c.at, c.refreshing = pending, time.Now(), false
-			c.mu.Unlock()
-		}()
+	age := time.Since(c.at)
+	if age < othersTTL || c.refreshing {
+		return slices.Clone(c.pending)
 	}
+	c.refreshing = true
+	read := func() {
+		a, _ := admin.Client{StateDir: g.dir, Self: os.Getpid()}.Approvals() // none running: none
+		var pending []approval.Request
+		for _, p := range a.Pending {
+			p.Where = a.Where[p.ID]
+			pending = append(pending, p)
+		}
+		c.mu.Lock()
+		c.pending, c.at, c.refreshing = pending, time.Now(), false
+		c.mu.Unlock()
+	}
+	if age < othersStale {
+		go read()
+		return slices.Clone(c.pending)
+	}
+	c.mu.Unlock()
+	read()
+	c.mu.Lock()
 	return slices.Clone(c.pending)
 }
 

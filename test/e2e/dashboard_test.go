@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -589,6 +590,11 @@ func TestDashboardOtherInstanceApprovals(t *testing.T) {
 		t.Fatalf("allowing %s on the dashboard: %s %s", held.ID, resp.Status, body)
 	}
 	wantOK(t, await(t, call), auServer)
+	// The listing read after the decision no longer has it.
+	var after struct{ Pending []pending }
+	if dashJSON(t, browser, base+"/ui/api/approvals", &after); slices.ContainsFunc(after.Pending, func(p pending) bool { return p.ID == held.ID }) {
+		t.Errorf("the decided request %s is still listed: %+v", held.ID, after.Pending)
+	}
 	recs := s.calls(t, "whoami")
 	if len(recs) != 1 || recs[0].str("decision") != "approved" || !strings.Contains(recs[0].str("approver"), " for web") {
 		t.Errorf("the call's records %v, want one approved for the dashboard's user", recs)
