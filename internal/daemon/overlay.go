@@ -58,6 +58,13 @@ func LeftOverlay(configPath, wd, server, agent, session string) (lower, upper st
 		return "", "", fmt.Errorf("--session %q: not a session id", session)
 	case session != "" || s.Scope == config.ScopeSession:
 		upper, err := keptOverlay(root, server, agent, session)
+		if err != nil && session == "" {
+			if agents := overlayAgents(root, server); len(agents) > 0 {
+				// An overlay of the agent scope, from before scope: session
+				// (the lock's advice), is the agent's work too.
+				err = fmt.Errorf("%w; server %s also has an overlay of the agent scope (agents: %s), from before scope: session: without scope: session in the config, mcpbox diff --server %[2]s prints it", err, server, strings.Join(agents, ", "))
+			}
+		}
 		return lower, upper, err
 	}
 	agents := overlayAgents(root, server)

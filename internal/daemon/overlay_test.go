@@ -123,6 +123,11 @@ func TestLeftOverlaySessions(t *testing.T) {
 	}
 	session("alice", "live", false)
 	wantErr("", "", "no ended session of server fs (scope: session) kept changes")
+	// An agent's overlay from before scope: session is named.
+	if err := os.MkdirAll(filepath.Join(root, "_local", "fs", "overlay", "upper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wantErr("", "", "server fs also has an overlay of the agent scope (agents: _local), from before scope: session")
 	first := session("alice", "s1", true)
 	past := time.Now().Add(-time.Minute) // the marks' order, whatever the clock's grain
 	if err := os.Chtimes(filepath.Join(root, "alice", "fs", "sessions", "s1", "ended"), past, past); err != nil {

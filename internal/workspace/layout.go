@@ -111,7 +111,8 @@ const endedMark = "ended"
 // agent's edits to the input are not thrown away with the session. That
 // overlay stays, marked ended, for `mcpbox diff --server --session`; of
 // the scope's kept overlays the newest KeptOverlays stay. It reports
-// whether it kept one, and the ones it removed to stay within the bound.
+// whether it kept one now (not: kept before), and the ones it removed to
+// stay within the bound.
 func ReleaseSession(base string) (kept bool, pruned []string) {
 	upper := filepath.Join(base, "overlay", "upper")
 	if entries, err := os.ReadDir(upper); err != nil || len(entries) == 0 {
@@ -120,8 +121,10 @@ func ReleaseSession(base string) (kept bool, pruned []string) {
 	}
 	os.RemoveAll(filepath.Join(base, "output"))
 	f, err := os.OpenFile(filepath.Join(base, endedMark), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return !errors.Is(err, os.ErrExist) || IsEnded(base), nil
+	if errors.Is(err, os.ErrExist) {
+		return false, nil // kept already (a second release of the session)
+	} else if err != nil {
+		return true, nil // left in place, unmarked: the next start looks again
 	}
 	f.Close()
 	sessions := filepath.Dir(base)

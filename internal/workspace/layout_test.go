@@ -110,6 +110,10 @@ func TestReleaseSession(t *testing.T) {
 		// them as made.
 		os.Chtimes(filepath.Join(base, endedMark), time.Time{}, time.Now().Add(time.Duration(i-100)*time.Second))
 	}
+	// A second release of a kept session keeps nothing new.
+	if kept, _ := ReleaseSession(filepath.Join(sessions, ids[len(ids)-1])); kept {
+		t.Error("a second release of a kept session reported a keep")
+	}
 	var got []string
 	for _, e := range EndedSessions(sessions) {
 		got = append(got, e.ID)
