@@ -198,8 +198,16 @@ func (e *env) trust(args []string) int {
 	changes, err := admin.Client{StateDir: dir}.Pins(server)
 	if errors.Is(err, admin.ErrNoInstance) {
 		// A change waits in a running serve; with none (a stdio client's
-		// ends with it), pin shows and pins what the servers offer now.
-		err = fmt.Errorf("%w (with none running, mcpbox pin shows and pins what the servers offer now; mcpbox update SERVER for a moved image or package)", err)
+		// ends with it), pin shows and pins what the servers offer now,
+		// of the config named (pin does not look for the project's).
+		cfg := *af.config
+		if wd, werr := os.Getwd(); cfg == "" && werr == nil {
+			cfg = admin.ProjectConfig(wd)
+		}
+		if cfg != "" {
+			cfg = " --config " + cfg
+		}
+		err = fmt.Errorf("%w (with none running, mcpbox pin%s shows and pins what the servers offer now; mcpbox update SERVER%[2]s for a moved image or package)", err, cfg)
 	}
 	if err != nil {
 		e.errorf("trust: %v", err)
