@@ -172,7 +172,7 @@ func (d *daemon) chooseTransports() {
 		if IsTerminal(d.o.Stderr) {
 			// A person piped something in (cmd | mcpbox serve, ssh): say
 			// what serve took it for, which clients need not be told.
-			fmt.Fprintln(d.o.Stderr, "mcpbox: speaking MCP on standard input and output (it is not a terminal: a client started serve); --http ADDR serves HTTP instead")
+			fmt.Fprintln(d.o.Stderr, "mcpbox: speaking MCP on standard input and output (it is not a terminal, so serve took it for a client's); --http ADDR serves HTTP instead")
 		}
 	} else if d.addr = d.c.Listen.HTTP.Addr; d.addr == "" {
 		d.addr = DefaultHTTPAddr
