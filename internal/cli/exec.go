@@ -131,7 +131,11 @@ func (e *env) runSandbox(spec *sandbox.Spec) int {
 	ctx := context.Background()
 	stdio := sandbox.Stdio{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}
 	if spec.Network.Enabled() && spec.Network.Log == nil {
-		spec.Network.Log = egress.DenialPrinter(func(line string) { e.errorf("%s", line) })
+		denials := egress.NewDenials(func(line string) { e.errorf("%s", line) })
+		spec.Network.Log = denials.Log
+		// Wait closes the proxy, whose last Log calls come just before:
+		// their lines are printed before the exit code is.
+		defer denials.Flush(time.Second)
 	}
 	// Caught from before the start: a SIGTERM during setup is delivered
 	// to the workload once it runs, instead of killing mcpbox midway.

@@ -1,15 +1,16 @@
 package egress
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestDenialPrinter: denials become one line each, allowed connections
-// none, and a print that does not keep up never blocks the proxy.
-func TestDenialPrinter(t *testing.T) {
+// TestDenials: denials become one line each, allowed connections none,
+// and a print that does not keep up never blocks the proxy.
+func TestDenials(t *testing.T) {
 	got := make(chan string, 8)
-	log := DenialPrinter(func(l string) { got <- l })
+	log := NewDenials(func(l string) { got <- l }).Log
 	log(Event{Decision: "allow", Host: "example.com", Port: 443})
 	log(Event{Decision: "deny", Host: "169.254.169.254", Port: 80, Reason: "blocked address"})
 	select {
@@ -38,7 +39,8 @@ func TestDenialPrinter(t *testing.T) {
 
 	stuck := make(chan struct{})
 	defer close(stuck)
-	slow := DenialPrinter(func(string) { <-stuck })
+	slowDenials := NewDenials(func(string) { <-stuck })
+	slow := slowDenials.Log
 	done := make(chan struct{})
 	go func() {
 		for range 1000 {
@@ -50,5 +52,39 @@ func TestDenialPrinter(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the callback blocked behind a stuck printer")
+	}
+	// Flush is bounded too.
+	flushed := make(chan struct{})
+	go func() {
+		slowDenials.Flush(100 * time.Millisecond)
+		close(flushed)
+	}()
+	select {
+	case <-flushed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush blocked behind a stuck printer")
+	}
+}
+
+// TestDenialsFlush: after Flush, every line logged before it has been
+// printed, so a command that exits right after prints its last denials
+// (the print is slow on purpose: before Flush, exec lost such lines).
+func TestDenialsFlush(t *testing.T) {
+	var mu sync.Mutex
+	var printed []string
+	d := NewDenials(func(l string) {
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		printed = append(printed, l)
+		mu.Unlock()
+	})
+	for i := range 3 {
+		d.Log(Event{Decision: "deny", Host: "h", Port: 80 + i, Reason: "not allowed"})
+	}
+	d.Flush(10 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(printed) != 3 || printed[2] != "egress denied: h:82: not allowed" {
+		t.Fatalf("printed before Flush returned: %q", printed)
 	}
 }
