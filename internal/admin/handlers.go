@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"unicode"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/config"
@@ -65,7 +64,7 @@ func serveDecide(_ *Server, c *call) (reply, error) {
 	}
 	by := c.who
 	if c.req.For != "" {
-		by += " for " + printable(c.req.For, 80)
+		by += " for " + c.req.For // the broker cleans and cuts it
 	}
 	return reply{Pending: decided}, c.b.Decide(c.req.ID, approval.Decision{Allow: c.req.Allow, Scope: scope, By: by, Via: c.req.Via})
 }
@@ -164,23 +163,4 @@ func serversWithSecret(c *config.Config, secret string) []string {
 		}
 	}
 	return out
-}
-
-// printable is s without control, format and line or paragraph
-// separator characters (it goes into the audit, onto terminals and to
-// the agent whose call it decides), cut to max runes.
-func printable(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == max {
-			break
-		}
-		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
-			continue
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return b.String()
 }

@@ -167,15 +167,3 @@ func TestWriteApprovalsWhere(t *testing.T) {
 		t.Errorf("one instance: %s", b.String())
 	}
 }
-
-// TestPrintable: who a passed-on decision was made for reaches the
-// audit, terminals and the agent: without control, format or separator
-// characters, and cut.
-func TestPrintable(t *testing.T) {
-	if got := printable("web:a\u2028b\x1b[2Jc\u202e\u2029d", 80); got != "web:ab[2Jcd" {
-		t.Errorf("printable = %q", got)
-	}
-	if got := printable(strings.Repeat("é", 100), 80); got != strings.Repeat("é", 80) {
-		t.Errorf("printable cut to %d runes, want 80", len([]rune(got)))
-	}
-}

@@ -427,10 +427,18 @@ func (b *Broker) Decide(id string, d Decision) error {
 	}
 }
 
+// MaxDecider bounds who decided (Decision.By) as recorded.
+const MaxDecider = 200
+
+// normalize checks d and cleans who decided as prepare cleans a request's
+// fields: it reaches the audit, terminals and the agent whose call it
+// decides, and part of it may come from elsewhere (the dashboard user
+// another instance passed a decision on for).
 func normalize(d Decision) (Decision, error) {
 	if d.By == "" {
 		return d, ErrNoDecider
 	}
+	d.By = cut(clean(d.By), MaxDecider)
 	d.Scope = cmp.Or(d.Scope, ScopeOnce)
 	switch d.Scope {
 	case ScopeOnce, ScopeSession, ScopeAlways:

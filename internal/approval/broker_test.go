@@ -387,6 +387,26 @@ func TestRequestCleanedAndCut(t *testing.T) {
 	recv(t, ch)
 }
 
+// TestDeciderCleanedAndCut: who decided is recorded and told without
+// control, format or separator characters, and cut (a dashboard user's
+// name comes from elsewhere when another instance passes a decision on).
+func TestDeciderCleanedAndCut(t *testing.T) {
+	db := openDB(t)
+	b, _ := newBroker(t, db, wait)
+	id, ch := holdOne(t, b, callReq())
+	if err := b.Decide(id, Decision{Allow: true, By: "cli:uid=0 for web:a\u2028b\x1b[2Jc\u202e\u2029d" + strings.Repeat("é", MaxDecider)}); err != nil {
+		t.Fatal(err)
+	}
+	got := recv(t, ch)
+	want := "cli:uid=0 for web:a?b?[2Jc??d"
+	if !strings.HasPrefix(got.D.By, want) || utf8.RuneCountInString(got.D.By) != MaxDecider || !strings.HasSuffix(got.D.By, "…") {
+		t.Fatalf("By = %q, want %q and é cut to %d characters", got.D.By, want, MaxDecider)
+	}
+	if _, by := storedStatus(t, db, id); by != got.D.By {
+		t.Errorf("stored by %q, told %q", by, got.D.By)
+	}
+}
+
 func TestMessage(t *testing.T) {
 	b, _ := newBroker(t, openDB(t), wait)
 	for _, tc := range []struct {
