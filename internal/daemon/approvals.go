@@ -14,18 +14,24 @@ import (
 // decisions of the serve instances on stateDir; while none runs there,
 // the decisions remembered for always, which the next serve would honour
 // (guard.RememberedAt), so that they can be seen without starting it,
-// with a note on stderr that says so. With none of those either, the
-// error says no serve runs.
+// with a note on stderr that says so (also when there are none).
 func Approvals(stateDir string, stderr io.Writer) (admin.Approvals, error) {
 	r, err := admin.Client{StateDir: stateDir}.Approvals()
 	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs {
 		return r, err
 	}
+	// With no serve, nothing waits: the answer is the decisions kept for
+	// always, and success whether or not there are any (a script reads
+	// the same exit status for "none pending" with or without a serve).
 	rem, oerr := guard.RememberedAt(stateDir)
-	if oerr != nil || len(rem) == 0 {
+	if oerr != nil {
 		return r, errors.Join(err, oerr)
 	}
-	fmt.Fprintf(stderr, "mcpbox: note: %v: these are the decisions it keeps for always, which the next serve honours (mcpbox approvals revoke ID forgets one)\n", err)
+	if len(rem) == 0 {
+		fmt.Fprintf(stderr, "mcpbox: note: %v: nothing waits for approval, and no decision is kept for always\n", err)
+	} else {
+		fmt.Fprintf(stderr, "mcpbox: note: %v: these are the decisions it keeps for always, which the next serve honours (mcpbox approvals revoke ID forgets one)\n", err)
+	}
 	return admin.Approvals{Remembered: rem}, nil
 }
 

@@ -364,6 +364,10 @@ func TestApprovalRemembered(t *testing.T) {
 		if r := s.cli(t, "approvals", "revoke", p5.str("id"), "--config", s.cfg); r.code != 0 {
 			t.Fatalf("mcpbox approvals revoke while no serve runs:\n%s", r)
 		}
+		// Nothing kept either: still an answer, not a failure.
+		if r := s.cli(t, "approvals", "--config", s.cfg); r.code != 0 || strings.Contains(r.stdout, p5.str("id")) || !strings.Contains(r.stderr, "no decision is kept") {
+			t.Fatalf("mcpbox approvals while no serve runs, nothing remembered:\n%s", r)
+		}
 		g = s.serve(t)
 		sess5 := s.connect(t, g, nil)
 		call = callAsync(sess5, "whoami", nil)
