@@ -417,8 +417,10 @@ func UILoginURL(stateDir string, pid int, rotate bool) (string, error) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%d mcpbox serve instances run on %s; choose one with --instance PID:\n", len(recs), stateDir)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  INSTANCE\tTRANSPORT\tURL\tPROJECT\tCONFIG")
 		for _, r := range recs {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", r.PID, r.Transport, cmp.Or(r.URL, "-"), r.Project)
+			// The config tells apart two of one project (mcpbox ps's column).
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", r.PID, r.Transport, cmp.Or(r.URL, "-"), r.Project, cmp.Or(r.Config, "(default)"))
 		}
 		tw.Flush()
 		return "", errors.New(strings.TrimSuffix(b.String(), "\n"))

@@ -553,7 +553,13 @@ func TestDashboardOtherInstanceApprovals(t *testing.T) {
 	call := callAsync(stdio, "whoami", nil)
 
 	base := strings.TrimSuffix(g.url, "/mcp")
-	r := s.cli(t, "ui", "--print-url", "--instance", strconv.Itoa(g.cmd.Process.Pid), "--config", s.cfg)
+	// Without --instance, ui lists both, each with its config (two
+	// configs may share a project and its state dir).
+	r := s.cli(t, "ui", "--print-url", "--config", s.cfg)
+	if r.code == 0 || !strings.Contains(r.stderr, "CONFIG") || strings.Count(r.stderr, s.cfg) < 2 {
+		t.Errorf("mcpbox ui with two instances: want both listed with their config\n%s", r)
+	}
+	r = s.cli(t, "ui", "--print-url", "--instance", strconv.Itoa(g.cmd.Process.Pid), "--config", s.cfg)
 	login := strings.TrimSpace(r.stdout)
 	if r.code != 0 || !strings.HasPrefix(login, base+"/ui/login?t=") {
 		t.Fatalf("mcpbox ui --print-url --instance %d: %s", g.cmd.Process.Pid, r)
