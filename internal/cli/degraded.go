@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"mcpbox/internal/daemon"
+	"mcpbox/internal/launch"
 )
 
 // cgroupsAdvice prints what doctor found for the server that cannot get
@@ -27,14 +28,7 @@ func (e *env) cgroupsAdvice(cmd string, err *daemon.CgroupsError, args []string)
 func commandLine(cmd string, args []string) string {
 	words := []string{"mcpbox", cmd}
 	for _, a := range args {
-		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return !isShellSafe(r) }) {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		words = append(words, a)
+		words = append(words, launch.ShellWord(a))
 	}
 	return strings.Join(words, " ")
-}
-
-func isShellSafe(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r)
 }

@@ -192,7 +192,7 @@ func (s bookStore) Save(ctx context.Context, g *oauth.Grant) error {
 // is when it holds nothing a shell reads specially, else single-quoted.
 func ShellWord(s string) string {
 	special := func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@+:=,/_", r))
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@+:=,/%", r))
 	}
 	if s != "" && !strings.ContainsFunc(s, special) {
 		return s
