@@ -31,7 +31,8 @@ them are named on lines of their own, not patched. --server: the overlay
 NAME's sandboxes left in the config's state dir (its one agent's, or
 AGENT's), read with no serve running (a stdio client's ends with it);
 with scope: session, or --session, the overlay of an ended session that
-changed its input, kept when the session ended (the newest 20 are kept).
+changed its input, kept when the session ended (the newest 20 are kept)
+or left by a killed serve.
 `
 
 func (e *env) snapshotCmd(args []string) int {

@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/specconv"
 	"mcpbox/internal/workspace"
 )
@@ -22,7 +23,8 @@ import (
 // has one. agent "" is the one agent whose workspace has an overlay;
 // with several, the error names them. With session, or for a server of
 // scope session, it is an ended session's kept overlay
-// (workspace.ReleaseSession): session "" is the one kept.
+// (workspace.ReleaseSession), or, while no serve runs on the state dir, a
+// killed serve's session's: session "" is the one kept.
 func LeftOverlay(configPath, wd, server, agent, session string) (lower, upper string, err error) {
 	if configPath == "" {
 		if configPath = projectConfigUp(wd); configPath == "" {
@@ -57,7 +59,11 @@ func LeftOverlay(configPath, wd, server, agent, session string) (lower, upper st
 	case !pathElement(session):
 		return "", "", fmt.Errorf("--session %q: not a session id", session)
 	case session != "" || s.Scope == config.ScopeSession:
-		upper, err := keptOverlay(root, server, agent, session)
+		// With no serve on the state dir, a session never released is a
+		// killed serve's: its changes are the agent's work as much as a
+		// kept one's (the next start keeps them).
+		live, lerr := instance.List(stateDir)
+		upper, err := keptOverlay(root, server, agent, session, lerr == nil && len(live) == 0)
 		if err != nil && session == "" {
 			if agents := overlayAgents(root, server); len(agents) > 0 {
 				// An overlay of the agent scope, from before scope: session
@@ -88,8 +94,10 @@ func pathElement(name string) bool {
 
 // keptOverlay is the upper dir of the overlay an ended session of server
 // left (of agent, if set): the session's, or, for session "", the one
-// kept; with several, the error names the newest.
-func keptOverlay(root, server, agent, session string) (string, error) {
+// kept; with several, the error names the newest. killed: sessions never
+// released whose overlays hold changes count as ended, at their last
+// change.
+func keptOverlay(root, server, agent, session string, killed bool) (string, error) {
 	type kept struct {
 		agent string
 		workspace.Ended
@@ -100,7 +108,12 @@ func keptOverlay(root, server, agent, session string) (string, error) {
 		if (agent != "" && e.Name() != agent) || !realDirs(root, e.Name(), server, "sessions") {
 			continue
 		}
-		for _, s := range workspace.EndedSessions(filepath.Join(root, e.Name(), server, "sessions")) {
+		sessions := filepath.Join(root, e.Name(), server, "sessions")
+		ended := workspace.EndedSessions(sessions)
+		if killed {
+			ended = append(ended, workspace.UnreleasedSessions(sessions)...)
+		}
+		for _, s := range ended {
 			if session == "" || s.ID == session {
 				all = append(all, kept{e.Name(), s})
 			}

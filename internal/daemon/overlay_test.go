@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"mcpbox/internal/instance"
 	"mcpbox/internal/workspace"
 )
 
@@ -146,6 +148,43 @@ func TestLeftOverlaySessions(t *testing.T) {
 	}
 	wantErr("", "live", "no ended session live of server fs")
 	wantErr("", "../x", "not a session id")
+
+	// A killed serve's session, never released, with changes: found while
+	// no serve runs on the state dir (before, only after the next start).
+	killed := session("carol", "k1", false)
+	if err := os.WriteFile(filepath.Join(killed, "edited.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "", "k1"); err != nil || up != killed {
+		t.Errorf("--session k1 of a killed serve: %q %v, want %q", up, err, killed)
+	}
+	if _, up, err := LeftOverlay(cfg, "/", "fs", "carol", ""); err != nil || up != killed {
+		t.Errorf("--agent carol, a killed serve's session: %q %v, want %q", up, err, killed)
+	}
+	wantErr("", "live", "no ended session live of server fs") // no changes: nothing to diff
+	// While a serve runs there, it is a running session's (mcpbox diff ID).
+	stateDir := filepath.Join(project, "state")
+	if err := instance.MakeDir(stateDir); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", instance.SocketPath(stateDir, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := instance.Write(instance.Record{PID: os.Getpid(), StateDir: stateDir, Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr("", "k1", "no ended session k1 of server fs")
 }
 
 // TestLeftoversKeepChangedOverlays: a serve's start removes the session

@@ -170,6 +170,29 @@ func EndedSessions(dir string) []Ended {
 	return out
 }
 
+// UnreleasedSessions lists the sessions in dir (a scope's sessions/) that
+// were never released but whose input overlay holds changes, oldest change
+// first: a running session's, or, while no serve runs on the state dir, a
+// killed serve's, which its next start keeps (ReleaseSession). Ended is
+// the time of the overlay's last change at its top. Only real dirs count.
+func UnreleasedSessions(dir string) []Ended {
+	entries, _ := os.ReadDir(dir)
+	var out []Ended
+	for _, e := range entries {
+		base := filepath.Join(dir, e.Name())
+		upper := filepath.Join(base, "overlay", "upper")
+		fi, err := os.Lstat(upper)
+		if !e.IsDir() || IsEnded(base) || err != nil || !fi.IsDir() {
+			continue
+		}
+		if changes, _ := os.ReadDir(upper); len(changes) > 0 {
+			out = append(out, Ended{ID: e.Name(), Ended: fi.ModTime()})
+		}
+	}
+	slices.SortFunc(out, func(a, b Ended) int { return a.Ended.Compare(b.Ended) })
+	return out
+}
+
 // IsSnapshot reports whether path is an mcpbox snapshot (an archive with
 // snapshot metadata).
 func IsSnapshot(path string) bool {
