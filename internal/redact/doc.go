@@ -33,6 +33,11 @@
 // the whole stream. Matching is one Aho-Corasick automaton over all forms,
 // linear in the input.
 //
+// Runs, apart from Redactor, catches what a host does to a value it
+// stores or quotes: any run of the value's raw bytes that holds at least a
+// quarter of its secret bytes (a value cut short, without its start, a
+// slice of its middle), anywhere in the text.
+//
 // # What it cannot catch
 //
 //   - A value split across separate messages or streams (a Writer flushed

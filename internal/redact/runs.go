@@ -1,0 +1,237 @@
+package redact
+
+import "slices"
+
+// RunSecret is a value whose cut-short or shifted echoes Runs replaces.
+type RunSecret struct {
+	Name  string
+	Value []byte
+	// Known is what the reader already knows of Value, byte for byte (a
+	// placeholder of the same length that keeps its prefix); nil if
+	// nothing. Bytes equal in both do not count as the value's.
+	Known []byte
+}
+
+// Runs replaces runs of a value's own bytes — any stretch of the text
+// equal to a stretch of the value — that hold at least a quarter of its
+// secret bytes (at least minRunSecret of them), with [REDACTED:NAME].
+// Redactor catches a value whole, in its encoded forms; Runs catches what
+// a host does to a value it stores or quotes: cut it short, drop its
+// start, show a middle slice. A reader that gets a run learns it, but no
+// more than a quarter of the value at the start and at the end each, and
+// must guess the rest. Runs looks at raw bytes only, line breaks
+// included, and is plain data like the rest of the package.
+type Runs struct {
+	secrets []runSecret
+	at      map[uint32][]gramRef // the value offsets of each of its grams
+	bits    []uint64             // a filter of at's keys
+	step    int                  // every run found holds a gram at a multiple of step
+}
+
+type runSecret struct {
+	value []byte
+	// secret[i] counts value[:i]'s bytes that differ from Known.
+	secret []int
+	min    int // the fewest secret bytes a run must hold
+	mark   []byte
+	at     [256][]int // the offsets of each byte in value
+}
+
+type gramRef struct {
+	secret, off int
+}
+
+const (
+	runGram     = 4
+	runGramBits = 16
+	// minRunSecret is the fewest secret bytes a run must hold: fewer
+	// appear in ordinary text by chance.
+	minRunSecret = 6
+)
+
+// NewRuns returns the Runs of secrets; nil if none has a run to find (a
+// value of fewer secret bytes than minRunSecret is left to Redactor,
+// which matches it whole).
+func NewRuns(secrets []RunSecret) *Runs {
+	r := &Runs{at: map[uint32][]gramRef{}, bits: make([]uint64, 1<<runGramBits/64)}
+	for _, s := range secrets {
+		rs := runSecret{value: s.Value, secret: make([]int, len(s.Value)+1), mark: []byte("[REDACTED:" + s.Name + "]")}
+		for i, c := range s.Value {
+			rs.secret[i+1] = rs.secret[i]
+			if len(s.Known) != len(s.Value) || s.Known[i] != c {
+				rs.secret[i+1]++
+			}
+		}
+		m := rs.secret[len(s.Value)]
+		rs.min = max(minRunSecret, (m+3)/4)
+		if m < rs.min || len(s.Value) < runGram {
+			continue
+		}
+		for off, c := range s.Value {
+			rs.at[c] = append(rs.at[c], off)
+		}
+		for off := 0; off+runGram <= len(s.Value); off++ {
+			g := runGramOf(s.Value[off:])
+			h := runGramHash(g)
+			r.bits[h/64] |= 1 << (h % 64)
+			r.at[g] = append(r.at[g], gramRef{len(r.secrets), off})
+		}
+		// A run holds at least min bytes, so a gram at a multiple of step.
+		if st := rs.min - runGram + 1; r.step == 0 || st < r.step {
+			r.step = st
+		}
+		r.secrets = append(r.secrets, rs)
+	}
+	if len(r.secrets) == 0 {
+		return nil
+	}
+	return r
+}
+
+func runGramOf(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func runGramHash(g uint32) uint32 { return (g * 2654435761) >> (32 - runGramBits) }
+
+// runSpan is a run of secret's value at text[start:end].
+type runSpan struct{ start, end, secret int }
+
+// spans returns the runs in text, in order, overlapping ones merged.
+func (r *Runs) spans(text []byte) []runSpan {
+	var out []runSpan
+	for j := 0; j+runGram <= len(text); j += r.step {
+		g := runGramOf(text[j:])
+		if h := runGramHash(g); r.bits[h/64]&(1<<(h%64)) == 0 {
+			continue
+		}
+		for _, ref := range r.at[g] {
+			s := &r.secrets[ref.secret]
+			a, vo := j, ref.off
+			for a > 0 && vo > 0 && text[a-1] == s.value[vo-1] {
+				a, vo = a-1, vo-1
+			}
+			e, ve := j+runGram, ref.off+runGram
+			for e < len(text) && ve < len(s.value) && text[e] == s.value[ve] {
+				e, ve = e+1, ve+1
+			}
+			if s.secret[ve]-s.secret[vo] >= s.min {
+				out = append(out, runSpan{a, e, ref.secret})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y runSpan) int { return x.start - y.start })
+	merged := out[:0]
+	for _, s := range out {
+		if n := len(merged); n > 0 && s.start < merged[n-1].end {
+			merged[n-1].end = max(merged[n-1].end, s.end)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// tail is the length of the longest suffix of text that is a stretch of
+// a value: what follows may make it a run.
+func (r *Runs) tail(text []byte) int {
+	if len(text) == 0 {
+		return 0
+	}
+	end := len(text) - 1
+	best := 0
+	for i := range r.secrets {
+		s := &r.secrets[i]
+		for _, o := range s.at[text[end]] {
+			k := 1
+			for k <= min(o, end) && text[end-k] == s.value[o-k] {
+				k++
+			}
+			best = max(best, k)
+		}
+	}
+	return best
+}
+
+// replace appends text with spans replaced by their marks to dst.
+func (r *Runs) replace(dst, text []byte, spans []runSpan) []byte {
+	pos := 0
+	for _, s := range spans {
+		dst = append(append(dst, text[pos:s.start]...), r.secrets[s.secret].mark...)
+		pos = s.end
+	}
+	return append(dst, text[pos:]...)
+}
+
+// Bytes returns b with every run replaced; b itself if it has none. A
+// nil Runs returns b.
+func (r *Runs) Bytes(b []byte) []byte {
+	if r == nil {
+		return b
+	}
+	spans := r.spans(b)
+	if len(spans) == 0 {
+		return b
+	}
+	return r.replace(make([]byte, 0, len(b)), b, spans)
+}
+
+// String is Bytes for strings.
+func (r *Runs) String(s string) string {
+	if r == nil {
+		return s
+	}
+	return string(r.Bytes([]byte(s)))
+}
+
+// RunStream replaces runs in a stream split into any pieces; its output
+// is Bytes of the whole stream. It holds back only the end of what it was
+// given that is a stretch of a value (a run may go on from it), and so
+// never an end that no value holds, as a streamed event's "\n\n".
+type RunStream struct {
+	r    *Runs
+	buf  []byte // the bytes held, then the piece written
+	held int
+	out  []byte
+}
+
+// Stream starts a RunStream; a nil Runs passes everything at once.
+func (r *Runs) Stream() *RunStream { return &RunStream{r: r} }
+
+// Write takes the next piece and returns what is ready to pass on, valid
+// until the next call.
+func (s *RunStream) Write(p []byte) []byte {
+	if s.r == nil {
+		return p
+	}
+	s.buf = append(s.buf[:s.held], p...)
+	// A run that reaches past the cut is held whole: it may end in the
+	// next piece (one that reaches the end of buf is no longer than the
+	// tail, so it begins at the cut or after).
+	cut := len(s.buf) - s.r.tail(s.buf)
+	if cut == 0 {
+		s.held = len(s.buf)
+		return nil
+	}
+	spans := s.r.spans(s.buf)
+	i := 0
+	for ; i < len(spans) && spans[i].start < cut; i++ {
+		if spans[i].end > cut {
+			cut = spans[i].start
+			break
+		}
+	}
+	s.out = s.r.replace(s.out[:0], s.buf[:cut], spans[:i])
+	s.held = copy(s.buf, s.buf[cut:])
+	return s.out
+}
+
+// Close returns the rest of the stream.
+func (s *RunStream) Close() []byte {
+	if s.r == nil {
+		return nil
+	}
+	out := s.r.Bytes(s.buf[:s.held])
+	s.buf, s.held = nil, 0
+	return out
+}
