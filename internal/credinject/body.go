@@ -202,6 +202,47 @@ func (b *redactBody) Read(p []byte) (int, error) {
 	return b.out.Read(p)
 }
 
+// runsBody passes a body redacted by redactBody on with the runs of the
+// values replaced too (redact.Runs), in what it read so far.
+type runsBody struct {
+	src  io.ReadCloser
+	s    *redact.RunStream
+	out  []byte // ready, not yet read
+	buf  []byte
+	done bool
+}
+
+func newRunsBody(src io.ReadCloser, runs *redact.Runs) io.ReadCloser {
+	if runs == nil {
+		return src
+	}
+	return &runsBody{src: src, s: runs.Stream(), buf: make([]byte, 32<<10)}
+}
+
+func (b *runsBody) Read(p []byte) (int, error) {
+	for len(b.out) == 0 {
+		if b.done {
+			return 0, io.EOF
+		}
+		n, err := b.src.Read(b.buf)
+		if n > 0 {
+			b.out = b.s.Write(b.buf[:n])
+		}
+		switch {
+		case err == io.EOF:
+			b.out = append(b.out, b.s.Close()...)
+			b.done = true
+		case err != nil:
+			return 0, err // what is held back is dropped, never sent
+		}
+	}
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	return n, nil
+}
+
+func (b *runsBody) Close() error { return b.src.Close() }
+
 // endTail is the held-back tail redacted at the end of the body: its
 // forms become marks, and bytes at its end that begin a form pass if they
 // are few (leakable), else become the mark: a listed host that cuts its

@@ -181,6 +181,9 @@ type Set struct {
 	needle []needle // every placeholder, for scanning
 	red    *redact.Redactor
 	pf     *qgramFilter // prefilter over red's forms
+	// runs catches, after red, what a host made of a value it stored or
+	// quoted: cut short, its start dropped, a middle slice.
+	runs *redact.Runs
 	// lowerForms are red's forms in lower case, for header names.
 	lowerForms []string
 }
@@ -229,6 +232,13 @@ func New(opts Options) (*Set, error) {
 		s.needle = append(s.needle, needle{cc, cc.placeholder, cc.Value})
 		secrets = append(secrets, redact.Secret{Name: c.Name, Value: []byte(c.Value)})
 	}
+	var runs []redact.RunSecret
+	for _, n := range s.needle {
+		// What the sandbox holds of a value (its placeholder's kept
+		// prefix and punctuation) is not the value's to hide.
+		runs = append(runs, redact.RunSecret{Name: n.cred.Name, Value: []byte(n.real), Known: []byte(n.placeholder)})
+	}
+	s.runs = redact.NewRuns(runs)
 	if len(secrets) > 0 {
 		red, err := redact.NewOptions(secrets, redact.Options{AllowShort: true})
 		if err != nil {
@@ -430,5 +440,5 @@ func (s *Set) Scrub(text string) string {
 	if s.red == nil {
 		return text
 	}
-	return s.red.String(text)
+	return s.runs.String(s.red.String(text))
 }

@@ -458,6 +458,53 @@ func TestTruncatedEchoAtEndRedacted(t *testing.T) {
 	}
 }
 
+// A listed host that stores or quotes the value and shows it cut short,
+// without its start, or a slice of it, anywhere in its answer (a list of
+// titles cut to 40 characters): before, only a cut at the very end of the
+// body was caught, and the sandbox read the value but for a few guessable
+// bytes. A run of at least a quarter of the value's secret bytes is the
+// mark now, in the body and the headers; a shorter one passes.
+func TestCutEchoAnywhereRedacted(t *testing.T) {
+	u := startUpstream(t, true, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		a, _ := strconv.Atoi(q.Get("a"))
+		b, _ := strconv.Atoi(q.Get("b"))
+		tok := r.Header.Get("Authorization")[a:b]
+		w.Header().Set("X-Echo", tok)
+		fmt.Fprintf(w, `[{"title":"%s","state":"open"}]`, tok)
+	})
+	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
+	ph, _ := r.set.Placeholder("GH")
+	c := r.client(t, nil, false)
+	// realA is ghp_ (the placeholder's too) and 36 secret bytes: runs of
+	// 9 or more of them are the mark (a byte the random placeholder
+	// happens to share does not count: the margins allow for a few).
+	for _, tc := range []struct {
+		a, b   int
+		marked bool
+	}{
+		{4, len(realA), true}, // the start dropped
+		{0, 30, true},         // cut short
+		{10, 25, true},        // a middle slice
+		{10, 17, false},
+		{0, 11, false}, // ghp_ and 7 secret bytes
+	} {
+		req := newReq(t, "GET", fmt.Sprintf("https://%s/?a=%d&b=%d", u.hostPort(), tc.a, tc.b), nil)
+		req.Header.Set("Authorization", ph)
+		code, body, resp := do(t, c, req)
+		hdr := resp.Header
+		want := `[{"title":"` + realA[tc.a:tc.b] + `","state":"open"}]`
+		wantHdr := realA[tc.a:tc.b]
+		if tc.marked {
+			want, wantHdr = `[{"title":"[REDACTED:GH]","state":"open"}]`, "[REDACTED:GH]"
+		}
+		if code != 200 || body != want || hdr.Get("X-Echo") != wantHdr {
+			t.Errorf("echo of value[%d:%d]: status %d %q, X-Echo %q; want %q, %q", tc.a, tc.b, code, body, hdr.Get("X-Echo"), want, wantHdr)
+		}
+	}
+}
+
 // A listed host that echoes the request and honours Range (here
 // http.ServeContent) would hand the sandbox the injected value a few
 // bytes at a time, each part too short for the scan to know. The proxy

@@ -297,7 +297,7 @@ func (s *Set) filter(resp *http.Response, t egress.Target, head bool) error {
 	if head || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	resp.Body = newRedactBody(resp.Body, s.red, s.pf, func() { s.redactHeader(resp.Trailer) })
+	resp.Body = newRunsBody(newRedactBody(resp.Body, s.red, s.pf, func() { s.redactHeader(resp.Trailer) }), s.runs)
 	// A redaction mark is not as long as the value: the length is unknown.
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
@@ -351,7 +351,7 @@ func (s *Set) redactHeader(h http.Header) {
 			continue
 		}
 		for i, v := range vv {
-			vv[i] = s.red.String(v)
+			vv[i] = s.runs.String(s.red.String(v))
 		}
 	}
 }

@@ -382,16 +382,24 @@ func (c *wsConn) serverLoop(src *bufio.Reader) error {
 	rb := wr.rb
 	var inMsg, started bool
 	var msgOp byte
+	runs := c.s.runs.Stream() // a message's runs of a value (redact.Runs)
 	emit := func(final bool) error {
 		if rb.out.Len() == 0 && !final {
 			return nil
+		}
+		p := runs.Write(rb.out.Bytes())
+		rb.out.Reset()
+		if final {
+			p = append(p, runs.Close()...)
+			runs = c.s.runs.Stream()
+		} else if len(p) == 0 {
+			return nil // held back: it may begin a run
 		}
 		op := byte(opCont)
 		if !started {
 			op, started = msgOp, true
 		}
-		_, err := c.outUp.Write(frame(final, op, rb.out.Bytes()))
-		rb.out.Reset()
+		_, err := c.outUp.Write(frame(final, op, p))
 		return err
 	}
 	for {
@@ -409,7 +417,7 @@ func (c *wsConn) serverLoop(src *bufio.Reader) error {
 			if _, err := io.ReadFull(src, p); err != nil {
 				return noEOF(err)
 			}
-			p = c.s.red.Bytes(p)
+			p = c.s.runs.Bytes(c.s.red.Bytes(p))
 			if len(p) > 125 {
 				p = p[:125] // a control frame's limit; the mark may be cut, never a value
 			}

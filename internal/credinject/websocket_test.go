@@ -335,17 +335,20 @@ func TestWebSocketServerFramesRedacted(t *testing.T) {
 		frame(true, pingOp, []byte("ping "+realA)),
 		frame(false, opCont, []byte(realA[15:30])),
 		frame(true, opCont, []byte(realA[30:]+" done")),
+		// A slice of the value, in a message and in a ping.
+		frame(true, textOp, []byte("slice "+realA[6:30]+" end")),
+		frame(true, pingOp, []byte("p "+realA[5:])),
 		frame(true, opClose, binary.BigEndian.AppendUint16(nil, 1000)),
 	)
 	r := wsRig(t, addr, cert,
 		Credential{Name: "GH", Value: realA, Hosts: []string{addr}, Header: "Authorization", Format: "Bearer {value}"})
 	_, br := r.wsUpgrade(t, addr)
 	msgs, ctl, frags := readFrames(t, br)
-	want := []string{"single [REDACTED:GH]", "frag one [REDACTED:GH] done"}
+	want := []string{"single [REDACTED:GH]", "frag one [REDACTED:GH] done", "slice [REDACTED:GH] end"}
 	if fmt.Sprint(msgs) != fmt.Sprint(want) {
 		t.Errorf("messages %q, want %q", msgs, want)
 	}
-	if len(ctl) != 2 || ctl[0] != "ping [REDACTED:GH]" {
+	if len(ctl) != 3 || ctl[0] != "ping [REDACTED:GH]" || ctl[1] != "p [REDACTED:GH]" {
 		t.Errorf("control payloads %q", ctl)
 	}
 	if frags < 2 {
