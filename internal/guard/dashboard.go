@@ -62,6 +62,22 @@ func (w webBackend) Decide(id string, d approval.Decision) error {
 	return err
 }
 
+// Trust pins here, then has the state dir's other instances read the
+// lock file again: their clients were hidden the same change, which
+// mcpbox trust (sent to every instance) shows again everywhere, and the
+// dashboard is this instance's. An instance that cannot be told is
+// logged (its next start reads the pin).
+func (w webBackend) Trust(server, key, by string, hashes []string) ([]admin.PinChange, error) {
+	changes, err := w.adminBackend.Trust(server, key, by, hashes)
+	if err != nil {
+		return nil, err
+	}
+	if err := (admin.Client{StateDir: w.g.dir, Self: os.Getpid()}).Reload(); err != nil && !errors.Is(err, admin.ErrNoInstance) {
+		w.g.log.Warn("telling the other instances of the state dir to read the trusted pins", "err", err)
+	}
+	return changes, nil
+}
+
 // othersTTL is how long a listing of the other instances' requests is
 // used before it is read again, in the background: every open dashboard
 // page polls twice a second. One older than othersStale (a quiet spell:

@@ -2,15 +2,21 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/admin"
 )
 
 // TestIntegrityRugPull: a server that changes a tool's description after
@@ -465,4 +471,55 @@ func TestIntegrityResultsScan(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestIntegrityDashboardTrustEveryInstance: a changed tool trusted on one
+// instance's dashboard shows again at the other instance of the project
+// too, as after mcpbox trust. Before, the other kept it hidden with
+// nothing left to approve (the lock pinned it already) until its
+// sandbox restarted.
+func TestIntegrityDashboardTrustEveryInstance(t *testing.T) {
+	m := mode{name: "root", uid: -1}
+	cfg := igConfig(t, m, igOpts{})
+	g1, sess1, _, ctx := igSession(t, m, cfg)
+	g2 := gwServe(t, m, cfg)
+	sess2 := gwConnect(t, ctx, g2.url, nil, newGWRecorder().options(), gwLegacy)
+	for _, sess := range []*mcp.ClientSession{sess1, sess2} {
+		gwMustCall(t, sess, "trigger", nil, "changed")
+		igPoll(t, ctx, sess, "fetch_data hidden", func(tl map[string]*mcp.Tool) bool { return tl["fetch_data"] == nil })
+	}
+
+	r := igCLI(t, m, "ui", "--print-url", "--instance", strconv.Itoa(g1.cmd.Process.Pid), "--config", cfg)
+	base := strings.TrimSuffix(g1.url, "/mcp")
+	if r.code != 0 || !strings.HasPrefix(strings.TrimSpace(r.stdout), base+"/ui/login?t=") {
+		t.Fatalf("mcpbox ui --print-url: %s", r)
+	}
+	browser := dashBrowser()
+	dashGet(t, browser, strings.TrimSpace(r.stdout), http.StatusOK)
+	var page struct{ Changes []admin.PinChange }
+	dashJSON(t, browser, base+"/ui/api/integrity", &page)
+	var hash string
+	for _, c := range page.Changes {
+		if c.Key == "fetch_data" {
+			hash = c.NewHash
+		}
+	}
+	if hash == "" {
+		t.Fatalf("the dashboard shows no change of fetch_data: %+v", page.Changes)
+	}
+	body, _ := json.Marshal(map[string]any{"server": "rugpull", "key": "fetch_data", "hashes": []string{hash}})
+	req, _ := http.NewRequest("POST", base+"/ui/api/integrity/trust", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", base)
+	resp, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("trusting fetch_data on the dashboard: %s %s", resp.Status, out)
+	}
+	igPoll(t, ctx, sess1, "fetch_data again at the dashboard's instance", func(tl map[string]*mcp.Tool) bool { return tl["fetch_data"] != nil })
+	igPoll(t, ctx, sess2, "fetch_data again at the other instance", func(tl map[string]*mcp.Tool) bool { return tl["fetch_data"] != nil })
 }
