@@ -326,6 +326,9 @@ func (h *Handler) apiEgress(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, d := range rec.Domains {
 			dec := cmp.Or(d.Decision, rec.Decision)
+			if dec == "allow" && rec.Detail["refused"] != "" {
+				dec = "refused" // a request in the connection (guard.EgressEvent)
+			}
 			if dec == "allow" {
 				s.Allowed++
 			} else {

@@ -87,6 +87,11 @@ func TestEgressPage(t *testing.T) {
 	refusedEgress(r, "evil.example")
 	r.g.Record(audit.Record{Event: audit.EventEgress, Server: "echo", Decision: "allow", Detail: map[string]string{"phase": "package install"},
 		Domains: []audit.Domain{{Host: "registry.npmjs.org", Port: 443, Decision: "allow"}}})
+	// A connection let through whose request the proxy refused (a
+	// placeholder bound elsewhere) is refused, not allowed.
+	r.g.EgressEvent("echo", gateway.Scope{Agent: gateway.LocalAgent}, &track.Sandbox{ID: "sbx_egress"},
+		egress.Event{Host: "ok.example", Port: 443, Decision: "allow", Intercepted: true,
+			Reason: fmt.Sprintf("%v: placeholder of credential API_KEY in header X", egress.ErrRefused)})
 	r.flush(t)
 	var page struct{ Servers []egressServer }
 	if code := b.getJSON("/ui/api/egress", &page); code != 200 || len(page.Servers) != 2 {
@@ -96,9 +101,10 @@ func TestEgressPage(t *testing.T) {
 		t.Errorf("the installer's egress: %+v", in)
 	}
 	s := page.Servers[0]
-	if s.Server != "echo" || s.Allowed != 2 || s.Refused != 2 || len(s.Hosts) != 2 ||
+	if s.Server != "echo" || s.Allowed != 2 || s.Refused != 3 || len(s.Hosts) != 3 ||
 		s.Hosts[0].Host != "evil.example" || s.Hosts[0].Decision != "deny" || s.Hosts[0].Count != 2 || s.Hosts[0].Reason == "" ||
-		s.Hosts[1].BytesDown != 100 {
+		s.Hosts[1].Host != "ok.example" || s.Hosts[1].Decision != "refused" || !strings.Contains(s.Hosts[1].Reason, "placeholder") ||
+		s.Hosts[2].BytesDown != 100 {
 		t.Errorf("egress of echo: %+v", s)
 	}
 }

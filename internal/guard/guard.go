@@ -423,6 +423,12 @@ func (g *Guard) EgressEvent(launcher string, scope gateway.Scope, t *track.Sandb
 		Duration: ev.Duration, Domains: []audit.Domain{d}}
 	if ev.Reason != "" {
 		r.Detail = map[string]string{"reason": ev.Reason}
+		if strings.HasPrefix(ev.Reason, egress.ErrRefused.Error()) {
+			// The connection was let through, a request in it was not
+			// (a placeholder bound elsewhere): the dashboard counts it
+			// as refused.
+			r.Detail["refused"] = "request"
+		}
 	}
 	if ev.Package != "" {
 		r.Packages = []audit.Package{{Name: ev.Package, Version: ev.Version, Host: ev.Host}}
