@@ -114,6 +114,12 @@ func Line(r Record) string {
 	if len(r.Findings) > 0 {
 		add("findings", tok(strings.Join(r.Findings, ",")))
 	}
+	// Which secret the proxy added or refused, and where (secret_*
+	// events); a call's, by NAME@HOST:PORT. Never a value.
+	add("secret", tok(r.Detail["secret"]))
+	add("where", tok(r.Detail["where"]))
+	add("secrets_injected", tok(r.Detail["secrets_injected"]))
+	add("secrets_refused", tok(r.Detail["secrets_refused"]))
 	add("by", tok(r.Detail["by"]))         // who paused, resumed or stopped a sandbox
 	add("phase", tok(r.Detail["phase"]))   // "package install": not the server's own connection
 	add("reason", tok(r.Detail["reason"])) // why a connection or approval was refused

@@ -148,6 +148,20 @@ func TestLineShowsPhase(t *testing.T) {
 	}
 }
 
+// TestLineShowsSecrets: a secret event's line names the secret and where
+// it went; a call's, the secrets added or refused during it (before,
+// only --json had them).
+func TestLineShowsSecrets(t *testing.T) {
+	inject := Record{Event: EventSecretInject, Decision: "allow", Detail: map[string]string{"secret": "API_KEY", "where": "header Authorization", "host": "api.example", "port": "443"}}
+	if got := Line(inject); !strings.Contains(got, ` secret=API_KEY where="header Authorization"`) {
+		t.Errorf("Line = %q, want the secret and where", got)
+	}
+	call := Record{Event: EventCall, Decision: "allow", Detail: map[string]string{"secrets_injected": "API_KEY@api.example:443", "secrets_refused": "API_KEY@evil.example:443"}}
+	if got := Line(call); !strings.Contains(got, " secrets_injected=API_KEY@api.example:443 secrets_refused=API_KEY@evil.example:443") {
+		t.Errorf("Line = %q, want the secrets of the call", got)
+	}
+}
+
 // TestLineShowsApproval: an approval's line names the request or the
 // remembered decision and a scope other than once; a file of an
 // overlapping call is marked.
