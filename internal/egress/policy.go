@@ -144,6 +144,21 @@ func noRule(host string, port int) string {
 	return "no rule allows " + target + " (to allow it: network.egress: [" + rule + "] in the server's config, or --allow-host " + flag + ")"
 }
 
+// privateHint says how to allow name at its private address a: a rule
+// for the name that lists the address, or the address itself.
+func privateHint(name string, a netip.Addr, port int) string {
+	bits := 32
+	if a.Is6() {
+		bits = 128
+	}
+	rule := fmt.Sprintf("{host: %s, cidr: \"%s\"", name, netip.PrefixFrom(a, bits))
+	if port != 443 && port != 80 {
+		rule += ", ports: [" + strconv.Itoa(port) + "]"
+	}
+	return " (a rule for a name opens no private address; to allow it: network.egress: [" + rule +
+		"}] in the server's config, or connect to the address with --allow-host " + net.JoinHostPort(a.String(), strconv.Itoa(port)) + ")"
+}
+
 // refusalCode is the kind of a refusal reason, for RefusedHeader: a
 // fixed token, whatever host the reason names.
 func refusalCode(reason string) string {
@@ -212,7 +227,14 @@ func (p *policy) checkAddrs(pl plan, addrs []netip.Addr) (rules []string, deny s
 		}
 		rules[i] = p.ruleForAddr(pl.cands, a)
 		if rules[i] == "" {
-			return nil, fmt.Sprintf("%s resolves to blocked %s %s", pl.name, p.blocked(a), a)
+			why := p.blocked(a)
+			deny = fmt.Sprintf("%s resolves to blocked %s %s", pl.name, why, a)
+			if len(pl.cands) > 0 && !strings.Contains(why, "cloud metadata") {
+				// The name is allowed, its address is not: say how a
+				// person who meant it opens it (DNS alone never does).
+				deny += privateHint(pl.name, a, pl.port)
+			}
+			return nil, deny
 		}
 	}
 	return rules, ""

@@ -34,7 +34,8 @@ func TestConnectRefusalSaysWhy(t *testing.T) {
 	client := &http.Client{Transport: tr, Timeout: waitFor}
 	for _, tt := range []struct{ url, reason string }{
 		{"https://other.test/", "no rule allows other.test:443 (to allow it: network.egress: [{host: other.test}]"},
-		{"https://loop.example.com/", "loop.example.com resolves to blocked loopback"},
+		// With how to open it: a rule for the name opens no private address.
+		{"https://loop.example.com/", `loop.example.com resolves to blocked loopback address 127.0.0.1 (a rule for a name opens no private address; to allow it: network.egress: [{host: loop.example.com, cidr: "127.0.0.1/32"}]`},
 	} {
 		_, err := client.Get(tt.url)
 		if err == nil || !strings.Contains(err.Error(), tt.reason) {
