@@ -78,7 +78,7 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 	// exist (nor their x-mcp-header parameters).
 	if _, given, err := d.lookup(ctx, b, KindTools, tool); err != nil {
 		why = UnknownUnlistable
-		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
+		return unlistable(b, err)
 	} else if !given {
 		return nil
 	}
@@ -87,7 +87,7 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 	l, err := b.u.listing(ctx, KindTools)
 	if err != nil {
 		why = UnknownUnlistable
-		return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
+		return unlistable(b, err)
 	}
 	i := slices.IndexFunc(l.items, func(it Item) bool { return it.Key == tool })
 	if i < 0 {
@@ -212,6 +212,18 @@ func duplicateKey(raw json.RawMessage) (string, bool) {
 			stack[len(stack)-1].expect = true
 		}
 	}
+}
+
+// unlistable is the error of a call whose headers cannot be checked
+// because b's tools cannot be listed: what the client can do about it
+// when the listing's error says (a remote server that needs a login), as
+// a 2025 client's call is told.
+func unlistable(b *bound, err error) error {
+	var cm ClientMessage
+	if errors.As(err, &cm) {
+		return rpcError(codeUnavailable, "%s", cm.ClientMessage())
+	}
+	return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
 }
 
 // headerProp is what checkParamHeaders reads of a schema property.
@@ -412,10 +424,15 @@ func (g *Gateway) paramHeaderGuard(d *downstream, maxBody int64, w http.Response
 		if !validID(id.ID) {
 			id.ID = json.RawMessage("null")
 		}
-		msg, _ := json.Marshal(err.Error())
+		code, text := int64(codeHeaderMismatch), err.Error()
+		var werr *jsonrpc.Error
+		if errors.As(err, &werr) { // not about the headers: a server's state
+			code, text = werr.Code, werr.Message
+		}
+		msg, _ := json.Marshal(text)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id.ID, codeHeaderMismatch, msg)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id.ID, code, msg)
 		return nil, false
 	}
 	return c, true

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -241,5 +243,27 @@ func TestModernCallNoSessionToldUnknown(t *testing.T) {
 	case got := <-whys:
 		t.Errorf("Unknown hook told twice: %q", got)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// loginNeeded is a listing error with words for the client, as a remote
+// server that needs a login gives (launch.AuthError).
+type loginNeeded struct{}
+
+func (loginNeeded) Error() string         { return "GET tools: 401" }
+func (loginNeeded) ClientMessage() string { return "server r needs authorization: run `mcpbox login r`" }
+
+// TestUnlistableSaysWhatToDo: a 2026 call whose headers cannot be checked
+// because its server's tools cannot be listed tells the client what the
+// listing's error says it can do (log in), as a 2025 client's call is
+// told; before, it read only "listing the tools of server r failed".
+func TestUnlistableSaysWhatToDo(t *testing.T) {
+	b := &bound{srv: &Server{Name: "r"}}
+	var werr *jsonrpc.Error
+	if err := unlistable(b, fmt.Errorf("listing: %w", loginNeeded{})); !errors.As(err, &werr) || werr.Code != codeUnavailable || !strings.Contains(werr.Message, "mcpbox login r") {
+		t.Errorf("a listing that needs a login: %v", err)
+	}
+	if err := unlistable(b, errors.New("EOF")); errors.As(err, &werr) || !strings.Contains(err.Error(), "listing the tools of server r failed") {
+		t.Errorf("a listing that failed: %v", err)
 	}
 }
