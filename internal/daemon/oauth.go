@@ -405,7 +405,7 @@ func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 		n := len(out)
 		for _, st := range states {
 			if st.Server == s.Name {
-				st.State = loginWords(st, time.Now())
+				st.State = loginWords(st, time.Now(), configPath, stateFlag)
 				out = append(out, st)
 			}
 		}
@@ -420,8 +420,11 @@ func LoginSummary(c *config.Config, configPath, stateFlag string) []LoginState {
 	return out
 }
 
-// loginWords says what a stored login is worth at now.
-func loginWords(st LoginState, now time.Time) string {
+// loginWords says what a stored login is worth at now; the login it
+// asks for names the config (and state dir) it was read from: run where
+// the person reads it, a bare `mcpbox login NAME` finds the project's
+// config or the embedded default, maybe not this one.
+func loginWords(st LoginState, now time.Time, configPath, stateFlag string) string {
 	what := fmt.Sprintf("logged in (%s, issuer %s)", st.Client, st.Issuer)
 	switch {
 	case st.Expiry.IsZero():
@@ -430,7 +433,11 @@ func loginWords(st LoginState, now time.Time) string {
 	case st.Refreshable:
 		what += ", expired " + st.Expiry.UTC().Format(time.RFC3339) + ", refreshed at next use"
 	default:
-		what = fmt.Sprintf("needs login (%s, issuer %s, expired %s): run `mcpbox login %s%s`", st.Client, st.Issuer, st.Expiry.UTC().Format(time.RFC3339), st.Server, loginFlags("", "", st.Client))
+		flags := loginFlags(configPath, stateFlag, "")
+		if st.Client != gateway.LocalAgent {
+			flags += loginFlags("", "", st.Client)
+		}
+		what = fmt.Sprintf("needs login (%s, issuer %s, expired %s): run `mcpbox login %s%s`", st.Client, st.Issuer, st.Expiry.UTC().Format(time.RFC3339), st.Server, flags)
 	}
 	return what
 }

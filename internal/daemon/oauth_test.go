@@ -154,18 +154,19 @@ func TestLoginWords(t *testing.T) {
 		{time.Time{}, false, "logged in (_local, issuer https://as.example)"},
 		{now.Add(time.Hour), false, "logged in (_local, issuer https://as.example), expires 2026-12-01T13:00:00Z"},
 		{now.Add(-time.Hour), true, "logged in (_local, issuer https://as.example), expired 2026-12-01T11:00:00Z, refreshed at next use"},
-		{now.Add(-time.Hour), false, "needs login (_local, issuer https://as.example, expired 2026-12-01T11:00:00Z): run `mcpbox login lin`"},
+		{now.Add(-time.Hour), false, "needs login (_local, issuer https://as.example, expired 2026-12-01T11:00:00Z): run `mcpbox login lin --config /p/mcpbox.yaml`"},
 	} {
 		st := base
 		st.Expiry, st.Refreshable = c.expiry, c.refreshable
-		if got := loginWords(st, now); got != c.want {
+		if got := loginWords(st, now, "/p/mcpbox.yaml", ""); got != c.want {
 			t.Errorf("expiry %v refreshable %v: %q, want %q", c.expiry, c.refreshable, got, c.want)
 		}
 	}
-	// Another identity's login is that identity's to redo.
+	// Another identity's login is that identity's to redo, with the
+	// config's (the operator runs it here).
 	alice := base
 	alice.Client, alice.Expiry = "alice", now.Add(-time.Hour)
-	if got, want := loginWords(alice, now), "run `mcpbox login lin --client alice`"; !strings.HasSuffix(got, want) {
+	if got, want := loginWords(alice, now, "/p/mcpbox.yaml", "/s"), "run `mcpbox login lin --config /p/mcpbox.yaml --state-dir /s --client alice`"; !strings.HasSuffix(got, want) {
 		t.Errorf("an expired login of alice: %q, want it to end %q", got, want)
 	}
 }
