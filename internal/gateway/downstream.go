@@ -581,6 +581,9 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	if err != nil {
 		return nil, err
 	}
+	if method == "tools/call" && p.meta != nil {
+		ctx = withParamHeaders(ctx, b, params)
+	}
 	var token any
 	meta, _ := params["_meta"].(mcp.Meta)
 	if meta != nil {

@@ -226,6 +226,71 @@ func unlistable(b *bound, err error) error {
 	return fmt.Errorf("cannot check the Mcp-Param headers: listing the tools of server %s failed", b.srv.Name)
 }
 
+// paramHeadersKey is the context key of a tools/call's Mcp-Param-*
+// headers for its server (ParamHeaders).
+type paramHeadersKey struct{}
+
+// ParamHeaders are the Mcp-Param-* headers (SEP-2243) that the tools/call
+// whose request context ctx is owes a server spoken to in the 2026
+// revision: the arguments its own tool definition marks with
+// x-mcp-header, encoded as the go-sdk does. A transport that speaks HTTP
+// to the server sets them on the call's POST; nil for any other request.
+func ParamHeaders(ctx context.Context) map[string]string {
+	h, _ := ctx.Value(paramHeadersKey{}).(map[string]string)
+	return h
+}
+
+// withParamHeaders returns ctx carrying the Mcp-Param-* headers of the
+// tools/call params for b's server, if its definition of the tool asks
+// for any. A server that checks them refuses a call without them.
+func withParamHeaders(ctx context.Context, b *bound, params map[string]any) context.Context {
+	name, _ := params["name"].(string)
+	args, _ := params["arguments"].(json.RawMessage)
+	l, err := b.u.listing(ctx, KindTools)
+	if err != nil || len(args) == 0 {
+		return ctx
+	}
+	i := slices.IndexFunc(l.items, func(it Item) bool { return it.Key == name })
+	if i < 0 || !bytes.Contains(l.items[i].Raw, []byte("x-mcp-header")) {
+		return ctx
+	}
+	var schema struct {
+		InputSchema struct {
+			Properties map[string]headerProp `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	var argm map[string]json.RawMessage
+	if json.Unmarshal(l.items[i].Raw, &schema) != nil || json.Unmarshal(args, &argm) != nil {
+		return ctx
+	}
+	h := map[string]string{}
+	for _, hp := range paramHeaders(schema.InputSchema.Properties, nil) {
+		arg, present := lookupArg(argm, hp.path)
+		if !present || string(arg) == "null" {
+			continue
+		}
+		if text, ok := primitiveText(arg); ok {
+			h["Mcp-Param-"+hp.header] = encodeParamHeader(text)
+		}
+	}
+	if len(h) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, paramHeadersKey{}, h)
+}
+
+// encodeParamHeader is a header's text as SEP-2243 writes it: as it is,
+// or base64 in =?base64?...?= when it has leading or trailing blanks,
+// bytes outside printable ASCII, or reads as such a wrapper itself.
+func encodeParamHeader(s string) string {
+	wrap := strings.HasPrefix(s, "=?base64?") && strings.HasSuffix(s, "?=") ||
+		s != "" && (strings.ContainsAny(s[:1]+s[len(s)-1:], " \t") || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }))
+	if !wrap {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+}
+
 // headerProp is what checkParamHeaders reads of a schema property.
 type headerProp struct {
 	XMCPHeader string                `json:"x-mcp-header"`

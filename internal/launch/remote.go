@@ -418,5 +418,10 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if v, _ := t.version.Load().(string); v != "" && r.Header.Get("Mcp-Protocol-Version") == "" {
 		r.Header.Set("Mcp-Protocol-Version", v)
 	}
+	// A 2026 server's tools/call gets its Mcp-Param-* headers, which the
+	// go-sdk adds only to calls made through its own CallTool.
+	for k, v := range gateway.ParamHeaders(r.Context()) {
+		r.Header.Set(k, v)
+	}
 	return t.next.RoundTrip(r)
 }

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -202,5 +203,66 @@ func TestRemoteQueryEncodedKey(t *testing.T) {
 	got := book.String(`error: bad config {"apiKey":"` + key + `"} for profile work`)
 	if strings.Contains(got, key) || !strings.Contains(got, "[REDACTED:config]") || !strings.Contains(got, "profile work") {
 		t.Errorf("the echoed config: %q; want the key redacted, the rest kept", got)
+	}
+}
+
+// TestRemoteParamHeaders: a tools/call to a remote server spoken to in
+// the 2026 revision carries the Mcp-Param-* headers its tool definition
+// asks for (x-mcp-header), encoded as SEP-2243 writes them; a server
+// that checks them (the go-sdk's) ran no such call before.
+func TestRemoteParamHeaders(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "route", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "routed"}}}, nil
+		})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var seen atomic.Value
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/call" {
+			seen.Store(r.Header.Get("Mcp-Param-Region") + "|" + r.Header.Get("Mcp-Protocol-Version"))
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+
+	l := NewRemote(RemoteOptions{URL: hs.URL, Book: &redact.Book{}})
+	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: On(l), Allow: []string{"*"}}}, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	gwHTTP := httptest.NewUnstartedServer(nil)
+	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwHTTP.Config.Handler = h
+	gwHTTP.Start()
+	defer gwHTTP.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// The client sends its own headers for the tools it listed.
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, region := range []string{"eu", " zürich"} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "route", Arguments: map[string]any{"region": region, "n": 1}})
+		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "routed" {
+			t.Fatalf("region %q: %v %+v", region, err, res)
+		}
+		want := region
+		if region != "eu" {
+			want = "=?base64?" + base64.StdEncoding.EncodeToString([]byte(region)) + "?="
+		}
+		if got, _ := seen.Load().(string); got != want+"|"+gateway.ModernVersion {
+			t.Errorf("region %q: the remote saw Mcp-Param-Region|version %q, want %q", region, got, want+"|"+gateway.ModernVersion)
+		}
 	}
 }
