@@ -250,8 +250,10 @@ func TestModernCallNoSessionToldUnknown(t *testing.T) {
 // server that needs a login gives (launch.AuthError).
 type loginNeeded struct{}
 
-func (loginNeeded) Error() string         { return "GET tools: 401" }
-func (loginNeeded) ClientMessage() string { return "server r needs authorization: run `mcpbox login r`" }
+func (loginNeeded) Error() string { return "GET tools: 401" }
+func (loginNeeded) ClientMessage() string {
+	return "server r needs authorization: run `mcpbox login r`"
+}
 
 // TestUnlistableSaysWhatToDo: a 2026 call whose headers cannot be checked
 // because its server's tools cannot be listed tells the client what the
