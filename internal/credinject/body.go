@@ -216,7 +216,9 @@ func newRunsBody(src io.ReadCloser, runs *redact.Runs) io.ReadCloser {
 	if runs == nil {
 		return src
 	}
-	return &runsBody{src: src, s: runs.Stream(), buf: make([]byte, 32<<10)}
+	// As large as redactBody's chunk, so that it reads into this buffer
+	// directly (redactBody.Read).
+	return &runsBody{src: src, s: runs.Stream(), buf: make([]byte, 64<<10)}
 }
 
 func (b *runsBody) Read(p []byte) (int, error) {

@@ -1,6 +1,9 @@
 package credinject
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -182,8 +185,9 @@ type Set struct {
 	red    *redact.Redactor
 	pf     *qgramFilter // prefilter over red's forms
 	// runs catches, after red, what a host made of a value it stored or
-	// quoted: cut short, its start dropped, a middle slice.
-	runs *redact.Runs
+	// quoted: cut short, its start dropped, a middle slice; lowerRuns
+	// the same in lower case, for header names (re-cased on the way).
+	runs, lowerRuns *redact.Runs
 	// lowerForms are red's forms in lower case, for header names.
 	lowerForms []string
 }
@@ -232,13 +236,15 @@ func New(opts Options) (*Set, error) {
 		s.needle = append(s.needle, needle{cc, cc.placeholder, cc.Value})
 		secrets = append(secrets, redact.Secret{Name: c.Name, Value: []byte(c.Value)})
 	}
-	var runs []redact.RunSecret
+	var runs, lowerRuns []redact.RunSecret
 	for _, n := range s.needle {
 		// What the sandbox holds of a value (its placeholder's kept
 		// prefix and punctuation) is not the value's to hide.
-		runs = append(runs, redact.RunSecret{Name: n.cred.Name, Value: []byte(n.real), Known: []byte(n.placeholder)})
+		rs := redact.RunSecret{Name: n.cred.Name, Value: []byte(n.real), Known: runKnown(n.real, n.placeholder)}
+		runs = append(runs, rs)
+		lowerRuns = append(lowerRuns, redact.RunSecret{Name: rs.Name, Value: bytes.ToLower(rs.Value), Known: bytes.ToLower(rs.Known)})
 	}
-	s.runs = redact.NewRuns(runs)
+	s.runs, s.lowerRuns = redact.NewRuns(runs), redact.NewRuns(lowerRuns)
 	if len(secrets) > 0 {
 		red, err := redact.NewOptions(secrets, redact.Options{AllowShort: true})
 		if err != nil {
@@ -253,6 +259,20 @@ func New(opts Options) (*Set, error) {
 		}
 	}
 	return s, nil
+}
+
+// runKnown is what the sandbox may know of real, for redact.Runs: its
+// placeholder's kept bytes, and, for a JWT, its header and claims, which
+// a fresh token of the same issuer and subject shares (a host's login or
+// refresh answer): only the signature makes the token.
+func runKnown(real, placeholder string) []byte {
+	known := []byte(placeholder)
+	if parts := strings.Split(real, "."); len(parts) == 3 && len(known) == len(real) {
+		if h, err := base64.RawURLEncoding.DecodeString(parts[0]); err == nil && json.Valid(h) {
+			copy(known, real[:len(parts[0])+1+len(parts[1])+1])
+		}
+	}
+	return known
 }
 
 func compile(c Credential) (*cred, error) {

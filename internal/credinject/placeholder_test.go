@@ -164,3 +164,22 @@ func TestPlaceholderKeepsNoRandomRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRunKnownJWT: of a JWT, only the signature is the value's own for
+// redact.Runs: a fresh token of the same issuer and subject (a login or
+// refresh answer) shares its header and claims, and passed as a mark.
+func TestRunKnownJWT(t *testing.T) {
+	real := "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImlzcyI6Imh0dHBzOi8vYXMuZXhhbXBsZSJ9.c2lnbmF0dXJlLW9mLXRoZS1yZWFsLXRva2VuLTAxMjM0NTY3"
+	ph, err := placeholderFor(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := runKnown(real, ph)
+	sig := strings.LastIndex(real, ".") + 1
+	if string(known[:sig]) != real[:sig] || string(known[sig:]) != ph[sig:] {
+		t.Errorf("runKnown = %q, want the header and claims of %q and the placeholder's signature %q", known, real, ph)
+	}
+	if got := runKnown("not.a.jwt", "xxx.x.xxx"); string(got) != "xxx.x.xxx" {
+		t.Errorf("runKnown of a value that is no JWT = %q, want the placeholder", got)
+	}
+}

@@ -471,6 +471,7 @@ func TestCutEchoAnywhereRedacted(t *testing.T) {
 		b, _ := strconv.Atoi(q.Get("b"))
 		tok := r.Header.Get("Authorization")[a:b]
 		w.Header().Set("X-Echo", tok)
+		w.Header().Set("X-"+tok, "in the name") // re-cased on the way
 		fmt.Fprintf(w, `[{"title":"%s","state":"open"}]`, tok)
 	})
 	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
@@ -501,6 +502,9 @@ func TestCutEchoAnywhereRedacted(t *testing.T) {
 		}
 		if code != 200 || body != want || hdr.Get("X-Echo") != wantHdr {
 			t.Errorf("echo of value[%d:%d]: status %d %q, X-Echo %q; want %q, %q", tc.a, tc.b, code, body, hdr.Get("X-Echo"), want, wantHdr)
+		}
+		if named := hdr.Get("X-"+realA[tc.a:tc.b]) != ""; named == tc.marked {
+			t.Errorf("echo of value[%d:%d] in a header name: kept %v, want %v", tc.a, tc.b, named, !tc.marked)
 		}
 	}
 }
@@ -721,8 +725,11 @@ func TestStreamingResponseNotHeldBack(t *testing.T) {
 		}
 		io.WriteString(w, "data: second\n\n")
 	})
+	// A value with line breaks (a PEM key) in the set: the event's closing
+	// blank line is the sandbox's to know, and not held back either.
 	r := startRig(t, pool(u), []egress.Rule{{Host: "127.0.0.1", Ports: []int{u.port}}},
-		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
+		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"},
+		Credential{Name: "KEY", Value: "-----BEGIN KEY-----\nMIIEowIBAAKCAQEAx0123456789abcdefghij\n-----END KEY-----\n", Hosts: []string{u.hostPort()}, Body: true})
 	for _, h2 := range []bool{false, true} {
 		resp, err := r.client(t, nil, h2).Get("https://" + u.hostPort() + "/events")
 		if err != nil {
@@ -730,13 +737,15 @@ func TestStreamingResponseNotHeldBack(t *testing.T) {
 		}
 		got := make(chan string, 1)
 		go func() {
-			line, _ := bufio.NewReader(resp.Body).ReadString('\n')
-			got <- line
+			br := bufio.NewReader(resp.Body)
+			line, _ := br.ReadString('\n')
+			blank, _ := br.ReadString('\n')
+			got <- line + blank
 		}()
 		select {
 		case line := <-got:
-			if line != "data: {\"n\":1}\n" {
-				t.Errorf("h2=%v: first line %q", h2, line)
+			if line != "data: {\"n\":1}\n\n" {
+				t.Errorf("h2=%v: first event %q", h2, line)
 			}
 		case <-time.After(3 * time.Second):
 			t.Errorf("h2=%v: the first event was held back", h2)

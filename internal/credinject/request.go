@@ -365,5 +365,5 @@ func (s *Set) inName(name string) bool {
 			return true
 		}
 	}
-	return false
+	return s.lowerRuns.String(name) != name // a run of a value
 }

@@ -35,8 +35,8 @@
 //
 // Runs, apart from Redactor, catches what a host does to a value it
 // stores or quotes: any run of the value's raw bytes that holds at least a
-// quarter of its secret bytes (a value cut short, without its start, a
-// slice of its middle), anywhere in the text.
+// quarter of its secret bytes, or 16 (a value cut short, without its
+// start, a slice of its middle), anywhere in the text.
 //
 // # What it cannot catch
 //

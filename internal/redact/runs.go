@@ -1,6 +1,9 @@
 package redact
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // RunSecret is a value whose cut-short or shifted echoes Runs replaces.
 type RunSecret struct {
@@ -14,12 +17,13 @@ type RunSecret struct {
 
 // Runs replaces runs of a value's own bytes — any stretch of the text
 // equal to a stretch of the value — that hold at least a quarter of its
-// secret bytes (at least minRunSecret of them), with [REDACTED:NAME].
+// secret bytes (at least minRunSecret, at most maxRunSecret of them), with
+// [REDACTED:NAME].
 // Redactor catches a value whole, in its encoded forms; Runs catches what
 // a host does to a value it stores or quotes: cut it short, drop its
-// start, show a middle slice. A reader that gets a run learns it, but no
-// more than a quarter of the value at the start and at the end each, and
-// must guess the rest. Runs looks at raw bytes only, line breaks
+// start, show a middle slice. A reader that gets a shorter run learns it,
+// but no more than that at the start and at the end each, and must guess
+// the rest. Runs looks at raw bytes only, line breaks
 // included, and is plain data like the rest of the package.
 type Runs struct {
 	secrets []runSecret
@@ -47,6 +51,10 @@ const (
 	// minRunSecret is the fewest secret bytes a run must hold: fewer
 	// appear in ordinary text by chance.
 	minRunSecret = 6
+	// maxRunSecret caps a long value's quarter: a quarter of a PEM key
+	// holds a whole CRT exponent, which factors the modulus. Sixteen
+	// random bytes of a key or token do not appear by chance.
+	maxRunSecret = 16
 )
 
 // NewRuns returns the Runs of secrets; nil if none has a run to find (a
@@ -63,7 +71,7 @@ func NewRuns(secrets []RunSecret) *Runs {
 			}
 		}
 		m := rs.secret[len(s.Value)]
-		rs.min = max(minRunSecret, (m+3)/4)
+		rs.min = min(max(minRunSecret, (m+3)/4), maxRunSecret)
 		if m < rs.min || len(s.Value) < runGram {
 			continue
 		}
@@ -100,12 +108,21 @@ type runSpan struct{ start, end, secret int }
 // spans returns the runs in text, in order, overlapping ones merged.
 func (r *Runs) spans(text []byte) []runSpan {
 	var out []runSpan
+	// done is where each diagonal (a secret, and text's offset less the
+	// value's) was extended to: a later gram on it is in that run already
+	// (without it, a long value echoed over and over cost its length at
+	// every step).
+	var done map[[2]int]int
 	for j := 0; j+runGram <= len(text); j += r.step {
 		g := runGramOf(text[j:])
 		if h := runGramHash(g); r.bits[h/64]&(1<<(h%64)) == 0 {
 			continue
 		}
 		for _, ref := range r.at[g] {
+			diag := [2]int{ref.secret, j - ref.off}
+			if e, ok := done[diag]; ok && j+runGram <= e {
+				continue
+			}
 			s := &r.secrets[ref.secret]
 			a, vo := j, ref.off
 			for a > 0 && vo > 0 && text[a-1] == s.value[vo-1] {
@@ -115,12 +132,18 @@ func (r *Runs) spans(text []byte) []runSpan {
 			for e < len(text) && ve < len(s.value) && text[e] == s.value[ve] {
 				e, ve = e+1, ve+1
 			}
+			if done == nil {
+				done = map[[2]int]int{}
+			}
+			done[diag] = e
 			if s.secret[ve]-s.secret[vo] >= s.min {
 				out = append(out, runSpan{a, e, ref.secret})
 			}
 		}
 	}
-	slices.SortFunc(out, func(x, y runSpan) int { return x.start - y.start })
+	// Stable marks: where runs of two secrets meet, the one that starts
+	// first names the mark, then the first secret.
+	slices.SortFunc(out, func(x, y runSpan) int { return cmp.Or(x.start-y.start, x.secret-y.secret) })
 	merged := out[:0]
 	for _, s := range out {
 		if n := len(merged); n > 0 && s.start < merged[n-1].end {
@@ -133,7 +156,10 @@ func (r *Runs) spans(text []byte) []runSpan {
 }
 
 // tail is the length of the longest suffix of text that is a stretch of
-// a value: what follows may make it a run.
+// a value: what follows may make it a run. Its first bytes the reader
+// knows (Known) are not counted: a run that goes on from them holds as
+// many secret bytes without them, and a stream whose values hold a line
+// break would otherwise hold back every event's closing blank line.
 func (r *Runs) tail(text []byte) int {
 	if len(text) == 0 {
 		return 0
@@ -146,6 +172,10 @@ func (r *Runs) tail(text []byte) int {
 			k := 1
 			for k <= min(o, end) && text[end-k] == s.value[o-k] {
 				k++
+			}
+			// text[end-k+1:] is value[o-k+1 : o+1]; drop its known start.
+			for k > 0 && s.secret[o-k+2] == s.secret[o-k+1] {
+				k--
 			}
 			best = max(best, k)
 		}
@@ -184,9 +214,11 @@ func (r *Runs) String(s string) string {
 	return string(r.Bytes([]byte(s)))
 }
 
-// RunStream replaces runs in a stream split into any pieces; its output
-// is Bytes of the whole stream. It holds back only the end of what it was
-// given that is a stretch of a value (a run may go on from it), and so
+// RunStream replaces runs in a stream split into any pieces; no run is
+// left in its output, which is Bytes of the whole stream but for bytes
+// the reader knows (Known) at a run's start, which may pass before its
+// mark. It holds back only the end of what it was given that is a
+// stretch of a value's secret bytes (a run may go on from it), and so
 // never an end that no value holds, as a streamed event's "\n\n".
 type RunStream struct {
 	r    *Runs
