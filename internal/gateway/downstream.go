@@ -506,7 +506,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		// The server may ask the client something on the way: a 2026
 		// client is asked through input_required results (mrtr.go), and
 		// policy runs once, on the first round.
-		raw, err = d.mrtrCall(ctx, "tools/call", p.Name, p.Arguments, p.RequestState, p.InputResponses, exec,
+		raw, err = d.mrtrCall(ctx, "tools/call", p.Name, p.Arguments, p.RequestState, p.InputResponses, b.u.info().Protocol >= ModernVersion, exec,
 			func(why string) { d.tellUnknown(p, b, tool, why) }) // audited
 	} else {
 		raw, err = exec(ctx)
@@ -561,7 +561,7 @@ func (d *downstream) forwardInput(ctx context.Context, b *bound, method, name st
 	if modernOf(ctx) == nil {
 		return d.forward(ctx, b, method, params)
 	}
-	raw, err := d.mrtrCall(ctx, method, name, args, state, responses, func(ctx context.Context) (json.RawMessage, error) {
+	raw, err := d.mrtrCall(ctx, method, name, args, state, responses, b.u.info().Protocol >= ModernVersion, func(ctx context.Context) (json.RawMessage, error) {
 		return d.call(ctx, b, method, params, d.gw.callTimeout(b.srv))
 	}, nil)
 	if err != nil {

@@ -35,7 +35,9 @@ import (
 // random key (HMAC-SHA256), bound to the client identity, the method, the
 // name called and the exact arguments, valid for one retry (its round) and
 // until it expires. A state that fails any of these is refused and the
-// parked call is not touched by it. The state holds no secret: it names the
+// parked call is not touched by it. Each state names the keys that signed
+// it: one of a 2026 server that names other keys (another mcpbox
+// upstream's) is the server's, and goes to it. The state holds no secret: it names the
 // parked call and the round; the call itself never leaves the gateway.
 
 // mrtrPrefix begins every requestState the gateway issues; a state without
@@ -57,11 +59,16 @@ const maxParked = 64
 // errMRTRExpired ends a parked call whose client did not come back.
 var errMRTRExpired = errors.New("the client did not answer the input request in time")
 
-// mrtrKeys are a gateway's requestState keys.
-type mrtrKeys struct{ key [32]byte }
+// mrtrKeys are a gateway's requestState keys. id names them in each
+// state: a state of this gateway's, tampered with, is told apart from
+// another mcpbox's upstream, whose states bear the same prefix.
+type mrtrKeys struct {
+	key [32]byte
+	id  string
+}
 
 func newMRTRKeys() *mrtrKeys {
-	k := &mrtrKeys{}
+	k := &mrtrKeys{id: strings.ToLower(rand.Text())[:10]}
 	rand.Read(k.key[:])
 	return k
 }
@@ -73,9 +80,11 @@ type stateClaims struct {
 	Agent   string `json:"a"`
 	Bind    string `json:"b"` // bindHash of method, name and arguments
 	Expires int64  `json:"e"` // unix seconds
+	Key     string `json:"k"` // mrtrKeys.id
 }
 
 func (k *mrtrKeys) sign(c stateClaims) string {
+	c.Key = k.id
 	payload, _ := json.Marshal(c)
 	m := hmac.New(sha256.New, k.key[:])
 	m.Write(payload)
@@ -110,6 +119,16 @@ func (k *mrtrKeys) verify(state string, now time.Time) (stateClaims, error) {
 		return stateClaims{}, errors.New("expired")
 	}
 	return c, nil
+}
+
+// foreign reports whether state, with this gateway's prefix, names other
+// keys than its own: another mcpbox's, upstream. One that names these
+// keys, or cannot be read, is this gateway's to verify (and refuse).
+func (k *mrtrKeys) foreign(state string) bool {
+	p64, _, _ := strings.Cut(strings.TrimPrefix(state, mrtrPrefix), ".")
+	payload, err := base64.RawURLEncoding.DecodeString(p64)
+	var c stateClaims
+	return err == nil && json.Unmarshal(payload, &c) == nil && c.Key != "" && c.Key != k.id
 }
 
 // bindHash binds a state to what was called: the method, the name (tool,
@@ -221,10 +240,15 @@ func cmpOr(a, b string) string {
 // call's raw result, or an input_required result while the call waits.
 // refused, if not nil, is told why (UnknownStateRefused,
 // UnknownTooManyWaiting) of a request refused before anything ran.
+// serverStates says that the server speaks 2026 and may issue states of
+// its own: one with this gateway's prefix that names other keys (another
+// mcpbox's, upstream) then goes to the server, as any state not the
+// gateway's does, rather than being refused. (Forged so, it starts the
+// call anew, policy and approvals included.)
 func (d *downstream) mrtrCall(ctx context.Context, method, name string, args json.RawMessage, state string, responses mcp.InputResponseMap,
-	exec func(context.Context) (json.RawMessage, error), refused func(why string)) (json.RawMessage, error) {
+	serverStates bool, exec func(context.Context) (json.RawMessage, error), refused func(why string)) (json.RawMessage, error) {
 	bind := bindHash(method, name, args)
-	if strings.HasPrefix(state, mrtrPrefix) {
+	if strings.HasPrefix(state, mrtrPrefix) && !(serverStates && d.gw.mrtr.foreign(state)) {
 		p, err := d.resume(state, bind, responses)
 		if err != nil {
 			if refused != nil {

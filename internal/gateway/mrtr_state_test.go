@@ -41,3 +41,26 @@ func TestRequestStateOneSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestStateForeign: a state naming another gateway's keys (an
+// mcpbox upstream) is foreign; this gateway's, tampered with or not, and
+// one that cannot be read are not: those it verifies, and refuses.
+func TestRequestStateForeign(t *testing.T) {
+	k, other := newMRTRKeys(), newMRTRKeys()
+	c := stateClaims{Call: "c1", Round: 1, Agent: "a", Bind: "b", Expires: time.Now().Add(time.Minute).Unix()}
+	own, theirs := k.sign(c), other.sign(c)
+	for _, tt := range []struct {
+		state   string
+		foreign bool
+	}{
+		{own, false},
+		{own[:len(own)-2] + "xx", false}, // its signature tampered with
+		{theirs, true},
+		{mrtrPrefix + "not base64!.x", false},
+		{mrtrPrefix, false},
+	} {
+		if got := k.foreign(tt.state); got != tt.foreign {
+			t.Errorf("foreign(%q) = %v, want %v", tt.state, got, tt.foreign)
+		}
+	}
+}

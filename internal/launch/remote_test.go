@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -264,5 +266,68 @@ func TestRemoteParamHeaders(t *testing.T) {
 		if got, _ := seen.Load().(string); got != want+"|"+gateway.ModernVersion {
 			t.Errorf("region %q: the remote saw Mcp-Param-Region|version %q, want %q", region, got, want+"|"+gateway.ModernVersion)
 		}
+	}
+}
+
+// TestRemoteMcpboxInputRequired: a 2026 client of a gateway whose remote
+// server is another mcpbox gets the remote's input_required rounds
+// through, and the retry with the remote's requestState reaches it. The
+// state bears mcpbox's prefix but the other gateway's signature: it was
+// refused as "not issued by this gateway" before.
+func TestRemoteMcpboxInputRequired(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		// Bounded: a question nobody answers (the test failing) must not
+		// hold the server, and its test's cleanup, for ever.
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "color?", RequestedSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"color": {Type: "string"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("answered ", res.Content["color"])}}}, nil, nil
+	})
+	log := slog.New(slog.DiscardHandler)
+	serve := func(gw *gateway.Gateway) string {
+		hs := httptest.NewUnstartedServer(nil)
+		h, err := gw.Handler(gateway.HTTPOptions{Addr: hs.Listener.Addr().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.Config.Handler = h
+		hs.Start()
+		t.Cleanup(hs.Close)
+		return hs.URL + gateway.EndpointPath
+	}
+	asker := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() {
+		asker.CloseClientConnections()
+		asker.Close()
+	})
+	back, err := gateway.New([]*gateway.Server{{Name: "asker", Launch: On(NewRemote(RemoteOptions{URL: asker.URL, Book: &redact.Book{}})), Allow: []string{"*"}}}, gateway.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { back.Close() })
+	front, err := gateway.New([]*gateway.Server{{Name: "back", Launch: On(NewRemote(RemoteOptions{URL: serve(back), Book: &redact.Book{}})), Allow: []string{"*"}}}, gateway.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "red"}}, nil
+		}})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serve(front)}, &mcp.ClientSessionOptions{ProtocolVersion: gateway.ModernVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
+	if err != nil || res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "answered red" {
+		t.Fatalf("ask through two gateways: %v %+v", err, res)
 	}
 }
