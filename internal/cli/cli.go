@@ -48,7 +48,7 @@ COMMANDS
 ADMIN (in a project they reach its running mcpbox serve instances;
 --all: every instance of yours; --config FILE or --state-dir DIR: that one's)
   logs       the audit log: filters, --follow, --json; logs verify
-  approvals  calls waiting for a human decision; approve ID, deny ID
+  approvals  calls waiting for a human decision (mcpbox approve ID, mcpbox deny ID)
   pin        record the servers' tool definitions in the config's lock file
   trust      show and accept changed tool definitions: trust SERVER[/TOOL]
   update     re-resolve a server's pinned image or package, show what changes, pin it

@@ -93,12 +93,17 @@ func TestParseHostPort(t *testing.T) {
 		{in: ":443", wantErr: true},
 		{in: "", wantErr: true},
 		{in: "a.*.com:443", wantErr: true},
+		{in: "http://127.0.0.2:18080/x", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := ParseHostPort(tt.in)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ParseHostPort(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			}
+			// A URL is named as one, not read as a bad IPv6 address.
+			if strings.Contains(tt.in, "://") && (err == nil || !strings.Contains(err.Error(), "not a URL (here: 127.0.0.2:18080)")) {
+				t.Errorf("ParseHostPort(%q) = %v, want it to say a URL is no host", tt.in, err)
 			}
 			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); !tt.wantErr && diff != "" {
 				t.Errorf("ParseHostPort(%q) mismatch (-want +got):\n%s", tt.in, diff)

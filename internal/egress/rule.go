@@ -168,6 +168,11 @@ func (r *rule) namesIP(ip netip.Addr) bool {
 // in Rule.Host (IPv6 in brackets when a port follows). Without a port the
 // rule allows ports 443 and 80.
 func ParseHostPort(s string) (Rule, error) {
+	if scheme, rest, ok := strings.Cut(s, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, ".:[") {
+		// A URL pasted for a host (its "//" read as an IPv6 address).
+		hostPort, _, _ := strings.Cut(rest, "/")
+		return Rule{}, fmt.Errorf("parsing host %q: want HOST[:PORT], not a URL (here: %s)", s, hostPort)
+	}
 	host, portStr := s, ""
 	if h, p, err := net.SplitHostPort(s); err == nil {
 		host, portStr = h, p
