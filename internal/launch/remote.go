@@ -202,10 +202,18 @@ func (c hintConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	switch st := c.post.status.Load(); {
 	case st == http.StatusUnauthorized || st == http.StatusForbidden:
 		return fmt.Errorf("%w%s", err, c.refused(st))
-	case c.transport && st >= 400 && st < 500:
+	case c.transport && st >= 400 && st < 500 && !isDiscover(m):
+		// Not for the 2026 probe, which a 2025 server refuses with 400.
 		return fmt.Errorf("%w (if it speaks the HTTP+SSE transport of 2024-11-05, it takes transport: sse, or auto)", err)
 	}
 	return err
+}
+
+// isDiscover reports whether m is the server/discover request with which
+// the gateway asks a server whether it speaks 2026.
+func isDiscover(m jsonrpc.Message) bool {
+	r, ok := m.(*jsonrpc.Request)
+	return ok && r.Method == "server/discover"
 }
 
 // refusedHint says, for a 401 or 403 of the server, which credentials it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -329,5 +330,29 @@ func TestRemoteMcpboxInputRequired(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask"})
 	if err != nil || res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "answered red" {
 		t.Fatalf("ask through two gateways: %v %+v", err, res)
+	}
+}
+
+// failingConn is a connection whose every write fails.
+type failingConn struct{ mcp.Connection }
+
+func (failingConn) Write(context.Context, jsonrpc.Message) error {
+	return errors.New("Bad Request: rejected by transport")
+}
+
+// TestHintNotForDiscover: a 400 to the 2026 probe (server/discover), as
+// every 2025 Streamable HTTP server answers it, gets no hint that the
+// server may speak the old HTTP+SSE transport; a 400 to initialize does.
+func TestHintNotForDiscover(t *testing.T) {
+	post := &firstStatus{}
+	post.status.Store(http.StatusBadRequest)
+	c := hintConn{failingConn{}, post, true, func(int32) string { return "" }}
+	discover, _ := jsonrpc.DecodeMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"server/discover"}`))
+	initialize, _ := jsonrpc.DecodeMessage([]byte(`{"jsonrpc":"2.0","id":2,"method":"initialize"}`))
+	if err := c.Write(context.Background(), discover); strings.Contains(err.Error(), "transport: sse") {
+		t.Errorf("the probe's 400: %v", err)
+	}
+	if err := c.Write(context.Background(), initialize); !strings.Contains(err.Error(), "transport: sse") {
+		t.Errorf("initialize's 400: %v, want the hint", err)
 	}
 }
