@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -106,19 +107,26 @@ type reauthorizer struct {
 	store  oauth.Store
 	do     func(ctx context.Context, store oauth.Store, ch oauth.Challenge, step bool) error
 
-	failed  time.Time // guarded by the transport's lock
-	lastErr error     // guarded by the transport's lock
+	// Guarded by the transport's lock: when the last try failed, why, and
+	// the grant it was made with (a hash of its access token).
+	failed     time.Time
+	lastErr    error
+	failedWith [sha256.Size]byte
 }
 
 func (r *reauthorizer) authorize(ctx context.Context, ch oauth.Challenge, step bool) error {
-	if _, err := r.store.Load(ctx, r.server); err != nil {
+	g, err := r.store.Load(ctx, r.server)
+	if err != nil {
 		return err // never logged in (or the record is unusable): mcpbox login
 	}
-	if !r.failed.IsZero() && time.Since(r.failed) < ReauthorizeBackoff {
+	held := sha256.Sum256([]byte(g.AccessToken))
+	// The backoff is for the grant that failed: a login since (mcpbox
+	// login, another connection's) is tried at once.
+	if !r.failed.IsZero() && time.Since(r.failed) < ReauthorizeBackoff && held == r.failedWith {
 		return r.lastErr
 	}
 	if err := r.do(ctx, r.store, ch, step); err != nil {
-		r.failed, r.lastErr = time.Now(), err
+		r.failed, r.lastErr, r.failedWith = time.Now(), err, held
 		return err
 	}
 	r.failed, r.lastErr = time.Time{}, nil

@@ -189,6 +189,16 @@ func TestReauthorizer(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("after the backoff: %d tries, want 2", n)
 	}
+	// A login since the failure (a new grant) is tried at once: the
+	// backoff held it back for a minute before.
+	g.AccessToken = "tok-after-a-new-login"
+	if err := store.Save(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	r.authorize(ctx, oauth.Challenge{}, false)
+	if n := calls.Load(); n != 3 {
+		t.Errorf("after a new login within the backoff: %d tries, want 3", n)
+	}
 }
 
 // The store a remote connection's transport gets (bookStore around the
