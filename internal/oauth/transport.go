@@ -241,8 +241,18 @@ func (t *Transport) grant(ctx context.Context, stale string) (*Grant, error) {
 		// that a holder of the grant outside the lock spent.
 		var oe *oauthError
 		if errors.As(err, &oe) {
-			if ng, lerr := t.load(ctx); lerr == nil && ng.RefreshToken != spent && !t.refreshing(ng, stale) {
+			ng, lerr := t.load(ctx)
+			if lerr == nil && ng.RefreshToken != spent && !t.refreshing(ng, stale) {
 				return ng, nil
+			}
+			if lerr == nil && ng.RefreshToken == spent && oe.Code == "invalid_grant" {
+				// Dead (revoked, expired, spent elsewhere): kept, it read as
+				// "refreshed at next use" in mcpbox login --status. The
+				// access token stays for its own expiry.
+				ng.RefreshToken = ""
+				if serr := t.Store.Save(ctx, ng); serr != nil {
+					return nil, errors.Join(err, serr)
+				}
 			}
 		}
 		return nil, err

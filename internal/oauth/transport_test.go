@@ -156,6 +156,11 @@ func TestTransportRefresh(t *testing.T) {
 		if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), g.AccessToken) {
 			t.Errorf("error carries a token: %v", err)
 		}
+		// The dead refresh token is dropped: the grant no longer reads as
+		// refreshable (mcpbox login --status said "refreshed at next use").
+		if g2, err := store.Load(ctx, rs.url); err != nil || g2.RefreshToken != "" || g2.AccessToken != g.AccessToken {
+			t.Errorf("after invalid_grant the store holds refresh token %q, access token kept %v (%v)", g2.RefreshToken, g2.AccessToken == g.AccessToken, err)
+		}
 	})
 }
 
