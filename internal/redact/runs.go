@@ -238,8 +238,8 @@ func (s *RunStream) Write(p []byte) []byte {
 	}
 	s.buf = append(s.buf[:s.held], p...)
 	// A run that reaches past the cut is held whole: it may end in the
-	// next piece (one that reaches the end of buf is no longer than the
-	// tail, so it begins at the cut or after).
+	// next piece. (A stretch shorter than a run that reaches the end of
+	// buf begins at the cut, but for the bytes the reader knows.)
 	cut := len(s.buf) - s.r.tail(s.buf)
 	if cut == 0 {
 		s.held = len(s.buf)
