@@ -14,7 +14,8 @@ import (
 // decisions of the serve instances on stateDir; while none runs there,
 // the decisions remembered for always, which the next serve would honour
 // (guard.RememberedAt), so that they can be seen without starting it,
-// with a note on stderr that says so (also when there are none).
+// with a note on stderr that says so (also when there are none). A
+// state dir that does not exist is the error that no serve runs there.
 func Approvals(stateDir string, stderr io.Writer) (admin.Approvals, error) {
 	r, err := admin.Client{StateDir: stateDir}.Approvals()
 	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs {
@@ -23,6 +24,9 @@ func Approvals(stateDir string, stderr io.Writer) (admin.Approvals, error) {
 	// With no serve, nothing waits: the answer is the decisions kept for
 	// always, and success whether or not there are any (a script reads
 	// the same exit status for "none pending" with or without a serve).
+	if _, serr := os.Stat(stateDir); serr != nil {
+		return r, err // no such state dir (a typo): not an answer
+	}
 	rem, oerr := guard.RememberedAt(stateDir)
 	if oerr != nil {
 		return r, errors.Join(err, oerr)
