@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -52,22 +51,10 @@ func sseServer(t *testing.T, want string) (*httptest.Server, *atomic.Int32) {
 // sseCall calls ping through a gateway over the remote backend l.
 func sseCall(t *testing.T, l *Remote) (string, error) {
 	t.Helper()
-	gw, err := gateway.New([]*gateway.Server{{Name: "legacy", Launch: On(l), Allow: []string{"*"}}}, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	gwHTTP := httptest.NewUnstartedServer(nil)
-	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwHTTP.Config.Handler = h
-	gwHTTP.Start()
-	defer gwHTTP.Close()
+	url := serveGateway(t, "legacy", l, gateway.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {
 		return "", err
 	}

@@ -35,26 +35,12 @@ func TestRemoteServer(t *testing.T) {
 
 	book := &redact.Book{}
 	l := NewRemote(RemoteOptions{URL: hs.URL, Headers: map[string]string{"Authorization": "env:MCPBOX_TEST_REMOTE_TOKEN"}, Book: book})
-	log := slog.New(slog.DiscardHandler)
 	// The gateway's filter redacts with the book, as the wiring sets it.
-	opts := gateway.Options{Logger: log, Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}}
-	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: On(l), Allow: []string{"*"}}}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	gwHTTP := httptest.NewUnstartedServer(nil)
-	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwHTTP.Config.Handler = h
-	gwHTTP.Start()
-	defer gwHTTP.Close()
+	url := serveGateway(t, "remote", l, gateway.Options{Hooks: gateway.Hooks{Filter: func(_ string, raw []byte) []byte { return book.JSON(raw) }}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if got := callPing(t, ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}); got != "pong [REDACTED:Authorization]" {
+	if got := callPing(t, ctx, &mcp.StreamableClientTransport{Endpoint: url}); got != "pong [REDACTED:Authorization]" {
 		t.Fatalf("got %q", got)
 	}
 	if n := refused.Load(); n != 0 {
@@ -99,6 +85,32 @@ func callPing(t *testing.T, ctx context.Context, tr mcp.Transport) string {
 		t.Fatal(err)
 	}
 	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// serveGateway serves a gateway of one server, name over l, over HTTP
+// for the test, with opts, and returns its endpoint's URL.
+func serveGateway(t *testing.T, name string, l Backend, opts gateway.Options) string {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	gw, err := gateway.New([]*gateway.Server{{Name: name, Launch: On(l), Allow: []string{"*"}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(nil)
+	h, err := gw.Handler(gateway.HTTPOptions{Addr: hs.Listener.Addr().String()})
+	if err != nil {
+		gw.Close()
+		t.Fatal(err)
+	}
+	hs.Config.Handler = h
+	hs.Start()
+	t.Cleanup(func() {
+		hs.Close()
+		gw.Close()
+	})
+	return hs.URL + gateway.EndpointPath
 }
 
 // TestHeaderTransportVersion: once the gateway's initialize has agreed on
@@ -229,24 +241,11 @@ func TestRemoteParamHeaders(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 
-	l := NewRemote(RemoteOptions{URL: hs.URL, Book: &redact.Book{}})
-	gw, err := gateway.New([]*gateway.Server{{Name: "remote", Launch: On(l), Allow: []string{"*"}}}, gateway.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	gwHTTP := httptest.NewUnstartedServer(nil)
-	h, err := gw.Handler(gateway.HTTPOptions{Addr: gwHTTP.Listener.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwHTTP.Config.Handler = h
-	gwHTTP.Start()
-	defer gwHTTP.Close()
+	url := serveGateway(t, "remote", NewRemote(RemoteOptions{URL: hs.URL, Book: &redact.Book{}}), gateway.Options{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gwHTTP.URL + gateway.EndpointPath}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,33 +287,13 @@ func TestRemoteMcpboxInputRequired(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint("answered ", res.Content["color"])}}}, nil, nil
 	})
-	log := slog.New(slog.DiscardHandler)
-	serve := func(gw *gateway.Gateway) string {
-		hs := httptest.NewUnstartedServer(nil)
-		h, err := gw.Handler(gateway.HTTPOptions{Addr: hs.Listener.Addr().String()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs.Config.Handler = h
-		hs.Start()
-		t.Cleanup(hs.Close)
-		return hs.URL + gateway.EndpointPath
-	}
 	asker := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(func() {
 		asker.CloseClientConnections()
 		asker.Close()
 	})
-	back, err := gateway.New([]*gateway.Server{{Name: "asker", Launch: On(NewRemote(RemoteOptions{URL: asker.URL, Book: &redact.Book{}})), Allow: []string{"*"}}}, gateway.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { back.Close() })
-	front, err := gateway.New([]*gateway.Server{{Name: "back", Launch: On(NewRemote(RemoteOptions{URL: serve(back), Book: &redact.Book{}})), Allow: []string{"*"}}}, gateway.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close() })
+	back := serveGateway(t, "asker", NewRemote(RemoteOptions{URL: asker.URL, Book: &redact.Book{}}), gateway.Options{})
+	front := serveGateway(t, "back", NewRemote(RemoteOptions{URL: back, Book: &redact.Book{}}), gateway.Options{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -322,7 +301,7 @@ func TestRemoteMcpboxInputRequired(t *testing.T) {
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "red"}}, nil
 		}})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serve(front)}, &mcp.ClientSessionOptions{ProtocolVersion: gateway.ModernVersion})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: front}, &mcp.ClientSessionOptions{ProtocolVersion: gateway.ModernVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
