@@ -231,10 +231,19 @@ type RunStream struct {
 func (r *Runs) Stream() *RunStream { return &RunStream{r: r} }
 
 // Write takes the next piece and returns what is ready to pass on, valid
-// until the next call.
+// until the next call; it may be p itself.
 func (s *RunStream) Write(p []byte) []byte {
 	if s.r == nil {
 		return p
+	}
+	if s.held == 0 {
+		// Nothing held and no run in p, a bulk download's usual piece:
+		// passed on in place, but for its tail.
+		if cut := len(p) - s.r.tail(p); len(s.r.spans(p)) == 0 {
+			s.buf = append(s.buf[:0], p[cut:]...)
+			s.held = len(s.buf)
+			return p[:cut]
+		}
 	}
 	s.buf = append(s.buf[:s.held], p...)
 	// A run that reaches past the cut is held whole: it may end in the
