@@ -238,11 +238,11 @@ func New(opts Options) (*Set, error) {
 	}
 	var runs, lowerRuns []redact.RunSecret
 	for _, n := range s.needle {
-		// What the sandbox holds of a value (its placeholder's kept
-		// prefix and punctuation) is not the value's to hide.
+		// What the sandbox knows of a value (its placeholder's kept
+		// prefix and punctuation) is not the value's to hide (runKnown).
 		rs := redact.RunSecret{Name: n.cred.Name, Value: []byte(n.real), Known: runKnown(n.real, n.placeholder)}
 		runs = append(runs, rs)
-		lowerRuns = append(lowerRuns, redact.RunSecret{Name: rs.Name, Value: bytes.ToLower(rs.Value), Known: bytes.ToLower(rs.Known)})
+		lowerRuns = append(lowerRuns, redact.RunSecret{Name: rs.Name, Value: asciiLower(rs.Value), Known: asciiLower(rs.Known)})
 	}
 	s.runs, s.lowerRuns = redact.NewRuns(runs), redact.NewRuns(lowerRuns)
 	if len(secrets) > 0 {
@@ -261,19 +261,45 @@ func New(opts Options) (*Set, error) {
 	return s, nil
 }
 
-// runKnown is what the sandbox may know of real, for redact.Runs: its
-// placeholder's kept bytes, and, for a JWT, its header and claims, which
-// a fresh token of the same issuer and subject shares (a host's login or
-// refresh answer): only the signature makes the token.
+// runKnown is what the sandbox may know of real, for redact.Runs: the
+// bytes its placeholder keeps by construction (a known prefix, the
+// punctuation), and, for a JWT, its header and claims, which a fresh
+// token of the same issuer and subject shares (a host's login or refresh
+// answer): only the signature makes the token. A letter or digit the
+// random placeholder shares with the value by chance is the value's: the
+// sandbox cannot tell which those are (counted as known, they let a run
+// of a quarter of the value pass). Each other byte is real's with its
+// bits flipped, which never equals it.
 func runKnown(real, placeholder string) []byte {
-	known := []byte(placeholder)
-	if parts := strings.Split(real, "."); len(parts) == 3 && len(known) == len(real) {
+	known := []byte(real)
+	keep := prefixLen(real)
+	for i := range known {
+		kept := i < keep || !isAlnum(real[i])
+		if !kept || i >= len(placeholder) || placeholder[i] != real[i] {
+			known[i] ^= 0xff
+		}
+	}
+	if parts := strings.Split(real, "."); len(parts) == 3 {
 		if h, err := base64.RawURLEncoding.DecodeString(parts[0]); err == nil && json.Valid(h) {
 			copy(known, real[:len(parts[0])+1+len(parts[1])+1])
 		}
 	}
 	return known
 }
+
+// asciiLower is b with A-Z in lower case and every other byte as it is
+// (bytes.ToLower would turn a byte that is no UTF-8 into three).
+func asciiLower(b []byte) []byte {
+	out := bytes.Clone(b)
+	for i, c := range out {
+		if c >= 'A' && c <= 'Z' {
+			out[i] = c + 'a' - 'A'
+		}
+	}
+	return out
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 func compile(c Credential) (*cred, error) {
 	if c.Name == "" {

@@ -478,9 +478,9 @@ func TestCutEchoAnywhereRedacted(t *testing.T) {
 		Credential{Name: "GH", Value: realA, Hosts: []string{u.hostPort()}, Header: "Authorization"})
 	ph, _ := r.set.Placeholder("GH")
 	c := r.client(t, nil, false)
-	// realA is ghp_ (the placeholder's too) and 36 secret bytes: runs of
-	// 9 or more of them are the mark (a byte the random placeholder
-	// happens to share does not count: the margins allow for a few).
+	// realA is ghp_ (the placeholder's too) and 37 secret bytes: runs of
+	// 10 or more of them are the mark, whatever bytes the random
+	// placeholder happens to share with it.
 	for _, tc := range []struct {
 		a, b   int
 		marked bool
@@ -488,8 +488,10 @@ func TestCutEchoAnywhereRedacted(t *testing.T) {
 		{4, len(realA), true}, // the start dropped
 		{0, 30, true},         // cut short
 		{10, 25, true},        // a middle slice
-		{10, 17, false},
-		{0, 11, false}, // ghp_ and 7 secret bytes
+		{10, 20, true},
+		{10, 19, false},
+		{0, 13, false}, // ghp_ and 9 secret bytes
+		{0, 14, true},
 	} {
 		req := newReq(t, "GET", fmt.Sprintf("https://%s/?a=%d&b=%d", u.hostPort(), tc.a, tc.b), nil)
 		req.Header.Set("Authorization", ph)
