@@ -299,7 +299,9 @@ func asciiLower(b []byte) []byte {
 	return out
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func compile(c Credential) (*cred, error) {
 	if c.Name == "" {
