@@ -94,6 +94,9 @@ func TestParseHostPort(t *testing.T) {
 		{in: "", wantErr: true},
 		{in: "a.*.com:443", wantErr: true},
 		{in: "http://127.0.0.2:18080/x", wantErr: true},
+		{in: "example.com:", wantErr: true},
+		{in: "fd00::", want: Rule{Host: "fd00::"}},
+		{in: "example.com:443/path", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

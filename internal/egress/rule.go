@@ -173,15 +173,21 @@ func ParseHostPort(s string) (Rule, error) {
 		hostPort, _, _ := strings.Cut(rest, "/")
 		return Rule{}, fmt.Errorf("parsing host %q: want HOST[:PORT], not a URL (here: %s)", s, hostPort)
 	}
-	host, portStr := s, ""
+	host, portStr, split := s, "", false
 	if h, p, err := net.SplitHostPort(s); err == nil {
-		host, portStr = h, p
+		host, portStr, split = h, p, true
 	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
 		host = s[1 : len(s)-1]
 	} else if strings.Count(s, ":") == 1 {
 		return Rule{}, fmt.Errorf("parsing host %q: %w", s, err)
 	}
 	r := Rule{Host: host}
+	switch {
+	case split && portStr == "":
+		return Rule{}, fmt.Errorf("parsing host %q: empty port (HOST alone allows 443 and 80)", s)
+	case strings.Contains(portStr, "/"):
+		return Rule{}, fmt.Errorf("parsing host %q: want HOST[:PORT], not a URL path", s)
+	}
 	if portStr != "" {
 		p, err := strconv.Atoi(portStr)
 		if err != nil {
