@@ -51,6 +51,9 @@ const (
 	// minRunSecret is the fewest secret bytes a run must hold: fewer
 	// appear in ordinary text by chance.
 	minRunSecret = 6
+	// memoRun is the length past which spans remembers a diagonal it
+	// extended.
+	memoRun = 64
 	// maxRunSecret caps a long value's quarter: a quarter of a PEM key
 	// holds a whole CRT exponent, which factors the modulus. Sixteen
 	// random bytes of a key or token do not appear by chance.
@@ -120,7 +123,7 @@ func (r *Runs) spans(text []byte) []runSpan {
 		}
 		for _, ref := range r.at[g] {
 			diag := [2]int{ref.secret, j - ref.off}
-			if e, ok := done[diag]; ok && j+runGram <= e {
+			if e, ok := done[diag]; done != nil && ok && j+runGram <= e {
 				continue
 			}
 			s := &r.secrets[ref.secret]
@@ -132,10 +135,12 @@ func (r *Runs) spans(text []byte) []runSpan {
 			for e < len(text) && ve < len(s.value) && text[e] == s.value[ve] {
 				e, ve = e+1, ve+1
 			}
-			if done == nil {
-				done = map[[2]int]int{}
+			if e-a > memoRun { // a short one costs less to extend again
+				if done == nil {
+					done = map[[2]int]int{}
+				}
+				done[diag] = e
 			}
-			done[diag] = e
 			if s.secret[ve]-s.secret[vo] >= s.min {
 				out = append(out, runSpan{a, e, ref.secret})
 			}
