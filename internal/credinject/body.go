@@ -221,14 +221,30 @@ func newRunsBody(src io.ReadCloser, runs *redact.Runs) io.ReadCloser {
 	return &runsBody{src: src, s: runs.Stream(), buf: make([]byte, 64<<10)}
 }
 
+// Read passes the body on. With nothing ready and a p at least a buffer
+// long, it reads into p, and what has no run in it is returned in place:
+// a bulk download is not copied here.
 func (b *runsBody) Read(p []byte) (int, error) {
 	for len(b.out) == 0 {
 		if b.done {
 			return 0, io.EOF
 		}
-		n, err := b.src.Read(b.buf)
+		buf, direct := b.buf, len(p) >= len(b.buf)
+		if direct {
+			buf = p[:len(b.buf)]
+		}
+		n, err := b.src.Read(buf)
+		inPlace := 0
 		if n > 0 {
-			b.out = b.s.Write(b.buf[:n])
+			out := b.s.Write(buf[:n]) // buf[:k] itself, or a copy with marks
+			switch {
+			case direct && len(out) > 0 && &out[0] == &buf[0]:
+				inPlace = len(out)
+			case direct:
+				b.out = append(b.buf[:0], out...) // b.buf is free: p was read into
+			default:
+				b.out = out
+			}
 		}
 		switch {
 		case err == io.EOF:
@@ -236,6 +252,9 @@ func (b *runsBody) Read(p []byte) (int, error) {
 			b.done = true
 		case err != nil:
 			return 0, err // what is held back is dropped, never sent
+		}
+		if inPlace > 0 {
+			return inPlace, nil
 		}
 	}
 	n := copy(p, b.out)
