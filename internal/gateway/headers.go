@@ -93,16 +93,10 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 	if i < 0 {
 		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q is not in its server's tool list", name)
 	}
-	def := l.items[i]
-	var schema struct {
-		InputSchema struct {
-			Properties map[string]headerProp `json:"properties"`
-		} `json:"inputSchema"`
-	}
-	if json.Unmarshal(def.Raw, &schema) != nil {
+	hps, err := toolParamHeaders(l.items[i].Raw)
+	if err != nil {
 		return fmt.Errorf("cannot check the Mcp-Param headers: the input schema of tool %q cannot be read", name)
 	}
-	hps := paramHeaders(schema.InputSchema.Properties, nil)
 	if len(hps) == 0 {
 		return nil
 	}
@@ -254,17 +248,13 @@ func withParamHeaders(ctx context.Context, b *bound, params map[string]any) cont
 	if i < 0 || !bytes.Contains(l.items[i].Raw, []byte("x-mcp-header")) {
 		return ctx
 	}
-	var schema struct {
-		InputSchema struct {
-			Properties map[string]headerProp `json:"properties"`
-		} `json:"inputSchema"`
-	}
+	hps, err := toolParamHeaders(l.items[i].Raw)
 	var argm map[string]json.RawMessage
-	if json.Unmarshal(l.items[i].Raw, &schema) != nil || json.Unmarshal(args, &argm) != nil {
+	if err != nil || json.Unmarshal(args, &argm) != nil {
 		return ctx
 	}
 	h := map[string]string{}
-	for _, hp := range paramHeaders(schema.InputSchema.Properties, nil) {
+	for _, hp := range hps {
 		arg, present := lookupArg(argm, hp.path)
 		if !present || string(arg) == "null" {
 			continue
@@ -289,6 +279,20 @@ func encodeParamHeader(s string) string {
 		return s
 	}
 	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+}
+
+// toolParamHeaders are the x-mcp-header annotations of a tool
+// definition's input schema (paramHeaders).
+func toolParamHeaders(def json.RawMessage) ([]paramHeader, error) {
+	var schema struct {
+		InputSchema struct {
+			Properties map[string]headerProp `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if err := json.Unmarshal(def, &schema); err != nil {
+		return nil, err
+	}
+	return paramHeaders(schema.InputSchema.Properties, nil), nil
 }
 
 // headerProp is what checkParamHeaders reads of a schema property.
