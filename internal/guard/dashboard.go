@@ -37,6 +37,11 @@ func (g *Guard) WebAdmin(gw *gateway.Gateway) admin.Backend {
 
 type webBackend struct{ adminBackend }
 
+// otherInstances reaches the state dir's serve instances but this one.
+func (g *Guard) otherInstances() admin.Client {
+	return admin.Client{StateDir: g.dir, Self: os.Getpid()}
+}
+
 // Approvals are this instance's pending requests and those waiting at
 // the state dir's other instances (each with its Where): a stdio
 // client's call waits at its own serve, whose dashboard nobody may have
@@ -56,7 +61,7 @@ func (w webBackend) Decide(id string, d approval.Decision) error {
 	}
 	err := w.g.Broker().Decide(id, d)
 	if errors.Is(err, approval.ErrElsewhere) {
-		_, err = admin.Client{StateDir: w.g.dir, Self: os.Getpid()}.DecideFor(id, d.Allow, d.Scope, config.ChannelWeb, d.By)
+		_, err = w.g.otherInstances().DecideFor(id, d.Allow, d.Scope, config.ChannelWeb, d.By)
 		w.g.others.decided(id)
 	}
 	return err
@@ -72,7 +77,7 @@ func (w webBackend) Trust(server, key, by string, hashes []string) ([]admin.PinC
 	if err != nil {
 		return nil, err
 	}
-	if err := (admin.Client{StateDir: w.g.dir, Self: os.Getpid()}).Reload(); err != nil && !errors.Is(err, admin.ErrNoInstance) {
+	if err := w.g.otherInstances().Reload(); err != nil && !errors.Is(err, admin.ErrNoInstance) {
 		w.g.log.Warn("telling the other instances of the state dir to read the trusted pins", "err", err)
 	}
 	return changes, nil
@@ -116,7 +121,7 @@ func (g *Guard) othersPending() []approval.Request {
 	}
 	c.refreshing = true
 	read := func() {
-		a, _ := admin.Client{StateDir: g.dir, Self: os.Getpid()}.Approvals() // none running: none
+		a, _ := g.otherInstances().Approvals() // none running: none
 		var pending []approval.Request
 		for _, p := range a.Pending {
 			p.Where = a.Where[p.ID]
