@@ -800,6 +800,28 @@ func TestModernApprovalStateRefused(t *testing.T) {
 	}
 }
 
+// TestModernForeignStateAskedAgain: a requestState naming another
+// gateway's keys is a 2026 server's own and goes to it (an mcpbox
+// upstream's); forged so to dodge this gateway's check, it only starts
+// the call anew: the approval is asked again and nothing runs.
+func TestModernForeignStateAskedAgain(t *testing.T) {
+	url, _, ran := approvalGateway(t)
+	res, rerr := modernCall(t, url, "", "a__echo", `{"text":"safe"}`, "")
+	if rerr != nil || res["resultType"] != "input_required" {
+		t.Fatalf("first round: %v %v", res, rerr)
+	}
+	var key string
+	for k := range res["inputRequests"].(map[string]any) {
+		key = k
+	}
+	forged, _ := json.Marshal(newMRTRKeys().sign(stateClaims{Call: "c1", Round: 1, Bind: bindHash("tools/call", "a__echo", json.RawMessage(`{"text":"safe"}`)), Expires: time.Now().Add(time.Hour).Unix()}))
+	allow := `,"inputResponses":{"` + key + `":{"action":"accept","content":{"decision":"allow"}}},"requestState":` + string(forged)
+	res, rerr = modernCall(t, url, "", "a__echo", `{"text":"safe"}`, allow)
+	if rerr != nil || res["resultType"] != "input_required" || ran.Load() != 0 {
+		t.Fatalf("a forged foreign state: result %v error %v, ran %d; want the approval asked again and nothing run", res, rerr, ran.Load())
+	}
+}
+
 // TestModernOrdering: a 2026 client gets each server's list in name
 // order whatever order the server lists in; a legacy client gets the
 // server's order, as before. The server here answers no server/discover,
