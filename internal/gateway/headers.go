@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -92,6 +93,11 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 	i := slices.IndexFunc(l.items, func(it Item) bool { return it.Key == tool })
 	if i < 0 {
 		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q is not in its server's tool list", name)
+	}
+	// A tool left out of the client's list for its annotations
+	// (clientTool) is not called by guess either.
+	if f := paramHeaderFault(l.items[i].Raw); f != "" {
+		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q: %s", name, f)
 	}
 	hps, err := toolParamHeaders(l.items[i].Raw)
 	if err != nil {
@@ -297,8 +303,85 @@ func toolParamHeaders(def json.RawMessage) ([]paramHeader, error) {
 
 // headerProp is what checkParamHeaders reads of a schema property.
 type headerProp struct {
-	XMCPHeader string                `json:"x-mcp-header"`
+	Type       json.RawMessage       `json:"type"`
+	XMCPHeader json.RawMessage       `json:"x-mcp-header"`
 	Properties map[string]headerProp `json:"properties"`
+}
+
+// UnmarshalJSON reads what it can: a property that is not an object (a
+// boolean schema) or a "properties" that is not one has no annotations
+// of its own, and does not make the whole schema unreadable.
+func (p *headerProp) UnmarshalJSON(b []byte) error {
+	var f struct {
+		Type       json.RawMessage `json:"type"`
+		XMCPHeader json.RawMessage `json:"x-mcp-header"`
+		Properties json.RawMessage `json:"properties"`
+	}
+	*p = headerProp{}
+	if json.Unmarshal(b, &f) != nil {
+		return nil
+	}
+	p.Type, p.XMCPHeader = f.Type, f.XMCPHeader
+	_ = json.Unmarshal(f.Properties, &p.Properties)
+	return nil
+}
+
+// header is the property's x-mcp-header annotation, "" if it has none
+// or one that is not a string.
+func (p headerProp) header() string {
+	var h string
+	_ = json.Unmarshal(p.XMCPHeader, &h)
+	return h
+}
+
+// paramHeaderFault says what is wrong with a tool definition's
+// x-mcp-header annotations, "" if nothing is. A server's tool with such
+// annotations is left out of the list clients get (clientTool), as
+// SEP-2243 asks of a client and the go-sdk's does: its header could not
+// be written (a name outside HTTP's token characters), two arguments
+// would claim one header, or a header could not mirror its argument (not
+// a string, integer or boolean).
+func paramHeaderFault(def json.RawMessage) string {
+	var schema struct {
+		InputSchema struct {
+			Properties map[string]headerProp `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if json.Unmarshal(def, &schema) != nil {
+		return "its input schema cannot be read"
+	}
+	return headerFault(schema.InputSchema.Properties, "", map[string]bool{})
+}
+
+func headerFault(props map[string]headerProp, prefix string, seen map[string]bool) string {
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		p, path := props[name], prefix+name
+		if p.XMCPHeader != nil {
+			h := p.header()
+			if h == "" || strings.ContainsFunc(h, func(r rune) bool { return !isTokenChar(r) }) {
+				return fmt.Sprintf("property %q: x-mcp-header %s is not an HTTP header name", path, p.XMCPHeader)
+			}
+			var typ string
+			_ = json.Unmarshal(p.Type, &typ)
+			if typ != "string" && typ != "integer" && typ != "boolean" {
+				return fmt.Sprintf("property %q: x-mcp-header on a property of type %s, not string, integer or boolean", path, cmp.Or(string(p.Type), "(none)"))
+			}
+			if seen[strings.ToLower(h)] {
+				return fmt.Sprintf("property %q: header %q is named twice", path, h)
+			}
+			seen[strings.ToLower(h)] = true
+		}
+		if f := headerFault(p.Properties, path+".", seen); f != "" {
+			return f
+		}
+	}
+	return ""
+}
+
+// isTokenChar reports whether r is one of HTTP's token characters
+// (RFC 9110, tchar), of which a header name is made.
+func isTokenChar(r rune) bool {
+	return r < 0x80 && (r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
 }
 
 type paramHeader struct {
@@ -313,8 +396,8 @@ func paramHeaders(props map[string]headerProp, prefix []string) []paramHeader {
 	for _, name := range slices.Sorted(maps.Keys(props)) {
 		p := props[name]
 		path := append(slices.Clone(prefix), name)
-		if p.XMCPHeader != "" {
-			out = append(out, paramHeader{header: p.XMCPHeader, path: path})
+		if h := p.header(); h != "" {
+			out = append(out, paramHeader{header: h, path: path})
 		}
 		out = append(out, paramHeaders(p.Properties, path)...)
 	}

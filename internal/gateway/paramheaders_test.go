@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,5 +268,76 @@ func TestUnlistableSaysWhatToDo(t *testing.T) {
 	}
 	if err := unlistable(b, errors.New("EOF")); errors.As(err, &werr) || !strings.Contains(err.Error(), "listing the tools of server r failed") {
 		t.Errorf("a listing that failed: %v", err)
+	}
+}
+
+// TestInvalidParamHeaderToolsLeftOut: a server's tools whose
+// x-mcp-header annotations no client could honour (a header name outside
+// HTTP's token characters, one header for two arguments, a header on an
+// object) are left out of the gateway's list and a 2026 call of one is
+// refused; a
+// boolean subschema beside an annotation does not make a tool invalid.
+func TestInvalidParamHeaderToolsLeftOut(t *testing.T) {
+	bad := map[string]string{
+		"spaced":  `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Re gion"}}}`,
+		"newline": `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region\r\nX-Evil: 1"}}}`,
+		"twice":   `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":"object","properties":{"c":{"type":"integer","x-mcp-header":"region"}}}}}`,
+		"object":  `{"type":"object","properties":{"region":{"type":"object","x-mcp-header":"Region"}}}`,
+		"number":  `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":5}}}`,
+	}
+	good := `{"type":"object","properties":{"opts":{"type":"object","properties":{"any":true}},"region":{"type":"boolean","x-mcp-header":"Region"}}}`
+	var ran atomic.Int64
+	server := func(Scope) *mcp.Server {
+		s := metaServer("a")
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && (bad[cr.Params.Name] != "" || cr.Params.Name == "good") {
+					ran.Add(1)
+					return text("ran " + cr.Params.Name), nil
+				}
+				res, err := next(ctx, method, req)
+				if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+					// Added past AddTool, which would refuse them.
+					for name, schema := range bad {
+						lr.Tools = append(lr.Tools, &mcp.Tool{Name: name, InputSchema: json.RawMessage(schema)})
+					}
+					lr.Tools = append(lr.Tools, &mcp.Tool{Name: "good", InputSchema: json.RawMessage(good)})
+				}
+				return res, err
+			}
+		})
+		return s
+	}
+	a := &Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(server, nil, nil), Allow: []string{"*"}}
+	url := serveHTTP(t, newGateway(t, a), HTTPOptions{})
+	status, body := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`,
+		map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/list"})
+	var list struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if status != http.StatusOK || json.Unmarshal(sseResult(t, body), &list) != nil {
+		t.Fatalf("tools/list: %d %s", status, body)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "a__good") || !slices.Contains(names, "a__route") {
+		t.Fatalf("tools %v: want a__good and a__route listed", names)
+	}
+	for name := range bad {
+		if slices.Contains(names, "a__"+name) {
+			t.Errorf("tools %v: a__%s listed", names, name)
+		}
+		call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a__` + name + `","arguments":{"region":"eu"},` + modernMeta + `}}`
+		_, body := post(t, url, call, map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__" + name})
+		if strings.Contains(body, "ran "+name) {
+			t.Errorf("a__%s ran: %s", name, body)
+		}
+	}
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a__good","arguments":{"region":true},` + modernMeta + `}}`
+	status, body = post(t, url, call, map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "a__good", "Mcp-Param-Region": "true"})
+	if !strings.Contains(string(sseResult(t, body)), "ran good") || ran.Load() != 1 {
+		t.Fatalf("a__good: %d %s (ran %d calls)", status, body, ran.Load())
 	}
 }

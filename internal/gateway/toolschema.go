@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 )
 
@@ -20,7 +21,9 @@ import (
 //   - a tool that cannot be made valid without guessing (an inputSchema
 //     that is not a JSON object, a "type" other than "object", properties
 //     that are not schemas, a required that is not a list of names) is
-//     left out of the client's list, as a client would drop the list.
+//     left out of the client's list, as a client would drop the list;
+//   - so is a tool whose x-mcp-header annotations are invalid
+//     (paramHeaderFault), as a 2026 client would leave it out.
 //
 // Each is warned about once per server (normalised) or tool (left out).
 
@@ -47,6 +50,17 @@ func (g *Gateway) clientTool(server string, it Item) json.RawMessage {
 		}
 		if added {
 			tool[field], fixed = schema, true
+		}
+	}
+	// Only a definition that names the annotation is read again (each
+	// tool, at every list).
+	if bytes.Contains(it.Raw, []byte("x-mcp-header")) {
+		if why := paramHeaderFault(it.Raw); why != "" {
+			if _, seen := g.schemaWarned.LoadOrStore(server+"\x00"+it.Key, true); !seen {
+				g.log.Warn("tool left out of the list clients get: its x-mcp-header annotations are invalid, and MCP clients leave it out",
+					"server", server, "tool", it.Key, "problem", why)
+			}
+			return nil
 		}
 	}
 	if !fixed {
