@@ -290,7 +290,7 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 		lo.Overlays = filepath.Join(w.opts.StateDir, "workspaces")
 	}
 	if t := s.Filesystem.Template; t != "" {
-		if lo.Template, err = specconv.Template(w.opts.Base, spec.Input, t); err != nil {
+		if lo.Template, err = specconv.Template(w.opts.Base, spec.Input, w.opts.StateDir, t); err != nil {
 			return fmt.Errorf("server %s: filesystem.template: %w", s.Name, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/credinject"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/launch"
 	"mcpbox/internal/pkginstall"
@@ -106,6 +107,11 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 		base = abs // a config named by a relative path: "."
 	}
 	realHome := workspace.ResolveExisting(home)
+	root, err := instance.Root()
+	if err == nil {
+		root = workspace.ResolveExisting(root)
+	}
+	holds := func(dir, p string) bool { return strings.HasPrefix(p+"/", strings.TrimSuffix(dir, "/")+"/") }
 	var ws config.Errors
 	warn := func(s *config.Server, key string, pos config.Pos, src string, writable bool) {
 		real := workspace.ResolveExisting(specconv.Resolve(base, src))
@@ -114,8 +120,10 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 			if err := (workspace.Protected{Home: home}).Check(real); err != nil {
 				msg = fmt.Sprintf("serve refuses it: %v", err)
 			}
-		} else if strings.HasPrefix(realHome+"/", strings.TrimSuffix(real, "/")+"/") {
+		} else if holds(real, realHome) {
 			msg = fmt.Sprintf("serve refuses it: %s is or holds your home directory %s, ~/.ssh and all", src, home)
+		} else if root != "" && (holds(real, root) || holds(root, real)) {
+			msg = fmt.Sprintf("serve refuses it: %s would show mcpbox's state root %s, every project's bearer token and all", src, root)
 		} else if cred := workspace.CredentialDir(home, real); cred != "" {
 			msg = fmt.Sprintf("%s shows %s to the sandbox: credentials the server can read, and send wherever its network reaches; mount it only if the server needs them", src, cred)
 		}

@@ -340,8 +340,9 @@ servers:
 
 // TestCredentialWarningsRelativeConfig: a config named by a relative path
 // (policy check mcpbox.yaml, serve --config mcpbox.yaml) is checked as
-// one named absolutely; a mount of the home dir, which serve refuses, and
-// a template from a credential dir, copied into a workspace, are named.
+// one named absolutely; a mount of the home dir or of mcpbox's state
+// root, which serve refuses, and a template from a credential dir, copied
+// into a workspace, are named.
 func TestCredentialWarningsRelativeConfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -361,6 +362,7 @@ servers:
       mounts:
         - {source: ../.aws, target: /aws}
         - {source: .., target: /home}
+        - {source: ~/.local/state/mcpbox/projects, target: /st}
     tools: {allow: ["*"]}
 `))
 	if err != nil {
@@ -369,6 +371,7 @@ servers:
 	want := []string{
 		"mcpbox.yaml:9:20: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
 		"mcpbox.yaml:10:20: servers.a.filesystem.mounts[1].source: serve refuses it: .. is or holds your home directory",
+		"mcpbox.yaml:11:20: servers.a.filesystem.mounts[2].source: serve refuses it: ~/.local/state/mcpbox/projects would show mcpbox's state root " + filepath.Join(home, ".local/state/mcpbox"),
 		"mcpbox.yaml:7:17: servers.a.filesystem.template: ~/.aws shows " + filepath.Join(home, ".aws"),
 	}
 	wantWarnings(t, CheckWarnings(c, "mcpbox.yaml"), want)

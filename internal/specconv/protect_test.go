@@ -178,6 +178,37 @@ func TestInputHoldingHomeRefused(t *testing.T) {
 	}
 }
 
+// TestTemplateHoldingHomeRefused: a template, copied where the server
+// reads it, is refused where a mount is: the home dir or a parent of it,
+// mcpbox's state root or a dir in it, the state dir; a dir in the home
+// dir is not.
+func TestTemplateHoldingHomeRefused(t *testing.T) {
+	tmp := t.TempDir()
+	home, xdg, state := filepath.Join(tmp, "home"), filepath.Join(tmp, "xdg"), filepath.Join(tmp, "state")
+	for _, d := range []string{filepath.Join(home, "proj", "tmpl"), filepath.Join(xdg, "mcpbox", "projects"), state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", xdg)
+	base := filepath.Join(home, "proj")
+	for _, tt := range []struct{ p, want string }{
+		{"~/", "is or holds your home directory"},
+		{"../..", "is or holds your home directory"},
+		{filepath.Join(xdg, "mcpbox", "projects"), "mcpbox's state root"},
+		{xdg, "mcpbox's state root"},
+		{tmp, "is or holds your home directory"},
+		{state, "mcpbox's state dir"},
+		{"tmpl", ""},
+	} {
+		got, err := Template(base, "", state, tt.p)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("template %s: %q, %v; want %q", tt.p, got, err, tt.want)
+		}
+	}
+}
+
 // TestHideHome: a mount that is or holds the home dir, or that shows
 // mcpbox's state root (every project's state dir), is refused with the
 // state dir elsewhere; a dir in the home dir (~/.ssh, mounted on purpose)

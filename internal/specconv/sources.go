@@ -13,6 +13,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/sandbox"
 	"mcpbox/internal/workspace"
 )
 
@@ -143,15 +144,30 @@ func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protect
 }
 
 // Template resolves the workspace template p of a config at base whose
-// server has the input in (a real path, or ""), like a mount source: a
-// project's symlink must not seed a workspace from, say, ~/.ssh. A
-// missing template stays as written; seeding names it when it fails.
-func Template(base, in, p string) (string, error) {
+// server has the input in (a real path, or "") and whose state dir is
+// stateDir, like a mount source: a project's symlink must not seed a
+// workspace from, say, ~/.ssh. Its files are copied where the server
+// reads them, so it is refused where a mount is: the home dir or a dir
+// holding it, mcpbox's state root or the state dir. A missing template
+// stays as written; seeding names it when it fails.
+func Template(base, in, stateDir, p string) (string, error) {
 	real, err := hostSource(base, in, p, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Resolve(base, p), nil
 	}
-	return real, err
+	if err != nil {
+		return "", err
+	}
+	spec := &sandbox.Spec{Input: real}
+	if err := hideHome(spec); err != nil {
+		return "", err
+	}
+	if stateDir != "" {
+		if err := hideStateDir(spec, stateDir); err != nil {
+			return "", err
+		}
+	}
+	return real, nil
 }
 
 // ArtifactsDir makes the artifacts dir p of a config at o.Base whose
