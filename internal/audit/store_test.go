@@ -459,6 +459,39 @@ func TestJSONLNotThroughLink(t *testing.T) {
 	}
 }
 
+// TestJSONLOnlyRecords: a JSONL copy named after a file that holds
+// something else (a shell's rc file) is refused, and nothing is appended;
+// one of earlier records, or an empty one, is appended to.
+func TestJSONLOnlyRecords(t *testing.T) {
+	dir := t.TempDir()
+	rc := filepath.Join(dir, "bashrc.jsonl")
+	if err := os.WriteFile(rc, []byte("# the user's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Path: filepath.Join(dir, "audit.db"), JSONL: rc, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open appends records to a file that holds something else")
+	}
+	if !strings.Contains(err.Error(), "holds something other than audit records") {
+		t.Errorf("Open: %v", err)
+	}
+	if data, _ := os.ReadFile(rc); string(data) != "# the user's\n" {
+		t.Errorf("the file now holds %q", data)
+	}
+	for _, seed := range []string{"", `{"id":1}` + "\n"} {
+		jsonl := filepath.Join(dir, "audit.jsonl")
+		if err := os.WriteFile(jsonl, []byte(seed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(Options{Path: filepath.Join(dir, "audit.db"), JSONL: jsonl, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("a JSONL copy holding %q: %v", seed, err)
+		}
+		s.Close()
+	}
+}
+
 // TestJSONLNotAFIFO: a FIFO at the JSONL copy's name (a project could
 // ship one) neither stops Open, waiting for a reader, nor is written to.
 func TestJSONLNotAFIFO(t *testing.T) {

@@ -87,11 +87,18 @@ func newWriter(s *Store) (*writer, error) {
 		// Not through a link: one planted at the name would have the
 		// records appended to whatever file it points to.
 		// O_NONBLOCK: a FIFO at the name must not stop the open.
-		w.jsonl, err = os.OpenFile(s.opts.JSONL, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+		w.jsonl, err = os.OpenFile(s.opts.JSONL, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 		if err == nil {
 			if fi, serr := w.jsonl.Stat(); serr != nil || !fi.Mode().IsRegular() {
 				w.close()
 				return nil, fmt.Errorf("opening JSONL mirror: %s is not a regular file", s.opts.JSONL)
+			}
+			// A file of its own, or one of earlier records: not one that
+			// holds something else, which the records would be appended to.
+			var first [1]byte
+			if n, _ := w.jsonl.ReadAt(first[:], 0); n == 1 && first[0] != '{' {
+				w.close()
+				return nil, fmt.Errorf("opening JSONL mirror: %s holds something other than audit records; name a file of its own", s.opts.JSONL)
 			}
 		}
 		if err != nil {

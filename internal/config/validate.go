@@ -270,6 +270,12 @@ func checkAudit(r *collector, c *Config) {
 	}
 	if a.Meta.Has("jsonl") || a.JSONL != "" {
 		hostPath(r, a.Meta.At("jsonl"), "audit.jsonl", a.JSONL)
+		// Records hold names a client chooses: appended to a file some
+		// program runs or reads as its own (~/.bashrc, a cron table, a
+		// .gitconfig) they would be its code.
+		if a.JSONL != "" && !strings.HasSuffix(a.JSONL, ".jsonl") {
+			r.errorf(a.Meta.At("jsonl"), "audit.jsonl: %q: the name must end in .jsonl (the records hold names a client chooses: no other program may run or read them as its own)", a.JSONL)
+		}
 	}
 	positive(r, &a.Retention.Meta, "audit.retention", "max_age", int64(a.Retention.MaxAge))
 	positive(r, &a.Retention.Meta, "audit.retention", "max_size", int64(a.Retention.MaxSize))

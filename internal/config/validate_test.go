@@ -84,6 +84,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"approval channel", base + "approvals: {channels: [email]}\n", `t.yaml:5:24: approvals.channels[0]: unknown channel "email" (want elicitation, cli or web)`},
 		{"audit store", base + "audit: {store: postgres}\n", `t.yaml:5:16: audit.store: unknown store "postgres" (want sqlite)`},
 		{"audit on_failure", base + "audit: {on_failure: ignore}\n", `t.yaml:5:21: audit.on_failure: unknown value "ignore" (want refuse or allow)`},
+		{"audit jsonl name", base + "audit: {jsonl: ~/.bashrc}\n", `t.yaml:5:16: audit.jsonl: "~/.bashrc": the name must end in .jsonl (the records hold names a client chooses: no other program may run or read them as its own)`},
 		{"top-level layer", base + "sandbox: {require: [netns, netns]}\n", `t.yaml:5:28: sandbox.require[1]: duplicate layer "netns"`},
 		{"warm pool negative", base + "sandbox: {warm_pool: -1}\n", `t.yaml:5:22: sandbox.warm_pool: -1 is out of range (0 to 64)`},
 		{"warm pool too big", base + "sandbox: {warm_pool: 65}\n", `t.yaml:5:22: sandbox.warm_pool: 65 is out of range (0 to 64)`},
