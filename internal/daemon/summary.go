@@ -117,7 +117,7 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 		real := workspace.ResolveExisting(specconv.Resolve(base, src))
 		msg := ""
 		if writable {
-			if err := (workspace.Protected{Home: home}).Check(real); err != nil {
+			if err := (workspace.Protected{Home: home, Project: base}).Check(real); err != nil {
 				msg = fmt.Sprintf("serve refuses it: %v", err)
 			}
 		} else if holds(real, realHome) {

@@ -85,7 +85,7 @@ func applyDirFlags(spec *sandbox.Spec, f Flags) error {
 			return fmt.Errorf("--input: %w", err)
 		}
 	}
-	protected := protectedPlaces(spec.Input, "")
+	protected := protectedPlaces(".", spec.Input, "")
 	if f.Given["output"] {
 		if spec.Output, err = outputDir(flagBase(f.Output), "", f.Output, 0o755, protected); err != nil {
 			return fmt.Errorf("--output: %w", err)

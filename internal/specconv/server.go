@@ -133,7 +133,7 @@ func filesystemSpec(c *config.Config, s *config.Server, base string, spec *sandb
 			return fmt.Errorf("server %s: filesystem.input: %w", s.Name, linkAdvice(err, "filesystem.input.source"))
 		}
 	}
-	protected := protectedPlaces(spec.Input, configStateDir(c, base))
+	protected := protectedPlaces(base, spec.Input, configStateDir(c, base))
 	if fsys.Output != nil && fsys.Output.Source != "" {
 		if spec.Output, err = outputDir(base, spec.Input, fsys.Output.Source, 0o755, protected); err != nil {
 			return fmt.Errorf("server %s: filesystem.output: %w", s.Name, linkAdvice(err, "filesystem.output.source"))

@@ -100,12 +100,15 @@ func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
 }
 
 // protectedPlaces are the host places a writable source of a sandbox with
-// input in must stay clear of; stateDir is the config's (or the default)
-// state dir, "" if unknown.
-func protectedPlaces(in, stateDir string) workspace.Protected {
+// input in, of a config at base (for flags: "."), must stay clear of;
+// stateDir is the config's (or the default) state dir, "" if unknown.
+func protectedPlaces(base, in, stateDir string) workspace.Protected {
 	home, _ := os.UserHomeDir()
 	root, _ := instance.Root()
-	return workspace.Protected{Home: home, StateDir: stateDir, Root: root, Input: in}
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	return workspace.Protected{Home: home, StateDir: stateDir, Root: root, Input: in, Project: base}
 }
 
 // configStateDir is the state dir c names, or the root of every
@@ -175,7 +178,7 @@ func Template(base, in, stateDir, p string) (string, error) {
 // mcpbox writes there, so it must stay clear of the places a writable
 // source must (the home dir, /etc, the state dir's parents, the input).
 func ArtifactsDir(o Options, in, p string) (string, error) {
-	return outputDir(o.base(), in, p, 0o700, protectedPlaces(in, o.StateDir))
+	return outputDir(o.base(), in, p, 0o700, protectedPlaces(o.base(), in, o.StateDir))
 }
 
 // HostPath is the real host path of the source p of a config at base

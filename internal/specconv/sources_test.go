@@ -63,9 +63,12 @@ func TestServerSpecRefusesProtectedOutputs(t *testing.T) {
 	outer := t.TempDir()
 	home := filepath.Join(outer, "home")
 	project := filepath.Join(home, "project")
-	if err := os.MkdirAll(filepath.Join(project, "repo"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{filepath.Join(project, "repo"), filepath.Join(home, "other", ".git")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write(t, filepath.Join(home, ".bashrc"), "# the user's\n")
 	t.Setenv("HOME", home)
 	// Made only if the check failed: the cleanup removes it then.
 	etcNew := filepath.Join("/etc", "mcpbox-test-"+filepath.Base(filepath.Dir(outer)))
@@ -84,6 +87,10 @@ func TestServerSpecRefusesProtectedOutputs(t *testing.T) {
 		{"parent of state", "output: {source: ./st}", "./st/state", ""},
 		{"input itself", "input: {source: ./repo}\n      output: {source: ./repo}", "", ""},
 		{"parent of input", "input: {source: ./repo}\n      output: {source: .}", "", ""},
+		{"shell rc file", "mounts: [{source: ~/.bashrc, target: /f, mode: rw}]", "", ""},
+		{"dir in a dot dir", "output: {source: ~/.local/bin}", "", filepath.Join(home, ".local", "bin")},
+		{"own git hooks", "output: {source: ./.git/hooks}", "", filepath.Join(project, ".git")},
+		{"other repo's git dir", "mounts: [{source: ../other/.git, target: /g, mode: rw}]", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.state != "" {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -75,9 +76,10 @@ const maxLinksRead = 4096
 // mount) must stay clear of. Paths are resolved (symlinks followed) by
 // Check; an empty field protects nothing.
 type Protected struct {
-	// Home is the user's home dir: the dir itself (its dotfiles run at
-	// login) and any parent are refused, and its credential dirs (.ssh,
-	// .gnupg, .aws, .config, .kube, .docker) and what is in them.
+	// Home is the user's home dir: the dir itself and any parent are
+	// refused, its credential dirs (.ssh, .gnupg, .aws, .config, .kube,
+	// .docker, and where links in them lead) and what is in them, and
+	// its other hidden entries (.bashrc, .local, ...) and what is in them.
 	Home string
 	// StateDir is mcpbox's state dir: it, a parent and anything in it are
 	// refused (other agents' workspaces, the admin socket, the audit).
@@ -89,6 +91,11 @@ type Protected struct {
 	// Input is the sandbox's input: it and a parent are refused, or the
 	// read-only input would be writable through the output.
 	Input string
+	// Project is the config's directory (for flags, the working dir). A
+	// place in the home's hidden entries is refused (see Check) unless it
+	// lies in the project, and the project in that hidden dir too: a
+	// project kept in ~/.work writes its own output.
+	Project string
 }
 
 // Check refuses dir, a real path, if it is or contains a protected place,
@@ -116,6 +123,11 @@ func (p Protected) Check(dir string) error {
 			}
 		}
 	}
+	// A repository's hooks and config run code at its next git command.
+	if parts := strings.Split(dir, string(filepath.Separator)); slices.Contains(parts, ".git") {
+		git := strings.Join(parts[:slices.Index(parts, ".git")+1], string(filepath.Separator))
+		return refuse(git, "a git repository's own files, whose hooks and config run code at its next git command")
+	}
 	for _, st := range resolvedAll(p.StateDir) {
 		if overlaps(dir, st) {
 			return refuse(st, "mcpbox's state dir")
@@ -126,12 +138,45 @@ func (p Protected) Check(dir string) error {
 			return refuse(r, "mcpbox's state root, every project's state")
 		}
 	}
+	// The home's dotfiles and dot dirs are other programs' settings and
+	// code: ~/.bashrc, ~/.profile, ~/.gitconfig, ~/.local/bin, an
+	// editor's or agent's config. A list would miss one.
+	for _, h := range resolvedAll(p.Home) {
+		if hidden := hiddenEntry(h, dir); hidden != "" && !p.inProject(dir, hidden) {
+			return refuse(hidden, "a hidden file or directory of the home directory, whose settings and code other programs run")
+		}
+	}
 	for _, in := range resolvedAll(p.Input) {
 		if within(in, dir) {
 			return refuse(in, "the read-only input")
 		}
 	}
 	return nil
+}
+
+// hiddenEntry is the entry directly in home (a real path) that dir lies
+// in, when its name begins with a dot (~/.bashrc, ~/.local), or "".
+func hiddenEntry(home, dir string) string {
+	rel, err := filepath.Rel(home, dir)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	first, _, _ := strings.Cut(rel, string(filepath.Separator))
+	if !strings.HasPrefix(first, ".") {
+		return ""
+	}
+	return filepath.Join(home, first)
+}
+
+// inProject reports whether dir lies in the project and the project in
+// hidden.
+func (p Protected) inProject(dir, hidden string) bool {
+	for _, proj := range resolvedAll(p.Project) {
+		if within(proj, hidden) && within(dir, proj) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolvedAll returns p as given and with symlinks resolved

@@ -50,7 +50,15 @@ func TestProtectedCheck(t *testing.T) {
 		{filepath.Join(input, "mcpbox-out"), ""},
 		{filepath.Join(outer, "work", "out"), ""},
 		{filepath.Join(home, "results"), ""},
-		{filepath.Join(home, ".sshx"), ""},
+		// The home's other hidden entries: settings and code others run.
+		{filepath.Join(home, ".sshx"), filepath.Join(home, ".sshx")},
+		{filepath.Join(home, ".bashrc"), filepath.Join(home, ".bashrc")},
+		{filepath.Join(home, ".local", "bin"), filepath.Join(home, ".local")},
+		{filepath.Join(home, ".gitconfig"), filepath.Join(home, ".gitconfig")},
+		// A repository's own files, wherever it is.
+		{filepath.Join(input, ".git"), filepath.Join(input, ".git")},
+		{filepath.Join(outer, "victim", ".git", "hooks"), filepath.Join(outer, "victim", ".git")},
+		{filepath.Join(home, "repo", ".git", "config"), filepath.Join(home, "repo", ".git")},
 	} {
 		err := p.Check(tc.dir)
 		if tc.place == "" {
@@ -65,6 +73,28 @@ func TestProtectedCheck(t *testing.T) {
 	}
 	if err := (Protected{}).Check(filepath.Join(home, ".ssh")); err != nil {
 		t.Errorf("the zero Protected refuses a home path: %v", err)
+	}
+	// A project kept in a hidden dir writes its own outputs, and only
+	// those.
+	proj := filepath.Join(home, ".work", "proj")
+	p = Protected{Home: home, Project: proj}
+	for dir, place := range map[string]string{
+		filepath.Join(proj, "mcpbox-out"):          "",
+		proj:                                       "",
+		filepath.Join(home, ".work", "other"):      filepath.Join(home, ".work"),
+		filepath.Join(home, ".bashrc"):             filepath.Join(home, ".bashrc"),
+		filepath.Join(proj, ".git", "hooks"):       filepath.Join(proj, ".git"),
+		filepath.Join(home, ".ssh", "proj", "out"): filepath.Join(home, ".ssh"),
+	} {
+		err := p.Check(dir)
+		if place == "" && err != nil || place != "" && (!errors.Is(err, ErrProtected) || !strings.Contains(err.Error(), place)) {
+			t.Errorf("project in %s: Check(%s) = %v, want %q named", proj, dir, err, place)
+		}
+	}
+	// A project config in the home dir itself does not open its hidden
+	// entries.
+	if err := (Protected{Home: home, Project: home}).Check(filepath.Join(home, ".bashrc")); !errors.Is(err, ErrProtected) {
+		t.Errorf("project in the home dir: Check(~/.bashrc) = %v", err)
 	}
 }
 
