@@ -4,12 +4,14 @@ package daemon
 // the lock file pins of each server (the CLI prints one line of it).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"mcpbox/internal/config"
@@ -89,7 +91,91 @@ func summarize(c *config.Config, lockPath, base string) Summary {
 // that checking a config one was sent stays harmless.
 func CheckWarnings(c *config.Config, path string) config.Errors {
 	ws := append(EnvWarnings(c), commandWarnings(c)...)
-	return append(ws, credentialWarnings(c, filepath.Dir(path))...)
+	ws = append(ws, credentialWarnings(c, filepath.Dir(path))...)
+	return append(ws, hostReferenceWarnings(c)...)
+}
+
+// hostReferenceWarnings flag, for `policy check`, the references that
+// make mcpbox itself act on the host, outside any sandbox, for a config
+// one did not write: a cmd: reference runs its program, as the user
+// (at a server's start, or serve's, or at pin), and a file: one in a
+// credential dir or another hidden entry of the home hands that file's
+// contents to the server. Both are a config's own choice (a password
+// manager's command, a token file), and a cloned repository's config can
+// make them too. serve does not repeat them at every start.
+func hostReferenceWarnings(c *config.Config) config.Errors {
+	home, _ := os.UserHomeDir()
+	var ws config.Errors
+	check := func(pos config.Pos, what, ref string) {
+		scheme, arg, _ := strings.Cut(ref, ":")
+		msg := ""
+		switch scheme {
+		case "cmd":
+			msg = fmt.Sprintf("runs %s on this host as you, outside any sandbox: read what it runs before you serve a config you did not write", strconv.Quote(arg))
+		case "file":
+			p := arg
+			if rest, ok := strings.CutPrefix(p, "~/"); ok && home != "" {
+				p = filepath.Join(home, rest)
+			}
+			abs, err := filepath.Abs(p)
+			if err != nil || home == "" || home == "/" {
+				return
+			}
+			real, realHome := workspace.ResolveExisting(abs), workspace.ResolveExisting(home)
+			place := cmp.Or(workspace.CredentialDir(home, real), workspace.HiddenEntry(realHome, real))
+			if place == "" {
+				return
+			}
+			msg = fmt.Sprintf("hands %s (in %s) to the server: mount or name only what it needs", arg, place)
+		default:
+			return
+		}
+		ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: what + ": " + ref[:len(scheme)+1] + " " + msg})
+	}
+	token := func(t config.Token, parent config.Meta, key, what string) {
+		check(firstPos(t.Meta.At("from"), parent.At(key)), what+".from", t.From)
+	}
+	for _, s := range c.Servers {
+		if s == nil {
+			continue
+		}
+		p := "servers." + s.Name
+		for _, sec := range s.Secrets {
+			if in := sec.Inject; in != nil && in.AWS != nil {
+				a := in.AWS
+				check(a.Meta.At("access_key_id"), p+".secrets."+sec.Name+".inject.aws.access_key_id", a.AccessKeyID)
+				check(a.Meta.At("secret_access_key"), p+".secrets."+sec.Name+".inject.aws.secret_access_key", a.SecretAccessKey)
+				check(a.Meta.At("session_token"), p+".secrets."+sec.Name+".inject.aws.session_token", a.SessionToken)
+				continue
+			}
+			check(firstPos(sec.Meta.At("from"), sec.Meta.Pos), p+".secrets."+sec.Name+".from", sec.From)
+		}
+		for _, h := range s.Headers {
+			check(firstPos(h.Meta.At("from"), h.Meta.Pos), p+".headers."+h.Name+".from", h.From)
+		}
+		for _, q := range s.Query {
+			check(firstPos(q.Meta.At("from"), q.Meta.Pos), p+".query."+q.Name+".from", q.From)
+		}
+		if o := s.OAuth; o != nil {
+			token(o.ClientID, o.Meta, "client_id", p+".oauth.client_id")
+			token(o.ClientSecret, o.Meta, "client_secret", p+".oauth.client_secret")
+		}
+	}
+	for i, cl := range c.Clients {
+		token(cl.Token, cl.Meta, "token", fmt.Sprintf("clients[%d].token", i))
+	}
+	token(c.OAuth.StoreKey, c.OAuth.Meta, "store_key", "oauth.store_key")
+	return ws
+}
+
+// firstPos is the first known of ps.
+func firstPos(ps ...config.Pos) config.Pos {
+	for _, p := range ps {
+		if p.Line > 0 {
+			return p
+		}
+	}
+	return config.Pos{}
 }
 
 // credentialWarnings flags each host source of a server's filesystem

@@ -395,3 +395,59 @@ func wantWarnings(t *testing.T, ws config.Errors, want []string) {
 		}
 	}
 }
+
+// TestHostReferenceWarnings: policy check names each reference that has
+// mcpbox act on the host for a config: a cmd: one runs its program (a
+// cloned repository's script), a file: one in a credential dir or another
+// hidden entry of the home hands that file to the server. A file in the
+// project and an env: reference are not named; serve does not repeat
+// them at each start.
+func TestHostReferenceWarnings(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	proj := filepath.Join(home, "proj")
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(proj, "mcpbox.yaml")
+	c, err := config.Load(cfg, []byte(`version: 1
+servers:
+  a:
+    command: [sh]
+    secrets:
+      PWN: {from: "cmd:/bin/sh pwn.sh"}
+      KEY: {from: "file:~/.ssh/id_rsa"}
+      CRED: {from: "file:~/.git-credentials"}
+      OWN: {from: "file:./token"}
+      ENV: {from: "env:HOME"}
+    tools: {allow: ["*"]}
+clients:
+  - {name: ci, token: {from: "cmd:./token.sh"}}
+oauth: {store_key: {from: "cmd:pass show mcpbox"}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`mcpbox.yaml:6:19: servers.a.secrets.PWN.from: cmd: runs "/bin/sh pwn.sh" on this host as you, outside any sandbox`,
+		`mcpbox.yaml:7:19: servers.a.secrets.KEY.from: file: hands ~/.ssh/id_rsa (in ` + filepath.Join(home, ".ssh") + `) to the server`,
+		`mcpbox.yaml:8:20: servers.a.secrets.CRED.from: file: hands ~/.git-credentials (in ` + filepath.Join(home, ".git-credentials") + `) to the server`,
+		`mcpbox.yaml:13:30: clients[0].token.from: cmd: runs "./token.sh" on this host`,
+		`mcpbox.yaml:14:27: oauth.store_key.from: cmd: runs "pass show mcpbox" on this host`,
+	}
+	var got config.Errors
+	for _, w := range CheckWarnings(c, cfg) {
+		if strings.Contains(w.Error(), ": cmd: ") || strings.Contains(w.Error(), ": file: ") {
+			got = append(got, w)
+		}
+	}
+	wantWarnings(t, got, want)
+	for _, w := range summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings {
+		if strings.Contains(w.Error(), "on this host as you") {
+			t.Errorf("serve's start repeats %v", w)
+		}
+	}
+}

@@ -142,7 +142,7 @@ func (p Protected) Check(dir string) error {
 	// code: ~/.bashrc, ~/.profile, ~/.gitconfig, ~/.local/bin, an
 	// editor's or agent's config. A list would miss one.
 	for _, h := range resolvedAll(p.Home) {
-		if hidden := hiddenEntry(h, dir); hidden != "" && !p.inProject(dir, hidden) {
+		if hidden := HiddenEntry(h, dir); hidden != "" && !p.inProject(dir, hidden) {
 			return refuse(hidden, "a hidden file or directory of the home directory, whose settings and code other programs run")
 		}
 	}
@@ -154,9 +154,9 @@ func (p Protected) Check(dir string) error {
 	return nil
 }
 
-// hiddenEntry is the entry directly in home (a real path) that dir lies
+// HiddenEntry is the entry directly in home (a real path) that dir lies
 // in, when its name begins with a dot (~/.bashrc, ~/.local), or "".
-func hiddenEntry(home, dir string) string {
+func HiddenEntry(home, dir string) string {
 	rel, err := filepath.Rel(home, dir)
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return ""
