@@ -231,12 +231,14 @@ type Comparison struct {
 }
 
 // Compare checks the definitions of each server of c that has some in
-// defs against pins, kind by kind, recording nothing.
+// defs against pins, kind by kind, recording nothing. A server with
+// pinning off (a builtin one, by default) has nothing to compare: serve
+// does not check its definitions either.
 func Compare(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions) []Comparison {
 	var out []Comparison
 	for _, s := range c.Servers {
 		d := defs[s.Name]
-		if d == nil {
+		if d == nil || s.PinMode() == config.PinOff {
 			continue
 		}
 		for _, kind := range PinListKinds {
