@@ -97,7 +97,10 @@ func (e *env) pin(args []string) int {
 	}
 	problems := e.printFindings(c, defs)
 	if *check {
-		problems += e.compareWithLock(c, pins, defs)
+		for _, d := range lister.Drift() {
+			fmt.Fprintln(e.stdout, d)
+		}
+		problems += len(lister.Drift()) + e.compareWithLock(c, pins, defs)
 		if len(failed) > 0 {
 			e.errorf("pin: not checked: %s (could not start)", strings.Join(failed, ", "))
 		}

@@ -36,6 +36,9 @@ type imageSetup struct {
 	stderr io.Writer
 	// noRecord pulls an image not pinned yet without pinning it.
 	noRecord bool
+	// drift, if not nil, gets a line for each image that noRecord left
+	// unpinned (pin --check counts them).
+	drift *[]string
 	// askTimeout bounds asking the registry where a pinned tag points
 	// now; zero means defaultAskTimeout.
 	askTimeout time.Duration
@@ -124,6 +127,15 @@ func (is imageSetup) pullAndPin(ctx context.Context, s *config.Server, ref strin
 	}
 	if is.noRecord {
 		is.printf("mcpbox: server %s: image %s is %s (not pinned: nothing is recorded)\n", s.Name, s.Image.Ref, img.Digest)
+		if is.drift != nil {
+			was := "nothing"
+			if lock, err := integrity.ReadLock(is.lockPath); err == nil {
+				if pin, ok := lock.Image(s.Name); ok {
+					was = pin.Ref + " (" + pin.Platform + ")"
+				}
+			}
+			*is.drift = append(*is.drift, fmt.Sprintf("image of %s: %s (%s) is not pinned: the lock pins %s (mcpbox pin %s records it)", s.Name, s.Image.Ref, platformOf(s), was, s.Name))
+		}
 		return img, nil
 	}
 	if err := integrity.SetImagePin(is.lockPath, s.Name, imagePin(s, img)); err != nil {

@@ -281,21 +281,30 @@ func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOp
 // whose package does not install is left out with why (failed), so that
 // pin still reports the others, unless it is a group member: a group's
 // sandbox is built for all its members, as serve does (wiring.servers).
-func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (pkgs map[string]specconv.Package, failed map[string]error, err error) {
+func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (pkgs map[string]specconv.Package, failed map[string]error, drift []string, err error) {
 	pkgs, changes, failed, err := installPackages(context.Background(), packageOptions{c: o.Config, base: o.Base,
 		stateDir: o.StateDir, configPath: o.ConfigPath, lockPath: lockPath, progress: o.Stderr, log: log, verify: true, keepGoing: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, s := range o.Config.Servers {
 		if err := failed[s.Name]; err != nil && strings.HasPrefix(s.Placement, config.PlacementGroup) {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if o.NoRecord {
-		return pkgs, failed, nil
+		// What pin would record: the lock does not pin what the config
+		// now asks for (pin --check counts them).
+		for _, ch := range changes {
+			was := "nothing"
+			if ch.Old != (integrity.PackagePin{}) {
+				was = ch.Old.String() + " (from " + ch.Old.Source + ")"
+			}
+			drift = append(drift, fmt.Sprintf("package of %s: %s (from %s) is not pinned: the lock pins %s (mcpbox pin %s records it)", ch.Server, ch.New, ch.New.Source, was, ch.Server))
+		}
+		return pkgs, failed, drift, nil
 	}
-	return pkgs, failed, writePackagePins(lockPath, changes)
+	return pkgs, failed, nil, writePackagePins(lockPath, changes)
 }
 
 // PackageOf is pkginstall.FromCommand in the config's terms, for `mcpbox

@@ -54,7 +54,15 @@ type Lister struct {
 	// their Definitions are that error.
 	failed map[string]error
 	lock   string // the lock file, as ListOptions.lockPath found it
+	// drift are the packages and images that NoRecord left unpinned.
+	drift *[]string
 }
+
+// Drift says, a line each, which packages and images the lock does not
+// pin as the config now asks for them (a changed version or image, one
+// never pinned): what pin would record. Only with NoRecord, and for
+// images only those of the servers started so far (Definitions).
+func (l *Lister) Drift() []string { return *l.drift }
 
 // LockPath is the lock file whose pins the config has: its own, or with
 // NoRecord the one that it starts from while it has none.
@@ -97,9 +105,10 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	pkgs, c := o.packages, o.Config
 	var failed map[string]error
+	drift := new([]string)
 	if pkgs == nil {
 		var err error
-		if pkgs, failed, err = listerPackages(o, lockPath, log); err != nil {
+		if pkgs, failed, *drift, err = listerPackages(o, lockPath, log); err != nil {
 			return nil, err
 		}
 		if len(failed) > 0 {
@@ -117,7 +126,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		loginFlags: func(agent string) string { return loginFlags(o.ConfigPath, o.stateDirFlag(), agent) },
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
 			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
-		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord},
+		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord, drift: drift},
 		kubes:  newKubeSetup(o.Base, o.StateDir, log),
 	}
 	if change != nil {
@@ -134,7 +143,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		w.kubes.close()
 		return nil, configError(err)
 	}
-	return &Lister{gw: gw, kubes: w.kubes, failed: failed, lock: lockPath}, nil
+	return &Lister{gw: gw, kubes: w.kubes, failed: failed, lock: lockPath, drift: drift}, nil
 }
 
 // withoutServers is c without the servers in drop, each other server

@@ -236,9 +236,27 @@ func TestImageServer(t *testing.T) {
 		}
 		gwClose(t, sess)
 
+		// pin --check of a config that now names another image fails,
+		// naming both: the lock pins the first.
+		ref2 := host + "/test/mcp-" + m.name + "-other:v1"
+		imPush(t, ref2, imImage(t, "other"))
+		orig, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.writeFile(t, cfg, strings.Replace(string(orig), ref, ref2, 1), 0o644)
+		r := m.mcpbox(t, 120*time.Second, "", "pin", "--check", "--config", cfg)
+		if r.code != 1 || !strings.Contains(r.stdout, "image of img: "+ref2+" (") || !strings.Contains(r.stdout, "is not pinned: the lock pins "+ref+" (") {
+			t.Errorf("pin --check of another image: want exit 1 naming both:\n%s", r)
+		}
+		m.writeFile(t, cfg, string(orig), 0o644)
+		if got := imLockDigest(t, cfg, "img"); got != first {
+			t.Fatalf("pin --check changed the pin to %q", got)
+		}
+
 		// Re-tagged to other bytes: refused, naming both digests.
 		second := imPush(t, ref, imImage(t, "retagged"))
-		r := m.mcpbox(t, 60*time.Second, "", "serve", "--stdio", "--config", cfg)
+		r = m.mcpbox(t, 60*time.Second, "", "serve", "--stdio", "--config", cfg)
 		want := fmt.Sprintf("server img: image %s now points to %s, but mcpbox.lock pins %s", ref, second, first)
 		if r.code == 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "mcpbox update img") {
 			t.Fatalf("a start after the re-tag: want refused with %q:\n%s", want, r)

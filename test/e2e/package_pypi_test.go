@@ -175,13 +175,25 @@ func TestPackageServerUVX(t *testing.T) {
 		if requests.Load() == before || !strings.Contains(r.stderr, "mcpbox: server hello: installed pypi:hello-mcp@1.0.0") {
 			t.Errorf("pin --check did not install from the index:\n%s", r)
 		}
-		if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); r.code != 1 || !strings.Contains(r.stdout, "not yet pinned: 1 tool of hello") || strings.Contains(string(lock), "packages") {
+		if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); r.code != 1 || !strings.Contains(r.stdout, "not yet pinned: 1 tool of hello") ||
+			!strings.Contains(r.stdout, "package of hello: pypi:hello-mcp@1.0.0 (from pypi:hello-mcp@latest) is not pinned: the lock pins nothing") || strings.Contains(string(lock), "packages") {
 			t.Fatalf("pin --check:\n%s\nlock:\n%s", r, lock)
 		}
 		r = pkgCLI(t, m, env, "pin", "--config", cfgPath)
 		if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); r.code != 0 || !strings.Contains(r.stdout, "pinned hello: 1 tools") || !strings.Contains(string(lock), `"source": "pypi:hello-mcp@latest"`) {
 			t.Fatalf("pin:\n%s\nlock:\n%s", r, lock)
 		}
+		// A config that now names the package otherwise fails the check,
+		// though its tools are the same: the lock pins what it named.
+		if r = pkgCLI(t, m, env, "pin", "--check", "--config", cfgPath); r.code != 0 || !strings.Contains(r.stdout, "lock file: every definition matches") {
+			t.Fatalf("pin --check of what is pinned:\n%s", r)
+		}
+		m.writeFile(t, cfgPath, strings.Replace(cfg, "pypi:hello-mcp@latest", "pypi:hello-mcp@1.0.0", 1), 0o644)
+		r = pkgCLI(t, m, env, "pin", "--check", "--config", cfgPath)
+		if r.code != 1 || !strings.Contains(r.stdout, "package of hello: pypi:hello-mcp@1.0.0 (from pypi:hello-mcp@1.0.0) is not pinned: the lock pins pypi:hello-mcp@1.0.0 (from pypi:hello-mcp@latest)") {
+			t.Fatalf("pin --check of a package named otherwise:\n%s", r)
+		}
+		m.writeFile(t, cfgPath, cfg, 0o644)
 		for i := range 2 {
 			before = requests.Load()
 			sess, logs, stop := pkgServe(t, m, cfgPath, env...)
