@@ -190,7 +190,7 @@ type env struct {
 }
 
 func (e *env) errorf(format string, args ...any) {
-	fmt.Fprintf(e.stderr, "mcpbox: "+format+"\n", args...)
+	fmt.Fprintf(e.stderr, "mcpbox: %s\n", config.Printable(fmt.Sprintf(format, args...)))
 }
 
 // newFlagSet makes a flag set whose -h prints help to stdout and exits 0,

@@ -323,3 +323,25 @@ func TestReorder(t *testing.T) {
 		t.Fatalf("reorder (-want +got):\n%s", diff)
 	}
 }
+
+// TestMessagesPrintable: what a config or a project chooses (a command
+// name, a symlink target) reaches the terminal with its escape sequences,
+// carriage returns and bidirectional overrides written out, so that it
+// cannot clear the screen or forge "ok" over a warning.
+func TestMessagesPrintable(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mcpbox.yaml")
+	evil := "\x1b[2J\x1b[Hmcpbox.yaml: ok\r\u202e"
+	if err := os.WriteFile(cfg, []byte("version: 1\nservers:\n  s:\n    command: [\""+strings.ReplaceAll(strings.ReplaceAll(evil, "\x1b", `\e`), "\r", `\r`)+"\"]\n    tools: {allow: ['*']}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, stderr := runCLI("policy", "check", cfg)
+	// Any other message (a refused symlink names its target).
+	var errb bytes.Buffer
+	(&env{stderr: &errb}).errorf("--output: %s is a symlink to %s", "out", evil)
+	for _, out := range []string{stderr, errb.String()} {
+		if strings.ContainsAny(out, "\x1b\r\u202e") || !strings.Contains(out, `\x1b[2J\x1b[Hmcpbox.yaml: ok\r\u202e`) {
+			t.Errorf("stderr %q: want the name's escapes written out", out)
+		}
+	}
+}

@@ -42,22 +42,22 @@ func (e *env) policy(args []string) int {
 		e.errorf("policy check: %v", err) // no FILE:LINE:COL to give
 		return 1
 	} else if err != nil {
-		fmt.Fprintln(e.stderr, err)
+		fmt.Fprintln(e.stderr, config.Printable(err.Error()))
 		return 1
 	}
 	// The rules' conditions are compiled and type-checked here, where
 	// config.Load only checked that they are there.
 	src, _ := os.ReadFile(rest[1])
 	if _, err := policy.CompileWith(c, policy.Options{Source: src}); err != nil {
-		fmt.Fprintln(e.stderr, err)
+		fmt.Fprintln(e.stderr, config.Printable(err.Error()))
 		return 1
 	}
 	if _, err := daemon.PackageServers(c); err != nil { // npx/uvx forms a pinned install cannot run
-		fmt.Fprintln(e.stderr, err)
+		fmt.Fprintln(e.stderr, config.Printable(err.Error()))
 		return 1
 	}
 	for _, w := range append(config.Warnings(c), daemon.CheckWarnings(c, rest[1])...) {
-		fmt.Fprintf(e.stderr, "%s:%d:%d: warning: %s\n", w.File, w.Line, w.Col, w.Msg)
+		fmt.Fprintln(e.stderr, config.Printable(fmt.Sprintf("%s:%d:%d: warning: %s", w.File, w.Line, w.Col, w.Msg)))
 	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", rest[1])
 	return 0

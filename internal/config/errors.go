@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Pos is a 1-based line and column in the config file. The zero Pos means
@@ -25,7 +27,7 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File)
+		b.WriteString(Printable(e.File))
 		b.WriteString(":")
 	}
 	if e.Line > 0 {
@@ -34,8 +36,34 @@ func (e *Error) Error() string {
 	if b.Len() > 0 {
 		b.WriteString(" ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(Printable(e.Msg))
 	return b.String()
+}
+
+// Printable is s with each character a terminal would act on (escape
+// sequences, carriage returns, other controls, bidirectional overrides)
+// written as a Go escape (\x1b, \r, \u202e), line breaks and tabs kept:
+// a name, value or symlink target that a config or a project chooses is
+// shown as it is and cannot clear the screen, forge a line ("mcpbox.yaml:
+// ok") or hide the warning after it.
+func Printable(s string) string {
+	if !strings.ContainsFunc(s, actsOnTerminal) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if actsOnTerminal(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func actsOnTerminal(r rune) bool {
+	return r != '\n' && r != '\t' && (unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069)
 }
 
 // Errors is every problem found in a config, ordered by position.
