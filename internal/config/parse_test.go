@@ -199,7 +199,7 @@ func TestLoadValid(t *testing.T) {
 					t.Errorf("input.size = %d, output = %+v", fs.Input.Size, fs.Output)
 				}
 			}},
-		{"mount targets beside reserved ones", base + "    filesystem:\n      mounts:\n        - {source: a, target: /workspace/cache, mode: rw}\n        - {source: b, target: /data}\n        - {source: c, target: /data/sub}\n        - {source: d, target: /usrx}\n", nil},
+		{"mount targets beside reserved ones", base + "    filesystem:\n      mounts:\n        - {source: a, target: /workspace/cache, mode: rw}\n        - {source: b, target: /data}\n        - {source: c, target: /datasub}\n        - {source: d, target: /usrx}\n", nil},
 		{"egress forms", base + "    network:\n      egress:\n        - {host: '*'}\n        - {host: 10.0.0.5, ports: [5432]}\n        - {host: 'fd00::1'}\n        - {cidr: 10.0.0.0/8, ports: [80, 443]}\n        - {host: db.internal, cidr: 10.1.0.0/16}\n      forward: [{listen: '[::1]:8080', to: '[fd00::2]:80'}]\n", nil},
 		{"listen beyond loopback with clients", "version: 1\nlisten: {http: {addr: ':8765', allowed_origins: ['https://app.example.com', 'http://[::1]:*']}}\nclients: [{name: a, token: {from: file:/run/tok}}, {name: b, token: {from: 'cmd:pass show b'}}]\nservers:\n  s: {command: [s]}\n", nil},
 		{"secret as file with same env name", base + "    env: {K: v}\n    secrets: {K: {from: env:K, as: file, ttl: 5m}}\n", nil},

@@ -261,6 +261,15 @@ func checkMounts(r *collector, s *Server, p string) {
 			r.errorf(m.Meta.At("target"), "%s.target: %v", mp, err)
 		} else if seen[m.Target] {
 			r.errorf(m.Meta.At("target"), "%s.target: %s is already mounted", mp, m.Target)
+		} else {
+			// A sandbox refuses a bind inside another at every start
+			// (its mount point would be made in the host's dir).
+			for j, o := range s.Filesystem.Mounts[:i] {
+				if strings.HasPrefix(m.Target, o.Target+"/") || strings.HasPrefix(o.Target, m.Target+"/") {
+					r.errorf(m.Meta.At("target"), "%s.target: %s and mounts[%d]'s %s lie one inside the other; nested mounts are not supported: mount them side by side", mp, m.Target, j, o.Target)
+					break
+				}
+			}
 		}
 		seen[m.Target] = true
 		enum(r, &m.Meta, mp, "mode", m.Mode, ModeRO, ModeRW)

@@ -123,6 +123,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"mount tmp", mountAt("target: /tmp/home"), `t.yaml:7:34: servers.s.filesystem.mounts[0].target: /tmp/home overlaps /tmp, which the sandbox provides`},
 		{"mount mode", mountAt("target: /data, mode: rwx"), `t.yaml:7:47: servers.s.filesystem.mounts[0].mode: invalid value "rwx" (want ro or rw)`},
 		{"mount twice", base + "    filesystem:\n      mounts:\n        - {source: /a, target: /data}\n        - {source: /b, target: /data}\n", `t.yaml:8:32: servers.s.filesystem.mounts[1].target: /data is already mounted`},
+		{"mount nested", base + "    filesystem:\n      mounts:\n        - {source: /a, target: /opt/srv}\n        - {source: /b, target: /opt/srv/node_modules}\n", `t.yaml:8:32: servers.s.filesystem.mounts[1].target: /opt/srv/node_modules and mounts[0]'s /opt/srv lie one inside the other; nested mounts are not supported: mount them side by side`},
+		{"mount nested above", base + "    filesystem:\n      mounts:\n        - {source: /a, target: /opt/srv/x}\n        - {source: /b, target: /opt/srv}\n", `t.yaml:8:32: servers.s.filesystem.mounts[1].target: /opt/srv and mounts[0]'s /opt/srv/x lie one inside the other; nested mounts are not supported: mount them side by side`},
 		{"env name with =", base + "    env: {\"A=B\": x}\n", `t.yaml:5:11: servers.s.env: invalid variable name "A=B" (must be non-empty, without = or NUL)`},
 		{"env null value", base + "    env: {A: ~}\n", `t.yaml:5:14: servers.s.env.A: expected a string, got nothing (null)`},
 		{"secret literal from", base + "    secrets:\n      TOKEN: {from: ghp_123456}\n", `t.yaml:6:21: servers.s.secrets.TOKEN.from: must be a reference (env:VAR, file:PATH or cmd:COMMAND), not a literal secret value`},
