@@ -145,6 +145,14 @@ func (p Protected) Check(dir string) error {
 		if hidden := HiddenEntry(h, dir); hidden != "" && !p.inProject(dir, hidden) {
 			return refuse(hidden, "a hidden file or directory of the home directory, whose settings and code other programs run")
 		}
+		// Where a dotfile manager's links lead (~/.bashrc ->
+		// ~/dotfiles/bashrc): writing there, or a dir holding it, is
+		// writing the dotfile.
+		for _, to := range hiddenLinks(h) {
+			if overlaps(dir, to) {
+				return refuse(to, "where a hidden entry of the home directory leads, whose settings and code other programs run")
+			}
+		}
 	}
 	for _, in := range resolvedAll(p.Input) {
 		if within(in, dir) {
@@ -166,6 +174,26 @@ func HiddenEntry(home, dir string) string {
 		return ""
 	}
 	return filepath.Join(home, first)
+}
+
+// hiddenLinks are where the links among home's hidden entries lead
+// (resolved), except a link to the home or above it, which the home's own
+// rules cover.
+func hiddenLinks(home string) []string {
+	ents, _ := os.ReadDir(home)
+	var out []string
+	for i, e := range ents {
+		if i == maxLinksRead {
+			break
+		}
+		if e.Type()&fs.ModeSymlink == 0 || !strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if to := ResolveExisting(filepath.Join(home, e.Name())); !within(home, to) {
+			out = append(out, to)
+		}
+	}
+	return out
 }
 
 // inProject reports whether dir lies in the project and the project in

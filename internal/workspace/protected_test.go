@@ -91,6 +91,33 @@ func TestProtectedCheck(t *testing.T) {
 			t.Errorf("project in %s: Check(%s) = %v, want %q named", proj, dir, err, place)
 		}
 	}
+	// A dotfile manager's links: where they lead is a dotfile too, and so
+	// is the repository holding it; a link to the home is no reason to
+	// refuse all of it.
+	for _, d := range []string{filepath.Join(home, "dotfiles"), filepath.Join(home, "results")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "dotfiles", "bashrc"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, to := range map[string]string{".bashrc": filepath.Join(home, "dotfiles", "bashrc"), ".homelink": home} {
+		if err := os.Symlink(to, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = Protected{Home: home}
+	for dir, place := range map[string]string{
+		filepath.Join(home, "dotfiles", "bashrc"): filepath.Join(home, "dotfiles", "bashrc"),
+		filepath.Join(home, "dotfiles"):           filepath.Join(home, "dotfiles", "bashrc"),
+		filepath.Join(home, "results"):            "",
+	} {
+		err := p.Check(dir)
+		if place == "" && err != nil || place != "" && (!errors.Is(err, ErrProtected) || !strings.Contains(err.Error(), place)) {
+			t.Errorf("with ~/.bashrc linked: Check(%s) = %v, want %q named", dir, err, place)
+		}
+	}
 	// A project config in the home dir itself does not open its hidden
 	// entries.
 	if err := (Protected{Home: home, Project: home}).Check(filepath.Join(home, ".bashrc")); !errors.Is(err, ErrProtected) {
