@@ -98,13 +98,15 @@ func applyDirFlags(spec *sandbox.Spec, f Flags) error {
 	}
 	for _, m := range f.Mounts {
 		mnt, err := parseMount(m)
+		written := ""
 		if src, rest, ok := strings.Cut(m, ":"); ok && err == nil {
+			written = src
 			if src, err = hostSource(flagBase(src), "", src, 0); err == nil {
 				mnt, err = parseMount(src + ":" + rest)
 			}
 		}
 		if err == nil && mnt.Writable {
-			err = protected.Check(mnt.Source)
+			err = checkWritten(protected, flagBase(written), written, mnt.Source)
 		}
 		if err != nil {
 			return fmt.Errorf("--mount %s: %w", m, err)

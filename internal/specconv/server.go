@@ -149,7 +149,9 @@ func filesystemSpec(c *config.Config, s *config.Server, base string, spec *sandb
 	for _, m := range fsys.Mounts {
 		mnt, err := configMount(base, spec.Input, m)
 		if err == nil && mnt.Writable {
-			err = protected.Check(mnt.Source)
+			// As written too, as an output is: the real path of a
+			// linked dotfile may lie anywhere.
+			err = checkWritten(protected, base, m.Source, mnt.Source)
 		}
 		if err != nil {
 			return fmt.Errorf("server %s: mount %s: %w", s.Name, m.Target, linkAdvice(err, "the mount's source"))

@@ -146,6 +146,17 @@ func outputDir(base, in, p string, perm os.FileMode, protected workspace.Protect
 	return real, protected.Check(real)
 }
 
+// checkWritten checks the writable source p of a config at base both as
+// written and at its real path real.
+func checkWritten(protected workspace.Protected, base, p, real string) error {
+	if abs, err := filepath.Abs(Resolve(base, p)); err == nil {
+		if err := protected.Check(abs); err != nil {
+			return err
+		}
+	}
+	return protected.Check(real)
+}
+
 // Template resolves the workspace template p of a config at base whose
 // server has the input in (a real path, or "") and whose state dir is
 // stateDir, like a mount source: a project's symlink must not seed a

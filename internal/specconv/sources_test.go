@@ -69,6 +69,14 @@ func TestServerSpecRefusesProtectedOutputs(t *testing.T) {
 		}
 	}
 	write(t, filepath.Join(home, ".bashrc"), "# the user's\n")
+	// A dotfile manager's link: the mount's real path is not hidden.
+	if err := os.MkdirAll(filepath.Join(outer, "dotfiles"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(outer, "dotfiles", "profile"), "# the user's\n")
+	if err := os.Symlink(filepath.Join(outer, "dotfiles", "profile"), filepath.Join(home, ".profile")); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("HOME", home)
 	// Made only if the check failed: the cleanup removes it then.
 	etcNew := filepath.Join("/etc", "mcpbox-test-"+filepath.Base(filepath.Dir(outer)))
@@ -91,6 +99,7 @@ func TestServerSpecRefusesProtectedOutputs(t *testing.T) {
 		{"dir in a dot dir", "output: {source: ~/.local/bin}", "", filepath.Join(home, ".local", "bin")},
 		{"own git hooks", "output: {source: ./.git/hooks}", "", filepath.Join(project, ".git")},
 		{"other repo's git dir", "mounts: [{source: ../other/.git, target: /g, mode: rw}]", "", ""},
+		{"linked dotfile", "mounts: [{source: ~/.profile, target: /f, mode: rw}]", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.state != "" {

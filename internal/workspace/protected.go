@@ -20,6 +20,12 @@ var systemDirs = []string{
 // run code at login: no sandbox may write to them or to a parent of them.
 var homeSecrets = []string{".ssh", ".gnupg", ".aws", ".config", ".kube", ".docker"}
 
+// homeCode are the places under a home dir, not hidden, whose programs
+// run as the user's own: ~/bin is on PATH by the stock ~/.profile, ~/go/bin
+// by Go's install, and Node looks for a script's modules in
+// ~/node_modules.
+var homeCode = []string{"bin", "go/bin", "node_modules"}
+
 // CredentialDir is the credential dir of home (~/.ssh, ~/.aws, ...: the
 // ones Protected keeps writable mounts out of) that dir, a real path, is
 // or lies in, or "". A read-only mount of one is the config's choice (a
@@ -144,6 +150,11 @@ func (p Protected) Check(dir string) error {
 	for _, h := range resolvedAll(p.Home) {
 		if hidden := HiddenEntry(h, dir); hidden != "" && !p.inProject(dir, hidden) {
 			return refuse(hidden, "a hidden file or directory of the home directory, whose settings and code other programs run")
+		}
+		for _, c := range homeCode {
+			if overlaps(dir, filepath.Join(h, c)) {
+				return refuse(filepath.Join(h, c), "programs that run as yours")
+			}
 		}
 		// Where a dotfile manager's links lead (~/.bashrc ->
 		// ~/dotfiles/bashrc): writing there, or a dir holding it, is

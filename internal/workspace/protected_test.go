@@ -55,6 +55,9 @@ func TestProtectedCheck(t *testing.T) {
 		{filepath.Join(home, ".bashrc"), filepath.Join(home, ".bashrc")},
 		{filepath.Join(home, ".local", "bin"), filepath.Join(home, ".local")},
 		{filepath.Join(home, ".gitconfig"), filepath.Join(home, ".gitconfig")},
+		{filepath.Join(home, "bin"), filepath.Join(home, "bin")},
+		{filepath.Join(home, "go"), filepath.Join(home, "go", "bin")},
+		{filepath.Join(home, "node_modules", "x"), filepath.Join(home, "node_modules")},
 		// A repository's own files, wherever it is.
 		{filepath.Join(input, ".git"), filepath.Join(input, ".git")},
 		{filepath.Join(outer, "victim", ".git", "hooks"), filepath.Join(outer, "victim", ".git")},
