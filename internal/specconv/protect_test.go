@@ -1,6 +1,7 @@
 package specconv
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/workspace"
 )
 
 // TestStateDirRelativeIsAbsolute: a relative state_dir (or --state-dir)
@@ -295,5 +297,29 @@ func TestHideHomeStateRootNotMadeYet(t *testing.T) {
 	err := hideHome(&sandbox.Spec{Mounts: []sandbox.Mount{{Source: filepath.Join(real, ".local"), Target: "/data"}}})
 	if err == nil || !strings.Contains(err.Error(), "mcpbox's state root") {
 		t.Fatalf("a mount of the real dir that will hold the state root: %v", err)
+	}
+}
+
+// TestHostFileProtected: the audit's JSONL copy, whose records hold
+// strings clients and servers choose, is refused where a writable mount
+// is (a dir whose files a shell sources, a credential dir, a .git dir),
+// before its dir is made; one in the project is made.
+func TestHostFileProtected(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	proj := filepath.Join(home, "proj")
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"~/.bashrc.d/mcpbox.jsonl", "~/.ssh/audit.jsonl", "./.git/audit.jsonl", "/etc/mcpbox-audit.jsonl"} {
+		if got, err := HostFile(proj, p); !errors.Is(err, workspace.ErrProtected) {
+			t.Errorf("HostFile(%s) = %q, %v; want ErrProtected", p, got, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, ".bashrc.d")); err == nil {
+		t.Error("the refused file's dir was made")
+	}
+	if got, err := HostFile(proj, "logs/audit.jsonl"); err != nil || got != filepath.Join(proj, "logs", "audit.jsonl") {
+		t.Errorf("HostFile(logs/audit.jsonl) = %q, %v", got, err)
 	}
 }

@@ -22,16 +22,30 @@ import (
 // 0700) and walked as hostSource walks a dir mcpbox creates, so that a
 // symlink the project ships cannot choose where it is written. The
 // caller opens the file itself without following a link (O_NOFOLLOW).
+//
+// The records hold strings a client or a server chooses, so the file
+// must stay clear of the places a writable mount must (a dir whose files
+// a shell sources, ~/.bashrc.d; the credential dirs; a .git dir; system
+// dirs), checked before its dir is made and again at its real path.
 func HostFile(base, p string) (string, error) {
 	abs, err := filepath.Abs(Resolve(base, p))
 	if err != nil {
+		return "", err
+	}
+	home, _ := os.UserHomeDir()
+	protected := workspace.Protected{Home: home, Project: base}
+	if abs, err := filepath.Abs(base); err == nil {
+		protected.Project = abs
+	}
+	if err := protected.Check(abs); err != nil {
 		return "", err
 	}
 	dir, err := hostSource(base, "", filepath.Dir(abs), 0o700)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, filepath.Base(abs)), nil
+	real := filepath.Join(dir, filepath.Base(abs))
+	return real, protected.Check(real)
 }
 
 // hostSource resolves the source p (as written in a config at base, or
