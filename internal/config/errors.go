@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Pos is a 1-based line and column in the config file. The zero Pos means
@@ -46,24 +47,42 @@ func (e *Error) Error() string {
 // a name, value or symlink target that a config or a project chooses is
 // shown as it is and cannot clear the screen, forge a line ("mcpbox.yaml:
 // ok") or hide the warning after it.
+//
+// A byte that is not UTF-8 is written as \xNN too: a terminal in an 8-bit
+// locale reads 0x9b as the start of a control sequence.
 func Printable(s string) string {
-	if !strings.ContainsFunc(s, actsOnTerminal) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, actsOnTerminal) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if actsOnTerminal(r) {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case actsOnTerminal(r):
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
-		} else {
-			b.WriteRune(r)
+		default:
+			b.WriteString(s[i : i+n])
 		}
+		i += n
 	}
 	return b.String()
 }
 
+// actsOnTerminal reports whether a terminal acts on r rather than shows
+// it: controls (C0, DEL, C1) but line breaks and tabs, the bidirectional
+// marks, embeddings, overrides and isolates, and the Unicode line and
+// paragraph separators.
 func actsOnTerminal(r rune) bool {
-	return r != '\n' && r != '\t' && (unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069)
+	switch {
+	case r == '\n', r == '\t':
+		return false
+	case unicode.IsControl(r), r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x2028 && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 // Errors is every problem found in a config, ordered by position.

@@ -289,3 +289,17 @@ servers:
 		t.Fatalf("warm pools %v, want %v", got, want)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain\ttext\nnext line": "plain\ttext\nnext line",
+		"\x1b[2Jok\r":            `\x1b[2Jok\r`,
+		"a\x9b2Jb":               `a\x9b2Jb`,
+		"a\u009bb\u202ec\u2028d": `a\u009bb\u202ec\u2028d`,
+		"ünïcode ✓":              "ünïcode ✓",
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
