@@ -295,7 +295,10 @@ func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 		}
 	}
 	if w.snapshot != "" && w.snapshotServer == s.Name {
-		lo.Template = w.snapshot
+		// Its real path: seeding refuses a template that is a link.
+		if lo.Template, err = filepath.EvalSymlinks(w.snapshot); err != nil {
+			return fmt.Errorf("server %s: --from-snapshot: %w", s.Name, err)
+		}
 	}
 	if a := s.Artifacts; a != nil {
 		lo.Artifacts = &workspace.ArtifactRules{Include: a.Include, MaxSize: int64(a.MaxSize)}

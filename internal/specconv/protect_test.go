@@ -202,6 +202,7 @@ func TestTemplateHoldingHomeRefused(t *testing.T) {
 		{xdg, "mcpbox's state root"},
 		{tmp, "is or holds your home directory"},
 		{state, "mcpbox's state dir"},
+		{"not-yet", "does not exist"},
 		{"tmpl", ""},
 	} {
 		got, err := Template(base, "", state, tt.p)

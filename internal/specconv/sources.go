@@ -176,12 +176,13 @@ func checkWritten(protected workspace.Protected, base, p, real string) error {
 // stateDir, like a mount source: a project's symlink must not seed a
 // workspace from, say, ~/.ssh. Its files are copied where the server
 // reads them, so it is refused where a mount is: the home dir or a dir
-// holding it, mcpbox's state root or the state dir. A missing template
-// stays as written; seeding names it when it fails.
+// holding it, mcpbox's state root or the state dir. A missing template is
+// refused: one made later, by a sandbox with a writable mount above it,
+// could be a link to the home dir, unchecked.
 func Template(base, in, stateDir, p string) (string, error) {
 	real, err := hostSource(base, in, p, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Resolve(base, p), nil
+		return "", fmt.Errorf("%s does not exist: a template is checked when its server is set up", p)
 	}
 	if err != nil {
 		return "", err

@@ -24,6 +24,11 @@ import (
 // setuid or setgid. Size and entry count are bounded (ErrLimit). On error
 // dst may hold a partial copy; the caller removes it.
 func Seed(dst, template string) error {
+	// The real path its setup checked: a link there now was made since,
+	// by a sandbox that can write beside it, to show what it points to.
+	if lst, err := os.Lstat(template); err == nil && lst.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("seeding from template: %s is now a symlink: %w", template, ErrTemplate)
+	}
 	st, err := os.Stat(template)
 	if err != nil {
 		return fmt.Errorf("seeding from template: %w", err)

@@ -179,6 +179,29 @@ func TestSeedRejectsOtherTemplates(t *testing.T) {
 	}
 }
 
+// TestSeedRefusesLinkedTemplate: a template checked at its server's set-up
+// and swapped since for a link (by a sandbox that can write beside it) to
+// the home dir is refused, and nothing of what it points to is copied.
+func TestSeedRefusesLinkedTemplate(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "home")
+	write(t, filepath.Join(secret, "id_ed25519"), "SECRET KEY", 0o600)
+	tmpl := filepath.Join(dir, "stage", "t")
+	if err := os.MkdirAll(filepath.Dir(tmpl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := jail(t)
+	if err := Seed(dst, tmpl); !errors.Is(err, ErrTemplate) {
+		t.Errorf("Seed from a linked template: %v, want ErrTemplate", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "id_ed25519")); err == nil {
+		t.Error("the link's target was copied")
+	}
+}
+
 func FuzzSeedTar(f *testing.F) {
 	f.Add(makeTarBytes(f, []tarEntry{reg("a", "b")}, false))
 	f.Add(makeTarBytes(f, []tarEntry{reg("../x", "b")}, false))
