@@ -43,8 +43,26 @@ trap 'chmod -R u+w "$BUILD" 2>/dev/null; rm -rf "$BUILD"' EXIT
 start=$(date +%s)
 export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
 
+# The module proxy fails a request now and then (a fresh machine's CI run
+# lost its Kubernetes tests to one): a step that downloads is tried three
+# times, and what failed is shown (go mod download -json says it on stdout).
+retry() {
+	local i out
+	for i in 1 2 3; do
+		if out=$("$@" 2>&1); then
+			printf '%s\n' "$out"
+			return 0
+		fi
+		echo "kube-bins: $1 $2 failed (try $i of 3):" >&2
+		printf '%s\n' "$out" | grep -v '^go: downloading' | tail -n 8 >&2
+		[ "$i" = 3 ] || sleep $((i * 15))
+	done
+	return 1
+}
+
 echo "kube-bins: fetching k8s.io/kubernetes@$K8S_VERSION" >&2
-src=$(cd "$BUILD" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+json=$(cd "$BUILD" && retry go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
+src=$(printf '%s\n' "$json" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 [ -d "$src" ] || { echo "kube-bins: go mod download gave no directory for k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
 mkdir "$BUILD/kubernetes"
 cp -r "$src/." "$BUILD/kubernetes/"
@@ -121,7 +139,9 @@ EOF
 # run side by side. No DWARF (-dwarf=false, -w): nobody debugs these, and
 # generating it is compile time.
 echo "kube-bins: building kube-apiserver, kube-controller-manager $K8S_VERSION and etcd $ETCD_VERSION (minutes on a fresh machine)" >&2
-go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$BUILD/out/" ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/mcpbox-etcd
+# It downloads the modules it needs: retried too (what compiled before a
+# failed download is in the build cache).
+retry go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$BUILD/out/" ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/mcpbox-etcd >&2
 mv "$BUILD/out/mcpbox-etcd" "$BUILD/out/etcd"
 
 touch "$BUILD/out/COMPLETE"
