@@ -98,7 +98,7 @@ func (e *env) pin(args []string) int {
 	problems := e.printFindings(c, defs)
 	if *check {
 		for _, d := range lister.Drift() {
-			fmt.Fprintln(e.stdout, d)
+			fmt.Fprintln(e.stdout, config.Printable(d))
 		}
 		problems += len(lister.Drift()) + e.compareWithLock(c, pins, defs)
 		if len(failed) > 0 {

@@ -353,6 +353,8 @@ func paramHeaderFault(def json.RawMessage) string {
 	return headerFault(schema.InputSchema.Properties, "", map[string]bool{})
 }
 
+// headerFault is paramHeaderFault for the properties props at path
+// prefix, seen holding the header names (lower case) met so far.
 func headerFault(props map[string]headerProp, prefix string, seen map[string]bool) string {
 	for _, name := range slices.Sorted(maps.Keys(props)) {
 		p, path := props[name], prefix+name

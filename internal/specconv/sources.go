@@ -33,10 +33,8 @@ func HostFile(base, p string) (string, error) {
 		return "", err
 	}
 	home, _ := os.UserHomeDir()
-	protected := workspace.Protected{Home: home, Project: base}
-	if abs, err := filepath.Abs(base); err == nil {
-		protected.Project = abs
-	}
+	project, _ := filepath.Abs(base)
+	protected := workspace.Protected{Home: home, Project: project}
 	if err := protected.Check(abs); err != nil {
 		return "", err
 	}
