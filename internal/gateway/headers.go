@@ -94,15 +94,16 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 	if i < 0 {
 		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q is not in its server's tool list", name)
 	}
-	// A tool left out of the client's list for its annotations
-	// (clientTool) is not called by guess either.
-	if f := paramHeaderFault(l.items[i].Raw); f != "" {
-		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q: %s", name, f)
-	}
-	hps, err := toolParamHeaders(l.items[i].Raw)
+	props, err := inputProps(l.items[i].Raw)
 	if err != nil {
 		return fmt.Errorf("cannot check the Mcp-Param headers: the input schema of tool %q cannot be read", name)
 	}
+	// A tool left out of the client's list for its annotations
+	// (clientTool) is not called by guess either.
+	if f := headerFault(props, "", map[string]bool{}); f != "" {
+		return fmt.Errorf("cannot check the Mcp-Param headers: tool %q: %s", name, f)
+	}
+	hps := paramHeaders(props, nil)
 	if len(hps) == 0 {
 		return nil
 	}
@@ -254,11 +255,12 @@ func withParamHeaders(ctx context.Context, b *bound, params map[string]any) cont
 	if i < 0 || !bytes.Contains(l.items[i].Raw, []byte("x-mcp-header")) {
 		return ctx
 	}
-	hps, err := toolParamHeaders(l.items[i].Raw)
+	props, err := inputProps(l.items[i].Raw)
 	var argm map[string]json.RawMessage
 	if err != nil || json.Unmarshal(args, &argm) != nil {
 		return ctx
 	}
+	hps := paramHeaders(props, nil)
 	h := map[string]string{}
 	for _, hp := range hps {
 		arg, present := lookupArg(argm, hp.path)
@@ -287,9 +289,10 @@ func encodeParamHeader(s string) string {
 	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
 }
 
-// toolParamHeaders are the x-mcp-header annotations of a tool
-// definition's input schema (paramHeaders).
-func toolParamHeaders(def json.RawMessage) ([]paramHeader, error) {
+// inputProps are the properties of a tool definition's input schema, as
+// the x-mcp-header annotations are read of them (paramHeaders,
+// headerFault).
+func inputProps(def json.RawMessage) (map[string]headerProp, error) {
 	var schema struct {
 		InputSchema struct {
 			Properties map[string]headerProp `json:"properties"`
@@ -298,7 +301,7 @@ func toolParamHeaders(def json.RawMessage) ([]paramHeader, error) {
 	if err := json.Unmarshal(def, &schema); err != nil {
 		return nil, err
 	}
-	return paramHeaders(schema.InputSchema.Properties, nil), nil
+	return schema.InputSchema.Properties, nil
 }
 
 // headerProp is what checkParamHeaders reads of a schema property.
@@ -342,15 +345,11 @@ func (p headerProp) header() string {
 // would claim one header, or a header could not mirror its argument (not
 // a string, integer or boolean).
 func paramHeaderFault(def json.RawMessage) string {
-	var schema struct {
-		InputSchema struct {
-			Properties map[string]headerProp `json:"properties"`
-		} `json:"inputSchema"`
-	}
-	if json.Unmarshal(def, &schema) != nil {
+	props, err := inputProps(def)
+	if err != nil {
 		return "its input schema cannot be read"
 	}
-	return headerFault(schema.InputSchema.Properties, "", map[string]bool{})
+	return headerFault(props, "", map[string]bool{})
 }
 
 // headerFault is paramHeaderFault for the properties props at path
