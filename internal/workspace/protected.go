@@ -130,8 +130,9 @@ func (p Protected) Check(dir string) error {
 		}
 	}
 	// A repository's hooks and config run code at its next git command.
-	if parts := strings.Split(dir, string(filepath.Separator)); slices.Contains(parts, ".git") {
-		git := strings.Join(parts[:slices.Index(parts, ".git")+1], string(filepath.Separator))
+	parts := strings.Split(dir, string(filepath.Separator))
+	if i := slices.Index(parts, ".git"); i >= 0 {
+		git := strings.Join(parts[:i+1], string(filepath.Separator))
 		return refuse(git, "a git repository's own files, whose hooks and config run code at its next git command")
 	}
 	for _, st := range resolvedAll(p.StateDir) {
