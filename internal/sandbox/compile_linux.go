@@ -215,7 +215,7 @@ func vetSource(src int, m Mount, s *Spec) (bindSpec, error) {
 	return bindSpec{
 		Source: m.Source, Target: m.Target, Writable: m.Writable,
 		Exec: m.Exec || underAny(s.ExecAllow, m.Target), File: st.Mode&unix.S_IFMT != unix.S_IFDIR,
-		Dev: st.Dev, Ino: st.Ino,
+		Dev: st.Dev, Ino: st.Ino, KeepGit: m.KeepGit,
 	}, nil
 }
 

@@ -78,6 +78,12 @@ type Mount struct {
 	// sandbox mounts it like any other; the gateway leaves it out of the
 	// server's roots, which name the user's files.
 	Internal bool
+	// KeepGit leaves a writable mount's repositories' .git writable.
+	// Otherwise the .git of the repository at the mount's root and of
+	// those directly in it is read-only in the sandbox: git runs what a
+	// .git says (hooks, commands in its config) at the user's next git
+	// command on the host.
+	KeepGit bool
 }
 
 // Overlay names the writable layers of an overlay mount: two host

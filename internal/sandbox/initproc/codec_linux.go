@@ -224,6 +224,7 @@ func (e *encoder) bind(b *bindSpec) {
 	e.int(int64(b.IdmapFD))
 	e.bool(b.File)
 	e.bool(b.Cover)
+	e.bool(b.KeepGit)
 	e.uint(b.Dev)
 	e.uint(b.Ino)
 }
@@ -302,6 +303,7 @@ func (d *decoder) bind(b *bindSpec) {
 	b.IdmapFD = d.intVal()
 	b.File = d.bool()
 	b.Cover = d.bool()
+	b.KeepGit = d.bool()
 	b.Dev = d.uint()
 	b.Ino = d.uint()
 }

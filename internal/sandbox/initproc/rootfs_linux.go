@@ -73,6 +73,9 @@ type bindSpec struct {
 	// Cover: the target is an existing file of the system view (a system
 	// trust bundle) that this bind, the sandbox's own, covers.
 	Cover bool `json:"cover,omitempty"`
+	// KeepGit leaves the .git of a writable bind's repositories as
+	// writable as the rest (holdGit).
+	KeepGit bool `json:"keep_git,omitempty"`
 	// Dev and Ino identify the source the host checked: the init binds
 	// it only if the path still leads to the same file, without symlinks.
 	Dev uint64 `json:"dev"`
@@ -134,7 +137,7 @@ func buildRoot(c *initConfig, fds []int) error {
 		return err
 	}
 	steps := []func(*initConfig, []int) error{
-		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, mountOverlay, maskInput, writeSecrets,
+		bindSystem, buildEtc, buildDev, mountProc, mountTmp, bindUser, holdGit, mountOverlay, maskInput, writeSecrets,
 	}
 	for _, step := range steps {
 		if err := step(c, fds); err != nil {
