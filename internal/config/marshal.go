@@ -297,6 +297,7 @@ func filesystemNode(fs *Filesystem) *yaml.Node {
 			addStr(n, "source", mt.Source)
 			addStr(n, "target", mt.Target)
 			addStr(n, "mode", mt.Mode)
+			addStr(n, "git", mt.Git)
 			l.Content = append(l.Content, flowIfEmpty(n))
 		}
 		addKV(m, "mounts", flowIfEmpty(l))

@@ -49,8 +49,9 @@ func TestMarshalRoundTrip(t *testing.T) {
 			Sandbox:    Sandbox{Require: []string{}},
 		}}}},
 		{"workspace sizes", &Config{Servers: []*Server{{
-			Name:       "s",
-			Filesystem: Filesystem{Input: &Input{Source: "in", Mode: ModeOverlay, Size: 1 << 30}, Output: &Output{Size: 5e6}},
+			Name: "s",
+			Filesystem: Filesystem{Input: &Input{Source: "in", Mode: ModeOverlay, Size: 1 << 30}, Output: &Output{Size: 5e6},
+				Mounts: []Mount{{Source: "repo", Target: "/repo", Mode: ModeRW, Git: ModeRW}}},
 		}}}},
 		{"awkward strings", &Config{
 			Version:  -3,

@@ -210,6 +210,7 @@ func (d *decoder) mounts(n *node, path string) []Mount {
 			{"source", func(v *node, p string) { m.Source = d.str(v, p) }},
 			{"target", func(v *node, p string) { m.Target = d.str(v, p) }},
 			{"mode", func(v *node, p string) { m.Mode = d.str(v, p) }},
+			{"git", func(v *node, p string) { m.Git = d.str(v, p) }},
 		})
 		out = append(out, m)
 	})

@@ -273,6 +273,10 @@ func checkMounts(r *collector, s *Server, p string) {
 		}
 		seen[m.Target] = true
 		enum(r, &m.Meta, mp, "mode", m.Mode, ModeRO, ModeRW)
+		enum(r, &m.Meta, mp, "git", m.Git, ModeRO, ModeRW)
+		if m.Git == ModeRW && m.Mode != ModeRW {
+			r.errorf(m.Meta.At("git"), "%s.git: rw needs mode: rw (a read-only mount's .git is read-only too)", mp)
+		}
 	}
 }
 

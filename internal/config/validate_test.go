@@ -122,6 +122,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"mount above secrets", mountAt("target: /run"), `t.yaml:7:34: servers.s.filesystem.mounts[0].target: /run overlaps /run/secrets, which the sandbox provides`},
 		{"mount tmp", mountAt("target: /tmp/home"), `t.yaml:7:34: servers.s.filesystem.mounts[0].target: /tmp/home overlaps /tmp, which the sandbox provides`},
 		{"mount mode", mountAt("target: /data, mode: rwx"), `t.yaml:7:47: servers.s.filesystem.mounts[0].mode: invalid value "rwx" (want ro or rw)`},
+		{"mount git", mountAt("target: /data, mode: rw, git: yes"), `t.yaml:7:56: servers.s.filesystem.mounts[0].git: invalid value "yes" (want ro or rw)`},
+		{"mount git read-only", mountAt("target: /data, git: rw"), `t.yaml:7:46: servers.s.filesystem.mounts[0].git: rw needs mode: rw (a read-only mount's .git is read-only too)`},
 		{"mount twice", base + "    filesystem:\n      mounts:\n        - {source: /a, target: /data}\n        - {source: /b, target: /data}\n", `t.yaml:8:32: servers.s.filesystem.mounts[1].target: /data is already mounted`},
 		{"mount nested", base + "    filesystem:\n      mounts:\n        - {source: /a, target: /opt/srv}\n        - {source: /b, target: /opt/srv/node_modules}\n", `t.yaml:8:32: servers.s.filesystem.mounts[1].target: /opt/srv/node_modules and mounts[0]'s /opt/srv lie one inside the other; nested mounts are not supported: mount them side by side`},
 		{"mount nested above", base + "    filesystem:\n      mounts:\n        - {source: /a, target: /opt/srv/x}\n        - {source: /b, target: /opt/srv}\n", `t.yaml:8:32: servers.s.filesystem.mounts[1].target: /opt/srv and mounts[0]'s /opt/srv/x lie one inside the other; nested mounts are not supported: mount them side by side`},

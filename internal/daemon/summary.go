@@ -227,6 +227,11 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 		}
 		for i, m := range fs.Mounts {
 			warn(s, fmt.Sprintf("mounts[%d].source", i), m.Meta.At("source"), m.Source, m.Mode == config.ModeRW)
+			if m.Mode == config.ModeRW && m.Git == config.ModeRW {
+				pos := m.Meta.At("git")
+				ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf(
+					"servers.%s.filesystem.mounts[%d].git: rw lets the server change the .git of the repositories in %s (hooks, config), which git runs on this host at your next git command there: set it only for a server you trust", s.Name, i, m.Source)})
+			}
 		}
 		if fs.Template != "" { // copied into a workspace the server writes
 			warn(s, "template", fs.Meta.At("template"), fs.Template, false)

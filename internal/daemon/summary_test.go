@@ -316,6 +316,7 @@ servers:
         - {source: ~/.ssh, target: /rw, mode: rw}
         - {source: data, target: /data}
         - {source: ~/keys-elsewhere, target: /k, mode: rw}
+        - {source: ../other, target: /o, mode: rw, git: rw}
     tools: {allow: ["*"]}
   b:
     command: [no-such-server-bin-7f3a]
@@ -327,12 +328,13 @@ servers:
 		t.Fatal(err)
 	}
 	want := []string{
-		":16:14: servers.b.command: no-such-server-bin-7f3a is in none of the sandbox's PATH directories",
+		":17:14: servers.b.command: no-such-server-bin-7f3a is in none of the sandbox's PATH directories",
 		":6:23: servers.a.filesystem.input.source: ~/.ssh shows " + filepath.Join(home, ".ssh") + " to the sandbox: credentials",
 		":7:24: servers.a.filesystem.output.source: serve refuses it: " + filepath.Join(home, ".config/gh") + " would let a sandbox write",
 		":9:20: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
 		":10:20: servers.a.filesystem.mounts[1].source: ~/keys shows " + filepath.Join(home, ".ssh"),
 		":11:20: servers.a.filesystem.mounts[2].source: serve refuses it: ",
+		":14:57: servers.a.filesystem.mounts[5].git: rw lets the server change the .git of the repositories in ../other",
 	}
 	wantWarnings(t, summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, want)
 	wantWarnings(t, CheckWarnings(c, cfg), want)

@@ -189,6 +189,7 @@ func configMount(base, in string, m config.Mount) (sandbox.Mount, error) {
 		return mnt, fmt.Errorf("mode %q: want ro or rw", m.Mode)
 	}
 	mnt.Exec = !mnt.Writable
+	mnt.KeepGit = mnt.Writable && m.Git == config.ModeRW
 	if err := config.CheckMountTarget(m.Target); err != nil {
 		return mnt, fmt.Errorf("target: %w", err)
 	}

@@ -121,9 +121,10 @@ func TestServerSpecInputSize(t *testing.T) {
 // the --mount flag's SRC:DST[:MODE] syntax: a dir whose name holds ":"
 // is mounted, for serve (Server) as for exec and run --policy (Policy).
 // It used to go through the flag syntax and be refused, at serve only.
+// A mount's git: rw reaches the sandbox as KeepGit.
 func TestConfigMountSourceWithColon(t *testing.T) {
 	base := t.TempDir()
-	for _, d := range []string{"a:b", "c:d:rw"} {
+	for _, d := range []string{"a:b", "c:d:rw", "repo"} {
 		if err := os.Mkdir(filepath.Join(base, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +135,7 @@ servers:
   s:
     command: [x]
     filesystem:
-      mounts: [{source: "./a:b", target: /data}, {source: "c:d:rw", target: /out, mode: rw}]
+      mounts: [{source: "./a:b", target: /data}, {source: "c:d:rw", target: /out, mode: rw}, {source: repo, target: /repo, mode: rw, git: rw}]
 `)
 	real, err := filepath.EvalSymlinks(base)
 	if err != nil {
@@ -143,6 +144,7 @@ servers:
 	want := []sandbox.Mount{
 		{Source: filepath.Join(real, "a:b"), Target: "/data", Exec: true},
 		{Source: filepath.Join(real, "c:d:rw"), Target: "/out", Writable: true},
+		{Source: filepath.Join(real, "repo"), Target: "/repo", Writable: true, KeepGit: true},
 	}
 	c := loadConfig(t, cfg)
 	spec, err := Server(c, c.Servers[0], Options{Base: base, StateDir: t.TempDir()})
