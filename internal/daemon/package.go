@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"mcpbox/internal/audit"
@@ -23,6 +24,21 @@ import (
 // stagingAge is how old an install's staging dir must be before a start
 // removes it as a crash's leftover: above an install sandbox's timeout.
 const stagingAge = 30 * time.Minute
+
+// installsAtOnce is how many package servers' packages install at once.
+const installsAtOnce = 4
+
+// lockedWriter serialises the progress lines of concurrent installs.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 // PackageServer is a config server that runs a registry package: one with
 // `package:`, or whose command is a runner that pkginstall.FromCommand
@@ -138,14 +154,63 @@ func (po packageOptions) installer(s *config.Server) (*pkginstall.Installer, err
 // refused with an error naming the server. With po.keepGoing, a server
 // whose package cannot be installed is left out of the result and its
 // error is in failed (by server name); else the first such error ends it.
+//
+// Up to installsAtOnce packages install at once: a first start of a
+// config with several package servers waited for each in turn (minutes
+// for a few npm servers with native add-ons), and the store takes
+// concurrent installs (a finished tree is renamed into place).
 func installPackages(ctx context.Context, po packageOptions) (pkgs map[string]specconv.Package, changes []PackageChange, failed map[string]error, err error) {
 	pss, err := PackageServers(po.c)
 	if err != nil || len(pss) == 0 {
 		return nil, nil, nil, err
 	}
+	store := &pkginstall.Installer{Store: filepath.Join(po.stateDir, "packages")}
+	if err := store.CleanStaging(stagingAge); err != nil && po.log != nil {
+		po.log.Warn("cleaning the package store", "err", err)
+	}
+	if po.progress != nil {
+		po.progress = &lockedWriter{w: po.progress}
+	}
+	type result struct {
+		pkg    specconv.Package
+		change *PackageChange
+		err    error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([]result, len(pss))
+	sem := make(chan struct{}, installsAtOnce)
+	var wg sync.WaitGroup
+	for i, ps := range pss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := &results[i]
+			if ctx.Err() != nil {
+				r.err = ctx.Err()
+				return
+			}
+			r.pkg, r.change, r.err = po.installOne(ctx, ps)
+			if r.err != nil && !po.keepGoing {
+				cancel() // the first error ends it: the others need not finish
+			}
+		}()
+	}
+	wg.Wait()
+	if !po.keepGoing {
+		// The first error in the config's order that is not the
+		// cancellation of the others.
+		for _, r := range results {
+			if r.err != nil && !errors.Is(r.err, context.Canceled) {
+				return nil, nil, nil, r.err
+			}
+		}
+	}
 	out := map[string]specconv.Package{}
-	for _, ps := range pss {
-		pkg, change, err := po.installOne(ctx, ps)
+	for i, ps := range pss {
+		pkg, change, err := results[i].pkg, results[i].change, results[i].err
 		if err != nil && po.keepGoing {
 			if failed == nil {
 				failed = map[string]error{}
@@ -175,9 +240,6 @@ func (po packageOptions) installOne(ctx context.Context, ps PackageServer) (spec
 	in, err := po.installer(ps.Server)
 	if err != nil {
 		return specconv.Package{}, nil, err
-	}
-	if err := in.CleanStaging(stagingAge); err != nil && po.log != nil {
-		po.log.Warn("cleaning the package store", "err", err)
 	}
 	old, pinned := lock.Packages[ps.Server.Name]
 	if pinned && (old.Source != ps.Source.String() || po.repin[ps.Server.Name]) {

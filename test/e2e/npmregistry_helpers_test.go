@@ -31,6 +31,9 @@ type npmRegistry struct {
 	// (a private registry); refused counts those without it.
 	token   string
 	refused atomic.Int64
+	// gate, if set, is called with each request's unescaped path before
+	// it is answered (outside mu).
+	gate func(path string)
 
 	mu sync.Mutex
 	// versions maps a name to its versions' package.json and tarball.
@@ -116,6 +119,9 @@ func (r *npmRegistry) serve(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		http.Error(w, "bad path", http.StatusBadRequest)
 		return
+	}
+	if r.gate != nil {
+		r.gate(p)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

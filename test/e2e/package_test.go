@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,4 +349,67 @@ func bumpPatch(t *testing.T, version string) string {
 		t.Fatalf("version %q", version)
 	}
 	return version[:i+1] + strconv.Itoa(n+1)
+}
+
+// TestPackagesInstallAtOnce: a first start installs a config's package
+// servers at once, not one after the other (minutes for a few npm
+// servers before a client's initialize was answered). The registry holds
+// the first request for each package until the other's first has come
+// too, for at most 30 s: one after the other, the first one's wait runs
+// out.
+func TestPackagesInstallAtOnce(t *testing.T) {
+	modules := requireNode(t)
+	reg := newNPMRegistry(t, modules)
+	names := []string{"@modelcontextprotocol/server-memory", "@modelcontextprotocol/server-everything"}
+	var mu sync.Mutex
+	arrived := map[string]bool{}
+	both := make(chan struct{})
+	var waitedOut atomic.Bool
+	reg.gate = func(p string) {
+		name := strings.TrimPrefix(p, "/")
+		mu.Lock()
+		first := slices.Contains(names, name) && !arrived[name]
+		if first {
+			arrived[name] = true
+			if len(arrived) == len(names) {
+				close(both)
+			}
+		}
+		mu.Unlock()
+		if !first {
+			return
+		}
+		select {
+		case <-both:
+		case <-time.After(30 * time.Second):
+			waitedOut.Store(true)
+		}
+	}
+	m := modes(t)[0]
+	dir := m.dir(t)
+	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{
+		"memory":     map[string]any{"package": "npm:" + names[0], "tools": map[string]any{"allow": []string{"*"}}},
+		"everything": map[string]any{"package": "npm:" + names[1], "tools": map[string]any{"allow": []string{"*"}}},
+	}}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(dir, "mcpbox.yaml")
+	m.writeFile(t, cfgPath, string(b), 0o644)
+	sess, logs, stop := pkgServe(t, m, cfgPath, "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
+	defer stop()
+	if waitedOut.Load() {
+		t.Fatalf("one package's first registry request waited 30 s for the other's: installed one after the other\n%s", logs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tools, err := sess.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v\n%s", err, logs)
+	}
+	got := map[string]bool{}
+	for _, tool := range tools.Tools {
+		got[tool.Name] = true
+	}
+	if !got["memory__read_graph"] || !got["everything__echo"] {
+		t.Fatalf("tools of both servers expected, got %v\n%s", got, logs)
+	}
 }
