@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -36,6 +37,7 @@ type daemon struct {
 	// The transports: stdio, and HTTP on addr when not "".
 	stdio     bool
 	addr      string
+	ln        net.Listener // on addr, from before the packages install
 	hopts     gateway.HTTPOptions
 	cert, key string
 	token     string // the local token; "" when none guards HTTP
@@ -241,6 +243,15 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		return err
 	}
 	defer w.stop()
+	if d.addr != "" {
+		// Before the packages install: a port in use is found at once,
+		// not after minutes of installs. Until the gateway serves it,
+		// a client's connection waits in the backlog.
+		if d.ln, err = listen(d.addr); err != nil {
+			return err
+		}
+		defer d.ln.Close() // Serve closes it too, if it got that far
+	}
 	po, failed, err := d.installPackages(ctx, g)
 	if ctx.Err() != nil {
 		return nil // stopped while installing, as below
@@ -405,7 +416,7 @@ func (d *daemon) serveTransports(ctx context.Context, cancel context.CancelFunc,
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	if d.addr != "" {
-		h := httpServer{gw: gw, addr: d.addr, opts: d.hopts, tlsCert: d.cert, tlsKey: d.key,
+		h := httpServer{gw: gw, addr: d.addr, ln: d.ln, opts: d.hopts, tlsCert: d.cert, tlsKey: d.key,
 			onListen: func(url string) { d.started(); d.listening(inst, url) }}
 		wg.Go(func() {
 			if err := h.serve(ctx); err != nil {

@@ -193,13 +193,27 @@ type httpServer struct {
 	tlsCert, tlsKey string
 	// onListen, if non-nil, is called with the URL once listening.
 	onListen func(url string)
+	// ln, if non-nil, is the listener on addr, made in advance.
+	ln net.Listener
+}
+
+// listen listens on addr, saying who holds it if it is taken.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, admin.ExplainAddrInUse(addr, err))
+	}
+	return ln, nil
 }
 
 // serve serves the endpoint until ctx ends, then shuts it down.
 func (h httpServer) serve(ctx context.Context) error {
-	ln, err := net.Listen("tcp", h.addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", h.addr, admin.ExplainAddrInUse(h.addr, err))
+	ln := h.ln
+	if ln == nil {
+		var err error
+		if ln, err = listen(h.addr); err != nil {
+			return err
+		}
 	}
 	opts := h.opts
 	opts.Addr = ln.Addr().String()

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -411,5 +412,37 @@ func TestPackagesInstallAtOnce(t *testing.T) {
 	}
 	if !got["memory__read_graph"] || !got["everything__echo"] {
 		t.Fatalf("tools of both servers expected, got %v\n%s", got, logs)
+	}
+}
+
+// TestTakenPortBeforeInstalls: serve --http on a port in use fails at
+// once, before it installs a package (it used to find the port taken
+// only after minutes of installs).
+func TestTakenPortBeforeInstalls(t *testing.T) {
+	modules := requireNode(t)
+	reg := newNPMRegistry(t, modules)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	m := modes(t)[0]
+	dir := m.dir(t)
+	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{
+		"memory": map[string]any{"package": "npm:@modelcontextprotocol/server-memory", "tools": map[string]any{"allow": []string{"*"}}},
+	}}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(dir, "mcpbox.yaml")
+	m.writeFile(t, cfgPath, string(b), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := m.command(ctx, "serve", "--http", ln.Addr().String(), "--config", cfgPath)
+	cmd.Env = append(cmd.Env, "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "listening on "+ln.Addr().String()) {
+		t.Fatalf("serve on a taken port: %v\n%s", err, out)
+	}
+	if n := reg.requests.Load(); n != 0 {
+		t.Errorf("the registry saw %d requests before serve found its port taken:\n%s", n, out)
 	}
 }
