@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,24 +123,34 @@ func TestGitKeptWritable(t *testing.T) {
 	}
 }
 
-// TestGitLinkRefused: a writable mount's repository whose .git is a
-// symlink stops the start (a link cannot be held read-only), with a
-// message that names it.
+// TestGitLinkRefused: a repository at a writable mount's root whose .git
+// is a symlink stops the start (a link cannot be held read-only), with a
+// message that names it; one in a dir directly in the mount is left
+// alone, as a repository the workload made would be (else a link it
+// plants there would stop every later start).
 func TestGitLinkRefused(t *testing.T) {
 	requireSandbox(t)
 	base := t.TempDir()
 	gitRepo(t, base+"/real")
-	if err := os.MkdirAll(base+"/out/a", 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"/out/a", "/out2"} {
+		if err := os.MkdirAll(base+d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.Symlink(base+"/real/.git", base+"/out/a/.git"); err != nil {
-		t.Fatal(err)
+	for _, l := range []string{"/out/a/.git", "/out2/.git"} {
+		if err := os.Symlink(base+"/real/.git", base+l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	spec := quick("true")
 	spec.Output = base + "/out"
+	if res, err := Run(context.Background(), spec, Stdio{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a .git link in a dir of the output: %v %+v", err, res)
+	}
+	spec.Output = base + "/out2"
 	var errb bytes.Buffer
 	_, err := Run(context.Background(), spec, Stdio{Stderr: &errb})
-	if err == nil || !strings.Contains(err.Error(), "a/.git is a symbolic link") {
+	if err == nil || !strings.Contains(err.Error(), ": .git is a symbolic link") {
 		t.Fatalf("Run: %v (stderr %q), want the link named", err, errb.String())
 	}
 }
@@ -150,5 +162,133 @@ func TestGitHeldUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: TestGitHeldReadOnly already runs unprivileged")
 	}
-	runUnprivileged(t, "TestGitHeldReadOnly", "TestGitKeptWritable", "TestGitLinkRefused")
+	runUnprivileged(t, "TestGitHeldReadOnly", "TestGitKeptWritable", "TestGitLinkRefused", "TestGitWhereItLeads", "TestGitHoldRefusals")
 }
+
+// gitCmd runs git on the host in dir, as a user with a name would.
+func gitCmd(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a",
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+}
+
+// gitWhere is what git reads beside .git, as the review of holdGit found
+// it writable: a submodule two levels down, an uninitialised submodule, a
+// separate gitdir, core.hooksPath and an included config in the worktree.
+const gitWhereScript = `try() { if eval "$2" 2>/dev/null; then echo "$1: allowed"; else echo "$1: denied"; fi; }
+cd /work/src
+try "deep submodule .git" 'echo x >> proj/libs/lib/.git'
+try "deep submodule moved" 'mv proj/libs proj/libs2'
+try "uninitialised submodule" 'mkdir clone/libs/lib/.git'
+try "separate gitdir" 'echo x >> a.gitdir/config'
+try "hooks path" 'echo x > hp/.githooks/pre-commit'
+try "included config" 'echo x >> hp/.gitconfig.shared'
+try "worktree" 'echo y > proj/README'
+`
+
+// TestGitWhereItLeads: what a held repository's .git leads git to is
+// held too, when it lies in a writable mount: a submodule at any depth
+// (git status enters it), an uninitialised submodule's empty dir (else
+// the sandbox could make a repository there), the dir a .git file names,
+// the core.hooksPath dir and included config files. Before, each let the
+// sandbox run code at the user's next git status or commit.
+func TestGitWhereItLeads(t *testing.T) {
+	requireSandbox(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here")
+	}
+	base := t.TempDir()
+	src := base + "/src"
+	for _, d := range []string{base + "/lib", src + "/proj/libs", src + "/hp/.githooks"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(base+"/lib/f", "x\n")
+	gitCmd(t, base+"/lib", "init", "-q")
+	gitCmd(t, base+"/lib", "add", "f")
+	gitCmd(t, base+"/lib", "commit", "-qm", "l")
+	write(src+"/proj/README", "hi\n")
+	gitCmd(t, src+"/proj", "init", "-q")
+	gitCmd(t, src+"/proj", "submodule", "-q", "add", base+"/lib", "libs/lib")
+	gitCmd(t, src+"/proj", "add", ".")
+	gitCmd(t, src+"/proj", "commit", "-qm", "init")
+	gitCmd(t, src, "clone", "-q", src+"/proj", "clone") // not --recursive: libs/lib is empty
+	gitCmd(t, base, "init", "-q", "--separate-git-dir="+src+"/a.gitdir", src+"/a")
+	write(src+"/hp/.gitconfig.shared", "")
+	gitCmd(t, src+"/hp", "init", "-q")
+	gitCmd(t, src+"/hp", "config", "core.hooksPath", ".githooks")
+	gitCmd(t, src+"/hp", "config", "include.path", "../.gitconfig.shared")
+	spec := quick("sh", "-c", gitWhereScript)
+	spec.Mounts = []Mount{{Source: src, Target: "/work/src", Writable: true}}
+	want := `deep submodule .git: denied
+deep submodule moved: denied
+uninitialised submodule: denied
+separate gitdir: denied
+hooks path: denied
+included config: denied
+worktree: allowed
+`
+	if d := cmp.Diff(want, runOverlay(t, spec)); d != "" {
+		t.Errorf("workload's view (-want +got):\n%s", d)
+	}
+}
+
+// TestGitHoldRefusals: what holdGit cannot hold stops the start, with a
+// message that says why: writable mounts whose sources nest (a repository
+// held in one would be writable through the other), a core.hooksPath
+// missing in the mount (the sandbox could make it), more repositories
+// than it holds.
+func TestGitHoldRefusals(t *testing.T) {
+	requireSandbox(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here")
+	}
+	base := t.TempDir()
+	gitRepo(t, base+"/code/group/proj")
+	if err := os.MkdirAll(base+"/hp", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, base+"/hp", "init", "-q")
+	gitCmd(t, base+"/hp", "config", "core.hooksPath", ".githooks")
+	for i := range maxReposForTest + 1 {
+		if err := os.MkdirAll(fmt.Sprintf("%s/many/d%d/.git", base, i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		mounts []Mount
+		want   string
+	}{
+		{"nested sources", []Mount{{Source: base + "/code/group/proj", Target: "/work/proj", Writable: true}, {Source: base + "/code", Target: "/work/code", Writable: true}},
+			"the writable mounts /work/proj (" + base + "/code/group/proj) and /work/code (" + base + "/code) overlap"},
+		{"hooks path missing", []Mount{{Source: base + "/hp", Target: "/work/hp", Writable: true}},
+			"core.hookspath in " + base + "/hp/.git/config names " + base + "/hp/.githooks, which is missing in a writable mount"},
+		{"too many repositories", []Mount{{Source: base + "/many", Target: "/work/many", Writable: true}},
+			fmt.Sprintf("more than %d repositories to hold", maxReposForTest)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := quick("true")
+			spec.Mounts = tt.mounts
+			_, err := Run(context.Background(), spec, Stdio{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run: %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// maxReposForTest is initproc's maxRepos.
+const maxReposForTest = 2000
