@@ -20,6 +20,11 @@ type Process struct {
 	// Stop ends the process and frees what it holds; it is called once,
 	// after the connection is closed, and may block until the process is gone.
 	Stop func()
+	// Gone, if set, is called instead of Stop when the server's side
+	// of the connection ended first, unasked (it exited, it crashed):
+	// it frees what Stop frees, but the end is the server's own, not a
+	// stop (mcpbox ps: "exited with status 3", not "stopped by mcpbox").
+	Gone func()
 	// Describe, if set, says how the process ended (e.g. its exit status),
 	// for logs and error messages.
 	Describe func() string
@@ -43,12 +48,20 @@ type Root struct {
 	Name string `json:"name,omitempty"`
 }
 
-func (p *Process) stop() {
+func (p *Process) stop() { p.end(false) }
+
+// gone is stop for a process whose server ended its side first.
+func (p *Process) gone() { p.end(true) }
+
+func (p *Process) end(gone bool) {
 	p.once.Do(func() {
 		if p.Conn != nil {
 			p.Conn.Close()
 		}
-		if p.Stop != nil {
+		switch {
+		case gone && p.Gone != nil:
+			p.Gone()
+		case p.Stop != nil:
 			p.Stop()
 		}
 	})

@@ -695,7 +695,17 @@ var discoverTimeout = 15 * time.Second
 func (u *upstream) watch(p *peer, proc *Process, watched chan struct{}) {
 	defer close(watched)
 	err := p.wait()
-	proc.stop()
+	// Unless the gateway let go of the server first (a stop, a
+	// restart), its side ended unasked: the end is its own. A stop that
+	// raced this one has ended proc already (it ends once).
+	u.mu.Lock()
+	asked := u.peer != p || u.stopped
+	u.mu.Unlock()
+	if asked {
+		proc.stop()
+	} else {
+		proc.gone()
+	}
 	u.mu.Lock()
 	if u.peer != p || u.stopped {
 		if u.peer == p {

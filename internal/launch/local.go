@@ -569,6 +569,7 @@ func (in *sandboxInstance) Process() *gateway.Process {
 		Stdin: in.stdin, Stdout: in.stdout,
 		Roots:    roots(&in.spec),
 		Stop:     in.Stop,
+		Gone:     in.gone,
 		Clean:    func() bool { return in.endedWithin(stopGrace) && in.clean },
 		Pause:    in.Pause,
 		Resume:   in.Resume,
@@ -595,6 +596,14 @@ func (in *sandboxInstance) Scope() gateway.Scope { return in.scope }
 // its input, and every stop of it took the whole grace and a kill.
 func (in *sandboxInstance) Stop() {
 	in.rec.MarkStopping()
+	in.end()
+}
+
+// gone is Stop for a server that ended its output unasked: its end is
+// its own (a crash, an exit), not a stop, for ps.
+func (in *sandboxInstance) gone() { in.end() }
+
+func (in *sandboxInstance) end() {
 	if in.sb.Paused() {
 		_ = in.sb.Resume() // a failure leaves it to the kill
 	}

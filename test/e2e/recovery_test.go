@@ -50,10 +50,12 @@ func TestCrashRestartsByDefault(t *testing.T) {
 			t.Fatalf("mcpbox ps: %s", r)
 		}
 		var running, restarts int
+		var exits []string
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 			var row struct {
 				State    string
 				Restarts *int
+				Exit     string
 			}
 			if err := json.Unmarshal([]byte(line), &row); err != nil {
 				t.Fatalf("ps line %q: %v", line, err)
@@ -64,7 +66,14 @@ func TestCrashRestartsByDefault(t *testing.T) {
 			if row.State == "running" {
 				running++
 				restarts = *row.Restarts
+			} else {
+				exits = append(exits, row.Exit)
 			}
+		}
+		// The crash is the server's own end, not a stop of mcpbox's
+		// (which the gateway's reaction to it was once shown as).
+		if len(exits) != 1 || !strings.HasPrefix(exits[0], "exited with status 3") {
+			t.Errorf("ps: the crashed sandbox's exit %q, want one saying it exited with status 3:\n%s", exits, r.stdout)
 		}
 		if running != 1 || restarts != 1 {
 			t.Errorf("ps: %d running sandboxes, restarts %d; want 1 running after 1 restart:\n%s", running, restarts, r.stdout)
