@@ -5,6 +5,7 @@ package workspace
 import (
 	"archive/tar"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,12 +25,23 @@ import (
 // setuid or setgid. Size and entry count are bounded (ErrLimit). On error
 // dst may hold a partial copy; the caller removes it.
 func Seed(dst, template string) error {
-	// The real path its setup checked: a link there now was made since,
-	// by a sandbox that can write beside it, to show what it points to.
-	if lst, err := os.Lstat(template); err == nil && lst.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("seeding from template: %s is now a symlink: %w", template, ErrTemplate)
+	// The real path its setup checked: a link there now, as the
+	// template or as a dir on its way, was made since, by a sandbox that
+	// can write beside it, to show what it points to. Opened once, without
+	// following one, and copied from that descriptor.
+	fd, err := unix.Openat2(unix.AT_FDCWD, template, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("seeding from template: %s is now reached through a symlink: %w", template, ErrTemplate)
 	}
-	st, err := os.Stat(template)
+	if err != nil {
+		return fmt.Errorf("seeding from template: %w", &os.PathError{Op: "open", Path: template, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), template)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("seeding from template: %w", err)
 	}
@@ -44,9 +56,9 @@ func Seed(dst, template string) error {
 	x := newWriter(root, templateLimits)
 	switch {
 	case st.IsDir():
-		err = x.copyTree(template)
+		err = x.copyTree(f)
 	case st.Mode().IsRegular() && isTarName(template):
-		err = x.extractFile(template, "")
+		err = x.extractFile(f, "")
 	default:
 		err = fmt.Errorf("%s: %w", template, ErrTemplate)
 	}
@@ -69,18 +81,13 @@ func isGzipName(name string) bool {
 	return strings.HasSuffix(name, ".gz") || strings.HasSuffix(name, ".tgz")
 }
 
-// extractFile extracts the tar (gzip-compressed by its name) at path.
-func (x *writer) extractFile(path, prefix string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// extractFile extracts the open tar f (gzip-compressed by its name).
+func (x *writer) extractFile(f *os.File, prefix string) error {
 	var r io.Reader = f
-	if isGzipName(path) {
+	if isGzipName(f.Name()) {
 		zr, err := gzip.NewReader(f)
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
+			return fmt.Errorf("reading %s: %w", f.Name(), err)
 		}
 		defer zr.Close()
 		r = zr
@@ -88,14 +95,9 @@ func (x *writer) extractFile(path, prefix string) error {
 	return x.extract(tar.NewReader(r), prefix)
 }
 
-// copyTree copies the directory src into x's root.
-func (x *writer) copyTree(src string) error {
-	sfd, err := openRoot(src)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(sfd)
-	err = walk(sfd, "", 0, func(n *node) error {
+// copyTree copies the open directory src into x's root.
+func (x *writer) copyTree(src *os.File) error {
+	err := walk(int(src.Fd()), "", 0, func(n *node) error {
 		size := int64(0)
 		if n.typ() == unix.S_IFREG {
 			size = n.st.Size

@@ -181,7 +181,8 @@ func TestSeedRejectsOtherTemplates(t *testing.T) {
 
 // TestSeedRefusesLinkedTemplate: a template checked at its server's set-up
 // and swapped since for a link (by a sandbox that can write beside it) to
-// the home dir is refused, and nothing of what it points to is copied.
+// the home dir is refused, and nothing of what it points to is copied;
+// so is one a dir on whose way has become a link.
 func TestSeedRefusesLinkedTemplate(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "home")
@@ -199,6 +200,26 @@ func TestSeedRefusesLinkedTemplate(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dst, "id_ed25519")); err == nil {
 		t.Error("the link's target was copied")
+	}
+	// A dir on the template's way swapped for a link: .../stage -> a dir
+	// whose t (a dir, no link) holds a key.
+	other := filepath.Join(dir, "other")
+	write(t, filepath.Join(other, "t", "id_ed25519"), "SECRET KEY", 0o600)
+	if err := os.Remove(tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Dir(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Dir(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+	dst2, _ := jail(t)
+	if err := Seed(dst2, tmpl); !errors.Is(err, ErrTemplate) {
+		t.Errorf("Seed from a template behind a linked dir: %v, want ErrTemplate", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst2, "id_ed25519")); err == nil {
+		t.Error("the linked dir's template was copied")
 	}
 }
 
