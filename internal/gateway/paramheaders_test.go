@@ -284,6 +284,7 @@ func TestInvalidParamHeaderToolsLeftOut(t *testing.T) {
 		"twice":   `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":"object","properties":{"c":{"type":"integer","x-mcp-header":"region"}}}}}`,
 		"object":  `{"type":"object","properties":{"region":{"type":"object","x-mcp-header":"Region"}}}`,
 		"number":  `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":5}}}`,
+		"escaped": `{"type":"object","properties":{"region":{"type":"string","x-mcp-head\u0065r":"Re gion"}}}`,
 	}
 	good := `{"type":"object","properties":{"opts":{"type":"object","properties":{"any":true}},"region":{"type":"boolean","x-mcp-header":"Region"}}}`
 	var ran atomic.Int64

@@ -53,8 +53,9 @@ func (g *Gateway) clientTool(server string, it Item) json.RawMessage {
 		}
 	}
 	// Only a definition that names the annotation is read again (each
-	// tool, at every list).
-	if bytes.Contains(it.Raw, []byte("x-mcp-header")) {
+	// tool, at every list), or may name it escaped ("x-mcp-head\u0065r"
+	// is the same key to a client's JSON parser).
+	if bytes.Contains(it.Raw, []byte("x-mcp-header")) || bytes.Contains(it.Raw, []byte(`\u`)) {
 		if why := paramHeaderFault(it.Raw); why != "" {
 			if _, seen := g.schemaWarned.LoadOrStore(server+"\x00"+it.Key, true); !seen {
 				g.log.Warn("tool left out of the list clients get: its x-mcp-header annotations are invalid, and MCP clients leave it out",
