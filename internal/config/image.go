@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	crname "github.com/google/go-containerregistry/pkg/name"
 )
 
 // An image server runs an OCI image instead of a command:
@@ -96,6 +98,12 @@ func checkImageRef(ref string) error {
 		if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
 			return fmt.Errorf("%q: the digest must be sha256: and 64 lowercase hex digits", ref)
 		}
+	}
+	// As the puller reads it (internal/image.ParseRef): before, a
+	// reference it refuses (upper case, a second ":") passed policy check
+	// and failed at every start.
+	if _, err := crname.ParseReference(ref); err != nil {
+		return fmt.Errorf("%q is no image reference the puller reads (want lower-case REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:DIGEST)", ref)
 	}
 	return nil
 }

@@ -48,6 +48,8 @@ func TestImageServerInvalid(t *testing.T) {
 		{"space", "version: 1\nservers:\n  s:\n    image: \"a b\"\n", `t.yaml:4:12: servers.s.image: "a b" must not contain whitespace`},
 		{"scheme", "version: 1\nservers:\n  s:\n    image: https://ghcr.io/o/s\n", `t.yaml:4:12: servers.s.image: "https://ghcr.io/o/s": an image reference has no scheme (want e.g. ghcr.io/org/server:v1)`},
 		{"short digest", "version: 1\nservers:\n  s:\n    image: ghcr.io/o/s@sha256:abc\n", `t.yaml:4:12: servers.s.image: "ghcr.io/o/s@sha256:abc": the digest must be sha256: and 64 lowercase hex digits`},
+		{"upper case", "version: 1\nservers:\n  s:\n    image: ghcr.io/Org/S:v1\n", `t.yaml:4:12: servers.s.image: "ghcr.io/Org/S:v1" is no image reference the puller reads (want lower-case REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:DIGEST)`},
+		{"two tags", "version: 1\nservers:\n  s:\n    image: ghcr.io/o/s:v1:v2\n", `t.yaml:4:12: servers.s.image: "ghcr.io/o/s:v1:v2" is no image reference the puller reads (want lower-case REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:DIGEST)`},
 		{"insecure remote", img + "    image_insecure: true\n", `t.yaml:5:21: servers.s.image_insecure: plain HTTP is allowed to a loopback registry only (localhost, 127.0.0.1, [::1]), not ghcr.io`},
 		{"insecure hub", "version: 1\nservers:\n  s:\n    image: org/x\n    image_insecure: true\n", `t.yaml:5:21: servers.s.image_insecure: plain HTTP is allowed to a loopback registry only (localhost, 127.0.0.1, [::1]), not docker.io`},
 		{"insecure private", "version: 1\nservers:\n  s:\n    image: 10.0.0.1:5000/x\n    image_insecure: true\n", `t.yaml:5:21: servers.s.image_insecure: plain HTTP is allowed to a loopback registry only (localhost, 127.0.0.1, [::1]), not 10.0.0.1:5000`},
