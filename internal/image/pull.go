@@ -292,9 +292,12 @@ func (p *puller) pick(idx *manifestDoc) (descriptor, error) {
 			have = append(have, got.String())
 		}
 	}
-	return descriptor{}, fmt.Errorf("image %s: no image for %s (the index has: %s): %w",
-		p.ref, p.plat, strings.Join(have, ", "), ErrNoPlatform)
+	return descriptor{}, fmt.Errorf("image %s: no image for %s (the index has: %s; %s): %w",
+		p.ref, p.plat, strings.Join(have, ", "), platformHint, ErrNoPlatform)
 }
+
+// platformHint says how to run an image of another platform.
+const platformHint = "the server's image_platform picks another, which runs where binfmt_misc emulates it (qemu-user-static)"
 
 // layerTypes are the layer media types Pull unpacks.
 var layerTypes = []string{
@@ -344,7 +347,7 @@ func (p *puller) config(ctx context.Context, d descriptor) (*configDoc, error) {
 	}
 	if cfg.OS != "" && (cfg.OS != p.plat.OS || cfg.Architecture != p.plat.Architecture) {
 		got := Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
-		return nil, fmt.Errorf("image %s: built for %s, not %s: %w", p.ref, got, p.plat, ErrNoPlatform)
+		return nil, fmt.Errorf("image %s: built for %s, not %s (%s): %w", p.ref, got, p.plat, platformHint, ErrNoPlatform)
 	}
 	return &cfg, nil
 }

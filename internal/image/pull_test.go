@@ -162,14 +162,14 @@ func TestPullMultiArchIndex(t *testing.T) {
 	// A platform the index lacks.
 	opts.Platform = "linux/riscv64"
 	_, err = Pull(context.Background(), ref, opts)
-	if !errors.Is(err, ErrNoPlatform) || !strings.Contains(err.Error(), "linux/riscv64") || !strings.Contains(err.Error(), "linux/"+other) {
-		t.Errorf("missing platform: %v, want ErrNoPlatform naming the wanted and the present platforms", err)
+	if !errors.Is(err, ErrNoPlatform) || !strings.Contains(err.Error(), "linux/riscv64") || !strings.Contains(err.Error(), "linux/"+other) || !strings.Contains(err.Error(), "image_platform") {
+		t.Errorf("missing platform: %v, want ErrNoPlatform naming the wanted and the present platforms, and image_platform", err)
 	}
 	// A single-platform image of another architecture.
 	ref = reg.push(t, "org/foreign:v1", foreign)
 	opts.Platform = ""
-	if _, err := Pull(context.Background(), ref, opts); !errors.Is(err, ErrNoPlatform) {
-		t.Errorf("foreign image: %v, want ErrNoPlatform", err)
+	if _, err := Pull(context.Background(), ref, opts); !errors.Is(err, ErrNoPlatform) || !strings.Contains(err.Error(), "image_platform") {
+		t.Errorf("foreign image: %v, want ErrNoPlatform naming image_platform", err)
 	}
 }
 
