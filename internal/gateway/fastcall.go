@@ -83,6 +83,7 @@ type fastCalls struct {
 	idle    []chan fastJob                         // workers waiting for a call
 	ended   error                                  // the session's cause, once its context has ended
 	wg      sync.WaitGroup
+	warns   warnings // rate-limits the warnings a client can cause at will; has its own lock
 }
 
 // fastJob is one call for a worker.
@@ -150,7 +151,11 @@ func (f *fastCalls) take(msg jsonrpc.Message) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, dup := f.calls[req.ID]; dup {
-		return true // the SDK drops a request whose id is in use, unanswered
+		// The SDK drops a request whose id is in use, unanswered (an
+		// answer would be taken for the first one's).
+		f.warns.warn(f.d.gw.log, "client reused the id of a request still in flight: dropped, unanswered",
+			"agent", f.d.agent, "method", req.Method)
+		return true
 	}
 	if req.Method == "initialize" && !f.inited {
 		f.initID = req.ID // the last before one succeeds

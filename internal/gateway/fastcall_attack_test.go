@@ -39,6 +39,10 @@ func TestFastCallsIDAttacks(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("a dropped call or a cancellation was answered: %q", got)
 	}
+	// Dropped, but not unseen: the operator learns of the buggy client.
+	if n := strings.Count(c.log(), "reused the id of a request still in flight"); n != 3 {
+		t.Errorf("%d warnings of a reused id, want 3:\n%s", n, c.log())
+	}
 	// The string id cancels its own call only, and neither is answered:
 	// the receiver of a cancellation does not answer.
 	io.WriteString(c.w, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"1"}}`+"\n")

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,6 +95,16 @@ type fastClient struct {
 	w     io.WriteCloser
 	lines chan string
 	srvs  func() []*rawServer // the server, to wait for a call to reach it
+
+	logMu sync.Mutex
+	logs  bytes.Buffer // the gateway's log; guarded by logMu
+}
+
+// log is what the gateway has logged so far.
+func (c *fastClient) log() string {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return c.logs.String()
 }
 
 func newFastClient(t *testing.T, slowStdio bool) *fastClient {
@@ -103,7 +115,9 @@ func newFastClient(t *testing.T, slowStdio bool) *fastClient {
 // test's.
 func newFastClientWith(t *testing.T, slowStdio bool, handle func(*rawServer, map[string]any), hooks Hooks) *fastClient {
 	launch, started := rawLauncher(t, handle)
-	gw, err := New([]*Server{{Name: "raw", Prefix: "raw_", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}}, Options{Version: "test", Hooks: hooks})
+	c := &fastClient{t: t, lines: make(chan string, 1024), srvs: started}
+	gw, err := New([]*Server{{Name: "raw", Prefix: "raw_", Launch: launch, Allow: []string{"*"}, Restart: RestartNo}},
+		Options{Version: "test", Hooks: hooks, Logger: slog.New(slog.NewTextHandler(lockedWriter{&c.logMu, &c.logs}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +125,7 @@ func newFastClientWith(t *testing.T, slowStdio bool, handle func(*rawServer, map
 	t.Cleanup(func() { gw.Close() })
 	cInR, cInW := io.Pipe()
 	cOutR, cOutW := io.Pipe()
-	c := &fastClient{t: t, gw: gw, w: cInW, lines: make(chan string, 1024), srvs: started}
+	c.gw, c.w = gw, cInW
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- gw.ServeStdio(ctx, LocalAgent, cInR, cOutW) }()
