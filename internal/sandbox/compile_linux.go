@@ -118,6 +118,9 @@ func (sb *Sandbox) initConfig() (*initConfig, []int, error) {
 			return nil, fds, err
 		}
 	}
+	if err := planGit(cfg.Binds, os.Getenv("HOME")); err != nil {
+		return nil, fds, &StartError{Code: exitSetup, Err: err}
+	}
 	if s.Root != "" {
 		b, err := sb.vetBind(Mount{Source: s.Root, Target: "/", Exec: true}, !guarded, &idmap, &fds)
 		if err != nil {

@@ -150,7 +150,7 @@ func TestGitLinkRefused(t *testing.T) {
 	spec.Output = base + "/out2"
 	var errb bytes.Buffer
 	_, err := Run(context.Background(), spec, Stdio{Stderr: &errb})
-	if err == nil || !strings.Contains(err.Error(), ": .git is a symbolic link") {
+	if err == nil || !strings.Contains(err.Error(), "/out2/.git is a symbolic link") {
 		t.Fatalf("Run: %v (stderr %q), want the link named", err, errb.String())
 	}
 }
@@ -162,7 +162,7 @@ func TestGitHeldUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: TestGitHeldReadOnly already runs unprivileged")
 	}
-	runUnprivileged(t, "TestGitHeldReadOnly", "TestGitKeptWritable", "TestGitLinkRefused", "TestGitWhereItLeads", "TestGitHoldRefusals")
+	runUnprivileged(t, "TestGitHeldReadOnly", "TestGitKeptWritable", "TestGitLinkRefused", "TestGitWhereItLeads", "TestGitHoldRefusals", "TestGitWorktreeBeforeMain")
 }
 
 // gitCmd runs git on the host in dir, as a user with a name would.
@@ -188,6 +188,9 @@ try "uninitialised submodule" 'mkdir clone/libs/lib/.git'
 try "separate gitdir" 'echo x >> a.gitdir/config'
 try "hooks path" 'echo x > hp/.githooks/pre-commit'
 try "included config" 'echo x >> hp/.gitconfig.shared'
+try "linked hook" 'echo x >> proj/tools/hook'
+try "hooks path through a link" 'echo x > hp2/.githooks/pre-commit'
+try "submodule of the repository above" 'mkdir /work/vendor/lib/.git'
 try "worktree" 'echo y > proj/README'
 `
 
@@ -221,6 +224,7 @@ func TestGitWhereItLeads(t *testing.T) {
 	write(src+"/proj/README", "hi\n")
 	gitCmd(t, src+"/proj", "init", "-q")
 	gitCmd(t, src+"/proj", "submodule", "-q", "add", base+"/lib", "libs/lib")
+	gitCmd(t, src+"/proj", "submodule", "-q", "add", base+"/lib", "vendor/lib")
 	gitCmd(t, src+"/proj", "add", ".")
 	gitCmd(t, src+"/proj", "commit", "-qm", "init")
 	gitCmd(t, src, "clone", "-q", src+"/proj", "clone") // not --recursive: libs/lib is empty
@@ -229,14 +233,37 @@ func TestGitWhereItLeads(t *testing.T) {
 	gitCmd(t, src+"/hp", "init", "-q")
 	gitCmd(t, src+"/hp", "config", "core.hooksPath", ".githooks")
 	gitCmd(t, src+"/hp", "config", "include.path", "../.gitconfig.shared")
+	// A hook that is a link into the worktree, as hook managers make.
+	if err := os.MkdirAll(src+"/proj/tools", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(src+"/proj/tools/hook", "#!/bin/sh\n")
+	if err := os.Symlink("../../tools/hook", src+"/proj/.git/hooks/pre-commit"); err != nil {
+		t.Fatal(err)
+	}
+	// An absolute hooks path through a link to the mount's source.
+	if err := os.Symlink(src, base+"/srclink"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(src+"/hp2/.githooks", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, src+"/hp2", "init", "-q")
+	gitCmd(t, src+"/hp2", "config", "core.hooksPath", base+"/srclink/hp2/.githooks")
+	// A mount of a dir of a repository (outer), whose uninitialised
+	// submodule vendor/lib lies in it: git status in outer enters it.
+	gitCmd(t, base, "clone", "-q", src+"/proj", "outer")
 	spec := quick("sh", "-c", gitWhereScript)
-	spec.Mounts = []Mount{{Source: src, Target: "/work/src", Writable: true}}
+	spec.Mounts = []Mount{{Source: src, Target: "/work/src", Writable: true}, {Source: base + "/outer/vendor", Target: "/work/vendor", Writable: true}}
 	want := `deep submodule .git: denied
 deep submodule moved: denied
 uninitialised submodule: denied
 separate gitdir: denied
 hooks path: denied
 included config: denied
+linked hook: denied
+hooks path through a link: denied
+submodule of the repository above: denied
 worktree: allowed
 `
 	if d := cmp.Diff(want, runOverlay(t, spec)); d != "" {
@@ -247,8 +274,8 @@ worktree: allowed
 // TestGitHoldRefusals: what holdGit cannot hold stops the start, with a
 // message that says why: writable mounts whose sources nest (a repository
 // held in one would be writable through the other), a core.hooksPath
-// missing in the mount (the sandbox could make it), more repositories
-// than it holds.
+// missing in the mount (the sandbox could make it), more mounts than it
+// makes.
 func TestGitHoldRefusals(t *testing.T) {
 	requireSandbox(t)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -261,7 +288,7 @@ func TestGitHoldRefusals(t *testing.T) {
 	}
 	gitCmd(t, base+"/hp", "init", "-q")
 	gitCmd(t, base+"/hp", "config", "core.hooksPath", ".githooks")
-	for i := range maxReposForTest + 1 {
+	for i := range gitMountsForTest/2 + 1 { // each costs two mounts: its dir and its .git
 		if err := os.MkdirAll(fmt.Sprintf("%s/many/d%d/.git", base, i), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -273,10 +300,12 @@ func TestGitHoldRefusals(t *testing.T) {
 	}{
 		{"nested sources", []Mount{{Source: base + "/code/group/proj", Target: "/work/proj", Writable: true}, {Source: base + "/code", Target: "/work/code", Writable: true}},
 			"the writable mounts /work/proj (" + base + "/code/group/proj) and /work/code (" + base + "/code) overlap"},
+		{"file mount in a writable mount", []Mount{{Source: base + "/hp", Target: "/work/hp", Writable: true}, {Source: base + "/hp/.git/config", Target: "/work/cfg", Writable: true}},
+			"the writable mounts /work/hp (" + base + "/hp) and /work/cfg (" + base + "/hp/.git/config) overlap"},
 		{"hooks path missing", []Mount{{Source: base + "/hp", Target: "/work/hp", Writable: true}},
 			"core.hookspath in " + base + "/hp/.git/config names " + base + "/hp/.githooks, which is missing in a writable mount"},
 		{"too many repositories", []Mount{{Source: base + "/many", Target: "/work/many", Writable: true}},
-			fmt.Sprintf("more than %d repositories to hold", maxReposForTest)},
+			fmt.Sprintf("more than %d mounts to hold its repositories", gitMountsForTest)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,5 +319,29 @@ func TestGitHoldRefusals(t *testing.T) {
 	}
 }
 
-// maxReposForTest is initproc's maxRepos.
-const maxReposForTest = 2000
+// gitMountsForTest is initproc's maxGitMounts.
+const gitMountsForTest = 4000
+
+// TestGitWorktreeBeforeMain: a worktree at the output's root whose main
+// repository lies in a mount is planned first; the main repository's
+// .git, made a mount point on the way to the worktree's gitdir, is held
+// read-only all the same (the review found it left writable).
+func TestGitWorktreeBeforeMain(t *testing.T) {
+	requireSandbox(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here")
+	}
+	base := t.TempDir()
+	if err := os.MkdirAll(base+"/src/main", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, base+"/src/main", "init", "-q")
+	gitCmd(t, base+"/src/main", "commit", "-q", "--allow-empty", "-m", "i")
+	gitCmd(t, base+"/src/main", "worktree", "add", "-q", base+"/wt")
+	spec := quick("sh", "-c", `if echo x >> /work/src/main/.git/config 2>/dev/null; then echo allowed; else echo denied; fi`)
+	spec.Output = base + "/wt"
+	spec.Mounts = []Mount{{Source: base + "/src", Target: "/work/src", Writable: true}}
+	if got := runOverlay(t, spec); got != "denied\n" {
+		t.Errorf("writing the main repository's config: %q, want denied", got)
+	}
+}

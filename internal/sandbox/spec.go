@@ -79,10 +79,11 @@ type Mount struct {
 	// server's roots, which name the user's files.
 	Internal bool
 	// KeepGit leaves a writable mount's repositories' .git writable.
-	// Otherwise the .git of the repository at the mount's root and of
-	// those directly in it is read-only in the sandbox: git runs what a
-	// .git says (hooks, commands in its config) at the user's next git
-	// command on the host.
+	// Otherwise what git reads of the repositories at, directly in and
+	// above the mount's root (.git, hooks, included config, submodules)
+	// is read-only in the sandbox where it lies in a writable mount: git
+	// runs what a .git says (hooks, commands in its config) at the
+	// user's next git command on the host (planGit).
 	KeepGit bool
 }
 

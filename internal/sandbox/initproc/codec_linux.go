@@ -225,6 +225,11 @@ func (e *encoder) bind(b *bindSpec) {
 	e.bool(b.File)
 	e.bool(b.Cover)
 	e.bool(b.KeepGit)
+	e.uint(uint64(len(b.GitOps)))
+	for _, op := range b.GitOps {
+		e.str(op.Rel)
+		e.uint(uint64(op.Op))
+	}
 	e.uint(b.Dev)
 	e.uint(b.Ino)
 }
@@ -304,6 +309,10 @@ func (d *decoder) bind(b *bindSpec) {
 	b.File = d.bool()
 	b.Cover = d.bool()
 	b.KeepGit = d.bool()
+	b.GitOps = slice(d, func(d *decoder, op *gitOp) {
+		op.Rel = d.str()
+		op.Op = uint8(d.uint())
+	})
 	b.Dev = d.uint()
 	b.Ino = d.uint()
 }

@@ -50,6 +50,13 @@ const (
 	StepNotFound = stepNotFound
 )
 
+// The ops of a git plan (BindSpec.GitOps).
+const (
+	GitMountPoint = gitMountPoint
+	GitHold       = gitHold
+	GitCover      = gitCover
+)
+
 // How the init starts the workload in its nested cgroup (Workload.Cgroup).
 const (
 	CgroupMoveThread = cgroupMoveThread
@@ -67,6 +74,8 @@ type (
 	WorkloadError = workloadError
 	// BindSpec is one bind mount inside the sandbox.
 	BindSpec = bindSpec
+	// GitOp is one mount of a writable bind's git plan.
+	GitOp = gitOp
 	// OverlaySpec is the input overlay as the init mounts it.
 	OverlaySpec = overlaySpec
 	// LayerDir is the overlay's upper or work dir.

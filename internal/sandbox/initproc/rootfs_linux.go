@@ -74,8 +74,10 @@ type bindSpec struct {
 	// trust bundle) that this bind, the sandbox's own, covers.
 	Cover bool `json:"cover,omitempty"`
 	// KeepGit leaves the .git of a writable bind's repositories as
-	// writable as the rest (holdGit).
+	// writable as the rest: the host plans no GitOps for it.
 	KeepGit bool `json:"keep_git,omitempty"`
+	// GitOps is what holdGit mounts beneath the bind, in order.
+	GitOps []gitOp `json:"git_ops,omitempty"`
 	// Dev and Ino identify the source the host checked: the init binds
 	// it only if the path still leads to the same file, without symlinks.
 	Dev uint64 `json:"dev"`

@@ -1,6 +1,7 @@
-package initproc
+package sandbox
 
 import (
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,17 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 )
-
-func gitRun(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@a", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@a",
-		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
 
 // TestGitlinks reads the submodules of indexes git writes, in each
 // version it writes (4 compresses paths against the one before, 3 has
@@ -36,41 +26,67 @@ func TestGitlinks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		gitRun(t, lib, "init", "-q", "--object-format="+format)
-		gitRun(t, lib, "commit", "-q", "--allow-empty", "-m", "l")
-		gitRun(t, repo, "init", "-q", "--object-format="+format)
+		gitCmd(t, lib, "init", "-q", "--object-format="+format)
+		gitCmd(t, lib, "commit", "-q", "--allow-empty", "-m", "l")
+		gitCmd(t, repo, "init", "-q", "--object-format="+format)
 		for _, f := range []string{"a/b/file1", "a/b/file2", "a/new", "z"} {
 			if err := os.WriteFile(filepath.Join(repo, f), []byte(f), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		gitRun(t, repo, "add", "a/b/file1", "a/b/file2", "z")
-		gitRun(t, repo, "add", "-N", "a/new") // an extended flag (intent to add)
+		gitCmd(t, repo, "add", "a/b/file1", "a/b/file2", "z")
+		gitCmd(t, repo, "add", "-N", "a/new") // an extended flag (intent to add)
 		for _, sub := range []string{"a/b/sub", "a/sub2", "top"} {
-			gitRun(t, repo, "submodule", "-q", "add", lib, sub)
+			gitCmd(t, repo, "submodule", "-q", "add", lib, sub)
 		}
 		hashLen := map[string]int{"sha1": 20, "sha256": 32}[format]
 		for _, v := range []string{"2", "3", "4"} {
-			gitRun(t, repo, "update-index", "--index-version", v)
+			gitCmd(t, repo, "update-index", "--index-version", v)
 			data, err := os.ReadFile(filepath.Join(repo, ".git/index"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := gitlinks(data, hashLen)
-			if err != nil {
-				t.Fatalf("%s index v%s: %v", format, v, err)
+			got, shared, err := gitlinks(data, hashLen)
+			if err != nil || shared != nil {
+				t.Fatalf("%s index v%s: %v, shared index %x", format, v, err, shared)
 			}
 			slices.Sort(got)
 			if d := cmp.Diff([]string{"a/b/sub", "a/sub2", "top"}, got); d != "" {
 				t.Errorf("%s index v%s gitlinks (-want +got):\n%s", format, v, d)
 			}
 		}
+		// A sparse checkout's submodule (skip-worktree) is not entered;
+		// a split index keeps the others in its shared index.
+		gitCmd(t, repo, "update-index", "--skip-worktree", "top")
+		gitCmd(t, repo, "update-index", "--split-index")
+		data, err := os.ReadFile(filepath.Join(repo, ".git/index"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, shared, err := gitlinks(data, hashLen)
+		if err != nil || shared == nil {
+			t.Fatalf("%s split index: %v, shared index %x", format, err, shared)
+		}
+		data, err = os.ReadFile(filepath.Join(repo, ".git", "sharedindex."+hex.EncodeToString(shared)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		more, _, err := gitlinks(data, hashLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, more...)
+		slices.Sort(got)
+		if d := cmp.Diff([]string{"a/b/sub", "a/sub2"}, slices.Compact(got)); d != "" {
+			t.Errorf("%s split index with top skip-worktree: gitlinks (-want +got):\n%s", format, d)
+		}
 	}
 }
 
-// TestGitConfig reads the keys holdGit follows as git would.
+// TestGitConfig reads the keys holdGit follows as git would, after a
+// byte order mark too.
 func TestGitConfig(t *testing.T) {
-	in := `# comment
+	in := "\xef\xbb\xbf" + `# comment
 [core]
 	hooksPath = ".husky/_" ; trailing
 	bare
@@ -98,7 +114,7 @@ func FuzzGitlinks(f *testing.F) {
 	f.Add([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01"), 20)
 	f.Add([]byte("DIRC\x00\x00\x00\x04\xff\xff\xff\xff"), 32)
 	f.Fuzz(func(t *testing.T, data []byte, hashLen int) {
-		_, _ = gitlinks(data, 20+hashLen&12)
+		_, _, _ = gitlinks(data, 20+hashLen&12)
 		_ = gitConfig(data)
 	})
 }
