@@ -366,9 +366,10 @@ type Mount struct {
 	Source string // host path
 	Target string // absolute, clean path in the sandbox; see ReservedTargets
 	Mode   string // ModeRO (also the meaning of empty) or ModeRW
-	// Git, with Mode ModeRW, is ModeRO (also the meaning of empty): the
-	// .git of the repository at Source and of those directly in it stays
-	// read-only in the sandbox, or ModeRW: writable like the rest.
+	// Git, with Mode ModeRW, is ModeRO (also the meaning of empty): what
+	// git reads of the repositories at, directly in and above Source
+	// (.git, hooks, included config, submodules) stays read-only in the
+	// sandbox, or ModeRW: writable like the rest.
 	Git  string
 	Meta Meta
 }

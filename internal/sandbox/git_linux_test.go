@@ -166,7 +166,7 @@ func TestGitHeldUnprivileged(t *testing.T) {
 }
 
 // gitCmd runs git on the host in dir, as a user with a name would.
-func gitCmd(t *testing.T, dir string, args ...string) {
+func gitCmd(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
 	cmd.Dir = dir
@@ -343,5 +343,52 @@ func TestGitWorktreeBeforeMain(t *testing.T) {
 	spec.Mounts = []Mount{{Source: base + "/src", Target: "/work/src", Writable: true}}
 	if got := runOverlay(t, spec); got != "denied\n" {
 		t.Errorf("writing the main repository's config: %q, want denied", got)
+	}
+}
+
+// BenchmarkRunSandboxOutput is a sandbox's start and end with an output
+// dir that is a plain dir, and one that is a repository of 2,000 files
+// with a submodule (what planGit reads and the init holds), in the same
+// run:
+//
+//	go test ./internal/sandbox -run '^$' -bench RunSandboxOutput -count 10
+func BenchmarkRunSandboxOutput(b *testing.B) {
+	if probeHost().usernsErr != nil {
+		b.Skip("user namespaces unavailable")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("no git here")
+	}
+	base := b.TempDir()
+	repo := base + "/repo"
+	for i := range 2000 {
+		p := fmt.Sprintf("%s/d%d/f%d", repo, i%50, i)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(base+"/lib", 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, args := range [][]string{{"-C", base + "/lib", "init", "-q"}, {"-C", base + "/lib", "commit", "-q", "--allow-empty", "-m", "l"},
+		{"-C", repo, "init", "-q"}, {"-C", repo, "add", "."}, {"-C", repo, "submodule", "-q", "add", base + "/lib", "sub"}} {
+		gitCmd(b, base, args...)
+	}
+	if err := os.Mkdir(base+"/plain", 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, out := range []string{"plain", "repo"} {
+		b.Run(out, func(b *testing.B) {
+			spec := quick("/bin/true")
+			spec.Output = base + "/" + out
+			for b.Loop() {
+				if res, err := Run(context.Background(), spec, Stdio{}); err != nil || res.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+		})
 	}
 }
