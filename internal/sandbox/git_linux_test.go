@@ -162,7 +162,7 @@ func TestGitHeldUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: TestGitHeldReadOnly already runs unprivileged")
 	}
-	runUnprivileged(t, "TestGitHeldReadOnly", "TestGitKeptWritable", "TestGitLinkRefused", "TestGitWhereItLeads", "TestGitHoldRefusals", "TestGitWorktreeBeforeMain")
+	runUnprivileged(t, "TestGitHeldReadOnly", "TestGitKeptWritable", "TestGitLinkRefused", "TestGitWhereItLeads", "TestGitHoldRefusals", "TestGitWorktreeBeforeMain", "TestGitUnreadableDirIgnored")
 }
 
 // gitCmd runs git on the host in dir, as a user with a name would.
@@ -191,6 +191,8 @@ try "included config" 'echo x >> hp/.gitconfig.shared'
 try "linked hook" 'echo x >> proj/tools/hook'
 try "hooks path through a link" 'echo x > hp2/.githooks/pre-commit'
 try "submodule of the repository above" 'mkdir /work/vendor/lib/.git'
+try "submodule of a linked repository above" 'mkdir /work/vendor2/lib/.git'
+try "include of an include" 'echo x >> hp3/local.cfg'
 try "worktree" 'echo y > proj/README'
 `
 
@@ -253,8 +255,32 @@ func TestGitWhereItLeads(t *testing.T) {
 	// A mount of a dir of a repository (outer), whose uninitialised
 	// submodule vendor/lib lies in it: git status in outer enters it.
 	gitCmd(t, base, "clone", "-q", src+"/proj", "outer")
+	// The same, the repository above's .git a link to its dir.
+	gitCmd(t, base, "clone", "-q", src+"/proj", "outer2")
+	if err := os.Rename(base+"/outer2/.git", base+"/outer2.git"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(base+"/outer2.git", base+"/outer2/.git"); err != nil {
+		t.Fatal(err)
+	}
+	// An include, through a link in the held .git, whose own relative
+	// include git takes from the link's dir: hp3/.git/../local.cfg.
+	if err := os.MkdirAll(base+"/elsewhere", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(base+"/elsewhere/shared.cfg", "[include]\n\tpath = ../local.cfg\n")
+	if err := os.MkdirAll(src+"/hp3", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(src+"/hp3/local.cfg", "")
+	gitCmd(t, src+"/hp3", "init", "-q")
+	if err := os.Symlink(base+"/elsewhere/shared.cfg", src+"/hp3/.git/shared.cfg"); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, src+"/hp3", "config", "include.path", "shared.cfg")
 	spec := quick("sh", "-c", gitWhereScript)
-	spec.Mounts = []Mount{{Source: src, Target: "/work/src", Writable: true}, {Source: base + "/outer/vendor", Target: "/work/vendor", Writable: true}}
+	spec.Mounts = []Mount{{Source: src, Target: "/work/src", Writable: true}, {Source: base + "/outer/vendor", Target: "/work/vendor", Writable: true},
+		{Source: base + "/outer2/vendor", Target: "/work/vendor2", Writable: true}}
 	want := `deep submodule .git: denied
 deep submodule moved: denied
 uninitialised submodule: denied
@@ -264,6 +290,8 @@ included config: denied
 linked hook: denied
 hooks path through a link: denied
 submodule of the repository above: denied
+submodule of a linked repository above: denied
+include of an include: denied
 worktree: allowed
 `
 	if d := cmp.Diff(want, runOverlay(t, spec)); d != "" {
@@ -288,6 +316,29 @@ func TestGitHoldRefusals(t *testing.T) {
 	}
 	gitCmd(t, base+"/hp", "init", "-q")
 	gitCmd(t, base+"/hp", "config", "core.hooksPath", ".githooks")
+	// A hooks path through a link in the worktree, which the sandbox
+	// could point elsewhere.
+	if err := os.MkdirAll(base+"/hl/.githooks-real", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, base+"/hl", "init", "-q")
+	if err := os.Symlink(".githooks-real", base+"/hl/.githooks"); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, base+"/hl", "config", "core.hooksPath", ".githooks")
+	// An uninitialised submodule's dir as the mount.
+	if err := os.MkdirAll(base+"/lib", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, base+"/lib", "init", "-q")
+	gitCmd(t, base+"/lib", "commit", "-q", "--allow-empty", "-m", "l")
+	if err := os.MkdirAll(base+"/sp", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, base+"/sp", "init", "-q")
+	gitCmd(t, base+"/sp", "submodule", "-q", "add", base+"/lib", "m/lib")
+	gitCmd(t, base+"/sp", "commit", "-qm", "s")
+	gitCmd(t, base, "clone", "-q", base+"/sp", "spc")
 	for i := range gitMountsForTest/2 + 1 { // each costs two mounts: its dir and its .git
 		if err := os.MkdirAll(fmt.Sprintf("%s/many/d%d/.git", base, i), 0o755); err != nil {
 			t.Fatal(err)
@@ -302,6 +353,10 @@ func TestGitHoldRefusals(t *testing.T) {
 			"the writable mounts /work/proj (" + base + "/code/group/proj) and /work/code (" + base + "/code) overlap"},
 		{"file mount in a writable mount", []Mount{{Source: base + "/hp", Target: "/work/hp", Writable: true}, {Source: base + "/hp/.git/config", Target: "/work/cfg", Writable: true}},
 			"the writable mounts /work/hp (" + base + "/hp) and /work/cfg (" + base + "/hp/.git/config) overlap"},
+		{"hooks path through a link", []Mount{{Source: base + "/hl", Target: "/work/hl", Writable: true}},
+			"is reached through the symbolic link " + base + "/hl/.githooks in a writable mount"},
+		{"uninitialised submodule as the mount", []Mount{{Source: base + "/spc/m/lib", Target: "/work/lib", Writable: true}},
+			"the mount's source is the uninitialised submodule m/lib of " + base + "/spc"},
 		{"hooks path missing", []Mount{{Source: base + "/hp", Target: "/work/hp", Writable: true}},
 			"core.hookspath in " + base + "/hp/.git/config names " + base + "/hp/.githooks, which is missing in a writable mount"},
 		{"too many repositories", []Mount{{Source: base + "/many", Target: "/work/many", Writable: true}},
@@ -390,5 +445,22 @@ func BenchmarkRunSandboxOutput(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestGitUnreadableDirIgnored: a dir in the output the user cannot read
+// (a workload's chmod 0) does not stop later starts: git cannot use a
+// repository there either. (Meaningful as an unprivileged user.)
+func TestGitUnreadableDirIgnored(t *testing.T) {
+	requireSandbox(t)
+	out := t.TempDir()
+	if err := os.Mkdir(out+"/x", 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(out+"/x", 0o700) })
+	spec := quick("true")
+	spec.Output = out
+	if res, err := Run(context.Background(), spec, Stdio{}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a start with an unreadable dir in the output: %v %+v", err, res)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"mcpbox/internal/sandbox/initproc"
@@ -161,7 +160,7 @@ func (p *gitPlan) bind(b *bindSpec) error {
 // git status there enters its submodules, which may lie in a bind.
 func (p *gitPlan) enclosing(dir string) error {
 	git := path.Join(dir, ".git")
-	fi, err := os.Lstat(git)
+	fi, err := os.Stat(git) // a .git link to a dir is a repository too
 	if err != nil {
 		return nil // none, or not the user's to read
 	}
@@ -171,7 +170,15 @@ func (p *gitPlan) enclosing(dir string) error {
 			return nil // no repository git would use either
 		}
 	}
-	return p.gitDir(dir, p.real(gitDir), 0)
+	if gitDir, err = p.resolve(gitDir); err != nil {
+		return err
+	}
+	f, err := os.Open(gitDir)
+	if err != nil {
+		return nil // not the user's to read: git run by the user does not use it either
+	}
+	f.Close()
+	return p.gitDir(dir, gitDir, 0)
 }
 
 // repo plans the repository whose worktree is the host dir wt, if it is
@@ -188,6 +195,8 @@ func (p *gitPlan) repo(wt string, depth int, strict bool) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case err != nil && !strict:
+		return nil // a dir the user cannot read (chmod 0): git cannot use it either
 	case err != nil:
 		return err
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -204,7 +213,9 @@ func (p *gitPlan) repo(wt string, depth int, strict bool) error {
 		if gitDir, err = readGitdirFile(git); err != nil {
 			return err
 		}
-		gitDir = p.real(gitDir)
+		if gitDir, err = p.resolve(gitDir); err != nil {
+			return fmt.Errorf("the gitdir of %s: %w", git, err)
+		}
 		if err := p.hold(gitDir); err != nil {
 			return fmt.Errorf("the gitdir of %s: %w", git, err)
 		}
@@ -221,7 +232,9 @@ func (p *gitPlan) gitDir(wt, gitDir string, depth int) error {
 	common := gitDir
 	switch b, err := readGitFile(gitDir + "/commondir"); {
 	case err == nil:
-		common = p.real(joinRaw(gitDir, strings.TrimRight(string(b), "\r\n")))
+		if common, err = p.resolve(joinRaw(gitDir, strings.TrimRight(string(b), "\r\n"))); err != nil {
+			return fmt.Errorf("the commondir of %s: %w", gitDir, err)
+		}
 		if err := p.hold(common); err != nil {
 			return fmt.Errorf("the commondir of %s: %w", gitDir, err)
 		}
@@ -229,8 +242,8 @@ func (p *gitPlan) gitDir(wt, gitDir string, depth int) error {
 		return fmt.Errorf("reading the commondir of %s: %w", gitDir, err)
 	}
 	hashLen, hooks := 20, common+"/hooks"
-	for _, cfg := range []string{common + "/config", gitDir + "/config.worktree"} {
-		n, hp, err := p.config(wt, cfg, 0)
+	for _, cfg := range append(p.globalConfigs(), common+"/config", gitDir+"/config.worktree") {
+		n, hp, err := p.config(wt, cfg, cfg, 0)
 		if err != nil {
 			return err
 		}
@@ -282,7 +295,10 @@ func indexGitlinks(gitDir string, hashLen int) ([]string, error) {
 // hooks holds where the hooks dir leads when it is a symlink, and where
 // each hook in it that is a symlink leads.
 func (p *gitPlan) hooks(dir string) error {
-	real := p.real(dir)
+	real, err := p.resolve(dir)
+	if err != nil {
+		return fmt.Errorf("the hooks dir %s: %w", dir, err)
+	}
 	if real != dir {
 		if err := p.holdNamed(real, dir, "the hooks dir"); err != nil {
 			return err
@@ -303,7 +319,11 @@ func (p *gitPlan) hooks(dir string) error {
 		if err != nil {
 			return fmt.Errorf("reading the hook %s/%s: %w", real, e.Name(), err)
 		}
-		if err := p.holdNamed(p.real(joinRaw(real, target)), real+"/"+e.Name(), "the hook"); err != nil {
+		to, err := p.resolve(joinRaw(real, target))
+		if err != nil {
+			return fmt.Errorf("the hook %s/%s: %w", real, e.Name(), err)
+		}
+		if err := p.holdNamed(to, real+"/"+e.Name(), "the hook"); err != nil {
 			return err
 		}
 	}
@@ -322,6 +342,11 @@ func (p *gitPlan) submodule(wt, sub string, depth int) error {
 	if !ok {
 		return nil
 	}
+	if rel == "." {
+		if _, err := os.Lstat(hp + "/.git"); err != nil {
+			return fmt.Errorf("the mount's source is the uninitialised submodule %s of %s: the sandbox could make it a repository, which git status in %[2]s enters; initialise it, mount it read-only, or give the mount git: rw", sub, wt)
+		}
+	}
 	if err := p.mountPoints(b, rel); err != nil {
 		return fmt.Errorf("submodule %s of %s: %w (a missing one could be made a repository; mount this one read-only, or give the mount git: rw)", sub, wt, err)
 	}
@@ -338,10 +363,12 @@ func (p *gitPlan) submodule(wt, sub string, depth int) error {
 	return p.add(b, rel, initproc.GitCover)
 }
 
-// config plans what the config file cfg leads git to: the files it
-// includes, and their own includes. It returns the object hash length
-// the config sets (0: the default) and the hooks dir it names ("": none).
-func (p *gitPlan) config(wt, cfg string, depth int) (hashLen int, hooks string, err error) {
+// config plans what the config file cfg (physical; as written: named)
+// leads git to: the files it includes, and their own includes, a
+// relative one taken from the dir of the name as written, as git does.
+// It returns the object hash length the config sets (0: the default) and
+// the hooks dir it names ("": none).
+func (p *gitPlan) config(wt, cfg, named string, depth int) (hashLen int, hooks string, err error) {
 	if depth > maxGitDepth {
 		return 0, "", fmt.Errorf("%s: includes nested more than %d deep", cfg, maxGitDepth)
 	}
@@ -357,19 +384,25 @@ func (p *gitPlan) config(wt, cfg string, depth int) (hashLen int, hooks string, 
 		case key == "extensions.objectformat" && strings.EqualFold(val, "sha256"):
 			hashLen = 32
 		case key == "core.hookspath":
-			hooks = p.pathOf(wt, val)
+			if hooks, err = p.pathOf(wt, val); err != nil {
+				return 0, "", fmt.Errorf("%s in %s: %w", key, cfg, err)
+			}
 			if err := p.holdNamed(hooks, cfg, key); err != nil {
 				return 0, "", err
 			}
 		case key == "include.path" || strings.HasPrefix(key, "includeif.") && strings.HasSuffix(key, ".path"):
-			inc := p.pathOf(path.Dir(cfg), val)
+			asWritten := p.expand(path.Dir(named), val)
+			inc, err := p.pathOf(path.Dir(named), val)
+			if err != nil {
+				return 0, "", fmt.Errorf("%s in %s: %w", key, cfg, err)
+			}
 			if err := p.holdNamed(inc, cfg, key); err != nil {
 				return 0, "", err
 			}
 			if inc == "" {
 				continue
 			}
-			n, hp, err := p.config(wt, inc, depth+1)
+			n, hp, err := p.config(wt, inc, asWritten, depth+1)
 			if err != nil {
 				return 0, "", err
 			}
@@ -382,9 +415,18 @@ func (p *gitPlan) config(wt, cfg string, depth int) (hashLen int, hooks string, 
 	return hashLen, hooks, nil
 }
 
-// pathOf is a config value's path, physical: "~/" is the home dir, a
-// relative one is taken from dir.
-func (p *gitPlan) pathOf(dir, v string) string {
+// pathOf is a config value's path, physical (see expand and resolve).
+func (p *gitPlan) pathOf(dir, v string) (string, error) {
+	if v = p.expand(dir, v); v == "" {
+		return "", nil
+	}
+	return p.resolve(v)
+}
+
+// expand is a config value's path as git reads it, before links: "~/" is
+// the home dir, a relative one is taken from dir; "" for none this user
+// could write (another user's home, a path from git's prefix).
+func (p *gitPlan) expand(dir, v string) string {
 	switch {
 	case v == "" || strings.HasPrefix(v, "%(prefix)"):
 		return ""
@@ -396,7 +438,22 @@ func (p *gitPlan) pathOf(dir, v string) string {
 	case strings.HasPrefix(v, "~"):
 		return "" // another user's home: not this user's to write
 	}
-	return p.real(joinRaw(dir, v))
+	return joinRaw(dir, v)
+}
+
+// globalConfigs are the user's and the system's git config files, which
+// every repository reads first.
+func (p *gitPlan) globalConfigs() []string {
+	out := []string{"/etc/gitconfig"}
+	if p.home != "" {
+		out = append(out, p.home+"/.gitconfig")
+		xdg := os.Getenv("XDG_CONFIG_HOME")
+		if xdg == "" {
+			xdg = p.home + "/.config"
+		}
+		out = append(out, xdg+"/git/config")
+	}
+	return out
 }
 
 // holdNamed holds hp, which what names by key; missing in a writable
@@ -466,23 +523,63 @@ func (p *gitPlan) inBind(hp string) bool {
 	return ok
 }
 
-// real is the host path hp with its symlinks and ".." resolved (the
-// longest part of it that exists; the rest appended). A path that cannot
-// be resolved stays as it is, cleaned.
-func (p *gitPlan) real(hp string) string {
-	cur, rest := hp, ""
-	for range 256 {
-		r, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return path.Join(r, rest)
-		}
-		if !errors.Is(err, fs.ErrNotExist) || cur == "/" || cur == "." {
-			return path.Clean(hp)
-		}
-		rest = path.Join(path.Base(cur), rest)
-		cur = path.Dir(cur)
+// resolve is the host path raw with its links and ".." resolved as the
+// host resolves them, one component at a time (a missing rest appended).
+// A link on the way that lies in a writable bind, outside what is held,
+// is an error: the workload could point it elsewhere once the target is
+// held.
+func (p *gitPlan) resolve(raw string) (string, error) {
+	if !path.IsAbs(raw) {
+		return "", fmt.Errorf("%s: not an absolute path", raw)
 	}
-	return path.Clean(hp)
+	todo := strings.Split(raw, "/")
+	cur := "/"
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			// Missing, or not the user's to read: the rest as written.
+			return path.Join(append([]string{next}, todo...)...), nil
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if p.inBind(next) && !p.isHeld(next) {
+			return "", fmt.Errorf("%s is reached through the symbolic link %s in a writable mount, which the sandbox could point elsewhere; name the path without it, mount it read-only, or give the mount git: rw", raw, next)
+		}
+		if hops++; hops > 255 {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", raw)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return cur, nil
+}
+
+// isHeld reports whether the host path hp is or lies in a held path.
+func (p *gitPlan) isHeld(hp string) bool {
+	for h := range p.held {
+		if within(hp, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // readGitFile reads a git file, a regular one of at most maxGitFile
