@@ -48,7 +48,8 @@ import (
 // binds show: as host root the init could not), before the workload
 // runs; paths taken from git's files are resolved as the host resolves
 // them (symlinks, ".."). The init applies it beneath each bind without
-// following symlinks, and fails if a path has changed kind since.
+// following symlinks, and fails if a path is missing or reached through
+// a symlink since.
 // Writable binds whose sources nest are refused: a repository held in
 // one would be writable through the other.
 func planGit(binds []bindSpec, home string) error {
