@@ -47,7 +47,12 @@ type daemon struct {
 	kubes *kubeSetup
 	// packages are the package servers' installed packages (package.go).
 	packages map[string]specconv.Package
-	tracer   trace.Tracer // the calls' spans (telemetry.go); nil: none
+	// installing are the package servers whose package installs in the
+	// background (setup.go), by name; stopInstalls cancels those
+	// installs and waits for them to end.
+	installing   map[string]*install
+	stopInstalls func()
+	tracer       trace.Tracer // the calls' spans (telemetry.go); nil: none
 	// warm ends the servers' warm pools (sandbox.warm_pool).
 	warm []func()
 	// setups are the servers serve could not set up (setup.go); made
@@ -253,6 +258,11 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		defer d.ln.Close() // Serve closes it too, if it got that far
 	}
 	po, failed, err := d.installPackages(ctx, g)
+	if d.stopInstalls != nil {
+		// After the gateway closed, whose starts wait for them; before
+		// the guard, which their audit records go to.
+		defer d.stopInstalls()
+	}
 	if ctx.Err() != nil {
 		return nil // stopped while installing, as below
 	}
@@ -278,7 +288,10 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		sum.Warnings = append(sum.Warnings, d.loginWarnings()...)
 		down := d.setups.Down()
 		for i := range sum.Servers {
-			_, sum.Servers[i].Unavailable = down[sum.Servers[i].Name]
+			name := sum.Servers[i].Name
+			sum.Servers[i].Installing = d.setups.Installing(name)
+			_, down := down[name]
+			sum.Servers[i].Unavailable = down && !sum.Servers[i].Installing
 		}
 		d.o.Summary(sum)
 	}
@@ -377,7 +390,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard, po packageOptio
 		ctx: ctx, images: imageSetup{stateDir: d.dir, lockPath: lockPath, stderr: d.o.Stderr},
 		warm:   &d.warm,
 		kubes:  d.kubes,
-		failed: failed, install: po.retryInstall,
+		failed: failed, install: po.retryInstall, installing: d.installing, lockPath: lockPath,
 	}
 	if !d.o.Strict {
 		w.setups = d.setups

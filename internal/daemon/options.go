@@ -71,7 +71,8 @@ type Options struct {
 	// lock file pins, once the guard runs and before any server starts.
 	Summary func(Summary)
 	// Unavailable, if non-nil, is told each server serve could not set
-	// up, once the gateway runs with the others; nil: the log says it.
+	// up or whose package still installs, once the gateway runs with the
+	// others; nil: the log says it.
 	Unavailable func(Unavailable)
 	// NoAuthWarning, if non-nil, is called when HTTP on addr is to go
 	// without a token (NoAuth).
@@ -95,4 +96,7 @@ type Listening struct {
 type Unavailable struct {
 	Server string
 	Reason string // one line, redacted
+	// Installing: not a fault, its package still installs in the
+	// background; it joins the sessions once installed.
+	Installing bool
 }

@@ -154,15 +154,88 @@ func (po packageOptions) installer(s *config.Server) (*pkginstall.Installer, err
 // refused with an error naming the server. With po.keepGoing, a server
 // whose package cannot be installed is left out of the result and its
 // error is in failed (by server name); else the first such error ends it.
+func installPackages(ctx context.Context, po packageOptions) (pkgs map[string]specconv.Package, changes []PackageChange, failed map[string]error, err error) {
+	ins, err := po.startInstalls(ctx)
+	for _, in := range ins {
+		<-in.done
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return po.results(ins)
+}
+
+// install is one package server's install, begun by startInstalls.
+type install struct {
+	ps PackageServer
+	// done is closed when it has ended, with pkg, change and err set.
+	done   chan struct{}
+	pkg    specconv.Package
+	change *PackageChange // the pin to write; nil: pinned already
+	err    error
+}
+
+// awaitInstalls waits until every install has ended, or installWait has
+// passed and a server can run: one with no package, or whose package
+// installed. Until one can, the installs are waited for as before: a
+// session waits for its first server to run anyway, and when none can be
+// set up, serve fails at its start, saying why.
+func (d *daemon) awaitInstalls(ins []*install) {
+	ended := make(chan *install, len(ins))
+	for _, in := range ins {
+		go func() {
+			<-in.done
+			ended <- in
+		}()
+	}
+	wait := time.NewTimer(installWait)
+	defer wait.Stop()
+	canRun := len(d.c.Servers) - len(ins)
+	late := false
+	for left := len(ins); left > 0 && (!late || canRun == 0); {
+		select {
+		case in := <-ended:
+			left--
+			if in.err == nil {
+				canRun++
+			}
+		case <-wait.C:
+			late = true
+		}
+	}
+}
+
+// pinned is the install's outcome once it has ended: its pin written
+// to the lock file at lockPath if it is new.
+func (in *install) pinned(lockPath string) error {
+	if in.err != nil || in.change == nil {
+		return in.err
+	}
+	return writePackagePins(lockPath, []PackageChange{*in.change})
+}
+
+// ended reports whether the install has ended.
+func (in *install) ended() bool {
+	select {
+	case <-in.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startInstalls begins installing the package servers' packages of
+// po.c, in config order; each install's done is closed when it ends.
 //
 // Up to installsAtOnce packages install at once: a first start of a
 // config with several package servers waited for each in turn (minutes
 // for a few npm servers with native add-ons), and the store takes
-// concurrent installs (a finished tree is renamed into place).
-func installPackages(ctx context.Context, po packageOptions) (pkgs map[string]specconv.Package, changes []PackageChange, failed map[string]error, err error) {
+// concurrent installs (a finished tree is renamed into place). Without
+// po.keepGoing, the first error cancels the installs not yet ended.
+func (po packageOptions) startInstalls(ctx context.Context) ([]*install, error) {
 	pss, err := PackageServers(po.c)
 	if err != nil || len(pss) == 0 {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	store := &pkginstall.Installer{Store: filepath.Join(po.stateDir, "packages")}
 	if err := store.CleanStaging(stagingAge); err != nil && po.log != nil {
@@ -171,62 +244,71 @@ func installPackages(ctx context.Context, po packageOptions) (pkgs map[string]sp
 	if po.progress != nil {
 		po.progress = &lockedWriter{w: po.progress}
 	}
-	type result struct {
-		pkg    specconv.Package
-		change *PackageChange
-		err    error
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make([]result, len(pss))
+	ins := make([]*install, len(pss))
 	sem := make(chan struct{}, installsAtOnce)
 	var wg sync.WaitGroup
 	for i, ps := range pss {
+		in := &install{ps: ps, done: make(chan struct{})}
+		ins[i] = in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer close(in.done)
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r := &results[i]
 			if ctx.Err() != nil {
-				r.err = ctx.Err()
+				in.err = ctx.Err()
 				return
 			}
-			r.pkg, r.change, r.err = po.installOne(ctx, ps)
-			if r.err != nil && !po.keepGoing {
+			in.pkg, in.change, in.err = po.installOne(ctx, ps)
+			if in.err != nil && ctx.Err() != nil && !errors.Is(in.err, ctx.Err()) {
+				// Cut short (serve stopped, another's error): say so, not
+				// only how the install ended (npm killed: status 137).
+				in.err = fmt.Errorf("%w (%w)", ctx.Err(), in.err)
+			}
+			if in.err != nil && !po.keepGoing {
 				cancel() // the first error ends it: the others need not finish
 			}
 		}()
 	}
-	wg.Wait()
+	go func() {
+		wg.Wait()
+		cancel()
+	}()
+	return ins, nil
+}
+
+// results are the outcomes of ended installs as installPackages returns
+// them.
+func (po packageOptions) results(ins []*install) (pkgs map[string]specconv.Package, changes []PackageChange, failed map[string]error, err error) {
 	if !po.keepGoing {
 		// The first error in the config's order that is not the
 		// cancellation of the others.
-		for _, r := range results {
-			if r.err != nil && !errors.Is(r.err, context.Canceled) {
-				return nil, nil, nil, r.err
+		for _, in := range ins {
+			if in.err != nil && !errors.Is(in.err, context.Canceled) {
+				return nil, nil, nil, in.err
 			}
 		}
 	}
-	out := map[string]specconv.Package{}
-	for i, ps := range pss {
-		pkg, change, err := results[i].pkg, results[i].change, results[i].err
-		if err != nil && po.keepGoing {
+	pkgs = map[string]specconv.Package{}
+	for _, in := range ins {
+		if in.err != nil && po.keepGoing {
 			if failed == nil {
 				failed = map[string]error{}
 			}
-			failed[ps.Server.Name] = err
+			failed[in.ps.Server.Name] = in.err
 			continue
 		}
-		if err != nil {
-			return nil, nil, nil, err
+		if in.err != nil {
+			return nil, nil, nil, in.err
 		}
-		out[ps.Server.Name] = pkg
-		if change != nil {
-			changes = append(changes, *change)
+		pkgs[in.ps.Server.Name] = in.pkg
+		if in.change != nil {
+			changes = append(changes, *in.change)
 		}
 	}
-	return out, changes, failed, nil
+	return pkgs, changes, failed, nil
 }
 
 // installOne installs one package server's package (by its pin if the
@@ -321,16 +403,60 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 	return nil
 }
 
+// installWait is how long serve's start waits for its packages before
+// it serves without the ones still installing, which install on in the
+// background (setup.go). A pinned package the store has installs well
+// within it; a first install of an npm server takes from tens of
+// seconds to minutes, which a client's initialize (60 s in the
+// TypeScript SDK) must not wait for.
+const installWait = 3 * time.Second
+
 // installPackages installs the config's packages before any server
 // starts, printing progress to stderr on a first install, and pins what
 // they resolved to. A server whose package cannot be installed is left
 // for the gateway to report and retry (setup.go), unless the options are
 // strict; it returns the packages' install options for those retries.
+// Unless strict, a package still installing after awaitInstalls installs
+// on in the background (d.installing), if its server can be set up on
+// its own (setsUpAlone); d.stopInstalls ends those installs.
 func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOptions, map[string]error, error) {
 	lockPath := d.lock
 	po := packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir, configPath: d.o.ConfigPath,
 		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g), keepGoing: !d.o.Strict}
-	pkgs, changes, failed, err := installPackages(ctx, po)
+	if d.o.Strict {
+		pkgs, changes, failed, err := installPackages(ctx, po)
+		if err != nil {
+			return po, nil, err
+		}
+		d.packages = pkgs
+		return po, failed, writePackagePins(lockPath, changes)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ins, err := po.startInstalls(ctx)
+	d.stopInstalls = func() {
+		cancel()
+		for _, in := range ins {
+			<-in.done
+		}
+		d.setups.wait()
+	}
+	if err != nil {
+		return po, nil, err
+	}
+	d.awaitInstalls(ins)
+	var ended []*install
+	for _, in := range ins {
+		if !in.ended() && setsUpAlone(d.c, in.ps.Server) {
+			if d.installing == nil {
+				d.installing = map[string]*install{}
+			}
+			d.installing[in.ps.Server.Name] = in
+			continue
+		}
+		<-in.done // a group member or a Kubernetes server: waited for
+		ended = append(ended, in)
+	}
+	pkgs, changes, failed, err := po.results(ended)
 	if err != nil {
 		return po, nil, err
 	}

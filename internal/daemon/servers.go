@@ -95,6 +95,10 @@ type wiring struct {
 	// install retries one (nil: no retry).
 	failed  map[string]error
 	install func(ctx context.Context, s *config.Server) (specconv.Package, error)
+	// installing are the servers whose package installs in the
+	// background, by name (setup.go); lockPath is where their pins go.
+	installing map[string]*install
+	lockPath   string
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -113,6 +117,21 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 	})
 	for _, s := range w.c.Servers {
 		gs := gatewayServer(w.c, s)
+		if in := w.installing[s.Name]; in != nil {
+			if w.setups == nil {
+				// Never the command as written (npx would install inside
+				// the sandbox): only a pending server waits for it.
+				return nil, fmt.Errorf("server %s: its package is still installing", s.Name)
+			}
+			w.setups.installing(gs, in.done, func() (*gateway.Server, error) {
+				if err := in.pinned(w.lockPath); err != nil {
+					return nil, err
+				}
+				return w.withPackage(w.ctx, s, in.pkg)
+			}, w.retry(s))
+			out = append(out, gs)
+			continue
+		}
 		err := w.server(groups, gs, s)
 		// A group's sandbox is built for all its members at once (and
 		// would run a failed npx member's command as written): a group
@@ -158,37 +177,55 @@ func (w wiring) server(groups *launch.Groups, gs *gateway.Server, s *config.Serv
 	}
 }
 
+// setsUpAlone reports whether serve can set s up on its own after its
+// start (a retry, a package installed in the background): a local server
+// with a sandbox of its own. A group's sandbox is built for all its
+// members at once; a Kubernetes server's objects at the start.
+func setsUpAlone(c *config.Config, s *config.Server) bool {
+	return s.URL == "" && !c.IsKubernetes(s) && !strings.HasPrefix(s.Placement, config.PlacementGroup)
+}
+
 // retry sets s up again for a pending server (setup.go): its package
 // installed now if it did not at the start, its image pulled. Only a
-// local server with a sandbox of its own is set up anew; nil for the
-// others (a Kubernetes one: restart serve).
+// server that setsUpAlone is set up anew; nil for the others (a
+// Kubernetes one: restart serve).
 func (w wiring) retry(s *config.Server) func(context.Context) (*gateway.Server, error) {
-	if s.URL != "" || w.c.IsKubernetes(s) || strings.HasPrefix(s.Placement, config.PlacementGroup) {
+	if !setsUpAlone(w.c, s) {
 		return nil
 	}
 	return func(ctx context.Context) (*gateway.Server, error) {
-		rw := w
-		rw.ctx, rw.warm = ctx, nil // no warm pool for a late server: closeWarm may have run
-		if w.failed[s.Name] != nil {
-			if w.install == nil {
-				return nil, w.failed[s.Name]
-			}
-			pkg, err := w.install(ctx, s)
-			if err != nil {
-				return nil, err
-			}
-			rw.opts.Packages = maps.Clone(w.opts.Packages)
-			if rw.opts.Packages == nil {
-				rw.opts.Packages = map[string]specconv.Package{}
-			}
-			rw.opts.Packages[s.Name] = pkg
+		_, installing := w.installing[s.Name]
+		if w.failed[s.Name] == nil && !installing {
+			return w.withPackage(ctx, s, specconv.Package{})
 		}
-		gs := gatewayServer(w.c, s)
-		if err := rw.local(gs, s); err != nil {
+		if w.install == nil {
+			return nil, w.failed[s.Name]
+		}
+		pkg, err := w.install(ctx, s)
+		if err != nil {
 			return nil, err
 		}
-		return gs, nil
+		return w.withPackage(ctx, s, pkg)
 	}
+}
+
+// withPackage sets s up after serve's start (a retry, a background
+// install), with pkg, if it has a Dir, as its package.
+func (w wiring) withPackage(ctx context.Context, s *config.Server, pkg specconv.Package) (*gateway.Server, error) {
+	rw := w
+	rw.ctx, rw.warm = ctx, nil // no warm pool for a late server: closeWarm may have run
+	if pkg.Dir != "" {
+		rw.opts.Packages = maps.Clone(w.opts.Packages)
+		if rw.opts.Packages == nil {
+			rw.opts.Packages = map[string]specconv.Package{}
+		}
+		rw.opts.Packages[s.Name] = pkg
+	}
+	gs := gatewayServer(w.c, s)
+	if err := rw.local(gs, s); err != nil {
+		return nil, err
+	}
+	return gs, nil
 }
 
 // gatewayServer is the gateway's settings for s, without its launcher.

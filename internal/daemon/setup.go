@@ -31,6 +31,12 @@ import (
 // was unreachable or a package published since brings the server up
 // without a restart. With Options.Strict, serve fails at its start
 // instead, as it did before; when every server fails, it fails too.
+//
+// A package still installing when serve's start has waited installWait
+// installs on in the background: its server is unavailable ("installing")
+// until then, the sessions' starts wait for it outside their start
+// timeout (gateway.Server.Ready), and it joins the sessions that began
+// meanwhile once it runs, announced by list_changed.
 
 // retryEvery is how often an unavailable server's setup is retried at
 // most: a burst of sessions does not make a burst of registry requests.
@@ -65,6 +71,11 @@ type setups struct {
 
 	mu   sync.Mutex
 	down map[string]string // guarded by mu; server name to why, one line
+	// installs are the servers of down whose package is still installing
+	// in the background. Guarded by mu.
+	installs map[string]bool
+	// bg counts the background installs' goroutines (installing).
+	bg sync.WaitGroup
 
 	// order is held from a change of down to the end of its record and
 	// its call of changed, so that two changes (two servers' retries)
@@ -73,7 +84,19 @@ type setups struct {
 	order sync.Mutex
 }
 
-// fail marks server unavailable for err; phase is "start" or "retry".
+// The phases of a server's setup, in its audit records.
+const (
+	phaseStart   = "start"   // serve's start
+	phaseRetry   = "retry"   // a new session's retry
+	phaseInstall = "install" // its package's install in the background
+)
+
+// errInstalling is why a server whose package installs in the
+// background is unavailable until then.
+var errInstalling = errors.New("its package is still installing: it joins the sessions once installed")
+
+// fail marks server unavailable for err (errInstalling: not yet ready)
+// in phase.
 func (st *setups) fail(server string, err error, phase string) {
 	why := st.reason(server, err)
 	st.order.Lock()
@@ -83,6 +106,14 @@ func (st *setups) fail(server string, err error, phase string) {
 		st.down = map[string]string{}
 	}
 	st.down[server] = why
+	if phase == phaseInstall && err == errInstalling {
+		if st.installs == nil {
+			st.installs = map[string]bool{}
+		}
+		st.installs[server] = true
+	} else {
+		delete(st.installs, server)
+	}
 	down := maps.Clone(st.down)
 	st.mu.Unlock()
 	if st.record != nil {
@@ -94,17 +125,19 @@ func (st *setups) fail(server string, err error, phase string) {
 	}
 }
 
-// ok marks server available again after a retry set it up.
-func (st *setups) ok(server string) {
+// ok marks server available after a retry or its background install
+// (phase) set it up.
+func (st *setups) ok(server, phase string) {
 	st.order.Lock()
 	defer st.order.Unlock()
 	st.mu.Lock()
 	delete(st.down, server)
+	delete(st.installs, server)
 	down := maps.Clone(st.down)
 	st.mu.Unlock()
 	if st.record != nil {
 		st.record(audit.Record{Event: audit.EventServerUnavailable, Server: server, Decision: "recovered",
-			Detail: map[string]string{"phase": "retry"}})
+			Detail: map[string]string{"phase": phase}})
 	}
 	if st.changed != nil {
 		st.changed(down)
@@ -154,6 +187,25 @@ func escapeControls(s string) string {
 	return b.String()
 }
 
+// Installing reports whether server's package is still installing in
+// the background; nil st: no.
+func (st *setups) Installing(server string) bool {
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.installs[server]
+}
+
+// wait waits for the background installs' goroutines to end (cancel
+// their installs first).
+func (st *setups) wait() {
+	if st != nil {
+		st.bg.Wait()
+	}
+}
+
 // names lists the servers of down in order.
 func names(down map[string]string) []string {
 	out := make([]string, 0, len(down))
@@ -188,8 +240,31 @@ type pending struct {
 // unavailable makes gs the pending server for name, which failed with err.
 func (st *setups) unavailable(gs *gateway.Server, err error, setup func(context.Context) (*gateway.Server, error)) {
 	p := &pending{name: gs.Name, st: st, setup: setup, err: err, tried: st.now()}
-	st.fail(gs.Name, err, "start")
+	st.fail(gs.Name, err, phaseStart)
 	gs.Launch, gs.Release = p.launch, p.release
+}
+
+// installing makes gs the pending server for its server while its
+// package installs in the background; done is closed when the install
+// has ended, and then ready sets the server up with it (or says why
+// not). A start waits for that (gs.Ready) outside its start timeout;
+// after a failure, setup retries as for unavailable.
+func (st *setups) installing(gs *gateway.Server, done <-chan struct{}, ready func() (*gateway.Server, error), setup func(context.Context) (*gateway.Server, error)) {
+	installed := make(chan struct{})
+	p := &pending{name: gs.Name, st: st, setup: setup, retrying: installed}
+	st.fail(gs.Name, errInstalling, phaseInstall)
+	gs.Launch, gs.Release, gs.Ready = p.launch, p.release, installed
+	st.bg.Add(1)
+	go func() {
+		defer st.bg.Done()
+		<-done
+		got, err := ready()
+		p.mu.Lock()
+		p.tried = st.now()
+		p.mu.Unlock()
+		// Canceled: serve stopped, no fault of the server's.
+		p.finish(got, err, phaseInstall, errors.Is(err, context.Canceled), installed)
+	}()
 }
 
 func (p *pending) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
@@ -240,6 +315,18 @@ func (p *pending) get(ctx context.Context) (*gateway.Server, error) {
 // (done) with its outcome.
 func (p *pending) retry(ctx context.Context, done chan struct{}) (*gateway.Server, error) {
 	gs, err := p.setup(ctx)
+	quiet := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+	if err := p.finish(gs, err, phaseRetry, quiet, done); err != nil {
+		return nil, err
+	}
+	return gs, nil
+}
+
+// finish ends the setup under way (done, a retry or the background
+// install: phase) with its outcome: gs set up, or err. A quiet failure
+// (the end of the session or of serve that ran it) is no news of the
+// server, and is not recorded.
+func (p *pending) finish(gs *gateway.Server, err error, phase string, quiet bool, done chan struct{}) error {
 	p.mu.Lock()
 	defer func() {
 		p.retrying = nil
@@ -248,25 +335,40 @@ func (p *pending) retry(ctx context.Context, done chan struct{}) (*gateway.Serve
 	}()
 	if err == nil {
 		p.ready = gs
-		p.st.ok(p.name)
+		p.st.ok(p.name, phase)
 		if p.st.log != nil {
-			p.st.log.Info("server set up on retry: available again", "server", p.name)
+			msg := "server set up on retry: available again"
+			if phase == phaseInstall {
+				msg = "server's package installed: it joins the sessions"
+			}
+			p.st.log.Info(msg, "server", p.name)
 		}
-		return gs, nil
+		return nil
 	}
-	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-		p.err = err
-		p.st.fail(p.name, err, "retry")
-		if p.st.log != nil {
-			p.st.log.Warn("server still unavailable: its setup failed again", "server", p.name, "err", p.st.reason(p.name, err))
+	if quiet && p.err != nil {
+		return p.unavailableError()
+	}
+	p.err = err
+	if quiet {
+		return p.unavailableError()
+	}
+	p.st.fail(p.name, err, phase)
+	if p.st.log != nil {
+		msg := "server still unavailable: its setup failed again"
+		if phase == phaseInstall {
+			msg = "server unavailable: its package did not install"
 		}
+		p.st.log.Warn(msg, "server", p.name, "err", p.st.reason(p.name, err))
 	}
-	return nil, p.unavailableError()
+	return p.unavailableError()
 }
 
 // unavailableError is what a start of the server fails with: why, and
 // when it is tried again.
 func (p *pending) unavailableError() error {
+	if p.err == nil {
+		return fmt.Errorf("unavailable: %w", errInstalling)
+	}
 	retry := "a new session retries it"
 	if p.setup == nil {
 		retry = "restart mcpbox serve to retry"
@@ -300,9 +402,13 @@ func (d *daemon) newSetups(g *guard.Guard, inst *admin.Instance) *setups {
 func (d *daemon) reportUnavailable() {
 	down := d.setups.Down()
 	for _, name := range names(down) {
-		if d.o.Unavailable != nil {
-			d.o.Unavailable(Unavailable{Server: name, Reason: down[name]})
-		} else {
+		installing := d.setups.Installing(name)
+		switch {
+		case d.o.Unavailable != nil:
+			d.o.Unavailable(Unavailable{Server: name, Reason: down[name], Installing: installing})
+		case installing:
+			d.log.Info("server's package is still installing: it joins the sessions once installed", "server", name)
+		default:
 			d.log.Warn("server unavailable: serve could not set it up; a new session retries it", "server", name, "err", down[name])
 		}
 	}

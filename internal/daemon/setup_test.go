@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,5 +408,78 @@ servers:
 	}
 	if _, err := gss[0].Launch(context.Background(), gateway.Scope{Agent: "x"}); err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Errorf("a start of a: %v, want it unavailable", err)
+	}
+}
+
+// TestInstallingServer: a server whose package installs in the
+// background is unavailable as installing (not a fault) until its
+// install ends; then it is set up, or unavailable for why the install
+// failed, retried like any unavailable server; serve's stop cancelling
+// the install is recorded as nothing.
+func TestInstallingServer(t *testing.T) {
+	launch := func(context.Context, gateway.Scope) (*gateway.Process, error) { return nil, nil }
+	for _, tc := range []struct {
+		name    string
+		err     error
+		phases  string
+		launch  string // the start's error, "" for none
+		downNow string
+	}{
+		{name: "installed", phases: "install: install:recovered"},
+		{name: "failed", err: errors.New("server x: npm package @x/y: not found"), phases: "install: install:",
+			launch: "unavailable: serve could not set it up (a new session retries it): npm package @x/y: not found", downNow: "npm package @x/y: not found"},
+		{name: "stopped", err: context.Canceled, phases: "install:",
+			launch: "unavailable: serve could not set it up (a new session retries it): context canceled", downNow: errInstalling.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newSetupRig()
+			gs := &gateway.Server{Name: "x"}
+			done := make(chan struct{})
+			var retried atomic.Int32
+			r.st.installing(gs, done, func() (*gateway.Server, error) {
+				if tc.err != nil {
+					return nil, tc.err
+				}
+				return &gateway.Server{Name: "x", Launch: launch}, nil
+			}, func(context.Context) (*gateway.Server, error) {
+				retried.Add(1)
+				return &gateway.Server{Name: "x", Launch: launch}, nil
+			})
+			if !r.st.Installing("x") || r.st.Down()["x"] != errInstalling.Error() || gs.Ready == nil {
+				t.Fatalf("while installing: Installing %v, Down %v, Ready %v", r.st.Installing("x"), r.st.Down(), gs.Ready)
+			}
+			select {
+			case <-gs.Ready:
+				t.Fatal("Ready before the install ended")
+			default:
+			}
+			close(done)
+			select {
+			case <-gs.Ready:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Ready not closed 10 s after the install ended")
+			}
+			r.st.wait()
+			_, err := gs.Launch(context.Background(), gateway.Scope{})
+			if got := fmt.Sprint(err); (tc.launch == "" && err != nil) || (tc.launch != "" && got != tc.launch) {
+				t.Fatalf("start after the install: %v, want %q", err, tc.launch)
+			}
+			if r.st.Installing("x") != (tc.name == "stopped") || r.st.Down()["x"] != tc.downNow {
+				t.Errorf("after the install: Installing %v, Down %v", r.st.Installing("x"), r.st.Down())
+			}
+			var phases []string
+			for _, rec := range r.records {
+				phases = append(phases, rec.Detail["phase"]+":"+rec.Decision)
+			}
+			if got := strings.Join(phases, " "); got != tc.phases {
+				t.Errorf("audit records' phase:decision = %q, want %q", got, tc.phases)
+			}
+			if tc.name == "failed" {
+				r.advance(retryEvery)
+				if _, err := gs.Launch(context.Background(), gateway.Scope{}); err != nil || retried.Load() != 1 {
+					t.Errorf("a start retryEvery after the failed install: %v, %d retries", err, retried.Load())
+				}
+			}
+		})
 	}
 }

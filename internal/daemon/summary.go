@@ -47,6 +47,9 @@ type ServerPins struct {
 	// install, its image did not pull); a warning after the summary says
 	// why, and a new session retries it.
 	Unavailable bool
+	// Installing: its package still installs, in the background; it
+	// joins the sessions once installed.
+	Installing bool
 }
 
 // Summarize is the summary of c against lock (nil: nothing pinned yet).
@@ -466,8 +469,11 @@ func (sum Summary) Line() string {
 	down := 0
 	for _, s := range sum.Servers {
 		state := pinState(s)
-		if s.Unavailable {
+		switch {
+		case s.Unavailable:
 			state, down = "unavailable", down+1
+		case s.Installing:
+			state = "installing"
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s)", s.Name, state))
 	}

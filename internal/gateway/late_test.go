@@ -304,3 +304,55 @@ func TestCloseWaitsForLateStart(t *testing.T) {
 		})
 	}
 }
+
+// TestSettingUpServerJoins: a server still being set up (Server.Ready
+// open: its package installing) does not hold the session's initialize
+// once another server runs, and its wait for the setup is not bounded by
+// the start timeout: set up well after that, it starts, and joins the
+// session with tools/list_changed.
+func TestSettingUpServerJoins(t *testing.T) {
+	lateWait(t, 20*time.Second, 500*time.Millisecond)
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	ready := make(chan struct{})
+	var launched atomic.Bool
+	late := gated(t, ready)
+	gw, err := New([]*Server{
+		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+		{Name: "late", Prefix: "late_", Ready: ready, Allow: []string{"*"}, Launch: func(ctx context.Context, scope Scope) (*Process, error) {
+			launched.Store(true)
+			return late(ctx, scope)
+		}},
+	}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	begin := time.Now()
+	c := newRawClient(t, gw)
+	if took := time.Since(begin); took >= sessionStartWait/2 {
+		t.Fatalf("initialize took %v: it waited for the server being set up", took)
+	}
+	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t]" {
+		t.Fatalf("tools/list while the late server is set up: %v", resp)
+	}
+	time.Sleep(3 * startTimeout)
+	if launched.Load() {
+		t.Fatal("launched before its setup ended")
+	}
+	close(ready)
+	deadline := time.Now().Add(10 * time.Second)
+	for !hasNote(c.notes, "notifications/tools/list_changed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tools/list_changed once the server was set up; notes %v", c.notes)
+		}
+		time.Sleep(20 * time.Millisecond)
+		c.call("ping", nil)
+	}
+	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t late_y]" {
+		t.Fatalf("tools/list once the set-up server runs: %v", resp)
+	}
+}

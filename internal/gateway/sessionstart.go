@@ -57,7 +57,9 @@ func (b *bound) err() error {
 //
 // It waits for every start at most sessionStartWait, and longer only
 // while no server runs: a server still starting then joins the session
-// once it runs (settle). One hung server must not hold the client's
+// once it runs (settle). Once one runs, it does not wait for a server
+// still being set up (Server.Ready): that takes minutes, and it joins
+// the same way. One hung server must not hold the client's
 // opening request past the client's own timeout (60 s in the TypeScript
 // SDK), which would fail the whole session, not only that server. So
 // the starts are bound to the session, not to this request: one that
@@ -94,7 +96,7 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	wait := time.NewTimer(sessionStartWait)
 	defer wait.Stop()
 	ran, ended, late := 0, 0, false
-	for ended < len(bs) && (!late || ran == 0) {
+	for ended < len(bs) && (ran == 0 || (!late && startingNow(bs))) {
 		select {
 		case b := <-settled:
 			ended++
@@ -124,6 +126,30 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 		return rpcError(jsonrpc.CodeInternalError, "no server could start: %s", d.safe(errors.Join(errs...)))
 	}
 	return nil
+}
+
+// startingNow reports whether a server of bs is starting for the
+// session, not only being set up (Server.Ready).
+func startingNow(bs []*bound) bool {
+	for _, b := range bs {
+		if b.state.Load() == nil && !settingUp(b.srv) {
+			return true
+		}
+	}
+	return false
+}
+
+// settingUp reports whether srv is still being set up (Server.Ready).
+func settingUp(srv *Server) bool {
+	if srv.Ready == nil {
+		return false
+	}
+	select {
+	case <-srv.Ready:
+		return false
+	default:
+		return true
+	}
 }
 
 // settle records how b's start for the session ended. A server that runs

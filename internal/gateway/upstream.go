@@ -275,8 +275,18 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		u.starting = done
 		u.mu.Unlock()
 
+		var err error
+		if u.srv.Ready != nil {
+			select {
+			case <-u.srv.Ready: // not in took: a setup's wait is no sign of a hung server
+			case <-ctx.Done():
+				err = fmt.Errorf("starting server %s: %w", u.srv.Name, ctx.Err())
+			}
+		}
 		began := time.Now()
-		err := u.start(ctx, delay)
+		if err == nil {
+			err = u.start(ctx, delay)
+		}
 		took := time.Since(began) - max(delay, 0)
 
 		u.mu.Lock()

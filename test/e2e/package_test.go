@@ -24,6 +24,12 @@ import (
 // would, with env added, and returns the session and mcpbox's stderr.
 func pkgServe(t *testing.T, m mode, cfg string, env ...string) (*mcp.ClientSession, *gwLog, func()) {
 	t.Helper()
+	return pkgServeWith(t, m, cfg, nil, env...)
+}
+
+// pkgServeWith is pkgServe with the client's options (its handlers).
+func pkgServeWith(t *testing.T, m mode, cfg string, opts *mcp.ClientOptions, env ...string) (*mcp.ClientSession, *gwLog, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := m.command(ctx, "serve", "--stdio", "--config", cfg)
 	cmd.Env = append(cmd.Env, env...)
@@ -31,7 +37,7 @@ func pkgServe(t *testing.T, m mode, cfg string, env ...string) (*mcp.ClientSessi
 	cmd.Stderr = logs
 	cctx, ccancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer ccancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "package-e2e", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "package-e2e", Version: "1"}, opts)
 	sess, err := client.Connect(cctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		cancel()
@@ -395,23 +401,53 @@ func TestPackagesInstallAtOnce(t *testing.T) {
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	cfgPath := filepath.Join(dir, "mcpbox.yaml")
 	m.writeFile(t, cfgPath, string(b), 0o644)
-	sess, logs, stop := pkgServe(t, m, cfgPath, "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
+	changed := make(chan struct{}, 1)
+	sess, logs, stop := pkgServeWith(t, m, cfgPath, listChanged(changed), "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
 	defer stop()
+	// The one installed second may join the session late.
+	waitTools(t, sess, changed, logs, "memory__read_graph", "everything__echo")
 	if waitedOut.Load() {
 		t.Fatalf("one package's first registry request waited 30 s for the other's: installed one after the other\n%s", logs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+}
+
+// listChanged are client options that signal each tools/list_changed
+// on changed (buffered).
+func listChanged(changed chan struct{}) *mcp.ClientOptions {
+	return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}}
+}
+
+// waitTools waits, at most two minutes, until the session lists every
+// tool of want, looking again at each list_changed (changed) and at
+// least every 2 s.
+func waitTools(t *testing.T, sess *mcp.ClientSession, changed chan struct{}, logs *gwLog, want ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tools, err := sess.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v\n%s", err, logs)
-	}
-	got := map[string]bool{}
-	for _, tool := range tools.Tools {
-		got[tool.Name] = true
-	}
-	if !got["memory__read_graph"] || !got["everything__echo"] {
-		t.Fatalf("tools of both servers expected, got %v\n%s", got, logs)
+	for {
+		tools, err := sess.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v\n%s", err, logs)
+		}
+		got := map[string]bool{}
+		for _, tool := range tools.Tools {
+			got[tool.Name] = true
+		}
+		missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return got[n] })
+		if len(missing) == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			t.Fatalf("tools %v still not listed after 2 minutes, got %v\n%s", missing, got, logs)
+		}
 	}
 }
 

@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestPackageInstallsInBackground: a package server's first install does
+// not hold up the others. serve answers the client's initialize while the
+// package is still installing (the loopback registry holds it), with the
+// other server's tools; the installing one joins the session once
+// installed, announced by tools/list_changed, is pinned in mcpbox.lock,
+// and its tools work.
+func TestPackageInstallsInBackground(t *testing.T) {
+	modules := requireNode(t)
+	reg := newNPMRegistry(t, modules)
+	const pkg = "@modelcontextprotocol/server-memory"
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free()
+	var waitedOut atomic.Bool
+	reg.gate = func(p string) {
+		if strings.TrimPrefix(p, "/") != pkg {
+			return
+		}
+		select {
+		case <-release:
+		case <-time.After(90 * time.Second):
+			waitedOut.Store(true)
+		}
+	}
+	m := modes(t)[0]
+	dir := m.dir(t)
+	bin := goBuild(t, gwServerPkg)
+	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{
+		"memory": map[string]any{"package": "npm:" + pkg, "tools": map[string]any{"allow": []string{"*"}}},
+		"quick": map[string]any{
+			"command":    []string{"/opt/bin/mcpserver", "-name", "quick"},
+			"filesystem": map[string]any{"mounts": []map[string]string{{"source": bin, "target": "/opt/bin", "mode": "ro"}}},
+			"tools":      map[string]any{"allow": []string{"*"}},
+		},
+	}}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(dir, "mcpbox.yaml")
+	m.writeFile(t, cfgPath, string(b), 0o644)
+	changed := make(chan struct{}, 1)
+	sess, logs, stop := pkgServeWith(t, m, cfgPath, listChanged(changed), "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
+	defer stop()
+	if waitedOut.Load() {
+		t.Fatalf("initialize was answered only after the registry had held the install for 90 s\n%s", logs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tools, err := sess.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v\n%s", err, logs)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "quick__whoami") || strings.Contains(strings.Join(names, " "), "memory__") {
+		t.Fatalf("while memory installs, quick's tools and none of memory's expected, got %v\n%s", names, logs)
+	}
+	if !strings.Contains(logs.String(), "server memory: its package is still installing") {
+		t.Errorf("serve did not say memory is still installing:\n%s", logs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mcpbox.lock")); err == nil {
+		if lock, _ := os.ReadFile(filepath.Join(dir, "mcpbox.lock")); strings.Contains(string(lock), pkg) {
+			t.Fatalf("memory pinned before its install ended:\n%s", lock)
+		}
+	}
+
+	free()
+	waitTools(t, sess, changed, logs, "memory__read_graph")
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "memory__read_graph", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("memory__read_graph after the late join: %v %+v\n%s", err, res, logs)
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "mcpbox.lock"))
+	if err != nil || !strings.Contains(string(lock), pkg) {
+		t.Fatalf("memory's package not pinned after its install: %v\n%s", err, lock)
+	}
+}
