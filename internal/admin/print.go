@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"mcpbox/internal/approval"
+	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 )
@@ -158,7 +159,7 @@ func HumanBytes(n uint64) string {
 // OneLine is s on one line (runs of white space as one space), cut to n
 // runes with an ellipsis.
 func OneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = config.Printable(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -168,10 +169,12 @@ func OneLine(s string, n int) string {
 // WriteChange prints a pending definition change as `mcpbox trust`
 // shows it: what changed, its diff, the scanner's findings, and whether
 // scan: block keeps it hidden once trusted.
+// The server chose the definition: a C1 control or a bidirectional
+// override in it (valid JSON, as written) is shown escaped.
 func WriteChange(w io.Writer, c PinChange) {
-	fmt.Fprintf(w, "%s %s %s\n%s\n", c.Status, c.Kind, cmp.Or(c.Name, c.Server+"/"+c.Key), c.Diff)
+	fmt.Fprintln(w, config.Printable(fmt.Sprintf("%s %s %s\n%s", c.Status, c.Kind, cmp.Or(c.Name, c.Server+"/"+c.Key), c.Diff)))
 	for _, f := range c.Findings {
-		fmt.Fprintf(w, "  scanner: %s\n", f)
+		fmt.Fprintf(w, "  scanner: %s\n", config.Printable(f))
 	}
 	if c.Blocked {
 		fmt.Fprintf(w, "  the server has scan: block: this definition stays hidden even if trusted\n")

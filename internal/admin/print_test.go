@@ -167,3 +167,21 @@ func TestWriteApprovalsWhere(t *testing.T) {
 		t.Errorf("one instance: %s", b.String())
 	}
 }
+
+// TestPrintEscapesServerText: what a server chose (a changed definition
+// for trust, a finding's excerpt, a sandbox's end reason in ps) is
+// printed with what a terminal would act on escaped: an escape sequence
+// could clear the screen, a C1 control start one, a bidirectional
+// override turn a name around.
+func TestPrintEscapesServerText(t *testing.T) {
+	var b strings.Builder
+	WriteChange(&b, PinChange{Server: "rug", Kind: "tool", Key: "add\u202e", Status: "changed",
+		Diff: "-\"adds\"\n+\"adds\u009b2J\"", Findings: []string{"hidden-tag [high]: \u202etxt.exe"}})
+	want := "changed tool rug/add\\u202e\n-\"adds\"\n+\"adds\\u009b2J\"\n  scanner: hidden-tag [high]: \\u202etxt.exe\n"
+	if b.String() != want {
+		t.Errorf("WriteChange:\n%q\nwant:\n%q", b.String(), want)
+	}
+	if got := OneLine("killed\x1b[2J: \r\n out of memory", 80); got != `killed\x1b[2J: out of memory` {
+		t.Errorf("OneLine = %q", got)
+	}
+}

@@ -137,7 +137,7 @@ func (e *env) pin(args []string) int {
 func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitions) int {
 	findings := daemon.Scan(c, defs)
 	for _, f := range findings {
-		fmt.Fprintf(e.stdout, "%s: %s [%s, %s] at %s: %s\n    %s\n", guard.ItemName(f.Server, c.EffectivePrefix(c.Server(f.Server)), f.Kind, f.Key), f.Rule, f.Severity, f.Kind, f.Where, f.Message, f.Excerpt)
+		fmt.Fprintln(e.stdout, config.Printable(fmt.Sprintf("%s: %s [%s, %s] at %s: %s\n    %s", guard.ItemName(f.Server, c.EffectivePrefix(c.Server(f.Server)), f.Kind, f.Key), f.Rule, f.Severity, f.Kind, f.Where, f.Message, f.Excerpt)))
 	}
 	if len(findings) == 0 {
 		fmt.Fprintln(e.stdout, "scanner: no findings")
@@ -157,7 +157,8 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 		}
 		prefix := c.EffectivePrefix(c.Server(cmp.Server))
 		for _, ch := range cmp.Changed {
-			fmt.Fprintf(e.stdout, "%s %s %s\n%s\n", ch.Status, ch.Kind, guard.ItemName(cmp.Server, prefix, ch.Kind, ch.Key), integrity.Diff(ch))
+			// The server chose the definition: see admin.WriteChange.
+			fmt.Fprintln(e.stdout, config.Printable(fmt.Sprintf("%s %s %s\n%s", ch.Status, ch.Kind, guard.ItemName(cmp.Server, prefix, ch.Kind, ch.Key), integrity.Diff(ch))))
 		}
 		// Nothing of this kind in the lock: one line, not a diff
 		// of every definition against nothing.

@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mcpbox/internal/config"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
 )
 
 // TestPinProtectsTheLockFile: a config whose server mounts the lock
@@ -31,5 +36,36 @@ servers:
 		if code != exitUsage || !strings.Contains(errs, "server s: the writable mount") || !strings.Contains(errs, "contains "+project) {
 			t.Errorf("%s: exit %d, stderr %q; want a refusal naming %s", strings.Join(args, " "), code, errs, project)
 		}
+	}
+}
+
+// TestPinDiffEscaped: pin --check prints a server's changed definition
+// with what a terminal would act on escaped: a C1 control (CSI, U+009B)
+// or a bidirectional override is valid in JSON, and the server chose it.
+func TestPinDiffEscaped(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte("version: 1\nservers:\n  s:\n    command: [x]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := integrity.OpenPins(filepath.Join(dir, "mcpbox.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := func(desc string) gateway.Item {
+		return gateway.Item{Key: "t", Raw: json.RawMessage(`{"name":"t","description":"` + desc + `","inputSchema":{"type":"object"}}`)}
+	}
+	if _, _, err := pins.Check("s", integrity.ModeTOFU, integrity.KindTool, []integrity.Item{{Key: "t", Raw: tool("adds").Raw}}); err != nil {
+		t.Fatal(err)
+	}
+	evil := "adds\u009b2J\u202eexe.txt"
+	defs := map[string]*gateway.Definitions{"s": {Lists: map[string][]gateway.Item{gateway.KindTools: {tool(evil)}}}}
+	var out strings.Builder
+	e := &env{stdout: &out, stderr: &out}
+	if n := e.compareWithLock(c, pins, defs); n != 1 {
+		t.Fatalf("compareWithLock found %d changes, want 1:\n%s", n, out.String())
+	}
+	if strings.ContainsAny(out.String(), "\u009b\u202e") || !strings.Contains(out.String(), `adds\u009b2J\u202eexe.txt`) {
+		t.Errorf("the changed definition is not shown escaped:\n%s", out.String())
 	}
 }
