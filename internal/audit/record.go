@@ -32,9 +32,10 @@ const (
 	EventRestart = "restart"
 
 	// EventServerUnavailable is a server serve could not set up (its
-	// package did not install, its image did not pull): Error says why,
-	// Detail "phase" is "start" or "retry". Decision "recovered" marks a
-	// retry that set it up.
+	// package did not install, its image did not pull, or its package
+	// still installs in the background): Error says why, Detail "phase"
+	// is "start", "retry" or "install". Decision "recovered" marks a
+	// retry or a background install that set it up.
 	EventServerUnavailable = "server_unavailable"
 
 	// EventGatewayCrash is a serve of the state dir that ended without

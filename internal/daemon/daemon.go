@@ -286,12 +286,13 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		// could not be (reportUnavailable says why, below it).
 		sum := summarize(d.c, d.lock, d.o.Base)
 		sum.Warnings = append(sum.Warnings, d.loginWarnings()...)
-		down := d.setups.Down()
+		down, installing := d.setups.state()
 		for i := range sum.Servers {
 			name := sum.Servers[i].Name
-			sum.Servers[i].Installing = d.setups.Installing(name)
-			_, down := down[name]
-			sum.Servers[i].Unavailable = down && !sum.Servers[i].Installing
+			_, sum.Servers[i].Unavailable = down[name]
+			if installing[name] {
+				sum.Servers[i].Unavailable, sum.Servers[i].Installing = false, true
+			}
 		}
 		d.o.Summary(sum)
 	}

@@ -115,6 +115,7 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 		}
 		return lo
 	})
+	var installing []*install
 	for _, s := range w.c.Servers {
 		gs := gatewayServer(w.c, s)
 		if in := w.installing[s.Name]; in != nil {
@@ -129,6 +130,7 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 				}
 				return w.withPackage(w.ctx, s, in.pkg)
 			}, w.retry(s))
+			installing = append(installing, in)
 			out = append(out, gs)
 			continue
 		}
@@ -146,6 +148,19 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 			return nil, err
 		}
 		out = append(out, gs)
+	}
+	if n := len(installing); n > 0 && len(setupErrs) == len(out)-n {
+		// No other server can run (awaitInstalls counted those without
+		// a package as able to): wait for the installs, as when there is
+		// no other, so that serve fails at its start if none installs.
+		for _, in := range installing {
+			<-in.done // serve's stop cancels it
+		}
+		for _, in := range installing {
+			if in.err != nil {
+				setupErrs = append(setupErrs, &SetupError{Server: in.ps.Server.Name, Err: in.err})
+			}
+		}
 	}
 	if len(out) > 0 && len(setupErrs) == len(out) {
 		// Not one server could be set up: a gateway with nothing to serve
@@ -199,7 +214,10 @@ func (w wiring) retry(s *config.Server) func(context.Context) (*gateway.Server, 
 			return w.withPackage(ctx, s, specconv.Package{})
 		}
 		if w.install == nil {
-			return nil, w.failed[s.Name]
+			if err := w.failed[s.Name]; err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("server %s: its package did not install", s.Name)
 		}
 		pkg, err := w.install(ctx, s)
 		if err != nil {

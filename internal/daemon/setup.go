@@ -190,12 +190,19 @@ func escapeControls(s string) string {
 // Installing reports whether server's package is still installing in
 // the background; nil st: no.
 func (st *setups) Installing(server string) bool {
+	_, installing := st.state()
+	return installing[server]
+}
+
+// state returns the unavailable servers and why, and which of them are
+// installing, at one moment; nil st has none.
+func (st *setups) state() (down map[string]string, installing map[string]bool) {
 	if st == nil {
-		return false
+		return nil, nil
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.installs[server]
+	return maps.Clone(st.down), maps.Clone(st.installs)
 }
 
 // wait waits for the background installs' goroutines to end (cancel
@@ -400,9 +407,9 @@ func (d *daemon) newSetups(g *guard.Guard, inst *admin.Instance) *setups {
 // reportUnavailable tells the person who started serve which servers it
 // runs without, once the gateway runs with the others.
 func (d *daemon) reportUnavailable() {
-	down := d.setups.Down()
+	down, installs := d.setups.state()
 	for _, name := range names(down) {
-		installing := d.setups.Installing(name)
+		installing := installs[name]
 		switch {
 		case d.o.Unavailable != nil:
 			d.o.Unavailable(Unavailable{Server: name, Reason: down[name], Installing: installing})

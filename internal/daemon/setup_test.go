@@ -483,3 +483,46 @@ func TestInstallingServer(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallsWaitedWhenNoOtherRuns: when every server without a
+// package fails its setup (an input dir not made yet), the wiring waits
+// for the background installs, as awaitInstalls does when there is no
+// other server, so that serve fails at its start, naming each reason,
+// when none installs, rather than run with nothing to serve.
+func TestInstallsWaitedWhenNoOtherRuns(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  pkg:
+    package: "npm:@x/y"
+    tools: {allow: ["*"]}
+  b:
+    command: [sh, -c, "sleep 1"]
+    filesystem: {input: {source: ./no-input}}
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pss, err := PackageServers(c)
+	if err != nil || len(pss) != 1 {
+		t.Fatalf("package servers: %v %v", pss, err)
+	}
+	in := &install{ps: pss[0], done: make(chan struct{})}
+	w := wiring{c: c, opts: specconv.Options{Base: t.TempDir(), StateDir: t.TempDir()},
+		installing: map[string]*install{"pkg": in}, ctx: context.Background(),
+		install: func(context.Context, *config.Server) (specconv.Package, error) {
+			return specconv.Package{}, errors.New("still failing")
+		}}
+	r := newSetupRig()
+	w.setups = r.st
+	ended := time.AfterFunc(200*time.Millisecond, func() {
+		in.err = errors.New("server pkg: npm package @x/y: registry unreachable")
+		close(in.done)
+	})
+	defer ended.Stop()
+	gss, err := w.servers()
+	r.st.wait()
+	if err == nil || !strings.Contains(err.Error(), "registry unreachable") || !strings.Contains(err.Error(), "no-input") {
+		t.Fatalf("servers: %d servers, error %v; want an error naming both reasons", len(gss), err)
+	}
+}

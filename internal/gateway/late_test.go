@@ -339,6 +339,13 @@ func TestSettingUpServerJoins(t *testing.T) {
 	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t]" {
 		t.Fatalf("tools/list while the late server is set up: %v", resp)
 	}
+	// A call to it is refused at once, saying why: a setup takes minutes.
+	begin = time.Now()
+	resp, _ := c.call("tools/call", map[string]any{"name": "late_y"})
+	e, _ := resp["error"].(map[string]any)
+	if msg := fmt.Sprint(e["message"]); !strings.Contains(msg, "server late is still being set up") || time.Since(begin) >= sessionStartWait/2 {
+		t.Fatalf("a call to the server being set up, after %v: %v", time.Since(begin), resp)
+	}
 	time.Sleep(3 * startTimeout)
 	if launched.Load() {
 		t.Fatal("launched before its setup ended")

@@ -190,7 +190,8 @@ func (d *downstream) settle(b *bound, err error) {
 // awaitServer waits, at most sessionStartWait, for the servers still
 // starting that the tool or prompt of req may belong to (by prefix), so
 // that a call made just after the session opened reaches a server that
-// joins it late. It runs before any check of the call; a call for a
+// joins it late (not for one still being set up: Server.Ready, which
+// takes minutes). It runs before any check of the call; a call for a
 // server still starting after that is refused (callTool,
 // paramHeaderCheck).
 func (d *downstream) awaitServer(ctx context.Context, req mcp.Request) {
@@ -213,8 +214,8 @@ func (d *downstream) awaitServer(ctx context.Context, req mcp.Request) {
 	d.mu.Unlock()
 	var limit <-chan time.Time
 	for _, b := range bs {
-		if rest, ok := strings.CutPrefix(name, b.srv.Prefix); !ok || rest == "" || b.state.Load() != nil {
-			continue
+		if rest, ok := strings.CutPrefix(name, b.srv.Prefix); !ok || rest == "" || b.state.Load() != nil || settingUp(b.srv) {
+			continue // a setup takes minutes: no use waiting
 		}
 		if limit == nil {
 			t := time.NewTimer(sessionStartWait)
@@ -234,7 +235,9 @@ func (d *downstream) awaitServer(ctx context.Context, req mcp.Request) {
 // notStarted is the client's error for a call to b's server, which does
 // not run for the session.
 func notStarted(d *downstream, b *bound) error {
-	if err := b.err(); errors.Is(err, errStillStarting) {
+	if err := b.err(); errors.Is(err, errStillStarting) && settingUp(b.srv) {
+		return rpcError(jsonrpc.CodeInternalError, "server %s is still being set up (its package installing): it joins this session once it runs; try again later", b.srv.Name)
+	} else if errors.Is(err, errStillStarting) {
 		return rpcError(jsonrpc.CodeInternalError, "server %s is still starting after %s: it joins this session once it runs; try again shortly", b.srv.Name, sessionStartWait)
 	}
 	return rpcError(jsonrpc.CodeInternalError, "server %s did not start for this session: %s", b.srv.Name, d.safe(b.err()))
