@@ -239,7 +239,7 @@ func (d *daemon) serve(parent context.Context) (err error) {
 				Error: "a serve of this state dir ended without stopping: the calls it had in flight have no record"})
 		}
 	}
-	d.setups = d.newSetups(g, inst)
+	d.setups = d.newSetups(ctx, g, inst)
 	defer d.stopTelemetry(tel) // after the gateway closed, before the guard
 	// The dashboard's and metrics' audit follower starts from the head
 	// before any call, and stops before the guard closes.

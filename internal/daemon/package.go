@@ -201,6 +201,11 @@ func (d *daemon) awaitInstalls(ins []*install) {
 			}
 		case <-wait.C:
 			late = true
+			if canRun == 0 && d.o.Stderr != nil {
+				// A client's initialize waits meanwhile (and gives up
+				// after a minute): say why.
+				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting for a package to install before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n", loginFlags(d.o.ConfigPath, "", ""))
+			}
 		}
 	}
 }
@@ -424,6 +429,7 @@ func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOp
 	po := packageOptions{c: d.c, base: d.o.Base, stateDir: d.dir, configPath: d.o.ConfigPath,
 		lockPath: lockPath, progress: d.o.Stderr, log: d.log, egress: installEgress(g), keepGoing: !d.o.Strict}
 	if d.o.Strict {
+		d.stopInstalls = d.setups.stop
 		pkgs, changes, failed, err := installPackages(ctx, po)
 		if err != nil {
 			return po, nil, err
@@ -431,14 +437,13 @@ func (d *daemon) installPackages(ctx context.Context, g *guard.Guard) (packageOp
 		d.packages = pkgs
 		return po, failed, writePackagePins(lockPath, changes)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	ins, err := po.startInstalls(ctx)
+	ins, err := po.startInstalls(d.setups.ctx) // its cancel stops them
 	d.stopInstalls = func() {
-		cancel()
+		d.setups.cancel()
 		for _, in := range ins {
 			<-in.done
 		}
-		d.setups.wait()
+		d.setups.stop()
 	}
 	if err != nil {
 		return po, nil, err

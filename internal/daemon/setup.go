@@ -27,7 +27,8 @@ import (
 // tools are absent, a call naming it gets an error saying why (the
 // gateway's "did not start for this session"), and the start, the log,
 // the audit, `mcpbox ps` and the dashboard say so. Each new session
-// retries the setup (at most once per retryEvery), so a registry that
+// retries the setup (at most once per retryEvery; in serve, in the
+// background: pending.readyChan), so a registry that
 // was unreachable or a package published since brings the server up
 // without a restart. With Options.Strict, serve fails at its start
 // instead, as it did before; when every server fails, it fails too.
@@ -68,6 +69,11 @@ type setups struct {
 	// outside mu; nil: none.
 	changed func(down map[string]string)
 	now     func() time.Time
+	// ctx is serve's, for the setups that run in the background (a
+	// package's install, a retry: Server.Ready); nil: a retry runs in
+	// the start that is due for it. cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu   sync.Mutex
 	down map[string]string // guarded by mu; server name to why, one line
@@ -120,6 +126,25 @@ func (st *setups) fail(server string, err error, phase string) {
 		st.record(audit.Record{Event: audit.EventServerUnavailable, Server: server, Error: why,
 			Detail: map[string]string{"phase": phase}})
 	}
+	if st.changed != nil {
+		st.changed(down)
+	}
+}
+
+// again marks server as being set up again (a retry in the background)
+// after last: what mcpbox ps shows meanwhile. No audit record: the
+// retry's outcome has one.
+func (st *setups) again(server string, last error) {
+	why := "setting it up again (last: " + st.reason(server, last) + ")"
+	st.order.Lock()
+	defer st.order.Unlock()
+	st.mu.Lock()
+	if st.down == nil {
+		st.down = map[string]string{}
+	}
+	st.down[server] = why
+	down := maps.Clone(st.down)
+	st.mu.Unlock()
 	if st.changed != nil {
 		st.changed(down)
 	}
@@ -205,12 +230,16 @@ func (st *setups) state() (down map[string]string, installing map[string]bool) {
 	return maps.Clone(st.down), maps.Clone(st.installs)
 }
 
-// wait waits for the background installs' goroutines to end (cancel
-// their installs first).
-func (st *setups) wait() {
-	if st != nil {
-		st.bg.Wait()
+// stop cancels the background setups and waits for their goroutines
+// to end.
+func (st *setups) stop() {
+	if st == nil {
+		return
 	}
+	if st.cancel != nil {
+		st.cancel()
+	}
+	st.bg.Wait()
 }
 
 // names lists the servers of down in order.
@@ -248,7 +277,38 @@ type pending struct {
 func (st *setups) unavailable(gs *gateway.Server, err error, setup func(context.Context) (*gateway.Server, error)) {
 	p := &pending{name: gs.Name, st: st, setup: setup, err: err, tried: st.now()}
 	st.fail(gs.Name, err, phaseStart)
-	gs.Launch, gs.Release = p.launch, p.release
+	gs.Launch, gs.Release, gs.Ready = p.launch, p.release, p.readyChan
+}
+
+// closed is a closed channel: nothing to wait for.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// readyChan is the server's gateway.Server.Ready: the setup under way,
+// or a retry it begins in the background when one is due (st.ctx set),
+// or closed: Launch then launches the set-up server or says why not.
+// In the background, a retry (an install of minutes) is not bounded by
+// the start's timeout, and the sessions do not wait for it.
+func (p *pending) readyChan() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.retrying != nil {
+		return p.retrying
+	}
+	ctx := p.st.ctx
+	if p.ready != nil || p.setup == nil || ctx == nil || ctx.Err() != nil || p.st.now().Sub(p.tried) < retryEvery {
+		return closed
+	}
+	p.tried = p.st.now()
+	done := make(chan struct{})
+	p.retrying = done
+	p.st.again(p.name, p.err)
+	p.st.bg.Add(1)
+	go func() {
+		defer p.st.bg.Done()
+		gs, err := p.setup(ctx)
+		p.finish(gs, err, phaseRetry, ctx.Err() != nil && errors.Is(err, context.Canceled), done)
+	}()
+	return done
 }
 
 // installing makes gs the pending server for its server while its
@@ -260,7 +320,7 @@ func (st *setups) installing(gs *gateway.Server, done <-chan struct{}, ready fun
 	installed := make(chan struct{})
 	p := &pending{name: gs.Name, st: st, setup: setup, retrying: installed}
 	st.fail(gs.Name, errInstalling, phaseInstall)
-	gs.Launch, gs.Release, gs.Ready = p.launch, p.release, installed
+	gs.Launch, gs.Release, gs.Ready = p.launch, p.release, p.readyChan
 	st.bg.Add(1)
 	go func() {
 		defer st.bg.Done()
@@ -361,9 +421,9 @@ func (p *pending) finish(gs *gateway.Server, err error, phase string, quiet bool
 	}
 	p.st.fail(p.name, err, phase)
 	if p.st.log != nil {
-		msg := "server still unavailable: its setup failed again"
+		msg := "server still unavailable: its setup failed again; a new session retries it"
 		if phase == phaseInstall {
-			msg = "server unavailable: its package did not install"
+			msg = "server unavailable: its package did not install; a new session retries it"
 		}
 		p.st.log.Warn(msg, "server", p.name, "err", p.st.reason(p.name, err))
 	}
@@ -394,8 +454,10 @@ func (p *pending) release(scope gateway.Scope) {
 
 // newSetups is serve's record of its unavailable servers: in the audit,
 // in the instance record (mcpbox ps), in the log for retries.
-func (d *daemon) newSetups(g *guard.Guard, inst *admin.Instance) *setups {
+// Its background setups run under ctx until stop.
+func (d *daemon) newSetups(ctx context.Context, g *guard.Guard, inst *admin.Instance) *setups {
 	st := &setups{record: g.Record, redact: d.book.String, log: d.log, now: time.Now}
+	st.ctx, st.cancel = context.WithCancel(ctx)
 	if inst != nil {
 		st.changed = func(down map[string]string) {
 			inst.Update(func(r *instance.Record) { r.Unavailable = down })

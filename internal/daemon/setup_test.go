@@ -446,20 +446,20 @@ func TestInstallingServer(t *testing.T) {
 				return &gateway.Server{Name: "x", Launch: launch}, nil
 			})
 			if !r.st.Installing("x") || r.st.Down()["x"] != errInstalling.Error() || gs.Ready == nil {
-				t.Fatalf("while installing: Installing %v, Down %v, Ready %v", r.st.Installing("x"), r.st.Down(), gs.Ready)
+				t.Fatalf("while installing: Installing %v, Down %v, Ready set %v", r.st.Installing("x"), r.st.Down(), gs.Ready != nil)
 			}
 			select {
-			case <-gs.Ready:
+			case <-gs.Ready():
 				t.Fatal("Ready before the install ended")
 			default:
 			}
 			close(done)
 			select {
-			case <-gs.Ready:
+			case <-gs.Ready():
 			case <-time.After(10 * time.Second):
 				t.Fatal("Ready not closed 10 s after the install ended")
 			}
-			r.st.wait()
+			r.st.stop()
 			_, err := gs.Launch(context.Background(), gateway.Scope{})
 			if got := fmt.Sprint(err); (tc.launch == "" && err != nil) || (tc.launch != "" && got != tc.launch) {
 				t.Fatalf("start after the install: %v, want %q", err, tc.launch)
@@ -521,8 +521,63 @@ servers:
 	})
 	defer ended.Stop()
 	gss, err := w.servers()
-	r.st.wait()
+	r.st.stop()
 	if err == nil || !strings.Contains(err.Error(), "registry unreachable") || !strings.Contains(err.Error(), "no-input") {
 		t.Fatalf("servers: %d servers, error %v; want an error naming both reasons", len(gss), err)
+	}
+}
+
+// TestRetryInBackground: in serve (setups.ctx set), a retry that is due
+// runs in the background through Server.Ready, outside any start's
+// timeout: the sessions need not wait for it, mcpbox ps says it is being
+// set up again, and once it succeeds the server launches. Before
+// retryEvery has passed, Ready has nothing to wait for and the start
+// fails at once saying why.
+func TestRetryInBackground(t *testing.T) {
+	r := newSetupRig()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.st.ctx, r.st.cancel = ctx, cancel
+	defer r.st.stop()
+	gs := &gateway.Server{Name: "x"}
+	release := make(chan struct{})
+	var setups atomic.Int32
+	r.st.unavailable(gs, &SetupError{Server: "x", Err: errors.New("server x: integrity mismatch")}, func(ctx context.Context) (*gateway.Server, error) {
+		setups.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &gateway.Server{Name: "x", Launch: func(context.Context, gateway.Scope) (*gateway.Process, error) { return nil, nil }}, nil
+	})
+	select {
+	case <-gs.Ready():
+	default:
+		t.Fatal("Ready has a setup to wait for before retryEvery")
+	}
+	if _, err := gs.Launch(context.Background(), gateway.Scope{}); err == nil || !strings.Contains(err.Error(), "integrity mismatch") {
+		t.Fatalf("a start before retryEvery: %v", err)
+	}
+	r.advance(retryEvery)
+	ready := gs.Ready()
+	select {
+	case <-ready:
+		t.Fatal("Ready closed while the retry runs")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if gs.Ready() != ready {
+		t.Error("a second Ready began another retry")
+	}
+	if why := r.st.Down()["x"]; why != "setting it up again (last: integrity mismatch)" {
+		t.Errorf("Down while retrying: %q", why)
+	}
+	close(release)
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ready not closed 10 s after the retry's setup ended")
+	}
+	if _, err := gs.Launch(context.Background(), gateway.Scope{}); err != nil || setups.Load() != 1 || len(r.st.Down()) != 0 {
+		t.Fatalf("a start after the retry: %v, %d setups, Down %v", err, setups.Load(), r.st.Down())
 	}
 }

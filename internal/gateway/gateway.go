@@ -27,12 +27,13 @@ type Server struct {
 	// Launch starts the server for a scope: a sandboxed process, or a
 	// connection to a remote server.
 	Launch func(ctx context.Context, scope Scope) (*Process, error)
-	// Ready, if set, is closed once the server is set up (its package,
-	// installing in the background for minutes, installed); Launch may
+	// Ready, if set, returns a channel that is closed once the server is
+	// set up (its package, installing in the background for minutes,
+	// installed); it may begin a setup that is due (a retry). Launch may
 	// then still fail. Each start waits for it outside StartTimeout, and
 	// a session's opening request does not: a server still being set up
 	// joins the session once it runs, announced by list_changed.
-	Ready <-chan struct{}
+	Ready func() <-chan struct{}
 	// Allow and Deny are tool name globs (path.Match) on the server's own
 	// names; a tool must match Allow and not Deny. A hidden tool is
 	// "unknown" to lists and calls alike.

@@ -322,7 +322,7 @@ func TestSettingUpServerJoins(t *testing.T) {
 	late := gated(t, ready)
 	gw, err := New([]*Server{
 		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
-		{Name: "late", Prefix: "late_", Ready: ready, Allow: []string{"*"}, Launch: func(ctx context.Context, scope Scope) (*Process, error) {
+		{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"}, Launch: func(ctx context.Context, scope Scope) (*Process, error) {
 			launched.Store(true)
 			return late(ctx, scope)
 		}},

@@ -145,7 +145,7 @@ func settingUp(srv *Server) bool {
 		return false
 	}
 	select {
-	case <-srv.Ready:
+	case <-srv.Ready():
 		return false
 	default:
 		return true

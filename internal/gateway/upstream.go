@@ -278,7 +278,7 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		var err error
 		if u.srv.Ready != nil {
 			select {
-			case <-u.srv.Ready: // not in took: a setup's wait is no sign of a hung server
+			case <-u.srv.Ready(): // not in took: a setup's wait is no sign of a hung server
 			case <-ctx.Done():
 				err = fmt.Errorf("starting server %s: %w", u.srv.Name, ctx.Err())
 			}

@@ -99,7 +99,8 @@ func TestBrowserAgent(t *testing.T) {
 		cfgPath := filepath.Join(dir, "mcpbox.yaml")
 		m.writeFile(t, cfgPath, string(b), 0o644)
 
-		sess, logs, stopServe := pkgServe(t, m, cfgPath, "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
+		changed := make(chan struct{}, 1)
+		sess, logs, stopServe := pkgServeWith(t, m, cfgPath, listChanged(changed), "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
 		stopped := false
 		stop := func() {
 			if !stopped {
@@ -108,21 +109,9 @@ func TestBrowserAgent(t *testing.T) {
 			}
 		}
 		defer stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		list, err := sess.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatalf("tools/list: %v\n%s", err, logs)
-		}
-		names := map[string]bool{}
-		for _, tool := range list.Tools {
-			names[tool.Name] = true
-		}
-		for _, n := range []string{"offline__browser_navigate", "offline__browser_snapshot", "web__browser_navigate"} {
-			if !names[n] {
-				t.Fatalf("no tool %s: %v\n%s", n, names, logs)
-			}
-		}
+		// The second install may end after serve began serving the first
+		// (it joins the session then).
+		waitTools(t, sess, changed, logs, "offline__browser_navigate", "offline__browser_snapshot", "web__browser_navigate")
 		// Each browser's first start (and its page) bounded by 90 s.
 		navigate := func(server, url string) (string, error) {
 			nctx, ncancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -44,11 +44,15 @@ func pkgServeWith(t *testing.T, m mode, cfg string, opts *mcp.ClientOptions, env
 		gwReap(cmd)
 		t.Fatalf("connecting to mcpbox serve: %v\nstderr:\n%s", err, logs)
 	}
+	var once sync.Once
 	stop := func() {
-		gwClose(t, sess)
-		cancel()
-		gwReap(cmd)
+		once.Do(func() {
+			gwClose(t, sess)
+			cancel()
+			gwReap(cmd)
+		})
 	}
+	t.Cleanup(stop) // also when a check fails first
 	return sess, logs, stop
 }
 
