@@ -204,7 +204,7 @@ func (d *daemon) awaitInstalls(ins []*install) {
 			if canRun == 0 && d.o.Stderr != nil {
 				// A client's initialize waits meanwhile (and gives up
 				// after a minute): say why.
-				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting for a package to install before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n", loginFlags(d.o.ConfigPath, "", ""))
+				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting for a package to install before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n", loginFlags(d.o.ConfigPath, d.o.StateDir, ""))
 			}
 		}
 	}

@@ -153,6 +153,9 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 		// No other server can run (awaitInstalls counted those without
 		// a package as able to): wait for the installs, as when there is
 		// no other, so that serve fails at its start if none installs.
+		if w.log != nil {
+			w.log.Info("waiting for the packages still installing before serving: no other server could be set up", "servers", len(installing))
+		}
 		for _, in := range installing {
 			<-in.done // serve's stop cancels it
 		}

@@ -82,6 +82,9 @@ type setups struct {
 	installs map[string]bool
 	// bg counts the background installs' goroutines (installing).
 	bg sync.WaitGroup
+	// stopped is set by stop, before it waits for bg: no Add after it.
+	// Guarded by mu.
+	stopped bool
 
 	// order is held from a change of down to the end of its record and
 	// its call of changed, so that two changes (two servers' retries)
@@ -236,10 +239,24 @@ func (st *setups) stop() {
 	if st == nil {
 		return
 	}
+	st.mu.Lock()
+	st.stopped = true
+	st.mu.Unlock()
 	if st.cancel != nil {
 		st.cancel()
 	}
 	st.bg.Wait()
+}
+
+// begin counts a background setup in bg unless stop has begun.
+func (st *setups) begin() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stopped {
+		return false
+	}
+	st.bg.Add(1)
+	return true
 }
 
 // names lists the servers of down in order.
@@ -295,17 +312,19 @@ func (p *pending) readyChan() <-chan struct{} {
 		return p.retrying
 	}
 	ctx := p.st.ctx
-	if p.ready != nil || p.setup == nil || ctx == nil || ctx.Err() != nil || p.st.now().Sub(p.tried) < retryEvery {
+	if p.ready != nil || p.setup == nil || ctx == nil || ctx.Err() != nil || p.st.now().Sub(p.tried) < retryEvery || !p.st.begin() {
 		return closed
 	}
 	p.tried = p.st.now()
 	done := make(chan struct{})
 	p.retrying = done
 	p.st.again(p.name, p.err)
-	p.st.bg.Add(1)
 	go func() {
 		defer p.st.bg.Done()
 		gs, err := p.setup(ctx)
+		p.mu.Lock()
+		p.tried = p.st.now() // the next retry is due retryEvery after this one ended
+		p.mu.Unlock()
 		p.finish(gs, err, phaseRetry, ctx.Err() != nil && errors.Is(err, context.Canceled), done)
 	}()
 	return done
@@ -353,7 +372,7 @@ func (p *pending) get(ctx context.Context) (*gateway.Server, error) {
 			p.mu.Unlock()
 			return gs, nil
 		}
-		if wait := p.retrying; wait != nil {
+		if wait := p.retrying; wait != nil && p.st.ctx == nil {
 			p.mu.Unlock()
 			select {
 			case <-wait:
@@ -365,7 +384,9 @@ func (p *pending) get(ctx context.Context) (*gateway.Server, error) {
 				return nil, err
 			}
 		}
-		if p.setup == nil || p.st.now().Sub(p.tried) < retryEvery {
+		// In serve (st.ctx set) only Ready retries, in the background:
+		// never within a start's timeout.
+		if p.setup == nil || p.st.ctx != nil || p.st.now().Sub(p.tried) < retryEvery {
 			err := p.unavailableError()
 			p.mu.Unlock()
 			return nil, err

@@ -581,3 +581,137 @@ func TestRetryInBackground(t *testing.T) {
 		t.Fatalf("a start after the retry: %v, %d setups, Down %v", err, setups.Load(), r.st.Down())
 	}
 }
+
+// TestFailedRetryNotRepeatedInline: a background retry (readyChan)
+// that fails after more than retryEvery is not followed by a second
+// setup run inline by the start that waited for it (upstream.get waits
+// for Ready, then calls Launch): in serve only Ready retries, and the
+// next retry is due retryEvery after this one ended, not began.
+func TestFailedRetryNotRepeatedInline(t *testing.T) {
+	r := newSetupRig()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.st.ctx, r.st.cancel = ctx, cancel
+	defer r.st.stop()
+	gs := &gateway.Server{Name: "x"}
+	var setups atomic.Int32
+	var inlineCtxHadDeadline atomic.Bool
+	r.st.unavailable(gs, &SetupError{Server: "x", Err: errors.New("server x: registry unreachable")}, func(ctx context.Context) (*gateway.Server, error) {
+		if setups.Add(1) > 1 {
+			_, ok := ctx.Deadline()
+			inlineCtxHadDeadline.Store(ok)
+			// An install of minutes: bounded only by the start's timeout.
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		r.advance(30 * time.Second) // a slow install that fails
+		return nil, errors.New("server x: registry still unreachable")
+	})
+	r.advance(retryEvery)
+	// What upstream.get does: wait for Ready (outside the start timeout),
+	// then Launch under the start's timeout.
+	<-gs.Ready()
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancelStart()
+	begin := time.Now()
+	_, err := gs.Launch(startCtx, gateway.Scope{})
+	took := time.Since(begin)
+	t.Logf("Launch after the background retry: %v after %v; setups run: %d; inline setup under the start's deadline: %v",
+		err, took, setups.Load(), inlineCtxHadDeadline.Load())
+	if n := setups.Load(); n != 1 {
+		t.Errorf("the failed background retry was followed by %d more setup(s) run inline by Launch (within the start's timeout, took %v)", n-1, took)
+	}
+}
+
+// TestLaunchDoesNotWaitForRetry: a start whose Ready was closed (no
+// retry due) but which launches later (upstream.get's crash backoff
+// sits between Ready and Launch), while another caller's Ready has begun
+// a background retry, fails at once: it does not wait for the retry
+// under its start's timeout (and count toward the hangMax give-up).
+func TestLaunchDoesNotWaitForRetry(t *testing.T) {
+	r := newSetupRig()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.st.ctx, r.st.cancel = ctx, cancel
+	defer r.st.stop()
+	gs := &gateway.Server{Name: "x"}
+	release := make(chan struct{})
+	defer close(release)
+	r.st.unavailable(gs, &SetupError{Server: "x", Err: errors.New("server x: registry unreachable")}, func(ctx context.Context) (*gateway.Server, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, errors.New("server x: still unreachable")
+	})
+	r.advance(retryEvery - time.Second)
+	select {
+	case <-gs.Ready(): // start 1: not due, closed
+	default:
+		t.Fatal("Ready not closed before retryEvery")
+	}
+	r.advance(2 * time.Second) // start 1 waits out its backoff delay
+	_ = gs.Ready()             // session 2 (or settingUp in a session's loop) begins the retry
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancelStart()
+	begin := time.Now()
+	_, err := gs.Launch(startCtx, gateway.Scope{}) // start 1 launches
+	if took := time.Since(begin); took >= 400*time.Millisecond {
+		t.Errorf("Launch waited %v (its whole start timeout) for the background retry: %v", took, err)
+	}
+}
+
+// TestNoRetryAfterStop: no background setup runs after setups.stop
+// returned (serve closes the guard and the instance record then), also
+// when stop comes while readyChan begins a retry (here: while again
+// reports to the instance record, which in serve writes a file).
+func TestNoRetryAfterStop(t *testing.T) {
+	r := newSetupRig()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.st.ctx, r.st.cancel = ctx, cancel
+	var stopped, ranAfterStop atomic.Bool
+	changed := r.st.changed
+	r.st.changed = func(d map[string]string) {
+		changed(d)
+		for _, why := range d {
+			if strings.HasPrefix(why, "setting it up again") {
+				go func() { // serve's stopInstalls, on its own goroutine
+					r.st.stop()
+					stopped.Store(true)
+				}()
+				time.Sleep(100 * time.Millisecond) // inst.Update writing the record
+			}
+		}
+	}
+	gs := &gateway.Server{Name: "x"}
+	ran := make(chan struct{})
+	r.st.unavailable(gs, &SetupError{Server: "x", Err: errors.New("server x: boom")}, func(ctx context.Context) (*gateway.Server, error) {
+		ranAfterStop.Store(stopped.Load())
+		close(ran)
+		return nil, ctx.Err()
+	})
+	r.advance(retryEvery)
+	_ = gs.Ready()
+	select {
+	case <-ran:
+		if ranAfterStop.Load() {
+			t.Error("a background retry's setup ran after setups.stop returned")
+		}
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// TestReadyRacesStop: the same without a hook, for the race detector
+// (a WaitGroup's Add from zero concurrent with its Wait).
+func TestReadyRacesStop(t *testing.T) {
+	for i := 0; i < 2000; i++ {
+		r := newSetupRig()
+		ctx, cancel := context.WithCancel(context.Background())
+		r.st.ctx, r.st.cancel = ctx, cancel
+		gs := &gateway.Server{Name: "x"}
+		r.st.unavailable(gs, &SetupError{Server: "x", Err: errors.New("server x: boom")}, func(ctx context.Context) (*gateway.Server, error) {
+			return nil, ctx.Err()
+		})
+		r.advance(retryEvery)
+		go gs.Ready()
+		r.st.stop()
+	}
+}

@@ -236,7 +236,7 @@ func (d *downstream) awaitServer(ctx context.Context, req mcp.Request) {
 // not run for the session.
 func notStarted(d *downstream, b *bound) error {
 	if err := b.err(); errors.Is(err, errStillStarting) && settingUp(b.srv) {
-		return rpcError(jsonrpc.CodeInternalError, "server %s is still being set up (its package installing): it joins this session once it runs; try again later", b.srv.Name)
+		return rpcError(jsonrpc.CodeInternalError, "server %s is still being set up (its package installing, a retry of its setup): it joins this session once it runs; try again later", b.srv.Name)
 	} else if errors.Is(err, errStillStarting) {
 		return rpcError(jsonrpc.CodeInternalError, "server %s is still starting after %s: it joins this session once it runs; try again shortly", b.srv.Name, sessionStartWait)
 	}
