@@ -80,7 +80,8 @@ type setups struct {
 	// installs are the servers of down whose package is still installing
 	// in the background. Guarded by mu.
 	installs map[string]bool
-	// bg counts the background installs' goroutines (installing).
+	// bg counts the goroutines of the background setups (installing,
+	// readyChan).
 	bg sync.WaitGroup
 	// stopped is set by stop, before it waits for bg: no Add after it.
 	// Guarded by mu.
@@ -110,21 +111,17 @@ func (st *setups) fail(server string, err error, phase string) {
 	why := st.reason(server, err)
 	st.order.Lock()
 	defer st.order.Unlock()
-	st.mu.Lock()
-	if st.down == nil {
-		st.down = map[string]string{}
-	}
-	st.down[server] = why
-	if phase == phaseInstall && err == errInstalling {
-		if st.installs == nil {
-			st.installs = map[string]bool{}
+	installing := phase == phaseInstall && err == errInstalling
+	down := st.setDown(server, why, func() {
+		if installing {
+			if st.installs == nil {
+				st.installs = map[string]bool{}
+			}
+			st.installs[server] = true
+		} else {
+			delete(st.installs, server)
 		}
-		st.installs[server] = true
-	} else {
-		delete(st.installs, server)
-	}
-	down := maps.Clone(st.down)
-	st.mu.Unlock()
+	})
 	if st.record != nil {
 		st.record(audit.Record{Event: audit.EventServerUnavailable, Server: server, Error: why,
 			Detail: map[string]string{"phase": phase}})
@@ -141,16 +138,23 @@ func (st *setups) again(server string, last error) {
 	why := "setting it up again (last: " + st.reason(server, last) + ")"
 	st.order.Lock()
 	defer st.order.Unlock()
+	down := st.setDown(server, why, func() {})
+	if st.changed != nil {
+		st.changed(down)
+	}
+}
+
+// setDown records server as unavailable for why, runs also under mu,
+// and returns the unavailable servers then. Called with order held.
+func (st *setups) setDown(server, why string, also func()) map[string]string {
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	if st.down == nil {
 		st.down = map[string]string{}
 	}
 	st.down[server] = why
-	down := maps.Clone(st.down)
-	st.mu.Unlock()
-	if st.changed != nil {
-		st.changed(down)
-	}
+	also()
+	return maps.Clone(st.down)
 }
 
 // ok marks server available after a retry or its background install

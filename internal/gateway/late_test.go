@@ -84,6 +84,20 @@ func listedTools(resp map[string]any) []string {
 	return names
 }
 
+// awaitNote pings the client's session until it has had a notification
+// method, at most within.
+func awaitNote(t *testing.T, c *rawClient, method string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !hasNote(c.notes, method) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v; notes %v", method, within, c.notes)
+		}
+		time.Sleep(20 * time.Millisecond)
+		c.call("ping", nil)
+	}
+}
+
 // TestLateServerJoins: a server still starting after sessionStartWait
 // does not hold the session's initialize once another server runs. The
 // client is told it may offer tools, a call to it is refused as still
@@ -116,14 +130,7 @@ func TestLateServerJoins(t *testing.T) {
 	}
 
 	close(gate)
-	deadline := time.Now().Add(10 * time.Second)
-	for !hasNote(c.notes, "notifications/tools/list_changed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no tools/list_changed after the late server started; notes %v", c.notes)
-		}
-		time.Sleep(20 * time.Millisecond)
-		c.call("ping", nil)
-	}
+	awaitNote(t, c, "notifications/tools/list_changed", 10*time.Second)
 	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t late_y]" {
 		t.Fatalf("tools/list once the late server runs: %v", resp)
 	}
@@ -351,14 +358,7 @@ func TestSettingUpServerJoins(t *testing.T) {
 		t.Fatal("launched before its setup ended")
 	}
 	close(ready)
-	deadline := time.Now().Add(10 * time.Second)
-	for !hasNote(c.notes, "notifications/tools/list_changed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no tools/list_changed once the server was set up; notes %v", c.notes)
-		}
-		time.Sleep(20 * time.Millisecond)
-		c.call("ping", nil)
-	}
+	awaitNote(t, c, "notifications/tools/list_changed", 10*time.Second)
 	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[ok_t late_y]" {
 		t.Fatalf("tools/list once the set-up server runs: %v", resp)
 	}
