@@ -37,6 +37,14 @@ func newSetupRig() *setupRig {
 	return r
 }
 
+// newServeRig is newSetupRig with serve's context: due retries run in
+// the background (pending.readyChan) until r.st.stop.
+func newServeRig() *setupRig {
+	r := newSetupRig()
+	r.st.ctx, r.st.cancel = context.WithCancel(context.Background())
+	return r
+}
+
 func (r *setupRig) advance(d time.Duration) { r.mu.Lock(); r.clock = r.clock.Add(d); r.mu.Unlock() }
 
 // TestPendingServerRetries: an unavailable server fails every start with
@@ -534,9 +542,7 @@ servers:
 // retryEvery has passed, Ready has nothing to wait for and the start
 // fails at once saying why.
 func TestRetryInBackground(t *testing.T) {
-	r := newSetupRig()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.st.ctx, r.st.cancel = ctx, cancel
+	r := newServeRig()
 	defer r.st.stop()
 	gs := &gateway.Server{Name: "x"}
 	release := make(chan struct{})
@@ -588,9 +594,7 @@ func TestRetryInBackground(t *testing.T) {
 // for Ready, then calls Launch): in serve only Ready retries, and the
 // next retry is due retryEvery after this one ended, not began.
 func TestFailedRetryNotRepeatedInline(t *testing.T) {
-	r := newSetupRig()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.st.ctx, r.st.cancel = ctx, cancel
+	r := newServeRig()
 	defer r.st.stop()
 	gs := &gateway.Server{Name: "x"}
 	var setups atomic.Int32
@@ -628,9 +632,7 @@ func TestFailedRetryNotRepeatedInline(t *testing.T) {
 // a background retry, fails at once: it does not wait for the retry
 // under its start's timeout (and count toward the hangMax give-up).
 func TestLaunchDoesNotWaitForRetry(t *testing.T) {
-	r := newSetupRig()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.st.ctx, r.st.cancel = ctx, cancel
+	r := newServeRig()
 	defer r.st.stop()
 	gs := &gateway.Server{Name: "x"}
 	release := make(chan struct{})
@@ -664,9 +666,7 @@ func TestLaunchDoesNotWaitForRetry(t *testing.T) {
 // when stop comes while readyChan begins a retry (here: while again
 // reports to the instance record, which in serve writes a file).
 func TestNoRetryAfterStop(t *testing.T) {
-	r := newSetupRig()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.st.ctx, r.st.cancel = ctx, cancel
+	r := newServeRig()
 	var stopped, ranAfterStop atomic.Bool
 	changed := r.st.changed
 	r.st.changed = func(d map[string]string) {
@@ -703,9 +703,7 @@ func TestNoRetryAfterStop(t *testing.T) {
 // (a WaitGroup's Add from zero concurrent with its Wait).
 func TestReadyRacesStop(t *testing.T) {
 	for i := 0; i < 2000; i++ {
-		r := newSetupRig()
-		ctx, cancel := context.WithCancel(context.Background())
-		r.st.ctx, r.st.cancel = ctx, cancel
+		r := newServeRig()
 		gs := &gateway.Server{Name: "x"}
 		r.st.unavailable(gs, &SetupError{Server: "x", Err: errors.New("server x: boom")}, func(ctx context.Context) (*gateway.Server, error) {
 			return nil, ctx.Err()
