@@ -604,9 +604,7 @@ func (in *sandboxInstance) Stop() {
 func (in *sandboxInstance) gone() { in.end() }
 
 func (in *sandboxInstance) end() {
-	if in.sb.Paused() {
-		_ = in.sb.Resume() // a failure leaves it to the kill
-	}
+	_ = in.sb.ResumeToStop() // a failure leaves it to the kill
 	in.stdin.Close()
 	if !in.endedWithin(stopGrace) {
 		in.killed.Store(true)

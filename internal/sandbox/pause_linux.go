@@ -38,6 +38,9 @@ func (sb *Sandbox) Pause() error {
 	if sb.ended {
 		return fmt.Errorf("pausing sandbox %s: %w", sb.ID, ErrExited)
 	}
+	if sb.stopping {
+		return fmt.Errorf("pausing sandbox %s: it is being stopped", sb.ID)
+	}
 	if sb.paused.Load() {
 		return nil
 	}
@@ -65,6 +68,23 @@ func (sb *Sandbox) Pause() error {
 func (sb *Sandbox) Resume() error {
 	sb.pmu.Lock()
 	defer sb.pmu.Unlock()
+	return sb.resume()
+}
+
+// ResumeToStop is Resume for a stop, and refuses every later Pause: the
+// workload must run to see its input end. Unlike Paused and Resume
+// called one after the other, it cannot miss a Pause in progress, which
+// holds the freezer frozen before Paused says so, nor one that lands
+// just after.
+func (sb *Sandbox) ResumeToStop() error {
+	sb.pmu.Lock()
+	defer sb.pmu.Unlock()
+	sb.stopping = true
+	return sb.resume()
+}
+
+// resume thaws a paused sandbox; the caller holds pmu.
+func (sb *Sandbox) resume() error {
 	if !sb.paused.Load() {
 		return nil
 	}

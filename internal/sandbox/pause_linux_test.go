@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,6 +174,43 @@ func TestKillWhilePaused(t *testing.T) {
 	}
 	if _, err := sb.Stats(); err == nil {
 		t.Fatal("Stats after Wait succeeded; the cgroup should be gone")
+	}
+}
+
+// A stop thaws a paused sandbox, and no Pause lands after it (an idle
+// pause racing the client's end): the workload runs to see its input end
+// and exits by itself. Before, a stop that missed a Pause in progress, or
+// came just before one, left the server frozen until the kill.
+func TestResumeToStop(t *testing.T) {
+	for _, pausedFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("paused=%v", pausedFirst), func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			sb, wait := startPausable(t, limited("cat"), Stdio{Stdin: r})
+			r.Close()
+			if pausedFirst {
+				if err := sb.Pause(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := sb.ResumeToStop(); err != nil {
+				t.Fatal(err)
+			}
+			if err := sb.Pause(); err == nil || sb.Paused() {
+				t.Fatalf("Pause after ResumeToStop: %v, paused %v; want it refused", err, sb.Paused())
+			}
+			w.Close()
+			res, err := waitWithin(wait, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 0 {
+				t.Fatalf("exit %d, want 0: the workload ends by itself at the end of its input", res.ExitCode)
+			}
+		})
 	}
 }
 

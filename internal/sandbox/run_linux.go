@@ -78,6 +78,8 @@ type Sandbox struct {
 	pmu    sync.Mutex
 	paused atomic.Bool // written under pmu
 	ended  bool        // guarded by pmu: Kill ran or the init exited
+	// stopping (guarded by pmu) refuses Pause: ResumeToStop ran.
+	stopping bool
 }
 
 // Run starts a sandbox and waits for it.

@@ -54,6 +54,9 @@ func (sb *Sandbox) Pause() error { return errNoFreezer }
 // Resume is never reached outside Linux.
 func (sb *Sandbox) Resume() error { return errNoFreezer }
 
+// ResumeToStop does nothing outside Linux: nothing is paused.
+func (sb *Sandbox) ResumeToStop() error { return nil }
+
 // Paused reports false outside Linux.
 func (sb *Sandbox) Paused() bool { return false }
 
