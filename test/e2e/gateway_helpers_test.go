@@ -55,6 +55,17 @@ func (l *gwLog) String() string {
 	return l.buf.String()
 }
 
+// waitFor waits up to d for s in the output and reports whether it came:
+// serve logs a line a moment after the client hears of what it is about.
+func (l *gwLog) waitFor(s string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); !strings.Contains(l.String(), s); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // gwDir is mode.dir for benchmarks too: a temp dir on a
 // world-traversable path, owned by the mode's user.
 func gwDir(tb testing.TB, m mode) string {

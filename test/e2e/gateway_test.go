@@ -97,10 +97,8 @@ func gwFaults(t *testing.T, m mode, version string) {
 		sess, logs := gwRunLogs(t, m, nil, version)
 		text := "to stderr " + gwHex(6)
 		gwMustCall(t, sess, "stderr", map[string]any{"text": text}, "ok")
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), text); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the server's stderr line %q is not in mcpbox's stderr within 10 s:\n%s", text, logs)
-			}
+		if !logs.waitFor(text, 10*time.Second) {
+			t.Fatalf("the server's stderr line %q is not in mcpbox's stderr within 10 s:\n%s", text, logs)
 		}
 		gwMustCall(t, sess, "echo", map[string]any{"text": "after stderr"}, "after stderr")
 	})

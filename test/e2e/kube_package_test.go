@@ -178,8 +178,7 @@ func TestKubePackageServer(t *testing.T) {
 		}
 	}
 	want := "installing npm:@modelcontextprotocol/server-memory in pod "
-	for deadline := time.Now().Add(90 * time.Second); !strings.Contains(g2.logs.String(), want) && time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-	}
+	g2.logs.waitFor(want, 90*time.Second)
 	logs := g2.logs.String()
 	if !strings.Contains(logs, want) || !strings.Contains(logs, "failed (exit status") || !strings.Contains(logs, "EINTEGRITY") {
 		dumpPods()

@@ -338,10 +338,8 @@ func kubePsAndStderr(t *testing.T, e *kubeEnv, g *gwGateway, alice *mcp.ClientSe
 	mark := "stderr-from-pod-" + gwHex(4)
 	gwMustCall(t, alice, "stderr", map[string]any{"text": mark + " " + kubeSecret}, "")
 	want := "mcpbox: server k: " + mark + " "
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(g.logs.String(), want); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway's log lacks %q after 20s", want)
-		}
+	if !g.logs.waitFor(want, 20*time.Second) {
+		t.Fatalf("the gateway's log lacks %q after 20s", want)
 	}
 	if strings.Contains(g.logs.String(), kubeSecret) {
 		t.Error("the gateway's log holds the secret the pod's server wrote to stderr")

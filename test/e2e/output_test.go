@@ -105,11 +105,8 @@ func TestDefaultBannerShowsRealOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(g.logs.String(), "  Output:  "); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner within 30 s\n%s", g.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !g.logs.waitFor("  Output:  ", 30*time.Second) {
+		t.Fatalf("no banner within 30 s\n%s", g.logs)
 	}
 	var out string
 	for _, line := range strings.Split(g.logs.String(), "\n") {

@@ -73,7 +73,7 @@ func hsGateway(t *testing.T, m mode, version string) {
 			t.Errorf("%s: the client got no redacted secrets: %q", kind, got)
 		}
 	}
-	if !strings.Contains(g.logs.String(), "hostile hostile stderr: TOKEN_A=[REDACTED:TOKEN_A]") {
+	if !g.logs.waitFor("hostile hostile stderr: TOKEN_A=[REDACTED:TOKEN_A]", 10*time.Second) {
 		t.Errorf("mcpbox's log lacks the server's redacted stderr line:\n%s", g.logs)
 	}
 	// The secrets are the hostile server's alone: it sees their names,

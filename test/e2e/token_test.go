@@ -88,7 +88,7 @@ func TestServeConfigToken(t *testing.T) {
 		// --config=FILE: gwServeIn adds --no-auth only to "--config FILE".
 		g := gwServeIn(t, m, "", []string{"--config=" + cfg})
 		tokenFile := filepath.Join(filepath.Dir(cfg), "state", "token")
-		if !tokenWaitLog(g.logs, tokenFile) {
+		if !g.logs.waitFor(tokenFile, 10*time.Second) {
 			t.Errorf("serve does not say where its token is (%s):\n%s", tokenFile, g.logs)
 		}
 		fi, err := os.Lstat(tokenFile)
@@ -132,7 +132,7 @@ func TestServeNoAuth(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		cfg := gwConfig(t, m, "solo")
 		g := gwServeIn(t, m, "", []string{"--config", cfg, "--no-auth"})
-		if !tokenWaitLog(g.logs, "warning: --no-auth") {
+		if !g.logs.waitFor("warning: --no-auth", 10*time.Second) {
 			t.Errorf("no warning about --no-auth:\n%s", g.logs)
 		}
 		tokenStatus(t, g.url, "", http.StatusOK)
@@ -152,16 +152,6 @@ func TestServeNoAuth(t *testing.T) {
 			t.Errorf("serve --no-auth with clients:\n%s", r)
 		}
 	})
-}
-
-// tokenWaitLog waits up to 10 s for s in logs.
-func tokenWaitLog(logs *gwLog, s string) bool {
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), s); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
 }
 
 // bannerToken waits for the embedded default's banner and returns its

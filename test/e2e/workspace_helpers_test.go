@@ -352,7 +352,7 @@ func wsRefusal(t *testing.T, g *gwGateway, msg string, hidden ...string) {
 			t.Errorf("the client's error %q shows the host path %s", msg, h)
 		}
 	}
-	if !strings.Contains(g.logs.String(), "unsafe entry") {
+	if !g.logs.waitFor("unsafe entry", 10*time.Second) {
 		t.Errorf("serve's log does not say why the template failed:\n%s", g.logs)
 	}
 }
