@@ -363,3 +363,40 @@ func TestSettingUpServerJoins(t *testing.T) {
 		t.Fatalf("tools/list once the set-up server runs: %v", resp)
 	}
 }
+
+// TestOnlySettingUpServerJoins: when every server is being set up (a
+// first start whose packages all install for minutes), the session
+// opens with none after sessionStartWait, offering list_changed, rather
+// than hold initialize until the client gives up (which ends a stdio
+// client's serve and the install with it); the server joins once set
+// up.
+func TestOnlySettingUpServerJoins(t *testing.T) {
+	lateWait(t, 300*time.Millisecond, 500*time.Millisecond)
+	ready := make(chan struct{})
+	gw, err := New([]*Server{
+		{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"}, Launch: gated(t, ready)},
+	}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	begin := time.Now()
+	c := newRawClient(t, gw)
+	if took := time.Since(begin); took < sessionStartWait || took > 10*time.Second {
+		t.Fatalf("initialize took %v, want the wait of %v", took, sessionStartWait)
+	}
+	if caps := fmt.Sprint(c.init["result"]); !strings.Contains(caps, "tools:map[listChanged:true]") {
+		t.Fatalf("initialize with the server being set up: %v, want tools with listChanged", c.init)
+	}
+	if resp, _ := c.call("tools/list", nil); len(listedTools(resp)) != 0 || resp["error"] != nil {
+		t.Fatalf("tools/list while the only server is set up: %v", resp)
+	}
+	close(ready)
+	awaitNote(t, c, "notifications/tools/list_changed", 10*time.Second)
+	if resp, _ := c.call("tools/list", nil); fmt.Sprint(listedTools(resp)) != "[late_y]" {
+		t.Fatalf("tools/list once the set-up server runs: %v", resp)
+	}
+	if resp, _ := c.call("tools/call", map[string]any{"name": "late_y"}); !strings.Contains(fmt.Sprint(resp["result"]), "late ran") {
+		t.Fatalf("a call to the joined server: %v", resp)
+	}
+}

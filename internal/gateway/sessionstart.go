@@ -56,10 +56,15 @@ func (b *bound) err() error {
 // server that cannot start is left out, unless none can.
 //
 // It waits for every start at most sessionStartWait, and longer only
-// while no server runs: a server still starting then joins the session
-// once it runs (settle). Once one runs, it does not wait for a server
-// still being set up (Server.Ready): that takes minutes, and it joins
-// the same way. One hung server must not hold the client's
+// while no server runs and one is starting: a server still starting
+// then joins the session once it runs (settle). Once one runs, it does
+// not wait for a server still being set up (Server.Ready): that takes
+// minutes, and it joins the same way. When none runs and every server
+// left is being set up (serve's first start, whose packages all install
+// for minutes), the session opens with none after sessionStartWait, and
+// they join it too: a client that gave up on initialize would end the
+// session, and a stdio client's serve, so nothing would ever install.
+// One hung server must not hold the client's
 // opening request past the client's own timeout (60 s in the TypeScript
 // SDK), which would fail the whole session, not only that server. So
 // the starts are bound to the session, not to this request: one that
@@ -96,7 +101,7 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	wait := time.NewTimer(sessionStartWait)
 	defer wait.Stop()
 	ran, ended, late := 0, 0, false
-	for ended < len(bs) && (ran == 0 || (!late && startingNow(bs))) {
+	for ended < len(bs) && keepWaiting(ran, late, bs) {
 		select {
 		case b := <-settled:
 			ended++
@@ -113,19 +118,32 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	d.told = true
 	d.mu.Unlock()
 	var errs []error
-	ran = 0
+	ran, joining := 0, 0
 	for _, b := range bs {
 		switch err := b.err(); {
 		case err == nil:
 			ran++
-		case !errors.Is(err, errStillStarting):
+		case errors.Is(err, errStillStarting):
+			joining++
+		default:
 			errs = append(errs, err)
 		}
 	}
-	if ran == 0 {
+	if ran == 0 && joining == 0 {
 		return rpcError(jsonrpc.CodeInternalError, "no server could start: %s", d.safe(errors.Join(errs...)))
 	}
 	return nil
+}
+
+// keepWaiting reports whether the opening request waits on for bs's
+// starts, ran of which run, once sessionStartWait has passed if late:
+// while none runs, until then, and on while a server is starting (not
+// only being set up); once one runs, until then while one is starting.
+func keepWaiting(ran int, late bool, bs []*bound) bool {
+	if ran == 0 {
+		return !late || startingNow(bs)
+	}
+	return !late && startingNow(bs)
 }
 
 // startingNow reports whether a server of bs is starting for the
