@@ -131,7 +131,7 @@ func (e *env) serveOutput(o *daemon.Options) {
 	o.Summary = e.startupSummary
 	o.Unavailable = func(u daemon.Unavailable) {
 		if u.Installing {
-			e.errorf("server %s: its package is still installing; serving the others, it joins once installed (mcpbox ps shows it)", u.Server)
+			e.errorf("server %s: its package is still installing; serving without it until then, it joins once installed (mcpbox ps shows it)", u.Server)
 			return
 		}
 		e.errorf("warning: server %s is unavailable, serving the others without it: %s (a new session retries it; --strict makes this an error)", u.Server, u.Reason)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -52,7 +53,10 @@ type daemon struct {
 	// installs and waits for them to end.
 	installing   map[string]*install
 	stopInstalls func()
-	tracer       trace.Tracer // the calls' spans (telemetry.go); nil: none
+	// serveBy is when serve goes on whatever is still installing
+	// (awaitInstalls); zero before.
+	serveBy time.Time
+	tracer  trace.Tracer // the calls' spans (telemetry.go); nil: none
 	// warm ends the servers' warm pools (sandbox.warm_pool).
 	warm []func()
 	// setups are the servers serve could not set up (setup.go); made
@@ -392,6 +396,7 @@ func (d *daemon) newGateway(ctx context.Context, g *guard.Guard, po packageOptio
 		warm:   &d.warm,
 		kubes:  d.kubes,
 		failed: failed, install: po.retryInstall, installing: d.installing, lockPath: lockPath,
+		serveBy: d.serveBy,
 	}
 	if !d.o.Strict {
 		w.setups = d.setups

@@ -177,10 +177,35 @@ type install struct {
 
 // awaitInstalls waits until every install has ended, or installWait has
 // passed and a server can run: one with no package, or whose package
-// installed. Until one can, the installs are waited for as before: a
-// session waits for its first server to run anyway, and when none can be
-// set up, serve fails at its start, saying why.
+// installed. Until one can, it waits on, up to aloneWait: a package
+// that cannot install (a name the registry does not know) mostly fails
+// within it, and when no server can be set up, serve fails at its
+// start, saying why. After aloneWait serve serves with every package
+// still installing (d.serveBy: the wiring's wait ends then too).
 func (d *daemon) awaitInstalls(ins []*install) {
+	d.serveBy = time.Now().Add(aloneWait)
+	canRun := len(d.c.Servers) - len(ins)
+	late := false
+	awaitInstalls(ins, d.serveBy, func(in *install) bool {
+		if in == nil { // installWait has passed
+			late = true
+			if canRun == 0 && d.o.Stderr != nil {
+				// A client's initialize waits meanwhile (and gives up
+				// after a minute): say why.
+				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting up to %s for a package to install before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n",
+					aloneWait-installWait, loginFlags(d.o.ConfigPath, d.o.StateDir, ""))
+			}
+		} else if in.err == nil {
+			canRun++
+		}
+		return !late || canRun == 0
+	})
+}
+
+// awaitInstalls calls more with each install of ins as it ends, and with
+// nil once installWait has passed, until every one has ended, more
+// returns false, or by has come.
+func awaitInstalls(ins []*install, by time.Time, more func(*install) bool) {
 	ended := make(chan *install, len(ins))
 	for _, in := range ins {
 		go func() {
@@ -190,22 +215,23 @@ func (d *daemon) awaitInstalls(ins []*install) {
 	}
 	wait := time.NewTimer(installWait)
 	defer wait.Stop()
-	canRun := len(d.c.Servers) - len(ins)
-	late := false
-	for left := len(ins); left > 0 && (!late || canRun == 0); {
+	var limit <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		limit = t.C
+	}
+	for left := len(ins); left > 0; {
+		var in *install
 		select {
-		case in := <-ended:
+		case in = <-ended:
 			left--
-			if in.err == nil {
-				canRun++
-			}
 		case <-wait.C:
-			late = true
-			if canRun == 0 && d.o.Stderr != nil {
-				// A client's initialize waits meanwhile (and gives up
-				// after a minute): say why.
-				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting for a package to install before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n", loginFlags(d.o.ConfigPath, d.o.StateDir, ""))
-			}
+		case <-limit:
+			return
+		}
+		if !more(in) {
+			return
 		}
 	}
 }
@@ -415,6 +441,16 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 // seconds to minutes, which a client's initialize (60 s in the
 // TypeScript SDK) must not wait for.
 const installWait = 3 * time.Second
+
+// aloneWait is how long serve's start waits, at most, for a package to
+// install when no server can run without one (only package servers, on
+// a first start). Then it serves with them all still installing: a
+// session opens with none after the gateway's own wait, and they join
+// it once installed. A stdio client gives initialize a minute (the
+// TypeScript SDK) and then ends serve, the installs with it: serve's
+// wait and the session's must end well within that, or a first start
+// whose installs take minutes would never converge.
+const aloneWait = 10 * time.Second
 
 // installPackages installs the config's packages before any server
 // starts, printing progress to stderr on a first install, and pins what

@@ -99,6 +99,9 @@ type wiring struct {
 	// background, by name (setup.go); lockPath is where their pins go.
 	installing map[string]*install
 	lockPath   string
+	// serveBy ends the wait for installing's packages when no other
+	// server can be set up (zero: none; daemon.awaitInstalls).
+	serveBy time.Time
 }
 
 // servers turns the config's servers into gateway servers. The guard
@@ -152,17 +155,20 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 	if n := len(installing); n > 0 && len(setupErrs) == len(out)-n {
 		// No other server can run (awaitInstalls counted those without
 		// a package as able to): wait for the installs, as when there is
-		// no other, so that serve fails at its start if none installs.
+		// no other, until one installs or serveBy, so that serve fails
+		// at its start if none installs.
 		if w.log != nil {
 			w.log.Info("waiting for the packages still installing before serving: no other server could be set up", "servers", len(installing))
 		}
-		for _, in := range installing {
-			<-in.done // serve's stop cancels it
-		}
-		for _, in := range installing {
-			if in.err != nil {
-				setupErrs = append(setupErrs, &SetupError{Server: in.ps.Server.Name, Err: in.err})
+		var failed []error
+		awaitInstalls(installing, w.serveBy, func(in *install) bool {
+			if in != nil && in.err != nil {
+				failed = append(failed, &SetupError{Server: in.ps.Server.Name, Err: in.err})
 			}
+			return in == nil || in.err != nil // until one installs
+		})
+		if len(failed) == n {
+			setupErrs = append(setupErrs, failed...)
 		}
 	}
 	if len(out) > 0 && len(setupErrs) == len(out) {

@@ -498,6 +498,52 @@ func TestInstallingServer(t *testing.T) {
 // other server, so that serve fails at its start, naming each reason,
 // when none installs, rather than run with nothing to serve.
 func TestInstallsWaitedWhenNoOtherRuns(t *testing.T) {
+	w, in, r := noOtherRuns(t)
+	ended := time.AfterFunc(200*time.Millisecond, func() {
+		in.err = errors.New("server pkg: npm package @x/y: registry unreachable")
+		close(in.done)
+	})
+	defer ended.Stop()
+	gss, err := w.servers()
+	r.st.stop()
+	if err == nil || !strings.Contains(err.Error(), "registry unreachable") || !strings.Contains(err.Error(), "no-input") {
+		t.Fatalf("servers: %d servers, error %v; want an error naming both reasons", len(gss), err)
+	}
+}
+
+// TestServesWhenInstallOutlastsServeBy: that wait ends at serveBy (a
+// stdio client gives initialize a minute, and then ends serve and the
+// install with it): the wiring goes on with the package server pending,
+// installing, and it joins the sessions once installed.
+func TestServesWhenInstallOutlastsServeBy(t *testing.T) {
+	w, in, r := noOtherRuns(t)
+	defer r.st.stop()
+	defer close(in.done) // before the stop, which waits for the install
+	w.serveBy = time.Now().Add(300 * time.Millisecond)
+	var gss []*gateway.Server
+	wired := make(chan error, 1)
+	go func() {
+		var err error
+		gss, err = w.servers()
+		wired <- err
+	}()
+	select {
+	case err := <-wired:
+		if err != nil || len(gss) != 2 {
+			t.Fatalf("servers: %d servers, error %v; want both, one installing", len(gss), err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wiring still waits for the install 10 s after serveBy")
+	}
+	if !r.st.Installing("pkg") || gss[0].Ready == nil {
+		t.Fatalf("the package server is not pending as installing: Down %v", r.st.Down())
+	}
+}
+
+// noOtherRuns wires a package server whose package still installs (in)
+// beside a server whose setup fails (its input dir missing).
+func noOtherRuns(t *testing.T) (wiring, *install, *setupRig) {
+	t.Helper()
 	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
 servers:
   pkg:
@@ -523,16 +569,7 @@ servers:
 		}}
 	r := newSetupRig()
 	w.setups = r.st
-	ended := time.AfterFunc(200*time.Millisecond, func() {
-		in.err = errors.New("server pkg: npm package @x/y: registry unreachable")
-		close(in.done)
-	})
-	defer ended.Stop()
-	gss, err := w.servers()
-	r.st.stop()
-	if err == nil || !strings.Contains(err.Error(), "registry unreachable") || !strings.Contains(err.Error(), "no-input") {
-		t.Fatalf("servers: %d servers, error %v; want an error naming both reasons", len(gss), err)
-	}
+	return w, in, r
 }
 
 // TestRetryInBackground: in serve (setups.ctx set), a retry that is due

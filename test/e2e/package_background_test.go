@@ -21,24 +21,8 @@ import (
 // installed, announced by tools/list_changed, is pinned in mcpbox.lock,
 // and its tools work.
 func TestPackageInstallsInBackground(t *testing.T) {
-	modules := requireNode(t)
-	reg := newNPMRegistry(t, modules)
 	const pkg = "@modelcontextprotocol/server-memory"
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	defer free()
-	var waitedOut atomic.Bool
-	reg.gate = func(p string) {
-		if strings.TrimPrefix(p, "/") != pkg {
-			return
-		}
-		select {
-		case <-release:
-		case <-time.After(90 * time.Second):
-			waitedOut.Store(true)
-		}
-	}
+	reg, free, waitedOut := heldRegistry(t, pkg)
 	m := modes(t)[0]
 	dir := m.dir(t)
 	bin := goBuild(t, gwServerPkg)
@@ -91,4 +75,69 @@ func TestPackageInstallsInBackground(t *testing.T) {
 	if err != nil || !strings.Contains(string(lock), pkg) {
 		t.Fatalf("memory's package not pinned after its install: %v\n%s", err, lock)
 	}
+}
+
+// TestOnlyPackageServerJoins: with only a package server, whose first
+// install outlasts serve's wait for it, serve answers initialize well
+// within the minute a client gives it (the TypeScript SDK's timeout,
+// after which it ends a stdio serve and the install with it, so that
+// nothing would ever install), with no tools, and the server joins once
+// installed, announced by tools/list_changed.
+func TestOnlyPackageServerJoins(t *testing.T) {
+	const pkg = "@modelcontextprotocol/server-memory"
+	reg, free, waitedOut := heldRegistry(t, pkg)
+	m := modes(t)[0]
+	dir := m.dir(t)
+	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{
+		"memory": map[string]any{"package": "npm:" + pkg, "tools": map[string]any{"allow": []string{"*"}}},
+	}}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(dir, "mcpbox.yaml")
+	m.writeFile(t, cfgPath, string(b), 0o644)
+	changed := make(chan struct{}, 1)
+	begin := time.Now()
+	sess, logs, stop := pkgServeWith(t, m, cfgPath, listChanged(changed), "NPM_CONFIG_REGISTRY="+reg.url(), "HOME="+dir)
+	defer stop()
+	took := time.Since(begin)
+	if took > 45*time.Second || waitedOut.Load() {
+		t.Fatalf("initialize was answered after %v, not well within a client's minute\n%s", took, logs)
+	}
+	t.Logf("initialize answered after %v", took)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tools, err := sess.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 0 {
+		t.Fatalf("tools/list while memory installs: %v %v\n%s", tools, err, logs)
+	}
+	if !logs.waitFor("waiting up to", time.Second) {
+		t.Errorf("serve did not say it waits for the package:\n%s", logs)
+	}
+	free()
+	waitTools(t, sess, changed, logs, "read_graph") // the only server: no prefix
+	if res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "read_graph", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("memory__read_graph after the late join: %v %+v\n%s", err, res, logs)
+	}
+}
+
+// heldRegistry is a loopback npm registry that holds pkg's metadata
+// until free is called, 90 s at most (then waitedOut is set).
+func heldRegistry(t *testing.T, pkg string) (reg *npmRegistry, free func(), waitedOut *atomic.Bool) {
+	t.Helper()
+	reg = newNPMRegistry(t, requireNode(t))
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free = func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	waitedOut = new(atomic.Bool)
+	reg.gate = func(p string) {
+		if strings.TrimPrefix(p, "/") != pkg {
+			return
+		}
+		select {
+		case <-release:
+		case <-time.After(90 * time.Second):
+			waitedOut.Store(true)
+		}
+	}
+	return reg, free, waitedOut
 }
