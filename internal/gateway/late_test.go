@@ -400,3 +400,31 @@ func TestOnlySettingUpServerJoins(t *testing.T) {
 		t.Fatalf("a call to the joined server: %v", resp)
 	}
 }
+
+// TestNoListChangedBeforeInitializeAnswer: a list_changed that comes up
+// while the session opens (a server's own at its start, a server joining
+// just then) reaches the client after the initialize answer, never
+// before it: the answer goes out only once the gateway's handler has
+// returned, and the session's sender may already run.
+func TestNoListChangedBeforeInitializeAnswer(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "notifications/initialized":
+			s.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	gw, err := New([]*Server{{Name: "raw", Scope: ScopeSession, Launch: launch, Allow: []string{"*"}}}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	for i := range 3 {
+		c := newRawClient(t, gw)
+		if len(c.notes) > 0 {
+			t.Fatalf("session %d: %v came before the initialize answer", i, c.notes)
+		}
+		awaitNote(t, c, "notifications/tools/list_changed", 10*time.Second)
+	}
+}
