@@ -5,18 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/launch"
-	"mcpbox/internal/policy"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/specconv"
 )
 
 const policyHelp = `USAGE
-  mcpbox policy check FILE
+  mcpbox policy check [FILE | --config FILE]
 
 Parses and validates a config file. Every problem is printed as
 FILE:LINE:COL: message; the exit status is 1 when there is any. Things a
@@ -25,19 +23,24 @@ tools are all hidden, a credential in plain env, one secret shared by
 several servers, secrets beside broad egress, an env: reference unset
 here, a program or host path the sandbox lacks, a mount of ~/.ssh or the
 like) are printed as FILE:LINE:COL: warning: message, with exit status 0.
+Without FILE, the project's mcpbox.yaml (as serve finds it).
 `
 
 func (e *env) policy(args []string) int {
 	fs := e.newFlagSet("policy", policyHelp)
-	if code, stop := e.parse(fs, args); stop {
+	cfgFlag := fs.String("config", "", "the config `FILE` to check")
+	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	rest := fs.Args()
-	if len(rest) != 2 || rest[0] != "check" {
-		e.errorf("policy: usage: mcpbox policy check FILE")
+	if fs.NArg() == 0 || fs.Arg(0) != "check" {
+		e.errorf("policy: usage: mcpbox policy check [FILE | --config FILE]")
 		return exitUsage
 	}
-	c, err := daemon.LoadConfig(rest[1])
+	file, ok := e.configFile("policy check", fs.Args()[1:], *cfgFlag)
+	if !ok {
+		return exitUsage
+	}
+	ws, err := daemon.CheckConfig(file)
 	if errors.Is(err, daemon.ErrReadingConfig) {
 		e.errorf("policy check: %v", err) // no FILE:LINE:COL to give
 		return 1
@@ -45,21 +48,10 @@ func (e *env) policy(args []string) int {
 		fmt.Fprintln(e.stderr, config.Printable(err.Error()))
 		return 1
 	}
-	// The rules' conditions are compiled and type-checked here, where
-	// config.Load only checked that they are there.
-	src, _ := os.ReadFile(rest[1])
-	if _, err := policy.CompileWith(c, policy.Options{Source: src}); err != nil {
-		fmt.Fprintln(e.stderr, config.Printable(err.Error()))
-		return 1
-	}
-	if _, err := daemon.PackageServers(c); err != nil { // npx/uvx forms a pinned install cannot run
-		fmt.Fprintln(e.stderr, config.Printable(err.Error()))
-		return 1
-	}
-	for _, w := range append(config.Warnings(c), daemon.CheckWarnings(c, rest[1])...) {
+	for _, w := range ws {
 		fmt.Fprintln(e.stderr, config.Printable(fmt.Sprintf("%s:%d:%d: warning: %s", w.File, w.Line, w.Col, w.Msg)))
 	}
-	fmt.Fprintf(e.stdout, "%s: ok\n", rest[1])
+	fmt.Fprintf(e.stdout, "%s: ok\n", file)
 	return 0
 }
 

@@ -49,26 +49,11 @@ func (e *env) secrets(args []string) int {
 	if rotate {
 		return e.rotate(fs.Args(), *cfgPath, *stateFlag)
 	}
-	// FILE as policy check takes it, or --config FILE as the admin
-	// commands do; not both.
-	switch {
-	case fs.NArg() > 1:
-		e.errorf("secrets: unexpected arguments %q (want one config FILE, or rotate NAME)", fs.Args())
+	cfg, ok := e.configFile("secrets", fs.Args(), *cfgPath)
+	if !ok {
 		return exitUsage
-	case fs.NArg() == 1 && *cfgPath != "":
-		e.errorf("secrets: config given twice (%s and --config %s)", fs.Arg(0), *cfgPath)
-		return exitUsage
-	case fs.NArg() == 1:
-		*cfgPath = fs.Arg(0)
-	case *cfgPath == "":
-		if wd, err := os.Getwd(); err == nil { // in a project: its config, as the admin commands read it
-			*cfgPath = admin.ProjectConfig(wd)
-		}
-		if *cfgPath == "" {
-			e.errorf("secrets: want a config FILE (mcpbox secrets FILE), or run it beside an mcpbox.yaml")
-			return exitUsage
-		}
 	}
+	*cfgPath = cfg
 	c, err := daemon.LoadConfig(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(e.stderr, err)
@@ -128,6 +113,31 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 	}
 	fmt.Fprintf(e.stdout, "renewed %d sandbox(es) of %s\n", r.Instances, strings.Join(r.Servers, ", "))
 	return 0
+}
+
+// configFile is the config a command takes as FILE (policy check,
+// secrets) or as --config FILE (flag), as the admin commands do, not
+// both; with neither, the project's mcpbox.yaml beside the working dir.
+// A usage error is printed, and ok is false.
+func (e *env) configFile(cmd string, args []string, flag string) (path string, ok bool) {
+	switch {
+	case len(args) > 1:
+		e.errorf("%s: unexpected arguments %q (want one config FILE)", cmd, args)
+	case len(args) == 1 && flag != "":
+		e.errorf("%s: config given twice (%s and --config %s)", cmd, args[0], flag)
+	case len(args) == 1:
+		return args[0], true
+	case flag != "":
+		return flag, true
+	default:
+		if wd, err := os.Getwd(); err == nil {
+			if p := admin.ProjectConfig(wd); p != "" {
+				return p, true
+			}
+		}
+		e.errorf("%s: want a config FILE (mcpbox %[1]s FILE), or run it beside an mcpbox.yaml", cmd)
+	}
+	return "", false
 }
 
 // reorder puts flags before positional arguments, so that

@@ -20,6 +20,7 @@ import (
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/launch"
 	"mcpbox/internal/pkginstall"
+	"mcpbox/internal/policy"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/secrets"
 	"mcpbox/internal/specconv"
@@ -85,14 +86,35 @@ func summarize(c *config.Config, lockPath, base string) Summary {
 	return sum
 }
 
-// CheckWarnings are the warnings of serve's start that `policy check`
+// CheckConfig is `policy check` of the config at path: it loads it,
+// compiles its rules' conditions (config.Load only checks that they are
+// there) and its package servers' forms (an npx or uvx form a pinned
+// install cannot run), and returns the warnings a reviewer should see.
+// An error reading the file wraps ErrReadingConfig; the others read
+// FILE:LINE:COL: message.
+func CheckConfig(path string) (config.Errors, error) {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	src, _ := os.ReadFile(path)
+	if _, err := policy.CompileWith(c, policy.Options{Source: src}); err != nil {
+		return nil, err
+	}
+	if _, err := PackageServers(c); err != nil {
+		return nil, err
+	}
+	return append(config.Warnings(c), checkWarnings(c, path)...), nil
+}
+
+// checkWarnings are the warnings of serve's start that `policy check`
 // prints for the config c read from path: the env: references that cannot
 // be read (EnvWarnings), the programs and host paths a sandbox will not
 // find (commandWarnings), and the credential dirs a server would see or
 // that serve refuses to mount writable (credentialWarnings). It reads the
 // environment and looks paths up: no file is read, no command run, so
 // that checking a config one was sent stays harmless.
-func CheckWarnings(c *config.Config, path string) config.Errors {
+func checkWarnings(c *config.Config, path string) config.Errors {
 	ws := append(EnvWarnings(c), commandWarnings(c)...)
 	ws = append(ws, credentialWarnings(c, filepath.Dir(path))...)
 	return append(ws, hostReferenceWarnings(c)...)

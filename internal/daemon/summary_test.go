@@ -337,7 +337,7 @@ servers:
 		":14:57: servers.a.filesystem.mounts[5].git: rw lets the server change the .git of the repositories in ../other",
 	}
 	wantWarnings(t, summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, want)
-	wantWarnings(t, CheckWarnings(c, cfg), want)
+	wantWarnings(t, checkWarnings(c, cfg), want)
 }
 
 // TestCredentialWarningsRelativeConfig: a config named by a relative path
@@ -376,7 +376,7 @@ servers:
 		"mcpbox.yaml:11:20: servers.a.filesystem.mounts[2].source: serve refuses it: ~/.local/state/mcpbox/projects would show mcpbox's state root " + filepath.Join(home, ".local/state/mcpbox"),
 		"mcpbox.yaml:7:17: servers.a.filesystem.template: ~/.aws shows " + filepath.Join(home, ".aws"),
 	}
-	wantWarnings(t, CheckWarnings(c, "mcpbox.yaml"), want)
+	wantWarnings(t, checkWarnings(c, "mcpbox.yaml"), want)
 	wantWarnings(t, summarize(c, "mcpbox.lock", ".").Warnings, want)
 }
 
@@ -441,7 +441,7 @@ oauth: {store_key: {from: "cmd:pass show mcpbox"}}
 		`mcpbox.yaml:14:27: oauth.store_key.from: cmd: runs "pass show mcpbox" on this host`,
 	}
 	var got config.Errors
-	for _, w := range CheckWarnings(c, cfg) {
+	for _, w := range checkWarnings(c, cfg) {
 		if strings.Contains(w.Error(), ": cmd: ") || strings.Contains(w.Error(), ": file: ") {
 			got = append(got, w)
 		}
