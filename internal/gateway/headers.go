@@ -58,6 +58,9 @@ func (d *downstream) paramHeaderCheck(ctx context.Context, header http.Header, p
 		// Its tools are not known yet, so the call cannot be checked; and
 		// it must not run on a server that joined after the check.
 		d.tellUnknown(p, b, tool, UnknownNotStarted)
+		if settingUp(b.srv) {
+			return rpcError(codeUnavailable, "server %s is still being set up (%s): the call cannot be checked before it runs; try again later", b.srv.Name, settingUpWhy)
+		}
 		return rpcError(codeUnavailable, "server %s is still starting: the call cannot be checked before it runs; try again shortly", b.srv.Name)
 	}
 	b, tool, ok := d.route(name, func(b *bound) bool { return b.ok() && b.u.info().caps.Tools != nil })

@@ -209,48 +209,60 @@ func TestLateHangGivesUp(t *testing.T) {
 }
 
 // TestModernLateServerChecked: a 2026 call over HTTP to a server still
-// starting is refused, not run unchecked: its tools' Mcp-Param headers
-// cannot be checked before it runs. Once it has joined, its calls are
-// checked like any other.
+// starting, or still being set up (Server.Ready: its package installing),
+// is refused, saying which, not run unchecked: its tools' Mcp-Param
+// headers cannot be checked before it runs. Once it has joined, its
+// calls are checked like any other.
 func TestModernLateServerChecked(t *testing.T) {
-	lateWait(t, 300*time.Millisecond, 30*time.Second)
-	gate := make(chan struct{})
-	late := sdkLauncher(func(Scope) *mcp.Server { return hiddenServer("late") }, nil, nil)
-	gw := newGateway(t,
-		&Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}},
-		&Server{Name: "late", Prefix: "late__", Allow: []string{"*"}, Launch: func(ctx context.Context, scope Scope) (*Process, error) {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+	for _, setup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("setup=%v", setup), func(t *testing.T) {
+			lateWait(t, 300*time.Millisecond, 30*time.Second)
+			gate := make(chan struct{})
+			late := &Server{Name: "late", Prefix: "late__", Allow: []string{"*"}}
+			want := "server late is still starting"
+			if setup {
+				late.Ready = func() <-chan struct{} { return gate }
+				want = "server late is still being set up (its package installing, a retry of its setup): the call cannot be checked"
 			}
-			return late(ctx, scope)
-		}})
-	url := serveHTTP(t, gw, HTTPOptions{})
-	call := func(region string) (int, string) {
-		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late__route","arguments":{"region":"eu"},` + modernMeta + `}}`
-		return post(t, url, body, map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "late__route", "Mcp-Param-Region": region})
-	}
-	if status, body := call("us"); strings.Contains(body, "routed") || !strings.Contains(body, "-32000") || !strings.Contains(body, "server late is still starting") {
-		t.Fatalf("a call while its server starts: %d %s; want it refused as not checkable yet", status, body)
-	}
-	close(gate)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		status, body := call("us")
-		if strings.Contains(body, "routed") {
-			t.Fatalf("a call whose header does not match, once its server runs: %d %s; want it refused", status, body)
-		}
-		if strings.Contains(body, "-32020") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the late server did not join: %d %s", status, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if status, body := call("eu"); status != http.StatusOK || !strings.Contains(string(sseResult(t, body)), "routed") {
-		t.Fatalf("a matching call once the server runs: %d %s", status, body)
+			launch := sdkLauncher(func(Scope) *mcp.Server { return hiddenServer("late") }, nil, nil)
+			late.Launch = func(ctx context.Context, scope Scope) (*Process, error) {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return launch(ctx, scope)
+			}
+			gw := newGateway(t,
+				&Server{Name: "a", Prefix: "a__", Launch: sdkLauncher(func(Scope) *mcp.Server { return metaServer("a") }, nil, nil), Allow: []string{"*"}},
+				late)
+			url := serveHTTP(t, gw, HTTPOptions{})
+			call := func(region string) (int, string) {
+				body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late__route","arguments":{"region":"eu"},` + modernMeta + `}}`
+				return post(t, url, body, map[string]string{"MCP-Protocol-Version": ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": "late__route", "Mcp-Param-Region": region})
+			}
+			if status, body := call("us"); strings.Contains(body, "routed") || !strings.Contains(body, "-32000") || !strings.Contains(body, want) {
+				t.Fatalf("a call while its server starts: %d %s; want it refused as not checkable yet: %q", status, body, want)
+			}
+			close(gate)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				status, body := call("us")
+				if strings.Contains(body, "routed") {
+					t.Fatalf("a call whose header does not match, once its server runs: %d %s; want it refused", status, body)
+				}
+				if strings.Contains(body, "-32020") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the late server did not join: %d %s", status, body)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if status, body := call("eu"); status != http.StatusOK || !strings.Contains(string(sseResult(t, body)), "routed") {
+				t.Fatalf("a matching call once the server runs: %d %s", status, body)
+			}
+		})
 	}
 }
 

@@ -250,11 +250,15 @@ func (d *downstream) awaitServer(ctx context.Context, req mcp.Request) {
 	}
 }
 
+// settingUpWhy says what a server still being set up waits for: the
+// gateway does not know which.
+const settingUpWhy = "its package installing, a retry of its setup"
+
 // notStarted is the client's error for a call to b's server, which does
 // not run for the session.
 func notStarted(d *downstream, b *bound) error {
 	if err := b.err(); errors.Is(err, errStillStarting) && settingUp(b.srv) {
-		return rpcError(jsonrpc.CodeInternalError, "server %s is still being set up (its package installing, a retry of its setup): it joins this session once it runs; try again later", b.srv.Name)
+		return rpcError(jsonrpc.CodeInternalError, "server %s is still being set up (%s): it joins this session once it runs; try again later", b.srv.Name, settingUpWhy)
 	} else if errors.Is(err, errStillStarting) {
 		return rpcError(jsonrpc.CodeInternalError, "server %s is still starting after %s: it joins this session once it runs; try again shortly", b.srv.Name, sessionStartWait)
 	}
