@@ -124,8 +124,13 @@ func parsePyPISpec(spec string) (Source, error) {
 	name, version := spec, ""
 	if i := strings.Index(spec, "@"); i >= 0 {
 		name, version = spec[:i], spec[i+1:]
-	} else if i := strings.Index(spec, "=="); i >= 0 {
-		name, version = spec[:i], spec[i+2:]
+	} else if i := strings.IndexAny(spec, "<>=!~"); i >= 0 {
+		// A requirement as pip and uv take it: "name==1.2", or a
+		// specifier list, "name>=1.0,<2" (spaces allowed).
+		name, version = strings.TrimSpace(spec[:i]), strings.ReplaceAll(spec[i:], " ", "")
+		if v, ok := strings.CutPrefix(version, "=="); ok && pep440Exact().MatchString(v) {
+			version = v
+		}
 	}
 	if strings.Contains(name, "[") {
 		return Source{}, fmt.Errorf("pypi package %q: extras are not supported", spec)
