@@ -135,10 +135,10 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 	return nil
 }
 
-// keepWaiting reports whether the opening request waits on for bs's
-// starts, ran of which run, once sessionStartWait has passed if late:
-// while none runs, until then, and on while a server is starting (not
-// only being set up); once one runs, until then while one is starting.
+// keepWaiting reports whether the session's opening request waits on,
+// with ran of bs's servers running, and late once sessionStartWait has
+// passed. Until then it waits while none runs or one is starting; after,
+// only while none runs and one is starting (not only being set up).
 func keepWaiting(ran int, late bool, bs []*bound) bool {
 	if ran == 0 {
 		return !late || startingNow(bs)
