@@ -183,12 +183,12 @@ func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Reques
 		}
 		b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Prompts != nil })
 		if !ok {
-			return nil, d.unknown("prompt", p.Name)
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
 		}
 		if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
 			return nil, d.clientError(b, err)
 		} else if !ok {
-			return nil, d.unknown("prompt", p.Name)
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
 		}
 		args, _ := json.Marshal(p.Arguments)
 		return d.forwardInput(ctx, b, method, p.Name, args, p.RequestState, p.InputResponses, withField(p, "name", name))
@@ -408,15 +408,7 @@ func (d *downstream) instructions(b *bound, text string) string {
 // telling Hooks.Unknown; b is the server the name routes to, if any.
 func (d *downstream) unknownTool(p *mcp.CallToolParamsRaw, b *bound, tool, why string) (mcp.Result, error) {
 	d.tellUnknown(p, b, tool, why)
-	return nil, d.unknown("tool", p.Name)
-}
-
-// unknown refuses a name the client sent that names no kind it was
-// given. The name is echoed redacted, as everything a client is sent:
-// it is the client's own, but no secret's value leaves the gateway in
-// any message, whoever wrote it first.
-func (d *downstream) unknown(kind, name string) *jsonrpc.Error {
-	return rpcError(jsonrpc.CodeInvalidParams, "%s", d.safe(fmt.Errorf("unknown %s %q", kind, name)))
+	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
 }
 
 // tellUnknown tells Hooks.Unknown of a call that does not run, and why.
