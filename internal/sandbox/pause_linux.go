@@ -27,7 +27,7 @@ import (
 // has no freezer: no cgroup (a Spec without limits, or cgroups degraded,
 // as for an unprivileged user without a delegated subtree) or no freezer
 // controller. Once the sandbox was killed or has exited it fails with
-// ErrExited.
+// ErrExited, and once ResumeToStop ran (a stop) it fails too.
 func (sb *Sandbox) Pause() error {
 	cg := sb.cgroup()
 	if cg == nil {
