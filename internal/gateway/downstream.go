@@ -281,7 +281,6 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 		d.gw.mcpIDs[mcpID] = d
 	}
 	d.gw.mu.Unlock()
-	go d.drain(out)
 	if h := d.gw.opts.Hooks.Session; h != nil {
 		h(SessionEvent{Agent: d.agent, Session: d.id, MCPSession: mcpID, Client: clientName(req)})
 	}
@@ -294,6 +293,7 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 		ir.Capabilities, ir.Instructions = d.capabilities()
 	}
 	d.fast.initialized()
+	go d.drain(out) // last: what it sends must follow the answer (drain)
 	return res, nil
 }
 

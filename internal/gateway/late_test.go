@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -438,5 +439,37 @@ func TestNoListChangedBeforeInitializeAnswer(t *testing.T) {
 			t.Fatalf("session %d: %v came before the initialize answer", i, c.notes)
 		}
 		awaitNote(t, c, "notifications/tools/list_changed", 10*time.Second)
+	}
+}
+
+// TestLateFailureTold: a server that fails after the session opened
+// without it (its package's install failed once serve went on) is not
+// only in serve's log: the client is sent a log message saying why.
+func TestLateFailureTold(t *testing.T) {
+	lateWait(t, 300*time.Millisecond, 500*time.Millisecond)
+	ok, _ := rawLauncher(t, nil)
+	ready := make(chan struct{})
+	gw, err := New([]*Server{
+		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+		{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"},
+			Launch: func(context.Context, Scope) (*Process, error) {
+				return nil, errors.New("npm package @x/late: registry unreachable")
+			}},
+	}, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	c := newRawClient(t, gw)
+	close(ready)
+	awaitNote(t, c, "notifications/message", 10*time.Second)
+	var got string
+	for _, n := range c.notes {
+		if n["method"] == "notifications/message" {
+			got = fmt.Sprint(n["params"])
+		}
+	}
+	if !strings.Contains(got, "level:error") || !strings.Contains(got, "server late did not start for this session") || !strings.Contains(got, "registry unreachable") {
+		t.Fatalf("the client's log message: %s", got)
 	}
 }

@@ -186,6 +186,13 @@ func (d *downstream) settle(b *bound, err error) {
 		// The session has ended: its client hears nothing more.
 	case err != nil:
 		d.gw.log.Error("server did not start", "server", b.srv.Name, "agent", d.agent, "err", err)
+		if late {
+			// The client has its initialize answer and no other word of
+			// the server (a package whose install failed after serve went
+			// on without it): tell it, as a log message it may show.
+			data, _ := json.Marshal(notStarted(d, b).Error())
+			d.post(b.u, "notifications/message", json.RawMessage(`{"level":"error","logger":"mcpbox","data":`+string(data)+`}`))
+		}
 	case late:
 		d.gw.log.Info("server joined the session late", "server", b.srv.Name, "agent", d.agent, "wait", sessionStartWait)
 		// Again while the level changed meanwhile: a logging/setLevel
