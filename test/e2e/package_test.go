@@ -167,7 +167,10 @@ func TestPackageServerNPX(t *testing.T) {
 		}
 		os.Rename(filepath.Join(dir, "mcpbox.lock.d"), filepath.Join(dir, "lock.d.away"))
 		os.RemoveAll(filepath.Join(state, "packages"))
-		r := pkgCLI(t, m, env, "serve", "--stdio", "--config", cfgPath)
+		// --strict: without it, an install that outlasts serve's wait
+		// for it (10 s with no other server) ends in the background, and
+		// serve, its input closed, stops it first (TestOnlyPackageServerJoins).
+		r := pkgCLI(t, m, env, "serve", "--stdio", "--strict", "--config", cfgPath)
 		t.Logf("without the kept lockfile: %s", r.stderr)
 		if r.code == 0 || !strings.Contains(r.stderr, "server memory: refusing pinned package") || !strings.Contains(r.stderr, "its dependencies now resolve") {
 			t.Errorf("a start without the kept lockfile, after a dependency's release:\n%s", r)
