@@ -23,7 +23,7 @@ tools are all hidden, a credential in plain env, one secret shared by
 several servers, secrets beside broad egress, an env: reference unset
 here, a program or host path the sandbox lacks, a mount of ~/.ssh or the
 like) are printed as FILE:LINE:COL: warning: message, with exit status 0.
-Without FILE, the project's mcpbox.yaml (as serve finds it).
+Without FILE, the mcpbox.yaml in the working directory.
 `
 
 func (e *env) policy(args []string) int {
@@ -36,7 +36,7 @@ func (e *env) policy(args []string) int {
 		e.errorf("policy: usage: mcpbox policy check [FILE | --config FILE]")
 		return exitUsage
 	}
-	file, ok := e.configFile("policy check", fs.Args()[1:], *cfgFlag)
+	file, ok := e.configFile("policy check", "one config FILE", fs.Args()[1:], *cfgFlag)
 	if !ok {
 		return exitUsage
 	}

@@ -49,7 +49,7 @@ func (e *env) secrets(args []string) int {
 	if rotate {
 		return e.rotate(fs.Args(), *cfgPath, *stateFlag)
 	}
-	cfg, ok := e.configFile("secrets", fs.Args(), *cfgPath)
+	cfg, ok := e.configFile("secrets", "one config FILE, or rotate NAME", fs.Args(), *cfgPath)
 	if !ok {
 		return exitUsage
 	}
@@ -117,12 +117,12 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 
 // configFile is the config a command takes as FILE (policy check,
 // secrets) or as --config FILE (flag), as the admin commands do, not
-// both; with neither, the project's mcpbox.yaml beside the working dir.
-// A usage error is printed, and ok is false.
-func (e *env) configFile(cmd string, args []string, flag string) (path string, ok bool) {
+// both; with neither, the mcpbox.yaml in the working dir. A usage error
+// is printed (naming what the command wants), and ok is false.
+func (e *env) configFile(cmd, want string, args []string, flag string) (path string, ok bool) {
 	switch {
 	case len(args) > 1:
-		e.errorf("%s: unexpected arguments %q (want one config FILE)", cmd, args)
+		e.errorf("%s: unexpected arguments %q (want %s)", cmd, args, want)
 	case len(args) == 1 && flag != "":
 		e.errorf("%s: config given twice (%s and --config %s)", cmd, args[0], flag)
 	case len(args) == 1:
