@@ -499,6 +499,7 @@ func TestInstallingServer(t *testing.T) {
 // when none installs, rather than run with nothing to serve.
 func TestInstallsWaitedWhenNoOtherRuns(t *testing.T) {
 	w, in, r := noOtherRuns(t)
+	w.serveBy = time.Now().Add(aloneWait) // as serve sets it
 	ended := time.AfterFunc(200*time.Millisecond, func() {
 		in.err = errors.New("server pkg: npm package @x/y: registry unreachable")
 		close(in.done)
