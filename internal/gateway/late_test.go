@@ -386,13 +386,7 @@ func TestSettingUpServerJoins(t *testing.T) {
 func TestOnlySettingUpServerJoins(t *testing.T) {
 	lateWait(t, 300*time.Millisecond, 500*time.Millisecond)
 	ready := make(chan struct{})
-	gw, err := New([]*Server{
-		{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"}, Launch: gated(t, ready)},
-	}, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
+	gw := newGateway(t, &Server{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"}, Launch: gated(t, ready)})
 	begin := time.Now()
 	c := newRawClient(t, gw)
 	if took := time.Since(begin); took < sessionStartWait || took > 10*time.Second {
@@ -428,11 +422,7 @@ func TestNoListChangedBeforeInitializeAnswer(t *testing.T) {
 			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
 		}
 	})
-	gw, err := New([]*Server{{Name: "raw", Scope: ScopeSession, Launch: launch, Allow: []string{"*"}}}, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
+	gw := newGateway(t, &Server{Name: "raw", Scope: ScopeSession, Launch: launch, Allow: []string{"*"}})
 	for i := range 3 {
 		c := newRawClient(t, gw)
 		if len(c.notes) > 0 {
@@ -449,17 +439,12 @@ func TestLateFailureTold(t *testing.T) {
 	lateWait(t, 300*time.Millisecond, 500*time.Millisecond)
 	ok, _ := rawLauncher(t, nil)
 	ready := make(chan struct{})
-	gw, err := New([]*Server{
-		{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
-		{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"},
+	gw := newGateway(t,
+		&Server{Name: "ok", Prefix: "ok_", Launch: ok, Allow: []string{"*"}},
+		&Server{Name: "late", Prefix: "late_", Ready: func() <-chan struct{} { return ready }, Allow: []string{"*"},
 			Launch: func(context.Context, Scope) (*Process, error) {
 				return nil, errors.New("npm package @x/late: registry unreachable")
-			}},
-	}, Options{Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
+			}})
 	c := newRawClient(t, gw)
 	close(ready)
 	awaitNote(t, c, "notifications/message", 10*time.Second)
