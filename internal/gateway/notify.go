@@ -142,12 +142,11 @@ func (d *downstream) post(u *upstream, method string, params json.RawMessage) {
 }
 
 // drain sends the queued notifications (out, the session's outbox), and
-// the pending list_changed ones at most every listChangedEvery: the
-// first one listChangedEvery after drain began, as the session's opening
-// request was answered. A list_changed that came up while the session
-// opened (a server's own at its start, a server joining just then) must
-// not overtake the answer, which the SDK writes only once the gateway's
-// handler, which began drain, has returned.
+// the pending list_changed ones at most every listChangedEvery, the
+// first one listChangedEvery after drain began. initialize begins it just
+// before it returns, and the SDK writes the answer only then: a
+// list_changed that came up while the session opened (a server's own at
+// its start, a server joining just then) must not overtake it.
 func (d *downstream) drain(out <-chan func()) {
 	kick := d.lists.kicked()
 	var later <-chan time.Time // armed while list_changed wait for the interval
