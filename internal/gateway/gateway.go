@@ -277,6 +277,10 @@ type Gateway struct {
 	servers []*Server
 	opts    Options
 	log     *slog.Logger
+	// startWait and startTimeout are sessionStartWait and startTimeout
+	// when the gateway was made: its goroutines read them, and may
+	// outlive a test that set the package variables.
+	startWait, startTimeout time.Duration
 
 	mu       sync.Mutex
 	pool     map[poolKey]*upstream
@@ -357,7 +361,7 @@ func New(servers []*Server, opts Options) (*Gateway, error) {
 		}
 	}
 	g := &Gateway{
-		servers: servers, opts: opts, log: opts.Logger,
+		servers: servers, opts: opts, log: opts.Logger, startWait: sessionStartWait, startTimeout: startTimeout,
 		pool: map[poolKey]*upstream{}, sessions: map[*downstream]struct{}{}, mcpIDs: map[string]*downstream{}, modern: map[string]*downstream{}, mrtr: newMRTRKeys(),
 		done: make(chan struct{}), lifeDone: make(chan struct{}),
 	}

@@ -98,7 +98,7 @@ func (d *downstream) start(ctx context.Context, caps json.RawMessage) error {
 			settled <- b
 		}()
 	}
-	wait := time.NewTimer(sessionStartWait)
+	wait := time.NewTimer(d.gw.startWait)
 	defer wait.Stop()
 	ran, ended, late := 0, 0, false
 	for ended < len(bs) && keepWaiting(ran, late, bs) {
@@ -194,7 +194,7 @@ func (d *downstream) settle(b *bound, err error) {
 			d.post(b.u, "notifications/message", json.RawMessage(`{"level":"error","logger":"mcpbox","data":`+string(data)+`}`))
 		}
 	case late:
-		d.gw.log.Info("server joined the session late", "server", b.srv.Name, "agent", d.agent, "wait", sessionStartWait)
+		d.gw.log.Info("server joined the session late", "server", b.srv.Name, "agent", d.agent, "wait", d.gw.startWait)
 		// Again while the level changed meanwhile: a logging/setLevel
 		// that saw the server running sends its own, which this one's
 		// could otherwise overtake.
@@ -243,7 +243,7 @@ func (d *downstream) awaitServer(ctx context.Context, req mcp.Request) {
 			continue // a setup takes minutes: no use waiting
 		}
 		if limit == nil {
-			t := time.NewTimer(sessionStartWait)
+			t := time.NewTimer(d.gw.startWait)
 			defer t.Stop()
 			limit = t.C
 		}
@@ -267,7 +267,7 @@ func notStarted(d *downstream, b *bound) error {
 	if err := b.err(); errors.Is(err, errStillStarting) && settingUp(b.srv) {
 		return rpcError(jsonrpc.CodeInternalError, "server %s is still being set up (%s): it joins this session once it runs; try again later", b.srv.Name, settingUpWhy)
 	} else if errors.Is(err, errStillStarting) {
-		return rpcError(jsonrpc.CodeInternalError, "server %s is still starting after %s: it joins this session once it runs; try again shortly", b.srv.Name, sessionStartWait)
+		return rpcError(jsonrpc.CodeInternalError, "server %s is still starting after %s: it joins this session once it runs; try again shortly", b.srv.Name, d.gw.startWait)
 	}
 	return rpcError(jsonrpc.CodeInternalError, "server %s did not start for this session: %s", b.srv.Name, d.safe(b.err()))
 }

@@ -355,7 +355,7 @@ func (u *upstream) startWait() time.Duration {
 	if u.srv.StartTimeout > 0 {
 		return u.srv.StartTimeout
 	}
-	return startTimeout
+	return u.gw.startTimeout
 }
 
 // startWithin is start under ctx, parent's with startWait: a relaunch
