@@ -186,7 +186,7 @@ func (d *daemon) awaitInstalls(ins []*install) {
 	d.serveBy = time.Now().Add(aloneWait)
 	canRun := len(d.c.Servers) - len(ins)
 	late := false
-	awaitInstalls(ins, d.serveBy, func(in *install) bool {
+	followInstalls(ins, d.serveBy, func(in *install) bool {
 		if in == nil { // installWait has passed
 			late = true
 			if canRun == 0 && d.o.Stderr != nil {
@@ -202,10 +202,10 @@ func (d *daemon) awaitInstalls(ins []*install) {
 	})
 }
 
-// awaitInstalls calls more with each install of ins as it ends, and with
+// followInstalls calls more with each install of ins as it ends, and with
 // nil once installWait has passed, until every one has ended, more
 // returns false, or by has come.
-func awaitInstalls(ins []*install, by time.Time, more func(*install) bool) {
+func followInstalls(ins []*install, by time.Time, more func(*install) bool) {
 	ended := make(chan *install, len(ins))
 	for _, in := range ins {
 		go func() {

@@ -161,7 +161,7 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 			w.log.Info("waiting for the packages still installing before serving: no other server could be set up", "servers", len(installing))
 		}
 		var failed []error
-		awaitInstalls(installing, w.serveBy, func(in *install) bool {
+		followInstalls(installing, w.serveBy, func(in *install) bool {
 			if in != nil && in.err != nil {
 				failed = append(failed, &SetupError{Server: in.ps.Server.Name, Err: in.err})
 			}
