@@ -119,6 +119,7 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 		return lo
 	})
 	var installing []*install
+	var setUp []<-chan struct{} // installing's setups once installed
 	for _, s := range w.c.Servers {
 		gs := gatewayServer(w.c, s)
 		if in := w.installing[s.Name]; in != nil {
@@ -127,13 +128,13 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 				// the sandbox): only a pending server waits for it.
 				return nil, fmt.Errorf("server %s: its package is still installing", s.Name)
 			}
-			w.setups.installing(gs, in.done, func() (*gateway.Server, error) {
+			set := w.setups.installing(gs, in.done, func() (*gateway.Server, error) {
 				if err := in.pinned(w.lockPath); err != nil {
 					return nil, err
 				}
 				return w.withPackage(w.ctx, s, in.pkg)
 			}, w.retry(s))
-			installing = append(installing, in)
+			installing, setUp = append(installing, in), append(setUp, set)
 			out = append(out, gs)
 			continue
 		}
@@ -169,6 +170,17 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 		})
 		if len(failed) == n {
 			setupErrs = append(setupErrs, failed...)
+		}
+	}
+	// A package that has installed by now is set up before serve goes
+	// on, so that its start-up summary and the first sessions find the
+	// server ready (or unavailable, saying why), not still installing.
+	for i, in := range installing {
+		if in.ended() {
+			select {
+			case <-setUp[i]:
+			case <-w.ctx.Done():
+			}
 		}
 	}
 	if len(out) > 0 && len(setupErrs) == len(out) {

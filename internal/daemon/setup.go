@@ -338,8 +338,9 @@ func (p *pending) readyChan() <-chan struct{} {
 // package installs in the background; done is closed when the install
 // has ended, and then ready sets the server up with it (or says why
 // not). A start waits for that (gs.Ready) outside its start timeout;
-// after a failure, setup retries as for unavailable.
-func (st *setups) installing(gs *gateway.Server, done <-chan struct{}, ready func() (*gateway.Server, error), setup func(context.Context) (*gateway.Server, error)) {
+// after a failure, setup retries as for unavailable. The channel it
+// returns is closed once that setup has ended, either way.
+func (st *setups) installing(gs *gateway.Server, done <-chan struct{}, ready func() (*gateway.Server, error), setup func(context.Context) (*gateway.Server, error)) <-chan struct{} {
 	installed := make(chan struct{})
 	p := &pending{name: gs.Name, st: st, setup: setup, retrying: installed}
 	st.fail(gs.Name, errInstalling, phaseInstall)
@@ -355,6 +356,7 @@ func (st *setups) installing(gs *gateway.Server, done <-chan struct{}, ready fun
 		// Canceled: serve stopped, no fault of the server's.
 		p.finish(got, err, phaseInstall, errors.Is(err, context.Canceled), installed)
 	}()
+	return installed
 }
 
 func (p *pending) launch(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {

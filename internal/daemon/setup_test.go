@@ -541,6 +541,26 @@ func TestServesWhenInstallOutlastsServeBy(t *testing.T) {
 	}
 }
 
+// TestInstalledSetUpBeforeServing: a package that installs while the
+// wiring waits is set up before the wiring returns, so that serve's
+// start-up summary, written just after, does not call it installing
+// (CI saw "memory (installing)" for a package installed a moment
+// before).
+func TestInstalledSetUpBeforeServing(t *testing.T) {
+	w, in, r := noOtherRuns(t)
+	defer r.st.stop()
+	w.serveBy = time.Now().Add(aloneWait)
+	ended := time.AfterFunc(200*time.Millisecond, func() { close(in.done) })
+	defer ended.Stop()
+	gss, err := w.servers()
+	if err != nil || len(gss) != 2 {
+		t.Fatalf("servers: %d servers, error %v; want both", len(gss), err)
+	}
+	if r.st.Installing("pkg") {
+		t.Fatalf("the wiring returned with the installed package's server still installing: Down %v", r.st.Down())
+	}
+}
+
 // noOtherRuns wires a package server whose package still installs (in)
 // beside a server whose setup fails (its input dir missing).
 func noOtherRuns(t *testing.T) (wiring, *install, *setupRig) {
