@@ -48,8 +48,11 @@ servers:
 		t.Errorf("serve's start did not say %q ... %q:\n%s", want, notFound, g.logs)
 	}
 	// The summary line, above that warning, names it and does not say
-	// "no warnings".
-	if want := "memory (tools not yet pinned), broken (unavailable); no config warnings; why 1 server could not be set up below"; !strings.Contains(g.logs.String(), want) {
+	// "no warnings". memory's install mostly ends within serve's wait; on
+	// a loaded machine it may outlast it, and then serve says so.
+	const broken = "broken (unavailable); no config warnings; why 1 server could not be set up below"
+	if want := "memory (tools not yet pinned), " + broken; !strings.Contains(g.logs.String(), want) &&
+		!strings.Contains(g.logs.String(), "memory (installing), "+broken) {
 		t.Errorf("serve's start-up summary does not say %q:\n%s", want, g.logs)
 	}
 
