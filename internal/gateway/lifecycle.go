@@ -236,8 +236,13 @@ func (u *upstream) pause(p *peer, proc *Process, reason string, force bool) erro
 	if err := proc.Pause(); err != nil {
 		u.mu.Lock()
 		u.paused = false
+		// Stopped meanwhile (the session ended, serve stopping): the
+		// stop refused the pause, and the server is not at fault.
+		stopped := u.peer != p
 		u.mu.Unlock()
-		u.log.Warn("pausing the server failed", "err", err)
+		if !stopped {
+			u.log.Warn("pausing the server failed", "err", err)
+		}
 		return err
 	}
 	u.log.Info("server paused", "reason", reason)

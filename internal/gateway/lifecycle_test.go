@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -150,6 +152,54 @@ func TestAdminPauseResumeStop(t *testing.T) {
 	}
 	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
 		t.Fatalf("call after an admin stop: %v", resp)
+	}
+}
+
+// TestPauseRefusedByStopQuiet: a pause that a stop refuses (the stop
+// came between the pause's check and the freeze) is no failure of the
+// server's: no "pausing the server failed" warning in serve's log.
+func TestPauseRefusedByStopQuiet(t *testing.T) {
+	base, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	var gw *Gateway
+	launch := func(ctx context.Context, scope Scope) (*Process, error) {
+		p, err := base(ctx, scope)
+		if err != nil {
+			return nil, err
+		}
+		p.Pause = func() error {
+			go gw.Stop("raw", scope) // waits for this pause to end
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if ins := gw.Instances(); len(ins) == 1 && ins[0].State == StateStopped {
+					break
+				}
+			}
+			return errors.New("pausing sandbox x: it is being stopped")
+		}
+		p.Resume = func() error { return nil }
+		return p, nil
+	}
+	var logMu sync.Mutex
+	var logs bytes.Buffer
+	gw, err := New([]*Server{{Name: "raw", Launch: launch, Allow: []string{"*"}}},
+		Options{Version: "test", Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	newRawClient(t, gw)
+	in := waitState(t, gw, StateRunning)
+	if err := gw.Pause("raw", in.Scope); err == nil {
+		t.Fatal("a pause the stop refused succeeded")
+	}
+	waitState(t, gw, StateStopped)
+	logMu.Lock()
+	defer logMu.Unlock()
+	if strings.Contains(logs.String(), "pausing the server failed") {
+		t.Fatalf("a pause refused by a stop was logged as the server's failure:\n%s", logs.String())
 	}
 }
 
