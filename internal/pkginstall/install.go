@@ -210,14 +210,35 @@ func (in *Installer) fromStore(src Source, pin *Pin) (*Package, error) {
 // A variable for the tests.
 var responseWait = 60 * time.Second
 
+// stallNotice is how long a response may take to begin before the
+// install says it is still waiting, so that a stalled registry is not a
+// minute of silence. A variable for the tests.
+var stallNotice = 10 * time.Second
+
 func (in *Installer) registry() *registry {
 	c := in.Client
 	if c == nil {
 		t := in.hostFetch().Transport()
 		t.ResponseHeaderTimeout = responseWait
-		c = &http.Client{Timeout: 5 * time.Minute, Transport: t}
+		c = &http.Client{Timeout: 5 * time.Minute, Transport: stallNoticer{next: t, in: in}}
 	}
 	return &registry{cfg: in.NPM, client: c}
+}
+
+// stallNoticer says when a registry's response has not begun within
+// stallNotice.
+type stallNoticer struct {
+	next http.RoundTripper
+	in   *Installer
+}
+
+func (s stallNoticer) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The host only: a registry's URL may carry credentials.
+	t := time.AfterFunc(stallNotice, func() {
+		s.in.progress("no answer yet from %s after %s (mcpbox gives up after %s)", req.URL.Host, stallNotice, responseWait)
+	})
+	defer t.Stop()
+	return s.next.RoundTrip(req)
 }
 
 // hostFetch guards the host's own fetches: only the registries and

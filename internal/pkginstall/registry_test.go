@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,7 +166,8 @@ func pkgJSON(name, version string, extra map[string]any) string {
 
 // TestRegistryBoundsResponseWait: a registry that accepts connections
 // and never answers fails the install within responseWait, naming the
-// registry, instead of holding it for the client's whole timeout.
+// registry, instead of holding it for the client's whole timeout; it
+// says it is waiting after stallNotice.
 func TestRegistryBoundsResponseWait(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -187,15 +189,26 @@ func TestRegistryBoundsResponseWait(t *testing.T) {
 			(<-held).Close()
 		}
 	})
-	defer func(w time.Duration) { responseWait = w }(responseWait)
-	responseWait = 300 * time.Millisecond
-	in := &Installer{NPM: NPMConfig{Registry: "http://" + ln.Addr().String() + "/"}}
+	defer func(w, n time.Duration) { responseWait, stallNotice = w, n }(responseWait, stallNotice)
+	responseWait, stallNotice = time.Second, 100*time.Millisecond
+	var mu sync.Mutex
+	var said []string
+	in := &Installer{NPM: NPMConfig{Registry: "http://" + ln.Addr().String() + "/"}, Progress: func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		said = append(said, s)
+	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, _, err = in.registry().packument(ctx, "some-server")
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Fatalf("packument from a registry that never answers: %v after %s, want a timeout naming it", err, time.Since(start))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "no answer yet from " + ln.Addr().String() + " after 100ms (mcpbox gives up after 1s)"; !slices.Contains(said, want) {
+		t.Fatalf("the install said %q while it waited; want %q", said, want)
 	}
 }
 
