@@ -100,7 +100,7 @@ func (e *env) pin(args []string) int {
 		for _, d := range lister.Drift() {
 			fmt.Fprintln(e.stdout, config.Printable(d))
 		}
-		problems += len(lister.Drift()) + e.compareWithLock(c, pins, defs)
+		problems += len(lister.Drift()) + e.compareWithLock(c, pins, defs, true, "mcpbox pin")
 		if len(failed) > 0 {
 			e.errorf("pin: not checked: %s (could not start)", strings.Join(failed, ", "))
 		}
@@ -145,9 +145,9 @@ func (e *env) printFindings(c *config.Config, defs map[string]*gateway.Definitio
 	return len(findings)
 }
 
-// compareWithLock prints how the definitions differ from the lock file
-// and returns the number of differences.
-func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions) int {
+// compareWithLock prints how the definitions differ from the lock file and
+// returns their number; unless check, the caller pins them now, else cmd.
+func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.Definitions, check bool, cmd string) int {
 	n := 0
 	for _, cmp := range daemon.Compare(c, pins, defs) {
 		if cmp.Err != nil {
@@ -163,7 +163,11 @@ func (e *env) compareWithLock(c *config.Config, pins *integrity.Pins, defs map[s
 		// Nothing of this kind in the lock: one line, not a diff
 		// of every definition against nothing.
 		if n += len(cmp.Changed) + cmp.NotPinned; cmp.NotPinned > 0 {
-			fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (mcpbox pin %s records them)\n", definitionCount(cmp.NotPinned, cmp.Kind), cmp.Server, cmp.Server)
+			how := "pinned now"
+			if check {
+				how = cmd + " " + cmp.Server + " records them"
+			}
+			fmt.Fprintf(e.stdout, "not yet pinned: %s of %s (%s)\n", definitionCount(cmp.NotPinned, cmp.Kind), cmp.Server, how)
 		}
 	}
 	if n == 0 {

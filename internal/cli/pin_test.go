@@ -62,10 +62,43 @@ func TestPinDiffEscaped(t *testing.T) {
 	defs := map[string]*gateway.Definitions{"s": {Lists: map[string][]gateway.Item{gateway.KindTools: {tool(evil)}}}}
 	var out strings.Builder
 	e := &env{stdout: &out, stderr: &out}
-	if n := e.compareWithLock(c, pins, defs); n != 1 {
+	if n := e.compareWithLock(c, pins, defs, true, "mcpbox pin"); n != 1 {
 		t.Fatalf("compareWithLock found %d changes, want 1:\n%s", n, out.String())
 	}
 	if strings.ContainsAny(out.String(), "\u009b\u202e") || !strings.Contains(out.String(), `adds\u009b2J\u202eexe.txt`) {
 		t.Errorf("the changed definition is not shown escaped:\n%s", out.String())
+	}
+}
+
+// TestNotYetPinnedSaysWhoPins: definitions the lock has nothing of are
+// "pinned now" when the command pins them (update), and name the command
+// that would when it only checks (pin --check, update --check). update
+// used to say "mcpbox pin s records them", then pin them itself.
+func TestNotYetPinnedSaysWhoPins(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte("version: 1\nservers:\n  s:\n    command: [x]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := integrity.OpenPins(filepath.Join(dir, "mcpbox.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := gateway.Item{Key: "t", Raw: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"}}`)}
+	defs := map[string]*gateway.Definitions{"s": {Lists: map[string][]gateway.Item{gateway.KindTools: {tool}}}}
+	for _, tc := range []struct {
+		check bool
+		cmd   string
+		want  string
+	}{
+		{false, "mcpbox update", "not yet pinned: 1 tool of s (pinned now)\n"},
+		{true, "mcpbox update", "not yet pinned: 1 tool of s (mcpbox update s records them)\n"},
+		{true, "mcpbox pin", "not yet pinned: 1 tool of s (mcpbox pin s records them)\n"},
+	} {
+		var out strings.Builder
+		e := &env{stdout: &out, stderr: &out}
+		if n := e.compareWithLock(c, pins, defs, tc.check, tc.cmd); n != 1 || out.String() != tc.want {
+			t.Errorf("check %v, %s: %d differences, printed %q; want 1, %q", tc.check, tc.cmd, n, out.String(), tc.want)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func (e *env) update(args []string) int {
 	} else if err == nil {
 		fmt.Fprintf(e.stdout, "%s: %s %s: %s -> %s\n", u.Server, u.Kind, u.What, cmp.Or(u.Old, "(not pinned)"), u.New)
 		defs := map[string]*gateway.Definitions{u.Server: u.Definitions}
-		if e.printFindings(c, defs); e.compareWithLock(c, u.Pins, defs) >= 0 && *check {
+		if e.printFindings(c, defs); e.compareWithLock(c, u.Pins, defs, *check, "mcpbox update") >= 0 && *check {
 			return 1
 		}
 		err = u.Pin()
