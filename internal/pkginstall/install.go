@@ -47,6 +47,12 @@ type Installer struct {
 	// Progress, if non-nil, receives one line per install step, for the
 	// first start of a server to show what it waits for.
 	Progress func(string)
+	// Checked, if non-nil, is called once an install that is not from
+	// the store has found the package, at a version that matches, its
+	// archive verified and a bin to run: what a mistyped name or version
+	// fails, within seconds. Its dependencies' install, which takes
+	// minutes, comes after.
+	Checked func()
 	// EgressLog, if non-nil, receives one event per connection the
 	// fetching sandboxes make through their egress proxy (for the audit
 	// log); it may be called from several goroutines.
@@ -255,6 +261,12 @@ func (in *Installer) hostFetch() *egress.HostFetch {
 		trusted = append(trusted, egress.URLHostPort(&url.URL{Scheme: "https", Host: h}))
 	}
 	return &egress.HostFetch{Trusted: trusted}
+}
+
+func (in *Installer) checked() {
+	if in.Checked != nil {
+		in.Checked()
+	}
 }
 
 func (in *Installer) progress(format string, args ...any) {

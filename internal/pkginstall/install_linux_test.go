@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,6 +289,7 @@ func TestInstallScriptsContained(t *testing.T) {
 func TestInstallSecondTimeNoNetwork(t *testing.T) {
 	w := newWorld(t)
 	ctx := ctxT(t)
+	steps := recordSteps(w.in)
 	first, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "latest"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -295,6 +297,12 @@ func TestInstallSecondTimeNoNetwork(t *testing.T) {
 	if first.Pin.Version != "1.1.0" {
 		t.Fatalf("latest resolved to %s, want 1.1.0 (not the prerelease)", first.Pin.Version)
 	}
+	// Checked once, between the archive's download and the install of
+	// its dependencies (the long part).
+	if got := strings.Join(*steps, "; "); !regexp.MustCompile(`^resolving [^;]*; downloading [^;]*; checked; installing `).MatchString(got) {
+		t.Errorf("the first install's steps: %s; want checked once, after the download", got)
+	}
+	*steps = nil
 	w.reg.requests.Store(0)
 	pin := first.Pin
 	for _, tc := range []struct {
@@ -315,6 +323,9 @@ func TestInstallSecondTimeNoNetwork(t *testing.T) {
 	}
 	if n := w.reg.requests.Load(); n != 0 {
 		t.Errorf("second installs made %d registry requests, want none", n)
+	}
+	if slices.Contains(*steps, "checked") {
+		t.Errorf("an install from the store was checked: %q", *steps)
 	}
 	if got := storeEntries(t, w.in.Store); len(got) != 1 {
 		t.Errorf("store entries %v, want one", got)
@@ -382,8 +393,23 @@ func TestPinVerify(t *testing.T) {
 	}
 }
 
+// recordSteps makes in record its progress lines and its Checked calls
+// ("checked"), in order; in installs one package at a time.
+func recordSteps(in *Installer) *[]string {
+	var steps []string
+	in.Progress = func(s string) { steps = append(steps, s) }
+	in.Checked = func() { steps = append(steps, "checked") }
+	return &steps
+}
+
 func TestInstallUnknownPackage(t *testing.T) {
 	w := newWorld(t)
+	steps := recordSteps(w.in)
+	defer func() {
+		if slices.Contains(*steps, "checked") {
+			t.Errorf("a package that is not there was checked: %q", *steps)
+		}
+	}()
 	_, err := w.in.Install(ctxT(t), Source{Ecosystem: NPM, Name: "@test/nope", Version: "latest"}, nil)
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "@test/nope") {
 		t.Fatalf("unknown package: %v, want a not-found error naming it", err)

@@ -59,6 +59,7 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin, lock 
 	if err != nil {
 		return nil, err
 	}
+	in.checked()
 	stage, err := stagingDir(in.Store)
 	if err != nil {
 		return nil, err

@@ -236,6 +236,7 @@ func (in *Installer) installPyPI(ctx context.Context, src Source, pin *Pin) (*Pa
 	if err != nil {
 		return nil, err
 	}
+	in.checked()
 
 	stage, err := stagingDir(in.Store)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -171,9 +172,14 @@ func TestInstallPyPI(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatal(ok, err)
 	}
+	steps := recordSteps(in)
 	pkg, err := in.Install(ctx, src, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	in.Progress, in.Checked = nil, nil
+	if got := strings.Join(*steps, "; "); !regexp.MustCompile(`^resolving [^;]*; downloading [^;]*; checked; installing `).MatchString(got) {
+		t.Errorf("the install's steps: %s; want checked once, after the wheel's download", got)
 	}
 	if pkg.Pin.Version != "1.0.0" || pkg.Bin != "hello-mcp" || !strings.HasPrefix(pkg.Pin.Integrity, "sha256-") || pkg.Pin.Lockfile == "" {
 		t.Fatalf("installed %+v bin %q, want 1.0.0 (not the rc) with its hashes", pkg.Pin, pkg.Bin)
