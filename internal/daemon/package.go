@@ -173,44 +173,96 @@ type install struct {
 	pkg    specconv.Package
 	change *PackageChange // the pin to write; nil: pinned already
 	err    error
+	// checked is closed once the package was found and checked, before
+	// the long part of its install (pkginstall.Installer.Checked); an
+	// install from the store ends without it.
+	checked   chan struct{}
+	checkOnce sync.Once
 }
+
+// check closes checked.
+func (in *install) check() { in.checkOnce.Do(func() { close(in.checked) }) }
 
 // awaitInstalls waits until every install has ended, or installWait has
 // passed and a server can run: one with no package, or whose package
-// installed. Until one can, it waits on, up to aloneWait: a package
-// that cannot install (a name the registry does not know) mostly fails
-// within it, and when no server can be set up, serve fails at its
-// start, saying why. After aloneWait serve serves with every package
-// still installing (d.serveBy: the wiring's wait ends then too).
+// installed. While none can, it waits instead until every install has
+// ended or been checked (pkginstall.Installer.Checked), up to aloneWait:
+// a package that cannot install for a mistake in its name, version or
+// bin fails within seconds, and when no server can be set up, serve fails
+// at its start, saying why. Then serve serves with the packages still
+// installing (at aloneWait, d.serveBy, the wiring's wait ends too); a
+// session waits for them a while (the gateway's sessionStartWait).
 func (d *daemon) awaitInstalls(ins []*install) {
 	d.serveBy = time.Now().Add(aloneWait)
 	canRun := len(d.c.Servers) - len(ins)
+	w := newInstallWatch(ins)
 	late := false
-	followInstalls(ins, d.serveBy, func(in *install) bool {
+	followInstalls(ins, d.serveBy, func(in *install, checked bool) bool {
+		w.see(in, checked)
 		if in == nil { // installWait has passed
 			late = true
-			if canRun == 0 && d.o.Stderr != nil {
-				// A client's initialize waits meanwhile (and gives up
-				// after a minute): say why.
-				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting up to %s for a package to install before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n",
+			if canRun == 0 && w.unchecked > 0 && d.o.Stderr != nil {
+				// A client's initialize waits meanwhile: say why.
+				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting up to %s for the registry to confirm a package before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n",
 					aloneWait-installWait, loginFlags(d.o.ConfigPath, d.o.StateDir, ""))
 			}
-		} else if in.err == nil {
-			canRun++
 		}
-		return !late || canRun == 0
+		if canRun+w.installed == 0 {
+			return w.unchecked > 0
+		}
+		return !late
 	})
 }
 
-// followInstalls calls more with each install of ins as it ends, and with
-// nil once installWait has passed, until every one has ended, more
-// returns false, or by has come.
-func followInstalls(ins []*install, by time.Time, more func(*install) bool) {
-	ended := make(chan *install, len(ins))
+// installWatch follows installs for followInstalls' callers.
+type installWatch struct {
+	installed int        // ended without error
+	failed    []*install // ended with one
+	unchecked int        // neither ended nor checked
+	seen      map[*install]bool
+}
+
+func newInstallWatch(ins []*install) *installWatch {
+	return &installWatch{unchecked: len(ins), seen: map[*install]bool{}}
+}
+
+// see takes one of followInstalls' events.
+func (w *installWatch) see(in *install, checked bool) {
+	if in == nil {
+		return
+	}
+	if !w.seen[in] {
+		w.seen[in] = true
+		w.unchecked--
+	}
+	switch {
+	case checked:
+	case in.err == nil:
+		w.installed++
+	default:
+		w.failed = append(w.failed, in)
+	}
+}
+
+// followInstalls calls more with each install of ins once it is checked
+// (checked true) and once it has ended, and with nil once installWait
+// has passed, until every one has ended, more returns false, or by has
+// come.
+func followInstalls(ins []*install, by time.Time, more func(in *install, checked bool) bool) {
+	type event struct {
+		in      *install
+		checked bool
+	}
+	events := make(chan event, 2*len(ins))
 	for _, in := range ins {
 		go func() {
-			<-in.done
-			ended <- in
+			select {
+			case <-in.checked: // nil: never
+				events <- event{in, true}
+				<-in.done
+			case <-in.done:
+			}
+			events <- event{in, false}
 		}()
 	}
 	wait := time.NewTimer(installWait)
@@ -222,15 +274,17 @@ func followInstalls(ins []*install, by time.Time, more func(*install) bool) {
 		limit = t.C
 	}
 	for left := len(ins); left > 0; {
-		var in *install
+		var ev event
 		select {
-		case in = <-ended:
-			left--
+		case ev = <-events:
+			if !ev.checked {
+				left--
+			}
 		case <-wait.C:
 		case <-limit:
 			return
 		}
-		if !more(in) {
+		if !more(ev.in, ev.checked) {
 			return
 		}
 	}
@@ -280,7 +334,7 @@ func (po packageOptions) startInstalls(ctx context.Context) ([]*install, error) 
 	sem := make(chan struct{}, installsAtOnce)
 	var wg sync.WaitGroup
 	for i, ps := range pss {
-		in := &install{ps: ps, done: make(chan struct{})}
+		in := &install{ps: ps, done: make(chan struct{}), checked: make(chan struct{})}
 		ins[i] = in
 		wg.Add(1)
 		go func() {
@@ -292,7 +346,7 @@ func (po packageOptions) startInstalls(ctx context.Context) ([]*install, error) 
 				in.err = ctx.Err()
 				return
 			}
-			in.pkg, in.change, in.err = po.installOne(ctx, ps)
+			in.pkg, in.change, in.err = po.installOne(ctx, ps, in.check)
 			if in.err != nil && ctx.Err() != nil && !errors.Is(in.err, ctx.Err()) {
 				// Cut short (serve stopped, another's error): say so, not
 				// only how the install ended (npm killed: status 137).
@@ -344,8 +398,8 @@ func (po packageOptions) results(ins []*install) (pkgs map[string]specconv.Packa
 
 // installOne installs one package server's package (by its pin if the
 // lock file has one for it) and returns how to run it, and the pin to
-// write if it is new.
-func (po packageOptions) installOne(ctx context.Context, ps PackageServer) (specconv.Package, *PackageChange, error) {
+// write if it is new; checked, if not nil, is the installer's Checked.
+func (po packageOptions) installOne(ctx context.Context, ps PackageServer, checked func()) (specconv.Package, *PackageChange, error) {
 	lock, err := integrity.ReadLock(po.lockPath)
 	if err != nil {
 		return specconv.Package{}, nil, err
@@ -354,6 +408,7 @@ func (po packageOptions) installOne(ctx context.Context, ps PackageServer) (spec
 	if err != nil {
 		return specconv.Package{}, nil, err
 	}
+	in.Checked = checked
 	old, pinned := lock.Packages[ps.Server.Name]
 	if pinned && (old.Source != ps.Source.String() || po.repin[ps.Server.Name]) {
 		pinned = false // the config names another package or range, or update
@@ -442,14 +497,15 @@ func writePackagePins(lockPath string, changes []PackageChange) error {
 // TypeScript SDK) must not wait for.
 const installWait = 3 * time.Second
 
-// aloneWait is how long serve's start waits, at most, for a package to
-// install when no server can run without one (only package servers, on
-// a first start). Then it serves with them all still installing: a
-// session opens with none after the gateway's own wait, and they join
-// it once installed. A stdio client gives initialize a minute (the
-// TypeScript SDK) and then ends serve, the installs with it: serve's
-// wait and the session's must end well within that, or a first start
-// whose installs take minutes would never converge.
+// aloneWait is how long serve's start waits, at most, for the registry
+// to confirm a package when no server can run without one (only package
+// servers, on a first start); mostly that takes a second or two. Then it
+// serves with them all still installing: a session opens with none after
+// the gateway's own wait (20 s), and they join it once installed. A
+// stdio client gives a server's start 30 s (Claude Desktop) or a minute
+// (the TypeScript SDK) and then ends serve, the installs with it: serve's
+// wait and the session's must end within that, or a first start whose
+// installs take minutes would never converge.
 const aloneWait = 10 * time.Second
 
 // installPackages installs the config's packages before any server

@@ -155,21 +155,22 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 	}
 	if n := len(installing); n > 0 && len(setupErrs) == len(out)-n {
 		// No other server can run (awaitInstalls counted those without
-		// a package as able to): wait for the installs, as when there is
-		// no other, until one installs or serveBy, so that serve fails
-		// at its start if none installs.
+		// a package as able to): wait for the installs as when there is
+		// no other, until one installs, or every one has ended or been
+		// checked, or serveBy, so that serve fails at its start if none
+		// can install.
 		if w.log != nil {
 			w.log.Info("waiting for the packages still installing before serving: no other server could be set up", "servers", len(installing))
 		}
-		var failed []error
-		followInstalls(installing, w.serveBy, func(in *install) bool {
-			if in != nil && in.err != nil {
-				failed = append(failed, &SetupError{Server: in.ps.Server.Name, Err: in.err})
-			}
-			return in == nil || in.err != nil // until one installs
+		iw := newInstallWatch(installing)
+		followInstalls(installing, w.serveBy, func(in *install, checked bool) bool {
+			iw.see(in, checked)
+			return iw.installed == 0 && iw.unchecked > 0
 		})
-		if len(failed) == n {
-			setupErrs = append(setupErrs, failed...)
+		if len(iw.failed) == n {
+			for _, in := range iw.failed {
+				setupErrs = append(setupErrs, &SetupError{Server: in.ps.Server.Name, Err: in.err})
+			}
 		}
 	}
 	// A package that has installed by now is set up before serve goes

@@ -520,7 +520,7 @@ func (po packageOptions) retryInstall(ctx context.Context, s *config.Server) (sp
 	if len(pss) != 1 {
 		return specconv.Package{}, fmt.Errorf("server %s is not a package server", s.Name)
 	}
-	pkg, change, err := po.installOne(ctx, pss[0])
+	pkg, change, err := po.installOne(ctx, pss[0], nil)
 	if err != nil {
 		return specconv.Package{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -558,6 +559,43 @@ func TestInstalledSetUpBeforeServing(t *testing.T) {
 	}
 	if r.st.Installing("pkg") {
 		t.Fatalf("the wiring returned with the installed package's server still installing: Down %v", r.st.Down())
+	}
+}
+
+// TestServesOnceChecked: when no server can run without a package, serve
+// waits for a package only until the registry has confirmed it
+// (Installer.Checked: a mistyped name or version fails by then), not
+// for its whole install, nor until serveBy: a client such as Codex
+// gives a server's start 10 s. Both of serve's waits: awaitInstalls at
+// its start, and the wiring's when the servers without a package could
+// not be set up.
+func TestServesOnceChecked(t *testing.T) {
+	w, in, r := noOtherRuns(t)
+	defer r.st.stop()
+	defer close(in.done) // before the stop, which waits for the install
+	in.checked = make(chan struct{})
+	w.serveBy = time.Now().Add(aloneWait)
+	checked := time.AfterFunc(200*time.Millisecond, in.check)
+	defer checked.Stop()
+	begin := time.Now()
+	gss, err := w.servers()
+	if took := time.Since(begin); err != nil || len(gss) != 2 || took > aloneWait/2 {
+		t.Fatalf("wiring: %d servers, error %v, after %v; want both, well before serveBy", len(gss), err, took)
+	}
+
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  pkg: {package: \"npm:@x/y\", tools: {allow: [\"*\"]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{c: c, o: Options{Stderr: io.Discard}}
+	in = &install{ps: in.ps, done: make(chan struct{}), checked: make(chan struct{})}
+	defer close(in.done)
+	checked = time.AfterFunc(200*time.Millisecond, in.check)
+	defer checked.Stop()
+	begin = time.Now()
+	d.awaitInstalls([]*install{in})
+	if took := time.Since(begin); took >= installWait {
+		t.Fatalf("serve's start waited %v for a checked package; want less than installWait (%v): the session waits for it", took, installWait)
 	}
 }
 
