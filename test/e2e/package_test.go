@@ -87,8 +87,10 @@ func TestPackageServerNPX(t *testing.T) {
 		// their own (whose .npmrc, absent here, would count too).
 		env := []string{"NPM_CONFIG_REGISTRY=" + reg.url(), "HOME=" + dir}
 
-		// First start: installs, prints progress, pins.
+		// First start: installs, prints progress, pins. An install that
+		// outlasts the session's wait (a loaded machine) joins it later.
 		sess, logs, stop := pkgServe(t, m, cfgPath, env...)
+		waitTools(t, sess, nil, logs, "create_entities", "read_graph")
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		tools, err := sess.ListTools(ctx, nil)
