@@ -36,7 +36,7 @@ func (e *env) login(cmd string, args []string) int {
 	if code, stop := e.parse(fs, fs.Args()[min(1, fs.NArg()):]); stop { // flags may follow SERVER
 		return code
 	}
-	c, base, err := daemon.LoadConfigOrDefault(*cfg, defaultConfig, cmd, e.stderr)
+	c, base, err := daemon.LoadConfigOrDefault(*cfg, defaultConfig, cmd)
 	if err != nil {
 		e.errorf("%s: %v", cmd, err)
 		return exitUsage

@@ -45,7 +45,7 @@ func (e *env) pin(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig, "pin", e.stderr)
+	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig, "pin")
 	if err != nil {
 		e.errorf("pin: %v", err)
 		return exitUsage

@@ -31,7 +31,7 @@ func (e *env) update(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig, "update", e.stderr)
+	c, base, err := daemon.LoadConfigOrDefault(*cfgPath, defaultConfig, "update")
 	if err == nil && fs.NArg() != 1 {
 		err = daemon.UpdateUsage(c)
 	}

@@ -36,19 +36,23 @@ func LoadConfig(path string) (*config.Config, error) {
 // LoadConfigOrDefault loads the config file at path, or, when path is
 // empty, def (the embedded default, named so in errors). base is the
 // directory the config's relative paths are resolved against: the
-// file's, or for the default the current directory. With the default,
-// a config the user wrote in the current directory, which the admin
-// commands (ps, approvals) find there but cmd does not use, is named in a
-// note on stderr, as serve names it: `mcpbox update --check memory` said
-// only that the config has no server memory.
-func LoadConfigOrDefault(path string, def []byte, cmd string, stderr io.Writer) (c *config.Config, base string, err error) {
+// file's, or for the default the current directory. Beside a config the
+// user wrote in the current directory, which the admin commands (ps,
+// approvals) find there, the default is refused, naming the flag: cmd
+// (pin, update, login) starts servers and runs the config's cmd: secret
+// references, so it reads a project's config only when named (a cloned
+// repository's may be hostile), and on the default it has nothing to do
+// (its built-in server is not pinned, has no package, logs in nowhere).
+// `mcpbox pin --check` there passed, checking the default; `mcpbox update
+// --check memory` said only that the config has no server memory.
+func LoadConfigOrDefault(path string, def []byte, cmd string) (c *config.Config, base string, err error) {
 	if path == "" {
 		if c, err = config.Load("(embedded default)", def); err != nil {
 			return nil, "", err
 		}
-		if base, err = os.Getwd(); err == nil && stderr != nil {
+		if base, err = os.Getwd(); err == nil {
 			if p := admin.ProjectConfig(base); p != "" {
-				fmt.Fprintf(stderr, "mcpbox: note: %s uses the embedded default, not %s: mcpbox %[1]s --config %[2]s uses that\n", cmd, filepath.Base(p))
+				return nil, "", fmt.Errorf("%s is here: mcpbox %s --config %[1]s uses it (without --config, %[2]s would read the embedded default, as serve does)", filepath.Base(p), cmd)
 			}
 		}
 		return c, base, err

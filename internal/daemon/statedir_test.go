@@ -18,7 +18,7 @@ func TestLoadConfigOrDefault(t *testing.T) {
 	if err := os.WriteFile(path, src, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, base, err := LoadConfigOrDefault(path, nil, "pin", nil)
+	c, base, err := LoadConfigOrDefault(path, nil, "pin")
 	if err != nil || base != dir || c.Server("s") == nil {
 		t.Fatalf("a file: base %q, %v; want %q and its server", base, err, dir)
 	}
@@ -26,20 +26,20 @@ func TestLoadConfigOrDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	c, base, err = LoadConfigOrDefault("", src, "pin", &stderr)
-	if err != nil || base != wd || c.Server("s") == nil || stderr.Len() != 0 {
-		t.Fatalf("the default: base %q, %v, note %q; want %q and its server, no note", base, err, stderr.String(), wd)
+	c, base, err = LoadConfigOrDefault("", src, "pin")
+	if err != nil || base != wd || c.Server("s") == nil {
+		t.Fatalf("the default: base %q, %v; want %q and its server", base, err, wd)
 	}
-	// The default where the user wrote a config: a note names it.
+	// The default where the user wrote a config: refused, naming it (pin
+	// --check there passed, having checked the default).
 	t.Chdir(dir)
-	if _, _, err = LoadConfigOrDefault("", src, "update", &stderr); err != nil || stderr.String() != "mcpbox: note: update uses the embedded default, not mcpbox.yaml: mcpbox update --config mcpbox.yaml uses that\n" {
-		t.Errorf("the default beside mcpbox.yaml: %v, note %q", err, stderr.String())
+	if _, _, err = LoadConfigOrDefault("", src, "update"); err == nil || err.Error() != "mcpbox.yaml is here: mcpbox update --config mcpbox.yaml uses it (without --config, update would read the embedded default, as serve does)" {
+		t.Errorf("the default beside mcpbox.yaml: %v", err)
 	}
-	if _, _, err := LoadConfigOrDefault("", []byte("version: 1\nbogus: 1\n"), "pin", nil); err == nil || !strings.Contains(err.Error(), "(embedded default)") {
+	if _, _, err := LoadConfigOrDefault("", []byte("version: 1\nbogus: 1\n"), "pin"); err == nil || !strings.Contains(err.Error(), "(embedded default)") {
 		t.Errorf("a bad default: %v; want an error naming it", err)
 	}
-	if _, _, err := LoadConfigOrDefault(filepath.Join(dir, "missing.yaml"), src, "pin", nil); !errors.Is(err, ErrReadingConfig) {
+	if _, _, err := LoadConfigOrDefault(filepath.Join(dir, "missing.yaml"), src, "pin"); !errors.Is(err, ErrReadingConfig) {
 		t.Errorf("a missing file: %v; want ErrReadingConfig", err)
 	}
 }
