@@ -201,7 +201,7 @@ func (d *daemon) awaitInstalls(ins []*install) {
 		w.see(in, checked)
 		if in == nil { // installWait has passed
 			late = true
-			if canRun == 0 && w.unchecked > 0 && d.o.Stderr != nil {
+			if canRun+w.installed == 0 && w.unchecked > 0 && d.o.Stderr != nil {
 				// A client's initialize waits meanwhile: say why.
 				fmt.Fprintf(d.o.Stderr, "mcpbox: waiting up to %s for the registry to confirm a package before serving: no other server can run yet (mcpbox pin%s installs them ahead)\n",
 					aloneWait-installWait, loginFlags(d.o.ConfigPath, d.o.StateDir, ""))
@@ -258,7 +258,9 @@ func followInstalls(ins []*install, by time.Time, more func(in *install, checked
 		go func() {
 			select {
 			case <-in.checked: // nil: never
-				events <- event{in, true}
+				if !in.ended() { // ended first: its outcome alone counts
+					events <- event{in, true}
+				}
 				<-in.done
 			case <-in.done:
 			}
@@ -505,7 +507,9 @@ const installWait = 3 * time.Second
 // stdio client gives a server's start 30 s (Claude Desktop) or a minute
 // (the TypeScript SDK) and then ends serve, the installs with it: serve's
 // wait and the session's must end within that, or a first start whose
-// installs take minutes would never converge.
+// installs take minutes would never converge. A registry that stalls
+// for all of aloneWait brings the two waits to 30 s: Claude Desktop's
+// limit.
 const aloneWait = 10 * time.Second
 
 // installPackages installs the config's packages before any server

@@ -599,6 +599,28 @@ func TestServesOnceChecked(t *testing.T) {
 	}
 }
 
+// TestFailedAfterCheckCounts: an install that the registry confirmed and
+// that then failed (its dependencies did not install) before the wiring
+// waits is a failure, not a package still installing: with no other
+// server able to run, serve fails at its start, saying why. Its checked
+// event used to race its end, and serve then served nothing, in about
+// half the starts.
+func TestFailedAfterCheckCounts(t *testing.T) {
+	for i := range 20 {
+		w, in, r := noOtherRuns(t)
+		in.checked = make(chan struct{})
+		in.check()
+		in.err = errors.New("server pkg: npm install failed: ETARGET")
+		close(in.done)
+		w.serveBy = time.Now().Add(aloneWait)
+		gss, err := w.servers()
+		r.st.stop()
+		if err == nil || !strings.Contains(err.Error(), "ETARGET") {
+			t.Fatalf("start %d: %d servers, error %v; want an error naming the failed install", i, len(gss), err)
+		}
+	}
+}
+
 // noOtherRuns wires a package server whose package still installs (in)
 // beside a server whose setup fails (its input dir missing).
 func noOtherRuns(t *testing.T) (wiring, *install, *setupRig) {
