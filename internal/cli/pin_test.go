@@ -39,10 +39,9 @@ servers:
 	}
 }
 
-// TestPinDiffEscaped: pin --check prints a server's changed definition
-// with what a terminal would act on escaped: a C1 control (CSI, U+009B)
-// or a bidirectional override is valid in JSON, and the server chose it.
-func TestPinDiffEscaped(t *testing.T) {
+// oneServerLock is a config with one server, s, and its empty lock file.
+func oneServerLock(t *testing.T) (*config.Config, *integrity.Pins) {
+	t.Helper()
 	dir := t.TempDir()
 	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte("version: 1\nservers:\n  s:\n    command: [x]\n"))
 	if err != nil {
@@ -52,6 +51,14 @@ func TestPinDiffEscaped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, pins
+}
+
+// TestPinDiffEscaped: pin --check prints a server's changed definition
+// with what a terminal would act on escaped: a C1 control (CSI, U+009B)
+// or a bidirectional override is valid in JSON, and the server chose it.
+func TestPinDiffEscaped(t *testing.T) {
+	c, pins := oneServerLock(t)
 	tool := func(desc string) gateway.Item {
 		return gateway.Item{Key: "t", Raw: json.RawMessage(`{"name":"t","description":"` + desc + `","inputSchema":{"type":"object"}}`)}
 	}
@@ -75,15 +82,7 @@ func TestPinDiffEscaped(t *testing.T) {
 // that would when it only checks (pin --check, update --check). update
 // used to say "mcpbox pin s records them", then pin them itself.
 func TestNotYetPinnedSaysWhoPins(t *testing.T) {
-	dir := t.TempDir()
-	c, err := config.Load(filepath.Join(dir, "mcpbox.yaml"), []byte("version: 1\nservers:\n  s:\n    command: [x]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pins, err := integrity.OpenPins(filepath.Join(dir, "mcpbox.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, pins := oneServerLock(t)
 	tool := gateway.Item{Key: "t", Raw: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"}}`)}
 	defs := map[string]*gateway.Definitions{"s": {Lists: map[string][]gateway.Item{gateway.KindTools: {tool}}}}
 	for _, tc := range []struct {

@@ -93,7 +93,7 @@ func TestOnlyPackageServerJoins(t *testing.T) {
 	for _, tc := range []struct {
 		name, held string
 		within     time.Duration
-		waits      bool // serve says it waits for the registry
+		waits      bool // serve says it waits for the registry (else it may)
 	}{
 		{"dependencies install", "@modelcontextprotocol/sdk", 28 * time.Second, false},
 		{"registry stalls", pkg, 45 * time.Second, true},
@@ -123,8 +123,8 @@ func TestOnlyPackageServerJoins(t *testing.T) {
 			if err != nil || len(tools.Tools) != 0 {
 				t.Fatalf("tools/list while memory installs: %v %v\n%s", tools, err, logs)
 			}
-			if said := logs.waitFor("waiting up to", time.Second); said != tc.waits {
-				t.Errorf("serve said it waits for the registry: %v, want %v:\n%s", said, tc.waits, logs)
+			if tc.waits && !logs.waitFor("waiting up to", time.Second) {
+				t.Errorf("serve did not say it waits for the registry:\n%s", logs)
 			}
 			free()
 			waitTools(t, sess, changed, logs, "read_graph") // the only server: no prefix
