@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"mcpbox/internal/builtin"
 	"mcpbox/internal/config"
 )
 
@@ -52,5 +56,47 @@ func TestDefaultConfigDocumented(t *testing.T) {
 	}
 	if block != string(defaultConfig) {
 		t.Errorf("docs/config.md's embedded default differs from internal/cli/default.yaml:\n%s", block)
+	}
+}
+
+// TestDefaultConfigNamesDestructiveTools: the default's comment on
+// approve_annotations names every built-in tool marked destructive, the
+// tools that line lets run without review.
+func TestDefaultConfigNamesDestructiveTools(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := builtin.NewServer(builtin.Options{}).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comment, _, ok := strings.Cut(string(defaultConfig), "approve_annotations: []")
+	if !ok {
+		t.Fatal("the embedded default has no approve_annotations: []")
+	}
+	comment = comment[strings.LastIndex(comment, "tools:"):]
+	destructive := 0
+	for _, tool := range tools.Tools {
+		a := tool.Annotations
+		if a == nil || a.DestructiveHint == nil || !*a.DestructiveHint {
+			continue
+		}
+		destructive++
+		if !strings.Contains(comment, tool.Name) {
+			t.Errorf("the default's comment on approve_annotations does not name %s, marked destructive:\n%s", tool.Name, comment)
+		}
+	}
+	if destructive == 0 {
+		t.Error("no built-in tool is marked destructive")
 	}
 }
