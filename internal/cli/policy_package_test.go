@@ -22,3 +22,31 @@ func TestPolicyCheckPackageRunner(t *testing.T) {
 		t.Errorf("good: exit %d, %q %q", code, stdout, stderr)
 	}
 }
+
+// TestPolicyCheckMissingInput: a server whose filesystem.input is
+// missing is flagged at the input's position (every start would fail on
+// it), a package server's as well as a command's; an existing one is not.
+func TestPolicyCheckMissingInput(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	cfg := filepath.Join(dir, "mcpbox.yaml")
+	os.WriteFile(cfg, []byte(`version: 1
+servers:
+  fs:
+    command: [npx, -y, "@modelcontextprotocol/server-filesystem", /workspace/input]
+    filesystem: {input: {source: ./data-missing}}
+    tools: {allow: ["*"]}
+  ok:
+    command: [sh, -c, "sleep 1"]
+    filesystem: {input: {source: ./data}}
+    tools: {allow: ["*"]}
+`), 0o644)
+	code, _, stderr := runCLI("policy", "check", cfg)
+	want := cfg + ":5:34: warning: servers.fs.filesystem.input.source: "
+	if code != 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "server fs cannot start") {
+		t.Errorf("exit %d, stderr %q; want a warning starting %q", code, stderr, want)
+	}
+	if strings.Contains(stderr, "servers.ok.") {
+		t.Errorf("the server with an existing input is flagged: %q", stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"mcpbox/internal/config"
@@ -101,5 +102,43 @@ servers:
 	}
 	if len(c.Servers) != 2 || c.Server("good").Prefix != nil {
 		t.Errorf("withoutServers changed the config it was given")
+	}
+}
+
+// TestMissingInputBeforeInstall: a package server whose filesystem.input
+// is missing fails with that reason before its package is fetched, not
+// after the install as the install's failure.
+func TestMissingInputBeforeInstall(t *testing.T) {
+	var requests atomic.Int32
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer reg.Close()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("NPM_CONFIG_USERCONFIG", "")
+	t.Setenv("npm_config_registry", "")
+	t.Setenv("NPM_CONFIG_REGISTRY", reg.URL+"/")
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  fs:
+    command: [npx, -y, "@modelcontextprotocol/server-filesystem", /workspace/input]
+    filesystem: {input: {source: ./data-missing}}
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l, err := NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir,
+		StateDir: t.TempDir(), NoRecord: true})
+	if err == nil {
+		l.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "server fs: filesystem.input: ") || !strings.Contains(err.Error(), "data-missing") {
+		t.Errorf("NewLister: %v; want the missing input named", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the registry saw %d requests for a server that cannot start", n)
 	}
 }

@@ -117,7 +117,27 @@ func CheckConfig(path string) (config.Errors, error) {
 func checkWarnings(c *config.Config, path string) config.Errors {
 	ws := append(EnvWarnings(c), commandWarnings(c)...)
 	ws = append(ws, credentialWarnings(c, filepath.Dir(path))...)
+	ws = append(ws, inputWarnings(c, filepath.Dir(path))...)
 	return append(ws, hostReferenceWarnings(c)...)
+}
+
+// inputWarnings flag, for `policy check`, each local server whose
+// filesystem.input is not a directory serve can show (missing, a file,
+// through a symlink): every start of it fails. serve's start says so as
+// the server's setup error instead.
+func inputWarnings(c *config.Config, base string) config.Errors {
+	var ws config.Errors
+	for _, s := range c.Servers {
+		if s == nil || s.URL != "" || c.IsKubernetes(s) || s.Filesystem.Input == nil {
+			continue
+		}
+		if _, err := specconv.InputDir(s, base); err != nil {
+			pos := s.Filesystem.Input.Meta.At("source")
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.filesystem.input.source: %v: server %s cannot start", s.Name, err, s.Name)})
+		}
+	}
+	return ws
 }
 
 // hostReferenceWarnings flag, for `policy check`, the references that
