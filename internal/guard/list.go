@@ -89,12 +89,16 @@ func (g *Guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gat
 
 // noteChanges logs and audits each pin change once. Definitions pinned
 // on first sight are one log line per server and kind (each is in the
-// audit, and in the log at debug level); every other change is a line of
-// its own, since it hides or changes what a client sees.
+// audit, and in the log at debug level); so are the ones hidden by one
+// list when there are several (a new version of a package changes most of
+// its tools at once), naming them; a single hidden change, or one that
+// hides nothing, is a line of its own.
 func (g *Guard) noteChanges(changes []integrity.Change) {
-	type firstPin struct{ server, kind string }
-	var pinned []firstPin
-	counts := map[firstPin]int{}
+	type scope struct{ server, kind string }
+	var pinned, hiding []scope
+	counts := map[scope]int{}
+	hidden := map[scope][]integrity.Change{}
+	var lines []integrity.Change // logged in the loop below, in order
 	for _, ch := range changes {
 		id := ch.Server + "\x00" + ch.Kind + "\x00" + ch.Key + "\x00" + ch.Status + "\x00" + ch.NewHash
 		g.mu.Lock()
@@ -107,41 +111,75 @@ func (g *Guard) noteChanges(changes []integrity.Change) {
 		if seen {
 			continue
 		}
-		level := slog.LevelWarn
+		k := scope{ch.Server, ch.Kind}
 		switch ch.Status {
 		case integrity.StatusPinned:
-			level = slog.LevelDebug
-			k := firstPin{ch.Server, ch.Kind}
 			if counts[k] == 0 {
 				pinned = append(pinned, k)
 			}
 			counts[k]++
-		case integrity.StatusRemoved:
+		case integrity.StatusNew, integrity.StatusChanged, integrity.StatusQuarantined:
+			if len(hidden[k]) == 0 {
+				hiding = append(hiding, k)
+			}
+			hidden[k] = append(hidden[k], ch)
+		}
+		lines = append(lines, ch)
+		g.Record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
+			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
+	}
+	for _, ch := range lines {
+		level := slog.LevelWarn
+		switch ch.Status {
+		case integrity.StatusPinned:
+			level = slog.LevelDebug
+		case integrity.StatusRemoved, integrity.StatusVersion:
 			// Nothing is hidden or changed for a client: the server no
 			// longer lists it, or not to this client (servers list by
-			// the client's capabilities).
+			// the client's capabilities); or it reports another version.
 			level = slog.LevelInfo
+		default:
+			if len(hidden[scope{ch.Server, ch.Kind}]) > 1 {
+				level = slog.LevelDebug // in the line below
+			}
 		}
 		attrs := []any{"server", ch.Server, "kind", ch.Kind, "name", ch.Key}
 		if h := hintFor(ch); h != "" {
 			attrs = append(attrs, "hint", h)
 		}
 		g.log.Log(context.Background(), level, ch.Kind+" definition "+ch.Status, attrs...)
-		g.Record(audit.Record{Event: audit.EventPin, Server: ch.Server, Tool: ch.Key, Name: g.ItemName(ch.Server, ch.Kind, ch.Key),
-			Decision: ch.Status, Detail: map[string]string{"kind": ch.Kind, "old": ch.OldHash, "new": ch.NewHash}})
 	}
 	for _, k := range pinned {
 		g.log.Info("definitions pinned on first use", "server", k.server, "kind", k.kind, "count", counts[k], "lock", g.pins.Path())
 	}
+	for _, k := range hiding {
+		chs := hidden[k]
+		if len(chs) < 2 {
+			continue
+		}
+		names := make([]string, 0, maxNamed)
+		for _, ch := range chs[:min(len(chs), maxNamed)] {
+			names = append(names, ch.Key)
+		}
+		if len(chs) > maxNamed {
+			names = append(names, fmt.Sprintf("and %d more", len(chs)-maxNamed))
+		}
+		g.log.Warn(k.kind+" definitions changed or new: hidden", "server", k.server, "kind", k.kind, "count", len(chs),
+			"names", strings.Join(names, ", "),
+			"hint", fmt.Sprintf("hidden until `mcpbox trust %s` (shows and trusts them all; --dry-run only shows) or `mcpbox approvals`", k.server))
+	}
 	g.offerTrust(changes)
 }
 
+// maxNamed bounds the names in a log line about several definitions.
+const maxNamed = 10
+
 func hintFor(ch integrity.Change) string {
 	switch ch.Status {
-	case "pinned", "removed":
-		return ""
+	case integrity.StatusNew, integrity.StatusChanged, integrity.StatusQuarantined:
+		return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, integrity.TrustKey(ch.Kind, ch.Key))
 	}
-	return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, integrity.TrustKey(ch.Kind, ch.Key))
+	return ""
 }
 
 // scanned runs the description scanner over every definition the server

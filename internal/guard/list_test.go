@@ -137,3 +137,46 @@ func TestRemovedDefinitionLoggedAsInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestManyHiddenOneLine: a list that hides several definitions of a
+// server at once (a package's new version) is one warning naming them
+// and the one command that reviews them all, not a warning per tool; a
+// single hidden change keeps its own line with its own hint.
+func TestManyHiddenOneLine(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  memory:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // list logs synchronously
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	items := func(desc string, names ...string) []gateway.Item {
+		var its []gateway.Item
+		for _, n := range names {
+			its = append(its, gateway.Item{Key: n, Raw: []byte(`{"name":"` + n + `","description":"` + desc + `","inputSchema":{"type":"object"}}`)})
+		}
+		return its
+	}
+	g.list(gateway.LocalAgent, "memory", gateway.KindTools, 1, items("v1", "read_graph", "create_entities", "search_nodes"))
+	logs.Reset()
+	g.list(gateway.LocalAgent, "memory", gateway.KindTools, 2, append(items("v2", "read_graph", "create_entities", "search_nodes"), items("v2", "open_nodes")...))
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 {
+		t.Errorf("%d warnings for one list that hid 4 tools, want 1:\n%s", n, out)
+	}
+	want := `level=WARN msg="tool definitions changed or new: hidden" server=memory kind=tool count=4 names="create_entities, open_nodes, read_graph, search_nodes" hint="hidden until ` + "`mcpbox trust memory`"
+	if !strings.Contains(out, want) {
+		t.Errorf("log lacks %q:\n%s", want, out)
+	}
+
+	logs.Reset()
+	g.list(gateway.LocalAgent, "memory", gateway.KindTools, 3, append(items("v2", "read_graph", "create_entities", "search_nodes", "open_nodes"), items("v3", "delete_entities")...))
+	out = logs.String()
+	if want := `level=WARN msg="tool definition new" server=memory kind=tool name=delete_entities hint="hidden until ` + "`mcpbox trust memory/delete_entities`"; !strings.Contains(out, want) || strings.Count(out, "level=WARN") != 1 {
+		t.Errorf("one new tool: log lacks %q as its only warning:\n%s", want, out)
+	}
+}
