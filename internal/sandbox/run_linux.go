@@ -572,11 +572,11 @@ func randUint32() uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
-// NewID returns a fresh sandbox id: "sbx_" and 12 random hex digits.
+// NewID returns a fresh sandbox id: "sbx_" and 16 random base32 letters
+// and digits, the form of the gateway's sandboxes (track.NewSandbox), so
+// that an install's sandbox reads as the others do in the audit.
 func NewID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("sbx_%x", b)
+	return "sbx_" + strings.ToLower(rand.Text()[:16])
 }
 
 // sendConfig writes the config to the init's pipe, and the idmapped mount

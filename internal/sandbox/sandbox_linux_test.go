@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -259,9 +260,12 @@ func TestTimeoutReported(t *testing.T) {
 	}
 }
 
+// TestIDs: fresh ids differ and have the form of the gateway's sandbox
+// ids (track.NewSandbox): "sbx_" and 16 lower-case base32 characters.
 func TestIDs(t *testing.T) {
 	a, b := NewID(), NewID()
-	if a == b || !strings.HasPrefix(a, "sbx_") || len(a) != len("sbx_")+12 {
+	form := regexp.MustCompile(`^sbx_[a-z2-7]{16}$`)
+	if a == b || !form.MatchString(a) || !form.MatchString(b) {
 		t.Fatalf("NewID: %q, %q", a, b)
 	}
 }
