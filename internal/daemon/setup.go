@@ -458,16 +458,17 @@ func (p *pending) finish(gs *gateway.Server, err error, phase string, quiet bool
 }
 
 // unavailableError is what a start of the server fails with: why, and
-// when it is tried again.
+// when it is tried again. It started nothing (gateway.NotSetUp): no
+// restart of the server's follows from it.
 func (p *pending) unavailableError() error {
 	if p.err == nil {
-		return fmt.Errorf("unavailable: %w", errInstalling)
+		return gateway.NotSetUp(fmt.Errorf("unavailable: %w", errInstalling))
 	}
 	retry := "a new session retries it"
 	if p.setup == nil {
 		retry = "restart mcpbox serve to retry"
 	}
-	return fmt.Errorf("unavailable: serve could not set it up (%s): %s", retry, p.st.reason(p.name, p.err))
+	return gateway.NotSetUp(fmt.Errorf("unavailable: serve could not set it up (%s): %s", retry, p.st.reason(p.name, p.err)))
 }
 
 func (p *pending) release(scope gateway.Scope) {

@@ -77,6 +77,9 @@ func TestPendingServerRetries(t *testing.T) {
 		strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "server broken:") || !strings.Contains(err.Error(), "a new session retries it") {
 		t.Fatalf("first start: %v", err)
 	}
+	if !errors.Is(err, gateway.ErrNotSetUp) {
+		t.Errorf("first start: %v does not say it started nothing (gateway.ErrNotSetUp): the gateway would count it as a crash", err)
+	}
 	if setups != 0 {
 		t.Fatalf("the setup was retried %d times within retryEvery of the start", setups)
 	}
@@ -85,8 +88,8 @@ func TestPendingServerRetries(t *testing.T) {
 	}
 
 	r.advance(retryEvery)
-	if _, err := gs.Launch(ctx, gateway.Scope{}); err == nil || !strings.Contains(err.Error(), "still not found") {
-		t.Fatalf("start after retryEvery: %v, want the retry's error", err)
+	if _, err := gs.Launch(ctx, gateway.Scope{}); err == nil || !strings.Contains(err.Error(), "still not found") || !errors.Is(err, gateway.ErrNotSetUp) {
+		t.Fatalf("start after retryEvery: %v, want the retry's error, as a start that started nothing", err)
 	}
 	if setups != 1 {
 		t.Fatalf("setups after retryEvery: %d, want 1", setups)

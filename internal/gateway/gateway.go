@@ -25,7 +25,8 @@ type Server struct {
 	Prefix string
 	Scope  string // ScopeAgent, ScopeSession or ScopeShared
 	// Launch starts the server for a scope: a sandboxed process, or a
-	// connection to a remote server.
+	// connection to a remote server. An error that wraps ErrNotSetUp
+	// (NotSetUp) started nothing.
 	Launch func(ctx context.Context, scope Scope) (*Process, error)
 	// Ready, if set, returns a channel that is closed once the server is
 	// set up (its package, installing in the background for minutes,

@@ -41,6 +41,23 @@ func roundUp(d time.Duration) time.Duration {
 	return (d + unit - 1).Truncate(unit)
 }
 
+// ErrNotSetUp is wrapped by a Launch error that started nothing because
+// the server is not set up (its package did not install, its image did
+// not pull): such a start is no crash of the server, so the restart
+// policy neither counts it, delays the next start nor gives up on the
+// server (which would keep refusing it for giveUpFor after its setup
+// succeeded), and Hooks.Restart does not hear of it.
+var ErrNotSetUp = errors.New("the server is not set up")
+
+// NotSetUp wraps err, why a server is not set up, as a Launch error that
+// started nothing: its message is err's, and it wraps ErrNotSetUp too.
+func NotSetUp(err error) error { return notSetUpError{err} }
+
+type notSetUpError struct{ err error }
+
+func (e notSetUpError) Error() string   { return e.err.Error() }
+func (e notSetUpError) Unwrap() []error { return []error{e.err, ErrNotSetUp} }
+
 // RestartEvent tells Hooks.Restart what the restart policy decided after
 // a server's process ended or failed to start.
 type RestartEvent struct {

@@ -539,3 +539,53 @@ func TestServerStartTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestNotSetUpIsNoCrash: a start that a server not set up refuses
+// (NotSetUp: its package did not install) is no crash: the restart hook
+// does not hear of it, no restart delay or give-up follows however often
+// it is tried, the client sees why, and the first start once it is set
+// up runs it.
+func TestNotSetUpIsNoCrash(t *testing.T) {
+	raw, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/call" {
+			s.reply(msg, `{"content":[{"type":"text","text":"installed"}]}`)
+		}
+	})
+	var setUp atomic.Bool
+	var launches atomic.Int32
+	launch := func(ctx context.Context, sc Scope) (*Process, error) {
+		launches.Add(1)
+		if !setUp.Load() {
+			return nil, NotSetUp(errors.New("unavailable: its package did not install"))
+		}
+		return raw(ctx, sc)
+	}
+	var restarts atomic.Int32
+	ok, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {}) // so that the session opens
+	gw, err := New([]*Server{
+		{Name: "raw", Prefix: "raw__", Launch: launch, Allow: []string{"*"}, Restart: RestartOnFailure},
+		{Name: "ok", Prefix: "ok__", Launch: ok, Allow: []string{"*"}, Restart: RestartOnFailure},
+	}, Options{Version: "test", Hooks: Hooks{Restart: func(RestartEvent) { restarts.Add(1) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	for i := range 2 * crashLoopMax {
+		// A session remembers its server's start failure: each new
+		// session starts it again.
+		resp, _ := newRawClient(t, gw).call("tools/call", map[string]any{"name": "raw__t"})
+		msg := fmt.Sprint(resp["error"])
+		if !strings.Contains(msg, "its package did not install") || strings.Contains(msg, "try again in") || strings.Contains(msg, "giving up") {
+			t.Fatalf("call %d while not set up: %v; want why, with no restart delay or give-up", i+1, resp)
+		}
+	}
+	if n := restarts.Load(); n != 0 {
+		t.Errorf("the restart hook heard of %d starts that started nothing", n)
+	}
+	setUp.Store(true)
+	n := launches.Load()
+	resp, _ := newRawClient(t, gw).call("tools/call", map[string]any{"name": "raw__t"})
+	if !strings.Contains(fmt.Sprint(resp["result"]), "installed") || launches.Load() != n+1 {
+		t.Fatalf("the first call once set up: %v (%d launches, want %d)", resp, launches.Load(), n+1)
+	}
+}

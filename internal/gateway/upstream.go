@@ -292,8 +292,9 @@ func (u *upstream) get(ctx context.Context) (*peer, error) {
 		u.mu.Lock()
 		u.starting = nil
 		var ev *RestartEvent
-		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
-			// Not when the requester gave up: that is no fault of the server.
+		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil && !errors.Is(err, ErrNotSetUp) {
+			// Not when the requester gave up: that is no fault of the
+			// server; nor when it is not set up: nothing ran.
 			if errors.Is(err, errNoAnswer) || took >= slowFail {
 				u.hangs++
 			} else {
