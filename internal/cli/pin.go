@@ -109,20 +109,12 @@ func (e *env) pin(args []string) int {
 		}
 		return 0
 	}
-	for _, name := range names {
-		d := defs[name]
-		if d == nil {
-			continue
-		}
-		if err := daemon.Record(pins, name, d); err != nil {
-			e.errorf("pin: server %s: %v", name, err)
-			return 1
-		}
-		fmt.Fprintf(e.stdout, "pinned %s: %d tools, %d prompts, %d templates, %d instructions\n", name,
-			len(d.Lists[gateway.KindTools]), len(d.Lists[gateway.KindPrompts]), len(d.Lists[gateway.KindTemplates]),
-			len(d.Lists[gateway.KindInstructions]))
+	if n, err := daemon.RecordAll(e.stdout, c, pins, names, defs); err != nil {
+		e.errorf("pin: %v", err)
+		return 1
+	} else if n > 0 {
+		fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
 	}
-	fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
 	if err := (admin.Client{StateDir: dir}).Reload(); err == nil {
 		fmt.Fprintln(e.stdout, "the running gateway reloaded it")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -270,6 +271,33 @@ func Compare(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.De
 		}
 	}
 	return out
+}
+
+// RecordAll is mcpbox pin's recording: it pins the definitions in defs of
+// each server of names (in that order; one not in defs could not start),
+// writing a line to w for each, and returns how many it pinned. A server
+// with pinning off (a builtin one, by default) is not pinned, and w says
+// so: serve does not check its definitions, and "pinned" would say it did.
+func RecordAll(w io.Writer, c *config.Config, pins *integrity.Pins, names []string, defs map[string]*gateway.Definitions) (int, error) {
+	n := 0
+	for _, name := range names {
+		d, s := defs[name], c.Server(name)
+		switch {
+		case d == nil:
+			continue
+		case s != nil && s.PinMode() == config.PinOff:
+			fmt.Fprintf(w, "not pinned %s: pinning is off for it (pin: off, a builtin server's default), so serve checks none of its definitions\n", name)
+			continue
+		}
+		if err := Record(pins, name, d); err != nil {
+			return n, fmt.Errorf("server %s: %w", name, err)
+		}
+		n++
+		fmt.Fprintf(w, "pinned %s: %d tools, %d prompts, %d templates, %d instructions\n", name,
+			len(d.Lists[gateway.KindTools]), len(d.Lists[gateway.KindPrompts]), len(d.Lists[gateway.KindTemplates]),
+			len(d.Lists[gateway.KindInstructions]))
+	}
+	return n, nil
 }
 
 // Record pins server's definitions d in pins, replacing its earlier pins.

@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"mcpbox/internal/config"
@@ -40,5 +43,51 @@ servers:
 	}
 	if notPinned["workspace"] != 0 || notPinned["off"] != 0 || notPinned["tofu"] != 1 {
 		t.Errorf("not pinned: %v, want only tofu's tool", notPinned)
+	}
+}
+
+// TestRecordAllSkipsPinOff: pin records only the servers whose
+// definitions serve checks, and says of the others that it did not pin
+// them (it printed "pinned workspace: 10 tools" for a server serve then
+// showed as "pinning off"); a server that could not start is left out.
+func TestRecordAllSkipsPinOff(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  workspace: {builtin: workspace, tools: {allow: ["*"]}}
+  off: {command: [x], pin: off, tools: {allow: ["*"]}}
+  tofu: {command: [x], tools: {allow: ["*"]}}
+  broken: {command: [x], tools: {allow: ["*"]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(t.TempDir(), "mcpbox.lock")
+	pins, err := integrity.OpenPins(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]*gateway.Definitions{}
+	for _, name := range []string{"workspace", "off", "tofu"} {
+		defs[name] = &gateway.Definitions{Lists: map[string][]gateway.Item{
+			gateway.KindTools: {{Key: "t", Raw: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"}}`)}},
+		}}
+	}
+	var out strings.Builder
+	n, err := RecordAll(&out, c, pins, []string{"workspace", "off", "tofu", "broken"}, defs)
+	if err != nil || n != 1 {
+		t.Fatalf("RecordAll: %d, %v; want 1 pinned", n, err)
+	}
+	want := "not pinned workspace: pinning is off for it (pin: off, a builtin server's default), so serve checks none of its definitions\n" +
+		"not pinned off: pinning is off for it (pin: off, a builtin server's default), so serve checks none of its definitions\n" +
+		"pinned tofu: 1 tools, 0 prompts, 0 templates, 0 instructions\n"
+	if out.String() != want {
+		t.Errorf("RecordAll wrote:\n%s\nwant:\n%s", out.String(), want)
+	}
+	l, err := integrity.ReadLock(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Servers["tofu"] == nil || l.Servers["workspace"] != nil || l.Servers["off"] != nil || l.Servers["broken"] != nil {
+		t.Errorf("the lock pins %v, want tofu only", slices.Sorted(maps.Keys(l.Servers)))
 	}
 }
