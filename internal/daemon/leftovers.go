@@ -36,8 +36,10 @@ const staleCgroupRetry = 6 * time.Second
 // stay, as do the audit store with its WAL (SQLite replays it) and
 // lock-file flocks (another process may hold one).
 //
-// Every removal is logged. Errors are returned joined; what could be
-// removed is.
+// Every removal is logged: this state dir's at info, the host-wide ones
+// at debug (they are mostly other gateways' and projects', and would
+// land in the log of whichever client started serve next). Errors are
+// returned joined; what could be removed is.
 //
 // shared: another live instance uses stateDir (package instance). Its
 // session workspaces are not told apart from a crashed one's, so none is
@@ -61,7 +63,7 @@ func cleanLeftoversAfter(stateDir string, shared bool, log *slog.Logger, retry t
 	errs = append(errs, removeDeadSockets(stateDir, log))
 	dirs, err := sandbox.CleanupStaleDirs()
 	for _, d := range dirs {
-		log.Info("removed a crashed gateway's egress socket dir", "path", d)
+		log.Debug("removed a crashed gateway's egress socket dir", "path", d)
 	}
 	errs = append(errs, err)
 	errs = append(errs, removeStaleCgroups(log))
@@ -83,7 +85,7 @@ func cleanLeftoversAfter(stateDir string, shared bool, log *slog.Logger, retry t
 func removeStaleCgroups(log *slog.Logger) error {
 	ids, err := cgroup.CleanupStale()
 	for _, id := range ids {
-		log.Info("removed a dead sandbox's cgroup", "sandbox", id)
+		log.Debug("removed a dead sandbox's cgroup", "sandbox", id)
 	}
 	if errors.Is(err, cgroup.ErrUnsupported) {
 		return nil
