@@ -408,7 +408,21 @@ func (d *downstream) instructions(b *bound, text string) string {
 // telling Hooks.Unknown; b is the server the name routes to, if any.
 func (d *downstream) unknownTool(p *mcp.CallToolParamsRaw, b *bound, tool, why string) (mcp.Result, error) {
 	d.tellUnknown(p, b, tool, why)
-	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", p.Name)
+	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", d.echoName(p.Name))
+}
+
+// maxEchoName bounds a client's name as an error quotes it back.
+const maxEchoName = 200
+
+// echoName is a name the client sent as an error quotes it back: redacted
+// as the servers' output is (before it is cut, so that no part of a
+// secret stays), and cut to maxEchoName bytes.
+func (d *downstream) echoName(name string) string {
+	name = d.safe(errors.New(name))
+	if len(name) > maxEchoName {
+		name = strings.ToValidUTF8(name[:maxEchoName], "") + "…"
+	}
+	return name
 }
 
 // tellUnknown tells Hooks.Unknown of a call that does not run, and why.

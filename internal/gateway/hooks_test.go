@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestListHook: what Hooks.List hides is neither listed nor callable (the
@@ -411,5 +413,32 @@ func TestAllowedToolNamesWithSlash(t *testing.T) {
 		if got := srv.allowed(tool); got != want {
 			t.Errorf("allowed(%q) = %v, want %v", tool, got, want)
 		}
+	}
+}
+
+// TestUnknownToolEchoSafe: the "unknown tool" error (here: a name no
+// server's prefix routes) quotes the name the client sent redacted (a
+// name may carry a secret's value) and cut short (it may be megabytes).
+func TestUnknownToolEchoSafe(t *testing.T) {
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		if msg["method"] == "tools/list" {
+			s.reply(msg, `{"tools":[{"name":"ok","inputSchema":{"type":"object"}}]}`)
+		}
+	})
+	gw, err := New([]*Server{{Name: "raw", Prefix: "raw__", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
+		Filter: func(_ string, raw []byte) []byte {
+			return bytes.ReplaceAll(raw, []byte("s3cret-value"), []byte("[REDACTED]"))
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	c := newRawClient(t, gw)
+	resp, raw := c.call("tools/call", map[string]any{"name": "nosuch__x-s3cret-value-" + strings.Repeat("é", 100_000)})
+	e, _ := resp["error"].(map[string]any)
+	msg := fmt.Sprint(e["message"])
+	if !strings.HasPrefix(msg, `unknown tool "nosuch__x-[REDACTED]-é`) || len(msg) > 2*maxEchoName || !utf8.ValidString(msg) {
+		t.Fatalf("unknown tool error (%d bytes): %.300s", len(raw), msg)
 	}
 }
