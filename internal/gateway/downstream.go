@@ -183,12 +183,12 @@ func (d *downstream) dispatch(ctx context.Context, method string, req mcp.Reques
 		}
 		b, name, ok := d.route(p.Name, func(b *bound) bool { return b.ok() && b.u.info().caps.Prompts != nil })
 		if !ok {
-			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", echoName(p.Name))
 		}
 		if _, ok, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
 			return nil, d.clientError(b, err)
 		} else if !ok {
-			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Name)
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", echoName(p.Name))
 		}
 		args, _ := json.Marshal(p.Arguments)
 		return d.forwardInput(ctx, b, method, p.Name, args, p.RequestState, p.InputResponses, withField(p, "name", name))
@@ -408,17 +408,17 @@ func (d *downstream) instructions(b *bound, text string) string {
 // telling Hooks.Unknown; b is the server the name routes to, if any.
 func (d *downstream) unknownTool(p *mcp.CallToolParamsRaw, b *bound, tool, why string) (mcp.Result, error) {
 	d.tellUnknown(p, b, tool, why)
-	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", d.echoName(p.Name))
+	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown tool %q", echoName(p.Name))
 }
 
 // maxEchoName bounds a client's name as an error quotes it back.
 const maxEchoName = 200
 
-// echoName is a name the client sent as an error quotes it back: redacted
-// as the servers' output is (before it is cut, so that no part of a
-// secret stays), and cut to maxEchoName bytes.
-func (d *downstream) echoName(name string) string {
-	name = d.safe(errors.New(name))
+// echoName is a name the client sent as an error quotes it back: cut to
+// maxEchoName bytes (it may be megabytes). It is not redacted: it is the
+// client's own text, and a redacted echo would tell a client that guessed
+// a secret's value that it had.
+func echoName(name string) string {
 	if len(name) > maxEchoName {
 		name = strings.ToValidUTF8(name[:maxEchoName], "") + "…"
 	}

@@ -416,17 +416,23 @@ func TestAllowedToolNamesWithSlash(t *testing.T) {
 	}
 }
 
-// TestUnknownToolEchoSafe: the "unknown tool" error (here: a name no
-// server's prefix routes) quotes the name the client sent redacted (a
-// name may carry a secret's value) and cut short (it may be megabytes).
-func TestUnknownToolEchoSafe(t *testing.T) {
+// TestUnknownNameEchoBounded: the "unknown tool" error (here: a name no
+// server's prefix routes) and "unknown prompt" quote the name the client
+// sent cut short (it may be megabytes), as valid UTF-8, and not through
+// the servers' filters: it is the client's own text, and a redacted echo
+// would confirm a guessed secret's value.
+func TestUnknownNameEchoBounded(t *testing.T) {
 	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
 		if msg["method"] == "tools/list" {
 			s.reply(msg, `{"tools":[{"name":"ok","inputSchema":{"type":"object"}}]}`)
 		}
 	})
+	var filtered atomic.Int32
 	gw, err := New([]*Server{{Name: "raw", Prefix: "raw__", Launch: launch, Allow: []string{"*"}}}, Options{Hooks: Hooks{
 		Filter: func(_ string, raw []byte) []byte {
+			if bytes.Contains(raw, []byte("s3cret-value")) {
+				filtered.Add(1)
+			}
 			return bytes.ReplaceAll(raw, []byte("s3cret-value"), []byte("[REDACTED]"))
 		},
 	}})
@@ -435,10 +441,16 @@ func TestUnknownToolEchoSafe(t *testing.T) {
 	}
 	defer gw.Close()
 	c := newRawClient(t, gw)
-	resp, raw := c.call("tools/call", map[string]any{"name": "nosuch__x-s3cret-value-" + strings.Repeat("é", 100_000)})
-	e, _ := resp["error"].(map[string]any)
-	msg := fmt.Sprint(e["message"])
-	if !strings.HasPrefix(msg, `unknown tool "nosuch__x-[REDACTED]-é`) || len(msg) > 2*maxEchoName || !utf8.ValidString(msg) {
-		t.Fatalf("unknown tool error (%d bytes): %.300s", len(raw), msg)
+	name := "nosuch__x-s3cret-value-" + strings.Repeat("é", 100_000)
+	for _, req := range []struct{ method, what string }{{"tools/call", "tool"}, {"prompts/get", "prompt"}} {
+		resp, raw := c.call(req.method, map[string]any{"name": name})
+		e, _ := resp["error"].(map[string]any)
+		msg := fmt.Sprint(e["message"])
+		if !strings.HasPrefix(msg, `unknown `+req.what+` "nosuch__x-s3cret-value-é`) || len(msg) > 2*maxEchoName || !utf8.ValidString(msg) {
+			t.Errorf("%s: error (%d bytes): %.300s", req.method, len(raw), msg)
+		}
+	}
+	if n := filtered.Load(); n != 0 {
+		t.Errorf("the client's name went through the servers' filters %d times", n)
 	}
 }

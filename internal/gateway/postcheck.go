@@ -154,7 +154,7 @@ func (n *notFound) WriteHeader(status int) {
 	if status == http.StatusBadRequest && strings.HasPrefix(n.Header().Get("Content-Type"), "text/plain") {
 		n.swallow = true
 		n.Header().Del("X-Content-Type-Options")
-		writeRPCError(n.ResponseWriter, status, n.id, rpcError(jsonrpc.CodeMethodNotFound, "method not found: %q", n.method))
+		writeRPCError(n.ResponseWriter, status, n.id, rpcError(jsonrpc.CodeMethodNotFound, "method not found: %q", echoName(n.method)))
 		return
 	}
 	n.ResponseWriter.WriteHeader(status)

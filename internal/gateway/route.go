@@ -186,7 +186,7 @@ func (d *downstream) resourceServer(ctx context.Context, uri string) (*bound, er
 			}
 		}
 	}
-	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown resource %q", uri)
+	return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown resource %q", echoName(uri))
 }
 
 // subscribe records which server a URI was subscribed on: updates are
@@ -242,13 +242,13 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 		var ok bool
 		b, name, ok = d.route(p.Ref.Name, func(b *bound) bool { return b.ok() && b.has("prompts") })
 		if !ok {
-			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Ref.Name)
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", echoName(p.Ref.Name))
 		}
 		// A prompt the client may not see (pinning, policy) completes nothing.
 		if _, visible, err := d.lookup(ctx, b, KindPrompts, name); err != nil {
 			return nil, d.clientError(b, err)
 		} else if !visible {
-			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", p.Ref.Name)
+			return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown prompt %q", echoName(p.Ref.Name))
 		}
 		ref["name"] = name
 	case "ref/resource":
@@ -258,7 +258,7 @@ func (d *downstream) complete(ctx context.Context, method string, p *mcp.Complet
 		}
 		ref["uri"] = p.Ref.URI
 	default:
-		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown ref type %q", p.Ref.Type)
+		return nil, rpcError(jsonrpc.CodeInvalidParams, "unknown ref type %q", echoName(p.Ref.Type))
 	}
 	if b.u.info().caps.Completions == nil {
 		return d.result(json.RawMessage(`{"completion":{"values":[]}}`)), nil
