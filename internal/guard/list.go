@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 
 	"mcpbox/internal/approval"
@@ -73,7 +74,7 @@ func (g *Guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gat
 		g.log.Error("checking pinned definitions; hiding the server's list", "server", gs.name, "kind", kind, "err", err)
 		return nil
 	}
-	g.noteChanges(changes)
+	g.noteChanges(changes, gs.pin == config.PinWarn)
 	keep := make(map[string]bool, len(visible))
 	for _, it := range visible {
 		keep[it.Key] = true
@@ -92,8 +93,9 @@ func (g *Guard) pinned(gs *guardServer, kind string, items []gateway.Item) []gat
 // audit, and in the log at debug level); so are the ones hidden by one
 // list when there are several (a new version of a package changes most of
 // its tools at once), naming them; a single hidden change, or one that
-// hides nothing, is a line of its own.
-func (g *Guard) noteChanges(changes []integrity.Change) {
+// hides nothing, is a line of its own. shown: the server's pin is warn,
+// which shows new and changed definitions, and the lines say so.
+func (g *Guard) noteChanges(changes []integrity.Change, shown bool) {
 	type scope struct{ server, kind string }
 	var pinned, hiding []scope
 	counts := map[scope]int{}
@@ -144,7 +146,7 @@ func (g *Guard) noteChanges(changes []integrity.Change) {
 			}
 		}
 		attrs := []any{"server", ch.Server, "kind", ch.Kind, "name", ch.Key}
-		if h := hintFor(ch); h != "" {
+		if h := hintFor(ch, shown); h != "" {
 			attrs = append(attrs, "hint", h)
 		}
 		g.log.Log(context.Background(), level, ch.Kind+" definition "+ch.Status, attrs...)
@@ -159,14 +161,17 @@ func (g *Guard) noteChanges(changes []integrity.Change) {
 		}
 		names := make([]string, 0, maxNamed)
 		for _, ch := range chs[:min(len(chs), maxNamed)] {
-			names = append(names, ch.Key)
+			names = append(names, strconv.Quote(ch.Key)) // a name may hold ", "
 		}
 		if len(chs) > maxNamed {
 			names = append(names, fmt.Sprintf("and %d more", len(chs)-maxNamed))
 		}
-		g.log.Warn(k.kind+" definitions changed or new: hidden", "server", k.server, "kind", k.kind, "count", len(chs),
-			"names", strings.Join(names, ", "),
-			"hint", fmt.Sprintf("hidden until `mcpbox trust %s` (shows and trusts them all; --dry-run only shows) or `mcpbox approvals`", k.server))
+		msg, hint := "hidden", fmt.Sprintf("hidden until trusted: `mcpbox trust %s --dry-run` shows them, `mcpbox trust %[1]s` trusts them all (or `mcpbox approvals`)", k.server)
+		if shown {
+			msg, hint = "shown (pin: warn)", fmt.Sprintf("`mcpbox trust %s --dry-run` shows them, `mcpbox trust %[1]s` records them", k.server)
+		}
+		g.log.Warn(k.kind+" definitions changed or new: "+msg, "server", k.server, "kind", k.kind, "count", len(chs),
+			"names", strings.Join(names, ", "), "hint", hint)
 	}
 	g.offerTrust(changes)
 }
@@ -174,10 +179,16 @@ func (g *Guard) noteChanges(changes []integrity.Change) {
 // maxNamed bounds the names in a log line about several definitions.
 const maxNamed = 10
 
-func hintFor(ch integrity.Change) string {
+// hintFor is what to do about ch; shown: the server's pin is warn, which
+// shows it.
+func hintFor(ch integrity.Change, shown bool) string {
 	switch ch.Status {
 	case integrity.StatusNew, integrity.StatusChanged, integrity.StatusQuarantined:
-		return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, integrity.TrustKey(ch.Kind, ch.Key))
+		key := integrity.TrustKey(ch.Kind, ch.Key)
+		if shown {
+			return fmt.Sprintf("shown (pin: warn); `mcpbox trust %s/%s` records it", ch.Server, key)
+		}
+		return fmt.Sprintf("hidden until `mcpbox trust %s/%s` (or `mcpbox approvals`)", ch.Server, key)
 	}
 	return ""
 }

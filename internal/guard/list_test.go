@@ -168,7 +168,7 @@ func TestManyHiddenOneLine(t *testing.T) {
 	if n := strings.Count(out, "level=WARN"); n != 1 {
 		t.Errorf("%d warnings for one list that hid 4 tools, want 1:\n%s", n, out)
 	}
-	want := `level=WARN msg="tool definitions changed or new: hidden" server=memory kind=tool count=4 names="create_entities, open_nodes, read_graph, search_nodes" hint="hidden until ` + "`mcpbox trust memory`"
+	want := `level=WARN msg="tool definitions changed or new: hidden" server=memory kind=tool count=4 names="\"create_entities\", \"open_nodes\", \"read_graph\", \"search_nodes\"" hint="hidden until trusted: ` + "`mcpbox trust memory --dry-run` shows them"
 	if !strings.Contains(out, want) {
 		t.Errorf("log lacks %q:\n%s", want, out)
 	}
@@ -178,5 +178,39 @@ func TestManyHiddenOneLine(t *testing.T) {
 	out = logs.String()
 	if want := `level=WARN msg="tool definition new" server=memory kind=tool name=delete_entities hint="hidden until ` + "`mcpbox trust memory/delete_entities`"; !strings.Contains(out, want) || strings.Count(out, "level=WARN") != 1 {
 		t.Errorf("one new tool: log lacks %q as its only warning:\n%s", want, out)
+	}
+}
+
+// TestWarnPinSaysShown: under pin: warn, which shows new and changed
+// definitions, the log says they are shown, not hidden until trusted.
+func TestWarnPinSaysShown(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  memory:\n    command: [srv]\n    pin: warn\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // list logs synchronously
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	item := func(name, desc string) gateway.Item {
+		return gateway.Item{Key: name, Raw: []byte(`{"name":"` + name + `","description":"` + desc + `","inputSchema":{"type":"object"}}`)}
+	}
+	g.list(gateway.LocalAgent, "memory", gateway.KindTools, 1, []gateway.Item{item("a", "v1"), item("b", "v1")})
+	for i, tc := range []struct {
+		items []gateway.Item
+		want  string
+	}{
+		{[]gateway.Item{item("a", "v2"), item("b", "v2")}, `msg="tool definitions changed or new: shown (pin: warn)"`},
+		{[]gateway.Item{item("a", "v3"), item("b", "v2")}, `msg="tool definition changed" server=memory kind=tool name=a hint="shown (pin: warn); ` + "`mcpbox trust memory/a` records it"},
+	} {
+		logs.Reset()
+		shown := g.list(gateway.LocalAgent, "memory", gateway.KindTools, uint64(i+2), tc.items)
+		out := logs.String()
+		if len(shown) != 2 || !strings.Contains(out, tc.want) || strings.Contains(out, "hidden") {
+			t.Errorf("%d shown; log lacks %q or says hidden:\n%s", len(shown), tc.want, out)
+		}
 	}
 }
