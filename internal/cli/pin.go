@@ -114,9 +114,9 @@ func (e *env) pin(args []string) int {
 		return 1
 	} else if n > 0 {
 		fmt.Fprintf(e.stdout, "lock file: %s\n", pins.Path())
-	}
-	if err := (admin.Client{StateDir: dir}).Reload(); err == nil {
-		fmt.Fprintln(e.stdout, "the running gateway reloaded it")
+		if err := (admin.Client{StateDir: dir}).Reload(); err == nil {
+			fmt.Fprintln(e.stdout, "the running gateway reloaded it")
+		}
 	}
 	if len(failed) > 0 {
 		e.errorf("pin: not pinned: %s (could not start)", strings.Join(failed, ", "))

@@ -227,7 +227,7 @@ func (e *env) trust(args []string) int {
 		admin.WriteChange(e.stdout, c)
 	}
 	if len(hashes) == 0 {
-		fmt.Fprintf(e.stdout, "%s: nothing pending in the running serve (a change waits in the serve whose session saw it; mcpbox pin records what the servers offer now)\n", fs.Arg(0))
+		fmt.Fprintf(e.stdout, "%s: nothing pending (a change waits in the serve whose session saw it; mcpbox pin --check SERVER compares what a server offers now with the lock, mcpbox pin SERVER records it)\n", fs.Arg(0))
 		return 0
 	}
 	if *dry {

@@ -62,7 +62,7 @@ func TestTrustNothingPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCLI("trust", "everything/get-roots-list", "--state-dir", state)
-	if code != 0 || !strings.Contains(out, "everything/get-roots-list: nothing pending in the running serve") || !strings.Contains(out, "mcpbox pin records") {
+	if code != 0 || !strings.Contains(out, "everything/get-roots-list: nothing pending (a change waits in the serve") || !strings.Contains(out, "mcpbox pin --check SERVER compares") {
 		t.Errorf("trust with nothing pending: exit %d: %q %q", code, out, errOut)
 	}
 }
