@@ -31,12 +31,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs := map[string]*gateway.Definitions{}
-	for _, name := range []string{"workspace", "off", "tofu"} {
-		defs[name] = &gateway.Definitions{Lists: map[string][]gateway.Item{
-			gateway.KindTools: {{Key: "t", Raw: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"}}`)}},
-		}}
-	}
+	defs := oneToolEach("workspace", "off", "tofu")
 	notPinned := map[string]int{}
 	for _, cmp := range Compare(c, pins, defs) {
 		notPinned[cmp.Server] += cmp.NotPinned
@@ -66,12 +61,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs := map[string]*gateway.Definitions{}
-	for _, name := range []string{"workspace", "off", "tofu"} {
-		defs[name] = &gateway.Definitions{Lists: map[string][]gateway.Item{
-			gateway.KindTools: {{Key: "t", Raw: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"}}`)}},
-		}}
-	}
+	defs := oneToolEach("workspace", "off", "tofu")
 	var out strings.Builder
 	n, err := RecordAll(&out, c, pins, []string{"workspace", "off", "tofu", "broken"}, defs)
 	if err != nil || n != 1 {
@@ -90,4 +80,15 @@ servers:
 	if l.Servers["tofu"] == nil || l.Servers["workspace"] != nil || l.Servers["off"] != nil || l.Servers["broken"] != nil {
 		t.Errorf("the lock pins %v, want tofu only", slices.Sorted(maps.Keys(l.Servers)))
 	}
+}
+
+// oneToolEach is the definitions of servers that each offer one tool, t.
+func oneToolEach(servers ...string) map[string]*gateway.Definitions {
+	defs := map[string]*gateway.Definitions{}
+	for _, name := range servers {
+		defs[name] = &gateway.Definitions{Lists: map[string][]gateway.Item{
+			gateway.KindTools: {{Key: "t", Raw: json.RawMessage(`{"name":"t","inputSchema":{"type":"object"}}`)}},
+		}}
+	}
+	return defs
 }

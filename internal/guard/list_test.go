@@ -111,17 +111,7 @@ servers:
 // (servers list by the client's capabilities) is logged at info, without
 // an empty hint; a changed one still warns with what to do.
 func TestRemovedDefinitionLoggedAsInfo(t *testing.T) {
-	dir := t.TempDir()
-	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  fs:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer // list logs synchronously
-	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g, logs := newLoggingGuard(t, "fs", "")
 	read := gateway.Item{Key: "read_file", Raw: []byte(`{"name":"read_file","inputSchema":{"type":"object"}}`)}
 	write := gateway.Item{Key: "write_file", Raw: []byte(`{"name":"write_file","inputSchema":{"type":"object"}}`)}
 	g.list(gateway.LocalAgent, "fs", gateway.KindTools, 1, []gateway.Item{read, write})
@@ -143,17 +133,7 @@ func TestRemovedDefinitionLoggedAsInfo(t *testing.T) {
 // and the one command that reviews them all, not a warning per tool; a
 // single hidden change keeps its own line with its own hint.
 func TestManyHiddenOneLine(t *testing.T) {
-	dir := t.TempDir()
-	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  memory:\n    command: [srv]\n    tools: {allow: [\"*\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer // list logs synchronously
-	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g, logs := newLoggingGuard(t, "memory", "")
 	items := func(desc string, names ...string) []gateway.Item {
 		var its []gateway.Item
 		for _, n := range names {
@@ -184,17 +164,7 @@ func TestManyHiddenOneLine(t *testing.T) {
 // TestWarnPinSaysShown: under pin: warn, which shows new and changed
 // definitions, the log says they are shown, not hidden until trusted.
 func TestWarnPinSaysShown(t *testing.T) {
-	dir := t.TempDir()
-	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  memory:\n    command: [srv]\n    pin: warn\n    tools: {allow: [\"*\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer // list logs synchronously
-	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g, logs := newLoggingGuard(t, "memory", "pin: warn")
 	item := func(name, desc string) gateway.Item {
 		return gateway.Item{Key: name, Raw: []byte(`{"name":"` + name + `","description":"` + desc + `","inputSchema":{"type":"object"}}`)}
 	}
@@ -213,4 +183,23 @@ func TestWarnPinSaysShown(t *testing.T) {
 			t.Errorf("%d shown; log lacks %q or says hidden:\n%s", len(shown), tc.want, out)
 		}
 	}
+}
+
+// newLoggingGuard is a guard of one server, name, with the setting extra
+// ("pin: warn"; "" none), whose log the returned buffer holds (list logs
+// synchronously).
+func newLoggingGuard(t *testing.T, name, extra string) (*Guard, *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := config.Load("guard.yaml", []byte("version: 1\nservers:\n  "+name+":\n    command: [srv]\n    "+extra+"\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	g, err := New(c, Options{StateDir: dir, LockPath: filepath.Join(dir, "mcpbox.lock")}, slog.New(slog.NewTextHandler(&logs, nil)), &redact.Book{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g, &logs
 }
