@@ -572,13 +572,6 @@ func randUint32() uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
-// NewID returns a fresh sandbox id: "sbx_" and 16 random base32 letters
-// and digits, the form of the gateway's sandboxes (track.NewSandbox), so
-// that an install's sandbox reads as the others do in the audit.
-func NewID() string {
-	return "sbx_" + strings.ToLower(rand.Text()[:16])
-}
-
 // sendConfig writes the config to the init's pipe, and the idmapped mount
 // fds, if any, over the control socket (one message, possibly empty).
 func sendConfig(ctl, cfgW *os.File, cfg *initConfig, fds []int) error {

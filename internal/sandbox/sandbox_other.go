@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"mcpbox/internal/cgroup"
 )
@@ -68,9 +67,6 @@ func Doctor() []Check {
 	return []Check{{Name: "linux", Required: true, Layer: LayerUserns, Detail: ErrUnsupported.Error(),
 		Degrades: "the local backend runs on Linux only; check a cluster with mcpbox doctor --backend kubernetes --config FILE"}}
 }
-
-// NewID returns a sandbox id.
-func NewID() string { return "sbx_" + time.Now().Format("150405.000000") }
 
 // Prepared is never made outside Linux.
 type Prepared struct{}

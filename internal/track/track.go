@@ -1,9 +1,7 @@
 package track
 
 import (
-	"crypto/rand"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"mcpbox/internal/cgroup"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/sandbox"
 )
 
 // Tracker knows the running sandboxes of a gateway, so that a call's
@@ -87,7 +86,7 @@ func New() *Tracker { return &Tracker{byKey: map[trackKey]*Sandbox{}} }
 // NewSandbox returns the record of a sandbox about to start, with a new
 // id and its start time.
 func NewSandbox() *Sandbox {
-	return &Sandbox{ID: "sbx_" + strings.ToLower(rand.Text()[:16]), Started: time.Now()}
+	return &Sandbox{ID: sandbox.NewID(), Started: time.Now()}
 }
 
 // StateStopping is the state of a sandbox asked to stop that has not
