@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,10 @@ const AllStateDirs = "\x00all"
 type Client struct {
 	// StateDir is the state dir whose instances answer, or AllStateDirs.
 	StateDir string
+	// StateDirs, if set instead, are several state dirs whose instances
+	// answer: a listing in a directory where instances of several
+	// configs run (Listing).
+	StateDirs []string
 	// PID, if not 0, is the one instance that answers (mcpbox ui
 	// --instance); the others are not asked.
 	PID int
@@ -221,9 +226,17 @@ var ErrNoInstance = errors.New("no mcpbox serve is running")
 
 // instances lists the live instances, at least one.
 func (c Client) instances() ([]instance.Record, error) {
-	recs, err := instancesFor(c.StateDir)
-	if err != nil {
-		return nil, err
+	dirs := c.StateDirs
+	if dirs == nil {
+		dirs = []string{c.StateDir}
+	}
+	var recs []instance.Record
+	for _, dir := range dirs {
+		more, err := instancesFor(dir)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, more...)
 	}
 	if c.Self != 0 {
 		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID == c.Self })
@@ -238,7 +251,7 @@ func (c Client) instances() ([]instance.Record, error) {
 		if c.StateDir == AllStateDirs {
 			return nil, ErrNoInstance
 		}
-		return nil, fmt.Errorf("%w on the state dir %s", ErrNoInstance, c.StateDir)
+		return nil, fmt.Errorf("%w on the state dir %s", ErrNoInstance, cmp.Or(c.StateDir, strings.Join(c.StateDirs, " or ")))
 	}
 	return recs, nil
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,6 +102,22 @@ func servedStateDirs() func(dir string) bool {
 type ManyInstancesError struct {
 	Dir  string
 	Live []instance.Record // one of each state dir with live instances
+}
+
+// Listing is the client of a listing (ps) for FindStateDir's answer:
+// where instances of several configs run for the directory, those of
+// each answer, since a listing acts on none of them (a command that acts
+// on one is told to say which).
+func Listing(dir string, err error) (Client, error) {
+	var many *ManyInstancesError
+	if !errors.As(err, &many) {
+		return Client{StateDir: dir}, err
+	}
+	c := Client{StateDirs: make([]string, len(many.Live))}
+	for i, r := range many.Live {
+		c.StateDirs[i] = r.StateDir
+	}
+	return c, nil
 }
 
 func (e *ManyInstancesError) Error() string {

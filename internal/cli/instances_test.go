@@ -103,6 +103,14 @@ func TestFindStateDir(t *testing.T) {
 	if got, err := findStateDir(sub); !errors.As(err, &many) || !strings.Contains(err.Error(), keyed) || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "--config") {
 		t.Errorf("findStateDir with the default and the config both served = %q, %v; want an error naming both state dirs", got, err)
 	}
+	// ps, which acts on neither, lists both; logs is told to say which.
+	t.Chdir(sub)
+	if code, out, errOut := runCLI("ps", "--instances"); code != 0 || !strings.Contains(out, keyed) || !strings.Contains(out, def) {
+		t.Errorf("ps with the default and the config both served: exit %d: %s%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("logs"); code != exitUsage || !strings.Contains(errOut, "say which") {
+		t.Errorf("logs with the default and the config both served: exit %d: %s", code, errOut)
+	}
 	stopDef()
 	stopDef = func() {}
 	if got, err := findStateDir(sub); err != nil || got != keyed {

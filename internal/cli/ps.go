@@ -13,8 +13,8 @@ const psHelp = `USAGE
   mcpbox stop ID | pause ID | resume ID [--all | --config FILE | --state-dir DIR]
 
 ps lists the running mcpbox serve instances of the project the current
-directory is in (or of that config or state dir; --all: every instance of
-this user), with their pid, project, transport and URL (and the file
+directory is in (of each config served there; or of the config or state
+dir named; --all: every instance of this user), with their pid, project, transport and URL (and the file
 holding the bearer token an HTTP endpoint without clients wants: the
 path, never the token), and their sandboxes: running and paused ones,
 and the last ones that ended, with their owner (client, session),
@@ -48,11 +48,12 @@ func (e *env) ps(args []string) int {
 		e.errorf("ps: unexpected arguments %q (ps lists every sandbox; stop, pause and resume take an ID)", fs.Args())
 		return exitUsage
 	}
-	dir, ok := af.dir(e, "ps")
-	if !ok {
+	c, err := admin.Listing(af.find())
+	if err != nil {
+		e.errorf("ps: %v", err)
 		return exitUsage
 	}
-	views, err := admin.Client{StateDir: dir}.Views()
+	views, err := c.Views()
 	if err != nil {
 		e.errorf("ps: %v", err)
 		return 1

@@ -59,26 +59,30 @@ func registerOneDirFlags(fs *flag.FlagSet) adminFlags {
 // --config, allStateDirs for --all, or with none of them the state dir
 // of the project the current directory is in (findStateDir).
 func (f adminFlags) dir(e *env, cmd string) (string, bool) {
-	if n := btoi(*f.stateDir != "") + btoi(*f.config != "") + btoi(*f.all); n > 1 {
-		e.errorf("%s: --config, --state-dir and --all are one at a time", cmd)
-		return "", false
-	}
-	if *f.all {
-		return allStateDirs, true
-	}
-	if *f.stateDir != "" {
-		return *f.stateDir, true
-	}
-	wd, err := os.Getwd()
-	var dir string
-	if err == nil {
-		dir, err = daemon.AdminStateDir(*f.config, wd)
-	}
+	dir, err := f.find()
 	if err != nil {
 		e.errorf("%s: %v", cmd, err)
 		return "", false
 	}
 	return dir, true
+}
+
+// find is dir, its error not printed.
+func (f adminFlags) find() (string, error) {
+	if n := btoi(*f.stateDir != "") + btoi(*f.config != "") + btoi(*f.all); n > 1 {
+		return "", errors.New("--config, --state-dir and --all are one at a time")
+	}
+	if *f.all {
+		return allStateDirs, nil
+	}
+	if *f.stateDir != "" {
+		return *f.stateDir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return daemon.AdminStateDir(*f.config, wd)
 }
 
 func (e *env) approvals(args []string) int {
