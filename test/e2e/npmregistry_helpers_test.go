@@ -92,7 +92,7 @@ func (r *npmRegistry) addDir(t testing.TB, dir string) {
 		r.versions[m.Name] = map[string]npmVersion{}
 	}
 	if _, ok := r.versions[m.Name][m.Version]; !ok {
-		r.versions[m.Name][m.Version] = npmVersion{pkgJSON: pj, tarball: npmPack(t, dir, nil)}
+		r.versions[m.Name][m.Version] = npmVersion{pkgJSON: pj, tarball: packedDir(t, dir)}
 	}
 }
 
@@ -160,13 +160,45 @@ func (r *npmRegistry) serve(w http.ResponseWriter, req *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"name": name, "versions": vs, "dist-tags": map[string]string{"latest": latest}})
 }
 
+// packed holds the tarballs packedDir made, by directory, for the whole
+// test binary: packing the ~120 packages of test/e2e/node takes ~50 s
+// under the race detector, and more than a dozen tests each build a
+// registry of them. The bytes are shared and never written to.
+var packed sync.Map // dir -> *packOnce
+
+type packOnce struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// packedDir is npmPack of dir with no extra files, packed once.
+func packedDir(t testing.TB, dir string) []byte {
+	t.Helper()
+	v, _ := packed.LoadOrStore(dir, new(packOnce))
+	p := v.(*packOnce)
+	p.once.Do(func() { p.data, p.err = pack(dir, nil) })
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return p.data
+}
+
 // npmPack packs a package directory as npm pack lays it out
 // (package/...), without nested node_modules, with extra files added or
 // replacing the directory's.
 func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 	t.Helper()
+	data, err := pack(dir, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func pack(dir string, extra map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // valid level: no error
 	tw := tar.NewWriter(zw)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -205,12 +237,13 @@ func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 			_, err = tw.Write([]byte(content))
 		}
 	}
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = tw.Close()
 	}
-	tw.Close()
-	zw.Close()
-	return buf.Bytes()
+	if err == nil {
+		err = zw.Close()
+	}
+	return buf.Bytes(), err
 }
 
 // publishAs publishes the package in dir once more under another version
