@@ -21,7 +21,8 @@ import (
 // state dir (--all): a request reaches every instance of each.
 const AllStateDirs = "\x00all"
 
-// Client sends admin requests to the instances running on one state dir.
+// Client sends admin requests to the instances running on one state dir
+// (or on several: StateDirs, AllStateDirs).
 // A request about one thing (a sandbox, an approval) goes to each
 // instance until one knows it; a listing gathers every instance's answer;
 // a change (trust, reload, rotate) reaches all.
@@ -29,8 +30,8 @@ type Client struct {
 	// StateDir is the state dir whose instances answer, or AllStateDirs.
 	StateDir string
 	// StateDirs, if set instead, are several state dirs whose instances
-	// answer: a listing in a directory where instances of several
-	// configs run (Listing).
+	// answer: a listing, or a request about one sandbox, in a directory
+	// where instances of several configs run (Listing).
 	StateDirs []string
 	// PID, if not 0, is the one instance that answers (mcpbox ui
 	// --instance); the others are not asked.
@@ -121,10 +122,11 @@ func (c Client) Snapshot(id, path string) error {
 
 // SnapshotPath is where `mcpbox snapshot ID` writes when given no file:
 // STATE_DIR/snapshots/ID-TIME.tar.gz, the dir made (0700) under c's state
-// dir or, for AllStateDirs, under that of the instance that runs id.
+// dir or, for AllStateDirs and StateDirs, under that of the instance that
+// runs id.
 func (c Client) SnapshotPath(id string, now time.Time) (string, error) {
 	dir := c.StateDir
-	if dir == AllStateDirs {
+	if dir == AllStateDirs || len(c.StateDirs) > 0 {
 		if dir = c.StateDirOf(id); dir == "" {
 			return "", fmt.Errorf("no running mcpbox serve of this user has sandbox %s (mcpbox ps --all lists them)", id)
 		}
@@ -227,7 +229,7 @@ var ErrNoInstance = errors.New("no mcpbox serve is running")
 // instances lists the live instances, at least one.
 func (c Client) instances() ([]instance.Record, error) {
 	dirs := c.StateDirs
-	if dirs == nil {
+	if len(dirs) == 0 {
 		dirs = []string{c.StateDir}
 	}
 	var recs []instance.Record
@@ -236,7 +238,13 @@ func (c Client) instances() ([]instance.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		recs = append(recs, more...)
+		for _, r := range more {
+			// One dir under two spellings (a link) lists its instances
+			// once.
+			if !slices.ContainsFunc(recs, func(o instance.Record) bool { return o.PID == r.PID && o.Started.Equal(r.Started) }) {
+				recs = append(recs, r)
+			}
+		}
 	}
 	if c.Self != 0 {
 		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID == c.Self })
@@ -244,16 +252,21 @@ func (c Client) instances() ([]instance.Record, error) {
 	if c.PID != 0 {
 		recs = slices.DeleteFunc(recs, func(r instance.Record) bool { return r.PID != c.PID })
 		if len(recs) == 0 {
-			return nil, fmt.Errorf("no mcpbox serve with pid %d is running on %s (mcpbox ps --instances lists them)", c.PID, c.StateDir)
+			return nil, fmt.Errorf("no mcpbox serve with pid %d is running on %s (mcpbox ps --instances lists them)", c.PID, c.where())
 		}
 	}
 	if len(recs) == 0 {
 		if c.StateDir == AllStateDirs {
 			return nil, ErrNoInstance
 		}
-		return nil, fmt.Errorf("%w on the state dir %s", ErrNoInstance, cmp.Or(c.StateDir, strings.Join(c.StateDirs, " or ")))
+		return nil, fmt.Errorf("%w on the state dir %s", ErrNoInstance, c.where())
 	}
 	return recs, nil
+}
+
+// where names c's state dir, or its state dirs, in an error.
+func (c Client) where() string {
+	return cmp.Or(c.StateDir, strings.Join(c.StateDirs, " or "))
 }
 
 // one sends a request about one thing to each instance until one takes

@@ -104,10 +104,11 @@ type ManyInstancesError struct {
 	Live []instance.Record // one of each state dir with live instances
 }
 
-// Listing is the client of a listing (ps) for FindStateDir's answer:
-// where instances of several configs run for the directory, those of
-// each answer, since a listing acts on none of them (a command that acts
-// on one is told to say which).
+// Listing is the client of a listing (ps) or of a request about one
+// sandbox ID, for FindStateDir's answer: where instances of several
+// configs run for the directory, those of each answer, since a listing
+// acts on none of them and an ID names the one it acts on (a command on
+// a whole instance is told to say which).
 func Listing(dir string, err error) (Client, error) {
 	var many *ManyInstancesError
 	if !errors.As(err, &many) {

@@ -103,10 +103,17 @@ func TestFindStateDir(t *testing.T) {
 	if got, err := findStateDir(sub); !errors.As(err, &many) || !strings.Contains(err.Error(), keyed) || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "--config") {
 		t.Errorf("findStateDir with the default and the config both served = %q, %v; want an error naming both state dirs", got, err)
 	}
-	// ps, which acts on neither, lists both; logs is told to say which.
+	// ps, which acts on neither, lists both, and a command on a sandbox
+	// ID asks both (the ID picks one); logs is told to say which.
 	t.Chdir(sub)
 	if code, out, errOut := runCLI("ps", "--instances"); code != 0 || !strings.Contains(out, keyed) || !strings.Contains(out, def) {
 		t.Errorf("ps with the default and the config both served: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("ps", "--instances", "--config", cfg); code != 0 || !strings.Contains(out, keyed) || strings.Contains(out, def) {
+		t.Errorf("ps --config with the default and the config both served: exit %d: %s%s; want the config's only", code, out, errOut)
+	}
+	if code, _, errOut := runCLI("stop", "sbx_aaaaaaaaaaaaaaaa"); code != 1 || strings.Contains(errOut, "say which") {
+		t.Errorf("stop of an unknown sandbox with the default and the config both served: exit %d: %s; want it asked of both", code, errOut)
 	}
 	if code, _, errOut := runCLI("logs"); code != exitUsage || !strings.Contains(errOut, "say which") {
 		t.Errorf("logs with the default and the config both served: exit %d: %s", code, errOut)

@@ -14,24 +14,26 @@ const psHelp = `USAGE
 
 ps lists the running mcpbox serve instances of the project the current
 directory is in (of each config served there; or of the config or state
-dir named; --all: every instance of this user), with their pid, project, transport and URL (and the file
-holding the bearer token an HTTP endpoint without clients wants: the
-path, never the token), and their sandboxes: running and paused ones,
-and the last ones that ended, with their owner (client, session),
-server, state, start time, last call, resource use and (kubernetes
-backend) pod and its phase; a remote server's rows are the connections
-to it (its origin, no ID: nothing to stop or pause). --json prints
-the sandboxes, one object per line, with the pid ("instance") and
-project of the instance that runs each; on stderr, what those lines
-cannot carry: an instance that did not list its sandboxes, a server an
-instance could not set up. --instances only the instances (with --json:
-one object per line, the pid in "id", the servers it could not set up
-in "unavailable", an instance that did not answer with "error").
+dir named; --all: every instance of this user), with their pid, project,
+transport and URL (and the file holding the bearer token an HTTP
+endpoint without clients wants: the path, never the token), and their
+sandboxes: running and paused ones, and the last ones that ended, with
+their owner (client, session), server, state, start time, last call,
+resource use and (kubernetes backend) pod and its phase; a remote
+server's rows are the connections to it (its origin, no ID: nothing to
+stop or pause). --json prints the sandboxes, one object per line, with
+the pid ("instance") and project of the instance that runs each; on
+stderr, what those lines cannot carry: an instance that did not list its
+sandboxes, a server an instance could not set up. --instances only the
+instances (with --json: one object per line, the pid in "id", the
+servers it could not set up in "unavailable", an instance that did not
+answer with "error").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept); pause freezes it (nothing runs,
 memory is kept; the next call resumes it; a Kubernetes pod cannot be
-paused); resume thaws it now.
+paused); resume thaws it now. Like ps, they ask the instances of each
+config served in the project; the ID picks the one that runs it.
 `
 
 func (e *env) ps(args []string) int {
@@ -48,9 +50,8 @@ func (e *env) ps(args []string) int {
 		e.errorf("ps: unexpected arguments %q (ps lists every sandbox; stop, pause and resume take an ID)", fs.Args())
 		return exitUsage
 	}
-	c, err := admin.Listing(af.find())
-	if err != nil {
-		e.errorf("ps: %v", err)
+	c, ok := af.client(e, "ps")
+	if !ok {
 		return exitUsage
 	}
 	views, err := c.Views()
@@ -86,11 +87,11 @@ func (e *env) control(op string, args []string) int {
 		e.errorf("%s: want one sandbox ID (sbx_..., see mcpbox ps)", op)
 		return exitUsage
 	}
-	dir, ok := af.dir(e, op)
+	c, ok := af.client(e, op)
 	if !ok {
 		return exitUsage
 	}
-	if err := (admin.Client{StateDir: dir}).Control(op, fs.Arg(0)); err != nil {
+	if err := c.Control(op, fs.Arg(0)); err != nil {
 		e.errorf("%s: %v", op, err)
 		return 1
 	}

@@ -55,34 +55,24 @@ func registerOneDirFlags(fs *flag.FlagSet) adminFlags {
 	return af
 }
 
-// dir is the state dir the flags name: --state-dir, the state_dir of
-// --config, allStateDirs for --all, or with none of them the state dir
-// of the project the current directory is in (findStateDir).
+// dir is the state dir the flags name (daemon.AdminDir).
 func (f adminFlags) dir(e *env, cmd string) (string, bool) {
-	dir, err := f.find()
+	dir, err := daemon.AdminDir(*f.config, *f.stateDir, *f.all)
 	if err != nil {
 		e.errorf("%s: %v", cmd, err)
-		return "", false
 	}
-	return dir, true
+	return dir, err == nil
 }
 
-// find is dir, its error not printed.
-func (f adminFlags) find() (string, error) {
-	if n := btoi(*f.stateDir != "") + btoi(*f.config != "") + btoi(*f.all); n > 1 {
-		return "", errors.New("--config, --state-dir and --all are one at a time")
-	}
-	if *f.all {
-		return allStateDirs, nil
-	}
-	if *f.stateDir != "" {
-		return *f.stateDir, nil
-	}
-	wd, err := os.Getwd()
+// client is the admin client of a listing (ps) or of a command on one
+// sandbox ID: where instances of several configs run for the directory,
+// all of them answer (admin.Listing); the ID picks its instance.
+func (f adminFlags) client(e *env, cmd string) (admin.Client, bool) {
+	c, err := admin.Listing(daemon.AdminDir(*f.config, *f.stateDir, *f.all))
 	if err != nil {
-		return "", err
+		e.errorf("%s: %v", cmd, err)
 	}
-	return daemon.AdminStateDir(*f.config, wd)
+	return c, err == nil
 }
 
 func (e *env) approvals(args []string) int {

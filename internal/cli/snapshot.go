@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"mcpbox/internal/admin"
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/workspace"
 )
@@ -46,13 +45,13 @@ func (e *env) snapshotCmd(args []string) int {
 		e.errorf("snapshot: want one sandbox ID (see mcpbox ps)")
 		return exitUsage
 	}
-	dir, ok := af.dir(e, "snapshot")
+	c, ok := af.client(e, "snapshot")
 	if !ok {
 		return exitUsage
 	}
 	path, err := *out, error(nil)
 	if path == "" {
-		path, err = admin.Client{StateDir: dir}.SnapshotPath(fs.Arg(0), time.Now())
+		path, err = c.SnapshotPath(fs.Arg(0), time.Now())
 	}
 	if err == nil {
 		path, err = filepath.Abs(path)
@@ -61,7 +60,7 @@ func (e *env) snapshotCmd(args []string) int {
 		e.errorf("snapshot: %v", err)
 		return 1
 	}
-	if err := (admin.Client{StateDir: dir}).Snapshot(fs.Arg(0), path); err != nil {
+	if err := c.Snapshot(fs.Arg(0), path); err != nil {
 		e.errorf("snapshot: %v", err)
 		return 1
 	}
@@ -85,11 +84,11 @@ func (e *env) diff(args []string) int {
 		wd, _ := os.Getwd()
 		lower, upper, err = daemon.LeftOverlay(*af.config, wd, *server, *agent, *session)
 	case *server == "" && *agent == "" && *session == "" && fs.NArg() == 1:
-		dir, ok := af.dir(e, "diff")
+		c, ok := af.client(e, "diff")
 		if !ok {
 			return exitUsage
 		}
-		lower, upper, err = admin.Client{StateDir: dir}.Diff(fs.Arg(0))
+		lower, upper, err = c.Diff(fs.Arg(0))
 	default:
 		e.errorf("diff: want one sandbox ID (see mcpbox ps), or --server NAME [--agent AGENT] [--session ID] [--config FILE]")
 		return exitUsage

@@ -21,7 +21,7 @@ from its next request and refuses the old one, so update the
 Authorization header of your client config.
 
 Without --config or --state-dir: the state dir of the project the
-current directory is in, found as mcpbox ps finds it (from the current
+current directory is in, found as mcpbox logs finds it (from the current
 directory upwards, the one of a running serve first; where serves of
 two configs run there, it names them and rotates nothing); where no
 serve has run yet, the state dir mcpbox serve with no flags would use

@@ -63,6 +63,33 @@ func LoadConfigOrDefault(path string, def []byte, cmd string) (c *config.Config,
 	return c, filepath.Dir(path), nil
 }
 
+// AdminDir is the state dir an admin command's flags name: --state-dir
+// (stateDir), the state_dir of --config (configPath), admin.AllStateDirs
+// for --all, or with none of them the state dir of the project the
+// current directory is in (FindStateDir; an *admin.ManyInstancesError
+// where instances of several configs run there).
+func AdminDir(configPath, stateDir string, all bool) (string, error) {
+	named := 0
+	for _, set := range []bool{configPath != "", stateDir != "", all} {
+		if set {
+			named++
+		}
+	}
+	switch {
+	case named > 1:
+		return "", errors.New("--config, --state-dir and --all are one at a time")
+	case all:
+		return admin.AllStateDirs, nil
+	case stateDir != "":
+		return stateDir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return AdminStateDir(configPath, wd)
+}
+
 // AdminStateDir is the state dir an admin command given --config FILE
 // (configPath) finds: that config's state_dir; or, given neither
 // --config nor --state-dir, FindStateDir's for the directory wd.
