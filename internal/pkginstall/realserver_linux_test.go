@@ -61,11 +61,15 @@ func packDir(t testing.TB, dir string) []byte {
 		_, err = io.Copy(tw, f)
 		return err
 	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = zw.Close()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw.Close()
-	zw.Close()
 	return buf.Bytes()
 }
 

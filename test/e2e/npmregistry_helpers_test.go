@@ -177,28 +177,29 @@ func packedDir(t testing.TB, dir string) []byte {
 	t.Helper()
 	v, _ := packed.LoadOrStore(dir, new(packOnce))
 	p := v.(*packOnce)
-	p.once.Do(func() { p.data, p.err = pack(dir, nil) })
+	p.once.Do(func() { p.data, p.err = packTarball(dir, nil) })
 	if p.err != nil {
 		t.Fatal(p.err)
 	}
 	return p.data
 }
 
-// npmPack packs a package directory as npm pack lays it out
-// (package/...), without nested node_modules, with extra files added or
-// replacing the directory's.
+// npmPack is packTarball, failing t on an error.
 func npmPack(t testing.TB, dir string, extra map[string]string) []byte {
 	t.Helper()
-	data, err := pack(dir, extra)
+	data, err := packTarball(dir, extra)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data
 }
 
-func pack(dir string, extra map[string]string) ([]byte, error) {
+// packTarball packs a package directory as npm pack lays it out
+// (package/...), without nested node_modules, with extra files added or
+// replacing the directory's, at gzip's fastest level.
+func packTarball(dir string, extra map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // valid level: no error
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level: no error
 	tw := tar.NewWriter(zw)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
