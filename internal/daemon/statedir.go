@@ -83,18 +83,11 @@ func AdminDir(configPath, stateDir string, all bool) (string, error) {
 	case stateDir != "":
 		return stateDir, nil
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return AdminStateDir(configPath, wd)
-}
-
-// AdminStateDir is the state dir an admin command given --config FILE
-// (configPath) finds: that config's state_dir; or, given neither
-// --config nor --state-dir, FindStateDir's for the directory wd.
-func AdminStateDir(configPath, wd string) (string, error) {
 	if configPath == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
 		return FindStateDir(wd, nil)
 	}
 	c, err := LoadConfig(configPath)
