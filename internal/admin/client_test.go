@@ -158,6 +158,32 @@ func TestClientNoInstance(t *testing.T) {
 	}
 }
 
+// TestClientStateDirs: a client of several state dirs (Listing, where
+// instances of several configs run) asks the instances of each, lists
+// one state dir reached under two spellings once, and names every dir
+// when none runs.
+func TestClientStateDirs(t *testing.T) {
+	tmp := shortTemp(t)
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	fakeGateway(t, a, 101, "sbx_a", "apr_a")
+	ob := fakeGateway(t, b, 102, "sbx_b", "apr_b")
+	link := filepath.Join(tmp, "l")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	c := Client{StateDirs: []string{a, link, b}}
+	if views, err := c.Views(); err != nil || len(views) != 2 {
+		t.Errorf("views of a, a link to a, and b: %d, %v; want 2", len(views), err)
+	}
+	if err := c.Control("stop", "sbx_b"); err != nil || len(ob.calls()) != 1 {
+		t.Errorf("stop of the second dir's sandbox: %v (calls %v)", err, ob.calls())
+	}
+	none := []string{filepath.Join(tmp, "x"), filepath.Join(tmp, "y")}
+	if _, err := (Client{StateDirs: none}).Views(); err == nil || !strings.Contains(err.Error(), none[0]+" or "+none[1]) {
+		t.Errorf("views with nothing running: %v; want both dirs named", err)
+	}
+}
+
 // TestAddrInUseNamesTheInstance: a listen that fails because the port is
 // taken says which instance (its project) holds it and how to get a free
 // port; other errors pass unchanged.
