@@ -121,6 +121,19 @@ func Listing(dir string, err error) (Client, error) {
 	return c, nil
 }
 
+// StateDirOf is the state dir of e's live instance pid, for a command
+// whose flags name one instance (mcpbox ui --instance PID): the pid
+// decides which config's serve is meant.
+func (e *ManyInstancesError) StateDirOf(pid int) (string, bool) {
+	for _, l := range e.Live {
+		recs, _ := instance.List(l.StateDir)
+		if slices.ContainsFunc(recs, func(r instance.Record) bool { return r.PID == pid }) {
+			return l.StateDir, true
+		}
+	}
+	return "", false
+}
+
 func (e *ManyInstancesError) Error() string {
 	var each []string
 	for _, r := range e.Live {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,9 @@ func TestFindStateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopDef := startFake(t, admin.NewRecord(def, "", proj, true, ""))
+	defRec := admin.NewRecord(def, "", proj, true, "127.0.0.1:7001")
+	defRec.URL = "http://127.0.0.1:7001/mcp"
+	stopDef := startFake(t, defRec)
 	t.Cleanup(func() { stopDef() })
 	for _, wd := range []string{proj, sub} {
 		if got, err := findStateDir(wd); err != nil || got != def {
@@ -97,7 +100,10 @@ func TestFindStateDir(t *testing.T) {
 	if got, _ := findStateDir(sub); got != def {
 		t.Errorf("findStateDir before the config's gateway runs = %q, want the live default's", got)
 	}
-	liveFake(t, keyed, proj)
+	// Another process's serve of the config (a record may name any pid).
+	keyedRec := admin.NewRecord(keyed, cfg, proj, true, "127.0.0.1:7002")
+	keyedRec.PID, keyedRec.URL = os.Getppid(), "http://127.0.0.1:7002/mcp"
+	t.Cleanup(startFake(t, keyedRec))
 	// Both run: a command must be told which.
 	var many *admin.ManyInstancesError
 	if got, err := findStateDir(sub); !errors.As(err, &many) || !strings.Contains(err.Error(), keyed) || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "--config") {
@@ -117,6 +123,15 @@ func TestFindStateDir(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("logs"); code != exitUsage || !strings.Contains(errOut, "say which") {
 		t.Errorf("logs with the default and the config both served: exit %d: %s", code, errOut)
+	}
+	// ui --instance PID names one serve, and so its config.
+	for pid, port := range map[int]string{os.Getpid(): ":7001/", os.Getppid(): ":7002/"} {
+		if code, out, errOut := runCLI("ui", "--print-url", "--instance", strconv.Itoa(pid)); code != 0 || !strings.Contains(out, port) {
+			t.Errorf("ui --instance %d with the default and the config both served: exit %d: %s%s; want the dashboard at %s", pid, code, out, errOut, port)
+		}
+	}
+	if code, _, errOut := runCLI("ui", "--print-url"); code != exitUsage || !strings.Contains(errOut, "say which") {
+		t.Errorf("ui with the default and the config both served: exit %d: %s", code, errOut)
 	}
 	stopDef()
 	stopDef = func() {}

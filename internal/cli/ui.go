@@ -13,7 +13,8 @@ Opens the dashboard (/ui/) of the project's running mcpbox serve: prints
 a one-time login URL (5 minutes, one use) and opens a browser where
 xdg-open (macOS: open) exists; --print-url only prints it. Each instance
 has its own dashboard: when several run on the state dir, ui lists them
-and --instance PID (the INSTANCE column of mcpbox ps) chooses one.
+and --instance PID (the INSTANCE column of mcpbox ps) chooses one; it
+also chooses between the serves of two configs run in one project.
 The URL is signed with the state dir's dashboard-secret file (made here
 when there is none; it also logs in pasted at /ui/, as an admin).
 --rotate replaces it first: every dashboard session and login URL made
@@ -34,8 +35,9 @@ func (e *env) ui(args []string) int {
 		e.errorf("ui: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
-	dir, ok := af.dir(e, "ui")
-	if !ok {
+	dir, err := daemon.InstanceAdminDir(*af.config, *af.stateDir, *af.all, *pid)
+	if err != nil {
+		e.errorf("ui: %v", err)
 		return exitUsage
 	}
 	if *pid < 0 {

@@ -97,6 +97,19 @@ func AdminDir(configPath, stateDir string, all bool) (string, error) {
 	return specconv.ConfigStateDir(c, configPath)
 }
 
+// InstanceAdminDir is AdminDir for a command whose flags name one
+// instance by pid (mcpbox ui --instance PID; 0 for none): where serves
+// of several configs run in the project, the pid says which.
+func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, error) {
+	dir, err := AdminDir(configPath, stateDir, all)
+	if many := (*admin.ManyInstancesError)(nil); pid > 0 && errors.As(err, &many) {
+		if d, ok := many.StateDirOf(pid); ok {
+			return d, nil
+		}
+	}
+	return dir, err
+}
+
 // FindStateDir is the state dir of the project the directory wd is in,
 // for admin commands given neither --config nor --state-dir (see
 // admin.FindStateDir): a project config's state_dir, resolved against
