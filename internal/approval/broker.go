@@ -105,10 +105,10 @@ type Options struct {
 	OnDecision func(Request, Decision)
 	// Waiting, if non-nil, is called once a request starts waiting for a
 	// human (not for one a remembered decision answers), with its ID
-	// set, before Ask blocks; elicited says whether the calling client
-	// is asked too. It tells the operator how to decide it and must not
-	// block long.
-	Waiting func(req Request, elicited bool)
+	// set, before Ask blocks, with Ask's ctx; elicited says whether the
+	// calling client is asked too. It tells the operator how to decide it
+	// and must not block long.
+	Waiting func(ctx context.Context, req Request, elicited bool)
 	// Now, if non-nil, stamps requests and decisions; nil means time.Now.
 	// Timeouts always run on the real clock.
 	Now func() time.Time
@@ -144,7 +144,7 @@ type Broker struct {
 	store      *store
 	timeout    time.Duration
 	onDecision func(Request, Decision)
-	waiting    func(Request, bool)
+	waiting    func(context.Context, Request, bool)
 	now        func() time.Time
 	// elicitOnly is Options.ElicitationOnly.
 	elicitOnly bool
@@ -250,7 +250,7 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 		return w.decision, w.err
 	}
 	if b.waiting != nil {
-		b.waiting(w.req, elicit != nil)
+		b.waiting(ctx, w.req, elicit != nil)
 	}
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()

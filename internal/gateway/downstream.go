@@ -512,6 +512,13 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		if modernOf(ctx) != nil {
 			c.Elicit = d.modernElicitor(ctx)
 		}
+		if tok := p.Meta["progressToken"]; tok != nil {
+			c.Progress = func(message string) {
+				if raw, err := json.Marshal(map[string]any{"progressToken": tok, "progress": 0, "message": message}); err == nil {
+					d.notify(ctx, "notifications/progress", raw)
+				}
+			}
+		}
 		defer b.u.hold()()
 		return hook(ctx, c, forward)
 	}

@@ -243,6 +243,11 @@ type Call struct {
 	// "deny" when the user declined the form (and "deny" is a choice), ""
 	// when they dismissed it. Nil when the client cannot be asked.
 	Elicit func(ctx context.Context, message string, choices []string) (string, error)
+	// Progress, when the client sent a progressToken with the call, tells
+	// it a note on the call's progress (notifications/progress with that
+	// token and message, progress 0: before anything the server reports),
+	// such as that it waits for a person. Nil when the client sent none.
+	Progress func(message string)
 	// Trace is the W3C trace context the client sent with the call
 	// (_meta traceparent), "" if none: for the audit record.
 	Trace string

@@ -283,6 +283,9 @@ func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 	if g.channels[config.ChannelElicitation] && c.Elicit != nil {
 		ask = approval.Elicitor(c.Elicit)
 	}
+	if c.Progress != nil {
+		ctx = context.WithValue(ctx, progressKey{}, c.Progress)
+	}
 	return g.broker.Ask(ctx, req, ask)
 }
 
@@ -290,11 +293,16 @@ func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 // approval hints name it. The URL carries no login secret.
 func (g *Guard) SetDashboard(url string) { g.dashboard.Store(&url) }
 
+// progressKey carries a call's gateway.Call.Progress to approvalWaiting.
+type progressKey struct{}
+
 // approvalWaiting tells the operator, as soon as a call starts waiting,
 // which approval it is and how to decide it: a client without
 // elicitation otherwise just waits, silently, until the timeout. The
-// hints name the state dir and the dashboard's URL, never a token.
-func (g *Guard) approvalWaiting(req approval.Request, elicited bool) {
+// hints name the state dir and the dashboard's URL, never a token. A
+// client that is not asked but sent a progressToken is told that the
+// call waits for a person (naming no command, as approvalHowTo).
+func (g *Guard) approvalWaiting(ctx context.Context, req approval.Request, elicited bool) {
 	if req.Kind != approval.KindCall {
 		return
 	}
@@ -315,6 +323,10 @@ func (g *Guard) approvalWaiting(req approval.Request, elicited bool) {
 		return
 	}
 	g.log.Warn(msg, args...)
+	if progress, _ := ctx.Value(progressKey{}).(func(string)); progress != nil {
+		progress(fmt.Sprintf("waiting for approval: a person, not the agent, must decide this call within %v where mcpbox shows waiting calls (its log names them)",
+			g.c.Approvals.EffectiveTimeout()))
+	}
 }
 
 // shellQuote quotes s for a POSIX shell where it needs it.

@@ -493,3 +493,54 @@ func TestPassedOnDecisionNeedsItsChannel(t *testing.T) {
 		t.Errorf("the call after the cli's approval: %q", a.out)
 	}
 }
+
+// TestApprovalWaitProgress: a client that cannot be asked (no
+// elicitation) but sent a progressToken is told, while its call waits,
+// that a person must decide it, in words that name no command the agent
+// could run to approve itself; one without a token is told nothing.
+func TestApprovalWaitProgress(t *testing.T) {
+	notes := make(chan *mcp.ProgressNotificationParams, 8)
+	r := newGuardRig(t, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		notes <- req.Params
+	}})
+	for _, token := range []any{"approve-me", nil} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "review"}}
+		if token != nil {
+			params.SetProgressToken(token)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := r.sess.CallTool(ctx, params); done <- err }()
+		var id string
+		for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+			if p, _ := r.g.Approvals(); len(p) == 1 {
+				id = p[0].ID
+			} else if time.Now().After(deadline) {
+				t.Fatal("no call waits for approval")
+			}
+		}
+		if token != nil {
+			select {
+			case n := <-notes:
+				if n.ProgressToken != token || !strings.Contains(n.Message, "a person, not the agent, must decide this call within 30s") ||
+					strings.Contains(n.Message, id) || strings.Contains(n.Message, "mcpbox approve") || strings.Contains(n.Message, r.dir) {
+					t.Errorf("progress while the call waits: %+v", n)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("no progress notification while the call waits")
+			}
+		}
+		if err := r.g.Admin(nil).Decide(id, approval.Decision{Allow: true, By: "cli:uid=0"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("the approved call: %v", err)
+		}
+		cancel()
+	}
+	select {
+	case n := <-notes:
+		t.Errorf("a progress notification for a call that sent no token: %+v", n)
+	default:
+	}
+}
