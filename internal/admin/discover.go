@@ -30,6 +30,19 @@ func ProjectConfig(dir string) string {
 	return ""
 }
 
+// ServedConfig is the config file a live serve of stateDir runs, ""
+// for the embedded default or when none runs: a hint naming mcpbox pin
+// names it, since pin reads the config named, not the project's.
+func ServedConfig(stateDir string) string {
+	recs, _ := instance.List(stateDir)
+	for _, r := range recs {
+		if r.Config != "" {
+			return r.Config
+		}
+	}
+	return ""
+}
+
 // ConfigStateDir gives the state dir the config file at path (in the
 // directory dir) names, absolute; "" if it names none (its project state
 // dir applies); ok false if path is no valid config.

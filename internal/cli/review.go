@@ -221,7 +221,14 @@ func (e *env) trust(args []string) int {
 		admin.WriteChange(e.stdout, c)
 	}
 	if len(hashes) == 0 {
-		fmt.Fprintf(e.stdout, "%s: nothing pending (a change waits in the serve whose session saw it; mcpbox pin --check SERVER compares what a server offers now with the lock, mcpbox pin SERVER records it)\n", fs.Arg(0))
+		pinArgs := "SERVER" // a bare argument may be a tool's client-visible name
+		if key != "" {
+			pinArgs = server
+		}
+		if cfg := admin.ServedConfig(dir); cfg != "" {
+			pinArgs = "--config " + cfg + " " + pinArgs // pin reads no project's config
+		}
+		fmt.Fprintf(e.stdout, "%s: nothing pending (a change waits in the serve whose session saw it; mcpbox pin --check %s compares what the server offers now with the lock, mcpbox pin %[2]s records it)\n", fs.Arg(0), pinArgs)
 		return 0
 	}
 	if *dry {

@@ -58,11 +58,11 @@ func TestTrustNothingPending(t *testing.T) {
 	}
 	t.Cleanup(srv.Close)
 	srv.Attach(pinsBackend{})
-	if err := instance.Write(instance.Record{PID: 101, Started: time.Now(), StateDir: state, Project: "/p", Transport: "stdio"}); err != nil {
+	if err := instance.Write(instance.Record{PID: 101, Started: time.Now(), StateDir: state, Project: "/p", Config: "/p/mcpbox.yaml", Transport: "stdio"}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCLI("trust", "everything/get-roots-list", "--state-dir", state)
-	if code != 0 || !strings.Contains(out, "everything/get-roots-list: nothing pending (a change waits in the serve") || !strings.Contains(out, "mcpbox pin --check SERVER compares") {
+	if code != 0 || !strings.Contains(out, "everything/get-roots-list: nothing pending (a change waits in the serve") || !strings.Contains(out, "mcpbox pin --check --config /p/mcpbox.yaml everything compares") {
 		t.Errorf("trust with nothing pending: exit %d: %q %q", code, out, errOut)
 	}
 }
