@@ -112,6 +112,19 @@ func (r *guardRig) call(t *testing.T, text string) (string, bool) {
 	return b.String(), res.IsError
 }
 
+// waitingID waits up to 10 s for one call to wait for approval and
+// returns its approval ID.
+func (r *guardRig) waitingID(t *testing.T) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if p, _ := r.g.Approvals(); len(p) == 1 {
+			return p[0].ID
+		} else if time.Now().After(deadline) {
+			t.Fatal("no call waits for approval")
+		}
+	}
+}
+
 // records flushes the store and returns its call records.
 func (r *guardRig) records(t *testing.T) []audit.Record {
 	t.Helper()
@@ -473,14 +486,7 @@ func TestPassedOnDecisionNeedsItsChannel(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() { out, isErr := r.call(t, "review"); done <- answer{out, isErr} }()
-	var id string
-	for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-		if p, _ := r.g.Approvals(); len(p) == 1 {
-			id = p[0].ID
-		} else if time.Now().After(deadline) {
-			t.Fatal("no call waits for approval")
-		}
-	}
+	id := r.waitingID(t)
 	b := r.g.Admin(nil)
 	err := b.Decide(id, approval.Decision{Allow: true, By: "cli:uid=0 for web:admin", Via: config.ChannelWeb})
 	if err == nil || !strings.Contains(err.Error(), "the web approval channel is off") {
@@ -511,14 +517,7 @@ func TestApprovalWaitProgress(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { _, err := r.sess.CallTool(ctx, params); done <- err }()
-		var id string
-		for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-			if p, _ := r.g.Approvals(); len(p) == 1 {
-				id = p[0].ID
-			} else if time.Now().After(deadline) {
-				t.Fatal("no call waits for approval")
-			}
-		}
+		id := r.waitingID(t)
 		if token != nil {
 			select {
 			case n := <-notes:
