@@ -107,7 +107,7 @@ type Options struct {
 	// human (not for one a remembered decision answers), with its ID
 	// set, before Ask blocks, with Ask's ctx; elicited says whether the
 	// calling client is asked too. It tells the operator how to decide it
-	// and must not block long.
+	// (and a client not asked that it waits); the timeout runs meanwhile.
 	Waiting func(ctx context.Context, req Request, elicited bool)
 	// Now, if non-nil, stamps requests and decisions; nil means time.Now.
 	// Timeouts always run on the real clock.
@@ -249,6 +249,14 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 		b.finish(w, Decision{Scope: ScopeOnce, By: ByCancelled, Reason: "approval broker closed"})
 		return w.decision, w.err
 	}
+	// The timeout runs from here: a client slow to take Waiting's note
+	// does not lengthen it.
+	var expired <-chan time.Time
+	if w.req.Kind == KindCall {
+		timer := time.NewTimer(b.timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	if b.waiting != nil {
 		b.waiting(ctx, w.req, elicit != nil)
 	}
@@ -257,7 +265,7 @@ func (b *Broker) Ask(ctx context.Context, req Request, elicit Elicitor) (Decisio
 	if elicit != nil {
 		go b.elicit(ectx, w, elicit)
 	}
-	return b.wait(ctx, w)
+	return b.wait(ctx, w, expired)
 }
 
 // prepare checks req and fills in ID and Time.
@@ -321,15 +329,9 @@ func (b *Broker) hold(w *waiter) bool {
 	return true
 }
 
-// wait blocks until w is decided, deciding it on timeout (a call's only:
-// no caller waits on a trust request) or cancellation.
-func (b *Broker) wait(ctx context.Context, w *waiter) (Decision, error) {
-	var expired <-chan time.Time
-	if w.req.Kind == KindCall {
-		timer := time.NewTimer(b.timeout)
-		defer timer.Stop()
-		expired = timer.C
-	}
+// wait blocks until w is decided, deciding it on timeout (expired: a
+// call's only, no caller waits on a trust request) or cancellation.
+func (b *Broker) wait(ctx context.Context, w *waiter, expired <-chan time.Time) (Decision, error) {
 	select {
 	case <-w.done:
 	case <-expired:

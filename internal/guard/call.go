@@ -293,7 +293,8 @@ func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 // approval hints name it. The URL carries no login secret.
 func (g *Guard) SetDashboard(url string) { g.dashboard.Store(&url) }
 
-// progressKey carries a call's gateway.Call.Progress to approvalWaiting.
+// progressKey carries a call's gateway.Call.Progress through the
+// broker's Ask, which knows no call, to approvalWaiting.
 type progressKey struct{}
 
 // approvalWaiting tells the operator, as soon as a call starts waiting,
@@ -301,7 +302,8 @@ type progressKey struct{}
 // elicitation otherwise just waits, silently, until the timeout. The
 // hints name the state dir and the dashboard's URL, never a token. A
 // client that is not asked but sent a progressToken is told that the
-// call waits for a person (naming no command, as approvalHowTo).
+// call waits for a person: naming no command, ID or log, since the
+// agent under review reads it while the call can still be approved.
 func (g *Guard) approvalWaiting(ctx context.Context, req approval.Request, elicited bool) {
 	if req.Kind != approval.KindCall {
 		return
@@ -323,8 +325,8 @@ func (g *Guard) approvalWaiting(ctx context.Context, req approval.Request, elici
 		return
 	}
 	g.log.Warn(msg, args...)
-	if progress, _ := ctx.Value(progressKey{}).(func(string)); progress != nil {
-		progress(fmt.Sprintf("waiting for approval: a person, not the agent, must decide this call within %v where mcpbox shows waiting calls (its log names them)",
+	if progress, _ := ctx.Value(progressKey{}).(func(string)); progress != nil && ctx.Err() == nil {
+		progress(fmt.Sprintf("waiting for approval: a person, not the agent, must decide this call within %v; tell the user that it waits",
 			g.c.Approvals.EffectiveTimeout()))
 	}
 }

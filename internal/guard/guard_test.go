@@ -502,14 +502,16 @@ func TestPassedOnDecisionNeedsItsChannel(t *testing.T) {
 
 // TestApprovalWaitProgress: a client that cannot be asked (no
 // elicitation) but sent a progressToken is told, while its call waits,
-// that a person must decide it, in words that name no command the agent
-// could run to approve itself; one without a token is told nothing.
+// that a person must decide it, in words that name no command, ID or log
+// the agent could use to approve itself; one without a token is told
+// nothing (its call goes first: a note of it would come before the
+// second call's, on the one stream).
 func TestApprovalWaitProgress(t *testing.T) {
 	notes := make(chan *mcp.ProgressNotificationParams, 8)
 	r := newGuardRig(t, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 		notes <- req.Params
 	}})
-	for _, token := range []any{"approve-me", nil} {
+	for _, token := range []any{nil, "approve-me"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "review"}}
 		if token != nil {
@@ -522,7 +524,7 @@ func TestApprovalWaitProgress(t *testing.T) {
 			select {
 			case n := <-notes:
 				if n.ProgressToken != token || !strings.Contains(n.Message, "a person, not the agent, must decide this call within 30s") ||
-					strings.Contains(n.Message, id) || strings.Contains(n.Message, "mcpbox approve") || strings.Contains(n.Message, r.dir) {
+					strings.Contains(n.Message, id) || strings.Contains(n.Message, "mcpbox") || strings.Contains(n.Message, "log") || strings.Contains(n.Message, r.dir) {
 					t.Errorf("progress while the call waits: %+v", n)
 				}
 			case <-time.After(10 * time.Second):

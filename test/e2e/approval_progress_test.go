@@ -13,8 +13,8 @@ import (
 // TestApprovalWaitProgress: a client that cannot be asked (no
 // elicitation) but sent a progressToken with its call hears, on the
 // call's own stream, that the call waits for a person, in 2025-11-25
-// and in 2026-07-28, in words that name no command and no approval ID
-// (the agent could run them to approve itself); the call then runs
+// and in 2026-07-28, in words that name no command, approval ID or log
+// (the agent could use them to approve itself); the call then runs
 // once approved with mcpbox approve.
 func TestApprovalWaitProgress(t *testing.T) {
 	m := modes(t)[0]
@@ -42,7 +42,7 @@ func TestApprovalWaitProgress(t *testing.T) {
 		select {
 		case n := <-notes:
 			if n.ProgressToken != token || !strings.Contains(n.Message, "a person, not the agent, must decide this call within 1m0s") ||
-				strings.Contains(n.Message, p.str("id")) || strings.Contains(n.Message, "mcpbox approve") {
+				strings.Contains(n.Message, p.str("id")) || strings.Contains(n.Message, "mcpbox") || strings.Contains(n.Message, "log") {
 				t.Errorf("%s: progress while the call waits: %+v", version, n)
 			}
 		case <-time.After(30 * time.Second):
