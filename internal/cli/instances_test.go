@@ -133,6 +133,9 @@ func TestFindStateDir(t *testing.T) {
 	if code, _, errOut := runCLI("ui", "--print-url"); code != exitUsage || !strings.Contains(errOut, "say which") {
 		t.Errorf("ui with the default and the config both served: exit %d: %s", code, errOut)
 	}
+	if code, _, errOut := runCLI("ui", "--print-url", "--instance", "1"); code != exitUsage || !strings.Contains(errOut, "no mcpbox serve with pid 1 runs for "+proj) {
+		t.Errorf("ui --instance of no serve with the default and the config both served: exit %d: %s", code, errOut)
+	}
 	stopDef()
 	stopDef = func() {}
 	if got, err := findStateDir(sub); err != nil || got != keyed {

@@ -14,7 +14,7 @@ a one-time login URL (5 minutes, one use) and opens a browser where
 xdg-open (macOS: open) exists; --print-url only prints it. Each instance
 has its own dashboard: when several run on the state dir, ui lists them
 and --instance PID (the INSTANCE column of mcpbox ps) chooses one; it
-also chooses between the serves of two configs run in one project.
+also chooses between the serves of several configs in one project.
 The URL is signed with the state dir's dashboard-secret file (made here
 when there is none; it also logs in pasted at /ui/, as an admin).
 --rotate replaces it first: every dashboard session and login URL made
@@ -35,13 +35,13 @@ func (e *env) ui(args []string) int {
 		e.errorf("ui: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
+	if *pid < 0 {
+		e.errorf("ui: --instance %d: want a pid", *pid)
+		return exitUsage
+	}
 	dir, err := daemon.InstanceAdminDir(*af.config, *af.stateDir, *af.all, *pid)
 	if err != nil {
 		e.errorf("ui: %v", err)
-		return exitUsage
-	}
-	if *pid < 0 {
-		e.errorf("ui: --instance %d: want a pid", *pid)
 		return exitUsage
 	}
 	u, err := daemon.UILoginURL(dir, *pid, *rotate)

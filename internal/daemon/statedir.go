@@ -106,6 +106,7 @@ func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, e
 		if d, ok := many.StateDirOf(pid); ok {
 			return d, nil
 		}
+		return "", fmt.Errorf("no mcpbox serve with pid %d runs for %s (mcpbox ps --instances lists them)", pid, many.Dir)
 	}
 	return dir, err
 }
