@@ -342,15 +342,16 @@ func shellQuote(s string) string {
 }
 
 // approvalHowTo tells the client, and through it the person behind the
-// agent, that a person must decide such a call. It names no command: the
-// reader is the agent under review, which may have a shell as the same
-// user, and a refusal that spelled out "mcpbox approve ID" would invite
-// it to approve itself. Serve's log gives the operator the commands.
+// agent, that a person must decide such a call. Its reader is the agent
+// under review, which may have a shell as the same user: it names no
+// command ("mcpbox approve ID" would invite the agent to approve itself)
+// and does not point to serve's log, which gives the operator those
+// commands (the retry's wait could be approved from it).
 func (g *Guard) approvalHowTo() string {
 	if !g.channels[config.ChannelCLI] && !g.channels[config.ChannelWeb] {
 		return ""
 	}
-	return fmt.Sprintf("; a person, not the agent, must approve it within %v: ask the user to decide it where mcpbox shows waiting calls (its log names them), then retry",
+	return fmt.Sprintf("; a person, not the agent, must approve it within %v: ask the user to decide it where mcpbox shows waiting calls, then retry",
 		g.c.Approvals.EffectiveTimeout())
 }
 

@@ -255,8 +255,8 @@ func TestApprovalTimeout(t *testing.T) {
 		// The refusal asks for a person's decision and names no command
 		// the agent could run to approve itself.
 		wantRefused(t, c, "needs approval and was not approved", "a person, not the agent", "ask the user")
-		if txt := gwText(c.res); strings.Contains(txt, s.token) || strings.Contains(txt, "mcpbox approve") {
-			t.Errorf("the refusal shows the bearer token or an approve command: %s", txt)
+		if txt := gwText(c.res); strings.Contains(txt, s.token) || strings.Contains(txt, "mcpbox approve") || strings.Contains(txt, "log") {
+			t.Errorf("the refusal shows the bearer token, an approve command or where one is: %s", txt)
 		}
 		if c.took < 900*time.Millisecond || c.took > 15*time.Second {
 			t.Errorf("refused after %v, want about the 1 s timeout", c.took)
