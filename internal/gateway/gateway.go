@@ -245,8 +245,10 @@ type Call struct {
 	Elicit func(ctx context.Context, message string, choices []string) (string, error)
 	// Progress, when the client sent a progressToken with the call, tells
 	// it a note on the call's progress (notifications/progress with that
-	// token and message, progress 0: before anything the server reports),
-	// such as that it waits for a person. Nil when the client sent none.
+	// token and message), such as that it waits for a person, before the
+	// server has the call. Its progress is 0, which a server's own first
+	// note may repeat: the spec wants progress to increase, but no SDK
+	// we know checks it. Nil when the client sent no token.
 	Progress func(message string)
 	// Trace is the W3C trace context the client sent with the call
 	// (_meta traceparent), "" if none: for the audit record.
