@@ -545,3 +545,50 @@ func TestApprovalWaitProgress(t *testing.T) {
 	default:
 	}
 }
+
+// TestApprovalWaitProgressElicitation: a client asked through
+// elicitation gets the question, not the note; with the elicitation
+// channel off, the same client is not asked and gets the note.
+func TestApprovalWaitProgressElicitation(t *testing.T) {
+	for _, channels := range []string{"", "channels: [cli, web], "} {
+		notes := make(chan *mcp.ProgressNotificationParams, 8)
+		asked := make(chan struct{}, 1)
+		conf := strings.Replace(guardTestConfig, "approvals: {timeout: 30s}", "approvals: {"+channels+"timeout: 30s}", 1)
+		r := newGuardRigWith(t, conf, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { notes <- req.Params },
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked <- struct{}{}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "once"}}, nil
+			},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "review"}}
+		params.SetProgressToken("tok")
+		done := make(chan error, 1)
+		go func() { _, err := r.sess.CallTool(ctx, params); done <- err }()
+		if channels == "" {
+			if err := <-done; err != nil {
+				t.Fatalf("the call its client approved: %v", err)
+			}
+			if len(asked) != 1 || len(notes) != 0 {
+				t.Errorf("elicitation on: asked %d times, %d notes; want asked once and no note", len(asked), len(notes))
+			}
+		} else {
+			select {
+			case n := <-notes:
+				if !strings.Contains(n.Message, "a person, not the agent") {
+					t.Errorf("elicitation off: note %+v", n)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("elicitation off: no note while the call waits")
+			}
+			if err := r.g.Admin(nil).Decide(r.waitingID(t), approval.Decision{Allow: true, By: "cli:uid=0"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil || len(asked) != 0 {
+				t.Fatalf("the call approved with elicitation off: %v, asked %d times", err, len(asked))
+			}
+		}
+		cancel()
+	}
+}
