@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -512,7 +513,7 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 		if modernOf(ctx) != nil {
 			c.Elicit = d.modernElicitor(ctx)
 		}
-		if tok := p.Meta["progressToken"]; tok != nil {
+		if tok := progressToken(p.Meta); tok != nil {
 			c.Progress = func(message string) {
 				if raw, err := json.Marshal(map[string]any{"progressToken": tok, "progress": 0, "message": message}); err == nil {
 					d.notify(ctx, "notifications/progress", raw)
@@ -595,6 +596,26 @@ func (d *downstream) forwardInput(ctx context.Context, b *bound, method, name st
 // its default) expires; a Hooks.Call sees it in the error next returns.
 var ErrCallTimeout = errors.New("call timeout")
 
+// progressToken is the client's progressToken in meta; nil if there is
+// none, or if it is a number float64 may not hold exactly: the SDK
+// decodes _meta into float64s (2^53+1 into 2^53; toolCallParams's
+// json.Number has it from there), and a note echoing such a token would
+// name another request, so the call gets none.
+func progressToken(meta mcp.Meta) any {
+	tok := meta["progressToken"]
+	var f float64
+	switch t := tok.(type) {
+	case float64:
+		f = t
+	case json.Number:
+		f, _ = t.Float64()
+	}
+	if math.Abs(f) >= 1<<53 {
+		return nil
+	}
+	return tok
+}
+
 // call forwards one request and, while waiting, passes on the progress and
 // log notifications the server sends for it, on the request's stream.
 func (d *downstream) call(ctx context.Context, b *bound, method string, params map[string]any, timeout time.Duration) (json.RawMessage, error) {
@@ -608,7 +629,7 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	var token any
 	meta, _ := params["_meta"].(mcp.Meta)
 	if meta != nil {
-		token = meta["progressToken"]
+		token = progressToken(meta)
 		if modernOf(ctx) != nil {
 			meta = upstreamMeta(meta, p.meta != nil)
 			params["_meta"] = meta

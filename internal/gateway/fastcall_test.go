@@ -229,6 +229,8 @@ func fastScript() []fastStep {
 		{line: fastCall("13", `{"name":"raw_spaced","arguments":{}}`), ids: []string{"13"}},
 		{line: fastCall("14", `{"name":"raw_html","arguments":{}}`), ids: []string{"14"}},
 		{line: fastCall("15", `{"name":"raw_progress","arguments":{},"_meta":{"progressToken":"p1"}}`), ids: []string{"15"}},
+		// A token float64 cannot hold: no note names another (2^53).
+		{line: fastCall("16", `{"name":"raw_progress","arguments":{},"_meta":{"progressToken":9007199254740993}}`), ids: []string{"16"}},
 		// Malformed params: the SDK answers on both paths.
 		{line: fastCall("20", `{"name":5}`), ids: []string{"20"}},
 		{line: fastCall("21", `[1,2]`), ids: []string{"21"}},
@@ -296,6 +298,9 @@ func TestFastCallsMatchSDK(t *testing.T) {
 	}
 	if strings.Contains(all, "SECRET123") {
 		t.Error("a secret reached the client")
+	}
+	if strings.Contains(all, "9007199254740992") {
+		t.Error("a progress note with the token 2^53 for a call that sent 2^53+1")
 	}
 	if strings.Contains(all, `"id":40,`) {
 		t.Error("the cancelled call was answered")
