@@ -653,12 +653,17 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 	}
 	in := b.u.begin(d, p, ctx, token, method == "tools/call")
 	defer b.u.end(in)
-	if in.gwTok != "" {
+	if _, sent := meta["progressToken"]; in.gwTok != "" || sent {
+		// The server sees the gateway's token, never the client's; none
+		// where progressToken turned the client's down.
 		m := make(map[string]any, len(meta))
 		for k, v := range meta {
 			m[k] = v
 		}
-		m["progressToken"] = in.gwTok
+		delete(m, "progressToken")
+		if in.gwTok != "" {
+			m["progressToken"] = in.gwTok
+		}
 		params["_meta"] = m
 	}
 	// The timeout: a context under ctx, or for a stdio server, whose

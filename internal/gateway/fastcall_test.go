@@ -275,6 +275,14 @@ func TestFastCallsMatchSDK(t *testing.T) {
 		if slow && c.gw.fastCalls.Load() != 0 {
 			t.Errorf("slowStdio: %d calls took the fast path", c.gw.fastCalls.Load())
 		}
+		for _, s := range c.srvs() {
+			s.mu.Lock()
+			seen, _ := json.Marshal(s.seen)
+			s.mu.Unlock()
+			if strings.Contains(string(seen), "9007199254740992") {
+				t.Error("the server saw the client's progress token")
+			}
+		}
 		if !slow && c.gw.fastCalls.Load() == 0 {
 			t.Error("no call took the fast path")
 		}
