@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -21,15 +20,14 @@ func TestApprovalInputRequired(t *testing.T) {
 	g := s.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	hc := &http.Client{Transport: gwBearer{token: s.token, base: &http.Transport{}}}
-	legacy := gwConnect(t, ctx, g.url, hc, nil, gwLegacy)
+	legacy := s.connect(t, g, nil)
 	for _, answer := range []string{"once", "deny"} {
 		var forms []string
 		opts := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			forms = append(forms, req.Params.Message)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": answer}}, nil
 		}}
-		sess := gwConnect(t, ctx, g.url, hc, opts, "2026-07-28")
+		sess := s.connectVersion(t, g, opts, "2026-07-28")
 		if got := sess.InitializeResult().ProtocolVersion; got != "2026-07-28" {
 			t.Fatalf("negotiated %s, want 2026-07-28", got)
 		}

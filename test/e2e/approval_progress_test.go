@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +21,10 @@ func TestApprovalWaitProgress(t *testing.T) {
 	g := s.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	hc := &http.Client{Transport: gwBearer{token: s.token, base: &http.Transport{}}}
 	var seen []string
 	for _, version := range gwVersions {
 		notes := make(chan *mcp.ProgressNotificationParams, 8)
-		sess := gwConnect(t, ctx, g.url, hc, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		sess := s.connectVersion(t, g, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			notes <- req.Params
 		}}, version)
 		token := "wait-" + version

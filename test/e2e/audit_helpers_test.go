@@ -76,14 +76,20 @@ func (s *auSetup) serve(t *testing.T) *gwGateway {
 	return gwServe(t, s.m, s.cfg, auTokenEnv+"="+s.token)
 }
 
-// connect opens an MCP session as alice; opts may be nil (then the client
-// declares no elicitation).
+// connect opens an MCP session as alice, in gwLegacy; opts may be nil
+// (then the client declares no elicitation).
 func (s *auSetup) connect(t *testing.T, g *gwGateway, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return s.connectVersion(t, g, opts, gwLegacy)
+}
+
+// connectVersion is connect in the protocol revision version.
+func (s *auSetup) connectVersion(t *testing.T, g *gwGateway, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	hc := &http.Client{Transport: gwBearer{token: s.token, base: &http.Transport{}}}
-	return gwConnect(t, ctx, g.url, hc, opts, gwLegacy)
+	return gwConnect(t, ctx, g.url, hc, opts, version)
 }
 
 // cli runs `mcpbox ARGS` as the mode's user with a 60 s bound.
