@@ -514,7 +514,12 @@ func (d *downstream) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) (mc
 			c.Elicit = d.modernElicitor(ctx)
 		}
 		if tok := progressToken(p.Meta); tok != nil {
+			note := new(progressNote)
+			ctx = context.WithValue(ctx, progressNoteKey{}, note)
 			c.Progress = func(message string) {
+				if note.sent.Swap(true) {
+					return // one note a call: progress must increase
+				}
 				if raw, err := json.Marshal(map[string]any{"progressToken": tok, "progress": 0, "message": message}); err == nil {
 					d.notify(ctx, "notifications/progress", raw)
 				}
@@ -651,7 +656,8 @@ func (d *downstream) call(ctx context.Context, b *bound, method string, params m
 			params["_meta"] = m
 		}
 	}
-	in := b.u.begin(d, p, ctx, token, method == "tools/call")
+	note, _ := ctx.Value(progressNoteKey{}).(*progressNote)
+	in := b.u.begin(d, p, ctx, token, method == "tools/call", note != nil && note.sent.Load())
 	defer b.u.end(in)
 	if _, sent := meta["progressToken"]; in.gwTok != "" || sent {
 		// The server sees the gateway's token, never the client's; none

@@ -246,9 +246,11 @@ type Call struct {
 	// Progress, when the client sent a progressToken with the call, tells
 	// it a note on the call's progress (notifications/progress with that
 	// token and message), such as that it waits for a person, before the
-	// server has the call. Its progress is 0, which a server's own first
-	// note may repeat: the spec wants progress to increase, but no SDK
-	// we know checks it. Nil when the client sent no token.
+	// server has the call, at most once a call. Its progress is 0; the
+	// server's own notes on that call that would not increase on it (the
+	// spec wants each note's progress above the last) are lifted just
+	// above the last value sent (upstream.onNotify). Nil when the client
+	// sent no token.
 	Progress func(message string)
 	// Trace is the W3C trace context the client sent with the call
 	// (_meta traceparent), "" if none: for the audit record.

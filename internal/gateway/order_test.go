@@ -98,3 +98,97 @@ func TestNotificationsBeforeResultHTTP(t *testing.T) {
 		}
 	}
 }
+
+// startsAtZero answers tools/call with progress notes that start at 0,
+// as many servers do, repeat a value and carry messages, then its result.
+func startsAtZero(s *rawServer, msg map[string]any) {
+	switch msg["method"] {
+	case "tools/list":
+		s.reply(msg, `{"tools":[{"name":"work","inputSchema":{"type":"object"}}]}`)
+	case "tools/call":
+		params, _ := msg["params"].(map[string]any)
+		meta, _ := params["_meta"].(map[string]any)
+		tok, _ := json.Marshal(meta["progressToken"])
+		id, _ := json.Marshal(msg["id"])
+		var b strings.Builder
+		for i, v := range []string{"0", "0", "0.5", "0.5", "2"} {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%s,"total":2,"message":"step %d"}}`+"\n", tok, v, i)
+		}
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, id)
+		s.send(b.String())
+	}
+}
+
+// TestProgressAfterGatewayNote: where the gateway told the client a note
+// of its own on a call's token (Call.Progress, at 0), the server's notes
+// that would not increase on it are lifted just above the last one, and
+// none is lost; a call the gateway sent no note for gets the server's
+// values as they are.
+func TestProgressAfterGatewayNote(t *testing.T) {
+	hooks := Hooks{Call: func(ctx context.Context, c *Call, next func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+		if c.Progress != nil && strings.Contains(string(c.Arguments), `"wait":true`) {
+			c.Progress("waiting")
+			c.Progress("a second note is not sent")
+		}
+		return next(ctx)
+	}}
+	for _, slow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slowStdio=%v", slow), func(t *testing.T) {
+			c := newFastClientWith(t, slow, startsAtZero, hooks)
+			c.send(fastInit, "0")
+			c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			for i, wait := range []bool{true, false} {
+				id := fmt.Sprint(i + 1)
+				c.send(fastCall(id, fmt.Sprintf(`{"name":"raw_work","arguments":{"wait":%v},"_meta":{"progressToken":"t%s"}}`, wait, id)))
+				var got []float64
+				var messages []string
+				timeout := time.After(20 * time.Second)
+			read:
+				for {
+					select {
+					case l := <-c.lines:
+						var m struct {
+							ID     json.RawMessage `json:"id"`
+							Method string          `json:"method"`
+							Params struct {
+								Progress float64 `json:"progress"`
+								Message  string  `json:"message"`
+							} `json:"params"`
+						}
+						json.Unmarshal([]byte(l), &m)
+						switch {
+						case m.Method == "notifications/progress":
+							got = append(got, m.Params.Progress)
+							messages = append(messages, m.Params.Message)
+						case m.Method == "" && string(m.ID) == id:
+							break read
+						}
+					case <-timeout:
+						t.Fatalf("call %s: no result", id)
+					}
+				}
+				want := []string{"waiting", "step 0", "step 1", "step 2", "step 3", "step 4"}
+				if !wait {
+					want = want[1:]
+				}
+				if fmt.Sprint(messages) != fmt.Sprint(want) {
+					t.Fatalf("call %s: notes %q, want %q", id, messages, want)
+				}
+				if !wait {
+					if fmt.Sprint(got) != "[0 0 0.5 0.5 2]" {
+						t.Errorf("call %s without the gateway's note: progress %v, want the server's own", id, got)
+					}
+					continue
+				}
+				for j := 1; j < len(got); j++ {
+					if got[j] <= got[j-1] {
+						t.Fatalf("call %s: progress %v does not increase", id, got)
+					}
+				}
+				if got[0] != 0 || got[2] >= 0.5 || got[3] != 0.5 || got[4] >= 0.6 || got[5] != 2 {
+					t.Errorf("call %s: progress %v, want 0, the server's values, and those lifted only just above the last", id, got)
+				}
+			}
+		})
+	}
+}

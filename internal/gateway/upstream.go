@@ -202,7 +202,18 @@ type inflight struct {
 	token  any             // the client's progress token, nil if none
 	gwTok  string          // the token the upstream sees
 	events *events
+	// noted: the gateway sent the client a progress note of its own on
+	// this call (Call.Progress), so the server's notes are kept above
+	// last, the progress last sent; read and set on the peer's read loop.
+	noted bool
+	last  float64
 }
+
+// progressNote, in a call's context, records whether Call.Progress sent
+// its note.
+type progressNote struct{ sent atomic.Bool }
+
+type progressNoteKey struct{}
 
 func newUpstream(gw *Gateway, srv *Server, scope Scope) *upstream {
 	life, end := context.WithCancel(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -13,9 +14,10 @@ import (
 
 // begin registers a forwarded request, a tools/call if tool; the returned
 // token replaces the client's progress token (nil: the client asked for
-// no progress).
-func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any, tool bool) *inflight {
-	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: newEvents()}
+// no progress). noted: the gateway already sent the client a progress
+// note (at 0) on that token.
+func (u *upstream) begin(d *downstream, p *peer, ctx context.Context, token any, tool, noted bool) *inflight {
+	in := &inflight{d: d, p: p, ctx: ctx, token: token, events: newEvents(), noted: noted}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if tool {
@@ -171,6 +173,9 @@ func (u *upstream) onNotify(n *jsonrpc.Request) {
 		if err != nil {
 			return
 		}
+		if in.noted {
+			out = in.lift(out)
+		}
 		in.queue(len(out), func() { in.d.notify(in.ctx, n.Method, out) })
 	case "notifications/subscriptions/acknowledged":
 		// The gateway's own listen (upstream.listen); no client's.
@@ -294,4 +299,27 @@ func (u *upstream) requester(method string) (*downstream, context.Context, error
 		ctx = only.ctx
 	}
 	return d, ctx, nil
+}
+
+// lift keeps the progress of a server's note above the last one the
+// client got on in's token, where the gateway sent a note of its own
+// first (at 0): a server that starts at 0, as many do, would otherwise
+// repeat it. A value that would not increase becomes the next float64
+// above the last; a note whose progress is not a number passes as it is.
+func (in *inflight) lift(params json.RawMessage) json.RawMessage {
+	var p struct {
+		Progress *float64 `json:"progress"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Progress == nil {
+		return params
+	}
+	v := *p.Progress
+	if v <= in.last {
+		v = math.Nextafter(in.last, math.Inf(1))
+		if out, err := setField(params, "progress", v); err == nil {
+			params = out
+		}
+	}
+	in.last = v
+	return params
 }
