@@ -51,9 +51,15 @@ func parentDirs() ([]string, error) {
 		}
 		return []string{filepath.Join(base, parentName)}, nil
 	case "v1", "hybrid":
+		// One read of where this thread is, for every hierarchy, as
+		// createV1 does (issue 19: every sandbox start sweeps).
+		own, err := cgroups.ParseCgroupFile(ownCgroupFile)
+		if err != nil {
+			return nil, fmt.Errorf("finding stale cgroups: %w", err)
+		}
 		var parents []string
 		for _, ctrl := range v1Controllers {
-			if p, _, err := v1Parent(ctrl); err == nil && !slices.Contains(parents, p) {
+			if p, _, err := v1ParentOf(own, ctrl); err == nil && !slices.Contains(parents, p) {
 				parents = append(parents, p)
 			}
 		}
