@@ -76,8 +76,10 @@ func (e *env) importConfig(args []string) int {
 		e.errorf("import: %v", err)
 		return exitUsage
 	}
-	res := importer.Convert(cf)
-	importer.ConvertPackages(res, daemon.PackageOf, importer.Host{HoldsData: daemon.HoldsData, IsDir: daemon.IsDir})
+	home, _ := os.UserHomeDir() // "": only the usual places' homes are known
+	host := importer.Host{Home: home, HoldsData: daemon.HoldsData, IsDir: daemon.IsDir}
+	res := importer.Convert(cf, host)
+	importer.ConvertPackages(res, daemon.PackageOf, host)
 	e.importNotes(append(res.Notes, daemon.ImportNotes(res.Config)...))
 	if len(res.Config.Servers) == 0 {
 		e.errorf("import: no server of %s could be imported", files[0])

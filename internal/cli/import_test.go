@@ -55,6 +55,39 @@ func TestImportCommand(t *testing.T) {
 	}
 }
 
+// TestImportProtectsHome: the user's home, wherever it is, and its
+// credential dirs are not mounted into an imported server, whether an
+// argument or a docker volume names them; a project dir in it is.
+func TestImportProtectsHome(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "odd", "alice")
+	for _, d := range []string{".ssh", ".aws", "project"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
+	in, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"fs":   map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-filesystem", home + "/.ssh", home, home + "/project"}},
+		"aws":  map[string]any{"command": "docker", "args": []string{"run", "-i", "--rm", "-v", home + "/.aws:/root/.aws:ro", "mcp/aws"}},
+		"home": map[string]any{"command": "docker", "args": []string{"run", "-i", "--rm", "-v", home + ":/h", "mcp/x"}},
+	}})
+	code, out, errs := runImport("", writeFile(t, "client.json", string(in)))
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, errs)
+	}
+	for _, bad := range []string{"source: " + home + "/.ssh", "source: " + home + "/.aws", "source: " + home + "\n"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the import mounts %q:\n%s", bad, out)
+		}
+	}
+	if !strings.Contains(out, "source: "+home+"/project") {
+		t.Errorf("the project dir in the home is not mounted:\n%s", out)
+	}
+	if !strings.Contains(out+errs, home+"/.ssh is not mounted") || !strings.Contains(out+errs, home+"/.aws:/root/.aws:ro left out") {
+		t.Errorf("no note says why the credential dirs are left out:\n%s\n%s", out, errs)
+	}
+}
+
 // TestImportRewriteFlags: --config is made absolute (~/ expanded),
 // --mcpbox defaults to this binary, and flags after FILE still count.
 func TestImportRewriteFlags(t *testing.T) {

@@ -37,9 +37,9 @@ type Result struct {
 
 // Convert turns the server entries of cf into an mcpbox config. An entry
 // that does not import cleanly is left out with a note: one bad entry
-// does not sink the others.
-func Convert(cf *ClientFile) *Result {
-	im := &converter{names: make(map[string]bool), claimed: make(map[string]string)}
+// does not sink the others. Of host, only Home is read.
+func Convert(cf *ClientFile, host Host) *Result {
+	im := &converter{names: make(map[string]bool), claimed: make(map[string]string), home: host.Home}
 	c, hints := im.convert(cf.entries)
 	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars}
 }

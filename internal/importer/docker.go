@@ -252,7 +252,7 @@ func (d *dockerConv) mount(val string) {
 
 // addMount adds a bind mount unless its source is protected.
 func (d *dockerConv) addMount(src, dst string, ro bool, was string) {
-	if why := protectedSource(src); why != "" {
+	if why := protectedSource(src, d.im.home); why != "" {
 		d.hints = append(d.hints, fmt.Sprintf("%s left out: %s", was, why))
 		d.im.notef("server %q: mount %s left out: %s", d.orig, src, why)
 		return
@@ -270,7 +270,7 @@ func (d *dockerConv) addMount(src, dst string, ro bool, was string) {
 
 // protectedSource says why src must not be mounted into a server's
 // sandbox, or "".
-func protectedSource(src string) string {
+func protectedSource(src, home string) string {
 	if src == "" {
 		return "no source"
 	}
@@ -284,7 +284,7 @@ func protectedSource(src string) string {
 		}
 	}
 	// A home of macOS is case-insensitive: ~/.SSH is ~/.ssh there.
-	clean := strings.ToLower(homeRelative(abs))
+	clean := strings.ToLower(homeRelative(abs, home))
 	base := path.Base(clean)
 	if strings.HasSuffix(base, ".sock") && (strings.Contains(base, "docker") || strings.Contains(base, "podman") || strings.Contains(base, "containerd")) ||
 		strings.Contains(clean, "/docker.sock") || strings.HasSuffix(clean, "/podman/podman.sock") {
@@ -307,12 +307,21 @@ func protectedSource(src string) string {
 }
 
 // homeRelative writes a path in a home directory as ~/...: a client's
-// config names home directories absolutely (JSON has no ~), as Linux
-// (/home/NAME) and macOS (/Users/NAME) place them; root's, /root, is
-// protected whole. (The package reads nothing of the host, $HOME
-// included.)
-func homeRelative(p string) string {
-	for _, root := range []string{"/home/", "/Users/"} {
+// config names home directories absolutely (JSON has no ~): the user's
+// own, home (the caller's $HOME: the package reads nothing of the host),
+// and any under the places Linux (/home/NAME; /var/home/NAME on Fedora's
+// image-based systems) and macOS (/Users/NAME) put them; root's, /root,
+// is protected whole.
+func homeRelative(p, home string) string {
+	if home = path.Clean(home); path.IsAbs(home) && home != "/" {
+		if p == home {
+			return "~"
+		}
+		if rest, ok := strings.CutPrefix(p, home+"/"); ok {
+			return "~/" + rest
+		}
+	}
+	for _, root := range []string{"/home/", "/Users/", "/var/home/"} {
 		rest, ok := strings.CutPrefix(p, root)
 		if !ok || rest == "" {
 			continue
@@ -328,6 +337,6 @@ func homeRelative(p string) string {
 // protectedHostDirs may not be mounted whole; protectedHostTrees not even
 // in part.
 var (
-	protectedHostDirs  = []string{"/", "/etc", "/usr", "/var", "/run", "/var/run", "/home", "/Users", "/root", "/boot", "~", "/tmp"}
+	protectedHostDirs  = []string{"/", "/etc", "/usr", "/var", "/run", "/var/run", "/home", "/Users", "/var/home", "/root", "/boot", "~", "/tmp"}
 	protectedHostTrees = []string{"/proc", "/sys", "/dev", "/root", "/etc/shadow", "/var/lib/docker", "/run/containerd", "/var/run/docker", "/run/docker", "~/.ssh", "~/.docker", "~/.aws", "~/.kube", "~/.gnupg", "~/.config/gcloud", "~/.azure"}
 )

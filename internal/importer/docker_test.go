@@ -22,7 +22,7 @@ func dockerEntry(t *testing.T, cmd string, args []string, env map[string]string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	out := ""
 	if len(res.Config.Servers) > 0 {
 		b, err := Render(res, "client.json")
@@ -120,9 +120,23 @@ func TestProtectedSource(t *testing.T) {
 		"/Users/bob": true, "/Users/bob/.kube/config": true, "/Users": true, "/Users/bob/code": false,
 		"/Users/bob/.SSH": true, "$HOME/..": true, "~/../bob/.ssh": true, "~/../../etc": true,
 	} {
-		if got := protectedSource(src) != ""; got != bad {
-			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src), bad)
+		if got := protectedSource(src, "") != ""; got != bad {
+			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src, ""), bad)
 		}
+	}
+	// The user's own home, wherever it is, as ~; and the homes of Fedora's
+	// image-based systems.
+	for src, bad := range map[string]bool{
+		"/srv/u/alice": true, "/srv/u/alice/": true, "/srv/u/alice/.ssh": true, "/srv/u/alice/.aws/credentials": true,
+		"/srv/u/alice/.SSH": true, "/srv/u/alice/code": false, "/srv/u/alicex/.ssh": false, "/srv/u": false,
+		"/var/home/bob": true, "/var/home/bob/.kube/config": true, "/var/home": true, "/var/home/bob/code": false,
+	} {
+		if got := protectedSource(src, "/srv/u/alice/"); (got != "") != bad {
+			t.Errorf("protectedSource(%q) with home /srv/u/alice = %q, want protected %v", src, got, bad)
+		}
+	}
+	if got := protectedSource("/x/.ssh", "/"); got != "" {
+		t.Errorf("a home of / protects everything under it: %q", got)
 	}
 }
 

@@ -49,7 +49,7 @@ func FuzzImport(f *testing.F) {
 			}
 			return
 		}
-		res := Convert(cf)
+		res := Convert(cf, Host{})
 		c := res.Config
 		skipped := 0
 		for _, n := range res.Notes {

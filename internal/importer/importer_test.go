@@ -69,7 +69,7 @@ func importYAML(t *testing.T, input string) (out, msgs string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	if len(res.Config.Servers) == 0 {
 		t.Fatalf("no server imported: %q", res.Notes)
 	}

@@ -21,11 +21,16 @@ import (
 // does not import its neighbours.
 type PackageOf func(argv []string) (pkg string, args []string, ok bool, err error)
 
-// Host answers what ConvertPackages asks of the host's files, for paths
-// as a client config names them ("~/" for the home directory). The
-// caller supplies it (daemon.HoldsData, daemon.IsDir): importer reads no
-// files.
+// Host answers what Convert and ConvertPackages ask of the host, for
+// paths as a client config names them ("~/" for the home directory). The
+// caller supplies it (the user's home, daemon.HoldsData, daemon.IsDir):
+// importer reads no files.
 type Host struct {
+	// Home is the user's home directory, absolute: a path in it is
+	// protected as the same path under ~ is (~/.ssh, ~ itself), whatever
+	// the home is called. Homes under /home, /Users and /var/home are
+	// known without it. "": none but those.
+	Home string
 	// HoldsData reports whether the file path exists and holds data.
 	// Nil: none does.
 	HoldsData func(path string) bool
@@ -74,7 +79,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 				"package's own bin).",
 			}
 			argv := &config.Server{Args: s.Command[1:], Filesystem: s.Filesystem}
-			hints = append(hints, rewriteHostDirs(argv, host.IsDir)...)
+			hints = append(hints, rewriteHostDirs(argv, host)...)
 			s.Command, s.Filesystem.Mounts = append(s.Command[:1:1], argv.Args...), argv.Filesystem.Mounts
 			rest := unmounted(s.Command)
 			res.Hints[s.Name] = append(hints, hostPathHints(rest)...)
@@ -89,7 +94,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 			"and runs it read-only with no network. Its own directory is read-only:",
 			"a server that writes files needs them under /workspace/output or /tmp.",
 		}
-		hints = append(hints, rewriteHostDirs(s, host.IsDir)...)
+		hints = append(hints, rewriteHostDirs(s, host)...)
 		moved, notes := moveHostFiles(s, host.HoldsData)
 		hints = append(hints, moved...)
 		res.Notes = append(res.Notes, notes...)
@@ -169,7 +174,7 @@ func unmounted(args []string) []string {
 // rewriteHostDirs mounts the host directories s's args name (read-only,
 // at /data/NAME) and rewrites the args to match. A name with a dot is
 // taken for a file unless isDir says it is a directory.
-func rewriteHostDirs(s *config.Server, isDir func(string) bool) []string {
+func rewriteHostDirs(s *config.Server, host Host) []string {
 	var hints []string
 	taken := map[string]bool{}
 	for i, a := range s.Args {
@@ -182,10 +187,10 @@ func rewriteHostDirs(s *config.Server, isDir func(string) bool) []string {
 			continue
 		}
 		if !isHostPath(val) || driveRE().MatchString(val) ||
-			strings.Contains(path.Base(val), ".") && (isDir == nil || !isDir(val)) {
+			strings.Contains(path.Base(val), ".") && (host.IsDir == nil || !host.IsDir(val)) {
 			continue // not a host path, Windows, or most likely a file
 		}
-		if why := protectedSource(val); why != "" {
+		if why := protectedSource(val, host.Home); why != "" {
 			hints = append(hints, fmt.Sprintf("%s is not mounted: %s; give the server a directory of its own instead.", val, why))
 			continue
 		}

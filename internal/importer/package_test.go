@@ -32,7 +32,7 @@ func renderPackages(t *testing.T, clientJSON string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	ConvertPackages(res, fakePackageOf, Host{})
 	out, err := Render(res, "claude.json")
 	if err != nil {
@@ -149,7 +149,7 @@ func TestMovedHostFileNoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	var asked []string
 	ConvertPackages(res, fakePackageOf, Host{HoldsData: func(p string) bool {
 		asked = append(asked, p)
@@ -183,7 +183,7 @@ func TestPackageHostPathsNoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	ConvertPackages(res, fakePackageOf, Host{})
 	notes := strings.Join(res.Notes, "\n")
 	if strings.Contains(notes, "/home/me/proj/docs") {
@@ -207,7 +207,7 @@ func TestPackageRelativeAndHomeArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	ConvertPackages(res, fakePackageOf, Host{})
 	out, err := Render(res, "mcp.json")
 	if err != nil {
@@ -243,7 +243,7 @@ func TestDottedDirMounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	ConvertPackages(res, fakePackageOf, Host{IsDir: func(p string) bool { return p == "/x/my.repo" }})
 	fs := res.Config.Server("fs")
 	if !slices.Equal(fs.Args, []string{"/data/my-repo", "/x/notes.txt"}) ||
@@ -263,7 +263,7 @@ func TestBinFormMountsDirs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := Convert(cf)
+	res := Convert(cf, Host{})
 	ConvertPackages(res, fakePackageOf, Host{})
 	s := res.Config.Server("multi")
 	if !slices.Equal(s.Command, []string{"npx", "-p", "@s/multi", "beta", "/data/docs", "/x/a.txt"}) ||
