@@ -106,8 +106,9 @@ servers:
 }
 
 // TestMissingInputBeforeInstall: a package server whose filesystem.input
-// is missing fails with that reason before its package is fetched, not
-// after the install as the install's failure.
+// is missing, or is the user's home directory, fails with that reason
+// before its package is fetched, not after the install as the install's
+// failure.
 func TestMissingInputBeforeInstall(t *testing.T) {
 	var requests atomic.Int32
 	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,30 +116,36 @@ func TestMissingInputBeforeInstall(t *testing.T) {
 		http.NotFound(w, r)
 	}))
 	defer reg.Close()
-	t.Setenv("HOME", t.TempDir())
+	home := t.TempDir()
+	t.Setenv("HOME", home)
 	t.Setenv("NPM_CONFIG_USERCONFIG", "")
 	t.Setenv("npm_config_registry", "")
 	t.Setenv("NPM_CONFIG_REGISTRY", reg.URL+"/")
-	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+	for _, tc := range []struct{ source, want string }{
+		{"./data-missing", "server fs: filesystem.input: "},
+		{home, "is or holds your home directory"},
+	} {
+		c, err := config.Load("mcpbox.yaml", []byte(`version: 1
 servers:
   fs:
     command: [npx, -y, "@modelcontextprotocol/server-filesystem", /workspace/input]
-    filesystem: {input: {source: ./data-missing}}
+    filesystem: {input: {source: `+tc.source+`}}
     tools: {allow: ["*"]}
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	l, err := NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir,
-		StateDir: t.TempDir(), NoRecord: true})
-	if err == nil {
-		l.Close()
-	}
-	if err == nil || !strings.Contains(err.Error(), "server fs: filesystem.input: ") || !strings.Contains(err.Error(), "data-missing") {
-		t.Errorf("NewLister: %v; want the missing input named", err)
-	}
-	if n := requests.Load(); n != 0 {
-		t.Errorf("the registry saw %d requests for a server that cannot start", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		l, err := NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir,
+			StateDir: t.TempDir(), NoRecord: true})
+		if err == nil {
+			l.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), strings.TrimPrefix(tc.source, "./")) {
+			t.Errorf("input %s: NewLister: %v; want the input named and %q", tc.source, err, tc.want)
+		}
+		if n := requests.Load(); n != 0 {
+			t.Errorf("input %s: the registry saw %d requests for a server that cannot start", tc.source, n)
+		}
 	}
 }

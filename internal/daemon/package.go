@@ -402,11 +402,14 @@ func (po packageOptions) results(ins []*install) (pkgs map[string]specconv.Packa
 // lock file has one for it) and returns how to run it, and the pin to
 // write if it is new; checked, if not nil, is the installer's Checked.
 func (po packageOptions) installOne(ctx context.Context, ps PackageServer, checked func()) (specconv.Package, *PackageChange, error) {
-	// A server whose input dir serve cannot show never starts, whatever
-	// its package: said before a download, not after it as the install's
-	// failure.
+	// A server whose input dir serve cannot or will not show (missing,
+	// your home dir) never starts, whatever its package: said before a
+	// download, and as the server's setup's failure, not the install's.
 	if _, err := specconv.InputDir(ps.Server, po.base); err != nil {
-		return specconv.Package{}, nil, fmt.Errorf("server %s: filesystem.input: %w", ps.Server.Name, err)
+		return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: fmt.Errorf("server %s: filesystem.input: %w", ps.Server.Name, err)}
+	}
+	if err := specconv.InputHidesState(ps.Server, specconv.Options{Base: po.base, StateDir: po.stateDir}); err != nil {
+		return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: err}
 	}
 	lock, err := integrity.ReadLock(po.lockPath)
 	if err != nil {

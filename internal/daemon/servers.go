@@ -132,7 +132,11 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 				if err := in.pinned(w.lockPath); err != nil {
 					return nil, err
 				}
-				return w.withPackage(w.ctx, s, in.pkg)
+				gs, err := w.withPackage(w.ctx, s, in.pkg)
+				if err != nil && !errors.As(err, new(*SetupError)) {
+					err = &SetupError{Server: s.Name, Err: err} // not the install's failure
+				}
+				return gs, err
 			}, w.retry(s))
 			installing, setUp = append(installing, in), append(setUp, set)
 			out = append(out, gs)

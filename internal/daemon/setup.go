@@ -451,6 +451,9 @@ func (p *pending) finish(gs *gateway.Server, err error, phase string, quiet bool
 		msg := "server still unavailable: its setup failed again; a new session retries it"
 		if phase == phaseInstall {
 			msg = "server unavailable: its package did not install; a new session retries it"
+			if errors.As(err, new(*SetupError)) { // installed, or not begun: the server's own setup failed
+				msg = "server unavailable: it cannot be set up; a new session retries it"
+			}
 		}
 		p.st.log.Warn(msg, "server", p.name, "err", p.st.reason(p.name, err))
 	}

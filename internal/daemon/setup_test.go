@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -436,15 +438,23 @@ func TestInstallingServer(t *testing.T) {
 		phases  string
 		launch  string // the start's error, "" for none
 		downNow string
+		logged  string // serve's log line of the outcome
 	}{
-		{name: "installed", phases: "install: install:recovered"},
+		{name: "installed", phases: "install: install:recovered", logged: "server's package installed: it joins the sessions"},
 		{name: "failed", err: errors.New("server x: npm package @x/y: not found"), phases: "install: install:",
-			launch: "unavailable: serve could not set it up (a new session retries it): npm package @x/y: not found", downNow: "npm package @x/y: not found"},
+			launch: "unavailable: serve could not set it up (a new session retries it): npm package @x/y: not found", downNow: "npm package @x/y: not found",
+			logged: "server unavailable: its package did not install"},
+		// Its input refused before the install, or its setup after it.
+		{name: "setup", err: &SetupError{Server: "x", Err: errors.New("server x: its input /h is or holds your home directory")}, phases: "install: install:",
+			launch:  "unavailable: serve could not set it up (a new session retries it): its input /h is or holds your home directory",
+			downNow: "its input /h is or holds your home directory", logged: "server unavailable: it cannot be set up"},
 		{name: "stopped", err: context.Canceled, phases: "install:",
 			launch: "unavailable: serve could not set it up (a new session retries it): context canceled", downNow: errInstalling.Error()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newSetupRig()
+			var logs bytes.Buffer
+			r.st.log = slog.New(slog.NewTextHandler(&logs, nil))
 			gs := &gateway.Server{Name: "x"}
 			done := make(chan struct{})
 			var retried atomic.Int32
@@ -485,6 +495,9 @@ func TestInstallingServer(t *testing.T) {
 			}
 			if got := strings.Join(phases, " "); got != tc.phases {
 				t.Errorf("audit records' phase:decision = %q, want %q", got, tc.phases)
+			}
+			if !strings.Contains(logs.String(), tc.logged) {
+				t.Errorf("serve's log lacks %q:\n%s", tc.logged, logs.String())
 			}
 			if tc.name == "failed" {
 				r.advance(retryEvery)

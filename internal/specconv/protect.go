@@ -74,11 +74,13 @@ func realHome() string {
 	return home
 }
 
-// inputHidesState refuses server s when its input shows the user's home
+// InputHidesState refuses server s when its input shows the user's home
 // dir, credentials and all (serve started in $HOME or /), or the state
 // dir, before serverSpec makes its output dir: the refusal must leave
-// nothing behind. checkReach checks the whole spec after.
-func inputHidesState(s *config.Server, o Options) error {
+// nothing behind (and before a package server's install: nothing is
+// downloaded for a server that cannot start). checkReach checks the
+// whole spec after.
+func InputHidesState(s *config.Server, o Options) error {
 	in := s.Filesystem.Input
 	if in == nil || o.StateDir == "" {
 		return nil

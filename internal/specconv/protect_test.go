@@ -175,7 +175,7 @@ func TestInputHoldingHomeRefused(t *testing.T) {
 			t.Errorf("input %s: %v, want the home directory refused", base, err)
 		}
 	}
-	if err := inputHidesState(c.Server("s"), Options{Base: filepath.Join(home, "proj"), StateDir: state}); err != nil {
+	if err := InputHidesState(c.Server("s"), Options{Base: filepath.Join(home, "proj"), StateDir: state}); err != nil {
 		t.Errorf("a project dir in the home dir: %v", err)
 	}
 }

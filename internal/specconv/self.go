@@ -78,7 +78,7 @@ func Group(c *config.Config, members []*config.Server, o Options) (sandbox.Spec,
 	if in := members[0].Filesystem.Input; in != nil && in.Mode == config.ModeOverlay {
 		return spec, fmt.Errorf("server %s: filesystem.input.mode overlay is not available in a group's shared sandbox", members[0].Name)
 	}
-	if err := inputHidesState(members[0], o); err != nil {
+	if err := InputHidesState(members[0], o); err != nil {
 		return spec, err
 	}
 	if err := serverSpec(c, members[0], o.base(), &spec); err != nil {

@@ -47,7 +47,7 @@ func (o Options) base() string {
 // built-in server runs mcpbox's own binary.
 func Server(c *config.Config, s *config.Server, o Options) (sandbox.Spec, error) {
 	var spec sandbox.Spec
-	if err := inputHidesState(s, o); err != nil {
+	if err := InputHidesState(s, o); err != nil {
 		return spec, err
 	}
 	if err := serverSpec(c, s, o.base(), &spec); err != nil {
