@@ -313,8 +313,11 @@ func clientName(req mcp.Request) string {
 }
 
 // upstreamCaps are the client capabilities a server is told: the
-// client's own, except that roots never change (the gateway answers
-// roots/list with the sandbox's mounts).
+// client's own, except roots, which the gateway answers itself with the
+// sandbox's mounts (and which never change): declared whatever the
+// client declared, so that a server that takes its directories from
+// roots (server-filesystem with none named) serves the same paths with
+// every client, as it does under pin (definitionsCaps).
 func upstreamCaps(c *mcp.ClientCapabilities) json.RawMessage {
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -324,12 +327,7 @@ func upstreamCaps(c *mcp.ClientCapabilities) json.RawMessage {
 	if json.Unmarshal(raw, &m) != nil {
 		return nil
 	}
-	// The SDK's struct always marshals roots; RootsV2 says whether the
-	// client really declared it.
-	delete(m, "roots")
-	if c.RootsV2 != nil {
-		m["roots"] = map[string]any{"listChanged": false}
-	}
+	m["roots"] = map[string]any{"listChanged": false}
 	raw, _ = json.Marshal(m)
 	return raw
 }

@@ -325,17 +325,18 @@ func TestResponseID(t *testing.T) {
 	}
 }
 
-// TestUpstreamCaps: the server is told what the client can do, with
-// roots pinned (the gateway answers them), and nothing more.
+// TestUpstreamCaps: the server is told what the client can do, and
+// roots whatever the client declared (the gateway answers them), and
+// nothing more.
 func TestUpstreamCaps(t *testing.T) {
 	tests := []struct {
 		name   string
 		client *mcp.ClientCapabilities
 		want   string
 	}{
-		{"nothing", &mcp.ClientCapabilities{}, `{}`},
+		{"nothing", &mcp.ClientCapabilities{}, `{"roots":{"listChanged":false}}`},
 		{"roots and sampling", &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}, Sampling: &mcp.SamplingCapabilities{}}, `{"roots":{"listChanged":false},"sampling":{}}`},
-		{"elicitation", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}, `{"elicitation":{"form":{}}}`},
+		{"elicitation", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}, `{"elicitation":{"form":{}},"roots":{"listChanged":false}}`},
 	}
 	for _, tt := range tests {
 		got := upstreamCaps(tt.client)
