@@ -72,6 +72,10 @@ func TestFindStateDir(t *testing.T) {
 	if _, err := findStateDir(sub); err == nil || !strings.Contains(err.Error(), "--all") {
 		t.Fatalf("findStateDir with nothing run: %v, want an error pointing to --all", err)
 	}
+	t.Chdir(sub) // approve of an ID names the command that finds it anywhere
+	if code, _, errOut := runCLI("deny", "apr_abc"); code != exitUsage || !strings.Contains(errOut, "(or: mcpbox deny --all apr_abc)") {
+		t.Errorf("deny outside any served project: exit %d: %s; want deny --all ID named", code, errOut)
+	}
 
 	// The embedded default served in proj.
 	def, err := specconv.ProjectStateDir("", proj)
@@ -133,9 +137,30 @@ func TestFindStateDir(t *testing.T) {
 	if code, _, errOut := runCLI("ui", "--print-url"); code != exitUsage || !strings.Contains(errOut, "say which") {
 		t.Errorf("ui with the default and the config both served: exit %d: %s", code, errOut)
 	}
-	if code, _, errOut := runCLI("ui", "--print-url", "--instance", "1"); code != exitUsage || !strings.Contains(errOut, "no mcpbox serve with pid 1 runs for "+proj) {
+	if code, _, errOut := runCLI("ui", "--print-url", "--instance", "1"); code != exitUsage || !strings.Contains(errOut, "no mcpbox serve of yours has pid 1 (mcpbox ps --all") {
 		t.Errorf("ui --instance of no serve with the default and the config both served: exit %d: %s", code, errOut)
 	}
+	// Outside the project, and in another one, the pid still names its
+	// serve (ps --all lists it).
+	elsewhere, another := filepath.Join(tmp, "elsewhere"), filepath.Join(tmp, "another")
+	for _, d := range []string{elsewhere, another} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anotherDir, err := specconv.ProjectStateDir("", another)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAnother := startFake(t, admin.NewRecord(anotherDir, "", another, true, ""))
+	for _, wd := range []string{elsewhere, another} {
+		t.Chdir(wd)
+		if code, out, errOut := runCLI("ui", "--print-url", "--instance", strconv.Itoa(os.Getppid())); code != 0 || !strings.Contains(out, ":7002/") {
+			t.Errorf("ui --instance %d in %s: exit %d: %s%s; want the dashboard at :7002", os.Getppid(), wd, code, out, errOut)
+		}
+	}
+	stopAnother()
+	t.Chdir(sub)
 	stopDef()
 	stopDef = func() {}
 	if got, err := findStateDir(sub); err != nil || got != keyed {

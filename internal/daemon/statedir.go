@@ -99,16 +99,39 @@ func AdminDir(configPath, stateDir string, all bool) (string, error) {
 
 // InstanceAdminDir is AdminDir for a command whose flags name one
 // instance by pid (mcpbox ui --instance PID; 0 for none): where serves
-// of several configs run in the project, the pid says which.
+// of several configs run in the project, the pid says which; and given
+// neither --config nor --state-dir, a pid that is none of the project's
+// (or run outside any project) names the state dir of this user's serve
+// with that pid, wherever it runs (the instances mcpbox ps --all lists).
 func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, error) {
 	dir, err := AdminDir(configPath, stateDir, all)
-	if many := (*admin.ManyInstancesError)(nil); pid > 0 && errors.As(err, &many) {
+	if pid <= 0 || configPath != "" || stateDir != "" {
+		return dir, err
+	}
+	many := (*admin.ManyInstancesError)(nil)
+	if errors.As(err, &many) {
 		if d, ok := many.StateDirOf(pid); ok {
 			return d, nil
 		}
-		return "", fmt.Errorf("no mcpbox serve with pid %d runs for %s (mcpbox ps --instances lists them)", pid, many.Dir)
 	}
-	return dir, err
+	if err == nil && dir != admin.AllStateDirs && runs(dir, pid) {
+		return dir, nil
+	}
+	if root, rerr := instance.Root(); rerr == nil {
+		dirs, _ := instance.StateDirs(root)
+		for _, d := range dirs {
+			if runs(d, pid) {
+				return d, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no mcpbox serve of yours has pid %d (mcpbox ps --all lists every running instance)", pid)
+}
+
+// runs reports whether a live instance with pid serves stateDir.
+func runs(stateDir string, pid int) bool {
+	recs, _ := instance.List(stateDir)
+	return slices.ContainsFunc(recs, func(r instance.Record) bool { return r.PID == pid })
 }
 
 // FindStateDir is the state dir of the project the directory wd is in,
