@@ -16,6 +16,17 @@ import (
 // duplicates) and the type of every value. filename only labels errors.
 // On error the *Config is nil and the error is an Errors.
 func Parse(filename string, data []byte) (*Config, error) {
+	c, err := parse(filename, data)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parse is Parse that also returns what did decode when a value had the
+// wrong shape (nil when the document itself did not: too large, a
+// syntax error), for Load's checks of the rest.
+func parse(filename string, data []byte) (*Config, Errors) {
 	d := &decoder{collector: collector{file: filename}}
 	var c *Config
 	if len(data) > MaxFile {
@@ -25,7 +36,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 		c = d.config(root)
 	}
 	if err := d.err(); err != nil {
-		return nil, err
+		return c, err.(Errors)
 	}
 	return c, nil
 }
@@ -34,16 +45,64 @@ func Parse(filename string, data []byte) (*Config, error) {
 // few hundred KiB.
 const MaxFile = 4 << 20
 
-// Load parses and validates a config.
+// Load parses and validates a config. A config with values of the
+// wrong shape is validated too, so that one run names every mistake;
+// what the checks say of a value that did not decode, or of a block
+// holding one (left empty, it would look missing), is left out.
 func Load(filename string, data []byte) (*Config, error) {
-	c, err := Parse(filename, data)
-	if err != nil {
-		return nil, err
+	c, perrs := parse(filename, data)
+	if perrs == nil {
+		if err := Validate(c); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
-	if err := Validate(c); err != nil {
-		return nil, err
+	if c == nil {
+		return nil, perrs
 	}
-	return c, nil
+	err := Validate(c)
+	r := &collector{file: filename, errs: perrs}
+	for _, v := range AsErrors(err) {
+		if !aboutUndecoded(v, perrs) {
+			r.errs = append(r.errs, v)
+		}
+	}
+	return nil, r.err()
+}
+
+// aboutUndecoded reports whether the check's error v may be about what
+// did not decode (perrs): its key path is that of a parse error, below
+// one or above one; or either has no key path to compare.
+func aboutUndecoded(v *Error, perrs Errors) bool {
+	vp, ok := keyPath(v.Msg)
+	if !ok {
+		return true
+	}
+	for _, p := range perrs {
+		pp, ok := keyPath(p.Msg)
+		if !ok || vp == pp || strings.HasPrefix(vp, pp+".") || strings.HasPrefix(vp, pp+"[") ||
+			strings.HasPrefix(pp, vp+".") || strings.HasPrefix(pp, vp+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// keyPath is the key path an error message is about: the one it starts
+// with (servers.w.limits.memory: ...), or an unknown key's (unknown key
+// "memroy" in servers.w.limits).
+func keyPath(msg string) (string, bool) {
+	if rest, ok := strings.CutPrefix(msg, "unknown key "); ok {
+		if key, err := strconv.QuotedPrefix(rest); err == nil {
+			if in, ok := strings.CutPrefix(rest[len(key):], " in "); ok {
+				parent, _, _ := strings.Cut(in, ";")
+				k, _ := strconv.Unquote(key)
+				return parent + "." + k, !strings.ContainsAny(parent, " \t")
+			}
+		}
+	}
+	path, _, ok := strings.Cut(msg, ": ")
+	return path, ok && path != "" && !strings.ContainsAny(path, " \t")
 }
 
 type decoder struct {
@@ -378,7 +437,12 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, el *yaml.Node
 		return false
 	}
 	if n.Kind != yaml.SequenceNode || n.ShortTag() != "!!seq" {
-		d.errorf(pos(n), "%s: expected a list, got %s", path, describe(n))
+		hint := ""
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && (strings.HasSuffix(path, ".command") || strings.HasSuffix(path, ".args")) {
+			// A command line as one string: the argv it means.
+			hint = "; write it as a list: " + flowList(strings.Fields(n.Value))
+		}
+		d.errorf(pos(n), "%s: expected a list, got %s%s", path, describe(n), hint)
 		return false
 	}
 	for i, el := range n.Content {
@@ -386,6 +450,21 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, el *yaml.Node
 	}
 	return true
 }
+
+// flowList writes words as a YAML flow list, quoting those that would
+// not read back as the same string (true, 1, null, @scope/pkg, a:b).
+func flowList(words []string) string {
+	for i, w := range words {
+		var n yaml.Node
+		if !plainWord().MatchString(w) || yaml.Unmarshal([]byte(w), &n) != nil || len(n.Content) != 1 ||
+			n.Content[0].ShortTag() != "!!str" || n.Content[0].Value != w {
+			words[i] = strconv.Quote(w)
+		}
+	}
+	return "[" + strings.Join(words, ", ") + "]"
+}
+
+var plainWord = lazyRegexp(`^[A-Za-z0-9_./-][A-Za-z0-9_./=@+-]*$`)
 
 // strs decodes a list of strings, recording element positions as key[i] in m.
 func (d *decoder) strs(n *yaml.Node, path string, m *Meta, key string, conv func(*yaml.Node, string) string) []string {

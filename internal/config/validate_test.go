@@ -2,8 +2,11 @@ package config
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // mountAt puts a mount with the given flow-mapping fields on line 7; the
@@ -45,10 +48,11 @@ func TestLoadInvalid(t *testing.T) {
 		{"suggestion at top level", "versoin: 1\n", `t.yaml:1:1: unknown top-level key "versoin"; did you mean "version"?`},
 		{"duplicate key", "version: 1\nversion: 1\n", `t.yaml:2:1: duplicate key "version" in the top level (first at line 1)`},
 		{"duplicate server", base + "  s:\n    command: [x]\n", `t.yaml:5:3: duplicate key "s" in servers (first at line 3)`},
-		{"version as string", "version: \"1\"\n", `t.yaml:1:10: version: expected an integer, got a string`},
+		{"version as string", "version: \"1\"\nservers: {s: {command: [srv]}}\n", `t.yaml:1:10: version: expected an integer, got a string`},
 		{"int where string", base + "    pin: 1\n", `t.yaml:5:10: servers.s.pin: expected a string, got an integer`},
 		{"wrong type", base + "    limits: {pids: lots}\n", `t.yaml:5:20: servers.s.limits.pids: expected an integer, got a string`},
-		{"command as string", "version: 1\nservers:\n  s:\n    command: srv --stdio\n", `t.yaml:4:14: servers.s.command: expected a list, got a string`},
+		{"command as string", "version: 1\nservers:\n  s:\n    command: srv --stdio\n", `t.yaml:4:14: servers.s.command: expected a list, got a string; write it as a list: [srv, --stdio]`},
+		{"command line as string", "version: 1\nservers:\n  s:\n    command: npx -y @scope/pkg --dir=a:b\n", `t.yaml:4:14: servers.s.command: expected a list, got a string; write it as a list: [npx, -y, "@scope/pkg", "--dir=a:b"]`},
 		{"mapping where list", base + "    exec: {allow: {a: b}}\n", `t.yaml:5:19: servers.s.exec.allow: expected a list, got a mapping`},
 		{"list where mapping", base + "    limits: [1]\n", `t.yaml:5:13: servers.s.limits: expected a mapping, got a list`},
 		{"bad size unit", base + "    limits: {memory: 12x}\n", `t.yaml:5:22: servers.s.limits.memory: invalid size "12x": unknown unit "x" (want Ki, Mi, Gi, Ti, Pi, Ei or k, M, G, T, P, E)`},
@@ -57,7 +61,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"bad duration", base + "    lifecycle: {idle: 10 minutes}\n", `t.yaml:5:23: servers.s.lifecycle.idle: invalid duration "10 minutes" (want e.g. 30s, 10m, 1h)`},
 		{"negative duration", base + "    lifecycle: {idle: -5m}\n", `t.yaml:5:23: servers.s.lifecycle.idle: invalid duration "-5m": must not be negative`},
 		{"nan cpu", base + "    limits: {cpu: .nan}\n", `t.yaml:5:19: servers.s.limits.cpu: expected a finite number, got .nan`},
-		{"bool not yes", "audit: {include_payloads: yes}\n", `t.yaml:1:27: audit.include_payloads: expected true or false, got a string`},
+		{"bool not yes", "audit: {include_payloads: yes}\n" + base, `t.yaml:1:27: audit.include_payloads: expected true or false, got a string`},
 		{"alias", "version: 1\nservers:\n  s:\n    command: &c [srv]\n  t:\n    command: *c\n", `t.yaml:6:14: servers.t.command: aliases (*c) are not supported`},
 		{"merge key", "version: 1\n<<: {version: 1}\n", `t.yaml:2:1: the top level: merge keys (<<) are not supported`},
 		{"custom tag on mapping", base + "    limits: !big {memory: 1Gi}\n", `t.yaml:5:13: servers.s.limits: expected a mapping, got a value tagged !big`},
@@ -195,6 +199,44 @@ func TestLoadInvalid(t *testing.T) {
 	}
 }
 
+// TestLoadReportsAllAtOnce: a value of the wrong shape does not hide
+// the checks' errors elsewhere, so that one run names every mistake; what
+// the checks would say of the value that did not decode, or of the block
+// holding it (left empty), is not said.
+func TestLoadReportsAllAtOnce(t *testing.T) {
+	_, err := Load("t.yaml", []byte(`version: 1
+servers:
+  w:
+    builtin: workspace
+    tools: {allow: ["*"], default: allw}
+    limits: {memory: 512MB}
+    lifecycle: {restart: sometimes}
+  fs:
+    command: node x.js
+  u:
+    command: [srv]
+    limits: {memroy: 1Gi}
+    lifecycle: {restart: never}
+`))
+	want := []string{
+		`t.yaml:5:36: servers.w.tools.default: invalid value "allw" (want allow, deny or approve)`,
+		`t.yaml:6:22: servers.w.limits.memory: invalid size "512MB"`,
+		`t.yaml:7:26: servers.w.lifecycle.restart: invalid value "sometimes" (want no, on-failure or always)`,
+		`t.yaml:9:14: servers.fs.command: expected a list, got a string`,
+		`t.yaml:12:14: unknown key "memroy" in servers.u.limits; did you mean "memory"?`,
+		`t.yaml:13:26: servers.u.lifecycle.restart: invalid value "never"`,
+	}
+	es := AsErrors(err)
+	if len(es) != len(want) {
+		t.Fatalf("Load: %d errors, want %d:\n%v", len(es), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(es[i].Error(), w) {
+			t.Errorf("error %d:\n got %s\nwant %s...", i, es[i], w)
+		}
+	}
+}
+
 // TestSecretsNotEchoed checks that errors about what may be a pasted secret
 // do not repeat it.
 func TestSecretsNotEchoed(t *testing.T) {
@@ -302,6 +344,23 @@ func TestPrintable(t *testing.T) {
 	} {
 		if got := Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFlowListReadsBack: the list a command line given as one string is
+// told to be written as reads back as its words.
+func TestFlowListReadsBack(t *testing.T) {
+	for _, line := range []string{
+		`npx -y @modelcontextprotocol/server-filesystem /data`, `node x.js --port=80 a:b "q" 'x' #c [a] {b} *s &a !t %p @u ~ null true 1`,
+		`uvx mcp-server-git --repository ./r`, `-- - -x ? :`,
+	} {
+		words := strings.Fields(line)
+		var got []string
+		if err := yaml.Unmarshal([]byte("v: "+flowList(slices.Clone(words))), &struct {
+			V *[]string `yaml:"v"`
+		}{&got}); err != nil || !slices.Equal(got, words) {
+			t.Errorf("%q: %s reads back as %q (%v)", line, flowList(slices.Clone(words)), got, err)
 		}
 	}
 }
