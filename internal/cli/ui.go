@@ -15,7 +15,7 @@ xdg-open (macOS: open) exists; --print-url only prints it. Each instance
 has its own dashboard: when several run on the state dir, ui lists them
 and --instance PID (the INSTANCE column of mcpbox ps) chooses one; it
 also chooses between the serves of several configs in one project, and
-names another project's serve (mcpbox ps --all lists them) from anywhere.
+names another project's serve from anywhere.
 The URL is signed with the state dir's dashboard-secret file (made here
 when there is none; it also logs in pasted at /ui/, as an admin).
 --rotate replaces it first: every dashboard session and login URL made

@@ -384,7 +384,7 @@ var ErrNoServe = errors.New("no mcpbox serve is running")
 // serves watch the file).
 func UILoginURL(stateDir string, pid int, rotate bool) (string, error) {
 	if stateDir == admin.AllStateDirs {
-		return "", errors.New("--all: the dashboard is one instance's; run mcpbox ui in the project, or pass --config or --state-dir")
+		return "", errors.New("--all: the dashboard is one instance's; run mcpbox ui in the project, or pass --config, --state-dir or --instance PID")
 	}
 	if rotate {
 		if err := guard.StateDirOwned(stateDir); err != nil {

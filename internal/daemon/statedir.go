@@ -105,7 +105,7 @@ func AdminDir(configPath, stateDir string, all bool) (string, error) {
 // with that pid, wherever it runs (the instances mcpbox ps --all lists).
 func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, error) {
 	dir, err := AdminDir(configPath, stateDir, all)
-	if pid <= 0 || configPath != "" || stateDir != "" {
+	if pid <= 0 || configPath != "" || stateDir != "" || all {
 		return dir, err
 	}
 	many := (*admin.ManyInstancesError)(nil)
@@ -114,7 +114,7 @@ func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, e
 			return d, nil
 		}
 	}
-	if err == nil && dir != admin.AllStateDirs && runs(dir, pid) {
+	if err == nil && runs(dir, pid) {
 		return dir, nil
 	}
 	if root, rerr := instance.Root(); rerr == nil {
