@@ -10,26 +10,34 @@ import (
 	"time"
 )
 
-// burstServer answers tools/call with many progress and log
-// notifications and then its result, in one write.
-func burstServer(s *rawServer, msg map[string]any) {
-	switch msg["method"] {
-	case "tools/list":
-		s.reply(msg, `{"tools":[{"name":"burst","inputSchema":{"type":"object"}}]}`)
-	case "tools/call":
-		params, _ := msg["params"].(map[string]any)
-		meta, _ := params["_meta"].(map[string]any)
-		tok, _ := json.Marshal(meta["progressToken"])
-		id, _ := json.Marshal(msg["id"])
-		var b strings.Builder
-		for i := 1; i <= 20; i++ {
-			fmt.Fprintf(&b, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`+"\n", tok, i)
-			fmt.Fprintf(&b, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%d}}`+"\n", i)
+// noteServer answers tools/call of tool with the notifications notes
+// writes for the call's progress token, then its result, in one write.
+func noteServer(tool string, notes func(b *strings.Builder, tok []byte)) func(*rawServer, map[string]any) {
+	return func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"`+tool+`","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			params, _ := msg["params"].(map[string]any)
+			meta, _ := params["_meta"].(map[string]any)
+			tok, _ := json.Marshal(meta["progressToken"])
+			id, _ := json.Marshal(msg["id"])
+			var b strings.Builder
+			notes(&b, tok)
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, id)
+			s.send(b.String())
 		}
-		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, id)
-		s.send(b.String())
 	}
 }
+
+// burstServer answers tools/call with many progress and log
+// notifications and then its result, in one write.
+var burstServer = noteServer("burst", func(b *strings.Builder, tok []byte) {
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(b, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`+"\n", tok, i)
+		fmt.Fprintf(b, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%d}}`+"\n", i)
+	}
+})
 
 // TestNotificationsBeforeResult: every notification a server sends for a
 // call before its result reaches the client before the result, on the
@@ -101,23 +109,11 @@ func TestNotificationsBeforeResultHTTP(t *testing.T) {
 
 // startsAtZero answers tools/call with progress notes that start at 0,
 // as many servers do, repeat a value and carry messages, then its result.
-func startsAtZero(s *rawServer, msg map[string]any) {
-	switch msg["method"] {
-	case "tools/list":
-		s.reply(msg, `{"tools":[{"name":"work","inputSchema":{"type":"object"}}]}`)
-	case "tools/call":
-		params, _ := msg["params"].(map[string]any)
-		meta, _ := params["_meta"].(map[string]any)
-		tok, _ := json.Marshal(meta["progressToken"])
-		id, _ := json.Marshal(msg["id"])
-		var b strings.Builder
-		for i, v := range []string{"0", "0", "0.5", "0.5", "2"} {
-			fmt.Fprintf(&b, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%s,"total":2,"message":"step %d"}}`+"\n", tok, v, i)
-		}
-		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%s,"result":{"content":[]}}`, id)
-		s.send(b.String())
+var startsAtZero = noteServer("work", func(b *strings.Builder, tok []byte) {
+	for i, v := range []string{"0", "0", "0.5", "0.5", "2"} {
+		fmt.Fprintf(b, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%s,"total":2,"message":"step %d"}}`+"\n", tok, v, i)
 	}
-}
+})
 
 // TestProgressAfterGatewayNote: where the gateway told the client a note
 // of its own on a call's token (Call.Progress, at 0), the server's notes
