@@ -52,29 +52,12 @@ func TestNotificationsBeforeResult(t *testing.T) {
 				tok := fmt.Sprintf("t%d", i)
 				c.send(fastCall(fmt.Sprint(i), `{"name":"raw_burst","arguments":{},"_meta":{"progressToken":"`+tok+`"}}`))
 				progress, logs := 0, 0
-				timeout := time.After(20 * time.Second)
-			read:
-				for {
-					select {
-					case l := <-c.lines:
-						var m struct {
-							ID     json.RawMessage `json:"id"`
-							Method string          `json:"method"`
-							Params struct {
-								Token string `json:"progressToken"`
-							} `json:"params"`
-						}
-						json.Unmarshal([]byte(l), &m)
-						switch {
-						case m.Method == "notifications/progress" && m.Params.Token == tok:
-							progress++
-						case m.Method == "notifications/message":
-							logs++
-						case m.Method == "" && string(m.ID) == fmt.Sprint(i):
-							break read
-						}
-					case <-timeout:
-						t.Fatalf("call %d: no result", i)
+				for _, n := range c.untilResult(t, fmt.Sprint(i)) {
+					switch {
+					case n.Method == "notifications/progress" && n.Params.Token == tok:
+						progress++
+					case n.Method == "notifications/message":
+						logs++
 					}
 				}
 				if progress != 20 || logs != 20 {
@@ -82,6 +65,42 @@ func TestNotificationsBeforeResult(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// noted is a notification the client read before a result.
+type noted struct {
+	Method string `json:"method"`
+	Params struct {
+		Token    any     `json:"progressToken"`
+		Progress float64 `json:"progress"`
+		Message  string  `json:"message"`
+	} `json:"params"`
+}
+
+// untilResult reads c's lines up to the response to the request id and
+// returns the notifications before it.
+func (c *fastClient) untilResult(t *testing.T, id string) []noted {
+	t.Helper()
+	var notes []noted
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l := <-c.lines:
+			var m struct {
+				ID json.RawMessage `json:"id"`
+				noted
+			}
+			json.Unmarshal([]byte(l), &m)
+			switch {
+			case m.Method == "" && string(m.ID) == id:
+				return notes
+			case m.Method != "":
+				notes = append(notes, m.noted)
+			}
+		case <-timeout:
+			t.Fatalf("no result for request %s", id)
+		}
 	}
 }
 
@@ -138,29 +157,10 @@ func TestProgressAfterGatewayNote(t *testing.T) {
 				c.send(fastCall(id, fmt.Sprintf(`{"name":"raw_work","arguments":{"wait":%v},"_meta":{"progressToken":"t%s"}}`, wait, id)))
 				var got []float64
 				var messages []string
-				timeout := time.After(20 * time.Second)
-			read:
-				for {
-					select {
-					case l := <-c.lines:
-						var m struct {
-							ID     json.RawMessage `json:"id"`
-							Method string          `json:"method"`
-							Params struct {
-								Progress float64 `json:"progress"`
-								Message  string  `json:"message"`
-							} `json:"params"`
-						}
-						json.Unmarshal([]byte(l), &m)
-						switch {
-						case m.Method == "notifications/progress":
-							got = append(got, m.Params.Progress)
-							messages = append(messages, m.Params.Message)
-						case m.Method == "" && string(m.ID) == id:
-							break read
-						}
-					case <-timeout:
-						t.Fatalf("call %s: no result", id)
+				for _, n := range c.untilResult(t, id) {
+					if n.Method == "notifications/progress" {
+						got = append(got, n.Params.Progress)
+						messages = append(messages, n.Params.Message)
 					}
 				}
 				want := []string{"waiting", "step 0", "step 1", "step 2", "step 3", "step 4"}
