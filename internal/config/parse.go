@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,9 +47,11 @@ func parse(filename string, data []byte) (*Config, Errors) {
 const MaxFile = 4 << 20
 
 // Load parses and validates a config. A config with values of the
-// wrong shape is validated too, so that one run names every mistake;
-// what the checks say of a value that did not decode, or of a block
-// holding one (left empty, it would look missing), is left out.
+// wrong shape is validated too, so that one run names more mistakes;
+// what the checks say of a value that did not decode, of a block holding
+// one (left empty, it would look missing), or naming such a block or
+// its server (a check across blocks: clients and listen, a group's
+// members, prefixes) is left out.
 func Load(filename string, data []byte) (*Config, error) {
 	c, perrs := parse(filename, data)
 	if perrs == nil {
@@ -72,7 +75,8 @@ func Load(filename string, data []byte) (*Config, error) {
 
 // aboutUndecoded reports whether the check's error v may be about what
 // did not decode (perrs): its key path is that of a parse error, below
-// one or above one; or either has no key path to compare.
+// one or above one; it names the top-level block or the server of one;
+// or either has no key path to compare.
 func aboutUndecoded(v *Error, perrs Errors) bool {
 	vp, ok := keyPath(v.Msg)
 	if !ok {
@@ -84,22 +88,41 @@ func aboutUndecoded(v *Error, perrs Errors) bool {
 			strings.HasPrefix(pp, vp+".") || strings.HasPrefix(pp, vp+"[") {
 			return true
 		}
+		// The block or server of the parse error, named in the check's
+		// message after its own key path.
+		name, rest, _ := strings.Cut(pp, ".")
+		name, _, _ = strings.Cut(name, "[")
+		if name == "servers" {
+			name, _, _ = strings.Cut(rest, ".")
+		}
+		if name != "" && regexp.MustCompile(`(^|\W)`+regexp.QuoteMeta(name)+`(\W|$)`).MatchString(v.Msg[len(vp):]) {
+			return true
+		}
 	}
 	return false
 }
 
 // keyPath is the key path an error message is about: the one it starts
-// with (servers.w.limits.memory: ...), or an unknown key's (unknown key
-// "memroy" in servers.w.limits).
+// with (servers.w.limits.memory: ...), or an unknown or duplicate key's
+// below the top level (unknown key "memroy" in servers.w.limits).
 func keyPath(msg string) (string, bool) {
-	if rest, ok := strings.CutPrefix(msg, "unknown key "); ok {
-		if key, err := strconv.QuotedPrefix(rest); err == nil {
-			if in, ok := strings.CutPrefix(rest[len(key):], " in "); ok {
-				parent, _, _ := strings.Cut(in, ";")
-				k, _ := strconv.Unquote(key)
-				return parent + "." + k, !strings.ContainsAny(parent, " \t")
-			}
+	for _, pre := range []string{"unknown key ", "duplicate key "} {
+		rest, ok := strings.CutPrefix(msg, pre)
+		if !ok {
+			continue
 		}
+		key, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return "", false
+		}
+		k, _ := strconv.Unquote(key)
+		in, ok := strings.CutPrefix(rest[len(key):], " in ")
+		if !ok || strings.HasPrefix(in, "the top level") {
+			return "", false // a misspelt or repeated top-level block: what follows from it is unknown
+		}
+		parent, _, _ := strings.Cut(in, " ")
+		parent = strings.TrimSuffix(parent, ";")
+		return parent + "." + k, true
 	}
 	path, _, ok := strings.Cut(msg, ": ")
 	return path, ok && path != "" && !strings.ContainsAny(path, " \t")
@@ -439,8 +462,9 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, el *yaml.Node
 	if n.Kind != yaml.SequenceNode || n.ShortTag() != "!!seq" {
 		hint := ""
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && (strings.HasSuffix(path, ".command") || strings.HasSuffix(path, ".args")) {
-			// A command line as one string: the argv it means.
-			hint = "; write it as a list: " + flowList(strings.Fields(n.Value))
+			// A command line as one string. Its words are not repeated:
+			// one may be a pasted credential (--token=...).
+			hint = "; write it as a list, one element per argument: [PROGRAM, ARG, ...]"
 		}
 		d.errorf(pos(n), "%s: expected a list, got %s%s", path, describe(n), hint)
 		return false
@@ -450,21 +474,6 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, el *yaml.Node
 	}
 	return true
 }
-
-// flowList writes words as a YAML flow list, quoting those that would
-// not read back as the same string (true, 1, null, @scope/pkg, a:b).
-func flowList(words []string) string {
-	for i, w := range words {
-		var n yaml.Node
-		if !plainWord().MatchString(w) || yaml.Unmarshal([]byte(w), &n) != nil || len(n.Content) != 1 ||
-			n.Content[0].ShortTag() != "!!str" || n.Content[0].Value != w {
-			words[i] = strconv.Quote(w)
-		}
-	}
-	return "[" + strings.Join(words, ", ") + "]"
-}
-
-var plainWord = lazyRegexp(`^[A-Za-z0-9_./-][A-Za-z0-9_./=@+-]*$`)
 
 // strs decodes a list of strings, recording element positions as key[i] in m.
 func (d *decoder) strs(n *yaml.Node, path string, m *Meta, key string, conv func(*yaml.Node, string) string) []string {

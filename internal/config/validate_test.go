@@ -2,11 +2,8 @@ package config
 
 import (
 	"maps"
-	"slices"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // mountAt puts a mount with the given flow-mapping fields on line 7; the
@@ -51,8 +48,7 @@ func TestLoadInvalid(t *testing.T) {
 		{"version as string", "version: \"1\"\nservers: {s: {command: [srv]}}\n", `t.yaml:1:10: version: expected an integer, got a string`},
 		{"int where string", base + "    pin: 1\n", `t.yaml:5:10: servers.s.pin: expected a string, got an integer`},
 		{"wrong type", base + "    limits: {pids: lots}\n", `t.yaml:5:20: servers.s.limits.pids: expected an integer, got a string`},
-		{"command as string", "version: 1\nservers:\n  s:\n    command: srv --stdio\n", `t.yaml:4:14: servers.s.command: expected a list, got a string; write it as a list: [srv, --stdio]`},
-		{"command line as string", "version: 1\nservers:\n  s:\n    command: npx -y @scope/pkg --dir=a:b\n", `t.yaml:4:14: servers.s.command: expected a list, got a string; write it as a list: [npx, -y, "@scope/pkg", "--dir=a:b"]`},
+		{"command as string", "version: 1\nservers:\n  s:\n    command: srv --stdio\n", `t.yaml:4:14: servers.s.command: expected a list, got a string; write it as a list, one element per argument: [PROGRAM, ARG, ...]`},
 		{"mapping where list", base + "    exec: {allow: {a: b}}\n", `t.yaml:5:19: servers.s.exec.allow: expected a list, got a mapping`},
 		{"list where mapping", base + "    limits: [1]\n", `t.yaml:5:13: servers.s.limits: expected a mapping, got a list`},
 		{"bad size unit", base + "    limits: {memory: 12x}\n", `t.yaml:5:22: servers.s.limits.memory: invalid size "12x": unknown unit "x" (want Ki, Mi, Gi, Ti, Pi, Ei or k, M, G, T, P, E)`},
@@ -237,6 +233,23 @@ servers:
 	}
 }
 
+// TestLoadLeavesOutWhatFollows: a check across blocks does not report
+// what follows from a block that did not decode (it looks empty).
+func TestLoadLeavesOutWhatFollows(t *testing.T) {
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"clients of the wrong shape": {base + "listen: {http: {addr: 0.0.0.0:8765}}\nclients: {a: {token: {from: env:T}}}\n", "clients: expected a list"},
+		"a group member's scope":     {"version: 1\nservers:\n  s: {command: [x], placement: group:g, scope: [session]}\n  t: {command: [y], placement: group:g}\n", "servers.s.scope: expected a string"},
+		"a prefix":                   {"version: 1\nservers:\n  a: {command: [x]}\n  ab: {command: [y], prefix: [x]}\n", "servers.ab.prefix: expected a string"},
+		"a misspelt servers":         {"version: 1\nsevrers:\n  a: {command: [x]}\n", `unknown top-level key "sevrers"`},
+	} {
+		_, err := Load("t.yaml", []byte(tc.yaml))
+		es := AsErrors(err)
+		if len(es) != 1 || !strings.Contains(es[0].Msg, tc.want) {
+			t.Errorf("%s: Load: %v; want only %q", name, err, tc.want)
+		}
+	}
+}
+
 // TestSecretsNotEchoed checks that errors about what may be a pasted secret
 // do not repeat it.
 func TestSecretsNotEchoed(t *testing.T) {
@@ -246,6 +259,8 @@ func TestSecretsNotEchoed(t *testing.T) {
 		{"secret from literal", base + "    secrets: {TOKEN: {from: " + secret + "}}\n"},
 		{"token scalar", base + "clients: [{name: a, token: " + secret + "}]\n"},
 		{"token from literal", base + "clients: [{name: a, token: {from: " + secret + "}}]\n"},
+		{"command line as a string", "version: 1\nservers:\n  s:\n    command: srv --token=" + secret + "\n"},
+		{"args as a string", base + "    args: --token " + secret + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -344,23 +359,6 @@ func TestPrintable(t *testing.T) {
 	} {
 		if got := Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// TestFlowListReadsBack: the list a command line given as one string is
-// told to be written as reads back as its words.
-func TestFlowListReadsBack(t *testing.T) {
-	for _, line := range []string{
-		`npx -y @modelcontextprotocol/server-filesystem /data`, `node x.js --port=80 a:b "q" 'x' #c [a] {b} *s &a !t %p @u ~ null true 1`,
-		`uvx mcp-server-git --repository ./r`, `-- - -x ? :`,
-	} {
-		words := strings.Fields(line)
-		var got []string
-		if err := yaml.Unmarshal([]byte("v: "+flowList(slices.Clone(words))), &struct {
-			V *[]string `yaml:"v"`
-		}{&got}); err != nil || !slices.Equal(got, words) {
-			t.Errorf("%q: %s reads back as %q (%v)", line, flowList(slices.Clone(words)), got, err)
 		}
 	}
 }
