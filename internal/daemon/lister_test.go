@@ -106,9 +106,10 @@ servers:
 }
 
 // TestMissingInputBeforeInstall: a package server whose filesystem.input
-// is missing, or is the user's home directory, fails with that reason
-// before its package is fetched, not after the install as the install's
-// failure.
+// is missing, or is the user's home directory (a config error, as for a
+// command server), fails with that reason before its package is fetched,
+// not after the install as the install's failure; an input that is fine
+// is not refused because the state dir is not made yet (a first pin).
 func TestMissingInputBeforeInstall(t *testing.T) {
 	var requests atomic.Int32
 	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -124,6 +125,7 @@ func TestMissingInputBeforeInstall(t *testing.T) {
 	for _, tc := range []struct{ source, want string }{
 		{"./data-missing", "server fs: filesystem.input: "},
 		{home, "is or holds your home directory"},
+		{".", "@modelcontextprotocol/server-filesystem: not found at"},
 	} {
 		c, err := config.Load("mcpbox.yaml", []byte(`version: 1
 servers:
@@ -137,15 +139,25 @@ servers:
 		}
 		dir := t.TempDir()
 		l, err := NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir,
-			StateDir: t.TempDir(), NoRecord: true})
+			StateDir: filepath.Join(t.TempDir(), "fresh", "state"), NoRecord: true})
 		if err == nil {
 			l.Close()
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), strings.TrimPrefix(tc.source, "./")) {
 			t.Errorf("input %s: NewLister: %v; want the input named and %q", tc.source, err, tc.want)
 		}
-		if n := requests.Load(); n != 0 {
+		if n := requests.Swap(0); n != 0 && tc.source != "." {
 			t.Errorf("input %s: the registry saw %d requests for a server that cannot start", tc.source, n)
+		}
+		if tc.source == "." {
+			var ce *ConfigError
+			if errors.As(err, &ce) {
+				t.Errorf("input .: a config error: %v", err)
+			}
+		} else if tc.source == home {
+			if ce := (*ConfigError)(nil); !errors.As(err, &ce) {
+				t.Errorf("input %s: %v is not a config error (a command server's is)", tc.source, err)
+			}
 		}
 	}
 }

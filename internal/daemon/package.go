@@ -324,6 +324,13 @@ func (po packageOptions) startInstalls(ctx context.Context) ([]*install, error) 
 	if err != nil || len(pss) == 0 {
 		return nil, err
 	}
+	for _, ps := range pss {
+		// An input serve refuses (your home dir, the state dir) fails
+		// the start as a command server's does, before any download.
+		if err := specconv.InputHidesState(ps.Server, specconv.Options{Base: po.base, StateDir: po.stateDir}); err != nil {
+			return nil, configError(err)
+		}
+	}
 	store := &pkginstall.Installer{Store: filepath.Join(po.stateDir, "packages")}
 	if err := store.CleanStaging(stagingAge); err != nil && po.log != nil {
 		po.log.Warn("cleaning the package store", "err", err)
@@ -402,14 +409,12 @@ func (po packageOptions) results(ins []*install) (pkgs map[string]specconv.Packa
 // lock file has one for it) and returns how to run it, and the pin to
 // write if it is new; checked, if not nil, is the installer's Checked.
 func (po packageOptions) installOne(ctx context.Context, ps PackageServer, checked func()) (specconv.Package, *PackageChange, error) {
-	// A server whose input dir serve cannot or will not show (missing,
-	// your home dir) never starts, whatever its package: said before a
-	// download, and as the server's setup's failure, not the install's.
+	// A server whose input dir serve cannot show (not made yet) never
+	// starts, whatever its package: said before a download, and as the
+	// server's setup's failure, not the install's. (An input serve
+	// refuses is the config's fault: startInstalls.)
 	if _, err := specconv.InputDir(ps.Server, po.base); err != nil {
 		return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: fmt.Errorf("server %s: filesystem.input: %w", ps.Server.Name, err)}
-	}
-	if err := specconv.InputHidesState(ps.Server, specconv.Options{Base: po.base, StateDir: po.stateDir}); err != nil {
-		return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: err}
 	}
 	lock, err := integrity.ReadLock(po.lockPath)
 	if err != nil {

@@ -444,10 +444,10 @@ func TestInstallingServer(t *testing.T) {
 		{name: "failed", err: errors.New("server x: npm package @x/y: not found"), phases: "install: install:",
 			launch: "unavailable: serve could not set it up (a new session retries it): npm package @x/y: not found", downNow: "npm package @x/y: not found",
 			logged: "server unavailable: its package did not install"},
-		// Its input refused before the install, or its setup after it.
-		{name: "setup", err: &SetupError{Server: "x", Err: errors.New("server x: its input /h is or holds your home directory")}, phases: "install: install:",
-			launch:  "unavailable: serve could not set it up (a new session retries it): its input /h is or holds your home directory",
-			downNow: "its input /h is or holds your home directory", logged: "server unavailable: it cannot be set up"},
+		// Its input missing before the install, or its setup after it.
+		{name: "setup", err: &SetupError{Server: "x", Err: errors.New("server x: filesystem.input: open /p/in: no such file or directory")}, phases: "install: install:",
+			launch:  "unavailable: serve could not set it up (a new session retries it): filesystem.input: open /p/in: no such file or directory",
+			downNow: "filesystem.input: open /p/in: no such file or directory", logged: "server unavailable: it cannot be set up"},
 		{name: "stopped", err: context.Canceled, phases: "install:",
 			launch: "unavailable: serve could not set it up (a new session retries it): context canceled", downNow: errInstalling.Error()},
 	} {

@@ -102,10 +102,9 @@ func InputHidesState(s *config.Server, o Options) error {
 // workspaces, the admin socket) inside the sandbox, or put a host dir of
 // the sandbox inside it.
 func hideStateDir(spec *sandbox.Spec, stateDir string) error {
-	state, err := filepath.EvalSymlinks(stateDir)
-	if err != nil {
-		return err
-	}
+	// Not made yet before a first install (pin on a fresh machine): where
+	// it will be.
+	state := workspace.ResolveExisting(stateDir)
 	sources := []string{spec.Input, spec.Output}
 	for _, m := range spec.Mounts {
 		sources = append(sources, m.Source)
