@@ -76,8 +76,7 @@ func (e *env) importConfig(args []string) int {
 		e.errorf("import: %v", err)
 		return exitUsage
 	}
-	home, _ := os.UserHomeDir() // "": only the usual places' homes are known
-	host := importer.Host{Home: home, HoldsData: daemon.HoldsData, IsDir: daemon.IsDir}
+	host := importer.Host{Homes: daemon.Homes(), HoldsData: daemon.HoldsData, IsDir: daemon.IsDir}
 	res := importer.Convert(cf, host)
 	importer.ConvertPackages(res, daemon.PackageOf, host)
 	e.importNotes(append(res.Notes, daemon.ImportNotes(res.Config)...))

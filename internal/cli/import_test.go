@@ -59,23 +59,27 @@ func TestImportCommand(t *testing.T) {
 // credential dirs are not mounted into an imported server, whether an
 // argument or a docker volume names them; a project dir in it is.
 func TestImportProtectsHome(t *testing.T) {
-	home := filepath.Join(t.TempDir(), "odd", "alice")
+	real := filepath.Join(t.TempDir(), "odd", "alice")
 	for _, d := range []string{".ssh", ".aws", "project"} {
-		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(real, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	home := filepath.Join(t.TempDir(), "alice") // $HOME is a link: a picker names the real path
+	if err := os.Symlink(real, home); err != nil {
+		t.Fatal(err)
 	}
 	t.Setenv("HOME", home)
 	in, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		"fs":   map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-filesystem", home + "/.ssh", home, home + "/project"}},
-		"aws":  map[string]any{"command": "docker", "args": []string{"run", "-i", "--rm", "-v", home + "/.aws:/root/.aws:ro", "mcp/aws"}},
+		"aws":  map[string]any{"command": "docker", "args": []string{"run", "-i", "--rm", "-v", real + "/.aws:/root/.aws:ro", "mcp/aws"}},
 		"home": map[string]any{"command": "docker", "args": []string{"run", "-i", "--rm", "-v", home + ":/h", "mcp/x"}},
 	}})
 	code, out, errs := runImport("", writeFile(t, "client.json", string(in)))
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s", code, errs)
 	}
-	for _, bad := range []string{"source: " + home + "/.ssh", "source: " + home + "/.aws", "source: " + home + "\n"} {
+	for _, bad := range []string{"source: " + home + "/.ssh", "source: " + real + "/.aws", "source: " + home + "\n"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the import mounts %q:\n%s", bad, out)
 		}
@@ -83,7 +87,7 @@ func TestImportProtectsHome(t *testing.T) {
 	if !strings.Contains(out, "source: "+home+"/project") {
 		t.Errorf("the project dir in the home is not mounted:\n%s", out)
 	}
-	if !strings.Contains(out+errs, home+"/.ssh is not mounted") || !strings.Contains(out+errs, home+"/.aws:/root/.aws:ro left out") {
+	if !strings.Contains(out+errs, home+"/.ssh is not mounted") || !strings.Contains(out+errs, real+"/.aws:/root/.aws:ro left out") {
 		t.Errorf("no note says why the credential dirs are left out:\n%s\n%s", out, errs)
 	}
 }

@@ -633,6 +633,19 @@ func HoldsData(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
 }
 
+// Homes is importer.Host's Homes: $HOME, and where its links lead; none
+// when it is unknown.
+func Homes() []string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	if real, err := filepath.EvalSymlinks(home); err == nil && real != home {
+		return []string{home, real}
+	}
+	return []string{home}
+}
+
 // IsDir is importer.Host's IsDir: whether the host path ("~/" for the
 // home directory) is a directory.
 func IsDir(path string) bool {

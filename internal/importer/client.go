@@ -236,5 +236,5 @@ type converter struct {
 	claimed map[string]string // variable -> the value it stands for
 	vars    []Var
 	notes   []string
-	home    string // Host.Home
+	homes   []string // Host.Homes
 }

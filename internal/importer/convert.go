@@ -39,7 +39,7 @@ type Result struct {
 // that does not import cleanly is left out with a note: one bad entry
 // does not sink the others. Of host, only Home is read.
 func Convert(cf *ClientFile, host Host) *Result {
-	im := &converter{names: make(map[string]bool), claimed: make(map[string]string), home: host.Home}
+	im := &converter{names: make(map[string]bool), claimed: make(map[string]string), homes: host.Homes}
 	c, hints := im.convert(cf.entries)
 	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars}
 }

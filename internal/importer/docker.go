@@ -252,7 +252,7 @@ func (d *dockerConv) mount(val string) {
 
 // addMount adds a bind mount unless its source is protected.
 func (d *dockerConv) addMount(src, dst string, ro bool, was string) {
-	if why := protectedSource(src, d.im.home); why != "" {
+	if why := protectedSource(src, d.im.homes...); why != "" {
 		d.hints = append(d.hints, fmt.Sprintf("%s left out: %s", was, why))
 		d.im.notef("server %q: mount %s left out: %s", d.orig, src, why)
 		return
@@ -270,11 +270,16 @@ func (d *dockerConv) addMount(src, dst string, ro bool, was string) {
 
 // protectedSource says why src must not be mounted into a server's
 // sandbox, or "".
-func protectedSource(src, home string) string {
+func protectedSource(src string, homes ...string) string {
 	if src == "" {
 		return "no source"
 	}
-	if !strings.HasPrefix(src, "/") && !strings.HasPrefix(src, "~") && !strings.HasPrefix(src, ".") && !strings.HasPrefix(src, "$") {
+	if strings.HasPrefix(src, ".") {
+		// The client resolved it against its working directory, serve
+		// would against the config's (../../.ssh from a repo in ~/src/x).
+		return "a relative path: docker resolved it against the client's working directory, mcpbox would against the config's; write the directory meant as an absolute path"
+	}
+	if !strings.HasPrefix(src, "/") && !strings.HasPrefix(src, "~") && !strings.HasPrefix(src, "$") {
 		return "a named docker volume, which only the docker daemon has"
 	}
 	abs := path.Clean(strings.ReplaceAll(strings.ReplaceAll(src, "${HOME}", "~"), "$HOME", "~"))
@@ -284,7 +289,7 @@ func protectedSource(src, home string) string {
 		}
 	}
 	// A home of macOS is case-insensitive: ~/.SSH is ~/.ssh there.
-	clean := strings.ToLower(homeRelative(abs, home))
+	clean := strings.ToLower(homeRelative(abs, homes...))
 	base := path.Base(clean)
 	if strings.HasSuffix(base, ".sock") && (strings.Contains(base, "docker") || strings.Contains(base, "podman") || strings.Contains(base, "containerd")) ||
 		strings.Contains(clean, "/docker.sock") || strings.HasSuffix(clean, "/podman/podman.sock") {
@@ -308,12 +313,15 @@ func protectedSource(src, home string) string {
 
 // homeRelative writes a path in a home directory as ~/...: a client's
 // config names home directories absolutely (JSON has no ~): the user's
-// own, home (the caller's $HOME: the package reads nothing of the host),
-// and any under the places Linux (/home/NAME; /var/home/NAME on Fedora's
-// image-based systems) and macOS (/Users/NAME) put them; root's, /root,
-// is protected whole.
-func homeRelative(p, home string) string {
-	if home = path.Clean(home); path.IsAbs(home) && home != "/" {
+// own, homes (the caller's $HOME, its links resolved: the package reads
+// nothing of the host), and any under the places Linux (/home/NAME;
+// /var/home/NAME on Fedora's image-based systems) and macOS (/Users/NAME)
+// put them; root's, /root, is protected whole.
+func homeRelative(p string, homes ...string) string {
+	for _, home := range homes {
+		if home = path.Clean(home); !path.IsAbs(home) || home == "/" {
+			continue
+		}
 		if p == home {
 			return "~"
 		}

@@ -114,14 +114,14 @@ func TestProtectedSource(t *testing.T) {
 		"/var/run/docker.sock": true, "/run/docker.sock": true, "/run/user/1000/podman/podman.sock": true,
 		"/run/containerd/containerd.sock": true, "/": true, "/etc": true, "/etc/": true, "~": true, "$HOME/.ssh": true,
 		"${HOME}/.aws/credentials": true, "/proc/1": true, "/root/x": true, "/home": true, "vol": true,
-		"/home/me/project": false, "./data": false, "~/notes": false, "/srv/data": false, "/etc/ssl/certs": false,
+		"/home/me/project": false, "./data": true, "../../.ssh": true, "..": true, ".": true, "~/notes": false, "/srv/data": false, "/etc/ssl/certs": false,
 		// A home named absolutely, as JSON configs must.
 		"/home/alice": true, "/home/alice/": true, "/home/alice/.ssh": true, "/home/alice/.aws/credentials": true,
 		"/Users/bob": true, "/Users/bob/.kube/config": true, "/Users": true, "/Users/bob/code": false,
 		"/Users/bob/.SSH": true, "$HOME/..": true, "~/../bob/.ssh": true, "~/../../etc": true,
 	} {
-		if got := protectedSource(src, "") != ""; got != bad {
-			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src, ""), bad)
+		if got := protectedSource(src) != ""; got != bad {
+			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src), bad)
 		}
 	}
 	// The user's own home, wherever it is, as ~; and the homes of Fedora's
@@ -130,8 +130,9 @@ func TestProtectedSource(t *testing.T) {
 		"/srv/u/alice": true, "/srv/u/alice/": true, "/srv/u/alice/.ssh": true, "/srv/u/alice/.aws/credentials": true,
 		"/srv/u/alice/.SSH": true, "/srv/u/alice/code": false, "/srv/u/alicex/.ssh": false, "/srv/u": false,
 		"/var/home/bob": true, "/var/home/bob/.kube/config": true, "/var/home": true, "/var/home/bob/code": false,
+		"/link/alice/.ssh": true, "/link/alice": true, "/link/alice/code": false,
 	} {
-		if got := protectedSource(src, "/srv/u/alice/"); (got != "") != bad {
+		if got := protectedSource(src, "/link/alice", "/srv/u/alice/"); (got != "") != bad {
 			t.Errorf("protectedSource(%q) with home /srv/u/alice = %q, want protected %v", src, got, bad)
 		}
 	}

@@ -26,11 +26,11 @@ type PackageOf func(argv []string) (pkg string, args []string, ok bool, err erro
 // caller supplies it (the user's home, daemon.HoldsData, daemon.IsDir):
 // importer reads no files.
 type Host struct {
-	// Home is the user's home directory, absolute: a path in it is
-	// protected as the same path under ~ is (~/.ssh, ~ itself), whatever
-	// the home is called. Homes under /home, /Users and /var/home are
-	// known without it. "": none but those.
-	Home string
+	// Homes are the user's home directory, absolute, as $HOME names it
+	// and with its links resolved: a path in it is protected as the same
+	// path under ~ is (~/.ssh, ~ itself), whatever the home is called.
+	// Homes under /home, /Users and /var/home are known without it.
+	Homes []string
 	// HoldsData reports whether the file path exists and holds data.
 	// Nil: none does.
 	HoldsData func(path string) bool
@@ -190,7 +190,7 @@ func rewriteHostDirs(s *config.Server, host Host) []string {
 			strings.Contains(path.Base(val), ".") && (host.IsDir == nil || !host.IsDir(val)) {
 			continue // not a host path, Windows, or most likely a file
 		}
-		if why := protectedSource(val, host.Home); why != "" {
+		if why := protectedSource(val, host.Homes...); why != "" {
 			hints = append(hints, fmt.Sprintf("%s is not mounted: %s; give the server a directory of its own instead.", val, why))
 			continue
 		}
