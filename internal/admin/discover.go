@@ -87,7 +87,7 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 	if len(existing) > 0 {
 		return existing[0], nil
 	}
-	return "", fmt.Errorf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps --all lists every running instance)", wd)
+	return "", fmt.Errorf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps --all lists every running instance; approve, deny, stop, pause and resume ID --all find the ID in any)", wd)
 }
 
 // servedStateDirs reports whether a state dir is one a serve has used:

@@ -73,7 +73,7 @@ func TestFindStateDir(t *testing.T) {
 		t.Fatalf("findStateDir with nothing run: %v, want an error pointing to --all", err)
 	}
 	t.Chdir(sub) // approve of an ID names the command that finds it anywhere
-	if code, _, errOut := runCLI("deny", "apr_abc"); code != exitUsage || !strings.Contains(errOut, "(or: mcpbox deny --all apr_abc)") {
+	if code, _, errOut := runCLI("deny", "apr_abc"); code != exitUsage || !strings.Contains(errOut, "deny, stop, pause and resume ID --all find the ID in any") {
 		t.Errorf("deny outside any served project: exit %d: %s; want deny --all ID named", code, errOut)
 	}
 
@@ -160,6 +160,16 @@ func TestFindStateDir(t *testing.T) {
 		}
 	}
 	stopAnother()
+	// A second record of that pid (planted where a sandbox can write):
+	// neither is chosen.
+	dup := admin.NewRecord(anotherDir, "", another, true, "127.0.0.1:7003")
+	dup.PID, dup.URL = os.Getppid(), "http://127.0.0.1:7003/mcp"
+	stopDup := startFake(t, dup)
+	t.Chdir(elsewhere)
+	if code, out, errOut := runCLI("ui", "--print-url", "--instance", strconv.Itoa(os.Getppid())); code != exitUsage || !strings.Contains(errOut, "records of pid") {
+		t.Errorf("ui --instance %d with its pid in two state dirs: exit %d: %s%s; want a refusal naming both", os.Getppid(), code, out, errOut)
+	}
+	stopDup()
 	t.Chdir(sub)
 	stopDef()
 	stopDef = func() {}

@@ -142,9 +142,8 @@ func (e *env) decide(args []string, allow bool) int {
 	case *always:
 		scope = approval.ScopeAlways
 	}
-	dir, err := daemon.AdminDir(*af.config, *af.stateDir, *af.all)
-	if err != nil { // the ID names its request wherever it waits
-		e.errorf("%s: %v (or: mcpbox %s --all %s)", name, err, name, fs.Arg(0))
+	dir, ok := af.dir(e, name)
+	if !ok {
 		return exitUsage
 	}
 	req, err := (admin.Client{StateDir: dir}).Decide(fs.Arg(0), allow, scope)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/config"
@@ -117,15 +118,25 @@ func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, e
 	if err == nil && runs(dir, pid) {
 		return dir, nil
 	}
+	var found []string
 	if root, rerr := instance.Root(); rerr == nil {
 		dirs, _ := instance.StateDirs(root)
 		for _, d := range dirs {
 			if runs(d, pid) {
-				return d, nil
+				found = append(found, d)
 			}
 		}
 	}
-	return "", fmt.Errorf("no mcpbox serve of yours has pid %d (mcpbox ps --all lists every running instance)", pid)
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no mcpbox serve of yours has pid %d (mcpbox ps --all lists every running instance)", pid)
+	case 1:
+		return found[0], nil
+	}
+	// One serve has one state dir: a second record of its pid was
+	// planted (a state dir a sandbox can write), and which is real is
+	// not for this lookup to guess.
+	return "", fmt.Errorf("records of pid %d are in %d state dirs (%s): say which with --state-dir DIR", pid, len(found), strings.Join(found, ", "))
 }
 
 // runs reports whether a live instance with pid serves stateDir.
