@@ -259,7 +259,7 @@ func (d *downstream) initialize(ctx context.Context, method string, req mcp.Requ
 		return nil, err
 	}
 	var caps json.RawMessage
-	if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.Capabilities != nil {
+	if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil {
 		caps = upstreamCaps(p.Capabilities)
 	}
 	if err := d.start(ctx, caps); err != nil {
@@ -319,6 +319,9 @@ func clientName(req mcp.Request) string {
 // roots (server-filesystem with none named) serves the same paths with
 // every client, as it does under pin (definitionsCaps).
 func upstreamCaps(c *mcp.ClientCapabilities) json.RawMessage {
+	if c == nil {
+		c = &mcp.ClientCapabilities{}
+	}
 	raw, err := json.Marshal(c)
 	if err != nil {
 		return nil

@@ -144,6 +144,9 @@ func translatable(caps json.RawMessage) json.RawMessage {
 	if _, ok := m["sampling"]; !ok {
 		m["sampling"] = map[string]any{}
 	}
+	if _, ok := m["roots"]; !ok { // the gateway answers them (upstreamCaps)
+		m["roots"] = map[string]any{"listChanged": false}
+	}
 	out, _ := json.Marshal(m)
 	return out
 }
@@ -169,8 +172,9 @@ var sep2575Keys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mc
 // spoken to in the new revision (modern), the protocol version, client
 // info and log level pass, so that it answers in it (multi round-trip
 // results go back to the client as they are), and the client's
-// capabilities as a server may see them: without roots, as at a legacy
-// initialize. To a session-based server, which knows them from the
+// capabilities as a server may see them: roots declared whatever the
+// client declared, since the gateway answers them (roots2026.go), as at
+// a legacy initialize (upstreamCaps). To a session-based server, which knows them from the
 // gateway's initialize and would refuse a version it does not speak,
 // none of them. Trace context (traceparent, tracestate) passes to both.
 func upstreamMeta(meta mcp.Meta, modern bool) mcp.Meta {
@@ -188,7 +192,7 @@ func upstreamMeta(meta mcp.Meta, modern bool) mcp.Meta {
 		var caps map[string]any
 		b, _ := json.Marshal(raw)
 		if json.Unmarshal(b, &caps) == nil && caps != nil {
-			delete(caps, "roots")
+			caps["roots"] = map[string]any{}
 			out[mcp.MetaKeyClientCapabilities] = caps
 		}
 	}

@@ -64,7 +64,9 @@ func TestTSClientRunFilesystem(t *testing.T) {
 // TestTSClientRunEverything: through `mcpbox run`, server-everything looks
 // exactly as it does directly to the same client: same tools/list and
 // prompts, same results with annotations, structured content and resource
-// links.
+// links. Roots are the one difference: mcpbox declares them to every
+// server, as it answers them, so a plain client is compared with a direct
+// one that declares roots (server-everything then offers get-roots-list).
 func TestTSClientRunEverything(t *testing.T) {
 	nodeModules := requireNode(t)
 	msg := "hello " + tsRandomHex(t)
@@ -78,10 +80,13 @@ func TestTSClientRunEverything(t *testing.T) {
 		tsRaw("get-sum", map[string]any{"a": 19, "b": 23}),
 		{"op": "getPrompt", "name": "args-prompt", "arguments": map[string]any{"city": "Lyon"}},
 	}
-	for _, c := range []struct{ name, env string }{{"full client", tsFullClient}, {"plain client", "MCP_CLIENT_CAPABILITIES={}"}} {
+	for _, c := range []struct{ name, env, direct string }{
+		{"full client", tsFullClient, tsFullClient},
+		{"plain client", "MCP_CLIENT_CAPABILITIES={}", `MCP_CLIENT_CAPABILITIES={"roots":{}}`},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := []string{c.env}
-			want := tsDirect(t, nodeModules, env, steps, filepath.Join(nodeModules, "@modelcontextprotocol/server-everything/dist/index.js"), "stdio")
+			want := tsDirect(t, nodeModules, []string{c.direct}, steps, filepath.Join(nodeModules, "@modelcontextprotocol/server-everything/dist/index.js"), "stdio")
 			for i, w := range want {
 				if w.failed() {
 					t.Fatalf("direct step %v failed: %v", steps[i], w)
