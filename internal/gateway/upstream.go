@@ -204,7 +204,8 @@ type inflight struct {
 	events *events
 	// noted: the gateway sent the client a progress note of its own on
 	// this call (Call.Progress), so the server's notes are kept above
-	// last, the progress last sent; read and set on the peer's read loop.
+	// last, the progress last sent. noted is set before the request is
+	// registered (begin); last is read and set on the peer's read loop.
 	noted bool
 	last  float64
 }
