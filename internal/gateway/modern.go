@@ -174,9 +174,10 @@ var sep2575Keys = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mc
 // results go back to the client as they are), and the client's
 // capabilities as a server may see them: roots declared whatever the
 // client declared, since the gateway answers them (roots2026.go), as at
-// a legacy initialize (upstreamCaps). To a session-based server, which knows them from the
-// gateway's initialize and would refuse a version it does not speak,
-// none of them. Trace context (traceparent, tracestate) passes to both.
+// a legacy initialize (upstreamCaps). To a session-based server, which
+// knows them from the gateway's initialize and would refuse a version it
+// does not speak, none of them. Trace context (traceparent, tracestate)
+// passes to both.
 func upstreamMeta(meta mcp.Meta, modern bool) mcp.Meta {
 	out := make(mcp.Meta, len(meta))
 	for k, v := range meta {
@@ -192,7 +193,7 @@ func upstreamMeta(meta mcp.Meta, modern bool) mcp.Meta {
 		var caps map[string]any
 		b, _ := json.Marshal(raw)
 		if json.Unmarshal(b, &caps) == nil && caps != nil {
-			caps["roots"] = map[string]any{}
+			caps["roots"] = map[string]any{"listChanged": false}
 			out[mcp.MetaKeyClientCapabilities] = caps
 		}
 	}

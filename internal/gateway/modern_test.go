@@ -133,7 +133,7 @@ func TestModernTraceAndMetaUpstream(t *testing.T) {
 	_, url := modernGateway(t, HTTPOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs := connectVersion(t, url, "", ModernVersion, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}}})
+	cs := connectVersion(t, url, "", ModernVersion, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}}})
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__meta", Meta: mcp.Meta{"traceparent": tp}})
 	if err != nil {
@@ -153,8 +153,8 @@ func TestModernTraceAndMetaUpstream(t *testing.T) {
 	if caps == nil {
 		t.Fatalf("server saw no client capabilities: %v", meta)
 	}
-	if roots, ok := caps["roots"].(map[string]any); !ok || len(roots) != 0 {
-		t.Fatalf("server saw roots %v, want the gateway's {} (caps %v)", caps["roots"], caps)
+	if roots, ok := caps["roots"].(map[string]any); !ok || len(roots) != 1 || roots["listChanged"] != false {
+		t.Fatalf("server saw roots %v, want the gateway's {listChanged: false} (caps %v)", caps["roots"], caps)
 	}
 }
 

@@ -37,7 +37,7 @@ type Result struct {
 
 // Convert turns the server entries of cf into an mcpbox config. An entry
 // that does not import cleanly is left out with a note: one bad entry
-// does not sink the others. Of host, only Home is read.
+// does not sink the others. Of host, only Homes is read.
 func Convert(cf *ClientFile, host Host) *Result {
 	im := &converter{names: make(map[string]bool), claimed: make(map[string]string), homes: host.Homes}
 	c, hints := im.convert(cf.entries)
