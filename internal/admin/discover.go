@@ -139,12 +139,18 @@ func Listing(dir string, err error) (Client, error) {
 // decides which config's serve is meant.
 func (e *ManyInstancesError) StateDirOf(pid int) (string, bool) {
 	for _, l := range e.Live {
-		recs, _ := instance.List(l.StateDir)
-		if slices.ContainsFunc(recs, func(r instance.Record) bool { return r.PID == pid }) {
+		if Runs(l.StateDir, pid) {
 			return l.StateDir, true
 		}
 	}
 	return "", false
+}
+
+// Runs reports whether a live instance with pid serves stateDir (as
+// instance.List finds them: its liveness and peer checks).
+func Runs(stateDir string, pid int) bool {
+	recs, _ := instance.List(stateDir)
+	return slices.ContainsFunc(recs, func(r instance.Record) bool { return r.PID == pid })
 }
 
 func (e *ManyInstancesError) Error() string {

@@ -115,14 +115,14 @@ func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, e
 			return d, nil
 		}
 	}
-	if err == nil && runs(dir, pid) {
+	if err == nil && admin.Runs(dir, pid) {
 		return dir, nil
 	}
 	var found []string
 	if root, rerr := instance.Root(); rerr == nil {
 		dirs, _ := instance.StateDirs(root)
 		for _, d := range dirs {
-			if runs(d, pid) {
+			if admin.Runs(d, pid) {
 				found = append(found, d)
 			}
 		}
@@ -137,12 +137,6 @@ func InstanceAdminDir(configPath, stateDir string, all bool, pid int) (string, e
 	// planted (a state dir a sandbox can write), and which is real is
 	// not for this lookup to guess.
 	return "", fmt.Errorf("records of pid %d are in %d state dirs (%s): say which with --state-dir DIR", pid, len(found), strings.Join(found, ", "))
-}
-
-// runs reports whether a live instance with pid serves stateDir.
-func runs(stateDir string, pid int) bool {
-	recs, _ := instance.List(stateDir)
-	return slices.ContainsFunc(recs, func(r instance.Record) bool { return r.PID == pid })
 }
 
 // FindStateDir is the state dir of the project the directory wd is in,
