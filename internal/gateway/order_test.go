@@ -74,6 +74,7 @@ type noted struct {
 	Params struct {
 		Token    any     `json:"progressToken"`
 		Progress float64 `json:"progress"`
+		Total    float64 `json:"total"`
 		Message  string  `json:"message"`
 	} `json:"params"`
 }
@@ -127,9 +128,10 @@ func TestNotificationsBeforeResultHTTP(t *testing.T) {
 }
 
 // startsAtZero answers tools/call with progress notes that start at 0,
-// as many servers do, repeat a value and carry messages, then its result.
+// as many servers do, repeat a value (the final one too) and carry
+// messages, then its result.
 var startsAtZero = noteServer("work", func(b *strings.Builder, tok []byte) {
-	for i, v := range []string{"0", "0", "0.5", "0.5", "2"} {
+	for i, v := range []string{"0", "0", "0.5", "0.5", "2", "2"} {
 		fmt.Fprintf(b, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%s,"total":2,"message":"step %d"}}`+"\n", tok, v, i)
 	}
 })
@@ -155,15 +157,16 @@ func TestProgressAfterGatewayNote(t *testing.T) {
 			for i, wait := range []bool{true, false} {
 				id := fmt.Sprint(i + 1)
 				c.send(fastCall(id, fmt.Sprintf(`{"name":"raw_work","arguments":{"wait":%v},"_meta":{"progressToken":"t%s"}}`, wait, id)))
-				var got []float64
+				var got, totals []float64
 				var messages []string
 				for _, n := range c.untilResult(t, id) {
 					if n.Method == "notifications/progress" {
 						got = append(got, n.Params.Progress)
+						totals = append(totals, n.Params.Total)
 						messages = append(messages, n.Params.Message)
 					}
 				}
-				want := []string{"waiting", "step 0", "step 1", "step 2", "step 3", "step 4"}
+				want := []string{"waiting", "step 0", "step 1", "step 2", "step 3", "step 4", "step 5"}
 				if !wait {
 					want = want[1:]
 				}
@@ -171,7 +174,7 @@ func TestProgressAfterGatewayNote(t *testing.T) {
 					t.Fatalf("call %s: notes %q, want %q", id, messages, want)
 				}
 				if !wait {
-					if fmt.Sprint(got) != "[0 0 0.5 0.5 2]" {
+					if fmt.Sprint(got) != "[0 0 0.5 0.5 2 2]" {
 						t.Errorf("call %s without the gateway's note: progress %v, want the server's own", id, got)
 					}
 					continue
@@ -181,8 +184,13 @@ func TestProgressAfterGatewayNote(t *testing.T) {
 						t.Fatalf("call %s: progress %v does not increase", id, got)
 					}
 				}
-				if got[0] != 0 || got[2] >= 0.5 || got[3] != 0.5 || got[4] >= 0.6 || got[5] != 2 {
+				if got[0] != 0 || got[2] >= 0.5 || got[3] != 0.5 || got[4] >= 0.6 || got[5] != 2 || got[6] >= 2.1 {
 					t.Errorf("call %s: progress %v, want 0, the server's values, and those lifted only just above the last", id, got)
+				}
+				for j := 1; j < len(got); j++ {
+					if got[j] > totals[j] {
+						t.Errorf("call %s: progress %v above its total %v", id, got[j], totals[j])
+					}
 				}
 			}
 		})

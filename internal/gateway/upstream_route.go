@@ -305,10 +305,13 @@ func (u *upstream) requester(method string) (*downstream, context.Context, error
 // client got on in's token, where the gateway sent a note of its own
 // first (at 0): a server that starts at 0, as many do, would otherwise
 // repeat it. A value that would not increase becomes the next float64
-// above the last; a note whose progress is not a number passes as it is.
+// above the last, and a total it would pass (a server repeating its final
+// note) is raised with it, so that progress never reads above total; a
+// note whose progress is not a number passes as it is.
 func (in *inflight) lift(params json.RawMessage) json.RawMessage {
 	var p struct {
 		Progress *float64 `json:"progress"`
+		Total    *float64 `json:"total"`
 	}
 	if json.Unmarshal(params, &p) != nil || p.Progress == nil {
 		return params
@@ -316,7 +319,11 @@ func (in *inflight) lift(params json.RawMessage) json.RawMessage {
 	v := *p.Progress
 	if v <= in.last {
 		v = math.Nextafter(in.last, math.Inf(1))
-		if out, err := setField(params, "progress", v); err == nil {
+		out, err := setField(params, "progress", v)
+		if err == nil && p.Total != nil && v > *p.Total {
+			out, err = setField(out, "total", v)
+		}
+		if err == nil {
 			params = out
 		}
 	}
