@@ -28,6 +28,21 @@ func TestServeDefaultLoadError(t *testing.T) {
 	}
 }
 
+// TestServeInHomeSaysOnlyWhy: the embedded default served in the home
+// directory ends with the one error that names the home, and exit 2; no
+// startup summary "1 warning above" before it, whose warning said the same
+// as a warning, as if serve would go on.
+func TestServeInHomeSaysOnlyWhy(t *testing.T) {
+	home := shortTemp(t)
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, ".state"))
+	t.Chdir(home)
+	code, _, errs := runCLI("serve", "--stdio", "--allow-degraded")
+	if code != exitUsage || strings.Count(errs, "is or holds your home directory") != 1 || strings.Contains(errs, "warning") {
+		t.Fatalf("serve in the home dir: exit %d, stderr:\n%s\nwant exit %d and the refusal once, no warnings", code, errs, exitUsage)
+	}
+}
+
 // TestServeNamesTheUnusedProjectConfig: serve without --config serves the
 // embedded default even where the user wrote an mcpbox.yaml (which the
 // admin commands do read), and says so, naming the flag that serves it.

@@ -285,9 +285,13 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		}
 		return nil
 	}
-	if d.o.Summary != nil {
+	se := (*SetupError)(nil)
+	if d.o.Summary != nil && (err == nil || errors.As(err, &se)) {
 		// After the servers were set up, so that it names the ones that
-		// could not be (reportUnavailable says why, below it).
+		// could not be (reportUnavailable says why, below it). Not
+		// before a config error: serve ends on it, and a summary with
+		// "1 warning above" would read as a start (the warning often
+		// being the refusal the error repeats).
 		sum := summarize(d.c, d.lock, d.o.Base)
 		sum.Warnings = append(sum.Warnings, d.loginWarnings()...)
 		down, installing := d.setups.state()
@@ -300,7 +304,7 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		}
 		d.o.Summary(sum)
 	}
-	if se := (*SetupError)(nil); errors.As(err, &se) {
+	if se != nil {
 		return err // the servers' own, not the config's
 	}
 	if err != nil {
