@@ -167,7 +167,7 @@ func TestPolicyCheck(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	write(t, good, "version: 1\nservers:\n  fs:\n    command: [node, server.js]\n    tools: {allow: [\"*\"]}\n")
 	write(t, bad, "version: 1\nservers:\n  fs:\n    command: [node]\n    limits: {memroy: 1Gi}\n")
-	if code, out, errs := runCLI("policy", "check", good); code != 0 || !strings.Contains(out, "ok") || errs != "" {
+	if code, out, errs := runCLI("policy", "check", good); code != 0 || out != good+": ok\n" || errs != "" {
 		t.Fatalf("good config: exit %d %s %s", code, out, errs)
 	}
 	// No tools: key: valid, but nothing is exposed; the warning says why
@@ -175,7 +175,7 @@ func TestPolicyCheck(t *testing.T) {
 	noTools := filepath.Join(dir, "notools.yaml")
 	write(t, noTools, "version: 1\nservers:\n  github:\n    command: [node, server.js]\n")
 	wantWarn := noTools + `:3:3: warning: servers.github: no tools: key, so every tool is hidden (default deny); add  tools: {allow: ["*"]}  to expose them` + "\n"
-	if code, out, errs := runCLI("policy", "check", noTools); code != 0 || !strings.Contains(out, "ok") || errs != wantWarn {
+	if code, out, errs := runCLI("policy", "check", noTools); code != 0 || out != noTools+": ok\n" || errs != wantWarn {
 		t.Fatalf("config without tools: exit %d\nstdout: %s\nstderr: %q\nwant stderr %q", code, out, errs, wantWarn)
 	}
 	warn := filepath.Join(dir, "warn.yaml")
@@ -188,9 +188,18 @@ func TestPolicyCheck(t *testing.T) {
 	write(t, unset, "version: 1\nservers:\n  r:\n    url: https://mcp.example.com/mcp\n    query: {api_key: {from: env:MCPBOX_TEST_UNSET_VAR}}\n    tools: {allow: [\"*\"]}\n")
 	t.Setenv("MCPBOX_TEST_UNSET_VAR", "")
 	os.Unsetenv("MCPBOX_TEST_UNSET_VAR")
-	if code, out, errs := runCLI("policy", "check", unset); code != 0 || !strings.Contains(out, "ok") ||
+	// Valid, so exit 0, but not "ok": the line says what cannot start.
+	if code, out, errs := runCLI("policy", "check", unset); code != 0 || out != unset+": valid, but on this machine cannot start: server r (see the warnings above)\n" ||
 		!strings.HasPrefix(errs, unset+":5:13: warning: servers.r.query.api_key:") || !strings.Contains(errs, "cannot start until it can be read") {
 		t.Fatalf("config with an unset variable: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	// A writable output serve refuses stops serve itself; a server named
+	// once however many warnings stop it.
+	t.Setenv("HOME", dir)
+	refused := filepath.Join(dir, "refused.yaml")
+	write(t, refused, "version: 1\nservers:\n  w:\n    command: [nosuchprog]\n    filesystem: {input: {source: ./none}, output: {source: .}}\n    tools: {allow: [\"*\"]}\n")
+	if code, out, errs := runCLI("policy", "check", refused); code != 0 || out != refused+": valid, but on this machine cannot start: server w, serve (see the warnings above)\n" {
+		t.Fatalf("config whose output serve refuses: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 	// It reads no file a reference names: a FIFO there would hang it.
 	fifo := filepath.Join(dir, "fifo")

@@ -22,8 +22,9 @@ reviewer should see in a valid config (a server with no tools: key, whose
 tools are all hidden, a credential in plain env, one secret shared by
 several servers, secrets beside broad egress, an env: reference unset
 here, a program or host path the sandbox lacks, a mount of ~/.ssh or the
-like) are printed as FILE:LINE:COL: warning: message, with exit status 0.
-Without FILE, the mcpbox.yaml in the working directory.
+like) are printed as FILE:LINE:COL: warning: message, with exit status 0,
+and stdout says FILE: ok, or what cannot start on this machine. Without
+FILE, the mcpbox.yaml in the working directory.
 `
 
 func (e *env) policy(args []string) int {
@@ -51,7 +52,7 @@ func (e *env) policy(args []string) int {
 	for _, w := range ws {
 		fmt.Fprintln(e.stderr, config.Printable(fmt.Sprintf("%s:%d:%d: warning: %s", w.File, w.Line, w.Col, w.Msg)))
 	}
-	fmt.Fprintf(e.stdout, "%s: ok\n", file)
+	fmt.Fprintf(e.stdout, "%s: %s\n", file, config.Printable(ws.Verdict()))
 	return 0
 }
 

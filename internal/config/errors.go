@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,27 @@ type Error struct {
 	File      string
 	Line, Col int
 	Msg       string
+	// Stops, on a warning about this host rather than the config, is what
+	// it keeps from starting here: "server NAME", "serve over HTTP" or
+	// "serve". policy check sums these up beside its "valid".
+	Stops string
+}
+
+// Verdict is what policy check says of a valid config with the warnings
+// es: "ok", or, where they keep something from starting on this machine,
+// each thing they stop, once, in order. Either way the exit status is 0:
+// the config may be checked for another machine.
+func (es Errors) Verdict() string {
+	var stops []string
+	for _, e := range es {
+		if e.Stops != "" && !slices.Contains(stops, e.Stops) {
+			stops = append(stops, e.Stops)
+		}
+	}
+	if len(stops) == 0 {
+		return "ok"
+	}
+	return "valid, but on this machine cannot start: " + strings.Join(stops, ", ") + " (see the warnings above)"
 }
 
 // Error formats e as "FILE:LINE:COL: message", leaving out the parts that

@@ -134,7 +134,7 @@ func inputWarnings(c *config.Config, base string) config.Errors {
 		if _, err := specconv.InputDir(s, base); err != nil {
 			pos := s.Filesystem.Input.Meta.At("source")
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.filesystem.input.source: %v: server %s cannot start", s.Name, err, s.Name)})
+				Msg: fmt.Sprintf("servers.%s.filesystem.input.source: %v: server %s cannot start", s.Name, err, s.Name), Stops: "server " + s.Name})
 		}
 	}
 	return ws
@@ -246,7 +246,7 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 	var ws config.Errors
 	warn := func(s *config.Server, key string, pos config.Pos, src string, writable bool) {
 		real := workspace.ResolveExisting(specconv.Resolve(base, src))
-		msg := ""
+		msg, stops := "", "serve"
 		if writable {
 			if err := (workspace.Protected{Home: home, Project: base}).Check(real); err != nil {
 				msg = fmt.Sprintf("serve refuses it: %v", err)
@@ -256,10 +256,10 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 		} else if root != "" && (holds(real, root) || holds(root, real)) {
 			msg = fmt.Sprintf("serve refuses it: %s would show mcpbox's state root %s, every project's bearer token and all", src, root)
 		} else if cred := workspace.CredentialDir(home, real); cred != "" {
-			msg = fmt.Sprintf("%s shows %s to the sandbox: credentials the server can read, and send wherever its network reaches; mount it only if the server needs them", src, cred)
+			msg, stops = fmt.Sprintf("%s shows %s to the sandbox: credentials the server can read, and send wherever its network reaches; mount it only if the server needs them", src, cred), ""
 		}
 		if msg != "" {
-			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf("servers.%s.filesystem.%s: %s", s.Name, key, msg)})
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf("servers.%s.filesystem.%s: %s", s.Name, key, msg), Stops: stops})
 		}
 	}
 	for _, s := range c.Servers {
@@ -318,7 +318,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		}
 		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err))})
+				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err)), Stops: "server " + s.Name})
 		}
 	}
 	for _, s := range c.Servers {
@@ -340,7 +340,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 				if v, err := launch.ResolveSecret(context.Background(), sec.Name, sec.From, false); err == nil {
 					if err := credinject.CheckValue(string(v.Value), sec.Inject.Shape); err != nil {
 						ws = append(ws, &config.Error{File: c.File, Line: sec.Meta.Pos.Line, Col: sec.Meta.Pos.Col,
-							Msg: fmt.Sprintf("servers.%s.%s.inject: %s: %v: server %s cannot start with it", s.Name, what, sec.From, err, s.Name)})
+							Msg: fmt.Sprintf("servers.%s.%s.inject: %s: %v: server %s cannot start with it", s.Name, what, sec.From, err, s.Name), Stops: "server " + s.Name})
 					}
 				}
 			}
@@ -361,7 +361,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			pos := cl.Token.Meta.At("from")
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start %s", i, err, untilUsable(err))})
+				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start %s", i, err, untilUsable(err)), Stops: "serve over HTTP"})
 		}
 	}
 	return ws
@@ -415,7 +415,7 @@ func commandWarnings(c *config.Config) config.Errors {
 		if why != "" {
 			pos := s.Meta.At("command")
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.command: %s: server %s cannot start", s.Name, why, s.Name)})
+				Msg: fmt.Sprintf("servers.%s.command: %s: server %s cannot start", s.Name, why, s.Name), Stops: "server " + s.Name})
 		}
 	}
 	return ws
