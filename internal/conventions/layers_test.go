@@ -31,6 +31,8 @@ var layers = map[string]int{
 	// Pseudo-terminals for tests (serve's transport, the banner, a
 	// workload that takes its terminal).
 	"internal/ptytest": 0,
+	// Which local user is at the other end of a loopback TCP connection.
+	"internal/tcppeer": 0,
 	// The sending side of the egress proxy's connection hand-over, apart
 	// so that the lean sandbox init does not link the proxy.
 	"internal/egress/handover": 0,
