@@ -23,6 +23,7 @@ import (
 	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/metrics"
+	"mcpbox/internal/tcppeer"
 )
 
 // This file wires the dashboard and the metrics (packages dashboard and
@@ -164,6 +165,7 @@ func (d *daemon) newUI(w *web, g *guard.Guard, hosts []string, secure bool) (*da
 		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
 		Authenticate: d.dashboardRoles(secret),
 		LoginSecret:  secret.token,
+		LinkPeer:     tcppeer.SameUser,
 		Hosts:        hosts,
 		Secure:       secure,
 		Logger:       d.log,

@@ -65,6 +65,12 @@ type Options struct {
 	// signed with (the state dir's dashboard secret; see LoginURL); they
 	// log in as RoleAdmin. Nil: only the form logs in.
 	LoginSecret func() string
+	// LinkPeer, if non-nil, is asked before a one-time login URL is
+	// redeemed: an error refuses the request and leaves the URL unused.
+	// The URL is in xdg-open's and the browser's command lines, which
+	// every local user can read; mcpbox refuses a loopback peer of
+	// another user (tcppeer.SameUser).
+	LinkPeer func(r *http.Request) error
 	// Hosts are host names besides the loopback ones the page may be
 	// reached by (a configured listen name); anything else is refused.
 	Hosts []string
@@ -188,6 +194,16 @@ func (h *Handler) static(w http.ResponseWriter, name string) {
 // serveLoginPage redeems a one-time login URL (?t=), or shows the form.
 func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 	if t := r.URL.Query().Get("t"); t != "" {
+		if h.opts.LinkPeer != nil {
+			if err := h.opts.LinkPeer(r); err != nil {
+				// Before redeem: the link stays good for its user.
+				if h.opts.Logger != nil {
+					h.opts.Logger.Warn("dashboard login link refused", "from", r.RemoteAddr, "err", err)
+				}
+				http.Error(w, "dashboard: this login link was "+err.Error()+": open it as that user, or log in with the dashboard secret at /ui/login", http.StatusForbidden)
+				return
+			}
+		}
 		sum := h.secretSum() // before the check: a rotation after it ends the session
 		if !h.redeem(t) {
 			h.logRefused(r, "link")

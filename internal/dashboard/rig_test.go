@@ -25,6 +25,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/redact"
+	"mcpbox/internal/tcppeer"
 	"mcpbox/internal/track"
 )
 
@@ -107,6 +108,7 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 			return "", "", false
 		},
 		LoginSecret:  func() string { return adminToken },
+		LinkPeer:     tcppeer.SameUser,
 		ToolInfo:     g.ToolInfo,
 		ApprovalPoll: 50 * time.Millisecond,
 	})

@@ -6,11 +6,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -234,6 +238,38 @@ func TestOneTimeLogin(t *testing.T) {
 		if resp := r.browser(t).do("GET", p, nil, nil); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s: %s, want 403", name, resp.Status)
 		}
+	}
+}
+
+// TestLoginLinkOtherUser: a login URL presented over loopback by a
+// process of another user (who read it on xdg-open's command line) is
+// refused naming that user, and stays good for the user's own browser.
+func TestLoginLinkOtherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot run a process of another uid")
+	}
+	r := newRig(t)
+	u, err := LoginURL(r.srv.URL, adminToken, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := strings.TrimPrefix(r.srv.URL, "http://")
+	host, port, _ := net.SplitHostPort(hostPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := "GET " + strings.TrimPrefix(u, r.srv.URL) + " HTTP/1.0\r\nHost: " + hostPort + "\r\n\r\n"
+	cmd := exec.CommandContext(ctx, "bash", "-c", `exec 3<>"/dev/tcp/$1/$2"; printf '%s' "$3" >&3; cat <&3`, "bash", host, port, req)
+	cmd.Dir = "/"
+	const nobody = 65534
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.Output()
+	if err != nil || !strings.HasPrefix(string(out), "HTTP/1.0 403") || !strings.Contains(string(out), "uid 65534") {
+		t.Fatalf("the link from uid %d: %v\n%s\nwant 403 naming the uid", nobody, err, out)
+	}
+	b := r.browser(t)
+	resp := b.do("GET", strings.TrimPrefix(u, r.srv.URL), nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/#key=") {
+		t.Fatalf("the user's own use after the refusal: %s, want the login", resp.Status)
 	}
 }
 
