@@ -23,6 +23,7 @@ import (
 	"mcpbox/internal/launch"
 	"mcpbox/internal/oauth"
 	"mcpbox/internal/specconv"
+	"mcpbox/internal/tcppeer"
 )
 
 // This file wires package oauth upstream: the token stores of remote
@@ -158,6 +159,7 @@ func loginOptions(ctx context.Context, s *config.Server) (oauth.LoginOptions, er
 	lo := oauth.LoginOptions{
 		Server: s.URL, Scopes: s.OAuth.Scopes, Issuer: s.OAuth.Issuer,
 		ClientMetadataURL: s.OAuth.ClientMetadataURL, RedirectPort: s.OAuth.RedirectPort,
+		RedirectPeer: tcppeer.SameUser,
 	}
 	for _, r := range []struct {
 		t   config.Token

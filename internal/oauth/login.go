@@ -55,6 +55,13 @@ type LoginOptions struct {
 	// ClientName is the client_name for dynamic registration; zero means
 	// "mcpbox".
 	ClientName string
+	// RedirectPeer, if non-nil, is asked of each request to the loopback
+	// redirect listener: one it refuses is answered 403 and does not end
+	// the login, which waits on for the user's browser. The
+	// authorization URL, in xdg-open's and the browser's command lines,
+	// names the listener's port and the state to any local user; mcpbox
+	// refuses another user's process (tcppeer.SameUser).
+	RedirectPeer func(r *http.Request) error
 	// OpenURL receives the authorization URL once the loopback listener
 	// is up, before Login waits: the CLI prints it (first line of stdout
 	// with --no-browser) or opens a browser. An error aborts the login.
@@ -148,10 +155,10 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 			}
 		}
 	}
-	cb, err := listenCallback(port)
+	cb, err := listenCallback(port, opts.RedirectPeer)
 	if err != nil && again != nil {
 		again = nil // its port is taken: a client of its own
-		cb, err = listenCallback(opts.RedirectPort)
+		cb, err = listenCallback(opts.RedirectPort, opts.RedirectPeer)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
@@ -447,7 +454,7 @@ type callback struct {
 	got         chan url.Values // capacity 1: the first request to callbackPath
 }
 
-func listenCallback(port int) (*callback, error) {
+func listenCallback(port int, peer func(*http.Request) error) (*callback, error) {
 	ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening for the redirect: %w", err)
@@ -459,6 +466,12 @@ func listenCallback(port int) (*callback, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(callbackPath, func(w http.ResponseWriter, r *http.Request) {
+		if peer != nil {
+			if err := peer(r); err != nil {
+				http.Error(w, "mcpbox: this redirect was refused: "+err.Error(), http.StatusForbidden)
+				return
+			}
+		}
 		select {
 		case cb.got <- r.URL.Query():
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")

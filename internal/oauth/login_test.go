@@ -12,11 +12,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"mcpbox/internal/tcppeer"
 )
 
 // browser returns an OpenURL that follows the authorization URL as a
@@ -369,7 +374,7 @@ func authzParam(t *testing.T, u, k string) string {
 }
 
 func TestCallbackOneShot(t *testing.T) {
-	cb, err := listenCallback(0)
+	cb, err := listenCallback(0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,6 +392,43 @@ func TestCallbackOneShot(t *testing.T) {
 	}
 	if !strings.HasPrefix(cb.redirectURI, "http://127.0.0.1:") {
 		t.Errorf("redirect %q is not on 127.0.0.1", cb.redirectURI)
+	}
+}
+
+// TestCallbackRefusesAnotherUser: a redirect to the loopback listener
+// from another user's process (who read the port and state on
+// xdg-open's command line) is refused and does not end the login: the
+// user's browser's redirect is the one taken.
+func TestCallbackRefusesAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot run a process of another uid")
+	}
+	cb, err := listenCallback(0, tcppeer.SameUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.close()
+	hostPort := strings.TrimPrefix(strings.TrimSuffix(cb.redirectURI, callbackPath), "http://")
+	host, port, _ := net.SplitHostPort(hostPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := "GET " + callbackPath + "?code=theirs&state=stolen HTTP/1.0\r\nHost: " + hostPort + "\r\n\r\n"
+	cmd := exec.CommandContext(ctx, "bash", "-c", `exec 3<>"/dev/tcp/$1/$2"; printf '%s' "$3" >&3; cat <&3`, "bash", host, port, req)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.Output(); err != nil || !strings.HasPrefix(string(out), "HTTP/1.0 403") {
+		t.Fatalf("a redirect from uid 65534: %v\n%s\nwant 403", err, out)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(cb.redirectURI + "?code=mine&state=s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the user's redirect after the refused one: %s", resp.Status)
+	}
+	if got := (<-cb.got).Get("code"); got != "mine" {
+		t.Errorf("the login got code %q, want the user's", got)
 	}
 }
 
