@@ -350,9 +350,10 @@ func member(groups *launch.Groups, gs *gateway.Server, g string, s *config.Serve
 // local launches gs as a sandbox of its own for s.
 func (w wiring) local(gs *gateway.Server, s *config.Server) error {
 	spec, err := specconv.Server(w.c, s, w.opts)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A mount source or input not made yet: the host's state, not a
-		// mistake in the config, and it may be there at the next session.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, specconv.ErrNotDir) {
+		// A mount source or input not made yet (or a file where a dir
+		// belongs): the host's state, not a mistake in the config, and
+		// it may be right at the next session, as for a package server.
 		return &SetupError{Server: s.Name, Err: err}
 	} else if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,6 +349,34 @@ servers:
 	var se *SetupError
 	if _, err := w.servers(); !errors.As(err, &se) || se.Server != "b" {
 		t.Fatalf("servers: %v, want b's *SetupError", err)
+	}
+}
+
+// TestInputNotDirIsUnavailable: a command server whose input is a file
+// is unavailable, as one whose input is missing and as a package server
+// with either: the host's state, not a config error that ends serve.
+func TestInputNotDirIsUnavailable(t *testing.T) {
+	base := t.TempDir()
+	if err := os.WriteFile(filepath.Join(base, "afile"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"./afile", "./missing"} {
+		c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  a:
+    command: [sh, -c, "sleep 1"]
+    filesystem: {input: {source: `+src+`}}
+    tools: {allow: ["*"]}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := wiring{c: c, opts: specconv.Options{Base: base, StateDir: t.TempDir()}}
+		w.setups = newSetupRig().st
+		var se *SetupError
+		if _, err := w.servers(); !errors.As(err, &se) || se.Server != "a" || !strings.Contains(err.Error(), strings.TrimPrefix(src, "./")) {
+			t.Errorf("input %s: servers: %v, want a's *SetupError naming it", src, err)
+		}
 	}
 }
 

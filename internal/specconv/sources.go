@@ -97,6 +97,12 @@ func flagBase(p string) string {
 	return "."
 }
 
+// ErrNotDir: a source that must be a directory (an input, an output) is
+// something else. Like a missing one, the host's state rather than the
+// config's: serve parks the server as unavailable, and a later session
+// tries it again.
+var ErrNotDir = errors.New("not a directory")
+
 // hostSourceDir is hostSource for a source that must be a directory.
 func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
 	real, err := hostSource(base, in, p, perm)
@@ -106,7 +112,7 @@ func hostSourceDir(base, in, p string, perm os.FileMode) (string, error) {
 	if fi, err := os.Stat(real); err != nil {
 		return "", err
 	} else if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", p)
+		return "", fmt.Errorf("%s is %w", p, ErrNotDir)
 	}
 	return real, nil
 }
