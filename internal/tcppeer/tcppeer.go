@@ -1,5 +1,6 @@
 // Package tcppeer tells which user of this host is at the other end of a
-// TCP connection over loopback, as SO_PEERCRED tells it of a unix socket.
+// TCP connection from this host (over loopback, or from another of its
+// addresses), as SO_PEERCRED tells it of a unix socket.
 // A one-time login link (the dashboard's) or a login's redirect (OAuth's)
 // arrives over loopback TCP, where any local user can connect, and the
 // link itself may be read from another process's command line
@@ -20,6 +21,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -70,14 +72,17 @@ func UID(from, to netip.AddrPort) (uint32, error) {
 }
 
 // find reads a socket table (a header, then "sl local_address
-// rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...") for the
-// line of the socket at local connected to remote.
+// rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout
+// inode ...") for the line of the socket at local connected to remote
+// that a process holds: one no process holds any more (closed, in
+// TIME_WAIT or an orphan's FIN_WAIT2) has inode 0 and is shown with uid
+// 0, which is not root's.
 func find(f *os.File, local, remote string) (uint32, bool, error) {
 	sc := bufio.NewScanner(f)
 	sc.Scan() // the header
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 || fields[1] != local || fields[2] != remote {
+		if len(fields) < 10 || fields[1] != local || fields[2] != remote || fields[9] == "0" {
 			continue
 		}
 		uid, err := strconv.ParseUint(fields[7], 10, 32)
@@ -109,20 +114,21 @@ func encode(ap netip.AddrPort, v6 bool) string {
 	return s.String()
 }
 
-// SameUser refuses r when it came over loopback from a process of
-// another user: only this process's effective user and root (who can
-// read this user's secrets anyway; and WSL's localhost relay, which
-// brings a Windows browser's connections, runs as root) pass. A request
-// from another host passes: its machine's users are not this one's.
-// Where the peer cannot be told (ErrUnsupported) it passes too; where
-// its socket is not found it is refused.
+// SameUser refuses r when it came from a process of another user of
+// this host: only this process's effective user and root (who can read
+// this user's secrets anyway; WSL's localhost relay, which brings a
+// Windows browser's connections, runs as root) pass. Any local user can
+// connect from any of the host's addresses, not only loopback ones, so
+// the peer's socket is looked up whatever its address: found, its owner
+// decides; not found, a peer at one of this host's addresses is refused
+// (its socket gone, or in another network namespace), and one elsewhere
+// passes, as another machine's users are not this one's. On Linux
+// without the socket tables (no /proc) every local peer is refused; on
+// other systems (ErrUnsupported) the check is not made.
 func SameUser(r *http.Request) error {
 	remote, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return fmt.Errorf("peer address %q: %w", r.RemoteAddr, err)
-	}
-	if !remote.Addr().Unmap().IsLoopback() {
-		return nil
 	}
 	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if la == nil {
@@ -134,7 +140,9 @@ func SameUser(r *http.Request) error {
 	}
 	uid, err := UID(remote, local)
 	switch {
-	case errors.Is(err, ErrUnsupported):
+	case errors.Is(err, ErrUnsupported) && runtime.GOOS != "linux":
+		return nil
+	case err != nil && !thisHost(remote.Addr()):
 		return nil
 	case err != nil:
 		return fmt.Errorf("cannot tell which user connected from %s: %w", remote, err)
@@ -142,6 +150,27 @@ func SameUser(r *http.Request) error {
 		return &OtherUserError{UID: uid}
 	}
 	return nil
+}
+
+// thisHost reports whether a is a loopback address or one of this
+// host's interfaces' (when they cannot be listed: true).
+func thisHost(a netip.Addr) bool {
+	a = a.Unmap()
+	if a.IsLoopback() {
+		return true
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OtherUserError: the loopback peer is a process of another user.

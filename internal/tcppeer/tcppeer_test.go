@@ -61,6 +61,10 @@ func TestSameUserRefusesAnotherUser(t *testing.T) {
 	}
 	verdicts := make(chan error, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/late" {
+			// Looked up once the client has let go of its socket.
+			time.Sleep(100 * time.Millisecond)
+		}
 		err := SameUser(r)
 		verdicts <- err
 		if err != nil {
@@ -89,19 +93,76 @@ func TestSameUserRefusesAnotherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot run a process of another uid")
 	}
-	const nobody = 65534
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node to connect as another uid")
+	}
 	port := strings.TrimPrefix(srv.URL, "http://127.0.0.1:")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", `exec 3<>/dev/tcp/127.0.0.1/`+port+`; printf 'GET / HTTP/1.0\r\n\r\n' >&3; cat <&3`)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := cmd.Output()
 	var other *OtherUserError
+	out := asNobody(t, port, "", false)
 	if got := verdict(); !errors.As(got, &other) || other.UID != nobody {
 		t.Fatalf("a request from uid %d: %v; want it refused naming the uid", nobody, got)
 	}
-	if err != nil || !strings.Contains(string(out), "403") {
-		t.Errorf("uid %d's request: %v\n%s", nobody, err, out)
+	if !strings.Contains(out, "403") {
+		t.Errorf("uid %d's request got: %s", nobody, out)
 	}
+	// From another of this host's addresses, not a loopback one: still
+	// this host, still refused.
+	if src := hostAddr(); src != "" {
+		asNobody(t, port, src, false)
+		if got := verdict(); !errors.As(got, &other) || other.UID != nobody {
+			t.Errorf("a request from uid %d at %s: %v; want it refused naming the uid", nobody, src, got)
+		}
+	}
+	// A client that closes as soon as it has sent: its socket is soon no
+	// process's (the table shows inode 0 and uid 0, not root's).
+	for range 3 {
+		asNobody(t, port, "", true)
+		if got := verdict(); got == nil {
+			t.Fatalf("a request from uid %d whose socket was closed at once was let through", nobody)
+		}
+	}
+}
+
+const nobody = 65534
+
+// asNobody sends GET / to 127.0.0.1:port as uid nobody, from src if
+// set, and returns the answer; with closeAtOnce it closes the socket as
+// soon as the request is written.
+func asNobody(t *testing.T, port, src string, closeAtOnce bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const js = `const [port, src, close] = process.argv.slice(1);
+const o = {host: "127.0.0.1", port: +port};
+if (src) o.localAddress = src;
+const s = require("net").connect(o, () => {
+  s.write("GET /" + (close === "1" ? "late" : "") + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (close === "1") s.destroy();
+});
+s.on("data", d => process.stdout.write(d));
+s.on("error", () => {});`
+	closeArg := "0"
+	if closeAtOnce {
+		closeArg = "1"
+	}
+	cmd := exec.CommandContext(ctx, "node", "-e", js, port, src, closeArg)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node as uid %d: %v\n%s", nobody, err, out)
+	}
+	return string(out)
+}
+
+// hostAddr is an IPv4 address of one of this host's interfaces other
+// than loopback, or "".
+func hostAddr() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
 }
