@@ -109,30 +109,33 @@ func LoginURL(base, secret string, ttl time.Duration) (string, error) {
 	return strings.TrimRight(base, "/") + "/ui/login?t=" + url.QueryEscape(tok), nil
 }
 
-// redeem checks a one-time login token and burns it.
-func (h *Handler) redeem(tok string) bool {
+// redeem checks a one-time login token and burns it. admit, if non-nil,
+// is asked only of a token that is valid (signed, in time, unused),
+// before it is burnt: its error refuses the login and leaves the token
+// good (a peer check, which costs more than the signature's).
+func (h *Handler) redeem(tok string, admit func() error) (bool, error) {
 	if h.opts.LoginSecret == nil {
-		return false
+		return false, nil
 	}
 	secret := h.opts.LoginSecret()
 	p, mac, ok := strings.Cut(tok, ".")
 	if !ok || secret == "" {
-		return false
+		return false, nil
 	}
 	payload, err1 := decodeB64(p)
 	sum, err2 := decodeB64(mac)
 	if err1 != nil || err2 != nil || len(payload) != 24 {
-		return false
+		return false, nil
 	}
 	m := hmac.New(sha256.New, loginKey(secret))
 	m.Write(payload)
 	if !hmac.Equal(m.Sum(nil), sum) {
-		return false
+		return false, nil
 	}
 	now := h.opts.Now()
 	exp := time.Unix(int64(binary.BigEndian.Uint64(payload[16:])), 0)
 	if !now.Before(exp) || exp.After(now.Add(MaxLoginTTL+time.Minute)) {
-		return false
+		return false, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -143,10 +146,16 @@ func (h *Handler) redeem(tok string) bool {
 	}
 	nonce := string(payload[:16])
 	if _, seen := h.used[nonce]; seen {
-		return false
+		return false, nil
+	}
+	if admit != nil {
+		// Under h.mu, so that the token is not burnt meanwhile.
+		if err := admit(); err != nil {
+			return false, err
+		}
 	}
 	h.used[nonce] = exp
-	return true
+	return true, nil
 }
 
 // newSession starts a session of role for who and sets its cookie; sum is the

@@ -194,18 +194,21 @@ func (h *Handler) static(w http.ResponseWriter, name string) {
 // serveLoginPage redeems a one-time login URL (?t=), or shows the form.
 func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 	if t := r.URL.Query().Get("t"); t != "" {
+		var admit func() error
 		if h.opts.LinkPeer != nil {
-			if err := h.opts.LinkPeer(r); err != nil {
-				// Before redeem: the link stays good for its user.
-				if h.opts.Logger != nil {
-					h.opts.Logger.Warn("dashboard login link refused", "from", r.RemoteAddr, "err", err)
-				}
-				http.Error(w, "dashboard: this login link was "+err.Error()+": open it as that user, or log in with the dashboard secret at /ui/login", http.StatusForbidden)
-				return
-			}
+			admit = func() error { return h.opts.LinkPeer(r) }
 		}
 		sum := h.secretSum() // before the check: a rotation after it ends the session
-		if !h.redeem(t) {
+		ok, err := h.redeem(t, admit)
+		if err != nil {
+			// A valid link from the wrong peer: it stays good for its user.
+			if h.opts.Logger != nil {
+				h.opts.Logger.Warn("dashboard login link refused", "from", r.RemoteAddr, "err", err)
+			}
+			http.Error(w, "dashboard: this login link was "+err.Error()+": open it as that user, or log in with the dashboard secret at /ui/login", http.StatusForbidden)
+			return
+		}
+		if !ok {
 			h.logRefused(r, "link")
 			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
 			return

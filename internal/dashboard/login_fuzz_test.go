@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +25,17 @@ func FuzzRedeem(f *testing.F) {
 	f.Add(mint(secret, []byte("0123456789abcdef"), now))                // expired
 	f.Fuzz(func(t *testing.T, tok string) {
 		h := &Handler{opts: Options{LoginSecret: func() string { return secret }, Now: func() time.Time { return now }}, used: map[string]time.Time{}}
-		got := h.redeem(tok)
+		// A refusing admit is asked of the valid token only, and burns
+		// nothing.
+		asked := false
+		if got, err := h.redeem(tok, func() error { asked = true; return errors.New("refused") }); got || (err != nil) != (tok == valid) || asked != (tok == valid) {
+			t.Fatalf("redeem(%q) with a refusing admit = %v, %v (asked: %v)", tok, got, err, asked)
+		}
+		got, _ := h.redeem(tok, nil)
 		if got != (tok == valid) {
 			t.Fatalf("redeem(%q) = %v", tok, got)
 		}
-		if got && h.redeem(tok) {
+		if again, _ := h.redeem(tok, nil); got && again {
 			t.Fatalf("redeemed %q twice", tok)
 		}
 	})
