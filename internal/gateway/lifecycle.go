@@ -96,12 +96,16 @@ func (g *Gateway) Pause(server string, scope Scope) error {
 	return u.pause(p, proc, "paused by an admin", true)
 }
 
-// Resume thaws a paused instance.
+// Resume thaws a paused instance, and starts its idle clock again: an
+// instance paused for being idle would be paused again at the next tick.
 func (g *Gateway) Resume(server string, scope Scope) error {
 	u := g.lookup(server, scope)
 	if u == nil {
 		return ErrNoInstance
 	}
+	u.mu.Lock()
+	u.used = time.Now()
+	u.mu.Unlock()
 	return u.resume()
 }
 

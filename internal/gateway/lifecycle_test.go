@@ -155,6 +155,24 @@ func TestAdminPauseResumeStop(t *testing.T) {
 	}
 }
 
+// TestAdminResumeOfIdle: an admin's resume of an instance paused for
+// being idle lasts an idle period, not until the next tick.
+func TestAdminResumeOfIdle(t *testing.T) {
+	launch, _, pauses, _ := pausable(t)
+	const idle = 2 * time.Second // a tick of 500 ms
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}, Idle: idle, IdleAction: IdlePause})
+	newRawClient(t, gw)
+	in := waitState(t, gw, StatePaused)
+	if err := gw.Resume("raw", in.Scope); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(idle / 2) // two ticks
+	if ins := gw.Instances(); len(ins) != 1 || ins[0].State != StateRunning || pauses.Load() != 1 {
+		t.Fatalf("%v after an admin's resume: %+v, %d pauses; want it running", idle/2, ins, pauses.Load())
+	}
+	waitState(t, gw, StatePaused)
+}
+
 // TestPauseRefusedByStopQuiet: a pause that a stop refuses (the stop
 // came between the pause's check and the freeze) is no failure of the
 // server's: no "pausing the server failed" warning in serve's log.
