@@ -330,10 +330,18 @@ func (w wiring) remote(gs *gateway.Server, s *config.Server) {
 		query[q.Name] = q.From
 	}
 	gs.Launch = launch.On(launch.NewRemote(launch.RemoteOptions{URL: s.URL, SSE: s.Transport == config.TransportSSE, Detect: s.Transport == config.TransportAuto,
-		Headers: headers, Query: query, Book: w.book, OAuth: w.remoteOAuth(s)}))
+		Headers: headers, Query: query, Book: w.book, OAuth: w.remoteOAuth(s), Logger: w.serverLog(s.Name)}))
 	// A dropped connection is reconnected at the next request
 	// (remote servers take no lifecycle settings).
 	gs.Restart = gateway.RestartOnFailure
+}
+
+// serverLog is w's logger naming the server, or nil.
+func (w wiring) serverLog(name string) *slog.Logger {
+	if w.log == nil {
+		return nil
+	}
+	return w.log.With("server", name)
 }
 
 // member launches gs as member s of the group g's sandbox.

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -45,6 +46,9 @@ type RemoteOptions struct {
 	Book *redact.Book
 	// OAuth, if set, adds the token of a login (see RemoteOAuth).
 	OAuth *RemoteOAuth
+	// Logger, if non-nil, is told of each session the server lost and
+	// the new one opened for it (renewingConn); nil: nothing is logged.
+	Logger *slog.Logger
 }
 
 // Remote connects to a remote server over Streamable HTTP, with
@@ -57,13 +61,14 @@ type Remote struct {
 	query   map[string]string // query parameter name → secret reference
 	book    *redact.Book
 	oauth   *RemoteOAuth
+	log     *slog.Logger
 
 	live liveSet // the connections open
 }
 
 // NewRemote returns the backend of a remote server.
 func NewRemote(opts RemoteOptions) *Remote {
-	return &Remote{url: opts.URL, sse: opts.SSE, detect: opts.Detect, headers: opts.Headers, query: opts.Query, book: opts.Book, oauth: opts.OAuth}
+	return &Remote{url: opts.URL, sse: opts.SSE, detect: opts.Detect, headers: opts.Headers, query: opts.Query, book: opts.Book, oauth: opts.OAuth, log: opts.Logger}
 }
 
 // remoteInstance is one connection to a remote server.
@@ -150,7 +155,13 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		return nil, fmt.Errorf("connecting to %s: %w", l.url, err)
 	}
 	if !sse {
-		c = hintConn{c, post, !l.detect, l.refusedHint}
+		c = newRenewingConn(&hintConn{c, post, !l.detect, l.refusedHint}, func(ctx context.Context) (mcp.Connection, error) {
+			c, err := t.Connect(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &hintConn{c, post, !l.detect, l.refusedHint}, nil
+		}, l.log)
 	}
 	in := &remoteInstance{l: l, scope: scope, conn: c, version: version, cancel: cancel}
 	l.live.add(in)
