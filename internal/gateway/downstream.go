@@ -743,6 +743,10 @@ func (d *downstream) clientError(b *bound, err error) error {
 	switch {
 	case errors.As(err, &cm): // before werr: a transport wraps it in one
 		return rpcError(codeUnavailable, "%s", cm.ClientMessage())
+	case unreached(err): // before werr: the go-sdk's "rejected by transport"
+		// A request that never reached a remote server (DNS, dial, TLS,
+		// a timeout): the connection's failure, named, not an answer.
+		return rpcError(codeUnavailable, "server %s is unavailable: %s", b.srv.Name, d.safe(err))
 	case errors.As(err, &werr):
 		out := *werr
 		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))

@@ -91,6 +91,13 @@ func callPing(t *testing.T, ctx context.Context, tr mcp.Transport) string {
 // for the test, with opts, and returns its endpoint's URL.
 func serveGateway(t *testing.T, name string, l Backend, opts gateway.Options) string {
 	t.Helper()
+	_, url := serveGatewayOf(t, name, l, opts)
+	return url
+}
+
+// serveGatewayOf is serveGateway that returns the gateway too.
+func serveGatewayOf(t *testing.T, name string, l Backend, opts gateway.Options) (*gateway.Gateway, string) {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -110,7 +117,7 @@ func serveGateway(t *testing.T, name string, l Backend, opts gateway.Options) st
 		hs.Close()
 		gw.Close()
 	})
-	return hs.URL + gateway.EndpointPath
+	return gw, hs.URL + gateway.EndpointPath
 }
 
 // TestHeaderTransportVersion: once the gateway's initialize has agreed on

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -66,6 +67,15 @@ func (r *renewingConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	c := r.cur
 	r.mu.Unlock()
 	err := r.write(ctx, c, m)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		// The server is not there (refused, no route): the go-sdk keeps
+		// the connection, which would look alive while every request
+		// fails. Ended, the gateway's restart policy takes it up, and
+		// says when it tries again.
+		c.Close()
+		return err
+	}
 	if !errors.Is(err, mcp.ErrSessionMissing) || r.renew(c, err) != nil {
 		return err
 	}

@@ -141,3 +141,38 @@ func TestRemoteSessionRenewed(t *testing.T) {
 	}
 }
 
+// TestRemoteGone: a remote server that stopped listening is named with
+// the cause (the dial's refusal), not the go-sdk's bare "rejected by
+// transport", and its connection ends: the instance does not stay
+// "running" while every request fails.
+func TestRemoteGone(t *testing.T) {
+	rem := newRestartingRemote(t)
+	gw, url := serveGatewayOf(t, "remote", NewRemote(RemoteOptions{URL: rem.hs.URL}), gateway.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"}); err != nil {
+		t.Fatal(err)
+	}
+	rem.hs.CloseClientConnections()
+	rem.hs.Listener.Close()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
+	if err == nil || !strings.Contains(err.Error(), "server remote is unavailable") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("a call to a remote that is gone: %v; want the server and the refusal named", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ins := gw.Instances()
+		if len(ins) == 1 && ins[0].State != gateway.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instances %+v: still running 10 s after every request failed", ins)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
