@@ -462,6 +462,18 @@ func (s *Set) IsPlaceholder(v string) bool {
 	return false
 }
 
+// Placeholders are every placeholder the sandbox holds (values, AWS key
+// ids, secrets and session tokens): strings of the sandbox's own that
+// look like credentials and are worth nothing, which the gateway's
+// credential scan of results leaves alone.
+func (s *Set) Placeholders() []string {
+	out := make([]string, len(s.needle))
+	for i, n := range s.needle {
+		out[i] = n.placeholder
+	}
+	return out
+}
+
 // Intercepts reports whether a CONNECT to host:port must be terminated: a
 // credential lists it.
 func (s *Set) Intercepts(host string, port int) bool {

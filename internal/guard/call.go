@@ -390,7 +390,11 @@ func credentials(log *slog.Logger) stage {
 			if err != nil {
 				return raw, err
 			}
-			out, rules, blocked := applyCredentials(log, st.gs.credentials, st.c, raw)
+			var own []string
+			if st.t != nil {
+				own = st.t.Placeholders()
+			}
+			out, rules, blocked := applyCredentials(log, st.gs.credentials, st.c, raw, own)
 			for _, r := range rules {
 				st.rec.Findings = append(st.rec.Findings, "credential:"+r)
 			}

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,9 +31,11 @@ func CredentialCheck(log *slog.Logger, policy map[string]string) func(context.Co
 // "" is flag) to a tool result: credential-shaped strings that are not
 // our secrets (those are redacted already) are flagged in the log,
 // redacted, or block the result. It returns the result to pass on, the
-// rules that matched and whether it blocked.
-func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json.RawMessage) (json.RawMessage, []string, bool) {
-	found := redact.Detect(raw)
+// rules that matched and whether it blocked. A match inside one of own,
+// the placeholders the sandbox holds for its secrets added at the proxy,
+// is none: mcpbox made them, and they are worth nothing outside.
+func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json.RawMessage, own []string) (json.RawMessage, []string, bool) {
+	found := slices.DeleteFunc(redact.Detect(raw), func(f redact.Finding) bool { return inPlaceholder(raw, f, own) })
 	if len(found) == 0 {
 		return raw, nil, false
 	}
@@ -54,4 +57,20 @@ func applyCredentials(log *slog.Logger, action string, c *gateway.Call, raw json
 		return res, rules, true
 	}
 	return raw, rules, false
+}
+
+// inPlaceholder reports whether f's match lies inside an occurrence in
+// raw of one of the placeholders own: one that starts in [f.End-len(p),
+// f.Start], of which the first from that range's start is enough.
+func inPlaceholder(raw []byte, f redact.Finding, own []string) bool {
+	for _, p := range own {
+		if p == "" || len(p) < f.End-f.Start {
+			continue
+		}
+		from := max(f.End-len(p), 0)
+		if i := bytes.Index(raw[from:], []byte(p)); i >= 0 && from+i <= f.Start {
+			return true
+		}
+	}
+	return false
 }

@@ -180,13 +180,17 @@ func (in *sandboxInstance) setupProxySecrets(ps []ProxySecret) error {
 	l, rec := in.l, in.rec
 	logEv := SecretEventLogger(l.log, l.name)
 	so, _ := l.observer.(SecretObserver)
-	return ApplyProxySecrets(&in.spec, ps, rec.ID, l.ca, func(ev credinject.Event) {
+	err := ApplyProxySecrets(&in.spec, ps, rec.ID, l.ca, func(ev credinject.Event) {
 		ev = redactSecretEvent(l.book, ev)
 		logEv(ev)
 		if so != nil {
 			so.SecretEvent(l.name, in.scope, rec, ev)
 		}
 	})
+	if set, ok := in.spec.Network.Injector.(*credinject.Set); ok && err == nil {
+		rec.SetPlaceholders(set.Placeholders()) // not credentials in its results
+	}
+	return err
 }
 
 // SecretEventLogger logs a proxy secret's events to log: refusals as

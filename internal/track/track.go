@@ -70,6 +70,24 @@ type Sandbox struct {
 	by     string         // who asked for the next pause, resume or stop ("admin"), if not idleness; guarded by mu
 	// secrets are the proxy's substitutions (secrets.go); guarded by mu
 	secrets []secretUse
+	// placeholders are what the sandbox holds for its secrets added at
+	// the proxy; guarded by mu
+	placeholders []string
+}
+
+// SetPlaceholders keeps the placeholders the sandbox holds for its
+// secrets added at the proxy (credinject.Set.Placeholders).
+func (s *Sandbox) SetPlaceholders(ps []string) {
+	s.mu.Lock()
+	s.placeholders = ps
+	s.mu.Unlock()
+}
+
+// Placeholders are those SetPlaceholders kept.
+func (s *Sandbox) Placeholders() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.placeholders
 }
 
 // Dir is a writable mount: where it is on the host and in the sandbox.

@@ -272,6 +272,17 @@ func TestInjectGateway(t *testing.T) {
 			d["where"] != "header Authorization" || !strings.HasPrefix(inject[0].str("sandbox"), "sbx_") || inject[0].str("server") != auServer {
 			t.Fatalf("secret_inject record: %v", inject[0])
 		}
+		// The placeholders the sandbox printed are its own, worth nothing:
+		// no credential finding (they are shaped like GitHub tokens).
+		getenv := s.calls(t, "getenv")
+		if len(getenv) == 0 {
+			t.Fatal("no getenv call records")
+		}
+		for _, rec := range getenv {
+			if f := rec["findings"]; f != nil {
+				t.Errorf("getenv of a placeholder has findings %v: mcpbox's own placeholder taken for a credential", f)
+			}
+		}
 		// The call that used the token names it; the refused ones do not.
 		var joined []string
 		for _, rec := range s.calls(t, "http_get") {
