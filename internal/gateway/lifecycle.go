@@ -299,6 +299,6 @@ func (u *upstream) park(p *peer, reason string) {
 		_ = proc.Resume()
 		u.freeze.Unlock()
 	}
-	p.close()
+	p.closeFor(reason)
 	proc.stop()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -152,6 +153,44 @@ func TestAdminPauseResumeStop(t *testing.T) {
 	}
 	if resp, _ := c.call("tools/call", map[string]any{"name": "t"}); resp["error"] != nil {
 		t.Fatalf("call after an admin stop: %v", resp)
+	}
+}
+
+// TestAdminStopNamedToCall: a call in flight when an admin stops its
+// instance is told so, not only that the connection closed.
+func TestAdminStopNamedToCall(t *testing.T) {
+	called := make(chan struct{}, 1)
+	launch, _ := rawLauncher(t, func(s *rawServer, msg map[string]any) {
+		switch msg["method"] {
+		case "tools/list":
+			s.reply(msg, `{"tools":[{"name":"hang","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			called <- struct{}{} // and no answer
+		}
+	})
+	gw := newGateway(t, &Server{Name: "raw", Launch: launch, Allow: []string{"*"}})
+	c := newRawClient(t, gw)
+	got := make(chan map[string]any, 1)
+	go func() {
+		resp, _ := c.call("tools/call", map[string]any{"name": "hang"})
+		got <- resp
+	}()
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the server")
+	}
+	in := waitState(t, gw, StateRunning)
+	if err := gw.Stop("raw", in.Scope); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-got:
+		if msg := fmt.Sprint(resp["error"]); !strings.Contains(msg, "stopped by an admin before it answered") {
+			t.Errorf("the call in flight at an admin's stop: %v; want the stop named", resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight got no answer after the stop")
 	}
 }
 

@@ -252,8 +252,16 @@ func marshalCallParams(m map[string]any) (json.RawMessage, bool) {
 }
 
 // close ends the session; pending calls fail with errClosed.
-func (p *peer) close() {
-	p.finish(errClosed)
+func (p *peer) close() { p.closeFor("") }
+
+// closeFor is close for a reason the gateway's own ("stopped by an
+// admin", "idle for 5m0s"), which pending calls' errors give.
+func (p *peer) closeFor(reason string) {
+	err := errClosed
+	if reason != "" {
+		err = fmt.Errorf("%w: %s before it answered", errClosed, reason)
+	}
+	p.finish(err)
 	p.conn.Close()
 }
 
