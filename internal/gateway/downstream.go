@@ -743,11 +743,12 @@ func (d *downstream) clientError(b *bound, err error) error {
 	switch {
 	case errors.As(err, &cm): // before werr: a transport wraps it in one
 		return rpcError(codeUnavailable, "%s", cm.ClientMessage())
-	case unreached(err): // before werr: the go-sdk's "rejected by transport"
+	case unreached(err) && !givenUp(err): // before werr: the go-sdk's "rejected by transport"
 		// A request that never reached a remote server (DNS, dial, TLS,
 		// a timeout): the connection's failure, named, not an answer.
 		return rpcError(codeUnavailable, "server %s is unavailable: %s", b.srv.Name, d.safe(err))
-	case errors.As(err, &werr):
+	case errors.As(err, &werr) && !(werr.Code == codeRejected && givenUp(err)):
+		// (A timeout or cancellation the transport wrapped is told below.)
 		out := *werr
 		out.Message = string(d.gw.filter(b.srv.Name, []byte(werr.Message)))
 		out.Data, _ = d.gw.filterJSON(b.srv.Name, werr.Data) // not JSON once redacted: none
@@ -770,6 +771,14 @@ func (d *downstream) clientError(b *bound, err error) error {
 	}
 	d.gw.log.Warn("request failed", "server", b.srv.Name, "agent", d.agent, "err", err)
 	return rpcError(codeUnavailable, "server %s is unavailable: %s", b.srv.Name, d.safe(err))
+}
+
+// givenUp reports whether err is a call the gateway or its client gave
+// up on (a timeout, a cancellation), which a transport error may wrap:
+// the request reached the server, and the cases after unreached's say so.
+func givenUp(err error) bool {
+	return errors.Is(err, ErrCallTimeout) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*cancelCause))
 }
 
 // safe is an error's text as a client may see it.

@@ -105,8 +105,13 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 	if err != nil {
 		return nil, err
 	}
+	o, err := originOf(l.url)
+	if err != nil {
+		return nil, err
+	}
 	version := new(atomic.Value)
-	base := headerTransport{h, q, version, gateway.BoundedBodies(http.DefaultTransport, gateway.DefaultMaxMessage+1024, "server")}
+	bottom := unreachable{o.Host, http.DefaultTransport}
+	base := headerTransport{h, q, version, gateway.BoundedBodies(bottom, gateway.DefaultMaxMessage+1024, "server")}
 	sse := l.sse
 	if l.detect {
 		rt, err := l.withOAuth(scope, base, false)
@@ -118,10 +123,6 @@ func (l *Remote) connect(ctx context.Context, scope gateway.Scope) (*remoteInsta
 		}
 	}
 	rt, err := l.withOAuth(scope, base, sse)
-	if err != nil {
-		return nil, err
-	}
-	o, err := originOf(l.url)
 	if err != nil {
 		return nil, err
 	}

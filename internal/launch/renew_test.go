@@ -2,6 +2,8 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"mcpbox/internal/gateway"
@@ -25,6 +28,7 @@ type restartingRemote struct {
 	mu      sync.Mutex
 	h       http.Handler
 	inits   atomic.Int32
+	pings   atomic.Int32
 	started chan struct{} // a slow call began
 	release chan struct{} // ends slow calls
 }
@@ -53,6 +57,7 @@ func (r *restartingRemote) restart(cut bool) {
 		InitializedHandler: func(context.Context, *mcp.InitializedRequest) { r.inits.Add(1) },
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		r.pings.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -85,7 +90,10 @@ func TestRemoteSessionRenewed(t *testing.T) {
 	url := serveGateway(t, "remote", NewRemote(RemoteOptions{URL: rem.hs.URL, Logger: slog.New(slog.DiscardHandler)}), gateway.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	changed := make(chan struct{}, 16)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +115,12 @@ func TestRemoteSessionRenewed(t *testing.T) {
 		}
 		if n := rem.inits.Load(); n != int32(i+2) {
 			t.Fatalf("after restart %d the remote saw %d sessions initialized, want %d", i+1, n, i+2)
+		}
+		// A redeployed server's tools may differ: the client is told.
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after restart %d the client was not told the tools may have changed", i+1)
 		}
 	}
 	// A call in flight when the session goes (its stream cut, the
@@ -164,7 +178,7 @@ func TestRemoteGone(t *testing.T) {
 	// one then meets the closed port.
 	for i := 0; ; i++ {
 		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
-		if err == nil || !strings.Contains(err.Error(), "server remote is unavailable") {
+		if err == nil || !strings.Contains(err.Error(), "server remote ") || strings.Contains(err.Error(), "rejected by transport;") {
 			t.Fatalf("call %d to a remote that is gone: %v; want the server named", i+1, err)
 		}
 		if strings.Contains(err.Error(), "connection refused") {
@@ -184,5 +198,263 @@ func TestRemoteGone(t *testing.T) {
 			t.Fatalf("instances %+v: still running 10 s after every request failed", ins)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRemoteConcurrentAfterRestart: calls sent at once to a remote that
+// restarted each meet the 404, and each is answered by the server once,
+// on the new session: none is answered "lost" and run as well.
+func TestRemoteConcurrentAfterRestart(t *testing.T) {
+	rem := newRestartingRemote(t)
+	url := serveGateway(t, "remote", NewRemote(RemoteOptions{URL: rem.hs.URL}), gateway.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		rem.restart(false)
+		before := rem.pings.Load()
+		const n = 4
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: a call after the restart: %v", round, err)
+			}
+		}
+		if ran := rem.pings.Load() - before; ran != n {
+			t.Errorf("round %d: the server ran %d calls of %d", round, ran, n)
+		}
+	}
+}
+
+// TestRenewalEndsAtClose: a renewal that waits on a server that does
+// not answer its initialize ends when the connection closes, and the
+// write that needed it fails; it does not hold the connection for the
+// renewal's 30 s.
+func TestRenewalEndsAtClose(t *testing.T) {
+	rem := newRestartingRemote(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := &mcp.StreamableClientTransport{Endpoint: rem.hs.URL, MaxRetries: 1}
+	first, err := tr.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newRenewingConn(first, tr.Connect, nil)
+	defer rc.Close()
+	go func() {
+		for {
+			if _, err := rc.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	init, _ := jsonrpc.MakeID(float64(1))
+	params := []byte(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+	if err := rc.Write(ctx, &jsonrpc.Request{ID: init, Method: "initialize", Params: params}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rc.SessionID() == "" || func() bool { rc.mu.Lock(); defer rc.mu.Unlock(); return rc.version == "" }() {
+		if time.Now().After(deadline) {
+			t.Fatal("no answer to initialize")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The restarted server takes requests and never answers.
+	rem.mu.Lock()
+	rem.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-rem.release:
+		}
+	})
+	rem.mu.Unlock()
+	id, _ := jsonrpc.MakeID(float64(2))
+	done := make(chan error, 1)
+	go func() { done <- rc.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/list"}) }()
+	time.Sleep(300 * time.Millisecond) // the renewal waits on the initialize
+	closed := time.Now()
+	rc.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the write whose renewal was cut by Close succeeded")
+		}
+		if d := time.Since(closed); d > 5*time.Second {
+			t.Errorf("the write ended %v after Close", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write still waits 10 s after Close")
+	}
+}
+
+// scriptConn is a connection whose session is lost (every write and
+// read fails with mcp.ErrSessionMissing) once lose is closed, and whose
+// writes of requests named in hold wait for their channel first: the
+// order of a race, set by the test. Answered requests are echoed back.
+type scriptConn struct {
+	lose    chan struct{}
+	hold    map[string]chan struct{}
+	answers chan jsonrpc.Message
+	closed  chan struct{}
+	once    sync.Once
+}
+
+func newScriptConn() *scriptConn {
+	return &scriptConn{lose: make(chan struct{}), hold: map[string]chan struct{}{}, answers: make(chan jsonrpc.Message, 16), closed: make(chan struct{})}
+}
+
+func (c *scriptConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	req, ok := m.(*jsonrpc.Request)
+	if ok {
+		if h := c.hold[req.Method]; h != nil {
+			<-h
+		}
+	}
+	select {
+	case <-c.lose:
+		return fmt.Errorf("sending: %w", mcp.ErrSessionMissing)
+	default:
+	}
+	if ok && req.IsCall() {
+		result := `{"protocolVersion":"2025-06-18"}`
+		if req.Method != "initialize" {
+			result = `{"ran":"` + req.Method + `"}`
+		}
+		c.answers <- &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(result)}
+	}
+	return nil
+}
+
+func (c *scriptConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-c.answers:
+		return m, nil
+	case <-c.lose:
+		return nil, fmt.Errorf("reading: %w", mcp.ErrSessionMissing)
+	case <-c.closed:
+		return nil, errors.New("closed")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *scriptConn) Close() error      { c.once.Do(func() { close(c.closed) }); return nil }
+func (c *scriptConn) SessionID() string { return "s" }
+
+// TestRenewedWhileWritten: a request whose write is under way on a
+// session when the read side finds the session lost and renews it is
+// not answered "lost": its write meets the 404 and sends it again, and
+// its one answer is the new session's.
+func TestRenewedWhileWritten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	old, fresh := newScriptConn(), newScriptConn()
+	gate := make(chan struct{})
+	old.hold["tools/call"] = gate
+	rc := newRenewingConn(old, func(context.Context) (mcp.Connection, error) { return fresh, nil }, nil)
+	defer rc.Close()
+	id0, _ := jsonrpc.MakeID(float64(1))
+	if err := rc.Write(ctx, &jsonrpc.Request{ID: id0, Method: "initialize", Params: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := rc.Read(ctx); err != nil || m.(*jsonrpc.Response).ID != id0 {
+		t.Fatalf("initialize's answer: %v %v", m, err)
+	}
+	id, _ := jsonrpc.MakeID(float64(7))
+	written := make(chan error, 1)
+	go func() {
+		written <- rc.Write(ctx, &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{}`)})
+	}()
+	// The session goes while the call is being written; the read side
+	// renews first, then the write goes on and meets the 404.
+	close(old.lose)
+	got := make(chan jsonrpc.Message, 8)
+	go func() {
+		for {
+			m, err := rc.Read(ctx)
+			if err != nil {
+				return
+			}
+			got <- m
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rc.mu.Lock()
+		renewed := rc.cur == fresh
+		rc.mu.Unlock()
+		if renewed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not renewed")
+		}
+	}
+	close(gate)
+	if err := <-written; err != nil {
+		t.Fatalf("the call's write: %v", err)
+	}
+	var answers []string
+	timeout := time.After(2 * time.Second)
+	for collecting := true; collecting; {
+		select {
+		case m := <-got:
+			if resp, ok := m.(*jsonrpc.Response); ok && resp.ID == id {
+				answers = append(answers, fmt.Sprint(resp.Result != nil, resp.Error))
+			}
+		case <-timeout:
+			collecting = false
+		}
+	}
+	if len(answers) != 1 || answers[0] != "true <nil>" {
+		t.Fatalf("answers to the call written during the renewal: %v; want its one result", answers)
+	}
+}
+
+// TestRemoteCallTimeoutNamed: a call to a remote server that answers in
+// JSON, cut by the call timeout while the server works, is reported as
+// the timeout: not as the server being unavailable, nor as the go-sdk's
+// bare "rejected by transport".
+func TestRemoteCallTimeoutNamed(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	defer hs.Close()
+	url := serveGateway(t, "remote", NewRemote(RemoteOptions{URL: hs.URL}), gateway.Options{CallTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"})
+	if err == nil || !strings.Contains(err.Error(), "call timed out") || strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("a call cut by the call timeout: %v; want the timeout named", err)
 	}
 }
