@@ -68,8 +68,8 @@ type Options struct {
 	// LinkPeer, if non-nil, is asked before a one-time login URL is
 	// redeemed: an error refuses the request and leaves the URL unused.
 	// The URL is in xdg-open's and the browser's command lines, which
-	// every local user can read; mcpbox refuses a loopback peer of
-	// another user (tcppeer.SameUser).
+	// every local user can read; mcpbox refuses a peer that is another
+	// local user's process (tcppeer.SameUser).
 	LinkPeer func(r *http.Request) error
 	// Hosts are host names besides the loopback ones the page may be
 	// reached by (a configured listen name); anything else is refused.

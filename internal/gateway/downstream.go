@@ -744,8 +744,8 @@ func (d *downstream) clientError(b *bound, err error) error {
 	case errors.As(err, &cm): // before werr: a transport wraps it in one
 		return rpcError(codeUnavailable, "%s", cm.ClientMessage())
 	case unreached(err) && !givenUp(err): // before werr: the go-sdk's "rejected by transport"
-		// A request that never reached a remote server (DNS, dial, TLS,
-		// a timeout): the connection's failure, named, not an answer.
+		// A request that never reached a remote server (DNS, dial,
+		// TLS): the connection's failure, named, not an answer.
 		return rpcError(codeUnavailable, "server %s is unavailable: %s", b.srv.Name, d.safe(err))
 	case errors.As(err, &werr) && !(werr.Code == codeRejected && givenUp(err)):
 		// (A timeout or cancellation the transport wrapped is told below.)

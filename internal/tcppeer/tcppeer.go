@@ -27,8 +27,8 @@ import (
 )
 
 // ErrUnsupported: this system has no /proc/net/tcp (macOS), so a
-// loopback peer's user cannot be told.
-var ErrUnsupported = errors.New("this system does not tell a loopback peer's user")
+// local peer's user cannot be told.
+var ErrUnsupported = errors.New("this system does not tell a local peer's user")
 
 // ErrNotFound: no socket of this network namespace is the other end, as
 // for a connection relayed from another namespace or host.
