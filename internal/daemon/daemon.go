@@ -285,8 +285,8 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		}
 		return nil
 	}
-	se := (*SetupError)(nil)
-	if d.o.Summary != nil && (err == nil || errors.As(err, &se)) {
+	setup := errors.As(err, new(*SetupError)) // the servers' own error, not the config's
+	if d.o.Summary != nil && (err == nil || setup) {
 		// After the servers were set up, so that it names the ones that
 		// could not be (reportUnavailable says why, below it). Not
 		// before a config error: serve ends on it, and a summary with
@@ -304,8 +304,8 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		}
 		d.o.Summary(sum)
 	}
-	if se != nil {
-		return err // the servers' own, not the config's
+	if setup {
+		return err
 	}
 	if err != nil {
 		return configError(err)

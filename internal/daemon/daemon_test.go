@@ -69,3 +69,26 @@ func TestRunRefusesBeforeServing(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSetupErrorWithoutSummary: a serve whose servers could not be
+// set up (here its one server's input is missing) ends with their
+// *SetupError, the host's state, and not a *ConfigError, whether or not
+// a startup summary is printed (Options.Summary).
+func TestRunSetupErrorWithoutSummary(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nsandbox: {require: [userns]}\nservers:\n  s: {command: [x], filesystem: {input: {source: ./missing}}, tools: {allow: ['*']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, summary := range []bool{false, true} {
+		o := Options{Config: c, Stdio: true, StateDir: filepath.Join(t.TempDir(), "state"), Base: t.TempDir()}
+		if summary {
+			o.Summary = func(Summary) {}
+		}
+		err := Run(context.Background(), o)
+		var se *SetupError
+		var ce *ConfigError
+		if !errors.As(err, &se) || errors.As(err, &ce) {
+			t.Errorf("summary %v: Run = %v (%T); want the server's *SetupError, not a config error", summary, err, err)
+		}
+	}
+}
