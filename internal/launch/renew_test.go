@@ -78,6 +78,18 @@ func (r *restartingRemote) restart(cut bool) {
 	}
 }
 
+// connectClient connects a go-sdk client with opts to the gateway at url
+// (Streamable HTTP), closed when the test ends.
+func connectClient(t *testing.T, ctx context.Context, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // TestRemoteSessionRenewed: a remote server that restarted (its sessions
 // gone: 404) is given a new session by the gateway's connection, and the
 // call that met the 404 is answered, not failed; so is a list. A call in
@@ -91,13 +103,9 @@ func TestRemoteSessionRenewed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	changed := make(chan struct{}, 16)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+	cs := connectClient(t, ctx, url, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	})
 	ping := func() (string, error) {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
 		if err != nil {
@@ -136,6 +144,7 @@ func TestRemoteSessionRenewed(t *testing.T) {
 		t.Fatal("the slow call did not start")
 	}
 	rem.restart(true)
+	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -164,11 +173,7 @@ func TestRemoteGone(t *testing.T) {
 	gw, url := serveGatewayOf(t, "remote", NewRemote(RemoteOptions{URL: rem.hs.URL}), gateway.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectClient(t, ctx, url, nil)
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +182,7 @@ func TestRemoteGone(t *testing.T) {
 	// The first call may meet the closed keep-alive connection (EOF);
 	// one then meets the closed port.
 	for i := 0; ; i++ {
-		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"})
 		if err == nil || !strings.Contains(err.Error(), "server remote ") || strings.Contains(err.Error(), "rejected by transport;") {
 			t.Fatalf("call %d to a remote that is gone: %v; want the server named", i+1, err)
 		}
@@ -209,11 +214,7 @@ func TestRemoteConcurrentAfterRestart(t *testing.T) {
 	url := serveGateway(t, "remote", NewRemote(RemoteOptions{URL: rem.hs.URL}), gateway.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectClient(t, ctx, url, nil)
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping"}); err != nil {
 		t.Fatal(err)
 	}
@@ -448,12 +449,8 @@ func TestRemoteCallTimeoutNamed(t *testing.T) {
 	url := serveGateway(t, "remote", NewRemote(RemoteOptions{URL: hs.URL}), gateway.Options{CallTimeout: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"})
+	cs := connectClient(t, ctx, url, nil)
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"})
 	if err == nil || !strings.Contains(err.Error(), "call timed out") || strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("a call cut by the call timeout: %v; want the timeout named", err)
 	}
