@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,4 +167,30 @@ func hostAddr() string {
 		}
 	}
 	return ""
+}
+
+// TestSameUserWithoutTables: on Linux without the socket tables (no
+// /proc mounted) a peer on this host cannot be told, and is refused,
+// even this process itself.
+func TestSameUserWithoutTables(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the check is made on Linux only")
+	}
+	saved := tables
+	tables = []struct {
+		path string
+		v6   bool
+	}{{filepath.Join(t.TempDir(), "tcp"), false}, {filepath.Join(t.TempDir(), "tcp6"), true}}
+	t.Cleanup(func() { tables = saved })
+	verdicts := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { verdicts <- SameUser(r) }))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-verdicts; !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("a local peer with no socket tables: %v; want it refused (ErrUnsupported)", err)
+	}
 }
