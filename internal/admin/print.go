@@ -120,7 +120,10 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD / REMOTE")
 	for _, s := range sandboxes {
 		last := "-"
-		if !s.LastCall.IsZero() {
+		switch {
+		case len(s.Calls) > 0:
+			last = CallsNow(s.Calls, now)
+		case !s.LastCall.IsZero():
 			last = now.Sub(s.LastCall).Round(time.Second).String() + " ago"
 		}
 		mem, pids, cpu := "-", "-", "-" // not measured: a pod, an ended sandbox
@@ -139,6 +142,22 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 			started, last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), OneLine(s.Reason, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), s.Remote, "-"))
 	}
 	tw.Flush()
+}
+
+// CallsNow says what calls are in hand, for the LAST CALL column: the
+// oldest, how long it has run or waited for approval, and how many more
+// there are ("search running 12s +2").
+func CallsNow(calls []Call, now time.Time) string {
+	c := calls[0]
+	how := "running"
+	if c.Waiting != "" {
+		how = "awaits " + c.Waiting
+	}
+	out := fmt.Sprintf("%s %s %s", OneLine(c.Tool, 30), how, now.Sub(c.Started).Round(time.Second))
+	if len(calls) > 1 {
+		out += fmt.Sprintf(" +%d", len(calls)-1)
+	}
+	return out
 }
 
 // HumanBytes writes n bytes for a person: in the largest binary unit

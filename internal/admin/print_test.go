@@ -12,6 +12,36 @@ import (
 	"mcpbox/internal/instance"
 )
 
+// TestWriteSandboxesCallsNow: a sandbox with calls in hand shows the
+// oldest under LAST CALL, running or awaiting approval, for how long, and
+// how many more, on one line whatever the tool name holds; the JSON
+// lists every one.
+func TestWriteSandboxesCallsNow(t *testing.T) {
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.Local)
+	views := []View{{Record: instance.Record{PID: 42}, Sandboxes: []Sandbox{
+		{ID: "sbx_1", State: "running", Server: "fs", LastCall: now.Add(-time.Hour), Instance: 42,
+			Calls: []Call{{Tool: "write_file", Started: now.Add(-12 * time.Second), Waiting: "approval"}, {Tool: "read_file", Started: now.Add(-time.Second)}}},
+		{ID: "sbx_2", State: "running", Server: "gh", LastCall: now.Add(-time.Hour), Instance: 42,
+			Calls: []Call{{Tool: "search\nrm -rf", Started: now.Add(-3 * time.Second)}}},
+	}}}
+	var out bytes.Buffer
+	WriteSandboxes(&out, views, false, now)
+	for _, want := range []string{"write_file awaits approval 12s +1", "search rm -rf running 3s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table without %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "ago") {
+		t.Errorf("a sandbox with calls in hand shows its last call:\n%s", out.String())
+	}
+	out.Reset()
+	WriteSandboxes(&out, views, true, now)
+	var first Sandbox
+	if err := json.Unmarshal([]byte(strings.Split(out.String(), "\n")[0]), &first); err != nil || len(first.Calls) != 2 || first.Calls[0].Waiting != "approval" {
+		t.Errorf("JSON %s: %+v, %v", out.String(), first, err)
+	}
+}
+
 // TestWriteSandboxesRemote: a remote server's connection is a row with
 // "-" for its ID, its origin under POD / REMOTE and why it failed under
 // EXIT; the instance's SANDBOXES counts the sandboxes there only (not a

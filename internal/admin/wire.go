@@ -100,6 +100,15 @@ func Changes(cs []integrity.Change) []PinChange {
 
 // Sandbox is one sandbox as `mcpbox ps` shows it, or (Remote) one
 // connection of the gateway to a remote server.
+// Call is a call in hand at a sandbox (or a remote server's connection).
+type Call struct {
+	Tool    string    `json:"tool"` // as its server names it
+	Started time.Time `json:"started"`
+	// Waiting is "approval" while a human has yet to decide it; "": it
+	// is being checked or runs.
+	Waiting string `json:"waiting,omitempty"`
+}
+
 type Sandbox struct {
 	ID      string `json:"id"`
 	State   string `json:"state"`
@@ -129,6 +138,10 @@ type Sandbox struct {
 	// Prepared: it started from a sandbox its server's warm pool had
 	// prepared (sandbox.warm_pool), not cold.
 	Prepared bool `json:"prepared,omitempty"`
+
+	// Calls are the calls it has in hand now, oldest first: the audit
+	// records a call only when it ends.
+	Calls []Call `json:"calls,omitempty"`
 
 	// Restarts counts the starts its restart policy made after the server ended.
 	Restarts int `json:"restarts"`

@@ -18,8 +18,9 @@ dir named; --all: every instance of this user), with their pid, project,
 transport and URL (and the file holding the bearer token an HTTP
 endpoint without clients wants: the path, never the token), and their
 sandboxes: running and paused ones, and the last ones that ended, with
-their owner (client, session), server, state, start time, last call,
-resource use and (kubernetes backend) pod and its phase; a remote
+their owner (client, session), server, state, start time, last call
+(or the calls in hand: the oldest, running or awaiting approval, for
+how long, and how many more; "calls" in --json), resource use and (kubernetes backend) pod and its phase; a remote
 server's rows are the connections to it (its origin, no ID: nothing to
 stop or pause). --json prints the sandboxes, one object per line, with
 the pid ("instance") and project of the instance that runs each; on

@@ -136,9 +136,9 @@ func noScriptRan(t *testing.T, ctx context.Context, where string) {
 
 // TestBrowserDashboard drives the page in headless chromium: log in with
 // a one-time URL, see a pending approval (hostile arguments shown as
-// text) appear live, approve it and see the call finish, see a refused
-// call and a refused egress, view a hostile-named pin diff side by side
-// and trust it.
+// text) appear live and its call in hand on the sandboxes page, approve
+// it and see the call finish, see a refused call and a refused egress,
+// view a hostile-named pin diff side by side and trust it.
 func TestBrowserDashboard(t *testing.T) {
 	r := newRig(t)
 	ctx := newBrowser(t)
@@ -179,6 +179,17 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("the arguments shown %q (tool %q), want the hostile text as text", args, tool)
 	}
 	noScriptRan(t, ctx, "approvals")
+	// The sandboxes page shows the call in hand, which the audit does not
+	// have yet.
+	step(t, ctx, "the call in hand",
+		chromedp.Navigate(r.srv.URL+"/ui/#sandboxes"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id] td.calls-now`)))
+	if now := get(t, ctx, "calls now", chromedp.Text(chromedp.CSS(`td.calls-now`))); !strings.HasPrefix(now, "echo awaits approval ") {
+		t.Errorf("the sandboxes page shows %q for the call in hand, want echo awaiting approval", now)
+	}
+	step(t, ctx, "back to the approvals",
+		chromedp.Navigate(r.srv.URL+"/ui/#approvals"),
+		chromedp.WaitVisible(chromedp.CSS(`.approval .approve-once`)))
 	if path := os.Getenv("MCPBOX_DASHBOARD_SCREENSHOT"); path != "" {
 		// scripts and docs: the README's picture of the approvals page.
 		shot := get(t, ctx, "screenshot", chromedp.CaptureScreenshot())

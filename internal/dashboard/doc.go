@@ -1,8 +1,8 @@
 // Package dashboard is the web page of a running `mcpbox serve`, an
 // http.Handler for /ui/ on the gateway's HTTP listener: pending approvals
 // (decided from the page), the audit trail of calls with filters and each
-// call's full record, the sandboxes (pause, resume, stop, the workspace
-// diff and its patch), egress allowed and refused per server, integrity
+// call's full record, the sandboxes (their calls in hand; pause, resume,
+// stop, the workspace diff and its patch), egress allowed and refused per server, integrity
 // (changed definitions side by side, scanner findings, trust), and the
 // servers. Live updates come over server-sent events from Events, which
 // FollowAudit feeds with the audit records as they are committed.

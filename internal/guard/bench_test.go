@@ -95,7 +95,19 @@ func benchSession(b *testing.B, guarded bool) *mcp.ClientSession {
 }
 
 // echoLauncher runs a go-sdk echo server in process.
-func echoLauncher(context.Context, gateway.Scope) (*gateway.Process, error) {
+func echoLauncher(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
+	return echoLauncherWith(nil)(ctx, scope)
+}
+
+// echoLauncherWith is echoLauncher whose echo first calls before, if
+// non-nil, with the text (a test holds a call there).
+func echoLauncherWith(before func(text string)) func(context.Context, gateway.Scope) (*gateway.Process, error) {
+	return func(context.Context, gateway.Scope) (*gateway.Process, error) {
+		return echoProcess(before)
+	}
+}
+
+func echoProcess(before func(text string)) (*gateway.Process, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
@@ -105,6 +117,9 @@ func echoLauncher(context.Context, gateway.Scope) (*gateway.Process, error) {
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text"},
 		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+			if before != nil {
+				before(a.Text)
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 		})
 	ctx, cancel := context.WithCancel(context.Background())

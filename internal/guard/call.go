@@ -39,6 +39,7 @@ type callState struct {
 	ann  map[string]any // the tool's annotations (untrusted)
 	rec  *audit.Record  // the call's audit record, filled in by each stage
 	t    *track.Sandbox // the sandbox that runs it, if known
+	run  *runningCall   // it in the set of calls in hand
 	next func(context.Context) (json.RawMessage, error)
 }
 
@@ -97,6 +98,8 @@ func (g *Guard) call(ctx context.Context, c *gateway.Call, next func(context.Con
 	if st.t != nil {
 		st.rec.Sandbox, st.rec.Workspace = st.t.ID, st.t.Workspace
 	}
+	st.run = &runningCall{launcher: gs.launcher, scope: c.Scope, tool: c.Tool, started: st.rec.Time}
+	defer g.running.add(st.run)()
 	return g.handle(ctx, st)
 }
 
@@ -247,7 +250,9 @@ func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) 
 			}
 		}()
 	}
+	g.running.wait(st.run, "approval")
 	dec, err := g.approve(actx, st.c, d, rec.Sandbox)
+	g.running.wait(st.run, "")
 	defer func() { spanEnd(attribute.String(AttrDecision, rec.Decision)) }()
 	rec.Approver = dec.By
 	if err == nil && dec.By == approval.ByCancelled {

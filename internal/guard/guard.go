@@ -40,6 +40,7 @@ type Guard struct {
 	store   *audit.Store
 	broker  *approval.Broker
 	tracks  *track.Tracker
+	running runningCalls // the calls in hand, for ps and the dashboard
 	servers map[string]*guardServer
 	// channels are the approval channels in use (approvals.channels).
 	channels map[string]bool

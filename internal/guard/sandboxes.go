@@ -57,6 +57,9 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 				}
 			}
 		}
+		if r.Exit == "" && !t.Started.Before(newest[key{t.Launcher(), t.Scope()}]) {
+			r.Calls = g.running.of(t.Launcher(), t.Scope())
+		}
 		if t.Stats != nil && r.Exit == "" {
 			if st, err := t.Stats(); err == nil {
 				r.Memory, r.Pids, r.CPU = st.MemoryCurrent, st.PidsCurrent, st.CPUUsage.Seconds()
@@ -78,7 +81,8 @@ func (g *Guard) remoteRows(inst []gateway.Instance) []admin.Sandbox {
 			continue
 		}
 		r := admin.Sandbox{State: in.State, Server: in.Server, Client: in.Scope.Agent, Session: in.Scope.Session,
-			Started: in.Started, LastCall: in.LastCall, Starts: in.Starts, Restarts: in.Restarts, Remote: gs.remote}
+			Started: in.Started, LastCall: in.LastCall, Starts: in.Starts, Restarts: in.Restarts, Remote: gs.remote,
+			Calls: g.running.of(gs.launcher, in.Scope)}
 		if in.Scope.Modern {
 			r.Era = gateway.ModernVersion
 		}
