@@ -31,9 +31,9 @@ servers it could not set up in "unavailable", an instance that did not
 answer with "error").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
-starts a new one, with the workspace kept); pause freezes it (nothing runs,
-memory is kept; the next call resumes it; a Kubernetes pod cannot be
-paused); resume thaws it now. Like ps, they ask the instances of each
+starts a new one, with the workspace kept; ps: "stopped by cli:uid=N");
+pause freezes it (nothing runs, memory is kept; the next call resumes it;
+a Kubernetes pod cannot be paused); resume thaws it now. Like ps, they ask the instances of each
 config served in the project; the ID picks the one that runs it.
 `
 

@@ -324,6 +324,11 @@ func (g *Guard) SandboxEvent(event, launcher string, scope gateway.Scope, t *tra
 	}
 	if by := t.TakeBy(); by != "" && event != audit.EventSandboxStart {
 		r.Detail = map[string]string{"by": by}
+		if rest, ok := strings.CutPrefix(t.Exit(), track.StoppedByMcpbox); ok && event == audit.EventSandboxStop {
+			// ps says who asked for the stop ("stopped by cli:uid=1000
+			// (exited with status 0)"), not only that mcpbox stopped it.
+			t.SetExit("stopped by " + by + rest)
+		}
 	}
 	g.Record(r)
 }

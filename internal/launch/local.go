@@ -528,9 +528,9 @@ func stoppedStatus(status string, code int, stopping, killed bool) string {
 	case !stopping, !killed && code > 128:
 		return status
 	case killed:
-		return fmt.Sprintf("stopped by mcpbox (killed: it did not exit within %s)", stopGrace)
+		return fmt.Sprintf("%s (killed: it did not exit within %s)", track.StoppedByMcpbox, stopGrace)
 	}
-	return "stopped by mcpbox (" + status + ")"
+	return track.StoppedByMcpbox + " (" + status + ")"
 }
 
 // SizeReport says why a sandbox was stopped for a workspace dir's size.

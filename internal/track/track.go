@@ -107,6 +107,12 @@ func NewSandbox() *Sandbox {
 	return &Sandbox{ID: sandbox.NewID(), Started: time.Now()}
 }
 
+// StoppedByMcpbox begins the exit of a sandbox that mcpbox stopped (a
+// stop, an idle timeout, the session's end, shutdown); the rest says how
+// its server took it ("stopped by mcpbox (exited with status 0)"). Where
+// a person asked for the stop, the guard names them instead.
+const StoppedByMcpbox = "stopped by mcpbox"
+
 // StateStopping is the state of a sandbox asked to stop that has not
 // ended yet (the others are gateway.State*).
 const StateStopping = "stopping"

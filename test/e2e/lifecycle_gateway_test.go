@@ -110,10 +110,12 @@ func TestLifecycleIdle(t *testing.T) {
 		// host it can do so before mcpbox stop arrives: then a call
 		// starts one again, and stop is tried on that (a few times).
 		last := second
+		var stopped string
 		for attempt := 1; ; attempt++ {
 			now := s.waitPS(t, "running", "paused")
 			r := s.cli(t, "stop", now.ID, "--config", s.cfg)
 			if r.code == 0 {
+				stopped = now.ID
 				break
 			}
 			up := slices.ContainsFunc(s.ps(t), func(row psRow) bool {
@@ -123,6 +125,19 @@ func TestLifecycleIdle(t *testing.T) {
 				t.Fatalf("mcpbox stop (attempt %d, the sandbox still up: %v): %s", attempt, up, r)
 			}
 			last = gwMustCall(t, sess, "instance", nil, "")
+		}
+		// ps names who stopped it.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			rows := s.ps(t)
+			if i := slices.IndexFunc(rows, func(row psRow) bool { return row.ID == stopped && row.State == "stopped" }); i >= 0 {
+				if row := rows[i]; !strings.HasPrefix(row.Exit, "stopped by cli:uid=") {
+					t.Errorf("the sandbox mcpbox stop ended reads %q, want it to name who stopped it", row.Exit)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s not stopped within 30 s: %+v", stopped, rows)
+			}
 		}
 		if r := s.cli(t, "stop", "sbx_nonexistent0000", "--config", s.cfg); r.code == 0 {
 			t.Fatalf("stopping an unknown sandbox succeeded: %s", r)
