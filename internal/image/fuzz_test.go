@@ -85,6 +85,6 @@ func unpackLayers(t *testing.T, layers ...[]entry) error {
 		descs = append(descs, d)
 	}
 	p := &puller{store: st, limits: Limits{}.withDefaults()}
-	_, err = p.unpack(descs, st.rootPath(sha256Digest([]byte("root"))))
+	_, err = p.unpack(context.Background(), descs, st.rootPath(sha256Digest([]byte("root"))))
 	return err
 }

@@ -202,7 +202,7 @@ func (p *puller) pull(ctx context.Context) (*Image, error) {
 		}
 	}
 	p.progress("unpacking %s (%d layers)", p.ref, len(doc.Layers))
-	notes, err := p.unpack(doc.Layers, img.Root)
+	notes, err := p.unpack(ctx, doc.Layers, img.Root)
 	if err != nil {
 		return nil, err
 	}

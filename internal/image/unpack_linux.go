@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +20,15 @@ import (
 // for the rest.
 const maxNotes = 100
 
+// entryOverhead is what the layers' tar streams may hold per entry
+// besides the files' bytes, on average over all entries: the header and
+// the padding (1 KiB at most) and room for long names and PAX records.
+const entryOverhead = 4 << 10
+
 // unpack applies layers, lowest first, to a fresh tree in the store's
-// temp dir and renames it to dst once all of them applied cleanly.
-func (p *puller) unpack(layers []descriptor, dst string) ([]string, error) {
+// temp dir and renames it to dst once all of them applied cleanly. It
+// ends with ctx.
+func (p *puller) unpack(ctx context.Context, layers []descriptor, dst string) ([]string, error) {
 	tmp, err := os.MkdirTemp(p.store.tmpDir(), "rootfs-")
 	if err != nil {
 		return nil, fmt.Errorf("creating temp root: %w", err)
@@ -30,7 +37,7 @@ func (p *puller) unpack(layers []descriptor, dst string) ([]string, error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, err
 	}
-	u, err := newUnpacker(tmp, p.limits)
+	u, err := newUnpacker(ctx, tmp, p.limits)
 	if err != nil {
 		return nil, err
 	}
@@ -61,19 +68,52 @@ type unpacker struct {
 	root         int // O_PATH fd of the tree
 	limits       Limits
 	bytes, files int64
-	notes        []string
-	dropped      int // notes beyond maxNotes
+	// stream counts the bytes decompressed from all layers: entries the
+	// unpacker skips and the headers the tar reader consumes on its own
+	// (a chain of long-name or PAX headers is read inside one Next) are
+	// bounded by it, and it ends the unpack when ctx ends.
+	stream  *streamBudget
+	notes   []string
+	dropped int // notes beyond maxNotes
 	// inLayer holds the entries of the layer being applied: whiteouts and
 	// opaque dirs remove entries of lower layers only.
 	inLayer map[string]bool
 }
 
-func newUnpacker(dir string, l Limits) (*unpacker, error) {
+func newUnpacker(ctx context.Context, dir string, l Limits) (*unpacker, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening temp root: %w", err)
 	}
-	return &unpacker{root: fd, limits: l}, nil
+	return &unpacker{root: fd, limits: l, stream: &streamBudget{ctx: ctx, max: l.Bytes + l.Files*entryOverhead}}, nil
+}
+
+// streamBudget bounds the bytes read through it, together, and ends the
+// reads when ctx ends: a layer of a few KiB may decompress to many GiB
+// that no entry's limit sees.
+type streamBudget struct {
+	ctx       context.Context
+	read, max int64
+}
+
+// reader is r read within the budget.
+func (b *streamBudget) reader(r io.Reader) io.Reader { return &budgetReader{r: r, b: b} }
+
+type budgetReader struct {
+	r io.Reader
+	b *streamBudget
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	if err := br.b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if br.b.read > br.b.max {
+		return 0, fmt.Errorf("the layers decompress to more than %d bytes (the size limit and %d bytes a tar entry): %w", br.b.max, entryOverhead, ErrLimit)
+	}
+	n, err := br.r.Read(p)
+	br.b.read += int64(n)
+	return n, err
 }
 
 func (u *unpacker) note(format string, args ...any) {
@@ -98,13 +138,16 @@ func (u *unpacker) layer(st *store, l descriptor) error {
 	}
 	defer closeR()
 	u.inLayer = map[string]bool{}
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(u.stream.reader(r))
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
+			if cerr := u.stream.ctx.Err(); cerr != nil {
+				return cerr
+			}
 			if verr := blob.verify(); verr != nil {
 				return verr
 			}
@@ -165,6 +208,12 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		return nil
 	case tar.TypeDir, tar.TypeReg, tar.TypeSymlink, tar.TypeLink:
 	default:
+		// Skipped, but the tar reader reads its data all the same: it
+		// counts as a file's would.
+		if u.bytes+hdr.Size > u.limits.Bytes {
+			return fmt.Errorf("image unpacks to more than %d bytes (an entry of unsupported type %q declares %d): %w", u.limits.Bytes, hdr.Typeflag, hdr.Size, ErrLimit)
+		}
+		u.bytes += max(hdr.Size, 0)
 		u.note("skipped /%s: unsupported entry type %q", rel, hdr.Typeflag)
 		return nil
 	}

@@ -2,8 +2,11 @@
 
 package image
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
-func (p *puller) unpack([]descriptor, string) ([]string, error) {
+func (p *puller) unpack(context.Context, []descriptor, string) ([]string, error) {
 	return nil, errors.New("unpacking images needs Linux (openat2)")
 }
