@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"mcpbox/internal/config"
@@ -173,8 +174,20 @@ func (is imageSetup) progress(server string) func(string) {
 
 func (is imageSetup) printf(format string, args ...any) {
 	if is.stderr != nil {
-		fmt.Fprintf(is.stderr, format, args...)
+		printLine(is.stderr, format, args...)
 	}
+}
+
+// printLine prints format with each of args as one line of text that a
+// terminal does not act on: the arguments hold what an image's layers
+// (entry names), a registry (an error's body) or a package chose, which
+// must neither forge a line of mcpbox's nor drive the terminal.
+func printLine(w io.Writer, format string, args ...any) {
+	safe := make([]any, len(args))
+	for i, a := range args {
+		safe[i] = config.Printable(strings.ReplaceAll(fmt.Sprint(a), "\n", `\n`))
+	}
+	fmt.Fprintf(w, format, safe...)
 }
 
 // applyImage makes spec run s's pinned image (or the one w.pulled holds

@@ -138,7 +138,7 @@ func (po packageOptions) installer(s *config.Server) (*pkginstall.Installer, err
 	in := &pkginstall.Installer{Store: filepath.Join(po.stateDir, "packages"), NPM: npm, PyPI: pypi,
 		AllowDegraded: specconv.AllowedDegraded(po.c, s)}
 	if po.progress != nil {
-		in.Progress = func(line string) { fmt.Fprintf(po.progress, "mcpbox: server %s: %s\n", s.Name, line) }
+		in.Progress = func(line string) { printLine(po.progress, "mcpbox: server %s: %s\n", s.Name, line) }
 	}
 	if po.egress != nil {
 		in.EgressLog = func(ev egress.Event) { po.egress(s.Name, ev) }
