@@ -73,7 +73,7 @@ func (e *Error) Error() string {
 // A byte that is not UTF-8 is written as \xNN too: a terminal in an 8-bit
 // locale reads 0x9b as the start of a control sequence.
 func Printable(s string) string {
-	if utf8.ValidString(s) && !strings.ContainsFunc(s, actsOnTerminal) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, ActsOnTerminal) {
 		return s
 	}
 	var b strings.Builder
@@ -82,7 +82,7 @@ func Printable(s string) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case actsOnTerminal(r):
+		case ActsOnTerminal(r):
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
 		default:
@@ -93,11 +93,11 @@ func Printable(s string) string {
 	return b.String()
 }
 
-// actsOnTerminal reports whether a terminal acts on r rather than shows
+// ActsOnTerminal reports whether a terminal acts on r rather than shows
 // it: controls (C0, DEL, C1) but line breaks and tabs, the bidirectional
 // marks, embeddings, overrides and isolates, and the Unicode line and
 // paragraph separators.
-func actsOnTerminal(r rune) bool {
+func ActsOnTerminal(r rune) bool {
 	switch {
 	case r == '\n', r == '\t':
 		return false

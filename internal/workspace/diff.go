@@ -61,7 +61,13 @@ func Diff(w io.Writer, lower, upper string) error {
 	if err := d.dir(lfd, ufd, "", 0, false); err != nil {
 		return fmt.Errorf("diffing %s over %s: %w", upper, lower, err)
 	}
-	return d.w.Flush()
+	if err := d.w.Flush(); err != nil {
+		return err
+	}
+	if tw, ok := w.(*TermWriter); ok {
+		return tw.Flush() // a character the patch's end cut short
+	}
+	return nil
 }
 
 type differ struct {
