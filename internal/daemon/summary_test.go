@@ -294,7 +294,7 @@ servers:
 func TestCredentialWarnings(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	for _, d := range []string{".ssh", ".aws", ".config/gh", "proj/data", "keys-elsewhere"} {
+	for _, d := range []string{".ssh", ".aws", ".config/gh", "proj/data", "keys-elsewhere", ".password-store", ".work/proj2"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -317,6 +317,8 @@ servers:
         - {source: data, target: /data}
         - {source: ~/keys-elsewhere, target: /k, mode: rw}
         - {source: ../other, target: /o, mode: rw, git: rw}
+        - {source: ~/.password-store, target: /p}
+        - {source: ~/.work/proj2, target: /w}
     tools: {allow: ["*"]}
   b:
     command: [no-such-server-bin-7f3a]
@@ -328,16 +330,26 @@ servers:
 		t.Fatal(err)
 	}
 	want := []string{
-		":17:14: servers.b.command: no-such-server-bin-7f3a is in none of the sandbox's PATH directories",
+		":19:14: servers.b.command: no-such-server-bin-7f3a is in none of the sandbox's PATH directories",
 		":6:23: servers.a.filesystem.input.source: ~/.ssh shows " + filepath.Join(home, ".ssh") + " to the sandbox: credentials",
 		":7:24: servers.a.filesystem.output.source: serve refuses it: " + filepath.Join(home, ".config/gh") + " would let a sandbox write",
 		":9:20: servers.a.filesystem.mounts[0].source: ../.aws shows " + filepath.Join(home, ".aws"),
 		":10:20: servers.a.filesystem.mounts[1].source: ~/keys shows " + filepath.Join(home, ".ssh"),
 		":11:20: servers.a.filesystem.mounts[2].source: serve refuses it: ",
 		":14:57: servers.a.filesystem.mounts[5].git: rw lets the server change the .git of the repositories in ../other",
+		":15:20: servers.a.filesystem.mounts[6].source: ~/.password-store shows " + filepath.Join(home, ".password-store") + " to the sandbox: a hidden file or directory of your home",
+		":16:20: servers.a.filesystem.mounts[7].source: ~/.work/proj2 shows " + filepath.Join(home, ".work") + " to the sandbox: a hidden file or directory of your home",
 	}
 	wantWarnings(t, summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, want)
 	wantWarnings(t, checkWarnings(c, cfg), want)
+
+	// A project kept in a hidden dir shows its own files without a word.
+	hidden := filepath.Join(home, ".work", "proj2", "mcpbox.yaml")
+	c, err = config.Load(hidden, []byte("version: 1\nservers:\n  a:\n    command: [sh]\n    filesystem:\n      mounts: [{source: ., target: /self}]\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWarnings(t, checkWarnings(c, hidden), nil)
 }
 
 // TestCredentialWarningsRelativeConfig: a config named by a relative path

@@ -306,7 +306,15 @@ func protectedSource(src string, homes ...string) string {
 			if c == p || strings.HasPrefix(c, p+"/") {
 				return c + " holds credentials or the host's kernel interfaces"
 			}
+			if strings.HasPrefix(p, c+"/") {
+				return c + " holds " + p + ", credentials or the host's kernel interfaces"
+			}
 		}
+	}
+	if strings.HasPrefix(clean, "~/.") {
+		// ~/.netrc, ~/.git-credentials, ~/.password-store, a browser's
+		// profile, ~/.local/share/keyrings: a list would miss one.
+		return clean + " is a hidden file or directory of the home directory, where programs keep settings, tokens and keys"
 	}
 	return ""
 }
@@ -346,5 +354,7 @@ func homeRelative(p string, homes ...string) string {
 // in part.
 var (
 	protectedHostDirs  = []string{"/", "/etc", "/usr", "/var", "/run", "/var/run", "/home", "/Users", "/var/home", "/root", "/boot", "~", "/tmp"}
-	protectedHostTrees = []string{"/proc", "/sys", "/dev", "/root", "/etc/shadow", "/var/lib/docker", "/run/containerd", "/var/run/docker", "/run/docker", "~/.ssh", "~/.docker", "~/.aws", "~/.kube", "~/.gnupg", "~/.config/gcloud", "~/.azure"}
+	protectedHostTrees = []string{"/proc", "/sys", "/dev", "/root", "/etc/shadow", "/var/lib/docker", "/run/containerd", "/var/run/docker", "/run/docker",
+		"/run/user", "/var/run/user", "/run/dbus", "/run/systemd", // the buses' sockets and the service dirs that run code
+		"~/.ssh", "~/.docker", "~/.aws", "~/.kube", "~/.gnupg", "~/.config/gcloud", "~/.azure"}
 )

@@ -109,6 +109,8 @@ func TestImportDockerRunVariants(t *testing.T) {
 	}
 }
 
+// TestProtectedSource: a client's mount or path argument that would show
+// the host's system, credentials or runtime dirs is not carried over.
 func TestProtectedSource(t *testing.T) {
 	for src, bad := range map[string]bool{
 		"/var/run/docker.sock": true, "/run/docker.sock": true, "/run/user/1000/podman/podman.sock": true,
@@ -119,6 +121,14 @@ func TestProtectedSource(t *testing.T) {
 		"/home/alice": true, "/home/alice/": true, "/home/alice/.ssh": true, "/home/alice/.aws/credentials": true,
 		"/Users/bob": true, "/Users/bob/.kube/config": true, "/Users": true, "/Users/bob/code": false,
 		"/Users/bob/.SSH": true, "$HOME/..": true, "~/../bob/.ssh": true, "~/../../etc": true,
+		// Any hidden entry of a home: tokens and keys no list names.
+		"~/.netrc": true, "/home/alice/.git-credentials": true, "~/.password-store": true, "~/.mozilla/firefox": true,
+		"~/.local/share/keyrings": true, "~/.config": true, "/Users/bob/.config/gh": true, "~/src/.cache": false,
+		// The runtime dirs: the buses' sockets, service dirs that run code.
+		"/run/user/1000": true, "/run/user/1000/dbus-1/services": true, "/var/run/user/1000": true, "/run/systemd/system": true,
+		"/run/dbus": true, "/run/media/alice/stick": false,
+		// A dir holding a protected tree.
+		"/var/lib": true,
 	} {
 		if got := protectedSource(src) != ""; got != bad {
 			t.Errorf("protectedSource(%q) = %q, want protected %v", src, protectedSource(src), bad)

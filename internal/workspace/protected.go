@@ -11,9 +11,24 @@ import (
 
 // systemDirs are host places no sandbox may write to, nor to a parent of
 // one (a parent of /etc is /).
+// /run holds the system's and each user's runtime dirs (/run/user/UID,
+// /run/systemd), whose sockets and service dirs run code: a D-Bus service
+// file written to dbus-1/services runs as the user when its name is asked
+// for. Only removable media mounted below it are not refused (mediaRoot).
 var systemDirs = []string{
 	"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-	"/boot", "/dev", "/proc", "/sys", "/var/spool",
+	"/boot", "/dev", "/proc", "/sys", "/var/spool", "/run", "/var/run",
+}
+
+// mediaRoot is where udisks mounts removable media, one dir per user
+// (/run/media/USER/LABEL): a project may live on one.
+const mediaRoot = "/run/media"
+
+// onMedia reports whether dir lies on a mounted medium below mediaRoot,
+// not in mediaRoot or a user's dir of it.
+func onMedia(dir string) bool {
+	rel, err := filepath.Rel(mediaRoot, dir)
+	return err == nil && filepath.IsLocal(rel) && strings.Count(rel, string(filepath.Separator)) >= 1
 }
 
 // homeSecrets are the places under a home dir that hold credentials or
@@ -113,8 +128,16 @@ func (p Protected) Check(dir string) error {
 		return fmt.Errorf("%s would let a sandbox write %s (%s): %w", dir, place, why, ErrProtected)
 	}
 	for _, s := range systemDirs {
-		if overlaps(dir, s) {
+		if overlaps(dir, s) && !onMedia(dir) {
 			return refuse(s, "a system directory")
+		}
+	}
+	// The user's runtime dir where it is not under /run.
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+		for _, r := range resolvedAll(rt) {
+			if overlaps(dir, r) {
+				return refuse(r, "the user's runtime dir, whose sockets and service dirs (the session bus's, systemd's) run code as the user")
+			}
 		}
 	}
 	if p.Home != "" {

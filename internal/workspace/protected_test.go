@@ -128,6 +128,42 @@ func TestProtectedCheck(t *testing.T) {
 	}
 }
 
+// TestProtectedRuntimeDir: a writable mount may not reach the runtime
+// dirs, whose service dirs run code as the user: a D-Bus service file in
+// /run/user/UID/dbus-1/services, a systemd unit in its systemd/user;
+// nor $XDG_RUNTIME_DIR where it lies elsewhere. Before, every one of
+// them but the socket-holding runtime dir itself passed. A project on a
+// removable medium, mounted below /run/media, keeps its output.
+func TestProtectedRuntimeDir(t *testing.T) {
+	rt := filepath.Join(t.TempDir(), "runtime")
+	if err := os.MkdirAll(filepath.Join(rt, "dbus-1", "services"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	for dir, place := range map[string]string{
+		"/run":                                  "/run",
+		"/run/user/1000":                        "/run",
+		"/run/user/1000/dbus-1/services":        "/run",
+		"/run/user/1000/systemd/user":           "/run",
+		"/var/run/user/1000":                    "/var/run",
+		rt:                                      rt,
+		filepath.Join(rt, "dbus-1"):             rt,
+		filepath.Join(rt, "dbus-1", "services"): rt,
+		filepath.Dir(rt):                        rt,
+		filepath.Join(filepath.Dir(rt), "out"):  "",
+		// Removable media, where a project may live.
+		"/run/media/alice/stick/proj/out": "",
+		"/run/media/alice/stick":          "",
+		"/run/media/alice":                "/run",
+		"/run/media":                      "/run",
+	} {
+		err := (Protected{}).Check(dir)
+		if place == "" && err != nil || place != "" && (!errors.Is(err, ErrProtected) || !strings.Contains(err.Error(), place)) {
+			t.Errorf("Check(%s) = %v, want %q named", dir, err, place)
+		}
+	}
+}
+
 // TestProtectedNotMadeYet: a protected place that does not exist yet
 // (the state root before the first serve) is compared where it will be,
 // also below a symlinked directory (a home dir on another disk): a
