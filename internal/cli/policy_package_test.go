@@ -23,9 +23,10 @@ func TestPolicyCheckPackageRunner(t *testing.T) {
 	}
 }
 
-// TestPolicyCheckMissingInput: a server whose filesystem.input is
-// missing is flagged at the input's position (every start would fail on
-// it), a package server's as well as a command's; an existing one is not.
+// TestPolicyCheckMissingInput: a server whose filesystem.input, or a
+// mount's source, is missing is flagged at its position (every start
+// would fail on it), a package server's as well as a command's; an
+// existing one is not.
 func TestPolicyCheckMissingInput(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "data"), 0o755)
@@ -38,13 +39,21 @@ servers:
     tools: {allow: ["*"]}
   ok:
     command: [sh, -c, "sleep 1"]
-    filesystem: {input: {source: ./data}}
+    filesystem: {input: {source: ./data}, mounts: [{source: ./data, target: /d}]}
+    tools: {allow: ["*"]}
+  imported:
+    command: [npx, -y, "@modelcontextprotocol/server-filesystem", /data/out]
+    filesystem: {mounts: [{source: ./out, target: /data/out}]}
     tools: {allow: ["*"]}
 `), 0o644)
 	code, _, stderr := runCLI("policy", "check", cfg)
 	want := cfg + ":5:34: warning: servers.fs.filesystem.input.source: "
 	if code != 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "server fs cannot start") {
 		t.Errorf("exit %d, stderr %q; want a warning starting %q", code, stderr, want)
+	}
+	want = cfg + ":13:36: warning: servers.imported.filesystem.mounts[0].source: "
+	if !strings.Contains(stderr, want) || !strings.Contains(stderr, "server imported cannot start") {
+		t.Errorf("stderr %q; want a warning starting %q", stderr, want)
 	}
 	if strings.Contains(stderr, "servers.ok.") {
 		t.Errorf("the server with an existing input is flagged: %q", stderr)

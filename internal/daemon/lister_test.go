@@ -106,8 +106,9 @@ servers:
 }
 
 // TestMissingInputBeforeInstall: a package server whose filesystem.input
-// is missing, or is the user's home directory (a config error, as for a
-// command server), fails with that reason before its package is fetched,
+// or a mount's source is missing, or whose input is the user's home
+// directory (a config error, as for a command server), fails with that
+// reason before its package is fetched,
 // not after the install as the install's failure; an input that is fine
 // is not refused because the state dir is not made yet (a first pin).
 func TestMissingInputBeforeInstall(t *testing.T) {
@@ -122,16 +123,17 @@ func TestMissingInputBeforeInstall(t *testing.T) {
 	t.Setenv("NPM_CONFIG_USERCONFIG", "")
 	t.Setenv("npm_config_registry", "")
 	t.Setenv("NPM_CONFIG_REGISTRY", reg.URL+"/")
-	for _, tc := range []struct{ source, want string }{
-		{"./data-missing", "server fs: filesystem.input: "},
-		{home, "is or holds your home directory"},
-		{".", "@modelcontextprotocol/server-filesystem: not found at"},
+	for _, tc := range []struct{ source, mount, want, named string }{
+		{"./data-missing", ".", "server fs: filesystem.input: ", "data-missing"},
+		{home, ".", "is or holds your home directory", home},
+		{".", ".", "@modelcontextprotocol/server-filesystem: not found at", ""},
+		{".", "./out-missing", "server fs: mount /data/out: ", "out-missing"},
 	} {
 		c, err := config.Load("mcpbox.yaml", []byte(`version: 1
 servers:
   fs:
     command: [npx, -y, "@modelcontextprotocol/server-filesystem", /workspace/input]
-    filesystem: {input: {source: `+tc.source+`}}
+    filesystem: {input: {source: `+tc.source+`}, mounts: [{source: `+tc.mount+`, target: /data/out}]}
     tools: {allow: ["*"]}
 `))
 		if err != nil {
@@ -143,11 +145,12 @@ servers:
 		if err == nil {
 			l.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), strings.TrimPrefix(tc.source, "./")) {
-			t.Errorf("input %s: NewLister: %v; want the input named and %q", tc.source, err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.named) {
+			t.Errorf("input %s, mount %s: NewLister: %v; want %q named and %q", tc.source, tc.mount, err, tc.named, tc.want)
 		}
-		if n := requests.Swap(0); n != 0 && tc.source != "." {
-			t.Errorf("input %s: the registry saw %d requests for a server that cannot start", tc.source, n)
+		fetched := strings.Contains(tc.want, "not found at") // the only one that may start
+		if n := requests.Swap(0); n != 0 && !fetched {
+			t.Errorf("input %s, mount %s: the registry saw %d requests for a server that cannot start", tc.source, tc.mount, n)
 		}
 		if tc.source == "." {
 			var ce *ConfigError

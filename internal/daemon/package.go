@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -409,12 +410,18 @@ func (po packageOptions) results(ins []*install) (pkgs map[string]specconv.Packa
 // lock file has one for it) and returns how to run it, and the pin to
 // write if it is new; checked, if not nil, is the installer's Checked.
 func (po packageOptions) installOne(ctx context.Context, ps PackageServer, checked func()) (specconv.Package, *PackageChange, error) {
-	// A server whose input dir serve cannot show (not made yet) never
-	// starts, whatever its package: said before a download, and as the
-	// server's setup's failure, not the install's. (An input serve
+	// A server whose input dir or a mount's source serve cannot show
+	// (not made yet) never starts, whatever its package: said before a
+	// download, and as the server's setup's failure, not the install's. (An input serve
 	// refuses is the config's fault: startInstalls.)
-	if _, err := specconv.InputDir(ps.Server, po.base); err != nil {
+	inDir, err := specconv.InputDir(ps.Server, po.base)
+	if err != nil {
 		return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: fmt.Errorf("server %s: filesystem.input: %w", ps.Server.Name, err)}
+	}
+	for _, m := range ps.Server.Filesystem.Mounts {
+		if err := specconv.MountSource(po.base, inDir, m); errors.Is(err, fs.ErrNotExist) || errors.Is(err, specconv.ErrNotDir) {
+			return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: fmt.Errorf("server %s: mount %s: %w", ps.Server.Name, m.Target, err)}
+		}
 	}
 	lock, err := integrity.ReadLock(po.lockPath)
 	if err != nil {

@@ -122,19 +122,29 @@ func checkWarnings(c *config.Config, path string) config.Errors {
 }
 
 // inputWarnings flag, for `policy check`, each local server whose
-// filesystem.input is not a directory serve can show (missing, a file,
+// filesystem.input is not a directory serve can show, or one of whose
+// mounts has no source serve can show (missing, a file for a dir,
 // through a symlink): every start of it fails. serve's start says so as
 // the server's setup error instead.
 func inputWarnings(c *config.Config, base string) config.Errors {
 	var ws config.Errors
 	for _, s := range c.Servers {
-		if s == nil || s.URL != "" || c.IsKubernetes(s) || s.Filesystem.Input == nil {
+		if s == nil || s.URL != "" || c.IsKubernetes(s) {
 			continue
 		}
-		if _, err := specconv.InputDir(s, base); err != nil {
-			pos := s.Filesystem.Input.Meta.At("source")
+		cannot := func(key string, pos config.Pos, err error) {
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.filesystem.input.source: %v: server %s cannot start", s.Name, err, s.Name), Stops: "server " + s.Name})
+				Msg: fmt.Sprintf("servers.%s.filesystem.%s: %v: server %s cannot start", s.Name, key, err, s.Name), Stops: "server " + s.Name})
+		}
+		in, err := specconv.InputDir(s, base)
+		if err != nil {
+			cannot("input.source", s.Filesystem.Input.Meta.At("source"), err)
+			continue
+		}
+		for i, m := range s.Filesystem.Mounts {
+			if err := specconv.MountSource(base, in, m); err != nil {
+				cannot(fmt.Sprintf("mounts[%d].source", i), m.Meta.At("source"), err)
+			}
 		}
 	}
 	return ws

@@ -294,7 +294,7 @@ servers:
 func TestCredentialWarnings(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	for _, d := range []string{".ssh", ".aws", ".config/gh", "proj/data", "keys-elsewhere", ".password-store", ".work/proj2"} {
+	for _, d := range []string{".ssh", ".aws", ".config/gh", "proj/data", "keys-elsewhere", ".password-store", ".work/proj2", "other"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +360,7 @@ servers:
 func TestCredentialWarningsRelativeConfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	for _, d := range []string{".aws", "proj"} {
+	for _, d := range []string{".aws", "proj", ".local/state/mcpbox/projects"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
 			t.Fatal(err)
 		}

@@ -78,8 +78,10 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 				"bin read-only with no network (it stays a command: package: runs a",
 				"package's own bin).",
 			}
-			argv := &config.Server{Args: s.Command[1:], Filesystem: s.Filesystem}
-			hints = append(hints, rewriteHostDirs(argv, host)...)
+			argv := &config.Server{Name: s.Name, Args: s.Command[1:], Filesystem: s.Filesystem}
+			mounted, missing := rewriteHostDirs(argv, host)
+			hints = append(hints, mounted...)
+			res.Notes = append(res.Notes, missing...)
 			s.Command, s.Filesystem.Mounts = append(s.Command[:1:1], argv.Args...), argv.Filesystem.Mounts
 			rest := unmounted(s.Command)
 			res.Hints[s.Name] = append(hints, hostPathHints(rest)...)
@@ -94,7 +96,9 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 			"and runs it read-only with no network. Its own directory is read-only:",
 			"a server that writes files needs them under /workspace/output or /tmp.",
 		}
-		hints = append(hints, rewriteHostDirs(s, host)...)
+		mounted, missing := rewriteHostDirs(s, host)
+		hints = append(hints, mounted...)
+		res.Notes = append(res.Notes, missing...)
 		moved, notes := moveHostFiles(s, host.HoldsData)
 		hints = append(hints, moved...)
 		res.Notes = append(res.Notes, notes...)
@@ -173,9 +177,9 @@ func unmounted(args []string) []string {
 
 // rewriteHostDirs mounts the host directories s's args name (read-only,
 // at /data/NAME) and rewrites the args to match. A name with a dot is
-// taken for a file unless isDir says it is a directory.
-func rewriteHostDirs(s *config.Server, host Host) []string {
-	var hints []string
+// taken for a file unless isDir says it is a directory. notes name the
+// mounted dirs that do not exist here: serve cannot start s without them.
+func rewriteHostDirs(s *config.Server, host Host) (hints, notes []string) {
 	taken := map[string]bool{}
 	for i, a := range s.Args {
 		flag, val, isFlag := strings.Cut(a, "=")
@@ -207,8 +211,12 @@ func rewriteHostDirs(s *config.Server, host Host) []string {
 			s.Args[i] = target
 		}
 		hints = append(hints, fmt.Sprintf("%s is mounted read-only at %s (set mode: rw to let the server write there).", val, target))
+		if host.IsDir != nil && !host.IsDir(val) {
+			hints = append(hints, fmt.Sprintf("%s does not exist here: create it before serving.", val))
+			notes = append(notes, fmt.Sprintf("server %q mounts %s, which does not exist here: serve cannot start the server until it does (create it, or change the mount)", s.Name, val))
+		}
 	}
-	return hints
+	return hints, notes
 }
 
 // moveHostFiles points env values that name host files into the server's

@@ -252,6 +252,29 @@ func TestDottedDirMounted(t *testing.T) {
 	}
 }
 
+// TestMissingDirNoted: a directory a client names that does not exist
+// here is mounted all the same (the config is the user's to finish), and
+// a note says serve cannot start the server until it does; it used to
+// surface only as the first session's failure.
+func TestMissingDirNoted(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"fs": map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-filesystem", "/x/in", "/x/out"}},
+	}})
+	cf, err := ParseClientFile("claude_desktop_config.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	ConvertPackages(res, fakePackageOf, Host{IsDir: func(p string) bool { return p == "/x/in" }})
+	if fs := res.Config.Server("fs"); len(fs.Filesystem.Mounts) != 2 {
+		t.Fatalf("mounts %+v; want both dirs mounted", fs.Filesystem.Mounts)
+	}
+	notes := strings.Join(res.Notes, "\n")
+	if !strings.Contains(notes, `server "fs" mounts /x/out, which does not exist here: serve cannot start the server until it does`) || strings.Contains(notes, "/x/in") {
+		t.Errorf("notes: %q; want /x/out named as missing, /x/in not", notes)
+	}
+}
+
 // TestBinFormMountsDirs: `npx -p PKG BIN DIR` stays a command (the named
 // bin), and its host directory is mounted and rewritten as a package
 // server's is; it was left as written, unseen by the sandbox.

@@ -233,6 +233,16 @@ func Resolve(base, p string) string {
 	return filepath.Join(base, p)
 }
 
+// MountSource checks that the source of mount m of a config at base,
+// whose server has the input in (a real path, or ""), is there to be
+// mounted, walked as the sandbox's set-up walks it: a missing source
+// fails with fs.ErrNotExist, a project's symlink with
+// workspace.ErrSymlink. Nothing is made.
+func MountSource(base, in string, m config.Mount) error {
+	_, err := hostSource(base, in, m.Source, 0)
+	return err
+}
+
 // InputDir is the host dir server s's filesystem.input shows, its paths
 // resolved against base as for its sandbox; "" if it has no input.
 func InputDir(s *config.Server, base string) (string, error) {
