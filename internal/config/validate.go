@@ -85,7 +85,7 @@ func checkListenAddr(r *collector, p Pos, path, addr string, haveClients bool) {
 		r.errorf(p, "%s: invalid host %q", path, host)
 		return
 	}
-	if !isLoopbackHost(host) && !haveClients {
+	if !IsLoopbackHost(host) && !haveClients {
 		r.errorf(p, "%s: %q is not a loopback address; listening beyond loopback needs clients with tokens", path, addr)
 	}
 }

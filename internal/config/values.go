@@ -122,7 +122,9 @@ func isIP(s string) bool {
 	return err == nil && a.Zone() == ""
 }
 
-func isLoopbackHost(h string) bool {
+// IsLoopbackHost reports whether host h names this machine: localhost
+// or a loopback address.
+func IsLoopbackHost(h string) bool {
 	if strings.EqualFold(h, "localhost") {
 		return true
 	}
@@ -169,7 +171,7 @@ func checkURL(s string) error {
 	case u.User != nil:
 		return fmt.Errorf("must not contain credentials; use secrets")
 	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+	case u.Scheme == "http" && IsLoopbackHost(u.Hostname()):
 	case u.Scheme == "http":
 		return fmt.Errorf("plain http is only allowed to a loopback host; use https")
 	default:

@@ -196,8 +196,10 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 	switch strings.ToLower(ent.Type) {
 	case "sse":
 		s.Transport = config.TransportSSE // the legacy HTTP+SSE transport
-	case "auto":
-		s.Transport = config.TransportAuto // an mcp-remote wrapper's fallback
+	case "auto", "":
+		// An mcp-remote wrapper's fallback; and an entry that names no
+		// type, which a client (Cursor) tries in both transports.
+		s.Transport = config.TransportAuto
 	}
 	headers, err := members(ent.Headers)
 	if err != nil {

@@ -107,7 +107,7 @@ func TestImportYAML(t *testing.T) {
 	gh := sandboxed("github")
 	gh.Command, gh.Image.Ref = nil, "ghcr.io/github/github-mcp-server"
 	gh.Secrets = []config.Secret{{Name: "GITHUB_PERSONAL_ACCESS_TOKEN", From: "env:GITHUB_PERSONAL_ACCESS_TOKEN"}}
-	linear := &config.Server{Name: "linear", URL: "https://mcp.linear.app/mcp", Tools: config.Tools{Allow: []string{"*"}},
+	linear := &config.Server{Name: "linear", URL: "https://mcp.linear.app/mcp", Transport: config.TransportAuto, Tools: config.Tools{Allow: []string{"*"}},
 		Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_LINEAR_AUTHORIZATION"}}}
 
 	memory := sandboxed("memory", "npx", "-y", "@modelcontextprotocol/server-memory")
@@ -307,7 +307,7 @@ func TestImportEdgeCases(t *testing.T) {
 			input: `{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:` + dbPassword + `@localhost/db", "--api-key", "plain-key-value", "--password=hunter2", "--token-file", "/run/secrets/t"]}, "r": {"url": "https://mcp.example.com/mcp?api_key=` + dbPassword + `&team=x"}}}`,
 			want: []*config.Server{
 				sandboxed("pg", "npx", "-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:REDACTED@localhost/db", "--api-key", "REDACTED", "--password=REDACTED", "--token-file", "/run/secrets/t"),
-				{Name: "r", URL: "https://mcp.example.com/mcp?team=x", Query: []config.Header{{Name: "api_key", From: "env:MCPBOX_R_API_KEY"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "r", URL: "https://mcp.example.com/mcp?team=x", Transport: config.TransportAuto, Query: []config.Header{{Name: "api_key", From: "env:MCPBOX_R_API_KEY"}}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
 			absent:  []string{dbPassword, "plain-key-value", "hunter2"},
 			present: []string{"MCPBOX_R_API_KEY\tservers.r.query.api_key"},
@@ -321,11 +321,11 @@ func TestImportEdgeCases(t *testing.T) {
 				"encoded": {"url": "https://z.example.com/mcp?config=eyJhcGlLZXkiOiAic2stbGl2ZS1hYmNkZWYwMTIzNDU2Nzg5In0%3D&theme=eyJ0aGVtZSI6ICJkYXJrIn0="}}}`,
 			want: []*config.Server{
 				{Name: "smith", URL: "https://server.smithery.ai/@o/s/mcp?profile=p1", Query: []config.Header{{Name: "api_key", From: "env:MCPBOX_SMITH_API_KEY"}}, Tools: config.Tools{Allow: []string{"*"}}},
-				{Name: "shaped", URL: "https://x.example.com/mcp", Query: []config.Header{{Name: "k", From: "env:MCPBOX_SHAPED_K"}}, Tools: config.Tools{Allow: []string{"*"}}},
-				{Name: "hostvar", URL: "https://y.example.com/mcp?lang=en", Query: []config.Header{{Name: "token", From: "env:GH_TOKEN"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "shaped", URL: "https://x.example.com/mcp", Transport: config.TransportAuto, Query: []config.Header{{Name: "k", From: "env:MCPBOX_SHAPED_K"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "hostvar", URL: "https://y.example.com/mcp?lang=en", Transport: config.TransportAuto, Query: []config.Header{{Name: "token", From: "env:GH_TOKEN"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				// Smithery's config=: base64 of JSON with a key; a JSON
 				// without one stays in the url.
-				{Name: "encoded", URL: "https://z.example.com/mcp?theme=eyJ0aGVtZSI6ICJkYXJrIn0%3D", Query: []config.Header{{Name: "config", From: "env:MCPBOX_ENCODED_CONFIG"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "encoded", URL: "https://z.example.com/mcp?theme=eyJ0aGVtZSI6ICJkYXJrIn0%3D", Transport: config.TransportAuto, Query: []config.Header{{Name: "config", From: "env:MCPBOX_ENCODED_CONFIG"}}, Tools: config.Tools{Allow: []string{"*"}}},
 			},
 			absent:  []string{dbPassword, "ghp_0123456789", "REDACTED", "mcpbox login", "eyJhcGlLZXki"},
 			present: []string{"MCPBOX_SMITH_API_KEY\tservers.smith.query.api_key", "GH_TOKEN\tservers.hostvar.query.token"},
@@ -358,12 +358,29 @@ func TestImportEdgeCases(t *testing.T) {
 				{Name: "wrapped", URL: "https://mcp.notion.com/mcp", OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "keyed", URL: "https://mcp.example.org/mcp", Transport: config.TransportAuto, Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_KEYED_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				{Name: "legacy", URL: "https://mcp.example.org/sse", Transport: config.TransportSSE, OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
-				{Name: "static", URL: "https://api.example.net/mcp", Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_STATIC_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
-				{Name: "apikey", URL: "https://mcp.context7.com/mcp", Headers: []config.Header{{Name: "CONTEXT7_API_KEY", From: "env:C7"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "static", URL: "https://api.example.net/mcp", Transport: config.TransportAuto, Headers: []config.Header{{Name: "Authorization", From: "env:MCPBOX_STATIC_AUTHORIZATION"}}, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "apikey", URL: "https://mcp.context7.com/mcp", Transport: config.TransportAuto, Headers: []config.Header{{Name: "CONTEXT7_API_KEY", From: "env:C7"}}, Tools: config.Tools{Allow: []string{"*"}}},
 				sandboxed("other", "npx", "-y", "some-server", "https://example.com"),
 			},
 			absent:  []string{dbPassword},
 			present: []string{"run `mcpbox login linear --config FILE`", "run `mcpbox login wrapped --config FILE`"},
+		},
+		{
+			// Cursor tries both transports for an entry without a type; a
+			// server on this machine is most likely a development server
+			// that wants no login (with oauth on, each start warned of a
+			// login that the server could not do).
+			name: "no type: both transports; servers on this machine: no oauth",
+			input: `{"mcpServers": {
+				"dev": {"url": "http://localhost:3001/sse"},
+				"v6": {"type": "http", "url": "https://[::1]:8443/mcp"},
+				"hosted": {"url": "https://mcp.example.com/mcp"}}}`,
+			want: []*config.Server{
+				{Name: "dev", URL: "http://localhost:3001/sse", Transport: config.TransportAuto, Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "v6", URL: "https://[::1]:8443/mcp", Tools: config.Tools{Allow: []string{"*"}}},
+				{Name: "hosted", URL: "https://mcp.example.com/mcp", Transport: config.TransportAuto, OAuth: &config.ServerOAuth{}, Tools: config.Tools{Allow: []string{"*"}}},
+			},
+			present: []string{"No OAuth: a server on this machine. If it answers 401, add oauth: {} and run `mcpbox login dev --config FILE`", "run `mcpbox login hosted --config FILE`"},
 		},
 		{
 			name: "a key in the url's path stays (it cannot be a reference), noted, and needs no oauth",

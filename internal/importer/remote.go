@@ -19,11 +19,16 @@ import (
 // oauthFor turns OAuth on for remote server s unless it sends a
 // credential of its own (an Authorization header, a header or URL query
 // parameter named like a key: X-Api-Key, ?api_key=, one moved to query,
-// or a key in the URL's path: a per-user URL), and returns the comment
-// that says to log in.
+// or a key in the URL's path: a per-user URL) or is on this machine, and
+// returns the comment that says to log in (or how to).
 func oauthFor(s *config.Server) []string {
 	if len(s.Query) > 0 || pathKey(s.URL) {
 		return nil
+	}
+	if u, err := url.Parse(s.URL); err == nil && config.IsLoopbackHost(u.Hostname()) {
+		// A server on this machine (the only one plain HTTP may reach)
+		// is most likely a development server with no login.
+		return []string{"No OAuth: a server on this machine. If it answers 401, add oauth: {} and run `mcpbox login " + s.Name + " --config FILE`"}
 	}
 	for _, h := range s.Headers {
 		if strings.EqualFold(h.Name, "Authorization") || config.CredentialName(h.Name) {
