@@ -150,10 +150,18 @@ func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []
 		}
 		im.envVar(s, orig, m.key, v)
 	}
+	for _, a := range s.Command[1:] {
+		// A client's own variables (VS Code's ${workspaceFolder},
+		// ${input:...}) that it replaced before it ran the command.
+		if strings.Contains(a, "${") {
+			im.notef("server %q: argument %s has ${...}, which the client replaced and mcpbox passes on literally: write what it stands for", orig, strconv.Quote(a))
+		}
+	}
 	// A package runner's paths are noted by ConvertPackages, once it has
 	// mounted the directories among them.
 	if _, rule := launcher(s.Command); rule == "" {
 		im.notes = append(im.notes, hostPathNote(orig, hostPaths(s.Command))...)
+		im.notes = append(im.notes, relativePathNote(orig, s.Command[1:], false)...)
 	}
 	return s, append(launcherHints(s.Command), hostPathHints(s.Command)...), nil
 }
@@ -523,7 +531,7 @@ func isRelativePath(p string) bool {
 
 // relativePathNote is the note for server name's arguments that are
 // relative paths; none if there are none.
-func relativePathNote(name string, args []string) []string {
+func relativePathNote(name string, args []string, mounts bool) []string {
 	var rel []string
 	for _, a := range args {
 		if f, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(f, "-") {
@@ -536,7 +544,11 @@ func relativePathNote(name string, args []string) []string {
 	if len(rel) == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("server %q: %s: relative paths, which the client resolved against its own working directory; in the sandbox they name paths under /workspace/output (or /workspace), likely empty: write the directory meant as an absolute path in the args (import mounts it read-only) or give it as filesystem.input", name, strings.Join(rel, ", "))}
+	how := "write the directory meant as an absolute path in the args (import mounts it read-only) or give it as filesystem.input"
+	if !mounts {
+		how = "give the directory meant as filesystem.input or a mount, and change the argument to match"
+	}
+	return []string{fmt.Sprintf("server %q: %s: relative paths, which the client resolved against its own working directory; in the sandbox they name paths under /workspace/output (or /workspace), likely empty: %s", name, strings.Join(rel, ", "), how)}
 }
 
 // hostPathHints name the paths in argv that the sandbox does not see.

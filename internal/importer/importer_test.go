@@ -586,3 +586,26 @@ func TestImportURLCredentialsNeverCopied(t *testing.T) {
 		})
 	}
 }
+
+// TestImportNotesClientVariablesAndRelativePaths: an argument with a
+// client's own variable (VS Code's ${workspaceFolder}), which the client
+// replaced before it ran the command, and a plain command's relative
+// path, which it resolved against its own working directory, are named
+// on the terminal: in the sandbox neither means what it did.
+func TestImportNotesClientVariablesAndRelativePaths(t *testing.T) {
+	_, msgs := importYAML(t, `{"servers": {
+		"code": {"type": "stdio", "command": "my-server", "args": ["--root", "${workspaceFolder}"]},
+		"script": {"command": "node", "args": ["./scripts/server.js", "--port=3000"]}}}`)
+	for _, want := range []string{
+		`server "code": argument "${workspaceFolder}" has ${...}, which the client replaced and mcpbox passes on literally`,
+		`server "script": "./scripts/server.js": relative paths, which the client resolved against its own working directory`,
+		"give the directory meant as filesystem.input or a mount",
+	} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("notes without %q:\n%s", want, msgs)
+		}
+	}
+	if strings.Contains(msgs, "--port") {
+		t.Errorf("a flag named as a path:\n%s", msgs)
+	}
+}

@@ -106,7 +106,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 		rest := unmounted(s.Args) // host paths not rewritten (files)
 		hints = append(hints, hostPathHints(rest)...)
 		res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
-		res.Notes = append(res.Notes, relativePathNote(s.Name, s.Args)...)
+		res.Notes = append(res.Notes, relativePathNote(s.Name, s.Args, true)...)
 		hints = append(hints, networkHints(s)...)
 		res.Hints[s.Name] = hints
 	}
