@@ -88,6 +88,12 @@ var version = sync.OnceValue(func() string { return daemon.StampedVersion(Versio
 // exitUsage is returned for bad flags and arguments.
 const exitUsage = 2
 
+// exitFor is the exit status of a command that failed with err: a config
+// it cannot use (a *daemon.ConfigError) is a usage error.
+func exitFor(err error) int {
+	return map[bool]int{true: exitUsage, false: 1}[errors.As(err, new(*daemon.ConfigError))]
+}
+
 // Main runs the command line args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

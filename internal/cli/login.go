@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -60,10 +59,9 @@ func (e *env) login(cmd string, args []string) int {
 	o := daemon.LoginOptions{Config: c, ConfigPath: *cfg, Base: base, StateDir: *stateDir, Server: server,
 		Client: *client, NoBrowser: *noBrowser, Scopes: strings.Fields(*scope), Stdout: e.stdout, Stderr: e.stderr}
 	run := map[string]func(context.Context, daemon.LoginOptions) error{"login": daemon.Login, "logout": daemon.Logout}[cmd]
-	var ce *daemon.ConfigError
 	if err := run(ctx, o); err != nil {
 		e.errorf("%s: %v", cmd, err)
-		return map[bool]int{true: exitUsage, false: 1}[errors.As(err, &ce)]
+		return exitFor(err)
 	}
 	return 0
 }

@@ -17,9 +17,9 @@ import (
 const pinHelp = `USAGE
   mcpbox pin [--check] [--config FILE] [--state-dir DIR] [--allow-degraded LAYERS] [SERVER...]
 
-Starts each server of the config (every one, or those named) in its
-sandbox, lists its tools, prompts and resource templates and notes its
-initialize instructions, runs the
+Starts each server of the config (every one, or those named: the others'
+packages and images are left alone) in its sandbox, lists its tools,
+prompts and resource templates and notes its initialize instructions, runs the
 description scanner over them and prints its findings, then records the
 definitions in the lock file beside the config (mcpbox.lock for
 mcpbox.yaml, NAME.lock for NAME.yaml; in the state dir for the embedded
@@ -69,10 +69,10 @@ func (e *env) pin(args []string) int {
 		return 1
 	}
 	lister, err := daemon.NewLister(daemon.ListOptions{Config: c, ConfigPath: *cfgPath, Base: base,
-		StateDir: dir, Stderr: e.stderr, Version: version(), NoRecord: *check})
+		StateDir: dir, Stderr: e.stderr, Version: version(), NoRecord: *check, Only: fs.Args()})
 	if err != nil {
 		e.errorf("pin: %v", err)
-		return exitUsage
+		return exitFor(err)
 	}
 	defer lister.Close()
 	pins, err := integrity.OpenPins(lister.LockPath())

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"path/filepath"
 	"time"
@@ -70,14 +69,9 @@ func (e *env) run(args []string) int {
 		CallTimeout: callTimeout, MaxOutput: int64(maxOut),
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Version: version(), StateDir: f.stateDir,
 	})
-	var ce *daemon.ConfigError
-	switch {
-	case errors.As(err, &ce):
+	if err != nil {
 		e.errorf("run: %v", err)
-		return exitUsage
-	case err != nil:
-		e.errorf("run: %v", err)
-		return 1
+		return exitFor(err)
 	}
 	return 0
 }

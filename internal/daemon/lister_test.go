@@ -164,3 +164,53 @@ servers:
 		}
 	}
 }
+
+// TestListerOnly: `mcpbox pin SERVER` starts that server alone: another
+// server's package is not installed (the registry is not asked), so a
+// package that does not resolve, or a registry that cannot be reached,
+// does not keep the named one from being pinned.
+func TestListerOnly(t *testing.T) {
+	var requests atomic.Int32
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer reg.Close()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("NPM_CONFIG_USERCONFIG", "")
+	t.Setenv("npm_config_registry", "")
+	t.Setenv("NPM_CONFIG_REGISTRY", reg.URL+"/")
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  ok:
+    command: [sh, -c, "exit 0"]
+    tools: {allow: ["*"]}
+  typo:
+    command: [npx, -y, "@modelcontextprotocol/server-filesytem"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o := ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir, StateDir: filepath.Join(dir, "state"), NoRecord: true}
+	o.Only = []string{"ok"}
+	l, err := NewLister(o)
+	if err != nil {
+		t.Fatalf("NewLister of ok alone: %v", err)
+	}
+	l.Close()
+	if n := requests.Swap(0); n != 0 {
+		t.Errorf("the registry saw %d requests for a server not asked for", n)
+	}
+	// Asked for, the broken one fails alone, and not as a config error.
+	o.Only = []string{"typo"}
+	l, err = NewLister(o)
+	if err == nil {
+		l.Close()
+		t.Fatal("NewLister of the typo: no error")
+	}
+	if ce := (*ConfigError)(nil); errors.As(err, &ce) || !strings.Contains(err.Error(), "server-filesytem") {
+		t.Errorf("NewLister of the typo: %v; want its package named, not a config error", err)
+	}
+}

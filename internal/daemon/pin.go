@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"mcpbox/internal/config"
@@ -36,6 +37,9 @@ type ListOptions struct {
 	LogLevel slog.Level
 	// Version is what the gateway tells the servers it is.
 	Version string
+	// Only, if not empty, names the servers to start: the others' images
+	// and packages are neither pulled nor installed (pin SERVER).
+	Only []string
 	// NoRecord leaves the lock file's image and package pins as they are
 	// (pin --check, update --check): an image or package not pinned yet is
 	// pulled or installed but not pinned, and a config's own lock file is
@@ -104,6 +108,16 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	if err != nil {
 		return nil, err
 	}
+	full := o.Config // its files are protected all the same
+	if len(o.Only) > 0 {
+		others := map[string]error{}
+		for _, s := range o.Config.Servers {
+			if !slices.Contains(o.Only, s.Name) {
+				others[s.Name] = errNotAsked
+			}
+		}
+		o.Config = withoutServers(o.Config, others)
+	}
 	pkgs, c := o.packages, o.Config
 	var failed map[string]error
 	drift := new([]string)
@@ -126,7 +140,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		c: c, log: log, book: book, stderr: o.Stderr,
 		loginFlags: func(agent string) string { return loginFlags(o.ConfigPath, o.stateDirFlag(), agent) },
 		opts: specconv.Options{Base: o.Base, StateDir: o.StateDir, Packages: pkgs,
-			Protected: specconv.ProtectedFiles(o.Config, o.Base, o.ConfigPath, lockPath)},
+			Protected: specconv.ProtectedFiles(full, o.Base, o.ConfigPath, lockPath)},
 		images: imageSetup{stateDir: o.StateDir, lockPath: lockPath, stderr: o.Stderr, noRecord: o.NoRecord, drift: drift},
 		kubes:  newKubeSetup(o.Base, o.StateDir, log),
 	}
@@ -146,6 +160,9 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	return &Lister{gw: gw, kubes: w.kubes, failed: failed, lock: lockPath, drift: drift}, nil
 }
+
+// errNotAsked drops the servers ListOptions.Only does not name.
+var errNotAsked = errors.New("not asked for")
 
 // withoutServers is c without the servers in drop, each other server
 // keeping the prefix it has in c (a config of one server has none).
