@@ -23,8 +23,8 @@ prompts and resource templates and notes its initialize instructions, runs the
 description scanner over them and prints its findings, then records the
 definitions in the lock file beside the config (mcpbox.lock for
 mcpbox.yaml, NAME.lock for NAME.yaml; in the state dir for the embedded
-default), replacing that server's earlier pins. A
-gateway running on the same state dir reloads the lock file.
+default), replacing that server's earlier pins (it says how many of them
+were new, changed or removed). A gateway on the state dir reloads the lock.
 
 --check records nothing: it prints the scanner's findings and how each
 definition compares with the lock file ("not yet pinned" for a server or

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"mcpbox/internal/config"
@@ -268,26 +269,58 @@ func Compare(c *config.Config, pins *integrity.Pins, defs map[string]*gateway.De
 		if d == nil || s.PinMode() == config.PinOff {
 			continue
 		}
-		for _, kind := range PinListKinds {
-			var items []integrity.Item
-			for _, it := range d.Lists[kind] {
-				items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
-			}
-			cmp := Comparison{Server: s.Name, Kind: guard.PinKind(kind)}
-			// enforce never writes: a server with no pins is "quarantined".
-			_, changes, err := pins.Check(s.Name, integrity.ModeEnforce, cmp.Kind, items)
-			cmp.Err = err
-			for _, ch := range changes {
-				if ch.Status == integrity.StatusQuarantined {
-					cmp.NotPinned++
-				} else {
-					cmp.Changed = append(cmp.Changed, ch)
-				}
-			}
-			out = append(out, cmp)
-		}
+		out = append(out, compareServer(pins, s.Name, d)...)
 	}
 	return out
+}
+
+// compareServer is Compare for server's definitions d.
+func compareServer(pins *integrity.Pins, server string, d *gateway.Definitions) []Comparison {
+	var out []Comparison
+	for _, kind := range PinListKinds {
+		var items []integrity.Item
+		for _, it := range d.Lists[kind] {
+			items = append(items, integrity.Item{Key: it.Key, Raw: it.Raw})
+		}
+		cmp := Comparison{Server: server, Kind: guard.PinKind(kind)}
+		// enforce never writes: a server with no pins is "quarantined".
+		_, changes, err := pins.Check(server, integrity.ModeEnforce, cmp.Kind, items)
+		cmp.Err = err
+		for _, ch := range changes {
+			if ch.Status == integrity.StatusQuarantined {
+				cmp.NotPinned++
+			} else {
+				cmp.Changed = append(cmp.Changed, ch)
+			}
+		}
+		out = append(out, cmp)
+	}
+	return out
+}
+
+// replaced says what pinning d replaces of server's earlier pins, for
+// pin's line: "; it replaces the lock's: 13 new, 1 changed, 2 removed"
+// (instructions count as one), or "" when nothing changes or the lock
+// had none. pin records what the server offers now without a review, as
+// asked; the line keeps that from passing unseen (pin --check and
+// update --check show each change first).
+func replaced(pins *integrity.Pins, server string, d *gateway.Definitions) string {
+	counts := map[string]int{}
+	for _, cmp := range compareServer(pins, server, d) {
+		for _, ch := range cmp.Changed {
+			counts[ch.Status]++
+		}
+	}
+	var parts []string
+	for _, st := range []string{integrity.StatusNew, integrity.StatusChanged, integrity.StatusRemoved} {
+		if counts[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; it replaces the lock's: " + strings.Join(parts, ", ") + " (mcpbox pin --check shows each before pinning)"
 }
 
 // RecordAll is mcpbox pin's recording: it pins the definitions in defs of
@@ -306,13 +339,14 @@ func RecordAll(w io.Writer, c *config.Config, pins *integrity.Pins, names []stri
 			fmt.Fprintf(w, "not pinned %s: pinning is off for it (pin: off, a builtin server's default), so serve checks none of its definitions\n", name)
 			continue
 		}
+		was := replaced(pins, name, d)
 		if err := Record(pins, name, d); err != nil {
 			return n, fmt.Errorf("server %s: %w", name, err)
 		}
 		n++
-		fmt.Fprintf(w, "pinned %s: %d tools, %d prompts, %d templates, %d instructions\n", name,
+		fmt.Fprintf(w, "pinned %s: %d tools, %d prompts, %d templates, %d instructions%s\n", name,
 			len(d.Lists[gateway.KindTools]), len(d.Lists[gateway.KindPrompts]), len(d.Lists[gateway.KindTemplates]),
-			len(d.Lists[gateway.KindInstructions]))
+			len(d.Lists[gateway.KindInstructions]), was)
 	}
 	return n, nil
 }
