@@ -278,10 +278,16 @@ func (g *Guard) approved(ctx context.Context, st *callState, d policy.Decision) 
 // approve asks the broker; the calling client is asked through
 // elicitation when it can be and that channel is on.
 func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision, sandbox string) (approval.Decision, error) {
+	rule := d.Rule
+	if strings.HasPrefix(d.Reason, "when failed") {
+		// A rule that could not be evaluated asks all the same (fail
+		// closed): the reviewer sees why, not only which rule.
+		rule += " (" + d.Reason + ")"
+	}
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
 		Name:    cmpOr(c.Name, g.ItemName(c.Server, integrity.KindTool, c.Tool)),
-		Sandbox: sandbox, Rule: d.Rule, Summary: approval.Summary(c.Arguments, g.book.String),
+		Sandbox: sandbox, Rule: rule, Summary: approval.Summary(c.Arguments, g.book.String),
 		Arguments: g.book.JSON(c.Arguments),
 	}
 	var ask approval.Elicitor

@@ -592,3 +592,39 @@ func TestApprovalWaitProgressElicitation(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestApprovalSaysWhyFailClosed: an approve rule whose when cannot be
+// evaluated for a call (a key the arguments lack) holds the call all the
+// same, and the request says why, not only which rule.
+func TestApprovalSaysWhyFailClosed(t *testing.T) {
+	r := newGuardRigWith(t, `version: 1
+approvals: {timeout: 30s}
+servers:
+  echo:
+    command: [echo-server]
+    tools:
+      rules:
+        - {tool: echo, when: 'args.path.startsWith("/etc")', action: approve}
+      allow: [echo]
+`, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r.sess.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "no path"}})
+	}()
+	id := r.waitingID(t)
+	p, _ := r.g.Approvals()
+	if len(p) != 1 || !strings.Contains(p[0].Rule, "when failed (") || !strings.Contains(p[0].Rule, "fail closed") {
+		t.Errorf("the held request's rule %q, want why its when failed", p[0].Rule)
+	}
+	if err := r.g.broker.Decide(id, approval.Decision{Allow: false, By: "cli:uid=0"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the denied call did not return")
+	}
+}
