@@ -106,13 +106,18 @@ func warnNoTools(r *collector, s *Server) {
 		return
 	}
 	t := &s.Tools
-	if len(t.Allow) > 0 || len(t.Approve) > 0 || t.Default == ActionAllow || t.Default == ActionApprove {
-		return
-	}
 	for _, rule := range t.Rules {
 		if rule.Action != ActionDeny {
-			return
+			return // a rule may let a tool through, whatever the globs say
 		}
+	}
+	if slices.Contains(t.Deny, "*") {
+		// deny is read before approve, allow and the default.
+		r.errorf(s.Meta.At("tools"), `servers.%s.tools: deny: ["*"] refuses every tool before allow, approve or the default is read, so every tool is hidden; name the tools to deny instead`, s.Name)
+		return
+	}
+	if len(t.Allow) > 0 || len(t.Approve) > 0 || t.Default == ActionAllow || t.Default == ActionApprove {
+		return
 	}
 	r.errorf(s.Meta.At("tools"), `servers.%s.tools: allows no tool (no allow, approve, allowing rule or default), so every tool is hidden; add  allow: ["*"]  or the tools to expose`, s.Name)
 }

@@ -47,7 +47,8 @@ servers:
 
 // TestWarningsNoTools: a server without tools: (or with a tools: that
 // allows nothing) exposes nothing; the warning says so and names the line
-// to add, while any tools: that can expose something stays quiet.
+// to add, while any tools: that can expose something stays quiet; deny:
+// ["*"] hides every tool whatever allow says, unless a rule lets one by.
 func TestWarningsNoTools(t *testing.T) {
 	src := `version: 1
 servers:
@@ -68,11 +69,18 @@ servers:
   defaulted:
     command: [x]
     tools: {default: approve}
+  denyall:
+    command: [x]
+    tools: {allow: ["*"], deny: ["*"]}
+  denyallbutrule:
+    command: [x]
+    tools: {deny: ["*"], rules: [{tool: read, action: allow}]}
 `
 	got := warningsOf(t, src)
 	want := []string{
 		`t.yaml:3:3: servers.github: no tools: key, so every tool is hidden (default deny); add  tools: {allow: ["*"]}  to expose them`,
 		`t.yaml:7:12: servers.denyonly.tools: allows no tool (no allow, approve, allowing rule or default), so every tool is hidden; add  allow: ["*"]  or the tools to expose`,
+		`t.yaml:22:12: servers.denyall.tools: deny: ["*"] refuses every tool before allow, approve or the default is read, so every tool is hidden; name the tools to deny instead`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("warnings (-want +got):\n%s", diff)
