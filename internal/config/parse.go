@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -461,10 +462,15 @@ func (d *decoder) list(n *yaml.Node, path string, each func(i int, el *yaml.Node
 	}
 	if n.Kind != yaml.SequenceNode || n.ShortTag() != "!!seq" {
 		hint := ""
-		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && (strings.HasSuffix(path, ".command") || strings.HasSuffix(path, ".args")) {
+		switch {
+		case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && strings.HasSuffix(path, ".command"):
 			// A command line as one string. Its words are not repeated:
 			// one may be a pasted credential (--token=...).
 			hint = "; write it as a list, one element per argument: [PROGRAM, ARG, ...]"
+		case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && strings.HasSuffix(path, ".args"):
+			hint = "; write it as a list, one element per argument: [ARG, ...] (the program is command:, or the package's own)"
+		case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && slices.Contains([]string{".allow", ".deny", ".approve"}, path[max(strings.LastIndex(path, "."), 0):]):
+			hint = fmt.Sprintf("; write it as a list of tool names or globs: [%s]", strconv.Quote(n.Value))
 		}
 		d.errorf(pos(n), "%s: expected a list, got %s%s", path, describe(n), hint)
 		return false

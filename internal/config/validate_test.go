@@ -49,6 +49,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"int where string", base + "    pin: 1\n", `t.yaml:5:10: servers.s.pin: expected a string, got an integer`},
 		{"wrong type", base + "    limits: {pids: lots}\n", `t.yaml:5:20: servers.s.limits.pids: expected an integer, got a string`},
 		{"command as string", "version: 1\nservers:\n  s:\n    command: srv --stdio\n", `t.yaml:4:14: servers.s.command: expected a list, got a string; write it as a list, one element per argument: [PROGRAM, ARG, ...]`},
+		{"args as string", "version: 1\nservers:\n  s:\n    command: [srv]\n    args: --stdio\n", `t.yaml:5:11: servers.s.args: expected a list, got a string; write it as a list, one element per argument: [ARG, ...] (the program is command:, or the package's own)`},
+		{"allow as string", "version: 1\nservers:\n  s:\n    command: [srv]\n    tools: {allow: \"*\"}\n", `t.yaml:5:20: servers.s.tools.allow: expected a list, got a string; write it as a list of tool names or globs: ["*"]`},
 		{"mapping where list", base + "    exec: {allow: {a: b}}\n", `t.yaml:5:19: servers.s.exec.allow: expected a list, got a mapping`},
 		{"list where mapping", base + "    limits: [1]\n", `t.yaml:5:13: servers.s.limits: expected a mapping, got a list`},
 		{"bad size unit", base + "    limits: {memory: 12x}\n", `t.yaml:5:22: servers.s.limits.memory: invalid size "12x": unknown unit "x" (want Ki, Mi, Gi, Ti, Pi, Ei or k, M, G, T, P, E)`},
