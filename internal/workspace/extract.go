@@ -139,7 +139,7 @@ func (x *writer) file(rel string, mode uint32, mtime time.Time, r io.Reader, siz
 		return fmt.Errorf("creating %q: %w", rel, exists(err))
 	}
 	f := os.NewFile(uintptr(fd), rel)
-	n, err := io.Copy(f, io.LimitReader(r, size))
+	n, err := copySparse(f, io.LimitReader(r, size))
 	if err == nil && n != size {
 		err = io.ErrUnexpectedEOF
 	}
@@ -157,6 +157,67 @@ func (x *writer) file(rel string, mode uint32, mtime time.Time, r io.Reader, siz
 		return fmt.Errorf("writing %q: %w", rel, err)
 	}
 	return nil
+}
+
+// sparseBlock is the unit copySparse leaves a hole for when it is all
+// zeros: a file system's block, or a multiple of it.
+const sparseBlock = 64 << 10
+
+// copySparse copies r to f, the start of a new file, leaving holes where
+// a whole block is zeros, and returns the bytes copied: a workspace's
+// sparse file (a 512 MiB file that takes 4 KiB, within the output's
+// size, which counts blocks) is restored taking as little, not written
+// out in full.
+func copySparse(f *os.File, r io.Reader) (int64, error) {
+	buf := make([]byte, sparseBlock)
+	var n int64
+	hole := false // the file ends in a hole so far
+	for {
+		m, err := io.ReadFull(r, buf)
+		if m > 0 {
+			if isZeros(buf[:m]) {
+				if _, serr := f.Seek(int64(m), io.SeekCurrent); serr != nil {
+					return n, serr
+				}
+				hole = true
+			} else {
+				if _, werr := f.Write(buf[:m]); werr != nil {
+					return n, werr
+				}
+				hole = false
+			}
+			n += int64(m)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	if hole {
+		// A seek past the end makes no bytes: the size must.
+		if err := f.Truncate(n); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// isZeros reports whether b holds only zero bytes.
+func isZeros(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (x *writer) symlink(rel, target string) error {
