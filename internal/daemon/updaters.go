@@ -107,9 +107,9 @@ func UpdateUsage(c *config.Config) error {
 		}
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("name one SERVER (mcpbox update --help); this config has no server with a pinned source (%s)", strings.Join(kinds, " or "))
+		return fmt.Errorf("name one SERVER (mcpbox update --help); this config has no server with a source to re-resolve (%s)", strings.Join(kinds, " or "))
 	}
-	return fmt.Errorf("name one SERVER of those with a pinned source: %s (mcpbox update --help)", strings.Join(names, ", "))
+	return fmt.Errorf("name one SERVER of those with a source to re-resolve (an image or a package): %s (mcpbox update --help)", strings.Join(names, ", "))
 }
 
 // definitionsWith starts server s alone, from its pulled image when img

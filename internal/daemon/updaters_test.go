@@ -12,9 +12,9 @@ import (
 func TestUpdateUsage(t *testing.T) {
 	for _, tt := range []struct{ servers, want string }{
 		{"  img: {image: 'registry.example/org/srv:1'}\n  pkg: {package: 'npm:left-pad@1.3.0'}\n  npx: {command: [npx, -y, some-server]}\n  cmd: {command: [srv]}\n",
-			"name one SERVER of those with a pinned source: img, pkg, npx (mcpbox update --help)"},
+			"name one SERVER of those with a source to re-resolve (an image or a package): img, pkg, npx (mcpbox update --help)"},
 		{"  cmd: {command: [srv]}\n",
-			"name one SERVER (mcpbox update --help); this config has no server with a pinned source (image or package)"},
+			"name one SERVER (mcpbox update --help); this config has no server with a source to re-resolve (image or package)"},
 	} {
 		c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n"+tt.servers))
 		if err != nil {

@@ -120,6 +120,7 @@ func TestResolve(t *testing.T) {
 		{spec: ">=0.9 <1.1", want: "1.0.0"},
 		{spec: "^0.1 || ^0.9", want: "0.9.0"},
 		{spec: "^3", err: `no version matches "^3" (the newest listed: 2.0.0-rc.1, 1.10.1, 1.3.0-beta.1, 1.2.0, 1.0.0, ...)`},
+		{spec: "=9.9.9", err: `no version matches "9.9.9" (`}, // update's exact version, named as the config has it
 		{spec: "broken", err: "does not list"},
 		{spec: "not a range!", err: "neither a version"},
 	} {

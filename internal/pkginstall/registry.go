@@ -193,7 +193,9 @@ func (p *packument) resolve(spec string) (npmVersion, error) {
 		if len(known) > 5 {
 			more = ", ..."
 		}
-		return npmVersion{}, fmt.Errorf("npm package %s: no version matches %q (the newest listed: %s%s)", p.Name, spec, strings.Join(newest, ", "), more)
+		// "=1.2.3" is how update asks for an exact version anew: the
+		// config says 1.2.3.
+		return npmVersion{}, fmt.Errorf("npm package %s: no version matches %q (the newest listed: %s%s)", p.Name, strings.TrimPrefix(spec, "="), strings.Join(newest, ", "), more)
 	}
 	return p.Versions[bestKey], nil
 }
