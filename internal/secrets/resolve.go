@@ -77,7 +77,11 @@ func Resolve(ctx context.Context, ref Ref, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Accept(v, scheme, opts)
+	source := scheme + ":" + arg // the variable or file to fix
+	if scheme == "cmd" {
+		source = scheme // a command line may hold anything
+	}
+	return Accept(v, source, opts)
 }
 
 // Accept applies to a value read from source (a scheme, or a reference
