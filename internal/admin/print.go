@@ -116,6 +116,11 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		}
 		return
 	}
+	if len(sandboxes) == 0 {
+		// Servers start at a client's first session, not at serve's.
+		fmt.Fprintln(w, "no sandboxes yet: a server's sandbox starts when a client first connects")
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD / REMOTE")
 	for _, s := range sandboxes {

@@ -215,3 +215,19 @@ func TestPrintEscapesServerText(t *testing.T) {
 		t.Errorf("OneLine = %q", got)
 	}
 }
+
+// TestWriteSandboxesNone: with no sandbox yet, ps says so and why, not an
+// empty table's header; --json prints nothing.
+func TestWriteSandboxesNone(t *testing.T) {
+	views := []View{{Record: instance.Record{PID: 42, Project: "/p"}}}
+	var out bytes.Buffer
+	WriteSandboxes(&out, views, false, time.Now())
+	if got := out.String(); got != "no sandboxes yet: a server's sandbox starts when a client first connects\n" {
+		t.Errorf("ps without sandboxes: %q", got)
+	}
+	out.Reset()
+	WriteSandboxes(&out, views, true, time.Now())
+	if out.Len() != 0 {
+		t.Errorf("ps --json without sandboxes: %q", out.String())
+	}
+}
