@@ -46,6 +46,7 @@ func Warnings(c *Config) Errors {
 		warnKubeTags(r, c, s, tagged)
 		warnKubeOutside(r, c, s, tagged)
 		warnTemplateFixedOutput(r, s)
+		warnNoOutput(r, s)
 	}
 	warnClientGlobs(r, c)
 	if err := r.err(); err != nil {
@@ -223,6 +224,33 @@ func warnPlainEnv(r *collector, s *Server) {
 		if (CredentialName(e.Name) || CredentialValue(e.Value)) && e.Value != "" {
 			r.errorf(e.Pos, "servers.%s.env.%s: looks like a credential in plain config; use secrets: {%s: {from: env:VAR | file:PATH | cmd:COMMAND}}",
 				s.Name, e.Name, e.Name)
+		}
+	}
+}
+
+// warnNoOutput flags a local server that names /workspace/output in its
+// env, command or args but has no filesystem.output: there is no such
+// dir in its sandbox, and the server meets ENOENT with no word from serve.
+func warnNoOutput(r *collector, s *Server) {
+	if s.URL != "" || s.Builtin != "" || s.Filesystem.Output != nil {
+		return
+	}
+	const out = "/workspace/output"
+	names := func(v string) bool { return v == out || strings.HasPrefix(v, out+"/") || strings.Contains(v, "="+out) }
+	why := "names " + out + ", which its sandbox has only with filesystem.output; add  filesystem: {output: {}}"
+	for _, e := range s.Env {
+		if names(e.Value) {
+			r.errorf(e.Pos, "servers.%s.env.%s: %s", s.Name, e.Name, why)
+		}
+	}
+	for _, list := range []struct {
+		key  string
+		vals []string
+	}{{"command", s.Command}, {"args", s.Args}} {
+		for i, v := range list.vals {
+			if names(v) {
+				r.errorf(s.Meta.Elem(list.key, i), "servers.%s.%s[%d]: %s", s.Name, list.key, i, why)
+			}
 		}
 	}
 }

@@ -312,3 +312,31 @@ servers:
 		t.Fatalf("warnings (-want +got):\n%s", diff)
 	}
 }
+
+// TestWarningsNoOutput: a server that names /workspace/output in its env,
+// command or args without a filesystem.output is told that its sandbox
+// has no such dir (the server met ENOENT, and serve said nothing); one
+// with an output, a remote one and a path merely starting alike are not.
+func TestWarningsNoOutput(t *testing.T) {
+	src := `version: 1
+servers:
+  mem:
+    package: npm:@modelcontextprotocol/server-memory@2025.1.1
+    env: {MEMORY_FILE_PATH: /workspace/output/memory.jsonl, OTHER: /workspace/outputs}
+    tools: {allow: ["*"]}
+  fs:
+    command: [srv, --out=/workspace/output, /workspace/input]
+    tools: {allow: ["*"]}
+  ok:
+    command: [srv, /workspace/output]
+    filesystem: {output: {}}
+    tools: {allow: ["*"]}
+`
+	want := []string{
+		`t.yaml:5:11: servers.mem.env.MEMORY_FILE_PATH: names /workspace/output, which its sandbox has only with filesystem.output; add  filesystem: {output: {}}`,
+		`t.yaml:8:20: servers.fs.command[1]: names /workspace/output, which its sandbox has only with filesystem.output; add  filesystem: {output: {}}`,
+	}
+	if diff := cmp.Diff(want, warningsOf(t, src)); diff != "" {
+		t.Fatalf("warnings (-want +got):\n%s", diff)
+	}
+}
