@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -143,12 +144,18 @@ func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []
 	if err != nil {
 		return nil, nil, fmt.Errorf("env: %w", err)
 	}
+	vals := slices.Clone(ent.Args)
 	for _, m := range env {
 		var v string
 		if err := json.Unmarshal(m.val, &v); err != nil {
 			return nil, nil, fmt.Errorf("env.%s: want a string", m.key)
 		}
 		im.envVar(s, orig, m.key, v)
+		vals = append(vals, v)
+	}
+	forwards := loopbackForwards(vals)
+	if len(forwards) > 0 {
+		im.notef("server %q reaches %s on this machine, but in its sandbox localhost is its own: forward the port (see the comment above it)", orig, strings.Join(forwards, ", "))
 	}
 	for _, a := range s.Command[1:] {
 		// A client's own variables (VS Code's ${workspaceFolder},
@@ -163,7 +170,66 @@ func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []
 		im.notes = append(im.notes, hostPathNote(orig, hostPaths(s.Command))...)
 		im.notes = append(im.notes, relativePathNote(orig, s.Command[1:], false)...)
 	}
-	return s, append(launcherHints(s.Command), hostPathHints(s.Command)...), nil
+	hints := append(launcherHints(s.Command), hostPathHints(s.Command)...)
+	return s, append(hints, forwardHints(forwards)...), nil
+}
+
+// schemePorts are the default ports of the URL schemes a server's
+// arguments name services on this machine with.
+var schemePorts = map[string]string{
+	"http": "80", "https": "443", "postgres": "5432", "postgresql": "5432", "mysql": "3306", "mariadb": "3306",
+	"redis": "6379", "rediss": "6379", "mongodb": "27017", "amqp": "5672", "nats": "4222", "ws": "80", "wss": "443",
+}
+
+// loopbackForwards are the HOST:PORT on this machine that vals (a server's
+// arguments and env values) name, as URLs or HOST:PORT: in the sandbox,
+// with a loopback of its own, a network.forward reaches them.
+func loopbackForwards(vals []string) []string {
+	var out []string
+	add := func(host, port string) {
+		if _, err := strconv.Atoi(port); err != nil || !config.IsLoopbackHost(host) {
+			return
+		}
+		if host == "localhost" || host == "" {
+			host = "127.0.0.1"
+		}
+		hp := host + ":" + port
+		if strings.Contains(host, ":") {
+			hp = "[" + host + "]:" + port
+		}
+		if !slices.Contains(out, hp) {
+			out = append(out, hp)
+		}
+	}
+	for _, v := range vals {
+		if _, after, ok := strings.Cut(v, "="); ok && strings.HasPrefix(v, "-") {
+			v = after // --db=postgres://...
+		}
+		if u, err := url.Parse(v); err == nil && u.Host != "" {
+			add(u.Hostname(), cmp.Or(u.Port(), schemePorts[strings.ToLower(u.Scheme)]))
+			continue
+		}
+		if i := strings.LastIndexByte(v, ':'); i > 0 {
+			add(strings.TrimSuffix(strings.TrimPrefix(v[:i], "["), "]"), v[i+1:])
+		}
+	}
+	return out
+}
+
+// forwardHints is the comment that says how to reach forwards.
+func forwardHints(forwards []string) []string {
+	if len(forwards) == 0 {
+		return nil
+	}
+	var rules []string
+	for _, f := range forwards {
+		rules = append(rules, fmt.Sprintf("{listen: %q, to: %q}", f, f))
+	}
+	return []string{
+		"In its sandbox localhost is the sandbox's own; to reach " + strings.Join(forwards, ", ") + " on this",
+		"machine, uncomment:",
+		"network: {forward: [" + strings.Join(rules, ", ") + "]}",
+	}
 }
 
 // envVar adds one variable of a local server: copied when harmless, else

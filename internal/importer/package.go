@@ -84,6 +84,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 			res.Notes = append(res.Notes, missing...)
 			s.Command, s.Filesystem.Mounts = append(s.Command[:1:1], argv.Args...), argv.Filesystem.Mounts
 			rest := unmounted(s.Command)
+			hints = append(hints, forwardHints(loopbackForwards(s.Command))...)
 			res.Hints[s.Name] = append(hints, hostPathHints(rest)...)
 			res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
 			continue
@@ -108,6 +109,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 		res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
 		res.Notes = append(res.Notes, relativePathNote(s.Name, s.Args, true)...)
 		hints = append(hints, networkHints(s)...)
+		hints = append(hints, forwardHints(loopbackForwards(s.Args))...)
 		res.Hints[s.Name] = hints
 	}
 }
@@ -130,7 +132,8 @@ var packageHosts = map[string]string{
 func networkHints(s *config.Server) []string {
 	var hosts []string
 	add := func(h string) {
-		if h != "" && !slices.Contains(hosts, h) {
+		// This machine is reached by a forward, not egress (forwardHints).
+		if h != "" && !config.IsLoopbackHost(h) && !slices.Contains(hosts, h) {
 			hosts = append(hosts, h)
 		}
 	}

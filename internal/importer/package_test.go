@@ -298,3 +298,41 @@ func TestBinFormMountsDirs(t *testing.T) {
 		t.Errorf("notes: %q; want the file named as unseen, not the mounted dir", notes)
 	}
 }
+
+// TestLoopbackServicesForwarded: a server that reaches a service on this
+// machine (a database on localhost, in its args or env) is told that its
+// sandbox's localhost is its own, with the network.forward to uncomment,
+// and gets no egress rule for localhost; a remote host is no forward.
+func TestLoopbackServicesForwarded(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"pg":  map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-postgres", "postgresql://alice:pw@localhost/db"}},
+		"api": map[string]any{"command": "my-server", "args": []string{"--redis=redis://127.0.0.1:6380/0"}, "env": map[string]any{"API_URL": "http://[::1]:8080/v1", "REMOTE": "https://db.example.com:5432"}},
+	}})
+	cf, err := ParseClientFile("claude_desktop_config.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	ConvertPackages(res, fakePackageOf, Host{})
+	notes := strings.Join(res.Notes, "\n")
+	for _, want := range []string{
+		`server "pg" reaches 127.0.0.1:5432 on this machine, but in its sandbox localhost is its own`,
+		`server "api" reaches 127.0.0.1:6380, [::1]:8080 on this machine`,
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes without %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "db.example.com") {
+		t.Errorf("a remote host named as on this machine:\n%s", notes)
+	}
+	for name, want := range map[string]string{
+		"pg":  `network: {forward: [{listen: "127.0.0.1:5432", to: "127.0.0.1:5432"}]}`,
+		"api": `network: {forward: [{listen: "127.0.0.1:6380", to: "127.0.0.1:6380"}, {listen: "[::1]:8080", to: "[::1]:8080"}]}`,
+	} {
+		hints := strings.Join(res.Hints[name], "\n")
+		if !strings.Contains(hints, want) || strings.Contains(hints, "{host: localhost}") {
+			t.Errorf("server %s hints:\n%s\nwant %q", name, hints, want)
+		}
+	}
+}
