@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"path"
@@ -75,9 +76,28 @@ type unpacker struct {
 	stream  *streamBudget
 	notes   []string
 	dropped int // notes beyond maxNotes
-	// inLayer holds the entries of the layer being applied: whiteouts and
-	// opaque dirs remove entries of lower layers only.
-	inLayer map[string]bool
+	// inLayer holds the entries of the layer being applied, by a seeded
+	// hash of their path (a layer's paths may be 4 KiB each, and half a
+	// million of them): whiteouts and opaque dirs remove entries of lower
+	// layers only.
+	inLayer map[uint64]struct{}
+	seed    maphash.Seed
+	// opaqued are the dirs (device and inode) the layer being applied
+	// has made opaque: a second mark in one dir has nothing left to
+	// remove, and listing the dir again for each of many marks made a
+	// layer of a few KiB run for hours. Listed once a layer, a dir holds
+	// only what the layers added: the names listed are bounded by the
+	// entries allowed.
+	opaqued map[[2]uint64]bool
+}
+
+// mark notes rel as an entry of the layer being applied.
+func (u *unpacker) mark(rel string) { u.inLayer[maphash.String(u.seed, rel)] = struct{}{} }
+
+// marked reports whether the layer being applied has an entry rel.
+func (u *unpacker) marked(rel string) bool {
+	_, ok := u.inLayer[maphash.String(u.seed, rel)]
+	return ok
 }
 
 func newUnpacker(ctx context.Context, dir string, l Limits) (*unpacker, error) {
@@ -85,7 +105,7 @@ func newUnpacker(ctx context.Context, dir string, l Limits) (*unpacker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening temp root: %w", err)
 	}
-	return &unpacker{root: fd, limits: l, stream: &streamBudget{ctx: ctx, max: l.Bytes + l.Files*entryOverhead}}, nil
+	return &unpacker{root: fd, limits: l, seed: maphash.MakeSeed(), stream: &streamBudget{ctx: ctx, max: l.Bytes + l.Files*entryOverhead}}, nil
 }
 
 // streamBudget bounds the bytes read through it, together, and ends the
@@ -137,7 +157,7 @@ func (u *unpacker) layer(st *store, l descriptor) error {
 		return err
 	}
 	defer closeR()
-	u.inLayer = map[string]bool{}
+	u.inLayer, u.opaqued = map[uint64]struct{}{}, map[[2]uint64]bool{}
 	tr := tar.NewReader(u.stream.reader(r))
 	for {
 		hdr, err := tr.Next()
@@ -157,6 +177,9 @@ func (u *unpacker) layer(st *store, l descriptor) error {
 			return err
 		}
 		if err := u.entry(hdr, tr); err != nil {
+			if cerr := u.stream.ctx.Err(); cerr != nil {
+				return cerr // not the rest of the layer hashed first
+			}
 			if verr := blob.verify(); verr != nil {
 				return verr
 			}
@@ -232,7 +255,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	defer unix.Close(parent)
-	u.inLayer[rel] = true
+	u.mark(rel)
 	if hdr.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 && hdr.Typeflag != tar.TypeDir {
 		u.note("cleared the setuid/setgid bits of /%s", rel)
 	}
@@ -412,12 +435,21 @@ func (u *unpacker) whiteout(dir, base string) error {
 	}
 	defer unix.Close(parent)
 	if base == ".wh..wh..opq" {
-		names, err := readDirNames(parent)
+		var st unix.Stat_t
+		if err := unix.Fstat(parent, &st); err != nil {
+			return err
+		}
+		key := [2]uint64{uint64(st.Dev), uint64(st.Ino)} //nolint:unconvert // uint32 on some platforms
+		if u.opaqued[key] {
+			return nil
+		}
+		u.opaqued[key] = true
+		names, err := listOpaque(parent)
 		if err != nil {
 			return err
 		}
 		for _, n := range names {
-			if !u.inLayer[path.Join(dir, n)] {
+			if !u.marked(path.Join(dir, n)) {
 				if err := removeAt(parent, n); err != nil {
 					return err
 				}
@@ -433,11 +465,15 @@ func (u *unpacker) whiteout(dir, base string) error {
 		u.note("skipped /%s: aufs metadata", path.Join(dir, base))
 		return nil
 	}
-	if u.inLayer[path.Join(dir, name)] {
+	if u.marked(path.Join(dir, name)) {
 		return nil
 	}
 	return removeAt(parent, name)
 }
+
+// listOpaque lists a dir an opaque mark empties of lower layers' entries
+// (a test counts the listings).
+var listOpaque = readDirNames
 
 func readDirNames(dir int) ([]string, error) {
 	fd, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
