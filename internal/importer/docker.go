@@ -355,6 +355,6 @@ func homeRelative(p string, homes ...string) string {
 var (
 	protectedHostDirs  = []string{"/", "/etc", "/usr", "/var", "/run", "/var/run", "/home", "/Users", "/var/home", "/root", "/boot", "~", "/tmp"}
 	protectedHostTrees = []string{"/proc", "/sys", "/dev", "/root", "/etc/shadow", "/var/lib/docker", "/run/containerd", "/var/run/docker", "/run/docker",
-		"/run/user", "/var/run/user", "/run/dbus", "/run/systemd", // the buses' sockets and the service dirs that run code
+		"/run/user", "/var/run/user", "/run/dbus", "/var/run/dbus", "/run/systemd", "/var/run/systemd", "/var/run/containerd", // the buses' sockets, the service dirs that run code
 		"~/.ssh", "~/.docker", "~/.aws", "~/.kube", "~/.gnupg", "~/.config/gcloud", "~/.azure"}
 )

@@ -126,7 +126,8 @@ func TestProtectedSource(t *testing.T) {
 		"~/.local/share/keyrings": true, "~/.config": true, "/Users/bob/.config/gh": true, "~/src/.cache": false,
 		// The runtime dirs: the buses' sockets, service dirs that run code.
 		"/run/user/1000": true, "/run/user/1000/dbus-1/services": true, "/var/run/user/1000": true, "/run/systemd/system": true,
-		"/run/dbus": true, "/run/media/alice/stick": false,
+		"/run/dbus": true, "/run/media/alice/stick": false, "/var/run/dbus/system_bus_socket": true, "/var/run/systemd/private": true,
+		"/var/run/containerd": true,
 		// A dir holding a protected tree.
 		"/var/lib": true,
 	} {
