@@ -122,9 +122,12 @@ func (g *Gateway) Stop(server string, scope Scope) error {
 	if p == nil {
 		return fmt.Errorf("%w: %s is not running", ErrNoInstance, server)
 	}
-	u.park(p, "stopped by an admin")
+	u.park(p, ReasonAdminStop)
 	return nil
 }
+
+// ReasonAdminStop is Instance.Reason after Stop.
+const ReasonAdminStop = "stopped by an admin"
 
 func (g *Gateway) lookup(server string, scope Scope) *upstream {
 	g.mu.Lock()

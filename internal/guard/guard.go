@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,13 +325,30 @@ func (g *Guard) SandboxEvent(event, launcher string, scope gateway.Scope, t *tra
 	}
 	if by := t.TakeBy(); by != "" && event != audit.EventSandboxStart {
 		r.Detail = map[string]string{"by": by}
-		if rest, ok := strings.CutPrefix(t.Exit(), track.StoppedByMcpbox); ok && event == audit.EventSandboxStop {
+		if rest, ok := strings.CutPrefix(t.Exit(), track.StoppedByMcpbox); ok && event == audit.EventSandboxStop && g.adminStopped(launcher, scope) {
 			// ps says who asked for the stop ("stopped by cli:uid=1000
 			// (exited with status 0)"), not only that mcpbox stopped it.
 			t.SetExit("stopped by " + by + rest)
 		}
 	}
 	g.Record(r)
+}
+
+// adminStopped reports whether the gateway's last stop of launcher's
+// instance for scope was an admin's (Gateway.Stop), not an idle timeout
+// that came between the admin's request and the stop.
+func (g *Guard) adminStopped(launcher string, scope gateway.Scope) bool {
+	gw := g.gw.Load()
+	if gw == nil {
+		return false
+	}
+	servers := g.serversOf(launcher)
+	for _, in := range gw.Instances() {
+		if in.Scope == scope && slices.Contains(servers, in.Server) && in.Reason == gateway.ReasonAdminStop {
+			return true
+		}
+	}
+	return false
 }
 
 // StateDirOwned makes sure dir is not shared with other users: the audit
