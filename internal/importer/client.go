@@ -34,7 +34,7 @@ func members(raw json.RawMessage) ([]member, error) {
 			continue
 		}
 		idx[k] = len(ms)
-		ms = append(ms, member{k, v})
+		ms = append(ms, member{key: k, val: v})
 	}
 	return ms, nil
 }
@@ -43,6 +43,9 @@ func members(raw json.RawMessage) ([]member, error) {
 type member struct {
 	key string
 	val json.RawMessage
+	// project is the ~/.claude.json project whose mcpServers hold the
+	// entry; "" for a top-level one.
+	project string
 }
 
 // ClientFile is a parsed client config: its top-level keys in file order
@@ -80,7 +83,7 @@ func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 				cf.key = m.key
 			}
 			cf.keys = append(cf.keys, m.key)
-			err = cf.addServers(m.key, m.val)
+			err = cf.addServers(m.key, "", m.val)
 		case "projects":
 			cf.projects = true
 			err = cf.addProjects(m.val)
@@ -108,7 +111,7 @@ func (cf *ClientFile) addProjects(raw json.RawMessage) error {
 		}
 		for _, s := range ps {
 			if s.key == "mcpServers" {
-				if err := cf.addServers("projects."+p.key+".mcpServers", s.val); err != nil {
+				if err := cf.addServers("projects."+p.key+".mcpServers", p.key, s.val); err != nil {
 					return err
 				}
 			}
@@ -117,15 +120,16 @@ func (cf *ClientFile) addProjects(raw json.RawMessage) error {
 	return nil
 }
 
-// addServers adds the entries of the servers object at path, skipping
-// one seen already.
-func (cf *ClientFile) addServers(path string, raw json.RawMessage) error {
+// addServers adds the entries of the servers object at path, of project
+// ("" for the top level), skipping one seen already.
+func (cf *ClientFile) addServers(path, project string, raw json.RawMessage) error {
 	ms, err := members(raw)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w of servers", cf.name, path, err)
 	}
 	for _, m := range ms {
 		if !containsEntry(cf.entries, m) {
+			m.project = project
 			cf.entries = append(cf.entries, m)
 		}
 	}

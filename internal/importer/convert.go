@@ -78,8 +78,14 @@ func (im *converter) convert(entries []member) (*config.Config, map[string][]str
 			im.notef("skipping server %q: %v", m.key, err)
 			continue
 		}
+		of := ""
+		if m.project != "" {
+			// ~/.claude.json: one config for the servers of every project.
+			of = " (of project " + m.project + ")"
+			h = append([]string{"From the project " + m.project + "."}, h...)
+		}
 		if name != m.key {
-			im.notef("server %q is called %s in mcpbox.yaml", m.key, name)
+			im.notef("server %q%s is called %s in mcpbox.yaml", m.key, of, name)
 		}
 		im.names[name] = true
 		c.Servers = append(c.Servers, s)

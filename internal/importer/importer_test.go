@@ -400,6 +400,8 @@ func TestImportEdgeCases(t *testing.T) {
 			name:  "claude code projects, names",
 			input: `{"mcpServers": {"My Server!": {"command": "x"}}, "projects": {"/p1": {"mcpServers": {"dup": {"command": "d"}, "my-server": {"command": "y"}}}, "/p2": {"mcpServers": {"dup": {"command": "d"}}}}}`,
 			want:  []*config.Server{sandboxed("my-server", "x"), sandboxed("dup", "d"), sandboxed("my-server-2", "y")},
+			// Which project a renamed server came from, and each one's.
+			present: []string{`server "my-server" (of project /p1) is called my-server-2 in mcpbox.yaml`, "# From the project /p1."},
 		},
 	}
 	for _, tt := range tests {
