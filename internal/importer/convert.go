@@ -575,7 +575,7 @@ func hostPathNote(name string, paths []string) []string {
 	if len(paths) == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("server %q names host paths its sandbox does not see (%s): it cannot start until they are mounted (see the comment above it)", name, strings.Join(paths, ", "))}
+	return []string{fmt.Sprintf("server %q names host paths its sandbox does not see (%s): it will not find them there; give it the directories it needs as an input or mounts and change the arguments to match (see the comment above it)", name, strings.Join(paths, ", "))}
 }
 
 // hostPaths are (up to 5 of) the paths in argv that the sandbox does
