@@ -62,7 +62,8 @@ so on stderr and runs without it. Its tools are absent, a call naming it
 gets an error saying why, mcpbox ps and the dashboard list it as
 unavailable, the audit log has a server_unavailable record, and each new
 session retries its setup (at most every 10s). --strict exits 1 instead,
-as does a start at which no server can be set up. A server that crashes
+also when a warning says a server cannot start here (a secret's variable
+unset), as does a start at which no server can be set up. A server that crashes
 at its start is left out of the session it started for; the next
 session starts it again.
 `
@@ -78,7 +79,7 @@ func (e *env) serve(args []string) int {
 	fs.StringVar(&o.ConfigPath, "config", "", "the config `FILE` (mcpbox.yaml)")
 	fs.BoolVar(&o.Stdio, "stdio", false, "serve one MCP session on standard input and output")
 	fs.StringVar(&o.HTTPAddr, "http", "", "serve Streamable HTTP on `ADDR` (HOST:PORT; port 0 picks one)")
-	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any server cannot be set up (its package does not install, its image does not pull)\ninstead of serving the others without it")
+	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when any server cannot be set up (its package does not install, its image does not pull,\na warning says it cannot start here) instead of serving the others without it")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve HTTP without a bearer token (loopback only; any local process can call the tools)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "also serve /metrics, /healthz, /readyz without credentials on loopback `ADDR`")
 	fs.StringVar(&o.StateDir, "state-dir", "", "state `DIR` (overrides the config's state_dir)")

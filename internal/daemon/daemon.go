@@ -285,6 +285,11 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		}
 		return nil
 	}
+	if err == nil && d.o.Strict {
+		if err = d.cannotStart(); err != nil {
+			gw.Close()
+		}
+	}
 	setup := errors.As(err, new(*SetupError)) // the servers' own error, not the config's
 	if d.o.Summary != nil && (err == nil || setup) {
 		// After the servers were set up, so that it names the ones that
@@ -332,6 +337,19 @@ func (d *daemon) serve(parent context.Context) (err error) {
 	}
 	stopWatch() // the session reads the client from here on
 	return d.serveTransports(ctx, cancel, gw, inst)
+}
+
+// cannotStart is, for --strict, the first server that the start's
+// warnings say cannot start on this machine (a secret's variable unset,
+// a program not on the sandbox's PATH, a missing mount source): serve
+// ends at its start on it as on a package that does not install.
+func (d *daemon) cannotStart() error {
+	for _, w := range summarize(d.c, d.lock, d.o.Base).Warnings {
+		if server, ok := strings.CutPrefix(w.Stops, "server "); ok {
+			return &SetupError{Server: server, Err: fmt.Errorf("server %s cannot start (--strict): %s", server, w.Error())}
+		}
+	}
+	return nil
 }
 
 // started records the start in the audit log, once serve takes clients:

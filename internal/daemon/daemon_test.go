@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,29 @@ func TestRunSetupErrorWithoutSummary(t *testing.T) {
 		var ce *ConfigError
 		if !errors.As(err, &se) || errors.As(err, &ce) {
 			t.Errorf("summary %v: Run = %v (%T); want the server's *SetupError, not a config error", summary, err, err)
+		}
+	}
+}
+
+// TestStrictCannotStart: serve --strict ends at its start, naming the
+// server, when the start's warnings say a server cannot start on this
+// machine (here: its secret's variable is not set), as it does for a
+// package that does not install; without --strict it serves.
+func TestStrictCannotStart(t *testing.T) {
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  s: {command: [sh], secrets: {T: {from: env:MCPBOX_TEST_STRICT_UNSET}}, tools: {allow: ['*']}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, strict := range []bool{false, true} {
+		o := Options{Config: c, Stdio: true, Strict: strict, StateDir: filepath.Join(t.TempDir(), "state"), Base: t.TempDir(),
+			Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
+		err := Run(context.Background(), o)
+		var se *SetupError
+		switch {
+		case strict && (!errors.As(err, &se) || se.Server != "s" || !strings.Contains(err.Error(), "MCPBOX_TEST_STRICT_UNSET")):
+			t.Errorf("--strict: Run = %v; want server s's setup error naming its variable", err)
+		case !strict && err != nil:
+			t.Errorf("without --strict: Run = %v; want it to serve", err)
 		}
 	}
 }

@@ -50,7 +50,8 @@ type Options struct {
 	AllowDegraded    []sandbox.Layer
 
 	// Strict ends serve at its start when any server cannot be set up
-	// (its package does not install, its image does not pull); false:
+	// (its package does not install, its image does not pull, a warning
+	// of the start says it cannot start on this machine); false:
 	// serve runs the others, and that server is unavailable until a new
 	// session's retry sets it up (setup.go). Serve ends either way when
 	// no server can be set up.
