@@ -258,15 +258,19 @@ func setV1Freezer(dir string, frozen bool) error {
 	}
 	// The v1 freezer can stay in FREEZING while its processes are busy
 	// (runc's loop gives up after 1000 tries: "unable to freeze"); on a
-	// loaded host a second round, after a thaw and a pause, usually
-	// takes. Three rounds bound it.
+	// loaded host a later round, after a thaw and a pause, usually
+	// takes. Five rounds, pausing 50 ms and then twice as long each time
+	// (1.5 s in all), bound it: three rounds of 50 ms failed on a 2-core
+	// host running two test suites.
 	var err error
-	for round := 0; round < 3; round++ {
+	pause := 50 * time.Millisecond
+	for round := 0; round < 5; round++ {
 		if err = (&fs.FreezerGroup{}).Set(dir, &cgroups.Resources{Freezer: state}); err == nil || !frozen {
 			return err
 		}
 		_ = (&fs.FreezerGroup{}).Set(dir, &cgroups.Resources{Freezer: cgroups.Thawed})
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pause)
+		pause *= 2
 	}
 	return err
 }
