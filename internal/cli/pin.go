@@ -19,8 +19,8 @@ const pinHelp = `USAGE
 
 Starts each server of the config (every one, or those named: the others'
 packages and images are left alone) in its sandbox, lists its tools,
-prompts and resource templates and notes its initialize instructions, runs the
-description scanner over them and prints its findings, then records the
+prompts and resource templates, notes its initialize instructions, runs
+the description scanner over them and prints its findings, records the
 definitions in the lock file beside the config (mcpbox.lock for
 mcpbox.yaml, NAME.lock for NAME.yaml; in the state dir for the embedded
 default), replacing that server's earlier pins (it says how many of them

@@ -18,9 +18,9 @@ dir named; --all: every instance of this user), with their pid, project,
 transport and URL (and the file holding the bearer token an HTTP
 endpoint without clients wants: the path, never the token), and their
 sandboxes: running and paused ones, and the last ones that ended, with
-their owner (client, session), server, state, start time, last call
-(or the calls in hand: the oldest, running or awaiting approval, for
-how long, and how many more; "calls" in --json), resource use and (kubernetes backend) pod and its phase; a remote
+their owner, server, state, start, last call (or the calls in hand: the
+oldest, running or awaiting approval, for how long, how many more;
+"calls" in --json), resource use and (kubernetes) pod and phase; a remote
 server's rows are the connections to it (its origin, no ID: nothing to
 stop or pause). --json prints the sandboxes, one object per line, with
 the pid ("instance") and project of the instance that runs each; on
@@ -33,8 +33,8 @@ answer with "error").
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept; ps: "stopped by cli:uid=N");
 pause freezes it (nothing runs, memory is kept; the next call resumes it;
-a Kubernetes pod cannot be paused); resume thaws it now. Like ps, they ask the instances of each
-config served in the project; the ID picks the one that runs it.
+a Kubernetes pod cannot be paused); resume thaws it now. Like ps, they ask
+the instances of each config served in the project; the ID picks one.
 `
 
 func (e *env) ps(args []string) int {

@@ -236,7 +236,12 @@ func warnNoOutput(r *collector, s *Server) {
 		return
 	}
 	const out = "/workspace/output"
-	names := func(v string) bool { return v == out || strings.HasPrefix(v, out+"/") || strings.Contains(v, "="+out) }
+	names := func(v string) bool {
+		if _, after, ok := strings.Cut(v, "="); ok {
+			v = after // --out=/workspace/output
+		}
+		return v == out || strings.HasPrefix(v, out+"/")
+	}
 	why := "names " + out + ", which its sandbox has only with filesystem.output; add  filesystem: {output: {}}"
 	for _, e := range s.Env {
 		if names(e.Value) {

@@ -322,7 +322,7 @@ func TestWarningsNoOutput(t *testing.T) {
 servers:
   mem:
     package: npm:@modelcontextprotocol/server-memory@2025.1.1
-    env: {MEMORY_FILE_PATH: /workspace/output/memory.jsonl, OTHER: /workspace/outputs}
+    env: {MEMORY_FILE_PATH: /workspace/output/memory.jsonl, OTHER: /workspace/outputs, FLAG: --dir=/workspace/outputs}
     tools: {allow: ["*"]}
   fs:
     command: [srv, --out=/workspace/output, /workspace/input]

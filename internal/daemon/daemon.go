@@ -341,8 +341,9 @@ func (d *daemon) serve(parent context.Context) (err error) {
 
 // cannotStart is, for --strict, the first server that the start's
 // warnings say cannot start on this machine (a secret's variable unset,
-// a program not on the sandbox's PATH, a missing mount source): serve
-// ends at its start on it as on a package that does not install.
+// a program not on the sandbox's PATH): serve ends at its start on it as
+// on a package that does not install (or a missing input or mount
+// source, which the servers' set-up finds).
 func (d *daemon) cannotStart() error {
 	for _, w := range summarize(d.c, d.lock, d.o.Base).Warnings {
 		if server, ok := strings.CutPrefix(w.Stops, "server "); ok {

@@ -412,8 +412,8 @@ func (po packageOptions) results(ins []*install) (pkgs map[string]specconv.Packa
 func (po packageOptions) installOne(ctx context.Context, ps PackageServer, checked func()) (specconv.Package, *PackageChange, error) {
 	// A server whose input dir or a mount's source serve cannot show
 	// (not made yet) never starts, whatever its package: said before a
-	// download, and as the server's setup's failure, not the install's. (An input serve
-	// refuses is the config's fault: startInstalls.)
+	// download, and as the server's setup's failure, not the install's.
+	// (An input serve refuses is the config's fault: startInstalls.)
 	inDir, err := specconv.InputDir(ps.Server, po.base)
 	if err != nil {
 		return specconv.Package{}, nil, &SetupError{Server: ps.Server.Name, Err: fmt.Errorf("server %s: filesystem.input: %w", ps.Server.Name, err)}
