@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/importer"
 )
@@ -104,7 +105,7 @@ func (e *env) importConfig(args []string) int {
 
 func (e *env) importNotes(notes []string) {
 	for _, n := range notes {
-		fmt.Fprintf(e.stderr, "mcpbox: import: %s\n", n)
+		fmt.Fprintf(e.stderr, "mcpbox: import: %s\n", config.Printable(n)) // names the client file chose
 	}
 }
 

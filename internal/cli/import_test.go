@@ -217,3 +217,15 @@ func TestImportErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestImportNotesPrintable: the notes name what the client file chose (a
+// project's key, a path): one with escape sequences (a cloned
+// repository's .mcp.json, a ~/.claude.json project) is printed escaped,
+// so that it cannot clear the terminal or forge a line of mcpbox's.
+func TestImportNotesPrintable(t *testing.T) {
+	in := `{"mcpServers": {"dup": {"command": "a"}}, "projects": {"/p\u001b[2J\u001b[H": {"mcpServers": {"dup": {"command": "b"}}}}}`
+	code, _, errs := runImport(in, "-")
+	if code != 0 || !strings.Contains(errs, `(of project /p\x1b[2J\x1b[H) is called dup-2`) || strings.ContainsRune(errs, 0x1b) {
+		t.Errorf("exit %d, stderr %q; want the project's name escaped", code, errs)
+	}
+}

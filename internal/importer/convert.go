@@ -81,8 +81,9 @@ func (im *converter) convert(entries []member) (*config.Config, map[string][]str
 		of := ""
 		if m.project != "" {
 			// ~/.claude.json: one config for the servers of every project.
-			of = " (of project " + m.project + ")"
-			h = append([]string{"From the project " + m.project + "."}, h...)
+			project := config.Printable(m.project) // the file chose it: also in a YAML comment
+			of = " (of project " + project + ")"
+			h = append([]string{"From the project " + project + "."}, h...)
 		}
 		if name != m.key {
 			im.notef("server %q%s is called %s in mcpbox.yaml", m.key, of, name)
