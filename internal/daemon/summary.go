@@ -247,7 +247,7 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 	if abs, err := filepath.Abs(base); err == nil {
 		base = abs // a config named by a relative path: "."
 	}
-	realHome := workspace.ResolveExisting(home)
+	realHome, realBase := workspace.ResolveExisting(home), workspace.ResolveExisting(base)
 	root, err := instance.Root()
 	if err == nil {
 		root = workspace.ResolveExisting(root)
@@ -267,7 +267,7 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 			msg = fmt.Sprintf("serve refuses it: %s would show mcpbox's state root %s, every project's bearer token and all", src, root)
 		} else if cred := workspace.CredentialDir(home, real); cred != "" {
 			msg, stops = fmt.Sprintf("%s shows %s to the sandbox: credentials the server can read, and send wherever its network reaches; mount it only if the server needs them", src, cred), ""
-		} else if hidden := workspace.HiddenEntry(realHome, real); hidden != "" && !holds(workspace.ResolveExisting(base), real) {
+		} else if hidden := workspace.HiddenEntry(realHome, real); hidden != "" && !holds(realBase, real) {
 			// ~/.netrc, ~/.git-credentials, a browser's profile: a
 			// list of credential dirs would miss one.
 			msg, stops = fmt.Sprintf("%s shows %s to the sandbox: a hidden file or directory of your home, where programs keep settings, tokens and keys the server can read; mount it only if the server needs it", src, hidden), ""

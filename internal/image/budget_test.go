@@ -24,7 +24,7 @@ func unpackBlobs(t *testing.T, ctx context.Context, limits Limits, blobs ...[]by
 	return time.Since(start), err
 }
 
-// zstdOf compresses b.
+// zstdOf is the tar stream write makes, compressed with zstd.
 func zstdOf(t *testing.T, write func(w *tar.Writer)) []byte {
 	t.Helper()
 	var buf bytes.Buffer

@@ -4,6 +4,7 @@ package workspace
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -204,21 +205,11 @@ func copySparse(f *os.File, r io.Reader) (int64, error) {
 	return n, nil
 }
 
-// isZeros reports whether b holds only zero bytes.
-func isZeros(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
+// zeroBlock is sparseBlock zero bytes, which a block is compared with.
+var zeroBlock = make([]byte, sparseBlock)
+
+// isZeros reports whether b, at most sparseBlock long, holds only zeros.
+func isZeros(b []byte) bool { return bytes.Equal(b, zeroBlock[:len(b)]) }
 
 func (x *writer) symlink(rel, target string) error {
 	if target == "" || strings.IndexByte(target, 0) >= 0 {
