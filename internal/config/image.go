@@ -125,7 +125,7 @@ func imageRegistry(ref string) string {
 // plain HTTP.
 func LoopbackRegistry(ref string) bool {
 	host := imageRegistry(ref)
-	if h, _, err := splitHostPort(host); err == nil {
+	if h, _, err := SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.Trim(host, "[]")

@@ -145,7 +145,7 @@ func splitInjectHost(h string) (string, int, error) {
 		return h, port, nil
 	}
 	if strings.Contains(h, ":") {
-		hp, ps, err := splitHostPort(h)
+		hp, ps, err := SplitHostPort(h)
 		if err != nil {
 			return "", 0, err
 		}

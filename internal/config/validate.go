@@ -72,7 +72,7 @@ func checkListen(r *collector, c *Config) {
 }
 
 func checkListenAddr(r *collector, p Pos, path, addr string, haveClients bool) {
-	host, port, err := splitHostPort(addr)
+	host, port, err := SplitHostPort(addr)
 	if err != nil {
 		r.errorf(p, "%s: %v", path, err)
 		return

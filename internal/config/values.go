@@ -132,8 +132,9 @@ func IsLoopbackHost(h string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-// splitHostPort splits "host:port" or "[v6]:port".
-func splitHostPort(s string) (host, port string, err error) {
+// SplitHostPort splits "host:port" or "[v6]:port" (an IPv6 address
+// needs its brackets).
+func SplitHostPort(s string) (host, port string, err error) {
 	if strings.HasPrefix(s, "[") {
 		end := strings.Index(s, "]")
 		if end < 0 || !strings.HasPrefix(s[end+1:], ":") {
@@ -191,7 +192,7 @@ func checkOrigin(o string) error {
 		return fmt.Errorf("invalid origin %q (want http(s)://HOST[:PORT], PORT may be *)", o)
 	}
 	host, port := rest, ""
-	if h, p, err := splitHostPort(rest); err == nil {
+	if h, p, err := SplitHostPort(rest); err == nil {
 		host, port = h, p
 	} else if strings.HasPrefix(rest, "[") && strings.HasSuffix(rest, "]") {
 		host = rest[1 : len(rest)-1]
@@ -249,7 +250,7 @@ func checkEgressHost(h string) error {
 	case isIP(h), validHostname(h):
 		return nil
 	}
-	if _, _, err := splitHostPort(h); err == nil {
+	if _, _, err := SplitHostPort(h); err == nil {
 		return fmt.Errorf("invalid host %q (put ports in ports: [...])", h)
 	}
 	return fmt.Errorf("invalid host %q (want a host name, *.DOMAIN, * or an IP address)", h)
@@ -308,7 +309,7 @@ func checkForward(r *collector, s *Server, p string) {
 }
 
 func checkForwardTarget(to string) error {
-	host, port, err := splitHostPort(to)
+	host, port, err := SplitHostPort(to)
 	if err != nil {
 		return err
 	}

@@ -216,8 +216,8 @@ func loopbackForwards(vals []string) []string {
 			add(u.Hostname(), cmp.Or(u.Port(), schemePorts[strings.ToLower(u.Scheme)]))
 			continue
 		}
-		if i := strings.LastIndexByte(v, ':'); i > 0 {
-			add(strings.TrimSuffix(strings.TrimPrefix(v[:i], "["), "]"), v[i+1:])
+		if h, p, err := config.SplitHostPort(v); err == nil {
+			add(h, p)
 		}
 	}
 	return out
