@@ -285,8 +285,12 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		}
 		return nil
 	}
+	var sum Summary
+	if d.o.Strict || d.o.Summary != nil {
+		sum = summarize(d.c, d.lock, d.o.Base)
+	}
 	if err == nil && d.o.Strict {
-		if err = d.cannotStart(); err != nil {
+		if err = cannotStart(sum.Warnings); err != nil {
 			gw.Close()
 		}
 	}
@@ -297,7 +301,6 @@ func (d *daemon) serve(parent context.Context) (err error) {
 		// before a config error: serve ends on it, and a summary with
 		// "1 warning above" would read as a start (the warning often
 		// being the refusal the error repeats).
-		sum := summarize(d.c, d.lock, d.o.Base)
 		sum.Warnings = append(sum.Warnings, d.loginWarnings()...)
 		down, installing := d.setups.state()
 		for i := range sum.Servers {
@@ -340,12 +343,12 @@ func (d *daemon) serve(parent context.Context) (err error) {
 }
 
 // cannotStart is, for --strict, the first server that the start's
-// warnings say cannot start on this machine (a secret's variable unset,
+// warnings ws say cannot start on this machine (a secret's variable unset,
 // a program not on the sandbox's PATH): serve ends at its start on it as
 // on a package that does not install (or a missing input or mount
 // source, which the servers' set-up finds).
-func (d *daemon) cannotStart() error {
-	for _, w := range summarize(d.c, d.lock, d.o.Base).Warnings {
+func cannotStart(ws config.Errors) error {
+	for _, w := range ws {
 		if server, ok := strings.CutPrefix(w.Stops, "server "); ok {
 			return &SetupError{Server: server, Err: fmt.Errorf("server %s cannot start (--strict): %s", server, w.Error())}
 		}
