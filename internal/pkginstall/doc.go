@@ -22,7 +22,9 @@
 // The generated package-lock.json must record the verified top-level
 // integrity and a sha512 for every dependency; its hash is part of the
 // Pin. The tree is built under STORE/.tmp and renamed into
-// STORE/npm/NAME/VERSION/sha512-HEX, so an entry is complete or absent.
+// STORE/npm/NAME/VERSION/sha512-HEX, so an entry is complete or absent;
+// a lock per entry (STORE/.locks) makes installs of the same package by
+// several gateways at once build it once, the others waiting for it.
 // A later install of a pinned or exact version finds the entry without
 // network; InstallLocked reinstalls a pin with exactly its lockfile
 // (npm ci) where the store lacks it. Package.Mount, Package.Command and

@@ -507,20 +507,25 @@ func TestInstallScriptsCannotPlant(t *testing.T) {
 
 func strconvQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// Two installs of one version at once (two servers, two projects) end
-// with one entry that both use.
+// Two installers on one store (two gateways starting together) that
+// want the same package build it once: the second waits for the first's
+// entry instead of building its own.
 func TestInstallConcurrent(t *testing.T) {
 	w := newWorld(t)
 	ctx := ctxT(t)
 	type result struct {
-		pkg *Package
-		err error
+		pkg   *Package
+		err   error
+		steps []string
 	}
 	results := make(chan result, 2)
 	for range 2 {
+		in := *w.in
 		go func() {
-			p, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "1.0.0"}, nil)
-			results <- result{p, err}
+			var steps []string
+			in.Progress = func(s string) { steps = append(steps, s) }
+			p, err := in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "^1.0.0"}, nil)
+			results <- result{p, err, steps}
 		}()
 	}
 	a, b := <-results, <-results
@@ -530,11 +535,80 @@ func TestInstallConcurrent(t *testing.T) {
 	if a.pkg.Dir != b.pkg.Dir || a.pkg.Pin != b.pkg.Pin {
 		t.Errorf("two installs disagree: %+v, %+v", a.pkg, b.pkg)
 	}
+	if a.pkg.FromStore == b.pkg.FromStore {
+		t.Errorf("FromStore %v and %v, want one install to build the entry and the other to find it", a.pkg.FromStore, b.pkg.FromStore)
+	}
+	var builds int
+	for _, s := range slices.Concat(a.steps, b.steps) {
+		if strings.HasPrefix(s, "installed ") {
+			builds++
+		}
+	}
+	if builds != 1 {
+		t.Errorf("the package was built %d times, want once; steps:\n%q\n%q", builds, a.steps, b.steps)
+	}
 	if got := storeEntries(t, w.in.Store); len(got) != 1 {
 		t.Errorf("store entries %v, want one", got)
 	}
 	if got := stagingLeft(t, w.in.Store); len(got) != 0 {
 		t.Errorf("staging left: %v", got)
+	}
+}
+
+// An install that waited for another's entry checks that entry against
+// its pin as one found in the store at the start is: a pin whose
+// lockfile the entry does not have is refused, not handed that entry.
+func TestInstallAfterWaitChecksPin(t *testing.T) {
+	w := newWorld(t)
+	ctx := ctxT(t)
+	built, err := w.in.Install(ctx, Source{Ecosystem: NPM, Name: "@test/server", Version: "1.1.0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *w.in
+	other.Store = t.TempDir()
+	waiting := make(chan struct{})
+	var once sync.Once
+	other.Progress = func(s string) {
+		if strings.HasPrefix(s, "waiting for another install") {
+			once.Do(func() { close(waiting) })
+		}
+	}
+	rel, err := filepath.Rel(w.in.Store, built.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(other.Store, rel)
+	unlock, err := lockEntry(ctx, other.Store, dst, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := built.Pin
+	pin.Lockfile = "sha512-" + strings.Repeat("A", 86) + "=="
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.Install(ctx, pin.Source(), &pin)
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		unlock()
+		t.Fatalf("the install ended without waiting for the held entry: %v", err)
+	case <-ctx.Done():
+		unlock()
+		t.Fatal("the install never waited for the held entry")
+	}
+	// The other install's entry appears, then its lock is released.
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", built.Dir, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	unlock()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "differs from the pinned") {
+		t.Errorf("install of a pin whose lockfile the waited-for entry lacks: %v, want it refused", err)
 	}
 }
 

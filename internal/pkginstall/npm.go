@@ -40,12 +40,11 @@ func (in *Installer) installNPM(ctx context.Context, src Source, pin *Pin, lock 
 	if err != nil {
 		return nil, err
 	}
-	if m, err := readEntry(dst); err != nil || m != nil {
-		if err != nil {
-			return nil, err
-		}
-		return in.fromStore(Source{Ecosystem: NPM, Name: src.Name, Version: v.Version, Bin: src.Bin}, &m.Pin)
+	pkg, unlock, err := in.claimEntry(ctx, dst, Source{Ecosystem: NPM, Name: src.Name, Version: v.Version, Bin: src.Bin}, pin)
+	if pkg != nil || err != nil {
+		return pkg, err
 	}
+	defer unlock()
 	in.progress("downloading %s", got)
 	tgz, err := reg.tarball(ctx, src.Name, v, v.Dist.Integrity)
 	if err != nil {

@@ -210,12 +210,11 @@ func (in *Installer) installPyPI(ctx context.Context, src Source, pin *Pin) (*Pa
 	if err != nil {
 		return nil, err
 	}
-	if m, err := readEntry(dst); err != nil || m != nil {
-		if err != nil {
-			return nil, err
-		}
-		return in.fromStore(Source{Ecosystem: PyPI, Name: src.Name, Version: wf.version, Bin: src.Bin}, &m.Pin)
+	pkg, unlock, err := in.claimEntry(ctx, dst, Source{Ecosystem: PyPI, Name: src.Name, Version: wf.version, Bin: src.Bin}, pin)
+	if pkg != nil || err != nil {
+		return pkg, err
 	}
+	defer unlock()
 	in.progress("downloading %s", got)
 	whl, err := in.registry().getBasic(ctx, wf.url, idx, "", maxTarball)
 	if err != nil {

@@ -1,7 +1,9 @@
 package pkginstall
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -113,6 +115,89 @@ func stagingDir(store string) (string, error) {
 		return "", fmt.Errorf("creating store staging dir: %w", err)
 	}
 	return d, nil
+}
+
+// entryLockPoll is how often an install waiting for another install of
+// the same entry tries its lock again.
+const entryLockPoll = 100 * time.Millisecond
+
+// lockEntry takes the install lock of the store entry dst, a flock on a
+// file under STORE/.locks: gateways that start together (instances of one
+// project, or of projects sharing a state dir) and want the same package
+// build it once, the others waiting and then finding it in the store.
+// It waits while another install, of this process or another, holds the
+// lock, calling waiting once, until ctx ends; the holder's install is
+// bounded by its sandboxes' timeout, and the kernel drops the lock of a
+// process that dies. The lock files stay: removing one would race with a
+// waiter that has it open.
+func lockEntry(ctx context.Context, store, dst string, waiting func()) (unlock func(), err error) {
+	dir := filepath.Join(store, ".locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the store's lock dir: %w", err)
+	}
+	rel, err := filepath.Rel(store, dst)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(rel))
+	name := filepath.Join(dir, hex.EncodeToString(sum[:12])+".lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the store entry's lock: %w", err)
+	}
+	for said := false; ; {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // the close releases it
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking the store entry: %w", err)
+		}
+		if !said {
+			waiting()
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another install of the same package: %w", context.Cause(ctx))
+		case <-time.After(entryLockPoll):
+		}
+	}
+}
+
+// claimEntry takes the install lock of the store entry dst (lockEntry)
+// and then looks for it: if another install has made it meanwhile, it
+// returns that entry as the Package of src (at the entry's exact version),
+// checked against pin as any entry found in the store is, and holds no
+// lock; else the caller builds dst and calls unlock after its commit.
+func (in *Installer) claimEntry(ctx context.Context, dst string, src Source, pin *Pin) (pkg *Package, unlock func(), err error) {
+	unlock, err = lockEntry(ctx, in.Store, dst, func() {
+		in.progress("waiting for another install of %s@%s to end", src.Name, src.Version)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := readEntry(dst)
+	if err != nil || m != nil {
+		unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+		// The entry found is checked against the pin itself: the pin may
+		// spell the version otherwise than the registry resolved it (a
+		// PyPI "1.0" for "1.0.0"), and dst is the resolved spelling's.
+		if pin != nil && pin.Lockfile != "" && m.Pin.Lockfile != pin.Lockfile {
+			return nil, nil, fmt.Errorf("installing %s: the store's lockfile %s differs from the pinned %s", pin, m.Pin.Lockfile, pin.Lockfile)
+		}
+		pkg, err := in.fromStore(src, &m.Pin)
+		if pkg == nil && err == nil {
+			err = fmt.Errorf("installing %s: store entry %s: its manifest names %s", src, dst, m.Pin)
+		}
+		return pkg, nil, err
+	}
+	return nil, unlock, nil
 }
 
 // commit writes the manifest into the built tree and renames it to dst.
