@@ -58,16 +58,17 @@ func Diff(w io.Writer, lower, upper string) error {
 	}
 	defer unix.Close(ufd)
 	d := &differ{w: bufio.NewWriter(w), upper: upper}
-	if err := d.dir(lfd, ufd, "", 0, false); err != nil {
+	err = d.dir(lfd, ufd, "", 0, false)
+	// What was written before an error is shown too: the patch up to the
+	// entry that failed.
+	ferr := d.w.Flush()
+	if tw, ok := w.(*TermWriter); ok && ferr == nil {
+		ferr = tw.Flush() // a character the patch's end cut short
+	}
+	if err != nil {
 		return fmt.Errorf("diffing %s over %s: %w", upper, lower, err)
 	}
-	if err := d.w.Flush(); err != nil {
-		return err
-	}
-	if tw, ok := w.(*TermWriter); ok {
-		return tw.Flush() // a character the patch's end cut short
-	}
-	return nil
+	return ferr
 }
 
 type differ struct {

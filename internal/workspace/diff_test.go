@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -422,5 +423,22 @@ func TestDiffStale(t *testing.T) {
 		"diff --git a/fresh.txt b/fresh.txt\n--- a/fresh.txt\n+++ b/fresh.txt\n@@ -1 +1 @@\n-user's, earlier\n+agent's, later\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("Diff (-want +got):\n%s", diff)
+	}
+}
+
+// A diff that fails part way still writes the patch of the entries
+// before the one that failed, then the error.
+func TestDiffErrorKeepsPatchSoFar(t *testing.T) {
+	lower, upper := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(lower, "a.txt"), "old\n", 0o644)
+	write(t, filepath.Join(upper, "a.txt"), "new\n", 0o644)
+	write(t, filepath.Join(upper, strings.Repeat("z/", maxDepth)+"f"), "deep\n", 0o644)
+	var out strings.Builder
+	err := Diff(&out, lower, upper)
+	if !errors.Is(err, ErrLimit) {
+		t.Fatalf("Diff: %v, want ErrLimit", err)
+	}
+	if !strings.Contains(out.String(), "+new\n") {
+		t.Errorf("the patch before the error was not written: %q", out.String())
 	}
 }
