@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"mcpbox/internal/admin"
+	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
@@ -48,13 +49,49 @@ func liveFake(t *testing.T, state, project string) instance.Record {
 // dir stops this one first (a record is keyed by the test's own pid).
 func startFake(t *testing.T, rec instance.Record) (stop func()) {
 	t.Helper()
+	return startFakeWith(t, rec, nil)
+}
+
+// startFakeWith is startFake with b attached (nil: the instance answers
+// "still starting" to what needs its gateway).
+func startFakeWith(t *testing.T, rec instance.Record, b admin.Backend) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	inst, err := admin.Start(ctx, rec, admin.InstanceOptions{Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
+	if b != nil {
+		inst.Attach(b)
+	}
 	return func() { inst.Close(); cancel() }
+}
+
+// waitingBackend is a gateway's admin backend with one call waiting for
+// approval, apr; deciding it is recorded in decided.
+type waitingBackend struct {
+	admin.Backend
+	apr     string
+	decided chan string
+}
+
+func (b *waitingBackend) Approvals() ([]approval.Request, []approval.Remembered) {
+	return []approval.Request{{ID: b.apr, Server: "fs", Tool: "write_file"}}, nil
+}
+
+func (b *waitingBackend) Sandboxes() []admin.Sandbox { return nil }
+
+func (b *waitingBackend) Control(_, id, _ string) error {
+	return fmt.Errorf("no sandbox %q (see mcpbox ps)", id)
+}
+
+func (b *waitingBackend) Decide(id string, d approval.Decision) error {
+	if id != b.apr {
+		return approval.ErrUnknown
+	}
+	b.decided <- id
+	return nil
 }
 
 // TestFindStateDir: with no flags, an admin command in a project (or
@@ -107,7 +144,8 @@ func TestFindStateDir(t *testing.T) {
 	// Another process's serve of the config (a record may name any pid).
 	keyedRec := admin.NewRecord(keyed, cfg, proj, true, "127.0.0.1:7002")
 	keyedRec.PID, keyedRec.URL = os.Getppid(), "http://127.0.0.1:7002/mcp"
-	t.Cleanup(startFake(t, keyedRec))
+	keyedBackend := &waitingBackend{apr: "apr_0123456789abcdef", decided: make(chan string, 1)}
+	t.Cleanup(startFakeWith(t, keyedRec, keyedBackend))
 	// Both run: a command must be told which.
 	var many *admin.ManyInstancesError
 	if got, err := findStateDir(sub); !errors.As(err, &many) || !strings.Contains(err.Error(), keyed) || !strings.Contains(err.Error(), def) || !strings.Contains(err.Error(), "--config") {
@@ -124,6 +162,13 @@ func TestFindStateDir(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("stop", "sbx_aaaaaaaaaaaaaaaa"); code != 1 || strings.Contains(errOut, "say which") {
 		t.Errorf("stop of an unknown sandbox with the default and the config both served: exit %d: %s; want it asked of both", code, errOut)
+	}
+	// approvals lists what waits in each; approve finds its ID's instance.
+	if code, out, errOut := runCLI("approvals"); code != 0 || !strings.Contains(out, keyedBackend.apr) {
+		t.Errorf("approvals with the default and the config both served: exit %d: %s%s; want the config's waiting call", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("approve", keyedBackend.apr); code != 0 || len(keyedBackend.decided) != 1 {
+		t.Errorf("approve with the default and the config both served: exit %d: %s%s; want it decided in the config's instance", code, out, errOut)
 	}
 	if code, _, errOut := runCLI("logs"); code != exitUsage || !strings.Contains(errOut, "say which") {
 		t.Errorf("logs with the default and the config both served: exit %d: %s", code, errOut)

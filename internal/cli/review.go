@@ -86,7 +86,7 @@ func (e *env) approvals(args []string) int {
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
-	dir, ok := af.dir(e, "approvals")
+	c, ok := af.client(e, "approvals")
 	if !ok {
 		return exitUsage
 	}
@@ -95,7 +95,7 @@ func (e *env) approvals(args []string) int {
 			e.errorf("approvals revoke: want one ID")
 			return exitUsage
 		}
-		if err := daemon.Revoke(dir, fs.Arg(0)); err != nil {
+		if err := daemon.Revoke(c, fs.Arg(0)); err != nil {
 			e.errorf("approvals revoke: %v", err)
 			return 1
 		}
@@ -106,7 +106,7 @@ func (e *env) approvals(args []string) int {
 		e.errorf("approvals: unexpected arguments %q", fs.Args())
 		return exitUsage
 	}
-	r, err := daemon.Approvals(dir, e.stderr)
+	r, err := daemon.Approvals(c, e.stderr)
 	if err != nil {
 		e.errorf("approvals: %v", err)
 		return 1
@@ -142,11 +142,11 @@ func (e *env) decide(args []string, allow bool) int {
 	case *always:
 		scope = approval.ScopeAlways
 	}
-	dir, ok := af.dir(e, name)
+	c, ok := af.client(e, name)
 	if !ok {
 		return exitUsage
 	}
-	req, err := (admin.Client{StateDir: dir}).Decide(fs.Arg(0), allow, scope)
+	req, err := c.Decide(fs.Arg(0), allow, scope)
 	if err != nil {
 		if strings.HasSuffix(err.Error(), approval.ErrUnknown.Error()) && !*af.all { // the instance's error, as text
 			// The one the person read may wait in another project.

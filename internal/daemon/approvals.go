@@ -11,14 +11,17 @@ import (
 )
 
 // Approvals is `mcpbox approvals`: the pending requests and remembered
-// decisions of the serve instances on stateDir; while none runs there,
+// decisions of c's serve instances (of one state dir, of several where
+// instances of several configs run for the directory: admin.Listing, or
+// of all); while none runs on c's one state dir,
 // the decisions remembered for always, which the next serve would honour
 // (guard.RememberedAt), so that they can be seen without starting it,
 // with a note on stderr that says so (also when there are none). A
 // state dir that does not exist is the error that no serve runs there.
-func Approvals(stateDir string, stderr io.Writer) (admin.Approvals, error) {
-	r, err := admin.Client{StateDir: stateDir}.Approvals()
-	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs {
+func Approvals(c admin.Client, stderr io.Writer) (admin.Approvals, error) {
+	r, err := c.Approvals()
+	stateDir := c.StateDir
+	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs || len(c.StateDirs) > 0 {
 		return r, err
 	}
 	// With no serve, nothing waits: the answer is the decisions kept for
@@ -39,14 +42,14 @@ func Approvals(stateDir string, stderr io.Writer) (admin.Approvals, error) {
 	return admin.Approvals{Remembered: rem}, nil
 }
 
-// Revoke is `mcpbox approvals revoke ID`: through the serve instances on
-// stateDir, or, while none runs there, in its store (guard.RevokeAt), so
-// that a decision remembered for always can be revoked before the next
-// serve honours it.
-func Revoke(stateDir, id string) error {
-	err := admin.Client{StateDir: stateDir}.Revoke(id)
-	if !errors.Is(err, admin.ErrNoInstance) || stateDir == admin.AllStateDirs {
+// Revoke is `mcpbox approvals revoke ID`: through c's serve instances
+// (as for Approvals), or, while none runs on c's one state dir, in its
+// store (guard.RevokeAt), so that a decision remembered for always can
+// be revoked before the next serve honours it.
+func Revoke(c admin.Client, id string) error {
+	err := c.Revoke(id)
+	if !errors.Is(err, admin.ErrNoInstance) || c.StateDir == admin.AllStateDirs || len(c.StateDirs) > 0 {
 		return err
 	}
-	return guard.RevokeAt(stateDir, id, fmt.Sprintf("cli:uid=%d", os.Getuid()))
+	return guard.RevokeAt(c.StateDir, id, fmt.Sprintf("cli:uid=%d", os.Getuid()))
 }
