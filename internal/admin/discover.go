@@ -87,7 +87,15 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 	if len(existing) > 0 {
 		return existing[0], nil
 	}
-	return "", fmt.Errorf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps --all lists every running instance; approve, deny, stop, pause and resume ID --all find the ID in any)", wd)
+	return "", &NoProjectError{Dir: wd}
+}
+
+// NoProjectError is FindStateDir's answer in a directory that no serve
+// has run for, nor for a parent: it is in no project.
+type NoProjectError struct{ Dir string }
+
+func (e *NoProjectError) Error() string {
+	return fmt.Sprintf("no mcpbox serve has run for %s or a parent directory: run the command in the project, or pass --config FILE or --state-dir DIR (mcpbox ps lists every running instance)", e.Dir)
 }
 
 // servedStateDirs reports whether a state dir is one a serve has used:
@@ -117,12 +125,18 @@ type ManyInstancesError struct {
 	Live []instance.Record // one of each state dir with live instances
 }
 
-// Listing is the client of a listing (ps) or of a request about one
-// sandbox ID, for FindStateDir's answer: where instances of several
-// configs run for the directory, those of each answer, since a listing
-// acts on none of them and an ID names the one it acts on (a command on
-// a whole instance is told to say which).
+// Listing is the client of a listing (ps, approvals) or of a request
+// about one sandbox or approval ID, for FindStateDir's answer: where
+// instances of several configs run for the directory, those of each
+// answer, since a listing acts on none of them and an ID names the one it
+// acts on (a command on a whole instance is told to say which); in a
+// directory of no project, every instance of the user answers, as with
+// --all.
 func Listing(dir string, err error) (Client, error) {
+	var none *NoProjectError
+	if errors.As(err, &none) {
+		return Client{StateDir: AllStateDirs}, nil
+	}
 	var many *ManyInstancesError
 	if !errors.As(err, &many) {
 		return Client{StateDir: dir}, err

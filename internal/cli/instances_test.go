@@ -106,12 +106,15 @@ func TestFindStateDir(t *testing.T) {
 	if err := os.MkdirAll(sub, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := findStateDir(sub); err == nil || !strings.Contains(err.Error(), "--all") {
-		t.Fatalf("findStateDir with nothing run: %v, want an error pointing to --all", err)
+	if _, err := findStateDir(sub); err == nil || !strings.Contains(err.Error(), "mcpbox ps lists every running instance") {
+		t.Fatalf("findStateDir with nothing run: %v, want an error pointing to ps", err)
 	}
-	t.Chdir(sub) // approve of an ID names the command that finds it anywhere
-	if code, _, errOut := runCLI("deny", "apr_abc"); code != exitUsage || !strings.Contains(errOut, "deny, stop, pause and resume ID --all find the ID in any") {
-		t.Errorf("deny outside any served project: exit %d: %s; want deny --all ID named", code, errOut)
+	t.Chdir(sub) // in no project, a command on an ID asks every instance
+	if code, _, errOut := runCLI("deny", "apr_abc"); code != 1 || !strings.Contains(errOut, admin.ErrNoInstance.Error()) {
+		t.Errorf("deny outside any served project, with no serve running: exit %d: %s; want %q", code, errOut, admin.ErrNoInstance)
+	}
+	if code, _, errOut := runCLI("logs"); code != exitUsage || !strings.Contains(errOut, "pass --config FILE or --state-dir DIR") {
+		t.Errorf("logs outside any served project: exit %d: %s; want an error naming --config", code, errOut)
 	}
 
 	// The embedded default served in proj.
@@ -144,7 +147,7 @@ func TestFindStateDir(t *testing.T) {
 	// Another process's serve of the config (a record may name any pid).
 	keyedRec := admin.NewRecord(keyed, cfg, proj, true, "127.0.0.1:7002")
 	keyedRec.PID, keyedRec.URL = os.Getppid(), "http://127.0.0.1:7002/mcp"
-	keyedBackend := &waitingBackend{apr: "apr_0123456789abcdef", decided: make(chan string, 1)}
+	keyedBackend := &waitingBackend{apr: "apr_0123456789abcdef", decided: make(chan string, 2)}
 	t.Cleanup(startFakeWith(t, keyedRec, keyedBackend))
 	// Both run: a command must be told which.
 	var many *admin.ManyInstancesError
@@ -215,12 +218,28 @@ func TestFindStateDir(t *testing.T) {
 		t.Errorf("ui --instance %d with its pid in two state dirs: exit %d: %s%s; want a refusal naming both", os.Getppid(), code, out, errOut)
 	}
 	stopDup()
+	// elsewhere is in no project: ps lists every instance, and a waiting
+	// call's ID is found in the instance that holds it.
+	if code, out, errOut := runCLI("ps", "--instances"); code != 0 || !strings.Contains(out, keyed) || !strings.Contains(out, def) {
+		t.Errorf("ps --instances in no project: exit %d: %s%s; want every running instance", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("approve", keyedBackend.apr); code != 0 || len(keyedBackend.decided) != 2 {
+		t.Errorf("approve in no project: exit %d: %s%s; want it decided in the instance holding it", code, out, errOut)
+	}
+
 	t.Chdir(sub)
 	stopDef()
 	stopDef = func() {}
 	if got, err := findStateDir(sub); err != nil || got != keyed {
 		t.Errorf("findStateDir = %q, %v; want the config's %s", got, err, keyed)
 	}
+	// In no project, with one instance left: an unknown ID was asked of
+	// every instance, so no hint says to ask them.
+	t.Chdir(elsewhere)
+	if code, _, errOut := runCLI("deny", "apr_0000000000000000"); code != 1 || !strings.Contains(errOut, "no such approval") || strings.Contains(errOut, "--all") {
+		t.Errorf("deny of an unknown ID in no project: exit %d: %s; want it refused, with no hint to ask every project (it did)", code, errOut)
+	}
+	t.Chdir(sub)
 
 	// A config's relative state_dir is its dir's.
 	if err := os.WriteFile(cfg, []byte("version: 1\nstate_dir: ./st\nservers:\n  fs:\n    command: [node, s.js]\n"), 0o600); err != nil {

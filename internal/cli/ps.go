@@ -14,21 +14,21 @@ const psHelp = `USAGE
 
 ps lists the running mcpbox serve instances of the project the current
 directory is in (of each config served there; or of the config or state
-dir named; --all: every instance of this user), with their pid, project,
-transport and URL (and the file holding the bearer token an HTTP
-endpoint without clients wants: the path, never the token), and their
-sandboxes: running and paused ones, and the last ones that ended, with
-their owner, server, state, start, last call (or the calls in hand: the
-oldest, running or awaiting approval, for how long, how many more;
-"calls" in --json), resource use and (kubernetes) pod and phase; a remote
-server's rows are the connections to it (its origin, no ID: nothing to
-stop or pause). --json prints the sandboxes, one object per line, with
-the pid ("instance") and project of the instance that runs each; on
-stderr, what those lines cannot carry: an instance that did not list its
-sandboxes, a server an instance could not set up. --instances only the
-instances (with --json: one object per line, the pid in "id", the
-servers it could not set up in "unavailable", an instance that did not
-answer with "error").
+dir named; --all, or in a directory of no project: every instance of
+this user), with their pid, project, transport and URL (and the file
+holding the bearer token an HTTP endpoint without clients wants: the
+path, never the token), and their sandboxes: running and paused ones,
+and the last ones that ended, with their owner, server, state, start,
+last call (or the calls in hand: the oldest, running or awaiting
+approval, for how long, how many more; "calls" in --json), resource use
+and (kubernetes) pod and phase; a remote server's rows are the
+connections to it (its origin, no ID: nothing to stop or pause). --json
+prints the sandboxes, one object per line, with the pid ("instance") and
+project of the instance that runs each; on stderr, what those lines
+cannot carry: an instance that did not list its sandboxes, a server an
+instance could not set up. --instances only the instances (with --json:
+one object per line, the pid in "id", the servers it could not set up in
+"unavailable", an instance that did not answer with "error").
 
 stop ends a sandbox (its calls in flight fail; the next call of its client
 starts a new one, with the workspace kept; ps: "stopped by cli:uid=N");

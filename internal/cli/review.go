@@ -21,7 +21,7 @@ const approvalsHelp = `USAGE
 
 approvals lists the calls (and changed tool definitions) waiting for a
 human decision in the gateways running on that state dir (with no flag:
-the current project's; --all: every one), and the remembered decisions; every argument of a waiting call is listed below
+the current project's; --all, or in no project: all), and the remembered decisions; every argument of a waiting call is listed below
 the table (keys quoted, values over 200 characters folded; --json prints
 them whole, redacted). approve lets a waiting call run: once (the
 default), for the rest of its client session (--session), or always for
@@ -148,7 +148,7 @@ func (e *env) decide(args []string, allow bool) int {
 	}
 	req, err := c.Decide(fs.Arg(0), allow, scope)
 	if err != nil {
-		if strings.HasSuffix(err.Error(), approval.ErrUnknown.Error()) && !*af.all { // the instance's error, as text
+		if strings.HasSuffix(err.Error(), approval.ErrUnknown.Error()) && c.StateDir != admin.AllStateDirs { // the instance's error, as text
 			// The one the person read may wait in another project.
 			err = fmt.Errorf("%w (mcpbox approvals --all lists every project's; %s ID --all decides there)", err, name)
 		}
