@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -11,12 +12,41 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"mcpbox/internal/approval"
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 )
+
+// jsonLines is the encoder of a --json listing on w. It writes every
+// character a terminal would act on (config.ActsOnTerminal) as \uXXXX,
+// the C1 controls and bidirectional overrides included, which JSON itself
+// may leave raw: a tool name a hostile server chose cannot drive the
+// terminal of someone reading the listing there. JSON is ASCII outside
+// its strings, so only string contents change, and they decode the same.
+func jsonLines(w io.Writer) *json.Encoder { return json.NewEncoder(termSafeJSON{w}) }
+
+type termSafeJSON struct{ w io.Writer }
+
+func (t termSafeJSON) Write(b []byte) (int, error) {
+	if !bytes.ContainsFunc(b, config.ActsOnTerminal) {
+		return t.w.Write(b)
+	}
+	out := make([]byte, 0, len(b)+32)
+	for _, r := range string(b) { // the encoder writes valid UTF-8
+		if config.ActsOnTerminal(r) {
+			out = fmt.Appendf(out, `\u%04x`, r) // all in the BMP
+		} else {
+			out = utf8.AppendRune(out, r)
+		}
+	}
+	if _, err := t.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
 
 // instanceJSON is an instance as `ps --instances --json` prints it.
 type instanceJSON struct {
@@ -31,7 +61,7 @@ type instanceJSON struct {
 // per line.
 func WriteInstances(w io.Writer, views []View, asJSON bool) {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := jsonLines(w)
 		for _, v := range views {
 			j := instanceJSON{ID: strconv.Itoa(v.Record.PID), Record: v.Record, Sandboxes: v.sandboxCount()}
 			if v.Err != nil {
@@ -110,7 +140,7 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		sandboxes = append(sandboxes, v.Sandboxes...)
 	}
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := jsonLines(w)
 		for _, s := range sandboxes {
 			_ = enc.Encode(s)
 		}
@@ -227,7 +257,7 @@ func WriteTrusted(w io.Writer, trusted []PinChange) {
 // scanner findings); asJSON, one object per line, whole and redacted.
 func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 	if asJSON {
-		enc := json.NewEncoder(w)
+		enc := jsonLines(w)
 		for _, p := range r.Pending {
 			line := map[string]any{"id": p.ID, "state": "pending", "request": p}
 			if r.Where[p.ID] != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"mcpbox/internal/approval"
+	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 )
 
@@ -213,6 +214,36 @@ func TestPrintEscapesServerText(t *testing.T) {
 	}
 	if got := OneLine("killed\x1b[2J: \r\n out of memory", 80); got != `killed\x1b[2J: out of memory` {
 		t.Errorf("OneLine = %q", got)
+	}
+}
+
+// TestJSONEscapesServerText: the --json listings write what a terminal
+// would act on as \u escapes, also where JSON would leave it raw (C1
+// controls, bidirectional overrides), and it decodes to the same text.
+func TestJSONEscapesServerText(t *testing.T) {
+	hostile := "add\u009b2J\u202etxt.exe\x1b]0;x\x07"
+	views := []View{{Record: instance.Record{PID: 42, Project: "/p\u202e"}, Sandboxes: []Sandbox{{
+		ID: "sbx_1", Server: "fs", State: "running", Calls: []Call{{Tool: hostile, Started: time.Unix(1, 0)}},
+	}}}}
+	var b strings.Builder
+	WriteSandboxes(&b, views, true, time.Unix(2, 0))
+	WriteInstances(&b, views, true)
+	WriteApprovals(&b, Approvals{Pending: []approval.Request{{ID: "apr_1", Tool: hostile}}}, true)
+	out := b.String()
+	if i := strings.IndexFunc(out, config.ActsOnTerminal); i >= 0 {
+		t.Errorf("--json output holds %q raw at %d:\n%s", []rune(out[i:])[0], i, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
+	}
+	var sbx Sandbox
+	if err := json.Unmarshal([]byte(lines[0]), &sbx); err != nil || len(sbx.Calls) != 1 || sbx.Calls[0].Tool != hostile {
+		t.Errorf("the sandbox line decodes to %+v, %v; want the tool name %q", sbx, err, hostile)
+	}
+	var apr struct{ Request approval.Request }
+	if err := json.Unmarshal([]byte(lines[2]), &apr); err != nil || apr.Request.Tool != hostile {
+		t.Errorf("the approval line decodes to %+v, %v; want the tool name %q", apr, err, hostile)
 	}
 }
 
