@@ -111,7 +111,9 @@ func listen(t *testing.T, state string, pid int) net.Listener {
 }
 
 func TestRecordsListLiveAndRemoveStale(t *testing.T) {
-	state := t.TempDir()
+	// A state dir's path is a config's choice: a pattern's
+	// metacharacters in it are plain characters.
+	state := filepath.Join(t.TempDir(), "st[x*?")
 	live := Record{PID: 1001, Started: time.Now().Add(-time.Minute), Project: "/p", StateDir: state, Transport: "stdio"}
 	live2 := Record{PID: 1002, Started: time.Now(), Project: "/p", StateDir: state, Transport: "http", URL: "http://127.0.0.1:1/mcp"}
 	dead := Record{PID: 1003, Started: time.Now(), Project: "/p", StateDir: state, Transport: "stdio"}
@@ -183,9 +185,11 @@ func TestListIgnoresAForeignStateDirField(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	root := t.TempDir()
-	a, b, gone := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "gone")
-	if err := os.Mkdir(gone, 0o700); err != nil {
-		t.Fatal(err)
+	a, b, gone := t.TempDir(), filepath.Join(t.TempDir(), "st[x"), filepath.Join(t.TempDir(), "gone")
+	for _, d := range []string{b, gone} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, d := range []string{a, b, a, gone} {
 		if err := Register(root, d); err != nil {
@@ -212,6 +216,14 @@ func TestRegistry(t *testing.T) {
 	Write(Record{PID: 1, StateDir: a})
 	Write(Record{PID: 2, StateDir: b})
 	Write(Record{PID: 3, StateDir: b}) // dead: no socket
+	// A state dir that cannot be listed hides no other.
+	broken := t.TempDir()
+	if err := os.WriteFile(Dir(broken), []byte("not a dir"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Register(root, broken); err != nil {
+		t.Fatal(err)
+	}
 	all, err := All(root)
 	if err != nil || len(all) != 2 {
 		t.Errorf("All: %+v, %v; want instances 1 and 2", all, err)

@@ -119,12 +119,21 @@ func answers(stateDir, sock string) bool {
 }
 
 func read(stateDir string) ([]Record, error) {
-	paths, err := filepath.Glob(filepath.Join(Dir(stateDir), "*.json"))
+	// Listed, not globbed: a state dir's path is the user's (or a
+	// config's) and may hold a pattern's metacharacters.
+	ents, err := os.ReadDir(Dir(stateDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	var out []Record
-	for _, p := range paths {
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		p := filepath.Join(Dir(stateDir), e.Name())
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
@@ -166,9 +175,10 @@ func RemoveStale(stateDir string) ([]int, error) {
 		// The record first, then the instance's other files (its
 		// sockets, a half-written record).
 		os.Remove(recordPath(stateDir, pid))
-		rest, _ := filepath.Glob(filepath.Join(Dir(stateDir), stem+".*"))
-		for _, p := range rest {
-			os.Remove(p)
+		for _, other := range ents {
+			if strings.HasPrefix(other.Name(), stem+".") {
+				os.Remove(filepath.Join(Dir(stateDir), other.Name()))
+			}
 		}
 		gone = append(gone, pid)
 	}

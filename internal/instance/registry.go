@@ -68,19 +68,26 @@ func StateDirs(root string) ([]string, error) {
 	return out, nil
 }
 
-// All lists the live instances of every registered state dir.
+// All lists the live instances of every registered state dir. A state
+// dir that cannot be listed does not hide the others: its error is
+// returned only when no instance was found.
 func All(root string) ([]Record, error) {
 	dirs, err := StateDirs(root)
 	if err != nil {
 		return nil, err
 	}
 	var out []Record
+	var errs []error
 	for _, d := range dirs {
 		recs, err := List(d)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out = append(out, recs...)
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }

@@ -143,7 +143,9 @@ func newWorld(t *testing.T) *world {
 			"bin/server.js": serverJS,
 		}})
 	}
-	w.in = &Installer{Store: t.TempDir(), NPM: cfg, AllowDegraded: allowDegraded, Limits: sandbox.Limits{Timeout: 2 * time.Minute}}
+	// The store's path holds a pattern's metacharacters: it is under a
+	// state dir that a config names.
+	w.in = &Installer{Store: filepath.Join(t.TempDir(), "st[x"), NPM: cfg, AllowDegraded: allowDegraded, Limits: sandbox.Limits{Timeout: 2 * time.Minute}}
 	return w
 }
 

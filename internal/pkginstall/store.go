@@ -90,9 +90,24 @@ func readEntry(dir string) (*manifest, error) {
 // whatever its integrity. More than one (the registry changed the bytes
 // between two installs) is an error: the caller must say which by a pin.
 func findVersion(store string, eco Ecosystem, name, version string) (string, *manifest, error) {
-	dirs, err := filepath.Glob(filepath.Join(store, string(eco), filepath.FromSlash(name), version, "sha*-*"))
-	if err != nil || len(dirs) == 0 {
-		return "", nil, err
+	// Listed, not globbed: the store's path (under a state dir that a
+	// config names) may hold a pattern's metacharacters.
+	vdir := filepath.Join(store, string(eco), filepath.FromSlash(name), version)
+	ents, err := os.ReadDir(vdir)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the package store: %w", err)
+	}
+	var dirs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "sha") && strings.Contains(e.Name(), "-") {
+			dirs = append(dirs, filepath.Join(vdir, e.Name()))
+		}
+	}
+	if len(dirs) == 0 {
+		return "", nil, nil
 	}
 	if len(dirs) > 1 {
 		return "", nil, fmt.Errorf("%s package %s@%s: the store holds %d builds with different integrity; pin one", eco, name, version, len(dirs))
