@@ -156,6 +156,9 @@ func FindStateDir(wd string, seen func(path string, c *config.Config, stateDir s
 			if sd, err = filepath.Abs(specconv.Resolve(dir, c.StateDir)); err != nil {
 				return "", false
 			}
+			if specconv.CheckStateDir(c, dir) != nil {
+				return "", false // another project's: serve refuses it, and so does this
+			}
 		}
 		if seen != nil {
 			used := sd

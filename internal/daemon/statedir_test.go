@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"mcpbox/internal/specconv"
 )
 
 // TestLoadConfigOrDefault: a file's relative paths resolve against its
@@ -52,5 +54,45 @@ func TestLoadConfigEndless(t *testing.T) {
 	}
 	if _, err := LoadConfig("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("LoadConfig(/dev/zero): %v, want a refusal", err)
+	}
+}
+
+// TestFindStateDirPassesOverRefusedStateDir: in a cloned repository whose
+// config names another project's state dir, which serve refuses, the
+// admin commands without flags (ps, approve, stop, logs, token rotate)
+// do not find that project's state dir either.
+func TestFindStateDirPassesOverRefusedStateDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("HOME", filepath.Join(tmp, "home"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	for _, d := range []string{"victim", "repo"} {
+		if err := os.MkdirAll(filepath.Join(tmp, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "victim", "mcpbox.yaml"), []byte("version: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim, err := specconv.ProjectStateDir(filepath.Join(tmp, "victim", "mcpbox.yaml"), filepath.Join(tmp, "victim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(tmp, "repo")
+	cfg := filepath.Join(repo, "mcpbox.yaml")
+	if err := os.WriteFile(cfg, []byte("version: 1\nstate_dir: "+victim+"\nservers:\n  s: {command: [sh]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FindStateDir(repo, nil); got == victim {
+		t.Errorf("FindStateDir in the repository = %q, %v: the other project's", got, err)
+	}
+	if got, err := TokenStateDir(repo, c); got == victim {
+		t.Errorf("TokenStateDir in the repository (token rotate) = %q, %v: the other project's", got, err)
 	}
 }

@@ -110,14 +110,19 @@ func CheckConfig(path string) (config.Errors, error) {
 // checkWarnings are the warnings of serve's start that `policy check`
 // prints for the config c read from path: the env: references that cannot
 // be read (EnvWarnings), the programs and host paths a sandbox will not
-// find (commandWarnings), and the credential dirs a server would see or
-// that serve refuses to mount writable (credentialWarnings). It reads the
+// find (commandWarnings), the credential dirs a server would see or
+// that serve refuses to mount writable (credentialWarnings), and a
+// state_dir that serve refuses (specconv.CheckStateDir). It reads the
 // environment and looks paths up: no file is read, no command run, so
 // that checking a config one was sent stays harmless.
 func checkWarnings(c *config.Config, path string) config.Errors {
 	ws := append(EnvWarnings(c), commandWarnings(c)...)
 	ws = append(ws, credentialWarnings(c, filepath.Dir(path))...)
 	ws = append(ws, inputWarnings(c, filepath.Dir(path))...)
+	if err := specconv.CheckStateDir(c, filepath.Dir(path)); err != nil {
+		pos := c.Meta.At("state_dir")
+		ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: err.Error() + ": serve refuses this config", Stops: "serve"})
+	}
 	return append(ws, hostReferenceWarnings(c)...)
 }
 

@@ -392,6 +392,35 @@ servers:
 	wantWarnings(t, summarize(c, "mcpbox.lock", ".").Warnings, want)
 }
 
+// TestStateDirWarning: policy check says that serve refuses a state_dir
+// in mcpbox's state root (another project's state dir), and what it
+// stops; one elsewhere passes.
+func TestStateDirWarning(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	proj := filepath.Join(home, "proj")
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(proj, "mcpbox.yaml")
+	for sd, want := range map[string][]string{
+		"~/.local/state/mcpbox/projects/victim-0123456789ab": {"mcpbox.yaml:2:12: state_dir " + filepath.Join(home, ".local/state/mcpbox/projects/victim-0123456789ab") + " is in " + filepath.Join(home, ".local/state/mcpbox/projects") + ", where mcpbox keeps other projects' state dirs"},
+		"./state":               nil,
+		"~/.local/state/mcpbox": nil, // the root itself: configs may share it
+	} {
+		c, err := config.Load(cfg, []byte("version: 1\nstate_dir: "+sd+"\nservers:\n  a:\n    command: [sh]\n    tools: {allow: [\"*\"]}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := checkWarnings(c, cfg)
+		wantWarnings(t, ws, want)
+		if verdict, stops := ws.Verdict(), len(want) > 0; strings.Contains(verdict, "cannot start: serve") != stops {
+			t.Errorf("state_dir %s: verdict %q", sd, verdict)
+		}
+	}
+}
+
 // wantWarnings checks that ws are as many as want, each containing its
 // counterpart.
 func wantWarnings(t *testing.T, ws config.Errors, want []string) {

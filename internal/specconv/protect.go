@@ -186,6 +186,9 @@ func StateDir(c *config.Config, configPath, base, flag string) (string, error) {
 		return "", fmt.Errorf("no state dir: set state_dir or --state-dir (%w)", err)
 	}
 	if flag == "" && c.StateDir != "" {
+		if err := notInStateRoot(dir); err != nil {
+			return "", err
+		}
 		// A config's state_dir in its own dir is a project's name: a
 		// symlink there must not choose where workspaces and the audit go.
 		absBase, err1 := filepath.Abs(base)
@@ -202,6 +205,54 @@ func StateDir(c *config.Config, configPath, base, flag string) (string, error) {
 		return "", fmt.Errorf("creating state dir: %w", err)
 	}
 	return dir, nil
+}
+
+// CheckStateDir is StateDir's refusal of c's state_dir, without making
+// anything: for policy check, which says serve will refuse the config.
+func CheckStateDir(c *config.Config, base string) error {
+	if c.StateDir == "" {
+		return nil
+	}
+	dir, err := filepath.Abs(Resolve(base, c.StateDir))
+	if err != nil {
+		return err
+	}
+	return notInStateRoot(dir)
+}
+
+// notInStateRoot refuses a config's state_dir in the places under
+// mcpbox's state root where other projects' state dirs are (projects/,
+// keyed by a name that can be worked out, and the registry statedirs/): a
+// cloned repository's config naming another project's would share that
+// project's workspaces, audit log, token and approvals. Both roots a
+// serve of this user may use are checked, $XDG_STATE_HOME/mcpbox and
+// ~/.local/state/mcpbox (a client started from the desktop often lacks
+// XDG_STATE_HOME). The root itself and other dirs in it stay allowed (the
+// design's example config names the root). The path is checked as
+// written and as the real path of the part of it that exists.
+// --state-dir, the user's own choice, may name any.
+func notInStateRoot(dir string) error {
+	var roots []string
+	if root, err := instance.Root(); err == nil {
+		roots = append(roots, root)
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		roots = append(roots, filepath.Join(home, ".local", "state", "mcpbox"))
+	}
+	paths := []string{filepath.Clean(dir), workspace.ResolveExisting(dir)}
+	for _, root := range roots {
+		for _, sub := range []string{"projects", "statedirs"} {
+			place := filepath.Join(root, sub)
+			for _, r := range []string{place, workspace.ResolveExisting(place)} {
+				for _, p := range paths {
+					if within(p, r) {
+						return fmt.Errorf("state_dir %s is in %s, where mcpbox keeps other projects' state dirs: a config may not name one (it would share that project's workspaces, audit log and approvals); remove state_dir, or pass --state-dir DIR", dir, place)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // ConfigStateDir is the state dir of the gateway that serves the config

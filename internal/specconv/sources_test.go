@@ -161,3 +161,63 @@ func TestStateDirRefusesProjectSymlink(t *testing.T) {
 		t.Errorf("StateDir of a plain dir = %q, %v", dir, err)
 	}
 }
+
+// A config's state_dir may not name a place in mcpbox's state root where
+// other projects' state dirs are (their names can be worked out from
+// their paths): not as written, not through a link, not with ~, in either
+// root a serve of the user may use. --state-dir, the user's choice, may;
+// so may a config the root itself or another dir in it.
+func TestStateDirRefusesStateRoot(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("HOME", filepath.Join(tmp, "home"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	if err := os.MkdirAll(filepath.Join(tmp, "victim"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "victim", "mcpbox.yaml"), []byte("version: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim, err := ProjectStateDir(filepath.Join(tmp, "victim", "mcpbox.yaml"), filepath.Join(tmp, "victim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "elsewhere")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	project := filepath.Join(tmp, "repo")
+	os.Mkdir(project, 0o700)
+	for _, sd := range []string{victim, filepath.Dir(victim), link, filepath.Join(link, "sub")} {
+		if dir, err := StateDir(&config.Config{StateDir: sd}, filepath.Join(project, "mcpbox.yaml"), project, ""); err == nil || !strings.Contains(err.Error(), "other projects' state dirs") {
+			t.Errorf("state_dir %s: %q, %v; want it refused", sd, dir, err)
+		}
+	}
+	if dir, err := StateDir(&config.Config{}, "", project, victim); err != nil || dir != victim {
+		t.Errorf("--state-dir %s: %q, %v; want it taken", victim, dir, err)
+	}
+	if dir, err := StateDir(&config.Config{StateDir: filepath.Join(tmp, "shared")}, "", project, ""); err != nil || dir != filepath.Join(tmp, "shared") {
+		t.Errorf("state_dir outside the state root: %q, %v", dir, err)
+	}
+	// The root itself, and a dir of its own in it, are state dirs configs
+	// may share.
+	root := filepath.Dir(filepath.Dir(victim))
+	for _, sd := range []string{root, filepath.Join(root, "work")} {
+		if dir, err := StateDir(&config.Config{StateDir: sd}, "", project, ""); err != nil || dir != sd {
+			t.Errorf("state_dir %s, in the state root but no project's: %q, %v", sd, dir, err)
+		}
+	}
+	// The other root (a serve started without XDG_STATE_HOME keeps its
+	// projects under the home) is refused too.
+	sd := "~/.local/state/mcpbox/projects/victim-0123456789ab"
+	if dir, err := StateDir(&config.Config{StateDir: sd}, "", project, ""); err == nil || !strings.Contains(err.Error(), "other projects' state dirs") {
+		t.Errorf("state_dir %s with XDG_STATE_HOME set: %q, %v; want it refused", sd, dir, err)
+	}
+	// Without XDG_STATE_HOME the root is under the home: ~ names it too.
+	t.Setenv("XDG_STATE_HOME", "")
+	if dir, err := StateDir(&config.Config{StateDir: sd}, "", project, ""); err == nil || !strings.Contains(err.Error(), "other projects' state dirs") {
+		t.Errorf("state_dir %s: %q, %v; want it refused", sd, dir, err)
+	}
+}
