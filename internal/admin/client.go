@@ -285,7 +285,7 @@ func (c Client) one(req request) (reply, error) {
 		if err == nil {
 			return rep, nil
 		}
-		errs = append(errs, fmt.Errorf("instance %d (%s): %w", r.PID, r.Project, err))
+		errs = append(errs, fmt.Errorf("instance %d (%s): %w", r.PID, cell(r.Project), err))
 	}
 	return reply{}, ownerError(errs)
 }
@@ -304,7 +304,7 @@ func (c Client) gather(req request) (reply, error) {
 	var errs []error
 	for i, a := range askEach(recs, req) {
 		if a.err != nil {
-			errs = append(errs, fmt.Errorf("instance %d (%s): %w", recs[i].PID, recs[i].Project, a.err))
+			errs = append(errs, fmt.Errorf("instance %d (%s): %w", recs[i].PID, cell(recs[i].Project), a.err))
 			continue
 		}
 		merge(&out, a.rep)

@@ -79,13 +79,13 @@ func WriteInstances(w io.Writer, views []View, asJSON bool) {
 		if v.Err != nil {
 			n = "? (" + OneLine(v.Err.Error(), 40) + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, r.Project, cmp.Or(r.Config, "(default)"),
-			r.Transport, cmp.Or(r.URL, "-"), r.Started.Local().Format("15:04:05"), n, r.StateDir)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, cell(r.Project), cell(cmp.Or(r.Config, "(default)")),
+			cell(r.Transport), cell(cmp.Or(r.URL, "-")), r.Started.Local().Format("15:04:05"), n, cell(r.StateDir))
 	}
 	tw.Flush()
 	for _, v := range views {
 		if f := v.Record.TokenFile; f != "" {
-			fmt.Fprintf(w, "instance %d: its HTTP endpoint wants \"Authorization: Bearer TOKEN\" with the token in %s (mcpbox token rotate makes a new one)\n", v.Record.PID, f)
+			fmt.Fprintf(w, "instance %d: its HTTP endpoint wants \"Authorization: Bearer TOKEN\" with the token in %s (mcpbox token rotate makes a new one)\n", v.Record.PID, cell(f))
 		}
 	}
 	for _, v := range views {
@@ -112,7 +112,7 @@ func (v View) sandboxCount() int {
 func unavailable(v View) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(v.Record.Unavailable)) {
-		out = append(out, fmt.Sprintf("instance %d: server %s is unavailable: %s", v.Record.PID, name, v.Record.Unavailable[name]))
+		out = append(out, fmt.Sprintf("instance %d: server %s is unavailable: %s", v.Record.PID, cell(name), cell(v.Record.Unavailable[name])))
 	}
 	return out
 }
@@ -125,7 +125,7 @@ func Notes(views []View) []string {
 	var out []string
 	for _, v := range views {
 		if v.Err != nil {
-			out = append(out, fmt.Sprintf("instance %d (%s): its sandboxes could not be listed: %s", v.Record.PID, v.Record.Project, OneLine(v.Err.Error(), 200)))
+			out = append(out, fmt.Sprintf("instance %d (%s): its sandboxes could not be listed: %s", v.Record.PID, cell(v.Record.Project), OneLine(v.Err.Error(), 200)))
 		}
 		out = append(out, unavailable(v)...)
 	}
@@ -210,6 +210,14 @@ func HumanBytes(n uint64) string {
 	return strconv.FormatFloat(v, 'f', 0, 64) + units[i]
 }
 
+// cell is a path or name of an instance (a project's directory, a config
+// file, a state dir a config chose) as a table cell or a line shows it:
+// what a terminal would act on escaped, line breaks and tabs too, so that
+// it can neither drive the terminal nor break the table.
+func cell(s string) string {
+	return config.Printable(strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s))
+}
+
 // OneLine is s on one line (runs of white space as one space), cut to n
 // runes with an ellipsis.
 func OneLine(s string, n int) string {
@@ -284,7 +292,7 @@ func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 	for _, p := range r.Pending {
 		inst := ""
 		if where != "" {
-			inst = "\t" + cmp.Or(r.Where[p.ID], "-")
+			inst = "\t" + cell(cmp.Or(r.Where[p.ID], "-"))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", p.ID, p.Kind, p.Client, p.Server, cmp.Or(p.Name, p.Tool), p.Rule, inst, OneLine(integrity.Escaped(p.Summary), 80))
 	}

@@ -217,6 +217,41 @@ func TestPrintEscapesServerText(t *testing.T) {
 	}
 }
 
+// TestWriteInstancesEscapesPaths: an instance's project, config and state
+// dir are a directory's or a config's choice; the table and the lines
+// below it show them escaped, a line break included, one row each.
+func TestWriteInstancesEscapesPaths(t *testing.T) {
+	views := []View{{Record: instance.Record{PID: 42, Project: "/p\x1b[2J", Config: "/p/ok\u202elmy.yaml",
+		StateDir: "/p/st\nmcpbox: forged", TokenFile: "/p/st\x1b]0;t\x07/token", Transport: "http",
+		Unavailable: map[string]string{"fs": "exited: \x1b[31mred\x1b[0m\nline"}}}}
+	var b strings.Builder
+	WriteInstances(&b, views, false)
+	out := b.String()
+	if i := strings.IndexFunc(out, config.ActsOnTerminal); i >= 0 {
+		t.Errorf("ps prints %q raw at %d:\n%s", []rune(out[i:])[0], i, out)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 4 || strings.HasPrefix(lines[2], "mcpbox:") {
+		t.Errorf("want the header, one row, the token line and the unavailable line; got:\n%s", out)
+	}
+	for _, want := range []string{`/p\x1b[2J`, `ok\u202elmy.yaml`, `/p/st\nmcpbox: forged`, `/p/st\x1b]0;t\a/token`, `red\x1b[0m\nline`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ps output lacks %s:\n%s", want, out)
+		}
+	}
+	// ps --json's notes and the approvals table's INSTANCE column name the
+	// project too.
+	views[0].Err = errors.New("timeout")
+	b.Reset()
+	for _, n := range Notes(views) {
+		b.WriteString(n + "\n")
+	}
+	WriteApprovals(&b, Approvals{Pending: []approval.Request{{ID: "apr_1", Server: "fs", Tool: "t"}},
+		Where: map[string]string{"apr_1": "/p\x1b[2J (pid 42)"}}, false)
+	if i := strings.IndexFunc(b.String(), config.ActsOnTerminal); i >= 0 {
+		t.Errorf("notes or approvals print %q raw at %d:\n%s", []rune(b.String()[i:])[0], i, b.String())
+	}
+}
+
 // TestJSONEscapesServerText: the --json listings write what a terminal
 // would act on as \u escapes, also where JSON would leave it raw (C1
 // controls, bidirectional overrides), and it decodes to the same text.
