@@ -228,4 +228,10 @@ func TestImportNotesPrintable(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, `(of project /p\x1b[2J\x1b[H) is called dup-2`) || strings.ContainsRune(errs, 0x1b) {
 		t.Errorf("exit %d, stderr %q; want the project's name escaped", code, errs)
 	}
+	// A path with a line break in it cannot start a line of its own.
+	in = `{"mcpServers": {"b": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/nonexistent-mcpbox\nmcpbox: import: all good"]}}}`
+	code, _, errs = runImport(in, "-")
+	if code != 0 || !strings.Contains(errs, `/nonexistent-mcpbox\nmcpbox: import: all good, which does not exist here`) || strings.Contains(errs, "\nmcpbox: import: all good") {
+		t.Errorf("exit %d, stderr %q; want the path's line break escaped", code, errs)
+	}
 }
