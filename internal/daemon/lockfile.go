@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -66,7 +67,7 @@ func writeLockfile(lockPath, server string, pkg *pkginstall.Package) error {
 // when there is one (exactly those dependencies), else by the pin alone.
 func installPinned(ctx context.Context, in *pkginstall.Installer, lockPath, server string, src pkginstall.Source, pin pkginstall.Pin) (*pkginstall.Package, error) {
 	if lockPath != "" && pin.Ecosystem == pkginstall.NPM && pin.Lockfile != "" && src.Bin == "" {
-		data, err := os.ReadFile(lockfilePath(lockPath, server))
+		data, err := readKeptLockfile(lockfilePath(lockPath, server))
 		switch {
 		case err == nil:
 			return in.InstallLocked(ctx, pin, data)
@@ -76,6 +77,25 @@ func installPinned(ctx context.Context, in *pkginstall.Installer, lockPath, serv
 	}
 	return in.Install(ctx, src, &pin)
 }
+
+// readKeptLockfile reads a kept lockfile of the project's: a regular file
+// in a real directory, not a link a cloned repository planted to a file
+// of the user's, whose hash the mismatch error would then print.
+func readKeptLockfile(path string) ([]byte, error) {
+	if fi, err := os.Lstat(filepath.Dir(path)); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory (a symlink?)", filepath.Dir(path))
+	}
+	f, err := integrity.OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxKeptLockfile))
+}
+
+// maxKeptLockfile bounds a kept lockfile: a large project's npm lockfile
+// is a few MiB.
+const maxKeptLockfile = 64 << 20
 
 // keepPin writes a package pin and, for npm, its lockfile.
 func keepPin(lockPath, server string, pin integrity.PackagePin, pkg *pkginstall.Package) error {

@@ -177,7 +177,7 @@ var pinKinds = []string{KindTool, KindPrompt, KindTemplate, KindInstructions}
 // not hash to its sha256 (or is filed under another name) are errors that
 // name the server, kind and key.
 func ReadLock(path string) (*Lock, error) {
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Lock{Servers: map[string]*ServerLock{}}, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,6 +148,29 @@ func TestReadLockMissingIsEmpty(t *testing.T) {
 	}
 	if len(l.Servers) != 0 {
 		t.Errorf("servers %v, want none", l.Servers)
+	}
+}
+
+// TestReadLockRefusesLinks: a lock file that a repository made a link to
+// a file of the user's is refused without reading it (a parse error
+// would echo its first byte), and a fifo does not hang the reader.
+func TestReadLockRefusesLinks(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "id_rsa")
+	if err := os.WriteFile(secret, []byte("PRIVATE KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	link, fifo := filepath.Join(dir, "mcpbox.lock"), filepath.Join(dir, "fifo.lock")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link, fifo} {
+		if _, err := ReadLock(p); err == nil || strings.Contains(err.Error(), "'P'") {
+			t.Errorf("ReadLock(%s): %v; want a refusal that reads nothing", p, err)
+		}
 	}
 }
 
