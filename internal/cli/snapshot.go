@@ -101,7 +101,7 @@ func (e *env) diff(args []string) int {
 	if f, ok := e.stdout.(*os.File); ok && isTerminal(f) {
 		out = workspace.TermSafe(e.stdout) // the content is the sandbox's
 	}
-	if err := workspace.Diff(out, lower, upper); err != nil {
+	if err := daemon.WriteDiff(out, e.stderr, lower, upper); err != nil {
 		e.errorf("diff: %v", err)
 		return 1
 	}

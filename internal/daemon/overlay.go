@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,5 +186,33 @@ func projectConfigUp(dir string) string {
 			return ""
 		}
 		dir = parent
+	}
+}
+
+// WriteDiff is `mcpbox diff`: the patch of the overlay's upper dir over
+// the input source lower, on out (workspace.Diff), and, on stderr, how to
+// apply it where the source is a directory below a git repository's top
+// (a monorepo's package): git apply reads a patch's paths from the top,
+// and run in the directory it skips them without a word, exit status 0.
+func WriteDiff(out, stderr io.Writer, lower, upper string) error {
+	if top := gitTop(lower); top != "" && top != lower {
+		rel, err := filepath.Rel(top, lower)
+		if err == nil {
+			printLine(stderr, "mcpbox: diff: note: %s is below the top of the git repository %s, from which git apply reads a patch's paths (skipping, without a word, those outside the directory it runs in): apply it with  git apply --directory=%s  (or patch -p1 in %s)\n", lower, top, rel, lower)
+		}
+	}
+	return workspace.Diff(out, lower, upper)
+}
+
+// gitTop is the nearest directory at or above dir that holds a .git (a
+// repository's directory, or a worktree's file); "" if none does.
+func gitTop(dir string) string {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
 	}
 }

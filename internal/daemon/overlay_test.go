@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -228,6 +230,57 @@ func TestLeftoversKeepChangedOverlays(t *testing.T) {
 	for _, gone := range []string{filepath.Join(base("crashed"), "output"), base("idle")} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s: %v, want it gone", gone, err)
+		}
+	}
+}
+
+// TestWriteDiffInGitSubdir: where the input source is a directory below
+// a git repository's top, diff says how to apply the patch, and the
+// command it names applies it (plain git apply there skips every path).
+// At the top, or outside any repository, it says nothing.
+func TestWriteDiffInGitSubdir(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	top := t.TempDir()
+	lower, upper := filepath.Join(top, "pkg", "api"), t.TempDir()
+	if err := os.MkdirAll(lower, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(git, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	run(top, "init", "-q")
+	os.WriteFile(filepath.Join(lower, "a.txt"), []byte("old\n"), 0o644)
+	os.WriteFile(filepath.Join(upper, "a.txt"), []byte("new\n"), 0o644)
+
+	var patch, note strings.Builder
+	if err := WriteDiff(&patch, &note, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note.String(), "git apply --directory=pkg/api") {
+		t.Fatalf("note %q, want it to name git apply --directory=pkg/api", note.String())
+	}
+	cmd := exec.Command(git, "apply", "--directory=pkg/api")
+	cmd.Dir, cmd.Stdin = lower, strings.NewReader(patch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git apply --directory=pkg/api: %v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(lower, "a.txt")); string(b) != "new\n" {
+		t.Errorf("after the note's command a.txt is %q, want the agent's", b)
+	}
+
+	for _, dir := range []string{top, t.TempDir()} { // the top; no repository
+		note.Reset()
+		if err := WriteDiff(io.Discard, &note, dir, upper); err != nil || note.Len() != 0 {
+			t.Errorf("WriteDiff of %s: %v, note %q; want none", dir, err, note.String())
 		}
 	}
 }
