@@ -18,6 +18,7 @@ import (
 	"mcpbox/internal/config"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
+	"mcpbox/internal/policy"
 )
 
 // jsonLines is the encoder of a --json listing on w. It writes every
@@ -325,5 +326,17 @@ func Decided(req approval.Request, allow bool, scope string) string {
 	case req.Kind == approval.KindTrust:
 		return fmt.Sprintf("approved %s: the changed definition %s/%s is trusted", req.ID, req.Server, req.Tool)
 	}
-	return "approved (" + cmp.Or(scope, approval.ScopeOnce) + ") " + req.ID
+	msg := "approved (" + cmp.Or(scope, approval.ScopeOnce) + ") " + req.ID
+	if req.Conditional && (scope == approval.ScopeSession || scope == approval.ScopeAlways) {
+		// The person chose for calls like this one; the grant is wider.
+		who := "client " + req.Client
+		if scope == approval.ScopeSession {
+			who += "'s session"
+		}
+		msg += fmt.Sprintf(": every later call of %s/%s by %s that needs approval runs without asking, whatever its arguments: the condition (when:) of %s no longer holds one back", req.Server, req.Tool, who, policy.RuleName(req.Rule))
+		if scope == approval.ScopeAlways {
+			msg += " (mcpbox approvals lists the decision; approvals revoke ID forgets it)"
+		}
+	}
+	return config.Printable(msg)
 }

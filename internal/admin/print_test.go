@@ -124,6 +124,9 @@ func TestWriteChangeAndTrusted(t *testing.T) {
 func TestDecided(t *testing.T) {
 	call := approval.Request{ID: "apr_1", Server: "gh", Tool: "create_issue"}
 	trust := approval.Request{ID: "apr_2", Kind: approval.KindTrust, Server: "rug", Tool: "add"}
+	// Held by a rule's when: a wider grant says it passes over the condition.
+	cond := approval.Request{ID: "apr_3", Server: "ev", Tool: "get-sum", Client: "_local",
+		Rule: "servers.ev.tools.rules[0] (/p/mcpbox.yaml:9:11)", Conditional: true}
 	for _, tc := range []struct {
 		req   approval.Request
 		allow bool
@@ -134,6 +137,10 @@ func TestDecided(t *testing.T) {
 		{call, true, approval.ScopeAlways, "approved (always) apr_1"},
 		{trust, true, "", "approved apr_2: the changed definition rug/add is trusted"},
 		{trust, false, "", "denied apr_2"},
+		{cond, true, "", "approved (once) apr_3"},
+		{cond, true, approval.ScopeSession, "approved (session) apr_3: every later call of ev/get-sum by client _local's session that needs approval runs without asking, whatever its arguments: the condition (when:) of servers.ev.tools.rules[0] no longer holds one back"},
+		{cond, true, approval.ScopeAlways, "approved (always) apr_3: every later call of ev/get-sum by client _local that needs approval runs without asking, whatever its arguments: the condition (when:) of servers.ev.tools.rules[0] no longer holds one back (mcpbox approvals lists the decision; approvals revoke ID forgets it)"},
+		{cond, false, "", "denied apr_3"},
 	} {
 		if got := Decided(tc.req, tc.allow, tc.scope); got != tc.want {
 			t.Errorf("Decided(%+v, %v, %q) = %q, want %q", tc.req, tc.allow, tc.scope, got, tc.want)

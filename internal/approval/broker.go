@@ -59,6 +59,10 @@ type Request struct {
 	// at most MaxArguments bytes. Every channel shows all of them (see
 	// Show); nil for a trust request.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Conditional reports that Rule has a when: condition, which a
+	// decision for the session or always passes over: it covers every
+	// later call of the tool, whatever its arguments.
+	Conditional bool `json:"conditional,omitempty"`
 	// Where, in a listing of another instance's requests (a dashboard's),
 	// names the instance that holds it: "PROJECT (pid N)". Not stored.
 	Where string `json:"where,omitempty"`

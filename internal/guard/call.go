@@ -287,7 +287,7 @@ func (g *Guard) approve(ctx context.Context, c *gateway.Call, d policy.Decision,
 	req := approval.Request{
 		Kind: "call", Client: c.Agent, Session: cmpOr(c.MCPSession, c.Session), Server: c.Server, Tool: c.Tool,
 		Name:    cmpOr(c.Name, g.ItemName(c.Server, integrity.KindTool, c.Tool)),
-		Sandbox: sandbox, Rule: rule, Summary: approval.Summary(c.Arguments, g.book.String),
+		Sandbox: sandbox, Rule: rule, Conditional: d.Conditional, Summary: approval.Summary(c.Arguments, g.book.String),
 		Arguments: g.book.JSON(c.Arguments),
 	}
 	var ask approval.Elicitor

@@ -422,6 +422,9 @@ func TestGuardApproverSeesEveryArgument(t *testing.T) {
 	if err := json.Unmarshal(p[0].Arguments, &got); err != nil || len(got) != len(keys) || got["token"] != "Bearer [REDACTED:TOKEN]" {
 		t.Errorf("held arguments (%v): %s, want all %d, the token redacted", err, p[0].Arguments, len(keys))
 	}
+	if !p[0].Conditional { // held by the rule's when: the CLI says what a wider grant covers
+		t.Errorf("held by %s, a rule with a when: Conditional false, want true", p[0].Rule)
+	}
 }
 
 // TestGuardAuditsOutputLimit: a result over limits.output is withheld

@@ -23,6 +23,10 @@ type Decision struct {
 	Action string // config.ActionAllow, config.ActionApprove or config.ActionDeny
 	Rule   string // what decided, e.g. "servers.github.tools.rules[0] (mcpbox.yaml:14:9)"
 	Reason string // why, in a few words; never an argument value
+	// Conditional reports that a rule with a when: decided: a decision
+	// remembered for the tool (approve --always) would pass over its
+	// condition.
+	Conditional bool
 }
 
 // Options adjust Compile.
@@ -231,14 +235,14 @@ func (sp *serverPolicy) rulesDecide(in *Input) (Decision, bool) {
 		case err != nil && r.action != config.ActionAllow:
 			// A deny or approve rule that cannot be evaluated still
 			// applies: a failure never loses a denial or a review.
-			return Decision{Action: r.action, Rule: r.loc,
+			return Decision{Action: r.action, Rule: r.loc, Conditional: true,
 				Reason: fmt.Sprintf("when failed (%v); %s rule applied (fail closed)%s", err, r.action, skipped)}, false
 		case err != nil:
 			if skipped == "" {
 				skipped = fmt.Sprintf("; skipped %s: when failed (%v)", r.name, err)
 			}
 		case ok:
-			return Decision{Action: r.action, Rule: r.loc, Reason: "rule matched" + skipped}, r.action == config.ActionAllow
+			return Decision{Action: r.action, Rule: r.loc, Reason: "rule matched" + skipped, Conditional: true}, r.action == config.ActionAllow
 		case unmet == "":
 			unmet = r.name
 		}

@@ -171,6 +171,27 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideConditional: a decision by a rule with a when: says so (a
+// decision remembered for the tool would pass over the condition); one by
+// a rule without, a glob or the default does not.
+func TestDecideConditional(t *testing.T) {
+	e := mustEngine(t, policyYAML)
+	for _, tc := range []struct {
+		in   Input
+		want bool
+	}{
+		{Input{Server: "gh", Tool: "create_issue", Args: map[string]any{"repo": "locked"}}, true}, // when held
+		{Input{Server: "gh", Tool: "create_issue"}, true},                                         // when failed, fail closed
+		{Input{Server: "gh", Tool: "create_issue", Args: map[string]any{"repo": "other"}}, false}, // the rule without when
+		{Input{Server: "gh", Tool: "push_tag"}, false},                                            // approve glob
+		{Input{Server: "gh", Tool: "other"}, false},                                               // default
+	} {
+		if d := e.Decide(tc.in); d.Conditional != tc.want {
+			t.Errorf("Decide(%+v) = %+v, want Conditional %v", tc.in, d, tc.want)
+		}
+	}
+}
+
 func TestLocalRunMode(t *testing.T) {
 	e := mustEngine(t, "version: 1\nservers:\n  s:\n    command: [s]\n    tools: {allow: [a]}\n")
 	if d := e.Decide(Input{Server: "s", Tool: "a"}); d.Action != config.ActionAllow {
