@@ -112,7 +112,8 @@ func CheckConfig(path string) (config.Errors, error) {
 // be read (EnvWarnings), the programs and host paths a sandbox will not
 // find (commandWarnings), the credential dirs a server would see or
 // that serve refuses to mount writable (credentialWarnings), and a
-// state_dir that serve refuses (specconv.CheckStateDir). It reads the
+// state_dir that serve refuses (specconv.CheckStateDir), and what the
+// config reaches beyond its project (reachWarnings). It reads the
 // environment and looks paths up: no file is read, no command run, so
 // that checking a config one was sent stays harmless.
 func checkWarnings(c *config.Config, path string) config.Errors {
@@ -123,7 +124,60 @@ func checkWarnings(c *config.Config, path string) config.Errors {
 		pos := c.Meta.At("state_dir")
 		ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: err.Error() + ": serve refuses this config", Stops: "serve"})
 	}
-	return append(ws, hostReferenceWarnings(c)...)
+	ws = append(ws, hostReferenceWarnings(c)...)
+	for _, w := range reachWarnings(c, filepath.Dir(path)) {
+		// A place warned of already (a credential dir, refused) is not
+		// named twice.
+		if !slices.ContainsFunc(ws, func(o *config.Error) bool { return o.Line == w.Line && o.Col == w.Col }) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// reachWarnings flag, for `policy check`, what a config makes reachable
+// beyond its own project, for one you did not write (a cloned
+// repository's): a host dir outside the config's directory that a server
+// may write (a mount rw, an output source), and an HTTP endpoint that
+// listens beyond this machine. Both are a config's own choice, with no
+// symlink involved, so serve takes them as written and does not repeat
+// them at every start.
+func reachWarnings(c *config.Config, base string) config.Errors {
+	absBase, err := filepath.Abs(base)
+	if err != nil {
+		return nil
+	}
+	var ws config.Errors
+	outside := func(pos config.Pos, what, src string) {
+		abs, err := filepath.Abs(specconv.Resolve(base, src))
+		if err != nil || abs == absBase || strings.HasPrefix(abs, absBase+string(filepath.Separator)) {
+			return
+		}
+		ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+			Msg: fmt.Sprintf("%s: the server may write to %s, outside the config's directory: keep it if you chose it", what, src)})
+	}
+	for _, s := range c.Servers {
+		if s == nil || s.URL != "" || c.IsKubernetes(s) {
+			continue
+		}
+		p := "servers." + s.Name + ".filesystem"
+		if o := s.Filesystem.Output; o != nil && o.Source != "" {
+			outside(o.Meta.At("source"), p+".output.source", o.Source)
+		}
+		for i, m := range s.Filesystem.Mounts {
+			if m.Mode == config.ModeRW {
+				outside(m.Meta.At("source"), fmt.Sprintf("%s.mounts[%d].source", p, i), m.Source)
+			}
+		}
+	}
+	if addr := c.Listen.HTTP.Addr; addr != "" {
+		if host, _, err := config.SplitHostPort(addr); err == nil && !config.IsLoopbackHost(host) {
+			pos := c.Listen.HTTP.Meta.At("addr")
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("listen.http.addr: serve listens on %s, beyond this machine: whoever reaches it with a client's token gets that client's tools (and, with role admin, the dashboard)", addr)})
+		}
+	}
+	return ws
 }
 
 // inputWarnings flag, for `policy check`, each local server whose

@@ -341,7 +341,11 @@ servers:
 		":16:20: servers.a.filesystem.mounts[7].source: ~/.work/proj2 shows " + filepath.Join(home, ".work") + " to the sandbox: a hidden file or directory of your home",
 	}
 	wantWarnings(t, summarize(c, filepath.Join(proj, "mcpbox.lock"), proj).Warnings, want)
-	wantWarnings(t, checkWarnings(c, cfg), want)
+	// policy check names the other writable places outside the project
+	// too (reachWarnings), not those warned of above.
+	wantWarnings(t, checkWarnings(c, cfg), append(want,
+		":13:20: servers.a.filesystem.mounts[4].source: the server may write to ~/keys-elsewhere, outside the config's directory",
+		":14:20: servers.a.filesystem.mounts[5].source: the server may write to ../other, outside the config's directory"))
 
 	// A project kept in a hidden dir shows its own files without a word.
 	hidden := filepath.Join(home, ".work", "proj2", "mcpbox.yaml")
@@ -419,6 +423,63 @@ func TestStateDirWarning(t *testing.T) {
 			t.Errorf("state_dir %s: verdict %q", sd, verdict)
 		}
 	}
+}
+
+// TestReachWarnings: policy check names what a config lets a server
+// write beyond its directory, and an endpoint beyond this machine; what
+// stays in the project, read-only mounts and loopback do not count.
+func TestReachWarnings(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	proj := filepath.Join(home, "proj")
+	for _, d := range []string{"proj/data", "proj/out", "Documents", "out", "ro"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(proj, "mcpbox.yaml")
+	load := func(text string) *config.Config {
+		t.Helper()
+		c, err := config.Load(cfg, []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	reach := func(c *config.Config) config.Errors {
+		var got config.Errors
+		for _, w := range checkWarnings(c, cfg) {
+			if strings.Contains(w.Error(), "outside the config's directory") || strings.Contains(w.Error(), "beyond this machine") {
+				got = append(got, w)
+			}
+		}
+		return got
+	}
+	c := load(`version: 1
+listen: {http: {addr: "0.0.0.0:8765"}}
+clients: [{name: ci, token: {from: "file:./tok"}}]
+servers:
+  a:
+    command: [sh]
+    filesystem:
+      output: {source: ~/out}
+      mounts:
+        - {source: ~/Documents, target: /docs, mode: rw}
+        - {source: ./data, target: /data, mode: rw}
+        - {source: ~/ro, target: /ro}
+    tools: {allow: ["*"]}
+  b:
+    command: [sh]
+    filesystem: {output: {source: ./out}}
+    tools: {allow: ["*"]}
+`)
+	wantWarnings(t, reach(c), []string{
+		"mcpbox.yaml:8:24: servers.a.filesystem.output.source: the server may write to ~/out, outside the config's directory",
+		"mcpbox.yaml:10:20: servers.a.filesystem.mounts[0].source: the server may write to ~/Documents, outside the config's directory",
+		"mcpbox.yaml:2:23: listen.http.addr: serve listens on 0.0.0.0:8765, beyond this machine",
+	})
+	c = load("version: 1\nlisten: {http: {addr: \"127.0.0.1:8765\"}}\nservers:\n  a:\n    command: [sh]\n    tools: {allow: [\"*\"]}\n")
+	wantWarnings(t, reach(c), nil)
 }
 
 // wantWarnings checks that ws are as many as want, each containing its
