@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/credinject"
+	"mcpbox/internal/image"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
 	"mcpbox/internal/launch"
@@ -111,9 +113,10 @@ func CheckConfig(path string) (config.Errors, error) {
 // prints for the config c read from path: the env: references that cannot
 // be read (EnvWarnings), the programs and host paths a sandbox will not
 // find (commandWarnings), the credential dirs a server would see or
-// that serve refuses to mount writable (credentialWarnings), and a
-// state_dir that serve refuses (specconv.CheckStateDir), and what the
-// config reaches beyond its project (reachWarnings). It reads the
+// that serve refuses to mount writable (credentialWarnings), a state_dir
+// that serve refuses (specconv.CheckStateDir), the references that act
+// on the host (hostReferenceWarnings), and what the config reaches
+// beyond its project (reachWarnings). It reads the
 // environment and looks paths up: no file is read, no command run, so
 // that checking a config one was sent stays harmless.
 func checkWarnings(c *config.Config, path string) config.Errors {
@@ -138,10 +141,11 @@ func checkWarnings(c *config.Config, path string) config.Errors {
 // reachWarnings flag, for `policy check`, what a config makes reachable
 // beyond its own project, for one you did not write (a cloned
 // repository's): a host dir outside the config's directory that a server
-// may write (a mount rw, an output source), and an HTTP endpoint that
-// listens beyond this machine. Both are a config's own choice, with no
-// symlink involved, so serve takes them as written and does not repeat
-// them at every start.
+// may write (a mount rw, an output source), an image registry at a
+// non-public address, which the host fetches from, and an HTTP endpoint
+// that listens beyond this machine. Each is a config's own choice, with
+// no symlink involved, so serve takes them as written and does not
+// repeat them at every start.
 func reachWarnings(c *config.Config, base string) config.Errors {
 	absBase, err := filepath.Abs(base)
 	if err != nil {
@@ -159,6 +163,11 @@ func reachWarnings(c *config.Config, base string) config.Errors {
 	for _, s := range c.Servers {
 		if s == nil || s.URL != "" || c.IsKubernetes(s) {
 			continue
+		}
+		if r, err := image.ParseRef(s.Image.Ref); err == nil && nonPublicHost(r.Registry) {
+			pos := s.Meta.At("image")
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.image: mcpbox fetches it from this host, outside any sandbox, at %s, a non-public address: keep it if you run that registry", s.Name, r.Registry)})
 		}
 		p := "servers." + s.Name + ".filesystem"
 		if o := s.Filesystem.Output; o != nil && o.Source != "" {
@@ -280,6 +289,25 @@ func hostReferenceWarnings(c *config.Config) config.Errors {
 	}
 	token(c.OAuth.StoreKey, c.OAuth.Meta, "store_key", "oauth.store_key")
 	return ws
+}
+
+// nonPublicHost reports whether hostPort names this machine or a private,
+// link-local or unspecified address (by name only "localhost": a name is
+// not resolved here).
+func nonPublicHost(hostPort string) bool {
+	host, _, err := config.SplitHostPort(hostPort)
+	if err != nil { // no port: "[fd00::1]", "10.0.0.1"
+		host = strings.TrimSuffix(strings.TrimPrefix(hostPort, "["), "]")
+	}
+	if config.IsLoopbackHost(host) {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.WithZone("").Unmap() // ::ffff:169.254.169.254 is the metadata address
+	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified()
 }
 
 // firstPos is the first known of ps.

@@ -449,7 +449,7 @@ func TestReachWarnings(t *testing.T) {
 	reach := func(c *config.Config) config.Errors {
 		var got config.Errors
 		for _, w := range checkWarnings(c, cfg) {
-			if strings.Contains(w.Error(), "outside the config's directory") || strings.Contains(w.Error(), "beyond this machine") {
+			if strings.Contains(w.Error(), "outside the config's directory") || strings.Contains(w.Error(), "beyond this machine") || strings.Contains(w.Error(), "non-public address") {
 				got = append(got, w)
 			}
 		}
@@ -472,14 +472,36 @@ servers:
     command: [sh]
     filesystem: {output: {source: ./out}}
     tools: {allow: ["*"]}
+  c:
+    image: 127.0.0.1:5000/tools/srv:1
+    image_insecure: true
+    tools: {allow: ["*"]}
+  d:
+    image: ghcr.io/o/srv:1
+    tools: {allow: ["*"]}
 `)
 	wantWarnings(t, reach(c), []string{
 		"mcpbox.yaml:8:24: servers.a.filesystem.output.source: the server may write to ~/out, outside the config's directory",
 		"mcpbox.yaml:10:20: servers.a.filesystem.mounts[0].source: the server may write to ~/Documents, outside the config's directory",
+		"mcpbox.yaml:19:12: servers.c.image: mcpbox fetches it from this host, outside any sandbox, at 127.0.0.1:5000, a non-public address",
 		"mcpbox.yaml:2:23: listen.http.addr: serve listens on 0.0.0.0:8765, beyond this machine",
 	})
 	c = load("version: 1\nlisten: {http: {addr: \"127.0.0.1:8765\"}}\nservers:\n  a:\n    command: [sh]\n    tools: {allow: [\"*\"]}\n")
 	wantWarnings(t, reach(c), nil)
+}
+
+// TestNonPublicHost: an image registry is judged by its address in every
+// spelling a reference allows: with or without a port, bracketed, mapped.
+func TestNonPublicHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost:5000": true, "127.0.0.1": true, "[::1]": true, "[::1]:5000": true, "[fd00::1]": true,
+		"10.0.0.7:5000": true, "[::ffff:169.254.169.254]": true, "169.254.169.254": true, "[fe80::1%eth0]": true,
+		"ghcr.io": false, "index.docker.io": false, "8.8.8.8": false, "[2001:db8::1]:443": false,
+	} {
+		if got := nonPublicHost(host); got != want {
+			t.Errorf("nonPublicHost(%s) = %v, want %v", host, got, want)
+		}
+	}
 }
 
 // wantWarnings checks that ws are as many as want, each containing its
