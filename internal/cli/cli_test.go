@@ -190,7 +190,7 @@ func TestPolicyCheck(t *testing.T) {
 	os.Unsetenv("MCPBOX_TEST_UNSET_VAR")
 	// Valid, so exit 0, but not "ok": the line says what cannot start.
 	if code, out, errs := runCLI("policy", "check", unset); code != 0 || out != unset+": valid, but on this machine cannot start: server r (see the warnings above)\n" ||
-		!strings.HasPrefix(errs, unset+":5:13: warning: servers.r.query.api_key:") || !strings.Contains(errs, "cannot start until it can be read") {
+		!strings.HasPrefix(errs, unset+":5:13: warning: servers.r.query.api_key:") || !strings.Contains(errs, "cannot start until serve is started again with the variable set") {
 		t.Fatalf("config with an unset variable: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 	// A writable output serve refuses stops serve itself; a server named

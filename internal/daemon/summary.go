@@ -386,10 +386,19 @@ func credentialWarnings(c *config.Config, base string) config.Errors {
 	return ws
 }
 
-// untilUsable says what a start that fails on the secret error err needs:
-// a value it can read, or, read already, a usable one.
-func untilUsable(err error) string {
-	if ve := (*secrets.ValueError)(nil); errors.As(err, &ve) {
+// untilUsable says what a start that fails on the secret error err of
+// ref needs: a value it can read, or, read already, a usable one. An env:
+// variable is read from serve's own environment, which no later session
+// changes: serve must start again with it.
+func untilUsable(err error, ref string) string {
+	ve := (*secrets.ValueError)(nil)
+	usable := errors.As(err, &ve)
+	switch {
+	case strings.HasPrefix(ref, "env:") && usable:
+		return "until serve is started again with a usable value in it"
+	case strings.HasPrefix(ref, "env:"):
+		return "until serve is started again with the variable set"
+	case usable:
 		return "until it has a usable value"
 	}
 	return "until it can be read"
@@ -419,7 +428,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		}
 		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err)), Stops: "server " + s.Name})
+				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err, ref)), Stops: "server " + s.Name})
 		}
 	}
 	for _, s := range c.Servers {
@@ -462,7 +471,7 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 		if err := launch.CheckSecret(context.Background(), ref); err != nil {
 			pos := cl.Token.Meta.At("from")
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start %s", i, err, untilUsable(err)), Stops: "serve over HTTP"})
+				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start %s", i, err, untilUsable(err, ref)), Stops: "serve over HTTP"})
 		}
 	}
 	return ws

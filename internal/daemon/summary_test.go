@@ -57,9 +57,9 @@ servers:
 		got = append(got, w.Error())
 	}
 	want := []string{
-		":6:7: servers.gh.secrets.A: secret from env:T6_UNSET: the variable is not set: server gh cannot start until it can be read",
+		":6:7: servers.gh.secrets.A: secret from env:T6_UNSET: the variable is not set: server gh cannot start until serve is started again with the variable set",
 		":8:7: servers.gh.secrets.C: secret from file: open " + filepath.Join(dir, "missing") + ": no such file",
-		":9:7: servers.gh.secrets.D: secret from env:T6_SHORT is shorter than 8 bytes: redaction by value would hit ordinary text: server gh cannot start until it has a usable value",
+		":9:7: servers.gh.secrets.D: secret from env:T6_SHORT is shorter than 8 bytes: redaction by value would hit ordinary text: server gh cannot start until serve is started again with a usable value in it",
 		":16:15: servers.docs.headers.Authorization: secret from env:T6_UNSET: the variable is not set: server docs cannot start",
 	}
 	if len(got) != len(want) {
