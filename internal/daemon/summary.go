@@ -17,6 +17,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/credinject"
+	"mcpbox/internal/egress"
 	"mcpbox/internal/image"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/integrity"
@@ -291,9 +292,11 @@ func hostReferenceWarnings(c *config.Config) config.Errors {
 	return ws
 }
 
-// nonPublicHost reports whether hostPort names this machine or a private,
-// link-local or unspecified address (by name only "localhost": a name is
-// not resolved here).
+// nonPublicHost reports whether hostPort names this machine or an address
+// the host's own fetches refuse unless the config trusts it
+// (egress.BlockedReason: private, link-local, metadata, ...), in any
+// spelling an image reference allows (a port or none, brackets, a zone,
+// a mapped IPv4). A name other than localhost is not resolved here.
 func nonPublicHost(hostPort string) bool {
 	host, _, err := config.SplitHostPort(hostPort)
 	if err != nil { // no port: "[fd00::1]", "10.0.0.1"
@@ -303,11 +306,7 @@ func nonPublicHost(hostPort string) bool {
 		return true
 	}
 	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	a = a.WithZone("").Unmap() // ::ffff:169.254.169.254 is the metadata address
-	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified()
+	return err == nil && egress.BlockedReason(a) != ""
 }
 
 // firstPos is the first known of ps.

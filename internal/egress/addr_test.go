@@ -93,15 +93,15 @@ func TestBlockedReason(t *testing.T) {
 	}
 	for _, s := range blocked {
 		t.Run("blocked/"+s, func(t *testing.T) {
-			if r := blockedReason(netip.MustParseAddr(s)); r == "" {
-				t.Errorf("blockedReason(%s) = \"\", want a reason", s)
+			if r := BlockedReason(netip.MustParseAddr(s)); r == "" {
+				t.Errorf("BlockedReason(%s) = \"\", want a reason", s)
 			}
 		})
 	}
 	for _, s := range public {
 		t.Run("public/"+s, func(t *testing.T) {
-			if r := blockedReason(netip.MustParseAddr(s)); r != "" {
-				t.Errorf("blockedReason(%s) = %q, want public", s, r)
+			if r := BlockedReason(netip.MustParseAddr(s)); r != "" {
+				t.Errorf("BlockedReason(%s) = %q, want public", s, r)
 			}
 		})
 	}
@@ -159,9 +159,9 @@ func FuzzBlockedReason(f *testing.F) {
 		if is4 {
 			a = netip.AddrFrom4([4]byte(b[12:16]))
 		}
-		got := blockedReason(a) != ""
+		got := BlockedReason(a) != ""
 		if want := refBlocked(b, is4); got != want {
-			t.Errorf("blockedReason(%s) blocked = %v, reference says %v", a, got, want)
+			t.Errorf("BlockedReason(%s) blocked = %v, reference says %v", a, got, want)
 		}
 	})
 }

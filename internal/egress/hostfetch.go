@@ -32,7 +32,7 @@ var ErrPrivateAddress = errors.New("refusing a host-side fetch of a non-public a
 // and no redirect gets past it.
 //
 // The zero value trusts nothing. The checks are the proxy's: the ranges
-// (blockedReason), and the host's own addresses and the networks of its
+// (BlockedReason), and the host's own addresses and the networks of its
 // interfaces whatever their range (localAddrs): a registry that sees the
 // host's public address as the fetch's source could otherwise name it,
 // and reach every service the host binds to 0.0.0.0. A registry mirror
@@ -104,7 +104,7 @@ func checkDialed(name, address string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: unreadable address %q", ErrPrivateAddress, name, address)
 	}
-	if r := blockedReason(ap.Addr()); r != "" {
+	if r := BlockedReason(ap.Addr()); r != "" {
 		return fmt.Errorf("%w: %s is %s, a %s (only a registry the configuration names may be one)", ErrPrivateAddress, name, ap.Addr(), r)
 	}
 	return nil

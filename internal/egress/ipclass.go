@@ -47,11 +47,11 @@ var (
 	sixToFour = netip.MustParsePrefix("2002::/16")
 )
 
-// blockedReason says why ip may not be dialed unless a rule names it, or
-// returns "" for a public address. IPv6 forms that embed an IPv4 address
+// BlockedReason says why ip may not be dialed unless a rule names it (or,
+// for a HostFetch, a trusted host), or returns "" for a public address. IPv6 forms that embed an IPv4 address
 // the host would route to it (IPv4-mapped, NAT64, 6to4) are judged by the
 // embedded address.
-func blockedReason(ip netip.Addr) string {
+func BlockedReason(ip netip.Addr) string {
 	if !ip.IsValid() {
 		return "invalid address"
 	}
@@ -59,7 +59,7 @@ func blockedReason(ip netip.Addr) string {
 		return "zoned address"
 	}
 	if ip.Is4In6() {
-		if r := blockedReason(ip.Unmap()); r != "" {
+		if r := BlockedReason(ip.Unmap()); r != "" {
 			return "IPv4-mapped " + r
 		}
 		return ""
@@ -69,14 +69,14 @@ func blockedReason(ip netip.Addr) string {
 	}
 	if nat64.Contains(ip) {
 		b := ip.As16()
-		if r := blockedReason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+		if r := BlockedReason(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
 			return "NAT64 " + r
 		}
 		return ""
 	}
 	if sixToFour.Contains(ip) {
 		b := ip.As16()
-		if r := blockedReason(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+		if r := BlockedReason(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
 			return "6to4 " + r
 		}
 		return ""

@@ -80,9 +80,9 @@ func (l *localAddrs) refresh() {
 	l.nets, l.expires = nets, time.Now().Add(localTTL)
 }
 
-// blocked is blockedReason plus the host's own addresses.
+// blocked is BlockedReason plus the host's own addresses.
 func (p *policy) blocked(a netip.Addr) string {
-	if r := blockedReason(a); r != "" {
+	if r := BlockedReason(a); r != "" {
 		return r
 	}
 	if p.local.has(a) {

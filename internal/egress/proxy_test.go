@@ -114,7 +114,7 @@ func hostAddr() netip.Addr {
 		if n, ok := a.(*net.IPNet); ok {
 			ip, _ := netip.AddrFromSlice(n.IP)
 			if ip = ip.Unmap(); !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
-				if blockedReason(ip) == "" {
+				if BlockedReason(ip) == "" {
 					continue // a public address is allowed by "*", by design
 				}
 				return ip
