@@ -216,7 +216,7 @@ func HumanBytes(n uint64) string {
 // what a terminal would act on escaped, line breaks and tabs too, so that
 // it can neither drive the terminal nor break the table.
 func cell(s string) string {
-	return config.Printable(strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s))
+	return config.PrintableLine(strings.ReplaceAll(s, "\t", `\t`))
 }
 
 // OneLine is s on one line (runs of white space as one space), cut to n

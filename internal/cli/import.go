@@ -105,7 +105,7 @@ func (e *env) importConfig(args []string) int {
 
 func (e *env) importNotes(notes []string) {
 	for _, n := range notes {
-		fmt.Fprintf(e.stderr, "mcpbox: import: %s\n", config.Printable(strings.ReplaceAll(n, "\n", `\n`))) // names the client file chose; one line each
+		fmt.Fprintf(e.stderr, "mcpbox: import: %s\n", config.PrintableLine(n)) // names the client file chose
 	}
 }
 

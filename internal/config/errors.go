@@ -93,6 +93,11 @@ func Printable(s string) string {
 	return b.String()
 }
 
+// PrintableLine is Printable on one line: a line break is written as \n
+// too, so that a value printed in a line of mcpbox's cannot start a line
+// of its own.
+func PrintableLine(s string) string { return Printable(strings.ReplaceAll(s, "\n", `\n`)) }
+
 // ActsOnTerminal reports whether a terminal acts on r rather than shows
 // it: controls (C0, DEL, C1) but line breaks and tabs, the bidirectional
 // marks, embeddings, overrides and isolates, and the Unicode line and

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"mcpbox/internal/config"
@@ -185,7 +184,7 @@ func (is imageSetup) printf(format string, args ...any) {
 func printLine(w io.Writer, format string, args ...any) {
 	safe := make([]any, len(args))
 	for i, a := range args {
-		safe[i] = config.Printable(strings.ReplaceAll(fmt.Sprint(a), "\n", `\n`))
+		safe[i] = config.PrintableLine(fmt.Sprint(a))
 	}
 	fmt.Fprintf(w, format, safe...)
 }
