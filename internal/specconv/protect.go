@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"mcpbox/internal/config"
@@ -239,16 +240,13 @@ func notInStateRoot(dir string) error {
 	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
 		roots = append(roots, filepath.Join(home, ".local", "state", "mcpbox"))
 	}
-	paths := []string{filepath.Clean(dir), workspace.ResolveExisting(dir)}
+	spellings := []string{filepath.Clean(dir), workspace.ResolveExisting(dir)}
 	for _, root := range roots {
 		for _, sub := range []string{"projects", "statedirs"} {
 			place := filepath.Join(root, sub)
-			for _, r := range []string{place, workspace.ResolveExisting(place)} {
-				for _, p := range paths {
-					if within(p, r) {
-						return fmt.Errorf("state_dir %s is in %s, where mcpbox keeps other projects' state dirs: a config may not name one (it would share that project's workspaces, audit log and approvals); remove state_dir, or pass --state-dir DIR", dir, place)
-					}
-				}
+			realPlace := workspace.ResolveExisting(place)
+			if slices.ContainsFunc(spellings, func(p string) bool { return within(p, place) || within(p, realPlace) }) {
+				return fmt.Errorf("state_dir %s is in %s, where mcpbox keeps other projects' state dirs: a config may not name one (it would share that project's workspaces, audit log and approvals); remove state_dir, or pass --state-dir DIR", dir, place)
 			}
 		}
 	}
