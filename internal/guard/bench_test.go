@@ -103,11 +103,14 @@ func echoLauncher(ctx context.Context, scope gateway.Scope) (*gateway.Process, e
 // non-nil, with the text (a test holds a call there).
 func echoLauncherWith(before func(text string)) func(context.Context, gateway.Scope) (*gateway.Process, error) {
 	return func(context.Context, gateway.Scope) (*gateway.Process, error) {
-		return echoProcess(before)
+		return echoProcess(before, nil)
 	}
 }
 
-func echoProcess(before func(text string)) (*gateway.Process, error) {
+// echoProcess serves the echo tool, whose input schema is schema, or,
+// if nil, the one the go-sdk infers (text required, no other property
+// than n).
+func echoProcess(before func(text string), schema any) (*gateway.Process, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
@@ -115,7 +118,7 @@ func echoProcess(before func(text string)) (*gateway.Process, error) {
 		Text string `json:"text"`
 		N    int    `json:"n,omitempty"`
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text"},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", InputSchema: schema},
 		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 			if before != nil {
 				before(a.Text)

@@ -218,6 +218,10 @@ func (g *Guard) decided(next handler) handler {
 		rec.Decision, rec.Rule = d.Action, d.Rule
 		switch d.Action {
 		case config.ActionApprove:
+			if why := schemaMismatch(c.Definition, c.Arguments); why != "" {
+				rec.Decision, rec.Outcome, rec.Rule = "deny", audit.OutcomeDenied, "arguments do not match the input schema"
+				return refusal(g.book.String(schemaRefusal(rec.Name, why)), nil)
+			}
 			if res, refused := g.approved(ctx, st, d); refused {
 				return res, nil
 			}

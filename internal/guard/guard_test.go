@@ -377,13 +377,18 @@ func TestGuardApproverSeesEveryArgument(t *testing.T) {
 	asked := make(chan string, 1)
 	held := make(chan []approval.Request, 1)
 	var r *guardRig
-	r = newGuardRig(t, &mcp.ClientOptions{
+	// A schema that takes any other property: the call must match it to
+	// be held (TestGuardHeldCallCheckedBySchema).
+	open := func(context.Context, gateway.Scope) (*gateway.Process, error) {
+		return echoProcess(nil, map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}})
+	}
+	r = newGuardRigServer(t, guardTestConfig, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			asked <- req.Params.Message
 			held <- r.g.broker.Pending() // pending while the client is asked
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny"}}, nil
 		},
-	})
+	}, &gateway.Server{Name: "echo", Scope: gateway.ScopeAgent, Allow: []string{"*"}, Launch: open})
 	if err := r.g.book.Add("TOKEN", []byte(secret)); err != nil {
 		t.Fatal(err)
 	}
