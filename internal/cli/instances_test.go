@@ -19,6 +19,7 @@ import (
 	"mcpbox/internal/approval"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/config"
+	"mcpbox/internal/daemon"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/specconv"
 )
@@ -463,4 +464,10 @@ func TestLogsVerifyTwoWriters(t *testing.T) {
 	if code := Main([]string{"logs", "--json", "--state-dir", state}, nil, &out, &errb); code != 0 || strings.Count(out.String(), "\n") != 20 {
 		t.Errorf("logs: exit %d, %d lines, want 20", code, strings.Count(out.String(), "\n"))
 	}
+}
+
+// findStateDir is the state dir admin commands given neither --config
+// nor --state-dir use, for wd.
+func findStateDir(wd string) (string, error) {
+	return daemon.FindStateDir(wd, nil)
 }

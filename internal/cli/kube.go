@@ -43,5 +43,8 @@ func (e *env) kubeDoctor(path string) int {
 	if err != nil {
 		e.errorf("doctor: %v", err)
 	}
-	return btoi(!ok)
+	if ok {
+		return 0
+	}
+	return 1
 }

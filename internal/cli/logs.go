@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
 	"mcpbox/internal/daemon"
 )
@@ -103,7 +104,7 @@ func (e *env) logs(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	if dir == allStateDirs {
+	if dir == admin.AllStateDirs {
 		e.errorf("logs: --all: the audit log is one state dir's; run it in the project or pass --config or --state-dir (mcpbox ps --all shows each instance's state dir)")
 		return exitUsage
 	}

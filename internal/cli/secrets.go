@@ -88,7 +88,7 @@ func (e *env) rotate(args []string, cfgPath, stateFlag string) int {
 	if dir == "" && cfgPath == "" { // the project's, as the admin commands find it
 		wd, err := os.Getwd()
 		if err == nil {
-			dir, err = findStateDir(wd)
+			dir, err = daemon.FindStateDir(wd, nil)
 		}
 		if err != nil {
 			e.errorf("secrets rotate: %v", err)
