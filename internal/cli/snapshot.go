@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"mcpbox/internal/config"
 	"mcpbox/internal/daemon"
 	"mcpbox/internal/workspace"
 )
@@ -14,7 +15,7 @@ import (
 const snapshotHelp = `USAGE
   mcpbox snapshot ID [-o FILE] [--all | --config FILE | --state-dir DIR]
   mcpbox diff ID [--all | --config FILE | --state-dir DIR]
-  mcpbox diff --server NAME [--agent AGENT] [--session ID] [--config FILE]
+  mcpbox diff --server NAME [--agent AGENT] [--session ID] [--config FILE] [--discard]
 
 snapshot writes the workspace of sandbox ID (its /workspace/output and,
 with filesystem.input.mode overlay, the overlay's changes) as a .tar.gz
@@ -31,7 +32,8 @@ NAME's sandboxes left in the config's state dir (its one agent's, or
 AGENT's), read with no serve running (a stdio client's ends with it);
 with scope: session, or --session, the overlay of an ended session that
 changed its input, kept when the session ended (the newest 20 are kept)
-or left by a killed serve.
+or left by a killed serve. --discard throws that overlay's changes away
+(read them first), so the agent's next sandbox sees the input as it is.
 `
 
 func (e *env) snapshotCmd(args []string) int {
@@ -74,6 +76,7 @@ func (e *env) diff(args []string) int {
 	server := fs.String("server", "", "the overlay server `NAME`'s sandboxes left, with no serve running")
 	agent := fs.String("agent", "", "with --server: whose overlay, if several `AGENT`s have one")
 	session := fs.String("session", "", "with --server: the overlay ended session `ID` kept (scope: session)")
+	discard := fs.Bool("discard", false, "with --server: throw the overlay's changes away instead of printing them")
 	if code, stop := e.parse(fs, reorder(fs, args)); stop {
 		return code
 	}
@@ -83,14 +86,20 @@ func (e *env) diff(args []string) int {
 	case *server != "" && fs.NArg() == 0 && *af.stateDir == "" && !*af.all:
 		wd, _ := os.Getwd()
 		lower, upper, err = daemon.LeftOverlay(*af.config, wd, *server, *agent, *session)
-	case *server == "" && *agent == "" && *session == "" && fs.NArg() == 1:
+		if err == nil && *discard {
+			if err = daemon.DiscardOverlay(upper); err == nil {
+				fmt.Fprintf(e.stdout, "discarded the changes in %s: the next sandbox sees the input as it is\n", config.PrintableLine(upper))
+				return 0
+			}
+		}
+	case *server == "" && *agent == "" && *session == "" && !*discard && fs.NArg() == 1:
 		c, ok := af.client(e, "diff")
 		if !ok {
 			return exitUsage
 		}
 		lower, upper, err = c.Diff(fs.Arg(0))
 	default:
-		e.errorf("diff: want one sandbox ID (see mcpbox ps), or --server NAME [--agent AGENT] [--session ID] [--config FILE]")
+		e.errorf("diff: want one sandbox ID (see mcpbox ps), or --server NAME [--agent AGENT] [--session ID] [--config FILE] [--discard]")
 		return exitUsage
 	}
 	if err != nil {

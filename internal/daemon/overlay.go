@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -215,4 +216,30 @@ func gitTop(dir string) string {
 			return ""
 		}
 	}
+}
+
+// DiscardOverlay throws away the changes in the input overlay whose upper
+// dir LeftOverlay found, for `mcpbox diff --server --discard`: the
+// agent's next sandbox of the server sees the source as it is now. It
+// holds the overlay's lock meanwhile, so no sandbox has it mounted (a
+// running one's is refused: stop it first); a kept session's workspace
+// goes whole, as its other dirs went when the session ended.
+func DiscardOverlay(upper string) error {
+	base := filepath.Dir(filepath.Dir(upper))
+	unlock, err := instance.LockOverlay(base)
+	if errors.Is(err, instance.ErrOverlayBusy) {
+		return fmt.Errorf("a running sandbox has the overlay mounted (%s): stop it first (mcpbox ps; mcpbox stop ID), then discard", base)
+	} else if err != nil {
+		return err
+	}
+	defer unlock()
+	if filepath.Base(filepath.Dir(base)) == "sessions" {
+		workspace.Remove(base)
+	} else if err := workspace.RemoveOverlay(base); err != nil {
+		return fmt.Errorf("discarding the input overlay: %w", err)
+	}
+	if _, err := os.Lstat(upper); err == nil {
+		return fmt.Errorf("discarding the input overlay: %s is still there", upper)
+	}
+	return nil
 }

@@ -284,3 +284,54 @@ func TestWriteDiffInGitSubdir(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardOverlay: --discard removes an agent's overlay (upper and
+// work, the workspace's output stays) unless a sandbox holds its lock,
+// and a kept session's workspace whole.
+func TestDiscardOverlay(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "workspaces", "_local", "fs")
+	upper := filepath.Join(base, "overlay", "upper")
+	for _, d := range []string{upper, filepath.Join(base, "overlay", "work", "work"), filepath.Join(base, "output")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(upper, "a.txt"), []byte("agent's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(base, "overlay", "work", "work"), 0); err != nil { // as the kernel leaves it
+		t.Fatal(err)
+	}
+	unlock, err := instance.LockOverlay(base) // a running sandbox's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DiscardOverlay(upper); err == nil || !strings.Contains(err.Error(), "stop it first") {
+		t.Errorf("discard while the lock is held: %v, want refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(upper, "a.txt")); err != nil {
+		t.Errorf("the refused discard removed the change: %v", err)
+	}
+	unlock()
+	if err := DiscardOverlay(upper); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(base, "overlay")); !os.IsNotExist(err) {
+		t.Errorf("overlay after discard: %v, want gone", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "output")); err != nil {
+		t.Errorf("the output went with the overlay: %v", err)
+	}
+
+	session := filepath.Join(base, "sessions", "s1")
+	upper = filepath.Join(session, "overlay", "upper")
+	if err := os.MkdirAll(upper, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := DiscardOverlay(upper); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(session); !os.IsNotExist(err) {
+		t.Errorf("kept session after discard: %v, want gone", err)
+	}
+}

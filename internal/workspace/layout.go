@@ -94,8 +94,15 @@ func mkdirBeneath(root, dir string) (string, error) {
 // work/work dir with mode 0, which an unprivileged owner must open up
 // first.
 func Remove(base string) {
-	_ = os.Chmod(filepath.Join(base, "overlay", "work", "work"), 0o700)
+	_ = RemoveOverlay(base)
 	os.RemoveAll(base)
+}
+
+// RemoveOverlay removes the input overlay of a workspace dir (a Base):
+// its changes are gone, and the next sandbox's overlay starts empty.
+func RemoveOverlay(base string) error {
+	_ = os.Chmod(filepath.Join(base, "overlay", "work", "work"), 0o700)
+	return os.RemoveAll(filepath.Join(base, "overlay"))
 }
 
 // KeptOverlays bounds the ended sessions' overlays kept per agent and

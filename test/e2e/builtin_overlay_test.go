@@ -159,6 +159,32 @@ func TestBuiltinOverlayWriteDiff(t *testing.T) {
 		if left.code != 0 || left.stdout != r.stdout {
 			t.Errorf("mcpbox diff --server ws after the serve stopped: %s\nwant the stdout of mcpbox diff %s:\n%s", left, row.ID, r.stdout)
 		}
+
+		// --discard is refused while a sandbox has the overlay mounted;
+		// once none has, the changes go, and the next sandbox sees the
+		// input as it is now (a.txt with the user's line, no new/x.txt).
+		g = s.serve(t)
+		sess = s.connect(t, g, nil)
+		gwMustCall(t, sess, "read_file", map[string]any{"path": "input/a.txt"}, "one\nTWO\n")
+		if r := s.cli(t, "diff", "--server", "ws", "--config", s.cfg, "--discard"); r.code != 1 || !strings.Contains(r.stderr, "stop it first") {
+			t.Errorf("mcpbox diff --server ws --discard while a sandbox runs: %s, want refused", r)
+		}
+		gwClose(t, sess)
+		g.stop(t)
+		kept := wsRead(t, project)
+		if r := s.cli(t, "diff", "--server", "ws", "--config", s.cfg, "--discard"); r.code != 0 || !strings.Contains(r.stdout, "discarded the changes") {
+			t.Fatalf("mcpbox diff --server ws --discard: %s", r)
+		}
+		if r := s.cli(t, "diff", "--server", "ws", "--config", s.cfg); r.code != 1 || !strings.Contains(r.stderr, "no sandbox of it has written") {
+			t.Errorf("mcpbox diff --server ws after --discard: %s, want no overlay", r)
+		}
+		g = s.serve(t)
+		sess = s.connect(t, g, nil)
+		gwMustCall(t, sess, "read_file", map[string]any{"path": "input/a.txt"}, "one\nTWO\nthree by the user\n")
+		wsCallFails(t, sess, "read_file", map[string]any{"path": "input/new/x.txt"})
+		if d := cmp.Diff(kept, wsRead(t, project)); d != "" {
+			t.Errorf("--discard changed the project (-before +after):\n%s", d)
+		}
 	})
 }
 
