@@ -135,7 +135,7 @@ func (e *env) serveOutput(o *daemon.Options) {
 			e.errorf("server %s: its package is still installing; serving without it until then, it joins once installed (mcpbox ps shows it)", u.Server)
 			return
 		}
-		e.errorf("warning: server %s is unavailable, serving the others without it: %s (a new session retries it; --strict makes this an error)", u.Server, u.Reason)
+		e.errorf("warning: server %s is unavailable, serving the others without it: %s (%s; --strict makes this an error)", u.Server, u.Reason, u.Retry)
 	}
 	o.NoAuthWarning = func(addr string) {
 		e.errorf("warning: --no-auth: HTTP on %s has no token: any local process or user can call the tools", addr)

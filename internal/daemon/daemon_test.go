@@ -97,9 +97,10 @@ func TestRunSetupErrorWithoutSummary(t *testing.T) {
 // TestStrictCannotStart: serve --strict ends at its start, naming the
 // server, when the start's warnings say a server cannot start on this
 // machine (here: its secret's variable is not set), as it does for a
-// package that does not install; without --strict it serves.
+// package that does not install; without --strict it serves the other
+// server (with none other, it ends as when no server can be set up).
 func TestStrictCannotStart(t *testing.T) {
-	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  s: {command: [sh], secrets: {T: {from: env:MCPBOX_TEST_STRICT_UNSET}}, tools: {allow: ['*']}}\n"))
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  s: {command: [sh], secrets: {T: {from: env:MCPBOX_TEST_STRICT_UNSET}}, tools: {allow: ['*']}}\n  ok: {command: [sh], tools: {allow: ['*']}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,4 +100,5 @@ type Unavailable struct {
 	// Installing: not a fault, its package still installs in the
 	// background; it joins the sessions once installed.
 	Installing bool
+	Retry      string // when it is set up again: "a new session retries it", ...
 }

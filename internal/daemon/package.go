@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -325,6 +326,8 @@ func (po packageOptions) startInstalls(ctx context.Context) ([]*install, error) 
 	if err != nil || len(pss) == 0 {
 		return nil, err
 	}
+	// A server that cannot start in this serve is not installed for it.
+	pss = slices.DeleteFunc(pss, func(ps PackageServer) bool { return lacksEnvSecret(po.c, ps.Server) != nil })
 	for _, ps := range pss {
 		// An input serve refuses (your home dir, the state dir) fails
 		// the start as a command server's does, before any download.

@@ -122,6 +122,11 @@ func (w wiring) servers() ([]*gateway.Server, error) {
 	var setUp []<-chan struct{} // installing's setups once installed
 	for _, s := range w.c.Servers {
 		gs := gatewayServer(w.c, s)
+		if err := lacksEnvSecret(w.c, s); err != nil && w.setups != nil {
+			w.setups.unavailable(gs, err, nil) // no retry: serve's environment stays as it is
+			setupErrs, out = append(setupErrs, err), append(out, gs)
+			continue
+		}
 		if in := w.installing[s.Name]; in != nil {
 			if w.setups == nil {
 				// Never the command as written (npx would install inside

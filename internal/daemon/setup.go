@@ -80,6 +80,9 @@ type setups struct {
 	// installs are the servers of down whose package is still installing
 	// in the background. Guarded by mu.
 	installs map[string]bool
+	// final are the servers of down no retry sets up in this serve (an
+	// env: secret unset). Guarded by mu.
+	final map[string]bool
 	// bg counts the goroutines of the background setups (installing,
 	// readyChan).
 	bg sync.WaitGroup
@@ -297,6 +300,14 @@ type pending struct {
 // unavailable makes gs the pending server for name, which failed with err.
 func (st *setups) unavailable(gs *gateway.Server, err error, setup func(context.Context) (*gateway.Server, error)) {
 	p := &pending{name: gs.Name, st: st, setup: setup, err: err, tried: st.now()}
+	if setup == nil {
+		st.mu.Lock()
+		if st.final == nil {
+			st.final = map[string]bool{}
+		}
+		st.final[gs.Name] = true
+		st.mu.Unlock()
+	}
 	st.fail(gs.Name, err, phaseStart)
 	gs.Launch, gs.Release, gs.Ready = p.launch, p.release, p.readyChan
 }
@@ -467,10 +478,7 @@ func (p *pending) unavailableError() error {
 	if p.err == nil {
 		return gateway.NotSetUp(fmt.Errorf("unavailable: %w", errInstalling))
 	}
-	retry := "a new session retries it"
-	if p.setup == nil {
-		retry = "restart mcpbox serve to retry"
-	}
+	retry := retryNote(p.setup == nil)
 	return gateway.NotSetUp(fmt.Errorf("unavailable: serve could not set it up (%s): %s", retry, p.st.reason(p.name, p.err)))
 }
 
@@ -497,19 +505,36 @@ func (d *daemon) newSetups(ctx context.Context, g *guard.Guard, inst *admin.Inst
 	return st
 }
 
+// retryNote says when an unavailable server is set up again: final, it
+// is not in this serve.
+func retryNote(final bool) string {
+	if final {
+		return "restart mcpbox serve to retry"
+	}
+	return "a new session retries it"
+}
+
+// retryOf says when unavailable server is set up again (retryNote).
+func (st *setups) retryOf(server string) string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return retryNote(st.final[server])
+}
+
 // reportUnavailable tells the person who started serve which servers it
 // runs without, once the gateway runs with the others.
 func (d *daemon) reportUnavailable() {
 	down, installs := d.setups.state()
 	for _, name := range names(down) {
 		installing := installs[name]
+		retry := d.setups.retryOf(name)
 		switch {
 		case d.o.Unavailable != nil:
-			d.o.Unavailable(Unavailable{Server: name, Reason: down[name], Installing: installing})
+			d.o.Unavailable(Unavailable{Server: name, Reason: down[name], Installing: installing, Retry: retry})
 		case installing:
 			d.log.Info("server's package is still installing: it joins the sessions once installed", "server", name)
 		default:
-			d.log.Warn("server unavailable: serve could not set it up; a new session retries it", "server", name, "err", down[name])
+			d.log.Warn("server unavailable: serve could not set it up; "+retry, "server", name, "err", down[name])
 		}
 	}
 }

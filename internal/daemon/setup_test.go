@@ -877,3 +877,51 @@ func TestReadyRacesStop(t *testing.T) {
 		r.st.stop()
 	}
 }
+
+// TestUnsetEnvSecretUnavailable: a server whose env: secret is unset
+// here is unavailable from serve's start, for good (serve's environment
+// does not change: no retry, no install of its package); a start of it
+// says to restart serve. A group member is left to fail as a group.
+func TestUnsetEnvSecretUnavailable(t *testing.T) {
+	const unset = "MCPBOX_TEST_SURELY_UNSET_4F1B"
+	if _, ok := os.LookupEnv(unset); ok {
+		t.Skip(unset + " is set")
+	}
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  gh:
+    package: npm:@x/not-installed@1.0.0
+    secrets: {TOKEN: {from: env:`+unset+`}}
+    tools: {allow: ["*"]}
+  good:
+    command: [sh, -c, "sleep 1"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := packageOptions{c: c, stateDir: t.TempDir(), base: t.TempDir()}
+	if ins, err := po.startInstalls(context.Background()); err != nil || len(ins) != 0 {
+		t.Fatalf("startInstalls: %d installs, %v; want none for gh", len(ins), err)
+	}
+	installs := 0
+	w := wiring{c: c, opts: specconv.Options{Base: t.TempDir(), StateDir: t.TempDir()},
+		install: func(context.Context, *config.Server) (specconv.Package, error) {
+			installs++
+			return specconv.Package{}, errors.New("installed")
+		}}
+	r := newSetupRig()
+	w.setups = r.st
+	servers, err := w.servers()
+	if err != nil || len(servers) != 2 {
+		t.Fatalf("servers: %d, %v", len(servers), err)
+	}
+	if down := r.st.Down(); len(down) != 1 || !strings.Contains(down["gh"], "env:"+unset) || !strings.Contains(down["gh"], "until serve is started again") {
+		t.Fatalf("Down: %v, want gh for its secret", down)
+	}
+	r.advance(2 * retryEvery)
+	_, err = servers[0].Launch(context.Background(), gateway.Scope{})
+	if err == nil || !strings.Contains(err.Error(), "restart mcpbox serve") || installs != 0 {
+		t.Errorf("gh's start: %v after %d installs; want no retry", err, installs)
+	}
+}

@@ -421,44 +421,9 @@ func EnvWarnings(c *config.Config) config.Errors { return secretWarnings(c, "env
 // at each start. A warning names the reference, never a value.
 func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 	var ws config.Errors
-	check := func(s *config.Server, pos config.Pos, what, ref string) {
-		if ref == "" || !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(ref, k) }) {
-			return
-		}
-		if err := launch.CheckSecret(context.Background(), ref); err != nil {
-			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
-				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err, ref)), Stops: "server " + s.Name})
-		}
-	}
 	for _, s := range c.Servers {
-		if s == nil {
-			continue
-		}
-		for _, sec := range s.Secrets {
-			what := "secrets." + sec.Name
-			if in := sec.Inject; in != nil && in.AWS != nil {
-				check(s, sec.Meta.Pos, what+".inject.aws.access_key_id", in.AWS.AccessKeyID)
-				check(s, sec.Meta.Pos, what+".inject.aws.secret_access_key", in.AWS.SecretAccessKey)
-				check(s, sec.Meta.Pos, what+".inject.aws.session_token", in.AWS.SessionToken)
-				continue
-			}
-			check(s, sec.Meta.Pos, what, sec.From)
-			if sec.Inject != nil && strings.HasPrefix(sec.From, "env:") && slices.Contains(kinds, "env:") {
-				// Added at the proxy: a value too short for a placeholder
-				// fails every start (credinject.New).
-				if v, err := launch.ResolveSecret(context.Background(), sec.Name, sec.From, false); err == nil {
-					if err := credinject.CheckValue(string(v.Value), sec.Inject.Shape); err != nil {
-						ws = append(ws, &config.Error{File: c.File, Line: sec.Meta.Pos.Line, Col: sec.Meta.Pos.Col,
-							Msg: fmt.Sprintf("servers.%s.%s.inject: %s: %v: server %s cannot start with it", s.Name, what, sec.From, err, s.Name), Stops: "server " + s.Name})
-					}
-				}
-			}
-		}
-		for _, h := range s.Headers {
-			check(s, h.Meta.Pos, "headers."+h.Name, h.From)
-		}
-		for _, q := range s.Query {
-			check(s, q.Meta.Pos, "query."+q.Name, q.From)
+		if s != nil {
+			ws = append(ws, serverSecretWarnings(c, s, kinds...)...)
 		}
 	}
 	// A client's token: serve over HTTP does not start without it.
@@ -472,6 +437,62 @@ func secretWarnings(c *config.Config, kinds ...string) config.Errors {
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
 				Msg: fmt.Sprintf("clients[%d].token.from: %v: serve over HTTP cannot start %s", i, err, untilUsable(err, ref)), Stops: "serve over HTTP"})
 		}
+	}
+	return ws
+}
+
+// lacksEnvSecret is why server s of c cannot start in this serve: an
+// env: reference of its whose variable is unset (or its value unusable).
+// serve's environment does not change, so the server is unavailable
+// from the start, its package not installed. nil for a group member: a
+// group's sandbox is built for all its members at once (wiring.servers).
+func lacksEnvSecret(c *config.Config, s *config.Server) error {
+	if strings.HasPrefix(s.Placement, config.PlacementGroup) {
+		return nil
+	}
+	if ws := serverSecretWarnings(c, s, "env:"); len(ws) > 0 {
+		return &SetupError{Server: s.Name, Err: errors.New(ws[0].Msg)}
+	}
+	return nil
+}
+
+// serverSecretWarnings are secretWarnings of server s.
+func serverSecretWarnings(c *config.Config, s *config.Server, kinds ...string) config.Errors {
+	var ws config.Errors
+	check := func(pos config.Pos, what, ref string) {
+		if ref == "" || !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(ref, k) }) {
+			return
+		}
+		if err := launch.CheckSecret(context.Background(), ref); err != nil {
+			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
+				Msg: fmt.Sprintf("servers.%s.%s: %v: server %s cannot start %s", s.Name, what, err, s.Name, untilUsable(err, ref)), Stops: "server " + s.Name})
+		}
+	}
+	for _, sec := range s.Secrets {
+		what := "secrets." + sec.Name
+		if in := sec.Inject; in != nil && in.AWS != nil {
+			check(sec.Meta.Pos, what+".inject.aws.access_key_id", in.AWS.AccessKeyID)
+			check(sec.Meta.Pos, what+".inject.aws.secret_access_key", in.AWS.SecretAccessKey)
+			check(sec.Meta.Pos, what+".inject.aws.session_token", in.AWS.SessionToken)
+			continue
+		}
+		check(sec.Meta.Pos, what, sec.From)
+		if sec.Inject != nil && strings.HasPrefix(sec.From, "env:") && slices.Contains(kinds, "env:") {
+			// Added at the proxy: a value too short for a placeholder
+			// fails every start (credinject.New).
+			if v, err := launch.ResolveSecret(context.Background(), sec.Name, sec.From, false); err == nil {
+				if err := credinject.CheckValue(string(v.Value), sec.Inject.Shape); err != nil {
+					ws = append(ws, &config.Error{File: c.File, Line: sec.Meta.Pos.Line, Col: sec.Meta.Pos.Col,
+						Msg: fmt.Sprintf("servers.%s.%s.inject: %s: %v: server %s cannot start with it", s.Name, what, sec.From, err, s.Name), Stops: "server " + s.Name})
+				}
+			}
+		}
+	}
+	for _, h := range s.Headers {
+		check(h.Meta.Pos, "headers."+h.Name, h.From)
+	}
+	for _, q := range s.Query {
+		check(q.Meta.Pos, "query."+q.Name, q.From)
 	}
 	return ws
 }
