@@ -337,14 +337,17 @@ func checkMetricsAddr(addr string) error {
 
 // serveLoopback serves h on ln (a loopback listener); requests must name
 // a loopback host (no DNS rebinding). It returns the listener's stop.
+// Its bounds are those of serve's HTTP listener (transport.go): no request holds a
+// connection by sending slowly or not at all.
 func serveLoopback(ln net.Listener, mux http.Handler) func() {
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackAddr(r.Host) && !loopbackAddr(r.Host+":0") {
-			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		Handler: gateway.BodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !loopbackAddr(r.Host) && !loopbackAddr(r.Host+":0") {
+				http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		}))}
 	var wg sync.WaitGroup
 	wg.Go(func() { srv.Serve(ln) })
 	return func() {

@@ -137,7 +137,7 @@ func (g *Gateway) Handler(o HTTPOptions) (http.Handler, error) {
 		top.Handle(p, authed)
 	}
 	for p, x := range o.Extra {
-		top.Handle(p, x) // their own checks; a login form bounds its read
+		top.Handle(p, BodyDeadline(x)) // their own checks
 	}
 	if _, ok := o.Extra["/"]; !ok && o.Authed["/"] == nil {
 		top.Handle("/", refusing(http.NotFoundHandler()))
@@ -252,6 +252,28 @@ func unreadBody(next http.Handler) http.Handler {
 		if w.Header().Get("Connection") == "close" {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 		}
+	})
+}
+
+// bodyReadTimeout is how long a request to a handler that needs no token
+// may take to send its body (BodyDeadline): as long as its headers.
+const bodyReadTimeout = 10 * time.Second
+
+// BodyDeadline bounds the read of a request's body for a handler that
+// needs no token (HTTPOptions.Extra: /healthz, the dashboard) to
+// bodyReadTimeout. Such a handler may answer without reading the body,
+// and net/http then reads the rest (up to 256 KiB) before it answers,
+// with no deadline: a client that sends a Content-Length and then
+// nothing would hold the connection, and a file descriptor, for as long
+// as it liked, without a token. A request without a body is left alone:
+// a read deadline would end a long answer (the dashboard's event stream)
+// through net/http's background read.
+func BodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
