@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -155,10 +156,11 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 			}
 		}
 	}
-	cb, err := listenCallback(port, opts.RedirectPeer)
+	state := randomString()
+	cb, err := listenCallback(port, state, opts.RedirectPeer)
 	if err != nil && again != nil {
 		again = nil // its port is taken: a client of its own
-		cb, err = listenCallback(opts.RedirectPort, opts.RedirectPeer)
+		cb, err = listenCallback(opts.RedirectPort, state, opts.RedirectPeer)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
@@ -186,7 +188,6 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	}
 
 	verifier := randomString()
-	state := randomString()
 	sum := sha256.Sum256([]byte(verifier))
 	q := url.Values{
 		"response_type":         {"code"},
@@ -446,15 +447,20 @@ func registerDynamic(ctx context.Context, hc *http.Client, opts *LoginOptions, s
 	return nil
 }
 
-// callback is the one-shot loopback redirect listener.
+// callback is the one-shot loopback redirect listener. Only a redirect
+// with the login's state is taken: any page in the user's browser can
+// send one to a loopback port, and the first, forged, must not end the
+// login that the genuine one would complete.
 type callback struct {
 	ln          net.Listener
 	srv         *http.Server
 	redirectURI string
-	got         chan url.Values // capacity 1: the first request to callbackPath
+	state       string
+	got         chan url.Values // capacity 1: the first request to callbackPath with the state
+	refused     atomic.Int64    // requests with another state
 }
 
-func listenCallback(port int, peer func(*http.Request) error) (*callback, error) {
+func listenCallback(port int, state string, peer func(*http.Request) error) (*callback, error) {
 	ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening for the redirect: %w", err)
@@ -462,6 +468,7 @@ func listenCallback(port int, peer func(*http.Request) error) (*callback, error)
 	cb := &callback{
 		ln:          ln,
 		redirectURI: "http://" + ln.Addr().String() + callbackPath,
+		state:       state,
 		got:         make(chan url.Values, 1),
 	}
 	mux := http.NewServeMux()
@@ -471,6 +478,11 @@ func listenCallback(port int, peer func(*http.Request) error) (*callback, error)
 				http.Error(w, "mcpbox: this redirect was refused: "+err.Error(), http.StatusForbidden)
 				return
 			}
+		}
+		if subtle.ConstantTimeCompare([]byte(r.URL.Query().Get("state")), []byte(cb.state)) != 1 {
+			cb.refused.Add(1)
+			http.Error(w, "mcpbox: this redirect is not the one this login waits for (its state differs); the login waits on", http.StatusBadRequest)
+			return
 		}
 		select {
 		case cb.got <- r.URL.Query():
@@ -503,6 +515,9 @@ func (cb *callback) await(ctx context.Context, wait time.Duration, state string,
 	select {
 	case q = <-cb.got:
 	case <-t.C:
+		if n := cb.refused.Load(); n > 0 {
+			return "", fmt.Errorf("%w; %d redirects with another state were refused: %w", ErrLoginTimeout, n, ErrStateMismatch)
+		}
 		return "", ErrLoginTimeout
 	case <-ctx.Done():
 		return "", ctx.Err()

@@ -374,7 +374,7 @@ func authzParam(t *testing.T, u, k string) string {
 }
 
 func TestCallbackOneShot(t *testing.T) {
-	cb, err := listenCallback(0, nil)
+	cb, err := listenCallback(0, "y", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestCallbackRefusesAnotherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: cannot run a process of another uid")
 	}
-	cb, err := listenCallback(0, tcppeer.SameUser)
+	cb, err := listenCallback(0, "s", tcppeer.SameUser)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +429,44 @@ func TestCallbackRefusesAnotherUser(t *testing.T) {
 	}
 	if got := (<-cb.got).Get("code"); got != "mine" {
 		t.Errorf("the login got code %q, want the user's", got)
+	}
+}
+
+// TestCallbackRefusesForgedState: a redirect with another state (a page
+// in the user's browser can send one to the loopback port) gets 400 and
+// does not end the login: the genuine redirect after it is taken. A
+// login that gets only forged ones ends at its wait, saying so.
+func TestCallbackRefusesForgedState(t *testing.T) {
+	cb, err := listenCallback(0, "the-state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.close()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for _, q := range []string{"?code=theirs&state=wrong", "?code=theirs", "?code=theirs&state=the-stat"} {
+		resp, err := hc.Get(cb.redirectURI + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("forged redirect %s: %s, want 400", q, resp.Status)
+		}
+	}
+	sm := &ServerMetadata{Issuer: "https://as"}
+	if _, err := cb.await(context.Background(), 100*time.Millisecond, "the-state", sm); !errors.Is(err, ErrLoginTimeout) || !errors.Is(err, ErrStateMismatch) {
+		t.Errorf("await after forged redirects only: %v, want a timeout that names them", err)
+	}
+	resp, err := hc.Get(cb.redirectURI + "?code=mine&state=the-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the genuine redirect after the forged ones: %s", resp.Status)
+	}
+	if code, err := cb.await(context.Background(), 5*time.Second, "the-state", sm); err != nil || code != "mine" {
+		t.Errorf("await: %q, %v; want the genuine code", code, err)
 	}
 }
 
