@@ -41,8 +41,16 @@ func cookieName(r *http.Request) string {
 	return cookieBase + "_" + port
 }
 
-// maxSessions bounds the sessions held in memory.
-const maxSessions = 256
+// maxSessions bounds the sessions held in memory, maxSessionsEach those
+// of one principal (a role and who): a login past it ends that
+// principal's oldest session, and a login into a full table ends the
+// oldest of the principal holding the most. So no one login (a viewer's
+// token, logging in again and again) can fill the table and lock the
+// others, the admin included, out.
+const (
+	maxSessions     = 256
+	maxSessionsEach = 32
+)
 
 // session is one logged-in browser.
 type session struct {
@@ -161,7 +169,7 @@ func (h *Handler) redeem(tok string, admit func() error) (bool, error) {
 // newSession starts a session of role for who and sets its cookie; sum is the
 // login secret's digest as it was before the login was checked, so that
 // a rotation during the check ends the session too.
-func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who string, sum [sha256.Size]byte) (key string, ok bool) {
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who string, sum [sha256.Size]byte) (key string) {
 	id, csrf := rand.Text()+rand.Text(), rand.Text()
 	now := h.opts.Now()
 	h.mu.Lock()
@@ -170,21 +178,50 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who s
 			delete(h.sessions, k)
 		}
 	}
-	full := len(h.sessions) >= maxSessions
-	if !full {
-		h.sessions[id] = &session{role: role, who: who, csrf: csrf, expires: now.Add(h.opts.SessionTTL), secret: sum}
-	}
+	h.makeRoomFor(role, who)
+	h.sessions[id] = &session{role: role, who: who, csrf: csrf, expires: now.Add(h.opts.SessionTTL), secret: sum}
 	h.mu.Unlock()
-	if full {
-		http.Error(w, "too many dashboard sessions; log out elsewhere or restart serve", http.StatusServiceUnavailable)
-		return "", false
-	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName(r), Value: id, Path: "/ui/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: h.opts.Secure || r.TLS != nil,
 		MaxAge: int(h.opts.SessionTTL.Seconds()),
 	})
-	return csrf, true
+	return csrf
+}
+
+// makeRoomFor ends a session, if need be, so that one of role and who
+// fits (maxSessionsEach, maxSessions): the oldest of that principal's
+// when it holds its most, else, in a full table, the oldest of the
+// principal holding the most.
+//
+// Preconditions: h.mu held.
+func (h *Handler) makeRoomFor(role, who string) {
+	type principal struct{ role, who string }
+	count := map[principal]int{}
+	oldest := map[principal]string{}
+	for k, s := range h.sessions {
+		p := principal{s.role, s.who}
+		count[p]++
+		if o, ok := oldest[p]; !ok || s.expires.Before(h.sessions[o].expires) {
+			oldest[p] = k
+		}
+	}
+	me := principal{role, who}
+	if count[me] >= maxSessionsEach {
+		delete(h.sessions, oldest[me])
+		return
+	}
+	if len(h.sessions) < maxSessions {
+		return
+	}
+	var most principal
+	found := false
+	for p, n := range count {
+		if !found || n > count[most] || n == count[most] && h.sessions[oldest[p]].expires.Before(h.sessions[oldest[most]].expires) {
+			most, found = p, true
+		}
+	}
+	delete(h.sessions, oldest[most])
 }
 
 // pageAfterLogin is where a new session's browser goes: the page, with

@@ -213,11 +213,10 @@ func (h *Handler) serveLoginPage(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "dashboard: this login link is invalid, expired or used already; print a new one (mcpbox ui --print-url)", http.StatusForbidden)
 			return
 		}
-		if key, ok := h.newSession(w, r, RoleAdmin, "", sum); ok {
-			h.logLogin(r, RoleAdmin, "", "link")
-			// A redirect, so the token leaves the address bar and history.
-			http.Redirect(w, r, pageAfterLogin(key), http.StatusSeeOther)
-		}
+		key := h.newSession(w, r, RoleAdmin, "", sum)
+		h.logLogin(r, RoleAdmin, "", "link")
+		// A redirect, so the token leaves the address bar and history.
+		http.Redirect(w, r, pageAfterLogin(key), http.StatusSeeOther)
 		return
 	}
 	h.static(w, "login.html")
@@ -243,8 +242,7 @@ func (h *Handler) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	if key, ok := h.newSession(w, r, role, who, sum); ok {
-		h.logLogin(r, role, who, "form")
-		http.Redirect(w, r, pageAfterLogin(key), http.StatusSeeOther)
-	}
+	key := h.newSession(w, r, role, who, sum)
+	h.logLogin(r, role, who, "form")
+	http.Redirect(w, r, pageAfterLogin(key), http.StatusSeeOther)
 }

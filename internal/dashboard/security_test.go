@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -489,4 +490,51 @@ func TestCookieAloneDoesNothing(t *testing.T) {
 		t.Fatalf("the page decides: %d %s", code, body)
 	}
 	<-res
+}
+
+// TestViewerCannotFillSessions: a viewer's token logging in again and
+// again ends its own oldest sessions past maxSessionsEach; the admin
+// still logs in, and the viewer's newest sessions still work.
+func TestViewerCannotFillSessions(t *testing.T) {
+	r := newRig(t)
+	var viewers []*browser
+	for range maxSessions + 10 {
+		v := r.browser(t)
+		if resp := v.login(viewerToken); resp.StatusCode != http.StatusSeeOther || v.csrf == "" {
+			t.Fatalf("viewer login %d: %s", len(viewers), resp.Status)
+		}
+		viewers = append(viewers, v)
+	}
+	var v any
+	a := r.browser(t)
+	if resp := a.login(adminToken); resp.StatusCode != http.StatusSeeOther || a.getJSON("/ui/api/approvals", &v) != 200 {
+		t.Fatalf("admin login after %d viewer logins: %s", len(viewers), resp.Status)
+	}
+	if code := viewers[len(viewers)-1].getJSON("/ui/api/approvals", &v); code != 200 {
+		t.Errorf("the viewer's newest session: %d", code)
+	}
+	if code := viewers[len(viewers)-1-maxSessionsEach].getJSON("/ui/api/approvals", &v); code != http.StatusUnauthorized {
+		t.Errorf("the viewer's session %d logins back: %d, want ended", maxSessionsEach, code)
+	}
+}
+
+// TestFullSessionTableMakesRoom: in a full table, a new principal's
+// login ends the oldest session of the principal holding the most.
+func TestFullSessionTableMakesRoom(t *testing.T) {
+	h := &Handler{sessions: map[string]*session{}}
+	now := time.Now()
+	add := func(key, who string, age int) {
+		h.sessions[key] = &session{role: RoleViewer, who: who, expires: now.Add(-time.Duration(age) * time.Second)}
+	}
+	for i := range maxSessionsEach - 1 {
+		add(fmt.Sprint("big", i), "big", i)
+	}
+	for i := 0; len(h.sessions) < maxSessions; i++ {
+		add(fmt.Sprint("small", i), fmt.Sprint("small", i%15), 1000+i) // older, but fewer each
+	}
+	h.makeRoomFor(RoleAdmin, "")
+	_, kept := h.sessions[fmt.Sprint("big", maxSessionsEach-2)]
+	if len(h.sessions) != maxSessions-1 || kept {
+		t.Errorf("%d sessions (want %d), big's oldest kept: %v; want it ended", len(h.sessions), maxSessions-1, kept)
+	}
 }
