@@ -23,6 +23,7 @@ import (
 	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
 	"mcpbox/internal/metrics"
+	"mcpbox/internal/redact"
 	"mcpbox/internal/tcppeer"
 )
 
@@ -287,6 +288,18 @@ func (d *daemon) dashboardRoles(secret *secretFile) func(string) (string, string
 	}
 }
 
+// maskedArgv is a server's command as the dashboard shows it, to viewers
+// too: credential-shaped strings masked (literalSecretWarnings), as in
+// the audit's argv. Configured secrets are redacted by value on the way
+// out, as in every answer.
+func maskedArgv(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = redact.MaskShaped(a)
+	}
+	return out
+}
+
 // listenHosts are the names besides loopback the dashboard answers to:
 // the listen address's host when it is a specific one.
 func listenHosts(addr string) []string {
@@ -313,7 +326,7 @@ func dashboardServers(c *config.Config, down map[string]string) []dashboard.Serv
 		case s.Builtin != "":
 			row.Transport, row.Command = "builtin", []string{s.Builtin}
 		default:
-			row.Command = s.Command
+			row.Command = maskedArgv(s.Command)
 		}
 		for _, e := range s.Network.Egress {
 			row.Egress = append(row.Egress, strings.TrimSpace(e.Host+" "+e.CIDR))

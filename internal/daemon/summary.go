@@ -24,6 +24,7 @@ import (
 	"mcpbox/internal/launch"
 	"mcpbox/internal/pkginstall"
 	"mcpbox/internal/policy"
+	"mcpbox/internal/redact"
 	"mcpbox/internal/sandbox"
 	"mcpbox/internal/secrets"
 	"mcpbox/internal/specconv"
@@ -84,6 +85,7 @@ func summarize(c *config.Config, lockPath, base string) Summary {
 	sum := Summarize(c, lock)
 	sum.Warnings = append(sum.Warnings, secretWarnings(c, "env:", "file:")...)
 	sum.Warnings = append(sum.Warnings, commandWarnings(c)...)
+	sum.Warnings = append(sum.Warnings, literalSecretWarnings(c)...)
 	sum.Warnings = append(sum.Warnings, credentialWarnings(c, base)...)
 	sum.Warnings = append(sum.Warnings, nodeProxyWarnings(c, hostNodeVersion)...)
 	return sum
@@ -122,6 +124,7 @@ func CheckConfig(path string) (config.Errors, error) {
 // that checking a config one was sent stays harmless.
 func checkWarnings(c *config.Config, path string) config.Errors {
 	ws := append(EnvWarnings(c), commandWarnings(c)...)
+	ws = append(ws, literalSecretWarnings(c)...)
 	ws = append(ws, credentialWarnings(c, filepath.Dir(path))...)
 	ws = append(ws, inputWarnings(c, filepath.Dir(path))...)
 	if err := specconv.CheckStateDir(c, filepath.Dir(path)); err != nil {
@@ -546,6 +549,37 @@ func commandWarnings(c *config.Config) config.Errors {
 			pos := s.Meta.At("command")
 			ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col,
 				Msg: fmt.Sprintf("servers.%s.command: %s: server %s cannot start", s.Name, why, s.Name), Stops: "server " + s.Name})
+		}
+	}
+	return ws
+}
+
+// literalSecretWarnings flag a credential-shaped string (a GitHub token,
+// an AWS key: redact.Shaped) written into a server's command or env in
+// the config. It is no configured secret, so nothing knows its value: it
+// is masked by its shape where mcpbox shows a command (the dashboard, the
+// audit), but it is in the config, in the sandbox's process list, and in
+// whatever the server prints of it. A warning names where, never the
+// value.
+func literalSecretWarnings(c *config.Config) config.Errors {
+	var ws config.Errors
+	const fix = "looks like a credential written into the config: give it as a secret instead, e.g. secrets: {NAME: {from: env:VAR}}, which mcpbox redacts by its value everywhere"
+	for _, s := range c.Servers {
+		for _, f := range []struct {
+			key  string
+			argv []string
+		}{{"command", s.Command}, {"args", s.Args}} {
+			for i, a := range f.argv {
+				if redact.Shaped(a) {
+					pos := s.Meta.At(f.key)
+					ws = append(ws, &config.Error{File: c.File, Line: pos.Line, Col: pos.Col, Msg: fmt.Sprintf("servers.%s.%s[%d] %s", s.Name, f.key, i, fix)})
+				}
+			}
+		}
+		for _, e := range s.Env {
+			if redact.Shaped(e.Value) {
+				ws = append(ws, &config.Error{File: c.File, Line: e.Pos.Line, Col: e.Pos.Col, Msg: fmt.Sprintf("servers.%s.env.%s %s", s.Name, e.Name, fix)})
+			}
 		}
 	}
 	return ws

@@ -577,3 +577,44 @@ oauth: {store_key: {from: "cmd:pass show mcpbox"}}
 		}
 	}
 }
+
+// TestLiteralSecretWarnings: a credential-shaped string written into a
+// server's command, args or env is warned about where it is, never
+// quoted; an ordinary argument and a secret by reference are not, and
+// the dashboard shows the command with the string masked.
+func TestLiteralSecretWarnings(t *testing.T) {
+	const tok = "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  cli:
+    command: [/bin/sh, -c, "exec server", "--api-key=`+tok+`"]
+    tools: {allow: ["*"]}
+  pkg:
+    package: npm:some-server@1.0.0
+    args: [--verbose, "`+tok+`"]
+    env: {LOG: debug, GITHUB_TOKEN: "`+tok+`"}
+    tools: {allow: ["*"]}
+  clean:
+    command: [/bin/sh, -c, "exec server --port 8080"]
+    secrets: {GITHUB_TOKEN: {from: env:GH_TOKEN}}
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := literalSecretWarnings(c)
+	wantWarnings(t, ws, []string{
+		"mcpbox.yaml:4:14: servers.cli.command[3] looks like a credential",
+		"mcpbox.yaml:8:11: servers.pkg.args[1] looks like a credential",
+		"servers.pkg.env.GITHUB_TOKEN looks like a credential",
+	})
+	for _, w := range ws {
+		if strings.Contains(w.Error(), tok) || strings.Contains(w.Error(), "ghp_") {
+			t.Errorf("the warning quotes the credential: %s", w)
+		}
+	}
+	rows := dashboardServers(c, nil)
+	if shown := strings.Join(rows[0].Command, " "); strings.Contains(shown, tok) || !strings.Contains(shown, "--api-key=") || !strings.Contains(shown, "exec server") {
+		t.Errorf("the dashboard's command %q, want the token masked and the rest as written", shown)
+	}
+}

@@ -35,7 +35,7 @@ type Server struct {
 	Transport string   `json:"transport,omitempty"` // stdio, http, builtin
 	Placement string   `json:"placement,omitempty"`
 	Package   string   `json:"package,omitempty"` // package or image with its pinned version or digest
-	Command   []string `json:"command,omitempty"` // redacted
+	Command   []string `json:"command,omitempty"` // credential-shaped strings masked; configured secrets redacted
 	Egress    []string `json:"egress,omitempty"`  // the allowed destinations
 	// Status is StatusUnavailable for a server serve could not set up
 	// (Error says why); "": it is served.

@@ -42,9 +42,7 @@ func (g *Guard) commandArgv(gs *guardServer, c *gateway.Call) []string {
 		// configured secrets, credential-shaped strings (a token the agent
 		// pasted into a URL) are masked: argv is the one place the audit
 		// keeps argument values.
-		b := []byte(g.book.String(a))
-		b = redact.Mask(b, redact.Detect(b))
-		out = append(out, cutUTF8(string(b), maxAuditArgLen))
+		out = append(out, cutUTF8(redact.MaskShaped(g.book.String(a)), maxAuditArgLen))
 	}
 	return out
 }

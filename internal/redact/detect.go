@@ -119,6 +119,13 @@ func containsAny(b []byte, keys [][]byte) bool {
 	return false
 }
 
+// MaskShaped is s with every credential-shaped string in it masked
+// (Detect, then Mask).
+func MaskShaped(s string) string {
+	b := []byte(s)
+	return string(Mask(b, Detect(b)))
+}
+
 // Mask replaces each finding with [REDACTED:credential:RULE]; findings
 // must come from Detect(b).
 func Mask(b []byte, findings []Finding) []byte {
