@@ -43,19 +43,35 @@ var (
 // IPv6 forms that carry an IPv4 address a gateway or the kernel may
 // connect on to: the class is the IPv4 address's.
 var (
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: the last 32 bits
-	nat64Site = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215: a site's own translator
-	sixToFour = netip.MustParsePrefix("2002::/16")      // RFC 3056: bits 16 to 48
-	v4Compat  = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible
-	thisNet   = netip.MustParsePrefix("0.0.0.0/8")      // "this network": the host itself
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052: the last 32 bits
+	nat64Site = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215: a site's own translator
+	sixToFour = netip.MustParsePrefix("2002::/16")       // RFC 3056: bits 16 to 48
+	v4Compat  = netip.MustParsePrefix("::/96")           // deprecated IPv4-compatible
+	siit      = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 2765 IPv4-translated
+	thisNet   = netip.MustParsePrefix("0.0.0.0/8")       // "this network": the host itself
 )
+
+// notPublic are further ranges no server on the internet has a reason to
+// send the flow to, classed private: they are not the internet's, and
+// some reach services of the host's network (192.0.0.192 was a cloud's
+// metadata address). As egress.BlockedReason has them; benchmarking
+// (198.18/15) and documentation ranges stay public there and here.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("192.0.0.0/24"), // IETF protocol assignments
+	netip.MustParsePrefix("240.0.0.0/4"),  // reserved
+	netip.MustParsePrefix("224.0.0.0/4"),  // multicast
+	netip.MustParsePrefix("100::/64"),     // discard-only
+	netip.MustParsePrefix("2001::/32"),    // Teredo: embeds an obfuscated IPv4 address
+	netip.MustParsePrefix("fec0::/10"),    // site-local (deprecated)
+	netip.MustParsePrefix("ff00::/8"),     // multicast
+}
 
 func classOf(ip netip.Addr) netClass {
 	ip = ip.Unmap()
 	if ip.Is6() {
 		b := ip.As16()
 		switch {
-		case nat64.Contains(ip), v4Compat.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
+		case nat64.Contains(ip), siit.Contains(ip), v4Compat.Contains(ip) && !ip.IsLoopback() && !ip.IsUnspecified():
 			return classOf(netip.AddrFrom4([4]byte(b[12:16])))
 		case sixToFour.Contains(ip):
 			return classOf(netip.AddrFrom4([4]byte(b[2:6])))
@@ -72,6 +88,11 @@ func classOf(ip netip.Addr) netClass {
 		return classLinkLocal
 	case ip.IsPrivate(), sharedSpace.Contains(ip):
 		return classPrivate
+	}
+	for _, p := range notPublic {
+		if p.Contains(ip) {
+			return classPrivate
+		}
 	}
 	return classPublic
 }

@@ -16,6 +16,13 @@ func TestDialGuardEmbeddedIPv4(t *testing.T) {
 		"[2002:7f00:1::1]:443":      false, // 6to4 of 127.0.0.1
 		"[::a9fe:a9fe]:80":          false, // IPv4-compatible
 		"0.1.2.3:80":                false,
+		"[::ffff:0:a9fe:a9fe]:80":   false, // IPv4-translated 169.254.169.254
+		"192.0.0.192:80":            false, // a cloud's metadata address once
+		"[fec0::1]:443":             false, // site-local
+		"[2001:0:4136:e378::1]:443": false, // Teredo
+		"239.1.2.3:443":             false, // multicast
+		"[ff02::1]:443":             false,
+		"198.18.0.1:443":            true, // benchmarking: public, as for the egress proxy
 		"[64:ff9b::5db8:d822]:443":  true, // 93.184.216.34
 		"[2002:5db8:d822::1]:443":   true,
 		"[2001:4860:4860::8888]:53": true,
