@@ -87,7 +87,7 @@ func (h *Handler) apiSession(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) apiLogout(w http.ResponseWriter, r *http.Request) {
 	h.endSession(sessionOf(r).id)
-	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: "", Path: "/ui/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.opts.Secure || r.TLS != nil})
 	writeJSON(w, map[string]any{"ok": true})
 }
 

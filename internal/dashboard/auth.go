@@ -52,6 +52,10 @@ const (
 	maxSessionsEach = 32
 )
 
+// principal is who a session is of: its role and Options.Authenticate's
+// who. The bounds on sessions and event streams are per principal.
+type principal struct{ role, who string }
+
 // session is one logged-in browser.
 type session struct {
 	role    string
@@ -196,7 +200,6 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request, role, who s
 //
 // Preconditions: h.mu held.
 func (h *Handler) makeRoomFor(role, who string) {
-	type principal struct{ role, who string }
 	count := map[principal]int{}
 	oldest := map[principal]string{}
 	for k, s := range h.sessions {

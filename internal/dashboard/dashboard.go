@@ -96,8 +96,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// maxStreams bounds the open event streams.
-const maxStreams = 64
+// maxStreams bounds the open event streams, maxStreamsEach those of one
+// login (a role and who), so that one (a viewer's token) cannot hold
+// them all.
+const (
+	maxStreams     = 64
+	maxStreamsEach = 8
+)
 
 // Handler serves /ui/. It is safe for concurrent use.
 type Handler struct {
@@ -110,6 +115,8 @@ type Handler struct {
 	used      map[string]time.Time // one-time login nonces burnt, until they expire; guarded by mu
 	refused   int                  // logins refused since the last logged; guarded by mu
 	refusedAt time.Time            // when a refused login was last logged; guarded by mu
+	// streamsOf counts the open event streams by login. Guarded by mu.
+	streamsOf map[principal]int
 }
 
 // New returns the dashboard handler, to be mounted at /ui/ of the
@@ -128,7 +135,7 @@ func New(o Options) (*Handler, error) {
 		o.ApprovalPoll = 500 * time.Millisecond
 	}
 	h := &Handler{opts: o, mux: http.NewServeMux(), streams: make(chan struct{}, maxStreams),
-		sessions: map[string]*session{}, used: map[string]time.Time{}}
+		sessions: map[string]*session{}, used: map[string]time.Time{}, streamsOf: map[principal]int{}}
 	sub, _ := fs.Sub(staticFS, "static")
 	h.mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(sub)))
 	h.mux.HandleFunc("GET /ui/login", h.serveLoginPage)

@@ -538,3 +538,40 @@ func TestFullSessionTableMakesRoom(t *testing.T) {
 		t.Errorf("%d sessions (want %d), big's oldest kept: %v; want it ended", len(h.sessions), maxSessions-1, kept)
 	}
 }
+
+// TestViewerCannotHoldAllStreams: one login's event streams stop at
+// maxStreamsEach; the admin's page still gets its stream.
+func TestViewerCannotHoldAllStreams(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(b *browser) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events?key="+b.csrf, nil)
+		c := *b.c
+		c.Timeout = 0
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			resp.Body.Close()
+		} else {
+			t.Cleanup(func() { resp.Body.Close() })
+		}
+		return resp.StatusCode
+	}
+	v := r.browser(t)
+	v.login(viewerToken)
+	for i := range maxStreamsEach {
+		if code := open(v); code != 200 {
+			t.Fatalf("the viewer's stream %d: %d", i, code)
+		}
+	}
+	if code := open(v); code != http.StatusServiceUnavailable {
+		t.Errorf("the viewer's stream past %d: %d, want 503", maxStreamsEach, code)
+	}
+	if code := open(r.browserLoggedIn(t)); code != 200 {
+		t.Errorf("the admin's stream beside the viewer's: %d", code)
+	}
+}

@@ -16,6 +16,25 @@ const keepAlive = 15 * time.Second
 // audit record is committed, "approvals" when the pending approvals
 // change. It ends with the session, the request or the handler's owner.
 func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
+	cur := sessionOf(r)
+	login := principal{cur.s.role, cur.s.who}
+	h.mu.Lock()
+	mine := h.streamsOf[login]
+	if mine < maxStreamsEach {
+		h.streamsOf[login]++
+	}
+	h.mu.Unlock()
+	if mine >= maxStreamsEach {
+		writeError(w, http.StatusServiceUnavailable, "too many open dashboard pages of this login")
+		return
+	}
+	defer func() {
+		h.mu.Lock()
+		if h.streamsOf[login]--; h.streamsOf[login] == 0 {
+			delete(h.streamsOf, login)
+		}
+		h.mu.Unlock()
+	}()
 	select {
 	case h.streams <- struct{}{}:
 		defer func() { <-h.streams }()
@@ -28,7 +47,7 @@ func (h *Handler) apiEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
-	id := sessionOf(r).id
+	id := cur.id
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
