@@ -89,6 +89,12 @@ const (
 // traceparent the client sent with the call (_meta), if any.
 const DetailTraceparent = "traceparent"
 
+// DetailNetwork is the Detail key of a failed call's record saying what
+// its sandbox, which has no network (no egress), tried of one: "the
+// sandbox tried the network (2 DNS queries) since it started or its last
+// failed call, but has none".
+const DetailNetwork = "network"
+
 // DetailTraceID is the Detail key of a call record holding the trace id
 // of mcpbox's span for the call when the client's traceparent (if any)
 // does not carry it (internal/guard/trace.go).

@@ -464,6 +464,7 @@ func (g *Guard) classified(next handler) handler {
 	return func(ctx context.Context, st *callState) (json.RawMessage, error) {
 		raw, err := next(ctx, st)
 		rec := st.rec
+		defer g.notedNetwork(st)
 		if err != nil {
 			rec.Outcome = outcomeOf(err)
 			rec.Error = g.book.String(err.Error())
@@ -480,6 +481,28 @@ func (g *Guard) classified(next handler) handler {
 		}
 		return raw, nil
 	}
+}
+
+// notedNetwork adds to the record of a call its sandbox failed (an error
+// or an isError result) what the sandbox tried of a network it does not
+// have since it started or the last such call, and warns: a server's own
+// error ("fetch failed") rarely says why.
+func (g *Guard) notedNetwork(st *callState) {
+	rec := st.rec
+	if st.t == nil || rec.Sandbox == "" || rec.Outcome == audit.OutcomeOK {
+		return // no sandbox ran it, or it did not fail
+	}
+	what := st.t.TriedNetwork()
+	if what == "" {
+		return
+	}
+	if rec.Detail == nil {
+		rec.Detail = map[string]string{}
+	}
+	note := "tried the network (" + what + ") since it started or its last failed call, but has none"
+	rec.Detail[audit.DetailNetwork] = "the sandbox " + note
+	g.log.Warn("a failed call's sandbox "+note, "server", rec.Server, "tool", rec.Tool, "sandbox", rec.Sandbox,
+		"hint", "to allow a host: network.egress in the server's config")
 }
 
 // tracked joins the call with what its sandbox did while it ran.

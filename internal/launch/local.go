@@ -253,7 +253,7 @@ func (l *Local) start(ctx context.Context, scope gateway.Scope) (_ *sandboxInsta
 	for _, layer := range in.sb.Degraded {
 		l.log.Warn("sandbox runs without an isolation layer (accepted by sandbox.require or --allow-degraded)", "server", l.name, "layer", layer)
 	}
-	in.rec.Stats = in.sb.Stats
+	in.rec.Stats, in.rec.NetTries = in.sb.Stats, in.sb.NetTries
 	untrack := l.obs().SandboxStarted(l.name, scope, in.rec)
 	l.live.add(in)
 	go in.wait(untrack)

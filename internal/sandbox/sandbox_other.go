@@ -62,6 +62,9 @@ func (sb *Sandbox) Paused() bool { return false }
 // Stats is never reached outside Linux.
 func (sb *Sandbox) Stats() (cgroup.Stats, error) { return cgroup.Stats{}, errNoFreezer }
 
+// NetTries: only Linux counts them.
+func (sb *Sandbox) NetTries() (queries, noRoute uint64, ok bool) { return 0, 0, false }
+
 // Doctor reports that nothing is available.
 func Doctor() []Check {
 	return []Check{{Name: "linux", Required: true, Layer: LayerUserns, Detail: ErrUnsupported.Error(),

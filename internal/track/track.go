@@ -11,6 +11,7 @@ import (
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/sandbox"
+	"mcpbox/internal/sandbox/initproc"
 )
 
 // Tracker knows the running sandboxes of a gateway, so that a call's
@@ -48,6 +49,12 @@ type Sandbox struct {
 	Prepared bool
 	// Stats, if set, reads the sandbox's resource use.
 	Stats func() (cgroup.Stats, error)
+	// NetTries, if set, counts what the sandbox's processes tried of a
+	// network it does not have (sandbox.Sandbox.NetTries); ok is false
+	// when that cannot be read.
+	NetTries func() (queries, noRoute uint64, ok bool)
+	// netSeen are the NetTries counts TriedNetwork read last; guarded by mu.
+	netSeen [2]uint64
 	// Pod is the Kubernetes pod that runs it (kubernetes backend), and
 	// Phase, if set, reads that pod's phase.
 	Pod   string
@@ -310,6 +317,29 @@ func (s *Sandbox) Finish(m *Call, rec *audit.Record) {
 		rec.Files[i].Ambiguous = m.ambiguous // the other call's writes land in the same dirs
 	}
 	rec.FilesAmbiguous = m.ambiguous && len(rec.Files) > 0
+}
+
+// TriedNetwork says what the sandbox's processes tried of a network it
+// does not have since it was last asked, or since the sandbox started
+// ("2 DNS queries, 1 packet with no route"); "" for nothing, for a
+// sandbox with egress, or when the counters cannot be read. Reading them
+// costs about 0.1 ms: the gateway asks after a failed call only.
+func (s *Sandbox) TriedNetwork() string {
+	if s.NetTries == nil {
+		return ""
+	}
+	q, n, ok := s.NetTries()
+	if !ok {
+		return ""
+	}
+	s.mu.Lock()
+	seen := s.netSeen
+	s.netSeen = [2]uint64{q, n}
+	s.mu.Unlock()
+	if q < seen[0] || n < seen[1] {
+		return "" // not the counters read before
+	}
+	return initproc.NetTried(q-seen[0], n-seen[1])
 }
 
 // joinConns makes the audit's domain list from the connections a call

@@ -28,32 +28,25 @@ import (
 // no network, or "" when the command did not try to use the network.
 // snmp and snmp6 are /proc/net/snmp and /proc/net/snmp6.
 func netHint(snmp, snmp6 []byte) string {
-	// A lookup is a UDP query to 127.0.0.1:53 (resolv.conf names no
-	// server), where nothing listens: NoPorts (any datagram to a closed
-	// port of the sandbox's loopback counts; in practice, DNS). A
-	// connection or datagram to any other address finds no route:
-	// OutNoRoutes.
-	queries := snmpValue(snmp, "Udp", "NoPorts") + snmp6Value(snmp6, "Udp6NoPorts")
-	noRoute := snmpValue(snmp, "Ip", "OutNoRoutes") + snmp6Value(snmp6, "Ip6OutNoRoutes")
-	if queries == 0 && noRoute == 0 {
+	what := NetTried(NetTries(snmp, snmp6))
+	if what == "" {
 		return ""
 	}
-	var what []string
-	if queries > 0 {
-		what = append(what, plural(queries, "DNS query", "DNS queries"))
-	}
-	if noRoute > 0 {
-		what = append(what, plural(noRoute, "packet", "packets")+" with no route")
-	}
-	return "mcpbox: the command tried the network (" + strings.Join(what, ", ") +
+	return "mcpbox: the command tried the network (" + what +
 		"), but this sandbox has none (to allow a host: --allow-host HOST, or network.egress in the server's config)\n"
 }
 
-func plural(n uint64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.FormatUint(n, 10) + " " + many
+// NetTries counts what the processes of a sandbox without a network
+// tried of it, from its namespace's /proc/net/snmp and snmp6 (fresh with
+// the sandbox, so only they moved them). A lookup is a UDP query to
+// 127.0.0.1:53 (resolv.conf names no server), where nothing listens:
+// NoPorts (any datagram to a closed port of the sandbox's loopback
+// counts; in practice, DNS). A connection or datagram to any other
+// address finds no route: OutNoRoutes.
+func NetTries(snmp, snmp6 []byte) (queries, noRoute uint64) {
+	queries = snmpValue(snmp, "Udp", "NoPorts") + snmp6Value(snmp6, "Udp6NoPorts")
+	noRoute = snmpValue(snmp, "Ip", "OutNoRoutes") + snmp6Value(snmp6, "Ip6OutNoRoutes")
+	return queries, noRoute
 }
 
 // snmpValue reads a counter of /proc/net/snmp, where each protocol has a
