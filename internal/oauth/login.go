@@ -224,7 +224,7 @@ func Login(ctx context.Context, opts LoginOptions) (*Grant, error) {
 	if wait <= 0 {
 		wait = DefaultLoginWait
 	}
-	code, err := cb.await(ctx, wait, state, &d.Server)
+	code, err := cb.await(ctx, wait, &d.Server)
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", opts.Server, err)
 	}
@@ -504,11 +504,12 @@ func (cb *callback) close() {
 	cb.srv.Shutdown(ctx)
 }
 
-// await waits for the redirect and checks it: the state (constant time),
-// an error answer, and the RFC 9207 iss parameter: required and equal to
-// the issuer where the server advertises it, and, where it does not but
-// sends one anyway, still equal to the issuer.
-func (cb *callback) await(ctx context.Context, wait time.Duration, state string, sm *ServerMetadata) (string, error) {
+// await waits for the redirect with the login's state (the listener
+// takes no other) and checks it: an error answer, and the RFC 9207 iss
+// parameter: required and equal to the issuer where the server advertises
+// it, and, where it does not but sends one anyway, still equal to the
+// issuer.
+func (cb *callback) await(ctx context.Context, wait time.Duration, sm *ServerMetadata) (string, error) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	var q url.Values
@@ -521,9 +522,6 @@ func (cb *callback) await(ctx context.Context, wait time.Duration, state string,
 		return "", ErrLoginTimeout
 	case <-ctx.Done():
 		return "", ctx.Err()
-	}
-	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(state)) != 1 {
-		return "", ErrStateMismatch
 	}
 	iss, hasIss := q["iss"]
 	switch {

@@ -454,7 +454,7 @@ func TestCallbackRefusesForgedState(t *testing.T) {
 		}
 	}
 	sm := &ServerMetadata{Issuer: "https://as"}
-	if _, err := cb.await(context.Background(), 100*time.Millisecond, "the-state", sm); !errors.Is(err, ErrLoginTimeout) || !errors.Is(err, ErrStateMismatch) {
+	if _, err := cb.await(context.Background(), 100*time.Millisecond, sm); !errors.Is(err, ErrLoginTimeout) || !errors.Is(err, ErrStateMismatch) {
 		t.Errorf("await after forged redirects only: %v, want a timeout that names them", err)
 	}
 	resp, err := hc.Get(cb.redirectURI + "?code=mine&state=the-state")
@@ -465,7 +465,7 @@ func TestCallbackRefusesForgedState(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("the genuine redirect after the forged ones: %s", resp.Status)
 	}
-	if code, err := cb.await(context.Background(), 5*time.Second, "the-state", sm); err != nil || code != "mine" {
+	if code, err := cb.await(context.Background(), 5*time.Second, sm); err != nil || code != "mine" {
 		t.Errorf("await: %q, %v; want the genuine code", code, err)
 	}
 }
