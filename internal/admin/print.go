@@ -305,6 +305,9 @@ func WriteApprovals(w io.Writer, r Approvals, asJSON bool) {
 		case p.Kind == approval.KindTrust && len([]rune(OneLine(integrity.Escaped(p.Summary), 1<<20))) > 80:
 			fmt.Fprintf(w, "\n%s %s change:\n  %s\n", p.ID, cmp.Or(p.Name, p.Server+"/"+p.Tool), integrity.Escaped(p.Summary))
 		}
+		if note := approval.WiderNote(p, "", policy.RuleName(p.Rule)); note != "" {
+			fmt.Fprintf(w, "\n%s approved for the session or always: %s\n", p.ID, config.Printable(note))
+		}
 	}
 	if len(r.Remembered) > 0 {
 		fmt.Fprintln(w, "\nREMEMBERED")
@@ -327,13 +330,9 @@ func Decided(req approval.Request, allow bool, scope string) string {
 		return fmt.Sprintf("approved %s: the changed definition %s/%s is trusted", req.ID, req.Server, req.Tool)
 	}
 	msg := "approved (" + cmp.Or(scope, approval.ScopeOnce) + ") " + req.ID
-	if req.Conditional && (scope == approval.ScopeSession || scope == approval.ScopeAlways) {
+	if note := approval.WiderNote(req, cmp.Or(scope, approval.ScopeOnce), policy.RuleName(req.Rule)); note != "" {
 		// The person chose for calls like this one; the grant is wider.
-		who := "client " + req.Client
-		if scope == approval.ScopeSession {
-			who += "'s session"
-		}
-		msg += fmt.Sprintf(": every later call of %s/%s by %s that needs approval runs without asking, whatever its arguments: the condition (when:) of %s no longer holds one back", req.Server, req.Tool, who, policy.RuleName(req.Rule))
+		msg += ": " + note
 		if scope == approval.ScopeAlways {
 			msg += " (mcpbox approvals lists the decision; approvals revoke ID forgets it)"
 		}

@@ -171,9 +171,17 @@ func TestWriteApprovals(t *testing.T) {
 		{ID: "apr_1", Kind: approval.KindCall, Server: "fs", Tool: "write_file", Summary: `{"path": "a"}`, Arguments: json.RawMessage(`{"path":"a"}`)},
 		{ID: "apr_2", Kind: approval.KindTrust, Server: "rug", Tool: "add", Summary: long},
 		{ID: "apr_3", Kind: approval.KindTrust, Server: "rug", Tool: "sub", Summary: short},
+		{ID: "apr_4", Kind: approval.KindCall, Server: "ev", Tool: "get-sum", Client: "cd", Summary: `{"a": 1}`,
+			Rule: "servers.ev.tools.rules[0] (/p/mcpbox.yaml:9:11)", Conditional: true},
 	}}, false)
 	out := b.String()
-	for _, want := range []string{"apr_1 fs/write_file arguments:\n", "apr_2 rug/add change:\n", `re\u{202E}port`, "credential-access@description \\u{202E}"} {
+	// apr_4's rule has a when: the table says what a wider grant covers
+	// before anyone decides.
+	cond := "\napr_4 approved for the session or always: every later call of ev/get-sum by client cd that needs approval runs without asking, whatever its arguments: the condition (when:) of servers.ev.tools.rules[0] no longer holds one back\n"
+	if strings.Count(out, "whatever its arguments") != 1 {
+		t.Errorf("want one note on a wider grant, for apr_4:\n%s", out)
+	}
+	for _, want := range []string{"apr_1 fs/write_file arguments:\n", "apr_2 rug/add change:\n", `re\u{202E}port`, "credential-access@description \\u{202E}", cond} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -50,7 +50,26 @@ func (b *Broker) Message(req Request) string {
 		text, n := show(req.Arguments)
 		fmt.Fprintf(&m, "\nArguments (%d):\n%s", n, text)
 	}
+	// The choices are once, session and deny (elicitChoices).
+	if note := WiderNote(req, ScopeSession, req.Rule); note != "" {
+		m.WriteString("\nFor the session: " + note + ".")
+	}
 	return m.String()
+}
+
+// WiderNote says what approving req for scope (ScopeSession or
+// ScopeAlways; "" for either) grants when the rule that held it has a
+// when: condition: the decision is for the tool, not for calls like this
+// one. It is "" for any other request or scope. rule names the rule.
+func WiderNote(req Request, scope, rule string) string {
+	if !req.Conditional || req.Kind == KindTrust || scope == ScopeOnce {
+		return ""
+	}
+	who := "client " + clean(req.Client)
+	if scope == ScopeSession {
+		who += "'s session"
+	}
+	return fmt.Sprintf("every later call of %s/%s by %s that needs approval runs without asking, whatever its arguments: the condition (when:) of %s no longer holds one back", clean(req.Server), clean(req.Tool), who, clean(rule))
 }
 
 // Summary limits.

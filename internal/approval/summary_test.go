@@ -94,3 +94,24 @@ func FuzzSummary(f *testing.F) {
 		}
 	})
 }
+
+// TestMessageConditional: a call held by a rule's when: tells the person
+// asked, before they choose, that the session choice is for the tool,
+// whatever its arguments; an unconditional hold and a trust do not.
+func TestMessageConditional(t *testing.T) {
+	b := &Broker{}
+	req := Request{Server: "ev", Tool: "get-sum", Client: "claude-desktop", Rule: "servers.ev.tools.rules[0] (/p/mcpbox.yaml:9:11)",
+		Arguments: json.RawMessage(`{"a":1}`), Conditional: true}
+	want := "\nFor the session: every later call of ev/get-sum by client claude-desktop's session that needs approval runs without asking, whatever its arguments: the condition (when:) of servers.ev.tools.rules[0] (/p/mcpbox.yaml:9:11) no longer holds one back."
+	if got := b.Message(req); !strings.HasSuffix(got, want) {
+		t.Errorf("Message = %q, want it to end %q", got, want)
+	}
+	for name, r := range map[string]Request{
+		"unconditional": {Server: "ev", Tool: "get-sum", Rule: "servers.ev.tools.approve"},
+		"trust":         {Kind: KindTrust, Server: "ev", Tool: "get-sum", Conditional: true},
+	} {
+		if got := b.Message(r); strings.Contains(got, "whatever its arguments") {
+			t.Errorf("%s: Message = %q", name, got)
+		}
+	}
+}

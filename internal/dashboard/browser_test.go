@@ -178,6 +178,11 @@ func TestBrowserDashboard(t *testing.T) {
 	if !strings.Contains(args, `<img src=x onerror=`) || !strings.Contains(args, `<script>`) || !strings.Contains(tool, "echo") {
 		t.Errorf("the arguments shown %q (tool %q), want the hostile text as text", args, tool)
 	}
+	// The rule that held it has a when:, so a wider grant says it is for
+	// the tool, whatever the arguments, before the person decides.
+	if cond := get(t, ctx, "conditional", chromedp.Text(chromedp.CSS(`.approval-conditional`))); !strings.Contains(cond, "whatever its arguments") {
+		t.Errorf("the approval shows %q about its rule's condition, want that a wider grant covers any arguments", cond)
+	}
 	noScriptRan(t, ctx, "approvals")
 	// The sandboxes page shows the call in hand, which the audit does not
 	// have yet.

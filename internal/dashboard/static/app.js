@@ -122,6 +122,10 @@ async function approvals(main) {
       p.pin || p.annotations ? el("p", { class: "muted approval-tool-info" }, p.pin ? "pin: " + p.pin : "",
         p.annotations ? " · annotations (the server's claims): " + Object.entries(p.annotations).map(([k, v]) => k + "=" + JSON.stringify(v)).join(", ") : "") : null,
       el("pre", { class: "approval-args" }, pretty(p.arguments) || p.summary || ""),
+      // A rule's when: held this call for its arguments; a wider grant is
+      // for the tool, whatever the arguments (approval.WiderNote).
+      p.conditional && !trust ? el("p", { class: "error approval-conditional" },
+        "\u201cFor the session\u201d and \u201cAlways\u201d let every later call of " + toolOf(p) + " by this client that needs approval run without asking, whatever its arguments: the condition (when:) of the rule held back this call for its arguments only.") : null,
       trust && p.change ? changeView(p.change) : null,
       trust && !p.change ? el("p", { class: "muted" }, "No change of this definition is pending any more.") : null,
       buttons));
