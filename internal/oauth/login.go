@@ -447,6 +447,11 @@ func registerDynamic(ctx context.Context, hc *http.Client, opts *LoginOptions, s
 	return nil
 }
 
+// callbackDeadline bounds each request to the redirect listener, from its
+// first byte to its answer, and the time a connection may idle; a
+// variable for tests.
+var callbackDeadline = 10 * time.Second
+
 // callback is the one-shot loopback redirect listener. Only a redirect
 // with the login's state is taken: any page in the user's browser can
 // send one to a loopback port, and the first, forged, must not end the
@@ -493,7 +498,10 @@ func listenCallback(port int, state string, peer func(*http.Request) error) (*ca
 			http.Error(w, "this login has already received its redirect", http.StatusGone)
 		}
 	})
-	cb.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Any local process may connect: none may hold the listener with a
+	// request that never ends (headers or a body sent a byte at a time).
+	cb.srv = &http.Server{Handler: mux, ReadHeaderTimeout: callbackDeadline, ReadTimeout: callbackDeadline,
+		WriteTimeout: callbackDeadline, IdleTimeout: callbackDeadline, MaxHeaderBytes: 16 << 10}
 	go cb.srv.Serve(ln)
 	return cb, nil
 }

@@ -470,6 +470,50 @@ func TestCallbackRefusesForgedState(t *testing.T) {
 	}
 }
 
+// TestCallbackDropsSlowRequests: a local process that sends a redirect
+// and then its body a byte at a time, or nothing at all, loses its
+// connection at the deadline rather than holding it for the login.
+func TestCallbackDropsSlowRequests(t *testing.T) {
+	defer func(d time.Duration) { callbackDeadline = d }(callbackDeadline)
+	callbackDeadline = 300 * time.Millisecond
+	cb, err := listenCallback(0, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.close()
+	addr := strings.TrimPrefix(strings.TrimSuffix(cb.redirectURI, callbackPath), "http://")
+	for name, req := range map[string]string{
+		"body":    "POST " + callbackPath + "?state=wrong HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 100000\r\n\r\nab",
+		"headers": "GET " + callbackPath + "?state=wrong HTTP/1.1\r\nHost: " + addr + "\r\nX-Slow: ",
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, req); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { _, err := io.Copy(io.Discard, conn); done <- err }()
+			for {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("the connection was not closed by the listener: %v after %v", err, time.Since(start))
+					}
+					return
+				case <-time.After(50 * time.Millisecond):
+					io.WriteString(conn, "x") // a byte at a time; fails once closed
+				}
+			}
+		})
+	}
+}
+
 func TestGrantFormattingHidesSecrets(t *testing.T) {
 	g := &Grant{Issuer: "https://as", Resource: "https://rs", ClientID: "c", AccessToken: "AT-SECRET", RefreshToken: "RT-SECRET", ClientSecret: "CS-SECRET"}
 	if s := g.Secrets(); len(s) != 3 {
