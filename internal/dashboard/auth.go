@@ -342,14 +342,11 @@ func originOK(r *http.Request) bool {
 }
 
 // csrfOK checks the request's session key (X-CSRF-Token, the page's copy
-// of the key pageAfterLogin gave it) against the session's. A GET may
-// carry it as the query parameter key instead: an EventSource and a
-// download link cannot set a header.
+// of the key pageAfterLogin gave it) against the session's. Only the
+// header counts: a key in an address would stay in the browser's history
+// and in proxies' logs.
 func csrfOK(r *http.Request, s *session) bool {
 	got := r.Header.Get("X-CSRF-Token")
-	if got == "" && r.Method == http.MethodGet {
-		got = r.URL.Query().Get("key")
-	}
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1
 }
 

@@ -6,13 +6,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
 	"mcpbox/internal/approval"
+	"mcpbox/internal/gateway"
+	"mcpbox/internal/track"
 )
 
 // newBrowser starts Debian's headless chromium for the test, or skips
@@ -226,6 +230,7 @@ func TestBrowserDashboard(t *testing.T) {
 	if recs := r.records(t, "sandbox_pause"); len(recs) != 1 || recs[0].Detail["by"] != "web:admin" {
 		t.Errorf("pause records %+v", recs)
 	}
+	downloadPatch(t, r, ctx)
 
 	// A refused call shows highlighted on the calls page.
 	r.call(t, "forbidden-zone")
@@ -300,6 +305,45 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("trust records %+v", recs)
 	}
 	noScriptRan(t, ctx, "the end")
+	// The session key went in headers only, never in an address, which
+	// the browser's history and proxies' logs keep.
+	for _, u := range r.requested() {
+		if strings.Contains(u, "key=") {
+			t.Errorf("the page requested %s: the session key in an address", u)
+		}
+	}
+	if !slices.Contains(r.requested(), "/ui/api/events") {
+		t.Errorf("the page never opened its event stream: %q", r.requested())
+	}
+}
+
+// downloadPatch saves a sandbox's overlay diff with the sandboxes page's
+// Patch button and checks the file the browser wrote.
+func downloadPatch(t *testing.T, r *rig, ctx context.Context) {
+	t.Helper()
+	lower, upper, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(lower, "notes.txt"), []byte("one\ntwo\n"), 0o644)
+	os.WriteFile(filepath.Join(upper, "notes.txt"), []byte("one\nthree\n"), 0o644)
+	done := r.g.SandboxStarted("echo", gateway.Scope{Agent: gateway.LocalAgent, Session: "patch"}, &track.Sandbox{ID: "sbx_patch", Lower: lower, Upper: upper})
+	defer done()
+	step(t, ctx, "allow downloads", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir})
+		return err
+	}), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`tr[data-id=sbx_patch] .patch`)))
+	click(t, ctx, "patch", `tr[data-id=sbx_patch] .patch`)
+	file := filepath.Join(dir, "sbx_patch.patch")
+	var got []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if b, err := os.ReadFile(file); err == nil && len(b) > 0 {
+			got = b
+			break
+		}
+	}
+	if !strings.Contains(string(got), "-two") || !strings.Contains(string(got), "+three") {
+		entries, _ := os.ReadDir(dir)
+		t.Errorf("the downloaded patch %s holds %q (download dir: %v)", file, got, entries)
+	}
 }
 
 // TestBrowserViewer: a viewer sees the pending approval but no button to

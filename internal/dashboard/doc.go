@@ -26,9 +26,10 @@
 //     in memory and end at logout, expiry or restart.
 //   - Other ports of the host: browsers send the cookie to every port of
 //     127.0.0.1, another local user's web server included. So every API
-//     request, reads too, also needs the session's key (X-CSRF-Token, or
-//     ?key= where a page cannot set a header), which the login hands the
-//     page in its URL's fragment and the page keeps in its origin's
+//     request, reads too, also needs the session's key (X-CSRF-Token,
+//     never in an address, which history and logs keep: the page fetches
+//     the event stream and the patch download too), which the login hands
+//     the page in its URL's fragment and the page keeps in its origin's
 //     storage (pageAfterLogin): the cookie alone reads and decides nothing.
 //   - Cross-site requests: a form cannot send that header and a
 //     cross-origin script cannot read the key; every state-changing

@@ -13,7 +13,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +60,16 @@ type rig struct {
 	srv  *httptest.Server
 	sess *mcp.ClientSession
 	ev   *Events
+
+	mu   sync.Mutex
+	urls []string // every request's path and query, in order; guarded by mu
+}
+
+// requested returns the path and query of every request the server got.
+func (r *rig) requested() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.urls)
 }
 
 func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
@@ -115,9 +127,15 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := &rig{}
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", h)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.urls = append(r.urls, req.URL.RequestURI())
+		r.mu.Unlock()
+		mux.ServeHTTP(w, req)
+	}))
 	cr, gwW := io.Pipe()
 	gwR, cw := io.Pipe()
 	done := make(chan struct{})
@@ -137,7 +155,8 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 		gw.Close()
 		g.Close()
 	})
-	return &rig{g: g, gw: gw, h: h, srv: srv, sess: sess, ev: ev}
+	r.g, r.gw, r.h, r.srv, r.sess, r.ev = g, gw, h, srv, sess, ev
+	return r
 }
 
 // call calls echo with text and returns its text and whether it failed.

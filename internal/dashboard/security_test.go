@@ -282,8 +282,9 @@ func TestEventsStream(t *testing.T) {
 	b.login(adminToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// As the page's EventSource asks: the key in the query.
-	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events?key="+b.csrf, nil)
+	// As the page asks: the key in its header.
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events", nil)
+	req.Header.Set("X-CSRF-Token", b.csrf)
 	b.c.Timeout = 0
 	resp, err := b.c.Do(req)
 	if err != nil {
@@ -466,7 +467,10 @@ func TestCookieAloneDoesNothing(t *testing.T) {
 		t.Fatal("the page has no cookie to steal")
 	}
 	thief.c.Jar.SetCookies(u, b.c.Jar.Cookies(u))
-	for _, p := range []string{"/ui/api/session", "/ui/api/approvals", "/ui/api/calls", "/ui/api/events", "/ui/api/sandboxes/sbx_x/diff?download=1", "/ui/api/approvals?key=" + b.csrf + "x"} {
+	for _, p := range []string{"/ui/api/session", "/ui/api/approvals", "/ui/api/calls", "/ui/api/events", "/ui/api/sandboxes/sbx_x/diff?download=1", "/ui/api/approvals?key=" + b.csrf + "x",
+		// The right key, in the address rather than the header: refused, so
+		// that no page puts it where history and logs keep it.
+		"/ui/api/approvals?key=" + b.csrf, "/ui/api/events?key=" + b.csrf, "/ui/api/sandboxes/sbx_x/diff?download=1&key=" + b.csrf} {
 		resp := thief.do("GET", p, nil, nil)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -547,7 +551,8 @@ func TestViewerCannotHoldAllStreams(t *testing.T) {
 	defer cancel()
 	open := func(b *browser) int {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events?key="+b.csrf, nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/ui/api/events", nil)
+		req.Header.Set("X-CSRF-Token", b.csrf)
 		c := *b.c
 		c.Timeout = 0
 		resp, err := c.Do(req)

@@ -8,8 +8,10 @@ const state = { csrf: "", role: "", page: "", before: 0, detail: null };
 // The session's key comes once, in the fragment of the page a login
 // sends the browser to (#key=...), and is kept in this origin's storage:
 // the session cookie reaches every port of the host, the key only this
-// page, which sends it with every request (X-CSRF-Token, or ?key= where a
-// header cannot go). A key in the fragment is kept only once the gateway
+// page, which sends it with every request as X-CSRF-Token, never in an
+// address (which history, logs and Referer keep): the event stream and
+// the patch download are fetches, not an EventSource and a link. A key
+// in the fragment is kept only once the gateway
 // takes it (start): any page can send the browser here with a #key= of
 // its own, which must not replace a working one.
 const keyItem = "mcpbox-ui-key";
@@ -203,8 +205,21 @@ async function sandboxes(main) {
         ctl && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
         ctl && s.state !== "stopped" ? el("button", { class: "danger stop", onclick: act("sandboxes/" + id + "/stop") }, "Stop") : null,
         ctl ? el("button", { class: "diff-view", onclick: () => showDiff(main, s.id) }, "Diff") : null,
-        ctl ? el("a", { href: "/ui/api/sandboxes/" + id + "/diff?download=1&key=" + encodeURIComponent(state.csrf), download: "" }, "patch") : null)));
+        ctl ? el("button", { class: "patch", onclick: () => downloadPatch(s.id) }, "Patch") : null)));
   })));
+}
+
+// downloadPatch saves a sandbox's diff as a file: fetched with the key in
+// its header, then handed to the browser as a blob.
+async function downloadPatch(id) {
+  const r = await fetch("/ui/api/sandboxes/" + encodeURIComponent(id) + "/diff?download=1", { credentials: "same-origin", headers: { "X-CSRF-Token": state.csrf } });
+  if (!r.ok) { status("patch: " + ((await r.text()) || r.statusText)); return; }
+  const name = (/filename="([^"]+)"/.exec(r.headers.get("Content-Disposition") || "") || [])[1] || "sandbox.patch";
+  const a = el("a", { href: URL.createObjectURL(await r.blob()), download: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60000);
 }
 
 async function showDiff(main, id) {
@@ -337,22 +352,53 @@ function soon() {
   pendingRender = setTimeout(() => { if (!state.detail) render(); }, 250);
 }
 
-function live() {
-  const key = state.csrf;
-  const es = new EventSource("/ui/api/events?key=" + encodeURIComponent(key));
+// live follows the server-sent events of /ui/api/events, read from a
+// fetch (which can send the key as a header) and reconnecting after a
+// pause when the stream ends.
+async function live() {
   const ind = document.getElementById("live");
-  es.onopen = () => { ind.textContent = "live"; ind.classList.add("on"); };
-  es.onerror = () => {
+  for (;;) {
+    const key = state.csrf;
+    try {
+      const r = await fetch("/ui/api/events", { credentials: "same-origin", headers: { "X-CSRF-Token": key, Accept: "text/event-stream" } });
+      if (r.ok && r.body) {
+        ind.textContent = "live"; ind.classList.add("on");
+        await readEvents(r.body.getReader(), onEvent);
+      }
+    } catch (e) { /* the gateway went away: try again below */ }
     ind.textContent = "reconnecting"; ind.classList.remove("on");
     // The key changed (a login in another tab): reconnect with the new one.
     const stored = localStorage.getItem(keyItem) || "";
-    if (stored && stored !== key) { es.close(); state.csrf = stored; live(); }
-  };
-  es.addEventListener("approvals", () => {
+    if (stored && stored !== key) state.csrf = stored;
+    await new Promise((done) => setTimeout(done, 3000));
+  }
+}
+
+// readEvents calls on(name) for each event of an event stream until it
+// ends; comments (keep-alives) and data are skipped: every event means
+// "look again".
+async function readEvents(reader, on) {
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true });
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      const ev = block.split("\n").find((l) => l.startsWith("event: "));
+      if (ev) on(ev.slice(7));
+    }
+  }
+}
+
+function onEvent(name) {
+  if (name === "approvals") {
     api("approvals").then((d) => { document.getElementById("pending-count").textContent = d.pending.length ? String(d.pending.length) : ""; });
     if (state.page === "approvals") soon();
-  });
-  es.addEventListener("record", () => { if (state.page !== "approvals") soon(); });
+  } else if (name === "record" && state.page !== "approvals") soon();
 }
 
 // keyWorks says whether the gateway takes key for this browser's session.
