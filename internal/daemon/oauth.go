@@ -326,6 +326,8 @@ func Logout(ctx context.Context, o LoginOptions) error {
 	case errors.Is(err, oauth.ErrNoToken):
 		fmt.Fprintf(o.Stderr, "mcpbox: not logged in to %s\n", s.Name)
 		return nil
+	case errors.Is(err, oauth.ErrTokenKept):
+		return fmt.Errorf("logout from %s: %w; run mcpbox logout again once they can be read, to revoke them", s.Name, err)
 	case err != nil:
 		return fmt.Errorf("logout from %s: %w (the stored tokens are deleted)", s.Name, err)
 	case revoked:

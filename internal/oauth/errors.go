@@ -40,6 +40,10 @@ var (
 	// ErrTokenCorrupt: a stored token could not be decrypted or does not
 	// belong to the binding it was looked up for.
 	ErrTokenCorrupt = errors.New("stored token cannot be decrypted or is bound to something else")
+	// ErrTokenKept: Logout could not read a stored grant for now (the
+	// store's key, a permission) and kept it, so that a later logout can
+	// revoke its tokens.
+	ErrTokenKept = errors.New("the stored tokens are kept")
 	// ErrInvalidToken: an access token presented to the gateway is refused.
 	ErrInvalidToken = errors.New("invalid access token")
 )

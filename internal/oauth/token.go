@@ -162,8 +162,12 @@ func Revoke(ctx context.Context, hc *http.Client, g *Grant) (bool, error) {
 }
 
 // Logout revokes the grant of server where the authorization server
-// allows it and removes it from store. The grant is removed even if revocation fails;
-// the error then says so.
+// allows it and removes it from store. The grant is removed even if
+// revocation fails, and a corrupt one too (nothing could ever revoke
+// it); the error then says so. One that cannot be read for now (the
+// store's key or the file unreadable) is kept, and the error wraps
+// ErrTokenKept: deleted, its tokens would stay valid with nobody able
+// to revoke them.
 func Logout(ctx context.Context, hc *http.Client, store Store, server string) (revoked bool, err error) {
 	// Under the grant's lock: a serve refreshing meanwhile would save the
 	// successor of the refresh token revoked here, and the login would
@@ -174,8 +178,11 @@ func Logout(ctx context.Context, hc *http.Client, store Store, server string) (r
 	}
 	defer unlock()
 	g, err := store.Load(ctx, server)
-	if errors.Is(err, ErrNoToken) {
+	switch {
+	case errors.Is(err, ErrNoToken):
 		return false, err
+	case err != nil && !errors.Is(err, ErrTokenCorrupt):
+		return false, fmt.Errorf("%w: %w", ErrTokenKept, err)
 	}
 	var rerr error
 	if err == nil {

@@ -275,6 +275,42 @@ func TestLogoutRevokes(t *testing.T) {
 	})
 }
 
+// TestLogoutKeepsUnreadableGrant: a grant that cannot be read for now
+// (its store's key unreadable) is kept and nothing is revoked, so that
+// a logout once the key is back revokes it; a corrupt one is deleted.
+func TestLogoutKeepsUnreadableGrant(t *testing.T) {
+	as := newTestAS(t, func(a *testAS) { a.dcr, a.revocation = true, true })
+	rs := newTestRS(t, as, nil)
+	store := testStore(t)
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys := store.Keys
+	store.Keys = KeyFunc(func(context.Context) ([]byte, error) { return nil, errors.New("key file: permission denied") })
+	if _, err := Logout(context.Background(), nil, store, rs.url); !errors.Is(err, ErrTokenKept) || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("logout with the key unreadable: %v, want ErrTokenKept naming the cause", err)
+	}
+	store.Keys = keys
+	if _, err := store.Load(context.Background(), rs.url); err != nil {
+		t.Fatalf("the grant after that logout: %v, want it kept", err)
+	}
+	if revoked, err := Logout(context.Background(), nil, store, rs.url); err != nil || !revoked {
+		t.Fatalf("logout with the key back: revoked=%v %v", revoked, err)
+	}
+
+	// A grant sealed under another key can never be read: deleted.
+	if _, err := login(t, as, rs, store, nil); err != nil {
+		t.Fatal(err)
+	}
+	store.Keys = KeyFunc(func(context.Context) ([]byte, error) { return make([]byte, 32), nil })
+	if _, err := Logout(context.Background(), nil, store, rs.url); !errors.Is(err, ErrTokenCorrupt) {
+		t.Fatalf("logout of a grant under another key: %v, want ErrTokenCorrupt", err)
+	}
+	if _, err := store.Load(context.Background(), rs.url); !errors.Is(err, ErrNoToken) {
+		t.Errorf("the corrupt grant after logout: %v, want it deleted", err)
+	}
+}
+
 func TestTransportReauthorizesWhenRefreshRefused(t *testing.T) {
 	as := newTestAS(t, func(a *testAS) { a.dcr = true })
 	rs := newTestRS(t, as, nil)
