@@ -704,6 +704,11 @@ func roots(spec *sandbox.Spec) []gateway.Root {
 			// led a filesystem server to list and serve its own code.
 			continue
 		}
+		if fi, err := os.Stat(m.Source); err != nil || !fi.IsDir() {
+			// A file mount (a config file, a CA bundle) is something the
+			// server reads, not a directory to work in.
+			continue
+		}
 		rs = append(rs, gateway.Root{URI: "file://" + m.Target, Name: filepath.Base(m.Target)})
 	}
 	return rs

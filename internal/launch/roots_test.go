@@ -13,10 +13,11 @@ import (
 	"mcpbox/internal/specconv"
 )
 
-// TestRootsLeaveOutMcpboxMounts: a server's roots are the user's mounts,
-// never mcpbox's own. A filesystem server given /opt/mcpbox/pkg as a root
-// listed and served its own node_modules; the built-in server and a
-// group's supervisor would have been given mcpbox's binary.
+// TestRootsLeaveOutMcpboxMounts: a server's roots are the user's
+// directory mounts, never mcpbox's own nor a mounted file. A filesystem
+// server given /opt/mcpbox/pkg as a root listed and served its own
+// node_modules; the built-in server and a group's supervisor would have
+// been given mcpbox's binary.
 func TestRootsLeaveOutMcpboxMounts(t *testing.T) {
 	base := t.TempDir()
 	for _, d := range []string{"state", "data", "out"} {
@@ -24,11 +25,14 @@ func TestRootsLeaveOutMcpboxMounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(base, "settings.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c, err := config.Load(filepath.Join(base, "mcpbox.yaml"), []byte(`version: 1
 servers:
   fs:
     command: [npx, -y, "@modelcontextprotocol/server-filesystem", /data/somedir]
-    filesystem: {mounts: [{source: data, target: /data/somedir, mode: ro}], output: {source: out}}
+    filesystem: {mounts: [{source: data, target: /data/somedir, mode: ro}, {source: settings.json, target: /data/settings.json, mode: ro}], output: {source: out}}
   ws:
     builtin: workspace
     filesystem: {output: {source: out}}
