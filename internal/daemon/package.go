@@ -601,6 +601,19 @@ func listerPackages(o ListOptions, lockPath string, log *slog.Logger) (pkgs map[
 		return nil, nil, nil, err
 	}
 	for _, s := range o.Config.Servers {
+		if _, ok := pkgs[s.Name]; ok || failed[s.Name] != nil {
+			continue
+		}
+		// Not installed for a secret it cannot start without (as serve
+		// does): that is why, not a package missing from the store.
+		if err := lacksEnvSecret(o.Config, s); err != nil {
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[s.Name] = err
+		}
+	}
+	for _, s := range o.Config.Servers {
 		if err := failed[s.Name]; err != nil && strings.HasPrefix(s.Placement, config.PlacementGroup) {
 			return nil, nil, nil, err
 		}
