@@ -38,8 +38,9 @@ Another credential inside an argument or a URL's password is replaced by
 REDACTED. A key in a URL's path stays (a path takes no reference; serve
 redacts it): a note says so. The variables to set are listed on stderr.
 
-With --rewrite-client-config, prints FILE's JSON instead, with all its
-servers replaced by one entry "mcpbox" that runs
+With --rewrite-client-config, prints FILE's JSON instead, with the
+servers it imports replaced by one entry "mcpbox" (those it left out,
+disabled or not importable, stay as they were) that runs
   MCPBOX serve --config PATH --stdio
 so that the client reaches every server through one gateway; with more
 than one server, tool names get the prefix "SERVER__". Typical use:
@@ -87,7 +88,7 @@ func (e *env) importConfig(args []string) int {
 	}
 	var out []byte
 	if *rewrite {
-		out, err = e.rewriteClient(cf, *cfgPath, *binPath)
+		out, err = e.rewriteClient(cf, *cfgPath, *binPath, res.Skipped)
 	} else {
 		out, err = importer.Render(res, files[0])
 	}
@@ -125,8 +126,9 @@ func (e *env) readInput(name string) ([]byte, error) {
 }
 
 // rewriteClient resolves --config (made absolute, ~/ expanded) and
-// --mcpbox (default: this binary) and rewrites cf to launch mcpbox.
-func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string) ([]byte, error) {
+// --mcpbox (default: this binary) and rewrites cf to launch mcpbox,
+// keeping the entries the import left out.
+func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string, keep []string) ([]byte, error) {
 	if rest, ok := strings.CutPrefix(cfgPath, "~/"); ok {
 		if home, err := os.UserHomeDir(); err == nil {
 			cfgPath = filepath.Join(home, rest)
@@ -141,7 +143,7 @@ func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string) ([]byt
 			return nil, fmt.Errorf("finding the mcpbox binary (give --mcpbox): %w", err)
 		}
 	}
-	out, notes, err := importer.Rewrite(cf, importer.RewriteOptions{Binary: bin, Config: abs})
+	out, notes, err := importer.Rewrite(cf, importer.RewriteOptions{Binary: bin, Config: abs, Keep: keep})
 	e.importNotes(notes)
 	return out, err
 }

@@ -240,5 +240,6 @@ type converter struct {
 	claimed map[string]string // variable -> the value it stands for
 	vars    []Var
 	notes   []string
+	skipped []string // Result.Skipped
 	homes   []string // Host.Homes
 }

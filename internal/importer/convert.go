@@ -34,6 +34,10 @@ type Result struct {
 	// Vars are the environment variables the config reads, in first-use
 	// order: the user sets them before mcpbox serve.
 	Vars []Var
+	// Skipped names the file's top-level entries that were left out
+	// (disabled, or not importable), in file order: a rewritten client
+	// config keeps them as they were (RewriteOptions.Keep).
+	Skipped []string
 }
 
 // Convert turns the server entries of cf into an mcpbox config. An entry
@@ -42,11 +46,20 @@ type Result struct {
 func Convert(cf *ClientFile, host Host) *Result {
 	im := &converter{names: make(map[string]bool), claimed: make(map[string]string), homes: host.Homes}
 	c, hints := im.convert(cf.entries)
-	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars}
+	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars, Skipped: im.skipped}
 }
 
 func (im *converter) notef(format string, args ...any) {
 	im.notes = append(im.notes, fmt.Sprintf(format, args...))
+}
+
+// skip notes why entry m is left out and, for a top-level one, names it
+// in Result.Skipped.
+func (im *converter) skip(m member, format string, args ...any) {
+	im.notef(format, args...)
+	if m.project == "" {
+		im.skipped = append(im.skipped, m.key)
+	}
 }
 
 // convert returns a config of every entry that imports cleanly and the
@@ -60,22 +73,22 @@ func (im *converter) convert(entries []member) (*config.Config, map[string][]str
 			if te, ok := err.(*json.UnmarshalTypeError); ok {
 				err = fmt.Errorf("%s: got a JSON %s, want %s", te.Field, te.Value, te.Type)
 			}
-			im.notef("skipping server %q: %v", m.key, err)
+			im.skip(m, "skipping server %q: %v", m.key, err)
 			continue
 		}
 		if ent.Disabled {
-			im.notef("skipping server %q: disabled", m.key)
+			im.skip(m, "skipping server %q: disabled", m.key)
 			continue
 		}
 		name := uniqueName(sanitizeName(m.key), im.names)
-		saved := converter{names: im.names, claimed: maps.Clone(im.claimed), vars: slices.Clone(im.vars), notes: slices.Clone(im.notes)}
+		saved := converter{names: im.names, claimed: maps.Clone(im.claimed), vars: slices.Clone(im.vars), notes: slices.Clone(im.notes), skipped: slices.Clone(im.skipped)}
 		s, h, err := im.server(name, m.key, &ent)
 		if err == nil {
 			err = checkServer(s)
 		}
 		if err != nil {
 			*im = saved
-			im.notef("skipping server %q: %v", m.key, err)
+			im.skip(m, "skipping server %q: %v", m.key, err)
 			continue
 		}
 		of := ""

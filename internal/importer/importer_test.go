@@ -3,7 +3,9 @@ package importer
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,6 +203,45 @@ func checkUncomment(t *testing.T, out, hint string) {
 	}
 	if n == 0 {
 		t.Errorf("uncommented hint gave no egress rule:\n%s", edited)
+	}
+}
+
+// TestRewriteKeepsSkipped: the entries an import left out (disabled, or
+// not importable) stay in the rewritten client config as they were, so
+// that following the migration loses no server; project entries of
+// ~/.claude.json are not moved to its top level.
+func TestRewriteKeepsSkipped(t *testing.T) {
+	input := `{"mcpServers": {
+  "api": {"type": "http", "url": "${API_URL:-https://api.example.com/mcp}"},
+  "off": {"command": "npx", "args": ["-y", "some-server"], "disabled": true},
+  "gh": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"]}
+}, "projects": {"/p": {"mcpServers": {"bad": {"command": 7}}}}}`
+	cf, err := ParseClientFile("client.json", []byte(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	if !slices.Equal(res.Skipped, []string{"api", "off"}) {
+		t.Fatalf("Skipped = %q, want api and off (not the project's bad)", res.Skipped)
+	}
+	raw, notes, err := Rewrite(cf, RewriteOptions{Binary: "/bin/mcpbox", Config: "/c/mcpbox.yaml", Keep: res.Skipped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ MCPServers map[string]json.RawMessage }
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("output: %v\n%s", err, raw)
+	}
+	if got := slices.Sorted(maps.Keys(out.MCPServers)); !slices.Equal(got, []string{"api", "mcpbox", "off"}) {
+		t.Errorf("servers %q, want mcpbox and the two left out\n%s", got, raw)
+	}
+	var off map[string]any
+	json.Unmarshal(out.MCPServers["off"], &off)
+	if off["disabled"] != true || off["command"] != "npx" {
+		t.Errorf("the disabled entry changed: %s", out.MCPServers["off"])
+	}
+	if n := strings.Join(notes, "\n"); !strings.Contains(n, `kept as they were, for the client to run itself (mcpbox does not run them): "api", "off"`) {
+		t.Errorf("notes %q", notes)
 	}
 }
 

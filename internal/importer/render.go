@@ -80,6 +80,10 @@ type RewriteOptions struct {
 	// Config is the path of the generated mcpbox.yaml, as the client's
 	// process will see it (so: absolute). Required.
 	Config string
+	// Keep names top-level entries kept as they were beside "mcpbox":
+	// those the import left out (Result.Skipped), which mcpbox does not
+	// run, so the client still does.
+	Keep []string
 }
 
 // clientEntry is the one server entry of a rewritten client config.
@@ -102,9 +106,29 @@ func Rewrite(cf *ClientFile, o RewriteOptions) (out []byte, notes []string, err 
 	if cf.key == "servers" {
 		entry.Type = "stdio"
 	}
-	servers, err := json.Marshal(map[string]clientEntry{"mcpbox": entry})
+	raw, err := json.Marshal(entry)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding client entry: %w", err)
+	}
+	entries := []member{{key: "mcpbox", val: raw}}
+	var kept []string
+	for _, m := range cf.entries {
+		if m.project != "" || !slices.Contains(o.Keep, m.key) {
+			continue
+		}
+		if m.key == "mcpbox" {
+			notes = append(notes, `the entry "mcpbox" that the import left out is not kept: the rewritten config's own entry takes its name`)
+			continue
+		}
+		entries = append(entries, m)
+		kept = append(kept, strconv.Quote(m.key))
+	}
+	if len(kept) > 0 {
+		notes = append(notes, "kept as they were, for the client to run itself (mcpbox does not run them): "+strings.Join(kept, ", "))
+	}
+	servers, err := encodeObject(entries)
+	if err != nil {
+		return nil, nil, err
 	}
 	top := []member{{key: cf.key, val: servers}}
 	if cf.projects {
