@@ -75,8 +75,11 @@ type Guard struct {
 	names     map[string][]string            // server → its tools as the model sees them; guarded by mu
 	reported  map[string]bool                // pin changes already logged; guarded by mu
 	unmatched map[string]bool                // tools globs matching no tool already warned of; guarded by mu
-	asking    map[string]*trustAsk           // definitions (server, kind, key) with a trust request open; guarded by mu
-	denied    map[string]string              // definition → the hash a human refused to trust; guarded by mu
+	// unannotated are the servers already warned of for tools no
+	// annotation can hold for review (noteUnannotated). guarded by mu
+	unannotated map[string]bool
+	asking      map[string]*trustAsk // definitions (server, kind, key) with a trust request open; guarded by mu
+	denied      map[string]string    // definition → the hash a human refused to trust; guarded by mu
 }
 
 // guardServer is one server's guard settings.
@@ -150,6 +153,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		names:          map[string][]string{},
 		reported:       map[string]bool{},
 		unmatched:      map[string]bool{},
+		unannotated:    map[string]bool{},
 		asking:         map[string]*trustAsk{},
 		denied:         map[string]string{},
 		tracer:         o.Tracer,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,7 @@ func (g *Guard) list(agent, server, kind string, gen uint64, items []gateway.Ite
 			return !g.engine.Visible(policyClient(agent), server, it.Key)
 		})
 		g.noteNames(gs, items)
+		g.noteUnannotated(gs, items)
 	}
 	g.mu.Lock()
 	g.memo[key] = memoEntry{state: state, list: gen, out: out}
@@ -254,6 +256,49 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 			Decision: cmpOr(gs.scan, config.ScanWarn), Detail: map[string]string{"kind": kind}})
 	}
 	return f
+}
+
+// noteUnannotated warns, once per server, of the tools it lists that no
+// annotation can hold for review: they declare neither destructiveHint
+// nor openWorldHint (nor what approve_annotations names) and are not
+// read-only. A server written before annotations (server-github) would
+// otherwise have every writing tool run without review, unsaid.
+func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
+	g.mu.Lock()
+	done := g.unannotated[gs.name]
+	g.mu.Unlock()
+	if done {
+		return
+	}
+	tools := make(map[string]map[string]any, len(items))
+	for _, it := range items {
+		var def struct {
+			Annotations map[string]any `json:"annotations"`
+		}
+		_ = json.Unmarshal(it.Raw, &def)
+		tools[it.Key] = def.Annotations
+	}
+	names := g.engine.Unannotated(gs.name, tools)
+	if len(names) == 0 {
+		return
+	}
+	g.mu.Lock()
+	done = g.unannotated[gs.name]
+	g.unannotated[gs.name] = true
+	g.mu.Unlock()
+	if done {
+		return
+	}
+	shown := names[:min(len(names), maxNamed)]
+	for i, n := range shown {
+		shown[i] = strconv.Quote(n) // a name may hold ", "
+	}
+	if len(names) > maxNamed {
+		shown = append(shown, fmt.Sprintf("and %d more", len(names)-maxNamed))
+	}
+	g.log.Warn(fmt.Sprintf("%d tools of server %s declare no destructiveHint or openWorldHint, so no annotation holds their calls for review", len(names), gs.name),
+		"server", gs.name, "names", strings.Join(shown, ", "),
+		"hint", fmt.Sprintf("name the ones that write or reach out in servers.%s.tools.approve (or rules with action: approve)", gs.name))
 }
 
 // noteNames remembers a server's tool names, for the shadowing rule.

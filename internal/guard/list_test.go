@@ -203,3 +203,26 @@ func newLoggingGuard(t *testing.T, name, extra string) (*Guard, *bytes.Buffer) {
 	t.Cleanup(func() { g.Close() })
 	return g, &logs
 }
+
+// TestListWarnsOfUnannotatedTools: tools that declare no annotation that
+// could hold them for review (and are not read-only) are named once per
+// server in a warning; annotated and read-only ones are not.
+func TestListWarnsOfUnannotatedTools(t *testing.T) {
+	g, logs := newLoggingGuard(t, "gh", "")
+	items := []gateway.Item{
+		{Key: "merge_pull_request", Raw: []byte(`{"name":"merge_pull_request","inputSchema":{"type":"object"}}`)},
+		{Key: "push_files", Raw: []byte(`{"name":"push_files","inputSchema":{"type":"object"},"annotations":{"title":"Push"}}`)},
+		{Key: "get_issue", Raw: []byte(`{"name":"get_issue","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`)},
+		{Key: "create_issue", Raw: []byte(`{"name":"create_issue","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false,"openWorldHint":true}}`)},
+	}
+	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 1, items)
+	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 2, items)
+	out := logs.String()
+	if n := strings.Count(out, "declare no destructiveHint or openWorldHint"); n != 1 {
+		t.Fatalf("%d warnings of unannotated tools, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, `2 tools of server gh`) || !strings.Contains(out, `merge_pull_request`) || !strings.Contains(out, `push_files`) ||
+		strings.Contains(out, "get_issue") || strings.Contains(out, "create_issue") {
+		t.Errorf("the warning names the wrong tools:\n%s", out)
+	}
+}

@@ -269,6 +269,34 @@ func (sp *serverPolicy) globs(tool string) Decision {
 	return Decision{Action: sp.def, Rule: sp.path + ".default", Reason: "no rule or glob matched"}
 }
 
+// Unannotated returns the tools of server, each given with its
+// annotations (nil: none), that a glob or the default allows and that
+// approve_annotations can never hold for review because they declare
+// none of its annotations, and are not read-only: servers written
+// before annotations (server-github), whose writing tools would run
+// unreviewed. The MCP spec says a client should assume such a tool
+// destructive and open-world; mcpbox holds a call by annotation only for
+// what the server sets to true, so serve names them. A tool a rule
+// names, or a glob denies or approves, was thought of: left out.
+func (e *Engine) Unannotated(server string, tools map[string]map[string]any) []string {
+	sp := e.servers[server]
+	if sp == nil || len(sp.annotations) == 0 {
+		return nil
+	}
+	var out []string
+	for name, ann := range tools {
+		if ro, _ := ann["readOnlyHint"].(bool); ro || sp.globs(name).Action != config.ActionAllow ||
+			slices.ContainsFunc(sp.rules, func(r rule) bool { return matchTool(r.tool, name) }) {
+			continue
+		}
+		if !slices.ContainsFunc(sp.annotations, func(a string) bool { _, ok := ann[a]; return ok }) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // reviewAnnotation returns the first annotation set to true that adds review.
 func (sp *serverPolicy) reviewAnnotation(ann map[string]any) string {
 	for _, a := range sp.annotations {

@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,6 +345,43 @@ servers:
 	} {
 		if got := e.Visible(tt.client, "fs", tt.tool); got != tt.want {
 			t.Errorf("Visible(%q, fs, %q) = %v, want %v", tt.client, tt.tool, got, tt.want)
+		}
+	}
+}
+
+// TestUnannotated: the tools approve_annotations can never hold, as the
+// server's own annotations (custom ones included) decide.
+func TestUnannotated(t *testing.T) {
+	e := mustEngine(t, `version: 1
+servers:
+  gh:
+    command: [x]
+    tools:
+      allow: ["*"]
+      approve: [approved]
+      deny: [denied]
+      rules: [{tool: ruled, when: 'args.a > 1', action: approve}]
+  quiet: {command: [x], tools: {allow: ["*"], approve_annotations: []}}
+  custom: {command: [x], tools: {allow: ["*"], approve_annotations: [openWorldHint]}}
+`)
+	tools := map[string]map[string]any{
+		"bare":      nil,
+		"titled":    {"title": "T"},
+		"read":      {"readOnlyHint": true},
+		"safe":      {"destructiveHint": false},
+		"unwritten": {"readOnlyHint": false},
+		"approved":  nil,
+		"denied":    nil,
+		"ruled":     nil,
+	}
+	for server, want := range map[string][]string{
+		"gh":      {"bare", "titled", "unwritten"},
+		"quiet":   nil,
+		"custom":  {"approved", "bare", "denied", "ruled", "safe", "titled", "unwritten"},
+		"unknown": nil,
+	} {
+		if got := e.Unannotated(server, tools); !slices.Equal(got, want) {
+			t.Errorf("Unannotated(%s) = %q, want %q", server, got, want)
 		}
 	}
 }
