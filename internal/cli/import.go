@@ -30,8 +30,10 @@ outside the sandbox, pinned in the lock file), its host directory arguments
 read-only mounts. A comment says what changed and names host paths the
 sandbox does not see.
 Credentials are not copied: an env value whose name contains TOKEN, KEY,
-SECRET, PASSWORD, CREDENTIAL or PAT, or that has the shape of a token,
-becomes a secret read from the environment variable of the same name; a
+SECRET, PASSWORD, CREDENTIAL, SESSION, COOKIE or AUTHORIZATION, or has
+the word PAT, AUTH, DSN or PASS, or whose value has the shape of a token
+or a random key (a UUID, 32 hex digits, a long mixed string), becomes a
+secret read from the environment variable of the same name; a
 remote (url) server's header values and credential query parameters
 become references to variables named MCPBOX_SERVER_NAME (headers:, query:).
 Another credential inside an argument or a URL's password is replaced by

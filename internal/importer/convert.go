@@ -256,7 +256,7 @@ func forwardHints(forwards []string) []string {
 // turned into a secret read from the environment.
 func (im *converter) envVar(s *config.Server, orig, name, value string) {
 	ref, isRef := hostVarRef(value)
-	if !isRef && !config.CredentialName(name) && !credentialValue(value) {
+	if !isRef && !credentialEnv(name, value) {
 		if strings.Contains(value, "${") {
 			im.notef("server %q: env %s has ${...}, which mcpbox passes on literally", orig, name)
 		}
@@ -398,6 +398,9 @@ var (
 	secretNameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 	hostVarRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}$`) })
 	pathNameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:FILE|PATH|DIR)$`) })
+	envCredNameRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)SESSION|COOKIE|AUTHORIZATION|(?:^|_)(?:AUTH|DSN|PASS)(?:$|_)`)
+	})
 	driveRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z]:[\\/]`) })
 	notNameCharRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9_-]+`) })
 )
@@ -410,6 +413,18 @@ func hostVarRef(v string) (string, bool) {
 		return "", false
 	}
 	return m[1], true
+}
+
+// credentialEnv reports whether env variable name=value holds a
+// credential: by a name that usually does (config.CredentialName, or
+// one for a session, a cookie, a DSN, an auth or a pass), or by its
+// value's shape, a random key (config.RandomToken: 32 hex digits, a
+// UUID, a long mixed string) included. A variable made a secret by
+// mistake costs the user one export; one copied costs a key in a file
+// that is meant to be committed.
+func credentialEnv(name, value string) bool {
+	return config.CredentialName(name) || envCredNameRE().MatchString(name) ||
+		credentialValue(value) || config.RandomToken(value)
 }
 
 func credentialValue(v string) bool {

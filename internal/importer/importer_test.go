@@ -652,3 +652,43 @@ func TestImportNotesClientVariablesAndRelativePaths(t *testing.T) {
 		t.Errorf("a flag named as a path:\n%s", msgs)
 	}
 }
+
+// TestImportEnvCredentialsBeyondNames: env values that hold a key under a
+// name the generic rule misses (AUTH, SESSION, a DSN, a pass) or that
+// have a random key's shape become secrets; harmless values stay.
+func TestImportEnvCredentialsBeyondNames(t *testing.T) {
+	input := `{"mcpServers": {"s": {"command": "srv", "env": {
+  "AUTH": "a8f5f167f44f4964e6c998dee827110ca8f5f167f44f4964",
+  "SESSION": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+  "SENTRY_DSN": "https://abc123def456@o123.ingest.sentry.io/456",
+  "DB_PASS": "hunter2",
+  "OTHER": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+  "GIT_AUTHOR_NAME": "Alice",
+  "PASSENGERS": "3",
+  "LOG_LEVEL": "debug"
+}}}}`
+	cf, err := ParseClientFile("c.json", []byte(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	if len(res.Config.Servers) != 1 {
+		t.Fatalf("servers %v, notes %q", res.Config.Servers, res.Notes)
+	}
+	s := res.Config.Servers[0]
+	var copied, secret []string
+	for _, e := range s.Env {
+		copied = append(copied, e.Name)
+	}
+	for _, sec := range s.Secrets {
+		secret = append(secret, sec.Name)
+	}
+	slices.Sort(copied)
+	slices.Sort(secret)
+	if want := []string{"GIT_AUTHOR_NAME", "LOG_LEVEL", "PASSENGERS"}; !slices.Equal(copied, want) {
+		t.Errorf("copied %q, want %q", copied, want)
+	}
+	if want := []string{"AUTH", "DB_PASS", "OTHER", "SENTRY_DSN", "SESSION"}; !slices.Equal(secret, want) {
+		t.Errorf("secrets %q, want %q", secret, want)
+	}
+}
