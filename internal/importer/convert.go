@@ -156,7 +156,7 @@ func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []
 	}
 	s := &config.Server{
 		Name:       name,
-		Command:    append([]string{ent.Command}, im.scrubArgs(orig, ent.Args)...),
+		Command:    append([]string{ent.Command}, im.scrubArgs(orig, homeRefs(ent.Args))...),
 		Filesystem: config.Filesystem{Output: &config.Output{}},
 		Tools:      config.Tools{Allow: []string{"*"}},
 	}
@@ -255,6 +255,7 @@ func forwardHints(forwards []string) []string {
 // envVar adds one variable of a local server: copied when harmless, else
 // turned into a secret read from the environment.
 func (im *converter) envVar(s *config.Server, orig, name, value string) {
+	value = homeRef(value)
 	ref, isRef := hostVarRef(value)
 	if !isRef && !credentialEnv(name, value) {
 		if strings.Contains(value, "${") {
@@ -404,6 +405,33 @@ var (
 	driveRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z]:[\\/]`) })
 	notNameCharRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9_-]+`) })
 )
+
+// homeRef writes a value that starts with the home directory as a client
+// variable names it (${HOME} or $HOME in Claude Code, ${env:HOME} and
+// ${userHome} in VS Code) as ~, which import knows for a host path (a
+// client expands it; mcpbox would pass "${HOME}" on literally).
+func homeRef(v string) string {
+	for _, h := range []string{"${HOME}", "$HOME", "${env:HOME}", "${userHome}"} {
+		if rest, ok := strings.CutPrefix(v, h); ok && (rest == "" || rest[0] == '/') {
+			return "~" + rest
+		}
+	}
+	return v
+}
+
+// homeRefs is homeRef of each of args, in a new slice.
+func homeRefs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		flag, val, ok := strings.Cut(a, "=")
+		if ok && strings.HasPrefix(flag, "-") {
+			out[i] = flag + "=" + homeRef(val)
+		} else {
+			out[i] = homeRef(a)
+		}
+	}
+	return out
+}
 
 // hostVarRef returns VAR when v only refers to a host variable, as Claude
 // Code (${VAR}) and VS Code (${env:VAR}) write it.

@@ -336,3 +336,40 @@ func TestLoopbackServicesForwarded(t *testing.T) {
 		}
 	}
 }
+
+// TestHomeVariablesAreHostPaths: ${HOME} (Claude Code), $HOME and VS
+// Code's ${userHome} and ${env:HOME} at the start of an env value or an
+// argument are the home directory, which the client expands and mcpbox
+// would not: a data file moves into the output, a directory is mounted.
+func TestHomeVariablesAreHostPaths(t *testing.T) {
+	raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"mem": map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-memory"},
+			"env": map[string]string{"MEMORY_FILE_PATH": "${HOME}/mem.json"}},
+		"fs": map[string]any{"command": "npx", "args": []string{"-y", "@modelcontextprotocol/server-filesystem", "${userHome}/notes", "--root=$HOME/docs"}},
+	}})
+	cf, err := ParseClientFile("mcp.json", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	ConvertPackages(res, fakePackageOf, Host{IsDir: func(string) bool { return true }})
+	for _, s := range res.Config.Servers {
+		switch s.Name {
+		case "mem":
+			if len(s.Env) != 1 || s.Env[0].Value != "/workspace/output/mem.json" {
+				t.Errorf("mem's env %+v, want MEMORY_FILE_PATH in its output", s.Env)
+			}
+		case "fs":
+			var sources []string
+			for _, m := range s.Filesystem.Mounts {
+				sources = append(sources, m.Source)
+			}
+			if !slices.Equal(sources, []string{"~/notes", "~/docs"}) || slices.ContainsFunc(s.Args, func(a string) bool { return strings.Contains(a, "HOME") || strings.Contains(a, "userHome") }) {
+				t.Errorf("fs mounts %q, args %q; want both home dirs mounted and no variable left", sources, s.Args)
+			}
+		}
+	}
+	if notes := strings.Join(res.Notes, "\n"); strings.Contains(notes, "passes on literally") {
+		t.Errorf("notes %q", notes)
+	}
+}
