@@ -3,9 +3,11 @@ package importer
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -148,6 +150,11 @@ func (im *converter) server(name, orig string, ent *mcpEntry) (*config.Server, [
 }
 
 func (im *converter) local(name, orig string, ent *mcpEntry) (*config.Server, []string, error) {
+	if path.Base(strings.ReplaceAll(ent.Command, `\`, "/")) == "mcpbox" {
+		// mcpbox run or serve inside a sandbox cannot work; a rewritten
+		// client config keeps the entry as it is (Result.Skipped).
+		return nil, nil, errors.New("it runs mcpbox already (" + strings.Join(append([]string{ent.Command}, ent.Args[:min(len(ent.Args), 1)]...), " ") + "); left as it is")
+	}
 	if s, h, ok, err := im.dockerRun(name, orig, ent); ok {
 		return s, h, err
 	}

@@ -692,3 +692,29 @@ func TestImportEnvCredentialsBeyondNames(t *testing.T) {
 		t.Errorf("secrets %q, want %q", secret, want)
 	}
 }
+
+// TestImportLeavesMcpboxEntries: an entry that runs mcpbox already (a
+// client set up with mcpbox run, or a config rewritten before) is not
+// put into a sandbox, where it could not work: it is skipped with a
+// note, and a rewritten client config keeps it.
+func TestImportLeavesMcpboxEntries(t *testing.T) {
+	input := `{"mcpServers": {
+  "notes": {"command": "/usr/local/bin/mcpbox", "args": ["run", "--input", "/home/a/notes", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/workspace/input"]},
+  "mcpbox": {"command": "mcpbox", "args": ["serve", "--config", "/home/a/mcpbox.yaml", "--stdio"]},
+  "mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
+}}`
+	cf, err := ParseClientFile("c.json", []byte(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	if len(res.Config.Servers) != 1 || res.Config.Servers[0].Name != "mem" {
+		t.Fatalf("servers %+v, want mem alone", res.Config.Servers)
+	}
+	if !slices.Equal(res.Skipped, []string{"notes", "mcpbox"}) {
+		t.Errorf("Skipped = %q", res.Skipped)
+	}
+	if n := strings.Join(res.Notes, "\n"); !strings.Contains(n, `skipping server "notes": it runs mcpbox already (/usr/local/bin/mcpbox run); left as it is`) {
+		t.Errorf("notes %q", res.Notes)
+	}
+}
