@@ -321,7 +321,14 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 		}
 		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
 	}
-	hints := oauthFor(s)
+	var hints []string
+	if masked {
+		// A server reached with a credential in its URL is no OAuth one:
+		// its login could not work.
+		hints = append(hints, "its url held a credential, now "+redacted+": write the url by hand before serving (a key in its path stays in this file: keep it private); OAuth is not turned on")
+	} else {
+		hints = oauthFor(s)
+	}
 	if keyed {
 		hints = append(hints, "its url's path holds a key (a path takes no secret reference): keep this file private; serve redacts the key from its outputs")
 	}

@@ -718,3 +718,32 @@ func TestImportLeavesMcpboxEntries(t *testing.T) {
 		t.Errorf("notes %q", res.Notes)
 	}
 }
+
+// TestImportMaskedURLGetsNoOAuth: a remote URL whose credential import
+// replaced by REDACTED is not turned into an OAuth server (its login
+// could not work); the hint says to write the URL by hand.
+func TestImportMaskedURLGetsNoOAuth(t *testing.T) {
+	cf, err := ParseClientFile("c.json", []byte(`{"mcpServers": {
+  "skl": {"url": "https://mcp.example.com/v1/sk_live_51Habcdefghijklmnopqrstuv/mcp"},
+  "plain": {"url": "https://mcp.example.com/mcp"}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	for _, s := range res.Config.Servers {
+		switch s.Name {
+		case "skl":
+			if s.OAuth != nil || strings.Contains(s.URL, "sk_live_") {
+				t.Errorf("skl: oauth %v, url %s; want no OAuth and the key masked", s.OAuth, s.URL)
+			}
+			if h := strings.Join(res.Hints["skl"], "\n"); !strings.Contains(h, "write the url by hand") {
+				t.Errorf("skl's hints %q", h)
+			}
+		case "plain":
+			if s.OAuth == nil {
+				t.Errorf("plain: no OAuth")
+			}
+		}
+	}
+}
