@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -73,6 +74,11 @@ func (e *env) importConfig(args []string) int {
 	data, err := e.readInput(files[0])
 	if err != nil {
 		e.errorf("import: %v", err)
+		return exitUsage
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		// "import X --rewrite-client-config > X": the shell empties X first.
+		e.errorf("import: %s is empty (if it was the file this command's output was redirected to, the shell emptied it before mcpbox read it: write to another file, then move it over)", files[0])
 		return exitUsage
 	}
 	cf, err := importer.ParseClientFile(files[0], data)

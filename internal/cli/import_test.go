@@ -192,6 +192,7 @@ func TestImportErrors(t *testing.T) {
 		{name: "bad flag", args: []string{"--nope"}, code: exitUsage, stderr: []string{"flag provided but not defined"}},
 		{name: "syntax", input: "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\" \"args\": []}\n  }\n}", code: exitUsage, stderr: []string{"client.json:3:26: invalid JSON"}},
 		{name: "truncated", input: `{"mcpServers": {`, code: exitUsage, stderr: []string{"invalid JSON", "unexpected end"}},
+		{name: "emptied by a redirect", args: []string{writeFile(t, "emptied.json", "")}, code: exitUsage, stderr: []string{"emptied.json is empty", "the shell emptied it"}},
 		{name: "array", input: `[{"command": "x"}]`, code: exitUsage, stderr: []string{"want a JSON object"}},
 		{name: "empty servers", input: `{"mcpServers": {}}`, code: exitUsage, stderr: []string{"no MCP servers found"}},
 		{name: "other json", input: `{"editor.fontSize": 12}`, code: exitUsage, stderr: []string{"no MCP servers found"}},
