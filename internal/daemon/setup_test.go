@@ -924,4 +924,16 @@ servers:
 	if err == nil || !strings.Contains(err.Error(), "restart mcpbox serve") || installs != 0 {
 		t.Errorf("gh's start: %v after %d installs; want no retry", err, installs)
 	}
+
+	// mcpbox pin leaves gh out for the same reason, says so, and lists
+	// the others.
+	dir := t.TempDir()
+	l, err := NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir, StateDir: t.TempDir(), NoRecord: true})
+	if err != nil {
+		t.Fatalf("NewLister: %v; want gh left out and good listed", err)
+	}
+	defer l.Close()
+	if _, err := l.Definitions(context.Background(), "gh"); err == nil || !strings.Contains(err.Error(), unset) || strings.Contains(err.Error(), "not installed") {
+		t.Errorf("gh's Definitions: %v; want the unset variable named", err)
+	}
 }
