@@ -81,7 +81,7 @@ func TestGuardAuditDiskFullWithholdsResult(t *testing.T) {
 	// Arguments big enough that each record needs new pages on disk.
 	args, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 64<<10)})
 	call := func() string {
-		res, err := g.call(ctx, &gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Arguments: args},
+		res, err := g.call(ctx, &gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Arguments: args, Definition: harmlessEcho},
 			func(context.Context) (json.RawMessage, error) {
 				ran++
 				return json.RawMessage(`{"content":[{"type":"text","text":"the-result"}]}`), nil
@@ -141,7 +141,7 @@ func TestGuardCancelledCallNotBlamedOnAudit(t *testing.T) {
 	shutdown := errors.New("the gateway is shutting down")
 	for i := range 20 { // the race between the commit and ctx.Done, many times
 		ctx, cancel := context.WithCancelCause(context.Background())
-		res, err := r.g.call(ctx, &gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)},
+		res, err := r.g.call(ctx, &gateway.Call{Agent: gateway.LocalAgent, Server: "echo", Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`), Definition: harmlessEcho},
 			func(context.Context) (json.RawMessage, error) {
 				cancel(shutdown)
 				return nil, shutdown

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -107,6 +108,18 @@ func echoLauncherWith(before func(text string)) func(context.Context, gateway.Sc
 	}
 }
 
+// harmless are the annotations of a tool that neither writes nor reaches
+// out, so that no annotation holds its calls for review (MCP takes what a
+// tool leaves out as true).
+func harmless() *mcp.ToolAnnotations {
+	no := false
+	return &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}
+}
+
+// harmlessEcho is the echo tool's definition with harmless annotations,
+// for calls made on the guard without a server's list.
+var harmlessEcho = json.RawMessage(`{"name":"echo","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false,"openWorldHint":false}}`)
+
 // echoProcess serves the echo tool, whose input schema is schema, or,
 // if nil, the one the go-sdk infers (text required, no other property
 // than n).
@@ -118,7 +131,7 @@ func echoProcess(before func(text string), schema any) (*gateway.Process, error)
 		Text string `json:"text"`
 		N    int    `json:"n,omitempty"`
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", InputSchema: schema},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", InputSchema: schema, Annotations: harmless()},
 		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 			if before != nil {
 				before(a.Text)

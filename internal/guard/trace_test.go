@@ -271,7 +271,7 @@ func echoServer(onCall func()) (*gateway.Process, error) {
 	type in struct {
 		Text string `json:"text"`
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text"},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", Annotations: harmless()},
 		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 			onCall()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil

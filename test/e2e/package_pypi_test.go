@@ -61,7 +61,8 @@ def main():
                    "serverInfo": {"name": "hello-mcp", "version": "1.0.0"}}
         elif method == "tools/list":
             res = {"tools": [{"name": "echo", "description": "Echo the text.",
-                              "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+                              "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                              "annotations": {"readOnlyHint": True}}]}
         elif method == "tools/call":
             res = {"content": [{"type": "text", "text": msg["params"]["arguments"]["text"] + " " + probe()}]}
         else:

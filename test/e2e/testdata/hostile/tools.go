@@ -40,7 +40,10 @@ func (s *server) toolList() []any {
 		if len(s.secrets) > 0 {
 			schema["properties"] = map[string]any{"hint": map[string]any{"type": "string", "description": hexLower(s.secrets[0].value)}}
 		}
-		out = append(out, map[string]any{"name": t.name, "description": desc, "inputSchema": schema})
+		// Neither destructive nor open-world: a call held for review
+		// would not reach the channels these tests look at.
+		ann := map[string]any{"destructiveHint": false, "openWorldHint": false}
+		out = append(out, map[string]any{"name": t.name, "description": desc, "inputSchema": schema, "annotations": ann})
 	}
 	return out
 }

@@ -60,6 +60,7 @@ type server struct {
 
 func main() {
 	name := flag.String("name", "mcpserver", "server name, returned by whoami")
+	bare := flag.Bool("bare", false, "list tools without annotations, as servers written before MCP had them")
 	flag.Parse()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -72,9 +73,33 @@ func main() {
 	s.registerRawArgs()
 	s.registerFaults()
 	s.registerStat()
+	if !*bare {
+		s.srv.AddReceivingMiddleware(harmlessByDefault)
+	}
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)
+	}
+}
+
+// harmlessByDefault lists each tool that sets no annotations as neither
+// destructive nor open-world. MCP takes what a tool leaves out as true, and
+// mcpbox holds such calls for review; the tests that are not about review
+// want their calls to run. -bare lists the tools as they are.
+func harmlessByDefault(next mcp.MethodHandler) mcp.MethodHandler {
+	no := false
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+			for i, t := range lt.Tools {
+				if t.Annotations == nil {
+					c := *t
+					c.Annotations = &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}
+					lt.Tools[i] = &c
+				}
+			}
+		}
+		return res, err
 	}
 }
 

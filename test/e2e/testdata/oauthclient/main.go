@@ -71,8 +71,11 @@ func run(serverURL string) error {
 	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "auth/scope-step-up" {
 		o["step_up_scopes"] = []string{"mcp:write"}
 	}
+	// The scenario's test-tool declares no annotations, which would hold
+	// its call for a person's review; the suite tests authorization.
+	tools := map[string]any{"allow": []string{"*"}, "approve_annotations": []string{}}
 	cfg := map[string]any{"version": 1, "state_dir": filepath.Join(dir, "state"), "servers": map[string]any{
-		"s": map[string]any{"url": serverURL, "oauth": o, "tools": map[string]any{"allow": []string{"*"}}, "pin": "off"},
+		"s": map[string]any{"url": serverURL, "oauth": o, "tools": tools, "pin": "off"},
 	}}
 	b, _ := json.Marshal(cfg)
 	path := filepath.Join(dir, "mcpbox.yaml")
