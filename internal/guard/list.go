@@ -258,11 +258,11 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 	return f
 }
 
-// noteUnannotated warns, once per server, of the tools it lists that no
-// annotation can hold for review: they declare neither destructiveHint
-// nor openWorldHint (nor what approve_annotations names) and are not
-// read-only. A server written before annotations (server-github) would
-// otherwise have every writing tool run without review, unsaid.
+// noteUnannotated warns, once per server, of the tools it lists whose
+// calls wait for review only because they leave destructiveHint or
+// openWorldHint out, which MCP takes as true (policy.Engine.Unannotated).
+// A server written before annotations (server-github) has every call
+// held so; the warning says why and how to let the read-only ones run.
 func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	g.mu.Lock()
 	done := g.unannotated[gs.name]
@@ -296,9 +296,13 @@ func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	if len(names) > maxNamed {
 		shown = append(shown, fmt.Sprintf("and %d more", len(names)-maxNamed))
 	}
-	g.log.Warn(fmt.Sprintf("%d tools of server %s declare no destructiveHint or openWorldHint, so no annotation holds their calls for review", len(names), gs.name),
+	which := fmt.Sprintf("%d tools of server %s do", len(names), gs.name)
+	if len(names) == 1 {
+		which = fmt.Sprintf("1 tool of server %s does", gs.name)
+	}
+	g.log.Warn(which+" not declare read-only or harmless (readOnlyHint, or destructiveHint and openWorldHint false), so calls of them wait for review: MCP says to assume such tools write and reach out",
 		"server", gs.name, "names", strings.Join(shown, ", "),
-		"hint", fmt.Sprintf("name the ones that write or reach out in servers.%s.tools.approve (or rules with action: approve)", gs.name))
+		"hint", fmt.Sprintf("let the ones that only read run with rules under servers.%s.tools ({tool: NAME, action: allow}), or set approve_annotations: [] there to trust the server", gs.name))
 }
 
 // noteNames remembers a server's tool names, for the shadowing rule.

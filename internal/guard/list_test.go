@@ -204,9 +204,10 @@ func newLoggingGuard(t *testing.T, name, extra string) (*Guard, *bytes.Buffer) {
 	return g, &logs
 }
 
-// TestListWarnsOfUnannotatedTools: tools that declare no annotation that
-// could hold them for review (and are not read-only) are named once per
-// server in a warning; annotated and read-only ones are not.
+// TestListWarnsOfUnannotatedTools: tools whose calls wait for review only
+// because they leave destructiveHint or openWorldHint out are named once
+// per server in a warning; tools that set them, or say they are
+// read-only, are not.
 func TestListWarnsOfUnannotatedTools(t *testing.T) {
 	g, logs := newLoggingGuard(t, "gh", "")
 	items := []gateway.Item{
@@ -214,15 +215,17 @@ func TestListWarnsOfUnannotatedTools(t *testing.T) {
 		{Key: "push_files", Raw: []byte(`{"name":"push_files","inputSchema":{"type":"object"},"annotations":{"title":"Push"}}`)},
 		{Key: "get_issue", Raw: []byte(`{"name":"get_issue","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`)},
 		{Key: "create_issue", Raw: []byte(`{"name":"create_issue","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false,"openWorldHint":true}}`)},
+		{Key: "add_label", Raw: []byte(`{"name":"add_label","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false}}`)},
+		{Key: "get_me", Raw: []byte(`{"name":"get_me","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false,"openWorldHint":false}}`)},
 	}
 	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 1, items)
 	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 2, items)
 	out := logs.String()
-	if n := strings.Count(out, "declare no destructiveHint or openWorldHint"); n != 1 {
+	if n := strings.Count(out, "not declare read-only or harmless"); n != 1 {
 		t.Fatalf("%d warnings of unannotated tools, want 1:\n%s", n, out)
 	}
-	if !strings.Contains(out, `2 tools of server gh`) || !strings.Contains(out, `merge_pull_request`) || !strings.Contains(out, `push_files`) ||
-		strings.Contains(out, "get_issue") || strings.Contains(out, "create_issue") {
+	if !strings.Contains(out, `3 tools of server gh`) || !strings.Contains(out, `merge_pull_request`) || !strings.Contains(out, `push_files`) ||
+		!strings.Contains(out, `add_label`) || strings.Contains(out, "get_issue") || strings.Contains(out, "create_issue") || strings.Contains(out, "get_me") {
 		t.Errorf("the warning names the wrong tools:\n%s", out)
 	}
 }

@@ -25,14 +25,17 @@
 //     tools.approve glob that matches approves; else a tools.allow glob
 //     that matches allows; else tools.default decides (empty: deny).
 //  4. Annotation review: when the result is allow, and it was not decided
-//     by an explicit rule with action allow, and the tool's current
-//     definition sets destructiveHint or openWorldHint to the boolean true
-//     (not a string, not absent), and that annotation is listed in
-//     tools.approve_annotations, the call is approved instead (needs review).
-//     approve_annotations absent means both destructiveHint and
-//     openWorldHint; an empty list means none. Annotations only add review:
-//     they never turn deny or approve into allow, and readOnlyHint or
-//     idempotentHint are not consulted.
+//     by an explicit rule with action allow, and an annotation listed in
+//     tools.approve_annotations is true for the tool's current definition,
+//     the call is approved instead (needs review). As MCP says of
+//     destructiveHint and openWorldHint, an annotation the tool leaves out
+//     (or gives a value that is not a boolean) counts as true; only false
+//     lets the call run. The exception is a tool that sets readOnlyHint
+//     true: what it leaves out does not hold it (what it sets true still
+//     does). approve_annotations absent means both destructiveHint and
+//     openWorldHint; an empty list means none. Annotations come from the
+//     server and only add review: they never turn deny or approve into
+//     allow.
 //
 // # Client policy
 //
@@ -96,6 +99,7 @@
 // where the rule starts, when known), "servers.github.tools.deny",
 // "servers.github.tools.approve", "servers.github.tools.allow",
 // "servers.github.tools.default", "annotation destructiveHint",
+// "annotation destructiveHint (not set, so true)",
 // "clients[1].tools.deny", "clients[1].tools.approve", "clients[1].tools"
 // (no glob of the client matched), "servers" or "clients" (unknown name).
 //

@@ -198,9 +198,13 @@ func (sp *serverPolicy) decide(in *Input) Decision {
 		d.Reason += skipped
 	}
 	if d.Action == config.ActionAllow && !byAllowRule {
-		if a := sp.reviewAnnotation(in.Annotations); a != "" {
-			d = Decision{Action: config.ActionApprove, Rule: "annotation " + a,
-				Reason: fmt.Sprintf("the tool sets %s; review required (%s)", a, d.Rule)}
+		if a, absent := sp.reviewAnnotation(in.Annotations); a != "" {
+			rule, why := "annotation "+a, "the tool sets "+a
+			if absent {
+				rule, why = rule+" (not set, so true)", "the tool does not set "+a+", which MCP then takes as true"
+			}
+			d = Decision{Action: config.ActionApprove, Rule: rule,
+				Reason: fmt.Sprintf("%s; review required (%s)", why, d.Rule)}
 		}
 	}
 	return d
@@ -270,26 +274,25 @@ func (sp *serverPolicy) globs(tool string) Decision {
 }
 
 // Unannotated returns the tools of server, each given with its
-// annotations (nil: none), that a glob or the default allows and that
-// approve_annotations can never hold for review because they declare
-// none of its annotations, and are not read-only: servers written
-// before annotations (server-github), whose writing tools would run
-// unreviewed. The MCP spec says a client should assume such a tool
-// destructive and open-world; mcpbox holds a call by annotation only for
-// what the server sets to true, so serve names them. A tool a rule
-// names, or a glob denies or approves, was thought of: left out.
+// annotations (nil: none), whose calls a glob or the default allows and
+// that approve_annotations holds for review only because they leave an
+// annotation out (MCP's default for it is true): servers written before
+// annotations (server-github) have every tool held so. serve names them,
+// so that an operator who meets the held calls learns why and how to let
+// the read-only ones run. A tool a rule names, or a glob denies or
+// approves, was thought of: left out.
 func (e *Engine) Unannotated(server string, tools map[string]map[string]any) []string {
 	sp := e.servers[server]
-	if sp == nil || len(sp.annotations) == 0 {
+	if sp == nil {
 		return nil
 	}
 	var out []string
 	for name, ann := range tools {
-		if ro, _ := ann["readOnlyHint"].(bool); ro || sp.globs(name).Action != config.ActionAllow ||
+		if sp.globs(name).Action != config.ActionAllow ||
 			slices.ContainsFunc(sp.rules, func(r rule) bool { return matchTool(r.tool, name) }) {
 			continue
 		}
-		if !slices.ContainsFunc(sp.annotations, func(a string) bool { _, ok := ann[a]; return ok }) {
+		if a, absent := sp.reviewAnnotation(ann); a != "" && absent {
 			out = append(out, name)
 		}
 	}
@@ -297,14 +300,27 @@ func (e *Engine) Unannotated(server string, tools map[string]map[string]any) []s
 	return out
 }
 
-// reviewAnnotation returns the first annotation set to true that adds review.
-func (sp *serverPolicy) reviewAnnotation(ann map[string]any) string {
+// reviewAnnotation returns the first annotation of approve_annotations
+// that holds a call of a tool with these annotations for review, and
+// whether it holds because the tool leaves it out. MCP's defaults are
+// destructiveHint and openWorldHint true unless the tool says otherwise,
+// so only a boolean false lets the call run; a value of another type is
+// not a tool's statement and counts as absent. A tool that sets
+// readOnlyHint true and leaves the others out is not held: it says it
+// changes nothing, and holding every read would teach people to approve
+// without reading. What it does set to true still holds it.
+func (sp *serverPolicy) reviewAnnotation(ann map[string]any) (name string, absent bool) {
+	readOnly, _ := ann["readOnlyHint"].(bool)
 	for _, a := range sp.annotations {
-		if v, ok := ann[a].(bool); ok && v {
-			return a
+		v, ok := ann[a].(bool)
+		switch {
+		case ok && v:
+			return a, false
+		case !ok && !readOnly && name == "":
+			name = a
 		}
 	}
-	return ""
+	return name, name != ""
 }
 
 // decide applies the client's globs to "SERVER/TOOL"; false: no client policy.

@@ -79,6 +79,10 @@ func ruleAt(t *testing.T, yaml, server string, i int, marker string) string {
 	return ""
 }
 
+// quiet are the annotations of a tool that neither writes nor reaches out:
+// no annotation holds its calls for review.
+var quiet = map[string]any{"destructiveHint": false, "openWorldHint": false}
+
 func TestDecide(t *testing.T) {
 	e := mustEngine(t, policyYAML)
 	r := func(server string, i int, marker string) string { return ruleAt(t, policyYAML, server, i, marker) }
@@ -131,12 +135,21 @@ func TestDecide(t *testing.T) {
 		// Annotation review.
 		{"destructive adds review", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", true)}, config.ActionApprove, "annotation destructiveHint", "servers.open.tools.default"},
 		{"open world adds review", Input{Server: "open", Tool: "x", Annotations: args("openWorldHint", true)}, config.ActionApprove, "annotation openWorldHint", ""},
-		{"string true is not true", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", "true")}, config.ActionAllow, "servers.open.tools.default", ""},
-		{"false hint", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", false, "openWorldHint", false)}, config.ActionAllow, "servers.open.tools.default", ""},
-		{"other hints ignored", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true, "idempotentHint", true)}, config.ActionAllow, "servers.open.tools.default", ""},
+		{"string is no statement", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", "false", "openWorldHint", false)}, config.ActionApprove, "annotation destructiveHint (not set, so true)", "does not set destructiveHint"},
+		{"false hints", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", false, "openWorldHint", false)}, config.ActionAllow, "servers.open.tools.default", ""},
+		{"no annotations: MCP defaults", Input{Server: "open", Tool: "x", Annotations: args()}, config.ActionApprove, "annotation destructiveHint (not set, so true)", "does not set destructiveHint, which MCP then takes as true; review required (servers.open.tools.default)"},
+		{"open world left out", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", false)}, config.ActionApprove, "annotation openWorldHint (not set, so true)", "does not set openWorldHint"},
+		{"set true before left out", Input{Server: "open", Tool: "x", Annotations: args("openWorldHint", true)}, config.ActionApprove, "annotation openWorldHint", "the tool sets openWorldHint"},
+		{"read-only: left out is not held", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true, "idempotentHint", true)}, config.ActionAllow, "servers.open.tools.default", ""},
+		{"read-only: set true holds", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true, "openWorldHint", true)}, config.ActionApprove, "annotation openWorldHint", "sets openWorldHint"},
+		{"read-only false is not read-only", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", false, "openWorldHint", false)}, config.ActionApprove, "annotation destructiveHint (not set, so true)", ""},
+		{"read-only as a string is not", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", "true", "destructiveHint", false)}, config.ActionApprove, "annotation openWorldHint (not set, so true)", ""},
+		{"empty list: none, even absent", Input{Server: "noann", Tool: "x", Annotations: args()}, config.ActionAllow, "servers.noann.tools.default", ""},
 		{"empty list: none", Input{Server: "noann", Tool: "x", Annotations: args("destructiveHint", true, "openWorldHint", true)}, config.ActionAllow, "servers.noann.tools.default", ""},
 		{"listed annotation", Input{Server: "destonly", Tool: "x", Annotations: args("destructiveHint", true)}, config.ActionApprove, "annotation destructiveHint", ""},
-		{"unlisted annotation", Input{Server: "destonly", Tool: "x", Annotations: args("openWorldHint", true)}, config.ActionAllow, "servers.destonly.tools.default", ""},
+		{"unlisted annotation", Input{Server: "destonly", Tool: "x", Annotations: args("openWorldHint", true, "destructiveHint", false)}, config.ActionAllow, "servers.destonly.tools.default", ""},
+		{"listed annotation left out", Input{Server: "destonly", Tool: "x", Annotations: args("openWorldHint", true)}, config.ActionApprove, "annotation destructiveHint (not set, so true)", "does not set"},
+		{"explicit allow rule wins over absent", Input{Server: "ruled", Tool: "safe", Annotations: args()}, config.ActionAllow, r("ruled", 0, "tool: safe"), ""},
 		{"explicit allow rule wins", Input{Server: "ruled", Tool: "safe", Annotations: args("destructiveHint", true)}, config.ActionAllow, r("ruled", 0, "tool: safe"), ""},
 		{"allow glob reviewed", Input{Server: "ruled", Tool: "globbed", Annotations: args("destructiveHint", true)}, config.ActionApprove, "annotation destructiveHint", "servers.ruled.tools.allow"},
 		{"approve stays approve", Input{Server: "ruled", Tool: "reviewed", Annotations: args("destructiveHint", true)}, config.ActionApprove, "servers.ruled.tools.approve", ""},
@@ -156,6 +169,12 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.in.Annotations == nil {
+				// A tool that says it neither writes nor reaches out, so
+				// that the cases above the annotation review see their
+				// rule's decision; the review's cases set their own.
+				tt.in.Annotations = quiet
+			}
 			d := e.Decide(tt.in)
 			if d.Action != tt.action || d.Rule != tt.rule {
 				t.Errorf("Decide = %+v, want action %s, rule %s", d, tt.action, tt.rule)
@@ -195,11 +214,11 @@ func TestDecideConditional(t *testing.T) {
 
 func TestLocalRunMode(t *testing.T) {
 	e := mustEngine(t, "version: 1\nservers:\n  s:\n    command: [s]\n    tools: {allow: [a]}\n")
-	if d := e.Decide(Input{Server: "s", Tool: "a"}); d.Action != config.ActionAllow {
+	if d := e.Decide(Input{Server: "s", Tool: "a", Annotations: quiet}); d.Action != config.ActionAllow {
 		t.Errorf("stdio agent: %+v, want allow", d)
 	}
 	// Without a clients list, a client name cannot be checked against one.
-	if d := e.Decide(Input{Client: "x", Server: "s", Tool: "a"}); d.Action != config.ActionAllow {
+	if d := e.Decide(Input{Client: "x", Server: "s", Tool: "a", Annotations: quiet}); d.Action != config.ActionAllow {
 		t.Errorf("named client without clients list: %+v, want allow", d)
 	}
 }
@@ -307,7 +326,7 @@ func TestComprehension(t *testing.T) {
 		{map[string]any{}, config.ActionApprove}, // missing key: the approve rule applies (fail closed)
 	}
 	for _, tt := range tests {
-		if d := e.Decide(Input{Server: "s", Tool: "a", Args: tt.args}); d.Action != tt.want {
+		if d := e.Decide(Input{Server: "s", Tool: "a", Args: tt.args, Annotations: quiet}); d.Action != tt.want {
 			t.Errorf("Decide(%v) = %+v, want %s", tt.args, d, tt.want)
 		}
 	}
@@ -349,8 +368,9 @@ servers:
 	}
 }
 
-// TestUnannotated: the tools approve_annotations can never hold, as the
-// server's own annotations (custom ones included) decide.
+// TestUnannotated: the tools approve_annotations holds only because they
+// leave an annotation out, as the server's own annotations (custom ones
+// included) decide.
 func TestUnannotated(t *testing.T) {
 	e := mustEngine(t, `version: 1
 servers:
@@ -375,7 +395,7 @@ servers:
 		"ruled":     nil,
 	}
 	for server, want := range map[string][]string{
-		"gh":      {"bare", "titled", "unwritten"},
+		"gh":      {"bare", "safe", "titled", "unwritten"},
 		"quiet":   nil,
 		"custom":  {"approved", "bare", "denied", "ruled", "safe", "titled", "unwritten"},
 		"unknown": nil,
