@@ -124,6 +124,9 @@ func Line(r Record) string {
 	add("phase", tok(r.Detail["phase"]))   // "package install": not the server's own connection
 	add("reason", tok(r.Detail["reason"])) // why a connection or approval was refused
 	add("error", tok(r.Error))
+	// What a failed call's sandbox without network tried of one: often
+	// why it failed, and the hint that network.egress is missing.
+	add("network", tok(r.Detail[DetailNetwork]))
 	return b.String()
 }
 

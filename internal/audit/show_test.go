@@ -148,6 +148,17 @@ func TestLineShowsPhase(t *testing.T) {
 	}
 }
 
+// TestLineShowsNetwork: a failed call's line says what its sandbox,
+// which has no network, tried of one (before, only --json had it).
+func TestLineShowsNetwork(t *testing.T) {
+	note := "the sandbox tried the network (2 DNS queries) since it started or its last failed call, but has none"
+	r := Record{Event: EventCall, Server: "fetch", Tool: "get", Decision: "allow", Outcome: OutcomeError, Error: "fetch failed",
+		Detail: map[string]string{DetailNetwork: note}}
+	if got := Line(r); !strings.Contains(got, ` error="fetch failed" network=`+strconv.Quote(note)) {
+		t.Errorf("Line = %q, want the network note after the error", got)
+	}
+}
+
 // TestLineShowsSecrets: a secret event's line names the secret and where
 // it went; a call's, the secrets added or refused during it (before,
 // only --json had them).
