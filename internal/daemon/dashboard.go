@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -300,6 +301,23 @@ func maskedArgv(argv []string) []string {
 	return out
 }
 
+// displayURL is a remote server's URL as the dashboard shows it: without
+// user info and query, either of which may hold a credential, and with
+// credential-shaped strings in the rest (a key in the path) masked.
+func displayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	query := u.RawQuery != ""
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	shown := redact.MaskShaped(u.String())
+	if query {
+		shown += "?…"
+	}
+	return shown
+}
+
 // listenHosts are the names besides loopback the dashboard answers to:
 // the listen address's host when it is a specific one.
 func listenHosts(addr string) []string {
@@ -316,15 +334,17 @@ func listenHosts(addr string) []string {
 func dashboardServers(c *config.Config, down map[string]string) []dashboard.Server {
 	var out []dashboard.Server
 	for _, s := range c.Servers {
-		row := dashboard.Server{Name: s.Name, Placement: s.Placement, Transport: "stdio", Package: s.Image.Ref}
+		row := dashboard.Server{Name: s.Name, Placement: s.Placement, Transport: "stdio", Package: cmp.Or(s.Image.Ref, s.Package)}
 		if why, ok := down[s.Name]; ok {
 			row.Status, row.Error = dashboard.StatusUnavailable, why
 		}
 		switch {
 		case s.URL != "":
-			row.Transport = "http"
+			row.Transport, row.URL = "http", displayURL(s.URL)
 		case s.Builtin != "":
 			row.Transport, row.Command = "builtin", []string{s.Builtin}
+		case row.Package != "":
+			row.Command = maskedArgv(s.Args)
 		default:
 			row.Command = maskedArgv(s.Command)
 		}

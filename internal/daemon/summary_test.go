@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/dashboard"
 )
 
 // TestSummaryWarnsUnreadableSecrets: serve's start-up summary names each
@@ -616,5 +617,49 @@ servers:
 	rows := dashboardServers(c, nil)
 	if shown := strings.Join(rows[0].Command, " "); strings.Contains(shown, tok) || !strings.Contains(shown, "--api-key=") || !strings.Contains(shown, "exec server") {
 		t.Errorf("the dashboard's command %q, want the token masked and the rest as written", shown)
+	}
+}
+
+// TestDashboardServerRows: the servers page says what each server runs:
+// a package or image with its args, a remote server's URL without the
+// parts that may hold a credential, a command; and why a server serve
+// could not set up is unavailable.
+func TestDashboardServerRows(t *testing.T) {
+	const key = "sk_live_abcdefghijklmnopqrstuvwxyz0123"
+	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
+servers:
+  mem:
+    package: npm:@modelcontextprotocol/server-memory@2026.8.31
+    args: [--verbose]
+    tools: {allow: ["*"]}
+  docs:
+    url: https://docs.example/mcp/`+key+`?api_key=secret#frag
+    tools: {allow: ["*"]}
+  local:
+    command: [/usr/bin/server, --port, "8080"]
+    tools: {allow: ["*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]dashboard.Server{}
+	for _, r := range dashboardServers(c, map[string]string{"mem": "installing npm:@modelcontextprotocol/server-memory: registry unreachable"}) {
+		rows[r.Name] = r
+	}
+	if r := rows["mem"]; r.Package != "npm:@modelcontextprotocol/server-memory@2026.8.31" || strings.Join(r.Command, " ") != "--verbose" ||
+		r.Status != dashboard.StatusUnavailable || !strings.Contains(r.Error, "registry unreachable") {
+		t.Errorf("package row %+v, want the package, its args and why it is unavailable", r)
+	}
+	r := rows["docs"]
+	if r.Transport != "http" || !strings.HasPrefix(r.URL, "https://docs.example/mcp/") || !strings.HasSuffix(r.URL, "?…") {
+		t.Errorf("remote row %+v, want its URL", r)
+	}
+	for _, hidden := range []string{key, "api_key", "secret", "frag"} {
+		if strings.Contains(r.URL, hidden) {
+			t.Errorf("the remote server's URL %q shows %q", r.URL, hidden)
+		}
+	}
+	if r := rows["local"]; r.Package != "" || r.URL != "" || strings.Join(r.Command, " ") != "/usr/bin/server --port 8080" {
+		t.Errorf("command row %+v, want the command alone", r)
 	}
 }

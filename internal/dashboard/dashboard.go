@@ -34,8 +34,9 @@ type Server struct {
 	Name      string   `json:"name"`
 	Transport string   `json:"transport,omitempty"` // stdio, http, builtin
 	Placement string   `json:"placement,omitempty"`
-	Package   string   `json:"package,omitempty"` // package or image with its pinned version or digest
-	Command   []string `json:"command,omitempty"` // credential-shaped strings masked; configured secrets redacted
+	Package   string   `json:"package,omitempty"` // the package or image as the config names it
+	URL       string   `json:"url,omitempty"`     // a remote server's, without user info or query
+	Command   []string `json:"command,omitempty"` // argv, or a package's or image's args; credential-shaped strings masked; configured secrets redacted
 	Egress    []string `json:"egress,omitempty"`  // the allowed destinations
 	// Status is StatusUnavailable for a server serve could not set up
 	// (Error says why); "": it is served.
