@@ -164,7 +164,7 @@ func (d *daemon) newUI(w *web, g *guard.Guard, hosts []string, secure bool) (*da
 		}
 	}}
 	return dashboard.New(dashboard.Options{
-		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo,
+		Backend: w.backend, Audit: g.AuditStore(), Events: w.ev, ToolInfo: g.ToolInfo, Pinned: g.Pinned,
 		Authenticate: d.dashboardRoles(secret),
 		LoginSecret:  secret.token,
 		LinkPeer:     tcppeer.SameUser,

@@ -383,7 +383,14 @@ func (h *Handler) apiIntegrity(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, map[string]any{"changes": nonNil(changes), "findings": nonNil(scans), "pins": nonNil(pins)})
+	out := map[string]any{"changes": nonNil(changes), "findings": nonNil(scans), "pins": nonNil(pins)}
+	if h.opts.Pinned != nil {
+		// What the lock holds now, including what mcpbox pin or another
+		// instance pinned: the pin events above are this audit's only.
+		lock, servers := h.opts.Pinned()
+		out["lock"], out["pinned"] = lock, nonNil(servers)
+	}
+	writeJSON(w, out)
 }
 
 // trustBody trusts pending definition changes.

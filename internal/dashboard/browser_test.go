@@ -293,6 +293,10 @@ func TestBrowserDashboard(t *testing.T) {
 	if fold != "tools|false|tools: 1 definition pinned on first use" || !strings.Contains(events, "changed") || strings.Contains(events, "pinned") {
 		t.Errorf("first-use fold %q; pin events outside it:\n%s", fold, events)
 	}
+	// What the lock file holds, per server: the one tool pinned.
+	if tools := get(t, ctx, "pinned tools", chromedp.Evaluate[string](`document.querySelector("tr.pinned[data-server=tools]").children[2].textContent`)); tools != "1" {
+		t.Errorf("the lock's tools of server tools shown as %q, want 1", tools)
+	}
 	// An opened fold stays open when the page refreshes live (the trust
 	// below changes the page).
 	click(t, ctx, "open the fold", `.first-use-pins[data-server=tools] summary`)

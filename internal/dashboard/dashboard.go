@@ -12,6 +12,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/audit"
+	"mcpbox/internal/integrity"
 )
 
 //go:embed static
@@ -82,6 +83,9 @@ type Options struct {
 	// pin state ("pinned", "new", "changed", "off") of the tool a pending
 	// request calls, for the approvals page; nil: not shown.
 	ToolInfo func(server, tool string) (annotations map[string]any, pin string)
+	// Pinned, if non-nil, gives the lock file's path and the counts of
+	// each server's pins in it, for the integrity page; nil: not shown.
+	Pinned func() (lock string, servers []integrity.ServerPins)
 	// Secure marks the session cookie Secure even on plain-HTTP requests
 	// (a TLS-terminating proxy in front). TLS requests always get it.
 	Secure bool

@@ -16,6 +16,7 @@ import (
 	"mcpbox/internal/audit"
 	"mcpbox/internal/egress"
 	"mcpbox/internal/gateway"
+	"mcpbox/internal/integrity"
 	"mcpbox/internal/track"
 )
 
@@ -168,6 +169,51 @@ func TestIntegrityPage(t *testing.T) {
 	trusts := r.records(t, audit.EventTrust)
 	if len(trusts) != 1 || trusts[0].Approver != "web:admin" {
 		t.Errorf("trust records %+v", trusts)
+	}
+}
+
+// TestIntegrityPagePinned: the page lists the pins the lock file holds
+// for the configured servers, those another writer (mcpbox pin) made
+// included, which no pin event of this audit records.
+func TestIntegrityPagePinned(t *testing.T) {
+	r := newRig(t)
+	b := r.browserLoggedIn(t)
+	var page struct {
+		Lock   string
+		Pinned []integrity.ServerPins
+	}
+	row := func(server string) *integrity.ServerPins {
+		for i := range page.Pinned {
+			if page.Pinned[i].Server == server {
+				return &page.Pinned[i]
+			}
+		}
+		return nil
+	}
+	if code := b.getJSON("/ui/api/integrity", &page); code != 200 || filepath.Base(page.Lock) != "mcpbox.lock" || page.Pinned == nil || row("tools") != nil {
+		t.Fatalf("integrity before any pin: %d %+v", code, page)
+	}
+	pin := func(server string, names ...string) {
+		p, err := integrity.OpenPins(page.Lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var items []integrity.Item
+		for _, n := range names {
+			items = append(items, integrity.Item{Key: n, Raw: json.RawMessage(`{"name":"` + n + `","inputSchema":{"type":"object"}}`)})
+		}
+		if err := p.Record(server, integrity.ServerInfo{Name: server + "-server", Version: "1.2"}, map[string][]integrity.Item{integrity.KindTool: items}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pin("tools", "read_file", "write_file") // as mcpbox pin does, in another process
+	pin("gone", "x")                        // a server this config does not have
+	b.getJSON("/ui/api/integrity", &page)
+	if p := row("tools"); p == nil || p.Tools != 2 || p.Info.Version != "1.2" || row("gone") != nil {
+		t.Errorf("pinned %+v, want the 2 tools of server tools, and no server the config lacks", page.Pinned)
+	}
+	if recs := r.records(t, audit.EventPin); len(recs) != 0 {
+		t.Errorf("pin events %+v: the test means pins no audit record shows", recs)
 	}
 }
 

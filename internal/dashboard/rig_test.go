@@ -122,6 +122,7 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 		LoginSecret:  func() string { return adminToken },
 		LinkPeer:     tcppeer.SameUser,
 		ToolInfo:     g.ToolInfo,
+		Pinned:       g.Pinned,
 		ApprovalPoll: 50 * time.Millisecond,
 	})
 	if err != nil {

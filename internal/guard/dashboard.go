@@ -141,6 +141,18 @@ func (g *Guard) othersPending() []approval.Request {
 	return slices.Clone(c.pending)
 }
 
+// Pinned is what the integrity page shows of the lock file: its path and
+// the pins of each configured server, whoever made them (first use here
+// or in another instance, mcpbox pin, a trust).
+func (g *Guard) Pinned() (lock string, servers []integrity.ServerPins) {
+	for _, s := range g.pins.Pinned() {
+		if g.servers[s.Server] != nil {
+			servers = append(servers, s)
+		}
+	}
+	return g.pins.Path(), servers
+}
+
 // ToolInfo is what the approvals page shows of the tool a request calls:
 // the annotations of its pinned definition (untrusted hints, as the
 // server declared them; nil when none is pinned) and its pin state:

@@ -544,6 +544,35 @@ func (p *Pins) addPending(c Change) {
 	p.pending[sc][c.Key] = c
 }
 
+// ServerPins counts one server's pins in the lock file.
+type ServerPins struct {
+	Server       string     `json:"server"`
+	Info         ServerInfo `json:"info"` // the serverInfo pinned with them
+	Tools        int        `json:"tools"`
+	Prompts      int        `json:"prompts"`
+	Templates    int        `json:"templates"`
+	Instructions int        `json:"instructions"`
+}
+
+// Pinned counts the pins of each server in the lock file, by name, as
+// the file holds them now: first-use pins of this process and of others,
+// `mcpbox pin`'s and trusts alike.
+func (p *Pins) Pinned() []ServerPins {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fresh()
+	out := make([]ServerPins, 0, len(p.lock.Servers))
+	for name, s := range p.lock.Servers {
+		if s == nil {
+			continue
+		}
+		out = append(out, ServerPins{Server: name, Info: s.Info, Tools: len(s.Tools), Prompts: len(s.Prompts),
+			Templates: len(s.Templates), Instructions: len(s.Instructions)})
+	}
+	slices.SortFunc(out, func(a, b ServerPins) int { return strings.Compare(a.Server, b.Server) })
+	return out
+}
+
 // pinsOf returns the pins of server and kind (nil: never pinned).
 //
 // Preconditions: p.mu held.

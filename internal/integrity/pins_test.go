@@ -549,3 +549,24 @@ func TestReplacedLockDoesNotRepin(t *testing.T) {
 		t.Errorf("the lock file got the server's pins back unreviewed: %+v, %v", l.Servers["srv"], err)
 	}
 }
+
+// TestPinned: the counts of each server's pins as the file holds them,
+// including what another writer (mcpbox pin) put there after this Pins
+// read it.
+func TestPinned(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpbox.lock")
+	p := openPins(t, path)
+	expect(t, "an empty lock", []ServerPins{}, p.Pinned())
+	check(t, p, ModeTOFU, tools(toolDef("x", "Does x."), toolDef("y", "Does y.")))
+	other := openPins(t, path)
+	if err := other.Record("gh", ServerInfo{Name: "github", Version: "2025.4.8"}, map[string][]Item{
+		KindTool:   tools(toolDef("create_issue", "Creates an issue.")),
+		KindPrompt: {{Key: "greet", Raw: json.RawMessage(`{"name":"greet"}`)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "after another writer", []ServerPins{
+		{Server: "gh", Info: ServerInfo{Name: "github", Version: "2025.4.8"}, Tools: 1, Prompts: 1},
+		{Server: "srv", Tools: 2},
+	}, p.Pinned())
+}

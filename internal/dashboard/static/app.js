@@ -290,6 +290,14 @@ async function integrity(main) {
       changeView(c),
       admin() && c.new_hash ? el("div", { class: "actions" }, el("button", { class: "primary trust", onclick: act("integrity/trust", { server: c.server, key: c.kind + ":" + c.key, hashes: [c.new_hash] }) }, "Trust this definition")) : null));
   }
+  if (d.pinned) {
+    main.append(el("h2", {}, "Pinned definitions"));
+    if (!d.pinned.length) main.append(el("p", { class: "muted", id: "no-pins" }, "Nothing is pinned yet: serve pins a server's definitions on first use; mcpbox pin pins them before."));
+    else main.append(el("p", { class: "muted" }, "In " + d.lock + ", as it is now: pinned on first use, by mcpbox pin or by a trust."),
+      table(["server", "server version", "tools", "prompts", "templates", "instructions"], d.pinned.map((p) =>
+        el("tr", { class: "pinned", "data-server": p.server }, el("td", {}, p.server), el("td", {}, [p.info.name, p.info.version].filter(Boolean).join(" ")),
+          el("td", {}, p.tools), el("td", {}, p.prompts), el("td", {}, p.templates), el("td", {}, p.instructions)))));
+  }
   main.append(el("h2", {}, "Scanner findings"), table(["time", "server", "definition", "findings", "action"], d.findings.map((r) =>
     el("tr", {}, el("td", {}, when(r.time)), el("td", {}, r.server), el("td", {}, toolOf(r)), el("td", {}, (r.findings || []).join(", ")), el("td", {}, r.decision || "")))));
   // Changes (changed, new, removed, ...) are listed; definitions pinned
