@@ -96,7 +96,7 @@ func (e *env) importConfig(args []string) int {
 	}
 	var out []byte
 	if *rewrite {
-		out, err = e.rewriteClient(cf, *cfgPath, *binPath, res.Skipped)
+		out, err = e.rewriteClient(cf, *cfgPath, *binPath, res)
 	} else {
 		out, err = importer.Render(res, files[0])
 	}
@@ -135,8 +135,9 @@ func (e *env) readInput(name string) ([]byte, error) {
 
 // rewriteClient resolves --config (made absolute, ~/ expanded) and
 // --mcpbox (default: this binary) and rewrites cf to launch mcpbox,
-// keeping the entries the import left out.
-func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string, keep []string) ([]byte, error) {
+// keeping the entries the import left out and passing on the variables
+// the client fills in from its inputs.
+func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string, res *importer.Result) ([]byte, error) {
 	if rest, ok := strings.CutPrefix(cfgPath, "~/"); ok {
 		if home, err := os.UserHomeDir(); err == nil {
 			cfgPath = filepath.Join(home, rest)
@@ -151,7 +152,7 @@ func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string, keep [
 			return nil, fmt.Errorf("finding the mcpbox binary (give --mcpbox): %w", err)
 		}
 	}
-	out, notes, err := importer.Rewrite(cf, importer.RewriteOptions{Binary: bin, Config: abs, Keep: keep})
+	out, notes, err := importer.Rewrite(cf, importer.RewriteOptions{Binary: bin, Config: abs, Keep: res.Skipped, Env: res.ClientEnv()})
 	e.importNotes(notes)
 	return out, err
 }

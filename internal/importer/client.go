@@ -231,6 +231,11 @@ type mcpEntry struct {
 type Var struct {
 	Name string // the variable's name
 	Use  string // where the config reads it, e.g. "servers.a.secrets.API_KEY"
+	// Client is the value as the client wrote it when the client fills
+	// it in from its own inputs (VS Code's "${input:ID}", "Bearer
+	// ${input:ID}"), else "": a rewritten client config passes it to
+	// mcpbox in the entry's env, so the client still asks for it.
+	Client string
 }
 
 // converter turns client entries into servers, collecting notes for the

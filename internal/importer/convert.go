@@ -280,6 +280,7 @@ func (im *converter) envVar(s *config.Server, orig, name, value string) {
 		im.need(ref, use)
 	} else {
 		ref = im.claim(name, value, s.Name, use)
+		im.fromInput(ref, value)
 	}
 	s.Secrets = append(s.Secrets, config.Secret{Name: name, From: "env:" + ref})
 }
@@ -318,6 +319,7 @@ func (im *converter) remote(name, orig string, ent *mcpEntry) (*config.Server, [
 			im.need(ref, use)
 		} else {
 			ref = im.claim("MCPBOX_"+envName(name)+"_"+envName(m.key), "", name, use)
+			im.fromInput(ref, v)
 		}
 		s.Headers = append(s.Headers, config.Header{Name: m.key, From: "env:" + ref})
 	}
@@ -395,9 +397,41 @@ func (im *converter) claim(want, value, server, use string) string {
 	}
 	if _, taken := im.claimed[v]; !taken {
 		im.claimed[v] = value
-		im.vars = append(im.vars, Var{v, use})
+		im.vars = append(im.vars, Var{Name: v, Use: use})
 	}
 	return v
+}
+
+// fromInput notes that the client fills variable v's value in from its
+// own inputs (Var.Client): a value that holds ${input:ID} and, beside
+// such references, nothing credential-shaped ("Bearer ${input:ID}"). A
+// value with a credential of its own is never copied into the client's
+// config.
+func (im *converter) fromInput(v, value string) {
+	rest := clientInputRE().ReplaceAllString(value, "")
+	if rest == value || strings.Contains(rest, "${") || config.CredentialValue(rest) || redact.Shaped(rest) {
+		return
+	}
+	for i := range im.vars {
+		if im.vars[i].Name == v && im.vars[i].Client == "" {
+			im.vars[i].Client = value
+		}
+	}
+}
+
+// ClientEnv maps each variable the client fills in from its inputs to
+// its value as the client wrote it (Var.Client); nil: none.
+func (r *Result) ClientEnv() map[string]string {
+	var env map[string]string
+	for _, v := range r.Vars {
+		if v.Client != "" {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[v.Name] = v.Client
+		}
+	}
+	return env
 }
 
 // need records that the config reads variable v, which the client config
@@ -405,13 +439,14 @@ func (im *converter) claim(want, value, server, use string) string {
 func (im *converter) need(v, use string) {
 	if _, ok := im.claimed[v]; !ok {
 		im.claimed[v] = "\x00ref"
-		im.vars = append(im.vars, Var{v, use})
+		im.vars = append(im.vars, Var{Name: v, Use: use})
 	}
 }
 
 var (
 	secretNameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 	hostVarRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}$`) })
+	clientInputRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{input:[A-Za-z0-9_.-]+\}`) })
 	pathNameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:FILE|PATH|DIR)$`) })
 	envCredNameRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`(?i)SESSION|COOKIE|AUTHORIZATION|(?:^|_)(?:AUTH|DSN|PASS)(?:$|_)`)

@@ -245,6 +245,62 @@ func TestRewriteKeepsSkipped(t *testing.T) {
 	}
 }
 
+// TestRewriteClientInputs: a value the client fills in from its own
+// inputs (VS Code's ${input:ID}) reaches mcpbox through the rewritten
+// entry's env, so the client still asks for it and mcpbox gets it; a
+// value with a credential of its own, or from the host's environment, is
+// not copied there.
+func TestRewriteClientInputs(t *testing.T) {
+	const token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"
+	input := `{
+  "inputs": [{"type": "promptString", "id": "gh-token", "password": true}, {"type": "promptString", "id": "db.pass"}],
+  "servers": {
+    "github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/", "headers": {"Authorization": "Bearer ${input:gh-token}"}},
+    "gh-local": {"command": "gh-server", "env": {"GITHUB_TOKEN": "${input:gh-token}", "DB_PASSWORD": "${input:db.pass}"}},
+    "mixed": {"command": "m", "env": {"API_KEY": "${input:gh-token}` + token + `"}},
+    "hostenv": {"command": "h", "env": {"OPENAI_API_KEY": "${env:OPENAI_API_KEY}"}},
+    "literal": {"command": "l", "env": {"SERVICE_TOKEN": "` + token + `"}}
+  }
+}`
+	cf, err := ParseClientFile("mcp.json", []byte(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	header := ""
+	for _, v := range res.Vars {
+		if strings.HasPrefix(v.Use, "servers.github.headers.Authorization") {
+			header = v.Name
+		}
+	}
+	want := map[string]string{header: "Bearer ${input:gh-token}", "GITHUB_TOKEN": "${input:gh-token}", "DB_PASSWORD": "${input:db.pass}"}
+	if diff := cmp.Diff(want, res.ClientEnv()); header == "" || diff != "" {
+		t.Fatalf("ClientEnv (-want +got):\n%s\nvars %+v", diff, res.Vars)
+	}
+	raw, notes, err := Rewrite(cf, RewriteOptions{Binary: "/bin/mcpbox", Config: "/c/mcpbox.yaml", Env: res.ClientEnv()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Inputs  []map[string]any
+		Servers map[string]clientEntry
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("output: %v\n%s", err, raw)
+	}
+	if diff := cmp.Diff(want, out.Servers["mcpbox"].Env); diff != "" || len(out.Inputs) != 2 || strings.Contains(string(raw), token) {
+		t.Errorf("the mcpbox entry's env (-want +got):\n%s\n%s", diff, raw)
+	}
+	if n := strings.Join(notes, "\n"); !strings.Contains(n, `the "mcpbox" entry's env passes DB_PASSWORD, GITHUB_TOKEN, `+header+` from the client's inputs`) {
+		t.Errorf("notes %q", notes)
+	}
+	// A config with no client inputs gets no env.
+	cf, _ = ParseClientFile("c.json", []byte(claudeDesktop))
+	if env := Convert(cf, Host{}).ClientEnv(); env != nil {
+		t.Errorf("ClientEnv of literal credentials = %v, want none", env)
+	}
+}
+
 func TestRewrite(t *testing.T) {
 	const abs = "/home/alice/conf/mcpbox.yaml"
 	opts := RewriteOptions{Binary: "/opt/mcpbox/mcpbox", Config: abs}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,13 +87,18 @@ type RewriteOptions struct {
 	// those the import left out (Result.Skipped), which mcpbox does not
 	// run, so the client still does.
 	Keep []string
+	// Env is the entry's env: the variables the client fills in from its
+	// own inputs (Result.ClientEnv), which the servers' entries had and
+	// mcpbox now reads.
+	Env map[string]string
 }
 
 // clientEntry is the one server entry of a rewritten client config.
 type clientEntry struct {
-	Type    string   `json:"type,omitempty"` // VS Code's servers want it
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
+	Type    string            `json:"type,omitempty"` // VS Code's servers want it
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
 }
 
 // Rewrite prints cf's JSON with its servers replaced by one entry
@@ -104,9 +110,13 @@ func Rewrite(cf *ClientFile, o RewriteOptions) (out []byte, notes []string, err 
 	if o.Binary == "" || o.Config == "" {
 		return nil, nil, fmt.Errorf("rewriting %s: want both the mcpbox binary and the config path", cf.name)
 	}
-	entry := clientEntry{Command: o.Binary, Args: []string{"serve", "--config", o.Config, "--stdio"}}
+	entry := clientEntry{Command: o.Binary, Args: []string{"serve", "--config", o.Config, "--stdio"}, Env: o.Env}
 	if cf.key == "servers" {
 		entry.Type = "stdio"
+	}
+	if len(o.Env) > 0 {
+		notes = append(notes, "the \"mcpbox\" entry's env passes "+strings.Join(slices.Sorted(maps.Keys(o.Env)), ", ")+
+			" from the client's inputs, which it still asks for")
 	}
 	raw, err := json.Marshal(entry)
 	if err != nil {
