@@ -494,8 +494,10 @@ type Tools struct {
 	// ActionDeny (also the meaning of empty), ActionAllow or ActionApprove.
 	Default string
 	// ApproveAnnotations are the tool annotations that add human review
-	// when the server sets them to true (AnnotationDestructive,
-	// AnnotationOpenWorld); nil: both. They never remove review.
+	// when they are true for a tool, which is also when the tool leaves
+	// them out, as MCP's defaults say (AnnotationDestructive,
+	// AnnotationOpenWorld; internal/policy has the details); nil: both.
+	// They never turn a deny or an approve into allow.
 	ApproveAnnotations []string
 	// RateLimit limits calls to this server; zero: unlimited.
 	RateLimit RateLimit

@@ -335,7 +335,7 @@ func echoLauncher(context.Context, gateway.Scope) (*gateway.Process, error) {
 	type in struct {
 		Text string `json:"text"`
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "returns text", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}},
 		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 		})

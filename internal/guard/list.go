@@ -259,10 +259,11 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 }
 
 // noteUnannotated warns, once per server, of the tools it lists whose
-// calls wait for review only because they leave destructiveHint or
-// openWorldHint out, which MCP takes as true (policy.Engine.Unannotated).
-// A server written before annotations (server-github) has every call
-// held so; the warning says why and how to let the read-only ones run.
+// calls wait for review only because they leave an annotation of
+// approve_annotations unset, which MCP takes as true
+// (policy.Engine.Unannotated). A server written before annotations
+// (server-github) has every call held so; the warning says why and how to
+// let the harmless ones run.
 func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	g.mu.Lock()
 	done := g.unannotated[gs.name]
@@ -278,7 +279,7 @@ func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 		_ = json.Unmarshal(it.Raw, &def)
 		tools[it.Key] = def.Annotations
 	}
-	names := g.engine.Unannotated(gs.name, tools)
+	names, anns := g.engine.Unannotated(gs.name, tools)
 	if len(names) == 0 {
 		return
 	}
@@ -296,13 +297,13 @@ func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	if len(names) > maxNamed {
 		shown = append(shown, fmt.Sprintf("and %d more", len(names)-maxNamed))
 	}
-	which := fmt.Sprintf("%d tools of server %s do", len(names), gs.name)
+	which := fmt.Sprintf("%d tools of server %s leave", len(names), gs.name)
 	if len(names) == 1 {
-		which = fmt.Sprintf("1 tool of server %s does", gs.name)
+		which = fmt.Sprintf("1 tool of server %s leaves", gs.name)
 	}
-	g.log.Warn(which+" not declare read-only or harmless (readOnlyHint, or destructiveHint and openWorldHint false), so calls of them wait for review: MCP says to assume such tools write and reach out",
+	g.log.Warn(which+" "+strings.Join(anns, " or ")+" unset, which MCP then takes as true, so calls of them wait for review",
 		"server", gs.name, "names", strings.Join(shown, ", "),
-		"hint", fmt.Sprintf("let the ones that only read run with rules under servers.%s.tools ({tool: NAME, action: allow}), or set approve_annotations: [] there to trust the server", gs.name))
+		"hint", fmt.Sprintf("let the harmless ones run with rules under servers.%s.tools ({tool: NAME, action: allow}), or set approve_annotations: [] there to trust the server", gs.name))
 }
 
 // noteNames remembers a server's tool names, for the shadowing rule.

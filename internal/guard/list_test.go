@@ -205,9 +205,10 @@ func newLoggingGuard(t *testing.T, name, extra string) (*Guard, *bytes.Buffer) {
 }
 
 // TestListWarnsOfUnannotatedTools: tools whose calls wait for review only
-// because they leave destructiveHint or openWorldHint out are named once
-// per server in a warning; tools that set them, or say they are
-// read-only, are not.
+// because they leave destructiveHint or openWorldHint out (a read-only one
+// that leaves openWorldHint out among them) are named once per server in
+// a warning; tools that set them, or a read-only one that sets
+// openWorldHint false, are not.
 func TestListWarnsOfUnannotatedTools(t *testing.T) {
 	g, logs := newLoggingGuard(t, "gh", "")
 	items := []gateway.Item{
@@ -217,15 +218,17 @@ func TestListWarnsOfUnannotatedTools(t *testing.T) {
 		{Key: "create_issue", Raw: []byte(`{"name":"create_issue","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false,"openWorldHint":true}}`)},
 		{Key: "add_label", Raw: []byte(`{"name":"add_label","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false}}`)},
 		{Key: "get_me", Raw: []byte(`{"name":"get_me","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false,"openWorldHint":false}}`)},
+		{Key: "get_local", Raw: []byte(`{"name":"get_local","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"openWorldHint":false}}`)},
 	}
 	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 1, items)
 	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 2, items)
 	out := logs.String()
-	if n := strings.Count(out, "not declare read-only or harmless"); n != 1 {
+	if n := strings.Count(out, "leave destructiveHint or openWorldHint unset"); n != 1 {
 		t.Fatalf("%d warnings of unannotated tools, want 1:\n%s", n, out)
 	}
-	if !strings.Contains(out, `3 tools of server gh`) || !strings.Contains(out, `merge_pull_request`) || !strings.Contains(out, `push_files`) ||
-		!strings.Contains(out, `add_label`) || strings.Contains(out, "get_issue") || strings.Contains(out, "create_issue") || strings.Contains(out, "get_me") {
+	if !strings.Contains(out, `4 tools of server gh`) || !strings.Contains(out, `merge_pull_request`) || !strings.Contains(out, `push_files`) ||
+		!strings.Contains(out, `add_label`) || !strings.Contains(out, "get_issue") ||
+		strings.Contains(out, "create_issue") || strings.Contains(out, "get_me") || strings.Contains(out, "get_local") {
 		t.Errorf("the warning names the wrong tools:\n%s", out)
 	}
 }

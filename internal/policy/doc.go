@@ -30,12 +30,13 @@
 //     the call is approved instead (needs review). As MCP says of
 //     destructiveHint and openWorldHint, an annotation the tool leaves out
 //     (or gives a value that is not a boolean) counts as true; only false
-//     lets the call run. The exception is a tool that sets readOnlyHint
-//     true: what it leaves out does not hold it (what it sets true still
-//     does). approve_annotations absent means both destructiveHint and
-//     openWorldHint; an empty list means none. Annotations come from the
-//     server and only add review: they never turn deny or approve into
-//     allow.
+//     lets the call run. Also as MCP says, destructiveHint means nothing
+//     for a tool that sets readOnlyHint true: leaving it out does not hold
+//     such a tool (setting it true still does); openWorldHint holds it
+//     whatever readOnlyHint says. approve_annotations absent means both
+//     destructiveHint and openWorldHint; an empty list means none.
+//     Annotations come from the server: they never turn deny or approve
+//     into allow, but a false is believed.
 //
 // # Client policy
 //

@@ -198,10 +198,13 @@ func (sp *serverPolicy) decide(in *Input) Decision {
 		d.Reason += skipped
 	}
 	if d.Action == config.ActionAllow && !byAllowRule {
-		if a, absent := sp.reviewAnnotation(in.Annotations); a != "" {
+		if a, unset := sp.reviewAnnotation(in.Annotations); a != "" {
 			rule, why := "annotation "+a, "the tool sets "+a
-			if absent {
+			switch unset {
+			case unsetAbsent:
 				rule, why = rule+" (not set, so true)", "the tool does not set "+a+", which MCP then takes as true"
+			case unsetNotBool:
+				rule, why = rule+" (not a boolean, so true)", "the tool gives "+a+" a value that is not a boolean, which counts as not set: true"
 			}
 			d = Decision{Action: config.ActionApprove, Rule: rule,
 				Reason: fmt.Sprintf("%s; review required (%s)", why, d.Rule)}
@@ -276,51 +279,60 @@ func (sp *serverPolicy) globs(tool string) Decision {
 // Unannotated returns the tools of server, each given with its
 // annotations (nil: none), whose calls a glob or the default allows and
 // that approve_annotations holds for review only because they leave an
-// annotation out (MCP's default for it is true): servers written before
-// annotations (server-github) have every tool held so. serve names them,
-// so that an operator who meets the held calls learns why and how to let
-// the read-only ones run. A tool a rule names, or a glob denies or
-// approves, was thought of: left out.
-func (e *Engine) Unannotated(server string, tools map[string]map[string]any) []string {
+// annotation out (MCP's default for it is true), and the annotations it
+// lists. Servers written before annotations (server-github) have every
+// tool held so; serve names them, so that an operator who meets the held
+// calls learns why and how to let the harmless ones run. A tool a rule
+// names, or a glob denies or approves, was thought of: left out.
+func (e *Engine) Unannotated(server string, tools map[string]map[string]any) (names, annotations []string) {
 	sp := e.servers[server]
 	if sp == nil {
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for name, ann := range tools {
 		if sp.globs(name).Action != config.ActionAllow ||
 			slices.ContainsFunc(sp.rules, func(r rule) bool { return matchTool(r.tool, name) }) {
 			continue
 		}
-		if a, absent := sp.reviewAnnotation(ann); a != "" && absent {
-			out = append(out, name)
+		if a, unset := sp.reviewAnnotation(ann); a != "" && unset != "" {
+			names = append(names, name)
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(names)
+	return names, slices.Clone(sp.annotations)
 }
 
+// How a tool leaves an annotation unset (reviewAnnotation).
+const (
+	unsetAbsent  = "absent"
+	unsetNotBool = "not a boolean"
+)
+
 // reviewAnnotation returns the first annotation of approve_annotations
-// that holds a call of a tool with these annotations for review, and
-// whether it holds because the tool leaves it out. MCP's defaults are
-// destructiveHint and openWorldHint true unless the tool says otherwise,
-// so only a boolean false lets the call run; a value of another type is
-// not a tool's statement and counts as absent. A tool that sets
-// readOnlyHint true and leaves the others out is not held: it says it
-// changes nothing, and holding every read would teach people to approve
-// without reading. What it does set to true still holds it.
-func (sp *serverPolicy) reviewAnnotation(ann map[string]any) (name string, absent bool) {
+// that holds a call of a tool with these annotations for review, and ""
+// if the tool sets it to true, or how it leaves it unset. MCP's defaults
+// are destructiveHint and openWorldHint true unless the tool says
+// otherwise, so only a boolean false lets the call run; a value of
+// another type is no statement. As MCP says, destructiveHint means
+// nothing for a tool that sets readOnlyHint true: leaving it out does
+// not hold such a tool (setting it true still does); openWorldHint holds
+// it whatever readOnlyHint says, since a read can reach out.
+func (sp *serverPolicy) reviewAnnotation(ann map[string]any) (name, unset string) {
 	readOnly, _ := ann["readOnlyHint"].(bool)
 	for _, a := range sp.annotations {
-		v, ok := ann[a].(bool)
+		v, present := ann[a]
+		b, isBool := v.(bool)
 		switch {
-		case ok && v:
-			return a, false
-		case !ok && !readOnly && name == "":
-			name = a
+		case isBool && b:
+			return a, ""
+		case isBool, name != "", readOnly && a == config.AnnotationDestructive:
+		case present:
+			name, unset = a, unsetNotBool
+		default:
+			name, unset = a, unsetAbsent
 		}
 	}
-	return name, name != ""
+	return name, unset
 }
 
 // decide applies the client's globs to "SERVER/TOOL"; false: no client policy.

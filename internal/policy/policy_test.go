@@ -135,12 +135,13 @@ func TestDecide(t *testing.T) {
 		// Annotation review.
 		{"destructive adds review", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", true)}, config.ActionApprove, "annotation destructiveHint", "servers.open.tools.default"},
 		{"open world adds review", Input{Server: "open", Tool: "x", Annotations: args("openWorldHint", true)}, config.ActionApprove, "annotation openWorldHint", ""},
-		{"string is no statement", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", "false", "openWorldHint", false)}, config.ActionApprove, "annotation destructiveHint (not set, so true)", "does not set destructiveHint"},
+		{"string is no statement", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", "false", "openWorldHint", false)}, config.ActionApprove, "annotation destructiveHint (not a boolean, so true)", "gives destructiveHint a value that is not a boolean"},
 		{"false hints", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", false, "openWorldHint", false)}, config.ActionAllow, "servers.open.tools.default", ""},
 		{"no annotations: MCP defaults", Input{Server: "open", Tool: "x", Annotations: args()}, config.ActionApprove, "annotation destructiveHint (not set, so true)", "does not set destructiveHint, which MCP then takes as true; review required (servers.open.tools.default)"},
 		{"open world left out", Input{Server: "open", Tool: "x", Annotations: args("destructiveHint", false)}, config.ActionApprove, "annotation openWorldHint (not set, so true)", "does not set openWorldHint"},
 		{"set true before left out", Input{Server: "open", Tool: "x", Annotations: args("openWorldHint", true)}, config.ActionApprove, "annotation openWorldHint", "the tool sets openWorldHint"},
-		{"read-only: left out is not held", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true, "idempotentHint", true)}, config.ActionAllow, "servers.open.tools.default", ""},
+		{"read-only: destructive left out is not held", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true, "idempotentHint", true, "openWorldHint", false)}, config.ActionAllow, "servers.open.tools.default", ""},
+		{"read-only: open world left out holds", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true)}, config.ActionApprove, "annotation openWorldHint (not set, so true)", "does not set openWorldHint"},
 		{"read-only: set true holds", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", true, "openWorldHint", true)}, config.ActionApprove, "annotation openWorldHint", "sets openWorldHint"},
 		{"read-only false is not read-only", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", false, "openWorldHint", false)}, config.ActionApprove, "annotation destructiveHint (not set, so true)", ""},
 		{"read-only as a string is not", Input{Server: "open", Tool: "x", Annotations: args("readOnlyHint", "true", "destructiveHint", false)}, config.ActionApprove, "annotation openWorldHint (not set, so true)", ""},
@@ -188,6 +189,16 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Reason %q or RuleName %q names the config file", d.Reason, RuleName(d.Rule))
 			}
 		})
+	}
+}
+
+// TestDecideNilAnnotations: a definition without annotations gives the
+// policy a nil map, which holds the call as MCP's defaults say.
+func TestDecideNilAnnotations(t *testing.T) {
+	e := mustEngine(t, policyYAML)
+	d := e.Decide(Input{Server: "open", Tool: "x", Annotations: nil})
+	if d.Action != config.ActionApprove || d.Rule != "annotation destructiveHint (not set, so true)" {
+		t.Errorf("Decide with nil annotations = %+v, want review for destructiveHint not set", d)
 	}
 }
 
@@ -388,20 +399,25 @@ servers:
 		"bare":      nil,
 		"titled":    {"title": "T"},
 		"read":      {"readOnlyHint": true},
+		"local":     {"readOnlyHint": true, "openWorldHint": false},
 		"safe":      {"destructiveHint": false},
 		"unwritten": {"readOnlyHint": false},
+		"open":      {"openWorldHint": true}, // held for what it sets, not for what it leaves out
 		"approved":  nil,
 		"denied":    nil,
 		"ruled":     nil,
 	}
 	for server, want := range map[string][]string{
-		"gh":      {"bare", "safe", "titled", "unwritten"},
+		"gh":      {"bare", "read", "safe", "titled", "unwritten"},
 		"quiet":   nil,
-		"custom":  {"approved", "bare", "denied", "ruled", "safe", "titled", "unwritten"},
+		"custom":  {"approved", "bare", "denied", "read", "ruled", "safe", "titled", "unwritten"},
 		"unknown": nil,
 	} {
-		if got := e.Unannotated(server, tools); !slices.Equal(got, want) {
+		if got, _ := e.Unannotated(server, tools); !slices.Equal(got, want) {
 			t.Errorf("Unannotated(%s) = %q, want %q", server, got, want)
 		}
+	}
+	if _, anns := e.Unannotated("custom", tools); !slices.Equal(anns, []string{"openWorldHint"}) {
+		t.Errorf("the annotations of custom = %q, want its approve_annotations", anns)
 	}
 }

@@ -92,7 +92,7 @@ servers:
 	var warn string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for _, l := range strings.Split(g.logs.String(), "\n") {
-			if strings.Contains(l, "tools of server github do not declare read-only") {
+			if strings.Contains(l, "tools of server github leave destructiveHint or openWorldHint unset") {
 				warn = l
 			}
 		}
@@ -100,7 +100,7 @@ servers:
 			break
 		}
 	}
-	if n := strings.Count(g.logs.String(), "tools of server github do not declare read-only"); n != 1 ||
+	if n := strings.Count(g.logs.String(), "tools of server github leave destructiveHint or openWorldHint unset"); n != 1 ||
 		!strings.Contains(warn, "create_issue") || strings.Contains(warn, "search_repositories") {
 		t.Errorf("%d warnings; want one naming create_issue and not search_repositories: %s", n, warn)
 	}

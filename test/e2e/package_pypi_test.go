@@ -62,7 +62,7 @@ def main():
         elif method == "tools/list":
             res = {"tools": [{"name": "echo", "description": "Echo the text.",
                               "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-                              "annotations": {"readOnlyHint": True}}]}
+                              "annotations": {"readOnlyHint": True, "openWorldHint": False}}]}
         elif method == "tools/call":
             res = {"content": [{"type": "text", "text": msg["params"]["arguments"]["text"] + " " + probe()}]}
         else:

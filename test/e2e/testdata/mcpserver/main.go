@@ -60,7 +60,6 @@ type server struct {
 
 func main() {
 	name := flag.String("name", "mcpserver", "server name, returned by whoami")
-	bare := flag.Bool("bare", false, "list tools without annotations, as servers written before MCP had them")
 	flag.Parse()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -73,9 +72,7 @@ func main() {
 	s.registerRawArgs()
 	s.registerFaults()
 	s.registerStat()
-	if !*bare {
-		s.srv.AddReceivingMiddleware(harmlessByDefault)
-	}
+	s.srv.AddReceivingMiddleware(harmlessByDefault)
 	t := &mcp.IOTransport{Reader: os.Stdin, Writer: s.out}
 	if err := s.srv.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		log.Printf("mcpserver %s: %v", *name, err)
@@ -85,7 +82,8 @@ func main() {
 // harmlessByDefault lists each tool that sets no annotations as neither
 // destructive nor open-world. MCP takes what a tool leaves out as true, and
 // mcpbox holds such calls for review; the tests that are not about review
-// want their calls to run. -bare lists the tools as they are.
+// want their calls to run (TestUnannotatedToolsHeld runs a real server
+// without annotations).
 func harmlessByDefault(next mcp.MethodHandler) mcp.MethodHandler {
 	no := false
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
