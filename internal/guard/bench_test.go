@@ -112,8 +112,7 @@ func echoLauncherWith(before func(text string)) func(context.Context, gateway.Sc
 // out, so that no annotation holds its calls for review (MCP takes what a
 // tool leaves out as true).
 func harmless() *mcp.ToolAnnotations {
-	no := false
-	return &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}
+	return &mcp.ToolAnnotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)}
 }
 
 // harmlessEcho is the echo tool's definition with harmless annotations,

@@ -235,13 +235,15 @@ func newOARS(t *testing.T, as *oaAS) *oaRS {
 	}
 	mux.Handle(oauth.MetadataPath(rs.url), oauth.MetadataHandler(oauth.ResourceMetadata{Resource: rs.url, AuthorizationServers: []string{as.issuer}}))
 	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "the caller's subject", Annotations: &mcp.ToolAnnotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)}}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	// Neither destructive nor open-world, so that no call waits for review.
+	harmless := &mcp.ToolAnnotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)}
+	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "the caller's subject", Annotations: harmless}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user " + req.Extra.TokenInfo.UserID}}}, nil, nil
 	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "admin_only", Description: "needs scope admin", Annotations: &mcp.ToolAnnotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)}}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "admin_only", Description: "needs scope admin", Annotations: harmless}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "admin ok"}}}, nil, nil
 	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "leak", Description: "echoes the caller's token", Annotations: &mcp.ToolAnnotations{DestructiveHint: new(bool), OpenWorldHint: new(bool)}}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "leak", Description: "echoes the caller's token", Annotations: harmless}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		tok, _ := req.Extra.TokenInfo.Extra["token"].(string)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "your token is " + tok}}}, nil, nil
 	})
