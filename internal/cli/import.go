@@ -104,7 +104,7 @@ func (e *env) importConfig(args []string) int {
 		e.errorf("import: %v", err)
 		return 1
 	}
-	printVars(e.stderr, res.Vars, *rewrite)
+	importer.WriteVars(e.stderr, res.Vars, *rewrite)
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		out = append(out, '\n')
 	}
@@ -155,19 +155,4 @@ func (e *env) rewriteClient(cf *importer.ClientFile, cfgPath, bin string, res *i
 	out, notes, err := importer.Rewrite(cf, importer.RewriteOptions{Binary: bin, Config: abs, Keep: res.Skipped, Env: res.ClientEnv()})
 	e.importNotes(notes)
 	return out, err
-}
-
-// printVars lists the environment variables the generated config reads.
-func printVars(w io.Writer, vars []importer.Var, rewrite bool) {
-	if len(vars) == 0 {
-		return
-	}
-	where := "mcpbox serve"
-	if rewrite {
-		where = `mcpbox serve (for the client's "mcpbox" entry: its "env")`
-	}
-	fmt.Fprintf(w, "mcpbox: import: set these variables in the environment of %s:\n", where)
-	for _, v := range vars {
-		fmt.Fprintf(w, "  %s\t%s\n", v.Name, v.Use)
-	}
 }

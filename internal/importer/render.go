@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -190,4 +191,20 @@ func replaceServers(ms []member, keys []string, val json.RawMessage) []member {
 		out = append(out, m)
 	}
 	return out
+}
+
+// WriteVars lists for the user the environment variables the imported
+// config reads; rewrite says the client's "mcpbox" entry starts serve.
+func WriteVars(w io.Writer, vars []Var, rewrite bool) {
+	if len(vars) == 0 {
+		return
+	}
+	where := "mcpbox serve"
+	if rewrite {
+		where = `mcpbox serve (for the client's "mcpbox" entry: its "env")`
+	}
+	fmt.Fprintf(w, "mcpbox: import: set these variables in the environment of %s:\n", where)
+	for _, v := range vars {
+		fmt.Fprintf(w, "  %s\t%s\n", v.Name, v.Use)
+	}
 }
