@@ -14,7 +14,7 @@ import (
 )
 
 const importHelp = `USAGE
-  mcpbox import FILE [--rewrite-client-config [--config PATH] [--mcpbox PATH]]
+  mcpbox import FILE [--project DIR] [--rewrite-client-config [--config PATH] [--mcpbox PATH]]
 
 Reads the MCP servers of a client's config file (FILE, or - for standard
 input) and prints an mcpbox.yaml that runs each of them behind mcpbox:
@@ -22,7 +22,9 @@ input) and prints an mcpbox.yaml that runs each of them behind mcpbox:
   Claude Code      .mcp.json, ~/.claude.json         mcpServers, projects.*.mcpServers
   Cursor           .cursor/mcp.json                  mcpServers
   VS Code          .vscode/mcp.json                  servers
-Comments and trailing commas (JSONC) are accepted.
+Comments and trailing commas (JSONC) are accepted. Of ~/.claude.json, the
+user's servers are imported, and with --project DIR also the servers of
+that project, which Claude Code runs only in its sessions.
 
 A local (command) server runs in its own sandbox with no network, an empty
 /workspace/input, a fresh /workspace/output and every tool allowed; an
@@ -57,6 +59,7 @@ func (e *env) importConfig(args []string) int {
 	rewrite := fs.Bool("rewrite-client-config", false, "print the client's config rewritten to launch mcpbox, not the YAML")
 	cfgPath := fs.String("config", "mcpbox.yaml", "with --rewrite-client-config: where the YAML will live (`PATH`, made absolute)")
 	binPath := fs.String("mcpbox", "", "with --rewrite-client-config: the mcpbox binary (`PATH`; default: this one)")
+	project := fs.String("project", "", "~/.claude.json: also import the servers of the project in `DIR`")
 	var files []string
 	for rest := args; ; rest = fs.Args()[1:] {
 		if code, stop := e.parse(fs, rest); stop {
@@ -82,6 +85,9 @@ func (e *env) importConfig(args []string) int {
 		return exitUsage
 	}
 	cf, err := importer.ParseClientFile(files[0], data)
+	if dir, _ := filepath.Abs(*project); err == nil && *project != "" {
+		err = cf.UseProject(dir)
+	}
 	if err != nil {
 		e.errorf("import: %v", err)
 		return exitUsage

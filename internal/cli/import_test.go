@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -226,6 +227,10 @@ func TestImportErrors(t *testing.T) {
 func TestImportNotesPrintable(t *testing.T) {
 	in := `{"mcpServers": {"dup": {"command": "a"}}, "projects": {"/p\u001b[2J\u001b[H": {"mcpServers": {"dup": {"command": "b"}}}}}`
 	code, _, errs := runImport(in, "-")
+	if code != 0 || !strings.Contains(errs, `project /p\x1b[2J\x1b[H has servers of its own`) || strings.ContainsRune(errs, 0x1b) {
+		t.Errorf("exit %d, stderr %q; want the project's name escaped", code, errs)
+	}
+	code, _, errs = runImport(in, "-", "--project", "/p\x1b[2J\x1b[H")
 	if code != 0 || !strings.Contains(errs, `(of project /p\x1b[2J\x1b[H) is called dup-2`) || strings.ContainsRune(errs, 0x1b) {
 		t.Errorf("exit %d, stderr %q; want the project's name escaped", code, errs)
 	}
@@ -234,5 +239,26 @@ func TestImportNotesPrintable(t *testing.T) {
 	code, _, errs = runImport(in, "-")
 	if code != 0 || !strings.Contains(errs, `/nonexistent-mcpbox\nmcpbox: import: all good, which does not exist here`) || strings.Contains(errs, "\nmcpbox: import: all good") {
 		t.Errorf("exit %d, stderr %q; want the path's line break escaped", code, errs)
+	}
+}
+
+// TestImportProject: --project DIR, relative to the current directory,
+// adds that ~/.claude.json project's servers; an unknown one is a usage
+// error naming the projects there are.
+func TestImportProject(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	in := `{"mcpServers": {"user": {"command": "u"}}, "projects": {` +
+		strconv.Quote(dir) + `: {"mcpServers": {"here": {"command": "h"}}}, "/elsewhere": {"mcpServers": {"there": {"command": "t"}}}}}`
+	code, out, errs := runImport(in, "-", "--project", ".")
+	if code != 0 || !strings.Contains(out, "  user:\n") || !strings.Contains(out, "  here:\n") || strings.Contains(out, "there:") {
+		t.Errorf("--project .: exit %d, want the servers user and here only\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if !strings.Contains(errs, "project /elsewhere has servers of its own") {
+		t.Errorf("no note of the project left out:\n%s", errs)
+	}
+	code, out, errs = runImport(in, "-", "--project", "/nowhere")
+	if code != exitUsage || out != "" || !strings.Contains(errs, "has no project /nowhere with servers (it has: "+dir+", /elsewhere)") {
+		t.Errorf("--project /nowhere: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 )
 
 // members returns the keys of a JSON object in order; a later duplicate
@@ -56,7 +58,18 @@ type ClientFile struct {
 	key      string   // "mcpServers" or "servers" (VS Code): the first one present
 	keys     []string // every top-level key that holds servers
 	projects bool     // ~/.claude.json: servers also under projects.*.mcpServers
-	entries  []member // server name and entry, in file order
+	entries  []member // the servers to import: name and entry, in file order
+	// local are ~/.claude.json's projects with servers, in file order: a
+	// project's servers are for its sessions only, so none is imported
+	// unless UseProject picks it (project is the one picked).
+	local   []projectServers
+	project string
+}
+
+// projectServers are the servers of one ~/.claude.json project.
+type projectServers struct {
+	dir     string
+	entries []member
 }
 
 // ParseClientFile parses a client's config (JSON or JSONC) named name, as
@@ -83,7 +96,7 @@ func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 				cf.key = m.key
 			}
 			cf.keys = append(cf.keys, m.key)
-			err = cf.addServers(m.key, "", m.val)
+			err = cf.addServers(m.key, m.val)
 		case "projects":
 			cf.projects = true
 			err = cf.addProjects(m.val)
@@ -92,10 +105,47 @@ func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 			return nil, err
 		}
 	}
-	if len(cf.entries) == 0 {
+	if len(cf.entries) == 0 && len(cf.local) == 0 {
 		return nil, fmt.Errorf("%s: no MCP servers found (looked for mcpServers, servers and projects.*.mcpServers)", name)
 	}
 	return cf, nil
+}
+
+// Projects lists the ~/.claude.json projects that have servers of their
+// own, in file order.
+func (cf *ClientFile) Projects() []string {
+	dirs := make([]string, len(cf.local))
+	for i, p := range cf.local {
+		dirs[i] = p.dir
+	}
+	return dirs
+}
+
+// UseProject adds the servers of the ~/.claude.json project dir (an
+// absolute path, as the file's keys are) to those imported: Claude Code
+// runs them only in a session of that project, so an import takes them
+// only when asked, one project at a time. It fails when cf has no such
+// project, or a project was picked already.
+func (cf *ClientFile) UseProject(dir string) error {
+	if cf.project != "" {
+		return fmt.Errorf("%s: the servers of project %s are imported already", cf.name, cf.project)
+	}
+	for _, p := range cf.local {
+		if filepath.Clean(p.dir) != filepath.Clean(dir) {
+			continue
+		}
+		for _, m := range p.entries {
+			if !containsEntry(cf.entries, m) { // a user server repeated in the project
+				cf.entries = append(cf.entries, m)
+			}
+		}
+		cf.project = p.dir
+		return nil
+	}
+	if len(cf.local) == 0 {
+		return fmt.Errorf("%s has no project with servers of its own", cf.name)
+	}
+	return fmt.Errorf("%s has no project %s with servers (it has: %s)", cf.name, dir, strings.Join(cf.Projects(), ", "))
 }
 
 // addProjects adds the servers of ~/.claude.json's projects.*.mcpServers.
@@ -110,34 +160,47 @@ func (cf *ClientFile) addProjects(raw json.RawMessage) error {
 			return fmt.Errorf("%s: projects.%s: %w", cf.name, p.key, err)
 		}
 		for _, s := range ps {
-			if s.key == "mcpServers" {
-				if err := cf.addServers("projects."+p.key+".mcpServers", p.key, s.val); err != nil {
-					return err
+			if s.key != "mcpServers" {
+				continue
+			}
+			ms, err := cf.servers("projects."+p.key+".mcpServers", s.val)
+			if err != nil {
+				return err
+			}
+			if len(ms) > 0 {
+				for i := range ms {
+					ms[i].project = p.key
 				}
+				cf.local = append(cf.local, projectServers{dir: p.key, entries: ms})
 			}
 		}
 	}
 	return nil
 }
 
-// addServers adds the entries of the servers object at path, of project
-// ("" for the top level), skipping one seen already.
-func (cf *ClientFile) addServers(path, project string, raw json.RawMessage) error {
-	ms, err := members(raw)
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w of servers", cf.name, path, err)
-	}
+// addServers adds the entries of the top-level servers object at path,
+// skipping one seen already.
+func (cf *ClientFile) addServers(path string, raw json.RawMessage) error {
+	ms, err := cf.servers(path, raw)
 	for _, m := range ms {
 		if !containsEntry(cf.entries, m) {
-			m.project = project
 			cf.entries = append(cf.entries, m)
 		}
 	}
-	return nil
+	return err
+}
+
+// servers returns the entries of the servers object at path.
+func (cf *ClientFile) servers(path string, raw json.RawMessage) ([]member, error) {
+	ms, err := members(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w of servers", cf.name, path, err)
+	}
+	return ms, nil
 }
 
 // containsEntry reports whether ms has m already: ~/.claude.json often
-// repeats one server in several projects.
+// repeats a user's server in a project.
 func containsEntry(ms []member, m member) bool {
 	for _, o := range ms {
 		if o.key == m.key && bytes.Equal(o.val, m.val) {

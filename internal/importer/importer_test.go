@@ -493,13 +493,6 @@ func TestImportEdgeCases(t *testing.T) {
 			absent:  []string{"mcpbox login zapier", "mcpbox login lower", `server "plain": its url`},
 			present: []string{`server "zapier": its url's path holds what looks like a key`, `server "lower": its url's path`, "mcpbox login plain"},
 		},
-		{
-			name:  "claude code projects, names",
-			input: `{"mcpServers": {"My Server!": {"command": "x"}}, "projects": {"/p1": {"mcpServers": {"dup": {"command": "d"}, "my-server": {"command": "y"}}}, "/p2": {"mcpServers": {"dup": {"command": "d"}}}}}`,
-			want:  []*config.Server{sandboxed("my-server", "x"), sandboxed("dup", "d"), sandboxed("my-server-2", "y")},
-			// Which project a renamed server came from, and each one's.
-			present: []string{`server "my-server" (of project /p1) is called my-server-2 in mcpbox.yaml`, "# From the project /p1."},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -802,4 +795,116 @@ func TestImportMaskedURLGetsNoOAuth(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClaudeCodeProjects: of ~/.claude.json, an import takes the user's
+// servers and, only when asked, those of one project, which Claude Code
+// runs only in that project's sessions; the others are named in notes.
+func TestClaudeCodeProjects(t *testing.T) {
+	const input = `{"numStartups": 3,
+  "mcpServers": {"My Server!": {"command": "x"}, "shared": {"command": "s"}},
+  "projects": {
+    "/p1": {"mcpServers": {"dup": {"command": "d"}, "my-server": {"command": "y"}, "shared": {"command": "s"}}},
+    "/p2": {"mcpServers": {"dup": {"command": "d"}, "secret-db": {"command": "db"}}},
+    "/p3": {"allowedTools": []}}}`
+	convert := func(t *testing.T, project string) (*ClientFile, *Result, string) {
+		t.Helper()
+		cf, err := ParseClientFile("claude.json", []byte(input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cf.Projects(); !slices.Equal(got, []string{"/p1", "/p2"}) {
+			t.Errorf("Projects() = %q, want /p1 and /p2 (/p3 has no servers)", got)
+		}
+		if project != "" {
+			if err := cf.UseProject(project); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := Convert(cf, Host{})
+		out, err := Render(res, "claude.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cf, res, string(out) + strings.Join(res.Notes, "\n")
+	}
+	names := func(res *Result) []string {
+		var n []string
+		for _, s := range res.Config.Servers {
+			n = append(n, s.Name)
+		}
+		return n
+	}
+	leftOut := func(dir string) string {
+		return "project " + dir + " has servers of its own, not imported"
+	}
+
+	t.Run("user servers only", func(t *testing.T) {
+		_, res, out := convert(t, "")
+		if got := names(res); !slices.Equal(got, []string{"my-server", "shared"}) {
+			t.Errorf("servers %q, want only the user's my-server and shared", got)
+		}
+		for _, want := range []string{leftOut("/p1") + ` (Claude Code runs them only in its sessions): "dup", "my-server", "shared"; to import them, give --project /p1`,
+			leftOut("/p2") + ` (Claude Code runs them only in its sessions): "dup", "secret-db"; to import them, give --project /p2`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no note %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "/p3") {
+			t.Errorf("a project without servers is named:\n%s", out)
+		}
+	})
+	t.Run("one project", func(t *testing.T) {
+		cf, res, out := convert(t, "/p1/")
+		// The user's "shared" repeated in /p1 is imported once; /p2's
+		// servers stay out.
+		if got := names(res); !slices.Equal(got, []string{"my-server", "shared", "dup", "my-server-2"}) {
+			t.Errorf("servers %q, want the user's and /p1's, shared once", got)
+		}
+		for _, want := range []string{`server "my-server" (of project /p1) is called my-server-2 in mcpbox.yaml`, "# From the project /p1.", leftOut("/p2")} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, leftOut("/p1")) {
+			t.Errorf("/p1 named as left out:\n%s", out)
+		}
+		_, notes, err := Rewrite(cf, RewriteOptions{Binary: "/bin/mcpbox", Config: "/c/mcpbox.yaml"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Join(notes, "\n"); !strings.Contains(n, "merge this mcpServers object into its project /p1 by hand") {
+			t.Errorf("rewrite notes do not say where the entry goes: %q", notes)
+		}
+		if err := cf.UseProject("/p2"); err == nil {
+			t.Error("a second project was taken into the same import")
+		}
+	})
+	t.Run("unknown project", func(t *testing.T) {
+		cf, err := ParseClientFile("claude.json", []byte(input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cf.UseProject("/p3")
+		if err == nil || !strings.Contains(err.Error(), "no project /p3 with servers (it has: /p1, /p2)") {
+			t.Errorf("UseProject(/p3) = %v, want an error naming the projects with servers", err)
+		}
+		plain, err := ParseClientFile("claude_desktop_config.json", []byte(`{"mcpServers": {"a": {"command": "a"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.UseProject("/p1"); err == nil || !strings.Contains(err.Error(), "has no project with servers") {
+			t.Errorf("UseProject on a file without projects = %v", err)
+		}
+	})
+	t.Run("only project servers", func(t *testing.T) {
+		cf, err := ParseClientFile("claude.json", []byte(`{"projects": {"/p": {"mcpServers": {"a": {"command": "a"}}}}}`))
+		if err != nil {
+			t.Fatalf("a file whose servers are all a project's: %v", err)
+		}
+		res := Convert(cf, Host{})
+		if len(res.Config.Servers) != 0 || !strings.Contains(strings.Join(res.Notes, "\n"), "--project /p") {
+			t.Errorf("servers %q, notes %q: want none, and a note naming --project /p", names(res), res.Notes)
+		}
+	})
 }

@@ -144,7 +144,10 @@ func Rewrite(cf *ClientFile, o RewriteOptions) (out []byte, notes []string, err 
 		return nil, nil, err
 	}
 	top := []member{{key: cf.key, val: servers}}
-	if cf.projects {
+	if cf.project != "" {
+		notes = append(notes, cf.name+" holds the client's state besides servers: merge this mcpServers object into its project "+
+			config.Printable(cf.project)+" by hand (projects, that key, mcpServers), removing the servers it replaces there and at the top level")
+	} else if cf.projects {
 		notes = append(notes, cf.name+" holds the client's state besides servers: merge this mcpServers object into it (or a project's .mcp.json) by hand, removing the servers it replaces")
 	} else {
 		top = replaceServers(cf.top, cf.keys, servers)
