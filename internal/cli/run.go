@@ -20,6 +20,12 @@ flags; the gateway in front of it filters tools (--allow-tool, --deny-tool),
 bounds calls (--call-timeout, --output-limit) and restarts the server when
 it crashes. The server's stderr goes to mcpbox's stderr, line-prefixed.
 
+run keeps no audit, asks for no approval (every call runs unreviewed,
+whatever the tools' annotations), pins no tool definitions, and ps, logs,
+approvals and ui do not see it. For those, put the server in an
+mcpbox.yaml and use 'mcpbox serve --config FILE --stdio' ('mcpbox import'
+writes one from a client's config).
+
 EXAMPLE (claude_desktop_config.json)
   "filesystem": {"command": "mcpbox", "args": ["run", "--input", "/home/me/notes",
       "--mount", "/usr/local/lib/node_modules:/opt/node_modules", "--",
