@@ -137,8 +137,10 @@ func Notes(views []View) []string {
 // one object per line; now dates their last calls.
 func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 	var sandboxes []Sandbox
+	stateDir := map[int]string{} // by instance
 	for _, v := range views {
 		sandboxes = append(sandboxes, v.Sandboxes...)
+		stateDir[v.Record.PID] = v.Record.StateDir
 	}
 	if asJSON {
 		enc := jsonLines(w)
@@ -153,7 +155,7 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD / REMOTE")
+	fmt.Fprintln(tw, "ID\tSTATE\tRESTARTS\tSERVER\tCLIENT\tSTARTED\tLAST CALL\tMEMORY\tPIDS\tCPU\tEXIT\tINSTANCE\tPOD / REMOTE\tOUTPUT")
 	for _, s := range sandboxes {
 		last := "-"
 		switch {
@@ -174,10 +176,20 @@ func WriteSandboxes(w io.Writer, views []View, asJSON bool, now time.Time) {
 		if !s.Started.IsZero() {
 			started = s.Started.Local().Format("15:04:05")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cmp.Or(s.ID, "-"), s.State, s.Restarts, s.Server, client,
-			started, last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), OneLine(s.Reason, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), s.Remote, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cmp.Or(s.ID, "-"), s.State, s.Restarts, s.Server, client,
+			started, last, mem, pids, cpu, cmp.Or(OneLine(s.Exit, 40), OneLine(s.Reason, 40), "-"), s.Instance, cmp.Or(strings.TrimSpace(s.Pod+" "+s.Phase), s.Remote, "-"),
+			cell(cmp.Or(underStateDir(s.Output, stateDir[s.Instance]), "-")))
 	}
 	tw.Flush()
+}
+
+// underStateDir is dir relative to the instance's state dir (which the
+// instances' table names) when it is beneath it, else dir.
+func underStateDir(dir, stateDir string) string {
+	if rest, ok := strings.CutPrefix(dir, stateDir+"/"); ok && stateDir != "" {
+		return rest
+	}
+	return dir
 }
 
 // CallsNow says what calls are in hand, for the LAST CALL column: the

@@ -46,14 +46,15 @@ func TestWriteSandboxesCallsNow(t *testing.T) {
 // TestWriteSandboxesRemote: a remote server's connection is a row with
 // "-" for its ID, its origin under POD / REMOTE and why it failed under
 // EXIT; the instance's SANDBOXES counts the sandboxes there only (not a
-// stopped one, nor connections).
+// stopped one, nor connections). A sandbox's OUTPUT is its host dir,
+// relative to the instance's state dir when beneath it.
 func TestWriteSandboxesRemote(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.Local)
 	views := []View{{
 		Record: instance.Record{PID: 42, Project: "/p", StateDir: "/s", Transport: "stdio"},
 		Sandboxes: []Sandbox{
-			{ID: "sbx_1", State: "running", Server: "fs", Started: now.Add(-time.Minute), Instance: 42},
-			{ID: "sbx_0", State: "stopped", Server: "fs", Started: now.Add(-time.Hour), Instance: 42},
+			{ID: "sbx_1", State: "running", Server: "fs", Started: now.Add(-time.Minute), Instance: 42, Output: "/s/workspaces/_local/fs/output"},
+			{ID: "sbx_0", State: "stopped", Server: "fs", Started: now.Add(-time.Hour), Instance: 42, Output: "/sx/out"},
 			{State: "running", Server: "docs", Started: now.Add(-time.Minute), LastCall: now.Add(-5 * time.Second), Remote: "https://mcp.example.com", Instance: 42},
 			{State: "failed", Server: "api", Remote: "https://api.example.com:8443", Reason: "401 Unauthorized: check header Authorization from env:API_KEY", Instance: 42},
 		},
@@ -61,14 +62,14 @@ func TestWriteSandboxesRemote(t *testing.T) {
 	var out bytes.Buffer
 	WriteSandboxes(&out, views, false, now)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 5 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "POD / REMOTE") {
+	if len(lines) != 5 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "POD / REMOTE                  OUTPUT") {
 		t.Fatalf("table:\n%s", out.String())
 	}
 	for i, want := range [][]string{
-		{"sbx_1 ", "running", "fs", "42", "-"},
-		{"sbx_0 ", "stopped", "fs", "42", "-"},
-		{"- ", "running", "docs", "5s ago", "https://mcp.example.com"},
-		{"- ", "failed", "api", "401 Unauthorized", "https://api.example.com:8443"},
+		{"sbx_1 ", "running", "fs", "42", "  workspaces/_local/fs/output"},
+		{"sbx_0 ", "stopped", "fs", "42", "  /sx/out"},
+		{"- ", "running", "docs", "5s ago", "https://mcp.example.com", "-"},
+		{"- ", "failed", "api", "401 Unauthorized", "https://api.example.com:8443", "-"},
 	} {
 		f := lines[i+1]
 		if !strings.HasPrefix(f, want[0]) || !strings.HasSuffix(f, want[len(want)-1]) {

@@ -119,18 +119,21 @@ type Sandbox struct {
 	// revision: a server speaks one revision per connection, so the two
 	// eras' clients of one scope get a sandbox each. "": the session-based
 	// revisions'.
-	Era       string    `json:"era,omitempty"`
-	Workspace string    `json:"workspace,omitempty"`
-	Started   time.Time `json:"started,omitzero"` // zero: a remote server's connection not open
-	LastCall  time.Time `json:"last_call,omitzero"`
-	Starts    int       `json:"starts,omitempty"` // processes started for this owner and server
-	Memory    uint64    `json:"memory_bytes,omitempty"`
-	Pids      uint64    `json:"pids,omitempty"`
-	CPU       float64   `json:"cpu_seconds,omitempty"`
-	Exit      string    `json:"exit,omitempty"`
-	Reason    string    `json:"reason,omitempty"` // why the server instance stopped or failed
-	Pod       string    `json:"pod,omitempty"`    // kubernetes backend: the pod that runs it
-	Phase     string    `json:"phase,omitempty"`  // and the pod's phase (Pending, Running, ...)
+	Era       string `json:"era,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// Output is the host dir mounted at /workspace/output, where what
+	// the server writes there is found; "": none (a pod's is a claim).
+	Output   string    `json:"output,omitempty"`
+	Started  time.Time `json:"started,omitzero"` // zero: a remote server's connection not open
+	LastCall time.Time `json:"last_call,omitzero"`
+	Starts   int       `json:"starts,omitempty"` // processes started for this owner and server
+	Memory   uint64    `json:"memory_bytes,omitempty"`
+	Pids     uint64    `json:"pids,omitempty"`
+	CPU      float64   `json:"cpu_seconds,omitempty"`
+	Exit     string    `json:"exit,omitempty"`
+	Reason   string    `json:"reason,omitempty"` // why the server instance stopped or failed
+	Pod      string    `json:"pod,omitempty"`    // kubernetes backend: the pod that runs it
+	Phase    string    `json:"phase,omitempty"`  // and the pod's phase (Pending, Running, ...)
 	// Remote is a remote server's origin (scheme://host:port): the row
 	// is the gateway's connection to it for this owner, which has no
 	// sandbox and so no ID. "": a sandbox.

@@ -20,8 +20,9 @@ holding the bearer token an HTTP endpoint without clients wants: the
 path, never the token), and their sandboxes: running and paused ones,
 and the last ones that ended, with their owner, server, state, start,
 last call (or the calls in hand: the oldest, running or awaiting
-approval, for how long, how many more; "calls" in --json), resource use
-and (kubernetes) pod and phase; a remote server's rows are the
+approval, for how long, how many more; "calls" in --json), resource use,
+(kubernetes) pod and phase, and the host dir of its /workspace/output
+(under the instance's state dir); a remote server's rows are the
 connections to it (its origin, no ID: nothing to stop or pause). --json
 prints the sandboxes, one object per line, with the pid ("instance") and
 project of the instance that runs each; on stderr, what those lines

@@ -41,6 +41,11 @@ func (g *Guard) SandboxRows(gw *gateway.Gateway) []admin.Sandbox {
 	for _, t := range g.tracks.All() {
 		r := admin.Sandbox{ID: t.ID, State: t.State(), Server: t.Launcher(), Client: t.Scope().Agent,
 			Session: t.Scope().Session, Workspace: t.Workspace, Started: t.Started, Exit: t.Exit(), Pod: t.Pod, Prepared: t.Prepared}
+		for _, d := range t.Writable() {
+			if d.Target == "/workspace/output" {
+				r.Output = d.Host
+			}
+		}
 		if t.Scope().Modern {
 			r.Era = gateway.ModernVersion
 		}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,8 +12,8 @@ import (
 
 // psRow is one line of `mcpbox ps --json`.
 type psRow struct {
-	ID, State, Server, Client, Exit, Era string
-	Memory                               int64 `json:"memory_bytes"`
+	ID, State, Server, Client, Exit, Era, Output string
+	Memory                                       int64 `json:"memory_bytes"`
 }
 
 // ps lists the gateway's sandboxes.
@@ -73,6 +75,13 @@ func TestLifecycleIdle(t *testing.T) {
 		running := s.waitPS(t, "running", "paused")
 		if running.Client != auClient || running.Server != auServer || !strings.HasPrefix(running.ID, "sbx_") {
 			t.Fatalf("ps row %+v", running)
+		}
+		// ps names the host dir of the sandbox's output, where the note is.
+		if b, err := os.ReadFile(filepath.Join(running.Output, "kept.txt")); err != nil || string(b) != "from the first sandbox" {
+			t.Errorf("ps: output %q; its kept.txt: %q, %v", running.Output, b, err)
+		}
+		if r := s.cli(t, "ps", "--config", s.cfg); !strings.Contains(r.stdout, "/"+auServer+"/output\n") {
+			t.Errorf("ps table without the output dir:\n%s", r)
 		}
 
 		if m.root() {
