@@ -196,6 +196,9 @@ func TestBrowserDashboard(t *testing.T) {
 	if now := get(t, ctx, "calls now", chromedp.Text(chromedp.CSS(`td.calls-now`))); !strings.HasPrefix(now, "echo awaits approval ") {
 		t.Errorf("the sandboxes page shows %q for the call in hand, want echo awaiting approval", now)
 	}
+	if out := get(t, ctx, "output", chromedp.Text(chromedp.CSS(`tr[data-id] td.path`))); out != rigOutput {
+		t.Errorf("the sandboxes page shows %q as the sandbox's output, want %s", out, rigOutput)
+	}
 	step(t, ctx, "back to the approvals",
 		chromedp.Navigate(r.srv.URL+"/ui/#approvals"),
 		chromedp.WaitVisible(chromedp.CSS(`.approval .approve-once`)))

@@ -297,6 +297,9 @@ func (r *rig) records(t *testing.T, event string) []audit.Record {
 // trackedLauncher runs echoLauncher's server as a sandbox the guard
 // tracks, as internal/launch does: its start, pause, resume and end are
 // recorded, so the sandboxes page and its controls see it.
+// rigOutput is the host dir the rig's sandboxes say they write to.
+const rigOutput = "/var/tmp/rig/workspaces/_local/echo/output"
+
 func trackedLauncher(g *guard.Guard) func(context.Context, gateway.Scope) (*gateway.Process, error) {
 	var n atomic.Int64
 	return func(ctx context.Context, scope gateway.Scope) (*gateway.Process, error) {
@@ -305,6 +308,7 @@ func trackedLauncher(g *guard.Guard) func(context.Context, gateway.Scope) (*gate
 			return nil, err
 		}
 		t := &track.Sandbox{ID: fmt.Sprintf("sbx_echo%d", n.Add(1)), Started: time.Now()}
+		t.AddWritable(rigOutput, "/workspace/output") // a label: the echo server writes nothing
 		done := g.SandboxStarted("echo", scope, t)
 		stop := p.Stop
 		p.Stop = func() {

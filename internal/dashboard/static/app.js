@@ -189,7 +189,7 @@ async function sandboxes(main) {
   const d = await api("sandboxes");
   const now = new Date(d.now);
   main.append(el("h2", {}, "Sandboxes"));
-  main.append(table(["id", "server", "client", "state", "memory", "pids", "cpu s", "calls now / last call", "restarts", ""], d.sandboxes.map((s) => {
+  main.append(table(["id", "server", "client", "state", "memory", "pids", "cpu s", "calls now / last call", "restarts", "output", ""], d.sandboxes.map((s) => {
     let last = s.last_call ? Math.round((now - new Date(s.last_call)) / 1000) + " s ago" : "";
     // The calls in hand: the audit shows a call only once it has ended.
     if ((s.calls || []).length) last = s.calls.map((c) => c.tool + " " + (c.waiting ? "awaits " + c.waiting : "running") + " " +
@@ -200,6 +200,7 @@ async function sandboxes(main) {
     return el("tr", { "data-id": s.id }, el("td", {}, s.remote ? "remote " + s.remote : s.id), el("td", {}, s.server), el("td", {}, (s.client || "") + (s.era ? " (" + s.era + ")" : "")),
       el("td", { class: s.state === "failed" ? "refused" : "" }, s.state), el("td", {}, bytes(s.memory_bytes)), el("td", {}, s.pids || ""),
       el("td", {}, s.cpu_seconds ? s.cpu_seconds.toFixed(2) : ""), el("td", { class: (s.calls || []).length ? "calls-now" : "" }, last), el("td", {}, s.restarts || ""),
+      el("td", { class: "path" }, s.output || ""),
       el("td", {}, el("div", { class: "actions" },
         ctl && s.state === "running" ? el("button", { class: "pause", onclick: act("sandboxes/" + id + "/pause") }, "Pause") : null,
         ctl && s.state === "paused" ? el("button", { class: "resume", onclick: act("sandboxes/" + id + "/resume") }, "Resume") : null,
