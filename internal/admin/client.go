@@ -259,9 +259,44 @@ func (c Client) instances() ([]instance.Record, error) {
 		if c.StateDir == AllStateDirs {
 			return nil, ErrNoInstance
 		}
-		return nil, fmt.Errorf("%w on the state dir %s", ErrNoInstance, c.where())
+		return nil, fmt.Errorf("%w on the state dir %s%s", ErrNoInstance, c.where(), elsewhere(dirs))
 	}
 	return recs, nil
+}
+
+// elsewhere tells, for an error that no serve runs on dirs, of the
+// serves of this user that run on other state dirs: a person in a
+// directory that a past run made a project of may look for a call that
+// waits in another project's serve.
+func elsewhere(dirs []string) string {
+	root, err := instance.Root()
+	if err != nil {
+		return ""
+	}
+	all, _ := instance.All(root)
+	var projects []string
+	for _, r := range all {
+		if !slices.Contains(dirs, r.StateDir) && !slices.Contains(projects, r.Project) {
+			projects = append(projects, r.Project)
+		}
+	}
+	n := len(projects)
+	switch {
+	case n == 0:
+		return ""
+	case n == 1:
+		return fmt.Sprintf(" (one runs for %s: --all reaches it)", cell(projects[0]))
+	case n > 3:
+		projects = projects[:3]
+	}
+	for i, p := range projects {
+		projects[i] = cell(p)
+	}
+	list := strings.Join(projects, ", ")
+	if n > 3 {
+		list += ", ..."
+	}
+	return fmt.Sprintf(" (serves run for %d other projects, %s: --all reaches them)", n, list)
 }
 
 // where names c's state dir, or its state dirs, in an error.

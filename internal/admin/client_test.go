@@ -147,11 +147,30 @@ func TestClientFindsTheOwner(t *testing.T) {
 	}
 }
 
-// TestClientNoInstance: a state dir with no live instance is named.
+// TestClientNoInstance: a state dir with no live instance is named, and
+// so are the projects of this user's serves that run elsewhere.
 func TestClientNoInstance(t *testing.T) {
-	state := shortTemp(t)
-	if _, err := (Client{StateDir: state}).Approvals(); err == nil || !strings.Contains(err.Error(), "no mcpbox serve is running on the state dir "+state) {
+	tmp := shortTemp(t)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "xdg"))
+	state := filepath.Join(tmp, "s")
+	if _, err := (Client{StateDir: state}).Approvals(); err == nil || !strings.HasSuffix(err.Error(), "no mcpbox serve is running on the state dir "+state) {
 		t.Errorf("approvals with nothing running: %v", err)
+	}
+	root, _ := instance.Root()
+	for i, project := range []string{"/p/one", "/p/two"} {
+		dir := filepath.Join(tmp, fmt.Sprint(i))
+		liveFake(t, dir, project)
+		if err := instance.Register(root, dir); err != nil {
+			t.Fatal(err)
+		}
+		want := " (one runs for /p/one: --all reaches it)"
+		if i == 1 {
+			want = " (serves run for 2 other projects, /p/one, /p/two: --all reaches them)"
+		}
+		_, err := (Client{StateDir: state}).Approvals()
+		if !errors.Is(err, ErrNoInstance) || !strings.HasSuffix(err.Error(), "on the state dir "+state+want) {
+			t.Errorf("approvals with %d serves elsewhere: %v; want it to end %q", i+1, err, want)
+		}
 	}
 	if err := (Client{StateDir: state}).Control("kill", "sbx_a"); err == nil {
 		t.Error("an unknown sandbox operation was sent")
