@@ -23,6 +23,7 @@ import (
 	"mcpbox/internal/gateway"
 	"mcpbox/internal/guard"
 	"mcpbox/internal/instance"
+	"mcpbox/internal/integrity"
 	"mcpbox/internal/metrics"
 	"mcpbox/internal/redact"
 	"mcpbox/internal/tcppeer"
@@ -171,7 +172,7 @@ func (d *daemon) newUI(w *web, g *guard.Guard, hosts []string, secure bool) (*da
 		Hosts:        hosts,
 		Secure:       secure,
 		Logger:       d.log,
-		Servers:      func() []dashboard.Server { return dashboardServers(d.c, d.setups.Down()) },
+		Servers:      func() []dashboard.Server { return dashboardServers(d.c, d.setups.Down(), d.lock) },
 	})
 }
 
@@ -330,11 +331,23 @@ func listenHosts(addr string) []string {
 }
 
 // dashboardServers are the servers page's rows, from the config, with
-// the servers serve could not set up (down) marked unavailable.
-func dashboardServers(c *config.Config, down map[string]string) []dashboard.Server {
+// the servers serve could not set up (down) marked unavailable and what
+// the lock file at lockPath pins of packages and images.
+func dashboardServers(c *config.Config, down map[string]string, lockPath string) []dashboard.Server {
 	var out []dashboard.Server
+	lock, err := integrity.ReadLock(lockPath)
+	if err != nil || lockPath == "" {
+		lock = &integrity.Lock{} // the page shows the config without pins
+	}
 	for _, s := range c.Servers {
 		row := dashboard.Server{Name: s.Name, Placement: s.Placement, Transport: "stdio", Package: cmp.Or(s.Image.Ref, s.Package)}
+		if p, ok := lock.Images[s.Name]; ok && s.Image.Ref != "" {
+			row.Pinned = p.Digest
+		} else if p, ok := lock.Packages[s.Name]; ok && s.Package != "" {
+			row.Pinned = p.String()
+		} else if _, _, runner, _ := PackageOf(s.Command); ok && runner {
+			row.Pinned = p.String() // npx -y PKG, uvx PKG: pinned as a package
+		}
 		if why, ok := down[s.Name]; ok {
 			row.Status, row.Error = dashboard.StatusUnavailable, why
 		}

@@ -9,6 +9,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/dashboard"
+	"mcpbox/internal/integrity"
 )
 
 // TestSummaryWarnsUnreadableSecrets: serve's start-up summary names each
@@ -614,23 +615,46 @@ servers:
 			t.Errorf("the warning quotes the credential: %s", w)
 		}
 	}
-	rows := dashboardServers(c, nil)
+	rows := dashboardServers(c, nil, "")
 	if shown := strings.Join(rows[0].Command, " "); strings.Contains(shown, tok) || !strings.Contains(shown, "--api-key=") || !strings.Contains(shown, "exec server") {
 		t.Errorf("the dashboard's command %q, want the token masked and the rest as written", shown)
 	}
 }
 
 // TestDashboardServerRows: the servers page says what each server runs:
-// a package or image with its args, a remote server's URL without the
-// parts that may hold a credential, a command; and why a server serve
-// could not set up is unavailable.
+// a package or image with its args and what the lock pins of it, a
+// remote server's URL without the parts that may hold a credential, a
+// command; and why a server serve could not set up is unavailable.
 func TestDashboardServerRows(t *testing.T) {
 	const key = "sk_live_abcdefghijklmnopqrstuvwxyz0123"
+	lockPath := filepath.Join(t.TempDir(), "mcpbox.lock")
+	sri := "sha512-" + strings.Repeat("A", 86) + "=="
+	for server, name := range map[string]string{"mem": "@modelcontextprotocol/server-memory", "npx": "@modelcontextprotocol/server-everything", "local": "stale"} {
+		pin := integrity.PackagePin{Ecosystem: "npm", Name: name, Version: "2026.8.31", Source: "^2026", Integrity: sri}
+		if err := integrity.WritePackagePin(lockPath, server, pin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := integrity.ReadLock(lockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	lock.Images = map[string]integrity.ImagePin{"img": {Digest: digest, Ref: "127.0.0.1:5000/tools/srv:1"}}
+	if err := integrity.WriteLock(lockPath, lock); err != nil {
+		t.Fatal(err)
+	}
 	c, err := config.Load("mcpbox.yaml", []byte(`version: 1
 servers:
+  img:
+    image: 127.0.0.1:5000/tools/srv:1
+    tools: {allow: ["*"]}
   mem:
-    package: npm:@modelcontextprotocol/server-memory@2026.8.31
+    package: npm:@modelcontextprotocol/server-memory@^2026
     args: [--verbose]
+    tools: {allow: ["*"]}
+  npx:
+    command: [npx, -y, "@modelcontextprotocol/server-everything@^2026"]
     tools: {allow: ["*"]}
   docs:
     url: https://docs.example/mcp/`+key+`?api_key=secret#frag
@@ -643,12 +667,19 @@ servers:
 		t.Fatal(err)
 	}
 	rows := map[string]dashboard.Server{}
-	for _, r := range dashboardServers(c, map[string]string{"mem": "installing npm:@modelcontextprotocol/server-memory: registry unreachable"}) {
+	for _, r := range dashboardServers(c, map[string]string{"mem": "installing npm:@modelcontextprotocol/server-memory: registry unreachable"}, lockPath) {
 		rows[r.Name] = r
 	}
-	if r := rows["mem"]; r.Package != "npm:@modelcontextprotocol/server-memory@2026.8.31" || strings.Join(r.Command, " ") != "--verbose" ||
+	if r := rows["mem"]; r.Package != "npm:@modelcontextprotocol/server-memory@^2026" || strings.Join(r.Command, " ") != "--verbose" ||
+		r.Pinned != "npm:@modelcontextprotocol/server-memory@2026.8.31" ||
 		r.Status != dashboard.StatusUnavailable || !strings.Contains(r.Error, "registry unreachable") {
-		t.Errorf("package row %+v, want the package, its args and why it is unavailable", r)
+		t.Errorf("package row %+v, want the package, its args, the version pinned and why it is unavailable", r)
+	}
+	if r := rows["img"]; r.Package != "127.0.0.1:5000/tools/srv:1" || r.Pinned != digest {
+		t.Errorf("image row %+v, want the image and the digest pinned", r)
+	}
+	if r := rows["npx"]; r.Pinned != "npm:@modelcontextprotocol/server-everything@2026.8.31" {
+		t.Errorf("npx row %+v, want the version pinned", r)
 	}
 	r := rows["docs"]
 	if r.Transport != "http" || !strings.HasPrefix(r.URL, "https://docs.example/mcp/") || !strings.HasSuffix(r.URL, "?…") {
@@ -659,7 +690,7 @@ servers:
 			t.Errorf("the remote server's URL %q shows %q", r.URL, hidden)
 		}
 	}
-	if r := rows["local"]; r.Package != "" || r.URL != "" || strings.Join(r.Command, " ") != "/usr/bin/server --port 8080" {
-		t.Errorf("command row %+v, want the command alone", r)
+	if r := rows["local"]; r.Package != "" || r.URL != "" || r.Pinned != "" || strings.Join(r.Command, " ") != "/usr/bin/server --port 8080" {
+		t.Errorf("command row %+v, want the command alone (a stale package pin of its name not shown)", r)
 	}
 }

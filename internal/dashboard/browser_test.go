@@ -257,6 +257,14 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("refused egress row %q", egressRow)
 	}
 
+	// The servers page: what each server runs, and what the lock pins.
+	step(t, ctx, "servers page",
+		chromedp.Navigate(r.srv.URL+"/ui/#servers"),
+		chromedp.WaitVisible(chromedp.CSS(`td.pinned`)))
+	if row := get(t, ctx, "echo's row", chromedp.Evaluate[string](`[...document.querySelectorAll("main tr")].map(tr => [...tr.children].map(td => td.textContent).join("|")).find(r => r.startsWith("echo|")) || ""`)); !strings.Contains(row, "|"+rigPackage+"|"+rigPinned+"|") {
+		t.Errorf("the servers page's row of echo %q, want its package and then the version pinned", row)
+	}
+
 	// A changed definition with a hostile name: shown as text, diffed
 	// side by side, trusted from the page.
 	listTool(r, hostile, "Reads a file.", 1)

@@ -32,13 +32,16 @@ type AuditReader interface {
 
 // Server is one configured server as the servers page shows it.
 type Server struct {
-	Name      string   `json:"name"`
-	Transport string   `json:"transport,omitempty"` // stdio, http, builtin
-	Placement string   `json:"placement,omitempty"`
-	Package   string   `json:"package,omitempty"` // the package or image as the config names it
-	URL       string   `json:"url,omitempty"`     // a remote server's, without user info or query
-	Command   []string `json:"command,omitempty"` // argv, or a package's or image's args; credential-shaped strings masked; configured secrets redacted
-	Egress    []string `json:"egress,omitempty"`  // the allowed destinations
+	Name      string `json:"name"`
+	Transport string `json:"transport,omitempty"` // stdio, http, builtin
+	Placement string `json:"placement,omitempty"`
+	Package   string `json:"package,omitempty"` // the package or image as the config names it
+	// Pinned is what the lock file pins of it: a package's version
+	// (ECOSYSTEM:NAME@VERSION), an image's digest; "": nothing yet.
+	Pinned  string   `json:"pinned,omitempty"`
+	URL     string   `json:"url,omitempty"`     // a remote server's, without user info or query
+	Command []string `json:"command,omitempty"` // argv, or a package's or image's args; credential-shaped strings masked; configured secrets redacted
+	Egress  []string `json:"egress,omitempty"`  // the allowed destinations
 	// Status is StatusUnavailable for a server serve could not set up
 	// (Error says why); "": it is served.
 	Status string `json:"status,omitempty"`

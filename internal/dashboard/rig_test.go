@@ -124,6 +124,9 @@ func newRigWith(t *testing.T, observe func(*guard.Guard, *gateway.Gateway) func(
 		ToolInfo:     g.ToolInfo,
 		Pinned:       g.Pinned,
 		ApprovalPoll: 50 * time.Millisecond,
+		Servers: func() []Server {
+			return []Server{{Name: "echo", Transport: "stdio", Package: rigPackage, Pinned: rigPinned}, {Name: "tools", Transport: "stdio"}}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +300,13 @@ func (r *rig) records(t *testing.T, event string) []audit.Record {
 // trackedLauncher runs echoLauncher's server as a sandbox the guard
 // tracks, as internal/launch does: its start, pause, resume and end are
 // recorded, so the sandboxes page and its controls see it.
+// rigPackage and rigPinned are what the rig's servers page says the
+// echo server runs and what the lock pins of it (labels).
+const (
+	rigPackage = "npm:@example/echo@^1"
+	rigPinned  = "npm:@example/echo@1.2.3"
+)
+
 // rigOutput is the host dir the rig's sandboxes say they write to.
 const rigOutput = "/var/tmp/rig/workspaces/_local/echo/output"
 

@@ -324,9 +324,10 @@ async function integrity(main) {
 // ---- servers
 async function servers(main) {
   const d = await api("servers");
-  main.append(el("h2", {}, "Servers"), table(["server", "transport", "placement", "runs", "sandboxes", "restarts", "egress"], d.servers.map((s) =>
+  main.append(el("h2", {}, "Servers"), table(["server", "transport", "placement", "runs", "pinned", "sandboxes", "restarts", "egress"], d.servers.map((s) =>
     el("tr", {}, el("td", {}, s.name), el("td", {}, s.transport || ""), el("td", {}, s.placement || ""),
       el("td", { class: "runs" }, [s.package || s.url, ...(s.command || [])].filter(Boolean).join(" ")),
+      el("td", { class: "pinned path" }, s.pinned || ""),
       el("td", s.status ? { class: "error" } : {}, s.status ? s.status + ": " + (s.error || "") : s.sandboxes.map((x) => (x.id || "connection") + " " + x.state).join(", ")),
       el("td", {}, s.restarts), el("td", {}, (s.egress || []).join(", "))))));
 }
