@@ -67,3 +67,40 @@ servers:
 		}
 	}
 }
+
+// TestCategoryDefaults: a call record's category reads the annotations as
+// the policy does, with MCP's defaults: destructiveHint and openWorldHint
+// true unless set false, destructiveHint unset meaning nothing for a
+// read-only tool (set true, it still counts).
+func TestCategoryDefaults(t *testing.T) {
+	f, tr := false, true
+	ann := func(readOnly, destructive, openWorld *bool) map[string]any {
+		m := map[string]any{}
+		for k, v := range map[string]*bool{"readOnlyHint": readOnly, "destructiveHint": destructive, "openWorldHint": openWorld} {
+			if v != nil {
+				m[k] = *v
+			}
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		ann  map[string]any
+		want string
+	}{
+		{"no annotations", nil, "destructive"},
+		{"empty", ann(nil, nil, nil), "destructive"},
+		{"not destructive, world unset", ann(nil, &f, nil), "open-world"},
+		{"not a boolean", map[string]any{"destructiveHint": "no", "openWorldHint": false}, "destructive"},
+		{"read-only, world unset", ann(&tr, nil, nil), "open-world"},
+		{"read-only, closed world", ann(&tr, nil, &f), "read-only"},
+		{"read-only yet destructive", ann(&tr, &tr, &f), "destructive"},
+		{"harmless", ann(&f, &f, &f), ""},
+		{"destructive", ann(&f, &tr, &f), "destructive"},
+	}
+	for _, tt := range tests {
+		if got := category(nil, "t", tt.ann); got != tt.want {
+			t.Errorf("%s: category %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -560,13 +560,18 @@ func category(gs *guardServer, tool string, ann map[string]any) string {
 			return "exec"
 		}
 	}
-	is := func(k string) bool { v, ok := ann[k].(bool); return ok && v }
+	// As the policy reads them (policy.reviewAnnotation): MCP takes
+	// destructiveHint and openWorldHint as true unless a tool sets them
+	// false, and destructiveHint as meaningless for a read-only tool.
+	readOnly, _ := ann["readOnlyHint"].(bool)
+	notFalse := func(k string) bool { v, ok := ann[k].(bool); return !ok || v }
+	destructive, _ := ann["destructiveHint"].(bool)
 	switch {
-	case is("destructiveHint"):
+	case destructive, !readOnly && notFalse("destructiveHint"):
 		return "destructive"
-	case is("openWorldHint"):
+	case notFalse("openWorldHint"):
 		return "open-world"
-	case is("readOnlyHint"):
+	case readOnly:
 		return "read-only"
 	}
 	return ""

@@ -98,9 +98,11 @@ func TestAuditCallRecord(t *testing.T) {
 		if sid != mcpSession {
 			t.Errorf("session = %q, want the client's MCP session id %q", sid, mcpSession)
 		}
+		// fetch_write says openWorldHint and leaves destructiveHint out,
+		// which MCP takes as true: its category is destructive.
 		for k, want := range map[string]string{
 			"client": auClient, "workspace": auClient + "/" + auServer, "server": auServer,
-			"tool": "fetch_write", "category": "open-world", "outcome": "ok",
+			"tool": "fetch_write", "category": "destructive", "outcome": "ok",
 		} {
 			if got := a.str(k); got != want {
 				t.Errorf("%s = %q, want %q", k, got, want)
