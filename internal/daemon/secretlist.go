@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"mcpbox/internal/config"
+	"mcpbox/internal/redact"
 )
 
 // SecretRow is one line of `mcpbox secrets`: where a secret comes from
@@ -35,6 +36,10 @@ const (
 	SecretAsHeader = "header" // a remote server's header
 	SecretAsQuery  = "query"  // a remote server's URL query parameter
 	SecretAsProxy  = "proxy"  // added at the egress proxy (inject)
+	// A key written in a remote server's url itself (in its path, or a
+	// query value or password not moved to a reference): redacted
+	// everywhere by its value, but in the config as plain text.
+	SecretAsURL = "url"
 	// A remote server's pre-registered OAuth client, and the key that
 	// seals every stored login (oauth.store_key).
 	SecretAsOAuthClient = "oauth client"
@@ -60,6 +65,9 @@ func SecretList(c *config.Config, configPath string) []SecretRow {
 		}
 		for _, q := range s.Query {
 			rows = append(rows, SecretRow{ID: s.Name + "/" + q.Name, Server: s.Name, Name: q.Name, From: q.From, As: SecretAsQuery})
+		}
+		if len(config.URLKeys(s.URL, redact.Shaped)) > 0 {
+			rows = append(rows, SecretRow{ID: s.Name + "/url", Server: s.Name, Name: "url", From: "written in the config", As: SecretAsURL})
 		}
 		if o := s.OAuth; o != nil {
 			for _, t := range []struct {

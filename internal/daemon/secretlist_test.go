@@ -56,11 +56,16 @@ func TestSecretListKube(t *testing.T) {
 }
 
 // TestSecretListOAuth: the references of a remote server's pre-registered
-// OAuth client and of the token store's key are listed with the rest.
+// OAuth client and of the token store's key are listed with the rest, and
+// so is a key written in a remote server's url.
 func TestSecretListOAuth(t *testing.T) {
 	p := writeConfig(t, `version: 1
 oauth: {store_key: {from: "env:MCPBOX_OAUTH_KEY"}}
 servers:
+  keyed:
+    url: https://mcp.zapier.com/api/mcp/s/NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1/mcp
+  plain:
+    url: https://mcp.example.com/v1/2025-06-18/mcp
   r:
     url: https://mcp.example.com/mcp
     oauth:
@@ -80,9 +85,15 @@ servers:
 		"r/oauth.client_id":     "env:DEMO_CID as oauth client",
 		"r/oauth.client_secret": "file:/run/demo-secret as oauth client",
 		"oauth.store_key":       "env:MCPBOX_OAUTH_KEY as oauth store key",
+		"keyed/url":             "written in the config as url", // a key in the url's path
 	} {
 		if got[id] != want {
 			t.Errorf("%s: %q, want %q (all: %v)", id, got[id], want, got)
+		}
+	}
+	for _, id := range []string{"plain/url", "r/url"} {
+		if _, ok := got[id]; ok {
+			t.Errorf("%s listed: its url holds no key", id)
 		}
 	}
 }
