@@ -54,7 +54,7 @@ func (g *Guard) list(agent, server, kind string, gen uint64, items []gateway.Ite
 			return !g.engine.Visible(policyClient(agent), server, it.Key)
 		})
 		g.noteNames(gs, items)
-		g.noteUnannotated(gs, items)
+		g.noteUnannotated(gs, out) // the tools clients see: not those hidden until trusted
 	}
 	g.mu.Lock()
 	g.memo[key] = memoEntry{state: state, list: gen, out: out}
@@ -258,17 +258,17 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 	return f
 }
 
-// noteUnannotated warns, once per server, of the tools it lists whose
+// noteUnannotated warns, once per tool, of the tools a server shows whose
 // calls wait for review only because they leave an annotation of
 // approve_annotations unset, which MCP takes as true
-// (policy.Engine.Unannotated). A server written before annotations
+// (policy.Engine.Unannotated): the tools of one list in one line. A server written before annotations
 // (server-github) has every call held so; the warning says why and how to
 // let the harmless ones run.
 func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	g.mu.Lock()
-	done := g.unannotated[gs.name]
+	full := len(g.unannotated[gs.name]) >= maxWarnedTools
 	g.mu.Unlock()
-	if done {
+	if full {
 		return
 	}
 	tools := make(map[string]map[string]any, len(items))
@@ -283,28 +283,47 @@ func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	if len(names) == 0 {
 		return
 	}
+	// Only the tools not warned of yet: a tool a server adds later gets a
+	// warning of its own.
 	g.mu.Lock()
-	done = g.unannotated[gs.name]
-	g.unannotated[gs.name] = true
+	warned := g.unannotated[gs.name]
+	if warned == nil {
+		warned = map[string]bool{}
+		g.unannotated[gs.name] = warned
+	}
+	before := len(warned)
+	names = slices.DeleteFunc(names, func(n string) bool { return warned[n] })
+	for _, n := range names[:min(len(names), maxWarnedTools-len(warned))] {
+		warned[n] = true
+	}
 	g.mu.Unlock()
-	if done {
+	if len(names) == 0 {
 		return
 	}
-	shown := names[:min(len(names), maxNamed)]
+	shown := slices.Clone(names[:min(len(names), maxNamed)])
 	for i, n := range shown {
 		shown[i] = strconv.Quote(n) // a name may hold ", "
 	}
 	if len(names) > maxNamed {
 		shown = append(shown, fmt.Sprintf("and %d more", len(names)-maxNamed))
 	}
-	which := fmt.Sprintf("%d tools of server %s leave", len(names), gs.name)
+	more := ""
+	if before > 0 {
+		more = "more "
+	}
+	which := fmt.Sprintf("%d %stools of server %s leave", len(names), more, gs.name)
 	if len(names) == 1 {
-		which = fmt.Sprintf("1 tool of server %s leaves", gs.name)
+		which = fmt.Sprintf("1 %stool of server %s leaves", more, gs.name)
 	}
 	g.log.Warn(which+" "+strings.Join(anns, " or ")+" unset, which MCP then takes as true, so calls of them wait for review",
 		"server", gs.name, "names", strings.Join(shown, ", "),
 		"hint", fmt.Sprintf("let the harmless ones run with rules under servers.%s.tools ({tool: NAME, action: allow}), or set approve_annotations: [] there to trust the server", gs.name))
 }
+
+// maxWarnedTools bounds the tools of one server noteUnannotated
+// remembers having warned of: a server that lists ever new names does not
+// grow the guard's memory.
+const maxWarnedTools = 4096
 
 // noteNames remembers a server's tool names, for the shadowing rule.
 // It warns, once each, of the server's allow and approve globs that

@@ -208,9 +208,11 @@ func newLoggingGuard(t *testing.T, name, extra string) (*Guard, *bytes.Buffer) {
 // because they leave destructiveHint or openWorldHint out (a read-only one
 // that leaves openWorldHint out among them) are named once per server in
 // a warning; tools that set them, or a read-only one that sets
-// openWorldHint false, are not.
+// openWorldHint false, are not. A tool the server adds later gets a
+// warning of its own (pin: warn shows it at once; under pin: hide, once
+// trusted).
 func TestListWarnsOfUnannotatedTools(t *testing.T) {
-	g, logs := newLoggingGuard(t, "gh", "")
+	g, logs := newLoggingGuard(t, "gh", "pin: warn")
 	items := []gateway.Item{
 		{Key: "merge_pull_request", Raw: []byte(`{"name":"merge_pull_request","inputSchema":{"type":"object"}}`)},
 		{Key: "push_files", Raw: []byte(`{"name":"push_files","inputSchema":{"type":"object"},"annotations":{"title":"Push"}}`)},
@@ -230,5 +232,14 @@ func TestListWarnsOfUnannotatedTools(t *testing.T) {
 		!strings.Contains(out, `add_label`) || !strings.Contains(out, "get_issue") ||
 		strings.Contains(out, "create_issue") || strings.Contains(out, "get_me") || strings.Contains(out, "get_local") {
 		t.Errorf("the warning names the wrong tools:\n%s", out)
+	}
+	logs.Reset()
+	later := append(items, gateway.Item{Key: "delete_repo", Raw: []byte(`{"name":"delete_repo","inputSchema":{"type":"object"}}`)})
+	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 3, later)
+	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 4, later)
+	out = logs.String()
+	if strings.Count(out, "leaves destructiveHint or openWorldHint unset") != 1 || !strings.Contains(out, "1 more tool of server gh leaves") ||
+		!strings.Contains(out, "delete_repo") || strings.Contains(out, "merge_pull_request") {
+		t.Errorf("want one warning naming only the tool added later:\n%s", out)
 	}
 }
