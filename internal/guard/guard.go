@@ -77,8 +77,9 @@ type Guard struct {
 	unmatched map[string]bool                // tools globs matching no tool already warned of; guarded by mu
 	// unannotated are, by server, the tools already warned of as held
 	// for review only because they leave an annotation out
-	// (noteUnannotated), at most maxWarnedTools each. guarded by mu
-	unannotated map[string]map[string]bool
+	// (noteUnannotated): a hash of each name (a server chooses names of
+	// any length), at most maxWarnedTools each. guarded by mu
+	unannotated map[string]map[nameHash]bool
 	asking      map[string]*trustAsk // definitions (server, kind, key) with a trust request open; guarded by mu
 	denied      map[string]string    // definition → the hash a human refused to trust; guarded by mu
 }
@@ -154,7 +155,7 @@ func New(c *config.Config, o Options, log *slog.Logger, book *redact.Book) (*Gua
 		names:          map[string][]string{},
 		reported:       map[string]bool{},
 		unmatched:      map[string]bool{},
-		unannotated:    map[string]map[string]bool{},
+		unannotated:    map[string]map[nameHash]bool{},
 		asking:         map[string]*trustAsk{},
 		denied:         map[string]string{},
 		tracer:         o.Tracer,

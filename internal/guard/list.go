@@ -288,13 +288,13 @@ func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	g.mu.Lock()
 	warned := g.unannotated[gs.name]
 	if warned == nil {
-		warned = map[string]bool{}
+		warned = map[nameHash]bool{}
 		g.unannotated[gs.name] = warned
 	}
 	before := len(warned)
-	names = slices.DeleteFunc(names, func(n string) bool { return warned[n] })
+	names = slices.DeleteFunc(names, func(n string) bool { return warned[hashName(n)] })
 	for _, n := range names[:min(len(names), maxWarnedTools-len(warned))] {
-		warned[n] = true
+		warned[hashName(n)] = true
 	}
 	g.mu.Unlock()
 	if len(names) == 0 {
@@ -322,8 +322,17 @@ func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 
 // maxWarnedTools bounds the tools of one server noteUnannotated
 // remembers having warned of: a server that lists ever new names does not
-// grow the guard's memory.
+// grow the guard's memory. Past it, that server's tools get no warning.
 const maxWarnedTools = 4096
+
+// nameHash stands for a tool name in a set: its size does not depend on
+// the name's.
+type nameHash [16]byte
+
+func hashName(name string) nameHash {
+	sum := sha256.Sum256([]byte(name))
+	return nameHash(sum[:16])
+}
 
 // noteNames remembers a server's tool names, for the shadowing rule.
 // It warns, once each, of the server's allow and approve globs that

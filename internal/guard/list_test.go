@@ -209,8 +209,9 @@ func newLoggingGuard(t *testing.T, name, extra string) (*Guard, *bytes.Buffer) {
 // that leaves openWorldHint out among them) are named once per server in
 // a warning; tools that set them, or a read-only one that sets
 // openWorldHint false, are not. A tool the server adds later gets a
-// warning of its own (pin: warn shows it at once; under pin: hide, once
-// trusted).
+// warning of its own (pin: warn shows it at once; otherwise once it is
+// trusted: TestManyHiddenOneLine's hidden tools, which set no
+// annotations, get no such warning).
 func TestListWarnsOfUnannotatedTools(t *testing.T) {
 	g, logs := newLoggingGuard(t, "gh", "pin: warn")
 	items := []gateway.Item{
