@@ -259,7 +259,11 @@ func (c Client) instances() ([]instance.Record, error) {
 		if c.StateDir == AllStateDirs {
 			return nil, ErrNoInstance
 		}
-		return nil, fmt.Errorf("%w on the state dir %s%s", ErrNoInstance, c.where(), elsewhere(dirs))
+		hint := ""
+		if c.Self == 0 { // a command's, not a serve reaching its siblings (its dashboard, every few seconds)
+			hint = elsewhere(dirs)
+		}
+		return nil, fmt.Errorf("%w on the state dir %s%s", ErrNoInstance, c.where(), hint)
 	}
 	return recs, nil
 }
@@ -284,13 +288,14 @@ func elsewhere(dirs []string) string {
 	switch {
 	case n == 0:
 		return ""
-	case n == 1:
-		return fmt.Sprintf(" (one runs for %s: --all reaches it)", cell(projects[0]))
 	case n > 3:
 		projects = projects[:3]
 	}
 	for i, p := range projects {
-		projects[i] = cell(p)
+		projects[i] = OneLine(p, 80) // the record's, which its state dir's writers wrote
+	}
+	if n == 1 {
+		return fmt.Sprintf(" (one runs for %s: --all reaches it)", projects[0])
 	}
 	list := strings.Join(projects, ", ")
 	if n > 3 {

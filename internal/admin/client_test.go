@@ -172,6 +172,10 @@ func TestClientNoInstance(t *testing.T) {
 			t.Errorf("approvals with %d serves elsewhere: %v; want it to end %q", i+1, err, want)
 		}
 	}
+	// A serve reaching its siblings (its dashboard) looks nowhere else.
+	if _, err := (Client{StateDir: state, Self: os.Getpid()}).Approvals(); err == nil || strings.Contains(err.Error(), "--all") {
+		t.Errorf("a serve's own client: %v; want no hint of other projects", err)
+	}
 	if err := (Client{StateDir: state}).Control("kill", "sbx_a"); err == nil {
 		t.Error("an unknown sandbox operation was sent")
 	}

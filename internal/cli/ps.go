@@ -22,8 +22,9 @@ and the last ones that ended, with their owner, server, state, start,
 last call (or the calls in hand: the oldest, running or awaiting
 approval, for how long, how many more; "calls" in --json), resource use,
 (kubernetes) pod and phase, and the host dir of its /workspace/output
-(under the instance's state dir); a remote server's rows are the
-connections to it (its origin, no ID: nothing to stop or pause). --json
+(relative to the instance's state dir when beneath it); a remote
+server's rows are the connections to it (its origin, no ID: nothing to
+stop or pause). --json
 prints the sandboxes, one object per line, with the pid ("instance") and
 project of the instance that runs each; on stderr, what those lines
 cannot carry: an instance that did not list its sandboxes, a server an
