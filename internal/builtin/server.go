@@ -1,6 +1,8 @@
 package builtin
 
 import (
+	"context"
+	"io"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,6 +72,17 @@ type server struct {
 	o    Options
 	jobs *jobTable
 }
+
+// ServeStdio runs the workspace server of o on one session over in and
+// out (its sandbox's stdin and stdout, which it does not close) until
+// the client goes away or ctx ends.
+func ServeStdio(ctx context.Context, o Options, in io.Reader, out io.Writer) error {
+	return NewServer(o).Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopCloser{out}})
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // NewServer returns the workspace MCP server. Background jobs belong to the
 // session that started them and are killed when that session ends, so the

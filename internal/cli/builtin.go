@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"mcpbox/internal/builtin"
 	"mcpbox/internal/daemon"
 )
@@ -31,17 +29,10 @@ func (e *env) builtinMain(args []string) int {
 	o.Version = Version
 	ctx, cancel := daemon.SignalContext(context.Background())
 	defer cancel()
-	err := builtin.NewServer(o).Run(ctx, &mcp.IOTransport{Reader: readCloser{e.stdin}, Writer: nopWriteCloser{e.stdout}})
+	err := builtin.ServeStdio(ctx, o, e.stdin, e.stdout)
 	if err != nil && ctx.Err() == nil {
 		e.errorf("__builtin: %v", err)
 		return 1
 	}
 	return 0
 }
-
-type readCloser struct {
-	r interface{ Read([]byte) (int, error) }
-}
-
-func (r readCloser) Read(p []byte) (int, error) { return r.r.Read(p) }
-func (readCloser) Close() error                 { return nil }
