@@ -59,7 +59,8 @@ func (e *env) importConfig(args []string) int {
 	rewrite := fs.Bool("rewrite-client-config", false, "print the client's config rewritten to launch mcpbox, not the YAML")
 	cfgPath := fs.String("config", "mcpbox.yaml", "with --rewrite-client-config: where the YAML will live (`PATH`, made absolute)")
 	binPath := fs.String("mcpbox", "", "with --rewrite-client-config: the mcpbox binary (`PATH`; default: this one)")
-	project := fs.String("project", "", "~/.claude.json: also import the servers of the project in `DIR`")
+	var project listFlag
+	fs.Var(&project, "project", "~/.claude.json: also import the servers of the project in `DIR`")
 	var files []string
 	for rest := args; ; rest = fs.Args()[1:] {
 		if code, stop := e.parse(fs, rest); stop {
@@ -70,8 +71,8 @@ func (e *env) importConfig(args []string) int {
 		}
 		files = append(files, fs.Arg(0))
 	}
-	if len(files) != 1 {
-		e.errorf("import: want exactly one FILE (a client's MCP config JSON), got %d", len(files))
+	if len(files) != 1 || len(project) > 1 {
+		e.errorf("import: want exactly one FILE (a client's MCP config JSON), got %d, and one --project at most", len(files))
 		return exitUsage
 	}
 	data, err := e.readInput(files[0])
@@ -85,8 +86,10 @@ func (e *env) importConfig(args []string) int {
 		return exitUsage
 	}
 	cf, err := importer.ParseClientFile(files[0], data)
-	if dir, _ := filepath.Abs(*project); err == nil && *project != "" {
-		err = cf.UseProject(dir)
+	if err == nil && len(project) == 1 {
+		dir, _ := filepath.Abs(project[0])
+		real, _ := filepath.EvalSymlinks(dir) // the key Claude Code wrote may be either
+		err = cf.UseProject(dir, real)
 	}
 	if err != nil {
 		e.errorf("import: %v", err)

@@ -231,7 +231,7 @@ func TestImportNotesPrintable(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want the project's name escaped", code, errs)
 	}
 	code, _, errs = runImport(in, "-", "--project", "/p\x1b[2J\x1b[H")
-	if code != 0 || !strings.Contains(errs, `(of project /p\x1b[2J\x1b[H) is called dup-2`) || strings.ContainsRune(errs, 0x1b) {
+	if code != 0 || !strings.Contains(errs, `server "dup" of project /p\x1b[2J\x1b[H replaces the user's`) || strings.ContainsRune(errs, 0x1b) {
 		t.Errorf("exit %d, stderr %q; want the project's name escaped", code, errs)
 	}
 	// A path with a line break in it cannot start a line of its own.
@@ -256,6 +256,17 @@ func TestImportProject(t *testing.T) {
 	}
 	if !strings.Contains(errs, "project /elsewhere has servers of its own") {
 		t.Errorf("no note of the project left out:\n%s", errs)
+	}
+	// Through a link to the project's dir: its target is the key.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runImport(in, "-", "--project", link); code != 0 || !strings.Contains(out, "  here:\n") {
+		t.Errorf("--project LINK: exit %d, want the project's servers\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if code, _, errs := runImport(in, "-", "--project", ".", "--project", "/elsewhere"); code != exitUsage || !strings.Contains(errs, "one --project at most") {
+		t.Errorf("--project twice: exit %d, stderr %s", code, errs)
 	}
 	code, out, errs = runImport(in, "-", "--project", "/nowhere")
 	if code != exitUsage || out != "" || !strings.Contains(errs, "has no project /nowhere with servers (it has: "+dir+", /elsewhere)") {

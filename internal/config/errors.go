@@ -98,6 +98,17 @@ func Printable(s string) string {
 // of its own.
 func PrintableLine(s string) string { return Printable(strings.ReplaceAll(s, "\n", `\n`)) }
 
+// ShellQuote quotes s for a POSIX shell where it needs it, for a message
+// that names a command to run with a path or name someone else chose.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // ActsOnTerminal reports whether a terminal acts on r rather than shows
 // it: controls (C0, DEL, C1) but line breaks and tabs, the bidirectional
 // marks, embeddings, overrides and isolates, and the Unicode line and

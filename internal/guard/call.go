@@ -326,7 +326,7 @@ func (g *Guard) approvalWaiting(ctx context.Context, req approval.Request, elici
 	args := []any{"id", req.ID, "server", req.Server, "tool", cmpOr(req.Name, req.Tool), "client", req.Client, "rule", req.Rule,
 		"timeout", g.c.Approvals.EffectiveTimeout().String()}
 	if g.channels[config.ChannelCLI] {
-		dir := shellQuote(g.dir)
+		dir := config.ShellQuote(g.dir)
 		args = append(args, "approve", "mcpbox approve "+req.ID+" --state-dir "+dir,
 			"deny", "mcpbox deny "+req.ID+" --state-dir "+dir)
 	}
@@ -344,16 +344,6 @@ func (g *Guard) approvalWaiting(ctx context.Context, req approval.Request, elici
 		progress(fmt.Sprintf("waiting for approval: a person, not the agent, must decide this call within %v; tell the user that it waits",
 			g.c.Approvals.EffectiveTimeout()))
 	}
-}
-
-// shellQuote quotes s for a POSIX shell where it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,@", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // approvalHowTo tells the client, and through it the person behind the

@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+
+	"mcpbox/internal/config"
 )
 
 // members returns the keys of a JSON object in order; a later duplicate
@@ -59,17 +64,22 @@ type ClientFile struct {
 	keys     []string // every top-level key that holds servers
 	projects bool     // ~/.claude.json: servers also under projects.*.mcpServers
 	entries  []member // the servers to import: name and entry, in file order
-	// local are ~/.claude.json's projects with servers, in file order: a
-	// project's servers are for its sessions only, so none is imported
-	// unless UseProject picks it (project is the one picked).
-	local   []projectServers
-	project string
+	// local are ~/.claude.json's projects with servers or a list of
+	// disabled ones, in file order: a project's servers are for its
+	// sessions only, so none is imported unless UseProject picks it
+	// (project is the one picked; projectNotes say what that changed).
+	local        []projectServers
+	project      string
+	projectNotes []string
 }
 
-// projectServers are the servers of one ~/.claude.json project.
+// projectServers are one ~/.claude.json project's servers and the names
+// of the servers Claude Code does not start there (disabledMcpServers,
+// which /mcp writes).
 type projectServers struct {
-	dir     string
-	entries []member
+	dir      string
+	entries  []member
+	disabled []string
 }
 
 // ParseClientFile parses a client's config (JSON or JSONC) named name, as
@@ -114,9 +124,11 @@ func ParseClientFile(name string, data []byte) (*ClientFile, error) {
 // Projects lists the ~/.claude.json projects that have servers of their
 // own, in file order.
 func (cf *ClientFile) Projects() []string {
-	dirs := make([]string, len(cf.local))
-	for i, p := range cf.local {
-		dirs[i] = p.dir
+	var dirs []string
+	for _, p := range cf.local {
+		if len(p.entries) > 0 {
+			dirs = append(dirs, p.dir)
+		}
 	}
 	return dirs
 }
@@ -124,28 +136,77 @@ func (cf *ClientFile) Projects() []string {
 // UseProject adds the servers of the ~/.claude.json project dir (an
 // absolute path, as the file's keys are) to those imported: Claude Code
 // runs them only in a session of that project, so an import takes them
-// only when asked, one project at a time. It fails when cf has no such
-// project, or a project was picked already.
-func (cf *ClientFile) UseProject(dir string) error {
+// only when asked, one project at a time. As in Claude Code, a project's
+// server replaces the user's of the same name, and the servers the
+// project disables are left out. dir may come in several
+// spellings (as given, with its links resolved): the first a key
+// matches counts, a key as written before one that matches only once
+// cleaned ("/p/" for "/p"). It fails when cf has no such project, when
+// the cleaned spelling matches several keys, or when a project was
+// picked already.
+func (cf *ClientFile) UseProject(dir ...string) error {
 	if cf.project != "" {
-		return fmt.Errorf("%s: the servers of project %s are imported already", cf.name, cf.project)
+		return fmt.Errorf("%s: the servers of project %s are imported already", cf.name, config.PrintableLine(cf.project))
 	}
-	for _, p := range cf.local {
-		if filepath.Clean(p.dir) != filepath.Clean(dir) {
-			continue
+	p, err := cf.findProject(dir)
+	if err != nil {
+		return err
+	}
+	project := config.PrintableLine(p.dir)
+	for _, m := range p.entries {
+		i := slices.IndexFunc(cf.entries, func(o member) bool { return o.key == m.key })
+		switch {
+		case i < 0:
+			cf.entries = append(cf.entries, m)
+		case !containsEntry(cf.entries[i:i+1], m): // not merely repeated in the project
+			cf.entries[i] = m
+			cf.projectNotes = append(cf.projectNotes, fmt.Sprintf("server %q of project %s replaces the user's server of that name, as in Claude Code", m.key, project))
 		}
-		for _, m := range p.entries {
-			if !containsEntry(cf.entries, m) { // a user server repeated in the project
-				cf.entries = append(cf.entries, m)
+	}
+	cf.entries = slices.DeleteFunc(cf.entries, func(m member) bool {
+		if !slices.Contains(p.disabled, m.key) {
+			return false
+		}
+		cf.projectNotes = append(cf.projectNotes, fmt.Sprintf("skipping server %q: project %s disables it (disabledMcpServers)", m.key, project))
+		return true
+	})
+	cf.project = p.dir
+	return nil
+}
+
+// findProject is the project of cf that one of dirs names (UseProject).
+func (cf *ClientFile) findProject(dirs []string) (*projectServers, error) {
+	for _, d := range dirs {
+		for i := range cf.local {
+			if cf.local[i].dir == d {
+				return &cf.local[i], nil
 			}
 		}
-		cf.project = p.dir
-		return nil
+	}
+	for _, d := range dirs {
+		var found []*projectServers
+		for i := range cf.local {
+			if filepath.Clean(cf.local[i].dir) == filepath.Clean(d) {
+				found = append(found, &cf.local[i])
+			}
+		}
+		switch len(found) {
+		case 0:
+			continue
+		case 1:
+			return found[0], nil
+		}
+		keys := make([]string, len(found))
+		for i, p := range found {
+			keys[i] = strconv.Quote(p.dir)
+		}
+		return nil, fmt.Errorf("%s: %s names several projects (%s): give the key as written", cf.name, config.PrintableLine(d), config.PrintableLine(strings.Join(keys, ", ")))
 	}
 	if len(cf.local) == 0 {
-		return fmt.Errorf("%s has no project with servers of its own", cf.name)
+		return nil, fmt.Errorf("%s has no project with servers of its own", cf.name)
 	}
-	return fmt.Errorf("%s has no project %s with servers (it has: %s)", cf.name, dir, strings.Join(cf.Projects(), ", "))
+	return nil, fmt.Errorf("%s has no project %s with servers (it has: %s)", cf.name, config.PrintableLine(dirs[0]),
+		config.PrintableLine(strings.Join(cf.Projects(), ", ")))
 }
 
 // addProjects adds the servers of ~/.claude.json's projects.*.mcpServers.
@@ -159,20 +220,22 @@ func (cf *ClientFile) addProjects(raw json.RawMessage) error {
 		if err != nil {
 			return fmt.Errorf("%s: projects.%s: %w", cf.name, p.key, err)
 		}
+		proj := projectServers{dir: p.key}
 		for _, s := range ps {
-			if s.key != "mcpServers" {
-				continue
-			}
-			ms, err := cf.servers("projects."+p.key+".mcpServers", s.val)
-			if err != nil {
-				return err
-			}
-			if len(ms) > 0 {
-				for i := range ms {
-					ms[i].project = p.key
+			switch s.key {
+			case "mcpServers":
+				if proj.entries, err = cf.servers("projects."+p.key+".mcpServers", s.val); err != nil {
+					return err
 				}
-				cf.local = append(cf.local, projectServers{dir: p.key, entries: ms})
+				for i := range proj.entries {
+					proj.entries[i].project = p.key
+				}
+			case "disabledMcpServers":
+				_ = json.Unmarshal(s.val, &proj.disabled) // not a list of names: none disabled
 			}
+		}
+		if len(proj.entries) > 0 || len(proj.disabled) > 0 {
+			cf.local = append(cf.local, proj)
 		}
 	}
 	return nil
@@ -200,10 +263,16 @@ func (cf *ClientFile) servers(path string, raw json.RawMessage) ([]member, error
 }
 
 // containsEntry reports whether ms has m already: ~/.claude.json often
-// repeats a user's server in a project.
+// repeats a user's server in a project, indented deeper there, so the
+// entries are compared as JSON values, not as text.
 func containsEntry(ms []member, m member) bool {
+	var v any
+	if json.Unmarshal(m.val, &v) != nil {
+		return false
+	}
 	for _, o := range ms {
-		if o.key == m.key && bytes.Equal(o.val, m.val) {
+		var ov any
+		if o.key == m.key && json.Unmarshal(o.val, &ov) == nil && reflect.DeepEqual(v, ov) {
 			return true
 		}
 	}

@@ -47,15 +47,16 @@ type Result struct {
 // does not sink the others. Of host, only Homes is read.
 func Convert(cf *ClientFile, host Host) *Result {
 	im := &converter{names: make(map[string]bool), claimed: make(map[string]string), homes: host.Homes}
+	im.notes = slices.Clone(cf.projectNotes)
 	c, hints := im.convert(cf.entries)
 	for _, p := range cf.local {
-		if p.dir != cf.project {
+		if p.dir != cf.project && len(p.entries) > 0 {
 			names := make([]string, len(p.entries))
 			for i, m := range p.entries {
 				names[i] = strconv.Quote(m.key)
 			}
 			im.notef("project %s has servers of its own, not imported (Claude Code runs them only in its sessions): %s; to import them, give --project %s",
-				config.Printable(p.dir), strings.Join(names, ", "), config.Printable(p.dir))
+				config.PrintableLine(p.dir), strings.Join(names, ", "), config.PrintableLine(config.ShellQuote(p.dir)))
 		}
 	}
 	return &Result{Config: c, Hints: hints, Notes: im.notes, Vars: im.vars, Skipped: im.skipped}

@@ -908,3 +908,77 @@ func TestClaudeCodeProjects(t *testing.T) {
 		}
 	})
 }
+
+// TestClaudeCodeProjectRules: with --project, Claude Code's rules for a
+// project's session hold: its server replaces the user's of that name,
+// the servers it disables (disabledMcpServers) are left out, a user's
+// server repeated there (indented otherwise) is imported once; a key as
+// written wins over one that matches only cleaned, several that match
+// cleaned are an error, and a later spelling of the dir (its links
+// resolved) is tried too. A hostile key is escaped in errors and quoted
+// for the shell in the note that names the flag.
+func TestClaudeCodeProjectRules(t *testing.T) {
+	const input = `{
+  "mcpServers": {
+    "memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
+    "shared": {"command": "s", "args": ["a"]},
+    "noisy": {"command": "n"}
+  },
+  "projects": {
+    "/real/app": {
+      "mcpServers": {
+        "memory": {"command": "mem2"},
+        "shared": {
+          "args": ["a"],
+          "command": "s"
+        }
+      },
+      "disabledMcpServers": ["noisy"]
+    },
+    "/amb": {"mcpServers": {"a": {"command": "a"}}},
+    "/amb/": {"mcpServers": {"b": {"command": "b"}}},
+    "/x; touch /tmp/pwned\n": {"mcpServers": {"h": {"command": "h"}}}
+  }
+}`
+	parse := func(t *testing.T) *ClientFile {
+		t.Helper()
+		cf, err := ParseClientFile("claude.json", []byte(input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cf
+	}
+	cf := parse(t)
+	if err := cf.UseProject("/link/app", "/real/app"); err != nil {
+		t.Fatalf("UseProject(a link, then its target): %v", err)
+	}
+	res := Convert(cf, Host{})
+	var got []string
+	for _, s := range res.Config.Servers {
+		got = append(got, s.Name+"="+strings.Join(s.Command, " "))
+	}
+	if want := []string{"memory=mem2", "shared=s a"}; !slices.Equal(got, want) {
+		t.Errorf("servers %q, want %q: the project's memory, shared once, noisy disabled", got, want)
+	}
+	notes := strings.Join(res.Notes, "\n")
+	for _, want := range []string{`server "memory" of project /real/app replaces the user's server of that name`,
+		`skipping server "noisy": project /real/app disables it (disabledMcpServers)`,
+		`to import them, give --project '/x; touch /tmp/pwned\n'`} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+
+	cf = parse(t)
+	if err := cf.UseProject("/amb/"); err != nil || Convert(cf, Host{}).Config.Servers[3].Name != "b" {
+		t.Errorf("UseProject(/amb/): %v; want the key written so", err)
+	}
+	err := parse(t).UseProject("/amb//")
+	if err == nil || !strings.Contains(err.Error(), `names several projects ("/amb", "/amb/")`) {
+		t.Errorf("UseProject(/amb//) = %v, want both keys named", err)
+	}
+	err = parse(t).UseProject("/nowhere")
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `/x; touch /tmp/pwned\n`) {
+		t.Errorf("UseProject(/nowhere) = %q, want the projects listed on one line", err)
+	}
+}

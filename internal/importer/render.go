@@ -146,7 +146,10 @@ func Rewrite(cf *ClientFile, o RewriteOptions) (out []byte, notes []string, err 
 	top := []member{{key: cf.key, val: servers}}
 	if cf.project != "" {
 		notes = append(notes, cf.name+" holds the client's state besides servers: merge this mcpServers object into its project "+
-			config.Printable(cf.project)+" by hand (projects, that key, mcpServers), removing the servers it replaces there and at the top level")
+			config.PrintableLine(cf.project)+" by hand (projects, that key, mcpServers), removing there the servers it replaces. "+
+			"Its gateway runs the user's servers too, and its \"mcpbox\" entry overrides a top-level one in that project: so that the project "+
+			"does not also run the user's servers outside mcpbox, replace them at the top level with the \"mcpbox\" entry of the same import without --project, "+
+			"which keeps them for the other projects")
 	} else if cf.projects {
 		notes = append(notes, cf.name+" holds the client's state besides servers: merge this mcpServers object into it (or a project's .mcp.json) by hand, removing the servers it replaces")
 	} else {
