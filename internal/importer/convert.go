@@ -22,6 +22,10 @@ import (
 // redacted replaces a credential found in an argument, URL or header.
 const redacted = "REDACTED"
 
+// projectHint begins the comment line above a server that names the
+// ~/.claude.json project it came from.
+const projectHint = "From the project "
+
 // Result is what Convert makes of a client file.
 type Result struct {
 	// Config holds the servers of every entry that imports cleanly, in
@@ -109,7 +113,7 @@ func (im *converter) convert(entries []member) (*config.Config, map[string][]str
 			// ~/.claude.json: one config for the servers of every project.
 			project := config.Printable(m.project) // the file chose it: also in a YAML comment
 			of = " (of project " + project + ")"
-			h = append([]string{"From the project " + project + "."}, h...)
+			h = append([]string{projectHint + project + "."}, h...)
 		}
 		if name != m.key {
 			im.notef("server %q%s is called %s in mcpbox.yaml", m.key, of, name)

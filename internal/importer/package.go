@@ -59,11 +59,11 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 			res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(s.Command))...)
 		}
 		if err != nil {
-			res.Hints[s.Name] = append([]string{
+			res.Hints[s.Name] = keepProject(res.Hints[s.Name], append([]string{
 				"mcpbox cannot run this command as a pinned package, and serve refuses it:",
 				err.Error(),
 				"Write it as package: npm:NAME@VERSION (or pypi:...) with args.",
-			}, hostPathHints(s.Command)...)
+			}, hostPathHints(s.Command)...))
 			continue
 		}
 		if !ok {
@@ -85,7 +85,7 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 			s.Command, s.Filesystem.Mounts = append(s.Command[:1:1], argv.Args...), argv.Filesystem.Mounts
 			rest := unmounted(s.Command)
 			hints = append(hints, forwardHints(loopbackForwards(s.Command))...)
-			res.Hints[s.Name] = append(hints, hostPathHints(rest)...)
+			res.Hints[s.Name] = keepProject(res.Hints[s.Name], append(hints, hostPathHints(rest)...))
 			res.Notes = append(res.Notes, hostPathNote(s.Name, hostPaths(rest))...)
 			continue
 		}
@@ -110,8 +110,17 @@ func ConvertPackages(res *Result, pkgOf PackageOf, host Host) {
 		res.Notes = append(res.Notes, relativePathNote(s.Name, s.Args, true)...)
 		hints = append(hints, networkHints(s)...)
 		hints = append(hints, forwardHints(loopbackForwards(s.Args))...)
-		res.Hints[s.Name] = hints
+		res.Hints[s.Name] = keepProject(res.Hints[s.Name], hints)
 	}
+}
+
+// keepProject puts the line naming the ~/.claude.json project a server
+// came from (convert's first hint), if old has one, before hints.
+func keepProject(old, hints []string) []string {
+	if len(old) > 0 && strings.HasPrefix(old[0], projectHint) {
+		return append([]string{old[0]}, hints...)
+	}
+	return hints
 }
 
 // packageHosts are the API hosts of well-known packages that call one

@@ -373,3 +373,24 @@ func TestHomeVariablesAreHostPaths(t *testing.T) {
 		t.Errorf("notes %q", notes)
 	}
 }
+
+// TestPackageKeepsProject: a project's npx server, made a package
+// server, still says which ~/.claude.json project it came from.
+func TestPackageKeepsProject(t *testing.T) {
+	cf, err := ParseClientFile("claude.json", []byte(`{"projects": {"/p": {"mcpServers": {
+		"mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
+		"sub": {"command": "npx", "args": ["-p", "pkg", "bin"]}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cf.UseProject("/p"); err != nil {
+		t.Fatal(err)
+	}
+	res := Convert(cf, Host{})
+	ConvertPackages(res, fakePackageOf, Host{})
+	for _, name := range []string{"mem", "sub"} {
+		if h := res.Hints[name]; len(h) < 2 || h[0] != "From the project /p." {
+			t.Errorf("hints of %s: %q, want the project first", name, h)
+		}
+	}
+}
