@@ -214,3 +214,30 @@ servers:
 		t.Errorf("NewLister of the typo: %v; want its package named, not a config error", err)
 	}
 }
+
+// TestListerRedactsURLKey: mcpbox pin's error for a remote server that
+// cannot be reached quotes its URL with the key in its path redacted, as
+// serve's does, and still unwraps to the gateway's error.
+func TestListerRedactsURLKey(t *testing.T) {
+	const key = "NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1"
+	down := httptest.NewServer(http.NotFoundHandler())
+	url := down.URL + "/api/mcp/s/" + key + "/mcp"
+	down.Close() // nothing listens there now: the connection is refused
+	c, err := config.Load("mcpbox.yaml", []byte("version: 1\nservers:\n  zapier:\n    url: "+url+"\n    tools: {allow: [\"*\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l, err := NewLister(ListOptions{Config: c, ConfigPath: filepath.Join(dir, "mcpbox.yaml"), Base: dir, StateDir: filepath.Join(dir, "state"), NoRecord: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = l.Definitions(context.Background(), "zapier")
+	if err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "[REDACTED:url_zapier]") {
+		t.Errorf("Definitions: %v; want the URL's key redacted", err)
+	}
+	if errors.Unwrap(err) == nil {
+		t.Error("the redacted error does not unwrap")
+	}
+}

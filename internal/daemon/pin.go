@@ -62,6 +62,7 @@ type Lister struct {
 	lock   string // the lock file, as ListOptions.lockPath found it
 	// drift are the packages and images that NoRecord left unpinned.
 	drift *[]string
+	book  *redact.Book // the servers' secrets and the keys in their URLs
 }
 
 // Drift says, a line each, which packages and images the lock does not
@@ -105,6 +106,9 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 	}
 	book := &redact.Book{}
 	log := newLogger(o.Stderr, o.LogLevel, book)
+	if err := learnURLKeys(book, o.Config); err != nil { // as serve does: errors name the URL
+		return nil, configError(err)
+	}
 	lockPath, err := o.lockPath()
 	if err != nil {
 		return nil, err
@@ -159,7 +163,7 @@ func newLister(o ListOptions, change func(*wiring)) (*Lister, error) {
 		w.kubes.close()
 		return nil, configError(err)
 	}
-	return &Lister{gw: gw, kubes: w.kubes, failed: failed, lock: lockPath, drift: drift}, nil
+	return &Lister{gw: gw, kubes: w.kubes, failed: failed, lock: lockPath, drift: drift, book: book}, nil
 }
 
 // errNotAsked drops the servers ListOptions.Only does not name.
@@ -193,8 +197,22 @@ func (l *Lister) Definitions(ctx context.Context, server string) (*gateway.Defin
 	}
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	return l.gw.Definitions(ctx, server, gateway.Scope{Agent: gateway.LocalAgent})
+	defs, err := l.gw.Definitions(ctx, server, gateway.Scope{Agent: gateway.LocalAgent})
+	if err != nil {
+		err = redactedError{err: err, msg: l.book.String(err.Error())}
+	}
+	return defs, err
 }
+
+// redactedError is err, whose text may quote a URL with a key in it or
+// a secret, with that text redacted; errors.Is and As still see err.
+type redactedError struct {
+	err error
+	msg string
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
 
 // Close stops every server the Lister started.
 func (l *Lister) Close() {
