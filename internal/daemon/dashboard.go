@@ -312,7 +312,15 @@ func displayURL(raw string) string {
 	}
 	query := u.RawQuery != ""
 	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	shown := redact.MaskShaped(u.String())
+	// A key in the path (https://host/s/KEY/mcp), as serve redacts it
+	// everywhere else (learnURLKeys), and any credential-shaped string.
+	keys := &redact.Book{}
+	for _, k := range config.URLKeys(raw, redact.Shaped) {
+		if len(k) >= redact.MinValueLen {
+			_ = keys.Add("url", []byte(k))
+		}
+	}
+	shown := redact.MaskShaped(keys.String(u.String()))
 	if query {
 		shown += "?…"
 	}

@@ -659,6 +659,9 @@ servers:
   docs:
     url: https://docs.example/mcp/`+key+`?api_key=secret#frag
     tools: {allow: ["*"]}
+  zapier:
+    url: https://mcp.zapier.com/api/mcp/s/NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1/mcp
+    tools: {allow: ["*"]}
   local:
     command: [/usr/bin/server, --port, "8080"]
     tools: {allow: ["*"]}
@@ -689,6 +692,9 @@ servers:
 		if strings.Contains(r.URL, hidden) {
 			t.Errorf("the remote server's URL %q shows %q", r.URL, hidden)
 		}
+	}
+	if r := rows["zapier"]; strings.Contains(r.URL, "NjM0ZjUxYjAtOTk4Zi00Y2Q1LWI3ZTEtMzA1") || !strings.HasPrefix(r.URL, "https://mcp.zapier.com/api/mcp/s/") {
+		t.Errorf("zapier row %+v, want its url with the key in its path masked", r)
 	}
 	if r := rows["local"]; r.Package != "" || r.URL != "" || r.Pinned != "" || strings.Join(r.Command, " ") != "/usr/bin/server --port 8080" {
 		t.Errorf("command row %+v, want the command alone (a stale package pin of its name not shown)", r)
