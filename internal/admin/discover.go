@@ -57,8 +57,11 @@ type ConfigStateDir func(path, dir string) (stateDir string, ok bool)
 // directory with a live instance decides: its one state dir with live
 // instances, or, where instances of several configs run, a
 // *ManyInstancesError (a command must not act on one of them by chance).
-// With none live, the nearest candidate that exists and that a serve has
-// used (served, below): a stopped project's audit log is still read.
+// With none live, the nearest candidate that a serve has used (its
+// instances dir exists, and served, below): a stopped project's audit
+// log is still read. A state dir that only `mcpbox run` or `mcpbox pin`
+// made (a package store, a lock file) does not count, so that one run of
+// a package in ~ does not make ~ a project that hides every serve.
 func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 	var existing []string
 	served := servedStateDirs()
@@ -70,8 +73,8 @@ func FindStateDir(wd string, configStateDir ConfigStateDir) (string, error) {
 				rec.StateDir = cand
 				live = append(live, rec)
 			}
-			if fi, err := os.Stat(cand); err == nil && fi.IsDir() && served(cand) {
-				existing = append(existing, cand)
+			if fi, err := os.Stat(instance.Dir(cand)); err == nil && fi.IsDir() && served(cand) {
+				existing = append(existing, cand) // a serve ran on it: not only `mcpbox run`'s package store
 			}
 		}
 		switch {

@@ -110,6 +110,21 @@ func TestFindStateDir(t *testing.T) {
 	if _, err := findStateDir(sub); err == nil || !strings.Contains(err.Error(), "mcpbox ps lists every running instance") {
 		t.Fatalf("findStateDir with nothing run: %v, want an error pointing to ps", err)
 	}
+	// A state dir that `mcpbox run` of a package made in proj (its store
+	// and lock file; no serve ever ran) does not make proj a project.
+	runDir, err := specconv.ProjectStateDir("", proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(runDir, "packages"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "mcpbox.lock"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findStateDir(sub); err == nil || !strings.Contains(err.Error(), "mcpbox ps lists every running instance") {
+		t.Fatalf("findStateDir after a run made a state dir: %v, want still no project", err)
+	}
 	t.Chdir(sub) // in no project, a command on an ID asks every instance
 	if code, _, errOut := runCLI("deny", "apr_abc"); code != 1 || !strings.Contains(errOut, admin.ErrNoInstance.Error()) {
 		t.Errorf("deny outside any served project, with no serve running: exit %d: %s; want %q", code, errOut, admin.ErrNoInstance)

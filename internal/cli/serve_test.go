@@ -92,7 +92,7 @@ func TestSecretsRotateFindsTheProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "xdg"))
-	if err := os.Mkdir(filepath.Join(dir, "st"), 0o700); err != nil { // as a serve that ran leaves it
+	if err := instance.MakeDir(filepath.Join(dir, "st")); err != nil { // as a serve that ran leaves it
 		t.Fatal(err)
 	}
 	root, err := instance.Root()

@@ -10,6 +10,7 @@ import (
 
 	"mcpbox/internal/admin"
 	"mcpbox/internal/bearer"
+	"mcpbox/internal/instance"
 	"mcpbox/internal/specconv"
 )
 
@@ -176,7 +177,7 @@ func TestTokenRotateNotUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(state, 0o700); err != nil {
+	if err := instance.MakeDir(state); err != nil { // as a serve that ran leaves it
 		t.Fatal(err)
 	}
 	t.Chdir(proj)
