@@ -347,14 +347,19 @@ func dashboardServers(c *config.Config, down map[string]string, lockPath string)
 	if err != nil || lockPath == "" {
 		lock = &integrity.Lock{} // the page shows the config without pins
 	}
+	// A pin counts only for what the config names now, as serve reads it.
+	sources := map[string]string{}
+	if pss, err := PackageServers(c); err == nil {
+		for _, ps := range pss {
+			sources[ps.Server.Name] = ps.Source.String()
+		}
+	}
 	for _, s := range c.Servers {
 		row := dashboard.Server{Name: s.Name, Placement: s.Placement, Transport: "stdio", Package: cmp.Or(s.Image.Ref, s.Package)}
-		if p, ok := lock.Images[s.Name]; ok && s.Image.Ref != "" {
+		if p, ok := lock.Images[s.Name]; ok && s.Image.Ref != "" && p.Ref == s.Image.Ref && p.Platform == platformOf(s) {
 			row.Pinned = p.Digest
-		} else if p, ok := lock.Packages[s.Name]; ok && s.Package != "" {
-			row.Pinned = p.String()
-		} else if _, _, runner, _ := PackageOf(s.Command); ok && runner {
-			row.Pinned = p.String() // npx -y PKG, uvx PKG: pinned as a package
+		} else if p, ok := lock.Packages[s.Name]; ok && sources[s.Name] != "" && p.Source == sources[s.Name] {
+			row.Pinned = p.String() // package:, or npx -y PKG, uvx PKG
 		}
 		if why, ok := down[s.Name]; ok {
 			row.Status, row.Error = dashboard.StatusUnavailable, why

@@ -9,6 +9,7 @@ import (
 
 	"mcpbox/internal/config"
 	"mcpbox/internal/dashboard"
+	"mcpbox/internal/image"
 	"mcpbox/internal/integrity"
 )
 
@@ -629,8 +630,15 @@ func TestDashboardServerRows(t *testing.T) {
 	const key = "sk_live_abcdefghijklmnopqrstuvwxyz0123"
 	lockPath := filepath.Join(t.TempDir(), "mcpbox.lock")
 	sri := "sha512-" + strings.Repeat("A", 86) + "=="
-	for server, name := range map[string]string{"mem": "@modelcontextprotocol/server-memory", "npx": "@modelcontextprotocol/server-everything", "local": "stale"} {
-		pin := integrity.PackagePin{Ecosystem: "npm", Name: name, Version: "2026.8.31", Source: "^2026", Integrity: sri}
+	// A pin counts for the package the config names now: "old" names
+	// another range than the one its pin was made for, "local" no package.
+	for server, name := range map[string]string{"mem": "@modelcontextprotocol/server-memory", "npx": "@modelcontextprotocol/server-everything",
+		"old": "@modelcontextprotocol/server-memory", "local": "stale"} {
+		source := "npm:" + name + "@^2026"
+		if server == "old" {
+			source = "npm:" + name + "@^2025"
+		}
+		pin := integrity.PackagePin{Ecosystem: "npm", Name: name, Version: "2026.8.31", Source: source, Integrity: sri}
 		if err := integrity.WritePackagePin(lockPath, server, pin); err != nil {
 			t.Fatal(err)
 		}
@@ -640,7 +648,10 @@ func TestDashboardServerRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	digest := "sha256:" + strings.Repeat("ab", 32)
-	lock.Images = map[string]integrity.ImagePin{"img": {Digest: digest, Ref: "127.0.0.1:5000/tools/srv:1"}}
+	lock.Images = map[string]integrity.ImagePin{
+		"img":   {Digest: digest, Ref: "127.0.0.1:5000/tools/srv:1", Platform: image.HostPlatform().String()},
+		"moved": {Digest: digest, Ref: "127.0.0.1:5000/tools/srv:1", Platform: image.HostPlatform().String()}, // the config names :2 now
+	}
 	if err := integrity.WriteLock(lockPath, lock); err != nil {
 		t.Fatal(err)
 	}
@@ -648,6 +659,12 @@ func TestDashboardServerRows(t *testing.T) {
 servers:
   img:
     image: 127.0.0.1:5000/tools/srv:1
+    tools: {allow: ["*"]}
+  moved:
+    image: 127.0.0.1:5000/tools/srv:2
+    tools: {allow: ["*"]}
+  old:
+    package: npm:@modelcontextprotocol/server-memory@^2026
     tools: {allow: ["*"]}
   mem:
     package: npm:@modelcontextprotocol/server-memory@^2026
@@ -680,6 +697,11 @@ servers:
 	}
 	if r := rows["img"]; r.Package != "127.0.0.1:5000/tools/srv:1" || r.Pinned != digest {
 		t.Errorf("image row %+v, want the image and the digest pinned", r)
+	}
+	for _, name := range []string{"moved", "old"} {
+		if r := rows[name]; r.Pinned != "" {
+			t.Errorf("%s row %+v: a pin made for what the config no longer names is shown", name, r)
+		}
 	}
 	if r := rows["npx"]; r.Pinned != "npm:@modelcontextprotocol/server-everything@2026.8.31" {
 		t.Errorf("npx row %+v, want the version pinned", r)
