@@ -222,7 +222,15 @@ func (h *Handler) apiCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) apiSandboxes(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, map[string]any{"sandboxes": nonNil(h.opts.Backend.Sandboxes()), "now": h.opts.Now().UTC()})
+	rows := nonNil(h.opts.Backend.Sandboxes())
+	if sessionOf(r).s.role != RoleAdmin {
+		// Host paths (the user's home, the state dir) are for those who
+		// may act on them; a viewer may be an agent's token.
+		for i := range rows {
+			rows[i].Output = ""
+		}
+	}
+	writeJSON(w, map[string]any{"sandboxes": rows, "now": h.opts.Now().UTC()})
 }
 
 func (h *Handler) apiControl(w http.ResponseWriter, r *http.Request) {

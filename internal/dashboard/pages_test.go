@@ -254,9 +254,9 @@ func TestSandboxDiff(t *testing.T) {
 	}
 }
 
-// TestSandboxControls: the page lists the running sandbox; pause, resume
-// and stop from the page reach the gateway, and the audit says an admin
-// asked.
+// TestSandboxControls: the page lists the running sandbox (its output
+// dir for an admin only); pause, resume and stop from the page reach the
+// gateway, and the audit says an admin asked.
 func TestSandboxControls(t *testing.T) {
 	r := newRig(t)
 	b := r.browserLoggedIn(t)
@@ -269,8 +269,15 @@ func TestSandboxControls(t *testing.T) {
 		return page.Sandboxes
 	}
 	sb := rows()
-	if len(sb) != 1 || sb[0].Server != "echo" || sb[0].State != "running" || sb[0].LastCall.IsZero() {
+	if len(sb) != 1 || sb[0].Server != "echo" || sb[0].State != "running" || sb[0].LastCall.IsZero() || sb[0].Output != rigOutput {
 		t.Fatalf("sandboxes %+v", sb)
+	}
+	// A viewer sees the sandbox, not its host path.
+	v := r.browser(t)
+	v.login(viewerToken)
+	var seen struct{ Sandboxes []admin.Sandbox }
+	if code := v.getJSON("/ui/api/sandboxes", &seen); code != 200 || len(seen.Sandboxes) != 1 || seen.Sandboxes[0].Output != "" {
+		t.Errorf("a viewer's sandboxes: %d %+v; want the row without its output dir", code, seen.Sandboxes)
 	}
 	id := sb[0].ID
 	for _, step := range []struct{ op, state string }{{"pause", "paused"}, {"resume", "running"}, {"stop", "stopped"}} {
