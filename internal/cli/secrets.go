@@ -23,10 +23,10 @@ const secretsHelp = `USAGE
 
 Lists the secret references of every server in FILE (default: the
 mcpbox.yaml of the current directory) and where each goes
-(variable, /run/secrets file, or the HTTP header of a remote server; AS
-"url": a key written in a remote server's url): never a value. A secret added at the egress proxy (inject) shows AS
-"proxy" and the HOSTS the proxy adds it for; the sandbox holds only a
-placeholder. A kubernetes:SECRET/KEY reference shows its namespace.
+(variable, /run/secrets file, or the HTTP header of a remote server;
+AS "url": a key written in a remote server's url): never a value. A
+secret added at the egress proxy (inject) shows AS "proxy" and the
+HOSTS the proxy adds it for; the sandbox holds only a placeholder. A kubernetes:SECRET/KEY reference shows its namespace.
 
 rotate asks the gateways running on that config's state dir (with
 neither flag: the current project's) to renew the sandboxes of every

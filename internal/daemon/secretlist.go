@@ -67,7 +67,9 @@ func SecretList(c *config.Config, configPath string) []SecretRow {
 			rows = append(rows, SecretRow{ID: s.Name + "/" + q.Name, Server: s.Name, Name: q.Name, From: q.From, As: SecretAsQuery})
 		}
 		if len(config.URLKeys(s.URL, redact.Shaped)) > 0 {
-			rows = append(rows, SecretRow{ID: s.Name + "/url", Server: s.Name, Name: "url", From: "written in the config", As: SecretAsURL})
+			// "(url)": no header or query parameter of that name to confuse
+			// it with, and nothing a rotate could name.
+			rows = append(rows, SecretRow{ID: s.Name + "/(url)", Server: s.Name, Name: "(url)", From: "written in the config", As: SecretAsURL})
 		}
 		if o := s.OAuth; o != nil {
 			for _, t := range []struct {

@@ -85,13 +85,13 @@ servers:
 		"r/oauth.client_id":     "env:DEMO_CID as oauth client",
 		"r/oauth.client_secret": "file:/run/demo-secret as oauth client",
 		"oauth.store_key":       "env:MCPBOX_OAUTH_KEY as oauth store key",
-		"keyed/url":             "written in the config as url", // a key in the url's path
+		"keyed/(url)":           "written in the config as url", // a key in the url's path
 	} {
 		if got[id] != want {
 			t.Errorf("%s: %q, want %q (all: %v)", id, got[id], want, got)
 		}
 	}
-	for _, id := range []string{"plain/url", "r/url"} {
+	for _, id := range []string{"plain/(url)", "r/(url)"} {
 		if _, ok := got[id]; ok {
 			t.Errorf("%s listed: its url holds no key", id)
 		}
