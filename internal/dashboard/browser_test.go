@@ -230,6 +230,16 @@ func TestBrowserDashboard(t *testing.T) {
 	step(t, ctx, "resumed", chromedp.WaitVisible(chromedp.CSS(`tr[data-id] .pause`)))
 	click(t, ctx, "stop", `tr[data-id] .stop`)
 	step(t, ctx, "stopped", chromedp.WaitNotPresent(chromedp.CSS(`tr[data-id] .stop`)))
+	// Why it ended comes just after the state (the page refreshes every 5 s).
+	st := ""
+	for deadline := time.Now().Add(12 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if st = get(t, ctx, "stopped state", chromedp.Evaluate[string](`(document.querySelector("tr[data-id] td.state") || {}).textContent || ""`)); len(st) > len("stopped: ") {
+			break
+		}
+	}
+	if !strings.HasPrefix(st, "stopped: ") || len(st) <= len("stopped: ") {
+		t.Errorf("the stopped sandbox's state %q, want why it ended after it", st)
+	}
 	if recs := r.records(t, "sandbox_pause"); len(recs) != 1 || recs[0].Detail["by"] != "web:admin" {
 		t.Errorf("pause records %+v", recs)
 	}

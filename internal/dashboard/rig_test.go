@@ -323,6 +323,7 @@ func trackedLauncher(g *guard.Guard) func(context.Context, gateway.Scope) (*gate
 		stop := p.Stop
 		p.Stop = func() {
 			stop()
+			t.SetExit("stopped") // as the local launcher says it (stoppedStatus)
 			t.SetState(gateway.StateStopped)
 			g.SandboxEnded("echo", scope, t, "exit status 0", true)
 			done()

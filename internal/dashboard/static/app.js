@@ -198,7 +198,9 @@ async function sandboxes(main) {
     // A remote server's row is the gateway's connection to it: no sandbox, nothing to control.
     const ctl = admin() && !s.remote;
     return el("tr", { "data-id": s.id }, el("td", {}, s.remote ? "remote " + s.remote : s.id), el("td", {}, s.server), el("td", {}, (s.client || "") + (s.era ? " (" + s.era + ")" : "")),
-      el("td", { class: s.state === "failed" ? "refused" : "" }, s.state), el("td", {}, bytes(s.memory_bytes)), el("td", {}, s.pids || ""),
+      // Why it ended, as ps shows it under EXIT.
+      el("td", { class: "state" + (s.state === "failed" ? " refused" : "") }, s.state + (s.exit || s.reason ? ": " + (s.exit || s.reason) : "")),
+      el("td", {}, bytes(s.memory_bytes)), el("td", {}, s.pids || ""),
       el("td", {}, s.cpu_seconds ? s.cpu_seconds.toFixed(2) : ""), el("td", { class: (s.calls || []).length ? "calls-now" : "" }, last), el("td", {}, s.restarts || ""),
       el("td", { class: "path" }, s.output || ""),
       el("td", {}, el("div", { class: "actions" },
