@@ -261,9 +261,9 @@ func (g *Guard) scanOne(gs *guardServer, kind string, it gateway.Item, others []
 // noteUnannotated warns, once per tool, of the tools a server shows whose
 // calls wait for review only because they leave an annotation of
 // approve_annotations unset, which MCP takes as true
-// (policy.Engine.Unannotated): the tools of one list in one line. A server written before annotations
-// (server-github) has every call held so; the warning says why and how to
-// let the harmless ones run.
+// (policy.Engine.Unannotated): the tools of one list in one line. A
+// server written before annotations (server-github) has every call held
+// so; the warning says why and how to let the harmless ones run.
 func (g *Guard) noteUnannotated(gs *guardServer, items []gateway.Item) {
 	g.mu.Lock()
 	full := len(g.unannotated[gs.name]) >= maxWarnedTools
