@@ -550,16 +550,14 @@ func category(gs *guardServer, tool string, ann map[string]any) string {
 			return "exec"
 		}
 	}
-	// As the policy reads them (policy.reviewAnnotation): MCP takes
-	// destructiveHint and openWorldHint as true unless a tool sets them
-	// false, and destructiveHint as meaningless for a read-only tool.
+	// With MCP's defaults, as the policy reads them.
+	destructive, _ := policy.Annotation(ann, config.AnnotationDestructive)
+	openWorld, _ := policy.Annotation(ann, config.AnnotationOpenWorld)
 	readOnly, _ := ann["readOnlyHint"].(bool)
-	notFalse := func(k string) bool { v, ok := ann[k].(bool); return !ok || v }
-	destructive, _ := ann["destructiveHint"].(bool)
 	switch {
-	case destructive, !readOnly && notFalse("destructiveHint"):
+	case destructive:
 		return "destructive"
-	case notFalse("openWorldHint"):
+	case openWorld:
 		return "open-world"
 	case readOnly:
 		return "read-only"

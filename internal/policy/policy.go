@@ -309,30 +309,44 @@ const (
 )
 
 // reviewAnnotation returns the first annotation of approve_annotations
-// that holds a call of a tool with these annotations for review, and ""
-// if the tool sets it to true, or how it leaves it unset. MCP's defaults
-// are destructiveHint and openWorldHint true unless the tool says
-// otherwise, so only a boolean false lets the call run; a value of
-// another type is no statement. As MCP says, destructiveHint means
-// nothing for a tool that sets readOnlyHint true: leaving it out does
-// not hold such a tool (setting it true still does); openWorldHint holds
-// it whatever readOnlyHint says, since a read can reach out.
+// that holds a call of a tool with these annotations for review
+// (Annotation), and "" if the tool sets it to true, or how it leaves it
+// unset. A set true wins over one left unset.
 func (sp *serverPolicy) reviewAnnotation(ann map[string]any) (name, unset string) {
-	readOnly, _ := ann["readOnlyHint"].(bool)
 	for _, a := range sp.annotations {
-		v, present := ann[a]
-		b, isBool := v.(bool)
+		v, u := Annotation(ann, a)
 		switch {
-		case isBool && b:
+		case v && u == "":
 			return a, ""
-		case isBool, name != "", readOnly && a == config.AnnotationDestructive:
-		case present:
-			name, unset = a, unsetNotBool
-		default:
-			name, unset = a, unsetAbsent
+		case v && name == "":
+			name, unset = a, u
 		}
 	}
 	return name, unset
+}
+
+// Annotation is what a tool with the annotations ann says of the hint
+// name (destructiveHint or openWorldHint) as MCP reads it, and, when the
+// tool leaves it unset, how. MCP's defaults are both hints true unless
+// the tool says otherwise, so only a boolean false makes one false; a
+// value of another type is no statement. As MCP says, destructiveHint
+// means nothing for a tool that sets readOnlyHint true: left out, it is
+// false for such a tool (set true, it is true); openWorldHint holds
+// whatever readOnlyHint says, since a read can reach out. The audit's
+// call category reads the hints through this too.
+func Annotation(ann map[string]any, name string) (value bool, unset string) {
+	v, present := ann[name]
+	b, isBool := v.(bool)
+	readOnly, _ := ann["readOnlyHint"].(bool)
+	switch {
+	case isBool:
+		return b, ""
+	case readOnly && name == config.AnnotationDestructive:
+		return false, ""
+	case present:
+		return true, unsetNotBool
+	}
+	return true, unsetAbsent
 }
 
 // decide applies the client's globs to "SERVER/TOOL"; false: no client policy.
