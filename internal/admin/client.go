@@ -273,11 +273,7 @@ func (c Client) instances() ([]instance.Record, error) {
 // directory that a past run made a project of may look for a call that
 // waits in another project's serve.
 func elsewhere(dirs []string) string {
-	root, err := instance.Root()
-	if err != nil {
-		return ""
-	}
-	all, _ := instance.All(root)
+	all, _ := instancesFor(AllStateDirs)
 	var projects []string
 	for _, r := range all {
 		if !slices.Contains(dirs, r.StateDir) && !slices.Contains(projects, r.Project) {
