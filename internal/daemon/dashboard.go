@@ -315,11 +315,7 @@ func displayURL(raw string) string {
 	// A key in the path (https://host/s/KEY/mcp), as serve redacts it
 	// everywhere else (learnURLKeys), and any credential-shaped string.
 	keys := &redact.Book{}
-	for _, k := range config.URLKeys(raw, redact.Shaped) {
-		if len(k) >= redact.MinValueLen {
-			_ = keys.Add("url", []byte(k))
-		}
-	}
+	_ = addURLKeys(keys, "url", raw) // a key it cannot hold is a config's, which serve refused
 	shown := redact.MaskShaped(keys.String(u.String()))
 	if query {
 		shown += "?…"

@@ -313,13 +313,22 @@ func learnURLKeys(book *redact.Book, c *config.Config) error {
 		if s == nil || s.URL == "" {
 			continue
 		}
-		for _, k := range config.URLKeys(s.URL, redact.Shaped) {
-			if len(k) < redact.MinValueLen {
-				continue // too short to redact without hitting ordinary text
-			}
-			if err := book.Add("url_"+s.Name, []byte(k)); err != nil {
-				return fmt.Errorf("servers.%s.url: %w", s.Name, err)
-			}
+		if err := addURLKeys(book, "url_"+s.Name, s.URL); err != nil {
+			return fmt.Errorf("servers.%s.url: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// addURLKeys teaches book, under name, what of the url raw looks like a
+// key (config.URLKeys).
+func addURLKeys(book *redact.Book, name, raw string) error {
+	for _, k := range config.URLKeys(raw, redact.Shaped) {
+		if len(k) < redact.MinValueLen {
+			continue // too short to redact without hitting ordinary text
+		}
+		if err := book.Add(name, []byte(k)); err != nil {
+			return err
 		}
 	}
 	return nil
