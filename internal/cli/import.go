@@ -88,8 +88,8 @@ func (e *env) importConfig(args []string) int {
 	cf, err := importer.ParseClientFile(files[0], data)
 	if err == nil && len(project) == 1 {
 		dir, _ := filepath.Abs(project[0])
-		real, _ := filepath.EvalSymlinks(dir) // the key Claude Code wrote may be either
-		err = cf.UseProject(dir, real)
+		resolved, _ := filepath.EvalSymlinks(dir) // the key Claude Code wrote may be either
+		err = cf.UseProject(dir, resolved)
 	}
 	if err != nil {
 		e.errorf("import: %v", err)
