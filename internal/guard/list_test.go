@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -242,5 +243,36 @@ func TestListWarnsOfUnannotatedTools(t *testing.T) {
 	if strings.Count(out, "leaves destructiveHint or openWorldHint unset") != 1 || !strings.Contains(out, "1 more tool of server gh leaves") ||
 		!strings.Contains(out, "delete_repo") || strings.Contains(out, "merge_pull_request") {
 		t.Errorf("want one warning naming only the tool added later:\n%s", out)
+	}
+}
+
+// TestUnannotatedWarnedBounded: the tools warned of as unannotated are
+// remembered up to maxWarnedTools per server, as fixed-size hashes; a
+// server that lists ever new (and long) names grows nothing past that,
+// and its tools get no more warnings.
+func TestUnannotatedWarnedBounded(t *testing.T) {
+	g, logs := newLoggingGuard(t, "gh", "pin: off")
+	tools := func(gen, n int) []gateway.Item {
+		items := make([]gateway.Item, n)
+		for i := range items {
+			name := fmt.Sprintf("t%d_%d_%s", gen, i, strings.Repeat("x", 1000))
+			items[i] = gateway.Item{Key: name, Raw: []byte(`{"name":"` + name + `","inputSchema":{"type":"object"}}`)}
+		}
+		return items
+	}
+	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 1, tools(1, maxWarnedTools+10))
+	g.mu.Lock()
+	n := len(g.unannotated["gh"])
+	g.mu.Unlock()
+	if n != maxWarnedTools {
+		t.Fatalf("%d tools remembered, want %d", n, maxWarnedTools)
+	}
+	logs.Reset()
+	g.list(gateway.LocalAgent, "gh", gateway.KindTools, 2, tools(2, 10))
+	g.mu.Lock()
+	n = len(g.unannotated["gh"])
+	g.mu.Unlock()
+	if n != maxWarnedTools || strings.Contains(logs.String(), "unset") {
+		t.Errorf("past the bound: %d remembered, log:\n%s", n, logs.String())
 	}
 }
